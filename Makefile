@@ -1,0 +1,106 @@
+# pow-shield — build, run the demo, test.
+#
+#   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
+#   make test          cargo test + the integration suite (prove -r t/)
+#   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so
+#   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
+#   make check         cargo fmt --check + cargo clippy
+#   make bench         throughput against stock nginx and limit_req (bench/)
+#
+# Every target installs what it needs with apt-get when run as root; otherwise
+# it prints the exact command to run.
+
+SHELL      := /bin/bash
+MODULE     := ngx_http_pow_shield_module
+CARGO      ?= cargo
+PROFILE    ?= release
+OBJS       := $(CURDIR)/objs
+DEB_SRC    := /usr/share/nginx/src
+DEB_BUILD  := $(CURDIR)/target/debian-nginx
+
+BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
+TEST_PKGS  := redis-server perl curl
+DEB_PKGS   := nginx-core nginx-dev
+BENCH_PKGS := wrk
+
+.PHONY: all build build-debian run test unittest prove check bench clean deps-build deps-test deps-debian deps-bench
+
+all: build
+
+# Installs Debian packages (as root) or prints the command that would.
+define need_pkgs
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing packages; run:  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+endef
+
+deps-build:
+	$(call need_pkgs,$(BUILD_PKGS))
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found; install Rust: https://rustup.rs"; exit 1; }
+
+deps-test: deps-build
+	$(call need_pkgs,$(TEST_PKGS))
+
+deps-debian:
+	$(call need_pkgs,$(DEB_PKGS))
+
+deps-bench:
+	$(call need_pkgs,$(BENCH_PKGS))
+
+# Vendored nginx (nginx-src crate) + the module, copied to objs/.
+build: deps-build
+	$(CARGO) build --profile $(PROFILE) --features vendored
+	@mkdir -p $(OBJS)
+	@ngx=$$(ls -td target/$(PROFILE)/build/nginx-sys-*/out/objs/nginx 2>/dev/null | head -1); \
+	  test -n "$$ngx" || { echo "vendored nginx binary not found"; exit 1; }; \
+	  cp -f "$$ngx" $(OBJS)/nginx
+	cp -f target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
+	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')) and objs/$(MODULE).so"
+
+# The module for the distribution's nginx: configure a copy of its source
+# tree with its own flags, and build against that (a module only loads into
+# the exact nginx version it was built for).
+build-debian: deps-build deps-debian
+	@if [ ! -f $(DEB_BUILD)/objs/ngx_auto_config.h ]; then \
+	  rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD) && cp -a $(DEB_SRC)/. $(DEB_BUILD)/ && \
+	  cd $(DEB_BUILD) && . ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" >/dev/null; \
+	fi
+	NGINX_SOURCE_DIR=$(DEB_BUILD) NGINX_BUILD_DIR=$(DEB_BUILD)/objs \
+	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE)
+	@mkdir -p $(OBJS)/debian
+	cp -f target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
+	@echo "built: objs/debian/$(MODULE).so for $$(/usr/sbin/nginx -v 2>&1 | sed 's/.*\///')"
+
+run: build
+	@mkdir -p objs/demo/logs
+	@cp -f nginx-conf/demo.conf objs/demo/nginx.conf
+	@rm -rf objs/demo/html && cp -r nginx-conf/demo-api objs/demo/html
+	@cat nginx-conf/demo-banner.txt
+	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
+
+unittest: deps-build
+	$(CARGO) test --profile $(PROFILE) --features vendored --lib
+
+prove: deps-test build
+	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
+	  else echo "note: nginx-dev not installed: the Debian load test will be skipped"; fi
+	prove -I t/lib -r t/
+
+test: unittest prove
+
+check: deps-build
+	$(CARGO) fmt --check
+	$(CARGO) clippy --profile $(PROFILE) --features vendored --all-targets -- -D warnings
+
+bench: build deps-bench
+	bench/run.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf $(OBJS)

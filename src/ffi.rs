@@ -1,0 +1,29 @@
+//! Small helpers for the FFI edge: no panic may unwind into nginx.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Runs `f`, returning `on_panic` if it panics, so that no panic crosses into
+/// nginx. A panic is a bug; it is reported on stderr (the error log) by the
+/// default hook before we get here.
+#[inline]
+pub fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+/// Views an `ngx_str_t` as bytes; null data is the empty slice.
+#[inline]
+pub fn bytes(s: &nginx_sys::ngx_str_t) -> &[u8] {
+    if s.data.is_null() || s.len == 0 {
+        return &[];
+    }
+    // SAFETY: nginx strings point at `len` readable bytes while they live.
+    unsafe { core::slice::from_raw_parts(s.data, s.len) }
+}
+
+/// Epoch milliseconds from nginx's cached clock (updated once per event
+/// loop iteration, like every other time nginx uses for a request).
+#[inline]
+pub fn now_ms() -> u64 {
+    let tp = nginx_sys::ngx_timeofday();
+    (tp.sec as u64) * 1000 + tp.msec as u64
+}

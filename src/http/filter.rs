@@ -1,0 +1,48 @@
+//! The header filter: every response of a shielded request (proxied, static,
+//! error pages, our own 4xx) carries the rate-limit headers.
+
+use core::ptr;
+
+use nginx_sys::{ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_int_t, NGX_ERROR};
+use ngx::http::Request;
+
+use super::response::add_rate_limit_headers;
+use super::state::Shield;
+
+/// The next header filter in nginx's chain.
+static mut NEXT: ngx_http_output_header_filter_pt = None;
+
+/// Puts our filter at the top of the chain (during postconfiguration).
+pub fn install() {
+    // SAFETY: configuration runs single-threaded in the master; the chain
+    // pointers are only written here.
+    unsafe {
+        NEXT = nginx_sys::ngx_http_top_header_filter;
+        nginx_sys::ngx_http_top_header_filter = Some(header_filter);
+    }
+}
+
+unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
+    let ok = crate::ffi::guard(false, || {
+        // SAFETY: nginx passes a live request to header filters.
+        let r = unsafe { Request::from_ngx_http_request(r) };
+        if !r.is_main() {
+            return true;
+        }
+        match Shield::find(r) {
+            Some(shield) if !shield.headers_sent => {
+                shield.headers_sent = true;
+                add_rate_limit_headers(r, shield).is_some()
+            }
+            _ => true,
+        }
+    });
+    if !ok {
+        return NGX_ERROR as ngx_int_t;
+    }
+    // SAFETY: NEXT was set at configuration time to the previous top filter.
+    match unsafe { ptr::addr_of!(NEXT).read() } {
+        Some(next) => unsafe { next(r) },
+        None => NGX_ERROR as ngx_int_t,
+    }
+}

@@ -1,0 +1,29 @@
+//! The request path: the access handler, the header filter that adds the
+//! rate-limit headers, responses and `$pow_shield_*` variables.
+
+mod filter;
+mod handler;
+mod response;
+mod state;
+pub mod variables;
+
+use nginx_sys::{ngx_array_push, ngx_conf_t, ngx_http_handler_pt, ngx_http_phases_NGX_HTTP_ACCESS_PHASE};
+use ngx::core::Status;
+use ngx::http::{HttpModuleMainConf, NgxHttpCoreModule};
+
+/// `postconfiguration`: registers the access handler and the header filter.
+pub fn install(cf: &mut ngx_conf_t) -> Status {
+    let Some(cmcf) = NgxHttpCoreModule::main_conf_mut(cf) else {
+        return Status::NGX_ERROR;
+    };
+    let phase = &mut cmcf.phases[ngx_http_phases_NGX_HTTP_ACCESS_PHASE as usize].handlers;
+    // SAFETY: pushes one handler slot onto nginx's phase array.
+    let h = unsafe { ngx_array_push(phase) }.cast::<ngx_http_handler_pt>();
+    if h.is_null() {
+        return Status::NGX_ERROR;
+    }
+    // SAFETY: `h` is a fresh slot in the array.
+    unsafe { *h = Some(handler::access_handler) };
+    filter::install();
+    Status::NGX_OK
+}

@@ -1,0 +1,177 @@
+//! Per-request state, kept once per main request.
+//!
+//! Internal redirects (`index`, `try_files`, `error_page`) wipe `r->ctx` and
+//! re-run the access phase; the state is therefore found through its own
+//! entry in the request pool's cleanup list (as `ngx_http_realip_module`
+//! does), so that a request is counted once.
+
+use core::ffi::c_void;
+use core::mem::size_of;
+use core::ptr;
+use std::rc::Rc;
+
+use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
+use ngx::http::{HttpModule, Request};
+
+use crate::config::Policy;
+use crate::limiter::Verdict;
+use crate::pow::Solved;
+use crate::store::Waiter;
+use crate::PowShield;
+
+/// What happened to a request, as `$pow_shield_result` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit (or let through by `pow_shield_fail open`).
+    Pass,
+    /// Over the limit, answered 429 with a challenge.
+    Challenge,
+    /// Over the limit with a valid, unspent solution.
+    Solved,
+    /// Over the limit with a solution that failed verification or was spent.
+    Invalid,
+    /// Empty key: not counted.
+    Exempt,
+    /// Redis unavailable under `pow_shield_fail closed`: answered 503.
+    Unavailable,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Challenge => "challenge",
+            Outcome::Solved => "solved",
+            Outcome::Invalid => "invalid",
+            Outcome::Exempt => "exempt",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Where a request is in its decision.
+#[derive(Clone, Copy)]
+pub enum Stage {
+    /// Nothing asked yet.
+    Start,
+    /// Waiting for the store's verdict.
+    Checking,
+    /// Waiting for the store to spend a verified solution.
+    Spending(Solved),
+    /// Decided to let it through; later runs of the access phase pass too.
+    Passed,
+    /// A response was sent.
+    Answered,
+}
+
+/// The shield's state for one main request.
+pub struct Shield {
+    pub stage: Stage,
+    /// The policy of the location that decided (headers use it too).
+    pub policy: Policy,
+    pub verdict: Option<Verdict>,
+    /// Local clock when the verdict was made (for `X-RateLimit-Reset`).
+    pub decided_at_ms: u64,
+    pub outcome: Option<Outcome>,
+    /// The rate-limit headers were added to the response.
+    pub headers_sent: bool,
+    /// The pending store operation, if any.
+    pub waiter: Option<Rc<Waiter>>,
+    /// Posted by the store when a pending answer arrives.
+    resume: ngx_event_t,
+}
+
+impl Shield {
+    /// This request's state, if it has one.
+    pub fn find(r: &Request) -> Option<&'static mut Shield> {
+        let module = PowShield::module();
+        let raw: &ngx_http_request_t = r.as_ref();
+        // SAFETY: r->ctx has a slot per module; ours is null or a Shield in
+        // this request's pool.
+        let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<Shield>();
+        if !cached.is_null() {
+            // SAFETY: see above; the request owns it until its pool goes.
+            return Some(unsafe { &mut *cached });
+        }
+        // SAFETY: the cleanup list of a live request's pool is well formed;
+        // an entry with our handler holds a Shield in its data.
+        unsafe {
+            let mut cln = (*raw.pool).cleanup;
+            while let Some(c) = cln.as_ref() {
+                // Our handler marks our entry (ngx_http_realip_module's way).
+                if c.handler.is_some_and(|h| core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))) {
+                    r.set_module_ctx(c.data, module);
+                    return Some(&mut *c.data.cast::<Shield>());
+                }
+                cln = c.next;
+            }
+        }
+        None
+    }
+
+    /// Creates the state of a main request.
+    pub fn attach(r: &mut Request, policy: Policy) -> Option<&'static mut Shield> {
+        let raw: *mut ngx_http_request_t = (&mut *r).into();
+        // SAFETY: adds a cleanup entry (with room for a Shield) to the pool of
+        // a live request; the Shield is written before the handler is set.
+        unsafe {
+            let cln = ngx_pool_cleanup_add((*raw).pool, size_of::<Shield>());
+            if cln.is_null() {
+                return None;
+            }
+            let shield = (*cln).data.cast::<Shield>();
+            if (shield as usize) % core::mem::align_of::<Shield>() != 0 {
+                return None;
+            }
+            ptr::write(
+                shield,
+                Shield {
+                    stage: Stage::Start,
+                    policy,
+                    verdict: None,
+                    decided_at_ms: 0,
+                    outcome: None,
+                    headers_sent: false,
+                    waiter: None,
+                    resume: core::mem::zeroed(),
+                },
+            );
+            let resume = &mut (*shield).resume;
+            resume.handler = Some(super::handler::resume);
+            resume.data = raw.cast();
+            resume.log = (*(*raw).connection).log;
+            (*cln).handler = Some(cleanup);
+            r.set_module_ctx(shield.cast(), PowShield::module());
+            Some(&mut *shield)
+        }
+    }
+
+    /// A waiter that wakes this request.
+    pub fn new_waiter(&mut self) -> Rc<Waiter> {
+        let waiter = Waiter::new(&mut self.resume);
+        self.waiter = Some(waiter.clone());
+        waiter
+    }
+}
+
+impl Drop for Shield {
+    fn drop(&mut self) {
+        // A store may still answer: make sure it never touches this request.
+        if let Some(waiter) = self.waiter.take() {
+            waiter.detach();
+        }
+        if self.resume.posted() != 0 {
+            // SAFETY: the event is in nginx's posted queue; unlink it before
+            // its memory (the request pool) goes away.
+            unsafe { nginx_sys::ngx_delete_posted_event(&mut self.resume) };
+        }
+    }
+}
+
+/// The pool cleanup: the request is finished (normally or not).
+unsafe extern "C" fn cleanup(data: *mut c_void) {
+    crate::ffi::guard((), || {
+        // SAFETY: `data` is the Shield written by `attach`, dropped once here.
+        unsafe { ptr::drop_in_place(data.cast::<Shield>()) }
+    })
+}

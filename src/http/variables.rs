@@ -1,0 +1,67 @@
+//! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`
+//! for `log_format` (SPEC §7). They read the main request's state, so they
+//! work in subrequests and after internal redirects too.
+
+use nginx_sys::{
+    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t, ngx_str_t,
+    ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+};
+use ngx::core::Status;
+use ngx::http::Request;
+use ngx::ngx_string;
+
+use super::state::Shield;
+
+const RESULT: usize = 0;
+const REMAINING: usize = 1;
+const DIFFICULTY: usize = 2;
+
+/// `preconfiguration`: declares the variables.
+pub fn register(cf: &mut ngx_conf_t) -> Status {
+    let vars: [(ngx_str_t, usize); 3] = [
+        (ngx_string!("pow_shield_result"), RESULT),
+        (ngx_string!("pow_shield_remaining"), REMAINING),
+        (ngx_string!("pow_shield_difficulty"), DIFFICULTY),
+    ];
+    for (mut name, which) in vars {
+        // SAFETY: cf is the configuration being parsed; the name is static.
+        let var: *mut ngx_http_variable_t =
+            unsafe { ngx_http_add_variable(cf, &mut name, NGX_HTTP_VAR_NOCACHEABLE as _) };
+        if var.is_null() {
+            return Status::NGX_ERROR;
+        }
+        // SAFETY: nginx returned a valid variable slot.
+        unsafe {
+            (*var).get_handler = Some(get);
+            (*var).data = which;
+        }
+    }
+    Status::NGX_OK
+}
+
+unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, which: usize) -> ngx_int_t {
+    crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx passes a live request and a value slot to fill.
+        let (r, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
+        let text = Shield::find(r).and_then(|shield| match which {
+            RESULT => shield.outcome.map(|o| o.as_str().to_owned()),
+            REMAINING => shield.verdict.map(|v| v.remaining.to_string()),
+            DIFFICULTY => Some(shield.policy.difficulty.to_string()),
+            _ => None,
+        });
+        let Some(text) = text else {
+            v.set_not_found(1);
+            return NGX_OK as ngx_int_t;
+        };
+        // SAFETY: copies the text into the request pool, which outlives the value.
+        let Some(s) = (unsafe { ngx_str_t::from_bytes((*r.as_ref()).pool, text.as_bytes()) }) else {
+            return nginx_sys::NGX_ERROR as ngx_int_t;
+        };
+        v.data = s.data;
+        v.set_len(s.len as u32);
+        v.set_valid(1);
+        v.set_no_cacheable(1);
+        v.set_not_found(0);
+        NGX_OK as ngx_int_t
+    })
+}

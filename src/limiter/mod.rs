@@ -1,0 +1,35 @@
+//! Rate limiting maths (SPEC §3, §6): the local-mode leaky bucket and the
+//! cluster-mode Redis sliding-window script. No nginx types, no clock:
+//! callers pass `now_ms` (epoch or monotonic milliseconds, consistently).
+#![forbid(unsafe_code)]
+
+pub mod bucket;
+pub mod window;
+
+/// `pow_shield_limit <requests> <window>`: at most `requests` requests per
+/// client in any sliding `window_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests allowed per window; at least 1 once parsed.
+    pub requests: u32,
+    /// Window length in milliseconds; at least 1 once parsed.
+    pub window_ms: u64,
+}
+
+/// One limiter decision and what the rate-limit headers report (SPEC §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether this request was admitted (and counted).
+    pub allowed: bool,
+    /// The configured `requests`, for `X-RateLimit-Limit`.
+    pub limit: u32,
+    /// Requests that would be admitted right now, after this one.
+    pub remaining: u32,
+    /// Milliseconds until the oldest counted request leaves the window
+    /// (sliding window) or the bucket is empty (bucket); 0 when nothing is
+    /// counted.
+    pub reset_after_ms: u64,
+    /// Milliseconds until one more request would be admitted; 0 when this
+    /// one was.
+    pub retry_after_ms: u64,
+}

@@ -1,0 +1,300 @@
+//! HMAC keys for challenge tokens: loading, generation, rotation.
+
+use core::fmt;
+
+use hmac::{digest::KeyInit, Hmac};
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+/// HMAC-SHA256 as used for token signatures.
+pub(crate) type HmacSha256 = Hmac<Sha256>;
+
+/// Fewest key bytes accepted (SPEC §2, `pow_shield_secret`).
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// SHA-256's block size: HMAC keys are normalised to one block.
+const BLOCK_LEN: usize = 64;
+
+/// SHA-256's output size: keys longer than a block are hashed to this.
+const DIGEST_LEN: usize = 32;
+
+/// Why a key or a key file was refused. Messages name the line and length,
+/// never the key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// A key shorter than [`MIN_SECRET_LEN`] bytes.
+    #[error("key is {len} bytes long, at least 32 are required")]
+    TooShort {
+        /// Length of the refused key in bytes.
+        len: usize,
+    },
+    /// A secret file with no key at all.
+    #[error("secret file is empty, expected one key per line (current, then previous)")]
+    EmptyFile,
+    /// An empty line in a secret file (line numbers start at 1).
+    #[error("line {line} of the secret file is empty")]
+    BlankLine {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// A key line shorter than [`MIN_SECRET_LEN`] bytes (line numbers start at 1).
+    #[error("line {line} of the secret file is a {len}-byte key, at least 32 bytes are required")]
+    LineTooShort {
+        /// 1-based line number.
+        line: usize,
+        /// Length of that line's key in bytes (without the line ending).
+        len: usize,
+    },
+    /// More than two lines in a secret file.
+    #[error(
+        "secret file has {lines} lines, expected one (current key) or two (current, previous)"
+    )]
+    TooManyLines {
+        /// Number of lines found.
+        lines: usize,
+    },
+}
+
+/// The operating system's random number generator failed.
+#[derive(Debug, thiserror::Error)]
+#[error("operating system random number generator failed: {0}")]
+pub struct RandomError(getrandom::Error);
+
+/// Fills `buf` from the OS CSPRNG.
+pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), RandomError> {
+    getrandom::getrandom(buf).map_err(RandomError)
+}
+
+/// An HMAC-SHA256 key of at least 32 bytes, wiped from memory on drop.
+///
+/// Holds the key as HMAC's padded one-block form: RFC 2104 §2 zero-pads
+/// keys up to 64 bytes and hashes longer ones, so the MAC is identical to
+/// keying with the original bytes, and keying can never fail.
+#[derive(Clone)]
+pub struct Secret(Zeroizing<[u8; BLOCK_LEN]>);
+
+impl Secret {
+    /// A key from raw bytes; refuses keys shorter than 32 bytes.
+    pub fn new(bytes: &[u8]) -> Result<Secret, KeyError> {
+        if bytes.len() < MIN_SECRET_LEN {
+            return Err(KeyError::TooShort { len: bytes.len() });
+        }
+        let mut block = Zeroizing::new([0u8; BLOCK_LEN]);
+        if let Some(prefix) = block.get_mut(..bytes.len()) {
+            prefix.copy_from_slice(bytes);
+        } else if let Some(prefix) = block.get_mut(..DIGEST_LEN) {
+            // Written in place so no unwiped copy of the hashed key remains.
+            Sha256::new_with_prefix(bytes)
+                .finalize_into(sha2::digest::Output::<Sha256>::from_mut_slice(prefix));
+        }
+        Ok(Secret(block))
+    }
+
+    /// A fresh 32-byte key from the OS CSPRNG (for `nginx` runs without a
+    /// configured secret).
+    pub fn generate() -> Result<Secret, RandomError> {
+        let mut block = Zeroizing::new([0u8; BLOCK_LEN]);
+        if let Some(key) = block.get_mut(..MIN_SECRET_LEN) {
+            fill_random(key)?;
+        }
+        Ok(Secret(block))
+    }
+
+    /// A MAC instance keyed with this secret, ready for `update`.
+    pub(crate) fn mac(&self) -> HmacSha256 {
+        <HmacSha256 as KeyInit>::new(hmac::digest::Key::<HmacSha256>::from_slice(
+            self.0.as_slice(),
+        ))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The signing key and, during a rotation, the previous key still accepted
+/// for verification.
+#[derive(Clone, Debug)]
+pub struct SecretKeys {
+    /// Signs new challenges; tried first on verification.
+    pub current: Secret,
+    /// Accepted for verification only, until challenges it signed expire.
+    pub previous: Option<Secret>,
+}
+
+impl SecretKeys {
+    /// Keys from a `pow_shield_secret_file`: one or two non-empty lines
+    /// (current key, then previous key), each at least 32 bytes. One final
+    /// newline is allowed and `\r\n` endings are accepted; bytes within a line
+    /// (spaces included) are key material.
+    pub fn from_file_contents(bytes: &[u8]) -> Result<SecretKeys, KeyError> {
+        let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        if body.is_empty() || body == b"\r" {
+            return Err(KeyError::EmptyFile);
+        }
+        let lines = body.split(|b| *b == b'\n').count();
+        if lines > 2 {
+            return Err(KeyError::TooManyLines { lines });
+        }
+        let mut keys = body
+            .split(|b| *b == b'\n')
+            .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+            .enumerate()
+            .map(|(index, line)| {
+                let line_no = index + 1;
+                match Secret::new(line) {
+                    Ok(secret) => Ok(secret),
+                    Err(_) if line.is_empty() => Err(KeyError::BlankLine { line: line_no }),
+                    Err(_) => Err(KeyError::LineTooShort {
+                        line: line_no,
+                        len: line.len(),
+                    }),
+                }
+            });
+        let current = keys.next().ok_or(KeyError::EmptyFile)??;
+        let previous = keys.next().transpose()?;
+        Ok(SecretKeys { current, previous })
+    }
+
+    /// A single key with no previous key.
+    pub fn single(current: Secret) -> SecretKeys {
+        SecretKeys {
+            current,
+            previous: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hmac::Mac;
+
+    const KEY_A: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const KEY_B: &[u8] = b"fedcba9876543210fedcba9876543210";
+
+    fn tag(secret: &Secret, msg: &[u8]) -> Vec<u8> {
+        let mut mac = secret.mac();
+        mac.update(msg);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    fn reference_tag(key: &[u8], msg: &[u8]) -> Vec<u8> {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key).unwrap();
+        mac.update(msg);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    #[test]
+    fn key_of_31_bytes_is_too_short() {
+        assert_eq!(
+            Secret::new(&[7u8; 31]).unwrap_err(),
+            KeyError::TooShort { len: 31 }
+        );
+    }
+
+    #[test]
+    fn key_of_32_bytes_is_accepted() {
+        assert!(Secret::new(&[7u8; 32]).is_ok());
+    }
+
+    #[test]
+    fn normalised_key_gives_the_rfc_2104_mac_for_32_64_and_100_byte_keys() {
+        for len in [32usize, 64, 100] {
+            let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let secret = Secret::new(&key).unwrap();
+            assert_eq!(
+                tag(&secret, b"payload"),
+                reference_tag(&key, b"payload"),
+                "{len}"
+            );
+        }
+    }
+
+    #[test]
+    fn generated_keys_differ() {
+        let a = Secret::generate().unwrap();
+        let b = Secret::generate().unwrap();
+        assert_ne!(tag(&a, b"x"), tag(&b, b"x"));
+    }
+
+    #[test]
+    fn debug_output_hides_the_key() {
+        let keys = SecretKeys::single(Secret::new(KEY_A).unwrap());
+        let shown = format!("{keys:?}");
+        assert!(!shown.contains("0123456789"), "{shown}");
+        assert!(shown.contains("redacted"));
+    }
+
+    #[test]
+    fn file_with_one_line_has_no_previous_key() {
+        let keys = SecretKeys::from_file_contents(KEY_A).unwrap();
+        assert_eq!(tag(&keys.current, b"m"), reference_tag(KEY_A, b"m"));
+        assert!(keys.previous.is_none());
+    }
+
+    #[test]
+    fn file_with_trailing_newline_is_accepted() {
+        let keys = SecretKeys::from_file_contents(b"0123456789abcdef0123456789abcdef\n").unwrap();
+        assert_eq!(tag(&keys.current, b"m"), reference_tag(KEY_A, b"m"));
+    }
+
+    #[test]
+    fn file_with_two_crlf_lines_has_current_then_previous() {
+        let file = [KEY_A, b"\r\n", KEY_B, b"\r\n"].concat();
+        let keys = SecretKeys::from_file_contents(&file).unwrap();
+        assert_eq!(tag(&keys.current, b"m"), reference_tag(KEY_A, b"m"));
+        let previous = keys.previous.unwrap();
+        assert_eq!(tag(&previous, b"m"), reference_tag(KEY_B, b"m"));
+    }
+
+    #[test]
+    fn empty_file_is_refused() {
+        for file in [&b""[..], b"\n", b"\r\n"] {
+            assert_eq!(
+                SecretKeys::from_file_contents(file).unwrap_err(),
+                KeyError::EmptyFile
+            );
+        }
+    }
+
+    #[test]
+    fn blank_first_line_is_refused_by_number() {
+        let file = [b"\n", KEY_A].concat();
+        assert_eq!(
+            SecretKeys::from_file_contents(&file).unwrap_err(),
+            KeyError::BlankLine { line: 1 }
+        );
+    }
+
+    #[test]
+    fn second_trailing_newline_is_a_blank_line_2() {
+        let file = [KEY_A, b"\n\n"].concat();
+        assert_eq!(
+            SecretKeys::from_file_contents(&file).unwrap_err(),
+            KeyError::BlankLine { line: 2 }
+        );
+    }
+
+    #[test]
+    fn three_lines_are_refused() {
+        let file = [KEY_A, b"\n", KEY_B, b"\n", KEY_A].concat();
+        assert_eq!(
+            SecretKeys::from_file_contents(&file).unwrap_err(),
+            KeyError::TooManyLines { lines: 3 }
+        );
+    }
+
+    #[test]
+    fn short_previous_key_is_refused_with_line_and_length() {
+        let file = [KEY_A, b"\nshort-key\n"].concat();
+        let err = SecretKeys::from_file_contents(&file).unwrap_err();
+        assert_eq!(err, KeyError::LineTooShort { line: 2, len: 9 });
+        assert_eq!(
+            err.to_string(),
+            "line 2 of the secret file is a 9-byte key, at least 32 bytes are required"
+        );
+    }
+}

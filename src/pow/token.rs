@@ -1,0 +1,274 @@
+//! Challenge tokens (SPEC §4, "Token"):
+//! `base64url(payload) "." base64url(HMAC-SHA256(key, base64url(payload)))`,
+//! URL-safe base64 without padding, the MAC over the encoded payload text.
+
+use std::borrow::Cow;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::Mac;
+use serde::{Deserialize, Serialize};
+
+use super::keys::{fill_random, RandomError, Secret, SecretKeys};
+use super::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+
+/// Random salt bytes per challenge (SPEC §4: at least 16).
+pub const SALT_LEN: usize = 16;
+
+/// Length of an HMAC-SHA256 tag.
+const MAC_LEN: usize = 32;
+
+/// Length of the tag in unpadded base64: `ceil(32 * 4 / 3)`.
+const MAC_B64_LEN: usize = 43;
+
+/// Largest decoded payload accepted. Issued payloads are about 120 bytes
+/// plus the address; this bound lets verification decode on the stack.
+pub const MAX_PAYLOAD_LEN: usize = 1024;
+
+/// A freshly issued challenge: what the 429 response tells the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// The signed token for `X-PoW-Challenge` and the body's `challenge`.
+    pub token: String,
+    /// The salt as 32 lower-case hex characters (16 random bytes).
+    pub salt: String,
+    /// Leading hex zeros required, within 1..=12.
+    pub difficulty: u8,
+    /// Issue time (the payload's `ts`), epoch milliseconds.
+    pub issued_at_ms: u64,
+}
+
+/// Issues a stateless challenge for `client_ip` with a fresh random salt.
+/// `difficulty` is clamped to 1..=12 so that every issued token verifies.
+pub fn issue_challenge(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    difficulty: u8,
+) -> Result<Challenge, RandomError> {
+    let mut salt = [0u8; SALT_LEN];
+    fill_random(&mut salt)?;
+    Ok(issue_challenge_with_salt(
+        keys, client_ip, now_ms, difficulty, salt,
+    ))
+}
+
+/// [`issue_challenge`] with a caller-chosen salt: deterministic, for tests
+/// and benchmarks. Signs with the current key.
+pub fn issue_challenge_with_salt(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    difficulty: u8,
+    salt: [u8; SALT_LEN],
+) -> Challenge {
+    let difficulty = difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
+    let salt = hex::encode(salt);
+    let payload = Payload {
+        ip: Cow::Borrowed(client_ip),
+        ts: now_ms,
+        difficulty: u64::from(difficulty),
+        salt: Cow::Borrowed(&salt),
+    };
+    let token = sign_payload(&keys.current, &payload.to_json());
+    Challenge {
+        token,
+        salt,
+        difficulty,
+        issued_at_ms: now_ms,
+    }
+}
+
+/// Encodes `json` and signs it: the whole token text.
+pub(crate) fn sign_payload(key: &Secret, json: &[u8]) -> String {
+    let mut token = URL_SAFE_NO_PAD.encode(json);
+    let mut mac = key.mac();
+    mac.update(token.as_bytes());
+    token.push('.');
+    URL_SAFE_NO_PAD.encode_string(mac.finalize().into_bytes(), &mut token);
+    token
+}
+
+/// The signed fields (SPEC §4 table). Unknown fields are ignored, so later
+/// versions may add some.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Payload<'a> {
+    /// Client address the challenge was issued to.
+    #[serde(borrow)]
+    pub ip: Cow<'a, str>,
+    /// Issue time, epoch milliseconds.
+    pub ts: u64,
+    /// Leading hex zeros required.
+    pub difficulty: u64,
+    /// Salt as hex text; the hash input is this text, not its bytes.
+    #[serde(borrow)]
+    pub salt: Cow<'a, str>,
+}
+
+impl Payload<'_> {
+    /// The payload as compact JSON, fields in the SPEC's order.
+    pub(crate) fn to_json(&self) -> Vec<u8> {
+        // Serialising plain strings and integers cannot fail; an empty
+        // payload would only ever be rejected on verification.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Whether the signed fields have the values SPEC §4 allows: difficulty
+    /// 1..=12 and a salt of at least 16 bytes as hex.
+    fn is_well_formed(&self) -> bool {
+        let salt = self.salt.as_bytes();
+        (u64::from(MIN_DIFFICULTY)..=u64::from(MAX_DIFFICULTY)).contains(&self.difficulty)
+            && salt.len() >= 2 * SALT_LEN
+            && salt.len().is_multiple_of(2)
+            && salt.iter().all(u8::is_ascii_hexdigit)
+    }
+}
+
+/// A token split at its single `.`, both parts non-empty.
+pub(crate) struct TokenParts<'a> {
+    /// The base64url payload text (what the MAC covers).
+    pub payload: &'a [u8],
+    /// The base64url MAC text.
+    pub mac: &'a [u8],
+}
+
+impl<'a> TokenParts<'a> {
+    /// Splits `a.b`; `None` for anything else (SPEC §4: Malformed).
+    pub(crate) fn split(token: &'a [u8]) -> Option<TokenParts<'a>> {
+        let dot = token.iter().position(|b| *b == b'.')?;
+        let payload = token.get(..dot)?;
+        let mac = token.get(dot + 1..)?;
+        if payload.is_empty() || mac.is_empty() || mac.contains(&b'.') {
+            return None;
+        }
+        Some(TokenParts { payload, mac })
+    }
+
+    /// Whether the MAC part is the canonical encoding of a tag over the
+    /// payload text by any of `keys`. Compared in constant time. Only the
+    /// canonical unpadded encoding is accepted, so a challenge has exactly
+    /// one spelling and the replay cache (keyed on the token text) cannot be
+    /// dodged by re-spelling it.
+    pub(crate) fn is_signed_by(&self, keys: &SecretKeys) -> bool {
+        if self.mac.len() != MAC_B64_LEN {
+            return false;
+        }
+        // One spare byte: the decoder's length estimate for 43 characters is 33.
+        let mut tag = [0u8; MAC_LEN + 1];
+        let tag = match URL_SAFE_NO_PAD.decode_slice(self.mac, &mut tag) {
+            Ok(MAC_LEN) => tag.get(..MAC_LEN).unwrap_or_default(),
+            _ => return false,
+        };
+        let matches = |key: &Secret| {
+            let mut mac = key.mac();
+            mac.update(self.payload);
+            mac.verify_slice(tag).is_ok()
+        };
+        matches(&keys.current) || keys.previous.as_ref().is_some_and(matches)
+    }
+
+    /// Decodes the payload into `buf` and parses it; `None` unless it is a
+    /// JSON object with well-formed `ip`, `ts`, `difficulty` and `salt`.
+    pub(crate) fn decode_payload<'b>(
+        &self,
+        buf: &'b mut [u8; MAX_PAYLOAD_LEN],
+    ) -> Option<Payload<'b>> {
+        let len = URL_SAFE_NO_PAD.decode_slice(self.payload, buf).ok()?;
+        let json = buf.get(..len)?;
+        // serde would also accept a JSON array for a struct; the SPEC says object.
+        if !json.trim_ascii_start().starts_with(b"{") {
+            return None;
+        }
+        let payload: Payload<'b> = serde_json::from_slice(json).ok()?;
+        payload.is_well_formed().then_some(payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> SecretKeys {
+        SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap())
+    }
+
+    fn decode_json(token: &str) -> serde_json::Value {
+        let payload = token.split('.').next().unwrap();
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn token_is_two_unpadded_base64url_parts() {
+        let c =
+            issue_challenge_with_salt(&keys(), "203.0.113.19", 1_711_929_570_000, 5, [0xab; 16]);
+        let (payload, mac) = c.token.split_once('.').unwrap();
+        assert!(!payload.is_empty());
+        assert_eq!(mac.len(), 43);
+        assert!(c
+            .token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'));
+    }
+
+    #[test]
+    fn payload_holds_ip_ts_difficulty_and_salt_in_spec_order() {
+        let c =
+            issue_challenge_with_salt(&keys(), "203.0.113.19", 1_711_929_570_000, 5, [0xab; 16]);
+        let payload = c.token.split('.').next().unwrap();
+        let json = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        assert_eq!(
+            json,
+            r#"{"ip":"203.0.113.19","ts":1711929570000,"difficulty":5,"salt":"abababababababababababababababab"}"#
+        );
+    }
+
+    #[test]
+    fn mac_is_hmac_sha256_of_the_encoded_payload_text() {
+        let c = issue_challenge_with_salt(&keys(), "::1", 1, 4, [1; 16]);
+        let (payload, mac) = c.token.split_once('.').unwrap();
+        let mut expected = crate::pow::keys::HmacSha256::new_from_slice(&[b'k'; 32]).unwrap();
+        expected.update(payload.as_bytes());
+        assert_eq!(
+            URL_SAFE_NO_PAD.decode(mac).unwrap(),
+            expected.finalize().into_bytes().to_vec()
+        );
+    }
+
+    #[test]
+    fn salt_is_32_hex_chars_and_random_per_challenge() {
+        let a = issue_challenge(&keys(), "::1", 1, 4).unwrap();
+        let b = issue_challenge(&keys(), "::1", 1, 4).unwrap();
+        assert_eq!(a.salt.len(), 32);
+        assert!(a
+            .salt
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert_ne!(a.salt, b.salt);
+        assert_eq!(decode_json(&a.token)["salt"], a.salt.as_str());
+    }
+
+    #[test]
+    fn difficulty_is_clamped_to_1_through_12_when_issuing() {
+        assert_eq!(
+            issue_challenge_with_salt(&keys(), "::1", 1, 0, [0; 16]).difficulty,
+            1
+        );
+        let c = issue_challenge_with_salt(&keys(), "::1", 1, 13, [0; 16]);
+        assert_eq!(c.difficulty, 12);
+        assert_eq!(decode_json(&c.token)["difficulty"], 12);
+    }
+
+    #[test]
+    fn address_with_quotes_is_json_escaped() {
+        let c = issue_challenge_with_salt(&keys(), "a\"b\\c", 1, 4, [0; 16]);
+        assert_eq!(decode_json(&c.token)["ip"], "a\"b\\c");
+    }
+
+    #[test]
+    fn split_accepts_exactly_one_dot_with_both_parts_non_empty() {
+        assert!(TokenParts::split(b"a.b").is_some());
+        for bad in [&b""[..], b"ab", b".b", b"a.", b".", b"a.b.c", b"a..b"] {
+            assert!(TokenParts::split(bad).is_none(), "{bad:?}");
+        }
+    }
+}

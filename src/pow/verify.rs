@@ -1,0 +1,133 @@
+//! Verifying a solved challenge (SPEC §4, "Verification"): the checks run
+//! in the SPEC's order and the first failure is the answer.
+
+use sha2::{Digest, Sha256};
+
+use super::keys::SecretKeys;
+use super::token::{TokenParts, MAX_PAYLOAD_LEN};
+use super::work::{is_valid_nonce, meets_difficulty};
+
+/// How far in the future a token's `ts` may lie (clock skew between nodes).
+pub const FUTURE_SKEW_MS: u64 = 5_000;
+
+/// Why a solution was refused; each maps to one row of the SPEC §4 table.
+/// (409 "already spent" is the replay store's answer: [`SPENT_STATUS`].)
+///
+/// [`SPENT_STATUS`]: super::SPENT_STATUS
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Only one of the two headers, or a token that is not `a.b`.
+    Malformed,
+    /// The MAC matches neither the current nor the previous key.
+    BadSignature,
+    /// The signed payload is not base64url JSON with the SPEC's fields.
+    BadPayload,
+    /// The challenge was issued to another client address.
+    WrongIp,
+    /// Older than the TTL, or more than 5 s in the future.
+    Expired,
+    /// The nonce is not 1..=20 digits, or the hash lacks the zeros.
+    WrongSolution,
+}
+
+impl Rejection {
+    /// The HTTP status from the SPEC §4 table.
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::Malformed | Rejection::BadPayload => 400,
+            Rejection::BadSignature | Rejection::WrongIp => 403,
+            Rejection::Expired => 410,
+            Rejection::WrongSolution => 422,
+        }
+    }
+
+    /// The `error` text from the SPEC §4 table, verbatim.
+    pub fn message(&self) -> &'static str {
+        match self {
+            Rejection::Malformed => "Malformed challenge token",
+            Rejection::BadSignature => "Invalid challenge signature",
+            Rejection::BadPayload => "Invalid payload encoding",
+            Rejection::WrongIp => "Challenge was not issued for this IP",
+            Rejection::Expired => "Challenge expired",
+            Rejection::WrongSolution => "Incorrect PoW solution",
+        }
+    }
+
+    /// A short label for metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rejection::Malformed => "malformed",
+            Rejection::BadSignature => "signature",
+            Rejection::BadPayload => "payload",
+            Rejection::WrongIp => "ip",
+            Rejection::Expired => "expired",
+            Rejection::WrongSolution => "solution",
+        }
+    }
+
+    /// Whether the response carries a fresh challenge (SPEC §4: 410 and 422;
+    /// 409 too, but that is decided by the replay store).
+    pub fn wants_fresh_challenge(&self) -> bool {
+        matches!(self, Rejection::Expired | Rejection::WrongSolution)
+    }
+}
+
+/// A correct solution. It still has to pass the replay store before the
+/// request is admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Solved {
+    /// SHA-256 of the whole token text: the replay-cache key.
+    pub digest: [u8; 32],
+    /// Leading zeros that were proven: `max(payload difficulty, minimum)`.
+    pub difficulty: u8,
+    /// When the challenge stops being accepted (`ts + ttl`), epoch ms; the
+    /// replay entry need not outlive it.
+    pub expires_at_ms: u64,
+}
+
+/// Verifies the `X-PoW-Challenge` / `X-PoW-Nonce` pair for `client_ip` at
+/// `now_ms`, in the SPEC §4 order. At least `min_difficulty` zeros are
+/// required even if the token asks for fewer, so a challenge issued where
+/// it was easier cannot be spent where it is harder. Does not allocate
+/// unless the payload's strings contain JSON escapes.
+pub fn verify_solution(
+    keys: &SecretKeys,
+    token: Option<&[u8]>,
+    nonce: Option<&[u8]>,
+    client_ip: &str,
+    min_difficulty: u8,
+    now_ms: u64,
+    ttl_ms: u64,
+) -> Result<Solved, Rejection> {
+    let (Some(token), Some(nonce)) = (token, nonce) else {
+        return Err(Rejection::Malformed);
+    };
+    let parts = TokenParts::split(token).ok_or(Rejection::Malformed)?;
+    if !parts.is_signed_by(keys) {
+        return Err(Rejection::BadSignature);
+    }
+    let mut buf = [0u8; MAX_PAYLOAD_LEN];
+    let payload = parts
+        .decode_payload(&mut buf)
+        .ok_or(Rejection::BadPayload)?;
+    if payload.ip != client_ip {
+        return Err(Rejection::WrongIp);
+    }
+    let too_old = now_ms.saturating_sub(payload.ts) > ttl_ms;
+    let too_new = payload.ts > now_ms.saturating_add(FUTURE_SKEW_MS);
+    if too_old || too_new {
+        return Err(Rejection::Expired);
+    }
+    // is_well_formed() bounded it to 1..=12.
+    let difficulty = u8::try_from(payload.difficulty)
+        .map_err(|_| Rejection::BadPayload)?
+        .max(min_difficulty);
+    if !is_valid_nonce(nonce) || !meets_difficulty(payload.salt.as_bytes(), nonce, difficulty) {
+        return Err(Rejection::WrongSolution);
+    }
+    Ok(Solved {
+        digest: Sha256::digest(token).into(),
+        difficulty,
+        expires_at_ms: payload.ts.saturating_add(ttl_ms),
+    })
+}

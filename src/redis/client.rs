@@ -1,0 +1,628 @@
+//! One persistent Redis connection per worker, driven by nginx's event loop
+//! (DESIGN.md "Redis on the event loop"):
+//! - commands of concurrent requests are appended to one buffer and sent by
+//!   one posted flush per loop iteration (pipelining);
+//! - replies are matched to waiting slots in order;
+//! - one timer covers the oldest pending reply: a timeout, an error reply or
+//!   a disconnect fails every slot at once, closes the connection and
+//!   schedules a reconnect with back-off on a cancelable timer;
+//! - while Redis is down, `submit` refuses at once: requests never wait on a
+//!   dead Redis.
+//! Nothing here blocks: sockets are non-blocking, and callbacks only post
+//! events.
+
+use core::cell::{RefCell, UnsafeCell};
+use core::ffi::c_void;
+use core::ptr;
+use std::collections::VecDeque;
+
+use nginx_sys::{
+    ngx_addr_t, ngx_connection_t, ngx_current_msec, ngx_event_t, ngx_log_t, ngx_msec_t,
+    ngx_peer_connection_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_OK,
+};
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::command::{decode_reply, is_noscript, Decoded};
+
+/// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
+/// restarted Redis is used again within a couple of seconds).
+const BACKOFF_FIRST_MS: ngx_msec_t = 100;
+const BACKOFF_MAX_MS: ngx_msec_t = 2_000;
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What a slot's owner gets: the reply, or `None` if Redis failed it.
+pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
+
+/// How to reach Redis and what to say first on every new connection.
+pub struct Settings {
+    /// A copy of the resolved address (configuration pool memory).
+    pub addr: ngx_addr_t,
+    /// For log lines: `host:port` or `unix:/path`.
+    pub name: String,
+    pub timeout_ms: ngx_msec_t,
+    pub connect_timeout_ms: ngx_msec_t,
+    /// Encoded commands sent first on each connection (AUTH, SELECT, SCRIPT
+    /// LOAD), with a label for the log if Redis refuses one.
+    pub handshake: Vec<(&'static str, Vec<u8>)>,
+}
+
+struct Slot {
+    deadline: ngx_msec_t,
+    on_reply: Option<OnReply>,
+    /// Resent instead (e.g. EVAL) if Redis answers NOSCRIPT.
+    on_noscript: Option<Vec<u8>>,
+    /// A handshake step: an error reply fails the connection with this label.
+    handshake: Option<&'static str>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Disconnected,
+    Connecting,
+    Open,
+}
+
+struct State {
+    conn: *mut ngx_connection_t,
+    phase: Phase,
+    /// Redis answered the last handshake; while false, submissions are
+    /// refused and only reconnect probes talk to Redis.
+    healthy: bool,
+    backoff_ms: ngx_msec_t,
+    out: Vec<u8>,
+    input: Vec<u8>,
+    slots: VecDeque<Slot>,
+    shutting_down: bool,
+}
+
+/// The client. Boxed so that nginx's events can point at it.
+pub struct Client(Box<Inner>);
+
+struct Inner {
+    settings: Settings,
+    state: RefCell<State>,
+    /// nginx writes these (timers, posted flags) through raw pointers, so
+    /// they live outside the RefCell.
+    flush_ev: UnsafeCell<ngx_event_t>,
+    deadline_ev: UnsafeCell<ngx_event_t>,
+    reconnect_ev: UnsafeCell<ngx_event_t>,
+    /// The connection's own log: nginx's per-attempt connect errors are
+    /// kept below `crit` so a dead Redis logs one line per transition.
+    log: UnsafeCell<ngx_log_t>,
+    /// The worker's log, for our own lines.
+    cycle_log: *mut ngx_log_t,
+}
+
+/// Why a submission was refused.
+pub struct Unavailable;
+
+impl Client {
+    /// Creates the client and starts connecting.
+    pub fn start(settings: Settings, cycle_log: *mut ngx_log_t) -> Client {
+        // SAFETY: cycle_log is the worker's live log; we take a copy of it.
+        let mut log = unsafe { ptr::read(cycle_log) };
+        log.log_level = log.log_level.min(NGX_LOG_CRIT as usize);
+        log.handler = None;
+        log.data = ptr::null_mut();
+        let inner = Box::new(Inner {
+            settings,
+            state: RefCell::new(State {
+                conn: ptr::null_mut(),
+                phase: Phase::Disconnected,
+                healthy: true,
+                backoff_ms: BACKOFF_FIRST_MS,
+                out: Vec::with_capacity(4096),
+                input: Vec::with_capacity(READ_CHUNK),
+                slots: VecDeque::new(),
+                shutting_down: false,
+            }),
+            // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
+            flush_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+            deadline_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+            reconnect_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+            log: UnsafeCell::new(log),
+            cycle_log,
+        });
+        let data: *mut c_void = ptr::from_ref::<Inner>(&inner).cast_mut().cast();
+        for (ev, handler) in [
+            (inner.flush_ev.get(), flush_handler as unsafe extern "C" fn(*mut ngx_event_t)),
+            (inner.deadline_ev.get(), deadline_handler),
+            (inner.reconnect_ev.get(), reconnect_handler),
+        ] {
+            // SAFETY: the events are ours and not yet known to nginx.
+            unsafe {
+                (*ev).data = data;
+                (*ev).handler = Some(handler);
+                (*ev).log = inner.log.get();
+            }
+        }
+        // Reconnect timers must not hold a worker that is shutting down.
+        // SAFETY: as above.
+        unsafe { (*inner.reconnect_ev.get()).set_cancelable(1) };
+        let client = Client(inner);
+        client.0.with_state(|inner, st| inner.connect(st));
+        client
+    }
+
+    /// Queues one command; `on_reply` runs from the event loop with the
+    /// reply, or with `None` on timeout, error reply or disconnect.
+    pub fn submit(&self, command: &[u8], on_noscript: Option<Vec<u8>>, on_reply: OnReply) -> Result<(), Unavailable> {
+        self.0
+            .with_state(|inner, st| {
+                if !st.healthy || st.shutting_down {
+                    return Err(Unavailable);
+                }
+                if st.phase == Phase::Disconnected {
+                    inner.connect(st);
+                    if st.phase == Phase::Disconnected {
+                        return Err(Unavailable);
+                    }
+                }
+                let deadline = now().wrapping_add(inner.settings.timeout_ms);
+                inner.push(st, command, Slot { deadline, on_reply: Some(on_reply), on_noscript, handshake: None });
+                Ok(())
+            })
+            .unwrap_or(Err(Unavailable))
+    }
+
+    /// While Redis is down: milliseconds until the next reconnect attempt.
+    pub fn retry_in_ms(&self) -> Option<u64> {
+        let healthy = self.0.state.try_borrow().map(|st| st.healthy).unwrap_or(true);
+        if healthy {
+            return None;
+        }
+        // SAFETY: reading our own event's timer fields.
+        let ev = unsafe { &*self.0.reconnect_ev.get() };
+        if ev.timer_set() == 0 {
+            return Some(0);
+        }
+        Some((ev.timer.key as ngx_msec_t).wrapping_sub(now()) as u64)
+    }
+
+    /// Whether Redis is currently considered reachable.
+    pub fn is_healthy(&self) -> bool {
+        self.0.state.try_borrow().map(|st| st.healthy).unwrap_or(false)
+    }
+
+    /// Closes the connection and cancels every event (worker exit).
+    pub fn shutdown(&self) {
+        let done = self.0.with_state(|inner, st| {
+            st.shutting_down = true;
+            inner.disconnect(st);
+            inner.cancel_events();
+            st.slots.drain(..).filter_map(|s| s.on_reply).collect::<Vec<_>>()
+        });
+        for on_reply in done.into_iter().flatten() {
+            on_reply(None);
+        }
+        run_failed();
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn now() -> ngx_msec_t {
+    // SAFETY: nginx's cached monotonic millisecond clock; single-threaded.
+    unsafe { ngx_current_msec }
+}
+
+impl Inner {
+    /// Runs `f` with the state borrowed; `None` if it already is (which would
+    /// be a re-entrancy bug: we refuse rather than panic).
+    fn with_state<R>(&self, f: impl FnOnce(&Inner, &mut State) -> R) -> Option<R> {
+        let mut st = self.state.try_borrow_mut().ok()?;
+        Some(f(self, &mut st))
+    }
+
+    fn push(&self, st: &mut State, command: &[u8], slot: Slot) {
+        st.out.extend_from_slice(command);
+        st.slots.push_back(slot);
+        self.arm_deadline(st);
+        if st.phase == Phase::Open {
+            self.post_flush();
+        }
+    }
+
+    fn connect(&self, st: &mut State) {
+        let s = &self.settings;
+        // SAFETY: a zeroed peer connection is its initial state; the address
+        // and name point at configuration memory that outlives the worker.
+        let mut pc: ngx_peer_connection_t = unsafe { core::mem::zeroed() };
+        pc.sockaddr = s.addr.sockaddr;
+        pc.socklen = s.addr.socklen;
+        pc.name = ptr::from_ref(&s.addr.name).cast_mut();
+        pc.get = Some(nginx_sys::ngx_event_get_peer);
+        pc.log = self.log.get();
+        pc.tries = 1;
+        pc.set_log_error(nginx_sys::ngx_connection_log_error_e_NGX_ERROR_INFO);
+        // SAFETY: pc is fully initialised for a plain TCP/unix connect.
+        let rc = unsafe { nginx_sys::ngx_event_connect_peer(&mut pc) };
+        let err = nginx_sys::ngx_socket_errno();
+        if pc.connection.is_null() || !(rc == NGX_OK as isize || rc == NGX_AGAIN as isize) {
+            let reason = format!("connect() failed: {}", std::io::Error::from_raw_os_error(err));
+            self.fail(st, &reason);
+            return;
+        }
+        let c = pc.connection;
+        // SAFETY: a fresh connection from nginx; we own it until we close it.
+        unsafe {
+            (*c).data = ptr::from_ref(self).cast_mut().cast();
+            (*(*c).read).handler = Some(read_handler);
+            (*(*c).write).handler = Some(write_handler);
+        }
+        st.conn = c;
+        st.phase = if rc == NGX_OK as isize { Phase::Open } else { Phase::Connecting };
+        st.out.clear();
+        st.input.clear();
+        // The handshake goes first; its deadline also bounds the connect.
+        let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
+        for (label, command) in &s.handshake {
+            self.push(st, command, Slot { deadline, on_reply: None, on_noscript: None, handshake: Some(label) });
+        }
+        if st.phase == Phase::Open {
+            self.post_flush();
+        }
+    }
+
+    /// Sends what the buffer holds, as far as the socket takes it.
+    fn flush(&self, st: &mut State) {
+        if st.phase != Phase::Open || st.out.is_empty() {
+            return;
+        }
+        let c = st.conn;
+        let mut sent = 0;
+        while sent < st.out.len() {
+            // SAFETY: c is our open connection; send writes from our buffer.
+            let n = unsafe {
+                match (*c).send {
+                    Some(send) => send(c, st.out.as_mut_ptr().add(sent), st.out.len() - sent),
+                    None => -1,
+                }
+            };
+            if n > 0 {
+                sent += n as usize;
+            } else if n == NGX_AGAIN as isize {
+                break;
+            } else {
+                st.out.drain(..sent);
+                self.fail(st, "send() failed");
+                return;
+            }
+        }
+        st.out.drain(..sent);
+        // SAFETY: c is open; asks to be told when it is writable again.
+        if !st.out.is_empty() && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize {
+            self.fail(st, "cannot wait for the socket to be writable");
+        }
+    }
+
+    /// Reads and dispatches every complete reply; returns the callbacks to
+    /// run once the state is released.
+    fn read(&self, st: &mut State) -> Vec<(OnReply, Option<OwnedFrame>)> {
+        let mut ready = Vec::new();
+        let c = st.conn;
+        if st.phase != Phase::Open {
+            return ready;
+        }
+        loop {
+            st.input.reserve(READ_CHUNK);
+            let spare = st.input.spare_capacity_mut();
+            // SAFETY: recv writes at most spare.len() bytes into our buffer.
+            let n = unsafe {
+                match (*c).recv {
+                    Some(recv) => recv(c, spare.as_mut_ptr().cast(), spare.len()),
+                    None => -1,
+                }
+            };
+            if n > 0 {
+                // SAFETY: recv initialised n bytes of the spare capacity.
+                unsafe { st.input.set_len(st.input.len() + n as usize) };
+                if !self.dispatch(st, &mut ready) {
+                    return ready;
+                }
+                continue;
+            }
+            if n == NGX_AGAIN as isize {
+                break;
+            }
+            let idle = st.slots.is_empty();
+            if n == 0 && idle && st.healthy {
+                // Redis closed an idle connection (e.g. its `timeout`):
+                // reconnect on the next request, nothing to report.
+                self.disconnect(st);
+            } else {
+                self.fail(st, if n == 0 { "connection closed by Redis" } else { "recv() failed" });
+            }
+            return ready;
+        }
+        // SAFETY: c is open; keeps the read event armed.
+        if unsafe { nginx_sys::ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
+            self.fail(st, "cannot wait for the socket to be readable");
+        }
+        ready
+    }
+
+    /// Matches complete replies to slots; false if the connection failed.
+    fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Option<OwnedFrame>)>) -> bool {
+        let mut used = 0;
+        loop {
+            let frame = match decode_reply(&st.input[used..]) {
+                Decoded::Frame(frame, n) => {
+                    used += n;
+                    frame
+                }
+                Decoded::Partial => break,
+                Decoded::Corrupt(why) => {
+                    self.fail(st, &format!("unreadable reply: {why}"));
+                    return false;
+                }
+            };
+            let Some(mut slot) = st.slots.pop_front() else {
+                self.fail(st, "a reply nobody asked for");
+                return false;
+            };
+            if is_noscript(&frame) {
+                if let Some(command) = slot.on_noscript.take() {
+                    // The script cache was flushed: resend as EVAL.
+                    self.push(st, &command, slot);
+                    continue;
+                }
+            }
+            if let OwnedFrame::Error(e) = &frame {
+                let reason = match slot.handshake {
+                    Some(label) => format!("{label} failed: {e}"),
+                    None => format!("error reply: {e}"),
+                };
+                if let Some(on_reply) = slot.on_reply.take() {
+                    ready.push((on_reply, None));
+                }
+                self.fail(st, &reason);
+                return false;
+            }
+            if slot.handshake.is_some() && st.slots.iter().all(|s| s.handshake.is_none()) {
+                self.recovered(st);
+            }
+            if let Some(on_reply) = slot.on_reply.take() {
+                ready.push((on_reply, Some(frame)));
+            }
+        }
+        st.input.drain(..used);
+        self.arm_deadline(st);
+        true
+    }
+
+    fn recovered(&self, st: &mut State) {
+        st.backoff_ms = BACKOFF_FIRST_MS;
+        if !st.healthy {
+            st.healthy = true;
+            notice!(self.cycle_log, "pow_shield: redis {} is available again", self.settings.name);
+        }
+    }
+
+    /// Redis failed: answer every slot with `None` (the fallback decides),
+    /// close, log the transition once, and retry later.
+    fn fail(&self, st: &mut State, reason: &str) {
+        self.disconnect(st);
+        if st.shutting_down {
+            return;
+        }
+        if st.healthy {
+            st.healthy = false;
+            st.backoff_ms = BACKOFF_FIRST_MS;
+            error!(
+                self.cycle_log,
+                "pow_shield: redis {} unavailable ({reason}); requests are decided by \
+                 \"pow_shield_fail\" until it recovers",
+                self.settings.name
+            );
+        } else {
+            debug!(self.cycle_log, "pow_shield: redis {} still unavailable ({reason})", self.settings.name);
+            st.backoff_ms = (st.backoff_ms * 2).min(BACKOFF_MAX_MS);
+        }
+        // SAFETY: our reconnect event; nginx owns the timer tree.
+        unsafe {
+            let ev = self.reconnect_ev.get();
+            if (*ev).timer_set() == 0 {
+                nginx_sys::ngx_add_timer(ev, st.backoff_ms);
+            }
+        }
+    }
+
+    /// Closes the socket and fails what was pending (callbacks are queued
+    /// onto the flush event's run, never called while borrowed).
+    fn disconnect(&self, st: &mut State) {
+        if !st.conn.is_null() {
+            // SAFETY: our connection; nginx removes its events and timers.
+            unsafe { nginx_sys::ngx_close_connection(st.conn) };
+            st.conn = ptr::null_mut();
+        }
+        st.phase = Phase::Disconnected;
+        st.out.clear();
+        st.input.clear();
+        let failed: Vec<OnReply> = st.slots.drain(..).filter_map(|s| s.on_reply).collect();
+        if !failed.is_empty() {
+            FAILED.with(|f| f.borrow_mut().extend(failed));
+            self.post_flush();
+        }
+        // SAFETY: our own events.
+        unsafe {
+            let ev = self.deadline_ev.get();
+            if (*ev).timer_set() != 0 {
+                nginx_sys::ngx_del_timer(ev);
+            }
+        }
+    }
+
+    fn cancel_events(&self) {
+        // SAFETY: our own events; removing them from nginx's timer tree and
+        // posted queue before the client goes away.
+        unsafe {
+            for ev in [self.flush_ev.get(), self.deadline_ev.get(), self.reconnect_ev.get()] {
+                if (*ev).timer_set() != 0 {
+                    nginx_sys::ngx_del_timer(ev);
+                }
+                if (*ev).posted() != 0 {
+                    nginx_sys::ngx_delete_posted_event(ev);
+                }
+            }
+        }
+    }
+
+    fn post_flush(&self) {
+        // SAFETY: our flush event; posting is idempotent while queued.
+        unsafe {
+            let ev = self.flush_ev.get();
+            if (*ev).posted() == 0 {
+                nginx_sys::ngx_post_event(ev, ptr::addr_of_mut!(nginx_sys::ngx_posted_events));
+            }
+        }
+    }
+
+    /// Keeps the deadline timer on the oldest pending reply.
+    fn arm_deadline(&self, st: &State) {
+        // SAFETY: our deadline event.
+        unsafe {
+            let ev = self.deadline_ev.get();
+            match st.slots.front() {
+                None => {
+                    if (*ev).timer_set() != 0 {
+                        nginx_sys::ngx_del_timer(ev);
+                    }
+                }
+                Some(slot) => {
+                    // Signed: an overdue deadline fires on the next tick.
+                    let left = (slot.deadline.wrapping_sub(now()) as i64).max(1);
+                    nginx_sys::ngx_add_timer(ev, left as ngx_msec_t);
+                }
+            }
+        }
+    }
+
+    fn on_deadline(&self, st: &mut State) {
+        let Some(front) = st.slots.front() else { return };
+        let overdue = (now().wrapping_sub(front.deadline) as i64) >= 0;
+        if overdue {
+            let what = if front.handshake.is_some() { "no answer to the handshake" } else { "reply timed out" };
+            self.fail(st, what);
+        } else {
+            self.arm_deadline(st);
+        }
+    }
+
+    /// The non-blocking connect finished: did it succeed?
+    fn on_connected(&self, st: &mut State) {
+        let c = st.conn;
+        let mut err: libc::c_int = 0;
+        let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: c is our connecting socket; SO_ERROR reads its result.
+        let rc = unsafe {
+            libc::getsockopt((*c).fd, libc::SOL_SOCKET, libc::SO_ERROR, ptr::from_mut(&mut err).cast(), &mut len)
+        };
+        if rc == -1 {
+            err = nginx_sys::ngx_socket_errno();
+        }
+        if err != 0 {
+            let reason = format!("connect() failed: {}", std::io::Error::from_raw_os_error(err));
+            self.fail(st, &reason);
+            return;
+        }
+        st.phase = Phase::Open;
+        self.flush(st);
+    }
+}
+
+thread_local! {
+    /// Callbacks of slots failed by a disconnect, run from the flush event
+    /// (never from inside the code that held the client's state).
+    static FAILED: RefCell<Vec<OnReply>> = const { RefCell::new(Vec::new()) };
+}
+
+fn run_failed() {
+    let failed = FAILED.with(|f| core::mem::take(&mut *f.borrow_mut()));
+    for on_reply in failed {
+        on_reply(None);
+    }
+}
+
+/// Recovers the client from an event's data.
+///
+/// # Safety
+/// `data` is an `Inner` pointer set by this module, alive while its events
+/// or connection are registered with nginx.
+unsafe fn inner<'a>(data: *mut c_void) -> &'a Inner {
+    // SAFETY: per the contract.
+    unsafe { &*data.cast::<Inner>() }
+}
+
+unsafe extern "C" fn flush_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our flush event carries the client.
+        let inner = unsafe { inner((*ev).data) };
+        inner.with_state(|inner, st| inner.flush(st));
+        run_failed();
+    })
+}
+
+unsafe extern "C" fn deadline_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our deadline event carries the client.
+        let inner = unsafe { inner((*ev).data) };
+        inner.with_state(|inner, st| inner.on_deadline(st));
+        run_failed();
+    })
+}
+
+unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our reconnect event carries the client; exiting workers
+        // don't reconnect.
+        let (inner, exiting) = unsafe { (inner((*ev).data), nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0) };
+        if exiting {
+            return;
+        }
+        inner.with_state(|inner, st| {
+            if st.phase == Phase::Disconnected {
+                inner.connect(st);
+            }
+        });
+        run_failed();
+    })
+}
+
+unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: connection events carry the connection, whose data is ours.
+        let inner = unsafe { inner((*(*ev).data.cast::<ngx_connection_t>()).data) };
+        inner.with_state(|inner, st| {
+            if st.phase == Phase::Connecting {
+                inner.on_connected(st);
+            } else {
+                inner.flush(st);
+            }
+        });
+        run_failed();
+    })
+}
+
+unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: as in write_handler.
+        let inner = unsafe { inner((*(*ev).data.cast::<ngx_connection_t>()).data) };
+        let ready = inner
+            .with_state(|inner, st| {
+                if st.phase == Phase::Connecting {
+                    inner.on_connected(st);
+                }
+                inner.read(st)
+            })
+            .unwrap_or_default();
+        for (on_reply, frame) in ready {
+            on_reply(frame);
+        }
+        run_failed();
+    })
+}

@@ -1,0 +1,197 @@
+//! The shared-memory zone (`pow_shield_zone`): one slab pool holding the
+//! local-mode buckets and the replay cache, kept across `nginx -s reload`
+//! when its size is unchanged (as `limit_req` does).
+
+mod table;
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use nginx_sys::{ngx_conf_t, ngx_int_t, ngx_shm_zone_t, ngx_slab_pool_t, ngx_str_t};
+use ngx::core::{SlabPool, Status};
+use ngx::http::HttpModule;
+
+pub use self::table::{Entry, Table, TableKey};
+use crate::config::MainConf;
+use crate::pow::{Secret, SecretKeys};
+use crate::PowShield;
+
+/// Layout version: a zone written by another layout is never adopted.
+const MAGIC: u64 = 0x706f_7773_6869_0001; // "powshi" v1
+
+/// The zone's header, at the start of the slab pool's data.
+#[repr(C)]
+pub struct Zone {
+    magic: u64,
+    /// Local-mode leaky buckets, one per (limit, client key).
+    pub buckets: Table,
+    /// Spent challenges, by SHA-256 of the token, until they expire.
+    pub spent: Table,
+    /// The random HMAC key used when no secret is configured; kept across
+    /// reloads so that outstanding challenges stay valid.
+    secret: [u8; 32],
+}
+
+impl Zone {
+    pub fn buckets_mut(&mut self) -> &mut Table {
+        &mut self.buckets
+    }
+
+    pub fn spent_mut(&mut self) -> &mut Table {
+        &mut self.spent
+    }
+}
+
+/// Smallest zone we accept: the header plus room for a useful number of
+/// entries (nginx's own zones want 8 pages).
+pub fn min_zone_size() -> usize {
+    // SAFETY: ngx_pagesize is set by nginx before configuration parsing.
+    unsafe { nginx_sys::ngx_pagesize * 8 }
+}
+
+/// Adds the zone to the configuration being parsed; `init_zone` runs later.
+pub fn add_zone(
+    cf: &mut ngx_conf_t,
+    name: &str,
+    size: usize,
+    mcf: &mut MainConf,
+) -> Result<*mut ngx_shm_zone_t, ()> {
+    // SAFETY: copies the name into the configuration pool.
+    let Some(mut name) = (unsafe { ngx_str_t::from_bytes(cf.pool, name.as_bytes()) }) else {
+        return Err(());
+    };
+    let tag = ptr::from_ref(PowShield::module()).cast_mut().cast();
+    // SAFETY: cf is the configuration being parsed; nginx logs its own errors
+    // (e.g. the name already used with another size or by another module).
+    let zone = unsafe { nginx_sys::ngx_shared_memory_add(cf, &mut name, size, tag) };
+    let Some(zone) = NonNull::new(zone) else {
+        return Err(());
+    };
+    // SAFETY: the zone was just returned by nginx and is not yet initialised.
+    unsafe {
+        let zone = &mut *zone.as_ptr();
+        zone.init = Some(init_zone);
+        // Until init runs, `data` carries the configuration that wants the key.
+        zone.data = ptr::from_mut(mcf).cast();
+    }
+    Ok(zone.as_ptr())
+}
+
+/// nginx's zone init: creates the header, or adopts the previous cycle's.
+///
+/// `old` is the previous cycle's `shm_zone->data` when nginx kept the same
+/// memory (same name, size and tag), else null.
+extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
+    crate::ffi::guard(Status::NGX_ERROR.into(), || {
+        // SAFETY: nginx passes the zone being initialised; its data is the
+        // MainConf set by add_zone, alive for the whole configuration cycle.
+        let (shm_zone, mcf) = unsafe { (&mut *shm_zone, &mut *(*shm_zone).data.cast::<MainConf>()) };
+        // SAFETY: a zone's memory starts with its slab pool once mapped.
+        let Some(pool) = (unsafe { SlabPool::from_shm_zone(shm_zone) }) else {
+            return Status::NGX_ERROR.into();
+        };
+        let log = shm_zone.shm.log;
+        let zone = if !old.is_null() {
+            let zone = old.cast::<Zone>();
+            // SAFETY: `old` is the header this function returned last cycle.
+            if unsafe { (*zone).magic } != MAGIC {
+                error!(log, "pow_shield: zone \"pow_shield\" has an unknown layout; restart nginx");
+                return Status::NGX_ERROR.into();
+            }
+            zone
+        } else {
+            match create_header(&pool) {
+                Some(zone) => zone,
+                None => return Status::NGX_ERROR.into(),
+            }
+        };
+        shm_zone.data = zone.cast();
+        if !mcf.keys_configured {
+            // SAFETY: the header is initialised and only this master writes it.
+            match Secret::new(unsafe { &(*zone).secret }) {
+                Ok(current) => mcf.keys = Some(SecretKeys { current, previous: None }),
+                Err(_) => return Status::NGX_ERROR.into(),
+            }
+        }
+        Status::NGX_OK.into()
+    })
+}
+
+fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).ok()?;
+    let shpool: *mut ngx_slab_pool_t = ptr::from_ref(pool.as_ref()).cast_mut();
+    let locked = pool.lock();
+    // SAFETY: the pool is locked; the size is that of the header.
+    let zone = unsafe { nginx_sys::ngx_slab_alloc_locked(shpool, core::mem::size_of::<Zone>()) }
+        .cast::<Zone>();
+    if zone.is_null() {
+        return None;
+    }
+    // SAFETY: `zone` is fresh, suitably aligned slab memory of the right size;
+    // the tables are initialised in place because they are self-referential.
+    unsafe {
+        ptr::addr_of_mut!((*zone).magic).write(MAGIC);
+        ptr::addr_of_mut!((*zone).secret).write(bytes);
+        Table::init(ptr::addr_of_mut!((*zone).buckets));
+        Table::init(ptr::addr_of_mut!((*zone).spent));
+        (*shpool).data = zone.cast();
+        // The zone evicts on exhaustion; nginx need not log every failure.
+        (*shpool).set_log_nomem(0);
+    }
+    drop(locked);
+    Some(zone)
+}
+
+/// A worker's handle on the zone: the header and its slab pool.
+#[derive(Clone)]
+pub struct SharedZone {
+    pool: SlabPool,
+    zone: NonNull<Zone>,
+}
+
+impl SharedZone {
+    /// The zone of a configuration, once nginx has initialised it.
+    pub fn from_conf(mcf: &MainConf) -> Option<Self> {
+        // SAFETY: after init, a zone added by add_zone is mapped for the
+        // worker's lifetime and its data is the header.
+        unsafe {
+            let shm_zone = mcf.zone.as_ref()?;
+            let pool = SlabPool::from_shm_zone(shm_zone)?;
+            let zone = NonNull::new(shm_zone.data.cast::<Zone>())?;
+            if zone.as_ref().magic != MAGIC {
+                return None;
+            }
+            Some(Self { pool, zone })
+        }
+    }
+
+    /// Runs `f` on the header's tables with the zone locked.
+    pub fn with_locked<R>(&self, f: impl FnOnce(&mut Zone, &Allocator) -> R) -> R {
+        let locked = self.pool.lock();
+        let alloc = Allocator { pool: ptr::from_ref(self.pool.as_ref()).cast_mut() };
+        // SAFETY: the header lives as long as the zone, and the slab mutex we
+        // hold serialises every access to it across workers.
+        let zone = unsafe { &mut *self.zone.as_ptr() };
+        let result = f(zone, &alloc);
+        drop(locked);
+        result
+    }
+}
+
+/// Allocation in a pool whose lock the caller holds.
+pub struct Allocator {
+    pool: *mut ngx_slab_pool_t,
+}
+
+impl Allocator {
+    fn alloc(&self, size: usize) -> *mut c_void {
+        // SAFETY: only constructed inside `with_locked`, so the lock is held.
+        unsafe { nginx_sys::ngx_slab_alloc_locked(self.pool, size) }
+    }
+
+    fn free(&self, p: *mut c_void) {
+        // SAFETY: as above; `p` came from `alloc` on this pool.
+        unsafe { nginx_sys::ngx_slab_free_locked(self.pool, p) }
+    }
+}

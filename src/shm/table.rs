@@ -1,0 +1,254 @@
+//! A table in shared memory: nginx's rbtree for lookup plus a queue for LRU
+//! order, the layout `limit_req` uses. Entries are fixed-size (~120 bytes, a
+//! 128-byte slab slot): about 8 k clients per MB.
+
+use core::cmp::Ordering;
+use core::mem::offset_of;
+use core::ptr;
+
+use nginx_sys::{
+    ngx_queue_init, ngx_queue_insert_after, ngx_queue_remove, ngx_queue_t, ngx_rbt_red,
+    ngx_rbtree_delete, ngx_rbtree_init, ngx_rbtree_insert, ngx_rbtree_key_t, ngx_rbtree_node_t,
+    ngx_rbtree_t,
+};
+use sha2::{Digest, Sha256};
+
+use super::Allocator;
+use crate::limiter::bucket::BucketState;
+
+/// Keys longer than this are stored as their SHA-256.
+const INLINE_KEY: usize = 32;
+/// `len` of a key stored as its digest (never a real inline length).
+const HASHED: u8 = u8::MAX;
+
+/// A lookup key: up to 32 bytes inline, else its SHA-256.
+pub struct TableKey {
+    hash: u32,
+    len: u8,
+    bytes: [u8; INLINE_KEY],
+}
+
+impl TableKey {
+    /// The key made of `parts` concatenated.
+    pub fn new(parts: &[&[u8]]) -> Self {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut bytes = [0u8; INLINE_KEY];
+        let len = if total <= INLINE_KEY {
+            let mut at = 0;
+            for part in parts {
+                bytes[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+            total as u8
+        } else {
+            let mut h = Sha256::new();
+            for part in parts {
+                h.update(part);
+            }
+            bytes.copy_from_slice(&h.finalize());
+            HASHED
+        };
+        Self { hash: fnv1a(len, &bytes), len, bytes }
+    }
+
+    fn stored(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len.min(INLINE_KEY as u8))]
+    }
+}
+
+/// FNV-1a: stable in every process (unlike the std hasher's random keys).
+fn fnv1a(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in core::iter::once(&len).chain(bytes.iter()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// One entry: a bucket (local limiter) or a spent token (replay cache).
+#[repr(C)]
+pub struct Entry {
+    rb: ngx_rbtree_node_t,
+    lru: ngx_queue_t,
+    /// When the entry carries no information any more (bucket drained,
+    /// token expired): it may then be removed.
+    pub expires_at_ms: u64,
+    pub bucket: BucketState,
+    len: u8,
+    key: [u8; INLINE_KEY],
+}
+
+impl Entry {
+    fn stored_key(&self) -> &[u8] {
+        &self.key[..usize::from(self.len.min(INLINE_KEY as u8))]
+    }
+
+    fn order(&self, hash: ngx_rbtree_key_t, len: u8, key: &[u8]) -> Ordering {
+        (hash, len, key).cmp(&(self.rb.key, self.len, self.stored_key()))
+    }
+}
+
+/// An rbtree of entries with its LRU queue (most recent at the head).
+#[repr(C)]
+pub struct Table {
+    tree: ngx_rbtree_t,
+    sentinel: ngx_rbtree_node_t,
+    lru: ngx_queue_t,
+    len: u64,
+}
+
+impl Table {
+    /// Initialises a table in place (it points into itself).
+    ///
+    /// # Safety
+    /// `this` is writable memory for a `Table` that never moves afterwards.
+    pub unsafe fn init(this: *mut Table) {
+        // SAFETY: per the contract; nginx's helpers initialise the fields.
+        unsafe {
+            ngx_rbtree_init(
+                ptr::addr_of_mut!((*this).tree),
+                ptr::addr_of_mut!((*this).sentinel),
+                Some(insert_entry),
+            );
+            ngx_queue_init(ptr::addr_of_mut!((*this).lru));
+            ptr::addr_of_mut!((*this).len).write(0);
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Finds `key` and marks it most recently used.
+    pub fn find(&mut self, key: &TableKey) -> Option<&mut Entry> {
+        let sentinel = self.tree.sentinel;
+        let mut node = self.tree.root;
+        let hash = key.hash as ngx_rbtree_key_t;
+        while node != sentinel {
+            // SAFETY: every non-sentinel node of this tree is an Entry's `rb`
+            // (its first field), allocated by `insert` under the zone lock.
+            let entry = unsafe { &mut *node.cast::<Entry>() };
+            node = match entry.order(hash, key.len, key.stored()) {
+                Ordering::Less => entry.rb.left,
+                Ordering::Greater => entry.rb.right,
+                Ordering::Equal => {
+                    self.touch(entry);
+                    return Some(entry);
+                }
+            };
+        }
+        None
+    }
+
+    /// Inserts a fresh entry for `key` (the caller checked it is absent).
+    /// Returns `None` when the zone has no memory left.
+    pub fn insert(&mut self, key: &TableKey, alloc: &Allocator) -> Option<&mut Entry> {
+        let entry = alloc.alloc(core::mem::size_of::<Entry>()).cast::<Entry>();
+        if entry.is_null() {
+            return None;
+        }
+        // SAFETY: fresh slab memory of Entry's size, aligned to its slot size
+        // (a power of two >= 8); every field is written before use.
+        unsafe {
+            ptr::write_bytes(entry, 0, 1);
+            let e = &mut *entry;
+            e.rb.key = key.hash as ngx_rbtree_key_t;
+            e.len = key.len;
+            e.key = key.bytes;
+            // The insert callback lives in this process's copy of the module;
+            // refresh it so a tree created by another build never calls a
+            // stale address.
+            self.tree.insert = Some(insert_entry);
+            ngx_rbtree_insert(&mut self.tree, &mut e.rb);
+            ngx_queue_insert_after(&mut self.lru, &mut e.lru);
+            self.len += 1;
+            Some(e)
+        }
+    }
+
+    /// Removes up to `n` least recently used entries that have expired.
+    pub fn expire(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
+        for _ in 0..n {
+            match self.oldest() {
+                // SAFETY: `oldest` returns a linked entry of this table.
+                Some(e) if unsafe { (*e).expires_at_ms } <= now_ms => self.remove(e, alloc),
+                _ => return,
+            }
+        }
+    }
+
+    /// Removes up to `n` least recently used entries, expired or not: what
+    /// the zone gives up when it is full. Returns how many it removed.
+    pub fn evict(&mut self, alloc: &Allocator, n: usize) -> usize {
+        let mut removed = 0;
+        while removed < n {
+            let Some(e) = self.oldest() else { break };
+            self.remove(e, alloc);
+            removed += 1;
+        }
+        removed
+    }
+
+    fn oldest(&mut self) -> Option<*mut Entry> {
+        let head: *mut ngx_queue_t = &mut self.lru;
+        // SAFETY: the queue is initialised; `prev` of the head is the tail.
+        let last = unsafe { (*head).prev };
+        if last == head {
+            return None;
+        }
+        // SAFETY: every queued link is the `lru` field of an Entry.
+        Some(unsafe { last.byte_sub(offset_of!(Entry, lru)).cast::<Entry>() })
+    }
+
+    fn touch(&mut self, entry: &mut Entry) {
+        // SAFETY: the entry is linked in this table's queue.
+        unsafe {
+            ngx_queue_remove(&mut entry.lru);
+            ngx_queue_insert_after(&mut self.lru, &mut entry.lru);
+        }
+    }
+
+    fn remove(&mut self, entry: *mut Entry, alloc: &Allocator) {
+        // SAFETY: `entry` is linked in this table; it is unlinked from both
+        // structures before its memory goes back to the slab.
+        unsafe {
+            ngx_queue_remove(ptr::addr_of_mut!((*entry).lru));
+            ngx_rbtree_delete(&mut self.tree, ptr::addr_of_mut!((*entry).rb));
+        }
+        alloc.free(entry.cast());
+        self.len = self.len.saturating_sub(1);
+    }
+}
+
+/// The tree's insert callback: orders by (hash, length, key bytes), the same
+/// total order `find` walks.
+unsafe extern "C" fn insert_entry(
+    mut temp: *mut ngx_rbtree_node_t,
+    node: *mut ngx_rbtree_node_t,
+    sentinel: *mut ngx_rbtree_node_t,
+) {
+    // SAFETY: nginx calls this with the root, the node being inserted and the
+    // sentinel of a tree whose nodes are all Entries (see Table::insert).
+    unsafe {
+        let new = &*node.cast::<Entry>();
+        loop {
+            let here = &mut *temp.cast::<Entry>();
+            let next = match new.order(here.rb.key, here.len, here.stored_key()) {
+                // `order` compares the argument against `new`: reversed.
+                Ordering::Greater => &mut here.rb.left,
+                _ => &mut here.rb.right,
+            };
+            if *next == sentinel {
+                *next = node;
+                break;
+            }
+            temp = *next;
+        }
+        (*node).parent = temp;
+        (*node).left = sentinel;
+        (*node).right = sentinel;
+        ngx_rbt_red(node);
+    }
+}

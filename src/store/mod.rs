@@ -1,0 +1,146 @@
+//! The store interface (DESIGN.md "Shape"): one round trip per shielded
+//! request decides the limit, and one more spends a solved challenge.
+//!
+//! Two implementations: [`ShmStore`] (local mode and the `local` fallback,
+//! answers at once) and [`RedisStore`] (cluster mode, answers later through a
+//! [`Waiter`] from nginx's event loop).
+
+mod redis;
+mod shm;
+
+use core::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use nginx_sys::{ngx_cycle_t, ngx_event_t};
+use ngx::core::Status;
+use ngx::http::HttpModuleMainConf;
+
+pub use self::redis::RedisStore;
+pub use self::shm::ShmStore;
+use crate::config::MainConf;
+use crate::limiter::{RateLimit, Verdict};
+use crate::PowShield;
+
+/// A store's answer, now or later.
+pub enum Poll<T> {
+    Ready(T),
+    /// The answer will be delivered to the waiter.
+    Pending,
+    /// The store cannot answer: the request is decided by `pow_shield_fail`.
+    Unavailable,
+}
+
+/// What a pending operation delivers to its waiter.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    Verdict(Verdict),
+    /// `true`: the token was unspent and is now spent.
+    Spent(bool),
+    Unavailable,
+}
+
+/// Where a store delivers a late answer: the request's resume event is
+/// posted, and the request reads the answer when it runs again.
+pub struct Waiter {
+    answer: Cell<Option<Answer>>,
+    /// The request's resume event; null once the request is gone.
+    wake: Cell<*mut ngx_event_t>,
+}
+
+impl Waiter {
+    pub fn new(wake: *mut ngx_event_t) -> Rc<Self> {
+        Rc::new(Self { answer: Cell::new(None), wake: Cell::new(wake) })
+    }
+
+    /// Stores the answer and wakes the request, unless it has gone away.
+    pub fn deliver(&self, answer: Answer) {
+        let wake = self.wake.replace(core::ptr::null_mut());
+        if wake.is_null() {
+            return;
+        }
+        self.answer.set(Some(answer));
+        // SAFETY: a non-null `wake` is the resume event of a live request
+        // (the request's cleanup nulls it through `detach`); posting only
+        // queues it for this loop iteration, never runs it from here.
+        unsafe { nginx_sys::ngx_post_event(wake, core::ptr::addr_of_mut!(nginx_sys::ngx_posted_events)) };
+    }
+
+    /// The delivered answer, if any.
+    pub fn take(&self) -> Option<Answer> {
+        self.answer.take()
+    }
+
+    /// The request is finished: never touch its event again.
+    pub fn detach(&self) {
+        self.wake.set(core::ptr::null_mut());
+    }
+
+    /// Whether the request is still waiting for this answer.
+    pub fn is_waiting(&self) -> bool {
+        !self.wake.get().is_null()
+    }
+}
+
+/// A place that counts requests and remembers spent challenges.
+pub trait Store {
+    /// Counts one request of `key` against `limit` and says whether it fits.
+    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict>;
+
+    /// Marks a solved challenge spent; `Ready(false)` if it already was.
+    fn spend(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<bool>;
+}
+
+thread_local! {
+    /// This worker's Redis store, when cluster mode is configured.
+    static REDIS: RefCell<Option<Rc<RedisStore>>> = const { RefCell::new(None) };
+}
+
+/// The store that decides requests in this worker: Redis when configured,
+/// else the shared-memory zone.
+pub fn primary(mcf: &MainConf) -> Option<Box<dyn Store>> {
+    if let Some(redis) = REDIS.with(|r| r.borrow().clone()) {
+        return Some(Box::new(redis));
+    }
+    local(mcf).map(|s| Box::new(s) as Box<dyn Store>)
+}
+
+/// The shared-memory store (local mode, and the `local` fallback).
+pub fn local(mcf: &MainConf) -> Option<ShmStore> {
+    ShmStore::new(mcf)
+}
+
+/// Whether Redis is configured and currently failing (for metrics, logs
+/// and `Retry-After` while refusing).
+pub fn redis_retry_in_ms() -> Option<u64> {
+    REDIS.with(|r| r.borrow().as_ref().and_then(|s| s.retry_in_ms()))
+}
+
+/// `init_process`: opens this worker's Redis connection.
+pub fn init_worker(cycle: &mut ngx_cycle_t) -> Status {
+    let Some(mcf) = PowShield::main_conf(cycle) else {
+        return Status::NGX_OK;
+    };
+    if !mcf.shielded {
+        return Status::NGX_OK;
+    }
+    if let Some(conf) = mcf.redis() {
+        match RedisStore::start(conf, cycle.log) {
+            Some(store) => REDIS.with(|r| *r.borrow_mut() = Some(store)),
+            None => return Status::NGX_ERROR,
+        }
+    }
+    Status::NGX_OK
+}
+
+/// `exit_process`: closes the Redis connection (nginx alerts on open sockets).
+pub fn exit_worker(_cycle: &mut ngx_cycle_t) {
+    if let Some(store) = REDIS.with(|r| r.borrow_mut().take()) {
+        store.shutdown();
+    }
+}

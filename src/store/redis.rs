@@ -1,0 +1,137 @@
+//! Cluster mode: the store in Redis (SPEC §6). One `EVALSHA` of the
+//! sliding-window script per shielded request, one `SET … NX` per spent
+//! challenge; both pipelined on this worker's connection.
+
+use core::cell::Cell;
+use std::rc::Rc;
+
+use nginx_sys::ngx_log_t;
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::{Answer, Poll, Store, Waiter};
+use crate::config::RedisConf;
+use crate::limiter::window;
+use crate::limiter::{RateLimit, Verdict};
+use crate::redis::client::{Client, Settings};
+use crate::redis::command::{encode, integers};
+
+/// The Redis store of one worker.
+pub struct RedisStore {
+    client: Client,
+    prefix: String,
+    script_sha: String,
+    /// Makes sorted-set members unique across nodes and workers.
+    node_id: u64,
+    pid: u32,
+    seq: Cell<u64>,
+}
+
+impl RedisStore {
+    /// Connects (without waiting) and returns the store.
+    pub fn start(conf: &RedisConf, log: *mut ngx_log_t) -> Option<Rc<Self>> {
+        let mut handshake = Vec::new();
+        let target = &conf.target;
+        if let Some(password) = target.password.as_ref() {
+            let mut auth = Vec::new();
+            match target.username.as_deref() {
+                Some(user) if !user.is_empty() => {
+                    encode(&mut auth, &[b"AUTH", user.as_bytes(), password.as_bytes()])
+                }
+                _ => encode(&mut auth, &[b"AUTH", password.as_bytes()]),
+            }
+            handshake.push(("AUTH", auth));
+        }
+        if target.db != 0 {
+            let mut select = Vec::new();
+            encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
+            handshake.push(("SELECT", select));
+        }
+        let mut load = Vec::new();
+        encode(&mut load, &[b"SCRIPT", b"LOAD", window::SLIDING_WINDOW_SCRIPT.as_bytes()]);
+        handshake.push(("SCRIPT LOAD", load));
+
+        let mut node = [0u8; 8];
+        getrandom::getrandom(&mut node).ok()?;
+        let settings = Settings {
+            addr: conf.addr,
+            name: conf.display.clone(),
+            timeout_ms: conf.options.timeout_ms as usize,
+            connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+            handshake,
+        };
+        Some(Rc::new(Self {
+            client: Client::start(settings, log),
+            prefix: conf.options.prefix.clone(),
+            script_sha: window::script_sha1(),
+            node_id: u64::from_le_bytes(node),
+            pid: std::process::id(),
+            seq: Cell::new(0),
+        }))
+    }
+
+    pub fn retry_in_ms(&self) -> Option<u64> {
+        self.client.retry_in_ms()
+    }
+
+    pub fn shutdown(&self) {
+        self.client.shutdown();
+    }
+
+    /// The client's sorted set for one limit: the client key, hex-encoded,
+    /// inside a hash tag so all of a client's keys share a cluster slot.
+    fn window_key(&self, key: &[u8], limit: RateLimit) -> String {
+        format!("{}{{{}}}:w:{}:{}", self.prefix, hex::encode(key), limit.requests, limit.window_ms)
+    }
+}
+
+impl Store for Rc<RedisStore> {
+    fn check(&self, key: &[u8], limit: RateLimit, _now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict> {
+        let zkey = self.window_key(key, limit);
+        let seq = self.seq.get().wrapping_add(1);
+        self.seq.set(seq);
+        let member = window::member(self.node_id, self.pid, seq);
+        let (requests, window_ms) = (limit.requests.to_string(), limit.window_ms.to_string());
+        let args = |verb: &'static [u8], script: &[u8]| {
+            let mut out = Vec::new();
+            encode(
+                &mut out,
+                &[verb, script, b"1", zkey.as_bytes(), requests.as_bytes(), window_ms.as_bytes(), member.as_bytes()],
+            );
+            out
+        };
+        let evalsha = args(b"EVALSHA", self.script_sha.as_bytes());
+        let eval = args(b"EVAL", window::SLIDING_WINDOW_SCRIPT.as_bytes());
+        let waiter = waiter.clone();
+        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            let verdict = frame
+                .as_ref()
+                .and_then(integers)
+                .and_then(|reply| window::verdict_from_reply(&reply, limit).ok());
+            waiter.deliver(verdict.map_or(Answer::Unavailable, Answer::Verdict));
+        });
+        match self.client.submit(&evalsha, Some(eval), on_reply) {
+            Ok(()) => Poll::Pending,
+            Err(_) => Poll::Unavailable,
+        }
+    }
+
+    fn spend(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<bool> {
+        // Keyed by the token alone, so a token is spent once whoever spends it.
+        let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
+        let ttl_s = expires_at_ms.saturating_sub(now_ms).div_ceil(1000).max(1).to_string();
+        let mut command = Vec::new();
+        encode(&mut command, &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"]);
+        let waiter = waiter.clone();
+        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            waiter.deliver(match frame {
+                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(true),
+                Some(OwnedFrame::Null) => Answer::Spent(false),
+                _ => Answer::Unavailable,
+            });
+        });
+        match self.client.submit(&command, None, on_reply) {
+            Ok(()) => Poll::Pending,
+            Err(_) => Poll::Unavailable,
+        }
+    }
+}
