@@ -7,13 +7,13 @@
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client on nginx's event loop; `http/`: the request path.
 
-pub mod config;
-pub mod limiter;
-pub mod pow;
-
 #[cfg(not(test))]
 #[macro_use]
 mod log;
+
+pub mod config;
+pub mod limiter;
+pub mod pow;
 #[cfg(not(test))]
 mod ffi;
 #[cfg(not(test))]

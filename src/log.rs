@@ -41,10 +41,6 @@ macro_rules! error {
     ( $log:expr, $($arg:tt)+ ) => (log_at!(nginx_sys::NGX_LOG_ERR, $log, $($arg)+));
 }
 
-macro_rules! warn {
-    ( $log:expr, $($arg:tt)+ ) => (log_at!(nginx_sys::NGX_LOG_WARN, $log, $($arg)+));
-}
-
 macro_rules! notice {
     ( $log:expr, $($arg:tt)+ ) => (log_at!(nginx_sys::NGX_LOG_NOTICE, $log, $($arg)+));
 }

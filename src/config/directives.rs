@@ -185,9 +185,9 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
         Err(()) => return NGX_CONF_ERROR,
     }
     if !mcf.keys_configured {
-        ngx_conf_log_error!(
+        log_at!(
             NGX_LOG_NOTICE,
-            cf,
+            cf.log,
             "pow_shield: no \"pow_shield_secret\" or \"pow_shield_secret_file\": challenges \
              are signed with a random key made at start, which other nodes cannot verify"
         );

@@ -34,9 +34,13 @@ fn decide(r: &mut Request) -> Status {
     let (Some(lcf), Some(mcf)) = (PowShield::location_conf(r), PowShield::main_conf(r)) else {
         return Status::NGX_DECLINED;
     };
+    // Unshielded locations cost nothing, even after an internal redirect
+    // from a shielded one (that request was decided already).
+    if lcf.policy.limit.is_none() {
+        return Status::NGX_DECLINED;
+    }
     let shield = match Shield::find(r) {
         Some(shield) => shield,
-        None if lcf.policy.limit.is_none() => return Status::NGX_DECLINED,
         None => match Shield::attach(r, lcf.policy) {
             Some(shield) => shield,
             None => return Status::NGX_ERROR,

@@ -93,6 +93,11 @@ impl Shield {
             // SAFETY: see above; the request owns it until its pool goes.
             return Some(unsafe { &mut *cached });
         }
+        // Only an internal redirect wipes r->ctx: without one, no ctx means
+        // no state, and the pool need not be searched.
+        if raw.internal() == 0 {
+            return None;
+        }
         // SAFETY: the cleanup list of a live request's pool is well formed;
         // an entry with our handler holds a Shield in its data.
         unsafe {

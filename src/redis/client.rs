@@ -179,11 +179,6 @@ impl Client {
         Some((ev.timer.key as ngx_msec_t).wrapping_sub(now()) as u64)
     }
 
-    /// Whether Redis is currently considered reachable.
-    pub fn is_healthy(&self) -> bool {
-        self.0.state.try_borrow().map(|st| st.healthy).unwrap_or(false)
-    }
-
     /// Closes the connection and cancels every event (worker exit).
     pub fn shutdown(&self) {
         let done = self.0.with_state(|inner, st| {

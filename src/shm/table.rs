@@ -116,11 +116,6 @@ impl Table {
         }
     }
 
-    /// Number of entries.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
     /// Finds `key` and marks it most recently used.
     pub fn find(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let sentinel = self.tree.sentinel;

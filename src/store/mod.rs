@@ -74,11 +74,6 @@ impl Waiter {
     pub fn detach(&self) {
         self.wake.set(core::ptr::null_mut());
     }
-
-    /// Whether the request is still waiting for this answer.
-    pub fn is_waiting(&self) -> bool {
-        !self.wake.get().is_null()
-    }
 }
 
 /// A place that counts requests and remembers spent challenges.
@@ -101,13 +96,34 @@ thread_local! {
     static REDIS: RefCell<Option<Rc<RedisStore>>> = const { RefCell::new(None) };
 }
 
-/// The store that decides requests in this worker: Redis when configured,
-/// else the shared-memory zone.
-pub fn primary(mcf: &MainConf) -> Option<Box<dyn Store>> {
-    if let Some(redis) = REDIS.with(|r| r.borrow().clone()) {
-        return Some(Box::new(redis));
+/// The store that decides requests in this worker.
+pub enum Primary {
+    Redis(Rc<RedisStore>),
+    Local(ShmStore),
+}
+
+impl Store for Primary {
+    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict> {
+        match self {
+            Primary::Redis(s) => s.check(key, limit, now_ms, waiter),
+            Primary::Local(s) => s.check(key, limit, now_ms, waiter),
+        }
     }
-    local(mcf).map(|s| Box::new(s) as Box<dyn Store>)
+
+    fn spend(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<bool> {
+        match self {
+            Primary::Redis(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
+            Primary::Local(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
+        }
+    }
+}
+
+/// Redis when configured (cluster mode), else the shared-memory zone.
+pub fn primary(mcf: &MainConf) -> Option<Primary> {
+    if let Some(redis) = REDIS.with(|r| r.borrow().clone()) {
+        return Some(Primary::Redis(redis));
+    }
+    local(mcf).map(Primary::Local)
 }
 
 /// The shared-memory store (local mode, and the `local` fallback).
