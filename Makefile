@@ -53,14 +53,15 @@ deps-debian:
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
 
-# Vendored nginx (nginx-src crate) + the module, copied to objs/.
+# Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
+# replaces files instead of rewriting them, so running nginx keeps its copy.
 build: deps-build
 	$(CARGO) build --profile $(PROFILE) --features vendored
 	@mkdir -p $(OBJS)
 	@ngx=$$(ls -td target/$(PROFILE)/build/nginx-sys-*/out/objs/nginx 2>/dev/null | head -1); \
 	  test -n "$$ngx" || { echo "vendored nginx binary not found"; exit 1; }; \
-	  cp -f "$$ngx" $(OBJS)/nginx
-	cp -f target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
+	  install -m 755 "$$ngx" $(OBJS)/nginx
+	install -m 755 target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
 	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')) and objs/$(MODULE).so"
 
 # The module for the distribution's nginx: configure a copy of its source
@@ -74,7 +75,7 @@ build-debian: deps-build deps-debian
 	NGINX_SOURCE_DIR=$(DEB_BUILD) NGINX_BUILD_DIR=$(DEB_BUILD)/objs \
 	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE)
 	@mkdir -p $(OBJS)/debian
-	cp -f target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
+	install -m 755 target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
 	@echo "built: objs/debian/$(MODULE).so for $$(/usr/sbin/nginx -v 2>&1 | sed 's/.*\///')"
 
 run: build

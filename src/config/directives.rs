@@ -374,11 +374,13 @@ extern "C" fn set_limit(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
             let limit = match d.args.as_slice() {
                 ["off"] => None,
-                [requests, window] => {
-                    Some(values::parse_limit(requests, window).map_err(|e| {
-                        invalid(&format!("{requests} {window}"), e)
-                    })?)
-                }
+                [requests, window] => Some(values::parse_limit(requests, window).map_err(|e| {
+                    // Name the argument at fault.
+                    let count_ok = requests.parse::<u32>().is_ok_and(|n| {
+                        (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n)
+                    });
+                    invalid(if count_ok { window } else { requests }, e)
+                })?),
                 [other] => return Err(invalid(other, "expected \"<requests> <window>\" or \"off\"")),
                 _ => return Err(invalid("", "expected \"<requests> <window>\" or \"off\"")),
             };

@@ -46,8 +46,12 @@ fn decide(r: &mut Request) -> Status {
             None => return Status::NGX_ERROR,
         },
     };
-    let mut flow = Flow { r, mcf, shield };
-    flow.run()
+    // The limit of the location that first decided (internal redirects
+    // keep the first decision).
+    let Some(limit) = shield.policy.limit else {
+        return Status::NGX_DECLINED;
+    };
+    Flow { r, mcf, shield, limit }.run()
 }
 
 /// One run of the decision for a request.
@@ -55,6 +59,7 @@ struct Flow<'a> {
     r: &'a mut Request,
     mcf: &'a MainConf,
     shield: &'static mut Shield,
+    limit: RateLimit,
 }
 
 impl Flow<'_> {
@@ -67,7 +72,7 @@ impl Flow<'_> {
                 None => Status::NGX_AGAIN,
             },
             Stage::Spending(solved) => match self.take_answer() {
-                Some(Answer::Spent(first)) => self.spent(first, solved),
+                Some(Answer::Spent(first)) => self.spent(first),
                 Some(_) => self.spend_unavailable(solved),
                 None => Status::NGX_AGAIN,
             },
@@ -79,11 +84,6 @@ impl Flow<'_> {
 
     fn policy(&self) -> &Policy {
         &self.shield.policy
-    }
-
-    fn limit(&self) -> RateLimit {
-        // Only shielded locations attach state; see `decide`.
-        self.shield.policy.limit.unwrap_or(RateLimit { requests: 1, window_ms: 1 })
     }
 
     /* green: count the request */
@@ -99,7 +99,7 @@ impl Flow<'_> {
             return self.pass(Outcome::Pass);
         };
         let waiter = self.shield.new_waiter();
-        match store.check(&key, self.limit(), now_ms(), &waiter) {
+        match store.check(&key, self.limit, now_ms(), &waiter) {
             Poll::Ready(verdict) => self.judge(verdict),
             Poll::Pending => self.wait(Stage::Checking),
             Poll::Unavailable => self.check_unavailable(),
@@ -161,17 +161,17 @@ impl Flow<'_> {
 
     fn spend(&mut self, solved: Solved) -> Status {
         let Some(store) = store::primary(self.mcf) else {
-            return self.spent(true, solved);
+            return self.spent(true);
         };
         let waiter = self.shield.new_waiter();
         match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
-            Poll::Ready(first) => self.spent(first, solved),
+            Poll::Ready(first) => self.spent(first),
             Poll::Pending => self.wait(Stage::Spending(solved)),
             Poll::Unavailable => self.spend_unavailable(solved),
         }
     }
 
-    fn spent(&mut self, first: bool, _solved: Solved) -> Status {
+    fn spent(&mut self, first: bool) -> Status {
         if first {
             return self.pass(Outcome::Solved);
         }
@@ -190,7 +190,7 @@ impl Flow<'_> {
                     return Status::NGX_ERROR;
                 };
                 let waiter = self.shield.new_waiter();
-                match store.check(&key, self.limit(), now_ms(), &waiter) {
+                match store.check(&key, self.limit, now_ms(), &waiter) {
                     Poll::Ready(verdict) => self.judge(verdict),
                     // The zone is full beyond eviction: let the request through.
                     _ => self.pass(Outcome::Pass),
@@ -206,7 +206,7 @@ impl Flow<'_> {
             Fallback::Local(store) => {
                 let waiter = self.shield.new_waiter();
                 match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
-                    Poll::Ready(first) => self.spent(first, solved),
+                    Poll::Ready(first) => self.spent(first),
                     _ => self.pass(Outcome::Solved),
                 }
             }

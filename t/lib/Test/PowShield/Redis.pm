@@ -1,0 +1,250 @@
+package Test::PowShield::Redis;
+
+# A redis-server on a free loopback port for one test, with the faults the
+# cluster-mode suites inject: pause (SIGSTOP), resume, kill, restart on the
+# same port.  cmd() speaks RESP2 over a socket with a timeout.
+
+use strict;
+use warnings;
+
+use Carp qw(croak);
+use File::Path qw(make_path);
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(WNOHANG);
+use Time::HiRes ();
+
+sub binary { $ENV{TEST_REDIS_BINARY} || 'redis-server' }
+
+sub available {
+    my $bin = binary();
+    return -x $bin if $bin =~ m{/};
+    for my $d (split /:/, $ENV{PATH} // '') {
+        return 1 if -x "$d/$bin";
+    }
+    return 0;
+}
+
+# new(dir => ..., port => ..., requirepass => ..., args => [...])
+sub new {
+    my ($class, %o) = @_;
+    croak "dir and port required" unless $o{dir} && $o{port};
+    make_path($o{dir});
+    return bless { %o, timeout => $o{timeout} // 3 }, $class;
+}
+
+sub port     { $_[0]{port} }
+sub pid      { $_[0]{pid} }
+sub password { $_[0]{requirepass} }
+sub paused   { $_[0]{paused} }
+
+sub start {
+    my ($self) = @_;
+    croak "redis already running" if $self->{pid};
+    my @args = ('--port', $self->{port}, '--bind', '127.0.0.1',
+        '--save', '', '--appendonly', 'no', '--daemonize', 'no',
+        '--dir', $self->{dir}, '--logfile', "$self->{dir}/redis.log");
+    push @args, '--requirepass', $self->{requirepass}
+        if defined $self->{requirepass};
+    push @args, @{$self->{args} || []};
+
+    my $pid = fork;
+    croak "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDOUT, '>>', "$self->{dir}/redis.stdout";
+        open STDERR, '>&', \*STDOUT;
+        exec binary(), @args
+            or POSIX::_exit(127);
+    }
+    $self->{pid} = $pid;
+    $self->{paused} = 0;
+
+    my $deadline = Time::HiRes::time() + 10;
+    while (1) {
+        if (waitpid($pid, WNOHANG) == $pid) {
+            delete $self->{pid};
+            croak "redis-server exited at start (status $?); see $self->{dir}";
+        }
+        my $pong = $self->cmd('PING');
+        last if defined $pong && $pong eq 'PONG';
+        croak "redis-server did not answer PING in time"
+            if Time::HiRes::time() > $deadline;
+        Time::HiRes::sleep(0.05);
+    }
+    return $self;
+}
+
+sub stop {
+    my ($self) = @_;
+    my $pid = delete $self->{pid} or return $self;
+    CORE::kill 'CONT', $pid if $self->{paused};
+    $self->{paused} = 0;
+    CORE::kill 'TERM', $pid;
+    my $deadline = Time::HiRes::time() + 10;
+    while (waitpid($pid, WNOHANG) == 0) {
+        if (Time::HiRes::time() > $deadline) {
+            CORE::kill 'KILL', $pid;
+            waitpid($pid, 0);
+            last;
+        }
+        Time::HiRes::sleep(0.05);
+    }
+    return $self;
+}
+
+# Hung server: the socket accepts bytes, nothing answers.
+sub pause {
+    my ($self) = @_;
+    CORE::kill 'STOP', $self->{pid} or croak "kill STOP: $!";
+    $self->{paused} = 1;
+    return $self;
+}
+
+sub resume {
+    my ($self) = @_;
+    CORE::kill 'CONT', $self->{pid} or croak "kill CONT: $!";
+    $self->{paused} = 0;
+    return $self;
+}
+
+# Crash: SIGKILL, connections reset, port closed.
+sub kill {
+    my ($self) = @_;
+    my $pid = delete $self->{pid} or return $self;
+    CORE::kill('KILL', $pid);
+    waitpid($pid, 0);
+    $self->{paused} = 0;
+    return $self;
+}
+
+# Start again on the same port with the same options (state is empty).
+sub restart {
+    my ($self) = @_;
+    $self->stop if $self->{pid};
+    return $self->start;
+}
+
+# cmd(@args): the decoded reply (string, integer, undef for nil, arrayref),
+# or undef with $self->error set on an error reply, timeout or I/O error.
+# Authenticates first when requirepass is set (unless noauth => 1 was given
+# as the first two arguments).
+sub cmd {
+    my ($self, @args) = @_;
+    my $auth = 1;
+    if (@args > 1 && $args[0] eq 'noauth') {
+        (undef, $auth) = splice @args, 0, 2;
+        $auth = !$auth;
+    }
+    $self->{error} = undef;
+
+    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}",
+        Proto => 'tcp', Timeout => $self->{timeout});
+    unless ($s) {
+        $self->{error} = "connect: $!";
+        return undef;
+    }
+    binmode $s;
+    my $conn = { sock => $s, buf => '',
+        deadline => Time::HiRes::time() + $self->{timeout} };
+
+    if ($auth && defined $self->{requirepass}) {
+        my ($ok, $v) = _roundtrip($conn, 'AUTH', $self->{requirepass});
+        unless ($ok) {
+            $self->{error} = $v;
+            return undef;
+        }
+    }
+    my ($ok, $v) = _roundtrip($conn, @args);
+    close $s;
+    unless ($ok) {
+        $self->{error} = $v;
+        return undef;
+    }
+    return $v;
+}
+
+sub error { $_[0]{error} }
+
+sub _roundtrip {
+    my ($conn, @args) = @_;
+    my $req = '*' . @args . "\r\n";
+    $req .= '$' . length($_) . "\r\n$_\r\n" for @args;
+    my $sel = IO::Select->new($conn->{sock});
+    my $off = 0;
+    while ($off < length $req) {
+        my $left = $conn->{deadline} - Time::HiRes::time();
+        return (0, 'timeout') if $left <= 0 || !$sel->can_write($left);
+        my $n = syswrite($conn->{sock}, $req, length($req) - $off, $off);
+        return (0, "write: $!") unless $n;
+        $off += $n;
+    }
+    return _reply($conn);
+}
+
+# Read one line (without CRLF) from the connection buffer.
+sub _line {
+    my ($conn) = @_;
+    while ((my $i = index($conn->{buf}, "\r\n")) < 0) {
+        _fill($conn) or return;
+    }
+    my $i = index($conn->{buf}, "\r\n");
+    my $line = substr($conn->{buf}, 0, $i);
+    substr($conn->{buf}, 0, $i + 2, '');
+    return $line;
+}
+
+sub _bytes {
+    my ($conn, $n) = @_;
+    while (length($conn->{buf}) < $n + 2) {
+        _fill($conn) or return;
+    }
+    my $b = substr($conn->{buf}, 0, $n);
+    substr($conn->{buf}, 0, $n + 2, '');
+    return $b;
+}
+
+sub _fill {
+    my ($conn) = @_;
+    my $left = $conn->{deadline} - Time::HiRes::time();
+    if ($left <= 0 || !IO::Select->new($conn->{sock})->can_read($left)) {
+        $conn->{err} = 'timeout';
+        return 0;
+    }
+    my $n = sysread($conn->{sock}, my $buf, 65536);
+    unless ($n) {
+        $conn->{err} = defined $n ? 'connection closed' : "read: $!";
+        return 0;
+    }
+    $conn->{buf} .= $buf;
+    return 1;
+}
+
+# (1, value) or (0, error text)
+sub _reply {
+    my ($conn) = @_;
+    my $line = _line($conn);
+    return (0, $conn->{err}) unless defined $line;
+    my ($type, $rest) = (substr($line, 0, 1), substr($line, 1));
+    return (1, $rest) if $type eq '+';
+    return (0, $rest) if $type eq '-';
+    return (1, 0 + $rest) if $type eq ':';
+    if ($type eq '$') {
+        return (1, undef) if $rest < 0;
+        my $b = _bytes($conn, $rest);
+        return defined $b ? (1, $b) : (0, $conn->{err});
+    }
+    if ($type eq '*') {
+        return (1, undef) if $rest < 0;
+        my @items;
+        for (1 .. $rest) {
+            my ($ok, $v) = _reply($conn);
+            # an error inside an array (EXEC) is kept as its text
+            return (0, $v) if !$ok && defined $conn->{err};
+            push @items, $v;
+        }
+        return (1, \@items);
+    }
+    return (0, "bad reply: $line");
+}
+
+1;

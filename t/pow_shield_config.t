@@ -1,0 +1,254 @@
+#!/usr/bin/perl
+
+# Configuration (SPEC sections 1 and 2): "nginx -t" rejects every invalid
+# value with a message naming the directive, the bad value, file and line;
+# valid values pass.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield;
+
+###############################################################################
+
+my $t = Test::PowShield->new;
+
+my $SECRET = 'config-suite-secret-0123456789abcd';    # 34 bytes
+
+my $template = <<'EOF';
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+HTTP
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+SERVER
+        location / {
+LOCATION
+        }
+    }
+}
+EOF
+
+my $n = 0;
+
+# Write a config with $directive in context $where; returns (file, line).
+sub config {
+    my ($where, $directive, %extra) = @_;
+    my %at = (HTTP => '', SERVER => '', LOCATION => '', %extra);
+    $at{uc $where} .= "            $directive  # MARK\n" if defined $directive;
+    (my $text = $template) =~ s/^(HTTP|SERVER|LOCATION)\n/$at{$1}/mg;
+    my $file = 'c' . ++$n . '.conf';
+    $t->write_file_expand($file, $text);
+    my @lines = split /\n/, $t->read_file($file);
+    my ($line) = grep { $lines[$_ - 1] =~ /# MARK/ } 1 .. @lines;
+    return ($file, $line);
+}
+
+# nginx -t fails naming the directive, the value (when given) and file:line
+sub bad {
+    my ($where, $directive, $value, $name, %extra) = @_;
+    my $noline = delete $extra{-noline};
+    my ($file, $line) = config($where, $directive, %extra);
+    my ($rc, $out) = $t->test_config($file);
+    my ($dname) = $directive =~ /^(\w+)/;
+    my $ok = isnt($rc, 0, "rejected: $name");
+    $ok &&= like($out, qr/\[emerg\].*\b\Q$dname\E\b/, "$name: names $dname");
+    if (defined $value) {
+        $ok &&= like($out, qr/"\Q$value\E"/, "$name: names the value \"$value\"");
+    }
+    $ok &&= like($out, qr/\Q$file\E:$line\b/, "$name: names $file:$line")
+        unless $noline;
+    diag($out) unless $ok;
+}
+
+# nginx -t passes
+sub good {
+    my ($where, $directive, $name, %extra) = @_;
+    my ($file) = config($where, $directive, %extra);
+    my ($rc, $out) = $t->test_config($file);
+    is($rc, 0, "accepted: $name") or diag($out);
+}
+
+my $secret = qq(pow_shield_secret "$SECRET";);
+
+# pow_shield_limit <requests> <window> | off
+
+bad(location => 'pow_shield_limit 0 1m;', '0', 'limit of 0 requests');
+bad(location => 'pow_shield_limit -5 1m;', '-5', 'negative limit');
+bad(location => 'pow_shield_limit abc 1m;', 'abc', 'limit not a number');
+bad(location => 'pow_shield_limit 10 abc;', 'abc', 'window "abc"');
+bad(location => 'pow_shield_limit 10 0s;', '0s', 'window of 0 seconds');
+bad(location => 'pow_shield_limit on;', 'on', 'limit "on"');
+bad(location => 'pow_shield_limit 10;', undef, 'limit without a window');
+bad(location => 'pow_shield_limit 10 1m 5;', undef, 'limit with 3 arguments');
+bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
+    undef, 'limit duplicated in a location');
+
+good(location => 'pow_shield_limit 10 30s;', 'limit 10 30s');
+good(location => 'pow_shield_limit 1 1s;', 'limit 1 1s');
+good(location => 'pow_shield_limit 100000 24h;', 'limit 100000 24h');
+good(location => 'pow_shield_limit off;', 'limit off');
+good(server => 'pow_shield_limit 10 1m;', 'limit in server');
+good(http => 'pow_shield_limit 10 1m;', 'limit in http');
+
+# pow_shield_difficulty <n>, 1..12
+
+bad(location => 'pow_shield_difficulty 0;', '0', 'difficulty 0');
+bad(location => 'pow_shield_difficulty 13;', '13', 'difficulty 13');
+bad(location => 'pow_shield_difficulty -1;', '-1', 'difficulty -1');
+bad(location => 'pow_shield_difficulty abc;', 'abc', 'difficulty "abc"');
+
+good(location => 'pow_shield_difficulty 1;', 'difficulty 1');
+good(location => 'pow_shield_difficulty 12;', 'difficulty 12');
+good(http => 'pow_shield_difficulty 4;', 'difficulty in http');
+
+# pow_shield_key <value>
+
+bad(location => 'pow_shield_key;', undef, 'key without a value');
+# nginx itself reports unknown variables after parsing, without file:line
+{
+    my ($file) = config(location => 'pow_shield_key $pow_no_such_variable;');
+    my ($rc, $out) = $t->test_config($file);
+    isnt($rc, 0, 'rejected: key with an unknown variable');
+    like($out, qr/\[emerg\].*"pow_no_such_variable"/,
+        'key with an unknown variable: names the variable');
+}
+
+good(location => 'pow_shield_key $http_x_api_key;', 'key from a header');
+good(location => 'pow_shield_key "$binary_remote_addr:$http_host";',
+    'key with two variables');
+good(location => 'pow_shield_key "";', 'empty key (exempt)');
+
+# pow_shield_secret <string >= 32 bytes>, http only
+
+bad(http => 'pow_shield_secret "short";', undef, 'secret of 5 bytes');
+bad(http => 'pow_shield_secret "' . ('s' x 31) . '";', undef,
+    'secret of 31 bytes');
+bad(server => $secret, undef, 'secret in server');
+bad(location => $secret, undef, 'secret in location');
+
+good(http => 'pow_shield_secret "' . ('s' x 32) . '";', 'secret of 32 bytes');
+
+# pow_shield_secret_file <path>: 1-2 lines, current then previous
+
+my $d = $t->testdir;
+$t->write_file('keys/one', "$SECRET\n");
+$t->write_file('keys/two', "$SECRET\nprevious-0123456789abcdef0123456789\n");
+$t->write_file('keys/noeol', $SECRET);
+$t->write_file('keys/empty', '');
+$t->write_file('keys/short', "short\n");
+$t->write_file('keys/short2', "$SECRET\nshort\n");
+$t->write_file('keys/three', "$SECRET\n$SECRET\n$SECRET\n");
+
+bad(http => "pow_shield_secret_file $d/keys/missing;", "$d/keys/missing",
+    'secret file missing');
+bad(http => "pow_shield_secret_file $d/keys/empty;", undef,
+    'secret file empty');
+bad(http => "pow_shield_secret_file $d/keys/short;", undef,
+    'secret file with a short key');
+bad(http => "pow_shield_secret_file $d/keys/short2;", undef,
+    'secret file with a short previous key');
+bad(http => "pow_shield_secret_file $d/keys/three;", undef,
+    'secret file with three lines');
+bad(server => "pow_shield_secret_file $d/keys/one;", undef,
+    'secret file in server');
+
+good(http => "pow_shield_secret_file $d/keys/one;", 'secret file, one key');
+good(http => "pow_shield_secret_file $d/keys/two;", 'secret file, two keys');
+good(http => "pow_shield_secret_file $d/keys/noeol;",
+    'secret file without a final newline');
+
+# pow_shield_zone <size>, http only
+
+bad(http => 'pow_shield_zone 1k;', '1k', 'zone too small (1k)');
+bad(http => 'pow_shield_zone 0;', '0', 'zone of 0 bytes');
+bad(http => 'pow_shield_zone abc;', 'abc', 'zone size "abc"');
+bad(server => 'pow_shield_zone 1m;', undef, 'zone in server');
+
+good(http => 'pow_shield_zone 1m;', 'zone 1m');
+good(http => 'pow_shield_zone 64m;', 'zone 64m');
+
+# pow_shield_challenge_ttl <time>
+
+bad(location => 'pow_shield_challenge_ttl abc;', 'abc', 'ttl "abc"');
+bad(location => 'pow_shield_challenge_ttl 0;', '0', 'ttl 0');
+
+good(location => 'pow_shield_challenge_ttl 30s;', 'ttl 30s');
+good(http => 'pow_shield_challenge_ttl 5m;', 'ttl in http');
+
+# pow_shield_headers x | ietf | both | off
+
+bad(location => 'pow_shield_headers foo;', 'foo', 'headers "foo"');
+bad(location => 'pow_shield_headers x ietf;', undef, 'headers with 2 values');
+
+good(location => "pow_shield_headers $_;", "headers $_")
+    for qw(x ietf both off);
+
+# pow_shield_dry_run on | off
+
+bad(location => 'pow_shield_dry_run maybe;', 'maybe', 'dry_run "maybe"');
+
+good(location => 'pow_shield_dry_run on;', 'dry_run on');
+good(location => 'pow_shield_dry_run off;', 'dry_run off');
+
+# pow_shield_log_level info | notice | warn | error
+
+bad(location => 'pow_shield_log_level loud;', 'loud', 'log_level "loud"');
+
+good(location => "pow_shield_log_level $_;", "log_level $_")
+    for qw(info notice warn error);
+
+# everything at once
+
+good(http => "pow_shield_zone 2m;\n$secret\n"
+    . "pow_shield_limit 60 1m;\npow_shield_difficulty 3;\n"
+    . "pow_shield_challenge_ttl 30s;\npow_shield_headers both;\n",
+    'all directives together',
+    SERVER => "pow_shield_key \$http_x_api_key;\npow_shield_dry_run on;\n",
+    LOCATION => "pow_shield_limit 5 10s;\npow_shield_difficulty 2;\n"
+        . "pow_shield_log_level notice;\npow_shield_headers x;\n");
+
+# without a secret a random key is generated, with a notice
+
+$t->write_file_expand('nginx.conf', <<'EOF');
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        location / {
+            pow_shield_limit 10 1m;
+        }
+    }
+}
+EOF
+
+$t->run;
+ok(scalar $t->error_log_lines(qr/\[notice\].*random/i),
+    'no secret configured: a notice says a random key was generated');
+$t->stop;
+
+###############################################################################
+
+$t->done_testing;
