@@ -12,12 +12,12 @@
 mod log;
 
 pub mod config;
-pub mod limiter;
-pub mod pow;
 #[cfg(not(test))]
 mod ffi;
 #[cfg(not(test))]
 mod http;
+pub mod limiter;
+pub mod pow;
 mod redis;
 #[cfg(not(test))]
 mod shm;
@@ -96,7 +96,6 @@ mod module {
                 config::init_main_conf(&mut *cf, &mut *conf.cast::<MainConf>())
             })
         }
-
     }
 
     // SAFETY: MainConf is the type create_main_conf allocates for this module.
@@ -116,7 +115,11 @@ mod module {
     ) -> *mut c_char {
         // SAFETY: both pointers are LocConf values this module created.
         guard(ngx::core::NGX_CONF_ERROR, || unsafe {
-            config::merge_loc_conf(&mut *cf, &*prev.cast::<LocConf>(), &mut *conf.cast::<LocConf>())
+            config::merge_loc_conf(
+                &mut *cf,
+                &*prev.cast::<LocConf>(),
+                &mut *conf.cast::<LocConf>(),
+            )
         })
     }
 

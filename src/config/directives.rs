@@ -9,18 +9,17 @@ use core::fmt::Display;
 use core::ptr;
 
 use nginx_sys::{
-    ngx_addr_t, ngx_command_t, ngx_conf_t, ngx_url_t, ngx_http_compile_complex_value_t, ngx_http_complex_value_t,
-    ngx_shm_zone_t, ngx_str_t, ngx_uint_t, NGX_CONF_FLAG, NGX_CONF_TAKE1, NGX_CONF_TAKE12,
-    NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET,
-    NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
+    ngx_addr_t, ngx_command_t, ngx_conf_t, ngx_http_compile_complex_value_t,
+    ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t, ngx_url_t, NGX_CONF_FLAG,
+    NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+    NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_LOG_ERR,
+    NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use ngx::{ngx_conf_log_error, ngx_string};
 
-use super::values::{
-    self, FailPolicy, HeadersMode, RedisOptions, RedisTarget,
-};
+use super::values::{self, FailPolicy, HeadersMode, RedisOptions, RedisTarget};
 use crate::ffi::{bytes, guard};
 use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
@@ -231,17 +230,45 @@ const fn main_directive(
 
 pub static mut COMMANDS: [ngx_command_t; 13] = [
     loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE12, set_limit),
-    loc_directive(ngx_string!("pow_shield_difficulty"), NGX_CONF_TAKE1, set_difficulty),
+    loc_directive(
+        ngx_string!("pow_shield_difficulty"),
+        NGX_CONF_TAKE1,
+        set_difficulty,
+    ),
     loc_directive(ngx_string!("pow_shield_key"), NGX_CONF_TAKE1, set_key),
-    loc_directive(ngx_string!("pow_shield_challenge_ttl"), NGX_CONF_TAKE1, set_challenge_ttl),
-    loc_directive(ngx_string!("pow_shield_headers"), NGX_CONF_TAKE1, set_headers),
-    loc_directive(ngx_string!("pow_shield_dry_run"), NGX_CONF_FLAG, set_dry_run),
-    loc_directive(ngx_string!("pow_shield_log_level"), NGX_CONF_TAKE1, set_log_level),
+    loc_directive(
+        ngx_string!("pow_shield_challenge_ttl"),
+        NGX_CONF_TAKE1,
+        set_challenge_ttl,
+    ),
+    loc_directive(
+        ngx_string!("pow_shield_headers"),
+        NGX_CONF_TAKE1,
+        set_headers,
+    ),
+    loc_directive(
+        ngx_string!("pow_shield_dry_run"),
+        NGX_CONF_FLAG,
+        set_dry_run,
+    ),
+    loc_directive(
+        ngx_string!("pow_shield_log_level"),
+        NGX_CONF_TAKE1,
+        set_log_level,
+    ),
     loc_directive(ngx_string!("pow_shield_fail"), NGX_CONF_TAKE12, set_fail),
     main_directive(ngx_string!("pow_shield_secret"), NGX_CONF_TAKE1, set_secret),
-    main_directive(ngx_string!("pow_shield_secret_file"), NGX_CONF_TAKE1, set_secret_file),
+    main_directive(
+        ngx_string!("pow_shield_secret_file"),
+        NGX_CONF_TAKE1,
+        set_secret_file,
+    ),
     main_directive(ngx_string!("pow_shield_zone"), NGX_CONF_TAKE1, set_zone),
-    main_directive(ngx_string!("pow_shield_redis"), nginx_sys::NGX_CONF_1MORE, set_redis),
+    main_directive(
+        ngx_string!("pow_shield_redis"),
+        nginx_sys::NGX_CONF_1MORE,
+        set_redis,
+    ),
     ngx_command_t::empty(),
 ];
 
@@ -250,13 +277,19 @@ pub static mut COMMANDS: [ngx_command_t; 13] = [
 /// Why a directive was refused.
 enum Refusal {
     Duplicate,
-    Invalid { value: String, reason: String },
+    Invalid {
+        value: String,
+        reason: String,
+    },
     /// Already logged (e.g. by nginx's complex value compiler).
     Logged,
 }
 
 fn invalid(value: &str, reason: impl Display) -> Refusal {
-    Refusal::Invalid { value: value.to_owned(), reason: reason.to_string() }
+    Refusal::Invalid {
+        value: value.to_owned(),
+        reason: reason.to_string(),
+    }
 }
 
 /// What a setter sees: the directive's name and its arguments as text.
@@ -368,7 +401,11 @@ fn compile_complex_value(
 
 /* location-level setters */
 
-extern "C" fn set_limit(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_limit(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
@@ -381,7 +418,12 @@ extern "C" fn set_limit(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut
                     });
                     invalid(if count_ok { window } else { requests }, e)
                 })?),
-                [other] => return Err(invalid(other, "expected \"<requests> <window>\" or \"off\"")),
+                [other] => {
+                    return Err(invalid(
+                        other,
+                        "expected \"<requests> <window>\" or \"off\"",
+                    ))
+                }
                 _ => return Err(invalid("", "expected \"<requests> <window>\" or \"off\"")),
             };
             if limit.is_some() {
@@ -409,7 +451,11 @@ extern "C" fn set_difficulty(
     }
 }
 
-extern "C" fn set_key(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_key(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
@@ -442,7 +488,11 @@ extern "C" fn set_challenge_ttl(
     }
 }
 
-extern "C" fn set_headers(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_headers(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
@@ -453,7 +503,11 @@ extern "C" fn set_headers(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *m
     }
 }
 
-extern "C" fn set_dry_run(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_dry_run(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
@@ -487,7 +541,11 @@ extern "C" fn set_log_level(
     }
 }
 
-extern "C" fn set_fail(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_fail(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
@@ -516,7 +574,11 @@ extern "C" fn set_fail(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut 
 
 /* http-level setters */
 
-extern "C" fn set_secret(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_secret(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
@@ -526,7 +588,10 @@ extern "C" fn set_secret(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mu
             let v = d.value();
             // Never echo the secret itself into the log.
             let current = Secret::new(v.as_bytes()).map_err(|e| invalid("...", e))?;
-            mcf.keys = Some(SecretKeys { current, previous: None });
+            mcf.keys = Some(SecretKeys {
+                current,
+                previous: None,
+            });
             mcf.keys_configured = true;
             Ok(())
         })
@@ -564,14 +629,19 @@ fn full_path(cf: &mut ngx_conf_t, path: &str) -> Option<String> {
     // SAFETY: copies the path into the configuration pool.
     let mut name = unsafe { ngx_str_t::from_bytes(cf.pool, path.as_bytes()) }?;
     // SAFETY: cf->cycle is the cycle being configured; `name` is pool memory.
-    if unsafe { nginx_sys::ngx_conf_full_name(cf.cycle, &mut name, 1) } != nginx_sys::NGX_OK as isize
+    if unsafe { nginx_sys::ngx_conf_full_name(cf.cycle, &mut name, 1) }
+        != nginx_sys::NGX_OK as isize
     {
         return None;
     }
     core::str::from_utf8(bytes(&name)).ok().map(str::to_owned)
 }
 
-extern "C" fn set_zone(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_zone(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
@@ -579,14 +649,21 @@ extern "C" fn set_zone(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut 
             let size = values::parse_size(v).map_err(|e| invalid(v, e))?;
             let min = crate::shm::min_zone_size();
             if size < min {
-                return Err(invalid(v, format_args!("the zone needs at least {}k", min / 1024)));
+                return Err(invalid(
+                    v,
+                    format_args!("the zone needs at least {}k", min / 1024),
+                ));
             }
             set_once(&mut mcf.zone_size, size)
         })
     }
 }
 
-extern "C" fn set_redis(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut c_void) -> *mut c_char {
+extern "C" fn set_redis(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+) -> *mut c_char {
     // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
     unsafe {
         run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
@@ -608,12 +685,19 @@ extern "C" fn set_redis(cf: *mut ngx_conf_t, cmd: *mut ngx_command_t, conf: *mut
                 values::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
             }
             let display = match &target.addr {
-                values::RedisAddr::Tcp { host, port } if host.contains(':') => format!("[{host}]:{port}"),
+                values::RedisAddr::Tcp { host, port } if host.contains(':') => {
+                    format!("[{host}]:{port}")
+                }
                 values::RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
                 values::RedisAddr::Unix { path } => format!("unix:{path}"),
             };
             let addr = resolve(d.cf, &display).map_err(|e| invalid(&redact(url), e))?;
-            mcf.redis = Some(Some(RedisConf { target, addr, options, display }));
+            mcf.redis = Some(Some(RedisConf {
+                target,
+                addr,
+                options,
+                display,
+            }));
             Ok(())
         })
     }
@@ -631,7 +715,9 @@ fn resolve(cf: &mut ngx_conf_t, text: &str) -> Result<ngx_addr_t, String> {
             let why = if u.err.is_null() {
                 "cannot parse the address".to_owned()
             } else {
-                core::ffi::CStr::from_ptr(u.err).to_string_lossy().into_owned()
+                core::ffi::CStr::from_ptr(u.err)
+                    .to_string_lossy()
+                    .into_owned()
             };
             return Err(why);
         }
@@ -645,7 +731,9 @@ fn resolve(cf: &mut ngx_conf_t, text: &str) -> Result<ngx_addr_t, String> {
 /// Hides the credentials of a Redis URL for log lines.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => format!("{}://***{}", &url[..scheme], &url[at..]),
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***{}", &url[..scheme], &url[at..])
+        }
         _ => url.to_owned(),
     }
 }

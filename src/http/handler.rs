@@ -51,7 +51,13 @@ fn decide(r: &mut Request) -> Status {
     let Some(limit) = shield.policy.limit else {
         return Status::NGX_DECLINED;
     };
-    Flow { r, mcf, shield, limit }.run()
+    Flow {
+        r,
+        mcf,
+        shield,
+        limit,
+    }
+    .run()
 }
 
 /// One run of the decision for a request.
@@ -153,9 +159,13 @@ impl Flow<'_> {
         self.log_reject(&format!("solution rejected: {}", rejection.reason()));
         let (status, message) = (rejection.status(), rejection.message());
         if rejection.wants_fresh_challenge() {
-            self.reject(Outcome::Invalid, |f| f.send_challenge(status, Some(message)))
+            self.reject(Outcome::Invalid, |f| {
+                f.send_challenge(status, Some(message))
+            })
         } else {
-            self.reject(Outcome::Invalid, |f| response::send_error(f.r, status, message))
+            self.reject(Outcome::Invalid, |f| {
+                response::send_error(f.r, status, message)
+            })
         }
     }
 
@@ -239,7 +249,9 @@ impl Flow<'_> {
     fn refuse_unavailable(&mut self) -> Status {
         self.log_reject("rate limiter store unavailable, refused (pow_shield_fail closed)");
         let retry_after_ms = store::redis_retry_in_ms().unwrap_or(1000);
-        self.reject(Outcome::Unavailable, |f| response::send_unavailable(f.r, retry_after_ms))
+        self.reject(Outcome::Unavailable, |f| {
+            response::send_unavailable(f.r, retry_after_ms)
+        })
     }
 
     /* endings */
@@ -284,10 +296,11 @@ impl Flow<'_> {
             return Status::NGX_ERROR;
         };
         let policy = *self.policy();
-        let challenge = match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), policy.difficulty) {
-            Ok(challenge) => challenge,
-            Err(_) => return Status::NGX_ERROR,
-        };
+        let challenge =
+            match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), policy.difficulty) {
+                Ok(challenge) => challenge,
+                Err(_) => return Status::NGX_ERROR,
+            };
         let retry_after_ms = self.shield.verdict.map(|v| v.retry_after_ms);
         response::send_challenge(
             self.r,
@@ -301,7 +314,11 @@ impl Flow<'_> {
 
     fn log_reject(&self, what: &str) {
         let policy = self.policy();
-        let prefix = if policy.dry_run { "dry run, not enforced: " } else { "" };
+        let prefix = if policy.dry_run {
+            "dry run, not enforced: "
+        } else {
+            ""
+        };
         let level: ngx_uint_t = policy.log_level;
         log_at!(level, self.r.log(), "pow_shield: {prefix}{what}");
     }

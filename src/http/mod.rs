@@ -7,7 +7,9 @@ mod response;
 mod state;
 pub mod variables;
 
-use nginx_sys::{ngx_array_push, ngx_conf_t, ngx_http_handler_pt, ngx_http_phases_NGX_HTTP_ACCESS_PHASE};
+use nginx_sys::{
+    ngx_array_push, ngx_conf_t, ngx_http_handler_pt, ngx_http_phases_NGX_HTTP_ACCESS_PHASE,
+};
 use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, NgxHttpCoreModule};
 

@@ -65,12 +65,24 @@ pub fn send_error(r: &mut Request, status: u16, message: &str) -> Status {
 pub fn send_unavailable(r: &mut Request, retry_after_ms: u64) -> Status {
     let body = json!({ "error": "Rate limiter unavailable" });
     let secs = retry_after_secs(retry_after_ms).to_string();
-    send(r, 503, JSON, body.to_string().as_bytes(), &[("Retry-After", &secs)])
+    send(
+        r,
+        503,
+        JSON,
+        body.to_string().as_bytes(),
+        &[("Retry-After", &secs)],
+    )
 }
 
 /// Writes a whole response from the access phase and finalizes the request.
 /// Returns `NGX_DONE` (the phase loop must stop) or `NGX_ERROR`.
-fn send(r: &mut Request, status: u16, content_type: &'static str, body: &[u8], headers: &[(&str, &str)]) -> Status {
+fn send(
+    r: &mut Request,
+    status: u16,
+    content_type: &'static str,
+    body: &[u8],
+    headers: &[(&str, &str)],
+) -> Status {
     if r.discard_request_body() != Status::NGX_OK {
         return Status::NGX_ERROR;
     }
@@ -78,7 +90,10 @@ fn send(r: &mut Request, status: u16, content_type: &'static str, body: &[u8], h
     // SAFETY: the request is live; these are plain fields of headers_out.
     unsafe {
         (*raw).headers_out.status = usize::from(status);
-        (*raw).headers_out.content_type = ngx_str_t { len: content_type.len(), data: content_type.as_ptr().cast_mut() };
+        (*raw).headers_out.content_type = ngx_str_t {
+            len: content_type.len(),
+            data: content_type.as_ptr().cast_mut(),
+        };
         (*raw).headers_out.content_type_len = content_type.len();
         (*raw).headers_out.content_type_lowcase = core::ptr::null_mut();
     }
@@ -107,7 +122,10 @@ fn send(r: &mut Request, status: u16, content_type: &'static str, body: &[u8], h
         (*b).set_last_buf(1);
         (*b).set_last_in_chain(1);
     }
-    let mut out = ngx_chain_t { buf: b, next: core::ptr::null_mut() };
+    let mut out = ngx_chain_t {
+        buf: b,
+        next: core::ptr::null_mut(),
+    };
     let rc = r.output_filter(&mut out);
     finalize(raw, rc)
 }

@@ -104,7 +104,9 @@ impl Shield {
             let mut cln = (*raw.pool).cleanup;
             while let Some(c) = cln.as_ref() {
                 // Our handler marks our entry (ngx_http_realip_module's way).
-                if c.handler.is_some_and(|h| core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))) {
+                if c.handler.is_some_and(|h| {
+                    core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))
+                }) {
                     r.set_module_ctx(c.data, module);
                     return Some(&mut *c.data.cast::<Shield>());
                 }
@@ -125,7 +127,7 @@ impl Shield {
                 return None;
             }
             let shield = (*cln).data.cast::<Shield>();
-            if (shield as usize) % core::mem::align_of::<Shield>() != 0 {
+            if !(shield as usize).is_multiple_of(core::mem::align_of::<Shield>()) {
                 return None;
             }
             ptr::write(

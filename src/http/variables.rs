@@ -3,8 +3,8 @@
 //! work in subrequests and after internal redirects too.
 
 use nginx_sys::{
-    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t, ngx_str_t,
-    ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t,
+    ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
 };
 use ngx::core::Status;
 use ngx::http::Request;
@@ -39,7 +39,11 @@ pub fn register(cf: &mut ngx_conf_t) -> Status {
     Status::NGX_OK
 }
 
-unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_t, which: usize) -> ngx_int_t {
+unsafe extern "C" fn get(
+    r: *mut ngx_http_request_t,
+    v: *mut ngx_variable_value_t,
+    which: usize,
+) -> ngx_int_t {
     crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx passes a live request and a value slot to fill.
         let (r, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
@@ -54,7 +58,7 @@ unsafe extern "C" fn get(r: *mut ngx_http_request_t, v: *mut ngx_variable_value_
             return NGX_OK as ngx_int_t;
         };
         // SAFETY: copies the text into the request pool, which outlives the value.
-        let Some(s) = (unsafe { ngx_str_t::from_bytes((*r.as_ref()).pool, text.as_bytes()) }) else {
+        let Some(s) = (unsafe { ngx_str_t::from_bytes(r.as_ref().pool, text.as_bytes()) }) else {
             return nginx_sys::NGX_ERROR as ngx_int_t;
         };
         v.data = s.data;

@@ -8,6 +8,7 @@
 //!   schedules a reconnect with back-off on a cancelable timer;
 //! - while Redis is down, `submit` refuses at once: requests never wait on a
 //!   dead Redis.
+//!
 //! Nothing here blocks: sockets are non-blocking, and callbacks only post
 //! events.
 
@@ -125,7 +126,10 @@ impl Client {
         });
         let data: *mut c_void = ptr::from_ref::<Inner>(&inner).cast_mut().cast();
         for (ev, handler) in [
-            (inner.flush_ev.get(), flush_handler as unsafe extern "C" fn(*mut ngx_event_t)),
+            (
+                inner.flush_ev.get(),
+                flush_handler as unsafe extern "C" fn(*mut ngx_event_t),
+            ),
             (inner.deadline_ev.get(), deadline_handler),
             (inner.reconnect_ev.get(), reconnect_handler),
         ] {
@@ -146,7 +150,12 @@ impl Client {
 
     /// Queues one command; `on_reply` runs from the event loop with the
     /// reply, or with `None` on timeout, error reply or disconnect.
-    pub fn submit(&self, command: &[u8], on_noscript: Option<Vec<u8>>, on_reply: OnReply) -> Result<(), Unavailable> {
+    pub fn submit(
+        &self,
+        command: &[u8],
+        on_noscript: Option<Vec<u8>>,
+        on_reply: OnReply,
+    ) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
                 if !st.healthy || st.shutting_down {
@@ -159,7 +168,16 @@ impl Client {
                     }
                 }
                 let deadline = now().wrapping_add(inner.settings.timeout_ms);
-                inner.push(st, command, Slot { deadline, on_reply: Some(on_reply), on_noscript, handshake: None });
+                inner.push(
+                    st,
+                    command,
+                    Slot {
+                        deadline,
+                        on_reply: Some(on_reply),
+                        on_noscript,
+                        handshake: None,
+                    },
+                );
                 Ok(())
             })
             .unwrap_or(Err(Unavailable))
@@ -167,7 +185,12 @@ impl Client {
 
     /// While Redis is down: milliseconds until the next reconnect attempt.
     pub fn retry_in_ms(&self) -> Option<u64> {
-        let healthy = self.0.state.try_borrow().map(|st| st.healthy).unwrap_or(true);
+        let healthy = self
+            .0
+            .state
+            .try_borrow()
+            .map(|st| st.healthy)
+            .unwrap_or(true);
         if healthy {
             return None;
         }
@@ -185,7 +208,10 @@ impl Client {
             st.shutting_down = true;
             inner.disconnect(st);
             inner.cancel_events();
-            st.slots.drain(..).filter_map(|s| s.on_reply).collect::<Vec<_>>()
+            st.slots
+                .drain(..)
+                .filter_map(|s| s.on_reply)
+                .collect::<Vec<_>>()
         });
         for on_reply in done.into_iter().flatten() {
             on_reply(None);
@@ -238,7 +264,10 @@ impl Inner {
         let rc = unsafe { nginx_sys::ngx_event_connect_peer(&mut pc) };
         let err = nginx_sys::ngx_socket_errno();
         if pc.connection.is_null() || !(rc == NGX_OK as isize || rc == NGX_AGAIN as isize) {
-            let reason = format!("connect() failed: {}", std::io::Error::from_raw_os_error(err));
+            let reason = format!(
+                "connect() failed: {}",
+                std::io::Error::from_raw_os_error(err)
+            );
             self.fail(st, &reason);
             return;
         }
@@ -250,13 +279,26 @@ impl Inner {
             (*(*c).write).handler = Some(write_handler);
         }
         st.conn = c;
-        st.phase = if rc == NGX_OK as isize { Phase::Open } else { Phase::Connecting };
+        st.phase = if rc == NGX_OK as isize {
+            Phase::Open
+        } else {
+            Phase::Connecting
+        };
         st.out.clear();
         st.input.clear();
         // The handshake goes first; its deadline also bounds the connect.
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
         for (label, command) in &s.handshake {
-            self.push(st, command, Slot { deadline, on_reply: None, on_noscript: None, handshake: Some(label) });
+            self.push(
+                st,
+                command,
+                Slot {
+                    deadline,
+                    on_reply: None,
+                    on_noscript: None,
+                    handshake: Some(label),
+                },
+            );
         }
         if st.phase == Phase::Open {
             self.post_flush();
@@ -290,7 +332,9 @@ impl Inner {
         }
         st.out.drain(..sent);
         // SAFETY: c is open; asks to be told when it is writable again.
-        if !st.out.is_empty() && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize {
+        if !st.out.is_empty()
+            && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize
+        {
             self.fail(st, "cannot wait for the socket to be writable");
         }
     }
@@ -330,7 +374,14 @@ impl Inner {
                 // reconnect on the next request, nothing to report.
                 self.disconnect(st);
             } else {
-                self.fail(st, if n == 0 { "connection closed by Redis" } else { "recv() failed" });
+                self.fail(
+                    st,
+                    if n == 0 {
+                        "connection closed by Redis"
+                    } else {
+                        "recv() failed"
+                    },
+                );
             }
             return ready;
         }
@@ -394,7 +445,11 @@ impl Inner {
         st.backoff_ms = BACKOFF_FIRST_MS;
         if !st.healthy {
             st.healthy = true;
-            notice!(self.cycle_log, "pow_shield: redis {} is available again", self.settings.name);
+            notice!(
+                self.cycle_log,
+                "pow_shield: redis {} is available again",
+                self.settings.name
+            );
         }
     }
 
@@ -415,7 +470,10 @@ impl Inner {
                 self.settings.name
             );
         } else {
-            debug!(self.cycle_log, "pow_shield: redis {} still unavailable ({reason})", self.settings.name);
+            debug!(
+                self.cycle_log,
+                "pow_shield: redis {} still unavailable ({reason})", self.settings.name
+            );
             st.backoff_ms = (st.backoff_ms * 2).min(BACKOFF_MAX_MS);
         }
         // SAFETY: our reconnect event; nginx owns the timer tree.
@@ -456,7 +514,11 @@ impl Inner {
         // SAFETY: our own events; removing them from nginx's timer tree and
         // posted queue before the client goes away.
         unsafe {
-            for ev in [self.flush_ev.get(), self.deadline_ev.get(), self.reconnect_ev.get()] {
+            for ev in [
+                self.flush_ev.get(),
+                self.deadline_ev.get(),
+                self.reconnect_ev.get(),
+            ] {
                 if (*ev).timer_set() != 0 {
                     nginx_sys::ngx_del_timer(ev);
                 }
@@ -498,10 +560,16 @@ impl Inner {
     }
 
     fn on_deadline(&self, st: &mut State) {
-        let Some(front) = st.slots.front() else { return };
+        let Some(front) = st.slots.front() else {
+            return;
+        };
         let overdue = (now().wrapping_sub(front.deadline) as i64) >= 0;
         if overdue {
-            let what = if front.handshake.is_some() { "no answer to the handshake" } else { "reply timed out" };
+            let what = if front.handshake.is_some() {
+                "no answer to the handshake"
+            } else {
+                "reply timed out"
+            };
             self.fail(st, what);
         } else {
             self.arm_deadline(st);
@@ -515,13 +583,22 @@ impl Inner {
         let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: c is our connecting socket; SO_ERROR reads its result.
         let rc = unsafe {
-            libc::getsockopt((*c).fd, libc::SOL_SOCKET, libc::SO_ERROR, ptr::from_mut(&mut err).cast(), &mut len)
+            libc::getsockopt(
+                (*c).fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                ptr::from_mut(&mut err).cast(),
+                &mut len,
+            )
         };
         if rc == -1 {
             err = nginx_sys::ngx_socket_errno();
         }
         if err != 0 {
-            let reason = format!("connect() failed: {}", std::io::Error::from_raw_os_error(err));
+            let reason = format!(
+                "connect() failed: {}",
+                std::io::Error::from_raw_os_error(err)
+            );
             self.fail(st, &reason);
             return;
         }
@@ -575,7 +652,12 @@ unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
     crate::ffi::guard((), || {
         // SAFETY: our reconnect event carries the client; exiting workers
         // don't reconnect.
-        let (inner, exiting) = unsafe { (inner((*ev).data), nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0) };
+        let (inner, exiting) = unsafe {
+            (
+                inner((*ev).data),
+                nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0,
+            )
+        };
         if exiting {
             return;
         }

@@ -92,10 +92,15 @@ mod tests {
     #[test]
     fn pipelined_replies_decode_one_at_a_time() {
         let buf = b"+OK\r\n$-1\r\n";
-        let Decoded::Frame(first, used) = decode_reply(buf) else { panic!() };
+        let Decoded::Frame(first, used) = decode_reply(buf) else {
+            panic!()
+        };
         assert_eq!(first, OwnedFrame::SimpleString(b"OK".to_vec()));
         assert_eq!(used, 5);
-        assert_eq!(decode_reply(&buf[used..]), Decoded::Frame(OwnedFrame::Null, 5));
+        assert_eq!(
+            decode_reply(&buf[used..]),
+            Decoded::Frame(OwnedFrame::Null, 5)
+        );
     }
 
     #[test]
@@ -105,9 +110,13 @@ mod tests {
 
     #[test]
     fn integer_arrays_are_read_and_anything_else_refused() {
-        let Decoded::Frame(f, _) = decode_reply(b"*2\r\n:1\r\n:-5\r\n") else { panic!() };
+        let Decoded::Frame(f, _) = decode_reply(b"*2\r\n:1\r\n:-5\r\n") else {
+            panic!()
+        };
         assert_eq!(integers(&f), Some(vec![1, -5]));
-        let Decoded::Frame(f, _) = decode_reply(b"*2\r\n:1\r\n$1\r\nx\r\n") else { panic!() };
+        let Decoded::Frame(f, _) = decode_reply(b"*2\r\n:1\r\n$1\r\nx\r\n") else {
+            panic!()
+        };
         assert_eq!(integers(&f), None);
         assert_eq!(integers(&OwnedFrame::Integer(1)), None);
     }

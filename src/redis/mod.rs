@@ -1,6 +1,6 @@
 //! The Redis client on nginx's event loop: RESP2 framing in `command`
 //! (pure), the connection and pipelining in `client`.
 
-pub mod command;
 #[cfg(not(test))]
 pub mod client;
+pub mod command;

@@ -85,7 +85,8 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
     crate::ffi::guard(Status::NGX_ERROR.into(), || {
         // SAFETY: nginx passes the zone being initialised; its data is the
         // MainConf set by add_zone, alive for the whole configuration cycle.
-        let (shm_zone, mcf) = unsafe { (&mut *shm_zone, &mut *(*shm_zone).data.cast::<MainConf>()) };
+        let (shm_zone, mcf) =
+            unsafe { (&mut *shm_zone, &mut *(*shm_zone).data.cast::<MainConf>()) };
         // SAFETY: a zone's memory starts with its slab pool once mapped.
         let Some(pool) = (unsafe { SlabPool::from_shm_zone(shm_zone) }) else {
             return Status::NGX_ERROR.into();
@@ -95,7 +96,10 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
             let zone = old.cast::<Zone>();
             // SAFETY: `old` is the header this function returned last cycle.
             if unsafe { (*zone).magic } != MAGIC {
-                error!(log, "pow_shield: zone \"pow_shield\" has an unknown layout; restart nginx");
+                error!(
+                    log,
+                    "pow_shield: zone \"pow_shield\" has an unknown layout; restart nginx"
+                );
                 return Status::NGX_ERROR.into();
             }
             zone
@@ -109,7 +113,12 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
         if !mcf.keys_configured {
             // SAFETY: the header is initialised and only this master writes it.
             match Secret::new(unsafe { &(*zone).secret }) {
-                Ok(current) => mcf.keys = Some(SecretKeys { current, previous: None }),
+                Ok(current) => {
+                    mcf.keys = Some(SecretKeys {
+                        current,
+                        previous: None,
+                    })
+                }
                 Err(_) => return Status::NGX_ERROR.into(),
             }
         }
@@ -169,7 +178,9 @@ impl SharedZone {
     /// Runs `f` on the header's tables with the zone locked.
     pub fn with_locked<R>(&self, f: impl FnOnce(&mut Zone, &Allocator) -> R) -> R {
         let locked = self.pool.lock();
-        let alloc = Allocator { pool: ptr::from_ref(self.pool.as_ref()).cast_mut() };
+        let alloc = Allocator {
+            pool: ptr::from_ref(self.pool.as_ref()).cast_mut(),
+        };
         // SAFETY: the header lives as long as the zone, and the slab mutex we
         // hold serialises every access to it across workers.
         let zone = unsafe { &mut *self.zone.as_ptr() };

@@ -48,7 +48,11 @@ impl TableKey {
             bytes.copy_from_slice(&h.finalize());
             HASHED
         };
-        Self { hash: fnv1a(len, &bytes), len, bytes }
+        Self {
+            hash: fnv1a(len, &bytes),
+            len,
+            bytes,
+        }
     }
 
     fn stored(&self) -> &[u8] {

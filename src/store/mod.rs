@@ -49,7 +49,10 @@ pub struct Waiter {
 
 impl Waiter {
     pub fn new(wake: *mut ngx_event_t) -> Rc<Self> {
-        Rc::new(Self { answer: Cell::new(None), wake: Cell::new(wake) })
+        Rc::new(Self {
+            answer: Cell::new(None),
+            wake: Cell::new(wake),
+        })
     }
 
     /// Stores the answer and wakes the request, unless it has gone away.
@@ -62,7 +65,9 @@ impl Waiter {
         // SAFETY: a non-null `wake` is the resume event of a live request
         // (the request's cleanup nulls it through `detach`); posting only
         // queues it for this loop iteration, never runs it from here.
-        unsafe { nginx_sys::ngx_post_event(wake, core::ptr::addr_of_mut!(nginx_sys::ngx_posted_events)) };
+        unsafe {
+            nginx_sys::ngx_post_event(wake, core::ptr::addr_of_mut!(nginx_sys::ngx_posted_events))
+        };
     }
 
     /// The delivered answer, if any.
@@ -79,7 +84,13 @@ impl Waiter {
 /// A place that counts requests and remembers spent challenges.
 pub trait Store {
     /// Counts one request of `key` against `limit` and says whether it fits.
-    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict>;
+    fn check(
+        &self,
+        key: &[u8],
+        limit: RateLimit,
+        now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<Verdict>;
 
     /// Marks a solved challenge spent; `Ready(false)` if it already was.
     fn spend(
@@ -103,14 +114,26 @@ pub enum Primary {
 }
 
 impl Store for Primary {
-    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict> {
+    fn check(
+        &self,
+        key: &[u8],
+        limit: RateLimit,
+        now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<Verdict> {
         match self {
             Primary::Redis(s) => s.check(key, limit, now_ms, waiter),
             Primary::Local(s) => s.check(key, limit, now_ms, waiter),
         }
     }
 
-    fn spend(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<bool> {
+    fn spend(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<bool> {
         match self {
             Primary::Redis(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
             Primary::Local(s) => s.spend(digest, expires_at_ms, now_ms, waiter),

@@ -47,7 +47,10 @@ impl RedisStore {
             handshake.push(("SELECT", select));
         }
         let mut load = Vec::new();
-        encode(&mut load, &[b"SCRIPT", b"LOAD", window::SLIDING_WINDOW_SCRIPT.as_bytes()]);
+        encode(
+            &mut load,
+            &[b"SCRIPT", b"LOAD", window::SLIDING_WINDOW_SCRIPT.as_bytes()],
+        );
         handshake.push(("SCRIPT LOAD", load));
 
         let mut node = [0u8; 8];
@@ -80,12 +83,24 @@ impl RedisStore {
     /// The client's sorted set for one limit: the client key, hex-encoded,
     /// inside a hash tag so all of a client's keys share a cluster slot.
     fn window_key(&self, key: &[u8], limit: RateLimit) -> String {
-        format!("{}{{{}}}:w:{}:{}", self.prefix, hex::encode(key), limit.requests, limit.window_ms)
+        format!(
+            "{}{{{}}}:w:{}:{}",
+            self.prefix,
+            hex::encode(key),
+            limit.requests,
+            limit.window_ms
+        )
     }
 }
 
 impl Store for Rc<RedisStore> {
-    fn check(&self, key: &[u8], limit: RateLimit, _now_ms: u64, waiter: &Rc<Waiter>) -> Poll<Verdict> {
+    fn check(
+        &self,
+        key: &[u8],
+        limit: RateLimit,
+        _now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<Verdict> {
         let zkey = self.window_key(key, limit);
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
@@ -95,7 +110,15 @@ impl Store for Rc<RedisStore> {
             let mut out = Vec::new();
             encode(
                 &mut out,
-                &[verb, script, b"1", zkey.as_bytes(), requests.as_bytes(), window_ms.as_bytes(), member.as_bytes()],
+                &[
+                    verb,
+                    script,
+                    b"1",
+                    zkey.as_bytes(),
+                    requests.as_bytes(),
+                    window_ms.as_bytes(),
+                    member.as_bytes(),
+                ],
             );
             out
         };
@@ -115,12 +138,25 @@ impl Store for Rc<RedisStore> {
         }
     }
 
-    fn spend(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64, waiter: &Rc<Waiter>) -> Poll<bool> {
+    fn spend(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+        waiter: &Rc<Waiter>,
+    ) -> Poll<bool> {
         // Keyed by the token alone, so a token is spent once whoever spends it.
         let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
-        let ttl_s = expires_at_ms.saturating_sub(now_ms).div_ceil(1000).max(1).to_string();
+        let ttl_s = expires_at_ms
+            .saturating_sub(now_ms)
+            .div_ceil(1000)
+            .max(1)
+            .to_string();
         let mut command = Vec::new();
-        encode(&mut command, &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"]);
+        encode(
+            &mut command,
+            &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
+        );
         let waiter = waiter.clone();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             waiter.deliver(match frame {

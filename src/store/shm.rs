@@ -49,7 +49,13 @@ impl Store for ShmStore {
         })
     }
 
-    fn spend(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64, _: &Rc<Waiter>) -> Poll<bool> {
+    fn spend(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+        _: &Rc<Waiter>,
+    ) -> Poll<bool> {
         let key = TableKey::new(&[digest]);
         self.zone.with_locked(|zone, alloc| {
             zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
@@ -79,8 +85,8 @@ fn insert_evicting(
     key: &TableKey,
     alloc: &Allocator,
 ) -> Option<*mut Entry> {
-    let give_up: [Option<fn(&mut Zone) -> &mut Table>; 3] =
-        [None, Some(Zone::buckets_mut), Some(Zone::spent_mut)];
+    type Pick = fn(&mut Zone) -> &mut Table;
+    let give_up: [Option<Pick>; 3] = [None, Some(Zone::buckets_mut), Some(Zone::spent_mut)];
     for victims in give_up {
         if let Some(victims) = victims {
             victims(zone).evict(alloc, EVICT_WHEN_FULL);
