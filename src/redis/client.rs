@@ -34,6 +34,9 @@ const READ_CHUNK: usize = 16 * 1024;
 /// What a slot's owner gets: the reply, or `None` if Redis failed it.
 pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
 
+/// Builds the command to send instead when Redis answers `NOSCRIPT`.
+pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
+
 /// How to reach Redis and what to say first on every new connection.
 pub struct Settings {
     /// A copy of the resolved address (configuration pool memory).
@@ -50,8 +53,8 @@ pub struct Settings {
 struct Slot {
     deadline: ngx_msec_t,
     on_reply: Option<OnReply>,
-    /// Resent instead (e.g. EVAL) if Redis answers NOSCRIPT.
-    on_noscript: Option<Vec<u8>>,
+    /// What to send instead (EVAL) if Redis answers NOSCRIPT.
+    on_noscript: Option<Resend>,
     /// A handshake step: an error reply fails the connection with this label.
     handshake: Option<&'static str>,
 }
@@ -153,7 +156,7 @@ impl Client {
     pub fn submit(
         &self,
         command: &[u8],
-        on_noscript: Option<Vec<u8>>,
+        on_noscript: Option<Resend>,
         on_reply: OnReply,
     ) -> Result<(), Unavailable> {
         self.0
@@ -412,9 +415,9 @@ impl Inner {
                 return false;
             };
             if is_noscript(&frame) {
-                if let Some(command) = slot.on_noscript.take() {
+                if let Some(resend) = slot.on_noscript.take() {
                     // The script cache was flushed: resend as EVAL.
-                    self.push(st, &command, slot);
+                    self.push(st, &resend(), slot);
                     continue;
                 }
             }

@@ -12,7 +12,7 @@ use super::{Answer, Poll, Store, Waiter};
 use crate::config::RedisConf;
 use crate::limiter::window;
 use crate::limiter::{RateLimit, Verdict};
-use crate::redis::client::{Client, Settings};
+use crate::redis::client::{Client, Resend, Settings};
 use crate::redis::command::{encode, integers};
 
 /// The Redis store of one worker.
@@ -93,6 +93,25 @@ impl RedisStore {
     }
 }
 
+/// `EVAL`/`EVALSHA <script> 1 <key> <limit> <window ms> <member>`.
+fn script_call(verb: &[u8], script: &[u8], args: &[String; 4]) -> Vec<u8> {
+    let [key, limit, window_ms, member] = args;
+    let mut out = Vec::new();
+    encode(
+        &mut out,
+        &[
+            verb,
+            script,
+            b"1",
+            key.as_bytes(),
+            limit.as_bytes(),
+            window_ms.as_bytes(),
+            member.as_bytes(),
+        ],
+    );
+    out
+}
+
 impl Store for Rc<RedisStore> {
     fn check(
         &self,
@@ -105,25 +124,16 @@ impl Store for Rc<RedisStore> {
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
         let member = window::member(self.node_id, self.pid, seq);
-        let (requests, window_ms) = (limit.requests.to_string(), limit.window_ms.to_string());
-        let args = |verb: &'static [u8], script: &[u8]| {
-            let mut out = Vec::new();
-            encode(
-                &mut out,
-                &[
-                    verb,
-                    script,
-                    b"1",
-                    zkey.as_bytes(),
-                    requests.as_bytes(),
-                    window_ms.as_bytes(),
-                    member.as_bytes(),
-                ],
-            );
-            out
-        };
-        let evalsha = args(b"EVALSHA", self.script_sha.as_bytes());
-        let eval = args(b"EVAL", window::SLIDING_WINDOW_SCRIPT.as_bytes());
+        let args = [
+            zkey,
+            limit.requests.to_string(),
+            limit.window_ms.to_string(),
+            member,
+        ];
+        let evalsha = script_call(b"EVALSHA", self.script_sha.as_bytes(), &args);
+        // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
+        let eval: Resend =
+            Box::new(move || script_call(b"EVAL", window::SLIDING_WINDOW_SCRIPT.as_bytes(), &args));
         let waiter = waiter.clone();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let verdict = frame
