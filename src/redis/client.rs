@@ -501,7 +501,9 @@ impl Inner {
         st.input.clear();
         let failed: Vec<OnReply> = st.slots.drain(..).filter_map(|s| s.on_reply).collect();
         if !failed.is_empty() {
-            FAILED.with(|f| f.borrow_mut().extend(failed));
+            // During thread teardown (a process exiting without
+            // exit_process) the queue may be gone: nobody waits then.
+            let _ = FAILED.try_with(|f| f.borrow_mut().extend(failed));
             self.post_flush();
         }
         // SAFETY: our own events.
@@ -617,7 +619,9 @@ thread_local! {
 }
 
 fn run_failed() {
-    let failed = FAILED.with(|f| core::mem::take(&mut *f.borrow_mut()));
+    let failed = FAILED
+        .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
+        .unwrap_or_default();
     for on_reply in failed {
         on_reply(None);
     }

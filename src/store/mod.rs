@@ -143,7 +143,7 @@ impl Store for Primary {
 
 /// Redis when configured (cluster mode), else the shared-memory zone.
 pub fn primary(mcf: &MainConf) -> Option<Primary> {
-    if let Some(redis) = REDIS.with(|r| r.borrow().clone()) {
+    if let Some(redis) = REDIS.try_with(|r| r.borrow().clone()).ok().flatten() {
         return Some(Primary::Redis(redis));
     }
     local(mcf).map(Primary::Local)
@@ -157,29 +157,43 @@ pub fn local(mcf: &MainConf) -> Option<ShmStore> {
 /// Whether Redis is configured and currently failing (for metrics, logs
 /// and `Retry-After` while refusing).
 pub fn redis_retry_in_ms() -> Option<u64> {
-    REDIS.with(|r| r.borrow().as_ref().and_then(|s| s.retry_in_ms()))
+    REDIS
+        .try_with(|r| r.borrow().as_ref().and_then(|s| s.retry_in_ms()))
+        .ok()
+        .flatten()
 }
 
-/// `init_process`: opens this worker's Redis connection.
+/// `init_process`: opens this worker's Redis connection. Cache manager and
+/// loader processes run init_process too; they serve no requests.
 pub fn init_worker(cycle: &mut ngx_cycle_t) -> Status {
+    // SAFETY: set by nginx before init_process runs; read-only afterwards.
+    let process = unsafe { nginx_sys::ngx_process } as u32;
+    if process != nginx_sys::NGX_PROCESS_WORKER && process != nginx_sys::NGX_PROCESS_SINGLE {
+        return Status::NGX_OK;
+    }
     let Some(mcf) = PowShield::main_conf(cycle) else {
         return Status::NGX_OK;
     };
-    if !mcf.shielded {
+    let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
-    }
-    if let Some(conf) = mcf.redis() {
-        match RedisStore::start(conf, cycle.log) {
-            Some(store) => REDIS.with(|r| *r.borrow_mut() = Some(store)),
-            None => return Status::NGX_ERROR,
+    };
+    match RedisStore::start(conf, cycle.log) {
+        Some(store) => {
+            let _ = REDIS.try_with(|r| *r.borrow_mut() = Some(store));
         }
+        // Only the OS random source can fail here; a worker that exits would
+        // be respawned into the same failure, so serve in local mode.
+        None => error!(
+            cycle.log,
+            "pow_shield: cannot start the redis client; deciding locally"
+        ),
     }
     Status::NGX_OK
 }
 
 /// `exit_process`: closes the Redis connection (nginx alerts on open sockets).
 pub fn exit_worker(_cycle: &mut ngx_cycle_t) {
-    if let Some(store) = REDIS.with(|r| r.borrow_mut().take()) {
+    if let Some(store) = REDIS.try_with(|r| r.borrow_mut().take()).ok().flatten() {
         store.shutdown();
     }
 }

@@ -339,18 +339,24 @@ sub stop {
     my ($self) = @_;
     my $pid = delete $self->{pid} or return $self;
     kill 'QUIT', $pid;
+    $self->{stopped_gracefully} = 1;
     my $deadline = Time::HiRes::time() + 20;
     while (waitpid($pid, WNOHANG) == 0) {
         if (Time::HiRes::time() > $deadline) {
             Test::More::diag("nginx $pid did not stop on QUIT; killing");
             kill 'KILL', $pid;
             waitpid($pid, 0);
+            $self->{stopped_gracefully} = 0;
             last;
         }
         Time::HiRes::sleep(0.05);
     }
     return $self;
 }
+
+# After stop(): did nginx exit on QUIT by itself (not killed after the
+# timeout)?  undef before any stop.
+sub stopped_gracefully { $_[0]{stopped_gracefully} }
 
 # nginx -t on a config file (default nginx.conf): returns (exit code, output).
 # Negative config tests expect [emerg] lines in error.log; they are not

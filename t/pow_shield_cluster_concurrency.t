@@ -1,0 +1,212 @@
+#!/usr/bin/perl
+
+# Cluster mode under concurrency (SPEC section 6): the sliding-window log is
+# updated by one atomic script, so many simultaneous requests of one client
+# on several workers of several nodes admit exactly the limit; sorted-set
+# members are unique even for requests in the same millisecond; a solution
+# presented many times at once on both nodes admits exactly one request.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Select;
+use IO::Socket::INET;
+use Test::More;
+use Test::PowShield qw(:pow);
+use Test::PowShield::Response;
+
+###############################################################################
+
+my $conf = <<'EOF';
+%%TEST_GLOBALS%%
+
+worker_processes 2;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-concurrency-secret-0123456789";
+    pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=2s;
+
+    server {
+        # reuseport: the kernel spreads connections over both workers
+        listen 127.0.0.1:%%PORT_8080%% reuseport;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Worker $pid always;
+
+        location /api/ {
+            pow_shield_limit 20 1h;
+            pow_shield_difficulty 1;
+            pow_shield_key $http_x_client;
+        }
+    }
+}
+EOF
+
+my $n1 = Test::PowShield->new->require_redis;
+$n1->run_redis;
+my $n2 = Test::PowShield->new;
+$n2->use_redis($n1->redis);
+
+for my $t ($n1, $n2) {
+    $t->write_file_expand('nginx.conf', $conf);
+    $t->write_file('html/api/data.json', qq({"ok":true}\n));
+    $t->run;
+}
+
+###############################################################################
+
+# Send every request at once: connect all sockets, write all requests, then
+# read all responses (non-blocking, one process).  Each entry of @reqs is
+# [node, %headers].  Returns the responses in order.
+sub burst {
+    my (@reqs) = @_;
+    my (@socks, %idx);
+    for my $i (0 .. $#reqs) {
+        my ($t, %h) = @{$reqs[$i]};
+        my $uri = delete $h{-uri} // '/api/data.json';
+        my $s = IO::Socket::INET->new(
+            PeerAddr => '127.0.0.1:' . $t->port(8080), Proto => 'tcp',
+            Timeout => 5) or die "connect: $!";
+        binmode $s;
+        my $req = "GET $uri HTTP/1.0\r\nHost: localhost\r\n";
+        $req .= "$_: $h{$_}\r\n" for sort keys %h;
+        push @socks, [$s, "$req\r\n"];
+    }
+    # all requests in flight before any response is read
+    syswrite($_->[0], $_->[1]) == length($_->[1]) or die "write: $!"
+        for @socks;
+
+    my $sel = IO::Select->new;
+    for my $i (0 .. $#socks) {
+        $sel->add($socks[$i][0]);
+        $idx{fileno $socks[$i][0]} = $i;
+    }
+    my @raw = ('') x @socks;
+    my $deadline = Time::HiRes::time() + 15;
+    while ($sel->count && Time::HiRes::time() < $deadline) {
+        for my $s ($sel->can_read(1)) {
+            my $n = sysread($s, my $buf, 65536);
+            if ($n) {
+                $raw[$idx{fileno $s}] .= $buf;
+            } else {
+                $sel->remove($s);
+                close $s;
+            }
+        }
+    }
+    return map { Test::PowShield::Response->new($_) } @raw;
+}
+
+sub statuses { join ' ', map { $_->status // 'none' } @_ }
+
+sub count {
+    my ($want, @rs) = @_;
+    return scalar grep { ($_->status // 'none') eq $want } @rs;
+}
+
+sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:20:3600000' }
+
+# 60 simultaneous requests of one client, 30 per node, limit 20: exactly 20
+# pass, on whichever worker
+
+for my $round (1 .. 3) {
+    my $client = "burst$round";
+    my @rs = burst(map { [$_ % 2 ? $n1 : $n2, 'X-Client' => $client] } 1 .. 60);
+    is(count(200, @rs), 20, "round $round: 60 concurrent, limit 20: 20 pass")
+        or diag(statuses(@rs));
+    is(count(429, @rs), 40, "round $round: the other 40 are 429");
+    is($n1->redis_cmd('ZCARD', wkey($client)), 20,
+        "round $round: 20 unique members in the sorted set");
+    my %workers = map { ($_->header('X-Worker') // '') => 1 } @rs;
+    delete $workers{''};
+    ok(keys(%workers) >= 3,
+        "round $round: (premise) answered by several workers of both nodes")
+        or diag(join ' ', sort keys %workers);
+
+    my @remaining = sort { $a <=> $b }
+        map { $_->header('X-RateLimit-Remaining') }
+        grep { ($_->status // 0) == 200 } @rs;
+    is("@remaining", join(' ', 0 .. 19),
+        "round $round: each admitted request saw its own Remaining (0..19)");
+}
+
+# many clients at once do not disturb each other: 3 clients x 20 requests,
+# limit 20 each: all pass
+
+{
+    my @reqs;
+    for my $c (qw(c1 c2 c3)) {
+        push @reqs, map { [$_ % 2 ? $n1 : $n2, 'X-Client' => $c] } 1 .. 20;
+    }
+    my @rs = burst(@reqs);
+    is(count(200, @rs), 60, '3 clients x 20 concurrent, limit 20 each: all pass')
+        or diag(statuses(@rs));
+    is(join(' ', map { $n1->redis_cmd('ZCARD', wkey($_)) } qw(c1 c2 c3)),
+        '20 20 20', '... 20 entries each');
+}
+
+# right after SCRIPT FLUSH: every EVALSHA of the burst gets NOSCRIPT and is
+# resent as EVAL; still exactly the limit
+
+{
+    is($n1->redis_cmd('SCRIPT', 'FLUSH'), 'OK', 'SCRIPT FLUSH');
+    my @rs = burst(map { [$_ % 2 ? $n1 : $n2, 'X-Client' => 'flushed'] } 1 .. 60);
+    is(count(200, @rs), 20, 'after SCRIPT FLUSH, 60 concurrent: 20 pass')
+        or diag(statuses(@rs));
+    is(count(429, @rs), 40, '... 40 are 429');
+    is($n1->redis_cmd('ZCARD', wkey('flushed')), 20, '... 20 entries');
+}
+
+# one solution presented 10 times at once, 5 per node: exactly one passes
+
+{
+    my $r = $n1->http_get('/api/data.json', 'X-Client' => 'burst1');
+    is($r->status, 429, 'over the limit: 429 with a challenge');
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    my %h = ('X-Client' => 'burst1', 'X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
+    my @rs = burst(map { [$_ % 2 ? $n1 : $n2, %h] } 1 .. 10);
+    is(count(200, @rs), 1, 'one solution, 10 concurrent uses on 2 nodes: 1 passes')
+        or diag(statuses(@rs));
+    is(count(409, @rs), 9, '... 9 are 409');
+}
+
+# a big burst on a single worker: 600 requests at once, limit 250 --
+# hundreds of pipelined commands and replies on one connection
+
+{
+    my $big = Test::PowShield->new;
+    $big->use_redis($n1->redis);
+    (my $bconf = $conf) =~ s/worker_processes 2;/worker_processes 1;/;
+    $bconf =~ s/events \{\n\}/events {\n    worker_connections 2048;\n}/;
+    $bconf =~ s/pow_shield_limit 20 1h;/pow_shield_limit 250 1h;/;
+    $big->write_file_expand('nginx.conf', $bconf);
+    $big->write_file('html/api/data.json', qq({"ok":true}\n));
+    $big->run;
+
+    my @rs = burst(map { [$big, 'X-Client' => 'big'] } 1 .. 600);
+    is(count(200, @rs), 250, 'one worker, 600 concurrent, limit 250: 250 pass')
+        or diag(join ' ', map { "$_:" . count($_, @rs) } qw(200 429 none 500 503));
+    is(count(429, @rs), 350, '... 350 are 429');
+    is($n1->redis_cmd('ZCARD', 'pow:{' . unpack('H*', 'big') . '}:w:250:3600000'),
+        250, '... 250 entries');
+    is(scalar(my @l = $big->error_log_lines(qr/pow_shield: redis \S+ unavailable/)),
+        0, '... Redis never looked unavailable');
+}
+
+###############################################################################
+
+$n1->done_testing;

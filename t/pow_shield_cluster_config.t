@@ -1,0 +1,203 @@
+#!/usr/bin/perl
+
+# Cluster-mode configuration (SPEC sections 1 and 2): "nginx -t" rejects bad
+# pow_shield_redis and pow_shield_fail values with a message naming the
+# directive, the bad value, file and line; valid values pass.  No Redis is
+# needed: nginx -t does not connect.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield;
+
+###############################################################################
+
+my $t = Test::PowShield->new;
+
+my $template = <<'EOF';
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+    pow_shield_secret "cluster-config-suite-secret-0123456789";
+HTTP
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+SERVER
+        location / {
+            pow_shield_limit 10 1m;
+LOCATION
+        }
+    }
+}
+EOF
+
+my $n = 0;
+
+# Write a config with $directive in context $where; returns (file, line).
+sub config {
+    my ($where, $directive) = @_;
+    my %at = (HTTP => '', SERVER => '', LOCATION => '');
+    $at{uc $where} .= "            $directive  # MARK\n";
+    (my $text = $template) =~ s/^(HTTP|SERVER|LOCATION)\n/$at{$1}/mg;
+    my $file = 'cc' . ++$n . '.conf';
+    $t->write_file_expand($file, $text);
+    my @lines = split /\n/, $t->read_file($file);
+    my ($line) = grep { $lines[$_ - 1] =~ /# MARK/ } 1 .. @lines;
+    return ($file, $line);
+}
+
+# nginx -t fails naming the directive, the value (when given) and file:line
+sub bad {
+    my ($where, $directive, $value, $name, %o) = @_;
+    my ($file, $line) = config($where, $directive);
+    my ($rc, $out) = $t->test_config($file);
+    my ($dname) = $directive =~ /^(\w+)/;
+    my $ok = isnt($rc, 0, "rejected: $name");
+    $ok &&= like($out, qr/\[emerg\].*\b\Q$dname\E\b/, "$name: names $dname");
+    if (defined $value) {
+        $ok &&= like($out, qr/"\Q$value\E"/, "$name: names the value \"$value\"");
+    }
+    $ok &&= like($out, qr/\Q$file\E:$line\b/, "$name: names $file:$line");
+    if (defined $o{hide}) {
+        $ok &&= unlike($out, qr/\Q$o{hide}\E/, "$name: does not show \"$o{hide}\"");
+    }
+    diag($out) unless $ok;
+}
+
+sub good {
+    my ($where, $directive, $name) = @_;
+    my ($file) = config($where, $directive);
+    my ($rc, $out) = $t->test_config($file);
+    is($rc, 0, "accepted: $name") or diag($out);
+}
+
+# pow_shield_redis: URL
+
+bad(http => 'pow_shield_redis http://127.0.0.1:6379;', 'http://127.0.0.1:6379',
+    'redis: scheme http://');
+bad(http => 'pow_shield_redis 127.0.0.1:6379;', '127.0.0.1:6379',
+    'redis: no scheme');
+bad(http => 'pow_shield_redis rediss://127.0.0.1:6379;', 'rediss://127.0.0.1:6379',
+    'redis: rediss:// (TLS)');
+bad(http => 'pow_shield_redis redis://127.0.0.1:99999;', 'redis://127.0.0.1:99999',
+    'redis: port 99999');
+bad(http => 'pow_shield_redis redis://127.0.0.1:0;', 'redis://127.0.0.1:0',
+    'redis: port 0');
+bad(http => 'pow_shield_redis redis://127.0.0.1:abc;', 'redis://127.0.0.1:abc',
+    'redis: port "abc"');
+bad(http => 'pow_shield_redis redis://127.0.0.1:;', 'redis://127.0.0.1:',
+    'redis: empty port');
+bad(http => 'pow_shield_redis redis://127.0.0.1:6379/abc;', 'redis://127.0.0.1:6379/abc',
+    'redis: db "abc"');
+bad(http => 'pow_shield_redis redis://127.0.0.1:6379/-1;', 'redis://127.0.0.1:6379/-1',
+    'redis: db -1');
+bad(http => 'pow_shield_redis redis://127.0.0.1:6379/99999999999;',
+    'redis://127.0.0.1:6379/99999999999', 'redis: db out of range');
+bad(http => 'pow_shield_redis redis://;', 'redis://', 'redis: no host');
+bad(http => 'pow_shield_redis unix:relative.sock;', 'unix:relative.sock',
+    'redis: unix: with a relative path');
+bad(http => 'pow_shield_redis "";', '', 'redis: empty value');
+bad(http => 'pow_shield_redis redis://:topsecret@127.0.0.1:99999;', undef,
+    'redis: bad port after a password', hide => 'topsecret');
+
+# pow_shield_redis: options
+
+bad(http => 'pow_shield_redis redis://127.0.0.1 foo=bar;', 'foo=bar',
+    'redis: unknown option foo=bar');
+bad(http => 'pow_shield_redis redis://127.0.0.1 fast;', 'fast',
+    'redis: option without "="');
+bad(http => 'pow_shield_redis redis://127.0.0.1 timeout=0;', 'timeout=0',
+    'redis: timeout=0');
+bad(http => 'pow_shield_redis redis://127.0.0.1 timeout=0ms;', 'timeout=0ms',
+    'redis: timeout=0ms');
+bad(http => 'pow_shield_redis redis://127.0.0.1 timeout=abc;', 'timeout=abc',
+    'redis: timeout=abc');
+bad(http => 'pow_shield_redis redis://127.0.0.1 timeout=-5ms;', 'timeout=-5ms',
+    'redis: negative timeout');
+bad(http => 'pow_shield_redis redis://127.0.0.1 connect_timeout=0;',
+    'connect_timeout=0', 'redis: connect_timeout=0');
+bad(http => 'pow_shield_redis redis://127.0.0.1 "prefix={x}";', 'prefix={x}',
+    'redis: prefix with braces (would break the hash tag)');
+bad(http => 'pow_shield_redis off timeout=1s;', 'timeout=1s',
+    'redis: off with an option');
+
+# pow_shield_redis: context and duplicates
+
+bad(server => 'pow_shield_redis redis://127.0.0.1;', undef,
+    'redis: in a server block (http only)');
+bad(location => 'pow_shield_redis redis://127.0.0.1;', undef,
+    'redis: in a location (http only)');
+bad(http => "pow_shield_redis redis://127.0.0.1;\n            pow_shield_redis redis://127.0.0.1;",
+    undef, 'redis: duplicate');
+bad(http => 'pow_shield_redis;', undef, 'redis: no argument');
+
+good(http => 'pow_shield_redis redis://127.0.0.1;', 'redis://127.0.0.1');
+good(http => 'pow_shield_redis redis://localhost:6380/15;', 'redis://localhost:6380/15');
+good(http => 'pow_shield_redis redis://127.0.0.1:6379/0 timeout=200ms connect_timeout=1s prefix=app:;',
+    'redis with every option');
+good(http => 'pow_shield_redis redis://:pa%40ss@127.0.0.1;', ':password@ (percent-encoded)');
+good(http => 'pow_shield_redis redis://user:pass@127.0.0.1:6379/2;', 'user:password@');
+good(http => 'pow_shield_redis redis://[::1]:6379;', 'IPv6 address');
+good(http => 'pow_shield_redis unix:/tmp/pow-shield-test-redis.sock;', 'unix:/path');
+good(http => 'pow_shield_redis off;', 'off');
+good(http => 'pow_shield_redis redis://127.0.0.1 timeout=1;', 'timeout=1 (seconds)');
+
+# pow_shield_fail
+
+bad(location => 'pow_shield_fail maybe;', 'maybe', 'fail: unknown policy');
+bad(location => 'pow_shield_fail open trusted=$http_x_key;', 'trusted=$http_x_key',
+    'fail: trusted= with open');
+bad(location => 'pow_shield_fail local trusted=$http_x_key;', 'trusted=$http_x_key',
+    'fail: trusted= with local');
+bad(location => 'pow_shield_fail closed trusted=;', 'trusted=',
+    'fail: trusted= without a value');
+bad(location => 'pow_shield_fail closed foo=bar;', 'foo=bar',
+    'fail: unknown option');
+bad(location => 'pow_shield_fail closed trusted=$a trusted=$b;', undef,
+    'fail: three arguments');
+bad(location => 'pow_shield_fail;', undef, 'fail: no argument');
+bad(location => "pow_shield_fail open;\n            pow_shield_fail closed;",
+    undef, 'fail: duplicate in a location');
+
+# an unknown variable is reported by nginx itself, like anywhere else (its
+# "unknown variable" message carries no file:line)
+{
+    my ($file) = config(location =>
+        'pow_shield_fail closed trusted=$no_such_variable_xyz;');
+    my ($rc, $out) = $t->test_config($file);
+    isnt($rc, 0, 'rejected: fail: trusted= with an unknown variable');
+    like($out, qr/\[emerg\].*no_such_variable_xyz/,
+        'fail: unknown variable: named');
+}
+
+good(location => 'pow_shield_fail local;', 'fail local');
+good(location => 'pow_shield_fail open;', 'fail open');
+good(location => 'pow_shield_fail closed;', 'fail closed');
+good(location => 'pow_shield_fail closed trusted=$http_x_api_key;',
+    'fail closed trusted=$var');
+good(location => 'pow_shield_fail closed trusted=1;', 'fail closed trusted=1');
+good(server => 'pow_shield_fail closed trusted=$http_x_api_key;', 'fail in server');
+good(http => 'pow_shield_fail open;', 'fail in http');
+
+# a cluster config loads (nginx -t) with both directives together
+
+good(http => "pow_shield_redis redis://127.0.0.1:6379 timeout=50ms;\n"
+    . "            pow_shield_fail closed trusted=\$http_x_api_key;",
+    'pow_shield_redis with pow_shield_fail at http level');
+
+###############################################################################
+
+$t->done_testing;

@@ -1,0 +1,396 @@
+#!/usr/bin/perl
+
+# Cluster mode when Redis dies (SPEC sections 2 and 6, README "When Redis
+# fails"): requests are decided at once by pow_shield_fail -- local (the
+# shared-memory bucket and replay cache), open (pass), closed (503 with
+# Retry-After, except trusted requests); no other policy answers 5xx.  The
+# failure and the recovery are logged once per transition, not per request.
+# Redis restarted on the same port decides again within seconds.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Socket::INET;
+use Test::More;
+use Test::PowShield qw(:pow);
+
+###############################################################################
+
+my $t = Test::PowShield->new->require_redis;
+$t->run_redis;
+
+my $conf = <<'EOF';
+%%TEST_GLOBALS%%
+
+# one worker: "once per transition" means exactly one line
+worker_processes 1;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-fail-suite-secret-0123456789ab";
+    pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%%;
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Result $pow_shield_result always;
+
+        pow_shield_key $http_x_client;
+        pow_shield_difficulty 1;
+        pow_shield_limit 3 1h;
+
+        location /default/ {
+        }
+
+        location /local/ {
+            pow_shield_fail local;
+        }
+
+        location /open/ {
+            pow_shield_fail open;
+        }
+
+        location /closed/ {
+            pow_shield_fail closed;
+        }
+
+        location /trusted/ {
+            pow_shield_fail closed trusted=$http_x_trusted;
+        }
+
+        location /plain/ {
+            pow_shield_limit off;
+        }
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        pow_shield_key $http_x_client;
+        pow_shield_limit 3 1h;
+        pow_shield_fail closed;
+
+        location /closed/ {
+        }
+
+        location /local/ {
+            pow_shield_fail local;
+        }
+    }
+}
+EOF
+
+$t->write_file_expand('nginx.conf', $conf);
+$t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
+    for qw(default local open closed trusted plain);
+$t->run;
+
+###############################################################################
+
+my @all;    # every response while Redis is down: [location, status]
+
+sub get {
+    my ($loc, $client, %h) = @_;
+    my $r = $t->http_get("/$loc/data.json", 'X-Client' => $client, %h);
+    push @all, [$loc, $r->status // 'none'];
+    return $r;
+}
+
+sub statuses { join ' ', map { $_->status // 'none' } @_ }
+
+sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+
+sub down_lines {
+    scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/));
+}
+
+sub up_lines {
+    scalar(my @l = $t->error_log_lines(
+        qr/pow_shield: redis \S+ is available again/));
+}
+
+sub solution_of {
+    my ($r) = @_;
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
+}
+
+# wait until $cond is true (polling), at most $secs
+sub eventually {
+    my ($secs, $cond) = @_;
+    my $deadline = Time::HiRes::time() + $secs;
+    until ($cond->()) {
+        return 0 if Time::HiRes::time() > $deadline;
+        Time::HiRes::sleep(0.1);
+    }
+    return 1;
+}
+
+# Redis up: Redis decides
+
+my $r = get('local', 'up');
+is($r->status, 200, 'Redis up: 200');
+is($t->redis_cmd('ZCARD', wkey('up')), 1, 'Redis up: counted in Redis');
+is(down_lines(), 0, 'Redis up: no "unavailable" line');
+
+# Redis killed
+
+$t->kill_redis;
+@all = ();
+
+# local (explicit and default): the shared-memory bucket of this node
+# decides, with the same protocol
+
+for my $loc (qw(local default)) {
+    my @rs = map { get($loc, "L-$loc") } 1 .. 4;
+    is(statuses(@rs), '200 200 200 429',
+        "Redis down, fail $loc: the local bucket admits 3, then 429");
+    is($rs[1]->header('X-RateLimit-Remaining'), 1,
+        "fail $loc: rate-limit headers from the local bucket");
+    is($rs[3]->header('X-Result'), 'challenge', "fail $loc: 429 is a challenge");
+    ok($rs[3]->header('X-PoW-Challenge'), "fail $loc: 429 carries X-PoW-Challenge");
+    my %sol = solution_of($rs[3]);
+    $r = get($loc, "L-$loc", %sol);
+    is($r->status, 200, "fail $loc: a solution is accepted (local replay cache)");
+    $r = get($loc, "L-$loc", %sol);
+    is($r->status, 409, "fail $loc: replayed: 409");
+}
+
+# open: requests pass, without rate-limit headers
+
+{
+    my @rs = map { get('open', 'O') } 1 .. 10;
+    is(statuses(@rs), join(' ', ('200') x 10),
+        'Redis down, fail open: 10 requests of a limit-3 client pass');
+    ok(!grep({ $_->has_header('X-RateLimit-Limit') } @rs),
+        'fail open: no rate-limit headers');
+}
+
+# closed: 503 with Retry-After and the JSON error
+
+{
+    $r = get('closed', 'C');
+    is($r->status, 503, 'Redis down, fail closed: 503');
+    like($r->header('Retry-After') // '', qr/^[1-9]\d*$/,
+        'fail closed: Retry-After, whole seconds >= 1');
+    like($r->header('Content-Type') // '', qr{^application/json\b},
+        'fail closed: application/json');
+    is_deeply($r->json, { error => 'Rate limiter unavailable' },
+        'fail closed: {"error":"Rate limiter unavailable"}');
+    is($r->header('X-Result'), 'unavailable',
+        'fail closed: $pow_shield_result unavailable');
+    ok(!$r->has_header('X-PoW-Challenge'), 'fail closed: no challenge');
+}
+
+# closed with trusted=: non-empty and not "0" passes; empty, absent, "0"
+# are refused
+
+{
+    my %case = ('1' => 200, 'yes' => 200, 'key-abc' => 200, '00' => 200,
+        '0' => 503, '' => 503);
+    for my $v (sort keys %case) {
+        $r = get('trusted', "T-$v", 'X-Trusted' => $v);
+        is($r->status, $case{$v}, "fail closed trusted=\$http_x_trusted \"$v\": $case{$v}");
+    }
+    $r = get('trusted', 'T-none');
+    is($r->status, 503, 'fail closed trusted=: header absent: 503');
+    my @rs = map { get('trusted', 'T-many', 'X-Trusted' => 'yes') } 1 .. 5;
+    is(statuses(@rs), '200 200 200 200 200',
+        'trusted requests are not limited while Redis is down');
+}
+
+# inheritance: server-level "closed", overridden in a location
+
+$r = $t->http_get('/closed/data.json', 'X-Client' => 'S', -port => 8081);
+push @all, ['closed', $r->status // 'none'];
+is($r->status, 503, 'pow_shield_fail closed at server level: inherited (503)');
+$r = $t->http_get('/local/data.json', 'X-Client' => 'S', -port => 8081);
+push @all, ['local', $r->status // 'none'];
+is($r->status, 200, 'overridden with local in the location: 200');
+
+# an unshielded location is not affected
+
+is(get('plain', 'P')->status, 200, 'Redis down: unshielded location 200');
+
+# no 5xx except under "closed"; no request was lost
+
+is(join(' ', map { "$_->[0]:$_->[1]" }
+        grep { $_->[1] !~ /^\d+$/ || ($_->[1] >= 500 && $_->[0] !~ /closed|trusted/) }
+        @all), '', 'Redis down: no 5xx and no lost response except "closed"');
+ok(scalar(@all) > 30, 'premise: many requests while Redis was down');
+
+# logged once, not per request, even after back-off retries
+
+Time::HiRes::sleep(1);      # several reconnect attempts (100 ms, doubling)
+get('open', 'O') for 1 .. 5;
+is(down_lines(), 1, 'the failure is logged once (one worker), not per request');
+my ($line) = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/);
+like($line // '', qr/127\.0\.0\.1:\d+/, 'the line names the Redis address');
+like($line // '', qr/\(.+\)/, 'the line gives the reason')
+    or diag($line);
+is(up_lines(), 0, 'no recovery logged yet');
+
+# Redis restarted on the same port: Redis decides again within seconds
+
+$t->restart_redis;
+ok(eventually(10, sub {
+        get('local', 'back');
+        $t->redis_cmd('EXISTS', wkey('back'));
+    }), 'Redis restarted: requests are counted in Redis again');
+is(up_lines(), 1, 'recovery logged once ("is available again")');
+
+# the client exhausted in the local bucket is decided by Redis again (the
+# restarted Redis knows nothing of it)
+$r = get('local', 'L-local');
+is($r->status, 200, 'after recovery: Redis decides (local bucket ignored)');
+is($t->redis_cmd('ZCARD', wkey('L-local')), 1, '... counted in Redis');
+
+my @rs = map { get('local', 'again') } 1 .. 4;
+is(statuses(@rs), '200 200 200 429', 'after recovery: counts resume in Redis');
+is($t->redis_cmd('ZCARD', wkey('again')), 3, '... 3 entries');
+is(get('closed', 'C')->status, 200, 'after recovery: fail closed location 200');
+ok(get('open', 'O2')->has_header('X-RateLimit-Limit'),
+    'after recovery: fail open location has rate-limit headers again');
+
+# a second outage is a second transition: one more line each way
+
+$t->kill_redis;
+get('open', "second-$_") for 1 .. 10;
+is(down_lines(), 2, 'second outage: one more "unavailable" line');
+$t->restart_redis;
+ok(eventually(10, sub {
+        get('local', 'back2');
+        $t->redis_cmd('EXISTS', wkey('back2'));
+    }), 'second restart: Redis decides again');
+is(up_lines(), 2, 'second recovery: one more "available again" line');
+
+# an error reply (here WRONGTYPE: the client's key is not a sorted set) is
+# decided by the fail policy too, and is not a 5xx
+
+$t->redis_cmd('SET', wkey('wrongtype'), 'x');
+$r = get('local', 'wrongtype');
+is($r->status, 200, 'error reply from the script: decided by fail local (200)');
+ok(scalar $t->error_log_lines(qr/pow_shield: redis .*WRONGTYPE/),
+    'error reply: logged with the Redis error');
+ok(eventually(10, sub {
+        get('local', 'back3');
+        $t->redis_cmd('EXISTS', wkey('back3'));
+    }), 'after an error reply: Redis decides again');
+
+# reload while Redis is down: the new worker falls back at once, and uses
+# Redis again when it comes back
+
+$t->kill_redis;
+ok($t->reload, 'reload while Redis is down');
+{
+    my @rs = map { get('local', 'reload-down') } 1 .. 4;
+    is(statuses(@rs), '200 200 200 429',
+        'after reload, Redis down: the local bucket decides');
+    is(get('closed', 'reload-down-c')->status, 503,
+        'after reload, Redis down: fail closed 503');
+}
+$t->restart_redis;
+ok(eventually(10, sub {
+        get('local', 'reload-back');
+        $t->redis_cmd('EXISTS', wkey('reload-back'));
+    }), 'after reload, Redis restarted: Redis decides again');
+
+# nginx started while Redis is not running yet (cold start): requests are
+# decided by the fail policy until Redis starts, then Redis decides
+
+my $cold = Test::PowShield->new;
+# the port its Redis will have (run_redis uses port 6379 of the instance)
+(my $cconf = $conf) =~ s/%%REDIS_PORT%%/%%PORT_6379%%/;
+$cold->write_file_expand('nginx.conf', $cconf);
+$cold->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
+    for qw(default local open closed trusted plain);
+$cold->run;
+
+{
+    my @rs = map { $cold->http_get('/local/data.json', 'X-Client' => 'cold') } 1 .. 4;
+    is(statuses(@rs), '200 200 200 429',
+        'cold start without Redis: the local bucket decides');
+    is($cold->http_get('/closed/data.json', 'X-Client' => 'cold-c')->status, 503,
+        'cold start without Redis: fail closed 503');
+    is(scalar(my @l = $cold->error_log_lines(
+            qr/pow_shield: redis \S+ unavailable/)), 1,
+        'cold start without Redis: logged once');
+}
+$cold->run_redis;
+ok(eventually(10, sub {
+        $cold->http_get('/local/data.json', 'X-Client' => 'cold-up');
+        $cold->redis_cmd('EXISTS', wkey('cold-up'));
+    }), 'Redis started later: Redis decides');
+is(scalar(my @l = $cold->error_log_lines(
+        qr/pow_shield: redis \S+ is available again/)), 1,
+    'Redis started later: logged once');
+
+# Redis is retried with back-off, not on every request: a "Redis" that
+# accepts connections and never answers (the test holds the listening
+# socket; the kernel completes the connects) sees a handful of connection
+# attempts while 100 requests are decided by the fail policy
+
+{
+    my $hole = Test::PowShield->new;
+    my $listener = IO::Socket::INET->new(LocalAddr => '127.0.0.1',
+        LocalPort => $hole->port(6390), Listen => 1024, ReuseAddr => 1,
+        Proto => 'tcp') or die "listen: $!";
+    (my $hconf = $conf) =~ s/%%REDIS_PORT%%/%%PORT_6390%%/;
+    $hole->write_file_expand('nginx.conf', $hconf);
+    $hole->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
+        for qw(default local open closed trusted plain);
+    $hole->run;
+
+    my @rs = map { $hole->http_get('/open/data.json', 'X-Client' => "bh$_") } 1 .. 100;
+    Time::HiRes::sleep(1.5);    # background retries go on meanwhile
+    push @rs, map { $hole->http_get('/open/data.json', 'X-Client' => "bh$_") } 1 .. 100;
+    is(scalar(grep { ($_->status // 0) == 200 } @rs), 200,
+        'black-hole Redis: 200 requests decided by fail open');
+    $listener->blocking(0);
+    my $attempts = 0;
+    while (my $c = $listener->accept) {
+        $attempts++;
+        close $c;
+    }
+    ok($attempts >= 2, "black-hole Redis: retried in the background ($attempts attempts)");
+    ok($attempts < 20,
+        "black-hole Redis: $attempts connection attempts for 200 requests (back-off)");
+    is(scalar(my @l = $hole->error_log_lines(qr/pow_shield: redis \S+ unavailable/)),
+        1, 'black-hole Redis: logged once');
+    like($l[0] // '', qr/handshake|timed out|time/i,
+        'black-hole Redis: the line says Redis did not answer') or diag($l[0]);
+    $hole->stop;
+    ok($hole->stopped_gracefully, 'black-hole Redis: QUIT stops nginx by itself');
+    close $listener;
+}
+
+# graceful stop while Redis is down (a reconnect is scheduled): no alert,
+# and nginx exits by itself
+
+$cold->kill_redis;
+$cold->http_get('/open/data.json', 'X-Client' => 'bye') for 1 .. 3;
+$cold->stop;
+ok($cold->stopped_gracefully, 'QUIT while Redis is down: nginx exits by itself');
+ok(!grep({ /\[alert\]|\[crit\]|exited on signal/ } $cold->error_log_lines),
+    'QUIT while Redis is down: no alert');
+
+###############################################################################
+
+$t->done_testing;

@@ -1,0 +1,397 @@
+#!/usr/bin/perl
+
+# Cluster mode and nginx's request processing.  A request waiting for Redis
+# is suspended and resumed later (README "Cluster mode"), so the paths that
+# re-run or extend the access phase are checked again with Redis deciding:
+# pipelined keep-alive requests, index / try_files / error_page (counted
+# once, SPEC section 3), SSI subrequests (never counted), exempt keys, dry
+# run, a request body arriving while the request waits, a client going away
+# while it waits; and the protocol details in cluster mode: rate-limit
+# headers from the sorted set, a wrong nonce neither writes to Redis nor
+# burns the challenge.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Select;
+use IO::Socket::INET;
+use POSIX qw(ceil);
+use Test::More;
+use Test::PowShield qw(:pow);
+use Test::PowShield::Response;
+
+###############################################################################
+
+my $t = Test::PowShield->new->require_redis;
+$t->run_redis;
+
+my $has_ssi = $t->has_module('ssi');
+my $ssi = $has_ssi ? 'ssi on;' : '';
+
+$t->write_file_expand('nginx.conf', <<"EOF");
+%%TEST_GLOBALS%%
+
+worker_processes 1;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-requests-suite-secret-01234567";
+    pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
+
+    log_format body '\$http_x_client \$pow_shield_result [\$request_body]';
+
+    map \$http_x_exempt \$pow_key {
+        yes      "";
+        default  \$http_x_client;
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Result \$pow_shield_result always;
+
+        pow_shield_key \$pow_key;
+        pow_shield_difficulty 1;
+
+        location /api/ {
+            pow_shield_limit 3 1h;
+        }
+
+        location /idx/ {
+            pow_shield_limit 3 1h;
+            index index.json;
+        }
+
+        location /tf/ {
+            pow_shield_limit 3 1h;
+            try_files \$uri /tf/fallback.json;
+        }
+
+        location /ep/ {
+            pow_shield_limit 3 1h;
+            error_page 404 /ep/notfound.json;
+        }
+
+        # unshielded, redirecting into a shielded location
+        location /open/ {
+            try_files \$uri /idx/index.json;
+        }
+
+        location /spage/ {
+            pow_shield_limit 1 1h;
+            $ssi
+        }
+
+        location /inc/ {
+            pow_shield_limit 1 1h;
+        }
+
+        location /dry/ {
+            pow_shield_limit 1 1h;
+            pow_shield_dry_run on;
+        }
+
+        location /plain/ {
+        }
+
+        location /post/ {
+            pow_shield_limit 3 1h;
+            proxy_pass http://127.0.0.1:%%PORT_8081%%/;
+            access_log %%TESTDIR%%/body.log body;
+        }
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        server_name localhost;
+
+        location / {
+            return 200 '{"backend":true}';
+        }
+    }
+}
+EOF
+
+$t->write_file('html/api/data.json', qq({"api":true}\n));
+$t->write_file('html/plain/data.json', qq({"plain":true}\n));
+$t->write_file('html/idx/index.json', qq({"index":true}\n));
+$t->write_file('html/tf/fallback.json', qq({"fallback":true}\n));
+$t->write_file('html/ep/notfound.json', qq({"notfound":true}\n));
+$t->write_file('html/inc/a.json', qq({"inc":1}));
+$t->write_file('html/dry/data.json', qq({"dry":true}\n));
+$t->write_file('html/spage/p.html',
+    join("\n", ('<!--# include virtual="/inc/a.json" -->') x 3) . "\n");
+$t->run;
+
+###############################################################################
+
+sub get {
+    my ($client, $uri, %h) = @_;
+    return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
+}
+
+sub statuses { join ' ', map { $_->status // 'none' } @_ }
+
+sub wkey {
+    my ($client, $n) = @_;
+    return 'pow:{' . unpack('H*', $client) . '}:w:' . ($n // 3) . ':3600000';
+}
+
+sub zcard { $t->redis_cmd('ZCARD', wkey(@_)) }
+
+sub raw_send {
+    my ($req) = @_;
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . $t->port(8080),
+        Proto => 'tcp', Timeout => 5) or die "connect: $!";
+    binmode $s;
+    syswrite($s, $req) == length $req or die "write: $!";
+    return $s;
+}
+
+sub answered { scalar IO::Select->new($_[0])->can_read(0) }
+
+sub response {
+    my ($s) = @_;
+    my $raw = '';
+    my $sel = IO::Select->new($s);
+    my $deadline = Time::HiRes::time() + 20;
+    while (Time::HiRes::time() < $deadline) {
+        next unless $sel->can_read(0.5);
+        my $n = sysread($s, my $buf, 65536);
+        last unless $n;
+        $raw .= $buf;
+    }
+    close $s;
+    return Test::PowShield::Response->new($raw);
+}
+
+# Commands the module sends, executed so far (INFO commandstats also counts
+# the commands run inside the script: those are left out)
+sub redis_calls {
+    my $info = $t->redis_cmd('INFO', 'commandstats') // '';
+    my %c = $info =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
+    my $n = 0;
+    $n += $c{$_} // 0 for qw(evalsha eval set script select auth);
+    return $n;
+}
+
+# one round trip per shielded request; exempt and unshielded cost nothing;
+# a solution costs one more (spending it)
+
+{
+    get('warm');
+    my $c0 = redis_calls();
+    get('rt') for 1 .. 5;
+    is(redis_calls() - $c0, 5, '5 shielded requests (3 pass, 2 challenged): 5 Redis commands');
+    $c0 = redis_calls();
+    get('rt-exempt', undef, 'X-Exempt' => 'yes') for 1 .. 3;
+    is($t->http_get('/plain/data.json')->status, 200, 'unshielded: 200') for 1 .. 2;
+    is(redis_calls() - $c0, 0, 'exempt and unshielded requests: no Redis command');
+    my $r = get('rt');
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    $c0 = redis_calls();
+    $r = get('rt', undef, 'X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    is($r->status, 200, 'solved: 200');
+    is(redis_calls() - $c0, 2, 'a solved request: 2 commands (window, spend)');
+}
+
+# rate-limit headers come from the sorted set
+
+{
+    my $r = get('hdr');
+    is($r->status, 200, 'headers: 200');
+    is($r->header('X-RateLimit-Limit'), 3, 'X-RateLimit-Limit 3');
+    is($r->header('X-RateLimit-Remaining'), 2, 'X-RateLimit-Remaining 2');
+    my $z = $t->redis_cmd('ZRANGE', wkey('hdr'), 0, 0, 'WITHSCORES') || [];
+    my $want = ceil((($z->[1] // 0) + 3600000) / 1000);
+    ok(abs(($r->header('X-RateLimit-Reset') // 0) - $want) <= 1,
+        'X-RateLimit-Reset: when the oldest entry leaves (score + window)')
+        or diag($r->header('X-RateLimit-Reset') . " vs $want");
+    is($r->header('RateLimit-Policy'), '"pow-shield";q=3;w=3600',
+        'RateLimit-Policy');
+    like($r->header('RateLimit') // '', qr/^"pow-shield";r=2;t=(3599|3600)$/,
+        'RateLimit r=2, t=seconds until reset');
+}
+
+# pipelined keep-alive requests, each waiting for Redis in turn
+
+{
+    my @rs = $t->http_pipeline([('/api/data.json') x 5], 'X-Client' => 'pipe');
+    is(statuses(@rs), '200 200 200 429 429',
+        'five pipelined requests, limit 3: 200 200 200 429 429');
+    is(join(' ', map { $_->header('X-RateLimit-Remaining') // '-' } @rs),
+        '2 1 0 0 0', 'pipelined: Remaining counts down');
+    is(zcard('pipe'), 3, 'pipelined: 3 entries in Redis');
+}
+
+# index, try_files, error_page re-run the access phase: counted once
+
+{
+    my $r = get('idx', '/idx/');
+    is($r->status, 200, 'index: 200');
+    is($r->body, qq({"index":true}\n), 'index: index file served');
+    is($r->header('X-RateLimit-Remaining'), 2, 'index: counted once');
+    is(zcard('idx'), 1, 'index: one entry in Redis');
+
+    $r = get('tf', '/tf/missing.json');
+    is($r->status, 200, 'try_files: 200');
+    is($r->body, qq({"fallback":true}\n), 'try_files: fallback served');
+    is(zcard('tf'), 1, 'try_files: one entry in Redis');
+
+    $r = get('ep', '/ep/missing.json');
+    is($r->status, 404, 'error_page: 404');
+    is($r->body, qq({"notfound":true}\n), 'error_page: error document served');
+    is(scalar(my @v = $r->header_values('X-RateLimit-Remaining')), 1,
+        'error_page: headers sent once');
+    is(zcard('ep'), 1, 'error_page: one entry in Redis');
+
+    $r = get('open', '/open/missing.json');
+    is($r->status, 200, 'unshielded -> shielded redirect: 200');
+    is($r->body, qq({"index":true}\n), 'unshielded -> shielded: target served');
+    is(zcard('open'), 1, 'unshielded -> shielded: counted once');
+
+    my @rs = map { get('idx', '/idx/') } 1 .. 3;
+    is(statuses(@rs), '200 200 429', 'index: the 4th request is 429');
+}
+
+# SSI: the shielded page counts once, its includes (subrequests into a
+# limit-1 location) never
+
+SKIP: {
+    skip 'nginx built without ngx_http_ssi_module', 4 unless $has_ssi;
+    my $r = get('ssi', '/spage/p.html');
+    is($r->status, 200, 'shielded SSI page: 200');
+    is($r->body, join("\n", ('{"inc":1}') x 3) . "\n",
+        'shielded SSI page: three includes rendered, not challenged');
+    is(zcard('ssi', 1), 1, 'shielded SSI page: one entry in Redis');
+    is(get('ssi', '/spage/p.html')->status, 429, 'the next page request is 429');
+}
+
+# exempt key (empty): no Redis, no headers
+
+{
+    my @rs = map { get('exempt', undef, 'X-Exempt' => 'yes') } 1 .. 5;
+    is(statuses(@rs), '200 200 200 200 200', 'exempt: never limited');
+    ok(!grep({ $_->has_header('X-RateLimit-Limit') } @rs), 'exempt: no headers');
+    is($rs[0]->header('X-Result'), 'exempt', 'exempt: $pow_shield_result exempt');
+    my $keys = $t->redis_cmd('KEYS', 'pow:{}*') || [];
+    is(scalar @$keys, 0, 'exempt: nothing in Redis');
+}
+
+# dry run: counted in Redis, never rejected
+
+{
+    my @rs = map { get('dry', '/dry/data.json') } 1 .. 3;
+    is(statuses(@rs), '200 200 200', 'dry run: all pass');
+    is(join(' ', map { $_->header('X-Result') // '-' } @rs),
+        'pass challenge challenge', 'dry run: the decisions are Redis\'s');
+    is(zcard('dry', 1), 1, 'dry run: one entry in Redis');
+}
+
+# a wrong nonce: 422, no store write, the challenge is not burned
+
+{
+    my $r = (map { get('wrong') } 1 .. 4)[-1];
+    is($r->status, 429, 'over the limit: 429');
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    my $spent_before = scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []};
+    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => wrong_nonce($p->{salt} // '', 1));
+    is($r->status, 422, 'wrong nonce: 422');
+    ok($r->header('X-PoW-Challenge'), '422 carries a fresh challenge');
+    is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before,
+        'wrong nonce: nothing written to Redis');
+    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    is($r->status, 200, 'then the right nonce for the same challenge: 200');
+    is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before + 1,
+        'the solution is spent in Redis');
+    is(zcard('wrong'), 3, 'a solved request does not add to the window');
+}
+
+# a POST whose body arrives while the request waits for Redis: the body is
+# kept and proxied once Redis answers
+
+{
+    $t->pause_redis;
+    my $body = 'hello world';
+    my $s = raw_send("POST /post/x HTTP/1.0\r\nHost: localhost\r\n"
+        . "X-Client: late-body\r\nContent-Length: " . length($body) . "\r\n\r\n");
+    Time::HiRes::sleep(0.3);
+    ok(!answered($s), 'POST waits for the paused Redis');
+    syswrite($s, $body);
+    Time::HiRes::sleep(0.2);
+    ok(!answered($s), 'body sent: still waiting');
+    $t->resume_redis;
+    my $r = response($s);
+    is($r->status, 200, 'Redis resumed: the POST passes');
+    is($r->body, '{"backend":true}', 'the POST reached the backend');
+    is(zcard('late-body'), 1, 'decided by Redis (one entry)');
+    # nginx logs the request when it is freed, which may follow the
+    # response (lingering close waits for the client to close first).
+    my $log = '';
+    for (1 .. 50) {
+        $log = $t->read_file('body.log') // '';
+        last if $log =~ /late-body/;
+        Time::HiRes::sleep(0.1);
+    }
+    like($log, qr/^late-body pass \[hello world\]$/m,
+        'the request body was kept while waiting and proxied');
+}
+
+# a POST over the limit on a keep-alive connection: the body is discarded,
+# the next request on the connection is served
+
+{
+    get('post-ka', '/post/x') for 1 .. 3;
+    my $evil = "GET /api/evil.json HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    my $req = "POST /post/x HTTP/1.1\r\nHost: localhost\r\nX-Client: post-ka\r\n"
+        . "Content-Length: " . length($evil) . "\r\n\r\n$evil"
+        . "GET /api/data.json HTTP/1.1\r\nHost: localhost\r\n"
+        . "X-Client: post-ka-2\r\nConnection: close\r\n\r\n";
+    my @rs = Test::PowShield::Response->split_stream($t->http($req)->raw);
+    is(statuses(@rs), '429 200', 'keep-alive POST over the limit: 429, then the next request');
+    ok(!grep({ /evil/ } split /\n/, $t->read_file('access.log')),
+        'the body of the refused POST was not run as a request');
+}
+
+# clients that go away while their request waits: nothing breaks when Redis
+# answers for requests that are gone
+
+{
+    $t->pause_redis;
+    for (1 .. 3) {
+        my $s = raw_send("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
+            . "X-Client: gone\r\n\r\n");
+        close $s;
+    }
+    my $s = raw_send("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
+        . "X-Client: stays\r\n\r\n");
+    Time::HiRes::sleep(0.3);
+    $t->resume_redis;
+    my $r = response($s);
+    is($r->status, 200, 'the client that stayed is answered');
+    is(zcard('stays'), 1, '... by Redis');
+    is(get('after-gone')->status, 200, 'the worker keeps serving');
+    ok(!$t->error_log_lines(qr/exited on signal|\[alert\]|\[crit\]/),
+        'no crash, no alert');
+}
+
+###############################################################################
+
+$t->done_testing;
