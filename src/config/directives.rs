@@ -399,230 +399,163 @@ fn compile_complex_value(
     Ok(cv)
 }
 
+/// Defines a directive setter. The command's `conf` offset in `COMMANDS`
+/// decides which configuration nginx passes: `$conf` must match it.
+macro_rules! setter {
+    ($name:ident, $conf:ty, |$d:ident, $c:ident| $body:block) => {
+        extern "C" fn $name(
+            cf: *mut ngx_conf_t,
+            cmd: *mut ngx_command_t,
+            conf: *mut c_void,
+        ) -> *mut c_char {
+            // SAFETY: nginx passes a setter its arguments, and `conf` is the
+            // `$conf` this module created for the command's level.
+            unsafe {
+                run_setter(
+                    cf,
+                    cmd,
+                    conf,
+                    |$d: &mut Directive, $c: &mut $conf| -> Result<(), Refusal> { $body },
+                )
+            }
+        }
+    };
+}
+
 /* location-level setters */
 
-extern "C" fn set_limit(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let limit = match d.args.as_slice() {
-                ["off"] => None,
-                [requests, window] => Some(values::parse_limit(requests, window).map_err(|e| {
-                    // Name the argument at fault.
-                    let count_ok = requests.parse::<u32>().is_ok_and(|n| {
-                        (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n)
-                    });
-                    invalid(if count_ok { window } else { requests }, e)
-                })?),
-                [other] => {
-                    return Err(invalid(
-                        other,
-                        "expected \"<requests> <window>\" or \"off\"",
-                    ))
-                }
-                _ => return Err(invalid("", "expected \"<requests> <window>\" or \"off\"")),
-            };
-            if limit.is_some() {
-                if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
-                    mcf.shielded = true;
-                }
-            }
-            set_once(&mut lcf.settings.limit, limit)
-        })
+setter!(set_limit, LocConf, |d, lcf| {
+    let limit = match d.args.as_slice() {
+        ["off"] => None,
+        [requests, window] => Some(values::parse_limit(requests, window).map_err(|e| {
+            // Name the argument at fault.
+            let count_ok = requests.parse::<u32>().is_ok_and(|n| {
+                (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n)
+            });
+            invalid(if count_ok { window } else { requests }, e)
+        })?),
+        [other] => {
+            return Err(invalid(
+                other,
+                "expected \"<requests> <window>\" or \"off\"",
+            ))
+        }
+        _ => return Err(invalid("", "expected \"<requests> <window>\" or \"off\"")),
+    };
+    if limit.is_some() {
+        if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+            mcf.shielded = true;
+        }
     }
-}
+    set_once(&mut lcf.settings.limit, limit)
+});
 
-extern "C" fn set_difficulty(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let v = d.value();
-            let n = values::parse_difficulty(v).map_err(|e| invalid(v, e))?;
-            set_once(&mut lcf.settings.difficulty, n)
-        })
-    }
-}
+setter!(set_difficulty, LocConf, |d, lcf| {
+    let v = d.value();
+    let n = values::parse_difficulty(v).map_err(|e| invalid(v, e))?;
+    set_once(&mut lcf.settings.difficulty, n)
+});
 
-extern "C" fn set_key(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            if lcf.settings.key.is_some() {
-                return Err(Refusal::Duplicate);
-            }
-            let cv = compile_complex_value(d.cf, d.value()).map_err(|()| Refusal::Logged)?;
-            set_once(&mut lcf.settings.key, cv)
-        })
+setter!(set_key, LocConf, |d, lcf| {
+    if lcf.settings.key.is_some() {
+        return Err(Refusal::Duplicate);
     }
-}
+    let cv = compile_complex_value(d.cf, d.value()).map_err(|()| Refusal::Logged)?;
+    set_once(&mut lcf.settings.key, cv)
+});
 
-extern "C" fn set_challenge_ttl(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let v = d.value();
-            let ttl = values::parse_time_ms(v).map_err(|e| invalid(v, e))?;
-            // At least a second (clients need time to solve), at most a day
-            // (the replay cache must hold every spent token that long).
-            if !(1_000..=86_400_000).contains(&ttl) {
-                return Err(invalid(v, "must be between 1s and 1d"));
-            }
-            set_once(&mut lcf.settings.challenge_ttl_ms, ttl)
-        })
+setter!(set_challenge_ttl, LocConf, |d, lcf| {
+    let v = d.value();
+    let ttl = values::parse_time_ms(v).map_err(|e| invalid(v, e))?;
+    // At least a second (clients need time to solve), at most a day
+    // (the replay cache must hold every spent token that long).
+    if !(1_000..=86_400_000).contains(&ttl) {
+        return Err(invalid(v, "must be between 1s and 1d"));
     }
-}
+    set_once(&mut lcf.settings.challenge_ttl_ms, ttl)
+});
 
-extern "C" fn set_headers(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let v = d.value();
-            let mode = values::parse_headers_mode(v).map_err(|e| invalid(v, e))?;
-            set_once(&mut lcf.settings.headers, mode)
-        })
-    }
-}
+setter!(set_headers, LocConf, |d, lcf| {
+    let v = d.value();
+    let mode = values::parse_headers_mode(v).map_err(|e| invalid(v, e))?;
+    set_once(&mut lcf.settings.headers, mode)
+});
 
-extern "C" fn set_dry_run(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let on = match d.value() {
-                v if v.eq_ignore_ascii_case("on") => true,
-                v if v.eq_ignore_ascii_case("off") => false,
-                v => return Err(invalid(v, "expected \"on\" or \"off\"")),
-            };
-            set_once(&mut lcf.settings.dry_run, on)
-        })
-    }
-}
+setter!(set_dry_run, LocConf, |d, lcf| {
+    let on = match d.value() {
+        v if v.eq_ignore_ascii_case("on") => true,
+        v if v.eq_ignore_ascii_case("off") => false,
+        v => return Err(invalid(v, "expected \"on\" or \"off\"")),
+    };
+    set_once(&mut lcf.settings.dry_run, on)
+});
 
-extern "C" fn set_log_level(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            let level = match d.value() {
-                "info" => NGX_LOG_INFO,
-                "notice" => NGX_LOG_NOTICE,
-                "warn" => NGX_LOG_WARN,
-                "error" => NGX_LOG_ERR,
-                v => return Err(invalid(v, "expected info, notice, warn or error")),
-            };
-            set_once(&mut lcf.settings.log_level, level as ngx_uint_t)
-        })
-    }
-}
+setter!(set_log_level, LocConf, |d, lcf| {
+    let level = match d.value() {
+        "info" => NGX_LOG_INFO,
+        "notice" => NGX_LOG_NOTICE,
+        "warn" => NGX_LOG_WARN,
+        "error" => NGX_LOG_ERR,
+        v => return Err(invalid(v, "expected info, notice, warn or error")),
+    };
+    set_once(&mut lcf.settings.log_level, level as ngx_uint_t)
+});
 
-extern "C" fn set_fail(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: LOC_CONF_OFFSET commands receive this module's LocConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, lcf: &mut LocConf| {
-            if lcf.settings.fail.is_some() {
-                return Err(Refusal::Duplicate);
-            }
-            let v = d.value();
-            let policy = values::parse_fail_policy(v).map_err(|e| invalid(v, e))?;
-            let mut trusted = ptr::null_mut();
-            if let Some(&extra) = d.args.get(1) {
-                let Some(value) = extra.strip_prefix("trusted=") else {
-                    return Err(invalid(extra, "expected \"trusted=<value>\""));
-                };
-                if policy != FailPolicy::Closed {
-                    return Err(invalid(extra, "\"trusted=\" only goes with \"closed\""));
-                }
-                if value.is_empty() {
-                    return Err(invalid(extra, "\"trusted=\" needs a value"));
-                }
-                trusted = compile_complex_value(d.cf, value).map_err(|()| Refusal::Logged)?;
-            }
-            set_once(&mut lcf.settings.fail, (policy, trusted))
-        })
+setter!(set_fail, LocConf, |d, lcf| {
+    if lcf.settings.fail.is_some() {
+        return Err(Refusal::Duplicate);
     }
-}
+    let v = d.value();
+    let policy = values::parse_fail_policy(v).map_err(|e| invalid(v, e))?;
+    let mut trusted = ptr::null_mut();
+    if let Some(&extra) = d.args.get(1) {
+        let Some(value) = extra.strip_prefix("trusted=") else {
+            return Err(invalid(extra, "expected \"trusted=<value>\""));
+        };
+        if policy != FailPolicy::Closed {
+            return Err(invalid(extra, "\"trusted=\" only goes with \"closed\""));
+        }
+        if value.is_empty() {
+            return Err(invalid(extra, "\"trusted=\" needs a value"));
+        }
+        trusted = compile_complex_value(d.cf, value).map_err(|()| Refusal::Logged)?;
+    }
+    set_once(&mut lcf.settings.fail, (policy, trusted))
+});
 
 /* http-level setters */
 
-extern "C" fn set_secret(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
-            if mcf.keys_configured {
-                return Err(Refusal::Duplicate);
-            }
-            let v = d.value();
-            // Never echo the secret itself into the log.
-            let current = Secret::new(v.as_bytes()).map_err(|e| invalid("...", e))?;
-            mcf.keys = Some(SecretKeys {
-                current,
-                previous: None,
-            });
-            mcf.keys_configured = true;
-            Ok(())
-        })
+setter!(set_secret, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
     }
-}
+    let v = d.value();
+    // Never echo the secret itself into the log.
+    let current = Secret::new(v.as_bytes()).map_err(|e| invalid("...", e))?;
+    mcf.keys = Some(SecretKeys {
+        current,
+        previous: None,
+    });
+    mcf.keys_configured = true;
+    Ok(())
+});
 
-extern "C" fn set_secret_file(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
-            if mcf.keys_configured {
-                return Err(Refusal::Duplicate);
-            }
-            let v = d.value();
-            let path = full_path(d.cf, v).ok_or_else(|| invalid(v, "cannot resolve the path"))?;
-            // Reading a file while parsing the configuration is what nginx
-            // itself does (certificates, maps); no request is being served.
-            let contents = std::fs::read(&path)
-                .map_err(|e| invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
-            let keys = SecretKeys::from_file_contents(&contents)
-                .map_err(|e| invalid(v, format_args!("\"{path}\": {e}")))?;
-            mcf.keys = Some(keys);
-            mcf.keys_configured = true;
-            Ok(())
-        })
+setter!(set_secret_file, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
     }
-}
+    let v = d.value();
+    let path = full_path(d.cf, v).ok_or_else(|| invalid(v, "cannot resolve the path"))?;
+    // Reading a file while parsing the configuration is what nginx
+    // itself does (certificates, maps); no request is being served.
+    let contents = std::fs::read(&path)
+        .map_err(|e| invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
+    let keys = SecretKeys::from_file_contents(&contents)
+        .map_err(|e| invalid(v, format_args!("\"{path}\": {e}")))?;
+    mcf.keys = Some(keys);
+    mcf.keys_configured = true;
+    Ok(())
+});
 
 /// Resolves a path relative to the configuration prefix, as nginx does.
 fn full_path(cf: &mut ngx_conf_t, path: &str) -> Option<String> {
@@ -637,71 +570,53 @@ fn full_path(cf: &mut ngx_conf_t, path: &str) -> Option<String> {
     core::str::from_utf8(bytes(&name)).ok().map(str::to_owned)
 }
 
-extern "C" fn set_zone(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
-            let v = d.value();
-            let size = values::parse_size(v).map_err(|e| invalid(v, e))?;
-            let min = crate::shm::min_zone_size();
-            if size < min {
-                return Err(invalid(
-                    v,
-                    format_args!("the zone needs at least {}k", min / 1024),
-                ));
-            }
-            set_once(&mut mcf.zone_size, size)
-        })
+setter!(set_zone, MainConf, |d, mcf| {
+    let v = d.value();
+    let size = values::parse_size(v).map_err(|e| invalid(v, e))?;
+    let min = crate::shm::min_zone_size();
+    if size < min {
+        return Err(invalid(
+            v,
+            format_args!("the zone needs at least {}k", min / 1024),
+        ));
     }
-}
+    set_once(&mut mcf.zone_size, size)
+});
 
-extern "C" fn set_redis(
-    cf: *mut ngx_conf_t,
-    cmd: *mut ngx_command_t,
-    conf: *mut c_void,
-) -> *mut c_char {
-    // SAFETY: MAIN_CONF_OFFSET commands receive this module's MainConf.
-    unsafe {
-        run_setter(cf, cmd, conf, |d, mcf: &mut MainConf| {
-            if mcf.redis.is_some() {
-                return Err(Refusal::Duplicate);
-            }
-            let url = d.value();
-            if url == "off" {
-                if let Some(extra) = d.args.get(1) {
-                    return Err(invalid(extra, "\"off\" takes no options"));
-                }
-                mcf.redis = Some(None);
-                return Ok(());
-            }
-            // The URL may hold a password: show only what precedes it.
-            let target = values::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
-            let mut options = RedisOptions::default();
-            for arg in d.args.iter().skip(1) {
-                values::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
-            }
-            let display = match &target.addr {
-                values::RedisAddr::Tcp { host, port } if host.contains(':') => {
-                    format!("[{host}]:{port}")
-                }
-                values::RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
-                values::RedisAddr::Unix { path } => format!("unix:{path}"),
-            };
-            let addr = resolve(d.cf, &display).map_err(|e| invalid(&redact(url), e))?;
-            mcf.redis = Some(Some(RedisConf {
-                target,
-                addr,
-                options,
-                display,
-            }));
-            Ok(())
-        })
+setter!(set_redis, MainConf, |d, mcf| {
+    if mcf.redis.is_some() {
+        return Err(Refusal::Duplicate);
     }
-}
+    let url = d.value();
+    if url == "off" {
+        if let Some(extra) = d.args.get(1) {
+            return Err(invalid(extra, "\"off\" takes no options"));
+        }
+        mcf.redis = Some(None);
+        return Ok(());
+    }
+    // The URL may hold a password: show only what precedes it.
+    let target = values::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
+    let mut options = RedisOptions::default();
+    for arg in d.args.iter().skip(1) {
+        values::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
+    }
+    let display = match &target.addr {
+        values::RedisAddr::Tcp { host, port } if host.contains(':') => {
+            format!("[{host}]:{port}")
+        }
+        values::RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
+        values::RedisAddr::Unix { path } => format!("unix:{path}"),
+    };
+    let addr = resolve(d.cf, &display).map_err(|e| invalid(&redact(url), e))?;
+    mcf.redis = Some(Some(RedisConf {
+        target,
+        addr,
+        options,
+        display,
+    }));
+    Ok(())
+});
 
 /// Resolves `host:port` or `unix:/path` with nginx's own URL parser.
 fn resolve(cf: &mut ngx_conf_t, text: &str) -> Result<ngx_addr_t, String> {
