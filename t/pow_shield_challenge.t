@@ -346,6 +346,17 @@ is($r->header('X-Vars'), 'challenge 0 1',
         'request bodies were discarded, not parsed as requests');
 }
 
+# over the limit with a request body nginx cannot read (broken chunked
+# encoding): nginx's own 400, not a dropped connection
+
+{
+    get('badbody', '/proxy/x') for 1 .. 2;
+    my $r = $t->http("POST /proxy/x HTTP/1.1\r\nHost: localhost\r\n"
+        . "X-Client: badbody\r\nTransfer-Encoding: chunked\r\n"
+        . "Connection: close\r\n\r\nzz\r\nnot a chunk\r\n");
+    is($r->status, 400, 'over the limit, broken chunked body: 400');
+}
+
 # rejections are logged, one line each, naming the client address, at
 # pow_shield_log_level (default warn)
 

@@ -301,6 +301,8 @@ rejected(try(forge_token($SECRET, $p), good_nonce($p)), 410,
 $p = payload();
 $r = try(forge_token($SECRET, $p), bad_nonce($p));
 rejected($r, 422, 'Incorrect PoW solution', 'nonce does not solve');
+is($r->reason, 'Unprocessable Content',
+    '422 has its RFC 9110 reason phrase (nginx has none of its own)');
 fresh_challenge($r, '422', 1);
 is($r->header('X-Result'), 'invalid', '422: result invalid');
 

@@ -110,6 +110,10 @@ pub struct Policy {
     pub fail: FailPolicy,
     /// `trusted=` of `pow_shield_fail closed`; null when not set.
     pub trusted: *mut ngx_http_complex_value_t,
+    /// Header texts fixed by the limit, made once: `X-RateLimit-Limit`'s
+    /// value and `RateLimit-Policy`'s (configuration pool memory).
+    pub limit_text: ngx_str_t,
+    pub ietf_policy: ngx_str_t,
 }
 
 /// http/server/location configuration.
@@ -132,6 +136,8 @@ impl Default for LocConf {
                 log_level: NGX_LOG_WARN as ngx_uint_t,
                 fail: FailPolicy::Local,
                 trusted: ptr::null_mut(),
+                limit_text: ngx_str_t::default(),
+                ietf_policy: ngx_str_t::default(),
             },
         }
     }
@@ -164,7 +170,27 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         log_level: s.log_level.unwrap_or(defaults.log_level),
         fail,
         trusted,
+        limit_text: ngx_str_t::default(),
+        ietf_policy: ngx_str_t::default(),
     };
+    if let Some(limit) = conf.policy.limit {
+        let texts = [
+            limit.requests.to_string(),
+            format!(
+                "\"pow-shield\";q={};w={}",
+                limit.requests,
+                limit.window_ms.div_ceil(1000)
+            ),
+        ];
+        // SAFETY: copies into the configuration pool, which outlives requests.
+        let [Some(limit_text), Some(ietf_policy)] =
+            texts.map(|t| unsafe { ngx_str_t::from_bytes(cf.pool, t.as_bytes()) })
+        else {
+            return NGX_CONF_ERROR;
+        };
+        conf.policy.limit_text = limit_text;
+        conf.policy.ietf_policy = ietf_policy;
+    }
     NGX_CONF_OK
 }
 

@@ -481,20 +481,6 @@ fn parse_redis_timeout(value: &str) -> Result<u64, ValueError> {
     Ok(ms)
 }
 
-/// `pow_shield_block_status`: an HTTP status 400..=599 (444 closes the
-/// connection without a response).
-pub fn parse_block_status(s: &str) -> Result<u16, ValueError> {
-    if s.is_empty() {
-        return Err(ValueError::Empty);
-    }
-    parse_bounded(
-        s,
-        400..=599,
-        "not a status code",
-        "a status between 400 and 599, or 444",
-    )
-}
-
 /// Plain ASCII digits (no sign, no spaces) within `bounds`: `Syntax` if
 /// not digits, `OutOfRange` if outside the bounds or the type.
 fn parse_bounded<T>(
@@ -913,32 +899,6 @@ mod tests {
         let max = format!("prefix={}", "p".repeat(64));
         assert!(apply_redis_option(&mut opts, &max).is_ok());
         assert_eq!(opts.timeout_ms, 50, "failed options change nothing");
-    }
-
-    #[test]
-    fn block_status_is_400_to_599_including_444() {
-        for (text, code) in [
-            ("400", 400),
-            ("403", 403),
-            ("444", 444),
-            ("503", 503),
-            ("599", 599),
-        ] {
-            assert_eq!(parse_block_status(text), Ok(code));
-        }
-        assert_eq!(parse_block_status(""), Err(ValueError::Empty));
-        for bad in ["399", "600", "200", "0", "70000"] {
-            assert!(
-                matches!(parse_block_status(bad), Err(ValueError::OutOfRange(_))),
-                "{bad}"
-            );
-        }
-        for bad in ["40x", "403 ", "-403"] {
-            assert!(
-                matches!(parse_block_status(bad), Err(ValueError::Syntax(_))),
-                "{bad}"
-            );
-        }
     }
 
     #[test]

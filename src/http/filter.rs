@@ -29,13 +29,18 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
         if !r.is_main() {
             return true;
         }
-        match Shield::find(r) {
-            Some(shield) if !shield.headers_sent => {
-                shield.headers_sent = true;
-                add_rate_limit_headers(r, shield).is_some()
-            }
-            _ => true,
+        let Some(mut shield) = Shield::find(r) else {
+            return true;
+        };
+        // SAFETY: the state lives in the request's pool; nothing else holds
+        // a borrow of it while a header filter runs (the handler keeps only
+        // a pointer across sending).
+        let shield = unsafe { shield.as_mut() };
+        if shield.headers_sent {
+            return true;
         }
+        shield.headers_sent = true;
+        add_rate_limit_headers(r, shield).is_some()
     });
     if !ok {
         return NGX_ERROR as ngx_int_t;

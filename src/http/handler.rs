@@ -3,6 +3,8 @@
 //! request's resume event and the phase runs again (as `limit_req`'s delay
 //! does), picking up where it stopped.
 
+use core::ptr::NonNull;
+
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_uint_t};
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
@@ -39,7 +41,7 @@ fn decide(r: &mut Request) -> Status {
     if lcf.policy.limit.is_none() {
         return Status::NGX_DECLINED;
     }
-    let shield = match Shield::find(r) {
+    let mut shield = match Shield::find(r) {
         Some(shield) => shield,
         None => match Shield::attach(r, lcf.policy) {
             Some(shield) => shield,
@@ -48,7 +50,8 @@ fn decide(r: &mut Request) -> Status {
     };
     // The limit of the location that first decided (internal redirects
     // keep the first decision).
-    let Some(limit) = shield.policy.limit else {
+    // SAFETY: the state lives in the request's pool; read briefly.
+    let Some(limit) = unsafe { shield.as_mut() }.policy.limit else {
         return Status::NGX_DECLINED;
     };
     Flow {
@@ -64,13 +67,21 @@ fn decide(r: &mut Request) -> Status {
 struct Flow<'a> {
     r: &'a mut Request,
     mcf: &'a MainConf,
-    shield: &'static mut Shield,
+    /// The request's state. Held as a pointer and borrowed briefly: sending a
+    /// response runs the header filter, which updates the same state.
+    shield: NonNull<Shield>,
     limit: RateLimit,
 }
 
 impl Flow<'_> {
+    fn shield(&mut self) -> &mut Shield {
+        // SAFETY: the state lives in the request's pool for the whole run;
+        // callers never hold this borrow across sending a response.
+        unsafe { self.shield.as_mut() }
+    }
+
     fn run(&mut self) -> Status {
-        match self.shield.stage {
+        match self.shield().stage {
             Stage::Start => self.start(),
             Stage::Checking => match self.take_answer() {
                 Some(Answer::Verdict(verdict)) => self.judge(verdict),
@@ -88,8 +99,9 @@ impl Flow<'_> {
         }
     }
 
-    fn policy(&self) -> &Policy {
-        &self.shield.policy
+    fn policy(&self) -> Policy {
+        // SAFETY: as in `shield`; a copy, no borrow outlives this call.
+        unsafe { self.shield.as_ref() }.policy
     }
 
     /* green: count the request */
@@ -104,11 +116,13 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.pass(Outcome::Pass);
         };
-        let waiter = self.shield.new_waiter();
+        let waiter = self.shield().new_waiter();
         match store.check(&key, self.limit, now_ms(), &waiter) {
             Poll::Ready(verdict) => self.judge(verdict),
             Poll::Pending => self.wait(Stage::Checking),
-            Poll::Unavailable => self.check_unavailable(),
+            Poll::Unavailable if store.is_redis() => self.check_unavailable(),
+            // The zone is full beyond eviction: let the request through.
+            Poll::Unavailable => self.pass(Outcome::Pass),
         }
     }
 
@@ -119,8 +133,8 @@ impl Flow<'_> {
     }
 
     fn judge(&mut self, verdict: Verdict) -> Status {
-        self.shield.verdict = Some(verdict);
-        self.shield.decided_at_ms = now_ms();
+        self.shield().verdict = Some(verdict);
+        self.shield().decided_at_ms = now_ms();
         if verdict.allowed {
             return self.pass(Outcome::Pass);
         }
@@ -139,7 +153,7 @@ impl Flow<'_> {
         let Some(keys) = self.mcf.keys.as_ref() else {
             return Status::NGX_ERROR;
         };
-        let policy = *self.policy();
+        let policy = self.policy();
         let verified = pow::verify_solution(
             keys,
             token,
@@ -173,11 +187,12 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.spent(true);
         };
-        let waiter = self.shield.new_waiter();
+        let waiter = self.shield().new_waiter();
         match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
             Poll::Ready(first) => self.spent(first),
             Poll::Pending => self.wait(Stage::Spending(solved)),
-            Poll::Unavailable => self.spend_unavailable(solved),
+            Poll::Unavailable if store.is_redis() => self.spend_unavailable(solved),
+            Poll::Unavailable => self.pass(Outcome::Solved),
         }
     }
 
@@ -199,7 +214,7 @@ impl Flow<'_> {
                 let Some(key) = self.client_key() else {
                     return Status::NGX_ERROR;
                 };
-                let waiter = self.shield.new_waiter();
+                let waiter = self.shield().new_waiter();
                 match store.check(&key, self.limit, now_ms(), &waiter) {
                     Poll::Ready(verdict) => self.judge(verdict),
                     // The zone is full beyond eviction: let the request through.
@@ -214,7 +229,7 @@ impl Flow<'_> {
     fn spend_unavailable(&mut self, solved: Solved) -> Status {
         match self.fallback() {
             Fallback::Local(store) => {
-                let waiter = self.shield.new_waiter();
+                let waiter = self.shield().new_waiter();
                 match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
                     Poll::Ready(first) => self.spent(first),
                     _ => self.pass(Outcome::Solved),
@@ -257,24 +272,24 @@ impl Flow<'_> {
     /* endings */
 
     fn pass(&mut self, outcome: Outcome) -> Status {
-        self.shield.outcome = Some(outcome);
-        self.shield.stage = Stage::Passed;
+        self.shield().outcome = Some(outcome);
+        self.shield().stage = Stage::Passed;
         Status::NGX_DECLINED
     }
 
     /// Answers with `send`, unless this is a dry run: then logs and passes.
     fn reject(&mut self, outcome: Outcome, send: impl FnOnce(&mut Self) -> Status) -> Status {
-        self.shield.outcome = Some(outcome);
+        self.shield().outcome = Some(outcome);
         if self.policy().dry_run {
-            self.shield.stage = Stage::Passed;
+            self.shield().stage = Stage::Passed;
             return Status::NGX_DECLINED;
         }
-        self.shield.stage = Stage::Answered;
+        self.shield().stage = Stage::Answered;
         send(self)
     }
 
     fn wait(&mut self, stage: Stage) -> Status {
-        self.shield.stage = stage;
+        self.shield().stage = stage;
         let raw: &mut ngx_http_request_t = self.r.as_mut();
         // While waiting, a client that goes away finalizes the request (and
         // the pool cleanup detaches the waiter); writes must not re-run phases.
@@ -284,9 +299,9 @@ impl Flow<'_> {
     }
 
     fn take_answer(&mut self) -> Option<Answer> {
-        let answer = self.shield.waiter.as_ref().and_then(|w| w.take());
+        let answer = self.shield().waiter.as_ref().and_then(|w| w.take());
         if answer.is_some() {
-            self.shield.waiter = None;
+            self.shield().waiter = None;
         }
         answer
     }
@@ -295,13 +310,13 @@ impl Flow<'_> {
         let Some(keys) = self.mcf.keys.as_ref() else {
             return Status::NGX_ERROR;
         };
-        let policy = *self.policy();
+        let policy = self.policy();
         let challenge =
             match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), policy.difficulty) {
                 Ok(challenge) => challenge,
                 Err(_) => return Status::NGX_ERROR,
             };
-        let retry_after_ms = self.shield.verdict.map(|v| v.retry_after_ms);
+        let retry_after_ms = self.shield().verdict.map(|v| v.retry_after_ms);
         response::send_challenge(
             self.r,
             status,

@@ -1,15 +1,17 @@
 //! Every response the shield writes: JSON bodies (SPEC §4) and headers.
 
-use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t};
+use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 use serde_json::json;
 
 use super::state::Shield;
 use crate::config::values::HeadersMode;
+use crate::ffi::bytes;
 use crate::pow::Challenge;
 
 const JSON: &str = "application/json";
+const STATUS_422: &str = "422 Unprocessable Content";
 
 /// `Retry-After` seconds: whole seconds, at least 1 (RFC 9110 delay-seconds).
 pub fn retry_after_secs(ms: u64) -> u64 {
@@ -83,13 +85,22 @@ fn send(
     body: &[u8],
     headers: &[(&str, &str)],
 ) -> Status {
-    if r.discard_request_body() != Status::NGX_OK {
-        return Status::NGX_ERROR;
+    // A body that can't be read (e.g. broken chunking) gets nginx's answer.
+    let rc = r.discard_request_body();
+    if rc != Status::NGX_OK {
+        return rc;
     }
     let raw: *mut ngx_http_request_t = (&mut *r).into();
     // SAFETY: the request is live; these are plain fields of headers_out.
     unsafe {
         (*raw).headers_out.status = usize::from(status);
+        if status == 422 {
+            // nginx knows no reason phrase for 422 (RFC 9110 names it).
+            (*raw).headers_out.status_line = ngx_str_t {
+                len: STATUS_422.len(),
+                data: STATUS_422.as_ptr().cast_mut(),
+            };
+        }
         (*raw).headers_out.content_type = ngx_str_t {
             len: content_type.len(),
             data: content_type.as_ptr().cast_mut(),
@@ -137,28 +148,123 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
     Status::NGX_DONE
 }
 
-/// Adds the rate-limit headers (SPEC §3) for the request's verdict.
+/// Adds the rate-limit headers (SPEC §3) for the request's verdict. This
+/// runs for every shielded response: fixed texts were made at configuration
+/// time, numbers are formatted on the stack, one pool copy per value.
 pub fn add_rate_limit_headers(r: &mut Request, shield: &Shield) -> Option<()> {
-    let (Some(verdict), Some(limit)) = (shield.verdict, shield.policy.limit) else {
+    let Some(verdict) = shield.verdict else {
         return Some(());
     };
-    let mode = shield.policy.headers;
-    let reset_at_s = (shield.decided_at_ms.saturating_add(verdict.reset_after_ms)).div_ceil(1000);
-    if matches!(mode, HeadersMode::X | HeadersMode::Both) {
-        r.add_header_out("X-RateLimit-Limit", &limit.requests.to_string())?;
-        r.add_header_out("X-RateLimit-Remaining", &verdict.remaining.to_string())?;
-        r.add_header_out("X-RateLimit-Reset", &reset_at_s.to_string())?;
+    let policy = &shield.policy;
+    let mut buf = StackText::default();
+    if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
+        let reset_at_s = shield
+            .decided_at_ms
+            .saturating_add(verdict.reset_after_ms)
+            .div_ceil(1000);
+        push_header(
+            r,
+            "X-RateLimit-Limit",
+            "x-ratelimit-limit",
+            bytes(&policy.limit_text),
+        )?;
+        push_header(
+            r,
+            "X-RateLimit-Remaining",
+            "x-ratelimit-remaining",
+            buf.format(format_args!("{}", verdict.remaining)),
+        )?;
+        push_header(
+            r,
+            "X-RateLimit-Reset",
+            "x-ratelimit-reset",
+            buf.format(format_args!("{reset_at_s}")),
+        )?;
     }
-    if matches!(mode, HeadersMode::Ietf | HeadersMode::Both) {
-        let window_s = limit.window_ms.div_ceil(1000);
-        let policy = format!("\"pow-shield\";q={};w={window_s}", limit.requests);
-        let now = format!(
+    if matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both) {
+        let now = format_args!(
             "\"pow-shield\";r={};t={}",
             verdict.remaining,
             verdict.reset_after_ms.div_ceil(1000)
         );
-        r.add_header_out("RateLimit-Policy", &policy)?;
-        r.add_header_out("RateLimit", &now)?;
+        push_header(
+            r,
+            "RateLimit-Policy",
+            "ratelimit-policy",
+            bytes(&policy.ietf_policy),
+        )?;
+        push_header(r, "RateLimit", "ratelimit", buf.format(now))?;
     }
     Some(())
+}
+
+/// Appends an output header whose name is static; the value is copied into
+/// the request pool.
+fn push_header(
+    r: &mut Request,
+    name: &'static str,
+    lowcase: &'static str,
+    value: &[u8],
+) -> Option<()> {
+    let raw: *mut ngx_http_request_t = r.into();
+    // SAFETY: pushes onto the live request's output header list and fills
+    // the zeroed element; the value is copied into the request pool.
+    unsafe {
+        let h = nginx_sys::ngx_list_push(&mut (*raw).headers_out.headers).cast::<ngx_table_elt_t>();
+        if h.is_null() {
+            return None;
+        }
+        let data = nginx_sys::ngx_pnalloc((*raw).pool, value.len()).cast::<u8>();
+        if data.is_null() && !value.is_empty() {
+            return None;
+        }
+        core::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
+        core::ptr::write_bytes(h, 0, 1);
+        (*h).hash = 1;
+        (*h).key = ngx_str_t {
+            len: name.len(),
+            data: name.as_ptr().cast_mut(),
+        };
+        (*h).lowcase_key = lowcase.as_ptr().cast_mut();
+        (*h).value = ngx_str_t {
+            len: value.len(),
+            data,
+        };
+    }
+    Some(())
+}
+
+/// A small stack buffer for header values.
+struct StackText {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        Self {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl StackText {
+    /// Formats into the buffer (overwriting it); text beyond 64 bytes is cut,
+    /// which our numbers never reach.
+    fn format(&mut self, args: core::fmt::Arguments) -> &[u8] {
+        self.len = 0;
+        let _ = core::fmt::write(self, args);
+        &self.buf[..self.len]
+    }
+}
+
+impl core::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let room = self.buf.len() - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
 }

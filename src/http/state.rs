@@ -7,7 +7,7 @@
 
 use core::ffi::c_void;
 use core::mem::size_of;
-use core::ptr;
+use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
@@ -82,16 +82,17 @@ pub struct Shield {
 }
 
 impl Shield {
-    /// This request's state, if it has one.
-    pub fn find(r: &Request) -> Option<&'static mut Shield> {
+    /// This request's state, if it has one. A pointer, not a reference: the
+    /// handler and the header filter reach the same state, and each takes
+    /// only short borrows of it.
+    pub fn find(r: &Request) -> Option<NonNull<Shield>> {
         let module = PowShield::module();
         let raw: &ngx_http_request_t = r.as_ref();
         // SAFETY: r->ctx has a slot per module; ours is null or a Shield in
         // this request's pool.
         let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<Shield>();
-        if !cached.is_null() {
-            // SAFETY: see above; the request owns it until its pool goes.
-            return Some(unsafe { &mut *cached });
+        if let Some(cached) = NonNull::new(cached) {
+            return Some(cached);
         }
         // Only an internal redirect wipes r->ctx: without one, no ctx means
         // no state, and the pool need not be searched.
@@ -108,7 +109,7 @@ impl Shield {
                     core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))
                 }) {
                     r.set_module_ctx(c.data, module);
-                    return Some(&mut *c.data.cast::<Shield>());
+                    return NonNull::new(c.data.cast::<Shield>());
                 }
                 cln = c.next;
             }
@@ -117,7 +118,7 @@ impl Shield {
     }
 
     /// Creates the state of a main request.
-    pub fn attach(r: &mut Request, policy: Policy) -> Option<&'static mut Shield> {
+    pub fn attach(r: &mut Request, policy: Policy) -> Option<NonNull<Shield>> {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
         // SAFETY: adds a cleanup entry (with room for a Shield) to the pool of
         // a live request; the Shield is written before the handler is set.
@@ -149,7 +150,7 @@ impl Shield {
             resume.log = (*(*raw).connection).log;
             (*cln).handler = Some(cleanup);
             r.set_module_ctx(shield.cast(), PowShield::module());
-            Some(&mut *shield)
+            NonNull::new(shield)
         }
     }
 

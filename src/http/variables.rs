@@ -47,12 +47,15 @@ unsafe extern "C" fn get(
     crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx passes a live request and a value slot to fill.
         let (r, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
-        let text = Shield::find(r).and_then(|shield| match which {
-            RESULT => shield.outcome.map(|o| o.as_str().to_owned()),
-            REMAINING => shield.verdict.map(|v| v.remaining.to_string()),
-            DIFFICULTY => Some(shield.policy.difficulty.to_string()),
-            _ => None,
-        });
+        // SAFETY: the state lives in the main request's pool; read briefly.
+        let text = Shield::find(r)
+            .map(|s| unsafe { s.as_ref() })
+            .and_then(|shield| match which {
+                RESULT => shield.outcome.map(|o| o.as_str().to_owned()),
+                REMAINING => shield.verdict.map(|v| v.remaining.to_string()),
+                DIFFICULTY => Some(shield.policy.difficulty.to_string()),
+                _ => None,
+            });
         let Some(text) = text else {
             v.set_not_found(1);
             return NGX_OK as ngx_int_t;

@@ -84,17 +84,10 @@ pub fn admit(state: &mut BucketState, limit: RateLimit, now_ms: u64) -> Verdict 
     };
     Verdict {
         allowed,
-        limit: limit.requests,
         remaining: u32::try_from(room).unwrap_or(u32::MAX),
         reset_after_ms: shape.ms_to_drain(level),
         retry_after_ms,
     }
-}
-
-/// Whether the bucket has fully drained by `now_ms`, so its entry holds
-/// nothing worth keeping and can be evicted.
-pub fn is_idle(state: &BucketState, limit: RateLimit, now_ms: u64) -> bool {
-    Shape::of(limit).level_at(state, now_ms) == 0
 }
 
 #[cfg(test)]
@@ -124,7 +117,6 @@ mod tests {
             v,
             Verdict {
                 allowed: true,
-                limit: 60,
                 remaining: 59,
                 reset_after_ms: 1_000,
                 retry_after_ms: 0,
@@ -148,7 +140,6 @@ mod tests {
             v,
             Verdict {
                 allowed: false,
-                limit: 60,
                 remaining: 0,
                 reset_after_ms: 60_000,
                 retry_after_ms: 1_000,
@@ -195,10 +186,10 @@ mod tests {
     }
 
     #[test]
-    fn bucket_is_idle_exactly_one_window_after_a_full_burst() {
-        let (state, _) = after(60, PER_MINUTE_60);
-        assert!(!is_idle(&state, PER_MINUTE_60, T0 + 59_999));
-        assert!(is_idle(&state, PER_MINUTE_60, T0 + 60_000));
+    fn a_full_burst_drains_exactly_one_window_later() {
+        // The zone forgets a bucket once reset_after_ms has passed.
+        let (_, v) = after(60, PER_MINUTE_60);
+        assert_eq!(v.reset_after_ms, 60_000);
     }
 
     #[test]
@@ -207,11 +198,6 @@ mod tests {
         let v = admit(&mut state, PER_MINUTE_60, T0 + 60_000);
         assert!(v.allowed);
         assert_eq!(v.remaining, 59);
-    }
-
-    #[test]
-    fn new_bucket_is_idle() {
-        assert!(is_idle(&BucketState::default(), PER_MINUTE_60, T0));
     }
 
     #[test]
@@ -287,7 +273,7 @@ mod tests {
             let mut state = BucketState::default();
             admit(&mut state, limit, T0);
             admit(&mut state, limit, u64::MAX);
-            let _ = is_idle(&state, limit, 0);
+            admit(&mut state, limit, 0);
         }
     }
 

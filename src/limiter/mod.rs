@@ -21,8 +21,6 @@ pub struct RateLimit {
 pub struct Verdict {
     /// Whether this request was admitted (and counted).
     pub allowed: bool,
-    /// The configured `requests`, for `X-RateLimit-Limit`.
-    pub limit: u32,
     /// Requests that would be admitted right now, after this one.
     pub remaining: u32,
     /// Milliseconds until the oldest counted request leaves the window

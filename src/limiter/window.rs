@@ -9,16 +9,11 @@ use super::{RateLimit, Verdict};
 /// The sliding-window script. Reads Redis's own clock so every node agrees.
 ///
 /// - `KEYS[1]`: the client's sorted set (score = admission ms, member unique).
-/// - `KEYS[2]` (optional): the client's strike counter, an integer string.
-///   In Redis Cluster both keys must share a hash tag (`{client}`).
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
-///   ([`member`]), `ARGV[4]` (optional) strikes at which the client is
-///   blocked, 0 or absent for no breaker.
+///   ([`member`]).
 ///
-/// Returns six integers, decoded by [`verdict_from_reply`] and
-/// [`strikes_from_reply`]: `{allowed 0/1, remaining, reset_after_ms,
-/// retry_after_ms, strikes, blocked_for_ms}`. A blocked client is not
-/// counted (SPEC §5: no store write). Safe under Redis 7's effects
+/// Returns four integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// remaining, reset_after_ms, retry_after_ms}`. Safe under Redis 7's effects
 /// replication: replicas receive the ZADD/ZREMRANGEBYSCORE, not `TIME`.
 pub const SLIDING_WINDOW_SCRIPT: &str = r#"-- pow-shield sliding-window log (SPEC 6)
 -- Memory: KEYS[1] holds at most ARGV[1] members, each the member text plus a
@@ -34,17 +29,8 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local count = redis.call('ZCARD', key)
 
-local strikes, blocked_for = 0, 0
-if KEYS[2] then
-  strikes = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-  local threshold = tonumber(ARGV[4] or '0') or 0
-  if threshold > 0 and strikes >= threshold then
-    blocked_for = math.max(redis.call('PTTL', KEYS[2]), 1)
-  end
-end
-
 local allowed = 0
-if blocked_for == 0 and count < limit then
+if count < limit then
   redis.call('ZADD', key, now, ARGV[3])
   -- Only on admission: the newest entry decides when the key is empty.
   redis.call('PEXPIRE', key, window)
@@ -59,22 +45,21 @@ local function leaves_in(rank)
   return math.max(tonumber(entry[2]) + window - now, 0)
 end
 
+-- Refused: a slot frees when the entry at rank count - limit leaves (the
+-- oldest, unless the limit was lowered while entries were counted).
 local retry_after = 0
-if allowed == 0 then
-  if count >= limit then retry_after = leaves_in(count - limit) end
-  retry_after = math.max(retry_after, blocked_for)
-end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, strikes, blocked_for}
+if allowed == 0 then retry_after = leaves_in(count - limit) end
+return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after}
 "#;
 
 /// Number of integers the script returns.
-pub const REPLY_LEN: usize = 6;
+pub const REPLY_LEN: usize = 4;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplyError {
     /// Not exactly [`REPLY_LEN`] integers.
-    #[error("sliding-window script returned {len} integers, expected 6")]
+    #[error("sliding-window script returned {len} integers, expected 4")]
     WrongLength {
         /// Integers received.
         len: usize,
@@ -86,28 +71,12 @@ pub enum ReplyError {
         index: usize,
     },
     /// A value that cannot be what the script computes (flag not 0/1,
-    /// remaining above the limit, strikes beyond `u32`).
+    /// remaining above the limit).
     #[error("sliding-window script returned an impossible value at position {index}")]
     OutOfRange {
         /// 0-based position in the reply.
         index: usize,
     },
-}
-
-/// The client's circuit-breaker state as read by the script (SPEC §5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StrikeState {
-    /// Strikes currently recorded (0 without `KEYS[2]`).
-    pub strikes: u32,
-    /// Milliseconds the block still lasts; 0 when not blocked.
-    pub blocked_for_ms: u64,
-}
-
-impl StrikeState {
-    /// Whether the client is in the red zone.
-    pub fn is_blocked(&self) -> bool {
-        self.blocked_for_ms > 0
-    }
 }
 
 /// Lower-case hex SHA-1 of [`SLIDING_WINDOW_SCRIPT`], the name `EVALSHA`
@@ -124,9 +93,9 @@ pub fn member(node_id: u64, pid: u32, seq: u64) -> String {
     format!("{node_id:x}:{pid:x}:{seq:x}")
 }
 
-/// Decodes the limiter part of the script's reply for `limit`.
+/// Decodes the script's reply for `limit`.
 pub fn verdict_from_reply(reply: &[i64], limit: RateLimit) -> Result<Verdict, ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, _, _] = fields(reply)?;
+    let [allowed, remaining, reset_after_ms, retry_after_ms] = fields(reply)?;
     let allowed = match allowed {
         0 => false,
         1 => true,
@@ -138,24 +107,13 @@ pub fn verdict_from_reply(reply: &[i64], limit: RateLimit) -> Result<Verdict, Re
         .ok_or(ReplyError::OutOfRange { index: 1 })?;
     Ok(Verdict {
         allowed,
-        limit: limit.requests,
         remaining,
         reset_after_ms,
         retry_after_ms,
     })
 }
 
-/// Decodes the circuit-breaker part of the script's reply.
-pub fn strikes_from_reply(reply: &[i64]) -> Result<StrikeState, ReplyError> {
-    let [_, _, _, _, strikes, blocked_for_ms] = fields(reply)?;
-    let strikes = u32::try_from(strikes).map_err(|_| ReplyError::OutOfRange { index: 4 })?;
-    Ok(StrikeState {
-        strikes,
-        blocked_for_ms,
-    })
-}
-
-/// The reply as six non-negative integers.
+/// The reply as non-negative integers.
 fn fields(reply: &[i64]) -> Result<[u64; REPLY_LEN], ReplyError> {
     let reply: &[i64; REPLY_LEN] = reply
         .try_into()
@@ -178,12 +136,11 @@ mod tests {
 
     #[test]
     fn admitted_reply_decodes_to_an_allowed_verdict() {
-        let v = verdict_from_reply(&[1, 59, 60_000, 0, 0, 0], PER_MINUTE_60).unwrap();
+        let v = verdict_from_reply(&[1, 59, 60_000, 0], PER_MINUTE_60).unwrap();
         assert_eq!(
             v,
             Verdict {
                 allowed: true,
-                limit: 60,
                 remaining: 59,
                 reset_after_ms: 60_000,
                 retry_after_ms: 0,
@@ -193,7 +150,7 @@ mod tests {
 
     #[test]
     fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
-        let v = verdict_from_reply(&[0, 0, 12_345, 12_345, 0, 0], PER_MINUTE_60).unwrap();
+        let v = verdict_from_reply(&[0, 0, 12_345, 12_345], PER_MINUTE_60).unwrap();
         assert!(!v.allowed);
         assert_eq!(v.remaining, 0);
         assert_eq!(v.retry_after_ms, 12_345);
@@ -203,9 +160,9 @@ mod tests {
     fn short_or_long_reply_is_an_error() {
         for reply in [
             &[][..],
-            &[1, 59, 0, 0],
+            &[1, 59, 0],
             &[1, 59, 0, 0, 0],
-            &[1, 59, 0, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0],
         ] {
             assert_eq!(
                 verdict_from_reply(reply, PER_MINUTE_60),
@@ -217,19 +174,15 @@ mod tests {
     #[test]
     fn negative_value_is_an_error_naming_its_position() {
         assert_eq!(
-            verdict_from_reply(&[1, 59, -1, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 59, -1, 0], PER_MINUTE_60),
             Err(ReplyError::Negative { index: 2 })
-        );
-        assert_eq!(
-            strikes_from_reply(&[1, 59, 0, 0, 0, -2]),
-            Err(ReplyError::Negative { index: 5 })
         );
     }
 
     #[test]
     fn allowed_flag_other_than_0_or_1_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[2, 59, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[2, 59, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 0 })
         );
     }
@@ -237,25 +190,9 @@ mod tests {
     #[test]
     fn remaining_above_the_limit_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[1, 61, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 61, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 1 })
         );
-    }
-
-    #[test]
-    fn strike_state_decodes_and_blocked_means_time_left() {
-        let s = strikes_from_reply(&[0, 10, 0, 30_000, 5, 30_000]).unwrap();
-        assert_eq!(
-            s,
-            StrikeState {
-                strikes: 5,
-                blocked_for_ms: 30_000
-            }
-        );
-        assert!(s.is_blocked());
-        assert!(!strikes_from_reply(&[1, 10, 0, 0, 4, 0])
-            .unwrap()
-            .is_blocked());
     }
 
     #[test]

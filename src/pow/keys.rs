@@ -90,16 +90,6 @@ impl Secret {
         Ok(Secret(block))
     }
 
-    /// A fresh 32-byte key from the OS CSPRNG (for `nginx` runs without a
-    /// configured secret).
-    pub fn generate() -> Result<Secret, RandomError> {
-        let mut block = Zeroizing::new([0u8; BLOCK_LEN]);
-        if let Some(key) = block.get_mut(..MIN_SECRET_LEN) {
-            fill_random(key)?;
-        }
-        Ok(Secret(block))
-    }
-
     /// A MAC instance keyed with this secret, ready for `update`.
     pub(crate) fn mac(&self) -> HmacSha256 {
         <HmacSha256 as KeyInit>::new(hmac::digest::Key::<HmacSha256>::from_slice(
@@ -211,13 +201,6 @@ mod tests {
                 "{len}"
             );
         }
-    }
-
-    #[test]
-    fn generated_keys_differ() {
-        let a = Secret::generate().unwrap();
-        let b = Secret::generate().unwrap();
-        assert_ne!(tag(&a, b"x"), tag(&b, b"x"));
     }
 
     #[test]

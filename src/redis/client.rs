@@ -30,6 +30,9 @@ use super::command::{decode_reply, is_noscript, Decoded};
 const BACKOFF_FIRST_MS: ngx_msec_t = 100;
 const BACKOFF_MAX_MS: ngx_msec_t = 2_000;
 const READ_CHUNK: usize = 16 * 1024;
+/// Largest reply we wait for: ours are a few dozen bytes, so anything bigger
+/// means the peer is not the Redis we expect (and must not grow memory).
+const MAX_INPUT: usize = 1024 * 1024;
 
 /// What a slot's owner gets: the reply, or `None` if Redis failed it.
 pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
@@ -202,23 +205,14 @@ impl Client {
         if ev.timer_set() == 0 {
             return Some(0);
         }
-        Some((ev.timer.key as ngx_msec_t).wrapping_sub(now()) as u64)
+        // Signed: in the loop iteration where it is due, the timer is still
+        // set but already in the past.
+        Some(((ev.timer.key as ngx_msec_t).wrapping_sub(now()) as i64).max(0) as u64)
     }
 
     /// Closes the connection and cancels every event (worker exit).
     pub fn shutdown(&self) {
-        let done = self.0.with_state(|inner, st| {
-            st.shutting_down = true;
-            inner.disconnect(st);
-            inner.cancel_events();
-            st.slots
-                .drain(..)
-                .filter_map(|s| s.on_reply)
-                .collect::<Vec<_>>()
-        });
-        for on_reply in done.into_iter().flatten() {
-            on_reply(None);
-        }
+        self.0.with_state(|inner, st| inner.close_for_exit(st));
         run_failed();
     }
 }
@@ -364,6 +358,10 @@ impl Inner {
                 // SAFETY: recv initialised n bytes of the spare capacity.
                 unsafe { st.input.set_len(st.input.len() + n as usize) };
                 if !self.dispatch(st, &mut ready) {
+                    return ready;
+                }
+                if st.input.len() > MAX_INPUT {
+                    self.fail(st, "reply too large");
                     return ready;
                 }
                 continue;
@@ -513,6 +511,13 @@ impl Inner {
                 nginx_sys::ngx_del_timer(ev);
             }
         }
+    }
+
+    /// The worker is leaving: close, fail what waits, never reconnect.
+    fn close_for_exit(&self, st: &mut State) {
+        st.shutting_down = true;
+        self.disconnect(st);
+        self.cancel_events();
     }
 
     fn cancel_events(&self) {
@@ -695,9 +700,16 @@ unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
 unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
     crate::ffi::guard((), || {
         // SAFETY: as in write_handler.
-        let inner = unsafe { inner((*(*ev).data.cast::<ngx_connection_t>()).data) };
+        let c = unsafe { (*ev).data.cast::<ngx_connection_t>() };
+        // SAFETY: as above.
+        let (inner, closing) = unsafe { (inner((*c).data), (*c).close() != 0) };
         let ready = inner
             .with_state(|inner, st| {
+                if closing {
+                    // nginx is shutting the worker down (worker_shutdown_timeout).
+                    inner.close_for_exit(st);
+                    return Vec::new();
+                }
                 if st.phase == Phase::Connecting {
                     inner.on_connected(st);
                 }

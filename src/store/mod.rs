@@ -141,6 +141,14 @@ impl Store for Primary {
     }
 }
 
+impl Primary {
+    /// Whether `Unavailable` means Redis failed (then `pow_shield_fail`
+    /// decides) rather than a full zone.
+    pub fn is_redis(&self) -> bool {
+        matches!(self, Primary::Redis(_))
+    }
+}
+
 /// Redis when configured (cluster mode), else the shared-memory zone.
 pub fn primary(mcf: &MainConf) -> Option<Primary> {
     if let Some(redis) = REDIS.try_with(|r| r.borrow().clone()).ok().flatten() {

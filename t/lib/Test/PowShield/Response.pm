@@ -15,7 +15,7 @@ sub new {
         reason => undef, headers => {}, order => [], body => undef }, $class;
 
     my ($head, $body) = split /\r?\n\r?\n/, $self->{raw}, 2;
-    return $self unless defined $head && $head =~ m{^HTTP/\d\.\d (\d{3})(?: (.*))?};
+    return $self unless defined $head && $head =~ m{^HTTP/\d\.\d (\d{3})(?: ([^\r\n]*))?};
     @$self{qw(status reason)} = ($1, $2 // '');
 
     my @lines = split /\r?\n/, $head;

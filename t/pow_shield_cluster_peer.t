@@ -1,0 +1,116 @@
+#!/usr/bin/perl
+
+# Cluster mode against a peer that is not the Redis we expect (a wrong port
+# in pow_shield_redis, a hostile server): the client must neither grow memory
+# without bound nor wait for its deadline on garbage. It drops the
+# connection, logs why, and the request is decided by pow_shield_fail.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+use Test::More;
+use Test::PowShield qw(:pow);
+
+###############################################################################
+
+my $t = Test::PowShield->new;
+
+# A fake "Redis": answers whatever it is sent with what $reply returns.
+sub fake_peer {
+    my ($port, $reply) = @_;
+    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
+        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or die "listen: $!";
+    my $pid = fork // die "fork: $!";
+    if ($pid == 0) {
+        my $sel = IO::Select->new($listen);
+        while (1) {
+            for my $s ($sel->can_read(1)) {
+                if ($s == $listen) {
+                    $sel->add($listen->accept);
+                    next;
+                }
+                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
+                syswrite($s, $reply->());
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    return $pid;
+}
+
+# a reply that never ends: a 200 MB bulk string, 2 MB of it sent
+my $big = fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
+# not RESP at all (an HTTP server on the Redis port)
+my $http = fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
+
+END { kill 'KILL', grep { $_ } $big, $http }
+
+$t->write_file_expand('nginx.conf', <<'EOF');
+%%TEST_GLOBALS%%
+
+worker_processes 1;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-peer-suite-secret-0123456789ab";
+    # a long deadline: the connection must be dropped for what it carries,
+    # not because time ran out
+    pow_shield_redis redis://127.0.0.1:%%PORT_8091%% timeout=30s connect_timeout=30s;
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Result $pow_shield_result always;
+
+        location /api/ {
+            pow_shield_limit 2 1h;
+            pow_shield_key $http_x_client;
+        }
+    }
+}
+EOF
+$t->write_file('html/api/data.json', '{"ok":true}');
+$t->run;
+
+###############################################################################
+
+my $r = $t->http_get('/api/data.json', 'X-Client' => 'a');
+is($r->status, 200, 'endless reply: the request is decided by the fallback');
+is($r->header('X-Result'), 'pass', 'endless reply: local bucket passes it');
+ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(reply too large\)/),
+    'endless reply: connection dropped as "reply too large"');
+
+my @rs = map { $t->http_get('/api/data.json', 'X-Client' => 'b') } 1 .. 3;
+is(join(' ', map { $_->status } @rs), '200 200 429',
+    'while the peer is unusable, the local bucket limits');
+
+# the same nginx pointed at a peer that speaks HTTP
+
+my $conf = $t->read_file('nginx.conf');
+$conf =~ s/127\.0\.0\.1:\d+ timeout=/127.0.0.1:${\ $t->port(8092)} timeout=/;
+$t->write_file('nginx.conf', $conf);
+ok($t->reload, 'reload onto a peer that is not Redis');
+$r = $t->http_get('/api/data.json', 'X-Client' => 'c');
+is($r->status, 200, 'not RESP: the request is decided by the fallback');
+ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(unreadable reply/),
+    'not RESP: connection dropped as "unreadable reply"');
+
+###############################################################################
+
+$t->done_testing;
