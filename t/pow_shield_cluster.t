@@ -16,7 +16,7 @@ use lib "$FindBin::Bin/lib";
 use Digest::SHA qw(sha256_hex);
 use POSIX qw(ceil);
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 
 ###############################################################################
 
@@ -122,16 +122,6 @@ sub unavailable_lines {
 sub worker_conns {
     my $list = $n1->redis_cmd('CLIENT', 'LIST') // '';
     return scalar grep { !/cmd=client\|list/ } split /\n/, $list;
-}
-
-sub eventually {
-    my ($secs, $cond) = @_;
-    my $deadline = Time::HiRes::time() + $secs;
-    until ($cond->()) {
-        return 0 if Time::HiRes::time() > $deadline;
-        Time::HiRes::sleep(0.1);
-    }
-    return 1;
 }
 
 # each worker opens one persistent connection when it starts

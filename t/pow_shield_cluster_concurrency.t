@@ -15,7 +15,7 @@ use lib "$FindBin::Bin/lib";
 use IO::Select;
 use IO::Socket::INET;
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -108,8 +108,6 @@ sub burst {
     }
     return map { Test::PowShield::Response->new($_) } @raw;
 }
-
-sub statuses { join ' ', map { $_->status // 'none' } @_ }
 
 sub count {
     my ($want, @rs) = @_;

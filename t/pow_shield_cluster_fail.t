@@ -17,7 +17,7 @@ use IO::Socket::INET;
 use Time::HiRes;
 use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 
 ###############################################################################
 
@@ -173,8 +173,6 @@ sub head_and_body {
     return $head + ($len // 0);
 }
 
-sub statuses { join ' ', map { $_->status // 'none' } @_ }
-
 sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
 
 sub down_lines {
@@ -192,17 +190,6 @@ sub solution_of {
     my $p = (decode_token($token) || {})->{payload} || {};
     return ('X-PoW-Challenge' => $token,
         'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
-}
-
-# wait until $cond is true (polling), at most $secs
-sub eventually {
-    my ($secs, $cond) = @_;
-    my $deadline = Time::HiRes::time() + $secs;
-    until ($cond->()) {
-        return 0 if Time::HiRes::time() > $deadline;
-        Time::HiRes::sleep(0.1);
-    }
-    return 1;
 }
 
 # Redis up: Redis decides

@@ -21,7 +21,7 @@ use lib "$FindBin::Bin/lib";
 use IO::Select;
 use IO::Socket::INET;
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -94,35 +94,9 @@ $d->run;
 # Send a request and return the socket without reading the response.
 sub send_req {
     my ($loc, $client) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . $t->port(8080),
-        Proto => 'tcp', Timeout => 5) or die "connect: $!";
-    binmode $s;
-    my $req = "GET /$loc/data.json HTTP/1.0\r\nHost: localhost\r\n"
-        . "X-Client: $client\r\n\r\n";
-    syswrite($s, $req) == length $req or die "write: $!";
-    return $s;
+    return $t->send_request("GET /$loc/data.json HTTP/1.0\r\nHost: localhost\r\n"
+        . "X-Client: $client\r\n\r\n");
 }
-
-# Has the server sent anything on this socket yet?
-sub answered { scalar IO::Select->new($_[0])->can_read(0) }
-
-# Read the whole response (the server closes after it).
-sub response {
-    my ($s) = @_;
-    my $raw = '';
-    my $sel = IO::Select->new($s);
-    my $deadline = Time::HiRes::time() + 20;
-    while (Time::HiRes::time() < $deadline) {
-        next unless $sel->can_read(0.5);
-        my $n = sysread($s, my $buf, 65536);
-        last unless $n;
-        $raw .= $buf;
-    }
-    close $s;
-    return Test::PowShield::Response->new($raw);
-}
-
-sub statuses { join ' ', map { $_->status // 'none' } @_ }
 
 sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
 
@@ -133,16 +107,6 @@ sub down_lines {
 sub up_lines {
     scalar(my @l = $t->error_log_lines(
         qr/pow_shield: redis \S+ is available again/));
-}
-
-sub eventually {
-    my ($secs, $cond) = @_;
-    my $deadline = Time::HiRes::time() + $secs;
-    until ($cond->()) {
-        return 0 if Time::HiRes::time() > $deadline;
-        Time::HiRes::sleep(0.1);
-    }
-    return 1;
 }
 
 # Redis up: the worker's connection is open
@@ -175,15 +139,15 @@ is(scalar(grep { answered($_) } @waiting), 0, '... they still wait');
 
 # at the deadline the fail policy decides every waiting request
 
-my @rl = map { response($_) } @local;
+my @rl = map { $t->read_response($_) } @local;
 is(statuses(@rl), '200 200 200 429 429',
     'hung Redis, fail local: the waiting requests are decided by the local bucket');
 ok($rl[3]->header('X-PoW-Challenge'), '... the 429s carry a challenge');
-my $rc = response($closed);
+my $rc = $t->read_response($closed);
 is($rc->status, 503, 'hung Redis, fail closed: 503');
 is(($rc->json // {})->{error}, 'Rate limiter unavailable', '... JSON error');
 ok(($rc->header('Retry-After') // 0) >= 1, '... Retry-After');
-is(response($open)->status, 200, 'hung Redis, fail open: 200');
+is($t->read_response($open)->status, 200, 'hung Redis, fail open: 200');
 
 is(down_lines(), 1, 'hung Redis: the failure is logged once');
 ok(!$t->error_log_lines(qr/exited on signal|\[alert\]|\[crit\]/),
@@ -198,7 +162,7 @@ ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(.*time/),
 
 {
     my $s = send_req('local', 'while-down');
-    my $r = response($s);
+    my $r = $t->read_response($s);
     is($r->status, 200, 'still hung, fail local: 200');
     is($r->header('X-RateLimit-Remaining'), 2, '... from the local bucket');
     my @rs = map { $t->http_get('/closed/data.json', 'X-Client' => 'wd') } 1 .. 3;
@@ -253,9 +217,9 @@ $t->pause_redis;
     Time::HiRes::sleep(0.3);
     is(scalar(grep { answered($_) } @w, $wc), 0, 'hung: 4 requests wait');
     $t->kill_redis;
-    my @rs = map { response($_) } @w;
+    my @rs = map { $t->read_response($_) } @w;
     is(statuses(@rs), '200 200 200', 'Redis killed while they wait: fail local decides');
-    is(response($wc)->status, 503, '... fail closed: 503');
+    is($t->read_response($wc)->status, 503, '... fail closed: 503');
     is($t->http_get('/plain/data.json')->status, 200, '... unshielded: 200');
 }
 is(down_lines(), 2, 'one more "unavailable" line for the second outage');
@@ -275,10 +239,10 @@ $t->pause_redis;
     Time::HiRes::sleep(0.3);
     ok(!answered($s), 'hung: a shielded request waits');
     ok($t->reload, 'reload while it waits');
-    is(response($s)->status, 200, 'the waiting request is answered (fail local)');
+    is($t->read_response($s)->status, 200, 'the waiting request is answered (fail local)');
     is($t->http_get('/plain/data.json')->status, 200, 'new worker: unshielded 200');
     my @rs = map { send_req('local', 'new-worker') } 1 .. 4;
-    is(statuses(map { response($_) } @rs), '200 200 200 429',
+    is(statuses(map { $t->read_response($_) } @rs), '200 200 200 429',
         'new worker, Redis hung: decided by the local bucket');
 }
 $t->resume_redis;
@@ -296,7 +260,7 @@ Time::HiRes::sleep(0.3);
 ok(!answered($last), 'hung again: the shielded request waits');
 $t->stop;
 ok($t->stopped_gracefully, 'QUIT while waiting on a hung Redis: nginx exits by itself');
-my $r = response($last);
+my $r = $t->read_response($last);
 is($r->status, 200, 'QUIT while waiting on Redis: the request was answered (fail local)');
 ok(!grep({ /\[alert\]|\[crit\]|exited on signal/ } $t->error_log_lines),
     'QUIT with a pending Redis request: no alert, no crash');

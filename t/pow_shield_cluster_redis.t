@@ -16,7 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha256_hex);
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 
 ###############################################################################
 
@@ -78,8 +78,6 @@ sub get {
     my ($t, $client, $uri, %h) = @_;
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
-
-sub statuses { join ' ', map { $_->status // 'none' } @_ }
 
 sub hexkey { unpack 'H*', $_[0] }
 

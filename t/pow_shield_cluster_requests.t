@@ -20,7 +20,7 @@ use IO::Select;
 use IO::Socket::INET;
 use POSIX qw(ceil);
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :util);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -142,40 +142,12 @@ sub get {
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
 
-sub statuses { join ' ', map { $_->status // 'none' } @_ }
-
 sub wkey {
     my ($client, $n) = @_;
     return 'pow:{' . unpack('H*', $client) . '}:w:' . ($n // 3) . ':3600000';
 }
 
 sub zcard { $t->redis_cmd('ZCARD', wkey(@_)) }
-
-sub raw_send {
-    my ($req) = @_;
-    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:' . $t->port(8080),
-        Proto => 'tcp', Timeout => 5) or die "connect: $!";
-    binmode $s;
-    syswrite($s, $req) == length $req or die "write: $!";
-    return $s;
-}
-
-sub answered { scalar IO::Select->new($_[0])->can_read(0) }
-
-sub response {
-    my ($s) = @_;
-    my $raw = '';
-    my $sel = IO::Select->new($s);
-    my $deadline = Time::HiRes::time() + 20;
-    while (Time::HiRes::time() < $deadline) {
-        next unless $sel->can_read(0.5);
-        my $n = sysread($s, my $buf, 65536);
-        last unless $n;
-        $raw .= $buf;
-    }
-    close $s;
-    return Test::PowShield::Response->new($raw);
-}
 
 # Commands the module sends, executed so far (INFO commandstats also counts
 # the commands run inside the script: those are left out)
@@ -330,7 +302,7 @@ SKIP: {
 {
     $t->pause_redis;
     my $body = 'hello world';
-    my $s = raw_send("POST /post/x HTTP/1.0\r\nHost: localhost\r\n"
+    my $s = $t->send_request("POST /post/x HTTP/1.0\r\nHost: localhost\r\n"
         . "X-Client: late-body\r\nContent-Length: " . length($body) . "\r\n\r\n");
     Time::HiRes::sleep(0.3);
     ok(!answered($s), 'POST waits for the paused Redis');
@@ -338,7 +310,7 @@ SKIP: {
     Time::HiRes::sleep(0.2);
     ok(!answered($s), 'body sent: still waiting');
     $t->resume_redis;
-    my $r = response($s);
+    my $r = $t->read_response($s);
     is($r->status, 200, 'Redis resumed: the POST passes');
     is($r->body, '{"backend":true}', 'the POST reached the backend');
     is(zcard('late-body'), 1, 'decided by Redis (one entry)');
@@ -376,15 +348,15 @@ SKIP: {
 {
     $t->pause_redis;
     for (1 .. 3) {
-        my $s = raw_send("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
+        my $s = $t->send_request("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
             . "X-Client: gone\r\n\r\n");
         close $s;
     }
-    my $s = raw_send("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
+    my $s = $t->send_request("GET /api/data.json HTTP/1.0\r\nHost: localhost\r\n"
         . "X-Client: stays\r\n\r\n");
     Time::HiRes::sleep(0.3);
     $t->resume_redis;
-    my $r = response($s);
+    my $r = $t->read_response($s);
     is($r->status, 200, 'the client that stayed is answered');
     is(zcard('stays'), 1, '... by Redis');
     is(get('after-gone')->status, 200, 'the worker keeps serving');

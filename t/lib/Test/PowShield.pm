@@ -47,11 +47,13 @@ use Time::HiRes ();
 use Test::PowShield::Redis;
 use Test::PowShield::Response;
 
-our @EXPORT_OK = qw(
+my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
     forge_token forge_token_raw sign now_ms json_encode json_decode
 );
-our %EXPORT_TAGS = (pow => \@EXPORT_OK);
+my @UTIL = qw(answered statuses eventually);
+our @EXPORT_OK = (@POW, @UTIL);
+our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL);
 
 our $REPO = abs_path(File::Spec->catdir(dirname(__FILE__), '..', '..', '..'));
 
@@ -439,6 +441,53 @@ sub restart_redis { ($_[0]{redis} or croak "no redis")->restart }
 
 ###############################################################################
 # HTTP client
+
+# $t->send_request($raw, -port => logical port) -> socket, request written;
+# for requests a test watches while they wait (read with read_response).
+sub send_request {
+    my ($self, $req, %o) = @_;
+    my $s = IO::Socket::INET->new(
+        PeerAddr => '127.0.0.1:' . $self->port($o{-port} // 8080),
+        Proto => 'tcp', Timeout => 5) or croak "connect: $!";
+    binmode $s;
+    syswrite($s, $req) == length $req or croak "write: $!";
+    return $s;
+}
+
+# $t->read_response($socket) -> Test::PowShield::Response: everything until
+# the server closes (requests sent with HTTP/1.0 or Connection: close).
+sub read_response {
+    my ($self, $s) = @_;
+    my $raw = '';
+    my $sel = IO::Select->new($s);
+    my $deadline = Time::HiRes::time() + 20;
+    while (Time::HiRes::time() < $deadline) {
+        next unless $sel->can_read(0.5);
+        my $n = sysread($s, my $buf, 65536);
+        last unless $n;
+        $raw .= $buf;
+    }
+    close $s;
+    return Test::PowShield::Response->new($raw);
+}
+
+# answered($socket): has the server sent anything on it yet?
+sub answered { scalar IO::Select->new($_[0])->can_read(0) }
+
+# statuses(@responses): "200 200 429" ("none" for no answer).
+sub statuses { join ' ', map { $_->status // 'none' } @_ }
+
+# eventually($seconds, sub { condition }): polls every 0.1 s; true if the
+# condition held before the time ran out.
+sub eventually {
+    my ($secs, $cond) = @_;
+    my $deadline = Time::HiRes::time() + $secs;
+    until ($cond->()) {
+        return 0 if Time::HiRes::time() > $deadline;
+        Time::HiRes::sleep(0.1);
+    }
+    return 1;
+}
 
 # $t->http_get($uri, %headers) -> Test::PowShield::Response
 # Options among the headers start with '-': -port => logical port (8080),
