@@ -13,6 +13,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield;
+use Test::PowShield::ConfigCases;
 
 ###############################################################################
 
@@ -44,45 +45,11 @@ LOCATION
 }
 EOF
 
-my $n = 0;
+my $cases = Test::PowShield::ConfigCases->new($t, $template);
 
-# Write a config with $directive in context $where; returns (file, line).
-sub config {
-    my ($where, $directive) = @_;
-    my %at = (HTTP => '', SERVER => '', LOCATION => '');
-    $at{uc $where} .= "            $directive  # MARK\n";
-    (my $text = $template) =~ s/^(HTTP|SERVER|LOCATION)\n/$at{$1}/mg;
-    my $file = 'cc' . ++$n . '.conf';
-    $t->write_file_expand($file, $text);
-    my @lines = split /\n/, $t->read_file($file);
-    my ($line) = grep { $lines[$_ - 1] =~ /# MARK/ } 1 .. @lines;
-    return ($file, $line);
-}
-
-# nginx -t fails naming the directive, the value (when given) and file:line
-sub bad {
-    my ($where, $directive, $value, $name, %o) = @_;
-    my ($file, $line) = config($where, $directive);
-    my ($rc, $out) = $t->test_config($file);
-    my ($dname) = $directive =~ /^(\w+)/;
-    my $ok = isnt($rc, 0, "rejected: $name");
-    $ok &&= like($out, qr/\[emerg\].*\b\Q$dname\E\b/, "$name: names $dname");
-    if (defined $value) {
-        $ok &&= like($out, qr/"\Q$value\E"/, "$name: names the value \"$value\"");
-    }
-    $ok &&= like($out, qr/\Q$file\E:$line\b/, "$name: names $file:$line");
-    if (defined $o{hide}) {
-        $ok &&= unlike($out, qr/\Q$o{hide}\E/, "$name: does not show \"$o{hide}\"");
-    }
-    diag($out) unless $ok;
-}
-
-sub good {
-    my ($where, $directive, $name) = @_;
-    my ($file) = config($where, $directive);
-    my ($rc, $out) = $t->test_config($file);
-    is($rc, 0, "accepted: $name") or diag($out);
-}
+sub config { $cases->config(@_) }
+sub bad { $cases->bad(@_) }
+sub good { $cases->good(@_) }
 
 # pow_shield_redis: URL
 
@@ -111,7 +78,7 @@ bad(http => 'pow_shield_redis unix:relative.sock;', 'unix:relative.sock',
     'redis: unix: with a relative path');
 bad(http => 'pow_shield_redis "";', '', 'redis: empty value');
 bad(http => 'pow_shield_redis redis://:topsecret@127.0.0.1:99999;', undef,
-    'redis: bad port after a password', hide => 'topsecret');
+    'redis: bad port after a password', -hide => 'topsecret');
 
 # pow_shield_redis: options
 

@@ -12,6 +12,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield;
+use Test::PowShield::ConfigCases;
 
 ###############################################################################
 
@@ -43,45 +44,11 @@ LOCATION
 }
 EOF
 
-my $n = 0;
+my $cases = Test::PowShield::ConfigCases->new($t, $template);
 
-# Write a config with $directive in context $where; returns (file, line).
-sub config {
-    my ($where, $directive, %extra) = @_;
-    my %at = (HTTP => '', SERVER => '', LOCATION => '', %extra);
-    $at{uc $where} .= "            $directive  # MARK\n" if defined $directive;
-    (my $text = $template) =~ s/^(HTTP|SERVER|LOCATION)\n/$at{$1}/mg;
-    my $file = 'c' . ++$n . '.conf';
-    $t->write_file_expand($file, $text);
-    my @lines = split /\n/, $t->read_file($file);
-    my ($line) = grep { $lines[$_ - 1] =~ /# MARK/ } 1 .. @lines;
-    return ($file, $line);
-}
-
-# nginx -t fails naming the directive, the value (when given) and file:line
-sub bad {
-    my ($where, $directive, $value, $name, %extra) = @_;
-    my $noline = delete $extra{-noline};
-    my ($file, $line) = config($where, $directive, %extra);
-    my ($rc, $out) = $t->test_config($file);
-    my ($dname) = $directive =~ /^(\w+)/;
-    my $ok = isnt($rc, 0, "rejected: $name");
-    $ok &&= like($out, qr/\[emerg\].*\b\Q$dname\E\b/, "$name: names $dname");
-    if (defined $value) {
-        $ok &&= like($out, qr/"\Q$value\E"/, "$name: names the value \"$value\"");
-    }
-    $ok &&= like($out, qr/\Q$file\E:$line\b/, "$name: names $file:$line")
-        unless $noline;
-    diag($out) unless $ok;
-}
-
-# nginx -t passes
-sub good {
-    my ($where, $directive, $name, %extra) = @_;
-    my ($file) = config($where, $directive, %extra);
-    my ($rc, $out) = $t->test_config($file);
-    is($rc, 0, "accepted: $name") or diag($out);
-}
+sub config { $cases->config(@_) }
+sub bad { $cases->bad(@_) }
+sub good { $cases->good(@_) }
 
 my $secret = qq(pow_shield_secret "$SECRET";);
 
