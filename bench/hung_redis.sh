@@ -25,6 +25,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 NGINX=${NGINX:-$ROOT/objs/nginx}
 MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
 SAMPLES=${HUNG_SAMPLES:-20}
@@ -76,32 +78,15 @@ trap 'exit 130' INT TERM
 mkdir -p "$TMP/bin" "$TMP/html"
 cp "$NGINX" "$TMP/bin/nginx"
 cp "$MODULE" "$TMP/bin/module.so"
-read -r P_HTTP P_REDIS <<<"$(perl -MIO::Socket::INET -e '
-    my @s = map { IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1", LocalPort => 0, ReuseAddr => 1)
-                  or die "no free port: $!\n" } 1 .. 2;
-    print join(" ", map { $_->sockport } @s), "\n";')"
+read -r P_HTTP P_REDIS <<<"$(free_ports 2)"
 
 printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/html/api.json"
 cp "$TMP/html/api.json" "$TMP/html/open.json"
 chmod -R a+rX "$TMP/html"
 
-cat >"$TMP/nginx.conf" <<EOF
-load_module $TMP/bin/module.so;
-$( ((EUID == 0)) && echo "user root;" || true)
-worker_processes 1;
-error_log $TMP/error.log notice;
-pid $TMP/nginx.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/client_body;
-    proxy_temp_path $TMP/proxy;
-    fastcgi_temp_path $TMP/fastcgi;
-    uwsgi_temp_path $TMP/uwsgi;
-    scgi_temp_path $TMP/scgi;
-    default_type application/json;
-    root $TMP/html;
-    pow_shield_secret "bench-secret-0123456789abcdef0123456789";
+{
+    bench_conf_head "$TMP" "$TMP/bin/module.so" "$TMP/html" 1024
+    cat <<EOF
     pow_shield_redis redis://127.0.0.1:$P_REDIS timeout=$TIMEOUT;
 
     server {
@@ -111,6 +96,7 @@ http {
     }
 }
 EOF
+} >"$TMP/nginx.conf"
 
 "$REDIS_SERVER" --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
     --pidfile "$TMP/redis.pid" --dir "$TMP" --logfile "$TMP/redis.log" || die "redis-server did not start"
@@ -120,7 +106,7 @@ for _ in $(seq 50); do
 done
 REDIS_PID=$(<"$TMP/redis.pid")
 "$TMP/bin/nginx" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" || die "nginx did not start"
-for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$P_HTTP") 2>/dev/null && break; sleep 0.1; done
+wait_port "$P_HTTP" nginx
 
 OPEN=http://127.0.0.1:$P_HTTP/open.json
 SHIELD=http://127.0.0.1:$P_HTTP/api.json

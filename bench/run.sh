@@ -30,6 +30,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 NGINX=${NGINX:-$ROOT/objs/nginx}
 MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
 DURATION=${BENCH_SECONDS:-10}
@@ -129,13 +131,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# N distinct free loopback ports, all held open at once so none repeats.
-free_ports() {
-    perl -MIO::Socket::INET -e '
-        my @s = map { IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1", LocalPort => 0, ReuseAddr => 1)
-                      or die "no free port: $!\n" } 1 .. $ARGV[0];
-        print join(" ", map { $_->sockport } @s), "\n";' "$1"
-}
 read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_MANY P_YELLOW P_CLUSTER P_CLUSTER_MANY P_REDIS <<<"$(free_ports 8)"
 declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL [local_many]=$P_LOCAL_MANY
     [yellow]=$P_YELLOW [cluster]=$P_CLUSTER [cluster_many]=$P_CLUSTER_MANY)
@@ -155,26 +150,8 @@ URI=/api.json
 
 # Common part of both nginx configurations: $1 = prefix dir.
 conf_head() {
-    local dir=$1
-    cat <<EOF
-load_module $MODULE;
-$( ((EUID == 0)) && echo "user root;" || true)
-worker_processes 1;
-error_log $dir/error.log notice;
-pid $dir/nginx.pid;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $dir/client_body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
-    default_type application/json;
-    root $TMP/html;
-    pow_shield_secret "bench-secret-0123456789abcdef0123456789";
-    pow_shield_zone 10m;
-EOF
+    bench_conf_head "$1" "$MODULE" "$TMP/html" 4096
+    echo "    pow_shield_zone 10m;"
 }
 
 # Instance 1: stock, limit_req, local green, local yellow.
@@ -240,13 +217,6 @@ EOF
 
 # ---- start everything -------------------------------------------------------
 
-wait_port() { # wait_port <port> <what>: up to 5 s
-    for _ in $(seq 50); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    die "$2 did not start listening on 127.0.0.1:$1"
-}
 
 start_nginx() { # start_nginx <dir> <port to wait for>
     local dir=$1
