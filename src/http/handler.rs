@@ -41,7 +41,7 @@ fn decide(r: &mut Request) -> Status {
     if lcf.policy.limit.is_none() {
         return Status::NGX_DECLINED;
     }
-    let mut shield = match Shield::find(r) {
+    let shield = match Shield::find(r) {
         Some(shield) => shield,
         None => match Shield::attach(r, lcf.policy) {
             Some(shield) => shield,
@@ -51,7 +51,7 @@ fn decide(r: &mut Request) -> Status {
     // The limit of the location that first decided (internal redirects
     // keep the first decision).
     // SAFETY: the state lives in the request's pool; read briefly.
-    let Some(limit) = unsafe { shield.as_mut() }.policy.limit else {
+    let Some(limit) = unsafe { shield.as_ref() }.policy.limit else {
         return Status::NGX_DECLINED;
     };
     Flow {
