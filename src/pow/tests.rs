@@ -1,4 +1,6 @@
 //! SPEC §4 verification table, row by row, with a fake clock.
+//!
+//! Compiled only for `cargo test`: mod.rs declares it `#[cfg(test)] mod tests;`.
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
