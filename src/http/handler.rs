@@ -4,6 +4,7 @@
 //! does), picking up where it stopped.
 
 use core::ptr::NonNull;
+use std::rc::Rc;
 
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_uint_t};
 use ngx::core::Status;
@@ -16,7 +17,7 @@ use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
 use crate::limiter::{RateLimit, Verdict};
 use crate::pow::{self, Rejection, Solved};
-use crate::store::{self, Answer, Poll, Store};
+use crate::store::{self, Answer, Poll, Store, Waiter};
 use crate::PowShield;
 
 /// Entry point from nginx's access phase.
@@ -116,20 +117,27 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.pass(Outcome::Pass);
         };
-        let waiter = self.shield().new_waiter();
-        match store.check(&key, self.limit, now_ms(), &waiter) {
+        match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
             Poll::Ready(verdict) => self.judge(verdict),
             Poll::Pending => self.wait(Stage::Checking),
-            Poll::Unavailable if store.is_redis() => self.check_unavailable(),
-            // The zone is full beyond eviction: let the request through.
-            Poll::Unavailable => self.pass(Outcome::Pass),
+            Poll::Unavailable => self.check_unavailable(),
         }
     }
 
-    fn client_key(&self) -> Option<Vec<u8>> {
+    /// The client key, in the request pool (no copy).
+    fn client_key(&self) -> Option<&[u8]> {
         // SAFETY: the key is a complex value compiled at configuration time.
         let cv = unsafe { self.policy().key.as_ref() }?;
-        self.r.get_complex_value(cv).map(|v| v.as_bytes().to_vec())
+        self.r.get_complex_value(cv).map(|v| v.as_bytes())
+    }
+
+    /// Makes the request's waiter when a store asks for one. It holds only
+    /// the state pointer, so it borrows nothing from the flow.
+    fn waiters(&self) -> impl FnMut() -> Rc<Waiter> {
+        let mut shield = self.shield;
+        // SAFETY: the state lives in the request's pool for the whole run,
+        // and no other borrow of it is live while a store runs.
+        move || unsafe { shield.as_mut() }.new_waiter()
     }
 
     fn judge(&mut self, verdict: Verdict) -> Status {
@@ -187,12 +195,11 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.spent(true);
         };
-        let waiter = self.shield().new_waiter();
-        match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
+        let waiters = &mut self.waiters();
+        match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
             Poll::Ready(first) => self.spent(first),
             Poll::Pending => self.wait(Stage::Spending(solved)),
-            Poll::Unavailable if store.is_redis() => self.spend_unavailable(solved),
-            Poll::Unavailable => self.pass(Outcome::Solved),
+            Poll::Unavailable => self.spend_unavailable(solved),
         }
     }
 
@@ -214,8 +221,7 @@ impl Flow<'_> {
                 let Some(key) = self.client_key() else {
                     return Status::NGX_ERROR;
                 };
-                let waiter = self.shield().new_waiter();
-                match store.check(&key, self.limit, now_ms(), &waiter) {
+                match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
                     Poll::Ready(verdict) => self.judge(verdict),
                     // The zone is full beyond eviction: let the request through.
                     _ => self.pass(Outcome::Pass),
@@ -229,8 +235,8 @@ impl Flow<'_> {
     fn spend_unavailable(&mut self, solved: Solved) -> Status {
         match self.fallback() {
             Fallback::Local(store) => {
-                let waiter = self.shield().new_waiter();
-                match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), &waiter) {
+                let waiters = &mut self.waiters();
+                match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
                     Poll::Ready(first) => self.spent(first),
                     _ => self.pass(Outcome::Solved),
                 }
@@ -241,6 +247,11 @@ impl Flow<'_> {
     }
 
     fn fallback(&self) -> Fallback {
+        // pow_shield_fail is about Redis. Without it, only a zone full beyond
+        // eviction fails: let the request through.
+        if !store::redis_configured() {
+            return Fallback::Open;
+        }
         match self.policy().fail {
             FailPolicy::Local => match store::local(self.mcf) {
                 Some(store) => Fallback::Local(store),

@@ -17,7 +17,7 @@ use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
 /// Layout version: a zone written by another layout is never adopted.
-const MAGIC: u64 = 0x706f_7773_6869_0001; // "powshi" v1
+const MAGIC: u64 = 0x706f_7773_6869_0002; // "powshi" v2
 
 /// The zone's header, at the start of the slab pool's data.
 #[repr(C)]

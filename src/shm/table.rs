@@ -99,7 +99,6 @@ pub struct Table {
     tree: ngx_rbtree_t,
     sentinel: ngx_rbtree_node_t,
     lru: ngx_queue_t,
-    len: u64,
 }
 
 impl Table {
@@ -116,7 +115,6 @@ impl Table {
                 Some(insert_entry),
             );
             ngx_queue_init(ptr::addr_of_mut!((*this).lru));
-            ptr::addr_of_mut!((*this).len).write(0);
         }
     }
 
@@ -162,7 +160,6 @@ impl Table {
             self.tree.insert = Some(insert_entry);
             ngx_rbtree_insert(&mut self.tree, &mut e.rb);
             ngx_queue_insert_after(&mut self.lru, &mut e.lru);
-            self.len += 1;
             Some(e)
         }
     }
@@ -217,7 +214,6 @@ impl Table {
             ngx_rbtree_delete(&mut self.tree, ptr::addr_of_mut!((*entry).rb));
         }
         alloc.free(entry.cast());
-        self.len = self.len.saturating_sub(1);
     }
 }
 

@@ -81,6 +81,10 @@ impl Waiter {
     }
 }
 
+/// Makes the waiter of a request, only for a store that will answer later
+/// (local mode answers at once and allocates nothing).
+pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
+
 /// A place that counts requests and remembers spent challenges.
 pub trait Store {
     /// Counts one request of `key` against `limit` and says whether it fits.
@@ -89,7 +93,7 @@ pub trait Store {
         key: &[u8],
         limit: RateLimit,
         now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<Verdict>;
 
     /// Marks a solved challenge spent; `Ready(false)` if it already was.
@@ -98,7 +102,7 @@ pub trait Store {
         digest: &[u8; 32],
         expires_at_ms: u64,
         now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<bool>;
 }
 
@@ -119,7 +123,7 @@ impl Store for Primary {
         key: &[u8],
         limit: RateLimit,
         now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<Verdict> {
         match self {
             Primary::Redis(s) => s.check(key, limit, now_ms, waiter),
@@ -132,20 +136,12 @@ impl Store for Primary {
         digest: &[u8; 32],
         expires_at_ms: u64,
         now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<bool> {
         match self {
             Primary::Redis(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
             Primary::Local(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
         }
-    }
-}
-
-impl Primary {
-    /// Whether `Unavailable` means Redis failed (then `pow_shield_fail`
-    /// decides) rather than a full zone.
-    pub fn is_redis(&self) -> bool {
-        matches!(self, Primary::Redis(_))
     }
 }
 
@@ -160,6 +156,11 @@ pub fn primary(mcf: &MainConf) -> Option<Primary> {
 /// The shared-memory store (local mode, and the `local` fallback).
 pub fn local(mcf: &MainConf) -> Option<ShmStore> {
     ShmStore::new(mcf)
+}
+
+/// Whether this worker runs in cluster mode.
+pub fn redis_configured() -> bool {
+    REDIS.try_with(|r| r.borrow().is_some()).unwrap_or(false)
 }
 
 /// Whether Redis is configured and currently failing (for metrics, logs

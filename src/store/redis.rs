@@ -8,7 +8,7 @@ use std::rc::Rc;
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, Poll, Store, Waiter};
+use super::{Answer, NewWaiter, Poll, Store};
 use crate::config::RedisConf;
 use crate::limiter::window;
 use crate::limiter::{RateLimit, Verdict};
@@ -118,7 +118,7 @@ impl Store for Rc<RedisStore> {
         key: &[u8],
         limit: RateLimit,
         _now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<Verdict> {
         let zkey = self.window_key(key, limit);
         let seq = self.seq.get().wrapping_add(1);
@@ -134,7 +134,7 @@ impl Store for Rc<RedisStore> {
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
         let eval: Resend =
             Box::new(move || script_call(b"EVAL", window::SLIDING_WINDOW_SCRIPT.as_bytes(), &args));
-        let waiter = waiter.clone();
+        let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let verdict = frame
                 .as_ref()
@@ -153,7 +153,7 @@ impl Store for Rc<RedisStore> {
         digest: &[u8; 32],
         expires_at_ms: u64,
         now_ms: u64,
-        waiter: &Rc<Waiter>,
+        waiter: &mut NewWaiter,
     ) -> Poll<bool> {
         // Keyed by the token alone, so a token is spent once whoever spends it.
         let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
@@ -167,7 +167,7 @@ impl Store for Rc<RedisStore> {
             &mut command,
             &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
         );
-        let waiter = waiter.clone();
+        let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             waiter.deliver(match frame {
                 Some(OwnedFrame::SimpleString(_)) => Answer::Spent(true),

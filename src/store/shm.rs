@@ -1,8 +1,6 @@
 //! Local mode: leaky buckets and the replay cache in the shared zone.
 
-use std::rc::Rc;
-
-use super::{Poll, Store, Waiter};
+use super::{NewWaiter, Poll, Store};
 use crate::config::MainConf;
 use crate::limiter::bucket;
 use crate::limiter::{RateLimit, Verdict};
@@ -25,7 +23,7 @@ impl ShmStore {
 }
 
 impl Store for ShmStore {
-    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, _: &Rc<Waiter>) -> Poll<Verdict> {
+    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, _: &mut NewWaiter) -> Poll<Verdict> {
         // Each distinct limit counts separately, like separate limit_req zones.
         let key = TableKey::new(&[
             &limit.requests.to_le_bytes(),
@@ -54,7 +52,7 @@ impl Store for ShmStore {
         digest: &[u8; 32],
         expires_at_ms: u64,
         now_ms: u64,
-        _: &Rc<Waiter>,
+        _: &mut NewWaiter,
     ) -> Poll<bool> {
         let key = TableKey::new(&[digest]);
         self.zone.with_locked(|zone, alloc| {
