@@ -12,6 +12,7 @@
 mod log;
 
 pub mod config;
+pub mod decision;
 #[cfg(not(test))]
 mod ffi;
 #[cfg(not(test))]

@@ -11,7 +11,7 @@ use core::ptr;
 use nginx_sys::{
     ngx_addr_t, ngx_command_t, ngx_conf_t, ngx_http_compile_complex_value_t,
     ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t, ngx_url_t, NGX_CONF_FLAG,
-    NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+    NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
     NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_LOG_ERR,
     NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
@@ -20,13 +20,20 @@ use ngx::http::HttpModuleMainConf;
 use ngx::{ngx_conf_log_error, ngx_string};
 
 use super::values::{self, FailPolicy, HeadersMode, RedisOptions, RedisTarget};
+use crate::decision::{DifficultyRule, Rules};
 use crate::ffi::{bytes, guard};
+use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
 /// Defaults of SPEC §2.
 const DEFAULT_DIFFICULTY: u8 = 4;
+const DEFAULT_STRIKES: StrikeRule = StrikeRule {
+    threshold: 5,
+    ttl_ms: 60_000,
+};
+const DEFAULT_BLOCK_STATUS: u16 = 403;
 const DEFAULT_CHALLENGE_TTL_MS: u64 = 60_000;
 const DEFAULT_ZONE_SIZE: usize = 10 * 1024 * 1024;
 const DEFAULT_KEY: &str = "$binary_remote_addr";
@@ -88,7 +95,11 @@ impl MainConf {
 #[derive(Default)]
 struct Settings {
     limit: Option<Option<RateLimit>>,
-    difficulty: Option<u8>,
+    difficulty: Option<DifficultyRule>,
+    strikes: Option<Option<StrikeRule>>,
+    ban: Option<Option<BanRule>>,
+    block_status: Option<u16>,
+    trap: Option<bool>,
     key: Option<*mut ngx_http_complex_value_t>,
     challenge_ttl_ms: Option<u64>,
     headers: Option<HeadersMode>,
@@ -101,7 +112,13 @@ struct Settings {
 #[derive(Clone, Copy)]
 pub struct Policy {
     pub limit: Option<RateLimit>,
-    pub difficulty: u8,
+    pub difficulty: DifficultyRule,
+    /// `pow_shield_strikes` and `pow_shield_ban`.
+    pub red: RedRules,
+    /// `pow_shield_block_status`.
+    pub block_status: u16,
+    /// `pow_shield_trap`.
+    pub trap: bool,
     pub key: *mut ngx_http_complex_value_t,
     pub challenge_ttl_ms: u64,
     pub headers: HeadersMode,
@@ -116,6 +133,20 @@ pub struct Policy {
     pub ietf_policy: ngx_str_t,
 }
 
+impl Policy {
+    /// What the pure decision needs of the policy.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            limit: self.limit,
+            difficulty: self.difficulty,
+            red: self.red,
+            fail: self.fail,
+            dry_run: self.dry_run,
+            trap: self.trap,
+        }
+    }
+}
+
 /// http/server/location configuration.
 pub struct LocConf {
     settings: Settings,
@@ -128,7 +159,13 @@ impl Default for LocConf {
             settings: Settings::default(),
             policy: Policy {
                 limit: None,
-                difficulty: DEFAULT_DIFFICULTY,
+                difficulty: DifficultyRule::fixed(DEFAULT_DIFFICULTY),
+                red: RedRules {
+                    strikes: Some(DEFAULT_STRIKES),
+                    ban: None,
+                },
+                block_status: DEFAULT_BLOCK_STATUS,
+                trap: false,
                 key: ptr::null_mut(),
                 challenge_ttl_ms: DEFAULT_CHALLENGE_TTL_MS,
                 headers: HeadersMode::Both,
@@ -151,6 +188,10 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     let (s, p) = (&mut conf.settings, &prev.settings);
     s.limit = s.limit.or(p.limit);
     s.difficulty = s.difficulty.or(p.difficulty);
+    s.strikes = s.strikes.or(p.strikes);
+    s.ban = s.ban.or(p.ban);
+    s.block_status = s.block_status.or(p.block_status);
+    s.trap = s.trap.or(p.trap);
     s.key = s.key.or(p.key);
     s.challenge_ttl_ms = s.challenge_ttl_ms.or(p.challenge_ttl_ms);
     s.headers = s.headers.or(p.headers);
@@ -163,6 +204,12 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     conf.policy = Policy {
         limit: s.limit.flatten(),
         difficulty: s.difficulty.unwrap_or(defaults.difficulty),
+        red: RedRules {
+            strikes: s.strikes.unwrap_or(defaults.red.strikes),
+            ban: s.ban.unwrap_or(defaults.red.ban),
+        },
+        block_status: s.block_status.unwrap_or(defaults.block_status),
+        trap: s.trap.unwrap_or(defaults.trap),
         key: s.key.unwrap_or(mcf.default_key),
         challenge_ttl_ms: s.challenge_ttl_ms.unwrap_or(defaults.challenge_ttl_ms),
         headers: s.headers.unwrap_or(defaults.headers),
@@ -254,13 +301,32 @@ const fn main_directive(
     }
 }
 
-pub static mut COMMANDS: [ngx_command_t; 13] = [
+pub static mut COMMANDS: [ngx_command_t; 17] = [
     loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE12, set_limit),
     loc_directive(
         ngx_string!("pow_shield_difficulty"),
-        NGX_CONF_TAKE1,
+        NGX_CONF_TAKE12,
         set_difficulty,
     ),
+    loc_directive(
+        ngx_string!("pow_shield_strikes"),
+        NGX_CONF_TAKE12,
+        set_strikes,
+    ),
+    loc_directive(ngx_string!("pow_shield_ban"), NGX_CONF_TAKE12, set_ban),
+    loc_directive(
+        ngx_string!("pow_shield_block_status"),
+        NGX_CONF_TAKE1,
+        set_block_status,
+    ),
+    ngx_command_t {
+        name: ngx_string!("pow_shield_trap"),
+        type_: (NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS) as ngx_uint_t,
+        set: Some(set_trap),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: ptr::null_mut(),
+    },
     loc_directive(ngx_string!("pow_shield_key"), NGX_CONF_TAKE1, set_key),
     loc_directive(
         ngx_string!("pow_shield_challenge_ttl"),
@@ -478,8 +544,57 @@ setter!(set_limit, LocConf, |d, lcf| {
 
 setter!(set_difficulty, LocConf, |d, lcf| {
     let v = d.value();
-    let n = values::parse_difficulty(v).map_err(|e| invalid(v, e))?;
-    set_once(&mut lcf.settings.difficulty, n)
+    let base = values::parse_difficulty(v).map_err(|e| invalid(v, e))?;
+    let max = match d.args.get(1) {
+        Some(m) => values::parse_difficulty_max(m, base).map_err(|e| invalid(m, e))?,
+        None => base,
+    };
+    set_once(&mut lcf.settings.difficulty, DifficultyRule { base, max })
+});
+
+setter!(set_strikes, LocConf, |d, lcf| {
+    let rule = match d.args.as_slice() {
+        ["off"] => None,
+        [count, time] => Some(values::parse_strikes(count, time).map_err(|e| {
+            let count_ok = values::parse_strikes(count, "1m").is_ok();
+            invalid(if count_ok { time } else { count }, e)
+        })?),
+        [other, ..] => return Err(invalid(other, "expected \"<count> <time>\" or \"off\"")),
+        [] => return Err(invalid("", "expected \"<count> <time>\" or \"off\"")),
+    };
+    set_once(&mut lcf.settings.strikes, rule)
+});
+
+setter!(set_ban, LocConf, |d, lcf| {
+    let rule = match d.args.as_slice() {
+        ["off"] => None,
+        [time, after] => Some(values::parse_ban(time, after).map_err(|e| {
+            let time_ok = values::parse_ban(time, "after=1").is_ok();
+            invalid(if time_ok { after } else { time }, e)
+        })?),
+        [other, ..] => {
+            return Err(invalid(
+                other,
+                "expected \"<time> after=<count>\" or \"off\"",
+            ))
+        }
+        [] => return Err(invalid("", "expected \"<time> after=<count>\" or \"off\"")),
+    };
+    set_once(&mut lcf.settings.ban, rule)
+});
+
+setter!(set_block_status, LocConf, |d, lcf| {
+    let v = d.value();
+    let status = values::parse_block_status(v).map_err(|e| invalid(v, e))?;
+    set_once(&mut lcf.settings.block_status, status)
+});
+
+setter!(set_trap, LocConf, |d, lcf| {
+    // Strikes need the zone (and Redis, in cluster mode).
+    if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+        mcf.shielded = true;
+    }
+    set_once(&mut lcf.settings.trap, true)
 });
 
 setter!(set_key, LocConf, |d, lcf| {

@@ -8,6 +8,7 @@ use core::ops::RangeInclusive;
 
 use zeroize::Zeroizing;
 
+use crate::limiter::strikes::{BanRule, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::pow::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 
@@ -163,6 +164,65 @@ pub fn parse_difficulty(s: &str) -> Result<u8, ValueError> {
         "not a whole number",
         "between 1 and 12",
     )
+}
+
+/// `max=<m>` of `pow_shield_difficulty <n> max=<m>`: `n..=12`.
+pub fn parse_difficulty_max(s: &str, base: u8) -> Result<u8, ValueError> {
+    let Some(max) = s.strip_prefix("max=") else {
+        return Err(ValueError::Syntax("expected \"max=<difficulty>\""));
+    };
+    let max = parse_difficulty(max)?;
+    if max < base {
+        return Err(ValueError::OutOfRange("at least the base difficulty"));
+    }
+    Ok(max)
+}
+
+/// Most strikes `pow_shield_strikes` accepts.
+pub const MAX_STRIKES: u32 = 1_000_000;
+
+/// `pow_shield_strikes <n> <time>`: `n` in 1..=1000000, `time` 1s..=1d.
+pub fn parse_strikes(count: &str, time: &str) -> Result<StrikeRule, ValueError> {
+    let threshold = parse_bounded(
+        count,
+        1..=MAX_STRIKES,
+        "strikes must be a whole number",
+        "between 1 and 1000000 strikes",
+    )?;
+    Ok(StrikeRule {
+        threshold,
+        ttl_ms: parse_red_time(time)?,
+    })
+}
+
+/// `pow_shield_ban <time> after=<k>`: `time` 1s..=1d, `k` in 1..=1000.
+pub fn parse_ban(time: &str, after: &str) -> Result<BanRule, ValueError> {
+    let ttl_ms = parse_red_time(time)?;
+    let Some(after) = after.strip_prefix("after=") else {
+        return Err(ValueError::Syntax("expected \"after=<count>\""));
+    };
+    let after = parse_bounded(
+        after,
+        1..=1_000,
+        "after= must be a whole number",
+        "between 1 and 1000 openings",
+    )?;
+    Ok(BanRule { after, ttl_ms })
+}
+
+/// How long strikes or a ban last: 1s..=1d (whole milliseconds).
+fn parse_red_time(s: &str) -> Result<u64, ValueError> {
+    let ms = parse_time_ms(s)?;
+    if !(1_000..=86_400_000).contains(&ms) {
+        return Err(ValueError::OutOfRange("a time between 1s and 1d"));
+    }
+    Ok(ms)
+}
+
+/// `pow_shield_block_status`: an error status 400..=599 (444 closes the
+/// connection, as in nginx's `return 444`).
+pub fn parse_block_status(s: &str) -> Result<u16, ValueError> {
+    parse_bounded(s, 400..=599, "not a status code", "between 400 and 599")
 }
 
 /// `pow_shield_headers`: which rate-limit headers to send.
@@ -665,6 +725,69 @@ mod tests {
                 matches!(parse_limit(requests, window), Err(ValueError::Syntax(_))),
                 "{requests} {window}"
             );
+        }
+    }
+
+    #[test]
+    fn difficulty_max_is_between_the_base_and_12() {
+        assert_eq!(parse_difficulty_max("max=8", 4), Ok(8));
+        assert_eq!(parse_difficulty_max("max=4", 4), Ok(4));
+        assert!(matches!(
+            parse_difficulty_max("max=3", 4),
+            Err(ValueError::OutOfRange(_))
+        ));
+        assert!(parse_difficulty_max("max=13", 4).is_err());
+        assert!(matches!(
+            parse_difficulty_max("8", 4),
+            Err(ValueError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn strikes_take_a_count_and_a_time() {
+        assert_eq!(
+            parse_strikes("5", "60s"),
+            Ok(StrikeRule {
+                threshold: 5,
+                ttl_ms: 60_000
+            })
+        );
+        for (n, t) in [
+            ("0", "60s"),
+            ("x", "60s"),
+            ("5", "0"),
+            ("5", "2d"),
+            ("5", "s"),
+        ] {
+            assert!(parse_strikes(n, t).is_err(), "{n} {t}");
+        }
+    }
+
+    #[test]
+    fn ban_takes_a_time_and_after() {
+        assert_eq!(
+            parse_ban("1h", "after=3"),
+            Ok(BanRule {
+                after: 3,
+                ttl_ms: 3_600_000
+            })
+        );
+        for (t, a) in [
+            ("1h", "3"),
+            ("1h", "after=0"),
+            ("0", "after=3"),
+            ("1h", "after="),
+        ] {
+            assert!(parse_ban(t, a).is_err(), "{t} {a}");
+        }
+    }
+
+    #[test]
+    fn block_status_is_an_error_status() {
+        assert_eq!(parse_block_status("403"), Ok(403));
+        assert_eq!(parse_block_status("444"), Ok(444));
+        for text in ["200", "399", "600", "abc", ""] {
+            assert!(parse_block_status(text).is_err(), "{text}");
         }
     }
 

@@ -1,7 +1,8 @@
-//! The access-phase handler: key → store verdict → green / yellow → response
-//! (SPEC §3). Waiting on a store returns `NGX_AGAIN`; the store posts the
-//! request's resume event and the phase runs again (as `limit_req`'s delay
-//! does), picking up where it stopped.
+//! The access-phase handler: it carries out the steps of the pure decision
+//! (`crate::decision`): ask a store, then pass or answer. Waiting on a store
+//! returns `NGX_AGAIN`; the store posts the request's resume event and the
+//! phase runs again (as `limit_req`'s delay does), picking up where it
+//! stopped.
 
 use core::ptr::NonNull;
 use std::rc::Rc;
@@ -11,13 +12,13 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::response;
-use super::state::{Outcome, Shield, Stage};
-use crate::config::values::FailPolicy;
+use super::state::{Shield, Stage, Waiting};
 use crate::config::{MainConf, Policy};
+use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, now_ms};
-use crate::limiter::{RateLimit, Verdict};
-use crate::pow::{self, Rejection, Solved};
-use crate::store::{self, Answer, Poll, Store, Waiter};
+use crate::limiter::strikes::Block;
+use crate::pow;
+use crate::store::{self, CheckArgs, NewWaiter, Op, Poll, Stores, Waiter};
 use crate::PowShield;
 
 /// Entry point from nginx's access phase.
@@ -39,7 +40,7 @@ fn decide(r: &mut Request) -> Status {
     };
     // Unshielded locations cost nothing, even after an internal redirect
     // from a shielded one (that request was decided already).
-    if lcf.policy.limit.is_none() {
+    if lcf.policy.limit.is_none() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
     let shield = match Shield::find(r) {
@@ -49,29 +50,16 @@ fn decide(r: &mut Request) -> Status {
             None => return Status::NGX_ERROR,
         },
     };
-    // The limit of the location that first decided (internal redirects
-    // keep the first decision).
-    // SAFETY: the state lives in the request's pool; read briefly.
-    let Some(limit) = unsafe { shield.as_ref() }.policy.limit else {
-        return Status::NGX_DECLINED;
-    };
-    Flow {
-        r,
-        mcf,
-        shield,
-        limit,
-    }
-    .run()
+    Flow { r, mcf, shield }.run()
 }
 
-/// One run of the decision for a request.
+/// One run of the handler for a request.
 struct Flow<'a> {
     r: &'a mut Request,
     mcf: &'a MainConf,
     /// The request's state. Held as a pointer and borrowed briefly: sending a
     /// response runs the header filter, which updates the same state.
     shield: NonNull<Shield>,
-    limit: RateLimit,
 }
 
 impl Flow<'_> {
@@ -81,47 +69,200 @@ impl Flow<'_> {
         unsafe { self.shield.as_mut() }
     }
 
-    fn run(&mut self) -> Status {
-        match self.shield().stage {
-            Stage::Start => self.start(),
-            Stage::Checking => match self.take_answer() {
-                Some(Answer::Verdict(verdict)) => self.judge(verdict),
-                Some(_) => self.check_unavailable(),
-                None => Status::NGX_AGAIN,
-            },
-            Stage::Spending(solved) => match self.take_answer() {
-                Some(Answer::Spent(first)) => self.spent(first),
-                Some(_) => self.spend_unavailable(solved),
-                None => Status::NGX_AGAIN,
-            },
-            Stage::Passed => Status::NGX_DECLINED,
-            // The request was answered; nothing may run it further.
-            Stage::Answered => Status::NGX_DONE,
-        }
-    }
-
+    /// The policy of the location that first decided (internal redirects
+    /// keep the first decision).
     fn policy(&self) -> Policy {
         // SAFETY: as in `shield`; a copy, no borrow outlives this call.
         unsafe { self.shield.as_ref() }.policy
     }
 
-    /* green: count the request */
+    fn run(&mut self) -> Status {
+        match self.shield().stage {
+            Stage::Start => self.start(),
+            Stage::Waiting(waiting) => match self.take_answer() {
+                Some(answer) => self.resume(waiting, answer),
+                None => Status::NGX_AGAIN,
+            },
+            Stage::Passed => Status::NGX_DECLINED,
+            // The phases run again after we answered: `post_action`, or an
+            // `error_page` for a response nginx made instead of ours (a body
+            // it could not read). The first lets the operator's action run;
+            // the second gets our decision again, never the content.
+            Stage::Answered(status) => {
+                let raw: &ngx_http_request_t = self.r.as_ref();
+                if raw.post_action() != 0 {
+                    Status::NGX_DECLINED
+                } else {
+                    Status(status as isize)
+                }
+            }
+        }
+    }
 
     fn start(&mut self) -> Status {
-        let Some(key) = self.client_key() else {
+        let Some(exempt) = self.client_key().map(<[u8]>::is_empty) else {
             return Status::NGX_ERROR;
         };
-        if key.is_empty() {
-            return self.pass(Outcome::Exempt);
-        }
-        let Some(store) = store::primary(self.mcf) else {
-            return self.pass(Outcome::Pass);
+        let policy = self.policy();
+        let carried = if policy.limit.is_some() {
+            self.carried()
+        } else {
+            Carried::Nothing
         };
-        match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
-            Poll::Ready(verdict) => self.judge(verdict),
-            Poll::Pending => self.wait(Stage::Checking),
-            Poll::Unavailable => self.check_unavailable(),
+        let decision = Decision::new(policy.rules(), carried);
+        self.shield().decision = Some(decision);
+        self.carry_out(decision.start(exempt))
+    }
+
+    /// The solution the request carries, verified now: a refusal's strike
+    /// is then written in the check's round trip. Only consulted when the
+    /// client is over its limit.
+    fn carried(&self) -> Carried {
+        let token = header_in(self.r, "x-pow-challenge");
+        let nonce = header_in(self.r, "x-pow-nonce");
+        if token.is_none() && nonce.is_none() {
+            return Carried::Nothing;
         }
+        let Some(keys) = self.mcf.keys.as_ref() else {
+            return Carried::Nothing;
+        };
+        let policy = self.policy();
+        let verified = pow::verify_solution(
+            keys,
+            token,
+            nonce,
+            &client_addr(self.r),
+            policy.difficulty.base,
+            now_ms(),
+            policy.challenge_ttl_ms,
+        );
+        match verified {
+            Ok(solved) => Carried::Valid(solved),
+            Err(rejection) => Carried::Invalid(rejection),
+        }
+    }
+
+    /// Carries out steps until one waits on a store or the decision ends.
+    fn carry_out(&mut self, mut step: Step) -> Status {
+        loop {
+            let waiting = match step {
+                Step::End(end) => return self.end(end),
+                Step::Check { offence } => Waiting::Check { offence },
+                Step::Spend(solved) => Waiting::Spend(solved),
+                Step::Strike => Waiting::Strike,
+            };
+            step = match self.ask(waiting, false) {
+                Some(step) => step,
+                None => return self.wait(waiting),
+            };
+        }
+    }
+
+    /// A store answered late: the next step (the fallback decides a
+    /// failure).
+    fn resume(&mut self, waiting: Waiting, answer: store::Answer) -> Status {
+        let Some(mut decision) = self.shield().decision else {
+            return Status::NGX_ERROR;
+        };
+        let step = match (waiting, answer) {
+            (Waiting::Check { .. }, store::Answer::Checked(checked)) => {
+                self.checked(&mut decision, Reply::Ready(checked))
+            }
+            (Waiting::Spend(_), store::Answer::Spent(first)) => {
+                decision.spent(Reply::Ready(first), || self.trusted())
+            }
+            (Waiting::Strike, store::Answer::Struck(standing)) => {
+                self.shield().standing = Some(standing);
+                decision.struck(Reply::Ready(standing))
+            }
+            // The store failed it: the fallback (which answers at once).
+            _ => match self.ask(waiting, true) {
+                Some(step) => return self.carry_out(step),
+                None => return Status::NGX_ERROR,
+            },
+        };
+        self.shield().decision = Some(decision);
+        self.carry_out(step)
+    }
+
+    /// Asks the stores for `waiting`'s operation; `None` when the answer
+    /// comes later. `fallback`: the primary already failed it.
+    fn ask(&mut self, waiting: Waiting, fallback: bool) -> Option<Step> {
+        let policy = self.policy();
+        let decision = self.shield().decision;
+        let stores = Stores::new(self.mcf, policy.fail);
+        let (Some(stores), Some(key), Some(mut decision)) = (stores, self.client_key(), decision)
+        else {
+            // No zone to decide with (nginx could not map it): let it through.
+            return Some(Step::End(End::pass(Outcome::Pass)));
+        };
+        let now = now_ms();
+        let red = policy.red;
+        let step = match waiting {
+            Waiting::Check { offence } => {
+                let Some(limit) = policy.limit else {
+                    return Some(Step::End(End::pass(Outcome::Pass)));
+                };
+                let args = CheckArgs {
+                    key,
+                    limit,
+                    rules: red,
+                    offence,
+                };
+                let reply = self.poll(&stores, fallback, |s, w| s.check(args, now, w))?;
+                self.checked(&mut decision, reply)
+            }
+            Waiting::Spend(solved) => {
+                let (digest, until) = (solved.digest, solved.expires_at_ms);
+                let reply = self.poll(&stores, fallback, |s, w| s.spend(&digest, until, now, w))?;
+                decision.spent(reply, || self.trusted())
+            }
+            Waiting::Strike => {
+                let reply = self.poll(&stores, fallback, |s, w| s.strike(key, red, now, w))?;
+                if let Reply::Ready(standing) = reply {
+                    self.shield().standing = Some(standing);
+                }
+                decision.struck(reply)
+            }
+        };
+        self.shield().decision = Some(decision);
+        Some(step)
+    }
+
+    /// Runs one store operation; `None` while it is pending.
+    fn poll<T>(&self, stores: &Stores, fallback: bool, op: impl Op<T>) -> Option<Reply<T>> {
+        let poll = if fallback {
+            stores.fallback(op)
+        } else {
+            stores.run(op, &mut self.waiters())
+        };
+        match poll {
+            Poll::Ready(value) => Some(Reply::Ready(value)),
+            Poll::Down => Some(Reply::Down),
+            Poll::Full => Some(Reply::Full),
+            Poll::Pending => None,
+        }
+    }
+
+    /// Records the check's verdict (headers, variables) and decides.
+    fn checked(&mut self, decision: &mut Decision, reply: Reply<Checked>) -> Step {
+        if let Reply::Ready(checked) = reply {
+            let shield = self.shield();
+            shield.standing = Some(checked.standing);
+            if checked.standing.block == Block::Clear {
+                shield.verdict = Some(checked.verdict);
+                shield.decided_at_ms = now_ms();
+            }
+        }
+        let step = decision.checked(reply, || self.trusted());
+        if let Step::End(End {
+            answer: Some(Answer::Challenge { difficulty, .. }),
+            ..
+        }) = step
+        {
+            self.shield().difficulty = Some(difficulty);
+        }
+        step
     }
 
     /// The client key, in the request pool (no copy).
@@ -140,129 +281,6 @@ impl Flow<'_> {
         move || unsafe { shield.as_mut() }.new_waiter()
     }
 
-    fn judge(&mut self, verdict: Verdict) -> Status {
-        self.shield().verdict = Some(verdict);
-        self.shield().decided_at_ms = now_ms();
-        if verdict.allowed {
-            return self.pass(Outcome::Pass);
-        }
-        self.yellow()
-    }
-
-    /* yellow: over the limit */
-
-    fn yellow(&mut self) -> Status {
-        let token = header_in(self.r, "x-pow-challenge");
-        let nonce = header_in(self.r, "x-pow-nonce");
-        if token.is_none() && nonce.is_none() {
-            self.log_reject("over the limit, challenge sent");
-            return self.reject(Outcome::Challenge, |f| f.send_challenge(429, None));
-        }
-        let Some(keys) = self.mcf.keys.as_ref() else {
-            return Status::NGX_ERROR;
-        };
-        let policy = self.policy();
-        let verified = pow::verify_solution(
-            keys,
-            token,
-            nonce,
-            &client_addr(self.r),
-            policy.difficulty,
-            now_ms(),
-            policy.challenge_ttl_ms,
-        );
-        match verified {
-            Ok(solved) => self.spend(solved),
-            Err(rejection) => self.rejected(rejection),
-        }
-    }
-
-    fn rejected(&mut self, rejection: Rejection) -> Status {
-        self.log_reject(&format!("solution rejected: {}", rejection.reason()));
-        let (status, message) = (rejection.status(), rejection.message());
-        if rejection.wants_fresh_challenge() {
-            self.reject(Outcome::Invalid, |f| {
-                f.send_challenge(status, Some(message))
-            })
-        } else {
-            self.reject(Outcome::Invalid, |f| {
-                response::send_error(f.r, status, message)
-            })
-        }
-    }
-
-    fn spend(&mut self, solved: Solved) -> Status {
-        let Some(store) = store::primary(self.mcf) else {
-            return self.spent(true);
-        };
-        let waiters = &mut self.waiters();
-        match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
-            Poll::Ready(first) => self.spent(first),
-            Poll::Pending => self.wait(Stage::Spending(solved)),
-            Poll::Unavailable => self.spend_unavailable(solved),
-        }
-    }
-
-    fn spent(&mut self, first: bool) -> Status {
-        if first {
-            return self.pass(Outcome::Solved);
-        }
-        self.log_reject("solution rejected: spent");
-        self.reject(Outcome::Invalid, |f| {
-            f.send_challenge(pow::SPENT_STATUS, Some(pow::SPENT_MESSAGE))
-        })
-    }
-
-    /* the store failed: pow_shield_fail decides */
-
-    fn check_unavailable(&mut self) -> Status {
-        match self.fallback() {
-            Fallback::Local(store) => {
-                let Some(key) = self.client_key() else {
-                    return Status::NGX_ERROR;
-                };
-                match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
-                    Poll::Ready(verdict) => self.judge(verdict),
-                    // The zone is full beyond eviction: let the request through.
-                    _ => self.pass(Outcome::Pass),
-                }
-            }
-            Fallback::Open => self.pass(Outcome::Pass),
-            Fallback::Refuse => self.refuse_unavailable(),
-        }
-    }
-
-    fn spend_unavailable(&mut self, solved: Solved) -> Status {
-        match self.fallback() {
-            Fallback::Local(store) => {
-                let waiters = &mut self.waiters();
-                match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
-                    Poll::Ready(first) => self.spent(first),
-                    _ => self.pass(Outcome::Solved),
-                }
-            }
-            Fallback::Open => self.pass(Outcome::Solved),
-            Fallback::Refuse => self.refuse_unavailable(),
-        }
-    }
-
-    fn fallback(&self) -> Fallback {
-        // pow_shield_fail is about Redis. Without it, only a zone full beyond
-        // eviction fails: let the request through.
-        if !store::redis_configured() {
-            return Fallback::Open;
-        }
-        match self.policy().fail {
-            FailPolicy::Local => match store::local(self.mcf) {
-                Some(store) => Fallback::Local(store),
-                None => Fallback::Open,
-            },
-            FailPolicy::Open => Fallback::Open,
-            FailPolicy::Closed if self.trusted() => Fallback::Open,
-            FailPolicy::Closed => Fallback::Refuse,
-        }
-    }
-
     /// `trusted=` of `pow_shield_fail closed`: non-empty and not "0".
     fn trusted(&self) -> bool {
         // SAFETY: compiled at configuration time when set.
@@ -272,35 +290,71 @@ impl Flow<'_> {
         matches!(self.r.get_complex_value(cv), Some(v) if !v.is_empty() && v.as_bytes() != b"0")
     }
 
-    fn refuse_unavailable(&mut self) -> Status {
-        self.log_reject("rate limiter store unavailable, refused (pow_shield_fail closed)");
-        let retry_after_ms = store::redis_retry_in_ms().unwrap_or(1000);
-        self.reject(Outcome::Unavailable, |f| {
-            response::send_unavailable(f.r, retry_after_ms)
-        })
-    }
-
     /* endings */
 
-    fn pass(&mut self, outcome: Outcome) -> Status {
-        self.shield().outcome = Some(outcome);
-        self.shield().stage = Stage::Passed;
-        Status::NGX_DECLINED
-    }
-
-    /// Answers with `send`, unless this is a dry run: then logs and passes.
-    fn reject(&mut self, outcome: Outcome, send: impl FnOnce(&mut Self) -> Status) -> Status {
-        self.shield().outcome = Some(outcome);
-        if self.policy().dry_run {
+    fn end(&mut self, end: End) -> Status {
+        self.shield().outcome = Some(end.outcome);
+        if end.strike {
+            self.strike_and_forget();
+        }
+        if !end.reason.is_empty() {
+            self.log_reject(&end);
+        }
+        let Some(answer) = end.answer else {
             self.shield().stage = Stage::Passed;
             return Status::NGX_DECLINED;
-        }
-        self.shield().stage = Stage::Answered;
-        send(self)
+        };
+        let status = self.status_of(answer);
+        self.shield().stage = Stage::Answered(status);
+        self.send(answer, status)
     }
 
-    fn wait(&mut self, stage: Stage) -> Status {
-        self.shield().stage = stage;
+    /// A strike whose answer nobody waits for (a replayed solution's 409 is
+    /// the same whatever it says).
+    fn strike_and_forget(&mut self) {
+        let policy = self.policy();
+        let (Some(stores), Some(key)) = (Stores::new(self.mcf, policy.fail), self.client_key())
+        else {
+            return;
+        };
+        let red = policy.red;
+        let now = now_ms();
+        let forget: &mut NewWaiter = &mut || Waiter::new(core::ptr::null_mut());
+        let _ = stores.run(|s, w| s.strike(key, red, now, w), forget);
+    }
+
+    fn status_of(&self, answer: Answer) -> u16 {
+        match answer {
+            Answer::Challenge { status, .. } | Answer::Error { status, .. } => status,
+            Answer::Block(_) => self.policy().block_status,
+            Answer::Unavailable => 503,
+            Answer::NotFound => 404,
+        }
+    }
+
+    fn send(&mut self, answer: Answer, status: u16) -> Status {
+        match answer {
+            Answer::Challenge {
+                status,
+                error,
+                difficulty,
+            } => self.send_challenge(status, error, difficulty),
+            Answer::Error { status, message } => response::send_error(self.r, status, message),
+            // nginx closes the connection for 444 (as `return 444` does).
+            Answer::Block(_) if status == 444 => Status(444),
+            Answer::Block(block) => response::send_blocked(self.r, status, block),
+            Answer::Unavailable => {
+                let retry_after_ms = store::redis_retry_in_ms().unwrap_or(1000);
+                response::send_unavailable(self.r, retry_after_ms)
+            }
+            // nginx's own 404 (and the operator's error_page): a trap looks
+            // like any missing page.
+            Answer::NotFound => Status(404),
+        }
+    }
+
+    fn wait(&mut self, waiting: Waiting) -> Status {
+        self.shield().stage = Stage::Waiting(waiting);
         let raw: &mut ngx_http_request_t = self.r.as_mut();
         // While waiting, a client that goes away finalizes the request (and
         // the pool cleanup detaches the waiter); writes must not re-run phases.
@@ -309,7 +363,7 @@ impl Flow<'_> {
         Status::NGX_AGAIN
     }
 
-    fn take_answer(&mut self) -> Option<Answer> {
+    fn take_answer(&mut self) -> Option<store::Answer> {
         let answer = self.shield().waiter.as_ref().and_then(|w| w.take());
         if answer.is_some() {
             self.shield().waiter = None;
@@ -317,43 +371,45 @@ impl Flow<'_> {
         answer
     }
 
-    fn send_challenge(&mut self, status: u16, error: Option<&str>) -> Status {
+    fn send_challenge(&mut self, status: u16, error: Option<&str>, difficulty: u8) -> Status {
         let Some(keys) = self.mcf.keys.as_ref() else {
             return Status::NGX_ERROR;
         };
-        let policy = self.policy();
-        let challenge =
-            match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), policy.difficulty) {
-                Ok(challenge) => challenge,
-                Err(_) => return Status::NGX_ERROR,
-            };
+        let challenge = match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), difficulty)
+        {
+            Ok(challenge) => challenge,
+            Err(_) => return Status::NGX_ERROR,
+        };
         let retry_after_ms = self.shield().verdict.map(|v| v.retry_after_ms);
         response::send_challenge(
             self.r,
             status,
             error,
             &challenge,
-            policy.challenge_ttl_ms,
+            self.policy().challenge_ttl_ms,
             retry_after_ms.filter(|_| status == 429),
         )
     }
 
-    fn log_reject(&self, what: &str) {
+    fn log_reject(&self, end: &End) {
         let policy = self.policy();
         let prefix = if policy.dry_run {
             "dry run, not enforced: "
         } else {
             ""
         };
+        let what = match end.outcome {
+            Outcome::Invalid => "solution rejected: ",
+            _ => "",
+        };
         let level: ngx_uint_t = policy.log_level;
-        log_at!(level, self.r.log(), "pow_shield: {prefix}{what}");
+        log_at!(
+            level,
+            self.r.log(),
+            "pow_shield: {prefix}{what}{}",
+            end.reason
+        );
     }
-}
-
-enum Fallback {
-    Local(store::ShmStore),
-    Open,
-    Refuse,
 }
 
 /// The resume event's handler: the store answered; run the phases again.

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::state::Shield;
 use crate::config::values::HeadersMode;
 use crate::ffi::bytes;
+use crate::limiter::strikes::Block;
 use crate::pow::Challenge;
 
 const JSON: &str = "application/json";
@@ -63,7 +64,24 @@ pub fn send_error(r: &mut Request, status: u16, message: &str) -> Status {
     send(r, status, JSON, body.to_string().as_bytes(), &[])
 }
 
-/// 503 while the store is down under `pow_shield_fail closed`.
+/// The circuit breaker's answer (SPEC §5): as cheap as a response gets,
+/// plain text, no challenge.
+pub fn send_blocked(r: &mut Request, status: u16, block: Block) -> Status {
+    let shield = match block {
+        Block::Banned => "banned",
+        Block::Blocked | Block::Clear => "blocked",
+    };
+    send(
+        r,
+        status,
+        "text/plain",
+        b"Blocked by Circuit Breaker",
+        &[("X-PoW-Shield", shield)],
+    )
+}
+
+/// 503 while the store is down under `pow_shield_fail closed`, or when a
+/// solution cannot be recorded.
 pub fn send_unavailable(r: &mut Request, retry_after_ms: u64) -> Status {
     let body = json!({ "error": "Rate limiter unavailable" });
     let secs = retry_after_secs(retry_after_ms).to_string();

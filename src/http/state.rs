@@ -14,39 +14,19 @@ use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
+use crate::decision::{Decision, Outcome};
+use crate::limiter::strikes::Standing;
 use crate::limiter::Verdict;
 use crate::pow::Solved;
 use crate::store::Waiter;
 use crate::PowShield;
 
-/// What happened to a request, as `$pow_shield_result` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Under the limit (or let through by `pow_shield_fail open`).
-    Pass,
-    /// Over the limit, answered 429 with a challenge.
-    Challenge,
-    /// Over the limit with a valid, unspent solution.
-    Solved,
-    /// Over the limit with a solution that failed verification or was spent.
-    Invalid,
-    /// Empty key: not counted.
-    Exempt,
-    /// Redis unavailable under `pow_shield_fail closed`: answered 503.
-    Unavailable,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pass => "pass",
-            Outcome::Challenge => "challenge",
-            Outcome::Solved => "solved",
-            Outcome::Invalid => "invalid",
-            Outcome::Exempt => "exempt",
-            Outcome::Unavailable => "unavailable",
-        }
-    }
+/// The store operation a request waits for.
+#[derive(Clone, Copy)]
+pub enum Waiting {
+    Check { offence: bool },
+    Spend(Solved),
+    Strike,
 }
 
 /// Where a request is in its decision.
@@ -54,14 +34,12 @@ impl Outcome {
 pub enum Stage {
     /// Nothing asked yet.
     Start,
-    /// Waiting for the store's verdict.
-    Checking,
-    /// Waiting for the store to spend a verified solution.
-    Spending(Solved),
+    /// Waiting for a store's answer.
+    Waiting(Waiting),
     /// Decided to let it through; later runs of the access phase pass too.
     Passed,
-    /// A response was sent.
-    Answered,
+    /// Answered with this status.
+    Answered(u16),
 }
 
 /// The shield's state for one main request.
@@ -69,8 +47,14 @@ pub struct Shield {
     pub stage: Stage,
     /// The policy of the location that decided (headers use it too).
     pub policy: Policy,
+    /// The decision in progress (kept across store round trips).
+    pub decision: Option<Decision>,
     pub verdict: Option<Verdict>,
-    /// Local clock when the verdict was made (for `X-RateLimit-Reset`).
+    /// The client's red-zone standing, as the store reported it.
+    pub standing: Option<Standing>,
+    /// The difficulty of the challenge sent, if one was.
+    pub difficulty: Option<u8>,
+    /// Epoch ms when the verdict was made (for `X-RateLimit-Reset`).
     pub decided_at_ms: u64,
     pub outcome: Option<Outcome>,
     /// The rate-limit headers were added to the response.
@@ -136,7 +120,10 @@ impl Shield {
                 Shield {
                     stage: Stage::Start,
                     policy,
+                    decision: None,
                     verdict: None,
+                    standing: None,
+                    difficulty: None,
                     decided_at_ms: 0,
                     outcome: None,
                     headers_sent: false,

@@ -1,5 +1,5 @@
 //! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`
-//! for `log_format` (SPEC §7). They read the main request's state, so they
+//! and `$pow_shield_strikes` for `log_format` (SPEC §7). They read the main request's state, so they
 //! work in subrequests and after internal redirects too.
 
 use nginx_sys::{
@@ -15,13 +15,15 @@ use super::state::Shield;
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
 const DIFFICULTY: usize = 2;
+const STRIKES: usize = 3;
 
 /// `preconfiguration`: declares the variables.
 pub fn register(cf: &mut ngx_conf_t) -> Status {
-    let vars: [(ngx_str_t, usize); 3] = [
+    let vars: [(ngx_str_t, usize); 4] = [
         (ngx_string!("pow_shield_result"), RESULT),
         (ngx_string!("pow_shield_remaining"), REMAINING),
         (ngx_string!("pow_shield_difficulty"), DIFFICULTY),
+        (ngx_string!("pow_shield_strikes"), STRIKES),
     ];
     for (mut name, which) in vars {
         // SAFETY: cf is the configuration being parsed; the name is static.
@@ -53,7 +55,14 @@ unsafe extern "C" fn get(
             .and_then(|shield| match which {
                 RESULT => shield.outcome.map(|o| o.as_str().to_owned()),
                 REMAINING => shield.verdict.map(|v| v.remaining.to_string()),
-                DIFFICULTY => Some(shield.policy.difficulty.to_string()),
+                // The difficulty asked of this client, else the location's.
+                DIFFICULTY => Some(
+                    shield
+                        .difficulty
+                        .unwrap_or(shield.policy.difficulty.base)
+                        .to_string(),
+                ),
+                STRIKES => shield.standing.map(|s| s.strikes.to_string()),
                 _ => None,
             });
         let Some(text) = text else {

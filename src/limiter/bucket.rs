@@ -17,6 +17,9 @@ pub struct BucketState {
     pub level: u64,
     /// When `level` was last brought up to date.
     pub last_ms: u64,
+    /// Refused requests, in the same units and draining at the same rate
+    /// as `level`: how far beyond its limit the client keeps going.
+    pub over: u64,
 }
 
 /// The bucket's shape for one limit, in units.
@@ -43,10 +46,13 @@ impl Shape {
 
     /// The level at `now_ms`. A clock that went backwards drains nothing.
     fn level_at(&self, state: &BucketState, now_ms: u64) -> u64 {
+        self.drained(state.level, state, now_ms)
+    }
+
+    /// `units` as of `state.last_ms`, drained until `now_ms`.
+    fn drained(&self, units: u64, state: &BucketState, now_ms: u64) -> u64 {
         let elapsed = now_ms.saturating_sub(state.last_ms);
-        state
-            .level
-            .saturating_sub(elapsed.saturating_mul(self.drain))
+        units.saturating_sub(elapsed.saturating_mul(self.drain))
     }
 
     /// Milliseconds until `units` have drained (`u64::MAX`: never).
@@ -65,11 +71,15 @@ impl Shape {
 pub fn admit(state: &mut BucketState, limit: RateLimit, now_ms: u64) -> Verdict {
     let shape = Shape::of(limit);
     let mut level = shape.level_at(state, now_ms);
+    let mut over = shape.drained(state.over, state, now_ms);
     let allowed = shape.drain > 0 && level.saturating_add(shape.cost) <= shape.capacity;
     if allowed {
         level = level.saturating_add(shape.cost);
+    } else {
+        over = over.saturating_add(shape.cost);
     }
     state.level = level;
+    state.over = over;
     // Never move last_ms backwards, or the same span would drain twice.
     state.last_ms = state.last_ms.max(now_ms);
 
@@ -87,12 +97,27 @@ pub fn admit(state: &mut BucketState, limit: RateLimit, now_ms: u64) -> Verdict 
         remaining: u32::try_from(room).unwrap_or(u32::MAX),
         reset_after_ms: shape.ms_to_drain(level),
         retry_after_ms,
+        over: u32::try_from(over.div_ceil(shape.cost)).unwrap_or(u32::MAX),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_count_as_over_and_drain_at_the_limit_rate() {
+        let (mut state, _) = after(60, PER_MINUTE_60);
+        let mut v = admit(&mut state, PER_MINUTE_60, T0);
+        for _ in 0..119 {
+            v = admit(&mut state, PER_MINUTE_60, T0);
+        }
+        assert_eq!(v.over, 120, "twice the limit refused within the window");
+        // 30 s later, 30 of them have drained (one per second at 60/min).
+        let later = admit(&mut state, PER_MINUTE_60, T0 + 30_000);
+        assert!(later.allowed);
+        assert_eq!(later.over, 90);
+    }
 
     const T0: u64 = 1_711_929_570_000;
     const PER_MINUTE_60: RateLimit = RateLimit {
@@ -120,6 +145,7 @@ mod tests {
                 remaining: 59,
                 reset_after_ms: 1_000,
                 retry_after_ms: 0,
+                over: 0,
             }
         );
     }
@@ -143,6 +169,7 @@ mod tests {
                 remaining: 0,
                 reset_after_ms: 60_000,
                 retry_after_ms: 1_000,
+                over: 1,
             }
         );
     }
@@ -150,11 +177,11 @@ mod tests {
     #[test]
     fn rejected_request_does_not_fill_the_bucket() {
         let (mut state, _) = after(60, PER_MINUTE_60);
-        let before = state;
+        let before = state.level;
         for _ in 0..10 {
             admit(&mut state, PER_MINUTE_60, T0);
         }
-        assert_eq!(state, before);
+        assert_eq!(state.level, before);
     }
 
     #[test]
@@ -213,6 +240,7 @@ mod tests {
         let mut state = BucketState {
             level: u64::MAX,
             last_ms: u64::MAX,
+            over: u64::MAX,
         };
         let v = admit(&mut state, PER_MINUTE_60, 0);
         assert!(!v.allowed);

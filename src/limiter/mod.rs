@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bucket;
+pub mod strikes;
 pub mod window;
 
 /// `pow_shield_limit <requests> <window>`: at most `requests` requests per
@@ -17,7 +18,7 @@ pub struct RateLimit {
 }
 
 /// One limiter decision and what the rate-limit headers report (SPEC §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verdict {
     /// Whether this request was admitted (and counted).
     pub allowed: bool,
@@ -30,4 +31,8 @@ pub struct Verdict {
     /// Milliseconds until one more request would be admitted; 0 when this
     /// one was.
     pub retry_after_ms: u64,
+    /// Requests refused in about the last window, this one included: how
+    /// far beyond its limit the client keeps going (paying or not). Rising
+    /// difficulty reads it.
+    pub over: u32,
 }

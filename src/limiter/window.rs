@@ -4,24 +4,69 @@
 
 use sha1::{Digest, Sha1};
 
+use super::strikes::{Block, RedRules, Standing};
 use super::{RateLimit, Verdict};
 
-/// The sliding-window script. Reads Redis's own clock so every node agrees.
+/// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
+/// for step. Rules come as four integers (0 = off): strike threshold,
+/// strike TTL ms, ban `after`, ban ms.
+macro_rules! red_zone_lua {
+    () => {
+        r#"
+local function red_zone(sk, tk, threshold, after)
+  local strikes = tonumber(redis.call('GET', sk) or 0)
+  local trips = tonumber(redis.call('GET', tk) or 0)
+  if after > 0 and trips >= after then return strikes, 2 end
+  if threshold > 0 and strikes >= threshold then return strikes, 1 end
+  return strikes, 0
+end
+
+-- One strike (the caller checked the client is not blocked). The trip
+-- window starts at the first trip; the trip that bans restarts it.
+local function strike(sk, tk, threshold, ttl, after, ban)
+  local strikes = redis.call('INCR', sk)
+  redis.call('PEXPIRE', sk, ttl)
+  if strikes == threshold and after > 0 then
+    local trips = redis.call('INCR', tk)
+    if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
+  end
+  return strikes
+end
+"#
+    };
+}
+
+/// The sliding-window script, with the client's red-zone state read and
+/// written in the same call. Reads Redis's own clock so every node agrees.
 ///
-/// - `KEYS[1]`: the client's sorted set (score = admission ms, member unique).
+/// - `KEYS[1]`: the client's sorted set (score = admission ms, member
+///   unique); `KEYS[2]`: refusals in the current window; `KEYS[3]`,
+///   `KEYS[4]`: strikes and breaker trips (all in one hash tag).
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
-///   ([`member`]).
+///   ([`member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
+///   `ARGV[5..8]` the red-zone rules ([`rules_args`]).
 ///
-/// Returns four integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
-/// remaining, reset_after_ms, retry_after_ms}`. Safe under Redis 7's effects
-/// replication: replicas receive the ZADD/ZREMRANGEBYSCORE, not `TIME`.
-pub const SLIDING_WINDOW_SCRIPT: &str = r#"-- pow-shield sliding-window log (SPEC 6)
+/// Returns seven integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2}`.
+/// A blocked client writes nothing. Safe under Redis 7's effects
+/// replication: replicas receive the writes, not `TIME`.
+pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
+    r#"-- pow-shield sliding-window log and circuit breaker
 -- Memory: KEYS[1] holds at most ARGV[1] members, each the member text plus a
 -- score (~16 bytes each while listpack-encoded, up to 128 entries; ~70 bytes
 -- in a skiplist beyond), and expires one window after its newest entry.
+-- KEYS[2..4] are small counters with their own expiry."#,
+    red_zone_lua!(),
+    r#"
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
+local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local strikes, block = red_zone(KEYS[3], KEYS[4], threshold, after)
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block} end
+
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
@@ -48,41 +93,81 @@ end
 -- Refused: a slot frees when the entry at rank count - limit leaves (the
 -- oldest, unless the limit was lowered while entries were counted).
 local retry_after = 0
-if allowed == 0 then retry_after = leaves_in(count - limit) end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after}
-"#;
+local over = 0
+if allowed == 0 then
+  retry_after = leaves_in(count - limit)
+  over = redis.call('INCR', KEYS[2])
+  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  if ARGV[4] == '1' and threshold > 0 then
+    strikes = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+  end
+end
+return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0}
+"#
+);
 
-/// Number of integers the script returns.
-pub const REPLY_LEN: usize = 4;
+/// One strike for a client (a trap hit, a replayed solution), unless it is
+/// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
+/// ([`rules_args`]). Returns `{strikes, block 0/1/2}` ([`standing_from_reply`]).
+pub const STRIKE_SCRIPT: &str = concat!(
+    "-- pow-shield circuit breaker: one strike",
+    red_zone_lua!(),
+    r#"
+local threshold, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
+local after, ban = tonumber(ARGV[3]), tonumber(ARGV[4])
+local strikes, block = red_zone(KEYS[1], KEYS[2], threshold, after)
+if block == 0 and threshold > 0 then
+  strikes = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
+end
+return {strikes, block}
+"#
+);
+
+/// Number of integers the sliding-window script returns.
+pub const REPLY_LEN: usize = 7;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplyError {
-    /// Not exactly [`REPLY_LEN`] integers.
-    #[error("sliding-window script returned {len} integers, expected 4")]
+    /// Not the number of integers the script returns.
+    #[error("script returned {len} integers, expected {expected}")]
     WrongLength {
         /// Integers received.
         len: usize,
+        /// Integers expected.
+        expected: usize,
     },
     /// A negative count or duration.
-    #[error("sliding-window script returned a negative value at position {index}")]
+    #[error("script returned a negative value at position {index}")]
     Negative {
         /// 0-based position in the reply.
         index: usize,
     },
     /// A value that cannot be what the script computes (flag not 0/1,
     /// remaining above the limit).
-    #[error("sliding-window script returned an impossible value at position {index}")]
+    #[error("script returned an impossible value at position {index}")]
     OutOfRange {
         /// 0-based position in the reply.
         index: usize,
     },
 }
 
-/// Lower-case hex SHA-1 of [`SLIDING_WINDOW_SCRIPT`], the name `EVALSHA`
-/// and `SCRIPT LOAD` use.
-pub fn script_sha1() -> String {
-    hex::encode(Sha1::digest(SLIDING_WINDOW_SCRIPT.as_bytes()))
+/// Lower-case hex SHA-1 of a script, the name `EVALSHA` and `SCRIPT LOAD`
+/// use.
+pub fn script_sha1(script: &str) -> String {
+    hex::encode(Sha1::digest(script.as_bytes()))
+}
+
+/// The red-zone rules as the scripts' four arguments (0 = off).
+pub fn rules_args(rules: RedRules) -> [String; 4] {
+    let (threshold, ttl) = rules.strikes.map_or((0, 0), |s| (s.threshold, s.ttl_ms));
+    let (after, ban) = rules.ban.map_or((0, 0), |b| (b.after, b.ttl_ms));
+    [
+        threshold.to_string(),
+        ttl.to_string(),
+        after.to_string(),
+        ban.to_string(),
+    ]
 }
 
 /// A sorted-set member unique across nodes, workers and requests within
@@ -93,9 +178,13 @@ pub fn member(node_id: u64, pid: u32, seq: u64) -> String {
     format!("{node_id:x}:{pid:x}:{seq:x}")
 }
 
-/// Decodes the script's reply for `limit`.
-pub fn verdict_from_reply(reply: &[i64], limit: RateLimit) -> Result<Verdict, ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms] = fields(reply)?;
+/// Decodes the sliding-window script's reply for `limit`.
+pub fn verdict_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+) -> Result<(Verdict, Standing), ReplyError> {
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block] =
+        fields::<REPLY_LEN>(reply)?;
     let allowed = match allowed {
         0 => false,
         1 => true,
@@ -105,20 +194,46 @@ pub fn verdict_from_reply(reply: &[i64], limit: RateLimit) -> Result<Verdict, Re
         .ok()
         .filter(|r| *r <= limit.requests)
         .ok_or(ReplyError::OutOfRange { index: 1 })?;
-    Ok(Verdict {
+    let verdict = Verdict {
         allowed,
         remaining,
         reset_after_ms,
         retry_after_ms,
+        over: saturate(over),
+    };
+    Ok((verdict, standing(strikes, block, 6)?))
+}
+
+/// Decodes the strike script's reply.
+pub fn standing_from_reply(reply: &[i64]) -> Result<Standing, ReplyError> {
+    let [strikes, block] = fields::<2>(reply)?;
+    standing(strikes, block, 1)
+}
+
+fn standing(strikes: u64, block: u64, at: usize) -> Result<Standing, ReplyError> {
+    let block = match block {
+        0 => Block::Clear,
+        1 => Block::Blocked,
+        2 => Block::Banned,
+        _ => return Err(ReplyError::OutOfRange { index: at }),
+    };
+    Ok(Standing {
+        strikes: saturate(strikes),
+        block,
     })
 }
 
-/// The reply as non-negative integers.
-fn fields(reply: &[i64]) -> Result<[u64; REPLY_LEN], ReplyError> {
-    let reply: &[i64; REPLY_LEN] = reply
-        .try_into()
-        .map_err(|_| ReplyError::WrongLength { len: reply.len() })?;
-    let mut out = [0u64; REPLY_LEN];
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The reply as `N` non-negative integers.
+fn fields<const N: usize>(reply: &[i64]) -> Result<[u64; N], ReplyError> {
+    let reply: &[i64; N] = reply.try_into().map_err(|_| ReplyError::WrongLength {
+        len: reply.len(),
+        expected: N,
+    })?;
+    let mut out = [0u64; N];
     for (index, (dst, src)) in out.iter_mut().zip(reply).enumerate() {
         *dst = u64::try_from(*src).map_err(|_| ReplyError::Negative { index })?;
     }
@@ -136,7 +251,9 @@ mod tests {
 
     #[test]
     fn admitted_reply_decodes_to_an_allowed_verdict() {
-        let v = verdict_from_reply(&[1, 59, 60_000, 0], PER_MINUTE_60).unwrap();
+        let (v, standing) =
+            verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
+        assert_eq!(standing, Standing::default());
         assert_eq!(
             v,
             Verdict {
@@ -144,16 +261,47 @@ mod tests {
                 remaining: 59,
                 reset_after_ms: 60_000,
                 retry_after_ms: 0,
+                over: 0,
             }
         );
     }
 
     #[test]
     fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
-        let v = verdict_from_reply(&[0, 0, 12_345, 12_345], PER_MINUTE_60).unwrap();
+        let (v, standing) =
+            verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0], PER_MINUTE_60).unwrap();
         assert!(!v.allowed);
         assert_eq!(v.remaining, 0);
         assert_eq!(v.retry_after_ms, 12_345);
+        assert_eq!(v.over, 1);
+        assert_eq!(standing.strikes, 1);
+        assert_eq!(standing.block, Block::Clear);
+    }
+
+    #[test]
+    fn blocked_and_banned_replies_decode() {
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1], PER_MINUTE_60).unwrap();
+        assert_eq!(s.block, Block::Blocked);
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2], PER_MINUTE_60).unwrap();
+        assert_eq!(s.block, Block::Banned);
+        assert_eq!(
+            verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3], PER_MINUTE_60),
+            Err(ReplyError::OutOfRange { index: 6 })
+        );
+        assert_eq!(
+            standing_from_reply(&[4, 0]),
+            Ok(Standing {
+                strikes: 4,
+                block: Block::Clear
+            })
+        );
+        assert_eq!(
+            standing_from_reply(&[4]),
+            Err(ReplyError::WrongLength {
+                len: 1,
+                expected: 2
+            })
+        );
     }
 
     #[test]
@@ -161,12 +309,16 @@ mod tests {
         for reply in [
             &[][..],
             &[1, 59, 0],
-            &[1, 59, 0, 0, 0],
+            &[1, 59, 0, 0],
             &[1, 59, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0, 0, 0],
         ] {
             assert_eq!(
                 verdict_from_reply(reply, PER_MINUTE_60),
-                Err(ReplyError::WrongLength { len: reply.len() })
+                Err(ReplyError::WrongLength {
+                    len: reply.len(),
+                    expected: REPLY_LEN
+                })
             );
         }
     }
@@ -174,7 +326,7 @@ mod tests {
     #[test]
     fn negative_value_is_an_error_naming_its_position() {
         assert_eq!(
-            verdict_from_reply(&[1, 59, -1, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::Negative { index: 2 })
         );
     }
@@ -182,7 +334,7 @@ mod tests {
     #[test]
     fn allowed_flag_other_than_0_or_1_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[2, 59, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 0 })
         );
     }
@@ -190,24 +342,26 @@ mod tests {
     #[test]
     fn remaining_above_the_limit_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[1, 61, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 1 })
         );
     }
 
     #[test]
     fn script_sha1_is_40_lower_case_hex_chars_and_stable() {
-        let sha = script_sha1();
+        let sha = script_sha1(SLIDING_WINDOW_SCRIPT);
         assert_eq!(sha.len(), 40);
         assert!(sha
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-        assert_eq!(sha, script_sha1());
+        assert_eq!(sha, script_sha1(SLIDING_WINDOW_SCRIPT));
+        assert_ne!(sha, script_sha1(STRIKE_SCRIPT));
     }
 
     #[test]
     fn script_reads_redis_time_never_random() {
         assert!(SLIDING_WINDOW_SCRIPT.contains("redis.call('TIME')"));
+        assert!(!STRIKE_SCRIPT.contains("math.random"));
         assert!(!SLIDING_WINDOW_SCRIPT.contains("math.random"));
     }
 

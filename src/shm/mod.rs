@@ -17,7 +17,7 @@ use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
 /// Layout version: a zone written by another layout is never adopted.
-const MAGIC: u64 = 0x706f_7773_6869_0002; // "powshi" v2
+const MAGIC: u64 = 0x706f_7773_6869_0003; // "powshi" v3
 
 /// The zone's header, at the start of the slab pool's data.
 #[repr(C)]
@@ -27,6 +27,8 @@ pub struct Zone {
     pub buckets: Table,
     /// Spent challenges, by SHA-256 of the token, until they expire.
     pub spent: Table,
+    /// Circuit breakers, one per client key.
+    pub strikes: Table,
     /// The random HMAC key used when no secret is configured; kept across
     /// reloads so that outstanding challenges stay valid.
     secret: [u8; 32],
@@ -39,6 +41,10 @@ impl Zone {
 
     pub fn spent_mut(&mut self) -> &mut Table {
         &mut self.spent
+    }
+
+    pub fn strikes_mut(&mut self) -> &mut Table {
+        &mut self.strikes
     }
 }
 
@@ -144,6 +150,7 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         ptr::addr_of_mut!((*zone).secret).write(bytes);
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
+        Table::init(ptr::addr_of_mut!((*zone).strikes));
         (*shpool).data = zone.cast();
         // The zone evicts on exhaustion; nginx need not log every failure.
         (*shpool).set_log_nomem(0);

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::Allocator;
 use crate::limiter::bucket::BucketState;
+use crate::limiter::strikes::StrikeState;
 
 /// Keys longer than this are stored as their SHA-256.
 const INLINE_KEY: usize = 32;
@@ -70,20 +71,46 @@ fn fnv1a(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
     h
 }
 
-/// One entry: a bucket (local limiter) or a spent token (replay cache).
+/// What an entry holds besides its key: a bucket (local limiter), a
+/// client's breaker (strikes table), or nothing (replay cache). Both are
+/// plain integers, so any bytes are a valid value of either.
+#[repr(C)]
+#[derive(Clone, Copy)]
+union Payload {
+    bucket: BucketState,
+    strikes: StrikeState,
+}
+
+// An entry fills one 128-byte slab slot; more would double the zone's cost.
+const _: () = assert!(core::mem::size_of::<Entry>() <= 128);
+
+/// One entry: a bucket, a client's breaker or a spent token.
 #[repr(C)]
 pub struct Entry {
     rb: ngx_rbtree_node_t,
     lru: ngx_queue_t,
     /// When the entry carries no information any more (bucket drained,
-    /// token expired): it may then be removed.
+    /// token expired, strikes forgotten): it may then be removed.
     pub expires_at_ms: u64,
-    pub bucket: BucketState,
+    payload: Payload,
     len: u8,
     key: [u8; INLINE_KEY],
 }
 
 impl Entry {
+    /// The bucket of a buckets-table entry (zeroed when new).
+    pub fn bucket(&mut self) -> &mut BucketState {
+        // SAFETY: every field of both payloads is an integer; any bytes are
+        // a valid BucketState.
+        unsafe { &mut self.payload.bucket }
+    }
+
+    /// The breaker of a strikes-table entry (zeroed when new).
+    pub fn strikes(&mut self) -> &mut StrikeState {
+        // SAFETY: as in `bucket`.
+        unsafe { &mut self.payload.strikes }
+    }
+
     fn stored_key(&self) -> &[u8] {
         &self.key[..usize::from(self.len.min(INLINE_KEY as u8))]
     }

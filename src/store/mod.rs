@@ -1,9 +1,11 @@
 //! The store interface (DESIGN.md "Shape"): one round trip per shielded
-//! request decides the limit, and one more spends a solved challenge.
+//! request decides the limit and reads (and, for an offence, writes) the
+//! client's circuit breaker; one more spends a solved challenge.
 //!
 //! Two implementations: [`ShmStore`] (local mode and the `local` fallback,
 //! answers at once) and [`RedisStore`] (cluster mode, answers later through a
-//! [`Waiter`] from nginx's event loop).
+//! [`Waiter`] from nginx's event loop). [`Stores`] chains them by
+//! `pow_shield_fail`, so the handler never asks which mode it runs in.
 
 mod redis;
 mod shm;
@@ -17,8 +19,11 @@ use ngx::http::HttpModuleMainConf;
 
 pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
+use crate::config::values::FailPolicy;
 use crate::config::MainConf;
-use crate::limiter::{RateLimit, Verdict};
+use crate::decision::Checked;
+use crate::limiter::strikes::{RedRules, Standing};
+use crate::limiter::RateLimit;
 use crate::PowShield;
 
 /// A store's answer, now or later.
@@ -26,17 +31,21 @@ pub enum Poll<T> {
     Ready(T),
     /// The answer will be delivered to the waiter.
     Pending,
-    /// The store cannot answer: the request is decided by `pow_shield_fail`.
-    Unavailable,
+    /// The store is down (Redis): `pow_shield_fail` decides.
+    Down,
+    /// The zone has no room for the record, even after eviction.
+    Full,
 }
 
 /// What a pending operation delivers to its waiter.
 #[derive(Clone, Copy, Debug)]
 pub enum Answer {
-    Verdict(Verdict),
+    Checked(Checked),
     /// `true`: the token was unspent and is now spent.
     Spent(bool),
-    Unavailable,
+    Struck(Standing),
+    /// The store failed the operation: the fallback decides.
+    Down,
 }
 
 /// Where a store delivers a late answer: the request's resume event is
@@ -85,18 +94,25 @@ impl Waiter {
 /// (local mode answers at once and allocates nothing).
 pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
 
-/// A place that counts requests and remembers spent challenges.
-pub trait Store {
-    /// Counts one request of `key` against `limit` and says whether it fits.
-    fn check(
-        &self,
-        key: &[u8],
-        limit: RateLimit,
-        now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Verdict>;
+/// What a check asks: count one request of `key` against `limit` and apply
+/// the red-zone `rules`; a refusal is a strike when `offence`.
+#[derive(Clone, Copy)]
+pub struct CheckArgs<'a> {
+    pub key: &'a [u8],
+    pub limit: RateLimit,
+    pub rules: RedRules,
+    pub offence: bool,
+}
 
-    /// Marks a solved challenge spent; `Ready(false)` if it already was.
+/// A place that counts requests, remembers spent challenges and keeps the
+/// circuit breaker.
+pub trait Store {
+    /// The limiter's verdict and the client's standing, in one operation.
+    /// A blocked client writes nothing.
+    fn check(&self, args: CheckArgs, now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked>;
+
+    /// Marks a solved challenge spent until `expires_at_ms` (epoch ms);
+    /// `Ready(false)` if it already was.
     fn spend(
         &self,
         digest: &[u8; 32],
@@ -104,6 +120,15 @@ pub trait Store {
         now_ms: u64,
         waiter: &mut NewWaiter,
     ) -> Poll<bool>;
+
+    /// One strike for `key` unless it is blocked; the standing after it.
+    fn strike(
+        &self,
+        key: &[u8],
+        rules: RedRules,
+        now_ms: u64,
+        waiter: &mut NewWaiter,
+    ) -> Poll<Standing>;
 }
 
 thread_local! {
@@ -112,55 +137,62 @@ thread_local! {
 }
 
 /// The store that decides requests in this worker.
-pub enum Primary {
+enum Primary {
     Redis(Rc<RedisStore>),
     Local(ShmStore),
 }
 
-impl Store for Primary {
-    fn check(
-        &self,
-        key: &[u8],
-        limit: RateLimit,
-        now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Verdict> {
-        match self {
-            Primary::Redis(s) => s.check(key, limit, now_ms, waiter),
-            Primary::Local(s) => s.check(key, limit, now_ms, waiter),
+/// The stores of one request: the primary (Redis in cluster mode, else the
+/// zone) and, under `pow_shield_fail local`, the zone as its fallback.
+pub struct Stores {
+    primary: Primary,
+    fallback: Option<ShmStore>,
+}
+
+/// One operation on a store, run on the primary and maybe the fallback.
+pub trait Op<T>: Fn(&dyn Store, &mut NewWaiter) -> Poll<T> {}
+impl<T, F: Fn(&dyn Store, &mut NewWaiter) -> Poll<T>> Op<T> for F {}
+
+impl Stores {
+    /// The stores for a request under `fail`; `None` without a zone.
+    pub fn new(mcf: &MainConf, fail: FailPolicy) -> Option<Self> {
+        let redis = REDIS.try_with(|r| r.borrow().clone()).ok().flatten();
+        Some(match redis {
+            Some(redis) => Stores {
+                primary: Primary::Redis(redis),
+                fallback: match fail {
+                    FailPolicy::Local => ShmStore::new(mcf),
+                    FailPolicy::Open | FailPolicy::Closed => None,
+                },
+            },
+            None => Stores {
+                primary: Primary::Local(ShmStore::new(mcf)?),
+                fallback: None,
+            },
+        })
+    }
+
+    /// Runs `op` on the primary store, and on the fallback if the primary
+    /// is down.
+    pub fn run<T>(&self, op: impl Op<T>, waiter: &mut NewWaiter) -> Poll<T> {
+        let primary: &dyn Store = match &self.primary {
+            Primary::Redis(s) => s,
+            Primary::Local(s) => s,
+        };
+        match op(primary, waiter) {
+            Poll::Down => self.fallback(op),
+            poll => poll,
         }
     }
 
-    fn spend(
-        &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
-        now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<bool> {
-        match self {
-            Primary::Redis(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
-            Primary::Local(s) => s.spend(digest, expires_at_ms, now_ms, waiter),
+    /// Runs `op` on the fallback, after the primary failed it late.
+    pub fn fallback<T>(&self, op: impl Op<T>) -> Poll<T> {
+        match &self.fallback {
+            // The zone answers at once and never asks for a waiter.
+            Some(zone) => op(zone, &mut || Waiter::new(core::ptr::null_mut())),
+            None => Poll::Down,
         }
     }
-}
-
-/// Redis when configured (cluster mode), else the shared-memory zone.
-pub fn primary(mcf: &MainConf) -> Option<Primary> {
-    if let Some(redis) = REDIS.try_with(|r| r.borrow().clone()).ok().flatten() {
-        return Some(Primary::Redis(redis));
-    }
-    local(mcf).map(Primary::Local)
-}
-
-/// The shared-memory store (local mode, and the `local` fallback).
-pub fn local(mcf: &MainConf) -> Option<ShmStore> {
-    ShmStore::new(mcf)
-}
-
-/// Whether this worker runs in cluster mode.
-pub fn redis_configured() -> bool {
-    REDIS.try_with(|r| r.borrow().is_some()).unwrap_or(false)
 }
 
 /// Whether Redis is configured and currently failing (for metrics, logs

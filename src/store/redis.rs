@@ -1,6 +1,7 @@
 //! Cluster mode: the store in Redis (SPEC §6). One `EVALSHA` of the
-//! sliding-window script per shielded request, one `SET … NX` per spent
-//! challenge; both pipelined on this worker's connection.
+//! sliding-window script per shielded request (it reads and writes the
+//! client's breaker too), one `SET … NX` per spent challenge, one strike
+//! script per trap hit or replay; all pipelined on this worker's connection.
 
 use core::cell::Cell;
 use std::rc::Rc;
@@ -8,10 +9,11 @@ use std::rc::Rc;
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, NewWaiter, Poll, Store};
+use super::{Answer, CheckArgs, NewWaiter, Poll, Store};
 use crate::config::RedisConf;
+use crate::decision::Checked;
+use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
-use crate::limiter::{RateLimit, Verdict};
 use crate::redis::client::{Client, Resend, Settings};
 use crate::redis::command::{encode, integers};
 
@@ -19,7 +21,8 @@ use crate::redis::command::{encode, integers};
 pub struct RedisStore {
     client: Client,
     prefix: String,
-    script_sha: String,
+    window_sha: String,
+    strike_sha: String,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
     pid: u32,
@@ -46,12 +49,11 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
-        let mut load = Vec::new();
-        encode(
-            &mut load,
-            &[b"SCRIPT", b"LOAD", window::SLIDING_WINDOW_SCRIPT.as_bytes()],
-        );
-        handshake.push(("SCRIPT LOAD", load));
+        for script in [window::SLIDING_WINDOW_SCRIPT, window::STRIKE_SCRIPT] {
+            let mut load = Vec::new();
+            encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+            handshake.push(("SCRIPT LOAD", load));
+        }
 
         let mut node = [0u8; 8];
         getrandom::getrandom(&mut node).ok()?;
@@ -65,7 +67,8 @@ impl RedisStore {
         Some(Rc::new(Self {
             client: Client::start(settings, log),
             prefix: conf.options.prefix.clone(),
-            script_sha: window::script_sha1(),
+            window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
+            strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
             node_id: u64::from_le_bytes(node),
             pid: std::process::id(),
             seq: Cell::new(0),
@@ -80,72 +83,110 @@ impl RedisStore {
         self.client.shutdown();
     }
 
-    /// The client's sorted set for one limit: the client key, hex-encoded,
-    /// inside a hash tag so all of a client's keys share a cluster slot.
-    fn window_key(&self, key: &[u8], limit: RateLimit) -> String {
-        format!(
-            "{}{{{}}}:w:{}:{}",
-            self.prefix,
-            hex::encode(key),
-            limit.requests,
-            limit.window_ms
-        )
+    /// The client's keys share a hash tag (one cluster slot): the client
+    /// key, hex-encoded.
+    fn client_tag(&self, key: &[u8]) -> String {
+        format!("{}{{{}}}", self.prefix, hex::encode(key))
+    }
+
+    /// Runs a script by SHA, resending it as EVAL if Redis lost it, and
+    /// delivers the decoded reply (`None`: a failure, the fallback decides).
+    fn call_script<T>(
+        &self,
+        script: &'static str,
+        sha: &str,
+        keys: &[String],
+        args: &[String],
+        waiter: &mut NewWaiter,
+        on_reply: impl FnOnce(Option<Vec<i64>>) -> Answer + 'static,
+    ) -> Poll<T> {
+        let words: Vec<Vec<u8>> = keys
+            .iter()
+            .chain(args)
+            .map(|w| w.as_bytes().to_vec())
+            .collect();
+        let count = keys.len().to_string().into_bytes();
+        let evalsha = script_call(b"EVALSHA", sha.as_bytes(), &count, &words);
+        // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
+        let eval: Resend =
+            Box::new(move || script_call(b"EVAL", script.as_bytes(), &count, &words));
+        let waiter = waiter();
+        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            waiter.deliver(on_reply(frame.as_ref().and_then(integers)));
+        });
+        match self.client.submit(&evalsha, Some(eval), on_reply) {
+            Ok(()) => Poll::Pending,
+            Err(_) => Poll::Down,
+        }
     }
 }
 
-/// `EVAL`/`EVALSHA <script> 1 <key> <limit> <window ms> <member>`.
-fn script_call(verb: &[u8], script: &[u8], args: &[String; 4]) -> Vec<u8> {
-    let [key, limit, window_ms, member] = args;
+/// `EVAL`/`EVALSHA <script> <numkeys> <keys and args>`.
+fn script_call(verb: &[u8], script: &[u8], numkeys: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
+    let mut parts: Vec<&[u8]> = vec![verb, script, numkeys];
+    parts.extend(words.iter().map(Vec::as_slice));
     let mut out = Vec::new();
-    encode(
-        &mut out,
-        &[
-            verb,
-            script,
-            b"1",
-            key.as_bytes(),
-            limit.as_bytes(),
-            window_ms.as_bytes(),
-            member.as_bytes(),
-        ],
-    );
+    encode(&mut out, &parts);
     out
 }
 
 impl Store for Rc<RedisStore> {
-    fn check(
-        &self,
-        key: &[u8],
-        limit: RateLimit,
-        _now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Verdict> {
-        let zkey = self.window_key(key, limit);
+    fn check(&self, args: CheckArgs, _now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+        let tag = self.client_tag(args.key);
+        let limit = args.limit;
+        let per_limit = format!("{}:{}", limit.requests, limit.window_ms);
+        let keys = [
+            format!("{tag}:w:{per_limit}"),
+            format!("{tag}:o:{per_limit}"),
+            format!("{tag}:s"),
+            format!("{tag}:t"),
+        ];
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
-        let member = window::member(self.node_id, self.pid, seq);
-        let args = [
-            zkey,
+        let [threshold, ttl, after, ban] = window::rules_args(args.rules);
+        let argv = [
             limit.requests.to_string(),
             limit.window_ms.to_string(),
-            member,
+            window::member(self.node_id, self.pid, seq),
+            u8::from(args.offence).to_string(),
+            threshold,
+            ttl,
+            after,
+            ban,
         ];
-        let evalsha = script_call(b"EVALSHA", self.script_sha.as_bytes(), &args);
-        // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
-        let eval: Resend =
-            Box::new(move || script_call(b"EVAL", window::SLIDING_WINDOW_SCRIPT.as_bytes(), &args));
-        let waiter = waiter();
-        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            let verdict = frame
-                .as_ref()
-                .and_then(integers)
-                .and_then(|reply| window::verdict_from_reply(&reply, limit).ok());
-            waiter.deliver(verdict.map_or(Answer::Unavailable, Answer::Verdict));
-        });
-        match self.client.submit(&evalsha, Some(eval), on_reply) {
-            Ok(()) => Poll::Pending,
-            Err(_) => Poll::Unavailable,
-        }
+        self.call_script(
+            window::SLIDING_WINDOW_SCRIPT,
+            &self.window_sha,
+            &keys,
+            &argv,
+            waiter,
+            move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
+                Some((verdict, standing)) => Answer::Checked(Checked { verdict, standing }),
+                None => Answer::Down,
+            },
+        )
+    }
+
+    fn strike(
+        &self,
+        key: &[u8],
+        rules: RedRules,
+        _now_ms: u64,
+        waiter: &mut NewWaiter,
+    ) -> Poll<Standing> {
+        let tag = self.client_tag(key);
+        let keys = [format!("{tag}:s"), format!("{tag}:t")];
+        self.call_script(
+            window::STRIKE_SCRIPT,
+            &self.strike_sha,
+            &keys,
+            &window::rules_args(rules),
+            waiter,
+            |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
+                Some(standing) => Answer::Struck(standing),
+                None => Answer::Down,
+            },
+        )
     }
 
     fn spend(
@@ -172,12 +213,12 @@ impl Store for Rc<RedisStore> {
             waiter.deliver(match frame {
                 Some(OwnedFrame::SimpleString(_)) => Answer::Spent(true),
                 Some(OwnedFrame::Null) => Answer::Spent(false),
-                _ => Answer::Unavailable,
+                _ => Answer::Down,
             });
         });
         match self.client.submit(&command, None, on_reply) {
             Ok(()) => Poll::Pending,
-            Err(_) => Poll::Unavailable,
+            Err(_) => Poll::Down,
         }
     }
 }

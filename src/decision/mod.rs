@@ -1,0 +1,317 @@
+//! The request decision (SPEC §3–§5) without nginx: given what the request
+//! carries and what the store answered, the next step. The access handler
+//! only carries steps out (ask a store, send a response), so every zone,
+//! fail policy, dry run, the spend order and the red-zone rules are tested
+//! here with a fake store (`tests.rs`).
+//!
+//! The flow, top to bottom:
+//! key → (trap: strike → 404 | block) → check → red: block
+//!     → green: pass → yellow: no solution → 429 + strike
+//!                             wrong solution → 4xx + strike
+//!                             solution → spend → pass | 409 + strike
+#![forbid(unsafe_code)]
+
+mod difficulty;
+#[cfg(test)]
+mod tests;
+
+pub use difficulty::DifficultyRule;
+
+use crate::config::values::FailPolicy;
+use crate::limiter::strikes::{Block, RedRules, Standing};
+use crate::limiter::{RateLimit, Verdict};
+use crate::pow::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
+
+/// What happened to a request, as `$pow_shield_result` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Under the limit (or let through by `pow_shield_fail open`).
+    Pass,
+    /// Over the limit, answered 429 with a challenge.
+    Challenge,
+    /// Over the limit with a valid, unspent solution.
+    Solved,
+    /// Over the limit with a solution that failed verification or was spent.
+    Invalid,
+    /// Empty key: not counted.
+    Exempt,
+    /// The store could not decide and the request was refused (503).
+    Unavailable,
+    /// The circuit breaker is open for this client.
+    Blocked,
+    /// The client is banned (breaker opened too often).
+    Banned,
+    /// A request to a trap location (404 and a strike).
+    Trap,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Challenge => "challenge",
+            Outcome::Solved => "solved",
+            Outcome::Invalid => "invalid",
+            Outcome::Exempt => "exempt",
+            Outcome::Unavailable => "unavailable",
+            Outcome::Blocked => "blocked",
+            Outcome::Banned => "banned",
+            Outcome::Trap => "trap",
+        }
+    }
+}
+
+/// What the request carries, verified before the store is asked (so that a
+/// refusal's strike is recorded in the same round trip). It only matters
+/// when the client is over its limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carried {
+    /// Neither `X-PoW-Challenge` nor `X-PoW-Nonce`.
+    Nothing,
+    /// A solution that failed verification.
+    Invalid(Rejection),
+    /// A correct solution; it still has to be spent.
+    Valid(Solved),
+}
+
+/// A store's answer as the decision sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply<T> {
+    Ready(T),
+    /// The store (Redis) is down and no fallback answered:
+    /// `pow_shield_fail` decides.
+    Down,
+    /// The zone could not hold the record even after eviction.
+    Full,
+}
+
+/// The store's answer to a check: the limiter's verdict and the client's
+/// red-zone standing, from one round trip.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    pub standing: Standing,
+}
+
+/// The response to send (the glue builds the bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A JSON body with a fresh challenge: 429, or 409/410/422 with `error`.
+    Challenge {
+        status: u16,
+        error: Option<&'static str>,
+        difficulty: u8,
+    },
+    /// `{"error": message}`.
+    Error { status: u16, message: &'static str },
+    /// The circuit breaker's plain response (or 444).
+    Block(Block),
+    /// 503 with `Retry-After`.
+    Unavailable,
+    /// The trap's 404.
+    NotFound,
+}
+
+/// The next thing the handler does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Count the request; a refusal is a strike when `offence`.
+    Check { offence: bool },
+    /// Mark the solution spent.
+    Spend(Solved),
+    /// Record a strike and report the standing (trap).
+    Strike,
+    /// The decision is made.
+    End(End),
+}
+
+/// A decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    pub outcome: Outcome,
+    /// `None`: let the request through.
+    pub answer: Option<Answer>,
+    /// Record a strike without waiting for it (a spent solution's 409).
+    pub strike: bool,
+    /// Why, for the log line of a rejection.
+    pub reason: &'static str,
+}
+
+/// The policy of the location that decides (resolved configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub limit: Option<RateLimit>,
+    pub difficulty: DifficultyRule,
+    pub red: RedRules,
+    pub fail: FailPolicy,
+    pub dry_run: bool,
+    pub trap: bool,
+}
+
+/// One request's decision, kept between store round trips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    rules: Rules,
+    carried: Carried,
+    /// What the check answered, for the challenge's difficulty.
+    checked: Checked,
+}
+
+impl Decision {
+    pub fn new(rules: Rules, carried: Carried) -> Self {
+        Self {
+            rules,
+            carried,
+            checked: Checked::default(),
+        }
+    }
+
+    /// The first step. `exempt`: the key is empty.
+    pub fn start(&self, exempt: bool) -> Step {
+        if exempt {
+            return pass(Outcome::Exempt);
+        }
+        if self.rules.trap {
+            if self.rules.red.strikes.is_none() {
+                return self.reject(Outcome::Trap, Answer::NotFound, "trap");
+            }
+            return Step::Strike;
+        }
+        if self.rules.limit.is_none() {
+            return pass(Outcome::Pass);
+        }
+        Step::Check {
+            offence: !matches!(self.carried, Carried::Valid(_)),
+        }
+    }
+
+    /// After the check: red, green or yellow.
+    pub fn checked(&mut self, reply: Reply<Checked>, trusted: impl FnOnce() -> bool) -> Step {
+        let checked = match reply {
+            Reply::Ready(checked) => checked,
+            // A zone full beyond eviction forgets a client: let it through.
+            Reply::Full => return pass(Outcome::Pass),
+            Reply::Down => return self.down(Outcome::Pass, trusted),
+        };
+        self.checked = checked;
+        if let Some(step) = self.red(checked.standing.block) {
+            return step;
+        }
+        if checked.verdict.allowed {
+            return pass(Outcome::Pass);
+        }
+        match self.carried {
+            Carried::Nothing => self.reject(
+                Outcome::Challenge,
+                self.challenge(429, None),
+                "over the limit, challenge sent",
+            ),
+            Carried::Invalid(rejection) => {
+                let (status, message) = (rejection.status(), rejection.message());
+                let answer = if rejection.wants_fresh_challenge() {
+                    self.challenge(status, Some(message))
+                } else {
+                    Answer::Error { status, message }
+                };
+                self.reject(Outcome::Invalid, answer, rejection.reason())
+            }
+            Carried::Valid(solved) => Step::Spend(solved),
+        }
+    }
+
+    /// After spending: the solution admits the request once. A solution
+    /// that cannot be recorded is not accepted.
+    pub fn spent(&self, reply: Reply<bool>, trusted: impl FnOnce() -> bool) -> Step {
+        match reply {
+            Reply::Ready(true) => pass(Outcome::Solved),
+            Reply::Ready(false) => {
+                let answer = self.challenge(SPENT_STATUS, Some(SPENT_MESSAGE));
+                match self.reject(Outcome::Invalid, answer, "spent") {
+                    Step::End(end) => Step::End(End {
+                        strike: self.rules.red.strikes.is_some(),
+                        ..end
+                    }),
+                    step => step,
+                }
+            }
+            Reply::Full => self.reject(
+                Outcome::Unavailable,
+                Answer::Unavailable,
+                "no room left to record the spent solution",
+            ),
+            Reply::Down => self.down(Outcome::Solved, trusted),
+        }
+    }
+
+    /// After a trap's strike: 404, or the block if the client was blocked.
+    pub fn struck(&self, reply: Reply<Standing>) -> Step {
+        if let Reply::Ready(standing) = reply {
+            if let Some(step) = self.red(standing.block) {
+                return step;
+            }
+        }
+        self.reject(Outcome::Trap, Answer::NotFound, "trap")
+    }
+
+    /// The red zone: blocked clients get the cheap answer and nothing else.
+    fn red(&self, block: Block) -> Option<Step> {
+        let (outcome, reason) = match block {
+            Block::Clear => return None,
+            Block::Blocked => (Outcome::Blocked, "circuit breaker open, blocked"),
+            Block::Banned => (Outcome::Banned, "banned"),
+        };
+        Some(self.reject(outcome, Answer::Block(block), reason))
+    }
+
+    /// The store is down: `pow_shield_fail` (the `local` fallback was
+    /// already tried by the store chain).
+    fn down(&self, admitted: Outcome, trusted: impl FnOnce() -> bool) -> Step {
+        match self.rules.fail {
+            FailPolicy::Closed if !trusted() => self.reject(
+                Outcome::Unavailable,
+                Answer::Unavailable,
+                "rate limiter store unavailable, refused (pow_shield_fail closed)",
+            ),
+            _ => pass(admitted),
+        }
+    }
+
+    fn challenge(&self, status: u16, error: Option<&'static str>) -> Answer {
+        let Checked { verdict, standing } = self.checked;
+        let limit = self.rules.limit.map_or(1, |l| l.requests);
+        Answer::Challenge {
+            status,
+            error,
+            difficulty: self
+                .rules
+                .difficulty
+                .for_client(standing.strikes, verdict.over, limit),
+        }
+    }
+
+    /// A rejection; in a dry run it is decided and logged, not enforced.
+    fn reject(&self, outcome: Outcome, answer: Answer, reason: &'static str) -> Step {
+        Step::End(End {
+            outcome,
+            answer: (!self.rules.dry_run).then_some(answer),
+            strike: false,
+            reason,
+        })
+    }
+}
+
+impl End {
+    /// Let the request through.
+    pub fn pass(outcome: Outcome) -> End {
+        End {
+            outcome,
+            answer: None,
+            strike: false,
+            reason: "",
+        }
+    }
+}
+
+fn pass(outcome: Outcome) -> Step {
+    Step::End(End::pass(outcome))
+}

@@ -1,0 +1,498 @@
+//! The decision as a table: a fake store (the same bucket and strike rules
+//! the shared-memory store runs) and a driver that does what the handler
+//! does with each step.
+
+use std::collections::{HashMap, HashSet};
+
+use super::*;
+use crate::limiter::bucket::{self, BucketState};
+use crate::limiter::strikes::{StrikeRule, StrikeState};
+
+const LIMIT_2: RateLimit = RateLimit {
+    requests: 2,
+    window_ms: 60_000,
+};
+
+fn rules() -> Rules {
+    Rules {
+        limit: Some(LIMIT_2),
+        difficulty: DifficultyRule::fixed(4),
+        red: RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 60_000,
+            }),
+            ban: None,
+        },
+        fail: FailPolicy::Local,
+        dry_run: false,
+        trap: false,
+    }
+}
+
+fn solved(n: u8) -> Solved {
+    Solved {
+        digest: [n; 32],
+        difficulty: 4,
+        expires_at_ms: 120_000,
+    }
+}
+
+const VALID: fn(u8) -> Carried = |n| Carried::Valid(solved(n));
+const WRONG: Carried = Carried::Invalid(Rejection::WrongSolution);
+
+/// An in-memory store; `down` answers like a dead Redis without fallback,
+/// `full` like a zone with no room.
+#[derive(Default)]
+struct FakeStore {
+    buckets: HashMap<&'static str, BucketState>,
+    strikes: HashMap<&'static str, StrikeState>,
+    spent: HashSet<[u8; 32]>,
+    down: bool,
+    full: bool,
+    now: u64,
+    /// Store operations, in order.
+    calls: Vec<&'static str>,
+}
+
+impl FakeStore {
+    fn check(&mut self, key: &'static str, rules: &Rules, offence: bool) -> Reply<Checked> {
+        self.calls.push("check");
+        if self.down {
+            return Reply::Down;
+        }
+        let strikes = self.strikes.entry(key).or_default();
+        let block = strikes.block(rules.red, self.now);
+        if block != Block::Clear {
+            let standing = Standing {
+                strikes: strikes.strikes,
+                block,
+            };
+            return Reply::Ready(Checked {
+                verdict: Verdict::default(),
+                standing,
+            });
+        }
+        let limit = rules.limit.unwrap_or(LIMIT_2);
+        let verdict = bucket::admit(self.buckets.entry(key).or_default(), limit, self.now);
+        let standing = if !verdict.allowed && offence {
+            strikes.strike(rules.red, self.now)
+        } else {
+            Standing {
+                strikes: strikes.strikes,
+                block: Block::Clear,
+            }
+        };
+        Reply::Ready(Checked { verdict, standing })
+    }
+
+    fn spend(&mut self, solved: &Solved) -> Reply<bool> {
+        self.calls.push("spend");
+        if self.down {
+            return Reply::Down;
+        }
+        if self.full {
+            return Reply::Full;
+        }
+        Reply::Ready(self.spent.insert(solved.digest))
+    }
+
+    fn strike(&mut self, key: &'static str, rules: &Rules) -> Reply<Standing> {
+        self.calls.push("strike");
+        if self.down {
+            return Reply::Down;
+        }
+        Reply::Ready(
+            self.strikes
+                .entry(key)
+                .or_default()
+                .strike(rules.red, self.now),
+        )
+    }
+
+    /// Runs one request the way the handler does; `trusted` is the value of
+    /// `pow_shield_fail closed trusted=`.
+    fn request(&mut self, key: &'static str, rules: Rules, carried: Carried, trusted: bool) -> End {
+        let mut decision = Decision::new(rules, carried);
+        let mut step = decision.start(key.is_empty());
+        loop {
+            step = match step {
+                Step::Check { offence } => {
+                    let reply = self.check(key, &rules, offence);
+                    decision.checked(reply, || trusted)
+                }
+                Step::Spend(solved) => {
+                    let reply = self.spend(&solved);
+                    decision.spent(reply, || trusted)
+                }
+                Step::Strike => {
+                    let reply = self.strike(key, &rules);
+                    decision.struck(reply)
+                }
+                Step::End(end) => {
+                    if end.strike {
+                        let _ = self.strike(key, &rules);
+                    }
+                    return end;
+                }
+            }
+        }
+    }
+
+    fn get(&mut self, key: &'static str, carried: Carried) -> End {
+        self.request(key, rules(), carried, false)
+    }
+}
+
+fn status(end: &End) -> u16 {
+    match end.answer {
+        None => 200,
+        Some(Answer::Challenge { status, .. } | Answer::Error { status, .. }) => status,
+        Some(Answer::Block(_)) => 403,
+        Some(Answer::Unavailable) => 503,
+        Some(Answer::NotFound) => 404,
+    }
+}
+
+fn statuses(store: &mut FakeStore, key: &'static str, carried: Carried, n: usize) -> Vec<u16> {
+    (0..n).map(|_| status(&store.get(key, carried))).collect()
+}
+
+/* zones */
+
+#[test]
+fn green_requests_pass_with_one_check_each() {
+    let mut s = FakeStore::default();
+    assert_eq!(statuses(&mut s, "a", Carried::Nothing, 2), [200, 200]);
+    assert_eq!(s.calls, ["check", "check"]);
+}
+
+#[test]
+fn an_empty_key_is_exempt_and_asks_no_store() {
+    let mut s = FakeStore::default();
+    let end = s.get("", Carried::Nothing);
+    assert_eq!(end.outcome, Outcome::Exempt);
+    assert!(s.calls.is_empty());
+}
+
+#[test]
+fn over_the_limit_without_a_solution_is_a_429_challenge() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    let end = s.get("a", Carried::Nothing);
+    assert_eq!(end.outcome, Outcome::Challenge);
+    assert_eq!(
+        end.answer,
+        Some(Answer::Challenge {
+            status: 429,
+            error: None,
+            difficulty: 4
+        })
+    );
+}
+
+#[test]
+fn under_the_limit_a_solution_is_ignored_and_not_spent() {
+    let mut s = FakeStore::default();
+    assert_eq!(status(&s.get("a", VALID(1))), 200);
+    assert_eq!(s.calls, ["check"]);
+    assert!(s.spent.is_empty());
+}
+
+#[test]
+fn over_the_limit_a_valid_solution_is_spent_once() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    let end = s.get("a", VALID(1));
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Solved));
+    let again = s.get("a", VALID(1));
+    assert_eq!(status(&again), 409);
+    assert_eq!(again.outcome, Outcome::Invalid);
+}
+
+#[test]
+fn a_wrong_solution_is_refused_before_the_replay_store_is_touched() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    s.calls.clear();
+    let end = s.get("a", WRONG);
+    assert_eq!(status(&end), 422);
+    assert_eq!(s.calls, ["check"], "no spend, no second round trip");
+}
+
+#[test]
+fn every_verification_failure_has_the_spec_status_and_fresh_challenge_rule() {
+    let cases = [
+        (Rejection::Malformed, 400, false),
+        (Rejection::BadSignature, 403, false),
+        (Rejection::BadPayload, 400, false),
+        (Rejection::WrongIp, 403, false),
+        (Rejection::Expired, 410, true),
+        (Rejection::WrongSolution, 422, true),
+    ];
+    for (rejection, want, fresh) in cases {
+        let mut s = FakeStore::default();
+        statuses(&mut s, "a", Carried::Nothing, 2);
+        let end = s.get("a", Carried::Invalid(rejection));
+        assert_eq!(status(&end), want, "{rejection:?}");
+        let has_challenge = matches!(end.answer, Some(Answer::Challenge { .. }));
+        assert_eq!(has_challenge, fresh, "{rejection:?}");
+    }
+}
+
+/* fail policies */
+
+fn down_store() -> FakeStore {
+    FakeStore {
+        down: true,
+        ..FakeStore::default()
+    }
+}
+
+fn with_fail(fail: FailPolicy) -> Rules {
+    Rules { fail, ..rules() }
+}
+
+#[test]
+fn fail_open_lets_requests_through_while_the_store_is_down() {
+    let end = down_store().request("a", with_fail(FailPolicy::Open), Carried::Nothing, false);
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
+}
+
+#[test]
+fn fail_closed_refuses_with_503_unless_trusted() {
+    let closed = with_fail(FailPolicy::Closed);
+    let end = down_store().request("a", closed, Carried::Nothing, false);
+    assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
+    let end = down_store().request("a", closed, Carried::Nothing, true);
+    assert_eq!(status(&end), 200);
+}
+
+#[test]
+fn a_zone_full_beyond_eviction_lets_a_check_through() {
+    let mut decision = Decision::new(rules(), Carried::Nothing);
+    let step = decision.checked(Reply::Full, || false);
+    assert!(matches!(step, Step::End(End { answer: None, .. })));
+}
+
+#[test]
+fn a_solution_that_cannot_be_recorded_is_not_accepted() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    s.full = true;
+    let end = s.get("a", VALID(1));
+    assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
+}
+
+#[test]
+fn a_store_down_while_spending_follows_the_fail_policy() {
+    let mut decision = Decision::new(with_fail(FailPolicy::Closed), VALID(1));
+    assert_eq!(status(&end_of(decision.spent(Reply::Down, || false))), 503);
+    decision = Decision::new(with_fail(FailPolicy::Open), VALID(1));
+    let end = end_of(decision.spent(Reply::Down, || false));
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Solved));
+}
+
+fn end_of(step: Step) -> End {
+    match step {
+        Step::End(end) => end,
+        other => panic!("expected an end, got {other:?}"),
+    }
+}
+
+/* dry run */
+
+#[test]
+fn dry_run_decides_and_counts_but_never_rejects() {
+    let dry = Rules {
+        dry_run: true,
+        ..rules()
+    };
+    let mut s = FakeStore::default();
+    let ends: Vec<End> = (0..10)
+        .map(|_| s.request("a", dry, Carried::Nothing, false))
+        .collect();
+    assert!(ends.iter().all(|e| e.answer.is_none()));
+    let outcomes: Vec<Outcome> = ends.iter().map(|e| e.outcome).collect();
+    assert_eq!(
+        outcomes[..3],
+        [Outcome::Pass, Outcome::Pass, Outcome::Challenge]
+    );
+    assert_eq!(outcomes[7], Outcome::Blocked, "the 6th offence would block");
+}
+
+/* red zone */
+
+#[test]
+fn the_sixth_offence_is_blocked_and_the_five_before_are_429() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    assert_eq!(
+        statuses(&mut s, "a", Carried::Nothing, 7),
+        [429, 429, 429, 429, 429, 403, 403]
+    );
+    let end = s.get("a", Carried::Nothing);
+    assert_eq!(end.outcome, Outcome::Blocked);
+    assert_eq!(end.answer, Some(Answer::Block(Block::Blocked)));
+}
+
+#[test]
+fn a_blocked_client_is_blocked_under_its_limit_too_and_adds_no_strikes() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 7);
+    s.now = 59_000;
+    // The bucket has drained; the breaker still holds.
+    assert_eq!(statuses(&mut s, "a", Carried::Nothing, 3), [403, 403, 403]);
+    assert_eq!(s.strikes["a"].strikes, 5);
+    s.now = 60_000;
+    assert_eq!(status(&s.get("a", Carried::Nothing)), 200);
+}
+
+#[test]
+fn wrong_solutions_count_as_strikes_and_a_blocked_request_spends_nothing() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    assert_eq!(statuses(&mut s, "a", WRONG, 5), [422; 5]);
+    assert_eq!(status(&s.get("a", VALID(9))), 403);
+    assert!(
+        s.spent.is_empty(),
+        "the solution stays usable by another client"
+    );
+    statuses(&mut s, "b", Carried::Nothing, 2);
+    assert_eq!(status(&s.get("b", VALID(9))), 200);
+}
+
+#[test]
+fn a_replayed_solution_is_a_strike() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    s.get("a", VALID(1));
+    s.calls.clear();
+    assert_eq!(status(&s.get("a", VALID(1))), 409);
+    assert_eq!(s.calls, ["check", "spend", "strike"]);
+    assert_eq!(s.strikes["a"].strikes, 1);
+}
+
+#[test]
+fn a_valid_solution_is_not_a_strike() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    for n in 0..10 {
+        assert_eq!(status(&s.get("a", VALID(n))), 200);
+    }
+    assert_eq!(s.strikes["a"].strikes, 0);
+}
+
+#[test]
+fn strikes_off_never_blocks() {
+    let off = Rules {
+        red: RedRules::default(),
+        ..rules()
+    };
+    let mut s = FakeStore::default();
+    let all: Vec<u16> = (0..20)
+        .map(|_| status(&s.request("a", off, Carried::Nothing, false)))
+        .collect();
+    assert!(all[2..].iter().all(|&st| st == 429));
+}
+
+fn trap() -> Rules {
+    Rules {
+        limit: None,
+        trap: true,
+        ..rules()
+    }
+}
+
+#[test]
+fn a_trap_answers_404_with_a_strike_and_blocks_the_sixth_hit() {
+    let mut s = FakeStore::default();
+    let hits: Vec<End> = (0..7)
+        .map(|_| s.request("a", trap(), Carried::Nothing, false))
+        .collect();
+    let got: Vec<u16> = hits.iter().map(status).collect();
+    assert_eq!(got, [404, 404, 404, 404, 404, 403, 403]);
+    assert_eq!(hits[0].outcome, Outcome::Trap);
+    // The trap's strikes block the client on shielded locations too.
+    assert_eq!(status(&s.get("a", Carried::Nothing)), 403);
+}
+
+#[test]
+fn a_trap_with_strikes_off_only_answers_404() {
+    let mut s = FakeStore::default();
+    let off = Rules {
+        red: RedRules::default(),
+        ..trap()
+    };
+    let end = s.request("a", off, Carried::Nothing, false);
+    assert_eq!(status(&end), 404);
+    assert!(s.calls.is_empty());
+}
+
+#[test]
+fn a_trap_still_answers_404_when_the_store_is_down() {
+    let end = down_store().request("a", trap(), Carried::Nothing, false);
+    assert_eq!(status(&end), 404);
+}
+
+#[test]
+fn a_ban_follows_k_openings_and_answers_banned() {
+    let banning = Rules {
+        red: RedRules {
+            ban: Some(crate::limiter::strikes::BanRule {
+                after: 2,
+                ttl_ms: 600_000,
+            }),
+            ..rules().red
+        },
+        ..rules()
+    };
+    let mut s = FakeStore::default();
+    let offend = |s: &mut FakeStore, n| {
+        (0..n)
+            .map(|_| s.request("a", banning, Carried::Nothing, false))
+            .last()
+    };
+    offend(&mut s, 8);
+    s.now = 61_000;
+    let end = offend(&mut s, 8).unwrap();
+    assert_eq!(end.outcome, Outcome::Banned);
+    assert_eq!(end.answer, Some(Answer::Block(Block::Banned)));
+    s.now = 661_000;
+    assert_eq!(
+        status(&s.request("a", banning, Carried::Nothing, false)),
+        200,
+        "the ban ended"
+    );
+}
+
+#[test]
+fn difficulty_rises_with_strikes_and_volume_up_to_max() {
+    let rising = Rules {
+        difficulty: DifficultyRule { base: 2, max: 5 },
+        red: RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 50,
+                ttl_ms: 60_000,
+            }),
+            ban: None,
+        },
+        ..rules()
+    };
+    let mut s = FakeStore::default();
+    let difficulties: Vec<u8> = (0..40)
+        .filter_map(
+            |_| match s.request("a", rising, Carried::Nothing, false).answer {
+                Some(Answer::Challenge { difficulty, .. }) => Some(difficulty),
+                _ => None,
+            },
+        )
+        .collect();
+    assert_eq!(
+        difficulties.first(),
+        Some(&2),
+        "a fresh offender pays the base"
+    );
+    assert!(difficulties.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(difficulties.last(), Some(&5));
+}

@@ -1,0 +1,268 @@
+//! The circuit breaker (SPEC §5) as plain data and rules: strikes per client,
+//! the block they open, and the ban that repeated blocks earn. The
+//! shared-memory store runs these functions under its lock; the Redis
+//! script ([`super::window::SLIDING_WINDOW_SCRIPT`] and
+//! [`super::window::STRIKE_SCRIPT`]) does the same steps atomically in Redis.
+//!
+//! Times are whatever clock the caller uses consistently (milliseconds).
+
+/// `pow_shield_strikes <n> <time>`: the `n`-th strike opens the breaker,
+/// which stays open until `ttl_ms` after the last strike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrikeRule {
+    /// Strikes that open the breaker (at least 1).
+    pub threshold: u32,
+    /// How long strikes are remembered after the last one.
+    pub ttl_ms: u64,
+}
+
+/// `pow_shield_ban <time> after=<k>`: `k` breaker openings within `ttl_ms`
+/// ban the client for `ttl_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BanRule {
+    /// Breaker openings that earn a ban (at least 1).
+    pub after: u32,
+    /// The window in which openings are counted, and the ban's length.
+    pub ttl_ms: u64,
+}
+
+/// The red-zone rules of one location; `None` is `off`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RedRules {
+    pub strikes: Option<StrikeRule>,
+    pub ban: Option<BanRule>,
+}
+
+/// Whether a client may be served at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Block {
+    /// Not blocked.
+    #[default]
+    Clear,
+    /// The breaker is open (level 1).
+    Blocked,
+    /// Banned after repeated openings (level 2).
+    Banned,
+}
+
+/// A client's red-zone state as a store reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// Strikes counted now (after this request's, if it made one).
+    pub strikes: u32,
+    /// Whether this request is blocked. A request that makes the last
+    /// strike is still answered as an offence; the next one is blocked.
+    pub block: Block,
+}
+
+/// One client's breaker, kept by the local store (fixed size, plain data,
+/// so it lives in the shared-memory zone).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StrikeState {
+    pub strikes: u32,
+    /// Breaker openings counted towards a ban.
+    pub trips: u32,
+    /// Strikes are forgotten at this time (last strike + ttl).
+    pub strikes_until_ms: u64,
+    /// Openings are forgotten at this time; while `trips` has reached the
+    /// ban rule's `after`, the ban lasts until then.
+    pub trips_until_ms: u64,
+}
+
+impl StrikeState {
+    /// Forgets what has expired by `now_ms`.
+    fn expire(&mut self, now_ms: u64) {
+        if now_ms >= self.strikes_until_ms {
+            self.strikes = 0;
+        }
+        if now_ms >= self.trips_until_ms {
+            self.trips = 0;
+        }
+    }
+
+    /// Whether the client is blocked now. Reading never extends a block.
+    pub fn block(&mut self, rules: RedRules, now_ms: u64) -> Block {
+        self.expire(now_ms);
+        if rules.ban.is_some_and(|ban| self.trips >= ban.after) {
+            return Block::Banned;
+        }
+        if rules
+            .strikes
+            .is_some_and(|rule| self.strikes >= rule.threshold)
+        {
+            return Block::Blocked;
+        }
+        Block::Clear
+    }
+
+    /// Records one strike unless the client is blocked (blocked requests
+    /// add nothing), and returns the standing this request is answered with.
+    pub fn strike(&mut self, rules: RedRules, now_ms: u64) -> Standing {
+        let block = self.block(rules, now_ms);
+        let Some(rule) = rules.strikes.filter(|_| block == Block::Clear) else {
+            return self.standing(block);
+        };
+        self.strikes = self.strikes.saturating_add(1);
+        self.strikes_until_ms = now_ms.saturating_add(rule.ttl_ms);
+        if self.strikes == rule.threshold {
+            if let Some(ban) = rules.ban {
+                self.trip(ban, now_ms);
+            }
+        }
+        self.standing(Block::Clear)
+    }
+
+    /// The breaker just opened: one more trip towards a ban. The window
+    /// starts at the first trip; the trip that bans restarts it as the ban.
+    fn trip(&mut self, ban: BanRule, now_ms: u64) {
+        if self.trips == 0 {
+            self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
+        }
+        self.trips = self.trips.saturating_add(1);
+        if self.trips >= ban.after {
+            self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
+        }
+    }
+
+    fn standing(&self, block: Block) -> Standing {
+        Standing {
+            strikes: self.strikes,
+            block,
+        }
+    }
+
+    /// When the entry carries nothing any more (for the zone's expiry).
+    pub fn forgotten_at_ms(&self) -> u64 {
+        self.strikes_until_ms.max(self.trips_until_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIVE_PER_MINUTE: RedRules = RedRules {
+        strikes: Some(StrikeRule {
+            threshold: 5,
+            ttl_ms: 60_000,
+        }),
+        ban: None,
+    };
+
+    fn with_ban(after: u32, ttl_ms: u64) -> RedRules {
+        RedRules {
+            ban: Some(BanRule { after, ttl_ms }),
+            ..FIVE_PER_MINUTE
+        }
+    }
+
+    /// Offences at `now`, returning each one's block.
+    fn offend(state: &mut StrikeState, rules: RedRules, now: u64, n: usize) -> Vec<Block> {
+        (0..n).map(|_| state.strike(rules, now).block).collect()
+    }
+
+    #[test]
+    fn the_sixth_offence_is_the_first_blocked_with_five_strikes() {
+        let mut s = StrikeState::default();
+        let blocks = offend(&mut s, FIVE_PER_MINUTE, 1_000, 7);
+        use Block::*;
+        assert_eq!(
+            blocks,
+            [Clear, Clear, Clear, Clear, Clear, Blocked, Blocked]
+        );
+    }
+
+    #[test]
+    fn blocked_requests_add_no_strikes_and_do_not_extend_the_block() {
+        let mut s = StrikeState::default();
+        offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
+        offend(&mut s, FIVE_PER_MINUTE, 30_000, 10);
+        assert_eq!(s.strikes, 5);
+        assert_eq!(s.strikes_until_ms, 61_000);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 60_999), Block::Blocked);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 61_000), Block::Clear);
+    }
+
+    #[test]
+    fn every_strike_renews_the_ttl() {
+        let mut s = StrikeState::default();
+        for at in [0, 50_000, 100_000, 150_000] {
+            assert_eq!(s.strike(FIVE_PER_MINUTE, at).block, Block::Clear);
+        }
+        // Four strikes 50 s apart: none was forgotten.
+        assert_eq!(s.strikes, 4);
+        assert_eq!(s.strike(FIVE_PER_MINUTE, 200_000).strikes, 5);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 200_001), Block::Blocked);
+    }
+
+    #[test]
+    fn strikes_are_forgotten_a_ttl_after_the_last() {
+        let mut s = StrikeState::default();
+        offend(&mut s, FIVE_PER_MINUTE, 0, 4);
+        assert_eq!(s.strike(FIVE_PER_MINUTE, 60_000).strikes, 1);
+    }
+
+    #[test]
+    fn strikes_off_never_blocks_and_counts_nothing() {
+        let mut s = StrikeState::default();
+        let blocks = offend(&mut s, RedRules::default(), 0, 100);
+        assert!(blocks.iter().all(|b| *b == Block::Clear));
+        assert_eq!(s.strikes, 0);
+    }
+
+    #[test]
+    fn a_threshold_of_one_blocks_the_second_offence() {
+        let rules = RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 1,
+                ttl_ms: 10_000,
+            }),
+            ban: None,
+        };
+        let mut s = StrikeState::default();
+        assert_eq!(offend(&mut s, rules, 0, 2), [Block::Clear, Block::Blocked]);
+    }
+
+    #[test]
+    fn k_openings_within_the_ban_time_ban_the_client_for_that_time() {
+        let rules = with_ban(2, 600_000);
+        let mut s = StrikeState::default();
+        // First opening at t=0; the block ends at 60 s.
+        offend(&mut s, rules, 0, 5);
+        assert_eq!(s.block(rules, 1), Block::Blocked);
+        // Second opening at t=100 s: banned for 600 s from then.
+        offend(&mut s, rules, 100_000, 5);
+        assert_eq!(s.block(rules, 100_001), Block::Banned);
+        assert_eq!(s.block(rules, 699_999), Block::Banned);
+        assert_eq!(s.block(rules, 700_000), Block::Clear);
+    }
+
+    #[test]
+    fn openings_further_apart_than_the_ban_time_do_not_ban() {
+        let rules = with_ban(2, 100_000);
+        let mut s = StrikeState::default();
+        offend(&mut s, rules, 0, 5);
+        offend(&mut s, rules, 200_000, 5);
+        assert_eq!(s.block(rules, 200_001), Block::Blocked);
+        assert_eq!(s.trips, 1);
+    }
+
+    #[test]
+    fn a_ban_does_not_count_strikes() {
+        let rules = with_ban(1, 100_000);
+        let mut s = StrikeState::default();
+        offend(&mut s, rules, 0, 5);
+        let standing = s.strike(rules, 70_000);
+        assert_eq!(standing.block, Block::Banned);
+        assert_eq!(s.strikes, 0, "strikes expired at 60 s and none were added");
+    }
+
+    #[test]
+    fn forgotten_at_covers_strikes_and_trips() {
+        let rules = with_ban(3, 500_000);
+        let mut s = StrikeState::default();
+        offend(&mut s, rules, 0, 5);
+        assert_eq!(s.forgotten_at_ms(), 500_000);
+    }
+}
