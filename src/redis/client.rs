@@ -266,6 +266,14 @@ impl Drop for Client {
     }
 }
 
+/// Up to 200 characters of a peer's text, control characters replaced.
+fn printable(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 fn now() -> ngx_msec_t {
     // SAFETY: nginx's cached monotonic millisecond clock; single-threaded.
     unsafe { ngx_current_msec }
@@ -507,7 +515,7 @@ impl Inner {
                 "pow_shield: redis {} answered {kind} errors; those requests are decided by \
                  \"pow_shield_fail\" (first: {})",
                 self.settings.name,
-                text.chars().take(200).collect::<String>()
+                printable(text)
             );
         }
     }

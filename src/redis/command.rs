@@ -37,8 +37,11 @@ pub const MAX_LINE: usize = 4096;
 pub const MAX_BULK: usize = 4096;
 /// Most elements of an array reply (the script answers 4 integers).
 pub const MAX_ELEMENTS: usize = 16;
-/// So no reply of ours is larger than this.
-pub const MAX_REPLY: usize = MAX_ELEMENTS * (MAX_BULK + 32) + 32;
+/// Longest array or bulk string header (`$`, a length, CRLF).
+const MAX_HEADER: usize = 24;
+/// So no reply we accept is larger than this.
+/// (An element is at most a header and a bulk string, or a line.)
+pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK + MAX_LINE);
 
 /// Decodes the first reply in `buf`.
 ///
@@ -92,7 +95,7 @@ fn scan_scalar(buf: &[u8]) -> Result<Option<usize>, String> {
         return Ok(None);
     };
     match kind {
-        b'+' | b'-' | b':' => line_end(buf),
+        b'+' | b'-' | b':' => line_end(buf, MAX_LINE),
         b'$' => {
             let Some((len, at)) = header(buf)? else {
                 return Ok(None);
@@ -110,12 +113,12 @@ fn scan_scalar(buf: &[u8]) -> Result<Option<usize>, String> {
     }
 }
 
-/// Where the first line ends (after its CRLF).
-fn line_end(buf: &[u8]) -> Result<Option<usize>, String> {
-    let window = &buf[..buf.len().min(MAX_LINE + 2)];
+/// Where the first line ends (after its CRLF), if within `max` bytes.
+fn line_end(buf: &[u8], max: usize) -> Result<Option<usize>, String> {
+    let window = &buf[..buf.len().min(max + 2)];
     match window.windows(2).position(|w| w == b"\r\n") {
         Some(i) => Ok(Some(i + 2)),
-        None if buf.len() >= MAX_LINE + 2 => Err(format!("line longer than {MAX_LINE} bytes")),
+        None if buf.len() >= max + 2 => Err(format!("line longer than {max} bytes")),
         None => Ok(None),
     }
 }
@@ -123,7 +126,7 @@ fn line_end(buf: &[u8]) -> Result<Option<usize>, String> {
 /// The length of an array or bulk string header (-1 for null), and where
 /// its data starts.
 fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, String> {
-    let Some(end) = line_end(buf)? else {
+    let Some(end) = line_end(buf, MAX_HEADER - 2)? else {
         return Ok(None);
     };
     let len = core::str::from_utf8(&buf[1..end - 2])
@@ -295,6 +298,16 @@ mod tests {
     fn a_bad_length_is_corrupt() {
         assert!(matches!(decode_reply(b"$-2\r\n"), Decoded::Corrupt(_)));
         assert!(matches!(decode_reply(b"*x\r\n"), Decoded::Corrupt(_)));
+        let padded = [&b"$"[..], &[b'0'; 100], b"1\r\n"].concat();
+        assert!(matches!(decode_reply(&padded), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn the_largest_reply_accepted_is_bounded() {
+        let element = [&b"$4096\r\n"[..], &[b'x'; MAX_BULK], b"\r\n"].concat();
+        let reply = [&b"*16\r\n"[..], &element.repeat(MAX_ELEMENTS)].concat();
+        assert!(reply.len() <= MAX_REPLY);
+        assert!(matches!(decode_reply(&reply), Decoded::Frame(_, n) if n == reply.len()));
     }
 
     #[test]

@@ -168,12 +168,11 @@ impl RedisStore {
 
     /// Writes the queued spends the fallback made, now that Redis answers.
     fn write_replays(&self) {
-        if !self.client.is_healthy() {
-            return;
-        }
         let now = now_ms();
         let due = match self.replays.try_borrow_mut() {
-            Ok(mut replays) if !replays.is_empty() => replays.take_due(now),
+            Ok(mut replays) if !replays.is_empty() && self.client.is_healthy() => {
+                replays.take_due(now)
+            }
             _ => return,
         };
         for replay in due {
