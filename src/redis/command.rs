@@ -276,12 +276,18 @@ mod tests {
 
     #[test]
     fn a_nested_array_is_corrupt_even_before_it_is_complete() {
-        assert!(matches!(decode_reply(b"*2\r\n:1\r\n*1"), Decoded::Corrupt(_)));
+        assert!(matches!(
+            decode_reply(b"*2\r\n:1\r\n*1"),
+            Decoded::Corrupt(_)
+        ));
     }
 
     #[test]
     fn an_announced_length_beyond_ours_is_corrupt_at_once() {
-        assert!(matches!(decode_reply(b"$200000000\r\nxx"), Decoded::Corrupt(_)));
+        assert!(matches!(
+            decode_reply(b"$200000000\r\nxx"),
+            Decoded::Corrupt(_)
+        ));
         assert!(matches!(decode_reply(b"*100000\r\n"), Decoded::Corrupt(_)));
     }
 

@@ -5,11 +5,6 @@
 
 use std::collections::VecDeque;
 
-/// Tokens kept per worker: an outage of a few minutes at a high solve rate.
-/// Beyond it a token is dropped (counted, logged once): the node that spent
-/// it still refuses it; only other nodes could accept it once more.
-pub const MAX_REPLAYS: usize = 4096;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replay {
     pub digest: [u8; 32],

@@ -20,7 +20,12 @@ use crate::limiter::window;
 use crate::limiter::{RateLimit, Verdict};
 use crate::redis::client::{Client, Resend, Settings};
 use crate::redis::command::{client_tag, encode, integers};
-use crate::redis::replays::{Queued, Replays, MAX_REPLAYS};
+use crate::redis::replays::{Queued, Replays};
+
+/// Spends kept per worker for Redis: an outage of minutes at a high solve
+/// rate. Beyond it a token is dropped (counted, logged once): the node that
+/// spent it still refuses it; only other nodes could accept it once more.
+const MAX_REPLAYS: usize = 4096;
 
 /// The Redis store of one worker.
 pub struct RedisStore {
@@ -183,7 +188,11 @@ impl RedisStore {
             }
             let command = self.spend_command(&replay.digest, replay.expires_at_ms, now);
             // The answer doesn't matter: this node refuses the token anyway.
-            if self.client.submit(&command, None, Box::new(|_| {})).is_err() {
+            if self
+                .client
+                .submit(&command, None, Box::new(|_| {}))
+                .is_err()
+            {
                 self.queue_replay(&replay.digest, replay.expires_at_ms);
             }
         }
@@ -263,9 +272,9 @@ impl Store for Rc<RedisStore> {
             waiter.deliver(match frame {
                 // First in Redis, but maybe spent here while Redis was down
                 // (and not written to it yet, or dropped from the queue).
-                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(
-                    !store.is_some_and(|s| s.spent_locally(&digest, now_ms)),
-                ),
+                Some(OwnedFrame::SimpleString(_)) => {
+                    Answer::Spent(!store.is_some_and(|s| s.spent_locally(&digest, now_ms)))
+                }
                 Some(OwnedFrame::Null) => Answer::Spent(false),
                 _ => {
                     if let Some(store) = store {

@@ -25,9 +25,9 @@ impl ShmStore {
     /// token the `local` fallback spent while Redis was unavailable).
     pub fn is_spent(&self, digest: &[u8; 32], now_ms: u64) -> bool {
         let key = TableKey::new(&[digest]);
-        self.zone.with_locked(|zone, _| {
-            matches!(zone.spent.find(&key), Some(entry) if entry.expires_at_ms > now_ms)
-        })
+        self.zone.with_locked(
+            |zone, _| matches!(zone.spent.find(&key), Some(entry) if entry.expires_at_ms > now_ms),
+        )
     }
 }
 
