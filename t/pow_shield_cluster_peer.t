@@ -3,7 +3,9 @@
 # Cluster mode against a peer that is not the Redis we expect (a wrong port
 # in pow_shield_redis, a hostile server): the client must neither grow memory
 # without bound nor wait for its deadline on garbage. It drops the
-# connection, logs why, and the request is decided by pow_shield_fail.
+# connection, logs why, and the request is decided by pow_shield_fail.  A
+# reply nested deeper than any of ours must not crash the worker (a
+# recursive decoder overflows the stack): it is refused before decoding.
 
 use strict;
 use warnings;
@@ -21,7 +23,8 @@ use Test::PowShield qw(:pow);
 
 my $t = Test::PowShield->new;
 
-# A fake "Redis": answers whatever it is sent with what $reply returns.
+# A fake "Redis": answers whatever it is sent with what $reply returns
+# (given what was read).
 sub fake_peer {
     my ($port, $reply) = @_;
     my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
@@ -36,7 +39,7 @@ sub fake_peer {
                     next;
                 }
                 sysread($s, my $buf, 65536) or ($sel->remove($s), next);
-                syswrite($s, $reply->());
+                syswrite($s, $reply->($buf));
             }
         }
         POSIX::_exit(0);
@@ -49,8 +52,14 @@ sub fake_peer {
 my $big = fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
 # not RESP at all (an HTTP server on the Redis port)
 my $http = fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
+# a proper handshake (SCRIPT LOAD answered with a SHA), then 60,000 nested
+# arrays (240 KB) for the script call
+my $deep = fake_peer($t->port(8093), sub {
+    return $_[0] =~ /SCRIPT/ ? "\$40\r\n" . ('0' x 40) . "\r\n"
+        : ("*1\r\n" x 60000) . ":1\r\n";
+});
 
-END { kill 'KILL', grep { $_ } $big, $http }
+END { kill 'KILL', grep { $_ } $big, $http, $deep }
 
 $t->write_file_expand('nginx.conf', <<'EOF');
 %%TEST_GLOBALS%%
@@ -93,8 +102,9 @@ $t->run;
 my $r = $t->http_get('/api/data.json', 'X-Client' => 'a');
 is($r->status, 200, 'endless reply: the request is decided by the fallback');
 is($r->header('X-Result'), 'pass', 'endless reply: local bucket passes it');
-ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(reply too large\)/),
-    'endless reply: connection dropped as "reply too large"');
+ok(scalar $t->error_log_lines(
+        qr/pow_shield: redis \S+ unavailable \(unreadable reply: bulk string of 200000000 bytes/),
+    'endless reply: connection dropped for the announced length');
 
 my @rs = map { $t->http_get('/api/data.json', 'X-Client' => 'b') } 1 .. 3;
 is(join(' ', map { $_->status } @rs), '200 200 429',
@@ -110,6 +120,17 @@ $r = $t->http_get('/api/data.json', 'X-Client' => 'c');
 is($r->status, 200, 'not RESP: the request is decided by the fallback');
 ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(unreadable reply/),
     'not RESP: connection dropped as "unreadable reply"');
+
+# a peer answering the script call with a deeply nested array
+
+$conf =~ s/127\.0\.0\.1:\d+ timeout=/127.0.0.1:${\ $t->port(8093)} timeout=/;
+$t->write_file('nginx.conf', $conf);
+ok($t->reload, 'reload onto a peer that nests arrays');
+$r = $t->http_get('/api/data.json', 'X-Client' => 'd');
+is($r->status, 200, 'nested reply: the worker lives, the fallback decides');
+is($r->header('X-Result'), 'pass', 'nested reply: local bucket passes it');
+ok(scalar $t->error_log_lines(qr/unavailable \(unreadable reply: nested array\)/),
+    'nested reply: connection dropped as "nested array"');
 
 ###############################################################################
 

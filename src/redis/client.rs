@@ -3,16 +3,19 @@
 //! - commands of concurrent requests are appended to one buffer and sent by
 //!   one posted flush per loop iteration (pipelining);
 //! - replies are matched to waiting slots in order;
-//! - one timer covers the oldest pending reply: a timeout, an error reply or
-//!   a disconnect fails every slot at once, closes the connection and
-//!   schedules a reconnect with back-off on a cancelable timer;
-//! - while Redis is down, `submit` refuses at once: requests never wait on a
-//!   dead Redis.
+//! - one timer covers the oldest pending reply: a timeout, a reply that is
+//!   not one of ours or a disconnect fails every slot at once, closes the
+//!   connection and schedules a reconnect with back-off on a cancelable
+//!   timer;
+//! - an error reply (WRONGTYPE, READONLY, OOM...) fails only its own slot:
+//!   the connection stays; each kind is logged once per episode;
+//! - while Redis is down, or with `MAX_IN_FLIGHT` commands waiting, `submit`
+//!   refuses at once: requests never wait on a dead or drowning Redis.
 //!
 //! Nothing here blocks: sockets are non-blocking, and callbacks only post
 //! events.
 
-use core::cell::{RefCell, UnsafeCell};
+use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
 use core::ptr;
 use std::collections::VecDeque;
@@ -23,16 +26,23 @@ use nginx_sys::{
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::command::{decode_reply, is_noscript, Decoded};
+use super::command::{decode_reply, error_kind, is_noscript, Decoded, MAX_REPLY};
+use super::health::{Admission, ErrorReplies, InFlight};
 
 /// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
 /// restarted Redis is used again within a couple of seconds).
 const BACKOFF_FIRST_MS: ngx_msec_t = 100;
 const BACKOFF_MAX_MS: ngx_msec_t = 2_000;
 const READ_CHUNK: usize = 16 * 1024;
-/// Largest reply we wait for: ours are a few dozen bytes, so anything bigger
-/// means the peer is not the Redis we expect (and must not grow memory).
-const MAX_INPUT: usize = 1024 * 1024;
+/// Unread input we keep: `decode_reply` refuses any reply larger than ours
+/// as it arrives, so this only backs that up.
+const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
+/// Commands in flight per worker. nginx handles at most 512 events per
+/// loop iteration (epoll's default `events`), each starting at most one
+/// command, so this is two iterations' worth: a healthy Redis answers far
+/// sooner, and a Redis that lets this many wait would make them wait for
+/// the timeout anyway. Beyond it requests are decided by pow_shield_fail.
+pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// What a slot's owner gets: the reply, or `None` if Redis failed it.
 pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
@@ -51,6 +61,9 @@ pub struct Settings {
     /// Encoded commands sent first on each connection (AUTH, SELECT, SCRIPT
     /// LOAD), with a label for the log if Redis refuses one.
     pub handshake: Vec<(&'static str, Vec<u8>)>,
+    /// Runs after each connection's handshake succeeded (outside the
+    /// client's state, so it may submit).
+    pub on_ready: Option<Box<dyn Fn()>>,
 }
 
 struct Slot {
@@ -79,6 +92,9 @@ struct State {
     out: Vec<u8>,
     input: Vec<u8>,
     slots: VecDeque<Slot>,
+    /// Request slots among `slots`, capped.
+    in_flight: InFlight,
+    errors: ErrorReplies,
     shutting_down: bool,
 }
 
@@ -98,6 +114,8 @@ struct Inner {
     log: UnsafeCell<ngx_log_t>,
     /// The worker's log, for our own lines.
     cycle_log: *mut ngx_log_t,
+    /// A handshake succeeded: run `on_ready` once the state is released.
+    ready: Cell<bool>,
 }
 
 /// Why a submission was refused.
@@ -121,6 +139,8 @@ impl Client {
                 out: Vec::with_capacity(4096),
                 input: Vec::with_capacity(READ_CHUNK),
                 slots: VecDeque::new(),
+                in_flight: InFlight::new(MAX_IN_FLIGHT),
+                errors: ErrorReplies::default(),
                 shutting_down: false,
             }),
             // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
@@ -129,6 +149,7 @@ impl Client {
             reconnect_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
             log: UnsafeCell::new(log),
             cycle_log,
+            ready: Cell::new(false),
         });
         let data: *mut c_void = ptr::from_ref::<Inner>(&inner).cast_mut().cast();
         for (ev, handler) in [
@@ -156,6 +177,7 @@ impl Client {
 
     /// Queues one command; `on_reply` runs from the event loop with the
     /// reply, or with `None` on timeout, error reply or disconnect.
+    /// Refused at once while Redis is down or `MAX_IN_FLIGHT` commands wait.
     pub fn submit(
         &self,
         command: &[u8],
@@ -172,6 +194,18 @@ impl Client {
                     if st.phase == Phase::Disconnected {
                         return Err(Unavailable);
                     }
+                }
+                if let Admission::Refused { first } = st.in_flight.admit() {
+                    if first {
+                        error!(
+                            inner.cycle_log,
+                            "pow_shield: redis {}: {MAX_IN_FLIGHT} commands in flight; further \
+                             requests are decided by \"pow_shield_fail\" until half of them \
+                             are answered",
+                            inner.settings.name
+                        );
+                    }
+                    return Err(Unavailable);
                 }
                 let deadline = now().wrapping_add(inner.settings.timeout_ms);
                 inner.push(
@@ -215,12 +249,29 @@ impl Client {
         self.0.with_state(|inner, st| inner.close_for_exit(st));
         run_failed();
     }
+
+    /// Whether the connection is up (or being set up after an idle close).
+    pub fn is_healthy(&self) -> bool {
+        self.0
+            .state
+            .try_borrow()
+            .map(|st| st.healthy && !st.shutting_down)
+            .unwrap_or(false)
+    }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Up to 200 characters of a peer's text, control characters replaced.
+fn printable(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 fn now() -> ngx_msec_t {
@@ -419,19 +470,32 @@ impl Inner {
                     continue;
                 }
             }
+            if let Some(label) = slot.handshake {
+                if let OwnedFrame::Error(e) = &frame {
+                    self.fail(st, &format!("{label} failed: {e}"));
+                    return false;
+                }
+                if st.slots.iter().all(|s| s.handshake.is_none()) {
+                    self.recovered(st);
+                }
+                continue;
+            }
+            self.answered(st, 1);
             if let OwnedFrame::Error(e) = &frame {
-                let reason = match slot.handshake {
-                    Some(label) => format!("{label} failed: {e}"),
-                    None => format!("error reply: {e}"),
-                };
+                // Redis is up but refuses this command (a key of the wrong
+                // type, a replica after a failover): only its request fails.
+                self.error_reply(st, e);
                 if let Some(on_reply) = slot.on_reply.take() {
                     ready.push((on_reply, None));
                 }
-                self.fail(st, &reason);
-                return false;
+                continue;
             }
-            if slot.handshake.is_some() && st.slots.iter().all(|s| s.handshake.is_none()) {
-                self.recovered(st);
+            if st.errors.on_success(now() as u64) {
+                notice!(
+                    self.cycle_log,
+                    "pow_shield: redis {} answers without error replies again",
+                    self.settings.name
+                );
             }
             if let Some(on_reply) = slot.on_reply.take() {
                 ready.push((on_reply, Some(frame)));
@@ -442,7 +506,35 @@ impl Inner {
         true
     }
 
+    /// An error reply to a request: logged once per kind and episode.
+    fn error_reply(&self, st: &mut State, text: &str) {
+        let kind = error_kind(text);
+        if st.errors.on_error(kind, now() as u64) {
+            error!(
+                self.cycle_log,
+                "pow_shield: redis {} answered {kind} errors; those requests are decided by \
+                 \"pow_shield_fail\" (first: {})",
+                self.settings.name,
+                printable(text)
+            );
+        }
+    }
+
+    /// `n` request slots left the queue.
+    fn answered(&self, st: &mut State, n: usize) {
+        if st.in_flight.done(n) {
+            notice!(
+                self.cycle_log,
+                "pow_shield: redis {}: commands in flight back under the cap ({} refused \
+                 since the worker started)",
+                self.settings.name,
+                st.in_flight.refused()
+            );
+        }
+    }
+
     fn recovered(&self, st: &mut State) {
+        self.ready.set(true);
         st.backoff_ms = BACKOFF_FIRST_MS;
         if !st.healthy {
             st.healthy = true;
@@ -497,6 +589,8 @@ impl Inner {
         st.phase = Phase::Disconnected;
         st.out.clear();
         st.input.clear();
+        let requests = st.slots.iter().filter(|s| s.handshake.is_none()).count();
+        self.answered(st, requests);
         let failed: Vec<OnReply> = st.slots.drain(..).filter_map(|s| s.on_reply).collect();
         if !failed.is_empty() {
             // During thread teardown (a process exiting without
@@ -632,6 +726,18 @@ fn run_failed() {
     }
 }
 
+impl Inner {
+    /// What runs once the state is released: failed slots, then `on_ready`.
+    fn run_deferred(&self) {
+        run_failed();
+        if self.ready.replace(false) {
+            if let Some(on_ready) = &self.settings.on_ready {
+                on_ready();
+            }
+        }
+    }
+}
+
 /// Recovers the client from an event's data.
 ///
 /// # Safety
@@ -647,7 +753,7 @@ unsafe extern "C" fn flush_handler(ev: *mut ngx_event_t) {
         // SAFETY: our flush event carries the client.
         let inner = unsafe { inner((*ev).data) };
         inner.with_state(|inner, st| inner.flush(st));
-        run_failed();
+        inner.run_deferred();
     })
 }
 
@@ -656,7 +762,7 @@ unsafe extern "C" fn deadline_handler(ev: *mut ngx_event_t) {
         // SAFETY: our deadline event carries the client.
         let inner = unsafe { inner((*ev).data) };
         inner.with_state(|inner, st| inner.on_deadline(st));
-        run_failed();
+        inner.run_deferred();
     })
 }
 
@@ -678,7 +784,7 @@ unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
                 inner.connect(st);
             }
         });
-        run_failed();
+        inner.run_deferred();
     })
 }
 
@@ -693,7 +799,7 @@ unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
                 inner.flush(st);
             }
         });
-        run_failed();
+        inner.run_deferred();
     })
 }
 
@@ -719,6 +825,6 @@ unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
         for (on_reply, frame) in ready {
             on_reply(frame);
         }
-        run_failed();
+        inner.run_deferred();
     })
 }

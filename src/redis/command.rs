@@ -4,6 +4,7 @@
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::encode::encode_borrowed;
 use redis_protocol::resp2::types::{BorrowedFrame, OwnedFrame};
+use sha2::{Digest, Sha256};
 
 /// Appends `args` as one RESP2 command to `out`.
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -29,13 +30,111 @@ pub enum Decoded {
     Corrupt(String),
 }
 
+/// Longest status, error or integer line we accept (Redis's error texts
+/// are a few hundred bytes at most).
+pub const MAX_LINE: usize = 4096;
+/// Longest bulk string we accept (ours: a 40-byte script SHA).
+pub const MAX_BULK: usize = 4096;
+/// Most elements of an array reply (the script answers 4 integers).
+pub const MAX_ELEMENTS: usize = 16;
+/// Longest array or bulk string header (`$`, a length, CRLF).
+const MAX_HEADER: usize = 24;
+/// So no reply we accept is larger than this.
+/// (An element is at most a header and a bulk string, or a line.)
+pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK + MAX_LINE);
+
 /// Decodes the first reply in `buf`.
+///
+/// The reply's shape is checked first: none of our replies nests arrays or
+/// is large, and `redis-protocol`'s decoder recurses into nested arrays (a
+/// deep enough nesting overflows the worker's stack) and waits for any
+/// announced length. Anything else is a fault of the connection.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
-    match decode(buf) {
+    let len = match scan_reply(buf) {
+        Err(why) => return Decoded::Corrupt(why),
+        Ok(None) => return Decoded::Partial,
+        Ok(Some(len)) => len,
+    };
+    match decode(&buf[..len]) {
         Ok(Some((frame, used))) => Decoded::Frame(frame, used),
         Ok(None) => Decoded::Partial,
         Err(e) => Decoded::Corrupt(e.to_string()),
     }
+}
+
+/// The length of the first reply if it is complete, `None` if more bytes
+/// are needed, an error if it is not a reply of ours.
+fn scan_reply(buf: &[u8]) -> Result<Option<usize>, String> {
+    if buf.first() != Some(&b'*') {
+        return scan_scalar(buf);
+    }
+    let Some((count, mut at)) = header(buf)? else {
+        return Ok(None);
+    };
+    if count < 0 {
+        return Ok(Some(at));
+    }
+    if count > MAX_ELEMENTS as i64 {
+        return Err(format!("array of {count} elements exceeds {MAX_ELEMENTS}"));
+    }
+    for _ in 0..count {
+        if buf.get(at) == Some(&b'*') {
+            return Err("nested array".into());
+        }
+        match scan_scalar(&buf[at..])? {
+            Some(used) => at += used,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(at))
+}
+
+/// A status, error, integer or bulk string reply (as `scan_reply`).
+fn scan_scalar(buf: &[u8]) -> Result<Option<usize>, String> {
+    let Some(&kind) = buf.first() else {
+        return Ok(None);
+    };
+    match kind {
+        b'+' | b'-' | b':' => line_end(buf, MAX_LINE),
+        b'$' => {
+            let Some((len, at)) = header(buf)? else {
+                return Ok(None);
+            };
+            if len < 0 {
+                return Ok(Some(at));
+            }
+            if len > MAX_BULK as i64 {
+                return Err(format!("bulk string of {len} bytes exceeds {MAX_BULK}"));
+            }
+            let end = at + len as usize + 2;
+            Ok((buf.len() >= end).then_some(end))
+        }
+        other => Err(format!("unexpected reply type {other:#04x}")),
+    }
+}
+
+/// Where the first line ends (after its CRLF), if within `max` bytes.
+fn line_end(buf: &[u8], max: usize) -> Result<Option<usize>, String> {
+    let window = &buf[..buf.len().min(max + 2)];
+    match window.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => Ok(Some(i + 2)),
+        None if buf.len() >= max + 2 => Err(format!("line longer than {max} bytes")),
+        None => Ok(None),
+    }
+}
+
+/// The length of an array or bulk string header (-1 for null), and where
+/// its data starts.
+fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, String> {
+    let Some(end) = line_end(buf, MAX_HEADER - 2)? else {
+        return Ok(None);
+    };
+    let len = core::str::from_utf8(&buf[1..end - 2])
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .filter(|n| *n >= -1)
+        .ok_or("invalid length")?;
+    Ok(Some((len, end)))
 }
 
 /// The integers of an array reply (the sliding-window script's answer).
@@ -55,6 +154,36 @@ pub fn integers(frame: &OwnedFrame) -> Option<Vec<i64>> {
 /// Whether an error reply says the script isn't loaded (EVALSHA → EVAL).
 pub fn is_noscript(frame: &OwnedFrame) -> bool {
     matches!(frame, OwnedFrame::Error(e) if e.starts_with("NOSCRIPT"))
+}
+
+/// Client keys up to this length are written in hex in Redis key names;
+/// longer ones are hashed, so a long `pow_shield_key` value can't make long
+/// Redis keys (an IPv4 or binary IPv6 address stays readable).
+pub const MAX_PLAIN_KEY: usize = 32;
+
+/// A client key as it appears in Redis key names (inside the hash tag): its
+/// hex, or for a long key `#` and the hex of its SHA-256 (`#` is not a hex
+/// digit, so the two forms never meet).
+pub fn client_tag(key: &[u8]) -> String {
+    if key.len() <= MAX_PLAIN_KEY {
+        hex::encode(key)
+    } else {
+        format!("#{}", hex::encode(Sha256::digest(key)))
+    }
+}
+
+/// The kind of an error reply for the log: its first word (`WRONGTYPE`,
+/// `READONLY`), letters, digits and `_` only, at most 32 of them.
+pub fn error_kind(text: &str) -> &str {
+    let end = text
+        .bytes()
+        .take(32)
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    match &text[..end] {
+        "" => "ERR",
+        kind => kind,
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +248,97 @@ mod tests {
         };
         assert_eq!(integers(&f), None);
         assert_eq!(integers(&OwnedFrame::Integer(1)), None);
+    }
+
+    #[test]
+    fn replies_of_ours_decode() {
+        for reply in [
+            &b"+OK\r\n"[..],
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b":42\r\n",
+            b"$40\r\n0123456789012345678901234567890123456789\r\n",
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+            b"*4\r\n:1\r\n:9\r\n:60000\r\n:0\r\n",
+        ] {
+            assert!(
+                matches!(decode_reply(reply), Decoded::Frame(_, n) if n == reply.len()),
+                "{reply:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deeply_nested_reply_is_corrupt_not_a_crash() {
+        let reply = b"*1\r\n".repeat(60_000);
+        assert!(matches!(decode_reply(&reply), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn a_nested_array_is_corrupt_even_before_it_is_complete() {
+        assert!(matches!(
+            decode_reply(b"*2\r\n:1\r\n*1"),
+            Decoded::Corrupt(_)
+        ));
+    }
+
+    #[test]
+    fn an_announced_length_beyond_ours_is_corrupt_at_once() {
+        assert!(matches!(
+            decode_reply(b"$200000000\r\nxx"),
+            Decoded::Corrupt(_)
+        ));
+        assert!(matches!(decode_reply(b"*100000\r\n"), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn a_line_without_end_is_corrupt_once_longer_than_ours() {
+        let mut reply = b"-ERR ".to_vec();
+        reply.resize(MAX_LINE, b'x');
+        assert_eq!(decode_reply(&reply), Decoded::Partial);
+        reply.resize(MAX_LINE + 2, b'x');
+        assert!(matches!(decode_reply(&reply), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn a_bad_length_is_corrupt() {
+        assert!(matches!(decode_reply(b"$-2\r\n"), Decoded::Corrupt(_)));
+        assert!(matches!(decode_reply(b"*x\r\n"), Decoded::Corrupt(_)));
+        let padded = [&b"$"[..], &[b'0'; 100], b"1\r\n"].concat();
+        assert!(matches!(decode_reply(&padded), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn the_largest_reply_accepted_is_bounded() {
+        let element = [&b"$4096\r\n"[..], &[b'x'; MAX_BULK], b"\r\n"].concat();
+        let reply = [&b"*16\r\n"[..], &element.repeat(MAX_ELEMENTS)].concat();
+        assert!(reply.len() <= MAX_REPLY);
+        assert!(matches!(decode_reply(&reply), Decoded::Frame(_, n) if n == reply.len()));
+    }
+
+    #[test]
+    fn a_partial_bulk_string_waits() {
+        assert_eq!(decode_reply(b"$5\r\nab"), Decoded::Partial);
+        assert_eq!(decode_reply(b"*2\r\n$5\r\nab"), Decoded::Partial);
+    }
+
+    #[test]
+    fn short_client_keys_are_hex_and_long_ones_hashed() {
+        assert_eq!(client_tag(b"10.0.0.1"), "31302e302e302e31");
+        assert_eq!(client_tag(&[b'a'; MAX_PLAIN_KEY]).len(), 2 * MAX_PLAIN_KEY);
+        let long = client_tag(&[b'a'; 4096]);
+        assert_eq!(long.len(), 65);
+        assert!(long.starts_with('#'));
+        assert_ne!(long, client_tag(&[b'a'; 4097]));
+    }
+
+    #[test]
+    fn an_error_kind_is_its_first_word() {
+        assert_eq!(error_kind("WRONGTYPE Operation against a key"), "WRONGTYPE");
+        assert_eq!(error_kind("MOVED 3999 127.0.0.1:6381"), "MOVED");
+        assert_eq!(error_kind(""), "ERR");
+        assert_eq!(error_kind("\u{1b}[31m"), "ERR");
+        assert_eq!(error_kind(&"A".repeat(100)).len(), 32);
     }
 
     #[test]

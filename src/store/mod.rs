@@ -218,7 +218,7 @@ pub fn init_worker(cycle: &mut ngx_cycle_t) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };
-    match RedisStore::start(conf, cycle.log) {
+    match RedisStore::start(conf, ShmStore::new(mcf), cycle.log) {
         Some(store) => {
             let _ = REDIS.try_with(|r| *r.borrow_mut() = Some(store));
         }

@@ -2,20 +2,32 @@
 //! sliding-window script per shielded request (it reads and writes the
 //! client's breaker too), one `SET … NX` per spent challenge, one strike
 //! script per trap hit or replay; all pipelined on this worker's connection.
+//!
+//! Spends Redis could not take (the request was decided by `pow_shield_fail`)
+//! are queued and written to Redis once it answers again, and a spend Redis
+//! calls first is also checked against the node's replay cache: a token
+//! spent during an outage stays refused (SPEC §6).
 
-use core::cell::Cell;
-use std::rc::Rc;
+use core::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, CheckArgs, NewWaiter, Poll, Store};
+use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store};
 use crate::config::RedisConf;
 use crate::decision::Checked;
+use crate::ffi::now_ms;
 use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
 use crate::redis::client::{Client, Resend, Settings};
-use crate::redis::command::{encode, integers};
+use crate::redis::command::{client_tag, encode, integers};
+use crate::redis::replays::{Queued, Replays};
+
+/// Spends kept per worker for Redis: an outage of minutes at a high solve
+/// rate. Beyond it a token is dropped (counted, logged once): the node that
+/// spent it still refuses it; only other nodes could accept it once more.
+const MAX_REPLAYS: usize = 4096;
 
 /// The Redis store of one worker.
 pub struct RedisStore {
@@ -27,11 +39,22 @@ pub struct RedisStore {
     node_id: u64,
     pid: u32,
     seq: Cell<u64>,
+    /// The node's replay cache (the shared zone), where the `local`
+    /// fallback spends tokens while Redis is unavailable.
+    local: Option<ShmStore>,
+    /// Spends Redis could not take, to write when it answers again.
+    replays: RefCell<Replays>,
+    log: *mut ngx_log_t,
+    me: Weak<RedisStore>,
 }
 
 impl RedisStore {
     /// Connects (without waiting) and returns the store.
-    pub fn start(conf: &RedisConf, log: *mut ngx_log_t) -> Option<Rc<Self>> {
+    pub fn start(
+        conf: &RedisConf,
+        local: Option<ShmStore>,
+        log: *mut ngx_log_t,
+    ) -> Option<Rc<Self>> {
         let mut handshake = Vec::new();
         let target = &conf.target;
         if let Some(password) = target.password.as_ref() {
@@ -57,21 +80,33 @@ impl RedisStore {
 
         let mut node = [0u8; 8];
         getrandom::getrandom(&mut node).ok()?;
-        let settings = Settings {
-            addr: conf.addr,
-            name: conf.display.clone(),
-            timeout_ms: conf.options.timeout_ms as usize,
-            connect_timeout_ms: conf.options.connect_timeout_ms as usize,
-            handshake,
-        };
-        Some(Rc::new(Self {
-            client: Client::start(settings, log),
-            prefix: conf.options.prefix.clone(),
-            window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
-            strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
-            node_id: u64::from_le_bytes(node),
-            pid: std::process::id(),
-            seq: Cell::new(0),
+        Some(Rc::new_cyclic(|me: &Weak<Self>| {
+            let ready = me.clone();
+            let settings = Settings {
+                addr: conf.addr,
+                name: conf.display.clone(),
+                timeout_ms: conf.options.timeout_ms as usize,
+                connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                handshake,
+                on_ready: Some(Box::new(move || {
+                    if let Some(store) = ready.upgrade() {
+                        store.write_replays();
+                    }
+                })),
+            };
+            Self {
+                client: Client::start(settings, log),
+                prefix: conf.options.prefix.clone(),
+                window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
+                strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
+                node_id: u64::from_le_bytes(node),
+                pid: std::process::id(),
+                seq: Cell::new(0),
+                local,
+                replays: RefCell::new(Replays::new(MAX_REPLAYS)),
+                log,
+                me: me.clone(),
+            }
         }))
     }
 
@@ -83,14 +118,14 @@ impl RedisStore {
         self.client.shutdown();
     }
 
-    /// The client's keys share a hash tag (one cluster slot): the client
-    /// key, hex-encoded.
+    /// The prefix and hash tag of a client's keys: the client key (hex,
+    /// or hashed if long) inside `{}`, so all of them share a cluster slot.
     fn client_tag(&self, key: &[u8]) -> String {
-        format!("{}{{{}}}", self.prefix, hex::encode(key))
+        format!("{}{{{}}}", self.prefix, client_tag(key))
     }
 
     /// Runs a script by SHA, resending it as EVAL if Redis lost it, and
-    /// delivers the decoded reply (`None`: a failure, the fallback decides).
+    /// delivers what `on_reply` makes of its integers (`None`: a failure).
     fn call_script<T>(
         &self,
         script: &'static str,
@@ -100,6 +135,7 @@ impl RedisStore {
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Answer + 'static,
     ) -> Poll<T> {
+        self.write_replays();
         let words: Vec<Vec<u8>> = keys
             .iter()
             .chain(args)
@@ -117,6 +153,76 @@ impl RedisStore {
         match self.client.submit(&evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
             Err(_) => Poll::Down,
+        }
+    }
+
+    /// `SET <spent key> 1 EX <seconds left> NX`.
+    fn spend_command(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Vec<u8> {
+        // Keyed by the token alone, so a token is spent once whoever spends it.
+        let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
+        let ttl_s = expires_at_ms
+            .saturating_sub(now_ms)
+            .div_ceil(1000)
+            .max(1)
+            .to_string();
+        let mut command = Vec::new();
+        encode(
+            &mut command,
+            &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
+        );
+        command
+    }
+
+    /// Whether the node's replay cache holds the token.
+    fn spent_locally(&self, digest: &[u8; 32], now_ms: u64) -> bool {
+        self.local
+            .as_ref()
+            .is_some_and(|local| local.is_spent(digest, now_ms))
+    }
+
+    /// Redis could not take this spend: write it later if the fallback
+    /// spent it.
+    fn queue_replay(&self, digest: &[u8; 32], expires_at_ms: u64) {
+        if self.local.is_none() {
+            return;
+        }
+        let Ok(mut replays) = self.replays.try_borrow_mut() else {
+            return;
+        };
+        if let Queued::Dropped { first: true } = replays.push(digest, expires_at_ms, now_ms()) {
+            error!(
+                self.log,
+                "pow_shield: {MAX_REPLAYS} tokens spent while redis was unavailable wait to be \
+                 written to it; further ones are refused by this node only ({} so far)",
+                replays.dropped()
+            );
+        }
+    }
+
+    /// Writes the queued spends the fallback made, now that Redis answers.
+    fn write_replays(&self) {
+        let now = now_ms();
+        let due = match self.replays.try_borrow_mut() {
+            Ok(mut replays) if !replays.is_empty() && self.client.is_healthy() => {
+                replays.take_due(now)
+            }
+            _ => return,
+        };
+        for replay in due {
+            // Not in the replay cache: the request was not decided by the
+            // `local` fallback (`open`, `closed`), so nothing was spent.
+            if !self.spent_locally(&replay.digest, now) {
+                continue;
+            }
+            let command = self.spend_command(&replay.digest, replay.expires_at_ms, now);
+            // The answer doesn't matter: this node refuses the token anyway.
+            if self
+                .client
+                .submit(&command, None, Box::new(|_| {}))
+                .is_err()
+            {
+                self.queue_replay(&replay.digest, replay.expires_at_ms);
+            }
         }
     }
 }
@@ -196,29 +302,34 @@ impl Store for Rc<RedisStore> {
         now_ms: u64,
         waiter: &mut NewWaiter,
     ) -> Poll<bool> {
-        // Keyed by the token alone, so a token is spent once whoever spends it.
-        let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
-        let ttl_s = expires_at_ms
-            .saturating_sub(now_ms)
-            .div_ceil(1000)
-            .max(1)
-            .to_string();
-        let mut command = Vec::new();
-        encode(
-            &mut command,
-            &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
-        );
+        self.write_replays();
+        let command = self.spend_command(digest, expires_at_ms, now_ms);
         let waiter = waiter();
+        let store = self.me.clone();
+        let digest = *digest;
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            let store = store.upgrade();
             waiter.deliver(match frame {
-                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(true),
+                // First in Redis, but maybe spent here while Redis was down
+                // (and not written to it yet, or dropped from the queue).
+                Some(OwnedFrame::SimpleString(_)) => {
+                    Answer::Spent(!store.is_some_and(|s| s.spent_locally(&digest, now_ms)))
+                }
                 Some(OwnedFrame::Null) => Answer::Spent(false),
-                _ => Answer::Down,
+                _ => {
+                    if let Some(store) = store {
+                        store.queue_replay(&digest, expires_at_ms);
+                    }
+                    Answer::Down
+                }
             });
         });
         match self.client.submit(&command, None, on_reply) {
             Ok(()) => Poll::Pending,
-            Err(_) => Poll::Down,
+            Err(_) => {
+                self.queue_replay(&digest, expires_at_ms);
+                Poll::Down
+            }
         }
     }
 }

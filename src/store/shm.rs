@@ -22,6 +22,15 @@ impl ShmStore {
     pub fn new(mcf: &MainConf) -> Option<Self> {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
     }
+
+    /// Whether the replay cache holds `digest` unexpired (cluster mode: a
+    /// token the `local` fallback spent while Redis was unavailable).
+    pub fn is_spent(&self, digest: &[u8; 32], now_ms: u64) -> bool {
+        let key = TableKey::new(&[digest]);
+        self.zone.with_locked(
+            |zone, _| matches!(zone.spent.find(&key), Some(entry) if entry.expires_at_ms > now_ms),
+        )
+    }
 }
 
 impl Store for ShmStore {

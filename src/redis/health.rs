@@ -1,0 +1,168 @@
+//! Bookkeeping of the client that decides what is logged and refused (pure,
+//! unit-tested): error replies by kind, the cap on commands in flight.
+
+/// Error replies logged once per kind: the first reply of a kind logs an
+/// error line; a success after a quiet period logs one notice. Replies of
+/// other requests succeeding meanwhile (one client's key has the wrong type,
+/// the others are fine) don't end the episode, so the log doesn't flap.
+#[derive(Default)]
+pub struct ErrorReplies {
+    /// The kinds logged in this episode (at most `MAX_KINDS`).
+    kinds: Vec<String>,
+    last_error_ms: u64,
+}
+
+/// How long without an error reply before a success ends the episode.
+pub const ERROR_QUIET_MS: u64 = 30_000;
+/// Kinds remembered per episode; more are not logged (a peer inventing
+/// kinds must not flood the log or grow memory).
+const MAX_KINDS: usize = 8;
+
+impl ErrorReplies {
+    /// An error reply of `kind`: true if it is to be logged.
+    pub fn on_error(&mut self, kind: &str, now_ms: u64) -> bool {
+        self.last_error_ms = now_ms;
+        if self.kinds.len() >= MAX_KINDS || self.kinds.iter().any(|k| k == kind) {
+            return false;
+        }
+        self.kinds.push(kind.to_owned());
+        true
+    }
+
+    /// A successful reply: true if it ends an episode (log a notice).
+    pub fn on_success(&mut self, now_ms: u64) -> bool {
+        if self.kinds.is_empty() || now_ms.saturating_sub(self.last_error_ms) < ERROR_QUIET_MS {
+            return false;
+        }
+        self.kinds.clear();
+        true
+    }
+}
+
+/// Commands in flight on one connection, capped: beyond the cap a request
+/// is decided by `pow_shield_fail` at once instead of queueing behind a
+/// Redis that doesn't keep up (it would wait for the timeout anyway).
+pub struct InFlight {
+    cap: usize,
+    now: usize,
+    over: bool,
+    refused: u64,
+}
+
+/// What `InFlight::admit` says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    /// Refused; `first` when this starts an episode (log it once).
+    Refused {
+        first: bool,
+    },
+}
+
+impl InFlight {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            now: 0,
+            over: false,
+            refused: 0,
+        }
+    }
+
+    /// One more command, if under the cap.
+    pub fn admit(&mut self) -> Admission {
+        if self.now < self.cap {
+            self.now += 1;
+            return Admission::Admitted;
+        }
+        self.refused += 1;
+        let first = !self.over;
+        self.over = true;
+        Admission::Refused { first }
+    }
+
+    /// `n` commands were answered or failed; true if this ends an episode
+    /// of refusals (back to half the cap, so the log doesn't flap at it).
+    pub fn done(&mut self, n: usize) -> bool {
+        self.now = self.now.saturating_sub(n);
+        if self.over && self.now <= self.cap / 2 {
+            self.over = false;
+            return true;
+        }
+        false
+    }
+
+    /// Commands refused for the cap since the worker started.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_error_of_a_kind_is_logged_and_repeats_are_not() {
+        let mut e = ErrorReplies::default();
+        assert!(e.on_error("WRONGTYPE", 0));
+        assert!(!e.on_error("WRONGTYPE", 1));
+        assert!(e.on_error("READONLY", 2));
+        assert!(!e.on_error("READONLY", 3));
+    }
+
+    #[test]
+    fn successes_between_errors_do_not_end_the_episode() {
+        let mut e = ErrorReplies::default();
+        assert!(e.on_error("WRONGTYPE", 0));
+        assert!(!e.on_success(1));
+        assert!(!e.on_error("WRONGTYPE", 2));
+        assert!(!e.on_success(3));
+    }
+
+    #[test]
+    fn a_success_after_a_quiet_period_ends_the_episode_once() {
+        let mut e = ErrorReplies::default();
+        assert!(!e.on_success(0), "no episode, no notice");
+        e.on_error("OOM", 0);
+        assert!(e.on_success(ERROR_QUIET_MS));
+        assert!(!e.on_success(ERROR_QUIET_MS + 1));
+        assert!(e.on_error("OOM", ERROR_QUIET_MS + 2), "a new episode");
+    }
+
+    #[test]
+    fn only_a_few_kinds_are_remembered() {
+        let mut e = ErrorReplies::default();
+        let logged = (0..100).filter(|i| e.on_error(&format!("K{i}"), 0)).count();
+        assert_eq!(logged, MAX_KINDS);
+    }
+
+    #[test]
+    fn commands_beyond_the_cap_are_refused_and_counted() {
+        let mut f = InFlight::new(2);
+        assert_eq!(f.admit(), Admission::Admitted);
+        assert_eq!(f.admit(), Admission::Admitted);
+        assert_eq!(f.admit(), Admission::Refused { first: true });
+        assert_eq!(f.admit(), Admission::Refused { first: false });
+        assert_eq!(f.refused(), 2);
+        assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn an_episode_ends_once_back_at_half_the_cap() {
+        let mut f = InFlight::new(4);
+        (0..4).for_each(|_| assert_eq!(f.admit(), Admission::Admitted));
+        assert_eq!(f.admit(), Admission::Refused { first: true });
+        assert!(!f.done(1), "3 in flight: still over");
+        assert_eq!(f.admit(), Admission::Admitted);
+        assert_eq!(f.admit(), Admission::Refused { first: false });
+        assert!(f.done(2));
+        assert!(!f.done(2));
+        assert_eq!(f.len(), 0);
+    }
+}

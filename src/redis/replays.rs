@@ -1,0 +1,128 @@
+//! Tokens Redis could not record as spent (pure, unit-tested). The request
+//! was decided by `pow_shield_fail`; under `local` the node's replay cache
+//! spent the token. They are written to Redis once it answers again, so a
+//! token spent during an outage stays refused on every node (SPEC §6).
+
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replay {
+    pub digest: [u8; 32],
+    pub expires_at_ms: u64,
+    queued_at_ms: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Queued {
+    Yes,
+    /// The queue is full; `first` when this starts an episode (log it once).
+    Dropped {
+        first: bool,
+    },
+}
+
+pub struct Replays {
+    queue: VecDeque<Replay>,
+    cap: usize,
+    dropped: u64,
+    full: bool,
+}
+
+impl Replays {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            queue: VecDeque::new(),
+            cap,
+            dropped: 0,
+            full: false,
+        }
+    }
+
+    pub fn push(&mut self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Queued {
+        if self.queue.len() >= self.cap {
+            self.dropped += 1;
+            let first = !self.full;
+            self.full = true;
+            return Queued::Dropped { first };
+        }
+        self.queue.push_back(Replay {
+            digest: *digest,
+            expires_at_ms,
+            queued_at_ms: now_ms,
+        });
+        Queued::Yes
+    }
+
+    /// The tokens to write now, unexpired ones first queued. Those queued at
+    /// `now_ms` wait: the request that failed may not have been decided by
+    /// the fallback yet (it runs from a posted event of this iteration).
+    pub fn take_due(&mut self, now_ms: u64) -> Vec<Replay> {
+        let mut due = Vec::new();
+        self.queue.retain(|r| {
+            if r.expires_at_ms <= now_ms {
+                return false;
+            }
+            if r.queued_at_ms < now_ms {
+                due.push(*r);
+                return false;
+            }
+            true
+        });
+        if self.queue.len() < self.cap {
+            self.full = false;
+        }
+        due
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Tokens dropped because the queue was full, since the worker started.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: [u8; 32] = [7; 32];
+
+    #[test]
+    fn tokens_queued_earlier_are_due() {
+        let mut r = Replays::new(4);
+        assert_eq!(r.push(&D, 1000, 10), Queued::Yes);
+        assert_eq!(r.take_due(11).len(), 1);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn tokens_queued_in_this_iteration_wait() {
+        let mut r = Replays::new(4);
+        r.push(&D, 1000, 10);
+        assert!(r.take_due(10).is_empty());
+        assert!(!r.is_empty());
+    }
+
+    #[test]
+    fn expired_tokens_are_skipped() {
+        let mut r = Replays::new(4);
+        r.push(&D, 20, 10);
+        assert!(r.take_due(20).is_empty());
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn beyond_the_cap_tokens_are_dropped_counted_and_logged_once() {
+        let mut r = Replays::new(1);
+        assert_eq!(r.push(&D, 1000, 0), Queued::Yes);
+        assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: true });
+        assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: false });
+        assert_eq!(r.dropped(), 2);
+        r.take_due(1);
+        assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
+        assert_eq!(r.push(&D, 1000, 1), Queued::Dropped { first: true });
+    }
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/perl
+
+# Cluster mode when Redis stops answering but keeps the connection (a
+# stalled server, SIGSTOP): commands in flight per worker are capped (1024,
+# README "Cluster mode (Redis)").  Requests beyond the cap don't queue
+# behind the stall: they are decided at once by pow_shield_fail, and the
+# cap is logged once.  The requests within the cap are answered by Redis
+# when it resumes.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow :util);
+
+###############################################################################
+
+my $CAP = 1024;
+my $OVER = 40;
+
+my $t = Test::PowShield->new->require_redis;
+$t->run_redis;
+
+$t->write_file_expand('nginx.conf', <<'EOF');
+%%TEST_GLOBALS%%
+
+worker_processes 1;
+worker_rlimit_nofile 4096;
+
+events {
+    worker_connections 2048;
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-inflight-suite-secret-012345678";
+    # far beyond the test: requests within the cap wait for Redis
+    pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=60s;
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%% backlog=2048;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Result $pow_shield_result always;
+
+        pow_shield_key $http_x_client;
+
+        location /api/ {
+            pow_shield_limit 100000 1h;
+            pow_shield_fail local;
+        }
+    }
+}
+EOF
+$t->write_file('html/api/data.json', '{"ok":true}');
+$t->run;
+
+###############################################################################
+
+is($t->http_get('/api/data.json', 'X-Client' => 'warm')->status, 200,
+    'Redis decides');
+
+$t->pause_redis;
+
+my @socks = map {
+    $t->send_request("GET /api/data.json HTTP/1.0\r\nX-Client: c$_\r\n\r\n")
+} 1 .. $CAP + $OVER;
+
+ok(eventually(20, sub { (grep { answered($_) } @socks) >= $OVER }),
+    "Redis stalled: $OVER requests beyond the cap are answered at once");
+is(scalar(grep { answered($_) } @socks), $OVER,
+    'the requests within the cap still wait for Redis');
+is(scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+: $CAP commands in flight/)),
+    1, 'the cap is logged once');
+
+$t->resume_redis;
+
+my @rs = map { $t->read_response($_) } @socks;
+is(scalar(grep { ($_->status // 0) == 200 } @rs), $CAP + $OVER,
+    'Redis resumed: every request is answered');
+is($t->redis_cmd('DBSIZE'), $CAP + 1, 'the requests within the cap were counted in Redis');
+
+###############################################################################
+
+$t->done_testing;

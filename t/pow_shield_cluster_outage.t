@@ -1,0 +1,115 @@
+#!/usr/bin/perl
+
+# Cluster mode: a challenge solved while Redis is down (decided by the
+# node's replay cache under pow_shield_fail local) is not accepted again
+# once Redis is back (SPEC section 6): the node writes the spend to Redis
+# when it reconnects, so every node refuses it; and the node that spent it
+# refuses it even where Redis doesn't know it.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow :util);
+
+###############################################################################
+
+my $conf = <<'EOF';
+%%TEST_GLOBALS%%
+
+worker_processes 1;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "cluster-outage-suite-secret-012345678";
+    pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        add_header X-Result $pow_shield_result always;
+
+        pow_shield_key $http_x_client;
+        pow_shield_difficulty 1;
+        pow_shield_challenge_ttl 1h;
+
+        location /api/ {
+            pow_shield_limit 1 1h;
+            pow_shield_fail local;
+        }
+    }
+}
+EOF
+
+my $n1 = Test::PowShield->new->require_redis;
+$n1->run_redis;
+my $n2 = Test::PowShield->new;
+$n2->use_redis($n1->redis);
+
+for my $t ($n1, $n2) {
+    $t->write_file_expand('nginx.conf', $conf);
+    $t->write_file('html/api/data.json', '{"ok":true}');
+    $t->run;
+}
+
+###############################################################################
+
+sub get {
+    my ($t, %h) = @_;
+    return $t->http_get('/api/data.json', 'X-Client' => 'r', %h);
+}
+
+sub solution {
+    my ($r) = @_;
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
+}
+
+sub spent_keys { scalar @{$n1->redis_cmd('KEYS', 'pow:spent:*') || []} }
+
+# Redis down: node A's shared-memory bucket and replay cache decide
+
+$n1->kill_redis;
+
+my @r = (get($n1), get($n1));
+is(statuses(@r), '200 429', 'Redis down: node A limits locally');
+my %sol = solution($r[1]);
+my $r = get($n1, %sol);
+is($r->status, 200, 'Redis down: the solution is accepted once');
+is($r->header('X-Result'), 'solved', '... as solved');
+
+# Redis back (empty): node A writes the spend when it reconnects, before
+# any request
+
+$n1->restart_redis;
+ok(eventually(10, sub { spent_keys() == 1 }),
+    'Redis back: node A writes the token it spent during the outage');
+
+is(get($n2)->status, 200, 'node B: the window in Redis starts again');
+is(get($n2, %sol)->status, 409, 'replayed on node B: 409');
+is(get($n1, %sol)->status, 409, 'replayed on node A: 409');
+
+# Redis forgets it (flushed): node A's replay cache still refuses it
+
+$n1->redis_cmd('FLUSHALL');
+is(get($n1)->status, 200, 'Redis flushed: the window starts again');
+is(get($n1, %sol)->status, 409,
+    'replayed on node A after Redis forgot it: 409 (its replay cache)');
+
+###############################################################################
+
+$n1->done_testing;
