@@ -14,7 +14,7 @@ use super::response;
 use super::state::{Outcome, Shield, Stage};
 use crate::config::values::FailPolicy;
 use crate::config::{MainConf, Policy};
-use crate::ffi::{bytes, now_ms};
+use crate::ffi::{bytes, monotonic_ms, now_ms};
 use crate::limiter::{RateLimit, Verdict};
 use crate::pow::{self, Rejection, Solved};
 use crate::store::{self, Answer, Poll, Store, Waiter};
@@ -117,7 +117,7 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.pass(Outcome::Pass);
         };
-        match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
+        match store.check(key, self.limit, monotonic_ms(), &mut self.waiters()) {
             Poll::Ready(verdict) => self.judge(verdict),
             Poll::Pending => self.wait(Stage::Checking),
             Poll::Unavailable => self.check_unavailable(),
@@ -221,7 +221,7 @@ impl Flow<'_> {
                 let Some(key) = self.client_key() else {
                     return Status::NGX_ERROR;
                 };
-                match store.check(key, self.limit, now_ms(), &mut self.waiters()) {
+                match store.check(key, self.limit, monotonic_ms(), &mut self.waiters()) {
                     Poll::Ready(verdict) => self.judge(verdict),
                     // The zone is full beyond eviction: let the request through.
                     _ => self.pass(Outcome::Pass),

@@ -88,6 +88,8 @@ pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
 /// A place that counts requests and remembers spent challenges.
 pub trait Store {
     /// Counts one request of `key` against `limit` and says whether it fits.
+    /// `now_ms` is nginx's monotonic clock (`ffi::monotonic_ms`), never the
+    /// wall clock: a clock step must not freeze or refill local buckets.
     fn check(
         &self,
         key: &[u8],
@@ -97,6 +99,7 @@ pub trait Store {
     ) -> Poll<Verdict>;
 
     /// Marks a solved challenge spent; `Ready(false)` if it already was.
+    /// `expires_at_ms` and `now_ms` are epoch ms, the token's time scale.
     fn spend(
         &self,
         digest: &[u8; 32],

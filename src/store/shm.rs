@@ -1,4 +1,7 @@
 //! Local mode: leaky buckets and the replay cache in the shared zone.
+//!
+//! Two clocks: buckets run on nginx's monotonic clock (a wall-clock step
+//! must not freeze them), spent records on the token's epoch time.
 
 use super::{NewWaiter, Poll, Store};
 use crate::config::MainConf;
@@ -23,7 +26,13 @@ impl ShmStore {
 }
 
 impl Store for ShmStore {
-    fn check(&self, key: &[u8], limit: RateLimit, now_ms: u64, _: &mut NewWaiter) -> Poll<Verdict> {
+    fn check(
+        &self,
+        key: &[u8],
+        limit: RateLimit,
+        monotonic_ms: u64,
+        _: &mut NewWaiter,
+    ) -> Poll<Verdict> {
         // Each distinct limit counts separately, like separate limit_req zones.
         let key = TableKey::new(&[
             &limit.requests.to_le_bytes(),
@@ -31,7 +40,7 @@ impl Store for ShmStore {
             key,
         ]);
         self.zone.with_locked(|zone, alloc| {
-            zone.buckets.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            zone.buckets.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
             let entry: *mut Entry = match zone.buckets.find(&key) {
                 Some(entry) => entry,
                 None => match insert_evicting(zone, Zone::buckets_mut, &key, alloc) {
@@ -41,8 +50,8 @@ impl Store for ShmStore {
             };
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
-            let verdict = bucket::admit(&mut entry.bucket, limit, now_ms);
-            entry.expires_at_ms = now_ms.saturating_add(verdict.reset_after_ms);
+            let verdict = bucket::admit(&mut entry.bucket, limit, monotonic_ms);
+            entry.expires_at_ms = monotonic_ms.saturating_add(verdict.reset_after_ms);
             Poll::Ready(verdict)
         })
     }
