@@ -195,8 +195,9 @@ impl Flow<'_> {
         let Some(store) = store::primary(self.mcf) else {
             return self.spent(true);
         };
+        let until_ms = solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms);
         let waiters = &mut self.waiters();
-        match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
+        match store.spend(&solved.digest, until_ms, now_ms(), waiters) {
             Poll::Ready(first) => self.spent(first),
             Poll::Pending => self.wait(Stage::Spending(solved)),
             Poll::Unavailable => self.spend_unavailable(solved),
@@ -235,8 +236,9 @@ impl Flow<'_> {
     fn spend_unavailable(&mut self, solved: Solved) -> Status {
         match self.fallback() {
             Fallback::Local(store) => {
+                let until_ms = solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms);
                 let waiters = &mut self.waiters();
-                match store.spend(&solved.digest, solved.expires_at_ms, now_ms(), waiters) {
+                match store.spend(&solved.digest, until_ms, now_ms(), waiters) {
                     Poll::Ready(first) => self.spent(first),
                     _ => self.pass(Outcome::Solved),
                 }
