@@ -121,6 +121,9 @@ impl Flow<'_> {
             Poll::Ready(verdict) => self.judge(verdict),
             Poll::Pending => self.wait(Stage::Checking),
             Poll::Unavailable => self.check_unavailable(),
+            Poll::Full { retry_after_ms } => {
+                self.refuse_full("request not counted", retry_after_ms)
+            }
         }
     }
 
@@ -201,6 +204,9 @@ impl Flow<'_> {
             Poll::Ready(first) => self.spent(first),
             Poll::Pending => self.wait(Stage::Spending(solved)),
             Poll::Unavailable => self.spend_unavailable(solved),
+            Poll::Full { retry_after_ms } => {
+                self.refuse_full("solution not recorded", retry_after_ms)
+            }
         }
     }
 
@@ -224,7 +230,10 @@ impl Flow<'_> {
                 };
                 match store.check(key, self.limit, monotonic_ms(), &mut self.waiters()) {
                     Poll::Ready(verdict) => self.judge(verdict),
-                    // The zone is full beyond eviction: let the request through.
+                    Poll::Full { retry_after_ms } => {
+                        self.refuse_full("request not counted", retry_after_ms)
+                    }
+                    // The local store always answers at once.
                     _ => self.pass(Outcome::Pass),
                 }
             }
@@ -240,6 +249,10 @@ impl Flow<'_> {
                 let waiters = &mut self.waiters();
                 match store.spend(&solved.digest, until_ms, now_ms(), waiters) {
                     Poll::Ready(first) => self.spent(first),
+                    Poll::Full { retry_after_ms } => {
+                        self.refuse_full("solution not recorded", retry_after_ms)
+                    }
+                    // The local store always answers at once.
                     _ => self.pass(Outcome::Solved),
                 }
             }
@@ -249,8 +262,7 @@ impl Flow<'_> {
     }
 
     fn fallback(&self) -> Fallback {
-        // pow_shield_fail is about Redis. Without it, only a zone full beyond
-        // eviction fails: let the request through.
+        // pow_shield_fail is about Redis; the local store always answers.
         if !store::redis_configured() {
             return Fallback::Open;
         }
@@ -277,6 +289,17 @@ impl Flow<'_> {
     fn refuse_unavailable(&mut self) -> Status {
         self.log_reject("rate limiter store unavailable, refused (pow_shield_fail closed)");
         let retry_after_ms = store::redis_retry_in_ms().unwrap_or(1000);
+        self.reject(Outcome::Unavailable, |f| {
+            response::send_unavailable(f.r, retry_after_ms)
+        })
+    }
+
+    /// The zone is full of unexpired spent records: nothing may pass
+    /// unrecorded (an unrecorded solution could be replayed).
+    fn refuse_full(&mut self, what: &str, retry_after_ms: u64) -> Status {
+        self.log_reject(&format!(
+            "zone \"pow_shield\" is full of spent challenges: {what}, refused"
+        ));
         self.reject(Outcome::Unavailable, |f| {
             response::send_unavailable(f.r, retry_after_ms)
         })

@@ -32,7 +32,8 @@ pub enum Outcome {
     Invalid,
     /// Empty key: not counted.
     Exempt,
-    /// Redis unavailable under `pow_shield_fail closed`: answered 503.
+    /// Redis unavailable under `pow_shield_fail closed`, or a zone full of
+    /// spent challenges: answered 503.
     Unavailable,
 }
 

@@ -17,7 +17,7 @@ use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
 /// Layout version: a zone written by another layout is never adopted.
-const MAGIC: u64 = 0x706f_7773_6869_0002; // "powshi" v2
+const MAGIC: u64 = 0x706f_7773_6869_0003; // "powshi" v3
 
 /// The zone's header, at the start of the slab pool's data.
 #[repr(C)]
@@ -27,6 +27,11 @@ pub struct Zone {
     pub buckets: Table,
     /// Spent challenges, by SHA-256 of the token, until they expire.
     pub spent: Table,
+    /// Solutions refused because the zone had no room for their spent
+    /// record (all workers; for metrics).
+    pub spent_refused: u64,
+    /// Requests refused because the zone had no room for their bucket.
+    pub buckets_refused: u64,
     /// The random HMAC key used when no secret is configured; kept across
     /// reloads so that outstanding challenges stay valid.
     secret: [u8; 32],
@@ -142,6 +147,8 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
     unsafe {
         ptr::addr_of_mut!((*zone).magic).write(MAGIC);
         ptr::addr_of_mut!((*zone).secret).write(bytes);
+        ptr::addr_of_mut!((*zone).spent_refused).write(0);
+        ptr::addr_of_mut!((*zone).buckets_refused).write(0);
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
         (*shpool).data = zone.cast();

@@ -28,6 +28,12 @@ pub enum Poll<T> {
     Pending,
     /// The store cannot answer: the request is decided by `pow_shield_fail`.
     Unavailable,
+    /// The zone has no room to record this (every entry is an unexpired
+    /// spent record): the request is refused with 503, never passed, or a
+    /// solution could be replayed. Local store only.
+    Full {
+        retry_after_ms: u64,
+    },
 }
 
 /// What a pending operation delivers to its waiter.
