@@ -27,3 +27,13 @@ pub fn now_ms() -> u64 {
     let tp = nginx_sys::ngx_timeofday();
     (tp.sec as u64) * 1000 + tp.msec as u64
 }
+
+/// nginx's monotonic milliseconds (`ngx_current_msec`, cached per event loop
+/// iteration): one clock in every worker and across reloads, never stepped
+/// by a wall-clock change. Local buckets run on it.
+#[inline]
+pub fn monotonic_ms() -> u64 {
+    // SAFETY: nginx updates it only from this (single-threaded) worker's
+    // event loop; a plain read.
+    unsafe { nginx_sys::ngx_current_msec as u64 }
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/perl
 
 # The shared-memory zone (SPEC section 6): one zone for all workers, updated
-# atomically; LRU eviction when full (buckets before spent tokens), and a
-# change of size on reload does not break anything.
+# atomically; LRU eviction of buckets when full (never of unexpired spent
+# tokens: see pow_shield_zone_full.t), and a change of size on reload does
+# not break anything.
 
 use strict;
 use warnings;

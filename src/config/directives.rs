@@ -66,6 +66,10 @@ pub struct MainConf {
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
     pub shielded: bool,
+    /// The longest `pow_shield_challenge_ttl` of any shielded location (the
+    /// default counts where it applies): how long a token may be accepted
+    /// somewhere, so how long its spent record must be kept.
+    pub longest_challenge_ttl_ms: u64,
     /// `$binary_remote_addr`, compiled once and shared by every location
     /// that doesn't set `pow_shield_key`.
     default_key: *mut ngx_http_complex_value_t,
@@ -80,6 +84,7 @@ impl Default for MainConf {
             keys_configured: false,
             redis: None,
             shielded: false,
+            longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
         }
     }
@@ -182,7 +187,7 @@ impl Default for LocConf {
 
 /// Fills what `conf` leaves unset from `prev`, then resolves the policy.
 pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -> *mut c_char {
-    let Some(mcf) = PowShield::main_conf(cf) else {
+    let Some(mcf) = PowShield::main_conf_mut(cf) else {
         return NGX_CONF_ERROR;
     };
     let (s, p) = (&mut conf.settings, &prev.settings);
@@ -221,6 +226,9 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         ietf_policy: ngx_str_t::default(),
     };
     if let Some(limit) = conf.policy.limit {
+        mcf.longest_challenge_ttl_ms = mcf
+            .longest_challenge_ttl_ms
+            .max(conf.policy.challenge_ttl_ms);
         let texts = [
             limit.requests.to_string(),
             format!(

@@ -81,7 +81,8 @@ pub enum Reply<T> {
     /// The store (Redis) is down and no fallback answered:
     /// `pow_shield_fail` decides.
     Down,
-    /// The zone could not hold the record even after eviction.
+    /// The zone could not hold the record even after eviction (it is full
+    /// of unexpired spent records).
     Full,
 }
 
@@ -189,8 +190,10 @@ impl Decision {
     pub fn checked(&mut self, reply: Reply<Checked>, trusted: impl FnOnce() -> bool) -> Step {
         let checked = match reply {
             Reply::Ready(checked) => checked,
-            // A zone full beyond eviction forgets a client: let it through.
-            Reply::Full => return pass(Outcome::Pass),
+            // A zone full of unexpired spent records cannot count a new
+            // client: passing it uncounted would switch the limiter off
+            // (and let a replayed token through as green).
+            Reply::Full => return self.full("request not counted"),
             Reply::Down => return self.down(Outcome::Pass, trusted),
         };
         self.checked = checked;
@@ -234,11 +237,7 @@ impl Decision {
                     step => step,
                 }
             }
-            Reply::Full => self.reject(
-                Outcome::Unavailable,
-                Answer::Unavailable,
-                "no room left to record the spent solution",
-            ),
+            Reply::Full => self.full("solution not recorded"),
             Reply::Down => self.down(Outcome::Solved, trusted),
         }
     }
@@ -261,6 +260,11 @@ impl Decision {
             Block::Banned => (Outcome::Banned, "banned"),
         };
         Some(self.reject(outcome, Answer::Block(block), reason))
+    }
+
+    /// The zone had no room: refused, never passed (SPEC §6).
+    fn full(&self, what: &'static str) -> Step {
+        self.reject(Outcome::Unavailable, Answer::Unavailable, what)
     }
 
     /// The store is down: `pow_shield_fail` (the `local` fallback was

@@ -269,10 +269,10 @@ fn fail_closed_refuses_with_503_unless_trusted() {
 }
 
 #[test]
-fn a_zone_full_beyond_eviction_lets_a_check_through() {
+fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
     let mut decision = Decision::new(rules(), Carried::Nothing);
-    let step = decision.checked(Reply::Full, || false);
-    assert!(matches!(step, Step::End(End { answer: None, .. })));
+    let end = end_of(decision.checked(Reply::Full, || false));
+    assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
 }
 
 #[test]

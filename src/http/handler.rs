@@ -15,7 +15,7 @@ use super::response;
 use super::state::{Shield, Stage, Waiting};
 use crate::config::{MainConf, Policy};
 use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
-use crate::ffi::{bytes, now_ms};
+use crate::ffi::{bytes, monotonic_ms, now_ms};
 use crate::limiter::strikes::Block;
 use crate::pow;
 use crate::store::{self, CheckArgs, NewWaiter, Op, Poll, Stores, Waiter};
@@ -196,7 +196,7 @@ impl Flow<'_> {
             // No zone to decide with (nginx could not map it): let it through.
             return Some(Step::End(End::pass(Outcome::Pass)));
         };
-        let now = now_ms();
+        let (monotonic, epoch) = (monotonic_ms(), now_ms());
         let red = policy.red;
         let step = match waiting {
             Waiting::Check { offence } => {
@@ -209,16 +209,19 @@ impl Flow<'_> {
                     rules: red,
                     offence,
                 };
-                let reply = self.poll(&stores, fallback, |s, w| s.check(args, now, w))?;
+                let reply = self.poll(&stores, fallback, |s, w| s.check(args, monotonic, w))?;
                 self.checked(&mut decision, reply)
             }
             Waiting::Spend(solved) => {
-                let (digest, until) = (solved.digest, solved.expires_at_ms);
-                let reply = self.poll(&stores, fallback, |s, w| s.spend(&digest, until, now, w))?;
+                let digest = solved.digest;
+                let until = solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms);
+                let reply =
+                    self.poll(&stores, fallback, |s, w| s.spend(&digest, until, epoch, w))?;
                 decision.spent(reply, || self.trusted())
             }
             Waiting::Strike => {
-                let reply = self.poll(&stores, fallback, |s, w| s.strike(key, red, now, w))?;
+                let reply =
+                    self.poll(&stores, fallback, |s, w| s.strike(key, red, monotonic, w))?;
                 if let Reply::Ready(standing) = reply {
                     self.shield().standing = Some(standing);
                 }
@@ -239,7 +242,13 @@ impl Flow<'_> {
         match poll {
             Poll::Ready(value) => Some(Reply::Ready(value)),
             Poll::Down => Some(Reply::Down),
-            Poll::Full => Some(Reply::Full),
+            Poll::Full { retry_after_ms } => {
+                let mut shield = self.shield;
+                // SAFETY: the state lives in the request's pool for the whole
+                // run; the store has returned, so no other borrow is live.
+                unsafe { shield.as_mut() }.retry_after_ms = Some(retry_after_ms);
+                Some(Reply::Full)
+            }
             Poll::Pending => None,
         }
     }
@@ -318,7 +327,7 @@ impl Flow<'_> {
             return;
         };
         let red = policy.red;
-        let now = now_ms();
+        let now = monotonic_ms();
         let forget: &mut NewWaiter = &mut || Waiter::new(core::ptr::null_mut());
         let _ = stores.run(|s, w| s.strike(key, red, now, w), forget);
     }
@@ -344,7 +353,11 @@ impl Flow<'_> {
             Answer::Block(_) if status == 444 => Status(444),
             Answer::Block(block) => response::send_blocked(self.r, status, block),
             Answer::Unavailable => {
-                let retry_after_ms = store::redis_retry_in_ms().unwrap_or(1000);
+                let retry_after_ms = self
+                    .shield()
+                    .retry_after_ms
+                    .or_else(store::redis_retry_in_ms)
+                    .unwrap_or(1000);
                 response::send_unavailable(self.r, retry_after_ms)
             }
             // nginx's own 404 (and the operator's error_page): a trap looks

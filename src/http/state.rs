@@ -54,6 +54,8 @@ pub struct Shield {
     pub standing: Option<Standing>,
     /// The difficulty of the challenge sent, if one was.
     pub difficulty: Option<u8>,
+    /// When a zone with no room may take the request (its `Retry-After`).
+    pub retry_after_ms: Option<u64>,
     /// Epoch ms when the verdict was made (for `X-RateLimit-Reset`).
     pub decided_at_ms: u64,
     pub outcome: Option<Outcome>,
@@ -124,6 +126,7 @@ impl Shield {
                     verdict: None,
                     standing: None,
                     difficulty: None,
+                    retry_after_ms: None,
                     decided_at_ms: 0,
                     outcome: None,
                     headers_sent: false,

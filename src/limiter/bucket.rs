@@ -236,6 +236,23 @@ mod tests {
     }
 
     #[test]
+    fn bucket_on_the_monotonic_clock_drains_across_a_wall_clock_step_back() {
+        // What the local store is given at two moments a second apart,
+        // while the wall clock steps an hour back: the monotonic reading.
+        let (wall_before, wall_after) = (T0, T0 - 3_600_000);
+        let (mono_before, mono_after) = (7_000, 8_000);
+        let (mut state, _) = after(60, PER_MINUTE_60);
+        state.last_ms = mono_before;
+        assert!(!admit(&mut state, PER_MINUTE_60, mono_before).allowed);
+        assert!(admit(&mut state, PER_MINUTE_60, mono_after).allowed);
+
+        // Fed the wall clock, the same bucket stays full for an hour.
+        let (mut state, _) = after(60, PER_MINUTE_60);
+        state.last_ms = wall_before;
+        assert!(!admit(&mut state, PER_MINUTE_60, wall_after + 1_000).allowed);
+    }
+
+    #[test]
     fn clock_going_backwards_from_zero_does_not_panic() {
         let mut state = BucketState {
             level: u64::MAX,

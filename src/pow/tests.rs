@@ -74,7 +74,30 @@ fn issued_challenge_verifies_after_solve() {
     let (c, nonce) = solved();
     let ok = verify(&c.token, &nonce).unwrap();
     assert_eq!(ok.difficulty, 2);
-    assert_eq!(ok.expires_at_ms, NOW + TTL);
+    assert_eq!(ok.issued_at_ms, NOW);
+}
+
+#[test]
+fn spent_record_is_kept_for_the_longest_ttl_plus_the_clock_allowance() {
+    // Spent where the TTL is 3 s, the token still verifies an hour later
+    // at a location whose TTL is an hour: the record must last that long.
+    let (c, nonce) = solved();
+    let ok = verify(&c.token, &nonce).unwrap();
+    assert_eq!(
+        ok.spent_until_ms(3_600_000),
+        NOW + 3_600_000 + FUTURE_SKEW_MS
+    );
+    let at = ok.spent_until_ms(3_600_000) - FUTURE_SKEW_MS;
+    assert!(verify_solution(
+        &keys(),
+        Some(c.token.as_bytes()),
+        Some(nonce.as_bytes()),
+        IP,
+        1,
+        at,
+        3_600_000
+    )
+    .is_ok());
 }
 
 #[test]
@@ -412,7 +435,7 @@ fn extreme_timestamps_do_not_overflow() {
     let c = issue_challenge_with_salt(&keys(), IP, u64::MAX, 1, SALT);
     let nonce = solve(&c.salt, 1).to_string();
     let ok = verify_at(&keys(), &c.token, &nonce, u64::MAX).unwrap();
-    assert_eq!(ok.expires_at_ms, u64::MAX);
+    assert_eq!(ok.spent_until_ms(u64::MAX), u64::MAX);
     assert_eq!(
         verify_at(&keys(), &c.token, &nonce, 0),
         Err(Rejection::Expired)

@@ -80,9 +80,21 @@ pub struct Solved {
     pub digest: [u8; 32],
     /// Leading zeros that were proven: `max(payload difficulty, minimum)`.
     pub difficulty: u8,
-    /// When the challenge stops being accepted (`ts + ttl`), epoch ms; the
-    /// replay entry need not outlive it.
-    pub expires_at_ms: u64,
+    /// The token's `ts`, epoch ms.
+    pub issued_at_ms: u64,
+}
+
+impl Solved {
+    /// Until when the spent record must be kept (epoch ms): while any
+    /// location could still accept the token, i.e. its `ts` plus the
+    /// longest `pow_shield_challenge_ttl` of the configuration, plus the
+    /// future-clock allowance (a node whose clock lags accepts it that
+    /// much later).
+    pub fn spent_until_ms(&self, longest_ttl_ms: u64) -> u64 {
+        self.issued_at_ms
+            .saturating_add(longest_ttl_ms)
+            .saturating_add(FUTURE_SKEW_MS)
+    }
 }
 
 /// Verifies the `X-PoW-Challenge` / `X-PoW-Nonce` pair for `client_ip` at
@@ -128,6 +140,6 @@ pub fn verify_solution(
     Ok(Solved {
         digest: Sha256::digest(token).into(),
         difficulty,
-        expires_at_ms: payload.ts.saturating_add(ttl_ms),
+        issued_at_ms: payload.ts,
     })
 }

@@ -1,5 +1,5 @@
 //! The shared-memory zone (`pow_shield_zone`): one slab pool holding the
-//! local-mode buckets and the replay cache, kept across `nginx -s reload`
+//! local-mode buckets, the circuit breakers and the replay cache, kept across `nginx -s reload`
 //! when its size is unchanged (as `limit_req` does).
 
 mod table;
@@ -29,6 +29,11 @@ pub struct Zone {
     pub spent: Table,
     /// Circuit breakers, one per client key.
     pub strikes: Table,
+    /// Solutions refused because the zone had no room for their spent
+    /// record (all workers; for metrics).
+    pub spent_refused: u64,
+    /// Requests refused because the zone had no room for their bucket.
+    pub buckets_refused: u64,
     /// The random HMAC key used when no secret is configured; kept across
     /// reloads so that outstanding challenges stay valid.
     secret: [u8; 32],
@@ -148,6 +153,8 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
     unsafe {
         ptr::addr_of_mut!((*zone).magic).write(MAGIC);
         ptr::addr_of_mut!((*zone).secret).write(bytes);
+        ptr::addr_of_mut!((*zone).spent_refused).write(0);
+        ptr::addr_of_mut!((*zone).buckets_refused).write(0);
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
         Table::init(ptr::addr_of_mut!((*zone).strikes));

@@ -147,6 +147,17 @@ impl Table {
 
     /// Finds `key` and marks it most recently used.
     pub fn find(&mut self, key: &TableKey) -> Option<&mut Entry> {
+        let entry: *mut Entry = self.get(key)?;
+        // SAFETY: `get` returned a linked entry of this table.
+        let entry = unsafe { &mut *entry };
+        self.touch(entry);
+        Some(entry)
+    }
+
+    /// Finds `key`, leaving the LRU order alone (the replay cache keeps
+    /// insertion order, close to expiry order, so `expire` finds the
+    /// expired records at the tail).
+    pub fn get(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let sentinel = self.tree.sentinel;
         let mut node = self.tree.root;
         let hash = key.hash as ngx_rbtree_key_t;
@@ -157,10 +168,7 @@ impl Table {
             node = match entry.order(hash, key.len, key.stored()) {
                 Ordering::Less => entry.rb.left,
                 Ordering::Greater => entry.rb.right,
-                Ordering::Equal => {
-                    self.touch(entry);
-                    return Some(entry);
-                }
+                Ordering::Equal => return Some(entry),
             };
         }
         None
@@ -212,6 +220,12 @@ impl Table {
             removed += 1;
         }
         removed
+    }
+
+    /// When the least recently used entry expires, if there is one.
+    pub fn oldest_expires_at_ms(&mut self) -> Option<u64> {
+        // SAFETY: `oldest` returns a linked entry of this table.
+        self.oldest().map(|e| unsafe { (*e).expires_at_ms })
     }
 
     fn oldest(&mut self) -> Option<*mut Entry> {

@@ -33,8 +33,12 @@ pub enum Poll<T> {
     Pending,
     /// The store is down (Redis): `pow_shield_fail` decides.
     Down,
-    /// The zone has no room for the record, even after eviction.
-    Full,
+    /// The zone has no room to record this, even after eviction (every
+    /// entry is an unexpired spent record): refused with 503 and this
+    /// `Retry-After`, never passed, or a solution could be replayed.
+    Full {
+        retry_after_ms: u64,
+    },
 }
 
 /// What a pending operation delivers to its waiter.
@@ -105,7 +109,10 @@ pub struct CheckArgs<'a> {
 }
 
 /// A place that counts requests, remembers spent challenges and keeps the
-/// circuit breaker.
+/// circuit breaker. `check` and `strike` take nginx's monotonic clock
+/// (`ffi::monotonic_ms`: a wall-clock step must not freeze or refill local
+/// buckets); `spend` takes epoch ms, the token's time scale. Redis uses its
+/// own clock.
 pub trait Store {
     /// The limiter's verdict and the client's standing, in one operation.
     /// A blocked client writes nothing.

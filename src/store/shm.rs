@@ -1,4 +1,9 @@
-//! Local mode: leaky buckets and the replay cache in the shared zone.
+//! Local mode: leaky buckets, circuit breakers and the replay cache in the
+//! shared zone.
+//!
+//! Two clocks: buckets and breakers run on nginx's monotonic clock (a
+//! wall-clock step must not freeze them), spent records on the token's
+//! epoch time.
 
 use super::{CheckArgs, NewWaiter, Poll, Store};
 use crate::config::MainConf;
@@ -12,6 +17,9 @@ use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 const EXPIRE_PER_REQUEST: usize = 2;
 /// Entries given up per attempt when the zone is full.
 const EVICT_WHEN_FULL: usize = 3;
+/// Bounds of a refusal's `Retry-After` (room may free up sooner than the
+/// oldest spent record expires: buckets drain, other records expire).
+const FULL_RETRY_MS: (u64, u64) = (1_000, 60_000);
 
 /// The store in the shared-memory zone; answers at once.
 pub struct ShmStore {
@@ -23,18 +31,18 @@ impl ShmStore {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
     }
 
-    /// Whether the replay cache holds `digest` unexpired (cluster mode: a
-    /// token the `local` fallback spent while Redis was unavailable).
+    /// Whether the replay cache holds `digest` unexpired at `now_ms`
+    /// (epoch), without touching its order.
     pub fn is_spent(&self, digest: &[u8; 32], now_ms: u64) -> bool {
         let key = TableKey::new(&[digest]);
         self.zone.with_locked(
-            |zone, _| matches!(zone.spent.find(&key), Some(entry) if entry.expires_at_ms > now_ms),
+            |zone, _| matches!(zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms),
         )
     }
 }
 
 impl Store for ShmStore {
-    fn check(&self, args: CheckArgs, now_ms: u64, _: &mut NewWaiter) -> Poll<Checked> {
+    fn check(&self, args: CheckArgs, monotonic_ms: u64, _: &mut NewWaiter) -> Poll<Checked> {
         // Each distinct limit counts separately, like separate limit_req zones.
         let limit = args.limit;
         let bucket_key = TableKey::new(&[
@@ -44,14 +52,14 @@ impl Store for ShmStore {
         ]);
         let client = TableKey::new(&[args.key]);
         self.zone.with_locked(|zone, alloc| {
-            zone.buckets.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            zone.strikes.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            zone.buckets.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
+            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
             // Red first: a blocked client costs one lookup and writes nothing.
             let mut standing = Standing::default();
             if let Some(entry) = zone.strikes.find(&client) {
                 let strikes = entry.strikes();
                 standing.strikes = strikes.strikes;
-                standing.block = strikes.block(args.rules, now_ms);
+                standing.block = strikes.block(args.rules, monotonic_ms);
                 if standing.block != Block::Clear {
                     return Poll::Ready(Checked {
                         verdict: Verdict::default(),
@@ -61,19 +69,27 @@ impl Store for ShmStore {
             }
             let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
                 Some(entry) => entry,
-                None => match insert_evicting(zone, Zone::buckets_mut, &bucket_key, alloc) {
-                    Some(entry) => entry,
-                    None => return Poll::Full,
-                },
+                None => {
+                    let epoch_ms = crate::ffi::now_ms();
+                    match insert_making_room(zone, Zone::buckets_mut, &bucket_key, alloc, epoch_ms)
+                    {
+                        Some(entry) => entry,
+                        None => {
+                            zone.buckets_refused = zone.buckets_refused.wrapping_add(1);
+                            return full(zone, epoch_ms);
+                        }
+                    }
+                }
             };
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
-            let verdict = bucket::admit(entry.bucket(), limit, now_ms);
-            entry.expires_at_ms = now_ms.saturating_add(verdict.reset_after_ms);
+            let verdict = bucket::admit(entry.bucket(), limit, monotonic_ms);
+            entry.expires_at_ms = monotonic_ms.saturating_add(verdict.reset_after_ms);
             if !verdict.allowed && args.offence && args.rules.strikes.is_some() {
                 // A strike that finds no room is lost: forgetting one only
                 // forgives a client.
-                if let Some(struck) = strike_locked(zone, alloc, &client, args.rules, now_ms) {
+                if let Some(struck) = strike_locked(zone, alloc, &client, args.rules, monotonic_ms)
+                {
                     standing = struck;
                 }
             }
@@ -85,15 +101,15 @@ impl Store for ShmStore {
         &self,
         key: &[u8],
         rules: RedRules,
-        now_ms: u64,
+        monotonic_ms: u64,
         _: &mut NewWaiter,
     ) -> Poll<Standing> {
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, alloc| {
-            zone.strikes.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            match strike_locked(zone, alloc, &client, rules, now_ms) {
+            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
+            match strike_locked(zone, alloc, &client, rules, monotonic_ms) {
                 Some(standing) => Poll::Ready(standing),
-                None => Poll::Full,
+                None => full(zone, crate::ffi::now_ms()),
             }
         })
     }
@@ -108,13 +124,22 @@ impl Store for ShmStore {
         let key = TableKey::new(&[digest]);
         self.zone.with_locked(|zone, alloc| {
             zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            if let Some(entry) = zone.spent.get(&key) {
+                if entry.expires_at_ms > now_ms {
+                    return Poll::Ready(false);
+                }
+            }
+            // An expired leftover is reused: that token can't verify any
+            // more. `find` moves it to the head, where fresh records go.
             let entry: *mut Entry = match zone.spent.find(&key) {
-                Some(entry) if entry.expires_at_ms > now_ms => return Poll::Ready(false),
-                // An expired leftover is reused: that token can't verify any more.
                 Some(entry) => entry,
-                None => match insert_evicting(zone, Zone::spent_mut, &key, alloc) {
+                None => match insert_making_room(zone, Zone::spent_mut, &key, alloc, now_ms) {
                     Some(entry) => entry,
-                    None => return Poll::Full,
+                    // Not recorded, so not accepted: else it could be replayed.
+                    None => {
+                        zone.spent_refused = zone.spent_refused.wrapping_add(1);
+                        return full(zone, now_ms);
+                    }
                 },
             };
             // SAFETY: the entry is in the zone, locked for this closure.
@@ -131,43 +156,65 @@ fn strike_locked(
     alloc: &Allocator,
     client: &TableKey,
     rules: RedRules,
-    now_ms: u64,
+    monotonic_ms: u64,
 ) -> Option<Standing> {
     let entry: *mut Entry = match zone.strikes.find(client) {
         Some(entry) => entry,
-        None => insert_evicting(zone, Zone::strikes_mut, client, alloc)?,
+        None => {
+            let epoch_ms = crate::ffi::now_ms();
+            insert_making_room(zone, Zone::strikes_mut, client, alloc, epoch_ms)?
+        }
     };
     // SAFETY: the entry is in the zone, locked by the caller.
     let entry = unsafe { &mut *entry };
-    let standing = entry.strikes().strike(rules, now_ms);
+    let standing = entry.strikes().strike(rules, monotonic_ms);
     entry.expires_at_ms = entry.strikes().forgotten_at_ms();
     Some(standing)
 }
 
-/// Inserts `key` into the chosen table, giving up the least recently used
-/// entries when the zone is full: buckets first and breakers next (a
-/// forgotten one only forgives a client), spent tokens last (forgetting one
-/// reopens a replay for the rest of its lifetime).
-fn insert_evicting(
+/// Inserts `key` into the chosen table, making room when the zone is full:
+/// first expired spent records (they protect nothing any more), then the
+/// least recently used buckets and breakers (forgetting one only forgives
+/// a client).
+/// An unexpired spent record is never given up: forgetting it would reopen
+/// its token to replay.
+fn insert_making_room(
     zone: &mut Zone,
     table: fn(&mut Zone) -> &mut Table,
     key: &TableKey,
     alloc: &Allocator,
+    epoch_ms: u64,
 ) -> Option<*mut Entry> {
-    type Pick = fn(&mut Zone) -> &mut Table;
-    let give_up: [Option<Pick>; 4] = [
+    type MakeRoom = fn(&mut Zone, &Allocator, u64);
+    let make_room: [Option<MakeRoom>; 4] = [
         None,
-        Some(Zone::buckets_mut),
-        Some(Zone::strikes_mut),
-        Some(Zone::spent_mut),
+        Some(|zone, alloc, epoch_ms| zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL)),
+        Some(|zone, alloc, _| {
+            zone.buckets.evict(alloc, EVICT_WHEN_FULL);
+        }),
+        Some(|zone, alloc, _| {
+            zone.strikes.evict(alloc, EVICT_WHEN_FULL);
+        }),
     ];
-    for victims in give_up {
-        if let Some(victims) = victims {
-            victims(zone).evict(alloc, EVICT_WHEN_FULL);
+    for step in make_room {
+        if let Some(step) = step {
+            step(zone, alloc, epoch_ms);
         }
         if let Some(entry) = table(zone).insert(key, alloc) {
             return Some(entry);
         }
     }
     None
+}
+
+/// The answer when no room could be made: retry once the oldest spent
+/// record has expired.
+fn full<T>(zone: &mut Zone, epoch_ms: u64) -> Poll<T> {
+    let (least, most) = FULL_RETRY_MS;
+    let retry_after_ms = zone
+        .spent
+        .oldest_expires_at_ms()
+        .map_or(least, |at| at.saturating_sub(epoch_ms))
+        .clamp(least, most);
+    Poll::Full { retry_after_ms }
 }

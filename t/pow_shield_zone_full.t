@@ -1,0 +1,153 @@
+#!/usr/bin/perl
+
+# A zone full of spent challenges (SPEC section 6): a spent record is never
+# given up before its token expires.  Spending evicts buckets (LRU) until
+# the zone holds only spent records; then what cannot be recorded, a new
+# client's bucket or a solution, is refused with 503 and Retry-After, never
+# let through.  Whatever the zone does, no token is accepted twice: in local
+# mode, and in cluster mode deciding locally while Redis is down
+# (pow_shield_fail local).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow);
+use Test::PowShield::Redis;
+
+###############################################################################
+
+my $conf = <<'EOF';
+%%TEST_GLOBALS%%
+
+worker_processes 2;
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    default_type application/json;
+
+    pow_shield_secret "zone-full-suite-secret-0123456789abcdef";
+    pow_shield_zone 32k;
+    REDIS
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        location /api/ {
+            pow_shield_limit 1 1d;
+            pow_shield_difficulty 1;
+            pow_shield_key $http_x_client;
+            pow_shield_fail local;
+        }
+    }
+}
+EOF
+
+my $local = Test::PowShield->new;
+(my $c = $conf) =~ s/REDIS//;
+$local->write_file_expand('nginx.conf', $c);
+
+# cluster mode with its Redis gone: every request is decided by the zone
+my $cluster;
+if (Test::PowShield::Redis::available()) {
+    $cluster = Test::PowShield->new;
+    $cluster->run_redis;
+    ($c = $conf) =~ s/REDIS/pow_shield_redis redis:\/\/127.0.0.1:%%REDIS_PORT%%;/;
+    $cluster->write_file_expand('nginx.conf', $c);
+}
+
+for my $t (grep { defined } $local, $cluster) {
+    $t->write_file('html/api/data.json', qq({"ok":true}\n));
+    $t->run;
+}
+$cluster->kill_redis if $cluster;
+
+###############################################################################
+
+my $CLIENTS = 300;
+
+sub get {
+    my ($t, $client, %h) = @_;
+    return $t->http_get('/api/data.json', 'X-Client' => $client, %h);
+}
+
+# a solved challenge of $client, who is over the limit afterwards
+sub solved {
+    my ($t, $client) = @_;
+    get($t, $client);
+    my $token = get($t, $client)->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+}
+
+sub fill_and_replay {
+    my ($t, $mode) = @_;
+
+    # 200s per token, over every use of it
+    my (%accepted, @solutions, @first);
+    my $use = sub {
+        my ($client, $sol) = @_;
+        my $r = get($t, $client, %$sol);
+        $accepted{$sol->{'X-PoW-Challenge'}}++ if ($r->status // 0) == 200;
+        return $r;
+    };
+
+    for my $i (1 .. $CLIENTS) {
+        my %sol = solved($t, "c$i");
+        push @solutions, ["c$i", \%sol];
+        push @first, $use->("c$i", \%sol);
+    }
+
+    my @refused = grep { ($_->status // 0) == 503 } @first;
+    ok(scalar(grep { ($_->status // 0) == 200 } @first),
+        "$mode: solutions are accepted while the zone has room");
+    ok(@refused, "$mode: $CLIENTS solutions in a 32k zone: then requests get 503")
+        or diag(join ' ', map { $_->status // 'none' } @first);
+
+    my $r = $refused[0] // get($t, 'none');
+    is(($r->json // {})->{error}, 'Rate limiter unavailable',
+        "$mode: 503 of a full zone: the store failure body");
+    like($r->header('Retry-After') // '', qr/^[1-9][0-9]*$/,
+        "$mode: 503 of a full zone: Retry-After");
+
+    # replay every solution, twice, each from a client over its limit (a
+    # forgotten bucket would otherwise pass the request without any token)
+
+    for my $round (1 .. 2) {
+        for (@solutions) {
+            my ($client, $sol) = @$_;
+            get($t, $client);
+            $use->($client, $sol);
+        }
+    }
+
+    my @twice = grep { $accepted{$_} > 1 } keys %accepted;
+    is(scalar @twice, 0,
+        "$mode: no solution is accepted twice, however full the zone");
+
+    ok(scalar $t->error_log_lines(
+            qr/\[warn\].*is full of spent challenges: .*refused/),
+        "$mode: refusals are logged at the log level");
+}
+
+fill_and_replay($local, 'local');
+
+SKIP: {
+    skip 'redis-server not found', 6 unless $cluster;
+    fill_and_replay($cluster, 'redis down, fail local');
+}
+
+###############################################################################
+
+$local->done_testing;
