@@ -34,7 +34,7 @@ fn solved(n: u8) -> Solved {
     Solved {
         digest: [n; 32],
         difficulty: 4,
-        expires_at_ms: 120_000,
+        issued_at_ms: 60_000,
     }
 }
 
