@@ -118,8 +118,11 @@ start($auth,
 my @rs = map { get($auth, 'db-client') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'AUTH with a password: Redis counts (3, then 429)');
 my $wkey = 'edge:{' . hexkey('db-client') . '}:w:3:3600000';
-is_deeply([keys_in($auth, 3, 'edge:*')], [$wkey],
+is_deeply([grep { /:w:/ } keys_in($auth, 3, 'edge:*')], [$wkey],
     "/3 and prefix=edge: the window key is $wkey in database 3");
+is_deeply([grep { !/^edge:\{\Q${\ hexkey('db-client')}\E\}:/ }
+        keys_in($auth, 3, '*')], [],
+    '... and every key of the client shares its prefix and hash tag');
 is_deeply([keys_in($auth, 0, '*')], [], 'nothing in database 0');
 is(in_db($auth, 3, 'ZCARD', $wkey), 3, '3 entries in the sorted set');
 my $pttl = in_db($auth, 3, 'PTTL', $wkey) // -9;

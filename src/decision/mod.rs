@@ -22,6 +22,17 @@ use crate::limiter::strikes::{Block, RedRules, Standing};
 use crate::limiter::{RateLimit, Verdict};
 use crate::pow::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
 
+/// The log line's reason when the zone has no room for `what`.
+macro_rules! full_zone {
+    ($what:literal) => {
+        concat!(
+            "zone \"pow_shield\" is full of spent challenges: ",
+            $what,
+            ", refused"
+        )
+    };
+}
+
 /// What happened to a request, as `$pow_shield_result` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -193,7 +204,7 @@ impl Decision {
             // A zone full of unexpired spent records cannot count a new
             // client: passing it uncounted would switch the limiter off
             // (and let a replayed token through as green).
-            Reply::Full => return self.full("request not counted"),
+            Reply::Full => return self.full(full_zone!("request not counted")),
             Reply::Down => return self.down(Outcome::Pass, trusted),
         };
         self.checked = checked;
@@ -237,7 +248,7 @@ impl Decision {
                     step => step,
                 }
             }
-            Reply::Full => self.full("solution not recorded"),
+            Reply::Full => self.full(full_zone!("solution not recorded")),
             Reply::Down => self.down(Outcome::Solved, trusted),
         }
     }
