@@ -29,7 +29,8 @@ use crate::PowShield;
 const DEFAULT_DIFFICULTY: u8 = 4;
 const DEFAULT_CHALLENGE_TTL_MS: u64 = 60_000;
 const DEFAULT_ZONE_SIZE: usize = 10 * 1024 * 1024;
-const DEFAULT_KEY: &str = "$binary_remote_addr";
+/// IPv4 per address, IPv6 per /64 (`limiter::client`).
+const DEFAULT_KEY: &str = "$pow_shield_client";
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
 
@@ -59,7 +60,7 @@ pub struct MainConf {
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
     pub shielded: bool,
-    /// `$binary_remote_addr`, compiled once and shared by every location
+    /// `$pow_shield_client`, compiled once and shared by every location
     /// that doesn't set `pow_shield_key`.
     default_key: *mut ngx_http_complex_value_t,
 }
