@@ -8,8 +8,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nginx_sys::{
-    ngx_conf_t, ngx_connection_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t,
-    ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+    ngx_conf_t, ngx_connection_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t,
+    ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
 };
 use ngx::core::Status;
 use ngx::http::Request;
@@ -69,7 +69,9 @@ unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
         match i32::from((*c.sockaddr).sa_family) {
             libc::AF_INET => {
                 let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))))
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))))
             }
             libc::AF_INET6 => {
                 let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();

@@ -80,7 +80,9 @@ mod tests {
     use super::*;
 
     fn id(text: &str) -> String {
-        client_id(Some(text.parse().expect("test address"))).as_str().to_owned()
+        client_id(Some(text.parse().expect("test address")))
+            .as_str()
+            .to_owned()
     }
 
     #[test]
@@ -97,7 +99,10 @@ mod tests {
 
     #[test]
     fn addresses_of_one_64_share_an_identity() {
-        assert_eq!(id("2001:db8:0:7::1"), id("2001:db8:0:7:ffff:ffff:ffff:fffe"));
+        assert_eq!(
+            id("2001:db8:0:7::1"),
+            id("2001:db8:0:7:ffff:ffff:ffff:fffe")
+        );
         assert_ne!(id("2001:db8:0:7::1"), id("2001:db8:0:8::1"));
     }
 
