@@ -11,6 +11,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use IO::Socket::UNIX;
 use Test::More;
 use Test::PowShield;
 
@@ -33,6 +34,7 @@ http {
 
     server {
         listen 127.0.0.1:%%PORT_8080%%;
+        listen unix:%%TESTDIR%%/client.sock;
         server_name localhost;
 
         root %%TESTDIR%%/html;
@@ -80,6 +82,17 @@ is(whoami('::ffff:192.0.2.1'), '192.0.2.1',
     'IPv4-mapped IPv6: the IPv4 address');
 is($t->http_get('/whoami')->body, '127.0.0.1',
     'without realip: the connection address');
+
+# a UNIX-domain socket peer has no address
+
+{
+    my $s = IO::Socket::UNIX->new(Peer => $t->testdir . '/client.sock')
+        or die "connect: $!";
+    print $s "GET /whoami HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    local $/;
+    my $raw = <$s> // '';
+    like($raw, qr/\r\n\r\nunix:\z/, 'UNIX-domain socket: unix:');
+}
 
 # the default key counts an IPv6 /64 as one client
 
