@@ -6,6 +6,7 @@
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
 #   make bench         throughput against stock nginx and limit_req (bench/)
+#   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
 # it prints the exact command to run.
@@ -23,7 +24,7 @@ TEST_PKGS  := redis-server perl curl
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 
-.PHONY: all build build-debian run test unittest prove check bench clean deps-build deps-test deps-debian deps-bench
+.PHONY: all build build-debian run test unittest prove check bench fuzz clean deps-build deps-test deps-debian deps-bench deps-fuzz
 
 all: build
 
@@ -101,6 +102,31 @@ check: deps-build
 
 bench: build deps-bench
 	bench/run.sh
+
+# Fuzzing needs a nightly toolchain (sanitizers) and cargo-fuzz. Not part of
+# `make test`: it runs for FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= verify_solution redis_reply directive_values redis_url
+
+deps-fuzz: deps-build
+	@if ! rustup run nightly rustc --version >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then rustup toolchain install nightly --profile minimal; \
+	  else echo "no nightly toolchain; run:  rustup toolchain install nightly --profile minimal"; exit 1; fi; \
+	fi
+	@if ! $(CARGO) fuzz --version >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then $(CARGO) install cargo-fuzz --locked; \
+	  else echo "cargo-fuzz not installed; run:  cargo install cargo-fuzz --locked"; exit 1; fi; \
+	fi
+
+# The working corpus grows in fuzz/corpus/<target> (not in git), seeded from
+# fuzz/seeds/<target>; crashes land in fuzz/artifacts/<target>.
+fuzz: deps-fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$t && \
+	  echo "== $$t ($(FUZZ_SECONDS) s)" && \
+	  $(CARGO) +nightly fuzz run -O -a $$t fuzz/corpus/$$t fuzz/seeds/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

@@ -57,7 +57,7 @@ http {
             pow_shield_key \$http_x_client;
         }
 
-        # the default key, \$binary_remote_addr
+        # the default key, \$pow_shield_client
         location /ip/ {
             pow_shield_limit 5 1h;
         }
@@ -129,11 +129,12 @@ my $pttl = in_db($auth, 3, 'PTTL', $wkey) // -9;
 ok($pttl > 3_590_000 && $pttl <= 3_600_000,
     "the window key expires one window after its newest entry ($pttl ms)");
 
-# the default key: 127.0.0.1 as $binary_remote_addr is 7f000001
+# the default key: $pow_shield_client of 127.0.0.1 is the text "127.0.0.1"
 
 is(get($auth, 'ignored', '/ip/data.json')->status, 200, 'default key: 200');
-is_deeply([keys_in($auth, 3, 'edge:{7f000001}*')], ['edge:{7f000001}:w:5:3600000'],
-    'default key $binary_remote_addr of 127.0.0.1: edge:{7f000001}:w:5:3600000');
+my $ipkey = 'edge:{' . hexkey('127.0.0.1') . '}:w:5:3600000';
+is_deeply([keys_in($auth, 3, 'edge:{' . hexkey('127.0.0.1') . '}*')], [$ipkey],
+    "default key \$pow_shield_client of 127.0.0.1: $ipkey");
 
 # a spent challenge: <prefix>spent:{sha256 hex of the token}, with a TTL
 

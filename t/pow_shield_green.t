@@ -48,7 +48,7 @@ http {
 
         pow_shield_difficulty 2;
 
-        # the only location keyed on the default $binary_remote_addr
+        # the only location keyed on the default $pow_shield_client
         location /default/ {
             pow_shield_limit 3 1h;
         }
@@ -211,7 +211,7 @@ is(scalar(@v = $r->header_values('RateLimit')), 1, 'RateLimit sent once');
 $r = get('other', '/api/data.json');
 is($r->header('X-RateLimit-Remaining'), 2, 'another client has its own bucket');
 
-# default key $binary_remote_addr
+# default key $pow_shield_client
 
 $r = $t->http_get('/default/data.json');
 is($r->status, 200, 'default key: 200');

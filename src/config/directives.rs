@@ -36,7 +36,8 @@ const DEFAULT_STRIKES: StrikeRule = StrikeRule {
 const DEFAULT_BLOCK_STATUS: u16 = 403;
 const DEFAULT_CHALLENGE_TTL_MS: u64 = 60_000;
 const DEFAULT_ZONE_SIZE: usize = 10 * 1024 * 1024;
-const DEFAULT_KEY: &str = "$binary_remote_addr";
+/// IPv4 per address, IPv6 per /64 (`limiter::client`).
+const DEFAULT_KEY: &str = "$pow_shield_client";
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
 
@@ -70,7 +71,7 @@ pub struct MainConf {
     /// default counts where it applies): how long a token may be accepted
     /// somewhere, so how long its spent record must be kept.
     pub longest_challenge_ttl_ms: u64,
-    /// `$binary_remote_addr`, compiled once and shared by every location
+    /// `$pow_shield_client`, compiled once and shared by every location
     /// that doesn't set `pow_shield_key`.
     default_key: *mut ngx_http_complex_value_t,
 }

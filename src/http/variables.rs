@@ -1,16 +1,22 @@
 //! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`
 //! and `$pow_shield_strikes` for `log_format` (SPEC §7). They read the main request's state, so they
 //! work in subrequests and after internal redirects too.
+//!
+//! `$pow_shield_client` is the client identity of the default key (IPv6 by
+//! /64, see `limiter::client`); it needs no shield state and works anywhere.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nginx_sys::{
-    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t,
-    ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+    ngx_conf_t, ngx_connection_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t,
+    ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
 };
 use ngx::core::Status;
 use ngx::http::Request;
 use ngx::ngx_string;
 
 use super::state::Shield;
+use crate::limiter::client::client_id;
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
@@ -38,7 +44,68 @@ pub fn register(cf: &mut ngx_conf_t) -> Status {
             (*var).data = which;
         }
     }
+    let mut name = ngx_string!("pow_shield_client");
+    // SAFETY: as above. Not cacheable: realip may still change the address
+    // after an early read (its location-level handler runs in preaccess).
+    let var = unsafe { ngx_http_add_variable(cf, &mut name, NGX_HTTP_VAR_NOCACHEABLE as _) };
+    if var.is_null() {
+        return Status::NGX_ERROR;
+    }
+    // SAFETY: nginx returned a valid variable slot.
+    unsafe { (*var).get_handler = Some(get_client) };
     Status::NGX_OK
+}
+
+/// The peer's IP address (after realip), or `None` for UNIX-domain sockets
+/// and other families.
+///
+/// # Safety
+/// `c` is a live connection whose `sockaddr` nginx filled.
+unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
+    if c.sockaddr.is_null() {
+        return None;
+    }
+    // SAFETY: nginx's sockaddr is at least a `sockaddr`; the family says
+    // which larger struct it is.
+    unsafe {
+        match i32::from((*c.sockaddr).sa_family) {
+            libc::AF_INET => {
+                let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();
+                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
+
+unsafe extern "C" fn get_client(
+    r: *mut ngx_http_request_t,
+    v: *mut ngx_variable_value_t,
+    _data: usize,
+) -> ngx_int_t {
+    crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx passes a live request, with its connection, and a
+        // value slot to fill.
+        let (r, v) = unsafe { (&*r, &mut *v) };
+        // SAFETY: the connection outlives its requests.
+        let id = client_id(unsafe { peer_ip(&*r.connection) });
+        // SAFETY: copies the text into the request pool, which outlives the value.
+        let Some(s) = (unsafe { ngx_str_t::from_bytes(r.pool, id.as_str().as_bytes()) }) else {
+            return nginx_sys::NGX_ERROR as ngx_int_t;
+        };
+        v.data = s.data;
+        v.set_len(s.len as u32);
+        v.set_valid(1);
+        v.set_no_cacheable(1);
+        v.set_not_found(0);
+        NGX_OK as ngx_int_t
+    })
 }
 
 unsafe extern "C" fn get(

@@ -1,9 +1,11 @@
 //! Rate limiting maths (SPEC §3, §6): the local-mode leaky bucket and the
-//! cluster-mode Redis sliding-window script. No nginx types, no clock:
-//! callers pass `now_ms` (epoch or monotonic milliseconds, consistently).
+//! cluster-mode Redis sliding-window script, and who counts as one client.
+//! No nginx types, no clock: callers pass `now_ms` (epoch or monotonic
+//! milliseconds, consistently).
 #![forbid(unsafe_code)]
 
 pub mod bucket;
+pub mod client;
 pub mod strikes;
 pub mod window;
 

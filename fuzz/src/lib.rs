@@ -1,0 +1,26 @@
+//! The module's pure sources (no nginx types), compiled into this crate as
+//! they are, so the fuzz targets need no nginx symbols. `limiter` and `pow`
+//! keep their crate paths, which `config/values.rs` uses.
+#![allow(dead_code, unused_imports)]
+
+#[path = "../../src/limiter/mod.rs"]
+pub mod limiter;
+#[path = "../../src/pow/mod.rs"]
+pub mod pow;
+
+// Mounted at the root: `#[path]` inside an inline module resolves against
+// a directory that would have to exist.
+#[path = "../../src/config/values.rs"]
+#[doc(hidden)]
+pub mod config_values;
+#[path = "../../src/redis/command.rs"]
+#[doc(hidden)]
+pub mod redis_command;
+
+pub mod config {
+    pub use crate::config_values as values;
+}
+
+pub mod redis {
+    pub use crate::redis_command as command;
+}

@@ -1,0 +1,140 @@
+//! The default client identity, `$pow_shield_client`: who shares one limit.
+//!
+//! IPv4 clients are counted per address. IPv6 clients are counted per /64:
+//! one subscriber is routinely handed a whole /64, so counting single
+//! addresses would let anyone rotate addresses and never reach the limit.
+//! An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, a dual-stack socket) is
+//! the IPv4 client it stands for.
+
+use core::fmt::{self, Write};
+use std::net::{IpAddr, Ipv6Addr};
+
+/// Longest text: a full IPv6 address (39 bytes); a /64 prefix needs 24.
+const CAPACITY: usize = 40;
+
+/// The identity text, kept on the stack (it is made once per request).
+#[derive(Clone, Copy)]
+pub struct ClientId {
+    buf: [u8; CAPACITY],
+    len: usize,
+}
+
+impl ClientId {
+    pub fn as_str(&self) -> &str {
+        // ok: only `write_str` fills the buffer, with whole `&str` pieces.
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Write for ClientId {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        let dst = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// The identity of a peer: `192.0.2.1` for IPv4, `2001:db8:1:2::/64` for
+/// IPv6 (the /64 prefix, compressed as RFC 5952 writes it), and `unix:` for
+/// a peer without an IP address (a UNIX-domain socket), as nginx's
+/// `$remote_addr` names it; all such peers share one limit, like
+/// `$binary_remote_addr` made them.
+pub fn client_id(peer: Option<IpAddr>) -> ClientId {
+    let mut id = ClientId {
+        buf: [0; CAPACITY],
+        len: 0,
+    };
+    // Every case fits CAPACITY, so the writes cannot fail.
+    let _ = match peer.map(canonical) {
+        Some(IpAddr::V4(v4)) => write!(id, "{v4}"),
+        Some(IpAddr::V6(v6)) => {
+            let prefix = u128::from(v6) & !u128::from(u64::MAX);
+            write!(id, "{}/64", Ipv6Addr::from(prefix))
+        }
+        None => id.write_str("unix:"),
+    };
+    id
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it carries.
+fn canonical(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(text: &str) -> String {
+        client_id(Some(text.parse().expect("test address")))
+            .as_str()
+            .to_owned()
+    }
+
+    #[test]
+    fn ipv4_is_the_address() {
+        assert_eq!(id("192.0.2.1"), "192.0.2.1");
+        assert_eq!(id("255.255.255.255"), "255.255.255.255");
+    }
+
+    #[test]
+    fn ipv6_is_its_64_prefix() {
+        assert_eq!(id("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
+        assert_eq!(id("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+    }
+
+    #[test]
+    fn addresses_of_one_64_share_an_identity() {
+        assert_eq!(
+            id("2001:db8:0:7::1"),
+            id("2001:db8:0:7:ffff:ffff:ffff:fffe")
+        );
+        assert_ne!(id("2001:db8:0:7::1"), id("2001:db8:0:8::1"));
+    }
+
+    #[test]
+    fn ipv6_prefix_is_compressed() {
+        assert_eq!(id("2001:db8::5"), "2001:db8::/64");
+        assert_eq!(id("::1"), "::/64");
+        assert_eq!(id("fe80::1:2:3:4"), "fe80::/64");
+    }
+
+    #[test]
+    fn longest_ipv6_prefix_fits() {
+        assert_eq!(
+            id("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            "ffff:ffff:ffff:ffff::/64"
+        );
+    }
+
+    #[test]
+    fn ipv4_mapped_ipv6_is_the_ipv4_address() {
+        assert_eq!(id("::ffff:192.0.2.1"), "192.0.2.1");
+        assert_eq!(id("::ffff:c000:201"), "192.0.2.1");
+    }
+
+    #[test]
+    fn ipv4_compatible_ipv6_stays_ipv6() {
+        // `::a.b.c.d` is deprecated and never made by dual-stack sockets.
+        assert_eq!(id("::192.0.2.1"), "::/64");
+    }
+
+    #[test]
+    fn peer_without_address_is_unix() {
+        assert_eq!(client_id(None).as_str(), "unix:");
+    }
+}
