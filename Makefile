@@ -6,6 +6,7 @@
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
 #   make bench         throughput against stock nginx and limit_req (bench/)
+#   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
 # it prints the exact command to run.
@@ -22,8 +23,9 @@ BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pk
 TEST_PKGS  := redis-server perl curl
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
+SOAK_PKGS  := wrk redis-server perl curl
 
-.PHONY: all build build-debian run test unittest prove check bench clean deps-build deps-test deps-debian deps-bench
+.PHONY: all build build-debian run test unittest prove check bench soak clean deps-build deps-test deps-debian deps-bench deps-soak
 
 all: build
 
@@ -52,6 +54,9 @@ deps-debian:
 
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
+
+deps-soak:
+	$(call need_pkgs,$(SOAK_PKGS))
 
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
@@ -101,6 +106,9 @@ check: deps-build
 
 bench: build deps-bench
 	bench/run.sh
+
+soak: build deps-soak
+	bench/soak.sh
 
 clean:
 	$(CARGO) clean
