@@ -302,7 +302,7 @@ if [[ -n $STATUS_LOC ]]; then
 fi
 
 # Graceful stop: exit_process must close everything ("open socket left").
-kill -QUIT "$MASTER"
+kill -QUIT "$MASTER" 2>/dev/null || true
 for _ in $(seq 100); do kill -0 "$MASTER" 2>/dev/null || break; sleep 0.1; done
 STOPPED=1
 if kill -0 "$MASTER" 2>/dev/null; then
@@ -354,18 +354,30 @@ echo "  by kind and status (result), all drivers:"
 awk '$1 == "count" {c[$2 " " $3 " " $4] += $5} END {for (k in c) print k, c[k]}' "$TMP"/driver.*.out 2>/dev/null |
     sort -k1,1 -k4,4nr | awk '{printf "  %-14s %-4s %-10s %7d\n", $1, $2, $3, $4}'
 if ((DOUBLE > 0)); then
-    # When the two spends fell against the Redis outages (frozen or down, and
-    # up to 3 s after: the reconnect back-off), in this order:
+    # When the two spends fell against the Redis outages, in this order:
     #   replayed-in-fallback  the second while Redis was out: the zone did
     #                         not know a token spent in Redis
     #   spent-in-fallback     the first while Redis was out, the second after:
     #                         Redis did not learn of a token spent in the zone
     #   redis-restarted-empty Redis was killed between the two (lost its data)
     #   redis-healthy         none of these: the module alone
-    awk '
-        FNR == NR {
+    # An outage runs from the freeze or kill until the last worker logs that
+    # Redis "is available again" (error.log has whole seconds: +1 s), or, if
+    # none did within 10 s, 3 s after the thaw or restart.
+    awk -v t0="$T0" '
+        FILENAME ~ /error\.log$/ {
+            if ($0 ~ /is available again/) {
+                split($1 " " $2, d, /[\/: ]/)
+                back[++nb] = mktime(d[1] " " d[2] " " d[3] " " d[4] " " d[5] " " d[6]) - t0 + 1
+            }
+            next
+        }
+        FILENAME ~ /events$/ {
             if ($0 ~ /redis (frozen|killed)/) { from[++n] = $1; killed[n] = $0 ~ /killed/ }
-            if ($0 ~ /redis (thawed|restarted)/) to[n] = $1 + 3
+            if ($0 ~ /redis (thawed|restarted)/) {
+                to[n] = $1 + 3
+                for (i = 1; i <= nb; i++) if (back[i] >= $1 && back[i] <= $1 + 10 && (to[n] == $1 + 3 || back[i] > to[n])) to[n] = back[i]
+            }
             next
         }
         function out(t, i) { return t >= from[i] && (!(i in to) || t <= to[i]) }
@@ -375,10 +387,11 @@ if ((DOUBLE > 0)); then
             if (why == "redis-healthy") for (i = 1; i <= n; i++) if (out($2, i)) why = "spent-in-fallback"
             if (why == "redis-healthy") for (i = 1; i <= n; i++) if (killed[i] && $2 < from[i] && $3 > from[i]) why = "redis-restarted-empty"
             print why, $0
-        }' "$TMP/events" "$TMP"/driver.*.out | sort -k3,3n >"$TMP/double_spends"
+        }' "$LOG" "$TMP/events" "$TMP"/driver.*.out | sort -k3,3n >"$TMP/double_spends"
     echo "  double spends: $DOUBLE; by when the two spends fell against the Redis outages:"
     awk '{c[$1]++} END {for (k in c) printf "    %-22s %6d\n", k, c[k]}' "$TMP/double_spends" | sort
-    echo "    (replayed-in-fallback: the second while Redis was out, the zone did not know the token;"
+    echo "    (heuristic, to the second: Redis is out from the freeze or kill until the workers log it is available again;"
+    echo "     replayed-in-fallback: the second while Redis was out, the zone did not know the token;"
     echo "     spent-in-fallback: the first while Redis was out, Redis never learnt of it;"
     echo "     redis-restarted-empty: Redis was killed in between; redis-healthy: none of these)"
     echo "  first examples of each (when the token was answered 200, s from the start of the load):"
