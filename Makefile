@@ -7,6 +7,7 @@
 #   make check         cargo fmt --check + cargo clippy
 #   make bench         throughput against stock nginx and limit_req (bench/)
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
+#   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
 # it prints the exact command to run.
@@ -23,8 +24,9 @@ BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pk
 TEST_PKGS  := redis-server perl curl
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
+SOAK_PKGS  := wrk redis-server perl curl
 
-.PHONY: all build build-debian run test unittest prove check bench fuzz clean deps-build deps-test deps-debian deps-bench deps-fuzz
+.PHONY: all build build-debian run test unittest prove check bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak
 
 all: build
 
@@ -53,6 +55,9 @@ deps-debian:
 
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
+
+deps-soak:
+	$(call need_pkgs,$(SOAK_PKGS))
 
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
@@ -127,6 +132,9 @@ fuzz: deps-fuzz
 	  $(CARGO) +nightly fuzz run -O -a $$t fuzz/corpus/$$t fuzz/seeds/$$t -- \
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
 	done
+
+soak: build deps-soak
+	bench/soak.sh
 
 clean:
 	$(CARGO) clean

@@ -1,4 +1,10 @@
-# Shared by bench/run.sh and bench/hung_redis.sh (sourced, not run).
+# shellcheck shell=bash
+# Shared by bench/run.sh, bench/hung_redis.sh and bench/soak.sh (sourced,
+# not run; the caller defines die).
+
+# The HMAC key every bench configuration uses (soak's driver forges tokens).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+BENCH_SECRET=bench-secret-0123456789abcdef0123456789
 
 # free_ports N: N distinct free loopback ports, all held open at once so
 # none repeats.
@@ -18,14 +24,15 @@ wait_port() {
     die "$2 did not start listening on 127.0.0.1:$1"
 }
 
-# bench_conf_head DIR MODULE ROOT WORKER_CONNECTIONS: the top of a bench
-# nginx.conf, up to inside `http {` (the caller adds servers and the `}`).
+# bench_conf_head DIR MODULE ROOT WORKER_CONNECTIONS [WORKERS]: the top of a
+# bench nginx.conf, up to inside `http {` (the caller adds servers and the
+# `}`); WORKERS worker processes [1].
 bench_conf_head() {
-    local dir=$1 module=$2 root=$3 conns=$4
+    local dir=$1 module=$2 root=$3 conns=$4 workers=${5:-1}
     cat <<CONF
 load_module $module;
-$( ((EUID == 0)) && echo "user root;" || true)
-worker_processes 1;
+$(if ((EUID == 0)); then echo "user root;"; fi)
+worker_processes $workers;
 error_log $dir/error.log notice;
 pid $dir/nginx.pid;
 events { worker_connections $conns; }
@@ -38,6 +45,34 @@ http {
     scgi_temp_path $dir/scgi;
     default_type application/json;
     root $root;
-    pow_shield_secret "bench-secret-0123456789abcdef0123456789";
+    pow_shield_secret "$BENCH_SECRET";
 CONF
+}
+
+# redis_start PORT DIR: a redis-server on 127.0.0.1:PORT (no persistence),
+# daemonized with DIR/redis.pid and DIR/redis.log; returns once it answers
+# PING (5 s at most). Starting again on the same PORT after a kill works:
+# Redis binds with SO_REUSEADDR.
+redis_start() {
+    local port=$1 dir=$2
+    rm -f "$dir/redis.pid"
+    "${REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --daemonize yes --pidfile "$dir/redis.pid" --dir "$dir" --logfile "$dir/redis.log" ||
+        die "redis-server did not start on port $port"
+    for _ in $(seq 50); do
+        [[ -s $dir/redis.pid && $("${REDIS_CLI:-redis-cli}" -p "$port" ping 2>/dev/null) == PONG ]] && return 0
+        sleep 0.1
+    done
+    die "redis-server on port $port did not answer PING"
+}
+
+# stop_pid PID [SIGNAL]: send SIGNAL [TERM] (after SIGCONT, in case it is
+# stopped), wait up to 5 s for PID to go, then SIGKILL it.
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    [[ -n $pid ]] || return 0
+    kill -CONT "$pid" 2>/dev/null || return 0
+    kill -"$sig" "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
 }
