@@ -1,13 +1,18 @@
 //! Every directive value parser of `config::values` (and the key parsers of
 //! `pow_shield_secret` / `pow_shield_secret_file`), on any value.
 //!
-//! Input: one byte choosing the parser, then the value. `pow_shield_limit`
-//! takes two words: split at the first space.
+//! Input: one byte choosing the parser, then the value. Directives with two
+//! words (`pow_shield_limit`, `pow_shield_difficulty <n> max=<m>`,
+//! `pow_shield_strikes`, `pow_shield_ban`) split it at the first space.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_fuzz::config::values::*;
+use pow_shield_fuzz::limiter::strikes::{Block, RedRules, StrikeState};
 use pow_shield_fuzz::pow::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+
+/// Parsers the first byte chooses from (`which % PARSERS`).
+const PARSERS: u8 = 14;
 
 fuzz_target!(|data: &[u8]| {
     let [which, value @ ..] = data else {
@@ -15,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     };
     // Key material is bytes; every other value must be UTF-8 (the glue
     // refuses anything else before parsing).
-    match which % 10 {
+    match which % PARSERS {
         0 => {
             let _ = SecretKeys::from_file_contents(value);
             return;
@@ -29,7 +34,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(value) else {
         return;
     };
-    match which % 10 {
+    let (first, second) = s.split_once(' ').unwrap_or((s, ""));
+    match which % PARSERS {
         2 => {
             let _ = parse_time_ms(s);
         }
@@ -37,8 +43,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse_size(s);
         }
         4 => {
-            let (requests, window) = s.split_once(' ').unwrap_or((s, ""));
-            if let Ok(limit) = parse_limit(requests, window) {
+            if let Ok(limit) = parse_limit(first, second) {
                 assert!((MIN_LIMIT_REQUESTS..=MAX_LIMIT_REQUESTS).contains(&limit.requests));
                 assert!((MIN_LIMIT_WINDOW_MS..=MAX_LIMIT_WINDOW_MS).contains(&limit.window_ms));
                 assert_eq!(limit.window_ms % 1_000, 0);
@@ -67,8 +72,46 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        _ => {
+        9 => {
             let _ = parse_redis_url(s);
+        }
+        10 => {
+            if let Ok(base) = parse_difficulty(first) {
+                if let Ok(max) = parse_difficulty_max(second, base) {
+                    assert!((base..=MAX_DIFFICULTY).contains(&max));
+                }
+            }
+        }
+        11 => {
+            if let Ok(rule) = parse_strikes(first, second) {
+                assert!((1..=MAX_STRIKES).contains(&rule.threshold));
+                assert!((1_000..=86_400_000).contains(&rule.ttl_ms));
+                // A parsed rule behaves: `threshold` strikes open the
+                // breaker, which stays open until `ttl` after the last.
+                if rule.threshold <= 64 {
+                    let rules = RedRules {
+                        strikes: Some(rule),
+                        ban: None,
+                    };
+                    let mut state = StrikeState::default();
+                    for _ in 0..rule.threshold {
+                        assert_eq!(state.strike(rules, 5).block, Block::Clear);
+                    }
+                    assert_eq!(state.block(rules, 5 + rule.ttl_ms - 1), Block::Blocked);
+                    assert_eq!(state.block(rules, 5 + rule.ttl_ms), Block::Clear);
+                }
+            }
+        }
+        12 => {
+            if let Ok(ban) = parse_ban(first, second) {
+                assert!((1..=1_000).contains(&ban.after));
+                assert!((1_000..=86_400_000).contains(&ban.ttl_ms));
+            }
+        }
+        _ => {
+            if let Ok(status) = parse_block_status(s) {
+                assert!((400..=599).contains(&status));
+            }
         }
     }
 });

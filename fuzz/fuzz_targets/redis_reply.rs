@@ -1,10 +1,12 @@
 //! Bytes a Redis peer (or anything at its address) may send, read the way
 //! the client reads them: reply after reply from one buffer, each through
-//! `decode_reply`, `integers` and the sliding-window verdict.
+//! `decode_reply`, `integers`, the sliding-window verdict and the strike
+//! script's standing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::limiter::window::verdict_from_reply;
+use pow_shield_fuzz::limiter::strikes::Block;
+use pow_shield_fuzz::limiter::window::{standing_from_reply, verdict_from_reply};
 use pow_shield_fuzz::limiter::RateLimit;
 use pow_shield_fuzz::redis::command::{decode_reply, integers, is_noscript, Decoded};
 
@@ -25,8 +27,16 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[used..];
         let _ = is_noscript(&frame);
         if let Some(reply) = integers(&frame) {
-            if let Ok(verdict) = verdict_from_reply(&reply, LIMIT) {
+            if let Ok((verdict, standing)) = verdict_from_reply(&reply, LIMIT) {
                 assert!(verdict.remaining <= LIMIT.requests);
+                // Counts beyond u32 saturate.
+                let strikes = u32::try_from(reply[5]).unwrap_or(u32::MAX);
+                assert_eq!(standing.strikes, strikes);
+            }
+            if let Ok(standing) = standing_from_reply(&reply) {
+                let block = [Block::Clear, Block::Blocked, Block::Banned];
+                let index = usize::try_from(reply[1]).ok();
+                assert_eq!(Some(&standing.block), index.and_then(|i| block.get(i)));
             }
         }
     }
