@@ -4,11 +4,14 @@
 #
 #   make build && bench/run.sh
 #   BENCH_SECONDS=10 BENCH_ROUNDS=3 BENCH_CONNECTIONS=50 bench/run.sh
+#   BENCH_CASES=red bench/run.sh      the red zone: blocked clients, and
+#                                     cluster mode's one EVALSHA per request
 #
 # One nginx (1 worker) serves the same small static JSON file on several
 # ports: stock, limit_req (green), pow-shield local mode (green) and, with
-# a yellow flood, pow-shield local mode over the limit; a second nginx runs
-# pow-shield in cluster mode against a redis-server started here. wrk runs
+# a yellow flood, pow-shield local mode over the limit, and a client whose
+# circuit breaker is open (403, or 444: connection closed); a second nginx
+# runs pow-shield in cluster mode against a redis-server started here. wrk runs
 # against each in turn, interleaved for BENCH_ROUNDS rounds, nginx and wrk
 # pinned to different cores. Only loopback; every step is bounded in time;
 # everything started here is stopped on exit.
@@ -20,7 +23,9 @@
 #   BENCH_THREADS      wrk threads [1]
 #   BENCH_WARMUP       warm-up seconds per case before round 1 [2]
 #   BENCH_CASES        subset/order of: stock limit_req local cluster yellow
-#                      local_many cluster_many [all seven]
+#                      local_many cluster_many blocked blocked_quiet stock_close
+#                      blocked_444 [all eleven]; red = stock limit_req blocked
+#                      blocked_quiet stock_close blocked_444 cluster
 #   BENCH_NGINX_CPU    core for both nginx instances [0]
 #   BENCH_WRK_CPU      core for wrk [1]
 #   BENCH_REDIS_CPU    core for redis-server [same as BENCH_NGINX_CPU]
@@ -39,7 +44,8 @@ ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 WARMUP=${BENCH_WARMUP:-2}
-CASES=${BENCH_CASES:-stock limit_req local cluster local_many cluster_many yellow}
+CASES=${BENCH_CASES:-stock limit_req local cluster local_many cluster_many yellow blocked blocked_quiet stock_close blocked_444}
+[[ $CASES == red ]] && CASES="stock limit_req blocked blocked_quiet stock_close blocked_444 cluster"
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
 REDIS_CPU=${BENCH_REDIS_CPU:-$NGINX_CPU}
@@ -62,7 +68,7 @@ command -v "$WRK" >/dev/null || die "wrk not found: apt-get install -y wrk"
 command -v curl >/dev/null || die "curl not found: apt-get install -y curl"
 for c in $CASES; do
     case $c in
-    stock | limit_req | local | local_many | yellow) ;;
+    stock | stock_close | limit_req | local | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
     cluster | cluster_many)
         command -v "$REDIS_SERVER" >/dev/null && command -v "$REDIS_CLI" >/dev/null ||
             die "cluster case needs redis-server and redis-cli: apt-get install -y redis-server"
@@ -131,15 +137,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_MANY P_YELLOW P_CLUSTER P_CLUSTER_MANY P_REDIS <<<"$(free_ports 8)"
-declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL [local_many]=$P_LOCAL_MANY
-    [yellow]=$P_YELLOW [cluster]=$P_CLUSTER [cluster_many]=$P_CLUSTER_MANY)
-declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
+read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_MANY P_YELLOW P_BLOCKED P_BLOCKED_QUIET P_BLOCKED_444 \
+    P_CLUSTER P_CLUSTER_MANY P_REDIS <<<"$(free_ports 11)"
+declare -A PORT=([stock]=$P_STOCK [stock_close]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL [local_many]=$P_LOCAL_MANY
+    [yellow]=$P_YELLOW [blocked]=$P_BLOCKED [blocked_quiet]=$P_BLOCKED_QUIET [blocked_444]=$P_BLOCKED_444
+    [cluster]=$P_CLUSTER
+    [cluster_many]=$P_CLUSTER_MANY)
+declare -A LABEL=([stock]="stock nginx" [stock_close]="stock, Connection: close" [limit_req]="limit_req (green)"
     [local]="pow-shield local (green)" [cluster]="pow-shield cluster (green)"
     [local_many]="pow-shield local, key/request" [cluster_many]="pow-shield cluster, key/request"
-    [yellow]="pow-shield local, yellow (429)")
-declare -A EXPECT=([stock]=200 [limit_req]=200 [local]=200 [local_many]=200 [cluster]=200
-    [cluster_many]=200 [yellow]=429)
+    [yellow]="pow-shield local, yellow (429)" [blocked]="pow-shield local, blocked (403)"
+    [blocked_quiet]="blocked (403), not logged"
+    [blocked_444]="blocked, 444 (closes/s)")
+declare -A EXPECT=([stock]=200 [stock_close]=200 [limit_req]=200 [local]=200 [local_many]=200 [cluster]=200
+    [cluster_many]=200 [yellow]=429 [blocked]=403 [blocked_quiet]=403 [blocked_444]=444)
+# The blocked cases' client keys; their breakers are opened before the run.
+declare -A BLOCKED_KEY=([blocked]=bench-blocked [blocked_quiet]=bench-blocked-quiet
+    [blocked_444]=bench-blocked-444)
+
 
 # ---- the served file and the configurations --------------------------------
 
@@ -187,10 +202,28 @@ mkdir -p "$TMP/local"
         location = $URI {
             pow_shield_limit 1 1d;
             pow_shield_log_level info;   # not written: error_log is at notice
+            # Else the 6th 429 opens the breaker, and 127.0.0.1 is the
+            # green cases' client too: this case is the yellow path.
+            pow_shield_strikes off;
         }
     }
-}
 EOF
+    for c in blocked blocked_quiet blocked_444; do
+        cat <<EOF
+    server {            # $c: a client (a fixed key) whose breaker the
+        listen 127.0.0.1:${PORT[$c]};  # trap opens before the run
+        pow_shield_key ${BLOCKED_KEY[$c]};
+        pow_shield_strikes 5 1h;       # 1h: still open at the end
+        pow_shield_block_status $([[ $c == blocked_444 ]] && echo 444 || echo 403);
+        # blocked_quiet: the block's log line is not written (error_log is
+        # at notice); the others write one line per blocked request (warn).
+        pow_shield_log_level $([[ $c == blocked_quiet ]] && echo info || echo warn);
+        location = $URI { pow_shield_limit 1000000 1s; }
+        location = /trap { pow_shield_trap; }
+    }
+EOF
+    done
+    echo "}"
 } >"$TMP/local/nginx.conf"
 
 # Instance 2: cluster mode (pow_shield_redis is an http-level setting).
@@ -244,10 +277,27 @@ fi
 if uses local; then start_nginx "$TMP/local" "$P_STOCK"; fi
 if uses cluster; then start_nginx "$TMP/cluster" "$P_CLUSTER"; fi
 
+# Open the blocked cases' breakers: five trap hits (404 each) are five
+# strikes, the fifth opens it (pow_shield_strikes 5).
+for c in $CASES; do
+    [[ -n ${BLOCKED_KEY[$c]:-} ]] || continue
+    for i in 1 2 3 4 5; do
+        code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:${PORT[$c]}/trap" || true)
+        [[ $code == 404 ]] || die "$c: trap hit $i answered '$code', expected 404"
+    done
+done
+
 # One request per case: the answer must be the expected status, and shielded
-# cases must carry the rate-limit headers (proof the module ran).
+# cases must carry the rate-limit headers (proof the module ran); a blocked
+# client gets the block response, or with 444 a closed connection.
 for c in $CASES; do
     url="http://127.0.0.1:${PORT[$c]}$URI"
+    if [[ $c == blocked_444 ]]; then
+        rc=0
+        curl -s -m 5 -o /dev/null "$url" || rc=$?
+        ((rc == 52)) || die "$c: expected the connection closed without a reply (curl exit 52), got exit $rc"
+        continue
+    fi
     hdr=$(curl -s -m 5 -o /dev/null -D - "$url" || true)
     [[ $c == yellow ]] && hdr=$(curl -s -m 5 -o /dev/null -D - "$url" || true)
     status=$(awk 'NR==1 {print $2}' <<<"$hdr")
@@ -256,6 +306,7 @@ for c in $CASES; do
     local* | cluster* | yellow)
         grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit header: is the module active?"
         ;;
+    blocked*) grep -qi '^X-PoW-Shield: blocked' <<<"$hdr" || die "$c: no 'X-PoW-Shield: blocked' header" ;;
     esac
 done
 
@@ -275,9 +326,18 @@ echo "commands:"
 echo "  taskset -c $NGINX_CPU $NGINX -p <dir> -c <dir>/nginx.conf      (configs: BENCH_KEEP=1 keeps $TMP)"
 [[ -n $CMD_REDIS ]] && echo "  taskset -c $REDIS_CPU $CMD_REDIS"
 echo "  taskset -c $WRK_CPU $WRK -t$THREADS -c$CONNS -d${DURATION}s --latency http://127.0.0.1:<port>$URI"
+has_case stock_close && echo "  (stock, Connection: close: the same wrk with -H 'Connection: close', on stock's port)"
 echo
 
 # ---- load ------------------------------------------------------------------
+
+# Redis's command counts, one "<command> <calls>" a line. Commands a script
+# runs are counted too (Redis counts them in commandstats).
+redis_calls() {
+    "$REDIS_CLI" -p "$P_REDIS" info commandstats | tr -d '\r' |
+        awk -F'[:=,]' '/^cmdstat_/ { sub(/^cmdstat_/, "", $1); print $1, $3 }'
+}
+evalsha_calls() { redis_calls | awk '$1 == "evalsha" {n = $2} END {print n + 0}'; }
 
 # The worker of the nginx serving a case, and CPU ticks a process has used.
 worker_of() { ps -o pid= --ppid "$(<"$TMP/$1/nginx.pid")" | head -1 | tr -d ' '; }
@@ -288,12 +348,15 @@ ticks() { [[ -n $1 && -r /proc/$1/stat ]] && awk '{print $14 + $15}' "/proc/$1/s
 HZ=$(getconf CLK_TCK)
 
 run_wrk() { # run_wrk <case> <seconds> <output file>
-    local c=$1 secs=$2 out=$3
+    local c=$1 secs=$2 out=$3 opts=()
+    # A new connection per request, as a 444 forces (wrk needs the space).
+    [[ $c == stock_close ]] && opts=(-H "Connection: close")
     pin "$WRK_CPU" timeout -k 5 $((secs + 30)) \
-        "$WRK" -t"$THREADS" -c"$CONNS" -d"${secs}s" --latency \
+        "$WRK" -t"$THREADS" -c"$CONNS" -d"${secs}s" --latency "${opts[@]}" \
         "http://127.0.0.1:${PORT[$c]}$URI" >"$out" 2>&1 ||
         die "wrk failed for $c: $(tail -3 "$out")"
-    local log=$TMP/$(instance "$c")/error.log
+    local log
+    log=$TMP/$(instance "$c")/error.log
     if grep -q 'exited on signal' "$log"; then
         cp -r "$TMP" "$TMP.crash" 2>/dev/null
         die "$c: nginx worker crashed under load: $(grep -m1 'exited on signal' "$log") (logs kept in $TMP.crash)"
@@ -313,6 +376,7 @@ if ((WARMUP > 0)); then
 fi
 
 # One line per run: case round req/s p50 p99 requests non2xx sockerr nginx-ticks redis-ticks
+# evalsha (blocked_444: req/s and requests are connections closed unanswered)
 RECORDS=$TMP/res/records
 : >"$RECORDS"
 for r in $(seq "$ROUNDS"); do
@@ -321,20 +385,31 @@ for r in $(seq "$ROUNDS"); do
         w=${WORKER[$(instance "$c")]}
         n0=$(ticks "$w")
         r0=$(ticks "$REDIS_PID")
+        e0=0 e1=0
+        [[ $c == cluster* ]] && e0=$(evalsha_calls)
         run_wrk "$c" "$DURATION" "$f"
         n1=$(ticks "$w")
         r1=$(ticks "$REDIS_PID")
+        [[ $c == cluster* ]] && e1=$(evalsha_calls)
         rps=$(awk '/^Requests\/sec:/ {print $2}' "$f")
         p50=$(to_ms "$(awk '$1 == "50%" {print $2}' "$f")")
         p99=$(to_ms "$(awk '$1 == "99%" {print $2}' "$f")")
         reqs=$(awk '/ requests in / {print $1}' "$f")
         bad=$(awk '/Non-2xx or 3xx responses:/ {n = $NF} END {print n + 0}' "$f")
         errs=$(awk -F'[ ,]+' '/Socket errors:/ {n = $5 + $7 + $9 + $11} END {print n + 0}' "$f")
+        if [[ $c == blocked_444 ]]; then
+            # nginx closes each connection without a reply: wrk counts a read
+            # error, reconnects and sends again. Those are this case's requests.
+            secs=$(awk '/ requests in / {sub(/,$/, "", $4); print $4}' "$f")
+            reqs=$((reqs + errs))
+            rps=$(awk -v n="$reqs" -v ms="$(to_ms "$secs")" 'BEGIN {printf "%.2f", ms ? n * 1000 / ms : 0}')
+        fi
         redis_ticks=0
         [[ $c == cluster* ]] && redis_ticks=$((r1 - r0))
-        echo "$c $r $rps $p50 $p99 $reqs $bad $errs $((n1 - n0)) $redis_ticks" >>"$RECORDS"
-        printf 'round %d/%d  %-32s %10.0f req/s  p99 %8.3f ms  nginx CPU %6.2f us/req\n' "$r" "$ROUNDS" \
-            "${LABEL[$c]}" "$rps" "$p99" "$(awk -v t=$((n1 - n0)) -v n="$reqs" -v hz="$HZ" 'BEGIN {print n ? t / hz * 1e6 / n : 0}')"
+        echo "$c $r $rps $p50 $p99 $reqs $bad $errs $((n1 - n0)) $redis_ticks $((e1 - e0))" >>"$RECORDS"
+        printf 'round %d/%d  %-32s %10.0f req/s  p99 %8.3f ms  nginx CPU %6.2f us/req%s\n' "$r" "$ROUNDS" \
+            "${LABEL[$c]}" "$rps" "$p99" "$(awk -v t=$((n1 - n0)) -v n="$reqs" -v hz="$HZ" 'BEGIN {print n ? t / hz * 1e6 / n : 0}')" \
+            "$([[ $c == cluster* ]] && echo "  EVALSHA $((e1 - e0)) for $reqs requests")"
     done
 done
 echo "load:     $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, after the run)"
@@ -345,8 +420,8 @@ echo
 # Per case: medians over rounds; ratios are medians of the per-round ratios
 # (each round's case against the same round's baseline, run minutes apart
 # at most, so slow drifts in background load cancel out).
-summary() { # summary <case>
-    awk -v c="$1" -v cases="$CASES" -v hz="$HZ" '
+summary() { # summary <case> [<baseline> [<second baseline>]]: baselines [stock limit_req]
+    awk -v c="$1" -v b1="${2:-stock}" -v b2="${3:-limit_req}" -v hz="$HZ" '
         function med(a, n,   i, j, t) {
             for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
@@ -361,9 +436,9 @@ summary() { # summary <case>
                 CPU[n] = reqs[c, r] ? nt[c, r] / hz * 1e6 / reqs[c, r] : 0
                 RCPU[n] = reqs[c, r] ? rt[c, r] / hz * 1e6 / reqs[c, r] : 0
                 if (lo == "" || R[n] < lo) lo = R[n]; if (R[n] > hi) hi = R[n]
-                S[n] = ("stock", r) in rps ? R[n] / rps["stock", r] : -1
-                L[n] = ("limit_req", r) in rps ? R[n] / rps["limit_req", r] : -1
-                SC[n] = ("stock", r) in rps && reqs["stock", r] && nt["stock", r] ? (CPU[n]) / (nt["stock", r] / hz * 1e6 / reqs["stock", r]) : -1
+                S[n] = (b1, r) in rps ? R[n] / rps[b1, r] : -1
+                L[n] = (b2, r) in rps ? R[n] / rps[b2, r] : -1
+                SC[n] = (b1, r) in rps && reqs[b1, r] && nt[b1, r] ? (CPU[n]) / (nt[b1, r] / hz * 1e6 / reqs[b1, r]) : -1
             }
             cpu = med(CPU, n); rcpu = med(RCPU, n); s = med(S, n); l = med(L, n); sc = med(SC, n)
             printf "%.0f %.0f-%.0f %.3f %.3f %.2f %s %s %s %s %d %d\n", med(R, n), lo, hi, med(P5, n), med(P9, n), cpu,
@@ -390,8 +465,18 @@ cat <<EOF
     redis-server (cluster cases only). Less sensitive to background load than req/s.
   vs stock, vs lim_req: req/s ratio against that baseline in the same round, median over rounds.
   CPU/stk: CPU us per request against stock's in the same round, median over rounds.
-  non-2xx: expected 0 on green paths; on the yellow path every response but the first is 429.
+  non-2xx: expected 0 on green paths; on the yellow path every response but the first is 429,
+    on the blocked path every response is 403.
+  blocked, 444: nginx closes every connection unanswered; wrk counts each as a socket (read)
+    error and reconnects: req/s is those closes per second, CPU us per close, no latency.
+    Each costs a TCP connect + close, which keep-alive spares stock nginx: compare it with
+    "stock, Connection: close" (a new connection per request too), below.
 EOF
+if has_case blocked_444 && has_case stock_close; then
+    read -r rps _ _ _ cpu _ s _ sc _ _ <<<"$(summary blocked_444 stock_close)"
+    echo "blocked, 444 against stock nginx with Connection: close, same rounds:" \
+        "closes/s $rps = $s x its req/s; CPU us $cpu = $sc x its CPU us per request"
+fi
 echo
 
 # ---- sanity: did the module behave? ------------------------------------------
@@ -402,7 +487,20 @@ for c in $CASES; do
         echo "WARNING: ${LABEL[$c]}: ${BAD[$c]} non-2xx responses on a green path"
         status=1
     fi
-    if [[ ${ERRS[$c]} != 0 ]]; then
+    if [[ $c == blocked || $c == blocked_quiet ]]; then
+        total=$(awk -v c="$c" '$1 == c {n += $6} END {print n + 0}' "$RECORDS")
+        if [[ ${BAD[$c]} != "$total" ]]; then
+            echo "WARNING: ${LABEL[$c]}: ${BAD[$c]} non-2xx of $total responses: the breaker closed during the run"
+            status=1
+        fi
+    fi
+    if [[ $c == blocked_444 ]]; then
+        answered=$(cat "$TMP"/res/blocked_444.[0-9]* | awk '/ requests in / {n += $1} END {print n + 0}')
+        if ((answered != 0)); then
+            echo "WARNING: ${LABEL[$c]}: $answered requests were answered: the breaker closed during the run"
+            status=1
+        fi
+    elif [[ ${ERRS[$c]} != 0 ]]; then
         echo "WARNING: ${LABEL[$c]}: ${ERRS[$c]} socket errors (connect/read/write/timeout)"
     fi
 done
@@ -421,6 +519,24 @@ if uses cluster; then
     if ((${evalsha:-0} < reqs * 99 / 100)); then
         echo "WARNING: fewer EVALSHA than requests: some cluster requests were decided by the fallback"
         status=1
+    fi
+    # Under wrk the counts differ by the requests in flight when it stops; an
+    # exact count needs a known number of requests: 200 on one connection.
+    # Per request: EVALSHA, and only the commands the script runs inside it
+    # (no EVAL, no SCRIPT LOAD, no second round trip).
+    if has_case cluster; then
+        redis_calls >"$TMP/res/cmdstats.0"
+        url="http://127.0.0.1:${PORT[cluster]}$URI"
+        codes=$(for _ in $(seq 200); do echo "url = \"$url\""; echo "output = /dev/null"; done |
+            curl -s -m 30 -K - -w '%{http_code}\n' | sort | uniq -c | awk '{printf " %s x %s", $1, $2}')
+        redis_calls >"$TMP/res/cmdstats.1"
+        delta=$(awk 'NR == FNR {n0[$1] = $2; next} $1 != "info" && $2 != n0[$1] {printf " %s %g", $1, ($2 - n0[$1]) / 200}' \
+            "$TMP/res/cmdstats.0" "$TMP/res/cmdstats.1")
+        echo "cluster: 200 sequential green requests (answers:$codes); Redis commands per request:$delta"
+        if [[ " $delta " != *" evalsha 1 "* || " $delta " == *" eval "* || " $delta " == *" script "* ]]; then
+            echo "WARNING: not exactly one EVALSHA (and no EVAL or SCRIPT) per green cluster request"
+            status=1
+        fi
     fi
 fi
 for dir in local cluster; do
