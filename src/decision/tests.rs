@@ -62,12 +62,8 @@ impl FakeStore {
             return Reply::Down;
         }
         let strikes = self.strikes.entry(key).or_default();
-        let block = strikes.block(rules.red, self.now);
-        if block != Block::Clear {
-            let standing = Standing {
-                strikes: strikes.strikes,
-                block,
-            };
+        let standing = strikes.standing(rules.red, self.now);
+        if standing.block != Block::Clear {
             return Reply::Ready(Checked {
                 verdict: Verdict::default(),
                 standing,
@@ -78,10 +74,7 @@ impl FakeStore {
         let standing = if !verdict.allowed && offence {
             strikes.strike(rules.red, self.now)
         } else {
-            Standing {
-                strikes: strikes.strikes,
-                block: Block::Clear,
-            }
+            standing
         };
         Reply::Ready(Checked { verdict, standing })
     }

@@ -17,7 +17,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store};
 use crate::config::RedisConf;
 use crate::decision::Checked;
-use crate::ffi::now_ms;
+use crate::ffi::{monotonic_ms, now_ms};
 use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
 use crate::redis::client::{Client, Resend, Settings};
@@ -173,6 +173,23 @@ impl RedisStore {
         command
     }
 
+    /// A block of `key` this node learnt from Redis and that still holds.
+    fn known_block(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+        self.local.as_ref()?.blocked(key, rules, monotonic_ms)
+    }
+
+    /// What a reply does with a block Redis reports: the zone keeps it for
+    /// as long as it lasts.
+    fn block_keeper(&self, key: &[u8], rules: RedRules) -> impl FnOnce(Standing) + 'static {
+        let local = self.local.clone();
+        let key = (rules.strikes.is_some() || rules.ban.is_some()).then(|| key.to_vec());
+        move |standing| {
+            if let (Some(local), Some(key)) = (local, key) {
+                local.remember(&key, standing, rules, monotonic_ms());
+            }
+        }
+    }
+
     /// Whether the node's replay cache holds the token.
     fn spent_locally(&self, digest: &[u8; 32], now_ms: u64) -> bool {
         self.local
@@ -237,7 +254,15 @@ fn script_call(verb: &[u8], script: &[u8], numkeys: &[u8], words: &[Vec<u8>]) ->
 }
 
 impl Store for Rc<RedisStore> {
-    fn check(&self, args: CheckArgs, _now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+    fn check(&self, args: CheckArgs, monotonic_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+        // A block this node learnt from Redis holds without asking again
+        // (blocked requests change nothing there): blocking stays cheap.
+        if let Some(standing) = self.known_block(args.key, args.rules, monotonic_ms) {
+            return Poll::Ready(Checked {
+                verdict: Default::default(),
+                standing,
+            });
+        }
         let tag = self.client_tag(args.key);
         let limit = args.limit;
         let per_limit = format!("{}:{}", limit.requests, limit.window_ms);
@@ -250,6 +275,7 @@ impl Store for Rc<RedisStore> {
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
         let [threshold, ttl, after, ban] = window::rules_args(args.rules);
+        let remember = self.block_keeper(args.key, args.rules);
         let argv = [
             limit.requests.to_string(),
             limit.window_ms.to_string(),
@@ -267,7 +293,10 @@ impl Store for Rc<RedisStore> {
             &argv,
             waiter,
             move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
-                Some((verdict, standing)) => Answer::Checked(Checked { verdict, standing }),
+                Some((verdict, standing)) => {
+                    remember(standing);
+                    Answer::Checked(Checked { verdict, standing })
+                }
                 None => Answer::Down,
             },
         )
@@ -277,19 +306,26 @@ impl Store for Rc<RedisStore> {
         &self,
         key: &[u8],
         rules: RedRules,
-        _now_ms: u64,
+        monotonic_ms: u64,
         waiter: &mut NewWaiter,
     ) -> Poll<Standing> {
+        if let Some(standing) = self.known_block(key, rules, monotonic_ms) {
+            return Poll::Ready(standing);
+        }
         let tag = self.client_tag(key);
         let keys = [format!("{tag}:s"), format!("{tag}:t")];
+        let remember = self.block_keeper(key, rules);
         self.call_script(
             window::STRIKE_SCRIPT,
             &self.strike_sha,
             &keys,
             &window::rules_args(rules),
             waiter,
-            |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
-                Some(standing) => Answer::Struck(standing),
+            move |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
+                Some(standing) => {
+                    remember(standing);
+                    Answer::Struck(standing)
+                }
                 None => Answer::Down,
             },
         )

@@ -22,6 +22,7 @@ const EVICT_WHEN_FULL: usize = 3;
 const FULL_RETRY_MS: (u64, u64) = (1_000, 60_000);
 
 /// The store in the shared-memory zone; answers at once.
+#[derive(Clone)]
 pub struct ShmStore {
     zone: SharedZone,
 }
@@ -29,6 +30,44 @@ pub struct ShmStore {
 impl ShmStore {
     pub fn new(mcf: &MainConf) -> Option<Self> {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
+    }
+
+    /// The client's block, if the zone knows of one (no writes).
+    pub fn blocked(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, _| {
+            let standing = zone
+                .strikes
+                .find(&client)?
+                .strikes()
+                .standing(rules, monotonic_ms);
+            (standing.block != Block::Clear).then_some(standing)
+        })
+    }
+
+    /// Remembers a block another store reported, for as long as it lasts.
+    /// Nothing is written for a clear standing; no room: not remembered.
+    pub fn remember(&self, key: &[u8], standing: Standing, rules: RedRules, monotonic_ms: u64) {
+        if standing.block == Block::Clear || standing.block_ms == 0 {
+            return;
+        }
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, alloc| {
+            let entry: *mut Entry = match zone.strikes.find(&client) {
+                Some(entry) => entry,
+                None => {
+                    let epoch_ms = crate::ffi::now_ms();
+                    match insert_making_room(zone, Zone::strikes_mut, &client, alloc, epoch_ms) {
+                        Some(entry) => entry,
+                        None => return,
+                    }
+                }
+            };
+            // SAFETY: the entry is in the zone, locked for this closure.
+            let entry = unsafe { &mut *entry };
+            entry.strikes().remember(standing, rules, monotonic_ms);
+            entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+        })
     }
 
     /// Whether the replay cache holds `digest` unexpired at `now_ms`
@@ -57,9 +96,7 @@ impl Store for ShmStore {
             // Red first: a blocked client costs one lookup and writes nothing.
             let mut standing = Standing::default();
             if let Some(entry) = zone.strikes.find(&client) {
-                let strikes = entry.strikes();
-                standing.strikes = strikes.strikes;
-                standing.block = strikes.block(args.rules, monotonic_ms);
+                standing = entry.strikes().standing(args.rules, monotonic_ms);
                 if standing.block != Block::Clear {
                     return Poll::Ready(Checked {
                         verdict: Verdict::default(),
