@@ -104,7 +104,7 @@ impl Flow<'_> {
             return Status::NGX_ERROR;
         };
         let policy = self.policy();
-        let carried = if policy.limit.is_some() {
+        let carried = if policy.limit.is_some() && !exempt {
             self.carried()
         } else {
             Carried::Nothing
