@@ -14,7 +14,7 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store};
+use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store, Waiter};
 use crate::config::RedisConf;
 use crate::decision::Checked;
 use crate::ffi::{monotonic_ms, now_ms};
@@ -197,6 +197,22 @@ impl RedisStore {
             .is_some_and(|local| local.is_spent(digest, now_ms))
     }
 
+    /// Records a spend Redis accepted in the node's replay cache too, so
+    /// that the node refuses the token during a later outage, or after a
+    /// Redis that lost its data. `false`: the cache already held it (spent
+    /// here while Redis was down). A cache without room changes nothing:
+    /// Redis holds the record.
+    fn record_locally(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> bool {
+        let Some(local) = &self.local else {
+            return true;
+        };
+        let no_waiter = &mut || Waiter::new(core::ptr::null_mut());
+        !matches!(
+            local.spend(digest, expires_at_ms, now_ms, no_waiter),
+            Poll::Ready(false)
+        )
+    }
+
     /// Redis could not take this spend: write it later if the fallback
     /// spent it.
     fn queue_replay(&self, digest: &[u8; 32], expires_at_ms: u64) {
@@ -348,9 +364,9 @@ impl Store for Rc<RedisStore> {
             waiter.deliver(match frame {
                 // First in Redis, but maybe spent here while Redis was down
                 // (and not written to it yet, or dropped from the queue).
-                Some(OwnedFrame::SimpleString(_)) => {
-                    Answer::Spent(!store.is_some_and(|s| s.spent_locally(&digest, now_ms)))
-                }
+                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(
+                    store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms)),
+                ),
                 Some(OwnedFrame::Null) => Answer::Spent(false),
                 _ => {
                     if let Some(store) = store {
