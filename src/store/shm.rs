@@ -53,20 +53,10 @@ impl ShmStore {
         }
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, alloc| {
-            let entry: *mut Entry = match zone.strikes.find(&client) {
-                Some(entry) => entry,
-                None => {
-                    let epoch_ms = crate::ffi::now_ms();
-                    match insert_making_room(zone, Zone::strikes_mut, &client, alloc, epoch_ms) {
-                        Some(entry) => entry,
-                        None => return,
-                    }
-                }
-            };
-            // SAFETY: the entry is in the zone, locked for this closure.
-            let entry = unsafe { &mut *entry };
-            entry.strikes().remember(standing, rules, monotonic_ms);
-            entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+            if let Some(entry) = breaker(zone, alloc, &client) {
+                entry.strikes().remember(standing, rules, monotonic_ms);
+                entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+            }
         })
     }
 
@@ -195,6 +185,15 @@ fn strike_locked(
     rules: RedRules,
     monotonic_ms: u64,
 ) -> Option<Standing> {
+    let entry = breaker(zone, alloc, client)?;
+    let standing = entry.strikes().strike(rules, monotonic_ms);
+    entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+    Some(standing)
+}
+
+/// The breaker entry of `client` in the locked zone, made if missing;
+/// `None` if there is no room for it.
+fn breaker<'z>(zone: &'z mut Zone, alloc: &Allocator, client: &TableKey) -> Option<&'z mut Entry> {
     let entry: *mut Entry = match zone.strikes.find(client) {
         Some(entry) => entry,
         None => {
@@ -202,11 +201,9 @@ fn strike_locked(
             insert_making_room(zone, Zone::strikes_mut, client, alloc, epoch_ms)?
         }
     };
-    // SAFETY: the entry is in the zone, locked by the caller.
-    let entry = unsafe { &mut *entry };
-    let standing = entry.strikes().strike(rules, monotonic_ms);
-    entry.expires_at_ms = entry.strikes().forgotten_at_ms();
-    Some(standing)
+    // SAFETY: the entry is in the zone, locked by the caller for as long as
+    // the zone is borrowed.
+    Some(unsafe { &mut *entry })
 }
 
 /// Inserts `key` into the chosen table, making room when the zone is full:
