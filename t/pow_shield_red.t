@@ -57,6 +57,17 @@ http {
             pow_shield_trap;
         }
 
+        # the operator's 404 page, in a shielded location
+        location /trap-ep/ {
+            pow_shield_trap;
+            error_page 404 /ep/404.html;
+        }
+
+        location /ep/ {
+            pow_shield_limit 100 1h;
+            error_page 404 /ep/404.html;
+        }
+
         location /short/ {
             pow_shield_limit 1 1h;
             pow_shield_strikes 3 2s;
@@ -100,6 +111,8 @@ EOF
 
 $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
     for qw(api other short ban many rise close off dry);
+
+$t->write_file('html/ep/404.html', "custom not found\n");
 
 $t->run;
 
@@ -226,6 +239,18 @@ sub is_block_response {
     is_block_response($r[5], 'blocked', 'trap: the block response');
     is(get('trapped', 'api')->status, 403,
         "a trap's strikes block the client on a shielded location");
+}
+
+# a trap's 404 looks like any missing page: the operator's error_page
+# serves it, even in a shielded location
+
+{
+    my $missing = get('ep-missing', 'ep');
+    is($missing->status, 404, '(premise) a missing page: 404');
+    is($missing->body, "custom not found\n", '(premise) ... the error_page');
+    my $r = $t->http_get('/trap-ep/x', 'X-Client' => 'ep-trap');
+    is($r->status, 404, 'trap with error_page: 404');
+    is($r->body, "custom not found\n", "trap with error_page: the operator's 404 page");
 }
 
 # concurrent trap hits all count
