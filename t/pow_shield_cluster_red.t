@@ -60,6 +60,16 @@ http {
             pow_shield_trap;
         }
 
+        # the operator's 404 page, in a shielded location
+        location /trap-ep/ {
+            pow_shield_trap;
+            error_page 404 /ep/404.html;
+        }
+
+        location /ep/ {
+            pow_shield_limit 100 1h;
+        }
+
         location /short/ {
             pow_shield_limit 1 1h;
             pow_shield_strikes 3 2s;
@@ -115,6 +125,7 @@ for my $t ($n1, $n2) {
     $t->write_file_expand('nginx.conf', $conf);
     $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
         for qw(api other short ban many rise close off dry local);
+    $t->write_file('html/ep/404.html', "custom not found\n");
     $t->run;
 }
 
@@ -245,16 +256,17 @@ sub is_block_response {
     is($r->header('X-Strikes'), 1, '... and the strikes start over');
 }
 
-# every strike renews the TTL: strikes 1.5 s apart with a 2 s TTL add up
+# every strike renews the TTL: strikes 1.2 s apart with a 2 s TTL add up
+# (the 3rd comes 2.4 s after the 1st)
 
 {
     is(get($n1, 'spread', 'short')->status, 200, 'spread: the request within the limit');
     my @r;
     for my $i (1 .. 3) {
         push @r, get($i % 2 ? $n1 : $n2, 'spread', 'short');
-        sleep(1.5) if $i < 3;
+        sleep(1.2) if $i < 3;
     }
-    is(statuses(@r), '429 429 429', 'spread: three offences 1.5 s apart');
+    is(statuses(@r), '429 429 429', 'spread: three offences 1.2 s apart');
     is($r[2]->header('X-Strikes'), 3, 'spread: the 3rd strike counts all three');
     is(get($n1, 'spread', 'short')->status, 403, 'spread: the next is blocked');
 }
@@ -319,6 +331,15 @@ sub is_block_response {
     ok(eventually(5, sub { (redis('GET', skey('replay')) // 0) == 5 }),
         'replay: each 409 was a strike in Redis');
     is(get($n1, 'replay', 'api')->status, 403, 'replay: the client is blocked');
+}
+
+# a trap's 404 (decided after Redis answered) gets the operator's error_page
+
+{
+    my $r = $n1->http_get('/trap-ep/x', 'X-Client' => 'ep-trap');
+    is($r->status, 404, 'trap with error_page: 404');
+    is($r->body, "custom not found\n", "trap with error_page: the operator's 404 page");
+    is(redis('GET', skey('ep-trap')), 1, 'trap with error_page: one strike');
 }
 
 # pow_shield_block_status 444 closes the connection without a response
