@@ -206,11 +206,18 @@ sub is_block_response {
     $r = get($n2, 'six', 'api');
     is($r->status, 403, 'the second node blocks the client too');
     is($r->header('X-PoW-Shield'), 'blocked', '... X-PoW-Shield: blocked');
+    is(script_calls() - $c0, 2, 'each node learns the block from Redis once');
+
+    # a block a node learnt holds there without asking Redis again
+    $c0 = script_calls();
     $r = get($n2, 'six', 'other');
     is($r->status, 403, 'blocked under the limit of another location');
+    is($r->header('X-Strikes'), 5, '... $pow_shield_strikes 5');
     is(get($n1, 'six', 'api', solution($r[0]))->status, 403,
         'blocked with a correct solution');
-    is(script_calls() - $c0, 4, 'a blocked request costs one script call');
+    is(statuses(map { get($_ % 2 ? $n1 : $n2, 'six', 'api') } 1 .. 10),
+        join(' ', ('403') x 10), 'ten more requests on both nodes: blocked');
+    is(script_calls() - $c0, 0, "a blocked client's requests no longer reach Redis");
 
     is(redis('GET', skey('six')), 5, 'blocked requests add no strikes');
     ok(redis('PTTL', skey('six')) <= $pttl, 'blocked requests do not renew the TTL');
