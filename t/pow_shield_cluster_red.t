@@ -3,7 +3,8 @@
 # The circuit breaker (red zone, SPEC section 5) in cluster mode: strikes
 # live in Redis, written by the limiter's own script call (or the strike
 # script for traps), so no strike is lost under concurrency and every node
-# sees a block; with Redis gone, pow_shield_fail local strikes in the zone.
+# sees a block; a node keeps a block it learnt in its zone and answers it
+# without Redis; with Redis gone, pow_shield_fail local strikes in the zone.
 
 use strict;
 use warnings;
@@ -427,6 +428,9 @@ sub is_block_response {
     is($r[6]->header('X-PoW-Shield'), 'blocked', 'fail local: X-PoW-Shield: blocked');
     ok(scalar $n1->error_log_lines(qr/pow_shield: redis \S+ unavailable/),
         'fail local: (premise) Redis was unavailable');
+
+    is(get($n1, 'six', 'api')->status, 403,
+        'Redis down: a block the node learnt from Redis still holds');
 
     @r = map { $n1->http_get('/trap/x', 'X-Client' => 'fallback-trap') } 1 .. 6;
     is(statuses(@r), '404 404 404 404 404 403',
