@@ -423,6 +423,14 @@ fn a_trap_with_strikes_off_only_answers_404() {
 }
 
 #[test]
+fn a_trap_answers_an_exempt_client_404_without_a_strike() {
+    let mut s = FakeStore::default();
+    let end = s.request("", trap(), Carried::Nothing, false);
+    assert_eq!((status(&end), end.outcome), (404, Outcome::Trap));
+    assert!(s.calls.is_empty());
+}
+
+#[test]
 fn a_trap_still_answers_404_when_the_store_is_down() {
     let end = down_store().request("a", trap(), Carried::Nothing, false);
     assert_eq!(status(&end), 404);
