@@ -8,7 +8,9 @@
 #
 # nginx (2 workers, `listen ... reuseport`) runs pow-shield in cluster mode
 # against a redis-server started here on a free port, with `pow_shield_fail
-# local` and a small zone (so the fallback's eviction is exercised). Load,
+# local` and a zone sized for the solve rate: spent records are never evicted
+# before their token expires (~400 solutions/s x 65 s is ~3 MB), while the
+# drivers' fresh keys fill the rest with buckets, which are. Load,
 # all on loopback, bounded in time, stopping by itself:
 #   - wrk (bench/soak.lua): green requests from many client keys, over-limit
 #     requests (429) and garbage PoW headers (malformed, huge, odd bytes);
@@ -44,7 +46,7 @@
 #   SOAK_RELOAD_EVERY   seconds between reloads, 0 = none [30]
 #   SOAK_FAULT_EVERY    seconds between Redis faults, 0 = none [20]
 #   SOAK_FAULT_FOR      seconds Redis stays frozen or down [3]
-#   SOAK_ZONE           pow_shield_zone size [1m]
+#   SOAK_ZONE           pow_shield_zone size [16m]
 #   SOAK_REDIS_TIMEOUT  pow_shield_redis timeout= [100ms]
 #   SOAK_RSS_SLACK_KB   allowed RssAnon growth, summed over workers [8192]
 #   SOAK_FD_SLACK       allowed fd growth per process [2]
@@ -69,7 +71,7 @@ GREEN_KEYS=${SOAK_GREEN_KEYS:-5000}
 RELOAD_EVERY=${SOAK_RELOAD_EVERY:-30}
 FAULT_EVERY=${SOAK_FAULT_EVERY:-20}
 FAULT_FOR=${SOAK_FAULT_FOR:-3}
-ZONE=${SOAK_ZONE:-1m}
+ZONE=${SOAK_ZONE:-16m}
 REDIS_TIMEOUT=${SOAK_REDIS_TIMEOUT:-100ms}
 RSS_SLACK_KB=${SOAK_RSS_SLACK_KB:-8192}
 FD_SLACK=${SOAK_FD_SLACK:-2}

@@ -4,7 +4,9 @@
 # node's replay cache under pow_shield_fail local) is not accepted again
 # once Redis is back (SPEC section 6): the node writes the spend to Redis
 # when it reconnects, so every node refuses it; and the node that spent it
-# refuses it even where Redis doesn't know it.
+# refuses it even where Redis doesn't know it.  And a token spent through
+# Redis is also kept in the node's replay cache: refused by the fallback
+# during an outage, and after Redis lost its data.
 
 use strict;
 use warnings;
@@ -109,6 +111,25 @@ $n1->redis_cmd('FLUSHALL');
 is(get($n1)->status, 200, 'Redis flushed: the window starts again');
 is(get($n1, %sol)->status, 409,
     'replayed on node A after Redis forgot it: 409 (its replay cache)');
+
+# the other way round: a token spent through Redis while it was healthy is
+# refused by the node's fallback during an outage, and after Redis lost it
+
+my @h = (get($n1, 'X-Client' => 'h'), get($n1, 'X-Client' => 'h'));
+is(statuses(@h), '200 429', 'Redis up: Redis limits');
+my %healthy = solution($h[1]);
+is(get($n1, 'X-Client' => 'h', %healthy)->status, 200,
+    'Redis up: the solution is accepted once');
+$n1->kill_redis;
+is(statuses(get($n1, 'X-Client' => 'h'), get($n1, 'X-Client' => 'h')), '200 429',
+    'Redis down: the fallback limits the client on its own bucket');
+is(get($n1, 'X-Client' => 'h', %healthy)->status, 409,
+    'Redis down: replayed on node A, the fallback refuses it (409)');
+$n1->restart_redis;
+ok(eventually(10, sub { get($n1, 'X-Client' => 'h')->status == 429 }),
+    'Redis back, empty: the client is over its limit in Redis again');
+is(get($n1, 'X-Client' => 'h', %healthy)->status, 409,
+    'replayed on node A after Redis lost its data: 409');
 
 ###############################################################################
 

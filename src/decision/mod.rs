@@ -180,14 +180,16 @@ impl Decision {
 
     /// The first step. `exempt`: the key is empty.
     pub fn start(&self, exempt: bool) -> Step {
-        if exempt {
-            return pass(Outcome::Exempt);
-        }
         if self.rules.trap {
-            if self.rules.red.strikes.is_none() {
+            // A trap has nothing to serve, even to an allow-listed client;
+            // only the strike is spared.
+            if exempt || self.rules.red.strikes.is_none() {
                 return self.reject(Outcome::Trap, Answer::NotFound, "trap");
             }
             return Step::Strike;
+        }
+        if exempt {
+            return pass(Outcome::Exempt);
         }
         if self.rules.limit.is_none() {
             return pass(Outcome::Pass);

@@ -62,12 +62,8 @@ impl FakeStore {
             return Reply::Down;
         }
         let strikes = self.strikes.entry(key).or_default();
-        let block = strikes.block(rules.red, self.now);
-        if block != Block::Clear {
-            let standing = Standing {
-                strikes: strikes.strikes,
-                block,
-            };
+        let standing = strikes.standing(rules.red, self.now);
+        if standing.block != Block::Clear {
             return Reply::Ready(Checked {
                 verdict: Verdict::default(),
                 standing,
@@ -78,10 +74,7 @@ impl FakeStore {
         let standing = if !verdict.allowed && offence {
             strikes.strike(rules.red, self.now)
         } else {
-            Standing {
-                strikes: strikes.strikes,
-                block: Block::Clear,
-            }
+            standing
         };
         Reply::Ready(Checked { verdict, standing })
     }
@@ -426,6 +419,14 @@ fn a_trap_with_strikes_off_only_answers_404() {
     };
     let end = s.request("a", off, Carried::Nothing, false);
     assert_eq!(status(&end), 404);
+    assert!(s.calls.is_empty());
+}
+
+#[test]
+fn a_trap_answers_an_exempt_client_404_without_a_strike() {
+    let mut s = FakeStore::default();
+    let end = s.request("", trap(), Carried::Nothing, false);
+    assert_eq!((status(&end), end.outcome), (404, Outcome::Trap));
     assert!(s.calls.is_empty());
 }
 

@@ -104,7 +104,7 @@ impl Flow<'_> {
             return Status::NGX_ERROR;
         };
         let policy = self.policy();
-        let carried = if policy.limit.is_some() {
+        let carried = if policy.limit.is_some() && !exempt {
             self.carried()
         } else {
             Carried::Nothing
@@ -314,7 +314,12 @@ impl Flow<'_> {
             return Status::NGX_DECLINED;
         };
         let status = self.status_of(answer);
-        self.shield().stage = Stage::Answered(status);
+        // nginx makes the trap's 404, and the operator's error_page for it
+        // runs the phases again: that page is served, as for any missing page.
+        self.shield().stage = match answer {
+            Answer::NotFound => Stage::Passed,
+            _ => Stage::Answered(status),
+        };
         self.send(answer, status)
     }
 

@@ -95,16 +95,7 @@ unsafe extern "C" fn get_client(
         let (r, v) = unsafe { (&*r, &mut *v) };
         // SAFETY: the connection outlives its requests.
         let id = client_id(unsafe { peer_ip(&*r.connection) });
-        // SAFETY: copies the text into the request pool, which outlives the value.
-        let Some(s) = (unsafe { ngx_str_t::from_bytes(r.pool, id.as_str().as_bytes()) }) else {
-            return nginx_sys::NGX_ERROR as ngx_int_t;
-        };
-        v.data = s.data;
-        v.set_len(s.len as u32);
-        v.set_valid(1);
-        v.set_no_cacheable(1);
-        v.set_not_found(0);
-        NGX_OK as ngx_int_t
+        set_value(v, r.pool, id.as_str())
     })
 }
 
@@ -136,15 +127,24 @@ unsafe extern "C" fn get(
             v.set_not_found(1);
             return NGX_OK as ngx_int_t;
         };
-        // SAFETY: copies the text into the request pool, which outlives the value.
-        let Some(s) = (unsafe { ngx_str_t::from_bytes(r.as_ref().pool, text.as_bytes()) }) else {
-            return nginx_sys::NGX_ERROR as ngx_int_t;
-        };
-        v.data = s.data;
-        v.set_len(s.len as u32);
-        v.set_valid(1);
-        v.set_no_cacheable(1);
-        v.set_not_found(0);
-        NGX_OK as ngx_int_t
+        set_value(v, r.as_ref().pool, &text)
     })
+}
+
+/// Fills `v` with a copy of `text` in the request's `pool`.
+fn set_value(
+    v: &mut ngx_variable_value_t,
+    pool: *mut nginx_sys::ngx_pool_t,
+    text: &str,
+) -> ngx_int_t {
+    // SAFETY: copies the text into the request pool, which outlives the value.
+    let Some(s) = (unsafe { ngx_str_t::from_bytes(pool, text.as_bytes()) }) else {
+        return nginx_sys::NGX_ERROR as ngx_int_t;
+    };
+    v.data = s.data;
+    v.set_len(s.len as u32);
+    v.set_valid(1);
+    v.set_no_cacheable(1);
+    v.set_not_found(0);
+    NGX_OK as ngx_int_t
 }

@@ -53,6 +53,9 @@ pub struct Standing {
     /// Whether this request is blocked. A request that makes the last
     /// strike is still answered as an offence; the next one is blocked.
     pub block: Block,
+    /// How long the block lasts from now (0 when clear). Blocked requests
+    /// never extend it, so a node may remember it that long.
+    pub block_ms: u64,
 }
 
 /// One client's breaker, kept by the local store (fixed size, plain data,
@@ -101,7 +104,7 @@ impl StrikeState {
     pub fn strike(&mut self, rules: RedRules, now_ms: u64) -> Standing {
         let block = self.block(rules, now_ms);
         let Some(rule) = rules.strikes.filter(|_| block == Block::Clear) else {
-            return self.standing(block);
+            return self.standing(rules, now_ms);
         };
         self.strikes = self.strikes.saturating_add(1);
         self.strikes_until_ms = now_ms.saturating_add(rule.ttl_ms);
@@ -110,7 +113,12 @@ impl StrikeState {
                 self.trip(ban, now_ms);
             }
         }
-        self.standing(Block::Clear)
+        // This request is answered as an offence; the next one is blocked.
+        Standing {
+            strikes: self.strikes,
+            block: Block::Clear,
+            block_ms: 0,
+        }
     }
 
     /// The breaker just opened: one more trip towards a ban. The window
@@ -125,10 +133,36 @@ impl StrikeState {
         }
     }
 
-    fn standing(&self, block: Block) -> Standing {
+    /// The standing now: strikes, block and how long the block lasts.
+    pub fn standing(&mut self, rules: RedRules, now_ms: u64) -> Standing {
+        let block = self.block(rules, now_ms);
+        let until = match block {
+            Block::Clear => now_ms,
+            Block::Blocked => self.strikes_until_ms,
+            Block::Banned => self.trips_until_ms,
+        };
         Standing {
             strikes: self.strikes,
             block,
+            block_ms: until.saturating_sub(now_ms),
+        }
+    }
+
+    /// Takes over a block another store reported (Redis, in cluster mode)
+    /// for as long as it lasts, so that the client's next requests are
+    /// answered here without asking that store again.
+    pub fn remember(&mut self, standing: Standing, rules: RedRules, now_ms: u64) {
+        let until = now_ms.saturating_add(standing.block_ms);
+        match (standing.block, rules.strikes, rules.ban) {
+            (Block::Blocked, Some(rule), _) => {
+                self.strikes = self.strikes.max(rule.threshold);
+                self.strikes_until_ms = self.strikes_until_ms.max(until);
+            }
+            (Block::Banned, _, Some(ban)) => {
+                self.trips = self.trips.max(ban.after);
+                self.trips_until_ms = self.trips_until_ms.max(until);
+            }
+            _ => {}
         }
     }
 
@@ -256,6 +290,47 @@ mod tests {
         let standing = s.strike(rules, 70_000);
         assert_eq!(standing.block, Block::Banned);
         assert_eq!(s.strikes, 0, "strikes expired at 60 s and none were added");
+    }
+
+    #[test]
+    fn the_standing_says_how_long_the_block_lasts() {
+        let mut s = StrikeState::default();
+        offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
+        let standing = s.standing(FIVE_PER_MINUTE, 21_000);
+        assert_eq!(standing.block, Block::Blocked);
+        assert_eq!(standing.block_ms, 40_000);
+        let banning = with_ban(1, 300_000);
+        let mut b = StrikeState::default();
+        offend(&mut b, banning, 0, 6);
+        assert_eq!(b.standing(banning, 100_000).block_ms, 200_000);
+    }
+
+    #[test]
+    fn a_remembered_block_holds_for_its_time_and_no_longer() {
+        let mut s = StrikeState::default();
+        let reported = Standing {
+            strikes: 5,
+            block: Block::Blocked,
+            block_ms: 30_000,
+        };
+        s.remember(reported, FIVE_PER_MINUTE, 10_000);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 39_999), Block::Blocked);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 40_000), Block::Clear);
+        let banning = with_ban(2, 600_000);
+        let banned = Standing {
+            block: Block::Banned,
+            ..reported
+        };
+        s.remember(banned, banning, 50_000);
+        assert_eq!(s.block(banning, 79_999), Block::Banned);
+        assert_eq!(s.block(banning, 80_000), Block::Clear);
+    }
+
+    #[test]
+    fn remembering_a_clear_standing_changes_nothing() {
+        let mut s = StrikeState::default();
+        s.remember(Standing::default(), FIVE_PER_MINUTE, 1_000);
+        assert_eq!(s, StrikeState::default());
     }
 
     #[test]

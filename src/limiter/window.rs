@@ -13,12 +13,15 @@ use super::{RateLimit, Verdict};
 macro_rules! red_zone_lua {
     () => {
         r#"
+-- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts
 local function red_zone(sk, tk, threshold, after)
   local strikes = tonumber(redis.call('GET', sk) or 0)
   local trips = tonumber(redis.call('GET', tk) or 0)
-  if after > 0 and trips >= after then return strikes, 2 end
-  if threshold > 0 and strikes >= threshold then return strikes, 1 end
-  return strikes, 0
+  if after > 0 and trips >= after then return strikes, 2, redis.call('PTTL', tk) end
+  if threshold > 0 and strikes >= threshold then
+    return strikes, 1, redis.call('PTTL', sk)
+  end
+  return strikes, 0, 0
 end
 
 -- One strike (the caller checked the client is not blocked). The trip
@@ -46,8 +49,9 @@ end
 ///   ([`member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
 ///   `ARGV[5..8]` the red-zone rules ([`rules_args`]).
 ///
-/// Returns seven integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
-/// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2}`.
+/// Returns eight integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
+/// block_ms}`.
 /// A blocked client writes nothing. Safe under Redis 7's effects
 /// replication: replicas receive the writes, not `TIME`.
 pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
@@ -64,8 +68,8 @@ local window = tonumber(ARGV[2])
 local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
-local strikes, block = red_zone(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block} end
+local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -102,29 +106,30 @@ if allowed == 0 then
     strikes = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
   end
 end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0}
+return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0, 0}
 "#
 );
 
 /// One strike for a client (a trap hit, a replayed solution), unless it is
 /// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
-/// ([`rules_args`]). Returns `{strikes, block 0/1/2}` ([`standing_from_reply`]).
+/// ([`rules_args`]). Returns `{strikes, block 0/1/2, block_ms}`
+/// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
     "-- pow-shield circuit breaker: one strike",
     red_zone_lua!(),
     r#"
 local threshold, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local after, ban = tonumber(ARGV[3]), tonumber(ARGV[4])
-local strikes, block = red_zone(KEYS[1], KEYS[2], threshold, after)
+local strikes, block, block_ms = red_zone(KEYS[1], KEYS[2], threshold, after)
 if block == 0 and threshold > 0 then
   strikes = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
 end
-return {strikes, block}
+return {strikes, block, block_ms}
 "#
 );
 
 /// Number of integers the sliding-window script returns.
-pub const REPLY_LEN: usize = 7;
+pub const REPLY_LEN: usize = 8;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -183,7 +188,7 @@ pub fn verdict_from_reply(
     reply: &[i64],
     limit: RateLimit,
 ) -> Result<(Verdict, Standing), ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block] =
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block, block_ms] =
         fields::<REPLY_LEN>(reply)?;
     let allowed = match allowed {
         0 => false,
@@ -201,16 +206,16 @@ pub fn verdict_from_reply(
         retry_after_ms,
         over: saturate(over),
     };
-    Ok((verdict, standing(strikes, block, 6)?))
+    Ok((verdict, standing([strikes, block, block_ms], 6)?))
 }
 
 /// Decodes the strike script's reply.
 pub fn standing_from_reply(reply: &[i64]) -> Result<Standing, ReplyError> {
-    let [strikes, block] = fields::<2>(reply)?;
-    standing(strikes, block, 1)
+    standing(fields::<3>(reply)?, 1)
 }
 
-fn standing(strikes: u64, block: u64, at: usize) -> Result<Standing, ReplyError> {
+/// `{strikes, block, block_ms}`; `at`: the block's position in the reply.
+fn standing([strikes, block, block_ms]: [u64; 3], at: usize) -> Result<Standing, ReplyError> {
     let block = match block {
         0 => Block::Clear,
         1 => Block::Blocked,
@@ -220,6 +225,7 @@ fn standing(strikes: u64, block: u64, at: usize) -> Result<Standing, ReplyError>
     Ok(Standing {
         strikes: saturate(strikes),
         block,
+        block_ms,
     })
 }
 
@@ -252,7 +258,7 @@ mod tests {
     #[test]
     fn admitted_reply_decodes_to_an_allowed_verdict() {
         let (v, standing) =
-            verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
+            verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
         assert_eq!(standing, Standing::default());
         assert_eq!(
             v,
@@ -269,7 +275,7 @@ mod tests {
     #[test]
     fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
         let (v, standing) =
-            verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0], PER_MINUTE_60).unwrap();
+            verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0], PER_MINUTE_60).unwrap();
         assert!(!v.allowed);
         assert_eq!(v.remaining, 0);
         assert_eq!(v.retry_after_ms, 12_345);
@@ -280,26 +286,27 @@ mod tests {
 
     #[test]
     fn blocked_and_banned_replies_decode() {
-        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1], PER_MINUTE_60).unwrap();
-        assert_eq!(s.block, Block::Blocked);
-        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2], PER_MINUTE_60).unwrap();
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900], PER_MINUTE_60).unwrap();
+        assert_eq!((s.block, s.block_ms), (Block::Blocked, 900));
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5], PER_MINUTE_60).unwrap();
         assert_eq!(s.block, Block::Banned);
         assert_eq!(
-            verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3], PER_MINUTE_60),
+            verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 6 })
         );
         assert_eq!(
-            standing_from_reply(&[4, 0]),
+            standing_from_reply(&[4, 0, 0]),
             Ok(Standing {
                 strikes: 4,
-                block: Block::Clear
+                block: Block::Clear,
+                block_ms: 0,
             })
         );
         assert_eq!(
-            standing_from_reply(&[4]),
+            standing_from_reply(&[4, 0]),
             Err(ReplyError::WrongLength {
-                len: 1,
-                expected: 2
+                len: 2,
+                expected: 3
             })
         );
     }
@@ -310,8 +317,8 @@ mod tests {
             &[][..],
             &[1, 59, 0],
             &[1, 59, 0, 0],
-            &[1, 59, 0, 0, 0, 0],
-            &[1, 59, 0, 0, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert_eq!(
                 verdict_from_reply(reply, PER_MINUTE_60),
@@ -326,7 +333,7 @@ mod tests {
     #[test]
     fn negative_value_is_an_error_naming_its_position() {
         assert_eq!(
-            verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::Negative { index: 2 })
         );
     }
@@ -334,7 +341,7 @@ mod tests {
     #[test]
     fn allowed_flag_other_than_0_or_1_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 0 })
         );
     }
@@ -342,7 +349,7 @@ mod tests {
     #[test]
     fn remaining_above_the_limit_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 1 })
         );
     }

@@ -14,10 +14,10 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store};
+use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store, Waiter};
 use crate::config::RedisConf;
 use crate::decision::Checked;
-use crate::ffi::now_ms;
+use crate::ffi::{monotonic_ms, now_ms};
 use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
 use crate::redis::client::{Client, Resend, Settings};
@@ -173,11 +173,44 @@ impl RedisStore {
         command
     }
 
+    /// A block of `key` this node learnt from Redis and that still holds.
+    fn known_block(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+        self.local.as_ref()?.blocked(key, rules, monotonic_ms)
+    }
+
+    /// What a reply does with a block Redis reports: the zone keeps it for
+    /// as long as it lasts.
+    fn block_keeper(&self, key: &[u8], rules: RedRules) -> impl FnOnce(Standing) + 'static {
+        let local = self.local.clone();
+        let key = (rules.strikes.is_some() || rules.ban.is_some()).then(|| key.to_vec());
+        move |standing| {
+            if let (Some(local), Some(key)) = (local, key) {
+                local.remember(&key, standing, rules, monotonic_ms());
+            }
+        }
+    }
+
     /// Whether the node's replay cache holds the token.
     fn spent_locally(&self, digest: &[u8; 32], now_ms: u64) -> bool {
         self.local
             .as_ref()
             .is_some_and(|local| local.is_spent(digest, now_ms))
+    }
+
+    /// Records a spend Redis accepted in the node's replay cache too, so
+    /// that the node refuses the token during a later outage, or after a
+    /// Redis that lost its data. `false`: the cache already held it (spent
+    /// here while Redis was down). A cache without room changes nothing:
+    /// Redis holds the record.
+    fn record_locally(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> bool {
+        let Some(local) = &self.local else {
+            return true;
+        };
+        let no_waiter = &mut || Waiter::new(core::ptr::null_mut());
+        !matches!(
+            local.spend(digest, expires_at_ms, now_ms, no_waiter),
+            Poll::Ready(false)
+        )
     }
 
     /// Redis could not take this spend: write it later if the fallback
@@ -237,7 +270,15 @@ fn script_call(verb: &[u8], script: &[u8], numkeys: &[u8], words: &[Vec<u8>]) ->
 }
 
 impl Store for Rc<RedisStore> {
-    fn check(&self, args: CheckArgs, _now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+    fn check(&self, args: CheckArgs, monotonic_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+        // A block this node learnt from Redis holds without asking again
+        // (blocked requests change nothing there): blocking stays cheap.
+        if let Some(standing) = self.known_block(args.key, args.rules, monotonic_ms) {
+            return Poll::Ready(Checked {
+                verdict: Default::default(),
+                standing,
+            });
+        }
         let tag = self.client_tag(args.key);
         let limit = args.limit;
         let per_limit = format!("{}:{}", limit.requests, limit.window_ms);
@@ -250,6 +291,7 @@ impl Store for Rc<RedisStore> {
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
         let [threshold, ttl, after, ban] = window::rules_args(args.rules);
+        let remember = self.block_keeper(args.key, args.rules);
         let argv = [
             limit.requests.to_string(),
             limit.window_ms.to_string(),
@@ -267,7 +309,10 @@ impl Store for Rc<RedisStore> {
             &argv,
             waiter,
             move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
-                Some((verdict, standing)) => Answer::Checked(Checked { verdict, standing }),
+                Some((verdict, standing)) => {
+                    remember(standing);
+                    Answer::Checked(Checked { verdict, standing })
+                }
                 None => Answer::Down,
             },
         )
@@ -277,19 +322,26 @@ impl Store for Rc<RedisStore> {
         &self,
         key: &[u8],
         rules: RedRules,
-        _now_ms: u64,
+        monotonic_ms: u64,
         waiter: &mut NewWaiter,
     ) -> Poll<Standing> {
+        if let Some(standing) = self.known_block(key, rules, monotonic_ms) {
+            return Poll::Ready(standing);
+        }
         let tag = self.client_tag(key);
         let keys = [format!("{tag}:s"), format!("{tag}:t")];
+        let remember = self.block_keeper(key, rules);
         self.call_script(
             window::STRIKE_SCRIPT,
             &self.strike_sha,
             &keys,
             &window::rules_args(rules),
             waiter,
-            |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
-                Some(standing) => Answer::Struck(standing),
+            move |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
+                Some(standing) => {
+                    remember(standing);
+                    Answer::Struck(standing)
+                }
                 None => Answer::Down,
             },
         )
@@ -312,9 +364,9 @@ impl Store for Rc<RedisStore> {
             waiter.deliver(match frame {
                 // First in Redis, but maybe spent here while Redis was down
                 // (and not written to it yet, or dropped from the queue).
-                Some(OwnedFrame::SimpleString(_)) => {
-                    Answer::Spent(!store.is_some_and(|s| s.spent_locally(&digest, now_ms)))
-                }
+                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(
+                    store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms)),
+                ),
                 Some(OwnedFrame::Null) => Answer::Spent(false),
                 _ => {
                     if let Some(store) = store {

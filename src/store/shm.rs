@@ -22,6 +22,7 @@ const EVICT_WHEN_FULL: usize = 3;
 const FULL_RETRY_MS: (u64, u64) = (1_000, 60_000);
 
 /// The store in the shared-memory zone; answers at once.
+#[derive(Clone)]
 pub struct ShmStore {
     zone: SharedZone,
 }
@@ -29,6 +30,34 @@ pub struct ShmStore {
 impl ShmStore {
     pub fn new(mcf: &MainConf) -> Option<Self> {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
+    }
+
+    /// The client's block, if the zone knows of one (no writes).
+    pub fn blocked(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, _| {
+            let standing = zone
+                .strikes
+                .find(&client)?
+                .strikes()
+                .standing(rules, monotonic_ms);
+            (standing.block != Block::Clear).then_some(standing)
+        })
+    }
+
+    /// Remembers a block another store reported, for as long as it lasts.
+    /// Nothing is written for a clear standing; no room: not remembered.
+    pub fn remember(&self, key: &[u8], standing: Standing, rules: RedRules, monotonic_ms: u64) {
+        if standing.block == Block::Clear || standing.block_ms == 0 {
+            return;
+        }
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, alloc| {
+            if let Some(entry) = breaker(zone, alloc, &client) {
+                entry.strikes().remember(standing, rules, monotonic_ms);
+                entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+            }
+        })
     }
 
     /// Whether the replay cache holds `digest` unexpired at `now_ms`
@@ -57,9 +86,7 @@ impl Store for ShmStore {
             // Red first: a blocked client costs one lookup and writes nothing.
             let mut standing = Standing::default();
             if let Some(entry) = zone.strikes.find(&client) {
-                let strikes = entry.strikes();
-                standing.strikes = strikes.strikes;
-                standing.block = strikes.block(args.rules, monotonic_ms);
+                standing = entry.strikes().standing(args.rules, monotonic_ms);
                 if standing.block != Block::Clear {
                     return Poll::Ready(Checked {
                         verdict: Verdict::default(),
@@ -158,6 +185,15 @@ fn strike_locked(
     rules: RedRules,
     monotonic_ms: u64,
 ) -> Option<Standing> {
+    let entry = breaker(zone, alloc, client)?;
+    let standing = entry.strikes().strike(rules, monotonic_ms);
+    entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+    Some(standing)
+}
+
+/// The breaker entry of `client` in the locked zone, made if missing;
+/// `None` if there is no room for it.
+fn breaker<'z>(zone: &'z mut Zone, alloc: &Allocator, client: &TableKey) -> Option<&'z mut Entry> {
     let entry: *mut Entry = match zone.strikes.find(client) {
         Some(entry) => entry,
         None => {
@@ -165,11 +201,9 @@ fn strike_locked(
             insert_making_room(zone, Zone::strikes_mut, client, alloc, epoch_ms)?
         }
     };
-    // SAFETY: the entry is in the zone, locked by the caller.
-    let entry = unsafe { &mut *entry };
-    let standing = entry.strikes().strike(rules, monotonic_ms);
-    entry.expires_at_ms = entry.strikes().forgotten_at_ms();
-    Some(standing)
+    // SAFETY: the entry is in the zone, locked by the caller for as long as
+    // the zone is borrowed.
+    Some(unsafe { &mut *entry })
 }
 
 /// Inserts `key` into the chosen table, making room when the zone is full:
