@@ -15,6 +15,7 @@ macro_rules! red_zone_lua {
         r#"
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts
 local function red_zone(sk, tk, threshold, after)
+  if threshold == 0 and after == 0 then return 0, 0, 0 end
   local strikes = tonumber(redis.call('GET', sk) or 0)
   local trips = tonumber(redis.call('GET', tk) or 0)
   if after > 0 and trips >= after then return strikes, 2, redis.call('PTTL', tk) end
