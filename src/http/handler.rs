@@ -118,8 +118,7 @@ impl Flow<'_> {
     /// is then written in the check's round trip. Only consulted when the
     /// client is over its limit.
     fn carried(&self) -> Carried {
-        let token = header_in(self.r, "x-pow-challenge");
-        let nonce = header_in(self.r, "x-pow-nonce");
+        let (token, nonce) = pow_headers(self.r);
         if token.is_none() && nonce.is_none() {
             return Carried::Nothing;
         }
@@ -446,11 +445,19 @@ pub unsafe extern "C" fn resume(ev: *mut ngx_event_t) {
     })
 }
 
-/// The first request header called `name` (lower-case), if any.
-fn header_in<'r>(r: &'r Request, name: &str) -> Option<&'r [u8]> {
-    r.headers_in_iterator()
-        .find(|(key, _)| key.as_bytes().eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(_, value)| value.as_bytes())
+/// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
+/// pass (every request of a shielded location looks for them).
+fn pow_headers(r: &Request) -> (Option<&[u8]>, Option<&[u8]>) {
+    let (mut token, mut nonce) = (None, None);
+    for (key, value) in r.headers_in_iterator() {
+        let key = key.as_bytes();
+        if token.is_none() && key.eq_ignore_ascii_case(b"x-pow-challenge") {
+            token = Some(value.as_bytes());
+        } else if nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
+            nonce = Some(value.as_bytes());
+        }
+    }
+    (token, nonce)
 }
 
 /// `$remote_addr` (after realip): what challenges are bound to.
