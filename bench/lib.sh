@@ -1,6 +1,15 @@
 # shellcheck shell=bash
 # Shared by bench/run.sh, bench/hung_redis.sh and bench/soak.sh (sourced,
-# not run; the caller defines die).
+# not run; the caller defines ROOT and die).
+
+# The binaries under test (the caller sets ROOT before sourcing).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+NGINX=${NGINX:-$ROOT/objs/nginx}
+# shellcheck disable=SC2034
+MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
+# nginx reads an inherited NGINX as its listening sockets (binary upgrade):
+# keep a caller's NGINX=... out of its environment.
+export -n NGINX
 
 # The HMAC key every bench configuration uses (soak's driver forges tokens).
 # shellcheck disable=SC2034 # used by the scripts that source this file

@@ -37,11 +37,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
-NGINX=${NGINX:-$ROOT/objs/nginx}
-# nginx reads an inherited NGINX as its listening sockets (binary upgrade):
-# keep a caller's NGINX=... out of its environment.
-export -n NGINX
-MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
 DURATION=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNECTIONS:-50}

@@ -59,11 +59,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
-NGINX=${NGINX:-$ROOT/objs/nginx}
-# nginx reads an inherited NGINX as its listening sockets (binary upgrade):
-# keep a caller's NGINX=... out of its environment.
-export -n NGINX
-MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
 DURATION=${SOAK_SECONDS:-600}
 CONNS=${SOAK_CONNECTIONS:-32}
 DRIVERS=${SOAK_DRIVERS:-2}
