@@ -111,6 +111,7 @@ struct Settings {
     headers: Option<HeadersMode>,
     dry_run: Option<bool>,
     log_level: Option<ngx_uint_t>,
+    breaker_log_level: Option<ngx_uint_t>,
     fail: Option<(FailPolicy, *mut ngx_http_complex_value_t)>,
 }
 
@@ -130,6 +131,11 @@ pub struct Policy {
     pub headers: HeadersMode,
     pub dry_run: bool,
     pub log_level: ngx_uint_t,
+    /// `pow_shield_breaker_log_level`: the lines of breaker openings and
+    /// bans (for fail2ban).
+    pub breaker_log_level: ngx_uint_t,
+    /// The key is the default, `$pow_shield_client` (a client address).
+    pub default_key: bool,
     pub fail: FailPolicy,
     /// `trusted=` of `pow_shield_fail closed`; null when not set.
     pub trusted: *mut ngx_http_complex_value_t,
@@ -177,6 +183,8 @@ impl Default for LocConf {
                 headers: HeadersMode::Both,
                 dry_run: false,
                 log_level: NGX_LOG_WARN as ngx_uint_t,
+                breaker_log_level: NGX_LOG_ERR as ngx_uint_t,
+                default_key: true,
                 fail: FailPolicy::Local,
                 trusted: ptr::null_mut(),
                 limit_text: ngx_str_t::default(),
@@ -203,6 +211,7 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     s.headers = s.headers.or(p.headers);
     s.dry_run = s.dry_run.or(p.dry_run);
     s.log_level = s.log_level.or(p.log_level);
+    s.breaker_log_level = s.breaker_log_level.or(p.breaker_log_level);
     s.fail = s.fail.or(p.fail);
 
     let defaults = LocConf::default().policy;
@@ -221,6 +230,8 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         headers: s.headers.unwrap_or(defaults.headers),
         dry_run: s.dry_run.unwrap_or(defaults.dry_run),
         log_level: s.log_level.unwrap_or(defaults.log_level),
+        breaker_log_level: s.breaker_log_level.unwrap_or(defaults.breaker_log_level),
+        default_key: s.key.is_none(),
         fail,
         trusted,
         limit_text: ngx_str_t::default(),
@@ -310,7 +321,7 @@ const fn main_directive(
     }
 }
 
-pub static mut COMMANDS: [ngx_command_t; 17] = [
+pub static mut COMMANDS: [ngx_command_t; 18] = [
     loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE12, set_limit),
     loc_directive(
         ngx_string!("pow_shield_difficulty"),
@@ -356,6 +367,11 @@ pub static mut COMMANDS: [ngx_command_t; 17] = [
         ngx_string!("pow_shield_log_level"),
         NGX_CONF_TAKE1,
         set_log_level,
+    ),
+    loc_directive(
+        ngx_string!("pow_shield_breaker_log_level"),
+        NGX_CONF_TAKE1,
+        set_breaker_log_level,
     ),
     loc_directive(ngx_string!("pow_shield_fail"), NGX_CONF_TAKE12, set_fail),
     main_directive(ngx_string!("pow_shield_secret"), NGX_CONF_TAKE1, set_secret),
@@ -641,15 +657,23 @@ setter!(set_dry_run, LocConf, |d, lcf| {
 });
 
 setter!(set_log_level, LocConf, |d, lcf| {
-    let level = match d.value() {
+    set_once(&mut lcf.settings.log_level, log_level(d.value())?)
+});
+
+setter!(set_breaker_log_level, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.breaker_log_level, log_level(d.value())?)
+});
+
+fn log_level(v: &str) -> Result<ngx_uint_t, Refusal> {
+    let level = match v {
         "info" => NGX_LOG_INFO,
         "notice" => NGX_LOG_NOTICE,
         "warn" => NGX_LOG_WARN,
         "error" => NGX_LOG_ERR,
         v => return Err(invalid(v, "expected info, notice, warn or error")),
     };
-    set_once(&mut lcf.settings.log_level, level as ngx_uint_t)
-});
+    Ok(level as ngx_uint_t)
+}
 
 setter!(set_fail, LocConf, |d, lcf| {
     if lcf.settings.fail.is_some() {

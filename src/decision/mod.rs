@@ -8,7 +8,7 @@
 //! key → (trap: strike → 404 | block) → check → red: block
 //!     → green: pass → yellow: no solution → 429 + strike
 //!                             wrong solution → 4xx + strike
-//!                             solution → spend → pass | 409 + strike
+//!                             solution → spend → pass | strike → 409
 #![forbid(unsafe_code)]
 
 mod difficulty;
@@ -131,7 +131,7 @@ pub enum Step {
     Check { offence: bool },
     /// Mark the solution spent.
     Spend(Solved),
-    /// Record a strike and report the standing (trap).
+    /// Record a strike and report the standing (a trap hit, a replay).
     Strike,
     /// The decision is made.
     End(End),
@@ -143,8 +143,6 @@ pub struct End {
     pub outcome: Outcome,
     /// `None`: let the request through.
     pub answer: Option<Answer>,
-    /// Record a strike without waiting for it (a spent solution's 409).
-    pub strike: bool,
     /// Why, for the log line of a rejection.
     pub reason: &'static str,
 }
@@ -240,29 +238,31 @@ impl Decision {
     pub fn spent(&self, reply: Reply<bool>, trusted: impl FnOnce() -> bool) -> Step {
         match reply {
             Reply::Ready(true) => pass(Outcome::Solved),
-            Reply::Ready(false) => {
-                let answer = self.challenge(SPENT_STATUS, Some(SPENT_MESSAGE));
-                match self.reject(Outcome::Invalid, answer, "spent") {
-                    Step::End(end) => Step::End(End {
-                        strike: self.rules.red.strikes.is_some(),
-                        ..end
-                    }),
-                    step => step,
-                }
-            }
+            // A replay is an offence: strike, then answer 409.
+            Reply::Ready(false) if self.rules.red.strikes.is_some() => Step::Strike,
+            Reply::Ready(false) => self.replayed(),
             Reply::Full => self.full(full_zone!("solution not recorded")),
             Reply::Down => self.down(Outcome::Solved, trusted),
         }
     }
 
-    /// After a trap's strike: 404, or the block if the client was blocked.
+    /// After a strike: a trap answers 404, or the block if the client was
+    /// blocked; a replayed solution gets its 409 whatever the strike says.
     pub fn struck(&self, reply: Reply<Standing>) -> Step {
+        if !self.rules.trap {
+            return self.replayed();
+        }
         if let Reply::Ready(standing) = reply {
             if let Some(step) = self.red(standing.block) {
                 return step;
             }
         }
         self.reject(Outcome::Trap, Answer::NotFound, "trap")
+    }
+
+    fn replayed(&self) -> Step {
+        let answer = self.challenge(SPENT_STATUS, Some(SPENT_MESSAGE));
+        self.reject(Outcome::Invalid, answer, "spent")
     }
 
     /// The red zone: blocked clients get the cheap answer and nothing else.
@@ -311,7 +311,6 @@ impl Decision {
         Step::End(End {
             outcome,
             answer: (!self.rules.dry_run).then_some(answer),
-            strike: false,
             reason,
         })
     }
@@ -323,7 +322,6 @@ impl End {
         End {
             outcome,
             answer: None,
-            strike: false,
             reason: "",
         }
     }

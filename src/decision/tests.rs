@@ -122,12 +122,7 @@ impl FakeStore {
                     let reply = self.strike(key, &rules);
                     decision.struck(reply)
                 }
-                Step::End(end) => {
-                    if end.strike {
-                        let _ = self.strike(key, &rules);
-                    }
-                    return end;
-                }
+                Step::End(end) => return end,
             }
         }
     }

@@ -16,9 +16,9 @@ use super::state::{Shield, Stage, Waiting};
 use crate::config::{MainConf, Policy};
 use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, monotonic_ms, now_ms};
-use crate::limiter::strikes::Block;
+use crate::limiter::strikes::{Block, Tripped};
 use crate::pow;
-use crate::store::{self, CheckArgs, NewWaiter, Op, Poll, Stores, Waiter};
+use crate::store::{self, CheckArgs, Op, Poll, Stores, Waiter};
 use crate::PowShield;
 
 /// Entry point from nginx's access phase.
@@ -302,8 +302,8 @@ impl Flow<'_> {
 
     fn end(&mut self, end: End) -> Status {
         self.shield().outcome = Some(end.outcome);
-        if end.strike {
-            self.strike_and_forget();
+        if let Some(tripped) = self.shield().standing.and_then(|s| s.tripped) {
+            self.log_tripped(tripped);
         }
         if !end.reason.is_empty() {
             self.log_reject(&end);
@@ -320,20 +320,6 @@ impl Flow<'_> {
             _ => Stage::Answered(status),
         };
         self.send(answer, status)
-    }
-
-    /// A strike whose answer nobody waits for (a replayed solution's 409 is
-    /// the same whatever it says).
-    fn strike_and_forget(&mut self) {
-        let policy = self.policy();
-        let (Some(stores), Some(key)) = (Stores::new(self.mcf, policy.fail), self.client_key())
-        else {
-            return;
-        };
-        let red = policy.red;
-        let now = monotonic_ms();
-        let forget: &mut NewWaiter = &mut || Waiter::new(core::ptr::null_mut());
-        let _ = stores.run(|s, w| s.strike(key, red, now, w), forget);
     }
 
     fn status_of(&self, answer: Answer) -> u16 {
@@ -406,6 +392,45 @@ impl Flow<'_> {
             self.policy().challenge_ttl_ms,
             retry_after_ms.filter(|_| status == 429),
         )
+    }
+
+    /// One line per breaker opening and per ban, in a format that stays
+    /// (fail2ban's filter reads it): `key=address` when the key is the
+    /// client address (what a firewall can act on), else `key=custom`.
+    fn log_tripped(&self, tripped: Tripped) {
+        let policy = self.policy();
+        let prefix = if policy.dry_run {
+            "dry run, not enforced: "
+        } else {
+            ""
+        };
+        let client = client_addr(self.r);
+        let kind = if policy.default_key {
+            "address"
+        } else {
+            "custom"
+        };
+        let level: ngx_uint_t = policy.breaker_log_level;
+        let (strikes, block_s) = policy
+            .red
+            .strikes
+            .map_or((0, 0), |s| (s.threshold, s.ttl_ms.div_ceil(1000)));
+        log_at!(
+            level,
+            self.r.log(),
+            "pow_shield: {prefix}breaker opened: client={client} key={kind} strikes={strikes} \
+             for={block_s}s"
+        );
+        if let (Tripped::Banned, Some(ban)) = (tripped, policy.red.ban) {
+            log_at!(
+                level,
+                self.r.log(),
+                "pow_shield: {prefix}client banned: client={client} key={kind} openings={} \
+                 for={}s",
+                ban.after,
+                ban.ttl_ms.div_ceil(1000)
+            );
+        }
     }
 
     fn log_reject(&self, end: &End) {

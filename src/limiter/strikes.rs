@@ -45,6 +45,15 @@ pub enum Block {
     Banned,
 }
 
+/// What a strike set off (logged once each, for fail2ban and operators).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tripped {
+    /// The breaker opened: this was the last strike it takes.
+    Opened,
+    /// The breaker opened, and that opening earned a ban.
+    Banned,
+}
+
 /// A client's red-zone state as a store reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Standing {
@@ -56,6 +65,8 @@ pub struct Standing {
     /// How long the block lasts from now (0 when clear). Blocked requests
     /// never extend it, so a node may remember it that long.
     pub block_ms: u64,
+    /// Set on the strike that opened the breaker (and maybe banned).
+    pub tripped: Option<Tripped>,
 }
 
 /// One client's breaker, kept by the local store (fixed size, plain data,
@@ -108,29 +119,31 @@ impl StrikeState {
         };
         self.strikes = self.strikes.saturating_add(1);
         self.strikes_until_ms = now_ms.saturating_add(rule.ttl_ms);
-        if self.strikes == rule.threshold {
-            if let Some(ban) = rules.ban {
-                self.trip(ban, now_ms);
-            }
-        }
+        let tripped = (self.strikes == rule.threshold).then(|| match rules.ban {
+            Some(ban) => self.trip(ban, now_ms),
+            None => Tripped::Opened,
+        });
         // This request is answered as an offence; the next one is blocked.
         Standing {
             strikes: self.strikes,
             block: Block::Clear,
             block_ms: 0,
+            tripped,
         }
     }
 
     /// The breaker just opened: one more trip towards a ban. The window
     /// starts at the first trip; the trip that bans restarts it as the ban.
-    fn trip(&mut self, ban: BanRule, now_ms: u64) {
+    fn trip(&mut self, ban: BanRule, now_ms: u64) -> Tripped {
         if self.trips == 0 {
             self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
         }
         self.trips = self.trips.saturating_add(1);
-        if self.trips >= ban.after {
-            self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
+        if self.trips < ban.after {
+            return Tripped::Opened;
         }
+        self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
+        Tripped::Banned
     }
 
     /// The standing now: strikes, block and how long the block lasts.
@@ -145,6 +158,7 @@ impl StrikeState {
             strikes: self.strikes,
             block,
             block_ms: until.saturating_sub(now_ms),
+            tripped: None,
         }
     }
 
@@ -312,6 +326,7 @@ mod tests {
             strikes: 5,
             block: Block::Blocked,
             block_ms: 30_000,
+            tripped: None,
         };
         s.remember(reported, FIVE_PER_MINUTE, 10_000);
         assert_eq!(s.block(FIVE_PER_MINUTE, 39_999), Block::Blocked);
@@ -331,6 +346,30 @@ mod tests {
         let mut s = StrikeState::default();
         s.remember(Standing::default(), FIVE_PER_MINUTE, 1_000);
         assert_eq!(s, StrikeState::default());
+    }
+
+    #[test]
+    fn the_strike_that_opens_the_breaker_says_so_once() {
+        let mut s = StrikeState::default();
+        let tripped: Vec<Option<Tripped>> = (0..7)
+            .map(|_| s.strike(FIVE_PER_MINUTE, 0).tripped)
+            .collect();
+        assert_eq!(tripped[4], Some(Tripped::Opened));
+        assert_eq!(tripped.iter().filter(|t| t.is_some()).count(), 1);
+    }
+
+    #[test]
+    fn the_opening_that_bans_says_banned() {
+        let rules = with_ban(2, 600_000);
+        let mut s = StrikeState::default();
+        let first: Vec<_> = (0..5).filter_map(|_| s.strike(rules, 0).tripped).collect();
+        let second: Vec<_> = (0..5)
+            .filter_map(|_| s.strike(rules, 100_000).tripped)
+            .collect();
+        assert_eq!(
+            (first, second),
+            (vec![Tripped::Opened], vec![Tripped::Banned])
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use sha1::{Digest, Sha1};
 
-use super::strikes::{Block, RedRules, Standing};
+use super::strikes::{Block, RedRules, Standing, Tripped};
 use super::{RateLimit, Verdict};
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
@@ -25,16 +25,18 @@ local function red_zone(sk, tk, threshold, after)
   return strikes, 0, 0
 end
 
--- One strike (the caller checked the client is not blocked). The trip
--- window starts at the first trip; the trip that bans restarts it.
+-- One strike (the caller checked the client is not blocked): strikes, and
+-- what it set off (0 nothing, 1 the breaker opened, 2 it opened and banned).
+-- The trip window starts at the first trip; the trip that bans restarts it.
 local function strike(sk, tk, threshold, ttl, after, ban)
   local strikes = redis.call('INCR', sk)
   redis.call('PEXPIRE', sk, ttl)
-  if strikes == threshold and after > 0 then
-    local trips = redis.call('INCR', tk)
-    if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
-  end
-  return strikes
+  if strikes ~= threshold then return strikes, 0 end
+  if after == 0 then return strikes, 1 end
+  local trips = redis.call('INCR', tk)
+  if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
+  if trips >= after then return strikes, 2 end
+  return strikes, 1
 end
 "#
     };
@@ -50,9 +52,9 @@ end
 ///   ([`member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
 ///   `ARGV[5..8]` the red-zone rules ([`rules_args`]).
 ///
-/// Returns eight integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
-/// block_ms}`.
+/// block_ms, tripped 0/1/2}`.
 /// A blocked client writes nothing. Safe under Redis 7's effects
 /// replication: replicas receive the writes, not `TIME`.
 pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
@@ -70,7 +72,7 @@ local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
 local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms} end
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -99,21 +101,23 @@ end
 -- oldest, unless the limit was lowered while entries were counted).
 local retry_after = 0
 local over = 0
+local tripped = 0
 if allowed == 0 then
   retry_after = leaves_in(count - limit)
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] == '1' and threshold > 0 then
-    strikes = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+    strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
   end
 end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0, 0}
+return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0, 0,
+  tripped}
 "#
 );
 
 /// One strike for a client (a trap hit, a replayed solution), unless it is
 /// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
-/// ([`rules_args`]). Returns `{strikes, block 0/1/2, block_ms}`
+/// ([`rules_args`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
 /// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
     "-- pow-shield circuit breaker: one strike",
@@ -122,15 +126,16 @@ pub const STRIKE_SCRIPT: &str = concat!(
 local threshold, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local after, ban = tonumber(ARGV[3]), tonumber(ARGV[4])
 local strikes, block, block_ms = red_zone(KEYS[1], KEYS[2], threshold, after)
+local tripped = 0
 if block == 0 and threshold > 0 then
-  strikes = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
+  strikes, tripped = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
 end
-return {strikes, block, block_ms}
+return {strikes, block, block_ms, tripped}
 "#
 );
 
 /// Number of integers the sliding-window script returns.
-pub const REPLY_LEN: usize = 8;
+pub const REPLY_LEN: usize = 9;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -189,7 +194,7 @@ pub fn verdict_from_reply(
     reply: &[i64],
     limit: RateLimit,
 ) -> Result<(Verdict, Standing), ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block, block_ms] =
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, red @ ..] =
         fields::<REPLY_LEN>(reply)?;
     let allowed = match allowed {
         0 => false,
@@ -207,26 +212,36 @@ pub fn verdict_from_reply(
         retry_after_ms,
         over: saturate(over),
     };
-    Ok((verdict, standing([strikes, block, block_ms], 6)?))
+    Ok((verdict, standing(red, 5)?))
 }
 
 /// Decodes the strike script's reply.
 pub fn standing_from_reply(reply: &[i64]) -> Result<Standing, ReplyError> {
-    standing(fields::<3>(reply)?, 1)
+    standing(fields::<4>(reply)?, 0)
 }
 
-/// `{strikes, block, block_ms}`; `at`: the block's position in the reply.
-fn standing([strikes, block, block_ms]: [u64; 3], at: usize) -> Result<Standing, ReplyError> {
+/// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.
+fn standing(
+    [strikes, block, block_ms, tripped]: [u64; 4],
+    at: usize,
+) -> Result<Standing, ReplyError> {
     let block = match block {
         0 => Block::Clear,
         1 => Block::Blocked,
         2 => Block::Banned,
-        _ => return Err(ReplyError::OutOfRange { index: at }),
+        _ => return Err(ReplyError::OutOfRange { index: at + 1 }),
+    };
+    let tripped = match tripped {
+        0 => None,
+        1 => Some(Tripped::Opened),
+        2 => Some(Tripped::Banned),
+        _ => return Err(ReplyError::OutOfRange { index: at + 3 }),
     };
     Ok(Standing {
         strikes: saturate(strikes),
         block,
         block_ms,
+        tripped,
     })
 }
 
@@ -259,7 +274,7 @@ mod tests {
     #[test]
     fn admitted_reply_decodes_to_an_allowed_verdict() {
         let (v, standing) =
-            verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
+            verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
         assert_eq!(standing, Standing::default());
         assert_eq!(
             v,
@@ -276,7 +291,7 @@ mod tests {
     #[test]
     fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
         let (v, standing) =
-            verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0], PER_MINUTE_60).unwrap();
+            verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0, 0], PER_MINUTE_60).unwrap();
         assert!(!v.allowed);
         assert_eq!(v.remaining, 0);
         assert_eq!(v.retry_after_ms, 12_345);
@@ -287,29 +302,36 @@ mod tests {
 
     #[test]
     fn blocked_and_banned_replies_decode() {
-        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900], PER_MINUTE_60).unwrap();
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900, 0], PER_MINUTE_60).unwrap();
         assert_eq!((s.block, s.block_ms), (Block::Blocked, 900));
-        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5], PER_MINUTE_60).unwrap();
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5, 0], PER_MINUTE_60).unwrap();
         assert_eq!(s.block, Block::Banned);
         assert_eq!(
-            verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0], PER_MINUTE_60),
+            verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 6 })
         );
         assert_eq!(
-            standing_from_reply(&[4, 0, 0]),
+            standing_from_reply(&[5, 0, 0, 2]),
             Ok(Standing {
-                strikes: 4,
+                strikes: 5,
                 block: Block::Clear,
                 block_ms: 0,
+                tripped: Some(Tripped::Banned),
             })
         );
         assert_eq!(
-            standing_from_reply(&[4, 0]),
+            standing_from_reply(&[4, 0, 0]),
             Err(ReplyError::WrongLength {
-                len: 2,
-                expected: 3
+                len: 3,
+                expected: 4
             })
         );
+        assert_eq!(
+            standing_from_reply(&[4, 0, 0, 3]),
+            Err(ReplyError::OutOfRange { index: 3 })
+        );
+        let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 1, 5, 0, 0, 1], PER_MINUTE_60).unwrap();
+        assert_eq!(s.tripped, Some(Tripped::Opened));
     }
 
     #[test]
@@ -318,8 +340,8 @@ mod tests {
             &[][..],
             &[1, 59, 0],
             &[1, 59, 0, 0],
-            &[1, 59, 0, 0, 0, 0, 0],
-            &[1, 59, 0, 0, 0, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0, 0, 0],
+            &[1, 59, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert_eq!(
                 verdict_from_reply(reply, PER_MINUTE_60),
@@ -334,7 +356,7 @@ mod tests {
     #[test]
     fn negative_value_is_an_error_naming_its_position() {
         assert_eq!(
-            verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::Negative { index: 2 })
         );
     }
@@ -342,7 +364,7 @@ mod tests {
     #[test]
     fn allowed_flag_other_than_0_or_1_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 0 })
         );
     }
@@ -350,7 +372,7 @@ mod tests {
     #[test]
     fn remaining_above_the_limit_is_an_error() {
         assert_eq!(
-            verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+            verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
             Err(ReplyError::OutOfRange { index: 1 })
         );
     }
