@@ -179,6 +179,33 @@ bad(location => 'pow_shield_log_level loud;', 'loud', 'log_level "loud"');
 good(location => "pow_shield_log_level $_;", "log_level $_")
     for qw(info notice warn error);
 
+# the red zone: pow_shield_strikes, _ban, _block_status, _trap,
+# _breaker_log_level, pow_shield_difficulty max=
+
+bad(location => 'pow_shield_strikes 0 60s;', '0', 'strikes 0');
+bad(location => 'pow_shield_strikes 5 2d;', '2d', 'strikes for 2d');
+bad(location => 'pow_shield_strikes sometimes;', 'sometimes', 'strikes "sometimes"');
+bad(location => 'pow_shield_ban 1h;', '1h', 'ban without after=');
+bad(location => 'pow_shield_ban 1h after=0;', 'after=0', 'ban after=0');
+bad(location => 'pow_shield_ban 0 after=3;', '0', 'ban for 0');
+bad(location => 'pow_shield_block_status 200;', '200', 'block_status 200');
+bad(location => 'pow_shield_block_status nope;', 'nope', 'block_status "nope"');
+bad(location => 'pow_shield_difficulty 4 max=3;', 'max=3', 'difficulty max below the base');
+bad(location => 'pow_shield_difficulty 4 max=13;', 'max=13', 'difficulty max=13');
+bad(location => 'pow_shield_difficulty 4 8;', '8', 'difficulty max without max=');
+bad(location => 'pow_shield_breaker_log_level loud;', 'loud', 'breaker_log_level "loud"');
+bad(server => 'pow_shield_trap;', undef, 'trap outside a location', -noline => 1);
+bad(location => 'pow_shield_trap on;', undef, 'trap with an argument', -noline => 1);
+
+good(location => 'pow_shield_strikes 5 60s;', 'strikes 5 60s');
+good(location => 'pow_shield_strikes off;', 'strikes off');
+good(location => 'pow_shield_ban 1h after=3;', 'ban 1h after=3');
+good(location => 'pow_shield_ban off;', 'ban off');
+good(location => "pow_shield_block_status $_;", "block_status $_") for 403, 429, 444;
+good(location => 'pow_shield_difficulty 4 max=8;', 'difficulty 4 max=8');
+good(location => 'pow_shield_trap;', 'trap');
+good(location => 'pow_shield_breaker_log_level warn;', 'breaker_log_level warn');
+
 # everything at once
 
 good(http => "pow_shield_zone 2m;\n$secret\n"
