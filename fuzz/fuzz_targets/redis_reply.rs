@@ -33,12 +33,14 @@ fuzz_target!(|data: &[u8]| {
                 let strikes = u32::try_from(reply[5]).unwrap_or(u32::MAX);
                 assert_eq!(standing.strikes, strikes);
                 assert_eq!(Ok(standing.block_ms), u64::try_from(reply[7]));
+                assert_eq!(standing.tripped.is_some(), reply[8] != 0);
             }
             if let Ok(standing) = standing_from_reply(&reply) {
                 let block = [Block::Clear, Block::Blocked, Block::Banned];
                 let index = usize::try_from(reply[1]).ok();
                 assert_eq!(Some(&standing.block), index.and_then(|i| block.get(i)));
                 assert_eq!(Ok(standing.block_ms), u64::try_from(reply[2]));
+                assert_eq!(standing.tripped.is_some(), reply[3] != 0);
             }
         }
     }
