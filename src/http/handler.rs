@@ -16,7 +16,7 @@ use super::state::{Shield, Stage, Waiting};
 use crate::config::{MainConf, Policy};
 use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, monotonic_ms, now_ms};
-use crate::limiter::strikes::{Block, Tripped};
+use crate::limiter::strikes::{Block, Standing, Tripped};
 use crate::pow;
 use crate::store::{self, CheckArgs, Op, Poll, Stores, Waiter};
 use crate::PowShield;
@@ -160,27 +160,17 @@ impl Flow<'_> {
     /// A store answered late: the next step (the fallback decides a
     /// failure).
     fn resume(&mut self, waiting: Waiting, answer: store::Answer) -> Status {
-        let Some(mut decision) = self.shield().decision else {
-            return Status::NGX_ERROR;
-        };
-        let step = match (waiting, answer) {
-            (Waiting::Check { .. }, store::Answer::Checked(checked)) => {
-                self.checked(&mut decision, Reply::Ready(checked))
-            }
-            (Waiting::Spend(_), store::Answer::Spent(first)) => {
-                decision.spent(Reply::Ready(first), || self.trusted())
-            }
-            (Waiting::Strike, store::Answer::Struck(standing)) => {
-                self.shield().standing = Some(standing);
-                decision.struck(Reply::Ready(standing))
-            }
+        let replied = match (waiting, answer) {
+            (Waiting::Check { .. }, store::Answer::Checked(c)) => Replied::Checked(Reply::Ready(c)),
+            (Waiting::Spend(_), store::Answer::Spent(first)) => Replied::Spent(Reply::Ready(first)),
+            (Waiting::Strike, store::Answer::Struck(s)) => Replied::Struck(Reply::Ready(s)),
             // The store failed it: the fallback (which answers at once).
             _ => match self.ask(waiting, true) {
                 Some(step) => return self.carry_out(step),
                 None => return Status::NGX_ERROR,
             },
         };
-        self.shield().decision = Some(decision);
+        let step = self.next(replied);
         self.carry_out(step)
     }
 
@@ -188,17 +178,16 @@ impl Flow<'_> {
     /// comes later. `fallback`: the primary already failed it.
     fn ask(&mut self, waiting: Waiting, fallback: bool) -> Option<Step> {
         let policy = self.policy();
-        let decision = self.shield().decision;
-        let stores = Stores::new(self.mcf, policy.fail);
-        let (Some(stores), Some(key), Some(mut decision)) = (stores, self.client_key(), decision)
+        let (Some(stores), Some(key)) = (Stores::new(self.mcf, policy.fail), self.client_key())
         else {
             // No zone to decide with (nginx could not map it): let it through.
             return Some(Step::End(End::pass(Outcome::Pass)));
         };
         let (monotonic, epoch) = (monotonic_ms(), now_ms());
         let red = policy.red;
-        let step = match waiting {
+        let replied = match waiting {
             Waiting::Check { offence } => {
+                // The decision checks only where a limit is set.
                 let Some(limit) = policy.limit else {
                     return Some(Step::End(End::pass(Outcome::Pass)));
                 };
@@ -208,19 +197,32 @@ impl Flow<'_> {
                     rules: red,
                     offence,
                 };
-                let reply = self.poll(&stores, fallback, |s, w| s.check(args, monotonic, w))?;
-                self.checked(&mut decision, reply)
+                Replied::Checked(self.poll(&stores, fallback, |s, w| s.check(args, monotonic, w))?)
             }
             Waiting::Spend(solved) => {
                 let digest = solved.digest;
                 let until = solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms);
-                let reply =
-                    self.poll(&stores, fallback, |s, w| s.spend(&digest, until, epoch, w))?;
-                decision.spent(reply, || self.trusted())
+                Replied::Spent(
+                    self.poll(&stores, fallback, |s, w| s.spend(&digest, until, epoch, w))?,
+                )
             }
-            Waiting::Strike => {
-                let reply =
-                    self.poll(&stores, fallback, |s, w| s.strike(key, red, monotonic, w))?;
+            Waiting::Strike => Replied::Struck(
+                self.poll(&stores, fallback, |s, w| s.strike(key, red, monotonic, w))?,
+            ),
+        };
+        Some(self.next(replied))
+    }
+
+    /// The decision's next step for a store's reply.
+    fn next(&mut self, replied: Replied) -> Step {
+        // `start` made the decision before any store was asked.
+        let Some(mut decision) = self.shield().decision else {
+            return Step::End(End::pass(Outcome::Pass));
+        };
+        let step = match replied {
+            Replied::Checked(reply) => self.checked(&mut decision, reply),
+            Replied::Spent(reply) => decision.spent(reply, || self.trusted()),
+            Replied::Struck(reply) => {
                 if let Reply::Ready(standing) = reply {
                     self.shield().standing = Some(standing);
                 }
@@ -228,7 +230,7 @@ impl Flow<'_> {
             }
         };
         self.shield().decision = Some(decision);
-        Some(step)
+        step
     }
 
     /// Runs one store operation; `None` while it is pending.
@@ -452,6 +454,13 @@ impl Flow<'_> {
             end.reason
         );
     }
+}
+
+/// A store's reply to one of the operations a request waits for.
+enum Replied {
+    Checked(Reply<Checked>),
+    Spent(Reply<bool>),
+    Struck(Reply<Standing>),
 }
 
 /// The resume event's handler: the store answered; run the phases again.
