@@ -130,10 +130,11 @@ ok($pttl > 3_590_000 && $pttl <= 3_600_000,
     "the window key expires one window after its newest entry ($pttl ms)");
 
 # the default key: $pow_shield_client of 127.0.0.1 is the text "127.0.0.1"
+# behind a NUL byte (no client-controlled key can equal it)
 
 is(get($auth, 'ignored', '/ip/data.json')->status, 200, 'default key: 200');
-my $ipkey = 'edge:{' . hexkey('127.0.0.1') . '}:w:5:3600000';
-is_deeply([keys_in($auth, 3, 'edge:{' . hexkey('127.0.0.1') . '}*')], [$ipkey],
+my $ipkey = 'edge:{' . hexkey("\x00127.0.0.1") . '}:w:5:3600000';
+is_deeply([keys_in($auth, 3, 'edge:{' . hexkey("\x00127.0.0.1") . '}*')], [$ipkey],
     "default key \$pow_shield_client of 127.0.0.1: $ipkey");
 
 # a spent challenge: <prefix>spent:{sha256 hex of the token}, with a TTL

@@ -36,8 +36,10 @@ const DEFAULT_STRIKES: StrikeRule = StrikeRule {
 const DEFAULT_BLOCK_STATUS: u16 = 403;
 const DEFAULT_CHALLENGE_TTL_MS: u64 = 60_000;
 const DEFAULT_ZONE_SIZE: usize = 10 * 1024 * 1024;
-/// IPv4 per address, IPv6 per /64 (`limiter::client`).
-const DEFAULT_KEY: &str = "$pow_shield_client";
+/// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
+/// no request can carry one, so no key a client controls (a header, an
+/// argument) can equal an address's and spend its strikes or its count.
+const DEFAULT_KEY: &str = "\0$pow_shield_client";
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
 
