@@ -53,16 +53,18 @@ impl Replays {
         Queued::Yes
     }
 
-    /// The tokens to write now, unexpired ones first queued. Those queued at
-    /// `now_ms` wait: the request that failed may not have been decided by
-    /// the fallback yet (it runs from a posted event of this iteration).
-    pub fn take_due(&mut self, now_ms: u64) -> Vec<Replay> {
+    /// Up to `most` tokens to write now, unexpired ones first queued (a
+    /// batch, so that the writes never crowd out requests' commands). Those
+    /// queued at `now_ms` wait: the request that failed may not have been
+    /// decided by the fallback yet (it runs from a posted event of this
+    /// iteration).
+    pub fn take_due(&mut self, now_ms: u64, most: usize) -> Vec<Replay> {
         let mut due = Vec::new();
         self.queue.retain(|r| {
             if r.expires_at_ms <= now_ms {
                 return false;
             }
-            if r.queued_at_ms < now_ms {
+            if r.queued_at_ms < now_ms && due.len() < most {
                 due.push(*r);
                 return false;
             }
@@ -94,7 +96,7 @@ mod tests {
     fn tokens_queued_earlier_are_due() {
         let mut r = Replays::new(4);
         assert_eq!(r.push(&D, 1000, 10), Queued::Yes);
-        assert_eq!(r.take_due(11).len(), 1);
+        assert_eq!(r.take_due(11, 64).len(), 1);
         assert!(r.is_empty());
     }
 
@@ -102,7 +104,7 @@ mod tests {
     fn tokens_queued_in_this_iteration_wait() {
         let mut r = Replays::new(4);
         r.push(&D, 1000, 10);
-        assert!(r.take_due(10).is_empty());
+        assert!(r.take_due(10, 64).is_empty());
         assert!(!r.is_empty());
     }
 
@@ -110,7 +112,7 @@ mod tests {
     fn expired_tokens_are_skipped() {
         let mut r = Replays::new(4);
         r.push(&D, 20, 10);
-        assert!(r.take_due(20).is_empty());
+        assert!(r.take_due(20, 64).is_empty());
         assert!(r.is_empty());
     }
 
@@ -121,8 +123,24 @@ mod tests {
         assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: true });
         assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: false });
         assert_eq!(r.dropped(), 2);
-        r.take_due(1);
+        r.take_due(1, 64);
         assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
         assert_eq!(r.push(&D, 1000, 1), Queued::Dropped { first: true });
+    }
+
+    #[test]
+    fn writes_go_in_batches_oldest_first() {
+        let mut r = Replays::new(100);
+        for n in 0..10u8 {
+            r.push(&[n; 32], 1_000, u64::from(n));
+        }
+        let first = r.take_due(50, 4);
+        assert_eq!(
+            first.iter().map(|x| x.digest[0]).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(r.take_due(50, 4).len(), 4);
+        assert_eq!(r.take_due(50, 4).len(), 2);
+        assert!(r.is_empty());
     }
 }

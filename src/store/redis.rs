@@ -29,6 +29,11 @@ use crate::redis::replays::{Queued, Replays};
 /// spent it still refuses it; only other nodes could accept it once more.
 const MAX_REPLAYS: usize = 4096;
 
+/// Queued spends written per request or reconnect: well under the
+/// client's cap of commands in flight, so the writes never crowd out the
+/// requests' own commands after an outage.
+const REPLAY_BATCH: usize = 64;
+
 /// The Redis store of one worker.
 pub struct RedisStore {
     client: Client,
@@ -237,7 +242,7 @@ impl RedisStore {
         let now = now_ms();
         let due = match self.replays.try_borrow_mut() {
             Ok(mut replays) if !replays.is_empty() && self.client.is_healthy() => {
-                replays.take_due(now)
+                replays.take_due(now, REPLAY_BATCH)
             }
             _ => return,
         };
