@@ -722,7 +722,8 @@ fn run_failed() {
         .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
         .unwrap_or_default();
     for on_reply in failed {
-        on_reply(None);
+        // Each on its own: a bug in one must not strand the other requests.
+        crate::ffi::guard((), || on_reply(None));
     }
 }
 
@@ -823,7 +824,8 @@ unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             })
             .unwrap_or_default();
         for (on_reply, frame) in ready {
-            on_reply(frame);
+            // Each on its own: a bug in one must not strand the other requests.
+            crate::ffi::guard((), || on_reply(frame));
         }
         inner.run_deferred();
     })
