@@ -100,14 +100,6 @@ sub wkey {
     return 'pow:{' . hexkey($client) . "}:w:$n:$ms";
 }
 
-sub solution {
-    my ($r) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
-}
-
 sub redis_ms {
     my $t = $n1->redis_cmd('TIME') or return undef;
     return $t->[0] * 1000 + int($t->[1] / 1000);

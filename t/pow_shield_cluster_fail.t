@@ -188,14 +188,6 @@ sub up_lines {
         qr/pow_shield: redis \S+ is available again/));
 }
 
-sub solution_of {
-    my ($r) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
-}
-
 # Redis up: Redis decides
 
 my $r = get('local', 'up');
@@ -219,7 +211,7 @@ for my $loc (qw(local default)) {
         "fail $loc: rate-limit headers from the local bucket");
     is($rs[3]->header('X-Result'), 'challenge', "fail $loc: 429 is a challenge");
     ok($rs[3]->header('X-PoW-Challenge'), "fail $loc: 429 carries X-PoW-Challenge");
-    my %sol = solution_of($rs[3]);
+    my %sol = solution($rs[3]);
     $r = get($loc, "L-$loc", %sol);
     is($r->status, 200, "fail $loc: a solution is accepted (local replay cache)");
     $r = get($loc, "L-$loc", %sol);

@@ -73,14 +73,6 @@ sub get {
     return $t->http_get('/api/data.json', 'X-Client' => 'r', %h);
 }
 
-sub solution {
-    my ($r) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
-}
-
 sub spent_keys { scalar @{$n1->redis_cmd('KEYS', 'pow:spent:*') || []} }
 
 # Redis down: node A's shared-memory bucket and replay cache decide

@@ -143,17 +143,6 @@ sub wkey { tag($_[0]) . ":w:$_[1]" }
 
 sub redis { $n1->redis_cmd(@_) }
 
-# The solution headers for a challenge response (a wrong nonce with
-# wrong => 1).
-sub solution {
-    my ($r, %o) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    my ($salt, $d) = ($p->{salt} // '', $p->{difficulty} // 1);
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => $o{wrong} ? wrong_nonce($salt, $d) : solve($salt, $d));
-}
-
 # Scripts the nodes ran so far
 sub script_calls {
     my $info = redis('INFO', 'commandstats') // '';

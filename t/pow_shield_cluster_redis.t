@@ -100,14 +100,6 @@ sub in_db {
 
 sub lines { scalar(my @l = $_[0]->error_log_lines($_[1])) }
 
-sub solution_of {
-    my ($r) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
-}
-
 # Redis with a password, database 3, prefix "edge:"
 
 my $auth = Test::PowShield->new->require_redis;
@@ -140,7 +132,7 @@ is_deeply([keys_in($auth, 3, 'edge:{' . hexkey("\x00127.0.0.1") . '}*')], [$ipke
 # a spent challenge: <prefix>spent:{sha256 hex of the token}, with a TTL
 
 {
-    my %sol = solution_of($rs[3]);
+    my %sol = solution($rs[3]);
     is(get($auth, 'db-client', undef, %sol)->status, 200, 'solution accepted');
     my $spent = 'edge:spent:{' . sha256_hex($sol{'X-PoW-Challenge'}) . '}';
     is_deeply([keys_in($auth, 3, 'edge:spent:*')], [$spent],

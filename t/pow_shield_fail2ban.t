@@ -114,10 +114,8 @@ from($banning, '192.0.2.9', 'dry') for 1 .. 3;
 from($banning, '192.0.2.10', 'api') for 1 .. 2;
 from($calm, '192.0.2.11', 'api') for 1 .. 2;
 for (1 .. 10) {
-    my $token = from($calm, '192.0.2.11', 'api')->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    from($calm, '192.0.2.11', 'api', 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => wrong_nonce($p->{salt} // '', $p->{difficulty} || 1));
+    from($calm, '192.0.2.11', 'api',
+        solution(from($calm, '192.0.2.11', 'api'), wrong => 1));
 }
 from($calm, '192.0.2.11', 'api', 'X-PoW-Challenge' => 'garbage', 'X-PoW-Nonce' => '1');
 

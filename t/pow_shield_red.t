@@ -123,17 +123,6 @@ sub get {
     return $t->http_get("/$dir/data.json", 'X-Client' => $client, %h);
 }
 
-# The solution headers for a challenge response (a wrong nonce with
-# wrong => 1).
-sub solution {
-    my ($r, %o) = @_;
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    my ($salt, $d) = ($p->{salt} // '', $p->{difficulty} // 1);
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => $o{wrong} ? wrong_nonce($salt, $d) : solve($salt, $d));
-}
-
 sub is_block_response {
     my ($r, $shield, $name) = @_;
     subtest $name => sub {

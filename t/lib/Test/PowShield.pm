@@ -49,7 +49,7 @@ use Test::PowShield::Response;
 
 my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
-    forge_token forge_token_raw sign now_ms json_encode json_decode
+    solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
 my @UTIL = qw(answered statuses eventually);
 our @EXPORT_OK = (@POW, @UTIL);
@@ -640,6 +640,18 @@ sub hash_ok {
     my ($salt, $nonce, $difficulty) = @_;
     return substr(sha256_hex($salt . $nonce), 0, $difficulty)
         eq '0' x $difficulty;
+}
+
+# solution($response, wrong => 1): the headers that answer the challenge
+# of a response (X-PoW-Challenge and a nonce that solves it, or with
+# wrong => 1 one that does not).
+sub solution {
+    my ($r, %o) = @_;
+    my $token = $r->header('X-PoW-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    my ($salt, $d) = ($p->{salt} // '', $p->{difficulty} // 1);
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => $o{wrong} ? wrong_nonce($salt, $d) : solve($salt, $d));
 }
 
 # Smallest decimal nonce solving the challenge (exactly $exact zeros when
