@@ -275,11 +275,25 @@ impl Flow<'_> {
         step
     }
 
-    /// The client key, in the request pool (no copy).
+    /// The client key, in the request pool (no copy), evaluated once per
+    /// request: every store operation of the request uses it.
     fn client_key(&self) -> Option<&[u8]> {
-        // SAFETY: the key is a complex value compiled at configuration time.
-        let cv = unsafe { self.policy().key.as_ref() }?;
-        self.r.get_complex_value(cv).map(|v| v.as_bytes())
+        let mut shield = self.shield;
+        // SAFETY: the state lives in the request's pool for the whole run,
+        // and no other borrow of it is live while the key is read or set.
+        let shield = unsafe { shield.as_mut() };
+        if shield.key.is_none() {
+            // SAFETY: the key is a complex value compiled at configuration time.
+            let cv = unsafe { self.policy().key.as_ref() }?;
+            let key = self.r.get_complex_value(cv)?.as_bytes();
+            shield.key = Some((key.as_ptr(), key.len()));
+        }
+        match shield.key {
+            Some((_, 0)) | None => Some(&[]),
+            // SAFETY: the value was made in the request's pool, which lives
+            // as long as the request.
+            Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
+        }
     }
 
     /// Makes the request's waiter when a store asks for one. It holds only

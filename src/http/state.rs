@@ -47,6 +47,8 @@ pub struct Shield {
     pub stage: Stage,
     /// The policy of the location that decided (headers use it too).
     pub policy: Policy,
+    /// The client key once evaluated (request pool memory).
+    pub key: Option<(*const u8, usize)>,
     /// The decision in progress (kept across store round trips).
     pub decision: Option<Decision>,
     pub verdict: Option<Verdict>,
@@ -122,6 +124,7 @@ impl Shield {
                 Shield {
                     stage: Stage::Start,
                     policy,
+                    key: None,
                     decision: None,
                     verdict: None,
                     standing: None,
