@@ -1,0 +1,141 @@
+"""Reading the shield's answers (SPEC sections 4 and 5): challenges, blocks."""
+
+import base64
+import binascii
+import email.utils
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from ._errors import Banned, Blocked, Unsolvable
+
+#: Statuses that carry a challenge: 429 (over the limit) and the
+#: verification failures that come with a fresh one.
+CHALLENGE_STATUSES = frozenset({409, 410, 422, 429})
+
+HEADER_CHALLENGE = "X-PoW-Challenge"
+HEADER_NONCE = "X-PoW-Nonce"
+HEADER_DIFFICULTY = "X-PoW-Difficulty"
+HEADER_SHIELD = "X-PoW-Shield"
+
+
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
+    # requests and httpx both give case-insensitive mappings; a plain dict
+    # may not be, so look the name up in every case.
+    value = headers.get(name)
+    if value is None:
+        lower = name.lower()
+        for key, v in headers.items():
+            if key.lower() == lower:
+                return v
+    return value
+
+
+def retry_after(headers: Mapping[str, str]) -> Optional[float]:
+    """``Retry-After`` in seconds (delay-seconds or an HTTP date), or None."""
+    value = _header(headers, "Retry-After")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def check_blocked(status: int, headers: Mapping[str, str], response: Any = None) -> None:
+    """Raises ``Banned`` or ``Blocked`` when the response is the circuit
+    breaker's (header ``X-PoW-Shield``), whatever its status."""
+    shield = (_header(headers, HEADER_SHIELD) or "").strip().lower()
+    if shield == "banned":
+        raise Banned(f"banned by the circuit breaker (HTTP {status})", response)
+    if shield == "blocked":
+        raise Blocked(f"blocked by the circuit breaker (HTTP {status})", response)
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """A proof-of-work challenge: solve it with ``pow_shield.solve(c.salt,
+    c.difficulty)`` and resend the request with ``c.headers(nonce)``."""
+
+    token: str
+    salt: str
+    difficulty: int
+    #: status of the response that carried it (429, 409, 410 or 422)
+    status: int = 429
+    #: seconds the token stays valid, when the server said
+    expires_in: Optional[int] = None
+    #: the response's ``Retry-After`` in seconds, when present
+    retry_after: Optional[float] = None
+
+    @classmethod
+    def from_token(cls, token: str, **fields: Any) -> "Challenge":
+        """Reads salt and difficulty from the token's signed payload."""
+        try:
+            payload_text, _mac = token.split(".")
+            payload = json.loads(_b64url_decode(payload_text))
+            salt = payload["salt"]
+            difficulty = payload["difficulty"]
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            raise Unsolvable(f"unreadable challenge token: {exc}") from None
+        if not isinstance(salt, str) or isinstance(difficulty, bool) or not isinstance(difficulty, int):
+            raise Unsolvable("challenge token payload has no string salt and integer difficulty")
+        return cls(token=token, salt=salt, difficulty=difficulty, **fields)
+
+    @classmethod
+    def from_response(
+        cls,
+        status: int,
+        headers: Mapping[str, str],
+        body: Optional[bytes] = None,
+        response: Any = None,
+    ) -> Optional["Challenge"]:
+        """The challenge a response carries, or None when it carries none.
+
+        The token comes from the ``X-PoW-Challenge`` header (or the JSON
+        body's ``challenge``); salt and difficulty from the token's payload,
+        which is what the server verifies, so the body is optional.  Raises
+        ``Unsolvable`` for a challenge that cannot be read or uses another
+        algorithm than SHA-256.
+        """
+        if status not in CHALLENGE_STATUSES:
+            return None
+        doc: Any = None
+        if body:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+        if not isinstance(doc, dict):
+            doc = {}
+        token = _header(headers, HEADER_CHALLENGE) or doc.get("challenge")
+        if not token or not isinstance(token, str):
+            return None
+        algorithm = doc.get("algorithm", "sha256")
+        if algorithm != "sha256":
+            raise Unsolvable(f"unsupported proof-of-work algorithm {algorithm!r}", response)
+        expires = doc.get("expires_in")
+        fields = {
+            "status": status,
+            "expires_in": expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
+            "retry_after": retry_after(headers),
+        }
+        try:
+            return cls.from_token(token.strip(), **fields)
+        except Unsolvable as exc:
+            exc.response = response
+            raise
+
+    def headers(self, nonce: str) -> dict:
+        """The two request headers that present ``nonce`` as the solution."""
+        return {HEADER_CHALLENGE: self.token, HEADER_NONCE: nonce}

@@ -1,0 +1,57 @@
+"""Typed errors: every way a paying client can fail to get through."""
+
+from typing import Any, Optional
+
+
+class PowShieldError(Exception):
+    """Base class of every error this package raises.
+
+    ``response`` is the HTTP response that led to the error (a
+    ``requests.Response`` or an ``httpx.Response``) when there is one.
+    """
+
+    def __init__(self, message: str, response: Optional[Any] = None) -> None:
+        super().__init__(message)
+        self.response = response
+
+
+class Blocked(PowShieldError):
+    """The circuit breaker is open for this client (``X-PoW-Shield: blocked``).
+
+    Paying does not help: every request is refused until the block ends.
+    """
+
+
+class Banned(Blocked):
+    """The client is banned (``X-PoW-Shield: banned``): a longer block."""
+
+
+class Unsolvable(PowShieldError):
+    """A challenge this client will not or cannot solve."""
+
+
+class TooDifficult(Unsolvable):
+    """The challenge's difficulty is above ``max_difficulty``; nothing was computed."""
+
+    def __init__(self, difficulty: int, max_difficulty: int, response: Optional[Any] = None) -> None:
+        super().__init__(
+            f"challenge difficulty {difficulty} is above max_difficulty {max_difficulty}",
+            response,
+        )
+        self.difficulty = difficulty
+        self.max_difficulty = max_difficulty
+
+
+class SolveTimeout(Unsolvable):
+    """No solution was found within ``max_solve_time`` seconds."""
+
+    def __init__(self, difficulty: int, seconds: float, response: Optional[Any] = None) -> None:
+        super().__init__(
+            f"no solution for difficulty {difficulty} within {seconds:g} s", response
+        )
+        self.difficulty = difficulty
+        self.seconds = seconds
+
+
+class RetriesExhausted(PowShieldError):
+    """The server still refused after ``max_retries`` paid or waited retries."""

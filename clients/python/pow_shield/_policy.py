@@ -1,0 +1,133 @@
+"""What a paying client does with each answer, shared by every HTTP adapter.
+
+The adapters (``requests``, ``httpx`` sync and async) only send, sleep and
+solve; this module decides which of those comes next, so they all behave
+alike (and like the ``pow-shield`` command-line client):
+
+* ``X-PoW-Shield: blocked`` / ``banned``: raise ``Blocked`` / ``Banned``.
+* 429 with ``Retry-After`` and ``prefer_wait``: sleep, then resend unchanged.
+* 429, 409, 410 or 422 with a challenge: solve it and resend with the
+  solution (409/410/422 carry a fresh challenge after a spent, expired or
+  wrong one).
+* 503 with ``Retry-After`` and ``prefer_wait``: sleep, then resend.
+* anything else: hand the response back.
+
+Each wait or payment is one retry; past ``max_retries`` the adapter raises
+``RetriesExhausted``.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Union
+
+from ._challenge import CHALLENGE_STATUSES, HEADER_SHIELD, Challenge, _header, check_blocked, retry_after
+from ._errors import RetriesExhausted, SolveTimeout
+from ._solver import check_difficulty, solve
+
+#: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
+WAIT_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Sleep this many seconds, then resend the request as it was."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Pay:
+    """Solve this challenge, then resend with its solution."""
+
+    challenge: Challenge
+
+
+Step = Union[None, Wait, Pay]
+
+
+class Policy:
+    """The limits a paying client respects, and its decision per response."""
+
+    def __init__(
+        self,
+        *,
+        max_difficulty: Optional[int] = None,
+        max_solve_time: Optional[float] = None,
+        prefer_wait: Union[bool, float] = False,
+        max_retries: int = 3,
+        processes: Optional[int] = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if max_solve_time is not None and max_solve_time < 0:
+            raise ValueError("max_solve_time must be >= 0")
+        if not isinstance(prefer_wait, bool) and prefer_wait < 0:
+            raise ValueError("prefer_wait must be a bool or a number of seconds >= 0")
+        self.max_difficulty = max_difficulty
+        self.max_solve_time = max_solve_time
+        self.prefer_wait = prefer_wait
+        self.max_retries = max_retries
+        self.processes = processes
+
+    def __repr__(self) -> str:
+        return (
+            f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
+            f"prefer_wait={self.prefer_wait!r}, max_retries={self.max_retries!r}, processes={self.processes!r})"
+        )
+
+    @staticmethod
+    def needs_body(status: int, headers: Mapping[str, str]) -> bool:
+        """Whether the adapter should read the body before ``step`` (small
+        bodies of answers the client will not hand back, or raise with)."""
+        return status in CHALLENGE_STATUSES or _header(headers, HEADER_SHIELD) is not None
+
+    def _wants_wait(self, delay: Optional[float]) -> bool:
+        if delay is None or self.prefer_wait is False:
+            return False
+        return self.prefer_wait is True or delay <= self.prefer_wait
+
+    def step(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        body: Optional[bytes],
+        retries: int,
+        response: Any = None,
+    ) -> Step:
+        """The next move after a response, ``retries`` moves into the request.
+
+        Raises ``Blocked``/``Banned``, ``Unsolvable``/``TooDifficult`` (before
+        any work) and ``RetriesExhausted``.
+        """
+        check_blocked(status, headers, response)
+        move: Step = None
+        delay = retry_after(headers)
+        if status in WAIT_STATUSES and self._wants_wait(delay):
+            move = Wait(max(0.0, delay or 0.0))
+        else:
+            challenge = Challenge.from_response(status, headers, body, response)
+            if challenge is not None:
+                try:
+                    check_difficulty(challenge.difficulty, self.max_difficulty)
+                except Exception as exc:
+                    exc.response = response  # type: ignore[attr-defined]
+                    raise
+                move = Pay(challenge)
+        if move is not None and retries >= self.max_retries:
+            raise RetriesExhausted(
+                f"still HTTP {status} after {retries} retr{'y' if retries == 1 else 'ies'}", response
+            )
+        return move
+
+    def solve(self, challenge: Challenge, response: Any = None) -> str:
+        """Solves within the limits; ``SolveTimeout`` carries ``response``."""
+        try:
+            return solve(
+                challenge.salt,
+                challenge.difficulty,
+                max_difficulty=self.max_difficulty,
+                max_solve_time=self.max_solve_time,
+                processes=self.processes,
+            )
+        except SolveTimeout as exc:
+            exc.response = response
+            raise

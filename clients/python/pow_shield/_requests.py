@@ -1,0 +1,96 @@
+"""``pow_shield.Session``: a ``requests.Session`` that pays its way."""
+
+import time
+from typing import Any, Optional, Union
+
+import requests
+from requests.utils import rewind_body
+
+from ._errors import PowShieldError
+from ._policy import Pay, Policy, Wait
+
+
+def _replayable(request: requests.PreparedRequest) -> bool:
+    body = request.body
+    if body is None or isinstance(body, (bytes, str)):
+        return True
+    # a file: requests noted where it started (prepare_body)
+    return getattr(request, "_body_position", None) is not None
+
+
+class Session(requests.Session):
+    """A ``requests.Session`` that answers pow-shield challenges.
+
+    >>> s = pow_shield.Session(max_difficulty=6)
+    >>> s.get("https://api.example.com/items").json()
+
+    A 429 with a challenge is solved and the request sent again with the
+    solution; so is the fresh challenge of a 409, 410 or 422.  The circuit
+    breaker's answer raises ``Blocked`` or ``Banned``.
+
+    ``max_difficulty``: raise ``TooDifficult`` instead of solving above it.
+    ``max_solve_time``: seconds per solve; ``SolveTimeout`` beyond.
+    ``prefer_wait``: True to sleep ``Retry-After`` on 429/503 instead of
+    paying; a number of seconds to sleep only when ``Retry-After`` is at
+    most that, paying otherwise.
+    ``max_retries``: paid or waited resends per request before
+    ``RetriesExhausted``.
+    ``processes``: solver processes (see ``pow_shield.solve``).
+
+    Bodies are sent again as they were: bytes and strings always, files by
+    seeking back; a generator body cannot be sent twice and raises
+    ``PowShieldError`` when a challenge comes back.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_difficulty: Optional[int] = None,
+        max_solve_time: Optional[float] = None,
+        prefer_wait: Union[bool, float] = False,
+        max_retries: int = 3,
+        processes: Optional[int] = None,
+    ) -> None:
+        super().__init__()
+        self.pow_policy = Policy(
+            max_difficulty=max_difficulty,
+            max_solve_time=max_solve_time,
+            prefer_wait=prefer_wait,
+            max_retries=max_retries,
+            processes=processes,
+        )
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        # Session.send also runs for each redirect hop, so every hop pays
+        # for itself.
+        policy = self.pow_policy
+        response = super().send(request, **kwargs)
+        retries = 0
+        history = []
+        while True:
+            body = response.content if policy.needs_body(response.status_code, response.headers) else None
+            step = policy.step(response.status_code, response.headers, body, retries, response)
+            if step is None:
+                break
+            if not _replayable(request):
+                raise PowShieldError(
+                    f"HTTP {response.status_code} asks to send the request again, "
+                    "but its body is a stream that cannot be sent twice",
+                    response,
+                )
+            retries += 1
+            request = request.copy()
+            if isinstance(step, Wait):
+                time.sleep(step.seconds)
+            elif isinstance(step, Pay):
+                nonce = policy.solve(step.challenge, response)
+                request.headers.update(step.challenge.headers(nonce))
+            if request.body is not None and not isinstance(request.body, (bytes, str)):
+                rewind_body(request)
+            response.close()
+            history.append(response)
+            response = super().send(request, **kwargs)
+        if history:
+            # the paid-for answers first, then the redirects that followed
+            response.history = history + list(response.history)
+        return response

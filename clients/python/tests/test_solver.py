@@ -1,0 +1,127 @@
+"""The solver (SPEC section 4): hex(sha256(salt + nonce)) starts with
+`difficulty` '0' characters; limits checked before and during the work."""
+
+import hashlib
+import multiprocessing
+import os
+import sys
+import unittest
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pow_shield  # noqa: E402
+from pow_shield import _solver  # noqa: E402
+
+# (salt, difficulty, smallest nonce, sha256 hex of salt+nonce), checked with
+# coreutils: printf '%s%s' SALT NONCE | sha256sum
+VECTORS = [
+    ("00", 1, "10", "0b08e3dcc50fe4e5cee9b0b3a671a8db936f8335ba9050696d41cbb9a07f22e3"),
+    ("abc", 2, "252", "00e6fe2fa1d885b56b771f9f9098ddc018d72efb61c0e10367bb5a8b82289f6a"),
+    ("abc", 3, "1322", "000213955c51ad382c14a1634987938c793bb005b6106a3943a16795b65227cd"),
+    ("8f2a1c3d4e5f60718293a4b5c6d7e8f9", 3, "87", "00091b3df85818d6b60b48fa07d948599d954e18a61255009958fae27e874770"),
+    ("8f2a1c3d4e5f60718293a4b5c6d7e8f9", 4, "21820", "0000805c24f8d450f28c0a14363a12913b66ae89d31b36f005c7aeacabd67a79"),
+]
+
+
+def solves(salt, nonce, difficulty):
+    return hashlib.sha256((salt + nonce).encode()).hexdigest().startswith("0" * difficulty)
+
+
+class SolveTest(unittest.TestCase):
+    def test_vectors_hash_as_recorded(self):
+        for salt, _d, nonce, digest in VECTORS:
+            self.assertEqual(hashlib.sha256((salt + nonce).encode()).hexdigest(), digest)
+
+    def test_single_process_finds_the_smallest_nonce(self):
+        for salt, d, nonce, _ in VECTORS:
+            with self.subTest(salt=salt, difficulty=d):
+                self.assertEqual(pow_shield.solve(salt, d, processes=1), nonce)
+
+    def test_every_nonce_below_the_answer_fails(self):
+        for salt, d, nonce, _ in VECTORS[:4]:
+            self.assertFalse(any(solves(salt, str(n), d) for n in range(int(nonce))))
+
+    def test_nonce_is_decimal_ascii_of_at_most_20_digits(self):
+        nonce = pow_shield.solve(os.urandom(16).hex(), 3)
+        self.assertTrue(nonce.isascii() and nonce.isdigit() and len(nonce) <= 20)
+
+    def test_random_salts_give_valid_solutions(self):
+        for d in (1, 2, 3):
+            salt = os.urandom(16).hex()
+            self.assertTrue(solves(salt, pow_shield.solve(salt, d), d))
+
+    def test_difficulty_zero_needs_no_work(self):
+        with mock.patch.object(_solver, "_solve_here", side_effect=AssertionError("searched")):
+            self.assertEqual(pow_shield.solve("anything", 0), "0")
+
+    def test_threshold_matches_leading_hex_zeros_at_every_difficulty(self):
+        # digests with exactly k leading zero nibbles, then a 1 or an f
+        for d in range(1, 65):
+            threshold = _solver._threshold(d)
+            for k in range(0, 64):
+                for nib in "1f":
+                    hexd = ("0" * k + nib).ljust(64, "f")[:64]
+                    digest = bytes.fromhex(hexd)
+                    self.assertEqual(digest < threshold, hexd.startswith("0" * d), (d, k, nib))
+            self.assertTrue(bytes(32) < threshold)
+
+    def test_is_solution_is_the_servers_rule(self):
+        for salt, d, nonce, digest in VECTORS:
+            self.assertTrue(pow_shield.is_solution(salt, nonce, d))
+            self.assertEqual(pow_shield.is_solution(salt, nonce, d + 1), digest.startswith("0" * (d + 1)))
+        self.assertFalse(pow_shield.is_solution("00", "1" * 21, 0))
+        self.assertFalse(pow_shield.is_solution("00", "-1", 0))
+        self.assertFalse(pow_shield.is_solution("00", "", 0))
+
+    def test_parallel_search_finds_a_valid_nonce_and_stops_its_workers(self):
+        for salt, d, _nonce, _ in VECTORS:
+            with self.subTest(salt=salt, difficulty=d):
+                self.assertTrue(solves(salt, pow_shield.solve(salt, d, processes=2), d))
+        self.assertEqual(multiprocessing.active_children(), [])
+
+    def test_default_is_one_process_below_difficulty_5(self):
+        self.assertEqual(_solver.default_processes(4), 1)
+        self.assertGreaterEqual(_solver.default_processes(5), 1)
+
+
+class LimitTest(unittest.TestCase):
+    def test_max_difficulty_raises_too_difficult_before_any_work(self):
+        with mock.patch.object(_solver.hashlib, "sha256", side_effect=AssertionError("hashed")):
+            with self.assertRaises(pow_shield.TooDifficult) as cm:
+                pow_shield.solve("salt", 9, max_difficulty=4)
+        self.assertEqual((cm.exception.difficulty, cm.exception.max_difficulty), (9, 4))
+        self.assertIsInstance(cm.exception, pow_shield.Unsolvable)
+
+    def test_max_difficulty_equal_to_difficulty_solves(self):
+        self.assertTrue(solves("abc", pow_shield.solve("abc", 2, max_difficulty=2), 2))
+
+    def test_max_solve_time_raises_solve_timeout(self):
+        # 16 ** 30 hashes are out of reach: only the deadline can end this
+        with self.assertRaises(pow_shield.SolveTimeout) as cm:
+            pow_shield.solve("salt", 30, max_solve_time=0.05, processes=1)
+        self.assertEqual(cm.exception.difficulty, 30)
+
+    def test_max_solve_time_stops_the_parallel_search_too(self):
+        with self.assertRaises(pow_shield.SolveTimeout):
+            pow_shield.solve("salt", 30, max_solve_time=0.05, processes=2)
+        self.assertEqual(multiprocessing.active_children(), [])
+
+    def test_impossible_difficulties_are_unsolvable(self):
+        for bad in (-1, 65, 1.5, True, "3"):
+            with self.subTest(difficulty=bad), self.assertRaises(pow_shield.Unsolvable):
+                pow_shield.solve("salt", bad)
+
+    def test_salt_must_be_text(self):
+        with self.assertRaises(TypeError):
+            pow_shield.solve(b"salt", 1)
+
+    def test_bad_arguments_are_value_errors(self):
+        with self.assertRaises(ValueError):
+            pow_shield.solve("salt", 1, processes=0)
+        with self.assertRaises(ValueError):
+            pow_shield.solve("salt", 1, max_solve_time=-1)
+
+
+if __name__ == "__main__":
+    unittest.main()
