@@ -54,8 +54,11 @@ class FakeServer:
                 pass
 
             def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    body = self._read_chunked()
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else b""
                 with outer.lock:
                     outer.requests.append(Recorded(self.command, self.path, dict(self.headers), body))
                     entry = outer.script.pop(0) if outer.script else (500, {}, b"script exhausted")
@@ -67,11 +70,22 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def _read_chunked(self) -> bytes:
+                body = b""
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0], 16)
+                    if size == 0:
+                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                            pass
+                        return body
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+
             do_GET = do_POST = do_PUT = _answer
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self) -> "FakeServer":
         self.thread.start()

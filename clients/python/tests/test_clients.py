@@ -1,0 +1,234 @@
+"""Session (requests) and HttpxAuth (httpx, sync and async) against a
+scripted server: each answer of the shield leads to the same move in all
+three (SPEC sections 4 and 5)."""
+
+import asyncio
+import hashlib
+import io
+import os
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pow_shield  # noqa: E402
+from fakeserver import FakeServer  # noqa: E402
+
+try:
+    import requests
+except ImportError:  # pragma: no cover - optional dependency
+    requests = None
+try:
+    import httpx
+except ImportError:  # pragma: no cover - optional dependency
+    httpx = None
+
+
+def solves(salt, nonce, difficulty):
+    return hashlib.sha256((salt + nonce).encode()).hexdigest().startswith("0" * difficulty)
+
+
+class Scenarios:
+    """The behaviours, written once; subclasses say how to send."""
+
+    def setUp(self):
+        self.server = FakeServer().__enter__()
+        self.addCleanup(self.server.__exit__)
+
+    def fetch(self, method="GET", data=None, **options):
+        """Sends one request through the client under test; returns
+        (status, body bytes)."""
+        raise NotImplementedError
+
+    def assertPaid(self, recorded, token):
+        self.assertEqual(recorded.header("X-PoW-Challenge"), token)
+        salt, difficulty = self.server.issued[token]
+        self.assertTrue(solves(salt, recorded.header("X-PoW-Nonce"), difficulty))
+
+    def issued_tokens(self):
+        return list(self.server.issued)
+
+    def test_a_429_is_paid_and_the_request_sent_again(self):
+        self.server.script = [self.server.challenge(difficulty=2), self.server.ok()]
+        self.assertEqual(self.fetch(), (200, b'{"ok":true}'))
+        first, second = self.server.requests
+        self.assertIsNone(first.header("X-PoW-Nonce"))
+        self.assertPaid(second, self.issued_tokens()[0])
+
+    def test_the_fresh_challenge_of_409_410_422_is_solved(self):
+        for status in (409, 410, 422):
+            with self.subTest(status=status):
+                self.server.requests.clear()
+                self.server.issued.clear()
+                self.server.script = [
+                    self.server.challenge(),
+                    self.server.challenge(status=status, retry_after=None, error="Challenge already spent"),
+                    self.server.ok(),
+                ]
+                self.assertEqual(self.fetch()[0], 200)
+                first_token, fresh_token = self.issued_tokens()
+                self.assertEqual(len(self.server.requests), 3)
+                self.assertPaid(self.server.requests[1], first_token)
+                self.assertPaid(self.server.requests[2], fresh_token)
+
+    def test_blocked_raises_blocked(self):
+        self.server.script = [self.server.blocked("blocked")]
+        with self.assertRaises(pow_shield.Blocked) as cm:
+            self.fetch()
+        self.assertNotIsInstance(cm.exception, pow_shield.Banned)
+        self.assertEqual(cm.exception.response.status_code, 403)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_banned_raises_banned(self):
+        self.server.script = [self.server.blocked("banned", status=429)]
+        with self.assertRaises(pow_shield.Banned):
+            self.fetch()
+
+    def test_blocked_after_paying_raises_blocked(self):
+        self.server.script = [self.server.challenge(), self.server.blocked()]
+        with self.assertRaises(pow_shield.Blocked):
+            self.fetch()
+        self.assertEqual(len(self.server.requests), 2)
+
+    def test_max_difficulty_raises_too_difficult_without_resending(self):
+        self.server.script = [self.server.challenge(difficulty=9), self.server.ok()]
+        with self.assertRaises(pow_shield.TooDifficult) as cm:
+            self.fetch(max_difficulty=4)
+        self.assertEqual(cm.exception.difficulty, 9)
+        self.assertEqual(cm.exception.response.status_code, 429)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_max_solve_time_raises_solve_timeout(self):
+        self.server.script = [self.server.challenge(difficulty=30)]
+        with self.assertRaises(pow_shield.SolveTimeout):
+            self.fetch(max_solve_time=0.05, processes=1)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_retries_are_bounded_by_max_retries(self):
+        self.server.script = [self.server.challenge() for _ in range(5)]
+        with self.assertRaises(pow_shield.RetriesExhausted) as cm:
+            self.fetch(max_retries=2)
+        self.assertEqual(len(self.server.requests), 3)
+        self.assertEqual(cm.exception.response.status_code, 429)
+
+    def test_prefer_wait_sleeps_retry_after_instead_of_paying(self):
+        self.server.script = [self.server.challenge(retry_after="0"), self.server.ok()]
+        self.assertEqual(self.fetch(prefer_wait=True)[0], 200)
+        self.assertIsNone(self.server.requests[1].header("X-PoW-Nonce"))
+
+    def test_prefer_wait_pays_a_429_without_retry_after(self):
+        self.server.script = [self.server.challenge(retry_after=None), self.server.ok()]
+        self.assertEqual(self.fetch(prefer_wait=True)[0], 200)
+        self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
+
+    def test_prefer_wait_seconds_pays_when_retry_after_is_longer(self):
+        self.server.script = [self.server.challenge(retry_after="3600"), self.server.ok()]
+        self.assertEqual(self.fetch(prefer_wait=5)[0], 200)
+        self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
+
+    def test_prefer_wait_sleeps_a_503_retry_after(self):
+        self.server.script = [self.server.unavailable("0"), self.server.ok()]
+        self.assertEqual(self.fetch(prefer_wait=True)[0], 200)
+        self.assertEqual(len(self.server.requests), 2)
+
+    def test_a_503_is_handed_back_without_prefer_wait(self):
+        self.server.script = [self.server.unavailable("0"), self.server.ok()]
+        self.assertEqual(self.fetch()[0], 503)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_other_errors_are_handed_back(self):
+        self.server.script = [self.server.error(403, "Invalid challenge signature")]
+        self.assertEqual(self.fetch(), (403, b'{"error": "Invalid challenge signature"}'))
+
+    def test_a_429_without_challenge_is_handed_back(self):
+        self.server.script = [(429, {"Retry-After": "1"}, b"slow down")]
+        self.assertEqual(self.fetch(), (429, b"slow down"))
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_an_unreadable_token_is_unsolvable(self):
+        self.server.script = [(429, {"X-PoW-Challenge": "garbage"}, b"")]
+        with self.assertRaises(pow_shield.Unsolvable):
+            self.fetch()
+
+    def test_the_body_is_sent_again(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        self.fetch(method="POST", data=b'{"item":42}')
+        self.assertEqual([r.body for r in self.server.requests], [b'{"item":42}'] * 2)
+        self.assertEqual([r.method for r in self.server.requests], ["POST"] * 2)
+
+
+@unittest.skipIf(requests is None, "requests is not installed")
+class SessionTest(Scenarios, unittest.TestCase):
+    def fetch(self, method="GET", data=None, **options):
+        with pow_shield.Session(**options) as s:
+            r = s.request(method, self.server.url(), data=data, timeout=10)
+            return r.status_code, r.content
+
+    def test_a_file_body_is_sent_again_from_its_start(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        with pow_shield.Session() as s:
+            s.post(self.server.url(), data=io.BytesIO(b"file contents"), timeout=10)
+        self.assertEqual([r.body for r in self.server.requests], [b"file contents"] * 2)
+
+    def test_a_generator_body_cannot_be_sent_again(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        with pow_shield.Session() as s, self.assertRaises(pow_shield.PowShieldError):
+            s.post(self.server.url(), data=iter([b"a", b"b"]), timeout=10)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_history_keeps_the_answers_paid_for(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        with pow_shield.Session() as s:
+            r = s.get(self.server.url(), timeout=10)
+        self.assertEqual([h.status_code for h in r.history], [429])
+
+
+@unittest.skipIf(httpx is None, "httpx is not installed")
+class HttpxSyncTest(Scenarios, unittest.TestCase):
+    def fetch(self, method="GET", data=None, **options):
+        with httpx.Client(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
+            r = c.request(method, self.server.url(), content=data)
+            return r.status_code, r.content
+
+    def test_a_streamed_body_is_sent_again(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        with httpx.Client(auth=pow_shield.HttpxAuth(), timeout=10) as c:
+            c.post(self.server.url(), content=iter([b"a", b"b"]))
+        self.assertEqual([r.body for r in self.server.requests], [b"ab"] * 2)
+
+
+@unittest.skipIf(httpx is None, "httpx is not installed")
+class HttpxAsyncTest(Scenarios, unittest.TestCase):
+    def fetch(self, method="GET", data=None, **options):
+        async def go():
+            async with httpx.AsyncClient(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
+                r = await c.request(method, self.server.url(), content=data)
+                return r.status_code, r.content
+
+        return asyncio.run(go())
+
+    def test_the_solve_runs_off_the_event_loop_thread(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        auth = pow_shield.HttpxAuth()
+        threads = []
+        real_solve = auth.policy.solve
+
+        def recording_solve(*args):
+            threads.append(threading.get_ident())
+            return real_solve(*args)
+
+        auth.policy.solve = recording_solve
+
+        async def go():
+            async with httpx.AsyncClient(auth=auth, timeout=10) as c:
+                return threading.get_ident(), (await c.get(self.server.url())).status_code
+
+        loop_thread, status = asyncio.run(go())
+        self.assertEqual(status, 200)
+        self.assertEqual(len(threads), 1)
+        self.assertNotEqual(threads[0], loop_thread)
+
+
+if __name__ == "__main__":
+    unittest.main()
