@@ -1,7 +1,7 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
-#   make test          cargo test + the integration suite (prove -r t/)
+#   make test          cargo test + the Python client's unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
@@ -25,8 +25,11 @@ TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 SOAK_PKGS  := wrk redis-server perl curl
+# the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
+PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
+PYTHON     := /usr/bin/python3
 
-.PHONY: all build build-debian run test unittest prove check bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak
+.PHONY: all build build-debian run test unittest pyunittest prove check bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak deps-python
 
 all: build
 
@@ -47,8 +50,11 @@ deps-build:
 	$(call need_pkgs,$(BUILD_PKGS))
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found; install Rust: https://rustup.rs"; exit 1; }
 
-deps-test: deps-build
+deps-test: deps-build deps-python
 	$(call need_pkgs,$(TEST_PKGS))
+
+deps-python:
+	$(call need_pkgs,$(PY_PKGS))
 
 deps-debian:
 	$(call need_pkgs,$(DEB_PKGS))
@@ -99,7 +105,10 @@ prove: deps-test build
 	  else echo "note: nginx-dev not installed: the Debian load test will be skipped"; fi
 	prove -I t/lib -r t/
 
-test: unittest prove
+pyunittest: deps-python
+	$(PYTHON) -m unittest discover -s clients/python/tests
+
+test: unittest pyunittest prove
 
 check: deps-build
 	$(CARGO) fmt --check
