@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
 from ._challenge import CHALLENGE_STATUSES, HEADER_SHIELD, Challenge, _header, check_blocked, retry_after
-from ._errors import RetriesExhausted, SolveTimeout
+from ._errors import PowShieldError, RetriesExhausted, SolveTimeout
 from ._solver import check_difficulty, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
@@ -108,8 +108,8 @@ class Policy:
             if challenge is not None:
                 try:
                     check_difficulty(challenge.difficulty, self.max_difficulty)
-                except Exception as exc:
-                    exc.response = response  # type: ignore[attr-defined]
+                except PowShieldError as exc:
+                    exc.response = response
                     raise
                 move = Pay(challenge)
         if move is not None and retries >= self.max_retries:

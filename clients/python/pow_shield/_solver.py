@@ -12,7 +12,7 @@ import multiprocessing
 import os
 import queue
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 from ._errors import SolveTimeout, TooDifficult, Unsolvable
 
@@ -181,10 +181,3 @@ def solve(
         raise SolveTimeout(difficulty, float(max_solve_time or 0))
     return str(found)
 
-
-def measure(difficulty: int, salt: str = "pow-shield-bench", processes: Optional[int] = None) -> Tuple[str, float]:
-    """Solves one challenge and returns ``(nonce, seconds)``; for a rough
-    feel of the cost on this machine, not a benchmark."""
-    t0 = time.perf_counter()
-    nonce = solve(salt, difficulty, processes=processes)
-    return nonce, time.perf_counter() - t0

@@ -56,6 +56,11 @@ class Scenarios:
         self.assertIsNone(first.header("X-PoW-Nonce"))
         self.assertPaid(second, self.issued_tokens()[0])
 
+    def test_a_solve_on_several_processes_pays_too(self):
+        self.server.script = [self.server.challenge(difficulty=2), self.server.ok()]
+        self.assertEqual(self.fetch(processes=2)[0], 200)
+        self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
+
     def test_the_fresh_challenge_of_409_410_422_is_solved(self):
         for status in (409, 410, 422):
             with self.subTest(status=status):

@@ -1,0 +1,90 @@
+"""Reading the shield's answers: challenges (SPEC section 4), the breaker's
+block (section 5), Retry-After."""
+
+import email.utils
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import pow_shield  # noqa: E402
+from fakeserver import make_token  # noqa: E402
+
+SALT = "6c17a261001047c8b3e83591c3269c2e"
+TOKEN = make_token(SALT, 4)
+
+
+def body(**fields):
+    doc = {"error": "PoW challenge required", "challenge": TOKEN, "difficulty": 4, "salt": SALT,
+           "algorithm": "sha256", "expires_in": 60, "instructions": "..."}
+    doc.update(fields)
+    return json.dumps(doc).encode()
+
+
+class ChallengeTest(unittest.TestCase):
+    def test_headers_alone_are_enough(self):
+        c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": TOKEN, "Retry-After": "2"})
+        self.assertEqual((c.token, c.salt, c.difficulty, c.status, c.retry_after), (TOKEN, SALT, 4, 429, 2.0))
+
+    def test_the_json_body_alone_is_enough(self):
+        c = pow_shield.Challenge.from_response(409, {}, body())
+        self.assertEqual((c.token, c.salt, c.difficulty, c.expires_in), (TOKEN, SALT, 4, 60))
+
+    def test_header_names_are_case_insensitive(self):
+        c = pow_shield.Challenge.from_response(422, {"x-pow-challenge": TOKEN})
+        self.assertEqual(c.difficulty, 4)
+
+    def test_only_challenge_statuses_carry_one(self):
+        for status in (200, 400, 403, 503):
+            self.assertIsNone(pow_shield.Challenge.from_response(status, {"X-PoW-Challenge": TOKEN}))
+        for status in (409, 410, 422, 429):
+            self.assertIsNotNone(pow_shield.Challenge.from_response(status, {"X-PoW-Challenge": TOKEN}))
+
+    def test_a_429_without_a_token_has_no_challenge(self):
+        self.assertIsNone(pow_shield.Challenge.from_response(429, {}, b"slow down"))
+
+    def test_another_algorithm_is_unsolvable(self):
+        with self.assertRaises(pow_shield.Unsolvable):
+            pow_shield.Challenge.from_response(429, {}, body(algorithm="scrypt"))
+
+    def test_an_unreadable_token_is_unsolvable(self):
+        for token in ("garbage", "a.b", "!!!.x", make_token(SALT, 4).replace(".", "")):
+            with self.subTest(token=token), self.assertRaises(pow_shield.Unsolvable):
+                pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token})
+
+    def test_solution_headers(self):
+        c = pow_shield.Challenge.from_token(TOKEN)
+        self.assertEqual(c.headers("123"), {"X-PoW-Challenge": TOKEN, "X-PoW-Nonce": "123"})
+
+
+class BlockedTest(unittest.TestCase):
+    def test_blocked_and_banned_are_typed(self):
+        with self.assertRaises(pow_shield.Blocked) as cm:
+            pow_shield.check_blocked(403, {"X-PoW-Shield": "blocked"})
+        self.assertNotIsInstance(cm.exception, pow_shield.Banned)
+        with self.assertRaises(pow_shield.Banned):
+            pow_shield.check_blocked(403, {"x-pow-shield": "Banned"})
+
+    def test_other_responses_are_not_blocks(self):
+        pow_shield.check_blocked(403, {"Content-Type": "application/json"})
+        pow_shield.check_blocked(200, {})
+
+
+class RetryAfterTest(unittest.TestCase):
+    def test_delay_seconds(self):
+        self.assertEqual(pow_shield.retry_after({"Retry-After": "7"}), 7.0)
+
+    def test_http_date(self):
+        later = email.utils.formatdate(time.time() + 120, usegmt=True)
+        self.assertTrue(100 < pow_shield.retry_after({"Retry-After": later}) <= 121)
+
+    def test_absent_or_garbage_is_none(self):
+        self.assertIsNone(pow_shield.retry_after({}))
+        self.assertIsNone(pow_shield.retry_after({"Retry-After": "soon"}))
+
+
+if __name__ == "__main__":
+    unittest.main()
