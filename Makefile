@@ -1,7 +1,7 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
-#   make test          cargo test + the integration suite (prove -r t/)
+#   make test          cargo test (module + workspace crates) + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
@@ -19,6 +19,8 @@ PROFILE    ?= release
 OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
+# Workspace crates with no nginx dependency (tested and linted on their own).
+PURE_CRATES := pow-shield-protocol
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
@@ -91,8 +93,10 @@ run: build
 	@cat nginx-conf/demo-banner.txt
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
+# The module's unit tests, then the workspace's nginx-free crates.
 unittest: deps-build
 	$(CARGO) test --profile $(PROFILE) --features vendored --lib
+	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %)
 
 prove: deps-test build
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
@@ -104,6 +108,7 @@ test: unittest prove
 check: deps-build
 	$(CARGO) fmt --check
 	$(CARGO) clippy --profile $(PROFILE) --features vendored --all-targets -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets -- -D warnings
 
 bench: build deps-bench
 	bench/run.sh
