@@ -1,8 +1,10 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
-#   make test          cargo test + the Python client's unit tests + the integration suite (prove -r t/)
-#   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so
+#   make test          cargo test (module + workspace crates) + the Python client's unit tests
+#                      + the integration suite (prove -r t/)
+#   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
+#                      and the client CLI                -> objs/pow-shield
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
 #   make bench         throughput against stock nginx and limit_req (bench/)
@@ -19,6 +21,8 @@ PROFILE    ?= release
 OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
+# Workspace crates with no nginx dependency (tested and linted on their own).
+PURE_CRATES := pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
@@ -74,7 +78,9 @@ build: deps-build
 	  test -n "$$ngx" || { echo "vendored nginx binary not found"; exit 1; }; \
 	  install -m 755 "$$ngx" $(OBJS)/nginx
 	install -m 755 target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
-	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')) and objs/$(MODULE).so"
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield
+	install -m 755 target/$(PROFILE)/pow-shield $(OBJS)/pow-shield
+	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')), objs/$(MODULE).so and objs/pow-shield"
 
 # The module for the distribution's nginx: configure a copy of its source
 # tree with its own flags, and build against that (a module only loads into
@@ -97,8 +103,10 @@ run: build
 	@cat nginx-conf/demo-banner.txt
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
+# The module's unit tests, then the workspace's nginx-free crates.
 unittest: deps-build
 	$(CARGO) test --profile $(PROFILE) --features vendored --lib
+	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
 
 prove: deps-test build
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
@@ -113,6 +121,7 @@ test: unittest pyunittest prove
 check: deps-build
 	$(CARGO) fmt --check
 	$(CARGO) clippy --profile $(PROFILE) --features vendored --all-targets -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets --features pow-shield-client/reqwest -- -D warnings
 
 bench: build deps-bench
 	bench/run.sh

@@ -2,7 +2,9 @@
 //! and makes clients over the limit pay with a SHA-256 proof of work.
 //!
 //! This file only wires the module into nginx; behaviour lives below:
-//! - `pow/`, `limiter/`, `config/values.rs`: pure logic, no nginx types;
+//! - `protocol/` (crate `pow-shield-protocol`, here `pow`): tokens, the
+//!   proof of work, the responses' shapes;
+//! - `limiter/`, `config/values.rs`: pure logic, no nginx types;
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client on nginx's event loop; `http/`: the request path.
@@ -18,7 +20,7 @@ mod ffi;
 #[cfg(not(test))]
 mod http;
 pub mod limiter;
-pub mod pow;
+pub use pow_shield_protocol as pow;
 mod redis;
 #[cfg(not(test))]
 mod shm;

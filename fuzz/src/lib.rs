@@ -1,12 +1,12 @@
 //! The module's pure sources (no nginx types), compiled into this crate as
-//! they are, so the fuzz targets need no nginx symbols. `limiter` and `pow`
-//! keep their crate paths, which `config/values.rs` uses.
+//! they are, so the fuzz targets need no nginx symbols; the protocol is its
+//! own crate. `limiter` and `pow` keep the module's crate paths, which
+//! `config/values.rs` uses.
 #![allow(dead_code, unused_imports)]
 
 #[path = "../../src/limiter/mod.rs"]
 pub mod limiter;
-#[path = "../../src/pow/mod.rs"]
-pub mod pow;
+pub use pow_shield_protocol as pow;
 
 // Mounted at the root: `#[path]` inside an inline module resolves against
 // a directory that would have to exist.

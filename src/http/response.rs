@@ -3,12 +3,12 @@
 use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
-use serde_json::json;
 
 use super::state::Shield;
 use crate::config::values::HeadersMode;
 use crate::ffi::bytes;
 use crate::limiter::strikes::Block;
+use crate::pow::wire::{self, ChallengeBody, ErrorBody};
 use crate::pow::Challenge;
 
 const JSON: &str = "application/json";
@@ -29,67 +29,55 @@ pub fn send_challenge(
     ttl_ms: u64,
     retry_after_ms: Option<u64>,
 ) -> Status {
-    let body = json!({
-        "error": error.unwrap_or("PoW challenge required"),
-        "challenge": challenge.token,
-        "difficulty": challenge.difficulty,
-        "salt": challenge.salt,
-        "algorithm": "sha256",
-        "expires_in": ttl_ms / 1000,
-        "instructions": instructions(challenge.difficulty),
-    });
+    let body = ChallengeBody::new(
+        error,
+        &challenge.token,
+        &challenge.salt,
+        challenge.difficulty,
+        ttl_ms / 1000,
+    );
     let difficulty = challenge.difficulty.to_string();
     let mut headers = vec![
-        ("X-PoW-Challenge", challenge.token.as_str()),
-        ("X-PoW-Difficulty", difficulty.as_str()),
+        (wire::HEADER_CHALLENGE, challenge.token.as_str()),
+        (wire::HEADER_DIFFICULTY, difficulty.as_str()),
     ];
     let retry_after = retry_after_ms.map(|ms| retry_after_secs(ms).to_string());
     if let Some(secs) = retry_after.as_deref() {
         headers.push(("Retry-After", secs));
     }
-    send(r, status, JSON, body.to_string().as_bytes(), &headers)
-}
-
-fn instructions(difficulty: u8) -> String {
-    format!(
-        "Find a decimal nonce such that the lower-case hex SHA-256 of salt followed by nonce \
-         starts with {difficulty} '0' characters, then repeat the request with the headers \
-         X-PoW-Challenge: <challenge> and X-PoW-Nonce: <nonce>. Each solution admits one request."
-    )
+    send(r, status, JSON, body.to_json().as_bytes(), &headers)
 }
 
 /// Sends `{"error": message}` with `status`.
 pub fn send_error(r: &mut Request, status: u16, message: &str) -> Status {
-    let body = json!({ "error": message });
-    send(r, status, JSON, body.to_string().as_bytes(), &[])
+    send(r, status, JSON, ErrorBody::json(message).as_bytes(), &[])
 }
 
 /// The circuit breaker's answer (SPEC §5): as cheap as a response gets,
 /// plain text, no challenge.
 pub fn send_blocked(r: &mut Request, status: u16, block: Block) -> Status {
     let shield = match block {
-        Block::Banned => "banned",
-        Block::Blocked | Block::Clear => "blocked",
+        Block::Banned => wire::SHIELD_BANNED,
+        Block::Blocked | Block::Clear => wire::SHIELD_BLOCKED,
     };
     send(
         r,
         status,
         "text/plain",
-        b"Blocked by Circuit Breaker",
-        &[("X-PoW-Shield", shield)],
+        wire::BLOCKED_BODY.as_bytes(),
+        &[(wire::HEADER_SHIELD, shield)],
     )
 }
 
 /// 503 while the store is down under `pow_shield_fail closed`, or when a
 /// solution cannot be recorded.
 pub fn send_unavailable(r: &mut Request, retry_after_ms: u64) -> Status {
-    let body = json!({ "error": "Rate limiter unavailable" });
     let secs = retry_after_secs(retry_after_ms).to_string();
     send(
         r,
-        503,
+        wire::UNAVAILABLE_STATUS,
         JSON,
-        body.to_string().as_bytes(),
+        ErrorBody::json(wire::UNAVAILABLE_MESSAGE).as_bytes(),
         &[("Retry-After", &secs)],
     )
 }

@@ -1,18 +1,24 @@
-//! Proof-of-work challenges (SPEC §4): stateless HMAC-signed tokens, the
-//! SHA-256 work check, and verification in the SPEC's order. No nginx types
-//! and no clock: callers pass `now_ms` (epoch milliseconds).
+//! pow-shield's protocol (SPEC §4): stateless HMAC-signed challenge
+//! tokens, the SHA-256 work check and search, verification in the SPEC's
+//! order, and the responses a client reads (`wire`). No nginx types and no
+//! clock: callers pass `now_ms` (epoch milliseconds). The module and the
+//! clients both build on this crate.
 #![forbid(unsafe_code)]
 
 mod keys;
 mod token;
 mod verify;
+pub mod wire;
 mod work;
 
 #[cfg(test)]
 mod tests;
 
 pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
-pub use token::{issue_challenge, issue_challenge_with_salt, Challenge, MAX_PAYLOAD_LEN, SALT_LEN};
+pub use token::{
+    issue_challenge, issue_challenge_with_salt, read_unverified, Challenge, TokenInfo,
+    MAX_PAYLOAD_LEN, SALT_LEN,
+};
 pub use verify::{verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{is_valid_nonce, meets_difficulty, solve, MAX_NONCE_DIGITS};
 

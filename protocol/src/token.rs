@@ -79,6 +79,34 @@ pub fn issue_challenge_with_salt(
     }
 }
 
+/// What a token says, read without checking its signature: a client knows
+/// no key, and the server checks everything anyway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenInfo {
+    /// Client address the challenge was issued to.
+    pub ip: String,
+    /// Issue time, epoch milliseconds.
+    pub issued_at_ms: u64,
+    /// Leading hex zeros required (1..=12).
+    pub difficulty: u8,
+    /// The salt, as hex text.
+    pub salt: String,
+}
+
+/// Reads a token's payload without verifying its MAC; `None` unless it is
+/// `a.b` with a well-formed payload.
+pub fn read_unverified(token: &str) -> Option<TokenInfo> {
+    let parts = TokenParts::split(token.as_bytes())?;
+    let mut buf = [0u8; MAX_PAYLOAD_LEN];
+    let payload = parts.decode_payload(&mut buf)?;
+    Some(TokenInfo {
+        ip: payload.ip.into_owned(),
+        issued_at_ms: payload.ts,
+        difficulty: u8::try_from(payload.difficulty).ok()?,
+        salt: payload.salt.into_owned(),
+    })
+}
+
 /// Encodes `json` and signs it: the whole token text.
 pub(crate) fn sign_payload(key: &Secret, json: &[u8]) -> String {
     let mut token = URL_SAFE_NO_PAD.encode(json);
@@ -226,7 +254,7 @@ mod tests {
     fn mac_is_hmac_sha256_of_the_encoded_payload_text() {
         let c = issue_challenge_with_salt(&keys(), "::1", 1, 4, [1; 16]);
         let (payload, mac) = c.token.split_once('.').unwrap();
-        let mut expected = crate::pow::keys::HmacSha256::new_from_slice(&[b'k'; 32]).unwrap();
+        let mut expected = crate::keys::HmacSha256::new_from_slice(&[b'k'; 32]).unwrap();
         expected.update(payload.as_bytes());
         assert_eq!(
             URL_SAFE_NO_PAD.decode(mac).unwrap(),
@@ -262,6 +290,17 @@ mod tests {
     fn address_with_quotes_is_json_escaped() {
         let c = issue_challenge_with_salt(&keys(), "a\"b\\c", 1, 4, [0; 16]);
         assert_eq!(decode_json(&c.token)["ip"], "a\"b\\c");
+    }
+
+    #[test]
+    fn read_unverified_gives_the_payload_fields() {
+        let c = issue_challenge_with_salt(&keys(), "::1", 7, 5, [0xab; 16]);
+        let info = read_unverified(&c.token).unwrap();
+        assert_eq!(info.ip, "::1");
+        assert_eq!(info.issued_at_ms, 7);
+        assert_eq!(info.difficulty, 5);
+        assert_eq!(info.salt, c.salt);
+        assert!(read_unverified("not a token").is_none());
     }
 
     #[test]

@@ -1,0 +1,267 @@
+//! A small blocking HTTP client that pays its way (the CLI's engine):
+//! send, read the answer, solve or wait, send again.
+
+use std::io::Read;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use pow_shield_protocol::wire;
+
+use crate::challenge::{may_be_challenge, read_answer, Challenge};
+use crate::retry::{Policy, Retrier, Step};
+use crate::{solve, Error, Nonce};
+
+/// Most bytes read from a challenge response whose token is not in a
+/// header (the body then has to be parsed).
+const MAX_CHALLENGE_BODY: u64 = 64 * 1024;
+
+/// One request, resent as often as the policy allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// An `http://` (or `https://`, if the build has TLS) URL.
+    pub url: String,
+    /// Headers in order; a caller's `X-PoW-Challenge`/`X-PoW-Nonce` are
+    /// sent on the first try only.
+    pub headers: Vec<(String, String)>,
+    /// The body, sent on every try.
+    pub body: Option<Vec<u8>>,
+}
+
+/// The final response.
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// `HTTP/1.1` and the like.
+    pub version: String,
+    /// Response headers in order.
+    pub headers: Vec<(String, String)>,
+    /// The body, not yet read.
+    pub body: Box<dyn Read + Send>,
+}
+
+/// What happened, for `-v`.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A request is being sent.
+    Sending {
+        /// The request (headers as sent).
+        method: &'a str,
+        /// The URL.
+        url: &'a str,
+        /// Headers as sent.
+        headers: &'a [(String, String)],
+    },
+    /// A response arrived.
+    Received {
+        /// `HTTP/1.1` and the like.
+        version: &'a str,
+        /// Status.
+        status: u16,
+        /// Headers.
+        headers: &'a [(String, String)],
+    },
+    /// A challenge is being solved.
+    Solving(&'a Challenge),
+    /// Solved.
+    Solved {
+        /// The solution.
+        nonce: Nonce,
+        /// Time spent.
+        elapsed: Duration,
+    },
+    /// Sleeping `Retry-After` before trying again.
+    Waiting(Duration),
+}
+
+/// A paying HTTP client.
+pub struct Client {
+    agent: ureq::Agent,
+    policy: Policy,
+}
+
+impl Client {
+    /// A client under `policy`. Redirects are not followed (as curl).
+    pub fn new(policy: Policy) -> Client {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .allow_non_standard_methods(true)
+            .user_agent(concat!("pow-shield/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Client { agent, policy }
+    }
+
+    /// Sends `req`, paying challenges and waiting as the policy says, and
+    /// returns the first response that is not a challenge.
+    pub fn send(&self, req: &Request, events: &mut dyn FnMut(Event)) -> Result<Reply, Error> {
+        let mut retrier = Retrier::new(self.policy.clone());
+        let mut solution: Option<(String, Nonce)> = None;
+        let mut first = true;
+        loop {
+            let headers = headers_for(&req.headers, solution.as_ref(), first);
+            first = false;
+            events(Event::Sending {
+                method: &req.method,
+                url: &req.url,
+                headers: &headers,
+            });
+            let mut response = self.run(req, &headers)?;
+            let status = response.status().as_u16();
+            let version = format!("{:?}", response.version());
+            let got: Vec<(String, String)> = response
+                .headers()
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            events(Event::Received {
+                version: &version,
+                status,
+                headers: &got,
+            });
+            let lookup = |name: &str| {
+                got.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.as_str())
+            };
+            let body = if may_be_challenge(status) && lookup(wire::HEADER_CHALLENGE).is_none() {
+                let mut buf = Vec::new();
+                response
+                    .body_mut()
+                    .as_reader()
+                    .take(MAX_CHALLENGE_BODY)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| Error::Transport(e.to_string()))?;
+                Some(buf)
+            } else {
+                None
+            };
+            let answer = read_answer(status, lookup, body.as_deref());
+            match retrier.next(answer) {
+                Step::Return => {
+                    let body: Box<dyn Read + Send> = match body {
+                        Some(bytes) => Box::new(std::io::Cursor::new(bytes)),
+                        None => Box::new(response.into_body().into_reader()),
+                    };
+                    return Ok(Reply {
+                        status,
+                        version,
+                        headers: got,
+                        body,
+                    });
+                }
+                Step::Fail(e) => return Err(e),
+                Step::Wait(d) => {
+                    events(Event::Waiting(d));
+                    thread::sleep(d);
+                    solution = None;
+                }
+                Step::Solve(c) => {
+                    events(Event::Solving(&c));
+                    let start = Instant::now();
+                    let nonce = solve(&c.salt, c.difficulty, &self.policy.solve)?;
+                    events(Event::Solved {
+                        nonce,
+                        elapsed: start.elapsed(),
+                    });
+                    solution = Some((c.token, nonce));
+                }
+            }
+        }
+    }
+
+    fn run(
+        &self,
+        req: &Request,
+        headers: &[(String, String)],
+    ) -> Result<ureq::http::Response<ureq::Body>, Error> {
+        let mut builder = ureq::http::Request::builder()
+            .method(req.method.as_str())
+            .uri(req.url.as_str());
+        for (name, value) in headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let sent = match &req.body {
+            Some(body) => builder
+                .body(body.clone())
+                .map_err(|e| Error::Request(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport_error)),
+            None => builder
+                .body(())
+                .map_err(|e| Error::Request(e.to_string()))
+                .and_then(|r| self.agent.run(r).map_err(transport_error)),
+        };
+        sent
+    }
+}
+
+/// The headers of one try: the caller's, with a fresh solution replacing
+/// any `X-PoW-*` the caller gave (which are kept on the first try only).
+fn headers_for(
+    given: &[(String, String)],
+    solution: Option<&(String, Nonce)>,
+    first: bool,
+) -> Vec<(String, String)> {
+    let is_pow = |name: &str| {
+        name.eq_ignore_ascii_case(wire::HEADER_CHALLENGE)
+            || name.eq_ignore_ascii_case(wire::HEADER_NONCE)
+    };
+    let mut headers: Vec<(String, String)> = given
+        .iter()
+        .filter(|(k, _)| first || !is_pow(k))
+        .cloned()
+        .collect();
+    if let Some((token, nonce)) = solution {
+        headers.push((wire::HEADER_CHALLENGE.to_owned(), token.clone()));
+        headers.push((wire::HEADER_NONCE.to_owned(), nonce.to_string()));
+    }
+    headers
+}
+
+fn transport_error(e: ureq::Error) -> Error {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Connect(e.to_string()),
+        ureq::Error::BadUri(_) | ureq::Error::Http(_) => Error::Request(e.to_string()),
+        ureq::Error::Io(ref io)
+            if matches!(
+                io.kind(),
+                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+            ) =>
+        {
+            Error::Closed
+        }
+        ureq::Error::Io(ref io) if io.kind() == ErrorKind::ConnectionRefused => {
+            Error::Connect(e.to_string())
+        }
+        _ => Error::Transport(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(k: &str, v: &str) -> (String, String) {
+        (k.to_owned(), v.to_owned())
+    }
+
+    #[test]
+    fn caller_pow_headers_go_on_the_first_try_only() {
+        let given = [h("X-PoW-Challenge", "old"), h("x-pow-nonce", "1"), h("A", "b")];
+        assert_eq!(headers_for(&given, None, true), given.to_vec());
+        assert_eq!(headers_for(&given, None, false), vec![h("A", "b")]);
+        let solution = ("new".to_owned(), Nonce(42));
+        assert_eq!(
+            headers_for(&given, Some(&solution), false),
+            vec![h("A", "b"), h("X-PoW-Challenge", "new"), h("X-PoW-Nonce", "42")]
+        );
+    }
+}

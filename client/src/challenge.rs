@@ -1,0 +1,214 @@
+//! What a response means to a paying client (SPEC §4, §5).
+
+use std::time::Duration;
+
+use pow_shield_protocol::wire::{self, ChallengeBody};
+use pow_shield_protocol::{read_unverified, MAX_DIFFICULTY};
+
+use crate::Error;
+
+/// A challenge to pay: a 429, or a 409/410/422 with a fresh one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// The response's status.
+    pub status: u16,
+    /// The signed token, sent back as `X-PoW-Challenge`.
+    pub token: String,
+    /// The salt the nonce is appended to.
+    pub salt: String,
+    /// Leading hex zeros required.
+    pub difficulty: u8,
+    /// `Retry-After`, when the response had one (delay-seconds).
+    pub retry_after: Option<Duration>,
+}
+
+/// How a client should read one response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Not the shield's business: hand it to the caller.
+    Pass,
+    /// Pay (or wait) and retry.
+    Challenge(Challenge),
+    /// The store is unavailable (503); `Retry-After` says when to try again.
+    Unavailable {
+        /// `Retry-After`, when present.
+        retry_after: Option<Duration>,
+    },
+    /// Refused outright ([`Error::Blocked`], [`Error::Banned`]) or a
+    /// challenge that cannot be read ([`Error::BadChallenge`]).
+    Refused(Error),
+}
+
+/// Statuses that come with a challenge (SPEC §4).
+const CHALLENGE_STATUSES: [u16; 4] = [429, 409, 410, 422];
+
+/// Whether a response with this status may carry a challenge; only then can
+/// [`read_answer`] need the body (when the token header is missing).
+pub fn may_be_challenge(status: u16) -> bool {
+    CHALLENGE_STATUSES.contains(&status)
+}
+
+/// Reads a response: `header` looks a header up by name (any case), `body`
+/// is consulted only when the challenge header is missing. The salt and
+/// difficulty are read from the token itself (what the server will check);
+/// the body's copies are the fallback.
+pub fn read_answer<'h>(
+    status: u16,
+    header: impl Fn(&str) -> Option<&'h str>,
+    body: Option<&[u8]>,
+) -> Answer {
+    match header(wire::HEADER_SHIELD).map(str::trim) {
+        Some(wire::SHIELD_BANNED) => return Answer::Refused(Error::Banned { status }),
+        Some(wire::SHIELD_BLOCKED) => return Answer::Refused(Error::Blocked { status }),
+        _ => {}
+    }
+    let retry_after = header("Retry-After").and_then(parse_retry_after);
+    if status == wire::UNAVAILABLE_STATUS {
+        return Answer::Unavailable { retry_after };
+    }
+    if !may_be_challenge(status) {
+        return Answer::Pass;
+    }
+    let parsed_body: Option<ChallengeBody> = body.and_then(|b| serde_json::from_slice(b).ok());
+    let token = match header(wire::HEADER_CHALLENGE) {
+        Some(t) => t.trim().to_owned(),
+        None => match &parsed_body {
+            Some(b) => b.challenge.clone(),
+            // An application's own 409/422, or a 429 from something else.
+            None => return Answer::Pass,
+        },
+    };
+    let header_difficulty = header(wire::HEADER_DIFFICULTY).and_then(|d| d.trim().parse().ok());
+    let (salt, difficulty) = match (read_unverified(&token), parsed_body) {
+        (Some(info), _) => (info.salt, info.difficulty),
+        (None, Some(b)) => (b.salt, b.difficulty),
+        (None, None) => {
+            return Answer::Refused(Error::BadChallenge(format!(
+                "HTTP {status}: the {} token has no readable payload",
+                wire::HEADER_CHALLENGE
+            )))
+        }
+    };
+    // The server may require more than the token says (a location's
+    // minimum); its header says so.
+    let difficulty = difficulty.max(header_difficulty.unwrap_or(0));
+    if salt.is_empty() || difficulty > MAX_DIFFICULTY {
+        return Answer::Refused(Error::BadChallenge(format!(
+            "HTTP {status}: salt {salt:?}, difficulty {difficulty}"
+        )));
+    }
+    Answer::Challenge(Challenge {
+        status,
+        token,
+        salt,
+        difficulty,
+        retry_after,
+    })
+}
+
+/// `Retry-After` as delay-seconds (what the shield sends); an HTTP date is
+/// not understood and ignored.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pow_shield_protocol::{issue_challenge_with_salt, Secret, SecretKeys};
+
+    fn token(difficulty: u8) -> pow_shield_protocol::Challenge {
+        let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
+        issue_challenge_with_salt(&keys, "127.0.0.1", 1, difficulty, [0x5a; 16])
+    }
+
+    fn headers<'a>(list: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {
+        move |name| {
+            list.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)
+        }
+    }
+
+    #[test]
+    fn challenge_is_read_from_the_token_header() {
+        let c = token(3);
+        let answer = read_answer(
+            429,
+            headers(&[("x-pow-challenge", &c.token), ("Retry-After", "7")]),
+            None,
+        );
+        assert_eq!(
+            answer,
+            Answer::Challenge(Challenge {
+                status: 429,
+                token: c.token.clone(),
+                salt: c.salt.clone(),
+                difficulty: 3,
+                retry_after: Some(Duration::from_secs(7)),
+            })
+        );
+    }
+
+    #[test]
+    fn difficulty_header_above_the_token_wins() {
+        let c = token(3);
+        let Answer::Challenge(ch) = read_answer(
+            422,
+            headers(&[("X-PoW-Challenge", &c.token), ("X-PoW-Difficulty", "5")]),
+            None,
+        ) else {
+            panic!("not a challenge")
+        };
+        assert_eq!(ch.difficulty, 5);
+    }
+
+    #[test]
+    fn body_is_the_fallback_without_the_header() {
+        let c = token(2);
+        let body = ChallengeBody::new(Some("Challenge expired"), &c.token, &c.salt, 2, 60).to_json();
+        let Answer::Challenge(ch) = read_answer(410, headers(&[]), Some(body.as_bytes())) else {
+            panic!("not a challenge")
+        };
+        assert_eq!((ch.status, ch.salt, ch.difficulty), (410, c.salt, 2));
+    }
+
+    #[test]
+    fn application_409_without_a_challenge_passes() {
+        assert_eq!(
+            read_answer(409, headers(&[]), Some(b"{\"error\":\"conflict\"}")),
+            Answer::Pass
+        );
+    }
+
+    #[test]
+    fn shield_header_means_blocked_or_banned() {
+        assert_eq!(
+            read_answer(403, headers(&[("X-PoW-Shield", "blocked")]), None),
+            Answer::Refused(Error::Blocked { status: 403 })
+        );
+        assert_eq!(
+            read_answer(403, headers(&[("X-PoW-Shield", "banned")]), None),
+            Answer::Refused(Error::Banned { status: 403 })
+        );
+    }
+
+    #[test]
+    fn unreadable_token_is_a_bad_challenge() {
+        assert!(matches!(
+            read_answer(429, headers(&[("X-PoW-Challenge", "garbage")]), None),
+            Answer::Refused(Error::BadChallenge(_))
+        ));
+    }
+
+    #[test]
+    fn unavailable_carries_retry_after() {
+        assert_eq!(
+            read_answer(503, headers(&[("Retry-After", "2")]), None),
+            Answer::Unavailable {
+                retry_after: Some(Duration::from_secs(2))
+            }
+        );
+        assert_eq!(read_answer(200, headers(&[]), None), Answer::Pass);
+    }
+}

@@ -1,0 +1,93 @@
+//! Client side of pow-shield: pay an API's proof-of-work challenges.
+//!
+//! - [`solve`]: the solver, on every core, at the SHA-256 compression level;
+//! - [`read_answer`] and [`Retrier`]: what a response means and what to do
+//!   next (solve, wait, give up), shared by the CLI and the middleware;
+//! - [`blocking`]: a small HTTP client that pays its way (the `pow-shield`
+//!   CLI is built on it);
+//! - `middleware` (feature `reqwest`): a `reqwest-middleware` layer that
+//!   solves and retries transparently.
+//!
+//! ```no_run
+//! use pow_shield_client::{solve, SolveOptions};
+//! let nonce = solve("00112233445566778899aabbccddeeff", 4, &SolveOptions::default())?;
+//! println!("X-PoW-Nonce: {nonce}");
+//! # Ok::<(), pow_shield_client::Error>(())
+//! ```
+
+use std::time::Duration;
+
+pub mod blocking;
+mod challenge;
+#[cfg(feature = "reqwest")]
+pub mod middleware;
+mod retry;
+mod solver;
+
+pub use challenge::{read_answer, Answer, Challenge};
+pub use pow_shield_protocol::wire;
+pub use retry::{Policy, Retrier, Step};
+pub use solver::{hash_rate, solve, Nonce, SolveOptions};
+
+/// Why a request could not be paid through.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The challenge asks for more than `max_difficulty`; nothing was solved.
+    #[error("challenge difficulty {difficulty} is above the limit of {max} (max difficulty)")]
+    TooHard {
+        /// The challenge's difficulty.
+        difficulty: u8,
+        /// The configured limit.
+        max: u8,
+    },
+    /// No solution within `max_solve_time`.
+    #[error("no solution for difficulty {difficulty} within {after:.1?} (max solve time)")]
+    Timeout {
+        /// The challenge's difficulty.
+        difficulty: u8,
+        /// How long the solver ran.
+        after: Duration,
+    },
+    /// The difficulty cannot be met (a digest has 64 hex digits).
+    #[error("difficulty {difficulty} cannot be met")]
+    Unsolvable {
+        /// The challenge's difficulty.
+        difficulty: u8,
+    },
+    /// The server's circuit breaker refuses this client for now
+    /// (`X-PoW-Shield: blocked`); paying does not help, waiting does.
+    #[error("blocked by the server's circuit breaker (HTTP {status}, X-PoW-Shield: blocked): too many requests, try again later")]
+    Blocked {
+        /// The response's status.
+        status: u16,
+    },
+    /// The server banned this client (`X-PoW-Shield: banned`).
+    #[error("banned by the server (HTTP {status}, X-PoW-Shield: banned)")]
+    Banned {
+        /// The response's status.
+        status: u16,
+    },
+    /// A challenge response that could not be read.
+    #[error("unreadable challenge: {0}")]
+    BadChallenge(String),
+    /// Still challenged after the allowed number of retries.
+    #[error("still challenged after {attempts} retries")]
+    GaveUp {
+        /// Retries made.
+        attempts: u32,
+    },
+    /// The server closed the connection without answering (e.g. nginx's
+    /// 444, a blocked client under `pow_shield_block_status 444`).
+    #[error("the server closed the connection without a response")]
+    Closed,
+    /// Could not connect.
+    #[error("could not connect: {0}")]
+    Connect(String),
+    /// The URL or request could not be used.
+    #[error("bad request: {0}")]
+    Request(String),
+    /// Any other transport failure.
+    #[error("HTTP transport: {0}")]
+    Transport(String),
+}
