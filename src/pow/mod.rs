@@ -10,6 +10,8 @@ mod work;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vectors;
 
 pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use token::{issue_challenge, issue_challenge_with_salt, Challenge, MAX_PAYLOAD_LEN, SALT_LEN};
