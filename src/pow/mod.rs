@@ -1,5 +1,5 @@
-//! Proof-of-work challenges (SPEC §4): stateless HMAC-signed tokens, the
-//! SHA-256 work check, and verification in the SPEC's order. No nginx types
+//! Proof-of-work challenges (docs/protocol.md): stateless HMAC-signed tokens, the
+//! SHA-256 work check, and verification in the documented order. No nginx types
 //! and no clock: callers pass `now_ms` (epoch milliseconds).
 #![forbid(unsafe_code)]
 
@@ -18,14 +18,14 @@ pub use token::{issue_challenge, issue_challenge_with_salt, Challenge, MAX_PAYLO
 pub use verify::{verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{is_valid_nonce, meets_difficulty, solve, MAX_NONCE_DIGITS};
 
-/// Easiest difficulty a challenge may carry (SPEC §2).
+/// Easiest difficulty a challenge may carry (docs/directives.md).
 pub const MIN_DIFFICULTY: u8 = 1;
 
-/// Hardest difficulty a challenge may carry (SPEC §2).
+/// Hardest difficulty a challenge may carry (docs/directives.md).
 pub const MAX_DIFFICULTY: u8 = 12;
 
-/// `error` text when the replay store finds the token already used (SPEC §4).
+/// `error` text when the replay store finds the token already used (docs/protocol.md).
 pub const SPENT_MESSAGE: &str = "Challenge already spent";
 
-/// Status when the replay store finds the token already used (SPEC §4).
+/// Status when the replay store finds the token already used (docs/protocol.md).
 pub const SPENT_STATUS: u16 = 409;
