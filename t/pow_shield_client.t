@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# The default client identity, $pow_shield_client (SPEC section 2,
+# The default client identity, $pow_shield_client (docs/directives.md,
 # pow_shield_key): IPv4 clients are counted per address, IPv6 clients per
 # /64, an IPv4-mapped IPv6 address as its IPv4 address. The identity is the
 # address after realip, so the tests set the client address with X-Real-IP.

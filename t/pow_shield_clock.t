@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Local buckets run on nginx's monotonic clock (SPEC section 6): a step of
+# Local buckets run on nginx's monotonic clock (docs/operations.md): a step of
 # the wall clock neither freezes nor refills them, and the headers that show
 # epoch times still follow the wall clock.  The step is made with
 # libfaketime, which moves the wall clock only (FAKETIME_DONT_FAKE_MONOTONIC).

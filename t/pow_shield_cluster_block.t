@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode: blocking is cheap (SPEC section 5).  A node that learns from
+# Cluster mode: blocking is cheap (docs/protocol.md §7.4).  A node that learns from
 # Redis that a client is blocked keeps the block in its zone until it ends,
 # so the client's further requests never reach Redis; the block still ends
 # when Redis's does.

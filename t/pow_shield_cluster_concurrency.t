@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode under concurrency (SPEC section 6): the sliding-window log is
+# Cluster mode under concurrency (docs/operations.md): the sliding-window log is
 # updated by one atomic script, so many simultaneous requests of one client
 # on several workers of several nodes admit exactly the limit; sorted-set
 # members are unique even for requests in the same millisecond; a solution

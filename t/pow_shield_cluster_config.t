@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster-mode configuration (SPEC sections 1 and 2): "nginx -t" rejects bad
+# Cluster-mode configuration (docs/directives.md): "nginx -t" rejects bad
 # pow_shield_redis and pow_shield_fail values with a message naming the
 # directive, the bad value, file and line; valid values pass.  No Redis is
 # needed: nginx -t does not connect.

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode when Redis dies (SPEC sections 2 and 6, README "When Redis
+# Cluster mode when Redis dies (docs/operations.md, "Choosing a fail policy"; README "When Redis
 # fails"): requests are decided at once by pow_shield_fail -- local (the
 # shared-memory bucket and replay cache), open (pass), closed (503 with
 # Retry-After, except trusted requests); no other policy answers 5xx.  The

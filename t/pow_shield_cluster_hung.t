@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # Cluster mode with a hung Redis (SIGSTOP: the socket accepts bytes, nothing
-# answers).  SPEC section 6: Redis I/O never blocks the worker.  With one
+# answers).  docs/operations.md: Redis I/O never blocks the worker.  With one
 # worker, an unshielded request is answered while shielded requests wait for
 # Redis; the waiting requests are decided by pow_shield_fail when the reply
 # deadline passes (timeout=), and later ones at once while Redis is down.

@@ -2,7 +2,7 @@
 
 # Cluster mode: a challenge solved while Redis is down (decided by the
 # node's replay cache under pow_shield_fail local) is not accepted again
-# once Redis is back (SPEC section 6): the node writes the spend to Redis
+# once Redis is back (docs/operations.md): the node writes the spend to Redis
 # when it reconnects, so every node refuses it; and the node that spent it
 # refuses it even where Redis doesn't know it.  And a token spent through
 # Redis is also kept in the node's replay cache: refused by the fallback

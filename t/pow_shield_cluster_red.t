@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# The circuit breaker (red zone, SPEC section 5) in cluster mode: strikes
+# The circuit breaker (red zone, docs/directives.md, pow_shield_strikes) in cluster mode: strikes
 # live in Redis, written by the limiter's own script call (or the strike
 # script for traps), so no strike is lost under concurrency and every node
 # sees a block; a node keeps a block it learnt in its zone and answers it

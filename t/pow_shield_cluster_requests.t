@@ -4,7 +4,7 @@
 # is suspended and resumed later (README "Cluster mode"), so the paths that
 # re-run or extend the access phase are checked again with Redis deciding:
 # pipelined keep-alive requests, index / try_files / error_page (counted
-# once, SPEC section 3), SSI subrequests (never counted), exempt keys, dry
+# once, docs/directives.md), SSI subrequests (never counted), exempt keys, dry
 # run, a request body arriving while the request waits, a client going away
 # while it waits; and the protocol details in cluster mode: rate-limit
 # headers from the sorted set, a wrong nonce neither writes to Redis nor

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Configuration (SPEC sections 1 and 2): "nginx -t" rejects every invalid
+# Configuration (docs/directives.md): "nginx -t" rejects every invalid
 # value with a message naming the directive, the bad value, file and line;
 # valid values pass.
 

@@ -12,6 +12,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use POSIX ();
 use Test::More;
 use Test::PowShield;
 
@@ -102,6 +103,73 @@ is_deeply([grep { -f "$repo/$_" && $t->read_file("$repo/$_") =~ /pow_shield_secr
     [], 'Dockerfile: copies no file that sets pow_shield_secret');
 like($t->read_file("$repo/Dockerfile"), qr{^ENTRYPOINT \["/usr/local/bin/pow-shield-entrypoint"\]}m,
     'Dockerfile: starts through the entrypoint');
+
+# the image runs nginx as an unprivileged user: the Dockerfile switches to
+# it, and it owns exactly what nginx and the entrypoint write
+
+my $dockerfile = $t->read_file("$repo/Dockerfile");
+my ($runtime) = $dockerfile =~ /^FROM\s+\S+\s+AS\s+runtime\s*\n(.*)\z/msi;
+ok(defined $runtime && $dockerfile =~ /\A(?:.*\n)?FROM[^\n]*AS runtime\b(?!.*^FROM\b)/ms,
+    'Dockerfile: the runtime image is the last stage (what `docker build .` makes)');
+my @users = ($runtime // '') =~ /^USER\s+(\S+)/mg;
+ok(@users && $users[-1] =~ /^(\d+)(?::(\d+))?$/ && $1 != 0 && ($2 // 1) != 0,
+    'Dockerfile: the runtime runs as a numeric non-root uid and gid')
+    or diag("USER lines: @users");
+like($runtime // '', qr{chown\s+\S+\s+/opt/pow-shield/logs\s+/etc/pow-shield\b},
+    'Dockerfile: the user owns the log directory and the key directory');
+my ($exposed) = ($runtime // '') =~ /^EXPOSE\s+(\d+)/m;
+my ($listen) = $t->read_file("$repo/docker/nginx.conf") =~ /^\s*listen\s+(\d+)\s*;/m;
+ok(defined $listen && $listen >= 1024, 'image config: listens on an unprivileged port');
+is($exposed, $listen, 'Dockerfile: exposes the port nginx listens on');
+like($t->read_file("$repo/docker/nginx.conf"), qr{^pid\s+logs/}m,
+    'image config: the pid file is in logs/, which the user owns');
+like($dockerfile, qr/^FROM\s+build\s+AS\s+test\s*\nRUN\s+make\s+test\s*$/m,
+    'Dockerfile: a test stage on the build image runs make test');
+
+SKIP: {
+    skip 'not root: the checks above already ran unprivileged', 5 unless $> == 0;
+
+    # The image's layout, root-owned but for logs/ and the key directory.
+    my ($uid, $gid) = (getpwnam('nobody'))[2, 3];
+    my $img = "$d/image";
+    my $prefix = "$img/opt/pow-shield";
+    my $keydir = "$img/etc/pow-shield";
+    mkdir $_ for $img, "$img/opt", $prefix, "$img/etc", "$prefix/html";
+    mkdir "$prefix/logs";
+    mkdir $keydir, 0700;
+    chown $uid, $gid, "$prefix/logs", $keydir;
+    chmod 0700, $keydir;
+    system('cp', $t->binary, "$img/nginx") == 0 or die "cp nginx";
+    system('cp', $t->module, "$prefix/ngx_http_pow_shield_module.so") == 0 or die "cp module";
+    my $conf = $t->read_file("$repo/docker/nginx.conf");
+    $conf =~ s{/etc/pow-shield/secret}{$keydir/secret}g;
+    $t->write_file("$prefix/nginx.conf", $conf);
+    chmod 0755, $img, "$img/opt", $prefix, "$img/etc", "$prefix/html";
+
+    my $pid = open my $fh, '-|';
+    die "fork: $!" unless defined $pid;
+    if ($pid == 0) {
+        open STDERR, '>&', \*STDOUT;
+        $) = "$gid $gid";
+        POSIX::setgid($gid) or POSIX::_exit(126);
+        POSIX::setuid($uid) or POSIX::_exit(126);
+        POSIX::_exit(126) if $> == 0 || $< == 0;
+        $ENV{POW_SHIELD_SECRET_FILE} = "$keydir/secret";
+        # Docker hands the container's user its own stdout (the image config
+        # logs to /dev/stdout): a pipe made here, as that user, is the same.
+        exec 'sh', '-c', '{ "$@"; echo "exit status $?"; } 2>&1 | cat', 'sh',
+            'sh', $entrypoint, "$img/nginx", '-t', '-p', "$prefix/", '-c', 'nginx.conf'
+            or POSIX::_exit(127);
+    }
+    my $out = do { local $/; <$fh> } // '';
+    close $fh;
+    like($out, qr/^exit status 0$/m, 'unprivileged: the entrypoint and nginx -t succeed')
+        or diag($out);
+    like($out, qr/generated a random one/, 'unprivileged: the entrypoint made the key');
+    is((stat "$keydir/secret")[4], $uid, 'unprivileged: the key belongs to the user');
+    is(mode("$keydir/secret"), '0600', 'unprivileged: the key is 0600');
+    like($out, qr/test is successful/, 'unprivileged: nginx -t passes on the image config');
+}
 
 # the script passes shellcheck, where it is installed
 

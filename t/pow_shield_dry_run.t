@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# pow_shield_dry_run (SPEC section 2): decide, count, log and set variables,
+# pow_shield_dry_run (docs/directives.md): decide, count, log and set variables,
 # but never reject.
 
 use strict;

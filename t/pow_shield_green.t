@@ -1,10 +1,10 @@
 #!/usr/bin/perl
 
-# Green zone (SPEC section 3.1): under the limit requests pass and every
+# Green zone (docs/protocol.md §1–2): under the limit requests pass and every
 # shielded response carries the rate-limit headers selected by
 # pow_shield_headers; exempt requests and unshielded locations carry none.
 #
-# Local mode is a leaky bucket (SPEC section 6): rate = n/window, burst = n.
+# Local mode is a leaky bucket (docs/operations.md): rate = n/window, burst = n.
 # With "pow_shield_limit 3 1h" a request adds 1200 s of work to the bucket.
 
 use strict;

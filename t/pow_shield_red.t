@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# The circuit breaker (red zone, SPEC section 5) in local mode: strikes from
+# The circuit breaker (red zone, docs/directives.md, pow_shield_strikes) in local mode: strikes from
 # refusals, failed verifications and traps; the block and its response; its
 # end; the ban; rising difficulty; strikes off; dry run; the variables.
 

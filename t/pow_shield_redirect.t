@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # A request is counted once, even when index, try_files or error_page re-run
-# the access phase; subrequests are never counted (SPEC section 3).
+# the access phase; subrequests are never counted (docs/operations.md, "How a request is decided").
 
 use strict;
 use warnings;

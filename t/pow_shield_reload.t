@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # State survives "nginx -s reload" (HUP) when the zone size is unchanged
-# (SPEC section 6; DESIGN "Shared memory"): the leaky buckets and the
+# (docs/operations.md, "Sizing the zone"): the leaky buckets and the
 # replay cache live in the shared-memory zone.
 
 use strict;

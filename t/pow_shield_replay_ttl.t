@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# How long a spent challenge is remembered (SPEC section 6): while any
+# How long a spent challenge is remembered (docs/operations.md): while any
 # location could still accept its token, i.e. the token's time plus the
 # longest pow_shield_challenge_ttl of the configuration plus the 5 s clock
 # allowance - not the TTL of the location where it was spent.  In local

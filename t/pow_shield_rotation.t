@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Key rotation (SPEC section 2, pow_shield_secret_file): the file holds the
+# Key rotation (docs/directives.md, pow_shield_secret_file): the file holds the
 # current key, then optionally the previous key, which is still accepted for
 # verification.  Rotation is a file change plus a reload; the limiter state
 # survives the reload, so clients stay over their limit across it.

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Verification of solutions (SPEC section 4, "Verification"): every row of
+# Verification of solutions (docs/protocol.md §6): every row of
 # the table, in its order, with tokens forged from the configured
 # pow_shield_secret.  Verification only happens over the limit, so every
 # test first spends the bucket of a fresh client (limit 1); a fresh client
@@ -103,7 +103,7 @@ sub client {
 
 sub salt { join '', map { sprintf '%02x', int rand 256 } 1 .. 16 }
 
-# payload with the SPEC fields; overrides replace, undef removes
+# payload with the protocol's fields; overrides replace, undef removes
 sub payload {
     my (%o) = @_;
     my %p = (ip => '127.0.0.1', ts => now_ms(), difficulty => 1,
@@ -231,7 +231,7 @@ rejected(try(forge_token($OTHER, $p), good_nonce($p)), 403,
         'Invalid challenge signature', 'MAC with "=" padding');
 }
 
-# row 3: payload not base64url JSON with the SPEC fields -> 400
+# row 3: payload not base64url JSON with the protocol's fields -> 400
 
 rejected(try(forge_token_raw($SECRET, 'not json'), '1'), 400,
     'Invalid payload encoding', 'payload is not JSON');
@@ -254,7 +254,7 @@ rejected(try(forge_token($SECRET, payload(ip => 2130706433)), '1'), 400,
 rejected(try(forge_token($SECRET, payload(difficulty => '1')), '1'), 400,
     'Invalid payload encoding', 'payload difficulty is a string');
 
-# the payload has "at least" the SPEC fields: extra fields are fine
+# the payload has "at least" the protocol's fields: extra fields are fine
 
 $p = payload(v => 1, note => 'extra');
 is(try(forge_token($SECRET, $p), good_nonce($p))->status, 200,

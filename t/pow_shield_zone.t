@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# The shared-memory zone (SPEC section 6): one zone for all workers, updated
+# The shared-memory zone (docs/operations.md): one zone for all workers, updated
 # atomically; LRU eviction of buckets when full (never of unexpired spent
 # tokens: see pow_shield_zone_full.t), and a change of size on reload does
 # not break anything.

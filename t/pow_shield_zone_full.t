@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# A zone full of spent challenges (SPEC section 6): a spent record is never
+# A zone full of spent challenges (docs/operations.md): a spent record is never
 # given up before its token expires.  Spending evicts buckets (LRU) until
 # the zone holds only spent records; then what cannot be recorded, a new
 # client's bucket or a solution, is refused with 503 and Retry-After, never

@@ -9,7 +9,7 @@ use zeroize::Zeroizing;
 /// HMAC-SHA256 as used for token signatures.
 pub(crate) type HmacSha256 = Hmac<Sha256>;
 
-/// Fewest key bytes accepted (SPEC §2, `pow_shield_secret`).
+/// Fewest key bytes accepted (docs/directives.md, `pow_shield_secret`).
 pub const MIN_SECRET_LEN: usize = 32;
 
 /// SHA-256's block size: HMAC keys are normalised to one block.

@@ -1,4 +1,4 @@
-//! SPEC §4 verification table, row by row, with a fake clock.
+//! The verification order of docs/protocol.md §6, row by row, with a fake clock.
 //!
 //! Compiled only for `cargo test`: mod.rs declares it `#[cfg(test)] mod tests;`.
 

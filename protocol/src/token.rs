@@ -1,4 +1,4 @@
-//! Challenge tokens (SPEC §4, "Token"):
+//! Challenge tokens (docs/protocol.md §4):
 //! `base64url(payload) "." base64url(HMAC-SHA256(key, base64url(payload)))`,
 //! URL-safe base64 without padding, the MAC over the encoded payload text.
 
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::keys::{fill_random, RandomError, Secret, SecretKeys};
 use super::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 
-/// Random salt bytes per challenge (SPEC §4: at least 16).
+/// Random salt bytes per challenge (docs/protocol.md §4).
 pub const SALT_LEN: usize = 16;
 
 /// Length of an HMAC-SHA256 tag.
@@ -117,7 +117,7 @@ pub(crate) fn sign_payload(key: &Secret, json: &[u8]) -> String {
     token
 }
 
-/// The signed fields (SPEC §4 table). Unknown fields are ignored, so later
+/// The signed fields (docs/protocol.md §4). Unknown fields are ignored, so later
 /// versions may add some.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Payload<'a> {
@@ -134,14 +134,14 @@ pub(crate) struct Payload<'a> {
 }
 
 impl Payload<'_> {
-    /// The payload as compact JSON, fields in the SPEC's order.
+    /// The payload as compact JSON, fields in the documented order.
     pub(crate) fn to_json(&self) -> Vec<u8> {
         // Serialising plain strings and integers cannot fail; an empty
         // payload would only ever be rejected on verification.
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Whether the signed fields have the values SPEC §4 allows: difficulty
+    /// Whether the signed fields have the values docs/protocol.md §6 allows: difficulty
     /// 1..=12 and a salt of at least 16 bytes as hex.
     fn is_well_formed(&self) -> bool {
         let salt = self.salt.as_bytes();
@@ -161,7 +161,7 @@ pub(crate) struct TokenParts<'a> {
 }
 
 impl<'a> TokenParts<'a> {
-    /// Splits `a.b`; `None` for anything else (SPEC §4: Malformed).
+    /// Splits `a.b`; `None` for anything else (docs/protocol.md §6: malformed).
     pub(crate) fn split(token: &'a [u8]) -> Option<TokenParts<'a>> {
         let dot = token.iter().position(|b| *b == b'.')?;
         let payload = token.get(..dot)?;
@@ -203,7 +203,7 @@ impl<'a> TokenParts<'a> {
     ) -> Option<Payload<'b>> {
         let len = URL_SAFE_NO_PAD.decode_slice(self.payload, buf).ok()?;
         let json = buf.get(..len)?;
-        // serde would also accept a JSON array for a struct; the SPEC says object.
+        // serde would also accept a JSON array for a struct; the protocol says object.
         if !json.trim_ascii_start().starts_with(b"{") {
             return None;
         }

@@ -1,5 +1,5 @@
-//! Verifying a solved challenge (SPEC §4, "Verification"): the checks run
-//! in the SPEC's order and the first failure is the answer.
+//! Verifying a solved challenge (docs/protocol.md §6): the checks run
+//! in the documented order and the first failure is the answer.
 
 use sha2::{Digest, Sha256};
 
@@ -10,7 +10,7 @@ use super::work::{is_valid_nonce, meets_difficulty};
 /// How far in the future a token's `ts` may lie (clock skew between nodes).
 pub const FUTURE_SKEW_MS: u64 = 5_000;
 
-/// Why a solution was refused; each maps to one row of the SPEC §4 table.
+/// Why a solution was refused; each maps to one row of the docs/protocol.md §7.2 table.
 /// (409 "already spent" is the replay store's answer: [`SPENT_STATUS`].)
 ///
 /// [`SPENT_STATUS`]: super::SPENT_STATUS
@@ -20,7 +20,7 @@ pub enum Rejection {
     Malformed,
     /// The MAC matches neither the current nor the previous key.
     BadSignature,
-    /// The signed payload is not base64url JSON with the SPEC's fields.
+    /// The signed payload is not base64url JSON with the protocol's fields.
     BadPayload,
     /// The challenge was issued to another client address.
     WrongIp,
@@ -31,7 +31,7 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    /// The HTTP status from the SPEC §4 table.
+    /// The HTTP status from the docs/protocol.md §7.2 table.
     pub fn status(&self) -> u16 {
         match self {
             Rejection::Malformed | Rejection::BadPayload => 400,
@@ -41,7 +41,7 @@ impl Rejection {
         }
     }
 
-    /// The `error` text from the SPEC §4 table, verbatim.
+    /// The `error` text from the docs/protocol.md §7.2 table, verbatim.
     pub fn message(&self) -> &'static str {
         match self {
             Rejection::Malformed => "Malformed challenge token",
@@ -65,7 +65,7 @@ impl Rejection {
         }
     }
 
-    /// Whether the response carries a fresh challenge (SPEC §4: 410 and 422;
+    /// Whether the response carries a fresh challenge (docs/protocol.md §7.2: 410 and 422;
     /// 409 too, but that is decided by the replay store).
     pub fn wants_fresh_challenge(&self) -> bool {
         matches!(self, Rejection::Expired | Rejection::WrongSolution)
@@ -98,7 +98,7 @@ impl Solved {
 }
 
 /// Verifies the `X-PoW-Challenge` / `X-PoW-Nonce` pair for `client_ip` at
-/// `now_ms`, in the SPEC §4 order. At least `min_difficulty` zeros are
+/// `now_ms`, in the docs/protocol.md §6 order. At least `min_difficulty` zeros are
 /// required even if the token asks for fewer, so a challenge issued where
 /// it was easier cannot be spent where it is harder. Does not allocate
 /// unless the payload's strings contain JSON escapes.

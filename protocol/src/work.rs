@@ -1,9 +1,9 @@
 //! The proof of work itself: `hex(SHA-256(salt ++ nonce))` must start with
-//! `difficulty` zeros (SPEC §4, "Solution").
+//! `difficulty` zeros (docs/protocol.md §5).
 
 use sha2::{Digest, Sha256};
 
-/// Most ASCII digits a nonce may have (SPEC §4): every `u64` fits.
+/// Most ASCII digits a nonce may have (docs/protocol.md): every `u64` fits.
 pub const MAX_NONCE_DIGITS: usize = 20;
 
 /// Whether `hex(sha256(salt ++ nonce))` starts with `difficulty` `'0'`
@@ -15,7 +15,7 @@ pub fn meets_difficulty(salt: &[u8], nonce: &[u8], difficulty: u8) -> bool {
     has_leading_zero_nibbles(&hasher.finalize(), difficulty)
 }
 
-/// Whether `nonce` is 1 to 20 ASCII digits (SPEC §4).
+/// Whether `nonce` is 1 to 20 ASCII digits (docs/protocol.md).
 pub fn is_valid_nonce(nonce: &[u8]) -> bool {
     (1..=MAX_NONCE_DIGITS).contains(&nonce.len()) && nonce.iter().all(u8::is_ascii_digit)
 }

@@ -27,7 +27,7 @@ use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
-/// Defaults of SPEC §2.
+/// Defaults (docs/directives.md).
 const DEFAULT_DIFFICULTY: u8 = 4;
 const DEFAULT_STRIKES: StrikeRule = StrikeRule {
     threshold: 5,

@@ -1,4 +1,4 @@
-//! Directives (SPEC §2). Values are parsed once, here, by the pure parsers in
+//! Directives (docs/directives.md). Values are parsed once, here, by the pure parsers in
 //! `values`; the request path only reads the resolved [`Policy`].
 
 pub mod values;

@@ -1,4 +1,4 @@
-//! Parsers for directive values (SPEC §2). Pure: the glue passes the value
+//! Parsers for directive values (docs/directives.md). Pure: the glue passes the value
 //! text and reports `invalid value "X" in "directive": <ValueError>` with
 //! file and line.
 #![forbid(unsafe_code)]

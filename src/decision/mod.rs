@@ -1,4 +1,4 @@
-//! The request decision (SPEC §3–§5) without nginx: given what the request
+//! The request decision (docs/operations.md, "How a request is decided") without nginx: given what the request
 //! carries and what the store answered, the next step. The access handler
 //! only carries steps out (ask a store, send a response), so every zone,
 //! fail policy, dry run, the spend order and the red-zone rules are tested
@@ -275,7 +275,7 @@ impl Decision {
         Some(self.reject(outcome, Answer::Block(block), reason))
     }
 
-    /// The zone had no room: refused, never passed (SPEC §6).
+    /// The zone had no room: refused, never passed (docs/operations.md, "Sizing the zone").
     fn full(&self, what: &'static str) -> Step {
         self.reject(Outcome::Unavailable, Answer::Unavailable, what)
     }

@@ -1,4 +1,4 @@
-//! Every response the shield writes: JSON bodies (SPEC §4) and headers.
+//! Every response the shield writes: JSON bodies (docs/protocol.md §7) and headers.
 
 use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
@@ -53,7 +53,7 @@ pub fn send_error(r: &mut Request, status: u16, message: &str) -> Status {
     send(r, status, JSON, ErrorBody::json(message).as_bytes(), &[])
 }
 
-/// The circuit breaker's answer (SPEC §5): as cheap as a response gets,
+/// The circuit breaker's answer (docs/protocol.md §7.4): as cheap as a response gets,
 /// plain text, no challenge.
 pub fn send_blocked(r: &mut Request, status: u16, block: Block) -> Status {
     let shield = match block {
@@ -154,7 +154,7 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
     Status::NGX_DONE
 }
 
-/// Adds the rate-limit headers (SPEC §3) for the request's verdict. This
+/// Adds the rate-limit headers (docs/protocol.md §2) for the request's verdict. This
 /// runs for every shielded response: fixed texts were made at configuration
 /// time, numbers are formatted on the stack, one pool copy per value.
 pub fn add_rate_limit_headers(r: &mut Request, shield: &Shield) -> Option<()> {

@@ -1,5 +1,5 @@
 //! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`
-//! and `$pow_shield_strikes` for `log_format` (SPEC §7). They read the main request's state, so they
+//! and `$pow_shield_strikes` for `log_format` (docs/directives.md, "Embedded Variables"). They read the main request's state, so they
 //! work in subrequests and after internal redirects too.
 //!
 //! `$pow_shield_client` is the client identity of the default key (IPv6 by

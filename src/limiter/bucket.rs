@@ -1,4 +1,4 @@
-//! The local-mode leaky bucket (SPEC §6): rate = requests/window,
+//! The local-mode leaky bucket (docs/directives.md, pow_shield_limit): rate = requests/window,
 //! burst = requests, like `limit_req`.
 //!
 //! Exact integer maths: one request costs `window_ms` units, the bucket

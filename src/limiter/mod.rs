@@ -1,4 +1,4 @@
-//! Rate limiting maths (SPEC §3, §6): the local-mode leaky bucket and the
+//! Rate limiting maths (docs/directives.md, pow_shield_limit): the local-mode leaky bucket and the
 //! cluster-mode Redis sliding-window script, and who counts as one client.
 //! No nginx types, no clock: callers pass `now_ms` (epoch or monotonic
 //! milliseconds, consistently).
@@ -19,7 +19,7 @@ pub struct RateLimit {
     pub window_ms: u64,
 }
 
-/// One limiter decision and what the rate-limit headers report (SPEC §3).
+/// One limiter decision and what the rate-limit headers report (docs/protocol.md §2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Verdict {
     /// Whether this request was admitted (and counted).

@@ -1,4 +1,4 @@
-//! The circuit breaker (SPEC §5) as plain data and rules: strikes per client,
+//! The circuit breaker (docs/directives.md, pow_shield_strikes) as plain data and rules: strikes per client,
 //! the block they open, and the ban that repeated blocks earn. The
 //! shared-memory store runs these functions under its lock; the Redis
 //! script ([`super::window::SLIDING_WINDOW_SCRIPT`] and

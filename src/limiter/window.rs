@@ -1,4 +1,4 @@
-//! Cluster mode's sliding-window log (SPEC §6): one atomic Lua script per
+//! Cluster mode's sliding-window log (docs/operations.md, "Sizing Redis"): one atomic Lua script per
 //! shielded request, run with `EVALSHA` (falling back to `EVAL` on
 //! `NOSCRIPT`), and the decoding of its reply.
 

@@ -1,5 +1,5 @@
 //! One persistent Redis connection per worker, driven by nginx's event loop
-//! (DESIGN.md "Redis on the event loop"):
+//! (README, "Cluster mode (Redis)"):
 //! - commands of concurrent requests are appended to one buffer and sent by
 //!   one posted flush per loop iteration (pipelining);
 //! - replies are matched to waiting slots in order;

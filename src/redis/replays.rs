@@ -1,7 +1,7 @@
 //! Tokens Redis could not record as spent (pure, unit-tested). The request
 //! was decided by `pow_shield_fail`; under `local` the node's replay cache
 //! spent the token. They are written to Redis once it answers again, so a
-//! token spent during an outage stays refused on every node (SPEC §6).
+//! token spent during an outage stays refused on every node (docs/operations.md, "Choosing a fail policy").
 
 use std::collections::VecDeque;
 

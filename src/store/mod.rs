@@ -1,4 +1,4 @@
-//! The store interface (DESIGN.md "Shape"): one round trip per shielded
+//! The store interface (docs/operations.md, "How a request is decided"): one round trip per shielded
 //! request decides the limit and reads (and, for an offence, writes) the
 //! client's circuit breaker; one more spends a solved challenge.
 //!

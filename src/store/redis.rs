@@ -1,4 +1,4 @@
-//! Cluster mode: the store in Redis (SPEC §6). One `EVALSHA` of the
+//! Cluster mode: the store in Redis (docs/operations.md, "Sizing Redis"). One `EVALSHA` of the
 //! sliding-window script per shielded request (it reads and writes the
 //! client's breaker too), one `SET … NX` per spent challenge, one strike
 //! script per trap hit or replay; all pipelined on this worker's connection.
@@ -6,7 +6,7 @@
 //! Spends Redis could not take (the request was decided by `pow_shield_fail`)
 //! are queued and written to Redis once it answers again, and a spend Redis
 //! calls first is also checked against the node's replay cache: a token
-//! spent during an outage stays refused (SPEC §6).
+//! spent during an outage stays refused (docs/operations.md, "Choosing a fail policy").
 
 use core::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};

@@ -5,7 +5,7 @@ package Test::PowShield;
 # One object per nginx instance: its own temporary prefix directory, its own
 # free loopback ports, its own error log.  The object also runs Redis for the
 # cluster-mode suites, speaks HTTP/1.x well enough to inspect our responses,
-# and knows the proof-of-work wire format (SPEC.md section 4) so that tests
+# and knows the proof-of-work wire format (docs/protocol.md) so that tests
 # can solve challenges and forge tokens.
 #
 # Only Perl core modules are used.
@@ -572,7 +572,7 @@ sub http_pipeline {
 }
 
 ###############################################################################
-# Proof of work (SPEC.md section 4)
+# Proof of work (docs/protocol.md)
 
 sub json_encode { JSON::PP->new->canonical->encode($_[0]) }
 

@@ -1,7 +1,7 @@
 package Test::PowShield::ConfigCases;
 
-# Negative and positive `nginx -t` cases for directive values (SPEC section
-# 1: a bad value fails naming the directive, the value, file and line).
+# Negative and positive `nginx -t` cases for directive values (docs/directives.md:
+# a bad value fails naming the directive, the value, file and line).
 #
 #   my $cases = Test::PowShield::ConfigCases->new($t, $template);
 #   $cases->bad(location => 'pow_shield_limit 0 1m;', '0', 'limit of 0');

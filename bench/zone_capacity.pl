@@ -1,0 +1,60 @@
+#!/usr/bin/perl
+
+# How many spent challenges a pow_shield_zone holds (docs/operations.md,
+# "Sizing the zone"): one client over a limit of 1 per hour solves and
+# spends challenges until the zone, full of unexpired spent records, answers
+# 503. Every entry (a spent record, a client's bucket, a client's breaker)
+# takes the same 128-byte slot, so this is the zone's capacity in entries.
+#
+#   perl bench/zone_capacity.pl [size]      (size: an nginx size, default 256k)
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/../t/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow);
+
+my $size = shift // '256k';
+my $t = Test::PowShield->new;
+$t->write_file('html/x', '{}');
+$t->write_file_expand('nginx.conf', <<"EOF");
+%%TEST_GLOBALS%%
+events { }
+http {
+    %%TEST_GLOBALS_HTTP%%
+    access_log off;
+    pow_shield_secret "zone-capacity-secret-0123456789abcdef";
+    pow_shield_zone $size;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        root %%TESTDIR%%/html;
+        location = /x {
+            pow_shield_limit 1 1h;
+            pow_shield_difficulty 1;
+            pow_shield_strikes off;
+            pow_shield_challenge_ttl 1h;
+        }
+    }
+}
+EOF
+$t->run;
+
+$t->http_get('/x');    # the client's bucket (one entry)
+my ($spent, $status) = (0, 0);
+while (1) {
+    my $c = $t->http_get('/x');
+    $status = $c->status;
+    last unless $status == 429;
+    my $r = $t->http_get('/x', solution($c));
+    $status = $r->status;
+    last unless $status == 200;
+    $spent++;
+}
+is($status, 503, "the full zone answers 503");
+my $bytes = $size =~ /^(\d+)k$/i ? $1 * 1024 : $size =~ /^(\d+)m$/i ? $1 << 20 : $size;
+diag(sprintf "pow_shield_zone %s: %d spent records + 1 bucket; %.0f bytes per entry, %.0f entries per MB",
+    $size, $spent, $bytes / ($spent + 1), ($spent + 1) * (1 << 20) / $bytes);
+$t->done_testing;

@@ -1,0 +1,164 @@
+//! The test vectors of docs/protocol.md §10, checked against this code:
+//! the hash rule (`work`), and the complete token (`token`, `verify`).
+//! The document is read at compile time, so a vector edited there is
+//! checked here.
+//!
+//! Compiled only for `cargo test`: mod.rs declares it `#[cfg(test)] mod vectors;`.
+
+use sha2::{Digest, Sha256};
+
+use super::token::sign_payload;
+use super::*;
+
+const PROTOCOL: &str = include_str!("../../docs/protocol.md");
+
+/// The lines of the fenced block whose info string is `info`.
+fn fenced_block(info: &str) -> Vec<&'static str> {
+    let opening = format!("```{info}");
+    let mut lines = PROTOCOL.lines().skip_while(|l| l.trim_end() != opening);
+    assert!(
+        lines.next().is_some(),
+        "docs/protocol.md has no ```{info} block"
+    );
+    let block: Vec<&str> = lines.take_while(|l| !l.starts_with("```")).collect();
+    assert!(!block.is_empty(), "the ```{info} block is empty");
+    block
+}
+
+struct Vector {
+    salt: &'static str,
+    nonce: &'static str,
+    difficulty: u8,
+    hash: &'static str,
+    valid: bool,
+}
+
+fn vectors() -> Vec<Vector> {
+    fenced_block("pow-shield-vectors")
+        .into_iter()
+        .map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
+            [salt, nonce, difficulty, hash, valid] => Vector {
+                salt,
+                nonce,
+                difficulty: difficulty.parse().expect(line),
+                hash,
+                valid: match valid {
+                    "yes" => true,
+                    "no" => false,
+                    _ => panic!("valid must be yes or no: {line}"),
+                },
+            },
+            _ => panic!("expected `salt nonce difficulty hash valid`: {line}"),
+        })
+        .collect()
+}
+
+#[test]
+fn protocol_doc_has_the_twenty_vectors() {
+    assert_eq!(vectors().len(), 20);
+}
+
+#[test]
+fn every_vector_hash_is_sha256_of_salt_text_then_nonce_text() {
+    for v in vectors() {
+        let hash = hex::encode(Sha256::digest(format!("{}{}", v.salt, v.nonce)));
+        assert_eq!(hash, v.hash, "salt {} nonce {}", v.salt, v.nonce);
+    }
+}
+
+#[test]
+fn every_vector_is_accepted_exactly_when_the_doc_says_valid() {
+    for v in vectors() {
+        let accepted = is_valid_nonce(v.nonce.as_bytes())
+            && meets_difficulty(v.salt.as_bytes(), v.nonce.as_bytes(), v.difficulty);
+        assert_eq!(accepted, v.valid, "salt {} nonce {:?}", v.salt, v.nonce);
+    }
+}
+
+#[test]
+fn valid_vectors_for_difficulties_1_to_5_are_the_smallest_nonces() {
+    // The 20-digit row is valid but not the smallest; every other valid one is.
+    for v in vectors().iter().filter(|v| v.valid && v.nonce.len() < 20) {
+        assert_eq!(
+            solve(v.salt, v.difficulty).to_string(),
+            v.nonce,
+            "salt {}",
+            v.salt
+        );
+    }
+}
+
+#[test]
+fn markdown_table_shows_the_same_vectors_as_the_machine_block() {
+    let rows: Vec<Vec<String>> = PROTOCOL
+        .lines()
+        .filter(|l| l.starts_with("| `") && l.matches('|').count() == 6)
+        .filter(|l| l.contains(" | yes") || l.contains(" | no"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_owned())
+                .collect()
+        })
+        .collect();
+    let vectors = vectors();
+    assert_eq!(rows.len(), vectors.len());
+    for (row, v) in rows.iter().zip(&vectors) {
+        assert_eq!(row[0], v.salt);
+        assert_eq!(row[1], v.nonce);
+        assert_eq!(row[2], v.difficulty.to_string());
+        assert_eq!(row[3], v.hash);
+        assert_eq!(row[4].starts_with("yes"), v.valid, "{row:?}");
+    }
+}
+
+/// The `pow-shield-token` block as (name, value) pairs.
+fn token_example(name: &str) -> &'static str {
+    fenced_block("pow-shield-token")
+        .into_iter()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("the token example has no `{name}` line"))
+}
+
+fn example_keys() -> SecretKeys {
+    SecretKeys::single(Secret::new(token_example("key").as_bytes()).unwrap())
+}
+
+const EXAMPLE_IP: &str = "203.0.113.7";
+const EXAMPLE_TS: u64 = 1_796_034_492_000;
+
+#[test]
+fn example_token_is_the_signed_example_payload() {
+    let key = Secret::new(token_example("key").as_bytes()).unwrap();
+    assert_eq!(
+        sign_payload(&key, token_example("payload").as_bytes()),
+        token_example("token")
+    );
+}
+
+#[test]
+fn issuing_the_example_challenge_gives_the_example_token() {
+    let salt: [u8; SALT_LEN] = hex::decode("6c17a261001047c8b3e83591c3269c2e")
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let c = issue_challenge_with_salt(&example_keys(), EXAMPLE_IP, EXAMPLE_TS, 4, salt);
+    assert_eq!(c.token, token_example("token"));
+}
+
+#[test]
+fn example_token_with_example_nonce_verifies_for_its_address() {
+    let verify = |ip: &str| {
+        verify_solution(
+            &example_keys(),
+            Some(token_example("token").as_bytes()),
+            Some(token_example("nonce").as_bytes()),
+            ip,
+            1,
+            EXAMPLE_TS + 1_000,
+            60_000,
+        )
+    };
+    assert_eq!(verify(EXAMPLE_IP).unwrap().difficulty, 4);
+    assert_eq!(verify("203.0.113.8"), Err(Rejection::WrongIp));
+}

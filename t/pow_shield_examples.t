@@ -1,0 +1,107 @@
+#!/usr/bin/perl
+
+# The configurations shipped for operators (nginx-conf/*.conf, full
+# nginx.conf files, and nginx-conf/examples/*.conf, snippets for
+# /etc/nginx/conf.d/ that nginx includes inside "http { }") all pass
+# "nginx -t" with the module.  Paths an example takes from a real system
+# (/etc/nginx/..., /var/log/nginx/..., /srv/...) are moved into the test
+# directory, and the key file it names is made there; nothing else of the
+# example is changed.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use File::Basename qw(basename);
+use Test::More;
+use Test::PowShield;
+
+###############################################################################
+
+my $repo = $Test::PowShield::REPO;
+my @full = sort glob("$repo/nginx-conf/*.conf");
+my @snippets = sort glob("$repo/nginx-conf/examples/*.conf");
+
+sub slurp {
+    my ($path) = @_;
+    open my $fh, '<', $path or die "$path: $!";
+    local $/;
+    return scalar <$fh>;
+}
+
+# A real system's paths, moved into the test directory $d.
+sub relocate {
+    my ($conf, $d) = @_;
+    $conf =~ s{(?<![\w/])/etc/nginx/}{$d/etc/nginx/}g;
+    $conf =~ s{(?<![\w/])/var/log/nginx/}{$d/logs/}g;
+    $conf =~ s{(?<![\w/])/srv/}{$d/srv/}g;
+    return $conf;
+}
+
+# The deployments the examples are there to show (docs/operations.md).
+my %shows = (
+    'realip from a load balancer'
+        => qr/^\s*set_real_ip_from\b.*^\s*proxy_pass\b/ms,
+    'an allow-list by geo and map'
+        => qr/^\s*geo\b.*^\s*map\b.*^\s*pow_shield_key\b/ms,
+    'cluster mode, fail closed with trusted API keys'
+        => qr/^\s*pow_shield_redis\s+redis:.*^\s*pow_shield_fail\s+closed\s+trusted=\$api_key_valid;/ms,
+    'a trap, and the status endpoint behind allow/deny'
+        => qr/\{\s*pow_shield_trap;.*^\s*pow_shield_status;\s*\n(?:\s*allow\s[^;]+;[^\n]*\n)+\s*deny\s+all;/ms,
+    'a JSON access log with the variables'
+        => qr/^\s*log_format\s+\S+\s+escape=json\b.*\$pow_shield_result/ms,
+);
+for my $what (sort keys %shows) {
+    ok((grep { slurp($_) =~ $shows{$what} } @snippets), "an example shows $what");
+}
+
+my $t;
+
+for my $path (@snippets) {
+    my $name = basename($path);
+    $t = Test::PowShield->new;
+    my $d = $t->testdir;
+    my $conf = slurp($path);
+
+    like($conf, qr/\A#/, "$name: starts with a comment saying what it is for");
+    unlike($conf, qr/^\s*pow_shield_secret\s/m, "$name: no key written in the configuration");
+
+    # A key file like the one the examples tell the operator to make.
+    $t->write_file('etc/nginx/pow_shield.key', ('5a' x 32) . "\n");
+    $t->write_file('etc/nginx/conf.d/example.conf', relocate($conf, $d));
+    mkdir "$d/logs";
+    $t->write_file_expand('nginx.conf', <<"EOF");
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    include $d/etc/nginx/conf.d/example.conf;
+}
+EOF
+    my ($rc, $out) = $t->test_config;
+    is($rc, 0, "$name: nginx -t passes") or diag($out);
+}
+
+for my $path (@full) {
+    my $name = basename($path);
+    $t = Test::PowShield->new;
+    my $d = $t->testdir;
+    my $conf = relocate(slurp($path), $d);
+    my $module = $t->module;
+    ok($conf =~ s{^(\s*)load_module\s+\S*ngx_http_pow_shield_module\.so;}{$1load_module $module;}m,
+        "$name: loads the module");
+    mkdir "$d/logs";
+    $t->write_file('nginx.conf', $conf);
+    my ($rc, $out) = $t->test_config;
+    is($rc, 0, "$name: nginx -t passes") or diag($out);
+}
+
+###############################################################################
+
+$t->done_testing;
