@@ -18,6 +18,7 @@ mod ffi;
 #[cfg(not(test))]
 mod http;
 pub mod limiter;
+pub mod metrics;
 pub mod pow;
 mod redis;
 #[cfg(not(test))]
