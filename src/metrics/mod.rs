@@ -44,7 +44,8 @@ pub const FAILURE_REASONS: [&str; 7] = [
 ];
 
 /// `kind` label values of `pow_shield_redis_errors_total`, in slot order.
-pub const REDIS_ERROR_KINDS: [&str; 6] = ["io", "timeout", "protocol", "handshake", "reply", "refused"];
+pub const REDIS_ERROR_KINDS: [&str; 6] =
+    ["io", "timeout", "protocol", "handshake", "reply", "refused"];
 
 /// `table` label values of the zone's families.
 pub const TABLES: [&str; 3] = ["buckets", "spent", "strikes"];

@@ -110,7 +110,10 @@ fn a_failed_verification_counts_its_reason() {
     ));
     assert_eq!(counted(d), [at::REQUESTS + 3, at::FAILED + 1]);
     let spent = decided(end(Outcome::Invalid, CHALLENGE, "spent"));
-    assert_eq!(counted(spent), [at::REQUESTS + 3, at::CHALLENGES, at::FAILED + 6]);
+    assert_eq!(
+        counted(spent),
+        [at::REQUESTS + 3, at::CHALLENGES, at::FAILED + 6]
+    );
 }
 
 #[test]
@@ -119,7 +122,13 @@ fn a_strike_that_bans_counts_a_trip_and_a_ban() {
     (d.trap, d.struck, d.tripped) = (true, true, Some(Tripped::Banned));
     assert_eq!(
         counted(d),
-        [at::REQUESTS + 6, at::STRIKES, at::TRIPS, at::BANS, at::TRAP_HITS]
+        [
+            at::REQUESTS + 6,
+            at::STRIKES,
+            at::TRIPS,
+            at::BANS,
+            at::TRAP_HITS
+        ]
     );
     d.tripped = Some(Tripped::Opened);
     assert_eq!(
@@ -130,7 +139,11 @@ fn a_strike_that_bans_counts_a_trip_and_a_ban() {
 
 #[test]
 fn a_blocked_client_on_a_trap_is_a_trap_hit_without_a_strike() {
-    let mut d = decided(end(Outcome::Blocked, Some(Answer::Block(Block::Blocked)), "x"));
+    let mut d = decided(end(
+        Outcome::Blocked,
+        Some(Answer::Block(Block::Blocked)),
+        "x",
+    ));
     d.trap = true;
     assert_eq!(counted(d), [at::REQUESTS + 4, at::TRAP_HITS]);
 }
