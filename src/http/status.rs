@@ -18,7 +18,7 @@ pub fn init_worker(mcf: &MainConf) {
         return;
     }
     // SAFETY: set by nginx before init_process; read-only afterwards.
-    let index = unsafe { nginx_sys::ngx_worker } as usize;
+    let index: usize = unsafe { nginx_sys::ngx_worker };
     if let Some(slot) = SharedZone::from_conf(mcf).and_then(|z| z.metrics_slot(index)) {
         metrics::attach(slot);
     }

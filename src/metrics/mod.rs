@@ -108,7 +108,7 @@ pub struct Slot([AtomicU64; at::LEN]);
 pub type Slots = [Slot; SLOTS];
 
 // A slot is a whole number of cache lines; all of them fit in three pages.
-const _: () = assert!(core::mem::size_of::<Slot>() % 64 == 0);
+const _: () = assert!(core::mem::size_of::<Slot>().is_multiple_of(64));
 const _: () = assert!(core::mem::size_of::<Slots>() <= 3 * 4096);
 
 impl Slot {
