@@ -423,6 +423,52 @@ cmp_ok(metric($after, 'pow_shield_redis_errors_total', kind => 'io'), '>=', 1,
 
 ###############################################################################
 
+# a status location added by a reload: the zone is adopted and gets its
+# metrics slots; counting starts then (nothing was counted before)
+
+my $a = Test::PowShield->new;
+my $aconf = <<"EOF";
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    pow_shield_secret "$SECRET";
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        root %%TESTDIR%%/html;
+
+        location /api/ {
+            pow_shield_limit 10 1h;
+        }
+STATUS
+    }
+}
+EOF
+(my $without = $aconf) =~ s/STATUS\n//;
+(my $with = $aconf) =~ s/STATUS/        location = \/metrics {\n            pow_shield_status;\n        }/;
+$a->write_file_expand('nginx.conf', $without);
+$a->write_file('html/api/data.json', qq({"ok":true}\n));
+$a->run;
+is($a->http_get('/api/data.json')->status, 200, 'no status location: 200')
+    for 1 .. 2;
+$a->write_file_expand('nginx.conf', $with);
+ok($a->reload, 'reloaded with a status location');
+is($a->http_get('/api/data.json')->status, 200, 'after the reload: 200');
+$m = scrape($a);
+is(metric($m, 'pow_shield_requests_total', result => 'pass'), 1,
+    'counting started with the status location');
+is(metric($m, 'pow_shield_zone_entries', table => 'buckets'), 1,
+    'the zone was adopted: the bucket made before the reload is there');
+
+###############################################################################
+
 # nginx -t
 
 my $c = Test::PowShield->new;
