@@ -11,7 +11,9 @@
 # ports: stock, limit_req (green), pow-shield local mode (green) and, with
 # a yellow flood, pow-shield local mode over the limit, and a client whose
 # circuit breaker is open (403, or 444: connection closed); a second nginx
-# runs pow-shield in cluster mode against a redis-server started here. wrk runs
+# runs pow-shield in cluster mode against a redis-server started here; a
+# third runs the local green case with metrics counting on (a
+# pow_shield_status location exists), compared with the first's (off). wrk runs
 # against each in turn, interleaved for BENCH_ROUNDS rounds, nginx and wrk
 # pinned to different cores. Only loopback; every step is bounded in time;
 # everything started here is stopped on exit.
@@ -22,10 +24,11 @@
 #   BENCH_CONNECTIONS  wrk connections [50]
 #   BENCH_THREADS      wrk threads [1]
 #   BENCH_WARMUP       warm-up seconds per case before round 1 [2]
-#   BENCH_CASES        subset/order of: stock limit_req local cluster yellow
-#                      local_many cluster_many blocked blocked_quiet stock_close
-#                      blocked_444 [all eleven]; red = stock limit_req blocked
-#                      blocked_quiet stock_close blocked_444 cluster
+#   BENCH_CASES        subset/order of: stock limit_req local local_status cluster
+#                      yellow local_many cluster_many blocked blocked_quiet
+#                      stock_close blocked_444 [all twelve]; red = stock limit_req
+#                      blocked blocked_quiet stock_close blocked_444 cluster;
+#                      status = stock local local_status (metrics on vs off)
 #   BENCH_NGINX_CPU    core for both nginx instances [0]
 #   BENCH_WRK_CPU      core for wrk [1]
 #   BENCH_REDIS_CPU    core for redis-server [same as BENCH_NGINX_CPU]
@@ -42,8 +45,9 @@ ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 WARMUP=${BENCH_WARMUP:-2}
-CASES=${BENCH_CASES:-stock limit_req local cluster local_many cluster_many yellow blocked blocked_quiet stock_close blocked_444}
+CASES=${BENCH_CASES:-stock limit_req local local_status cluster local_many cluster_many yellow blocked blocked_quiet stock_close blocked_444}
 [[ $CASES == red ]] && CASES="stock limit_req blocked blocked_quiet stock_close blocked_444 cluster"
+[[ $CASES == status ]] && CASES="stock local local_status"
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
 REDIS_CPU=${BENCH_REDIS_CPU:-$NGINX_CPU}
@@ -66,7 +70,7 @@ command -v "$WRK" >/dev/null || die "wrk not found: apt-get install -y wrk"
 command -v curl >/dev/null || die "curl not found: apt-get install -y curl"
 for c in $CASES; do
     case $c in
-    stock | stock_close | limit_req | local | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
+    stock | stock_close | limit_req | local | local_status | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
     cluster | cluster_many)
         if ! command -v "$REDIS_SERVER" >/dev/null || ! command -v "$REDIS_CLI" >/dev/null; then
             die "cluster case needs redis-server and redis-cli: apt-get install -y redis-server"
@@ -77,7 +81,13 @@ for c in $CASES; do
 done
 has_case() { [[ " $CASES " == *" $1 "* ]]; }
 # Which nginx instance serves a case.
-instance() { [[ $1 == cluster* ]] && echo cluster || echo local; }
+instance() {
+    case $1 in
+    cluster*) echo cluster ;;
+    local_status) echo status ;;
+    *) echo local ;;
+    esac
+}
 uses() { # uses <instance>: whether any selected case runs on it
     local c
     for c in $CASES; do [[ $(instance "$c") == "$1" ]] && return 0; done
@@ -138,18 +148,19 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_MANY P_YELLOW P_BLOCKED P_BLOCKED_QUIET P_BLOCKED_444 \
-    P_CLUSTER P_CLUSTER_MANY P_REDIS <<<"$(free_ports 11)"
+    P_CLUSTER P_CLUSTER_MANY P_REDIS P_STATUS P_METRICS <<<"$(free_ports 13)"
 declare -A PORT=([stock]=$P_STOCK [stock_close]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL [local_many]=$P_LOCAL_MANY
     [yellow]=$P_YELLOW [blocked]=$P_BLOCKED [blocked_quiet]=$P_BLOCKED_QUIET [blocked_444]=$P_BLOCKED_444
     [cluster]=$P_CLUSTER
-    [cluster_many]=$P_CLUSTER_MANY)
+    [cluster_many]=$P_CLUSTER_MANY [local_status]=$P_STATUS)
 declare -A LABEL=([stock]="stock nginx" [stock_close]="stock, Connection: close" [limit_req]="limit_req (green)"
-    [local]="pow-shield local (green)" [cluster]="pow-shield cluster (green)"
+    [local]="pow-shield local (green)" [local_status]="local (green), metrics on"
+    [cluster]="pow-shield cluster (green)"
     [local_many]="pow-shield local, key/request" [cluster_many]="pow-shield cluster, key/request"
     [yellow]="pow-shield local, yellow (429)" [blocked]="pow-shield local, blocked (403)"
     [blocked_quiet]="blocked (403), not logged"
     [blocked_444]="blocked, 444 (closes/s)")
-declare -A EXPECT=([stock]=200 [stock_close]=200 [limit_req]=200 [local]=200 [local_many]=200 [cluster]=200
+declare -A EXPECT=([stock]=200 [stock_close]=200 [limit_req]=200 [local]=200 [local_status]=200 [local_many]=200 [cluster]=200
     [cluster_many]=200 [yellow]=429 [blocked]=403 [blocked_quiet]=403 [blocked_444]=444)
 # The blocked cases' client keys; their breakers are opened before the run.
 declare -A BLOCKED_KEY=([blocked]=bench-blocked [blocked_quiet]=bench-blocked-quiet
@@ -248,6 +259,25 @@ mkdir -p "$TMP/cluster"
 EOF
 } >"$TMP/cluster/nginx.conf"
 
+# Instance 3: the local green case again, with metrics counting on: a
+# pow_shield_status location exists (in another server; scraped once at the
+# end, as a check that the run was counted).
+mkdir -p "$TMP/status"
+{
+    conf_head "$TMP/status"
+    cat <<EOF
+    server {            # pow-shield local mode, green, metrics on
+        listen 127.0.0.1:$P_STATUS;
+        location = $URI { pow_shield_limit 1000000 1s; }
+    }
+    server {
+        listen 127.0.0.1:$P_METRICS;
+        location = /metrics { pow_shield_status; allow 127.0.0.1; deny all; }
+    }
+}
+EOF
+} >"$TMP/status/nginx.conf"
+
 # ---- start everything -------------------------------------------------------
 
 
@@ -276,6 +306,7 @@ if uses cluster; then
 fi
 if uses local; then start_nginx "$TMP/local" "$P_STOCK"; fi
 if uses cluster; then start_nginx "$TMP/cluster" "$P_CLUSTER"; fi
+if uses status; then start_nginx "$TMP/status" "$P_STATUS"; fi
 
 # Open the blocked cases' breakers: five trap hits (404 each) are five
 # strikes, the fifth opens it (pow_shield_strikes 5).
@@ -320,7 +351,7 @@ echo "module:   $MODULE_SRC (copied; sha256 $(sha256sum "$MODULE" | cut -c1-12),
 echo "wrk:      $("$WRK" -v 2>&1 | head -1 | cut -d' ' -f1-2)"
 uses cluster && echo "redis:    $("$REDIS_SERVER" --version | cut -d' ' -f1-3)"
 echo "pinning:  nginx cpu $NGINX_CPU, wrk cpu $WRK_CPU$(uses cluster && echo ", redis cpu $REDIS_CPU")$( ((CPUS < 2)) && echo ' (not applied: < 2 cores)')"
-echo "nginx:    $(uses cluster && uses local && echo "2 instances, ")1 worker each, access_log off, file $URI ($(stat -c %s "$TMP/html/api.json") bytes)"
+echo "nginx:    $(uses status && echo "metrics on in its own instance, ")$(uses cluster && uses local && echo "2 instances, ")1 worker each, access_log off, file $URI ($(stat -c %s "$TMP/html/api.json") bytes)"
 echo "run:      $ROUNDS rounds x $DURATION s per case, cases interleaved: $CASES"
 echo "commands:"
 echo "  taskset -c $NGINX_CPU $NGINX -p <dir> -c <dir>/nginx.conf      (configs: BENCH_KEEP=1 keeps $TMP)"
@@ -344,6 +375,7 @@ worker_of() { ps -o pid= --ppid "$(<"$TMP/$1/nginx.pid")" | head -1 | tr -d ' ';
 declare -A WORKER
 if uses local; then WORKER[local]=$(worker_of local); fi
 if uses cluster; then WORKER[cluster]=$(worker_of cluster); fi
+if uses status; then WORKER[status]=$(worker_of status); fi
 ticks() { [[ -n $1 && -r /proc/$1/stat ]] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
 HZ=$(getconf CLK_TCK)
 
@@ -472,6 +504,11 @@ cat <<EOF
     Each costs a TCP connect + close, which keep-alive spares stock nginx: compare it with
     "stock, Connection: close" (a new connection per request too), below.
 EOF
+if has_case local_status && has_case local; then
+    read -r rps _ _ _ cpu _ s _ sc _ _ <<<"$(summary local_status local)"
+    echo "metrics on (a pow_shield_status location) against off, local green, same rounds:" \
+        "req/s $rps = $s x off's; CPU us $cpu = $sc x off's CPU us per request"
+fi
 if has_case blocked_444 && has_case stock_close; then
     read -r rps _ _ _ cpu _ s _ sc _ _ <<<"$(summary blocked_444 stock_close)"
     echo "blocked, 444 against stock nginx with Connection: close, same rounds:" \
@@ -539,7 +576,18 @@ if uses cluster; then
         fi
     fi
 fi
-for dir in local cluster; do
+if has_case local_status; then
+    # Every request of the case (warm-up, check and wrk's) was counted.
+    counted=$(curl -s -m 5 "http://127.0.0.1:$P_METRICS/metrics" |
+        awk '$1 == "pow_shield_requests_total{result=\"pass\"}" {print $2}')
+    total=$(awk '$1 == "local_status" {n += $6} END {print n + 0}' "$RECORDS")
+    echo "metrics on: pow_shield_requests_total{result=\"pass\"} ${counted:-none} after $total measured requests (plus warm-up)"
+    if [[ -z $counted ]] || ((counted < total)); then
+        echo "WARNING: metrics on: fewer requests counted than wrk made"
+        status=1
+    fi
+fi
+for dir in local cluster status; do
     log=$TMP/$dir/error.log
     [[ -f $log ]] || continue
     n=$(grep -cE '\[(warn|error|crit|alert|emerg)\]' "$log" || true)

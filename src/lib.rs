@@ -4,7 +4,7 @@
 //! This file only wires the module into nginx; behaviour lives below:
 //! - `protocol/` (crate `pow-shield-protocol`, here `pow`): tokens, the
 //!   proof of work, the responses' shapes;
-//! - `limiter/`, `config/values.rs`: pure logic, no nginx types;
+//! - `limiter/`, `config/values.rs`, `metrics/`: pure logic, no nginx types;
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client on nginx's event loop; `http/`: the request path.
@@ -20,6 +20,7 @@ mod ffi;
 #[cfg(not(test))]
 mod http;
 pub mod limiter;
+pub mod metrics;
 pub use pow_shield_protocol as pow;
 mod redis;
 #[cfg(not(test))]

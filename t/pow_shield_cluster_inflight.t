@@ -4,8 +4,9 @@
 # stalled server, SIGSTOP): commands in flight per worker are capped (1024,
 # README "Cluster mode (Redis)").  Requests beyond the cap don't queue
 # behind the stall: they are decided at once by pow_shield_fail, and the
-# cap is logged once.  The requests within the cap are answered by Redis
-# when it resumes.
+# cap is logged once (and counted: pow_shield_redis_errors_total{kind=
+# "refused"}).  The requests within the cap are answered by Redis when it
+# resumes.
 
 use strict;
 use warnings;
@@ -15,6 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Metrics qw(scrape metric);
 
 ###############################################################################
 
@@ -57,6 +59,10 @@ http {
             pow_shield_limit 100000 1h;
             pow_shield_fail local;
         }
+
+        location = /metrics {
+            pow_shield_status;
+        }
     }
 }
 EOF
@@ -87,6 +93,13 @@ my @rs = map { $t->read_response($_) } @socks;
 is(scalar(grep { ($_->status // 0) == 200 } @rs), $CAP + $OVER,
     'Redis resumed: every request is answered');
 is($t->redis_cmd('DBSIZE'), $CAP + 1, 'the requests within the cap were counted in Redis');
+
+my $m = scrape($t);
+is(metric($m, 'pow_shield_redis_errors_total', kind => 'refused'), $OVER,
+    'metrics: the requests beyond the cap are counted as refused');
+is(metric($m, 'pow_shield_redis_round_trip_seconds_count'),
+    metric($m, 'pow_shield_redis_commands_total'),
+    'metrics: every command sent got its reply');
 
 ###############################################################################
 

@@ -16,7 +16,7 @@ use nginx_sys::{
     NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
-use ngx::http::HttpModuleMainConf;
+use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use ngx::{ngx_conf_log_error, ngx_string};
 
 use super::values::{self, FailPolicy, HeadersMode, RedisOptions, RedisTarget};
@@ -69,6 +69,8 @@ pub struct MainConf {
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
     pub shielded: bool,
+    /// Some location has `pow_shield_status`: workers count metrics.
+    pub status: bool,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
     /// default counts where it applies): how long a token may be accepted
     /// somewhere, so how long its spent record must be kept.
@@ -87,6 +89,7 @@ impl Default for MainConf {
             keys_configured: false,
             redis: None,
             shielded: false,
+            status: false,
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
         }
@@ -115,6 +118,8 @@ struct Settings {
     log_level: Option<ngx_uint_t>,
     breaker_log_level: Option<ngx_uint_t>,
     fail: Option<(FailPolicy, *mut ngx_http_complex_value_t)>,
+    /// `pow_shield_status` in this very location (not inherited).
+    status: bool,
 }
 
 /// What the request path reads: every setting resolved after merging.
@@ -215,6 +220,11 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     s.log_level = s.log_level.or(p.log_level);
     s.breaker_log_level = s.breaker_log_level.or(p.breaker_log_level);
     s.fail = s.fail.or(p.fail);
+    // A status location is never shielded, whatever it inherits.
+    if s.status {
+        s.limit = Some(None);
+        s.trap = Some(false);
+    }
 
     let defaults = LocConf::default().policy;
     let (fail, trusted) = s.fail.unwrap_or((defaults.fail, ptr::null_mut()));
@@ -270,7 +280,8 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
         Ok(cv) => mcf.default_key = cv,
         Err(()) => return NGX_CONF_ERROR,
     }
-    if !mcf.shielded {
+    // The status location reads the zone even where nothing is shielded.
+    if !mcf.shielded && !mcf.status {
         return NGX_CONF_OK;
     }
     let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);
@@ -278,7 +289,7 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
         Ok(zone) => mcf.zone = zone,
         Err(()) => return NGX_CONF_ERROR,
     }
-    if !mcf.keys_configured {
+    if mcf.shielded && !mcf.keys_configured {
         log_at!(
             NGX_LOG_NOTICE,
             cf.log,
@@ -323,7 +334,7 @@ const fn main_directive(
     }
 }
 
-pub static mut COMMANDS: [ngx_command_t; 18] = [
+pub static mut COMMANDS: [ngx_command_t; 19] = [
     loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE12, set_limit),
     loc_directive(
         ngx_string!("pow_shield_difficulty"),
@@ -345,6 +356,14 @@ pub static mut COMMANDS: [ngx_command_t; 18] = [
         name: ngx_string!("pow_shield_trap"),
         type_: (NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS) as ngx_uint_t,
         set: Some(set_trap),
+        conf: NGX_HTTP_LOC_CONF_OFFSET,
+        offset: 0,
+        post: ptr::null_mut(),
+    },
+    ngx_command_t {
+        name: ngx_string!("pow_shield_status"),
+        type_: (NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS) as ngx_uint_t,
+        set: Some(set_status),
         conf: NGX_HTTP_LOC_CONF_OFFSET,
         offset: 0,
         post: ptr::null_mut(),
@@ -622,6 +641,23 @@ setter!(set_trap, LocConf, |d, lcf| {
         mcf.shielded = true;
     }
     set_once(&mut lcf.settings.trap, true)
+});
+
+setter!(set_status, LocConf, |d, lcf| {
+    if lcf.settings.status {
+        return Err(Refusal::Duplicate);
+    }
+    lcf.settings.status = true;
+    // Counting starts in every worker once a status location exists.
+    if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+        mcf.status = true;
+    }
+    // The location's content is the metrics (as `stub_status` does).
+    let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
+        return Err(Refusal::Logged);
+    };
+    clcf.handler = Some(crate::http::status::handler);
+    Ok(())
 });
 
 setter!(set_key, LocConf, |d, lcf| {

@@ -17,9 +17,9 @@ use crate::config::{MainConf, Policy};
 use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, monotonic_ms, now_ms};
 use crate::limiter::strikes::{Block, Standing, Tripped};
-use crate::pow;
 use crate::store::{self, CheckArgs, Op, Poll, Stores, Waiter};
 use crate::PowShield;
+use crate::{metrics, pow};
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -161,7 +161,9 @@ impl Flow<'_> {
     /// failure).
     fn resume(&mut self, waiting: Waiting, answer: store::Answer) -> Status {
         let replied = match (waiting, answer) {
-            (Waiting::Check { .. }, store::Answer::Checked(c)) => Replied::Checked(Reply::Ready(c)),
+            (Waiting::Check { offence }, store::Answer::Checked(c)) => {
+                Replied::Checked(Reply::Ready(c), offence)
+            }
             (Waiting::Spend(_), store::Answer::Spent(first)) => Replied::Spent(Reply::Ready(first)),
             (Waiting::Strike, store::Answer::Struck(s)) => Replied::Struck(Reply::Ready(s)),
             // The store failed it: the fallback (which answers at once).
@@ -197,7 +199,8 @@ impl Flow<'_> {
                     rules: red,
                     offence,
                 };
-                Replied::Checked(self.poll(&stores, fallback, |s, w| s.check(args, monotonic, w))?)
+                let reply = self.poll(&stores, fallback, |s, w| s.check(args, monotonic, w))?;
+                Replied::Checked(reply, offence)
             }
             Waiting::Spend(solved) => {
                 let digest = solved.digest;
@@ -219,11 +222,21 @@ impl Flow<'_> {
         let Some(mut decision) = self.shield().decision else {
             return Step::End(End::pass(Outcome::Pass));
         };
+        let red = self.policy().red;
         let step = match replied {
-            Replied::Checked(reply) => self.checked(&mut decision, reply),
+            Replied::Checked(reply, offence) => {
+                if let Reply::Ready(c) = reply {
+                    let blocked = c.standing.block != Block::Clear;
+                    let struck = metrics::check_struck(offence, c.verdict.allowed, blocked, red);
+                    self.shield().struck |= struck;
+                }
+                self.checked(&mut decision, reply)
+            }
             Replied::Spent(reply) => decision.spent(reply, || self.trusted()),
             Replied::Struck(reply) => {
                 if let Reply::Ready(standing) = reply {
+                    let blocked = standing.block != Block::Clear;
+                    self.shield().struck |= metrics::strike_struck(blocked, red);
                     self.shield().standing = Some(standing);
                 }
                 decision.struck(reply)
@@ -318,7 +331,14 @@ impl Flow<'_> {
 
     fn end(&mut self, end: End) -> Status {
         self.shield().outcome = Some(end.outcome);
-        if let Some(tripped) = self.shield().standing.and_then(|s| s.tripped) {
+        let tripped = self.shield().standing.and_then(|s| s.tripped);
+        metrics::request(&metrics::Decided {
+            end,
+            trap: self.policy().trap,
+            struck: self.shield().struck,
+            tripped,
+        });
+        if let Some(tripped) = tripped {
             self.log_tripped(tripped);
         }
         if !end.reason.is_empty() {
@@ -472,7 +492,8 @@ impl Flow<'_> {
 
 /// A store's reply to one of the operations a request waits for.
 enum Replied {
-    Checked(Reply<Checked>),
+    /// The check's reply, and whether a refusal was an offence (a strike).
+    Checked(Reply<Checked>, bool),
     Spent(Reply<bool>),
     Struck(Reply<Standing>),
 }

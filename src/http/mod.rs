@@ -1,10 +1,12 @@
 //! The request path: the access handler, the header filter that adds the
-//! rate-limit headers, responses and `$pow_shield_*` variables.
+//! rate-limit headers, responses, `$pow_shield_*` variables and the
+//! `pow_shield_status` location.
 
 mod filter;
 mod handler;
 mod response;
 mod state;
+pub mod status;
 pub mod variables;
 
 use nginx_sys::{

@@ -61,6 +61,8 @@ pub struct Shield {
     /// Epoch ms when the verdict was made (for `X-RateLimit-Reset`).
     pub decided_at_ms: u64,
     pub outcome: Option<Outcome>,
+    /// A store recorded a strike for this request (for metrics).
+    pub struck: bool,
     /// The rate-limit headers were added to the response.
     pub headers_sent: bool,
     /// The pending store operation, if any.
@@ -132,6 +134,7 @@ impl Shield {
                     retry_after_ms: None,
                     decided_at_ms: 0,
                     outcome: None,
+                    struck: false,
                     headers_sent: false,
                     waiter: None,
                     resume: core::mem::zeroed(),

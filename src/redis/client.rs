@@ -28,6 +28,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::command::{decode_reply, error_kind, is_noscript, Decoded, MAX_REPLY};
 use super::health::{Admission, ErrorReplies, InFlight};
+use crate::metrics::{self, RedisError};
 
 /// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
 /// restarted Redis is used again within a couple of seconds).
@@ -73,6 +74,8 @@ struct Slot {
     on_noscript: Option<Resend>,
     /// A handshake step: an error reply fails the connection with this label.
     handshake: Option<&'static str>,
+    /// When the command was queued (metrics: its round trip).
+    sent: metrics::Sent,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -196,6 +199,7 @@ impl Client {
                     }
                 }
                 if let Admission::Refused { first } = st.in_flight.admit() {
+                    metrics::redis_error(RedisError::Refused);
                     if first {
                         error!(
                             inner.cycle_log,
@@ -216,6 +220,7 @@ impl Client {
                         on_reply: Some(on_reply),
                         on_noscript,
                         handshake: None,
+                        sent: metrics::Sent::default(),
                     },
                 );
                 Ok(())
@@ -287,7 +292,8 @@ impl Inner {
         Some(f(self, &mut st))
     }
 
-    fn push(&self, st: &mut State, command: &[u8], slot: Slot) {
+    fn push(&self, st: &mut State, command: &[u8], mut slot: Slot) {
+        slot.sent = metrics::redis_command();
         st.out.extend_from_slice(command);
         st.slots.push_back(slot);
         self.arm_deadline(st);
@@ -316,6 +322,7 @@ impl Inner {
                 "connect() failed: {}",
                 std::io::Error::from_raw_os_error(err)
             );
+            metrics::redis_error(RedisError::Io);
             self.fail(st, &reason);
             return;
         }
@@ -345,6 +352,7 @@ impl Inner {
                     on_reply: None,
                     on_noscript: None,
                     handshake: Some(label),
+                    sent: metrics::Sent::default(),
                 },
             );
         }
@@ -374,6 +382,7 @@ impl Inner {
                 break;
             } else {
                 st.out.drain(..sent);
+                metrics::redis_error(RedisError::Io);
                 self.fail(st, "send() failed");
                 return;
             }
@@ -383,6 +392,7 @@ impl Inner {
         if !st.out.is_empty()
             && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize
         {
+            metrics::redis_error(RedisError::Io);
             self.fail(st, "cannot wait for the socket to be writable");
         }
     }
@@ -412,6 +422,7 @@ impl Inner {
                     return ready;
                 }
                 if st.input.len() > MAX_INPUT {
+                    metrics::redis_error(RedisError::Protocol);
                     self.fail(st, "reply too large");
                     return ready;
                 }
@@ -426,6 +437,7 @@ impl Inner {
                 // reconnect on the next request, nothing to report.
                 self.disconnect(st);
             } else {
+                metrics::redis_error(RedisError::Io);
                 self.fail(
                     st,
                     if n == 0 {
@@ -439,6 +451,7 @@ impl Inner {
         }
         // SAFETY: c is open; keeps the read event armed.
         if unsafe { nginx_sys::ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
+            metrics::redis_error(RedisError::Io);
             self.fail(st, "cannot wait for the socket to be readable");
         }
         ready
@@ -455,14 +468,17 @@ impl Inner {
                 }
                 Decoded::Partial => break,
                 Decoded::Corrupt(why) => {
+                    metrics::redis_error(RedisError::Protocol);
                     self.fail(st, &format!("unreadable reply: {why}"));
                     return false;
                 }
             };
             let Some(mut slot) = st.slots.pop_front() else {
+                metrics::redis_error(RedisError::Protocol);
                 self.fail(st, "a reply nobody asked for");
                 return false;
             };
+            metrics::redis_reply(slot.sent);
             if is_noscript(&frame) {
                 if let Some(resend) = slot.on_noscript.take() {
                     // The script cache was flushed: resend as EVAL.
@@ -472,6 +488,7 @@ impl Inner {
             }
             if let Some(label) = slot.handshake {
                 if let OwnedFrame::Error(e) = &frame {
+                    metrics::redis_error(RedisError::Handshake);
                     self.fail(st, &format!("{label} failed: {e}"));
                     return false;
                 }
@@ -508,6 +525,7 @@ impl Inner {
 
     /// An error reply to a request: logged once per kind and episode.
     fn error_reply(&self, st: &mut State, text: &str) {
+        metrics::redis_error(RedisError::Reply);
         let kind = error_kind(text);
         if st.errors.on_error(kind, now() as u64) {
             error!(
@@ -538,6 +556,8 @@ impl Inner {
         st.backoff_ms = BACKOFF_FIRST_MS;
         if !st.healthy {
             st.healthy = true;
+            metrics::redis_reconnected();
+            metrics::redis_fallback(false);
             notice!(
                 self.cycle_log,
                 "pow_shield: redis {} is available again",
@@ -555,6 +575,7 @@ impl Inner {
         }
         if st.healthy {
             st.healthy = false;
+            metrics::redis_fallback(true);
             st.backoff_ms = BACKOFF_FIRST_MS;
             error!(
                 self.cycle_log,
@@ -609,6 +630,9 @@ impl Inner {
 
     /// The worker is leaving: close, fail what waits, never reconnect.
     fn close_for_exit(&self, st: &mut State) {
+        if !st.shutting_down && !st.healthy {
+            metrics::redis_fallback(false);
+        }
         st.shutting_down = true;
         self.disconnect(st);
         self.cancel_events();
@@ -674,6 +698,7 @@ impl Inner {
             } else {
                 "reply timed out"
             };
+            metrics::redis_error(RedisError::Timeout);
             self.fail(st, what);
         } else {
             self.arm_deadline(st);
@@ -703,6 +728,7 @@ impl Inner {
                 "connect() failed: {}",
                 std::io::Error::from_raw_os_error(err)
             );
+            metrics::redis_error(RedisError::Io);
             self.fail(st, &reason);
             return;
         }

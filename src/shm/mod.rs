@@ -1,6 +1,7 @@
 //! The shared-memory zone (`pow_shield_zone`): one slab pool holding the
-//! local-mode buckets, the circuit breakers and the replay cache, kept across `nginx -s reload`
-//! when its size is unchanged (as `limit_req` does).
+//! local-mode buckets, the circuit breakers, the replay cache and the
+//! workers' metrics slots, kept across `nginx -s reload` when its size is
+//! unchanged (as `limit_req` does).
 
 mod table;
 
@@ -13,11 +14,12 @@ use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
 use crate::config::MainConf;
+use crate::metrics::{Slot, Slots, ZoneStats, SLOTS};
 use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
 /// Layout version: a zone written by another layout is never adopted.
-const MAGIC: u64 = 0x706f_7773_6869_0003; // "powshi" v3
+const MAGIC: u64 = 0x706f_7773_6869_0004; // "powshi" v4: table stats, metrics slots
 
 /// The zone's header, at the start of the slab pool's data.
 #[repr(C)]
@@ -34,6 +36,9 @@ pub struct Zone {
     pub spent_refused: u64,
     /// Requests refused because the zone had no room for their bucket.
     pub buckets_refused: u64,
+    /// The workers' metrics slots, allocated by the first configuration
+    /// with a `pow_shield_status` location (null before).
+    metrics: *mut Slots,
     /// The random HMAC key used when no secret is configured; kept across
     /// reloads so that outstanding challenges stay valid.
     secret: [u8; 32],
@@ -120,6 +125,20 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
                 None => return Status::NGX_ERROR.into(),
             }
         };
+        // SAFETY: the header is initialised; only this master writes it here.
+        if mcf.status && unsafe { (*zone).metrics.is_null() } {
+            let Some(slots) = create_slots(&pool) else {
+                error!(
+                    log,
+                    "pow_shield: zone \"pow_shield\" has no room for the metrics of \
+                     \"pow_shield_status\" ({} bytes); make \"pow_shield_zone\" larger",
+                    core::mem::size_of::<Slots>()
+                );
+                return Status::NGX_ERROR.into();
+            };
+            // SAFETY: as above; workers read it only after they fork.
+            unsafe { (*zone).metrics = slots };
+        }
         shm_zone.data = zone.cast();
         if !mcf.keys_configured {
             // SAFETY: the header is initialised and only this master writes it.
@@ -155,6 +174,7 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         ptr::addr_of_mut!((*zone).secret).write(bytes);
         ptr::addr_of_mut!((*zone).spent_refused).write(0);
         ptr::addr_of_mut!((*zone).buckets_refused).write(0);
+        ptr::addr_of_mut!((*zone).metrics).write(ptr::null_mut());
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
         Table::init(ptr::addr_of_mut!((*zone).strikes));
@@ -166,11 +186,30 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
     Some(zone)
 }
 
+/// Zeroed slots for every worker, from the slab (page-aligned: larger than
+/// half a page).
+fn create_slots(pool: &SlabPool) -> Option<*mut Slots> {
+    let shpool: *mut ngx_slab_pool_t = ptr::from_ref(pool.as_ref()).cast_mut();
+    let size = core::mem::size_of::<Slots>();
+    let locked = pool.lock();
+    // SAFETY: the pool is locked (old workers may still use it).
+    let slots = unsafe { nginx_sys::ngx_slab_alloc_locked(shpool, size) }.cast::<Slots>();
+    drop(locked);
+    if slots.is_null() || !(slots as usize).is_multiple_of(core::mem::align_of::<Slots>()) {
+        return None;
+    }
+    // SAFETY: fresh memory of the slots' size; zero bytes are zero atomics.
+    unsafe { ptr::write_bytes(slots.cast::<u8>(), 0, size) };
+    Some(slots)
+}
+
 /// A worker's handle on the zone: the header and its slab pool.
 #[derive(Clone)]
 pub struct SharedZone {
     pool: SlabPool,
     zone: NonNull<Zone>,
+    /// The zone's size (`pow_shield_zone`).
+    size: usize,
 }
 
 impl SharedZone {
@@ -185,8 +224,40 @@ impl SharedZone {
             if zone.as_ref().magic != MAGIC {
                 return None;
             }
-            Some(Self { pool, zone })
+            Some(Self {
+                pool,
+                zone,
+                size: shm_zone.shm.size,
+            })
         }
+    }
+
+    /// The metrics slot of worker `index` (workers beyond `SLOTS` share),
+    /// if a status location made the slots.
+    pub fn metrics_slot(&self, index: usize) -> Option<&'static Slot> {
+        // SAFETY: the slots, once made, live as long as the zone, which is
+        // mapped for the life of the process; they are atomics only.
+        unsafe { self.zone.as_ref().metrics.as_ref() }.and_then(|s| s.get(index % SLOTS))
+    }
+
+    /// Every worker's slots (none before a status location made them).
+    pub fn metrics_slots(&self) -> &[Slot] {
+        // SAFETY: as in `metrics_slot`.
+        unsafe { self.zone.as_ref().metrics.as_ref() }.map_or(&[], |s| &s[..])
+    }
+
+    /// The tables' numbers, read under the lock.
+    pub fn stats(&self) -> ZoneStats {
+        self.with_locked(|zone, _| {
+            let tables = [&zone.buckets, &zone.spent, &zone.strikes].map(|t| t.stats());
+            ZoneStats {
+                entries: tables.map(|(entries, _)| entries),
+                evictions: tables.map(|(_, evictions)| evictions),
+                spent_refused: zone.spent_refused,
+                buckets_refused: zone.buckets_refused,
+                size_bytes: self.size as u64,
+            }
+        })
     }
 
     /// Runs `f` on the header's tables with the zone locked.

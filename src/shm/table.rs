@@ -126,6 +126,10 @@ pub struct Table {
     tree: ngx_rbtree_t,
     sentinel: ngx_rbtree_node_t,
     lru: ngx_queue_t,
+    /// Entries in the table now (for metrics; changed under the zone lock).
+    entries: u64,
+    /// Unexpired entries given up to make room, since the zone was made.
+    evictions: u64,
 }
 
 impl Table {
@@ -142,6 +146,8 @@ impl Table {
                 Some(insert_entry),
             );
             ngx_queue_init(ptr::addr_of_mut!((*this).lru));
+            ptr::addr_of_mut!((*this).entries).write(0);
+            ptr::addr_of_mut!((*this).evictions).write(0);
         }
     }
 
@@ -195,6 +201,7 @@ impl Table {
             self.tree.insert = Some(insert_entry);
             ngx_rbtree_insert(&mut self.tree, &mut e.rb);
             ngx_queue_insert_after(&mut self.lru, &mut e.lru);
+            self.entries += 1;
             Some(e)
         }
     }
@@ -219,6 +226,7 @@ impl Table {
             self.remove(e, alloc);
             removed += 1;
         }
+        self.evictions += removed as u64;
         removed
     }
 
@@ -255,6 +263,12 @@ impl Table {
             ngx_rbtree_delete(&mut self.tree, ptr::addr_of_mut!((*entry).rb));
         }
         alloc.free(entry.cast());
+        self.entries = self.entries.saturating_sub(1);
+    }
+
+    /// Entries now, and entries evicted since the zone was made.
+    pub fn stats(&self) -> (u64, u64) {
+        (self.entries, self.evictions)
     }
 }
 

@@ -222,6 +222,7 @@ pub fn init_worker(cycle: &mut ngx_cycle_t) -> Status {
     let Some(mcf) = PowShield::main_conf(cycle) else {
         return Status::NGX_OK;
     };
+    crate::http::status::init_worker(mcf);
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };

@@ -227,7 +227,11 @@ impl RedisStore {
         let Ok(mut replays) = self.replays.try_borrow_mut() else {
             return;
         };
-        if let Queued::Dropped { first: true } = replays.push(digest, expires_at_ms, now_ms()) {
+        let queued = replays.push(digest, expires_at_ms, now_ms());
+        if let Queued::Dropped { .. } = queued {
+            crate::metrics::redis_replay_dropped();
+        }
+        if let Queued::Dropped { first: true } = queued {
             error!(
                 self.log,
                 "pow_shield: {MAX_REPLAYS} tokens spent while redis was unavailable wait to be \

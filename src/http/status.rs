@@ -1,0 +1,94 @@
+//! `pow_shield_status` (SPEC §7, docs/metrics.md): the location's content is
+//! the metrics of every worker, summed from their slots in the shared zone,
+//! in Prometheus text format. Access control is nginx's `allow`/`deny`.
+
+use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
+use ngx::core::{Buffer, Status};
+use ngx::http::{HttpModuleMainConf, Request};
+
+use crate::config::MainConf;
+use crate::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
+use crate::shm::SharedZone;
+use crate::PowShield;
+
+/// `init_process`: counting starts in this worker when a status location
+/// exists (otherwise every metrics call returns at once).
+pub fn init_worker(mcf: &MainConf) {
+    if !mcf.status {
+        return;
+    }
+    // SAFETY: set by nginx before init_process; read-only afterwards.
+    let index: usize = unsafe { nginx_sys::ngx_worker };
+    if let Some(slot) = SharedZone::from_conf(mcf).and_then(|z| z.metrics_slot(index)) {
+        metrics::attach(slot);
+    }
+}
+
+/// The location's content handler.
+pub extern "C" fn handler(r: *mut ngx_http_request_t) -> ngx_int_t {
+    crate::ffi::guard(
+        nginx_sys::NGX_HTTP_INTERNAL_SERVER_ERROR as ngx_int_t,
+        || {
+            // SAFETY: nginx passes a live request to content handlers.
+            let r = unsafe { Request::from_ngx_http_request(r) };
+            serve(r).0
+        },
+    )
+}
+
+fn serve(r: &mut Request) -> Status {
+    let raw: &ngx_http_request_t = r.as_ref();
+    if raw.method & (NGX_HTTP_GET | NGX_HTTP_HEAD) as usize == 0 {
+        return Status(nginx_sys::NGX_HTTP_NOT_ALLOWED as isize);
+    }
+    let rc = r.discard_request_body();
+    if rc != Status::NGX_OK {
+        return rc;
+    }
+    let Some(zone) = PowShield::main_conf(r).and_then(SharedZone::from_conf) else {
+        return Status(nginx_sys::NGX_HTTP_INTERNAL_SERVER_ERROR as isize);
+    };
+    let body = metrics::render(&Snapshot {
+        counts: Counts::sum(zone.metrics_slots()),
+        zone: zone.stats(),
+        version: env!("CARGO_PKG_VERSION"),
+    });
+
+    let raw: *mut ngx_http_request_t = (&mut *r).into();
+    // SAFETY: the request is live; these are plain fields of headers_out,
+    // and the content type is a static string.
+    unsafe {
+        (*raw).headers_out.status = nginx_sys::NGX_HTTP_OK as usize;
+        (*raw).headers_out.content_type = nginx_sys::ngx_str_t {
+            len: CONTENT_TYPE.len(),
+            data: CONTENT_TYPE.as_ptr().cast_mut(),
+        };
+        (*raw).headers_out.content_type_len = CONTENT_TYPE.len();
+        (*raw).headers_out.content_type_lowcase = core::ptr::null_mut();
+    }
+    r.set_content_length_n(body.len());
+    // Each scrape is a fresh reading.
+    if r.add_header_out("Cache-Control", "no-store").is_none() {
+        return Status::NGX_ERROR;
+    }
+    let rc = r.send_header();
+    if rc == Status::NGX_ERROR || rc.0 > Status::NGX_OK.0 || r.header_only() {
+        return rc;
+    }
+    let Some(mut buf) = r.pool().create_buffer(body.len()) else {
+        return Status::NGX_ERROR;
+    };
+    let b = buf.as_ngx_buf_mut();
+    // SAFETY: a fresh temporary buffer of body.len() bytes.
+    unsafe {
+        core::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
+        (*b).last = (*b).pos.add(body.len());
+        (*b).set_last_buf(1);
+        (*b).set_last_in_chain(1);
+    }
+    let mut out = ngx_chain_t {
+        buf: b,
+        next: core::ptr::null_mut(),
+    };
+    r.output_filter(&mut out)
+}

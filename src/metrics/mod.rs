@@ -1,0 +1,335 @@
+//! Metrics (SPEC §7, docs/metrics.md) without nginx: the counters one worker
+//! keeps, what a request, a Redis command or an error adds to them, and the
+//! Prometheus text the status location serves.
+//!
+//! Every worker counts into its own cache-line-aligned [`Slot`] of atomics
+//! in the shared zone (no lock, `Relaxed` adds); the status location sums
+//! the slots. Counting is on only where a `pow_shield_status` location is
+//! configured: otherwise no slot is attached and every call here returns
+//! after one load.
+
+mod render;
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
+use crate::decision::{End, Outcome};
+use crate::limiter::strikes::{RedRules, Tripped};
+
+/// `result` label values of `pow_shield_requests_total`, in slot order.
+pub const RESULTS: [&str; 9] = [
+    "pass",
+    "challenge",
+    "solved",
+    "invalid",
+    "blocked",
+    "banned",
+    "trap",
+    "exempt",
+    "unavailable",
+];
+
+/// `reason` label values of `pow_shield_verifications_failed_total`: the
+/// rows of SPEC §4 (`Rejection::reason`, then the replay store's "spent").
+pub const FAILURE_REASONS: [&str; 7] = [
+    "malformed",
+    "signature",
+    "payload",
+    "ip",
+    "expired",
+    "solution",
+    "spent",
+];
+
+/// `kind` label values of `pow_shield_redis_errors_total`, in slot order.
+pub const REDIS_ERROR_KINDS: [&str; 6] =
+    ["io", "timeout", "protocol", "handshake", "reply", "refused"];
+
+/// `table` label values of the zone's families.
+pub const TABLES: [&str; 3] = ["buckets", "spent", "strikes"];
+
+/// Upper bounds of the round-trip histogram's finite buckets: the text of
+/// the `le` label and the same bound in nanoseconds.
+pub const RTT_BUCKETS: [(&str, u64); 13] = [
+    ("0.0001", 100_000),
+    ("0.00025", 250_000),
+    ("0.0005", 500_000),
+    ("0.001", 1_000_000),
+    ("0.0025", 2_500_000),
+    ("0.005", 5_000_000),
+    ("0.01", 10_000_000),
+    ("0.025", 25_000_000),
+    ("0.05", 50_000_000),
+    ("0.1", 100_000_000),
+    ("0.25", 250_000_000),
+    ("0.5", 500_000_000),
+    ("1", 1_000_000_000),
+];
+
+/// Where each counter sits in a slot.
+pub mod at {
+    use super::{FAILURE_REASONS, REDIS_ERROR_KINDS, RESULTS};
+
+    pub const REQUESTS: usize = 0;
+    pub const CHALLENGES: usize = REQUESTS + RESULTS.len();
+    pub const FAILED: usize = CHALLENGES + 1;
+    pub const STRIKES: usize = FAILED + FAILURE_REASONS.len();
+    pub const TRIPS: usize = STRIKES + 1;
+    pub const BANS: usize = TRIPS + 1;
+    pub const TRAP_HITS: usize = BANS + 1;
+    pub const REDIS_COMMANDS: usize = TRAP_HITS + 1;
+    pub const REDIS_ERRORS: usize = REDIS_COMMANDS + 1;
+    pub const REDIS_RECONNECTS: usize = REDIS_ERRORS + REDIS_ERROR_KINDS.len();
+    pub const REDIS_REPLAYS_DROPPED: usize = REDIS_RECONNECTS + 1;
+    /// A gauge: +1 when a worker starts deciding without Redis, -1 when it
+    /// stops (wrapping; the sum over slots is the number of such workers).
+    pub const REDIS_FALLBACK: usize = REDIS_REPLAYS_DROPPED + 1;
+    /// Per-bucket (not cumulative) counts; the last is `+Inf`.
+    pub const RTT_BUCKETS: usize = REDIS_FALLBACK + 1;
+    pub const RTT_SUM_NS: usize = RTT_BUCKETS + RTT_BUCKETS_LEN;
+    pub const RTT_COUNT: usize = RTT_SUM_NS + 1;
+    pub const LEN: usize = RTT_COUNT + 1;
+
+    pub const RTT_BUCKETS_LEN: usize = super::RTT_BUCKETS.len() + 1;
+}
+
+/// Worker slots in the zone. More workers share slots (`ngx_worker` modulo
+/// this): the adds are atomic, so sharing costs contention, never counts.
+pub const SLOTS: usize = 32;
+
+/// One worker's counters, alone on its cache lines so that workers never
+/// write the same line.
+#[repr(C, align(64))]
+pub struct Slot([AtomicU64; at::LEN]);
+
+/// The slots of every worker, as the zone holds them.
+pub type Slots = [Slot; SLOTS];
+
+// A slot is a whole number of cache lines; all of them fit in three pages.
+const _: () = assert!(core::mem::size_of::<Slot>().is_multiple_of(64));
+const _: () = assert!(core::mem::size_of::<Slots>() <= 3 * 4096);
+
+impl Slot {
+    fn add(&self, at: usize, n: u64) {
+        if let Some(c) = self.0.get(at) {
+            c.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Counts what a decided request did (`record` below).
+    pub fn count_request(&self, r: &Decided) {
+        for at in r.counters() {
+            self.add(at, 1);
+        }
+    }
+
+    /// One Redis round trip of `ns` nanoseconds.
+    pub fn observe_rtt(&self, ns: u64) {
+        self.add(at::RTT_BUCKETS + rtt_bucket(ns), 1);
+        self.add(at::RTT_SUM_NS, ns);
+        self.add(at::RTT_COUNT, 1);
+    }
+
+    /// This worker started (`true`) or stopped deciding without Redis.
+    pub fn fallback(&self, active: bool) {
+        let delta = if active { 1 } else { u64::MAX }; // -1, wrapping
+        self.add(at::REDIS_FALLBACK, delta);
+    }
+}
+
+/// The sum of every slot: plain numbers, in slot order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts(pub [u64; at::LEN]);
+
+impl Default for Counts {
+    fn default() -> Self {
+        Counts([0; at::LEN])
+    }
+}
+
+impl Counts {
+    /// Sums the slots (wrapping: the fallback gauge's -1s cancel +1s).
+    pub fn sum<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> Self {
+        let mut total = Counts::default();
+        for slot in slots {
+            for (t, c) in total.0.iter_mut().zip(slot.0.iter()) {
+                *t = t.wrapping_add(c.load(Relaxed));
+            }
+        }
+        total
+    }
+
+    fn get(&self, at: usize) -> u64 {
+        self.0.get(at).copied().unwrap_or(0)
+    }
+}
+
+/// The histogram bucket of a round trip: the first bound it does not
+/// exceed (`le` is inclusive), else `+Inf`.
+pub fn rtt_bucket(ns: u64) -> usize {
+    RTT_BUCKETS
+        .iter()
+        .position(|&(_, bound)| ns <= bound)
+        .unwrap_or(RTT_BUCKETS.len())
+}
+
+fn result_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Pass => 0,
+        Outcome::Challenge => 1,
+        Outcome::Solved => 2,
+        Outcome::Invalid => 3,
+        Outcome::Blocked => 4,
+        Outcome::Banned => 5,
+        Outcome::Trap => 6,
+        Outcome::Exempt => 7,
+        Outcome::Unavailable => 8,
+    }
+}
+
+/// What one shielded request did, as its decision ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Decided {
+    pub end: End,
+    /// The request was sent to a `pow_shield_trap` location.
+    pub trap: bool,
+    /// A store recorded a strike for it.
+    pub struck: bool,
+    /// What its strike set off, if anything.
+    pub tripped: Option<Tripped>,
+}
+
+impl Decided {
+    /// The counters this request adds one to.
+    pub fn counters(&self) -> impl Iterator<Item = usize> {
+        let end = self.end;
+        let request = at::REQUESTS + result_index(end.outcome);
+        let challenge = matches!(end.answer, Some(crate::decision::Answer::Challenge { .. }))
+            .then_some(at::CHALLENGES);
+        let failed = (end.outcome == Outcome::Invalid)
+            .then(|| FAILURE_REASONS.iter().position(|&r| r == end.reason))
+            .flatten()
+            .map(|i| at::FAILED + i);
+        let trips = self.tripped.map(|_| at::TRIPS);
+        let bans = matches!(self.tripped, Some(Tripped::Banned)).then_some(at::BANS);
+        [
+            Some(request),
+            challenge,
+            failed,
+            self.struck.then_some(at::STRIKES),
+            trips,
+            bans,
+            self.trap.then_some(at::TRAP_HITS),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// Whether a check recorded a strike: an offence refused by the limiter
+/// while the breaker was closed and strikes are on (SPEC §5).
+pub fn check_struck(offence: bool, allowed: bool, blocked: bool, rules: RedRules) -> bool {
+    offence && !allowed && !blocked && rules.strikes.is_some()
+}
+
+/// Whether a strike operation recorded one: a blocked client's add nothing.
+pub fn strike_struck(blocked: bool, rules: RedRules) -> bool {
+    !blocked && rules.strikes.is_some()
+}
+
+/* this worker's slot */
+
+/// This worker's slot, when counting is on (null otherwise).
+static WORKER: AtomicPtr<Slot> = AtomicPtr::new(ptr::null_mut());
+
+/// Counting starts: `slot` is this worker's, in shared memory mapped for
+/// the life of the process.
+pub fn attach(slot: &'static Slot) {
+    WORKER.store(ptr::from_ref(slot).cast_mut(), Relaxed);
+}
+
+/// The worker's slot, if counting is on.
+pub fn worker() -> Option<&'static Slot> {
+    // SAFETY: `attach` stored a reference that lives as long as the process.
+    unsafe { WORKER.load(Relaxed).as_ref() }
+}
+
+/// A shielded request's decision ended.
+pub fn request(decided: &Decided) {
+    if let Some(slot) = worker() {
+        slot.count_request(decided);
+    }
+}
+
+/// Why Redis failed, as `pow_shield_redis_errors_total{kind}` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedisError {
+    /// connect, send or recv failed, or Redis closed a busy connection.
+    Io,
+    /// No reply (or no handshake answer) within the timeout.
+    Timeout,
+    /// An unreadable, oversized or unexpected reply.
+    Protocol,
+    /// Redis refused a handshake step (AUTH, SELECT, SCRIPT LOAD).
+    Handshake,
+    /// An error reply to a request's command (WRONGTYPE, OOM...).
+    Reply,
+    /// Refused at once: too many commands in flight.
+    Refused,
+}
+
+/// When a command was written, to time its reply; `None` while counting
+/// is off (the clock is not read then).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sent(Option<Instant>);
+
+/// A command was queued for Redis.
+pub fn redis_command() -> Sent {
+    match worker() {
+        Some(slot) => {
+            slot.add(at::REDIS_COMMANDS, 1);
+            Sent(Some(Instant::now()))
+        }
+        None => Sent(None),
+    }
+}
+
+/// The reply to a command sent at `sent` arrived (an error reply too).
+pub fn redis_reply(sent: Sent) {
+    if let (Some(slot), Some(at)) = (worker(), sent.0) {
+        let ns = u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        slot.observe_rtt(ns);
+    }
+}
+
+pub fn redis_error(kind: RedisError) {
+    if let Some(slot) = worker() {
+        slot.add(at::REDIS_ERRORS + kind as usize, 1);
+    }
+}
+
+/// The connection to Redis works again after a failure.
+pub fn redis_reconnected() {
+    if let Some(slot) = worker() {
+        slot.add(at::REDIS_RECONNECTS, 1);
+    }
+}
+
+/// A token spent during an outage was dropped from the replay queue.
+pub fn redis_replay_dropped() {
+    if let Some(slot) = worker() {
+        slot.add(at::REDIS_REPLAYS_DROPPED, 1);
+    }
+}
+
+/// This worker started (`true`) or stopped deciding without Redis.
+pub fn redis_fallback(active: bool) {
+    if let Some(slot) = worker() {
+        slot.fallback(active);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+package Test::PowShield::Metrics;
+
+# Reading pow_shield_status scrapes in tests (docs/metrics.md).
+#
+#   use Test::PowShield::Metrics qw(scrape metric);
+#   my $m = scrape($t, '/metrics');             # { 'name{labels}' => value }
+#   metric($m, 'pow_shield_requests_total', result => 'pass');
+#   my ($rc, $out) = promtool_check($text);      # promtool check metrics
+
+use strict;
+use warnings;
+
+use Exporter qw(import);
+use File::Temp qw(tempfile);
+
+our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check);
+
+# The samples of a text exposition: { 'name{labels}' => number }; the
+# response and the text are kept under the keys -response and -text.
+sub parse {
+    my ($text) = @_;
+    my %m;
+    for my $line (split /\n/, $text // '') {
+        next if $line =~ /^#/ || $line !~ /\S/;
+        my ($key, $value) = $line =~ /^(\S+)\s+(\S+)$/ or next;
+        $m{$key} = $value + 0;
+    }
+    return \%m;
+}
+
+# GET the status location; dies unless it answers 200.
+sub scrape {
+    my ($t, $uri, %o) = @_;
+    my $r = $t->http_get($uri // '/metrics', %o);
+    die "scrape $uri: " . ($r->status // 'no answer') . "\n"
+        unless ($r->status // 0) == 200;
+    my $m = parse($r->body);
+    $m->{-response} = $r;
+    $m->{-text} = $r->body;
+    return $m;
+}
+
+# metric($m, $name, label => value...): the sample's value (labels in the
+# order the module prints them), undef if absent.
+sub metric {
+    my ($m, $name, @labels) = @_;
+    my @pairs;
+    while (my ($k, $v) = splice @labels, 0, 2) {
+        push @pairs, qq($k="$v");
+    }
+    my $key = @pairs ? "$name\{" . join(',', @pairs) . '}' : $name;
+    return $m->{$key};
+}
+
+# delta($before, $after, $name, labels...): how much a sample grew.
+sub delta {
+    my ($before, $after, @what) = @_;
+    return (metric($after, @what) // 0) - (metric($before, @what) // 0);
+}
+
+sub promtool { $ENV{TEST_PROMTOOL} || 'promtool' }
+
+# promtool check metrics on a text: (exit code, output); (undef, why) when
+# promtool is missing.
+sub promtool_check {
+    my ($text) = @_;
+    my $bin = promtool();
+    return (undef, "$bin not found") unless grep { -x "$_/$bin" }
+        split /:/, $ENV{PATH} // '' or -x $bin;
+    my ($fh, $file) = tempfile(UNLINK => 1);
+    print $fh $text;
+    close $fh;
+    my $out = `'$bin' check metrics < '$file' 2>&1`;
+    return ($? >> 8, $out);
+}
+
+1;
