@@ -386,7 +386,11 @@ mod tests {
     fn one_thread_finds_the_smallest_nonce_like_the_protocol_crate() {
         for d in 1..=4 {
             let nonce = solve(SALT, d, &opts(1)).unwrap();
-            assert_eq!(nonce.0, pow_shield_protocol::solve(SALT, d), "difficulty {d}");
+            assert_eq!(
+                nonce.0,
+                pow_shield_protocol::solve(SALT, d),
+                "difficulty {d}"
+            );
         }
     }
 
@@ -475,8 +479,14 @@ mod tests {
         assert!(!has_leading_zero_nibbles(&state, 6));
         let zeros = [0u32; 8];
         assert!(has_leading_zero_nibbles(&zeros, 64));
-        assert!(!has_leading_zero_nibbles(&[0, 0x1000_0000, 0, 0, 0, 0, 0, 0], 9));
-        assert!(has_leading_zero_nibbles(&[0, 0x0fff_ffff, 0, 0, 0, 0, 0, 0], 9));
+        assert!(!has_leading_zero_nibbles(
+            &[0, 0x1000_0000, 0, 0, 0, 0, 0, 0],
+            9
+        ));
+        assert!(has_leading_zero_nibbles(
+            &[0, 0x0fff_ffff, 0, 0, 0, 0, 0, 0],
+            9
+        ));
     }
 
     #[test]
