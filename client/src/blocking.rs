@@ -188,7 +188,7 @@ impl Client {
         for (name, value) in headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let sent = match &req.body {
+        match &req.body {
             Some(body) => builder
                 .body(body.clone())
                 .map_err(|e| Error::Request(e.to_string()))
@@ -197,8 +197,7 @@ impl Client {
                 .body(())
                 .map_err(|e| Error::Request(e.to_string()))
                 .and_then(|r| self.agent.run(r).map_err(transport_error)),
-        };
-        sent
+        }
     }
 }
 

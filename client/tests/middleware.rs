@@ -116,7 +116,10 @@ async fn solving_does_not_block_the_executor() {
         ..Policy::default()
     };
     let err = client(policy).get(&fake.url).send().await.unwrap_err();
-    assert!(matches!(pow_error(err), Error::Timeout { difficulty: 12, .. }));
+    assert!(matches!(
+        pow_error(err),
+        Error::Timeout { difficulty: 12, .. }
+    ));
     ticker.abort();
     assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) > 20);
 }
