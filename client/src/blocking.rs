@@ -188,7 +188,7 @@ impl Client {
         for (name, value) in headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let sent = match &req.body {
+        match &req.body {
             Some(body) => builder
                 .body(body.clone())
                 .map_err(|e| Error::Request(e.to_string()))
@@ -197,8 +197,7 @@ impl Client {
                 .body(())
                 .map_err(|e| Error::Request(e.to_string()))
                 .and_then(|r| self.agent.run(r).map_err(transport_error)),
-        };
-        sent
+        }
     }
 }
 
@@ -233,7 +232,9 @@ fn transport_error(e: ureq::Error) -> Error {
         ureq::Error::Io(ref io)
             if matches!(
                 io.kind(),
-                ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+                ErrorKind::UnexpectedEof
+                    | ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
             ) =>
         {
             Error::Closed
@@ -255,13 +256,21 @@ mod tests {
 
     #[test]
     fn caller_pow_headers_go_on_the_first_try_only() {
-        let given = [h("X-PoW-Challenge", "old"), h("x-pow-nonce", "1"), h("A", "b")];
+        let given = [
+            h("X-PoW-Challenge", "old"),
+            h("x-pow-nonce", "1"),
+            h("A", "b"),
+        ];
         assert_eq!(headers_for(&given, None, true), given.to_vec());
         assert_eq!(headers_for(&given, None, false), vec![h("A", "b")]);
         let solution = ("new".to_owned(), Nonce(42));
         assert_eq!(
             headers_for(&given, Some(&solution), false),
-            vec![h("A", "b"), h("X-PoW-Challenge", "new"), h("X-PoW-Nonce", "42")]
+            vec![
+                h("A", "b"),
+                h("X-PoW-Challenge", "new"),
+                h("X-PoW-Nonce", "42")
+            ]
         );
     }
 }

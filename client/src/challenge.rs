@@ -166,7 +166,8 @@ mod tests {
     #[test]
     fn body_is_the_fallback_without_the_header() {
         let c = token(2);
-        let body = ChallengeBody::new(Some("Challenge expired"), &c.token, &c.salt, 2, 60).to_json();
+        let body =
+            ChallengeBody::new(Some("Challenge expired"), &c.token, &c.salt, 2, 60).to_json();
         let Answer::Challenge(ch) = read_answer(410, headers(&[]), Some(body.as_bytes())) else {
             panic!("not a challenge")
         };

@@ -145,7 +145,10 @@ mod tests {
     #[test]
     fn prefer_wait_pays_when_the_wait_is_too_long_or_unknown() {
         let mut r = Retrier::new(waiting());
-        assert!(matches!(r.next(challenge(429, 4, Some(61))), Step::Solve(_)));
+        assert!(matches!(
+            r.next(challenge(429, 4, Some(61))),
+            Step::Solve(_)
+        ));
         assert!(matches!(r.next(challenge(429, 4, None)), Step::Solve(_)));
     }
 
@@ -153,7 +156,10 @@ mod tests {
     fn fresh_challenge_after_a_refused_solution_is_solved_even_when_waiting() {
         let mut r = Retrier::new(waiting());
         for status in [409, 410, 422] {
-            assert!(matches!(r.next(challenge(status, 4, Some(1))), Step::Solve(_)));
+            assert!(matches!(
+                r.next(challenge(status, 4, Some(1))),
+                Step::Solve(_)
+            ));
         }
     }
 
@@ -194,7 +200,10 @@ mod tests {
         let a = Answer::Unavailable {
             retry_after: Some(Duration::from_secs(1)),
         };
-        assert_eq!(Retrier::new(Policy::default()).next(a.clone()), Step::Return);
+        assert_eq!(
+            Retrier::new(Policy::default()).next(a.clone()),
+            Step::Return
+        );
         assert_eq!(
             Retrier::new(waiting()).next(a),
             Step::Wait(Duration::from_secs(1))

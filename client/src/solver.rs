@@ -386,7 +386,52 @@ mod tests {
     fn one_thread_finds_the_smallest_nonce_like_the_protocol_crate() {
         for d in 1..=4 {
             let nonce = solve(SALT, d, &opts(1)).unwrap();
-            assert_eq!(nonce.0, pow_shield_protocol::solve(SALT, d), "difficulty {d}");
+            assert_eq!(
+                nonce.0,
+                pow_shield_protocol::solve(SALT, d),
+                "difficulty {d}"
+            );
+        }
+    }
+
+    /// Smallest nonces, cross-checked with Python's hashlib.
+    const VECTORS: [(&str, u8, u64); 10] = [
+        ("00112233445566778899aabbccddeeff", 1, 78),
+        ("00112233445566778899aabbccddeeff", 2, 79),
+        ("00112233445566778899aabbccddeeff", 3, 1373),
+        ("00112233445566778899aabbccddeeff", 4, 60803),
+        ("00112233445566778899aabbccddeeff", 5, 1192874),
+        ("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", 1, 19),
+        ("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", 2, 21),
+        ("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", 3, 3730),
+        ("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", 4, 42114),
+        ("5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a", 5, 1418755),
+    ];
+
+    #[test]
+    fn one_thread_finds_the_known_smallest_nonces() {
+        for (salt, d, nonce) in VECTORS {
+            assert_eq!(solve(salt, d, &opts(1)), Ok(Nonce(nonce)), "{salt} {d}");
+        }
+    }
+
+    #[test]
+    fn solution_of_an_issued_challenge_passes_the_modules_verification() {
+        use pow_shield_protocol::{issue_challenge, verify_solution, Secret, SecretKeys};
+        let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
+        for d in [1, 3, 5] {
+            let c = issue_challenge(&keys, "192.0.2.1", 1_000, d).unwrap();
+            let nonce = solve(&c.salt, c.difficulty, &opts(0)).unwrap().to_string();
+            let verified = verify_solution(
+                &keys,
+                Some(c.token.as_bytes()),
+                Some(nonce.as_bytes()),
+                "192.0.2.1",
+                1,
+                1_000,
+                60_000,
+            );
+            assert!(verified.is_ok(), "difficulty {d}: {verified:?}");
         }
     }
 
@@ -475,8 +520,14 @@ mod tests {
         assert!(!has_leading_zero_nibbles(&state, 6));
         let zeros = [0u32; 8];
         assert!(has_leading_zero_nibbles(&zeros, 64));
-        assert!(!has_leading_zero_nibbles(&[0, 0x1000_0000, 0, 0, 0, 0, 0, 0], 9));
-        assert!(has_leading_zero_nibbles(&[0, 0x0fff_ffff, 0, 0, 0, 0, 0, 0], 9));
+        assert!(!has_leading_zero_nibbles(
+            &[0, 0x1000_0000, 0, 0, 0, 0, 0, 0],
+            9
+        ));
+        assert!(has_leading_zero_nibbles(
+            &[0, 0x0fff_ffff, 0, 0, 0, 0, 0, 0],
+            9
+        ));
     }
 
     #[test]

@@ -1,0 +1,114 @@
+//! A `reqwest-middleware` layer that pays challenges transparently: a
+//! request that meets a 429 (or a 409/410/422 with a fresh challenge) is
+//! solved on a blocking thread and sent again.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), reqwest_middleware::Error> {
+//! use pow_shield_client::{middleware::PowShield, Policy};
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(PowShield::new(Policy::default()))
+//!     .build();
+//! let items = client.get("http://127.0.0.1:8080/api/items").send().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Refusals come back as `reqwest_middleware::Error::Middleware` holding a
+//! [`crate::Error`] (`err.downcast_ref::<pow_shield_client::Error>()` on the
+//! inner `anyhow::Error`). Requests whose body cannot be cloned (streams)
+//! are sent once, unpaid.
+
+use http::Extensions;
+use reqwest::header::HeaderValue;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+use crate::challenge::read_answer;
+use crate::retry::{Policy, Retrier, Step};
+use crate::wire;
+use crate::{solve, Error};
+
+/// The middleware; see the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct PowShield {
+    policy: Policy,
+}
+
+impl PowShield {
+    /// Pays under `policy` (limits, waiting, retries). Its solver never
+    /// prints progress.
+    pub fn new(mut policy: Policy) -> PowShield {
+        policy.solve.progress = false;
+        PowShield { policy }
+    }
+}
+
+fn refused(e: Error) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::middleware(e)
+}
+
+/// A copy of the original request for another try, with `solution` (or
+/// without any `X-PoW-*` of the caller's).
+fn retry_request(template: &Request, solution: Option<(&str, u64)>) -> Option<Request> {
+    let mut req = template.try_clone()?;
+    let headers = req.headers_mut();
+    headers.remove(wire::HEADER_CHALLENGE);
+    headers.remove(wire::HEADER_NONCE);
+    if let Some((token, nonce)) = solution {
+        headers.insert(wire::HEADER_CHALLENGE, HeaderValue::from_str(token).ok()?);
+        headers.insert(wire::HEADER_NONCE, HeaderValue::from(nonce));
+    }
+    Some(req)
+}
+
+#[async_trait::async_trait]
+impl Middleware for PowShield {
+    async fn handle(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let Some(template) = req.try_clone() else {
+            return next.run(req, extensions).await;
+        };
+        let mut retrier = Retrier::new(self.policy.clone());
+        let mut current = req;
+        loop {
+            let response = next.clone().run(current, extensions).await?;
+            let status = response.status().as_u16();
+            let headers = response.headers();
+            let answer = read_answer(
+                status,
+                |name| headers.get(name).and_then(|v| v.to_str().ok()),
+                None,
+            );
+            let solution = match retrier.next(answer) {
+                Step::Return => return Ok(response),
+                Step::Fail(e) => return Err(refused(e)),
+                Step::Wait(d) => {
+                    drop(response);
+                    tokio::time::sleep(d).await;
+                    None
+                }
+                Step::Solve(c) => {
+                    drop(response);
+                    let opts = self.policy.solve.clone();
+                    let (salt, difficulty) = (c.salt, c.difficulty);
+                    // The search is CPU-bound: off the async executor.
+                    let nonce =
+                        tokio::task::spawn_blocking(move || solve(&salt, difficulty, &opts))
+                            .await
+                            .map_err(|e| refused(Error::Transport(format!("solver task: {e}"))))?
+                            .map_err(refused)?;
+                    Some((c.token, nonce.0))
+                }
+            };
+            let solution = solution.as_ref().map(|(t, n)| (t.as_str(), *n));
+            current = retry_request(&template, solution).ok_or_else(|| {
+                refused(Error::BadChallenge(
+                    "token is not a valid header value".into(),
+                ))
+            })?;
+        }
+    }
+}

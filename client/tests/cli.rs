@@ -1,0 +1,148 @@
+//! The `pow-shield` binary against a scripted server: output and exit codes.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use support::*;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pow-shield"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn get_pays_and_prints_the_body() {
+    let (c, token) = challenge("429 Too Many Requests", 2, 11);
+    let fake = serve(vec![c, ok("items")]);
+    let out = run(&["get", &fake.url]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"items");
+    assert!(paid(&fake.requests()[1], &token));
+}
+
+#[test]
+fn include_prints_the_status_line_and_headers_first() {
+    let fake = serve(vec![ok("items")]);
+    let out = run(&["get", "-i", &fake.url]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("\r\ncontent-type: text/plain\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nitems"), "{text}");
+}
+
+#[test]
+fn blocked_exits_90_and_banned_91_with_a_message() {
+    for (shield, code) in [("blocked", 90), ("banned", 91)] {
+        let fake = serve(vec![blocked(shield)]);
+        let out = run(&["get", &fake.url]);
+        assert_eq!(out.status.code(), Some(code), "{shield}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(shield));
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn max_difficulty_exits_92_without_another_request() {
+    let (c, _) = challenge("429 Too Many Requests", 5, 12);
+    let fake = serve(vec![c, ok("never")]);
+    let out = run(&["get", "--max-difficulty", "4", &fake.url]);
+    assert_eq!(out.status.code(), Some(92));
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
+fn max_solve_time_exits_93() {
+    let (c, _) = challenge("429 Too Many Requests", 12, 13);
+    let fake = serve(vec![c]);
+    let out = run(&[
+        "get",
+        "--max-solve-time",
+        "0.2",
+        "--threads",
+        "1",
+        &fake.url,
+    ]);
+    assert_eq!(out.status.code(), Some(93));
+}
+
+#[test]
+fn closed_connection_exits_52() {
+    let fake = serve(vec![Answer::Close]);
+    assert_eq!(run(&["get", &fake.url]).status.code(), Some(52));
+}
+
+#[test]
+fn fail_exits_22_on_an_error_status_and_0_without_it() {
+    let fake = serve(vec![plain("404 Not Found", &[], "no")]);
+    assert_eq!(run(&["get", "-f", &fake.url]).status.code(), Some(22));
+    let fake = serve(vec![plain("404 Not Found", &[], "no")]);
+    assert_eq!(run(&["get", &fake.url]).status.code(), Some(0));
+}
+
+#[test]
+fn connection_refused_exits_7() {
+    let url = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    assert_eq!(run(&["get", &url]).status.code(), Some(7));
+}
+
+#[test]
+fn output_goes_to_the_file_and_verbose_to_stderr() {
+    let (c, _) = challenge("429 Too Many Requests", 2, 14);
+    let fake = serve(vec![c, ok("items")]);
+    let dir = std::env::temp_dir().join(format!("pow-shield-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("out");
+    let out = run(&["get", "-v", "-o", file.to_str().unwrap(), &fake.url]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert_eq!(std::fs::read(&file).unwrap(), b"items");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("solving difficulty 2"), "{err}");
+    assert!(err.contains("< HTTP/1.1 429"), "{err}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn solve_prints_a_nonce_for_a_token_or_a_salt() {
+    let (_, token) = challenge("429 Too Many Requests", 3, 15);
+    let info = pow_shield_protocol::read_unverified(&token).unwrap();
+    for args in [
+        vec!["solve", token.as_str()],
+        vec!["solve", "--salt", &info.salt, "--difficulty", "3"],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0));
+        let nonce = String::from_utf8(out.stdout).unwrap();
+        assert!(pow_shield_protocol::meets_difficulty(
+            info.salt.as_bytes(),
+            nonce.trim().as_bytes(),
+            3
+        ));
+    }
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = run(&["--help"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for code in [
+        "90  blocked",
+        "91  banned",
+        "92  challenge harder",
+        "93  no solution",
+    ] {
+        assert!(text.contains(code), "{code}");
+    }
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    assert_eq!(run(&["get"]).status.code(), Some(2));
+    assert_eq!(run(&["solve", "--salt", "ab"]).status.code(), Some(2));
+}
