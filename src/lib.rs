@@ -2,7 +2,8 @@
 //! and makes clients over the limit pay with a SHA-256 proof of work.
 //!
 //! This file only wires the module into nginx; behaviour lives below:
-//! - `pow/`, `limiter/`, `config/values.rs`: pure logic, no nginx types;
+//! - `pow/`, `limiter/`, `config/values.rs`, `redis/` but its `client.rs`:
+//!   pure logic, no nginx types;
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client on nginx's event loop; `http/`: the request path.

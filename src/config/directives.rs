@@ -19,12 +19,13 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use ngx::{ngx_conf_log_error, ngx_string};
 
-use super::values::{self, FailPolicy, HeadersMode, RedisOptions, RedisTarget};
+use super::values::{self, FailPolicy, HeadersMode};
 use crate::decision::{DifficultyRule, Rules};
 use crate::ffi::{bytes, guard};
 use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
+use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
 use crate::PowShield;
 
 /// Defaults of SPEC §2.
@@ -772,17 +773,17 @@ setter!(set_redis, MainConf, |d, mcf| {
         return Ok(());
     }
     // The URL may hold a password: show only what precedes it.
-    let target = values::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
+    let target = url::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
     let mut options = RedisOptions::default();
     for arg in d.args.iter().skip(1) {
-        values::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
+        url::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
     }
     let display = match &target.addr {
-        values::RedisAddr::Tcp { host, port } if host.contains(':') => {
+        RedisAddr::Tcp { host, port } if host.contains(':') => {
             format!("[{host}]:{port}")
         }
-        values::RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
-        values::RedisAddr::Unix { path } => format!("unix:{path}"),
+        RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
+        RedisAddr::Unix { path } => format!("unix:{path}"),
     };
     let addr = resolve(d.cf, &display).map_err(|e| invalid(&redact(url), e))?;
     mcf.redis = Some(Some(RedisConf {

@@ -1,5 +1,7 @@
 //! One persistent Redis connection per worker, driven by nginx's event loop
-//! (DESIGN.md "Redis on the event loop"):
+//! (DESIGN.md "Redis on the event loop"). This is the socket and its events,
+//! the only nginx-facing part of the client; what the bytes mean is in
+//! `pipeline`, what is logged and when to retry in `health`.
 //! - commands of concurrent requests are appended to one buffer and sent by
 //!   one posted flush per loop iteration (pipelining);
 //! - replies are matched to waiting slots in order;
@@ -18,7 +20,6 @@
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
 use core::ptr;
-use std::collections::VecDeque;
 
 use nginx_sys::{
     ngx_addr_t, ngx_connection_t, ngx_current_msec, ngx_event_t, ngx_log_t, ngx_msec_t,
@@ -26,17 +27,10 @@ use nginx_sys::{
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::command::{decode_reply, error_kind, is_noscript, Decoded, MAX_REPLY};
-use super::health::{Admission, ErrorReplies, InFlight};
-
-/// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
-/// restarted Redis is used again within a couple of seconds).
-const BACKOFF_FIRST_MS: ngx_msec_t = 100;
-const BACKOFF_MAX_MS: ngx_msec_t = 2_000;
-const READ_CHUNK: usize = 16 * 1024;
-/// Unread input we keep: `decode_reply` refuses any reply larger than ours
-/// as it arrives, so this only backs that up.
-const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
+use super::command::error_kind;
+use super::health::{Admission, Availability, ErrorReplies, Failure, InFlight};
+pub use super::pipeline::Resend;
+use super::pipeline::{Broken, Event, Pipeline, Slot, READ_CHUNK};
 /// Commands in flight per worker. nginx handles at most 512 events per
 /// loop iteration (epoll's default `events`), each starting at most one
 /// command, so this is two iterations' worth: a healthy Redis answers far
@@ -46,9 +40,6 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// What a slot's owner gets: the reply, or `None` if Redis failed it.
 pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
-
-/// Builds the command to send instead when Redis answers `NOSCRIPT`.
-pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
 
 /// How to reach Redis and what to say first on every new connection.
 pub struct Settings {
@@ -66,15 +57,6 @@ pub struct Settings {
     pub on_ready: Option<Box<dyn Fn()>>,
 }
 
-struct Slot {
-    deadline: ngx_msec_t,
-    on_reply: Option<OnReply>,
-    /// What to send instead (EVAL) if Redis answers NOSCRIPT.
-    on_noscript: Option<Resend>,
-    /// A handshake step: an error reply fails the connection with this label.
-    handshake: Option<&'static str>,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Disconnected,
@@ -85,14 +67,11 @@ enum Phase {
 struct State {
     conn: *mut ngx_connection_t,
     phase: Phase,
-    /// Redis answered the last handshake; while false, submissions are
+    /// Redis answered the last handshake; while not, submissions are
     /// refused and only reconnect probes talk to Redis.
-    healthy: bool,
-    backoff_ms: ngx_msec_t,
-    out: Vec<u8>,
-    input: Vec<u8>,
-    slots: VecDeque<Slot>,
-    /// Request slots among `slots`, capped.
+    health: Availability,
+    pipeline: Pipeline<OnReply>,
+    /// Request slots in the pipeline, capped.
     in_flight: InFlight,
     errors: ErrorReplies,
     shutting_down: bool,
@@ -134,11 +113,8 @@ impl Client {
             state: RefCell::new(State {
                 conn: ptr::null_mut(),
                 phase: Phase::Disconnected,
-                healthy: true,
-                backoff_ms: BACKOFF_FIRST_MS,
-                out: Vec::with_capacity(4096),
-                input: Vec::with_capacity(READ_CHUNK),
-                slots: VecDeque::new(),
+                health: Availability::default(),
+                pipeline: Pipeline::default(),
                 in_flight: InFlight::new(MAX_IN_FLIGHT),
                 errors: ErrorReplies::default(),
                 shutting_down: false,
@@ -186,7 +162,7 @@ impl Client {
     ) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
-                if !st.healthy || st.shutting_down {
+                if !st.health.is_healthy() || st.shutting_down {
                     return Err(Unavailable);
                 }
                 if st.phase == Phase::Disconnected {
@@ -211,12 +187,7 @@ impl Client {
                 inner.push(
                     st,
                     command,
-                    Slot {
-                        deadline,
-                        on_reply: Some(on_reply),
-                        on_noscript,
-                        handshake: None,
-                    },
+                    Slot::request(deadline as u64, on_reply, on_noscript),
                 );
                 Ok(())
             })
@@ -229,7 +200,7 @@ impl Client {
             .0
             .state
             .try_borrow()
-            .map(|st| st.healthy)
+            .map(|st| st.health.is_healthy())
             .unwrap_or(true);
         if healthy {
             return None;
@@ -255,7 +226,7 @@ impl Client {
         self.0
             .state
             .try_borrow()
-            .map(|st| st.healthy && !st.shutting_down)
+            .map(|st| st.health.is_healthy() && !st.shutting_down)
             .unwrap_or(false)
     }
 }
@@ -287,9 +258,9 @@ impl Inner {
         Some(f(self, &mut st))
     }
 
-    fn push(&self, st: &mut State, command: &[u8], slot: Slot) {
-        st.out.extend_from_slice(command);
-        st.slots.push_back(slot);
+    fn push(&self, st: &mut State, command: &[u8], slot: Slot<OnReply>) {
+        // Metrics point: a command written (queued for the next flush).
+        st.pipeline.push(command, slot);
         self.arm_deadline(st);
         if st.phase == Phase::Open {
             self.post_flush();
@@ -332,22 +303,10 @@ impl Inner {
         } else {
             Phase::Connecting
         };
-        st.out.clear();
-        st.input.clear();
         // The handshake goes first; its deadline also bounds the connect.
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
-        for (label, command) in &s.handshake {
-            self.push(
-                st,
-                command,
-                Slot {
-                    deadline,
-                    on_reply: None,
-                    on_noscript: None,
-                    handshake: Some(label),
-                },
-            );
-        }
+        st.pipeline.open(&s.handshake, deadline as u64);
+        self.arm_deadline(st);
         if st.phase == Phase::Open {
             self.post_flush();
         }
@@ -355,32 +314,31 @@ impl Inner {
 
     /// Sends what the buffer holds, as far as the socket takes it.
     fn flush(&self, st: &mut State) {
-        if st.phase != Phase::Open || st.out.is_empty() {
+        if st.phase != Phase::Open || st.pipeline.output().is_empty() {
             return;
         }
         let c = st.conn;
-        let mut sent = 0;
-        while sent < st.out.len() {
-            // SAFETY: c is our open connection; send writes from our buffer.
+        while !st.pipeline.output().is_empty() {
+            let out = st.pipeline.output();
+            // SAFETY: c is our open connection; send only reads from our
+            // buffer (nginx's signature takes a mutable pointer).
             let n = unsafe {
                 match (*c).send {
-                    Some(send) => send(c, st.out.as_mut_ptr().add(sent), st.out.len() - sent),
+                    Some(send) => send(c, out.as_ptr().cast_mut(), out.len()),
                     None => -1,
                 }
             };
             if n > 0 {
-                sent += n as usize;
+                st.pipeline.sent(n as usize);
             } else if n == NGX_AGAIN as isize {
                 break;
             } else {
-                st.out.drain(..sent);
                 self.fail(st, "send() failed");
                 return;
             }
         }
-        st.out.drain(..sent);
         // SAFETY: c is open; asks to be told when it is writable again.
-        if !st.out.is_empty()
+        if !st.pipeline.output().is_empty()
             && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize
         {
             self.fail(st, "cannot wait for the socket to be writable");
@@ -396,8 +354,9 @@ impl Inner {
             return ready;
         }
         loop {
-            st.input.reserve(READ_CHUNK);
-            let spare = st.input.spare_capacity_mut();
+            let input = st.pipeline.input();
+            input.reserve(READ_CHUNK);
+            let spare = input.spare_capacity_mut();
             // SAFETY: recv writes at most spare.len() bytes into our buffer.
             let n = unsafe {
                 match (*c).recv {
@@ -407,12 +366,8 @@ impl Inner {
             };
             if n > 0 {
                 // SAFETY: recv initialised n bytes of the spare capacity.
-                unsafe { st.input.set_len(st.input.len() + n as usize) };
+                unsafe { input.set_len(input.len() + n as usize) };
                 if !self.dispatch(st, &mut ready) {
-                    return ready;
-                }
-                if st.input.len() > MAX_INPUT {
-                    self.fail(st, "reply too large");
                     return ready;
                 }
                 continue;
@@ -420,8 +375,7 @@ impl Inner {
             if n == NGX_AGAIN as isize {
                 break;
             }
-            let idle = st.slots.is_empty();
-            if n == 0 && idle && st.healthy {
+            if n == 0 && st.pipeline.is_idle() && st.health.is_healthy() {
                 // Redis closed an idle connection (e.g. its `timeout`):
                 // reconnect on the next request, nothing to report.
                 self.disconnect(st);
@@ -444,64 +398,48 @@ impl Inner {
         ready
     }
 
-    /// Matches complete replies to slots; false if the connection failed.
+    /// Hands complete replies to their slots; false if the connection failed.
     fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Option<OwnedFrame>)>) -> bool {
-        let mut used = 0;
-        loop {
-            let frame = match decode_reply(&st.input[used..]) {
-                Decoded::Frame(frame, n) => {
-                    used += n;
-                    frame
+        let mut events = Vec::new();
+        let received = st.pipeline.receive(&mut events);
+        // What was answered before a fault is still delivered.
+        for event in events {
+            match event {
+                Event::Ready => self.recovered(st),
+                Event::Answered { on_reply, reply } => {
+                    // Metrics point: a reply (round trip from the slot's
+                    // submission) or an error reply by kind.
+                    self.answered(st, 1);
+                    let frame = match reply {
+                        Ok(frame) => {
+                            if st.errors.on_success(now() as u64) {
+                                notice!(
+                                    self.cycle_log,
+                                    "pow_shield: redis {} answers without error replies again",
+                                    self.settings.name
+                                );
+                            }
+                            Some(frame)
+                        }
+                        Err(text) => {
+                            self.error_reply(st, &text);
+                            None
+                        }
+                    };
+                    if let Some(on_reply) = on_reply {
+                        ready.push((on_reply, frame));
+                    }
                 }
-                Decoded::Partial => break,
-                Decoded::Corrupt(why) => {
-                    self.fail(st, &format!("unreadable reply: {why}"));
-                    return false;
-                }
-            };
-            let Some(mut slot) = st.slots.pop_front() else {
-                self.fail(st, "a reply nobody asked for");
-                return false;
-            };
-            if is_noscript(&frame) {
-                if let Some(resend) = slot.on_noscript.take() {
-                    // The script cache was flushed: resend as EVAL.
-                    self.push(st, &resend(), slot);
-                    continue;
-                }
-            }
-            if let Some(label) = slot.handshake {
-                if let OwnedFrame::Error(e) = &frame {
-                    self.fail(st, &format!("{label} failed: {e}"));
-                    return false;
-                }
-                if st.slots.iter().all(|s| s.handshake.is_none()) {
-                    self.recovered(st);
-                }
-                continue;
-            }
-            self.answered(st, 1);
-            if let OwnedFrame::Error(e) = &frame {
-                // Redis is up but refuses this command (a key of the wrong
-                // type, a replica after a failover): only its request fails.
-                self.error_reply(st, e);
-                if let Some(on_reply) = slot.on_reply.take() {
-                    ready.push((on_reply, None));
-                }
-                continue;
-            }
-            if st.errors.on_success(now() as u64) {
-                notice!(
-                    self.cycle_log,
-                    "pow_shield: redis {} answers without error replies again",
-                    self.settings.name
-                );
-            }
-            if let Some(on_reply) = slot.on_reply.take() {
-                ready.push((on_reply, Some(frame)));
             }
         }
-        st.input.drain(..used);
+        if let Err(Broken(why)) = received {
+            self.fail(st, &why);
+            return false;
+        }
+        if !st.pipeline.output().is_empty() {
+            // NOSCRIPT: the EVAL goes out with the next flush.
+            self.post_flush();
+        }
         self.arm_deadline(st);
         true
     }
@@ -535,9 +473,8 @@ impl Inner {
 
     fn recovered(&self, st: &mut State) {
         self.ready.set(true);
-        st.backoff_ms = BACKOFF_FIRST_MS;
-        if !st.healthy {
-            st.healthy = true;
+        if st.health.recovered() {
+            // Metrics point: fallback transition (Redis deciding again).
             notice!(
                 self.cycle_log,
                 "pow_shield: redis {} is available again",
@@ -553,9 +490,9 @@ impl Inner {
         if st.shutting_down {
             return;
         }
-        if st.healthy {
-            st.healthy = false;
-            st.backoff_ms = BACKOFF_FIRST_MS;
+        let (failure, backoff_ms) = st.health.failed();
+        if failure == Failure::Started {
+            // Metrics point: fallback transition (pow_shield_fail deciding).
             error!(
                 self.cycle_log,
                 "pow_shield: redis {} unavailable ({reason}); requests are decided by \
@@ -567,13 +504,12 @@ impl Inner {
                 self.cycle_log,
                 "pow_shield: redis {} still unavailable ({reason})", self.settings.name
             );
-            st.backoff_ms = (st.backoff_ms * 2).min(BACKOFF_MAX_MS);
         }
         // SAFETY: our reconnect event; nginx owns the timer tree.
         unsafe {
             let ev = self.reconnect_ev.get();
             if (*ev).timer_set() == 0 {
-                nginx_sys::ngx_add_timer(ev, st.backoff_ms);
+                nginx_sys::ngx_add_timer(ev, backoff_ms as ngx_msec_t);
             }
         }
     }
@@ -587,11 +523,8 @@ impl Inner {
             st.conn = ptr::null_mut();
         }
         st.phase = Phase::Disconnected;
-        st.out.clear();
-        st.input.clear();
-        let requests = st.slots.iter().filter(|s| s.handshake.is_none()).count();
+        let (requests, failed) = st.pipeline.abandon();
         self.answered(st, requests);
-        let failed: Vec<OnReply> = st.slots.drain(..).filter_map(|s| s.on_reply).collect();
         if !failed.is_empty() {
             // During thread teardown (a process exiting without
             // exit_process) the queue may be gone: nobody waits then.
@@ -648,7 +581,7 @@ impl Inner {
         // SAFETY: our deadline event.
         unsafe {
             let ev = self.deadline_ev.get();
-            match st.slots.front() {
+            match st.pipeline.oldest() {
                 None => {
                     if (*ev).timer_set() != 0 {
                         nginx_sys::ngx_del_timer(ev);
@@ -656,7 +589,7 @@ impl Inner {
                 }
                 Some(slot) => {
                     // Signed: an overdue deadline fires on the next tick.
-                    let left = (slot.deadline.wrapping_sub(now()) as i64).max(1);
+                    let left = ((slot.deadline as ngx_msec_t).wrapping_sub(now()) as i64).max(1);
                     nginx_sys::ngx_add_timer(ev, left as ngx_msec_t);
                 }
             }
@@ -664,12 +597,12 @@ impl Inner {
     }
 
     fn on_deadline(&self, st: &mut State) {
-        let Some(front) = st.slots.front() else {
+        let Some(front) = st.pipeline.oldest() else {
             return;
         };
-        let overdue = (now().wrapping_sub(front.deadline) as i64) >= 0;
+        let overdue = (now().wrapping_sub(front.deadline as ngx_msec_t) as i64) >= 0;
         if overdue {
-            let what = if front.handshake.is_some() {
+            let what = if front.is_handshake() {
                 "no answer to the handshake"
             } else {
                 "reply timed out"
@@ -782,6 +715,7 @@ unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
         }
         inner.with_state(|inner, st| {
             if st.phase == Phase::Disconnected {
+                // Metrics point: a reconnect attempt.
                 inner.connect(st);
             }
         });

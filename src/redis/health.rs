@@ -1,5 +1,60 @@
 //! Bookkeeping of the client that decides what is logged and refused (pure,
-//! unit-tested): error replies by kind, the cap on commands in flight.
+//! unit-tested): whether Redis is available and when to retry, error
+//! replies by kind, the cap on commands in flight.
+
+/// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
+/// restarted Redis is used again within a couple of seconds).
+pub const BACKOFF_FIRST_MS: u64 = 100;
+pub const BACKOFF_MAX_MS: u64 = 2_000;
+
+/// Whether Redis answered its last handshake, and how long to wait before
+/// the next attempt while it doesn't. Transitions are reported once each.
+pub struct Availability {
+    healthy: bool,
+    backoff_ms: u64,
+}
+
+/// What a failure means for the log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Redis was available: log the outage once.
+    Started,
+    /// Still down (a retry failed): debug only.
+    Continues,
+}
+
+impl Default for Availability {
+    fn default() -> Self {
+        Availability {
+            healthy: true,
+            backoff_ms: BACKOFF_FIRST_MS,
+        }
+    }
+}
+
+impl Availability {
+    pub fn is_healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// The connection failed: returns what to log and how long to wait
+    /// before reconnecting (doubling while failures continue).
+    pub fn failed(&mut self) -> (Failure, u64) {
+        if self.healthy {
+            self.healthy = false;
+            self.backoff_ms = BACKOFF_FIRST_MS;
+            return (Failure::Started, self.backoff_ms);
+        }
+        self.backoff_ms = (self.backoff_ms * 2).min(BACKOFF_MAX_MS);
+        (Failure::Continues, self.backoff_ms)
+    }
+
+    /// A handshake succeeded: true if this ends an outage (log it once).
+    pub fn recovered(&mut self) -> bool {
+        self.backoff_ms = BACKOFF_FIRST_MS;
+        !core::mem::replace(&mut self.healthy, true)
+    }
+}
 
 /// Error replies logged once per kind: the first reply of a kind logs an
 /// error line; a success after a quiet period logs one notice. Replies of
@@ -106,6 +161,28 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_is_reported_once_and_retries_back_off_up_to_the_ceiling() {
+        let mut a = Availability::default();
+        assert!(a.is_healthy());
+        assert_eq!(a.failed(), (Failure::Started, 100));
+        assert!(!a.is_healthy());
+        let waits: Vec<u64> = (0..6).map(|_| a.failed().1).collect();
+        assert_eq!(waits, [200, 400, 800, 1600, 2000, 2000]);
+        assert!(a.failed().0 == Failure::Continues);
+    }
+
+    #[test]
+    fn recovery_is_reported_once_and_resets_the_back_off() {
+        let mut a = Availability::default();
+        assert!(!a.recovered(), "never down: nothing to report");
+        a.failed();
+        a.failed();
+        assert!(a.recovered());
+        assert!(!a.recovered());
+        assert_eq!(a.failed(), (Failure::Started, 100));
+    }
 
     #[test]
     fn the_first_error_of_a_kind_is_logged_and_repeats_are_not() {
