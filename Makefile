@@ -21,7 +21,7 @@ DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
-TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
+TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban openssl
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 SOAK_PKGS  := wrk redis-server perl curl

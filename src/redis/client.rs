@@ -23,14 +23,16 @@ use core::ptr;
 
 use nginx_sys::{
     ngx_addr_t, ngx_connection_t, ngx_current_msec, ngx_event_t, ngx_log_t, ngx_msec_t,
-    ngx_peer_connection_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_OK,
+    ngx_peer_connection_t, ngx_ssl_t, ngx_uint_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_LOG_INFO, NGX_OK,
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::command::error_kind;
-use super::health::{Admission, Availability, ErrorReplies, Failure, InFlight};
+use super::health::{log_message, Admission, Availability, ErrorReplies, Failure, InFlight};
 pub use super::pipeline::Resend;
 use super::pipeline::{Broken, Event, Pipeline, Slot, READ_CHUNK};
+use super::tls;
+pub use super::tls::PeerName;
 /// Commands in flight per worker. nginx handles at most 512 events per
 /// loop iteration (epoll's default `events`), each starting at most one
 /// command, so this is two iterations' worth: a healthy Redis answers far
@@ -55,12 +57,26 @@ pub struct Settings {
     /// Runs after each connection's handshake succeeded (outside the
     /// client's state, so it may submit).
     pub on_ready: Option<Box<dyn Fn()>>,
+    /// `rediss://`: TLS on every connection.
+    pub tls: Option<Tls>,
+}
+
+/// TLS settings of a connection.
+pub struct Tls {
+    /// The context built from the configuration (configuration pool).
+    pub ssl: *mut ngx_ssl_t,
+    /// Checked against the certificate and sent as SNI.
+    pub name: PeerName,
+    /// `tls_verify`: check the chain and the name.
+    pub verify: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Disconnected,
     Connecting,
+    /// TLS handshake under way (`rediss://`).
+    Securing,
     Open,
 }
 
@@ -93,6 +109,9 @@ struct Inner {
     log: UnsafeCell<ngx_log_t>,
     /// The worker's log, for our own lines.
     cycle_log: *mut ngx_log_t,
+    /// With TLS, the connection log's last line (OpenSSL's reason for a
+    /// failure), quoted in ours instead of logged on every attempt.
+    last_error: RefCell<String>,
     /// A handshake succeeded: run `on_ready` once the state is released.
     ready: Cell<bool>,
 }
@@ -125,9 +144,20 @@ impl Client {
             reconnect_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
             log: UnsafeCell::new(log),
             cycle_log,
+            last_error: RefCell::new(String::new()),
             ready: Cell::new(false),
         });
         let data: *mut c_void = ptr::from_ref::<Inner>(&inner).cast_mut().cast();
+        if inner.settings.tls.is_some() {
+            // SAFETY: our log, not yet known to nginx; `data` outlives it.
+            unsafe {
+                let log = inner.log.get();
+                (*log).log_level = NGX_LOG_INFO as usize;
+                (*log).writer = Some(capture_writer);
+                (*log).wdata = data;
+                (*log).next = ptr::null_mut();
+            }
+        }
         for (ev, handler) in [
             (
                 inner.flush_ev.get(),
@@ -298,17 +328,91 @@ impl Inner {
             (*(*c).write).handler = Some(write_handler);
         }
         st.conn = c;
-        st.phase = if rc == NGX_OK as isize {
-            Phase::Open
-        } else {
-            Phase::Connecting
-        };
-        // The handshake goes first; its deadline also bounds the connect.
+        st.phase = Phase::Connecting;
+        self.last_error.borrow_mut().clear();
+        // The handshake goes first; its deadline also bounds the connect
+        // (and TLS).
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
         st.pipeline.open(&s.handshake, deadline as u64);
         self.arm_deadline(st);
-        if st.phase == Phase::Open {
+        if rc == NGX_OK as isize {
+            self.established(st);
+        }
+    }
+
+    /// The socket is connected: TLS first if configured, then commands.
+    fn established(&self, st: &mut State) {
+        let Some(t) = &self.settings.tls else {
+            st.phase = Phase::Open;
             self.post_flush();
+            return;
+        };
+        st.phase = Phase::Securing;
+        // SAFETY: our freshly connected socket, without TLS yet.
+        if let Err(why) = unsafe { tls::attach(st.conn, t.ssl, &t.name) } {
+            self.fail(st, &why);
+            return;
+        }
+        self.secure(st);
+    }
+
+    /// Drives the TLS handshake; nginx calls `tls_handler` when it needs
+    /// the socket again.
+    fn secure(&self, st: &mut State) {
+        let c = st.conn;
+        // SAFETY: our connection with TLS attached; never blocks.
+        let rc = unsafe { nginx_sys::ngx_ssl_handshake(c) };
+        if rc == NGX_AGAIN as isize {
+            // SAFETY: as above; nginx calls it once the handshake ends.
+            unsafe { (*(*c).ssl).handler = Some(tls_handler) };
+            return;
+        }
+        if rc == NGX_OK as isize {
+            self.secured(st);
+        } else {
+            // Metrics point: an error of kind "handshake".
+            let why = self.quote_last_error("TLS handshake failed");
+            self.fail(st, &why);
+        }
+    }
+
+    /// The handshake ended: checks the certificate, then sends commands.
+    fn secured(&self, st: &mut State) {
+        let c = st.conn;
+        let Some(t) = &self.settings.tls else {
+            return;
+        };
+        // SAFETY: our connection; `handshaked` says the handshake completed.
+        let done = unsafe { !(*c).ssl.is_null() && (*(*c).ssl).handshaked() != 0 };
+        if !done {
+            let why = self.quote_last_error("TLS handshake failed");
+            self.fail(st, &why);
+            return;
+        }
+        if t.verify {
+            // SAFETY: the handshake completed.
+            if let Err(why) = unsafe { tls::verify(c, &t.name) } {
+                // Metrics point: an error of kind "handshake".
+                self.fail(st, &why);
+                return;
+            }
+        }
+        // SAFETY: nginx's handshake handlers step aside for ours.
+        unsafe {
+            (*(*c).read).handler = Some(read_handler);
+            (*(*c).write).handler = Some(write_handler);
+        }
+        st.phase = Phase::Open;
+        self.flush(st);
+    }
+
+    /// `what`, with OpenSSL's reason if the connection logged one.
+    fn quote_last_error(&self, what: &str) -> String {
+        let last = core::mem::take(&mut *self.last_error.borrow_mut());
+        if last.is_empty() {
+            what.to_owned()
+        } else {
+            format!("{what}: {last}")
         }
     }
 
@@ -333,7 +437,8 @@ impl Inner {
             } else if n == NGX_AGAIN as isize {
                 break;
             } else {
-                self.fail(st, "send() failed");
+                let why = self.quote_last_error("send() failed");
+                self.fail(st, &why);
                 return;
             }
         }
@@ -380,14 +485,12 @@ impl Inner {
                 // reconnect on the next request, nothing to report.
                 self.disconnect(st);
             } else {
-                self.fail(
-                    st,
-                    if n == 0 {
-                        "connection closed by Redis"
-                    } else {
-                        "recv() failed"
-                    },
-                );
+                let why = self.quote_last_error(if n == 0 {
+                    "connection closed by Redis"
+                } else {
+                    "recv() failed"
+                });
+                self.fail(st, &why);
             }
             return ready;
         }
@@ -518,8 +621,14 @@ impl Inner {
     /// onto the flush event's run, never called while borrowed).
     fn disconnect(&self, st: &mut State) {
         if !st.conn.is_null() {
-            // SAFETY: our connection; nginx removes its events and timers.
-            unsafe { nginx_sys::ngx_close_connection(st.conn) };
+            // SAFETY: our connection; TLS state goes first, then nginx
+            // removes its events and timers, then the TLS pool goes.
+            unsafe {
+                tls::detach(st.conn);
+                let pool = (*st.conn).pool;
+                nginx_sys::ngx_close_connection(st.conn);
+                tls::free_pool(pool);
+            }
             st.conn = ptr::null_mut();
         }
         st.phase = Phase::Disconnected;
@@ -602,7 +711,9 @@ impl Inner {
         };
         let overdue = (now().wrapping_sub(front.deadline as ngx_msec_t) as i64) >= 0;
         if overdue {
-            let what = if front.is_handshake() {
+            let what = if st.phase == Phase::Securing {
+                "TLS handshake timed out"
+            } else if front.is_handshake() {
                 "no answer to the handshake"
             } else {
                 "reply timed out"
@@ -639,8 +750,7 @@ impl Inner {
             self.fail(st, &reason);
             return;
         }
-        st.phase = Phase::Open;
-        self.flush(st);
+        self.established(st);
     }
 }
 
@@ -762,5 +872,43 @@ unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             crate::ffi::guard((), || on_reply(frame));
         }
         inner.run_deferred();
+    })
+}
+
+/// nginx's TLS handshake handler calls this when the handshake ends, done
+/// or failed.
+unsafe extern "C" fn tls_handler(c: *mut ngx_connection_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our connection, whose data is the client.
+        let inner = unsafe { inner((*c).data) };
+        inner.with_state(|inner, st| {
+            if st.phase == Phase::Securing && st.conn == c {
+                inner.secured(st);
+            }
+        });
+        inner.run_deferred();
+    })
+}
+
+/// The TLS connection's log writer: keeps the last line for our own
+/// (logged once per outage), passes on what nginx logs as critical.
+unsafe extern "C" fn capture_writer(
+    log: *mut ngx_log_t,
+    level: ngx_uint_t,
+    buf: *mut u8,
+    len: usize,
+) {
+    crate::ffi::guard((), || {
+        // SAFETY: nginx passes the formatted line; wdata is the client.
+        let (inner, line) = unsafe { (inner((*log).wdata), core::slice::from_raw_parts(buf, len)) };
+        let line = String::from_utf8_lossy(line);
+        let message = log_message(&line);
+        if level <= NGX_LOG_CRIT as ngx_uint_t {
+            log_at!(level, inner.cycle_log, "{message}");
+        }
+        if let Ok(mut last) = inner.last_error.try_borrow_mut() {
+            last.clear();
+            last.push_str(message);
+        }
     })
 }

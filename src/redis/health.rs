@@ -158,9 +158,39 @@ impl InFlight {
     }
 }
 
+/// The message of an nginx error-log line (time, level, pid and
+/// connection number dropped), for quoting OpenSSL's reason in ours.
+pub fn log_message(line: &str) -> &str {
+    let line = line.trim_end();
+    let Some(after_pid) = line
+        .find('#')
+        .and_then(|at| line[at..].find(": ").map(|colon| at + colon + 2))
+    else {
+        return line;
+    };
+    let message = &line[after_pid..];
+    match message.strip_prefix('*').and_then(|m| m.split_once(' ')) {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_line_is_quoted_without_its_prefix() {
+        assert_eq!(
+            log_message("2026/12/01 04:16:54 [info] 1234#1234: *5 SSL_read() failed (SSL: x)\n"),
+            "SSL_read() failed (SSL: x)"
+        );
+        assert_eq!(
+            log_message("2026/12/01 04:16:54 [crit] 7#7: send() failed"),
+            "send() failed"
+        );
+        assert_eq!(log_message("no prefix"), "no prefix");
+    }
 
     #[test]
     fn an_outage_is_reported_once_and_retries_back_off_up_to_the_ceiling() {

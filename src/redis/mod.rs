@@ -1,7 +1,8 @@
 //! The Redis client on nginx's event loop, by concern: the URL and options
 //! of `pow_shield_redis` in `url` (pure); RESP2 framing in `command` (pure);
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
-//! in `pipeline` (pure); the socket and its events in `client`; what it
+//! in `pipeline` (pure); the socket and its events in `client`, with TLS
+//! from nginx's OpenSSL in `tls`; what it
 //! logs, refuses and when it retries in `health` (pure); spends to write
 //! after an outage in `replays` (pure).
 
@@ -11,4 +12,6 @@ pub mod command;
 pub mod health;
 pub mod pipeline;
 pub mod replays;
+#[cfg(not(test))]
+pub mod tls;
 pub mod url;

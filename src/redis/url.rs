@@ -41,6 +41,8 @@ pub struct RedisTarget {
     pub password: Option<Zeroizing<String>>,
     /// Database for `SELECT` (0 needs none).
     pub db: u32,
+    /// `rediss://`: TLS on the connection.
+    pub tls: bool,
 }
 
 impl fmt::Debug for RedisTarget {
@@ -50,16 +52,17 @@ impl fmt::Debug for RedisTarget {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("db", &self.db)
+            .field("tls", &self.tls)
             .finish()
     }
 }
 
 const DEFAULT_REDIS_PORT: u16 = 6379;
 
-/// `redis://[[user]:password@]host[:port][/db]` or `unix:/absolute/path`.
-/// Port defaults to 6379 and db to 0 (at most 65535); IPv6 goes in
-/// brackets; user and password are percent-decoded. `rediss://` (TLS) and
-/// query strings are refused.
+/// `redis://[[user]:password@]host[:port][/db]`, the same with `rediss://`
+/// (TLS), or `unix:/absolute/path`. Port defaults to 6379 and db to 0 (at
+/// most 65535); IPv6 goes in brackets; user and password are
+/// percent-decoded. Query strings are refused.
 pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
     if s.is_empty() {
         return Err(ValueError::Empty);
@@ -78,14 +81,18 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
             username: None,
             password: None,
             db: 0,
+            tls: false,
         });
     }
-    if s.starts_with("rediss://") {
-        return Err(ValueError::Syntax("TLS (rediss://) is not supported"));
-    }
-    let rest = s.strip_prefix("redis://").ok_or(ValueError::Syntax(
-        "expected redis://host[:port][/db] or unix:/path",
-    ))?;
+    let (tls, rest) = match (s.strip_prefix("redis://"), s.strip_prefix("rediss://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => {
+            return Err(ValueError::Syntax(
+                "expected redis://host[:port][/db], rediss://... or unix:/path",
+            ))
+        }
+    };
     // Split at the last '@' first: a password may hold '/' or '@'.
     let (userinfo, hostpath) = match rest.rsplit_once('@') {
         Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
@@ -105,6 +112,7 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
         username,
         password,
         db,
+        tls,
     })
 }
 
@@ -223,6 +231,35 @@ pub struct RedisOptions {
     pub connect_timeout_ms: u64,
     /// Prepended to every key (default `pow:`).
     pub prefix: String,
+    /// The `tls_*` options (only with `rediss://`).
+    pub tls: TlsOptions,
+}
+
+/// How a `rediss://` connection is verified and which certificate it shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// `tls_ca=`: the CA certificates (PEM) that verify Redis; without it,
+    /// OpenSSL's default CA file (the system bundle).
+    pub ca: Option<String>,
+    /// `tls_verify=` (default on): the certificate chain and the name.
+    pub verify: bool,
+    /// `tls_name=`: the name checked and sent (SNI) instead of the URL's host.
+    pub name: Option<String>,
+    /// `tls_cert=` and `tls_key=`: a client certificate (mutual TLS).
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            ca: None,
+            verify: true,
+            name: None,
+            cert: None,
+            key: None,
+        }
+    }
 }
 
 impl Default for RedisOptions {
@@ -231,19 +268,68 @@ impl Default for RedisOptions {
             timeout_ms: 50,
             connect_timeout_ms: 100,
             prefix: "pow:".to_owned(),
+            tls: TlsOptions::default(),
         }
     }
 }
 
-/// Applies one `timeout=<time>`, `connect_timeout=<time>` or
-/// `prefix=<string>` argument. Times are nginx times (`50ms`; a bare number
+/// An option that doesn't go with the rest: its name (to show the
+/// argument) and why.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Conflict(pub &'static str, pub ValueError);
+
+/// Checks the options against the URL once all are applied: `tls_*` only
+/// with `rediss://`, a client certificate only with its key.
+pub fn check_options(target: &RedisTarget, opts: &RedisOptions) -> Result<(), Conflict> {
+    let tls = &opts.tls;
+    if !target.tls {
+        let given = [
+            ("tls_ca", tls.ca.is_some()),
+            ("tls_verify", !tls.verify),
+            ("tls_name", tls.name.is_some()),
+            ("tls_cert", tls.cert.is_some()),
+            ("tls_key", tls.key.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(Conflict(
+                name,
+                ValueError::Syntax("TLS options need a rediss:// URL"),
+            ));
+        }
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(_), None) => Err(Conflict(
+            "tls_cert",
+            ValueError::Syntax("tls_cert= needs tls_key="),
+        )),
+        (None, Some(_)) => Err(Conflict(
+            "tls_key",
+            ValueError::Syntax("tls_key= needs tls_cert="),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The name a `rediss://` server's certificate must carry (and the SNI
+/// sent): `tls_name=`, else the URL's host.
+pub fn tls_name<'a>(target: &'a RedisTarget, opts: &'a RedisOptions) -> Option<&'a str> {
+    if !target.tls {
+        return None;
+    }
+    match (&opts.tls.name, &target.addr) {
+        (Some(name), _) => Some(name),
+        (None, RedisAddr::Tcp { host, .. }) => Some(host),
+        (None, RedisAddr::Unix { .. }) => None,
+    }
+}
+
+/// Applies one `timeout=<time>`, `connect_timeout=<time>`, `prefix=<string>`
+/// or `tls_*=` argument (checked against the URL by [`check_options`]). Times are nginx times (`50ms`; a bare number
 /// is seconds), above 0 and at most 60 s. The prefix is printable ASCII
 /// without spaces or braces (braces would break the `{client}` hash tag),
 /// at most 64 bytes; it may be empty.
 pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), ValueError> {
-    let (name, value) = arg.split_once('=').ok_or(ValueError::Syntax(
-        "expected timeout=, connect_timeout= or prefix=",
-    ))?;
+    let (name, value) = arg.split_once('=').ok_or(ValueError::Syntax(OPTIONS))?;
     match name {
         "timeout" => opts.timeout_ms = parse_redis_timeout(value)?,
         "connect_timeout" => opts.connect_timeout_ms = parse_redis_timeout(value)?,
@@ -261,13 +347,47 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
             }
             opts.prefix = value.to_owned();
         }
-        _ => {
-            return Err(ValueError::Syntax(
-                "unknown option, expected timeout=, connect_timeout= or prefix=",
-            ))
+        "tls_ca" => opts.tls.ca = Some(tls_file(value)?),
+        "tls_cert" => opts.tls.cert = Some(tls_file(value)?),
+        "tls_key" => opts.tls.key = Some(tls_file(value)?),
+        "tls_verify" => {
+            opts.tls.verify = match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(ValueError::Syntax("tls_verify must be on or off")),
+            }
         }
+        "tls_name" => {
+            let valid = !value.is_empty()
+                && value.len() <= 253
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b));
+            if !valid {
+                return Err(ValueError::Syntax(
+                    "tls_name must be a host name or address",
+                ));
+            }
+            opts.tls.name = Some(value.to_owned());
+        }
+        _ => return Err(ValueError::Syntax(OPTIONS)),
     }
     Ok(())
+}
+
+const OPTIONS: &str = "unknown option, expected timeout=, connect_timeout=, prefix=, \
+                       tls_ca=, tls_verify=, tls_name=, tls_cert= or tls_key=";
+
+/// A file name for a `tls_*` option (nginx resolves it, relative to the
+/// configuration prefix, and reports a file it can't read).
+fn tls_file(value: &str) -> Result<String, ValueError> {
+    if value.is_empty() {
+        return Err(ValueError::Empty);
+    }
+    if value.bytes().any(|b| b.is_ascii_control()) {
+        return Err(ValueError::Syntax("control character in file name"));
+    }
+    Ok(value.to_owned())
 }
 
 fn parse_redis_timeout(value: &str) -> Result<u64, ValueError> {
@@ -359,7 +479,8 @@ mod tests {
         for bad in [
             "localhost:6379",
             "http://h",
-            "rediss://h",
+            "rediss://",
+            "redis+tls://h",
             "redis://",
             "redis://:6379",
             "redis://h:",
@@ -402,7 +523,8 @@ mod tests {
             RedisOptions {
                 timeout_ms: 50,
                 connect_timeout_ms: 100,
-                prefix: "pow:".to_owned()
+                prefix: "pow:".to_owned(),
+                tls: TlsOptions::default(),
             }
         );
     }
@@ -418,7 +540,8 @@ mod tests {
             RedisOptions {
                 timeout_ms: 200,
                 connect_timeout_ms: 1_000,
-                prefix: "shield:v1:".to_owned()
+                prefix: "shield:v1:".to_owned(),
+                tls: TlsOptions::default(),
             }
         );
         apply_redis_option(&mut opts, "prefix=").unwrap();
@@ -460,6 +583,12 @@ mod tests {
             "prefix={tag}",
             "prefix=tab\t",
             "prefix=é",
+            "tls_ca=",
+            "tls_verify=yes",
+            "tls_name=",
+            "tls_name=a b",
+            "tls_cert=",
+            "tls_key=",
         ] {
             assert!(apply_redis_option(&mut opts, bad).is_err(), "{bad}");
         }
@@ -468,5 +597,82 @@ mod tests {
         let max = format!("prefix={}", "p".repeat(64));
         assert!(apply_redis_option(&mut opts, &max).is_ok());
         assert_eq!(opts.timeout_ms, 50, "failed options change nothing");
+    }
+
+    #[test]
+    fn rediss_is_tls_with_every_part_of_a_redis_url() {
+        let t = parse_redis_url("rediss://app:pw@redis.example:6380/1").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.addr, tcp("redis.example", 6380));
+        assert_eq!((t.username.as_deref(), t.db), (Some("app"), 1));
+        assert!(!parse_redis_url("redis://h").unwrap().tls);
+    }
+
+    fn options(args: &[&str]) -> RedisOptions {
+        let mut opts = RedisOptions::default();
+        for arg in args {
+            apply_redis_option(&mut opts, arg).unwrap();
+        }
+        opts
+    }
+
+    #[test]
+    fn tls_verifies_by_default_against_the_url_host() {
+        let t = parse_redis_url("rediss://redis.example").unwrap();
+        let opts = RedisOptions::default();
+        assert!(opts.tls.verify && opts.tls.ca.is_none());
+        assert_eq!(tls_name(&t, &opts), Some("redis.example"));
+        assert_eq!(check_options(&t, &opts), Ok(()));
+    }
+
+    #[test]
+    fn tls_options_are_applied() {
+        let t = parse_redis_url("rediss://10.0.0.5").unwrap();
+        let opts = options(&[
+            "tls_ca=ca.pem",
+            "tls_verify=off",
+            "tls_name=redis.internal",
+            "tls_cert=/etc/c.pem",
+            "tls_key=/etc/k.pem",
+        ]);
+        assert_eq!(opts.tls.ca.as_deref(), Some("ca.pem"));
+        assert!(!opts.tls.verify);
+        assert_eq!(tls_name(&t, &opts), Some("redis.internal"));
+        assert_eq!(opts.tls.cert.as_deref(), Some("/etc/c.pem"));
+        assert_eq!(opts.tls.key.as_deref(), Some("/etc/k.pem"));
+        assert_eq!(check_options(&t, &opts), Ok(()));
+    }
+
+    #[test]
+    fn tls_options_need_rediss() {
+        let plain = parse_redis_url("redis://h").unwrap();
+        for (arg, name) in [
+            ("tls_ca=ca.pem", "tls_ca"),
+            ("tls_verify=off", "tls_verify"),
+            ("tls_name=x", "tls_name"),
+        ] {
+            let err = check_options(&plain, &options(&[arg])).unwrap_err();
+            assert_eq!(err.0, name);
+        }
+        let unix = parse_redis_url("unix:/run/redis.sock").unwrap();
+        assert!(check_options(&unix, &options(&["tls_ca=ca.pem"])).is_err());
+        assert_eq!(tls_name(&plain, &RedisOptions::default()), None);
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_the_other_way_round() {
+        let t = parse_redis_url("rediss://h").unwrap();
+        assert_eq!(
+            check_options(&t, &options(&["tls_cert=c.pem"]))
+                .unwrap_err()
+                .0,
+            "tls_cert"
+        );
+        assert_eq!(
+            check_options(&t, &options(&["tls_key=k.pem"]))
+                .unwrap_err()
+                .0,
+            "tls_key"
+        );
     }
 }

@@ -20,9 +20,10 @@ use crate::decision::Checked;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
-use crate::redis::client::{Client, Resend, Settings};
+use crate::redis::client::{Client, PeerName, Resend, Settings, Tls};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
+use crate::redis::url::tls_name;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -83,6 +84,15 @@ impl RedisStore {
             handshake.push(("SCRIPT LOAD", load));
         }
 
+        let tls = match tls_name(target, &conf.options) {
+            Some(name) if !conf.ssl.is_null() => Some(Tls {
+                ssl: conf.ssl,
+                name: PeerName::new(name)?,
+                verify: conf.options.tls.verify,
+            }),
+            _ => None,
+        };
+
         let mut node = [0u8; 8];
         getrandom::getrandom(&mut node).ok()?;
         Some(Rc::new_cyclic(|me: &Weak<Self>| {
@@ -98,6 +108,7 @@ impl RedisStore {
                         store.write_replays();
                     }
                 })),
+                tls,
             };
             Self {
                 client: Client::start(settings, log),
