@@ -144,6 +144,26 @@ SKIP: {
         'rediss:// with tls_ca=');
 }
 
+# pow_shield_redis: Redis Cluster seeds
+
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000,redis://127.0.0.1:7001;',
+    'redis://127.0.0.1:7000,redis://127.0.0.1:7001', 'redis: several URLs without "cluster"');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000/1 cluster;', 'redis://127.0.0.1:7000/1',
+    'redis: cluster with a database other than 0');
+bad(http => 'pow_shield_redis unix:/tmp/r.sock cluster;', 'unix:/tmp/r.sock',
+    'redis: cluster over a unix socket');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000,rediss://127.0.0.1:7001 cluster;',
+    'redis://127.0.0.1:7000,rediss://127.0.0.1:7001', 'redis: cluster mixing redis:// and rediss://');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000, cluster;', 'redis://127.0.0.1:7000,',
+    'redis: an empty seed URL');
+
+good(http => 'pow_shield_redis redis://127.0.0.1:7000,redis://127.0.0.1:7001 cluster;',
+    'cluster with two seeds');
+good(http => 'pow_shield_redis redis://:pw@127.0.0.1:7000 cluster timeout=100ms;',
+    'cluster with one seed, a password and options');
+good(http => 'pow_shield_redis rediss://127.0.0.1:7000,rediss://127.0.0.1:7001 cluster tls_verify=off;',
+    'cluster over TLS');
+
 # pow_shield_redis: context and duplicates
 
 bad(server => 'pow_shield_redis redis://127.0.0.1;', undef,

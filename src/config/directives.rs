@@ -25,6 +25,7 @@ use crate::ffi::{bytes, guard};
 use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
+use crate::redis::cluster::NodeAddr;
 use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
 use crate::PowShield;
 
@@ -55,6 +56,8 @@ pub struct RedisConf {
     pub display: String,
     /// `rediss://`: the TLS context (configuration pool; null without TLS).
     pub ssl: *mut nginx_sys::ngx_ssl_t,
+    /// Every URL's node, resolved (with `cluster`: the seed nodes).
+    pub seeds: Vec<(NodeAddr, ngx_addr_t)>,
 }
 
 /// http-level configuration.
@@ -775,11 +778,27 @@ setter!(set_redis, MainConf, |d, mcf| {
         return Ok(());
     }
     // The URL may hold a password: show only what precedes it.
-    let target = url::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
+    let targets = url::parse_redis_urls(url).map_err(|e| invalid(&redact(url), e))?;
     let mut options = RedisOptions::default();
     for arg in d.args.iter().skip(1) {
         url::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
     }
+    url::check_cluster(&targets, &options).map_err(|e| invalid(&redact(url), e))?;
+    let mut seeds = Vec::with_capacity(targets.len());
+    for t in &targets {
+        if let RedisAddr::Tcp { host, port } = &t.addr {
+            let node = NodeAddr {
+                host: host.clone(),
+                port: *port,
+            };
+            let addr = resolve(d.cf, &node.to_string()).map_err(|e| invalid(&redact(url), e))?;
+            seeds.push((node, addr));
+        }
+    }
+    // parse_redis_urls yields at least one URL (split never yields none).
+    let Some(target) = targets.into_iter().next() else {
+        return Err(invalid(url, "no URL"));
+    };
     url::check_options(&target, &options).map_err(|url::Conflict(name, e)| {
         // Show the argument at fault (the last one given, as applied).
         let prefix = format!("{name}=");
@@ -805,6 +824,7 @@ setter!(set_redis, MainConf, |d, mcf| {
         options,
         display,
         ssl,
+        seeds,
     }));
     Ok(())
 });

@@ -27,6 +27,7 @@ use nginx_sys::{
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::cluster::parse_redirect;
 use super::command::error_kind;
 use super::health::{log_message, Admission, Availability, ErrorReplies, Failure, InFlight};
 pub use super::pipeline::Resend;
@@ -40,8 +41,27 @@ pub use super::tls::PeerName;
 /// the timeout anyway. Beyond it requests are decided by pow_shield_fail.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
-/// What a slot's owner gets: the reply, or `None` if Redis failed it.
-pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
+/// What a slot's owner gets.
+pub type OnReply = Box<dyn FnOnce(Reply)>;
+
+/// What a command got.
+pub enum Reply {
+    Frame(OwnedFrame),
+    /// An error reply's text (Redis refused this command only).
+    Error(String),
+    /// Timeout, disconnect or shutdown: Redis failed.
+    Failed,
+}
+
+impl Reply {
+    /// The reply if Redis answered without error.
+    pub fn frame(self) -> Option<OwnedFrame> {
+        match self {
+            Reply::Frame(frame) => Some(frame),
+            Reply::Error(_) | Reply::Failed => None,
+        }
+    }
+}
 
 /// How to reach Redis and what to say first on every new connection.
 pub struct Settings {
@@ -59,6 +79,9 @@ pub struct Settings {
     pub on_ready: Option<Box<dyn Fn()>>,
     /// `rediss://`: TLS on every connection.
     pub tls: Option<Tls>,
+    /// A Redis Cluster node: redirections (MOVED, ASK, TRYAGAIN) are for
+    /// the router to follow, not errors to log.
+    pub cluster: bool,
 }
 
 /// TLS settings of a connection.
@@ -219,6 +242,30 @@ impl Client {
                     command,
                     Slot::request(deadline as u64, on_reply, on_noscript),
                 );
+                Ok(())
+            })
+            .unwrap_or(Err(Unavailable))
+    }
+
+    /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
+    pub fn submit_topology(&self, command: &[u8], on_reply: OnReply) -> Result<(), Unavailable> {
+        self.0
+            .with_state(|inner, st| {
+                if !st.health.is_healthy() || st.shutting_down {
+                    return Err(Unavailable);
+                }
+                if st.phase == Phase::Disconnected {
+                    inner.connect(st);
+                    if st.phase == Phase::Disconnected {
+                        return Err(Unavailable);
+                    }
+                }
+                // Counted like any command (its answer is counted as one).
+                if st.in_flight.admit() != Admission::Admitted {
+                    return Err(Unavailable);
+                }
+                let deadline = now().wrapping_add(inner.settings.timeout_ms);
+                inner.push(st, command, Slot::topology(deadline as u64, on_reply));
                 Ok(())
             })
             .unwrap_or(Err(Unavailable))
@@ -452,7 +499,7 @@ impl Inner {
 
     /// Reads and dispatches every complete reply; returns the callbacks to
     /// run once the state is released.
-    fn read(&self, st: &mut State) -> Vec<(OnReply, Option<OwnedFrame>)> {
+    fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
         let mut ready = Vec::new();
         let c = st.conn;
         if st.phase != Phase::Open {
@@ -502,7 +549,7 @@ impl Inner {
     }
 
     /// Hands complete replies to their slots; false if the connection failed.
-    fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Option<OwnedFrame>)>) -> bool {
+    fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Reply)>) -> bool {
         let mut events = Vec::new();
         let received = st.pipeline.receive(&mut events);
         // What was answered before a fault is still delivered.
@@ -522,11 +569,13 @@ impl Inner {
                                     self.settings.name
                                 );
                             }
-                            Some(frame)
+                            Reply::Frame(frame)
                         }
                         Err(text) => {
-                            self.error_reply(st, &text);
-                            None
+                            if !(self.settings.cluster && parse_redirect(&text).is_some()) {
+                                self.error_reply(st, &text);
+                            }
+                            Reply::Error(text)
                         }
                     };
                     if let Some(on_reply) = on_reply {
@@ -766,7 +815,7 @@ fn run_failed() {
         .unwrap_or_default();
     for on_reply in failed {
         // Each on its own: a bug in one must not strand the other requests.
-        crate::ffi::guard((), || on_reply(None));
+        crate::ffi::guard((), || on_reply(Reply::Failed));
     }
 }
 

@@ -11,12 +11,13 @@ use std::collections::VecDeque;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::command::{decode_reply, is_noscript, Decoded, MAX_REPLY};
+use super::command::{decode_reply, decode_topology, is_noscript, Decoded, MAX_REPLY};
 
 /// Bytes read from the socket per `recv`.
 pub const READ_CHUNK: usize = 16 * 1024;
 /// Unread input we keep: `decode_reply` refuses any reply larger than ours
-/// as it arrives, so this only backs that up.
+/// (and `decode_topology` a map larger than `MAX_TOPOLOGY`, which is
+/// smaller) as it arrives, so this only backs that up.
 pub const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
 
 /// Builds the command to send instead when Redis answers `NOSCRIPT`.
@@ -31,6 +32,8 @@ pub struct Slot<R> {
     on_noscript: Option<Resend>,
     /// A handshake step: an error reply breaks the connection with this label.
     handshake: Option<&'static str>,
+    /// Its reply is the cluster map (`CLUSTER SLOTS`): nested and larger.
+    topology: bool,
 }
 
 impl<R> Slot<R> {
@@ -41,6 +44,15 @@ impl<R> Slot<R> {
             on_reply: Some(on_reply),
             on_noscript,
             handshake: None,
+            topology: false,
+        }
+    }
+
+    /// A `CLUSTER SLOTS` command.
+    pub fn topology(deadline: u64, on_reply: R) -> Self {
+        Slot {
+            topology: true,
+            ..Slot::request(deadline, on_reply, None)
         }
     }
 
@@ -97,6 +109,7 @@ impl<R> Pipeline<R> {
                     on_reply: None,
                     on_noscript: None,
                     handshake: Some(label),
+                    topology: false,
                 },
             );
         }
@@ -147,7 +160,14 @@ impl<R> Pipeline<R> {
     pub fn receive(&mut self, events: &mut Vec<Event<R>>) -> Result<(), Broken> {
         let mut used = 0;
         let result = loop {
-            let frame = match decode_reply(&self.input[used..]) {
+            let topology = self.slots.front().is_some_and(|s| s.topology);
+            let input = &self.input[used..];
+            let decoded = if topology {
+                decode_topology(input)
+            } else {
+                decode_reply(input)
+            };
+            let frame = match decoded {
                 Decoded::Frame(frame, n) => {
                     used += n;
                     frame
@@ -346,6 +366,16 @@ mod tests {
             feed(&mut p, b"-NOSCRIPT x\r\n-NOSCRIPT x\r\n").unwrap(),
             ["Some(4)!NOSCRIPT x"]
         );
+    }
+
+    #[test]
+    fn the_cluster_map_may_nest_where_other_replies_may_not() {
+        let map = b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n";
+        let mut p = open_pipeline();
+        p.push(b"", Slot::topology(200, 1));
+        assert_eq!(feed(&mut p, map).unwrap().len(), 1);
+        p.push(b"", Slot::request(200, 2, None));
+        assert!(feed(&mut p, map).is_err());
     }
 
     #[test]

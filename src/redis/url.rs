@@ -233,6 +233,8 @@ pub struct RedisOptions {
     pub prefix: String,
     /// The `tls_*` options (only with `rediss://`).
     pub tls: TlsOptions,
+    /// `cluster`: the URLs are seed nodes of a Redis Cluster.
+    pub cluster: bool,
 }
 
 /// How a `rediss://` connection is verified and which certificate it shows.
@@ -269,8 +271,57 @@ impl Default for RedisOptions {
             connect_timeout_ms: 100,
             prefix: "pow:".to_owned(),
             tls: TlsOptions::default(),
+            cluster: false,
         }
     }
+}
+
+/// Most seed URLs in one `pow_shield_redis`.
+pub const MAX_SEEDS: usize = 16;
+
+/// `<url>[,<url>...]`: each as [`parse_redis_url`].
+pub fn parse_redis_urls(s: &str) -> Result<Vec<RedisTarget>, ValueError> {
+    let urls: Vec<&str> = s.split(',').collect();
+    if urls.len() > MAX_SEEDS {
+        return Err(ValueError::OutOfRange("at most 16 URLs"));
+    }
+    urls.into_iter().map(parse_redis_url).collect()
+}
+
+/// Checks several URLs and `cluster` together: several URLs need
+/// `cluster`; a cluster's nodes are TCP, database 0, all `redis://` or all
+/// `rediss://`, with the same credentials.
+pub fn check_cluster(targets: &[RedisTarget], opts: &RedisOptions) -> Result<(), ValueError> {
+    let Some(first) = targets.first() else {
+        return Err(ValueError::Empty);
+    };
+    if !opts.cluster {
+        if targets.len() > 1 {
+            return Err(ValueError::Syntax(
+                "several URLs are the seed nodes of a Redis Cluster: add \"cluster\"",
+            ));
+        }
+        return Ok(());
+    }
+    for t in targets {
+        if matches!(t.addr, RedisAddr::Unix { .. }) {
+            return Err(ValueError::Syntax("a Redis Cluster node needs host:port"));
+        }
+        if t.db != 0 {
+            return Err(ValueError::Syntax("a Redis Cluster has database 0 only"));
+        }
+        if t.tls != first.tls {
+            return Err(ValueError::Syntax(
+                "the nodes of a cluster are all redis:// or all rediss://",
+            ));
+        }
+        if t.username != first.username || t.password != first.password {
+            return Err(ValueError::Syntax(
+                "the nodes of a cluster share one user and password",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// An option that doesn't go with the rest: its name (to show the
@@ -329,6 +380,10 @@ pub fn tls_name<'a>(target: &'a RedisTarget, opts: &'a RedisOptions) -> Option<&
 /// without spaces or braces (braces would break the `{client}` hash tag),
 /// at most 64 bytes; it may be empty.
 pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), ValueError> {
+    if arg == "cluster" {
+        opts.cluster = true;
+        return Ok(());
+    }
     let (name, value) = arg.split_once('=').ok_or(ValueError::Syntax(OPTIONS))?;
     match name {
         "timeout" => opts.timeout_ms = parse_redis_timeout(value)?,
@@ -375,7 +430,7 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
     Ok(())
 }
 
-const OPTIONS: &str = "unknown option, expected timeout=, connect_timeout=, prefix=, \
+const OPTIONS: &str = "unknown option, expected cluster, timeout=, connect_timeout=, prefix=, \
                        tls_ca=, tls_verify=, tls_name=, tls_cert= or tls_key=";
 
 /// A file name for a `tls_*` option (nginx resolves it, relative to the
@@ -525,6 +580,7 @@ mod tests {
                 connect_timeout_ms: 100,
                 prefix: "pow:".to_owned(),
                 tls: TlsOptions::default(),
+                cluster: false,
             }
         );
     }
@@ -542,6 +598,7 @@ mod tests {
                 connect_timeout_ms: 1_000,
                 prefix: "shield:v1:".to_owned(),
                 tls: TlsOptions::default(),
+                cluster: false,
             }
         );
         apply_redis_option(&mut opts, "prefix=").unwrap();
@@ -674,5 +731,40 @@ mod tests {
                 .0,
             "tls_key"
         );
+    }
+
+    #[test]
+    fn several_urls_are_cluster_seeds() {
+        let seeds = parse_redis_urls("redis://10.0.0.1:7000,redis://10.0.0.2:7001").unwrap();
+        assert_eq!(seeds.len(), 2);
+        assert_eq!(seeds[1].addr, tcp("10.0.0.2", 7001));
+        let cluster = options(&["cluster"]);
+        assert!(cluster.cluster);
+        assert_eq!(check_cluster(&seeds, &cluster), Ok(()));
+        assert!(
+            check_cluster(&seeds, &RedisOptions::default()).is_err(),
+            "several URLs without \"cluster\""
+        );
+        let one = parse_redis_urls("redis://h").unwrap();
+        assert_eq!(check_cluster(&one, &RedisOptions::default()), Ok(()));
+        assert_eq!(check_cluster(&one, &cluster), Ok(()));
+    }
+
+    #[test]
+    fn cluster_seeds_are_tcp_db_0_and_alike() {
+        let cluster = options(&["cluster"]);
+        for bad in [
+            "unix:/run/redis.sock",
+            "redis://h/1",
+            "redis://a,rediss://b",
+            "redis://:pw@a,redis://b",
+            "redis://u:pw@a,redis://v:pw@b",
+        ] {
+            let seeds = parse_redis_urls(bad).unwrap();
+            assert!(check_cluster(&seeds, &cluster).is_err(), "{bad}");
+        }
+        assert!(parse_redis_urls("redis://a,").is_err());
+        let many = vec!["redis://h"; 17].join(",");
+        assert!(parse_redis_urls(&many).is_err());
     }
 }
