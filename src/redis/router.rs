@@ -34,6 +34,9 @@ pub type Rebuild = Rc<dyn Fn() -> Vec<u8>>;
 /// follows redirections (a migration of one slot lasts well under this).
 const TRYAGAIN_MS: ngx_msec_t = 20;
 const MAX_HOPS: u8 = 25;
+/// Commands waiting to be tried again, at most (beyond: decided by
+/// `pow_shield_fail`, like commands beyond a connection's cap).
+const MAX_RETRIES: usize = super::client::MAX_IN_FLIGHT;
 /// Slot map refresh back-off while nothing changes (a master down).
 const REFRESH_FIRST_MS: ngx_msec_t = 100;
 const REFRESH_MAX_MS: ngx_msec_t = 2_000;
@@ -264,8 +267,20 @@ impl Cluster {
     }
 
     fn submit(&self, job: Job) -> Result<(), Unavailable> {
-        let target = self.routes.borrow().owner(job.slot).unwrap_or(0);
+        let target = self.target(job.slot);
         self.send(job, target, false).map_err(|_| Unavailable)
+    }
+
+    /// The node for a slot: its master, or while unknown any node that is
+    /// up (its `MOVED` will tell).
+    fn target(&self, slot: u16) -> usize {
+        if let Some(owner) = self.routes.try_borrow().ok().and_then(|r| r.owner(slot)) {
+            return owner;
+        }
+        self.each_client(Client::is_healthy)
+            .iter()
+            .position(|up| *up)
+            .unwrap_or(0)
     }
 
     /// Sends a job to node `target`; gives it back if that node refuses.
@@ -360,10 +375,9 @@ impl Cluster {
 
     fn retry_later(&self, job: Job) {
         let due = now().wrapping_add(TRYAGAIN_MS);
-        if let Ok(mut retries) = self.retries.try_borrow_mut() {
-            retries.push_back((due, job));
-        } else {
-            return (job.on_reply)(None);
+        match self.retries.try_borrow_mut() {
+            Ok(mut retries) if retries.len() < MAX_RETRIES => retries.push_back((due, job)),
+            _ => return (job.on_reply)(None),
         }
         // SAFETY: our retry event; nginx owns the timer tree.
         unsafe {
@@ -390,7 +404,7 @@ impl Cluster {
             }
         }
         for job in due {
-            let target = self.routes.borrow().owner(job.slot).unwrap_or(0);
+            let target = self.target(job.slot);
             if let Err(job) = self.send(job, target, false) {
                 (job.on_reply)(None);
             }
@@ -441,7 +455,7 @@ impl Cluster {
             let host = node.addr.host.clone();
             let on_reply = Box::new(move |reply: Reply| {
                 if let Some(cluster) = me.upgrade() {
-                    cluster.on_map(reply.frame(), &host);
+                    cluster.on_map(reply, &host);
                 }
             });
             if node.client.submit_topology(&command, on_reply).is_ok() {
@@ -459,9 +473,23 @@ impl Cluster {
         self.refresh_ms.set(next);
     }
 
-    fn on_map(&self, frame: Option<OwnedFrame>, seen_from: &str) {
+    fn on_map(&self, reply: Reply, seen_from: &str) {
         self.refreshing.set(false);
-        let ranges = match frame.as_ref().map(|f| parse_slots(f, seen_from)) {
+        let read = match &reply {
+            Reply::Frame(frame) => Some(parse_slots(frame, seen_from).map_err(str::to_owned)),
+            // e.g. a Redis without cluster support: commands still go to
+            // the seed, which then answers them itself.
+            Reply::Error(text) => {
+                let text: String = text
+                    .chars()
+                    .take(200)
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect();
+                Some(Err(format!("CLUSTER SLOTS refused: {text}")))
+            }
+            Reply::Failed => None,
+        };
+        let ranges = match read {
             Some(Ok(ranges)) => ranges,
             Some(Err(why)) => {
                 if !self.map_error.replace(true) {
