@@ -300,11 +300,20 @@ impl RedisStore {
                 continue;
             }
             let (key, command) = self.spend_command(&replay.digest, replay.expires_at_ms, now);
-            // The answer doesn't matter: this node refuses the token anyway.
+            // Whether Redis knew it doesn't matter (this node refuses the
+            // token anyway), only that it took it: if not (e.g. a restarted
+            // cluster master answers CLUSTERDOWN at first), it waits again.
+            let store = self.me.clone();
+            let (digest, expires_at_ms) = (replay.digest, replay.expires_at_ms);
+            let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+                if let (None, Some(store)) = (frame, store.upgrade()) {
+                    store.queue_replay(&digest, expires_at_ms);
+                }
+            });
             // Routed by its own key: in a cluster, the token's slot.
             if self
                 .router
-                .submit(key.as_bytes(), command, None, Box::new(|_| {}))
+                .submit(key.as_bytes(), command, None, on_reply)
                 .is_err()
             {
                 self.queue_replay(&replay.digest, replay.expires_at_ms);
