@@ -6,8 +6,8 @@
 # clear line in error.log (once) and requests are decided by pow_shield_fail;
 # "tls_name=" names the certificate to expect; "tls_verify=off" skips the
 # checks; "tls_cert=" and "tls_key=" present a client certificate to a Redis
-# that requires one (mutual TLS).  The certificates are made here with the
-# openssl command.
+# that requires one (mutual TLS); TLS and "cluster" combine.  The
+# certificates are made here with the openssl command.
 
 use strict;
 use warnings;
@@ -174,6 +174,24 @@ my $mutual = node(Test::PowShield->new, $redis_mtls, "tls_ca=$dir/ca.pem",
 is(four($mutual, 'tls-f'), '200 200 200 429',
     'mutual TLS with tls_cert= and tls_key=: Redis counts');
 is($redis_mtls->cmd('ZCARD', wkey('tls-f')), 3, '... in the Redis that required it');
+
+# TLS and cluster combine: a one-node Redis Cluster (all slots on it) whose
+# nodes talk TLS (tls-cluster yes: it announces its TLS port to TLS clients)
+
+my $t_cl = Test::PowShield->new;
+my $redis_cl = $t_cl->run_redis(tls => { %tls, auth_clients => 'no' },
+    args => ['--cluster-enabled', 'yes', '--tls-cluster', 'yes',
+        '--cluster-config-file', $t_cl->testdir . '/nodes.conf']);
+$redis_cl->cmd('CLUSTER', 'ADDSLOTSRANGE', 0, 16383);
+ok(eventually(10, sub { ($redis_cl->cmd('CLUSTER', 'INFO') // '') =~ /cluster_state:ok/ }),
+    'a one-node cluster over TLS');
+my $clustered = node($t_cl, $redis_cl, 'cluster', "tls_ca=$dir/ca.pem", 'tls_name=redis.test');
+is(four($clustered, 'tls-h'), '200 200 200 429',
+    'rediss:// with cluster: the map read and the limit counted over TLS');
+is($redis_cl->cmd('ZCARD', wkey('tls-h')), 3, '... in the cluster');
+my $tls_port = $redis_cl->tls_port;
+is(lines($clustered, qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
+    '... whose node is announced with its TLS port');
 
 # Redis restarts: the TLS connection comes back
 
