@@ -4,7 +4,8 @@
 //! This file only wires the module into nginx; behaviour lives below:
 //! - `protocol/` (crate `pow-shield-protocol`, here `pow`): tokens, the
 //!   proof of work, the responses' shapes;
-//! - `limiter/`, `config/values.rs`, `metrics/`: pure logic, no nginx types;
+//! - `limiter/`, `config/values.rs`, `metrics/`, `redis/` but its
+//!   `client.rs`: pure logic, no nginx types;
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client on nginx's event loop; `http/`: the request path.

@@ -57,8 +57,7 @@ bad(http => 'pow_shield_redis http://127.0.0.1:6379;', 'http://127.0.0.1:6379',
     'redis: scheme http://');
 bad(http => 'pow_shield_redis 127.0.0.1:6379;', '127.0.0.1:6379',
     'redis: no scheme');
-bad(http => 'pow_shield_redis rediss://127.0.0.1:6379;', 'rediss://127.0.0.1:6379',
-    'redis: rediss:// (TLS)');
+bad(http => 'pow_shield_redis rediss://;', 'rediss://', 'redis: rediss:// without a host');
 bad(http => 'pow_shield_redis redis://127.0.0.1:99999;', 'redis://127.0.0.1:99999',
     'redis: port 99999');
 bad(http => 'pow_shield_redis redis://127.0.0.1:0;', 'redis://127.0.0.1:0',
@@ -100,6 +99,70 @@ bad(http => 'pow_shield_redis redis://127.0.0.1 "prefix={x}";', 'prefix={x}',
     'redis: prefix with braces (would break the hash tag)');
 bad(http => 'pow_shield_redis off timeout=1s;', 'timeout=1s',
     'redis: off with an option');
+
+# pow_shield_redis: TLS options (files are checked by nginx -t)
+
+my $dir = $t->testdir;
+$t->write_file('garbage.pem', "not a certificate\n");
+my $system_ca = -r '/etc/ssl/certs/ca-certificates.crt'
+    ? '/etc/ssl/certs/ca-certificates.crt' : undef;
+
+bad(http => 'pow_shield_redis redis://127.0.0.1 tls_verify=off;', 'tls_verify=off',
+    'redis: tls_verify= on redis:// (plain)');
+bad(http => 'pow_shield_redis redis://127.0.0.1 tls_ca=/etc/ssl/ca.pem;',
+    'tls_ca=/etc/ssl/ca.pem', 'redis: tls_ca= on redis:// (plain)');
+bad(http => 'pow_shield_redis unix:/tmp/r.sock tls_name=redis.test;',
+    'tls_name=redis.test', 'redis: tls_name= on unix:');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_ca=$dir/missing.pem;",
+    "tls_ca=$dir/missing.pem", 'redis: tls_ca= file missing');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_ca=$dir/garbage.pem;",
+    "tls_ca=$dir/garbage.pem", 'redis: tls_ca= file not PEM certificates');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_verify=off tls_cert=$dir/garbage.pem;",
+    "tls_cert=$dir/garbage.pem", 'redis: tls_cert= without tls_key=');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_verify=off tls_key=$dir/garbage.pem;",
+    "tls_key=$dir/garbage.pem", 'redis: tls_key= without tls_cert=');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_verify=off"
+    . " tls_cert=$dir/garbage.pem tls_key=$dir/missing.key;",
+    "tls_key=$dir/missing.key", 'redis: tls_key= file missing');
+bad(http => "pow_shield_redis rediss://127.0.0.1 tls_verify=off"
+    . " tls_cert=$dir/garbage.pem tls_key=$dir/garbage.pem;",
+    "tls_cert=$dir/garbage.pem", 'redis: client certificate not PEM');
+bad(http => 'pow_shield_redis rediss://127.0.0.1 tls_verify=maybe;', 'tls_verify=maybe',
+    'redis: tls_verify=maybe');
+bad(http => 'pow_shield_redis rediss://127.0.0.1 "tls_name=a b";', 'tls_name=a b',
+    'redis: tls_name= with a space');
+
+good(http => 'pow_shield_redis rediss://127.0.0.1:6380 tls_verify=off;',
+    'rediss:// with tls_verify=off');
+good(http => 'pow_shield_redis rediss://127.0.0.1:6380 tls_verify=off tls_name=redis.test;',
+    'rediss:// with tls_name=');
+SKIP: {
+    skip 'no system CA bundle', 2 unless $system_ca;
+    good(http => 'pow_shield_redis rediss://127.0.0.1:6380;',
+        'rediss:// verified against the system CA bundle by default');
+    good(http => "pow_shield_redis rediss://127.0.0.1:6380 tls_ca=$system_ca;",
+        'rediss:// with tls_ca=');
+}
+
+# pow_shield_redis: Redis Cluster seeds
+
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000,redis://127.0.0.1:7001;',
+    'redis://127.0.0.1:7000,redis://127.0.0.1:7001', 'redis: several URLs without "cluster"');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000/1 cluster;', 'redis://127.0.0.1:7000/1',
+    'redis: cluster with a database other than 0');
+bad(http => 'pow_shield_redis unix:/tmp/r.sock cluster;', 'unix:/tmp/r.sock',
+    'redis: cluster over a unix socket');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000,rediss://127.0.0.1:7001 cluster;',
+    'redis://127.0.0.1:7000,rediss://127.0.0.1:7001', 'redis: cluster mixing redis:// and rediss://');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000, cluster;', 'redis://127.0.0.1:7000,',
+    'redis: an empty seed URL');
+
+good(http => 'pow_shield_redis redis://127.0.0.1:7000,redis://127.0.0.1:7001 cluster;',
+    'cluster with two seeds');
+good(http => 'pow_shield_redis redis://:pw@127.0.0.1:7000 cluster timeout=100ms;',
+    'cluster with one seed, a password and options');
+good(http => 'pow_shield_redis rediss://127.0.0.1:7000,rediss://127.0.0.1:7001 cluster tls_verify=off;',
+    'cluster over TLS');
 
 # pow_shield_redis: context and duplicates
 

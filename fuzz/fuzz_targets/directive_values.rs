@@ -1,4 +1,4 @@
-//! Every directive value parser of `config::values` (and the key parsers of
+//! Every directive value parser of `config::values` and `redis::url` (and the key parsers of
 //! `pow_shield_secret` / `pow_shield_secret_file`), on any value.
 //!
 //! Input: one byte choosing the parser, then the value. Directives with two
@@ -10,6 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use pow_shield_fuzz::config::values::*;
 use pow_shield_fuzz::limiter::strikes::{Block, RedRules, StrikeState};
 use pow_shield_fuzz::pow::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_fuzz::redis::url::*;
 
 /// Parsers the first byte chooses from (`which % PARSERS`).
 const PARSERS: u8 = 14;

@@ -1,8 +1,8 @@
-//! `pow_shield_redis <url>`: `config::values::parse_redis_url` on any text.
+//! `pow_shield_redis <url>`: `redis::url::parse_redis_url` on any text.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::config::values::{parse_redis_url, RedisAddr};
+use pow_shield_fuzz::redis::url::{parse_redis_url, RedisAddr};
 
 fuzz_target!(|data: &[u8]| {
     // nginx hands directive arguments over as bytes; the glue refuses

@@ -16,6 +16,9 @@ pub mod config_values;
 #[path = "../../src/redis/command.rs"]
 #[doc(hidden)]
 pub mod redis_command;
+#[path = "../../src/redis/url.rs"]
+#[doc(hidden)]
+pub mod redis_url;
 
 pub mod config {
     pub use crate::config_values as values;
@@ -23,4 +26,5 @@ pub mod config {
 
 pub mod redis {
     pub use crate::redis_command as command;
+    pub use crate::redis_url as url;
 }

@@ -19,12 +19,14 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use ngx::{ngx_conf_log_error, ngx_string};
 
-use super::values::{self, FailPolicy, HeadersMode, RedisOptions, RedisTarget};
+use super::values::{self, FailPolicy, HeadersMode};
 use crate::decision::{DifficultyRule, Rules};
 use crate::ffi::{bytes, guard};
 use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::pow::{Secret, SecretKeys};
+use crate::redis::cluster::NodeAddr;
+use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
 use crate::PowShield;
 
 /// Defaults (docs/directives.md).
@@ -52,6 +54,10 @@ pub struct RedisConf {
     pub options: RedisOptions,
     /// The `host:port` or `unix:` text, for log lines.
     pub display: String,
+    /// `rediss://`: the TLS context (configuration pool; null without TLS).
+    pub ssl: *mut nginx_sys::ngx_ssl_t,
+    /// Every URL's node, resolved (with `cluster`: the seed nodes).
+    pub seeds: Vec<(NodeAddr, ngx_addr_t)>,
 }
 
 /// http-level configuration.
@@ -808,27 +814,120 @@ setter!(set_redis, MainConf, |d, mcf| {
         return Ok(());
     }
     // The URL may hold a password: show only what precedes it.
-    let target = values::parse_redis_url(url).map_err(|e| invalid(&redact(url), e))?;
+    let targets = url::parse_redis_urls(url).map_err(|e| invalid(&redact(url), e))?;
     let mut options = RedisOptions::default();
     for arg in d.args.iter().skip(1) {
-        values::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
+        url::apply_redis_option(&mut options, arg).map_err(|e| invalid(arg, e))?;
     }
+    url::check_cluster(&targets, &options).map_err(|e| invalid(&redact(url), e))?;
+    let mut seeds = Vec::with_capacity(targets.len());
+    for t in &targets {
+        if let RedisAddr::Tcp { host, port } = &t.addr {
+            let node = NodeAddr {
+                host: host.clone(),
+                port: *port,
+            };
+            let addr = resolve(d.cf, &node.to_string()).map_err(|e| invalid(&redact(url), e))?;
+            seeds.push((node, addr));
+        }
+    }
+    // parse_redis_urls yields at least one URL (split never yields none).
+    let Some(target) = targets.into_iter().next() else {
+        return Err(invalid(url, "no URL"));
+    };
+    url::check_options(&target, &options).map_err(|url::Conflict(name, e)| {
+        // Show the argument at fault (the last one given, as applied).
+        let prefix = format!("{name}=");
+        let arg = d.args.iter().skip(1).rev().find(|a| a.starts_with(&prefix));
+        invalid(arg.copied().unwrap_or(name), e)
+    })?;
     let display = match &target.addr {
-        values::RedisAddr::Tcp { host, port } if host.contains(':') => {
+        RedisAddr::Tcp { host, port } if host.contains(':') => {
             format!("[{host}]:{port}")
         }
-        values::RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
-        values::RedisAddr::Unix { path } => format!("unix:{path}"),
+        RedisAddr::Tcp { host, port } => format!("{host}:{port}"),
+        RedisAddr::Unix { path } => format!("unix:{path}"),
     };
     let addr = resolve(d.cf, &display).map_err(|e| invalid(&redact(url), e))?;
+    let ssl = if target.tls {
+        tls_context(d, &redact(url), &options)?
+    } else {
+        ptr::null_mut()
+    };
     mcf.redis = Some(Some(RedisConf {
         target,
         addr,
         options,
         display,
+        ssl,
+        seeds,
     }));
     Ok(())
 });
+
+/// The TLS context of a `rediss://` URL: every file is checked here, so a
+/// missing one fails `nginx -t` with the option that names it.
+fn tls_context(
+    d: &mut Directive,
+    url: &str,
+    options: &RedisOptions,
+) -> Result<*mut nginx_sys::ngx_ssl_t, Refusal> {
+    let tls = &options.tls;
+    // The argument as written, for messages.
+    let arg = |name: &str| {
+        let prefix = format!("{name}=");
+        d.args
+            .iter()
+            .skip(1)
+            .rev()
+            .find(|a| a.starts_with(&prefix))
+            .map_or_else(|| name.to_owned(), |a| (*a).to_owned())
+    };
+    let mut readable = |name: &str, path: &str| -> Result<String, Refusal> {
+        let full =
+            full_path(d.cf, path).ok_or_else(|| invalid(&arg(name), "cannot resolve the path"))?;
+        std::fs::File::open(&full)
+            .map_err(|e| invalid(&arg(name), format_args!("cannot read \"{full}\": {e}")))?;
+        Ok(full)
+    };
+    let ca = match (&tls.ca, tls.verify) {
+        (_, false) => None,
+        (Some(ca), true) => Some(readable("tls_ca", ca)?),
+        (None, true) => {
+            // Without tls_ca=, the system's CA bundle (OpenSSL's default file).
+            let system = crate::redis::tls::default_ca_file().unwrap_or_default();
+            if std::fs::File::open(&system).is_err() {
+                return Err(invalid(
+                    url,
+                    format_args!(
+                        "TLS verification needs \"tls_ca=<file>\": no system CA bundle at \"{system}\" (or \"tls_verify=off\")"
+                    ),
+                ));
+            }
+            Some(system)
+        }
+    };
+    let cert = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Some((readable("tls_cert", cert)?, readable("tls_key", key)?)),
+        _ => None,
+    };
+    let files = crate::redis::tls::Files {
+        ca: ca.as_deref(),
+        cert: cert.as_ref().map(|(c, k)| (c.as_str(), k.as_str())),
+    };
+    crate::redis::tls::context(d.cf, &files).map_err(|why| {
+        let at = if why.contains("client") {
+            arg("tls_cert")
+        } else if why.contains("CA") {
+            ca.as_deref()
+                .filter(|_| tls.ca.is_some())
+                .map_or_else(|| url.to_owned(), |_| arg("tls_ca"))
+        } else {
+            url.to_owned()
+        };
+        invalid(&at, why)
+    })
+}
 
 /// Resolves `host:port` or `unix:/path` with nginx's own URL parser.
 fn resolve(cf: &mut ngx_conf_t, text: &str) -> Result<ngx_addr_t, String> {

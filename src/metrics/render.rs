@@ -156,7 +156,7 @@ pub fn render(s: &Snapshot) -> String {
     o.family(
         name,
         "gauge",
-        "Workers deciding by pow_shield_fail because Redis is unavailable.",
+        "Redis connections (one per worker and node) down: their requests are decided by pow_shield_fail.",
     );
     // Wrapping sum of +1/-1: a negative total is a worker gone while in
     // fallback that another one left; never shown below 0.

@@ -295,7 +295,7 @@ pow_shield_redis_reconnects_total 0
 # HELP pow_shield_redis_replays_dropped_total Tokens spent during an outage that the replay queue had no room for.
 # TYPE pow_shield_redis_replays_dropped_total counter
 pow_shield_redis_replays_dropped_total 0
-# HELP pow_shield_redis_fallback_active Workers deciding by pow_shield_fail because Redis is unavailable.
+# HELP pow_shield_redis_fallback_active Redis connections (one per worker and node) down: their requests are decided by pow_shield_fail.
 # TYPE pow_shield_redis_fallback_active gauge
 pow_shield_redis_fallback_active 1
 # HELP pow_shield_redis_round_trip_seconds Time from queuing a Redis command to reading its reply.

@@ -1,5 +1,7 @@
 //! One persistent Redis connection per worker, driven by nginx's event loop
-//! (README, "Cluster mode (Redis)"):
+//! (DESIGN.md "Redis on the event loop"). This is the socket and its events,
+//! the only nginx-facing part of the client; what the bytes mean is in
+//! `pipeline`, what is logged and when to retry in `health`.
 //! - commands of concurrent requests are appended to one buffer and sent by
 //!   one posted flush per loop iteration (pipelining);
 //! - replies are matched to waiting slots in order;
@@ -18,26 +20,22 @@
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
 use core::ptr;
-use std::collections::VecDeque;
 
 use nginx_sys::{
     ngx_addr_t, ngx_connection_t, ngx_current_msec, ngx_event_t, ngx_log_t, ngx_msec_t,
-    ngx_peer_connection_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_OK,
+    ngx_peer_connection_t, ngx_ssl_t, ngx_uint_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_LOG_INFO, NGX_OK,
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::command::{decode_reply, error_kind, is_noscript, Decoded, MAX_REPLY};
-use super::health::{Admission, ErrorReplies, InFlight};
+use super::cluster::parse_redirect;
+use super::command::error_kind;
+use super::health::{log_message, Admission, Availability, ErrorReplies, Failure, InFlight};
+pub use super::pipeline::Resend;
+use super::pipeline::{Broken, Event, Pipeline, Slot, READ_CHUNK};
+use super::tls;
+pub use super::tls::PeerName;
 use crate::metrics::{self, RedisError};
 
-/// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
-/// restarted Redis is used again within a couple of seconds).
-const BACKOFF_FIRST_MS: ngx_msec_t = 100;
-const BACKOFF_MAX_MS: ngx_msec_t = 2_000;
-const READ_CHUNK: usize = 16 * 1024;
-/// Unread input we keep: `decode_reply` refuses any reply larger than ours
-/// as it arrives, so this only backs that up.
-const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
 /// Commands in flight per worker. nginx handles at most 512 events per
 /// loop iteration (epoll's default `events`), each starting at most one
 /// command, so this is two iterations' worth: a healthy Redis answers far
@@ -45,11 +43,27 @@ const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
 /// the timeout anyway. Beyond it requests are decided by pow_shield_fail.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
-/// What a slot's owner gets: the reply, or `None` if Redis failed it.
-pub type OnReply = Box<dyn FnOnce(Option<OwnedFrame>)>;
+/// What a slot's owner gets.
+pub type OnReply = Box<dyn FnOnce(Reply)>;
 
-/// Builds the command to send instead when Redis answers `NOSCRIPT`.
-pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
+/// What a command got.
+pub enum Reply {
+    Frame(OwnedFrame),
+    /// An error reply's text (Redis refused this command only).
+    Error(String),
+    /// Timeout, disconnect or shutdown: Redis failed.
+    Failed,
+}
+
+impl Reply {
+    /// The reply if Redis answered without error.
+    pub fn frame(self) -> Option<OwnedFrame> {
+        match self {
+            Reply::Frame(frame) => Some(frame),
+            Reply::Error(_) | Reply::Failed => None,
+        }
+    }
+}
 
 /// How to reach Redis and what to say first on every new connection.
 pub struct Settings {
@@ -65,37 +79,40 @@ pub struct Settings {
     /// Runs after each connection's handshake succeeded (outside the
     /// client's state, so it may submit).
     pub on_ready: Option<Box<dyn Fn()>>,
+    /// `rediss://`: TLS on every connection.
+    pub tls: Option<Tls>,
+    /// A Redis Cluster node: redirections (MOVED, ASK, TRYAGAIN) are for
+    /// the router to follow, not errors to log.
+    pub cluster: bool,
 }
 
-struct Slot {
-    deadline: ngx_msec_t,
-    on_reply: Option<OnReply>,
-    /// What to send instead (EVAL) if Redis answers NOSCRIPT.
-    on_noscript: Option<Resend>,
-    /// A handshake step: an error reply fails the connection with this label.
-    handshake: Option<&'static str>,
-    /// When the command was queued (metrics: its round trip).
-    sent: metrics::Sent,
+/// TLS settings of a connection.
+pub struct Tls {
+    /// The context built from the configuration (configuration pool).
+    pub ssl: *mut ngx_ssl_t,
+    /// Checked against the certificate and sent as SNI.
+    pub name: PeerName,
+    /// `tls_verify`: check the chain and the name.
+    pub verify: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Disconnected,
     Connecting,
+    /// TLS handshake under way (`rediss://`).
+    Securing,
     Open,
 }
 
 struct State {
     conn: *mut ngx_connection_t,
     phase: Phase,
-    /// Redis answered the last handshake; while false, submissions are
+    /// Redis answered the last handshake; while not, submissions are
     /// refused and only reconnect probes talk to Redis.
-    healthy: bool,
-    backoff_ms: ngx_msec_t,
-    out: Vec<u8>,
-    input: Vec<u8>,
-    slots: VecDeque<Slot>,
-    /// Request slots among `slots`, capped.
+    health: Availability,
+    pipeline: Pipeline<OnReply>,
+    /// Request slots in the pipeline, capped.
     in_flight: InFlight,
     errors: ErrorReplies,
     shutting_down: bool,
@@ -117,6 +134,9 @@ struct Inner {
     log: UnsafeCell<ngx_log_t>,
     /// The worker's log, for our own lines.
     cycle_log: *mut ngx_log_t,
+    /// With TLS, the connection log's last line (OpenSSL's reason for a
+    /// failure), quoted in ours instead of logged on every attempt.
+    last_error: RefCell<String>,
     /// A handshake succeeded: run `on_ready` once the state is released.
     ready: Cell<bool>,
 }
@@ -137,11 +157,8 @@ impl Client {
             state: RefCell::new(State {
                 conn: ptr::null_mut(),
                 phase: Phase::Disconnected,
-                healthy: true,
-                backoff_ms: BACKOFF_FIRST_MS,
-                out: Vec::with_capacity(4096),
-                input: Vec::with_capacity(READ_CHUNK),
-                slots: VecDeque::new(),
+                health: Availability::default(),
+                pipeline: Pipeline::default(),
                 in_flight: InFlight::new(MAX_IN_FLIGHT),
                 errors: ErrorReplies::default(),
                 shutting_down: false,
@@ -152,9 +169,20 @@ impl Client {
             reconnect_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
             log: UnsafeCell::new(log),
             cycle_log,
+            last_error: RefCell::new(String::new()),
             ready: Cell::new(false),
         });
         let data: *mut c_void = ptr::from_ref::<Inner>(&inner).cast_mut().cast();
+        if inner.settings.tls.is_some() {
+            // SAFETY: our log, not yet known to nginx; `data` outlives it.
+            unsafe {
+                let log = inner.log.get();
+                (*log).log_level = NGX_LOG_INFO as usize;
+                (*log).writer = Some(capture_writer);
+                (*log).wdata = data;
+                (*log).next = ptr::null_mut();
+            }
+        }
         for (ev, handler) in [
             (
                 inner.flush_ev.get(),
@@ -189,7 +217,7 @@ impl Client {
     ) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
-                if !st.healthy || st.shutting_down {
+                if !st.health.is_healthy() || st.shutting_down {
                     return Err(Unavailable);
                 }
                 if st.phase == Phase::Disconnected {
@@ -199,7 +227,6 @@ impl Client {
                     }
                 }
                 if let Admission::Refused { first } = st.in_flight.admit() {
-                    metrics::redis_error(RedisError::Refused);
                     if first {
                         error!(
                             inner.cycle_log,
@@ -215,14 +242,32 @@ impl Client {
                 inner.push(
                     st,
                     command,
-                    Slot {
-                        deadline,
-                        on_reply: Some(on_reply),
-                        on_noscript,
-                        handshake: None,
-                        sent: metrics::Sent::default(),
-                    },
+                    Slot::request(deadline as u64, on_reply, on_noscript),
                 );
+                Ok(())
+            })
+            .unwrap_or(Err(Unavailable))
+    }
+
+    /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
+    pub fn submit_topology(&self, command: &[u8], on_reply: OnReply) -> Result<(), Unavailable> {
+        self.0
+            .with_state(|inner, st| {
+                if !st.health.is_healthy() || st.shutting_down {
+                    return Err(Unavailable);
+                }
+                if st.phase == Phase::Disconnected {
+                    inner.connect(st);
+                    if st.phase == Phase::Disconnected {
+                        return Err(Unavailable);
+                    }
+                }
+                // Counted like any command (its answer is counted as one).
+                if st.in_flight.admit() != Admission::Admitted {
+                    return Err(Unavailable);
+                }
+                let deadline = now().wrapping_add(inner.settings.timeout_ms);
+                inner.push(st, command, Slot::topology(deadline as u64, on_reply));
                 Ok(())
             })
             .unwrap_or(Err(Unavailable))
@@ -234,7 +279,7 @@ impl Client {
             .0
             .state
             .try_borrow()
-            .map(|st| st.healthy)
+            .map(|st| st.health.is_healthy())
             .unwrap_or(true);
         if healthy {
             return None;
@@ -260,7 +305,7 @@ impl Client {
         self.0
             .state
             .try_borrow()
-            .map(|st| st.healthy && !st.shutting_down)
+            .map(|st| st.health.is_healthy() && !st.shutting_down)
             .unwrap_or(false)
     }
 }
@@ -292,10 +337,9 @@ impl Inner {
         Some(f(self, &mut st))
     }
 
-    fn push(&self, st: &mut State, command: &[u8], mut slot: Slot) {
+    fn push(&self, st: &mut State, command: &[u8], mut slot: Slot<OnReply>) {
         slot.sent = metrics::redis_command();
-        st.out.extend_from_slice(command);
-        st.slots.push_back(slot);
+        st.pipeline.push(command, slot);
         self.arm_deadline(st);
         if st.phase == Phase::Open {
             self.post_flush();
@@ -322,8 +366,7 @@ impl Inner {
                 "connect() failed: {}",
                 std::io::Error::from_raw_os_error(err)
             );
-            metrics::redis_error(RedisError::Io);
-            self.fail(st, &reason);
+            self.fail(st, RedisError::Io, &reason);
             return;
         }
         let c = pc.connection;
@@ -334,80 +377,142 @@ impl Inner {
             (*(*c).write).handler = Some(write_handler);
         }
         st.conn = c;
-        st.phase = if rc == NGX_OK as isize {
-            Phase::Open
-        } else {
-            Phase::Connecting
-        };
-        st.out.clear();
-        st.input.clear();
-        // The handshake goes first; its deadline also bounds the connect.
+        st.phase = Phase::Connecting;
+        self.last_error.borrow_mut().clear();
+        // The handshake goes first; its deadline also bounds the connect
+        // (and TLS).
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
-        for (label, command) in &s.handshake {
-            self.push(
-                st,
-                command,
-                Slot {
-                    deadline,
-                    on_reply: None,
-                    on_noscript: None,
-                    handshake: Some(label),
-                    sent: metrics::Sent::default(),
-                },
-            );
+        st.pipeline.open(&s.handshake, deadline as u64);
+        self.arm_deadline(st);
+        if rc == NGX_OK as isize {
+            self.established(st);
         }
-        if st.phase == Phase::Open {
+    }
+
+    /// The socket is connected: TLS first if configured, then commands.
+    fn established(&self, st: &mut State) {
+        let Some(t) = &self.settings.tls else {
+            st.phase = Phase::Open;
             self.post_flush();
+            return;
+        };
+        st.phase = Phase::Securing;
+        // SAFETY: our freshly connected socket, without TLS yet.
+        if let Err(why) = unsafe { tls::attach(st.conn, t.ssl, &t.name) } {
+            self.fail(st, RedisError::Handshake, &why);
+            return;
+        }
+        self.secure(st);
+    }
+
+    /// Drives the TLS handshake; nginx calls `tls_handler` when it needs
+    /// the socket again.
+    fn secure(&self, st: &mut State) {
+        let c = st.conn;
+        // SAFETY: our connection with TLS attached; never blocks.
+        let rc = unsafe { nginx_sys::ngx_ssl_handshake(c) };
+        if rc == NGX_AGAIN as isize {
+            // SAFETY: as above; nginx calls it once the handshake ends.
+            unsafe { (*(*c).ssl).handler = Some(tls_handler) };
+            return;
+        }
+        if rc == NGX_OK as isize {
+            self.secured(st);
+        } else {
+            let why = self.quote_last_error("TLS handshake failed");
+            self.fail(st, RedisError::Handshake, &why);
+        }
+    }
+
+    /// The handshake ended: checks the certificate, then sends commands.
+    fn secured(&self, st: &mut State) {
+        let c = st.conn;
+        let Some(t) = &self.settings.tls else {
+            return;
+        };
+        // SAFETY: our connection; `handshaked` says the handshake completed.
+        let done = unsafe { !(*c).ssl.is_null() && (*(*c).ssl).handshaked() != 0 };
+        if !done {
+            let why = self.quote_last_error("TLS handshake failed");
+            self.fail(st, RedisError::Handshake, &why);
+            return;
+        }
+        if t.verify {
+            // SAFETY: the handshake completed.
+            if let Err(why) = unsafe { tls::verify(c, &t.name) } {
+                self.fail(st, RedisError::Handshake, &why);
+                return;
+            }
+        }
+        // SAFETY: nginx's handshake handlers step aside for ours.
+        unsafe {
+            (*(*c).read).handler = Some(read_handler);
+            (*(*c).write).handler = Some(write_handler);
+        }
+        st.phase = Phase::Open;
+        self.flush(st);
+    }
+
+    /// `what`, with OpenSSL's reason if the connection logged one.
+    fn quote_last_error(&self, what: &str) -> String {
+        let last = core::mem::take(&mut *self.last_error.borrow_mut());
+        if last.is_empty() {
+            what.to_owned()
+        } else {
+            format!("{what}: {last}")
         }
     }
 
     /// Sends what the buffer holds, as far as the socket takes it.
     fn flush(&self, st: &mut State) {
-        if st.phase != Phase::Open || st.out.is_empty() {
+        if st.phase != Phase::Open || st.pipeline.output().is_empty() {
             return;
         }
         let c = st.conn;
-        let mut sent = 0;
-        while sent < st.out.len() {
-            // SAFETY: c is our open connection; send writes from our buffer.
+        while !st.pipeline.output().is_empty() {
+            let out = st.pipeline.output();
+            // SAFETY: c is our open connection; send only reads from our
+            // buffer (nginx's signature takes a mutable pointer).
             let n = unsafe {
                 match (*c).send {
-                    Some(send) => send(c, st.out.as_mut_ptr().add(sent), st.out.len() - sent),
+                    Some(send) => send(c, out.as_ptr().cast_mut(), out.len()),
                     None => -1,
                 }
             };
             if n > 0 {
-                sent += n as usize;
+                st.pipeline.sent(n as usize);
             } else if n == NGX_AGAIN as isize {
                 break;
             } else {
-                st.out.drain(..sent);
-                metrics::redis_error(RedisError::Io);
-                self.fail(st, "send() failed");
+                let why = self.quote_last_error("send() failed");
+                self.fail(st, RedisError::Io, &why);
                 return;
             }
         }
-        st.out.drain(..sent);
         // SAFETY: c is open; asks to be told when it is writable again.
-        if !st.out.is_empty()
+        if !st.pipeline.output().is_empty()
             && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize
         {
-            metrics::redis_error(RedisError::Io);
-            self.fail(st, "cannot wait for the socket to be writable");
+            self.fail(
+                st,
+                RedisError::Io,
+                "cannot wait for the socket to be writable",
+            );
         }
     }
 
     /// Reads and dispatches every complete reply; returns the callbacks to
     /// run once the state is released.
-    fn read(&self, st: &mut State) -> Vec<(OnReply, Option<OwnedFrame>)> {
+    fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
         let mut ready = Vec::new();
         let c = st.conn;
         if st.phase != Phase::Open {
             return ready;
         }
         loop {
-            st.input.reserve(READ_CHUNK);
-            let spare = st.input.spare_capacity_mut();
+            let input = st.pipeline.input();
+            input.reserve(READ_CHUNK);
+            let spare = input.spare_capacity_mut();
             // SAFETY: recv writes at most spare.len() bytes into our buffer.
             let n = unsafe {
                 match (*c).recv {
@@ -417,13 +522,8 @@ impl Inner {
             };
             if n > 0 {
                 // SAFETY: recv initialised n bytes of the spare capacity.
-                unsafe { st.input.set_len(st.input.len() + n as usize) };
+                unsafe { input.set_len(input.len() + n as usize) };
                 if !self.dispatch(st, &mut ready) {
-                    return ready;
-                }
-                if st.input.len() > MAX_INPUT {
-                    metrics::redis_error(RedisError::Protocol);
-                    self.fail(st, "reply too large");
                     return ready;
                 }
                 continue;
@@ -431,94 +531,82 @@ impl Inner {
             if n == NGX_AGAIN as isize {
                 break;
             }
-            let idle = st.slots.is_empty();
-            if n == 0 && idle && st.healthy {
+            if n == 0 && st.pipeline.is_idle() && st.health.is_healthy() {
                 // Redis closed an idle connection (e.g. its `timeout`):
                 // reconnect on the next request, nothing to report.
                 self.disconnect(st);
             } else {
-                metrics::redis_error(RedisError::Io);
-                self.fail(
-                    st,
-                    if n == 0 {
-                        "connection closed by Redis"
-                    } else {
-                        "recv() failed"
-                    },
-                );
+                let why = self.quote_last_error(if n == 0 {
+                    "connection closed by Redis"
+                } else {
+                    "recv() failed"
+                });
+                self.fail(st, RedisError::Io, &why);
             }
             return ready;
         }
         // SAFETY: c is open; keeps the read event armed.
         if unsafe { nginx_sys::ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
-            metrics::redis_error(RedisError::Io);
-            self.fail(st, "cannot wait for the socket to be readable");
+            self.fail(
+                st,
+                RedisError::Io,
+                "cannot wait for the socket to be readable",
+            );
         }
         ready
     }
 
-    /// Matches complete replies to slots; false if the connection failed.
-    fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Option<OwnedFrame>)>) -> bool {
-        let mut used = 0;
-        loop {
-            let frame = match decode_reply(&st.input[used..]) {
-                Decoded::Frame(frame, n) => {
-                    used += n;
-                    frame
+    /// Hands complete replies to their slots; false if the connection failed.
+    fn dispatch(&self, st: &mut State, ready: &mut Vec<(OnReply, Reply)>) -> bool {
+        let mut events = Vec::new();
+        let received = st.pipeline.receive(&mut events);
+        // What was answered before a fault is still delivered.
+        for event in events {
+            match event {
+                Event::Ready => self.recovered(st),
+                Event::Answered {
+                    on_reply,
+                    reply,
+                    sent,
+                } => {
+                    metrics::redis_reply(sent);
+                    self.answered(st, 1);
+                    let frame = match reply {
+                        Ok(frame) => {
+                            if st.errors.on_success(now() as u64) {
+                                notice!(
+                                    self.cycle_log,
+                                    "pow_shield: redis {} answers without error replies again",
+                                    self.settings.name
+                                );
+                            }
+                            Reply::Frame(frame)
+                        }
+                        Err(text) => {
+                            if !(self.settings.cluster && parse_redirect(&text).is_some()) {
+                                self.error_reply(st, &text);
+                            }
+                            Reply::Error(text)
+                        }
+                    };
+                    if let Some(on_reply) = on_reply {
+                        ready.push((on_reply, frame));
+                    }
                 }
-                Decoded::Partial => break,
-                Decoded::Corrupt(why) => {
-                    metrics::redis_error(RedisError::Protocol);
-                    self.fail(st, &format!("unreadable reply: {why}"));
-                    return false;
-                }
-            };
-            let Some(mut slot) = st.slots.pop_front() else {
-                metrics::redis_error(RedisError::Protocol);
-                self.fail(st, "a reply nobody asked for");
-                return false;
-            };
-            metrics::redis_reply(slot.sent);
-            if is_noscript(&frame) {
-                if let Some(resend) = slot.on_noscript.take() {
-                    // The script cache was flushed: resend as EVAL.
-                    self.push(st, &resend(), slot);
-                    continue;
-                }
-            }
-            if let Some(label) = slot.handshake {
-                if let OwnedFrame::Error(e) = &frame {
-                    metrics::redis_error(RedisError::Handshake);
-                    self.fail(st, &format!("{label} failed: {e}"));
-                    return false;
-                }
-                if st.slots.iter().all(|s| s.handshake.is_none()) {
-                    self.recovered(st);
-                }
-                continue;
-            }
-            self.answered(st, 1);
-            if let OwnedFrame::Error(e) = &frame {
-                // Redis is up but refuses this command (a key of the wrong
-                // type, a replica after a failover): only its request fails.
-                self.error_reply(st, e);
-                if let Some(on_reply) = slot.on_reply.take() {
-                    ready.push((on_reply, None));
-                }
-                continue;
-            }
-            if st.errors.on_success(now() as u64) {
-                notice!(
-                    self.cycle_log,
-                    "pow_shield: redis {} answers without error replies again",
-                    self.settings.name
-                );
-            }
-            if let Some(on_reply) = slot.on_reply.take() {
-                ready.push((on_reply, Some(frame)));
             }
         }
-        st.input.drain(..used);
+        if let Err(broken) = received {
+            let (kind, why) = match broken {
+                Broken::Protocol(why) => (RedisError::Protocol, why),
+                Broken::Handshake(why) => (RedisError::Handshake, why),
+            };
+            self.fail(st, kind, &why);
+            return false;
+        }
+        if !st.pipeline.output().is_empty() {
+            // NOSCRIPT: the EVAL goes out with the next flush.
+            self.post_flush();
+        }
         self.arm_deadline(st);
         true
     }
@@ -553,9 +641,7 @@ impl Inner {
 
     fn recovered(&self, st: &mut State) {
         self.ready.set(true);
-        st.backoff_ms = BACKOFF_FIRST_MS;
-        if !st.healthy {
-            st.healthy = true;
+        if st.health.recovered() {
             metrics::redis_reconnected();
             metrics::redis_fallback(false);
             notice!(
@@ -568,15 +654,15 @@ impl Inner {
 
     /// Redis failed: answer every slot with `None` (the fallback decides),
     /// close, log the transition once, and retry later.
-    fn fail(&self, st: &mut State, reason: &str) {
+    fn fail(&self, st: &mut State, kind: RedisError, reason: &str) {
+        metrics::redis_error(kind);
         self.disconnect(st);
         if st.shutting_down {
             return;
         }
-        if st.healthy {
-            st.healthy = false;
+        let (failure, backoff_ms) = st.health.failed();
+        if failure == Failure::Started {
             metrics::redis_fallback(true);
-            st.backoff_ms = BACKOFF_FIRST_MS;
             error!(
                 self.cycle_log,
                 "pow_shield: redis {} unavailable ({reason}); requests are decided by \
@@ -588,13 +674,12 @@ impl Inner {
                 self.cycle_log,
                 "pow_shield: redis {} still unavailable ({reason})", self.settings.name
             );
-            st.backoff_ms = (st.backoff_ms * 2).min(BACKOFF_MAX_MS);
         }
         // SAFETY: our reconnect event; nginx owns the timer tree.
         unsafe {
             let ev = self.reconnect_ev.get();
             if (*ev).timer_set() == 0 {
-                nginx_sys::ngx_add_timer(ev, st.backoff_ms);
+                nginx_sys::ngx_add_timer(ev, backoff_ms as ngx_msec_t);
             }
         }
     }
@@ -603,16 +688,19 @@ impl Inner {
     /// onto the flush event's run, never called while borrowed).
     fn disconnect(&self, st: &mut State) {
         if !st.conn.is_null() {
-            // SAFETY: our connection; nginx removes its events and timers.
-            unsafe { nginx_sys::ngx_close_connection(st.conn) };
+            // SAFETY: our connection; TLS state goes first, then nginx
+            // removes its events and timers, then the TLS pool goes.
+            unsafe {
+                tls::detach(st.conn);
+                let pool = (*st.conn).pool;
+                nginx_sys::ngx_close_connection(st.conn);
+                tls::free_pool(pool);
+            }
             st.conn = ptr::null_mut();
         }
         st.phase = Phase::Disconnected;
-        st.out.clear();
-        st.input.clear();
-        let requests = st.slots.iter().filter(|s| s.handshake.is_none()).count();
+        let (requests, failed) = st.pipeline.abandon();
         self.answered(st, requests);
-        let failed: Vec<OnReply> = st.slots.drain(..).filter_map(|s| s.on_reply).collect();
         if !failed.is_empty() {
             // During thread teardown (a process exiting without
             // exit_process) the queue may be gone: nobody waits then.
@@ -630,7 +718,7 @@ impl Inner {
 
     /// The worker is leaving: close, fail what waits, never reconnect.
     fn close_for_exit(&self, st: &mut State) {
-        if !st.shutting_down && !st.healthy {
+        if !st.shutting_down && !st.health.is_healthy() {
             metrics::redis_fallback(false);
         }
         st.shutting_down = true;
@@ -672,7 +760,7 @@ impl Inner {
         // SAFETY: our deadline event.
         unsafe {
             let ev = self.deadline_ev.get();
-            match st.slots.front() {
+            match st.pipeline.oldest() {
                 None => {
                     if (*ev).timer_set() != 0 {
                         nginx_sys::ngx_del_timer(ev);
@@ -680,7 +768,7 @@ impl Inner {
                 }
                 Some(slot) => {
                     // Signed: an overdue deadline fires on the next tick.
-                    let left = (slot.deadline.wrapping_sub(now()) as i64).max(1);
+                    let left = ((slot.deadline as ngx_msec_t).wrapping_sub(now()) as i64).max(1);
                     nginx_sys::ngx_add_timer(ev, left as ngx_msec_t);
                 }
             }
@@ -688,18 +776,19 @@ impl Inner {
     }
 
     fn on_deadline(&self, st: &mut State) {
-        let Some(front) = st.slots.front() else {
+        let Some(front) = st.pipeline.oldest() else {
             return;
         };
-        let overdue = (now().wrapping_sub(front.deadline) as i64) >= 0;
+        let overdue = (now().wrapping_sub(front.deadline as ngx_msec_t) as i64) >= 0;
         if overdue {
-            let what = if front.handshake.is_some() {
+            let what = if st.phase == Phase::Securing {
+                "TLS handshake timed out"
+            } else if front.is_handshake() {
                 "no answer to the handshake"
             } else {
                 "reply timed out"
             };
-            metrics::redis_error(RedisError::Timeout);
-            self.fail(st, what);
+            self.fail(st, RedisError::Timeout, what);
         } else {
             self.arm_deadline(st);
         }
@@ -728,12 +817,10 @@ impl Inner {
                 "connect() failed: {}",
                 std::io::Error::from_raw_os_error(err)
             );
-            metrics::redis_error(RedisError::Io);
-            self.fail(st, &reason);
+            self.fail(st, RedisError::Io, &reason);
             return;
         }
-        st.phase = Phase::Open;
-        self.flush(st);
+        self.established(st);
     }
 }
 
@@ -749,7 +836,7 @@ fn run_failed() {
         .unwrap_or_default();
     for on_reply in failed {
         // Each on its own: a bug in one must not strand the other requests.
-        crate::ffi::guard((), || on_reply(None));
+        crate::ffi::guard((), || on_reply(Reply::Failed));
     }
 }
 
@@ -854,5 +941,43 @@ unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             crate::ffi::guard((), || on_reply(frame));
         }
         inner.run_deferred();
+    })
+}
+
+/// nginx's TLS handshake handler calls this when the handshake ends, done
+/// or failed.
+unsafe extern "C" fn tls_handler(c: *mut ngx_connection_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our connection, whose data is the client.
+        let inner = unsafe { inner((*c).data) };
+        inner.with_state(|inner, st| {
+            if st.phase == Phase::Securing && st.conn == c {
+                inner.secured(st);
+            }
+        });
+        inner.run_deferred();
+    })
+}
+
+/// The TLS connection's log writer: keeps the last line for our own
+/// (logged once per outage), passes on what nginx logs as critical.
+unsafe extern "C" fn capture_writer(
+    log: *mut ngx_log_t,
+    level: ngx_uint_t,
+    buf: *mut u8,
+    len: usize,
+) {
+    crate::ffi::guard((), || {
+        // SAFETY: nginx passes the formatted line; wdata is the client.
+        let (inner, line) = unsafe { (inner((*log).wdata), core::slice::from_raw_parts(buf, len)) };
+        let line = String::from_utf8_lossy(line);
+        let message = log_message(&line);
+        if level <= NGX_LOG_CRIT as ngx_uint_t {
+            log_at!(level, inner.cycle_log, "{message}");
+        }
+        if let Ok(mut last) = inner.last_error.try_borrow_mut() {
+            last.clear();
+            last.push_str(message);
+        }
     })
 }

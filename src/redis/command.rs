@@ -62,6 +62,53 @@ pub fn decode_reply(buf: &[u8]) -> Decoded {
     }
 }
 
+/// Largest `CLUSTER SLOTS` reply accepted (some 400 slot ranges).
+pub const MAX_TOPOLOGY: usize = 128 * 1024;
+/// Most elements of one of its arrays, and how deep they nest (ranges,
+/// then a range, then a node, then the node's metadata since Redis 7).
+const MAX_TOPOLOGY_ELEMENTS: i64 = 4096;
+const MAX_TOPOLOGY_DEPTH: usize = 4;
+
+/// Decodes a `CLUSTER SLOTS` reply: nested arrays, but no deeper than the
+/// reply's own shape and no larger than [`MAX_TOPOLOGY`].
+pub fn decode_topology(buf: &[u8]) -> Decoded {
+    let len = match scan_nested(buf, MAX_TOPOLOGY_DEPTH) {
+        Err(why) => return Decoded::Corrupt(why),
+        Ok(None) => return Decoded::Partial,
+        Ok(Some(len)) => len,
+    };
+    match decode(&buf[..len]) {
+        Ok(Some((frame, used))) => Decoded::Frame(frame, used),
+        Ok(None) => Decoded::Partial,
+        Err(e) => Decoded::Corrupt(e.to_string()),
+    }
+}
+
+fn scan_nested(buf: &[u8], depth: usize) -> Result<Option<usize>, String> {
+    if buf.first() != Some(&b'*') {
+        return scan_scalar(buf);
+    }
+    if depth == 0 {
+        return Err("arrays nested too deep".into());
+    }
+    let Some((count, mut at)) = header(buf)? else {
+        return Ok(None);
+    };
+    if count > MAX_TOPOLOGY_ELEMENTS {
+        return Err(format!("array of {count} elements"));
+    }
+    for _ in 0..count.max(0) {
+        match scan_nested(&buf[at..], depth - 1)? {
+            Some(used) => at += used,
+            None => return Ok(None),
+        }
+        if at > MAX_TOPOLOGY {
+            return Err(format!("cluster map larger than {MAX_TOPOLOGY} bytes"));
+        }
+    }
+    Ok(Some(at))
+}
+
 /// The length of the first reply if it is complete, `None` if more bytes
 /// are needed, an error if it is not a reply of ours.
 fn scan_reply(buf: &[u8]) -> Result<Option<usize>, String> {
@@ -339,6 +386,31 @@ mod tests {
         assert_eq!(error_kind(""), "ERR");
         assert_eq!(error_kind("\u{1b}[31m"), "ERR");
         assert_eq!(error_kind(&"A".repeat(100)).len(), 32);
+    }
+
+    #[test]
+    fn a_cluster_map_decodes_nested_once_complete() {
+        // Redis 7: a node's fourth element is its metadata (hostname...).
+        let reply =
+            b"*1\r\n*3\r\n:0\r\n:16383\r\n*4\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n*0\r\n";
+        for end in 1..reply.len() {
+            assert_eq!(decode_topology(&reply[..end]), Decoded::Partial, "{end}");
+        }
+        assert!(matches!(decode_topology(reply), Decoded::Frame(_, n) if n == reply.len()));
+    }
+
+    #[test]
+    fn a_cluster_map_nested_deeper_or_larger_than_ours_is_corrupt() {
+        assert!(matches!(
+            decode_topology(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
+            Decoded::Corrupt(_)
+        ));
+        assert!(matches!(decode_topology(b"*5000\r\n"), Decoded::Corrupt(_)));
+        let mut big = b"*4096\r\n".to_vec();
+        for _ in 0..4096 {
+            big.extend_from_slice(b"$40\r\n0123456789012345678901234567890123456789\r\n");
+        }
+        assert!(matches!(decode_topology(&big), Decoded::Corrupt(_)));
     }
 
     #[test]

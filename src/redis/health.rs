@@ -1,5 +1,60 @@
 //! Bookkeeping of the client that decides what is logged and refused (pure,
-//! unit-tested): error replies by kind, the cap on commands in flight.
+//! unit-tested): whether Redis is available and when to retry, error
+//! replies by kind, the cap on commands in flight.
+
+/// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
+/// restarted Redis is used again within a couple of seconds).
+pub const BACKOFF_FIRST_MS: u64 = 100;
+pub const BACKOFF_MAX_MS: u64 = 2_000;
+
+/// Whether Redis answered its last handshake, and how long to wait before
+/// the next attempt while it doesn't. Transitions are reported once each.
+pub struct Availability {
+    healthy: bool,
+    backoff_ms: u64,
+}
+
+/// What a failure means for the log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Redis was available: log the outage once.
+    Started,
+    /// Still down (a retry failed): debug only.
+    Continues,
+}
+
+impl Default for Availability {
+    fn default() -> Self {
+        Availability {
+            healthy: true,
+            backoff_ms: BACKOFF_FIRST_MS,
+        }
+    }
+}
+
+impl Availability {
+    pub fn is_healthy(&self) -> bool {
+        self.healthy
+    }
+
+    /// The connection failed: returns what to log and how long to wait
+    /// before reconnecting (doubling while failures continue).
+    pub fn failed(&mut self) -> (Failure, u64) {
+        if self.healthy {
+            self.healthy = false;
+            self.backoff_ms = BACKOFF_FIRST_MS;
+            return (Failure::Started, self.backoff_ms);
+        }
+        self.backoff_ms = (self.backoff_ms * 2).min(BACKOFF_MAX_MS);
+        (Failure::Continues, self.backoff_ms)
+    }
+
+    /// A handshake succeeded: true if this ends an outage (log it once).
+    pub fn recovered(&mut self) -> bool {
+        self.backoff_ms = BACKOFF_FIRST_MS;
+        !core::mem::replace(&mut self.healthy, true)
+    }
+}
 
 /// Error replies logged once per kind: the first reply of a kind logs an
 /// error line; a success after a quiet period logs one notice. Replies of
@@ -103,9 +158,61 @@ impl InFlight {
     }
 }
 
+/// The message of an nginx error-log line (time, level, pid and
+/// connection number dropped), for quoting OpenSSL's reason in ours.
+pub fn log_message(line: &str) -> &str {
+    let line = line.trim_end();
+    let Some(after_pid) = line
+        .find('#')
+        .and_then(|at| line[at..].find(": ").map(|colon| at + colon + 2))
+    else {
+        return line;
+    };
+    let message = &line[after_pid..];
+    match message.strip_prefix('*').and_then(|m| m.split_once(' ')) {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+        _ => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_line_is_quoted_without_its_prefix() {
+        assert_eq!(
+            log_message("2026/12/01 04:16:54 [info] 1234#1234: *5 SSL_read() failed (SSL: x)\n"),
+            "SSL_read() failed (SSL: x)"
+        );
+        assert_eq!(
+            log_message("2026/12/01 04:16:54 [crit] 7#7: send() failed"),
+            "send() failed"
+        );
+        assert_eq!(log_message("no prefix"), "no prefix");
+    }
+
+    #[test]
+    fn an_outage_is_reported_once_and_retries_back_off_up_to_the_ceiling() {
+        let mut a = Availability::default();
+        assert!(a.is_healthy());
+        assert_eq!(a.failed(), (Failure::Started, 100));
+        assert!(!a.is_healthy());
+        let waits: Vec<u64> = (0..6).map(|_| a.failed().1).collect();
+        assert_eq!(waits, [200, 400, 800, 1600, 2000, 2000]);
+        assert!(a.failed().0 == Failure::Continues);
+    }
+
+    #[test]
+    fn recovery_is_reported_once_and_resets_the_back_off() {
+        let mut a = Availability::default();
+        assert!(!a.recovered(), "never down: nothing to report");
+        a.failed();
+        a.failed();
+        assert!(a.recovered());
+        assert!(!a.recovered());
+        assert_eq!(a.failed(), (Failure::Started, 100));
+    }
 
     #[test]
     fn the_first_error_of_a_kind_is_logged_and_repeats_are_not() {

@@ -20,9 +20,11 @@ use crate::decision::Checked;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::limiter::strikes::{RedRules, Standing};
 use crate::limiter::window;
-use crate::redis::client::{Client, Resend, Settings};
+use crate::redis::client::{Client, PeerName, Settings, Tls};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
+use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
+use crate::redis::url::tls_name;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -36,7 +38,7 @@ const REPLAY_BATCH: usize = 64;
 
 /// The Redis store of one worker.
 pub struct RedisStore {
-    client: Client,
+    router: Router,
     prefix: String,
     window_sha: String,
     strike_sha: String,
@@ -83,24 +85,62 @@ impl RedisStore {
             handshake.push(("SCRIPT LOAD", load));
         }
 
+        let tls = match tls_name(target, &conf.options) {
+            Some(name) if !conf.ssl.is_null() => Some(Tls {
+                ssl: conf.ssl,
+                name: PeerName::new(name)?,
+                verify: conf.options.tls.verify,
+            }),
+            _ => None,
+        };
+
         let mut node = [0u8; 8];
         getrandom::getrandom(&mut node).ok()?;
         Some(Rc::new_cyclic(|me: &Weak<Self>| {
             let ready = me.clone();
-            let settings = Settings {
-                addr: conf.addr,
-                name: conf.display.clone(),
-                timeout_ms: conf.options.timeout_ms as usize,
-                connect_timeout_ms: conf.options.connect_timeout_ms as usize,
-                handshake,
-                on_ready: Some(Box::new(move || {
-                    if let Some(store) = ready.upgrade() {
-                        store.write_replays();
-                    }
-                })),
+            let on_ready = move || {
+                if let Some(store) = ready.upgrade() {
+                    store.write_replays();
+                }
+            };
+            let router = if conf.options.cluster {
+                let template = NodeTemplate {
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    on_ready: Rc::new(on_ready),
+                    tls: (!conf.ssl.is_null()).then(|| {
+                        (
+                            conf.ssl,
+                            conf.options.tls.name.clone(),
+                            conf.options.tls.verify,
+                        )
+                    }),
+                };
+                let seeds = conf
+                    .seeds
+                    .iter()
+                    .map(|(node, addr)| Seed {
+                        node: node.clone(),
+                        addr: *addr,
+                    })
+                    .collect();
+                Router::Cluster(Cluster::start(template, seeds, log))
+            } else {
+                let settings = Settings {
+                    addr: conf.addr,
+                    name: conf.display.clone(),
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    on_ready: Some(Box::new(on_ready)),
+                    tls,
+                    cluster: false,
+                };
+                Router::Single(Client::start(settings, log))
             };
             Self {
-                client: Client::start(settings, log),
+                router,
                 prefix: conf.options.prefix.clone(),
                 window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
                 strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
@@ -116,11 +156,11 @@ impl RedisStore {
     }
 
     pub fn retry_in_ms(&self) -> Option<u64> {
-        self.client.retry_in_ms()
+        self.router.retry_in_ms()
     }
 
     pub fn shutdown(&self) {
-        self.client.shutdown();
+        self.router.shutdown();
     }
 
     /// The prefix and hash tag of a client's keys: the client key (hex,
@@ -149,20 +189,27 @@ impl RedisStore {
         let count = keys.len().to_string().into_bytes();
         let evalsha = script_call(b"EVALSHA", sha.as_bytes(), &count, &words);
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
-        let eval: Resend =
-            Box::new(move || script_call(b"EVAL", script.as_bytes(), &count, &words));
+        let eval: Rebuild =
+            Rc::new(move || script_call(b"EVAL", script.as_bytes(), &count, &words));
         let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             waiter.deliver(on_reply(frame.as_ref().and_then(integers)));
         });
-        match self.client.submit(&evalsha, Some(eval), on_reply) {
+        // Every key carries the client's hash tag: the first one routes.
+        let slot_key = keys.first().map_or(&[][..], |k| k.as_bytes());
+        match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
             Err(_) => Poll::Down,
         }
     }
 
-    /// `SET <spent key> 1 EX <seconds left> NX`.
-    fn spend_command(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Vec<u8> {
+    /// `SET <spent key> 1 EX <seconds left> NX`, and that key.
+    fn spend_command(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> (String, Vec<u8>) {
         // Keyed by the token alone, so a token is spent once whoever spends it.
         let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
         let ttl_s = expires_at_ms
@@ -175,7 +222,7 @@ impl RedisStore {
             &mut command,
             &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
         );
-        command
+        (key, command)
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
@@ -245,7 +292,7 @@ impl RedisStore {
     fn write_replays(&self) {
         let now = now_ms();
         let due = match self.replays.try_borrow_mut() {
-            Ok(mut replays) if !replays.is_empty() && self.client.is_healthy() => {
+            Ok(mut replays) if !replays.is_empty() && self.router.is_healthy() => {
                 replays.take_due(now, REPLAY_BATCH)
             }
             _ => return,
@@ -256,11 +303,21 @@ impl RedisStore {
             if !self.spent_locally(&replay.digest, now) {
                 continue;
             }
-            let command = self.spend_command(&replay.digest, replay.expires_at_ms, now);
-            // The answer doesn't matter: this node refuses the token anyway.
+            let (key, command) = self.spend_command(&replay.digest, replay.expires_at_ms, now);
+            // Whether Redis knew it doesn't matter (this node refuses the
+            // token anyway), only that it took it: if not (e.g. a restarted
+            // cluster master answers CLUSTERDOWN at first), it waits again.
+            let store = self.me.clone();
+            let (digest, expires_at_ms) = (replay.digest, replay.expires_at_ms);
+            let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+                if let (None, Some(store)) = (frame, store.upgrade()) {
+                    store.queue_replay(&digest, expires_at_ms);
+                }
+            });
+            // Routed by its own key: in a cluster, the token's slot.
             if self
-                .client
-                .submit(&command, None, Box::new(|_| {}))
+                .router
+                .submit(key.as_bytes(), command, None, on_reply)
                 .is_err()
             {
                 self.queue_replay(&replay.digest, replay.expires_at_ms);
@@ -364,7 +421,7 @@ impl Store for Rc<RedisStore> {
         waiter: &mut NewWaiter,
     ) -> Poll<bool> {
         self.write_replays();
-        let command = self.spend_command(digest, expires_at_ms, now_ms);
+        let (key, command) = self.spend_command(digest, expires_at_ms, now_ms);
         let waiter = waiter();
         let store = self.me.clone();
         let digest = *digest;
@@ -385,7 +442,7 @@ impl Store for Rc<RedisStore> {
                 }
             });
         });
-        match self.client.submit(&command, None, on_reply) {
+        match self.router.submit(key.as_bytes(), command, None, on_reply) {
             Ok(()) => Poll::Pending,
             Err(_) => {
                 self.queue_replay(&digest, expires_at_ms);

@@ -194,9 +194,11 @@ sub write_file_expand {
     $content =~ s/%%TEST_GLOBALS_HTTP%%/$self->test_globals_http/ge;
     $content =~ s/%%PORT_(\d+)%%/$self->port($1)/ge;
     $content =~ s/%%TESTDIR%%/$self->{dir}/g;
-    if ($content =~ /%%REDIS_(?:PORT|PASSWORD)%%/) {
+    if ($content =~ /%%REDIS_(?:PORT|PASSWORD|TLS_PORT)%%/) {
         my $r = $self->{redis} or croak "%%REDIS_*%% used before run_redis()";
         $content =~ s/%%REDIS_PORT%%/$r->port/ge;
+        $content =~ s/%%REDIS_TLS_PORT%%/$r->tls_port
+            \/\/ croak "%%REDIS_TLS_PORT%% without tls"/ge;
         $content =~ s/%%REDIS_PASSWORD%%/$r->password \/\/ ''/ge;
     }
 
@@ -416,9 +418,12 @@ sub _log_problems {
 # Start redis-server on a free port owned by this object.
 #   requirepass => 'secret'
 #   args => [ extra redis-server arguments ]
+#   tls => { cert => ..., key => ..., ca => ..., auth_clients => ... }
+#       also listen with TLS (%%REDIS_TLS_PORT%%), on a port of its own
 sub run_redis {
     my ($self, %opts) = @_;
     croak "redis already running" if $self->{redis} && $self->{redis}->pid;
+    $opts{tls} = { port => $self->port(6380), %{$opts{tls}} } if $opts{tls};
     $self->{redis} = Test::PowShield::Redis->new(
         dir => "$self->{dir}/redis",
         port => $self->port(6379),

@@ -25,7 +25,11 @@ sub available {
     return 0;
 }
 
-# new(dir => ..., port => ..., requirepass => ..., args => [...])
+# new(dir => ..., port => ..., requirepass => ..., args => [...],
+#     tls => { port => ..., cert => ..., key => ..., ca => ...,
+#              auth_clients => 'no' | 'optional' | 'yes' })
+# With tls, Redis also listens with TLS on tls->{port}; cmd() keeps using
+# the plain port.
 sub new {
     my ($class, %o) = @_;
     croak "dir and port required" unless $o{dir} && $o{port};
@@ -34,6 +38,7 @@ sub new {
 }
 
 sub port     { $_[0]{port} }
+sub tls_port { $_[0]{tls} ? $_[0]{tls}{port} : undef }
 sub pid      { $_[0]{pid} }
 sub password { $_[0]{requirepass} }
 sub paused   { $_[0]{paused} }
@@ -46,6 +51,12 @@ sub start {
         '--dir', $self->{dir}, '--logfile', "$self->{dir}/redis.log");
     push @args, '--requirepass', $self->{requirepass}
         if defined $self->{requirepass};
+    if (my $tls = $self->{tls}) {
+        push @args, '--tls-port', $tls->{port},
+            '--tls-cert-file', $tls->{cert}, '--tls-key-file', $tls->{key},
+            '--tls-ca-cert-file', $tls->{ca},
+            '--tls-auth-clients', $tls->{auth_clients} // 'no';
+    }
     push @args, @{$self->{args} || []};
 
     my $pid = fork;

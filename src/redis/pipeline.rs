@@ -1,0 +1,432 @@
+//! What flows over one Redis connection, without the socket (pure,
+//! unit-tested on byte streams): commands appended for one flush, replies
+//! framed and matched to their slots in order, `NOSCRIPT` answered by
+//! re-sending the command as `EVAL`, and the handshake (AUTH, SELECT,
+//! SCRIPT LOAD) that opens every connection.
+//!
+//! The socket code (`client`) moves bytes in and out and turns `Broken`
+//! into a closed connection; everything decided about those bytes is here.
+
+use std::collections::VecDeque;
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::command::{decode_reply, decode_topology, is_noscript, Decoded, MAX_REPLY};
+use crate::metrics::Sent;
+
+/// Bytes read from the socket per `recv`.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// Unread input we keep: `decode_reply` refuses any reply larger than ours
+/// (and `decode_topology` a map larger than `MAX_TOPOLOGY`, which is
+/// smaller) as it arrives, so this only backs that up.
+pub const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
+
+/// Builds the command to send instead when Redis answers `NOSCRIPT`.
+pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
+
+/// One command waiting for its reply. `R` is what its owner gets back.
+pub struct Slot<R> {
+    /// When the reply is overdue (nginx's millisecond clock).
+    pub deadline: u64,
+    on_reply: Option<R>,
+    /// What to send instead (EVAL) if Redis answers NOSCRIPT.
+    on_noscript: Option<Resend>,
+    /// A handshake step: an error reply breaks the connection with this label.
+    handshake: Option<&'static str>,
+    /// Its reply is the cluster map (`CLUSTER SLOTS`): nested and larger.
+    topology: bool,
+    /// When it was queued, to time its reply (metrics).
+    pub sent: Sent,
+}
+
+impl<R> Slot<R> {
+    /// A request's command.
+    pub fn request(deadline: u64, on_reply: R, on_noscript: Option<Resend>) -> Self {
+        Slot {
+            deadline,
+            on_reply: Some(on_reply),
+            on_noscript,
+            handshake: None,
+            topology: false,
+            sent: Sent::default(),
+        }
+    }
+
+    /// A `CLUSTER SLOTS` command.
+    pub fn topology(deadline: u64, on_reply: R) -> Self {
+        Slot {
+            topology: true,
+            ..Slot::request(deadline, on_reply, None)
+        }
+    }
+
+    pub fn is_handshake(&self) -> bool {
+        self.handshake.is_some()
+    }
+}
+
+/// What a reply did.
+pub enum Event<R> {
+    /// A request's reply: a frame, or the text of an error reply (Redis is
+    /// up but refused this one command: only its request fails).
+    Answered {
+        on_reply: Option<R>,
+        reply: Result<OwnedFrame, String>,
+        /// When its command was queued.
+        sent: Sent,
+    },
+    /// The last handshake step succeeded: the connection is ready.
+    Ready,
+}
+
+/// The connection can't be trusted any more and must be closed; the text
+/// says why, for the log.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// An unreadable, oversized or unexpected reply.
+    Protocol(String),
+    /// Redis refused a handshake step (AUTH, SELECT, SCRIPT LOAD).
+    Handshake(String),
+}
+
+/// Commands out, replies in, for one connection.
+pub struct Pipeline<R> {
+    out: Vec<u8>,
+    input: Vec<u8>,
+    slots: VecDeque<Slot<R>>,
+}
+
+impl<R> Default for Pipeline<R> {
+    fn default() -> Self {
+        Pipeline {
+            out: Vec::with_capacity(4096),
+            input: Vec::with_capacity(READ_CHUNK),
+            slots: VecDeque::new(),
+        }
+    }
+}
+
+impl<R> Pipeline<R> {
+    /// A new connection: forgets the bytes of the old one and queues the
+    /// handshake first, each step due by `deadline`.
+    pub fn open(&mut self, handshake: &[(&'static str, Vec<u8>)], deadline: u64) {
+        self.out.clear();
+        self.input.clear();
+        for (label, command) in handshake {
+            self.push(
+                command,
+                Slot {
+                    deadline,
+                    on_reply: None,
+                    on_noscript: None,
+                    handshake: Some(label),
+                    topology: false,
+                    sent: Sent::default(),
+                },
+            );
+        }
+    }
+
+    /// Appends a command; it goes out with the next flush.
+    pub fn push(&mut self, command: &[u8], slot: Slot<R>) {
+        self.out.extend_from_slice(command);
+        self.slots.push_back(slot);
+    }
+
+    /// What is still to be sent.
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The socket took the first `n` bytes of the output.
+    pub fn sent(&mut self, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// The input buffer, for the socket to append what it reads.
+    pub fn input(&mut self) -> &mut Vec<u8> {
+        &mut self.input
+    }
+
+    /// The oldest slot still waiting (its deadline is the one to watch).
+    pub fn oldest(&self) -> Option<&Slot<R>> {
+        self.slots.front()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The connection is gone: drops its bytes and returns what waited,
+    /// as (request slots, their callbacks).
+    pub fn abandon(&mut self) -> (usize, Vec<R>) {
+        self.out.clear();
+        self.input.clear();
+        let requests = self.slots.iter().filter(|s| !s.is_handshake()).count();
+        let failed = self.slots.drain(..).filter_map(|s| s.on_reply).collect();
+        (requests, failed)
+    }
+
+    /// Matches every complete reply in the input to its slot, in order,
+    /// appending what happened to `events`.
+    pub fn receive(&mut self, events: &mut Vec<Event<R>>) -> Result<(), Broken> {
+        let mut used = 0;
+        let result = loop {
+            let topology = self.slots.front().is_some_and(|s| s.topology);
+            let input = &self.input[used..];
+            let decoded = if topology {
+                decode_topology(input)
+            } else {
+                decode_reply(input)
+            };
+            let frame = match decoded {
+                Decoded::Frame(frame, n) => {
+                    used += n;
+                    frame
+                }
+                Decoded::Partial => break Ok(()),
+                Decoded::Corrupt(why) => {
+                    break Err(Broken::Protocol(format!("unreadable reply: {why}")))
+                }
+            };
+            let Some(mut slot) = self.slots.pop_front() else {
+                break Err(Broken::Protocol("a reply nobody asked for".to_owned()));
+            };
+            if is_noscript(&frame) {
+                if let Some(resend) = slot.on_noscript.take() {
+                    // The script cache was flushed: resend as EVAL, at the
+                    // back of the queue, like any new command.
+                    self.push(&resend(), slot);
+                    continue;
+                }
+            }
+            if let Some(label) = slot.handshake {
+                if let OwnedFrame::Error(e) = &frame {
+                    break Err(Broken::Handshake(format!("{label} failed: {e}")));
+                }
+                if self.slots.iter().all(|s| !s.is_handshake()) {
+                    events.push(Event::Ready);
+                }
+                continue;
+            }
+            let reply = match frame {
+                OwnedFrame::Error(e) => Err(e),
+                frame => Ok(frame),
+            };
+            events.push(Event::Answered {
+                on_reply: slot.on_reply.take(),
+                reply,
+                sent: slot.sent,
+            });
+        };
+        self.input.drain(..used);
+        if result.is_ok() && self.input.len() > MAX_INPUT {
+            return Err(Broken::Protocol("reply too large".to_owned()));
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::command::encode;
+
+    fn command(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode(&mut out, args);
+        out
+    }
+
+    fn handshake() -> Vec<(&'static str, Vec<u8>)> {
+        vec![
+            ("AUTH", command(&[b"AUTH", b"pw"])),
+            ("SCRIPT LOAD", command(&[b"SCRIPT", b"LOAD", b"return 1"])),
+        ]
+    }
+
+    /// Feeds `bytes` and returns what happened, as text.
+    fn feed(p: &mut Pipeline<u32>, bytes: &[u8]) -> Result<Vec<String>, Broken> {
+        p.input().extend_from_slice(bytes);
+        let mut events = Vec::new();
+        p.receive(&mut events)?;
+        Ok(events
+            .into_iter()
+            .map(|e| match e {
+                Event::Ready => "ready".to_owned(),
+                Event::Answered {
+                    on_reply,
+                    reply: Ok(frame),
+                    ..
+                } => format!("{on_reply:?}={frame:?}"),
+                Event::Answered {
+                    on_reply,
+                    reply: Err(e),
+                    ..
+                } => format!("{on_reply:?}!{e}"),
+            })
+            .collect())
+    }
+
+    fn open_pipeline() -> Pipeline<u32> {
+        let mut p = Pipeline::default();
+        p.open(&handshake(), 100);
+        assert_eq!(
+            feed(&mut p, b"+OK\r\n$40\r\n").unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            feed(&mut p, b"e0e1f9fabfc9d4800c877a703b823ac0578ff831\r\n").unwrap(),
+            ["ready"]
+        );
+        p
+    }
+
+    #[test]
+    fn the_handshake_goes_out_first_and_ready_follows_its_last_reply() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&handshake(), 100);
+        p.push(b"*1\r\n$4\r\nPING\r\n", Slot::request(150, 1, None));
+        let expected: Vec<u8> = handshake()
+            .into_iter()
+            .flat_map(|(_, c)| c)
+            .chain(b"*1\r\n$4\r\nPING\r\n".iter().copied())
+            .collect();
+        assert_eq!(p.output(), &expected[..]);
+        assert_eq!(
+            feed(&mut p, b"+OK\r\n$1\r\nx\r\n:1\r\n").unwrap(),
+            ["ready", "Some(1)=Integer(1)"]
+        );
+    }
+
+    #[test]
+    fn a_refused_handshake_breaks_the_connection_with_its_label() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&handshake(), 100);
+        assert_eq!(
+            feed(&mut p, b"-WRONGPASS invalid username-password pair\r\n"),
+            Err(Broken::Handshake(
+                "AUTH failed: WRONGPASS invalid username-password pair".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_fragmented_reply_is_delivered_once_complete() {
+        let mut p = open_pipeline();
+        p.push(b"", Slot::request(200, 7, None));
+        let reply = b"*2\r\n:1\r\n:42\r\n";
+        for byte in &reply[..reply.len() - 1] {
+            assert_eq!(feed(&mut p, &[*byte]).unwrap(), Vec::<String>::new());
+        }
+        assert_eq!(
+            feed(&mut p, b"\n").unwrap(),
+            ["Some(7)=Array([Integer(1), Integer(42)])"]
+        );
+        assert!(p.is_idle());
+    }
+
+    #[test]
+    fn pipelined_replies_go_to_their_slots_in_order() {
+        let mut p = open_pipeline();
+        for id in 1..=3 {
+            p.push(b"", Slot::request(200, id, None));
+        }
+        assert_eq!(
+            feed(&mut p, b":1\r\n:2\r\n:3").unwrap(),
+            ["Some(1)=Integer(1)", "Some(2)=Integer(2)"]
+        );
+        assert_eq!(feed(&mut p, b"\r\n").unwrap(), ["Some(3)=Integer(3)"]);
+    }
+
+    #[test]
+    fn an_error_reply_fails_only_its_own_slot() {
+        let mut p = open_pipeline();
+        p.push(b"", Slot::request(200, 1, None));
+        p.push(b"", Slot::request(200, 2, None));
+        assert_eq!(
+            feed(&mut p, b"-WRONGTYPE Operation against a key\r\n:5\r\n").unwrap(),
+            [
+                "Some(1)!WRONGTYPE Operation against a key",
+                "Some(2)=Integer(5)"
+            ]
+        );
+    }
+
+    #[test]
+    fn noscript_resends_as_eval_and_the_slot_gets_the_second_reply() {
+        let mut p = open_pipeline();
+        p.sent(p.output().len());
+        let eval = command(&[b"EVAL", b"return 1", b"0"]);
+        let resend = eval.clone();
+        p.push(
+            b"EVALSHA",
+            Slot::request(200, 9, Some(Box::new(move || resend))),
+        );
+        p.sent(p.output().len());
+        assert_eq!(
+            feed(&mut p, b"-NOSCRIPT No matching script.\r\n").unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(p.output(), &eval[..]);
+        assert_eq!(feed(&mut p, b":1\r\n").unwrap(), ["Some(9)=Integer(1)"]);
+    }
+
+    #[test]
+    fn noscript_twice_is_an_error_reply_not_a_loop() {
+        let mut p = open_pipeline();
+        p.push(
+            b"",
+            Slot::request(200, 4, Some(Box::new(|| b"EVAL".to_vec()))),
+        );
+        assert_eq!(
+            feed(&mut p, b"-NOSCRIPT x\r\n-NOSCRIPT x\r\n").unwrap(),
+            ["Some(4)!NOSCRIPT x"]
+        );
+    }
+
+    #[test]
+    fn the_cluster_map_may_nest_where_other_replies_may_not() {
+        let map = b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:7000\r\n";
+        let mut p = open_pipeline();
+        p.push(b"", Slot::topology(200, 1));
+        assert_eq!(feed(&mut p, map).unwrap().len(), 1);
+        p.push(b"", Slot::request(200, 2, None));
+        assert!(feed(&mut p, map).is_err());
+    }
+
+    #[test]
+    fn a_reply_nobody_asked_for_breaks_the_connection() {
+        let mut p = open_pipeline();
+        assert_eq!(
+            feed(&mut p, b":1\r\n"),
+            Err(Broken::Protocol("a reply nobody asked for".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_corrupt_stream_breaks_the_connection() {
+        let mut p = open_pipeline();
+        p.push(b"", Slot::request(200, 1, None));
+        assert!(feed(&mut p, b"HTTP/1.1 400 Bad Request\r\n").is_err());
+    }
+
+    #[test]
+    fn abandoning_returns_every_waiting_request_but_not_the_handshake() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&handshake(), 100);
+        p.push(b"x", Slot::request(200, 1, None));
+        p.push(b"y", Slot::request(200, 2, None));
+        assert_eq!(p.abandon(), (2, vec![1, 2]));
+        assert!(p.is_idle() && p.output().is_empty());
+    }
+
+    #[test]
+    fn the_oldest_slot_holds_the_deadline_to_watch() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&handshake(), 100);
+        assert!(p
+            .oldest()
+            .is_some_and(|s| s.deadline == 100 && s.is_handshake()));
+    }
+}

@@ -1,0 +1,770 @@
+//! The `pow_shield_redis` URL and its options (SPEC §2). Pure: the glue
+//! reports a refusal with the directive, value, file and line.
+#![forbid(unsafe_code)]
+
+use core::fmt;
+
+use zeroize::Zeroizing;
+
+use crate::config::values::{parse_bounded, parse_time_ms, ValueError};
+
+/// Longest Redis timeout accepted by [`apply_redis_option`].
+pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;
+/// Longest key prefix accepted by [`apply_redis_option`].
+pub const MAX_REDIS_PREFIX_LEN: usize = 64;
+
+/// Where Redis listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedisAddr {
+    /// A host name or address (IPv6 without brackets) and port.
+    Tcp {
+        /// Host name, IPv4 or IPv6 address.
+        host: String,
+        /// TCP port, 1..=65535.
+        port: u16,
+    },
+    /// A Unix-domain socket.
+    Unix {
+        /// Absolute socket path.
+        path: String,
+    },
+}
+
+/// A parsed `pow_shield_redis` URL. Its `Debug` output hides the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    /// Where to connect.
+    pub addr: RedisAddr,
+    /// ACL user for `AUTH user password`; `None` for `AUTH password`.
+    pub username: Option<String>,
+    /// Password, wiped from memory on drop; `None`: no `AUTH`.
+    pub password: Option<Zeroizing<String>>,
+    /// Database for `SELECT` (0 needs none).
+    pub db: u32,
+    /// `rediss://`: TLS on the connection.
+    pub tls: bool,
+}
+
+impl fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisTarget")
+            .field("addr", &self.addr)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("db", &self.db)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+const DEFAULT_REDIS_PORT: u16 = 6379;
+
+/// `redis://[[user]:password@]host[:port][/db]`, the same with `rediss://`
+/// (TLS), or `unix:/absolute/path`. Port defaults to 6379 and db to 0 (at
+/// most 65535); IPv6 goes in brackets; user and password are
+/// percent-decoded. Query strings are refused.
+pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
+    if s.is_empty() {
+        return Err(ValueError::Empty);
+    }
+    if let Some(path) = s.strip_prefix("unix:") {
+        if !path.starts_with('/') || path.len() < 2 {
+            return Err(ValueError::Syntax("unix: needs an absolute socket path"));
+        }
+        if path.bytes().any(|b| b.is_ascii_control()) {
+            return Err(ValueError::Syntax("control character in socket path"));
+        }
+        return Ok(RedisTarget {
+            addr: RedisAddr::Unix {
+                path: path.to_owned(),
+            },
+            username: None,
+            password: None,
+            db: 0,
+            tls: false,
+        });
+    }
+    let (tls, rest) = match (s.strip_prefix("redis://"), s.strip_prefix("rediss://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => {
+            return Err(ValueError::Syntax(
+                "expected redis://host[:port][/db], rediss://... or unix:/path",
+            ))
+        }
+    };
+    // Split at the last '@' first: a password may hold '/' or '@'.
+    let (userinfo, hostpath) = match rest.rsplit_once('@') {
+        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
+        None => (None, rest),
+    };
+    let (hostport, db) = match hostpath.split_once('/') {
+        Some((hostport, db)) => (hostport, parse_db(db)?),
+        None => (hostpath, 0),
+    };
+    let (username, password) = match userinfo {
+        Some(userinfo) => parse_userinfo(userinfo)?,
+        None => (None, None),
+    };
+    let (host, port) = parse_host_port(hostport)?;
+    Ok(RedisTarget {
+        addr: RedisAddr::Tcp { host, port },
+        username,
+        password,
+        db,
+        tls,
+    })
+}
+
+/// The optional `/db` path: empty or 0..=65535.
+fn parse_db(db: &str) -> Result<u32, ValueError> {
+    if db.is_empty() {
+        return Ok(0);
+    }
+    parse_bounded(
+        db,
+        0..=65_535,
+        "database must be a number",
+        "a database number between 0 and 65535",
+    )
+}
+
+type Credentials = (Option<String>, Option<Zeroizing<String>>);
+
+/// `[user]:password`, percent-decoded; the password must not be empty.
+fn parse_userinfo(userinfo: &str) -> Result<Credentials, ValueError> {
+    let (user, password) = userinfo.split_once(':').ok_or(ValueError::Syntax(
+        "credentials must be user:password@ or :password@",
+    ))?;
+    let password = percent_decode(password)?;
+    if password.is_empty() {
+        return Err(ValueError::Syntax("empty password"));
+    }
+    let user = match percent_decode(user)? {
+        user if user.is_empty() => None,
+        user => Some(user.to_string()),
+    };
+    Ok((user, Some(password)))
+}
+
+/// `host[:port]` or `[v6][:port]`.
+fn parse_host_port(hostport: &str) -> Result<(String, u16), ValueError> {
+    let (host, port) = if let Some(bracketed) = hostport.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or(ValueError::Syntax("missing ] after IPv6 address"))?;
+        let valid = host.contains(':')
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        if !valid {
+            return Err(ValueError::Syntax("invalid IPv6 address"));
+        }
+        let port = match after {
+            "" => None,
+            after => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or(ValueError::Syntax("unexpected text after IPv6 address"))?,
+            ),
+        };
+        (host, port)
+    } else {
+        match hostport.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(ValueError::Syntax("missing host"));
+    }
+    let host_chars_ok = hostport.starts_with('[')
+        || host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_');
+    if !host_chars_ok {
+        return Err(ValueError::Syntax("invalid host name"));
+    }
+    let port = match port {
+        None => DEFAULT_REDIS_PORT,
+        Some(port) => parse_bounded(
+            port,
+            1..=u16::MAX,
+            "port must be a number",
+            "a port between 1 and 65535",
+        )?,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// Decodes `%XX` escapes into a wiped-on-drop string.
+fn percent_decode(s: &str) -> Result<Zeroizing<String>, ValueError> {
+    const BAD: ValueError = ValueError::Syntax("invalid percent-encoding in credentials");
+    let mut bytes = Zeroizing::new(Vec::with_capacity(s.len()));
+    let mut iter = s.bytes();
+    while let Some(b) = iter.next() {
+        if b == b'%' {
+            let hi = iter.next().and_then(hex_value).ok_or(BAD)?;
+            let lo = iter.next().and_then(hex_value).ok_or(BAD)?;
+            bytes.push(hi << 4 | lo);
+        } else {
+            bytes.push(b);
+        }
+    }
+    let text = core::str::from_utf8(&bytes).map_err(|_| BAD)?;
+    Ok(Zeroizing::new(text.to_owned()))
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    char::from(b)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+/// Connection options after the `pow_shield_redis` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisOptions {
+    /// Deadline for a reply, in ms (default 50: Redis sits in front of
+    /// every shielded request).
+    pub timeout_ms: u64,
+    /// Deadline for connecting, in ms (default 100).
+    pub connect_timeout_ms: u64,
+    /// Prepended to every key (default `pow:`).
+    pub prefix: String,
+    /// The `tls_*` options (only with `rediss://`).
+    pub tls: TlsOptions,
+    /// `cluster`: the URLs are seed nodes of a Redis Cluster.
+    pub cluster: bool,
+}
+
+/// How a `rediss://` connection is verified and which certificate it shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// `tls_ca=`: the CA certificates (PEM) that verify Redis; without it,
+    /// OpenSSL's default CA file (the system bundle).
+    pub ca: Option<String>,
+    /// `tls_verify=` (default on): the certificate chain and the name.
+    pub verify: bool,
+    /// `tls_name=`: the name checked and sent (SNI) instead of the URL's host.
+    pub name: Option<String>,
+    /// `tls_cert=` and `tls_key=`: a client certificate (mutual TLS).
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            ca: None,
+            verify: true,
+            name: None,
+            cert: None,
+            key: None,
+        }
+    }
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            timeout_ms: 50,
+            connect_timeout_ms: 100,
+            prefix: "pow:".to_owned(),
+            tls: TlsOptions::default(),
+            cluster: false,
+        }
+    }
+}
+
+/// Most seed URLs in one `pow_shield_redis`.
+pub const MAX_SEEDS: usize = 16;
+
+/// `<url>[,<url>...]`: each as [`parse_redis_url`].
+pub fn parse_redis_urls(s: &str) -> Result<Vec<RedisTarget>, ValueError> {
+    let urls: Vec<&str> = s.split(',').collect();
+    if urls.len() > MAX_SEEDS {
+        return Err(ValueError::OutOfRange("at most 16 URLs"));
+    }
+    urls.into_iter().map(parse_redis_url).collect()
+}
+
+/// Checks several URLs and `cluster` together: several URLs need
+/// `cluster`; a cluster's nodes are TCP, database 0, all `redis://` or all
+/// `rediss://`, with the same credentials.
+pub fn check_cluster(targets: &[RedisTarget], opts: &RedisOptions) -> Result<(), ValueError> {
+    let Some(first) = targets.first() else {
+        return Err(ValueError::Empty);
+    };
+    if !opts.cluster {
+        if targets.len() > 1 {
+            return Err(ValueError::Syntax(
+                "several URLs are the seed nodes of a Redis Cluster: add \"cluster\"",
+            ));
+        }
+        return Ok(());
+    }
+    for t in targets {
+        if matches!(t.addr, RedisAddr::Unix { .. }) {
+            return Err(ValueError::Syntax("a Redis Cluster node needs host:port"));
+        }
+        if t.db != 0 {
+            return Err(ValueError::Syntax("a Redis Cluster has database 0 only"));
+        }
+        if t.tls != first.tls {
+            return Err(ValueError::Syntax(
+                "the nodes of a cluster are all redis:// or all rediss://",
+            ));
+        }
+        if t.username != first.username || t.password != first.password {
+            return Err(ValueError::Syntax(
+                "the nodes of a cluster share one user and password",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An option that doesn't go with the rest: its name (to show the
+/// argument) and why.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Conflict(pub &'static str, pub ValueError);
+
+/// Checks the options against the URL once all are applied: `tls_*` only
+/// with `rediss://`, a client certificate only with its key.
+pub fn check_options(target: &RedisTarget, opts: &RedisOptions) -> Result<(), Conflict> {
+    let tls = &opts.tls;
+    if !target.tls {
+        let given = [
+            ("tls_ca", tls.ca.is_some()),
+            ("tls_verify", !tls.verify),
+            ("tls_name", tls.name.is_some()),
+            ("tls_cert", tls.cert.is_some()),
+            ("tls_key", tls.key.is_some()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(Conflict(
+                name,
+                ValueError::Syntax("TLS options need a rediss:// URL"),
+            ));
+        }
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(_), None) => Err(Conflict(
+            "tls_cert",
+            ValueError::Syntax("tls_cert= needs tls_key="),
+        )),
+        (None, Some(_)) => Err(Conflict(
+            "tls_key",
+            ValueError::Syntax("tls_key= needs tls_cert="),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The name a `rediss://` server's certificate must carry (and the SNI
+/// sent): `tls_name=`, else the URL's host.
+pub fn tls_name<'a>(target: &'a RedisTarget, opts: &'a RedisOptions) -> Option<&'a str> {
+    if !target.tls {
+        return None;
+    }
+    match (&opts.tls.name, &target.addr) {
+        (Some(name), _) => Some(name),
+        (None, RedisAddr::Tcp { host, .. }) => Some(host),
+        (None, RedisAddr::Unix { .. }) => None,
+    }
+}
+
+/// Applies one `timeout=<time>`, `connect_timeout=<time>`, `prefix=<string>`
+/// or `tls_*=` argument (checked against the URL by [`check_options`]). Times are nginx times (`50ms`; a bare number
+/// is seconds), above 0 and at most 60 s. The prefix is printable ASCII
+/// without spaces or braces (braces would break the `{client}` hash tag),
+/// at most 64 bytes; it may be empty.
+pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), ValueError> {
+    if arg == "cluster" {
+        opts.cluster = true;
+        return Ok(());
+    }
+    let (name, value) = arg.split_once('=').ok_or(ValueError::Syntax(OPTIONS))?;
+    match name {
+        "timeout" => opts.timeout_ms = parse_redis_timeout(value)?,
+        "connect_timeout" => opts.connect_timeout_ms = parse_redis_timeout(value)?,
+        "prefix" => {
+            if value.len() > MAX_REDIS_PREFIX_LEN {
+                return Err(ValueError::OutOfRange("a prefix of at most 64 bytes"));
+            }
+            if !value
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}')
+            {
+                return Err(ValueError::Syntax(
+                    "prefix must be printable ASCII without spaces or braces",
+                ));
+            }
+            opts.prefix = value.to_owned();
+        }
+        "tls_ca" => opts.tls.ca = Some(tls_file(value)?),
+        "tls_cert" => opts.tls.cert = Some(tls_file(value)?),
+        "tls_key" => opts.tls.key = Some(tls_file(value)?),
+        "tls_verify" => {
+            opts.tls.verify = match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(ValueError::Syntax("tls_verify must be on or off")),
+            }
+        }
+        "tls_name" => {
+            let valid = !value.is_empty()
+                && value.len() <= 253
+                && value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b));
+            if !valid {
+                return Err(ValueError::Syntax(
+                    "tls_name must be a host name or address",
+                ));
+            }
+            opts.tls.name = Some(value.to_owned());
+        }
+        _ => return Err(ValueError::Syntax(OPTIONS)),
+    }
+    Ok(())
+}
+
+const OPTIONS: &str = "unknown option, expected cluster, timeout=, connect_timeout=, prefix=, \
+                       tls_ca=, tls_verify=, tls_name=, tls_cert= or tls_key=";
+
+/// A file name for a `tls_*` option (nginx resolves it, relative to the
+/// configuration prefix, and reports a file it can't read).
+fn tls_file(value: &str) -> Result<String, ValueError> {
+    if value.is_empty() {
+        return Err(ValueError::Empty);
+    }
+    if value.bytes().any(|b| b.is_ascii_control()) {
+        return Err(ValueError::Syntax("control character in file name"));
+    }
+    Ok(value.to_owned())
+}
+
+fn parse_redis_timeout(value: &str) -> Result<u64, ValueError> {
+    let ms = parse_time_ms(value)?;
+    if ms == 0 || ms > MAX_REDIS_TIMEOUT_MS {
+        return Err(ValueError::OutOfRange("a time above 0 and at most 60s"));
+    }
+    Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(host: &str, port: u16) -> RedisAddr {
+        RedisAddr::Tcp {
+            host: host.to_owned(),
+            port,
+        }
+    }
+
+    #[test]
+    fn redis_url_defaults_to_port_6379_and_db_0() {
+        let t = parse_redis_url("redis://127.0.0.1").unwrap();
+        assert_eq!(t.addr, tcp("127.0.0.1", 6379));
+        assert_eq!((t.username, t.password, t.db), (None, None, 0));
+    }
+
+    #[test]
+    fn redis_url_with_every_part() {
+        let t = parse_redis_url("redis://app:s3cret@redis.internal:6380/2").unwrap();
+        assert_eq!(t.addr, tcp("redis.internal", 6380));
+        assert_eq!(t.username.as_deref(), Some("app"));
+        assert_eq!(t.password.as_deref().map(String::as_str), Some("s3cret"));
+        assert_eq!(t.db, 2);
+    }
+
+    #[test]
+    fn redis_url_password_only_has_no_username() {
+        let t = parse_redis_url("redis://:pw@h/").unwrap();
+        assert_eq!(t.username, None);
+        assert_eq!(t.password.as_deref().map(String::as_str), Some("pw"));
+        assert_eq!(t.db, 0);
+    }
+
+    #[test]
+    fn redis_url_credentials_are_percent_decoded() {
+        let t = parse_redis_url("redis://us%40er:p%3Aw%2F%25@h").unwrap();
+        assert_eq!(t.username.as_deref(), Some("us@er"));
+        assert_eq!(t.password.as_deref().map(String::as_str), Some("p:w/%"));
+    }
+
+    #[test]
+    fn redis_url_password_may_hold_raw_at_and_slash() {
+        let t = parse_redis_url("redis://:a@b/c@h:1/3").unwrap();
+        assert_eq!(t.password.as_deref().map(String::as_str), Some("a@b/c"));
+        assert_eq!(t.addr, tcp("h", 1));
+        assert_eq!(t.db, 3);
+    }
+
+    #[test]
+    fn redis_url_ipv6_in_brackets() {
+        assert_eq!(
+            parse_redis_url("redis://[::1]").unwrap().addr,
+            tcp("::1", 6379)
+        );
+        let t = parse_redis_url("redis://[2001:db8::7]:7000/65535").unwrap();
+        assert_eq!(t.addr, tcp("2001:db8::7", 7000));
+        assert_eq!(t.db, 65535);
+    }
+
+    #[test]
+    fn redis_unix_socket_needs_an_absolute_path() {
+        let t = parse_redis_url("unix:/run/redis/redis.sock").unwrap();
+        assert_eq!(
+            t.addr,
+            RedisAddr::Unix {
+                path: "/run/redis/redis.sock".to_owned()
+            }
+        );
+        for bad in ["unix:", "unix:/", "unix:run/redis.sock"] {
+            assert!(parse_redis_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_redis_urls_are_refused() {
+        assert_eq!(parse_redis_url(""), Err(ValueError::Empty));
+        for bad in [
+            "localhost:6379",
+            "http://h",
+            "rediss://",
+            "redis+tls://h",
+            "redis://",
+            "redis://:6379",
+            "redis://h:",
+            "redis://h:0",
+            "redis://h:65536",
+            "redis://h:port",
+            "redis://h/65536",
+            "redis://h/-1",
+            "redis://h/db",
+            "redis://h/0?timeout=1",
+            "redis://h?x",
+            "redis://h h",
+            "redis://[::1",
+            "redis://[::1]x",
+            "redis://[zz]",
+            "redis://[127.0.0.1]",
+            "redis://user@h",
+            "redis://user:@h",
+            "redis://:p%zz@h",
+            "redis://:p%4@h",
+            "redis://:%ff@h",
+        ] {
+            assert!(parse_redis_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn redis_target_debug_hides_the_password() {
+        let t = parse_redis_url("redis://app:hunter2hunter2@h").unwrap();
+        let shown = format!("{t:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+        assert!(shown.contains("app"));
+    }
+
+    #[test]
+    fn redis_options_default_to_50ms_100ms_and_pow_prefix() {
+        assert_eq!(
+            RedisOptions::default(),
+            RedisOptions {
+                timeout_ms: 50,
+                connect_timeout_ms: 100,
+                prefix: "pow:".to_owned(),
+                tls: TlsOptions::default(),
+                cluster: false,
+            }
+        );
+    }
+
+    #[test]
+    fn redis_options_are_applied() {
+        let mut opts = RedisOptions::default();
+        apply_redis_option(&mut opts, "timeout=200ms").unwrap();
+        apply_redis_option(&mut opts, "connect_timeout=1s").unwrap();
+        apply_redis_option(&mut opts, "prefix=shield:v1:").unwrap();
+        assert_eq!(
+            opts,
+            RedisOptions {
+                timeout_ms: 200,
+                connect_timeout_ms: 1_000,
+                prefix: "shield:v1:".to_owned(),
+                tls: TlsOptions::default(),
+                cluster: false,
+            }
+        );
+        apply_redis_option(&mut opts, "prefix=").unwrap();
+        assert_eq!(opts.prefix, "");
+    }
+
+    #[test]
+    fn redis_timeouts_are_above_0_and_at_most_60s() {
+        let mut opts = RedisOptions::default();
+        assert!(apply_redis_option(&mut opts, "timeout=60s").is_ok());
+        assert!(apply_redis_option(&mut opts, "timeout=1ms").is_ok());
+        for bad in [
+            "timeout=0",
+            "timeout=0ms",
+            "timeout=61s",
+            "connect_timeout=1m1s",
+        ] {
+            assert_eq!(
+                apply_redis_option(&mut opts, bad),
+                Err(ValueError::OutOfRange("a time above 0 and at most 60s")),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            apply_redis_option(&mut opts, "timeout="),
+            Err(ValueError::Empty)
+        );
+    }
+
+    #[test]
+    fn bad_redis_options_are_refused() {
+        let mut opts = RedisOptions::default();
+        for bad in [
+            "timeout",
+            "retries=3",
+            "Timeout=1s",
+            "timeout=fast",
+            "prefix=has space",
+            "prefix={tag}",
+            "prefix=tab\t",
+            "prefix=é",
+            "tls_ca=",
+            "tls_verify=yes",
+            "tls_name=",
+            "tls_name=a b",
+            "tls_cert=",
+            "tls_key=",
+        ] {
+            assert!(apply_redis_option(&mut opts, bad).is_err(), "{bad}");
+        }
+        let long = format!("prefix={}", "p".repeat(65));
+        assert!(apply_redis_option(&mut opts, &long).is_err());
+        let max = format!("prefix={}", "p".repeat(64));
+        assert!(apply_redis_option(&mut opts, &max).is_ok());
+        assert_eq!(opts.timeout_ms, 50, "failed options change nothing");
+    }
+
+    #[test]
+    fn rediss_is_tls_with_every_part_of_a_redis_url() {
+        let t = parse_redis_url("rediss://app:pw@redis.example:6380/1").unwrap();
+        assert!(t.tls);
+        assert_eq!(t.addr, tcp("redis.example", 6380));
+        assert_eq!((t.username.as_deref(), t.db), (Some("app"), 1));
+        assert!(!parse_redis_url("redis://h").unwrap().tls);
+    }
+
+    fn options(args: &[&str]) -> RedisOptions {
+        let mut opts = RedisOptions::default();
+        for arg in args {
+            apply_redis_option(&mut opts, arg).unwrap();
+        }
+        opts
+    }
+
+    #[test]
+    fn tls_verifies_by_default_against_the_url_host() {
+        let t = parse_redis_url("rediss://redis.example").unwrap();
+        let opts = RedisOptions::default();
+        assert!(opts.tls.verify && opts.tls.ca.is_none());
+        assert_eq!(tls_name(&t, &opts), Some("redis.example"));
+        assert_eq!(check_options(&t, &opts), Ok(()));
+    }
+
+    #[test]
+    fn tls_options_are_applied() {
+        let t = parse_redis_url("rediss://10.0.0.5").unwrap();
+        let opts = options(&[
+            "tls_ca=ca.pem",
+            "tls_verify=off",
+            "tls_name=redis.internal",
+            "tls_cert=/etc/c.pem",
+            "tls_key=/etc/k.pem",
+        ]);
+        assert_eq!(opts.tls.ca.as_deref(), Some("ca.pem"));
+        assert!(!opts.tls.verify);
+        assert_eq!(tls_name(&t, &opts), Some("redis.internal"));
+        assert_eq!(opts.tls.cert.as_deref(), Some("/etc/c.pem"));
+        assert_eq!(opts.tls.key.as_deref(), Some("/etc/k.pem"));
+        assert_eq!(check_options(&t, &opts), Ok(()));
+    }
+
+    #[test]
+    fn tls_options_need_rediss() {
+        let plain = parse_redis_url("redis://h").unwrap();
+        for (arg, name) in [
+            ("tls_ca=ca.pem", "tls_ca"),
+            ("tls_verify=off", "tls_verify"),
+            ("tls_name=x", "tls_name"),
+        ] {
+            let err = check_options(&plain, &options(&[arg])).unwrap_err();
+            assert_eq!(err.0, name);
+        }
+        let unix = parse_redis_url("unix:/run/redis.sock").unwrap();
+        assert!(check_options(&unix, &options(&["tls_ca=ca.pem"])).is_err());
+        assert_eq!(tls_name(&plain, &RedisOptions::default()), None);
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_the_other_way_round() {
+        let t = parse_redis_url("rediss://h").unwrap();
+        assert_eq!(
+            check_options(&t, &options(&["tls_cert=c.pem"]))
+                .unwrap_err()
+                .0,
+            "tls_cert"
+        );
+        assert_eq!(
+            check_options(&t, &options(&["tls_key=k.pem"]))
+                .unwrap_err()
+                .0,
+            "tls_key"
+        );
+    }
+
+    #[test]
+    fn several_urls_are_cluster_seeds() {
+        let seeds = parse_redis_urls("redis://10.0.0.1:7000,redis://10.0.0.2:7001").unwrap();
+        assert_eq!(seeds.len(), 2);
+        assert_eq!(seeds[1].addr, tcp("10.0.0.2", 7001));
+        let cluster = options(&["cluster"]);
+        assert!(cluster.cluster);
+        assert_eq!(check_cluster(&seeds, &cluster), Ok(()));
+        assert!(
+            check_cluster(&seeds, &RedisOptions::default()).is_err(),
+            "several URLs without \"cluster\""
+        );
+        let one = parse_redis_urls("redis://h").unwrap();
+        assert_eq!(check_cluster(&one, &RedisOptions::default()), Ok(()));
+        assert_eq!(check_cluster(&one, &cluster), Ok(()));
+    }
+
+    #[test]
+    fn cluster_seeds_are_tcp_db_0_and_alike() {
+        let cluster = options(&["cluster"]);
+        for bad in [
+            "unix:/run/redis.sock",
+            "redis://h/1",
+            "redis://a,rediss://b",
+            "redis://:pw@a,redis://b",
+            "redis://u:pw@a,redis://v:pw@b",
+        ] {
+            let seeds = parse_redis_urls(bad).unwrap();
+            assert!(check_cluster(&seeds, &cluster).is_err(), "{bad}");
+        }
+        assert!(parse_redis_urls("redis://a,").is_err());
+        let many = vec!["redis://h"; 17].join(",");
+        assert!(parse_redis_urls(&many).is_err());
+    }
+}
