@@ -227,6 +227,7 @@ impl Client {
                     }
                 }
                 if let Admission::Refused { first } = st.in_flight.admit() {
+                    metrics::redis_error(RedisError::Refused);
                     if first {
                         error!(
                             inner.cycle_log,
@@ -382,7 +383,8 @@ impl Inner {
         // The handshake goes first; its deadline also bounds the connect
         // (and TLS).
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
-        st.pipeline.open(&s.handshake, deadline as u64);
+        st.pipeline
+            .open(&s.handshake, deadline as u64, metrics::redis_command);
         self.arm_deadline(st);
         if rc == NGX_OK as isize {
             self.established(st);
@@ -563,6 +565,7 @@ impl Inner {
         // What was answered before a fault is still delivered.
         for event in events {
             match event {
+                Event::Step { sent } => metrics::redis_reply(sent),
                 Event::Ready => self.recovered(st),
                 Event::Answered {
                     on_reply,

@@ -75,6 +75,8 @@ pub enum Event<R> {
         /// When its command was queued.
         sent: Sent,
     },
+    /// A handshake step succeeded (its command was queued at `sent`).
+    Step { sent: Sent },
     /// The last handshake step succeeded: the connection is ready.
     Ready,
 }
@@ -108,8 +110,13 @@ impl<R> Default for Pipeline<R> {
 
 impl<R> Pipeline<R> {
     /// A new connection: forgets the bytes of the old one and queues the
-    /// handshake first, each step due by `deadline`.
-    pub fn open(&mut self, handshake: &[(&'static str, Vec<u8>)], deadline: u64) {
+    /// handshake first, each step due by `deadline` and stamped by `sent`.
+    pub fn open(
+        &mut self,
+        handshake: &[(&'static str, Vec<u8>)],
+        deadline: u64,
+        sent: impl Fn() -> Sent,
+    ) {
         self.out.clear();
         self.input.clear();
         for (label, command) in handshake {
@@ -121,7 +128,7 @@ impl<R> Pipeline<R> {
                     on_noscript: None,
                     handshake: Some(label),
                     topology: false,
-                    sent: Sent::default(),
+                    sent: sent(),
                 },
             );
         }
@@ -204,6 +211,7 @@ impl<R> Pipeline<R> {
                 if let OwnedFrame::Error(e) = &frame {
                     break Err(Broken::Handshake(format!("{label} failed: {e}")));
                 }
+                events.push(Event::Step { sent: slot.sent });
                 if self.slots.iter().all(|s| !s.is_handshake()) {
                     events.push(Event::Ready);
                 }
@@ -245,14 +253,17 @@ mod tests {
         ]
     }
 
-    /// Feeds `bytes` and returns what happened, as text.
+    /// Feeds `bytes` and returns what happened, as text (handshake steps
+    /// but the last are left out: only their timing is of interest).
     fn feed(p: &mut Pipeline<u32>, bytes: &[u8]) -> Result<Vec<String>, Broken> {
         p.input().extend_from_slice(bytes);
         let mut events = Vec::new();
         p.receive(&mut events)?;
         Ok(events
             .into_iter()
+            .filter(|e| !matches!(e, Event::Step { .. }))
             .map(|e| match e {
+                Event::Step { .. } => unreachable!("filtered out"),
                 Event::Ready => "ready".to_owned(),
                 Event::Answered {
                     on_reply,
@@ -270,7 +281,7 @@ mod tests {
 
     fn open_pipeline() -> Pipeline<u32> {
         let mut p = Pipeline::default();
-        p.open(&handshake(), 100);
+        p.open(&handshake(), 100, Sent::default);
         assert_eq!(
             feed(&mut p, b"+OK\r\n$40\r\n").unwrap(),
             Vec::<String>::new()
@@ -285,7 +296,7 @@ mod tests {
     #[test]
     fn the_handshake_goes_out_first_and_ready_follows_its_last_reply() {
         let mut p: Pipeline<u32> = Pipeline::default();
-        p.open(&handshake(), 100);
+        p.open(&handshake(), 100, Sent::default);
         p.push(b"*1\r\n$4\r\nPING\r\n", Slot::request(150, 1, None));
         let expected: Vec<u8> = handshake()
             .into_iter()
@@ -300,9 +311,28 @@ mod tests {
     }
 
     #[test]
+    fn each_handshake_step_is_stamped_when_queued_and_reported_when_answered() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        let stamped = core::cell::Cell::new(0);
+        p.open(&handshake(), 100, || {
+            stamped.set(stamped.get() + 1);
+            Sent::default()
+        });
+        assert_eq!(stamped.get(), handshake().len());
+        p.input().extend_from_slice(b"+OK\r\n$1\r\nx\r\n");
+        let mut events = Vec::new();
+        p.receive(&mut events).unwrap();
+        let steps = events
+            .iter()
+            .filter(|e| matches!(e, Event::Step { .. }))
+            .count();
+        assert_eq!(steps, handshake().len());
+    }
+
+    #[test]
     fn a_refused_handshake_breaks_the_connection_with_its_label() {
         let mut p: Pipeline<u32> = Pipeline::default();
-        p.open(&handshake(), 100);
+        p.open(&handshake(), 100, Sent::default);
         assert_eq!(
             feed(&mut p, b"-WRONGPASS invalid username-password pair\r\n"),
             Err(Broken::Handshake(
@@ -414,7 +444,7 @@ mod tests {
     #[test]
     fn abandoning_returns_every_waiting_request_but_not_the_handshake() {
         let mut p: Pipeline<u32> = Pipeline::default();
-        p.open(&handshake(), 100);
+        p.open(&handshake(), 100, Sent::default);
         p.push(b"x", Slot::request(200, 1, None));
         p.push(b"y", Slot::request(200, 2, None));
         assert_eq!(p.abandon(), (2, vec![1, 2]));
@@ -424,7 +454,7 @@ mod tests {
     #[test]
     fn the_oldest_slot_holds_the_deadline_to_watch() {
         let mut p: Pipeline<u32> = Pipeline::default();
-        p.open(&handshake(), 100);
+        p.open(&handshake(), 100, Sent::default);
         assert!(p
             .oldest()
             .is_some_and(|s| s.deadline == 100 && s.is_handshake()));
