@@ -311,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn each_handshake_step_is_stamped_when_queued_and_reported_when_answered() {
+    fn every_command_is_stamped_when_queued_and_its_stamp_comes_back_with_the_reply() {
         let mut p: Pipeline<u32> = Pipeline::default();
         let stamped = core::cell::Cell::new(0);
         p.open(&handshake(), 100, || {
@@ -319,14 +319,20 @@ mod tests {
             Sent::default()
         });
         assert_eq!(stamped.get(), handshake().len());
-        p.input().extend_from_slice(b"+OK\r\n$1\r\nx\r\n");
+        let mut request = Slot::request(150, 1, None);
+        request.sent = Sent::default();
+        p.push(b"*1\r\n$4\r\nPING\r\n", request);
+        p.input().extend_from_slice(b"+OK\r\n$1\r\nx\r\n:1\r\n");
         let mut events = Vec::new();
         p.receive(&mut events).unwrap();
-        let steps = events
+        let stamps: Vec<String> = events
             .iter()
-            .filter(|e| matches!(e, Event::Step { .. }))
-            .count();
-        assert_eq!(steps, handshake().len());
+            .filter_map(|e| match e {
+                Event::Step { sent } | Event::Answered { sent, .. } => Some(format!("{sent:?}")),
+                Event::Ready => None,
+            })
+            .collect();
+        assert_eq!(stamps.len(), handshake().len() + 1);
     }
 
     #[test]
