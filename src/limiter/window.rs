@@ -13,11 +13,17 @@ use super::{RateLimit, Verdict};
 macro_rules! red_zone_lua {
     () => {
         r#"
--- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts
+-- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts. One
+-- read, of the counters the rules use.
 local function red_zone(sk, tk, threshold, after)
   if threshold == 0 and after == 0 then return 0, 0, 0 end
-  local strikes = tonumber(redis.call('GET', sk) or 0)
-  local trips = tonumber(redis.call('GET', tk) or 0)
+  local strikes, trips = 0, 0
+  if after == 0 then
+    strikes = tonumber(redis.call('GET', sk) or 0)
+  else
+    local both = redis.call('MGET', sk, tk)
+    strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
+  end
   if after > 0 and trips >= after then return strikes, 2, redis.call('PTTL', tk) end
   if threshold > 0 and strikes >= threshold then
     return strikes, 1, redis.call('PTTL', sk)
@@ -77,25 +83,29 @@ if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
--- An entry admitted at t counts while now < t + window.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+-- An entry admitted at t counts while now < t + window. Each Redis call
+-- costs most of a microsecond of glue: one to trim, one to count, and the
+-- oldest entry (it gives reset_after) only if there is one.
+local edge = now - window
+redis.call('ZREMRANGEBYSCORE', key, '-inf', edge)
 local count = redis.call('ZCARD', key)
+local oldest
+if count > 0 then oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] end
 
 local allowed = 0
 if count < limit then
   redis.call('ZADD', key, now, ARGV[3])
   -- Only on admission: the newest entry decides when the key is empty.
-  redis.call('PEXPIRE', key, window)
+  -- (Arguments passed as strings: Redis formats each Lua number with
+  -- snprintf, a good part of a call's cost.)
+  redis.call('PEXPIRE', key, ARGV[2])
+  if count == 0 then oldest = now end
   count = count + 1
   allowed = 1
 end
-
--- ms until the entry at rank (0 = oldest) leaves the window
-local function leaves_in(rank)
-  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-  if entry[2] == nil then return 0 end
-  return math.max(tonumber(entry[2]) + window - now, 0)
-end
+-- ms until the oldest entry leaves the window
+local reset_after = 0
+if oldest then reset_after = math.max(tonumber(oldest) + window - now, 0) end
 
 -- Refused: a slot frees when the entry at rank count - limit leaves (the
 -- oldest, unless the limit was lowered while entries were counted).
@@ -103,21 +113,23 @@ local retry_after = 0
 local over = 0
 local tripped = 0
 if allowed == 0 then
-  retry_after = leaves_in(count - limit)
+  local rank = count - limit
+  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+  if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] == '1' and threshold > 0 then
     strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
   end
 end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0, 0,
+return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
   tripped}
 "#
 );
 
 /// One strike for a client (a trap hit, a replayed solution), unless it is
 /// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
-/// ([`rules_args`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
+/// ([`rules`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
 /// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
     "-- pow-shield circuit breaker: one strike",
