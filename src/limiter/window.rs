@@ -55,8 +55,8 @@ end
 ///   unique); `KEYS[2]`: refusals in the current window; `KEYS[3]`,
 ///   `KEYS[4]`: strikes and breaker trips (all in one hash tag).
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
-///   ([`member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
-///   `ARGV[5..8]` the red-zone rules ([`rules_args`]).
+///   ([`write_member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
+///   `ARGV[5..8]` the red-zone rules ([`rules`]).
 ///
 /// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
@@ -182,23 +182,20 @@ pub fn script_sha1(script: &str) -> String {
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).
-pub fn rules_args(rules: RedRules) -> [String; 4] {
+pub fn rules(rules: RedRules) -> [u64; 4] {
     let (threshold, ttl) = rules.strikes.map_or((0, 0), |s| (s.threshold, s.ttl_ms));
     let (after, ban) = rules.ban.map_or((0, 0), |b| (b.after, b.ttl_ms));
-    [
-        threshold.to_string(),
-        ttl.to_string(),
-        after.to_string(),
-        ban.to_string(),
-    ]
+    [threshold.into(), ttl, after.into(), ban]
 }
 
-/// A sorted-set member unique across nodes, workers and requests within
-/// one millisecond: `node_id`, worker `pid` and a per-worker sequence
+/// Writes a sorted-set member unique across nodes, workers and requests
+/// within one millisecond: `node_id`, worker `pid` and a per-worker sequence
 /// number, in hex. `node_id` must differ between nginx nodes (a random value
 /// per worker start also covers pid reuse).
-pub fn member(node_id: u64, pid: u32, seq: u64) -> String {
-    format!("{node_id:x}:{pid:x}:{seq:x}")
+pub fn write_member(out: &mut Vec<u8>, node_id: u64, pid: u32, seq: u64) {
+    use std::io::Write as _;
+    // ok to ignore: writing to a Vec cannot fail.
+    let _ = write!(out, "{node_id:x}:{pid:x}:{seq:x}");
 }
 
 /// Decodes the sliding-window script's reply for `limit`.
@@ -409,11 +406,33 @@ mod tests {
 
     #[test]
     fn members_differ_by_node_pid_and_sequence() {
+        let member = |node, pid, seq| {
+            let mut out = Vec::new();
+            write_member(&mut out, node, pid, seq);
+            String::from_utf8(out).unwrap()
+        };
         let base = member(1, 2, 3);
         assert_eq!(base, "1:2:3");
         assert_ne!(base, member(2, 2, 3));
         assert_ne!(base, member(1, 3, 3));
         assert_ne!(base, member(1, 2, 4));
         assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
+    }
+
+    #[test]
+    fn rules_are_four_integers_zero_when_off() {
+        use crate::limiter::strikes::{BanRule, StrikeRule};
+        assert_eq!(rules(RedRules::default()), [0, 0, 0, 0]);
+        let on = RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 60_000,
+            }),
+            ban: Some(BanRule {
+                after: 3,
+                ttl_ms: 86_400_000,
+            }),
+        };
+        assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
     }
 }

@@ -9,6 +9,7 @@
 //! spent during an outage stays refused (SPEC §6).
 
 use core::cell::{Cell, RefCell};
+use std::io::Write as _;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
@@ -23,6 +24,7 @@ use crate::limiter::window;
 use crate::redis::client::{Client, Resend, Settings};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
+use crate::redis::script_call::{self, ScriptCall};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -134,23 +136,15 @@ impl RedisStore {
     fn call_script<T>(
         &self,
         script: &'static str,
-        sha: &str,
-        keys: &[String],
-        args: &[String],
+        call: ScriptCall,
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Answer + 'static,
     ) -> Poll<T> {
         self.write_replays();
-        let words: Vec<Vec<u8>> = keys
-            .iter()
-            .chain(args)
-            .map(|w| w.as_bytes().to_vec())
-            .collect();
-        let count = keys.len().to_string().into_bytes();
-        let evalsha = script_call(b"EVALSHA", sha.as_bytes(), &count, &words);
+        let (evalsha, shared) = call.finish();
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
-        let eval: Resend =
-            Box::new(move || script_call(b"EVAL", script.as_bytes(), &count, &words));
+        let copy = evalsha.clone();
+        let eval: Resend = Box::new(move || script_call::eval(&copy, shared, script));
         let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             waiter.deliver(on_reply(frame.as_ref().and_then(integers)));
@@ -265,15 +259,6 @@ impl RedisStore {
     }
 }
 
-/// `EVAL`/`EVALSHA <script> <numkeys> <keys and args>`.
-fn script_call(verb: &[u8], script: &[u8], numkeys: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
-    let mut parts: Vec<&[u8]> = vec![verb, script, numkeys];
-    parts.extend(words.iter().map(Vec::as_slice));
-    let mut out = Vec::new();
-    encode(&mut out, &parts);
-    out
-}
-
 impl Store for Rc<RedisStore> {
     fn check(&self, args: CheckArgs, monotonic_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
         // A block this node learnt from Redis holds without asking again
@@ -284,34 +269,46 @@ impl Store for Rc<RedisStore> {
                 standing,
             });
         }
-        let tag = self.client_tag(args.key);
+        let tag = client_tag(args.key);
+        let tag = tag.as_bytes();
         let limit = args.limit;
-        let per_limit = format!("{}:{}", limit.requests, limit.window_ms);
-        let keys = [
-            format!("{tag}:w:{per_limit}"),
-            format!("{tag}:o:{per_limit}"),
-            format!("{tag}:s"),
-            format!("{tag}:t"),
-        ];
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
-        let [threshold, ttl, after, ban] = window::rules_args(args.rules);
         let remember = self.block_keeper(args.key, args.rules);
-        let argv = [
-            limit.requests.to_string(),
-            limit.window_ms.to_string(),
-            window::member(self.node_id, self.pid, seq),
-            u8::from(args.offence).to_string(),
-            threshold,
-            ttl,
-            after,
-            ban,
-        ];
+        let prefix = self.prefix.as_bytes();
+        let (n, ms) = (limit.requests, limit.window_ms);
+        // The layout client_tag() names (`<prefix>{<tag>}:w:<n>:<ms>` ...),
+        // written in place.
+        let key = |w: &mut Vec<u8>, suffix: &[u8]| {
+            w.extend_from_slice(prefix);
+            w.push(b'{');
+            w.extend_from_slice(tag);
+            w.push(b'}');
+            w.extend_from_slice(suffix);
+        };
+        let [threshold, ttl, after, ban] = window::rules(args.rules);
+        let mut call = ScriptCall::new(&self.window_sha, 4, 8);
+        call.push(|w| {
+            key(w, b":w:");
+            let _ = write!(w, "{n}:{ms}");
+        })
+        .push(|w| {
+            key(w, b":o:");
+            let _ = write!(w, "{n}:{ms}");
+        })
+        .push(|w| key(w, b":s"))
+        .push(|w| key(w, b":t"))
+        .num(n.into())
+        .num(ms)
+        .push(|w| window::write_member(w, self.node_id, self.pid, seq))
+        .num(args.offence.into())
+        .num(threshold)
+        .num(ttl)
+        .num(after)
+        .num(ban);
         self.call_script(
             window::SLIDING_WINDOW_SCRIPT,
-            &self.window_sha,
-            &keys,
-            &argv,
+            call,
             waiter,
             move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
                 Some((verdict, standing)) => {
@@ -334,13 +331,20 @@ impl Store for Rc<RedisStore> {
             return Poll::Ready(standing);
         }
         let tag = self.client_tag(key);
-        let keys = [format!("{tag}:s"), format!("{tag}:t")];
         let remember = self.block_keeper(key, rules);
+        let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
+        call.push(|w| {
+            let _ = write!(w, "{tag}:s");
+        })
+        .push(|w| {
+            let _ = write!(w, "{tag}:t");
+        });
+        for rule in window::rules(rules) {
+            call.num(rule);
+        }
         self.call_script(
             window::STRIKE_SCRIPT,
-            &self.strike_sha,
-            &keys,
-            &window::rules_args(rules),
+            call,
             waiter,
             move |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
                 Some(standing) => {
