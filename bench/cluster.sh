@@ -7,6 +7,7 @@
 #   LUA_RESTY_REDIS=/work/shared/peers/lua-resty-redis bench/cluster.sh
 #   BENCH_CASES="stock shield" BENCH_SECONDS=8 bench/cluster.sh
 #   BENCH_CASES="shield cluster3" bench/cluster.sh   3-shard Redis Cluster
+#   BENCH_BASELINE_MODULE=/tmp/old.so bench/cluster.sh  before/after, same run
 #
 # One nginx, one worker, serves the same static file on several ports:
 # stock (no shield), pow-shield in cluster mode and, when LUA_RESTY_REDIS
@@ -17,7 +18,10 @@
 # the requests, under a limit none of them reaches, so each client's log
 # holds what a window of real traffic leaves there. The case `cluster3`
 # runs pow-shield against a 3-master Redis Cluster in a second nginx; it is
-# skipped (with a note) when the module has no `cluster` option.
+# skipped (with a note) when the module has no `cluster` option. The case
+# `baseline` runs the shield case in a second nginx that loads
+# BENCH_BASELINE_MODULE (another build of the module): before and after a
+# change in one run.
 #
 # Per case: FLUSHALL, a warm-up of one window, then wrk for BENCH_SECONDS;
 # over the measured run only:
@@ -29,7 +33,9 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_SECONDS      measured seconds per case [4]
-#   BENCH_CASES        subset/order of: stock shield lua cluster3 [stock shield lua]
+#   BENCH_CASES        subset/order of: stock shield baseline lua cluster3
+#                      [stock shield lua, and baseline after shield when
+#                      BENCH_BASELINE_MODULE is set]
 #   BENCH_CONNECTIONS  wrk connections [32]
 #   BENCH_CLIENTS      distinct client keys [2000]
 #   BENCH_HOT          percent of requests from the one hot client [10]
@@ -41,6 +47,8 @@
 #   NGINX, MODULE      [/usr/sbin/nginx, objs/debian/ngx_http_pow_shield_module.so]
 #                      (the Lua module is built for Debian's nginx: same binary)
 #   BENCH_KEEP=1       keep the temp dir
+#   BENCH_COMMANDS=1   also print, per case, the commands the script ran per
+#                      request and their own usec per call (commandstats)
 
 set -euo pipefail
 
@@ -50,7 +58,7 @@ MODULE=${MODULE:-$ROOT/objs/debian/ngx_http_pow_shield_module.so}
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 DURATION=${BENCH_SECONDS:-4}
-CASES=${BENCH_CASES:-stock shield lua}
+CASES=${BENCH_CASES:-stock shield ${BENCH_BASELINE_MODULE:+baseline }lua}
 CONNS=${BENCH_CONNECTIONS:-32}
 CLIENTS=${BENCH_CLIENTS:-2000}
 HOT=${BENCH_HOT:-10}
@@ -80,7 +88,7 @@ for t in "$WRK" "$REDIS_SERVER" "$REDIS_CLI" curl perl; do
 done
 has_case() { [[ " $CASES " == *" $1 "* ]]; }
 for c in $CASES; do
-    case $c in stock | shield | lua | cluster3) ;; *) die "unknown case '$c' in BENCH_CASES" ;; esac
+    case $c in stock | shield | baseline | lua | cluster3) ;; *) die "unknown case '$c' in BENCH_CASES" ;; esac
 done
 if has_case lua; then
     if [[ -z ${LUA_RESTY_REDIS:-} || ! -f ${LUA_RESTY_REDIS:-}/resty/redis.lua ]]; then
@@ -116,12 +124,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r P_STOCK P_SHIELD P_LUA P_C3 P_REDIS P_R1 P_R2 P_R3 <<<"$(free_ports 8)"
-declare -A PORT=([stock]=$P_STOCK [shield]=$P_SHIELD [lua]=$P_LUA [cluster3]=$P_C3)
+read -r P_STOCK P_SHIELD P_BASE P_LUA P_C3 P_REDIS P_R1 P_R2 P_R3 <<<"$(free_ports 9)"
+declare -A PORT=([stock]=$P_STOCK [shield]=$P_SHIELD [baseline]=$P_BASE [lua]=$P_LUA [cluster3]=$P_C3)
 declare -A LABEL=([stock]="stock nginx" [shield]="pow-shield cluster mode" [lua]="Lua peer (lua-resty-redis)"
+    [baseline]="pow-shield, baseline module"
     [cluster3]="pow-shield, 3-shard Redis Cluster")
 
-mkdir -p "$TMP/html" "$TMP/main" "$TMP/c3" "$TMP/redis"
+mkdir -p "$TMP/html" "$TMP/main" "$TMP/c3" "$TMP/base" "$TMP/redis"
+if has_case baseline; then
+    [[ -f ${BENCH_BASELINE_MODULE:-} ]] || die "the baseline case needs BENCH_BASELINE_MODULE=<module .so>"
+    cp "$BENCH_BASELINE_MODULE" "$TMP/baseline.so"
+fi
 printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/html/api.json"
 chmod -R a+rX "$TMP/html"
 URI=/api.json
@@ -171,19 +184,20 @@ fi
 # Request line shared by every green location.
 LIMIT_LINE="pow_shield_limit $LIMIT_N $LIMIT_W;"
 
-write_conf() { # <dir> <instance: main|c3> <pow_shield_redis line>
-    local dir=$1 inst=$2 redis=$3
+write_conf() { # <dir> <instance: main|c3|base> <pow_shield_redis line>
+    local dir=$1 inst=$2 redis=$3 module=$MODULE port=$P_C3
+    [[ $inst == base ]] && module=$TMP/baseline.so port=$P_BASE
     {
         if [[ $inst == main ]] && has_case lua; then
             echo "load_module $LUA_MODULES/ndk_http_module.so;"
             echo "load_module $LUA_MODULES/ngx_http_lua_module.so;"
         fi
-        bench_conf_head "$dir" "$MODULE" "$TMP/html" 4096
+        bench_conf_head "$dir" "$module" "$TMP/html" 4096
         echo "    pow_shield_zone 10m;"
         echo "    $redis"
-        if [[ $inst == c3 ]]; then
+        if [[ $inst != main ]]; then
             cat <<EOF
-    server { listen 127.0.0.1:$P_C3; location = $URI { $LIMIT_LINE pow_shield_key \$http_x_client; } }
+    server { listen 127.0.0.1:$port; location = $URI { $LIMIT_LINE pow_shield_key \$http_x_client; } }
 }
 EOF
             return
@@ -250,6 +264,11 @@ write_conf "$TMP/main" main "pow_shield_redis redis://127.0.0.1:$P_REDIS;"
     die "nginx -t failed: $TMP/main/nginx.conf"
 start_nginx "$TMP/main"
 
+if has_case baseline; then
+    write_conf "$TMP/base" base "pow_shield_redis redis://127.0.0.1:$P_REDIS;"
+    start_nginx "$TMP/base"
+fi
+
 # cluster3: three masters, slots spread by redis-cli; skipped cleanly when the
 # module does not know `cluster` (nginx -t names the option).
 if has_case cluster3; then
@@ -285,7 +304,10 @@ worker_of() { ps -o pid= --ppid "$(<"$1/nginx.pid")" | head -1 | tr -d ' '; }
 W_MAIN=$(worker_of "$TMP/main")
 [[ -n $W_MAIN ]] || die "no nginx worker"
 if has_case cluster3; then W_C3=$(worker_of "$TMP/c3"); fi
-worker() { [[ $1 == cluster3 ]] && echo "$W_C3" || echo "$W_MAIN"; }
+if has_case baseline; then W_BASE=$(worker_of "$TMP/base"); fi
+worker() {
+    case $1 in cluster3) echo "$W_C3" ;; baseline) echo "$W_BASE" ;; *) echo "$W_MAIN" ;; esac
+}
 redis_ports() { [[ $1 == cluster3 ]] && echo "$P_R1 $P_R2 $P_R3" || echo "$P_REDIS"; }
 
 # One request per case: the expected answer before any load.
@@ -334,6 +356,12 @@ evalsha_stats() { # calls usec over the given ports
     for p in "$@"; do "$REDIS_CLI" -p "$p" info commandstats | tr -d '\r'; done |
         awk -F'[:=,]' '$1 == "cmdstat_evalsha" {c += $3; u += $5} END {printf "%d %d\n", c, u}'
 }
+commandstats() { # name calls usec, summed over the given ports
+    local p
+    for p in "$@"; do "$REDIS_CLI" -p "$p" info commandstats | tr -d '\r'; done |
+        awk -F'[:=,]' '/^cmdstat_/ {c[substr($1, 9)] += $3; u[substr($1, 9)] += $5}
+            END {for (k in c) print k, c[k], u[k]}' | sort
+}
 run_wrk() { # <case> <seconds> <out>
     pin "$WRK_CPU" timeout $(($2 + 10)) "$WRK" -t1 -c"$CONNS" -d"${2}s" --latency -s "$TMP/clients.lua" \
         "http://127.0.0.1:${PORT[$1]}$URI" >"$3" 2>&1 || die "wrk failed for $1: $(tail -3 "$3")"
@@ -355,7 +383,9 @@ for c in $CASES; do
     r0=$(redis_cpu "${ports[@]}")
     mapfile -t each0 < <(redis_cpu_each "${ports[@]}")
     read -r e0 u0 <<<"$(evalsha_stats "${ports[@]}")"
+    commandstats "${ports[@]}" >"$TMP/$c.cmd0"
     run_wrk "$c" "$DURATION" "$TMP/$c.out"
+    commandstats "${ports[@]}" >"$TMP/$c.cmd1"
     t1=$(ticks "$w")
     r1=$(redis_cpu "${ports[@]}")
     mapfile -t each1 < <(redis_cpu_each "${ports[@]}")
@@ -402,6 +432,14 @@ for c in $CASES; do
     printf '%-36s %9s %7s %9s %10s %10s %9s %10s %12s\n' "${LABEL[$c]}" "${RPS[$c]}" "$ratio" "${P99[$c]}" \
         "${NG_US[$c]}" "$delta" "${RD_US[$c]}" "${EV_US[$c]}" "${CAP[$c]}"
 done
+if [[ ${BENCH_COMMANDS:-0} == 1 ]]; then
+    for c in $CASES; do
+        [[ $c == stock ]] && continue
+        echo "$c, per request (calls, own usec per call):$(join "$TMP/$c.cmd0" "$TMP/$c.cmd1" |
+            awk -v n="${REQS[$c]}" '$4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
+                printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}')"
+    done
+fi
 echo
 echo "  nginx us: worker CPU (utime+stime) per request; vs stock: the difference to stock nginx"
 echo "  redis us: Redis CPU (INFO cpu, all shards) per request; evalsha us: commandstats usec_per_call"
