@@ -193,9 +193,20 @@ pub fn rules(rules: RedRules) -> [u64; 4] {
 /// number, in hex. `node_id` must differ between nginx nodes (a random value
 /// per worker start also covers pid reuse).
 pub fn write_member(out: &mut Vec<u8>, node_id: u64, pid: u32, seq: u64) {
-    use std::io::Write as _;
-    // ok to ignore: writing to a Vec cannot fail.
-    let _ = write!(out, "{node_id:x}:{pid:x}:{seq:x}");
+    lower_hex(out, node_id);
+    out.push(b':');
+    lower_hex(out, pid.into());
+    out.push(b':');
+    lower_hex(out, seq);
+}
+
+/// `n` in lower-case hex without leading zeros (as `{:x}`), without
+/// `core::fmt`: one member per shielded request.
+fn lower_hex(out: &mut Vec<u8>, n: u64) {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((n >> (i * 4)) & 0xf) as usize]);
+    }
 }
 
 /// Decodes the sliding-window script's reply for `limit`.
@@ -417,6 +428,11 @@ mod tests {
         assert_ne!(base, member(1, 3, 3));
         assert_ne!(base, member(1, 2, 4));
         assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
+        assert_eq!(
+            member(u64::MAX, 0x10, 0),
+            format!("{:x}:{:x}:{:x}", u64::MAX, 0x10, 0)
+        );
+        assert_eq!(member(0xabc0, 1, 0x7f), "abc0:1:7f");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::limiter::window;
 use crate::redis::client::{Client, Resend, Settings};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
-use crate::redis::script_call::{self, ScriptCall};
+use crate::redis::script_call::{self, decimal, ScriptCall};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -288,13 +288,18 @@ impl Store for Rc<RedisStore> {
         };
         let [threshold, ttl, after, ban] = window::rules(args.rules);
         let mut call = ScriptCall::new(&self.window_sha, 4, 8);
+        let per_limit = |w: &mut Vec<u8>| {
+            decimal(w, n.into());
+            w.push(b':');
+            decimal(w, ms);
+        };
         call.push(|w| {
             key(w, b":w:");
-            let _ = write!(w, "{n}:{ms}");
+            per_limit(w);
         })
         .push(|w| {
             key(w, b":o:");
-            let _ = write!(w, "{n}:{ms}");
+            per_limit(w);
         })
         .push(|w| key(w, b":s"))
         .push(|w| key(w, b":t"))
