@@ -6,6 +6,7 @@
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
 #   make bench         throughput against stock nginx and limit_req (bench/)
+#   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
 #
@@ -24,9 +25,11 @@ BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pk
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
+# bench/cluster.sh: Debian's nginx with ngx_lua for the Lua peer
+CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
 SOAK_PKGS  := wrk redis-server perl curl
 
-.PHONY: all build build-debian run test unittest prove check bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak
+.PHONY: all build build-debian run test unittest prove check bench bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-bench deps-bench-cluster deps-fuzz deps-soak
 
 all: build
 
@@ -55,6 +58,9 @@ deps-debian:
 
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
+
+deps-bench-cluster:
+	$(call need_pkgs,$(CLUSTER_BENCH_PKGS))
 
 deps-soak:
 	$(call need_pkgs,$(SOAK_PKGS))
@@ -107,6 +113,11 @@ check: deps-build
 
 bench: build deps-bench
 	bench/run.sh
+
+# Cluster mode's CPU per request against stock and the Lua peer
+# (LUA_RESTY_REDIS=<lua-resty-redis checkout>; bench/README.md).
+bench-cluster: build-debian deps-bench-cluster
+	bench/cluster.sh
 
 # Fuzzing needs a nightly toolchain (sanitizers) and cargo-fuzz. Not part of
 # `make test`: it runs for FUZZ_SECONDS per target.
