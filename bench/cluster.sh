@@ -356,10 +356,12 @@ evalsha_stats() { # calls usec over the given ports
     for p in "$@"; do "$REDIS_CLI" -p "$p" info commandstats | tr -d '\r'; done |
         awk -F'[:=,]' '$1 == "cmdstat_evalsha" {c += $3; u += $5} END {printf "%d %d\n", c, u}'
 }
-commandstats() { # name calls usec, summed over the given ports
+commandstats() { # name calls usec, summed over the given ports (+ connections accepted,
+    # less the one redis-cli opens to ask)
     local p
-    for p in "$@"; do "$REDIS_CLI" -p "$p" info commandstats | tr -d '\r'; done |
+    for p in "$@"; do "$REDIS_CLI" -p "$p" info all | tr -d '\r'; done |
         awk -F'[:=,]' '/^cmdstat_/ {c[substr($1, 9)] += $3; u[substr($1, 9)] += $5}
+            /^total_connections_received:/ {c["~connections"] += $2 - 1; u["~connections"] = 1}
             END {for (k in c) print k, c[k], u[k]}' | sort
 }
 run_wrk() { # <case> <seconds> <out>
@@ -432,12 +434,19 @@ for c in $CASES; do
     printf '%-36s %9s %7s %9s %10s %10s %9s %10s %12s\n' "${LABEL[$c]}" "${RPS[$c]}" "$ratio" "${P99[$c]}" \
         "${NG_US[$c]}" "$delta" "${RD_US[$c]}" "${EV_US[$c]}" "${CAP[$c]}"
 done
+if has_case cluster3 && has_case shield && [[ ${CAP[shield]} != 0 && ${CAP[cluster3]} != 0 ]]; then
+    echo "3-shard Redis Cluster: the Redis side takes $(awk -v a="${CAP[cluster3]}" -v b="${CAP[shield]}" \
+        'BEGIN {printf "%.2f", a / b}')x the shielded requests/s of one Redis" \
+        "(${CAP[cluster3]} vs ${CAP[shield]}; busiest shard at one core)"
+fi
 if [[ ${BENCH_COMMANDS:-0} == 1 ]]; then
     for c in $CASES; do
         [[ $c == stock ]] && continue
         echo "$c, per request (calls, own usec per call):$(join "$TMP/$c.cmd0" "$TMP/$c.cmd1" |
-            awk -v n="${REQS[$c]}" '$4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
-                printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}')"
+            awk -v n="${REQS[$c]}" '$1 == "~connections" {conns = $4 - $2; next}
+                $4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
+                printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}
+                END {printf "; %d Redis connections opened", conns}')"
     done
 fi
 echo
