@@ -356,12 +356,11 @@ evalsha_stats() { # calls usec over the given ports
     for p in "$@"; do "$REDIS_CLI" -p "$p" info commandstats | tr -d '\r'; done |
         awk -F'[:=,]' '$1 == "cmdstat_evalsha" {c += $3; u += $5} END {printf "%d %d\n", c, u}'
 }
-commandstats() { # name calls usec, summed over the given ports (+ connections accepted,
-    # less the one redis-cli opens to ask)
+commandstats() { # name calls usec, summed over the given ports (+ connections accepted)
     local p
     for p in "$@"; do "$REDIS_CLI" -p "$p" info all | tr -d '\r'; done |
         awk -F'[:=,]' '/^cmdstat_/ {c[substr($1, 9)] += $3; u[substr($1, 9)] += $5}
-            /^total_connections_received:/ {c["~connections"] += $2 - 1; u["~connections"] = 1}
+            /^total_connections_received:/ {c["~connections"] += $2; u["~connections"] = 1}
             END {for (k in c) print k, c[k], u[k]}' | sort
 }
 run_wrk() { # <case> <seconds> <out>
@@ -442,8 +441,10 @@ fi
 if [[ ${BENCH_COMMANDS:-0} == 1 ]]; then
     for c in $CASES; do
         [[ $c == stock ]] && continue
+        read -r -a ports <<<"$(redis_ports "$c")"
+        # (less the connection redis-cli opened to each port for the second look)
         echo "$c, per request (calls, own usec per call):$(join "$TMP/$c.cmd0" "$TMP/$c.cmd1" |
-            awk -v n="${REQS[$c]}" '$1 == "~connections" {conns = $4 - $2; next}
+            awk -v n="${REQS[$c]}" -v cli="${#ports[@]}" '$1 == "~connections" {conns = $4 - $2 - cli; next}
                 $4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
                 printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}
                 END {printf "; %d Redis connections opened", conns}')"
