@@ -9,7 +9,6 @@
 //! spent during an outage stays refused (SPEC §6).
 
 use core::cell::{Cell, RefCell};
-use std::io::Write as _;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
@@ -338,12 +337,12 @@ impl Store for Rc<RedisStore> {
         let tag = self.client_tag(key);
         let remember = self.block_keeper(key, rules);
         let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
-        call.push(|w| {
-            let _ = write!(w, "{tag}:s");
-        })
-        .push(|w| {
-            let _ = write!(w, "{tag}:t");
-        });
+        for suffix in [b":s", b":t"] {
+            call.push(|w| {
+                w.extend_from_slice(tag.as_bytes());
+                w.extend_from_slice(suffix);
+            });
+        }
         for rule in window::rules(rules) {
             call.num(rule);
         }
