@@ -416,6 +416,14 @@ for c in $CASES; do
     CAP[$c]=$(awk -v m="$busiest" -v n="$n" 'BEGIN {printf "%.0f", (m > 0) ? n / m : 0}')
 done
 
+# Nothing at warn or above in any nginx's error.log (a crash, Redis errors,
+# the Lua peer's failures).
+for d in main base c3; do
+    [[ -f $TMP/$d/error.log ]] || continue
+    bad=$(grep -cE '\[(warn|error|crit|alert|emerg)\]' "$TMP/$d/error.log" || true)
+    ((bad == 0)) || die "$bad lines at warn or above in $d's error.log: $(grep -m1 -E '\[(warn|error|crit|alert|emerg)\]' "$TMP/$d/error.log")"
+done
+
 # ---- report ----------------------------------------------------------------
 
 echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX), module $MODULE_SRC"
