@@ -127,6 +127,91 @@ return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, str
 "#
 );
 
+/// `pow_shield_limit ... approx`: the sliding-window counter, O(1) memory
+/// per client whatever the limit, with the red zone of
+/// [`SLIDING_WINDOW_SCRIPT`]; same keys and arguments (`KEYS[1]` is a hash,
+/// `ARGV[3]` unused), same reply.
+///
+/// Time is cut into fixed windows of `window` ms; the sliding window ending
+/// now covers the current one's first `elapsed` ms and the previous one's
+/// last `window - elapsed`, whose requests are taken as evenly spread:
+/// `estimate = previous × (window − elapsed) / window + current`, and a
+/// request is admitted while `estimate < limit`. Error bound: at most
+/// `limit` requests are admitted per fixed window, so at most `2 × limit`
+/// within any `window`-long span (the exact log: `limit`), the excess
+/// possible only when the previous window's requests came late in it; when
+/// they came early the counter refuses before the exact count would. With
+/// steady traffic it tracks the exact count. `Remaining` is
+/// `limit − ⌈estimate⌉`, `Reset` the end of the next fixed window (when
+/// every counted request has left), `Retry-After` when the estimate drops
+/// below the limit.
+pub const APPROX_SCRIPT: &str = concat!(
+    r#"-- pow-shield sliding-window counter (approx) and circuit breaker
+-- Memory: KEYS[1] is a hash of three small integers whatever the limit (i:
+-- the fixed window's index, c: its count, p: the previous window's count),
+-- expiring when the next fixed window ends. KEYS[2..4] are small counters
+-- with their own expiry."#,
+    red_zone_lua!(),
+    r#"
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+
+local index = math.floor(now / window)
+local left = window - (now - index * window)
+local state = redis.call('HMGET', key, 'i', 'c', 'p')
+local curr, prev = 0, 0
+local at = tonumber(state[1])
+if at == index then
+  curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+elseif at == index - 1 then
+  prev = tonumber(state[2]) or 0
+end
+local estimate = prev * left / window + curr
+
+local allowed = 0
+if estimate < limit then
+  curr = curr + 1
+  estimate = estimate + 1
+  redis.call('HSET', key, 'i', index, 'c', curr, 'p', prev)
+  -- Until the next fixed window ends: it reads this one as its previous.
+  redis.call('PEXPIRE', key, left + window)
+  allowed = 1
+end
+local reset_after = 0
+if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = left end
+
+-- Refused: wait until the previous window's share has shrunk enough, or,
+-- if this window alone is at the limit, until its share of the next one has.
+local retry_after = 0
+local over = 0
+local tripped = 0
+if allowed == 0 then
+  if curr < limit then
+    retry_after = math.floor(left - (limit - curr) * window / prev) + 1
+  else
+    retry_after = left + math.floor(window - limit * window / curr) + 1
+  end
+  retry_after = math.min(math.max(retry_after, 1), left + window)
+  over = redis.call('INCR', KEYS[2])
+  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  if ARGV[4] == '1' and threshold > 0 then
+    strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+  end
+end
+return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_after, over,
+  strikes, 0, 0, tripped}
+"#
+);
+
 /// One strike for a client (a trap hit, a replayed solution), unless it is
 /// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
 /// ([`rules`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
@@ -406,6 +491,7 @@ mod tests {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_eq!(sha, script_sha1(SLIDING_WINDOW_SCRIPT));
         assert_ne!(sha, script_sha1(STRIKE_SCRIPT));
+        assert_ne!(sha, script_sha1(APPROX_SCRIPT));
     }
 
     #[test]
@@ -413,6 +499,18 @@ mod tests {
         assert!(SLIDING_WINDOW_SCRIPT.contains("redis.call('TIME')"));
         assert!(!STRIKE_SCRIPT.contains("math.random"));
         assert!(!SLIDING_WINDOW_SCRIPT.contains("math.random"));
+        assert!(APPROX_SCRIPT.contains("redis.call('TIME')"));
+        assert!(!APPROX_SCRIPT.contains("math.random"));
+    }
+
+    #[test]
+    fn approx_script_keeps_o1_state_and_the_same_red_zone() {
+        // One hash of three fields per client, no sorted set, whatever the
+        // limit; the breaker shared word for word with the exact script.
+        assert!(APPROX_SCRIPT.contains("redis.call('HMGET', key, 'i', 'c', 'p')"));
+        assert!(!APPROX_SCRIPT.contains("ZADD"));
+        assert!(APPROX_SCRIPT.contains(red_zone_lua!()));
+        assert!(SLIDING_WINDOW_SCRIPT.contains(red_zone_lua!()));
     }
 
     #[test]

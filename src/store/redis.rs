@@ -40,6 +40,7 @@ pub struct RedisStore {
     client: Client,
     prefix: String,
     window_sha: String,
+    approx_sha: String,
     strike_sha: String,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
@@ -78,7 +79,11 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
-        for script in [window::SLIDING_WINDOW_SCRIPT, window::STRIKE_SCRIPT] {
+        for script in [
+            window::SLIDING_WINDOW_SCRIPT,
+            window::APPROX_SCRIPT,
+            window::STRIKE_SCRIPT,
+        ] {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
             handshake.push(("SCRIPT LOAD", load));
@@ -104,6 +109,7 @@ impl RedisStore {
                 client: Client::start(settings, log),
                 prefix: conf.options.prefix.clone(),
                 window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
+                approx_sha: window::script_sha1(window::APPROX_SCRIPT),
                 strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
@@ -286,14 +292,20 @@ impl Store for Rc<RedisStore> {
             w.extend_from_slice(suffix);
         };
         let [threshold, ttl, after, ban] = window::rules(args.rules);
-        let mut call = ScriptCall::new(&self.window_sha, 4, 8);
+        // The exact log (`:w:`, a sorted set) or the counter (`:a:`, a hash).
+        let (script, sha, kind) = if args.approx {
+            (window::APPROX_SCRIPT, &self.approx_sha, b":a:")
+        } else {
+            (window::SLIDING_WINDOW_SCRIPT, &self.window_sha, b":w:")
+        };
+        let mut call = ScriptCall::new(sha, 4, 8);
         let per_limit = |w: &mut Vec<u8>| {
             decimal(w, n.into());
             w.push(b':');
             decimal(w, ms);
         };
         call.push(|w| {
-            key(w, b":w:");
+            key(w, kind);
             per_limit(w);
         })
         .push(|w| {
@@ -310,18 +322,15 @@ impl Store for Rc<RedisStore> {
         .num(ttl)
         .num(after)
         .num(ban);
-        self.call_script(
-            window::SLIDING_WINDOW_SCRIPT,
-            call,
-            waiter,
-            move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
+        self.call_script(script, call, waiter, move |reply| {
+            match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
                 Some((verdict, standing)) => {
                     remember(standing);
                     Answer::Checked(Checked { verdict, standing })
                 }
                 None => Answer::Down,
-            },
-        )
+            }
+        })
     }
 
     fn strike(
