@@ -9,6 +9,7 @@
 #   make check         cargo fmt --check + cargo clippy
 #   make lint          hadolint on the Dockerfile, shellcheck on every shell script
 #   make bench         throughput against stock nginx and limit_req (bench/)
+#   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
 #
@@ -29,6 +30,8 @@ BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pk
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus openssl
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
+# bench/cluster.sh: Debian's nginx with ngx_lua for the Lua peer
+CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
 SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
 PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
@@ -39,7 +42,7 @@ LINT_PKGS  := shellcheck
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian run test unittest pyunittest prove check lint bench fuzz soak clean deps-build deps-test deps-debian deps-bench deps-fuzz deps-soak deps-python deps-lint
+.PHONY: all build build-debian run test unittest pyunittest prove check lint bench bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
 
 all: build
 
@@ -71,6 +74,9 @@ deps-debian:
 
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
+
+deps-bench-cluster:
+	$(call need_pkgs,$(CLUSTER_BENCH_PKGS))
 
 deps-soak:
 	$(call need_pkgs,$(SOAK_PKGS))
@@ -151,6 +157,11 @@ check: deps-build
 
 bench: build deps-bench
 	bench/run.sh
+
+# Cluster mode's CPU per request against stock and the Lua peer
+# (LUA_RESTY_REDIS=<lua-resty-redis checkout>; bench/README.md).
+bench-cluster: build-debian deps-bench-cluster
+	bench/cluster.sh
 
 # Fuzzing needs a nightly toolchain (sanitizers) and cargo-fuzz. Not part of
 # `make test`: it runs for FUZZ_SECONDS per target.

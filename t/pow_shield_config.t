@@ -52,7 +52,7 @@ sub good { $cases->good(@_) }
 
 my $secret = qq(pow_shield_secret "$SECRET";);
 
-# pow_shield_limit <requests> <window> | off
+# pow_shield_limit <requests> <window> [approx] | off
 
 bad(location => 'pow_shield_limit 0 1m;', '0', 'limit of 0 requests');
 bad(location => 'pow_shield_limit -5 1m;', '-5', 'negative limit');
@@ -61,13 +61,16 @@ bad(location => 'pow_shield_limit 10 abc;', 'abc', 'window "abc"');
 bad(location => 'pow_shield_limit 10 0s;', '0s', 'window of 0 seconds');
 bad(location => 'pow_shield_limit on;', 'on', 'limit "on"');
 bad(location => 'pow_shield_limit 10;', undef, 'limit without a window');
-bad(location => 'pow_shield_limit 10 1m 5;', undef, 'limit with 3 arguments');
+bad(location => 'pow_shield_limit 10 1m 5;', '5', 'limit with a third argument not approx');
+bad(location => 'pow_shield_limit 10 1m exact;', 'exact', 'limit with a third word not approx');
+bad(location => 'pow_shield_limit 10 1m approx x;', undef, 'limit with 4 arguments');
 bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
     undef, 'limit duplicated in a location');
 
 good(location => 'pow_shield_limit 10 30s;', 'limit 10 30s');
 good(location => 'pow_shield_limit 1 1s;', 'limit 1 1s');
 good(location => 'pow_shield_limit 100000 24h;', 'limit 100000 24h');
+good(location => 'pow_shield_limit 1000 1h approx;', 'limit 1000 1h approx');
 good(location => 'pow_shield_limit off;', 'limit off');
 good(server => 'pow_shield_limit 10 1m;', 'limit in server');
 good(http => 'pow_shield_limit 10 1m;', 'limit in http');

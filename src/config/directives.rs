@@ -11,9 +11,9 @@ use core::ptr;
 use nginx_sys::{
     ngx_addr_t, ngx_command_t, ngx_conf_t, ngx_http_compile_complex_value_t,
     ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t, ngx_url_t, NGX_CONF_FLAG,
-    NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
-    NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_SRV_CONF, NGX_LOG_EMERG, NGX_LOG_ERR,
-    NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
+    NGX_CONF_NOARGS, NGX_CONF_TAKE1, NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_HTTP_LOC_CONF,
+    NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_SRV_CONF,
+    NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
@@ -111,7 +111,8 @@ impl MainConf {
 /// Directive values as written at one level (`None`: not set here).
 #[derive(Default)]
 struct Settings {
-    limit: Option<Option<RateLimit>>,
+    /// The limit, and whether it counts `approx` (cluster mode).
+    limit: Option<Option<(RateLimit, bool)>>,
     difficulty: Option<DifficultyRule>,
     strikes: Option<Option<StrikeRule>>,
     ban: Option<Option<BanRule>>,
@@ -132,6 +133,9 @@ struct Settings {
 #[derive(Clone, Copy)]
 pub struct Policy {
     pub limit: Option<RateLimit>,
+    /// `pow_shield_limit ... approx`: cluster mode counts with the O(1)
+    /// sliding-window counter instead of the exact log.
+    pub approx: bool,
     pub difficulty: DifficultyRule,
     /// `pow_shield_strikes` and `pow_shield_ban`.
     pub red: RedRules,
@@ -184,6 +188,7 @@ impl Default for LocConf {
             settings: Settings::default(),
             policy: Policy {
                 limit: None,
+                approx: false,
                 difficulty: DifficultyRule::fixed(DEFAULT_DIFFICULTY),
                 red: RedRules {
                     strikes: Some(DEFAULT_STRIKES),
@@ -235,7 +240,8 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     let defaults = LocConf::default().policy;
     let (fail, trusted) = s.fail.unwrap_or((defaults.fail, ptr::null_mut()));
     conf.policy = Policy {
-        limit: s.limit.flatten(),
+        limit: s.limit.flatten().map(|(limit, _)| limit),
+        approx: s.limit.flatten().is_some_and(|(_, approx)| approx),
         difficulty: s.difficulty.unwrap_or(defaults.difficulty),
         red: RedRules {
             strikes: s.strikes.unwrap_or(defaults.red.strikes),
@@ -341,7 +347,7 @@ const fn main_directive(
 }
 
 pub static mut COMMANDS: [ngx_command_t; 19] = [
-    loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE12, set_limit),
+    loc_directive(ngx_string!("pow_shield_limit"), NGX_CONF_TAKE123, set_limit),
     loc_directive(
         ngx_string!("pow_shield_difficulty"),
         NGX_CONF_TAKE12,
@@ -569,29 +575,35 @@ macro_rules! setter {
 /* location-level setters */
 
 setter!(set_limit, LocConf, |d, lcf| {
-    let limit = match d.args.as_slice() {
-        ["off"] => None,
-        [requests, window] => Some(values::parse_limit(requests, window).map_err(|e| {
-            // Name the argument at fault.
-            let count_ok = requests.parse::<u32>().is_ok_and(|n| {
-                (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n)
-            });
-            invalid(if count_ok { window } else { requests }, e)
-        })?),
+    let (requests, window, approx) = match d.args.as_slice() {
+        ["off"] => return set_once(&mut lcf.settings.limit, None),
+        [requests, window] => (requests, window, false),
+        [requests, window, "approx"] => (requests, window, true),
+        [_, _, other] => return Err(invalid(other, "expected \"approx\" or nothing")),
         [other] => {
             return Err(invalid(
                 other,
-                "expected \"<requests> <window>\" or \"off\"",
+                "expected \"<requests> <window> [approx]\" or \"off\"",
             ))
         }
-        _ => return Err(invalid("", "expected \"<requests> <window>\" or \"off\"")),
-    };
-    if limit.is_some() {
-        if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
-            mcf.shielded = true;
+        _ => {
+            return Err(invalid(
+                "",
+                "expected \"<requests> <window> [approx]\" or \"off\"",
+            ))
         }
+    };
+    let limit = values::parse_limit(requests, window).map_err(|e| {
+        // Name the argument at fault.
+        let count_ok = requests
+            .parse::<u32>()
+            .is_ok_and(|n| (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n));
+        invalid(if count_ok { window } else { requests }, e)
+    })?;
+    if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+        mcf.shielded = true;
     }
-    set_once(&mut lcf.settings.limit, limit)
+    set_once(&mut lcf.settings.limit, Some((limit, approx)))
 });
 
 setter!(set_difficulty, LocConf, |d, lcf| {

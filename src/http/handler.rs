@@ -196,6 +196,7 @@ impl Flow<'_> {
                 let args = CheckArgs {
                     key,
                     limit,
+                    approx: policy.approx,
                     rules: red,
                     offence,
                 };

@@ -13,11 +13,17 @@ use super::{RateLimit, Verdict};
 macro_rules! red_zone_lua {
     () => {
         r#"
--- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts
+-- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts. One
+-- read, of the counters the rules use.
 local function red_zone(sk, tk, threshold, after)
   if threshold == 0 and after == 0 then return 0, 0, 0 end
-  local strikes = tonumber(redis.call('GET', sk) or 0)
-  local trips = tonumber(redis.call('GET', tk) or 0)
+  local strikes, trips = 0, 0
+  if after == 0 then
+    strikes = tonumber(redis.call('GET', sk) or 0)
+  else
+    local both = redis.call('MGET', sk, tk)
+    strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
+  end
   if after > 0 and trips >= after then return strikes, 2, redis.call('PTTL', tk) end
   if threshold > 0 and strikes >= threshold then
     return strikes, 1, redis.call('PTTL', sk)
@@ -49,8 +55,8 @@ end
 ///   unique); `KEYS[2]`: refusals in the current window; `KEYS[3]`,
 ///   `KEYS[4]`: strikes and breaker trips (all in one hash tag).
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
-///   ([`member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
-///   `ARGV[5..8]` the red-zone rules ([`rules_args`]).
+///   ([`write_member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
+///   `ARGV[5..8]` the red-zone rules ([`rules`]).
 ///
 /// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
@@ -77,25 +83,29 @@ if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
--- An entry admitted at t counts while now < t + window.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+-- An entry admitted at t counts while now < t + window. Each Redis call
+-- costs most of a microsecond of glue: one to trim, one to count, and the
+-- oldest entry (it gives reset_after) only if there is one.
+local edge = now - window
+redis.call('ZREMRANGEBYSCORE', key, '-inf', edge)
 local count = redis.call('ZCARD', key)
+local oldest
+if count > 0 then oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] end
 
 local allowed = 0
 if count < limit then
   redis.call('ZADD', key, now, ARGV[3])
   -- Only on admission: the newest entry decides when the key is empty.
-  redis.call('PEXPIRE', key, window)
+  -- (Arguments passed as strings: Redis formats each Lua number with
+  -- snprintf, a good part of a call's cost.)
+  redis.call('PEXPIRE', key, ARGV[2])
+  if count == 0 then oldest = now end
   count = count + 1
   allowed = 1
 end
-
--- ms until the entry at rank (0 = oldest) leaves the window
-local function leaves_in(rank)
-  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-  if entry[2] == nil then return 0 end
-  return math.max(tonumber(entry[2]) + window - now, 0)
-end
+-- ms until the oldest entry leaves the window
+local reset_after = 0
+if oldest then reset_after = math.max(tonumber(oldest) + window - now, 0) end
 
 -- Refused: a slot frees when the entry at rank count - limit leaves (the
 -- oldest, unless the limit was lowered while entries were counted).
@@ -103,21 +113,108 @@ local retry_after = 0
 local over = 0
 local tripped = 0
 if allowed == 0 then
-  retry_after = leaves_in(count - limit)
+  local rank = count - limit
+  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+  if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] == '1' and threshold > 0 then
     strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
   end
 end
-return {allowed, math.max(limit - count, 0), leaves_in(0), retry_after, over, strikes, 0, 0,
+return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
   tripped}
+"#
+);
+
+/// `pow_shield_limit ... approx`: the sliding-window counter, O(1) memory
+/// per client whatever the limit, with the red zone of
+/// [`SLIDING_WINDOW_SCRIPT`]; same keys and arguments (`KEYS[1]` is a hash,
+/// `ARGV[3]` unused), same reply.
+///
+/// Time is cut into fixed windows of `window` ms; the sliding window ending
+/// now covers the current one's first `elapsed` ms and the previous one's
+/// last `window - elapsed`, whose requests are taken as evenly spread:
+/// `estimate = previous × (window − elapsed) / window + current`, and a
+/// request is admitted while `estimate < limit`. Error bound: at most
+/// `limit` requests are admitted per fixed window, so at most `2 × limit`
+/// within any `window`-long span (the exact log: `limit`), the excess
+/// possible only when the previous window's requests came late in it; when
+/// they came early the counter refuses before the exact count would. With
+/// steady traffic it tracks the exact count. `Remaining` is
+/// `limit − ⌈estimate⌉`, `Reset` the end of the next fixed window (when
+/// every counted request has left), `Retry-After` when the estimate drops
+/// below the limit.
+pub const APPROX_SCRIPT: &str = concat!(
+    r#"-- pow-shield sliding-window counter (approx) and circuit breaker
+-- Memory: KEYS[1] is a hash of three small integers whatever the limit (i:
+-- the fixed window's index, c: its count, p: the previous window's count),
+-- expiring when the next fixed window ends. KEYS[2..4] are small counters
+-- with their own expiry."#,
+    red_zone_lua!(),
+    r#"
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
+local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+
+local index = math.floor(now / window)
+local left = window - (now - index * window)
+local state = redis.call('HMGET', key, 'i', 'c', 'p')
+local curr, prev = 0, 0
+local at = tonumber(state[1])
+if at == index then
+  curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+elseif at == index - 1 then
+  prev = tonumber(state[2]) or 0
+end
+local estimate = prev * left / window + curr
+
+local allowed = 0
+if estimate < limit then
+  curr = curr + 1
+  estimate = estimate + 1
+  redis.call('HSET', key, 'i', index, 'c', curr, 'p', prev)
+  -- Until the next fixed window ends: it reads this one as its previous.
+  redis.call('PEXPIRE', key, left + window)
+  allowed = 1
+end
+local reset_after = 0
+if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = left end
+
+-- Refused: wait until the previous window's share has shrunk enough, or,
+-- if this window alone is at the limit, until its share of the next one has.
+local retry_after = 0
+local over = 0
+local tripped = 0
+if allowed == 0 then
+  if curr < limit then
+    retry_after = math.floor(left - (limit - curr) * window / prev) + 1
+  else
+    retry_after = left + math.floor(window - limit * window / curr) + 1
+  end
+  retry_after = math.min(math.max(retry_after, 1), left + window)
+  over = redis.call('INCR', KEYS[2])
+  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  if ARGV[4] == '1' and threshold > 0 then
+    strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+  end
+end
+return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_after, over,
+  strikes, 0, 0, tripped}
 "#
 );
 
 /// One strike for a client (a trap hit, a replayed solution), unless it is
 /// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
-/// ([`rules_args`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
+/// ([`rules`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
 /// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
     "-- pow-shield circuit breaker: one strike",
@@ -170,23 +267,31 @@ pub fn script_sha1(script: &str) -> String {
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).
-pub fn rules_args(rules: RedRules) -> [String; 4] {
+pub fn rules(rules: RedRules) -> [u64; 4] {
     let (threshold, ttl) = rules.strikes.map_or((0, 0), |s| (s.threshold, s.ttl_ms));
     let (after, ban) = rules.ban.map_or((0, 0), |b| (b.after, b.ttl_ms));
-    [
-        threshold.to_string(),
-        ttl.to_string(),
-        after.to_string(),
-        ban.to_string(),
-    ]
+    [threshold.into(), ttl, after.into(), ban]
 }
 
-/// A sorted-set member unique across nodes, workers and requests within
-/// one millisecond: `node_id`, worker `pid` and a per-worker sequence
+/// Writes a sorted-set member unique across nodes, workers and requests
+/// within one millisecond: `node_id`, worker `pid` and a per-worker sequence
 /// number, in hex. `node_id` must differ between nginx nodes (a random value
 /// per worker start also covers pid reuse).
-pub fn member(node_id: u64, pid: u32, seq: u64) -> String {
-    format!("{node_id:x}:{pid:x}:{seq:x}")
+pub fn write_member(out: &mut Vec<u8>, node_id: u64, pid: u32, seq: u64) {
+    lower_hex(out, node_id);
+    out.push(b':');
+    lower_hex(out, pid.into());
+    out.push(b':');
+    lower_hex(out, seq);
+}
+
+/// `n` in lower-case hex without leading zeros (as `{:x}`), without
+/// `core::fmt`: one member per shielded request.
+fn lower_hex(out: &mut Vec<u8>, n: u64) {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((n >> (i * 4)) & 0xf) as usize]);
+    }
 }
 
 /// Decodes the sliding-window script's reply for `limit`.
@@ -386,6 +491,7 @@ mod tests {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_eq!(sha, script_sha1(SLIDING_WINDOW_SCRIPT));
         assert_ne!(sha, script_sha1(STRIKE_SCRIPT));
+        assert_ne!(sha, script_sha1(APPROX_SCRIPT));
     }
 
     #[test]
@@ -393,15 +499,54 @@ mod tests {
         assert!(SLIDING_WINDOW_SCRIPT.contains("redis.call('TIME')"));
         assert!(!STRIKE_SCRIPT.contains("math.random"));
         assert!(!SLIDING_WINDOW_SCRIPT.contains("math.random"));
+        assert!(APPROX_SCRIPT.contains("redis.call('TIME')"));
+        assert!(!APPROX_SCRIPT.contains("math.random"));
+    }
+
+    #[test]
+    fn approx_script_keeps_o1_state_and_the_same_red_zone() {
+        // One hash of three fields per client, no sorted set, whatever the
+        // limit; the breaker shared word for word with the exact script.
+        assert!(APPROX_SCRIPT.contains("redis.call('HMGET', key, 'i', 'c', 'p')"));
+        assert!(!APPROX_SCRIPT.contains("ZADD"));
+        assert!(APPROX_SCRIPT.contains(red_zone_lua!()));
+        assert!(SLIDING_WINDOW_SCRIPT.contains(red_zone_lua!()));
     }
 
     #[test]
     fn members_differ_by_node_pid_and_sequence() {
+        let member = |node, pid, seq| {
+            let mut out = Vec::new();
+            write_member(&mut out, node, pid, seq);
+            String::from_utf8(out).unwrap()
+        };
         let base = member(1, 2, 3);
         assert_eq!(base, "1:2:3");
         assert_ne!(base, member(2, 2, 3));
         assert_ne!(base, member(1, 3, 3));
         assert_ne!(base, member(1, 2, 4));
         assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
+        assert_eq!(
+            member(u64::MAX, 0x10, 0),
+            format!("{:x}:{:x}:{:x}", u64::MAX, 0x10, 0)
+        );
+        assert_eq!(member(0xabc0, 1, 0x7f), "abc0:1:7f");
+    }
+
+    #[test]
+    fn rules_are_four_integers_zero_when_off() {
+        use crate::limiter::strikes::{BanRule, StrikeRule};
+        assert_eq!(rules(RedRules::default()), [0, 0, 0, 0]);
+        let on = RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 60_000,
+            }),
+            ban: Some(BanRule {
+                after: 3,
+                ttl_ms: 86_400_000,
+            }),
+        };
+        assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
     }
 }

@@ -104,6 +104,9 @@ pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
 pub struct CheckArgs<'a> {
     pub key: &'a [u8],
     pub limit: RateLimit,
+    /// Count with the approximate sliding-window counter (cluster mode;
+    /// local mode's bucket is O(1) memory already).
+    pub approx: bool,
     pub rules: RedRules,
     pub offence: bool,
 }

@@ -24,6 +24,7 @@ use crate::redis::client::{Client, PeerName, Settings, Tls};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
+use crate::redis::script_call::{self, decimal, ScriptCall};
 use crate::redis::url::tls_name;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
@@ -41,6 +42,7 @@ pub struct RedisStore {
     router: Router,
     prefix: String,
     window_sha: String,
+    approx_sha: String,
     strike_sha: String,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
@@ -79,7 +81,11 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
-        for script in [window::SLIDING_WINDOW_SCRIPT, window::STRIKE_SCRIPT] {
+        for script in [
+            window::SLIDING_WINDOW_SCRIPT,
+            window::APPROX_SCRIPT,
+            window::STRIKE_SCRIPT,
+        ] {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
             handshake.push(("SCRIPT LOAD", load));
@@ -143,6 +149,7 @@ impl RedisStore {
                 router,
                 prefix: conf.options.prefix.clone(),
                 window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
+                approx_sha: window::script_sha1(window::APPROX_SCRIPT),
                 strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
@@ -171,32 +178,25 @@ impl RedisStore {
 
     /// Runs a script by SHA, resending it as EVAL if Redis lost it, and
     /// delivers what `on_reply` makes of its integers (`None`: a failure).
+    /// `slot_key` routes it in a Redis Cluster: a key of the call, or the
+    /// client's hash tag they all share.
     fn call_script<T>(
         &self,
         script: &'static str,
-        sha: &str,
-        keys: &[String],
-        args: &[String],
+        slot_key: &[u8],
+        call: ScriptCall,
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Answer + 'static,
     ) -> Poll<T> {
         self.write_replays();
-        let words: Vec<Vec<u8>> = keys
-            .iter()
-            .chain(args)
-            .map(|w| w.as_bytes().to_vec())
-            .collect();
-        let count = keys.len().to_string().into_bytes();
-        let evalsha = script_call(b"EVALSHA", sha.as_bytes(), &count, &words);
+        let (evalsha, shared) = call.finish();
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
-        let eval: Rebuild =
-            Rc::new(move || script_call(b"EVAL", script.as_bytes(), &count, &words));
+        let copy = evalsha.clone();
+        let eval: Rebuild = Rc::new(move || script_call::eval(&copy, shared, script));
         let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             waiter.deliver(on_reply(frame.as_ref().and_then(integers)));
         });
-        // Every key carries the client's hash tag: the first one routes.
-        let slot_key = keys.first().map_or(&[][..], |k| k.as_bytes());
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
             Err(_) => Poll::Down,
@@ -326,15 +326,6 @@ impl RedisStore {
     }
 }
 
-/// `EVAL`/`EVALSHA <script> <numkeys> <keys and args>`.
-fn script_call(verb: &[u8], script: &[u8], numkeys: &[u8], words: &[Vec<u8>]) -> Vec<u8> {
-    let mut parts: Vec<&[u8]> = vec![verb, script, numkeys];
-    parts.extend(words.iter().map(Vec::as_slice));
-    let mut out = Vec::new();
-    encode(&mut out, &parts);
-    out
-}
-
 impl Store for Rc<RedisStore> {
     fn check(&self, args: CheckArgs, monotonic_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
         // A block this node learnt from Redis holds without asking again
@@ -345,43 +336,65 @@ impl Store for Rc<RedisStore> {
                 standing,
             });
         }
-        let tag = self.client_tag(args.key);
+        let tag = client_tag(args.key);
+        let tag = tag.as_bytes();
         let limit = args.limit;
-        let per_limit = format!("{}:{}", limit.requests, limit.window_ms);
-        let keys = [
-            format!("{tag}:w:{per_limit}"),
-            format!("{tag}:o:{per_limit}"),
-            format!("{tag}:s"),
-            format!("{tag}:t"),
-        ];
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
-        let [threshold, ttl, after, ban] = window::rules_args(args.rules);
         let remember = self.block_keeper(args.key, args.rules);
-        let argv = [
-            limit.requests.to_string(),
-            limit.window_ms.to_string(),
-            window::member(self.node_id, self.pid, seq),
-            u8::from(args.offence).to_string(),
-            threshold,
-            ttl,
-            after,
-            ban,
-        ];
-        self.call_script(
-            window::SLIDING_WINDOW_SCRIPT,
-            &self.window_sha,
-            &keys,
-            &argv,
-            waiter,
-            move |reply| match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
+        let prefix = self.prefix.as_bytes();
+        let (n, ms) = (limit.requests, limit.window_ms);
+        // The layout client_tag() names (`<prefix>{<tag>}:w:<n>:<ms>` ...),
+        // written in place.
+        let key = |w: &mut Vec<u8>, suffix: &[u8]| {
+            w.extend_from_slice(prefix);
+            w.push(b'{');
+            w.extend_from_slice(tag);
+            w.push(b'}');
+            w.extend_from_slice(suffix);
+        };
+        let [threshold, ttl, after, ban] = window::rules(args.rules);
+        // The exact log (`:w:`, a sorted set) or the counter (`:a:`, a hash).
+        let (script, sha, kind) = if args.approx {
+            (window::APPROX_SCRIPT, &self.approx_sha, b":a:")
+        } else {
+            (window::SLIDING_WINDOW_SCRIPT, &self.window_sha, b":w:")
+        };
+        let mut call = ScriptCall::new(sha, 4, 8);
+        let per_limit = |w: &mut Vec<u8>| {
+            decimal(w, n.into());
+            w.push(b':');
+            decimal(w, ms);
+        };
+        call.push(|w| {
+            key(w, kind);
+            per_limit(w);
+        })
+        .push(|w| {
+            key(w, b":o:");
+            per_limit(w);
+        })
+        .push(|w| key(w, b":s"))
+        .push(|w| key(w, b":t"))
+        .num(n.into())
+        .num(ms)
+        .push(|w| window::write_member(w, self.node_id, self.pid, seq))
+        .num(args.offence.into())
+        .num(threshold)
+        .num(ttl)
+        .num(after)
+        .num(ban);
+        // The tag alone hashes to the slot of every `{tag}` key (it holds no
+        // braces: hex, or `#` and hex).
+        self.call_script(script, tag, call, waiter, move |reply| {
+            match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
                 Some((verdict, standing)) => {
                     remember(standing);
                     Answer::Checked(Checked { verdict, standing })
                 }
                 None => Answer::Down,
-            },
-        )
+            }
+        })
     }
 
     fn strike(
@@ -395,13 +408,21 @@ impl Store for Rc<RedisStore> {
             return Poll::Ready(standing);
         }
         let tag = self.client_tag(key);
-        let keys = [format!("{tag}:s"), format!("{tag}:t")];
         let remember = self.block_keeper(key, rules);
+        let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
+        for suffix in [b":s", b":t"] {
+            call.push(|w| {
+                w.extend_from_slice(tag.as_bytes());
+                w.extend_from_slice(suffix);
+            });
+        }
+        for rule in window::rules(rules) {
+            call.num(rule);
+        }
         self.call_script(
             window::STRIKE_SCRIPT,
-            &self.strike_sha,
-            &keys,
-            &window::rules_args(rules),
+            tag.as_bytes(),
+            call,
             waiter,
             move |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
                 Some(standing) => {

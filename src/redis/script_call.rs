@@ -1,0 +1,174 @@
+//! `EVALSHA <sha> <numkeys> <keys> <args>` encoded straight into one
+//! buffer: every shielded request in cluster mode builds one, so its
+//! arguments are formatted in place instead of as a `String` each.
+
+/// An EVALSHA being written.
+pub struct ScriptCall {
+    cmd: Vec<u8>,
+    /// One argument being formatted (reused).
+    arg: Vec<u8>,
+    /// Where `<numkeys>` starts: what EVAL shares with EVALSHA.
+    shared: usize,
+    /// Keys and arguments still to write.
+    left: usize,
+}
+
+impl ScriptCall {
+    /// `EVALSHA <sha> <keys>`, to be followed by `keys + args` words.
+    pub fn new(sha: &str, keys: usize, args: usize) -> Self {
+        let mut call = Self {
+            cmd: Vec::with_capacity(384),
+            arg: Vec::with_capacity(128),
+            shared: 0,
+            left: keys + args,
+        };
+        call.cmd.push(b'*');
+        decimal(&mut call.cmd, (3 + keys + args) as u64);
+        call.cmd.extend_from_slice(b"\r\n");
+        bulk(&mut call.cmd, b"EVALSHA");
+        bulk(&mut call.cmd, sha.as_bytes());
+        call.shared = call.cmd.len();
+        decimal(&mut call.arg, keys as u64);
+        bulk(&mut call.cmd, &call.arg);
+        call
+    }
+
+    /// The next key or argument, as `format` writes it.
+    pub fn push(&mut self, format: impl FnOnce(&mut Vec<u8>)) -> &mut Self {
+        self.arg.clear();
+        format(&mut self.arg);
+        bulk(&mut self.cmd, &self.arg);
+        self.left = self.left.saturating_sub(1);
+        self
+    }
+
+    /// A number argument.
+    pub fn num(&mut self, n: u64) -> &mut Self {
+        self.push(|w| decimal(w, n))
+    }
+
+    /// The encoded command, and where the part [`eval`] reuses starts.
+    pub fn finish(self) -> (Vec<u8>, usize) {
+        debug_assert_eq!(self.left, 0, "as many words as announced");
+        (self.cmd, self.shared)
+    }
+}
+
+/// The same call as `EVAL <script>`, from a finished EVALSHA and its
+/// `shared` offset.
+pub fn eval(evalsha: &[u8], shared: usize, script: &str) -> Vec<u8> {
+    // `*<n>\r\n` stays: EVAL takes as many words.
+    let count = evalsha
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let rest = evalsha.get(shared..).unwrap_or_default();
+    let mut out = Vec::with_capacity(count + script.len() + rest.len() + 24);
+    out.extend_from_slice(&evalsha[..count]);
+    bulk(&mut out, b"EVAL");
+    bulk(&mut out, script.as_bytes());
+    out.extend_from_slice(rest);
+    out
+}
+
+/// One RESP bulk string.
+fn bulk(out: &mut Vec<u8>, data: &[u8]) {
+    out.push(b'$');
+    decimal(out, data.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `n` in decimal: several per command, so without `core::fmt`'s
+/// machinery (measured: a good part of the module's CPU per request).
+pub fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::command::encode;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn sample() -> (Vec<u8>, usize) {
+        let mut call = ScriptCall::new(SHA, 2, 3);
+        call.push(|w| w.extend_from_slice(b"pow:{6162}:w:10:60000"))
+            .push(|w| w.extend_from_slice(b""))
+            .num(10)
+            .num(60_000)
+            .push(|w| w.extend_from_slice(b"a:b:c"));
+        call.finish()
+    }
+
+    #[test]
+    fn evalsha_encodes_as_the_generic_encoder_does() {
+        let mut expected = Vec::new();
+        encode(
+            &mut expected,
+            &[
+                b"EVALSHA",
+                SHA.as_bytes(),
+                b"2",
+                b"pow:{6162}:w:10:60000",
+                b"",
+                b"10",
+                b"60000",
+                b"a:b:c",
+            ],
+        );
+        assert_eq!(sample().0, expected);
+    }
+
+    #[test]
+    fn eval_resend_is_the_same_call_with_the_script_text() {
+        let (evalsha, shared) = sample();
+        let mut expected = Vec::new();
+        let script = "return {1}\r\n-- $5 *3";
+        encode(
+            &mut expected,
+            &[
+                b"EVAL",
+                script.as_bytes(),
+                b"2",
+                b"pow:{6162}:w:10:60000",
+                b"",
+                b"10",
+                b"60000",
+                b"a:b:c",
+            ],
+        );
+        assert_eq!(eval(&evalsha, shared, script), expected);
+    }
+
+    #[test]
+    fn decimal_writes_every_digit() {
+        for n in [0, 7, 10, 99, 100, 60_000, u64::from(u32::MAX), u64::MAX] {
+            let mut out = b"x".to_vec();
+            decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn more_than_nine_words_count_in_decimal() {
+        let mut call = ScriptCall::new(SHA, 4, 8);
+        for n in 0..12 {
+            call.num(n);
+        }
+        let (cmd, _) = call.finish();
+        assert!(cmd.starts_with(b"*15\r\n$7\r\nEVALSHA\r\n$40\r\n"));
+    }
+}
