@@ -1,4 +1,4 @@
-//! What a response means to a paying client (SPEC §4, §5).
+//! What a response means to a paying client (docs/protocol.md §7, §8).
 
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub enum Answer {
     Refused(Error),
 }
 
-/// Statuses that come with a challenge (SPEC §4).
+/// Statuses that come with a challenge (docs/protocol.md §3, §7.2).
 const CHALLENGE_STATUSES: [u16; 4] = [429, 409, 410, 422];
 
 /// Whether a response with this status may carry a challenge; only then can
