@@ -19,6 +19,7 @@ use std::time::Duration;
 
 pub mod blocking;
 mod challenge;
+mod http_date;
 #[cfg(feature = "reqwest")]
 pub mod middleware;
 mod retry;
