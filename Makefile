@@ -26,7 +26,7 @@ DEB_BUILD  := $(CURDIR)/target/debian-nginx
 PURE_CRATES := pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
-TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus
+TEST_PKGS  := redis-server perl curl openssl libfaketime shellcheck fail2ban prometheus
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 SOAK_PKGS  := wrk redis-server perl curl
