@@ -3,7 +3,9 @@
 # The pow-shield CLI (objs/pow-shield) against the module: it pays a 429,
 # solves the fresh challenge of a 409/410/422, waits out Retry-After with
 # --wait, stops with its documented exit codes when blocked, when the
-# connection is closed (444) and above --max-difficulty.
+# connection is closed (444) and above --max-difficulty. Over https it
+# verifies the server's certificate (system store, --cacert, -k) and exits
+# 60 when it cannot.
 
 use strict;
 use warnings;
@@ -22,7 +24,35 @@ plan(skip_all => "no $cli (make build)") unless -x $cli;
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
+# https: a test CA, and two certificates it signs, one for 127.0.0.1 and one
+# for another name. The CA is in no system store.
+my $tls = $t->nginx_version_info =~ /--with-http_ssl_module/
+    && system('openssl version >/dev/null 2>&1') == 0;
+if ($tls) {
+    my $d = $t->testdir;
+    my $ec = '-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';
+    $t->write_file('ok.ext', "subjectAltName = IP:127.0.0.1\n");
+    $t->write_file('other.ext', "subjectAltName = DNS:other.example\n");
+    my @cmds = (
+        "openssl req -x509 $ec -days 2 -subj '/CN=pow-shield test CA'"
+            . " -addext basicConstraints=critical,CA:TRUE"
+            . " -addext keyUsage=critical,keyCertSign"
+            . " -keyout $d/ca.key -out $d/ca.pem",
+        map {
+            ("openssl req -new $ec -subj /CN=$_ -keyout $d/$_.key -out $d/$_.csr",
+             "openssl x509 -req -in $d/$_.csr -CA $d/ca.pem -CAkey $d/ca.key"
+                 . " -CAcreateserial -days 2 -extfile $d/$_.ext -out $d/$_.pem")
+        } qw(ok other)
+    );
+    for my $cmd (@cmds) {
+        system("$cmd >/dev/null 2>&1") == 0 or die "failed: $cmd\n";
+    }
+}
+
+# Only the test's CA, whatever the environment says.
+delete @ENV{qw(SSL_CERT_FILE SSL_CERT_DIR)};
+
+my $conf = <<'EOF';
 %%TEST_GLOBALS%%
 
 events {
@@ -78,8 +108,44 @@ http {
             pow_shield_block_status 444;
         }
     }
+%%TLS_SERVERS%%
 }
 EOF
+
+my $tls_servers = <<'EOF';
+    server {
+        listen 127.0.0.1:%%PORT_8443%% ssl;
+        server_name localhost;
+
+        ssl_certificate %%TESTDIR%%/ok.pem;
+        ssl_certificate_key %%TESTDIR%%/ok.key;
+
+        root %%TESTDIR%%/html;
+        access_log %%TESTDIR%%/cli.log cli;
+
+        pow_shield_key $http_x_client;
+        pow_shield_difficulty 3;
+
+        location /api/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+        }
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT_8444%% ssl;
+        server_name localhost;
+
+        ssl_certificate %%TESTDIR%%/other.pem;
+        ssl_certificate_key %%TESTDIR%%/other.key;
+
+        root %%TESTDIR%%/html;
+        access_log %%TESTDIR%%/cli.log cli;
+    }
+EOF
+
+$conf =~ s/%%TLS_SERVERS%%/$tls ? $tls_servers : ''/e;
+$t->write_file_expand('nginx.conf', $conf);
 
 $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
     for qw(api ttl slow hard block close);
@@ -93,6 +159,12 @@ my $base = 'http://127.0.0.1:' . $t->port(8080);
 # cli($client, $dir, @args) -> ($exit_code, $stdout, $stderr)
 sub cli {
     my ($client, $dir, @args) = @_;
+    return cli_at($base, $client, $dir, @args);
+}
+
+# The same against another server: cli_at("https://...", $client, $dir, @args)
+sub cli_at {
+    my ($base, $client, $dir, @args) = @_;
     my ($out, $err) = map { $t->path("cli.$_") } qw(out err);
     my $pid = fork // die "fork: $!";
     if (!$pid) {
@@ -212,6 +284,49 @@ sub seen {
     my ($rc, $out, $err) = cli('gone', 'close');
     is($rc, 52, 'gone: connection closed without a response, exit 52');
     like($err, qr/closed the connection/, 'gone: says so');
+}
+
+# https: the certificate is verified against the system store, or
+# --cacert's; -k skips verification; a rejected certificate exits 60
+
+SKIP: {
+    skip 'no openssl, or nginx without the ssl module', 17 unless $tls;
+
+    my $https = 'https://127.0.0.1:' . $t->port(8443);
+    my $other = 'https://127.0.0.1:' . $t->port(8444);
+    my $ca = $t->path('ca.pem');
+
+    my ($rc, $out, $err) = cli_at($https, 'tls', 'api', '--cacert', $ca);
+    is($rc, 0, 'tls: --cacert: within the limit over https, exit 0');
+    ($rc, $out, $err) = cli_at($https, 'tls', 'api', '--cacert', $ca, '-v');
+    is($rc, 0, 'tls: --cacert: over the limit, exit 0');
+    is($out, qq({"dir":"api"}\n), 'tls: --cacert: the body of the paid request');
+    like($err, qr/HTTP 429: solving difficulty 3/, 'tls: --cacert: paid the challenge');
+    is(seen('tls'), '200 pass, 429 challenge, 200 solved',
+        'tls: --cacert: the server saw one 429, then one solved request');
+
+    ($rc, $out, $err) = cli_at($https, 'untrusted', 'api');
+    is($rc, 60, 'untrusted: a CA not in the system store: exit 60');
+    like($err, qr/TLS certificate could not be verified: unable to get local issuer certificate/,
+        'untrusted: says why');
+    like($err, qr/--cacert FILE.*-k\/--insecure/, 'untrusted: says what to do');
+    is($out, '', 'untrusted: no output');
+    is(seen('untrusted'), '', 'untrusted: no request sent');
+
+    ($rc, $out) = cli_at($https, 'insecure', 'api', '-k');
+    is($rc, 0, 'insecure: -k accepts the unverifiable certificate');
+    is($out, qq({"dir":"api"}\n), 'insecure: the body');
+
+    ($rc, $out, $err) = cli_at($other, 'misnamed', 'api', '--cacert', $ca);
+    is($rc, 60, 'misnamed: a trusted certificate for another host name: exit 60');
+    like($err, qr/could not be verified: .*mismatch/, 'misnamed: says the name does not match');
+    like($err, qr/for another host name/, 'misnamed: and does not suggest --cacert');
+
+    ($rc, $out, $err) = cli_at($https, 'nocafile', 'api', '--cacert', $t->path('missing.pem'));
+    is($rc, 77, 'nocafile: an unreadable --cacert file: exit 77');
+
+    ($rc, $out, $err) = cli_at('https://127.0.0.1:' . $t->port(8080), 'plain', 'api');
+    is($rc, 35, 'plain: https to a plain http port: TLS handshake failed, exit 35');
 }
 
 $t->done_testing;

@@ -2,10 +2,12 @@
 //! send, read the answer, solve or wait, send again.
 
 use std::io::Read;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use pow_shield_protocol::wire;
+use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
 
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::retry::{Policy, Retrier, Step};
@@ -20,7 +22,7 @@ const MAX_CHALLENGE_BODY: u64 = 64 * 1024;
 pub struct Request {
     /// `GET`, `POST`, ...
     pub method: String,
-    /// An `http://` (or `https://`, if the build has TLS) URL.
+    /// An `http://` or `https://` URL.
     pub url: String,
     /// Headers in order; a caller's `X-PoW-Challenge`/`X-PoW-Nonce` are
     /// sent on the first try only.
@@ -75,6 +77,21 @@ pub enum Event<'a> {
     Waiting(Duration),
 }
 
+/// Whom an `https://` request trusts. TLS is the system's OpenSSL, which
+/// checks the certificate chain and that it names the URL's host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Trust {
+    /// The system's CA store (OpenSSL's: `/etc/ssl/certs`, or the
+    /// `SSL_CERT_FILE` / `SSL_CERT_DIR` environment variables).
+    #[default]
+    System,
+    /// Only the CA certificates of this PEM text (curl's `--cacert`).
+    CaPem(Vec<u8>),
+    /// Any certificate, for any host (curl's `-k`): encrypted, but to
+    /// whoever answers.
+    Insecure,
+}
+
 /// A paying HTTP client.
 pub struct Client {
     agent: ureq::Agent,
@@ -82,13 +99,36 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client under `policy`. Redirects are not followed (as curl).
+    /// A client under `policy` that trusts the system's CA store.
+    /// Redirects are not followed (as curl).
     pub fn new(policy: Policy) -> Client {
+        Client::build(
+            policy,
+            TlsConfig::builder().root_certs(RootCerts::PlatformVerifier),
+        )
+    }
+
+    /// A client under `policy` with its own [`Trust`]; fails with
+    /// [`Error::CaCert`] when a CA PEM holds no readable certificate.
+    pub fn with_trust(policy: Policy, trust: Trust) -> Result<Client, Error> {
+        let tls = TlsConfig::builder();
+        let tls = match trust {
+            Trust::System => tls.root_certs(RootCerts::PlatformVerifier),
+            Trust::CaPem(pem) => {
+                tls.root_certs(RootCerts::Specific(Arc::new(ca_certificates(&pem)?)))
+            }
+            Trust::Insecure => tls.disable_verification(true),
+        };
+        Ok(Client::build(policy, tls))
+    }
+
+    fn build(policy: Policy, tls: ureq::tls::TlsConfigBuilder) -> Client {
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .allow_non_standard_methods(true)
             .user_agent(concat!("pow-shield/", env!("CARGO_PKG_VERSION")))
+            .tls_config(tls.provider(TlsProvider::NativeTls).build())
             .build()
             .new_agent();
         Client { agent, policy }
@@ -201,6 +241,22 @@ impl Client {
     }
 }
 
+/// The certificates of a PEM bundle (private keys in it are skipped).
+fn ca_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, Error> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => return Err(Error::CaCert(e.to_string())),
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::CaCert("no PEM certificate found".to_owned()));
+    }
+    Ok(certs)
+}
+
 /// The headers of one try: the caller's, with a fresh solution replacing
 /// any `X-PoW-*` the caller gave (which are kept on the first try only).
 fn headers_for(
@@ -242,7 +298,26 @@ fn transport_error(e: ureq::Error) -> Error {
         ureq::Error::Io(ref io) if io.kind() == ErrorKind::ConnectionRefused => {
             Error::Connect(e.to_string())
         }
+        ureq::Error::NativeTls(ref tls) => tls_error(&tls.to_string()),
+        ureq::Error::Tls(what) => Error::Tls(what.to_owned()),
         _ => Error::Transport(e.to_string()),
+    }
+}
+
+/// A failed TLS handshake: a certificate OpenSSL would not accept, or
+/// anything else. OpenSSL tells the two apart only in its message: its
+/// reason text for a rejected chain or host name, followed by the check
+/// that failed, e.g. `(unable to get local issuer certificate)`.
+fn tls_error(message: &str) -> Error {
+    match message.find("certificate verify failed") {
+        Some(at) => {
+            let why = message[at..]
+                .rsplit_once('(')
+                .and_then(|(_, why)| why.strip_suffix(')'))
+                .unwrap_or("certificate verify failed");
+            Error::Certificate(why.to_owned())
+        }
+        None => Error::Tls(message.to_owned()),
     }
 }
 
@@ -272,5 +347,39 @@ mod tests {
                 h("X-PoW-Nonce", "42")
             ]
         );
+    }
+
+    #[test]
+    fn openssl_verify_failure_is_a_certificate_error_with_its_reason() {
+        let msg = "error:0A000086:SSL routines:tls_post_process_server_certificate:\
+                   certificate verify failed:../ssl/statem/statem_clnt.c:1889: \
+                   (unable to get local issuer certificate)";
+        assert_eq!(
+            tls_error(msg),
+            Error::Certificate("unable to get local issuer certificate".into())
+        );
+        assert_eq!(
+            tls_error("error:0A000086:SSL routines::certificate verify failed"),
+            Error::Certificate("certificate verify failed".into())
+        );
+    }
+
+    #[test]
+    fn other_handshake_failures_are_tls_errors() {
+        let msg = "error:0A00010B:SSL routines:ssl3_get_record:wrong version number";
+        assert_eq!(tls_error(msg), Error::Tls(msg.into()));
+    }
+
+    #[test]
+    fn ca_pem_without_a_certificate_is_refused() {
+        assert!(matches!(ca_certificates(b""), Err(Error::CaCert(_))));
+        assert!(matches!(
+            ca_certificates(b"just text\n"),
+            Err(Error::CaCert(_))
+        ));
+        assert!(matches!(
+            Client::with_trust(Policy::default(), Trust::CaPem(b"nothing".to_vec())),
+            Err(Error::CaCert(_))
+        ));
     }
 }

@@ -1,11 +1,11 @@
-//! What a response means to a paying client (SPEC §4, §5).
+//! What a response means to a paying client (docs/protocol.md §7, §8).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use pow_shield_protocol::wire::{self, ChallengeBody};
 use pow_shield_protocol::{read_unverified, MAX_DIFFICULTY};
 
-use crate::Error;
+use crate::{http_date, Error};
 
 /// A challenge to pay: a 429, or a 409/410/422 with a fresh one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +18,8 @@ pub struct Challenge {
     pub salt: String,
     /// Leading hex zeros required.
     pub difficulty: u8,
-    /// `Retry-After`, when the response had one (delay-seconds).
+    /// `Retry-After`, when the response had one (delay-seconds, or the
+    /// time left until its HTTP date).
     pub retry_after: Option<Duration>,
 }
 
@@ -39,7 +40,7 @@ pub enum Answer {
     Refused(Error),
 }
 
-/// Statuses that come with a challenge (SPEC §4).
+/// Statuses that come with a challenge (docs/protocol.md §3, §7.2).
 const CHALLENGE_STATUSES: [u16; 4] = [429, 409, 410, 422];
 
 /// Whether a response with this status may carry a challenge; only then can
@@ -62,7 +63,7 @@ pub fn read_answer<'h>(
         Some(wire::SHIELD_BLOCKED) => return Answer::Refused(Error::Blocked { status }),
         _ => {}
     }
-    let retry_after = header("Retry-After").and_then(parse_retry_after);
+    let retry_after = header("Retry-After").and_then(|v| parse_retry_after(v, SystemTime::now()));
     if status == wire::UNAVAILABLE_STATUS {
         return Answer::Unavailable { retry_after };
     }
@@ -106,10 +107,19 @@ pub fn read_answer<'h>(
     })
 }
 
-/// `Retry-After` as delay-seconds (what the shield sends); an HTTP date is
-/// not understood and ignored.
-fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// `Retry-After` either as delay-seconds (what the shield sends) or as an
+/// HTTP date (what a proxy or application in front may send): the wait
+/// from `now`, zero for a date already past.
+fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many digits for u64: wait "forever", which no policy accepts.
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let when = http_date::parse(value)?;
+    let now = now.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    let when = Duration::from_secs(u64::try_from(when).unwrap_or(0));
+    Some(when.saturating_sub(now))
 }
 
 #[cfg(test)]
@@ -199,6 +209,71 @@ mod tests {
         assert!(matches!(
             read_answer(429, headers(&[("X-PoW-Challenge", "garbage")]), None),
             Answer::Refused(Error::BadChallenge(_))
+        ));
+    }
+
+    #[test]
+    fn retry_after_is_delay_seconds_or_an_http_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let secs = |v| parse_retry_after(v, now);
+        assert_eq!(secs(" 7 "), Some(Duration::from_secs(7)));
+        assert_eq!(
+            secs("Sun, 06 Nov 1994 08:50:07 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            secs("Sunday, 06-Nov-94 08:50:07 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            secs("Sun Nov  6 08:50:07 1994"),
+            Some(Duration::from_secs(30))
+        );
+        let later = now + Duration::from_millis(500);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", later),
+            Some(Duration::from_millis(29_500))
+        );
+    }
+
+    #[test]
+    fn retry_after_in_the_past_is_no_wait() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 31 Dec 1969 23:59:59 GMT", now),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn retry_after_that_is_neither_form_is_ignored() {
+        let now = SystemTime::now();
+        for bad in ["", "soon", "-1", "+5", "1.5", "2024-02-29T00:00:00Z"] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn challenge_takes_retry_after_as_an_http_date() {
+        let c = token(3);
+        let Answer::Challenge(ch) = read_answer(
+            429,
+            headers(&[
+                ("X-PoW-Challenge", &c.token),
+                ("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            ]),
+            None,
+        ) else {
+            panic!("not a challenge")
+        };
+        assert_eq!(ch.retry_after, Some(Duration::ZERO));
+        assert!(matches!(
+            read_answer(503, headers(&[("Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT")]), None),
+            Answer::Unavailable { retry_after: Some(d) } if d > Duration::from_secs(86_400 * 365)
         ));
     }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 pub mod blocking;
 mod challenge;
+mod http_date;
 #[cfg(feature = "reqwest")]
 pub mod middleware;
 mod retry;
@@ -84,6 +85,16 @@ pub enum Error {
     /// Could not connect.
     #[error("could not connect: {0}")]
     Connect(String),
+    /// The server's TLS certificate was not accepted: not signed by a
+    /// trusted CA, expired, or not for this host name.
+    #[error("the server's TLS certificate could not be verified: {0}")]
+    Certificate(String),
+    /// The TLS handshake failed for another reason (e.g. not a TLS server).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+    /// The CA certificates to trust could not be read.
+    #[error("CA certificates: {0}")]
+    CaCert(String),
     /// The URL or request could not be used.
     #[error("bad request: {0}")]
     Request(String),

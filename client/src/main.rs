@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
-use pow_shield_client::blocking::{Client, Event, Request};
+use pow_shield_client::blocking::{Client, Event, Request, Trust};
 use pow_shield_client::{hash_rate, solve, Error, Policy, SolveOptions};
 
 /// Exit codes; curl's where curl has one, 90+ for what only a paying
@@ -19,8 +19,11 @@ mod exit {
     pub const CONNECT: u8 = 7;
     pub const HTTP_ERROR: u8 = 22;
     pub const WRITE: u8 = 23;
+    pub const TLS: u8 = 35;
     pub const EMPTY_REPLY: u8 = 52;
     pub const TRANSPORT: u8 = 56;
+    pub const CERTIFICATE: u8 = 60;
+    pub const CACERT: u8 = 77;
     pub const BLOCKED: u8 = 90;
     pub const BANNED: u8 = 91;
     pub const TOO_HARD: u8 = 92;
@@ -37,8 +40,12 @@ Exit codes:
    7  could not connect
   22  HTTP status >= 400 with -f/--fail
   23  could not write the output (-o)
+  35  TLS handshake failed (https://)
   52  the server closed the connection without a response (e.g. 444)
   56  other network failure
+  60  the server's TLS certificate could not be verified (unknown CA, expired,
+      or not for this host name): see --cacert and -k
+  77  could not read the CA certificates of --cacert
   90  blocked by the circuit breaker (X-PoW-Shield: blocked): wait, paying does not help
   91  banned (X-PoW-Shield: banned)
   92  challenge harder than --max-difficulty (nothing sent after it)
@@ -66,7 +73,11 @@ fn cli() -> Command {
             Command::new("get")
                 .about("Send a request (curl-like), solving challenges and retrying")
                 .after_help(EXIT_CODES)
-                .arg(Arg::new("url").required(true).help("http:// URL"))
+                .arg(
+                    Arg::new("url")
+                        .required(true)
+                        .help("http:// or https:// URL (https: the certificate is verified against the system's CA store)"),
+                )
                 .arg(
                     Arg::new("request")
                         .short('X')
@@ -116,6 +127,19 @@ fn cli() -> Command {
                         .long("fail")
                         .action(ArgAction::SetTrue)
                         .help("Exit 22 on a final HTTP status >= 400"),
+                )
+                .arg(
+                    Arg::new("insecure")
+                        .short('k')
+                        .long("insecure")
+                        .action(ArgAction::SetTrue)
+                        .help("https: accept any certificate for any host (still encrypted, not authenticated)"),
+                )
+                .arg(
+                    Arg::new("cacert")
+                        .long("cacert")
+                        .value_name("FILE")
+                        .help("https: trust only the CA certificates in this PEM file instead of the system's store"),
                 )
                 .arg(
                     Arg::new("max-difficulty")
@@ -241,7 +265,15 @@ fn get(m: &ArgMatches) -> u8 {
             return code;
         }
     };
-    let client = Client::new(policy);
+    let client = match trust(m)
+        .and_then(|t| Client::with_trust(policy, t).map_err(|e| (exit::CACERT, e.to_string())))
+    {
+        Ok(c) => c,
+        Err((code, msg)) => {
+            eprintln!("pow-shield: {msg}");
+            return code;
+        }
+    };
     let mut log = |e: Event| {
         if verbose {
             log_event(&e);
@@ -251,6 +283,9 @@ fn get(m: &ArgMatches) -> u8 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("pow-shield: {e}");
+            if let Error::Certificate(why) = &e {
+                eprintln!("pow-shield: {}", certificate_hint(why));
+            }
             return error_code(&e);
         }
     };
@@ -290,10 +325,37 @@ fn reason_phrase(status: u16) -> Option<&'static str> {
         .and_then(|s| s.canonical_reason())
 }
 
+/// What to do about a rejected certificate, from OpenSSL's reason.
+fn certificate_hint(why: &str) -> &'static str {
+    if why.contains("mismatch") {
+        "the certificate is for another host name; \
+         to skip verification (not recommended), use -k/--insecure"
+    } else {
+        "to trust the server's CA, give it with --cacert FILE; \
+         to skip verification (not recommended), use -k/--insecure"
+    }
+}
+
+/// `-k` wins over `--cacert`, as in curl.
+fn trust(m: &ArgMatches) -> Result<Trust, (u8, String)> {
+    if m.get_flag("insecure") {
+        return Ok(Trust::Insecure);
+    }
+    match m.get_one::<String>("cacert") {
+        Some(path) => std::fs::read(path)
+            .map(Trust::CaPem)
+            .map_err(|e| (exit::CACERT, format!("--cacert {path}: {e}"))),
+        None => Ok(Trust::System),
+    }
+}
+
 fn build_request(m: &ArgMatches) -> Result<Request, (u8, String)> {
     let url = m.get_one::<String>("url").cloned().unwrap_or_default();
     if !url.starts_with("http://") && !url.starts_with("https://") {
-        return Err((exit::BAD_REQUEST, format!("not an http:// URL: {url}")));
+        return Err((
+            exit::BAD_REQUEST,
+            format!("not an http:// or https:// URL: {url}"),
+        ));
     }
     let mut headers = Vec::new();
     for h in m.get_many::<String>("header").into_iter().flatten() {
@@ -389,6 +451,9 @@ fn error_code(e: &Error) -> u8 {
         Error::Connect(_) => exit::CONNECT,
         Error::Request(_) => exit::BAD_REQUEST,
         Error::Transport(_) => exit::TRANSPORT,
+        Error::Certificate(_) => exit::CERTIFICATE,
+        Error::Tls(_) => exit::TLS,
+        Error::CaCert(_) => exit::CACERT,
         _ => exit::FAILED,
     }
 }
@@ -565,6 +630,9 @@ mod tests {
             (Error::GaveUp { attempts: 5 }, 94),
             (Error::Closed, 52),
             (Error::Connect(String::new()), 7),
+            (Error::Tls(String::new()), 35),
+            (Error::Certificate(String::new()), 60),
+            (Error::CaCert(String::new()), 77),
         ];
         for (e, code) in cases {
             assert_eq!(error_code(&e), code, "{e:?}");
@@ -573,6 +641,43 @@ mod tests {
                 "{code} undocumented"
             );
         }
+    }
+
+    #[test]
+    fn system_store_by_default_cacert_replaces_it_and_k_wins() {
+        assert_eq!(
+            trust(&get_matches(&["get", "https://h/"])),
+            Ok(Trust::System)
+        );
+        let pem = std::env::temp_dir().join(format!("pow-shield-ca-{}.pem", std::process::id()));
+        std::fs::write(&pem, "PEM").unwrap();
+        let path = pem.to_str().unwrap();
+        assert_eq!(
+            trust(&get_matches(&["get", "https://h/", "--cacert", path])),
+            Ok(Trust::CaPem(b"PEM".to_vec()))
+        );
+        assert_eq!(
+            trust(&get_matches(&["get", "https://h/", "--cacert", path, "-k"])),
+            Ok(Trust::Insecure)
+        );
+        std::fs::remove_file(&pem).unwrap();
+        assert_eq!(
+            trust(&get_matches(&["get", "https://h/", "--cacert", path]))
+                .unwrap_err()
+                .0,
+            exit::CACERT
+        );
+        assert_eq!(
+            trust(&get_matches(&["get", "https://h/", "--insecure"])),
+            Ok(Trust::Insecure)
+        );
+    }
+
+    #[test]
+    fn certificate_hint_suits_the_reason() {
+        assert!(certificate_hint("unable to get local issuer certificate").contains("--cacert"));
+        assert!(certificate_hint("IP address mismatch").contains("another host name"));
+        assert!(certificate_hint("hostname mismatch").contains("another host name"));
     }
 
     #[test]

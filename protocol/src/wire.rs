@@ -1,6 +1,6 @@
-//! What a client reads (SPEC §4, §5): header names, the JSON bodies and
-//! the fixed texts. The module writes its responses with these types and
-//! clients parse them with the same ones, so the two cannot drift.
+//! What a client reads (docs/protocol.md §3, §7): header names, the JSON
+//! bodies and the fixed texts. The module writes its responses with these
+//! types and clients parse them with the same ones, so the two cannot drift.
 
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,7 @@ pub const UNAVAILABLE_MESSAGE: &str = "Rate limiter unavailable";
 pub const UNAVAILABLE_STATUS: u16 = 503;
 
 /// The JSON body of a challenge: 429, and the 409/410/422 answers that
-/// carry a fresh challenge. Fields in the SPEC's order.
+/// carry a fresh challenge. Fields in the order of docs/protocol.md §3.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChallengeBody {
     /// [`CHALLENGE_MESSAGE`], or why the solution was refused.
@@ -82,7 +82,7 @@ impl ChallengeBody {
 /// The JSON body of every other refusal: `{"error": "..."}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// One of the SPEC's texts.
+    /// One of the texts of docs/protocol.md §7.
     pub error: String,
 }
 
