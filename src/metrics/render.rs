@@ -91,7 +91,7 @@ pub fn render(s: &Snapshot) -> String {
     o.family(
         name,
         "counter",
-        "Solutions refused, by the check that failed (SPEC section 4).",
+        "Solutions refused, by the check that failed (docs/protocol.md section 7.2).",
     );
     o.labelled(name, "reason", &FAILURE_REASONS, |i| c.get(at::FAILED + i));
 

@@ -257,7 +257,7 @@ pow_shield_requests_total{result="unavailable"} 0
 # HELP pow_shield_challenges_issued_total Responses (429, 409, 410, 422) that carried a fresh challenge.
 # TYPE pow_shield_challenges_issued_total counter
 pow_shield_challenges_issued_total 1
-# HELP pow_shield_verifications_failed_total Solutions refused, by the check that failed (SPEC section 4).
+# HELP pow_shield_verifications_failed_total Solutions refused, by the check that failed (docs/protocol.md section 7.2).
 # TYPE pow_shield_verifications_failed_total counter
 pow_shield_verifications_failed_total{reason="malformed"} 0
 pow_shield_verifications_failed_total{reason="signature"} 0
