@@ -4,7 +4,7 @@
 # peer, measured in the same run (bench/README.md, "cluster.sh").
 #
 #   make build-debian && bench/cluster.sh
-#   LUA_RESTY_REDIS=/work/shared/peers/lua-resty-redis bench/cluster.sh
+#   LUA_RESTY_REDIS=/path/to/lua-resty-redis bench/cluster.sh
 #   BENCH_CASES="stock shield" BENCH_SECONDS=8 bench/cluster.sh
 #   BENCH_CASES="shield cluster3" bench/cluster.sh   3-shard Redis Cluster
 #   BENCH_BASELINE_MODULE=/tmp/old.so bench/cluster.sh  before/after, same run

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode on a Redis Cluster (SPEC section 2: "pow_shield_redis
+# Cluster mode on a Redis Cluster (docs/operations.md "Redis Cluster": "pow_shield_redis
 # <url>,<url> cluster"): a local 3-master cluster; each client's keys live on
 # the master of its hash tag's slot, and two nginx nodes share one limit per
 # client whatever shard it lands on; a slot migrated while requests wait

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode over TLS (SPEC section 2, README "Cluster mode (Redis)"):
+# Cluster mode over TLS (docs/directives.md "pow_shield_redis", docs/operations.md "Redis over TLS"):
 # "rediss://" speaks TLS with nginx's OpenSSL, verifying Redis's certificate
 # chain and name by default; a wrong CA or a wrong name is refused with a
 # clear line in error.log (once) and requests are decided by pow_shield_fail;

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # The sliding-window script itself, at a clock the test sets: exact to the
-# millisecond at the window's edge (SPEC section 6: an entry admitted at t
+# millisecond at the window's edge (docs/directives.md, pow_shield_limit: an entry admitted at t
 # counts while now < t + window), whichever path the script takes (no key,
 # oldest entry inside the window, some or all entries gone).  The script
 # text is read from src/limiter/window.rs and checked to be the one the

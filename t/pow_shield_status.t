@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# pow_shield_status (SPEC section 7, docs/metrics.md): the location serves
+# pow_shield_status (docs/directives.md, docs/metrics.md): the location serves
 # the counters of every worker, summed from the shared zone, in Prometheus
 # text format; they survive "nginx -s reload".  Every shielded request is
 # counted once by its $pow_shield_result, with what it set off (a challenge
@@ -234,7 +234,7 @@ step('solved', 1, {
         'a solution: 200');
 });
 
-# every row of SPEC section 4: [reason, status, headers the client sends]
+# every row of docs/protocol.md section 7.2: [reason, status, headers the client sends]
 my @rows = (
     [malformed => 400, sub { ('X-PoW-Nonce' => '1') }],
     [signature => 403, sub { ('X-PoW-Challenge' =>

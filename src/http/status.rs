@@ -1,4 +1,4 @@
-//! `pow_shield_status` (SPEC §7, docs/metrics.md): the location's content is
+//! `pow_shield_status` (docs/directives.md, docs/metrics.md): the location's content is
 //! the metrics of every worker, summed from their slots in the shared zone,
 //! in Prometheus text format. Access control is nginx's `allow`/`deny`.
 

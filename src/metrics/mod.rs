@@ -1,4 +1,4 @@
-//! Metrics (SPEC §7, docs/metrics.md) without nginx: the counters one worker
+//! Metrics (docs/metrics.md) without nginx: the counters one worker
 //! keeps, what a request, a Redis command or an error adds to them, and the
 //! Prometheus text the status location serves.
 //!
@@ -32,7 +32,8 @@ pub const RESULTS: [&str; 9] = [
 ];
 
 /// `reason` label values of `pow_shield_verifications_failed_total`: the
-/// rows of SPEC §4 (`Rejection::reason`, then the replay store's "spent").
+/// rows of docs/protocol.md §7.2 (`Rejection::reason`, then the replay
+/// store's "spent").
 pub const FAILURE_REASONS: [&str; 7] = [
     "malformed",
     "signature",
@@ -229,7 +230,8 @@ impl Decided {
 }
 
 /// Whether a check recorded a strike: an offence refused by the limiter
-/// while the breaker was closed and strikes are on (SPEC §5).
+/// while the breaker was closed and strikes are on (docs/directives.md,
+/// "pow_shield_strikes").
 pub fn check_struck(offence: bool, allowed: bool, blocked: bool, rules: RedRules) -> bool {
     offence && !allowed && !blocked && rules.strikes.is_some()
 }

@@ -1,5 +1,5 @@
 //! One persistent Redis connection per worker, driven by nginx's event loop
-//! (DESIGN.md "Redis on the event loop"). This is the socket and its events,
+//! (docs/directives.md, "pow_shield_redis"). This is the socket and its events,
 //! the only nginx-facing part of the client; what the bytes mean is in
 //! `pipeline`, what is logged and when to retry in `health`.
 //! - commands of concurrent requests are appended to one buffer and sent by

@@ -1,4 +1,5 @@
-//! The `pow_shield_redis` URL and its options (SPEC §2). Pure: the glue
+//! The `pow_shield_redis` URL and its options (docs/directives.md,
+//! "pow_shield_redis"). Pure: the glue
 //! reports a refusal with the directive, value, file and line.
 #![forbid(unsafe_code)]
 

@@ -1,4 +1,4 @@
-"""Reading the shield's answers (SPEC sections 4 and 5): challenges, blocks."""
+"""Reading the shield's answers (docs/protocol.md sections 3 and 7): challenges, blocks."""
 
 import base64
 import binascii

@@ -1,4 +1,4 @@
-"""The proof-of-work search (SPEC section 4), standard library only.
+"""The proof-of-work search (docs/protocol.md section 5), standard library only.
 
 A nonce solves ``(salt, difficulty)`` when the lower-case hex SHA-256 of
 ``salt + nonce`` starts with ``difficulty`` ``'0'`` characters.  That is the

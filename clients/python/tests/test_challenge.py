@@ -1,5 +1,5 @@
-"""Reading the shield's answers: challenges (SPEC section 4), the breaker's
-block (section 5), Retry-After."""
+"""Reading the shield's answers: challenges (docs/protocol.md section 3), the
+breaker's block (section 7.4), Retry-After."""
 
 import email.utils
 import json

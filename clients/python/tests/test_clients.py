@@ -1,6 +1,6 @@
 """Session (requests) and HttpxAuth (httpx, sync and async) against a
 scripted server: each answer of the shield leads to the same move in all
-three (SPEC sections 4 and 5)."""
+three (docs/protocol.md sections 7 and 8)."""
 
 import asyncio
 import hashlib

@@ -1,4 +1,4 @@
-"""The solver (SPEC section 4): hex(sha256(salt + nonce)) starts with
+"""The solver (docs/protocol.md section 5): hex(sha256(salt + nonce)) starts with
 `difficulty` '0' characters; limits checked before and during the work."""
 
 import hashlib
