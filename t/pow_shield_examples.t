@@ -6,7 +6,9 @@
 # "nginx -t" with the module.  Paths an example takes from a real system
 # (/etc/nginx/..., /var/log/nginx/..., /srv/...) are moved into the test
 # directory, and the key file it names is made there; nothing else of the
-# example is changed.
+# example is changed.  A TLS file an example names (tls_ca=, tls_cert=,
+# tls_key=) is made there with the openssl command: a real PEM, since
+# "nginx -t" loads it.
 
 use strict;
 use warnings;
@@ -14,7 +16,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use File::Basename qw(basename);
+use File::Basename qw(basename dirname);
+use File::Path qw(make_path);
 use Test::More;
 use Test::PowShield;
 
@@ -40,6 +43,34 @@ sub relocate {
     return $conf;
 }
 
+# The TLS files named in a relocated example, made under $d: a
+# self-signed CA certificate at each tls_ca=, and one certificate with its
+# key at tls_cert= and tls_key=.
+sub make_tls_files {
+    my ($conf, $d) = @_;
+    my %want;
+    while ($conf =~ /\b(tls_ca|tls_cert|tls_key)=([^\s;]+)/g) {
+        $want{$1}{$2} = 1;
+    }
+    my $openssl = sub {
+        my ($args) = @_;
+        system("openssl $args >>$d/openssl.log 2>&1") == 0
+            or die "openssl $args failed; see $d/openssl.log";
+    };
+    my $req = 'req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2';
+    for my $ca (sort keys %{ $want{tls_ca} || {} }) {
+        make_path(dirname($ca));
+        $openssl->("$req -subj /CN=example-ca -keyout $ca.key -out $ca");
+    }
+    my @certs = sort keys %{ $want{tls_cert} || {} };
+    my @keys = sort keys %{ $want{tls_key} || {} };
+    for my $i (0 .. $#certs) {
+        my $key = $keys[$i] // "$certs[$i].key";
+        make_path(dirname($certs[$i]), dirname($key));
+        $openssl->("$req -subj /CN=example-client -keyout $key -out $certs[$i]");
+    }
+}
+
 # The deployments the examples are there to show (docs/operations.md).
 my %shows = (
     'realip from a load balancer'
@@ -52,6 +83,8 @@ my %shows = (
         => qr/\{\s*pow_shield_trap;.*^\s*pow_shield_status;\s*\n(?:\s*allow\s[^;]+;[^\n]*\n)+\s*deny\s+all;/ms,
     'a JSON access log with the variables'
         => qr/^\s*log_format\s+\S+\s+escape=json\b.*\$pow_shield_result/ms,
+    'a Redis Cluster over TLS, verified against a CA file'
+        => qr/^\s*pow_shield_redis\s+rediss:[^;]*,rediss:[^;]*\bcluster\b[^;]*\btls_ca=/ms,
 );
 for my $what (sort keys %shows) {
     ok((grep { slurp($_) =~ $shows{$what} } @snippets), "an example shows $what");
@@ -70,7 +103,9 @@ for my $path (@snippets) {
 
     # A key file like the one the examples tell the operator to make.
     $t->write_file('etc/nginx/pow_shield.key', ('5a' x 32) . "\n");
-    $t->write_file('etc/nginx/conf.d/example.conf', relocate($conf, $d));
+    my $relocated = relocate($conf, $d);
+    make_tls_files($relocated, $d);
+    $t->write_file('etc/nginx/conf.d/example.conf', $relocated);
     mkdir "$d/logs";
     $t->write_file_expand('nginx.conf', <<"EOF");
 %%TEST_GLOBALS%%
