@@ -1,9 +1,9 @@
 #!/usr/bin/perl
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
-# sliding-window counter (README, src/limiter/window.rs APPROX_SCRIPT): one
-# small hash per client instead of a sorted set, the same 429 past the
-# limit.  Then the script itself at a clock the test sets: the previous
+# sliding-window counter (docs/directives.md "pow_shield_limit",
+# src/limiter/window.rs APPROX_SCRIPT): one small hash per client instead
+# of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
 # at most twice the limit within any window-long span).

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
-# Cluster mode when Redis answers some commands with an error (README
-# "Cluster mode (Redis)"): a key of the wrong type, a replica after a
+# Cluster mode when Redis answers some commands with an error
+# (docs/operations.md "Choosing a fail policy"): a key of the wrong type, a replica after a
 # failover, OOM.  Only the request whose command got the error is decided
 # by pow_shield_fail; the connection stays up for everyone else, and the
 # error is logged once per kind, not per request.  Long client keys are

@@ -2,7 +2,7 @@
 
 # Cluster mode when Redis stops answering but keeps the connection (a
 # stalled server, SIGSTOP): commands in flight per worker are capped (1024,
-# README "Cluster mode (Redis)").  Requests beyond the cap don't queue
+# docs/operations.md "Choosing a fail policy").  Requests beyond the cap don't queue
 # behind the stall: they are decided at once by pow_shield_fail, and the
 # cap is logged once (and counted: pow_shield_redis_errors_total{kind=
 # "refused"}).  The requests within the cap are answered by Redis when it
