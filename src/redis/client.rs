@@ -116,6 +116,23 @@ struct State {
     in_flight: InFlight,
     errors: ErrorReplies,
     shutting_down: bool,
+    /// Requests depend on this node: always with a single Redis; in a
+    /// Redis Cluster, while the map gives it slots (a seed or a former
+    /// master that owns none is not what the fallback gauge reports).
+    serving: bool,
+    /// This connection counts 1 in the fallback gauge now.
+    in_gauge: bool,
+}
+
+impl State {
+    /// Keeps the fallback gauge at "down and depended on" for this node.
+    fn update_gauge(&mut self) {
+        let down = self.serving && !self.health.is_healthy() && !self.shutting_down;
+        if down != self.in_gauge {
+            self.in_gauge = down;
+            metrics::redis_fallback(down);
+        }
+    }
 }
 
 /// The client. Boxed so that nginx's events can point at it.
@@ -162,6 +179,8 @@ impl Client {
                 in_flight: InFlight::new(MAX_IN_FLIGHT),
                 errors: ErrorReplies::default(),
                 shutting_down: false,
+                serving: true,
+                in_gauge: false,
             }),
             // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
             flush_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
@@ -299,6 +318,14 @@ impl Client {
     pub fn shutdown(&self) {
         self.0.with_state(|inner, st| inner.close_for_exit(st));
         run_failed();
+    }
+
+    /// Whether requests depend on this node (see `State::serving`).
+    pub fn set_serving(&self, serving: bool) {
+        if let Ok(mut st) = self.0.state.try_borrow_mut() {
+            st.serving = serving;
+            st.update_gauge();
+        }
     }
 
     /// Whether the connection is up (or being set up after an idle close).
@@ -646,7 +673,7 @@ impl Inner {
         self.ready.set(true);
         if st.health.recovered() {
             metrics::redis_reconnected();
-            metrics::redis_fallback(false);
+            st.update_gauge();
             notice!(
                 self.cycle_log,
                 "pow_shield: redis {} is available again",
@@ -665,7 +692,7 @@ impl Inner {
         }
         let (failure, backoff_ms) = st.health.failed();
         if failure == Failure::Started {
-            metrics::redis_fallback(true);
+            st.update_gauge();
             error!(
                 self.cycle_log,
                 "pow_shield: redis {} unavailable ({reason}); requests are decided by \
@@ -721,10 +748,8 @@ impl Inner {
 
     /// The worker is leaving: close, fail what waits, never reconnect.
     fn close_for_exit(&self, st: &mut State) {
-        if !st.shutting_down && !st.health.is_healthy() {
-            metrics::redis_fallback(false);
-        }
         st.shutting_down = true;
+        st.update_gauge();
         self.disconnect(st);
         self.cancel_events();
     }

@@ -519,6 +519,12 @@ impl Cluster {
             let mut at = indexes.iter().flatten();
             routes.replace(&usable, |_| at.next().copied().unwrap_or(0))
         };
+        // Only nodes that own slots are depended on (the fallback gauge).
+        if let Ok(nodes) = self.nodes.try_borrow() {
+            for (i, node) in nodes.iter().enumerate() {
+                node.client.set_serving(indexes.contains(&Some(i)));
+            }
+        }
         if changed {
             let masters = {
                 let mut m: Vec<_> = usable.iter().map(|r| r.master.to_string()).collect();
