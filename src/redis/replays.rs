@@ -3,7 +3,7 @@
 //! spent the token. They are written to Redis once it answers again, so a
 //! token spent during an outage stays refused on every node (docs/operations.md, "Choosing a fail policy").
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replay {
@@ -23,6 +23,9 @@ pub enum Queued {
 
 pub struct Replays {
     queue: VecDeque<Replay>,
+    /// The digests in `queue`: a token waits once, however often it is
+    /// replayed or raced while Redis is away (each try would queue it).
+    waiting: HashSet<[u8; 32]>,
     cap: usize,
     dropped: u64,
     full: bool,
@@ -32,6 +35,7 @@ impl Replays {
     pub fn new(cap: usize) -> Self {
         Self {
             queue: VecDeque::new(),
+            waiting: HashSet::new(),
             cap,
             dropped: 0,
             full: false,
@@ -39,12 +43,16 @@ impl Replays {
     }
 
     pub fn push(&mut self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Queued {
+        if self.waiting.contains(digest) {
+            return Queued::Yes;
+        }
         if self.queue.len() >= self.cap {
             self.dropped += 1;
             let first = !self.full;
             self.full = true;
             return Queued::Dropped { first };
         }
+        self.waiting.insert(*digest);
         self.queue.push_back(Replay {
             digest: *digest,
             expires_at_ms,
@@ -60,11 +68,14 @@ impl Replays {
     /// iteration).
     pub fn take_due(&mut self, now_ms: u64, most: usize) -> Vec<Replay> {
         let mut due = Vec::new();
+        let waiting = &mut self.waiting;
         self.queue.retain(|r| {
             if r.expires_at_ms <= now_ms {
+                waiting.remove(&r.digest);
                 return false;
             }
             if r.queued_at_ms < now_ms && due.len() < most {
+                waiting.remove(&r.digest);
                 due.push(*r);
                 return false;
             }
@@ -120,12 +131,35 @@ mod tests {
     fn beyond_the_cap_tokens_are_dropped_counted_and_logged_once() {
         let mut r = Replays::new(1);
         assert_eq!(r.push(&D, 1000, 0), Queued::Yes);
-        assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: true });
-        assert_eq!(r.push(&D, 1000, 0), Queued::Dropped { first: false });
+        assert_eq!(r.push(&[8; 32], 1000, 0), Queued::Dropped { first: true });
+        assert_eq!(r.push(&[9; 32], 1000, 0), Queued::Dropped { first: false });
         assert_eq!(r.dropped(), 2);
         r.take_due(1, 64);
         assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
-        assert_eq!(r.push(&D, 1000, 1), Queued::Dropped { first: true });
+        assert_eq!(r.push(&[8; 32], 1000, 1), Queued::Dropped { first: true });
+    }
+
+    #[test]
+    fn a_token_tried_again_while_it_waits_takes_no_second_place() {
+        let mut r = Replays::new(2);
+        for _ in 0..5 {
+            assert_eq!(r.push(&D, 1000, 0), Queued::Yes);
+        }
+        assert_eq!(r.push(&[8; 32], 1000, 0), Queued::Yes);
+        assert_eq!(r.dropped(), 0);
+        assert_eq!(r.take_due(1, 64).len(), 2);
+        // Taken out to be written: a failed write queues it again.
+        assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
+        assert_eq!(r.take_due(2, 64).len(), 1);
+    }
+
+    #[test]
+    fn an_expired_token_leaves_its_place() {
+        let mut r = Replays::new(1);
+        r.push(&D, 20, 10);
+        assert!(r.take_due(20, 64).is_empty());
+        assert_eq!(r.push(&D, 1000, 20), Queued::Yes);
+        assert!(!r.is_empty());
     }
 
     #[test]
