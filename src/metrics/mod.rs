@@ -90,8 +90,7 @@ pub mod at {
     /// Per-bucket (not cumulative) counts; the last is `+Inf`.
     pub const RTT_BUCKETS: usize = REDIS_FALLBACK + 1;
     pub const RTT_SUM_NS: usize = RTT_BUCKETS + RTT_BUCKETS_LEN;
-    pub const RTT_COUNT: usize = RTT_SUM_NS + 1;
-    pub const LEN: usize = RTT_COUNT + 1;
+    pub const LEN: usize = RTT_SUM_NS + 1;
 
     pub const RTT_BUCKETS_LEN: usize = super::RTT_BUCKETS.len() + 1;
 }
@@ -130,7 +129,6 @@ impl Slot {
     pub fn observe_rtt(&self, ns: u64) {
         self.add(at::RTT_BUCKETS + rtt_bucket(ns), 1);
         self.add(at::RTT_SUM_NS, ns);
-        self.add(at::RTT_COUNT, 1);
     }
 
     /// This worker started (`true`) or stopped deciding without Redis.

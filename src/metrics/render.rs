@@ -177,7 +177,9 @@ pub fn render(s: &Snapshot) -> String {
             cumulative,
         );
     }
-    let count = c.get(at::RTT_COUNT);
+    // The count is the buckets' sum, never a separate counter: a scrape
+    // racing an observation still reads `le="1"` <= `+Inf` = `_count`.
+    let count = cumulative.wrapping_add(c.get(at::RTT_BUCKETS + RTT_BUCKETS.len()));
     o.sample(&format!("{name}_bucket"), "le=\"+Inf\"", count);
     o.sample(&format!("{name}_sum"), "", seconds(c.get(at::RTT_SUM_NS)));
     o.sample(&format!("{name}_count"), "", count);

@@ -334,3 +334,33 @@ pow_shield_zone_refused_total{table="buckets"} 6
 # TYPE pow_shield_zone_size_bytes gauge
 pow_shield_zone_size_bytes 1048576
 "#;
+
+#[test]
+fn the_histogram_count_is_its_buckets_sum_so_no_bucket_exceeds_it() {
+    // A scrape that reads the slot between an observation's bucket and its
+    // sum: the bucket moved, nothing else did.
+    let s = slot();
+    s.add(at::RTT_BUCKETS + 3, 2);
+    s.add(at::RTT_BUCKETS + RTT_BUCKETS.len(), 1);
+    let text = render(&Snapshot {
+        counts: Counts::sum([&*s]),
+        zone: ZoneStats::default(),
+        version: "1.2.3",
+    });
+    let value = |sample: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(sample))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let name = "pow_shield_redis_round_trip_seconds";
+    assert_eq!(
+        value(&format!("{name}_bucket{{le=\"1\"}} ")).as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        value(&format!("{name}_bucket{{le=\"+Inf\"}} ")).as_deref(),
+        Some("3")
+    );
+    assert_eq!(value(&format!("{name}_count ")).as_deref(), Some("3"));
+}

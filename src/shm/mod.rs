@@ -18,8 +18,35 @@ use crate::metrics::{Slot, Slots, ZoneStats, SLOTS};
 use crate::pow::{Secret, SecretKeys};
 use crate::PowShield;
 
-/// Layout version: a zone written by another layout is never adopted.
-const MAGIC: u64 = 0x706f_7773_6869_0004; // "powshi" v4: table stats, metrics slots
+/// Layout version: a zone written by another layout is never adopted. A
+/// reload may load a newer module into a zone an older one wrote, so the
+/// sizes that shape the memory (header, entries, metrics slots and the
+/// counters in each) are part of it, not only the hand-bumped version.
+const MAGIC: u64 = layout_magic(
+    0x706f_7773_6869_0004, // "powshi" v4: table stats, metrics slots
+    &[
+        core::mem::size_of::<Zone>(),
+        core::mem::size_of::<table::Entry>(),
+        core::mem::size_of::<Slots>(),
+        crate::metrics::at::LEN,
+    ],
+);
+
+/// `version` mixed with `sizes` (FNV-1a over their bytes).
+const fn layout_magic(version: u64, sizes: &[usize]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325_u64 ^ version;
+    let mut i = 0;
+    while i < sizes.len() {
+        let bytes = (sizes[i] as u64).to_le_bytes();
+        let mut j = 0;
+        while j < bytes.len() {
+            h = (h ^ bytes[j] as u64).wrapping_mul(0x0100_0000_01b3);
+            j += 1;
+        }
+        i += 1;
+    }
+    h
+}
 
 /// The zone's header, at the start of the slab pool's data.
 #[repr(C)]
