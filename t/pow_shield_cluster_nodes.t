@@ -41,7 +41,8 @@ ok(eventually(20, sub {
 # Seeds: masters 0 and 2 only (seeds are kept for good; master 1 is known
 # from the map alone, so it can be retired).
 sub conf {
-    my ($seeds) = @_;
+    my ($seeds, $timeout) = @_;
+    $timeout //= '100ms';
     my $urls = join ',', map { "redis://127.0.0.1:$ports[$_]" } @$seeds;
     return <<"EOF";
 %%TEST_GLOBALS%%
@@ -57,7 +58,7 @@ http {
     default_type application/json;
 
     pow_shield_secret "cluster-nodes-suite-secret-0123456789";
-    pow_shield_redis $urls cluster timeout=100ms connect_timeout=500ms;
+    pow_shield_redis $urls cluster timeout=$timeout connect_timeout=500ms;
     pow_shield_strikes off;
 
     server {
@@ -151,15 +152,24 @@ ok($asks >= 1 && $asks <= 7,
 
 # Requests waiting to retry (TRYAGAIN) when nginx reloads: the old worker
 # waits for them (nginx ends a worker whose timers are all cancelable).
-my @waiting;
-for (1 .. 8) {
-    push @waiting, request($ng, $migrating);
-    Time::HiRes::sleep(0.03);
+# A long timeout: each request goes through all its hops (about 250 ms).
+{
+    my $t = Test::PowShield->new;
+    $t->write_file_expand('nginx.conf', conf([0, 2], '5s'));
+    $t->write_file('html/data.json', qq({"ok":true}\n));
+    $t->run;
+    is(get($t, $by_shard{0})->status, 200, 'a node with timeout=5s');
+    my @waiting;
+    for (1 .. 8) {
+        push @waiting, request($t, $migrating);
+        Time::HiRes::sleep(0.03);
+    }
+    ok($t->reload, 'nginx reloaded while requests wait to retry');
+    my @answers = map { $t->read_response($_) } @waiting;
+    is(statuses(@answers), join(' ', ('503') x 8),
+        '... every one answered (pow_shield_fail), none dropped by the old worker');
+    $t->stop;
 }
-ok($ng->reload, 'nginx reloaded while requests wait to retry');
-my @answers = map { $ng->read_response($_) } @waiting;
-is(statuses(@answers), join(' ', ('503') x 8),
-    '... every one answered (pow_shield_fail), none dropped by the old worker');
 
 for my $i (0 .. 2) {
     $r[$i]->cmd('CLUSTER', 'SETSLOT', $slot, 'NODE', node_id($from));
