@@ -216,6 +216,22 @@ my $tls_port = $redis_cl->tls_port;
 is(lines($clustered, qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
     '... whose node is announced with its TLS port');
 
+# without tls_name=, each cluster node is checked against the address it
+# announces: a certificate with that IP address only will do
+
+my $t_clip = Test::PowShield->new;
+my $redis_clip = $t_clip->run_redis(tls => { cert => "$dir/ip-server.pem",
+        key => "$dir/ip-server.key", ca => "$dir/ca.pem", auth_clients => 'no' },
+    args => ['--cluster-enabled', 'yes', '--tls-cluster', 'yes',
+        '--cluster-config-file', $t_clip->testdir . '/nodes.conf']);
+$redis_clip->cmd('CLUSTER', 'ADDSLOTSRANGE', 0, 16383);
+ok(eventually(10, sub { ($redis_clip->cmd('CLUSTER', 'INFO') // '') =~ /cluster_state:ok/ }),
+    'a one-node cluster over TLS, its certificate for IP 127.0.0.1');
+my $clip = node($t_clip, $redis_clip, 'cluster', "tls_ca=$dir/ca.pem");
+is(four($clip, 'tls-k'), '200 200 200 429',
+    'cluster without tls_name=: the announced node verifies by its IP address');
+is(lines($clip, qr/unavailable/), 0, '... and was never unavailable');
+
 # Redis restarts: the TLS connection comes back
 
 $redis->restart;
