@@ -7,7 +7,9 @@
 //! belong. A `MOVED` or `ASK` re-sends the command where it points (`ASK`
 //! after `ASKING`, once); `TRYAGAIN` (a slot half migrated) re-sends it a
 //! little later. A master that is down fails only the commands of its own
-//! slots: they are decided by `pow_shield_fail`; the others go on.
+//! slots: they are decided by `pow_shield_fail`; the others go on. A node
+//! the cluster announced and the map no longer names is retired (see
+//! `Roster`): addresses come and go (pods), connections must not pile up.
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
