@@ -27,7 +27,7 @@ DEB_BUILD  := $(CURDIR)/target/debian-nginx
 PURE_CRATES := pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
-TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus openssl
+TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2
 DEB_PKGS   := nginx-core nginx-dev
 BENCH_PKGS := wrk
 # bench/cluster.sh: Debian's nginx with ngx_lua for the Lua peer

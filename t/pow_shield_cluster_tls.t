@@ -4,6 +4,7 @@
 # "rediss://" speaks TLS with nginx's OpenSSL, verifying Redis's certificate
 # chain and name by default; a wrong CA or a wrong name is refused with a
 # clear line in error.log (once) and requests are decided by pow_shield_fail;
+# an address is checked against the certificate's IP addresses;
 # "tls_name=" names the certificate to expect; "tls_verify=off" skips the
 # checks; "tls_cert=" and "tls_key=" present a client certificate to a Redis
 # that requires one (mutual TLS); TLS and "cluster" combine.  The
@@ -54,6 +55,9 @@ make_ca('other-ca');
 # the server's certificate names redis.test only, not 127.0.0.1
 make_cert('ca', 'server', 'DNS:redis.test');
 make_cert('ca', 'client', 'DNS:nginx.test');
+# certificates naming an address only (IP SANs), the right one and another
+make_cert('ca', 'ip-server', 'IP:127.0.0.1');
+make_cert('ca', 'other-ip-server', 'IP:127.0.0.2');
 
 my %tls = (cert => "$dir/server.pem", key => "$dir/server.key", ca => "$dir/ca.pem");
 my $redis = $t0->run_redis(tls => { %tls, auth_clients => 'no' });
@@ -154,6 +158,25 @@ is(four($bad_name, 'tls-c'), '503 503 503 503',
 is(lines($bad_name, qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
     '... logged once with the name checked');
 
+# an address in the URL is checked against the certificate's IP addresses
+
+my $t_ip = Test::PowShield->new;
+my $redis_ip = $t_ip->run_redis(tls => { cert => "$dir/ip-server.pem",
+    key => "$dir/ip-server.key", ca => "$dir/ca.pem", auth_clients => 'no' });
+my $ip_ok = node($t_ip, $redis_ip, "tls_ca=$dir/ca.pem");
+is(four($ip_ok, 'tls-i'), '200 200 200 429',
+    'a certificate for IP 127.0.0.1 verifies for rediss://127.0.0.1 without tls_name=');
+is(lines($ip_ok, qr/unavailable/), 0, '... and Redis was never unavailable');
+
+my $t_other_ip = Test::PowShield->new;
+my $redis_other_ip = $t_other_ip->run_redis(tls => { cert => "$dir/other-ip-server.pem",
+    key => "$dir/other-ip-server.key", ca => "$dir/ca.pem", auth_clients => 'no' });
+my $ip_bad = node($t_other_ip, $redis_other_ip, "tls_ca=$dir/ca.pem");
+is(four($ip_bad, 'tls-j'), '503 503 503 503',
+    'a certificate for another IP address is refused');
+is(lines($ip_bad, qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
+    '... logged once with the address checked');
+
 # tls_verify=off: encrypted, nothing checked
 
 my $unverified = node(Test::PowShield->new, $redis,
@@ -192,6 +215,22 @@ is($redis_cl->cmd('ZCARD', wkey('tls-h')), 3, '... in the cluster');
 my $tls_port = $redis_cl->tls_port;
 is(lines($clustered, qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
     '... whose node is announced with its TLS port');
+
+# without tls_name=, each cluster node is checked against the address it
+# announces: a certificate with that IP address only will do
+
+my $t_clip = Test::PowShield->new;
+my $redis_clip = $t_clip->run_redis(tls => { cert => "$dir/ip-server.pem",
+        key => "$dir/ip-server.key", ca => "$dir/ca.pem", auth_clients => 'no' },
+    args => ['--cluster-enabled', 'yes', '--tls-cluster', 'yes',
+        '--cluster-config-file', $t_clip->testdir . '/nodes.conf']);
+$redis_clip->cmd('CLUSTER', 'ADDSLOTSRANGE', 0, 16383);
+ok(eventually(10, sub { ($redis_clip->cmd('CLUSTER', 'INFO') // '') =~ /cluster_state:ok/ }),
+    'a one-node cluster over TLS, its certificate for IP 127.0.0.1');
+my $clip = node($t_clip, $redis_clip, 'cluster', "tls_ca=$dir/ca.pem");
+is(four($clip, 'tls-k'), '200 200 200 429',
+    'cluster without tls_name=: the announced node verifies by its IP address');
+is(lines($clip, qr/unavailable/), 0, '... and was never unavailable');
 
 # Redis restarts: the TLS connection comes back
 

@@ -234,6 +234,30 @@ impl Client {
         on_noscript: Option<Resend>,
         on_reply: OnReply,
     ) -> Result<(), Unavailable> {
+        self.submit_after(None, command, on_noscript, on_reply)
+    }
+
+    /// `submit` preceded by `ASKING` (a Redis Cluster `ASK`): both are
+    /// queued or neither, so that no lone ASKING applies to the next
+    /// command on the connection.
+    pub fn submit_asking(
+        &self,
+        command: &[u8],
+        on_noscript: Option<Resend>,
+        on_reply: OnReply,
+    ) -> Result<(), Unavailable> {
+        let mut asking = Vec::new();
+        super::command::encode(&mut asking, &[b"ASKING"]);
+        self.submit_after(Some(&asking), command, on_noscript, on_reply)
+    }
+
+    fn submit_after(
+        &self,
+        before: Option<&[u8]>,
+        command: &[u8],
+        on_noscript: Option<Resend>,
+        on_reply: OnReply,
+    ) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
                 if !st.health.is_healthy() || st.shutting_down {
@@ -245,7 +269,8 @@ impl Client {
                         return Err(Unavailable);
                     }
                 }
-                if let Admission::Refused { first } = st.in_flight.admit() {
+                let together = 1 + usize::from(before.is_some());
+                if let Admission::Refused { first } = st.in_flight.admit_together(together) {
                     metrics::redis_error(RedisError::Refused);
                     if first {
                         error!(
@@ -259,6 +284,14 @@ impl Client {
                     return Err(Unavailable);
                 }
                 let deadline = now().wrapping_add(inner.settings.timeout_ms);
+                if let Some(before) = before {
+                    // Its reply (OK) is nobody's.
+                    inner.push(
+                        st,
+                        before,
+                        Slot::request(deadline as u64, Box::new(|_| {}), None),
+                    );
+                }
                 inner.push(
                     st,
                     command,
@@ -299,8 +332,9 @@ impl Client {
             .0
             .state
             .try_borrow()
-            .map(|st| st.health.is_healthy())
+            .map(|st| st.health.is_healthy() || st.shutting_down)
             .unwrap_or(true);
+        // Shut down (a retired cluster node): never tried again.
         if healthy {
             return None;
         }

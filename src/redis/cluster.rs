@@ -229,9 +229,214 @@ impl Routes {
     }
 }
 
+/// Nodes a cluster connection is kept to, by stable index (routes and
+/// in-flight redirections hold indexes). Seeds stay for good; a node the
+/// cluster announced is retired (its connection closed, never retried)
+/// once the map no longer names it and it is down, or after
+/// `RETIRE_AFTER_MAPS` maps without it: a node that moved (a pod's new
+/// address) must not be reconnected every 2 s forever. A retired entry
+/// comes back if the same address is announced again, and is reused for a
+/// new address once `cap` entries exist.
+pub struct Roster {
+    entries: Vec<Entry>,
+    cap: usize,
+}
+
+/// Maps read in a row without a node before it is retired although up.
+pub const RETIRE_AFTER_MAPS: u32 = 3;
+
+struct Entry {
+    addr: NodeAddr,
+    seed: bool,
+    retired: bool,
+    /// Maps read in a row that did not name it.
+    absent: u32,
+}
+
+/// Where `Roster::place` puts an address.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Already has a live entry.
+    Live(usize),
+    /// Had one, retired: connect again at this index.
+    Revive(usize),
+    /// A new entry at the end (this index).
+    New(usize),
+    /// Replaces a retired entry of another address (this index).
+    Reuse(usize),
+    /// `cap` entries, none retired: not connected.
+    Full,
+}
+
+impl Roster {
+    pub fn new(cap: usize) -> Roster {
+        Roster {
+            entries: Vec::new(),
+            cap,
+        }
+    }
+
+    /// Adds a seed (kept for good); its index.
+    pub fn add_seed(&mut self, addr: NodeAddr) -> usize {
+        self.entries.push(Entry {
+            addr,
+            seed: true,
+            retired: false,
+            absent: 0,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Where `addr` lives or would go (nothing changes until `placed`).
+    pub fn place(&self, addr: &NodeAddr) -> Place {
+        if let Some(i) = self.entries.iter().position(|e| e.addr == *addr) {
+            return if self.entries[i].retired {
+                Place::Revive(i)
+            } else {
+                Place::Live(i)
+            };
+        }
+        if self.entries.len() < self.cap {
+            return Place::New(self.entries.len());
+        }
+        match self.entries.iter().position(|e| e.retired) {
+            Some(i) => Place::Reuse(i),
+            None => Place::Full,
+        }
+    }
+
+    /// `addr` was connected at `index` (a `Revive`, `New` or `Reuse`).
+    pub fn placed(&mut self, index: usize, addr: &NodeAddr) {
+        let entry = Entry {
+            addr: addr.clone(),
+            seed: false,
+            retired: false,
+            absent: 0,
+        };
+        match self.entries.get_mut(index) {
+            Some(e) if e.addr == *addr => {
+                e.retired = false;
+                e.absent = 0;
+            }
+            Some(e) => *e = entry,
+            None => self.entries.push(entry),
+        }
+    }
+
+    /// A map was read: `named(i)` says whether it names entry `i` as a
+    /// master, `down(i)` whether its connection is down. Returns the
+    /// entries to retire now.
+    pub fn on_map(
+        &mut self,
+        named: impl Fn(usize) -> bool,
+        down: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let mut retire = Vec::new();
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if named(i) {
+                e.absent = 0;
+                continue;
+            }
+            e.absent = e.absent.saturating_add(1);
+            if !e.seed && !e.retired && (down(i) || e.absent >= RETIRE_AFTER_MAPS) {
+                e.retired = true;
+                retire.push(i);
+            }
+        }
+        retire
+    }
+
+    #[cfg(test)]
+    pub fn is_retired(&self, index: usize) -> bool {
+        self.entries.get(index).is_some_and(|e| e.retired)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn addr(port: u16) -> NodeAddr {
+        NodeAddr {
+            host: "10.0.0.1".to_owned(),
+            port,
+        }
+    }
+
+    fn announced(r: &mut Roster, port: u16) -> usize {
+        let i = match r.place(&addr(port)) {
+            Place::New(i) | Place::Reuse(i) | Place::Revive(i) | Place::Live(i) => i,
+            Place::Full => panic!("full"),
+        };
+        r.placed(i, &addr(port));
+        i
+    }
+
+    #[test]
+    fn a_node_absent_from_the_map_while_down_is_retired() {
+        let mut r = Roster::new(64);
+        let a = announced(&mut r, 1);
+        let b = announced(&mut r, 2);
+        assert_eq!(r.on_map(|i| i == a, |_| true), vec![b]);
+        assert!(r.is_retired(b) && !r.is_retired(a));
+        assert_eq!(r.on_map(|i| i == a, |_| true), Vec::<usize>::new(), "once");
+    }
+
+    #[test]
+    fn a_node_absent_but_up_is_retired_after_a_few_maps() {
+        let mut r = Roster::new(64);
+        let a = announced(&mut r, 1);
+        for _ in 1..RETIRE_AFTER_MAPS {
+            assert!(r.on_map(|_| false, |_| false).is_empty());
+        }
+        assert_eq!(r.on_map(|_| false, |_| false), vec![a]);
+    }
+
+    #[test]
+    fn a_map_naming_a_node_resets_its_absence() {
+        let mut r = Roster::new(64);
+        let a = announced(&mut r, 1);
+        for _ in 1..RETIRE_AFTER_MAPS {
+            r.on_map(|_| false, |_| false);
+        }
+        r.on_map(|_| true, |_| false);
+        assert!(r.on_map(|_| false, |_| false).is_empty());
+        assert!(!r.is_retired(a));
+    }
+
+    #[test]
+    fn seeds_are_never_retired() {
+        let mut r = Roster::new(64);
+        let seed = r.add_seed(addr(1));
+        for _ in 0..10 {
+            assert!(r.on_map(|_| false, |_| true).is_empty());
+        }
+        assert_eq!(r.place(&addr(1)), Place::Live(seed));
+    }
+
+    #[test]
+    fn a_retired_node_announced_again_keeps_its_index() {
+        let mut r = Roster::new(64);
+        let _seed = r.add_seed(addr(1));
+        let b = announced(&mut r, 2);
+        r.on_map(|i| i != b, |_| true);
+        assert_eq!(r.place(&addr(2)), Place::Revive(b));
+        assert_eq!(announced(&mut r, 2), b);
+        assert!(!r.is_retired(b));
+    }
+
+    #[test]
+    fn beyond_the_cap_a_retired_entry_is_reused_else_refused() {
+        let mut r = Roster::new(2);
+        let a = announced(&mut r, 1);
+        let b = announced(&mut r, 2);
+        assert_eq!(r.place(&addr(3)), Place::Full);
+        r.on_map(|i| i == a, |i| i == b);
+        assert_eq!(r.place(&addr(3)), Place::Reuse(b));
+        assert_eq!(announced(&mut r, 3), b);
+        assert_eq!(r.place(&addr(2)), Place::Full, "its old address is gone");
+        assert_eq!(r.place(&addr(3)), Place::Live(b));
+    }
 
     #[test]
     fn crc16_matches_the_cluster_spec_test_vector() {

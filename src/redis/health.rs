@@ -126,8 +126,13 @@ impl InFlight {
 
     /// One more command, if under the cap.
     pub fn admit(&mut self) -> Admission {
-        if self.now < self.cap {
-            self.now += 1;
+        self.admit_together(1)
+    }
+
+    /// `n` commands that go together (ASKING and its command), all or none.
+    pub fn admit_together(&mut self, n: usize) -> Admission {
+        if self.now + n <= self.cap {
+            self.now += n;
             return Admission::Admitted;
         }
         self.refused += 1;
@@ -258,6 +263,19 @@ mod tests {
         assert_eq!(f.admit(), Admission::Refused { first: false });
         assert_eq!(f.refused(), 2);
         assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn commands_that_go_together_are_admitted_all_or_none() {
+        let mut f = InFlight::new(3);
+        assert_eq!(f.admit_together(2), Admission::Admitted);
+        assert_eq!(f.admit_together(2), Admission::Refused { first: true });
+        assert_eq!(f.len(), 2, "neither of the refused pair counts");
+        assert_eq!(
+            f.admit(),
+            Admission::Admitted,
+            "the last place is still free"
+        );
     }
 
     #[test]

@@ -29,7 +29,15 @@ pub struct Replays {
     cap: usize,
     dropped: u64,
     full: bool,
+    /// No pass before this (milliseconds): one per clock tick, and a pause
+    /// after a write was refused.
+    next_pass_ms: u64,
 }
+
+/// After a refused write (the token's node is down, others may be up: a
+/// cluster in a partial outage), the queue waits this long: requests meet
+/// it on every call, and a pass costs a sweep of the queue.
+pub const HOLD_MS: u64 = 100;
 
 impl Replays {
     pub fn new(cap: usize) -> Self {
@@ -39,7 +47,25 @@ impl Replays {
             cap,
             dropped: 0,
             full: false,
+            next_pass_ms: 0,
         }
+    }
+
+    /// Whether to look for due tokens now: at most once per millisecond,
+    /// and not while held (see `hold`).
+    pub fn pass_now(&mut self, now_ms: u64) -> bool {
+        // (A wall clock stepped back by more than a hold restarts passes.)
+        let wait = self.next_pass_ms.saturating_sub(now_ms);
+        if self.queue.is_empty() || (1..=HOLD_MS).contains(&wait) {
+            return false;
+        }
+        self.next_pass_ms = now_ms + 1;
+        true
+    }
+
+    /// A write of this pass was refused: no pass for `HOLD_MS`.
+    pub fn hold(&mut self, now_ms: u64) {
+        self.next_pass_ms = now_ms + HOLD_MS;
     }
 
     pub fn push(&mut self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Queued {
@@ -87,6 +113,7 @@ impl Replays {
         due
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -160,6 +187,34 @@ mod tests {
         assert!(r.take_due(20, 64).is_empty());
         assert_eq!(r.push(&D, 1000, 20), Queued::Yes);
         assert!(!r.is_empty());
+    }
+
+    #[test]
+    fn a_pass_runs_at_most_once_per_millisecond() {
+        let mut r = Replays::new(4);
+        assert!(!r.pass_now(10), "nothing queued");
+        r.push(&D, 1000, 10);
+        assert!(r.pass_now(11));
+        assert!(!r.pass_now(11), "same tick");
+        assert!(r.pass_now(12));
+    }
+
+    #[test]
+    fn a_refused_write_holds_the_queue() {
+        let mut r = Replays::new(4);
+        r.push(&D, 10_000, 10);
+        assert!(r.pass_now(11));
+        r.hold(11);
+        assert!((12..11 + HOLD_MS).all(|now| !r.pass_now(now)));
+        assert!(r.pass_now(11 + HOLD_MS));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_does_not_stop_passes() {
+        let mut r = Replays::new(4);
+        r.push(&D, 1_000_000, 10);
+        assert!(r.pass_now(100_000));
+        assert!(r.pass_now(50_000));
     }
 
     #[test]

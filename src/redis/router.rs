@@ -7,7 +7,9 @@
 //! belong. A `MOVED` or `ASK` re-sends the command where it points (`ASK`
 //! after `ASKING`, once); `TRYAGAIN` (a slot half migrated) re-sends it a
 //! little later. A master that is down fails only the commands of its own
-//! slots: they are decided by `pow_shield_fail`; the others go on.
+//! slots: they are decided by `pow_shield_fail`; the others go on. A node
+//! the cluster announced and the map no longer names is retired (see
+//! `Roster`): addresses come and go (pods), connections must not pile up.
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
@@ -20,7 +22,9 @@ use nginx_sys::{ngx_addr_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t, ngx_s
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::client::{Client, PeerName, Reply, Resend, Settings, Tls, Unavailable};
-use super::cluster::{key_slot, parse_redirect, parse_slots, NodeAddr, Redirect, Routes};
+use super::cluster::{
+    key_slot, parse_redirect, parse_slots, NodeAddr, Place, Redirect, Roster, Routes,
+};
 use super::command::encode;
 
 /// What a command's sender gets: the reply, or `None` if Redis failed it.
@@ -37,6 +41,10 @@ const MAX_HOPS: u8 = 25;
 /// Commands waiting to be tried again, at most (beyond: decided by
 /// `pow_shield_fail`, like commands beyond a connection's cap).
 const MAX_RETRIES: usize = super::client::MAX_IN_FLIGHT;
+/// Node connections per worker, at most (seeds included): beyond, an
+/// announced node's slots are decided by `pow_shield_fail` until an entry
+/// is retired (see `Roster`).
+const MAX_NODES: usize = 64;
 /// Slot map refresh back-off while nothing changes (a master down).
 const REFRESH_FIRST_MS: ngx_msec_t = 100;
 const REFRESH_MAX_MS: ngx_msec_t = 2_000;
@@ -84,6 +92,7 @@ impl Router {
                 rebuild,
                 on_reply,
                 hops: 0,
+                deadline: now().wrapping_add(cluster.template.timeout_ms),
             }),
         }
     }
@@ -123,6 +132,9 @@ struct Job {
     rebuild: Option<Rebuild>,
     on_reply: OnFrame,
     hops: u8,
+    /// The first send's deadline: no redirection is followed after it, so
+    /// a request waits at most its timeout plus one more (the last hop).
+    deadline: ngx_msec_t,
 }
 
 struct Node {
@@ -142,6 +154,8 @@ struct OwnedAddr {
 pub struct Cluster {
     template: NodeTemplate,
     nodes: RefCell<Vec<Node>>,
+    /// Which of `nodes` are live, by the same indexes.
+    roster: RefCell<Roster>,
     routes: RefCell<Routes>,
     retries: RefCell<VecDeque<(ngx_msec_t, Job)>>,
     refreshing: Cell<bool>,
@@ -154,6 +168,10 @@ pub struct Cluster {
     closing: Cell<bool>,
     /// The last map error logged (logged once until the map is read again).
     map_error: Cell<bool>,
+    /// Nodes announced by name, logged once while the map names them.
+    named_logged: RefCell<Vec<NodeAddr>>,
+    /// `MAX_NODES` reached (logged once).
+    full_logged: Cell<bool>,
     me: Weak<Cluster>,
 }
 
@@ -163,6 +181,7 @@ impl Cluster {
         let cluster = Rc::new_cyclic(|me| Cluster {
             template,
             nodes: RefCell::new(Vec::new()),
+            roster: RefCell::new(Roster::new(MAX_NODES)),
             routes: RefCell::new(Routes::default()),
             retries: RefCell::new(VecDeque::new()),
             refreshing: Cell::new(false),
@@ -174,6 +193,8 @@ impl Cluster {
             log,
             closing: Cell::new(false),
             map_error: Cell::new(false),
+            named_logged: RefCell::new(Vec::new()),
+            full_logged: Cell::new(false),
             me: me.clone(),
         });
         let data: *mut c_void = Rc::as_ptr(&cluster).cast_mut().cast();
@@ -190,13 +211,20 @@ impl Cluster {
                 (*ev).data = data;
                 (*ev).handler = Some(handler);
                 (*ev).log = log;
-                (*ev).set_cancelable(1);
             }
         }
+        // Map refreshes must not hold a worker that is shutting down; the
+        // retry timer must (it lasts TRYAGAIN_MS and requests wait on it:
+        // nginx exits a worker whose timers are all cancelable, leaving
+        // them unanswered).
+        // SAFETY: as above.
+        unsafe { (*cluster.refresh_ev.get()).set_cancelable(1) };
         {
             let mut nodes = cluster.nodes.borrow_mut();
+            let mut roster = cluster.roster.borrow_mut();
             for seed in seeds {
                 if let Some(client) = cluster.connect(&seed.node, seed.addr) {
+                    roster.add_seed(seed.node.clone());
                     nodes.push(Node {
                         client,
                         addr: seed.node,
@@ -240,30 +268,70 @@ impl Cluster {
         Some(Client::start(settings, self.log))
     }
 
-    /// The index of a node's connection, made on first use. `None` for a
-    /// node announced by a host name (resolving it would block).
+    /// The index of a node's connection, made on first use (or again for
+    /// a retired node). `None` for a node announced by a host name
+    /// (resolving it would block) or beyond `MAX_NODES`.
     fn node_index(&self, node: &NodeAddr) -> Option<usize> {
-        let mut nodes = self.nodes.try_borrow_mut().ok()?;
-        if let Some(i) = nodes.iter().position(|n| n.addr == *node) {
+        let place = self.roster.try_borrow().ok()?.place(node);
+        if let Place::Live(i) = place {
             return Some(i);
         }
         let Ok(ip) = node.host.parse::<IpAddr>() else {
-            error!(
-                self.log,
-                "pow_shield: redis cluster node {node} is announced by name; only addresses \
-                 are used (set cluster-announce-ip); its slots are decided by \"pow_shield_fail\""
-            );
+            self.log_named(node);
+            return None;
+        };
+        let (Place::Revive(i) | Place::New(i) | Place::Reuse(i)) = place else {
+            if !self.full_logged.replace(true) {
+                error!(
+                    self.log,
+                    "pow_shield: redis cluster: {MAX_NODES} nodes known, none retired; the \
+                     slots of {node} and further new nodes are decided by \"pow_shield_fail\""
+                );
+            }
             return None;
         };
         let mut owned = OwnedAddr::new(SocketAddr::new(ip, node.port), &node.to_string());
         let addr = owned.ngx_addr();
         let client = self.connect(node, addr)?;
-        nodes.push(Node {
+        let fresh = Node {
             client,
             addr: node.clone(),
             _owned: Some(owned),
-        });
-        Some(nodes.len() - 1)
+        };
+        let replaced = {
+            let mut nodes = self.nodes.try_borrow_mut().ok()?;
+            let mut roster = self.roster.try_borrow_mut().ok()?;
+            let replaced = if i < nodes.len() {
+                Some(core::mem::replace(&mut nodes[i], fresh))
+            } else if i == nodes.len() {
+                nodes.push(fresh);
+                None
+            } else {
+                return None;
+            };
+            roster.placed(i, node);
+            replaced
+        };
+        // A retired node's client, already shut down; dropped unborrowed.
+        drop(replaced);
+        Some(i)
+    }
+
+    /// A node announced by name: logged once while the map names it (with
+    /// `cluster-preferred-endpoint-type hostname` every request meets it).
+    fn log_named(&self, node: &NodeAddr) {
+        let Ok(mut logged) = self.named_logged.try_borrow_mut() else {
+            return;
+        };
+        if logged.contains(node) {
+            return;
+        }
+        logged.push(node.clone());
+        error!(
+            self.log,
+            "pow_shield: redis cluster node {node} is announced by name; only addresses \
+             are used (set cluster-announce-ip); its slots are decided by \"pow_shield_fail\""
+        );
     }
 
     fn submit(&self, job: Job) -> Result<(), Unavailable> {
@@ -294,19 +362,6 @@ impl Cluster {
         let Some(node) = nodes.get(target) else {
             return Err(job);
         };
-        if asking {
-            let mut command = Vec::new();
-            encode(&mut command, &[b"ASKING"]);
-            if node
-                .client
-                .submit(&command, None, Box::new(|_| {}))
-                .is_err()
-            {
-                drop(nodes);
-                self.node_down();
-                return Err(job);
-            }
-        }
         let resend = job.rebuild.clone().map(|r| Box::new(move || r()) as Resend);
         let command = job.command.clone();
         // The job comes back if the client refuses it at once.
@@ -321,7 +376,13 @@ impl Cluster {
                 }
             }
         });
-        let sent = node.client.submit(&command, resend, on_reply);
+        // ASKING and its command go together or not at all: a lone ASKING
+        // would apply to the next, unrelated, command on the connection.
+        let sent = if asking {
+            node.client.submit_asking(&command, resend, on_reply)
+        } else {
+            node.client.submit(&command, resend, on_reply)
+        };
         drop(nodes);
         match sent {
             Ok(()) => Ok(()),
@@ -341,7 +402,9 @@ impl Cluster {
             return (job.on_reply)(reply.frame());
         };
         let redirect = match parse_redirect(text) {
-            Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() => redirect,
+            Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !past(job.deadline) => {
+                redirect
+            }
             _ => return (job.on_reply)(None),
         };
         job.hops += 1;
@@ -374,6 +437,9 @@ impl Cluster {
 
     fn retry_later(&self, job: Job) {
         let due = now().wrapping_add(TRYAGAIN_MS);
+        if past_at(job.deadline, due) {
+            return (job.on_reply)(None);
+        }
         match self.retries.try_borrow_mut() {
             Ok(mut retries) if retries.len() < MAX_RETRIES => retries.push_back((due, job)),
             _ => return (job.on_reply)(None),
@@ -506,6 +572,9 @@ impl Cluster {
             }
         };
         self.map_error.set(false);
+        if let Ok(mut logged) = self.named_logged.try_borrow_mut() {
+            logged.retain(|name| ranges.iter().any(|r| r.master == *name));
+        }
         let indexes: Vec<Option<usize>> =
             ranges.iter().map(|r| self.node_index(&r.master)).collect();
         let usable: Vec<_> = ranges
@@ -525,6 +594,7 @@ impl Cluster {
                 node.client.set_serving(indexes.contains(&Some(i)));
             }
         }
+        self.retire_absent(&indexes);
         if changed {
             let masters = {
                 let mut m: Vec<_> = usable.iter().map(|r| r.master.to_string()).collect();
@@ -543,6 +613,33 @@ impl Cluster {
         } else {
             // Unchanged (a master down, no failover yet): ask less often.
             self.backoff();
+        }
+    }
+
+    /// Closes, for good, the connections of announced nodes the map no
+    /// longer names (down, or absent for a while): they would otherwise
+    /// be reconnected every 2 s forever. Their indexes stay (see `Roster`).
+    fn retire_absent(&self, indexes: &[Option<usize>]) {
+        let Ok(nodes) = self.nodes.try_borrow() else {
+            return;
+        };
+        let retired = match self.roster.try_borrow_mut() {
+            Ok(mut roster) => roster.on_map(
+                |i| indexes.contains(&Some(i)),
+                |i| nodes.get(i).is_some_and(|n| !n.client.is_healthy()),
+            ),
+            Err(_) => return,
+        };
+        for i in retired {
+            if let Some(node) = nodes.get(i) {
+                notice!(
+                    self.log,
+                    "pow_shield: redis cluster node {} is no longer in the map; its \
+                     connection is closed",
+                    node.addr
+                );
+                node.client.shutdown();
+            }
         }
     }
 
@@ -635,6 +732,15 @@ impl OwnedAddr {
 fn now() -> ngx_msec_t {
     // SAFETY: nginx's cached monotonic millisecond clock; single-threaded.
     unsafe { nginx_sys::ngx_current_msec }
+}
+
+/// Whether `deadline` has passed by `at` (wrapping millisecond clock).
+fn past_at(deadline: ngx_msec_t, at: ngx_msec_t) -> bool {
+    (at.wrapping_sub(deadline) as isize) > 0
+}
+
+fn past(deadline: ngx_msec_t) -> bool {
+    past_at(deadline, now())
 }
 
 /// Recovers the cluster from an event's data.

@@ -62,6 +62,16 @@ pub fn context(cf: &mut ngx_conf_t, files: &Files) -> Result<*mut ngx_ssl_t, Str
         }
         (*cln).handler = Some(nginx_sys::ngx_ssl_cleanup_ctx);
         (*cln).data = ssl.cast();
+        // A write that met EAGAIN is retried from the client's output buffer,
+        // which may have grown (and moved) meanwhile; without this mode
+        // OpenSSL fails the retry ("bad write retry"). nginx does not set it.
+        // SSL_CTX_set_mode is a macro over SSL_CTX_ctrl.
+        nginx_sys::SSL_CTX_ctrl(
+            (*ssl).ctx,
+            nginx_sys::SSL_CTRL_MODE as c_int,
+            nginx_sys::SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER as c_long,
+            ptr::null_mut(),
+        );
 
         if let Some((cert, key)) = files.cert {
             let mut cert = pool_str(cf, cert)?;
@@ -171,11 +181,19 @@ pub unsafe fn verify(c: *mut ngx_connection_t, name: &PeerName) -> Result<(), St
             };
             return Err(format!("certificate verify failed: ({rc}: {why})"));
         }
-        let mut checked = ngx_str_t {
-            len: name.c.as_bytes().len(),
-            data: name.c.as_ptr().cast_mut().cast(),
+        let matches = if name.is_address {
+            // nginx's check (X509_check_host) reads DNS names only: an
+            // address must be among the certificate's IP addresses.
+            let cert = nginx_sys::SSL_get0_peer_certificate(conn);
+            !cert.is_null() && nginx_sys::X509_check_ip_asc(cert, name.c.as_ptr(), 0) == 1
+        } else {
+            let mut checked = ngx_str_t {
+                len: name.c.as_bytes().len(),
+                data: name.c.as_ptr().cast_mut().cast(),
+            };
+            nginx_sys::ngx_ssl_check_host(c, &mut checked) == NGX_OK as ngx_int_t
         };
-        if nginx_sys::ngx_ssl_check_host(c, &mut checked) != NGX_OK as ngx_int_t {
+        if !matches {
             return Err(format!("certificate does not match \"{}\"", name.as_str()));
         }
     }

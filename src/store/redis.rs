@@ -291,12 +291,19 @@ impl RedisStore {
     /// Writes the queued spends the fallback made, now that Redis answers.
     fn write_replays(&self) {
         let now = now_ms();
+        // Every request comes here: in a cluster with one master down the
+        // router is healthy yet that master's tokens are refused, so passes
+        // are rationed (`Replays::pass_now`, `hold`).
         let due = match self.replays.try_borrow_mut() {
-            Ok(mut replays) if !replays.is_empty() && self.router.is_healthy() => {
+            Ok(mut replays) => {
+                if !replays.pass_now(now) || !self.router.is_healthy() {
+                    return;
+                }
                 replays.take_due(now, REPLAY_BATCH)
             }
-            _ => return,
+            Err(_) => return,
         };
+        let mut refused = false;
         for replay in due {
             // Not in the replay cache: the request was not decided by the
             // `local` fallback (`open`, `closed`), so nothing was spent.
@@ -320,7 +327,13 @@ impl RedisStore {
                 .submit(key.as_bytes(), command, None, on_reply)
                 .is_err()
             {
+                refused = true;
                 self.queue_replay(&replay.digest, replay.expires_at_ms);
+            }
+        }
+        if refused {
+            if let Ok(mut replays) = self.replays.try_borrow_mut() {
+                replays.hold(now);
             }
         }
     }
