@@ -166,7 +166,8 @@ bench-cluster: build-debian deps-bench-cluster
 # Fuzzing needs a nightly toolchain (sanitizers) and cargo-fuzz. Not part of
 # `make test`: it runs for FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= verify_solution redis_reply directive_values redis_url
+FUZZ_TARGETS ?= verify_solution redis_reply directive_values redis_url \
+	redis_pipeline cluster_topology client_answer script_call
 
 deps-fuzz: deps-build
 	@if ! rustup run nightly rustc --version >/dev/null 2>&1; then \

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 pub mod blocking;
 mod challenge;
-mod http_date;
+// Public only for the fuzz target (fuzz/fuzz_targets/client_answer.rs).
+#[doc(hidden)]
+pub mod http_date;
 #[cfg(feature = "reqwest")]
 pub mod middleware;
 mod retry;
