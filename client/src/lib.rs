@@ -28,7 +28,7 @@ mod solver;
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
 pub use retry::{Policy, Retrier, Step};
-pub use solver::{hash_rate, solve, Nonce, SolveOptions};
+pub use solver::{hash_rate, solve, solve_until, Nonce, SolveOptions};
 
 /// Why a request could not be paid through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +50,10 @@ pub enum Error {
         /// How long the solver ran.
         after: Duration,
     },
+    /// The caller stopped the solve ([`solve_until`]), e.g. because the
+    /// request that needed it was dropped.
+    #[error("the solve was cancelled")]
+    Cancelled,
     /// The difficulty cannot be met (a digest has 64 hex digits).
     #[error("difficulty {difficulty} cannot be met")]
     Unsolvable {
