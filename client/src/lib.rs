@@ -86,6 +86,9 @@ pub enum Error {
     /// 444, a blocked client under `pow_shield_block_status 444`).
     #[error("the server closed the connection without a response")]
     Closed,
+    /// A connect or transfer time limit ran out (`blocking::Timeouts`).
+    #[error("timed out: {0}")]
+    TimedOut(String),
     /// Could not connect.
     #[error("could not connect: {0}")]
     Connect(String),
