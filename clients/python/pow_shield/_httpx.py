@@ -1,12 +1,37 @@
 """``pow_shield.HttpxAuth``: an ``httpx.Auth`` flow that pays its way."""
 
 import functools
+import inspect
+import threading
 import time
-from typing import AsyncGenerator, Generator, Optional, Union
+from typing import AsyncGenerator, AsyncIterator, Generator, Optional, Union
 
 import httpx
 
+from ._challenge import MAX_CHALLENGE_BODY
 from ._policy import Pay, Policy, Wait
+
+
+def _abandon_on_cancel() -> dict:
+    # A cancelled request must not wait for its solve: anyio 4.1 calls this
+    # abandon_on_cancel, older ones (Debian's 3.6) cancellable.
+    import anyio.to_thread
+
+    params = inspect.signature(anyio.to_thread.run_sync).parameters
+    return {"abandon_on_cancel": True} if "abandon_on_cancel" in params else {"cancellable": True}
+
+
+_ABANDON_ON_CANCEL = _abandon_on_cancel()
+
+
+async def _capped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    # Stops pulling chunks once past the limit (Policy.capped_body raises).
+    size = 0
+    async for chunk in chunks:
+        yield chunk
+        size += len(chunk)
+        if size > MAX_CHALLENGE_BODY:
+            return
 
 
 class HttpxAuth(httpx.Auth):
@@ -32,6 +57,7 @@ class HttpxAuth(httpx.Auth):
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = None,
         prefer_wait: Union[bool, float] = False,
+        max_wait: float = 60.0,
         max_retries: int = 3,
         processes: Optional[int] = None,
     ) -> None:
@@ -39,6 +65,7 @@ class HttpxAuth(httpx.Auth):
             max_difficulty=max_difficulty,
             max_solve_time=max_solve_time,
             prefer_wait=prefer_wait,
+            max_wait=max_wait,
             max_retries=max_retries,
             processes=processes,
         )
@@ -49,7 +76,10 @@ class HttpxAuth(httpx.Auth):
         response = yield request
         retries = 0
         while True:
-            body = response.read() if policy.needs_body(response.status_code, response.headers) else None
+            body = None
+            if policy.needs_body(response.status_code, response.headers):
+                body = policy.capped_body(response.iter_bytes(), response.status_code, response)
+                response._content = body  # what response.read() returns
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return
@@ -70,7 +100,10 @@ class HttpxAuth(httpx.Auth):
         response = yield request
         retries = 0
         while True:
-            body = await response.aread() if policy.needs_body(response.status_code, response.headers) else None
+            body = None
+            if policy.needs_body(response.status_code, response.headers):
+                body = policy.capped_body([c async for c in _capped(response.aiter_bytes())], response.status_code, response)
+                response._content = body
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return
@@ -78,8 +111,16 @@ class HttpxAuth(httpx.Auth):
             if isinstance(step, Wait):
                 await anyio.sleep(step.seconds)
             elif isinstance(step, Pay):
-                solve = functools.partial(policy.solve, step.challenge, response)
-                nonce = await anyio.to_thread.run_sync(solve)
+                stop = threading.Event()
+                solve = functools.partial(policy.solve, step.challenge, response, stop)
+                try:
+                    # Its own limiter: a long solve holds none of the places
+                    # anyio shares among every to_thread call.
+                    nonce = await anyio.to_thread.run_sync(
+                        solve, limiter=anyio.CapacityLimiter(1), **_ABANDON_ON_CANCEL
+                    )
+                finally:
+                    stop.set()  # cancelled: the solver thread ends too
                 request.headers.update(step.challenge.headers(nonce))
             response = yield request
 
