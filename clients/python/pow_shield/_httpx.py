@@ -12,6 +12,7 @@ from ._challenge import MAX_CHALLENGE_BODY
 from ._policy import Pay, Policy, Wait
 
 
+@functools.lru_cache(maxsize=None)
 def _abandon_on_cancel() -> dict:
     # A cancelled request must not wait for its solve: anyio 4.1 calls this
     # abandon_on_cancel, older ones (Debian's 3.6) cancellable.
@@ -20,8 +21,6 @@ def _abandon_on_cancel() -> dict:
     params = inspect.signature(anyio.to_thread.run_sync).parameters
     return {"abandon_on_cancel": True} if "abandon_on_cancel" in params else {"cancellable": True}
 
-
-_ABANDON_ON_CANCEL = _abandon_on_cancel()
 
 
 async def _capped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -102,7 +101,8 @@ class HttpxAuth(httpx.Auth):
         while True:
             body = None
             if policy.needs_body(response.status_code, response.headers):
-                body = policy.capped_body([c async for c in _capped(response.aiter_bytes())], response.status_code, response)
+                chunks = [c async for c in _capped(response.aiter_bytes())]
+                body = policy.capped_body(chunks, response.status_code, response)
                 response._content = body
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
@@ -117,7 +117,7 @@ class HttpxAuth(httpx.Auth):
                     # Its own limiter: a long solve holds none of the places
                     # anyio shares among every to_thread call.
                     nonce = await anyio.to_thread.run_sync(
-                        solve, limiter=anyio.CapacityLimiter(1), **_ABANDON_ON_CANCEL
+                        solve, limiter=anyio.CapacityLimiter(1), **_abandon_on_cancel()
                     )
                 finally:
                     stop.set()  # cancelled: the solver thread ends too

@@ -21,7 +21,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._challenge import CHALLENGE_STATUSES, HEADER_CHALLENGE, MAX_CHALLENGE_BODY, Challenge, _header, check_blocked, retry_after
+from ._challenge import (
+    CHALLENGE_STATUSES,
+    HEADER_CHALLENGE,
+    MAX_CHALLENGE_BODY,
+    Challenge,
+    _header,
+    check_blocked,
+    retry_after,
+)
 from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
 from ._solver import check_difficulty, solve
 
@@ -79,7 +87,8 @@ class Policy:
     def __repr__(self) -> str:
         return (
             f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
-            f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, max_retries={self.max_retries!r}, processes={self.processes!r})"
+            f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, "
+            f"max_retries={self.max_retries!r}, processes={self.processes!r})"
         )
 
     @staticmethod
@@ -146,7 +155,9 @@ class Policy:
             )
         return move
 
-    def solve(self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None) -> str:
+    def solve(
+        self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None
+    ) -> str:
         """Solves within the limits; ``SolveTimeout`` carries ``response``;
         setting ``stop`` ends the search (``Cancelled``)."""
         try:
