@@ -217,9 +217,12 @@ impl Client {
             let answer = read_answer(status, lookup, body.as_deref());
             match retrier.next(answer) {
                 Step::Return => {
+                    // What was read to look for a challenge, then the rest: a
+                    // body longer than MAX_CHALLENGE_BODY is handed back whole.
+                    let rest = response.into_body().into_reader();
                     let body: Box<dyn Read + Send> = match body {
-                        Some(bytes) => Box::new(std::io::Cursor::new(bytes)),
-                        None => Box::new(response.into_body().into_reader()),
+                        Some(bytes) => Box::new(std::io::Cursor::new(bytes).chain(rest)),
+                        None => Box::new(rest),
                     };
                     return Ok(Reply {
                         status,

@@ -186,3 +186,13 @@ fn a_duration_too_large_for_the_solver_exits_2_with_a_message() {
         );
     }
 }
+
+#[test]
+fn a_429_body_longer_than_the_challenge_limit_is_printed_whole() {
+    // Read to 64 KB to look for a challenge, then handed back with the rest.
+    let page = "x".repeat(100 * 1024);
+    let fake = serve(vec![plain("429 Too Many Requests", &[], &page)]);
+    let out = run(&["get", &fake.url]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout.len(), page.len());
+}

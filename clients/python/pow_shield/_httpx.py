@@ -4,7 +4,7 @@ import functools
 import inspect
 import threading
 import time
-from typing import AsyncGenerator, AsyncIterator, Generator, Optional, Union
+from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 
 import httpx
 
@@ -23,14 +23,20 @@ def _abandon_on_cancel() -> dict:
 
 
 
-async def _capped(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    # Stops pulling chunks once past the limit (Policy.capped_body raises).
+async def _read_capped(response: httpx.Response) -> Tuple[bytes, bool]:
+    # Policy.read_capped for an async body; the response keeps it whole.
+    chunks = response.aiter_bytes()
+    parts = []
     size = 0
     async for chunk in chunks:
-        yield chunk
+        parts.append(chunk)
         size += len(chunk)
         if size > MAX_CHALLENGE_BODY:
-            return
+            head = b"".join(parts)
+            response._content = head + b"".join([c async for c in chunks])
+            return head, False
+    response._content = b"".join(parts)
+    return response._content, True
 
 
 class HttpxAuth(httpx.Auth):
@@ -77,8 +83,11 @@ class HttpxAuth(httpx.Auth):
         while True:
             body = None
             if policy.needs_body(response.status_code, response.headers):
-                body = policy.capped_body(response.iter_bytes(), response.status_code, response)
-                response._content = body  # what response.read() returns
+                chunks = response.iter_bytes()
+                head, whole = policy.read_capped(chunks)
+                body = head if whole else None
+                # what response.read() returns: the whole body
+                response._content = head if whole else head + b"".join(chunks)
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return
@@ -101,9 +110,8 @@ class HttpxAuth(httpx.Auth):
         while True:
             body = None
             if policy.needs_body(response.status_code, response.headers):
-                chunks = [c async for c in _capped(response.aiter_bytes())]
-                body = policy.capped_body(chunks, response.status_code, response)
-                response._content = body
+                head, whole = await _read_capped(response)
+                body = head if whole else None
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return

@@ -19,7 +19,7 @@ Each wait or payment is one retry; past ``max_retries`` the adapter raises
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Tuple, Union
 
 from ._challenge import (
     CHALLENGE_STATUSES,
@@ -93,29 +93,25 @@ class Policy:
 
     @staticmethod
     def needs_body(status: int, headers: Mapping[str, str]) -> bool:
-        """Whether the adapter should read the body (at most
-        ``MAX_CHALLENGE_BODY + 1`` bytes, see ``body_limit``) before
-        ``step``: only a challenge status without the token header, whose
-        token may be in the JSON body."""
+        """Whether the adapter should read the body (with ``read_capped``)
+        before ``step``: only a challenge status without the token header,
+        whose token may then be in the JSON body."""
         return status in CHALLENGE_STATUSES and _header(headers, HEADER_CHALLENGE) is None
 
     @staticmethod
-    def capped_body(chunks: Iterable[bytes], status: int, response: Any = None) -> bytes:
-        """The whole body from ``chunks``, read no further than
-        ``MAX_CHALLENGE_BODY`` bytes: a longer one is no challenge of the
-        shield's and raises ``PowShieldError`` rather than fill memory."""
+    def read_capped(chunks: Iterator[bytes]) -> Tuple[bytes, bool]:
+        """Reads ``chunks`` to its end or just past ``MAX_CHALLENGE_BODY``
+        bytes: (what was read, whether that is the whole body).  A longer
+        body is no challenge of the shield's and is not parsed (the adapter
+        hands it back whole)."""
         parts = []
         size = 0
         for chunk in chunks:
             parts.append(chunk)
             size += len(chunk)
             if size > MAX_CHALLENGE_BODY:
-                raise PowShieldError(
-                    f"HTTP {status} without an X-PoW-Challenge header has a body over "
-                    f"{MAX_CHALLENGE_BODY} bytes: not a challenge, not read further",
-                    response,
-                )
-        return b"".join(parts)
+                return b"".join(parts), False
+        return b"".join(parts), True
 
     def _wants_wait(self, delay: Optional[float]) -> bool:
         if delay is None or self.prefer_wait is False or delay > self.max_wait:

@@ -78,8 +78,10 @@ class Session(requests.Session):
         while True:
             body = None
             if policy.needs_body(response.status_code, response.headers):
-                body = policy.capped_body(response.iter_content(8192), response.status_code, response)
-                response._content = body
+                chunks = response.iter_content(8192)
+                head, whole = policy.read_capped(chunks)
+                body = head if whole else None
+                response._content = head if whole else head + b"".join(chunks)
                 response._content_consumed = True
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:

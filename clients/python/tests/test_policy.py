@@ -78,9 +78,10 @@ class BodyTest(unittest.TestCase):
                 pulled.append(1)
                 yield b"x" * 1024
 
-        with self.assertRaises(pow_shield.PowShieldError):
-            pow_shield.Policy.capped_body(chunks(), 429)
-        self.assertEqual(len(pulled), 65)
+        head, whole = pow_shield.Policy.read_capped(chunks())
+        self.assertFalse(whole)
+        self.assertEqual((len(pulled), len(head)), (65, 65 * 1024))
+        self.assertEqual(pow_shield.Policy.read_capped(iter([b"ab", b"c"])), (b"abc", True))
 
 
 if __name__ == "__main__":
