@@ -22,7 +22,6 @@ def _abandon_on_cancel() -> dict:
     return {"abandon_on_cancel": True} if "abandon_on_cancel" in params else {"cancellable": True}
 
 
-
 async def _read_capped(response: httpx.Response) -> Tuple[bytes, bool]:
     # Policy.read_capped for an async body; the response keeps it whole.
     chunks = response.aiter_bytes()

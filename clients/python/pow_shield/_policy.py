@@ -24,6 +24,7 @@ from typing import Any, Iterator, Mapping, Optional, Tuple, Union
 from ._challenge import (
     CHALLENGE_STATUSES,
     HEADER_CHALLENGE,
+    HEADER_SHIELD,
     MAX_CHALLENGE_BODY,
     Challenge,
     _header,
@@ -94,8 +95,11 @@ class Policy:
     @staticmethod
     def needs_body(status: int, headers: Mapping[str, str]) -> bool:
         """Whether the adapter should read the body (with ``read_capped``)
-        before ``step``: only a challenge status without the token header,
-        whose token may then be in the JSON body."""
+        before ``step``: a challenge status without the token header (whose
+        token may then be in the JSON body), and the breaker's answers (so
+        that ``Blocked.response`` has its body)."""
+        if _header(headers, HEADER_SHIELD) is not None:
+            return True
         return status in CHALLENGE_STATUSES and _header(headers, HEADER_CHALLENGE) is None
 
     @staticmethod

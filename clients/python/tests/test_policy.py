@@ -65,10 +65,11 @@ class DifficultyTest(unittest.TestCase):
 
 
 class BodyTest(unittest.TestCase):
-    def test_the_body_is_needed_only_without_the_token_header(self):
+    def test_the_body_is_needed_without_the_token_header_or_from_the_breaker(self):
         self.assertFalse(pow_shield.Policy.needs_body(429, challenge_headers()))
         self.assertTrue(pow_shield.Policy.needs_body(429, {}))
         self.assertFalse(pow_shield.Policy.needs_body(200, {}))
+        self.assertTrue(pow_shield.Policy.needs_body(403, {"X-PoW-Shield": "blocked"}))
 
     def test_a_body_is_read_no_further_than_64_kb(self):
         pulled = []
