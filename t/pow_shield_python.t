@@ -152,7 +152,7 @@ sub get {
 
 for my $kind (qw(session httpx httpx-async)) {
     SKIP: {
-    skip("$NEEDS{$kind} not installed", 11) unless $HAS{$NEEDS{$kind}};
+    skip("$NEEDS{$kind} not installed", 12) unless $HAS{$NEEDS{$kind}};
 
     # over the limit: the 429 is paid, the request goes through
     is(get("$kind-pay", '/api/data.json')->status, 200, "$kind: the free request");
@@ -193,6 +193,11 @@ for my $kind (qw(session httpx httpx-async)) {
     get("$kind-wait", '/fast/data.json');
     is(python($kind, '/fast/data.json', "$kind-wait", { prefer_wait => \1 }),
         '200 pass 429', "$kind: prefer_wait waits Retry-After instead of paying");
+
+    # max_wait: a Retry-After beyond it is paid, however willing to wait
+    get("$kind-maxwait", '/fast/data.json');
+    is(python($kind, '/fast/data.json', "$kind-maxwait", { prefer_wait => \1, max_wait => 0 }),
+        '200 solved 429', "$kind: a Retry-After beyond max_wait is paid");
     }
 }
 

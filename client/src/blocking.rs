@@ -92,6 +92,28 @@ pub enum Trust {
     Insecure,
 }
 
+/// How long one request may take (curl's `--connect-timeout`, `--max-time`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening the connection (TCP and TLS); `None`: no limit.
+    pub connect: Option<Duration>,
+    /// The whole transfer of one request, from connecting to the last byte
+    /// of the body (solves and waits between requests are not counted);
+    /// `None`: no limit.
+    pub transfer: Option<Duration>,
+}
+
+impl Default for Timeouts {
+    /// 10 s to connect, as long as it takes to transfer (curl has no
+    /// default `--max-time` either).
+    fn default() -> Self {
+        Timeouts {
+            connect: Some(Duration::from_secs(10)),
+            transfer: None,
+        }
+    }
+}
+
 /// A paying HTTP client.
 pub struct Client {
     agent: ureq::Agent,
@@ -105,12 +127,19 @@ impl Client {
         Client::build(
             policy,
             TlsConfig::builder().root_certs(RootCerts::PlatformVerifier),
+            Timeouts::default(),
         )
     }
 
     /// A client under `policy` with its own [`Trust`]; fails with
     /// [`Error::CaCert`] when a CA PEM holds no readable certificate.
     pub fn with_trust(policy: Policy, trust: Trust) -> Result<Client, Error> {
+        Client::with_config(policy, trust, Timeouts::default())
+    }
+
+    /// [`Client::with_trust`] with its own [`Timeouts`]; a request that
+    /// runs out of time fails with [`Error::TimedOut`].
+    pub fn with_config(policy: Policy, trust: Trust, timeouts: Timeouts) -> Result<Client, Error> {
         let tls = TlsConfig::builder();
         let tls = match trust {
             Trust::System => tls.root_certs(RootCerts::PlatformVerifier),
@@ -119,11 +148,13 @@ impl Client {
             }
             Trust::Insecure => tls.disable_verification(true),
         };
-        Ok(Client::build(policy, tls))
+        Ok(Client::build(policy, tls, timeouts))
     }
 
-    fn build(policy: Policy, tls: ureq::tls::TlsConfigBuilder) -> Client {
+    fn build(policy: Policy, tls: ureq::tls::TlsConfigBuilder, timeouts: Timeouts) -> Client {
         let agent = ureq::Agent::config_builder()
+            .timeout_connect(timeouts.connect)
+            .timeout_global(timeouts.transfer)
             .http_status_as_error(false)
             .max_redirects(0)
             .allow_non_standard_methods(true)
@@ -178,7 +209,7 @@ impl Client {
                     .as_reader()
                     .take(MAX_CHALLENGE_BODY)
                     .read_to_end(&mut buf)
-                    .map_err(|e| Error::Transport(e.to_string()))?;
+                    .map_err(body_error)?;
                 Some(buf)
             } else {
                 None
@@ -186,9 +217,12 @@ impl Client {
             let answer = read_answer(status, lookup, body.as_deref());
             match retrier.next(answer) {
                 Step::Return => {
+                    // What was read to look for a challenge, then the rest: a
+                    // body longer than MAX_CHALLENGE_BODY is handed back whole.
+                    let rest = response.into_body().into_reader();
                     let body: Box<dyn Read + Send> = match body {
-                        Some(bytes) => Box::new(std::io::Cursor::new(bytes)),
-                        None => Box::new(response.into_body().into_reader()),
+                        Some(bytes) => Box::new(std::io::Cursor::new(bytes).chain(rest)),
+                        None => Box::new(rest),
                     };
                     return Ok(Reply {
                         status,
@@ -280,9 +314,23 @@ fn headers_for(
     headers
 }
 
+/// A failed read of a response body (ureq reports its timeouts as
+/// `TimedOut` I/O errors there).
+fn body_error(e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        Error::TimedOut(e.to_string())
+    } else {
+        Error::Transport(e.to_string())
+    }
+}
+
 fn transport_error(e: ureq::Error) -> Error {
     use std::io::ErrorKind;
     match e {
+        ureq::Error::Timeout(_) => Error::TimedOut(e.to_string()),
+        ureq::Error::Io(ref io) if io.kind() == ErrorKind::TimedOut => {
+            Error::TimedOut(e.to_string())
+        }
         ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Connect(e.to_string()),
         ureq::Error::BadUri(_) | ureq::Error::Http(_) => Error::Request(e.to_string()),
         ureq::Error::Io(ref io)

@@ -30,7 +30,7 @@ mod solver;
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
 pub use retry::{Policy, Retrier, Step};
-pub use solver::{hash_rate, solve, Nonce, SolveOptions};
+pub use solver::{hash_rate, solve, solve_until, Nonce, SolveOptions};
 
 /// Why a request could not be paid through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +52,10 @@ pub enum Error {
         /// How long the solver ran.
         after: Duration,
     },
+    /// The caller stopped the solve ([`solve_until`]), e.g. because the
+    /// request that needed it was dropped.
+    #[error("the solve was cancelled")]
+    Cancelled,
     /// The difficulty cannot be met (a digest has 64 hex digits).
     #[error("difficulty {difficulty} cannot be met")]
     Unsolvable {
@@ -84,6 +88,9 @@ pub enum Error {
     /// 444, a blocked client under `pow_shield_block_status 444`).
     #[error("the server closed the connection without a response")]
     Closed,
+    /// A connect or transfer time limit ran out (`blocking::Timeouts`).
+    #[error("timed out: {0}")]
+    TimedOut(String),
     /// Could not connect.
     #[error("could not connect: {0}")]
     Connect(String),

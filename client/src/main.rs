@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
-use pow_shield_client::blocking::{Client, Event, Request, Trust};
+use pow_shield_client::blocking::{Client, Event, Request, Timeouts, Trust};
 use pow_shield_client::{hash_rate, solve, Error, Policy, SolveOptions};
 
 /// Exit codes; curl's where curl has one, 90+ for what only a paying
@@ -19,6 +19,7 @@ mod exit {
     pub const CONNECT: u8 = 7;
     pub const HTTP_ERROR: u8 = 22;
     pub const WRITE: u8 = 23;
+    pub const TIMED_OUT: u8 = 28;
     pub const TLS: u8 = 35;
     pub const EMPTY_REPLY: u8 = 52;
     pub const TRANSPORT: u8 = 56;
@@ -40,6 +41,7 @@ Exit codes:
    7  could not connect
   22  HTTP status >= 400 with -f/--fail
   23  could not write the output (-o)
+  28  timed out: --connect-timeout or --max-time ran out
   35  TLS handshake failed (https://)
   52  the server closed the connection without a response (e.g. 444)
   56  other network failure
@@ -61,7 +63,7 @@ fn cli() -> Command {
     let max_solve_time = Arg::new("max-solve-time")
         .long("max-solve-time")
         .value_name("SECONDS")
-        .value_parser(value_parser!(f64))
+        .value_parser(seconds)
         .help("Give up solving after this long (exit 93)");
     Command::new("pow-shield")
         .version(env!("CARGO_PKG_VERSION"))
@@ -164,6 +166,21 @@ fn cli() -> Command {
                         .help("Longest Retry-After worth sleeping with --wait"),
                 )
                 .arg(
+                    Arg::new("connect-timeout")
+                        .long("connect-timeout")
+                        .value_name("SECONDS")
+                        .value_parser(seconds)
+                        .default_value("10")
+                        .help("Longest wait for each connection to open (exit 28)"),
+                )
+                .arg(
+                    Arg::new("max-time")
+                        .long("max-time")
+                        .value_name("SECONDS")
+                        .value_parser(seconds)
+                        .help("Longest transfer of each request, connecting to the last byte (exit 28) [default: no limit]"),
+                )
+                .arg(
                     Arg::new("retries")
                         .long("retries")
                         .value_name("N")
@@ -206,7 +223,7 @@ fn cli() -> Command {
                     Arg::new("seconds")
                         .long("seconds")
                         .value_name("S")
-                        .value_parser(value_parser!(f64))
+                        .value_parser(seconds)
                         .default_value("2")
                         .help("Measuring time for each of the two runs"),
                 ),
@@ -234,6 +251,17 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// A duration in seconds, refused (exit 2) unless a `Duration` holds it: a
+/// negative, NaN or astronomically large value is a mistake, not a limit.
+fn seconds(text: &str) -> Result<Duration, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| format!("{text} s is out of range (0 to {} s)", u64::MAX))
+}
+
 fn solve_options(m: &ArgMatches) -> SolveOptions {
     SolveOptions {
         threads: m.get_one::<usize>("threads").copied().unwrap_or(0),
@@ -242,10 +270,7 @@ fn solve_options(m: &ArgMatches) -> SolveOptions {
             .ok()
             .flatten()
             .copied(),
-        max_solve_time: m
-            .get_one::<f64>("max-solve-time")
-            .filter(|s| s.is_finite() && **s >= 0.0)
-            .map(|s| Duration::from_secs_f64(*s)),
+        max_solve_time: m.get_one::<Duration>("max-solve-time").copied(),
         progress: true,
     }
 }
@@ -265,9 +290,13 @@ fn get(m: &ArgMatches) -> u8 {
             return code;
         }
     };
-    let client = match trust(m)
-        .and_then(|t| Client::with_trust(policy, t).map_err(|e| (exit::CACERT, e.to_string())))
-    {
+    let timeouts = Timeouts {
+        connect: m.get_one::<Duration>("connect-timeout").copied(),
+        transfer: m.get_one::<Duration>("max-time").copied(),
+    };
+    let client = match trust(m).and_then(|t| {
+        Client::with_config(policy, t, timeouts).map_err(|e| (exit::CACERT, e.to_string()))
+    }) {
         Ok(c) => c,
         Err((code, msg)) => {
             eprintln!("pow-shield: {msg}");
@@ -309,6 +338,11 @@ fn get(m: &ArgMatches) -> u8 {
         out.flush()
     })();
     if let Err(e) = written {
+        // ureq reports a --max-time running out mid-body as a read error.
+        if e.kind() == io::ErrorKind::TimedOut {
+            eprintln!("pow-shield: reading the response: {e}");
+            return exit::TIMED_OUT;
+        }
         eprintln!("pow-shield: writing the response: {e}");
         return exit::WRITE;
     }
@@ -449,6 +483,7 @@ fn error_code(e: &Error) -> u8 {
         Error::GaveUp { .. } | Error::BadChallenge(_) | Error::Unsolvable { .. } => exit::GAVE_UP,
         Error::Closed => exit::EMPTY_REPLY,
         Error::Connect(_) => exit::CONNECT,
+        Error::TimedOut(_) => exit::TIMED_OUT,
         Error::Request(_) => exit::BAD_REQUEST,
         Error::Transport(_) => exit::TRANSPORT,
         Error::Certificate(_) => exit::CERTIFICATE,
@@ -487,12 +522,11 @@ fn solve_cmd(m: &ArgMatches) -> u8 {
 fn bench(m: &ArgMatches) -> u8 {
     let opts = solve_options(m);
     let threads = opts.thread_count();
-    let seconds = m
-        .get_one::<f64>("seconds")
+    let span = m
+        .get_one::<Duration>("seconds")
         .copied()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .unwrap_or(2.0);
-    let span = Duration::from_secs_f64(seconds);
+        .filter(|s| !s.is_zero())
+        .unwrap_or(Duration::from_secs(2));
     let one = hash_rate(1, span);
     let all = hash_rate(threads, span);
     println!("SHA-256 proof of work, one compression per attempt (32-character salt)");
@@ -630,6 +664,7 @@ mod tests {
             (Error::GaveUp { attempts: 5 }, 94),
             (Error::Closed, 52),
             (Error::Connect(String::new()), 7),
+            (Error::TimedOut(String::new()), 28),
             (Error::Tls(String::new()), 35),
             (Error::Certificate(String::new()), 60),
             (Error::CaCert(String::new()), 77),
@@ -671,6 +706,44 @@ mod tests {
             trust(&get_matches(&["get", "https://h/", "--insecure"])),
             Ok(Trust::Insecure)
         );
+    }
+
+    #[test]
+    fn timeouts_default_to_10_s_to_connect_and_no_transfer_limit() {
+        let m = get_matches(&["get", "http://h/"]);
+        assert_eq!(
+            m.get_one::<Duration>("connect-timeout"),
+            Some(&Duration::from_secs(10))
+        );
+        assert_eq!(m.get_one::<Duration>("max-time"), None);
+        let m = get_matches(&["get", "http://h/", "--max-time", "2.5"]);
+        assert_eq!(
+            m.get_one::<Duration>("max-time"),
+            Some(&Duration::from_millis(2500))
+        );
+    }
+
+    #[test]
+    fn durations_a_duration_cannot_hold_are_usage_errors() {
+        for opt in ["--max-solve-time", "--connect-timeout", "--max-time"] {
+            for bad in ["1e30", "-1", "NaN", "inf", "soon"] {
+                assert!(
+                    parse(&["get", "http://h/", opt, bad]).is_err(),
+                    "{opt} {bad}"
+                );
+            }
+        }
+        assert!(parse(&[
+            "solve",
+            "--salt",
+            "a",
+            "--difficulty",
+            "1",
+            "--max-solve-time",
+            "1e30"
+        ])
+        .is_err());
+        assert!(parse(&["bench", "--seconds", "1e30"]).is_err());
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //! inner `anyhow::Error`). Requests whose body cannot be cloned (streams)
 //! are sent once, unpaid.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use http::Extensions;
 use reqwest::header::HeaderValue;
 use reqwest::{Request, Response};
@@ -25,7 +28,7 @@ use reqwest_middleware::{Middleware, Next};
 use crate::challenge::read_answer;
 use crate::retry::{Policy, Retrier, Step};
 use crate::wire;
-use crate::{solve, Error};
+use crate::{solve_until, Error};
 
 /// The middleware; see the module docs.
 #[derive(Clone, Debug, Default)]
@@ -39,6 +42,17 @@ impl PowShield {
     pub fn new(mut policy: Policy) -> PowShield {
         policy.solve.progress = false;
         PowShield { policy }
+    }
+}
+
+/// Stops the solver when dropped: a request future dropped while it awaits
+/// the blocking task (a timeout, a cancelled caller) must not leave every
+/// core searching until a solution nobody will send.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -94,12 +108,16 @@ impl Middleware for PowShield {
                     drop(response);
                     let opts = self.policy.solve.clone();
                     let (salt, difficulty) = (c.salt, c.difficulty);
+                    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+                    let flag = Arc::clone(&stop.0);
                     // The search is CPU-bound: off the async executor.
-                    let nonce =
-                        tokio::task::spawn_blocking(move || solve(&salt, difficulty, &opts))
-                            .await
-                            .map_err(|e| refused(Error::Transport(format!("solver task: {e}"))))?
-                            .map_err(refused)?;
+                    let nonce = tokio::task::spawn_blocking(move || {
+                        solve_until(&salt, difficulty, &opts, &flag)
+                    })
+                    .await
+                    .map_err(|e| refused(Error::Transport(format!("solver task: {e}"))))?
+                    .map_err(refused)?;
+                    drop(stop);
                     Some((c.token, nonce.0))
                 }
             };

@@ -82,6 +82,18 @@ impl SolveOptions {
 /// Finds a nonce for `salt` at `difficulty` with every configured thread;
 /// all threads stop at the first solution.
 pub fn solve(salt: &str, difficulty: u8, opts: &SolveOptions) -> Result<Nonce, Error> {
+    solve_until(salt, difficulty, opts, &AtomicBool::new(false))
+}
+
+/// [`solve`], also stopped from outside: once `stop` is set, every thread
+/// ends within a chunk of work and this returns [`Error::Cancelled`] (a
+/// dropped request need not keep the cores busy until a solution).
+pub fn solve_until(
+    salt: &str,
+    difficulty: u8,
+    opts: &SolveOptions,
+    stop: &AtomicBool,
+) -> Result<Nonce, Error> {
     if let Some(max) = opts.max_difficulty {
         if difficulty > max {
             return Err(Error::TooHard { difficulty, max });
@@ -90,7 +102,10 @@ pub fn solve(salt: &str, difficulty: u8, opts: &SolveOptions) -> Result<Nonce, E
     if difficulty > MAX_POSSIBLE {
         return Err(Error::Unsolvable { difficulty });
     }
-    let deadline = opts.max_solve_time.map(|t| Instant::now() + t);
+    // A limit too far away to be an Instant is no limit.
+    let deadline = opts
+        .max_solve_time
+        .and_then(|t| Instant::now().checked_add(t));
     let progress = opts.progress && std::io::stderr().is_terminal();
     let run = search(
         salt.as_bytes(),
@@ -98,10 +113,12 @@ pub fn solve(salt: &str, difficulty: u8, opts: &SolveOptions) -> Result<Nonce, E
         opts.thread_count(),
         deadline,
         progress,
+        stop,
     );
     match run.nonce {
         Some(nonce) => Ok(Nonce(nonce)),
         None if run.exhausted => Err(Error::Unsolvable { difficulty }),
+        None if stop.load(Ordering::Relaxed) => Err(Error::Cancelled),
         None => Err(Error::Timeout {
             difficulty,
             after: run.elapsed,
@@ -117,8 +134,9 @@ pub fn hash_rate(threads: usize, duration: Duration) -> f64 {
         salt,
         MAX_POSSIBLE,
         threads.max(1),
-        Some(Instant::now() + duration),
+        Instant::now().checked_add(duration),
         false,
+        &AtomicBool::new(false),
     );
     run.hashes as f64 / run.elapsed.as_secs_f64().max(1e-9)
 }
@@ -152,9 +170,11 @@ impl<'a> Prefix<'a> {
 }
 
 /// State shared by the workers of one search.
-struct Shared {
+struct Shared<'a> {
     next: AtomicU64,
     stop: AtomicBool,
+    /// The caller's stop flag ([`solve_until`]).
+    cancel: &'a AtomicBool,
     found: AtomicU64,
     hashes: AtomicU64,
     exhausted: AtomicBool,
@@ -166,12 +186,14 @@ fn search(
     threads: usize,
     deadline: Option<Instant>,
     progress: bool,
+    cancel: &AtomicBool,
 ) -> Run {
     let start = Instant::now();
     let prefix = Prefix::new(salt);
     let shared = Shared {
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        cancel,
         found: AtomicU64::new(u64::MAX),
         hashes: AtomicU64::new(0),
         exhausted: AtomicBool::new(false),
@@ -235,7 +257,7 @@ fn show_progress(difficulty: u8, hashes: u64, elapsed: Duration) {
 /// Takes chunks of nonces until one meets the difficulty, another thread
 /// found one, or time is up.
 fn worker(prefix: &Prefix, difficulty: u8, shared: &Shared) {
-    while !shared.stop.load(Ordering::Relaxed) {
+    while !shared.stop.load(Ordering::Relaxed) && !shared.cancel.load(Ordering::Relaxed) {
         let start = shared.next.fetch_add(CHUNK, Ordering::Relaxed);
         let Some(end) = start.checked_add(CHUNK) else {
             shared.exhausted.store(true, Ordering::Relaxed);
@@ -501,6 +523,25 @@ mod tests {
             solve(SALT, 30, &o),
             Err(Error::Timeout { difficulty: 30, .. })
         ));
+    }
+
+    #[test]
+    fn a_set_stop_flag_cancels_the_solve() {
+        let stop = AtomicBool::new(true);
+        assert_eq!(
+            solve_until(SALT, 30, &opts(2), &stop),
+            Err(Error::Cancelled)
+        );
+    }
+
+    #[test]
+    fn a_solve_time_beyond_any_instant_is_no_limit() {
+        let o = SolveOptions {
+            threads: 1,
+            max_solve_time: Some(Duration::MAX),
+            ..SolveOptions::default()
+        };
+        assert_eq!(solve(SALT, 2, &o), Ok(Nonce(79)));
     }
 
     #[test]

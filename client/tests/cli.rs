@@ -136,6 +136,7 @@ fn help_documents_the_exit_codes() {
         "91  banned",
         "92  challenge harder",
         "93  no solution",
+        "28  timed out",
     ] {
         assert!(text.contains(code), "{code}");
     }
@@ -145,4 +146,53 @@ fn help_documents_the_exit_codes() {
 fn bad_usage_exits_2() {
     assert_eq!(run(&["get"]).status.code(), Some(2));
     assert_eq!(run(&["solve", "--salt", "ab"]).status.code(), Some(2));
+}
+
+#[test]
+fn max_time_exits_28_on_a_server_that_never_answers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept() {
+            held.push(stream); // open, silent
+        }
+    });
+    let out = run(&["get", "--max-time", "0.5", &url]);
+    assert_eq!(out.status.code(), Some(28));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timed out"));
+}
+
+#[test]
+fn a_duration_too_large_for_the_solver_exits_2_with_a_message() {
+    for args in [
+        &["get", "--max-solve-time", "1e30", "http://127.0.0.1:9/"][..],
+        &[
+            "solve",
+            "--salt",
+            "ab",
+            "--difficulty",
+            "1",
+            "--max-solve-time",
+            "1e30",
+        ][..],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--max-solve-time") && err.contains("out of range"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_429_body_longer_than_the_challenge_limit_is_printed_whole() {
+    // Read to 64 KB to look for a challenge, then handed back with the rest.
+    let page = "x".repeat(100 * 1024);
+    let fake = serve(vec![plain("429 Too Many Requests", &[], &page)]);
+    let out = run(&["get", &fake.url]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout.len(), page.len());
 }

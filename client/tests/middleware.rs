@@ -123,3 +123,46 @@ async fn solving_does_not_block_the_executor() {
     ticker.abort();
     assert!(ticks.load(std::sync::atomic::Ordering::Relaxed) > 20);
 }
+
+#[test]
+fn dropping_the_request_stops_its_solve() {
+    // One blocking thread: a probe task queued behind the solve runs only
+    // once the solve has ended, which a difficulty-12 search on one thread
+    // never does by itself.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (c, _) = challenge("429 Too Many Requests", 12, 31);
+    let fake = serve(vec![c]);
+    let policy = Policy {
+        solve: SolveOptions {
+            threads: 1,
+            ..SolveOptions::default()
+        },
+        ..Policy::default()
+    };
+    let request = rt.spawn(client(policy).get(&fake.url).send());
+    for _ in 0..600 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(fake.requests().len(), 1, "the challenge was never fetched");
+    // Let the middleware reach the solve before dropping the request.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    request.abort();
+    let probe = rt.spawn_blocking(|| ());
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let _ = tx.send(probe.await.is_ok());
+    });
+    // Generous: the solver checks its stop flag every ~100 ms.
+    let finished = rx.recv_timeout(std::time::Duration::from_secs(60));
+    // Dropping a runtime waits for its blocking tasks: not for a stuck solve.
+    rt.shutdown_background();
+    assert_eq!(finished, Ok(true), "the solve kept running after the drop");
+}

@@ -12,7 +12,16 @@ installing neither is fine for code that only solves.
 from typing import Any
 
 from ._challenge import Challenge, check_blocked, retry_after
-from ._errors import Banned, Blocked, PowShieldError, RetriesExhausted, SolveTimeout, TooDifficult, Unsolvable
+from ._errors import (
+    Banned,
+    Blocked,
+    Cancelled,
+    PowShieldError,
+    RetriesExhausted,
+    SolveTimeout,
+    TooDifficult,
+    Unsolvable,
+)
 from ._policy import Policy
 from ._solver import is_solution, solve
 
@@ -21,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Banned",
     "Blocked",
+    "Cancelled",
     "Challenge",
     "HttpxAuth",
     "Policy",

@@ -19,6 +19,10 @@ HEADER_NONCE = "X-PoW-Nonce"
 HEADER_DIFFICULTY = "X-PoW-Difficulty"
 HEADER_SHIELD = "X-PoW-Shield"
 
+#: Most bytes of a response body read to find a challenge in it (as the
+#: Rust client): the shield's own answers are a few hundred bytes.
+MAX_CHALLENGE_BODY = 64 * 1024
+
 
 def _b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -37,20 +41,21 @@ def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
 
 
 def retry_after(headers: Mapping[str, str]) -> Optional[float]:
-    """``Retry-After`` in seconds (delay-seconds or an HTTP date), or None."""
+    """``Retry-After`` in seconds (delay-seconds or an HTTP date), or None
+    when absent or unreadable; never raises, whatever the server sent."""
     value = _header(headers, "Retry-After")
-    if value is None:
+    if not isinstance(value, str):
         return None
     value = value.strip()
-    if value.isdigit():
+    # ASCII digits only: str.isdigit() also takes '²' (which float()
+    # refuses) and '١٢' (which float() reads as 12).
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        return max(0.0, when.timestamp() - time.time())
+    except Exception:  # any malformed date: TypeError, ValueError, OverflowError...
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def check_blocked(status: int, headers: Mapping[str, str], response: Any = None) -> None:
@@ -111,7 +116,7 @@ class Challenge:
         if status not in CHALLENGE_STATUSES:
             return None
         doc: Any = None
-        if body:
+        if body and len(body) <= MAX_CHALLENGE_BODY:
             try:
                 doc = json.loads(body)
             except ValueError:

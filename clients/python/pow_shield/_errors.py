@@ -55,3 +55,7 @@ class SolveTimeout(Unsolvable):
 
 class RetriesExhausted(PowShieldError):
     """The server still refused after ``max_retries`` paid or waited retries."""
+
+
+class Cancelled(PowShieldError):
+    """The solve was stopped from outside (its ``stop`` event was set)."""

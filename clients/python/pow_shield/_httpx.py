@@ -1,12 +1,41 @@
 """``pow_shield.HttpxAuth``: an ``httpx.Auth`` flow that pays its way."""
 
 import functools
+import inspect
+import threading
 import time
-from typing import AsyncGenerator, Generator, Optional, Union
+from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 
 import httpx
 
+from ._challenge import MAX_CHALLENGE_BODY
 from ._policy import Pay, Policy, Wait
+
+
+@functools.lru_cache(maxsize=None)
+def _abandon_on_cancel() -> dict:
+    # A cancelled request must not wait for its solve: anyio 4.1 calls this
+    # abandon_on_cancel, older ones (Debian's 3.6) cancellable.
+    import anyio.to_thread
+
+    params = inspect.signature(anyio.to_thread.run_sync).parameters
+    return {"abandon_on_cancel": True} if "abandon_on_cancel" in params else {"cancellable": True}
+
+
+async def _read_capped(response: httpx.Response) -> Tuple[bytes, bool]:
+    # Policy.read_capped for an async body; the response keeps it whole.
+    chunks = response.aiter_bytes()
+    parts = []
+    size = 0
+    async for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_CHALLENGE_BODY:
+            head = b"".join(parts)
+            response._content = head + b"".join([c async for c in chunks])
+            return head, False
+    response._content = b"".join(parts)
+    return response._content, True
 
 
 class HttpxAuth(httpx.Auth):
@@ -32,6 +61,7 @@ class HttpxAuth(httpx.Auth):
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = None,
         prefer_wait: Union[bool, float] = False,
+        max_wait: float = 60.0,
         max_retries: int = 3,
         processes: Optional[int] = None,
     ) -> None:
@@ -39,6 +69,7 @@ class HttpxAuth(httpx.Auth):
             max_difficulty=max_difficulty,
             max_solve_time=max_solve_time,
             prefer_wait=prefer_wait,
+            max_wait=max_wait,
             max_retries=max_retries,
             processes=processes,
         )
@@ -49,7 +80,13 @@ class HttpxAuth(httpx.Auth):
         response = yield request
         retries = 0
         while True:
-            body = response.read() if policy.needs_body(response.status_code, response.headers) else None
+            body = None
+            if policy.needs_body(response.status_code, response.headers):
+                chunks = response.iter_bytes()
+                head, whole = policy.read_capped(chunks)
+                body = head if whole else None
+                # what response.read() returns: the whole body
+                response._content = head if whole else head + b"".join(chunks)
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return
@@ -70,7 +107,10 @@ class HttpxAuth(httpx.Auth):
         response = yield request
         retries = 0
         while True:
-            body = await response.aread() if policy.needs_body(response.status_code, response.headers) else None
+            body = None
+            if policy.needs_body(response.status_code, response.headers):
+                head, whole = await _read_capped(response)
+                body = head if whole else None
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
                 return
@@ -78,8 +118,16 @@ class HttpxAuth(httpx.Auth):
             if isinstance(step, Wait):
                 await anyio.sleep(step.seconds)
             elif isinstance(step, Pay):
-                solve = functools.partial(policy.solve, step.challenge, response)
-                nonce = await anyio.to_thread.run_sync(solve)
+                stop = threading.Event()
+                solve = functools.partial(policy.solve, step.challenge, response, stop)
+                try:
+                    # Its own limiter: a long solve holds none of the places
+                    # anyio shares among every to_thread call.
+                    nonce = await anyio.to_thread.run_sync(
+                        solve, limiter=anyio.CapacityLimiter(1), **_abandon_on_cancel()
+                    )
+                finally:
+                    stop.set()  # cancelled: the solver thread ends too
                 request.headers.update(step.challenge.headers(nonce))
             response = yield request
 

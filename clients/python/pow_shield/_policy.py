@@ -5,7 +5,8 @@ solve; this module decides which of those comes next, so they all behave
 alike (and like the ``pow-shield`` command-line client):
 
 * ``X-PoW-Shield: blocked`` / ``banned``: raise ``Blocked`` / ``Banned``.
-* 429 with ``Retry-After`` and ``prefer_wait``: sleep, then resend unchanged.
+* 429 with ``Retry-After`` and ``prefer_wait``: sleep, then resend unchanged
+  (only up to ``max_wait``: a longer ``Retry-After`` is paid instead).
 * 429, 409, 410 or 422 with a challenge: solve it and resend with the
   solution (409/410/422 carry a fresh challenge after a spent, expired or
   wrong one).
@@ -16,15 +17,27 @@ Each wait or payment is one retry; past ``max_retries`` the adapter raises
 ``RetriesExhausted``.
 """
 
+import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Tuple, Union
 
-from ._challenge import CHALLENGE_STATUSES, HEADER_SHIELD, Challenge, _header, check_blocked, retry_after
-from ._errors import PowShieldError, RetriesExhausted, SolveTimeout
+from ._challenge import (
+    CHALLENGE_STATUSES,
+    HEADER_CHALLENGE,
+    HEADER_SHIELD,
+    MAX_CHALLENGE_BODY,
+    Challenge,
+    _header,
+    check_blocked,
+    retry_after,
+)
+from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
 from ._solver import check_difficulty, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
 WAIT_STATUSES = frozenset({429, 503})
+#: Longest ``Retry-After`` slept by default, as the CLI's ``--max-wait``.
+MAX_WAIT = 60.0
 
 
 @dataclass(frozen=True)
@@ -53,9 +66,12 @@ class Policy:
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = None,
         prefer_wait: Union[bool, float] = False,
+        max_wait: float = MAX_WAIT,
         max_retries: int = 3,
         processes: Optional[int] = None,
     ) -> None:
+        if not max_wait >= 0:  # also refuses NaN
+            raise ValueError("max_wait must be a number of seconds >= 0")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         if max_solve_time is not None and max_solve_time < 0:
@@ -65,23 +81,44 @@ class Policy:
         self.max_difficulty = max_difficulty
         self.max_solve_time = max_solve_time
         self.prefer_wait = prefer_wait
+        self.max_wait = max_wait
         self.max_retries = max_retries
         self.processes = processes
 
     def __repr__(self) -> str:
         return (
             f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
-            f"prefer_wait={self.prefer_wait!r}, max_retries={self.max_retries!r}, processes={self.processes!r})"
+            f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, "
+            f"max_retries={self.max_retries!r}, processes={self.processes!r})"
         )
 
     @staticmethod
     def needs_body(status: int, headers: Mapping[str, str]) -> bool:
-        """Whether the adapter should read the body before ``step`` (small
-        bodies of answers the client will not hand back, or raise with)."""
-        return status in CHALLENGE_STATUSES or _header(headers, HEADER_SHIELD) is not None
+        """Whether the adapter should read the body (with ``read_capped``)
+        before ``step``: a challenge status without the token header (whose
+        token may then be in the JSON body), and the breaker's answers (so
+        that ``Blocked.response`` has its body)."""
+        if _header(headers, HEADER_SHIELD) is not None:
+            return True
+        return status in CHALLENGE_STATUSES and _header(headers, HEADER_CHALLENGE) is None
+
+    @staticmethod
+    def read_capped(chunks: Iterator[bytes]) -> Tuple[bytes, bool]:
+        """Reads ``chunks`` to its end or just past ``MAX_CHALLENGE_BODY``
+        bytes: (what was read, whether that is the whole body).  A longer
+        body is no challenge of the shield's and is not parsed (the adapter
+        hands it back whole)."""
+        parts = []
+        size = 0
+        for chunk in chunks:
+            parts.append(chunk)
+            size += len(chunk)
+            if size > MAX_CHALLENGE_BODY:
+                return b"".join(parts), False
+        return b"".join(parts), True
 
     def _wants_wait(self, delay: Optional[float]) -> bool:
-        if delay is None or self.prefer_wait is False:
+        if delay is None or self.prefer_wait is False or delay > self.max_wait:
             return False
         return self.prefer_wait is True or delay <= self.prefer_wait
 
@@ -118,8 +155,11 @@ class Policy:
             )
         return move
 
-    def solve(self, challenge: Challenge, response: Any = None) -> str:
-        """Solves within the limits; ``SolveTimeout`` carries ``response``."""
+    def solve(
+        self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None
+    ) -> str:
+        """Solves within the limits; ``SolveTimeout`` carries ``response``;
+        setting ``stop`` ends the search (``Cancelled``)."""
         try:
             return solve(
                 challenge.salt,
@@ -127,7 +167,8 @@ class Policy:
                 max_difficulty=self.max_difficulty,
                 max_solve_time=self.max_solve_time,
                 processes=self.processes,
+                stop=stop,
             )
-        except SolveTimeout as exc:
+        except (SolveTimeout, Cancelled) as exc:
             exc.response = response
             raise

@@ -33,6 +33,8 @@ class Session(requests.Session):
     ``prefer_wait``: True to sleep ``Retry-After`` on 429/503 instead of
     paying; a number of seconds to sleep only when ``Retry-After`` is at
     most that, paying otherwise.
+    ``max_wait`` (60): the longest ``Retry-After`` ever slept, whatever
+    ``prefer_wait`` says; a longer one is paid (as the CLI's ``--max-wait``).
     ``max_retries``: paid or waited resends per request before
     ``RetriesExhausted``.
     ``processes``: solver processes (see ``pow_shield.solve``).
@@ -48,6 +50,7 @@ class Session(requests.Session):
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = None,
         prefer_wait: Union[bool, float] = False,
+        max_wait: float = 60.0,
         max_retries: int = 3,
         processes: Optional[int] = None,
     ) -> None:
@@ -56,6 +59,7 @@ class Session(requests.Session):
             max_difficulty=max_difficulty,
             max_solve_time=max_solve_time,
             prefer_wait=prefer_wait,
+            max_wait=max_wait,
             max_retries=max_retries,
             processes=processes,
         )
@@ -64,13 +68,25 @@ class Session(requests.Session):
         # Session.send also runs for each redirect hop, so every hop pays
         # for itself.
         policy = self.pow_policy
+        # Streamed, so that a challenge's body is read only as far as needed;
+        # the answer handed back is read whole unless the caller streams.
+        stream = kwargs.pop("stream", False)
+        kwargs["stream"] = True
         response = super().send(request, **kwargs)
         retries = 0
         history = []
         while True:
-            body = response.content if policy.needs_body(response.status_code, response.headers) else None
+            body = None
+            if policy.needs_body(response.status_code, response.headers):
+                chunks = response.iter_content(8192)
+                head, whole = policy.read_capped(chunks)
+                body = head if whole else None
+                response._content = head if whole else head + b"".join(chunks)
+                response._content_consumed = True
             step = policy.step(response.status_code, response.headers, body, retries, response)
             if step is None:
+                if not stream:
+                    response.content  # noqa: B018 - read it now, as requests would
                 break
             if not _replayable(request):
                 raise PowShieldError(

@@ -11,13 +11,16 @@ import hashlib
 import multiprocessing
 import os
 import queue
+import threading
 import time
 from typing import Any, Optional
 
-from ._errors import SolveTimeout, TooDifficult, Unsolvable
+from ._errors import Cancelled, SolveTimeout, TooDifficult, Unsolvable
 
-#: Largest difficulty a SHA-256 hex digest can express.
-MAX_DIFFICULTY = 64
+#: Largest difficulty the protocol allows (docs/protocol.md): the client
+#: cannot verify the token's signature, so a forged difficulty of 20 would
+#: otherwise keep every core busy for years.
+MAX_DIFFICULTY = 12
 #: The server accepts nonces of at most 20 decimal digits.
 NONCE_LIMIT = 10**20
 #: Difficulties from which ``processes=None`` searches on every core; below
@@ -62,7 +65,7 @@ def _search(prefix: "hashlib._Hash", threshold: bytes, start: int, end: int) -> 
     return None
 
 
-def _solve_here(salt: bytes, difficulty: int, deadline: Optional[float]) -> Optional[int]:
+def _solve_here(salt: bytes, difficulty: int, deadline: Optional[float], stop: Any) -> Optional[int]:
     prefix = hashlib.sha256(salt)
     threshold = _threshold(difficulty)
     for start in range(0, NONCE_LIMIT, CHUNK):
@@ -70,6 +73,8 @@ def _solve_here(salt: bytes, difficulty: int, deadline: Optional[float]) -> Opti
         if found is not None:
             return found
         if deadline is not None and time.monotonic() >= deadline:
+            return None
+        if stop is not None and stop.is_set():
             return None
     raise Unsolvable("no nonce of at most 20 digits solves this challenge")
 
@@ -90,12 +95,19 @@ def _worker(salt: bytes, difficulty: int, index: int, stride: int, stop: Any, re
 
 
 def _context() -> Any:
-    # fork starts fastest and does not re-import the caller's __main__.
+    # fork starts fastest and does not re-import the caller's __main__, but
+    # forking a process that runs other threads (an event loop's worker
+    # threads, an HTTP pool) can copy a lock some thread holds and deadlock
+    # the child: then a fresh interpreter (forkserver, else spawn) it is.
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _solve_parallel(salt: bytes, difficulty: int, processes: int, deadline: Optional[float]) -> Optional[int]:
+def _solve_parallel(
+    salt: bytes, difficulty: int, processes: int, deadline: Optional[float], cancel: Any
+) -> Optional[int]:
     ctx = _context()
     stop = ctx.Event()
     results = ctx.Queue()
@@ -113,6 +125,8 @@ def _solve_parallel(salt: bytes, difficulty: int, processes: int, deadline: Opti
             except queue.Empty:
                 pass
             if deadline is not None and time.monotonic() >= deadline:
+                return None
+            if cancel is not None and cancel.is_set():
                 return None
             if not any(w.is_alive() for w in workers) and results.empty():
                 raise Unsolvable("the solver processes ended without a solution")
@@ -144,6 +158,7 @@ def solve(
     max_difficulty: Optional[int] = None,
     max_solve_time: Optional[float] = None,
     processes: Optional[int] = None,
+    stop: Optional[threading.Event] = None,
 ) -> str:
     """Finds a nonce for a pow-shield challenge and returns it as a string.
 
@@ -155,7 +170,14 @@ def solve(
     ``max_solve_time``: seconds; raise ``SolveTimeout`` when exceeded.
     ``processes``: how many processes search in parallel; None means one
     below difficulty 5 and one per available core from 5 on.  The expected
-    work is ``16 ** difficulty`` hashes.
+    work is ``16 ** difficulty`` hashes.  Worker processes are forked when
+    this is the process's only thread, else started fresh (forkserver or
+    spawn), which imports the caller's ``__main__`` again: guard a script's
+    top level with ``if __name__ == "__main__":``.
+    ``stop``: an event (``threading.Event``) another thread may set to end
+    the search within a fraction of a second; it then raises ``Cancelled``.
+
+    Difficulties above 12 (the protocol's maximum) raise ``Unsolvable``.
 
     >>> solve("00", 1)
     '10'
@@ -174,9 +196,11 @@ def solve(
     deadline = None if max_solve_time is None else time.monotonic() + max_solve_time
     salt_bytes = salt.encode()
     if processes == 1:
-        found = _solve_here(salt_bytes, difficulty, deadline)
+        found = _solve_here(salt_bytes, difficulty, deadline, stop)
     else:
-        found = _solve_parallel(salt_bytes, difficulty, processes, deadline)
+        found = _solve_parallel(salt_bytes, difficulty, processes, deadline, stop)
+    if found is None and stop is not None and stop.is_set():
+        raise Cancelled(f"the solve of difficulty {difficulty} was stopped")
     if found is None:
         raise SolveTimeout(difficulty, float(max_solve_time or 0))
     return str(found)

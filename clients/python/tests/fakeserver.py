@@ -50,6 +50,12 @@ class FakeServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except ConnectionResetError:  # a client that stopped reading a body
+                    pass
+
             def log_message(self, *args) -> None:  # quiet
                 pass
 

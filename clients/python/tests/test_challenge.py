@@ -55,6 +55,11 @@ class ChallengeTest(unittest.TestCase):
             with self.subTest(token=token), self.assertRaises(pow_shield.Unsolvable):
                 pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token})
 
+    def test_a_body_over_64_kb_is_not_parsed(self):
+        padded = body(instructions="x" * 70000)
+        self.assertIsNone(pow_shield.Challenge.from_response(429, {}, padded))
+        self.assertIsNotNone(pow_shield.Challenge.from_response(429, {}, body()))
+
     def test_solution_headers(self):
         c = pow_shield.Challenge.from_token(TOKEN)
         self.assertEqual(c.headers("123"), {"X-PoW-Challenge": TOKEN, "X-PoW-Nonce": "123"})
@@ -80,6 +85,15 @@ class RetryAfterTest(unittest.TestCase):
     def test_http_date(self):
         later = email.utils.formatdate(time.time() + 120, usegmt=True)
         self.assertTrue(100 < pow_shield.retry_after({"Retry-After": later}) <= 121)
+
+    def test_only_ascii_digits_are_delay_seconds(self):
+        # '²' made float() raise on any response; '١٢' was read as 12 s
+        for value in ("²", "١٢", "٣", "1²"):
+            with self.subTest(value=value):
+                self.assertIsNone(pow_shield.retry_after({"Retry-After": value}))
+
+    def test_a_non_text_value_is_none(self):
+        self.assertIsNone(pow_shield.retry_after({"Retry-After": b"7"}))
 
     def test_absent_or_garbage_is_none(self):
         self.assertIsNone(pow_shield.retry_after({}))

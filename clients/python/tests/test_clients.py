@@ -5,6 +5,7 @@ three (docs/protocol.md sections 7 and 8)."""
 import asyncio
 import hashlib
 import io
+import json
 import os
 import sys
 import threading
@@ -105,7 +106,7 @@ class Scenarios:
         self.assertEqual(len(self.server.requests), 1)
 
     def test_max_solve_time_raises_solve_timeout(self):
-        self.server.script = [self.server.challenge(difficulty=30)]
+        self.server.script = [self.server.challenge(difficulty=12)]
         with self.assertRaises(pow_shield.SolveTimeout):
             self.fetch(max_solve_time=0.05, processes=1)
         self.assertEqual(len(self.server.requests), 1)
@@ -130,6 +131,48 @@ class Scenarios:
     def test_prefer_wait_seconds_pays_when_retry_after_is_longer(self):
         self.server.script = [self.server.challenge(retry_after="3600"), self.server.ok()]
         self.assertEqual(self.fetch(prefer_wait=5)[0], 200)
+        self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
+
+    def test_prefer_wait_pays_a_retry_after_beyond_max_wait(self):
+        # 1e20 s made time.sleep raise OverflowError; an hour would sleep
+        for value in ("100000000000000000000", "3600"):
+            with self.subTest(retry_after=value):
+                self.server.requests.clear()
+                self.server.issued.clear()
+                self.server.script = [self.server.challenge(retry_after=value), self.server.ok()]
+                self.assertEqual(self.fetch(prefer_wait=True)[0], 200)
+                self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
+
+    def test_a_challenge_status_with_a_body_over_64_kb_is_handed_back_whole(self):
+        # read to 64 KB to look for a challenge (not parsed beyond), then whole
+        page = b"x" * (1 << 20)
+        self.server.script = [(429, {"Content-Type": "text/html"}, page)]
+        self.assertEqual(self.fetch(), (429, page))
+
+    def test_a_challenge_in_a_body_over_64_kb_is_not_parsed(self):
+        answer = self.server.challenge()
+
+        def padded():
+            status, headers, body = answer()
+            del headers["X-PoW-Challenge"]
+            doc = json.loads(body)
+            doc["instructions"] = "x" * 70000
+            return status, headers, json.dumps(doc).encode()
+
+        self.server.script = [padded, self.server.ok()]
+        self.assertEqual(self.fetch()[0], 429)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_challenge_in_the_body_alone_is_paid(self):
+        answer = self.server.challenge()
+
+        def body_only():
+            status, headers, body = answer()
+            del headers["X-PoW-Challenge"]
+            return status, headers, body
+
+        self.server.script = [body_only, self.server.ok()]
+        self.assertEqual(self.fetch()[0], 200)
         self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
 
     def test_prefer_wait_sleeps_a_503_retry_after(self):
@@ -233,6 +276,42 @@ class HttpxAsyncTest(Scenarios, unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(len(threads), 1)
         self.assertNotEqual(threads[0], loop_thread)
+
+    def test_a_cancelled_request_stops_its_solve(self):
+        self.server.script = [self.server.challenge(difficulty=12)]
+        auth = pow_shield.HttpxAuth(processes=1)
+        started, finished = threading.Event(), threading.Event()
+        real_solve = auth.policy.solve
+
+        def watched_solve(*args, **kwargs):
+            started.set()
+            try:
+                return real_solve(*args, **kwargs)
+            finally:
+                finished.set()
+
+        auth.policy.solve = watched_solve
+
+        async def go():
+            async with httpx.AsyncClient(auth=auth, timeout=10) as c:
+                request = asyncio.ensure_future(c.get(self.server.url()))
+                while not started.is_set():
+                    await asyncio.sleep(0.01)
+                request.cancel()
+                try:
+                    await request
+                except asyncio.CancelledError:
+                    return "cancelled"
+                return "not cancelled"
+
+        # Old behaviour: the cancelled request waited for the whole solve
+        # (16 ** 12 hashes), so the bound fails it instead of hanging.
+        outcome = []
+        runner = threading.Thread(target=lambda: outcome.append(asyncio.run(go())), daemon=True)
+        runner.start()
+        runner.join(60)
+        self.assertEqual(outcome, ["cancelled"])
+        self.assertTrue(finished.wait(60), "the solve kept running after the request was cancelled")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import hashlib
 import multiprocessing
 import os
 import sys
+import threading
 import unittest
 from unittest import mock
 
@@ -97,18 +98,65 @@ class LimitTest(unittest.TestCase):
         self.assertTrue(solves("abc", pow_shield.solve("abc", 2, max_difficulty=2), 2))
 
     def test_max_solve_time_raises_solve_timeout(self):
-        # 16 ** 30 hashes are out of reach: only the deadline can end this
+        # 16 ** 12 hashes are out of reach here: only the deadline can end this
         with self.assertRaises(pow_shield.SolveTimeout) as cm:
-            pow_shield.solve("salt", 30, max_solve_time=0.05, processes=1)
-        self.assertEqual(cm.exception.difficulty, 30)
+            pow_shield.solve("salt", 12, max_solve_time=0.05, processes=1)
+        self.assertEqual(cm.exception.difficulty, 12)
 
     def test_max_solve_time_stops_the_parallel_search_too(self):
         with self.assertRaises(pow_shield.SolveTimeout):
-            pow_shield.solve("salt", 30, max_solve_time=0.05, processes=2)
+            pow_shield.solve("salt", 12, max_solve_time=0.05, processes=2)
+        self.assertEqual(multiprocessing.active_children(), [])
+
+    def test_a_set_stop_event_cancels_the_solve(self):
+        for processes in (1, 2):
+            stop = threading.Event()
+            stop.set()
+            with self.subTest(processes=processes), self.assertRaises(pow_shield.Cancelled):
+                pow_shield.solve("salt", 12, processes=processes, stop=stop)
+        self.assertEqual(multiprocessing.active_children(), [])
+
+    def test_stop_ends_a_running_solve(self):
+        stop = threading.Event()
+        outcome = []
+
+        def run():
+            try:
+                pow_shield.solve("salt", 12, processes=1, stop=stop)
+            except pow_shield.Cancelled as exc:
+                outcome.append(exc)
+
+        t = threading.Thread(target=run)
+        t.start()
+        stop.set()
+        t.join(60)  # generous: the search looks at the event every chunk
+        self.assertFalse(t.is_alive())
+        self.assertEqual(len(outcome), 1)
+
+    def test_workers_are_not_forked_while_other_threads_run(self):
+        release = threading.Event()
+        t = threading.Thread(target=release.wait)
+        t.start()
+        try:
+            self.assertIn(_solver._context().get_start_method(), ("forkserver", "spawn"))
+        finally:
+            release.set()
+            t.join()
+
+    def test_a_parallel_solve_beside_another_thread_finds_a_valid_nonce(self):
+        release = threading.Event()
+        t = threading.Thread(target=release.wait)
+        t.start()
+        try:
+            nonce = pow_shield.solve("salt", 3, processes=2)
+        finally:
+            release.set()
+            t.join()
+        self.assertTrue(solves("salt", nonce, 3))
         self.assertEqual(multiprocessing.active_children(), [])
 
     def test_impossible_difficulties_are_unsolvable(self):
-        for bad in (-1, 65, 1.5, True, "3"):
+        for bad in (-1, 13, 65, 1.5, True, "3"):
             with self.subTest(difficulty=bad), self.assertRaises(pow_shield.Unsolvable):
                 pow_shield.solve("salt", bad)
 
