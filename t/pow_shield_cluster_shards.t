@@ -24,20 +24,8 @@ my @n = map { Test::PowShield->new->require_redis } 1 .. 3;
 plan(skip_all => 'redis-cli not found') unless `redis-cli --version 2>/dev/null`;
 
 # three masters, cluster mode; the others keep serving when one is down
-my @r = map {
-    my $i = $_;
-    $n[$i]->run_redis(args => ['--cluster-enabled', 'yes',
-        '--cluster-config-file', $n[$i]->testdir . "/nodes.conf",
-        '--cluster-node-timeout', '2000',
-        '--cluster-require-full-coverage', 'no']);
-} 0 .. 2;
+my @r = run_redis_cluster(@n);
 my @ports = map { $_->port } @r;
-
-my $out = `redis-cli --cluster create @{[ map { "127.0.0.1:$_" } @ports ]} --cluster-replicas 0 --cluster-yes 2>&1`;
-is($?, 0, 'redis-cli --cluster create: 3 masters') or diag($out);
-ok(eventually(20, sub {
-    !grep { ($_->cmd('CLUSTER', 'INFO') // '') !~ /cluster_state:ok/ } @r
-}), 'cluster_state:ok on every node');
 
 sub conf {
     return <<'EOF';

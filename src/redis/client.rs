@@ -260,15 +260,7 @@ impl Client {
     ) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
-                if !st.health.is_healthy() || st.shutting_down {
-                    return Err(Unavailable);
-                }
-                if st.phase == Phase::Disconnected {
-                    inner.connect(st);
-                    if st.phase == Phase::Disconnected {
-                        return Err(Unavailable);
-                    }
-                }
+                inner.open_for_commands(st)?;
                 let together = 1 + usize::from(before.is_some());
                 if let Admission::Refused { first } = st.in_flight.admit_together(together) {
                     metrics::redis_error(RedisError::Refused);
@@ -306,15 +298,7 @@ impl Client {
     pub fn submit_topology(&self, command: &[u8], on_reply: OnReply) -> Result<(), Unavailable> {
         self.0
             .with_state(|inner, st| {
-                if !st.health.is_healthy() || st.shutting_down {
-                    return Err(Unavailable);
-                }
-                if st.phase == Phase::Disconnected {
-                    inner.connect(st);
-                    if st.phase == Phase::Disconnected {
-                        return Err(Unavailable);
-                    }
-                }
+                inner.open_for_commands(st)?;
                 // Counted like any command (its answer is counted as one).
                 if st.in_flight.admit() != Admission::Admitted {
                     return Err(Unavailable);
@@ -397,6 +381,21 @@ impl Inner {
     fn with_state<R>(&self, f: impl FnOnce(&Inner, &mut State) -> R) -> Option<R> {
         let mut st = self.state.try_borrow_mut().ok()?;
         Some(f(self, &mut st))
+    }
+
+    /// Whether commands may be queued now, connecting first after an idle
+    /// close; refused at once while Redis is down or the worker exits.
+    fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
+        if !st.health.is_healthy() || st.shutting_down {
+            return Err(Unavailable);
+        }
+        if st.phase == Phase::Disconnected {
+            self.connect(st);
+            if st.phase == Phase::Disconnected {
+                return Err(Unavailable);
+            }
+        }
+        Ok(())
     }
 
     fn push(&self, st: &mut State, command: &[u8], mut slot: Slot<OnReply>) {

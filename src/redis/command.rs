@@ -50,15 +50,21 @@ pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK 
 /// deep enough nesting overflows the worker's stack) and waits for any
 /// announced length. Anything else is a fault of the connection.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
-    let len = match scan_reply(buf) {
+    decode_scanned(buf, scan_reply(buf))
+}
+
+/// Decodes the reply a scan found complete in `buf`, `len` bytes long.
+fn decode_scanned(buf: &[u8], scanned: Result<Option<usize>, String>) -> Decoded {
+    let len = match scanned {
         Err(why) => return Decoded::Corrupt(why),
         Ok(None) => return Decoded::Partial,
         Ok(Some(len)) => len,
     };
-    match decode(&buf[..len]) {
-        Ok(Some((frame, used))) => Decoded::Frame(frame, used),
-        Ok(None) => Decoded::Partial,
-        Err(e) => Decoded::Corrupt(e.to_string()),
+    match buf.get(..len).map(decode) {
+        Some(Ok(Some((frame, used)))) => Decoded::Frame(frame, used),
+        Some(Ok(None)) => Decoded::Partial,
+        Some(Err(e)) => Decoded::Corrupt(e.to_string()),
+        None => Decoded::Corrupt("a reply longer than the input".to_owned()),
     }
 }
 
@@ -72,16 +78,7 @@ const MAX_TOPOLOGY_DEPTH: usize = 4;
 /// Decodes a `CLUSTER SLOTS` reply: nested arrays, but no deeper than the
 /// reply's own shape and no larger than [`MAX_TOPOLOGY`].
 pub fn decode_topology(buf: &[u8]) -> Decoded {
-    let len = match scan_nested(buf, MAX_TOPOLOGY_DEPTH) {
-        Err(why) => return Decoded::Corrupt(why),
-        Ok(None) => return Decoded::Partial,
-        Ok(Some(len)) => len,
-    };
-    match decode(&buf[..len]) {
-        Ok(Some((frame, used))) => Decoded::Frame(frame, used),
-        Ok(None) => Decoded::Partial,
-        Err(e) => Decoded::Corrupt(e.to_string()),
-    }
+    decode_scanned(buf, scan_nested(buf, MAX_TOPOLOGY_DEPTH))
 }
 
 fn scan_nested(buf: &[u8], depth: usize) -> Result<Option<usize>, String> {

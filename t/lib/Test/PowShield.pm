@@ -51,7 +51,7 @@ my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
     solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
-my @UTIL = qw(answered statuses eventually);
+my @UTIL = qw(answered statuses eventually run_redis_cluster);
 our @EXPORT_OK = (@POW, @UTIL);
 our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL);
 
@@ -431,6 +431,28 @@ sub run_redis {
     );
     $self->{redis}->start;
     return $self->{redis};
+}
+
+# run_redis_cluster(@instances): a Redis Cluster of one master per
+# instance (no replicas) over every slot, started by `redis-cli --cluster
+# create`; the other masters keep serving while one is down. Two tests:
+# created, and cluster_state:ok everywhere. Returns the Redis objects.
+sub run_redis_cluster {
+    my (@t) = @_;
+    my @r = map {
+        $_->run_redis(args => ['--cluster-enabled', 'yes',
+            '--cluster-config-file', $_->testdir . '/nodes.conf',
+            '--cluster-node-timeout', '2000',
+            '--cluster-require-full-coverage', 'no']);
+    } @t;
+    my $nodes = join ' ', map { '127.0.0.1:' . $_->port } @r;
+    my $out = `redis-cli --cluster create $nodes --cluster-replicas 0 --cluster-yes 2>&1`;
+    Test::More::is($?, 0, 'redis-cli --cluster create: ' . @r . ' masters')
+        or Test::More::diag($out);
+    Test::More::ok(eventually(20, sub {
+        !grep { ($_->cmd('CLUSTER', 'INFO') // '') !~ /cluster_state:ok/ } @r
+    }), 'cluster_state:ok on every node');
+    return @r;
 }
 
 # Attach a Redis run by another instance, for %%REDIS_PORT%%.
