@@ -83,7 +83,7 @@ pub enum Event<R> {
 
 /// The connection can't be trusted any more and must be closed; the text
 /// says why, for the log.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Broken {
     /// An unreadable, oversized or unexpected reply.
     Protocol(String),
@@ -96,6 +96,9 @@ pub struct Pipeline<R> {
     out: Vec<u8>,
     input: Vec<u8>,
     slots: VecDeque<Slot<R>>,
+    /// Set by the `receive` that broke the connection: later ones answer
+    /// the same and read nothing more, until `open` or `abandon`.
+    broken: Option<Broken>,
 }
 
 impl<R> Default for Pipeline<R> {
@@ -104,6 +107,7 @@ impl<R> Default for Pipeline<R> {
             out: Vec::with_capacity(4096),
             input: Vec::with_capacity(READ_CHUNK),
             slots: VecDeque::new(),
+            broken: None,
         }
     }
 }
@@ -119,6 +123,7 @@ impl<R> Pipeline<R> {
     ) {
         self.out.clear();
         self.input.clear();
+        self.broken = None;
         for (label, command) in handshake {
             self.push(
                 command,
@@ -169,14 +174,19 @@ impl<R> Pipeline<R> {
     pub fn abandon(&mut self) -> (usize, Vec<R>) {
         self.out.clear();
         self.input.clear();
+        self.broken = None;
         let requests = self.slots.iter().filter(|s| !s.is_handshake()).count();
         let failed = self.slots.drain(..).filter_map(|s| s.on_reply).collect();
         (requests, failed)
     }
 
     /// Matches every complete reply in the input to its slot, in order,
-    /// appending what happened to `events`.
+    /// appending what happened to `events`. Once it fails, it fails the
+    /// same way until the connection is reopened or abandoned.
     pub fn receive(&mut self, events: &mut Vec<Event<R>>) -> Result<(), Broken> {
+        if let Some(broken) = &self.broken {
+            return Err(broken.clone());
+        }
         let mut used = 0;
         let result = loop {
             let topology = self.slots.front().is_some_and(|s| s.topology);
@@ -228,8 +238,14 @@ impl<R> Pipeline<R> {
             });
         };
         self.input.drain(..used);
-        if result.is_ok() && self.input.len() > MAX_INPUT {
-            return Err(Broken::Protocol("reply too large".to_owned()));
+        let result = match result {
+            Ok(()) if self.input.len() > MAX_INPUT => {
+                Err(Broken::Protocol("reply too large".to_owned()))
+            }
+            result => result,
+        };
+        if let Err(broken) = &result {
+            self.broken = Some(broken.clone());
         }
         result
     }
@@ -348,6 +364,20 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_connection_reads_nothing_more_until_reopened() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&handshake(), 100, Sent::default);
+        p.push(b"", Slot::request(200, 1, None));
+        let refused = Err(Broken::Handshake("AUTH failed: WRONGPASS x".to_owned()));
+        assert_eq!(feed(&mut p, b"-WRONGPASS x\r\n"), refused);
+        // The rest of the handshake and a reply arrive: not trusted.
+        assert_eq!(feed(&mut p, b"$1\r\nx\r\n:1\r\n"), refused);
+        assert_eq!(p.abandon(), (1, vec![1]));
+        p.open(&handshake(), 100, Sent::default);
+        assert_eq!(feed(&mut p, b"+OK\r\n$1\r\nx\r\n").unwrap(), ["ready"]);
+    }
+
+    #[test]
     fn a_fragmented_reply_is_delivered_once_complete() {
         let mut p = open_pipeline();
         p.push(b"", Slot::request(200, 7, None));
@@ -438,6 +468,16 @@ mod tests {
             feed(&mut p, b":1\r\n"),
             Err(Broken::Protocol("a reply nobody asked for".to_owned()))
         );
+    }
+
+    #[test]
+    fn after_a_reply_nobody_asked_for_the_next_reply_is_not_read() {
+        // Found by fuzz/fuzz_targets/redis_pipeline.rs.
+        let mut p = open_pipeline();
+        let unsolicited = Err(Broken::Protocol("a reply nobody asked for".to_owned()));
+        assert_eq!(feed(&mut p, b":1\r\n"), unsolicited);
+        p.push(b"", Slot::request(200, 1, None));
+        assert_eq!(feed(&mut p, b":2\r\n"), unsolicited);
     }
 
     #[test]
