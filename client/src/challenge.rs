@@ -50,7 +50,8 @@ pub fn may_be_challenge(status: u16) -> bool {
 }
 
 /// Reads a response: `header` looks a header up by name (any case), `body`
-/// is consulted only when the challenge header is missing. The salt and
+/// gives the token when the challenge header is missing, and the salt and
+/// difficulty when the token's payload can't be read. The salt and
 /// difficulty are read from the token itself (what the server will check);
 /// the body's copies are the fallback.
 pub fn read_answer<'h>(
@@ -79,6 +80,14 @@ pub fn read_answer<'h>(
             None => return Answer::Pass,
         },
     };
+    // A token is sent back in a header: one that can't be (a hostile body's
+    // CR/LF, spaces) is refused before any work is spent on it.
+    if token.is_empty() || !token.bytes().all(is_token_byte) {
+        return Answer::Refused(Error::BadChallenge(format!(
+            "HTTP {status}: a {} token that can't be sent back",
+            wire::HEADER_CHALLENGE
+        )));
+    }
     let header_difficulty = header(wire::HEADER_DIFFICULTY).and_then(|d| d.trim().parse().ok());
     let (salt, difficulty) = match (read_unverified(&token), parsed_body) {
         (Some(info), _) => (info.salt, info.difficulty),
@@ -105,6 +114,11 @@ pub fn read_answer<'h>(
         difficulty,
         retry_after,
     })
+}
+
+/// Tokens are base64url text and one dot (docs/protocol.md, "The token").
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')
 }
 
 /// `Retry-After` either as delay-seconds (what the shield sends) or as an
@@ -182,6 +196,17 @@ mod tests {
             panic!("not a challenge")
         };
         assert_eq!((ch.status, ch.salt, ch.difficulty), (410, c.salt, 2));
+    }
+
+    #[test]
+    fn a_body_token_that_cannot_go_back_in_a_header_is_refused_before_solving() {
+        let c = token(2);
+        let forged = format!("{}\r\nX-Injected: 1", c.token);
+        let body = ChallengeBody::new(Some("Challenge expired"), &forged, &c.salt, 2, 60).to_json();
+        assert!(matches!(
+            read_answer(410, headers(&[]), Some(body.as_bytes())),
+            Answer::Refused(Error::BadChallenge(_))
+        ));
     }
 
     #[test]
