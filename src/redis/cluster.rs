@@ -125,14 +125,19 @@ pub struct SlotRange {
     pub master: NodeAddr,
 }
 
-/// Reads a `CLUSTER SLOTS` reply: `[[first, last, [host, port, id, ...],
-/// replicas...], ...]`. An empty host (a node that doesn't know its own
-/// address) is `seen_from`, the node that answered.
+/// Reads a `CLUSTER SLOTS` reply: `[[first, last, [host, port, id,
+/// metadata], replicas...], ...]`. An empty host (a node that doesn't know
+/// its own address) is `seen_from`, the node that answered; `?` (Redis 7
+/// with `cluster-preferred-endpoint-type hostname`, for a node without a
+/// hostname) is the `ip` of its metadata.
 pub fn parse_slots(frame: &OwnedFrame, seen_from: &str) -> Result<Vec<SlotRange>, &'static str> {
     let OwnedFrame::Array(ranges) = frame else {
         return Err("CLUSTER SLOTS did not answer an array");
     };
     let mut out = Vec::with_capacity(ranges.len());
+    // Slots the ranges cover together: more than exist means they overlap
+    // (and bounds the work of writing them into the routes).
+    let mut covered = 0usize;
     for range in ranges {
         let OwnedFrame::Array(parts) = range else {
             return Err("a slot range is not an array");
@@ -147,13 +152,23 @@ pub fn parse_slots(frame: &OwnedFrame, seen_from: &str) -> Result<Vec<SlotRange>
         if first > last {
             return Err("a slot range ends before it starts");
         }
+        covered += usize::from(last - first) + 1;
+        if covered > SLOTS {
+            return Err("slot ranges overlap");
+        }
         let host = match master.first() {
             Some(OwnedFrame::BulkString(b)) => core::str::from_utf8(b).ok(),
             Some(OwnedFrame::SimpleString(b)) => core::str::from_utf8(b).ok(),
             _ => None,
         }
         .ok_or("a master without a host")?;
-        let host = if host.is_empty() { seen_from } else { host };
+        let host = match host {
+            "" => seen_from,
+            "?" => {
+                metadata_ip(master.get(3)).ok_or("a master announced as \"?\" without its ip")?
+            }
+            host => host,
+        };
         let port = match master.get(1) {
             Some(OwnedFrame::Integer(p)) => u16::try_from(*p).ok().filter(|p| *p != 0),
             _ => None,
@@ -172,6 +187,19 @@ pub fn parse_slots(frame: &OwnedFrame, seen_from: &str) -> Result<Vec<SlotRange>
         });
     }
     Ok(out)
+}
+
+/// The `ip` of a node's metadata (`[key, value, ...]` since Redis 7).
+fn metadata_ip(frame: Option<&OwnedFrame>) -> Option<&str> {
+    let Some(OwnedFrame::Array(pairs)) = frame else {
+        return None;
+    };
+    pairs.chunks_exact(2).find_map(|pair| match pair {
+        [OwnedFrame::BulkString(k), OwnedFrame::BulkString(v)] if k.as_slice() == b"ip" => {
+            core::str::from_utf8(v).ok()
+        }
+        _ => None,
+    })
 }
 
 fn slot_number(frame: Option<&OwnedFrame>) -> Option<u16> {
@@ -560,6 +588,28 @@ mod tests {
     }
 
     #[test]
+    fn a_master_announced_as_a_question_mark_is_reached_at_its_metadata_ip() {
+        // As Redis 7.0 answers with `cluster-preferred-endpoint-type
+        // hostname` for a node that has no hostname.
+        let master = |meta: Vec<OwnedFrame>| {
+            OwnedFrame::Array(vec![OwnedFrame::Array(vec![
+                OwnedFrame::Integer(0),
+                OwnedFrame::Integer(16383),
+                OwnedFrame::Array(vec![
+                    bulk("?"),
+                    OwnedFrame::Integer(30001),
+                    bulk("id1"),
+                    OwnedFrame::Array(meta),
+                ]),
+            ])])
+        };
+        let ranges = parse_slots(&master(vec![bulk("ip"), bulk("10.0.0.7")]), "x").unwrap();
+        assert_eq!(ranges[0].master, node("10.0.0.7", 30001));
+        assert!(parse_slots(&master(vec![bulk("hostname"), bulk("n1")]), "x").is_err());
+        assert!(parse_slots(&master(vec![bulk("ip"), bulk("bad host")]), "x").is_err());
+    }
+
+    #[test]
     fn a_malformed_cluster_slots_reply_is_refused() {
         for reply in [
             OwnedFrame::Integer(1),
@@ -569,6 +619,7 @@ mod tests {
             OwnedFrame::Array(vec![range(0, 1, "h", 0)]),
             OwnedFrame::Array(vec![range(0, 1, "h", 70000)]),
             OwnedFrame::Array(vec![range(0, 1, "bad host", 1)]),
+            OwnedFrame::Array(vec![range(0, 16383, "h", 1), range(5, 5, "h", 2)]),
         ] {
             assert!(parse_slots(&reply, "x").is_err(), "{reply:?}");
         }

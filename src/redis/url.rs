@@ -179,6 +179,10 @@ fn parse_host_port(hostport: &str) -> Result<(String, u16), ValueError> {
     if host.is_empty() {
         return Err(ValueError::Syntax("missing host"));
     }
+    // DNS names end at 253 characters (as the cluster's node addresses do).
+    if host.len() > 253 {
+        return Err(ValueError::Syntax("host name longer than 253 characters"));
+    }
     let host_chars_ok = hostport.starts_with('[')
         || host
             .bytes()
@@ -532,6 +536,9 @@ mod tests {
     #[test]
     fn bad_redis_urls_are_refused() {
         assert_eq!(parse_redis_url(""), Err(ValueError::Empty));
+        let long = format!("redis://{}.example", "a".repeat(250));
+        assert!(parse_redis_url(&long).is_err(), "a 258-character host");
+        assert!(parse_redis_url(&format!("redis://{}", "a".repeat(253))).is_ok());
         for bad in [
             "localhost:6379",
             "http://h",
