@@ -3,8 +3,8 @@
 
 /// Day names as the short (IMF-fixdate, asctime) and long (RFC 850) forms
 /// spell them.
-const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-const LONG_DAYS: [&str; 7] = [
+pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+pub const LONG_DAYS: [&str; 7] = [
     "Monday",
     "Tuesday",
     "Wednesday",
@@ -13,7 +13,7 @@ const LONG_DAYS: [&str; 7] = [
     "Saturday",
     "Sunday",
 ];
-const MONTHS: [&str; 12] = [
+pub const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 

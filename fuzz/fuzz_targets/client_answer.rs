@@ -11,25 +11,12 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use pow_shield_client::http_date::{DAYS, LONG_DAYS, MONTHS};
 use pow_shield_client::{http_date, read_answer, wire, Answer, Error};
 use pow_shield_protocol::MAX_DIFFICULTY;
 
 /// The statuses the reader tells apart, and two it passes.
 const STATUSES: [u16; 8] = [429, 409, 410, 422, 503, 200, 403, 444];
-
-const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-const LONG_DAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
 
 fuzz_target!(|data: &[u8]| {
     let [which, rest @ ..] = data else {

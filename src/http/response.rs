@@ -97,7 +97,25 @@ fn send(
         return rc;
     }
     let raw: *mut ngx_http_request_t = (&mut *r).into();
-    // SAFETY: the request is live; these are plain fields of headers_out.
+    match respond(r, status, content_type, body, headers) {
+        Ok(rc) => finalize(raw, rc),
+        Err(rc) => rc,
+    }
+}
+
+/// Sends the status, headers (with `Cache-Control: no-store`) and `body`:
+/// `Ok` with nginx's answer once the header went out (the caller finalizes
+/// or returns it), `Err` when nothing could be sent.
+pub(super) fn respond(
+    r: &mut Request,
+    status: u16,
+    content_type: &'static str,
+    body: &[u8],
+    headers: &[(&str, &str)],
+) -> Result<Status, Status> {
+    let raw: *mut ngx_http_request_t = (&mut *r).into();
+    // SAFETY: the request is live; these are plain fields of headers_out,
+    // and the content type is a static string.
     unsafe {
         (*raw).headers_out.status = usize::from(status);
         if status == 422 {
@@ -115,21 +133,22 @@ fn send(
         (*raw).headers_out.content_type_lowcase = core::ptr::null_mut();
     }
     r.set_content_length_n(body.len());
-    // Challenges are per client and per moment (RFC 6585: must not be cached).
+    // Per client and per moment (RFC 6585: challenges must not be cached;
+    // a scrape is a fresh reading).
     if r.add_header_out("Cache-Control", "no-store").is_none() {
-        return Status::NGX_ERROR;
+        return Err(Status::NGX_ERROR);
     }
     for (name, value) in headers {
         if r.add_header_out(name, value).is_none() {
-            return Status::NGX_ERROR;
+            return Err(Status::NGX_ERROR);
         }
     }
     let rc = r.send_header();
     if rc == Status::NGX_ERROR || rc.0 > Status::NGX_OK.0 || r.header_only() {
-        return finalize(raw, rc);
+        return Ok(rc);
     }
     let Some(mut buf) = r.pool().create_buffer(body.len()) else {
-        return Status::NGX_ERROR;
+        return Err(Status::NGX_ERROR);
     };
     let b = buf.as_ngx_buf_mut();
     // SAFETY: a fresh temporary buffer of body.len() bytes.
@@ -143,8 +162,7 @@ fn send(
         buf: b,
         next: core::ptr::null_mut(),
     };
-    let rc = r.output_filter(&mut out);
-    finalize(raw, rc)
+    Ok(r.output_filter(&mut out))
 }
 
 fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {

@@ -2,8 +2,8 @@
 //! the metrics of every worker, summed from their slots in the shared zone,
 //! in Prometheus text format. Access control is nginx's `allow`/`deny`.
 
-use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
-use ngx::core::{Buffer, Status};
+use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
+use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
 use crate::config::MainConf;
@@ -54,41 +54,7 @@ fn serve(r: &mut Request) -> Status {
         version: env!("CARGO_PKG_VERSION"),
     });
 
-    let raw: *mut ngx_http_request_t = (&mut *r).into();
-    // SAFETY: the request is live; these are plain fields of headers_out,
-    // and the content type is a static string.
-    unsafe {
-        (*raw).headers_out.status = nginx_sys::NGX_HTTP_OK as usize;
-        (*raw).headers_out.content_type = nginx_sys::ngx_str_t {
-            len: CONTENT_TYPE.len(),
-            data: CONTENT_TYPE.as_ptr().cast_mut(),
-        };
-        (*raw).headers_out.content_type_len = CONTENT_TYPE.len();
-        (*raw).headers_out.content_type_lowcase = core::ptr::null_mut();
+    match super::response::respond(r, 200, CONTENT_TYPE, body.as_bytes(), &[]) {
+        Ok(rc) | Err(rc) => rc,
     }
-    r.set_content_length_n(body.len());
-    // Each scrape is a fresh reading.
-    if r.add_header_out("Cache-Control", "no-store").is_none() {
-        return Status::NGX_ERROR;
-    }
-    let rc = r.send_header();
-    if rc == Status::NGX_ERROR || rc.0 > Status::NGX_OK.0 || r.header_only() {
-        return rc;
-    }
-    let Some(mut buf) = r.pool().create_buffer(body.len()) else {
-        return Status::NGX_ERROR;
-    };
-    let b = buf.as_ngx_buf_mut();
-    // SAFETY: a fresh temporary buffer of body.len() bytes.
-    unsafe {
-        core::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
-        (*b).last = (*b).pos.add(body.len());
-        (*b).set_last_buf(1);
-        (*b).set_last_in_chain(1);
-    }
-    let mut out = ngx_chain_t {
-        buf: b,
-        next: core::ptr::null_mut(),
-    };
-    r.output_filter(&mut out)
 }

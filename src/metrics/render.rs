@@ -44,6 +44,12 @@ impl Out {
         }
     }
 
+    /// A counter family of one unlabelled sample.
+    fn counter(&mut self, name: &str, help: &str, value: u64) {
+        self.family(name, "counter", help);
+        self.sample(name, "", value);
+    }
+
     /// A family with one label, a sample per value, read from `counts` at
     /// `first`, `first + 1`...
     fn labelled(
@@ -79,13 +85,11 @@ pub fn render(s: &Snapshot) -> String {
     );
     o.labelled(name, "result", &RESULTS, |i| c.get(at::REQUESTS + i));
 
-    let name = "pow_shield_challenges_issued_total";
-    o.family(
-        name,
-        "counter",
+    o.counter(
+        "pow_shield_challenges_issued_total",
         "Responses (429, 409, 410, 422) that carried a fresh challenge.",
+        c.get(at::CHALLENGES),
     );
-    o.sample(name, "", c.get(at::CHALLENGES));
 
     let name = "pow_shield_verifications_failed_total";
     o.family(
@@ -95,36 +99,31 @@ pub fn render(s: &Snapshot) -> String {
     );
     o.labelled(name, "reason", &FAILURE_REASONS, |i| c.get(at::FAILED + i));
 
-    for (name, at, help) in [
-        (
-            "pow_shield_strikes_total",
-            at::STRIKES,
-            "Strikes recorded against clients.",
-        ),
-        (
-            "pow_shield_breaker_trips_total",
-            at::TRIPS,
-            "Circuit breakers opened.",
-        ),
-        (
-            "pow_shield_bans_total",
-            at::BANS,
-            "Clients banned after repeated breaker openings.",
-        ),
-        (
-            "pow_shield_trap_hits_total",
-            at::TRAP_HITS,
-            "Requests to pow_shield_trap locations.",
-        ),
-        (
-            "pow_shield_redis_commands_total",
-            at::REDIS_COMMANDS,
-            "Commands queued for Redis.",
-        ),
-    ] {
-        o.family(name, "counter", help);
-        o.sample(name, "", c.get(at));
-    }
+    o.counter(
+        "pow_shield_strikes_total",
+        "Strikes recorded against clients.",
+        c.get(at::STRIKES),
+    );
+    o.counter(
+        "pow_shield_breaker_trips_total",
+        "Circuit breakers opened.",
+        c.get(at::TRIPS),
+    );
+    o.counter(
+        "pow_shield_bans_total",
+        "Clients banned after repeated breaker openings.",
+        c.get(at::BANS),
+    );
+    o.counter(
+        "pow_shield_trap_hits_total",
+        "Requests to pow_shield_trap locations.",
+        c.get(at::TRAP_HITS),
+    );
+    o.counter(
+        "pow_shield_redis_commands_total",
+        "Commands queued for Redis.",
+        c.get(at::REDIS_COMMANDS),
+    );
 
     let name = "pow_shield_redis_errors_total";
     o.family(
@@ -136,21 +135,16 @@ pub fn render(s: &Snapshot) -> String {
         c.get(at::REDIS_ERRORS + i)
     });
 
-    for (name, at, help) in [
-        (
-            "pow_shield_redis_reconnects_total",
-            at::REDIS_RECONNECTS,
-            "Connections to Redis restored after a failure.",
-        ),
-        (
-            "pow_shield_redis_replays_dropped_total",
-            at::REDIS_REPLAYS_DROPPED,
-            "Tokens spent during an outage that the replay queue had no room for.",
-        ),
-    ] {
-        o.family(name, "counter", help);
-        o.sample(name, "", c.get(at));
-    }
+    o.counter(
+        "pow_shield_redis_reconnects_total",
+        "Connections to Redis restored after a failure.",
+        c.get(at::REDIS_RECONNECTS),
+    );
+    o.counter(
+        "pow_shield_redis_replays_dropped_total",
+        "Tokens spent during an outage that the replay queue had no room for.",
+        c.get(at::REDIS_REPLAYS_DROPPED),
+    );
 
     let name = "pow_shield_redis_fallback_active";
     o.family(

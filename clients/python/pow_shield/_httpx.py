@@ -48,8 +48,7 @@ class HttpxAuth(httpx.Auth):
     Same behaviour and parameters as ``pow_shield.Session``.  In the async
     flow the solve runs in a worker thread and waits use the event loop's
     sleep, so other tasks keep running; a cancelled request stops waiting at
-    once, while its solver thread ends on its own (at the solution or
-    ``max_solve_time``).  The request body is read before the first send so
+    once and stops its solver too.  The request body is read before the first send so
     that it can be sent again.
     """
 
