@@ -123,8 +123,14 @@ fn main() {
     // ---- issuing: what every 429 costs the server -------------------------
     let iters = 20_000;
     let ns = measure(iters, rounds, |i| {
-        let c = pow::issue_challenge(black_box(&keys), black_box(IP), black_box(NOW_MS + i), 4)
-            .expect("OS RNG");
+        let c = pow::issue_challenge(
+            black_box(&keys),
+            black_box(IP),
+            black_box(NOW_MS + i),
+            TTL_MS,
+            4,
+        )
+        .expect("OS RNG");
         black_box(c);
     });
     row("issue_challenge (OS random salt)", "us", 1e3, iters, &ns);
@@ -135,6 +141,7 @@ fn main() {
             black_box(&keys),
             black_box(IP),
             black_box(NOW_MS + i),
+            TTL_MS,
             4,
             black_box(salt(i as usize)),
         );
@@ -146,7 +153,7 @@ fn main() {
     let solve_start = Instant::now();
     let solved: Vec<(String, String, String, String)> = (0..BATCH)
         .map(|i| {
-            let c = pow::issue_challenge_with_salt(&keys, IP, NOW_MS, 4, salt(i));
+            let c = pow::issue_challenge_with_salt(&keys, IP, NOW_MS, TTL_MS, 4, salt(i));
             let nonce = pow::solve(&c.salt, c.difficulty);
             let wrong = wrong_nonce(&c.salt, c.difficulty, nonce);
             let forged = bad_signature(&c.token);

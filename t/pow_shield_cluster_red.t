@@ -323,8 +323,9 @@ sub is_block_response {
     my $c = get($n1, 'replay', 'api');
     is($c->status, 429, 'replay: a challenge (strike 1)');
     is(get($n2, 'replay', 'api', solution($c))->status, 200, 'replay: solved once');
-    my @r = map { get($_ % 2 ? $n1 : $n2, 'replay', 'api', solution($c)) } 1 .. 4;
-    is(statuses(@r), '409 409 409 409', 'replay: four replays, 409');
+    is(redis('GET', skey('replay')), 0, 'replay: paying took back the strike');
+    my @r = map { get($_ % 2 ? $n1 : $n2, 'replay', 'api', solution($c)) } 1 .. 5;
+    is(statuses(@r), '409 409 409 409 409', 'replay: five replays, 409');
     ok(eventually(5, sub { (redis('GET', skey('replay')) // 0) == 5 }),
         'replay: each 409 was a strike in Redis');
     is(get($n1, 'replay', 'api')->status, 403, 'replay: the client is blocked');

@@ -188,13 +188,15 @@ sub asking_calls {
         $t->http_get('/local/data.json', 'X-Client' => $client, %h);
     };
     is($local->($ng1)->status, 200, "master $dead down: its client is decided locally");
-    # a challenge whose token's spent key lives on the dead master
+    # a challenge: its spent key lives in the client's slot, on the dead
+    # master (the spend script takes back the client's strike in one call)
     my ($token_key, %sol);
     for (1 .. 60) {
         my $r = $local->($ng1);
         next unless $r->status == 429;
         %sol = solution($r);
-        $token_key = 'pow:spent:{' . sha256_hex($sol{'X-PoW-Challenge'}) . '}';
+        $token_key = 'pow:{' . unpack('H*', $client) . '}:p:'
+            . sha256_hex($sol{'X-PoW-Challenge'});
         last if owner($r[0]->cmd('CLUSTER', 'KEYSLOT', $token_key)) == $dead;
         undef $token_key;
     }

@@ -143,7 +143,7 @@ mod tests {
 
     fn token(difficulty: u8) -> pow_shield_protocol::Challenge {
         let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
-        issue_challenge_with_salt(&keys, "127.0.0.1", 1, difficulty, [0x5a; 16])
+        issue_challenge_with_salt(&keys, "127.0.0.1", 1, 60_000, difficulty, [0x5a; 16])
     }
 
     fn headers<'a>(list: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> + 'a {

@@ -442,7 +442,7 @@ mod tests {
         use pow_shield_protocol::{issue_challenge, verify_solution, Secret, SecretKeys};
         let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
         for d in [1, 3, 5] {
-            let c = issue_challenge(&keys, "192.0.2.1", 1_000, d).unwrap();
+            let c = issue_challenge(&keys, "192.0.2.1", 1_000, 60_000, d).unwrap();
             let nonce = solve(&c.salt, c.difficulty, &opts(0)).unwrap().to_string();
             let verified = verify_solution(
                 &keys,

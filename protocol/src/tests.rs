@@ -23,7 +23,7 @@ fn keys() -> SecretKeys {
 }
 
 fn challenge(difficulty: u8) -> Challenge {
-    issue_challenge_with_salt(&keys(), IP, NOW, difficulty, SALT)
+    issue_challenge_with_salt(&keys(), IP, NOW, TTL, difficulty, SALT)
 }
 
 /// A challenge at difficulty 2 and its smallest solution.
@@ -78,31 +78,72 @@ fn issued_challenge_verifies_after_solve() {
 }
 
 #[test]
-fn spent_record_is_kept_for_the_longest_ttl_plus_the_clock_allowance() {
-    // Spent where the TTL is 3 s, the token still verifies an hour later
-    // at a location whose TTL is an hour: the record must last that long.
+fn spent_record_lives_until_the_tokens_exp_plus_the_clock_allowance() {
+    // Whatever the verifying node's TTLs: the token says when it expires.
     let (c, nonce) = solved();
     let ok = verify(&c.token, &nonce).unwrap();
+    assert_eq!(ok.expires_at_ms, Some(NOW + TTL));
+    assert_eq!(ok.spent_until_ms(3_600_000), NOW + TTL + FUTURE_SKEW_MS);
+    assert_eq!(ok.spent_until_ms(1_000), NOW + TTL + FUTURE_SKEW_MS);
+}
+
+#[test]
+fn a_token_is_refused_after_its_exp_even_where_the_ttl_is_longer() {
+    // Issued where the TTL is 2 s, presented where it is an hour.
+    let c = issue_challenge_with_salt(&keys(), IP, NOW, 2_000, 2, SALT);
+    let nonce = solve(&c.salt, c.difficulty).to_string();
+    let at = |now_ms| {
+        verify_solution(
+            &keys(),
+            Some(c.token.as_bytes()),
+            Some(nonce.as_bytes()),
+            IP,
+            1,
+            now_ms,
+            3_600_000,
+        )
+    };
+    assert!(at(NOW + 2_000).is_ok());
+    assert_eq!(at(NOW + 2_001), Err(Rejection::Expired));
+    assert_eq!(at(NOW + 8_000), Err(Rejection::Expired));
+}
+
+#[test]
+fn a_token_without_exp_expires_by_the_nodes_ttl_and_is_kept_that_long() {
+    // From a server that predates `exp` (a rolling upgrade).
+    let json = format!(r#"{{"ip":"{IP}","ts":{NOW},"difficulty":2,"salt":"{SALT_HEX}"}}"#);
+    let token = signed_json(&json);
+    let nonce = solve(SALT_HEX, 2).to_string();
+    let ok = verify_at(&keys(), &token, &nonce, NOW + TTL).unwrap();
+    assert_eq!(ok.expires_at_ms, None);
     assert_eq!(
         ok.spent_until_ms(3_600_000),
         NOW + 3_600_000 + FUTURE_SKEW_MS
     );
-    let at = ok.spent_until_ms(3_600_000) - FUTURE_SKEW_MS;
-    assert!(verify_solution(
-        &keys(),
-        Some(c.token.as_bytes()),
-        Some(nonce.as_bytes()),
-        IP,
-        1,
-        at,
-        3_600_000
-    )
-    .is_ok());
+    assert_eq!(
+        verify_at(&keys(), &token, &nonce, NOW + TTL + 1),
+        Err(Rejection::Expired)
+    );
+    let info = read_unverified(&token).unwrap();
+    assert_eq!(info.expires_at_ms, None);
+}
+
+#[test]
+fn an_exp_before_ts_is_an_invalid_payload() {
+    let json = format!(
+        r#"{{"ip":"{IP}","ts":{NOW},"difficulty":2,"salt":"{SALT_HEX}","exp":{}}}"#,
+        NOW - 1
+    );
+    let nonce = solve(SALT_HEX, 2).to_string();
+    assert_eq!(
+        verify(&signed_json(&json), &nonce),
+        Err(Rejection::BadPayload)
+    );
 }
 
 #[test]
 fn random_salt_challenge_verifies_after_solve() {
-    let c = issue_challenge(&keys(), IP, NOW, 3).unwrap();
+    let c = issue_challenge(&keys(), IP, NOW, TTL, 3).unwrap();
     let nonce = solve(&c.salt, c.difficulty).to_string();
     assert!(verify(&c.token, &nonce).is_ok());
 }
@@ -116,8 +157,8 @@ fn digest_is_sha256_of_the_token_text() {
 
 #[test]
 fn digest_differs_per_token() {
-    let a = issue_challenge_with_salt(&keys(), IP, NOW, 1, [1; 16]);
-    let b = issue_challenge_with_salt(&keys(), IP, NOW, 1, [2; 16]);
+    let a = issue_challenge_with_salt(&keys(), IP, NOW, TTL, 1, [1; 16]);
+    let b = issue_challenge_with_salt(&keys(), IP, NOW, TTL, 1, [2; 16]);
     let da = verify(&a.token, &solve(&a.salt, 1).to_string()).unwrap();
     let db = verify(&b.token, &solve(&b.salt, 1).to_string()).unwrap();
     assert_ne!(da.digest, db.digest);
@@ -166,7 +207,7 @@ fn token_that_is_not_a_dot_b_is_malformed() {
 #[test]
 fn token_signed_with_unknown_key_is_bad_signature_403() {
     let other = SecretKeys::single(key(b'z'));
-    let c = issue_challenge_with_salt(&other, IP, NOW, 2, SALT);
+    let c = issue_challenge_with_salt(&other, IP, NOW, TTL, 2, SALT);
     let nonce = solve(&c.salt, 2).to_string();
     let err = verify(&c.token, &nonce).unwrap_err();
     assert_eq!(err, Rejection::BadSignature);
@@ -176,7 +217,7 @@ fn token_signed_with_unknown_key_is_bad_signature_403() {
 #[test]
 fn token_signed_with_previous_key_verifies_during_rotation() {
     let old = SecretKeys::single(key(b'a'));
-    let c = issue_challenge_with_salt(&old, IP, NOW, 2, SALT);
+    let c = issue_challenge_with_salt(&old, IP, NOW, TTL, 2, SALT);
     let nonce = solve(&c.salt, 2).to_string();
     let rotated = SecretKeys {
         current: key(b'b'),
@@ -204,7 +245,7 @@ fn new_challenges_are_signed_with_the_current_key() {
         current: key(b'b'),
         previous: Some(key(b'a')),
     };
-    let c = issue_challenge_with_salt(&rotated, IP, NOW, 2, SALT);
+    let c = issue_challenge_with_salt(&rotated, IP, NOW, TTL, 2, SALT);
     let nonce = solve(&c.salt, 2).to_string();
     let only_new = SecretKeys::single(key(b'b'));
     assert!(verify_at(&only_new, &c.token, &nonce, NOW).is_ok());
@@ -236,7 +277,7 @@ fn mac_with_base64_padding_is_bad_signature() {
 fn mac_in_standard_base64_alphabet_is_bad_signature() {
     // Find a token whose MAC uses '-' or '_', then spell it with '+' '/'.
     let (c, nonce) = (1..=255u8)
-        .map(|b| issue_challenge_with_salt(&keys(), IP, NOW, 1, [b; 16]))
+        .map(|b| issue_challenge_with_salt(&keys(), IP, NOW, TTL, 1, [b; 16]))
         .find(|c| c.token.split_once('.').unwrap().1.contains(['-', '_']))
         .map(|c| {
             let nonce = solve(&c.salt, 1).to_string();
@@ -385,7 +426,7 @@ fn challenge_for_another_ip_is_wrong_ip_403() {
 #[test]
 fn address_with_json_escapes_matches_its_unescaped_form() {
     let ip = "unix:/run/\"odd\"";
-    let c = issue_challenge_with_salt(&keys(), ip, NOW, 1, SALT);
+    let c = issue_challenge_with_salt(&keys(), ip, NOW, TTL, 1, SALT);
     let nonce = solve(&c.salt, 1).to_string();
     let got = verify_solution(
         &keys(),
@@ -432,7 +473,7 @@ fn token_5001_ms_in_the_future_is_expired() {
 
 #[test]
 fn extreme_timestamps_do_not_overflow() {
-    let c = issue_challenge_with_salt(&keys(), IP, u64::MAX, 1, SALT);
+    let c = issue_challenge_with_salt(&keys(), IP, u64::MAX, TTL, 1, SALT);
     let nonce = solve(&c.salt, 1).to_string();
     let ok = verify_at(&keys(), &c.token, &nonce, u64::MAX).unwrap();
     assert_eq!(ok.spent_until_ms(u64::MAX), u64::MAX);
@@ -532,10 +573,10 @@ fn solved_difficulty_is_the_stricter_of_token_and_minimum() {
 #[test]
 fn checks_run_in_spec_order() {
     let stale_elsewhere =
-        issue_challenge_with_salt(&keys(), "198.51.100.1", NOW - TTL - 1, 2, SALT);
+        issue_challenge_with_salt(&keys(), "198.51.100.1", NOW - TTL - 1, TTL, 2, SALT);
     // Wrong IP, expired and wrong nonce at once: the IP row answers.
     assert_eq!(verify(&stale_elsewhere.token, "x"), Err(Rejection::WrongIp));
-    let stale = issue_challenge_with_salt(&keys(), IP, NOW - TTL - 1, 2, SALT);
+    let stale = issue_challenge_with_salt(&keys(), IP, NOW - TTL - 1, TTL, 2, SALT);
     assert_eq!(verify(&stale.token, "x"), Err(Rejection::Expired));
     // A malformed token wins over a missing signature check.
     assert_eq!(verify("garbage", "x"), Err(Rejection::Malformed));

@@ -36,20 +36,24 @@ pub struct Challenge {
     pub difficulty: u8,
     /// Issue time (the payload's `ts`), epoch milliseconds.
     pub issued_at_ms: u64,
+    /// Expiry (the payload's `exp`), epoch milliseconds.
+    pub expires_at_ms: u64,
 }
 
-/// Issues a stateless challenge for `client_ip` with a fresh random salt.
-/// `difficulty` is clamped to 1..=12 so that every issued token verifies.
+/// Issues a stateless challenge for `client_ip` with a fresh random salt,
+/// valid for `ttl_ms` (its signed `exp`). `difficulty` is clamped to
+/// 1..=12 so that every issued token verifies.
 pub fn issue_challenge(
     keys: &SecretKeys,
     client_ip: &str,
     now_ms: u64,
+    ttl_ms: u64,
     difficulty: u8,
 ) -> Result<Challenge, RandomError> {
     let mut salt = [0u8; SALT_LEN];
     fill_random(&mut salt)?;
     Ok(issue_challenge_with_salt(
-        keys, client_ip, now_ms, difficulty, salt,
+        keys, client_ip, now_ms, ttl_ms, difficulty, salt,
     ))
 }
 
@@ -59,16 +63,19 @@ pub fn issue_challenge_with_salt(
     keys: &SecretKeys,
     client_ip: &str,
     now_ms: u64,
+    ttl_ms: u64,
     difficulty: u8,
     salt: [u8; SALT_LEN],
 ) -> Challenge {
     let difficulty = difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
     let salt = hex::encode(salt);
+    let expires_at_ms = now_ms.saturating_add(ttl_ms);
     let payload = Payload {
         ip: Cow::Borrowed(client_ip),
         ts: now_ms,
         difficulty: u64::from(difficulty),
         salt: Cow::Borrowed(&salt),
+        exp: Some(expires_at_ms),
     };
     let token = sign_payload(&keys.current, &payload.to_json());
     Challenge {
@@ -76,6 +83,7 @@ pub fn issue_challenge_with_salt(
         salt,
         difficulty,
         issued_at_ms: now_ms,
+        expires_at_ms,
     }
 }
 
@@ -91,6 +99,9 @@ pub struct TokenInfo {
     pub difficulty: u8,
     /// The salt, as hex text.
     pub salt: String,
+    /// Expiry, epoch milliseconds; `None` for a token from a server that
+    /// predates `exp` (it expires `expires_in` seconds after `ts`).
+    pub expires_at_ms: Option<u64>,
 }
 
 /// Reads a token's payload without verifying its MAC; `None` unless it is
@@ -104,6 +115,7 @@ pub fn read_unverified(token: &str) -> Option<TokenInfo> {
         issued_at_ms: payload.ts,
         difficulty: u8::try_from(payload.difficulty).ok()?,
         salt: payload.salt.into_owned(),
+        expires_at_ms: payload.exp,
     })
 }
 
@@ -131,6 +143,11 @@ pub(crate) struct Payload<'a> {
     /// Salt as hex text; the hash input is this text, not its bytes.
     #[serde(borrow)]
     pub salt: Cow<'a, str>,
+    /// Expiry, epoch milliseconds: acceptance and the spent record's
+    /// lifetime come from it. Absent in tokens of servers that predate it
+    /// (a rolling upgrade): the verifying node's TTL applies to those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp: Option<u64>,
 }
 
 impl Payload<'_> {
@@ -142,10 +159,12 @@ impl Payload<'_> {
     }
 
     /// Whether the signed fields have the values docs/protocol.md §6 allows: difficulty
-    /// 1..=12 and a salt of at least 16 bytes as hex.
+    /// 1..=12, a salt of at least 16 bytes as hex, and an `exp` (if any)
+    /// not before `ts`.
     fn is_well_formed(&self) -> bool {
         let salt = self.salt.as_bytes();
         (u64::from(MIN_DIFFICULTY)..=u64::from(MAX_DIFFICULTY)).contains(&self.difficulty)
+            && self.exp.is_none_or(|exp| exp >= self.ts)
             && salt.len() >= 2 * SALT_LEN
             && salt.len().is_multiple_of(2)
             && salt.iter().all(u8::is_ascii_hexdigit)
@@ -227,8 +246,14 @@ mod tests {
 
     #[test]
     fn token_is_two_unpadded_base64url_parts() {
-        let c =
-            issue_challenge_with_salt(&keys(), "203.0.113.19", 1_711_929_570_000, 5, [0xab; 16]);
+        let c = issue_challenge_with_salt(
+            &keys(),
+            "203.0.113.19",
+            1_711_929_570_000,
+            60_000,
+            5,
+            [0xab; 16],
+        );
         let (payload, mac) = c.token.split_once('.').unwrap();
         assert!(!payload.is_empty());
         assert_eq!(mac.len(), 43);
@@ -239,20 +264,26 @@ mod tests {
     }
 
     #[test]
-    fn payload_holds_ip_ts_difficulty_and_salt_in_spec_order() {
-        let c =
-            issue_challenge_with_salt(&keys(), "203.0.113.19", 1_711_929_570_000, 5, [0xab; 16]);
+    fn payload_holds_ip_ts_difficulty_salt_and_exp_in_spec_order() {
+        let c = issue_challenge_with_salt(
+            &keys(),
+            "203.0.113.19",
+            1_711_929_570_000,
+            60_000,
+            5,
+            [0xab; 16],
+        );
         let payload = c.token.split('.').next().unwrap();
         let json = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
         assert_eq!(
             json,
-            r#"{"ip":"203.0.113.19","ts":1711929570000,"difficulty":5,"salt":"abababababababababababababababab"}"#
+            r#"{"ip":"203.0.113.19","ts":1711929570000,"difficulty":5,"salt":"abababababababababababababababab","exp":1711929630000}"#
         );
     }
 
     #[test]
     fn mac_is_hmac_sha256_of_the_encoded_payload_text() {
-        let c = issue_challenge_with_salt(&keys(), "::1", 1, 4, [1; 16]);
+        let c = issue_challenge_with_salt(&keys(), "::1", 1, 60_000, 4, [1; 16]);
         let (payload, mac) = c.token.split_once('.').unwrap();
         let mut expected = crate::keys::HmacSha256::new_from_slice(&[b'k'; 32]).unwrap();
         expected.update(payload.as_bytes());
@@ -264,8 +295,8 @@ mod tests {
 
     #[test]
     fn salt_is_32_hex_chars_and_random_per_challenge() {
-        let a = issue_challenge(&keys(), "::1", 1, 4).unwrap();
-        let b = issue_challenge(&keys(), "::1", 1, 4).unwrap();
+        let a = issue_challenge(&keys(), "::1", 1, 60_000, 4).unwrap();
+        let b = issue_challenge(&keys(), "::1", 1, 60_000, 4).unwrap();
         assert_eq!(a.salt.len(), 32);
         assert!(a
             .salt
@@ -278,28 +309,29 @@ mod tests {
     #[test]
     fn difficulty_is_clamped_to_1_through_12_when_issuing() {
         assert_eq!(
-            issue_challenge_with_salt(&keys(), "::1", 1, 0, [0; 16]).difficulty,
+            issue_challenge_with_salt(&keys(), "::1", 1, 60_000, 0, [0; 16]).difficulty,
             1
         );
-        let c = issue_challenge_with_salt(&keys(), "::1", 1, 13, [0; 16]);
+        let c = issue_challenge_with_salt(&keys(), "::1", 1, 60_000, 13, [0; 16]);
         assert_eq!(c.difficulty, 12);
         assert_eq!(decode_json(&c.token)["difficulty"], 12);
     }
 
     #[test]
     fn address_with_quotes_is_json_escaped() {
-        let c = issue_challenge_with_salt(&keys(), "a\"b\\c", 1, 4, [0; 16]);
+        let c = issue_challenge_with_salt(&keys(), "a\"b\\c", 1, 60_000, 4, [0; 16]);
         assert_eq!(decode_json(&c.token)["ip"], "a\"b\\c");
     }
 
     #[test]
     fn read_unverified_gives_the_payload_fields() {
-        let c = issue_challenge_with_salt(&keys(), "::1", 7, 5, [0xab; 16]);
+        let c = issue_challenge_with_salt(&keys(), "::1", 7, 60_000, 5, [0xab; 16]);
         let info = read_unverified(&c.token).unwrap();
         assert_eq!(info.ip, "::1");
         assert_eq!(info.issued_at_ms, 7);
         assert_eq!(info.difficulty, 5);
         assert_eq!(info.salt, c.salt);
+        assert_eq!(info.expires_at_ms, Some(60_007));
         assert!(read_unverified("not a token").is_none());
     }
 

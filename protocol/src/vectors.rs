@@ -142,7 +142,7 @@ fn issuing_the_example_challenge_gives_the_example_token() {
         .unwrap()
         .try_into()
         .unwrap();
-    let c = issue_challenge_with_salt(&example_keys(), EXAMPLE_IP, EXAMPLE_TS, 4, salt);
+    let c = issue_challenge_with_salt(&example_keys(), EXAMPLE_IP, EXAMPLE_TS, 60_000, 4, salt);
     assert_eq!(c.token, token_example("token"));
 }
 

@@ -24,7 +24,8 @@ pub enum Rejection {
     BadPayload,
     /// The challenge was issued to another client address.
     WrongIp,
-    /// Older than the TTL, or more than 5 s in the future.
+    /// Past its `exp` (a token without one: older than the TTL), or issued
+    /// more than 5 s in the future.
     Expired,
     /// The nonce is not 1..=20 digits, or the hash lacks the zeros.
     WrongSolution,
@@ -82,17 +83,20 @@ pub struct Solved {
     pub difficulty: u8,
     /// The token's `ts`, epoch ms.
     pub issued_at_ms: u64,
+    /// The token's `exp`, epoch ms (`None`: a token without one).
+    pub expires_at_ms: Option<u64>,
 }
 
 impl Solved {
-    /// Until when the spent record must be kept (epoch ms): while any
-    /// location could still accept the token, i.e. its `ts` plus the
-    /// longest `pow_shield_challenge_ttl` of the configuration, plus the
-    /// future-clock allowance (a node whose clock lags accepts it that
-    /// much later).
+    /// Until when the spent record must be kept (epoch ms): while any node
+    /// could still accept the token, i.e. its `exp` plus the clock
+    /// allowance (a node whose clock lags accepts it that much later),
+    /// whatever the nodes' `pow_shield_challenge_ttl`. A token without
+    /// `exp` (from a node that predates it): its `ts` plus the longest TTL
+    /// of this configuration plus the allowance.
     pub fn spent_until_ms(&self, longest_ttl_ms: u64) -> u64 {
-        self.issued_at_ms
-            .saturating_add(longest_ttl_ms)
+        self.expires_at_ms
+            .unwrap_or_else(|| self.issued_at_ms.saturating_add(longest_ttl_ms))
             .saturating_add(FUTURE_SKEW_MS)
     }
 }
@@ -100,7 +104,9 @@ impl Solved {
 /// Verifies the `X-PoW-Challenge` / `X-PoW-Nonce` pair for `client_ip` at
 /// `now_ms`, in the docs/protocol.md §6 order. At least `min_difficulty` zeros are
 /// required even if the token asks for fewer, so a challenge issued where
-/// it was easier cannot be spent where it is harder. Does not allocate
+/// it was easier cannot be spent where it is harder. A token is accepted
+/// until its signed `exp`; `ttl_ms` (this node's challenge TTL) applies
+/// only to tokens without one. Does not allocate
 /// unless the payload's strings contain JSON escapes.
 pub fn verify_solution(
     keys: &SecretKeys,
@@ -125,7 +131,8 @@ pub fn verify_solution(
     if payload.ip != client_ip {
         return Err(Rejection::WrongIp);
     }
-    let too_old = now_ms.saturating_sub(payload.ts) > ttl_ms;
+    let expires_at_ms = payload.exp.unwrap_or(payload.ts.saturating_add(ttl_ms));
+    let too_old = now_ms > expires_at_ms;
     let too_new = payload.ts > now_ms.saturating_add(FUTURE_SKEW_MS);
     if too_old || too_new {
         return Err(Rejection::Expired);
@@ -141,5 +148,6 @@ pub fn verify_solution(
         digest: Sha256::digest(token).into(),
         difficulty,
         issued_at_ms: payload.ts,
+        expires_at_ms: payload.exp,
     })
 }

@@ -6,9 +6,12 @@
 //!
 //! The flow, top to bottom:
 //! key → (trap: strike → 404 | block) → check → red: block
-//!     → green: pass → yellow: no solution → 429 + strike
-//!                             wrong solution → 4xx + strike
-//!                             solution → spend → pass | strike → 409
+//!     → green: pass (a valid solution is spent: its 429's strike is
+//!       taken back)
+//!     → yellow: no solution → 429 + strike
+//!               wrong solution → 4xx + strike
+//!               solution → spend (takes back a strike) → pass
+//!                                                      | strike → 409
 #![forbid(unsafe_code)]
 
 mod difficulty;
@@ -19,7 +22,7 @@ pub use difficulty::DifficultyRule;
 
 use crate::config::values::FailPolicy;
 use crate::limiter::strikes::{Block, RedRules, Standing};
-use crate::limiter::{RateLimit, Verdict};
+use crate::limiter::{RateLimit, Spent, Verdict};
 use crate::pow::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
 
 /// The log line's reason when the zone has no room for `what`.
@@ -165,6 +168,9 @@ pub struct Decision {
     carried: Carried,
     /// What the check answered, for the challenge's difficulty.
     checked: Checked,
+    /// The check admitted the request; a solution it carries is spent only
+    /// to take back its challenge's strike.
+    green: bool,
 }
 
 impl Decision {
@@ -173,6 +179,7 @@ impl Decision {
             rules,
             carried,
             checked: Checked::default(),
+            green: false,
         }
     }
 
@@ -212,6 +219,13 @@ impl Decision {
             return step;
         }
         if checked.verdict.allowed {
+            // Paid, but a slot freed while the client solved: the request
+            // counts as green, and spending the solution takes back the
+            // strike its 429 recorded (a replay just passes: it is green).
+            if let Carried::Valid(solved) = self.carried {
+                self.green = true;
+                return Step::Spend(solved);
+            }
             return pass(Outcome::Pass);
         }
         match self.carried {
@@ -233,14 +247,23 @@ impl Decision {
         }
     }
 
-    /// After spending: the solution admits the request once. A solution
-    /// that cannot be recorded is not accepted.
-    pub fn spent(&self, reply: Reply<bool>, trusted: impl FnOnce() -> bool) -> Step {
+    /// After spending: the solution admits the request once (and took
+    /// back a strike). A solution that cannot be recorded is not accepted;
+    /// a client blocked meanwhile spent nothing.
+    pub fn spent(&self, reply: Reply<Spent>, trusted: impl FnOnce() -> bool) -> Step {
+        if let Reply::Ready(Spent::Blocked(standing)) = reply {
+            if let Some(step) = self.red(standing.block) {
+                return step;
+            }
+        }
+        if self.green {
+            return pass(Outcome::Pass);
+        }
         match reply {
-            Reply::Ready(true) => pass(Outcome::Solved),
+            Reply::Ready(Spent::Accepted(_)) => pass(Outcome::Solved),
             // A replay is an offence: strike, then answer 409.
-            Reply::Ready(false) if self.rules.red.strikes.is_some() => Step::Strike,
-            Reply::Ready(false) => self.replayed(),
+            Reply::Ready(Spent::Replayed) if self.rules.red.strikes.is_some() => Step::Strike,
+            Reply::Ready(Spent::Replayed | Spent::Blocked(_)) => self.replayed(),
             Reply::Full => self.full(full_zone!("solution not recorded")),
             Reply::Down => self.down(Outcome::Solved, trusted),
         }

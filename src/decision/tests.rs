@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::*;
 use crate::limiter::bucket::{self, BucketState};
 use crate::limiter::strikes::{StrikeRule, StrikeState};
+use crate::limiter::Spent;
 
 const LIMIT_2: RateLimit = RateLimit {
     requests: 2,
@@ -35,6 +36,7 @@ fn solved(n: u8) -> Solved {
         digest: [n; 32],
         difficulty: 4,
         issued_at_ms: 60_000,
+        expires_at_ms: Some(120_000),
     }
 }
 
@@ -79,15 +81,25 @@ impl FakeStore {
         Reply::Ready(Checked { verdict, standing })
     }
 
-    fn spend(&mut self, solved: &Solved) -> Reply<bool> {
+    fn spend(&mut self, key: &'static str, rules: &Rules, solved: &Solved) -> Reply<Spent> {
         self.calls.push("spend");
         if self.down {
             return Reply::Down;
         }
+        let strikes = self.strikes.entry(key).or_default();
+        let standing = strikes.standing(rules.red, self.now);
+        if standing.block != Block::Clear {
+            return Reply::Ready(Spent::Blocked(standing));
+        }
+        if self.spent.contains(&solved.digest) {
+            return Reply::Ready(Spent::Replayed);
+        }
         if self.full {
             return Reply::Full;
         }
-        Reply::Ready(self.spent.insert(solved.digest))
+        self.spent.insert(solved.digest);
+        strikes.forgive(rules.red, self.now);
+        Reply::Ready(Spent::Accepted(strikes.standing(rules.red, self.now)))
     }
 
     fn strike(&mut self, key: &'static str, rules: &Rules) -> Reply<Standing> {
@@ -115,7 +127,7 @@ impl FakeStore {
                     decision.checked(reply, || trusted)
                 }
                 Step::Spend(solved) => {
-                    let reply = self.spend(&solved);
+                    let reply = self.spend(key, &rules, &solved);
                     decision.spent(reply, || trusted)
                 }
                 Step::Strike => {
@@ -180,11 +192,28 @@ fn over_the_limit_without_a_solution_is_a_429_challenge() {
 }
 
 #[test]
-fn under_the_limit_a_solution_is_ignored_and_not_spent() {
+fn under_the_limit_a_wrong_solution_is_ignored() {
     let mut s = FakeStore::default();
-    assert_eq!(status(&s.get("a", VALID(1))), 200);
+    let end = s.get("a", WRONG);
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
     assert_eq!(s.calls, ["check"]);
-    assert!(s.spent.is_empty());
+}
+
+#[test]
+fn under_the_limit_a_valid_solution_is_spent_to_take_back_its_strike() {
+    // Paid, but a slot freed while the client solved.
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 3);
+    assert_eq!(s.strikes["a"].strikes, 1);
+    s.now = 60_000;
+    let end = s.get("a", VALID(1));
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
+    assert_eq!(s.strikes["a"].strikes, 0);
+    assert!(s.spent.contains(&[1; 32]));
+    // Spent already: still green, and no strike.
+    let end = s.get("a", VALID(1));
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
+    assert_eq!(s.strikes["a"].strikes, 0);
 }
 
 #[test]
@@ -369,6 +398,95 @@ fn a_valid_solution_is_not_a_strike() {
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
     assert_eq!(s.strikes["a"].strikes, 0);
+}
+
+/// One challenge and its payment: the 429, then the solved request.
+fn pay(s: &mut FakeStore, n: u8) -> (u16, u16) {
+    let challenge = status(&s.get("a", Carried::Nothing));
+    (challenge, status(&s.get("a", VALID(n))))
+}
+
+#[test]
+fn a_client_that_pays_every_challenge_is_never_blocked() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    // 50 paid requests within a minute (the bucket frees a slot every
+    // 30 s: then the request is green).
+    for n in 0..50 {
+        s.now = u64::from(n) * 1_000;
+        let (challenge, paid) = pay(&mut s, n);
+        assert!(matches!(challenge, 429 | 200), "request {n}: {challenge}");
+        assert_eq!(paid, 200, "paid request {n}");
+    }
+    assert_eq!(s.strikes["a"].strikes, 0);
+}
+
+#[test]
+fn n_minus_one_challenges_in_flight_each_paid_never_block() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    for round in 0..10u8 {
+        // Four requests at once get four challenges: four strikes of five.
+        assert_eq!(statuses(&mut s, "a", Carried::Nothing, 4), [429; 4]);
+        for n in 0..4 {
+            assert_eq!(status(&s.get("a", VALID(round * 4 + n))), 200);
+        }
+        assert_eq!(s.strikes["a"].strikes, 0, "round {round}");
+    }
+}
+
+#[test]
+fn paying_earns_no_credit() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    // Solutions of challenges issued to others take back nothing below 0.
+    for n in 0..10 {
+        assert_eq!(status(&s.get("a", VALID(n))), 200);
+    }
+    assert_eq!(
+        statuses(&mut s, "a", Carried::Nothing, 6),
+        [429, 429, 429, 429, 429, 403]
+    );
+}
+
+#[test]
+fn a_wrong_answer_per_paid_challenge_still_blocks() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    // 429 (strike), 422 (strike), paid (one taken back): one more each time.
+    for n in 0..3 {
+        assert_eq!(status(&s.get("a", Carried::Nothing)), 429);
+        assert_eq!(status(&s.get("a", WRONG)), 422);
+        assert_eq!(status(&s.get("a", VALID(n))), 200);
+    }
+    assert_eq!(s.strikes["a"].strikes, 3);
+    assert_eq!(status(&s.get("a", Carried::Nothing)), 429);
+    assert_eq!(status(&s.get("a", WRONG)), 422, "the 5th strike");
+    assert_eq!(status(&s.get("a", VALID(9))), 403, "paying now is too late");
+}
+
+#[test]
+fn a_replay_strike_is_never_taken_back_by_the_replay() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    assert_eq!(status(&s.get("a", VALID(1))), 200);
+    let replays: Vec<u16> = (0..6).map(|_| status(&s.get("a", VALID(1)))).collect();
+    assert_eq!(replays, [409, 409, 409, 409, 409, 403]);
+}
+
+#[test]
+fn a_client_blocked_between_check_and_spend_spends_nothing() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Carried::Nothing, 2);
+    let mut decision = Decision::new(rules(), VALID(7));
+    let step = decision.checked(s.check("a", &rules(), false), || false);
+    assert_eq!(step, Step::Spend(solved(7)));
+    // Meanwhile other requests of the client open the breaker.
+    statuses(&mut s, "a", Carried::Nothing, 5);
+    let end = end_of(decision.spent(s.spend("a", &rules(), &solved(7)), || false));
+    assert_eq!((status(&end), end.outcome), (403, Outcome::Blocked));
+    assert!(s.spent.is_empty());
+    assert_eq!(s.strikes["a"].strikes, 5);
 }
 
 #[test]

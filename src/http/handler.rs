@@ -17,7 +17,8 @@ use crate::config::{MainConf, Policy};
 use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, monotonic_ms, now_ms};
 use crate::limiter::strikes::{Block, Standing, Tripped};
-use crate::store::{self, CheckArgs, Op, Poll, Stores, Waiter};
+use crate::limiter::Spent;
+use crate::store::{self, CheckArgs, Op, Poll, SpendArgs, Stores, Waiter};
 use crate::PowShield;
 use crate::{metrics, pow};
 
@@ -204,10 +205,14 @@ impl Flow<'_> {
                 Replied::Checked(reply, offence)
             }
             Waiting::Spend(solved) => {
-                let digest = solved.digest;
-                let until = solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms);
+                let args = SpendArgs {
+                    key,
+                    rules: red,
+                    digest: &solved.digest,
+                    expires_at_ms: solved.spent_until_ms(self.mcf.longest_challenge_ttl_ms),
+                };
                 Replied::Spent(
-                    self.poll(&stores, fallback, |s, w| s.spend(&digest, until, epoch, w))?,
+                    self.poll(&stores, fallback, |s, w| s.spend(args, epoch, monotonic, w))?,
                 )
             }
             Waiting::Strike => Replied::Struck(
@@ -233,7 +238,12 @@ impl Flow<'_> {
                 }
                 self.checked(&mut decision, reply)
             }
-            Replied::Spent(reply) => decision.spent(reply, || self.trusted()),
+            Replied::Spent(reply) => {
+                if let Reply::Ready(Spent::Blocked(standing) | Spent::Accepted(standing)) = reply {
+                    self.shield().standing = Some(standing);
+                }
+                decision.spent(reply, || self.trusted())
+            }
             Replied::Struck(reply) => {
                 if let Reply::Ready(standing) = reply {
                     let blocked = standing.block != Block::Clear;
@@ -256,7 +266,8 @@ impl Flow<'_> {
         };
         match poll {
             Poll::Ready(value) => Some(Reply::Ready(value)),
-            Poll::Down => Some(Reply::Down),
+            // (A busy Redis was handed to the zone by the chain.)
+            Poll::Down | Poll::Busy => Some(Reply::Down),
             Poll::Full { retry_after_ms } => {
                 let mut shield = self.shield;
                 // SAFETY: the state lives in the request's pool for the whole
@@ -415,8 +426,8 @@ impl Flow<'_> {
         let Some(keys) = self.mcf.keys.as_ref() else {
             return Status::NGX_ERROR;
         };
-        let challenge = match pow::issue_challenge(keys, &client_addr(self.r), now_ms(), difficulty)
-        {
+        let (addr, ttl_ms) = (client_addr(self.r), self.policy().challenge_ttl_ms);
+        let challenge = match pow::issue_challenge(keys, &addr, now_ms(), ttl_ms, difficulty) {
             Ok(challenge) => challenge,
             Err(_) => return Status::NGX_ERROR,
         };
@@ -495,7 +506,7 @@ impl Flow<'_> {
 enum Replied {
     /// The check's reply, and whether a refusal was an offence (a strike).
     Checked(Reply<Checked>, bool),
-    Spent(Reply<bool>),
+    Spent(Reply<Spent>),
     Struck(Reply<Standing>),
 }
 

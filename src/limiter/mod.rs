@@ -38,3 +38,16 @@ pub struct Verdict {
     /// difficulty reads it.
     pub over: u32,
 }
+
+/// What spending a solved challenge did: one atomic operation of a store,
+/// which also takes back the strike the challenge's 429 recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// First spend: the solution admits the request, and one strike of the
+    /// client was taken back (never below 0); the standing after it.
+    Accepted(strikes::Standing),
+    /// The token was spent before: a replay.
+    Replayed,
+    /// The client is blocked: nothing was spent, nothing taken back.
+    Blocked(strikes::Standing),
+}

@@ -118,7 +118,11 @@ impl StrikeState {
             return self.standing(rules, now_ms);
         };
         self.strikes = self.strikes.saturating_add(1);
-        self.strikes_until_ms = now_ms.saturating_add(rule.ttl_ms);
+        // A strike never shortens a block: a location with a shorter time
+        // keeps the later expiry another location set.
+        self.strikes_until_ms = self
+            .strikes_until_ms
+            .max(now_ms.saturating_add(rule.ttl_ms));
         let tripped = (self.strikes == rule.threshold).then(|| match rules.ban {
             Some(ban) => self.trip(ban, now_ms),
             None => Tripped::Opened,
@@ -129,6 +133,15 @@ impl StrikeState {
             block: Block::Clear,
             block_ms: 0,
             tripped,
+        }
+    }
+
+    /// A paid challenge: the 429 that carried it was no offence, so one
+    /// strike is taken back (never below 0: paying earns no credit). A
+    /// blocked or banned client is not forgiven. The expiry stays.
+    pub fn forgive(&mut self, rules: RedRules, now_ms: u64) {
+        if self.block(rules, now_ms) == Block::Clear {
+            self.strikes = self.strikes.saturating_sub(1);
         }
     }
 
@@ -370,6 +383,63 @@ mod tests {
             (first, second),
             (vec![Tripped::Opened], vec![Tripped::Banned])
         );
+    }
+
+    #[test]
+    fn a_paid_challenge_takes_back_one_strike_and_never_goes_below_zero() {
+        let mut s = StrikeState::default();
+        offend(&mut s, FIVE_PER_MINUTE, 0, 2);
+        s.forgive(FIVE_PER_MINUTE, 1);
+        assert_eq!(s.strikes, 1);
+        s.forgive(FIVE_PER_MINUTE, 2);
+        s.forgive(FIVE_PER_MINUTE, 3);
+        assert_eq!(s.strikes, 0, "no credit");
+        // Five offences still open the breaker after paying twice.
+        let blocks = offend(&mut s, FIVE_PER_MINUTE, 4, 6);
+        assert_eq!(blocks[5], Block::Blocked);
+    }
+
+    #[test]
+    fn paying_every_challenge_never_blocks() {
+        let mut s = StrikeState::default();
+        for at in 0..50 {
+            assert_eq!(s.strike(FIVE_PER_MINUTE, at * 1000).block, Block::Clear);
+            s.forgive(FIVE_PER_MINUTE, at * 1000 + 500);
+        }
+        assert_eq!(s.strikes, 0);
+    }
+
+    #[test]
+    fn a_blocked_client_is_not_forgiven() {
+        let mut s = StrikeState::default();
+        offend(&mut s, FIVE_PER_MINUTE, 0, 5);
+        s.forgive(FIVE_PER_MINUTE, 1);
+        assert_eq!(s.strikes, 5);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 2), Block::Blocked);
+    }
+
+    #[test]
+    fn a_strike_with_a_shorter_time_never_shortens_a_block() {
+        let long = RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 600_000,
+            }),
+            ban: None,
+        };
+        let short = RedRules {
+            strikes: Some(StrikeRule {
+                threshold: 100,
+                ttl_ms: 2_000,
+            }),
+            ban: None,
+        };
+        let mut s = StrikeState::default();
+        offend(&mut s, long, 0, 5);
+        // An offence at a location allowing 100 strikes for 2 s.
+        s.strike(short, 1_000);
+        assert_eq!(s.strikes_until_ms, 600_000);
+        assert_eq!(s.block(long, 599_999), Block::Blocked);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use sha1::{Digest, Sha1};
 
 use super::strikes::{Block, RedRules, Standing, Tripped};
-use super::{RateLimit, Verdict};
+use super::{RateLimit, Spent, Verdict};
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
 /// for step. Rules come as four integers (0 = off): strike threshold,
@@ -36,7 +36,8 @@ end
 -- The trip window starts at the first trip; the trip that bans restarts it.
 local function strike(sk, tk, threshold, ttl, after, ban)
   local strikes = redis.call('INCR', sk)
-  redis.call('PEXPIRE', sk, ttl)
+  -- A strike never shortens a block: the later expiry stays.
+  if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
   if strikes ~= threshold then return strikes, 0 end
   if after == 0 then return strikes, 1 end
   local trips = redis.call('INCR', tk)
@@ -231,6 +232,28 @@ return {strikes, block, block_ms, tripped}
 "#
 );
 
+/// Spends a solved challenge and takes back the strike its 429 recorded,
+/// in one call, unless the client is blocked (then nothing changes).
+/// `KEYS[1]` the spent record, `KEYS[2]`, `KEYS[3]` strikes and trips;
+/// `ARGV[1]` ms the record lives, `ARGV[2..5]` the rules ([`rules`]).
+/// Returns `{spent 0 replayed / 1 first / 2 blocked, strikes, block 0/1/2,
+/// block_ms}` ([`spent_from_reply`]).
+pub const SPEND_SCRIPT: &str = concat!(
+    "-- pow-shield spend: one per solution, and the 429's strike taken back",
+    red_zone_lua!(),
+    r#"
+local threshold, after = tonumber(ARGV[2]), tonumber(ARGV[4])
+local strikes, block, block_ms = red_zone(KEYS[2], KEYS[3], threshold, after)
+if block > 0 then return {2, strikes, block, block_ms} end
+if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
+  return {0, strikes, 0, 0}
+end
+-- Never below 0: paying earns no credit. DECR keeps the expiry.
+if strikes > 0 then strikes = redis.call('DECR', KEYS[2]) end
+return {1, strikes, 0, 0}
+"#
+);
+
 /// Number of integers the sliding-window script returns.
 pub const REPLY_LEN: usize = 9;
 
@@ -323,6 +346,20 @@ pub fn verdict_from_reply(
 /// Decodes the strike script's reply.
 pub fn standing_from_reply(reply: &[i64]) -> Result<Standing, ReplyError> {
     standing(fields::<4>(reply)?, 0)
+}
+
+/// Decodes the spend script's reply.
+pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
+    let [spent, strikes, block, block_ms] = fields::<4>(reply)?;
+    match spent {
+        0 => Ok(Spent::Replayed),
+        1 => Ok(Spent::Accepted(standing([strikes, 0, 0, 0], 1)?)),
+        2 => match standing([strikes, block, block_ms, 0], 1)? {
+            standing if standing.block != Block::Clear => Ok(Spent::Blocked(standing)),
+            _ => Err(ReplyError::OutOfRange { index: 2 }),
+        },
+        _ => Err(ReplyError::OutOfRange { index: 0 }),
+    }
 }
 
 /// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.
@@ -437,6 +474,45 @@ mod tests {
         );
         let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 1, 5, 0, 0, 1], PER_MINUTE_60).unwrap();
         assert_eq!(s.tripped, Some(Tripped::Opened));
+    }
+
+    #[test]
+    fn spend_replies_decode() {
+        assert_eq!(
+            spent_from_reply(&[1, 2, 0, 0]),
+            Ok(Spent::Accepted(Standing {
+                strikes: 2,
+                ..Standing::default()
+            }))
+        );
+        assert_eq!(spent_from_reply(&[0, 3, 0, 0]), Ok(Spent::Replayed));
+        assert_eq!(
+            spent_from_reply(&[2, 5, 1, 900]),
+            Ok(Spent::Blocked(Standing {
+                strikes: 5,
+                block: Block::Blocked,
+                block_ms: 900,
+                tripped: None,
+            }))
+        );
+        assert_eq!(
+            spent_from_reply(&[2, 5, 0, 0]),
+            Err(ReplyError::OutOfRange { index: 2 })
+        );
+        assert_eq!(
+            spent_from_reply(&[3, 0, 0, 0]),
+            Err(ReplyError::OutOfRange { index: 0 })
+        );
+        assert!(spent_from_reply(&[1, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn the_spend_takes_back_a_strike_in_the_same_script_never_below_zero() {
+        let spend = SPEND_SCRIPT.find("'SET', KEYS[1]").unwrap();
+        let decr = SPEND_SCRIPT.find("'DECR', KEYS[2]").unwrap();
+        assert!(spend < decr);
+        assert!(SPEND_SCRIPT.contains("if strikes > 0 then strikes = redis.call('DECR'"));
+        assert!(SPEND_SCRIPT.contains(red_zone_lua!()));
     }
 
     #[test]

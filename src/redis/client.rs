@@ -12,7 +12,8 @@
 //! - an error reply (WRONGTYPE, READONLY, OOM...) fails only its own slot:
 //!   the connection stays; each kind is logged once per episode;
 //! - while Redis is down, or with `MAX_IN_FLIGHT` commands waiting, `submit`
-//!   refuses at once: requests never wait on a dead or drowning Redis.
+//!   refuses at once (`Unavailable::Down`, `Unavailable::Busy`): requests
+//!   never wait on a dead or drowning Redis.
 //!
 //! Nothing here blocks: sockets are non-blocking, and callbacks only post
 //! events.
@@ -159,7 +160,14 @@ struct Inner {
 }
 
 /// Why a submission was refused.
-pub struct Unavailable;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Redis is down (or the worker exits): `pow_shield_fail` decides.
+    Down,
+    /// `MAX_IN_FLIGHT` commands wait: back-pressure, not an outage. The
+    /// request is decided by the zone, never passed uncounted.
+    Busy,
+}
 
 impl Client {
     /// Creates the client and starts connecting.
@@ -268,12 +276,12 @@ impl Client {
                         error!(
                             inner.cycle_log,
                             "pow_shield: redis {}: {MAX_IN_FLIGHT} commands in flight; further \
-                             requests are decided by \"pow_shield_fail\" until half of them \
+                             requests are decided by the zone's limiter until half of them \
                              are answered",
                             inner.settings.name
                         );
                     }
-                    return Err(Unavailable);
+                    return Err(Unavailable::Busy);
                 }
                 let deadline = now().wrapping_add(inner.settings.timeout_ms);
                 if let Some(before) = before {
@@ -291,7 +299,7 @@ impl Client {
                 );
                 Ok(())
             })
-            .unwrap_or(Err(Unavailable))
+            .unwrap_or(Err(Unavailable::Down))
     }
 
     /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
@@ -301,13 +309,13 @@ impl Client {
                 inner.open_for_commands(st)?;
                 // Counted like any command (its answer is counted as one).
                 if st.in_flight.admit() != Admission::Admitted {
-                    return Err(Unavailable);
+                    return Err(Unavailable::Busy);
                 }
                 let deadline = now().wrapping_add(inner.settings.timeout_ms);
                 inner.push(st, command, Slot::topology(deadline as u64, on_reply));
                 Ok(())
             })
-            .unwrap_or(Err(Unavailable))
+            .unwrap_or(Err(Unavailable::Down))
     }
 
     /// While Redis is down: milliseconds until the next reconnect attempt.
@@ -387,12 +395,12 @@ impl Inner {
     /// close; refused at once while Redis is down or the worker exits.
     fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
         if !st.health.is_healthy() || st.shutting_down {
-            return Err(Unavailable);
+            return Err(Unavailable::Down);
         }
         if st.phase == Phase::Disconnected {
             self.connect(st);
             if st.phase == Phase::Disconnected {
-                return Err(Unavailable);
+                return Err(Unavailable::Down);
             }
         }
         Ok(())

@@ -5,9 +5,11 @@
 
 use std::collections::{HashSet, VecDeque};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Replay {
     pub digest: [u8; 32],
+    /// The spent record's Redis key.
+    pub key: String,
     pub expires_at_ms: u64,
     queued_at_ms: u64,
 }
@@ -68,7 +70,13 @@ impl Replays {
         self.next_pass_ms = now_ms + HOLD_MS;
     }
 
-    pub fn push(&mut self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Queued {
+    pub fn push(
+        &mut self,
+        digest: &[u8; 32],
+        key: String,
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Queued {
         if self.waiting.contains(digest) {
             return Queued::Yes;
         }
@@ -81,6 +89,7 @@ impl Replays {
         self.waiting.insert(*digest);
         self.queue.push_back(Replay {
             digest: *digest,
+            key,
             expires_at_ms,
             queued_at_ms: now_ms,
         });
@@ -102,7 +111,7 @@ impl Replays {
             }
             if r.queued_at_ms < now_ms && due.len() < most {
                 waiting.remove(&r.digest);
-                due.push(*r);
+                due.push(r.clone());
                 return false;
             }
             true
@@ -133,7 +142,7 @@ mod tests {
     #[test]
     fn tokens_queued_earlier_are_due() {
         let mut r = Replays::new(4);
-        assert_eq!(r.push(&D, 1000, 10), Queued::Yes);
+        assert_eq!(r.push(&D, String::new(), 1000, 10), Queued::Yes);
         assert_eq!(r.take_due(11, 64).len(), 1);
         assert!(r.is_empty());
     }
@@ -141,7 +150,7 @@ mod tests {
     #[test]
     fn tokens_queued_in_this_iteration_wait() {
         let mut r = Replays::new(4);
-        r.push(&D, 1000, 10);
+        r.push(&D, String::new(), 1000, 10);
         assert!(r.take_due(10, 64).is_empty());
         assert!(!r.is_empty());
     }
@@ -149,7 +158,7 @@ mod tests {
     #[test]
     fn expired_tokens_are_skipped() {
         let mut r = Replays::new(4);
-        r.push(&D, 20, 10);
+        r.push(&D, String::new(), 20, 10);
         assert!(r.take_due(20, 64).is_empty());
         assert!(r.is_empty());
     }
@@ -157,35 +166,44 @@ mod tests {
     #[test]
     fn beyond_the_cap_tokens_are_dropped_counted_and_logged_once() {
         let mut r = Replays::new(1);
-        assert_eq!(r.push(&D, 1000, 0), Queued::Yes);
-        assert_eq!(r.push(&[8; 32], 1000, 0), Queued::Dropped { first: true });
-        assert_eq!(r.push(&[9; 32], 1000, 0), Queued::Dropped { first: false });
+        assert_eq!(r.push(&D, String::new(), 1000, 0), Queued::Yes);
+        assert_eq!(
+            r.push(&[8; 32], String::new(), 1000, 0),
+            Queued::Dropped { first: true }
+        );
+        assert_eq!(
+            r.push(&[9; 32], String::new(), 1000, 0),
+            Queued::Dropped { first: false }
+        );
         assert_eq!(r.dropped(), 2);
         r.take_due(1, 64);
-        assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
-        assert_eq!(r.push(&[8; 32], 1000, 1), Queued::Dropped { first: true });
+        assert_eq!(r.push(&D, String::new(), 1000, 1), Queued::Yes);
+        assert_eq!(
+            r.push(&[8; 32], String::new(), 1000, 1),
+            Queued::Dropped { first: true }
+        );
     }
 
     #[test]
     fn a_token_tried_again_while_it_waits_takes_no_second_place() {
         let mut r = Replays::new(2);
         for _ in 0..5 {
-            assert_eq!(r.push(&D, 1000, 0), Queued::Yes);
+            assert_eq!(r.push(&D, String::new(), 1000, 0), Queued::Yes);
         }
-        assert_eq!(r.push(&[8; 32], 1000, 0), Queued::Yes);
+        assert_eq!(r.push(&[8; 32], String::new(), 1000, 0), Queued::Yes);
         assert_eq!(r.dropped(), 0);
         assert_eq!(r.take_due(1, 64).len(), 2);
         // Taken out to be written: a failed write queues it again.
-        assert_eq!(r.push(&D, 1000, 1), Queued::Yes);
+        assert_eq!(r.push(&D, String::new(), 1000, 1), Queued::Yes);
         assert_eq!(r.take_due(2, 64).len(), 1);
     }
 
     #[test]
     fn an_expired_token_leaves_its_place() {
         let mut r = Replays::new(1);
-        r.push(&D, 20, 10);
+        r.push(&D, String::new(), 20, 10);
         assert!(r.take_due(20, 64).is_empty());
-        assert_eq!(r.push(&D, 1000, 20), Queued::Yes);
+        assert_eq!(r.push(&D, String::new(), 1000, 20), Queued::Yes);
         assert!(!r.is_empty());
     }
 
@@ -193,7 +211,7 @@ mod tests {
     fn a_pass_runs_at_most_once_per_millisecond() {
         let mut r = Replays::new(4);
         assert!(!r.pass_now(10), "nothing queued");
-        r.push(&D, 1000, 10);
+        r.push(&D, String::new(), 1000, 10);
         assert!(r.pass_now(11));
         assert!(!r.pass_now(11), "same tick");
         assert!(r.pass_now(12));
@@ -202,7 +220,7 @@ mod tests {
     #[test]
     fn a_refused_write_holds_the_queue() {
         let mut r = Replays::new(4);
-        r.push(&D, 10_000, 10);
+        r.push(&D, String::new(), 10_000, 10);
         assert!(r.pass_now(11));
         r.hold(11);
         assert!((12..11 + HOLD_MS).all(|now| !r.pass_now(now)));
@@ -212,7 +230,7 @@ mod tests {
     #[test]
     fn a_clock_stepped_back_does_not_stop_passes() {
         let mut r = Replays::new(4);
-        r.push(&D, 1_000_000, 10);
+        r.push(&D, String::new(), 1_000_000, 10);
         assert!(r.pass_now(100_000));
         assert!(r.pass_now(50_000));
     }
@@ -221,7 +239,7 @@ mod tests {
     fn writes_go_in_batches_oldest_first() {
         let mut r = Replays::new(100);
         for n in 0..10u8 {
-            r.push(&[n; 32], 1_000, u64::from(n));
+            r.push(&[n; 32], String::new(), 1_000, u64::from(n));
         }
         let first = r.take_due(50, 4);
         assert_eq!(

@@ -336,7 +336,7 @@ impl Cluster {
 
     fn submit(&self, job: Job) -> Result<(), Unavailable> {
         let target = self.target(job.slot);
-        self.send(job, target, false).map_err(|_| Unavailable)
+        self.send(job, target, false).map_err(|(_, why)| why)
     }
 
     /// The node for a slot: its master, or while unknown any node that is
@@ -352,15 +352,16 @@ impl Cluster {
     }
 
     /// Sends a job to node `target`; gives it back if that node refuses.
-    fn send(&self, job: Job, target: usize, asking: bool) -> Result<(), Job> {
+    fn send(&self, job: Job, target: usize, asking: bool) -> Result<(), (Job, Unavailable)> {
+        let down = |job| Err((job, Unavailable::Down));
         if self.closing.get() {
-            return Err(job);
+            return down(job);
         }
         let Ok(nodes) = self.nodes.try_borrow() else {
-            return Err(job);
+            return down(job);
         };
         let Some(node) = nodes.get(target) else {
-            return Err(job);
+            return down(job);
         };
         let resend = job.rebuild.clone().map(|r| Box::new(move || r()) as Resend);
         let command = job.command.clone();
@@ -386,11 +387,14 @@ impl Cluster {
         drop(nodes);
         match sent {
             Ok(()) => Ok(()),
-            Err(Unavailable) => {
-                self.node_down();
+            Err(why) => {
+                // A node with a full queue is busy, not down.
+                if why == Unavailable::Down {
+                    self.node_down();
+                }
                 // Refused at once: the callback was dropped unused.
                 match held.take() {
-                    Some(job) => Err(job),
+                    Some(job) => Err((job, why)),
                     None => Ok(()),
                 }
             }
@@ -418,19 +422,19 @@ impl Cluster {
                         }
                         self.send(job, i, false)
                     }
-                    None => Err(job),
+                    None => Err((job, Unavailable::Down)),
                 }
             }
             Redirect::Ask { node, .. } => match self.node_index(&node) {
                 Some(i) => self.send(job, i, true),
-                None => Err(job),
+                None => Err((job, Unavailable::Down)),
             },
             Redirect::TryAgain => {
                 self.retry_later(job);
                 Ok(())
             }
         };
-        if let Err(job) = sent {
+        if let Err((job, _)) = sent {
             (job.on_reply)(None);
         }
     }
@@ -470,7 +474,7 @@ impl Cluster {
         }
         for job in due {
             let target = self.target(job.slot);
-            if let Err(job) = self.send(job, target, false) {
+            if let Err((job, _)) = self.send(job, target, false) {
                 (job.on_reply)(None);
             }
         }

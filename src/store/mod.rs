@@ -23,7 +23,7 @@ use crate::config::values::FailPolicy;
 use crate::config::MainConf;
 use crate::decision::Checked;
 use crate::limiter::strikes::{RedRules, Standing};
-use crate::limiter::RateLimit;
+use crate::limiter::{RateLimit, Spent};
 use crate::PowShield;
 
 /// A store's answer, now or later.
@@ -33,6 +33,10 @@ pub enum Poll<T> {
     Pending,
     /// The store is down (Redis): `pow_shield_fail` decides.
     Down,
+    /// The store is up but its queue is full (Redis: `MAX_IN_FLIGHT`
+    /// commands wait): back-pressure, decided by the zone whatever
+    /// `pow_shield_fail` says, never passed uncounted.
+    Busy,
     /// The zone has no room to record this, even after eviction (every
     /// entry is an unexpired spent record): refused with 503 and this
     /// `Retry-After`, never passed, or a solution could be replayed.
@@ -45,8 +49,7 @@ pub enum Poll<T> {
 #[derive(Clone, Copy, Debug)]
 pub enum Answer {
     Checked(Checked),
-    /// `true`: the token was unspent and is now spent.
-    Spent(bool),
+    Spent(Spent),
     Struck(Standing),
     /// The store failed the operation: the fallback decides.
     Down,
@@ -111,6 +114,16 @@ pub struct CheckArgs<'a> {
     pub offence: bool,
 }
 
+/// What a spend asks: record `digest` spent until `expires_at_ms` (epoch
+/// ms) and take back one strike of `key`, unless `key` is blocked.
+#[derive(Clone, Copy)]
+pub struct SpendArgs<'a> {
+    pub key: &'a [u8],
+    pub rules: RedRules,
+    pub digest: &'a [u8; 32],
+    pub expires_at_ms: u64,
+}
+
 /// A place that counts requests, remembers spent challenges and keeps the
 /// circuit breaker. `check` and `strike` take nginx's monotonic clock
 /// (`ffi::monotonic_ms`: a wall-clock step must not freeze or refill local
@@ -121,15 +134,16 @@ pub trait Store {
     /// A blocked client writes nothing.
     fn check(&self, args: CheckArgs, now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked>;
 
-    /// Marks a solved challenge spent until `expires_at_ms` (epoch ms);
-    /// `Ready(false)` if it already was.
+    /// Marks a solved challenge spent and takes back the strike its 429
+    /// recorded, atomically; a blocked client changes nothing. `now_ms` is
+    /// epoch ms (the token's scale), `monotonic_ms` the breaker's clock.
     fn spend(
         &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
+        args: SpendArgs,
         now_ms: u64,
+        monotonic_ms: u64,
         waiter: &mut NewWaiter,
-    ) -> Poll<bool>;
+    ) -> Poll<Spent>;
 
     /// One strike for `key` unless it is blocked; the standing after it.
     fn strike(
@@ -153,10 +167,12 @@ enum Primary {
 }
 
 /// The stores of one request: the primary (Redis in cluster mode, else the
-/// zone) and, under `pow_shield_fail local`, the zone as its fallback.
+/// zone) and, under `pow_shield_fail local`, the zone as its fallback. A
+/// busy Redis hands its requests to the zone under every policy.
 pub struct Stores {
     primary: Primary,
     fallback: Option<ShmStore>,
+    zone: Option<ShmStore>,
 }
 
 /// One operation on a store, run on the primary and maybe the fallback.
@@ -174,10 +190,12 @@ impl Stores {
                     FailPolicy::Local => ShmStore::new(mcf),
                     FailPolicy::Open | FailPolicy::Closed => None,
                 },
+                zone: ShmStore::new(mcf),
             },
             None => Stores {
                 primary: Primary::Local(ShmStore::new(mcf)?),
                 fallback: None,
+                zone: None,
             },
         })
     }
@@ -191,6 +209,10 @@ impl Stores {
         };
         match op(primary, waiter) {
             Poll::Down => self.fallback(op),
+            Poll::Busy => match &self.zone {
+                Some(zone) => op(zone, &mut || Waiter::new(core::ptr::null_mut())),
+                None => Poll::Down,
+            },
             poll => poll,
         }
     }

@@ -14,13 +14,13 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, Store, Waiter};
+use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, SpendArgs, Store};
 use crate::config::RedisConf;
 use crate::decision::Checked;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::limiter::strikes::{RedRules, Standing};
-use crate::limiter::window;
-use crate::redis::client::{Client, PeerName, Settings, Tls};
+use crate::limiter::{window, Spent};
+use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::command::{client_tag, encode, integers};
 use crate::redis::replays::{Queued, Replays};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
@@ -44,6 +44,10 @@ pub struct RedisStore {
     window_sha: String,
     approx_sha: String,
     strike_sha: String,
+    spend_sha: String,
+    /// A Redis Cluster: a spent record lives in its client's slot, so that
+    /// the spend script can take back the client's strike in one call.
+    cluster: bool,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
     pid: u32,
@@ -85,6 +89,7 @@ impl RedisStore {
             window::SLIDING_WINDOW_SCRIPT,
             window::APPROX_SCRIPT,
             window::STRIKE_SCRIPT,
+            window::SPEND_SCRIPT,
         ] {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
@@ -151,6 +156,8 @@ impl RedisStore {
                 window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
                 approx_sha: window::script_sha1(window::APPROX_SCRIPT),
                 strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
+                spend_sha: window::script_sha1(window::SPEND_SCRIPT),
+                cluster: conf.options.cluster,
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
                 seq: Cell::new(0),
@@ -199,30 +206,22 @@ impl RedisStore {
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
-            Err(_) => Poll::Down,
+            Err(Unavailable::Busy) => Poll::Busy,
+            Err(Unavailable::Down) => Poll::Down,
         }
     }
 
-    /// `SET <spent key> 1 EX <seconds left> NX`, and that key.
-    fn spend_command(
-        &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
-        now_ms: u64,
-    ) -> (String, Vec<u8>) {
-        // Keyed by the token alone, so a token is spent once whoever spends it.
-        let key = format!("{}spent:{{{}}}", self.prefix, hex::encode(digest));
-        let ttl_s = expires_at_ms
-            .saturating_sub(now_ms)
-            .div_ceil(1000)
-            .max(1)
-            .to_string();
-        let mut command = Vec::new();
-        encode(
-            &mut command,
-            &[b"SET", key.as_bytes(), b"1", b"EX", ttl_s.as_bytes(), b"NX"],
-        );
-        (key, command)
+    /// The spent record of a token. One Redis: keyed by the token alone,
+    /// so a token is spent once whoever spends it. A Redis Cluster: in the
+    /// slot of the client that spends it (the spend script takes back that
+    /// client's strike in the same call), so a token bound to one address
+    /// is spent once per client key of that address.
+    fn spent_key(&self, digest: &[u8; 32], key: &[u8]) -> String {
+        if self.cluster {
+            format!("{}:p:{}", self.client_tag(key), hex::encode(digest))
+        } else {
+            format!("{}spent:{{{}}}", self.prefix, hex::encode(digest))
+        }
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
@@ -258,23 +257,22 @@ impl RedisStore {
         let Some(local) = &self.local else {
             return true;
         };
-        let no_waiter = &mut || Waiter::new(core::ptr::null_mut());
         !matches!(
-            local.spend(digest, expires_at_ms, now_ms, no_waiter),
+            local.record_spent(digest, expires_at_ms, now_ms),
             Poll::Ready(false)
         )
     }
 
     /// Redis could not take this spend: write it later if the fallback
     /// spent it.
-    fn queue_replay(&self, digest: &[u8; 32], expires_at_ms: u64) {
+    fn queue_replay(&self, digest: &[u8; 32], spent_key: String, expires_at_ms: u64) {
         if self.local.is_none() {
             return;
         }
         let Ok(mut replays) = self.replays.try_borrow_mut() else {
             return;
         };
-        let queued = replays.push(digest, expires_at_ms, now_ms());
+        let queued = replays.push(digest, spent_key, expires_at_ms, now_ms());
         if let Queued::Dropped { .. } = queued {
             crate::metrics::redis_replay_dropped();
         }
@@ -310,25 +308,32 @@ impl RedisStore {
             if !self.spent_locally(&replay.digest, now) {
                 continue;
             }
-            let (key, command) = self.spend_command(&replay.digest, replay.expires_at_ms, now);
+            let ttl_s = replay
+                .expires_at_ms
+                .saturating_sub(now)
+                .div_ceil(1000)
+                .max(1)
+                .to_string();
+            let mut command = Vec::new();
+            let key = replay.key.as_bytes();
+            encode(
+                &mut command,
+                &[b"SET", key, b"1", b"EX", ttl_s.as_bytes(), b"NX"],
+            );
             // Whether Redis knew it doesn't matter (this node refuses the
             // token anyway), only that it took it: if not (e.g. a restarted
             // cluster master answers CLUSTERDOWN at first), it waits again.
             let store = self.me.clone();
-            let (digest, expires_at_ms) = (replay.digest, replay.expires_at_ms);
+            let retry = replay.clone();
             let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
                 if let (None, Some(store)) = (frame, store.upgrade()) {
-                    store.queue_replay(&digest, expires_at_ms);
+                    store.queue_replay(&retry.digest, retry.key, retry.expires_at_ms);
                 }
             });
-            // Routed by its own key: in a cluster, the token's slot.
-            if self
-                .router
-                .submit(key.as_bytes(), command, None, on_reply)
-                .is_err()
-            {
+            // Routed by its own key: in a cluster, its slot.
+            if self.router.submit(key, command, None, on_reply).is_err() {
                 refused = true;
-                self.queue_replay(&replay.digest, replay.expires_at_ms);
+                self.queue_replay(&replay.digest, replay.key, replay.expires_at_ms);
             }
         }
         if refused {
@@ -447,41 +452,62 @@ impl Store for Rc<RedisStore> {
         )
     }
 
-    fn spend(
-        &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
-        now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<bool> {
-        self.write_replays();
-        let (key, command) = self.spend_command(digest, expires_at_ms, now_ms);
-        let waiter = waiter();
-        let store = self.me.clone();
-        let digest = *digest;
-        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            let store = store.upgrade();
-            waiter.deliver(match frame {
-                // First in Redis, but maybe spent here while Redis was down
-                // (and not written to it yet, or dropped from the queue).
-                Some(OwnedFrame::SimpleString(_)) => Answer::Spent(
-                    store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms)),
-                ),
-                Some(OwnedFrame::Null) => Answer::Spent(false),
-                _ => {
-                    if let Some(store) = store {
-                        store.queue_replay(&digest, expires_at_ms);
-                    }
-                    Answer::Down
-                }
+    fn spend(&self, args: SpendArgs, now_ms: u64, _: u64, waiter: &mut NewWaiter) -> Poll<Spent> {
+        let spent_key = self.spent_key(args.digest, args.key);
+        let tag = self.client_tag(args.key);
+        let remember = self.block_keeper(args.key, args.rules);
+        let mut call = ScriptCall::new(&self.spend_sha, 3, 5);
+        call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
+        for suffix in [b":s", b":t"] {
+            call.push(|w| {
+                w.extend_from_slice(tag.as_bytes());
+                w.extend_from_slice(suffix);
             });
-        });
-        match self.router.submit(key.as_bytes(), command, None, on_reply) {
-            Ok(()) => Poll::Pending,
-            Err(_) => {
-                self.queue_replay(&digest, expires_at_ms);
-                Poll::Down
-            }
         }
+        call.num(args.expires_at_ms.saturating_sub(now_ms).max(1));
+        for rule in window::rules(args.rules) {
+            call.num(rule);
+        }
+        let store = self.me.clone();
+        let (digest, expires_at_ms) = (*args.digest, args.expires_at_ms);
+        let queued_key = spent_key.clone();
+        let poll = self.call_script(
+            window::SPEND_SCRIPT,
+            spent_key.as_bytes(),
+            call,
+            waiter,
+            move |reply| {
+                let store = store.upgrade();
+                match reply.and_then(|r| window::spent_from_reply(&r).ok()) {
+                    // First in Redis, but maybe spent here while Redis was
+                    // down (and not written to it yet, or dropped from the
+                    // queue).
+                    Some(Spent::Accepted(standing)) => Answer::Spent(
+                        match store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms))
+                        {
+                            true => Spent::Accepted(standing),
+                            false => Spent::Replayed,
+                        },
+                    ),
+                    Some(Spent::Blocked(standing)) => {
+                        remember(standing);
+                        Answer::Spent(Spent::Blocked(standing))
+                    }
+                    Some(Spent::Replayed) => Answer::Spent(Spent::Replayed),
+                    None => {
+                        if let Some(store) = store {
+                            store.queue_replay(&digest, queued_key, expires_at_ms);
+                        }
+                        Answer::Down
+                    }
+                }
+            },
+        );
+        // The zone decides it now (the fallback, or a busy Redis's stand-in):
+        // written to Redis once it takes commands again.
+        if let Poll::Down | Poll::Busy = poll {
+            self.queue_replay(args.digest, spent_key, args.expires_at_ms);
+        }
+        poll
     }
 }

@@ -5,12 +5,12 @@
 //! wall-clock step must not freeze them), spent records on the token's
 //! epoch time.
 
-use super::{CheckArgs, NewWaiter, Poll, Store};
+use super::{CheckArgs, NewWaiter, Poll, SpendArgs, Store};
 use crate::config::MainConf;
 use crate::decision::Checked;
 use crate::limiter::bucket;
 use crate::limiter::strikes::{Block, RedRules, Standing};
-use crate::limiter::Verdict;
+use crate::limiter::{Spent, Verdict};
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 
 /// Entries a request expires as it passes (as `limit_req` does).
@@ -57,6 +57,16 @@ impl ShmStore {
                 entry.strikes().remember(standing, rules, monotonic_ms);
                 entry.expires_at_ms = entry.strikes().forgotten_at_ms();
             }
+        })
+    }
+
+    /// Records a spend another store (Redis) accepted in the replay cache,
+    /// without touching strikes (they live in that store); `Ready(false)`
+    /// if the cache held it already.
+    pub fn record_spent(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Poll<bool> {
+        let key = TableKey::new(&[digest]);
+        self.zone.with_locked(|zone, alloc| {
+            record_spent_locked(zone, alloc, &key, expires_at_ms, now_ms)
         })
     }
 
@@ -143,37 +153,69 @@ impl Store for ShmStore {
 
     fn spend(
         &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
+        args: SpendArgs,
         now_ms: u64,
+        monotonic_ms: u64,
         _: &mut NewWaiter,
-    ) -> Poll<bool> {
-        let key = TableKey::new(&[digest]);
+    ) -> Poll<Spent> {
+        let key = TableKey::new(&[args.digest]);
+        let client = TableKey::new(&[args.key]);
+        // One lock: the spend and the strike it takes back are one step.
         self.zone.with_locked(|zone, alloc| {
-            zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            if let Some(entry) = zone.spent.get(&key) {
-                if entry.expires_at_ms > now_ms {
-                    return Poll::Ready(false);
+            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
+            if let Some(entry) = zone.strikes.find(&client) {
+                let standing = entry.strikes().standing(args.rules, monotonic_ms);
+                if standing.block != Block::Clear {
+                    return Poll::Ready(Spent::Blocked(standing));
                 }
             }
-            // An expired leftover is reused: that token can't verify any
-            // more. `find` moves it to the head, where fresh records go.
-            let entry: *mut Entry = match zone.spent.find(&key) {
-                Some(entry) => entry,
-                None => match insert_making_room(zone, Zone::spent_mut, &key, alloc, now_ms) {
-                    Some(entry) => entry,
-                    // Not recorded, so not accepted: else it could be replayed.
-                    None => {
-                        zone.spent_refused = zone.spent_refused.wrapping_add(1);
-                        return full(zone, now_ms);
-                    }
-                },
-            };
-            // SAFETY: the entry is in the zone, locked for this closure.
-            unsafe { (*entry).expires_at_ms = expires_at_ms };
-            Poll::Ready(true)
+            match record_spent_locked(zone, alloc, &key, args.expires_at_ms, now_ms) {
+                Poll::Ready(true) => {}
+                Poll::Ready(false) => return Poll::Ready(Spent::Replayed),
+                Poll::Full { retry_after_ms } => return Poll::Full { retry_after_ms },
+                Poll::Pending | Poll::Down | Poll::Busy => return Poll::Down,
+            }
+            let mut standing = Standing::default();
+            if let Some(entry) = zone.strikes.find(&client) {
+                entry.strikes().forgive(args.rules, monotonic_ms);
+                standing = entry.strikes().standing(args.rules, monotonic_ms);
+            }
+            Poll::Ready(Spent::Accepted(standing))
         })
     }
+}
+
+/// Marks `key` (a token digest) spent until `expires_at_ms` in the locked
+/// zone; `Ready(false)` if it already was.
+fn record_spent_locked(
+    zone: &mut Zone,
+    alloc: &Allocator,
+    key: &TableKey,
+    expires_at_ms: u64,
+    now_ms: u64,
+) -> Poll<bool> {
+    zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+    if let Some(entry) = zone.spent.get(key) {
+        if entry.expires_at_ms > now_ms {
+            return Poll::Ready(false);
+        }
+    }
+    // An expired leftover is reused: that token can't verify any more.
+    // `find` moves it to the head, where fresh records go.
+    let entry: *mut Entry = match zone.spent.find(key) {
+        Some(entry) => entry,
+        None => match insert_making_room(zone, Zone::spent_mut, key, alloc, now_ms) {
+            Some(entry) => entry,
+            // Not recorded, so not accepted: else it could be replayed.
+            None => {
+                zone.spent_refused = zone.spent_refused.wrapping_add(1);
+                return full(zone, now_ms);
+            }
+        },
+    };
+    // SAFETY: the entry is in the zone, locked by the caller.
+    unsafe { (*entry).expires_at_ms = expires_at_ms };
+    Poll::Ready(true)
 }
 
 /// One strike for `client` in the locked zone; `None` if there is no room

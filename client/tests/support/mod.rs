@@ -112,7 +112,7 @@ fn response(status: &str, headers: &[(&str, &str)], body: &str) -> String {
 /// A challenge as the module sends it, signed with a test key.
 pub fn challenge(status: &str, difficulty: u8, salt_byte: u8) -> (Answer, String) {
     let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
-    let c = issue_challenge_with_salt(&keys, "127.0.0.1", 1, difficulty, [salt_byte; 16]);
+    let c = issue_challenge_with_salt(&keys, "127.0.0.1", 1, 60_000, difficulty, [salt_byte; 16]);
     let error = (!status.starts_with("429")).then_some("Challenge already spent");
     let body = ChallengeBody::new(error, &c.token, &c.salt, c.difficulty, 60).to_json();
     let d = difficulty.to_string();
