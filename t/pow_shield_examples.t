@@ -16,60 +16,16 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use File::Basename qw(basename dirname);
-use File::Path qw(make_path);
+use File::Basename qw(basename);
 use Test::More;
 use Test::PowShield;
+use Test::PowShield::Examples qw(slurp relocate make_tls_files);
 
 ###############################################################################
 
 my $repo = $Test::PowShield::REPO;
 my @full = sort glob("$repo/nginx-conf/*.conf");
 my @snippets = sort glob("$repo/nginx-conf/examples/*.conf");
-
-sub slurp {
-    my ($path) = @_;
-    open my $fh, '<', $path or die "$path: $!";
-    local $/;
-    return scalar <$fh>;
-}
-
-# A real system's paths, moved into the test directory $d.
-sub relocate {
-    my ($conf, $d) = @_;
-    $conf =~ s{(?<![\w/])/etc/nginx/}{$d/etc/nginx/}g;
-    $conf =~ s{(?<![\w/])/var/log/nginx/}{$d/logs/}g;
-    $conf =~ s{(?<![\w/])/srv/}{$d/srv/}g;
-    return $conf;
-}
-
-# The TLS files named in a relocated example, made under $d: a
-# self-signed CA certificate at each tls_ca=, and one certificate with its
-# key at tls_cert= and tls_key=.
-sub make_tls_files {
-    my ($conf, $d) = @_;
-    my %want;
-    while ($conf =~ /\b(tls_ca|tls_cert|tls_key)=([^\s;]+)/g) {
-        $want{$1}{$2} = 1;
-    }
-    my $openssl = sub {
-        my ($args) = @_;
-        system("openssl $args >>$d/openssl.log 2>&1") == 0
-            or die "openssl $args failed; see $d/openssl.log";
-    };
-    my $req = 'req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2';
-    for my $ca (sort keys %{ $want{tls_ca} || {} }) {
-        make_path(dirname($ca));
-        $openssl->("$req -subj /CN=example-ca -keyout $ca.key -out $ca");
-    }
-    my @certs = sort keys %{ $want{tls_cert} || {} };
-    my @keys = sort keys %{ $want{tls_key} || {} };
-    for my $i (0 .. $#certs) {
-        my $key = $keys[$i] // "$certs[$i].key";
-        make_path(dirname($certs[$i]), dirname($key));
-        $openssl->("$req -subj /CN=example-client -keyout $key -out $certs[$i]");
-    }
-}
 
 # The deployments the examples are there to show (docs/operations.md).
 my %shows = (
