@@ -24,7 +24,7 @@ OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
 # Workspace crates with no nginx dependency (tested and linted on their own).
-PURE_CRATES := pow-shield-protocol pow-shield-client
+PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2

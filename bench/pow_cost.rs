@@ -3,21 +3,16 @@
 //!
 //!     cargo bench --features vendored --bench pow_cost
 //!
-//! The protocol comes from its crate (`pow-shield-protocol`); the limiter is
-//! compiled straight into this binary (no nginx): the module crate's glue
-//! cannot link outside nginx. Every figure is the median of
+//! The protocol and the limiter come from their crates
+//! (`pow-shield-protocol`, `pow-shield-core`): no nginx. Every figure is the median of
 //! `POW_COST_ROUNDS` rounds (default 7), each a fixed batch of calls timed
 //! as a whole; min and max of the rounds are shown to judge the noise.
-
-#[path = "../src/limiter/mod.rs"]
-#[allow(dead_code, unused_imports)]
-mod limiter;
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use limiter::bucket::{self, BucketState};
-use limiter::RateLimit;
+use pow_shield_core::limiter::bucket::{self, BucketState};
+use pow_shield_core::limiter::RateLimit;
 use pow_shield_protocol as pow;
 
 const IP: &str = "203.0.113.19";

@@ -2,27 +2,25 @@
 //! and makes clients over the limit pay with a SHA-256 proof of work.
 //!
 //! This file only wires the module into nginx; behaviour lives below:
-//! - `protocol/` (crate `pow-shield-protocol`, here `pow`): tokens, the
-//!   proof of work, the responses' shapes;
-//! - `limiter/`, `config/values.rs`, `metrics/`, `redis/` but its
-//!   `client.rs`: pure logic, no nginx types;
+//! - `protocol/` (crate `pow-shield-protocol`, here `protocol`): tokens,
+//!   the proof of work, the responses' shapes;
+//! - `core/` (crate `pow-shield-core`): the pure logic, no nginx types:
+//!   limiter maths, the decision, metrics, value parsers, the Redis
+//!   client's framing, pipeline, cluster map, health and URL;
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
-//!   RESP client on nginx's event loop; `http/`: the request path.
+//!   RESP client's socket on nginx's event loop; `http/`: the request path.
 
 #[cfg(not(test))]
 #[macro_use]
 mod log;
 
 pub mod config;
-pub mod decision;
 #[cfg(not(test))]
 mod ffi;
 #[cfg(not(test))]
 mod http;
-pub mod limiter;
-pub mod metrics;
-pub use pow_shield_protocol as pow;
+pub use pow_shield_protocol as protocol;
 mod redis;
 #[cfg(not(test))]
 mod shm;

@@ -9,8 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::redis::cluster::*;
-use pow_shield_fuzz::redis::command::{client_tag, decode_reply, decode_topology, Decoded};
+use pow_shield_core::redis::cluster::*;
+use pow_shield_core::redis::command::{client_tag, decode_reply, decode_topology, Decoded};
 
 /// The node that answered, for masters announced without a host.
 const SEEN_FROM: &str = "10.0.0.9";

@@ -7,10 +7,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::config::values::*;
-use pow_shield_fuzz::limiter::strikes::{Block, RedRules, StrikeState};
-use pow_shield_fuzz::pow::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
-use pow_shield_fuzz::redis::url::*;
+use pow_shield_core::values::*;
+use pow_shield_core::limiter::strikes::{Block, RedRules, StrikeState};
+use pow_shield_core::protocol::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_core::redis::url::*;
 
 /// Parsers the first byte chooses from (`which % PARSERS`).
 const PARSERS: u8 = 14;

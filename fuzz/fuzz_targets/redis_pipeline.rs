@@ -17,8 +17,8 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::metrics::Sent;
-use pow_shield_fuzz::redis::pipeline::{Event, Pipeline, Slot, MAX_INPUT};
+use pow_shield_core::metrics::Sent;
+use pow_shield_core::redis::pipeline::{Event, Pipeline, Slot, MAX_INPUT};
 
 const HANDSHAKE: [(&str, &[u8]); 3] = [("AUTH", b"A;"), ("SELECT", b"S;"), ("SCRIPT LOAD", b"L;")];
 

@@ -5,10 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::limiter::strikes::Block;
-use pow_shield_fuzz::limiter::window::{standing_from_reply, verdict_from_reply};
-use pow_shield_fuzz::limiter::RateLimit;
-use pow_shield_fuzz::redis::command::{decode_reply, integers, is_noscript, Decoded};
+use pow_shield_core::limiter::strikes::Block;
+use pow_shield_core::limiter::window::{standing_from_reply, verdict_from_reply};
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::redis::command::{decode_reply, integers, is_noscript, Decoded};
 
 const LIMIT: RateLimit = RateLimit {
     requests: 10,

@@ -7,8 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::redis::cluster::NodeAddr;
-use pow_shield_fuzz::redis::url::*;
+use pow_shield_core::redis::cluster::NodeAddr;
+use pow_shield_core::redis::url::*;
 
 fuzz_target!(|data: &[u8]| {
     // nginx hands directive arguments over as bytes; the glue refuses

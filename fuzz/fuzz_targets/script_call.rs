@@ -9,8 +9,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::redis::command::encode;
-use pow_shield_fuzz::redis::script_call::{eval, ScriptCall};
+use pow_shield_core::redis::command::encode;
+use pow_shield_core::redis::script_call::{eval, ScriptCall};
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::types::OwnedFrame;
 

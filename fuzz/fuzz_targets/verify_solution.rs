@@ -11,7 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use libfuzzer_sys::fuzz_target;
-use pow_shield_fuzz::pow::{self, Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_core::protocol::{self as pow, Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
 use sha2::Sha256;
 
 const KEY: [u8; 32] = [b'k'; 32];

@@ -19,15 +19,15 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use ngx::{ngx_conf_log_error, ngx_string};
 
-use super::values::{self, FailPolicy, HeadersMode};
-use crate::decision::{DifficultyRule, Rules};
 use crate::ffi::{bytes, guard};
-use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
-use crate::limiter::RateLimit;
-use crate::pow::{Secret, SecretKeys};
-use crate::redis::cluster::NodeAddr;
-use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
+use crate::protocol::{Secret, SecretKeys};
 use crate::PowShield;
+use pow_shield_core::decision::{DifficultyRule, Rules};
+use pow_shield_core::limiter::strikes::{BanRule, RedRules, StrikeRule};
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::redis::cluster::NodeAddr;
+use pow_shield_core::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
+use pow_shield_core::values::{self, FailPolicy, HeadersMode};
 
 /// Defaults (docs/directives.md).
 const DEFAULT_DIFFICULTY: u8 = 4;

@@ -1,5 +1,5 @@
 //! The access-phase handler: it carries out the steps of the pure decision
-//! (`crate::decision`): ask a store, then pass or answer. Waiting on a store
+//! (`pow_shield_core::decision`): ask a store, then pass or answer. Waiting on a store
 //! returns `NGX_AGAIN`; the store posts the request's resume event and the
 //! phase runs again (as `limit_req`'s delay does), picking up where it
 //! stopped.
@@ -14,13 +14,14 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 use super::response;
 use super::state::{Shield, Stage, Waiting};
 use crate::config::{MainConf, Policy};
-use crate::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
 use crate::ffi::{bytes, monotonic_ms, now_ms};
-use crate::limiter::strikes::{Block, Standing, Tripped};
-use crate::limiter::Spent;
+use crate::protocol;
 use crate::store::{self, CheckArgs, Op, Poll, SpendArgs, Stores, Waiter};
 use crate::PowShield;
-use crate::{metrics, pow};
+use pow_shield_core::decision::{Answer, Carried, Checked, Decision, End, Outcome, Reply, Step};
+use pow_shield_core::limiter::strikes::{Block, Standing, Tripped};
+use pow_shield_core::limiter::Spent;
+use pow_shield_core::metrics;
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -127,7 +128,7 @@ impl Flow<'_> {
             return Carried::Nothing;
         };
         let policy = self.policy();
-        let verified = pow::verify_solution(
+        let verified = protocol::verify_solution(
             keys,
             token,
             nonce,
@@ -427,7 +428,7 @@ impl Flow<'_> {
             return Status::NGX_ERROR;
         };
         let (addr, ttl_ms) = (client_addr(self.r), self.policy().challenge_ttl_ms);
-        let challenge = match pow::issue_challenge(keys, &addr, now_ms(), ttl_ms, difficulty) {
+        let challenge = match protocol::issue_challenge(keys, &addr, now_ms(), ttl_ms, difficulty) {
             Ok(challenge) => challenge,
             Err(_) => return Status::NGX_ERROR,
         };

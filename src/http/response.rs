@@ -5,11 +5,11 @@ use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
 use super::state::Shield;
-use crate::config::values::HeadersMode;
 use crate::ffi::bytes;
-use crate::limiter::strikes::Block;
-use crate::pow::wire::{self, ChallengeBody, ErrorBody};
-use crate::pow::Challenge;
+use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
+use crate::protocol::Challenge;
+use pow_shield_core::limiter::strikes::Block;
+use pow_shield_core::values::HeadersMode;
 
 const JSON: &str = "application/json";
 const STATUS_422: &str = "422 Unprocessable Content";

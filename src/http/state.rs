@@ -14,12 +14,12 @@ use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
-use crate::decision::{Decision, Outcome};
-use crate::limiter::strikes::Standing;
-use crate::limiter::Verdict;
-use crate::pow::Solved;
+use crate::protocol::Solved;
 use crate::store::Waiter;
 use crate::PowShield;
+use pow_shield_core::decision::{Decision, Outcome};
+use pow_shield_core::limiter::strikes::Standing;
+use pow_shield_core::limiter::Verdict;
 
 /// The store operation a request waits for.
 #[derive(Clone, Copy)]

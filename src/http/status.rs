@@ -7,9 +7,9 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
 use crate::config::MainConf;
-use crate::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
 use crate::shm::SharedZone;
 use crate::PowShield;
+use pow_shield_core::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
 
 /// `init_process`: counting starts in this worker when a status location
 /// exists (otherwise every metrics call returns at once).

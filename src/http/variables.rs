@@ -16,7 +16,7 @@ use ngx::http::Request;
 use ngx::ngx_string;
 
 use super::state::Shield;
-use crate::limiter::client::client_id;
+use pow_shield_core::limiter::client::client_id;
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;

@@ -28,14 +28,16 @@ use nginx_sys::{
 };
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::cluster::parse_redirect;
-use super::command::error_kind;
-use super::health::{log_message, Admission, Availability, ErrorReplies, Failure, InFlight};
-pub use super::pipeline::Resend;
-use super::pipeline::{Broken, Event, Pipeline, Slot, READ_CHUNK};
 use super::tls;
 pub use super::tls::PeerName;
-use crate::metrics::{self, RedisError};
+use pow_shield_core::metrics::{self, RedisError};
+use pow_shield_core::redis::cluster::parse_redirect;
+use pow_shield_core::redis::command::error_kind;
+use pow_shield_core::redis::health::{
+    log_message, Admission, Availability, ErrorReplies, Failure, InFlight,
+};
+pub use pow_shield_core::redis::pipeline::Resend;
+use pow_shield_core::redis::pipeline::{Broken, Event, Pipeline, Slot, READ_CHUNK};
 
 /// Commands in flight per worker. nginx handles at most 512 events per
 /// loop iteration (epoll's default `events`), each starting at most one
@@ -255,7 +257,7 @@ impl Client {
         on_reply: OnReply,
     ) -> Result<(), Unavailable> {
         let mut asking = Vec::new();
-        super::command::encode(&mut asking, &[b"ASKING"]);
+        pow_shield_core::redis::command::encode(&mut asking, &[b"ASKING"]);
         self.submit_after(Some(&asking), command, on_noscript, on_reply)
     }
 

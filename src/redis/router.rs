@@ -22,10 +22,10 @@ use nginx_sys::{ngx_addr_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t, ngx_s
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::client::{Client, PeerName, Reply, Resend, Settings, Tls, Unavailable};
-use super::cluster::{
+use pow_shield_core::redis::cluster::{
     key_slot, parse_redirect, parse_slots, NodeAddr, Place, Redirect, Roster, Routes,
 };
-use super::command::encode;
+use pow_shield_core::redis::command::encode;
 
 /// What a command's sender gets: the reply, or `None` if Redis failed it.
 pub type OnFrame = Box<dyn FnOnce(Option<OwnedFrame>)>;

@@ -14,9 +14,9 @@ use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
 use crate::config::MainConf;
-use crate::metrics::{Slot, Slots, ZoneStats, SLOTS};
-use crate::pow::{Secret, SecretKeys};
+use crate::protocol::{Secret, SecretKeys};
 use crate::PowShield;
+use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
 
 /// Layout version: a zone written by another layout is never adopted. A
 /// reload may load a newer module into a zone an older one wrote, so the
@@ -28,7 +28,7 @@ const MAGIC: u64 = layout_magic(
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
         core::mem::size_of::<Slots>(),
-        crate::metrics::at::LEN,
+        pow_shield_core::metrics::at::LEN,
     ],
 );
 

@@ -14,8 +14,8 @@ use nginx_sys::{
 use sha2::{Digest, Sha256};
 
 use super::Allocator;
-use crate::limiter::bucket::BucketState;
-use crate::limiter::strikes::StrikeState;
+use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::limiter::strikes::StrikeState;
 
 /// Keys longer than this are stored as their SHA-256.
 const INLINE_KEY: usize = 32;

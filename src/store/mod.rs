@@ -19,12 +19,12 @@ use ngx::http::HttpModuleMainConf;
 
 pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
-use crate::config::values::FailPolicy;
 use crate::config::MainConf;
-use crate::decision::Checked;
-use crate::limiter::strikes::{RedRules, Standing};
-use crate::limiter::{RateLimit, Spent};
 use crate::PowShield;
+use pow_shield_core::decision::Checked;
+use pow_shield_core::limiter::strikes::{RedRules, Standing};
+use pow_shield_core::limiter::{RateLimit, Spent};
+use pow_shield_core::values::FailPolicy;
 
 /// A store's answer, now or later.
 pub enum Poll<T> {

@@ -16,16 +16,16 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, SpendArgs, Store};
 use crate::config::RedisConf;
-use crate::decision::Checked;
 use crate::ffi::{monotonic_ms, now_ms};
-use crate::limiter::strikes::{RedRules, Standing};
-use crate::limiter::{window, Spent};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
-use crate::redis::command::{client_tag, encode, integers};
-use crate::redis::replays::{Queued, Replays};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
-use crate::redis::script_call::{self, decimal, ScriptCall};
-use crate::redis::url::tls_name;
+use pow_shield_core::decision::Checked;
+use pow_shield_core::limiter::strikes::{RedRules, Standing};
+use pow_shield_core::limiter::{window, Spent};
+use pow_shield_core::redis::command::{client_tag, encode, integers};
+use pow_shield_core::redis::replays::{Queued, Replays};
+use pow_shield_core::redis::script_call::{self, decimal, ScriptCall};
+use pow_shield_core::redis::url::tls_name;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -274,7 +274,7 @@ impl RedisStore {
         };
         let queued = replays.push(digest, spent_key, expires_at_ms, now_ms());
         if let Queued::Dropped { .. } = queued {
-            crate::metrics::redis_replay_dropped();
+            pow_shield_core::metrics::redis_replay_dropped();
         }
         if let Queued::Dropped { first: true } = queued {
             error!(

@@ -7,11 +7,11 @@
 
 use super::{CheckArgs, NewWaiter, Poll, SpendArgs, Store};
 use crate::config::MainConf;
-use crate::decision::Checked;
-use crate::limiter::bucket;
-use crate::limiter::strikes::{Block, RedRules, Standing};
-use crate::limiter::{Spent, Verdict};
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
+use pow_shield_core::decision::Checked;
+use pow_shield_core::limiter::bucket;
+use pow_shield_core::limiter::strikes::{Block, RedRules, Standing};
+use pow_shield_core::limiter::{Spent, Verdict};
 
 /// Entries a request expires as it passes (as `limit_req` does).
 const EXPIRE_PER_REQUEST: usize = 2;

@@ -20,10 +20,10 @@ mod tests;
 
 pub use difficulty::DifficultyRule;
 
-use crate::config::values::FailPolicy;
 use crate::limiter::strikes::{Block, RedRules, Standing};
 use crate::limiter::{RateLimit, Spent, Verdict};
-use crate::pow::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
+use crate::protocol::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
+use crate::values::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
 macro_rules! full_zone {

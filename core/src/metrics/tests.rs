@@ -4,8 +4,7 @@ use crate::decision::Answer;
 use crate::limiter::strikes::{Block, StrikeRule};
 
 fn slot() -> Box<Slot> {
-    // SAFETY: a slot is atomics only; all-zero bytes are zero counters.
-    Box::new(unsafe { core::mem::zeroed() })
+    Box::<Slot>::default()
 }
 
 fn end(outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> End {
@@ -54,7 +53,7 @@ fn every_outcome_has_its_own_result_label() {
 
 #[test]
 fn failure_reasons_are_the_rejections_labels_then_spent() {
-    use crate::pow::Rejection::*;
+    use crate::protocol::Rejection::*;
     let labels: Vec<&str> = [
         Malformed,
         BadSignature,

@@ -6,12 +6,12 @@
 //! in the shared zone (no lock, `Relaxed` adds); the status location sums
 //! the slots. Counting is on only where a `pow_shield_status` location is
 //! configured: otherwise no slot is attached and every call here returns
-//! after one load.
+//! after one read of a thread-local (an nginx worker is one thread).
 
 mod render;
 
-use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
@@ -111,7 +111,15 @@ pub type Slots = [Slot; SLOTS];
 const _: () = assert!(core::mem::size_of::<Slot>().is_multiple_of(64));
 const _: () = assert!(core::mem::size_of::<Slots>() <= 3 * 4096);
 
+impl Default for Slot {
+    /// A slot of zero counters (the zone's slots are zeroed memory instead).
+    fn default() -> Self {
+        Slot([const { AtomicU64::new(0) }; at::LEN])
+    }
+}
+
 impl Slot {
+
     fn add(&self, at: usize, n: u64) {
         if let Some(c) = self.0.get(at) {
             c.fetch_add(n, Relaxed);
@@ -241,19 +249,20 @@ pub fn strike_struck(blocked: bool, rules: RedRules) -> bool {
 
 /* this worker's slot */
 
-/// This worker's slot, when counting is on (null otherwise).
-static WORKER: AtomicPtr<Slot> = AtomicPtr::new(ptr::null_mut());
+thread_local! {
+    /// This worker's slot, when counting is on.
+    static WORKER: Cell<Option<&'static Slot>> = const { Cell::new(None) };
+}
 
 /// Counting starts: `slot` is this worker's, in shared memory mapped for
 /// the life of the process.
 pub fn attach(slot: &'static Slot) {
-    WORKER.store(ptr::from_ref(slot).cast_mut(), Relaxed);
+    let _ = WORKER.try_with(|w| w.set(Some(slot)));
 }
 
 /// The worker's slot, if counting is on.
 pub fn worker() -> Option<&'static Slot> {
-    // SAFETY: `attach` stored a reference that lives as long as the process.
-    unsafe { WORKER.load(Relaxed).as_ref() }
+    WORKER.try_with(Cell::get).ok().flatten()
 }
 
 /// A shielded request's decision ended.

@@ -1,7 +1,7 @@
 //! Rising difficulty (`pow_shield_difficulty <n> max=<m>`): the price of a
 //! request grows with the client's abuse.
 
-use crate::pow::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 
 /// `pow_shield_difficulty <base> [max=<max>]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

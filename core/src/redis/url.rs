@@ -7,7 +7,7 @@ use core::fmt;
 
 use zeroize::Zeroizing;
 
-use crate::config::values::{parse_bounded, parse_time_ms, ValueError};
+use crate::values::{parse_bounded, parse_time_ms, ValueError};
 
 /// Longest Redis timeout accepted by [`apply_redis_option`].
 pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;

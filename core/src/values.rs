@@ -7,7 +7,7 @@ use core::ops::RangeInclusive;
 
 use crate::limiter::strikes::{BanRule, StrikeRule};
 use crate::limiter::RateLimit;
-use crate::pow::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 
 /// Why a directive value was refused: a short reason, never the value
 /// itself (the glue prints that, and it may be a password).

@@ -1,0 +1,21 @@
+//! pow-shield's pure core: everything the module decides without nginx, as
+//! plain Rust with unit tests (`cargo test -p pow-shield-core`). The module
+//! crate (`src/`) keeps only what touches nginx and calls into this one;
+//! the fuzz targets and benches depend on it too.
+//!
+//! - `limiter`: the leaky bucket, the Redis scripts and their replies, the
+//!   circuit breaker, who counts as one client;
+//! - `decision`: one request's decision, step by step, table-tested;
+//! - `metrics`: the counters a worker keeps and the Prometheus text;
+//! - `values`: the directives' value parsers;
+//! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
+//!   health and back-off, replays, the `pow_shield_redis` URL.
+#![forbid(unsafe_code)]
+
+pub mod decision;
+pub mod limiter;
+pub mod metrics;
+pub mod redis;
+pub mod values;
+
+pub use pow_shield_protocol as protocol;

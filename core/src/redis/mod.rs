@@ -1,0 +1,15 @@
+//! The Redis client's pure parts (the socket and its events are the
+//! module's `redis/`): the URL and options of `pow_shield_redis` in `url`;
+//! RESP2 framing in `command`; one script call encoded in place in
+//! `script_call`; slots, the cluster map and redirections in `cluster`;
+//! what flows over a connection (reply matching, NOSCRIPT, the handshake)
+//! in `pipeline`; what it logs, refuses and when it retries in `health`;
+//! spends to write after an outage in `replays`.
+
+pub mod cluster;
+pub mod command;
+pub mod health;
+pub mod pipeline;
+pub mod replays;
+pub mod script_call;
+pub mod url;
