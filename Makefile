@@ -4,7 +4,8 @@
 #   make test          make lint + cargo test (module + workspace crates) + the Python client's
 #                      unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
-#                      and the client CLI                -> objs/pow-shield
+#                      the client CLI                    -> objs/pow-shield,
+#                      and the middleware's pay loop     -> objs/pay_loop (t/pow_shield_pay_loop.t)
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
 #   make lint          hadolint on the Dockerfile, shellcheck on every shell script
@@ -100,7 +101,9 @@ build: deps-build
 	install -m 755 target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
 	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield
 	install -m 755 target/$(PROFILE)/pow-shield $(OBJS)/pow-shield
-	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')), objs/$(MODULE).so and objs/pow-shield"
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest
+	install -m 755 target/$(PROFILE)/examples/pay_loop $(OBJS)/pay_loop
+	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')), objs/$(MODULE).so, objs/pow-shield and objs/pay_loop"
 
 # The module for the distribution's nginx: configure a copy of its source
 # tree with its own flags, and build against that (a module only loads into

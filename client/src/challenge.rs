@@ -209,6 +209,86 @@ mod tests {
         ));
     }
 
+    /// base64url without padding, for hand-made tokens.
+    fn b64url(data: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..=chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            }
+        }
+        out
+    }
+
+    /// A token with this payload text (the client never checks the MAC).
+    fn forged(payload: &str) -> String {
+        format!("{}.{}", b64url(payload.as_bytes()), b64url(&[7; 32]))
+    }
+
+    #[test]
+    fn the_hand_made_encoding_is_base64url() {
+        assert_eq!(b64url(b"f"), "Zg");
+        assert_eq!(b64url(b"fo"), "Zm8");
+        assert_eq!(b64url(b"foo"), "Zm9v");
+        assert_eq!(b64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    #[test]
+    fn a_payload_with_exp_and_other_new_fields_is_read() {
+        // Tokens gain a signed `exp` (and `bits`); unknown fields are ignored.
+        let salt = "6c17a261001047c8b3e83591c3269c2e";
+        for payload in [
+            format!(
+                r#"{{"ip":"203.0.113.7","ts":1796034492000,"difficulty":3,"salt":"{salt}","exp":1796034552000}}"#
+            ),
+            format!(
+                r#"{{"ip":"203.0.113.7","ts":1796034492000,"difficulty":3,"salt":"{salt}","exp":1796034552000,"bits":10,"later":{{"a":[1]}}}}"#
+            ),
+            format!(
+                r#"{{"exp":1796034552000,"salt":"{salt}","difficulty":3,"ts":1796034492000,"ip":"::1"}}"#
+            ),
+        ] {
+            let token = forged(&payload);
+            let Answer::Challenge(ch) =
+                read_answer(429, headers(&[("X-PoW-Challenge", &token)]), None)
+            else {
+                panic!("not a challenge: {payload}")
+            };
+            assert_eq!((ch.salt.as_str(), ch.difficulty), (salt, 3), "{payload}");
+            assert_eq!(ch.token, token);
+        }
+    }
+
+    #[test]
+    fn a_deeply_nested_body_or_token_is_no_crash() {
+        // serde_json stops at 128 levels: a hostile body is not a challenge
+        // body, a hostile token not a readable one.
+        let deep = "[".repeat(60_000);
+        assert_eq!(
+            read_answer(429, headers(&[]), Some(deep.as_bytes())),
+            Answer::Pass
+        );
+        for depth in [600, 60_000] {
+            let token = forged(&deep[..depth]);
+            assert!(matches!(
+                read_answer(429, headers(&[("X-PoW-Challenge", &token)]), None),
+                Answer::Refused(Error::BadChallenge(_))
+            ));
+        }
+        let real = token(2).token;
+        let body = format!(r#"{{"challenge":"{real}","salt":{deep}"#);
+        assert_eq!(
+            read_answer(429, headers(&[]), Some(body.as_bytes())),
+            Answer::Pass
+        );
+    }
+
     #[test]
     fn application_409_without_a_challenge_passes() {
         assert_eq!(

@@ -8,6 +8,13 @@
 //! - `middleware` (feature `reqwest`): a `reqwest-middleware` layer that
 //!   solves and retries transparently.
 //!
+//! Every solve is bounded by default: [`SolveOptions::default`] (and so
+//! [`Policy::default`], the CLI and the middleware) gives up on one
+//! challenge after [`DEFAULT_MAX_SOLVE_TIME`] (30 s) with
+//! [`Error::Timeout`], since a client cannot check a challenge's signature
+//! and a hostile server could ask for months of work; `max_solve_time:
+//! None` removes the limit.
+//!
 //! ```no_run
 //! use pow_shield_client::{solve, SolveOptions};
 //! let nonce = solve("00112233445566778899aabbccddeeff", 4, &SolveOptions::default())?;
@@ -30,7 +37,7 @@ mod solver;
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
 pub use retry::{Policy, Retrier, Step};
-pub use solver::{hash_rate, solve, solve_until, Nonce, SolveOptions};
+pub use solver::{hash_rate, solve, solve_until, Nonce, SolveOptions, DEFAULT_MAX_SOLVE_TIME};
 
 /// Why a request could not be paid through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,7 +51,8 @@ pub enum Error {
         /// The configured limit.
         max: u8,
     },
-    /// No solution within `max_solve_time`.
+    /// No solution within `max_solve_time` (30 s by default,
+    /// [`DEFAULT_MAX_SOLVE_TIME`]); the CLI exits 93.
     #[error("no solution for difficulty {difficulty} within {after:.1?} (max solve time)")]
     Timeout {
         /// The challenge's difficulty.

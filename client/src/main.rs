@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
 use pow_shield_client::blocking::{Client, Event, Request, Timeouts, Trust};
-use pow_shield_client::{hash_rate, solve, Error, Policy, SolveOptions};
+use pow_shield_client::{hash_rate, solve, Error, Policy, SolveOptions, DEFAULT_MAX_SOLVE_TIME};
 
 /// Exit codes; curl's where curl has one, 90+ for what only a paying
 /// client meets.
@@ -51,8 +51,12 @@ Exit codes:
   90  blocked by the circuit breaker (X-PoW-Shield: blocked): wait, paying does not help
   91  banned (X-PoW-Shield: banned)
   92  challenge harder than --max-difficulty (nothing sent after it)
-  93  no solution within --max-solve-time
+  93  no solution within --max-solve-time (30 s unless told; 0: no limit)
   94  still challenged after --retries, or an unreadable/unsolvable challenge";
+
+/// `--max-solve-time`'s default: the library's [`DEFAULT_MAX_SOLVE_TIME`]
+/// (a hostile server's forged difficulty 12 would take months).
+const MAX_SOLVE_TIME_DEFAULT: &str = "30";
 
 fn cli() -> Command {
     let threads = Arg::new("threads")
@@ -64,7 +68,8 @@ fn cli() -> Command {
         .long("max-solve-time")
         .value_name("SECONDS")
         .value_parser(seconds)
-        .help("Give up solving after this long (exit 93)");
+        .default_value(MAX_SOLVE_TIME_DEFAULT)
+        .help("Give up on one challenge after this long (exit 93); 0: no limit");
     Command::new("pow-shield")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Client for APIs behind pow-shield: pays proof-of-work challenges")
@@ -270,7 +275,12 @@ fn solve_options(m: &ArgMatches) -> SolveOptions {
             .ok()
             .flatten()
             .copied(),
-        max_solve_time: m.get_one::<Duration>("max-solve-time").copied(),
+        // 0: no limit. (`bench` has no such option.)
+        max_solve_time: match m.try_get_one::<Duration>("max-solve-time") {
+            Ok(Some(t)) if t.is_zero() => None,
+            Ok(Some(t)) => Some(*t),
+            _ => Some(DEFAULT_MAX_SOLVE_TIME),
+        },
         progress: true,
     }
 }
@@ -623,6 +633,27 @@ mod tests {
         assert_eq!(o.max_difficulty, Some(5));
         assert_eq!(o.max_solve_time, Some(Duration::from_millis(1500)));
         assert_eq!(o.threads, 3);
+    }
+
+    #[test]
+    fn max_solve_time_is_the_librarys_30_s_by_default_and_0_is_no_limit() {
+        assert_eq!(
+            Duration::from_secs(MAX_SOLVE_TIME_DEFAULT.parse().unwrap()),
+            DEFAULT_MAX_SOLVE_TIME
+        );
+        let default = Some(Duration::from_secs(30));
+        assert_eq!(
+            solve_options(&get_matches(&["get", "http://h/"])).max_solve_time,
+            default
+        );
+        let solve = parse(&["solve", "a.b"]).unwrap();
+        let solve = solve.subcommand_matches("solve").unwrap();
+        assert_eq!(solve_options(solve).max_solve_time, default);
+        let m = get_matches(&["get", "http://h/", "--max-solve-time", "0"]);
+        assert_eq!(solve_options(&m).max_solve_time, None);
+        let bench = parse(&["bench"]).unwrap();
+        let bench = bench.subcommand_matches("bench").unwrap();
+        assert_eq!(solve_options(bench).max_solve_time, default);
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Like every [`Policy`], the default gives up on a challenge it cannot
+//! solve within 30 s ([`crate::DEFAULT_MAX_SOLVE_TIME`]) with
+//! [`Error::Timeout`] (a hostile server's forged difficulty 12 would
+//! otherwise keep every core busy for months); set
+//! `policy.solve.max_solve_time = None` for no limit.
+//!
 //! Refusals come back as `reqwest_middleware::Error::Middleware` holding a
 //! [`crate::Error`] (`err.downcast_ref::<pow_shield_client::Error>()` on the
 //! inner `anyhow::Error`). Requests whose body cannot be cloned (streams)
@@ -42,6 +48,11 @@ impl PowShield {
     pub fn new(mut policy: Policy) -> PowShield {
         policy.solve.progress = false;
         PowShield { policy }
+    }
+
+    /// The policy it pays under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 }
 

@@ -7,9 +7,15 @@ use crate::challenge::{Answer, Challenge};
 use crate::{Error, SolveOptions};
 
 /// Limits and preferences of a paying client.
+///
+/// The default pays every challenge, giving up on one after
+/// [`crate::DEFAULT_MAX_SOLVE_TIME`] (30 s, [`Error::Timeout`]; set
+/// `solve.max_solve_time` to `None` for no limit), with 5 retries per
+/// request and no waiting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
-    /// Threads, `max_difficulty`, `max_solve_time`, progress.
+    /// Threads, `max_difficulty`, `max_solve_time` (30 s by default),
+    /// progress.
     pub solve: SolveOptions,
     /// Sleep `Retry-After` instead of paying when the server says how long
     /// (429 and 503), as long as it is at most `max_wait`.
@@ -174,6 +180,14 @@ mod tests {
         assert_eq!(
             r.next(challenge(429, 4, Some(1))),
             Step::Fail(Error::GaveUp { attempts: 2 })
+        );
+    }
+
+    #[test]
+    fn the_default_policy_gives_up_on_a_challenge_after_30_s() {
+        assert_eq!(
+            Policy::default().solve.max_solve_time,
+            Some(Duration::from_secs(30))
         );
     }
 

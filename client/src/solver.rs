@@ -44,6 +44,13 @@ const MAX_POSSIBLE: u8 = 64;
 /// Progress is shown only for solves that take longer than this.
 const PROGRESS_AFTER: Duration = Duration::from_millis(500);
 
+/// How long one challenge is solved for by default before giving up with
+/// [`Error::Timeout`]: the client cannot check a challenge's signature, so a
+/// hostile server could otherwise send a forged difficulty 12 (months of
+/// work on every core) and repeat it on every retry. Honest challenges of
+/// the protocol's usual difficulties (4 to 6) take milliseconds to a second.
+pub const DEFAULT_MAX_SOLVE_TIME: Duration = Duration::from_secs(30);
+
 /// A solution: send it as `X-PoW-Nonce` in decimal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Nonce(pub u64);
@@ -55,17 +62,33 @@ impl std::fmt::Display for Nonce {
 }
 
 /// How to solve, and when to refuse.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// The default: one thread per core, no difficulty limit beyond the
+/// protocol's 12, [`DEFAULT_MAX_SOLVE_TIME`] (30 s) per challenge, no
+/// progress line.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SolveOptions {
     /// Worker threads; 0 means one per available core.
     pub threads: usize,
     /// Refuse challenges harder than this ([`Error::TooHard`]) before any work.
     pub max_difficulty: Option<u8>,
-    /// Give up after this long ([`Error::Timeout`]).
+    /// Give up on one challenge after this long ([`Error::Timeout`]);
+    /// [`DEFAULT_MAX_SOLVE_TIME`] (30 s) by default, `None` for no limit.
     pub max_solve_time: Option<Duration>,
     /// Show a progress line with the hash rate on stderr, when stderr is a
     /// terminal and the solve takes longer than half a second.
     pub progress: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions {
+            threads: 0,
+            max_difficulty: None,
+            max_solve_time: Some(DEFAULT_MAX_SOLVE_TIME),
+            progress: false,
+        }
+    }
 }
 
 impl SolveOptions {
@@ -523,6 +546,21 @@ mod tests {
             solve(SALT, 30, &o),
             Err(Error::Timeout { difficulty: 30, .. })
         ));
+    }
+
+    #[test]
+    fn one_challenge_is_given_up_after_30_s_by_default_none_is_no_limit() {
+        assert_eq!(DEFAULT_MAX_SOLVE_TIME, Duration::from_secs(30));
+        assert_eq!(
+            SolveOptions::default().max_solve_time,
+            Some(Duration::from_secs(30))
+        );
+        let unlimited = SolveOptions {
+            threads: 1,
+            max_solve_time: None,
+            ..SolveOptions::default()
+        };
+        assert_eq!(solve(SALT, 2, &unlimited), Ok(Nonce(79)));
     }
 
     #[test]

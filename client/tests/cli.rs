@@ -69,6 +69,26 @@ fn max_solve_time_exits_93() {
 }
 
 #[test]
+fn max_solve_time_is_30_s_unless_told_and_0_is_no_limit_in_the_help() {
+    for sub in ["get", "solve"] {
+        let out = run(&[sub, "--help"]);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("--max-solve-time"), "{sub}: {text}");
+        assert!(text.contains("0: no limit"), "{sub}: {text}");
+        assert!(text.contains("[default: 30]"), "{sub}: {text}");
+    }
+}
+
+#[test]
+fn max_solve_time_0_is_no_limit() {
+    let (c, token) = challenge("429 Too Many Requests", 2, 16);
+    let fake = serve(vec![c, ok("items")]);
+    let out = run(&["get", "--max-solve-time", "0", &fake.url]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(paid(&fake.requests()[1], &token));
+}
+
+#[test]
 fn closed_connection_exits_52() {
     let fake = serve(vec![Answer::Close]);
     assert_eq!(run(&["get", &fake.url]).status.code(), Some(52));

@@ -91,6 +91,41 @@ async fn too_hard_is_a_typed_error_and_nothing_more_is_sent() {
     assert_eq!(fake.requests().len(), 1);
 }
 
+#[tokio::test]
+async fn a_forged_difficulty_12_is_given_up_at_max_solve_time() {
+    // The client cannot check the MAC: without a bound, a hostile server's
+    // difficulty 12 would keep every core busy for months.
+    let (c, _) = challenge("429 Too Many Requests", 12, 25);
+    let fake = serve(vec![c, ok("never")]);
+    let policy = Policy {
+        solve: SolveOptions {
+            threads: 1,
+            max_solve_time: Some(std::time::Duration::from_millis(200)),
+            ..SolveOptions::default()
+        },
+        ..Policy::default()
+    };
+    let err = client(policy).get(&fake.url).send().await.unwrap_err();
+    assert!(matches!(
+        pow_error(err),
+        Error::Timeout { difficulty: 12, .. }
+    ));
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
+fn the_default_middleware_gives_up_on_one_challenge_after_30_s() {
+    let thirty = Some(std::time::Duration::from_secs(30));
+    assert_eq!(PowShield::default().policy().solve.max_solve_time, thirty);
+    assert_eq!(
+        PowShield::new(Policy::default())
+            .policy()
+            .solve
+            .max_solve_time,
+        thirty
+    );
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn solving_does_not_block_the_executor() {
     // One runtime thread: a ticking task only gets to run during the solve

@@ -114,6 +114,39 @@ fn too_hard_a_challenge_sends_nothing_more() {
 }
 
 #[test]
+fn a_forged_difficulty_12_is_given_up_at_max_solve_time_with_nothing_more_sent() {
+    // The client cannot check the MAC: a hostile server's difficulty 12
+    // would keep every core busy for months, once per retry.
+    let (c, _) = challenge("429 Too Many Requests", 12, 9);
+    let fake = serve(vec![c, ok("never")]);
+    let policy = Policy {
+        solve: SolveOptions {
+            threads: 1,
+            max_solve_time: Some(std::time::Duration::from_millis(200)),
+            ..SolveOptions::default()
+        },
+        ..Policy::default()
+    };
+    assert!(matches!(
+        send(policy, &get(&fake.url)),
+        Err(Error::Timeout { difficulty: 12, .. })
+    ));
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[test]
+fn the_default_policy_gives_up_on_one_challenge_after_30_s() {
+    assert_eq!(
+        Policy::default().solve.max_solve_time,
+        Some(std::time::Duration::from_secs(30))
+    );
+    assert_eq!(
+        Policy::default().solve.max_solve_time,
+        Some(pow_shield_client::DEFAULT_MAX_SOLVE_TIME)
+    );
+}
+
+#[test]
 fn gives_up_when_challenged_after_every_retry() {
     let script = (0..3)
         .map(|i| challenge("429 Too Many Requests", 1, i).0)

@@ -7,12 +7,18 @@ through a shielded HTTP API.
 ``solve`` needs only the standard library.  ``Session`` needs ``requests``
 and ``HttpxAuth`` needs ``httpx``; each is imported when first used, so
 installing neither is fine for code that only solves.
+
+Every solve gives up after ``DEFAULT_MAX_SOLVE_TIME`` (30 s) unless told
+otherwise (``max_solve_time=None``: no limit), raising ``SolveTimeout``: the
+client cannot check a challenge's signature, and a hostile server's forged
+difficulty 12 would otherwise keep every core busy for months.
 """
 
 from typing import Any
 
 from ._challenge import Challenge, check_blocked, retry_after
 from ._errors import (
+    BadChallenge,
     Banned,
     Blocked,
     Cancelled,
@@ -23,11 +29,13 @@ from ._errors import (
     Unsolvable,
 )
 from ._policy import Policy
-from ._solver import is_solution, solve
+from ._solver import DEFAULT_MAX_SOLVE_TIME, is_solution, solve
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_SOLVE_TIME",
+    "BadChallenge",
     "Banned",
     "Blocked",
     "Cancelled",

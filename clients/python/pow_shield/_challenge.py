@@ -4,11 +4,12 @@ import base64
 import binascii
 import email.utils
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ._errors import Banned, Blocked, Unsolvable
+from ._errors import BadChallenge, Banned, Blocked, Unsolvable
 
 #: Statuses that carry a challenge: 429 (over the limit) and the
 #: verification failures that come with a fresh one.
@@ -22,6 +23,21 @@ HEADER_SHIELD = "X-PoW-Shield"
 #: Most bytes of a response body read to find a challenge in it (as the
 #: Rust client): the shield's own answers are a few hundred bytes.
 MAX_CHALLENGE_BODY = 64 * 1024
+
+
+#: A token is base64url text and one dot (docs/protocol.md section 4); it is
+#: sent back in a header, so anything else (a hostile body's CR/LF, spaces)
+#: is refused before any work is spent on it.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+def _loads(text: Any) -> Any:
+    """``json.loads``, with JSON nested too deep to read (which raises
+    ``RecursionError``, not ``ValueError``) refused as ``BadChallenge``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BadChallenge("challenge JSON nested too deep to read") from None
 
 
 def _b64url_decode(text: str) -> bytes:
@@ -85,16 +101,26 @@ class Challenge:
 
     @classmethod
     def from_token(cls, token: str, **fields: Any) -> "Challenge":
-        """Reads salt and difficulty from the token's signed payload."""
+        """Reads salt and difficulty from the token's signed payload.
+
+        Raises ``BadChallenge`` (an ``Unsolvable``) for a token that is not
+        base64url text and one dot (so could not be sent back in a header:
+        CR, LF, spaces), whose payload is not a JSON object (or is nested too
+        deep to read), or has no string ``salt`` and integer ``difficulty``.
+        Other payload fields (``ip``, ``ts``, ``exp``, ``bits``, any later
+        one) are not looked at.
+        """
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise BadChallenge("challenge token is not base64url text and one dot: it can't be sent back")
         try:
             payload_text, _mac = token.split(".")
-            payload = json.loads(_b64url_decode(payload_text))
+            payload = _loads(_b64url_decode(payload_text))
             salt = payload["salt"]
             difficulty = payload["difficulty"]
         except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-            raise Unsolvable(f"unreadable challenge token: {exc}") from None
+            raise BadChallenge(f"unreadable challenge token: {exc}") from None
         if not isinstance(salt, str) or isinstance(difficulty, bool) or not isinstance(difficulty, int):
-            raise Unsolvable("challenge token payload has no string salt and integer difficulty")
+            raise BadChallenge("challenge token payload has no string salt and integer difficulty")
         return cls(token=token, salt=salt, difficulty=difficulty, **fields)
 
     @classmethod
@@ -110,20 +136,31 @@ class Challenge:
         The token comes from the ``X-PoW-Challenge`` header (or the JSON
         body's ``challenge``); salt and difficulty from the token's payload,
         which is what the server verifies, so the body is optional.  Raises
-        ``Unsolvable`` for a challenge that cannot be read or uses another
-        algorithm than SHA-256.
+        ``BadChallenge`` (an ``Unsolvable``) for a challenge that cannot be
+        read or sent back (see ``from_token``; also a body nested too deep
+        to read), and ``Unsolvable`` for another algorithm than SHA-256;
+        both before any work.
         """
         if status not in CHALLENGE_STATUSES:
             return None
         doc: Any = None
-        if body and len(body) <= MAX_CHALLENGE_BODY:
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = None
+        try:
+            if body and len(body) <= MAX_CHALLENGE_BODY:
+                try:
+                    doc = _loads(body)
+                except ValueError:
+                    doc = None
+        except BadChallenge as exc:
+            exc.response = response
+            raise
         if not isinstance(doc, dict):
             doc = {}
-        token = _header(headers, HEADER_CHALLENGE) or doc.get("challenge")
+        # A header value comes trimmed of surrounding spaces; the body's
+        # token is taken as is (a CR or LF in it is refused, not cut off).
+        token = _header(headers, HEADER_CHALLENGE)
+        token = token.strip() if isinstance(token, str) else None
+        if not token:
+            token = doc.get("challenge")
         if not token or not isinstance(token, str):
             return None
         algorithm = doc.get("algorithm", "sha256")
@@ -136,7 +173,7 @@ class Challenge:
             "retry_after": retry_after(headers),
         }
         try:
-            return cls.from_token(token.strip(), **fields)
+            return cls.from_token(token, **fields)
         except Unsolvable as exc:
             exc.response = response
             raise

@@ -30,6 +30,14 @@ class Unsolvable(PowShieldError):
     """A challenge this client will not or cannot solve."""
 
 
+class BadChallenge(Unsolvable):
+    """A challenge that cannot be read or sent back, refused before any work:
+    a token that is not base64url text and one dot (a hostile body's CR/LF
+    would inject headers), a payload or body that is not the JSON the
+    protocol describes (or JSON nested too deep to read), a payload without
+    a string ``salt`` and an integer ``difficulty``."""
+
+
 class TooDifficult(Unsolvable):
     """The challenge's difficulty is above ``max_difficulty``; nothing was computed."""
 
@@ -43,7 +51,9 @@ class TooDifficult(Unsolvable):
 
 
 class SolveTimeout(Unsolvable):
-    """No solution was found within ``max_solve_time`` seconds."""
+    """No solution was found within ``max_solve_time`` seconds (30 by
+    default: the client cannot check a challenge's signature, and a forged
+    difficulty 12 would otherwise keep every core busy for months)."""
 
     def __init__(self, difficulty: int, seconds: float, response: Optional[Any] = None) -> None:
         super().__init__(

@@ -10,6 +10,7 @@ import httpx
 
 from ._challenge import MAX_CHALLENGE_BODY
 from ._policy import Pay, Policy, Wait
+from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +46,9 @@ class HttpxAuth(httpx.Auth):
     >>> client = httpx.Client(auth=pow_shield.HttpxAuth(max_difficulty=6))
     >>> client.get("https://api.example.com/items").json()
 
-    Same behaviour and parameters as ``pow_shield.Session``.  In the async
+    Same behaviour and parameters as ``pow_shield.Session`` (among them
+    ``max_solve_time``: 30 seconds per challenge by default, ``None`` for no
+    limit; ``SolveTimeout`` beyond).  In the async
     flow the solve runs in a worker thread and waits use the event loop's
     sleep, so other tasks keep running; a cancelled request stops waiting at
     once and stops its solver too.  The request body is read before the first send so
@@ -58,7 +61,7 @@ class HttpxAuth(httpx.Auth):
         self,
         *,
         max_difficulty: Optional[int] = None,
-        max_solve_time: Optional[float] = None,
+        max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
         max_wait: float = 60.0,
         max_retries: int = 3,

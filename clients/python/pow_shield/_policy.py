@@ -32,7 +32,7 @@ from ._challenge import (
     retry_after,
 )
 from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
-from ._solver import check_difficulty, solve
+from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
 WAIT_STATUSES = frozenset({429, 503})
@@ -58,13 +58,18 @@ Step = Union[None, Wait, Pay]
 
 
 class Policy:
-    """The limits a paying client respects, and its decision per response."""
+    """The limits a paying client respects, and its decision per response.
+
+    ``max_solve_time`` is 30 seconds by default (``DEFAULT_MAX_SOLVE_TIME``):
+    one challenge not solved by then raises ``SolveTimeout``; ``None`` means
+    no limit.
+    """
 
     def __init__(
         self,
         *,
         max_difficulty: Optional[int] = None,
-        max_solve_time: Optional[float] = None,
+        max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
         max_wait: float = MAX_WAIT,
         max_retries: int = 3,
@@ -74,8 +79,7 @@ class Policy:
             raise ValueError("max_wait must be a number of seconds >= 0")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        if max_solve_time is not None and max_solve_time < 0:
-            raise ValueError("max_solve_time must be >= 0")
+        check_max_solve_time(max_solve_time)
         if not isinstance(prefer_wait, bool) and prefer_wait < 0:
             raise ValueError("prefer_wait must be a bool or a number of seconds >= 0")
         self.max_difficulty = max_difficulty

@@ -8,6 +8,7 @@ from requests.utils import rewind_body
 
 from ._errors import PowShieldError
 from ._policy import Pay, Policy, Wait
+from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
 def _replayable(request: requests.PreparedRequest) -> bool:
@@ -26,10 +27,15 @@ class Session(requests.Session):
 
     A 429 with a challenge is solved and the request sent again with the
     solution; so is the fresh challenge of a 409, 410 or 422.  The circuit
-    breaker's answer raises ``Blocked`` or ``Banned``.
+    breaker's answer raises ``Blocked`` or ``Banned``; a challenge that
+    cannot be read or sent back (CR/LF in its token, JSON nested too deep)
+    raises ``BadChallenge`` before any work.
 
     ``max_difficulty``: raise ``TooDifficult`` instead of solving above it.
-    ``max_solve_time``: seconds per solve; ``SolveTimeout`` beyond.
+    ``max_solve_time`` (30): seconds per challenge; ``SolveTimeout`` beyond;
+    ``None`` for no limit.  The client cannot check a challenge's signature,
+    so without a bound a hostile server's forged difficulty 12 would keep
+    every core busy for months.
     ``prefer_wait``: True to sleep ``Retry-After`` on 429/503 instead of
     paying; a number of seconds to sleep only when ``Retry-After`` is at
     most that, paying otherwise.
@@ -48,7 +54,7 @@ class Session(requests.Session):
         self,
         *,
         max_difficulty: Optional[int] = None,
-        max_solve_time: Optional[float] = None,
+        max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
         max_wait: float = 60.0,
         max_retries: int = 3,

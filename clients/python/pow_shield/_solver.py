@@ -9,6 +9,7 @@ hot loop is one ``copy``, one ``update``, one ``digest`` and one ``<``.
 
 import hashlib
 import multiprocessing
+import numbers
 import os
 import queue
 import threading
@@ -21,6 +22,11 @@ from ._errors import Cancelled, SolveTimeout, TooDifficult, Unsolvable
 #: cannot verify the token's signature, so a forged difficulty of 20 would
 #: otherwise keep every core busy for years.
 MAX_DIFFICULTY = 12
+#: Seconds one challenge is searched by default before ``SolveTimeout``
+#: (``Session``, ``HttpxAuth``, ``Policy`` and ``solve``; ``None`` for no
+#: limit): a forged difficulty 12 takes months on every core, and honest
+#: challenges (difficulty 4 to 6) take well under a second to a few seconds.
+DEFAULT_MAX_SOLVE_TIME = 30.0
 #: The server accepts nonces of at most 20 decimal digits.
 NONCE_LIMIT = 10**20
 #: Difficulties from which ``processes=None`` searches on every core; below
@@ -40,6 +46,17 @@ def check_difficulty(difficulty: int, max_difficulty: Optional[int] = None) -> N
         raise Unsolvable(f"difficulty {difficulty} is outside 0..{MAX_DIFFICULTY}")
     if max_difficulty is not None and difficulty > max_difficulty:
         raise TooDifficult(difficulty, max_difficulty)
+
+
+def check_max_solve_time(max_solve_time: Optional[float]) -> None:
+    """Raises ``ValueError`` unless ``max_solve_time`` is None (no limit) or
+    a number of seconds >= 0 (NaN, which no clock ever reaches, is refused)."""
+    if max_solve_time is None:
+        return
+    if isinstance(max_solve_time, bool) or not isinstance(max_solve_time, numbers.Real):
+        raise ValueError(f"max_solve_time must be a number of seconds or None, not {max_solve_time!r}")
+    if not max_solve_time >= 0:
+        raise ValueError("max_solve_time must be >= 0 seconds (None: no limit)")
 
 
 def is_solution(salt: str, nonce: str, difficulty: int) -> bool:
@@ -156,7 +173,7 @@ def solve(
     difficulty: int,
     *,
     max_difficulty: Optional[int] = None,
-    max_solve_time: Optional[float] = None,
+    max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
     processes: Optional[int] = None,
     stop: Optional[threading.Event] = None,
 ) -> str:
@@ -167,7 +184,8 @@ def solve(
     ``X-PoW-Nonce`` header along with the ``X-PoW-Challenge`` token.
 
     ``max_difficulty``: raise ``TooDifficult`` above it, before any work.
-    ``max_solve_time``: seconds; raise ``SolveTimeout`` when exceeded.
+    ``max_solve_time``: seconds (30 by default, ``DEFAULT_MAX_SOLVE_TIME``);
+    raise ``SolveTimeout`` when exceeded; ``None`` for no limit.
     ``processes``: how many processes search in parallel; None means one
     below difficulty 5 and one per available core from 5 on.  The expected
     work is ``16 ** difficulty`` hashes.  Worker processes are forked when
@@ -187,8 +205,7 @@ def solve(
     check_difficulty(difficulty, max_difficulty)
     if difficulty == 0:
         return "0"
-    if max_solve_time is not None and max_solve_time < 0:
-        raise ValueError("max_solve_time must be >= 0")
+    check_max_solve_time(max_solve_time)
     if processes is None:
         processes = default_processes(difficulty)
     if processes < 1:

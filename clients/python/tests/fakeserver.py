@@ -15,10 +15,16 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def make_token(salt: str, difficulty: int) -> str:
-    payload = json.dumps({"ip": "127.0.0.1", "ts": 0, "difficulty": difficulty, "salt": salt})
+def make_token(salt: str, difficulty: int, **extra) -> str:
+    """A token for (salt, difficulty); ``extra`` adds payload fields (``exp``...)."""
+    payload = json.dumps({"ip": "127.0.0.1", "ts": 0, "difficulty": difficulty, "salt": salt, **extra})
+    return token_of(payload.encode())
+
+
+def token_of(payload: bytes) -> str:
+    """A token whose payload is these bytes."""
     # the client never checks the MAC; any second part will do
-    return b64url(payload.encode()) + "." + b64url(b"not-a-real-mac")
+    return b64url(payload) + "." + b64url(b"not-a-real-mac")
 
 
 class Recorded:
@@ -112,12 +118,14 @@ class FakeServer:
         difficulty: int = 1,
         retry_after: Optional[str] = "1",
         error: str = "PoW challenge required",
+        **payload_extra,
     ) -> Callable[[], Answer]:
-        """A challenge answer with a new salt, issued when it is sent."""
+        """A challenge answer with a new salt, issued when it is sent;
+        ``payload_extra`` adds fields to the token's payload (``exp``...)."""
 
         def answer() -> Answer:
             salt = os.urandom(16).hex()
-            token = make_token(salt, difficulty)
+            token = make_token(salt, difficulty, **payload_extra)
             with self.lock:
                 self.issued[token] = (salt, difficulty)
             body = json.dumps(
@@ -140,6 +148,20 @@ class FakeServer:
             if retry_after is not None:
                 headers["Retry-After"] = retry_after
             return status, headers, body
+
+        return answer
+
+    def body_challenge(self, token_suffix: str = "", difficulty: int = 1) -> Callable[[], Answer]:
+        """A 429 whose challenge is only in the JSON body, its token followed
+        by ``token_suffix`` (a hostile server's CR/LF)."""
+        plain = self.challenge(difficulty=difficulty)
+
+        def answer() -> Answer:
+            status, headers, body = plain()
+            del headers["X-PoW-Challenge"]
+            doc = json.loads(body)
+            doc["challenge"] += token_suffix
+            return status, headers, json.dumps(doc).encode()
 
         return answer
 

@@ -11,7 +11,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pow_shield  # noqa: E402
-from fakeserver import make_token  # noqa: E402
+from fakeserver import b64url, make_token, token_of  # noqa: E402
 
 SALT = "6c17a261001047c8b3e83591c3269c2e"
 TOKEN = make_token(SALT, 4)
@@ -59,6 +59,48 @@ class ChallengeTest(unittest.TestCase):
         padded = body(instructions="x" * 70000)
         self.assertIsNone(pow_shield.Challenge.from_response(429, {}, padded))
         self.assertIsNotNone(pow_shield.Challenge.from_response(429, {}, body()))
+
+    def test_a_token_with_exp_and_other_new_fields_is_read(self):
+        # tokens gain a signed exp (epoch ms) and bits; unknown fields are ignored
+        for extra in ({"exp": 1796034552000}, {"exp": 1796034552000, "bits": 14, "later": {"a": [1]}}):
+            with self.subTest(extra=extra):
+                token = make_token(SALT, 4, **extra)
+                c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token})
+                self.assertEqual((c.token, c.salt, c.difficulty), (token, SALT, 4))
+                c = pow_shield.Challenge.from_response(429, {}, body(challenge=token))
+                self.assertEqual((c.token, c.salt, c.difficulty), (token, SALT, 4))
+
+    def test_a_token_nested_60000_deep_is_a_bad_challenge_not_a_recursion_error(self):
+        for payload in (b"[" * 60000, b"[" * 60000 + b"]" * 60000, b'{"salt":' + b"[" * 60000):
+            token = token_of(payload)
+            with self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_token(token)
+            with self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token})
+
+    def test_a_429_body_nested_60000_deep_is_a_bad_challenge_not_a_recursion_error(self):
+        for deep in (b"[" * 60000, b'{"challenge":' + b"[" * 30000 + b"]" * 30000 + b"}"):
+            with self.subTest(size=len(deep)), self.assertRaises(pow_shield.BadChallenge) as cm:
+                pow_shield.Challenge.from_response(429, {}, deep, response="the response")
+            self.assertEqual(cm.exception.response, "the response")
+            self.assertIsInstance(cm.exception, pow_shield.PowShieldError)
+
+    def test_a_body_token_with_cr_or_lf_is_refused(self):
+        for suffix in ("\r\nX-Injected: 1", "\nX-Injected: 1", "\r", "\n", " ", "\r\n"):
+            with self.subTest(suffix=suffix), self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_response(429, {}, body(challenge=TOKEN + suffix))
+        for token in (TOKEN[:10] + "\r\n" + TOKEN[10:], TOKEN + "\r\nX: 1"):
+            with self.subTest(token=token), self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_token(token)
+
+    def test_a_header_token_is_trimmed_of_surrounding_spaces(self):
+        c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": f"  {TOKEN} "})
+        self.assertEqual(c.token, TOKEN)
+
+    def test_an_unreadable_token_is_a_bad_challenge(self):
+        for token in ("garbage", "a.b", b64url(b'{"salt": 1, "difficulty": 2}') + ".x", b64url(b"[]") + ".x"):
+            with self.subTest(token=token), self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_token(token)
 
     def test_solution_headers(self):
         c = pow_shield.Challenge.from_token(TOKEN)

@@ -14,7 +14,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pow_shield  # noqa: E402
-from fakeserver import FakeServer  # noqa: E402
+from fakeserver import FakeServer, token_of  # noqa: E402
 
 try:
     import requests
@@ -105,11 +105,49 @@ class Scenarios:
         self.assertEqual(cm.exception.response.status_code, 429)
         self.assertEqual(len(self.server.requests), 1)
 
-    def test_max_solve_time_raises_solve_timeout(self):
-        self.server.script = [self.server.challenge(difficulty=12)]
-        with self.assertRaises(pow_shield.SolveTimeout):
+    def test_a_forged_difficulty_12_gives_up_at_max_solve_time_with_solve_timeout(self):
+        # the client cannot check the MAC: 16 ** 12 hashes would take months;
+        # a short bound here (the default is 30 s), the error type asserted
+        self.server.script = [self.server.challenge(difficulty=12), self.server.ok()]
+        with self.assertRaises(pow_shield.SolveTimeout) as cm:
             self.fetch(max_solve_time=0.05, processes=1)
+        self.assertEqual(cm.exception.difficulty, 12)
+        self.assertEqual(cm.exception.response.status_code, 429)
         self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_429_body_nested_60000_deep_raises_bad_challenge(self):
+        self.server.script = [(429, {"Content-Type": "application/json"}, b"[" * 60000), self.server.ok()]
+        with self.assertRaises(pow_shield.BadChallenge) as cm:
+            self.fetch()
+        self.assertEqual(cm.exception.response.status_code, 429)
+        self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_token_that_is_deep_json_raises_bad_challenge(self):
+        # 45,000 deep: as deep as fits one 64 KB header line (or body)
+        deep = token_of(b"[" * 45000)
+        challenge = json.dumps({"challenge": deep, "salt": "ab", "difficulty": 1}).encode()
+        for headers, payload in (({"X-PoW-Challenge": deep}, b""), ({}, challenge)):
+            with self.subTest(header=bool(headers)):
+                self.server.requests.clear()
+                self.server.script = [(429, headers, payload), self.server.ok()]
+                with self.assertRaises(pow_shield.BadChallenge):
+                    self.fetch()
+                self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_body_token_with_cr_or_lf_is_refused_before_any_solving(self):
+        # difficulty 12: a solve would end in SolveTimeout, not BadChallenge
+        for suffix in ("\r\nX-Injected: 1", "\n", "\r"):
+            with self.subTest(suffix=suffix):
+                self.server.requests.clear()
+                self.server.script = [self.server.body_challenge(suffix, difficulty=12), self.server.ok()]
+                with self.assertRaises(pow_shield.BadChallenge):
+                    self.fetch(max_solve_time=5, processes=1)
+                self.assertEqual(len(self.server.requests), 1)
+
+    def test_a_token_with_exp_in_its_payload_is_paid(self):
+        self.server.script = [self.server.challenge(difficulty=2, exp=1796034552000), self.server.ok()]
+        self.assertEqual(self.fetch()[0], 200)
+        self.assertPaid(self.server.requests[1], self.issued_tokens()[0])
 
     def test_retries_are_bounded_by_max_retries(self):
         self.server.script = [self.server.challenge() for _ in range(5)]
@@ -225,6 +263,10 @@ class SessionTest(Scenarios, unittest.TestCase):
             s.post(self.server.url(), data=iter([b"a", b"b"]), timeout=10)
         self.assertEqual(len(self.server.requests), 1)
 
+    def test_one_challenge_is_given_up_after_30_s_by_default(self):
+        self.assertEqual(pow_shield.Session().pow_policy.max_solve_time, 30.0)
+        self.assertIsNone(pow_shield.Session(max_solve_time=None).pow_policy.max_solve_time)
+
     def test_history_keeps_the_answers_paid_for(self):
         self.server.script = [self.server.challenge(), self.server.ok()]
         with pow_shield.Session() as s:
@@ -238,6 +280,10 @@ class HttpxSyncTest(Scenarios, unittest.TestCase):
         with httpx.Client(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
             r = c.request(method, self.server.url(), content=data)
             return r.status_code, r.content
+
+    def test_one_challenge_is_given_up_after_30_s_by_default(self):
+        self.assertEqual(pow_shield.HttpxAuth().policy.max_solve_time, 30.0)
+        self.assertIsNone(pow_shield.HttpxAuth(max_solve_time=None).policy.max_solve_time)
 
     def test_a_streamed_body_is_sent_again(self):
         self.server.script = [self.server.challenge(), self.server.ok()]

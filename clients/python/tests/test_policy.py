@@ -64,6 +64,24 @@ class DifficultyTest(unittest.TestCase):
         self.assertIsInstance(pow_shield.Policy().step(429, challenge_headers(12), None, 0), Pay)
 
 
+class SolveTimeTest(unittest.TestCase):
+    def test_one_challenge_is_given_up_after_30_s_by_default(self):
+        self.assertEqual(pow_shield.Policy().max_solve_time, 30.0)
+
+    def test_none_is_no_limit_and_a_bad_bound_is_refused(self):
+        self.assertIsNone(pow_shield.Policy(max_solve_time=None).max_solve_time)
+        for bad in (-1, float("nan")):
+            with self.subTest(max_solve_time=bad), self.assertRaises(ValueError):
+                pow_shield.Policy(max_solve_time=bad)
+
+    def test_the_bound_reaches_the_solver(self):
+        policy = pow_shield.Policy(max_solve_time=0.05, processes=1)
+        challenge = pow_shield.Challenge.from_token(make_token(SALT, 12))
+        with self.assertRaises(pow_shield.SolveTimeout) as cm:
+            policy.solve(challenge, "the response")
+        self.assertEqual(cm.exception.response, "the response")
+
+
 class BodyTest(unittest.TestCase):
     def test_the_body_is_needed_without_the_token_header_or_from_the_breaker(self):
         self.assertFalse(pow_shield.Policy.needs_body(429, challenge_headers()))

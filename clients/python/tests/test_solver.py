@@ -2,6 +2,7 @@
 `difficulty` '0' characters; limits checked before and during the work."""
 
 import hashlib
+import inspect
 import multiprocessing
 import os
 import sys
@@ -103,6 +104,11 @@ class LimitTest(unittest.TestCase):
             pow_shield.solve("salt", 12, max_solve_time=0.05, processes=1)
         self.assertEqual(cm.exception.difficulty, 12)
 
+    def test_max_solve_time_is_30_s_by_default_and_none_is_no_limit(self):
+        self.assertEqual(pow_shield.DEFAULT_MAX_SOLVE_TIME, 30.0)
+        self.assertEqual(inspect.signature(pow_shield.solve).parameters["max_solve_time"].default, 30.0)
+        self.assertEqual(pow_shield.solve("abc", 2, max_solve_time=None, processes=1), "252")
+
     def test_max_solve_time_stops_the_parallel_search_too(self):
         with self.assertRaises(pow_shield.SolveTimeout):
             pow_shield.solve("salt", 12, max_solve_time=0.05, processes=2)
@@ -167,8 +173,9 @@ class LimitTest(unittest.TestCase):
     def test_bad_arguments_are_value_errors(self):
         with self.assertRaises(ValueError):
             pow_shield.solve("salt", 1, processes=0)
-        with self.assertRaises(ValueError):
-            pow_shield.solve("salt", 1, max_solve_time=-1)
+        for bad in (-1, float("nan"), "30", True):
+            with self.subTest(max_solve_time=bad), self.assertRaises(ValueError):
+                pow_shield.solve("salt", 1, max_solve_time=bad)
 
 
 if __name__ == "__main__":
