@@ -2,7 +2,7 @@
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
 # sliding-window counter (docs/directives.md "pow_shield_limit",
-# src/limiter/window.rs APPROX_SCRIPT): one small hash per client instead
+# core/src/limiter/window.rs APPROX_SCRIPT): one small hash per client instead
 # of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
@@ -70,7 +70,7 @@ is_deeply($t->redis_cmd('KEYS', 'pow:{' . hexkey('counter') . '}:w:*'), [],
 # The script as the source spells it, checked to be the one loaded.
 sub script {
     my ($name) = @_;
-    open my $fh, '<', "$Test::PowShield::REPO/src/limiter/window.rs" or die "window.rs: $!";
+    open my $fh, '<', "$Test::PowShield::REPO/core/src/limiter/window.rs" or die "window.rs: $!";
     my $src = do { local $/; <$fh> };
     my ($zone) = $src =~ /macro_rules! red_zone_lua.*?r#"(.*?)"#/s or die "no red_zone_lua!";
     my ($body) = $src =~ /pub const \Q$name\E: &str = concat!\((.*?)\);\n/s or die "no $name";

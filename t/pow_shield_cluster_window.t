@@ -4,7 +4,7 @@
 # millisecond at the window's edge (docs/directives.md, pow_shield_limit: an entry admitted at t
 # counts while now < t + window), whichever path the script takes (no key,
 # oldest entry inside the window, some or all entries gone).  The script
-# text is read from src/limiter/window.rs and checked to be the one the
+# text is read from core/src/limiter/window.rs and checked to be the one the
 # module loads into Redis; a local `redis` shadowing the global one answers
 # TIME with the test's clock and passes every other call through.
 
@@ -54,7 +54,7 @@ $t->run;
 # The script as the source spells it: the literals of the concat!, with the
 # red-zone macro's text in its place.
 sub window_script {
-    open my $fh, '<', "$Test::PowShield::REPO/src/limiter/window.rs" or die "window.rs: $!";
+    open my $fh, '<', "$Test::PowShield::REPO/core/src/limiter/window.rs" or die "window.rs: $!";
     my $src = do { local $/; <$fh> };
     my ($zone) = $src =~ /macro_rules! red_zone_lua.*?r#"(.*?)"#/s or die "no red_zone_lua!";
     my ($body) = $src =~ /pub const SLIDING_WINDOW_SCRIPT: &str = concat!\((.*?)\);\n/s

@@ -67,11 +67,17 @@ http {
             pow_shield_limit 1 2s;
             pow_shield_difficulty 1;
         }
+
+        # a Retry-After far beyond max_wait, however slow the client starts
+        location /slow/ {
+            pow_shield_limit 1 1m;
+            pow_shield_difficulty 1;
+        }
     }
 }
 EOF
 
-for my $dir (qw(api hard red fast)) {
+for my $dir (qw(api hard red fast slow)) {
     $t->write_file("html/$dir/data.json", qq({"dir":"$dir"}\n));
 }
 
@@ -195,8 +201,8 @@ for my $kind (qw(session httpx httpx-async)) {
         '200 pass 429', "$kind: prefer_wait waits Retry-After instead of paying");
 
     # max_wait: a Retry-After beyond it is paid, however willing to wait
-    get("$kind-maxwait", '/fast/data.json');
-    is(python($kind, '/fast/data.json', "$kind-maxwait", { prefer_wait => \1, max_wait => 0 }),
+    get("$kind-maxwait", '/slow/data.json');
+    is(python($kind, '/slow/data.json', "$kind-maxwait", { prefer_wait => \1, max_wait => 0 }),
         '200 solved 429', "$kind: a Retry-After beyond max_wait is paid");
     }
 }

@@ -16,6 +16,7 @@ pub mod decision;
 pub mod limiter;
 pub mod metrics;
 pub mod redis;
+pub mod store;
 pub mod values;
 
 pub use pow_shield_protocol as protocol;

@@ -7,7 +7,7 @@ use nginx_sys::{ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_int_t,
 use ngx::http::Request;
 
 use super::response::add_rate_limit_headers;
-use super::state::Shield;
+use super::state::RequestState;
 
 /// The next header filter in nginx's chain.
 static mut NEXT: ngx_http_output_header_filter_pt = None;
@@ -29,18 +29,18 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
         if !r.is_main() {
             return true;
         }
-        let Some(mut shield) = Shield::find(r) else {
+        let Some(mut state) = RequestState::find(r) else {
             return true;
         };
         // SAFETY: the state lives in the request's pool; nothing else holds
         // a borrow of it while a header filter runs (the handler keeps only
         // a pointer across sending).
-        let shield = unsafe { shield.as_mut() };
-        if shield.headers_sent {
+        let state = unsafe { state.as_mut() };
+        if state.headers_sent {
             return true;
         }
-        shield.headers_sent = true;
-        add_rate_limit_headers(r, shield).is_some()
+        state.headers_sent = true;
+        add_rate_limit_headers(r, state).is_some()
     });
     if !ok {
         return NGX_ERROR as ngx_int_t;

@@ -4,7 +4,7 @@ use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
-use super::state::Shield;
+use super::state::RequestState;
 use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
@@ -175,15 +175,17 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
 /// Adds the rate-limit headers (docs/protocol.md §2) for the request's verdict. This
 /// runs for every shielded response: fixed texts were made at configuration
 /// time, numbers are formatted on the stack, one pool copy per value.
-pub fn add_rate_limit_headers(r: &mut Request, shield: &Shield) -> Option<()> {
-    let Some(verdict) = shield.verdict else {
+pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<()> {
+    let Some((verdict, decided_at_ms)) = state
+        .decided
+        .and_then(|(done, at)| Some((done.verdict?, at)))
+    else {
         return Some(());
     };
-    let policy = &shield.policy;
+    let policy = &state.policy;
     let mut buf = StackText::default();
     if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
-        let reset_at_s = shield
-            .decided_at_ms
+        let reset_at_s = decided_at_ms
             .saturating_add(verdict.reset_after_ms)
             .div_ceil(1000);
         push_header(

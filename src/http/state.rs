@@ -14,28 +14,18 @@ use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
-use crate::protocol::Solved;
 use crate::store::Waiter;
 use crate::PowShield;
-use pow_shield_core::decision::{Decision, Outcome};
+use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::strikes::Standing;
 use pow_shield_core::limiter::Verdict;
-
-/// The store operation a request waits for.
-#[derive(Clone, Copy)]
-pub enum Waiting {
-    Check { offence: bool },
-    Spend(Solved),
-    Strike,
-}
+use pow_shield_core::store::Reply;
 
 /// Where a request is in its decision.
 #[derive(Clone, Copy)]
 pub enum Stage {
-    /// Nothing asked yet.
-    Start,
-    /// Waiting for a store's answer.
-    Waiting(Waiting),
+    /// Deciding: nothing asked yet, or waiting for a store's answer.
+    Deciding,
     /// Decided to let it through; later runs of the access phase pass too.
     Passed,
     /// Answered with this status.
@@ -43,7 +33,7 @@ pub enum Stage {
 }
 
 /// The shield's state for one main request.
-pub struct Shield {
+pub struct RequestState {
     pub stage: Stage,
     /// The policy of the location that decided (headers use it too).
     pub policy: Policy,
@@ -51,18 +41,8 @@ pub struct Shield {
     pub key: Option<(*const u8, usize)>,
     /// The decision in progress (kept across store round trips).
     pub decision: Option<Decision>,
-    pub verdict: Option<Verdict>,
-    /// The client's red-zone standing, as the store reported it.
-    pub standing: Option<Standing>,
-    /// The difficulty of the challenge sent, if one was.
-    pub difficulty: Option<u8>,
-    /// When a zone with no room may take the request (its `Retry-After`).
-    pub retry_after_ms: Option<u64>,
-    /// Epoch ms when the verdict was made (for `X-RateLimit-Reset`).
-    pub decided_at_ms: u64,
-    pub outcome: Option<Outcome>,
-    /// A store recorded a strike for this request (for metrics).
-    pub struck: bool,
+    /// The decision made, and when (epoch ms, for `X-RateLimit-Reset`).
+    pub decided: Option<(Final, u64)>,
     /// The rate-limit headers were added to the response.
     pub headers_sent: bool,
     /// The pending store operation, if any.
@@ -71,16 +51,16 @@ pub struct Shield {
     resume: ngx_event_t,
 }
 
-impl Shield {
+impl RequestState {
     /// This request's state, if it has one. A pointer, not a reference: the
     /// handler and the header filter reach the same state, and each takes
     /// only short borrows of it.
-    pub fn find(r: &Request) -> Option<NonNull<Shield>> {
+    pub fn find(r: &Request) -> Option<NonNull<RequestState>> {
         let module = PowShield::module();
         let raw: &ngx_http_request_t = r.as_ref();
-        // SAFETY: r->ctx has a slot per module; ours is null or a Shield in
+        // SAFETY: r->ctx has a slot per module; ours is null or a RequestState in
         // this request's pool.
-        let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<Shield>();
+        let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<RequestState>();
         if let Some(cached) = NonNull::new(cached) {
             return Some(cached);
         }
@@ -90,7 +70,7 @@ impl Shield {
             return None;
         }
         // SAFETY: the cleanup list of a live request's pool is well formed;
-        // an entry with our handler holds a Shield in its data.
+        // an entry with our handler holds a RequestState in its data.
         unsafe {
             let mut cln = (*raw.pool).cleanup;
             while let Some(c) = cln.as_ref() {
@@ -99,7 +79,7 @@ impl Shield {
                     core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))
                 }) {
                     r.set_module_ctx(c.data, module);
-                    return NonNull::new(c.data.cast::<Shield>());
+                    return NonNull::new(c.data.cast::<RequestState>());
                 }
                 cln = c.next;
             }
@@ -108,33 +88,28 @@ impl Shield {
     }
 
     /// Creates the state of a main request.
-    pub fn attach(r: &mut Request, policy: Policy) -> Option<NonNull<Shield>> {
+    pub fn attach(r: &mut Request, policy: Policy) -> Option<NonNull<RequestState>> {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
-        // SAFETY: adds a cleanup entry (with room for a Shield) to the pool of
-        // a live request; the Shield is written before the handler is set.
+        // SAFETY: adds a cleanup entry (with room for a RequestState) to the
+        // pool of a live request; the state is written before the handler is
+        // set.
         unsafe {
-            let cln = ngx_pool_cleanup_add((*raw).pool, size_of::<Shield>());
+            let cln = ngx_pool_cleanup_add((*raw).pool, size_of::<RequestState>());
             if cln.is_null() {
                 return None;
             }
-            let shield = (*cln).data.cast::<Shield>();
-            if !(shield as usize).is_multiple_of(core::mem::align_of::<Shield>()) {
+            let shield = (*cln).data.cast::<RequestState>();
+            if !(shield as usize).is_multiple_of(core::mem::align_of::<RequestState>()) {
                 return None;
             }
             ptr::write(
                 shield,
-                Shield {
-                    stage: Stage::Start,
+                RequestState {
+                    stage: Stage::Deciding,
                     policy,
                     key: None,
                     decision: None,
-                    verdict: None,
-                    standing: None,
-                    difficulty: None,
-                    retry_after_ms: None,
-                    decided_at_ms: 0,
-                    outcome: None,
-                    struck: false,
+                    decided: None,
                     headers_sent: false,
                     waiter: None,
                     resume: core::mem::zeroed(),
@@ -156,9 +131,38 @@ impl Shield {
         self.waiter = Some(waiter.clone());
         waiter
     }
+
+    /// The store's late answer, once it arrived (`None` while waiting).
+    pub fn take_reply(&mut self) -> Option<Reply> {
+        let reply = self.waiter.as_ref()?.take()?;
+        self.waiter = None;
+        Some(reply)
+    }
+
+    /// Whether a store's answer is still awaited.
+    pub fn waiting(&self) -> bool {
+        self.waiter.is_some()
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.decided.map(|(f, _)| f.outcome)
+    }
+
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.decided.and_then(|(f, _)| f.verdict)
+    }
+
+    pub fn standing(&self) -> Option<Standing> {
+        self.decided.and_then(|(f, _)| f.standing)
+    }
+
+    /// The difficulty of the challenge sent, if one was.
+    pub fn difficulty(&self) -> Option<u8> {
+        self.decided.and_then(|(f, _)| f.difficulty())
+    }
 }
 
-impl Drop for Shield {
+impl Drop for RequestState {
     fn drop(&mut self) {
         // A store may still answer: make sure it never touches this request.
         if let Some(waiter) = self.waiter.take() {
@@ -175,7 +179,8 @@ impl Drop for Shield {
 /// The pool cleanup: the request is finished (normally or not).
 unsafe extern "C" fn cleanup(data: *mut c_void) {
     crate::ffi::guard((), || {
-        // SAFETY: `data` is the Shield written by `attach`, dropped once here.
-        unsafe { ptr::drop_in_place(data.cast::<Shield>()) }
+        // SAFETY: `data` is the RequestState written by `attach`, dropped once
+        // here.
+        unsafe { ptr::drop_in_place(data.cast::<RequestState>()) }
     })
 }

@@ -15,7 +15,7 @@ use ngx::core::Status;
 use ngx::http::Request;
 use ngx::ngx_string;
 
-use super::state::Shield;
+use super::state::RequestState;
 use pow_shield_core::limiter::client::client_id;
 
 const RESULT: usize = 0;
@@ -108,19 +108,19 @@ unsafe extern "C" fn get(
         // SAFETY: nginx passes a live request and a value slot to fill.
         let (r, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
         // SAFETY: the state lives in the main request's pool; read briefly.
-        let text = Shield::find(r)
+        let text = RequestState::find(r)
             .map(|s| unsafe { s.as_ref() })
-            .and_then(|shield| match which {
-                RESULT => shield.outcome.map(|o| o.as_str().to_owned()),
-                REMAINING => shield.verdict.map(|v| v.remaining.to_string()),
+            .and_then(|state| match which {
+                RESULT => state.outcome().map(|o| o.as_str().to_owned()),
+                REMAINING => state.verdict().map(|v| v.remaining.to_string()),
                 // The difficulty asked of this client, else the location's.
                 DIFFICULTY => Some(
-                    shield
-                        .difficulty
-                        .unwrap_or(shield.policy.difficulty.base)
+                    state
+                        .difficulty()
+                        .unwrap_or(state.policy.difficulty.base)
                         .to_string(),
                 ),
-                STRIKES => shield.standing.map(|s| s.strikes.to_string()),
+                STRIKES => state.standing().map(|s| s.strikes.to_string()),
                 _ => None,
             });
         let Some(text) = text else {

@@ -1,11 +1,14 @@
-//! The store interface (docs/operations.md, "How a request is decided"): one round trip per shielded
-//! request decides the limit and reads (and, for an offence, writes) the
-//! client's circuit breaker; one more spends a solved challenge.
+//! The stores of a request (docs/operations.md, "How a request is
+//! decided"): one round trip per shielded request decides the limit and
+//! reads (and, for an offence, writes) the client's circuit breaker; one
+//! more spends a solved challenge. What is asked and answered is the
+//! core's vocabulary (`pow_shield_core::store`: `Op` → `Reply`).
 //!
-//! Two implementations: [`ShmStore`] (local mode and the `local` fallback,
-//! answers at once) and [`RedisStore`] (cluster mode, answers later through a
-//! [`Waiter`] from nginx's event loop). [`Stores`] chains them by
-//! `pow_shield_fail`, so the handler never asks which mode it runs in.
+//! Two stores: [`ShmStore`] (local mode, the `local` fallback, and the
+//! stand-in for a busy Redis; answers at once) and [`RedisStore`] (cluster
+//! mode, answers later through a [`Waiter`] from nginx's event loop).
+//! [`Stores`] chains them by `pow_shield_fail`, a late Redis failure
+//! included, so the handler never learns which mode it runs in.
 
 mod redis;
 mod shm;
@@ -21,44 +24,26 @@ pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
 use crate::config::MainConf;
 use crate::PowShield;
-use pow_shield_core::decision::Checked;
-use pow_shield_core::limiter::strikes::{RedRules, Standing};
-use pow_shield_core::limiter::{RateLimit, Spent};
+use pow_shield_core::store::{Now, Op, Reply, Subject};
 use pow_shield_core::values::FailPolicy;
 
 /// A store's answer, now or later.
-pub enum Poll<T> {
-    Ready(T),
+pub enum Poll {
+    Ready(Reply),
     /// The answer will be delivered to the waiter.
     Pending,
-    /// The store is down (Redis): `pow_shield_fail` decides.
+    /// Redis is down: the fallback, if any, decides.
     Down,
-    /// The store is up but its queue is full (Redis: `MAX_IN_FLIGHT`
-    /// commands wait): back-pressure, decided by the zone whatever
-    /// `pow_shield_fail` says, never passed uncounted.
+    /// Redis's queue is full (`MAX_IN_FLIGHT` commands wait):
+    /// back-pressure, decided by the zone whatever `pow_shield_fail` says,
+    /// never passed uncounted.
     Busy,
-    /// The zone has no room to record this, even after eviction (every
-    /// entry is an unexpired spent record): refused with 503 and this
-    /// `Retry-After`, never passed, or a solution could be replayed.
-    Full {
-        retry_after_ms: u64,
-    },
-}
-
-/// What a pending operation delivers to its waiter.
-#[derive(Clone, Copy, Debug)]
-pub enum Answer {
-    Checked(Checked),
-    Spent(Spent),
-    Struck(Standing),
-    /// The store failed the operation: the fallback decides.
-    Down,
 }
 
 /// Where a store delivers a late answer: the request's resume event is
 /// posted, and the request reads the answer when it runs again.
 pub struct Waiter {
-    answer: Cell<Option<Answer>>,
+    answer: Cell<Option<Reply>>,
     /// The request's resume event; null once the request is gone.
     wake: Cell<*mut ngx_event_t>,
 }
@@ -72,7 +57,7 @@ impl Waiter {
     }
 
     /// Stores the answer and wakes the request, unless it has gone away.
-    pub fn deliver(&self, answer: Answer) {
+    pub fn deliver(&self, answer: Reply) {
         let wake = self.wake.replace(core::ptr::null_mut());
         if wake.is_null() {
             return;
@@ -87,7 +72,7 @@ impl Waiter {
     }
 
     /// The delivered answer, if any.
-    pub fn take(&self) -> Option<Answer> {
+    pub fn take(&self) -> Option<Reply> {
         self.answer.take()
     }
 
@@ -101,129 +86,64 @@ impl Waiter {
 /// (local mode answers at once and allocates nothing).
 pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
 
-/// What a check asks: count one request of `key` against `limit` and apply
-/// the red-zone `rules`; a refusal is a strike when `offence`.
-#[derive(Clone, Copy)]
-pub struct CheckArgs<'a> {
-    pub key: &'a [u8],
-    pub limit: RateLimit,
-    /// Count with the approximate sliding-window counter (cluster mode;
-    /// local mode's bucket is O(1) memory already).
-    pub approx: bool,
-    pub rules: RedRules,
-    pub offence: bool,
-}
-
-/// What a spend asks: record `digest` spent until `expires_at_ms` (epoch
-/// ms) and take back one strike of `key`, unless `key` is blocked.
-#[derive(Clone, Copy)]
-pub struct SpendArgs<'a> {
-    pub key: &'a [u8],
-    pub rules: RedRules,
-    pub digest: &'a [u8; 32],
-    pub expires_at_ms: u64,
-}
-
-/// A place that counts requests, remembers spent challenges and keeps the
-/// circuit breaker. `check` and `strike` take nginx's monotonic clock
-/// (`ffi::monotonic_ms`: a wall-clock step must not freeze or refill local
-/// buckets); `spend` takes epoch ms, the token's time scale. Redis uses its
-/// own clock.
-pub trait Store {
-    /// The limiter's verdict and the client's standing, in one operation.
-    /// A blocked client writes nothing.
-    fn check(&self, args: CheckArgs, now_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked>;
-
-    /// Marks a solved challenge spent and takes back the strike its 429
-    /// recorded, atomically; a blocked client changes nothing. `now_ms` is
-    /// epoch ms (the token's scale), `monotonic_ms` the breaker's clock.
-    fn spend(
-        &self,
-        args: SpendArgs,
-        now_ms: u64,
-        monotonic_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Spent>;
-
-    /// One strike for `key` unless it is blocked; the standing after it.
-    fn strike(
-        &self,
-        key: &[u8],
-        rules: RedRules,
-        now_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Standing>;
-}
-
 thread_local! {
     /// This worker's Redis store, when cluster mode is configured.
     static REDIS: RefCell<Option<Rc<RedisStore>>> = const { RefCell::new(None) };
-}
-
-/// The store that decides requests in this worker.
-enum Primary {
-    Redis(Rc<RedisStore>),
-    Local(ShmStore),
 }
 
 /// The stores of one request: the primary (Redis in cluster mode, else the
 /// zone) and, under `pow_shield_fail local`, the zone as its fallback. A
 /// busy Redis hands its requests to the zone under every policy.
 pub struct Stores {
-    primary: Primary,
-    fallback: Option<ShmStore>,
+    redis: Option<Rc<RedisStore>>,
     zone: Option<ShmStore>,
+    /// `pow_shield_fail local` in cluster mode: the zone decides what Redis
+    /// could not.
+    fallback: bool,
 }
 
-/// One operation on a store, run on the primary and maybe the fallback.
-pub trait Op<T>: Fn(&dyn Store, &mut NewWaiter) -> Poll<T> {}
-impl<T, F: Fn(&dyn Store, &mut NewWaiter) -> Poll<T>> Op<T> for F {}
-
 impl Stores {
-    /// The stores for a request under `fail`; `None` without a zone.
-    pub fn new(mcf: &MainConf, fail: FailPolicy) -> Option<Self> {
+    /// The stores for a request under `fail`.
+    pub fn new(mcf: &MainConf, fail: FailPolicy) -> Self {
         let redis = REDIS.try_with(|r| r.borrow().clone()).ok().flatten();
-        Some(match redis {
-            Some(redis) => Stores {
-                primary: Primary::Redis(redis),
-                fallback: match fail {
-                    FailPolicy::Local => ShmStore::new(mcf),
-                    FailPolicy::Open | FailPolicy::Closed => None,
-                },
-                zone: ShmStore::new(mcf),
-            },
-            None => Stores {
-                primary: Primary::Local(ShmStore::new(mcf)?),
-                fallback: None,
-                zone: None,
-            },
-        })
+        Stores {
+            fallback: redis.is_none() || fail == FailPolicy::Local,
+            redis,
+            zone: ShmStore::new(mcf),
+        }
     }
 
-    /// Runs `op` on the primary store, and on the fallback if the primary
-    /// is down.
-    pub fn run<T>(&self, op: impl Op<T>, waiter: &mut NewWaiter) -> Poll<T> {
-        let primary: &dyn Store = match &self.primary {
-            Primary::Redis(s) => s,
-            Primary::Local(s) => s,
+    /// Asks `op`: at once from the zone, or later from Redis through the
+    /// waiter (`None`). A Redis that fails it, now or later, hands it to
+    /// the fallback; `Reply::Down` reaches the decision only without one.
+    pub fn ask(&self, op: Op, subject: &Subject, waiter: &mut NewWaiter) -> Option<Reply> {
+        let Some(redis) = &self.redis else {
+            return Some(self.on_zone(op, subject));
         };
-        match op(primary, waiter) {
-            Poll::Down => self.fallback(op),
-            Poll::Busy => match &self.zone {
-                Some(zone) => op(zone, &mut || Waiter::new(core::ptr::null_mut())),
-                None => Poll::Down,
-            },
-            poll => poll,
+        let fallback = self.fallback.then(|| self.zone.clone()).flatten();
+        match redis.ask(op, subject, fallback, waiter) {
+            Poll::Ready(reply) => Some(reply),
+            Poll::Pending => None,
+            Poll::Down if self.fallback => Some(self.on_zone(op, subject)),
+            Poll::Down => Some(Reply::Down),
+            Poll::Busy => Some(self.on_zone(op, subject)),
         }
     }
 
-    /// Runs `op` on the fallback, after the primary failed it late.
-    pub fn fallback<T>(&self, op: impl Op<T>) -> Poll<T> {
-        match &self.fallback {
-            // The zone answers at once and never asks for a waiter.
-            Some(zone) => op(zone, &mut || Waiter::new(core::ptr::null_mut())),
-            None => Poll::Down,
+    fn on_zone(&self, op: Op, subject: &Subject) -> Reply {
+        match &self.zone {
+            Some(zone) => zone.run(op, subject, now()),
+            // No zone to decide with (nginx could not map it).
+            None => Reply::Down,
         }
+    }
+}
+
+/// Both clocks now.
+pub fn now() -> Now {
+    Now {
+        monotonic_ms: crate::ffi::monotonic_ms(),
+        epoch_ms: crate::ffi::now_ms(),
     }
 }
 

@@ -14,18 +14,18 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Answer, CheckArgs, NewWaiter, Poll, ShmStore, SpendArgs, Store};
+use super::{NewWaiter, Poll, ShmStore};
 use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
-use pow_shield_core::decision::Checked;
-use pow_shield_core::limiter::strikes::{RedRules, Standing};
-use pow_shield_core::limiter::{window, Spent};
+use pow_shield_core::limiter::strikes::{Block, RedRules, Standing};
+use pow_shield_core::limiter::{window, RateLimit, Spent};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::replays::{Queued, Replays};
 use pow_shield_core::redis::script_call::{self, decimal, ScriptCall};
 use pow_shield_core::redis::url::tls_name;
+use pow_shield_core::store::{Checked, Op, Reply, Solution, Struck, Subject};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -184,17 +184,19 @@ impl RedisStore {
     }
 
     /// Runs a script by SHA, resending it as EVAL if Redis lost it, and
-    /// delivers what `on_reply` makes of its integers (`None`: a failure).
-    /// `slot_key` routes it in a Redis Cluster: a key of the call, or the
-    /// client's hash tag they all share.
-    fn call_script<T>(
+    /// delivers what `on_reply` makes of its integers; a failure (`None`
+    /// from `on_reply`, or none of ours) is asked of the fallback then
+    /// (`late`). `slot_key` routes it in a Redis Cluster: a key of the
+    /// call, or the client's hash tag they all share.
+    fn call_script(
         &self,
         script: &'static str,
         slot_key: &[u8],
         call: ScriptCall,
+        late: Late,
         waiter: &mut NewWaiter,
-        on_reply: impl FnOnce(Option<Vec<i64>>) -> Answer + 'static,
-    ) -> Poll<T> {
+        on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
+    ) -> Poll {
         self.write_replays();
         let (evalsha, shared) = call.finish();
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
@@ -202,7 +204,8 @@ impl RedisStore {
         let eval: Rebuild = Rc::new(move || script_call::eval(&copy, shared, script));
         let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            waiter.deliver(on_reply(frame.as_ref().and_then(integers)));
+            let reply = on_reply(frame.as_ref().and_then(integers));
+            waiter.deliver(reply.unwrap_or_else(|| late.reply()));
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
@@ -257,10 +260,7 @@ impl RedisStore {
         let Some(local) = &self.local else {
             return true;
         };
-        !matches!(
-            local.record_spent(digest, expires_at_ms, now_ms),
-            Poll::Ready(false)
-        )
+        !matches!(local.record_spent(digest, expires_at_ms, now_ms), Ok(false))
     }
 
     /// Redis could not take this spend: write it later if the fallback
@@ -344,22 +344,51 @@ impl RedisStore {
     }
 }
 
-impl Store for Rc<RedisStore> {
-    fn check(&self, args: CheckArgs, monotonic_ms: u64, waiter: &mut NewWaiter) -> Poll<Checked> {
+impl RedisStore {
+    /// Asks Redis for `op`; a failure now is the caller's (`Down`, `Busy`),
+    /// a failure later is asked of `fallback` before the answer is
+    /// delivered.
+    pub fn ask(
+        &self,
+        op: Op,
+        subject: &Subject,
+        fallback: Option<ShmStore>,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
+        let late = Late::new(op, subject, fallback);
+        match op {
+            Op::Check { offence } => match subject.limit {
+                Some(limit) => self.check(subject, limit, offence, late, waiter),
+                // (The decision checks only where a limit is set.)
+                None => Poll::Ready(Reply::Checked(Checked::default())),
+            },
+            Op::Spend(solution) => self.spend(subject, solution, late, waiter),
+            Op::Strike => self.strike(subject.key, subject.rules, late, waiter),
+        }
+    }
+
+    fn check(
+        &self,
+        subject: &Subject,
+        limit: RateLimit,
+        offence: bool,
+        late: Late,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
+        let rules = subject.rules;
         // A block this node learnt from Redis holds without asking again
         // (blocked requests change nothing there): blocking stays cheap.
-        if let Some(standing) = self.known_block(args.key, args.rules, monotonic_ms) {
-            return Poll::Ready(Checked {
-                verdict: Default::default(),
+        if let Some(standing) = self.known_block(subject.key, rules, monotonic_ms()) {
+            return Poll::Ready(Reply::Checked(Checked {
                 standing,
-            });
+                ..Checked::default()
+            }));
         }
-        let tag = client_tag(args.key);
+        let tag = client_tag(subject.key);
         let tag = tag.as_bytes();
-        let limit = args.limit;
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
-        let remember = self.block_keeper(args.key, args.rules);
+        let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
         let (n, ms) = (limit.requests, limit.window_ms);
         // The layout client_tag() names (`<prefix>{<tag>}:w:<n>:<ms>` ...),
@@ -371,9 +400,9 @@ impl Store for Rc<RedisStore> {
             w.push(b'}');
             w.extend_from_slice(suffix);
         };
-        let [threshold, ttl, after, ban] = window::rules(args.rules);
+        let [threshold, ttl, after, ban] = window::rules(rules);
         // The exact log (`:w:`, a sorted set) or the counter (`:a:`, a hash).
-        let (script, sha, kind) = if args.approx {
+        let (script, sha, kind) = if subject.approx {
             (window::APPROX_SCRIPT, &self.approx_sha, b":a:")
         } else {
             (window::SLIDING_WINDOW_SCRIPT, &self.window_sha, b":w:")
@@ -397,33 +426,35 @@ impl Store for Rc<RedisStore> {
         .num(n.into())
         .num(ms)
         .push(|w| window::write_member(w, self.node_id, self.pid, seq))
-        .num(args.offence.into())
+        .num(offence.into())
         .num(threshold)
         .num(ttl)
         .num(after)
         .num(ban);
         // The tag alone hashes to the slot of every `{tag}` key (it holds no
         // braces: hex, or `#` and hex).
-        self.call_script(script, tag, call, waiter, move |reply| {
-            match reply.and_then(|r| window::verdict_from_reply(&r, limit).ok()) {
-                Some((verdict, standing)) => {
-                    remember(standing);
-                    Answer::Checked(Checked { verdict, standing })
-                }
-                None => Answer::Down,
-            }
+        self.call_script(script, tag, call, late, waiter, move |reply| {
+            let (verdict, standing) = window::verdict_from_reply(&reply?, limit).ok()?;
+            remember(standing);
+            // The script strikes a refused offence of an unblocked client.
+            let struck = offence
+                && !verdict.allowed
+                && standing.block == Block::Clear
+                && rules.strikes.is_some();
+            Some(Reply::Checked(Checked {
+                verdict,
+                standing,
+                struck,
+            }))
         })
     }
 
-    fn strike(
-        &self,
-        key: &[u8],
-        rules: RedRules,
-        monotonic_ms: u64,
-        waiter: &mut NewWaiter,
-    ) -> Poll<Standing> {
-        if let Some(standing) = self.known_block(key, rules, monotonic_ms) {
-            return Poll::Ready(standing);
+    fn strike(&self, key: &[u8], rules: RedRules, late: Late, waiter: &mut NewWaiter) -> Poll {
+        if let Some(standing) = self.known_block(key, rules, monotonic_ms()) {
+            return Poll::Ready(Reply::Struck(Struck {
+                standing,
+                struck: false,
+            }));
         }
         let tag = self.client_tag(key);
         let remember = self.block_keeper(key, rules);
@@ -441,21 +472,29 @@ impl Store for Rc<RedisStore> {
             window::STRIKE_SCRIPT,
             tag.as_bytes(),
             call,
+            late,
             waiter,
-            move |reply| match reply.and_then(|r| window::standing_from_reply(&r).ok()) {
-                Some(standing) => {
-                    remember(standing);
-                    Answer::Struck(standing)
-                }
-                None => Answer::Down,
+            move |reply| {
+                let standing = window::standing_from_reply(&reply?).ok()?;
+                remember(standing);
+                // The script strikes unless the client is blocked.
+                let struck = standing.block == Block::Clear && rules.strikes.is_some();
+                Some(Reply::Struck(Struck { standing, struck }))
             },
         )
     }
 
-    fn spend(&self, args: SpendArgs, now_ms: u64, _: u64, waiter: &mut NewWaiter) -> Poll<Spent> {
-        let spent_key = self.spent_key(args.digest, args.key);
-        let tag = self.client_tag(args.key);
-        let remember = self.block_keeper(args.key, args.rules);
+    fn spend(
+        &self,
+        subject: &Subject,
+        solution: Solution,
+        late: Late,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
+        let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
+        let spent_key = self.spent_key(&digest, subject.key);
+        let tag = self.client_tag(subject.key);
+        let remember = self.block_keeper(subject.key, subject.rules);
         let mut call = ScriptCall::new(&self.spend_sha, 3, 5);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         for suffix in [b":s", b":t"] {
@@ -464,50 +503,96 @@ impl Store for Rc<RedisStore> {
                 w.extend_from_slice(suffix);
             });
         }
-        call.num(args.expires_at_ms.saturating_sub(now_ms).max(1));
-        for rule in window::rules(args.rules) {
+        call.num(expires_at_ms.saturating_sub(now_ms).max(1));
+        for rule in window::rules(subject.rules) {
             call.num(rule);
         }
         let store = self.me.clone();
-        let (digest, expires_at_ms) = (*args.digest, args.expires_at_ms);
         let queued_key = spent_key.clone();
         let poll = self.call_script(
             window::SPEND_SCRIPT,
             spent_key.as_bytes(),
             call,
+            late,
             waiter,
             move |reply| {
                 let store = store.upgrade();
-                match reply.and_then(|r| window::spent_from_reply(&r).ok()) {
+                let spent = reply.and_then(|r| window::spent_from_reply(&r).ok());
+                let Some(spent) = spent else {
+                    // The fallback may spend it: write it to Redis later.
+                    if let Some(store) = store {
+                        store.queue_replay(&digest, queued_key, expires_at_ms);
+                    }
+                    return None;
+                };
+                Some(Reply::Spent(match spent {
                     // First in Redis, but maybe spent here while Redis was
                     // down (and not written to it yet, or dropped from the
                     // queue).
-                    Some(Spent::Accepted(standing)) => Answer::Spent(
+                    Spent::Accepted(standing) => {
                         match store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms))
                         {
                             true => Spent::Accepted(standing),
                             false => Spent::Replayed,
-                        },
-                    ),
-                    Some(Spent::Blocked(standing)) => {
-                        remember(standing);
-                        Answer::Spent(Spent::Blocked(standing))
-                    }
-                    Some(Spent::Replayed) => Answer::Spent(Spent::Replayed),
-                    None => {
-                        if let Some(store) = store {
-                            store.queue_replay(&digest, queued_key, expires_at_ms);
                         }
-                        Answer::Down
                     }
-                }
+                    Spent::Blocked(standing) => {
+                        remember(standing);
+                        Spent::Blocked(standing)
+                    }
+                    Spent::Replayed => Spent::Replayed,
+                }))
             },
         );
         // The zone decides it now (the fallback, or a busy Redis's stand-in):
         // written to Redis once it takes commands again.
         if let Poll::Down | Poll::Busy = poll {
-            self.queue_replay(args.digest, spent_key, args.expires_at_ms);
+            self.queue_replay(&digest, spent_key, expires_at_ms);
         }
         poll
+    }
+}
+
+/// A request's operation, kept to ask the fallback if Redis fails it late
+/// (the request's own memory may be gone by then: the key is copied).
+struct Late {
+    op: Op,
+    fallback: Option<(ShmStore, Copied)>,
+}
+
+/// A [`Subject`] that owns its key.
+struct Copied {
+    key: Vec<u8>,
+    limit: Option<RateLimit>,
+    approx: bool,
+    rules: RedRules,
+}
+
+impl Late {
+    fn new(op: Op, subject: &Subject, fallback: Option<ShmStore>) -> Self {
+        let copied = || Copied {
+            key: subject.key.to_vec(),
+            limit: subject.limit,
+            approx: subject.approx,
+            rules: subject.rules,
+        };
+        Late {
+            op,
+            fallback: fallback.map(|zone| (zone, copied())),
+        }
+    }
+
+    /// The fallback's answer now, or `Down` without one.
+    fn reply(self) -> Reply {
+        let Some((zone, copied)) = self.fallback else {
+            return Reply::Down;
+        };
+        let subject = Subject {
+            key: &copied.key,
+            limit: copied.limit,
+            approx: copied.approx,
+            rules: copied.rules,
+        };
+        zone.run(self.op, &subject, super::now())
     }
 }

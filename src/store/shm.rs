@@ -1,17 +1,18 @@
 //! Local mode: leaky buckets, circuit breakers and the replay cache in the
-//! shared zone.
+//! shared zone. The order of the steps is the core's
+//! (`pow_shield_core::store::run`); this file is the zone's tables under
+//! its lock: lookups, insertion that makes room, and expiry.
 //!
 //! Two clocks: buckets and breakers run on nginx's monotonic clock (a
 //! wall-clock step must not freeze them), spent records on the token's
 //! epoch time.
 
-use super::{CheckArgs, NewWaiter, Poll, SpendArgs, Store};
 use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
-use pow_shield_core::decision::Checked;
-use pow_shield_core::limiter::bucket;
-use pow_shield_core::limiter::strikes::{Block, RedRules, Standing};
-use pow_shield_core::limiter::{Spent, Verdict};
+use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::limiter::strikes::{Block, RedRules, Standing, StrikeState};
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::store::{self, NoRoom, Now, Op, Reply, Subject, Tables};
 
 /// Entries a request expires as it passes (as `limit_req` does).
 const EXPIRE_PER_REQUEST: usize = 2;
@@ -30,6 +31,31 @@ pub struct ShmStore {
 impl ShmStore {
     pub fn new(mcf: &MainConf) -> Option<Self> {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
+    }
+
+    /// Runs one operation under the zone's lock.
+    pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
+        self.zone.with_locked(|zone, alloc| {
+            // As a request passes it expires a few stale entries of the
+            // tables it uses.
+            match op {
+                Op::Check { .. } => {
+                    zone.buckets
+                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                    zone.strikes
+                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                }
+                Op::Spend(_) => {
+                    zone.strikes
+                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                    zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);
+                }
+                Op::Strike => zone
+                    .strikes
+                    .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST),
+            }
+            store::run(&mut Locked { zone, alloc, now }, op, subject, now)
+        })
     }
 
     /// The client's block, if the zone knows of one (no writes).
@@ -61,12 +87,18 @@ impl ShmStore {
     }
 
     /// Records a spend another store (Redis) accepted in the replay cache,
-    /// without touching strikes (they live in that store); `Ready(false)`
-    /// if the cache held it already.
-    pub fn record_spent(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> Poll<bool> {
+    /// without touching strikes (they live in that store); `Ok(false)` if
+    /// the cache held it already.
+    pub fn record_spent(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
         self.zone.with_locked(|zone, alloc| {
-            record_spent_locked(zone, alloc, &key, expires_at_ms, now_ms)
+            zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            record_spent(zone, alloc, &key, expires_at_ms, now_ms)
         })
     }
 
@@ -80,124 +112,93 @@ impl ShmStore {
     }
 }
 
-impl Store for ShmStore {
-    fn check(&self, args: CheckArgs, monotonic_ms: u64, _: &mut NewWaiter) -> Poll<Checked> {
+/// The zone's tables while its lock is held.
+struct Locked<'z> {
+    zone: &'z mut Zone,
+    alloc: &'z Allocator,
+    now: Now,
+}
+
+impl Tables for Locked<'_> {
+    fn bucket<R>(
+        &mut self,
+        key: &[u8],
+        limit: RateLimit,
+        f: impl FnOnce(&mut BucketState) -> (R, u64),
+    ) -> Result<R, NoRoom> {
         // Each distinct limit counts separately, like separate limit_req zones.
-        let limit = args.limit;
         let bucket_key = TableKey::new(&[
             &limit.requests.to_le_bytes(),
             &limit.window_ms.to_le_bytes(),
-            args.key,
+            key,
         ]);
-        let client = TableKey::new(&[args.key]);
-        self.zone.with_locked(|zone, alloc| {
-            zone.buckets.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
-            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
-            // Red first: a blocked client costs one lookup and writes nothing.
-            let mut standing = Standing::default();
-            if let Some(entry) = zone.strikes.find(&client) {
-                standing = entry.strikes().standing(args.rules, monotonic_ms);
-                if standing.block != Block::Clear {
-                    return Poll::Ready(Checked {
-                        verdict: Verdict::default(),
-                        standing,
-                    });
-                }
-            }
-            let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
-                Some(entry) => entry,
-                None => {
-                    let epoch_ms = crate::ffi::now_ms();
-                    match insert_making_room(zone, Zone::buckets_mut, &bucket_key, alloc, epoch_ms)
-                    {
-                        Some(entry) => entry,
-                        None => {
-                            zone.buckets_refused = zone.buckets_refused.wrapping_add(1);
-                            return full(zone, epoch_ms);
-                        }
+        let entry: *mut Entry = match self.zone.buckets.find(&bucket_key) {
+            Some(entry) => entry,
+            None => {
+                let epoch_ms = self.now.epoch_ms;
+                match insert_making_room(
+                    self.zone,
+                    Zone::buckets_mut,
+                    &bucket_key,
+                    self.alloc,
+                    epoch_ms,
+                ) {
+                    Some(entry) => entry,
+                    None => {
+                        self.zone.buckets_refused = self.zone.buckets_refused.wrapping_add(1);
+                        return Err(full(self.zone, epoch_ms));
                     }
                 }
-            };
-            // SAFETY: the entry is in the zone, locked for this closure.
-            let entry = unsafe { &mut *entry };
-            let verdict = bucket::admit(entry.bucket(), limit, monotonic_ms);
-            entry.expires_at_ms = monotonic_ms.saturating_add(verdict.reset_after_ms);
-            if !verdict.allowed && args.offence && args.rules.strikes.is_some() {
-                // A strike that finds no room is lost: forgetting one only
-                // forgives a client.
-                if let Some(struck) = strike_locked(zone, alloc, &client, args.rules, monotonic_ms)
-                {
-                    standing = struck;
-                }
             }
-            Poll::Ready(Checked { verdict, standing })
-        })
+        };
+        // SAFETY: the entry is in the zone, locked for as long as `self`.
+        let entry = unsafe { &mut *entry };
+        let (result, keep_until_ms) = f(entry.bucket());
+        entry.expires_at_ms = keep_until_ms;
+        Ok(result)
     }
 
-    fn strike(
-        &self,
+    fn breaker<R>(
+        &mut self,
         key: &[u8],
-        rules: RedRules,
-        monotonic_ms: u64,
-        _: &mut NewWaiter,
-    ) -> Poll<Standing> {
+        create: bool,
+        f: impl FnOnce(&mut StrikeState) -> R,
+    ) -> Result<Option<R>, NoRoom> {
         let client = TableKey::new(&[key]);
-        self.zone.with_locked(|zone, alloc| {
-            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
-            match strike_locked(zone, alloc, &client, rules, monotonic_ms) {
-                Some(standing) => Poll::Ready(standing),
-                None => full(zone, crate::ffi::now_ms()),
+        let entry = if create {
+            match breaker(self.zone, self.alloc, &client) {
+                Some(entry) => entry,
+                None => return Err(full(self.zone, self.now.epoch_ms)),
             }
-        })
+        } else {
+            match self.zone.strikes.find(&client) {
+                Some(entry) => entry,
+                None => return Ok(None),
+            }
+        };
+        let result = f(entry.strikes());
+        entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+        Ok(Some(result))
     }
 
-    fn spend(
-        &self,
-        args: SpendArgs,
-        now_ms: u64,
-        monotonic_ms: u64,
-        _: &mut NewWaiter,
-    ) -> Poll<Spent> {
-        let key = TableKey::new(&[args.digest]);
-        let client = TableKey::new(&[args.key]);
-        // One lock: the spend and the strike it takes back are one step.
-        self.zone.with_locked(|zone, alloc| {
-            zone.strikes.expire(alloc, monotonic_ms, EXPIRE_PER_REQUEST);
-            if let Some(entry) = zone.strikes.find(&client) {
-                let standing = entry.strikes().standing(args.rules, monotonic_ms);
-                if standing.block != Block::Clear {
-                    return Poll::Ready(Spent::Blocked(standing));
-                }
-            }
-            match record_spent_locked(zone, alloc, &key, args.expires_at_ms, now_ms) {
-                Poll::Ready(true) => {}
-                Poll::Ready(false) => return Poll::Ready(Spent::Replayed),
-                Poll::Full { retry_after_ms } => return Poll::Full { retry_after_ms },
-                Poll::Pending | Poll::Down | Poll::Busy => return Poll::Down,
-            }
-            let mut standing = Standing::default();
-            if let Some(entry) = zone.strikes.find(&client) {
-                entry.strikes().forgive(args.rules, monotonic_ms);
-                standing = entry.strikes().standing(args.rules, monotonic_ms);
-            }
-            Poll::Ready(Spent::Accepted(standing))
-        })
+    fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom> {
+        let key = TableKey::new(&[digest]);
+        record_spent(self.zone, self.alloc, &key, until_ms, now_ms)
     }
 }
 
 /// Marks `key` (a token digest) spent until `expires_at_ms` in the locked
-/// zone; `Ready(false)` if it already was.
-fn record_spent_locked(
+/// zone; `Ok(false)` if it already was.
+fn record_spent(
     zone: &mut Zone,
     alloc: &Allocator,
     key: &TableKey,
     expires_at_ms: u64,
     now_ms: u64,
-) -> Poll<bool> {
-    zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+) -> Result<bool, NoRoom> {
     if let Some(entry) = zone.spent.get(key) {
         if entry.expires_at_ms > now_ms {
-            return Poll::Ready(false);
+            return Ok(false);
         }
     }
     // An expired leftover is reused: that token can't verify any more.
@@ -209,28 +210,13 @@ fn record_spent_locked(
             // Not recorded, so not accepted: else it could be replayed.
             None => {
                 zone.spent_refused = zone.spent_refused.wrapping_add(1);
-                return full(zone, now_ms);
+                return Err(full(zone, now_ms));
             }
         },
     };
     // SAFETY: the entry is in the zone, locked by the caller.
     unsafe { (*entry).expires_at_ms = expires_at_ms };
-    Poll::Ready(true)
-}
-
-/// One strike for `client` in the locked zone; `None` if there is no room
-/// for a new breaker.
-fn strike_locked(
-    zone: &mut Zone,
-    alloc: &Allocator,
-    client: &TableKey,
-    rules: RedRules,
-    monotonic_ms: u64,
-) -> Option<Standing> {
-    let entry = breaker(zone, alloc, client)?;
-    let standing = entry.strikes().strike(rules, monotonic_ms);
-    entry.expires_at_ms = entry.strikes().forgotten_at_ms();
-    Some(standing)
+    Ok(true)
 }
 
 /// The breaker entry of `client` in the locked zone, made if missing;
@@ -285,12 +271,12 @@ fn insert_making_room(
 
 /// The answer when no room could be made: retry once the oldest spent
 /// record has expired.
-fn full<T>(zone: &mut Zone, epoch_ms: u64) -> Poll<T> {
+fn full(zone: &mut Zone, epoch_ms: u64) -> NoRoom {
     let (least, most) = FULL_RETRY_MS;
     let retry_after_ms = zone
         .spent
         .oldest_expires_at_ms()
         .map_or(least, |at| at.saturating_sub(epoch_ms))
         .clamp(least, most);
-    Poll::Full { retry_after_ms }
+    NoRoom { retry_after_ms }
 }

@@ -1,8 +1,11 @@
-//! The request decision (docs/operations.md, "How a request is decided") without nginx: given what the request
-//! carries and what the store answered, the next step. The access handler
-//! only carries steps out (ask a store, send a response), so every zone,
-//! fail policy, dry run, the spend order and the red-zone rules are tested
-//! here with a fake store (`tests.rs`).
+//! The request decision (docs/operations.md, "How a request is decided")
+//! without nginx, behind one entry point: [`Decision::next`] takes the
+//! store's reply to what it asked last and says what to do next: ask the
+//! store again ([`Next::Ask`]) or finish ([`Next::Done`], with everything
+//! the response, the headers, the variables, the metrics and the log need).
+//! The access handler only carries that out, so every zone, fail policy,
+//! dry run, the spend order and the breaker's rules are tested here, with
+//! the same loop against the in-memory store (`tests.rs`).
 //!
 //! The flow, top to bottom:
 //! key → (trap: strike → 404 | block) → check → red: block
@@ -22,7 +25,8 @@ pub use difficulty::DifficultyRule;
 
 use crate::limiter::strikes::{Block, RedRules, Standing};
 use crate::limiter::{RateLimit, Spent, Verdict};
-use crate::protocol::{Rejection, Solved, SPENT_MESSAGE, SPENT_STATUS};
+use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
+use crate::store::{Checked, Op, Reply, Solution, Struck};
 use crate::values::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
@@ -85,27 +89,7 @@ pub enum Carried {
     /// A solution that failed verification.
     Invalid(Rejection),
     /// A correct solution; it still has to be spent.
-    Valid(Solved),
-}
-
-/// A store's answer as the decision sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reply<T> {
-    Ready(T),
-    /// The store (Redis) is down and no fallback answered:
-    /// `pow_shield_fail` decides.
-    Down,
-    /// The zone could not hold the record even after eviction (it is full
-    /// of unexpired spent records).
-    Full,
-}
-
-/// The store's answer to a check: the limiter's verdict and the client's
-/// red-zone standing, from one round trip.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Checked {
-    pub verdict: Verdict,
-    pub standing: Standing,
+    Valid(Solution),
 }
 
 /// The response to send (the glue builds the bytes).
@@ -127,27 +111,42 @@ pub enum Answer {
     NotFound,
 }
 
-/// The next thing the handler does.
+/// What the handler does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Count the request; a refusal is a strike when `offence`.
-    Check { offence: bool },
-    /// Mark the solution spent.
-    Spend(Solved),
-    /// Record a strike and report the standing (a trap hit, a replay).
-    Strike,
+pub enum Next {
+    /// Ask the store, then call [`Decision::next`] with its reply.
+    Ask(Op),
     /// The decision is made.
-    End(End),
+    Done(Final),
 }
 
-/// A decision.
+/// A made decision, and what the request learnt on the way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct End {
+pub struct Final {
     pub outcome: Outcome,
     /// `None`: let the request through.
     pub answer: Option<Answer>,
-    /// Why, for the log line of a rejection.
+    /// Why, for the log line of a rejection (empty when passed).
     pub reason: &'static str,
+    /// The limiter's verdict, for the rate-limit headers (not while
+    /// blocked).
+    pub verdict: Option<Verdict>,
+    /// The client's breaker as the store last reported it.
+    pub standing: Option<Standing>,
+    /// A store recorded a strike for this request.
+    pub struck: bool,
+    /// A full zone's `Retry-After`.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl Final {
+    /// The difficulty of the challenge the answer sends, if it sends one.
+    pub fn difficulty(&self) -> Option<u8> {
+        match self.answer {
+            Some(Answer::Challenge { difficulty, .. }) => Some(difficulty),
+            _ => None,
+        }
+    }
 }
 
 /// The policy of the location that decides (resolved configuration).
@@ -166,74 +165,117 @@ pub struct Rules {
 pub struct Decision {
     rules: Rules,
     carried: Carried,
+    exempt: bool,
+    /// What was asked last, that the next reply answers.
+    asked: Option<Op>,
     /// What the check answered, for the challenge's difficulty.
     checked: Checked,
     /// The check admitted the request; a solution it carries is spent only
     /// to take back its challenge's strike.
     green: bool,
+    /// What the request learnt so far.
+    learnt: Final,
 }
 
 impl Decision {
-    pub fn new(rules: Rules, carried: Carried) -> Self {
+    /// `exempt`: the key is empty.
+    pub fn new(rules: Rules, carried: Carried, exempt: bool) -> Self {
         Self {
             rules,
             carried,
+            exempt,
+            asked: None,
             checked: Checked::default(),
             green: false,
+            learnt: Final {
+                outcome: Outcome::Pass,
+                answer: None,
+                reason: "",
+                verdict: None,
+                standing: None,
+                struck: false,
+                retry_after_ms: None,
+            },
         }
     }
 
-    /// The first step. `exempt`: the key is empty.
-    pub fn start(&self, exempt: bool) -> Step {
+    /// The next step: `reply` is the store's answer to the last
+    /// [`Next::Ask`] (`None` on the first call). `trusted` is the
+    /// `trusted=` value of `pow_shield_fail closed`, read only if needed.
+    pub fn next(&mut self, reply: Option<Reply>, trusted: impl FnOnce() -> bool) -> Next {
+        let asked = self.asked.take();
+        if let Some(Reply::Full { retry_after_ms }) = reply {
+            self.learnt.retry_after_ms = Some(retry_after_ms);
+        }
+        match (asked, reply) {
+            (None, _) => self.start(),
+            (Some(Op::Check { .. }), Some(reply)) => self.checked(reply, trusted),
+            (Some(Op::Spend(_)), Some(reply)) => self.spent(reply, trusted),
+            (Some(Op::Strike), Some(reply)) => self.struck(reply),
+            // Asked and not answered: the store failed it.
+            (Some(op), None) => {
+                self.asked = Some(op);
+                self.next(Some(Reply::Down), trusted)
+            }
+        }
+    }
+
+    fn ask(&mut self, op: Op) -> Next {
+        self.asked = Some(op);
+        Next::Ask(op)
+    }
+
+    fn start(&mut self) -> Next {
         if self.rules.trap {
             // A trap has nothing to serve, even to an allow-listed client;
             // only the strike is spared.
-            if exempt || self.rules.red.strikes.is_none() {
+            if self.exempt || self.rules.red.strikes.is_none() {
                 return self.reject(Outcome::Trap, Answer::NotFound, "trap");
             }
-            return Step::Strike;
+            return self.ask(Op::Strike);
         }
-        if exempt {
-            return pass(Outcome::Exempt);
+        if self.exempt {
+            return self.pass(Outcome::Exempt);
         }
         if self.rules.limit.is_none() {
-            return pass(Outcome::Pass);
+            return self.pass(Outcome::Pass);
         }
-        Step::Check {
-            offence: !matches!(self.carried, Carried::Valid(_)),
-        }
+        let offence = !matches!(self.carried, Carried::Valid(_));
+        self.ask(Op::Check { offence })
     }
 
     /// After the check: red, green or yellow.
-    pub fn checked(&mut self, reply: Reply<Checked>, trusted: impl FnOnce() -> bool) -> Step {
+    fn checked(&mut self, reply: Reply, trusted: impl FnOnce() -> bool) -> Next {
         let checked = match reply {
-            Reply::Ready(checked) => checked,
+            Reply::Checked(checked) => checked,
             // A zone full of unexpired spent records cannot count a new
             // client: passing it uncounted would switch the limiter off
             // (and let a replayed token through as green).
-            Reply::Full => return self.full(full_zone!("request not counted")),
-            Reply::Down => return self.down(Outcome::Pass, trusted),
+            Reply::Full { .. } => return self.full(full_zone!("request not counted")),
+            _ => return self.down(Outcome::Pass, trusted),
         };
         self.checked = checked;
-        if let Some(step) = self.red(checked.standing.block) {
-            return step;
+        self.learnt.standing = Some(checked.standing);
+        self.learnt.struck |= checked.struck;
+        if let Some(next) = self.red(checked.standing.block) {
+            return next;
         }
+        self.learnt.verdict = Some(checked.verdict);
         if checked.verdict.allowed {
             // Paid, but a slot freed while the client solved: the request
             // counts as green, and spending the solution takes back the
             // strike its 429 recorded (a replay just passes: it is green).
-            if let Carried::Valid(solved) = self.carried {
+            if let Carried::Valid(solution) = self.carried {
                 self.green = true;
-                return Step::Spend(solved);
+                return self.ask(Op::Spend(solution));
             }
-            return pass(Outcome::Pass);
+            return self.pass(Outcome::Pass);
         }
         match self.carried {
-            Carried::Nothing => self.reject(
-                Outcome::Challenge,
-                self.challenge(429, None),
-                "over the limit, challenge sent",
-            ),
+            Carried::Nothing => {
+                let answer = self.challenge(429, None);
+                self.reject(Outcome::Challenge, answer, "over the limit, challenge sent")
+            }
             Carried::Invalid(rejection) => {
                 let (status, message) = (rejection.status(), rejection.message());
                 let answer = if rejection.wants_fresh_challenge() {
@@ -243,53 +285,62 @@ impl Decision {
                 };
                 self.reject(Outcome::Invalid, answer, rejection.reason())
             }
-            Carried::Valid(solved) => Step::Spend(solved),
+            Carried::Valid(solution) => self.ask(Op::Spend(solution)),
         }
     }
 
     /// After spending: the solution admits the request once (and took
     /// back a strike). A solution that cannot be recorded is not accepted;
     /// a client blocked meanwhile spent nothing.
-    pub fn spent(&self, reply: Reply<Spent>, trusted: impl FnOnce() -> bool) -> Step {
-        if let Reply::Ready(Spent::Blocked(standing)) = reply {
-            if let Some(step) = self.red(standing.block) {
-                return step;
+    fn spent(&mut self, reply: Reply, trusted: impl FnOnce() -> bool) -> Next {
+        if let Reply::Spent(Spent::Accepted(standing) | Spent::Blocked(standing)) = reply {
+            self.learnt.standing = Some(standing);
+        }
+        if let Reply::Spent(Spent::Blocked(standing)) = reply {
+            if let Some(next) = self.red(standing.block) {
+                return next;
             }
         }
         if self.green {
-            return pass(Outcome::Pass);
+            return self.pass(Outcome::Pass);
         }
         match reply {
-            Reply::Ready(Spent::Accepted(_)) => pass(Outcome::Solved),
+            Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
             // A replay is an offence: strike, then answer 409.
-            Reply::Ready(Spent::Replayed) if self.rules.red.strikes.is_some() => Step::Strike,
-            Reply::Ready(Spent::Replayed | Spent::Blocked(_)) => self.replayed(),
-            Reply::Full => self.full(full_zone!("solution not recorded")),
-            Reply::Down => self.down(Outcome::Solved, trusted),
+            Reply::Spent(Spent::Replayed) if self.rules.red.strikes.is_some() => {
+                self.ask(Op::Strike)
+            }
+            Reply::Spent(_) => self.replayed(),
+            Reply::Full { .. } => self.full(full_zone!("solution not recorded")),
+            _ => self.down(Outcome::Solved, trusted),
         }
     }
 
     /// After a strike: a trap answers 404, or the block if the client was
     /// blocked; a replayed solution gets its 409 whatever the strike says.
-    pub fn struck(&self, reply: Reply<Standing>) -> Step {
+    fn struck(&mut self, reply: Reply) -> Next {
+        if let Reply::Struck(Struck { standing, struck }) = reply {
+            self.learnt.standing = Some(standing);
+            self.learnt.struck |= struck;
+            if self.rules.trap {
+                if let Some(next) = self.red(standing.block) {
+                    return next;
+                }
+            }
+        }
         if !self.rules.trap {
             return self.replayed();
-        }
-        if let Reply::Ready(standing) = reply {
-            if let Some(step) = self.red(standing.block) {
-                return step;
-            }
         }
         self.reject(Outcome::Trap, Answer::NotFound, "trap")
     }
 
-    fn replayed(&self) -> Step {
+    fn replayed(&mut self) -> Next {
         let answer = self.challenge(SPENT_STATUS, Some(SPENT_MESSAGE));
         self.reject(Outcome::Invalid, answer, "spent")
     }
 
     /// The red zone: blocked clients get the cheap answer and nothing else.
-    fn red(&self, block: Block) -> Option<Step> {
+    fn red(&mut self, block: Block) -> Option<Next> {
         let (outcome, reason) = match block {
             Block::Clear => return None,
             Block::Blocked => (Outcome::Blocked, "circuit breaker open, blocked"),
@@ -299,25 +350,27 @@ impl Decision {
     }
 
     /// The zone had no room: refused, never passed (docs/operations.md, "Sizing the zone").
-    fn full(&self, what: &'static str) -> Step {
+    fn full(&mut self, what: &'static str) -> Next {
         self.reject(Outcome::Unavailable, Answer::Unavailable, what)
     }
 
     /// The store is down: `pow_shield_fail` (the `local` fallback was
     /// already tried by the store chain).
-    fn down(&self, admitted: Outcome, trusted: impl FnOnce() -> bool) -> Step {
+    fn down(&mut self, admitted: Outcome, trusted: impl FnOnce() -> bool) -> Next {
         match self.rules.fail {
             FailPolicy::Closed if !trusted() => self.reject(
                 Outcome::Unavailable,
                 Answer::Unavailable,
                 "rate limiter store unavailable, refused (pow_shield_fail closed)",
             ),
-            _ => pass(admitted),
+            _ => self.pass(admitted),
         }
     }
 
     fn challenge(&self, status: u16, error: Option<&'static str>) -> Answer {
-        let Checked { verdict, standing } = self.checked;
+        let Checked {
+            verdict, standing, ..
+        } = self.checked;
         let limit = self.rules.limit.map_or(1, |l| l.requests);
         Answer::Challenge {
             status,
@@ -330,26 +383,18 @@ impl Decision {
     }
 
     /// A rejection; in a dry run it is decided and logged, not enforced.
-    fn reject(&self, outcome: Outcome, answer: Answer, reason: &'static str) -> Step {
-        Step::End(End {
-            outcome,
-            answer: (!self.rules.dry_run).then_some(answer),
-            reason,
-        })
+    fn reject(&mut self, outcome: Outcome, answer: Answer, reason: &'static str) -> Next {
+        self.finish(outcome, (!self.rules.dry_run).then_some(answer), reason)
     }
-}
 
-impl End {
-    /// Let the request through.
-    pub fn pass(outcome: Outcome) -> End {
-        End {
-            outcome,
-            answer: None,
-            reason: "",
-        }
+    fn pass(&mut self, outcome: Outcome) -> Next {
+        self.finish(outcome, None, "")
     }
-}
 
-fn pass(outcome: Outcome) -> Step {
-    Step::End(End::pass(outcome))
+    fn finish(&mut self, outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> Next {
+        self.learnt.outcome = outcome;
+        self.learnt.answer = answer;
+        self.learnt.reason = reason;
+        Next::Done(self.learnt)
+    }
 }

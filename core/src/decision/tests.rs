@@ -2,12 +2,9 @@
 //! the shared-memory store runs) and a driver that does what the handler
 //! does with each step.
 
-use std::collections::{HashMap, HashSet};
-
 use super::*;
-use crate::limiter::bucket::{self, BucketState};
-use crate::limiter::strikes::{StrikeRule, StrikeState};
-use crate::limiter::Spent;
+use crate::limiter::strikes::StrikeRule;
+use crate::store::{MemoryStore, Subject};
 
 const LIMIT_2: RateLimit = RateLimit {
     requests: 2,
@@ -31,120 +28,72 @@ fn rules() -> Rules {
     }
 }
 
-fn solved(n: u8) -> Solved {
-    Solved {
+fn solution(n: u8) -> Solution {
+    Solution {
         digest: [n; 32],
-        difficulty: 4,
-        issued_at_ms: 60_000,
-        expires_at_ms: Some(120_000),
+        spent_until_ms: 120_000,
     }
 }
 
-const VALID: fn(u8) -> Carried = |n| Carried::Valid(solved(n));
+const VALID: fn(u8) -> Carried = |n| Carried::Valid(solution(n));
 const WRONG: Carried = Carried::Invalid(Rejection::WrongSolution);
 
-/// An in-memory store; `down` answers like a dead Redis without fallback,
-/// `full` like a zone with no room.
+/// The in-memory store (the same order of steps as the zone's) and the
+/// request loop every handler runs: next → ask → next … → done.
 #[derive(Default)]
 struct FakeStore {
-    buckets: HashMap<&'static str, BucketState>,
-    strikes: HashMap<&'static str, StrikeState>,
-    spent: HashSet<[u8; 32]>,
-    down: bool,
-    full: bool,
-    now: u64,
-    /// Store operations, in order.
-    calls: Vec<&'static str>,
+    store: MemoryStore,
 }
 
 impl FakeStore {
-    fn check(&mut self, key: &'static str, rules: &Rules, offence: bool) -> Reply<Checked> {
-        self.calls.push("check");
-        if self.down {
-            return Reply::Down;
-        }
-        let strikes = self.strikes.entry(key).or_default();
-        let standing = strikes.standing(rules.red, self.now);
-        if standing.block != Block::Clear {
-            return Reply::Ready(Checked {
-                verdict: Verdict::default(),
-                standing,
-            });
-        }
-        let limit = rules.limit.unwrap_or(LIMIT_2);
-        let verdict = bucket::admit(self.buckets.entry(key).or_default(), limit, self.now);
-        let standing = if !verdict.allowed && offence {
-            strikes.strike(rules.red, self.now)
-        } else {
-            standing
+    /// Runs one request; `trusted` is the value of `pow_shield_fail closed
+    /// trusted=`.
+    fn request(
+        &mut self,
+        key: &'static str,
+        rules: Rules,
+        carried: Carried,
+        trusted: bool,
+    ) -> Final {
+        let subject = Subject {
+            key: key.as_bytes(),
+            limit: rules.limit,
+            approx: false,
+            rules: rules.red,
         };
-        Reply::Ready(Checked { verdict, standing })
-    }
-
-    fn spend(&mut self, key: &'static str, rules: &Rules, solved: &Solved) -> Reply<Spent> {
-        self.calls.push("spend");
-        if self.down {
-            return Reply::Down;
-        }
-        let strikes = self.strikes.entry(key).or_default();
-        let standing = strikes.standing(rules.red, self.now);
-        if standing.block != Block::Clear {
-            return Reply::Ready(Spent::Blocked(standing));
-        }
-        if self.spent.contains(&solved.digest) {
-            return Reply::Ready(Spent::Replayed);
-        }
-        if self.full {
-            return Reply::Full;
-        }
-        self.spent.insert(solved.digest);
-        strikes.forgive(rules.red, self.now);
-        Reply::Ready(Spent::Accepted(strikes.standing(rules.red, self.now)))
-    }
-
-    fn strike(&mut self, key: &'static str, rules: &Rules) -> Reply<Standing> {
-        self.calls.push("strike");
-        if self.down {
-            return Reply::Down;
-        }
-        Reply::Ready(
-            self.strikes
-                .entry(key)
-                .or_default()
-                .strike(rules.red, self.now),
-        )
-    }
-
-    /// Runs one request the way the handler does; `trusted` is the value of
-    /// `pow_shield_fail closed trusted=`.
-    fn request(&mut self, key: &'static str, rules: Rules, carried: Carried, trusted: bool) -> End {
-        let mut decision = Decision::new(rules, carried);
-        let mut step = decision.start(key.is_empty());
+        let mut decision = Decision::new(rules, carried, key.is_empty());
+        let mut reply = None;
         loop {
-            step = match step {
-                Step::Check { offence } => {
-                    let reply = self.check(key, &rules, offence);
-                    decision.checked(reply, || trusted)
-                }
-                Step::Spend(solved) => {
-                    let reply = self.spend(key, &rules, &solved);
-                    decision.spent(reply, || trusted)
-                }
-                Step::Strike => {
-                    let reply = self.strike(key, &rules);
-                    decision.struck(reply)
-                }
-                Step::End(end) => return end,
+            match decision.next(reply, || trusted) {
+                Next::Ask(op) => reply = Some(self.store.ask(op, &subject)),
+                Next::Done(done) => return done,
             }
         }
     }
 
-    fn get(&mut self, key: &'static str, carried: Carried) -> End {
+    fn get(&mut self, key: &'static str, carried: Carried) -> Final {
         self.request(key, rules(), carried, false)
+    }
+
+    /// The operations asked so far, by name.
+    fn calls(&self) -> Vec<&'static str> {
+        self.store
+            .calls
+            .iter()
+            .map(|op| match op {
+                Op::Check { .. } => "check",
+                Op::Spend(_) => "spend",
+                Op::Strike => "strike",
+            })
+            .collect()
+    }
+
+    fn strikes(&self, key: &str) -> u32 {
+        self.store.strikes(key.as_bytes())
     }
 }
 
-fn status(end: &End) -> u16 {
+fn status(end: &Final) -> u16 {
     match end.answer {
         None => 200,
         Some(Answer::Challenge { status, .. } | Answer::Error { status, .. }) => status,
@@ -164,7 +113,7 @@ fn statuses(store: &mut FakeStore, key: &'static str, carried: Carried, n: usize
 fn green_requests_pass_with_one_check_each() {
     let mut s = FakeStore::default();
     assert_eq!(statuses(&mut s, "a", Carried::Nothing, 2), [200, 200]);
-    assert_eq!(s.calls, ["check", "check"]);
+    assert_eq!(s.calls(), ["check", "check"]);
 }
 
 #[test]
@@ -172,7 +121,7 @@ fn an_empty_key_is_exempt_and_asks_no_store() {
     let mut s = FakeStore::default();
     let end = s.get("", Carried::Nothing);
     assert_eq!(end.outcome, Outcome::Exempt);
-    assert!(s.calls.is_empty());
+    assert!(s.calls().is_empty());
 }
 
 #[test]
@@ -196,7 +145,7 @@ fn under_the_limit_a_wrong_solution_is_ignored() {
     let mut s = FakeStore::default();
     let end = s.get("a", WRONG);
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
-    assert_eq!(s.calls, ["check"]);
+    assert_eq!(s.calls(), ["check"]);
 }
 
 #[test]
@@ -204,16 +153,16 @@ fn under_the_limit_a_valid_solution_is_spent_to_take_back_its_strike() {
     // Paid, but a slot freed while the client solved.
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 3);
-    assert_eq!(s.strikes["a"].strikes, 1);
-    s.now = 60_000;
+    assert_eq!(s.strikes("a"), 1);
+    s.store.at(60_000);
     let end = s.get("a", VALID(1));
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
-    assert_eq!(s.strikes["a"].strikes, 0);
-    assert!(s.spent.contains(&[1; 32]));
+    assert_eq!(s.strikes("a"), 0);
+    assert!(s.store.spent.contains_key(&[1; 32]));
     // Spent already: still green, and no strike.
     let end = s.get("a", VALID(1));
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
-    assert_eq!(s.strikes["a"].strikes, 0);
+    assert_eq!(s.strikes("a"), 0);
 }
 
 #[test]
@@ -231,10 +180,10 @@ fn over_the_limit_a_valid_solution_is_spent_once() {
 fn a_wrong_solution_is_refused_before_the_replay_store_is_touched() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 2);
-    s.calls.clear();
+    s.store.calls.clear();
     let end = s.get("a", WRONG);
     assert_eq!(status(&end), 422);
-    assert_eq!(s.calls, ["check"], "no spend, no second round trip");
+    assert_eq!(s.calls(), ["check"], "no spend, no second round trip");
 }
 
 #[test]
@@ -260,10 +209,9 @@ fn every_verification_failure_has_the_spec_status_and_fresh_challenge_rule() {
 /* fail policies */
 
 fn down_store() -> FakeStore {
-    FakeStore {
-        down: true,
-        ..FakeStore::default()
-    }
+    let mut s = FakeStore::default();
+    s.store.down = true;
+    s
 }
 
 fn with_fail(fail: FailPolicy) -> Rules {
@@ -287,8 +235,18 @@ fn fail_closed_refuses_with_503_unless_trusted() {
 
 #[test]
 fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
-    let mut decision = Decision::new(rules(), Carried::Nothing);
-    let end = end_of(decision.checked(Reply::Full, || false));
+    let mut decision = Decision::new(rules(), Carried::Nothing, false);
+    assert_eq!(
+        decision.next(None, || false),
+        Next::Ask(Op::Check { offence: true })
+    );
+    let end = done(decision.next(
+        Some(Reply::Full {
+            retry_after_ms: 5_000,
+        }),
+        || false,
+    ));
+    assert_eq!(end.retry_after_ms, Some(5_000));
     assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
 }
 
@@ -296,23 +254,42 @@ fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
 fn a_solution_that_cannot_be_recorded_is_not_accepted() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 2);
-    s.full = true;
+    s.store.full = true;
     let end = s.get("a", VALID(1));
     assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
 }
 
 #[test]
 fn a_store_down_while_spending_follows_the_fail_policy() {
-    let mut decision = Decision::new(with_fail(FailPolicy::Closed), VALID(1));
-    assert_eq!(status(&end_of(decision.spent(Reply::Down, || false))), 503);
-    decision = Decision::new(with_fail(FailPolicy::Open), VALID(1));
-    let end = end_of(decision.spent(Reply::Down, || false));
+    // The check answers, the spend finds Redis gone (and no fallback).
+    let spend_down = |fail| {
+        let mut s = FakeStore::default();
+        statuses(&mut s, "a", Carried::Nothing, 2);
+        let mut decision = Decision::new(with_fail(fail), VALID(1), false);
+        let subject = Subject {
+            key: b"a",
+            limit: rules().limit,
+            approx: false,
+            rules: rules().red,
+        };
+        let Next::Ask(check) = decision.next(None, || false) else {
+            panic!("a check first");
+        };
+        let checked = s.store.ask(check, &subject);
+        assert_eq!(
+            decision.next(Some(checked), || false),
+            Next::Ask(Op::Spend(solution(1)))
+        );
+        done(decision.next(Some(Reply::Down), || false))
+    };
+    assert_eq!(status(&spend_down(FailPolicy::Closed)), 503);
+    let end = spend_down(FailPolicy::Open);
     assert_eq!((status(&end), end.outcome), (200, Outcome::Solved));
 }
 
-fn end_of(step: Step) -> End {
-    match step {
-        Step::End(end) => end,
+fn done(next: Next) -> Final {
+    match next {
+        Next::Done(end) => end,
         other => panic!("expected an end, got {other:?}"),
     }
 }
@@ -326,7 +303,7 @@ fn dry_run_decides_and_counts_but_never_rejects() {
         ..rules()
     };
     let mut s = FakeStore::default();
-    let ends: Vec<End> = (0..10)
+    let ends: Vec<Final> = (0..10)
         .map(|_| s.request("a", dry, Carried::Nothing, false))
         .collect();
     assert!(ends.iter().all(|e| e.answer.is_none()));
@@ -357,11 +334,11 @@ fn the_sixth_offence_is_blocked_and_the_five_before_are_429() {
 fn a_blocked_client_is_blocked_under_its_limit_too_and_adds_no_strikes() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 7);
-    s.now = 59_000;
+    s.store.at(59_000);
     // The bucket has drained; the breaker still holds.
     assert_eq!(statuses(&mut s, "a", Carried::Nothing, 3), [403, 403, 403]);
-    assert_eq!(s.strikes["a"].strikes, 5);
-    s.now = 60_000;
+    assert_eq!(s.strikes("a"), 5);
+    s.store.at(60_000);
     assert_eq!(status(&s.get("a", Carried::Nothing)), 200);
 }
 
@@ -372,7 +349,7 @@ fn wrong_solutions_count_as_strikes_and_a_blocked_request_spends_nothing() {
     assert_eq!(statuses(&mut s, "a", WRONG, 5), [422; 5]);
     assert_eq!(status(&s.get("a", VALID(9))), 403);
     assert!(
-        s.spent.is_empty(),
+        s.store.spent.is_empty(),
         "the solution stays usable by another client"
     );
     statuses(&mut s, "b", Carried::Nothing, 2);
@@ -384,10 +361,10 @@ fn a_replayed_solution_is_a_strike() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 2);
     s.get("a", VALID(1));
-    s.calls.clear();
+    s.store.calls.clear();
     assert_eq!(status(&s.get("a", VALID(1))), 409);
-    assert_eq!(s.calls, ["check", "spend", "strike"]);
-    assert_eq!(s.strikes["a"].strikes, 1);
+    assert_eq!(s.calls(), ["check", "spend", "strike"]);
+    assert_eq!(s.strikes("a"), 1);
 }
 
 #[test]
@@ -397,7 +374,7 @@ fn a_valid_solution_is_not_a_strike() {
     for n in 0..10 {
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
-    assert_eq!(s.strikes["a"].strikes, 0);
+    assert_eq!(s.strikes("a"), 0);
 }
 
 /// One challenge and its payment: the 429, then the solved request.
@@ -413,12 +390,12 @@ fn a_client_that_pays_every_challenge_is_never_blocked() {
     // 50 paid requests within a minute (the bucket frees a slot every
     // 30 s: then the request is green).
     for n in 0..50 {
-        s.now = u64::from(n) * 1_000;
+        s.store.at(u64::from(n) * 1_000);
         let (challenge, paid) = pay(&mut s, n);
         assert!(matches!(challenge, 429 | 200), "request {n}: {challenge}");
         assert_eq!(paid, 200, "paid request {n}");
     }
-    assert_eq!(s.strikes["a"].strikes, 0);
+    assert_eq!(s.strikes("a"), 0);
 }
 
 #[test]
@@ -431,7 +408,7 @@ fn n_minus_one_challenges_in_flight_each_paid_never_block() {
         for n in 0..4 {
             assert_eq!(status(&s.get("a", VALID(round * 4 + n))), 200);
         }
-        assert_eq!(s.strikes["a"].strikes, 0, "round {round}");
+        assert_eq!(s.strikes("a"), 0, "round {round}");
     }
 }
 
@@ -459,7 +436,7 @@ fn a_wrong_answer_per_paid_challenge_still_blocks() {
         assert_eq!(status(&s.get("a", WRONG)), 422);
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
-    assert_eq!(s.strikes["a"].strikes, 3);
+    assert_eq!(s.strikes("a"), 3);
     assert_eq!(status(&s.get("a", Carried::Nothing)), 429);
     assert_eq!(status(&s.get("a", WRONG)), 422, "the 5th strike");
     assert_eq!(status(&s.get("a", VALID(9))), 403, "paying now is too late");
@@ -478,15 +455,28 @@ fn a_replay_strike_is_never_taken_back_by_the_replay() {
 fn a_client_blocked_between_check_and_spend_spends_nothing() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Carried::Nothing, 2);
-    let mut decision = Decision::new(rules(), VALID(7));
-    let step = decision.checked(s.check("a", &rules(), false), || false);
-    assert_eq!(step, Step::Spend(solved(7)));
+    let subject = Subject {
+        key: b"a",
+        limit: rules().limit,
+        approx: false,
+        rules: rules().red,
+    };
+    let mut decision = Decision::new(rules(), VALID(7), false);
+    let Next::Ask(check) = decision.next(None, || false) else {
+        panic!("a check first");
+    };
+    let checked = s.store.ask(check, &subject);
+    let spend = decision.next(Some(checked), || false);
+    assert_eq!(spend, Next::Ask(Op::Spend(solution(7))));
     // Meanwhile other requests of the client open the breaker.
     statuses(&mut s, "a", Carried::Nothing, 5);
-    let end = end_of(decision.spent(s.spend("a", &rules(), &solved(7)), || false));
+    let Next::Ask(spend) = spend else {
+        unreachable!()
+    };
+    let end = done(decision.next(Some(s.store.ask(spend, &subject)), || false));
     assert_eq!((status(&end), end.outcome), (403, Outcome::Blocked));
-    assert!(s.spent.is_empty());
-    assert_eq!(s.strikes["a"].strikes, 5);
+    assert!(s.store.spent.is_empty());
+    assert_eq!(s.strikes("a"), 5);
 }
 
 #[test]
@@ -513,7 +503,7 @@ fn trap() -> Rules {
 #[test]
 fn a_trap_answers_404_with_a_strike_and_blocks_the_sixth_hit() {
     let mut s = FakeStore::default();
-    let hits: Vec<End> = (0..7)
+    let hits: Vec<Final> = (0..7)
         .map(|_| s.request("a", trap(), Carried::Nothing, false))
         .collect();
     let got: Vec<u16> = hits.iter().map(status).collect();
@@ -532,7 +522,7 @@ fn a_trap_with_strikes_off_only_answers_404() {
     };
     let end = s.request("a", off, Carried::Nothing, false);
     assert_eq!(status(&end), 404);
-    assert!(s.calls.is_empty());
+    assert!(s.calls().is_empty());
 }
 
 #[test]
@@ -540,7 +530,7 @@ fn a_trap_answers_an_exempt_client_404_without_a_strike() {
     let mut s = FakeStore::default();
     let end = s.request("", trap(), Carried::Nothing, false);
     assert_eq!((status(&end), end.outcome), (404, Outcome::Trap));
-    assert!(s.calls.is_empty());
+    assert!(s.calls().is_empty());
 }
 
 #[test]
@@ -568,11 +558,11 @@ fn a_ban_follows_k_openings_and_answers_banned() {
             .last()
     };
     offend(&mut s, 8);
-    s.now = 61_000;
+    s.store.at(61_000);
     let end = offend(&mut s, 8).unwrap();
     assert_eq!(end.outcome, Outcome::Banned);
     assert_eq!(end.answer, Some(Answer::Block(Block::Banned)));
-    s.now = 661_000;
+    s.store.at(661_000);
     assert_eq!(
         status(&s.request("a", banning, Carried::Nothing, false)),
         200,

@@ -15,8 +15,8 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
-use crate::decision::{End, Outcome};
-use crate::limiter::strikes::{RedRules, Tripped};
+use crate::decision::{Final, Outcome};
+use crate::limiter::strikes::Tripped;
 
 /// `result` label values of `pow_shield_requests_total`, in slot order.
 pub const RESULTS: [&str; 9] = [
@@ -119,7 +119,6 @@ impl Default for Slot {
 }
 
 impl Slot {
-
     fn add(&self, at: usize, n: u64) {
         if let Some(c) = self.0.get(at) {
             c.fetch_add(n, Relaxed);
@@ -199,7 +198,7 @@ fn result_index(outcome: Outcome) -> usize {
 /// What one shielded request did, as its decision ended.
 #[derive(Clone, Copy, Debug)]
 pub struct Decided {
-    pub end: End,
+    pub end: Final,
     /// The request was sent to a `pow_shield_trap` location.
     pub trap: bool,
     /// A store recorded a strike for it.
@@ -209,6 +208,16 @@ pub struct Decided {
 }
 
 impl Decided {
+    /// A decision as the store reported it: its strike, what it set off.
+    pub fn new(end: Final, trap: bool) -> Self {
+        Decided {
+            end,
+            trap,
+            struck: end.struck,
+            tripped: end.standing.and_then(|s| s.tripped),
+        }
+    }
+
     /// The counters this request adds one to.
     pub fn counters(&self) -> impl Iterator<Item = usize> {
         let end = self.end;
@@ -233,18 +242,6 @@ impl Decided {
         .into_iter()
         .flatten()
     }
-}
-
-/// Whether a check recorded a strike: an offence refused by the limiter
-/// while the breaker was closed and strikes are on (docs/directives.md,
-/// "pow_shield_strikes").
-pub fn check_struck(offence: bool, allowed: bool, blocked: bool, rules: RedRules) -> bool {
-    offence && !allowed && !blocked && rules.strikes.is_some()
-}
-
-/// Whether a strike operation recorded one: a blocked client's add nothing.
-pub fn strike_struck(blocked: bool, rules: RedRules) -> bool {
-    !blocked && rules.strikes.is_some()
 }
 
 /* this worker's slot */

@@ -1,0 +1,244 @@
+//! What a store is asked and what it answers (docs/operations.md, "How a
+//! request is decided"), and the one real order in which a store that keeps
+//! its state as tables (the nginx zone, the in-memory store of the tests)
+//! checks, spends and strikes.
+//!
+//! Three operations, one vocabulary: [`Op::Check`] → [`Reply::Checked`],
+//! [`Op::Spend`] → [`Reply::Spent`], [`Op::Strike`] → [`Reply::Struck`];
+//! a failure is [`Reply::Down`] (the store is unavailable: the fallback
+//! chain, then `pow_shield_fail`, decide) or [`Reply::Full`] (no room even
+//! after eviction, with the `Retry-After` to answer). Redis runs the same
+//! steps in its scripts (`limiter::window`).
+//!
+//! The functions here are written once over [`Tables`]: a table store
+//! supplies lookups, insertion (making room itself) and the expiry of what
+//! it keeps; the order of the steps, and what is written when, lives here.
+
+mod memory;
+#[cfg(test)]
+mod tests;
+
+pub use memory::MemoryStore;
+
+use crate::limiter::bucket;
+use crate::limiter::strikes::{Block, RedRules, Standing, StrikeState};
+use crate::limiter::{RateLimit, Spent, Verdict};
+
+/// A solution the request carries, ready to be spent: its token's digest
+/// and until when the spent record must be kept (epoch ms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Solution {
+    pub digest: [u8; 32],
+    pub spent_until_ms: u64,
+}
+
+/// One store operation of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Count the request against its limit and read the client's breaker;
+    /// a refusal is a strike when `offence`.
+    Check { offence: bool },
+    /// Mark the solution spent and take back one strike of the client.
+    Spend(Solution),
+    /// Record a strike (a trap hit, a replay).
+    Strike,
+}
+
+/// What a check found: the limiter's verdict and the client's breaker,
+/// from one round trip.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    pub standing: Standing,
+    /// The check recorded a strike (a refused offence of an unblocked
+    /// client, strikes on).
+    pub struck: bool,
+}
+
+/// What a strike found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Struck {
+    pub standing: Standing,
+    /// A strike was recorded (not while blocked, not with strikes off).
+    pub struck: bool,
+}
+
+/// A store's answer to an [`Op`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Checked(Checked),
+    Spent(Spent),
+    Struck(Struck),
+    /// The store is unavailable and no fallback answered.
+    Down,
+    /// No room to record this, even after eviction (the zone is full of
+    /// unexpired spent records): refused with 503 and this `Retry-After`,
+    /// never passed, or a solution could be replayed.
+    Full {
+        retry_after_ms: u64,
+    },
+}
+
+/// The request's facts an operation needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Subject<'a> {
+    /// The client key (never empty: an empty key is exempt).
+    pub key: &'a [u8],
+    /// The location's limit (a trap may have none: a check passes).
+    pub limit: Option<RateLimit>,
+    /// Count with the approximate sliding-window counter (Redis only).
+    pub approx: bool,
+    pub rules: RedRules,
+}
+
+/// The two clocks of a store: buckets and breakers run on a monotonic clock
+/// (a wall-clock step must not freeze or refill them), spent records on the
+/// token's epoch time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Now {
+    pub monotonic_ms: u64,
+    pub epoch_ms: u64,
+}
+
+/// The zone (or another table store) had no room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoRoom {
+    pub retry_after_ms: u64,
+}
+
+/// A store of tables: a client's bucket per limit, its breaker, and spent
+/// records. Each method finds the entry (making it when `create`, and room
+/// for it when needed), lets `f` read or change it, and keeps the entry
+/// until the time `f` returns (for the store's expiry and LRU).
+pub trait Tables {
+    /// The client's bucket for `limit`, made if missing.
+    fn bucket<R>(
+        &mut self,
+        key: &[u8],
+        limit: RateLimit,
+        f: impl FnOnce(&mut bucket::BucketState) -> (R, u64),
+    ) -> Result<R, NoRoom>;
+
+    /// The client's breaker; made if missing when `create`, else `Ok(None)`.
+    fn breaker<R>(
+        &mut self,
+        key: &[u8],
+        create: bool,
+        f: impl FnOnce(&mut StrikeState) -> R,
+    ) -> Result<Option<R>, NoRoom>;
+
+    /// Records `digest` spent until `until_ms` (epoch); `Ok(false)` if an
+    /// unexpired record holds it already. A record is never given up before
+    /// it expires.
+    fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom>;
+}
+
+/// Runs `op` on a table store: the one order every table store follows.
+pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Reply {
+    let result = match op {
+        Op::Check { offence } => {
+            check(tables, subject, offence, now.monotonic_ms).map(Reply::Checked)
+        }
+        Op::Spend(solution) => spend(tables, subject, solution, now).map(Reply::Spent),
+        Op::Strike => {
+            strike(tables, subject.key, subject.rules, now.monotonic_ms).map(Reply::Struck)
+        }
+    };
+    result.unwrap_or_else(|NoRoom { retry_after_ms }| Reply::Full { retry_after_ms })
+}
+
+/// The breaker's standing now, if the client has a breaker (no writes).
+fn standing(tables: &mut impl Tables, key: &[u8], rules: RedRules, now_ms: u64) -> Standing {
+    tables
+        .breaker(key, false, |s| s.standing(rules, now_ms))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Red first (a blocked client costs one lookup and writes nothing), then
+/// the bucket, then the strike of a refused offence.
+fn check(
+    tables: &mut impl Tables,
+    subject: &Subject,
+    offence: bool,
+    now_ms: u64,
+) -> Result<Checked, NoRoom> {
+    let rules = subject.rules;
+    let standing = standing(tables, subject.key, rules, now_ms);
+    if standing.block != Block::Clear {
+        return Ok(Checked {
+            standing,
+            ..Checked::default()
+        });
+    }
+    let Some(limit) = subject.limit else {
+        return Ok(Checked {
+            verdict: Verdict {
+                allowed: true,
+                ..Verdict::default()
+            },
+            standing,
+            struck: false,
+        });
+    };
+    let verdict = tables.bucket(subject.key, limit, |b| {
+        let verdict = bucket::admit(b, limit, now_ms);
+        (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+    })?;
+    let mut checked = Checked {
+        verdict,
+        standing,
+        struck: false,
+    };
+    if !verdict.allowed && offence && rules.strikes.is_some() {
+        // A strike that finds no room is lost: forgetting one only forgives
+        // a client.
+        if let Ok(Some(standing)) = tables.breaker(subject.key, true, |s| s.strike(rules, now_ms)) {
+            checked.standing = standing;
+            checked.struck = true;
+        }
+    }
+    Ok(checked)
+}
+
+/// Red first (a blocked client spends nothing), then the record, then the
+/// strike it takes back: one step for the store.
+fn spend(
+    tables: &mut impl Tables,
+    subject: &Subject,
+    solution: Solution,
+    now: Now,
+) -> Result<Spent, NoRoom> {
+    let (key, rules) = (subject.key, subject.rules);
+    let standing = standing(tables, key, rules, now.monotonic_ms);
+    if standing.block != Block::Clear {
+        return Ok(Spent::Blocked(standing));
+    }
+    if !tables.spend(&solution.digest, solution.spent_until_ms, now.epoch_ms)? {
+        return Ok(Spent::Replayed);
+    }
+    let forgiven = tables.breaker(key, false, |s| {
+        s.forgive(rules, now.monotonic_ms);
+        s.standing(rules, now.monotonic_ms)
+    });
+    Ok(Spent::Accepted(forgiven.ok().flatten().unwrap_or_default()))
+}
+
+/// One strike unless blocked; no room for a new breaker is a refusal.
+fn strike(
+    tables: &mut impl Tables,
+    key: &[u8],
+    rules: RedRules,
+    now_ms: u64,
+) -> Result<Struck, NoRoom> {
+    let was = standing(tables, key, rules, now_ms);
+    let standing = match tables.breaker(key, true, |s| s.strike(rules, now_ms))? {
+        Some(standing) => standing,
+        None => was,
+    };
+    Ok(Struck {
+        standing,
+        struck: was.block == Block::Clear && rules.strikes.is_some(),
+    })
+}

@@ -1,0 +1,128 @@
+//! The table stores' order of steps, against the in-memory store.
+
+use super::*;
+use crate::limiter::strikes::StrikeRule;
+
+const KEY: &[u8] = b"client";
+
+const FIVE_PER_MINUTE: RedRules = RedRules {
+    strikes: Some(StrikeRule {
+        threshold: 5,
+        ttl_ms: 60_000,
+    }),
+    ban: None,
+};
+
+fn subject(rules: RedRules) -> Subject<'static> {
+    Subject {
+        key: KEY,
+        limit: Some(RateLimit {
+            requests: 1,
+            window_ms: 3_600_000,
+        }),
+        approx: false,
+        rules,
+    }
+}
+
+fn checked(reply: Reply) -> Checked {
+    match reply {
+        Reply::Checked(c) => c,
+        other => panic!("expected Checked, got {other:?}"),
+    }
+}
+
+const OFFENCE: Op = Op::Check { offence: true };
+const PAID: Op = Op::Check { offence: false };
+
+fn solution(n: u8) -> Op {
+    Op::Spend(Solution {
+        digest: [n; 32],
+        spent_until_ms: 60_000,
+    })
+}
+
+#[test]
+fn strikes_are_recorded_only_for_refused_offences_of_unblocked_clients() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    assert!(!checked(s.ask(OFFENCE, &on)).struck, "allowed");
+    assert!(checked(s.ask(OFFENCE, &on)).struck, "a refused offence");
+    assert!(!checked(s.ask(PAID, &on)).struck, "a valid solution");
+    let off = subject(RedRules::default());
+    assert!(!checked(s.ask(OFFENCE, &off)).struck, "strikes off");
+    for _ in 0..4 {
+        s.ask(OFFENCE, &on);
+    }
+    assert!(!checked(s.ask(OFFENCE, &on)).struck, "blocked");
+    assert_eq!(s.strikes(KEY), 5);
+}
+
+#[test]
+fn a_blocked_client_is_answered_from_its_breaker_without_counting() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    for _ in 0..6 {
+        s.ask(OFFENCE, &on);
+    }
+    let buckets = s.buckets.clone();
+    let c = checked(s.ask(OFFENCE, &on));
+    assert_eq!(c.standing.block, Block::Blocked);
+    assert_eq!(s.buckets, buckets, "no bucket write while blocked");
+}
+
+#[test]
+fn a_spend_takes_back_one_strike_and_a_replay_nothing() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    s.ask(OFFENCE, &on);
+    s.ask(OFFENCE, &on);
+    s.ask(OFFENCE, &on);
+    assert_eq!(s.strikes(KEY), 2);
+    assert!(
+        matches!(s.ask(solution(1), &on), Reply::Spent(Spent::Accepted(st)) if st.strikes == 1)
+    );
+    assert_eq!(s.ask(solution(1), &on), Reply::Spent(Spent::Replayed));
+    assert_eq!(s.strikes(KEY), 1);
+}
+
+#[test]
+fn a_blocked_client_spends_nothing_and_takes_nothing_back() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    for _ in 0..6 {
+        s.ask(OFFENCE, &on);
+    }
+    assert!(matches!(
+        s.ask(solution(1), &on),
+        Reply::Spent(Spent::Blocked(_))
+    ));
+    assert!(s.spent.is_empty());
+    assert_eq!(s.strikes(KEY), 5);
+}
+
+#[test]
+fn a_store_without_room_refuses_a_spend() {
+    let mut s = MemoryStore {
+        full: true,
+        ..MemoryStore::default()
+    };
+    let on = subject(FIVE_PER_MINUTE);
+    assert!(matches!(s.ask(solution(1), &on), Reply::Full { .. }));
+}
+
+#[test]
+fn a_strike_reports_whether_it_was_recorded() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    for n in 1..=5 {
+        match s.ask(Op::Strike, &on) {
+            Reply::Struck(st) => assert!(st.struck && st.standing.strikes == n),
+            other => panic!("{other:?}"),
+        }
+    }
+    match s.ask(Op::Strike, &on) {
+        Reply::Struck(st) => assert!(!st.struck && st.standing.block == Block::Blocked),
+        other => panic!("{other:?}"),
+    }
+}
