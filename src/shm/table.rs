@@ -11,65 +11,12 @@ use nginx_sys::{
     ngx_rbtree_delete, ngx_rbtree_init, ngx_rbtree_insert, ngx_rbtree_key_t, ngx_rbtree_node_t,
     ngx_rbtree_t,
 };
-use sha2::{Digest, Sha256};
 
 use super::Allocator;
 use pow_shield_core::limiter::bucket::BucketState;
 use pow_shield_core::limiter::strikes::StrikeState;
-
-/// Keys longer than this are stored as their SHA-256.
-const INLINE_KEY: usize = 32;
-/// `len` of a key stored as its digest (never a real inline length).
-const HASHED: u8 = u8::MAX;
-
-/// A lookup key: up to 32 bytes inline, else its SHA-256.
-pub struct TableKey {
-    hash: u32,
-    len: u8,
-    bytes: [u8; INLINE_KEY],
-}
-
-impl TableKey {
-    /// The key made of `parts` concatenated.
-    pub fn new(parts: &[&[u8]]) -> Self {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        let mut bytes = [0u8; INLINE_KEY];
-        let len = if total <= INLINE_KEY {
-            let mut at = 0;
-            for part in parts {
-                bytes[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
-            total as u8
-        } else {
-            let mut h = Sha256::new();
-            for part in parts {
-                h.update(part);
-            }
-            bytes.copy_from_slice(&h.finalize());
-            HASHED
-        };
-        Self {
-            hash: fnv1a(len, &bytes),
-            len,
-            bytes,
-        }
-    }
-
-    fn stored(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len.min(INLINE_KEY as u8))]
-    }
-}
-
-/// FNV-1a: stable in every process (unlike the std hasher's random keys).
-fn fnv1a(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in core::iter::once(&len).chain(bytes.iter()) {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
+pub use pow_shield_core::store::TableKey;
+use pow_shield_core::store::INLINE_KEY;
 
 /// What an entry holds besides its key: a bucket (local limiter), a
 /// client's breaker (strikes table), or nothing (replay cache). Both are
@@ -166,12 +113,12 @@ impl Table {
     pub fn get(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let sentinel = self.tree.sentinel;
         let mut node = self.tree.root;
-        let hash = key.hash as ngx_rbtree_key_t;
+        let hash = key.hash() as ngx_rbtree_key_t;
         while node != sentinel {
             // SAFETY: every non-sentinel node of this tree is an Entry's `rb`
             // (its first field), allocated by `insert` under the zone lock.
             let entry = unsafe { &mut *node.cast::<Entry>() };
-            node = match entry.order(hash, key.len, key.stored()) {
+            node = match entry.order(hash, key.len_tag(), key.stored()) {
                 Ordering::Less => entry.rb.left,
                 Ordering::Greater => entry.rb.right,
                 Ordering::Equal => return Some(entry),
@@ -192,9 +139,9 @@ impl Table {
         unsafe {
             ptr::write_bytes(entry, 0, 1);
             let e = &mut *entry;
-            e.rb.key = key.hash as ngx_rbtree_key_t;
-            e.len = key.len;
-            e.key = key.bytes;
+            e.rb.key = key.hash() as ngx_rbtree_key_t;
+            e.len = key.len_tag();
+            e.key = *key.bytes();
             // The insert callback lives in this process's copy of the module;
             // refresh it so a tree created by another build never calls a
             // stale address.

@@ -22,8 +22,9 @@ use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
 use pow_shield_core::limiter::strikes::{Block, RedRules, Standing};
 use pow_shield_core::limiter::{window, RateLimit, Spent};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
+use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::{Queued, Replays};
-use pow_shield_core::redis::script_call::{self, decimal, ScriptCall};
+use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::url::tls_name;
 use pow_shield_core::store::{Checked, Op, Reply, Solution, Struck, Subject};
 
@@ -177,10 +178,12 @@ impl RedisStore {
         self.router.shutdown();
     }
 
-    /// The prefix and hash tag of a client's keys: the client key (hex,
-    /// or hashed if long) inside `{}`, so all of them share a cluster slot.
-    fn client_tag(&self, key: &[u8]) -> String {
-        format!("{}{{{}}}", self.prefix, client_tag(key))
+    /// The client's strikes and trips keys, as the breaker scripts take
+    /// them; `tag` is `client_tag(key)`.
+    fn breaker_keys(&self, call: &mut ScriptCall, tag: &[u8]) {
+        for which in [ClientKey::Strikes, ClientKey::Trips] {
+            call.push(|w| keys::write(w, self.prefix.as_bytes(), tag, which));
+        }
     }
 
     /// Runs a script by SHA, resending it as EVAL if Redis lost it, and
@@ -214,17 +217,8 @@ impl RedisStore {
         }
     }
 
-    /// The spent record of a token. One Redis: keyed by the token alone,
-    /// so a token is spent once whoever spends it. A Redis Cluster: in the
-    /// slot of the client that spends it (the spend script takes back that
-    /// client's strike in the same call), so a token bound to one address
-    /// is spent once per client key of that address.
     fn spent_key(&self, digest: &[u8; 32], key: &[u8]) -> String {
-        if self.cluster {
-            format!("{}:p:{}", self.client_tag(key), hex::encode(digest))
-        } else {
-            format!("{}spent:{{{}}}", self.prefix, hex::encode(digest))
-        }
+        keys::spent(&self.prefix, digest, key, self.cluster)
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
@@ -308,12 +302,7 @@ impl RedisStore {
             if !self.spent_locally(&replay.digest, now) {
                 continue;
             }
-            let ttl_s = replay
-                .expires_at_ms
-                .saturating_sub(now)
-                .div_ceil(1000)
-                .max(1)
-                .to_string();
+            let ttl_s = keys::spent_ttl_s(replay.expires_at_ms, now).to_string();
             let mut command = Vec::new();
             let key = replay.key.as_bytes();
             encode(
@@ -390,47 +379,36 @@ impl RedisStore {
         self.seq.set(seq);
         let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
-        let (n, ms) = (limit.requests, limit.window_ms);
-        // The layout client_tag() names (`<prefix>{<tag>}:w:<n>:<ms>` ...),
-        // written in place.
-        let key = |w: &mut Vec<u8>, suffix: &[u8]| {
-            w.extend_from_slice(prefix);
-            w.push(b'{');
-            w.extend_from_slice(tag);
-            w.push(b'}');
-            w.extend_from_slice(suffix);
-        };
+        // Written in place (keys::write): one call per shielded request.
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = window::rules(rules);
-        // The exact log (`:w:`, a sorted set) or the counter (`:a:`, a hash).
-        let (script, sha, kind) = if subject.approx {
-            (window::APPROX_SCRIPT, &self.approx_sha, b":a:")
+        // The exact log (a sorted set) or the counter (a hash).
+        let (script, sha, counted) = if subject.approx {
+            (
+                window::APPROX_SCRIPT,
+                &self.approx_sha,
+                ClientKey::Approx(limit),
+            )
         } else {
-            (window::SLIDING_WINDOW_SCRIPT, &self.window_sha, b":w:")
+            (
+                window::SLIDING_WINDOW_SCRIPT,
+                &self.window_sha,
+                ClientKey::Window(limit),
+            )
         };
         let mut call = ScriptCall::new(sha, 4, 8);
-        let per_limit = |w: &mut Vec<u8>| {
-            decimal(w, n.into());
-            w.push(b':');
-            decimal(w, ms);
-        };
-        call.push(|w| {
-            key(w, kind);
-            per_limit(w);
-        })
-        .push(|w| {
-            key(w, b":o:");
-            per_limit(w);
-        })
-        .push(|w| key(w, b":s"))
-        .push(|w| key(w, b":t"))
-        .num(n.into())
-        .num(ms)
-        .push(|w| window::write_member(w, self.node_id, self.pid, seq))
-        .num(offence.into())
-        .num(threshold)
-        .num(ttl)
-        .num(after)
-        .num(ban);
+        call.push(key(counted))
+            .push(key(ClientKey::Refused(limit)))
+            .push(key(ClientKey::Strikes))
+            .push(key(ClientKey::Trips))
+            .num(limit.requests.into())
+            .num(limit.window_ms)
+            .push(|w| window::write_member(w, self.node_id, self.pid, seq))
+            .num(offence.into())
+            .num(threshold)
+            .num(ttl)
+            .num(after)
+            .num(ban);
         // The tag alone hashes to the slot of every `{tag}` key (it holds no
         // braces: hex, or `#` and hex).
         self.call_script(script, tag, call, late, waiter, move |reply| {
@@ -456,15 +434,10 @@ impl RedisStore {
                 struck: false,
             }));
         }
-        let tag = self.client_tag(key);
+        let tag = client_tag(key);
         let remember = self.block_keeper(key, rules);
         let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
-        for suffix in [b":s", b":t"] {
-            call.push(|w| {
-                w.extend_from_slice(tag.as_bytes());
-                w.extend_from_slice(suffix);
-            });
-        }
+        self.breaker_keys(&mut call, tag.as_bytes());
         for rule in window::rules(rules) {
             call.num(rule);
         }
@@ -493,16 +466,10 @@ impl RedisStore {
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
         let spent_key = self.spent_key(&digest, subject.key);
-        let tag = self.client_tag(subject.key);
         let remember = self.block_keeper(subject.key, subject.rules);
         let mut call = ScriptCall::new(&self.spend_sha, 3, 5);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
-        for suffix in [b":s", b":t"] {
-            call.push(|w| {
-                w.extend_from_slice(tag.as_bytes());
-                w.extend_from_slice(suffix);
-            });
-        }
+        self.breaker_keys(&mut call, client_tag(subject.key).as_bytes());
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in window::rules(subject.rules) {
             call.num(rule);

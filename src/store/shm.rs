@@ -12,15 +12,12 @@ use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::bucket::BucketState;
 use pow_shield_core::limiter::strikes::{Block, RedRules, Standing, StrikeState};
 use pow_shield_core::limiter::RateLimit;
-use pow_shield_core::store::{self, NoRoom, Now, Op, Reply, Subject, Tables};
+use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
 
 /// Entries a request expires as it passes (as `limit_req` does).
 const EXPIRE_PER_REQUEST: usize = 2;
 /// Entries given up per attempt when the zone is full.
 const EVICT_WHEN_FULL: usize = 3;
-/// Bounds of a refusal's `Retry-After` (room may free up sooner than the
-/// oldest spent record expires: buckets drain, other records expire).
-const FULL_RETRY_MS: (u64, u64) = (1_000, 60_000);
 
 /// The store in the shared-memory zone; answers at once.
 #[derive(Clone)]
@@ -234,12 +231,8 @@ fn breaker<'z>(zone: &'z mut Zone, alloc: &Allocator, client: &TableKey) -> Opti
     Some(unsafe { &mut *entry })
 }
 
-/// Inserts `key` into the chosen table, making room when the zone is full:
-/// first expired spent records (they protect nothing any more), then the
-/// least recently used buckets and breakers (forgetting one only forgives
-/// a client).
-/// An unexpired spent record is never given up: forgetting it would reopen
-/// its token to replay.
+/// Inserts `key` into the chosen table, making room when the zone is full
+/// in the core's order (`MAKE_ROOM`): never an unexpired spent record.
 fn insert_making_room(
     zone: &mut Zone,
     table: fn(&mut Zone) -> &mut Table,
@@ -247,20 +240,16 @@ fn insert_making_room(
     alloc: &Allocator,
     epoch_ms: u64,
 ) -> Option<*mut Entry> {
-    type MakeRoom = fn(&mut Zone, &Allocator, u64);
-    let make_room: [Option<MakeRoom>; 4] = [
-        None,
-        Some(|zone, alloc, epoch_ms| zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL)),
-        Some(|zone, alloc, _| {
-            zone.buckets.evict(alloc, EVICT_WHEN_FULL);
-        }),
-        Some(|zone, alloc, _| {
-            zone.strikes.evict(alloc, EVICT_WHEN_FULL);
-        }),
-    ];
-    for step in make_room {
-        if let Some(step) = step {
-            step(zone, alloc, epoch_ms);
+    for step in MAKE_ROOM {
+        match step {
+            MakeRoom::Nothing => {}
+            MakeRoom::ExpiredSpent => zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL),
+            MakeRoom::OldestBuckets => {
+                zone.buckets.evict(alloc, EVICT_WHEN_FULL);
+            }
+            MakeRoom::OldestBreakers => {
+                zone.strikes.evict(alloc, EVICT_WHEN_FULL);
+            }
         }
         if let Some(entry) = table(zone).insert(key, alloc) {
             return Some(entry);
@@ -272,11 +261,7 @@ fn insert_making_room(
 /// The answer when no room could be made: retry once the oldest spent
 /// record has expired.
 fn full(zone: &mut Zone, epoch_ms: u64) -> NoRoom {
-    let (least, most) = FULL_RETRY_MS;
-    let retry_after_ms = zone
-        .spent
-        .oldest_expires_at_ms()
-        .map_or(least, |at| at.saturating_sub(epoch_ms))
-        .clamp(least, most);
-    NoRoom { retry_after_ms }
+    NoRoom {
+        retry_after_ms: store::full_retry_after_ms(zone.spent.oldest_expires_at_ms(), epoch_ms),
+    }
 }

@@ -9,6 +9,7 @@
 pub mod cluster;
 pub mod command;
 pub mod health;
+pub mod keys;
 pub mod pipeline;
 pub mod replays;
 pub mod script_call;

@@ -15,10 +15,12 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 mod memory;
+mod table_key;
 #[cfg(test)]
 mod tests;
 
 pub use memory::MemoryStore;
+pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::bucket;
 use crate::limiter::strikes::{Block, RedRules, Standing, StrikeState};
@@ -104,6 +106,43 @@ pub struct Now {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NoRoom {
     pub retry_after_ms: u64,
+}
+
+/// What a full table store gives up to make room for a new entry, in
+/// this order, trying the insert again after each: first expired spent
+/// records (they protect nothing any more), then the least recently used
+/// buckets and breakers (forgetting one only forgives a client). An
+/// unexpired spent record is never given up: forgetting it would reopen its
+/// token to replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MakeRoom {
+    /// Try as it is.
+    Nothing,
+    ExpiredSpent,
+    OldestBuckets,
+    OldestBreakers,
+}
+
+/// The order in which [`MakeRoom`] steps are tried.
+pub const MAKE_ROOM: [MakeRoom; 4] = [
+    MakeRoom::Nothing,
+    MakeRoom::ExpiredSpent,
+    MakeRoom::OldestBuckets,
+    MakeRoom::OldestBreakers,
+];
+
+/// Bounds of a refusal's `Retry-After` when no room could be made (room
+/// may free up sooner than the oldest spent record expires: buckets drain,
+/// other records expire).
+pub const FULL_RETRY_MS: (u64, u64) = (1_000, 60_000);
+
+/// A full store's `Retry-After`: until its oldest spent record expires,
+/// within [`FULL_RETRY_MS`].
+pub fn full_retry_after_ms(oldest_spent_expires_at_ms: Option<u64>, now_ms: u64) -> u64 {
+    let (least, most) = FULL_RETRY_MS;
+    oldest_spent_expires_at_ms
+        .map_or(least, |at| at.saturating_sub(now_ms))
+        .clamp(least, most)
 }
 
 /// A store of tables: a client's bucket per limit, its breaker, and spent

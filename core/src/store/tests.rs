@@ -126,3 +126,25 @@ fn a_strike_reports_whether_it_was_recorded() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_full_store_asks_to_retry_when_its_oldest_record_expires_within_1_to_60_s() {
+    assert_eq!(full_retry_after_ms(None, 0), 1_000);
+    assert_eq!(full_retry_after_ms(Some(500), 0), 1_000);
+    assert_eq!(full_retry_after_ms(Some(30_000), 10_000), 20_000);
+    assert_eq!(full_retry_after_ms(Some(u64::MAX), 0), 60_000);
+    assert_eq!(full_retry_after_ms(Some(5), 10), 1_000, "already expired");
+}
+
+#[test]
+fn room_is_made_from_expired_spent_records_before_any_bucket_or_breaker() {
+    assert_eq!(
+        MAKE_ROOM,
+        [
+            MakeRoom::Nothing,
+            MakeRoom::ExpiredSpent,
+            MakeRoom::OldestBuckets,
+            MakeRoom::OldestBreakers
+        ]
+    );
+}

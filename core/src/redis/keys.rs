@@ -1,0 +1,146 @@
+//! The Redis key layout (docs/operations.md, "Sizing Redis"): every key of
+//! a client shares its hash tag, `<prefix>{<tag>}`, so that one script call
+//! touches one Redis Cluster slot; the tag is the client key's hex (or `#`
+//! and the hex of its SHA-256 when long: `command::client_tag`).
+//!
+//! | key | holds |
+//! |---|---|
+//! | `<prefix>{<tag>}:w:<n>:<ms>` | the sliding-window log of limit n/ms |
+//! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
+//! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
+//! | `<prefix>{<tag>}:s`, `:t` | strikes, breaker trips |
+//! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
+//! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
+
+use super::command::client_tag;
+use super::script_call::decimal;
+use crate::limiter::RateLimit;
+
+/// One of a client's keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKey<'a> {
+    /// The exact sliding-window log.
+    Window(RateLimit),
+    /// The approximate counter (`pow_shield_limit ... approx`).
+    Approx(RateLimit),
+    /// Requests refused in about the last window.
+    Refused(RateLimit),
+    Strikes,
+    Trips,
+    /// A spent token, in the client's slot (Redis Cluster).
+    Spent(&'a [u8; 32]),
+}
+
+/// The hash tag of `key`'s keys: `<prefix>{<tag>}`.
+pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
+    format!("{prefix}{{{}}}", client_tag(key))
+}
+
+/// Writes the full name of one of a client's keys; `tag` is
+/// `client_tag(key)` (computed once per request).
+pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
+    w.extend_from_slice(prefix);
+    w.push(b'{');
+    w.extend_from_slice(tag);
+    w.push(b'}');
+    let (suffix, limit): (&[u8], _) = match which {
+        ClientKey::Window(limit) => (b":w:", Some(limit)),
+        ClientKey::Approx(limit) => (b":a:", Some(limit)),
+        ClientKey::Refused(limit) => (b":o:", Some(limit)),
+        ClientKey::Strikes => (b":s", None),
+        ClientKey::Trips => (b":t", None),
+        ClientKey::Spent(digest) => {
+            w.extend_from_slice(b":p:");
+            w.extend_from_slice(hex::encode(digest).as_bytes());
+            return;
+        }
+    };
+    w.extend_from_slice(suffix);
+    if let Some(limit) = limit {
+        decimal(w, limit.requests.into());
+        w.push(b':');
+        decimal(w, limit.window_ms);
+    }
+}
+
+/// A spent token's key. One Redis: keyed by the token alone, so a token is
+/// spent once whoever spends it. A Redis Cluster: in the slot of the client
+/// that spends it (the spend script takes back that client's strike in the
+/// same call), so a token bound to one address is spent once per client key
+/// of that address.
+pub fn spent(prefix: &str, digest: &[u8; 32], key: &[u8], cluster: bool) -> String {
+    if cluster {
+        let mut w = Vec::new();
+        write(
+            &mut w,
+            prefix.as_bytes(),
+            client_tag(key).as_bytes(),
+            ClientKey::Spent(digest),
+        );
+        String::from_utf8_lossy(&w).into_owned()
+    } else {
+        format!("{prefix}spent:{{{}}}", hex::encode(digest))
+    }
+}
+
+/// The `EX` seconds of a spent record written later (a replay after an
+/// outage): the time left, rounded up, at least 1 (Redis refuses 0).
+pub fn spent_ttl_s(expires_at_ms: u64, now_ms: u64) -> u64 {
+    expires_at_ms.saturating_sub(now_ms).div_ceil(1000).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: RateLimit = RateLimit {
+        requests: 60,
+        window_ms: 60_000,
+    };
+
+    fn name(which: ClientKey) -> String {
+        let mut w = Vec::new();
+        write(
+            &mut w,
+            b"pow:",
+            client_tag(b"203.0.113.7").as_bytes(),
+            which,
+        );
+        String::from_utf8(w).unwrap()
+    }
+
+    #[test]
+    fn a_clients_keys_share_its_hash_tag() {
+        let tag = "pow:{3230332e302e3131332e37}";
+        assert_eq!(client_prefix("pow:", b"203.0.113.7"), tag);
+        assert_eq!(name(ClientKey::Window(LIMIT)), format!("{tag}:w:60:60000"));
+        assert_eq!(name(ClientKey::Approx(LIMIT)), format!("{tag}:a:60:60000"));
+        assert_eq!(name(ClientKey::Refused(LIMIT)), format!("{tag}:o:60:60000"));
+        assert_eq!(name(ClientKey::Strikes), format!("{tag}:s"));
+        assert_eq!(name(ClientKey::Trips), format!("{tag}:t"));
+        assert_eq!(
+            name(ClientKey::Spent(&[0xab; 32])),
+            format!("{tag}:p:{}", "ab".repeat(32))
+        );
+    }
+
+    #[test]
+    fn a_spent_key_is_the_tokens_alone_except_in_a_redis_cluster() {
+        let d = [1u8; 32];
+        assert_eq!(
+            spent("pow:", &d, b"k", false),
+            format!("pow:spent:{{{}}}", "01".repeat(32))
+        );
+        assert_eq!(
+            spent("pow:", &d, b"k", true),
+            format!("pow:{{6b}}:p:{}", "01".repeat(32))
+        );
+    }
+
+    #[test]
+    fn a_late_spent_record_lives_the_time_left_rounded_up_at_least_1_s() {
+        assert_eq!(spent_ttl_s(10_001, 0), 11);
+        assert_eq!(spent_ttl_s(10_000, 0), 10);
+        assert_eq!(spent_ttl_s(5, 10), 1);
+    }
+}

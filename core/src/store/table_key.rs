@@ -1,0 +1,111 @@
+//! The lookup key of a table store's entry: up to 32 bytes inline, a longer
+//! key as its SHA-256, with a hash that is the same in every process (the
+//! zone's rbtree is shared by all workers, so the std hasher's random keys
+//! would not do).
+
+use sha2::{Digest, Sha256};
+
+/// Keys longer than this are stored as their SHA-256.
+pub const INLINE_KEY: usize = 32;
+/// `len` of a key stored as its digest (never a real inline length).
+const HASHED: u8 = u8::MAX;
+
+/// A lookup key: up to 32 bytes inline, else its SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableKey {
+    hash: u32,
+    len: u8,
+    bytes: [u8; INLINE_KEY],
+}
+
+impl TableKey {
+    /// The key made of `parts` concatenated.
+    pub fn new(parts: &[&[u8]]) -> Self {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut bytes = [0u8; INLINE_KEY];
+        let len = if total <= INLINE_KEY {
+            let mut at = 0;
+            for part in parts {
+                if let Some(dst) = bytes.get_mut(at..at + part.len()) {
+                    dst.copy_from_slice(part);
+                }
+                at += part.len();
+            }
+            total as u8
+        } else {
+            let mut h = Sha256::new();
+            for part in parts {
+                h.update(part);
+            }
+            bytes.copy_from_slice(&h.finalize());
+            HASHED
+        };
+        Self {
+            hash: fnv1a(len, &bytes),
+            len,
+            bytes,
+        }
+    }
+
+    /// The stable hash (the rbtree's key).
+    pub fn hash(&self) -> u32 {
+        self.hash
+    }
+
+    /// The inline length, or `u8::MAX` for a hashed key.
+    pub fn len_tag(&self) -> u8 {
+        self.len
+    }
+
+    /// All 32 bytes as stored in an entry.
+    pub fn bytes(&self) -> &[u8; INLINE_KEY] {
+        &self.bytes
+    }
+
+    /// The bytes that identify the key (its text, or its digest).
+    pub fn stored(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len.min(INLINE_KEY as u8))]
+    }
+}
+
+/// FNV-1a: stable in every process (unlike the std hasher's random keys).
+fn fnv1a(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in core::iter::once(&len).chain(bytes.iter()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_key_is_stored_inline_and_parts_are_concatenated() {
+        let k = TableKey::new(&[b"ab", b"cd"]);
+        assert_eq!(k.stored(), b"abcd");
+        assert_eq!(k.len_tag(), 4);
+        assert_eq!(k, TableKey::new(&[b"abcd"]));
+    }
+
+    #[test]
+    fn a_key_over_32_bytes_is_its_sha256() {
+        let long = [b'x'; 33];
+        let k = TableKey::new(&[&long]);
+        assert_eq!(k.len_tag(), u8::MAX);
+        assert_eq!(k.stored(), Sha256::digest(long).as_slice());
+        assert_eq!(TableKey::new(&[&[b'x'; 32]]).len_tag(), 32);
+    }
+
+    #[test]
+    fn the_hash_is_stable_and_tells_a_key_from_its_digest() {
+        // Pinned: every worker and every reload must agree on it.
+        assert_eq!(TableKey::new(&[b""]).hash(), TableKey::new(&[]).hash());
+        assert_eq!(TableKey::new(&[b"a"]).hash(), 0x7c34_d66d);
+        let long = [b'x'; 40];
+        let digest = Sha256::digest(long);
+        assert_ne!(TableKey::new(&[&long]), TableKey::new(&[digest.as_slice()]));
+    }
+}
