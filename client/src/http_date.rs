@@ -1,21 +1,19 @@
-//! HTTP dates (RFC 9110 §5.6.7), for `Retry-After`: the three forms a
-//! recipient must accept, read as Unix seconds.
+//! HTTP dates (RFC 9110 §5.6.7), for `Retry-After`, read by the `httpdate`
+//! crate as Unix seconds.
+//!
+//! Kept here: years 0000 to 1969, which the grammar allows (`year =
+//! 4DIGIT`) and `httpdate` refuses. A `Retry-After` date before 1970 is
+//! still a date, one in the past: no wait, not an ignored header. It is
+//! read as the same day 400 years on (the Gregorian calendar, day names
+//! included, repeats every 146 097 days), then moved back.
+//!
+//! Not kept: a leap second (`23:59:60`), which `httpdate` refuses; a
+//! `Retry-After` at one is ignored, as an unreadable one is.
 
-/// Day names as the short (IMF-fixdate, asctime) and long (RFC 850) forms
-/// spell them.
-pub const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-pub const LONG_DAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-pub const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+use std::time::UNIX_EPOCH;
+
+/// Seconds in 400 Gregorian years.
+const CYCLE: i64 = 146_097 * 86_400;
 
 /// Unix seconds of an HTTP date in any of its three forms:
 ///
@@ -24,93 +22,42 @@ pub const MONTHS: [&str; 12] = [
 ///   00–69 are 20xx);
 /// - asctime: `Sun Nov  6 08:49:37 1994`.
 ///
-/// `None` for anything else, including impossible dates (30 February).
-/// The day name is checked to be one, not to match the date.
+/// `None` for anything else, including impossible dates (30 February) and
+/// a day name that is not the date's.
 pub fn parse(value: &str) -> Option<i64> {
     let value = value.trim();
-    let (year, month, day, time) = if let Some((name, rest)) = value.split_once(", ") {
-        let rest = rest.strip_suffix(" GMT")?;
-        let (date, time) = rest.rsplit_once(' ')?;
-        if DAYS.contains(&name) {
-            let mut parts = date.split(' ');
-            let day = parts.next()?;
-            let month = parts.next()?;
-            let year = parts.next()?;
-            if parts.next().is_some() || day.len() != 2 || year.len() != 4 {
-                return None;
-            }
-            (number(year)?, month, number(day)?, time)
-        } else if LONG_DAYS.contains(&name) {
-            let mut parts = date.split('-');
-            let day = parts.next()?;
-            let month = parts.next()?;
-            let year = parts.next()?;
-            if parts.next().is_some() || day.len() != 2 || year.len() != 2 {
-                return None;
-            }
-            let yy = number(year)?;
-            let century = if yy < 70 { 2000 } else { 1900 };
-            (century + yy, month, number(day)?, time)
-        } else {
-            return None;
-        }
-    } else {
-        // asctime: the day of the month is space-padded ("Nov  6").
-        let mut parts = value.split_ascii_whitespace();
-        let name = parts.next()?;
-        let month = parts.next()?;
-        let day = parts.next()?;
-        let time = parts.next()?;
-        let year = parts.next()?;
-        if parts.next().is_some() || !DAYS.contains(&name) || day.len() > 2 || year.len() != 4 {
-            return None;
-        }
-        (number(year)?, month, number(day)?, time)
+    if let Some(t) = unix(value) {
+        return Some(t);
+    }
+    // The 4-digit year of an IMF-fixdate or an asctime date (an RFC 850
+    // date is 30 characters or more).
+    let at = match value.len() {
+        29 => 12..16,
+        24 => 20..24,
+        _ => return None,
     };
-    let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
-    if day == 0 || day > days_in_month(year, month) {
+    let year = value.get(at.clone())?;
+    if !year.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut hms = time.split(':');
-    let (h, m, s) = (hms.next()?, hms.next()?, hms.next()?);
-    if hms.next().is_some() || [h, m, s].iter().any(|p| p.len() != 2) {
+    let year: i64 = year.parse().ok()?;
+    if year >= 1970 {
         return None;
     }
-    let (h, m, s) = (number(h)?, number(m)?, number(s)?);
-    // 60: a leap second, as the grammar allows.
-    if h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    Some(days_from_civil(year, month, day as u32) * 86_400 + h * 3600 + m * 60 + s)
+    let cycles = (1970 - year + 399) / 400;
+    let later = format!(
+        "{}{:04}{}",
+        &value[..at.start],
+        year + 400 * cycles,
+        &value[at.end..]
+    );
+    Some(unix(&later)? - cycles * CYCLE)
 }
 
-/// ASCII digits only (`str::parse` would take a sign).
-fn number(digits: &str) -> Option<i64> {
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-fn days_in_month(year: i64, month: u32) -> i64 {
-    match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
-/// (Howard Hinnant's algorithm: years counted from March, in 400-year eras).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_from_march = i64::from((month + 9) % 12);
-    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+/// What `httpdate` reads: 1970 to 9999.
+fn unix(value: &str) -> Option<i64> {
+    let t = httpdate::parse_http_date(value).ok()?;
+    i64::try_from(t.duration_since(UNIX_EPOCH).ok()?.as_secs()).ok()
 }
 
 #[cfg(test)]

@@ -1,0 +1,74 @@
+//! `pow-shield solve`: solve one challenge (a token, or a salt and a
+//! difficulty) and print the nonce.
+
+use clap::{value_parser, Arg, ArgMatches, Command};
+use pow_shield_client::solve;
+
+use crate::args::{max_solve_time, solve_options, threads};
+use crate::exit::{self, error_code};
+
+pub fn command() -> Command {
+    Command::new("solve")
+        .about("Solve a challenge and print the nonce")
+        .arg(
+            Arg::new("token")
+                .required_unless_present("salt")
+                .conflicts_with("salt")
+                .help("The X-PoW-Challenge token"),
+        )
+        .arg(
+            Arg::new("salt")
+                .long("salt")
+                .value_name("S")
+                .requires("difficulty"),
+        )
+        .arg(
+            Arg::new("difficulty")
+                .long("difficulty")
+                .value_name("D")
+                .value_parser(value_parser!(u8))
+                .requires("salt"),
+        )
+        .arg(max_solve_time())
+        .arg(threads())
+}
+
+pub fn run(m: &ArgMatches) -> u8 {
+    let (salt, difficulty) = match m.get_one::<String>("token") {
+        Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
+            Some(info) => (info.salt, info.difficulty),
+            None => {
+                eprintln!("pow-shield: not a challenge token: {token}");
+                return exit::BAD_REQUEST;
+            }
+        },
+        None => (
+            m.get_one::<String>("salt").cloned().unwrap_or_default(),
+            m.get_one::<u8>("difficulty").copied().unwrap_or(0),
+        ),
+    };
+    match solve(&salt, difficulty, &solve_options(m)) {
+        Ok(nonce) => {
+            println!("{nonce}");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("pow-shield: {e}");
+            error_code(&e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::parse;
+
+    #[test]
+    fn solve_takes_a_token_or_salt_and_difficulty_not_both() {
+        assert!(parse(&["solve", "a.b"]).is_ok());
+        assert!(parse(&["solve", "--salt", "ab", "--difficulty", "3"]).is_ok());
+        assert!(parse(&["solve", "--salt", "ab"]).is_err());
+        assert!(parse(&["solve"]).is_err());
+        assert!(parse(&["solve", "a.b", "--salt", "ab", "--difficulty", "3"]).is_err());
+    }
+}
