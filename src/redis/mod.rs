@@ -8,6 +8,8 @@
 #[cfg(not(test))]
 pub mod client;
 #[cfg(not(test))]
+mod cluster;
+#[cfg(not(test))]
 mod connection;
 #[cfg(not(test))]
 mod events;
