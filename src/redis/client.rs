@@ -313,7 +313,7 @@ impl Drop for Client {
 }
 
 /// Up to 200 characters of a peer's text, control characters replaced.
-fn printable(text: &str) -> String {
+pub(super) fn printable(text: &str) -> String {
     text.chars()
         .take(200)
         .map(|c| if c.is_control() { '?' } else { c })

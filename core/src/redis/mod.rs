@@ -11,5 +11,6 @@ pub mod command;
 pub mod health;
 pub mod pipeline;
 pub mod replays;
+pub mod retries;
 pub mod script_call;
 pub mod url;

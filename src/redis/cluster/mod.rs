@@ -20,16 +20,16 @@ mod topology;
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ffi::c_void;
-use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::{ngx_addr_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use self::nodes::{Node, MAX_NODES};
-use self::routing::{retry_handler, Job};
+use self::routing::{retry_handler, Job, MAX_RETRIES};
 use self::topology::refresh_handler;
 use pow_shield_core::redis::cluster::{NodeAddr, Roster, Routes};
+use pow_shield_core::redis::retries::{RefreshBackoff, Retries};
 
 /// What a command's sender gets: the reply, or `None` if Redis failed it.
 pub type OnFrame = Box<dyn FnOnce(Option<OwnedFrame>)>;
@@ -61,9 +61,11 @@ pub struct Cluster {
     /// Which of `nodes` are live, by the same indexes.
     roster: RefCell<Roster>,
     routes: RefCell<Routes>,
-    retries: RefCell<VecDeque<(ngx_msec_t, Job)>>,
+    /// Commands answered `TRYAGAIN`, waiting for `retry_ev`.
+    retries: RefCell<Retries<Job>>,
     refreshing: Cell<bool>,
-    refresh_ms: Cell<ngx_msec_t>,
+    /// How long `request_refresh` waits to ask for the map.
+    refresh_wait: Cell<RefreshBackoff>,
     /// Nodes to ask for the map, in turn.
     next_asked: Cell<usize>,
     refresh_ev: UnsafeCell<ngx_event_t>,
@@ -87,9 +89,9 @@ impl Cluster {
             nodes: RefCell::new(Vec::new()),
             roster: RefCell::new(Roster::new(MAX_NODES)),
             routes: RefCell::new(Routes::default()),
-            retries: RefCell::new(VecDeque::new()),
+            retries: RefCell::new(Retries::new(MAX_RETRIES)),
             refreshing: Cell::new(false),
-            refresh_ms: Cell::new(1),
+            refresh_wait: Cell::new(RefreshBackoff::default()),
             next_asked: Cell::new(0),
             // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
             refresh_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),

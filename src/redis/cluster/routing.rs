@@ -14,6 +14,7 @@ use super::{cluster, Cluster, OnFrame, Rebuild};
 use crate::redis::client::{Client, Reply, Resend, Unavailable, MAX_IN_FLIGHT};
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
+use pow_shield_core::redis::retries::past;
 
 /// How long a command waits after `TRYAGAIN`, and how many times it
 /// follows redirections (a migration of one slot lasts well under this).
@@ -21,7 +22,7 @@ const TRYAGAIN_MS: ngx_msec_t = 20;
 const MAX_HOPS: u8 = 25;
 /// Commands waiting to be tried again, at most (beyond: decided by
 /// `pow_shield_fail`, like commands beyond a connection's cap).
-const MAX_RETRIES: usize = MAX_IN_FLIGHT;
+pub(super) const MAX_RETRIES: usize = MAX_IN_FLIGHT;
 
 /// A command on its way, possibly redirected.
 pub(super) struct Job {
@@ -122,10 +123,9 @@ impl Cluster {
         let Reply::Error(text) = &reply else {
             return (job.on_reply)(reply.frame());
         };
+        let late = past(job.deadline, now());
         let redirect = match parse_redirect(text) {
-            Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !past(job.deadline) => {
-                redirect
-            }
+            Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !late => redirect,
             _ => return (job.on_reply)(None),
         };
         job.hops += 1;
@@ -158,12 +158,15 @@ impl Cluster {
 
     fn retry_later(&self, job: Job) {
         let due = now().wrapping_add(TRYAGAIN_MS);
-        if past_at(job.deadline, due) {
+        if past(job.deadline, due) {
             return (job.on_reply)(None);
         }
-        match self.retries.try_borrow_mut() {
-            Ok(mut retries) if retries.len() < MAX_RETRIES => retries.push_back((due, job)),
-            _ => return (job.on_reply)(None),
+        let queued = match self.retries.try_borrow_mut() {
+            Ok(mut retries) => retries.push(due, job),
+            Err(_) => Err(job),
+        };
+        if let Err(job) = queued {
+            return (job.on_reply)(None);
         }
         // SAFETY: our retry event; nginx owns the timer tree.
         unsafe {
@@ -175,20 +178,10 @@ impl Cluster {
     }
 
     fn on_retry(&self) {
-        let now = now();
-        let mut due = Vec::new();
-        let mut next = None;
-        if let Ok(mut retries) = self.retries.try_borrow_mut() {
-            while let Some((at, _)) = retries.front() {
-                if (now.wrapping_sub(*at) as isize) < 0 {
-                    next = Some(at.wrapping_sub(now));
-                    break;
-                }
-                if let Some((_, job)) = retries.pop_front() {
-                    due.push(job);
-                }
-            }
-        }
+        let (due, next) = match self.retries.try_borrow_mut() {
+            Ok(mut retries) => retries.take_due(now()),
+            Err(_) => (Vec::new(), None),
+        };
         for job in due {
             let target = self.target(job.slot);
             if let Err((job, _)) = self.send(job, target, false) {
@@ -208,24 +201,15 @@ impl Cluster {
 
     /// Answers the commands waiting to be tried again with `None` (exit).
     pub(super) fn fail_retries(&self) {
-        let waiting: Vec<Job> = self
+        let waiting = self
             .retries
             .try_borrow_mut()
-            .map(|mut r| r.drain(..).map(|(_, job)| job).collect())
+            .map(|mut r| r.drain())
             .unwrap_or_default();
         for job in waiting {
             crate::ffi::guard((), || (job.on_reply)(None));
         }
     }
-}
-
-/// Whether `deadline` has passed by `at` (wrapping millisecond clock).
-fn past_at(deadline: ngx_msec_t, at: ngx_msec_t) -> bool {
-    (at.wrapping_sub(deadline) as isize) > 0
-}
-
-fn past(deadline: ngx_msec_t) -> bool {
-    past_at(deadline, now())
 }
 
 pub(super) unsafe extern "C" fn retry_handler(ev: *mut ngx_event_t) {

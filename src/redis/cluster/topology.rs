@@ -4,16 +4,13 @@
 //! connections it names, says which nodes are depended on and retires the
 //! ones it no longer names.
 
-use nginx_sys::{ngx_event_t, ngx_msec_t};
+use nginx_sys::ngx_event_t;
 
 use super::{cluster, Cluster};
-use crate::redis::client::Reply;
+use crate::redis::client::{printable, Reply};
 use pow_shield_core::redis::cluster::parse_slots;
 use pow_shield_core::redis::command::encode;
-
-/// Slot map refresh back-off while nothing changes (a master down).
-const REFRESH_FIRST_MS: ngx_msec_t = 100;
-const REFRESH_MAX_MS: ngx_msec_t = 2_000;
+use pow_shield_core::redis::retries::RefreshBackoff;
 
 impl Cluster {
     /// Asks for the map soon, unless a request is already on its way.
@@ -25,7 +22,7 @@ impl Cluster {
         unsafe {
             let ev = self.refresh_ev.get();
             if (*ev).timer_set() == 0 {
-                nginx_sys::ngx_add_timer(ev, self.refresh_ms.get());
+                nginx_sys::ngx_add_timer(ev, self.refresh_wait.get().ms());
             }
         }
     }
@@ -65,8 +62,9 @@ impl Cluster {
     }
 
     fn backoff(&self) {
-        let next = (self.refresh_ms.get() * 2).clamp(REFRESH_FIRST_MS, REFRESH_MAX_MS);
-        self.refresh_ms.set(next);
+        let mut wait = self.refresh_wait.get();
+        wait.grow();
+        self.refresh_wait.set(wait);
     }
 
     fn on_map(&self, reply: Reply, seen_from: &str) {
@@ -75,14 +73,7 @@ impl Cluster {
             Reply::Frame(frame) => Some(parse_slots(frame, seen_from).map_err(str::to_owned)),
             // e.g. a Redis without cluster support: commands still go to
             // the seed, which then answers them itself.
-            Reply::Error(text) => {
-                let text: String = text
-                    .chars()
-                    .take(200)
-                    .map(|c| if c.is_control() { '?' } else { c })
-                    .collect();
-                Some(Err(format!("CLUSTER SLOTS refused: {text}")))
-            }
+            Reply::Error(text) => Some(Err(format!("CLUSTER SLOTS refused: {}", printable(text)))),
             Reply::Failed => None,
         };
         let ranges = match read {
@@ -135,7 +126,7 @@ impl Cluster {
                 masters.len(),
                 masters.join(" ")
             );
-            self.refresh_ms.set(1);
+            self.refresh_wait.set(RefreshBackoff::default());
         } else {
             // Unchanged (a master down, no failover yet): ask less often.
             self.backoff();
