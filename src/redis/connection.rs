@@ -45,6 +45,7 @@ pub(super) fn connection_log(cycle_log: *mut ngx_log_t) -> UnsafeCell<ngx_log_t>
 }
 
 impl Inner {
+    /// Starts a non-blocking connect, with the handshake queued first.
     pub(super) fn connect(&self, st: &mut State) {
         let s = &self.settings;
         // SAFETY: a zeroed peer connection is its initial state; the address

@@ -73,6 +73,7 @@ impl Inner {
         ((ev.timer.key as ngx_msec_t).wrapping_sub(now()) as i64).max(0) as u64
     }
 
+    /// Takes the events out of nginx's timers and posted queue.
     pub(super) fn cancel_events(&self) {
         // SAFETY: our own events; removing them from nginx's timer tree and
         // posted queue before the client goes away.
@@ -92,6 +93,7 @@ impl Inner {
         }
     }
 
+    /// Sends what is queued once this loop iteration's events are handled.
     pub(super) fn post_flush(&self) {
         // SAFETY: our flush event; posting is idempotent while queued.
         unsafe {
@@ -122,6 +124,8 @@ impl Inner {
         }
     }
 
+    /// The deadline timer fired: fails the connection if the oldest reply
+    /// is overdue, else waits for it.
     pub(super) fn on_deadline(&self, st: &mut State) {
         let Some(front) = st.pipeline.oldest() else {
             return;
@@ -145,8 +149,8 @@ impl Inner {
 /// Recovers the client from an event's data.
 ///
 /// # Safety
-/// `data` is an `Inner` pointer set by this module, alive while its events
-/// or connection are registered with nginx.
+/// `data` is an `Inner` pointer set by `attach_events` or `connect`, alive
+/// while its events or connection are registered with nginx.
 unsafe fn inner<'a>(data: *mut c_void) -> &'a Inner {
     // SAFETY: per the contract.
     unsafe { &*data.cast::<Inner>() }
