@@ -1,11 +1,27 @@
 //! The Redis client's socket on nginx's event loop (its pure parts are in
-//! `pow_shield_core::redis`): the connection and its events in `client`,
-//! with TLS from nginx's OpenSSL in `tls`; `router` sends each command to
-//! its slot's master in a Redis Cluster.
+//! `pow_shield_core::redis`). One node's client: submission and reply
+//! dispatch in `client`, its socket in `connection`, what nginx calls in
+//! `events`, TLS from nginx's OpenSSL in `tls`. `router` sends each command
+//! to the one Redis or, through `cluster`, to its slot's master in a Redis
+//! Cluster.
 
 #[cfg(not(test))]
 pub mod client;
 #[cfg(not(test))]
+mod cluster;
+#[cfg(not(test))]
+mod connection;
+#[cfg(not(test))]
+mod events;
+#[cfg(not(test))]
 pub mod router;
 #[cfg(not(test))]
 pub mod tls;
+
+/// nginx's cached monotonic millisecond clock.
+#[cfg(not(test))]
+fn now() -> nginx_sys::ngx_msec_t {
+    // SAFETY: updated by this (single-threaded) worker's event loop only;
+    // a plain read.
+    unsafe { nginx_sys::ngx_current_msec }
+}

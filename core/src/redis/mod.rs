@@ -12,5 +12,6 @@ pub mod health;
 pub mod keys;
 pub mod pipeline;
 pub mod replays;
+pub mod retries;
 pub mod script_call;
 pub mod url;

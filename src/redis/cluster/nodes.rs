@@ -1,0 +1,258 @@
+//! The cluster's nodes: one client per node, made on first use (seeds at
+//! start, announced masters when the map or a redirection names them), and
+//! retired for good once the map no longer names them (see `Roster`).
+//! Only addresses are connected to: resolving a host name would block.
+
+use core::ptr;
+use std::net::{IpAddr, SocketAddr};
+
+use nginx_sys::{ngx_addr_t, ngx_str_t};
+
+use super::{Cluster, Seed};
+use crate::redis::client::{Client, PeerName, Settings, Tls};
+use pow_shield_core::redis::cluster::{NodeAddr, Place};
+
+/// Node connections per worker, at most (seeds included): beyond, an
+/// announced node's slots are decided by `pow_shield_fail` until an entry
+/// is retired (see `Roster`).
+pub(super) const MAX_NODES: usize = 64;
+
+pub(super) struct Node {
+    // Dropped first: the client closes its connection before the address
+    // it points at goes.
+    pub(super) client: Client,
+    pub(super) addr: NodeAddr,
+    _owned: Option<OwnedAddr>,
+}
+
+/// A socket address built at run time for a node the cluster announced.
+struct OwnedAddr {
+    sockaddr: Box<libc::sockaddr_storage>,
+    name: Box<[u8]>,
+}
+
+impl Cluster {
+    /// While some master is down: milliseconds until one is tried again.
+    pub(in crate::redis) fn retry_in_ms(&self) -> Option<u64> {
+        self.each_client(Client::retry_in_ms)
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether some node is up.
+    pub(in crate::redis) fn is_healthy(&self) -> bool {
+        self.each_client(Client::is_healthy).contains(&true)
+    }
+
+    pub(super) fn each_client<T>(&self, f: impl Fn(&Client) -> T) -> Vec<T> {
+        match self.nodes.try_borrow() {
+            Ok(nodes) => nodes.iter().map(|n| f(&n.client)).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Connects to the configured seeds.
+    pub(super) fn add_seeds(&self, seeds: Vec<Seed>) {
+        let mut nodes = self.nodes.borrow_mut();
+        let mut roster = self.roster.borrow_mut();
+        for seed in seeds {
+            if let Some(client) = self.connect(&seed.node, seed.addr) {
+                roster.add_seed(seed.node.clone());
+                nodes.push(Node {
+                    client,
+                    addr: seed.node,
+                    _owned: None,
+                });
+            }
+        }
+    }
+
+    fn connect(&self, node: &NodeAddr, addr: ngx_addr_t) -> Option<Client> {
+        let t = &self.template;
+        let tls = match &t.tls {
+            Some((ssl, name, verify)) => Some(Tls {
+                ssl: *ssl,
+                name: PeerName::new(name.as_deref().unwrap_or(&node.host))?,
+                verify: *verify,
+            }),
+            None => None,
+        };
+        let ready = t.on_ready.clone();
+        let settings = Settings {
+            addr,
+            name: node.to_string(),
+            timeout_ms: t.timeout_ms,
+            connect_timeout_ms: t.connect_timeout_ms,
+            handshake: t.handshake.clone(),
+            on_ready: Some(Box::new(move || ready())),
+            tls,
+            cluster: true,
+        };
+        Some(Client::start(settings, self.log))
+    }
+
+    /// The index of a node's connection, made on first use (or again for
+    /// a retired node). `None` for a node announced by a host name
+    /// (resolving it would block) or beyond `MAX_NODES`.
+    pub(super) fn node_index(&self, node: &NodeAddr) -> Option<usize> {
+        let place = self.roster.try_borrow().ok()?.place(node);
+        if let Place::Live(i) = place {
+            return Some(i);
+        }
+        let Ok(ip) = node.host.parse::<IpAddr>() else {
+            self.log_named(node);
+            return None;
+        };
+        let (Place::Revive(i) | Place::New(i) | Place::Reuse(i)) = place else {
+            if !self.full_logged.replace(true) {
+                error!(
+                    self.log,
+                    "pow_shield: redis cluster: {MAX_NODES} nodes known, none retired; the \
+                     slots of {node} and further new nodes are decided by \"pow_shield_fail\""
+                );
+            }
+            return None;
+        };
+        let mut owned = OwnedAddr::new(SocketAddr::new(ip, node.port), &node.to_string());
+        let addr = owned.ngx_addr();
+        let client = self.connect(node, addr)?;
+        let fresh = Node {
+            client,
+            addr: node.clone(),
+            _owned: Some(owned),
+        };
+        let replaced = {
+            let mut nodes = self.nodes.try_borrow_mut().ok()?;
+            let mut roster = self.roster.try_borrow_mut().ok()?;
+            let replaced = if i < nodes.len() {
+                Some(core::mem::replace(&mut nodes[i], fresh))
+            } else if i == nodes.len() {
+                nodes.push(fresh);
+                None
+            } else {
+                return None;
+            };
+            roster.placed(i, node);
+            replaced
+        };
+        // A retired node's client, already shut down; dropped unborrowed.
+        drop(replaced);
+        Some(i)
+    }
+
+    /// A node announced by name: logged once while the map names it (with
+    /// `cluster-preferred-endpoint-type hostname` every request meets it).
+    fn log_named(&self, node: &NodeAddr) {
+        let Ok(mut logged) = self.named_logged.try_borrow_mut() else {
+            return;
+        };
+        if logged.contains(node) {
+            return;
+        }
+        logged.push(node.clone());
+        error!(
+            self.log,
+            "pow_shield: redis cluster node {node} is announced by name; only addresses \
+             are used (set cluster-announce-ip); its slots are decided by \"pow_shield_fail\""
+        );
+    }
+
+    /// Only nodes that own slots (at `indexes`) are depended on: the
+    /// fallback gauge counts those that are down.
+    pub(super) fn set_serving(&self, indexes: &[Option<usize>]) {
+        if let Ok(nodes) = self.nodes.try_borrow() {
+            for (i, node) in nodes.iter().enumerate() {
+                node.client.set_serving(indexes.contains(&Some(i)));
+            }
+        }
+    }
+
+    /// Closes, for good, the connections of announced nodes the map no
+    /// longer names (down, or absent for a while): they would otherwise
+    /// be reconnected every 2 s forever. Their indexes stay (see `Roster`).
+    pub(super) fn retire_absent(&self, indexes: &[Option<usize>]) {
+        let Ok(nodes) = self.nodes.try_borrow() else {
+            return;
+        };
+        let retired = match self.roster.try_borrow_mut() {
+            Ok(mut roster) => roster.on_map(
+                |i| indexes.contains(&Some(i)),
+                |i| nodes.get(i).is_some_and(|n| !n.client.is_healthy()),
+            ),
+            Err(_) => return,
+        };
+        for i in retired {
+            if let Some(node) = nodes.get(i) {
+                notice!(
+                    self.log,
+                    "pow_shield: redis cluster node {} is no longer in the map; its \
+                     connection is closed",
+                    node.addr
+                );
+                node.client.shutdown();
+            }
+        }
+    }
+
+    /// Closes every node's connection (worker exit).
+    pub(super) fn close_nodes(&self) {
+        let clients: Vec<Node> = self
+            .nodes
+            .try_borrow_mut()
+            .map(|mut n| n.drain(..).collect())
+            .unwrap_or_default();
+        for node in &clients {
+            node.client.shutdown();
+        }
+    }
+}
+
+impl OwnedAddr {
+    fn new(addr: SocketAddr, name: &str) -> OwnedAddr {
+        // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) one.
+        let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { core::mem::zeroed() });
+        let p: *mut libc::sockaddr_storage = &mut *storage;
+        match addr {
+            SocketAddr::V4(v4) => {
+                let sin = p.cast::<libc::sockaddr_in>();
+                // SAFETY: sockaddr_storage is large and aligned enough for
+                // any socket address.
+                unsafe {
+                    (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
+                    (*sin).sin_port = v4.port().to_be();
+                    (*sin).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
+                }
+            }
+            SocketAddr::V6(v6) => {
+                let sin6 = p.cast::<libc::sockaddr_in6>();
+                // SAFETY: as above.
+                unsafe {
+                    (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                    (*sin6).sin6_port = v6.port().to_be();
+                    (*sin6).sin6_addr.s6_addr = v6.ip().octets();
+                }
+            }
+        }
+        OwnedAddr {
+            sockaddr: storage,
+            name: name.as_bytes().into(),
+        }
+    }
+
+    /// An nginx address pointing into this one (valid while it lives).
+    fn ngx_addr(&mut self) -> ngx_addr_t {
+        let socklen = match self.sockaddr.ss_family as i32 {
+            libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
+            _ => core::mem::size_of::<libc::sockaddr_in>(),
+        };
+        ngx_addr_t {
+            sockaddr: ptr::from_mut(&mut *self.sockaddr).cast(),
+            socklen: socklen as libc::socklen_t,
+            name: ngx_str_t {
+                len: self.name.len(),
+                data: self.name.as_ptr().cast_mut(),
+            },
+        }
+    }
+}

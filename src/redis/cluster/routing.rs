@@ -1,0 +1,221 @@
+//! Slot → node: each command goes to its slot's master, or while the map
+//! does not know it to any node that is up (its `MOVED` will tell). A
+//! `MOVED` re-sends the command where it points and asks for the map; an
+//! `ASK` re-sends it there after `ASKING`, once; `TRYAGAIN` (a slot half
+//! migrated) re-sends it a little later. A redirection is followed at most
+//! `MAX_HOPS` times and never after the first send's deadline.
+
+use core::cell::Cell;
+use std::rc::Rc;
+
+use nginx_sys::{ngx_event_t, ngx_msec_t};
+
+use super::{cluster, Cluster, OnFrame, Rebuild};
+use crate::redis::client::{Client, Reply, Resend, Unavailable, MAX_IN_FLIGHT};
+use crate::redis::now;
+use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
+use pow_shield_core::redis::retries::past;
+
+/// How long a command waits after `TRYAGAIN`, and how many times it
+/// follows redirections (a migration of one slot lasts well under this).
+const TRYAGAIN_MS: ngx_msec_t = 20;
+const MAX_HOPS: u8 = 25;
+/// Commands waiting to be tried again, at most (beyond: decided by
+/// `pow_shield_fail`, like commands beyond a connection's cap).
+pub(super) const MAX_RETRIES: usize = MAX_IN_FLIGHT;
+
+/// A command on its way, possibly redirected.
+pub(super) struct Job {
+    slot: u16,
+    command: Rc<Vec<u8>>,
+    rebuild: Option<Rebuild>,
+    on_reply: OnFrame,
+    hops: u8,
+    /// The first send's deadline: no redirection is followed after it, so
+    /// a request waits at most its timeout plus one more (the last hop).
+    deadline: ngx_msec_t,
+}
+
+impl Cluster {
+    /// Sends `command`, whose keys share `key`'s slot, to that slot's node.
+    pub(in crate::redis) fn submit(
+        &self,
+        key: &[u8],
+        command: Vec<u8>,
+        rebuild: Option<Rebuild>,
+        on_reply: OnFrame,
+    ) -> Result<(), Unavailable> {
+        let job = Job {
+            slot: key_slot(key),
+            command: Rc::new(command),
+            rebuild,
+            on_reply,
+            hops: 0,
+            deadline: now().wrapping_add(self.template.timeout_ms),
+        };
+        let target = self.target(job.slot);
+        self.send(job, target, false).map_err(|(_, why)| why)
+    }
+
+    /// The node for a slot: its master, or while unknown any node that is
+    /// up (its `MOVED` will tell).
+    fn target(&self, slot: u16) -> usize {
+        if let Some(owner) = self.routes.try_borrow().ok().and_then(|r| r.owner(slot)) {
+            return owner;
+        }
+        self.each_client(Client::is_healthy)
+            .iter()
+            .position(|up| *up)
+            .unwrap_or(0)
+    }
+
+    /// Sends a job to node `target`; gives it back if that node refuses.
+    fn send(&self, job: Job, target: usize, asking: bool) -> Result<(), (Job, Unavailable)> {
+        let down = |job| Err((job, Unavailable::Down));
+        if self.closing.get() {
+            return down(job);
+        }
+        let Ok(nodes) = self.nodes.try_borrow() else {
+            return down(job);
+        };
+        let Some(node) = nodes.get(target) else {
+            return down(job);
+        };
+        let resend = job.rebuild.clone().map(|r| Box::new(move || r()) as Resend);
+        let command = job.command.clone();
+        // The job comes back if the client refuses it at once.
+        let held = Rc::new(Cell::new(Some(job)));
+        let in_reply = held.clone();
+        let me = self.me.clone();
+        let on_reply = Box::new(move |reply: Reply| {
+            if let Some(job) = in_reply.take() {
+                match me.upgrade() {
+                    Some(cluster) => cluster.on_reply(job, reply),
+                    None => (job.on_reply)(None),
+                }
+            }
+        });
+        // ASKING and its command go together or not at all: a lone ASKING
+        // would apply to the next, unrelated, command on the connection.
+        let sent = if asking {
+            node.client.submit_asking(&command, resend, on_reply)
+        } else {
+            node.client.submit(&command, resend, on_reply)
+        };
+        drop(nodes);
+        match sent {
+            Ok(()) => Ok(()),
+            Err(why) => {
+                // A node with a full queue is busy, not down.
+                if why == Unavailable::Down {
+                    self.node_down();
+                }
+                // Refused at once: the callback was dropped unused.
+                match held.take() {
+                    Some(job) => Err((job, why)),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn on_reply(&self, mut job: Job, reply: Reply) {
+        let Reply::Error(text) = &reply else {
+            return (job.on_reply)(reply.frame());
+        };
+        let late = past(job.deadline, now());
+        let redirect = match parse_redirect(text) {
+            Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !late => redirect,
+            _ => return (job.on_reply)(None),
+        };
+        job.hops += 1;
+        let sent = match redirect {
+            Redirect::Moved { slot, node } => {
+                self.request_refresh();
+                match self.node_index(&node) {
+                    Some(i) => {
+                        if let Ok(mut routes) = self.routes.try_borrow_mut() {
+                            routes.set(slot, i);
+                        }
+                        self.send(job, i, false)
+                    }
+                    None => Err((job, Unavailable::Down)),
+                }
+            }
+            Redirect::Ask { node, .. } => match self.node_index(&node) {
+                Some(i) => self.send(job, i, true),
+                None => Err((job, Unavailable::Down)),
+            },
+            Redirect::TryAgain => {
+                self.retry_later(job);
+                Ok(())
+            }
+        };
+        if let Err((job, _)) = sent {
+            (job.on_reply)(None);
+        }
+    }
+
+    fn retry_later(&self, job: Job) {
+        let due = now().wrapping_add(TRYAGAIN_MS);
+        if past(job.deadline, due) {
+            return (job.on_reply)(None);
+        }
+        let queued = match self.retries.try_borrow_mut() {
+            Ok(mut retries) => retries.push(due, job),
+            Err(_) => Err(job),
+        };
+        if let Err(job) = queued {
+            return (job.on_reply)(None);
+        }
+        // SAFETY: our retry event; nginx owns the timer tree.
+        unsafe {
+            let ev = self.retry_ev.get();
+            if (*ev).timer_set() == 0 {
+                nginx_sys::ngx_add_timer(ev, TRYAGAIN_MS);
+            }
+        }
+    }
+
+    fn on_retry(&self) {
+        let (due, next) = match self.retries.try_borrow_mut() {
+            Ok(mut retries) => retries.take_due(now()),
+            Err(_) => (Vec::new(), None),
+        };
+        for job in due {
+            let target = self.target(job.slot);
+            if let Err((job, _)) = self.send(job, target, false) {
+                (job.on_reply)(None);
+            }
+        }
+        if let Some(left) = next {
+            // SAFETY: our retry event.
+            unsafe { nginx_sys::ngx_add_timer(self.retry_ev.get(), left.max(1)) };
+        }
+    }
+
+    /// A master refused a command (down): the map may have changed.
+    fn node_down(&self) {
+        self.request_refresh();
+    }
+
+    /// Answers the commands waiting to be tried again with `None` (exit).
+    pub(super) fn fail_retries(&self) {
+        let waiting = self
+            .retries
+            .try_borrow_mut()
+            .map(|mut r| r.drain())
+            .unwrap_or_default();
+        for job in waiting {
+            crate::ffi::guard((), || (job.on_reply)(None));
+        }
+    }
+}
+
+pub(super) unsafe extern "C" fn retry_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our retry event carries the cluster.
+        let cluster = unsafe { cluster((*ev).data) };
+        cluster.on_retry();
+    })
+}
