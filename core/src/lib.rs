@@ -6,6 +6,7 @@
 //! - `limiter`: the leaky bucket, the Redis scripts and their replies, the
 //!   circuit breaker, who counts as one client;
 //! - `decision`: one request's decision, step by step, table-tested;
+//! - `headers`: the numbers of the rate-limit headers;
 //! - `metrics`: the counters a worker keeps and the Prometheus text;
 //! - `values`: the directives' value parsers;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
@@ -13,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod decision;
+pub mod headers;
 pub mod limiter;
 pub mod metrics;
 pub mod redis;

@@ -18,7 +18,7 @@ use crate::ffi::{bytes, now_ms};
 use crate::protocol;
 use crate::store::Stores;
 use crate::PowShield;
-use pow_shield_core::decision::{Answer, Carried, Decision, Final, Next, Outcome};
+use pow_shield_core::decision::{Answer, Decision, Final, Next, Outcome, Payment};
 use pow_shield_core::limiter::strikes::Tripped;
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{Solution, Subject};
@@ -78,7 +78,7 @@ fn decide(r: &mut Request) -> Status {
         Some(decision) => decision,
         None => Decision::new(
             policy.rules(),
-            carried(r, mcf, &subject, &policy),
+            payment(r, mcf, &subject, &policy),
             key.is_empty(),
         ),
     };
@@ -116,16 +116,16 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// The solution the request carries, verified now: a refusal's strike is
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
-fn carried(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> Carried {
+fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> Payment {
     if policy.limit.is_none() || subject.key.is_empty() {
-        return Carried::Nothing;
+        return Payment::Unpaid;
     }
     let (token, nonce) = pow_headers(r);
     if token.is_none() && nonce.is_none() {
-        return Carried::Nothing;
+        return Payment::Unpaid;
     }
     let Some(keys) = mcf.keys.as_ref() else {
-        return Carried::Nothing;
+        return Payment::Unpaid;
     };
     let verified = protocol::verify_solution(
         keys,
@@ -137,11 +137,11 @@ fn carried(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> C
         policy.challenge_ttl_ms,
     );
     match verified {
-        Ok(solved) => Carried::Valid(Solution {
+        Ok(solved) => Payment::Valid(Solution {
             digest: solved.digest,
             spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
         }),
-        Err(rejection) => Carried::Invalid(rejection),
+        Err(rejection) => Payment::Invalid(rejection),
     }
 }
 

@@ -8,6 +8,7 @@ use super::state::RequestState;
 use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
+use pow_shield_core::headers::RateLimitNumbers;
 use pow_shield_core::limiter::strikes::Block;
 use pow_shield_core::values::HeadersMode;
 
@@ -183,11 +184,9 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
         return Some(());
     };
     let policy = &state.policy;
+    let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
     let mut buf = StackText::default();
     if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
-        let reset_at_s = decided_at_ms
-            .saturating_add(verdict.reset_after_ms)
-            .div_ceil(1000);
         push_header(
             r,
             "X-RateLimit-Limit",
@@ -198,20 +197,19 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
             r,
             "X-RateLimit-Remaining",
             "x-ratelimit-remaining",
-            buf.format(format_args!("{}", verdict.remaining)),
+            buf.format(format_args!("{}", numbers.remaining)),
         )?;
         push_header(
             r,
             "X-RateLimit-Reset",
             "x-ratelimit-reset",
-            buf.format(format_args!("{reset_at_s}")),
+            buf.format(format_args!("{}", numbers.reset_at_s)),
         )?;
     }
     if matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both) {
         let now = format_args!(
             "\"pow-shield\";r={};t={}",
-            verdict.remaining,
-            verdict.reset_after_ms.div_ceil(1000)
+            numbers.remaining, numbers.reset_in_s
         );
         push_header(
             r,

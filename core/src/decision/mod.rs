@@ -79,13 +79,13 @@ impl Outcome {
     }
 }
 
-/// What the request carries, verified before the store is asked (so that a
-/// refusal's strike is recorded in the same round trip). It only matters
-/// when the client is over its limit.
+/// The payment a request offers (its `X-PoW-*` headers), verified before
+/// the store is asked (so that a refusal's strike is recorded in the same
+/// round trip). It only matters when the client is over its limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Carried {
+pub enum Payment {
     /// Neither `X-PoW-Challenge` nor `X-PoW-Nonce`.
-    Nothing,
+    Unpaid,
     /// A solution that failed verification.
     Invalid(Rejection),
     /// A correct solution; it still has to be spent.
@@ -164,7 +164,7 @@ pub struct Rules {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
     rules: Rules,
-    carried: Carried,
+    payment: Payment,
     exempt: bool,
     /// What was asked last, that the next reply answers.
     asked: Option<Op>,
@@ -179,10 +179,10 @@ pub struct Decision {
 
 impl Decision {
     /// `exempt`: the key is empty.
-    pub fn new(rules: Rules, carried: Carried, exempt: bool) -> Self {
+    pub fn new(rules: Rules, payment: Payment, exempt: bool) -> Self {
         Self {
             rules,
-            carried,
+            payment,
             exempt,
             asked: None,
             checked: Checked::default(),
@@ -240,7 +240,7 @@ impl Decision {
         if self.rules.limit.is_none() {
             return self.pass(Outcome::Pass);
         }
-        let offence = !matches!(self.carried, Carried::Valid(_));
+        let offence = !matches!(self.payment, Payment::Valid(_));
         self.ask(Op::Check { offence })
     }
 
@@ -265,18 +265,18 @@ impl Decision {
             // Paid, but a slot freed while the client solved: the request
             // counts as green, and spending the solution takes back the
             // strike its 429 recorded (a replay just passes: it is green).
-            if let Carried::Valid(solution) = self.carried {
+            if let Payment::Valid(solution) = self.payment {
                 self.green = true;
                 return self.ask(Op::Spend(solution));
             }
             return self.pass(Outcome::Pass);
         }
-        match self.carried {
-            Carried::Nothing => {
+        match self.payment {
+            Payment::Unpaid => {
                 let answer = self.challenge(429, None);
                 self.reject(Outcome::Challenge, answer, "over the limit, challenge sent")
             }
-            Carried::Invalid(rejection) => {
+            Payment::Invalid(rejection) => {
                 let (status, message) = (rejection.status(), rejection.message());
                 let answer = if rejection.wants_fresh_challenge() {
                     self.challenge(status, Some(message))
@@ -285,7 +285,7 @@ impl Decision {
                 };
                 self.reject(Outcome::Invalid, answer, rejection.reason())
             }
-            Carried::Valid(solution) => self.ask(Op::Spend(solution)),
+            Payment::Valid(solution) => self.ask(Op::Spend(solution)),
         }
     }
 

@@ -35,8 +35,8 @@ fn solution(n: u8) -> Solution {
     }
 }
 
-const VALID: fn(u8) -> Carried = |n| Carried::Valid(solution(n));
-const WRONG: Carried = Carried::Invalid(Rejection::WrongSolution);
+const VALID: fn(u8) -> Payment = |n| Payment::Valid(solution(n));
+const WRONG: Payment = Payment::Invalid(Rejection::WrongSolution);
 
 /// The in-memory store (the same order of steps as the zone's) and the
 /// request loop every handler runs: next → ask → next … → done.
@@ -52,7 +52,7 @@ impl FakeStore {
         &mut self,
         key: &'static str,
         rules: Rules,
-        carried: Carried,
+        payment: Payment,
         trusted: bool,
     ) -> Final {
         let subject = Subject {
@@ -61,7 +61,7 @@ impl FakeStore {
             approx: false,
             rules: rules.red,
         };
-        let mut decision = Decision::new(rules, carried, key.is_empty());
+        let mut decision = Decision::new(rules, payment, key.is_empty());
         let mut reply = None;
         loop {
             match decision.next(reply, || trusted) {
@@ -71,8 +71,8 @@ impl FakeStore {
         }
     }
 
-    fn get(&mut self, key: &'static str, carried: Carried) -> Final {
-        self.request(key, rules(), carried, false)
+    fn get(&mut self, key: &'static str, payment: Payment) -> Final {
+        self.request(key, rules(), payment, false)
     }
 
     /// The operations asked so far, by name.
@@ -103,8 +103,8 @@ fn status(end: &Final) -> u16 {
     }
 }
 
-fn statuses(store: &mut FakeStore, key: &'static str, carried: Carried, n: usize) -> Vec<u16> {
-    (0..n).map(|_| status(&store.get(key, carried))).collect()
+fn statuses(store: &mut FakeStore, key: &'static str, payment: Payment, n: usize) -> Vec<u16> {
+    (0..n).map(|_| status(&store.get(key, payment))).collect()
 }
 
 /* zones */
@@ -112,14 +112,14 @@ fn statuses(store: &mut FakeStore, key: &'static str, carried: Carried, n: usize
 #[test]
 fn green_requests_pass_with_one_check_each() {
     let mut s = FakeStore::default();
-    assert_eq!(statuses(&mut s, "a", Carried::Nothing, 2), [200, 200]);
+    assert_eq!(statuses(&mut s, "a", Payment::Unpaid, 2), [200, 200]);
     assert_eq!(s.calls(), ["check", "check"]);
 }
 
 #[test]
 fn an_empty_key_is_exempt_and_asks_no_store() {
     let mut s = FakeStore::default();
-    let end = s.get("", Carried::Nothing);
+    let end = s.get("", Payment::Unpaid);
     assert_eq!(end.outcome, Outcome::Exempt);
     assert!(s.calls().is_empty());
 }
@@ -127,8 +127,8 @@ fn an_empty_key_is_exempt_and_asks_no_store() {
 #[test]
 fn over_the_limit_without_a_solution_is_a_429_challenge() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
-    let end = s.get("a", Carried::Nothing);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
+    let end = s.get("a", Payment::Unpaid);
     assert_eq!(end.outcome, Outcome::Challenge);
     assert_eq!(
         end.answer,
@@ -152,7 +152,7 @@ fn under_the_limit_a_wrong_solution_is_ignored() {
 fn under_the_limit_a_valid_solution_is_spent_to_take_back_its_strike() {
     // Paid, but a slot freed while the client solved.
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 3);
+    statuses(&mut s, "a", Payment::Unpaid, 3);
     assert_eq!(s.strikes("a"), 1);
     s.store.at(60_000);
     let end = s.get("a", VALID(1));
@@ -168,7 +168,7 @@ fn under_the_limit_a_valid_solution_is_spent_to_take_back_its_strike() {
 #[test]
 fn over_the_limit_a_valid_solution_is_spent_once() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     let end = s.get("a", VALID(1));
     assert_eq!((status(&end), end.outcome), (200, Outcome::Solved));
     let again = s.get("a", VALID(1));
@@ -179,7 +179,7 @@ fn over_the_limit_a_valid_solution_is_spent_once() {
 #[test]
 fn a_wrong_solution_is_refused_before_the_replay_store_is_touched() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     s.store.calls.clear();
     let end = s.get("a", WRONG);
     assert_eq!(status(&end), 422);
@@ -198,8 +198,8 @@ fn every_verification_failure_has_the_spec_status_and_fresh_challenge_rule() {
     ];
     for (rejection, want, fresh) in cases {
         let mut s = FakeStore::default();
-        statuses(&mut s, "a", Carried::Nothing, 2);
-        let end = s.get("a", Carried::Invalid(rejection));
+        statuses(&mut s, "a", Payment::Unpaid, 2);
+        let end = s.get("a", Payment::Invalid(rejection));
         assert_eq!(status(&end), want, "{rejection:?}");
         let has_challenge = matches!(end.answer, Some(Answer::Challenge { .. }));
         assert_eq!(has_challenge, fresh, "{rejection:?}");
@@ -220,22 +220,22 @@ fn with_fail(fail: FailPolicy) -> Rules {
 
 #[test]
 fn fail_open_lets_requests_through_while_the_store_is_down() {
-    let end = down_store().request("a", with_fail(FailPolicy::Open), Carried::Nothing, false);
+    let end = down_store().request("a", with_fail(FailPolicy::Open), Payment::Unpaid, false);
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
 }
 
 #[test]
 fn fail_closed_refuses_with_503_unless_trusted() {
     let closed = with_fail(FailPolicy::Closed);
-    let end = down_store().request("a", closed, Carried::Nothing, false);
+    let end = down_store().request("a", closed, Payment::Unpaid, false);
     assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
-    let end = down_store().request("a", closed, Carried::Nothing, true);
+    let end = down_store().request("a", closed, Payment::Unpaid, true);
     assert_eq!(status(&end), 200);
 }
 
 #[test]
 fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
-    let mut decision = Decision::new(rules(), Carried::Nothing, false);
+    let mut decision = Decision::new(rules(), Payment::Unpaid, false);
     assert_eq!(
         decision.next(None, || false),
         Next::Ask(Op::Check { offence: true })
@@ -253,7 +253,7 @@ fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
 #[test]
 fn a_solution_that_cannot_be_recorded_is_not_accepted() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     s.store.full = true;
     let end = s.get("a", VALID(1));
     assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
@@ -264,7 +264,7 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
     // The check answers, the spend finds Redis gone (and no fallback).
     let spend_down = |fail| {
         let mut s = FakeStore::default();
-        statuses(&mut s, "a", Carried::Nothing, 2);
+        statuses(&mut s, "a", Payment::Unpaid, 2);
         let mut decision = Decision::new(with_fail(fail), VALID(1), false);
         let subject = Subject {
             key: b"a",
@@ -304,7 +304,7 @@ fn dry_run_decides_and_counts_but_never_rejects() {
     };
     let mut s = FakeStore::default();
     let ends: Vec<Final> = (0..10)
-        .map(|_| s.request("a", dry, Carried::Nothing, false))
+        .map(|_| s.request("a", dry, Payment::Unpaid, false))
         .collect();
     assert!(ends.iter().all(|e| e.answer.is_none()));
     let outcomes: Vec<Outcome> = ends.iter().map(|e| e.outcome).collect();
@@ -320,12 +320,12 @@ fn dry_run_decides_and_counts_but_never_rejects() {
 #[test]
 fn the_sixth_offence_is_blocked_and_the_five_before_are_429() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     assert_eq!(
-        statuses(&mut s, "a", Carried::Nothing, 7),
+        statuses(&mut s, "a", Payment::Unpaid, 7),
         [429, 429, 429, 429, 429, 403, 403]
     );
-    let end = s.get("a", Carried::Nothing);
+    let end = s.get("a", Payment::Unpaid);
     assert_eq!(end.outcome, Outcome::Blocked);
     assert_eq!(end.answer, Some(Answer::Block(Block::Blocked)));
 }
@@ -333,33 +333,33 @@ fn the_sixth_offence_is_blocked_and_the_five_before_are_429() {
 #[test]
 fn a_blocked_client_is_blocked_under_its_limit_too_and_adds_no_strikes() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 7);
+    statuses(&mut s, "a", Payment::Unpaid, 7);
     s.store.at(59_000);
     // The bucket has drained; the breaker still holds.
-    assert_eq!(statuses(&mut s, "a", Carried::Nothing, 3), [403, 403, 403]);
+    assert_eq!(statuses(&mut s, "a", Payment::Unpaid, 3), [403, 403, 403]);
     assert_eq!(s.strikes("a"), 5);
     s.store.at(60_000);
-    assert_eq!(status(&s.get("a", Carried::Nothing)), 200);
+    assert_eq!(status(&s.get("a", Payment::Unpaid)), 200);
 }
 
 #[test]
 fn wrong_solutions_count_as_strikes_and_a_blocked_request_spends_nothing() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     assert_eq!(statuses(&mut s, "a", WRONG, 5), [422; 5]);
     assert_eq!(status(&s.get("a", VALID(9))), 403);
     assert!(
         s.store.spent.is_empty(),
         "the solution stays usable by another client"
     );
-    statuses(&mut s, "b", Carried::Nothing, 2);
+    statuses(&mut s, "b", Payment::Unpaid, 2);
     assert_eq!(status(&s.get("b", VALID(9))), 200);
 }
 
 #[test]
 fn a_replayed_solution_is_a_strike() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     s.get("a", VALID(1));
     s.store.calls.clear();
     assert_eq!(status(&s.get("a", VALID(1))), 409);
@@ -370,7 +370,7 @@ fn a_replayed_solution_is_a_strike() {
 #[test]
 fn a_valid_solution_is_not_a_strike() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     for n in 0..10 {
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
@@ -379,14 +379,14 @@ fn a_valid_solution_is_not_a_strike() {
 
 /// One challenge and its payment: the 429, then the solved request.
 fn pay(s: &mut FakeStore, n: u8) -> (u16, u16) {
-    let challenge = status(&s.get("a", Carried::Nothing));
+    let challenge = status(&s.get("a", Payment::Unpaid));
     (challenge, status(&s.get("a", VALID(n))))
 }
 
 #[test]
 fn a_client_that_pays_every_challenge_is_never_blocked() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     // 50 paid requests within a minute (the bucket frees a slot every
     // 30 s: then the request is green).
     for n in 0..50 {
@@ -401,10 +401,10 @@ fn a_client_that_pays_every_challenge_is_never_blocked() {
 #[test]
 fn n_minus_one_challenges_in_flight_each_paid_never_block() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     for round in 0..10u8 {
         // Four requests at once get four challenges: four strikes of five.
-        assert_eq!(statuses(&mut s, "a", Carried::Nothing, 4), [429; 4]);
+        assert_eq!(statuses(&mut s, "a", Payment::Unpaid, 4), [429; 4]);
         for n in 0..4 {
             assert_eq!(status(&s.get("a", VALID(round * 4 + n))), 200);
         }
@@ -415,13 +415,13 @@ fn n_minus_one_challenges_in_flight_each_paid_never_block() {
 #[test]
 fn paying_earns_no_credit() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     // Solutions of challenges issued to others take back nothing below 0.
     for n in 0..10 {
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
     assert_eq!(
-        statuses(&mut s, "a", Carried::Nothing, 6),
+        statuses(&mut s, "a", Payment::Unpaid, 6),
         [429, 429, 429, 429, 429, 403]
     );
 }
@@ -429,15 +429,15 @@ fn paying_earns_no_credit() {
 #[test]
 fn a_wrong_answer_per_paid_challenge_still_blocks() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     // 429 (strike), 422 (strike), paid (one taken back): one more each time.
     for n in 0..3 {
-        assert_eq!(status(&s.get("a", Carried::Nothing)), 429);
+        assert_eq!(status(&s.get("a", Payment::Unpaid)), 429);
         assert_eq!(status(&s.get("a", WRONG)), 422);
         assert_eq!(status(&s.get("a", VALID(n))), 200);
     }
     assert_eq!(s.strikes("a"), 3);
-    assert_eq!(status(&s.get("a", Carried::Nothing)), 429);
+    assert_eq!(status(&s.get("a", Payment::Unpaid)), 429);
     assert_eq!(status(&s.get("a", WRONG)), 422, "the 5th strike");
     assert_eq!(status(&s.get("a", VALID(9))), 403, "paying now is too late");
 }
@@ -445,7 +445,7 @@ fn a_wrong_answer_per_paid_challenge_still_blocks() {
 #[test]
 fn a_replay_strike_is_never_taken_back_by_the_replay() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     assert_eq!(status(&s.get("a", VALID(1))), 200);
     let replays: Vec<u16> = (0..6).map(|_| status(&s.get("a", VALID(1)))).collect();
     assert_eq!(replays, [409, 409, 409, 409, 409, 403]);
@@ -454,7 +454,7 @@ fn a_replay_strike_is_never_taken_back_by_the_replay() {
 #[test]
 fn a_client_blocked_between_check_and_spend_spends_nothing() {
     let mut s = FakeStore::default();
-    statuses(&mut s, "a", Carried::Nothing, 2);
+    statuses(&mut s, "a", Payment::Unpaid, 2);
     let subject = Subject {
         key: b"a",
         limit: rules().limit,
@@ -469,7 +469,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
     let spend = decision.next(Some(checked), || false);
     assert_eq!(spend, Next::Ask(Op::Spend(solution(7))));
     // Meanwhile other requests of the client open the breaker.
-    statuses(&mut s, "a", Carried::Nothing, 5);
+    statuses(&mut s, "a", Payment::Unpaid, 5);
     let Next::Ask(spend) = spend else {
         unreachable!()
     };
@@ -487,7 +487,7 @@ fn strikes_off_never_blocks() {
     };
     let mut s = FakeStore::default();
     let all: Vec<u16> = (0..20)
-        .map(|_| status(&s.request("a", off, Carried::Nothing, false)))
+        .map(|_| status(&s.request("a", off, Payment::Unpaid, false)))
         .collect();
     assert!(all[2..].iter().all(|&st| st == 429));
 }
@@ -504,13 +504,13 @@ fn trap() -> Rules {
 fn a_trap_answers_404_with_a_strike_and_blocks_the_sixth_hit() {
     let mut s = FakeStore::default();
     let hits: Vec<Final> = (0..7)
-        .map(|_| s.request("a", trap(), Carried::Nothing, false))
+        .map(|_| s.request("a", trap(), Payment::Unpaid, false))
         .collect();
     let got: Vec<u16> = hits.iter().map(status).collect();
     assert_eq!(got, [404, 404, 404, 404, 404, 403, 403]);
     assert_eq!(hits[0].outcome, Outcome::Trap);
     // The trap's strikes block the client on shielded locations too.
-    assert_eq!(status(&s.get("a", Carried::Nothing)), 403);
+    assert_eq!(status(&s.get("a", Payment::Unpaid)), 403);
 }
 
 #[test]
@@ -520,7 +520,7 @@ fn a_trap_with_strikes_off_only_answers_404() {
         red: RedRules::default(),
         ..trap()
     };
-    let end = s.request("a", off, Carried::Nothing, false);
+    let end = s.request("a", off, Payment::Unpaid, false);
     assert_eq!(status(&end), 404);
     assert!(s.calls().is_empty());
 }
@@ -528,14 +528,14 @@ fn a_trap_with_strikes_off_only_answers_404() {
 #[test]
 fn a_trap_answers_an_exempt_client_404_without_a_strike() {
     let mut s = FakeStore::default();
-    let end = s.request("", trap(), Carried::Nothing, false);
+    let end = s.request("", trap(), Payment::Unpaid, false);
     assert_eq!((status(&end), end.outcome), (404, Outcome::Trap));
     assert!(s.calls().is_empty());
 }
 
 #[test]
 fn a_trap_still_answers_404_when_the_store_is_down() {
-    let end = down_store().request("a", trap(), Carried::Nothing, false);
+    let end = down_store().request("a", trap(), Payment::Unpaid, false);
     assert_eq!(status(&end), 404);
 }
 
@@ -554,7 +554,7 @@ fn a_ban_follows_k_openings_and_answers_banned() {
     let mut s = FakeStore::default();
     let offend = |s: &mut FakeStore, n| {
         (0..n)
-            .map(|_| s.request("a", banning, Carried::Nothing, false))
+            .map(|_| s.request("a", banning, Payment::Unpaid, false))
             .last()
     };
     offend(&mut s, 8);
@@ -564,7 +564,7 @@ fn a_ban_follows_k_openings_and_answers_banned() {
     assert_eq!(end.answer, Some(Answer::Block(Block::Banned)));
     s.store.at(661_000);
     assert_eq!(
-        status(&s.request("a", banning, Carried::Nothing, false)),
+        status(&s.request("a", banning, Payment::Unpaid, false)),
         200,
         "the ban ended"
     );
@@ -586,7 +586,7 @@ fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     let mut s = FakeStore::default();
     let difficulties: Vec<u8> = (0..40)
         .filter_map(
-            |_| match s.request("a", rising, Carried::Nothing, false).answer {
+            |_| match s.request("a", rising, Payment::Unpaid, false).answer {
                 Some(Answer::Challenge { difficulty, .. }) => Some(difficulty),
                 _ => None,
             },
