@@ -12,6 +12,7 @@
 //!   health and back-off, replays, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod decision;
 pub mod limiter;
 pub mod metrics;
