@@ -1,0 +1,62 @@
+//! http-level settings: the secret (`pow_shield_secret`,
+//! `pow_shield_secret_file`) and the zone (`pow_shield_zone`).
+
+use nginx_sys::{ngx_conf_t, NGX_LOG_NOTICE};
+use pow_shield_core::config::args;
+use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
+
+use super::setters::{full_path, set_once, setter, Refusal};
+use super::MainConf;
+use crate::shm;
+
+/// The shared zone's name; one per configuration.
+const ZONE_NAME: &str = "pow_shield";
+
+setter!(set_secret, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
+    }
+    mcf.keys = Some(args::secret(d.value())?);
+    mcf.keys_configured = true;
+    Ok(())
+});
+
+setter!(set_secret_file, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
+    }
+    let v = d.value();
+    let path = full_path(d.cf, v).ok_or_else(|| Refusal::invalid(v, "cannot resolve the path"))?;
+    // Reading a file while parsing the configuration is what nginx
+    // itself does (certificates, maps); no request is being served.
+    let contents = std::fs::read(&path)
+        .map_err(|e| Refusal::invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
+    mcf.keys = Some(args::secret_file(v, &path, &contents)?);
+    mcf.keys_configured = true;
+    Ok(())
+});
+
+setter!(set_zone, MainConf, |d, mcf| {
+    let size = args::zone_size(d.value(), shm::min_zone_size())?;
+    set_once(&mut mcf.zone_size, size)
+});
+
+/// Adds the zone if anything is shielded or a status location reads it,
+/// and says when challenges will be signed with a random key.
+pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()> {
+    // The status location reads the zone even where nothing is shielded.
+    if !mcf.shielded && !mcf.status {
+        return Ok(());
+    }
+    let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);
+    mcf.zone = shm::add_zone(cf, ZONE_NAME, size, mcf)?;
+    if mcf.shielded && !mcf.keys_configured {
+        log_at!(
+            NGX_LOG_NOTICE,
+            cf.log,
+            "pow_shield: no \"pow_shield_secret\" or \"pow_shield_secret_file\": challenges \
+             are signed with a random key made at start, which other nodes cannot verify"
+        );
+    }
+    Ok(())
+}
