@@ -82,6 +82,7 @@ mod module {
         // SAFETY: the command table is a static that lives as long as the module.
         commands: unsafe { ptr::addr_of_mut!(COMMANDS[0]) },
         type_: NGX_HTTP_MODULE as ngx_uint_t,
+        init_module: Some(init_module),
         init_process: Some(init_worker),
         exit_process: Some(exit_worker),
         ..ngx_module_t::default()
@@ -284,6 +285,16 @@ mod module {
         // SAFETY: nginx passes a setter its arguments; the command's `conf`
         // offset is the location configuration's.
         unsafe { config::set_status(cf, cmd, conf, Some(crate::http::status::handler)) }
+    }
+
+    /* the process hooks */
+
+    /// After the cycle's shared memory is ready, before workers start.
+    extern "C" fn init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {
+        // SAFETY: nginx passes the cycle being initialised.
+        guard(Status::NGX_ERROR.into(), || unsafe {
+            config::http::adopt_zone_secret(&mut *cycle).into()
+        })
     }
 
     extern "C" fn init_worker(cycle: *mut ngx_cycle_t) -> ngx_int_t {

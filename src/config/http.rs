@@ -1,13 +1,18 @@
 //! http-level settings: the secret (`pow_shield_secret`,
-//! `pow_shield_secret_file`) and the zone (`pow_shield_zone`).
+//! `pow_shield_secret_file`, or the zone's random key) and the zone
+//! (`pow_shield_zone`).
 
-use nginx_sys::{ngx_conf_t, NGX_LOG_NOTICE};
+use nginx_sys::{ngx_conf_t, ngx_cycle_t, NGX_LOG_NOTICE};
+use ngx::core::Status;
+use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::args;
 use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
 
 use super::setters::{full_path, set_once, setter, Refusal};
 use super::MainConf;
-use crate::shm;
+use crate::protocol::{Secret, SecretKeys};
+use crate::shm::{self, SharedZone};
+use crate::PowShield;
 
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
@@ -49,7 +54,7 @@ pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()
         return Ok(());
     }
     let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);
-    mcf.zone = shm::add_zone(cf, ZONE_NAME, size, mcf)?;
+    mcf.zone = shm::add_zone(cf, ZONE_NAME, size, mcf.status)?;
     if mcf.shielded && !mcf.keys_configured {
         log_at!(
             NGX_LOG_NOTICE,
@@ -59,4 +64,43 @@ pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()
         );
     }
     Ok(())
+}
+
+/// `init_module`, once nginx has initialised the zones: without a
+/// configured secret, challenges are signed with the zone's random key
+/// (kept across reloads with the zone, so outstanding challenges stay
+/// valid).
+pub(crate) fn adopt_zone_secret(cycle: &mut ngx_cycle_t) -> Status {
+    let Some(mcf) = PowShield::main_conf_mut(cycle) else {
+        return Status::NGX_OK;
+    };
+    if mcf.keys_configured || mcf.zone.is_null() {
+        return Status::NGX_OK;
+    }
+    let Some(zone) = SharedZone::from_conf(mcf) else {
+        return Status::NGX_ERROR;
+    };
+    // Cannot fail: the zone's key is 32 bytes, the shortest accepted.
+    match Secret::new(zone.random_secret()) {
+        Ok(current) => {
+            mcf.keys = Some(SecretKeys {
+                current,
+                previous: None,
+            });
+            Status::NGX_OK
+        }
+        Err(_) => Status::NGX_ERROR,
+    }
+}
+
+// Here rather than in shm/, so that the zone needs nothing of the
+// configuration.
+impl SharedZone {
+    /// The zone of a configuration, once nginx has initialised it.
+    pub fn from_conf(mcf: &MainConf) -> Option<Self> {
+        // SAFETY: `zone` is null or what shm::add_zone returned, and
+        // nothing reads it before nginx initialised the cycle's zones
+        // (init_module, init_process, requests).
+        unsafe { SharedZone::from_shm_zone(mcf.zone) }
+    }
 }
