@@ -5,7 +5,10 @@
 //! exists) is noted in `MainConf`.
 //!
 //! `pow_shield_dry_run` has no setter here: nginx's own flag slot sets it
-//! (the command table in src/lib.rs). The log levels and
+//! (the command table in src/lib.rs) and refuses in nginx's words for
+//! every flag (`invalid value "maybe" in "pow_shield_dry_run" directive,
+//! it must be "on" or "off"`: directive, value, file and line, as
+//! t/pow_shield_config.t asks). The log levels and
 //! `pow_shield_challenge_ttl` keep ours: nginx's enum slot refuses with
 //! `invalid value "loud"` without the directive's name, and its msec slot
 //! with `"pow_shield_challenge_ttl" directive invalid value` without the
