@@ -10,11 +10,16 @@
 //! - `config/`: directives; `shm/`: the shared-memory zone; `store/`: the
 //!   store interface and its local and Redis implementations; `redis/`: the
 //!   RESP client's socket on nginx's event loop; `http/`: the request path.
+//!
+//! The wiring is the module table, its context, the command table (which
+//! puts the request path's status handler behind `pow_shield_status`, so
+//! that configuration depends on nothing of it) and the process hooks.
 
 #[cfg(not(test))]
 #[macro_use]
 mod log;
 
+#[cfg(not(test))]
 pub mod config;
 #[cfg(not(test))]
 mod ffi;
@@ -30,15 +35,25 @@ mod store;
 #[cfg(not(test))]
 mod module {
     use core::ffi::{c_char, c_void};
+    use core::mem::offset_of;
     use core::ptr;
 
     use nginx_sys::{
-        ngx_conf_t, ngx_cycle_t, ngx_http_module_t, ngx_int_t, ngx_module_t, ngx_uint_t,
-        NGX_HTTP_MODULE,
+        ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_module_t, ngx_int_t, ngx_module_t,
+        ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
+        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+        NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
     };
     use ngx::core::Status;
     use ngx::http::{HttpModule, HttpModuleLocationConf, HttpModuleMainConf};
+    use ngx::ngx_string;
 
+    use crate::config::http::{set_secret, set_secret_file, set_zone};
+    use crate::config::location::{
+        set_ban, set_block_status, set_breaker_log_level, set_challenge_ttl, set_difficulty,
+        set_fail, set_headers, set_key, set_limit, set_log_level, set_strikes, set_trap,
+    };
+    use crate::config::redis::set_redis;
     use crate::config::{self, LocConf, MainConf};
     use crate::ffi::guard;
 
@@ -65,8 +80,9 @@ mod module {
     pub static mut ngx_http_pow_shield_module: ngx_module_t = ngx_module_t {
         ctx: ptr::addr_of!(MODULE_CTX).cast_mut().cast(),
         // SAFETY: the command table is a static that lives as long as the module.
-        commands: unsafe { ptr::addr_of_mut!(config::COMMANDS[0]) },
+        commands: unsafe { ptr::addr_of_mut!(COMMANDS[0]) },
         type_: NGX_HTTP_MODULE as ngx_uint_t,
+        init_module: Some(init_module),
         init_process: Some(init_worker),
         exit_process: Some(exit_worker),
         ..ngx_module_t::default()
@@ -123,6 +139,162 @@ mod module {
                 &*prev.cast::<LocConf>(),
                 &mut *conf.cast::<LocConf>(),
             )
+        })
+    }
+
+    /* the command table */
+
+    type Setter =
+        unsafe extern "C" fn(*mut ngx_conf_t, *mut ngx_command_t, *mut c_void) -> *mut c_char;
+
+    const ANY_LEVEL: u32 = NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF;
+
+    /// A directive of any level, stored in the location configuration
+    /// (`offset` is for nginx's stock slot setters; ours ignore it).
+    const fn loc(name: ngx_str_t, args: u32, set: Setter, offset: usize) -> ngx_command_t {
+        command(
+            name,
+            ANY_LEVEL | args,
+            set,
+            NGX_HTTP_LOC_CONF_OFFSET,
+            offset,
+        )
+    }
+
+    /// A directive of `location` blocks only.
+    const fn location_only(name: ngx_str_t, args: u32, set: Setter) -> ngx_command_t {
+        command(
+            name,
+            NGX_HTTP_LOC_CONF | args,
+            set,
+            NGX_HTTP_LOC_CONF_OFFSET,
+            0,
+        )
+    }
+
+    /// A directive of the `http` block, stored in the main configuration.
+    const fn main(name: ngx_str_t, args: u32, set: Setter) -> ngx_command_t {
+        command(
+            name,
+            NGX_HTTP_MAIN_CONF | args,
+            set,
+            NGX_HTTP_MAIN_CONF_OFFSET,
+            0,
+        )
+    }
+
+    const fn command(
+        name: ngx_str_t,
+        type_: u32,
+        set: Setter,
+        conf: usize,
+        offset: usize,
+    ) -> ngx_command_t {
+        ngx_command_t {
+            name,
+            type_: type_ as ngx_uint_t,
+            set: Some(set),
+            conf,
+            offset,
+            post: ptr::null_mut(),
+        }
+    }
+
+    static mut COMMANDS: [ngx_command_t; 19] = [
+        loc(
+            ngx_string!("pow_shield_limit"),
+            NGX_CONF_TAKE123,
+            set_limit,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_difficulty"),
+            NGX_CONF_TAKE12,
+            set_difficulty,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_strikes"),
+            NGX_CONF_TAKE12,
+            set_strikes,
+            0,
+        ),
+        loc(ngx_string!("pow_shield_ban"), NGX_CONF_TAKE12, set_ban, 0),
+        loc(
+            ngx_string!("pow_shield_block_status"),
+            NGX_CONF_TAKE1,
+            set_block_status,
+            0,
+        ),
+        location_only(ngx_string!("pow_shield_trap"), NGX_CONF_NOARGS, set_trap),
+        location_only(
+            ngx_string!("pow_shield_status"),
+            NGX_CONF_NOARGS,
+            set_status,
+        ),
+        loc(ngx_string!("pow_shield_key"), NGX_CONF_TAKE1, set_key, 0),
+        loc(
+            ngx_string!("pow_shield_challenge_ttl"),
+            NGX_CONF_TAKE1,
+            set_challenge_ttl,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_headers"),
+            NGX_CONF_TAKE1,
+            set_headers,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_dry_run"),
+            NGX_CONF_FLAG,
+            nginx_sys::ngx_conf_set_flag_slot,
+            offset_of!(LocConf, dry_run),
+        ),
+        loc(
+            ngx_string!("pow_shield_log_level"),
+            NGX_CONF_TAKE1,
+            set_log_level,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_breaker_log_level"),
+            NGX_CONF_TAKE1,
+            set_breaker_log_level,
+            0,
+        ),
+        loc(ngx_string!("pow_shield_fail"), NGX_CONF_TAKE12, set_fail, 0),
+        main(ngx_string!("pow_shield_secret"), NGX_CONF_TAKE1, set_secret),
+        main(
+            ngx_string!("pow_shield_secret_file"),
+            NGX_CONF_TAKE1,
+            set_secret_file,
+        ),
+        main(ngx_string!("pow_shield_zone"), NGX_CONF_TAKE1, set_zone),
+        main(ngx_string!("pow_shield_redis"), NGX_CONF_1MORE, set_redis),
+        ngx_command_t::empty(),
+    ];
+
+    /// `pow_shield_status`, with the request path's status handler as the
+    /// location's content.
+    extern "C" fn set_status(
+        cf: *mut ngx_conf_t,
+        cmd: *mut ngx_command_t,
+        conf: *mut c_void,
+    ) -> *mut c_char {
+        // SAFETY: nginx passes a setter its arguments; the command's `conf`
+        // offset is the location configuration's.
+        unsafe { config::set_status(cf, cmd, conf, Some(crate::http::status::handler)) }
+    }
+
+    /* the process hooks */
+
+    /// After the cycle's shared memory is ready, before workers start.
+    extern "C" fn init_module(cycle: *mut ngx_cycle_t) -> ngx_int_t {
+        // SAFETY: nginx passes the cycle being initialised.
+        // (Its failure is fatal for nginx, even on a reload: never fail.)
+        guard(Status::NGX_OK.into(), || unsafe {
+            config::http::adopt_zone_secret(&mut *cycle).into()
         })
     }
 

@@ -13,6 +13,7 @@
 //!   health and back-off, replays, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod decision;
 pub mod headers;
 pub mod limiter;

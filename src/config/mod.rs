@@ -1,9 +1,232 @@
-//! Directives (docs/directives.md). Values are parsed once, here, by the
-//! pure parsers in `pow_shield_core::values`; the request path only reads
-//! the resolved [`Policy`].
+//! Directives (docs/directives.md). Values are parsed once, at
+//! configuration time, by the pure code of `pow_shield_core::config` and
+//! `pow_shield_core::values`; the request path only reads the resolved
+//! [`Policy`]. This file holds the configuration structs and the merge;
+//! `setters` the setter framework, `location`, `http` and `redis` the
+//! setters of each level. The command table is the module's wiring
+//! (src/lib.rs).
 
-#[cfg(not(test))]
-mod directives;
+pub mod http;
+pub mod location;
+pub mod redis;
+mod setters;
 
-#[cfg(not(test))]
-pub use directives::*;
+use core::ffi::c_char;
+use core::ptr;
+
+use nginx_sys::{
+    ngx_conf_t, ngx_flag_t, ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
+    NGX_LOG_ERR, NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
+};
+use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
+use ngx::http::HttpModuleMainConf;
+use pow_shield_core::config::settings::header_texts;
+use pow_shield_core::config::{LogLevel, Resolved, Settings};
+use pow_shield_core::decision::{DifficultyRule, Rules};
+use pow_shield_core::limiter::strikes::RedRules;
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::values::{FailPolicy, HeadersMode};
+
+pub use self::location::set_status;
+pub use self::redis::RedisConf;
+use self::setters::{compile_complex_value, NGX_CONF_UNSET};
+use crate::protocol::SecretKeys;
+use crate::PowShield;
+
+/// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
+/// no request can carry one, so no key a client controls (a header, an
+/// argument) can equal an address's and spend its strikes or its count.
+const DEFAULT_KEY: &str = "\0$pow_shield_client";
+
+/// A compiled complex value (configuration pool).
+type ComplexValue = *mut ngx_http_complex_value_t;
+
+/// http-level configuration.
+pub struct MainConf {
+    /// `pow_shield_zone`.
+    pub zone_size: Option<usize>,
+    /// The zone, added when some location enables the shield.
+    pub zone: *mut ngx_shm_zone_t,
+    /// `pow_shield_secret` / `pow_shield_secret_file`; `None` until the zone
+    /// supplies the random key of this start.
+    pub keys: Option<SecretKeys>,
+    /// Whether `keys` came from the configuration (else: random).
+    pub keys_configured: bool,
+    /// `pow_shield_redis`; `Some(None)` is an explicit `off`.
+    pub redis: Option<Option<RedisConf>>,
+    /// Some location has `pow_shield_limit` on.
+    pub shielded: bool,
+    /// Some location has `pow_shield_status`: workers count metrics.
+    pub status: bool,
+    /// The longest `pow_shield_challenge_ttl` of any shielded location (the
+    /// default counts where it applies): how long a token may be accepted
+    /// somewhere, so how long its spent record must be kept.
+    pub longest_challenge_ttl_ms: u64,
+    /// `$pow_shield_client`, compiled once and shared by every location
+    /// that doesn't set `pow_shield_key`.
+    default_key: ComplexValue,
+}
+
+impl Default for MainConf {
+    fn default() -> Self {
+        Self {
+            zone_size: None,
+            zone: ptr::null_mut(),
+            keys: None,
+            keys_configured: false,
+            redis: None,
+            shielded: false,
+            status: false,
+            longest_challenge_ttl_ms: 0,
+            default_key: ptr::null_mut(),
+        }
+    }
+}
+
+impl MainConf {
+    pub fn redis(&self) -> Option<&RedisConf> {
+        self.redis.as_ref().and_then(Option::as_ref)
+    }
+}
+
+/// What the request path reads: every setting resolved after merging.
+#[derive(Clone, Copy)]
+pub struct Policy {
+    pub limit: Option<RateLimit>,
+    /// `pow_shield_limit ... approx`: cluster mode counts with the O(1)
+    /// sliding-window counter instead of the exact log.
+    pub approx: bool,
+    pub difficulty: DifficultyRule,
+    /// `pow_shield_strikes` and `pow_shield_ban`.
+    pub red: RedRules,
+    /// `pow_shield_block_status`.
+    pub block_status: u16,
+    /// `pow_shield_trap`.
+    pub trap: bool,
+    pub key: ComplexValue,
+    pub challenge_ttl_ms: u64,
+    pub headers: HeadersMode,
+    pub dry_run: bool,
+    pub log_level: ngx_uint_t,
+    /// `pow_shield_breaker_log_level`: the lines of breaker openings and
+    /// bans (for fail2ban).
+    pub breaker_log_level: ngx_uint_t,
+    /// The key is the default, `$pow_shield_client` (a client address).
+    pub default_key: bool,
+    pub fail: FailPolicy,
+    /// `trusted=` of `pow_shield_fail closed`; null when not set.
+    pub trusted: ComplexValue,
+    /// Header texts fixed by the limit, made once: `X-RateLimit-Limit`'s
+    /// value and `RateLimit-Policy`'s (configuration pool memory).
+    pub limit_text: ngx_str_t,
+    pub ietf_policy: ngx_str_t,
+}
+
+impl Policy {
+    /// What the pure decision needs of the policy.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            limit: self.limit,
+            difficulty: self.difficulty,
+            red: self.red,
+            fail: self.fail,
+            dry_run: self.dry_run,
+            trap: self.trap,
+        }
+    }
+
+    /// The policy of merged settings; `default_key` where none is set.
+    /// The header texts are left empty.
+    fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
+        Policy {
+            limit: r.limit,
+            approx: r.approx,
+            difficulty: r.difficulty,
+            red: r.red,
+            block_status: r.block_status,
+            trap: r.trap,
+            key: r.key.unwrap_or(default_key),
+            challenge_ttl_ms: r.challenge_ttl_ms,
+            headers: r.headers,
+            dry_run: r.dry_run,
+            log_level: nginx_level(r.log_level),
+            breaker_log_level: nginx_level(r.breaker_log_level),
+            default_key: r.key.is_none(),
+            fail: r.fail,
+            trusted: r.trusted.unwrap_or(ptr::null_mut()),
+            limit_text: ngx_str_t::default(),
+            ietf_policy: ngx_str_t::default(),
+        }
+    }
+}
+
+fn nginx_level(level: LogLevel) -> ngx_uint_t {
+    (match level {
+        LogLevel::Info => NGX_LOG_INFO,
+        LogLevel::Notice => NGX_LOG_NOTICE,
+        LogLevel::Warn => NGX_LOG_WARN,
+        LogLevel::Error => NGX_LOG_ERR,
+    }) as ngx_uint_t
+}
+
+/// http/server/location configuration.
+pub struct LocConf {
+    /// Directive values as written at this level.
+    settings: Settings<ComplexValue>,
+    /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
+    /// `NGX_CONF_UNSET` until set.
+    pub(crate) dry_run: ngx_flag_t,
+    pub policy: Policy,
+}
+
+impl Default for LocConf {
+    fn default() -> Self {
+        Self {
+            settings: Settings::default(),
+            dry_run: NGX_CONF_UNSET,
+            policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
+        }
+    }
+}
+
+/// Fills what `conf` leaves unset from `prev` (the precedence is
+/// `Settings::inherit`), then resolves the policy.
+pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -> *mut c_char {
+    let Some(mcf) = PowShield::main_conf_mut(cf) else {
+        return NGX_CONF_ERROR;
+    };
+    // ngx_conf_merge_value, without a default: that comes with the rest.
+    if conf.dry_run == NGX_CONF_UNSET {
+        conf.dry_run = prev.dry_run;
+    }
+    conf.settings.dry_run = (conf.dry_run != NGX_CONF_UNSET).then_some(conf.dry_run != 0);
+    conf.settings.inherit(&prev.settings);
+    conf.policy = Policy::new(conf.settings.resolve(), mcf.default_key);
+    if let Some(limit) = conf.policy.limit {
+        mcf.longest_challenge_ttl_ms = mcf
+            .longest_challenge_ttl_ms
+            .max(conf.policy.challenge_ttl_ms);
+        // SAFETY: copies into the configuration pool, which outlives requests.
+        let [Some(limit_text), Some(ietf_policy)] =
+            header_texts(&limit).map(|t| unsafe { ngx_str_t::from_bytes(cf.pool, t.as_bytes()) })
+        else {
+            return NGX_CONF_ERROR;
+        };
+        conf.policy.limit_text = limit_text;
+        conf.policy.ietf_policy = ietf_policy;
+    }
+    NGX_CONF_OK
+}
+
+/// Runs after the http block is parsed and before locations are merged:
+/// compiles the default key and adds the shared zone if anything is shielded.
+pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
+    match compile_complex_value(cf, DEFAULT_KEY) {
+        Ok(cv) => mcf.default_key = cv,
+        Err(_) => return NGX_CONF_ERROR,
+    }
+    match http::add_zone(cf, mcf) {
+        Ok(()) => NGX_CONF_OK,
+        Err(()) => NGX_CONF_ERROR,
+    }
+}

@@ -9,12 +9,10 @@ use core::ffi::c_void;
 use core::ptr::{self, NonNull};
 
 use nginx_sys::{ngx_conf_t, ngx_int_t, ngx_shm_zone_t, ngx_slab_pool_t, ngx_str_t};
-use ngx::core::{SlabPool, Status};
+use ngx::core::{Pool, SlabPool, Status};
 use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
-use crate::config::MainConf;
-use crate::protocol::{Secret, SecretKeys};
 use crate::PowShield;
 use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
 
@@ -92,17 +90,34 @@ pub fn min_zone_size() -> usize {
     unsafe { nginx_sys::ngx_pagesize * 8 }
 }
 
-/// Adds the zone to the configuration being parsed; `init_zone` runs later.
+/// What the configuration asks of the zone: `init_zone` reads it from the
+/// zone's `data` before it puts the header there.
+#[derive(Clone, Copy)]
+struct Wants {
+    /// A status location exists: make the workers' metrics slots.
+    metrics: bool,
+}
+
+/// Adds the zone of `size` bytes to the configuration being parsed (with
+/// the workers' metrics slots when `metrics`); `init_zone` makes it later,
+/// with the random key [`SharedZone::random_secret`] returns.
 pub fn add_zone(
     cf: &mut ngx_conf_t,
     name: &str,
     size: usize,
-    mcf: &mut MainConf,
+    metrics: bool,
 ) -> Result<*mut ngx_shm_zone_t, ()> {
     // SAFETY: copies the name into the configuration pool.
     let Some(mut name) = (unsafe { ngx_str_t::from_bytes(cf.pool, name.as_bytes()) }) else {
         return Err(());
     };
+    // SAFETY: the configuration pool outlives the zone's initialisation.
+    let wants = unsafe { Pool::from_ngx_pool(cf.pool) }.alloc_type::<Wants>();
+    if wants.is_null() {
+        return Err(());
+    }
+    // SAFETY: fresh pool memory of the right size and alignment.
+    unsafe { wants.write(Wants { metrics }) };
     let tag = ptr::from_ref(PowShield::module()).cast_mut().cast();
     // SAFETY: cf is the configuration being parsed; nginx logs its own errors
     // (e.g. the name already used with another size or by another module).
@@ -114,8 +129,8 @@ pub fn add_zone(
     unsafe {
         let zone = &mut *zone.as_ptr();
         zone.init = Some(init_zone);
-        // Until init runs, `data` carries the configuration that wants the key.
-        zone.data = ptr::from_mut(mcf).cast();
+        // Until init runs, `data` carries what the configuration wants.
+        zone.data = wants.cast();
     }
     Ok(zone.as_ptr())
 }
@@ -127,9 +142,8 @@ pub fn add_zone(
 extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_int_t {
     crate::ffi::guard(Status::NGX_ERROR.into(), || {
         // SAFETY: nginx passes the zone being initialised; its data is the
-        // MainConf set by add_zone, alive for the whole configuration cycle.
-        let (shm_zone, mcf) =
-            unsafe { (&mut *shm_zone, &mut *(*shm_zone).data.cast::<MainConf>()) };
+        // `Wants` set by add_zone, in the configuration pool.
+        let (shm_zone, wants) = unsafe { (&mut *shm_zone, *(*shm_zone).data.cast::<Wants>()) };
         // SAFETY: a zone's memory starts with its slab pool once mapped.
         let Some(pool) = (unsafe { SlabPool::from_shm_zone(shm_zone) }) else {
             return Status::NGX_ERROR.into();
@@ -153,7 +167,7 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
             }
         };
         // SAFETY: the header is initialised; only this master writes it here.
-        if mcf.status && unsafe { (*zone).metrics.is_null() } {
+        if wants.metrics && unsafe { (*zone).metrics.is_null() } {
             let Some(slots) = create_slots(&pool) else {
                 error!(
                     log,
@@ -167,18 +181,6 @@ extern "C" fn init_zone(shm_zone: *mut ngx_shm_zone_t, old: *mut c_void) -> ngx_
             unsafe { (*zone).metrics = slots };
         }
         shm_zone.data = zone.cast();
-        if !mcf.keys_configured {
-            // SAFETY: the header is initialised and only this master writes it.
-            match Secret::new(unsafe { &(*zone).secret }) {
-                Ok(current) => {
-                    mcf.keys = Some(SecretKeys {
-                        current,
-                        previous: None,
-                    })
-                }
-                Err(_) => return Status::NGX_ERROR.into(),
-            }
-        }
         Status::NGX_OK.into()
     })
 }
@@ -240,12 +242,17 @@ pub struct SharedZone {
 }
 
 impl SharedZone {
-    /// The zone of a configuration, once nginx has initialised it.
-    pub fn from_conf(mcf: &MainConf) -> Option<Self> {
+    /// The zone `add_zone` returned, once nginx has initialised it (null:
+    /// none was added).
+    ///
+    /// # Safety
+    /// `shm_zone` is null or what [`add_zone`] returned, and nginx has run
+    /// its `init` (the cycle's zones are initialised before `init_module`).
+    pub unsafe fn from_shm_zone(shm_zone: *mut ngx_shm_zone_t) -> Option<Self> {
         // SAFETY: after init, a zone added by add_zone is mapped for the
-        // worker's lifetime and its data is the header.
+        // process's lifetime and its data is the header (the contract).
         unsafe {
-            let shm_zone = mcf.zone.as_ref()?;
+            let shm_zone = shm_zone.as_ref()?;
             let pool = SlabPool::from_shm_zone(shm_zone)?;
             let zone = NonNull::new(shm_zone.data.cast::<Zone>())?;
             if zone.as_ref().magic != MAGIC {
@@ -257,6 +264,15 @@ impl SharedZone {
                 size: shm_zone.shm.size,
             })
         }
+    }
+
+    /// The random HMAC key made with the zone, for configurations without
+    /// a secret: kept across reloads with the zone, so outstanding
+    /// challenges stay valid.
+    pub fn random_secret(&self) -> &[u8; 32] {
+        // SAFETY: written once when the header is made, before any worker
+        // exists, and never again: a plain read needs no lock.
+        unsafe { &self.zone.as_ref().secret }
     }
 
     /// The metrics slot of worker `index` (workers beyond `SLOTS` share),

@@ -1,0 +1,84 @@
+//! Why a directive was refused, and the one way every refusal reads:
+//! `invalid value "<v>" in "<directive>" directive: <reason>` (nginx
+//! appends the file and line), as nginx's own setters do.
+
+use core::fmt::Display;
+
+/// Why a directive was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The directive appears twice at one level.
+    Duplicate,
+    /// A word of the directive is wrong: `value` is that word as written
+    /// (or a stand-in when it holds a secret), `reason` says why.
+    Invalid { value: String, reason: String },
+    /// Already reported where it failed (nginx's complex value compiler
+    /// logs its own errors).
+    Logged,
+}
+
+impl Refusal {
+    /// `value` refused for `reason`.
+    pub fn invalid(value: &str, reason: impl Display) -> Refusal {
+        Refusal::Invalid {
+            value: value.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The line nginx logs for a refusal of `directive` (`None`: already
+    /// logged).
+    pub fn message(&self, directive: &str) -> Option<String> {
+        match self {
+            Refusal::Duplicate => Some(format!("\"{directive}\" directive is duplicate")),
+            Refusal::Invalid { value, reason } => Some(format!(
+                "invalid value \"{value}\" in \"{directive}\" directive: {reason}"
+            )),
+            Refusal::Logged => None,
+        }
+    }
+}
+
+/// Stores `value` into an unset slot, refusing a second occurrence.
+pub fn set_once<T>(slot: &mut Option<T>, value: T) -> Result<(), Refusal> {
+    if slot.is_some() {
+        return Err(Refusal::Duplicate);
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_value_names_the_value_the_directive_and_the_reason() {
+        let refusal = Refusal::invalid("0", "must be between 1 and 12");
+        assert_eq!(
+            refusal.message("pow_shield_difficulty").as_deref(),
+            Some("invalid value \"0\" in \"pow_shield_difficulty\" directive: must be between 1 and 12")
+        );
+    }
+
+    #[test]
+    fn a_duplicate_reads_as_nginx_says_it() {
+        assert_eq!(
+            Refusal::Duplicate.message("pow_shield_limit").as_deref(),
+            Some("\"pow_shield_limit\" directive is duplicate")
+        );
+    }
+
+    #[test]
+    fn a_refusal_already_logged_is_not_logged_again() {
+        assert_eq!(Refusal::Logged.message("pow_shield_key"), None);
+    }
+
+    #[test]
+    fn a_slot_takes_one_value_then_refuses_a_second() {
+        let mut slot = None;
+        assert_eq!(set_once(&mut slot, 1), Ok(()));
+        assert_eq!(set_once(&mut slot, 2), Err(Refusal::Duplicate));
+        assert_eq!(slot, Some(1));
+    }
+}

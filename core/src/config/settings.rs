@@ -1,0 +1,345 @@
+//! Merge precedence: a location takes every value it leaves unset from its
+//! server, a server from the http block (nginx merges top down, so each
+//! level inherits from its parent already merged), and what no level sets
+//! takes the defaults of docs/directives.md.
+
+use crate::decision::DifficultyRule;
+use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
+use crate::limiter::RateLimit;
+use crate::values::{FailPolicy, HeadersMode};
+
+/// `pow_shield_difficulty` when no level sets it.
+pub const DEFAULT_DIFFICULTY: u8 = 4;
+/// `pow_shield_strikes` when no level sets it.
+pub const DEFAULT_STRIKES: StrikeRule = StrikeRule {
+    threshold: 5,
+    ttl_ms: 60_000,
+};
+/// `pow_shield_block_status` when no level sets it.
+pub const DEFAULT_BLOCK_STATUS: u16 = 403;
+/// `pow_shield_challenge_ttl` when no level sets it.
+pub const DEFAULT_CHALLENGE_TTL_MS: u64 = 60_000;
+/// `pow_shield_zone` when the http block does not set it.
+pub const DEFAULT_ZONE_SIZE: usize = 10 * 1024 * 1024;
+/// `pow_shield_log_level` when no level sets it.
+pub const DEFAULT_LOG_LEVEL: LogLevel = LogLevel::Warn;
+/// `pow_shield_breaker_log_level` when no level sets it.
+pub const DEFAULT_BREAKER_LOG_LEVEL: LogLevel = LogLevel::Error;
+
+/// The levels `pow_shield_log_level` and `pow_shield_breaker_log_level`
+/// take; the module maps them to nginx's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Info,
+    Notice,
+    Warn,
+    Error,
+}
+
+/// Directive values as written at one level (`None`: not set here). `V`
+/// is the module's compiled complex value, a handle this crate only copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings<V> {
+    /// The limit, and whether it counts `approx` (cluster mode); `Some(None)`
+    /// is an explicit `off`.
+    pub limit: Option<Option<(RateLimit, bool)>>,
+    pub difficulty: Option<DifficultyRule>,
+    pub strikes: Option<Option<StrikeRule>>,
+    pub ban: Option<Option<BanRule>>,
+    pub block_status: Option<u16>,
+    pub trap: Option<bool>,
+    pub key: Option<V>,
+    pub challenge_ttl_ms: Option<u64>,
+    pub headers: Option<HeadersMode>,
+    pub dry_run: Option<bool>,
+    pub log_level: Option<LogLevel>,
+    pub breaker_log_level: Option<LogLevel>,
+    /// The policy and its `trusted=` value.
+    pub fail: Option<(FailPolicy, Option<V>)>,
+    /// `pow_shield_status` in this very location (not inherited).
+    pub status: bool,
+}
+
+impl<V> Default for Settings<V> {
+    fn default() -> Self {
+        Self {
+            limit: None,
+            difficulty: None,
+            strikes: None,
+            ban: None,
+            block_status: None,
+            trap: None,
+            key: None,
+            challenge_ttl_ms: None,
+            headers: None,
+            dry_run: None,
+            log_level: None,
+            breaker_log_level: None,
+            fail: None,
+            status: false,
+        }
+    }
+}
+
+/// Every setting of a location once merged, defaults applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolved<V> {
+    pub limit: Option<RateLimit>,
+    /// `pow_shield_limit ... approx`.
+    pub approx: bool,
+    pub difficulty: DifficultyRule,
+    /// `pow_shield_strikes` and `pow_shield_ban`.
+    pub red: RedRules,
+    pub block_status: u16,
+    pub trap: bool,
+    /// `None`: the default key (`$pow_shield_client`, a client address).
+    pub key: Option<V>,
+    pub challenge_ttl_ms: u64,
+    pub headers: HeadersMode,
+    pub dry_run: bool,
+    pub log_level: LogLevel,
+    pub breaker_log_level: LogLevel,
+    pub fail: FailPolicy,
+    /// `trusted=` of `pow_shield_fail closed`.
+    pub trusted: Option<V>,
+}
+
+impl<V: Copy> Settings<V> {
+    /// Takes from `parent` every value this level leaves unset. A status
+    /// location is never shielded, whatever it inherits (and locations
+    /// inside it inherit that).
+    pub fn inherit(&mut self, parent: &Settings<V>) {
+        self.limit = self.limit.or(parent.limit);
+        self.difficulty = self.difficulty.or(parent.difficulty);
+        self.strikes = self.strikes.or(parent.strikes);
+        self.ban = self.ban.or(parent.ban);
+        self.block_status = self.block_status.or(parent.block_status);
+        self.trap = self.trap.or(parent.trap);
+        self.key = self.key.or(parent.key);
+        self.challenge_ttl_ms = self.challenge_ttl_ms.or(parent.challenge_ttl_ms);
+        self.headers = self.headers.or(parent.headers);
+        self.dry_run = self.dry_run.or(parent.dry_run);
+        self.log_level = self.log_level.or(parent.log_level);
+        self.breaker_log_level = self.breaker_log_level.or(parent.breaker_log_level);
+        self.fail = self.fail.or(parent.fail);
+        if self.status {
+            self.limit = Some(None);
+            self.trap = Some(false);
+        }
+    }
+
+    /// The values of this level, the defaults where none is set.
+    pub fn resolve(&self) -> Resolved<V> {
+        let limit = self.limit.flatten();
+        let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
+        Resolved {
+            limit: limit.map(|(limit, _)| limit),
+            approx: limit.is_some_and(|(_, approx)| approx),
+            difficulty: self
+                .difficulty
+                .unwrap_or(DifficultyRule::fixed(DEFAULT_DIFFICULTY)),
+            red: RedRules {
+                strikes: self.strikes.unwrap_or(Some(DEFAULT_STRIKES)),
+                ban: self.ban.unwrap_or(None),
+            },
+            block_status: self.block_status.unwrap_or(DEFAULT_BLOCK_STATUS),
+            trap: self.trap.unwrap_or(false),
+            key: self.key,
+            challenge_ttl_ms: self.challenge_ttl_ms.unwrap_or(DEFAULT_CHALLENGE_TTL_MS),
+            headers: self.headers.unwrap_or(HeadersMode::Both),
+            dry_run: self.dry_run.unwrap_or(false),
+            log_level: self.log_level.unwrap_or(DEFAULT_LOG_LEVEL),
+            breaker_log_level: self.breaker_log_level.unwrap_or(DEFAULT_BREAKER_LOG_LEVEL),
+            fail,
+            trusted,
+        }
+    }
+}
+
+/// The header texts a limit fixes, made once per location:
+/// `X-RateLimit-Limit`'s value and `RateLimit-Policy`'s (the window in
+/// whole seconds, rounded up).
+pub fn header_texts(limit: &RateLimit) -> [String; 2] {
+    [
+        limit.requests.to_string(),
+        format!(
+            "\"pow-shield\";q={};w={}",
+            limit.requests,
+            limit.window_ms.div_ceil(1000)
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for a compiled complex value.
+    type Key = &'static str;
+
+    const TEN_PER_MINUTE: RateLimit = RateLimit {
+        requests: 10,
+        window_ms: 60_000,
+    };
+    const FIVE_PER_10S: RateLimit = RateLimit {
+        requests: 5,
+        window_ms: 10_000,
+    };
+
+    /// `location` inside `server` inside `http`, merged as nginx does.
+    fn merged(
+        http: Settings<Key>,
+        server: Settings<Key>,
+        location: Settings<Key>,
+    ) -> (Settings<Key>, Resolved<Key>) {
+        let mut server = server;
+        server.inherit(&http);
+        let mut location = location;
+        location.inherit(&server);
+        (location, location.resolve())
+    }
+
+    fn with(f: impl FnOnce(&mut Settings<Key>)) -> Settings<Key> {
+        let mut s = Settings::default();
+        f(&mut s);
+        s
+    }
+
+    #[test]
+    fn nothing_set_anywhere_gives_the_documented_defaults() {
+        let (_, p) = merged(
+            Settings::default(),
+            Settings::default(),
+            Settings::default(),
+        );
+        assert_eq!(
+            p,
+            Resolved {
+                limit: None,
+                approx: false,
+                difficulty: DifficultyRule::fixed(4),
+                red: RedRules {
+                    strikes: Some(StrikeRule {
+                        threshold: 5,
+                        ttl_ms: 60_000
+                    }),
+                    ban: None,
+                },
+                block_status: 403,
+                trap: false,
+                key: None,
+                challenge_ttl_ms: 60_000,
+                headers: HeadersMode::Both,
+                dry_run: false,
+                log_level: LogLevel::Warn,
+                breaker_log_level: LogLevel::Error,
+                fail: FailPolicy::Local,
+                trusted: None,
+            }
+        );
+    }
+
+    #[test]
+    fn the_location_wins_over_its_server_and_the_http_block() {
+        let http = with(|s| s.difficulty = Some(DifficultyRule::fixed(3)));
+        let server = with(|s| s.difficulty = Some(DifficultyRule::fixed(2)));
+        let location = with(|s| s.difficulty = Some(DifficultyRule::fixed(1)));
+        let (_, p) = merged(http, server, location);
+        assert_eq!(p.difficulty, DifficultyRule::fixed(1));
+    }
+
+    #[test]
+    fn an_unset_location_takes_its_server_value_before_the_http_one() {
+        let http = with(|s| s.challenge_ttl_ms = Some(300_000));
+        let server = with(|s| s.challenge_ttl_ms = Some(30_000));
+        let (_, p) = merged(http, server, Settings::default());
+        assert_eq!(p.challenge_ttl_ms, 30_000);
+    }
+
+    #[test]
+    fn an_unset_server_passes_the_http_value_down() {
+        let http = with(|s| {
+            s.limit = Some(Some((TEN_PER_MINUTE, true)));
+            s.dry_run = Some(true);
+            s.log_level = Some(LogLevel::Notice);
+        });
+        let (_, p) = merged(http, Settings::default(), Settings::default());
+        assert_eq!(p.limit, Some(TEN_PER_MINUTE));
+        assert!(p.approx);
+        assert!(p.dry_run);
+        assert_eq!(p.log_level, LogLevel::Notice);
+    }
+
+    #[test]
+    fn off_in_a_location_is_a_value_not_an_absence() {
+        let http = with(|s| {
+            s.limit = Some(Some((TEN_PER_MINUTE, false)));
+            s.strikes = Some(Some(DEFAULT_STRIKES));
+        });
+        let location = with(|s| {
+            s.limit = Some(None);
+            s.strikes = Some(None);
+        });
+        let (_, p) = merged(http, Settings::default(), location);
+        assert_eq!(p.limit, None);
+        assert_eq!(p.red.strikes, None);
+    }
+
+    #[test]
+    fn a_location_limit_replaces_the_inherited_one_with_its_own_approx() {
+        let server = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, true))));
+        let location = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
+        let (_, p) = merged(Settings::default(), server, location);
+        assert_eq!(p.limit, Some(FIVE_PER_10S));
+        assert!(!p.approx);
+    }
+
+    #[test]
+    fn an_inherited_key_is_not_the_default_key() {
+        let server = with(|s| s.key = Some("$http_x_api_key"));
+        let (_, p) = merged(Settings::default(), server, Settings::default());
+        assert_eq!(p.key, Some("$http_x_api_key"));
+    }
+
+    #[test]
+    fn fail_and_its_trusted_value_are_inherited_together() {
+        let http = with(|s| s.fail = Some((FailPolicy::Closed, Some("$trusted"))));
+        let (_, p) = merged(http, Settings::default(), Settings::default());
+        assert_eq!((p.fail, p.trusted), (FailPolicy::Closed, Some("$trusted")));
+        let location = with(|s| s.fail = Some((FailPolicy::Open, None)));
+        let (_, p) = merged(http, Settings::default(), location);
+        assert_eq!((p.fail, p.trusted), (FailPolicy::Open, None));
+    }
+
+    #[test]
+    fn a_status_location_is_never_shielded_whatever_it_inherits() {
+        let http = with(|s| {
+            s.limit = Some(Some((TEN_PER_MINUTE, false)));
+            s.trap = Some(true);
+        });
+        let status = with(|s| s.status = true);
+        let (status, p) = merged(http, Settings::default(), status);
+        assert_eq!((p.limit, p.trap), (None, false));
+        // A location nested in it inherits the unshielded values.
+        let mut nested = Settings::default();
+        nested.inherit(&status);
+        let p = nested.resolve();
+        assert_eq!((p.limit, p.trap), (None, false));
+    }
+
+    #[test]
+    fn status_is_not_inherited() {
+        let parent = with(|s| s.status = true);
+        let mut child = Settings::<Key>::default();
+        child.inherit(&parent);
+        assert!(!child.status);
+    }
+
+    #[test]
+    fn the_limit_fixes_its_header_texts_with_the_window_in_seconds() {
+        assert_eq!(
+            header_texts(&TEN_PER_MINUTE),
+            ["10".to_owned(), "\"pow-shield\";q=10;w=60".to_owned()]
+        );
+    }
+}

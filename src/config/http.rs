@@ -1,0 +1,110 @@
+//! http-level settings: the secret (`pow_shield_secret`,
+//! `pow_shield_secret_file`, or the zone's random key) and the zone
+//! (`pow_shield_zone`).
+
+use nginx_sys::{ngx_conf_t, ngx_cycle_t, NGX_LOG_NOTICE};
+use ngx::core::Status;
+use ngx::http::HttpModuleMainConf;
+use pow_shield_core::config::args;
+use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
+
+use super::setters::{full_path, set_once, setter, Refusal};
+use super::MainConf;
+use crate::protocol::{Secret, SecretKeys};
+use crate::shm::{self, SharedZone};
+use crate::PowShield;
+
+/// The shared zone's name; one per configuration.
+const ZONE_NAME: &str = "pow_shield";
+
+setter!(set_secret, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
+    }
+    mcf.keys = Some(args::secret(d.value())?);
+    mcf.keys_configured = true;
+    Ok(())
+});
+
+setter!(set_secret_file, MainConf, |d, mcf| {
+    if mcf.keys_configured {
+        return Err(Refusal::Duplicate);
+    }
+    let v = d.value();
+    let path = full_path(d.cf, v).ok_or_else(|| Refusal::invalid(v, "cannot resolve the path"))?;
+    // Reading a file while parsing the configuration is what nginx
+    // itself does (certificates, maps); no request is being served.
+    let contents = std::fs::read(&path)
+        .map_err(|e| Refusal::invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
+    mcf.keys = Some(args::secret_file(v, &path, &contents)?);
+    mcf.keys_configured = true;
+    Ok(())
+});
+
+setter!(set_zone, MainConf, |d, mcf| {
+    let size = args::zone_size(d.value(), shm::min_zone_size())?;
+    set_once(&mut mcf.zone_size, size)
+});
+
+/// Adds the zone if anything is shielded or a status location reads it,
+/// and says when challenges will be signed with a random key.
+pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()> {
+    // The status location reads the zone even where nothing is shielded.
+    if !mcf.shielded && !mcf.status {
+        return Ok(());
+    }
+    let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);
+    mcf.zone = shm::add_zone(cf, ZONE_NAME, size, mcf.status)?;
+    if mcf.shielded && !mcf.keys_configured {
+        log_at!(
+            NGX_LOG_NOTICE,
+            cf.log,
+            "pow_shield: no \"pow_shield_secret\" or \"pow_shield_secret_file\": challenges \
+             are signed with a random key made at start, which other nodes cannot verify"
+        );
+    }
+    Ok(())
+}
+
+/// `init_module`, once nginx has initialised the zones: without a
+/// configured secret, challenges are signed with the zone's random key
+/// (kept across reloads with the zone, so outstanding challenges stay
+/// valid).
+pub(crate) fn adopt_zone_secret(cycle: &mut ngx_cycle_t) -> Status {
+    let Some(mcf) = PowShield::main_conf_mut(cycle) else {
+        return Status::NGX_OK;
+    };
+    if mcf.keys_configured || mcf.zone.is_null() {
+        return Status::NGX_OK;
+    }
+    // Neither can fail (nginx initialised the zone; its key is 32 bytes,
+    // the shortest accepted); if one did, init_module must still succeed:
+    // nginx treats its failure as fatal, on a reload too. Challenges are
+    // then not issued (500) until the next reload.
+    let secret = SharedZone::from_conf(mcf).and_then(|zone| Secret::new(zone.random_secret()).ok());
+    match secret {
+        Some(current) => {
+            mcf.keys = Some(SecretKeys {
+                current,
+                previous: None,
+            })
+        }
+        None => error!(
+            cycle.log,
+            "pow_shield: the zone's random secret could not be read; no challenge can be issued"
+        ),
+    }
+    Status::NGX_OK
+}
+
+// Here rather than in shm/, so that the zone needs nothing of the
+// configuration.
+impl SharedZone {
+    /// The zone of a configuration, once nginx has initialised it.
+    pub fn from_conf(mcf: &MainConf) -> Option<Self> {
+        // SAFETY: `zone` is null or what shm::add_zone returned, and
+        // nothing reads it before nginx initialised the cycle's zones
+        // (init_module, init_process, requests).
+        unsafe { SharedZone::from_shm_zone(mcf.zone) }
+    }
+}

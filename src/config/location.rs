@@ -1,0 +1,139 @@
+//! Location-level setters (also valid in `http` and `server`, inherited
+//! by merge): the pure reading of each directive's words is
+//! `pow_shield_core::config::args`; here the result is stored, and what
+//! the http level must know (something is shielded, a status location
+//! exists) is noted in `MainConf`.
+//!
+//! `pow_shield_dry_run` has no setter here: nginx's own flag slot sets it
+//! (the command table in src/lib.rs) and refuses in nginx's words for
+//! every flag (`invalid value "maybe" in "pow_shield_dry_run" directive,
+//! it must be "on" or "off"`: directive, value, file and line, as
+//! t/pow_shield_config.t asks). The log levels and
+//! `pow_shield_challenge_ttl` keep ours: nginx's enum slot refuses with
+//! `invalid value "loud"` without the directive's name, and its msec slot
+//! with `"pow_shield_challenge_ttl" directive invalid value` without the
+//! value, and t/pow_shield_config.t pins both.
+
+use core::ffi::{c_char, c_void};
+
+use nginx_sys::{ngx_command_t, ngx_conf_t, ngx_http_handler_pt};
+use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
+use pow_shield_core::config::args;
+
+use super::setters::{compile_complex_value, run_setter, set_once, setter, Directive, Refusal};
+use super::LocConf;
+use crate::PowShield;
+
+/// Strikes and limits need the zone (and Redis, in cluster mode).
+fn note_shielded(cf: &mut ngx_conf_t) {
+    if let Some(mcf) = PowShield::main_conf_mut(cf) {
+        mcf.shielded = true;
+    }
+}
+
+setter!(set_limit, LocConf, |d, lcf| {
+    let limit = args::limit(&d.args)?;
+    if limit.is_some() {
+        note_shielded(d.cf);
+    }
+    set_once(&mut lcf.settings.limit, limit)
+});
+
+setter!(set_difficulty, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.difficulty, args::difficulty(&d.args)?)
+});
+
+setter!(set_strikes, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.strikes, args::strikes(&d.args)?)
+});
+
+setter!(set_ban, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.ban, args::ban(&d.args)?)
+});
+
+setter!(set_block_status, LocConf, |d, lcf| {
+    set_once(
+        &mut lcf.settings.block_status,
+        args::block_status(d.value())?,
+    )
+});
+
+setter!(set_trap, LocConf, |d, lcf| {
+    note_shielded(d.cf);
+    set_once(&mut lcf.settings.trap, true)
+});
+
+/// `pow_shield_status`: the location's content is `handler`, the metrics
+/// (as `stub_status` does). src/lib.rs wires the status handler in, so
+/// configuration needs nothing of the request path.
+///
+/// # Safety
+/// `cf`, `cmd` and `conf` are what nginx passes to a setter of a command
+/// whose `conf` offset is `NGX_HTTP_LOC_CONF_OFFSET`.
+pub unsafe fn set_status(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+    handler: ngx_http_handler_pt,
+) -> *mut c_char {
+    // SAFETY: the caller passes what nginx passed (see the contract).
+    unsafe {
+        run_setter(cf, cmd, conf, |d: &mut Directive, lcf: &mut LocConf| {
+            if lcf.settings.status {
+                return Err(Refusal::Duplicate);
+            }
+            lcf.settings.status = true;
+            // Counting starts in every worker once a status location exists.
+            if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+                mcf.status = true;
+            }
+            let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
+                return Err(Refusal::Logged);
+            };
+            clcf.handler = handler;
+            Ok(())
+        })
+    }
+}
+
+setter!(set_key, LocConf, |d, lcf| {
+    if lcf.settings.key.is_some() {
+        return Err(Refusal::Duplicate);
+    }
+    let cv = compile_complex_value(d.cf, d.value())?;
+    set_once(&mut lcf.settings.key, cv)
+});
+
+setter!(set_challenge_ttl, LocConf, |d, lcf| {
+    set_once(
+        &mut lcf.settings.challenge_ttl_ms,
+        args::challenge_ttl(d.value())?,
+    )
+});
+
+setter!(set_headers, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.headers, args::headers(d.value())?)
+});
+
+setter!(set_log_level, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.log_level, args::log_level(d.value())?)
+});
+
+setter!(set_breaker_log_level, LocConf, |d, lcf| {
+    set_once(
+        &mut lcf.settings.breaker_log_level,
+        args::log_level(d.value())?,
+    )
+});
+
+setter!(set_fail, LocConf, |d, lcf| {
+    if lcf.settings.fail.is_some() {
+        return Err(Refusal::Duplicate);
+    }
+    let (policy, trusted) = args::fail(&d.args)?;
+    let trusted = match trusted {
+        Some(value) => Some(compile_complex_value(d.cf, value)?),
+        None => None,
+    };
+    set_once(&mut lcf.settings.fail, (policy, trusted))
+});
