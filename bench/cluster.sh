@@ -164,10 +164,10 @@ redis_pin_start "$P_REDIS" "$TMP/redis/one"
 # has loaded its scripts).
 script_text() {
     perl -0777 -ne '
-        my ($zone) = /macro_rules! red_zone_lua.*?r#"(.*?)"#/s or die "no red_zone_lua\n";
+        my ($zone) = /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua\n";
         my ($body) = /pub const SLIDING_WINDOW_SCRIPT: &str = concat!\((.*?)\);\n/s or die "no script\n";
         my $out = "";
-        while ($body =~ /\G\s*(?:r#"(.*?)"#|(red_zone_lua!\(\)))\s*,?/gsc) { $out .= defined $1 ? $1 : $zone }
+        while ($body =~ /\G\s*(?:r#"(.*?)"#|(breaker_lua!\(\)))\s*,?/gsc) { $out .= defined $1 ? $1 : $zone }
         print $out;' "$ROOT/core/src/limiter/window.rs"
 }
 if has_case lua; then

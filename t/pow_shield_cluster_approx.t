@@ -72,10 +72,10 @@ sub script {
     my ($name) = @_;
     open my $fh, '<', "$Test::PowShield::REPO/core/src/limiter/window.rs" or die "window.rs: $!";
     my $src = do { local $/; <$fh> };
-    my ($zone) = $src =~ /macro_rules! red_zone_lua.*?r#"(.*?)"#/s or die "no red_zone_lua!";
+    my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
     my ($body) = $src =~ /pub const \Q$name\E: &str = concat!\((.*?)\);\n/s or die "no $name";
     my $out = '';
-    while ($body =~ /\G\s*(?:r#"(.*?)"#|red_zone_lua!\(\))\s*,?/gsc) {
+    while ($body =~ /\G\s*(?:r#"(.*?)"#|breaker_lua!\(\))\s*,?/gsc) {
         $out .= defined $1 ? $1 : $zone;
     }
     return $out;

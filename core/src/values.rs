@@ -5,7 +5,7 @@
 
 use core::ops::RangeInclusive;
 
-use crate::limiter::strikes::{BanRule, StrikeRule};
+use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::values::*;
-use pow_shield_core::limiter::strikes::{Block, RedRules, StrikeState};
+use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
 use pow_shield_core::protocol::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
 use pow_shield_core::redis::url::*;
 
@@ -90,11 +90,11 @@ fuzz_target!(|data: &[u8]| {
                 // A parsed rule behaves: `threshold` strikes open the
                 // breaker, which stays open until `ttl` after the last.
                 if rule.threshold <= 64 {
-                    let rules = RedRules {
+                    let rules = BreakerRules {
                         strikes: Some(rule),
                         ban: None,
                     };
-                    let mut state = StrikeState::default();
+                    let mut state = StrikeCounter::default();
                     for _ in 0..rule.threshold {
                         assert_eq!(state.strike(rules, 5).block, Block::Clear);
                     }

@@ -1,11 +1,11 @@
 //! Bytes a Redis peer (or anything at its address) may send, read the way
 //! the client reads them: reply after reply from one buffer, each through
 //! `decode_reply`, `integers`, the sliding-window verdict and the strike
-//! script's standing.
+//! script's breaker.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_core::limiter::strikes::Block;
+use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::limiter::window::{standing_from_reply, verdict_from_reply};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{decode_reply, integers, is_noscript, Decoded};
@@ -27,20 +27,20 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[used..];
         let _ = is_noscript(&frame);
         if let Some(reply) = integers(&frame) {
-            if let Ok((verdict, standing)) = verdict_from_reply(&reply, LIMIT) {
+            if let Ok((verdict, breaker)) = verdict_from_reply(&reply, LIMIT) {
                 assert!(verdict.remaining <= LIMIT.requests);
                 // Counts beyond u32 saturate.
                 let strikes = u32::try_from(reply[5]).unwrap_or(u32::MAX);
-                assert_eq!(standing.strikes, strikes);
-                assert_eq!(Ok(standing.block_ms), u64::try_from(reply[7]));
-                assert_eq!(standing.tripped.is_some(), reply[8] != 0);
+                assert_eq!(breaker.strikes, strikes);
+                assert_eq!(Ok(breaker.block_ms), u64::try_from(reply[7]));
+                assert_eq!(breaker.tripped.is_some(), reply[8] != 0);
             }
-            if let Ok(standing) = standing_from_reply(&reply) {
+            if let Ok(breaker) = standing_from_reply(&reply) {
                 let block = [Block::Clear, Block::Blocked, Block::Banned];
                 let index = usize::try_from(reply[1]).ok();
-                assert_eq!(Some(&standing.block), index.and_then(|i| block.get(i)));
-                assert_eq!(Ok(standing.block_ms), u64::try_from(reply[2]));
-                assert_eq!(standing.tripped.is_some(), reply[3] != 0);
+                assert_eq!(Some(&breaker.block), index.and_then(|i| block.get(i)));
+                assert_eq!(Ok(breaker.block_ms), u64::try_from(reply[2]));
+                assert_eq!(breaker.tripped.is_some(), reply[3] != 0);
             }
         }
     }

@@ -23,7 +23,7 @@ use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::settings::header_texts;
 use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{DifficultyRule, Rules};
-use pow_shield_core::limiter::strikes::RedRules;
+use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::values::{FailPolicy, HeadersMode};
 
@@ -98,7 +98,7 @@ pub struct Policy {
     pub approx: bool,
     pub difficulty: DifficultyRule,
     /// `pow_shield_strikes` and `pow_shield_ban`.
-    pub red: RedRules,
+    pub breaker: BreakerRules,
     /// `pow_shield_block_status`.
     pub block_status: u16,
     /// `pow_shield_trap`.
@@ -128,7 +128,7 @@ impl Policy {
         Rules {
             limit: self.limit,
             difficulty: self.difficulty,
-            red: self.red,
+            breaker: self.breaker,
             fail: self.fail,
             dry_run: self.dry_run,
             trap: self.trap,
@@ -142,7 +142,7 @@ impl Policy {
             limit: r.limit,
             approx: r.approx,
             difficulty: r.difficulty,
-            red: r.red,
+            breaker: r.breaker,
             block_status: r.block_status,
             trap: r.trap,
             key: r.key.unwrap_or(default_key),

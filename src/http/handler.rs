@@ -19,7 +19,7 @@ use crate::protocol;
 use crate::store::Stores;
 use crate::PowShield;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Outcome, Payment};
-use pow_shield_core::limiter::strikes::Tripped;
+use pow_shield_core::limiter::breaker::Tripped;
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{Solution, Subject};
 
@@ -71,7 +71,7 @@ fn decide(r: &mut Request) -> Status {
         key,
         limit: policy.limit,
         approx: policy.approx,
-        rules: policy.red,
+        rules: policy.breaker,
     };
     let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {
@@ -284,7 +284,7 @@ fn send_challenge(
 /* logging */
 
 fn log(r: &Request, policy: &Policy, done: &Final) {
-    if let Some(tripped) = done.standing.and_then(|s| s.tripped) {
+    if let Some(tripped) = done.breaker.and_then(|s| s.tripped) {
         log_tripped(r, policy, tripped);
     }
     if !done.reason.is_empty() {
@@ -313,7 +313,7 @@ fn log_tripped(r: &Request, policy: &Policy, tripped: Tripped) {
     };
     let level: ngx_uint_t = policy.breaker_log_level;
     let (strikes, block_s) = policy
-        .red
+        .breaker
         .strikes
         .map_or((0, 0), |s| (s.threshold, s.ttl_ms.div_ceil(1000)));
     log_at!(
@@ -322,7 +322,7 @@ fn log_tripped(r: &Request, policy: &Policy, tripped: Tripped) {
         "pow_shield: {prefix}breaker opened: client={client} key={kind} strikes={strikes} \
          for={block_s}s"
     );
-    if let (Tripped::Banned, Some(ban)) = (tripped, policy.red.ban) {
+    if let (Tripped::Banned, Some(ban)) = (tripped, policy.breaker.ban) {
         log_at!(
             level,
             r.log(),

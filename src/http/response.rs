@@ -9,7 +9,7 @@ use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
 use pow_shield_core::headers::RateLimitNumbers;
-use pow_shield_core::limiter::strikes::Block;
+use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::values::HeadersMode;
 
 const JSON: &str = "application/json";

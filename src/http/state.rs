@@ -17,7 +17,7 @@ use crate::config::Policy;
 use crate::store::Waiter;
 use crate::PowShield;
 use pow_shield_core::decision::{Decision, Final, Outcome};
-use pow_shield_core::limiter::strikes::Standing;
+use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::Verdict;
 use pow_shield_core::store::Reply;
 
@@ -152,8 +152,8 @@ impl RequestState {
         self.decided.and_then(|(f, _)| f.verdict)
     }
 
-    pub fn standing(&self) -> Option<Standing> {
-        self.decided.and_then(|(f, _)| f.standing)
+    pub fn status(&self) -> Option<BreakerStatus> {
+        self.decided.and_then(|(f, _)| f.breaker)
     }
 
     /// The difficulty of the challenge sent, if one was.

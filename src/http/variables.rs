@@ -120,7 +120,7 @@ unsafe extern "C" fn get(
                         .unwrap_or(state.policy.difficulty.base)
                         .to_string(),
                 ),
-                STRIKES => state.standing().map(|s| s.strikes.to_string()),
+                STRIKES => state.status().map(|s| s.strikes.to_string()),
                 _ => None,
             });
         let Some(text) = text else {

@@ -13,8 +13,8 @@ use nginx_sys::{
 };
 
 use super::Allocator;
+use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::bucket::BucketState;
-use pow_shield_core::limiter::strikes::StrikeState;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
@@ -25,7 +25,7 @@ use pow_shield_core::store::INLINE_KEY;
 #[derive(Clone, Copy)]
 union Payload {
     bucket: BucketState,
-    strikes: StrikeState,
+    strikes: StrikeCounter,
 }
 
 // An entry fills one 128-byte slab slot; more would double the zone's cost.
@@ -53,7 +53,7 @@ impl Entry {
     }
 
     /// The breaker of a strikes-table entry (zeroed when new).
-    pub fn strikes(&mut self) -> &mut StrikeState {
+    pub fn strikes(&mut self) -> &mut StrikeCounter {
         // SAFETY: as in `bucket`.
         unsafe { &mut self.payload.strikes }
     }

@@ -19,7 +19,7 @@ use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
-use pow_shield_core::limiter::strikes::{Block, RedRules, Standing};
+use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{window, RateLimit, Spent};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::keys::{self, ClientKey};
@@ -222,18 +222,27 @@ impl RedisStore {
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
-    fn known_block(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+    fn known_block(
+        &self,
+        key: &[u8],
+        rules: BreakerRules,
+        monotonic_ms: u64,
+    ) -> Option<BreakerStatus> {
         self.local.as_ref()?.blocked(key, rules, monotonic_ms)
     }
 
     /// What a reply does with a block Redis reports: the zone keeps it for
     /// as long as it lasts.
-    fn block_keeper(&self, key: &[u8], rules: RedRules) -> impl FnOnce(Standing) + 'static {
+    fn block_keeper(
+        &self,
+        key: &[u8],
+        rules: BreakerRules,
+    ) -> impl FnOnce(BreakerStatus) + 'static {
         let local = self.local.clone();
         let key = (rules.strikes.is_some() || rules.ban.is_some()).then(|| key.to_vec());
-        move |standing| {
+        move |breaker| {
             if let (Some(local), Some(key)) = (local, key) {
-                local.remember(&key, standing, rules, monotonic_ms());
+                local.remember(&key, breaker, rules, monotonic_ms());
             }
         }
     }
@@ -367,9 +376,9 @@ impl RedisStore {
         let rules = subject.rules;
         // A block this node learnt from Redis holds without asking again
         // (blocked requests change nothing there): blocking stays cheap.
-        if let Some(standing) = self.known_block(subject.key, rules, monotonic_ms()) {
+        if let Some(breaker) = self.known_block(subject.key, rules, monotonic_ms()) {
             return Poll::Ready(Reply::Checked(Checked {
-                standing,
+                breaker,
                 ..Checked::default()
             }));
         }
@@ -412,25 +421,25 @@ impl RedisStore {
         // The tag alone hashes to the slot of every `{tag}` key (it holds no
         // braces: hex, or `#` and hex).
         self.call_script(script, tag, call, late, waiter, move |reply| {
-            let (verdict, standing) = window::verdict_from_reply(&reply?, limit).ok()?;
-            remember(standing);
+            let (verdict, breaker) = window::verdict_from_reply(&reply?, limit).ok()?;
+            remember(breaker);
             // The script strikes a refused offence of an unblocked client.
             let struck = offence
                 && !verdict.allowed
-                && standing.block == Block::Clear
+                && breaker.block == Block::Clear
                 && rules.strikes.is_some();
             Some(Reply::Checked(Checked {
                 verdict,
-                standing,
+                breaker,
                 struck,
             }))
         })
     }
 
-    fn strike(&self, key: &[u8], rules: RedRules, late: Late, waiter: &mut NewWaiter) -> Poll {
-        if let Some(standing) = self.known_block(key, rules, monotonic_ms()) {
+    fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
+        if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
             return Poll::Ready(Reply::Struck(Struck {
-                standing,
+                breaker,
                 struck: false,
             }));
         }
@@ -448,11 +457,11 @@ impl RedisStore {
             late,
             waiter,
             move |reply| {
-                let standing = window::standing_from_reply(&reply?).ok()?;
-                remember(standing);
+                let breaker = window::standing_from_reply(&reply?).ok()?;
+                remember(breaker);
                 // The script strikes unless the client is blocked.
-                let struck = standing.block == Block::Clear && rules.strikes.is_some();
-                Some(Reply::Struck(Struck { standing, struck }))
+                let struck = breaker.block == Block::Clear && rules.strikes.is_some();
+                Some(Reply::Struck(Struck { breaker, struck }))
             },
         )
     }
@@ -496,16 +505,16 @@ impl RedisStore {
                     // First in Redis, but maybe spent here while Redis was
                     // down (and not written to it yet, or dropped from the
                     // queue).
-                    Spent::Accepted(standing) => {
+                    Spent::Accepted(breaker) => {
                         match store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms))
                         {
-                            true => Spent::Accepted(standing),
+                            true => Spent::Accepted(breaker),
                             false => Spent::Replayed,
                         }
                     }
-                    Spent::Blocked(standing) => {
-                        remember(standing);
-                        Spent::Blocked(standing)
+                    Spent::Blocked(breaker) => {
+                        remember(breaker);
+                        Spent::Blocked(breaker)
                     }
                     Spent::Replayed => Spent::Replayed,
                 }))
@@ -532,7 +541,7 @@ struct Copied {
     key: Vec<u8>,
     limit: Option<RateLimit>,
     approx: bool,
-    rules: RedRules,
+    rules: BreakerRules,
 }
 
 impl Late {

@@ -9,8 +9,8 @@
 
 use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
+use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use pow_shield_core::limiter::bucket::BucketState;
-use pow_shield_core::limiter::strikes::{Block, RedRules, Standing, StrikeState};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
 
@@ -56,28 +56,39 @@ impl ShmStore {
     }
 
     /// The client's block, if the zone knows of one (no writes).
-    pub fn blocked(&self, key: &[u8], rules: RedRules, monotonic_ms: u64) -> Option<Standing> {
+    pub fn blocked(
+        &self,
+        key: &[u8],
+        rules: BreakerRules,
+        monotonic_ms: u64,
+    ) -> Option<BreakerStatus> {
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, _| {
-            let standing = zone
+            let breaker = zone
                 .strikes
                 .find(&client)?
                 .strikes()
-                .standing(rules, monotonic_ms);
-            (standing.block != Block::Clear).then_some(standing)
+                .status(rules, monotonic_ms);
+            (breaker.block != Block::Clear).then_some(breaker)
         })
     }
 
     /// Remembers a block another store reported, for as long as it lasts.
-    /// Nothing is written for a clear standing; no room: not remembered.
-    pub fn remember(&self, key: &[u8], standing: Standing, rules: RedRules, monotonic_ms: u64) {
-        if standing.block == Block::Clear || standing.block_ms == 0 {
+    /// Nothing is written for a clear breaker; no room: not remembered.
+    pub fn remember(
+        &self,
+        key: &[u8],
+        breaker: BreakerStatus,
+        rules: BreakerRules,
+        monotonic_ms: u64,
+    ) {
+        if breaker.block == Block::Clear || breaker.block_ms == 0 {
             return;
         }
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, alloc| {
-            if let Some(entry) = breaker(zone, alloc, &client) {
-                entry.strikes().remember(standing, rules, monotonic_ms);
+            if let Some(entry) = breaker_entry(zone, alloc, &client) {
+                entry.strikes().remember(breaker, rules, monotonic_ms);
                 entry.expires_at_ms = entry.strikes().forgotten_at_ms();
             }
         })
@@ -159,11 +170,11 @@ impl Tables for Locked<'_> {
         &mut self,
         key: &[u8],
         create: bool,
-        f: impl FnOnce(&mut StrikeState) -> R,
+        f: impl FnOnce(&mut StrikeCounter) -> R,
     ) -> Result<Option<R>, NoRoom> {
         let client = TableKey::new(&[key]);
         let entry = if create {
-            match breaker(self.zone, self.alloc, &client) {
+            match breaker_entry(self.zone, self.alloc, &client) {
                 Some(entry) => entry,
                 None => return Err(full(self.zone, self.now.epoch_ms)),
             }
@@ -218,7 +229,11 @@ fn record_spent(
 
 /// The breaker entry of `client` in the locked zone, made if missing;
 /// `None` if there is no room for it.
-fn breaker<'z>(zone: &'z mut Zone, alloc: &Allocator, client: &TableKey) -> Option<&'z mut Entry> {
+fn breaker_entry<'z>(
+    zone: &'z mut Zone,
+    alloc: &Allocator,
+    client: &TableKey,
+) -> Option<&'z mut Entry> {
     let entry: *mut Entry = match zone.strikes.find(client) {
         Some(entry) => entry,
         None => {

@@ -5,7 +5,7 @@
 use super::refusal::Refusal;
 use super::settings::LogLevel;
 use crate::decision::DifficultyRule;
-use crate::limiter::strikes::{BanRule, StrikeRule};
+use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::protocol::{Secret, SecretKeys};
 use crate::values::{self, FailPolicy, HeadersMode};

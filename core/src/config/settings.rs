@@ -4,7 +4,7 @@
 //! takes the defaults of docs/directives.md.
 
 use crate::decision::DifficultyRule;
-use crate::limiter::strikes::{BanRule, RedRules, StrikeRule};
+use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::values::{FailPolicy, HeadersMode};
 
@@ -89,7 +89,7 @@ pub struct Resolved<V> {
     pub approx: bool,
     pub difficulty: DifficultyRule,
     /// `pow_shield_strikes` and `pow_shield_ban`.
-    pub red: RedRules,
+    pub breaker: BreakerRules,
     pub block_status: u16,
     pub trap: bool,
     /// `None`: the default key (`$pow_shield_client`, a client address).
@@ -138,7 +138,7 @@ impl<V: Copy> Settings<V> {
             difficulty: self
                 .difficulty
                 .unwrap_or(DifficultyRule::fixed(DEFAULT_DIFFICULTY)),
-            red: RedRules {
+            breaker: BreakerRules {
                 strikes: self.strikes.unwrap_or(Some(DEFAULT_STRIKES)),
                 ban: self.ban.unwrap_or(None),
             },
@@ -218,7 +218,7 @@ mod tests {
                 limit: None,
                 approx: false,
                 difficulty: DifficultyRule::fixed(4),
-                red: RedRules {
+                breaker: BreakerRules {
                     strikes: Some(StrikeRule {
                         threshold: 5,
                         ttl_ms: 60_000
@@ -282,7 +282,7 @@ mod tests {
         });
         let (_, p) = merged(http, Settings::default(), location);
         assert_eq!(p.limit, None);
-        assert_eq!(p.red.strikes, None);
+        assert_eq!(p.breaker.strikes, None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! the same loop against the in-memory store (`tests.rs`).
 //!
 //! The flow, top to bottom:
-//! key → (trap: strike → 404 | block) → check → red: block
+//! key → (trap: strike → 404 | block) → check → breaker: block
 //!     → green: pass (a valid solution is spent: its 429's strike is
 //!       taken back)
 //!     → yellow: no solution → 429 + strike
@@ -23,7 +23,7 @@ mod tests;
 
 pub use difficulty::DifficultyRule;
 
-use crate::limiter::strikes::{Block, RedRules, Standing};
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Spent, Verdict};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
 use crate::store::{Checked, Op, Reply, Solution, Struck};
@@ -132,7 +132,7 @@ pub struct Final {
     /// blocked).
     pub verdict: Option<Verdict>,
     /// The client's breaker as the store last reported it.
-    pub standing: Option<Standing>,
+    pub breaker: Option<BreakerStatus>,
     /// A store recorded a strike for this request.
     pub struck: bool,
     /// A full zone's `Retry-After`.
@@ -154,7 +154,7 @@ impl Final {
 pub struct Rules {
     pub limit: Option<RateLimit>,
     pub difficulty: DifficultyRule,
-    pub red: RedRules,
+    pub breaker: BreakerRules,
     pub fail: FailPolicy,
     pub dry_run: bool,
     pub trap: bool,
@@ -192,7 +192,7 @@ impl Decision {
                 answer: None,
                 reason: "",
                 verdict: None,
-                standing: None,
+                breaker: None,
                 struck: false,
                 retry_after_ms: None,
             },
@@ -229,7 +229,7 @@ impl Decision {
         if self.rules.trap {
             // A trap has nothing to serve, even to an allow-listed client;
             // only the strike is spared.
-            if self.exempt || self.rules.red.strikes.is_none() {
+            if self.exempt || self.rules.breaker.strikes.is_none() {
                 return self.reject(Outcome::Trap, Answer::NotFound, "trap");
             }
             return self.ask(Op::Strike);
@@ -255,9 +255,9 @@ impl Decision {
             _ => return self.down(Outcome::Pass, trusted),
         };
         self.checked = checked;
-        self.learnt.standing = Some(checked.standing);
+        self.learnt.breaker = Some(checked.breaker);
         self.learnt.struck |= checked.struck;
-        if let Some(next) = self.red(checked.standing.block) {
+        if let Some(next) = self.blocked(checked.breaker.block) {
             return next;
         }
         self.learnt.verdict = Some(checked.verdict);
@@ -293,11 +293,11 @@ impl Decision {
     /// back a strike). A solution that cannot be recorded is not accepted;
     /// a client blocked meanwhile spent nothing.
     fn spent(&mut self, reply: Reply, trusted: impl FnOnce() -> bool) -> Next {
-        if let Reply::Spent(Spent::Accepted(standing) | Spent::Blocked(standing)) = reply {
-            self.learnt.standing = Some(standing);
+        if let Reply::Spent(Spent::Accepted(breaker) | Spent::Blocked(breaker)) = reply {
+            self.learnt.breaker = Some(breaker);
         }
-        if let Reply::Spent(Spent::Blocked(standing)) = reply {
-            if let Some(next) = self.red(standing.block) {
+        if let Reply::Spent(Spent::Blocked(breaker)) = reply {
+            if let Some(next) = self.blocked(breaker.block) {
                 return next;
             }
         }
@@ -307,7 +307,7 @@ impl Decision {
         match reply {
             Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
             // A replay is an offence: strike, then answer 409.
-            Reply::Spent(Spent::Replayed) if self.rules.red.strikes.is_some() => {
+            Reply::Spent(Spent::Replayed) if self.rules.breaker.strikes.is_some() => {
                 self.ask(Op::Strike)
             }
             Reply::Spent(_) => self.replayed(),
@@ -319,11 +319,11 @@ impl Decision {
     /// After a strike: a trap answers 404, or the block if the client was
     /// blocked; a replayed solution gets its 409 whatever the strike says.
     fn struck(&mut self, reply: Reply) -> Next {
-        if let Reply::Struck(Struck { standing, struck }) = reply {
-            self.learnt.standing = Some(standing);
+        if let Reply::Struck(Struck { breaker, struck }) = reply {
+            self.learnt.breaker = Some(breaker);
             self.learnt.struck |= struck;
             if self.rules.trap {
-                if let Some(next) = self.red(standing.block) {
+                if let Some(next) = self.blocked(breaker.block) {
                     return next;
                 }
             }
@@ -340,7 +340,7 @@ impl Decision {
     }
 
     /// The red zone: blocked clients get the cheap answer and nothing else.
-    fn red(&mut self, block: Block) -> Option<Next> {
+    fn blocked(&mut self, block: Block) -> Option<Next> {
         let (outcome, reason) = match block {
             Block::Clear => return None,
             Block::Blocked => (Outcome::Blocked, "circuit breaker open, blocked"),
@@ -369,7 +369,7 @@ impl Decision {
 
     fn challenge(&self, status: u16, error: Option<&'static str>) -> Answer {
         let Checked {
-            verdict, standing, ..
+            verdict, breaker, ..
         } = self.checked;
         let limit = self.rules.limit.map_or(1, |l| l.requests);
         Answer::Challenge {
@@ -378,7 +378,7 @@ impl Decision {
             difficulty: self
                 .rules
                 .difficulty
-                .for_client(standing.strikes, verdict.over, limit),
+                .for_client(breaker.strikes, verdict.over, limit),
         }
     }
 

@@ -3,7 +3,7 @@
 //! does with each step.
 
 use super::*;
-use crate::limiter::strikes::StrikeRule;
+use crate::limiter::breaker::StrikeRule;
 use crate::store::{MemoryStore, Subject};
 
 const LIMIT_2: RateLimit = RateLimit {
@@ -15,7 +15,7 @@ fn rules() -> Rules {
     Rules {
         limit: Some(LIMIT_2),
         difficulty: DifficultyRule::fixed(4),
-        red: RedRules {
+        breaker: BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 5,
                 ttl_ms: 60_000,
@@ -59,7 +59,7 @@ impl FakeStore {
             key: key.as_bytes(),
             limit: rules.limit,
             approx: false,
-            rules: rules.red,
+            rules: rules.breaker,
         };
         let mut decision = Decision::new(rules, payment, key.is_empty());
         let mut reply = None;
@@ -270,7 +270,7 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
             key: b"a",
             limit: rules().limit,
             approx: false,
-            rules: rules().red,
+            rules: rules().breaker,
         };
         let Next::Ask(check) = decision.next(None, || false) else {
             panic!("a check first");
@@ -459,7 +459,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
         key: b"a",
         limit: rules().limit,
         approx: false,
-        rules: rules().red,
+        rules: rules().breaker,
     };
     let mut decision = Decision::new(rules(), VALID(7), false);
     let Next::Ask(check) = decision.next(None, || false) else {
@@ -482,7 +482,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
 #[test]
 fn strikes_off_never_blocks() {
     let off = Rules {
-        red: RedRules::default(),
+        breaker: BreakerRules::default(),
         ..rules()
     };
     let mut s = FakeStore::default();
@@ -517,7 +517,7 @@ fn a_trap_answers_404_with_a_strike_and_blocks_the_sixth_hit() {
 fn a_trap_with_strikes_off_only_answers_404() {
     let mut s = FakeStore::default();
     let off = Rules {
-        red: RedRules::default(),
+        breaker: BreakerRules::default(),
         ..trap()
     };
     let end = s.request("a", off, Payment::Unpaid, false);
@@ -542,12 +542,12 @@ fn a_trap_still_answers_404_when_the_store_is_down() {
 #[test]
 fn a_ban_follows_k_openings_and_answers_banned() {
     let banning = Rules {
-        red: RedRules {
-            ban: Some(crate::limiter::strikes::BanRule {
+        breaker: BreakerRules {
+            ban: Some(crate::limiter::breaker::BanRule {
                 after: 2,
                 ttl_ms: 600_000,
             }),
-            ..rules().red
+            ..rules().breaker
         },
         ..rules()
     };
@@ -574,7 +574,7 @@ fn a_ban_follows_k_openings_and_answers_banned() {
 fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     let rising = Rules {
         difficulty: DifficultyRule { base: 2, max: 5 },
-        red: RedRules {
+        breaker: BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 50,
                 ttl_ms: 60_000,

@@ -4,9 +4,9 @@
 //! milliseconds, consistently).
 #![forbid(unsafe_code)]
 
+pub mod breaker;
 pub mod bucket;
 pub mod client;
-pub mod strikes;
 pub mod window;
 
 /// `pow_shield_limit <requests> <window>`: at most `requests` requests per
@@ -44,10 +44,10 @@ pub struct Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Spent {
     /// First spend: the solution admits the request, and one strike of the
-    /// client was taken back (never below 0); the standing after it.
-    Accepted(strikes::Standing),
+    /// client was taken back (never below 0); the breaker after it.
+    Accepted(breaker::BreakerStatus),
     /// The token was spent before: a replay.
     Replayed,
     /// The client is blocked: nothing was spent, nothing taken back.
-    Blocked(strikes::Standing),
+    Blocked(breaker::BreakerStatus),
 }

@@ -4,18 +4,18 @@
 
 use sha1::{Digest, Sha1};
 
-use super::strikes::{Block, RedRules, Standing, Tripped};
+use super::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use super::{RateLimit, Spent, Verdict};
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
 /// for step. Rules come as four integers (0 = off): strike threshold,
 /// strike TTL ms, ban `after`, ban ms.
-macro_rules! red_zone_lua {
+macro_rules! breaker_lua {
     () => {
         r#"
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts. One
 -- read, of the counters the rules use.
-local function red_zone(sk, tk, threshold, after)
+local function breaker_status(sk, tk, threshold, after)
   if threshold == 0 and after == 0 then return 0, 0, 0 end
   local strikes, trips = 0, 0
   if after == 0 then
@@ -70,7 +70,7 @@ pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
 -- score (~16 bytes each while listpack-encoded, up to 128 entries; ~70 bytes
 -- in a skiplist beyond), and expires one window after its newest entry.
 -- KEYS[2..4] are small counters with their own expiry."#,
-    red_zone_lua!(),
+    breaker_lua!(),
     r#"
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
@@ -78,7 +78,7 @@ local window = tonumber(ARGV[2])
 local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
-local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
+local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
 if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
 
 local clock = redis.call('TIME')
@@ -152,7 +152,7 @@ pub const APPROX_SCRIPT: &str = concat!(
 -- the fixed window's index, c: its count, p: the previous window's count),
 -- expiring when the next fixed window ends. KEYS[2..4] are small counters
 -- with their own expiry."#,
-    red_zone_lua!(),
+    breaker_lua!(),
     r#"
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
@@ -160,7 +160,7 @@ local window = tonumber(ARGV[2])
 local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
-local strikes, block, block_ms = red_zone(KEYS[3], KEYS[4], threshold, after)
+local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
 if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
 
 local clock = redis.call('TIME')
@@ -219,11 +219,11 @@ return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_af
 /// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
     "-- pow-shield circuit breaker: one strike",
-    red_zone_lua!(),
+    breaker_lua!(),
     r#"
 local threshold, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
 local after, ban = tonumber(ARGV[3]), tonumber(ARGV[4])
-local strikes, block, block_ms = red_zone(KEYS[1], KEYS[2], threshold, after)
+local strikes, block, block_ms = breaker_status(KEYS[1], KEYS[2], threshold, after)
 local tripped = 0
 if block == 0 and threshold > 0 then
   strikes, tripped = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
@@ -240,10 +240,10 @@ return {strikes, block, block_ms, tripped}
 /// block_ms}` ([`spent_from_reply`]).
 pub const SPEND_SCRIPT: &str = concat!(
     "-- pow-shield spend: one per solution, and the 429's strike taken back",
-    red_zone_lua!(),
+    breaker_lua!(),
     r#"
 local threshold, after = tonumber(ARGV[2]), tonumber(ARGV[4])
-local strikes, block, block_ms = red_zone(KEYS[2], KEYS[3], threshold, after)
+local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
 if block > 0 then return {2, strikes, block, block_ms} end
 if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
   return {0, strikes, 0, 0}
@@ -290,7 +290,7 @@ pub fn script_sha1(script: &str) -> String {
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).
-pub fn rules(rules: RedRules) -> [u64; 4] {
+pub fn rules(rules: BreakerRules) -> [u64; 4] {
     let (threshold, ttl) = rules.strikes.map_or((0, 0), |s| (s.threshold, s.ttl_ms));
     let (after, ban) = rules.ban.map_or((0, 0), |b| (b.after, b.ttl_ms));
     [threshold.into(), ttl, after.into(), ban]
@@ -321,8 +321,8 @@ fn lower_hex(out: &mut Vec<u8>, n: u64) {
 pub fn verdict_from_reply(
     reply: &[i64],
     limit: RateLimit,
-) -> Result<(Verdict, Standing), ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, over, red @ ..] =
+) -> Result<(Verdict, BreakerStatus), ReplyError> {
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, status @ ..] =
         fields::<REPLY_LEN>(reply)?;
     let allowed = match allowed {
         0 => false,
@@ -340,12 +340,12 @@ pub fn verdict_from_reply(
         retry_after_ms,
         over: saturate(over),
     };
-    Ok((verdict, standing(red, 5)?))
+    Ok((verdict, breaker_status(status, 5)?))
 }
 
 /// Decodes the strike script's reply.
-pub fn standing_from_reply(reply: &[i64]) -> Result<Standing, ReplyError> {
-    standing(fields::<4>(reply)?, 0)
+pub fn standing_from_reply(reply: &[i64]) -> Result<BreakerStatus, ReplyError> {
+    breaker_status(fields::<4>(reply)?, 0)
 }
 
 /// Decodes the spend script's reply.
@@ -353,9 +353,9 @@ pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
     let [spent, strikes, block, block_ms] = fields::<4>(reply)?;
     match spent {
         0 => Ok(Spent::Replayed),
-        1 => Ok(Spent::Accepted(standing([strikes, 0, 0, 0], 1)?)),
-        2 => match standing([strikes, block, block_ms, 0], 1)? {
-            standing if standing.block != Block::Clear => Ok(Spent::Blocked(standing)),
+        1 => Ok(Spent::Accepted(breaker_status([strikes, 0, 0, 0], 1)?)),
+        2 => match breaker_status([strikes, block, block_ms, 0], 1)? {
+            breaker if breaker.block != Block::Clear => Ok(Spent::Blocked(breaker)),
             _ => Err(ReplyError::OutOfRange { index: 2 }),
         },
         _ => Err(ReplyError::OutOfRange { index: 0 }),
@@ -363,10 +363,10 @@ pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
 }
 
 /// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.
-fn standing(
+fn breaker_status(
     [strikes, block, block_ms, tripped]: [u64; 4],
     at: usize,
-) -> Result<Standing, ReplyError> {
+) -> Result<BreakerStatus, ReplyError> {
     let block = match block {
         0 => Block::Clear,
         1 => Block::Blocked,
@@ -379,7 +379,7 @@ fn standing(
         2 => Some(Tripped::Banned),
         _ => return Err(ReplyError::OutOfRange { index: at + 3 }),
     };
-    Ok(Standing {
+    Ok(BreakerStatus {
         strikes: saturate(strikes),
         block,
         block_ms,
@@ -415,9 +415,9 @@ mod tests {
 
     #[test]
     fn admitted_reply_decodes_to_an_allowed_verdict() {
-        let (v, standing) =
+        let (v, breaker) =
             verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
-        assert_eq!(standing, Standing::default());
+        assert_eq!(breaker, BreakerStatus::default());
         assert_eq!(
             v,
             Verdict {
@@ -432,14 +432,14 @@ mod tests {
 
     #[test]
     fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
-        let (v, standing) =
+        let (v, breaker) =
             verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0, 0], PER_MINUTE_60).unwrap();
         assert!(!v.allowed);
         assert_eq!(v.remaining, 0);
         assert_eq!(v.retry_after_ms, 12_345);
         assert_eq!(v.over, 1);
-        assert_eq!(standing.strikes, 1);
-        assert_eq!(standing.block, Block::Clear);
+        assert_eq!(breaker.strikes, 1);
+        assert_eq!(breaker.block, Block::Clear);
     }
 
     #[test]
@@ -454,7 +454,7 @@ mod tests {
         );
         assert_eq!(
             standing_from_reply(&[5, 0, 0, 2]),
-            Ok(Standing {
+            Ok(BreakerStatus {
                 strikes: 5,
                 block: Block::Clear,
                 block_ms: 0,
@@ -480,15 +480,15 @@ mod tests {
     fn spend_replies_decode() {
         assert_eq!(
             spent_from_reply(&[1, 2, 0, 0]),
-            Ok(Spent::Accepted(Standing {
+            Ok(Spent::Accepted(BreakerStatus {
                 strikes: 2,
-                ..Standing::default()
+                ..BreakerStatus::default()
             }))
         );
         assert_eq!(spent_from_reply(&[0, 3, 0, 0]), Ok(Spent::Replayed));
         assert_eq!(
             spent_from_reply(&[2, 5, 1, 900]),
-            Ok(Spent::Blocked(Standing {
+            Ok(Spent::Blocked(BreakerStatus {
                 strikes: 5,
                 block: Block::Blocked,
                 block_ms: 900,
@@ -512,7 +512,7 @@ mod tests {
         let decr = SPEND_SCRIPT.find("'DECR', KEYS[2]").unwrap();
         assert!(spend < decr);
         assert!(SPEND_SCRIPT.contains("if strikes > 0 then strikes = redis.call('DECR'"));
-        assert!(SPEND_SCRIPT.contains(red_zone_lua!()));
+        assert!(SPEND_SCRIPT.contains(breaker_lua!()));
     }
 
     #[test]
@@ -580,13 +580,13 @@ mod tests {
     }
 
     #[test]
-    fn approx_script_keeps_o1_state_and_the_same_red_zone() {
+    fn approx_script_keeps_o1_state_and_the_same_breaker() {
         // One hash of three fields per client, no sorted set, whatever the
         // limit; the breaker shared word for word with the exact script.
         assert!(APPROX_SCRIPT.contains("redis.call('HMGET', key, 'i', 'c', 'p')"));
         assert!(!APPROX_SCRIPT.contains("ZADD"));
-        assert!(APPROX_SCRIPT.contains(red_zone_lua!()));
-        assert!(SLIDING_WINDOW_SCRIPT.contains(red_zone_lua!()));
+        assert!(APPROX_SCRIPT.contains(breaker_lua!()));
+        assert!(SLIDING_WINDOW_SCRIPT.contains(breaker_lua!()));
     }
 
     #[test]
@@ -611,9 +611,9 @@ mod tests {
 
     #[test]
     fn rules_are_four_integers_zero_when_off() {
-        use crate::limiter::strikes::{BanRule, StrikeRule};
-        assert_eq!(rules(RedRules::default()), [0, 0, 0, 0]);
-        let on = RedRules {
+        use crate::limiter::breaker::{BanRule, StrikeRule};
+        assert_eq!(rules(BreakerRules::default()), [0, 0, 0, 0]);
+        let on = BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 5,
                 ttl_ms: 60_000,

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
 use crate::decision::{Final, Outcome};
-use crate::limiter::strikes::Tripped;
+use crate::limiter::breaker::Tripped;
 
 /// `result` label values of `pow_shield_requests_total`, in slot order.
 pub const RESULTS: [&str; 9] = [
@@ -214,7 +214,7 @@ impl Decided {
             end,
             trap,
             struck: end.struck,
-            tripped: end.standing.and_then(|s| s.tripped),
+            tripped: end.breaker.and_then(|s| s.tripped),
         }
     }
 

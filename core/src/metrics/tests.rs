@@ -1,7 +1,7 @@
 use super::render::seconds_text;
 use super::*;
 use crate::decision::Answer;
-use crate::limiter::strikes::Block;
+use crate::limiter::breaker::Block;
 
 fn slot() -> Box<Slot> {
     Box::<Slot>::default()
@@ -13,7 +13,7 @@ fn end(outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> Final 
         answer,
         reason,
         verdict: None,
-        standing: None,
+        breaker: None,
         struck: false,
         retry_after_ms: None,
     }

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use super::{run, NoRoom, Now, Op, Reply, Subject, Tables};
+use crate::limiter::breaker::StrikeCounter;
 use crate::limiter::bucket::BucketState;
-use crate::limiter::strikes::StrikeState;
 use crate::limiter::RateLimit;
 
 /// How long a full store asks clients to wait.
@@ -16,7 +16,7 @@ const FULL_RETRY_MS: u64 = 1_000;
 #[derive(Default)]
 pub struct MemoryStore {
     pub buckets: HashMap<(Vec<u8>, u32, u64), BucketState>,
-    pub breakers: HashMap<Vec<u8>, StrikeState>,
+    pub breakers: HashMap<Vec<u8>, StrikeCounter>,
     /// Spent digests and until when they are kept (epoch ms).
     pub spent: HashMap<[u8; 32], u64>,
     /// Answer every operation `Down`.
@@ -70,7 +70,7 @@ impl Tables for MemoryStore {
         &mut self,
         key: &[u8],
         create: bool,
-        f: impl FnOnce(&mut StrikeState) -> R,
+        f: impl FnOnce(&mut StrikeCounter) -> R,
     ) -> Result<Option<R>, NoRoom> {
         if create {
             return Ok(Some(f(self.breakers.entry(key.to_vec()).or_default())));

@@ -22,8 +22,8 @@ mod tests;
 pub use memory::MemoryStore;
 pub use table_key::{TableKey, INLINE_KEY};
 
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use crate::limiter::bucket;
-use crate::limiter::strikes::{Block, RedRules, Standing, StrikeState};
 use crate::limiter::{RateLimit, Spent, Verdict};
 
 /// A solution the request carries, ready to be spent: its token's digest
@@ -51,7 +51,7 @@ pub enum Op {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Checked {
     pub verdict: Verdict,
-    pub standing: Standing,
+    pub breaker: BreakerStatus,
     /// The check recorded a strike (a refused offence of an unblocked
     /// client, strikes on).
     pub struck: bool,
@@ -60,7 +60,7 @@ pub struct Checked {
 /// What a strike found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Struck {
-    pub standing: Standing,
+    pub breaker: BreakerStatus,
     /// A strike was recorded (not while blocked, not with strikes off).
     pub struck: bool,
 }
@@ -90,7 +90,7 @@ pub struct Subject<'a> {
     pub limit: Option<RateLimit>,
     /// Count with the approximate sliding-window counter (Redis only).
     pub approx: bool,
-    pub rules: RedRules,
+    pub rules: BreakerRules,
 }
 
 /// The two clocks of a store: buckets and breakers run on a monotonic clock
@@ -163,7 +163,7 @@ pub trait Tables {
         &mut self,
         key: &[u8],
         create: bool,
-        f: impl FnOnce(&mut StrikeState) -> R,
+        f: impl FnOnce(&mut StrikeCounter) -> R,
     ) -> Result<Option<R>, NoRoom>;
 
     /// Records `digest` spent until `until_ms` (epoch); `Ok(false)` if an
@@ -186,10 +186,15 @@ pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Rep
     result.unwrap_or_else(|NoRoom { retry_after_ms }| Reply::Full { retry_after_ms })
 }
 
-/// The breaker's standing now, if the client has a breaker (no writes).
-fn standing(tables: &mut impl Tables, key: &[u8], rules: RedRules, now_ms: u64) -> Standing {
+/// The breaker's breaker now, if the client has a breaker (no writes).
+fn status_now(
+    tables: &mut impl Tables,
+    key: &[u8],
+    rules: BreakerRules,
+    now_ms: u64,
+) -> BreakerStatus {
     tables
-        .breaker(key, false, |s| s.standing(rules, now_ms))
+        .breaker(key, false, |s| s.status(rules, now_ms))
         .ok()
         .flatten()
         .unwrap_or_default()
@@ -204,10 +209,10 @@ fn check(
     now_ms: u64,
 ) -> Result<Checked, NoRoom> {
     let rules = subject.rules;
-    let standing = standing(tables, subject.key, rules, now_ms);
-    if standing.block != Block::Clear {
+    let breaker = status_now(tables, subject.key, rules, now_ms);
+    if breaker.block != Block::Clear {
         return Ok(Checked {
-            standing,
+            breaker,
             ..Checked::default()
         });
     }
@@ -217,7 +222,7 @@ fn check(
                 allowed: true,
                 ..Verdict::default()
             },
-            standing,
+            breaker,
             struck: false,
         });
     };
@@ -227,14 +232,14 @@ fn check(
     })?;
     let mut checked = Checked {
         verdict,
-        standing,
+        breaker,
         struck: false,
     };
     if !verdict.allowed && offence && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives
         // a client.
-        if let Ok(Some(standing)) = tables.breaker(subject.key, true, |s| s.strike(rules, now_ms)) {
-            checked.standing = standing;
+        if let Ok(Some(breaker)) = tables.breaker(subject.key, true, |s| s.strike(rules, now_ms)) {
+            checked.breaker = breaker;
             checked.struck = true;
         }
     }
@@ -250,16 +255,16 @@ fn spend(
     now: Now,
 ) -> Result<Spent, NoRoom> {
     let (key, rules) = (subject.key, subject.rules);
-    let standing = standing(tables, key, rules, now.monotonic_ms);
-    if standing.block != Block::Clear {
-        return Ok(Spent::Blocked(standing));
+    let breaker = status_now(tables, key, rules, now.monotonic_ms);
+    if breaker.block != Block::Clear {
+        return Ok(Spent::Blocked(breaker));
     }
     if !tables.spend(&solution.digest, solution.spent_until_ms, now.epoch_ms)? {
         return Ok(Spent::Replayed);
     }
     let forgiven = tables.breaker(key, false, |s| {
         s.forgive(rules, now.monotonic_ms);
-        s.standing(rules, now.monotonic_ms)
+        s.status(rules, now.monotonic_ms)
     });
     Ok(Spent::Accepted(forgiven.ok().flatten().unwrap_or_default()))
 }
@@ -268,16 +273,16 @@ fn spend(
 fn strike(
     tables: &mut impl Tables,
     key: &[u8],
-    rules: RedRules,
+    rules: BreakerRules,
     now_ms: u64,
 ) -> Result<Struck, NoRoom> {
-    let was = standing(tables, key, rules, now_ms);
-    let standing = match tables.breaker(key, true, |s| s.strike(rules, now_ms))? {
-        Some(standing) => standing,
+    let was = status_now(tables, key, rules, now_ms);
+    let breaker = match tables.breaker(key, true, |s| s.strike(rules, now_ms))? {
+        Some(breaker) => breaker,
         None => was,
     };
     Ok(Struck {
-        standing,
+        breaker,
         struck: was.block == Block::Clear && rules.strikes.is_some(),
     })
 }

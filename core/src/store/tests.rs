@@ -1,11 +1,11 @@
 //! The table stores' order of steps, against the in-memory store.
 
 use super::*;
-use crate::limiter::strikes::StrikeRule;
+use crate::limiter::breaker::StrikeRule;
 
 const KEY: &[u8] = b"client";
 
-const FIVE_PER_MINUTE: RedRules = RedRules {
+const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {
         threshold: 5,
         ttl_ms: 60_000,
@@ -13,7 +13,7 @@ const FIVE_PER_MINUTE: RedRules = RedRules {
     ban: None,
 };
 
-fn subject(rules: RedRules) -> Subject<'static> {
+fn subject(rules: BreakerRules) -> Subject<'static> {
     Subject {
         key: KEY,
         limit: Some(RateLimit {
@@ -49,7 +49,7 @@ fn strikes_are_recorded_only_for_refused_offences_of_unblocked_clients() {
     assert!(!checked(s.ask(OFFENCE, &on)).struck, "allowed");
     assert!(checked(s.ask(OFFENCE, &on)).struck, "a refused offence");
     assert!(!checked(s.ask(PAID, &on)).struck, "a valid solution");
-    let off = subject(RedRules::default());
+    let off = subject(BreakerRules::default());
     assert!(!checked(s.ask(OFFENCE, &off)).struck, "strikes off");
     for _ in 0..4 {
         s.ask(OFFENCE, &on);
@@ -67,7 +67,7 @@ fn a_blocked_client_is_answered_from_its_breaker_without_counting() {
     }
     let buckets = s.buckets.clone();
     let c = checked(s.ask(OFFENCE, &on));
-    assert_eq!(c.standing.block, Block::Blocked);
+    assert_eq!(c.breaker.block, Block::Blocked);
     assert_eq!(s.buckets, buckets, "no bucket write while blocked");
 }
 
@@ -117,12 +117,12 @@ fn a_strike_reports_whether_it_was_recorded() {
     let on = subject(FIVE_PER_MINUTE);
     for n in 1..=5 {
         match s.ask(Op::Strike, &on) {
-            Reply::Struck(st) => assert!(st.struck && st.standing.strikes == n),
+            Reply::Struck(st) => assert!(st.struck && st.breaker.strikes == n),
             other => panic!("{other:?}"),
         }
     }
     match s.ask(Op::Strike, &on) {
-        Reply::Struck(st) => assert!(!st.struck && st.standing.block == Block::Blocked),
+        Reply::Struck(st) => assert!(!st.struck && st.breaker.block == Block::Blocked),
         other => panic!("{other:?}"),
     }
 }

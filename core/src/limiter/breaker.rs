@@ -28,7 +28,7 @@ pub struct BanRule {
 
 /// The red-zone rules of one location; `None` is `off`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RedRules {
+pub struct BreakerRules {
     pub strikes: Option<StrikeRule>,
     pub ban: Option<BanRule>,
 }
@@ -56,7 +56,7 @@ pub enum Tripped {
 
 /// A client's red-zone state as a store reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Standing {
+pub struct BreakerStatus {
     /// Strikes counted now (after this request's, if it made one).
     pub strikes: u32,
     /// Whether this request is blocked. A request that makes the last
@@ -73,7 +73,7 @@ pub struct Standing {
 /// so it lives in the shared-memory zone).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StrikeState {
+pub struct StrikeCounter {
     pub strikes: u32,
     /// Breaker openings counted towards a ban.
     pub trips: u32,
@@ -84,7 +84,7 @@ pub struct StrikeState {
     pub trips_until_ms: u64,
 }
 
-impl StrikeState {
+impl StrikeCounter {
     /// Forgets what has expired by `now_ms`.
     fn expire(&mut self, now_ms: u64) {
         if now_ms >= self.strikes_until_ms {
@@ -96,7 +96,7 @@ impl StrikeState {
     }
 
     /// Whether the client is blocked now. Reading never extends a block.
-    pub fn block(&mut self, rules: RedRules, now_ms: u64) -> Block {
+    pub fn block(&mut self, rules: BreakerRules, now_ms: u64) -> Block {
         self.expire(now_ms);
         if rules.ban.is_some_and(|ban| self.trips >= ban.after) {
             return Block::Banned;
@@ -111,11 +111,11 @@ impl StrikeState {
     }
 
     /// Records one strike unless the client is blocked (blocked requests
-    /// add nothing), and returns the standing this request is answered with.
-    pub fn strike(&mut self, rules: RedRules, now_ms: u64) -> Standing {
+    /// add nothing), and returns the breaker this request is answered with.
+    pub fn strike(&mut self, rules: BreakerRules, now_ms: u64) -> BreakerStatus {
         let block = self.block(rules, now_ms);
         let Some(rule) = rules.strikes.filter(|_| block == Block::Clear) else {
-            return self.standing(rules, now_ms);
+            return self.status(rules, now_ms);
         };
         self.strikes = self.strikes.saturating_add(1);
         // A strike never shortens a block: a location with a shorter time
@@ -128,7 +128,7 @@ impl StrikeState {
             None => Tripped::Opened,
         });
         // This request is answered as an offence; the next one is blocked.
-        Standing {
+        BreakerStatus {
             strikes: self.strikes,
             block: Block::Clear,
             block_ms: 0,
@@ -139,7 +139,7 @@ impl StrikeState {
     /// A paid challenge: the 429 that carried it was no offence, so one
     /// strike is taken back (never below 0: paying earns no credit). A
     /// blocked or banned client is not forgiven. The expiry stays.
-    pub fn forgive(&mut self, rules: RedRules, now_ms: u64) {
+    pub fn forgive(&mut self, rules: BreakerRules, now_ms: u64) {
         if self.block(rules, now_ms) == Block::Clear {
             self.strikes = self.strikes.saturating_sub(1);
         }
@@ -159,15 +159,15 @@ impl StrikeState {
         Tripped::Banned
     }
 
-    /// The standing now: strikes, block and how long the block lasts.
-    pub fn standing(&mut self, rules: RedRules, now_ms: u64) -> Standing {
+    /// The breaker now: strikes, block and how long the block lasts.
+    pub fn status(&mut self, rules: BreakerRules, now_ms: u64) -> BreakerStatus {
         let block = self.block(rules, now_ms);
         let until = match block {
             Block::Clear => now_ms,
             Block::Blocked => self.strikes_until_ms,
             Block::Banned => self.trips_until_ms,
         };
-        Standing {
+        BreakerStatus {
             strikes: self.strikes,
             block,
             block_ms: until.saturating_sub(now_ms),
@@ -178,9 +178,9 @@ impl StrikeState {
     /// Takes over a block another store reported (Redis, in cluster mode)
     /// for as long as it lasts, so that the client's next requests are
     /// answered here without asking that store again.
-    pub fn remember(&mut self, standing: Standing, rules: RedRules, now_ms: u64) {
-        let until = now_ms.saturating_add(standing.block_ms);
-        match (standing.block, rules.strikes, rules.ban) {
+    pub fn remember(&mut self, breaker: BreakerStatus, rules: BreakerRules, now_ms: u64) {
+        let until = now_ms.saturating_add(breaker.block_ms);
+        match (breaker.block, rules.strikes, rules.ban) {
             (Block::Blocked, Some(rule), _) => {
                 self.strikes = self.strikes.max(rule.threshold);
                 self.strikes_until_ms = self.strikes_until_ms.max(until);
@@ -203,7 +203,7 @@ impl StrikeState {
 mod tests {
     use super::*;
 
-    const FIVE_PER_MINUTE: RedRules = RedRules {
+    const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
         strikes: Some(StrikeRule {
             threshold: 5,
             ttl_ms: 60_000,
@@ -211,21 +211,21 @@ mod tests {
         ban: None,
     };
 
-    fn with_ban(after: u32, ttl_ms: u64) -> RedRules {
-        RedRules {
+    fn with_ban(after: u32, ttl_ms: u64) -> BreakerRules {
+        BreakerRules {
             ban: Some(BanRule { after, ttl_ms }),
             ..FIVE_PER_MINUTE
         }
     }
 
     /// Offences at `now`, returning each one's block.
-    fn offend(state: &mut StrikeState, rules: RedRules, now: u64, n: usize) -> Vec<Block> {
+    fn offend(state: &mut StrikeCounter, rules: BreakerRules, now: u64, n: usize) -> Vec<Block> {
         (0..n).map(|_| state.strike(rules, now).block).collect()
     }
 
     #[test]
     fn the_sixth_offence_is_the_first_blocked_with_five_strikes() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         let blocks = offend(&mut s, FIVE_PER_MINUTE, 1_000, 7);
         use Block::*;
         assert_eq!(
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn blocked_requests_add_no_strikes_and_do_not_extend_the_block() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
         offend(&mut s, FIVE_PER_MINUTE, 30_000, 10);
         assert_eq!(s.strikes, 5);
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn every_strike_renews_the_ttl() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         for at in [0, 50_000, 100_000, 150_000] {
             assert_eq!(s.strike(FIVE_PER_MINUTE, at).block, Block::Clear);
         }
@@ -259,36 +259,36 @@ mod tests {
 
     #[test]
     fn strikes_are_forgotten_a_ttl_after_the_last() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, FIVE_PER_MINUTE, 0, 4);
         assert_eq!(s.strike(FIVE_PER_MINUTE, 60_000).strikes, 1);
     }
 
     #[test]
     fn strikes_off_never_blocks_and_counts_nothing() {
-        let mut s = StrikeState::default();
-        let blocks = offend(&mut s, RedRules::default(), 0, 100);
+        let mut s = StrikeCounter::default();
+        let blocks = offend(&mut s, BreakerRules::default(), 0, 100);
         assert!(blocks.iter().all(|b| *b == Block::Clear));
         assert_eq!(s.strikes, 0);
     }
 
     #[test]
     fn a_threshold_of_one_blocks_the_second_offence() {
-        let rules = RedRules {
+        let rules = BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 1,
                 ttl_ms: 10_000,
             }),
             ban: None,
         };
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         assert_eq!(offend(&mut s, rules, 0, 2), [Block::Clear, Block::Blocked]);
     }
 
     #[test]
     fn k_openings_within_the_ban_time_ban_the_client_for_that_time() {
         let rules = with_ban(2, 600_000);
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         // First opening at t=0; the block ends at 60 s.
         offend(&mut s, rules, 0, 5);
         assert_eq!(s.block(rules, 1), Block::Blocked);
@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn openings_further_apart_than_the_ban_time_do_not_ban() {
         let rules = with_ban(2, 100_000);
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, rules, 0, 5);
         offend(&mut s, rules, 200_000, 5);
         assert_eq!(s.block(rules, 200_001), Block::Blocked);
@@ -312,30 +312,30 @@ mod tests {
     #[test]
     fn a_ban_does_not_count_strikes() {
         let rules = with_ban(1, 100_000);
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, rules, 0, 5);
-        let standing = s.strike(rules, 70_000);
-        assert_eq!(standing.block, Block::Banned);
+        let breaker = s.strike(rules, 70_000);
+        assert_eq!(breaker.block, Block::Banned);
         assert_eq!(s.strikes, 0, "strikes expired at 60 s and none were added");
     }
 
     #[test]
     fn the_standing_says_how_long_the_block_lasts() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
-        let standing = s.standing(FIVE_PER_MINUTE, 21_000);
-        assert_eq!(standing.block, Block::Blocked);
-        assert_eq!(standing.block_ms, 40_000);
+        let breaker = s.status(FIVE_PER_MINUTE, 21_000);
+        assert_eq!(breaker.block, Block::Blocked);
+        assert_eq!(breaker.block_ms, 40_000);
         let banning = with_ban(1, 300_000);
-        let mut b = StrikeState::default();
+        let mut b = StrikeCounter::default();
         offend(&mut b, banning, 0, 6);
-        assert_eq!(b.standing(banning, 100_000).block_ms, 200_000);
+        assert_eq!(b.status(banning, 100_000).block_ms, 200_000);
     }
 
     #[test]
     fn a_remembered_block_holds_for_its_time_and_no_longer() {
-        let mut s = StrikeState::default();
-        let reported = Standing {
+        let mut s = StrikeCounter::default();
+        let reported = BreakerStatus {
             strikes: 5,
             block: Block::Blocked,
             block_ms: 30_000,
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(s.block(FIVE_PER_MINUTE, 39_999), Block::Blocked);
         assert_eq!(s.block(FIVE_PER_MINUTE, 40_000), Block::Clear);
         let banning = with_ban(2, 600_000);
-        let banned = Standing {
+        let banned = BreakerStatus {
             block: Block::Banned,
             ..reported
         };
@@ -356,14 +356,14 @@ mod tests {
 
     #[test]
     fn remembering_a_clear_standing_changes_nothing() {
-        let mut s = StrikeState::default();
-        s.remember(Standing::default(), FIVE_PER_MINUTE, 1_000);
-        assert_eq!(s, StrikeState::default());
+        let mut s = StrikeCounter::default();
+        s.remember(BreakerStatus::default(), FIVE_PER_MINUTE, 1_000);
+        assert_eq!(s, StrikeCounter::default());
     }
 
     #[test]
     fn the_strike_that_opens_the_breaker_says_so_once() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         let tripped: Vec<Option<Tripped>> = (0..7)
             .map(|_| s.strike(FIVE_PER_MINUTE, 0).tripped)
             .collect();
@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn the_opening_that_bans_says_banned() {
         let rules = with_ban(2, 600_000);
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         let first: Vec<_> = (0..5).filter_map(|_| s.strike(rules, 0).tripped).collect();
         let second: Vec<_> = (0..5)
             .filter_map(|_| s.strike(rules, 100_000).tripped)
@@ -387,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_paid_challenge_takes_back_one_strike_and_never_goes_below_zero() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, FIVE_PER_MINUTE, 0, 2);
         s.forgive(FIVE_PER_MINUTE, 1);
         assert_eq!(s.strikes, 1);
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn paying_every_challenge_never_blocks() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         for at in 0..50 {
             assert_eq!(s.strike(FIVE_PER_MINUTE, at * 1000).block, Block::Clear);
             s.forgive(FIVE_PER_MINUTE, at * 1000 + 500);
@@ -411,7 +411,7 @@ mod tests {
 
     #[test]
     fn a_blocked_client_is_not_forgiven() {
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, FIVE_PER_MINUTE, 0, 5);
         s.forgive(FIVE_PER_MINUTE, 1);
         assert_eq!(s.strikes, 5);
@@ -420,21 +420,21 @@ mod tests {
 
     #[test]
     fn a_strike_with_a_shorter_time_never_shortens_a_block() {
-        let long = RedRules {
+        let long = BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 5,
                 ttl_ms: 600_000,
             }),
             ban: None,
         };
-        let short = RedRules {
+        let short = BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 100,
                 ttl_ms: 2_000,
             }),
             ban: None,
         };
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, long, 0, 5);
         // An offence at a location allowing 100 strikes for 2 s.
         s.strike(short, 1_000);
@@ -445,7 +445,7 @@ mod tests {
     #[test]
     fn forgotten_at_covers_strikes_and_trips() {
         let rules = with_ban(3, 500_000);
-        let mut s = StrikeState::default();
+        let mut s = StrikeCounter::default();
         offend(&mut s, rules, 0, 5);
         assert_eq!(s.forgotten_at_ms(), 500_000);
     }
