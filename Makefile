@@ -1,7 +1,7 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
-#   make test          make lint + cargo test (module + workspace crates) + the Python client's
+#   make test          make lint + cargo test (core, protocol, client crates) + the Python client's
 #                      unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
 #                      the client CLI                    -> objs/pow-shield,
@@ -127,9 +127,9 @@ run: build
 	@cat nginx-conf/demo-banner.txt
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
-# The module's unit tests, then the workspace's nginx-free crates.
+# The unit tests: the workspace's nginx-free crates (the module links only
+# into nginx; t/ tests it there).
 unittest: deps-build
-	$(CARGO) test --profile $(PROFILE) --features vendored --lib
 	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
 
 prove: deps-test build

@@ -15,24 +15,17 @@
 //! puts the request path's status handler behind `pow_shield_status`, so
 //! that configuration depends on nothing of it) and the process hooks.
 
-#[cfg(not(test))]
 #[macro_use]
 mod log;
 
-#[cfg(not(test))]
 pub mod config;
-#[cfg(not(test))]
 mod ffi;
-#[cfg(not(test))]
 mod http;
 pub use pow_shield_protocol as protocol;
 mod redis;
-#[cfg(not(test))]
 mod shm;
-#[cfg(not(test))]
 mod store;
 
-#[cfg(not(test))]
 mod module {
     use core::ffi::{c_char, c_void};
     use core::mem::offset_of;
@@ -333,5 +326,4 @@ mod module {
     }
 }
 
-#[cfg(not(test))]
 pub use module::PowShield;

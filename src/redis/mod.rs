@@ -5,21 +5,14 @@
 //! to the one Redis or, through `cluster`, to its slot's master in a Redis
 //! Cluster.
 
-#[cfg(not(test))]
 pub mod client;
-#[cfg(not(test))]
 mod cluster;
-#[cfg(not(test))]
 mod connection;
-#[cfg(not(test))]
 mod events;
-#[cfg(not(test))]
 pub mod router;
-#[cfg(not(test))]
 pub mod tls;
 
 /// nginx's cached monotonic millisecond clock.
-#[cfg(not(test))]
 fn now() -> nginx_sys::ngx_msec_t {
     // SAFETY: updated by this (single-threaded) worker's event loop only;
     // a plain read.
