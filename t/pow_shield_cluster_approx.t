@@ -2,7 +2,7 @@
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
 # sliding-window counter (docs/directives.md "pow_shield_limit",
-# core/src/limiter/window.rs APPROX_SCRIPT): one small hash per client instead
+# core/src/redis/scripts.rs APPROX_SCRIPT): one small hash per client instead
 # of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
@@ -70,7 +70,7 @@ is_deeply($t->redis_cmd('KEYS', 'pow:{' . hexkey('counter') . '}:w:*'), [],
 # The script as the source spells it, checked to be the one loaded.
 sub script {
     my ($name) = @_;
-    open my $fh, '<', "$Test::PowShield::REPO/core/src/limiter/window.rs" or die "window.rs: $!";
+    open my $fh, '<', "$Test::PowShield::REPO/core/src/redis/scripts.rs" or die "scripts.rs: $!";
     my $src = do { local $/; <$fh> };
     my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
     my ($body) = $src =~ /pub const \Q$name\E: &str = concat!\((.*?)\);\n/s or die "no $name";
@@ -82,7 +82,7 @@ sub script {
 }
 my $script = script('APPROX_SCRIPT');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from window.rs is the one the module loaded');
+    'the script read from scripts.rs is the one the module loaded');
 
 # TIME answers what the hash "test:clock" holds.
 my $clocked = "local real = redis\n"

@@ -4,7 +4,7 @@
 # millisecond at the window's edge (docs/directives.md, pow_shield_limit: an entry admitted at t
 # counts while now < t + window), whichever path the script takes (no key,
 # oldest entry inside the window, some or all entries gone).  The script
-# text is read from core/src/limiter/window.rs and checked to be the one the
+# text is read from core/src/redis/scripts.rs and checked to be the one the
 # module loads into Redis; a local `redis` shadowing the global one answers
 # TIME with the test's clock and passes every other call through.
 
@@ -54,7 +54,7 @@ $t->run;
 # The script as the source spells it: the literals of the concat!, with the
 # red-zone macro's text in its place.
 sub window_script {
-    open my $fh, '<', "$Test::PowShield::REPO/core/src/limiter/window.rs" or die "window.rs: $!";
+    open my $fh, '<', "$Test::PowShield::REPO/core/src/redis/scripts.rs" or die "scripts.rs: $!";
     my $src = do { local $/; <$fh> };
     my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
     my ($body) = $src =~ /pub const SLIDING_WINDOW_SCRIPT: &str = concat!\((.*?)\);\n/s
@@ -70,7 +70,7 @@ my $script = window_script();
 is($t->http_get('/probe')->status, 200,
     'a request Redis decided: the module has loaded its scripts');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from window.rs is the one the module loaded');
+    'the script read from scripts.rs is the one the module loaded');
 
 # TIME answers 1e6 s + 250 us: now = 1_000_000_000 ms (the us below 1 ms
 # are dropped).

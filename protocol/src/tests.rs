@@ -1,4 +1,6 @@
-//! The verification order of docs/protocol.md §6, row by row, with a fake clock.
+//! The verification order of docs/protocol.md §6, row by row, with a fake
+//! clock: one table of every row and its edges, over 600 lines because each
+//! test is one row's behaviour.
 //!
 //! Compiled only for `cargo test`: mod.rs declares it `#[cfg(test)] mod tests;`.
 

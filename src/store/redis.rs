@@ -20,11 +20,12 @@ use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::{window, RateLimit, Spent};
+use pow_shield_core::limiter::{RateLimit, Spent};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::{Queued, Replays};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
+use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::url::tls_name;
 use pow_shield_core::store::{Checked, Op, Reply, Solution, Struck, Subject};
 
@@ -87,10 +88,10 @@ impl RedisStore {
             handshake.push(("SELECT", select));
         }
         for script in [
-            window::SLIDING_WINDOW_SCRIPT,
-            window::APPROX_SCRIPT,
-            window::STRIKE_SCRIPT,
-            window::SPEND_SCRIPT,
+            scripts::SLIDING_WINDOW_SCRIPT,
+            scripts::APPROX_SCRIPT,
+            scripts::STRIKE_SCRIPT,
+            scripts::SPEND_SCRIPT,
         ] {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
@@ -154,10 +155,10 @@ impl RedisStore {
             Self {
                 router,
                 prefix: conf.options.prefix.clone(),
-                window_sha: window::script_sha1(window::SLIDING_WINDOW_SCRIPT),
-                approx_sha: window::script_sha1(window::APPROX_SCRIPT),
-                strike_sha: window::script_sha1(window::STRIKE_SCRIPT),
-                spend_sha: window::script_sha1(window::SPEND_SCRIPT),
+                window_sha: scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT),
+                approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
+                strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
+                spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 cluster: conf.options.cluster,
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
@@ -390,17 +391,17 @@ impl RedisStore {
         let prefix = self.prefix.as_bytes();
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-        let [threshold, ttl, after, ban] = window::rules(rules);
+        let [threshold, ttl, after, ban] = scripts::rules(rules);
         // The exact log (a sorted set) or the counter (a hash).
         let (script, sha, counted) = if subject.approx {
             (
-                window::APPROX_SCRIPT,
+                scripts::APPROX_SCRIPT,
                 &self.approx_sha,
                 ClientKey::Approx(limit),
             )
         } else {
             (
-                window::SLIDING_WINDOW_SCRIPT,
+                scripts::SLIDING_WINDOW_SCRIPT,
                 &self.window_sha,
                 ClientKey::Window(limit),
             )
@@ -412,7 +413,7 @@ impl RedisStore {
             .push(key(ClientKey::Trips))
             .num(limit.requests.into())
             .num(limit.window_ms)
-            .push(|w| window::write_member(w, self.node_id, self.pid, seq))
+            .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(offence.into())
             .num(threshold)
             .num(ttl)
@@ -421,7 +422,7 @@ impl RedisStore {
         // The tag alone hashes to the slot of every `{tag}` key (it holds no
         // braces: hex, or `#` and hex).
         self.call_script(script, tag, call, late, waiter, move |reply| {
-            let (verdict, breaker) = window::verdict_from_reply(&reply?, limit).ok()?;
+            let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
             remember(breaker);
             // The script strikes a refused offence of an unblocked client.
             let struck = offence
@@ -447,17 +448,17 @@ impl RedisStore {
         let remember = self.block_keeper(key, rules);
         let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
         self.breaker_keys(&mut call, tag.as_bytes());
-        for rule in window::rules(rules) {
+        for rule in scripts::rules(rules) {
             call.num(rule);
         }
         self.call_script(
-            window::STRIKE_SCRIPT,
+            scripts::STRIKE_SCRIPT,
             tag.as_bytes(),
             call,
             late,
             waiter,
             move |reply| {
-                let breaker = window::standing_from_reply(&reply?).ok()?;
+                let breaker = scripts::standing_from_reply(&reply?).ok()?;
                 remember(breaker);
                 // The script strikes unless the client is blocked.
                 let struck = breaker.block == Block::Clear && rules.strikes.is_some();
@@ -480,20 +481,20 @@ impl RedisStore {
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, client_tag(subject.key).as_bytes());
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
-        for rule in window::rules(subject.rules) {
+        for rule in scripts::rules(subject.rules) {
             call.num(rule);
         }
         let store = self.me.clone();
         let queued_key = spent_key.clone();
         let poll = self.call_script(
-            window::SPEND_SCRIPT,
+            scripts::SPEND_SCRIPT,
             spent_key.as_bytes(),
             call,
             late,
             waiter,
             move |reply| {
                 let store = store.upgrade();
-                let spent = reply.and_then(|r| window::spent_from_reply(&r).ok());
+                let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
                 let Some(spent) = spent else {
                     // The fallback may spend it: write it to Redis later.
                     if let Some(store) = store {

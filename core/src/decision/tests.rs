@@ -1,6 +1,8 @@
-//! The decision as a table: a fake store (the same bucket and strike rules
-//! the shared-memory store runs) and a driver that does what the handler
-//! does with each step.
+//! The decision as a table: the request loop every handler runs (next →
+//! ask → next … → done) against the in-memory store, whose order of steps
+//! is the zone's (`store::run`). One test per behaviour of the spec's three
+//! zones, fail policies, dry run and breaker: a table longer than 600
+//! lines, kept in one file so that it reads as one specification.
 
 use super::*;
 use crate::limiter::breaker::StrikeRule;

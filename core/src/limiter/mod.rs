@@ -7,7 +7,6 @@
 pub mod breaker;
 pub mod bucket;
 pub mod client;
-pub mod window;
 
 /// `pow_shield_limit <requests> <window>`: at most `requests` requests per
 /// client in any sliding `window_ms`.

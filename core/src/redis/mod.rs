@@ -14,4 +14,5 @@ pub mod pipeline;
 pub mod replays;
 pub mod retries;
 pub mod script_call;
+pub mod scripts;
 pub mod url;

@@ -1,0 +1,221 @@
+//! The scripts' texts and the decoding of their replies.
+
+use super::*;
+
+const PER_MINUTE_60: RateLimit = RateLimit {
+    requests: 60,
+    window_ms: 60_000,
+};
+
+#[test]
+fn admitted_reply_decodes_to_an_allowed_verdict() {
+    let (v, breaker) =
+        verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
+    assert_eq!(breaker, BreakerStatus::default());
+    assert_eq!(
+        v,
+        Verdict {
+            allowed: true,
+            remaining: 59,
+            reset_after_ms: 60_000,
+            retry_after_ms: 0,
+            over: 0,
+        }
+    );
+}
+
+#[test]
+fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
+    let (v, breaker) =
+        verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0, 0], PER_MINUTE_60).unwrap();
+    assert!(!v.allowed);
+    assert_eq!(v.remaining, 0);
+    assert_eq!(v.retry_after_ms, 12_345);
+    assert_eq!(v.over, 1);
+    assert_eq!(breaker.strikes, 1);
+    assert_eq!(breaker.block, Block::Clear);
+}
+
+#[test]
+fn blocked_and_banned_replies_decode() {
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900, 0], PER_MINUTE_60).unwrap();
+    assert_eq!((s.block, s.block_ms), (Block::Blocked, 900));
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5, 0], PER_MINUTE_60).unwrap();
+    assert_eq!(s.block, Block::Banned);
+    assert_eq!(
+        verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0, 0], PER_MINUTE_60),
+        Err(ReplyError::OutOfRange { index: 6 })
+    );
+    assert_eq!(
+        standing_from_reply(&[5, 0, 0, 2]),
+        Ok(BreakerStatus {
+            strikes: 5,
+            block: Block::Clear,
+            block_ms: 0,
+            tripped: Some(Tripped::Banned),
+        })
+    );
+    assert_eq!(
+        standing_from_reply(&[4, 0, 0]),
+        Err(ReplyError::WrongLength {
+            len: 3,
+            expected: 4
+        })
+    );
+    assert_eq!(
+        standing_from_reply(&[4, 0, 0, 3]),
+        Err(ReplyError::OutOfRange { index: 3 })
+    );
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 1, 5, 0, 0, 1], PER_MINUTE_60).unwrap();
+    assert_eq!(s.tripped, Some(Tripped::Opened));
+}
+
+#[test]
+fn spend_replies_decode() {
+    assert_eq!(
+        spent_from_reply(&[1, 2, 0, 0]),
+        Ok(Spent::Accepted(BreakerStatus {
+            strikes: 2,
+            ..BreakerStatus::default()
+        }))
+    );
+    assert_eq!(spent_from_reply(&[0, 3, 0, 0]), Ok(Spent::Replayed));
+    assert_eq!(
+        spent_from_reply(&[2, 5, 1, 900]),
+        Ok(Spent::Blocked(BreakerStatus {
+            strikes: 5,
+            block: Block::Blocked,
+            block_ms: 900,
+            tripped: None,
+        }))
+    );
+    assert_eq!(
+        spent_from_reply(&[2, 5, 0, 0]),
+        Err(ReplyError::OutOfRange { index: 2 })
+    );
+    assert_eq!(
+        spent_from_reply(&[3, 0, 0, 0]),
+        Err(ReplyError::OutOfRange { index: 0 })
+    );
+    assert!(spent_from_reply(&[1, 0, 0]).is_err());
+}
+
+#[test]
+fn the_spend_takes_back_a_strike_in_the_same_script_never_below_zero() {
+    let spend = SPEND_SCRIPT.find("'SET', KEYS[1]").unwrap();
+    let decr = SPEND_SCRIPT.find("'DECR', KEYS[2]").unwrap();
+    assert!(spend < decr);
+    assert!(SPEND_SCRIPT.contains("if strikes > 0 then strikes = redis.call('DECR'"));
+    assert!(SPEND_SCRIPT.contains(breaker_lua!()));
+}
+
+#[test]
+fn short_or_long_reply_is_an_error() {
+    for reply in [
+        &[][..],
+        &[1, 59, 0],
+        &[1, 59, 0, 0],
+        &[1, 59, 0, 0, 0, 0, 0, 0],
+        &[1, 59, 0, 0, 0, 0, 0, 0, 0, 0],
+    ] {
+        assert_eq!(
+            verdict_from_reply(reply, PER_MINUTE_60),
+            Err(ReplyError::WrongLength {
+                len: reply.len(),
+                expected: REPLY_LEN
+            })
+        );
+    }
+}
+
+#[test]
+fn negative_value_is_an_error_naming_its_position() {
+    assert_eq!(
+        verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        Err(ReplyError::Negative { index: 2 })
+    );
+}
+
+#[test]
+fn allowed_flag_other_than_0_or_1_is_an_error() {
+    assert_eq!(
+        verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        Err(ReplyError::OutOfRange { index: 0 })
+    );
+}
+
+#[test]
+fn remaining_above_the_limit_is_an_error() {
+    assert_eq!(
+        verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        Err(ReplyError::OutOfRange { index: 1 })
+    );
+}
+
+#[test]
+fn script_sha1_is_40_lower_case_hex_chars_and_stable() {
+    let sha = script_sha1(SLIDING_WINDOW_SCRIPT);
+    assert_eq!(sha.len(), 40);
+    assert!(sha
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    assert_eq!(sha, script_sha1(SLIDING_WINDOW_SCRIPT));
+    assert_ne!(sha, script_sha1(STRIKE_SCRIPT));
+    assert_ne!(sha, script_sha1(APPROX_SCRIPT));
+}
+
+#[test]
+fn script_reads_redis_time_never_random() {
+    assert!(SLIDING_WINDOW_SCRIPT.contains("redis.call('TIME')"));
+    assert!(!STRIKE_SCRIPT.contains("math.random"));
+    assert!(!SLIDING_WINDOW_SCRIPT.contains("math.random"));
+    assert!(APPROX_SCRIPT.contains("redis.call('TIME')"));
+    assert!(!APPROX_SCRIPT.contains("math.random"));
+}
+
+#[test]
+fn approx_script_keeps_o1_state_and_the_same_breaker() {
+    // One hash of three fields per client, no sorted set, whatever the
+    // limit; the breaker shared word for word with the exact script.
+    assert!(APPROX_SCRIPT.contains("redis.call('HMGET', key, 'i', 'c', 'p')"));
+    assert!(!APPROX_SCRIPT.contains("ZADD"));
+    assert!(APPROX_SCRIPT.contains(breaker_lua!()));
+    assert!(SLIDING_WINDOW_SCRIPT.contains(breaker_lua!()));
+}
+
+#[test]
+fn members_differ_by_node_pid_and_sequence() {
+    let member = |node, pid, seq| {
+        let mut out = Vec::new();
+        write_member(&mut out, node, pid, seq);
+        String::from_utf8(out).unwrap()
+    };
+    let base = member(1, 2, 3);
+    assert_eq!(base, "1:2:3");
+    assert_ne!(base, member(2, 2, 3));
+    assert_ne!(base, member(1, 3, 3));
+    assert_ne!(base, member(1, 2, 4));
+    assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
+    assert_eq!(
+        member(u64::MAX, 0x10, 0),
+        format!("{:x}:{:x}:{:x}", u64::MAX, 0x10, 0)
+    );
+    assert_eq!(member(0xabc0, 1, 0x7f), "abc0:1:7f");
+}
+
+#[test]
+fn rules_are_four_integers_zero_when_off() {
+    use crate::limiter::breaker::{BanRule, StrikeRule};
+    assert_eq!(rules(BreakerRules::default()), [0, 0, 0, 0]);
+    let on = BreakerRules {
+        strikes: Some(StrikeRule {
+            threshold: 5,
+            ttl_ms: 60_000,
+        }),
+        ban: Some(BanRule {
+            after: 3,
+            ttl_ms: 86_400_000,
+        }),
+    };
+    assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
+}
