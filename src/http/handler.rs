@@ -13,6 +13,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::response;
 use super::state::{RequestState, Stage};
+use super::variables::default_key;
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
 use crate::protocol;
@@ -96,7 +97,7 @@ fn decide(r: &mut Request) -> Status {
     };
     st().decided = Some((done, now_ms()));
     metrics::request(&Decided::new(done, policy.trap));
-    log(r, &policy, &done);
+    log(r, &policy, key, &done);
     respond(r, mcf, state, &policy, done)
 }
 
@@ -283,9 +284,9 @@ fn send_challenge(
 
 /* logging */
 
-fn log(r: &Request, policy: &Policy, done: &Final) {
+fn log(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
     if let Some(tripped) = done.breaker.and_then(|s| s.tripped) {
-        log_tripped(r, policy, tripped);
+        log_tripped(r, policy, key, tripped);
     }
     if !done.reason.is_empty() {
         log_reject(r, policy, done);
@@ -302,15 +303,13 @@ fn dry_run_prefix(policy: &Policy) -> &'static str {
 
 /// One line per breaker opening and per ban, in a format that stays
 /// (fail2ban's filter reads it): `key=address` when the key is the client
-/// address (what a firewall can act on), else `key=custom`.
-fn log_tripped(r: &Request, policy: &Policy, tripped: Tripped) {
+/// address (what a firewall can act on): the default key, or a `map` that
+/// fell back to `$pow_shield_client` for this client; else `key=custom`.
+fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
     let prefix = dry_run_prefix(policy);
     let client = client_addr(r);
-    let kind = if policy.default_key {
-        "address"
-    } else {
-        "custom"
-    };
+    let by_address = policy.default_key || key == default_key(r).as_str().as_bytes();
+    let kind = if by_address { "address" } else { "custom" };
     let level: ngx_uint_t = policy.breaker_log_level;
     let (strikes, block_s) = policy
         .breaker

@@ -16,7 +16,7 @@ use ngx::http::Request;
 use ngx::ngx_string;
 
 use super::state::RequestState;
-use pow_shield_core::limiter::client::client_id;
+use pow_shield_core::limiter::client::{client_id, ClientId};
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
@@ -82,6 +82,13 @@ unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
             _ => None,
         }
     }
+}
+
+/// `$pow_shield_client` of the request: its address (IPv6 by /64).
+pub fn default_key(r: &Request) -> ClientId {
+    // SAFETY: a request's connection is live while the request is, and
+    // nginx filled its sockaddr.
+    client_id(unsafe { peer_ip(&*r.connection()) })
 }
 
 unsafe extern "C" fn get_client(
