@@ -12,7 +12,7 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::response;
-use super::state::{RequestState, Stage};
+use super::state::{RequestState, Resolution};
 use super::variables::default_key;
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
@@ -55,10 +55,10 @@ fn decide(r: &mut Request) -> Status {
     // Borrows of it are short: sending a response runs the header filter,
     // which reads the same state.
     let st = || unsafe { &mut *state.as_ptr() };
-    match st().stage {
-        Stage::Passed => return Status::NGX_DECLINED,
-        Stage::Answered(status) => return answered_again(r, status),
-        Stage::Deciding => {}
+    match st().resolution {
+        Resolution::Passed => return Status::NGX_DECLINED,
+        Resolution::Answered(status) => return answered_again(r, status),
+        Resolution::Pending => {}
     }
     let mut reply = st().take_reply();
     if reply.is_none() && st().waiting() {
@@ -211,12 +211,12 @@ fn respond(
     policy: &Policy,
     done: Final,
 ) -> Status {
-    let set_stage = |stage| {
+    let resolve = |resolution| {
         // SAFETY: as in `decide`; no other borrow is live here.
-        unsafe { (*state.as_ptr()).stage = stage };
+        unsafe { (*state.as_ptr()).resolution = resolution };
     };
     let Some(answer) = done.answer else {
-        set_stage(Stage::Passed);
+        resolve(Resolution::Passed);
         return Status::NGX_DECLINED;
     };
     let status = match answer {
@@ -227,9 +227,9 @@ fn respond(
     };
     // nginx makes the trap's 404, and the operator's error_page for it
     // runs the phases again: that page is served, as for any missing page.
-    set_stage(match answer {
-        Answer::NotFound => Stage::Passed,
-        _ => Stage::Answered(status),
+    resolve(match answer {
+        Answer::NotFound => Resolution::Passed,
+        _ => Resolution::Answered(status),
     });
     match answer {
         Answer::Challenge {

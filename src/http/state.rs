@@ -21,11 +21,11 @@ use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::Verdict;
 use pow_shield_core::store::Reply;
 
-/// Where a request is in its decision.
+/// How the shield resolved a request.
 #[derive(Clone, Copy)]
-pub enum Stage {
-    /// Deciding: nothing asked yet, or waiting for a store's answer.
-    Deciding,
+pub enum Resolution {
+    /// Not yet: nothing asked, or waiting for a store's answer.
+    Pending,
     /// Decided to let it through; later runs of the access phase pass too.
     Passed,
     /// Answered with this status.
@@ -34,7 +34,7 @@ pub enum Stage {
 
 /// The shield's state for one main request.
 pub struct RequestState {
-    pub stage: Stage,
+    pub resolution: Resolution,
     /// The policy of the location that decided (headers use it too).
     pub policy: Policy,
     /// The client key once evaluated (request pool memory).
@@ -105,7 +105,7 @@ impl RequestState {
             ptr::write(
                 shield,
                 RequestState {
-                    stage: Stage::Deciding,
+                    resolution: Resolution::Pending,
                     policy,
                     key: None,
                     decision: None,
