@@ -89,7 +89,7 @@ sub check {
     $t->redis_cmd('DEL', $key);
     $t->redis_cmd('ZADD', $key, $_, "seed-$_") for @scores;
     $n++;
-    return $t->redis_cmd('EVAL', $clocked, 4, $key, "{t}:o:$case", "{t}:s:$case", "{t}:t:$case",
+    return $t->redis_cmd('EVAL', $clocked, 5, $key, "{t}:o:$case", "{t}:s:$case", "{t}:t:$case", "{t}:u:$case",
         $limit, $W, "member-$n", 1, 5, 60000, 0, 0);
 }
 sub card { $t->redis_cmd('ZCARD', "{t}:w:$_[0]") }

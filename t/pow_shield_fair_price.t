@@ -204,6 +204,21 @@ for my $mode (@modes) {
             "$mode: then paying is too late: blocked");
     }
 
+    # paying takes back the 429's strike, never a failed verification's
+    {
+        my $client = "wrongs-$mode";
+        get($t, $client, 'api') for 1 .. 2;
+        my $c = get($t, $client, 'api');
+        my @w = map { get($t, $client, 'api', solution($c, wrong => 1)) } 1 .. 2;
+        is(statuses(@w), '422 422', "$mode: two wrong answers to a challenge");
+        my $r = get($other, $client, 'api', solution($c));
+        is($r->status, 200, "$mode: the challenge paid");
+        is($r->header('X-Strikes'), 2, "$mode: ... takes back the 429's strike only");
+        $r = get($t, $client, 'api', solution($w[1]));
+        is($r->status, 200, "$mode: a 422's fresh challenge paid");
+        is($r->header('X-Strikes'), 2, "$mode: ... takes back no 422's strike");
+    }
+
     # a replay is an offence that paying does not take back
     {
         my $client = "replayer-$mode";

@@ -69,6 +69,11 @@ impl Waiter {
         };
     }
 
+    /// Whether the request still waits for the answer.
+    pub fn is_waiting(&self) -> bool {
+        !self.wake.get().is_null()
+    }
+
     /// The delivered answer, if any.
     pub fn take(&self) -> Option<Reply> {
         self.answer.take()

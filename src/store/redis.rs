@@ -20,14 +20,14 @@ use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::{RateLimit, Spent};
+use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::{Queued, Replays};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::url::tls_name;
-use pow_shield_core::store::{Checked, Op, Reply, Solution, Struck, Subject};
+use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -182,7 +182,7 @@ impl RedisStore {
     /// The client's strikes and trips keys, as the breaker scripts take
     /// them; `tag` is `client_tag(key)`.
     fn breaker_keys(&self, call: &mut ScriptCall, tag: &[u8]) {
-        for which in [ClientKey::Strikes, ClientKey::Trips] {
+        for which in [ClientKey::Strikes, ClientKey::Trips, ClientKey::Unpaid] {
             call.push(|w| keys::write(w, self.prefix.as_bytes(), tag, which));
         }
     }
@@ -209,7 +209,13 @@ impl RedisStore {
         let waiter = waiter();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let reply = on_reply(frame.as_ref().and_then(integers));
-            waiter.deliver(reply.unwrap_or_else(|| late.reply()));
+            // The fallback decides only for a request still waiting: a
+            // request gone meanwhile must not be counted, struck or spent.
+            match reply {
+                Some(reply) => waiter.deliver(reply),
+                None if waiter.is_waiting() => waiter.deliver(late.reply()),
+                None => {}
+            }
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
@@ -257,26 +263,39 @@ impl RedisStore {
 
     /// Records a spend Redis accepted in the node's replay cache too, so
     /// that the node refuses the token during a later outage, or after a
-    /// Redis that lost its data. `false`: the cache already held it (spent
-    /// here while Redis was down). A cache without room changes nothing:
-    /// Redis holds the record.
-    fn record_locally(&self, digest: &[u8; 32], expires_at_ms: u64, now_ms: u64) -> bool {
+    /// Redis that lost its data, and takes back the unpaid strike the zone
+    /// may hold for the client (a 429 it decided while Redis was busy or
+    /// down). `false`: the cache already held it (spent here while Redis
+    /// was down). A cache without room changes nothing: Redis holds the
+    /// record.
+    fn record_locally(
+        &self,
+        digest: &[u8; 32],
+        expires_at_ms: u64,
+        now_ms: u64,
+        key: &[u8],
+        rules: BreakerRules,
+    ) -> bool {
         let Some(local) = &self.local else {
             return true;
         };
-        !matches!(local.record_spent(digest, expires_at_ms, now_ms), Ok(false))
+        let recorded = local.record_spent(digest, expires_at_ms, now_ms);
+        if recorded == Ok(true) {
+            local.forgive(key, rules, monotonic_ms());
+        }
+        !matches!(recorded, Ok(false))
     }
 
     /// Redis could not take this spend: write it later if the fallback
     /// spent it.
-    fn queue_replay(&self, digest: &[u8; 32], spent_key: String, expires_at_ms: u64) {
+    fn queue_replay(&self, digest: &[u8; 32], spent_key: String, tag: String, expires_at_ms: u64) {
         if self.local.is_none() {
             return;
         }
         let Ok(mut replays) = self.replays.try_borrow_mut() else {
             return;
         };
-        let queued = replays.push(digest, spent_key, expires_at_ms, now_ms());
+        let queued = replays.push(digest, spent_key, tag, expires_at_ms, now_ms());
         if let Queued::Dropped { .. } = queued {
             pow_shield_core::metrics::redis_replay_dropped();
         }
@@ -312,27 +331,38 @@ impl RedisStore {
             if !self.spent_locally(&replay.digest, now) {
                 continue;
             }
-            let ttl_s = keys::spent_ttl_s(replay.expires_at_ms, now).to_string();
-            let mut command = Vec::new();
-            let key = replay.key.as_bytes();
-            encode(
-                &mut command,
-                &[b"SET", key, b"1", b"EX", ttl_s.as_bytes(), b"NX"],
-            );
+            // The spend script, recording whatever the breaker says (the
+            // zone decided it), takes back the 429's strike in Redis too
+            // when it is the first record of the token.
+            let ms = replay.expires_at_ms.saturating_sub(now).max(1);
+            let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
+            call.push(|w| w.extend_from_slice(replay.key.as_bytes()));
+            self.breaker_keys(&mut call, replay.tag.as_bytes());
+            call.num(ms).num(0).num(0).num(0).num(0).num(1);
+            let (evalsha, shared) = call.finish();
+            let copy = evalsha.clone();
+            let eval: Rebuild =
+                Rc::new(move || script_call::eval(&copy, shared, scripts::SPEND_SCRIPT));
             // Whether Redis knew it doesn't matter (this node refuses the
             // token anyway), only that it took it: if not (e.g. a restarted
             // cluster master answers CLUSTERDOWN at first), it waits again.
             let store = self.me.clone();
             let retry = replay.clone();
             let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-                if let (None, Some(store)) = (frame, store.upgrade()) {
-                    store.queue_replay(&retry.digest, retry.key, retry.expires_at_ms);
+                let taken = frame.as_ref().and_then(integers).is_some();
+                if let (false, Some(store)) = (taken, store.upgrade()) {
+                    store.queue_replay(&retry.digest, retry.key, retry.tag, retry.expires_at_ms);
                 }
             });
             // Routed by its own key: in a cluster, its slot.
-            if self.router.submit(key, command, None, on_reply).is_err() {
+            let key = replay.key.clone();
+            if self
+                .router
+                .submit(key.as_bytes(), evalsha, Some(eval), on_reply)
+                .is_err()
+            {
                 refused = true;
-                self.queue_replay(&replay.digest, replay.key, replay.expires_at_ms);
+                self.queue_replay(&replay.digest, replay.key, replay.tag, replay.expires_at_ms);
             }
         }
         if refused {
@@ -359,7 +389,13 @@ impl RedisStore {
             Op::Check { offence } => match subject.limit {
                 Some(limit) => self.check(subject, limit, offence, late, waiter),
                 // (The decision checks only where a limit is set.)
-                None => Poll::Ready(Reply::Checked(Checked::default())),
+                None => Poll::Ready(Reply::Checked(Checked {
+                    verdict: Verdict {
+                        allowed: true,
+                        ..Verdict::default()
+                    },
+                    ..Checked::default()
+                })),
             },
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
             Op::Strike => self.strike(subject.key, subject.rules, late, waiter),
@@ -370,7 +406,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         limit: RateLimit,
-        offence: bool,
+        offence: Offence,
         late: Late,
         waiter: &mut NewWaiter,
     ) -> Poll {
@@ -406,15 +442,20 @@ impl RedisStore {
                 ClientKey::Window(limit),
             )
         };
-        let mut call = ScriptCall::new(sha, 4, 8);
+        let mut call = ScriptCall::new(sha, 5, 8);
         call.push(key(counted))
             .push(key(ClientKey::Refused(limit)))
             .push(key(ClientKey::Strikes))
             .push(key(ClientKey::Trips))
+            .push(key(ClientKey::Unpaid))
             .num(limit.requests.into())
             .num(limit.window_ms)
             .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
-            .num(offence.into())
+            .num(match offence {
+                Offence::None => 0,
+                Offence::Unpaid => 1,
+                Offence::Failed => 2,
+            })
             .num(threshold)
             .num(ttl)
             .num(after)
@@ -425,7 +466,7 @@ impl RedisStore {
             let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
             remember(breaker);
             // The script strikes a refused offence of an unblocked client.
-            let struck = offence
+            let struck = offence != Offence::None
                 && !verdict.allowed
                 && breaker.block == Block::Clear
                 && rules.strikes.is_some();
@@ -446,7 +487,7 @@ impl RedisStore {
         }
         let tag = client_tag(key);
         let remember = self.block_keeper(key, rules);
-        let mut call = ScriptCall::new(&self.strike_sha, 2, 4);
+        let mut call = ScriptCall::new(&self.strike_sha, 3, 4);
         self.breaker_keys(&mut call, tag.as_bytes());
         for rule in scripts::rules(rules) {
             call.num(rule);
@@ -476,16 +517,25 @@ impl RedisStore {
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
         let spent_key = self.spent_key(&digest, subject.key);
+        let tag = client_tag(subject.key);
+        // Spent here already (while Redis was down or busy): a replay, and
+        // nothing to take back; Redis learns of it from the queue.
+        if self.spent_locally(&digest, now_ms) {
+            self.queue_replay(&digest, spent_key, tag, expires_at_ms);
+            return Poll::Ready(Reply::Spent(Spent::Replayed));
+        }
         let remember = self.block_keeper(subject.key, subject.rules);
-        let mut call = ScriptCall::new(&self.spend_sha, 3, 5);
+        let forgive = (subject.key.to_vec(), subject.rules);
+        let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
-        self.breaker_keys(&mut call, client_tag(subject.key).as_bytes());
+        self.breaker_keys(&mut call, tag.as_bytes());
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in scripts::rules(subject.rules) {
             call.num(rule);
         }
+        call.num(0);
         let store = self.me.clone();
-        let queued_key = spent_key.clone();
+        let (queued_key, queued_tag) = (spent_key.clone(), tag.clone());
         let poll = self.call_script(
             scripts::SPEND_SCRIPT,
             spent_key.as_bytes(),
@@ -498,7 +548,7 @@ impl RedisStore {
                 let Some(spent) = spent else {
                     // The fallback may spend it: write it to Redis later.
                     if let Some(store) = store {
-                        store.queue_replay(&digest, queued_key, expires_at_ms);
+                        store.queue_replay(&digest, queued_key, queued_tag, expires_at_ms);
                     }
                     return None;
                 };
@@ -507,8 +557,11 @@ impl RedisStore {
                     // down (and not written to it yet, or dropped from the
                     // queue).
                     Spent::Accepted(breaker) => {
-                        match store.is_none_or(|s| s.record_locally(&digest, expires_at_ms, now_ms))
-                        {
+                        let (key, rules) = &forgive;
+                        let first = store.is_none_or(|s| {
+                            s.record_locally(&digest, expires_at_ms, now_ms, key, *rules)
+                        });
+                        match first {
                             true => Spent::Accepted(breaker),
                             false => Spent::Replayed,
                         }
@@ -524,7 +577,7 @@ impl RedisStore {
         // The zone decides it now (the fallback, or a busy Redis's stand-in):
         // written to Redis once it takes commands again.
         if let Poll::Down | Poll::Busy = poll {
-            self.queue_replay(&digest, spent_key, expires_at_ms);
+            self.queue_replay(&digest, spent_key, tag, expires_at_ms);
         }
         poll
     }

@@ -110,6 +110,16 @@ impl ShmStore {
         })
     }
 
+    /// Takes back one unpaid strike of `key` (a spend another store took).
+    pub fn forgive(&self, key: &[u8], rules: BreakerRules, monotonic_ms: u64) {
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, _| {
+            if let Some(entry) = zone.strikes.find(&client) {
+                entry.strikes().forgive(rules, monotonic_ms);
+            }
+        })
+    }
+
     /// Whether the replay cache holds `digest` unexpired at `now_ms`
     /// (epoch), without touching its order.
     pub fn is_spent(&self, digest: &[u8; 32], now_ms: u64) -> bool {

@@ -26,7 +26,7 @@ pub use difficulty::DifficultyRule;
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Spent, Verdict};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
-use crate::store::{Checked, Op, Reply, Solution, Struck};
+use crate::store::{Checked, Offence, Op, Reply, Solution, Struck};
 use crate::values::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
@@ -240,7 +240,11 @@ impl Decision {
         if self.rules.limit.is_none() {
             return self.pass(Outcome::Pass);
         }
-        let offence = !matches!(self.payment, Payment::Valid(_));
+        let offence = match self.payment {
+            Payment::Unpaid => Offence::Unpaid,
+            Payment::Invalid(_) => Offence::Failed,
+            Payment::Valid(_) => Offence::None,
+        };
         self.ask(Op::Check { offence })
     }
 
@@ -339,13 +343,15 @@ impl Decision {
         self.reject(Outcome::Invalid, answer, "spent")
     }
 
-    /// The red zone: blocked clients get the cheap answer and nothing else.
+    /// The red zone: blocked clients get the cheap answer and nothing else
+    /// (no rate-limit headers either).
     fn blocked(&mut self, block: Block) -> Option<Next> {
         let (outcome, reason) = match block {
             Block::Clear => return None,
             Block::Blocked => (Outcome::Blocked, "circuit breaker open, blocked"),
             Block::Banned => (Outcome::Banned, "banned"),
         };
+        self.learnt.verdict = None;
         Some(self.reject(outcome, Answer::Block(block), reason))
     }
 

@@ -240,7 +240,9 @@ fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
     let mut decision = Decision::new(rules(), Payment::Unpaid, false);
     assert_eq!(
         decision.next(None, || false),
-        Next::Ask(Op::Check { offence: true })
+        Next::Ask(Op::Check {
+            offence: Offence::Unpaid
+        })
     );
     let end = done(decision.next(
         Some(Reply::Full {
@@ -442,6 +444,43 @@ fn a_wrong_answer_per_paid_challenge_still_blocks() {
     assert_eq!(status(&s.get("a", Payment::Unpaid)), 429);
     assert_eq!(status(&s.get("a", WRONG)), 422, "the 5th strike");
     assert_eq!(status(&s.get("a", VALID(9))), 403, "paying now is too late");
+}
+
+#[test]
+fn paying_takes_back_no_failed_verification() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Payment::Unpaid, 2);
+    assert_eq!(statuses(&mut s, "a", WRONG, 2), [422, 422]);
+    // The 422s' fresh challenges, paid: their strikes stay.
+    assert_eq!(status(&s.get("a", VALID(1))), 200);
+    assert_eq!(status(&s.get("a", VALID(2))), 200);
+    assert_eq!(s.strikes("a"), 2);
+    assert_eq!(statuses(&mut s, "a", WRONG, 4), [422, 422, 422, 403]);
+}
+
+#[test]
+fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
+    let mut s = FakeStore::default();
+    statuses(&mut s, "a", Payment::Unpaid, 7);
+    let subject = Subject {
+        key: b"a",
+        limit: rules().limit,
+        approx: false,
+        rules: rules().breaker,
+    };
+    let mut decision = Decision::new(rules(), VALID(3), false);
+    let checked = Reply::Checked(Checked {
+        verdict: Verdict::default(),
+        breaker: BreakerStatus::default(),
+        struck: false,
+    });
+    assert!(matches!(decision.next(None, || false), Next::Ask(_)));
+    let Next::Ask(spend) = decision.next(Some(checked), || false) else {
+        panic!("a spend");
+    };
+    let end = done(decision.next(Some(s.store.ask(spend, &subject)), || false));
+    assert_eq!(end.outcome, Outcome::Blocked);
+    assert_eq!(end.verdict, None);
 }
 
 #[test]

@@ -75,8 +75,13 @@ pub struct BreakerStatus {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StrikeCounter {
     pub strikes: u32,
-    /// Breaker openings counted towards a ban.
-    pub trips: u32,
+    /// Breaker openings counted towards a ban (`after=` is at most 1000).
+    pub trips: u16,
+    /// Of `strikes`, those of challenges not paid yet (429s answered
+    /// without a solution): the only ones paying takes back. (16 bits keep
+    /// a zone entry in one 128-byte slot; beyond, it saturates: a client
+    /// with 65,535 unpaid challenges is not honest.)
+    pub unpaid: u16,
     /// Strikes are forgotten at this time (last strike + ttl).
     pub strikes_until_ms: u64,
     /// Openings are forgotten at this time; while `trips` has reached the
@@ -89,6 +94,7 @@ impl StrikeCounter {
     fn expire(&mut self, now_ms: u64) {
         if now_ms >= self.strikes_until_ms {
             self.strikes = 0;
+            self.unpaid = 0;
         }
         if now_ms >= self.trips_until_ms {
             self.trips = 0;
@@ -98,7 +104,10 @@ impl StrikeCounter {
     /// Whether the client is blocked now. Reading never extends a block.
     pub fn block(&mut self, rules: BreakerRules, now_ms: u64) -> Block {
         self.expire(now_ms);
-        if rules.ban.is_some_and(|ban| self.trips >= ban.after) {
+        if rules
+            .ban
+            .is_some_and(|ban| u32::from(self.trips) >= ban.after)
+        {
             return Block::Banned;
         }
         if rules
@@ -110,14 +119,28 @@ impl StrikeCounter {
         Block::Clear
     }
 
-    /// Records one strike unless the client is blocked (blocked requests
+    /// Records one strike that is never taken back (a failed verification,
+    /// a replay, a trap hit) unless the client is blocked (blocked requests
     /// add nothing), and returns the breaker this request is answered with.
     pub fn strike(&mut self, rules: BreakerRules, now_ms: u64) -> BreakerStatus {
+        self.strike_as(rules, now_ms, false)
+    }
+
+    /// Records the strike of a challenge sent (a 429 without a solution):
+    /// paying that challenge later takes it back ([`StrikeCounter::forgive`]).
+    pub fn strike_unpaid(&mut self, rules: BreakerRules, now_ms: u64) -> BreakerStatus {
+        self.strike_as(rules, now_ms, true)
+    }
+
+    fn strike_as(&mut self, rules: BreakerRules, now_ms: u64, unpaid: bool) -> BreakerStatus {
         let block = self.block(rules, now_ms);
         let Some(rule) = rules.strikes.filter(|_| block == Block::Clear) else {
             return self.status(rules, now_ms);
         };
         self.strikes = self.strikes.saturating_add(1);
+        if unpaid {
+            self.unpaid = self.unpaid.saturating_add(1);
+        }
         // A strike never shortens a block: a location with a shorter time
         // keeps the later expiry another location set.
         self.strikes_until_ms = self
@@ -136,11 +159,14 @@ impl StrikeCounter {
         }
     }
 
-    /// A paid challenge: the 429 that carried it was no offence, so one
-    /// strike is taken back (never below 0: paying earns no credit). A
-    /// blocked or banned client is not forgiven. The expiry stays.
+    /// A paid challenge: the 429 that sent it was no offence, so its
+    /// strike is taken back: one of the unpaid ones (never below 0: paying
+    /// earns no credit, and takes back no failed verification, replay or
+    /// trap hit). A blocked or banned client is not forgiven. The expiry
+    /// stays.
     pub fn forgive(&mut self, rules: BreakerRules, now_ms: u64) {
-        if self.block(rules, now_ms) == Block::Clear {
+        if self.block(rules, now_ms) == Block::Clear && self.unpaid > 0 {
+            self.unpaid -= 1;
             self.strikes = self.strikes.saturating_sub(1);
         }
     }
@@ -152,7 +178,7 @@ impl StrikeCounter {
             self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
         }
         self.trips = self.trips.saturating_add(1);
-        if self.trips < ban.after {
+        if u32::from(self.trips) < ban.after {
             return Tripped::Opened;
         }
         self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
@@ -186,7 +212,7 @@ impl StrikeCounter {
                 self.strikes_until_ms = self.strikes_until_ms.max(until);
             }
             (Block::Banned, _, Some(ban)) => {
-                self.trips = self.trips.max(ban.after);
+                self.trips = self.trips.max(u16::try_from(ban.after).unwrap_or(u16::MAX));
                 self.trips_until_ms = self.trips_until_ms.max(until);
             }
             _ => {}
@@ -385,25 +411,54 @@ mod tests {
         );
     }
 
+    /// Challenges sent at `now`: unpaid strikes.
+    fn challenge(state: &mut StrikeCounter, rules: BreakerRules, now: u64, n: usize) {
+        for _ in 0..n {
+            state.strike_unpaid(rules, now);
+        }
+    }
+
     #[test]
     fn a_paid_challenge_takes_back_one_strike_and_never_goes_below_zero() {
         let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 0, 2);
+        challenge(&mut s, FIVE_PER_MINUTE, 0, 2);
         s.forgive(FIVE_PER_MINUTE, 1);
-        assert_eq!(s.strikes, 1);
+        assert_eq!((s.strikes, s.unpaid), (1, 1));
         s.forgive(FIVE_PER_MINUTE, 2);
         s.forgive(FIVE_PER_MINUTE, 3);
-        assert_eq!(s.strikes, 0, "no credit");
+        assert_eq!((s.strikes, s.unpaid), (0, 0), "no credit");
         // Five offences still open the breaker after paying twice.
         let blocks = offend(&mut s, FIVE_PER_MINUTE, 4, 6);
         assert_eq!(blocks[5], Block::Blocked);
     }
 
     #[test]
+    fn paying_takes_back_no_failed_verification_replay_or_trap_hit() {
+        let mut s = StrikeCounter::default();
+        offend(&mut s, FIVE_PER_MINUTE, 0, 3);
+        challenge(&mut s, FIVE_PER_MINUTE, 0, 1);
+        for at in 1..5 {
+            s.forgive(FIVE_PER_MINUTE, at);
+        }
+        assert_eq!((s.strikes, s.unpaid), (3, 0), "only the 429's strike");
+    }
+
+    #[test]
+    fn unpaid_strikes_expire_with_the_others() {
+        let mut s = StrikeCounter::default();
+        challenge(&mut s, FIVE_PER_MINUTE, 0, 2);
+        assert_eq!(s.block(FIVE_PER_MINUTE, 60_000), Block::Clear);
+        assert_eq!((s.strikes, s.unpaid), (0, 0));
+    }
+
+    #[test]
     fn paying_every_challenge_never_blocks() {
         let mut s = StrikeCounter::default();
         for at in 0..50 {
-            assert_eq!(s.strike(FIVE_PER_MINUTE, at * 1000).block, Block::Clear);
+            assert_eq!(
+                s.strike_unpaid(FIVE_PER_MINUTE, at * 1000).block,
+                Block::Clear
+            );
             s.forgive(FIVE_PER_MINUTE, at * 1000 + 500);
         }
         assert_eq!(s.strikes, 0);

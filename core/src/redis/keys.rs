@@ -8,7 +8,7 @@
 //! | `<prefix>{<tag>}:w:<n>:<ms>` | the sliding-window log of limit n/ms |
 //! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
-//! | `<prefix>{<tag>}:s`, `:t` | strikes, breaker trips |
+//! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
@@ -27,6 +27,8 @@ pub enum ClientKey<'a> {
     Refused(RateLimit),
     Strikes,
     Trips,
+    /// Of the strikes, those a spend may take back (unpaid 429s).
+    Unpaid,
     /// A spent token, in the client's slot (Redis Cluster).
     Spent(&'a [u8; 32]),
 }
@@ -49,6 +51,7 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
         ClientKey::Refused(limit) => (b":o:", Some(limit)),
         ClientKey::Strikes => (b":s", None),
         ClientKey::Trips => (b":t", None),
+        ClientKey::Unpaid => (b":u", None),
         ClientKey::Spent(digest) => {
             w.extend_from_slice(b":p:");
             w.extend_from_slice(hex::encode(digest).as_bytes());
@@ -118,6 +121,7 @@ mod tests {
         assert_eq!(name(ClientKey::Refused(LIMIT)), format!("{tag}:o:60:60000"));
         assert_eq!(name(ClientKey::Strikes), format!("{tag}:s"));
         assert_eq!(name(ClientKey::Trips), format!("{tag}:t"));
+        assert_eq!(name(ClientKey::Unpaid), format!("{tag}:u"));
         assert_eq!(
             name(ClientKey::Spent(&[0xab; 32])),
             format!("{tag}:p:{}", "ab".repeat(32))

@@ -10,6 +10,9 @@ pub struct Replay {
     pub digest: [u8; 32],
     /// The spent record's Redis key.
     pub key: String,
+    /// The hash tag of the client that spent it (`command::client_tag`):
+    /// its breaker's keys, where the write takes back the 429's strike.
+    pub tag: String,
     pub expires_at_ms: u64,
     queued_at_ms: u64,
 }
@@ -74,6 +77,7 @@ impl Replays {
         &mut self,
         digest: &[u8; 32],
         key: String,
+        tag: String,
         expires_at_ms: u64,
         now_ms: u64,
     ) -> Queued {
@@ -90,6 +94,7 @@ impl Replays {
         self.queue.push_back(Replay {
             digest: *digest,
             key,
+            tag,
             expires_at_ms,
             queued_at_ms: now_ms,
         });
@@ -142,7 +147,10 @@ mod tests {
     #[test]
     fn tokens_queued_earlier_are_due() {
         let mut r = Replays::new(4);
-        assert_eq!(r.push(&D, String::new(), 1000, 10), Queued::Yes);
+        assert_eq!(
+            r.push(&D, String::new(), String::new(), 1000, 10),
+            Queued::Yes
+        );
         assert_eq!(r.take_due(11, 64).len(), 1);
         assert!(r.is_empty());
     }
@@ -150,7 +158,7 @@ mod tests {
     #[test]
     fn tokens_queued_in_this_iteration_wait() {
         let mut r = Replays::new(4);
-        r.push(&D, String::new(), 1000, 10);
+        r.push(&D, String::new(), String::new(), 1000, 10);
         assert!(r.take_due(10, 64).is_empty());
         assert!(!r.is_empty());
     }
@@ -158,7 +166,7 @@ mod tests {
     #[test]
     fn expired_tokens_are_skipped() {
         let mut r = Replays::new(4);
-        r.push(&D, String::new(), 20, 10);
+        r.push(&D, String::new(), String::new(), 20, 10);
         assert!(r.take_due(20, 64).is_empty());
         assert!(r.is_empty());
     }
@@ -166,20 +174,26 @@ mod tests {
     #[test]
     fn beyond_the_cap_tokens_are_dropped_counted_and_logged_once() {
         let mut r = Replays::new(1);
-        assert_eq!(r.push(&D, String::new(), 1000, 0), Queued::Yes);
         assert_eq!(
-            r.push(&[8; 32], String::new(), 1000, 0),
+            r.push(&D, String::new(), String::new(), 1000, 0),
+            Queued::Yes
+        );
+        assert_eq!(
+            r.push(&[8; 32], String::new(), String::new(), 1000, 0),
             Queued::Dropped { first: true }
         );
         assert_eq!(
-            r.push(&[9; 32], String::new(), 1000, 0),
+            r.push(&[9; 32], String::new(), String::new(), 1000, 0),
             Queued::Dropped { first: false }
         );
         assert_eq!(r.dropped(), 2);
         r.take_due(1, 64);
-        assert_eq!(r.push(&D, String::new(), 1000, 1), Queued::Yes);
         assert_eq!(
-            r.push(&[8; 32], String::new(), 1000, 1),
+            r.push(&D, String::new(), String::new(), 1000, 1),
+            Queued::Yes
+        );
+        assert_eq!(
+            r.push(&[8; 32], String::new(), String::new(), 1000, 1),
             Queued::Dropped { first: true }
         );
     }
@@ -188,22 +202,34 @@ mod tests {
     fn a_token_tried_again_while_it_waits_takes_no_second_place() {
         let mut r = Replays::new(2);
         for _ in 0..5 {
-            assert_eq!(r.push(&D, String::new(), 1000, 0), Queued::Yes);
+            assert_eq!(
+                r.push(&D, String::new(), String::new(), 1000, 0),
+                Queued::Yes
+            );
         }
-        assert_eq!(r.push(&[8; 32], String::new(), 1000, 0), Queued::Yes);
+        assert_eq!(
+            r.push(&[8; 32], String::new(), String::new(), 1000, 0),
+            Queued::Yes
+        );
         assert_eq!(r.dropped(), 0);
         assert_eq!(r.take_due(1, 64).len(), 2);
         // Taken out to be written: a failed write queues it again.
-        assert_eq!(r.push(&D, String::new(), 1000, 1), Queued::Yes);
+        assert_eq!(
+            r.push(&D, String::new(), String::new(), 1000, 1),
+            Queued::Yes
+        );
         assert_eq!(r.take_due(2, 64).len(), 1);
     }
 
     #[test]
     fn an_expired_token_leaves_its_place() {
         let mut r = Replays::new(1);
-        r.push(&D, String::new(), 20, 10);
+        r.push(&D, String::new(), String::new(), 20, 10);
         assert!(r.take_due(20, 64).is_empty());
-        assert_eq!(r.push(&D, String::new(), 1000, 20), Queued::Yes);
+        assert_eq!(
+            r.push(&D, String::new(), String::new(), 1000, 20),
+            Queued::Yes
+        );
         assert!(!r.is_empty());
     }
 
@@ -211,7 +237,7 @@ mod tests {
     fn a_pass_runs_at_most_once_per_millisecond() {
         let mut r = Replays::new(4);
         assert!(!r.pass_now(10), "nothing queued");
-        r.push(&D, String::new(), 1000, 10);
+        r.push(&D, String::new(), String::new(), 1000, 10);
         assert!(r.pass_now(11));
         assert!(!r.pass_now(11), "same tick");
         assert!(r.pass_now(12));
@@ -220,7 +246,7 @@ mod tests {
     #[test]
     fn a_refused_write_holds_the_queue() {
         let mut r = Replays::new(4);
-        r.push(&D, String::new(), 10_000, 10);
+        r.push(&D, String::new(), String::new(), 10_000, 10);
         assert!(r.pass_now(11));
         r.hold(11);
         assert!((12..11 + HOLD_MS).all(|now| !r.pass_now(now)));
@@ -230,7 +256,7 @@ mod tests {
     #[test]
     fn a_clock_stepped_back_does_not_stop_passes() {
         let mut r = Replays::new(4);
-        r.push(&D, String::new(), 1_000_000, 10);
+        r.push(&D, String::new(), String::new(), 1_000_000, 10);
         assert!(r.pass_now(100_000));
         assert!(r.pass_now(50_000));
     }
@@ -239,7 +265,7 @@ mod tests {
     fn writes_go_in_batches_oldest_first() {
         let mut r = Replays::new(100);
         for n in 0..10u8 {
-            r.push(&[n; 32], String::new(), 1_000, u64::from(n));
+            r.push(&[n; 32], String::new(), String::new(), 1_000, u64::from(n));
         }
         let first = r.take_due(50, 4);
         assert_eq!(

@@ -34,10 +34,14 @@ end
 -- One strike (the caller checked the client is not blocked): strikes, and
 -- what it set off (0 nothing, 1 the breaker opened, 2 it opened and banned).
 -- The trip window starts at the first trip; the trip that bans restarts it.
-local function strike(sk, tk, threshold, ttl, after, ban)
+-- uk counts the strikes of challenges not paid yet (`unpaid`: a 429), the
+-- only ones a spend takes back; it expires with sk.
+local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
   local strikes = redis.call('INCR', sk)
   -- A strike never shortens a block: the later expiry stays.
   if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
+  if unpaid then redis.call('INCR', uk) end
+  redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
   if strikes ~= threshold then return strikes, 0 end
   if after == 0 then return strikes, 1 end
   local trips = redis.call('INCR', tk)
@@ -54,10 +58,12 @@ end
 ///
 /// - `KEYS[1]`: the client's sorted set (score = admission ms, member
 ///   unique); `KEYS[2]`: refusals in the current window; `KEYS[3]`,
-///   `KEYS[4]`: strikes and breaker trips (all in one hash tag).
+///   `KEYS[4]`, `KEYS[5]`: strikes, breaker trips and unpaid strikes (all in
+///   one hash tag).
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
-///   ([`write_member`]), `ARGV[4]` 1 if a refusal is an offence (a strike),
-///   `ARGV[5..8]` the red-zone rules ([`rules`]).
+///   ([`write_member`]), `ARGV[4]` what a refusal is (0 nothing, 1 an
+///   unpaid strike, 2 a strike never taken back), `ARGV[5..8]` the breaker
+///   rules ([`rules`]).
 ///
 /// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
@@ -119,8 +125,8 @@ if allowed == 0 then
   if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
-  if ARGV[4] == '1' and threshold > 0 then
-    strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+  if ARGV[4] ~= '0' and threshold > 0 then
+    strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
   end
 end
 return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
@@ -204,8 +210,8 @@ if allowed == 0 then
   retry_after = math.min(math.max(retry_after, 1), left + window)
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
-  if ARGV[4] == '1' and threshold > 0 then
-    strikes, tripped = strike(KEYS[3], KEYS[4], threshold, ttl, after, ban)
+  if ARGV[4] ~= '0' and threshold > 0 then
+    strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
   end
 end
 return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_after, over,
@@ -214,7 +220,7 @@ return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_af
 );
 
 /// One strike for a client (a trap hit, a replayed solution), unless it is
-/// blocked: `KEYS[1]`, `KEYS[2]` strikes and trips, `ARGV[1..4]` the rules
+/// blocked: `KEYS[1..3]` strikes, trips and unpaid strikes, `ARGV[1..4]` the rules
 /// ([`rules`]). Returns `{strikes, block 0/1/2, block_ms, tripped 0/1/2}`
 /// ([`standing_from_reply`]).
 pub const STRIKE_SCRIPT: &str = concat!(
@@ -226,16 +232,19 @@ local after, ban = tonumber(ARGV[3]), tonumber(ARGV[4])
 local strikes, block, block_ms = breaker_status(KEYS[1], KEYS[2], threshold, after)
 local tripped = 0
 if block == 0 and threshold > 0 then
-  strikes, tripped = strike(KEYS[1], KEYS[2], threshold, ttl, after, ban)
+  strikes, tripped = strike(KEYS[1], KEYS[2], KEYS[3], threshold, ttl, after, ban, false)
 end
 return {strikes, block, block_ms, tripped}
 "#
 );
 
-/// Spends a solved challenge and takes back the strike its 429 recorded,
-/// in one call, unless the client is blocked (then nothing changes).
-/// `KEYS[1]` the spent record, `KEYS[2]`, `KEYS[3]` strikes and trips;
-/// `ARGV[1]` ms the record lives, `ARGV[2..5]` the rules ([`rules`]).
+/// Spends a solved challenge and takes back the strike its 429 recorded
+/// (one of the client's unpaid strikes, if any), in one call, unless the
+/// client is blocked (then nothing changes). `KEYS[1]` the spent record,
+/// `KEYS[2..4]` strikes, trips and unpaid strikes; `ARGV[1]` ms the record
+/// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` 1 for a spend the
+/// node's zone already decided and writes now (after an outage or a full
+/// queue): recorded whatever the breaker says.
 /// Returns `{spent 0 replayed / 1 first / 2 blocked, strikes, block 0/1/2,
 /// block_ms}` ([`spent_from_reply`]).
 pub const SPEND_SCRIPT: &str = concat!(
@@ -243,13 +252,20 @@ pub const SPEND_SCRIPT: &str = concat!(
     breaker_lua!(),
     r#"
 local threshold, after = tonumber(ARGV[2]), tonumber(ARGV[4])
-local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
-if block > 0 then return {2, strikes, block, block_ms} end
+if ARGV[6] ~= '1' then
+  local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
+  if block > 0 then return {2, strikes, block, block_ms} end
+end
+local strikes = tonumber(redis.call('GET', KEYS[2]) or 0)
 if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
   return {0, strikes, 0, 0}
 end
--- Never below 0: paying earns no credit. DECR keeps the expiry.
-if strikes > 0 then strikes = redis.call('DECR', KEYS[2]) end
+-- Only an unpaid strike, never below 0: paying earns no credit and takes
+-- back no failed verification. DECR keeps the expiry.
+if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
+  redis.call('DECR', KEYS[4])
+  strikes = redis.call('DECR', KEYS[2])
+end
 return {1, strikes, 0, 0}
 "#
 );

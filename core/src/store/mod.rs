@@ -34,12 +34,23 @@ pub struct Solution {
     pub spent_until_ms: u64,
 }
 
+/// What refusing a checked request is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offence {
+    /// Nothing: it carries a valid solution.
+    None,
+    /// A strike that paying the challenge sent takes back (a 429).
+    Unpaid,
+    /// A strike never taken back (a failed verification).
+    Failed,
+}
+
 /// One store operation of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Count the request against its limit and read the client's breaker;
-    /// a refusal is a strike when `offence`.
-    Check { offence: bool },
+    /// a refusal is a strike unless `Offence::None`.
+    Check { offence: Offence },
     /// Mark the solution spent and take back one strike of the client.
     Spend(Solution),
     /// Record a strike (a trap hit, a replay).
@@ -205,7 +216,7 @@ fn status_now(
 fn check(
     tables: &mut impl Tables,
     subject: &Subject,
-    offence: bool,
+    offence: Offence,
     now_ms: u64,
 ) -> Result<Checked, NoRoom> {
     let rules = subject.rules;
@@ -235,10 +246,14 @@ fn check(
         breaker,
         struck: false,
     };
-    if !verdict.allowed && offence && rules.strikes.is_some() {
+    if !verdict.allowed && offence != Offence::None && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives
         // a client.
-        if let Ok(Some(breaker)) = tables.breaker(subject.key, true, |s| s.strike(rules, now_ms)) {
+        let strike = |s: &mut StrikeCounter| match offence {
+            Offence::Unpaid => s.strike_unpaid(rules, now_ms),
+            _ => s.strike(rules, now_ms),
+        };
+        if let Ok(Some(breaker)) = tables.breaker(subject.key, true, strike) {
             checked.breaker = breaker;
             checked.struck = true;
         }

@@ -32,8 +32,15 @@ fn checked(reply: Reply) -> Checked {
     }
 }
 
-const OFFENCE: Op = Op::Check { offence: true };
-const PAID: Op = Op::Check { offence: false };
+const OFFENCE: Op = Op::Check {
+    offence: Offence::Unpaid,
+};
+const PAID: Op = Op::Check {
+    offence: Offence::None,
+};
+const FAILED: Op = Op::Check {
+    offence: Offence::Failed,
+};
 
 fn solution(n: u8) -> Op {
     Op::Spend(Solution {
@@ -84,6 +91,23 @@ fn a_spend_takes_back_one_strike_and_a_replay_nothing() {
     );
     assert_eq!(s.ask(solution(1), &on), Reply::Spent(Spent::Replayed));
     assert_eq!(s.strikes(KEY), 1);
+}
+
+#[test]
+fn a_spend_takes_back_no_failed_verifications_strike() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    s.ask(PAID, &on);
+    s.ask(FAILED, &on);
+    s.ask(FAILED, &on);
+    assert_eq!(s.strikes(KEY), 2);
+    assert!(
+        matches!(s.ask(solution(1), &on), Reply::Spent(Spent::Accepted(st)) if st.strikes == 2)
+    );
+    s.ask(OFFENCE, &on);
+    assert!(
+        matches!(s.ask(solution(2), &on), Reply::Spent(Spent::Accepted(st)) if st.strikes == 2)
+    );
 }
 
 #[test]

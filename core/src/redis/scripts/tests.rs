@@ -101,12 +101,23 @@ fn spend_replies_decode() {
 }
 
 #[test]
-fn the_spend_takes_back_a_strike_in_the_same_script_never_below_zero() {
+fn the_spend_takes_back_an_unpaid_strike_in_the_same_script_never_below_zero() {
     let spend = SPEND_SCRIPT.find("'SET', KEYS[1]").unwrap();
     let decr = SPEND_SCRIPT.find("'DECR', KEYS[2]").unwrap();
     assert!(spend < decr);
-    assert!(SPEND_SCRIPT.contains("if strikes > 0 then strikes = redis.call('DECR'"));
+    assert!(SPEND_SCRIPT
+        .contains("if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then"));
+    assert!(SPEND_SCRIPT.contains("redis.call('DECR', KEYS[4])"));
     assert!(SPEND_SCRIPT.contains(breaker_lua!()));
+}
+
+#[test]
+fn only_a_429_is_an_unpaid_strike() {
+    for script in [SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT] {
+        assert!(script.contains("ARGV[4] ~= '0'"));
+        assert!(script.contains("ARGV[4] == '1')"));
+    }
+    assert!(STRIKE_SCRIPT.contains("threshold, ttl, after, ban, false)"));
 }
 
 #[test]
