@@ -112,6 +112,8 @@ bad(server => $secret, undef, 'secret in server');
 bad(location => $secret, undef, 'secret in location');
 
 good(http => 'pow_shield_secret "' . ('s' x 32) . '";', 'secret of 32 bytes');
+bad(http => "$secret\n            $secret", undef, 'secret twice',
+    -says => qr/"pow_shield_secret" directive is duplicate/);
 
 # pow_shield_secret_file <path>: 1-2 lines, current then previous
 
@@ -137,10 +139,30 @@ bad(http => "pow_shield_secret_file $d/keys/three;", undef,
 bad(server => "pow_shield_secret_file $d/keys/one;", undef,
     'secret file in server');
 
+bad(http => "$secret\n            pow_shield_secret_file $d/keys/one;", undef,
+    'secret, then secret file',
+    -says => qr/"pow_shield_secret_file" and "pow_shield_secret" cannot both be set: use one of them/);
+bad(http => "pow_shield_secret_file $d/keys/one;\n            $secret", undef,
+    'secret file, then secret',
+    -says => qr/"pow_shield_secret" and "pow_shield_secret_file" cannot both be set: use one of them/);
+bad(http => "pow_shield_secret_file $d/keys/one;\n            pow_shield_secret_file $d/keys/two;",
+    undef, 'secret file twice', -says => qr/"pow_shield_secret_file" directive is duplicate/);
+
 good(http => "pow_shield_secret_file $d/keys/one;", 'secret file, one key');
 good(http => "pow_shield_secret_file $d/keys/two;", 'secret file, two keys');
 good(http => "pow_shield_secret_file $d/keys/noeol;",
     'secret file without a final newline');
+
+# pow_shield_redis <url>: options are words after the URL, not a query
+
+bad(http => 'pow_shield_redis redis://127.0.0.1:6379/0?timeout=1s;',
+    'redis://127.0.0.1:6379/0?timeout=1s', 'redis URL with a query string',
+    -says => qr/query strings are not supported: give options as words after the URL/);
+bad(http => 'pow_shield_redis redis://127.0.0.1?prefix=x;', 'redis://127.0.0.1?prefix=x',
+    'redis URL, host and a query string', -says => qr/query strings are not supported/);
+bad(http => 'pow_shield_redis redis://:hunter2hunter2@127.0.0.1/1?db=2;',
+    'redis://***@127.0.0.1/1?db=2', 'redis URL with a password and a query string',
+    -says => qr/query strings are not supported/, -hide => 'hunter2');
 
 # pow_shield_zone <size>, http only
 

@@ -50,8 +50,9 @@ pub struct MainConf {
     /// `pow_shield_secret` / `pow_shield_secret_file`; `None` until the zone
     /// supplies the random key of this start.
     pub keys: Option<SecretKeys>,
-    /// Whether `keys` came from the configuration (else: random).
-    pub keys_configured: bool,
+    /// The directive `keys` came from (`pow_shield_secret` or
+    /// `pow_shield_secret_file`); `None`: the zone's random key.
+    pub secret_from: Option<&'static str>,
     /// `pow_shield_redis`; `Some(None)` is an explicit `off`.
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
@@ -73,7 +74,7 @@ impl Default for MainConf {
             zone_size: None,
             zone: ptr::null_mut(),
             keys: None,
-            keys_configured: false,
+            secret_from: None,
             redis: None,
             shielded: false,
             status: false,

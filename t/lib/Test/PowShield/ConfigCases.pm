@@ -36,11 +36,13 @@ sub config {
 
 # nginx -t fails naming the directive, the value (when given) and file:line.
 # Options: -noline => 1 (nginx's own message, no file:line),
-# -hide => text that must not appear (a password).
+# -hide => text that must not appear (a password),
+# -says => a pattern the [emerg] line must match (the reason).
 sub bad {
     my ($self, $where, $directive, $value, $name, %extra) = @_;
     my $noline = delete $extra{-noline};
     my $hide = delete $extra{-hide};
+    my $says = delete $extra{-says};
     my ($file, $line) = $self->config($where, $directive, %extra);
     my ($rc, $out) = $self->{t}->test_config($file);
     my ($dname) = $directive =~ /^(\w+)/;
@@ -53,6 +55,10 @@ sub bad {
     }
     $ok &&= Test::More::like($out, qr/\Q$file\E:$line\b/,
         "$name: names $file:$line") unless $noline;
+    if (defined $says) {
+        $ok &&= Test::More::like($out, qr/\[emerg\].*$says/,
+            "$name: says $says");
+    }
     if (defined $hide) {
         $ok &&= Test::More::unlike($out, qr/\Q$hide\E/,
             "$name: does not show \"$hide\"");
