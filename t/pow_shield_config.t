@@ -2,7 +2,8 @@
 
 # Configuration (docs/directives.md): "nginx -t" rejects every invalid
 # value with a message naming the directive, the bad value, file and line;
-# valid values pass.
+# valid values pass; what passes but can never act is warned of, naming
+# file and line.
 
 use strict;
 use warnings;
@@ -49,6 +50,8 @@ my $cases = Test::PowShield::ConfigCases->new($t, $template);
 sub config { $cases->config(@_) }
 sub bad { $cases->bad(@_) }
 sub good { $cases->good(@_) }
+sub warns { $cases->warns(@_) }
+sub quiet { $cases->quiet(@_) }
 
 my $secret = qq(pow_shield_secret "$SECRET";);
 
@@ -112,6 +115,8 @@ bad(server => $secret, undef, 'secret in server');
 bad(location => $secret, undef, 'secret in location');
 
 good(http => 'pow_shield_secret "' . ('s' x 32) . '";', 'secret of 32 bytes');
+bad(http => "$secret\n            $secret", undef, 'secret twice',
+    -says => qr/"pow_shield_secret" directive is duplicate/);
 
 # pow_shield_secret_file <path>: 1-2 lines, current then previous
 
@@ -137,10 +142,30 @@ bad(http => "pow_shield_secret_file $d/keys/three;", undef,
 bad(server => "pow_shield_secret_file $d/keys/one;", undef,
     'secret file in server');
 
+bad(http => "$secret\n            pow_shield_secret_file $d/keys/one;", undef,
+    'secret, then secret file',
+    -says => qr/"pow_shield_secret_file" and "pow_shield_secret" cannot both be set: use one of them/);
+bad(http => "pow_shield_secret_file $d/keys/one;\n            $secret", undef,
+    'secret file, then secret',
+    -says => qr/"pow_shield_secret" and "pow_shield_secret_file" cannot both be set: use one of them/);
+bad(http => "pow_shield_secret_file $d/keys/one;\n            pow_shield_secret_file $d/keys/two;",
+    undef, 'secret file twice', -says => qr/"pow_shield_secret_file" directive is duplicate/);
+
 good(http => "pow_shield_secret_file $d/keys/one;", 'secret file, one key');
 good(http => "pow_shield_secret_file $d/keys/two;", 'secret file, two keys');
 good(http => "pow_shield_secret_file $d/keys/noeol;",
     'secret file without a final newline');
+
+# pow_shield_redis <url>: options are words after the URL, not a query
+
+bad(http => 'pow_shield_redis redis://127.0.0.1:6379/0?timeout=1s;',
+    'redis://127.0.0.1:6379/0?timeout=1s', 'redis URL with a query string',
+    -says => qr/query strings are not supported: give options as words after the URL/);
+bad(http => 'pow_shield_redis redis://127.0.0.1?prefix=x;', 'redis://127.0.0.1?prefix=x',
+    'redis URL, host and a query string', -says => qr/query strings are not supported/);
+bad(http => 'pow_shield_redis redis://:hunter2hunter2@127.0.0.1/1?db=2;',
+    'redis://***@127.0.0.1/1?db=2', 'redis URL with a password and a query string',
+    -says => qr/query strings are not supported/, -hide => 'hunter2');
 
 # pow_shield_zone <size>, http only
 
@@ -208,6 +233,35 @@ good(location => "pow_shield_block_status $_;", "block_status $_") for 403, 429,
 good(location => 'pow_shield_difficulty 4 max=8;', 'difficulty 4 max=8');
 good(location => 'pow_shield_trap;', 'trap');
 good(location => 'pow_shield_breaker_log_level warn;', 'breaker_log_level warn');
+
+# a ban that strikes off leaves without effect: accepted, with a warning
+# naming the ban (and where strikes are off), once per pair of directives
+
+my $limit = "pow_shield_limit 10 1m;\n";
+my $never = qr/\[warn\] pow_shield: "pow_shield_ban" can never act where "pow_shield_strikes" is off/;
+my $off_at = qr/is off \(\S*case\d+\.conf:\d+\)/;
+
+warns(location => "pow_shield_strikes off;\n            pow_shield_ban 1h after=3;", $never,
+    'ban with strikes off in a location', LOCATION => $limit, -at => $off_at);
+warns(location => 'pow_shield_ban 1h after=3;', $never, 'ban under strikes off of http',
+    HTTP => "pow_shield_strikes off;\n", LOCATION => $limit, -at => $off_at);
+warns(server => 'pow_shield_ban 1h after=3;', $never,
+    'a ban in the server, strikes off in its location: names the ban, and the strikes',
+    LOCATION => "${limit}pow_shield_strikes off;\n", -at => $off_at);
+warns(http => "pow_shield_strikes off;\n            pow_shield_ban 1h after=3;", $never,
+    'the pair in http, inherited by a shielded server and its location: one warning',
+    SERVER => $limit);
+warns(location => 'pow_shield_ban 1h after=3;', $never, 'in a trap',
+    LOCATION => "pow_shield_trap;\npow_shield_strikes off;\n");
+
+quiet(location => 'pow_shield_ban 1h after=3;', 'ban with the default strikes', LOCATION => $limit);
+quiet(location => "pow_shield_strikes off;\n            pow_shield_ban off;",
+    'strikes off and ban off', LOCATION => $limit);
+quiet(http => "pow_shield_strikes off;\n            pow_shield_ban 1h after=3;",
+    'the pair in http, strikes on again where it is shielded',
+    LOCATION => "pow_shield_limit 10 1m;\npow_shield_strikes 5 60s;\n");
+quiet(location => "pow_shield_strikes off;\n            pow_shield_ban 1h after=3;",
+    'the pair where nothing is shielded');
 
 # everything at once
 

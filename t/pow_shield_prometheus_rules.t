@@ -1,15 +1,21 @@
 #!/usr/bin/perl
 
 # The example Prometheus alert rules (nginx-conf/prometheus/) are valid
-# (promtool check rules), fire on the series they are written for and stay
-# quiet on a healthy node (promtool test rules, with the unit tests next to
-# them), and only use metric names the module serves (docs/metrics.md).
+# (promtool check rules); every rule has a unit test where it fires and one
+# where it stays silent, and they pass (promtool test rules, with the test
+# files next to them); the rules only read metrics the module serves (a real
+# scrape of pow_shield_status) and `up` of the job docs/metrics.md tells the
+# operator to scrape.
 
 use strict;
 use warnings;
 
 use FindBin;
+use lib "$FindBin::Bin/lib";
+
 use Test::More;
+use Test::PowShield;
+use Test::PowShield::Metrics qw(scrape names promql_names);
 
 ###############################################################################
 
@@ -17,6 +23,7 @@ plan(skip_all => 'promtool not installed (Debian: prometheus)')
     unless `sh -c 'command -v promtool'`;
 
 my $dir = "$FindBin::Bin/../nginx-conf/prometheus";
+my $RULES = 'pow-shield.rules.yml';
 
 sub promtool {
     my (@args) = @_;
@@ -33,28 +40,127 @@ sub promtool {
     return ($? >> 8, $out);
 }
 
-my ($rc, $out) = promtool('check', 'rules', 'pow-shield.rules.yml');
+sub slurp {
+    my ($file) = @_;
+    open my $fh, '<', $file or die "$file: $!";
+    local $/;
+    return <$fh>;
+}
+
+# The rules file's alerts: [name, expr], expr folded to one line (inline,
+# or a block scalar indented under "expr:").
+sub alerts {
+    my @lines = split /\n/, slurp("$dir/$RULES");
+    my (@alerts, $expr_indent);
+    for my $line (@lines) {
+        if (defined $expr_indent) {
+            if ($line =~ /^(\s*)\S/ && length($1) > $expr_indent) {
+                (my $text = $line) =~ s/^\s+//;
+                $alerts[-1][1] .= ($alerts[-1][1] eq '' ? '' : ' ') . $text;
+                next;
+            }
+            undef $expr_indent;
+        }
+        if ($line =~ /^\s*- alert:\s*(\S+)/) {
+            push @alerts, [$1, ''];
+        } elsif (@alerts && $line =~ /^(\s*)expr:\s*(.*?)\s*$/) {
+            my ($indent, $text) = (length $1, $2);
+            if ($text =~ /^[>|]/) {
+                $expr_indent = $indent;
+            } else {
+                $alerts[-1][1] = $text;
+            }
+        }
+    }
+    return @alerts;
+}
+
+###############################################################################
+
+my ($rc, $out) = promtool('check', 'rules', $RULES);
 is($rc, 0, 'promtool check rules: the rules are valid') or diag($out);
 
-($rc, $out) = promtool('test', 'rules', 'pow-shield.rules.test.yml');
-is($rc, 0, 'promtool test rules: each alert fires when it should, and only then')
-    or diag($out);
+my @alerts = alerts();
+my ($count) = $out =~ /SUCCESS: (\d+) rules found/;
+is(scalar @alerts, $count // -1, 'every rule promtool found is read here: '
+    . scalar(@alerts) . ' alerts');
 
-# Names the rules use: the module's metrics (docs/metrics.md) and `up`.
-my %served = map { $_ => 1 } qw(
-    pow_shield_requests_total
-    pow_shield_verifications_failed_total
-    pow_shield_redis_fallback_active
-    pow_shield_redis_errors_total
-    pow_shield_redis_round_trip_seconds_bucket
-    pow_shield_zone_refused_total
-    pow_shield_breaker_trips_total
-    pow_shield_bans_total
-);
-open my $fh, '<', "$dir/pow-shield.rules.yml" or die $!;
-my $rules = do { local $/; <$fh> };
-my @used = $rules =~ /(?<![\$\w])(pow_shield_[a-z_]+)\s*[{)\[]/g;
-ok(@used >= 6, 'the rules watch the module\'s metrics');
-is_deeply([grep { !$served{$_} } @used], [], 'every metric the rules use is one the module serves');
+# promtool test rules on every test file; which alerts each case expects to
+# fire (exp_alerts listed) or to stay silent (exp_alerts: [])
 
-done_testing;
+my @tests = map { s{.*/}{}r } sort glob "$dir/*.test.yml";
+ok(@tests, 'unit test files: ' . join(' ', @tests));
+($rc, $out) = promtool('test', 'rules', @tests);
+is($rc, 0, 'promtool test rules: every case passes') or diag($out);
+
+my (%fires, %silent);
+for my $test (@tests) {
+    my $alert;
+    for (split /\n/, slurp("$dir/$test")) {
+        $alert = $1 if /^\s*alertname:\s*(\S+)/;
+        next unless defined $alert && /^\s*exp_alerts:\s*(.*?)\s*$/;
+        ($1 eq '[]' ? $silent{$alert} : $fires{$alert})++;
+        undef $alert;
+    }
+}
+for (@alerts) {
+    my $name = $_->[0];
+    ok($fires{$name}, "$name: a case where it fires");
+    ok($silent{$name}, "$name: a case where it stays silent");
+}
+my %known = map { $_->[0] => 1 } @alerts;
+is_deeply([grep { !$known{$_} } sort keys %fires, keys %silent], [],
+    'the tests name no alert the rules lack');
+
+# the job: the alert on `up` selects the job name docs/metrics.md scrapes with
+
+my ($docs_job) = slurp("$FindBin::Bin/../docs/metrics.md") =~ /^\s*- job_name:\s*(\S+)/m;
+my @up = map { $_->[1] =~ /\bup\{[^}]*\bjob="([^"]+)"/ ? [$_->[0], $1] : () } @alerts;
+ok(@up, 'an alert watches the scrape itself (up)');
+for (@up) {
+    is($_->[1], $docs_job // '', "$_->[0] selects job=\"$_->[1]\", the job_name of docs/metrics.md");
+}
+my ($header_job) = slurp("$dir/$RULES") =~ /^#\s+- job_name:\s*(\S+)/m;
+is($header_job, $docs_job, 'the rules file\'s scrape example uses the same job_name');
+
+# the metrics: what a real scrape of the module serves (and Prometheus' up)
+
+my $t = Test::PowShield->new;
+$t->write_file_expand('nginx.conf', <<'EOF');
+%%TEST_GLOBALS%%
+
+events {
+}
+
+http {
+    %%TEST_GLOBALS_HTTP%%
+
+    pow_shield_secret "prometheus-rules-suite-secret-01234567";
+
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name localhost;
+
+        location / {
+            pow_shield_limit 10 1m;
+        }
+
+        location = /metrics {
+            pow_shield_status;
+        }
+    }
+}
+EOF
+$t->run;
+my %served = map { $_ => 1 } names(scrape($t, '/metrics')), 'up';
+$t->stop;
+
+ok($served{pow_shield_redis_round_trip_seconds_bucket}, 'premise: the scrape has the histogram\'s _bucket series');
+for (@alerts) {
+    my ($name, $expr) = @$_;
+    my @used = promql_names($expr);
+    ok(@used, "$name reads a metric");
+    is_deeply([grep { !$served{$_} } @used], [], "$name: every metric it reads is served (@used)");
+}
+
+$t->done_testing;

@@ -8,7 +8,7 @@ use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::args;
 use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
 
-use super::setters::{full_path, set_once, setter, Refusal};
+use super::setters::{full_path, set_once, set_once_of, setter, Refusal};
 use super::MainConf;
 use crate::protocol::{Secret, SecretKeys};
 use crate::shm::{self, SharedZone};
@@ -17,19 +17,16 @@ use crate::PowShield;
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
 
+// One of pow_shield_secret and pow_shield_secret_file sets the key: a
+// second of the same is a duplicate, the other one a conflict naming both.
 setter!(set_secret, MainConf, |d, mcf| {
-    if mcf.keys_configured {
-        return Err(Refusal::Duplicate);
-    }
+    set_once_of(&mut mcf.secret_from, "pow_shield_secret")?;
     mcf.keys = Some(args::secret(d.value())?);
-    mcf.keys_configured = true;
     Ok(())
 });
 
 setter!(set_secret_file, MainConf, |d, mcf| {
-    if mcf.keys_configured {
-        return Err(Refusal::Duplicate);
-    }
+    set_once_of(&mut mcf.secret_from, "pow_shield_secret_file")?;
     let v = d.value();
     let path = full_path(d.cf, v).ok_or_else(|| Refusal::invalid(v, "cannot resolve the path"))?;
     // Reading a file while parsing the configuration is what nginx
@@ -37,7 +34,6 @@ setter!(set_secret_file, MainConf, |d, mcf| {
     let contents = std::fs::read(&path)
         .map_err(|e| Refusal::invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
     mcf.keys = Some(args::secret_file(v, &path, &contents)?);
-    mcf.keys_configured = true;
     Ok(())
 });
 
@@ -55,7 +51,7 @@ pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()
     }
     let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);
     mcf.zone = shm::add_zone(cf, ZONE_NAME, size, mcf.status)?;
-    if mcf.shielded && !mcf.keys_configured {
+    if mcf.shielded && mcf.secret_from.is_none() {
         log_at!(
             NGX_LOG_NOTICE,
             cf.log,
@@ -74,7 +70,7 @@ pub(crate) fn adopt_zone_secret(cycle: &mut ngx_cycle_t) -> Status {
     let Some(mcf) = PowShield::main_conf_mut(cycle) else {
         return Status::NGX_OK;
     };
-    if mcf.keys_configured || mcf.zone.is_null() {
+    if mcf.secret_from.is_some() || mcf.zone.is_null() {
         return Status::NGX_OK;
     }
     // Neither can fail (nginx initialised the zone; its key is 32 bytes,

@@ -21,7 +21,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use pow_shield_core::config::args;
 
 use super::setters::{compile_complex_value, run_setter, set_once, setter, Directive, Refusal};
-use super::LocConf;
+use super::{ConfAt, LocConf};
 use crate::PowShield;
 
 /// Strikes and limits need the zone (and Redis, in cluster mode).
@@ -43,12 +43,18 @@ setter!(set_difficulty, LocConf, |d, lcf| {
     set_once(&mut lcf.settings.difficulty, args::difficulty(&d.args)?)
 });
 
+// Where strikes and ban are written is kept for the merge's warning of a
+// ban that strikes off leaves without effect (`Settings::warning`).
 setter!(set_strikes, LocConf, |d, lcf| {
-    set_once(&mut lcf.settings.strikes, args::strikes(&d.args)?)
+    set_once(&mut lcf.settings.strikes, args::strikes(&d.args)?)?;
+    lcf.strikes_at = ConfAt::of(d.cf);
+    Ok(())
 });
 
 setter!(set_ban, LocConf, |d, lcf| {
-    set_once(&mut lcf.settings.ban, args::ban(&d.args)?)
+    set_once(&mut lcf.settings.ban, args::ban(&d.args)?)?;
+    lcf.ban_at = ConfAt::of(d.cf);
+    Ok(())
 });
 
 setter!(set_block_status, LocConf, |d, lcf| {

@@ -50,8 +50,9 @@ pub struct MainConf {
     /// `pow_shield_secret` / `pow_shield_secret_file`; `None` until the zone
     /// supplies the random key of this start.
     pub keys: Option<SecretKeys>,
-    /// Whether `keys` came from the configuration (else: random).
-    pub keys_configured: bool,
+    /// The directive `keys` came from (`pow_shield_secret` or
+    /// `pow_shield_secret_file`); `None`: the zone's random key.
+    pub secret_from: Option<&'static str>,
     /// `pow_shield_redis`; `Some(None)` is an explicit `off`.
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
@@ -65,6 +66,9 @@ pub struct MainConf {
     /// `$pow_shield_client`, compiled once and shared by every location
     /// that doesn't set `pow_shield_key`.
     default_key: ComplexValue,
+    /// The (ban, strikes) directive pairs warned of (`nginx -t` says each
+    /// once).
+    warned: Vec<((usize, ngx_uint_t), (usize, ngx_uint_t))>,
 }
 
 impl Default for MainConf {
@@ -73,12 +77,13 @@ impl Default for MainConf {
             zone_size: None,
             zone: ptr::null_mut(),
             keys: None,
-            keys_configured: false,
+            secret_from: None,
             redis: None,
             shielded: false,
             status: false,
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
+            warned: Vec::new(),
         }
     }
 }
@@ -169,10 +174,48 @@ fn nginx_level(level: LogLevel) -> ngx_uint_t {
     }) as ngx_uint_t
 }
 
+/// Where a directive was written, for a warning the merge logs: the
+/// file's name (nginx keeps it for the cycle) and the line.
+#[derive(Clone, Copy)]
+pub(crate) struct ConfAt {
+    file: ngx_str_t,
+    line: ngx_uint_t,
+}
+
+impl ConfAt {
+    /// The directive being read.
+    pub(crate) fn of(cf: &ngx_conf_t) -> Option<ConfAt> {
+        // SAFETY: while a directive is read, conf_file is the file being
+        // parsed; its name lives in cycle memory.
+        let file = unsafe { cf.conf_file.as_ref() }?;
+        Some(ConfAt {
+            file: file.file.name,
+            line: file.line,
+        })
+    }
+}
+
+impl ConfAt {
+    /// The same directive, for telling warnings apart.
+    fn key(&self) -> (usize, ngx_uint_t) {
+        (self.file.data as usize, self.line)
+    }
+}
+
+impl core::fmt::Display for ConfAt {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let file = String::from_utf8_lossy(crate::ffi::bytes(&self.file));
+        write!(f, "{file}:{}", self.line)
+    }
+}
+
 /// http/server/location configuration.
 pub struct LocConf {
     /// Directive values as written at this level.
     settings: Settings<ComplexValue>,
+    /// Where this level's `pow_shield_strikes` and `pow_shield_ban` are.
+    pub(crate) strikes_at: Option<ConfAt>,
+    pub(crate) ban_at: Option<ConfAt>,
     /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
     /// `NGX_CONF_UNSET` until set.
     pub(crate) dry_run: ngx_flag_t,
@@ -183,6 +226,8 @@ impl Default for LocConf {
     fn default() -> Self {
         Self {
             settings: Settings::default(),
+            strikes_at: None,
+            ban_at: None,
             dry_run: NGX_CONF_UNSET,
             policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
         }
@@ -200,7 +245,14 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         conf.dry_run = prev.dry_run;
     }
     conf.settings.dry_run = (conf.dry_run != NGX_CONF_UNSET).then_some(conf.dry_run != 0);
+    if conf.settings.strikes.is_none() {
+        conf.strikes_at = prev.strikes_at;
+    }
+    if conf.settings.ban.is_none() {
+        conf.ban_at = prev.ban_at;
+    }
     conf.settings.inherit(&prev.settings);
+    warn(cf, mcf, conf);
     conf.policy = Policy::new(conf.settings.resolve(), mcf.default_key);
     if let Some(limit) = conf.policy.limit {
         mcf.longest_challenge_ttl_ms = mcf
@@ -216,6 +268,25 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         conf.policy.ietf_policy = ietf_policy;
     }
     NGX_CONF_OK
+}
+
+/// `nginx -t` accepts what can never act once merged, with a warning
+/// naming where the directives are: once per pair of them, however many
+/// locations inherit it.
+fn warn(cf: &ngx_conf_t, mcf: &mut MainConf, conf: &LocConf) {
+    let Some(warning) = conf.settings.warning() else {
+        return;
+    };
+    let (Some(ban_at), Some(strikes_at)) = (conf.ban_at, conf.strikes_at) else {
+        return;
+    };
+    let pair = (ban_at.key(), strikes_at.key());
+    if mcf.warned.contains(&pair) {
+        return;
+    }
+    mcf.warned.push(pair);
+    let message = warning.message(&strikes_at.to_string());
+    log_at!(NGX_LOG_WARN, cf.log, "pow_shield: {message} in {ban_at}");
 }
 
 /// Runs after the http block is parsed and before locations are merged:

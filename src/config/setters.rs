@@ -14,7 +14,7 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ngx_conf_log_error;
 
 use crate::ffi::{bytes, guard};
-pub use pow_shield_core::config::refusal::set_once;
+pub use pow_shield_core::config::refusal::{set_once, set_once_of};
 pub use pow_shield_core::config::Refusal;
 
 /// nginx's `NGX_CONF_UNSET` (a cast macro bindgen does not carry): what a

@@ -13,7 +13,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::response;
 use super::state::{RequestState, Resolution};
-use super::variables::default_key;
+use super::variables::is_address_key;
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
 use crate::protocol;
@@ -303,12 +303,15 @@ fn dry_run_prefix(policy: &Policy) -> &'static str {
 
 /// One line per breaker opening and per ban, in a format that stays
 /// (fail2ban's filter reads it): `key=address` when the key is the client
-/// address (what a firewall can act on): the default key, or a `map` that
-/// fell back to `$pow_shield_client` for this client; else `key=custom`.
+/// address (what a firewall can act on): the default key, or a key whose
+/// value for this client is its `$pow_shield_client`, `$remote_addr` or
+/// `$binary_remote_addr` (directly, or through a `map`/`geo`); else
+/// `key=custom` (an API key: banning the address would hit everyone
+/// behind it).
 fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
     let prefix = dry_run_prefix(policy);
     let client = client_addr(r);
-    let by_address = policy.default_key || key == default_key(r).as_str().as_bytes();
+    let by_address = policy.default_key || is_address_key(r, key);
     let kind = if by_address { "address" } else { "custom" };
     let level: ngx_uint_t = policy.breaker_log_level;
     let (strikes, block_s) = policy

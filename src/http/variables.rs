@@ -4,6 +4,8 @@
 //!
 //! `$pow_shield_client` is the client identity of the default key (IPv6 by
 //! /64, see `limiter::client`); it needs no shield state and works anywhere.
+//! [`is_address_key`] tells a key that is the client's address in one of
+//! nginx's forms (for the breaker's log lines, which fail2ban reads).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -16,7 +18,7 @@ use ngx::http::Request;
 use ngx::ngx_string;
 
 use super::state::RequestState;
-use pow_shield_core::limiter::client::{client_id, ClientId};
+use pow_shield_core::limiter::client::client_id;
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
@@ -84,11 +86,28 @@ unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
     }
 }
 
-/// `$pow_shield_client` of the request: its address (IPv6 by /64).
-pub fn default_key(r: &Request) -> ClientId {
-    // SAFETY: a request's connection is live while the request is, and
-    // nginx filled its sockaddr.
-    client_id(unsafe { peer_ip(&*r.connection()) })
+/// Whether `key` is the client's address (after realip) in one of the
+/// forms a configuration counts by: its `$pow_shield_client`, its
+/// `$remote_addr` text or its `$binary_remote_addr` bytes (4 for IPv4, 16
+/// for IPv6; a UNIX-domain peer's is the text), whether the key is that
+/// variable or a `map` (or `geo` and `map`) that gave it for this client.
+/// An empty key (exempt) is none. A key of another source (an API key)
+/// equals none of them, unless it is this very client's own address.
+pub fn is_address_key(r: &Request, key: &[u8]) -> bool {
+    if key.is_empty() {
+        return false;
+    }
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*r.connection() };
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let ip = unsafe { peer_ip(c) };
+    key == client_id(ip).as_str().as_bytes()
+        || key == crate::ffi::bytes(&c.addr_text)
+        || match ip {
+            Some(IpAddr::V4(v4)) => key == v4.octets(),
+            Some(IpAddr::V6(v6)) => key == v6.octets(),
+            None => false,
+        }
 }
 
 unsafe extern "C" fn get_client(

@@ -10,4 +10,4 @@ pub mod refusal;
 pub mod settings;
 
 pub use self::refusal::Refusal;
-pub use self::settings::{LogLevel, Resolved, Settings};
+pub use self::settings::{LogLevel, Resolved, Settings, Warning};

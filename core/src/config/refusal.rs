@@ -15,6 +15,10 @@ pub enum Refusal {
     /// Already reported where it failed (nginx's complex value compiler
     /// logs its own errors).
     Logged,
+    /// Another directive that says the same thing another way is set at
+    /// this level already (`pow_shield_secret` and
+    /// `pow_shield_secret_file`): `other` is its name.
+    Conflict { other: &'static str },
 }
 
 impl Refusal {
@@ -35,6 +39,26 @@ impl Refusal {
                 "invalid value \"{value}\" in \"{directive}\" directive: {reason}"
             )),
             Refusal::Logged => None,
+            Refusal::Conflict { other } => Some(format!(
+                "\"{directive}\" and \"{other}\" cannot both be set: use one of them"
+            )),
+        }
+    }
+}
+
+/// Notes that `directive` set a value that one directive of a group may
+/// set at one level (`slot`: the one that did): a second of the same is a
+/// duplicate, one of the others a conflict that names both.
+pub fn set_once_of(
+    slot: &mut Option<&'static str>,
+    directive: &'static str,
+) -> Result<(), Refusal> {
+    match *slot {
+        Some(set) if set == directive => Err(Refusal::Duplicate),
+        Some(other) => Err(Refusal::Conflict { other }),
+        None => {
+            *slot = Some(directive);
+            Ok(())
         }
     }
 }
@@ -72,6 +96,25 @@ mod tests {
     #[test]
     fn a_refusal_already_logged_is_not_logged_again() {
         assert_eq!(Refusal::Logged.message("pow_shield_key"), None);
+    }
+
+    #[test]
+    fn one_of_two_directives_twice_is_a_duplicate_and_the_other_a_conflict() {
+        let mut slot = None;
+        assert_eq!(set_once_of(&mut slot, "pow_shield_secret"), Ok(()));
+        assert_eq!(
+            set_once_of(&mut slot, "pow_shield_secret"),
+            Err(Refusal::Duplicate)
+        );
+        let conflict = set_once_of(&mut slot, "pow_shield_secret_file").unwrap_err();
+        assert_eq!(
+            conflict.message("pow_shield_secret_file").as_deref(),
+            Some(
+                "\"pow_shield_secret_file\" and \"pow_shield_secret\" cannot both be set: \
+                 use one of them"
+            )
+        );
+        assert_eq!(slot, Some("pow_shield_secret"));
     }
 
     #[test]

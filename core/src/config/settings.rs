@@ -81,6 +81,27 @@ impl<V> Default for Settings<V> {
     }
 }
 
+/// What `nginx -t` accepts but warns of: a setting that can never act.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warning {
+    /// `pow_shield_ban` on where `pow_shield_strikes` is off: a ban follows
+    /// breaker openings, and without strikes no breaker opens.
+    BanWithoutStrikes,
+}
+
+impl Warning {
+    /// The line nginx logs; `strikes_at` is where strikes are set off (the
+    /// module appends where the ban is, as nginx ends its lines).
+    pub fn message(self, strikes_at: &str) -> String {
+        match self {
+            Warning::BanWithoutStrikes => format!(
+                "\"pow_shield_ban\" can never act where \"pow_shield_strikes\" is off \
+                 ({strikes_at}): a ban follows breaker openings, which need strikes,"
+            ),
+        }
+    }
+}
+
 /// Every setting of a location once merged, defaults applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved<V> {
@@ -126,6 +147,18 @@ impl<V: Copy> Settings<V> {
             self.limit = Some(None);
             self.trap = Some(false);
         }
+    }
+
+    /// What `nginx -t` warns of in a location (or server) whose merged
+    /// values are `self`: a ban where strikes are off, where it would
+    /// matter (the location is shielded: a limit or a trap). The module
+    /// says it once per pair of directives, however many locations inherit
+    /// them.
+    pub fn warning(&self) -> Option<Warning> {
+        let shielded = matches!(self.limit, Some(Some(_))) || self.trap == Some(true);
+        let ban_on = matches!(self.ban, Some(Some(_)));
+        let strikes_off = matches!(self.strikes, Some(None));
+        (shielded && ban_on && strikes_off).then_some(Warning::BanWithoutStrikes)
     }
 
     /// The values of this level, the defaults where none is set.
@@ -333,6 +366,78 @@ mod tests {
         let mut child = Settings::<Key>::default();
         child.inherit(&parent);
         assert!(!child.status);
+    }
+
+    const BAN: BanRule = BanRule {
+        after: 3,
+        ttl_ms: 3_600_000,
+    };
+
+    #[test]
+    fn a_ban_where_strikes_are_off_in_a_shielded_location_is_warned_of() {
+        let http = with(|s| {
+            s.ban = Some(Some(BAN));
+            s.strikes = Some(None);
+        });
+        let limited = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, false))));
+        let (_, p) = merged(http, Settings::default(), limited);
+        assert!(p.breaker.ban.is_some() && p.breaker.strikes.is_none());
+        let mut location = limited;
+        location.inherit(&http);
+        assert_eq!(location.warning(), Some(Warning::BanWithoutStrikes));
+        // the two from different levels, and in a trap
+        let ban = with(|s| s.ban = Some(Some(BAN)));
+        let mut trap = with(|s| {
+            s.trap = Some(true);
+            s.strikes = Some(None);
+        });
+        trap.inherit(&ban);
+        assert_eq!(trap.warning(), Some(Warning::BanWithoutStrikes));
+        let message = Warning::BanWithoutStrikes.message("nginx.conf:12");
+        assert!(message.contains("\"pow_shield_strikes\" is off (nginx.conf:12)"));
+        assert!(message.starts_with("\"pow_shield_ban\" can never act"));
+    }
+
+    #[test]
+    fn a_ban_with_strikes_on_or_by_default_no_ban_or_nothing_shielded_is_no_warning() {
+        let limit = Some(Some((TEN_PER_MINUTE, false)));
+        let by_default = with(|s| {
+            s.limit = limit;
+            s.ban = Some(Some(BAN));
+        });
+        assert_eq!(by_default.warning(), None);
+        let on = with(|s| {
+            s.limit = limit;
+            s.ban = Some(Some(BAN));
+            s.strikes = Some(Some(DEFAULT_STRIKES));
+        });
+        assert_eq!(on.warning(), None);
+        let no_ban = with(|s| {
+            s.limit = limit;
+            s.ban = Some(None);
+            s.strikes = Some(None);
+        });
+        assert_eq!(no_ban.warning(), None);
+        // the http block's pair for locations that turn strikes on again
+        let http = with(|s| {
+            s.ban = Some(Some(BAN));
+            s.strikes = Some(None);
+        });
+        assert_eq!(http.warning(), None, "the http block is not shielded");
+        let mut strikes_on = with(|s| {
+            s.limit = limit;
+            s.strikes = Some(Some(DEFAULT_STRIKES));
+        });
+        strikes_on.inherit(&http);
+        assert_eq!(strikes_on.warning(), None);
+        // nor a status location, whatever it inherits
+        let mut status = with(|s| s.status = true);
+        status.inherit(&with(|s| {
+            s.limit = limit;
+            s.ban = Some(Some(BAN));
+            s.strikes = Some(None);
+        }));
+        assert_eq!(status.warning(), None);
     }
 
     #[test]

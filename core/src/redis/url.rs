@@ -61,6 +61,10 @@ impl fmt::Debug for RedisTarget {
 
 const DEFAULT_REDIS_PORT: u16 = 6379;
 
+/// Why a URL with `?` after the host is refused.
+pub const QUERY_REFUSED: &str =
+    "query strings are not supported: give options as words after the URL (timeout=100ms ...)";
+
 /// `redis://[[user]:password@]host[:port][/db]`, the same with `rediss://`
 /// (TLS), or `unix:/absolute/path`. Port defaults to 6379 and db to 0 (at
 /// most 65535); IPv6 goes in brackets; user and password are
@@ -100,6 +104,10 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
         Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
         None => (None, rest),
     };
+    // Options are words of their own (`timeout=100ms`), never a query.
+    if hostpath.contains('?') {
+        return Err(ValueError::Syntax(QUERY_REFUSED));
+    }
     let (hostport, db) = match hostpath.split_once('/') {
         Some((hostport, db)) => (hostport, parse_db(db)?),
         None => (hostpath, 0),

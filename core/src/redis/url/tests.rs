@@ -111,6 +111,29 @@ fn bad_redis_urls_are_refused() {
 }
 
 #[test]
+fn a_query_string_is_refused_as_one_wherever_it_is() {
+    for bad in [
+        "redis://h?timeout=1s",
+        "redis://h:6379?timeout=1s",
+        "redis://h:6379/0?timeout=1s",
+        "redis://:secret@h/2?db=3",
+        "rediss://[::1]:6380?tls_verify=off",
+        "redis://h?",
+    ] {
+        assert_eq!(
+            parse_redis_url(bad),
+            Err(ValueError::Syntax(QUERY_REFUSED)),
+            "{bad}"
+        );
+    }
+    assert!(QUERY_REFUSED.starts_with("query strings are not supported"));
+    // a '?' in the password is the password's
+    let t = parse_redis_url("redis://:pa?ss@h:6379/1").unwrap();
+    assert_eq!(t.password.as_deref().map(String::as_str), Some("pa?ss"));
+    assert_eq!((t.addr, t.db), (tcp("h", 6379), 1));
+}
+
+#[test]
 fn redis_target_debug_hides_the_password() {
     let t = parse_redis_url("redis://app:hunter2hunter2@h").unwrap();
     let shown = format!("{t:?}");

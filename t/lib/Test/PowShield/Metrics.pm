@@ -6,6 +6,8 @@ package Test::PowShield::Metrics;
 #   my $m = scrape($t, '/metrics');             # { 'name{labels}' => value }
 #   metric($m, 'pow_shield_requests_total', result => 'pass');
 #   my ($rc, $out) = promtool_check($text);      # promtool check metrics
+#   my @names = names($m);                       # the metric names served
+#   my @used = promql_names($expr);              # the metric names a query reads
 
 use strict;
 use warnings;
@@ -13,7 +15,7 @@ use warnings;
 use Exporter qw(import);
 use File::Temp qw(tempfile);
 
-our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check);
+our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check names promql_names);
 
 # The samples of a text exposition: { 'name{labels}' => number }; the
 # response and the text are kept under the keys -response and -text.
@@ -56,6 +58,42 @@ sub metric {
 sub delta {
     my ($before, $after, @what) = @_;
     return (metric($after, @what) // 0) - (metric($before, @what) // 0);
+}
+
+# The metric names of a scrape's samples, sorted: what a query can select
+# (a histogram as its _bucket, _sum and _count series).
+sub names {
+    my ($m) = @_;
+    my %n;
+    for (keys %$m) {
+        next if /^-/;
+        (my $name = $_) =~ s/\{.*//s;
+        $n{$name} = 1;
+    }
+    return sort keys %n;
+}
+
+# The metric names a PromQL expression selects, in order: every identifier
+# that is not a function or aggregation (followed by "("), a keyword, a
+# label (in {...}, by/without/on/ignoring/group_left/group_right (...)), a
+# string, a duration or a Grafana variable ($instance, $__rate_interval).
+sub promql_names {
+    my ($expr) = @_;
+    local $_ = $expr;
+    s/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`/ /g;    # strings
+    s/\$\{[^}]*\}|\$\w+/ /g;                                # Grafana variables
+    s/\{[^{}]*\}/ /g;                                          # label matchers
+    s/\[[^\]]*\]/ /g;                                          # ranges, subqueries
+    s/\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)/ /g;
+    my %keyword = map { $_ => 1 }
+        qw(and or unless bool offset by without on ignoring group_left group_right);
+    my @names;
+    while (/(?<![\w.:])([a-zA-Z_:][\w:]*)(\s*\()?/g) {
+        my ($id, $call) = ($1, $2);
+        next if $call || $keyword{$id} || $id =~ /^(?:inf|nan)$/i;
+        push @names, $id;
+    }
+    return @names;
 }
 
 sub promtool { $ENV{TEST_PROMTOOL} || 'promtool' }
