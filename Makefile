@@ -7,6 +7,7 @@
 #                      the client CLI                    -> objs/pow-shield,
 #                      and the middleware's pay loop     -> objs/pay_loop (t/pow_shield_pay_loop.t)
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
+#   make deb           that module as a Debian package   -> libnginx-mod-http-pow-shield_<version>_<arch>.deb
 #   make check         cargo fmt --check + cargo clippy
 #   make lint          hadolint on the Dockerfile, shellcheck on every shell script,
 #                      no dependency cycle between the modules of src/ and core/
@@ -31,6 +32,9 @@ PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 TEST_PKGS  := redis-server perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2
 DEB_PKGS   := nginx-core nginx-dev
+# make deb: Debian's packaging tools (nginx-dev brings dh_nginx)
+DEB_TOOL_PKGS := debhelper dpkg-dev
+DEB_PACKAGE := libnginx-mod-http-pow-shield
 BENCH_PKGS := wrk
 # bench/cluster.sh: Debian's nginx with ngx_lua for the Lua peer
 CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
@@ -44,7 +48,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian run test unittest pyunittest prove check lint bench bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest prove check lint bench bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
 
 all: build
 
@@ -73,6 +77,9 @@ deps-python:
 
 deps-debian:
 	$(call need_pkgs,$(DEB_PKGS))
+
+deps-deb: deps-build deps-debian
+	$(call need_pkgs,$(DEB_TOOL_PKGS))
 
 deps-bench:
 	$(call need_pkgs,$(BENCH_PKGS))
@@ -120,6 +127,32 @@ build-debian: deps-build deps-debian
 	install -m 755 target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
 	@echo "built: objs/debian/$(MODULE).so for $$(/usr/sbin/nginx -v 2>&1 | sed 's/.*\///')"
 
+# The Debian package of that module (debian/): debhelper and nginx-dev's
+# dh_nginx, like Debian's own libnginx-mod-* packages: the .so in
+# /usr/lib/nginx/modules, mod-http-pow-shield.conf in
+# /usr/share/nginx/modules-available linked from /etc/nginx/modules-enabled,
+# and a Depends on the exact nginx-abi-<version> of the nginx-dev it was
+# built with. The version is Cargo.toml's plus debian/changelog's revision.
+# A copy of an older nginx-dev's tree is configured again first.
+deb: export DEB_RULES_REQUIRES_ROOT := no
+deb: deps-deb
+	@cargo_version=$$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1); \
+	  deb_version=$$(dpkg-parsechangelog -S Version); \
+	  if [ "$${deb_version%-*}" != "$$cargo_version" ]; then \
+	    echo "debian/changelog is at $$deb_version, Cargo.toml at $$cargo_version:" \
+	      "add a changelog entry (dch -v $$cargo_version-1)"; exit 1; \
+	  fi
+	@if [ -d $(DEB_BUILD) ] && ! diff -rq -x objs $(DEB_SRC) $(DEB_BUILD) >/dev/null; then \
+	  echo "$(DEB_SRC) changed since $(DEB_BUILD) was configured: configuring it again"; \
+	  rm -rf $(DEB_BUILD); \
+	fi
+	dpkg-checkbuilddeps
+	rm -f $(DEB_PACKAGE)_*.deb
+	debian/rules clean
+	debian/rules build && DEB_OUT_DIR=$(CURDIR) debian/rules binary; \
+	  rc=$$?; debian/rules clean >/dev/null; exit $$rc
+	@echo "built: $$(ls $(DEB_PACKAGE)_*.deb) ($$(dpkg-deb -f $(DEB_PACKAGE)_*.deb Depends))"
+
 run: build
 	@mkdir -p objs/demo/logs
 	@cp -f nginx-conf/demo.conf objs/demo/nginx.conf
@@ -135,6 +168,8 @@ unittest: deps-build
 prove: deps-test build
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
 	  else echo "note: nginx-dev not installed: the Debian load test will be skipped"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deb; \
+	  else echo "note: not root: the Debian package test (t/pow_shield_deb.t) will be skipped"; fi
 	prove -I t/lib -r t/
 
 pyunittest: deps-python
