@@ -1,8 +1,8 @@
 #!/usr/bin/perl
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
-# sliding-window counter (docs/directives.md "pow_shield_limit",
-# core/src/redis/scripts.rs APPROX_SCRIPT): one small hash per client instead
+# sliding-window counter (docs/directives.md "pow_shield_limit", the
+# module's APPROX_SCRIPT): one small hash per client instead
 # of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
@@ -16,7 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha1_hex);
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(:redis);
 
 ###############################################################################
 
@@ -68,21 +68,9 @@ is_deeply($t->redis_cmd('KEYS', 'pow:{' . hexkey('counter') . '}:w:*'), [],
     'and no sorted set');
 
 # The script as the source spells it, checked to be the one loaded.
-sub script {
-    my ($name) = @_;
-    open my $fh, '<', "$Test::PowShield::REPO/core/src/redis/scripts.rs" or die "scripts.rs: $!";
-    my $src = do { local $/; <$fh> };
-    my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
-    my ($body) = $src =~ /pub const \Q$name\E: &str = concat!\((.*?)\);\n/s or die "no $name";
-    my $out = '';
-    while ($body =~ /\G\s*(?:r#"(.*?)"#|breaker_lua!\(\))\s*,?/gsc) {
-        $out .= defined $1 ? $1 : $zone;
-    }
-    return $out;
-}
-my $script = script('APPROX_SCRIPT');
+my $script = module_script('APPROX_SCRIPT');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from scripts.rs is the one the module loaded');
+    'the script read from the source is the one the module loaded');
 
 # TIME answers what the hash "test:clock" holds.
 my $clocked = "local real = redis\n"

@@ -52,8 +52,9 @@ my @POW = qw(
     solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
 my @UTIL = qw(answered statuses eventually run_redis_cluster);
-our @EXPORT_OK = (@POW, @UTIL);
-our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL);
+my @REDIS = qw(module_script);
+our @EXPORT_OK = (@POW, @UTIL, @REDIS);
+our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL, redis => \@REDIS);
 
 our $REPO = abs_path(File::Spec->catdir(dirname(__FILE__), '..', '..', '..'));
 
@@ -454,6 +455,10 @@ sub run_redis_cluster {
     }), 'cluster_state:ok on every node');
     return @r;
 }
+
+# What the module and its Redis share (Test::PowShield::Redis, the tag
+# :redis): module_script($name), the Lua text of a script of the module.
+*module_script = \&Test::PowShield::Redis::module_script;
 
 # Attach a Redis run by another instance, for %%REDIS_PORT%%.
 sub use_redis { $_[0]{redis} = $_[1]; $_[0] }
