@@ -8,6 +8,7 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use Digest::SHA qw(sha256_hex);
 use File::Find ();
 use File::Path qw(make_path);
 use IO::Select;
@@ -215,6 +216,30 @@ sub module_script {
         . substr($body, pos($body) // 0, 60) if (pos($body) // 0) < length $body;
     return $out;
 }
+
+# calls(@commands): how many times Redis has run these commands so far,
+# summed (INFO commandstats; lower-case names: calls(qw(evalsha eval)) is
+# the module's script calls).  A command a script runs is counted under
+# its own name too.
+sub calls {
+    my ($self, @commands) = @_;
+    my %c = ($self->cmd('INFO', 'commandstats') // '') =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
+    my $n = 0;
+    $n += $c{$_} // 0 for @commands;
+    return $n;
+}
+
+# The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
+# client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
+# (client_key('a', 's') the strikes of client "a", client_key('a', 'w',
+# 3, 3600000) its window for pow_shield_limit 3 1h); spent_key($token) is
+# the record of a spent challenge.
+sub client_key {
+    my ($client, @parts) = @_;
+    return join ':', 'pow:{' . unpack('H*', $client) . '}', @parts;
+}
+
+sub spent_key { 'pow:spent:{' . sha256_hex($_[0] // '') . '}' }
 
 sub _roundtrip {
     my ($conn, @args) = @_;
