@@ -25,27 +25,12 @@ use Time::HiRes qw(sleep);
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "breaker-suite-secret-0123456789abcdefgh";
     %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
         add_header X-Strikes $pow_shield_strikes always;
@@ -122,7 +107,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
 my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) }

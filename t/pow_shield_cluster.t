@@ -22,19 +22,7 @@ use Test::PowShield qw(:pow :util);
 
 my $SECRET = 'cluster-suite-secret-0123456789abcdef';
 
-my $conf = <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<"EOF", workers => 2);
     pow_shield_secret "$SECRET";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=1s;
 
@@ -43,10 +31,7 @@ http {
     CACHE
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -67,7 +52,6 @@ http {
         location /plain/ {
         }
     }
-}
 EOF
 
 my $n1 = Test::PowShield->new->require_redis;

@@ -20,19 +20,7 @@ use Test::PowShield::Response;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "cluster-concurrency-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=2s;
 
@@ -53,7 +41,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 my $n1 = Test::PowShield->new->require_redis;

@@ -21,28 +21,13 @@ use Test::PowShield qw(:pow :util);
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
 # one worker: both clients share its Redis connection
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-errors-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -54,7 +39,6 @@ http {
             pow_shield_fail open;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;

@@ -24,20 +24,8 @@ use Test::PowShield qw(:pow :util);
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
 # one worker: "once per transition" means exactly one line
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     # This suite is about pow_shield_fail, not the circuit breaker (whose
     # blocks, made by the fallback while Redis is down, hold until they end).
     pow_shield_strikes off;
@@ -46,10 +34,7 @@ http {
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%%;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -98,7 +83,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
 $t->write_file_expand('nginx.conf', $conf);

@@ -29,27 +29,12 @@ use Test::PowShield::Response;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-hung-suite-secret-0123456789ab";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=2s connect_timeout=1s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -72,7 +57,6 @@ http {
             pow_shield_limit off;
         }
     }
-}
 EOF
 
 $t->write_file_expand('nginx.conf', $conf);

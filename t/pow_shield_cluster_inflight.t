@@ -26,21 +26,9 @@ my $OVER = 40;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-worker_rlimit_nofile 4096;
-
-events {
-    worker_connections 2048;
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my %preamble = (workers => 1, main => 'worker_rlimit_nofile 4096;',
+    events => 'worker_connections 2048;');
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', %preamble));
     pow_shield_secret "cluster-inflight-suite-secret-012345678";
     # far beyond the test: requests within the cap wait for Redis
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=60s;
@@ -64,7 +52,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;

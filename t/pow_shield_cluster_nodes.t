@@ -32,28 +32,13 @@ sub conf {
     my ($seeds, $timeout) = @_;
     $timeout //= '100ms';
     my $urls = join ',', map { "redis://127.0.0.1:$ports[$_]" } @$seeds;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "cluster-nodes-suite-secret-0123456789";
     pow_shield_redis $urls cluster timeout=$timeout connect_timeout=500ms;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key \$http_x_client;
         pow_shield_limit 1000 1h;
@@ -67,7 +52,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 }
 

@@ -17,7 +17,7 @@ use IO::Select;
 use IO::Socket::INET;
 use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -61,29 +61,14 @@ my $deep = fake_peer($t->port(8093), sub {
 
 END { kill 'KILL', grep { $_ } $big, $http, $deep }
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-peer-suite-secret-0123456789ab";
     # a long deadline: the connection must be dropped for what it carries,
     # not because time ran out
     pow_shield_redis redis://127.0.0.1:%%PORT_8091%% timeout=30s connect_timeout=30s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -92,7 +77,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;

@@ -25,27 +25,12 @@ my $PASSWORD = 's3cr3t@pa/ss';
 
 sub conf {
     my ($redis) = @_;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "$SECRET";
     pow_shield_redis $redis;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -62,7 +47,6 @@ http {
             pow_shield_limit 5 1h;
         }
     }
-}
 EOF
 }
 

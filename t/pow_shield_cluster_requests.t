@@ -31,19 +31,7 @@ $t->run_redis;
 my $has_ssi = $t->has_module('ssi');
 my $ssi = $has_ssi ? 'ssi on;' : '';
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-requests-suite-secret-01234567";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
@@ -55,10 +43,7 @@ http {
     }
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -121,7 +106,6 @@ http {
             return 200 '{"backend":true}';
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"api":true}\n));

@@ -28,28 +28,13 @@ my @r = run_redis_cluster(@n);
 my @ports = map { $_->port } @r;
 
 sub conf {
-    return <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-shards-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:SEED1,redis://127.0.0.1:SEED2 cluster timeout=1s;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_limit 3 1h;
@@ -67,7 +52,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 }
 

@@ -25,28 +25,13 @@ use Test::PowShield::Metrics qw(scrape metric delta promtool_check);
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
 # one worker: one connection, one fallback state
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-status-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:REDIS timeout=500ms connect_timeout=500ms;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -59,7 +44,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 
 (my $main = $conf) =~ s/REDIS/%%REDIS_PORT%%/;

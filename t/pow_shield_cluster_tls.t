@@ -67,28 +67,13 @@ my $redis_mtls = $t_mtls->run_redis(tls => { %tls, auth_clients => 'yes' });
 
 sub conf {
     my ($redis_line) = @_;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "cluster-tls-suite-secret-0123456789abc";
     pow_shield_redis $redis_line;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key \$http_x_client;
         pow_shield_limit 3 1h;
@@ -98,7 +83,6 @@ http {
         location / {
         }
     }
-}
 EOF
 }
 

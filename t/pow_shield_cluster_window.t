@@ -16,36 +16,24 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha1_hex);
 use Test::More;
-use Test::PowShield qw(:redis);
+use Test::PowShield qw(:redis http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-window-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location = /probe {
             pow_shield_limit 10 1m;
         }
     }
-}
 EOF
 
 $t->write_file('html/probe', "{}\n");

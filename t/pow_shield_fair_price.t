@@ -22,27 +22,12 @@ use Time::HiRes qw(sleep);
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "fair-price-suite-secret-0123456789abcdef";
     %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
         add_header X-Strikes $pow_shield_strikes always;
@@ -65,7 +50,6 @@ http {
             pow_shield_strikes 100 2s;
         }
     }
-}
 EOF
 
 my @modes = Test::PowShield::Modes->start($conf, nodes => 2, redis => 'timeout=3s',

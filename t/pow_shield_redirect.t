@@ -10,7 +10,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 
 ###############################################################################
 
@@ -19,22 +19,9 @@ my $t = Test::PowShield->new;
 plan skip_all => 'nginx built without ngx_http_ssi_module'
     unless $t->has_module('ssi');
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_difficulty 1;
@@ -84,7 +71,6 @@ http {
             pow_shield_limit 1 1h;
         }
     }
-}
 EOF
 
 $t->write_file('html/idx/index.json', qq({"index":true}\n));

@@ -14,30 +14,17 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :redis);
+use Test::PowShield qw(:pow :redis http_conf);
 use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF');
     pow_shield_secret "replay-ttl-suite-secret-0123456789abcdef";
     %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_difficulty 1;
@@ -55,7 +42,6 @@ http {
             pow_shield_challenge_ttl 1h;
         }
     }
-}
 EOF
 
 my @modes = Test::PowShield::Modes->start($conf,

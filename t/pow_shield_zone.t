@@ -12,33 +12,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 4;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 4);
     pow_shield_secret "zone-suite-secret-0123456789abcdefgh";
     pow_shield_zone SIZE;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 10 1h;
@@ -48,7 +33,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 (my $small = $conf) =~ s/SIZE/32k/;

@@ -15,33 +15,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "zone-full-suite-secret-0123456789abcdef";
     pow_shield_zone 32k;
     %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 1 1d;
@@ -52,7 +37,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
 my @modes = Test::PowShield::Modes->start($conf,

@@ -11,10 +11,17 @@ package Test::PowShield;
 # Only Perl core modules are used.
 #
 #   use FindBin; use lib "$FindBin::Bin/lib";
-#   use Test::PowShield qw(:pow);
+#   use Test::PowShield qw(:pow :util);
 #
 #   my $t = Test::PowShield->new;          # skip_all if nginx/module missing
-#   $t->write_file_expand('nginx.conf', $conf);   # %%TEST_GLOBALS%% etc.
+#   # http_conf: the whole nginx.conf around the inside of http { };
+#   # write_file_expand: its macros (%%TEST_SERVER%%, %%PORT_8080%%, ...)
+#   $t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 2));
+#       server {
+#           %%TEST_SERVER%%
+#           location /api/ { pow_shield_limit 10 1m; }
+#       }
+#   EOF
 #   $t->write_file('html/api/data.json', '{}');
 #   $t->run;                                # or: my ($rc, $out) = $t->test_config
 #   my $r = $t->http_get('/api/data.json', 'X-Client' => 'a');
@@ -51,7 +58,7 @@ my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
     solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
-my @UTIL = qw(answered statuses eventually run_redis_cluster);
+my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster);
 my @REDIS = qw(module_script client_key spent_key);
 our @EXPORT_OK = (@POW, @UTIL, @REDIS);
 our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL, redis => \@REDIS);
@@ -184,6 +191,11 @@ sub read_file {
 # Write a config file after expanding:
 #   %%TEST_GLOBALS%%       load_module, pid, error_log, daemon/master
 #   %%TEST_GLOBALS_HTTP%%  access_log and every *_temp_path
+#   %%TEST_SERVER%%        the test server's first lines, each on a line of
+#                          its own at the macro's indentation: listen
+#                          127.0.0.1:%%PORT_8080%%; server_name localhost;
+#                          root %%TESTDIR%%/html; (that root is nginx's
+#                          default under our prefix, written out)
 #   %%PORT_<n>%%           $self->port(n)
 #   %%TESTDIR%%            the temp directory
 #   %%REDIS_PORT%%         port of the attached Redis
@@ -193,6 +205,7 @@ sub write_file_expand {
 
     $content =~ s/%%TEST_GLOBALS%%/$self->test_globals/ge;
     $content =~ s/%%TEST_GLOBALS_HTTP%%/$self->test_globals_http/ge;
+    $content =~ s/^([ \t]*)%%TEST_SERVER%%[ \t]*$/$1listen 127.0.0.1:%%PORT_8080%%;\n$1server_name localhost;\n\n$1root %%TESTDIR%%\/html;/mg;
     $content =~ s/%%PORT_(\d+)%%/$self->port($1)/ge;
     $content =~ s/%%TESTDIR%%/$self->{dir}/g;
     if ($content =~ /%%REDIS_(?:PORT|PASSWORD|TLS_PORT)%%/) {
@@ -209,6 +222,33 @@ sub write_file_expand {
     }
 
     return $self->write_file($name, $content);
+}
+
+# http_conf($http, %opts): a whole nginx.conf around $http, the inside of
+# its http { } block (indented as there, usually a server { } with
+# %%TEST_SERVER%%), for write_file_expand:
+#
+#   %%TEST_GLOBALS%%
+#   <main>
+#   worker_processes <workers>;
+#   events { <events> }
+#   http {
+#       %%TEST_GLOBALS_HTTP%%
+#       default_type application/json;
+#   <http>}
+#
+#   workers => n     worker_processes (without it, nginx's default: 1)
+#   main => '...'    more directives of the main context (env, ...)
+#   events => '...'  the inside of events { }
+sub http_conf {
+    my ($http, %o) = @_;
+    s/\n?\z/\n/ for grep { defined } @o{qw(main events)};
+    my $c = "%%TEST_GLOBALS%%\n\n";
+    $c .= "$o{main}\n" if defined $o{main};
+    $c .= "worker_processes $o{workers};\n\n" if defined $o{workers};
+    $c .= "events {\n" . ($o{events} // '') . "}\n\n";
+    $c .= "http {\n    %%TEST_GLOBALS_HTTP%%\n\n    default_type application/json;\n\n";
+    return "$c$http}\n";
 }
 
 sub test_globals {
@@ -459,9 +499,9 @@ sub run_redis_cluster {
 # What the module and its Redis share (Test::PowShield::Redis, the tag
 # :redis): module_script($name), the Lua text of a script of the module;
 # client_key($client, @parts) and spent_key($token), its key names.
-*module_script = \&Test::PowShield::Redis::module_script;
-*client_key = \&Test::PowShield::Redis::client_key;
-*spent_key = \&Test::PowShield::Redis::spent_key;
+sub module_script { Test::PowShield::Redis::module_script(@_) }
+sub client_key    { Test::PowShield::Redis::client_key(@_) }
+sub spent_key     { Test::PowShield::Redis::spent_key(@_) }
 
 # Attach a Redis run by another instance, for %%REDIS_PORT%%.
 sub use_redis { $_[0]{redis} = $_[1]; $_[0] }
