@@ -82,8 +82,7 @@ sub new {
     my ($class, %opts) = @_;
 
     my $self = bless {
-        binary => exists $opts{binary} ? $opts{binary}
-            : $ENV{TEST_NGINX_BINARY} || "$REPO/objs/nginx",
+        binary => exists $opts{binary} ? $opts{binary} : default_binary(),
         module => exists $opts{module} ? $opts{module}
             : $ENV{TEST_NGINX_MODULE}
                 || "$REPO/objs/ngx_http_pow_shield_module.so",
@@ -278,6 +277,8 @@ sub test_globals_http {
 
 # Whether the nginx binary was built with an http module (by its short name,
 # e.g. "proxy", "ssi"): standard modules unless --without-http_<m>_module.
+# Also a class method, Test::PowShield->has_module('ssi'): of the binary
+# new() takes by default.
 sub has_module {
     my ($self, $m) = @_;
     my $v = $self->nginx_version_info;
@@ -286,11 +287,15 @@ sub has_module {
     return 1;
 }
 
+my %VERSION_INFO;
 sub nginx_version_info {
     my ($self) = @_;
-    $self->{_V} //= `'$self->{binary}' -V 2>&1` // '';
-    return $self->{_V};
+    my $bin = ref $self ? $self->{binary} : default_binary();
+    return $VERSION_INFO{$bin} //= `'$bin' -V 2>&1` // '';
 }
+
+# TEST_NGINX_BINARY, else <repo>/objs/nginx
+sub default_binary { $ENV{TEST_NGINX_BINARY} || "$REPO/objs/nginx" }
 
 ###############################################################################
 # nginx process control

@@ -15,6 +15,7 @@ package Test::PowShield::Modes;
 #       $m->node(2)->http_get(...);     # the other node (the same in local)
 #       is($r->status, 200, "$m: under the limit");  # "local: ..." / "cluster: ..."
 #       is($m->redis->cmd('GET', $key), 1, "$m: ...") if $m->cluster;
+#       $m->node(1)->write_file_expand('nginx.conf', $m->conf($other_conf));
 #   }
 #   $modes[0]->done_testing;
 #
@@ -60,13 +61,21 @@ sub start {
 
 sub _mode {
     my ($class, $name, $conf, $line, $nodes, %o) = @_;
-    (my $c = $conf) =~ s/%%REDIS%%/$line/g;
+    my $self = bless { name => $name, nodes => $nodes, line => $line }, $class;
     for my $t (@$nodes) {
-        $t->write_file_expand('nginx.conf', $c);
+        $t->write_file_expand('nginx.conf', $self->conf($conf));
         $t->write_file($_, $o{files}{$_}) for sort keys %{$o{files} || {}};
         $t->run;
     }
-    return bless { name => $name, nodes => $nodes }, $class;
+    return $self;
+}
+
+# conf($conf): a configuration as this mode runs it (its %%REDIS%% line),
+# e.g. for a reload: $t->write_file_expand('nginx.conf', $m->conf($new)).
+sub conf {
+    my ($self, $conf) = @_;
+    (my $c = $conf) =~ s/%%REDIS%%/$self->{line}/g;
+    return $c;
 }
 
 sub name    { $_[0]{name} }
