@@ -13,10 +13,9 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA qw(sha256_hex);
 use POSIX qw(ceil);
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -77,11 +76,9 @@ sub get {
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
 
-sub hexkey { unpack 'H*', $_[0] }
-
 sub wkey {
     my ($client, $n, $ms) = @_;
-    return 'pow:{' . hexkey($client) . "}:w:$n:$ms";
+    return client_key($client, 'w', $n, $ms);
 }
 
 sub redis_ms {
@@ -167,7 +164,7 @@ is(get($n1, 'g', undef, %sol2)->status, 409, '... replayed on node A: 409');
 # the spent challenge is a key of its own, kept while any location could
 # accept it: the longest challenge ttl (30 s) plus the 5 s clock allowance
 
-my $spent = 'pow:spent:{' . sha256_hex($sol{'X-PoW-Challenge'}) . '}';
+my $spent = spent_key($sol{'X-PoW-Challenge'});
 is($n1->redis_cmd('EXISTS', $spent), 1, "spent challenge stored as $spent");
 my $ttl = $n1->redis_cmd('TTL', $spent) // -9;
 ok($ttl > 30 && $ttl <= 35,
@@ -226,11 +223,7 @@ SKIP: {
 # (EVALSHA answers NOSCRIPT, the module resends EVAL), and that is not a
 # Redis failure
 
-sub calls {
-    my ($cmd) = @_;
-    my $info = $n1->redis_cmd('INFO', 'commandstats') // '';
-    return $info =~ /^cmdstat_\Q$cmd\E:calls=(\d+)/m ? $1 : 0;
-}
+sub calls { $n1->redis->calls(@_) }
 
 ok(calls('evalsha') > 0, 'the script runs with EVALSHA');
 my $evals = calls('eval');

@@ -40,8 +40,6 @@ EOF
 $t->write_file('html/approx', "{}\n");
 $t->run;
 
-sub hexkey { unpack 'H*', $_[0] }
-
 my @remaining = map {
     my $r = $t->http_get('/approx', 'X-Client' => 'counter');
     [$r->status, $r->header('X-RateLimit-Remaining')];
@@ -49,10 +47,10 @@ my @remaining = map {
 is_deeply(\@remaining, [[200, 2], [200, 1], [200, 0], [429, 0]],
     'approx: three requests pass with the remaining count, the fourth gets 429');
 
-my $hash = 'pow:{' . hexkey('counter') . '}:a:3:60000';
+my $hash = client_key('counter', 'a', 3, 60000);
 is($t->redis_cmd('TYPE', $hash), 'hash', "the client's state is one hash, $hash");
 is_deeply([sort @{$t->redis_cmd('HKEYS', $hash)}], [qw(c i p)], 'of three fields');
-is_deeply($t->redis_cmd('KEYS', 'pow:{' . hexkey('counter') . '}:w:*'), [],
+is_deeply($t->redis_cmd('KEYS', client_key('counter', 'w', '*')), [],
     'and no sorted set');
 
 # The script as the source spells it, checked to be the one loaded.

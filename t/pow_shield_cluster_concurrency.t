@@ -15,7 +15,7 @@ use lib "$FindBin::Bin/lib";
 use IO::Select;
 use IO::Socket::INET;
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -103,7 +103,7 @@ sub count {
     return scalar grep { ($_->status // 'none') eq $want } @rs;
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:20:3600000' }
+sub wkey { client_key($_[0], 'w', 20, 3600000) }
 
 # 60 simultaneous requests of one client, 30 per node, limit 20: exactly 20
 # pass, on whichever worker
@@ -188,7 +188,7 @@ for my $round (1 .. 3) {
     is(count(200, @rs), 250, 'one worker, 600 concurrent, limit 250: 250 pass')
         or diag(join ' ', map { "$_:" . count($_, @rs) } qw(200 429 none 500 503));
     is(count(429, @rs), 350, '... 350 are 429');
-    is($n1->redis_cmd('ZCARD', 'pow:{' . unpack('H*', 'big') . '}:w:250:3600000'),
+    is($n1->redis_cmd('ZCARD', client_key('big', 'w', 250, 3600000)),
         250, '... 250 entries');
     is(scalar(my @l = $big->error_log_lines(qr/pow_shield: redis \S+ unavailable/)),
         0, '... Redis never looked unavailable');

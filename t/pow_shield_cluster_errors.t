@@ -14,7 +14,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -47,7 +47,7 @@ $t->run;
 
 sub get { $t->http_get('/api/data.json', 'X-Client' => $_[0]) }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 # a 4 KB client key: the Redis key holds its hash, not its hex
 

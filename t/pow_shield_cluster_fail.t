@@ -17,7 +17,7 @@ use IO::Socket::INET;
 use Time::HiRes;
 use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -161,7 +161,7 @@ sub head_and_body {
     return $head + ($len // 0);
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 sub down_lines {
     scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/));

@@ -21,7 +21,7 @@ use lib "$FindBin::Bin/lib";
 use IO::Select;
 use IO::Socket::INET;
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -82,7 +82,7 @@ sub send_req {
         . "X-Client: $client\r\n\r\n");
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 sub down_lines {
     scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/));

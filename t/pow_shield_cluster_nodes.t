@@ -15,7 +15,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Metrics qw(scrape metric);
 
 ###############################################################################
@@ -68,27 +68,13 @@ sub request {
         . "X-Client: $client\r\n\r\n");
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:1000:3600000' }
+sub wkey { client_key($_[0], 'w', 1000, 3600000) }
 
 sub slot_of { $r[0]->cmd('CLUSTER', 'KEYSLOT', wkey($_[0])) }
 
-sub owner {
-    my ($slot) = @_;
-    my $map = $r[0]->cmd('CLUSTER', 'SLOTS') || [];
-    for my $range (@$map) {
-        next unless $range->[0] <= $slot && $slot <= $range->[1];
-        my ($i) = grep { $ports[$_] == $range->[2][1] } 0 .. 2;
-        return $i;
-    }
-    return undef;
-}
+sub owner { $r[0]->slot_owner($_[0], @r) }
 
 sub node_id { $r[$_[0]]->cmd('CLUSTER', 'MYID') }
-
-sub asking_calls {
-    my $info = $_[0]->cmd('INFO', 'commandstats') // '';
-    return $info =~ /cmdstat_asking:calls=(\d+)/ ? $1 : 0;
-}
 
 # a client per master
 my %by_shard;
@@ -114,10 +100,10 @@ ok($r[$to]->cmd('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', node_id($from))
     && $r[$from]->cmd('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', node_id($to)),
     "slot $slot half migrated from master $from to master $to");
 
-my $asking_before = asking_calls($r[$to]);
+my $asking_before = $r[$to]->calls('asking');
 is(get($ng, $migrating)->status, 503,
     'a request in a migration that never completes: pow_shield_fail decides');
-my $asks = asking_calls($r[$to]) - $asking_before;
+my $asks = $r[$to]->calls('asking') - $asking_before;
 # 100 ms at 20 ms a TRYAGAIN: about 5 (it was 13: 25 hops whatever the timeout)
 ok($asks >= 1 && $asks <= 7,
     "... after following redirections until its deadline only ($asks ASKING)");

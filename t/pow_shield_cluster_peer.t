@@ -13,53 +13,23 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow http_conf);
+use Test::PowShield qw(:pow :redis http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-# A fake "Redis": answers whatever it is sent with what $reply returns
-# (given what was read).
-sub fake_peer {
-    my ($port, $reply) = @_;
-    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
-        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or die "listen: $!";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        my $sel = IO::Select->new($listen);
-        while (1) {
-            for my $s ($sel->can_read(1)) {
-                if ($s == $listen) {
-                    $sel->add($listen->accept);
-                    next;
-                }
-                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
-                syswrite($s, $reply->($buf));
-            }
-        }
-        POSIX::_exit(0);
-    }
-    close $listen;
-    return $pid;
-}
-
 # a reply that never ends: a 200 MB bulk string, 2 MB of it sent
-my $big = fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
+fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
 # not RESP at all (an HTTP server on the Redis port)
-my $http = fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
+fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
 # a proper handshake (SCRIPT LOAD answered with a SHA), then 60,000 nested
 # arrays (240 KB) for the script call
-my $deep = fake_peer($t->port(8093), sub {
+fake_peer($t->port(8093), sub {
     return $_[0] =~ /SCRIPT/ ? "\$40\r\n" . ('0' x 40) . "\r\n"
         : ("*1\r\n" x 60000) . ":1\r\n";
 });
-
-END { kill 'KILL', grep { $_ } $big, $http, $deep }
 
 $t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-peer-suite-secret-0123456789ab";

@@ -17,7 +17,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -104,7 +104,7 @@ sub get {
 
 sub four { my ($t, $client) = @_; statuses(map { get($t, $client) } 1 .. 4) }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 sub lines { scalar(my @l = $_[0]->error_log_lines($_[1])) }
 

@@ -229,6 +229,50 @@ sub calls {
     return $n;
 }
 
+# Redis Cluster: slot_owner($slot, @nodes) is the index in @nodes (this
+# node's cluster, one Test::PowShield::Redis per master) of the master that
+# serves $slot in this node's CLUSTER SLOTS, undef if none does.
+sub slot_owner {
+    my ($self, $slot, @nodes) = @_;
+    for my $range (@{$self->cmd('CLUSTER', 'SLOTS') || []}) {
+        next unless $range->[0] <= $slot && $slot <= $range->[1];
+        my ($i) = grep { $nodes[$_]->port == $range->[2][1] } 0 .. $#nodes;
+        return $i;
+    }
+    return undef;
+}
+
+# fake_peer($port, $reply): a fake "Redis" listening on 127.0.0.1:$port,
+# in a process of its own until the test file ends: whatever a client
+# sends, it answers with $reply (a string, or a sub given what it read
+# that returns the answer).  Returns its pid.
+my @FAKE_PEERS;
+sub fake_peer {
+    my ($port, $reply) = @_;
+    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
+        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or croak "listen: $!";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        my $sel = IO::Select->new($listen);
+        while (1) {
+            for my $s ($sel->can_read(1)) {
+                if ($s == $listen) {
+                    $sel->add($listen->accept);
+                    next;
+                }
+                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
+                syswrite($s, ref $reply ? $reply->($buf) : $reply);
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    push @FAKE_PEERS, $pid;
+    return $pid;
+}
+
+END { CORE::kill 'KILL', @FAKE_PEERS if @FAKE_PEERS }
+
 # The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
 # client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
 # (client_key('a', 's') the strikes of client "a", client_key('a', 'w',
