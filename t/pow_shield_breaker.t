@@ -477,7 +477,7 @@ for my $m (@modes) {
             "$m: Redis down, fail local: the zone counts strikes and blocks the 6th offence");
         is($r[5]->header('X-Strikes'), 5, "$m: fail local: 5 strikes in the zone");
         is($r[6]->header('X-PoW-Shield'), 'blocked', "$m: fail local: X-PoW-Shield: blocked");
-        ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/),
+        ok($t->redis_unavailable_count,
             "$m: fail local: (premise) Redis was unavailable");
 
         is(get($t, 'six', 'api')->status, 403,

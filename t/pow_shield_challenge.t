@@ -361,8 +361,7 @@ ok(!$t->error_log_lines(qr{\[warn\].*"GET /quiet/data\.json}),
 
 get('once', '/quiet/data.json?once');
 get('once', '/quiet/data.json?once');
-is(scalar(my @l = $t->error_log_lines(
-        qr{pow_shield.*"GET /quiet/data\.json\?once })), 1,
+is($t->error_log_count(qr{pow_shield.*"GET /quiet/data\.json\?once }), 1,
     'one log line for one rejected request');
 
 ###############################################################################

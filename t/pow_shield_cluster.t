@@ -86,12 +86,6 @@ sub redis_ms {
     return $t->[0] * 1000 + int($t->[1] / 1000);
 }
 
-sub unavailable_lines {
-    my ($t) = @_;
-    return scalar(my @l = $t->error_log_lines(
-        qr/pow_shield: redis \S+ unavailable/));
-}
-
 # Redis connections of the nodes' workers (the harness's own connection
 # runs CLIENT LIST)
 sub worker_conns {
@@ -227,8 +221,8 @@ sub calls { $n1->redis->calls(@_) }
 
 ok(calls('evalsha') > 0, 'the script runs with EVALSHA');
 my $evals = calls('eval');
-my $before_a = unavailable_lines($n1);
-my $before_b = unavailable_lines($n2);
+my $before_a = $n1->redis_unavailable_count;
+my $before_b = $n2->redis_unavailable_count;
 is($n1->redis_cmd('SCRIPT', 'FLUSH'), 'OK', 'SCRIPT FLUSH');
 @r = (get($n1, 'f'), get($n2, 'f'), get($n1, 'f'), get($n2, 'f'));
 is(join(' ', map { $_->status // 'none' } @r), '200 200 200 429',
@@ -237,7 +231,7 @@ is($r[2]->header('X-RateLimit-Remaining'), 0, 'after SCRIPT FLUSH: Remaining 0')
 is($n1->redis_cmd('ZCARD', wkey('f', 3, 3600000)), 3,
     'after SCRIPT FLUSH: 3 entries in Redis');
 ok(calls('eval') > $evals, 'after NOSCRIPT the module sent EVAL');
-is(unavailable_lines($n1) + unavailable_lines($n2), $before_a + $before_b,
+is($n1->redis_unavailable_count + $n2->redis_unavailable_count, $before_a + $before_b,
     'NOSCRIPT is not logged as Redis being unavailable');
 
 # the script is cached again: later requests work without a reload
@@ -266,7 +260,7 @@ is($r->header('X-RateLimit-Remaining'), 0, 'after reload: the count went on');
 is(get($n1, 'rl')->status, 429, 'after reload: the 4th is 429');
 is($n1->redis_cmd('ZCARD', wkey('rl', 3, 3600000)), 3,
     'after reload: still 3 entries in Redis');
-is(unavailable_lines($n1), $before_a,
+is($n1->redis_unavailable_count, $before_a,
     'reload: no "unavailable" line (old workers closed, new ones connected)');
 ok(eventually(5, sub { worker_conns() == 4 }),
     'after reload: 4 connections again (old workers closed theirs)')

@@ -437,6 +437,22 @@ sub error_log_lines {
     return $re ? grep { $_ =~ $re } @lines : @lines;
 }
 
+# How many lines of error.log match a regex.
+sub error_log_count {
+    my ($self, $re) = @_;
+    return scalar(my @l = $self->error_log_lines($re));
+}
+
+# How many times error.log says a Redis became unavailable, and that one is
+# available again (the module logs each transition once).
+sub redis_unavailable_count {
+    $_[0]->error_log_count(qr/pow_shield: redis \S+ unavailable/);
+}
+
+sub redis_available_again_count {
+    $_[0]->error_log_count(qr/pow_shield: redis \S+ is available again/);
+}
+
 sub allow_emerg { $_[0]{allow_emerg} = defined $_[1] ? $_[1] : 1; $_[0] }
 
 # Don't report [alert] lines matching this regex at the end.
