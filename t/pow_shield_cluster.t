@@ -16,6 +16,7 @@ use lib "$FindBin::Bin/lib";
 use POSIX qw(ceil);
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
@@ -53,21 +54,13 @@ my $conf = http_conf(<<"EOF", workers => 2);
     }
 EOF
 
-my $n1 = Test::PowShield->new->require_redis;
-$n1->run_redis;
-my $n2 = Test::PowShield->new;
-$n2->use_redis($n1->redis);
-
-my $cache = $n1->has_module('proxy')
+my $cache = Test::PowShield->has_module('proxy')
     ? 'proxy_cache_path %%TESTDIR%%/cache keys_zone=pscache:1m;' : '';
 $conf =~ s/CACHE/$cache/;
 
-for my $t ($n1, $n2) {
-    $t->write_file_expand('nginx.conf', $conf);
-    $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
-        for qw(api slide plain);
-    $t->run;
-}
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api slide plain);
+my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
+    files => \%files)->nodes;
 
 ###############################################################################
 

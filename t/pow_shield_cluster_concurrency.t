@@ -16,6 +16,7 @@ use IO::Select;
 use IO::Socket::INET;
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::Modes;
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -43,16 +44,8 @@ my $conf = http_conf(<<'EOF', workers => 2);
     }
 EOF
 
-my $n1 = Test::PowShield->new->require_redis;
-$n1->run_redis;
-my $n2 = Test::PowShield->new;
-$n2->use_redis($n1->redis);
-
-for my $t ($n1, $n2) {
-    $t->write_file_expand('nginx.conf', $conf);
-    $t->write_file('html/api/data.json', qq({"ok":true}\n));
-    $t->run;
-}
+my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
+    files => { 'html/api/data.json' => qq({"ok":true}\n) })->nodes;
 
 ###############################################################################
 

@@ -16,6 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
@@ -39,16 +40,8 @@ my $conf = http_conf(<<'EOF', workers => 1);
     }
 EOF
 
-my $n1 = Test::PowShield->new->require_redis;
-$n1->run_redis;
-my $n2 = Test::PowShield->new;
-$n2->use_redis($n1->redis);
-
-for my $t ($n1, $n2) {
-    $t->write_file_expand('nginx.conf', $conf);
-    $t->write_file('html/api/data.json', '{"ok":true}');
-    $t->run;
-}
+my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
+    files => { 'html/api/data.json' => '{"ok":true}' })->nodes;
 
 ###############################################################################
 

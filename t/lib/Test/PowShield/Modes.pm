@@ -44,19 +44,41 @@ use overload '""' => sub { $_[0]{name} }, fallback => 1;
 sub start {
     my ($class, $conf, %o) = @_;
     croak "%%REDIS%% missing from the configuration" unless $conf =~ /%%REDIS%%/;
-    my $line = 'pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%%'
-        . (length($o{redis} // '') ? " $o{redis}" : '') . ';';
 
     my @modes = ($class->_mode('local', $conf, '', [Test::PowShield->new], %o));
     if (Test::PowShield::Redis->available) {
-        my @nodes = map { Test::PowShield->new } 1 .. ($o{nodes} // 1);
-        my $redis = $nodes[0]->run_redis;
-        $_->use_redis($redis) for @nodes[1 .. $#nodes];
-        push @modes, $class->_mode('cluster', $conf, $line, \@nodes, %o);
+        push @modes, $class->_mode('cluster', $conf, _line(%o), _nodes(%o), %o);
     } else {
         Test::More::diag('redis-server not found: cluster mode skipped');
     }
     return @modes;
+}
+
+# Test::PowShield::Modes->cluster_only($conf, %opts): cluster mode alone, for
+# what only cluster mode has (skip_all without redis-server): the nodes on
+# one Redis (run by the first), started.  $conf names that Redis with
+# %%REDIS_PORT%% on a pow_shield_redis line of its own (or with %%REDIS%%);
+# the options are start()'s.
+sub cluster_only {
+    my ($class, $conf, %o) = @_;
+    Test::PowShield->require_redis;
+    return $class->_mode('cluster', $conf, _line(%o), _nodes(%o), %o);
+}
+
+# cluster mode's pow_shield_redis line
+sub _line {
+    my (%o) = @_;
+    return 'pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%%'
+        . (length($o{redis} // '') ? " $o{redis}" : '') . ';';
+}
+
+# cluster mode's nodes: the first runs the Redis they share
+sub _nodes {
+    my (%o) = @_;
+    my @nodes = map { Test::PowShield->new } 1 .. ($o{nodes} // 1);
+    my $redis = $nodes[0]->run_redis;
+    $_->use_redis($redis) for @nodes[1 .. $#nodes];
+    return \@nodes;
 }
 
 sub _mode {
