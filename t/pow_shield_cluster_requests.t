@@ -103,12 +103,9 @@ sub redis_calls { $t->redis->calls(qw(evalsha eval script select auth)) }
     get('rt-exempt', undef, 'X-Exempt' => 'yes') for 1 .. 3;
     is($t->http_get('/plain/data.json')->status, 200, 'unshielded: 200') for 1 .. 2;
     is(redis_calls() - $c0, 0, 'exempt and unshielded requests: no Redis command');
-    my $r = get('rt');
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
+    my %sol = solution(get('rt'));
     $c0 = redis_calls();
-    $r = get('rt', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    my $r = get('rt', undef, %sol);
     is($r->status, 200, 'solved: 200');
     is(redis_calls() - $c0, 2, 'a solved request: 2 commands (window, spend)');
 }
@@ -156,19 +153,15 @@ sub redis_calls { $t->redis->calls(qw(evalsha eval script select auth)) }
 # a wrong nonce: 422, no store write, the challenge is not burned
 
 {
-    my $r = (map { get('wrong') } 1 .. 4)[-1];
-    is($r->status, 429, 'over the limit: 429');
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
+    my $c = (map { get('wrong') } 1 .. 4)[-1];
+    is($c->status, 429, 'over the limit: 429');
     my $spent_before = scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []};
-    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => wrong_nonce($p->{salt} // '', 1));
+    my $r = get('wrong', undef, solution($c, wrong => 1));
     is($r->status, 422, 'wrong nonce: 422');
     ok($r->header('X-PoW-Challenge'), '422 carries a fresh challenge');
     is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before,
         'wrong nonce: nothing written to Redis');
-    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    $r = get('wrong', undef, solution($c));
     is($r->status, 200, 'then the right nonce for the same challenge: 200');
     is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before + 1,
         'the solution is spent in Redis');

@@ -60,10 +60,7 @@ $r = $t->http_get('/api/data.json');
 is($r->status, 429, 'request 3: 429');
 is(($r->json || {})->{error}, 'PoW challenge required', '429: challenge body');
 
-my $token = $r->header('X-PoW-Challenge');
-my $p = (decode_token($token // '') || {})->{payload} || {};
-$r = $t->http_get('/api/data.json', 'X-PoW-Challenge' => $token,
-    'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
+$r = $t->http_get('/api/data.json', solution($r));
 is($r->status, 200, 'solved challenge: 200');
 
 ###############################################################################

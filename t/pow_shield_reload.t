@@ -57,11 +57,8 @@ is(get('half')->header('X-RateLimit-Remaining'), 1, 'half: 1 remaining');
 
 get('replay') for 1 .. 2;
 my $r = get('replay');
-my $token = $r->header('X-PoW-Challenge');
-my $p = (decode_token($token // '') || {})->{payload} || {};
-my $nonce = solve($p->{salt} // '', 1);
-is(get('replay', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce)
-    ->status, 200, 'challenge solved before the reload');
+my %sol = solution($r);
+is(get('replay', %sol)->status, 200, 'challenge solved before the reload');
 
 my @workers = $t->worker_pids;
 ok($t->reload, 'reload (HUP), same zone size');
@@ -80,7 +77,7 @@ is($r->header('X-RateLimit-Remaining'), 0,
 
 # the replay cache survives
 
-$r = get('replay', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce);
+$r = get('replay', %sol);
 is($r->status, 409, 'solution spent before the reload: 409 after it');
 
 # and a second reload

@@ -58,10 +58,7 @@ sub get {
 sub solved {
     my ($t, $client) = @_;
     get($t, $client);
-    my $token = get($t, $client)->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    return solution(get($t, $client));
 }
 
 sub fill_and_replay {
