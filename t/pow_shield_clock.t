@@ -25,8 +25,8 @@ plan(skip_all => 'libfaketime not found (Debian: libfaketime)')
 my $t = Test::PowShield->new;
 
 # workers keep only the environment named here; libfaketime reads it
-my $env = join '', map { "env $_;\n" }
-    qw(FAKETIME_TIMESTAMP_FILE FAKETIME_NO_CACHE FAKETIME_DONT_FAKE_MONOTONIC DONT_FAKE_MONOTONIC);
+my $env = join '', map { "env $_;\n" } qw(FAKETIME_TIMESTAMP_FILE
+    FAKETIME_NO_CACHE FAKETIME_DONT_FAKE_MONOTONIC DONT_FAKE_MONOTONIC);
 
 $t->write_file_expand('nginx.conf', http_conf(<<'EOF', main => $env));
     pow_shield_secret "clock-suite-secret-0123456789abcdefgh";

@@ -129,7 +129,8 @@ my $bad_ca = node(Test::PowShield->new, $redis,
 is(four($bad_ca, 'tls-b'), '503 503 503 503',
     'wrong CA: Redis is refused, pow_shield_fail decides (closed: 503)');
 is($redis->cmd('EXISTS', wkey('tls-b')), 0, '... nothing reached Redis');
-is($bad_ca->error_log_count(qr/redis \S+ unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/), 1,
+is($bad_ca->error_log_count(
+        qr/redis \S+ unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/), 1,
     '... logged once, with OpenSSL\'s reason');
 
 # the name checked is the URL's host (127.0.0.1) unless tls_name= says otherwise
@@ -171,7 +172,8 @@ is(four($unverified, 'tls-d'), '200 200 200 429',
 my $anonymous = node($t_mtls, $redis_mtls, "tls_ca=$dir/ca.pem", 'tls_name=redis.test');
 is(four($anonymous, 'tls-e'), '503 503 503 503',
     'mutual TLS required, no client certificate: refused');
-is($anonymous->error_log_count(qr/redis \S+ unavailable \(.*(?:certificate|closed|alert|SSL)/i), 1,
+is($anonymous->error_log_count(
+        qr/redis \S+ unavailable \(.*(?:certificate|closed|alert|SSL)/i), 1,
     '... logged once, with the reason');
 
 my $mutual = node(Test::PowShield->new, $redis_mtls, "tls_ca=$dir/ca.pem",
@@ -195,7 +197,8 @@ is(four($clustered, 'tls-h'), '200 200 200 429',
     'rediss:// with cluster: the map read and the limit counted over TLS');
 is($redis_cl->cmd('ZCARD', wkey('tls-h')), 3, '... in the cluster');
 my $tls_port = $redis_cl->tls_port;
-is($clustered->error_log_count(qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
+is($clustered->error_log_count(
+        qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
     '... whose node is announced with its TLS port');
 
 # without tls_name=, each cluster node is checked against the address it

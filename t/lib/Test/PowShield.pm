@@ -204,7 +204,8 @@ sub write_file_expand {
 
     $content =~ s/%%TEST_GLOBALS%%/$self->test_globals/ge;
     $content =~ s/%%TEST_GLOBALS_HTTP%%/$self->test_globals_http/ge;
-    $content =~ s/^([ \t]*)%%TEST_SERVER%%[ \t]*$/$1listen 127.0.0.1:%%PORT_8080%%;\n$1server_name localhost;\n\n$1root %%TESTDIR%%\/html;/mg;
+    $content =~ s{^([ \t]*)%%TEST_SERVER%%[ \t]*$}
+        {$1listen 127.0.0.1:%%PORT_8080%%;\n$1server_name localhost;\n\n$1root %%TESTDIR%%/html;}mg;
     $content =~ s/%%PORT_(\d+)%%/$self->port($1)/ge;
     $content =~ s/%%TESTDIR%%/$self->{dir}/g;
     if ($content =~ /%%REDIS_(?:PORT|PASSWORD|TLS_PORT)%%/) {
