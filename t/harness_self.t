@@ -13,7 +13,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Digest::SHA qw(sha256_hex hmac_sha256);
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -93,9 +93,37 @@ if (defined $t->module) {
     unlike($text, qr/load_module/, 'no load_module without a module');
 }
 
+# http_conf(): the preamble around an http block; %%TEST_SERVER%%: the
+# test server's listen, name and root, at the macro's indentation
+
+my %preamble = (workers => 2, main => 'worker_rlimit_nofile 512;',
+    events => 'worker_connections 64;');
+$t->write_file_expand('wrapped.conf', http_conf(<<'EOF', %preamble));
+    server {
+        %%TEST_SERVER%%
+    }
+EOF
+my $wrapped = $t->read_file('wrapped.conf');
+my $dir = $t->testdir;
+like($wrapped, qr/\A\Q${\$t->test_globals}\E/, 'http_conf: the globals first');
+like($wrapped, qr/^worker_rlimit_nofile 512;\n+worker_processes 2;\n+events \{\n/m,
+    'http_conf: main, workers, events');
+like($wrapped, qr/^events \{\nworker_connections 64;\n\}\n+http \{\n/m,
+    'http_conf: the inside of events');
+my $http_globals = $t->test_globals_http;
+like($wrapped, qr/^http \{\n    \Q$http_globals\E\n+    default_type application\/json;\n/m,
+    'http_conf: http opens with the http globals and default_type');
+my $port = $t->port(8080);
+my $server = "        listen 127.0.0.1:$port;\n        server_name localhost;\n\n"
+    . "        root $dir/html;\n    }\n}\n";
+is(substr($wrapped, -length $server), $server,
+    '%%TEST_SERVER%%: listen, server_name, root; http closed after the block');
+my ($rc, $out) = $t->test_config('wrapped.conf');
+is($rc, 0, 'nginx -t accepts an http_conf config') or diag($out);
+
 # test_config(): a valid config passes
 
-my ($rc, $out) = $t->test_config;
+($rc, $out) = $t->test_config;
 is($rc, 0, 'nginx -t accepts the config') or diag($out);
 
 # test_config(): an invalid config fails with file:line

@@ -11,7 +11,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -19,24 +19,11 @@ my $SECRET = 'challenge-suite-secret-0123456789abcdef';
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF"));
     pow_shield_secret "$SECRET";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -96,7 +83,6 @@ http {
             return 200 '{"backend":true}';
         }
     }
-}
 EOF
 
 for my $dir (qw(api hard quiet fast bare tiny minute)) {
@@ -375,8 +361,7 @@ ok(!$t->error_log_lines(qr{\[warn\].*"GET /quiet/data\.json}),
 
 get('once', '/quiet/data.json?once');
 get('once', '/quiet/data.json?once');
-is(scalar(my @l = $t->error_log_lines(
-        qr{pow_shield.*"GET /quiet/data\.json\?once })), 1,
+is($t->error_log_count(qr{pow_shield.*"GET /quiet/data\.json\?once }), 1,
     'one log line for one rejected request');
 
 ###############################################################################

@@ -52,24 +52,11 @@ if ($tls) {
 # Only the test's CA, whatever the environment says.
 delete @ENV{qw(SSL_CERT_FILE SSL_CERT_DIR)};
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF');
     log_format cli '$http_x_client $status $pow_shield_result';
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
         access_log %%TESTDIR%%/cli.log cli;
 
         pow_shield_key $http_x_client;
@@ -109,7 +96,6 @@ http {
         }
     }
 %%TLS_SERVERS%%
-}
 EOF
 
 my $tls_servers = <<'EOF';

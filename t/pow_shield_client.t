@@ -13,23 +13,13 @@ use lib "$FindBin::Bin/lib";
 
 use IO::Socket::UNIX;
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     log_format client '$uri $pow_shield_client';
 
     server {
@@ -60,7 +50,6 @@ http {
             return 200 "$pow_shield_client";
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', '{}');

@@ -12,7 +12,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -24,30 +24,15 @@ plan(skip_all => 'libfaketime not found (Debian: libfaketime)')
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
 # workers keep only the environment named here; libfaketime reads it
-env FAKETIME_TIMESTAMP_FILE;
-env FAKETIME_NO_CACHE;
-env FAKETIME_DONT_FAKE_MONOTONIC;
-env DONT_FAKE_MONOTONIC;
+my $env = join '', map { "env $_;\n" } qw(FAKETIME_TIMESTAMP_FILE
+    FAKETIME_NO_CACHE FAKETIME_DONT_FAKE_MONOTONIC DONT_FAKE_MONOTONIC);
 
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', main => $env));
     pow_shield_secret "clock-suite-secret-0123456789abcdefgh";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             # two at once, then one more every second
@@ -55,7 +40,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));

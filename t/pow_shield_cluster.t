@@ -13,28 +13,16 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA qw(sha256_hex);
 use POSIX qw(ceil);
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
 my $SECRET = 'cluster-suite-secret-0123456789abcdef';
 
-my $conf = <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<"EOF", workers => 2);
     pow_shield_secret "$SECRET";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=1s;
 
@@ -43,10 +31,7 @@ http {
     CACHE
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -67,24 +52,15 @@ http {
         location /plain/ {
         }
     }
-}
 EOF
 
-my $n1 = Test::PowShield->new->require_redis;
-$n1->run_redis;
-my $n2 = Test::PowShield->new;
-$n2->use_redis($n1->redis);
-
-my $cache = $n1->has_module('proxy')
+my $cache = Test::PowShield->has_module('proxy')
     ? 'proxy_cache_path %%TESTDIR%%/cache keys_zone=pscache:1m;' : '';
 $conf =~ s/CACHE/$cache/;
 
-for my $t ($n1, $n2) {
-    $t->write_file_expand('nginx.conf', $conf);
-    $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n))
-        for qw(api slide plain);
-    $t->run;
-}
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api slide plain);
+my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
+    files => \%files)->nodes;
 
 ###############################################################################
 
@@ -93,22 +69,14 @@ sub get {
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
 
-sub hexkey { unpack 'H*', $_[0] }
-
 sub wkey {
     my ($client, $n, $ms) = @_;
-    return 'pow:{' . hexkey($client) . "}:w:$n:$ms";
+    return client_key($client, 'w', $n, $ms);
 }
 
 sub redis_ms {
     my $t = $n1->redis_cmd('TIME') or return undef;
     return $t->[0] * 1000 + int($t->[1] / 1000);
-}
-
-sub unavailable_lines {
-    my ($t) = @_;
-    return scalar(my @l = $t->error_log_lines(
-        qr/pow_shield: redis \S+ unavailable/));
 }
 
 # Redis connections of the nodes' workers (the harness's own connection
@@ -183,7 +151,7 @@ is(get($n1, 'g', undef, %sol2)->status, 409, '... replayed on node A: 409');
 # the spent challenge is a key of its own, kept while any location could
 # accept it: the longest challenge ttl (30 s) plus the 5 s clock allowance
 
-my $spent = 'pow:spent:{' . sha256_hex($sol{'X-PoW-Challenge'}) . '}';
+my $spent = spent_key($sol{'X-PoW-Challenge'});
 is($n1->redis_cmd('EXISTS', $spent), 1, "spent challenge stored as $spent");
 my $ttl = $n1->redis_cmd('TTL', $spent) // -9;
 ok($ttl > 30 && $ttl <= 35,
@@ -242,16 +210,12 @@ SKIP: {
 # (EVALSHA answers NOSCRIPT, the module resends EVAL), and that is not a
 # Redis failure
 
-sub calls {
-    my ($cmd) = @_;
-    my $info = $n1->redis_cmd('INFO', 'commandstats') // '';
-    return $info =~ /^cmdstat_\Q$cmd\E:calls=(\d+)/m ? $1 : 0;
-}
+sub calls { $n1->redis->calls(@_) }
 
 ok(calls('evalsha') > 0, 'the script runs with EVALSHA');
 my $evals = calls('eval');
-my $before_a = unavailable_lines($n1);
-my $before_b = unavailable_lines($n2);
+my $before_a = $n1->redis_unavailable_count;
+my $before_b = $n2->redis_unavailable_count;
 is($n1->redis_cmd('SCRIPT', 'FLUSH'), 'OK', 'SCRIPT FLUSH');
 @r = (get($n1, 'f'), get($n2, 'f'), get($n1, 'f'), get($n2, 'f'));
 is(join(' ', map { $_->status // 'none' } @r), '200 200 200 429',
@@ -260,7 +224,7 @@ is($r[2]->header('X-RateLimit-Remaining'), 0, 'after SCRIPT FLUSH: Remaining 0')
 is($n1->redis_cmd('ZCARD', wkey('f', 3, 3600000)), 3,
     'after SCRIPT FLUSH: 3 entries in Redis');
 ok(calls('eval') > $evals, 'after NOSCRIPT the module sent EVAL');
-is(unavailable_lines($n1) + unavailable_lines($n2), $before_a + $before_b,
+is($n1->redis_unavailable_count + $n2->redis_unavailable_count, $before_a + $before_b,
     'NOSCRIPT is not logged as Redis being unavailable');
 
 # the script is cached again: later requests work without a reload
@@ -289,7 +253,7 @@ is($r->header('X-RateLimit-Remaining'), 0, 'after reload: the count went on');
 is(get($n1, 'rl')->status, 429, 'after reload: the 4th is 429');
 is($n1->redis_cmd('ZCARD', wkey('rl', 3, 3600000)), 3,
     'after reload: still 3 entries in Redis');
-is(unavailable_lines($n1), $before_a,
+is($n1->redis_unavailable_count, $before_a,
     'reload: no "unavailable" line (old workers closed, new ones connected)');
 ok(eventually(5, sub { worker_conns() == 4 }),
     'after reload: 4 connections again (old workers closed theirs)')

@@ -1,8 +1,8 @@
 #!/usr/bin/perl
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
-# sliding-window counter (docs/directives.md "pow_shield_limit",
-# core/src/redis/scripts.rs APPROX_SCRIPT): one small hash per client instead
+# sliding-window counter (docs/directives.md "pow_shield_limit", the
+# module's APPROX_SCRIPT): one small hash per client instead
 # of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
@@ -16,43 +16,29 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha1_hex);
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(:redis http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-approx-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
     pow_shield_key \$http_x_client;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location = /approx {
             pow_shield_limit 3 1m approx;
         }
     }
-}
 EOF
 
 $t->write_file('html/approx', "{}\n");
 $t->run;
-
-sub hexkey { unpack 'H*', $_[0] }
 
 my @remaining = map {
     my $r = $t->http_get('/approx', 'X-Client' => 'counter');
@@ -61,28 +47,16 @@ my @remaining = map {
 is_deeply(\@remaining, [[200, 2], [200, 1], [200, 0], [429, 0]],
     'approx: three requests pass with the remaining count, the fourth gets 429');
 
-my $hash = 'pow:{' . hexkey('counter') . '}:a:3:60000';
+my $hash = client_key('counter', 'a', 3, 60000);
 is($t->redis_cmd('TYPE', $hash), 'hash', "the client's state is one hash, $hash");
 is_deeply([sort @{$t->redis_cmd('HKEYS', $hash)}], [qw(c i p)], 'of three fields');
-is_deeply($t->redis_cmd('KEYS', 'pow:{' . hexkey('counter') . '}:w:*'), [],
+is_deeply($t->redis_cmd('KEYS', client_key('counter', 'w', '*')), [],
     'and no sorted set');
 
 # The script as the source spells it, checked to be the one loaded.
-sub script {
-    my ($name) = @_;
-    open my $fh, '<', "$Test::PowShield::REPO/core/src/redis/scripts.rs" or die "scripts.rs: $!";
-    my $src = do { local $/; <$fh> };
-    my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
-    my ($body) = $src =~ /pub const \Q$name\E: &str = concat!\((.*?)\);\n/s or die "no $name";
-    my $out = '';
-    while ($body =~ /\G\s*(?:r#"(.*?)"#|breaker_lua!\(\))\s*,?/gsc) {
-        $out .= defined $1 ? $1 : $zone;
-    }
-    return $out;
-}
-my $script = script('APPROX_SCRIPT');
+my $script = module_script('APPROX_SCRIPT');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from scripts.rs is the one the module loaded');
+    'the script read from the source is the one the module loaded');
 
 # TIME answers what the hash "test:clock" holds.
 my $clocked = "local real = redis\n"

@@ -12,34 +12,19 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 2));
     pow_shield_secret "cluster-block-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -54,7 +39,6 @@ http {
             pow_shield_trap;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', '{"ok":true}');
@@ -66,12 +50,7 @@ sub api  { $t->http_get('/api/data.json', 'X-Client' => $_[0]) }
 sub trap { $t->http_get('/trap', 'X-Client' => $_[0]) }
 
 # calls of our scripts so far (EVALSHA, or EVAL after a script flush)
-sub script_calls {
-    my $info = $t->redis_cmd('INFO', 'commandstats') // '';
-    my $n = 0;
-    $n += $1 while $info =~ /^cmdstat_eval(?:sha)?:calls=(\d+)/mg;
-    return $n;
-}
+sub script_calls { $t->redis->calls(qw(evalsha eval)) }
 
 is(api('warm')->status, 200, 'Redis answers');
 
@@ -97,7 +76,7 @@ is(script_calls() - $before, 1, '... with one script call');
 # the block ends with Redis's (3 s after the last strike)
 ok(eventually(8, sub { api('c')->status == 200 }),
     'the block ends when it ends in Redis');
-is($t->redis_cmd('EXISTS', 'pow:{' . unpack('H*', 'c') . '}:s'), 0,
+is($t->redis_cmd('EXISTS', client_key('c', 's')), 0,
     'Redis forgot the strikes too');
 
 $t->done_testing;

@@ -29,19 +29,7 @@ my $BURST = $CONNS * $STREAMS;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-burst-suite-secret-0123456789ab";
     # far beyond the test: the commands within the cap wait for Redis
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=60s;
@@ -72,7 +60,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 for my $dir (qw(open closed)) {
     $t->write_file("html/$dir/$_", '{"ok":true}') for qw(data.json warm.json);

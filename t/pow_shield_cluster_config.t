@@ -12,37 +12,24 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 use Test::PowShield::ConfigCases;
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-my $template = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
+my $template = http_conf(<<'EOF');
     pow_shield_secret "cluster-config-suite-secret-0123456789";
 HTTP
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 SERVER
         location / {
             pow_shield_limit 10 1m;
 LOCATION
         }
     }
-}
 EOF
 
 my $cases = Test::PowShield::ConfigCases->new($t, $template);

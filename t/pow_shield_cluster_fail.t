@@ -17,27 +17,15 @@ use IO::Socket::INET;
 use Time::HiRes;
 use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
 # one worker: "once per transition" means exactly one line
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     # This suite is about pow_shield_fail, not the circuit breaker (whose
     # blocks, made by the fallback while Redis is down, hold until they end).
     pow_shield_strikes off;
@@ -46,10 +34,7 @@ http {
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%%;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -98,7 +83,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
 $t->write_file_expand('nginx.conf', $conf);
@@ -177,23 +161,14 @@ sub head_and_body {
     return $head + ($len // 0);
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
-
-sub down_lines {
-    scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/));
-}
-
-sub up_lines {
-    scalar(my @l = $t->error_log_lines(
-        qr/pow_shield: redis \S+ is available again/));
-}
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 # Redis up: Redis decides
 
 my $r = get('local', 'up');
 is($r->status, 200, 'Redis up: 200');
 is($t->redis_cmd('ZCARD', wkey('up')), 1, 'Redis up: counted in Redis');
-is(down_lines(), 0, 'Redis up: no "unavailable" line');
+is($t->redis_unavailable_count, 0, 'Redis up: no "unavailable" line');
 
 # Redis killed
 
@@ -294,12 +269,12 @@ ok(scalar(@all) > 30, 'premise: many requests while Redis was down');
 
 Time::HiRes::sleep(1);      # several reconnect attempts (100 ms, doubling)
 get('open', 'O') for 1 .. 5;
-is(down_lines(), 1, 'the failure is logged once (one worker), not per request');
+is($t->redis_unavailable_count, 1, 'the failure is logged once (one worker), not per request');
 my ($line) = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/);
 like($line // '', qr/127\.0\.0\.1:\d+/, 'the line names the Redis address');
 like($line // '', qr/\(.+\)/, 'the line gives the reason')
     or diag($line);
-is(up_lines(), 0, 'no recovery logged yet');
+is($t->redis_available_again_count, 0, 'no recovery logged yet');
 
 # Redis restarted on the same port: Redis decides again within seconds
 
@@ -308,7 +283,7 @@ ok(eventually(10, sub {
         get('local', 'back');
         $t->redis_cmd('EXISTS', wkey('back'));
     }), 'Redis restarted: requests are counted in Redis again');
-is(up_lines(), 1, 'recovery logged once ("is available again")');
+is($t->redis_available_again_count, 1, 'recovery logged once ("is available again")');
 
 # the client exhausted in the local bucket is decided by Redis again (the
 # restarted Redis knows nothing of it)
@@ -327,13 +302,13 @@ ok(get('open', 'O2')->has_header('X-RateLimit-Limit'),
 
 $t->kill_redis;
 get('open', "second-$_") for 1 .. 10;
-is(down_lines(), 2, 'second outage: one more "unavailable" line');
+is($t->redis_unavailable_count, 2, 'second outage: one more "unavailable" line');
 $t->restart_redis;
 ok(eventually(10, sub {
         get('local', 'back2');
         $t->redis_cmd('EXISTS', wkey('back2'));
     }), 'second restart: Redis decides again');
-is(up_lines(), 2, 'second recovery: one more "available again" line');
+is($t->redis_available_again_count, 2, 'second recovery: one more "available again" line');
 
 # an error reply (here WRONGTYPE: the client's key is not a sorted set) is
 # decided by the fail policy too, and is not a 5xx
@@ -383,8 +358,7 @@ $cold->run;
         'cold start without Redis: the local bucket decides');
     is($cold->http_get('/closed/data.json', 'X-Client' => 'cold-c')->status, 503,
         'cold start without Redis: fail closed 503');
-    is(scalar(my @l = $cold->error_log_lines(
-            qr/pow_shield: redis \S+ unavailable/)), 1,
+    is($cold->redis_unavailable_count, 1,
         'cold start without Redis: logged once');
 }
 $cold->run_redis;
@@ -392,8 +366,7 @@ ok(eventually(10, sub {
         $cold->http_get('/local/data.json', 'X-Client' => 'cold-up');
         $cold->redis_cmd('EXISTS', wkey('cold-up'));
     }), 'Redis started later: Redis decides');
-is(scalar(my @l = $cold->error_log_lines(
-        qr/pow_shield: redis \S+ is available again/)), 1,
+is($cold->redis_available_again_count, 1,
     'Redis started later: logged once');
 
 # Redis is retried with back-off, not on every request: a "Redis" that

@@ -29,30 +29,15 @@ ok(eventually(10, sub { ($redis->cmd('CLUSTER', 'INFO') // '') =~ /cluster_state
 # A seed where nothing listens, listed first.
 my $dead = $t->port('dead_seed');
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
 # one worker: one connection per node, one gauge entry per node
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-gauge-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:$dead,redis://127.0.0.1:%%REDIS_PORT%% cluster
                      timeout=500ms connect_timeout=500ms;
     pow_shield_fail closed;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_key \$http_x_client;
@@ -63,7 +48,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', qq({"ok":true}\n));
 $t->run;

@@ -21,7 +21,7 @@ use lib "$FindBin::Bin/lib";
 use IO::Select;
 use IO::Socket::INET;
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -29,27 +29,12 @@ use Test::PowShield::Response;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-hung-suite-secret-0123456789ab";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=2s connect_timeout=1s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -72,7 +57,6 @@ http {
             pow_shield_limit off;
         }
     }
-}
 EOF
 
 $t->write_file_expand('nginx.conf', $conf);
@@ -98,16 +82,7 @@ sub send_req {
         . "X-Client: $client\r\n\r\n");
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
-
-sub down_lines {
-    scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+ unavailable/));
-}
-
-sub up_lines {
-    scalar(my @l = $t->error_log_lines(
-        qr/pow_shield: redis \S+ is available again/));
-}
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 # Redis up: the worker's connection is open
 
@@ -149,7 +124,7 @@ is(($rc->json // {})->{error}, 'Rate limiter unavailable', '... JSON error');
 ok(($rc->header('Retry-After') // 0) >= 1, '... Retry-After');
 is($t->read_response($open)->status, 200, 'hung Redis, fail open: 200');
 
-is(down_lines(), 1, 'hung Redis: the failure is logged once');
+is($t->redis_unavailable_count, 1, 'hung Redis: the failure is logged once');
 ok(!$t->error_log_lines(qr/exited on signal|\[alert\]|\[crit\]/),
     'requests gone before the deadline: no crash, no alert');
 ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(.*time/),
@@ -181,7 +156,7 @@ ok(scalar $t->error_log_lines(qr/pow_shield: redis \S+ unavailable \(.*time/),
         'default timeout, hung Redis, fail closed: 503');
     is($d->http_get('/open/data.json', 'X-Client' => 'dflt')->status, 200,
         'default timeout, hung Redis, fail open: 200');
-    ok(scalar $d->error_log_lines(qr/pow_shield: redis \S+ unavailable/),
+    ok($d->redis_unavailable_count,
         'default timeout: the failure is logged');
 }
 
@@ -192,7 +167,7 @@ ok(eventually(15, sub {
         $t->http_get('/local/data.json', 'X-Client' => 'resumed');
         $t->redis_cmd('EXISTS', wkey('resumed'));
     }), 'after SIGCONT: requests are counted in Redis again');
-is(up_lines(), 1, 'recovery logged once');
+is($t->redis_available_again_count, 1, 'recovery logged once');
 
 {
     my @rs = map { $t->http_get('/local/data.json', 'X-Client' => 'fresh') } 1 .. 4;
@@ -222,7 +197,7 @@ $t->pause_redis;
     is($t->read_response($wc)->status, 503, '... fail closed: 503');
     is($t->http_get('/plain/data.json')->status, 200, '... unshielded: 200');
 }
-is(down_lines(), 2, 'one more "unavailable" line for the second outage');
+is($t->redis_unavailable_count, 2, 'one more "unavailable" line for the second outage');
 $t->restart_redis;
 ok(eventually(15, sub {
         $t->http_get('/local/data.json', 'X-Client' => 'restarted');

@@ -26,21 +26,9 @@ my $OVER = 40;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-worker_rlimit_nofile 4096;
-
-events {
-    worker_connections 2048;
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my %preamble = (workers => 1, main => 'worker_rlimit_nofile 4096;',
+    events => 'worker_connections 2048;');
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', %preamble));
     pow_shield_secret "cluster-inflight-suite-secret-012345678";
     # far beyond the test: requests within the cap wait for Redis
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=60s;
@@ -64,7 +52,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;
@@ -84,8 +71,8 @@ ok(eventually(20, sub { (grep { answered($_) } @socks) >= $OVER }),
     "Redis stalled: $OVER requests beyond the cap are answered at once");
 is(scalar(grep { answered($_) } @socks), $OVER,
     'the requests within the cap still wait for Redis');
-is(scalar(my @l = $t->error_log_lines(qr/pow_shield: redis \S+: $CAP commands in flight/)),
-    1, 'the cap is logged once');
+is($t->error_log_count(qr/pow_shield: redis \S+: $CAP commands in flight/), 1,
+    'the cap is logged once');
 
 $t->resume_redis;
 

@@ -15,7 +15,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Metrics qw(scrape metric);
 
 ###############################################################################
@@ -32,28 +32,13 @@ sub conf {
     my ($seeds, $timeout) = @_;
     $timeout //= '100ms';
     my $urls = join ',', map { "redis://127.0.0.1:$ports[$_]" } @$seeds;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "cluster-nodes-suite-secret-0123456789";
     pow_shield_redis $urls cluster timeout=$timeout connect_timeout=500ms;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key \$http_x_client;
         pow_shield_limit 1000 1h;
@@ -67,7 +52,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 }
 
@@ -84,27 +68,13 @@ sub request {
         . "X-Client: $client\r\n\r\n");
 }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:1000:3600000' }
+sub wkey { client_key($_[0], 'w', 1000, 3600000) }
 
 sub slot_of { $r[0]->cmd('CLUSTER', 'KEYSLOT', wkey($_[0])) }
 
-sub owner {
-    my ($slot) = @_;
-    my $map = $r[0]->cmd('CLUSTER', 'SLOTS') || [];
-    for my $range (@$map) {
-        next unless $range->[0] <= $slot && $slot <= $range->[1];
-        my ($i) = grep { $ports[$_] == $range->[2][1] } 0 .. 2;
-        return $i;
-    }
-    return undef;
-}
+sub owner { $r[0]->slot_owner($_[0], @r) }
 
 sub node_id { $r[$_[0]]->cmd('CLUSTER', 'MYID') }
-
-sub asking_calls {
-    my $info = $_[0]->cmd('INFO', 'commandstats') // '';
-    return $info =~ /cmdstat_asking:calls=(\d+)/ ? $1 : 0;
-}
 
 # a client per master
 my %by_shard;
@@ -130,10 +100,10 @@ ok($r[$to]->cmd('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', node_id($from))
     && $r[$from]->cmd('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', node_id($to)),
     "slot $slot half migrated from master $from to master $to");
 
-my $asking_before = asking_calls($r[$to]);
+my $asking_before = $r[$to]->calls('asking');
 is(get($ng, $migrating)->status, 503,
     'a request in a migration that never completes: pow_shield_fail decides');
-my $asks = asking_calls($r[$to]) - $asking_before;
+my $asks = $r[$to]->calls('asking') - $asking_before;
 # 100 ms at 20 ms a TRYAGAIN: about 5 (it was 13: 25 hops whatever the timeout)
 ok($asks >= 1 && $asks <= 7,
     "... after following redirections until its deadline only ($asks ASKING)");

@@ -16,30 +16,16 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-outage-suite-secret-012345678";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -52,19 +38,10 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
-my $n1 = Test::PowShield->new->require_redis;
-$n1->run_redis;
-my $n2 = Test::PowShield->new;
-$n2->use_redis($n1->redis);
-
-for my $t ($n1, $n2) {
-    $t->write_file_expand('nginx.conf', $conf);
-    $t->write_file('html/api/data.json', '{"ok":true}');
-    $t->run;
-}
+my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
+    files => { 'html/api/data.json' => '{"ok":true}' })->nodes;
 
 ###############################################################################
 

@@ -13,77 +13,32 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow :redis http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-# A fake "Redis": answers whatever it is sent with what $reply returns
-# (given what was read).
-sub fake_peer {
-    my ($port, $reply) = @_;
-    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
-        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or die "listen: $!";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        my $sel = IO::Select->new($listen);
-        while (1) {
-            for my $s ($sel->can_read(1)) {
-                if ($s == $listen) {
-                    $sel->add($listen->accept);
-                    next;
-                }
-                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
-                syswrite($s, $reply->($buf));
-            }
-        }
-        POSIX::_exit(0);
-    }
-    close $listen;
-    return $pid;
-}
-
 # a reply that never ends: a 200 MB bulk string, 2 MB of it sent
-my $big = fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
+fake_peer($t->port(8091), sub { "\$200000000\r\n" . ('x' x (2 << 20)) });
 # not RESP at all (an HTTP server on the Redis port)
-my $http = fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
+fake_peer($t->port(8092), sub { "HTTP/1.1 400 Bad Request\r\n\r\n" });
 # a proper handshake (SCRIPT LOAD answered with a SHA), then 60,000 nested
 # arrays (240 KB) for the script call
-my $deep = fake_peer($t->port(8093), sub {
+fake_peer($t->port(8093), sub {
     return $_[0] =~ /SCRIPT/ ? "\$40\r\n" . ('0' x 40) . "\r\n"
         : ("*1\r\n" x 60000) . ":1\r\n";
 });
 
-END { kill 'KILL', grep { $_ } $big, $http, $deep }
-
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-peer-suite-secret-0123456789ab";
     # a long deadline: the connection must be dropped for what it carries,
     # not because time ran out
     pow_shield_redis redis://127.0.0.1:%%PORT_8091%% timeout=30s connect_timeout=30s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -92,7 +47,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;

@@ -25,27 +25,12 @@ my $PASSWORD = 's3cr3t@pa/ss';
 
 sub conf {
     my ($redis) = @_;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "$SECRET";
     pow_shield_redis $redis;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -62,7 +47,6 @@ http {
             pow_shield_limit 5 1h;
         }
     }
-}
 EOF
 }
 
@@ -97,8 +81,6 @@ sub in_db {
         . "return redis.call(unpack(ARGV, 2))";
     return $t->redis_cmd('EVAL', $script, 0, $db, @cmd);
 }
-
-sub lines { scalar(my @l = $_[0]->error_log_lines($_[1])) }
 
 # Redis with a password, database 3, prefix "edge:"
 
@@ -143,7 +125,7 @@ is_deeply([keys_in($auth, 3, 'edge:{' . hexkey("\x00127.0.0.1") . '}*')], [$ipke
     is(get($auth, 'db-client', undef, %sol)->status, 409, 'replay: 409');
 }
 
-is(lines($auth, qr/pow_shield: redis \S+ unavailable/), 0,
+is($auth->redis_unavailable_count, 0,
     'AUTH with a password: no "unavailable" line');
 ok(!grep({ index($_, $PASSWORD) >= 0 } $auth->error_log_lines),
     'the password never appears in error.log');
@@ -160,7 +142,7 @@ is(statuses(@rs), '200 200 200 429', 'AUTH user:password: Redis counts');
 my $bkey = 'pow:{' . hexkey('{acl}') . '}:w:3:3600000';
 is($acl->redis_cmd('ZCARD', $bkey), 3,
     "client key \"{acl}\" is hex-encoded: $bkey (default prefix, db 0)");
-is(lines($acl, qr/pow_shield: redis \S+ unavailable/), 0,
+is($acl->redis_unavailable_count, 0,
     'AUTH user:password: no "unavailable" line');
 
 # a wrong password: error.log names AUTH and Redis's error; requests fall
@@ -186,7 +168,7 @@ like($auth_lines[0] // '', qr/\[(error|crit|alert|emerg)\]/,
 get($wrong, 'wrong-more') for 1 .. 10;
 Time::HiRes::sleep(0.5);    # reconnect attempts fail AUTH again
 get($wrong, 'wrong-more') for 1 .. 5;
-is(lines($wrong, qr/pow_shield: redis \S+ unavailable/), 1,
+is($wrong->redis_unavailable_count, 1,
     'wrong password: still one line after retries and more requests');
 ok(!grep({ index($_, 'wrong-password') >= 0 } $wrong->error_log_lines),
     'wrong password: the password is not logged');
@@ -199,7 +181,7 @@ start($noauth, 'redis://127.0.0.1:%%REDIS_PORT%%');
 
 @rs = map { get($noauth, 'noauth-client') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'no password: local bucket decides');
-ok(lines($noauth, qr/pow_shield: redis .*unavailable.*NOAUTH/),
+ok($noauth->error_log_count(qr/pow_shield: redis .*unavailable.*NOAUTH/),
     'no password: the line names NOAUTH')
     or diag(join "\n", $noauth->error_log_lines(qr/pow_shield: redis/));
 
@@ -214,7 +196,7 @@ start($unix, "unix:$sock");
 is(statuses(@rs), '200 200 200 429', 'unix: socket: Redis counts');
 is($unix->redis_cmd('ZCARD', 'pow:{' . hexkey('unix-client') . '}:w:3:3600000'),
     3, 'unix: socket: 3 entries in Redis');
-is(lines($unix, qr/pow_shield: redis \S+ unavailable/), 0,
+is($unix->redis_unavailable_count, 0,
     'unix: socket: no "unavailable" line');
 {
     my $list = $unix->redis_cmd('CLIENT', 'LIST') // '';
@@ -267,7 +249,7 @@ is($idle->redis_cmd('ZCARD', 'pow:{' . hexkey('idle-1') . '}:w:3:3600000'), 1,
 is(statuses(@rs), '200 200 200 429', 'next requests: Redis decides again');
 is($idle->redis_cmd('ZCARD', 'pow:{' . hexkey('idle-2') . '}:w:3:3600000'), 3,
     '... counted in Redis');
-is(lines($idle, qr/pow_shield: redis \S+ unavailable/), 0,
+is($idle->redis_unavailable_count, 0,
     'an idle connection closed by Redis is not logged as a failure');
 
 # a database Redis does not have (/99 with 16 databases): SELECT fails,

@@ -2,13 +2,13 @@
 
 # Cluster mode and nginx's request processing.  A request waiting for Redis
 # is suspended and resumed later (README "Cluster mode"), so the paths that
-# re-run or extend the access phase are checked again with Redis deciding:
-# pipelined keep-alive requests, index / try_files / error_page (counted
-# once, docs/directives.md), SSI subrequests (never counted), exempt keys, dry
-# run, a request body arriving while the request waits, a client going away
-# while it waits; and the protocol details in cluster mode: rate-limit
-# headers from the sorted set, a wrong nonce neither writes to Redis nor
-# burns the challenge.
+# extend the access phase are checked with Redis deciding: pipelined
+# keep-alive requests, exempt keys, a request body arriving while the
+# request waits, a client going away while it waits; and the protocol
+# details in cluster mode: one round trip per request, rate-limit headers
+# from the sorted set, a wrong nonce neither writes to Redis nor burns the
+# challenge.  (index / try_files / error_page and SSI subrequests with Redis
+# deciding: pow_shield_redirect.t; dry run: pow_shield_dry_run.t.)
 
 use strict;
 use warnings;
@@ -20,7 +20,7 @@ use IO::Select;
 use IO::Socket::INET;
 use POSIX qw(ceil);
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Response;
 
 ###############################################################################
@@ -28,22 +28,7 @@ use Test::PowShield::Response;
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $has_ssi = $t->has_module('ssi');
-my $ssi = $has_ssi ? 'ssi on;' : '';
-
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-requests-suite-secret-01234567";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
@@ -55,10 +40,7 @@ http {
     }
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -67,40 +49,6 @@ http {
 
         location /api/ {
             pow_shield_limit 3 1h;
-        }
-
-        location /idx/ {
-            pow_shield_limit 3 1h;
-            index index.json;
-        }
-
-        location /tf/ {
-            pow_shield_limit 3 1h;
-            try_files \$uri /tf/fallback.json;
-        }
-
-        location /ep/ {
-            pow_shield_limit 3 1h;
-            error_page 404 /ep/notfound.json;
-        }
-
-        # unshielded, redirecting into a shielded location
-        location /open/ {
-            try_files \$uri /idx/index.json;
-        }
-
-        location /spage/ {
-            pow_shield_limit 1 1h;
-            $ssi
-        }
-
-        location /inc/ {
-            pow_shield_limit 1 1h;
-        }
-
-        location /dry/ {
-            pow_shield_limit 1 1h;
-            pow_shield_dry_run on;
         }
 
         location /plain/ {
@@ -121,18 +69,10 @@ http {
             return 200 '{"backend":true}';
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"api":true}\n));
 $t->write_file('html/plain/data.json', qq({"plain":true}\n));
-$t->write_file('html/idx/index.json', qq({"index":true}\n));
-$t->write_file('html/tf/fallback.json', qq({"fallback":true}\n));
-$t->write_file('html/ep/notfound.json', qq({"notfound":true}\n));
-$t->write_file('html/inc/a.json', qq({"inc":1}));
-$t->write_file('html/dry/data.json', qq({"dry":true}\n));
-$t->write_file('html/spage/p.html',
-    join("\n", ('<!--# include virtual="/inc/a.json" -->') x 3) . "\n");
 $t->run;
 
 ###############################################################################
@@ -142,23 +82,14 @@ sub get {
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
 
-sub wkey {
-    my ($client, $n) = @_;
-    return 'pow:{' . unpack('H*', $client) . '}:w:' . ($n // 3) . ':3600000';
-}
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 sub zcard { $t->redis_cmd('ZCARD', wkey(@_)) }
 
 # Commands the module sends, executed so far (INFO commandstats also counts
-# the commands run inside the script: those are left out)
-sub redis_calls {
-    my $info = $t->redis_cmd('INFO', 'commandstats') // '';
-    my %c = $info =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
-    my $n = 0;
-    # (a spend is a script: the SET it runs is not a round trip of its own)
-    $n += $c{$_} // 0 for qw(evalsha eval script select auth);
-    return $n;
-}
+# the commands run inside the script: those are left out; a spend is a
+# script, the SET it runs is not a round trip of its own)
+sub redis_calls { $t->redis->calls(qw(evalsha eval script select auth)) }
 
 # one round trip per shielded request; exempt and unshielded cost nothing;
 # a solution costs one more (spending it)
@@ -172,12 +103,9 @@ sub redis_calls {
     get('rt-exempt', undef, 'X-Exempt' => 'yes') for 1 .. 3;
     is($t->http_get('/plain/data.json')->status, 200, 'unshielded: 200') for 1 .. 2;
     is(redis_calls() - $c0, 0, 'exempt and unshielded requests: no Redis command');
-    my $r = get('rt');
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
+    my %sol = solution(get('rt'));
     $c0 = redis_calls();
-    $r = get('rt', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    my $r = get('rt', undef, %sol);
     is($r->status, 200, 'solved: 200');
     is(redis_calls() - $c0, 2, 'a solved request: 2 commands (window, spend)');
 }
@@ -211,49 +139,6 @@ sub redis_calls {
     is(zcard('pipe'), 3, 'pipelined: 3 entries in Redis');
 }
 
-# index, try_files, error_page re-run the access phase: counted once
-
-{
-    my $r = get('idx', '/idx/');
-    is($r->status, 200, 'index: 200');
-    is($r->body, qq({"index":true}\n), 'index: index file served');
-    is($r->header('X-RateLimit-Remaining'), 2, 'index: counted once');
-    is(zcard('idx'), 1, 'index: one entry in Redis');
-
-    $r = get('tf', '/tf/missing.json');
-    is($r->status, 200, 'try_files: 200');
-    is($r->body, qq({"fallback":true}\n), 'try_files: fallback served');
-    is(zcard('tf'), 1, 'try_files: one entry in Redis');
-
-    $r = get('ep', '/ep/missing.json');
-    is($r->status, 404, 'error_page: 404');
-    is($r->body, qq({"notfound":true}\n), 'error_page: error document served');
-    is(scalar(my @v = $r->header_values('X-RateLimit-Remaining')), 1,
-        'error_page: headers sent once');
-    is(zcard('ep'), 1, 'error_page: one entry in Redis');
-
-    $r = get('open', '/open/missing.json');
-    is($r->status, 200, 'unshielded -> shielded redirect: 200');
-    is($r->body, qq({"index":true}\n), 'unshielded -> shielded: target served');
-    is(zcard('open'), 1, 'unshielded -> shielded: counted once');
-
-    my @rs = map { get('idx', '/idx/') } 1 .. 3;
-    is(statuses(@rs), '200 200 429', 'index: the 4th request is 429');
-}
-
-# SSI: the shielded page counts once, its includes (subrequests into a
-# limit-1 location) never
-
-SKIP: {
-    skip 'nginx built without ngx_http_ssi_module', 4 unless $has_ssi;
-    my $r = get('ssi', '/spage/p.html');
-    is($r->status, 200, 'shielded SSI page: 200');
-    is($r->body, join("\n", ('{"inc":1}') x 3) . "\n",
-        'shielded SSI page: three includes rendered, not challenged');
-    is(zcard('ssi', 1), 1, 'shielded SSI page: one entry in Redis');
-    is(get('ssi', '/spage/p.html')->status, 429, 'the next page request is 429');
-}
-
 # exempt key (empty): no Redis, no headers
 
 {
@@ -265,32 +150,18 @@ SKIP: {
     is(scalar @$keys, 0, 'exempt: nothing in Redis');
 }
 
-# dry run: counted in Redis, never rejected
-
-{
-    my @rs = map { get('dry', '/dry/data.json') } 1 .. 3;
-    is(statuses(@rs), '200 200 200', 'dry run: all pass');
-    is(join(' ', map { $_->header('X-Result') // '-' } @rs),
-        'pass challenge challenge', 'dry run: the decisions are Redis\'s');
-    is(zcard('dry', 1), 1, 'dry run: one entry in Redis');
-}
-
 # a wrong nonce: 422, no store write, the challenge is not burned
 
 {
-    my $r = (map { get('wrong') } 1 .. 4)[-1];
-    is($r->status, 429, 'over the limit: 429');
-    my $token = $r->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
+    my $c = (map { get('wrong') } 1 .. 4)[-1];
+    is($c->status, 429, 'over the limit: 429');
     my $spent_before = scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []};
-    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => wrong_nonce($p->{salt} // '', 1));
+    my $r = get('wrong', undef, solution($c, wrong => 1));
     is($r->status, 422, 'wrong nonce: 422');
     ok($r->header('X-PoW-Challenge'), '422 carries a fresh challenge');
     is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before,
         'wrong nonce: nothing written to Redis');
-    $r = get('wrong', undef, 'X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    $r = get('wrong', undef, solution($c));
     is($r->status, 200, 'then the right nonce for the same challenge: 200');
     is(scalar @{$t->redis_cmd('KEYS', 'pow:spent:*') || []}, $spent_before + 1,
         'the solution is spent in Redis');

@@ -16,7 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha256_hex);
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -28,28 +28,13 @@ my @r = run_redis_cluster(@n);
 my @ports = map { $_->port } @r;
 
 sub conf {
-    return <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-shards-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:SEED1,redis://127.0.0.1:SEED2 cluster timeout=1s;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_limit 3 1h;
@@ -67,7 +52,6 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 }
 
@@ -83,21 +67,12 @@ my ($ng1, $ng2) = @n[0, 1];
 
 sub get { $_[0]->http_get('/data.json', 'X-Client' => $_[1]) }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 # the slot of a client's keys and the index (0..2) of the master serving it
 sub slot_of { $r[0]->cmd('CLUSTER', 'KEYSLOT', wkey($_[0])) }
 
-sub owner {
-    my ($slot) = @_;
-    my $map = $r[0]->cmd('CLUSTER', 'SLOTS') || [];
-    for my $range (@$map) {
-        next unless $range->[0] <= $slot && $slot <= $range->[1];
-        my ($i) = grep { $ports[$_] == $range->[2][1] } 0 .. 2;
-        return $i;
-    }
-    return undef;
-}
+sub owner { $r[0]->slot_owner($_[0], @r) }
 
 sub node_id { $r[$_[0]]->cmd('CLUSTER', 'MYID') }
 
@@ -139,7 +114,7 @@ for my $shard (0 .. 2) {
     my $slot = slot_of($client);
     is(get($ng1, $client)->status, 200, "migrating $client (slot $slot): 1st request");
 
-    my $asking_before = asking_calls($r[$to]);
+    my $asking_before = $r[$to]->calls('asking');
     ok($r[$to]->cmd('CLUSTER', 'SETSLOT', $slot, 'IMPORTING', node_id($from)),
         "slot $slot importing on master $to");
     ok($r[$from]->cmd('CLUSTER', 'SETSLOT', $slot, 'MIGRATING', node_id($to)),
@@ -153,7 +128,7 @@ for my $shard (0 .. 2) {
         $_->send_request("GET /data.json HTTP/1.0\r\nHost: localhost\r\n"
             . "X-Client: $client\r\n\r\n")
     } $ng1, $ng2;
-    ok(eventually(5, sub { asking_calls($r[$to]) > $asking_before }),
+    ok(eventually(5, sub { $r[$to]->calls('asking') > $asking_before }),
         'ASK was followed (ASKING on the importing master)');
 
     for my $i (0 .. 2) {
@@ -167,11 +142,6 @@ for my $shard (0 .. 2) {
     is($r[$from]->cmd('EXISTS', wkey($client)), undef,
         '... and no longer on the old one (it answers MOVED)');
     like($r[$from]->error // '', qr/^MOVED /, '... (MOVED)');
-}
-
-sub asking_calls {
-    my $info = $_[0]->cmd('INFO', 'commandstats') // '';
-    return $info =~ /cmdstat_asking:calls=(\d+)/ ? $1 : 0;
 }
 
 ###############################################################################
@@ -195,8 +165,7 @@ sub asking_calls {
         my $r = $local->($ng1);
         next unless $r->status == 429;
         %sol = solution($r);
-        $token_key = 'pow:{' . unpack('H*', $client) . '}:p:'
-            . sha256_hex($sol{'X-PoW-Challenge'});
+        $token_key = client_key($client, 'p', sha256_hex($sol{'X-PoW-Challenge'}));
         last if owner($r[0]->cmd('CLUSTER', 'KEYSLOT', $token_key)) == $dead;
         undef $token_key;
     }

@@ -13,11 +13,8 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Metrics qw(scrape metric delta promtool_check);
 
 ###############################################################################
@@ -25,28 +22,13 @@ use Test::PowShield::Metrics qw(scrape metric delta promtool_check);
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
 # one worker: one connection, one fallback state
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 1);
     pow_shield_secret "cluster-status-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:REDIS timeout=500ms connect_timeout=500ms;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
 
@@ -59,7 +41,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 
 (my $main = $conf) =~ s/REDIS/%%REDIS_PORT%%/;
@@ -71,7 +52,7 @@ $t->run;
 
 sub get { $t->http_get('/api/data.json', 'X-Client' => $_[0]) }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:100:3600000' }
+sub wkey { client_key($_[0], 'w', 100, 3600000) }
 
 my $RTT = 'pow_shield_redis_round_trip_seconds';
 
@@ -156,40 +137,15 @@ is(delta($before, $after, 'pow_shield_redis_reconnects_total'), 1,
 
 # peers that are not the Redis we expect: a handshake refused, garbage
 
-# A fake "Redis" answering everything with $reply.
-sub fake_peer {
-    my ($port, $reply) = @_;
-    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
-        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or die "listen: $!";
-    my $pid = fork // die "fork: $!";
-    if ($pid == 0) {
-        my $sel = IO::Select->new($listen);
-        while (1) {
-            for my $s ($sel->can_read(1)) {
-                if ($s == $listen) {
-                    $sel->add($listen->accept);
-                    next;
-                }
-                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
-                syswrite($s, $reply);
-            }
-        }
-    }
-    close $listen;
-    return $pid;
-}
-
 my %peers = (
     handshake => "-ERR unknown command\r\n",
     protocol => "HTTP/1.1 400 Bad Request\r\n\r\n",
 );
-my @pids;
-END { kill 'KILL', grep { $_ } @pids }
 
 for my $kind (sort keys %peers) {
     my $n = Test::PowShield->new;
     my $port = $n->port(8091);
-    push @pids, fake_peer($port, $peers{$kind});
+    fake_peer($port, $peers{$kind});
     (my $c = $conf) =~ s/REDIS/$port/;
     $n->write_file_expand('nginx.conf', $c);
     $n->write_file('html/api/data.json', qq({"ok":true}\n));

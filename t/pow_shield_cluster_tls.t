@@ -17,7 +17,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
 
@@ -67,28 +67,13 @@ my $redis_mtls = $t_mtls->run_redis(tls => { %tls, auth_clients => 'yes' });
 
 sub conf {
     my ($redis_line) = @_;
-    return <<"EOF";
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+    return http_conf(<<"EOF", workers => 1);
     pow_shield_secret "cluster-tls-suite-secret-0123456789abc";
     pow_shield_redis $redis_line;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key \$http_x_client;
         pow_shield_limit 3 1h;
@@ -98,7 +83,6 @@ http {
         location / {
         }
     }
-}
 EOF
 }
 
@@ -120,9 +104,7 @@ sub get {
 
 sub four { my ($t, $client) = @_; statuses(map { get($t, $client) } 1 .. 4) }
 
-sub wkey { 'pow:{' . unpack('H*', $_[0]) . '}:w:3:3600000' }
-
-sub lines { scalar(my @l = $_[0]->error_log_lines($_[1])) }
+sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
 # TEST_TLS_SHOW=1: print each node's pow_shield lines
 sub show {
@@ -138,7 +120,7 @@ my $ok = node($t0, $redis, "tls_ca=$dir/ca.pem", 'tls_name=redis.test');
 is(four($ok, 'tls-a'), '200 200 200 429',
     'rediss:// with tls_ca= and tls_name=: Redis counts (3, then 429)');
 is($redis->cmd('ZCARD', wkey('tls-a')), 3, '... the window is in Redis');
-is(lines($ok, qr/unavailable/), 0, '... and Redis was never unavailable');
+is($ok->error_log_count(qr/unavailable/), 0, '... and Redis was never unavailable');
 
 # a CA that did not sign Redis's certificate
 
@@ -147,7 +129,8 @@ my $bad_ca = node(Test::PowShield->new, $redis,
 is(four($bad_ca, 'tls-b'), '503 503 503 503',
     'wrong CA: Redis is refused, pow_shield_fail decides (closed: 503)');
 is($redis->cmd('EXISTS', wkey('tls-b')), 0, '... nothing reached Redis');
-is(lines($bad_ca, qr/redis \S+ unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/), 1,
+is($bad_ca->error_log_count(
+        qr/redis \S+ unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/), 1,
     '... logged once, with OpenSSL\'s reason');
 
 # the name checked is the URL's host (127.0.0.1) unless tls_name= says otherwise
@@ -155,7 +138,7 @@ is(lines($bad_ca, qr/redis \S+ unavailable \(certificate verify failed: \(\d+: [
 my $bad_name = node(Test::PowShield->new, $redis, "tls_ca=$dir/ca.pem");
 is(four($bad_name, 'tls-c'), '503 503 503 503',
     'the certificate does not name the URL host: refused');
-is(lines($bad_name, qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
+is($bad_name->error_log_count(qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
     '... logged once with the name checked');
 
 # an address in the URL is checked against the certificate's IP addresses
@@ -166,7 +149,7 @@ my $redis_ip = $t_ip->run_redis(tls => { cert => "$dir/ip-server.pem",
 my $ip_ok = node($t_ip, $redis_ip, "tls_ca=$dir/ca.pem");
 is(four($ip_ok, 'tls-i'), '200 200 200 429',
     'a certificate for IP 127.0.0.1 verifies for rediss://127.0.0.1 without tls_name=');
-is(lines($ip_ok, qr/unavailable/), 0, '... and Redis was never unavailable');
+is($ip_ok->error_log_count(qr/unavailable/), 0, '... and Redis was never unavailable');
 
 my $t_other_ip = Test::PowShield->new;
 my $redis_other_ip = $t_other_ip->run_redis(tls => { cert => "$dir/other-ip-server.pem",
@@ -174,7 +157,7 @@ my $redis_other_ip = $t_other_ip->run_redis(tls => { cert => "$dir/other-ip-serv
 my $ip_bad = node($t_other_ip, $redis_other_ip, "tls_ca=$dir/ca.pem");
 is(four($ip_bad, 'tls-j'), '503 503 503 503',
     'a certificate for another IP address is refused');
-is(lines($ip_bad, qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
+is($ip_bad->error_log_count(qr/unavailable \(certificate does not match "127\.0\.0\.1"\)/), 1,
     '... logged once with the address checked');
 
 # tls_verify=off: encrypted, nothing checked
@@ -189,7 +172,8 @@ is(four($unverified, 'tls-d'), '200 200 200 429',
 my $anonymous = node($t_mtls, $redis_mtls, "tls_ca=$dir/ca.pem", 'tls_name=redis.test');
 is(four($anonymous, 'tls-e'), '503 503 503 503',
     'mutual TLS required, no client certificate: refused');
-is(lines($anonymous, qr/redis \S+ unavailable \(.*(?:certificate|closed|alert|SSL)/i), 1,
+is($anonymous->error_log_count(
+        qr/redis \S+ unavailable \(.*(?:certificate|closed|alert|SSL)/i), 1,
     '... logged once, with the reason');
 
 my $mutual = node(Test::PowShield->new, $redis_mtls, "tls_ca=$dir/ca.pem",
@@ -213,7 +197,8 @@ is(four($clustered, 'tls-h'), '200 200 200 429',
     'rediss:// with cluster: the map read and the limit counted over TLS');
 is($redis_cl->cmd('ZCARD', wkey('tls-h')), 3, '... in the cluster');
 my $tls_port = $redis_cl->tls_port;
-is(lines($clustered, qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
+is($clustered->error_log_count(
+        qr/cluster map: 1 slot ranges on 1 masters \(127\.0\.0\.1:$tls_port\)/), 1,
     '... whose node is announced with its TLS port');
 
 # without tls_name=, each cluster node is checked against the address it
@@ -230,7 +215,7 @@ ok(eventually(10, sub { ($redis_clip->cmd('CLUSTER', 'INFO') // '') =~ /cluster_
 my $clip = node($t_clip, $redis_clip, 'cluster', "tls_ca=$dir/ca.pem");
 is(four($clip, 'tls-k'), '200 200 200 429',
     'cluster without tls_name=: the announced node verifies by its IP address');
-is(lines($clip, qr/unavailable/), 0, '... and was never unavailable');
+is($clip->error_log_count(qr/unavailable/), 0, '... and was never unavailable');
 
 # Redis restarts: the TLS connection comes back
 

@@ -51,28 +51,13 @@ system("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -node
 my $redis = $t->run_redis(tls => { cert => "$dir/server.pem", key => "$dir/server.key",
     ca => "$dir/server.pem", auth_clients => 'no' });
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 1));
     pow_shield_secret "cluster-tls-burst-suite-secret-012345";
     pow_shield_redis rediss://127.0.0.1:%%REDIS_TLS_PORT%% tls_verify=off timeout=10s;
     pow_shield_strikes off;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_limit 3 1h;
@@ -82,7 +67,6 @@ http {
         location / {
         }
     }
-}
 EOF
 $t->write_file('html/data.json', qq({"ok":true}\n));
 $t->run;

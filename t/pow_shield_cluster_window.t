@@ -4,8 +4,8 @@
 # millisecond at the window's edge (docs/directives.md, pow_shield_limit: an entry admitted at t
 # counts while now < t + window), whichever path the script takes (no key,
 # oldest entry inside the window, some or all entries gone).  The script
-# text is read from core/src/redis/scripts.rs and checked to be the one the
-# module loads into Redis; a local `redis` shadowing the global one answers
+# text is read from the module's source (SLIDING_WINDOW_SCRIPT) and checked
+# to be the one the module loads into Redis; a local `redis` shadowing the global one answers
 # TIME with the test's clock and passes every other call through.
 
 use strict;
@@ -16,61 +16,35 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha1_hex);
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(:redis http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new->require_redis;
 $t->run_redis;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "cluster-window-suite-secret-0123456789";
     pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location = /probe {
             pow_shield_limit 10 1m;
         }
     }
-}
 EOF
 
 $t->write_file('html/probe', "{}\n");
 $t->run;
 
-# The script as the source spells it: the literals of the concat!, with the
-# red-zone macro's text in its place.
-sub window_script {
-    open my $fh, '<', "$Test::PowShield::REPO/core/src/redis/scripts.rs" or die "scripts.rs: $!";
-    my $src = do { local $/; <$fh> };
-    my ($zone) = $src =~ /macro_rules! breaker_lua.*?r#"(.*?)"#/s or die "no breaker_lua!";
-    my ($body) = $src =~ /pub const SLIDING_WINDOW_SCRIPT: &str = concat!\((.*?)\);\n/s
-        or die "no SLIDING_WINDOW_SCRIPT";
-    my $out = '';
-    while ($body =~ /\G\s*(?:r#"(.*?)"#|breaker_lua!\(\))\s*,?/gsc) {
-        $out .= defined $1 ? $1 : $zone;
-    }
-    return $out;
-}
-
-my $script = window_script();
+# The script as the source spells it (the text of SLIDING_WINDOW_SCRIPT).
+my $script = module_script('SLIDING_WINDOW_SCRIPT');
 is($t->http_get('/probe')->status, 200,
     'a request Redis decided: the module has loaded its scripts');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from scripts.rs is the one the module loaded');
+    'the script read from the source is the one the module loaded');
 
 # TIME answers 1e6 s + 250 us: now = 1_000_000_000 ms (the us below 1 ms
 # are dropped).

@@ -12,7 +12,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 use Test::PowShield::ConfigCases;
 
 ###############################################################################
@@ -21,28 +21,15 @@ my $t = Test::PowShield->new;
 
 my $SECRET = 'config-suite-secret-0123456789abcd';    # 34 bytes
 
-my $template = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
+my $template = http_conf(<<'EOF');
 HTTP
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 SERVER
         location / {
 LOCATION
         }
     }
-}
 EOF
 
 my $cases = Test::PowShield::ConfigCases->new($t, $template);
@@ -275,24 +262,14 @@ good(http => "pow_shield_zone 2m;\n$secret\n"
 
 # without a secret a random key is generated, with a notice
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location / {
             pow_shield_limit 10 1m;
         }
     }
-}
 EOF
 
 $t->run;

@@ -12,7 +12,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -26,31 +26,17 @@ plan skip_all => "$module not built (make test builds it against"
 
 my $t = Test::PowShield->new(binary => $nginx, module => $module);
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "debian-suite-secret-0123456789abcdef";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 2 1h;
             pow_shield_difficulty 1;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));
@@ -74,10 +60,7 @@ $r = $t->http_get('/api/data.json');
 is($r->status, 429, 'request 3: 429');
 is(($r->json || {})->{error}, 'PoW challenge required', '429: challenge body');
 
-my $token = $r->header('X-PoW-Challenge');
-my $p = (decode_token($token // '') || {})->{payload} || {};
-$r = $t->http_get('/api/data.json', 'X-PoW-Challenge' => $token,
-    'X-PoW-Nonce' => solve($p->{salt} // '', $p->{difficulty} // 1));
+$r = $t->http_get('/api/data.json', solution($r));
 is($r->status, 200, 'solved challenge: 200');
 
 ###############################################################################

@@ -25,17 +25,7 @@ plan(skip_all => 'fail2ban not installed (Debian: fail2ban)')
 my $F2B = "$Test::PowShield::REPO/nginx-conf/fail2ban";
 my $FILTER = "$F2B/filter.d/pow-shield.conf";
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF');
     pow_shield_secret "fail2ban-suite-secret-0123456789abcdef";
     pow_shield_difficulty 1;
 
@@ -44,10 +34,7 @@ http {
     real_ip_header X-Real-IP;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 1 1h;
@@ -69,7 +56,6 @@ http {
             pow_shield_dry_run on;
         }
     }
-}
 EOF
 
 my ($banning, $calm) = map { Test::PowShield->new } 1 .. 2;

@@ -26,17 +26,7 @@ plan(skip_all => 'fail2ban not installed (Debian: fail2ban)')
 my $FILTER = "$Test::PowShield::REPO/nginx-conf/fail2ban/filter.d/pow-shield.conf";
 
 my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "fail2ban-keys-suite-secret-0123456789";
     pow_shield_difficulty 1;
     pow_shield_limit 1 1h;
@@ -67,10 +57,7 @@ http {
     }
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /client/     { pow_shield_key $pow_shield_client; }
         location /remote/     { pow_shield_key $remote_addr; }
@@ -80,7 +67,6 @@ http {
         location /geo/        { pow_shield_key $geo_key; }
         location /api/        { pow_shield_key $http_x_api_key; }
     }
-}
 EOF
 $t->write_file("html/$_/data.json", '{"ok":true}')
     for qw(client remote binary map-remote map-binary geo api);

@@ -23,17 +23,7 @@ plan(skip_all => 'fail2ban not installed (Debian: fail2ban)')
 my $FILTER = "$Test::PowShield::REPO/nginx-conf/fail2ban/filter.d/pow-shield.conf";
 
 my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "fail2ban-map-suite-secret-0123456789ab";
     pow_shield_difficulty 1;
 
@@ -47,10 +37,7 @@ http {
     }
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_key $pow_key;
@@ -59,7 +46,6 @@ http {
             pow_shield_ban 1h after=1;
         }
     }
-}
 EOF
 $t->write_file('html/api/data.json', '{"ok":true}');
 $t->run;

@@ -16,33 +16,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow :util);
-use Test::PowShield::Redis;
+use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::Modes;
 use Time::HiRes qw(sleep);
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "fair-price-suite-secret-0123456789abcdef";
     %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result $pow_shield_result always;
         add_header X-Strikes $pow_shield_strikes always;
@@ -65,32 +50,10 @@ http {
             pow_shield_strikes 100 2s;
         }
     }
-}
 EOF
 
-sub node {
-    my ($redis_line, $redis) = @_;
-    my $t = Test::PowShield->new;
-    $t->use_redis($redis) if $redis;
-    (my $c = $conf) =~ s/%%REDIS%%/$redis_line/;
-    $t->write_file_expand('nginx.conf', $c);
-    $t->write_file("html/$_/data.json", qq({"dir":"$_"}\n)) for qw(api long lenient);
-    $t->run;
-    return $t;
-}
-
-my %modes = (local => [node('')]);
-my $redis;
-if (Test::PowShield::Redis->available) {
-    my $first = Test::PowShield->new;
-    $redis = $first->run_redis;
-    my $line = 'pow_shield_redis redis://127.0.0.1:%%REDIS_PORT%% timeout=3s;';
-    $modes{cluster} = [node($line, $redis), node($line, $redis)];
-    push @{$modes{keep}}, $first;
-} else {
-    diag('redis-server not found: cluster mode skipped');
-}
-my @modes = grep { $modes{$_} && $_ ne 'keep' } qw(local cluster);
+my @modes = Test::PowShield::Modes->start($conf, nodes => 2, redis => 'timeout=3s',
+    files => { map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api long lenient) });
 
 ###############################################################################
 
@@ -112,13 +75,12 @@ sub at_once {
 }
 
 sub redis_strikes {
-    my ($client) = @_;
-    return $redis->cmd('GET', 'pow:{' . unpack('H*', $client) . '}:s') // 0;
+    my ($mode, $client) = @_;
+    return $mode->redis->cmd('GET', client_key($client, 's')) // 0;
 }
 
 for my $mode (@modes) {
-    my ($t, $other) = @{$modes{$mode}};
-    $other //= $t;
+    my ($t, $other) = ($mode->node(1), $mode->node(2));
 
     # sequential: 2 free, then 50 paid within a minute
     {
@@ -139,7 +101,7 @@ for my $mode (@modes) {
         is($paid[-1]->header('X-Result'), 'solved', "$mode: ... solved");
         is($paid[-1]->header('X-Strikes'), 0,
             "$mode: paying took back every challenge's strike");
-        is(redis_strikes($client), 0, "$mode: no strike left in Redis")
+        is(redis_strikes($mode, $client), 0, "$mode: no strike left in Redis")
             if $mode eq 'cluster';
     }
 
@@ -176,7 +138,7 @@ for my $mode (@modes) {
         $r = get($other, $client, 'api', solution($ignored));
         is($r->status, 403, "$mode: blocked: a valid solution is blocked too");
         is($r->header('X-Strikes'), 5, "$mode: ... and takes no strike back");
-        is(redis_strikes($client), 5, "$mode: ... none in Redis either")
+        is(redis_strikes($mode, $client), 5, "$mode: ... none in Redis either")
             if $mode eq 'cluster';
         get($t, "spender-$mode", 'api') for 1 .. 2;
         is(get($t, "spender-$mode", 'api', solution($ignored))->status, 200,
@@ -241,7 +203,7 @@ for my $mode (@modes) {
         my $r = get($t, $client, 'lenient');
         is($r->status, 429, "$mode: an offence at /lenient/ (not blocked there)");
         is($r->header('X-Strikes'), 6, "$mode: ... the sixth strike");
-        ok($redis->cmd('PTTL', 'pow:{' . unpack('H*', $client) . '}:s') > 60_000,
+        ok($mode->redis->cmd('PTTL', client_key($client, 's')) > 60_000,
             "$mode: the strikes keep the 10-minute expiry in Redis")
             if $mode eq 'cluster';
     }
@@ -251,11 +213,10 @@ for my $mode (@modes) {
 # at the node that never saw the client too).
 sleep 2.5;
 for my $mode (@modes) {
-    my ($t, $other) = @{$modes{$mode}};
-    is(get($other // $t, "long-$mode", 'long')->status, 403,
+    is(get($mode->node(2), "long-$mode", 'long')->status, 403,
         "$mode: 2.5 s later the 10-minute block still holds");
 }
 
 ###############################################################################
 
-$modes{local}[0]->done_testing;
+$modes[0]->done_testing;

@@ -18,7 +18,7 @@ use lib "$FindBin::Bin/lib";
 use File::Temp qw(tempdir);
 use JSON::PP;
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 use Test::PowShield::Metrics qw(scrape names promql_names);
 
 ###############################################################################
@@ -60,20 +60,11 @@ ok(@variables, 'and template variables from queries: ' . scalar @variables);
 # what a real scrape serves: names, and each name's labels and values
 
 my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "grafana-suite-secret-0123456789abcdef";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location / {
             pow_shield_limit 10 1m;
@@ -83,7 +74,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $t->run;
 my $m = scrape($t, '/metrics');

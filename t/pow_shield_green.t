@@ -14,23 +14,13 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     log_format pow '$uri $pow_shield_result $pow_shield_remaining '
                    '$pow_shield_difficulty';
 
@@ -40,10 +30,7 @@ http {
     }
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
         access_log %%TESTDIR%%/pow.log pow;
 
         pow_shield_difficulty 2;
@@ -129,7 +116,6 @@ http {
             pow_shield_limit off;
         }
     }
-}
 EOF
 
 for my $dir (qw(default api x ietf off both exempt open)) {

@@ -18,26 +18,13 @@ use Test::PowShield qw(:pow :util);
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF2');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF2'));
     pow_shield_secret "key-space-suite-secret-0123456789abcd";
     pow_shield_difficulty 1;
     pow_shield_strikes 2 1h;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         # an API keyed on a header, and the rest of the site on the address;
         # the same limit, so they would share buckets too
@@ -50,7 +37,6 @@ http {
             pow_shield_limit 1 1h;
         }
     }
-}
 EOF2
 
 $t->write_file("html/$_/data.json", '{"ok":true}') for qw(api site);

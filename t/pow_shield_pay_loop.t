@@ -39,24 +39,11 @@ my $N = $FREE + $PAID;
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     log_format pay '$http_x_client $status $pow_shield_result $pow_shield_strikes';
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
         access_log %%TESTDIR%%/pay.log pay;
 
         pow_shield_key $http_x_client;
@@ -67,7 +54,6 @@ http {
             pow_shield_difficulty 1;
         }
     }
-}
 EOF
 
 $t->write_file('html/pay/data.json', qq({"paid":true}\n));

@@ -14,7 +14,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield;
+use Test::PowShield qw(http_conf);
 use Test::PowShield::Metrics qw(scrape names promql_names);
 
 ###############################################################################
@@ -126,20 +126,11 @@ is($header_job, $docs_job, 'the rules file\'s scrape example uses the same job_n
 # the metrics: what a real scrape of the module serves (and Prometheus' up)
 
 my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "prometheus-rules-suite-secret-01234567";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 
         location / {
             pow_shield_limit 10 1m;
@@ -149,7 +140,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $t->run;
 my %served = map { $_ => 1 } names(scrape($t, '/metrics')), 'up';

@@ -23,24 +23,11 @@ my $SECRET = 'python-suite-secret-0123456789abcdef';
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF"));
     pow_shield_secret "$SECRET";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -74,7 +61,6 @@ http {
             pow_shield_difficulty 1;
         }
     }
-}
 EOF
 
 for my $dir (qw(api hard red fast slow)) {

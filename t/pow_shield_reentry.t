@@ -19,22 +19,9 @@ use Test::PowShield qw(:pow :util);
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         # the whole server is shielded, the post_action and error_page
         # targets included
@@ -57,7 +44,6 @@ http {
 
         root %%TESTDIR%%/html;
     }
-}
 EOF
 
 $t->write_file("html/$_", qq({"ok":true}\n))

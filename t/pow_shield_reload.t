@@ -11,31 +11,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "reload-suite-secret-0123456789abcdef";
     pow_shield_zone 1m;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 2 1h;
@@ -43,7 +30,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));
@@ -71,11 +57,8 @@ is(get('half')->header('X-RateLimit-Remaining'), 1, 'half: 1 remaining');
 
 get('replay') for 1 .. 2;
 my $r = get('replay');
-my $token = $r->header('X-PoW-Challenge');
-my $p = (decode_token($token // '') || {})->{payload} || {};
-my $nonce = solve($p->{salt} // '', 1);
-is(get('replay', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce)
-    ->status, 200, 'challenge solved before the reload');
+my %sol = solution($r);
+is(get('replay', %sol)->status, 200, 'challenge solved before the reload');
 
 my @workers = $t->worker_pids;
 ok($t->reload, 'reload (HUP), same zone size');
@@ -94,7 +77,7 @@ is($r->header('X-RateLimit-Remaining'), 0,
 
 # the replay cache survives
 
-$r = get('replay', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce);
+$r = get('replay', %sol);
 is($r->status, 409, 'solution spent before the reload: 409 after it');
 
 # and a second reload

@@ -13,32 +13,18 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use Digest::SHA qw(sha256_hex);
 use Test::More;
-use Test::PowShield qw(:pow);
-use Test::PowShield::Redis;
+use Test::PowShield qw(:pow :redis http_conf);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF');
     pow_shield_secret "replay-ttl-suite-secret-0123456789abcdef";
-    REDIS
+    %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_difficulty 1;
@@ -56,25 +42,10 @@ http {
             pow_shield_challenge_ttl 1h;
         }
     }
-}
 EOF
 
-my $local = Test::PowShield->new;
-(my $c = $conf) =~ s/REDIS//;
-$local->write_file_expand('nginx.conf', $c);
-
-my $cluster;
-if (Test::PowShield::Redis::available()) {
-    $cluster = Test::PowShield->new;
-    $cluster->run_redis;
-    ($c = $conf) =~ s/REDIS/pow_shield_redis redis:\/\/127.0.0.1:%%REDIS_PORT%%;/;
-    $cluster->write_file_expand('nginx.conf', $c);
-}
-
-for my $t (grep { defined } $local, $cluster) {
-    $t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(short long);
-    $t->run;
-}
+my @modes = Test::PowShield::Modes->start($conf,
+    files => { map { ("html/$_/data.json" => qq({"ok":true}\n)) } qw(short long) });
 
 ###############################################################################
 
@@ -87,36 +58,29 @@ sub get {
 sub spend_short {
     my ($t) = @_;
     get($t, 'short');
-    my $token = get($t, 'short')->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    my %sol = ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    my %sol = solution(get($t, 'short'));
     is(get($t, 'short', %sol)->status, 200, 'solution spent at the 2 s location');
     return %sol;
 }
 
-my %sol = spend_short($local);
-my %csol = $cluster ? spend_short($cluster) : ();
+my %sol = map { ($_ => { spend_short($_->node(1)) }) } @modes;
 
 # past the short TTL: expired there, still valid where the TTL is an hour
 sleep 3;
 
-is(get($local, 'short', %sol)->status, 410,
-    'premise: 3 s later the token has expired at the 2 s location');
-is(get($local, 'long', %sol)->status, 410,
-    'local: replayed at the 1 h location after 3 s: expired by its exp');
-
-SKIP: {
-    skip 'redis-server not found', 2 unless $cluster;
-
-    my $key = 'pow:spent:{' . sha256_hex($csol{'X-PoW-Challenge'}) . '}';
-    my $ttl = $cluster->redis_cmd('PTTL', $key) // -9;
-    ok($ttl > 0 && $ttl <= 4000,
-        "cluster: the spent key lives until exp + 5 s (PTTL $ttl ms, 3 s after)");
-    is(get($cluster, 'long', %csol)->status, 410,
-        'cluster: replayed at the 1 h location after 3 s: expired by its exp');
+for my $m (@modes) {
+    my ($t, %sol) = ($m->node(1), %{$sol{$m}});
+    if ($m->cluster) {
+        my $ttl = $m->redis->cmd('PTTL', spent_key($sol{'X-PoW-Challenge'})) // -9;
+        ok($ttl > 0 && $ttl <= 4000,
+            "$m: the spent key lives until exp + 5 s (PTTL $ttl ms, 3 s after)");
+    }
+    is(get($t, 'short', %sol)->status, 410,
+        "$m: premise: 3 s later the token has expired at the 2 s location");
+    is(get($t, 'long', %sol)->status, 410,
+        "$m: replayed at the 1 h location after 3 s: expired by its exp");
 }
 
 ###############################################################################
 
-$local->done_testing;
+$modes[0]->done_testing;

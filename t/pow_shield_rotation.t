@@ -12,7 +12,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -25,24 +25,11 @@ my $t = Test::PowShield->new;
 
 $t->write_file('secret.txt', "$OLD\n");
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret_file %%TESTDIR%%/secret.txt;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 1 1h;
@@ -50,7 +37,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));

@@ -15,7 +15,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 use Test::PowShield::ConfigCases;
 use Test::PowShield::Metrics qw(scrape metric delta promtool_check);
 
@@ -26,20 +26,8 @@ my $OTHER = 'some-other-secret-0123456789abcdefgh';
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
 # two workers: the counters are summed over both
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 2));
     pow_shield_secret "$SECRET";
     pow_shield_zone 1m;
 
@@ -102,7 +90,6 @@ http {
             deny all;
         }
     }
-}
 EOF
 
 $t->write_file("html/$_/data.json", qq({"ok":true}\n))
@@ -375,26 +362,13 @@ step('counting after the reload', 1,
 # unavailable: cluster mode, Redis down, pow_shield_fail closed
 
 my $u = Test::PowShield->new;
-$u->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-worker_processes 1;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+$u->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 1));
     pow_shield_secret "$SECRET";
     # nothing listens there
     pow_shield_redis redis://127.0.0.1:%%PORT_8099%%;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /closed/ {
             pow_shield_limit 10 1h;
@@ -405,7 +379,6 @@ http {
             pow_shield_status;
         }
     }
-}
 EOF
 $u->write_file('html/closed/data.json', qq({"ok":true}\n));
 $u->run;
@@ -427,29 +400,17 @@ cmp_ok(metric($after, 'pow_shield_redis_errors_total', kind => 'io'), '>=', 1,
 # metrics slots; counting starts then (nothing was counted before)
 
 my $a = Test::PowShield->new;
-my $aconf = <<"EOF";
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
+my $aconf = http_conf(<<"EOF");
     pow_shield_secret "$SECRET";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 10 1h;
         }
 STATUS
     }
-}
 EOF
 (my $without = $aconf) =~ s/STATUS\n//;
 (my $with = $aconf) =~ s/STATUS/        location = \/metrics {\n            pow_shield_status;\n        }/;
@@ -472,24 +433,15 @@ is(metric($m, 'pow_shield_zone_entries', table => 'buckets'), 1,
 # nginx -t
 
 my $c = Test::PowShield->new;
-my $cases = Test::PowShield::ConfigCases->new($c, <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
+my $cases = Test::PowShield::ConfigCases->new($c, http_conf(<<'EOF'));
 HTTP
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
+        %%TEST_SERVER%%
 SERVER
         location / {
 LOCATION
         }
     }
-}
 EOF
 
 $cases->bad(location => 'pow_shield_status on;', undef,

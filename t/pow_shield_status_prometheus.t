@@ -25,24 +25,11 @@ plan(skip_all => "$PROMETHEUS not found; install the prometheus package"
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<'EOF');
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     pow_shield_secret "status-prometheus-suite-secret-0123456";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_key $http_x_client;
@@ -56,7 +43,6 @@ http {
             deny all;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));

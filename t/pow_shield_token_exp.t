@@ -25,32 +25,18 @@ use Time::HiRes qw(sleep);
 
 my $SECRET = 'token-exp-suite-secret-0123456789abcdef';
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF');
     pow_shield_secret "SECRET";
     REDIS
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         pow_shield_key $http_x_client;
         pow_shield_difficulty 1;
         pow_shield_limit 1 1d;
         pow_shield_challenge_ttl TTL;
     }
-}
 EOF
 
 sub config {

@@ -13,7 +13,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
@@ -23,24 +23,11 @@ my $TTL = 30;
 
 my $t = Test::PowShield->new;
 
-$t->write_file_expand('nginx.conf', <<"EOF");
-%%TEST_GLOBALS%%
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+$t->write_file_expand('nginx.conf', http_conf(<<"EOF"));
     pow_shield_secret "$SECRET";
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         add_header X-Result \$pow_shield_result always;
 
@@ -78,7 +65,6 @@ http {
             pow_shield_difficulty 1;
         }
     }
-}
 EOF
 
 $t->write_file('html/api/data.json', qq({"ok":true}\n));

@@ -12,33 +12,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
+use Test::PowShield qw(:pow http_conf);
 
 ###############################################################################
 
 my $t = Test::PowShield->new;
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 4;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 4);
     pow_shield_secret "zone-suite-secret-0123456789abcdefgh";
     pow_shield_zone SIZE;
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 10 1h;
@@ -48,7 +33,6 @@ http {
             pow_shield_key $http_x_client;
         }
     }
-}
 EOF
 
 (my $small = $conf) =~ s/SIZE/32k/;
@@ -103,10 +87,8 @@ is(count(429, @s), 30, '40 concurrent requests, limit 10: 30 are 429');
 # one solution, 10 concurrent uses: exactly one passes
 
 my $r = get('burst');
-my $token = $r->header('X-PoW-Challenge');
-my $p = (decode_token($token // '') || {})->{payload} || {};
-my $nonce = solve($p->{salt} // '', 1);
-@s = parallel(10, 'burst', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce);
+my %sol = solution($r);
+@s = parallel(10, 'burst', %sol);
 is(count(200, @s), 1, 'one solution used 10 times at once: 1 passes');
 is(count(409, @s), 9, 'one solution used 10 times at once: 9 are 409');
 
@@ -130,7 +112,7 @@ is(get('burst')->status, 200,
 # (the flood may have evicted the bucket of "burst": replay from a client
 # that is over its limit now)
 get('replayer') for 1 .. 10;
-$r = get('replayer', 'X-PoW-Challenge' => $token, 'X-PoW-Nonce' => $nonce);
+$r = get('replayer', %sol);
 is($r->status, 409, 'after the flood the spent token is still spent');
 
 $r = get('fresh-after-flood');

@@ -15,33 +15,18 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow);
-use Test::PowShield::Redis;
+use Test::PowShield qw(:pow http_conf);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $conf = <<'EOF';
-%%TEST_GLOBALS%%
-
-worker_processes 2;
-
-events {
-}
-
-http {
-    %%TEST_GLOBALS_HTTP%%
-
-    default_type application/json;
-
+my $conf = http_conf(<<'EOF', workers => 2);
     pow_shield_secret "zone-full-suite-secret-0123456789abcdef";
     pow_shield_zone 32k;
-    REDIS
+    %%REDIS%%
 
     server {
-        listen 127.0.0.1:%%PORT_8080%%;
-        server_name localhost;
-
-        root %%TESTDIR%%/html;
+        %%TEST_SERVER%%
 
         location /api/ {
             pow_shield_limit 1 1d;
@@ -52,27 +37,13 @@ http {
             pow_shield_fail local;
         }
     }
-}
 EOF
 
-my $local = Test::PowShield->new;
-(my $c = $conf) =~ s/REDIS//;
-$local->write_file_expand('nginx.conf', $c);
+my @modes = Test::PowShield::Modes->start($conf,
+    files => { 'html/api/data.json' => qq({"ok":true}\n) });
 
 # cluster mode with its Redis gone: every request is decided by the zone
-my $cluster;
-if (Test::PowShield::Redis::available()) {
-    $cluster = Test::PowShield->new;
-    $cluster->run_redis;
-    ($c = $conf) =~ s/REDIS/pow_shield_redis redis:\/\/127.0.0.1:%%REDIS_PORT%%;/;
-    $cluster->write_file_expand('nginx.conf', $c);
-}
-
-for my $t (grep { defined } $local, $cluster) {
-    $t->write_file('html/api/data.json', qq({"ok":true}\n));
-    $t->run;
-}
-$cluster->kill_redis if $cluster;
+$_->node(1)->kill_redis for grep { $_->cluster } @modes;
 
 ###############################################################################
 
@@ -87,10 +58,7 @@ sub get {
 sub solved {
     my ($t, $client) = @_;
     get($t, $client);
-    my $token = get($t, $client)->header('X-PoW-Challenge') // '';
-    my $p = (decode_token($token) || {})->{payload} || {};
-    return ('X-PoW-Challenge' => $token,
-        'X-PoW-Nonce' => solve($p->{salt} // '', 1));
+    return solution(get($t, $client));
 }
 
 sub fill_and_replay {
@@ -143,13 +111,8 @@ sub fill_and_replay {
         "$mode: refusals are logged at the log level");
 }
 
-fill_and_replay($local, 'local');
-
-SKIP: {
-    skip 'redis-server not found', 6 unless $cluster;
-    fill_and_replay($cluster, 'redis down, fail local');
-}
+fill_and_replay($_->node(1), $_->cluster ? 'redis down, fail local' : 'local') for @modes;
 
 ###############################################################################
 
-$local->done_testing;
+$modes[0]->done_testing;

@@ -11,10 +11,17 @@ package Test::PowShield;
 # Only Perl core modules are used.
 #
 #   use FindBin; use lib "$FindBin::Bin/lib";
-#   use Test::PowShield qw(:pow);
+#   use Test::PowShield qw(:pow :util);
 #
 #   my $t = Test::PowShield->new;          # skip_all if nginx/module missing
-#   $t->write_file_expand('nginx.conf', $conf);   # %%TEST_GLOBALS%% etc.
+#   # http_conf: the whole nginx.conf around the inside of http { };
+#   # write_file_expand: its macros (%%TEST_SERVER%%, %%PORT_8080%%, ...)
+#   $t->write_file_expand('nginx.conf', http_conf(<<'EOF', workers => 2));
+#       server {
+#           %%TEST_SERVER%%
+#           location /api/ { pow_shield_limit 10 1m; }
+#       }
+#   EOF
 #   $t->write_file('html/api/data.json', '{}');
 #   $t->run;                                # or: my ($rc, $out) = $t->test_config
 #   my $r = $t->http_get('/api/data.json', 'X-Client' => 'a');
@@ -51,9 +58,10 @@ my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
     solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
-my @UTIL = qw(answered statuses eventually run_redis_cluster);
-our @EXPORT_OK = (@POW, @UTIL);
-our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL);
+my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster);
+my @REDIS = qw(module_script client_key spent_key fake_peer);
+our @EXPORT_OK = (@POW, @UTIL, @REDIS);
+our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL, redis => \@REDIS);
 
 our $REPO = abs_path(File::Spec->catdir(dirname(__FILE__), '..', '..', '..'));
 
@@ -74,8 +82,7 @@ sub new {
     my ($class, %opts) = @_;
 
     my $self = bless {
-        binary => exists $opts{binary} ? $opts{binary}
-            : $ENV{TEST_NGINX_BINARY} || "$REPO/objs/nginx",
+        binary => exists $opts{binary} ? $opts{binary} : default_binary(),
         module => exists $opts{module} ? $opts{module}
             : $ENV{TEST_NGINX_MODULE}
                 || "$REPO/objs/ngx_http_pow_shield_module.so",
@@ -183,6 +190,11 @@ sub read_file {
 # Write a config file after expanding:
 #   %%TEST_GLOBALS%%       load_module, pid, error_log, daemon/master
 #   %%TEST_GLOBALS_HTTP%%  access_log and every *_temp_path
+#   %%TEST_SERVER%%        the test server's first lines, each on a line of
+#                          its own at the macro's indentation: listen
+#                          127.0.0.1:%%PORT_8080%%; server_name localhost;
+#                          root %%TESTDIR%%/html; (that root is nginx's
+#                          default under our prefix, written out)
 #   %%PORT_<n>%%           $self->port(n)
 #   %%TESTDIR%%            the temp directory
 #   %%REDIS_PORT%%         port of the attached Redis
@@ -192,6 +204,8 @@ sub write_file_expand {
 
     $content =~ s/%%TEST_GLOBALS%%/$self->test_globals/ge;
     $content =~ s/%%TEST_GLOBALS_HTTP%%/$self->test_globals_http/ge;
+    $content =~ s{^([ \t]*)%%TEST_SERVER%%[ \t]*$}
+        {$1listen 127.0.0.1:%%PORT_8080%%;\n$1server_name localhost;\n\n$1root %%TESTDIR%%/html;}mg;
     $content =~ s/%%PORT_(\d+)%%/$self->port($1)/ge;
     $content =~ s/%%TESTDIR%%/$self->{dir}/g;
     if ($content =~ /%%REDIS_(?:PORT|PASSWORD|TLS_PORT)%%/) {
@@ -208,6 +222,33 @@ sub write_file_expand {
     }
 
     return $self->write_file($name, $content);
+}
+
+# http_conf($http, %opts): a whole nginx.conf around $http, the inside of
+# its http { } block (indented as there, usually a server { } with
+# %%TEST_SERVER%%), for write_file_expand:
+#
+#   %%TEST_GLOBALS%%
+#   <main>
+#   worker_processes <workers>;
+#   events { <events> }
+#   http {
+#       %%TEST_GLOBALS_HTTP%%
+#       default_type application/json;
+#   <http>}
+#
+#   workers => n     worker_processes (without it, nginx's default: 1)
+#   main => '...'    more directives of the main context (env, ...)
+#   events => '...'  the inside of events { }
+sub http_conf {
+    my ($http, %o) = @_;
+    s/\n?\z/\n/ for grep { defined } @o{qw(main events)};
+    my $c = "%%TEST_GLOBALS%%\n\n";
+    $c .= "$o{main}\n" if defined $o{main};
+    $c .= "worker_processes $o{workers};\n\n" if defined $o{workers};
+    $c .= "events {\n" . ($o{events} // '') . "}\n\n";
+    $c .= "http {\n    %%TEST_GLOBALS_HTTP%%\n\n    default_type application/json;\n\n";
+    return "$c$http}\n";
 }
 
 sub test_globals {
@@ -237,6 +278,8 @@ sub test_globals_http {
 
 # Whether the nginx binary was built with an http module (by its short name,
 # e.g. "proxy", "ssi"): standard modules unless --without-http_<m>_module.
+# Also a class method, Test::PowShield->has_module('ssi'): of the binary
+# new() takes by default.
 sub has_module {
     my ($self, $m) = @_;
     my $v = $self->nginx_version_info;
@@ -245,11 +288,15 @@ sub has_module {
     return 1;
 }
 
+my %VERSION_INFO;
 sub nginx_version_info {
     my ($self) = @_;
-    $self->{_V} //= `'$self->{binary}' -V 2>&1` // '';
-    return $self->{_V};
+    my $bin = ref $self ? $self->{binary} : default_binary();
+    return $VERSION_INFO{$bin} //= `'$bin' -V 2>&1` // '';
 }
+
+# TEST_NGINX_BINARY, else <repo>/objs/nginx
+sub default_binary { $ENV{TEST_NGINX_BINARY} || "$REPO/objs/nginx" }
 
 ###############################################################################
 # nginx process control
@@ -391,6 +438,22 @@ sub error_log_lines {
     return $re ? grep { $_ =~ $re } @lines : @lines;
 }
 
+# How many lines of error.log match a regex.
+sub error_log_count {
+    my ($self, $re) = @_;
+    return scalar(my @l = $self->error_log_lines($re));
+}
+
+# How many times error.log says a Redis became unavailable, and that one is
+# available again (the module logs each transition once).
+sub redis_unavailable_count {
+    $_[0]->error_log_count(qr/pow_shield: redis \S+ unavailable/);
+}
+
+sub redis_available_again_count {
+    $_[0]->error_log_count(qr/pow_shield: redis \S+ is available again/);
+}
+
 sub allow_emerg { $_[0]{allow_emerg} = defined $_[1] ? $_[1] : 1; $_[0] }
 
 # Don't report [alert] lines matching this regex at the end.
@@ -454,6 +517,15 @@ sub run_redis_cluster {
     }), 'cluster_state:ok on every node');
     return @r;
 }
+
+# What the module and its Redis share (Test::PowShield::Redis, the tag
+# :redis): module_script($name), the Lua text of a script of the module;
+# client_key($client, @parts) and spent_key($token), its key names;
+# fake_peer($port, $reply), a server that is not Redis.
+sub module_script { Test::PowShield::Redis::module_script(@_) }
+sub client_key    { Test::PowShield::Redis::client_key(@_) }
+sub spent_key     { Test::PowShield::Redis::spent_key(@_) }
+sub fake_peer     { Test::PowShield::Redis::fake_peer(@_) }
 
 # Attach a Redis run by another instance, for %%REDIS_PORT%%.
 sub use_redis { $_[0]{redis} = $_[1]; $_[0] }

@@ -8,6 +8,8 @@ use strict;
 use warnings;
 
 use Carp qw(croak);
+use Digest::SHA qw(sha256_hex);
+use File::Find ();
 use File::Path qw(make_path);
 use IO::Select;
 use IO::Socket::INET;
@@ -175,6 +177,113 @@ sub cmd {
 }
 
 sub error { $_[0]{error} }
+
+# module_script($name): the Lua text of the module's script constant $name
+# (SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT, ...) as the Rust source spells it:
+# the string literals of its concat!, each macro call (the breaker's Lua,
+# whatever its macro is called) in it replaced by the macro's literal.  The
+# source file is the one under src/ or core/src/ of the repository that
+# defines the constant, wherever it lives.
+sub module_script {
+    my ($name) = @_;
+    my $repo = $Test::PowShield::REPO;
+    my $def = qr/pub const \Q$name\E: &str = concat!\((.*?)\);\n/s;
+    my ($file, $src);
+    File::Find::find({ no_chdir => 1, wanted => sub {
+        $File::Find::prune = 1 if -d && /\/target$/;
+        return if $file || !/\.rs$/ || !-f;
+        open my $fh, '<', $_ or return;
+        my $text = do { local $/; <$fh> };
+        ($file, $src) = ($_, $text) if $text =~ $def;
+    } }, grep { -d } "$repo/core/src", "$repo/src");
+    croak "no file under $repo/src or $repo/core/src defines $name" unless $file;
+    my ($body) = $src =~ $def;
+    my $out = '';
+    while ($body =~ /\G\s*(?:r#"(.*?)"#|"((?:[^"\\]|\\.)*)"|(\w+)!\(\))\s*,?/gsc) {
+        if (defined $1) {
+            $out .= $1;
+        } elsif (defined $2) {
+            (my $s = $2) =~ s/\\(.)/$1 eq 'n' ? "\n" : $1 eq 't' ? "\t" : $1/ges;
+            $out .= $s;
+        } else {
+            my $macro = $3;
+            my ($text) = $src =~ /macro_rules! \Q$macro\E\b.*?r#"(.*?)"#/s
+                or croak "$name uses $macro!, not defined with a literal in $file";
+            $out .= $text;
+        }
+    }
+    croak "$name in $file: cannot read its concat! from: "
+        . substr($body, pos($body) // 0, 60) if (pos($body) // 0) < length $body;
+    return $out;
+}
+
+# calls(@commands): how many times Redis has run these commands so far,
+# summed (INFO commandstats; lower-case names: calls(qw(evalsha eval)) is
+# the module's script calls).  A command a script runs is counted under
+# its own name too.
+sub calls {
+    my ($self, @commands) = @_;
+    my %c = ($self->cmd('INFO', 'commandstats') // '') =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
+    my $n = 0;
+    $n += $c{$_} // 0 for @commands;
+    return $n;
+}
+
+# Redis Cluster: slot_owner($slot, @nodes) is the index in @nodes (this
+# node's cluster, one Test::PowShield::Redis per master) of the master that
+# serves $slot in this node's CLUSTER SLOTS, undef if none does.
+sub slot_owner {
+    my ($self, $slot, @nodes) = @_;
+    for my $range (@{$self->cmd('CLUSTER', 'SLOTS') || []}) {
+        next unless $range->[0] <= $slot && $slot <= $range->[1];
+        my ($i) = grep { $nodes[$_]->port == $range->[2][1] } 0 .. $#nodes;
+        return $i;
+    }
+    return undef;
+}
+
+# fake_peer($port, $reply): a fake "Redis" listening on 127.0.0.1:$port,
+# in a process of its own until the test file ends: whatever a client
+# sends, it answers with $reply (a string, or a sub given what it read
+# that returns the answer).  Returns its pid.
+my @FAKE_PEERS;
+sub fake_peer {
+    my ($port, $reply) = @_;
+    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
+        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or croak "listen: $!";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        my $sel = IO::Select->new($listen);
+        while (1) {
+            for my $s ($sel->can_read(1)) {
+                if ($s == $listen) {
+                    $sel->add($listen->accept);
+                    next;
+                }
+                sysread($s, my $buf, 65536) or ($sel->remove($s), next);
+                syswrite($s, ref $reply ? $reply->($buf) : $reply);
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    push @FAKE_PEERS, $pid;
+    return $pid;
+}
+
+END { CORE::kill 'KILL', @FAKE_PEERS if @FAKE_PEERS }
+
+# The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
+# client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
+# (client_key('a', 's') the strikes of client "a", client_key('a', 'w',
+# 3, 3600000) its window for pow_shield_limit 3 1h); spent_key($token) is
+# the record of a spent challenge.
+sub client_key {
+    my ($client, @parts) = @_;
+    return join ':', 'pow:{' . unpack('H*', $client) . '}', @parts;
+}
+
+sub spent_key { 'pow:spent:{' . sha256_hex($_[0] // '') . '}' }
 
 sub _roundtrip {
     my ($conn, @args) = @_;
