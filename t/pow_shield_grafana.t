@@ -18,8 +18,8 @@ use lib "$FindBin::Bin/lib";
 use File::Temp qw(tempdir);
 use JSON::PP;
 use Test::More;
-use Test::PowShield qw(http_conf);
-use Test::PowShield::Metrics qw(scrape names promql_names);
+use Test::PowShield;
+use Test::PowShield::Metrics qw(served_scrape names promql_names);
 
 ###############################################################################
 
@@ -59,25 +59,7 @@ ok(@variables, 'and template variables from queries: ' . scalar @variables);
 
 # what a real scrape serves: names, and each name's labels and values
 
-my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
-    pow_shield_secret "grafana-suite-secret-0123456789abcdef";
-
-    server {
-        %%TEST_SERVER%%
-
-        location / {
-            pow_shield_limit 10 1m;
-        }
-
-        location = /metrics {
-            pow_shield_status;
-        }
-    }
-EOF
-$t->run;
-my $m = scrape($t, '/metrics');
-$t->stop;
+my $m = served_scrape();
 
 my %served = map { $_ => 1 } names($m);
 my %labels;    # name => label => value => 1
@@ -170,4 +152,4 @@ SKIP: {
     is($? >> 8, 0, "promtool: all $n queries are valid PromQL") or diag($out);
 }
 
-$t->done_testing;
+Test::PowShield->done_testing;

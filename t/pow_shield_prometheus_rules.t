@@ -14,8 +14,8 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(http_conf);
-use Test::PowShield::Metrics qw(scrape names promql_names);
+use Test::PowShield;
+use Test::PowShield::Metrics qw(served_scrape names promql_names);
 
 ###############################################################################
 
@@ -125,25 +125,7 @@ is($header_job, $docs_job, 'the rules file\'s scrape example uses the same job_n
 
 # the metrics: what a real scrape of the module serves (and Prometheus' up)
 
-my $t = Test::PowShield->new;
-$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
-    pow_shield_secret "prometheus-rules-suite-secret-01234567";
-
-    server {
-        %%TEST_SERVER%%
-
-        location / {
-            pow_shield_limit 10 1m;
-        }
-
-        location = /metrics {
-            pow_shield_status;
-        }
-    }
-EOF
-$t->run;
-my %served = map { $_ => 1 } names(scrape($t, '/metrics')), 'up';
-$t->stop;
+my %served = map { $_ => 1 } names(served_scrape()), 'up';
 
 ok($served{pow_shield_redis_round_trip_seconds_bucket}, 'premise: the scrape has the histogram\'s _bucket series');
 for (@alerts) {
@@ -153,4 +135,4 @@ for (@alerts) {
     is_deeply([grep { !$served{$_} } @used], [], "$name: every metric it reads is served (@used)");
 }
 
-$t->done_testing;
+Test::PowShield->done_testing;

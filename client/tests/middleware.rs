@@ -97,14 +97,7 @@ async fn a_forged_difficulty_12_is_given_up_at_max_solve_time() {
     // difficulty 12 would keep every core busy for months.
     let (c, _) = challenge("429 Too Many Requests", 12, 25);
     let fake = serve(vec![c, ok("never")]);
-    let policy = Policy {
-        solve: SolveOptions {
-            threads: 1,
-            max_solve_time: Some(std::time::Duration::from_millis(200)),
-            ..SolveOptions::default()
-        },
-        ..Policy::default()
-    };
+    let policy = one_thread_within(200);
     let err = client(policy).get(&fake.url).send().await.unwrap_err();
     assert!(matches!(
         pow_error(err),
@@ -142,14 +135,7 @@ async fn solving_does_not_block_the_executor() {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     });
-    let policy = Policy {
-        solve: SolveOptions {
-            threads: 1,
-            max_solve_time: Some(std::time::Duration::from_millis(500)),
-            ..SolveOptions::default()
-        },
-        ..Policy::default()
-    };
+    let policy = one_thread_within(500);
     let err = client(policy).get(&fake.url).send().await.unwrap_err();
     assert!(matches!(
         pow_error(err),

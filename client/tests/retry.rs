@@ -119,14 +119,7 @@ fn a_forged_difficulty_12_is_given_up_at_max_solve_time_with_nothing_more_sent()
     // would keep every core busy for months, once per retry.
     let (c, _) = challenge("429 Too Many Requests", 12, 9);
     let fake = serve(vec![c, ok("never")]);
-    let policy = Policy {
-        solve: SolveOptions {
-            threads: 1,
-            max_solve_time: Some(std::time::Duration::from_millis(200)),
-            ..SolveOptions::default()
-        },
-        ..Policy::default()
-    };
+    let policy = one_thread_within(200);
     assert!(matches!(
         send(policy, &get(&fake.url)),
         Err(Error::Timeout { difficulty: 12, .. })

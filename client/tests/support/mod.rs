@@ -7,6 +7,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
+use pow_shield_client::{Policy, SolveOptions};
 use pow_shield_protocol::wire::ChallengeBody;
 use pow_shield_protocol::{issue_challenge_with_salt, Secret, SecretKeys};
 
@@ -127,6 +128,19 @@ pub fn challenge(status: &str, difficulty: u8, salt_byte: u8) -> (Answer, String
         &body,
     );
     (Answer::Raw(text), c.token)
+}
+
+/// The default policy, but solving on one thread and giving up on one
+/// challenge after `ms`.
+pub fn one_thread_within(ms: u64) -> Policy {
+    Policy {
+        solve: SolveOptions {
+            threads: 1,
+            max_solve_time: Some(std::time::Duration::from_millis(ms)),
+            ..SolveOptions::default()
+        },
+        ..Policy::default()
+    }
 }
 
 pub fn ok(body: &str) -> Answer {

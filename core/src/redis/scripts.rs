@@ -6,6 +6,7 @@ use sha1::{Digest, Sha1};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{RateLimit, Spent, Verdict};
+use crate::store::Offence;
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
 /// for step. Rules come as four integers (0 = off): strike threshold,
@@ -303,6 +304,15 @@ pub enum ReplyError {
 /// use.
 pub fn script_sha1(script: &str) -> String {
     hex::encode(Sha1::digest(script.as_bytes()))
+}
+
+/// What a refusal is, as the window scripts' `ARGV[4]` says it.
+pub fn offence(offence: Offence) -> u64 {
+    match offence {
+        Offence::None => 0,
+        Offence::Unpaid => 1,
+        Offence::Failed => 2,
+    }
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).

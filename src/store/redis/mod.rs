@@ -335,11 +335,7 @@ impl RedisStore {
             .num(limit.requests.into())
             .num(limit.window_ms)
             .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
-            .num(match offence {
-                Offence::None => 0,
-                Offence::Unpaid => 1,
-                Offence::Failed => 2,
-            })
+            .num(scripts::offence(offence))
             .num(threshold)
             .num(ttl)
             .num(after)

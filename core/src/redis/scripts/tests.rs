@@ -112,6 +112,13 @@ fn the_spend_takes_back_an_unpaid_strike_in_the_same_script_never_below_zero() {
 }
 
 #[test]
+fn a_refusal_is_passed_as_0_nothing_1_unpaid_2_failed() {
+    assert_eq!(offence(Offence::None), 0);
+    assert_eq!(offence(Offence::Unpaid), 1);
+    assert_eq!(offence(Offence::Failed), 2);
+}
+
+#[test]
 fn only_a_429_is_an_unpaid_strike() {
     for script in [SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT] {
         assert!(script.contains("ARGV[4] ~= '0'"));

@@ -8,6 +8,7 @@ package Test::PowShield::Metrics;
 #   my ($rc, $out) = promtool_check($text);      # promtool check metrics
 #   my @names = names($m);                       # the metric names served
 #   my @used = promql_names($expr);              # the metric names a query reads
+#   my $m = served_scrape();                     # what the module exports
 
 use strict;
 use warnings;
@@ -15,7 +16,8 @@ use warnings;
 use Exporter qw(import);
 use File::Temp qw(tempfile);
 
-our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check names promql_names);
+our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check names promql_names
+    served_scrape);
 
 # The samples of a text exposition: { 'name{labels}' => number }; the
 # response and the text are kept under the keys -response and -text.
@@ -39,6 +41,33 @@ sub scrape {
     my $m = parse($r->body);
     $m->{-response} = $r;
     $m->{-text} = $r->body;
+    return $m;
+}
+
+# A scrape of the module as it serves its status location (beside one
+# shielded location), from an nginx started and stopped here: the names,
+# labels and values it exports.
+sub served_scrape {
+    require Test::PowShield;
+    my $t = Test::PowShield->new;
+    $t->write_file_expand('nginx.conf', Test::PowShield::http_conf(<<'EOF'));
+    pow_shield_secret "served-scrape-secret-0123456789abcdef";
+
+    server {
+        %%TEST_SERVER%%
+
+        location / {
+            pow_shield_limit 10 1m;
+        }
+
+        location = /metrics {
+            pow_shield_status;
+        }
+    }
+EOF
+    $t->run;
+    my $m = scrape($t, '/metrics');
+    $t->stop;
     return $m;
 }
 
