@@ -15,17 +15,20 @@ use nginx_sys::{
 use super::Allocator;
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::store::refusals::Refusal;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
 /// What an entry holds besides its key: a bucket (local limiter), a
-/// client's breaker (strikes table), or nothing (replay cache). Both are
-/// plain integers, so any bytes are a valid value of either.
+/// client's breaker (strikes table), a refusal Redis decided (cluster
+/// mode's refusals table), or nothing (replay cache). All are plain
+/// integers, so any bytes are a valid value of each.
 #[repr(C)]
 #[derive(Clone, Copy)]
 union Payload {
     bucket: BucketState,
     strikes: StrikeCounter,
+    refusal: Refusal,
 }
 
 // An entry fills one 128-byte slab slot; more would double the zone's cost.
@@ -56,6 +59,12 @@ impl Entry {
     pub fn strikes(&mut self) -> &mut StrikeCounter {
         // SAFETY: as in `bucket`.
         unsafe { &mut self.payload.strikes }
+    }
+
+    /// The refusal of a refusals-table entry (zeroed when new).
+    pub fn refusal(&mut self) -> &mut Refusal {
+        // SAFETY: as in `bucket`.
+        unsafe { &mut self.payload.refusal }
     }
 
     fn stored_key(&self) -> &[u8] {

@@ -11,7 +11,8 @@ use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use pow_shield_core::limiter::bucket::BucketState;
-use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::limiter::{RateLimit, Verdict};
+use pow_shield_core::store::refusals::{Refusal, Refused};
 use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
 
 /// Entries a request expires as it passes (as `limit_req` does).
@@ -127,6 +128,93 @@ impl ShmStore {
         self.zone.with_locked(
             |zone, _| matches!(zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms),
         )
+    }
+}
+
+/// Cluster mode's refusals (`pow_shield_core::store::refusals`), by the
+/// key `refusals::refusal_key` makes: Redis refused the client until `T`.
+impl ShmStore {
+    /// Refuses one more unpaid request of a client Redis refused, if `T`
+    /// is still ahead at `now_ms` (monotonic, read fresh).
+    pub fn refuse_locally(
+        &self,
+        refusal: &[u8],
+        rules: BreakerRules,
+        now_ms: u64,
+    ) -> Option<Refused> {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, alloc| {
+            zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            zone.refusals.get(&key)?.refusal().refuse(rules, now_ms)
+        })
+    }
+
+    /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
+    /// No room (after giving up older refusals and expired spent records):
+    /// not kept, the next request asks Redis.
+    pub fn learn_refusal(
+        &self,
+        refusal: &[u8],
+        verdict: &Verdict,
+        breaker: &BreakerStatus,
+        asked_ms: u64,
+    ) {
+        let key = TableKey::new(&[refusal]);
+        let epoch_ms = self.now_epoch_ms();
+        self.zone.with_locked(|zone, alloc| {
+            let entry: *mut Entry = match zone.refusals.find(&key) {
+                Some(entry) => entry,
+                None => {
+                    let made = zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry);
+                    match made.or_else(|| {
+                        zone.refusals.evict(alloc, EVICT_WHEN_FULL);
+                        zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL);
+                        zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry)
+                    }) {
+                        Some(entry) => entry,
+                        None => return,
+                    }
+                }
+            };
+            // SAFETY: the entry is in the zone, locked for this closure.
+            let entry = unsafe { &mut *entry };
+            entry.refusal().learn(verdict, breaker, asked_ms);
+            entry.expires_at_ms = entry.refusal().until_ms;
+        })
+    }
+
+    /// Redis took `sent` of the client's refusals counted here.
+    pub fn refusals_sent(&self, refusal: &[u8], sent: u32, over: u32, strikes: u32) {
+        self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes));
+    }
+
+    /// A spend took back one of the client's strikes: Redis counts `strikes`.
+    pub fn refusal_forgiven(&self, refusal: &[u8], strikes: u32) {
+        self.with_refusal(refusal, |r| r.forgiven(strikes));
+    }
+
+    /// Forgets every refusal learnt from Redis (it may have lost them).
+    pub fn forget_refusals(&self) {
+        self.zone.with_locked(|zone, alloc| {
+            while zone.refusals.stats().0 > 0 {
+                if zone.refusals.evict(alloc, 64) == 0 {
+                    break;
+                }
+            }
+        })
+    }
+
+    fn with_refusal(&self, refusal: &[u8], f: impl FnOnce(&mut Refusal)) {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, _| {
+            if let Some(entry) = zone.refusals.get(&key) {
+                f(entry.refusal());
+            }
+        })
+    }
+
+    fn now_epoch_ms(&self) -> u64 {
+        crate::ffi::now_ms()
     }
 }
 
@@ -268,6 +356,9 @@ fn insert_making_room(
     for step in MAKE_ROOM {
         match step {
             MakeRoom::Nothing => {}
+            MakeRoom::OldestRefusals => {
+                zone.refusals.evict(alloc, EVICT_WHEN_FULL);
+            }
             MakeRoom::ExpiredSpent => zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL),
             MakeRoom::OldestBuckets => {
                 zone.buckets.evict(alloc, EVICT_WHEN_FULL);

@@ -9,6 +9,7 @@
 //! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
 //! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
+//! | `<prefix>{<tag>}:n:<worker>` | the last batch of local refusals Redis applied from one worker |
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
@@ -31,6 +32,10 @@ pub enum ClientKey<'a> {
     Unpaid,
     /// A spent token, in the client's slot (Redis Cluster).
     Spent(&'a [u8; 32]),
+    /// The number of the last batch of local refusals applied from the
+    /// worker with this id (a batch resent after a lost reply is applied
+    /// once).
+    Batches(u64),
 }
 
 /// The hash tag of `key`'s keys: `<prefix>{<tag>}`.
@@ -55,6 +60,11 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
         ClientKey::Spent(digest) => {
             w.extend_from_slice(b":p:");
             w.extend_from_slice(hex::encode(digest).as_bytes());
+            return;
+        }
+        ClientKey::Batches(worker) => {
+            w.extend_from_slice(b":n:");
+            w.extend_from_slice(format!("{worker:x}").as_bytes());
             return;
         }
     };
@@ -122,6 +132,7 @@ mod tests {
         assert_eq!(name(ClientKey::Strikes), format!("{tag}:s"));
         assert_eq!(name(ClientKey::Trips), format!("{tag}:t"));
         assert_eq!(name(ClientKey::Unpaid), format!("{tag}:u"));
+        assert_eq!(name(ClientKey::Batches(0xab12)), format!("{tag}:n:ab12"));
         assert_eq!(
             name(ClientKey::Spent(&[0xab; 32])),
             format!("{tag}:p:{}", "ab".repeat(32))

@@ -271,6 +271,62 @@ return {1, strikes, 0, 0}
 "#
 );
 
+/// A node's locally refused requests of one client, sent in one call
+/// (`store::refusals`): `ARGV[1]` refusals, each one more in the window's
+/// refusal count and, with a strike threshold, one more unpaid strike, as
+/// the window script would have counted them one by one; applied once per
+/// batch number. `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
+/// trips and unpaid strikes, `KEYS[5]` the last batch number applied from
+/// this worker (`keys::ClientKey::Batches`); `ARGV[2]` the window ms,
+/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the batch number.
+///
+/// A client blocked meanwhile (by another node) takes no strike: Redis
+/// would have answered those requests with the block. The batch that
+/// crosses the threshold opens the breaker (and counts a trip) as the
+/// strike reaching it would have.
+/// Returns `{over, strikes, block 0/1/2, block_ms, tripped 0/1/2}`, the
+/// breaker after the batch ([`batch_from_reply`]).
+pub const BATCH_SCRIPT: &str = concat!(
+    "-- pow-shield local refusals: one batch per client",
+    breaker_lua!(),
+    r#"
+local n, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local after, ban = tonumber(ARGV[5]), tonumber(ARGV[6])
+local last = redis.call('GET', KEYS[5])
+-- Decimal strings of up to 20 digits: compared as strings of equal length.
+local seq = ARGV[7]
+local fresh = (not last) or #seq > #last or (#seq == #last and seq > last)
+local over
+if fresh then
+  redis.call('SET', KEYS[5], seq, 'PX', 600000)
+  over = redis.call('INCRBY', KEYS[1], n)
+  if over == n then redis.call('PEXPIRE', KEYS[1], window) end
+else
+  over = tonumber(redis.call('GET', KEYS[1]) or 0)
+end
+local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
+local tripped = 0
+if fresh and block == 0 and threshold > 0 then
+  strikes = redis.call('INCRBY', KEYS[2], n)
+  -- A strike never shortens a block: the later expiry stays.
+  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
+  redis.call('INCRBY', KEYS[4], n)
+  redis.call('PEXPIRE', KEYS[4], redis.call('PTTL', KEYS[2]))
+  if strikes >= threshold and strikes - n < threshold then
+    tripped = 1
+    if after > 0 then
+      local trips = redis.call('INCR', KEYS[3])
+      if trips == 1 or trips >= after then redis.call('PEXPIRE', KEYS[3], ban) end
+      if trips >= after then tripped = 2 end
+    end
+  end
+  strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
+end
+return {over, strikes, block, block_ms, tripped}
+"#
+);
+
 /// Number of integers the sliding-window script returns.
 pub const REPLY_LEN: usize = 9;
 
@@ -386,6 +442,13 @@ pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
         },
         _ => Err(ReplyError::OutOfRange { index: 0 }),
     }
+}
+
+/// Decodes the batch script's reply: the refusals Redis counts in the
+/// window and the client's breaker after the batch.
+pub fn batch_from_reply(reply: &[i64]) -> Result<(u32, BreakerStatus), ReplyError> {
+    let [over, status @ ..] = fields::<5>(reply)?;
+    Ok((saturate(over), breaker_status(status, 1)?))
 }
 
 /// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.

@@ -27,9 +27,13 @@ use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::url::tls_name;
+use pow_shield_core::store::refusals::{refusal_key, Batches};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
 mod outage;
+mod refusals;
+
+use refusals::{BatchContext, BatchTimer};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -49,6 +53,7 @@ pub struct RedisStore {
     approx_sha: String,
     strike_sha: String,
     spend_sha: String,
+    batch_sha: String,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
     /// the spend script can take back the client's strike in one call.
     cluster: bool,
@@ -61,6 +66,14 @@ pub struct RedisStore {
     local: Option<ShmStore>,
     /// Spends Redis could not take, to write when it answers again.
     replays: RefCell<Replays>,
+    /// Refusals decided here (the zone's refusal cache), each client's to
+    /// send to Redis in one call (`refusals.rs`).
+    batches: RefCell<Batches<BatchContext>>,
+    batch_timer: BatchTimer,
+    /// Since when the worker, exiting, waits for Redis to take its batches.
+    exiting_since: Cell<Option<u64>>,
+    /// A connection was ready before: the next one follows an outage.
+    connected_once: Cell<bool>,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -94,6 +107,7 @@ impl RedisStore {
             scripts::APPROX_SCRIPT,
             scripts::STRIKE_SCRIPT,
             scripts::SPEND_SCRIPT,
+            scripts::BATCH_SCRIPT,
         ] {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
@@ -116,6 +130,7 @@ impl RedisStore {
             let on_ready = move || {
                 if let Some(store) = ready.upgrade() {
                     store.write_replays();
+                    store.on_connected();
                 }
             };
             let router = if conf.options.cluster {
@@ -161,16 +176,22 @@ impl RedisStore {
                 approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
+                batch_sha: scripts::script_sha1(scripts::BATCH_SCRIPT),
                 cluster: conf.options.cluster,
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
                 seq: Cell::new(0),
                 local,
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
+                batches: RefCell::new(Batches::default()),
+                batch_timer: BatchTimer::new(),
+                exiting_since: Cell::new(None),
+                connected_once: Cell::new(false),
                 log,
                 me: me.clone(),
             }
         }))
+        .inspect(|store| store.attach_timer())
     }
 
     pub fn retry_in_ms(&self) -> Option<u64> {
@@ -178,6 +199,7 @@ impl RedisStore {
     }
 
     pub fn shutdown(&self) {
+        self.batch_timer.cancel();
         self.router.shutdown();
     }
 
@@ -303,6 +325,19 @@ impl RedisStore {
                 ..Checked::default()
             }));
         }
+        // Refused by Redis until a moment still ahead: refused here, unless
+        // it pays (a spend must be global).
+        if offence == Offence::Unpaid {
+            if let Some(refused) = self.refuse_locally(subject, limit) {
+                return Poll::Ready(Reply::Checked(refused.checked));
+            }
+        }
+        let asked_ms = monotonic_ms();
+        let refusal = self
+            .local
+            .is_some()
+            .then(|| refusal_key(limit, subject.approx, subject.key));
+        let store = self.me.clone();
         let tag = client_tag(subject.key);
         let tag = tag.as_bytes();
         let seq = self.seq.get().wrapping_add(1);
@@ -345,6 +380,11 @@ impl RedisStore {
         self.call_script(script, tag, call, late, waiter, move |reply| {
             let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
             remember(breaker);
+            if let (false, Block::Clear, Some(refusal), Some(store)) =
+                (verdict.allowed, breaker.block, &refusal, store.upgrade())
+            {
+                store.learn_refusal(refusal, &verdict, &breaker, asked_ms);
+            }
             // The script strikes a refused offence of an unblocked client.
             let struck = offence != Offence::None
                 && !verdict.allowed
@@ -404,6 +444,13 @@ impl RedisStore {
             self.queue_replay(&digest, spent_key, tag, expires_at_ms);
             return Poll::Ready(Reply::Spent(Spent::Replayed));
         }
+        // The strikes this worker counted for the client go first: the
+        // spend takes one of them back.
+        self.send_batch_now(subject);
+        let refusal = subject
+            .limit
+            .filter(|_| self.local.is_some())
+            .map(|limit| refusal_key(limit, subject.approx, subject.key));
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
         let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
@@ -437,6 +484,11 @@ impl RedisStore {
                     // down (and not written to it yet, or dropped from the
                     // queue).
                     Spent::Accepted(breaker) => {
+                        if let (Some(local), Some(refusal)) =
+                            (store.as_ref().and_then(|s| s.local.as_ref()), &refusal)
+                        {
+                            local.refusal_forgiven(refusal, breaker.strikes);
+                        }
                         let (key, rules) = &forgive;
                         let first = store.is_none_or(|s| {
                             s.record_locally(&digest, expires_at_ms, now_ms, key, *rules)
@@ -460,6 +512,12 @@ impl RedisStore {
             self.queue_replay(&digest, spent_key, tag, expires_at_ms);
         }
         poll
+    }
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.batch_timer.cancel();
     }
 }
 

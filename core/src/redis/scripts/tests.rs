@@ -237,3 +237,45 @@ fn rules_are_four_integers_zero_when_off() {
     };
     assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
 }
+
+#[test]
+fn batch_replies_decode_to_the_refusals_and_the_breaker_after_the_batch() {
+    assert_eq!(
+        batch_from_reply(&[12, 5, 1, 60_000, 1]),
+        Ok((
+            12,
+            BreakerStatus {
+                strikes: 5,
+                block: Block::Blocked,
+                block_ms: 60_000,
+                tripped: Some(Tripped::Opened),
+            }
+        ))
+    );
+    assert_eq!(
+        batch_from_reply(&[3, 0, 0, 0]),
+        Err(ReplyError::WrongLength {
+            len: 4,
+            expected: 5
+        })
+    );
+    assert_eq!(
+        batch_from_reply(&[3, 0, 4, 0, 0]),
+        Err(ReplyError::OutOfRange { index: 2 })
+    );
+}
+
+#[test]
+fn a_batch_is_applied_once_and_strikes_as_the_window_script_would() {
+    // Applied only with a batch number above the last one applied.
+    assert!(BATCH_SCRIPT.contains("if fresh then"));
+    assert!(BATCH_SCRIPT.contains("redis.call('SET', KEYS[5], seq, 'PX', 600000)"));
+    // Refusals in the window and unpaid strikes, n at once.
+    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[1], n)"));
+    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[4], n)"));
+    // Not while blocked; the batch crossing the threshold trips.
+    assert!(BATCH_SCRIPT.contains("if fresh and block == 0 and threshold > 0 then"));
+    assert!(BATCH_SCRIPT.contains("strikes >= threshold and strikes - n < threshold"));
+    assert!(BATCH_SCRIPT.contains(breaker_lua!()));
+    assert_ne!(script_sha1(BATCH_SCRIPT), script_sha1(STRIKE_SCRIPT));
+}

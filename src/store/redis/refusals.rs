@@ -1,0 +1,299 @@
+//! Local refusals in cluster mode (docs/operations.md, "What is decided
+//! where"): a client Redis refused until `T` is refused by the node itself
+//! until then (the cache is in the zone: every worker, across reloads), and
+//! each such refusal is a strike counted at once in the zone. The worker
+//! sends its refusals to Redis in one call per client, on a timer every
+//! `BATCH_MS` and at once when the strikes reach the threshold; a batch
+//! Redis did not answer is resent as it was (Redis applies it once), and a
+//! worker that exits keeps its timer until Redis took them (at most
+//! `EXIT_GRACE_MS`).
+
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::ptr;
+use std::rc::Rc;
+
+use nginx_sys::{ngx_event_t, ngx_msec_t};
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::RedisStore;
+use crate::ffi::monotonic_ms;
+use crate::redis::router::Rebuild;
+use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::keys::{self, ClientKey};
+use pow_shield_core::redis::script_call::{self, ScriptCall};
+use pow_shield_core::redis::scripts;
+use pow_shield_core::store::refusals::{refusal_key, Refused, BATCH_MS};
+use pow_shield_core::store::Subject;
+
+/// An exiting worker waits this long for Redis to take its batches, then
+/// gives them up (logged with their count): nginx must be able to stop.
+const EXIT_GRACE_MS: u64 = 10_000;
+
+/// What a batch's call needs.
+#[derive(Clone)]
+pub(super) struct BatchContext {
+    tag: String,
+    limit: RateLimit,
+    rules: BreakerRules,
+    key: Vec<u8>,
+}
+
+/// The batch timer: an nginx event at a fixed address.
+pub(super) struct BatchTimer(Box<UnsafeCell<ngx_event_t>>);
+
+impl BatchTimer {
+    pub(super) fn new() -> Self {
+        // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
+        Self(Box::new(UnsafeCell::new(unsafe { core::mem::zeroed() })))
+    }
+
+    fn ev(&self) -> *mut ngx_event_t {
+        self.0.get()
+    }
+
+    /// Stops the timer (the store goes away).
+    pub(super) fn cancel(&self) {
+        // SAFETY: our own event; removed from nginx's timers before its
+        // store (its `data`) goes away.
+        unsafe {
+            if (*self.ev()).timer_set() != 0 {
+                nginx_sys::ngx_del_timer(self.ev());
+            }
+        }
+    }
+}
+
+/// The monotonic clock read now, not the loop iteration's cached time
+/// (the one nginx's `ngx_current_msec` reads, `CLOCK_MONOTONIC`): a local
+/// refusal must end at `T` even late in a long iteration.
+pub(super) fn fresh_monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out pointer; CLOCK_MONOTONIC always exists
+    // on the systems nginx runs this module on.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return monotonic_ms();
+    }
+    (ts.tv_sec as u64) * 1000 + (ts.tv_nsec as u64) / 1_000_000
+}
+
+impl RedisStore {
+    /// Points the batch timer at this store (at its final address).
+    pub(super) fn attach_timer(&self) {
+        let ev = self.batch_timer.ev();
+        // SAFETY: our event, not yet known to nginx; `data` is this store,
+        // which cancels the timer before it goes away (`shutdown`, `Drop`).
+        unsafe {
+            (*ev).data = ptr::from_ref::<RedisStore>(self)
+                .cast_mut()
+                .cast::<c_void>();
+            (*ev).handler = Some(batch_handler);
+            (*ev).log = self.log;
+        }
+    }
+
+    /// An unpaid request of a client Redis refused until a `T` still
+    /// ahead: refused here, its strike counted now and sent later.
+    pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
+        let local = self.local.as_ref()?;
+        let refusal = refusal_key(limit, subject.approx, subject.key);
+        let refused = local.refuse_locally(&refusal, subject.rules, fresh_monotonic_ms())?;
+        if let Ok(mut batches) = self.batches.try_borrow_mut() {
+            batches.add(&refusal, || BatchContext {
+                tag: client_tag(subject.key),
+                limit,
+                rules: subject.rules,
+                key: subject.key.to_vec(),
+            });
+        }
+        if refused.opened {
+            // The breaker opened here: blocked on this node from the next
+            // request on, on the others once Redis has the batch.
+            if let Some(rule) = subject.rules.strikes {
+                let block = BreakerStatus {
+                    strikes: refused.checked.breaker.strikes,
+                    block: Block::Blocked,
+                    block_ms: rule.ttl_ms,
+                    tripped: None,
+                };
+                local.remember(subject.key, block, subject.rules, monotonic_ms());
+            }
+            self.send_batch(&refusal);
+        }
+        self.arm_batches();
+        Some(refused)
+    }
+
+    /// Keeps a refusal Redis sent for a check asked at `asked_ms`.
+    pub(super) fn learn_refusal(
+        &self,
+        refusal: &[u8],
+        verdict: &pow_shield_core::limiter::Verdict,
+        breaker: &BreakerStatus,
+        asked_ms: u64,
+    ) {
+        if let Some(local) = &self.local {
+            local.learn_refusal(refusal, verdict, breaker, asked_ms);
+        }
+    }
+
+    /// A connection to Redis is ready. After an outage Redis may have
+    /// lost its data (a restart without persistence): the node forgets the
+    /// refusals it learnt (the next request of each client asks again);
+    /// the batches waiting go now.
+    pub(super) fn on_connected(&self) {
+        if self.connected_once.replace(true) {
+            if let Some(local) = &self.local {
+                local.forget_refusals();
+            }
+        }
+        let due = match self.batches.try_borrow() {
+            Ok(batches) => batches.due(),
+            Err(_) => return,
+        };
+        for refusal in due {
+            self.send_batch(&refusal);
+        }
+    }
+
+    /// Sends what this worker counted for the client of `refusal` now,
+    /// before a spend of that client (which takes one strike back: it must
+    /// find them in Redis).
+    pub(super) fn send_batch_now(&self, subject: &Subject) {
+        if let Some(limit) = subject.limit {
+            self.send_batch(&refusal_key(limit, subject.approx, subject.key));
+        }
+    }
+
+    fn arm_batches(&self) {
+        let ev = self.batch_timer.ev();
+        // SAFETY: our event (attached); adding a timer only queues it.
+        unsafe {
+            if (*ev).timer_set() == 0 {
+                nginx_sys::ngx_add_timer(ev, BATCH_MS as ngx_msec_t);
+            }
+        }
+    }
+
+    /// The timer: every due batch in one call per client; again in
+    /// `BATCH_MS` while any waits.
+    fn on_batch_timer(&self) {
+        let due = match self.batches.try_borrow() {
+            Ok(batches) => batches.due(),
+            Err(_) => return self.arm_batches(),
+        };
+        for refusal in due {
+            self.send_batch(&refusal);
+        }
+        let Ok(mut batches) = self.batches.try_borrow_mut() else {
+            return self.arm_batches();
+        };
+        if batches.is_empty() {
+            self.exiting_since.set(None);
+            return;
+        }
+        // SAFETY: nginx's own flag, written by this process's signal
+        // handling between loop iterations; a plain read.
+        if unsafe { nginx_sys::ngx_exiting } != 0 {
+            let now = monotonic_ms();
+            let since = self.exiting_since.get().unwrap_or(now);
+            self.exiting_since.set(Some(since));
+            if now.saturating_sub(since) >= EXIT_GRACE_MS {
+                let lost = batches.drop_all();
+                error!(
+                    self.log,
+                    "pow_shield: redis did not take {lost} refusals counted by this worker \
+                     before it exits; their strikes are lost"
+                );
+                return;
+            }
+        }
+        drop(batches);
+        self.arm_batches();
+    }
+
+    /// Submits the batch of `refusal`, if one is due and none in flight.
+    fn send_batch(&self, refusal: &[u8]) {
+        let taken = match self.batches.try_borrow_mut() {
+            Ok(mut batches) => batches.take(refusal),
+            Err(_) => None,
+        };
+        let Some((sending, ctx)) = taken else {
+            return;
+        };
+        let prefix = self.prefix.as_bytes();
+        let tag = ctx.tag.as_bytes();
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
+        let mut call = ScriptCall::new(&self.batch_sha, 5, 7);
+        call.push(key(ClientKey::Refused(ctx.limit)));
+        self.breaker_keys(&mut call, tag);
+        call.push(key(ClientKey::Batches(self.node_id)))
+            .num(sending.count.into())
+            .num(ctx.limit.window_ms);
+        for rule in scripts::rules(ctx.rules) {
+            call.num(rule);
+        }
+        call.num(sending.seq);
+        let (evalsha, shared) = call.finish();
+        let copy = evalsha.clone();
+        let eval: Rebuild =
+            Rc::new(move || script_call::eval(&copy, shared, scripts::BATCH_SCRIPT));
+        let store = self.me.clone();
+        let remember = self.block_keeper(&ctx.key, ctx.rules);
+        let owned = refusal.to_vec();
+        let seq = sending.seq;
+        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            let Some(store) = store.upgrade() else {
+                return;
+            };
+            let reply = frame
+                .as_ref()
+                .and_then(integers)
+                .and_then(|r| scripts::batch_from_reply(&r).ok());
+            let Ok(mut batches) = store.batches.try_borrow_mut() else {
+                return;
+            };
+            match reply {
+                Some((over, breaker)) => {
+                    batches.acknowledged(&owned, seq);
+                    drop(batches);
+                    if let Some(local) = &store.local {
+                        local.refusals_sent(&owned, sending.count, over, breaker.strikes);
+                    }
+                    remember(breaker);
+                }
+                // Applied or not, Redis applies it once: sent again.
+                None => {
+                    batches.failed(&owned, seq);
+                    drop(batches);
+                    store.arm_batches();
+                }
+            }
+        });
+        if self
+            .router
+            .submit(ctx.tag.as_bytes(), evalsha, Some(eval), on_reply)
+            .is_err()
+        {
+            if let Ok(mut batches) = self.batches.try_borrow_mut() {
+                batches.failed(refusal, seq);
+            }
+            self.arm_batches();
+        }
+    }
+}
+
+/// nginx runs the batch timer.
+unsafe extern "C" fn batch_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: `data` is the live store that armed this timer (it
+        // cancels the timer before it goes away).
+        let store = unsafe { &*(*ev).data.cast::<RedisStore>() };
+        store.on_batch_timer();
+    });
+}
