@@ -51,6 +51,11 @@ my $conf = http_conf(<<'EOF', workers => 1);
             pow_shield_difficulty 1 max=8;
         }
 
+        location /co/ {
+            pow_shield_limit 20 1h;
+            pow_shield_strikes 1000000 1h;
+        }
+
         location /slide/ {
             pow_shield_limit 1 2s;
             pow_shield_strikes off;
@@ -58,7 +63,7 @@ my $conf = http_conf(<<'EOF', workers => 1);
     }
 EOF
 
-my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api block rise slide);
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api block rise slide co);
 my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
     files => \%files)->nodes;
 
@@ -70,9 +75,11 @@ sub get {
 }
 
 # Every request at once: all sockets connected and written before any
-# response is read.  Each entry of @reqs is [node, client, dir].
+# response is read.  Each entry of @reqs is [node, client, dir]; a code
+# reference first runs once every request is written.
 sub burst {
     my (@reqs) = @_;
+    my $written = ref $reqs[0] eq 'CODE' ? shift @reqs : sub { };
     my (@socks, %idx);
     for my $r (@reqs) {
         my ($t, $client, $dir) = @$r;
@@ -84,6 +91,7 @@ sub burst {
             . "X-Client: $client\r\n\r\n"];
     }
     syswrite($_->[0], $_->[1]) == length($_->[1]) or die "write: $!" for @socks;
+    $written->();
     my $sel = IO::Select->new;
     for my $i (0 .. $#socks) {
         $sel->add($socks[$i][0]);
@@ -210,16 +218,65 @@ SKIP: {
     is(get($n1, 'sl', 'slide')->status, 200, 'slide: A admitted');
     my $z = $n1->redis_cmd('ZRANGE', client_key('sl', 'w', 1, 2000), 0, 0, 'WITHSCORES') || [];
     my $sa = $z->[1];
-    skip 'no score for A in Redis', 4 unless defined $sa;
+    skip 'no score for A in Redis', 5 unless defined $sa;
     is(get($n1, 'sl', 'slide')->status, 429, 'slide: B refused by Redis');
+    # the client keeps trying (every 50 ms): the node refuses it, and
+    # each batch renews Redis's word on it (older than 250 ms, the node
+    # would ask Redis again)
+    my @r;
+    while (redis_ms() < $sa + 1850) {
+        push @r, get($n1, 'sl', 'slide');
+        Time::HiRes::sleep(0.05);
+    }
+    is(join(' ', grep { $_ ne '429' } map { $_->status // 'none' } @r), '',
+        'slide: refused until shortly before T');
     my $calls = window_calls();
-    Time::HiRes::sleep(0.02) while redis_ms() < $sa + 1900;
+    Time::HiRes::sleep(0.005) while redis_ms() < $sa + 1900;
     is(get($n1, 'sl', 'slide')->status, 429, 'slide: 100 ms before T: refused');
     is(window_calls(), $calls, '... by the node, without asking Redis');
     Time::HiRes::sleep(0.01) while redis_ms() < $sa + 2030;
     my $r = get($n1, 'sl', 'slide');
     is($r->status, 200, 'slide: just after T: admitted (the node never refuses past T)')
         or diag("Redis ms " . redis_ms() . ", A at $sa");
+}
+
+# coalescing: 50 requests of one client at once on one node (one worker)
+# cost a couple of script calls, not 50 (the first asks Redis; the others
+# arrive while it is on its way: Redis is frozen for 0.2 s, well within
+# the 500 ms timeout, so that they surely do), still exactly 20 admitted,
+# one strike per 429
+
+{
+    my $calls = script_calls();
+    $n1->pause_redis;
+    my @rs = burst(sub { Time::HiRes::sleep(0.2); $n1->resume_redis },
+        map { [$n1, 'co', 'co'] } 1 .. 50);
+    is(count(200, @rs), 20, 'coalesced: 50 at once, limit 20: exactly 20 admitted');
+    my $refused = count(429, @rs);
+    is($refused, 30, 'coalesced: the other 30 are 429') or diag(statuses(@rs));
+    ok(eventually(10, sub { redis_int(client_key('co', 's')) == $refused }),
+        'coalesced: one strike per 429 in Redis')
+        or diag('strikes: ' . redis_int(client_key('co', 's')));
+    my $cost = script_calls() - $calls;
+    ok($cost < 5, "coalesced: 50 concurrent requests of one client cost $cost script calls (< 5)");
+    is($n1->redis_cmd('ZCARD', client_key('co', 'w', 20, 3600000)), 20,
+        'coalesced: 20 unique members in the sorted set');
+    my @remaining = sort { $a <=> $b } map { $_->header('X-RateLimit-Remaining') }
+        grep { ($_->status // 0) == 200 } @rs;
+    is("@remaining", join(' ', 0 .. 19), 'coalesced: Remaining counts down 19 .. 0');
+}
+
+# without the freeze, the burst spreads over a few loop iterations: still
+# exact, and far fewer calls than requests
+
+{
+    my $calls = script_calls();
+    my @rs = burst(map { [$n1, 'co2', 'co'] } 1 .. 50);
+    is(count(200, @rs), 20, 'a burst of 50, limit 20: exactly 20 admitted');
+    is(count(429, @rs), 30, '... the other 30 are 429');
+    ok(eventually(10, sub { redis_int(client_key('co2', 's')) == 30 }),
+        '... one strike per 429 in Redis');
+    note('a burst of 50 cost ' . (script_calls() - $calls) . ' script calls');
 }
 
 # a request carrying a solution still asks Redis (the spend is global), and

@@ -162,6 +162,14 @@ impl Table {
         }
     }
 
+    /// Removes `key`'s entry, if there is one.
+    pub fn remove_key(&mut self, key: &TableKey, alloc: &Allocator) {
+        if let Some(entry) = self.get(key) {
+            let entry: *mut Entry = entry;
+            self.remove(entry, alloc);
+        }
+    }
+
     /// Removes up to `n` least recently used entries that have expired.
     pub fn expire(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
         for _ in 0..n {

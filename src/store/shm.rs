@@ -135,17 +135,22 @@ impl ShmStore {
 /// key `refusals::refusal_key` makes: Redis refused the client until `T`.
 impl ShmStore {
     /// Refuses one more unpaid request of a client Redis refused, if `T`
-    /// is still ahead at `now_ms` (monotonic, read fresh).
+    /// is still ahead at `now_ms` (monotonic, read fresh) and Redis's word
+    /// is fresh (or `stale_ok`).
     pub fn refuse_locally(
         &self,
         refusal: &[u8],
         rules: BreakerRules,
         now_ms: u64,
+        stale_ok: bool,
     ) -> Option<Refused> {
         let key = TableKey::new(&[refusal]);
         self.zone.with_locked(|zone, alloc| {
             zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            zone.refusals.get(&key)?.refusal().refuse(rules, now_ms)
+            zone.refusals
+                .get(&key)?
+                .refusal()
+                .refuse(rules, now_ms, stale_ok)
         })
     }
 
@@ -178,14 +183,22 @@ impl ShmStore {
             };
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
-            entry.refusal().learn(verdict, breaker, asked_ms);
-            entry.expires_at_ms = entry.refusal().until_ms;
+            entry.expires_at_ms = entry.refusal().learn(verdict, breaker, asked_ms);
         })
     }
 
     /// Redis took `sent` of the client's refusals counted here.
     pub fn refusals_sent(&self, refusal: &[u8], sent: u32, over: u32, strikes: u32) {
-        self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes));
+        let now_ms = crate::ffi::monotonic_ms();
+        self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now_ms));
+    }
+
+    /// Forgets a client's refusal (it is blocked now: once the block ends,
+    /// Redis decides again, with the strikes it forgot).
+    pub fn forget_refusal(&self, refusal: &[u8]) {
+        let key = TableKey::new(&[refusal]);
+        self.zone
+            .with_locked(|zone, alloc| zone.refusals.remove_key(&key, alloc))
     }
 
     /// A spend took back one of the client's strikes: Redis counts `strikes`.

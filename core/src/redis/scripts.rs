@@ -6,7 +6,7 @@ use sha1::{Digest, Sha1};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{RateLimit, Spent, Verdict};
-use crate::store::Offence;
+use crate::store::{Checked, Offence};
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
 /// for step. Rules come as four integers (0 = off): strike threshold,
@@ -50,6 +50,22 @@ local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
   if trips >= after then return strikes, 2 end
   return strikes, 1
 end
+
+-- n strikes at once (a batch, or the refused part of a coalesced check),
+-- as n calls of strike() would count them: what the strike crossing the
+-- threshold sets off.
+local function strike_n(sk, tk, uk, threshold, ttl, after, ban, n, unpaid)
+  local strikes = redis.call('INCRBY', sk, n)
+  if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
+  if unpaid then redis.call('INCRBY', uk, n) end
+  redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
+  if strikes < threshold or strikes - n >= threshold then return strikes, 0 end
+  if after == 0 then return strikes, 1 end
+  local trips = redis.call('INCR', tk)
+  if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
+  if trips >= after then return strikes, 2 end
+  return strikes, 1
+end
 "#
     };
 }
@@ -64,11 +80,16 @@ end
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
 ///   ([`write_member`]), `ARGV[4]` what a refusal is (0 nothing, 1 an
 ///   unpaid strike, 2 a strike never taken back), `ARGV[5..8]` the breaker
-///   rules ([`rules`]).
+///   rules ([`rules`]), `ARGV[9]` (optional, 1 if absent) the requests
+///   this call decides at once (a coalesced burst of one client): up to
+///   the free slots are admitted, the rest refused, each a strike until
+///   the one that reaches the threshold (later ones would have been
+///   blocked).
 ///
-/// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// Returns ten integers, decoded by [`verdict_from_reply`] (one request)
+/// or [`coalesced_from_reply`]: `{admitted (0/1 for one request),
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
-/// block_ms, tripped 0/1/2}`.
+/// block_ms, tripped 0/1/2, struck}`.
 /// A blocked client writes nothing. Safe under Redis 7's effects
 /// replication: replicas receive the writes, not `TIME`.
 pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
@@ -85,8 +106,10 @@ local window = tonumber(ARGV[2])
 local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
+local k = tonumber(ARGV[9] or '1')
+
 local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -102,14 +125,24 @@ if count > 0 then oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] 
 
 local allowed = 0
 if count < limit then
-  redis.call('ZADD', key, now, ARGV[3])
+  local admit = math.min(k, limit - count)
+  if admit == 1 then
+    redis.call('ZADD', key, now, ARGV[3])
+  else
+    local entries = {}
+    for i = 1, admit do
+      entries[2 * i - 1] = now
+      entries[2 * i] = ARGV[3] .. '.' .. i
+    end
+    redis.call('ZADD', key, unpack(entries))
+  end
   -- Only on admission: the newest entry decides when the key is empty.
   -- (Arguments passed as strings: Redis formats each Lua number with
   -- snprintf, a good part of a call's cost.)
   redis.call('PEXPIRE', key, ARGV[2])
   if count == 0 then oldest = now end
-  count = count + 1
-  allowed = 1
+  count = count + admit
+  allowed = admit
 end
 -- ms until the oldest entry leaves the window
 local reset_after = 0
@@ -120,25 +153,30 @@ if oldest then reset_after = math.max(tonumber(oldest) + window - now, 0) end
 local retry_after = 0
 local over = 0
 local tripped = 0
-if allowed == 0 then
+local struck = 0
+if allowed < k then
+  local refused = k - allowed
   local rank = count - limit
   local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
   if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
-  over = redis.call('INCR', KEYS[2])
-  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  over = redis.call('INCRBY', KEYS[2], refused)
+  if over == refused then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] ~= '0' and threshold > 0 then
-    strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
+    struck = math.min(refused, threshold - strikes)
+    strikes, tripped = strike_n(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, struck,
+      ARGV[4] == '1')
   end
 end
 return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
-  tripped}
+  tripped, struck}
 "#
 );
 
 /// `pow_shield_limit ... approx`: the sliding-window counter, O(1) memory
 /// per client whatever the limit, with the red zone of
 /// [`SLIDING_WINDOW_SCRIPT`]; same keys and arguments (`KEYS[1]` is a hash,
-/// `ARGV[3]` unused), same reply.
+/// `ARGV[3]` unused), same reply, one request per call (`ARGV[9]` is not
+/// read: checks of the approximate counter are not coalesced).
 ///
 /// Time is cut into fixed windows of `window` ms; the sliding window ending
 /// now covers the current one's first `elapsed` ms and the previous one's
@@ -168,7 +206,7 @@ local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
 local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -202,6 +240,7 @@ if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = 
 local retry_after = 0
 local over = 0
 local tripped = 0
+local struck = 0
 if allowed == 0 then
   if curr < limit then
     retry_after = math.floor(left - (limit - curr) * window / prev) + 1
@@ -213,10 +252,11 @@ if allowed == 0 then
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] ~= '0' and threshold > 0 then
     strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
+    struck = 1
   end
 end
 return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_after, over,
-  strikes, 0, 0, tripped}
+  strikes, 0, 0, tripped, struck}
 "#
 );
 
@@ -280,10 +320,11 @@ return {1, strikes, 0, 0}
 /// this worker (`keys::ClientKey::Batches`); `ARGV[2]` the window ms,
 /// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the batch number.
 ///
-/// A client blocked meanwhile (by another node) takes no strike: Redis
-/// would have answered those requests with the block. The batch that
-/// crosses the threshold opens the breaker (and counts a trip) as the
-/// strike reaching it would have.
+/// The strikes of a client blocked meanwhile (by another node) still
+/// count (the node did send those 429s), without extending the block or
+/// counting a trip (a banned client without strikes takes none). The
+/// batch that crosses the threshold opens the breaker (and counts a trip)
+/// as the strike reaching it would have.
 /// Returns `{over, strikes, block 0/1/2, block_ms, tripped 0/1/2}`, the
 /// breaker after the batch ([`batch_from_reply`]).
 pub const BATCH_SCRIPT: &str = concat!(
@@ -307,19 +348,15 @@ else
 end
 local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
 local tripped = 0
-if fresh and block == 0 and threshold > 0 then
-  strikes = redis.call('INCRBY', KEYS[2], n)
-  -- A strike never shortens a block: the later expiry stays.
-  if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
-  redis.call('INCRBY', KEYS[4], n)
-  redis.call('PEXPIRE', KEYS[4], redis.call('PTTL', KEYS[2]))
-  if strikes >= threshold and strikes - n < threshold then
-    tripped = 1
-    if after > 0 then
-      local trips = redis.call('INCR', KEYS[3])
-      if trips == 1 or trips >= after then redis.call('PEXPIRE', KEYS[3], ban) end
-      if trips >= after then tripped = 2 end
-    end
+if fresh and threshold > 0 then
+  if block == 0 then
+    strikes, tripped = strike_n(KEYS[2], KEYS[3], KEYS[4], threshold, ttl, after, ban, n, true)
+  elseif redis.call('PTTL', KEYS[2]) > 0 then
+    -- Blocked meanwhile (by another node): the 429s this node sent still
+    -- count, but neither extend the block nor trip again.
+    strikes = redis.call('INCRBY', KEYS[2], n)
+    redis.call('INCRBY', KEYS[4], n)
+    redis.call('PEXPIRE', KEYS[4], redis.call('PTTL', KEYS[2]))
   end
   strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
 end
@@ -328,7 +365,10 @@ return {over, strikes, block, block_ms, tripped}
 );
 
 /// Number of integers the sliding-window script returns.
-pub const REPLY_LEN: usize = 9;
+pub const REPLY_LEN: usize = 10;
+
+/// Most requests of one client one coalesced check decides.
+pub const MAX_COALESCED: usize = 64;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -404,8 +444,9 @@ pub fn verdict_from_reply(
     reply: &[i64],
     limit: RateLimit,
 ) -> Result<(Verdict, BreakerStatus), ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, over, status @ ..] =
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, _] =
         fields::<REPLY_LEN>(reply)?;
+    let status = [s, b, ms, t];
     let allowed = match allowed {
         0 => false,
         1 => true,
@@ -423,6 +464,127 @@ pub fn verdict_from_reply(
         over: saturate(over),
     };
     Ok((verdict, breaker_status(status, 5)?))
+}
+
+/// What one call of the window script decided for `k` requests of one
+/// client at once ([`coalesced_from_reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coalesced {
+    /// The first `admitted` requests are admitted.
+    pub admitted: u32,
+    /// Of the rest, the next `struck` are refused with a strike each;
+    /// the ones after them are blocked (the breaker opened on the last
+    /// strike), unless strikes are off (then all are refused).
+    pub struck: u32,
+    /// The window after the call (`allowed` true if any was admitted;
+    /// `remaining` after the last admission, `over` after every refusal).
+    pub verdict: Verdict,
+    /// The breaker after the call.
+    pub breaker: BreakerStatus,
+}
+
+impl Coalesced {
+    /// The answer of request `i` (0-based, in arrival order) of the `k`
+    /// the call decided, as `k` calls one after the other would have
+    /// answered.
+    pub fn nth(&self, i: u32, k: u32, rules: BreakerRules) -> Checked {
+        let b = self.breaker;
+        if b.block != Block::Clear {
+            return Checked {
+                breaker: b,
+                ..Checked::default()
+            };
+        }
+        let before = b.strikes.saturating_sub(self.struck);
+        if i < self.admitted {
+            return Checked {
+                verdict: Verdict {
+                    allowed: true,
+                    remaining: self.verdict.remaining + (self.admitted - 1 - i),
+                    retry_after_ms: 0,
+                    over: 0,
+                    ..self.verdict
+                },
+                breaker: BreakerStatus {
+                    strikes: before,
+                    ..BreakerStatus::default()
+                },
+                struck: false,
+            };
+        }
+        let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
+        let over = self
+            .verdict
+            .over
+            .saturating_sub(refused)
+            .saturating_add(j + 1);
+        let verdict = Verdict {
+            allowed: false,
+            remaining: 0,
+            over,
+            ..self.verdict
+        };
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        if threshold == 0 || j < self.struck {
+            let struck = j < self.struck;
+            return Checked {
+                verdict,
+                breaker: BreakerStatus {
+                    strikes: if struck { before + j + 1 } else { b.strikes },
+                    tripped: if struck && j + 1 == self.struck {
+                        b.tripped
+                    } else {
+                        None
+                    },
+                    ..BreakerStatus::default()
+                },
+                struck,
+            };
+        }
+        // After the strike that opened the breaker: blocked.
+        let opened = BreakerStatus {
+            tripped: b.tripped.or(Some(Tripped::Opened)),
+            ..b
+        };
+        Checked {
+            breaker: crate::store::refusals::opened_block(&opened, rules).unwrap_or(b),
+            ..Checked::default()
+        }
+    }
+}
+
+/// Decodes the window script's reply to a call for `k` requests.
+pub fn coalesced_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+    k: u32,
+) -> Result<Coalesced, ReplyError> {
+    let [admitted, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, struck] =
+        fields::<REPLY_LEN>(reply)?;
+    let admitted = u32::try_from(admitted)
+        .ok()
+        .filter(|a| *a <= k)
+        .ok_or(ReplyError::OutOfRange { index: 0 })?;
+    let remaining = u32::try_from(remaining)
+        .ok()
+        .filter(|r| *r <= limit.requests)
+        .ok_or(ReplyError::OutOfRange { index: 1 })?;
+    let struck = u32::try_from(struck)
+        .ok()
+        .filter(|s| *s <= k - admitted)
+        .ok_or(ReplyError::OutOfRange { index: 9 })?;
+    Ok(Coalesced {
+        admitted,
+        struck,
+        verdict: Verdict {
+            allowed: admitted > 0,
+            remaining,
+            reset_after_ms,
+            retry_after_ms,
+            over: saturate(over),
+        },
+        breaker: breaker_status([s, b, ms, t], 5)?,
+    })
 }
 
 /// Decodes the strike script's reply.

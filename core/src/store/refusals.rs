@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::limiter::breaker::{BreakerRules, BreakerStatus, Tripped};
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{RateLimit, Verdict};
 use crate::store::Checked;
 
@@ -20,14 +20,24 @@ use crate::store::Checked;
 /// strikes to Redis (and sooner when they reach the strike threshold).
 pub const BATCH_MS: u64 = 100;
 
+/// How old Redis's word on a refused client may be for the node to refuse
+/// it alone: older, the next request asks Redis (which may have heard of
+/// other nodes' strikes, a block, a ban). A flooding client's word is
+/// renewed by every batch, so this costs it nothing.
+pub const FRESH_MS: u64 = 250;
+
 /// A refusal Redis decided, as the node keeps it in its zone: what Redis
 /// said, and what the node added since. Plain integers (any bytes are a
 /// valid value: it lives in a zone entry's payload).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refusal {
-    /// `T`, on the monotonic clock: until then the client stays refused.
-    pub until_ms: u64,
+    /// `T`, on the monotonic clock (its low 32 bits: `T` is never more
+    /// than two windows, two days, away): until then the client stays
+    /// refused.
+    until: u32,
+    /// When Redis last spoke of the client (a check, a batch), same clock.
+    heard: u32,
     /// `Reset` (the oldest counted request leaves the window) this many ms
     /// before `T`.
     pub reset_before_ms: u32,
@@ -56,8 +66,11 @@ impl Refusal {
     /// `T` is `asked_ms` plus the reply's `Retry-After`, never later than
     /// Redis's own. What this node counted but did not send yet stays
     /// added.
-    pub fn learn(&mut self, verdict: &Verdict, breaker: &BreakerStatus, asked_ms: u64) {
-        self.until_ms = asked_ms.saturating_add(verdict.retry_after_ms);
+    /// Returns `T` (monotonic ms), when the entry may go.
+    pub fn learn(&mut self, verdict: &Verdict, breaker: &BreakerStatus, asked_ms: u64) -> u64 {
+        let until = asked_ms.saturating_add(verdict.retry_after_ms);
+        self.until = until as u32;
+        self.heard = asked_ms as u32;
         self.reset_before_ms = u32::try_from(
             verdict
                 .retry_after_ms
@@ -66,24 +79,39 @@ impl Refusal {
         .unwrap_or(u32::MAX);
         self.over = verdict.over.saturating_add(self.unsent);
         self.strikes = breaker.strikes.saturating_add(self.unsent);
+        until
+    }
+
+    /// Milliseconds from `now_ms` to `T` (negative: past).
+    fn to_t(&self, now_ms: u64) -> i64 {
+        i64::from(self.until.wrapping_sub(now_ms as u32) as i32)
     }
 
     /// Whether the client is still refused at `now_ms` (monotonic, read
     /// fresh): strictly before `T`.
     pub fn holds(&self, now_ms: u64) -> bool {
-        now_ms < self.until_ms
+        self.to_t(now_ms) > 0
+    }
+
+    /// Whether Redis spoke of the client less than [`FRESH_MS`] ago.
+    pub fn fresh(&self, now_ms: u64) -> bool {
+        let age = (now_ms as u32).wrapping_sub(self.heard) as i32;
+        i64::from(age) < FRESH_MS as i64
     }
 
     /// Refuses one more unpaid request at `now_ms`, if still before `T`:
     /// the headers and difficulty Redis would have produced, one more
     /// refusal and (strikes on) one more strike, counted here at once.
-    pub fn refuse(&mut self, rules: BreakerRules, now_ms: u64) -> Option<Refused> {
-        if !self.holds(now_ms) {
+    /// `None`: past `T`, or Redis's word is not fresh (unless `stale_ok`:
+    /// Redis has not answered the node's last batch for the client, or is
+    /// down: asking it would only wait): ask Redis.
+    pub fn refuse(&mut self, rules: BreakerRules, now_ms: u64, stale_ok: bool) -> Option<Refused> {
+        if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) {
             return None;
         }
         self.over = self.over.saturating_add(1);
         self.unsent = self.unsent.saturating_add(1);
-        let retry_after_ms = self.until_ms - now_ms;
+        let retry_after_ms = self.to_t(now_ms) as u64;
         let verdict = Verdict {
             allowed: false,
             remaining: 0,
@@ -117,7 +145,8 @@ impl Refusal {
     /// Redis took `sent` of the unsent refusals and now counts `over`
     /// refusals and `strikes` strikes (every node's): what is still unsent
     /// here stays added.
-    pub fn acknowledged(&mut self, sent: u32, over: u32, strikes: u32) {
+    pub fn acknowledged(&mut self, sent: u32, over: u32, strikes: u32, now_ms: u64) {
+        self.heard = now_ms as u32;
         self.unsent = self.unsent.saturating_sub(sent);
         self.over = over.saturating_add(self.unsent);
         self.strikes = strikes.saturating_add(self.unsent);
@@ -186,6 +215,11 @@ impl<C: Clone> Batches<C> {
                 );
             }
         }
+    }
+
+    /// Whether refusals of `key` wait to be sent or acknowledged.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.batches.contains_key(key)
     }
 
     /// Whether anything waits to be sent or acknowledged.
@@ -274,15 +308,46 @@ impl<C: Clone> Batches<C> {
     }
 }
 
+/// The block the strike that tripped the breaker opened, for the node to
+/// keep (the next request is blocked, not refused once more): the strike
+/// TTL, or the ban's when it banned.
+pub fn opened_block(breaker: &BreakerStatus, rules: BreakerRules) -> Option<BreakerStatus> {
+    let (block, block_ms) = match (breaker.tripped?, rules.ban) {
+        (Tripped::Banned, Some(ban)) => (Block::Banned, ban.ttl_ms),
+        _ => (Block::Blocked, rules.strikes?.ttl_ms),
+    };
+    Some(BreakerStatus {
+        strikes: breaker.strikes,
+        block,
+        block_ms,
+        tripped: None,
+    })
+}
+
 /// The key of a client's refusal under `limit` (zone entry and batch):
-/// the limit, the counter (exact or approximate) and the client key.
-pub fn refusal_key(limit: RateLimit, approx: bool, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(13 + key.len());
+/// the Redis it came from (`scope`, [`scope`]), the limit, the counter
+/// (exact or approximate) and the client key.
+pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(21 + key.len());
     out.push(u8::from(approx));
+    out.extend_from_slice(&scope.to_le_bytes());
     out.extend_from_slice(&limit.requests.to_le_bytes());
     out.extend_from_slice(&limit.window_ms.to_le_bytes());
     out.extend_from_slice(key);
     out
+}
+
+/// Which Redis keys a refusal speaks of: a hash of the Redis (as its
+/// configuration names it) and the key prefix, so that a reload to another
+/// Redis, database or prefix never refuses on what the old one said.
+pub fn scope(parts: &[&[u8]]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325_u64;
+    for part in parts {
+        for b in part.iter().chain(&[0xff]) {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 #[cfg(test)]

@@ -27,12 +27,14 @@ use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::url::tls_name;
-use pow_shield_core::store::refusals::{refusal_key, Batches};
+use pow_shield_core::store::refusals::{opened_block, refusal_key, Batches};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
+mod coalesce;
 mod outage;
 mod refusals;
 
+use coalesce::Group;
 use refusals::{BatchContext, BatchTimer};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
@@ -54,6 +56,8 @@ pub struct RedisStore {
     strike_sha: String,
     spend_sha: String,
     batch_sha: String,
+    /// What the refusals this store learns are about (`refusals::scope`).
+    scope: u64,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
     /// the spend script can take back the client's strike in one call.
     cluster: bool,
@@ -72,6 +76,9 @@ pub struct RedisStore {
     batch_timer: BatchTimer,
     /// Since when the worker, exiting, waits for Redis to take its batches.
     exiting_since: Cell<Option<u64>>,
+    /// The checks on their way to Redis that later requests of the same
+    /// client join (coalesce.rs).
+    groups: RefCell<std::collections::HashMap<Vec<u8>, Group>>,
     /// A connection was ready before: the next one follows an outage.
     connected_once: Cell<bool>,
     log: *mut ngx_log_t,
@@ -177,6 +184,11 @@ impl RedisStore {
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 batch_sha: scripts::script_sha1(scripts::BATCH_SCRIPT),
+                scope: pow_shield_core::store::refusals::scope(&[
+                    conf.display.as_bytes(),
+                    &target.db.to_le_bytes(),
+                    conf.options.prefix.as_bytes(),
+                ]),
                 cluster: conf.options.cluster,
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
@@ -187,6 +199,7 @@ impl RedisStore {
                 batch_timer: BatchTimer::new(),
                 exiting_since: Cell::new(None),
                 connected_once: Cell::new(false),
+                groups: RefCell::new(std::collections::HashMap::new()),
                 log,
                 me: me.clone(),
             }
@@ -225,6 +238,22 @@ impl RedisStore {
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
     ) -> Poll {
+        self.call_script_then(script, slot_key, call, late, waiter, on_reply, || {})
+    }
+
+    /// [`Self::call_script`], then `then` once the request has its answer
+    /// (the requests that joined it are decided after it).
+    #[allow(clippy::too_many_arguments)]
+    fn call_script_then(
+        &self,
+        script: &'static str,
+        slot_key: &[u8],
+        call: ScriptCall,
+        late: Late,
+        waiter: &mut NewWaiter,
+        on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
+        then: impl FnOnce() + 'static,
+    ) -> Poll {
         self.write_replays();
         let (evalsha, shared) = call.finish();
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
@@ -240,6 +269,7 @@ impl RedisStore {
                 None if waiter.is_waiting() => waiter.deliver(late.reply()),
                 None => {}
             }
+            then();
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
@@ -304,7 +334,7 @@ impl RedisStore {
                 })),
             },
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
-            Op::Strike => self.strike(subject.key, subject.rules, late, waiter),
+            Op::Strike => self.strike(subject, late, waiter),
         }
     }
 
@@ -336,19 +366,101 @@ impl RedisStore {
         let refusal = self
             .local
             .is_some()
-            .then(|| refusal_key(limit, subject.approx, subject.key));
+            .then(|| refusal_key(self.scope, limit, subject.approx, subject.key));
+        // A request of a client whose check is on its way joins it: the
+        // call's answer decides it (coalesce.rs).
+        let coalesce = offence == Offence::Unpaid && !subject.approx;
+        let (late, waiter) = match (&refusal, coalesce) {
+            (Some(refusal), true) => match self.join(refusal, rules, late, waiter) {
+                Ok(()) => return Poll::Pending,
+                Err(late) => (late, waiter),
+            },
+            _ => (late, waiter),
+        };
         let store = self.me.clone();
         let tag = client_tag(subject.key);
-        let tag = tag.as_bytes();
+        let remember = self.block_keeper(subject.key, rules);
+        let (script, call) =
+            self.window_call(tag.as_bytes(), limit, subject.approx, offence, rules, 1);
+        let group = refusal.clone().filter(|_| coalesce);
+        let opened = group.clone();
+        let owned_key = subject.key.to_vec();
+        // The tag alone hashes to the slot of every `{tag}` key (it holds no
+        // braces: hex, or `#` and hex).
+        let answered = Rc::new(Cell::new(false));
+        let (was_answered, releaser) = (answered.clone(), store.clone());
+        // The requests that joined this one are decided once it has its
+        // answer (the fallback's too, in arrival order).
+        let release = move || {
+            if let (Some(group), Some(store)) = (&group, releaser.upgrade()) {
+                store.release(group, &owned_key, limit, rules, was_answered.get());
+            }
+        };
+        let on_reply = move |reply: Option<Vec<i64>>| {
+            let decided = reply.and_then(|r| scripts::verdict_from_reply(&r, limit).ok());
+            answered.set(decided.is_some());
+            let store = store.upgrade();
+            if let Some((verdict, breaker)) = decided {
+                // The strike that opened the breaker: the next request is
+                // blocked here, not refused once more.
+                let keep = opened_block(&breaker, rules).unwrap_or(breaker);
+                remember(keep);
+                if let (Some(refusal), Some(store)) = (&refusal, &store) {
+                    match (verdict.allowed, keep.block) {
+                        (false, Block::Clear) => {
+                            store.learn_refusal(refusal, &verdict, &breaker, asked_ms)
+                        }
+                        (_, Block::Clear) => {}
+                        // Once the block ends Redis decides again.
+                        _ => store.forget_refusal(refusal),
+                    }
+                }
+            }
+            let (verdict, breaker) = decided?;
+            // The script strikes a refused offence of an unblocked client.
+            let struck = offence != Offence::None
+                && !verdict.allowed
+                && breaker.block == Block::Clear
+                && rules.strikes.is_some();
+            Some(Reply::Checked(Checked {
+                verdict,
+                breaker,
+                struck,
+            }))
+        };
+        let poll = self.call_script_then(
+            script,
+            tag.as_bytes(),
+            call,
+            late,
+            waiter,
+            on_reply,
+            release,
+        );
+        if let (Poll::Pending, Some(refusal)) = (&poll, &opened) {
+            self.open_group(refusal, rules);
+        }
+        poll
+    }
+
+    /// The window script's call for `k` requests of one client.
+    fn window_call(
+        &self,
+        tag: &[u8],
+        limit: RateLimit,
+        approx: bool,
+        offence: Offence,
+        rules: BreakerRules,
+        k: u32,
+    ) -> (&'static str, ScriptCall) {
         let seq = self.seq.get().wrapping_add(1);
         self.seq.set(seq);
-        let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
         // The exact log (a sorted set) or the counter (a hash).
-        let (script, sha, counted) = if subject.approx {
+        let (script, sha, counted) = if approx {
             (
                 scripts::APPROX_SCRIPT,
                 &self.approx_sha,
@@ -361,7 +473,7 @@ impl RedisStore {
                 ClientKey::Window(limit),
             )
         };
-        let mut call = ScriptCall::new(sha, 5, 8);
+        let mut call = ScriptCall::new(sha, 5, if k > 1 { 9 } else { 8 });
         call.push(key(counted))
             .push(key(ClientKey::Refused(limit)))
             .push(key(ClientKey::Strikes))
@@ -375,30 +487,14 @@ impl RedisStore {
             .num(ttl)
             .num(after)
             .num(ban);
-        // The tag alone hashes to the slot of every `{tag}` key (it holds no
-        // braces: hex, or `#` and hex).
-        self.call_script(script, tag, call, late, waiter, move |reply| {
-            let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
-            remember(breaker);
-            if let (false, Block::Clear, Some(refusal), Some(store)) =
-                (verdict.allowed, breaker.block, &refusal, store.upgrade())
-            {
-                store.learn_refusal(refusal, &verdict, &breaker, asked_ms);
-            }
-            // The script strikes a refused offence of an unblocked client.
-            let struck = offence != Offence::None
-                && !verdict.allowed
-                && breaker.block == Block::Clear
-                && rules.strikes.is_some();
-            Some(Reply::Checked(Checked {
-                verdict,
-                breaker,
-                struck,
-            }))
-        })
+        if k > 1 {
+            call.num(k.into());
+        }
+        (script, call)
     }
 
-    fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
+    fn strike(&self, subject: &Subject, late: Late, waiter: &mut NewWaiter) -> Poll {
+        let (key, rules) = (subject.key, subject.rules);
         if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
             return Poll::Ready(Reply::Struck(Struck {
                 breaker,
@@ -407,6 +503,11 @@ impl RedisStore {
         }
         let tag = client_tag(key);
         let remember = self.block_keeper(key, rules);
+        let refusal = subject
+            .limit
+            .filter(|_| self.local.is_some())
+            .map(|limit| refusal_key(self.scope, limit, subject.approx, key));
+        let store = self.me.clone();
         let mut call = ScriptCall::new(&self.strike_sha, 3, 4);
         self.breaker_keys(&mut call, tag.as_bytes());
         for rule in scripts::rules(rules) {
@@ -420,7 +521,15 @@ impl RedisStore {
             waiter,
             move |reply| {
                 let breaker = scripts::standing_from_reply(&reply?).ok()?;
-                remember(breaker);
+                // The strike that opened the breaker: blocked here from the
+                // next request on (not refused once more).
+                let keep = opened_block(&breaker, rules).unwrap_or(breaker);
+                remember(keep);
+                if let (Some(refusal), Some(store), false) =
+                    (&refusal, store.upgrade(), keep.block == Block::Clear)
+                {
+                    store.forget_refusal(refusal);
+                }
                 // The script strikes unless the client is blocked.
                 let struck = breaker.block == Block::Clear && rules.strikes.is_some();
                 Some(Reply::Struck(Struck { breaker, struck }))
@@ -450,7 +559,7 @@ impl RedisStore {
         let refusal = subject
             .limit
             .filter(|_| self.local.is_some())
-            .map(|limit| refusal_key(limit, subject.approx, subject.key));
+            .map(|limit| refusal_key(self.scope, limit, subject.approx, subject.key));
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
         let mut call = ScriptCall::new(&self.spend_sha, 4, 6);

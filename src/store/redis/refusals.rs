@@ -101,8 +101,13 @@ impl RedisStore {
     /// ahead: refused here, its strike counted now and sent later.
     pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
         let local = self.local.as_ref()?;
-        let refusal = refusal_key(limit, subject.approx, subject.key);
-        let refused = local.refuse_locally(&refusal, subject.rules, fresh_monotonic_ms())?;
+        let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
+        // Redis owes this worker an answer for the client, or is down:
+        // what it said last still holds (asking would only wait).
+        let stale_ok =
+            !self.router.is_healthy() || self.batches.try_borrow().is_ok_and(|b| b.holds(&refusal));
+        let refused =
+            local.refuse_locally(&refusal, subject.rules, fresh_monotonic_ms(), stale_ok)?;
         if let Ok(mut batches) = self.batches.try_borrow_mut() {
             batches.add(&refusal, || BatchContext {
                 tag: client_tag(subject.key),
@@ -124,6 +129,7 @@ impl RedisStore {
                 local.remember(subject.key, block, subject.rules, monotonic_ms());
             }
             self.send_batch(&refusal);
+            local.forget_refusal(&refusal);
         }
         self.arm_batches();
         Some(refused)
@@ -161,12 +167,19 @@ impl RedisStore {
         }
     }
 
+    /// Forgets the client's refusal (a block supersedes it).
+    pub(super) fn forget_refusal(&self, refusal: &[u8]) {
+        if let Some(local) = &self.local {
+            local.forget_refusal(refusal);
+        }
+    }
+
     /// Sends what this worker counted for the client of `refusal` now,
     /// before a spend of that client (which takes one strike back: it must
     /// find them in Redis).
     pub(super) fn send_batch_now(&self, subject: &Subject) {
         if let Some(limit) = subject.limit {
-            self.send_batch(&refusal_key(limit, subject.approx, subject.key));
+            self.send_batch(&refusal_key(self.scope, limit, subject.approx, subject.key));
         }
     }
 
@@ -263,7 +276,15 @@ impl RedisStore {
                     batches.acknowledged(&owned, seq);
                     drop(batches);
                     if let Some(local) = &store.local {
-                        local.refusals_sent(&owned, sending.count, over, breaker.strikes);
+                        match breaker.block {
+                            Block::Clear => {
+                                local.refusals_sent(&owned, sending.count, over, breaker.strikes)
+                            }
+                            // Blocked (maybe by another node): blocked here
+                            // too from now on, and Redis decides once it
+                            // ends.
+                            _ => local.forget_refusal(&owned),
+                        }
                     }
                     remember(breaker);
                 }

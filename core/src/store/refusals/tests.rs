@@ -2,7 +2,7 @@
 //! the batching arithmetic.
 
 use super::*;
-use crate::limiter::breaker::StrikeRule;
+use crate::limiter::breaker::{Block, StrikeRule};
 
 const STRIKES_5: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {
@@ -39,10 +39,10 @@ fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> Refusal {
 #[test]
 fn refused_just_before_t_and_never_at_or_after_it() {
     let mut r = learnt(1_000, 500, 0);
-    assert_eq!(r.until_ms, 1_500);
-    assert!(r.refuse(BreakerRules::default(), 1_499).is_some());
-    assert!(r.refuse(BreakerRules::default(), 1_500).is_none());
-    assert!(r.refuse(BreakerRules::default(), 1_501).is_none());
+    r.acknowledged(0, 0, 0, 1_400);
+    assert!(r.refuse(BreakerRules::default(), 1_499, false).is_some());
+    assert!(r.refuse(BreakerRules::default(), 1_500, false).is_none());
+    assert!(r.refuse(BreakerRules::default(), 1_501, false).is_none());
     assert!(!r.holds(1_500));
 }
 
@@ -50,8 +50,57 @@ fn refused_just_before_t_and_never_at_or_after_it() {
 fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
     // Redis read its clock at or after 1_000: a slot frees at 1_000 + 500
     // or later, so the node stops refusing at 1_500 at the latest.
-    let r = learnt(1_000, 500, 0);
-    assert_eq!(r.until_ms, 1_500);
+    let mut r = Refusal::default();
+    let t = r.learn(
+        &redis_refused(500, 500, 1),
+        &BreakerStatus::default(),
+        1_000,
+    );
+    assert_eq!(t, 1_500);
+}
+
+#[test]
+fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
+    let mut r = learnt(0, 10_000, 0);
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS - 1, false)
+        .is_some());
+    assert!(r.refuse(BreakerRules::default(), FRESH_MS, false).is_none());
+    // Still refused while Redis owes the node an answer (or is down).
+    assert!(r
+        .clone()
+        .refuse(BreakerRules::default(), FRESH_MS, true)
+        .is_some());
+    // A batch's answer renews it.
+    r.acknowledged(1, 2, 0, FRESH_MS);
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS + 1, false)
+        .is_some());
+}
+
+#[test]
+fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
+    let mut r = Refusal::default();
+    let asked = u64::from(u32::MAX) - 100;
+    r.learn(
+        &redis_refused(500, 500, 1),
+        &BreakerStatus::default(),
+        asked,
+    );
+    assert!(r
+        .refuse(BreakerRules::default(), asked + 200, false)
+        .is_some());
+    assert_eq!(
+        r.refuse(BreakerRules::default(), asked + 200, false)
+            .unwrap()
+            .checked
+            .verdict
+            .retry_after_ms,
+        300
+    );
+    assert!(r
+        .refuse(BreakerRules::default(), asked + 500, false)
+        .is_none());
 }
 
 #[test]
@@ -63,7 +112,10 @@ fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
         &BreakerStatus::default(),
         10_000,
     );
-    let got = r.refuse(BreakerRules::default(), 10_100).unwrap().checked;
+    let got = r
+        .refuse(BreakerRules::default(), 10_100, false)
+        .unwrap()
+        .checked;
     assert_eq!(
         got.verdict,
         Verdict {
@@ -83,8 +135,9 @@ fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
 fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
     let mut r = learnt(0, 10_000, 1);
     let mut last = 0;
+    // (within FRESH_MS of Redis's word)
     for n in 1..=3u32 {
-        let got = r.refuse(STRIKES_5, 5).unwrap();
+        let got = r.refuse(STRIKES_5, 5, false).unwrap();
         assert!(got.checked.struck);
         assert_eq!(got.checked.breaker.strikes, 1 + n);
         assert_eq!(got.checked.verdict.over, 1 + n);
@@ -98,8 +151,8 @@ fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
 #[test]
 fn the_strike_that_reaches_the_threshold_opens_the_breaker_here() {
     let mut r = learnt(0, 10_000, 3);
-    assert!(!r.refuse(STRIKES_5, 1).unwrap().opened);
-    let fifth = r.refuse(STRIKES_5, 2).unwrap();
+    assert!(!r.refuse(STRIKES_5, 1, false).unwrap().opened);
+    let fifth = r.refuse(STRIKES_5, 2, false).unwrap();
     assert!(fifth.opened);
     assert_eq!(fifth.checked.breaker.strikes, 5);
     assert_eq!(fifth.checked.breaker.tripped, Some(Tripped::Opened));
@@ -109,11 +162,11 @@ fn the_strike_that_reaches_the_threshold_opens_the_breaker_here() {
 fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
     let mut r = learnt(0, 10_000, 0);
     for _ in 0..5 {
-        r.refuse(BreakerRules::default(), 1);
+        r.refuse(BreakerRules::default(), 1, false);
     }
     assert_eq!((r.unsent, r.over), (5, 6));
     // Redis took 3 of them; with another node's it now counts 10 refusals.
-    r.acknowledged(3, 10, 7);
+    r.acknowledged(3, 10, 7, 2);
     assert_eq!((r.unsent, r.over, r.strikes), (2, 12, 9));
     // A new refusal from Redis keeps the two unsent.
     r.learn(&redis_refused(100, 100, 11), &BreakerStatus::default(), 50);
@@ -173,15 +226,57 @@ fn clients_and_limits_batch_apart() {
         window_ms: 1_000,
     };
     assert_ne!(
-        refusal_key(l(1), false, b"a"),
-        refusal_key(l(2), false, b"a")
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(2), false, b"a")
     );
     assert_ne!(
-        refusal_key(l(1), false, b"a"),
-        refusal_key(l(1), true, b"a")
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(1), true, b"a")
     );
     assert_ne!(
-        refusal_key(l(1), false, b"a"),
-        refusal_key(l(1), false, b"b")
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(1), false, b"b")
     );
+}
+
+#[test]
+fn the_strike_that_trips_leaves_a_block_for_the_node_to_keep() {
+    use crate::limiter::breaker::BanRule;
+    let tripped = |t| BreakerStatus {
+        strikes: 5,
+        tripped: t,
+        ..BreakerStatus::default()
+    };
+    assert_eq!(opened_block(&tripped(None), STRIKES_5), None);
+    let b = opened_block(&tripped(Some(Tripped::Opened)), STRIKES_5).unwrap();
+    assert_eq!(
+        (b.block, b.block_ms, b.strikes),
+        (Block::Blocked, 60_000, 5)
+    );
+    let banning = BreakerRules {
+        ban: Some(BanRule {
+            after: 3,
+            ttl_ms: 86_400_000,
+        }),
+        ..STRIKES_5
+    };
+    let b = opened_block(&tripped(Some(Tripped::Banned)), banning).unwrap();
+    assert_eq!((b.block, b.block_ms), (Block::Banned, 86_400_000));
+}
+
+#[test]
+fn refusals_of_another_redis_or_prefix_never_apply() {
+    let l = RateLimit {
+        requests: 1,
+        window_ms: 1_000,
+    };
+    let a = scope(&[b"127.0.0.1:6379", b"pow:"]);
+    assert_ne!(a, scope(&[b"127.0.0.1:6379", b"v2:"]));
+    assert_ne!(a, scope(&[b"127.0.0.1:6379p", b"ow:"]));
+    assert_ne!(
+        refusal_key(a, l, false, b"k"),
+        refusal_key(a + 1, l, false, b"k")
+    );
+    // An IPv4 client key stays inline in a zone entry (32 bytes).
+    assert!(refusal_key(a, l, false, &[1, 2, 3, 4]).len() <= crate::store::INLINE_KEY);
 }
