@@ -221,7 +221,7 @@ SKIP: {
     skip 'no score for A in Redis', 5 unless defined $sa;
     is(get($n1, 'sl', 'slide')->status, 429, 'slide: B refused by Redis');
     # the client keeps trying (every 50 ms): the node refuses it, and
-    # each batch renews Redis's word on it (older than 250 ms, the node
+    # each batch renews Redis's word on it (older than 500 ms, the node
     # would ask Redis again)
     my @r;
     while (redis_ms() < $sa + 1850) {

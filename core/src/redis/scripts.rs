@@ -311,8 +311,9 @@ return {1, strikes, 0, 0}
 "#
 );
 
-/// A node's locally refused requests of one client, sent in one call
-/// (`store::refusals`): `ARGV[1]` refusals, each one more in the window's
+/// A node's locally refused requests of one client (or of up to
+/// [`BATCH_CLIENTS`], each with its five keys and seven arguments in turn),
+/// sent in one call (`store::refusals`): `ARGV[1]` refusals, each one more in the window's
 /// refusal count and, with a strike threshold, one more unpaid strike, as
 /// the window script would have counted them one by one; applied once per
 /// batch number. `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
@@ -325,44 +326,60 @@ return {1, strikes, 0, 0}
 /// counting a trip (a banned client without strikes takes none). The
 /// batch that crosses the threshold opens the breaker (and counts a trip)
 /// as the strike reaching it would have.
-/// Returns `{over, strikes, block 0/1/2, block_ms, tripped 0/1/2}`, the
-/// breaker after the batch ([`batch_from_reply`]).
+/// Returns `over strikes block(0/1/2) block_ms tripped(0/1/2)` per client,
+/// the breaker after the batch, as one string of decimal integers
+/// ([`batch_text`], [`batches_from_reply`]).
 pub const BATCH_SCRIPT: &str = concat!(
-    "-- pow-shield local refusals: one batch per client",
+    "-- pow-shield local refusals: one batch per client, of one or more clients",
     breaker_lua!(),
     r#"
-local n, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-local threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-local after, ban = tonumber(ARGV[5]), tonumber(ARGV[6])
-local last = redis.call('GET', KEYS[5])
--- Decimal strings of up to 20 digits: compared as strings of equal length.
-local seq = ARGV[7]
-local fresh = (not last) or #seq > #last or (#seq == #last and seq > last)
-local over
-if fresh then
-  redis.call('SET', KEYS[5], seq, 'PX', 600000)
-  over = redis.call('INCRBY', KEYS[1], n)
-  if over == n then redis.call('PEXPIRE', KEYS[1], window) end
-else
-  over = tonumber(redis.call('GET', KEYS[1]) or 0)
-end
-local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
-local tripped = 0
-if fresh and threshold > 0 then
-  if block == 0 then
-    strikes, tripped = strike_n(KEYS[2], KEYS[3], KEYS[4], threshold, ttl, after, ban, n, true)
-  elseif redis.call('PTTL', KEYS[2]) > 0 then
-    -- Blocked meanwhile (by another node): the 429s this node sent still
-    -- count, but neither extend the block nor trip again.
-    strikes = redis.call('INCRBY', KEYS[2], n)
-    redis.call('INCRBY', KEYS[4], n)
-    redis.call('PEXPIRE', KEYS[4], redis.call('PTTL', KEYS[2]))
+-- Client i's keys are KEYS[5i-4 .. 5i], its arguments ARGV[7i-6 .. 7i].
+local out = {}
+for i = 0, #KEYS / 5 - 1 do
+  local k, a = 5 * i, 7 * i
+  local n, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local threshold, ttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local after, ban = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local last = redis.call('GET', KEYS[k + 5])
+  -- Decimal strings of up to 20 digits: compared as strings of equal length.
+  local seq = ARGV[a + 7]
+  local fresh = (not last) or #seq > #last or (#seq == #last and seq > last)
+  local over
+  if fresh then
+    redis.call('SET', KEYS[k + 5], seq, 'PX', 600000)
+    over = redis.call('INCRBY', KEYS[k + 1], n)
+    if over == n then redis.call('PEXPIRE', KEYS[k + 1], window) end
+  else
+    over = tonumber(redis.call('GET', KEYS[k + 1]) or 0)
   end
-  strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
+  local sk, tk, uk = KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local strikes, block, block_ms = breaker_status(sk, tk, threshold, after)
+  local tripped = 0
+  if fresh and threshold > 0 then
+    if block == 0 then
+      strikes, tripped = strike_n(sk, tk, uk, threshold, ttl, after, ban, n, true)
+    elseif redis.call('PTTL', sk) > 0 then
+      -- Blocked meanwhile (by another node): the 429s this node sent still
+      -- count, but neither extend the block nor trip again.
+      strikes = redis.call('INCRBY', sk, n)
+      redis.call('INCRBY', uk, n)
+      redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
+    end
+    strikes, block, block_ms = breaker_status(sk, tk, threshold, after)
+  end
+  for _, v in ipairs({over, strikes, block, block_ms, tripped}) do out[#out + 1] = v end
 end
-return {over, strikes, block, block_ms, tripped}
+-- One bulk string of decimal integers: an array reply of every client's
+-- five would exceed what the node accepts of a reply (16 elements).
+return table.concat(out, ' ')
 "#
 );
+
+/// Most clients one batch call carries (one Redis; in a Redis Cluster each
+/// client's keys are in its own slot: one client per call). Its reply, five
+/// decimal integers each, stays within a bulk string the node accepts
+/// (`command::MAX_BULK`).
+pub const BATCH_CLIENTS: usize = 32;
 
 /// Number of integers the sliding-window script returns.
 pub const REPLY_LEN: usize = 10;
@@ -611,6 +628,30 @@ pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
 pub fn batch_from_reply(reply: &[i64]) -> Result<(u32, BreakerStatus), ReplyError> {
     let [over, status @ ..] = fields::<5>(reply)?;
     Ok((saturate(over), breaker_status(status, 1)?))
+}
+
+/// The integers of the batch script's reply (a bulk string of decimal
+/// integers separated by spaces); `None` if it is anything else.
+pub fn batch_text(text: &[u8]) -> Option<Vec<i64>> {
+    core::str::from_utf8(text)
+        .ok()?
+        .split(' ')
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Decodes the batch script's reply for `clients` clients, in order.
+pub fn batches_from_reply(
+    reply: &[i64],
+    clients: usize,
+) -> Result<Vec<(u32, BreakerStatus)>, ReplyError> {
+    if reply.len() != 5 * clients {
+        return Err(ReplyError::WrongLength {
+            len: reply.len(),
+            expected: 5 * clients,
+        });
+    }
+    reply.chunks(5).map(batch_from_reply).collect()
 }
 
 /// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.

@@ -24,7 +24,7 @@ pub const BATCH_MS: u64 = 100;
 /// it alone: older, the next request asks Redis (which may have heard of
 /// other nodes' strikes, a block, a ban). A flooding client's word is
 /// renewed by every batch, so this costs it nothing.
-pub const FRESH_MS: u64 = 250;
+pub const FRESH_MS: u64 = 500;
 
 /// A refusal Redis decided, as the node keeps it in its zone: what Redis
 /// said, and what the node added since. Plain integers (any bytes are a
@@ -259,6 +259,14 @@ impl<C: Clone> Batches<C> {
             ..sending
         });
         Some((sending, batch.context.clone()))
+    }
+
+    /// Batches submitted and waiting for their reply.
+    pub fn in_flight(&self) -> usize {
+        self.batches
+            .values()
+            .filter(|b| b.sending.is_some_and(|s| s.in_flight))
+            .count()
     }
 
     /// Every key with a batch to submit now.

@@ -21,7 +21,7 @@ use crate::ffi::monotonic_ms;
 use crate::redis::router::Rebuild;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
-use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
@@ -31,6 +31,10 @@ use pow_shield_core::store::Subject;
 /// An exiting worker waits this long for Redis to take its batches, then
 /// gives them up (logged with their count): nginx must be able to stop.
 const EXIT_GRACE_MS: u64 = 10_000;
+
+/// Batch calls waiting for Redis at most: well under the client's cap of
+/// commands in flight (1024).
+const BATCH_CALLS_IN_FLIGHT: usize = 64;
 
 /// What a batch's call needs.
 #[derive(Clone)]
@@ -162,8 +166,13 @@ impl RedisStore {
             Ok(batches) => batches.due(),
             Err(_) => return,
         };
-        for refusal in due {
-            self.send_batch(&refusal);
+        let per_call = if self.cluster {
+            1
+        } else {
+            scripts::BATCH_CLIENTS
+        };
+        for refusals in due.chunks(per_call) {
+            self.send_batches(refusals);
         }
     }
 
@@ -185,23 +194,46 @@ impl RedisStore {
 
     fn arm_batches(&self) {
         let ev = self.batch_timer.ev();
-        // SAFETY: our event (attached); adding a timer only queues it.
-        unsafe {
-            if (*ev).timer_set() == 0 {
-                nginx_sys::ngx_add_timer(ev, BATCH_MS as ngx_msec_t);
-            }
+        // SAFETY: our event (attached); reading its flag.
+        if unsafe { (*ev).timer_set() } == 0 {
+            self.arm_batches_in(BATCH_MS);
         }
     }
 
-    /// The timer: every due batch in one call per client; again in
-    /// `BATCH_MS` while any waits.
+    fn arm_batches_in(&self, ms: u64) {
+        let ev = self.batch_timer.ev();
+        // SAFETY: our event (attached); adding a timer only queues it
+        // (moving it if it was set).
+        unsafe { nginx_sys::ngx_add_timer(ev, ms as ngx_msec_t) };
+    }
+
+    /// The timer: every due batch (one call for up to
+    /// `scripts::BATCH_CLIENTS` clients on one Redis, one per client on a
+    /// Redis Cluster), with at most `BATCH_CALLS_IN_FLIGHT` calls
+    /// waiting for Redis (the rest 10 ms later, so that
+    /// thousands of refused clients never fill the queue the requests'
+    /// commands wait in); again in `BATCH_MS` while any waits.
     fn on_batch_timer(&self) {
-        let due = match self.batches.try_borrow() {
-            Ok(batches) => batches.due(),
+        // One Redis: many clients per call; a Redis Cluster: one each.
+        let per_call = if self.cluster {
+            1
+        } else {
+            scripts::BATCH_CLIENTS
+        };
+        let (due, room) = match self.batches.try_borrow() {
+            Ok(batches) => (
+                batches.due(),
+                (BATCH_CALLS_IN_FLIGHT * per_call).saturating_sub(batches.in_flight()),
+            ),
             Err(_) => return self.arm_batches(),
         };
-        for refusal in due {
-            self.send_batch(&refusal);
+        let more = due.len() > room;
+        let due = &due[..due.len().min(room)];
+        for refusals in due.chunks(per_call) {
+            self.send_batches(refusals);
+        }
+        if more {
+            return self.arm_batches_in(BATCH_MS / 10);
         }
         let Ok(mut batches) = self.batches.try_borrow_mut() else {
             return self.arm_batches();
@@ -232,77 +264,103 @@ impl RedisStore {
 
     /// Submits the batch of `refusal`, if one is due and none in flight.
     fn send_batch(&self, refusal: &[u8]) {
-        let taken = match self.batches.try_borrow_mut() {
-            Ok(mut batches) => batches.take(refusal),
-            Err(_) => None,
+        self.send_batches(&[refusal.to_vec()]);
+    }
+
+    /// Submits the due batches of `refusals` in one call (one Redis; a
+    /// Redis Cluster: the caller passes one, the keys of one client share
+    /// a slot).
+    fn send_batches(&self, refusals: &[Vec<u8>]) {
+        let taken: Vec<_> = match self.batches.try_borrow_mut() {
+            Ok(mut batches) => refusals
+                .iter()
+                .filter_map(|r| {
+                    batches
+                        .take(r)
+                        .map(|(sending, ctx)| (r.clone(), sending, ctx))
+                })
+                .collect(),
+            Err(_) => return,
         };
-        let Some((sending, ctx)) = taken else {
+        let Some((_, _, first)) = taken.first() else {
             return;
         };
+        let slot = first.tag.clone();
         let prefix = self.prefix.as_bytes();
-        let tag = ctx.tag.as_bytes();
-        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-        let mut call = ScriptCall::new(&self.batch_sha, 5, 7);
-        call.push(key(ClientKey::Refused(ctx.limit)));
-        self.breaker_keys(&mut call, tag);
-        call.push(key(ClientKey::Batches(self.node_id)))
-            .num(sending.count.into())
-            .num(ctx.limit.window_ms);
-        for rule in scripts::rules(ctx.rules) {
-            call.num(rule);
+        let mut call = ScriptCall::new(&self.batch_sha, 5 * taken.len(), 7 * taken.len());
+        for (_, _, ctx) in &taken {
+            let tag = ctx.tag.as_bytes();
+            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
+            call.push(key(ClientKey::Refused(ctx.limit)));
+            self.breaker_keys(&mut call, tag);
+            call.push(key(ClientKey::Batches(self.node_id)));
         }
-        call.num(sending.seq);
+        for (_, sending, ctx) in &taken {
+            call.num(sending.count.into()).num(ctx.limit.window_ms);
+            for rule in scripts::rules(ctx.rules) {
+                call.num(rule);
+            }
+            call.num(sending.seq);
+        }
         let (evalsha, shared) = call.finish();
         let copy = evalsha.clone();
         let eval: Rebuild =
             Rc::new(move || script_call::eval(&copy, shared, scripts::BATCH_SCRIPT));
         let store = self.me.clone();
-        let remember = self.block_keeper(&ctx.key, ctx.rules);
-        let owned = refusal.to_vec();
-        let seq = sending.seq;
+        type Keep = Box<dyn FnOnce(BreakerStatus)>;
+        let sent: Vec<(Vec<u8>, u64, u32, Keep)> = taken
+            .into_iter()
+            .map(|(refusal, sending, ctx)| {
+                let keep: Keep = Box::new(self.block_keeper(&ctx.key, ctx.rules));
+                (refusal, sending.seq, sending.count, keep)
+            })
+            .collect();
+        let failed: Vec<(Vec<u8>, u64)> =
+            sent.iter().map(|(r, seq, ..)| (r.clone(), *seq)).collect();
+        let clients = sent.len();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let Some(store) = store.upgrade() else {
                 return;
             };
-            let reply = frame
-                .as_ref()
-                .and_then(integers)
-                .and_then(|r| scripts::batch_from_reply(&r).ok());
-            let Ok(mut batches) = store.batches.try_borrow_mut() else {
-                return;
-            };
-            match reply {
-                Some((over, breaker)) => {
-                    batches.acknowledged(&owned, seq);
-                    drop(batches);
-                    if let Some(local) = &store.local {
-                        match breaker.block {
-                            Block::Clear => {
-                                local.refusals_sent(&owned, sending.count, over, breaker.strikes)
-                            }
-                            // Blocked (maybe by another node): blocked here
-                            // too from now on, and Redis decides once it
-                            // ends.
-                            _ => local.forget_refusal(&owned),
-                        }
+            let replies = match &frame {
+                Some(OwnedFrame::BulkString(text)) => scripts::batch_text(text),
+                _ => None,
+            }
+            .and_then(|r| scripts::batches_from_reply(&r, clients).ok());
+            let Some(replies) = replies else {
+                // Applied or not, Redis applies each batch once: sent again.
+                if let Ok(mut batches) = store.batches.try_borrow_mut() {
+                    for (refusal, seq, ..) in &sent {
+                        batches.failed(refusal, *seq);
                     }
-                    remember(breaker);
                 }
-                // Applied or not, Redis applies it once: sent again.
-                None => {
-                    batches.failed(&owned, seq);
-                    drop(batches);
-                    store.arm_batches();
+                return store.arm_batches();
+            };
+            for ((refusal, seq, count, remember), (over, breaker)) in sent.into_iter().zip(replies)
+            {
+                if let Ok(mut batches) = store.batches.try_borrow_mut() {
+                    batches.acknowledged(&refusal, seq);
                 }
+                if let Some(local) = &store.local {
+                    match breaker.block {
+                        Block::Clear => local.refusals_sent(&refusal, count, over, breaker.strikes),
+                        // Blocked (maybe by another node): blocked here
+                        // too from now on, and Redis decides once it ends.
+                        _ => local.forget_refusal(&refusal),
+                    }
+                }
+                remember(breaker);
             }
         });
         if self
             .router
-            .submit(ctx.tag.as_bytes(), evalsha, Some(eval), on_reply)
+            .submit(slot.as_bytes(), evalsha, Some(eval), on_reply)
             .is_err()
         {
             if let Ok(mut batches) = self.batches.try_borrow_mut() {
-                batches.failed(refusal, seq);
+                for (refusal, seq) in &failed {
+                    batches.failed(refusal, *seq);
+                }
             }
             self.arm_batches();
         }

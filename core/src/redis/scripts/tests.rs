@@ -269,12 +269,12 @@ fn batch_replies_decode_to_the_refusals_and_the_breaker_after_the_batch() {
 fn a_batch_is_applied_once_and_strikes_as_the_window_script_would() {
     // Applied only with a batch number above the last one applied.
     assert!(BATCH_SCRIPT.contains("if fresh then"));
-    assert!(BATCH_SCRIPT.contains("redis.call('SET', KEYS[5], seq, 'PX', 600000)"));
+    assert!(BATCH_SCRIPT.contains("redis.call('SET', KEYS[k + 5], seq, 'PX', 600000)"));
     // Refusals in the window and unpaid strikes, n at once.
-    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[1], n)"));
+    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[k + 1], n)"));
     assert!(BATCH_SCRIPT.contains("threshold, ttl, after, ban, n, true)"));
     // Not while blocked; the strike crossing the threshold trips.
-    assert!(BATCH_SCRIPT.contains("if fresh and threshold > 0 then\n  if block == 0 then"));
+    assert!(BATCH_SCRIPT.contains("if fresh and threshold > 0 then\n    if block == 0 then"));
     assert!(BATCH_SCRIPT.contains("if strikes < threshold or strikes - n >= threshold then"));
     assert!(BATCH_SCRIPT.contains(breaker_lua!()));
     assert_ne!(script_sha1(BATCH_SCRIPT), script_sha1(STRIKE_SCRIPT));
@@ -354,4 +354,20 @@ fn each_request_of_a_coalesced_call_gets_what_one_call_each_would_have_answered(
         );
         assert_eq!(got.verdict.over, i + 1);
     }
+}
+
+#[test]
+fn a_batch_call_for_several_clients_replies_five_integers_each() {
+    let two = batches_from_reply(&[3, 0, 0, 0, 0, 9, 5, 1, 60_000, 1], 2).unwrap();
+    assert_eq!(two.len(), 2);
+    assert_eq!(two[0].0, 3);
+    assert_eq!((two[1].0, two[1].1.block), (9, Block::Blocked));
+    assert!(batches_from_reply(&[3, 0, 0, 0, 0], 2).is_err());
+    assert_eq!(batch_text(b"3 0 0 0 0"), Some(vec![3, 0, 0, 0, 0]));
+    assert_eq!(batch_text(b"3 x"), None);
+    assert_eq!(batch_text(b""), None);
+    // 32 clients' worst-case reply fits a bulk string the node accepts.
+    let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
+    assert!(worst.len() <= crate::redis::command::MAX_BULK);
+    assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 5 - 1 do"));
 }

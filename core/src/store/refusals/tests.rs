@@ -184,6 +184,7 @@ fn a_batch_holds_each_refusal_once_until_acknowledged() {
     let (first, ctx) = b.take(b"a").unwrap();
     assert_eq!((first.count, ctx), (2, "ctx"));
     // In flight: not sent twice; new refusals wait for the next batch.
+    assert_eq!(b.in_flight(), 1);
     assert!(b.take(b"a").is_none());
     b.add(b"a", || unreachable!());
     assert!(b.due().is_empty());
