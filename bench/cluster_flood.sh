@@ -1,4 +1,5 @@
-# bench/cluster_flood.sh — sourced by bench/cluster.sh when BENCH_MODE=flood
+#!/usr/bin/env bash
+# bench/cluster_flood.sh — run by bench/cluster.sh when BENCH_MODE=flood
 # (bench/README.md, "cluster.sh, flood mode"): what abuse costs the shared
 # store. The issue-17 table: req/s, nginx CPU us/req and Redis CPU us/req of
 #
@@ -159,7 +160,7 @@ run_case() {
 
 CASES=${BENCH_FLOOD_CASES:-stock green over1 over2000}
 declare -A RPS NG RD CALLS
-for round in $(seq "$ROUNDS"); do
+for _round in $(seq "$ROUNDS"); do
     for build in $BUILDS; do
         for case in $CASES; do
             [[ $case == stock && $build != new ]] && continue

@@ -34,7 +34,7 @@ const EXIT_GRACE_MS: u64 = 10_000;
 
 /// Batch calls waiting for Redis at most: well under the client's cap of
 /// commands in flight (1024).
-const BATCH_CALLS_IN_FLIGHT: usize = 64;
+const BATCH_CALLS_IN_FLIGHT: usize = 8;
 
 /// What a batch's call needs.
 #[derive(Clone)]
