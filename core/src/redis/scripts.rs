@@ -32,30 +32,12 @@ local function breaker_status(sk, tk, threshold, after)
   return strikes, 0, 0
 end
 
--- One strike (the caller checked the client is not blocked): strikes, and
--- what it set off (0 nothing, 1 the breaker opened, 2 it opened and banned).
--- The trip window starts at the first trip; the trip that bans restarts it.
--- uk counts the strikes of challenges not paid yet (`unpaid`: a 429), the
--- only ones a spend takes back; it expires with sk.
-local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
-  local strikes = redis.call('INCR', sk)
-  -- A strike never shortens a block: the later expiry stays.
-  if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
-  if unpaid then redis.call('INCR', uk) end
-  redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
-  if strikes ~= threshold then return strikes, 0 end
-  if after == 0 then return strikes, 1 end
-  local trips = redis.call('INCR', tk)
-  if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
-  if trips >= after then return strikes, 2 end
-  return strikes, 1
-end
-
 -- n strikes at once (a batch, or the refused part of a coalesced check),
 -- as n calls of strike() would count them: what the strike crossing the
 -- threshold sets off.
 local function strike_n(sk, tk, uk, threshold, ttl, after, ban, n, unpaid)
   local strikes = redis.call('INCRBY', sk, n)
+  -- A strike never shortens a block: the later expiry stays.
   if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
   if unpaid then redis.call('INCRBY', uk, n) end
   redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
@@ -65,6 +47,15 @@ local function strike_n(sk, tk, uk, threshold, ttl, after, ban, n, unpaid)
   if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
   if trips >= after then return strikes, 2 end
   return strikes, 1
+end
+
+-- One strike (the caller checked the client is not blocked): strikes, and
+-- what it set off (0 nothing, 1 the breaker opened, 2 it opened and banned).
+-- The trip window starts at the first trip; the trip that bans restarts it.
+-- uk counts the strikes of challenges not paid yet (`unpaid`: a 429), the
+-- only ones a spend takes back; it expires with sk.
+local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
+  return strike_n(sk, tk, uk, threshold, ttl, after, ban, 1, unpaid)
 end
 "#
     };
