@@ -194,6 +194,19 @@ bad(location => 'pow_shield_log_level loud;', 'loud', 'log_level "loud"');
 good(location => "pow_shield_log_level $_;", "log_level $_")
     for qw(info notice warn error);
 
+# pow_shield_log_summary <interval> | off
+
+bad(location => 'pow_shield_log_summary 500ms;', '500ms', 'log_summary shorter than 1s');
+bad(location => 'pow_shield_log_summary 2h;', '2h', 'log_summary longer than 1h');
+bad(location => 'pow_shield_log_summary often;', 'often', 'log_summary "often"');
+bad(location => "pow_shield_log_summary 10s;\n            pow_shield_log_summary 1m;",
+    undef, 'log_summary duplicated in a location');
+
+good(location => 'pow_shield_log_summary 1s;', 'log_summary 1s');
+good(location => 'pow_shield_log_summary 1h;', 'log_summary 1h');
+good(location => 'pow_shield_log_summary off;', 'log_summary off');
+good(http => 'pow_shield_log_summary 1m;', 'log_summary in http');
+
 # the red zone: pow_shield_strikes, _ban, _block_status, _trap,
 # _breaker_log_level, pow_shield_difficulty max=
 

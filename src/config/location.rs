@@ -125,6 +125,10 @@ setter!(set_log_level, LocConf, |d, lcf| {
     set_once(&mut lcf.settings.log_level, args::log_level(d.value())?)
 });
 
+setter!(set_log_summary, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.log_summary, args::log_summary(d.value())?)
+});
+
 setter!(set_breaker_log_level, LocConf, |d, lcf| {
     set_once(
         &mut lcf.settings.breaker_log_level,

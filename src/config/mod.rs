@@ -116,6 +116,8 @@ pub struct Policy {
     /// `pow_shield_breaker_log_level`: the lines of breaker openings and
     /// bans (for fail2ban).
     pub breaker_log_level: ngx_uint_t,
+    /// `pow_shield_log_summary` (milliseconds); `None`: `off`.
+    pub log_summary_ms: Option<u64>,
     /// The key is the default, `$pow_shield_client` (a client address).
     pub default_key: bool,
     pub fail: FailPolicy,
@@ -156,6 +158,7 @@ impl Policy {
             dry_run: r.dry_run,
             log_level: nginx_level(r.log_level),
             breaker_log_level: nginx_level(r.breaker_log_level),
+            log_summary_ms: r.log_summary_ms,
             default_key: r.key.is_none(),
             fail: r.fail,
             trusted: r.trusted.unwrap_or(ptr::null_mut()),

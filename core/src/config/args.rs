@@ -16,6 +16,11 @@ pub const MIN_CHALLENGE_TTL_MS: u64 = 1_000;
 /// spent token that long.
 pub const MAX_CHALLENGE_TTL_MS: u64 = 86_400_000;
 
+/// Shortest `pow_shield_log_summary`: the module's timer ticks each second.
+pub const MIN_LOG_SUMMARY_MS: u64 = 1_000;
+/// Longest `pow_shield_log_summary`.
+pub const MAX_LOG_SUMMARY_MS: u64 = 3_600_000;
+
 /// The first word after the directive's name.
 pub fn first<'a>(args: &[&'a str]) -> &'a str {
     args.first().copied().unwrap_or("")
@@ -110,6 +115,20 @@ pub fn log_level(v: &str) -> Result<LogLevel, Refusal> {
         "error" => Ok(LogLevel::Error),
         v => Err(Refusal::invalid(v, "expected info, notice, warn or error")),
     }
+}
+
+/// `pow_shield_log_summary <interval> | off`: how far apart a client's
+/// summary lines are (milliseconds, 1s..=1h); `None` is `off`, every
+/// rejection its own line.
+pub fn log_summary(v: &str) -> Result<Option<u64>, Refusal> {
+    if v == "off" {
+        return Ok(None);
+    }
+    let interval = values::parse_time_ms(v).map_err(|e| Refusal::invalid(v, e))?;
+    if !(MIN_LOG_SUMMARY_MS..=MAX_LOG_SUMMARY_MS).contains(&interval) {
+        return Err(Refusal::invalid(v, "must be between 1s and 1h, or \"off\""));
+    }
+    Ok(Some(interval))
 }
 
 /// `pow_shield_fail local | open | closed [trusted=<value>]`: the policy
@@ -250,6 +269,17 @@ mod tests {
         );
         assert_eq!(named(challenge_ttl("999ms")), "999ms");
         assert_eq!(named(challenge_ttl("abc")), "abc");
+    }
+
+    #[test]
+    fn log_summary_is_an_interval_from_1s_to_1h_or_off() {
+        assert_eq!(log_summary("10s"), Ok(Some(10_000)));
+        assert_eq!(log_summary("1s"), Ok(Some(1_000)));
+        assert_eq!(log_summary("1h"), Ok(Some(3_600_000)));
+        assert_eq!(log_summary("off"), Ok(None));
+        assert_eq!(named(log_summary("500ms")), "500ms");
+        assert_eq!(named(log_summary("2h")), "2h");
+        assert_eq!(named(log_summary("often")), "often");
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Settings<V> {
     pub dry_run: Option<bool>,
     pub log_level: Option<LogLevel>,
     pub breaker_log_level: Option<LogLevel>,
+    /// `pow_shield_log_summary`; `Some(None)` is `off`.
+    pub log_summary: Option<Option<u64>>,
     /// The policy and its `trusted=` value.
     pub fail: Option<(FailPolicy, Option<V>)>,
     /// `pow_shield_status` in this very location (not inherited).
@@ -75,6 +77,7 @@ impl<V> Default for Settings<V> {
             dry_run: None,
             log_level: None,
             breaker_log_level: None,
+            log_summary: None,
             fail: None,
             status: false,
         }
@@ -120,6 +123,9 @@ pub struct Resolved<V> {
     pub dry_run: bool,
     pub log_level: LogLevel,
     pub breaker_log_level: LogLevel,
+    /// `pow_shield_log_summary` (milliseconds); `None`: every rejection
+    /// its own line.
+    pub log_summary_ms: Option<u64>,
     pub fail: FailPolicy,
     /// `trusted=` of `pow_shield_fail closed`.
     pub trusted: Option<V>,
@@ -142,6 +148,7 @@ impl<V: Copy> Settings<V> {
         self.dry_run = self.dry_run.or(parent.dry_run);
         self.log_level = self.log_level.or(parent.log_level);
         self.breaker_log_level = self.breaker_log_level.or(parent.breaker_log_level);
+        self.log_summary = self.log_summary.or(parent.log_summary);
         self.fail = self.fail.or(parent.fail);
         if self.status {
             self.limit = Some(None);
@@ -183,6 +190,9 @@ impl<V: Copy> Settings<V> {
             dry_run: self.dry_run.unwrap_or(false),
             log_level: self.log_level.unwrap_or(DEFAULT_LOG_LEVEL),
             breaker_log_level: self.breaker_log_level.unwrap_or(DEFAULT_BREAKER_LOG_LEVEL),
+            log_summary_ms: self
+                .log_summary
+                .unwrap_or(Some(crate::log_summary::DEFAULT_INTERVAL_MS)),
             fail,
             trusted,
         }
@@ -266,6 +276,7 @@ mod tests {
                 dry_run: false,
                 log_level: LogLevel::Warn,
                 breaker_log_level: LogLevel::Error,
+                log_summary_ms: Some(10_000),
                 fail: FailPolicy::Local,
                 trusted: None,
             }
@@ -301,6 +312,16 @@ mod tests {
         assert!(p.approx);
         assert!(p.dry_run);
         assert_eq!(p.log_level, LogLevel::Notice);
+    }
+
+    #[test]
+    fn log_summary_off_in_a_location_overrides_the_http_interval() {
+        let http = with(|s| s.log_summary = Some(Some(60_000)));
+        let (_, p) = merged(http, Settings::default(), Settings::default());
+        assert_eq!(p.log_summary_ms, Some(60_000));
+        let location = with(|s| s.log_summary = Some(None));
+        let (_, p) = merged(http, Settings::default(), location);
+        assert_eq!(p.log_summary_ms, None);
     }
 
     #[test]
