@@ -54,14 +54,33 @@ bad(location => 'pow_shield_limit 10;', undef, 'limit without a window');
 bad(location => 'pow_shield_limit 10 1m 5;', '5', 'limit with a third argument not approx');
 bad(location => 'pow_shield_limit 10 1m exact;', 'exact', 'limit with a third word not approx');
 bad(location => 'pow_shield_limit 10 1m approx x;', undef, 'limit with 4 arguments');
-bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
-    undef, 'limit duplicated in a location');
+bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 10 1m;",
+    '10', 'the same limit twice in a location');
+bad(location => "pow_shield_limit 10 1s name=burst;\n            pow_shield_limit 1000 1h name=burst;",
+    'name=burst', 'two limits of a location with one name');
+bad(location => "pow_shield_limit 10 1s;\n            pow_shield_limit off;",
+    'off', 'off beside a limit');
+bad(location => "pow_shield_limit 10 1s approx;\n            pow_shield_limit 1000 1h;",
+    '1000', 'approx on one stacked limit, not the other');
+bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 5),
+    '5', 'a fifth limit in a location');
+bad(location => 'pow_shield_limit 10 1m name=;', 'name=', 'an empty name');
+bad(location => 'pow_shield_limit 10 1m name=a,b;', 'name=a,b', 'a name with a comma');
+bad(location => 'pow_shield_limit 10 1m name=x name=y;', 'name=y', 'two names');
+bad(location => 'pow_shield_limit 10 1m name=x approx;', 'approx', 'approx after the name');
 
 good(location => 'pow_shield_limit 10 30s;', 'limit 10 30s');
 good(location => 'pow_shield_limit 1 1s;', 'limit 1 1s');
 good(location => 'pow_shield_limit 100000 24h;', 'limit 100000 24h');
 good(location => 'pow_shield_limit 1000 1h approx;', 'limit 1000 1h approx');
 good(location => 'pow_shield_limit off;', 'limit off');
+good(location => "pow_shield_limit 10 1s name=burst;\n            pow_shield_limit 1000 1h name=hourly;",
+    'two named limits stack');
+good(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
+    'two unnamed limits stack (named 10r/m and 5r/m)');
+good(location => "pow_shield_limit 10 1s approx name=burst;\n            pow_shield_limit 1000 1h approx;",
+    'stacked approx limits');
+good(location => 'pow_shield_limit 10 1m name=api.v2-search_x;', 'a name of letters, digits, ., - and _');
 good(server => 'pow_shield_limit 10 1m;', 'limit in server');
 good(http => 'pow_shield_limit 10 1m;', 'limit in http');
 

@@ -31,12 +31,13 @@ fn note_shielded(cf: &mut ngx_conf_t) {
     }
 }
 
+// Several lines in one context stack (`args::stack_limit`).
 setter!(set_limit, LocConf, |d, lcf| {
     let limit = args::limit(&d.args)?;
     if limit.is_some() {
         note_shielded(d.cf);
     }
-    set_once(&mut lcf.settings.limit, limit)
+    args::stack_limit(&mut lcf.settings.limit, limit, &d.args)
 });
 
 setter!(set_difficulty, LocConf, |d, lcf| {

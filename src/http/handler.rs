@@ -43,7 +43,7 @@ fn decide(r: &mut Request) -> Status {
     };
     // Unshielded locations cost nothing, even after an internal redirect
     // from a shielded one (that request was decided already).
-    if lcf.policy.limit.is_none() && !lcf.policy.trap {
+    if lcf.policy.limits.is_empty() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
     let Some(state) = RequestState::find(r).or_else(|| RequestState::attach(r, lcf.policy)) else {
@@ -68,7 +68,7 @@ fn decide(r: &mut Request) -> Status {
     };
     let subject = Subject {
         key,
-        limit: policy.limit,
+        limits: policy.limits,
         approx: policy.approx,
         rules: policy.breaker,
     };
@@ -94,7 +94,14 @@ fn decide(r: &mut Request) -> Status {
         }
     };
     st().decided = Some((done, now_ms()));
-    metrics::request(&Decided::new(done, policy.trap));
+    let limit = done.verdict.and_then(|v| {
+        policy
+            .limit_metrics
+            .get(usize::from(v.limit))
+            .copied()
+            .flatten()
+    });
+    metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     rejections::log(r, &policy, key, &done);
     respond(r, mcf, state, &policy, done)
 }
@@ -116,7 +123,7 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
 fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> Payment {
-    if policy.limit.is_none() || subject.key.is_empty() {
+    if policy.limits.is_empty() || subject.key.is_empty() {
         return Payment::Unpaid;
     }
     let (token, nonce) = pow_headers(r);

@@ -8,7 +8,7 @@ use super::state::RequestState;
 use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
-use pow_shield_core::headers::RateLimitNumbers;
+use pow_shield_core::headers::{item_name, RateLimitNumbers};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::values::HeadersMode;
 
@@ -185,13 +185,16 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     };
     let policy = &state.policy;
     let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
+    // The limit the verdict is of: the tightest, or the one that refused.
+    let at = usize::from(verdict.limit);
+    let limit = policy.limits.get(at)?;
     let mut buf = StackText::default();
     if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
         push_header(
             r,
             "X-RateLimit-Limit",
             "x-ratelimit-limit",
-            bytes(&policy.limit_text),
+            buf.format(format_args!("{}", limit.requests)),
         )?;
         push_header(
             r,
@@ -208,8 +211,10 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     }
     if matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both) {
         let now = format_args!(
-            "\"pow-shield\";r={};t={}",
-            numbers.remaining, numbers.reset_in_s
+            "\"{}\";r={};t={}",
+            item_name(&policy.limits, at),
+            numbers.remaining,
+            numbers.reset_in_s
         );
         push_header(
             r,

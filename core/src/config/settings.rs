@@ -5,7 +5,7 @@
 
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
-use crate::limiter::RateLimit;
+use crate::limiter::Limits;
 use crate::values::{FailPolicy, HeadersMode};
 
 /// `pow_shield_difficulty` when no level sets it.
@@ -40,9 +40,9 @@ pub enum LogLevel {
 /// is the module's compiled complex value, a handle this crate only copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings<V> {
-    /// The limit, and whether it counts `approx` (cluster mode); `Some(None)`
-    /// is an explicit `off`.
-    pub limit: Option<Option<(RateLimit, bool)>>,
+    /// The limits (one per `pow_shield_limit` line), and whether they
+    /// count `approx` (cluster mode); `Some(None)` is an explicit `off`.
+    pub limit: Option<Option<(Limits, bool)>>,
     pub difficulty: Option<DifficultyRule>,
     pub strikes: Option<Option<StrikeRule>>,
     pub ban: Option<Option<BanRule>>,
@@ -108,7 +108,7 @@ impl Warning {
 /// Every setting of a location once merged, defaults applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved<V> {
-    pub limit: Option<RateLimit>,
+    pub limits: Limits,
     /// `pow_shield_limit ... approx`.
     pub approx: bool,
     pub difficulty: DifficultyRule,
@@ -173,7 +173,7 @@ impl<V: Copy> Settings<V> {
         let limit = self.limit.flatten();
         let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
         Resolved {
-            limit: limit.map(|(limit, _)| limit),
+            limits: limit.map_or(Limits::NONE, |(limits, _)| limits),
             approx: limit.is_some_and(|(_, approx)| approx),
             difficulty: self
                 .difficulty
@@ -199,35 +199,40 @@ impl<V: Copy> Settings<V> {
     }
 }
 
-/// The header texts a limit fixes, made once per location:
-/// `X-RateLimit-Limit`'s value and `RateLimit-Policy`'s (the window in
-/// whole seconds, rounded up).
-pub fn header_texts(limit: &RateLimit) -> [String; 2] {
-    [
-        limit.requests.to_string(),
-        format!(
-            "\"pow-shield\";q={};w={}",
-            limit.requests,
-            limit.window_ms.div_ceil(1000)
-        ),
-    ]
+/// The `RateLimit-Policy` a location's limits fix, made once per
+/// location: an item per limit, in the order written (the window in whole
+/// seconds, rounded up), named as [`crate::headers::item_name`] says.
+pub fn policy_header(limits: &Limits) -> String {
+    (0..limits.len())
+        .filter_map(|i| {
+            let limit = limits.get(i)?;
+            Some(format!(
+                "\"{}\";q={};w={}",
+                crate::headers::item_name(limits, i),
+                limit.requests,
+                limit.window_ms.div_ceil(1000)
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::RateLimit;
 
     /// A stand-in for a compiled complex value.
     type Key = &'static str;
 
-    const TEN_PER_MINUTE: RateLimit = RateLimit {
+    const TEN_PER_MINUTE: Limits = Limits::one(RateLimit {
         requests: 10,
         window_ms: 60_000,
-    };
-    const FIVE_PER_10S: RateLimit = RateLimit {
+    });
+    const FIVE_PER_10S: Limits = Limits::one(RateLimit {
         requests: 5,
         window_ms: 10_000,
-    };
+    });
 
     /// `location` inside `server` inside `http`, merged as nginx does.
     fn merged(
@@ -258,7 +263,7 @@ mod tests {
         assert_eq!(
             p,
             Resolved {
-                limit: None,
+                limits: Limits::NONE,
                 approx: false,
                 difficulty: DifficultyRule::fixed(4),
                 breaker: BreakerRules {
@@ -308,7 +313,7 @@ mod tests {
             s.log_level = Some(LogLevel::Notice);
         });
         let (_, p) = merged(http, Settings::default(), Settings::default());
-        assert_eq!(p.limit, Some(TEN_PER_MINUTE));
+        assert_eq!(p.limits, TEN_PER_MINUTE);
         assert!(p.approx);
         assert!(p.dry_run);
         assert_eq!(p.log_level, LogLevel::Notice);
@@ -335,7 +340,7 @@ mod tests {
             s.strikes = Some(None);
         });
         let (_, p) = merged(http, Settings::default(), location);
-        assert_eq!(p.limit, None);
+        assert_eq!(p.limits, Limits::NONE);
         assert_eq!(p.breaker.strikes, None);
     }
 
@@ -344,7 +349,7 @@ mod tests {
         let server = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, true))));
         let location = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
         let (_, p) = merged(Settings::default(), server, location);
-        assert_eq!(p.limit, Some(FIVE_PER_10S));
+        assert_eq!(p.limits, FIVE_PER_10S);
         assert!(!p.approx);
     }
 
@@ -373,12 +378,12 @@ mod tests {
         });
         let status = with(|s| s.status = true);
         let (status, p) = merged(http, Settings::default(), status);
-        assert_eq!((p.limit, p.trap), (None, false));
+        assert_eq!((p.limits, p.trap), (Limits::NONE, false));
         // A location nested in it inherits the unshielded values.
         let mut nested = Settings::default();
         nested.inherit(&status);
         let p = nested.resolve();
-        assert_eq!((p.limit, p.trap), (None, false));
+        assert_eq!((p.limits, p.trap), (Limits::NONE, false));
     }
 
     #[test]
@@ -463,9 +468,34 @@ mod tests {
 
     #[test]
     fn the_limit_fixes_its_header_texts_with_the_window_in_seconds() {
+        assert_eq!(policy_header(&TEN_PER_MINUTE), "\"pow-shield\";q=10;w=60");
+    }
+
+    #[test]
+    fn stacked_limits_list_every_policy_by_name() {
+        let mut limits = Limits::NONE;
+        let burst = crate::limiter::LimitName::new("burst").ok();
+        limits
+            .push(
+                RateLimit {
+                    requests: 10,
+                    window_ms: 1_000,
+                },
+                burst,
+            )
+            .unwrap();
+        limits
+            .push(
+                RateLimit {
+                    requests: 1000,
+                    window_ms: 3_600_000,
+                },
+                None,
+            )
+            .unwrap();
         assert_eq!(
-            header_texts(&TEN_PER_MINUTE),
-            ["10".to_owned(), "\"pow-shield\";q=10;w=60".to_owned()]
+            policy_header(&limits),
+            "\"burst\";q=10;w=1, \"1000r/h\";q=1000;w=3600"
         );
     }
 }

@@ -16,7 +16,7 @@ const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
 fn subject(rules: BreakerRules) -> Subject<'static> {
     Subject {
         key: KEY,
-        limit: Some(RateLimit {
+        limits: Limits::one(RateLimit {
             requests: 1,
             window_ms: 3_600_000,
         }),

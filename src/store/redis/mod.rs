@@ -20,12 +20,13 @@ use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
+use pow_shield_core::limiter::{Limits, RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
+use pow_shield_core::redis::scripts::stacked;
 use pow_shield_core::redis::url::tls_name;
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
@@ -47,6 +48,7 @@ pub struct RedisStore {
     prefix: String,
     window_sha: String,
     approx_sha: String,
+    stacked_sha: String,
     strike_sha: String,
     spend_sha: String,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
@@ -92,6 +94,7 @@ impl RedisStore {
         for script in [
             scripts::SLIDING_WINDOW_SCRIPT,
             scripts::APPROX_SCRIPT,
+            stacked::STACKED_SCRIPT,
             scripts::STRIKE_SCRIPT,
             scripts::SPEND_SCRIPT,
         ] {
@@ -159,6 +162,7 @@ impl RedisStore {
                 prefix: conf.options.prefix.clone(),
                 window_sha: scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT),
                 approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
+                stacked_sha: scripts::script_sha1(stacked::STACKED_SCRIPT),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 cluster: conf.options.cluster,
@@ -270,10 +274,11 @@ impl RedisStore {
     ) -> Poll {
         let late = Late::new(op, subject, fallback);
         match op {
-            Op::Check { offence } => match subject.limit {
-                Some(limit) => self.check(subject, limit, offence, late, waiter),
+            Op::Check { offence } => match subject.limits.as_slice() {
+                [limit] => self.check(subject, *limit, offence, late, waiter),
+                [_, _, ..] => self.check_stacked(subject, offence, late, waiter),
                 // (The decision checks only where a limit is set.)
-                None => Poll::Ready(Reply::Checked(Checked {
+                [] => Poll::Ready(Reply::Checked(Checked {
                     verdict: Verdict {
                         allowed: true,
                         ..Verdict::default()
@@ -356,6 +361,73 @@ impl RedisStore {
                 struck,
             }))
         })
+    }
+
+    /// Every limit of the location in one call (`stacked::STACKED_SCRIPT`),
+    /// as `check` does for one.
+    fn check_stacked(
+        &self,
+        subject: &Subject,
+        offence: Offence,
+        late: Late,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
+        let rules = subject.rules;
+        if let Some(breaker) = self.known_block(subject.key, rules, monotonic_ms()) {
+            return Poll::Ready(Reply::Checked(Checked {
+                breaker,
+                ..Checked::default()
+            }));
+        }
+        let tag = client_tag(subject.key);
+        let tag = tag.as_bytes();
+        let seq = self.seq.get().wrapping_add(1);
+        self.seq.set(seq);
+        let remember = self.block_keeper(subject.key, rules);
+        let prefix = self.prefix.as_bytes();
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
+        let limits = subject.limits;
+        let n = limits.len();
+        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n, 7 + 2 * n);
+        self.breaker_keys(&mut call, tag);
+        for &limit in limits.as_slice() {
+            let counted = if subject.approx {
+                ClientKey::Approx(limit)
+            } else {
+                ClientKey::Window(limit)
+            };
+            call.push(key(counted)).push(key(ClientKey::Refused(limit)));
+        }
+        call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
+            .num(scripts::offence(offence));
+        for rule in scripts::rules(rules) {
+            call.num(rule);
+        }
+        call.num(u64::from(subject.approx));
+        for limit in limits.as_slice() {
+            call.num(limit.requests.into()).num(limit.window_ms);
+        }
+        self.call_script(
+            stacked::STACKED_SCRIPT,
+            tag,
+            call,
+            late,
+            waiter,
+            move |reply| {
+                let (verdict, breaker) =
+                    stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
+                remember(breaker);
+                let struck = offence != Offence::None
+                    && !verdict.allowed
+                    && breaker.block == Block::Clear
+                    && rules.strikes.is_some();
+                Some(Reply::Checked(Checked {
+                    verdict,
+                    breaker,
+                    struck,
+                }))
+            },
+        )
     }
 
     fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
@@ -473,7 +545,7 @@ struct Late {
 /// A [`Subject`] that owns its key.
 struct Copied {
     key: Vec<u8>,
-    limit: Option<RateLimit>,
+    limits: Limits,
     approx: bool,
     rules: BreakerRules,
 }
@@ -482,7 +554,7 @@ impl Late {
     fn new(op: Op, subject: &Subject, fallback: Option<ShmStore>) -> Self {
         let copied = || Copied {
             key: subject.key.to_vec(),
-            limit: subject.limit,
+            limits: subject.limits,
             approx: subject.approx,
             rules: subject.rules,
         };
@@ -499,7 +571,7 @@ impl Late {
         };
         let subject = Subject {
             key: &copied.key,
-            limit: copied.limit,
+            limits: copied.limits,
             approx: copied.approx,
             rules: copied.rules,
         };
