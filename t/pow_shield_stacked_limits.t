@@ -59,6 +59,12 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 3 1d name=big;
         }
 
+        # approx (cluster mode's counters; local mode's buckets)
+        location /approx/ {
+            pow_shield_limit 3 1m approx name=fast;
+            pow_shield_limit 5 1h approx name=slow;
+        }
+
         # one unnamed limit: as before limits stacked
         location /plain/ {
             pow_shield_limit 3 1m;
@@ -72,7 +78,7 @@ $docs_location
 EOF
 
 my @modes = Test::PowShield::Modes->start($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none plain docs) });
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none approx plain docs) });
 
 for my $m (@modes) {
     my $t = $m->node(1);
@@ -116,6 +122,15 @@ for my $m (@modes) {
         is($m->redis->cmd('ZCARD', client_key("$m-c", 'w', 2, 3600000)), 2,
             "$m: ... as the refusing one");
     }
+
+    # approx: the same decisions, each limit in its counter
+
+    @r = map { $get->('f', 'approx') } 1 .. 4;
+    is(statuses(@r), '200 200 200 429', "$m: approx: the 4th is refused by the minute limit");
+    like($r[3]->header('RateLimit') // '', qr/^"fast";r=0;/, "$m: approx: refused by \"fast\"");
+    is($m->redis->cmd('HGET', client_key("$m-f", 'a', 5, 3600000), 'c'), 3,
+        "$m: approx: the hour's counter holds the 3 admitted requests")
+        if $m->cluster;
 
     # one unnamed limit: the headers as before
 

@@ -287,7 +287,8 @@ fn admit_stacked(
     let mut verdicts = [Verdict::default(); MAX_LIMITS];
     for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
         *verdict = tables.bucket(key, *limit, |b| {
-            let verdict = bucket::admit(&mut b.clone(), *limit, now_ms);
+            let mut copy = *b;
+            let verdict = bucket::admit(&mut copy, *limit, now_ms);
             (verdict, now_ms.saturating_add(verdict.reset_after_ms))
         })?;
     }
