@@ -65,6 +65,20 @@ bad(location => "pow_shield_limit 10 1s approx;\n            pow_shield_limit 10
 bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 5),
     '5', 'a fifth limit in a location');
 bad(location => 'pow_shield_limit 10 1m name=;', 'name=', 'an empty name');
+{
+    # 16 names elsewhere: a 17th has no metrics' label to count under
+    my $sixteen = join "\n", map {
+        my $l = $_;
+        "        location /l$l/ {\n"
+            . join('', map { "            pow_shield_limit $_ 1h name=n${l}_$_;\n" } 1 .. 4)
+            . "        }";
+    } 1 .. 4;
+    bad(location => 'pow_shield_limit 10 1m name=n17;', 'name=n17',
+        'a 17th limit name in the configuration', SERVER => $sixteen,
+        -says => qr/more than 16 limit names/);
+    good(location => 'pow_shield_limit 10 1m name=n1_1;', 'a 17th limit with one of the 16 names',
+        SERVER => $sixteen);
+}
 bad(location => 'pow_shield_limit 10 1m name=a,b;', 'name=a,b', 'a name with a comma');
 bad(location => 'pow_shield_limit 10 1m name=x name=y;', 'name=y', 'two names');
 bad(location => 'pow_shield_limit 10 1m name=x approx;', 'approx', 'approx after the name');

@@ -16,7 +16,7 @@ use core::ptr;
 
 use nginx_sys::{
     ngx_conf_t, ngx_flag_t, ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
-    NGX_LOG_EMERG, NGX_LOG_ERR, NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
+    NGX_LOG_ERR, NGX_LOG_INFO, NGX_LOG_NOTICE, NGX_LOG_WARN,
 };
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
@@ -25,7 +25,6 @@ use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
-use pow_shield_core::metrics::LIMIT_NAMES;
 use pow_shield_core::values::{FailPolicy, HeadersMode};
 
 pub use self::location::set_status;
@@ -278,23 +277,9 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         if !conf.policy.limits.is_plain() {
             for i in 0..conf.policy.limits.len() {
                 let name = conf.policy.limits.name(i).to_string();
-                let at = match mcf.limit_names.iter().position(|n| *n == name) {
-                    Some(at) => at,
-                    None if mcf.limit_names.len() < LIMIT_NAMES => {
-                        mcf.limit_names.push(name);
-                        mcf.limit_names.len() - 1
-                    }
-                    None => {
-                        log_at!(
-                            NGX_LOG_EMERG,
-                            cf.log,
-                            "pow_shield: more than {LIMIT_NAMES} limit names in the configuration \
-                             (\"{name}\"): the metrics count at most {LIMIT_NAMES}"
-                        );
-                        return NGX_CONF_ERROR;
-                    }
-                };
-                conf.policy.limit_metrics[i] = u8::try_from(at).ok();
+                // (set_limit noted every name)
+                let at = mcf.limit_names.iter().position(|n| *n == name);
+                conf.policy.limit_metrics[i] = at.and_then(|at| u8::try_from(at).ok());
             }
         }
     }
