@@ -275,8 +275,8 @@ impl RedisStore {
         let late = Late::new(op, subject, fallback);
         match op {
             Op::Check { offence } => match subject.limits.as_slice() {
-                [limit] => self.check(subject, *limit, offence, late, waiter),
-                [_, _, ..] => self.check_stacked(subject, offence, late, waiter),
+                // (Stacked limits: all of them, in the same call.)
+                [limit, ..] => self.check(subject, *limit, offence, late, waiter),
                 // (The decision checks only where a limit is set.)
                 [] => Poll::Ready(Reply::Checked(Checked {
                     verdict: Verdict {
@@ -314,6 +314,23 @@ impl RedisStore {
         self.seq.set(seq);
         let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
+        if subject.limits.len() > 1 {
+            let limits = subject.limits;
+            let call = self.stacked_call(subject, offence, tag, seq);
+            return self.call_script(
+                stacked::STACKED_SCRIPT,
+                tag,
+                call,
+                late,
+                waiter,
+                move |reply| {
+                    let (verdict, breaker) =
+                        stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
+                    remember(breaker);
+                    Some(checked(offence, rules, verdict, breaker))
+                },
+            );
+        }
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
@@ -350,47 +367,26 @@ impl RedisStore {
         self.call_script(script, tag, call, late, waiter, move |reply| {
             let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
             remember(breaker);
-            // The script strikes a refused offence of an unblocked client.
-            let struck = offence != Offence::None
-                && !verdict.allowed
-                && breaker.block == Block::Clear
-                && rules.strikes.is_some();
-            Some(Reply::Checked(Checked {
-                verdict,
-                breaker,
-                struck,
-            }))
+            Some(checked(offence, rules, verdict, breaker))
         })
     }
 
-    /// Every limit of the location in one call (`stacked::STACKED_SCRIPT`),
-    /// as `check` does for one.
-    fn check_stacked(
+    /// The call of the stacked script (`stacked::STACKED_SCRIPT`): every
+    /// limit of the location in one round trip.
+    fn stacked_call(
         &self,
         subject: &Subject,
         offence: Offence,
-        late: Late,
-        waiter: &mut NewWaiter,
-    ) -> Poll {
-        let rules = subject.rules;
-        if let Some(breaker) = self.known_block(subject.key, rules, monotonic_ms()) {
-            return Poll::Ready(Reply::Checked(Checked {
-                breaker,
-                ..Checked::default()
-            }));
-        }
-        let tag = client_tag(subject.key);
-        let tag = tag.as_bytes();
-        let seq = self.seq.get().wrapping_add(1);
-        self.seq.set(seq);
-        let remember = self.block_keeper(subject.key, rules);
+        tag: &[u8],
+        seq: u64,
+    ) -> ScriptCall {
         let prefix = self.prefix.as_bytes();
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-        let limits = subject.limits;
+        let limits = subject.limits.as_slice();
         let n = limits.len();
         let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n, 7 + 2 * n);
         self.breaker_keys(&mut call, tag);
-        for &limit in limits.as_slice() {
+        for &limit in limits {
             let counted = if subject.approx {
                 ClientKey::Approx(limit)
             } else {
@@ -400,34 +396,14 @@ impl RedisStore {
         }
         call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(scripts::offence(offence));
-        for rule in scripts::rules(rules) {
+        for rule in scripts::rules(subject.rules) {
             call.num(rule);
         }
         call.num(u64::from(subject.approx));
-        for limit in limits.as_slice() {
+        for limit in limits {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
-        self.call_script(
-            stacked::STACKED_SCRIPT,
-            tag,
-            call,
-            late,
-            waiter,
-            move |reply| {
-                let (verdict, breaker) =
-                    stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
-                remember(breaker);
-                let struck = offence != Offence::None
-                    && !verdict.allowed
-                    && breaker.block == Block::Clear
-                    && rules.strikes.is_some();
-                Some(Reply::Checked(Checked {
-                    verdict,
-                    breaker,
-                    struck,
-                }))
-            },
-        )
+        call
     }
 
     fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
@@ -533,6 +509,25 @@ impl RedisStore {
         }
         poll
     }
+}
+
+/// A check's answer from Redis: the scripts strike a refused offence of an
+/// unblocked client.
+fn checked(
+    offence: Offence,
+    rules: BreakerRules,
+    verdict: Verdict,
+    breaker: BreakerStatus,
+) -> Reply {
+    let struck = offence != Offence::None
+        && !verdict.allowed
+        && breaker.block == Block::Clear
+        && rules.strikes.is_some();
+    Reply::Checked(Checked {
+        verdict,
+        breaker,
+        struck,
+    })
 }
 
 /// A request's operation, kept to ask the fallback if Redis fails it late
