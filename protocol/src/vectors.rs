@@ -175,7 +175,11 @@ fn protocol_doc_lists_every_problem_type() {
         .take_while(|l| l.starts_with('|'))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').map(|c| c.trim().trim_matches('`')).collect();
-            (cells[1].parse().expect(l), cells[2].to_owned(), cells[3].to_owned())
+            (
+                cells[1].parse().expect(l),
+                cells[2].to_owned(),
+                cells[3].to_owned(),
+            )
         })
         .collect();
     let code: Vec<(u16, String, String)> = wire::PROBLEMS

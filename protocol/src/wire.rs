@@ -48,7 +48,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// The problem types of draft-ietf-httpapi-ratelimit-headers (§ Problem
 /// Types), registered at IANA's HTTP Problem Types registry.
-pub const TYPE_QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+pub const TYPE_QUOTA_EXCEEDED: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
 /// The store that counts requests is down: nothing the client did.
 pub const TYPE_TEMPORARY_REDUCED_CAPACITY: &str =
     "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
@@ -315,9 +316,21 @@ mod tests {
     #[test]
     fn a_refused_solutions_body_carries_its_own_status_and_type() {
         for (error, status, uri) in [
-            ("Challenge expired", 410, "tag:pow-shield,2026:challenge-expired"),
-            ("Incorrect PoW solution", 422, "tag:pow-shield,2026:incorrect-solution"),
-            (crate::SPENT_MESSAGE, 409, "tag:pow-shield,2026:challenge-spent"),
+            (
+                "Challenge expired",
+                410,
+                "tag:pow-shield,2026:challenge-expired",
+            ),
+            (
+                "Incorrect PoW solution",
+                422,
+                "tag:pow-shield,2026:incorrect-solution",
+            ),
+            (
+                crate::SPENT_MESSAGE,
+                409,
+                "tag:pow-shield,2026:challenge-spent",
+            ),
         ] {
             let body = ChallengeBody::new(Some(error), "t.m", "ab", 4, 60);
             assert_eq!(
@@ -359,7 +372,10 @@ mod tests {
         assert_eq!(of(&["*/*"]), JSON);
         assert_eq!(of(&["application/json"]), JSON);
         assert_eq!(of(&["application/problem+json"]), PROBLEM_JSON);
-        assert_eq!(of(&["text/html, Application/Problem+JSON;q=0.9"]), PROBLEM_JSON);
+        assert_eq!(
+            of(&["text/html, Application/Problem+JSON;q=0.9"]),
+            PROBLEM_JSON
+        );
         assert_eq!(of(&["text/html", "application/problem+json"]), PROBLEM_JSON);
         assert_eq!(of(&["application/problem+json;q=0"]), JSON);
         assert_eq!(of(&["application/problem+json; q=0.000"]), JSON);
@@ -381,6 +397,9 @@ mod tests {
         );
         let parsed: ErrorBody =
             serde_json::from_str(&ErrorBody::json("Malformed challenge token")).unwrap();
-        assert_eq!((parsed.status, parsed.title.as_str()), (400, "Malformed challenge token"));
+        assert_eq!(
+            (parsed.status, parsed.title.as_str()),
+            (400, "Malformed challenge token")
+        );
     }
 }
