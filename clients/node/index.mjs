@@ -1,24 +1,4 @@
-// ES module entry: the same objects as require('pow-shield').
-import cjs from './lib/index.js';
-
-export const {
-  powFetch,
-  withPowShield,
-  solve,
-  hashRate,
-  isSolution,
-  readChallenge,
-  DEFAULT_MAX_RETRIES,
-  DEFAULT_MAX_WAIT_MS,
-  DEFAULT_MAX_SOLVE_TIME_MS,
-  MAX_DIFFICULTY,
-  PowShieldError,
-  BlockedError,
-  BannedError,
-  UnsolvableError,
-  TooDifficultError,
-  SolveTimeoutError,
-  BadChallengeError,
-  RetriesExhaustedError,
-} = cjs;
-export default cjs;
+// ES module entry: the same objects as require('pow-shield') (Node reads
+// the names from lib/index.js's module.exports).
+export * from './lib/index.js';
+export { default } from './lib/index.js';

@@ -183,12 +183,10 @@ pub fn media_type<'a>(accept: impl IntoIterator<Item = &'a [u8]>) -> &'static st
     }
 }
 
-/// The JSON body of a challenge: 429, and the 409/410/422 answers that
-/// carry a fresh challenge. The problem details members first, then the
-/// fields in the order of docs/protocol.md §3. The problem members are
-/// optional when parsing, so a server that predates them is still read.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChallengeBody {
+/// The RFC 9457 members every JSON body starts with. Optional when
+/// parsing, so a server that predates them is still read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProblemMembers {
     /// The problem type URI ([`Problem::uri`]).
     #[serde(rename = "type", default)]
     pub problem_type: String,
@@ -201,6 +199,27 @@ pub struct ChallengeBody {
     /// What to do, for humans.
     #[serde(default)]
     pub detail: String,
+}
+
+impl ProblemMembers {
+    fn of(problem: &Problem) -> ProblemMembers {
+        ProblemMembers {
+            problem_type: problem.uri.to_owned(),
+            title: problem.error.to_owned(),
+            status: problem.status,
+            detail: problem.detail.to_owned(),
+        }
+    }
+}
+
+/// The JSON body of a challenge: 429, and the 409/410/422 answers that
+/// carry a fresh challenge. The problem details members first, then the
+/// fields in the order of docs/protocol.md §3.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChallengeBody {
+    /// `type`, `title`, `status`, `detail`.
+    #[serde(flatten)]
+    pub problem: ProblemMembers,
     /// [`CHALLENGE_MESSAGE`], or why the solution was refused.
     pub error: String,
     /// The signed token, as in `X-PoW-Challenge`.
@@ -228,10 +247,7 @@ impl ChallengeBody {
     ) -> ChallengeBody {
         let problem = Problem::of(error.unwrap_or(CHALLENGE_MESSAGE));
         ChallengeBody {
-            problem_type: problem.uri.to_owned(),
-            title: problem.error.to_owned(),
-            status: problem.status,
-            detail: problem.detail.to_owned(),
+            problem: ProblemMembers::of(&problem),
             error: problem.error.to_owned(),
             challenge: token.to_owned(),
             difficulty,
@@ -253,18 +269,9 @@ impl ChallengeBody {
 /// `error`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// The problem type URI ([`Problem::uri`]).
-    #[serde(rename = "type", default)]
-    pub problem_type: String,
-    /// The problem type's title: the same text as `error`.
-    #[serde(default)]
-    pub title: String,
-    /// The response's status.
-    #[serde(default)]
-    pub status: u16,
-    /// What to do, for humans.
-    #[serde(default)]
-    pub detail: String,
+    /// `type`, `title`, `status`, `detail`.
+    #[serde(flatten)]
+    pub problem: ProblemMembers,
     /// One of the texts of docs/protocol.md §7.
     pub error: String,
 }
@@ -274,10 +281,10 @@ impl ErrorBody {
     pub fn json(message: &str) -> String {
         let problem = Problem::of(message);
         let body = ErrorBody {
-            problem_type: problem.uri.to_owned(),
-            title: message.to_owned(),
-            status: problem.status,
-            detail: problem.detail.to_owned(),
+            problem: ProblemMembers {
+                title: message.to_owned(),
+                ..ProblemMembers::of(&problem)
+            },
             error: message.to_owned(),
         };
         serde_json::to_string(&body).unwrap_or_default()
@@ -333,8 +340,9 @@ mod tests {
             ),
         ] {
             let body = ChallengeBody::new(Some(error), "t.m", "ab", 4, 60);
+            let p = &body.problem;
             assert_eq!(
-                (body.status, body.problem_type.as_str(), body.title.as_str()),
+                (p.status, p.problem_type.as_str(), p.title.as_str()),
                 (status, uri, error)
             );
         }
@@ -362,7 +370,7 @@ mod tests {
     fn a_body_without_the_problem_members_is_still_read() {
         let old = r#"{"error":"Challenge expired","challenge":"t.m","difficulty":2,"salt":"ab","algorithm":"sha256","expires_in":60,"instructions":"x"}"#;
         let body: ChallengeBody = serde_json::from_str(old).unwrap();
-        assert_eq!((body.status, body.difficulty), (0, 2));
+        assert_eq!((body.problem.status, body.difficulty), (0, 2));
     }
 
     #[test]
@@ -398,7 +406,7 @@ mod tests {
         let parsed: ErrorBody =
             serde_json::from_str(&ErrorBody::json("Malformed challenge token")).unwrap();
         assert_eq!(
-            (parsed.status, parsed.title.as_str()),
+            (parsed.problem.status, parsed.problem.title.as_str()),
             (400, "Malformed challenge token")
         );
     }

@@ -1,29 +1,19 @@
 'use strict';
 // pow-shield for Node.js: powFetch / withPowShield pay an API's
 // proof-of-work challenges; solve is the solver alone. No dependencies.
-const errors = require('./errors');
-const challenge = require('./challenge');
-const solver = require('./solver');
-const fetch = require('./fetch');
+const {
+  PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
+  SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
+} = require('./errors');
+const { readChallenge } = require('./challenge');
+const { solve, hashRate, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY } = require('./solver');
+const { powFetch, withPowShield, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS } = require('./fetch');
 const { isSolution } = require('./work');
 
+// Shorthand names only: Node's ES module loader reads them from this line.
 module.exports = {
-  powFetch: fetch.powFetch,
-  withPowShield: fetch.withPowShield,
-  solve: solver.solve,
-  hashRate: solver.hashRate,
-  isSolution,
-  readChallenge: challenge.readChallenge,
-  DEFAULT_MAX_RETRIES: fetch.DEFAULT_MAX_RETRIES,
-  DEFAULT_MAX_WAIT_MS: fetch.DEFAULT_MAX_WAIT_MS,
-  DEFAULT_MAX_SOLVE_TIME_MS: solver.DEFAULT_MAX_SOLVE_TIME_MS,
-  MAX_DIFFICULTY: solver.MAX_DIFFICULTY,
-  PowShieldError: errors.PowShieldError,
-  BlockedError: errors.BlockedError,
-  BannedError: errors.BannedError,
-  UnsolvableError: errors.UnsolvableError,
-  TooDifficultError: errors.TooDifficultError,
-  SolveTimeoutError: errors.SolveTimeoutError,
-  BadChallengeError: errors.BadChallengeError,
-  RetriesExhaustedError: errors.RetriesExhaustedError,
+  powFetch, withPowShield, solve, hashRate, isSolution, readChallenge,
+  DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
+  PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
+  SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
 };

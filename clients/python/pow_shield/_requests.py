@@ -82,24 +82,6 @@ def _pay(
     return response
 
 
-def _policy(
-    max_difficulty: Optional[int],
-    max_solve_time: Optional[float],
-    prefer_wait: Union[bool, float],
-    max_wait: float,
-    max_retries: int,
-    processes: Optional[int],
-) -> Policy:
-    return Policy(
-        max_difficulty=max_difficulty,
-        max_solve_time=max_solve_time,
-        prefer_wait=prefer_wait,
-        max_wait=max_wait,
-        max_retries=max_retries,
-        processes=processes,
-    )
-
-
 class RequestsAuth(requests.auth.AuthBase):
     """An ``auth=`` for ``requests`` that answers pow-shield challenges.
 
@@ -110,23 +92,13 @@ class RequestsAuth(requests.auth.AuthBase):
     answer; a challenge is solved and the request sent again on the same
     connection pool, as ``HTTPDigestAuth`` does for a 401.  The request
     carries no other authentication: for an API key as well, send it as a
-    header.  Options and errors are those of ``pow_shield.Session``.
+    header.  The keyword options (``max_difficulty``, ``max_solve_time``,
+    ``prefer_wait``, ``max_wait``, ``max_retries``, ``processes``) and the
+    errors are those of ``pow_shield.Session``; or give a whole ``policy``.
     """
 
-    def __init__(
-        self,
-        *,
-        max_difficulty: Optional[int] = None,
-        max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
-        prefer_wait: Union[bool, float] = False,
-        max_wait: float = MAX_WAIT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        processes: Optional[int] = None,
-        policy: Optional[Policy] = None,
-    ) -> None:
-        self.policy = policy or _policy(
-            max_difficulty, max_solve_time, prefer_wait, max_wait, max_retries, processes
-        )
+    def __init__(self, *, policy: Optional[Policy] = None, **options: Any) -> None:
+        self.policy = policy or Policy(**options)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.register_hook("response", self.handle_response)
@@ -160,22 +132,18 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
     Other keyword arguments go to ``requests.adapters.HTTPAdapter``.
     """
 
+    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes")
+
     def __init__(
         self,
         *,
-        max_difficulty: Optional[int] = None,
-        max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
-        prefer_wait: Union[bool, float] = False,
-        max_wait: float = MAX_WAIT,
-        pow_retries: int = DEFAULT_MAX_RETRIES,
-        processes: Optional[int] = None,
         policy: Optional[Policy] = None,
-        **adapter_args: Any,
+        pow_retries: int = DEFAULT_MAX_RETRIES,
+        **args: Any,
     ) -> None:
-        super().__init__(**adapter_args)
-        self.pow_policy = policy or _policy(
-            max_difficulty, max_solve_time, prefer_wait, max_wait, pow_retries, processes
-        )
+        options = {k: args.pop(k) for k in self._POW_OPTIONS if k in args}
+        super().__init__(**args)
+        self.pow_policy = policy or Policy(max_retries=pow_retries, **options)
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
         # Streamed, so that a challenge's body is read only as far as needed;
@@ -231,8 +199,13 @@ class Session(requests.Session):
         processes: Optional[int] = None,
     ) -> None:
         super().__init__()
-        self.pow_policy = _policy(
-            max_difficulty, max_solve_time, prefer_wait, max_wait, max_retries, processes
+        self.pow_policy = Policy(
+            max_difficulty=max_difficulty,
+            max_solve_time=max_solve_time,
+            prefer_wait=prefer_wait,
+            max_wait=max_wait,
+            max_retries=max_retries,
+            processes=processes,
         )
         adapter = HTTPAdapter(policy=self.pow_policy)
         self.mount("http://", adapter)
