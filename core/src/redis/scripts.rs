@@ -61,6 +61,9 @@ end
     };
 }
 
+/// Several limits in one call (after the macro: it uses it).
+pub mod stacked;
+
 /// The sliding-window script, with the client's red-zone state read and
 /// written in the same call. Reads Redis's own clock so every node agrees.
 ///
@@ -470,6 +473,7 @@ pub fn verdict_from_reply(
         reset_after_ms,
         retry_after_ms,
         over: saturate(over),
+        limit: 0,
     };
     Ok((verdict, breaker_status(status, 5)?))
 }
@@ -590,6 +594,7 @@ pub fn coalesced_from_reply(
             reset_after_ms,
             retry_after_ms,
             over: saturate(over),
+            limit: 0,
         },
         breaker: breaker_status([s, b, ms, t], 5)?,
     })

@@ -118,6 +118,8 @@ impl Refusal {
             reset_after_ms: retry_after_ms.saturating_sub(self.reset_before_ms.into()),
             retry_after_ms,
             over: self.over,
+            // (Only a location's one limit is refused locally.)
+            limit: 0,
         };
         // As the window scripts strike: only with a strike threshold.
         let threshold = rules.strikes.map_or(0, |s| s.threshold);

@@ -89,7 +89,7 @@ impl RedisStore {
         };
         let subject = Subject {
             key,
-            limit: Some(limit),
+            limits: super::one_limit(limit),
             approx: false,
             rules,
         };
@@ -202,7 +202,7 @@ impl RedisStore {
         // that finds the queue full is.
         let subject = Subject {
             key,
-            limit: Some(limit),
+            limits: super::one_limit(limit),
             approx: false,
             rules,
         };

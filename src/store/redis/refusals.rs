@@ -187,7 +187,7 @@ impl RedisStore {
     /// before a spend of that client (which takes one strike back: it must
     /// find them in Redis).
     pub(super) fn send_batch_now(&self, subject: &Subject) {
-        if let Some(limit) = subject.limit {
+        if let Some(limit) = super::single_limit(subject) {
             self.send_batch(&refusal_key(self.scope, limit, subject.approx, subject.key));
         }
     }

@@ -3,6 +3,7 @@
 
 use clap::{value_parser, Arg, ArgMatches, Command};
 use pow_shield_client::solve;
+use pow_shield_protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
 
 use crate::args::{max_solve_time, solve_options, threads};
 use crate::exit::{self, error_code};
@@ -26,7 +27,10 @@ pub fn command() -> Command {
             Arg::new("difficulty")
                 .long("difficulty")
                 .value_name("D")
-                .value_parser(value_parser!(u8))
+                // What the protocol accepts: 0 is no work, 13+ is never issued.
+                .value_parser(
+                    value_parser!(u8).range(i64::from(MIN_DIFFICULTY)..=i64::from(MAX_DIFFICULTY)),
+                )
                 .requires("salt"),
         )
         .arg(max_solve_time())
@@ -36,7 +40,16 @@ pub fn command() -> Command {
 pub fn run(m: &ArgMatches) -> u8 {
     let (salt, difficulty) = match m.get_one::<String>("token") {
         Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
-            Some(info) => (info.salt, info.difficulty),
+            Some(info) if (MIN_DIFFICULTY..=MAX_DIFFICULTY).contains(&info.difficulty) => {
+                (info.salt, info.difficulty)
+            }
+            Some(info) => {
+                eprintln!(
+                    "pow-shield: the token asks for difficulty {}, outside {MIN_DIFFICULTY}..={MAX_DIFFICULTY}",
+                    info.difficulty
+                );
+                return exit::BAD_REQUEST;
+            }
             None => {
                 eprintln!("pow-shield: not a challenge token: {token}");
                 return exit::BAD_REQUEST;
@@ -70,5 +83,21 @@ mod tests {
         assert!(parse(&["solve", "--salt", "ab"]).is_err());
         assert!(parse(&["solve"]).is_err());
         assert!(parse(&["solve", "a.b", "--salt", "ab", "--difficulty", "3"]).is_err());
+    }
+
+    #[test]
+    fn solve_refuses_a_difficulty_the_protocol_refuses() {
+        for bad in ["0", "13", "64", "-1"] {
+            assert!(
+                parse(&["solve", "--salt", "ab", "--difficulty", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        for good in ["1", "12"] {
+            assert!(
+                parse(&["solve", "--salt", "ab", "--difficulty", good]).is_ok(),
+                "{good}"
+            );
+        }
     }
 }

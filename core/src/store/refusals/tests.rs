@@ -19,6 +19,7 @@ fn redis_refused(retry_after_ms: u64, reset_after_ms: u64, over: u32) -> Verdict
         reset_after_ms,
         retry_after_ms,
         over,
+        limit: 0,
     }
 }
 
@@ -124,6 +125,7 @@ fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
             reset_after_ms: 200,
             retry_after_ms: 700,
             over: 4,
+            limit: 0,
         }
     );
     // Strikes off: no strike, nothing struck.

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Each client's solve rate on this machine, on the same challenges: the
+# CLI (`pow-shield solve`, one process per challenge), the Rust library
+# (`solve`, in one process), the Python client (`pow_shield.solve`) and the
+# Node client (`solve`, worker threads), every core each.
+#
+#   bench/solvers.sh [DIFFICULTY [COUNT]]     (make bench-solvers)
+#
+# Rate = hashes tried / seconds, where a search that stops at nonce k has
+# tried about k + 1 hashes (the threads share the nonces in turn), summed
+# over COUNT salts (default 6) at DIFFICULTY (default 5: about a million
+# hashes each). The machine may be shared: compare the ratios of one run.
+set -eu
+cd "$(dirname "$0")/.."
+
+difficulty=${1:-5}
+count=${2:-6}
+cli=${POW_SHIELD_CLI:-objs/pow-shield}
+[ -x "$cli" ] || { echo "no $cli: run make build" >&2; exit 1; }
+cargo build --quiet --release -p pow-shield-client --example solve_rate
+rust=target/release/examples/solve_rate
+
+salts=$(i=1; while [ "$i" -le "$count" ]; do
+    printf 'pow-shield bench salt %s' "$i" | sha256sum | cut -c1-32
+    i=$((i + 1))
+done)
+
+now() { date +%s.%N; }
+
+# each solver prints "<nonce> <seconds>" per salt
+run_cli() {
+    for s in $salts; do
+        t0=$(now)
+        n=$("$cli" solve --max-solve-time 0 --salt "$s" --difficulty "$difficulty")
+        t1=$(now)
+        echo "$n $t0 $t1" | awk '{ printf "%s %.6f\n", $1, $3 - $2 }'
+    done
+}
+run_rust() {
+    # shellcheck disable=SC2086 # one argument per salt
+    "$rust" "$difficulty" $salts
+}
+run_python() {
+    # shellcheck disable=SC2086
+    PYTHONPATH=clients/python /usr/bin/python3 -c '
+import sys, time, pow_shield
+d = int(sys.argv[1])
+for s in sys.argv[2:]:
+    t = time.perf_counter()
+    n = pow_shield.solve(s, d, max_solve_time=None)
+    print(n, "%.6f" % (time.perf_counter() - t))
+' "$difficulty" $salts
+}
+run_node() {
+    # shellcheck disable=SC2086
+    NODE_NO_WARNINGS=1 node -e '
+const { solve } = require("./clients/node");
+(async () => {
+  const [d, ...salts] = process.argv.slice(1);
+  for (const s of salts) {
+    const t = process.hrtime.bigint();
+    const n = await solve(s, Number(d), { maxSolveTimeMs: 0 });
+    console.log(n, (Number(process.hrtime.bigint() - t) / 1e9).toFixed(6));
+  }
+})();
+' "$difficulty" $salts
+}
+
+echo "solve rate, difficulty $difficulty, $count challenges, $(nproc) cores"
+printf '%-8s %12s %10s %12s %10s\n' client hashes seconds 'M hashes/s' 'vs CLI'
+base=""
+for who in cli rust python node; do
+    line=$("run_$who" | awk '{ h += $1 + 1; s += $2 } END { printf "%d %.3f %.3f", h, s, h / s / 1e6 }')
+    # shellcheck disable=SC2086 # three numbers
+    set -- $line
+    [ -n "$base" ] || base=$3
+    printf '%-8s %12s %10s %12s %9.2fx\n' "$who" "$1" "$2" "$3" "$(awk "BEGIN { print $3 / $base }")"
+done
