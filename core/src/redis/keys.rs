@@ -9,6 +9,7 @@
 //! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
 //! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
+//! | `<prefix>{<tag>}:c` | spends waiting for their 429's strike (in a batch on its way) |
 //! | `<prefix>{<tag>}:n:<worker>` | the last batch of local refusals Redis applied from one worker |
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
@@ -36,6 +37,9 @@ pub enum ClientKey<'a> {
     /// worker with this id (a batch resent after a lost reply is applied
     /// once).
     Batches(u64),
+    /// Spends that found no unpaid strike to take back yet (the 429's
+    /// strike is in a node's batch still on its way).
+    Paid,
 }
 
 /// The hash tag of `key`'s keys: `<prefix>{<tag>}`.
@@ -57,6 +61,7 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
         ClientKey::Strikes => (b":s", None),
         ClientKey::Trips => (b":t", None),
         ClientKey::Unpaid => (b":u", None),
+        ClientKey::Paid => (b":c", None),
         ClientKey::Spent(digest) => {
             w.extend_from_slice(b":p:");
             w.extend_from_slice(hex::encode(digest).as_bytes());

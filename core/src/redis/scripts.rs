@@ -276,7 +276,9 @@ return {strikes, block, block_ms, tripped}
 /// Spends a solved challenge and takes back the strike its 429 recorded
 /// (one of the client's unpaid strikes, if any), in one call, unless the
 /// client is blocked (then nothing changes). `KEYS[1]` the spent record,
-/// `KEYS[2..4]` strikes, trips and unpaid strikes; `ARGV[1]` ms the record
+/// `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]` (optional) the
+/// spends that found no unpaid strike yet (taken from the next batch of the
+/// client's locally refused 429s, [`BATCH_SCRIPT`]); `ARGV[1]` ms the record
 /// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` 1 for a spend the
 /// node's zone already decided and writes now (after an outage or a full
 /// queue): recorded whatever the breaker says.
@@ -295,24 +297,32 @@ local strikes = tonumber(redis.call('GET', KEYS[2]) or 0)
 if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
   return {0, strikes, 0, 0}
 end
--- Only an unpaid strike, never below 0: paying earns no credit and takes
--- back no failed verification. DECR keeps the expiry.
+-- Only an unpaid strike, never below 0: paying takes back no failed
+-- verification. DECR keeps the expiry.
 if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
   redis.call('DECR', KEYS[4])
   strikes = redis.call('DECR', KEYS[2])
+elseif threshold > 0 and KEYS[5] then
+  -- No unpaid strike here yet: the 429 was refused by a node whose batch
+  -- has not arrived. The batch takes it back (at most `threshold` wait,
+  -- for the strike time).
+  if redis.call('INCR', KEYS[5]) > threshold then redis.call('DECR', KEYS[5]) end
+  redis.call('PEXPIRE', KEYS[5], ARGV[3])
 end
 return {1, strikes, 0, 0}
 "#
 );
 
 /// A node's locally refused requests of one client (or of up to
-/// [`BATCH_CLIENTS`], each with its five keys and seven arguments in turn),
+/// [`BATCH_CLIENTS`], each with its six keys and seven arguments in turn),
 /// sent in one call (`store::refusals`): `ARGV[1]` refusals, each one more in the window's
 /// refusal count and, with a strike threshold, one more unpaid strike, as
 /// the window script would have counted them one by one; applied once per
 /// batch number. `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
 /// trips and unpaid strikes, `KEYS[5]` the last batch number applied from
-/// this worker (`keys::ClientKey::Batches`); `ARGV[2]` the window ms,
+/// this worker (`keys::ClientKey::Batches`), `KEYS[6]` the spends that found
+/// no unpaid strike to take back (`keys::ClientKey::Paid`: they take back
+/// as many of the batch's strikes); `ARGV[2]` the window ms,
 /// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the batch number.
 ///
 /// The strikes of a client blocked meanwhile (by another node) still
@@ -327,10 +337,10 @@ pub const BATCH_SCRIPT: &str = concat!(
     "-- pow-shield local refusals: one batch per client, of one or more clients",
     breaker_lua!(),
     r#"
--- Client i's keys are KEYS[5i-4 .. 5i], its arguments ARGV[7i-6 .. 7i].
+-- Client i's keys are KEYS[6i-5 .. 6i], its arguments ARGV[7i-6 .. 7i].
 local out = {}
-for i = 0, #KEYS / 5 - 1 do
-  local k, a = 5 * i, 7 * i
+for i = 0, #KEYS / 6 - 1 do
+  local k, a = 6 * i, 7 * i
   local n, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local threshold, ttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local after, ban = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
@@ -349,7 +359,14 @@ for i = 0, #KEYS / 5 - 1 do
   local sk, tk, uk = KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local strikes, block, block_ms = breaker_status(sk, tk, threshold, after)
   local tripped = 0
+  -- Refusals already paid for (on another node, before this batch came):
+  -- no strike.
   if fresh and threshold > 0 then
+    local paid = math.min(tonumber(redis.call('GET', KEYS[k + 6]) or 0), n)
+    if paid > 0 then redis.call('DECRBY', KEYS[k + 6], paid) end
+    n = n - paid
+  end
+  if fresh and threshold > 0 and n > 0 then
     if block == 0 then
       strikes, tripped = strike_n(sk, tk, uk, threshold, ttl, after, ban, n, true)
     elseif redis.call('PTTL', sk) > 0 then

@@ -56,9 +56,6 @@ pub struct Refusal {
 pub struct Refused {
     /// The answer Redis would have given.
     pub checked: Checked,
-    /// The strike reached the threshold: the breaker opened here; send the
-    /// batch now and keep the block (for the strike TTL) locally.
-    pub opened: bool,
 }
 
 impl Refusal {
@@ -109,6 +106,13 @@ impl Refusal {
         if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) {
             return None;
         }
+        // The strike that would reach the threshold is Redis's to count:
+        // spends on other nodes may have taken back strikes this node still
+        // counts (a paying client is never blocked for them).
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        if threshold > 0 && self.strikes.saturating_add(1) >= threshold {
+            return None;
+        }
         self.over = self.over.saturating_add(1);
         self.unsent = self.unsent.saturating_add(1);
         let retry_after_ms = self.to_t(now_ms) as u64;
@@ -122,17 +126,13 @@ impl Refusal {
             limit: 0,
         };
         // As the window scripts strike: only with a strike threshold.
-        let threshold = rules.strikes.map_or(0, |s| s.threshold);
         let mut breaker = BreakerStatus {
             strikes: self.strikes,
             ..BreakerStatus::default()
         };
-        let mut opened = false;
         if threshold > 0 {
             self.strikes = self.strikes.saturating_add(1);
             breaker.strikes = self.strikes;
-            opened = self.strikes == threshold;
-            breaker.tripped = opened.then_some(Tripped::Opened);
         }
         Some(Refused {
             checked: Checked {
@@ -140,7 +140,6 @@ impl Refusal {
                 breaker,
                 struck: threshold > 0,
             },
-            opened,
         })
     }
 

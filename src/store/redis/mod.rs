@@ -390,6 +390,10 @@ impl RedisStore {
                 return Poll::Ready(Reply::Checked(refused.checked));
             }
         }
+        // What this worker counted for the client goes first: Redis decides
+        // this request on every strike (the one reaching the threshold is
+        // Redis's to count).
+        self.send_batch_now(subject);
         let asked_ms = monotonic_ms();
         let refusal = self
             .local
@@ -623,9 +627,10 @@ impl RedisStore {
             .map(|limit| refusal_key(self.scope, limit, subject.approx, subject.key));
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
-        let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
+        let mut call = ScriptCall::new(&self.spend_sha, 5, 6);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag.as_bytes());
+        call.push(|w| keys::write(w, self.prefix.as_bytes(), tag.as_bytes(), ClientKey::Paid));
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in scripts::rules(subject.rules) {
             call.num(rule);

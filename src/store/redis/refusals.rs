@@ -120,21 +120,6 @@ impl RedisStore {
                 key: subject.key.to_vec(),
             });
         }
-        if refused.opened {
-            // The breaker opened here: blocked on this node from the next
-            // request on, on the others once Redis has the batch.
-            if let Some(rule) = subject.rules.strikes {
-                let block = BreakerStatus {
-                    strikes: refused.checked.breaker.strikes,
-                    block: Block::Blocked,
-                    block_ms: rule.ttl_ms,
-                    tripped: None,
-                };
-                local.remember(subject.key, block, subject.rules, monotonic_ms());
-            }
-            self.send_batch(&refusal);
-            local.forget_refusal(&refusal);
-        }
         self.arm_batches();
         Some(refused)
     }
@@ -287,13 +272,14 @@ impl RedisStore {
         };
         let slot = first.tag.clone();
         let prefix = self.prefix.as_bytes();
-        let mut call = ScriptCall::new(&self.batch_sha, 5 * taken.len(), 7 * taken.len());
+        let mut call = ScriptCall::new(&self.batch_sha, 6 * taken.len(), 7 * taken.len());
         for (_, _, ctx) in &taken {
             let tag = ctx.tag.as_bytes();
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
             call.push(key(ClientKey::Refused(ctx.limit)));
             self.breaker_keys(&mut call, tag);
-            call.push(key(ClientKey::Batches(self.node_id)));
+            call.push(key(ClientKey::Batches(self.node_id)))
+                .push(key(ClientKey::Paid));
         }
         for (_, sending, ctx) in &taken {
             call.num(sending.count.into()).num(ctx.limit.window_ms);

@@ -275,7 +275,9 @@ fn a_batch_is_applied_once_and_strikes_as_the_window_script_would() {
     assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[k + 1], n)"));
     assert!(BATCH_SCRIPT.contains("threshold, ttl, after, ban, n, true)"));
     // Not while blocked; the strike crossing the threshold trips.
-    assert!(BATCH_SCRIPT.contains("if fresh and threshold > 0 then\n    if block == 0 then"));
+    assert!(
+        BATCH_SCRIPT.contains("if fresh and threshold > 0 and n > 0 then\n    if block == 0 then")
+    );
     assert!(BATCH_SCRIPT.contains("if strikes < threshold or strikes - n >= threshold then"));
     assert!(BATCH_SCRIPT.contains(breaker_lua!()));
     assert_ne!(script_sha1(BATCH_SCRIPT), script_sha1(STRIKE_SCRIPT));
@@ -370,5 +372,6 @@ fn a_batch_call_for_several_clients_replies_five_integers_each() {
     // 32 clients' worst-case reply fits a bulk string the node accepts.
     let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
     assert!(worst.len() <= crate::redis::command::MAX_BULK);
-    assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 5 - 1 do"));
+    assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 6 - 1 do"));
+    assert!(SPEND_SCRIPT.contains("redis.call('INCR', KEYS[5])"));
 }

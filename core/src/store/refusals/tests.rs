@@ -145,19 +145,24 @@ fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
         assert_eq!(got.checked.verdict.over, 1 + n);
         assert!(got.checked.verdict.over > last);
         last = got.checked.verdict.over;
-        assert!(!got.opened);
     }
     assert_eq!(r.unsent, 3);
 }
 
 #[test]
-fn the_strike_that_reaches_the_threshold_opens_the_breaker_here() {
+fn the_strike_that_would_reach_the_threshold_is_left_to_redis() {
+    // (Spends on other nodes may have taken back strikes this node counts.)
     let mut r = learnt(0, 10_000, 3);
-    assert!(!r.refuse(STRIKES_5, 1, false).unwrap().opened);
-    let fifth = r.refuse(STRIKES_5, 2, false).unwrap();
-    assert!(fifth.opened);
-    assert_eq!(fifth.checked.breaker.strikes, 5);
-    assert_eq!(fifth.checked.breaker.tripped, Some(Tripped::Opened));
+    assert_eq!(
+        r.refuse(STRIKES_5, 1, false)
+            .unwrap()
+            .checked
+            .breaker
+            .strikes,
+        4
+    );
+    assert!(r.refuse(STRIKES_5, 2, false).is_none());
+    assert_eq!(r.unsent, 1);
 }
 
 #[test]
