@@ -273,7 +273,7 @@ impl Client {
             .0
             .state
             .try_borrow()
-            .map(|st| st.health.is_healthy() || st.shutting_down)
+            .map(|st| st.health.admits() || st.shutting_down)
             .unwrap_or(true);
         // Shut down (a retired cluster node): never tried again.
         if healthy {
@@ -296,12 +296,13 @@ impl Client {
         }
     }
 
-    /// Whether the connection is up (or being set up after an idle close).
+    /// Whether commands may be sent: the connection is up (or being set up
+    /// after an idle close, or on probation after an outage).
     pub fn is_healthy(&self) -> bool {
         self.0
             .state
             .try_borrow()
-            .map(|st| st.health.is_healthy() && !st.shutting_down)
+            .map(|st| st.health.admits() && !st.shutting_down)
             .unwrap_or(false)
     }
 }
@@ -331,7 +332,7 @@ impl Inner {
     /// Whether commands may be queued now, connecting first after an idle
     /// close; refused at once while Redis is down or the worker exits.
     fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
-        if !st.health.is_healthy() || st.shutting_down {
+        if !st.health.admits() || st.shutting_down {
             return Err(Unavailable::Down);
         }
         if st.phase == Phase::Disconnected {
@@ -360,14 +361,16 @@ impl Inner {
         for event in events {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
-                Event::Ready => self.recovered(st),
+                Event::Ready => self.connected(st),
                 Event::Answered {
                     on_reply,
                     reply,
                     sent,
+                    deadline,
                 } => {
                     metrics::redis_reply(sent);
                     self.answered(st, 1);
+                    self.recovered(st, deadline);
                     let frame = match reply {
                         Ok(frame) => {
                             if st.errors.on_success(now() as u64) {
@@ -436,9 +439,27 @@ impl Inner {
         }
     }
 
-    fn recovered(&self, st: &mut State) {
+    /// The handshake succeeded. After an outage the connection is on
+    /// probation: a `PING` with a request's deadline (and the requests
+    /// meanwhile) shows whether Redis answers in time.
+    fn connected(&self, st: &mut State) {
         self.ready.set(true);
-        if st.health.recovered() {
+        if st.health.connected() && st.in_flight.admit() == Admission::Admitted {
+            let mut ping = Vec::new();
+            pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
+            let deadline = now().wrapping_add(self.settings.timeout_ms);
+            self.push(
+                st,
+                &ping,
+                Slot::request(deadline as u64, Box::new(|_| {}), None),
+            );
+        }
+    }
+
+    /// A reply arrived: if in time, it ends an outage (logged once).
+    fn recovered(&self, st: &mut State, deadline: u64) {
+        let late = (now().wrapping_sub(deadline as ngx_msec_t) as i64) > 0;
+        if !late && st.health.answered_in_time(now() as u64) {
             metrics::redis_reconnected();
             st.update_gauge();
             notice!(

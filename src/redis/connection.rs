@@ -265,7 +265,7 @@ impl Inner {
         if st.shutting_down {
             return;
         }
-        let (failure, backoff_ms) = st.health.failed();
+        let (failure, backoff_ms) = st.health.failed(now() as u64);
         if failure == Failure::Started {
             st.update_gauge();
             error!(

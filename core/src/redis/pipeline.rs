@@ -74,6 +74,8 @@ pub enum Event<R> {
         reply: Result<OwnedFrame, String>,
         /// When its command was queued.
         sent: Sent,
+        /// When its reply was due (nginx's millisecond clock).
+        deadline: u64,
     },
     /// A handshake step succeeded (its command was queued at `sent`).
     Step { sent: Sent },
@@ -235,6 +237,7 @@ impl<R> Pipeline<R> {
                 on_reply: slot.on_reply.take(),
                 reply,
                 sent: slot.sent,
+                deadline: slot.deadline,
             });
         };
         self.input.drain(..used);

@@ -78,6 +78,10 @@ pub struct Cluster {
     named_logged: RefCell<Vec<NodeAddr>>,
     /// `MAX_NODES` reached (logged once).
     full_logged: Cell<bool>,
+    /// Lines logged for names since the map last named none; beyond
+    /// `MAX_NAMED_LOGGED`, one more (`named_full_logged`) and then none.
+    named_lines: Cell<usize>,
+    named_full_logged: Cell<bool>,
     me: Weak<Cluster>,
 }
 
@@ -101,6 +105,8 @@ impl Cluster {
             map_error: Cell::new(false),
             named_logged: RefCell::new(Vec::new()),
             full_logged: Cell::new(false),
+            named_lines: Cell::new(0),
+            named_full_logged: Cell::new(false),
             me: me.clone(),
         });
         let data: *mut c_void = Rc::as_ptr(&cluster).cast_mut().cast();

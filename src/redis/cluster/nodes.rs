@@ -17,6 +17,9 @@ use pow_shield_core::redis::cluster::{NodeAddr, Place};
 /// is retired (see `Roster`).
 pub(super) const MAX_NODES: usize = 64;
 
+/// Node names logged per worker (see `log_named`).
+pub(super) const MAX_NAMED_LOGGED: usize = 16;
+
 pub(super) struct Node {
     // Dropped first: the client closes its connection before the address
     // it points at goes.
@@ -143,6 +146,9 @@ impl Cluster {
 
     /// A node announced by name: logged once while the map names it (with
     /// `cluster-preferred-endpoint-type hostname` every request meets it).
+    /// At most `MAX_NAMED_LOGGED` lines until the map names no node by
+    /// name again: a node inventing new names in its redirections logs one
+    /// line more, then nothing, and the list of names stays short.
     fn log_named(&self, node: &NodeAddr) {
         let Ok(mut logged) = self.named_logged.try_borrow_mut() else {
             return;
@@ -150,7 +156,19 @@ impl Cluster {
         if logged.contains(node) {
             return;
         }
+        if self.named_lines.get() >= MAX_NAMED_LOGGED {
+            if !self.named_full_logged.replace(true) {
+                error!(
+                    self.log,
+                    "pow_shield: redis cluster: more than {MAX_NAMED_LOGGED} nodes announced \
+                     by name (latest: {node}); further ones are not logged, their slots are \
+                     decided by \"pow_shield_fail\""
+                );
+            }
+            return;
+        }
         logged.push(node.clone());
+        self.named_lines.set(self.named_lines.get() + 1);
         error!(
             self.log,
             "pow_shield: redis cluster node {node} is announced by name; only addresses \

@@ -273,6 +273,66 @@ sub fake_peer {
 
 END { CORE::kill 'KILL', @FAKE_PEERS if @FAKE_PEERS }
 
+# slow_proxy($port, $to_port, $delay): a TCP proxy on 127.0.0.1:$port in
+# front of 127.0.0.1:$to_port that holds every reply for $delay seconds
+# (a Redis a little slower than the module's timeout=), in a process of
+# its own until the test file ends or kill_peer($pid).  Returns its pid.
+sub slow_proxy {
+    my ($port, $to_port, $delay) = @_;
+    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
+        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or croak "listen: $!";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        my $sel = IO::Select->new($listen);
+        my (%peer, %from_redis, @queue);   # socket -> other end; [due, bytes, client]
+        while (1) {
+            my $now = Time::HiRes::time();
+            while (@queue && $queue[0][0] <= $now) {
+                my ($due, $bytes, $c) = @{shift @queue};
+                syswrite($c, $bytes) if $peer{$c};
+            }
+            for my $s ($sel->can_read(0.005)) {
+                if ($s == $listen) {
+                    my $c = $listen->accept or next;
+                    my $u = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$to_port",
+                        Proto => 'tcp') or (close($c), next);
+                    @peer{$c, $u} = ($u, $c);
+                    $from_redis{$u} = 1;
+                    $sel->add($c, $u);
+                    next;
+                }
+                my $other = $peer{$s} or next;
+                my $buf;
+                if (!sysread($s, $buf, 65536)) {
+                    $sel->remove($s, $other);
+                    delete @peer{$s, $other};
+                    delete @from_redis{$s, $other};
+                    close $s;
+                    close $other;
+                    next;
+                }
+                if ($from_redis{$s}) {
+                    push @queue, [Time::HiRes::time() + $delay, $buf, $other];
+                } else {
+                    syswrite($other, $buf);
+                }
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    push @FAKE_PEERS, $pid;
+    return $pid;
+}
+
+# kill_peer($pid): stops a fake_peer or slow_proxy (its connections reset).
+sub kill_peer {
+    my ($pid) = @_;
+    CORE::kill 'KILL', $pid;
+    waitpid($pid, 0);
+    @FAKE_PEERS = grep { $_ != $pid } @FAKE_PEERS;
+}
+
 # The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
 # client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
 # (client_key('a', 's') the strikes of client "a", client_key('a', 'w',
