@@ -14,6 +14,7 @@
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ptr;
+use std::rc::Rc;
 
 use nginx_sys::{ngx_addr_t, ngx_connection_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
@@ -77,6 +78,9 @@ pub struct Settings {
     /// A Redis Cluster node: redirections (MOVED, ASK, TRYAGAIN) are for
     /// the router to follow, not errors to log.
     pub cluster: bool,
+    /// A connection that subscribes in its handshake: each message goes
+    /// here (outside the client's state).
+    pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
 }
 
 /// TLS settings of a connection.
@@ -155,13 +159,18 @@ pub enum Unavailable {
 impl Client {
     /// Creates the client and starts connecting.
     pub fn start(settings: Settings, cycle_log: *mut ngx_log_t) -> Client {
+        let subscriber = settings.on_push.is_some();
         let inner = Box::new(Inner {
             settings,
             state: RefCell::new(State {
                 conn: ptr::null_mut(),
                 phase: Phase::Disconnected,
                 health: Availability::default(),
-                pipeline: Pipeline::default(),
+                pipeline: if subscriber {
+                    Pipeline::subscriber()
+                } else {
+                    Pipeline::default()
+                },
                 in_flight: InFlight::new(MAX_IN_FLIGHT),
                 errors: ErrorReplies::default(),
                 shutting_down: false,
@@ -296,6 +305,16 @@ impl Client {
         }
     }
 
+    /// Whether the connection is open (or opening) and Redis available: a
+    /// subscription's connection that Redis closed is not.
+    pub fn is_connected(&self) -> bool {
+        self.0
+            .state
+            .try_borrow()
+            .map(|st| st.phase != Phase::Disconnected && st.health.is_healthy())
+            .unwrap_or(true)
+    }
+
     /// Whether commands may be sent: the connection is up (or being set up
     /// after an idle close, or on probation after an outage).
     pub fn is_healthy(&self) -> bool {
@@ -362,6 +381,17 @@ impl Inner {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
                 Event::Ready => self.connected(st),
+                Event::Push(frame) => {
+                    if let Some(on_push) = &self.settings.on_push {
+                        let on_push = on_push.clone();
+                        let deliver = Box::new(move |reply: Reply| {
+                            if let Reply::Frame(frame) = reply {
+                                on_push(frame);
+                            }
+                        });
+                        ready.push((deliver, Reply::Frame(frame)));
+                    }
+                }
                 Event::Answered {
                     on_reply,
                     reply,

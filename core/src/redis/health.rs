@@ -251,7 +251,10 @@ mod tests {
 
     /// Down, then connected and answered in time at `at`.
     fn recover(a: &mut Availability, at: u64) -> bool {
-        assert!(a.connected(), "a connection after an outage is on probation");
+        assert!(
+            a.connected(),
+            "a connection after an outage is on probation"
+        );
         a.answered_in_time(at)
     }
 
@@ -272,7 +275,10 @@ mod tests {
         assert!(!a.connected(), "never down: no probation");
         a.failed(0);
         assert!(a.connected());
-        assert!(a.admits() && !a.is_healthy(), "on probation: commands go, still down");
+        assert!(
+            a.admits() && !a.is_healthy(),
+            "on probation: commands go, still down"
+        );
         assert!(!a.connected(), "one probation per outage");
         assert_eq!(
             a.failed(10),

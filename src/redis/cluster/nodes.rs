@@ -3,12 +3,12 @@
 //! retired for good once the map no longer names them (see `Roster`).
 //! Only addresses are connected to: resolving a host name would block.
 
-use core::ptr;
 use std::net::{IpAddr, SocketAddr};
 
-use nginx_sys::{ngx_addr_t, ngx_str_t};
+use nginx_sys::ngx_addr_t;
 
 use super::{Cluster, Seed};
+use crate::redis::addr::OwnedAddr;
 use crate::redis::client::{Client, PeerName, Settings, Tls};
 use pow_shield_core::redis::cluster::{NodeAddr, Place};
 
@@ -26,12 +26,6 @@ pub(super) struct Node {
     pub(super) client: Client,
     pub(super) addr: NodeAddr,
     _owned: Option<OwnedAddr>,
-}
-
-/// A socket address built at run time for a node the cluster announced.
-struct OwnedAddr {
-    sockaddr: Box<libc::sockaddr_storage>,
-    name: Box<[u8]>,
 }
 
 impl Cluster {
@@ -91,6 +85,7 @@ impl Cluster {
             on_ready: Some(Box::new(move || ready())),
             tls,
             cluster: true,
+            on_push: None,
         };
         Some(Client::start(settings, self.log))
     }
@@ -222,55 +217,6 @@ impl Cluster {
             .unwrap_or_default();
         for node in &clients {
             node.client.shutdown();
-        }
-    }
-}
-
-impl OwnedAddr {
-    fn new(addr: SocketAddr, name: &str) -> OwnedAddr {
-        // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) one.
-        let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { core::mem::zeroed() });
-        let p: *mut libc::sockaddr_storage = &mut *storage;
-        match addr {
-            SocketAddr::V4(v4) => {
-                let sin = p.cast::<libc::sockaddr_in>();
-                // SAFETY: sockaddr_storage is large and aligned enough for
-                // any socket address.
-                unsafe {
-                    (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
-                    (*sin).sin_port = v4.port().to_be();
-                    (*sin).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-                }
-            }
-            SocketAddr::V6(v6) => {
-                let sin6 = p.cast::<libc::sockaddr_in6>();
-                // SAFETY: as above.
-                unsafe {
-                    (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                    (*sin6).sin6_port = v6.port().to_be();
-                    (*sin6).sin6_addr.s6_addr = v6.ip().octets();
-                }
-            }
-        }
-        OwnedAddr {
-            sockaddr: storage,
-            name: name.as_bytes().into(),
-        }
-    }
-
-    /// An nginx address pointing into this one (valid while it lives).
-    fn ngx_addr(&mut self) -> ngx_addr_t {
-        let socklen = match self.sockaddr.ss_family as i32 {
-            libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
-            _ => core::mem::size_of::<libc::sockaddr_in>(),
-        };
-        ngx_addr_t {
-            sockaddr: ptr::from_mut(&mut *self.sockaddr).cast(),
-            socklen: socklen as libc::socklen_t,
-            name: ngx_str_t {
-                len: self.name.len(),
-                data: self.name.as_ptr().cast_mut(),
-            },
         }
     }
 }

@@ -18,7 +18,9 @@ use super::{NewWaiter, Poll, ShmStore};
 use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
-use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
+use crate::redis::router::{
+    Cluster, NodeTemplate, Rebuild, Router, Seed, Sentinel, SentinelTemplate,
+};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
@@ -118,29 +120,39 @@ impl RedisStore {
                     store.write_replays();
                 }
             };
-            let router = if conf.options.cluster {
+            let tls_template = (!conf.ssl.is_null()).then(|| {
+                (
+                    conf.ssl,
+                    conf.options.tls.name.clone(),
+                    conf.options.tls.verify,
+                )
+            });
+            let router = if let Some(sentinels) = &target.sentinel {
+                let mut sentinel_handshake = Vec::new();
+                if let Some(password) = &conf.options.sentinel_password {
+                    let mut auth = Vec::new();
+                    encode(&mut auth, &[b"AUTH", password.0.as_bytes()]);
+                    sentinel_handshake.push(("AUTH", auth));
+                }
+                let template = SentinelTemplate {
+                    master_name: sentinels.master.clone(),
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    sentinel_handshake,
+                    on_ready: Rc::new(on_ready),
+                    tls: tls_template,
+                };
+                Router::Sentinel(Sentinel::start(template, seeds(conf), log))
+            } else if conf.options.cluster {
                 let template = NodeTemplate {
                     timeout_ms: conf.options.timeout_ms as usize,
                     connect_timeout_ms: conf.options.connect_timeout_ms as usize,
                     handshake,
                     on_ready: Rc::new(on_ready),
-                    tls: (!conf.ssl.is_null()).then(|| {
-                        (
-                            conf.ssl,
-                            conf.options.tls.name.clone(),
-                            conf.options.tls.verify,
-                        )
-                    }),
+                    tls: tls_template,
                 };
-                let seeds = conf
-                    .seeds
-                    .iter()
-                    .map(|(node, addr)| Seed {
-                        node: node.clone(),
-                        addr: *addr,
-                    })
-                    .collect();
-                Router::Cluster(Cluster::start(template, seeds, log))
+                Router::Cluster(Cluster::start(template, seeds(conf), log))
             } else {
                 let settings = Settings {
                     addr: conf.addr,
@@ -151,6 +163,7 @@ impl RedisStore {
                     on_ready: Some(Box::new(on_ready)),
                     tls,
                     cluster: false,
+                    on_push: None,
                 };
                 Router::Single(Client::start(settings, log))
             };
@@ -461,6 +474,17 @@ impl RedisStore {
         }
         poll
     }
+}
+
+/// The configured nodes (a cluster's seeds, the sentinels), resolved.
+fn seeds(conf: &RedisConf) -> Vec<Seed> {
+    conf.seeds
+        .iter()
+        .map(|(node, addr)| Seed {
+            node: node.clone(),
+            addr: *addr,
+        })
+        .collect()
 }
 
 /// A request's operation, kept to ask the fallback if Redis fails it late
