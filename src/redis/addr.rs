@@ -47,12 +47,17 @@ impl OwnedAddr {
 
     /// An nginx address pointing into this one (valid while it lives).
     pub(crate) fn ngx_addr(&mut self) -> ngx_addr_t {
+        self.ngx_addr_ref()
+    }
+
+    /// The same from a shared reference (nginx only reads through it).
+    pub(crate) fn ngx_addr_ref(&self) -> ngx_addr_t {
         let socklen = match self.sockaddr.ss_family as i32 {
             libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
             _ => core::mem::size_of::<libc::sockaddr_in>(),
         };
         ngx_addr_t {
-            sockaddr: ptr::from_mut(&mut *self.sockaddr).cast(),
+            sockaddr: ptr::from_ref(&*self.sockaddr).cast_mut().cast(),
             socklen: socklen as libc::socklen_t,
             name: ngx_str_t {
                 len: self.name.len(),

@@ -22,6 +22,8 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::connection::{connection_log, Phase};
 use super::events::idle_event;
 use super::now;
+pub use super::resolve::Resolve;
+use super::resolve::{Answer, Resolved};
 pub use super::tls::PeerName;
 use pow_shield_core::metrics::{self, RedisError};
 use pow_shield_core::redis::cluster::parse_redirect;
@@ -81,6 +83,8 @@ pub struct Settings {
     /// A connection that subscribes in its handshake: each message goes
     /// here (outside the client's state).
     pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
+    /// A host name resolved at run time (`addr` is then not used).
+    pub resolve: Option<Resolve>,
 }
 
 /// TLS settings of a connection.
@@ -144,6 +148,13 @@ pub(super) struct Inner {
     pub(super) last_error: RefCell<String>,
     /// A handshake succeeded: run `on_ready` once the state is released.
     pub(super) ready: Cell<bool>,
+    /// With `Settings::resolve`: the address in use, the resolution in
+    /// progress, its answer until applied, and whether a failure asks for
+    /// a new one.
+    pub(super) resolved: RefCell<Option<Resolved>>,
+    pub(super) resolve_ctx: Cell<*mut nginx_sys::ngx_resolver_ctx_t>,
+    pub(super) resolution: RefCell<Option<Answer>>,
+    pub(super) re_resolve: Cell<bool>,
 }
 
 /// Why a submission was refused.
@@ -184,6 +195,10 @@ impl Client {
             cycle_log,
             last_error: RefCell::new(String::new()),
             ready: Cell::new(false),
+            resolved: RefCell::new(None),
+            resolve_ctx: Cell::new(ptr::null_mut()),
+            resolution: RefCell::new(None),
+            re_resolve: Cell::new(false),
         });
         inner.attach_events();
         let client = Client(inner);
@@ -356,11 +371,15 @@ impl Inner {
         }
         if st.phase == Phase::Disconnected {
             self.connect(st);
-            if st.phase == Phase::Disconnected {
-                return Err(Unavailable::Down);
+        }
+        match st.phase {
+            // Requests don't wait for DNS: pow_shield_fail decides.
+            Phase::Disconnected | Phase::Resolving => Err(Unavailable::Down),
+            Phase::Connecting | Phase::Securing | Phase::Open => {
+                self.refresh_if_expired(st);
+                Ok(())
             }
         }
-        Ok(())
     }
 
     fn push(&self, st: &mut State, command: &[u8], mut slot: Slot<OnReply>) {

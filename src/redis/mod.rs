@@ -10,6 +10,7 @@ pub mod client;
 mod cluster;
 mod connection;
 mod events;
+pub mod resolve;
 pub mod router;
 mod sentinel;
 pub mod tls;

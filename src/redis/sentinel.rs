@@ -26,6 +26,7 @@ use super::addr::OwnedAddr;
 use super::client::{Client, PeerName, Reply, Settings, Tls, Unavailable};
 use super::cluster::{OnFrame, Rebuild, Seed};
 use super::now;
+use super::resolve::NameResolver;
 use pow_shield_core::redis::cluster::NodeAddr;
 use pow_shield_core::redis::command::encode;
 use pow_shield_core::redis::sentinel::{self, AskBackoff, SWITCH_CHANNEL};
@@ -48,6 +49,8 @@ pub struct SentinelTemplate {
     /// TLS context, name to check (`None`: each peer's host) and whether
     /// to verify.
     pub tls: Option<(*mut ngx_ssl_t, Option<String>, bool)>,
+    /// nginx's resolver, for sentinels and a master named by host name.
+    pub resolver: Option<NameResolver>,
 }
 
 struct Master {
@@ -410,12 +413,17 @@ impl Sentinel {
     }
 
     fn master_client(&self, addr: &NodeAddr) -> Option<Master> {
-        let ip = addr.host.parse::<IpAddr>().ok();
+        let resolve = NameResolver::for_host(self.template.resolver, &addr.host, addr.port);
+        let ip = match addr.host.parse::<IpAddr>() {
+            Ok(ip) => Some(ip),
+            Err(_) if resolve.is_some() => Some(IpAddr::from([0, 0, 0, 0])),
+            Err(_) => None,
+        };
         let Some(ip) = ip else {
             error!(
                 self.log,
                 "pow_shield: redis sentinel: master \"{}\" is announced by name ({addr}); only \
-                 addresses are used (set replica-announce-ip, sentinel announce-ip)",
+                 addresses are used without a \"resolver\" (set one, or replica-announce-ip)",
                 self.template.master_name
             );
             return None;
@@ -442,6 +450,7 @@ impl Sentinel {
             tls: self.tls(&addr.host)?,
             cluster: false,
             on_push: None,
+            resolve,
         };
         Some(Master {
             client: Client::start(settings, self.log),
@@ -509,6 +518,7 @@ impl Sentinel {
             tls: self.tls(&seed.node.host)?,
             cluster: false,
             on_push,
+            resolve: NameResolver::for_host(t.resolver, &seed.node.host, seed.node.port),
         };
         let client = Client::start(settings, self.log);
         // Requests don't depend on a sentinel: not in the fallback gauge.

@@ -10,6 +10,7 @@ use nginx_sys::ngx_addr_t;
 use super::{Cluster, Seed};
 use crate::redis::addr::OwnedAddr;
 use crate::redis::client::{Client, PeerName, Settings, Tls};
+use crate::redis::resolve::NameResolver;
 use pow_shield_core::redis::cluster::{NodeAddr, Place};
 
 /// Node connections per worker, at most (seeds included): beyond, an
@@ -86,6 +87,7 @@ impl Cluster {
             tls,
             cluster: true,
             on_push: None,
+            resolve: NameResolver::for_host(t.resolver, &node.host, node.port),
         };
         Some(Client::start(settings, self.log))
     }
@@ -98,9 +100,14 @@ impl Cluster {
         if let Place::Live(i) = place {
             return Some(i);
         }
-        let Ok(ip) = node.host.parse::<IpAddr>() else {
-            self.log_named(node);
-            return None;
+        let ip = match node.host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            // Resolved by the client on the event loop.
+            Err(_) if self.template.resolver.is_some() => IpAddr::from([0, 0, 0, 0]),
+            Err(_) => {
+                self.log_named(node);
+                return None;
+            }
         };
         let (Place::Revive(i) | Place::New(i) | Place::Reuse(i)) = place else {
             if !self.full_logged.replace(true) {

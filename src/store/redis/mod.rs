@@ -18,6 +18,7 @@ use super::{NewWaiter, Poll, ShmStore};
 use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
+use crate::redis::resolve::NameResolver;
 use crate::redis::router::{
     Cluster, NodeTemplate, Rebuild, Router, Seed, Sentinel, SentinelTemplate,
 };
@@ -28,7 +29,7 @@ use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
-use pow_shield_core::redis::url::tls_name;
+use pow_shield_core::redis::url::{tls_name, RedisAddr};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
 mod outage;
@@ -142,6 +143,7 @@ impl RedisStore {
                     sentinel_handshake,
                     on_ready: Rc::new(on_ready),
                     tls: tls_template,
+                    resolver: conf.resolver,
                 };
                 Router::Sentinel(Sentinel::start(template, seeds(conf), log))
             } else if conf.options.cluster {
@@ -151,6 +153,7 @@ impl RedisStore {
                     handshake,
                     on_ready: Rc::new(on_ready),
                     tls: tls_template,
+                    resolver: conf.resolver,
                 };
                 Router::Cluster(Cluster::start(template, seeds(conf), log))
             } else {
@@ -164,6 +167,12 @@ impl RedisStore {
                     tls,
                     cluster: false,
                     on_push: None,
+                    resolve: match &target.addr {
+                        RedisAddr::Tcp { host, port } => {
+                            NameResolver::for_host(conf.resolver, host, *port)
+                        }
+                        RedisAddr::Unix { .. } => None,
+                    },
                 };
                 Router::Single(Client::start(settings, log))
             };

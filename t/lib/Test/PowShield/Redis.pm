@@ -27,7 +27,7 @@ sub available {
     return 0;
 }
 
-# new(dir => ..., port => ..., requirepass => ..., args => [...],
+# new(dir => ..., port => ..., host => '127.0.0.1', requirepass => ..., args => [...],
 #     tls => { port => ..., cert => ..., key => ..., ca => ...,
 #              auth_clients => 'no' | 'optional' | 'yes' })
 # With tls, Redis also listens with TLS on tls->{port}; cmd() keeps using
@@ -40,6 +40,7 @@ sub new {
 }
 
 sub port     { $_[0]{port} }
+sub host     { $_[0]{host} // '127.0.0.1' }
 sub tls_port { $_[0]{tls} ? $_[0]{tls}{port} : undef }
 sub pid      { $_[0]{pid} }
 sub password { $_[0]{requirepass} }
@@ -48,7 +49,7 @@ sub paused   { $_[0]{paused} }
 sub start {
     my ($self) = @_;
     croak "redis already running" if $self->{pid};
-    my @args = ('--port', $self->{port}, '--bind', '127.0.0.1',
+    my @args = ('--port', $self->{port}, '--bind', $self->host,
         '--save', '', '--appendonly', 'no', '--daemonize', 'no',
         '--dir', $self->{dir}, '--logfile', "$self->{dir}/redis.log");
     push @args, '--requirepass', $self->{requirepass}
@@ -150,7 +151,7 @@ sub cmd {
     }
     $self->{error} = undef;
 
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}",
+    my $s = IO::Socket::INET->new(PeerAddr => $self->host . ":$self->{port}",
         Proto => 'tcp', Timeout => $self->{timeout});
     unless ($s) {
         $self->{error} = "connect: $!";
