@@ -149,15 +149,10 @@ impl Inner {
         let (addrs, valid_until) = match answer {
             Ok(answer) => answer,
             Err(why) => {
-                if waiting {
-                    st.phase = Phase::Disconnected;
-                    self.fail(
-                        st,
-                        RedisError::Io,
-                        &format!("cannot resolve \"{}\": {why}", r.host),
-                    );
-                }
                 // A failed refresh keeps the connection and the address.
+                if waiting {
+                    self.unresolved(st, &format!("cannot resolve \"{}\": {why}", r.host));
+                }
                 return;
             }
         };
@@ -166,12 +161,7 @@ impl Inner {
         let kept = current.filter(|at| addrs.iter().any(|a| a.ip() == at.ip()));
         let Some(next) = kept.or_else(|| addrs.first().copied()) else {
             if waiting {
-                st.phase = Phase::Disconnected;
-                self.fail(
-                    st,
-                    RedisError::Io,
-                    &format!("\"{}\" has no address", r.host),
-                );
+                self.unresolved(st, &format!("\"{}\" has no address", r.host));
             }
             return;
         };
@@ -205,6 +195,12 @@ impl Inner {
             self.disconnect(st);
             self.connect_to(st);
         }
+    }
+
+    /// A connection waiting for its address got none: a failure.
+    fn unresolved(&self, st: &mut State, why: &str) {
+        st.phase = Phase::Disconnected;
+        self.fail(st, RedisError::Io, why);
     }
 
     /// Ends a resolution in progress (worker exit, client dropped).

@@ -5,10 +5,11 @@
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
 //! in `pipeline`; what it logs, refuses and when it retries in `health`;
 //! spends to write after an outage in `replays`; what Sentinel answers in
-//! `sentinel`.
+//! `sentinel`; the data generation a spend must fall in, in `generation`.
 
 pub mod cluster;
 pub mod command;
+pub mod generation;
 pub mod health;
 pub mod keys;
 pub mod pipeline;

@@ -116,15 +116,7 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
             ))
         }
     };
-    // Split at the last '@' first: a password may hold '/' or '@'.
-    let (userinfo, hostpath) = match rest.rsplit_once('@') {
-        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
-        None => (None, rest),
-    };
-    // Options are words of their own (`timeout=100ms`), never a query.
-    if hostpath.contains('?') {
-        return Err(ValueError::Syntax(QUERY_REFUSED));
-    }
+    let (userinfo, hostpath) = split_userinfo(rest)?;
     let (hostport, db) = match hostpath.split_once('/') {
         Some((hostport, db)) => (hostport, parse_db(db)?),
         None => (hostpath, 0),
@@ -160,13 +152,7 @@ fn parse_sentinel_url(s: &str) -> Result<RedisTarget, ValueError> {
         Some(rest) => (true, rest),
         None => (false, s.strip_prefix("sentinel://").unwrap_or(s)),
     };
-    let (userinfo, hostpath) = match rest.rsplit_once('@') {
-        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
-        None => (None, rest),
-    };
-    if hostpath.contains('?') {
-        return Err(ValueError::Syntax(QUERY_REFUSED));
-    }
+    let (userinfo, hostpath) = split_userinfo(rest)?;
     const SHAPE: &str = "expected sentinel://host[:port][,host[:port]...]/<master-name>[/db]";
     let (hosts, path) = hostpath.split_once('/').ok_or(ValueError::Syntax(SHAPE))?;
     let (master, db) = match path.split_once('/') {
@@ -222,6 +208,20 @@ fn parse_sentinel_url(s: &str) -> Result<RedisTarget, ValueError> {
             hosts,
         }),
     })
+}
+
+/// `[userinfo@]hostpath`, split at the last '@' (a password may hold '/'
+/// or '@'); a query string after the host is refused: options are words
+/// of their own (`timeout=100ms`).
+fn split_userinfo(rest: &str) -> Result<(Option<&str>, &str), ValueError> {
+    let (userinfo, hostpath) = match rest.rsplit_once('@') {
+        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
+        None => (None, rest),
+    };
+    if hostpath.contains('?') {
+        return Err(ValueError::Syntax(QUERY_REFUSED));
+    }
+    Ok((userinfo, hostpath))
 }
 
 /// The optional `/db` path: empty or 0..=65535.

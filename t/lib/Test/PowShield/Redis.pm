@@ -93,8 +93,16 @@ sub stop {
     my $pid = delete $self->{pid} or return $self;
     CORE::kill 'CONT', $pid if $self->{paused};
     $self->{paused} = 0;
+    stop_pid($pid, 10);
+    return $self;
+}
+
+# stop_pid($pid, $secs): SIGTERM, then SIGKILL if it is still there after
+# $secs; reaped either way.
+sub stop_pid {
+    my ($pid, $secs) = @_;
     CORE::kill 'TERM', $pid;
-    my $deadline = Time::HiRes::time() + 10;
+    my $deadline = Time::HiRes::time() + $secs;
     while (waitpid($pid, WNOHANG) == 0) {
         if (Time::HiRes::time() > $deadline) {
             CORE::kill 'KILL', $pid;
@@ -103,7 +111,6 @@ sub stop {
         }
         Time::HiRes::sleep(0.05);
     }
-    return $self;
 }
 
 # Hung server: the socket accepts bytes, nothing answers.

@@ -11,7 +11,6 @@ use warnings;
 
 use Carp qw(croak);
 use File::Path qw(make_path);
-use POSIX qw(WNOHANG);
 use Time::HiRes ();
 
 use Test::PowShield::Redis;
@@ -143,18 +142,7 @@ sub kill_master {
 
 sub stop {
     my ($self) = @_;
-    for my $pid (@{delete $self->{pids} // []}) {
-        CORE::kill 'TERM', $pid;
-        my $deadline = Time::HiRes::time() + 5;
-        while (waitpid($pid, WNOHANG) == 0) {
-            if (Time::HiRes::time() > $deadline) {
-                CORE::kill 'KILL', $pid;
-                waitpid($pid, 0);
-                last;
-            }
-            Time::HiRes::sleep(0.05);
-        }
-    }
+    Test::PowShield::Redis::stop_pid($_, 5) for @{delete $self->{pids} // []};
     $_->stop for $self->redis;
 }
 
