@@ -566,7 +566,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         solution: Solution,
-        late: Late,
+        mut late: Late,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
@@ -585,6 +585,7 @@ impl RedisStore {
         let in_generation = solution
             .generation
             .filter(|gen| !self.cluster && *gen != self.local_generation);
+        late.redis_only = in_generation.is_some();
         let (script, sha, keys, args): (&'static str, _, _, _) = match in_generation {
             Some(_) => (&**generation::GEN_SPEND_SCRIPT, &self.gen_spend_sha, 5, 7),
             None => (scripts::SPEND_SCRIPT, &self.spend_sha, 4, 6),
@@ -654,12 +655,20 @@ impl RedisStore {
                 }))
             },
         );
-        // The zone decides it now (the fallback, or a busy Redis's stand-in):
-        // written to Redis once it takes commands again.
-        if let Poll::Down | Poll::Busy = poll {
-            self.queue_replay(&digest, spent_key, tag, expires_at_ms);
+        match poll {
+            // Redis's generation, and Redis can't take it now: not spent
+            // (a 409 with a fresh challenge), never left to the zone.
+            Poll::Down | Poll::Busy if in_generation.is_some() => {
+                Poll::Ready(Reply::Spent(Spent::Replayed))
+            }
+            // The zone decides it now (the fallback, or a busy Redis's
+            // stand-in): written to Redis once it takes commands again.
+            Poll::Down | Poll::Busy => {
+                self.queue_replay(&digest, spent_key, tag, expires_at_ms);
+                poll
+            }
+            poll => poll,
         }
-        poll
     }
 }
 
@@ -679,6 +688,10 @@ fn seeds(conf: &RedisConf) -> Vec<Seed> {
 struct Late {
     op: Op,
     fallback: Option<(ShmStore, Copied)>,
+    /// A spend only Redis can decide (a solution of Redis's generation: the
+    /// zone does not know what other nodes spent through Redis): refused
+    /// as a replay instead of asking the fallback.
+    redis_only: bool,
 }
 
 /// A [`Subject`] that owns its key.
@@ -700,11 +713,15 @@ impl Late {
         Late {
             op,
             fallback: fallback.map(|zone| (zone, copied())),
+            redis_only: false,
         }
     }
 
     /// The fallback's answer now, or `Down` without one.
     fn reply(self) -> Reply {
+        if self.redis_only {
+            return Reply::Spent(Spent::Replayed);
+        }
         let Some((zone, copied)) = self.fallback else {
             return Reply::Down;
         };
