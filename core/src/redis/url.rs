@@ -121,10 +121,10 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
         Some((hostport, db)) => (hostport, parse_db(db)?),
         None => (hostpath, 0),
     };
-    let (username, password) = match userinfo {
-        Some(userinfo) => parse_userinfo(userinfo)?,
-        None => (None, None),
-    };
+    let (username, password) = userinfo
+        .map(parse_userinfo)
+        .transpose()?
+        .unwrap_or_default();
     let (host, port) = parse_host_port(hostport)?;
     Ok(RedisTarget {
         addr: RedisAddr::Tcp { host, port },
@@ -192,10 +192,10 @@ fn parse_sentinel_url(s: &str) -> Result<RedisTarget, ValueError> {
             ))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (username, password) = match userinfo {
-        Some(userinfo) => parse_userinfo(userinfo)?,
-        None => (None, None),
-    };
+    let (username, password) = userinfo
+        .map(parse_userinfo)
+        .transpose()?
+        .unwrap_or_default();
     let (host, port) = hosts.first().cloned().ok_or(ValueError::Syntax(SHAPE))?;
     Ok(RedisTarget {
         addr: RedisAddr::Tcp { host, port },
