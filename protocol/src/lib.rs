@@ -18,8 +18,8 @@ mod vectors;
 
 pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use token::{
-    issue_challenge, issue_challenge_with_salt, read_unverified, Challenge, TokenInfo,
-    MAX_PAYLOAD_LEN, SALT_LEN,
+    issue_challenge, issue_challenge_in, issue_challenge_with_salt, read_unverified, Challenge,
+    TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
 };
 pub use verify::{verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{is_valid_nonce, meets_difficulty, solve, MAX_NONCE_DIGITS};

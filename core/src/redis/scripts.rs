@@ -276,8 +276,9 @@ return {strikes, block, block_ms, tripped}
 /// Spends a solved challenge and takes back the strike its 429 recorded
 /// (one of the client's unpaid strikes, if any), in one call, unless the
 /// client is blocked (then nothing changes). `KEYS[1]` the spent record,
-/// `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]` (optional) the
-/// spends that found no unpaid strike yet (taken from the next batch of the
+/// `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]` unused here
+/// (the data generation of `generation::GEN_SPEND_SCRIPT`), `KEYS[6]`
+/// (optional) the spends that found no unpaid strike yet (taken from the next batch of the
 /// client's locally refused 429s, [`BATCH_SCRIPT`]); `ARGV[1]` ms the record
 /// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` 1 for a spend the
 /// node's zone already decided and writes now (after an outage or a full
@@ -302,12 +303,12 @@ end
 if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
   redis.call('DECR', KEYS[4])
   strikes = redis.call('DECR', KEYS[2])
-elseif threshold > 0 and KEYS[5] then
+elseif threshold > 0 and KEYS[6] then
   -- No unpaid strike here yet: the 429 was refused by a node whose batch
   -- has not arrived. The batch takes it back (at most `threshold` wait,
   -- for the strike time).
-  if redis.call('INCR', KEYS[5]) > threshold then redis.call('DECR', KEYS[5]) end
-  redis.call('PEXPIRE', KEYS[5], ARGV[3])
+  if redis.call('INCR', KEYS[6]) > threshold then redis.call('DECR', KEYS[6]) end
+  redis.call('PEXPIRE', KEYS[6], ARGV[3])
 end
 return {1, strikes, 0, 0}
 "#

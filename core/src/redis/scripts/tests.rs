@@ -373,5 +373,5 @@ fn a_batch_call_for_several_clients_replies_five_integers_each() {
     let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
     assert!(worst.len() <= crate::redis::command::MAX_BULK);
     assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 6 - 1 do"));
-    assert!(SPEND_SCRIPT.contains("redis.call('INCR', KEYS[5])"));
+    assert!(SPEND_SCRIPT.contains("redis.call('INCR', KEYS[6])"));
 }
