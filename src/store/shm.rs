@@ -152,6 +152,7 @@ impl ShmStore {
         rules: BreakerRules,
         now_ms: u64,
         stale_ok: bool,
+        redis_up: bool,
     ) -> Option<Refused> {
         let key = TableKey::new(&[refusal]);
         self.zone.with_locked(|zone, alloc| {
@@ -159,7 +160,7 @@ impl ShmStore {
             zone.refusals
                 .get(&key)?
                 .refusal()
-                .refuse(rules, now_ms, stale_ok)
+                .refuse(rules, now_ms, stale_ok, redis_up)
         })
     }
 

@@ -102,7 +102,15 @@ impl Refusal {
     /// `None`: past `T`, or Redis's word is not fresh (unless `stale_ok`:
     /// Redis has not answered the node's last batch for the client, or is
     /// down: asking it would only wait): ask Redis.
-    pub fn refuse(&mut self, rules: BreakerRules, now_ms: u64, stale_ok: bool) -> Option<Refused> {
+    /// `redis_up`: Redis takes commands (else the strike reaching the
+    /// threshold is refused here too: Redis counts it with the batch).
+    pub fn refuse(
+        &mut self,
+        rules: BreakerRules,
+        now_ms: u64,
+        stale_ok: bool,
+        redis_up: bool,
+    ) -> Option<Refused> {
         if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) {
             return None;
         }
@@ -110,7 +118,7 @@ impl Refusal {
         // spends on other nodes may have taken back strikes this node still
         // counts (a paying client is never blocked for them).
         let threshold = rules.strikes.map_or(0, |s| s.threshold);
-        if threshold > 0 && self.strikes.saturating_add(1) >= threshold {
+        if redis_up && threshold > 0 && self.strikes.saturating_add(1) >= threshold {
             return None;
         }
         self.over = self.over.saturating_add(1);

@@ -108,10 +108,15 @@ impl RedisStore {
         let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
         // Redis owes this worker an answer for the client, or is down:
         // what it said last still holds (asking would only wait).
-        let stale_ok =
-            !self.router.is_healthy() || self.batches.try_borrow().is_ok_and(|b| b.holds(&refusal));
-        let refused =
-            local.refuse_locally(&refusal, subject.rules, fresh_monotonic_ms(), stale_ok)?;
+        let redis_up = self.router.is_healthy();
+        let stale_ok = !redis_up || self.batches.try_borrow().is_ok_and(|b| b.holds(&refusal));
+        let refused = local.refuse_locally(
+            &refusal,
+            subject.rules,
+            fresh_monotonic_ms(),
+            stale_ok,
+            redis_up,
+        )?;
         if let Ok(mut batches) = self.batches.try_borrow_mut() {
             batches.add(&refusal, || BatchContext {
                 tag: client_tag(subject.key),

@@ -41,9 +41,15 @@ fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> Refusal {
 fn refused_just_before_t_and_never_at_or_after_it() {
     let mut r = learnt(1_000, 500, 0);
     r.acknowledged(0, 0, 0, 1_400);
-    assert!(r.refuse(BreakerRules::default(), 1_499, false).is_some());
-    assert!(r.refuse(BreakerRules::default(), 1_500, false).is_none());
-    assert!(r.refuse(BreakerRules::default(), 1_501, false).is_none());
+    assert!(r
+        .refuse(BreakerRules::default(), 1_499, false, true)
+        .is_some());
+    assert!(r
+        .refuse(BreakerRules::default(), 1_500, false, true)
+        .is_none());
+    assert!(r
+        .refuse(BreakerRules::default(), 1_501, false, true)
+        .is_none());
     assert!(!r.holds(1_500));
 }
 
@@ -64,18 +70,20 @@ fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
 fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
     let mut r = learnt(0, 10_000, 0);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS - 1, false)
+        .refuse(BreakerRules::default(), FRESH_MS - 1, false, true)
         .is_some());
-    assert!(r.refuse(BreakerRules::default(), FRESH_MS, false).is_none());
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS, false, true)
+        .is_none());
     // Still refused while Redis owes the node an answer (or is down).
     assert!(r
         .clone()
-        .refuse(BreakerRules::default(), FRESH_MS, true)
+        .refuse(BreakerRules::default(), FRESH_MS, true, true)
         .is_some());
     // A batch's answer renews it.
     r.acknowledged(1, 2, 0, FRESH_MS);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS + 1, false)
+        .refuse(BreakerRules::default(), FRESH_MS + 1, false, true)
         .is_some());
 }
 
@@ -89,10 +97,10 @@ fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
         asked,
     );
     assert!(r
-        .refuse(BreakerRules::default(), asked + 200, false)
+        .refuse(BreakerRules::default(), asked + 200, false, true)
         .is_some());
     assert_eq!(
-        r.refuse(BreakerRules::default(), asked + 200, false)
+        r.refuse(BreakerRules::default(), asked + 200, false, true)
             .unwrap()
             .checked
             .verdict
@@ -100,7 +108,7 @@ fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
         300
     );
     assert!(r
-        .refuse(BreakerRules::default(), asked + 500, false)
+        .refuse(BreakerRules::default(), asked + 500, false, true)
         .is_none());
 }
 
@@ -114,7 +122,7 @@ fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
         10_000,
     );
     let got = r
-        .refuse(BreakerRules::default(), 10_100, false)
+        .refuse(BreakerRules::default(), 10_100, false, true)
         .unwrap()
         .checked;
     assert_eq!(
@@ -139,7 +147,7 @@ fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
     let mut last = 0;
     // (within FRESH_MS of Redis's word)
     for n in 1..=3u32 {
-        let got = r.refuse(STRIKES_5, 5, false).unwrap();
+        let got = r.refuse(STRIKES_5, 5, false, true).unwrap();
         assert!(got.checked.struck);
         assert_eq!(got.checked.breaker.strikes, 1 + n);
         assert_eq!(got.checked.verdict.over, 1 + n);
@@ -154,22 +162,31 @@ fn the_strike_that_would_reach_the_threshold_is_left_to_redis() {
     // (Spends on other nodes may have taken back strikes this node counts.)
     let mut r = learnt(0, 10_000, 3);
     assert_eq!(
-        r.refuse(STRIKES_5, 1, false)
+        r.refuse(STRIKES_5, 1, false, true)
             .unwrap()
             .checked
             .breaker
             .strikes,
         4
     );
-    assert!(r.refuse(STRIKES_5, 2, false).is_none());
+    assert!(r.refuse(STRIKES_5, 2, false, true).is_none());
     assert_eq!(r.unsent, 1);
+    // Redis down: refused here all the same (Redis counts it later).
+    assert_eq!(
+        r.refuse(STRIKES_5, 2, true, false)
+            .unwrap()
+            .checked
+            .breaker
+            .strikes,
+        5
+    );
 }
 
 #[test]
 fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
     let mut r = learnt(0, 10_000, 0);
     for _ in 0..5 {
-        r.refuse(BreakerRules::default(), 1, false);
+        r.refuse(BreakerRules::default(), 1, false, true);
     }
     assert_eq!((r.unsent, r.over), (5, 6));
     // Redis took 3 of them; with another node's it now counts 10 refusals.
