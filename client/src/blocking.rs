@@ -11,7 +11,7 @@ use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
 
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::retry::{Policy, Retrier, Step};
-use crate::{solve, Error, Nonce};
+use crate::{solve_bits, Error, Nonce};
 
 /// Most bytes read from a challenge response whose token is not in a
 /// header (the body then has to be parsed).
@@ -240,7 +240,7 @@ impl Client {
                 Step::Solve(c) => {
                     events(Event::Solving(&c));
                     let start = Instant::now();
-                    let nonce = solve(&c.salt, c.difficulty, &self.policy.solve)?;
+                    let nonce = solve_bits(&c.salt, c.bits, &self.policy.solve)?;
                     events(Event::Solved {
                         nonce,
                         elapsed: start.elapsed(),

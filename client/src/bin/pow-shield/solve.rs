@@ -1,8 +1,8 @@
 //! `pow-shield solve`: solve one challenge (a token, or a salt and a
-//! difficulty) and print the nonce.
+//! difficulty in hex digits or bits) and print the nonce.
 
 use clap::{value_parser, Arg, ArgMatches, Command};
-use pow_shield_client::solve;
+use pow_shield_client::{solve, solve_bits};
 
 use crate::args::{max_solve_time, solve_options, threads};
 use crate::exit::{self, error_code};
@@ -20,34 +20,52 @@ pub fn command() -> Command {
             Arg::new("salt")
                 .long("salt")
                 .value_name("S")
-                .requires("difficulty"),
+                .required_unless_present("token")
+                .requires("price"),
+        )
+        .group(clap::ArgGroup::new("price").args(["difficulty", "bits"]))
+        .arg(
+            Arg::new("bits")
+                .long("bits")
+                .value_name("B")
+                .value_parser(value_parser!(u8))
+                .requires("salt")
+                .help("Leading zero bits (X-PoW-Bits)"),
         )
         .arg(
             Arg::new("difficulty")
                 .long("difficulty")
                 .value_name("D")
                 .value_parser(value_parser!(u8))
-                .requires("salt"),
+                .requires("salt")
+                .help("Leading hex zeros (X-PoW-Difficulty): 4 bits each"),
         )
         .arg(max_solve_time())
         .arg(threads())
 }
 
 pub fn run(m: &ArgMatches) -> u8 {
-    let (salt, difficulty) = match m.get_one::<String>("token") {
+    let opts = solve_options(m);
+    let solved = match m.get_one::<String>("token") {
         Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
-            Some(info) => (info.salt, info.difficulty),
+            Some(info) => solve_bits(&info.salt, info.bits, &opts),
             None => {
                 eprintln!("pow-shield: not a challenge token: {token}");
                 return exit::BAD_REQUEST;
             }
         },
-        None => (
-            m.get_one::<String>("salt").cloned().unwrap_or_default(),
-            m.get_one::<u8>("difficulty").copied().unwrap_or(0),
-        ),
+        None => {
+            let salt = m.get_one::<String>("salt").cloned().unwrap_or_default();
+            match m.get_one::<u8>("bits") {
+                Some(bits) => solve_bits(&salt, *bits, &opts),
+                None => {
+                    let hex = m.get_one::<u8>("difficulty").copied().unwrap_or(0);
+                    solve(&salt, hex, &opts)
+                }
+            }
+        }
     };
-    match solve(&salt, difficulty, &solve_options(m)) {
+    match solved {
         Ok(nonce) => {
             println!("{nonce}");
             exit::OK
@@ -70,5 +88,8 @@ mod tests {
         assert!(parse(&["solve", "--salt", "ab"]).is_err());
         assert!(parse(&["solve"]).is_err());
         assert!(parse(&["solve", "a.b", "--salt", "ab", "--difficulty", "3"]).is_err());
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "13"]).is_ok());
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "13", "--difficulty", "3"]).is_err());
+        assert!(parse(&["solve", "--bits", "13"]).is_err());
     }
 }
