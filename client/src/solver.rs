@@ -244,11 +244,7 @@ fn process_cpu_time() -> Option<Duration> {
 /// The engine the solver runs on this machine, e.g. `sha-ni (2 lanes)`;
 /// `POW_SHIELD_SOLVER=portable` forces the portable one.
 pub fn engine_name() -> String {
-    let engine = Engine::detect();
-    match engine.lanes() {
-        1 => engine.name().to_owned(),
-        lanes => format!("{} ({lanes} lanes)", engine.name()),
-    }
+    Engine::detect().label()
 }
 
 /// What one search did.

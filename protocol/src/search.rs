@@ -100,6 +100,15 @@ impl Engine {
         }
     }
 
+    /// The name with its lanes, e.g. `sha-ni (4 lanes)`: what
+    /// `pow-shield bench` and the Python client's `solver_info()` show.
+    pub fn label(self) -> String {
+        match self.lanes() {
+            1 => self.name().to_owned(),
+            lanes => format!("{} ({lanes} lanes)", self.name()),
+        }
+    }
+
     /// Nonces hashed side by side.
     pub fn lanes(self) -> usize {
         match self {
