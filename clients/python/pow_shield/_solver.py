@@ -195,6 +195,27 @@ def _worker(salt: bytes, bits: int, index: int, stride: int, stop: Any, results:
         start += stride * chunk
 
 
+def _first_result(
+    workers: list, results: Any, deadline: Optional[float], cancel: Any, what: str
+) -> Optional[int]:
+    """Starts the workers and waits for the first nonce one of them puts in
+    ``results``: None at the deadline or once ``cancel`` is set."""
+    for w in workers:
+        w.start()
+    while True:
+        timeout = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+        try:
+            return int(results.get(timeout=timeout))
+        except queue.Empty:
+            pass
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        if cancel is not None and cancel.is_set():
+            return None
+        if not any(w.is_alive() for w in workers) and results.empty():
+            raise Unsolvable(f"the solver {what} ended without a solution")
+
+
 def _solve_threads(
     salt: bytes, bits: int, threads: int, deadline: Optional[float], cancel: Any
 ) -> Optional[int]:
@@ -207,24 +228,12 @@ def _solve_threads(
         for i in range(threads)
     ]
     try:
-        for w in workers:
-            w.start()
-        while True:
-            timeout = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
-            try:
-                return int(results.get(timeout=timeout))
-            except queue.Empty:
-                pass
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            if cancel is not None and cancel.is_set():
-                return None
-            if not any(w.is_alive() for w in workers) and results.empty():
-                raise Unsolvable("the solver threads ended without a solution")
+        return _first_result(workers, results, deadline, cancel, "threads")
     finally:
         stop.set()
         for w in workers:
-            w.join()
+            if w.ident is not None:
+                w.join()
 
 
 def _context() -> Any:
@@ -249,20 +258,7 @@ def _solve_parallel(
         for i in range(processes)
     ]
     try:
-        for w in workers:
-            w.start()
-        while True:
-            timeout = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
-            try:
-                return int(results.get(timeout=timeout))
-            except queue.Empty:
-                pass
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            if cancel is not None and cancel.is_set():
-                return None
-            if not any(w.is_alive() for w in workers) and results.empty():
-                raise Unsolvable("the solver processes ended without a solution")
+        return _first_result(workers, results, deadline, cancel, "processes")
     finally:
         stop.set()
         for w in workers:
