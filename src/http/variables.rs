@@ -145,7 +145,11 @@ unsafe extern "C" fn get(
                 // hex digits (⌈bits / 4⌉, as X-PoW-Difficulty) or bits.
                 DIFFICULTY | BITS => {
                     let bits = state.bits().unwrap_or(state.policy.difficulty.base);
-                    let value = if which == BITS { bits } else { bits.div_ceil(4) };
+                    let value = if which == BITS {
+                        bits
+                    } else {
+                        bits.div_ceil(4)
+                    };
                     Some(value.to_string())
                 }
                 STRIKES => state.status().map(|s| s.strikes.to_string()),
