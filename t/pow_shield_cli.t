@@ -239,24 +239,24 @@ sub seen {
         'patient: admitted without a solution');
 }
 
-# --max-difficulty: exit 92, nothing sent after the challenge
+# --max-difficulty: exit 112, nothing sent after the challenge
 
 {
     is(get('cheap', 'hard')->status, 200, 'cheap: within the limit');
     my ($rc, $out, $err) = cli('cheap', 'hard', '--max-difficulty', '4');
-    is($rc, 92, 'cheap: a difficulty-6 challenge over --max-difficulty 4: exit 92');
+    is($rc, 112, 'cheap: a difficulty-6 challenge over --max-difficulty 4: exit 112');
     like($err, qr/difficulty 6 is above the limit of 4/, 'cheap: says why');
     is($out, '', 'cheap: no output');
     is(seen('cheap'), '200 pass, 429 challenge', 'cheap: no request after the challenge');
 }
 
-# blocked by the circuit breaker: exit 90
+# blocked by the circuit breaker: exit 110
 
 {
     is(get('bad', 'block')->status, 200, 'bad: within the limit');
     is(get('bad', 'block')->status, 429, 'bad: one offence');
     my ($rc, $out, $err) = cli('bad', 'block');
-    is($rc, 90, 'bad: blocked, exit 90');
+    is($rc, 110, 'bad: blocked, exit 110');
     like($err, qr/blocked by the server's circuit breaker/, 'bad: says so');
     is($out, '', 'bad: no output');
     like(seen('bad'), qr/403 blocked$/, 'bad: one blocked request, no retry');

@@ -212,8 +212,12 @@ for my $loc (qw(local default)) {
         'fail closed: Retry-After, whole seconds >= 1');
     like($r->header('Content-Type') // '', qr{^application/json\b},
         'fail closed: application/json');
-    is_deeply($r->json, { error => 'Rate limiter unavailable' },
-        'fail closed: {"error":"Rate limiter unavailable"}');
+    my $j = $r->json // {};
+    is($j->{error}, 'Rate limiter unavailable',
+        'fail closed: "error":"Rate limiter unavailable"');
+    is_deeply([@$j{qw(type status)}],
+        ['https://iana.org/assignments/http-problem-types#temporary-reduced-capacity', 503],
+        'fail closed: a temporary-reduced-capacity problem, status 503');
     is($r->header('X-Result'), 'unavailable',
         'fail closed: $pow_shield_result unavailable');
     ok(!$r->has_header('X-PoW-Challenge'), 'fail closed: no challenge');

@@ -54,14 +54,47 @@ bad(location => 'pow_shield_limit 10;', undef, 'limit without a window');
 bad(location => 'pow_shield_limit 10 1m 5;', '5', 'limit with a third argument not approx');
 bad(location => 'pow_shield_limit 10 1m exact;', 'exact', 'limit with a third word not approx');
 bad(location => 'pow_shield_limit 10 1m approx x;', undef, 'limit with 4 arguments');
-bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
-    undef, 'limit duplicated in a location');
+bad(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 10 1m;",
+    '10', 'the same limit twice in a location');
+bad(location => "pow_shield_limit 10 1s name=burst;\n            pow_shield_limit 1000 1h name=burst;",
+    'name=burst', 'two limits of a location with one name');
+bad(location => "pow_shield_limit 10 1s;\n            pow_shield_limit off;",
+    'off', 'off beside a limit');
+bad(location => "pow_shield_limit 10 1s approx;\n            pow_shield_limit 1000 1h;",
+    '1000', 'approx on one stacked limit, not the other');
+bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 5),
+    '5', 'a fifth limit in a location');
+bad(location => 'pow_shield_limit 10 1m name=;', 'name=', 'an empty name');
+{
+    # 16 names elsewhere: a 17th has no metrics' label to count under
+    my $sixteen = join "\n", map {
+        my $l = $_;
+        "        location /l$l/ {\n"
+            . join('', map { "            pow_shield_limit $_ 1h name=n${l}_$_;\n" } 1 .. 4)
+            . "        }";
+    } 1 .. 4;
+    bad(location => 'pow_shield_limit 10 1m name=n17;', 'name=n17',
+        'a 17th limit name in the configuration', SERVER => $sixteen,
+        -says => qr/more than 16 limit names/);
+    good(location => 'pow_shield_limit 10 1m name=n1_1;', 'a 17th limit with one of the 16 names',
+        SERVER => $sixteen);
+}
+bad(location => 'pow_shield_limit 10 1m name=a,b;', 'name=a,b', 'a name with a comma');
+bad(location => 'pow_shield_limit 10 1m name=x name=y;', 'name=y', 'two names');
+bad(location => 'pow_shield_limit 10 1m name=x approx;', 'approx', 'approx after the name');
 
 good(location => 'pow_shield_limit 10 30s;', 'limit 10 30s');
 good(location => 'pow_shield_limit 1 1s;', 'limit 1 1s');
 good(location => 'pow_shield_limit 100000 24h;', 'limit 100000 24h');
 good(location => 'pow_shield_limit 1000 1h approx;', 'limit 1000 1h approx');
 good(location => 'pow_shield_limit off;', 'limit off');
+good(location => "pow_shield_limit 10 1s name=burst;\n            pow_shield_limit 1000 1h name=hourly;",
+    'two named limits stack');
+good(location => "pow_shield_limit 10 1m;\n            pow_shield_limit 5 1m;",
+    'two unnamed limits stack (named 10r/m and 5r/m)');
+good(location => "pow_shield_limit 10 1s approx name=burst;\n            pow_shield_limit 1000 1h approx;",
+    'stacked approx limits');
+good(location => 'pow_shield_limit 10 1m name=api.v2-search_x;', 'a name of letters, digits, ., - and _');
 good(server => 'pow_shield_limit 10 1m;', 'limit in server');
 good(http => 'pow_shield_limit 10 1m;', 'limit in http');
 
@@ -214,6 +247,19 @@ bad(location => 'pow_shield_log_level loud;', 'loud', 'log_level "loud"');
 
 good(location => "pow_shield_log_level $_;", "log_level $_")
     for qw(info notice warn error);
+
+# pow_shield_log_summary <interval> | off
+
+bad(location => 'pow_shield_log_summary 500ms;', '500ms', 'log_summary shorter than 1s');
+bad(location => 'pow_shield_log_summary 2h;', '2h', 'log_summary longer than 1h');
+bad(location => 'pow_shield_log_summary often;', 'often', 'log_summary "often"');
+bad(location => "pow_shield_log_summary 10s;\n            pow_shield_log_summary 1m;",
+    undef, 'log_summary duplicated in a location');
+
+good(location => 'pow_shield_log_summary 1s;', 'log_summary 1s');
+good(location => 'pow_shield_log_summary 1h;', 'log_summary 1h');
+good(location => 'pow_shield_log_summary off;', 'log_summary off');
+good(http => 'pow_shield_log_summary 1m;', 'log_summary in http');
 
 # the red zone: pow_shield_strikes, _ban, _block_status, _trap,
 # _breaker_log_level, pow_shield_difficulty max=

@@ -129,7 +129,7 @@ for my $p (panels(@{$dashboard->{panels}})) {
 is_deeply([grep { $ids{$_} > 1 } sort keys %ids], [], 'panel ids are unique');
 is_deeply(\@no_ds, [], 'every query reads the ${datasource} variable');
 my %titles = map { $_->{title} => 1 } panels(@{$dashboard->{panels}});
-ok($titles{$_}, "a panel \"$_\"") for 'Requests by result', 'Challenges: paid vs ignored',
+ok($titles{$_}, "a panel \"$_\"") for 'Requests by result and limit', 'Challenges: paid vs ignored',
     'Breaker trips and bans', 'Redis round trip', 'Fallback: Redis connections down', 'Zone use';
 
 # valid PromQL: each query as a recording rule, through promtool check rules

@@ -1,7 +1,9 @@
 #!/usr/bin/perl
 
 # The Python client (clients/python, issue 9): installed with pip, its
-# requests Session and httpx auth flow (sync and async) pay their way through
+# requests Session, requests auth= object (requests.get(url,
+# auth=RequestsAuth())), mountable HTTPAdapter and httpx auth flow (sync
+# and async) pay their way through
 # a 429, solve the fresh challenge of a 409 and a 410, stop with Blocked when
 # the circuit breaker is open, and honour max_difficulty and prefer_wait.
 
@@ -102,6 +104,14 @@ try:
     if kind == "session":
         with pow_shield.Session(**options) as s:
             show(s.get(url, headers=headers, timeout=10))
+    elif kind == "requests-auth":
+        import requests
+        show(requests.get(url, headers=headers, timeout=10, auth=pow_shield.RequestsAuth(**options)))
+    elif kind == "adapter":
+        import requests
+        with requests.Session() as s:
+            s.mount("http://", pow_shield.HTTPAdapter(**options))
+            show(s.get(url, headers=headers, timeout=10))
     elif kind == "httpx":
         import httpx
         with httpx.Client(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
@@ -120,7 +130,8 @@ my %HAS;
 for my $lib (qw(requests httpx)) {
     $HAS{$lib} = system($PY, '-c', "import $lib") == 0;
 }
-my %NEEDS = (session => 'requests', httpx => 'httpx', 'httpx-async' => 'httpx');
+my %NEEDS = (session => 'requests', 'requests-auth' => 'requests', adapter => 'requests',
+    httpx => 'httpx', 'httpx-async' => 'httpx');
 
 # python($kind, $uri, $client, \%options, \%headers) -> the line it printed
 sub python {
@@ -142,7 +153,7 @@ sub get {
 
 ###############################################################################
 
-for my $kind (qw(session httpx httpx-async)) {
+for my $kind (qw(session requests-auth adapter httpx httpx-async)) {
     SKIP: {
     skip("$NEEDS{$kind} not installed", 12) unless $HAS{$NEEDS{$kind}};
 

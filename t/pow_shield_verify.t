@@ -117,12 +117,20 @@ sub try {
 sub good_nonce { my ($p) = @_; solve($p->{salt}, $p->{difficulty}) }
 sub bad_nonce  { my ($p) = @_; wrong_nonce($p->{salt}, $p->{difficulty}) }
 
-# status and {"error": text}
+# status and its RFC 9457 problem details: "error" (the text clients read
+# since the first version) and "title" are the row's text, "status" the
+# status, "type" pow-shield's tag: URI for it, "detail" what to do
 sub rejected {
     my ($r, $status, $text, $name) = @_;
     my $ok = is($r->status, $status, "$name: $status");
-    is(($r->json || {})->{error}, $text, "$name: \"$text\"")
+    my $j = $r->json || {};
+    is($j->{error}, $text, "$name: \"$text\"")
         or diag($r->head_text . "\n\n" . ($r->body // ''));
+    is($j->{title}, $text, "$name: problem title is the error text");
+    is($j->{status}, $status, "$name: problem status $status");
+    like($j->{type} // '', qr/^tag:pow-shield,2026:[a-z-]+$/,
+        "$name: problem type");
+    like($j->{detail} // '', qr/\S/, "$name: problem detail");
     # our own 4xx are shielded responses too: JSON and rate-limit headers
     like($r->header('Content-Type') // '', qr{^application/json\b},
         "$name: JSON");

@@ -8,10 +8,15 @@ use std::time::{Duration, Instant};
 
 use pow_shield_protocol::wire;
 use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{Connector, DefaultConnector};
 
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::retry::{Policy, Retrier, Step};
 use crate::{solve_bits, Error, Nonce};
+
+mod head;
+use head::{Recorded, Recorder, ToProxy};
 
 /// Most bytes read from a challenge response whose token is not in a
 /// header (the body then has to be parsed).
@@ -37,7 +42,10 @@ pub struct Reply {
     pub status: u16,
     /// `HTTP/1.1` and the like.
     pub version: String,
-    /// Response headers in order.
+    /// The status line as the server sent it (its reason phrase, not a
+    /// canonical one), e.g. `HTTP/1.1 422 Unprocessable Content`.
+    pub status_line: String,
+    /// Response headers in order, names in the server's case.
     pub headers: Vec<(String, String)>,
     /// The body, not yet read.
     pub body: Box<dyn Read + Send>,
@@ -57,11 +65,11 @@ pub enum Event<'a> {
     },
     /// A response arrived.
     Received {
-        /// `HTTP/1.1` and the like.
-        version: &'a str,
+        /// The status line as sent.
+        status_line: &'a str,
         /// Status.
         status: u16,
-        /// Headers.
+        /// Headers, names in the server's case.
         headers: &'a [(String, String)],
     },
     /// A challenge is being solved.
@@ -114,10 +122,27 @@ impl Default for Timeouts {
     }
 }
 
+/// Everything about a [`Client`] but its [`Policy`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Whom `https://` trusts.
+    pub trust: Trust,
+    /// Time limits of one request.
+    pub timeouts: Timeouts,
+    /// An HTTP proxy (curl's `-x`): `http://host:port`, or `host:port`;
+    /// `None`: the `http_proxy`/`https_proxy`/`ALL_PROXY` environment, as
+    /// curl.
+    pub proxy: Option<String>,
+}
+
 /// A paying HTTP client.
 pub struct Client {
     agent: ureq::Agent,
+    /// For `http://` URLs through a proxy: sent to it in absolute form, as
+    /// curl does (`agent` tunnels `https://` with CONNECT).
+    forward: Option<ureq::Agent>,
     policy: Policy,
+    recorded: Recorded,
 }
 
 impl Client {
@@ -128,6 +153,7 @@ impl Client {
             policy,
             TlsConfig::builder().root_certs(RootCerts::PlatformVerifier),
             Timeouts::default(),
+            ureq::Proxy::try_from_env(),
         )
     }
 
@@ -140,6 +166,39 @@ impl Client {
     /// [`Client::with_trust`] with its own [`Timeouts`]; a request that
     /// runs out of time fails with [`Error::TimedOut`].
     pub fn with_config(policy: Policy, trust: Trust, timeouts: Timeouts) -> Result<Client, Error> {
+        Client::with_options(
+            policy,
+            Options {
+                trust,
+                timeouts,
+                proxy: None,
+            },
+        )
+    }
+
+    /// A client with all its [`Options`]; fails with [`Error::CaCert`] as
+    /// [`Client::with_trust`] does, and with [`Error::Request`] for a proxy
+    /// URL that cannot be used.
+    pub fn with_options(policy: Policy, options: Options) -> Result<Client, Error> {
+        let Options {
+            trust,
+            timeouts,
+            proxy,
+        } = options;
+        let proxy = match proxy {
+            None => ureq::Proxy::try_from_env(),
+            Some(url) => {
+                let url = if url.contains("://") {
+                    url
+                } else {
+                    format!("http://{url}")
+                };
+                Some(
+                    ureq::Proxy::new(&url)
+                        .map_err(|e| Error::Request(format!("proxy {url}: {e}")))?,
+                )
+            }
+        };
         let tls = TlsConfig::builder();
         let tls = match trust {
             Trust::System => tls.root_certs(RootCerts::PlatformVerifier),
@@ -148,21 +207,57 @@ impl Client {
             }
             Trust::Insecure => tls.disable_verification(true),
         };
-        Ok(Client::build(policy, tls, timeouts))
+        Ok(Client::build(policy, tls, timeouts, proxy))
     }
 
-    fn build(policy: Policy, tls: ureq::tls::TlsConfigBuilder, timeouts: Timeouts) -> Client {
-        let agent = ureq::Agent::config_builder()
+    fn build(
+        policy: Policy,
+        tls: ureq::tls::TlsConfigBuilder,
+        timeouts: Timeouts,
+        proxy: Option<ureq::Proxy>,
+    ) -> Client {
+        let recorded = Recorded::default();
+        let tls = tls.provider(TlsProvider::NativeTls).build();
+        let forward = proxy.as_ref().map(|p| {
+            let config = Client::config(tls.clone(), timeouts, None);
+            let connector = DefaultConnector::new().chain(Recorder {
+                recorded: recorded.clone(),
+                forward: true,
+            });
+            ureq::Agent::with_parts(config, connector, ToProxy::new(p.uri().clone()))
+        });
+        let config = Client::config(tls, timeouts, proxy);
+        let connector = DefaultConnector::new().chain(Recorder {
+            recorded: recorded.clone(),
+            forward: false,
+        });
+        let agent = ureq::Agent::with_parts(config, connector, DefaultResolver::default());
+        Client {
+            agent,
+            forward,
+            policy,
+            recorded,
+        }
+    }
+
+    fn config(
+        tls: TlsConfig,
+        timeouts: Timeouts,
+        proxy: Option<ureq::Proxy>,
+    ) -> ureq::config::Config {
+        ureq::Agent::config_builder()
+            .proxy(proxy)
+            // One connection per request: its first bytes are that
+            // response's head (head.rs), as the server wrote it.
+            .max_idle_connections(0)
             .timeout_connect(timeouts.connect)
             .timeout_global(timeouts.transfer)
             .http_status_as_error(false)
             .max_redirects(0)
             .allow_non_standard_methods(true)
             .user_agent(concat!("pow-shield/", env!("CARGO_PKG_VERSION")))
-            .tls_config(tls.provider(TlsProvider::NativeTls).build())
+            .tls_config(tls)
             .build()
-            .new_agent();
-        Client { agent, policy }
     }
 
     /// Sends `req`, paying challenges and waiting as the policy says, and
@@ -179,21 +274,35 @@ impl Client {
                 url: &req.url,
                 headers: &headers,
             });
+            self.recorded.clear();
             let mut response = self.run(req, &headers)?;
             let status = response.status().as_u16();
             let version = format!("{:?}", response.version());
-            let got: Vec<(String, String)> = response
-                .headers()
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
+            let (status_line, got) = self
+                .recorded
+                .head()
+                .filter(|(line, _)| line.split(' ').nth(1) == Some(status.to_string().as_str()))
+                .unwrap_or_else(|| {
+                    // Not recorded (never expected): the `http` types' view.
+                    let reason = ureq::http::StatusCode::from_u16(status)
+                        .ok()
+                        .and_then(|s| s.canonical_reason())
+                        .map(|r| format!(" {r}"))
+                        .unwrap_or_default();
+                    let headers = response
+                        .headers()
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.as_str().to_owned(),
+                                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                            )
+                        })
+                        .collect();
+                    (format!("{version} {status}{reason}"), headers)
+                });
             events(Event::Received {
-                version: &version,
+                status_line: &status_line,
                 status,
                 headers: &got,
             });
@@ -227,6 +336,7 @@ impl Client {
                     return Ok(Reply {
                         status,
                         version,
+                        status_line,
                         headers: got,
                         body,
                     });
@@ -262,15 +372,19 @@ impl Client {
         for (name, value) in headers {
             builder = builder.header(name.as_str(), value.as_str());
         }
+        let agent = match &self.forward {
+            Some(forward) if req.url.starts_with("http://") => forward,
+            _ => &self.agent,
+        };
         match &req.body {
             Some(body) => builder
                 .body(body.clone())
                 .map_err(|e| Error::Request(e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(transport_error)),
+                .and_then(|r| agent.run(r).map_err(transport_error)),
             None => builder
                 .body(())
                 .map_err(|e| Error::Request(e.to_string()))
-                .and_then(|r| self.agent.run(r).map_err(transport_error)),
+                .and_then(|r| agent.run(r).map_err(transport_error)),
         }
     }
 }
@@ -331,7 +445,12 @@ fn transport_error(e: ureq::Error) -> Error {
         ureq::Error::Io(ref io) if io.kind() == ErrorKind::TimedOut => {
             Error::TimedOut(e.to_string())
         }
-        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => Error::Connect(e.to_string()),
+        ureq::Error::HostNotFound => Error::Resolve(e.to_string()),
+        // std's resolver reports getaddrinfo's failures as plain I/O errors.
+        ureq::Error::Io(ref io) if io.to_string().contains("failed to lookup address") => {
+            Error::Resolve(io.to_string())
+        }
+        ureq::Error::ConnectionFailed => Error::Connect(e.to_string()),
         ureq::Error::BadUri(_) | ureq::Error::Http(_) => Error::Request(e.to_string()),
         ureq::Error::Io(ref io)
             if matches!(

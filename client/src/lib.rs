@@ -102,6 +102,9 @@ pub enum Error {
     /// A connect or transfer time limit ran out (`blocking::Timeouts`).
     #[error("timed out: {0}")]
     TimedOut(String),
+    /// The host name did not resolve (curl's exit 6).
+    #[error("could not resolve host: {0}")]
+    Resolve(String),
     /// Could not connect.
     #[error("could not connect: {0}")]
     Connect(String),

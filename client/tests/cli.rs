@@ -29,13 +29,14 @@ fn include_prints_the_status_line_and_headers_first() {
     let out = run(&["get", "-i", &fake.url]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
-    assert!(text.contains("\r\ncontent-type: text/plain\r\n"), "{text}");
+    // The header's name as the server sent it.
+    assert!(text.contains("\r\nContent-Type: text/plain\r\n"), "{text}");
     assert!(text.ends_with("\r\n\r\nitems"), "{text}");
 }
 
 #[test]
-fn blocked_exits_90_and_banned_91_with_a_message() {
-    for (shield, code) in [("blocked", 90), ("banned", 91)] {
+fn blocked_exits_110_and_banned_111_with_a_message() {
+    for (shield, code) in [("blocked", 110), ("banned", 111)] {
         let fake = serve(vec![blocked(shield)]);
         let out = run(&["get", &fake.url]);
         assert_eq!(out.status.code(), Some(code), "{shield}");
@@ -45,16 +46,16 @@ fn blocked_exits_90_and_banned_91_with_a_message() {
 }
 
 #[test]
-fn max_difficulty_exits_92_without_another_request() {
+fn max_difficulty_exits_112_without_another_request() {
     let (c, _) = challenge("429 Too Many Requests", 5, 12);
     let fake = serve(vec![c, ok("never")]);
     let out = run(&["get", "--max-difficulty", "4", &fake.url]);
-    assert_eq!(out.status.code(), Some(92));
+    assert_eq!(out.status.code(), Some(112));
     assert_eq!(fake.requests().len(), 1);
 }
 
 #[test]
-fn max_solve_time_exits_93() {
+fn max_solve_time_exits_113() {
     let (c, _) = challenge("429 Too Many Requests", 12, 13);
     let fake = serve(vec![c]);
     let out = run(&[
@@ -65,7 +66,7 @@ fn max_solve_time_exits_93() {
         "1",
         &fake.url,
     ]);
-    assert_eq!(out.status.code(), Some(93));
+    assert_eq!(out.status.code(), Some(113));
 }
 
 #[test]
@@ -152,10 +153,12 @@ fn help_documents_the_exit_codes() {
     let out = run(&["--help"]);
     let text = String::from_utf8(out.stdout).unwrap();
     for code in [
-        "90  blocked",
-        "91  banned",
-        "92  challenge harder",
-        "93  no solution",
+        "110  blocked",
+        "111  banned",
+        "112  challenge harder",
+        "113  no solution",
+        "114  still challenged",
+        "  6  the host name did not resolve",
         "28  timed out",
     ] {
         assert!(text.contains(code), "{code}");

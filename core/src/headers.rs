@@ -3,7 +3,18 @@
 //! IETF draft's `RateLimit`. The texts fixed per location are made at
 //! configuration time; these are formatted per response.
 
-use crate::limiter::Verdict;
+use crate::limiter::{LimitName, Limits, Verdict};
+
+/// The name of limit `i` in `RateLimit-Policy` and `RateLimit`: as before
+/// limits stacked, `pow-shield` for a location's one unnamed limit; else
+/// the limit's name.
+pub fn item_name(limits: &Limits, i: usize) -> LimitName {
+    if limits.is_plain() {
+        LimitName::new("pow-shield").unwrap_or_else(|_| limits.name(i))
+    } else {
+        limits.name(i)
+    }
+}
 
 /// One response's rate-limit numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +52,7 @@ mod tests {
             reset_after_ms: 59_001,
             retry_after_ms: 0,
             over: 0,
+            limit: 0,
         };
         let n = RateLimitNumbers::new(&v, 1_700_000_000_500);
         assert_eq!(n.remaining, 59);

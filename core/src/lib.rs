@@ -7,6 +7,8 @@
 //!   circuit breaker, who counts as one client;
 //! - `decision`: one request's decision, step by step, table-tested;
 //! - `headers`: the numbers of the rate-limit headers;
+//! - `log_summary`: the rejection lines under a flood, one summary per
+//!   client and interval;
 //! - `metrics`: the counters a worker keeps and the Prometheus text;
 //! - `values`: the directives' value parsers;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
@@ -17,6 +19,7 @@ pub mod config;
 pub mod decision;
 pub mod headers;
 pub mod limiter;
+pub mod log_summary;
 pub mod metrics;
 pub mod redis;
 pub mod store;

@@ -223,3 +223,29 @@ fn example_token_with_example_nonce_verifies_for_its_address() {
     assert_eq!(verify(EXAMPLE_IP).unwrap().bits, 18);
     assert_eq!(verify("203.0.113.8"), Err(Rejection::WrongIp));
 }
+
+/// The problem types table of docs/protocol.md §7.6 is `wire::PROBLEMS`,
+/// row for row.
+#[test]
+fn protocol_doc_lists_every_problem_type() {
+    let rows: Vec<(u16, String, String)> = PROTOCOL
+        .lines()
+        .skip_while(|l| !l.starts_with("### 7.6"))
+        .skip_while(|l| !l.starts_with("| status | `error` / `title` | `type` |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(|c| c.trim().trim_matches('`')).collect();
+            (
+                cells[1].parse().expect(l),
+                cells[2].to_owned(),
+                cells[3].to_owned(),
+            )
+        })
+        .collect();
+    let code: Vec<(u16, String, String)> = wire::PROBLEMS
+        .iter()
+        .map(|p| (p.status, p.error.to_owned(), p.uri.to_owned()))
+        .collect();
+    assert_eq!(rows, code);
+}

@@ -19,6 +19,7 @@ use core::ffi::{c_char, c_void};
 use nginx_sys::{ngx_command_t, ngx_conf_t, ngx_http_handler_pt};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use pow_shield_core::config::args;
+use pow_shield_core::metrics::LIMIT_NAMES;
 
 use super::setters::{compile_complex_value, run_setter, set_once, setter, Directive, Refusal};
 use super::{ConfAt, LocConf};
@@ -31,12 +32,45 @@ fn note_shielded(cf: &mut ngx_conf_t) {
     }
 }
 
+// Several lines in one context stack (`args::stack_limit`); the names of
+// named or stacked limits are the metrics' `limit` label values, noted
+// (at most `LIMIT_NAMES`) as each line is read so a refusal names it.
 setter!(set_limit, LocConf, |d, lcf| {
     let limit = args::limit(&d.args)?;
     if limit.is_some() {
         note_shielded(d.cf);
     }
-    set_once(&mut lcf.settings.limit, limit)
+    args::stack_limit(&mut lcf.settings.limit, limit, &d.args)?;
+    let Some(Some((limits, _))) = lcf.settings.limit else {
+        return Ok(());
+    };
+    let Some(mcf) = PowShield::main_conf_mut(d.cf) else {
+        return Err(Refusal::Logged);
+    };
+    if limits.is_plain() {
+        return Ok(());
+    }
+    for i in 0..limits.len() {
+        let name = limits.name(i).to_string();
+        if mcf.limit_names.contains(&name) {
+            continue;
+        }
+        if mcf.limit_names.len() >= LIMIT_NAMES {
+            return Err(Refusal::invalid(
+                d.args
+                    .iter()
+                    .find(|a| a.starts_with("name="))
+                    .copied()
+                    .unwrap_or(args::first(&d.args)),
+                format_args!(
+                    "more than {LIMIT_NAMES} limit names in the configuration \
+                     (the metrics' \"limit\" label)"
+                ),
+            ));
+        }
+        mcf.limit_names.push(name);
+    }
+    Ok(())
 });
 
 setter!(set_difficulty, LocConf, |d, lcf| {
@@ -123,6 +157,10 @@ setter!(set_headers, LocConf, |d, lcf| {
 
 setter!(set_log_level, LocConf, |d, lcf| {
     set_once(&mut lcf.settings.log_level, args::log_level(d.value())?)
+});
+
+setter!(set_log_summary, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.log_summary, args::log_summary(d.value())?)
 });
 
 setter!(set_breaker_log_level, LocConf, |d, lcf| {

@@ -20,11 +20,11 @@ use nginx_sys::{
 };
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
-use pow_shield_core::config::settings::header_texts;
+use pow_shield_core::config::settings::policy_header;
 use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::values::{FailPolicy, HeadersMode};
 
 pub use self::location::set_status;
@@ -57,6 +57,9 @@ pub struct MainConf {
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
     pub shielded: bool,
+    /// The names of named or stacked limits, in the order first met: the
+    /// `limit` label of the metrics (at most `metrics::LIMIT_NAMES`).
+    pub limit_names: Vec<String>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
@@ -80,6 +83,7 @@ impl Default for MainConf {
             secret_from: None,
             redis: None,
             shielded: false,
+            limit_names: Vec::new(),
             status: false,
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
@@ -97,7 +101,8 @@ impl MainConf {
 /// What the request path reads: every setting resolved after merging.
 #[derive(Clone, Copy)]
 pub struct Policy {
-    pub limit: Option<RateLimit>,
+    /// `pow_shield_limit`, one per line, in order.
+    pub limits: Limits,
     /// `pow_shield_limit ... approx`: cluster mode counts with the O(1)
     /// sliding-window counter instead of the exact log.
     pub approx: bool,
@@ -116,22 +121,26 @@ pub struct Policy {
     /// `pow_shield_breaker_log_level`: the lines of breaker openings and
     /// bans (for fail2ban).
     pub breaker_log_level: ngx_uint_t,
+    /// `pow_shield_log_summary` (milliseconds); `None`: `off`.
+    pub log_summary_ms: Option<u64>,
     /// The key is the default, `$pow_shield_client` (a client address).
     pub default_key: bool,
     pub fail: FailPolicy,
     /// `trusted=` of `pow_shield_fail closed`; null when not set.
     pub trusted: ComplexValue,
-    /// Header texts fixed by the limit, made once: `X-RateLimit-Limit`'s
-    /// value and `RateLimit-Policy`'s (configuration pool memory).
-    pub limit_text: ngx_str_t,
+    /// `RateLimit-Policy`, fixed by the limits, made once (configuration
+    /// pool memory).
     pub ietf_policy: ngx_str_t,
+    /// Each limit's index in `MainConf::limit_names` (named or stacked
+    /// limits only).
+    pub limit_metrics: [Option<u8>; MAX_LIMITS],
 }
 
 impl Policy {
     /// What the pure decision needs of the policy.
     pub fn rules(&self) -> Rules {
         Rules {
-            limit: self.limit,
+            limits: self.limits,
             difficulty: self.difficulty,
             breaker: self.breaker,
             fail: self.fail,
@@ -144,7 +153,7 @@ impl Policy {
     /// The header texts are left empty.
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
         Policy {
-            limit: r.limit,
+            limits: r.limits,
             approx: r.approx,
             difficulty: r.difficulty,
             breaker: r.breaker,
@@ -156,11 +165,12 @@ impl Policy {
             dry_run: r.dry_run,
             log_level: nginx_level(r.log_level),
             breaker_log_level: nginx_level(r.breaker_log_level),
+            log_summary_ms: r.log_summary_ms,
             default_key: r.key.is_none(),
             fail: r.fail,
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
-            limit_text: ngx_str_t::default(),
             ietf_policy: ngx_str_t::default(),
+            limit_metrics: [None; MAX_LIMITS],
         }
     }
 }
@@ -254,18 +264,24 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     conf.settings.inherit(&prev.settings);
     warn(cf, mcf, conf);
     conf.policy = Policy::new(conf.settings.resolve(), mcf.default_key);
-    if let Some(limit) = conf.policy.limit {
+    if !conf.policy.limits.is_empty() {
         mcf.longest_challenge_ttl_ms = mcf
             .longest_challenge_ttl_ms
             .max(conf.policy.challenge_ttl_ms);
+        let text = policy_header(&conf.policy.limits);
         // SAFETY: copies into the configuration pool, which outlives requests.
-        let [Some(limit_text), Some(ietf_policy)] =
-            header_texts(&limit).map(|t| unsafe { ngx_str_t::from_bytes(cf.pool, t.as_bytes()) })
-        else {
+        let Some(ietf_policy) = (unsafe { ngx_str_t::from_bytes(cf.pool, text.as_bytes()) }) else {
             return NGX_CONF_ERROR;
         };
-        conf.policy.limit_text = limit_text;
         conf.policy.ietf_policy = ietf_policy;
+        if !conf.policy.limits.is_plain() {
+            for i in 0..conf.policy.limits.len() {
+                let name = conf.policy.limits.name(i).to_string();
+                // (set_limit noted every name)
+                let at = mcf.limit_names.iter().position(|n| *n == name);
+                conf.policy.limit_metrics[i] = at.and_then(|at| u8::try_from(at).ok());
+            }
+        }
     }
     NGX_CONF_OK
 }

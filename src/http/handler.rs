@@ -7,20 +7,18 @@
 
 use core::ptr::NonNull;
 
-use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_uint_t};
+use nginx_sys::{ngx_event_t, ngx_http_request_t};
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
-use super::response;
 use super::state::{RequestState, Resolution};
-use super::variables::is_address_key;
+use super::{rejections, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
 use crate::protocol;
 use crate::store::Stores;
 use crate::PowShield;
-use pow_shield_core::decision::{Answer, Decision, Final, Next, Outcome, Payment};
-use pow_shield_core::limiter::breaker::Tripped;
+use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{Solution, Subject};
 
@@ -45,7 +43,7 @@ fn decide(r: &mut Request) -> Status {
     };
     // Unshielded locations cost nothing, even after an internal redirect
     // from a shielded one (that request was decided already).
-    if lcf.policy.limit.is_none() && !lcf.policy.trap {
+    if lcf.policy.limits.is_empty() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
     let Some(state) = RequestState::find(r).or_else(|| RequestState::attach(r, lcf.policy)) else {
@@ -70,7 +68,7 @@ fn decide(r: &mut Request) -> Status {
     };
     let subject = Subject {
         key,
-        limit: policy.limit,
+        limits: policy.limits,
         approx: policy.approx,
         rules: policy.breaker,
     };
@@ -96,8 +94,15 @@ fn decide(r: &mut Request) -> Status {
         }
     };
     st().decided = Some((done, now_ms()));
-    metrics::request(&Decided::new(done, policy.trap));
-    log(r, &policy, key, &done);
+    let limit = done.verdict.and_then(|v| {
+        policy
+            .limit_metrics
+            .get(usize::from(v.limit))
+            .copied()
+            .flatten()
+    });
+    metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
+    rejections::log(r, &policy, key, &done);
     respond(r, mcf, state, &policy, done)
 }
 
@@ -118,7 +123,7 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
 fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> Payment {
-    if policy.limit.is_none() || subject.key.is_empty() {
+    if policy.limits.is_empty() || subject.key.is_empty() {
         return Payment::Unpaid;
     }
     let (token, nonce) = pow_headers(r);
@@ -282,69 +287,6 @@ fn send_challenge(
     )
 }
 
-/* logging */
-
-fn log(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
-    if let Some(tripped) = done.breaker.and_then(|s| s.tripped) {
-        log_tripped(r, policy, key, tripped);
-    }
-    if !done.reason.is_empty() {
-        log_reject(r, policy, done);
-    }
-}
-
-fn dry_run_prefix(policy: &Policy) -> &'static str {
-    if policy.dry_run {
-        "dry run, not enforced: "
-    } else {
-        ""
-    }
-}
-
-/// One line per breaker opening and per ban, in a format that stays
-/// (fail2ban's filter reads it): `key=address` when the key is the client
-/// address (what a firewall can act on): the default key, or a key whose
-/// value for this client is its `$pow_shield_client`, `$remote_addr` or
-/// `$binary_remote_addr` (directly, or through a `map`/`geo`); else
-/// `key=custom` (an API key: banning the address would hit everyone
-/// behind it).
-fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
-    let prefix = dry_run_prefix(policy);
-    let client = client_addr(r);
-    let by_address = policy.default_key || is_address_key(r, key);
-    let kind = if by_address { "address" } else { "custom" };
-    let level: ngx_uint_t = policy.breaker_log_level;
-    let (strikes, block_s) = policy
-        .breaker
-        .strikes
-        .map_or((0, 0), |s| (s.threshold, s.ttl_ms.div_ceil(1000)));
-    log_at!(
-        level,
-        r.log(),
-        "pow_shield: {prefix}breaker opened: client={client} key={kind} strikes={strikes} \
-         for={block_s}s"
-    );
-    if let (Tripped::Banned, Some(ban)) = (tripped, policy.breaker.ban) {
-        log_at!(
-            level,
-            r.log(),
-            "pow_shield: {prefix}client banned: client={client} key={kind} openings={} for={}s",
-            ban.after,
-            ban.ttl_ms.div_ceil(1000)
-        );
-    }
-}
-
-fn log_reject(r: &Request, policy: &Policy, done: &Final) {
-    let prefix = dry_run_prefix(policy);
-    let what = match done.outcome {
-        Outcome::Invalid => "solution rejected: ",
-        _ => "",
-    };
-    let level: ngx_uint_t = policy.log_level;
-    log_at!(level, r.log(), "pow_shield: {prefix}{what}{}", done.reason);
-}
-
 /* request facts */
 
 /// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
@@ -363,7 +305,7 @@ fn pow_headers(r: &Request) -> (Option<&[u8]>, Option<&[u8]>) {
 }
 
 /// `$remote_addr` (after realip): what challenges are bound to.
-fn client_addr(r: &Request) -> String {
+pub(super) fn client_addr(r: &Request) -> String {
     // SAFETY: a request's connection is live while the request is.
     let c = unsafe { &*r.connection() };
     String::from_utf8_lossy(bytes(&c.addr_text)).into_owned()

@@ -1,9 +1,10 @@
 //! The request path: the access handler, the header filter that adds the
-//! rate-limit headers, responses, `$pow_shield_*` variables and the
+//! rate-limit headers, the log lines of a decision, responses, `$pow_shield_*` variables and the
 //! `pow_shield_status` location.
 
 mod filter;
 mod handler;
+pub mod rejections;
 mod response;
 mod state;
 pub mod status;

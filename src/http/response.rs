@@ -1,4 +1,5 @@
-//! Every response the shield writes: JSON bodies (docs/protocol.md §7) and headers.
+//! Every response the shield writes: JSON bodies (RFC 9457 problem details,
+//! docs/protocol.md §7) and headers.
 
 use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
@@ -8,11 +9,10 @@ use super::state::RequestState;
 use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
-use pow_shield_core::headers::RateLimitNumbers;
+use pow_shield_core::headers::{item_name, RateLimitNumbers};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::values::HeadersMode;
 
-const JSON: &str = "application/json";
 const STATUS_422: &str = "422 Unprocessable Content";
 
 /// `Retry-After` seconds: whole seconds, at least 1 (RFC 9110 delay-seconds).
@@ -49,12 +49,24 @@ pub fn send_challenge(
     if let Some(secs) = retry_after.as_deref() {
         headers.push(("Retry-After", secs));
     }
-    send(r, status, JSON, body.to_json().as_bytes(), &headers)
+    let json = json_type(r);
+    send(r, status, json, body.to_json().as_bytes(), &headers)
 }
 
-/// Sends `{"error": message}` with `status`.
+/// Sends the problem details of `message` with `status`.
 pub fn send_error(r: &mut Request, status: u16, message: &str) -> Status {
-    send(r, status, JSON, ErrorBody::json(message).as_bytes(), &[])
+    let json = json_type(r);
+    send(r, status, json, ErrorBody::json(message).as_bytes(), &[])
+}
+
+/// `application/problem+json` for a client whose `Accept` asks for it,
+/// else `application/json` (docs/protocol.md §7).
+fn json_type(r: &Request) -> &'static str {
+    wire::media_type(
+        r.headers_in_iterator()
+            .filter(|(k, _)| k.as_bytes().eq_ignore_ascii_case(b"accept"))
+            .map(|(_, v)| v.as_bytes()),
+    )
 }
 
 /// The circuit breaker's answer (docs/protocol.md §7.4): as cheap as a response gets,
@@ -77,10 +89,11 @@ pub fn send_blocked(r: &mut Request, status: u16, block: Block) -> Status {
 /// solution cannot be recorded.
 pub fn send_unavailable(r: &mut Request, retry_after_ms: u64) -> Status {
     let secs = retry_after_secs(retry_after_ms).to_string();
+    let json = json_type(r);
     send(
         r,
         wire::UNAVAILABLE_STATUS,
-        JSON,
+        json,
         ErrorBody::json(wire::UNAVAILABLE_MESSAGE).as_bytes(),
         &[("Retry-After", &secs)],
     )
@@ -188,13 +201,18 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     };
     let policy = &state.policy;
     let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
+    // The limit the verdict is of: the tightest, or the one that refused.
+    let at = usize::from(verdict.limit);
+    let Some(limit) = policy.limits.get(at) else {
+        return Some(()); // no limit here (a trap): no rate-limit headers
+    };
     let mut buf = StackText::default();
     if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
         push_header(
             r,
             "X-RateLimit-Limit",
             "x-ratelimit-limit",
-            bytes(&policy.limit_text),
+            buf.format(format_args!("{}", limit.requests)),
         )?;
         push_header(
             r,
@@ -211,8 +229,10 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     }
     if matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both) {
         let now = format_args!(
-            "\"pow-shield\";r={};t={}",
-            numbers.remaining, numbers.reset_in_s
+            "\"{}\";r={};t={}",
+            item_name(&policy.limits, at),
+            numbers.remaining,
+            numbers.reset_in_s
         );
         push_header(
             r,

@@ -38,6 +38,7 @@ fn serve(r: &mut Request) -> Status {
         counts: Counts::sum(zone.metrics_slots()),
         zone: zone.stats(),
         version: env!("CARGO_PKG_VERSION"),
+        limit_names: PowShield::main_conf(r).map_or_else(Vec::new, |m| m.limit_names.clone()),
     });
 
     match super::response::respond(r, 200, CONTENT_TYPE, body.as_bytes(), &[]) {

@@ -1,12 +1,14 @@
 """Client side of pow-shield: solve proof-of-work challenges and pay your way
 through a shielded HTTP API.
 
-    >>> import pow_shield
+    >>> import pow_shield, requests
+    >>> requests.get("https://api.example.com/items", auth=pow_shield.RequestsAuth())
     >>> pow_shield.Session().get("https://api.example.com/items")
 
-``solve`` needs only the standard library.  ``Session`` needs ``requests``
-and ``HttpxAuth`` needs ``httpx``; each is imported when first used, so
-installing neither is fine for code that only solves.
+``solve`` needs only the standard library.  ``RequestsAuth``,
+``HTTPAdapter`` and ``Session`` need ``requests``, and ``HttpxAuth`` needs
+``httpx``; each is imported when first used, so installing neither is fine
+for code that only solves.
 
 Every solve gives up after ``DEFAULT_MAX_SOLVE_TIME`` (30 s) unless told
 otherwise (``max_solve_time=None``: no limit), raising ``SolveTimeout``: the
@@ -28,21 +30,24 @@ from ._errors import (
     TooDifficult,
     Unsolvable,
 )
-from ._policy import Policy
+from ._policy import DEFAULT_MAX_RETRIES, Policy
 from ._solver import DEFAULT_MAX_SOLVE_TIME, hash_rate, is_solution, solve, solver_info
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_SOLVE_TIME",
     "BadChallenge",
     "Banned",
     "Blocked",
     "Cancelled",
     "Challenge",
+    "HTTPAdapter",
     "HttpxAuth",
     "Policy",
     "PowShieldError",
+    "RequestsAuth",
     "RetriesExhausted",
     "Session",
     "SolveTimeout",
@@ -59,10 +64,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # Optional dependencies: import requests / httpx only when asked for.
-    if name == "Session":
-        from ._requests import Session
+    if name in ("Session", "RequestsAuth", "HTTPAdapter"):
+        from . import _requests
 
-        return Session
+        return getattr(_requests, name)
     if name == "HttpxAuth":
         from ._httpx import HttpxAuth
 

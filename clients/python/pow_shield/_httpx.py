@@ -9,7 +9,7 @@ from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 import httpx
 
 from ._challenge import MAX_CHALLENGE_BODY
-from ._policy import Pay, Policy, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -63,8 +63,8 @@ class HttpxAuth(httpx.Auth):
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
-        max_wait: float = 60.0,
-        max_retries: int = 3,
+        max_wait: float = MAX_WAIT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
     ) -> None:
         self.policy = Policy(

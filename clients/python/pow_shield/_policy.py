@@ -38,6 +38,9 @@ from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_t
 WAIT_STATUSES = frozenset({429, 503})
 #: Longest ``Retry-After`` slept by default, as the CLI's ``--max-wait``.
 MAX_WAIT = 60.0
+#: Paid or waited resends per request by default: the same number in every
+#: client (the CLI's ``--retries``, Rust's ``Policy``, Node's ``maxRetries``).
+DEFAULT_MAX_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Policy:
         max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
         max_wait: float = MAX_WAIT,
-        max_retries: int = 3,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
     ) -> None:
         if not max_wait >= 0:  # also refuses NaN

@@ -1,13 +1,26 @@
-"""``pow_shield.Session``: a ``requests.Session`` that pays its way."""
+"""pow-shield for ``requests``, the ways its users compose it:
+
+* ``RequestsAuth``: an ``auth=`` object (``requests.get(url,
+  auth=pow_shield.RequestsAuth())``) that pays from the response hook and
+  sends the request again, as ``requests.auth.HTTPDigestAuth`` does;
+* ``HTTPAdapter``: a transport adapter to ``mount`` on any session,
+  including your own ``Session`` subclass;
+* ``Session``: a ``requests.Session`` with that adapter mounted, for one
+  line of code.
+
+All three take the same options and follow ``Policy``, as the httpx flow
+and the CLI do.
+"""
 
 import time
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import requests
+import requests.adapters
 from requests.utils import rewind_body
 
 from ._errors import PowShieldError
-from ._policy import Pay, Policy, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -19,8 +32,133 @@ def _replayable(request: requests.PreparedRequest) -> bool:
     return getattr(request, "_body_position", None) is not None
 
 
+def _pay(
+    policy: Policy,
+    request: requests.PreparedRequest,
+    response: requests.Response,
+    send: Callable[[requests.PreparedRequest], requests.Response],
+    stream: bool,
+) -> requests.Response:
+    """Follows ``response`` (to a streamed send of ``request``) through its
+    challenges: solve or wait, ``send`` again, until an answer that is not
+    the shield's.  The answers paid for go first in its ``history``; its
+    body is read unless ``stream``."""
+    retries = 0
+    history = []
+    while True:
+        body = None
+        if policy.needs_body(response.status_code, response.headers):
+            chunks = response.iter_content(8192)
+            head, whole = policy.read_capped(chunks)
+            body = head if whole else None
+            response._content = head if whole else head + b"".join(chunks)
+            response._content_consumed = True
+        step = policy.step(response.status_code, response.headers, body, retries, response)
+        if step is None:
+            if not stream:
+                response.content  # noqa: B018 - read it now, as requests would
+            break
+        if not _replayable(request):
+            raise PowShieldError(
+                f"HTTP {response.status_code} asks to send the request again, "
+                "but its body is a stream that cannot be sent twice",
+                response,
+            )
+        retries += 1
+        request = request.copy()
+        if isinstance(step, Wait):
+            time.sleep(step.seconds)
+        elif isinstance(step, Pay):
+            nonce = policy.solve(step.challenge, response)
+            request.headers.update(step.challenge.headers(nonce))
+        if request.body is not None and not isinstance(request.body, (bytes, str)):
+            rewind_body(request)
+        response.content  # noqa: B018 - the connection goes back to the pool
+        response.close()
+        history.append(response)
+        response = send(request)
+    if history:
+        response.history = history + list(response.history)
+    return response
+
+
+class RequestsAuth(requests.auth.AuthBase):
+    """An ``auth=`` for ``requests`` that answers pow-shield challenges.
+
+    >>> requests.get("https://api.example.com/items", auth=pow_shield.RequestsAuth())
+
+    Works with ``requests.get`` and with any session (``session.auth =
+    RequestsAuth()``), whatever its class.  Its response hook sees each
+    answer; a challenge is solved and the request sent again on the same
+    connection pool, as ``HTTPDigestAuth`` does for a 401.  The request
+    carries no other authentication: for an API key as well, send it as a
+    header.  The keyword options (``max_difficulty``, ``max_solve_time``,
+    ``prefer_wait``, ``max_wait``, ``max_retries``, ``processes``) and the
+    errors are those of ``pow_shield.Session``; or give a whole ``policy``.
+    """
+
+    def __init__(self, *, policy: Optional[Policy] = None, **options: Any) -> None:
+        self.policy = policy or Policy(**options)
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.register_hook("response", self.handle_response)
+        return request
+
+    def handle_response(self, response: requests.Response, **kwargs: Any) -> requests.Response:
+        """The response hook: the answer itself, or the one the challenges
+        paid for (``requests`` hands that to the caller)."""
+        stream = kwargs.get("stream", False)
+        kwargs["stream"] = True
+        adapter = response.connection
+
+        def send(prepared: requests.PreparedRequest) -> requests.Response:
+            return adapter.send(prepared, **kwargs)
+
+        return _pay(self.policy, response.request, response, send, stream)
+
+
+class HTTPAdapter(requests.adapters.HTTPAdapter):
+    """A ``requests`` transport adapter that answers pow-shield challenges;
+    mount it on any session:
+
+    >>> s = MySession()
+    >>> s.mount("https://api.example.com/", pow_shield.HTTPAdapter(max_difficulty=6))
+
+    Each request sent through it (each redirect hop too) pays for itself.
+    The options are those of ``pow_shield.Session``, except that
+    ``max_retries`` keeps its meaning for ``requests.adapters.HTTPAdapter``
+    (urllib3's connection retries): the number of challenges paid per
+    request is ``pow_retries`` (5 by default, or a whole ``policy``).
+    Other keyword arguments go to ``requests.adapters.HTTPAdapter``.
+    """
+
+    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes")
+
+    def __init__(
+        self,
+        *,
+        policy: Optional[Policy] = None,
+        pow_retries: int = DEFAULT_MAX_RETRIES,
+        **args: Any,
+    ) -> None:
+        options = {k: args.pop(k) for k in self._POW_OPTIONS if k in args}
+        super().__init__(**args)
+        self.pow_policy = policy or Policy(max_retries=pow_retries, **options)
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        # Streamed, so that a challenge's body is read only as far as needed;
+        # the answer handed back is read whole unless the caller streams.
+        stream = kwargs.pop("stream", False)
+
+        def send(prepared: requests.PreparedRequest) -> requests.Response:
+            return super(HTTPAdapter, self).send(prepared, stream=True, **kwargs)
+
+        return _pay(self.pow_policy, request, send(request), send, stream)
+
+
 class Session(requests.Session):
-    """A ``requests.Session`` that answers pow-shield challenges.
+    """A ``requests.Session`` that answers pow-shield challenges: the
+    convenience of ``HTTPAdapter`` mounted for ``http://`` and ``https://``.
 
     >>> s = pow_shield.Session(max_difficulty=6)
     >>> s.get("https://api.example.com/items").json()
@@ -41,8 +179,8 @@ class Session(requests.Session):
     most that, paying otherwise.
     ``max_wait`` (60): the longest ``Retry-After`` ever slept, whatever
     ``prefer_wait`` says; a longer one is paid (as the CLI's ``--max-wait``).
-    ``max_retries``: paid or waited resends per request before
-    ``RetriesExhausted``.
+    ``max_retries`` (5, as every client): paid or waited resends per request
+    before ``RetriesExhausted``.
     ``processes``: solver processes (see ``pow_shield.solve``).
 
     Bodies are sent again as they were: bytes and strings always, files by
@@ -56,8 +194,8 @@ class Session(requests.Session):
         max_difficulty: Optional[int] = None,
         max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
         prefer_wait: Union[bool, float] = False,
-        max_wait: float = 60.0,
-        max_retries: int = 3,
+        max_wait: float = MAX_WAIT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
     ) -> None:
         super().__init__()
@@ -69,50 +207,6 @@ class Session(requests.Session):
             max_retries=max_retries,
             processes=processes,
         )
-
-    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
-        # Session.send also runs for each redirect hop, so every hop pays
-        # for itself.
-        policy = self.pow_policy
-        # Streamed, so that a challenge's body is read only as far as needed;
-        # the answer handed back is read whole unless the caller streams.
-        stream = kwargs.pop("stream", False)
-        kwargs["stream"] = True
-        response = super().send(request, **kwargs)
-        retries = 0
-        history = []
-        while True:
-            body = None
-            if policy.needs_body(response.status_code, response.headers):
-                chunks = response.iter_content(8192)
-                head, whole = policy.read_capped(chunks)
-                body = head if whole else None
-                response._content = head if whole else head + b"".join(chunks)
-                response._content_consumed = True
-            step = policy.step(response.status_code, response.headers, body, retries, response)
-            if step is None:
-                if not stream:
-                    response.content  # noqa: B018 - read it now, as requests would
-                break
-            if not _replayable(request):
-                raise PowShieldError(
-                    f"HTTP {response.status_code} asks to send the request again, "
-                    "but its body is a stream that cannot be sent twice",
-                    response,
-                )
-            retries += 1
-            request = request.copy()
-            if isinstance(step, Wait):
-                time.sleep(step.seconds)
-            elif isinstance(step, Pay):
-                nonce = policy.solve(step.challenge, response)
-                request.headers.update(step.challenge.headers(nonce))
-            if request.body is not None and not isinstance(request.body, (bytes, str)):
-                rewind_body(request)
-            response.close()
-            history.append(response)
-            response = super().send(request, **kwargs)
-        if history:
-            # the paid-for answers first, then the redirects that followed
-            response.history = history + list(response.history)
-        return response
+        adapter = HTTPAdapter(policy=self.pow_policy)
+        self.mount("http://", adapter)
+        self.mount("https://", adapter)

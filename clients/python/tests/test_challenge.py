@@ -54,6 +54,12 @@ class ChallengeTest(unittest.TestCase):
         c = pow_shield.Challenge.from_response(409, {}, body())
         self.assertEqual((c.token, c.salt, c.difficulty, c.expires_in), (TOKEN, SALT, 4, 60))
 
+    def test_a_problem_details_body_alone_is_enough(self):
+        problem = body(type="tag:pow-shield,2026:challenge-spent", title="Challenge already spent",
+                       status=409, detail="solve the fresh challenge", error="Challenge already spent")
+        c = pow_shield.Challenge.from_response(409, {"Content-Type": "application/problem+json"}, problem)
+        self.assertEqual((c.token, c.salt, c.difficulty, c.status), (TOKEN, SALT, 4, 409))
+
     def test_header_names_are_case_insensitive(self):
         c = pow_shield.Challenge.from_response(422, {"x-pow-challenge": TOKEN})
         self.assertEqual(c.difficulty, 4)

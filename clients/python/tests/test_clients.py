@@ -277,6 +277,66 @@ class SessionTest(Scenarios, unittest.TestCase):
         self.assertEqual([h.status_code for h in r.history], [429])
 
 
+@unittest.skipIf(requests is None, "requests is not installed")
+class RequestsAuthTest(Scenarios, unittest.TestCase):
+    """``requests.get(url, auth=RequestsAuth())``: the response hook pays."""
+
+    def fetch(self, method="GET", data=None, **options):
+        r = requests.request(method, self.server.url(), data=data, timeout=10,
+                             auth=pow_shield.RequestsAuth(**options))
+        return r.status_code, r.content
+
+    def test_history_keeps_the_answers_paid_for(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        r = requests.get(self.server.url(), timeout=10, auth=pow_shield.RequestsAuth())
+        self.assertEqual([h.status_code for h in r.history], [429])
+        self.assertEqual(r.request.headers.get("X-PoW-Challenge"), self.issued_tokens()[0])
+
+    def test_it_composes_with_any_session_subclass(self):
+        class Mine(requests.Session):
+            pass
+
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        with Mine() as s:
+            s.auth = pow_shield.RequestsAuth()
+            self.assertEqual(s.get(self.server.url(), timeout=10).status_code, 200)
+
+    def test_a_streamed_answer_is_left_unread(self):
+        self.server.script = [self.server.challenge(), self.server.ok()]
+        r = requests.get(self.server.url(), timeout=10, stream=True, auth=pow_shield.RequestsAuth())
+        self.assertFalse(r._content_consumed)
+        self.assertEqual(r.status_code, 200)
+        r.close()
+
+
+@unittest.skipIf(requests is None, "requests is not installed")
+class HTTPAdapterTest(Scenarios, unittest.TestCase):
+    """``HTTPAdapter`` mounted on a plain ``requests.Session``."""
+
+    def fetch(self, method="GET", data=None, **options):
+        if "max_retries" in options:
+            options["pow_retries"] = options.pop("max_retries")
+        with requests.Session() as s:
+            s.mount("http://", pow_shield.HTTPAdapter(**options))
+            r = s.request(method, self.server.url(), data=data, timeout=10)
+            return r.status_code, r.content
+
+    def test_max_retries_keeps_its_meaning_for_requests(self):
+        a = pow_shield.HTTPAdapter(max_retries=2)
+        self.assertEqual(a.max_retries.total, 2)
+        self.assertEqual(a.pow_policy.max_retries, 5)
+
+
+class DefaultsTest(unittest.TestCase):
+    @unittest.skipIf(requests is None or httpx is None, "requests and httpx are needed")
+    def test_every_client_pays_5_challenges_per_request_by_default(self):
+        self.assertEqual(pow_shield.DEFAULT_MAX_RETRIES, 5)
+        for policy in (pow_shield.Policy(), pow_shield.Session().pow_policy,
+                       pow_shield.RequestsAuth().policy, pow_shield.HTTPAdapter().pow_policy,
+                       pow_shield.HttpxAuth().policy):
+            self.assertEqual((policy.max_retries, policy.max_solve_time, policy.max_wait), (5, 30.0, 60.0))
+
+
 @unittest.skipIf(httpx is None, "httpx is not installed")
 class HttpxSyncTest(Scenarios, unittest.TestCase):
     def fetch(self, method="GET", data=None, **options):

@@ -6,7 +6,8 @@ use super::refusal::Refusal;
 use super::settings::LogLevel;
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, StrikeRule};
-use crate::limiter::RateLimit;
+use crate::limiter::limits::StackError;
+use crate::limiter::{LimitName, Limits, RateLimit};
 use crate::protocol::{Secret, SecretKeys};
 use crate::values::{self, FailPolicy, HeadersMode};
 
@@ -16,30 +17,111 @@ pub const MIN_CHALLENGE_TTL_MS: u64 = 1_000;
 /// spent token that long.
 pub const MAX_CHALLENGE_TTL_MS: u64 = 86_400_000;
 
+/// Shortest `pow_shield_log_summary`: the module's timer ticks each second.
+pub const MIN_LOG_SUMMARY_MS: u64 = 1_000;
+/// Longest `pow_shield_log_summary`.
+pub const MAX_LOG_SUMMARY_MS: u64 = 3_600_000;
+
 /// The first word after the directive's name.
 pub fn first<'a>(args: &[&'a str]) -> &'a str {
     args.first().copied().unwrap_or("")
 }
 
-/// `pow_shield_limit <requests> <window> [approx] | off`: the limit and
-/// whether it counts `approx`; `None` is `off`.
-pub fn limit(args: &[&str]) -> Result<Option<(RateLimit, bool)>, Refusal> {
-    const USAGE: &str = "expected \"<requests> <window> [approx]\" or \"off\"";
-    let (requests, window, approx) = match args {
+/// One `pow_shield_limit` line that is not `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitLine {
+    pub limit: RateLimit,
+    pub approx: bool,
+    pub name: Option<LimitName>,
+}
+
+/// `pow_shield_limit <requests> <window> [approx] [name=<name>] | off`;
+/// `None` is `off`.
+pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, Refusal> {
+    const USAGE: &str = "expected \"<requests> <window> [approx] [name=<name>]\" or \"off\"";
+    let (requests, window, rest) = match args {
         ["off"] => return Ok(None),
-        [requests, window] => (*requests, *window, false),
-        [requests, window, "approx"] => (*requests, *window, true),
-        [_, _, other] => return Err(Refusal::invalid(other, "expected \"approx\" or nothing")),
+        [requests, window, rest @ ..] => (*requests, *window, rest),
         [other] => return Err(Refusal::invalid(other, USAGE)),
-        _ => return Err(Refusal::invalid("", USAGE)),
+        [] => return Err(Refusal::invalid("", USAGE)),
     };
+    let mut rest = rest.iter().copied();
+    let mut word = rest.next();
+    let approx = word == Some("approx");
+    if approx {
+        word = rest.next();
+    }
+    let name = match word {
+        None => None,
+        Some(w) => match w.strip_prefix("name=") {
+            Some(value) => Some(LimitName::new(value).map_err(|e| Refusal::invalid(w, e))?),
+            None if approx => {
+                return Err(Refusal::invalid(w, "expected \"name=<name>\" or nothing"))
+            }
+            None => {
+                return Err(Refusal::invalid(
+                    w,
+                    "expected \"approx\", \"name=<name>\" or nothing",
+                ))
+            }
+        },
+    };
+    if let Some(extra) = rest.next() {
+        return Err(Refusal::invalid(extra, USAGE));
+    }
     let limit = values::parse_limit(requests, window).map_err(|e| {
         let count_ok = requests
             .parse::<u32>()
             .is_ok_and(|n| (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n));
         Refusal::invalid(if count_ok { window } else { requests }, e)
     })?;
-    Ok(Some((limit, approx)))
+    Ok(Some(LimitLine {
+        limit,
+        approx,
+        name,
+    }))
+}
+
+/// Adds a `pow_shield_limit` line to what the context's earlier lines set
+/// (`slot`, as `Settings::limit` holds it): several lines stack; `off`
+/// stands alone, and the lines of one context all count `approx` or none.
+/// `args` are the line's words, for the refusal.
+pub fn stack_limit(
+    slot: &mut Option<Option<(Limits, bool)>>,
+    line: Option<LimitLine>,
+    args: &[&str],
+) -> Result<(), Refusal> {
+    let word = |w: &str| args.iter().find(|a| a.starts_with(w)).copied();
+    match (slot.as_mut(), line) {
+        (None, None) => *slot = Some(None),
+        (None, Some(line)) => {
+            let mut limits = Limits::NONE;
+            let _ = limits.push(line.limit, line.name);
+            *slot = Some(Some((limits, line.approx)));
+        }
+        (Some(None), _) | (Some(Some(_)), None) => {
+            return Err(Refusal::invalid(
+                first(args),
+                "\"pow_shield_limit off\" and a limit in one context",
+            ))
+        }
+        (Some(Some((limits, approx))), Some(line)) => {
+            if line.approx != *approx {
+                return Err(Refusal::invalid(
+                    word("approx").unwrap_or(first(args)),
+                    "every \"pow_shield_limit\" of one context counts \"approx\", or none",
+                ));
+            }
+            limits.push(line.limit, line.name).map_err(|e| {
+                let at = match e {
+                    StackError::DuplicateName => word("name=").unwrap_or(first(args)),
+                    _ => first(args),
+                };
+                Refusal::invalid(at, e.message())
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// `pow_shield_difficulty <n> [max=<m>]`.
@@ -112,6 +194,20 @@ pub fn log_level(v: &str) -> Result<LogLevel, Refusal> {
     }
 }
 
+/// `pow_shield_log_summary <interval> | off`: how far apart a client's
+/// summary lines are (milliseconds, 1s..=1h); `None` is `off`, every
+/// rejection its own line.
+pub fn log_summary(v: &str) -> Result<Option<u64>, Refusal> {
+    if v == "off" {
+        return Ok(None);
+    }
+    let interval = values::parse_time_ms(v).map_err(|e| Refusal::invalid(v, e))?;
+    if !(MIN_LOG_SUMMARY_MS..=MAX_LOG_SUMMARY_MS).contains(&interval) {
+        return Err(Refusal::invalid(v, "must be between 1s and 1h, or \"off\""));
+    }
+    Ok(Some(interval))
+}
+
 /// `pow_shield_fail local | open | closed [trusted=<value>]`: the policy
 /// and the text of `trusted=`, for the module to compile.
 pub fn fail<'a>(args: &[&'a str]) -> Result<(FailPolicy, Option<&'a str>), Refusal> {
@@ -175,16 +271,33 @@ mod tests {
         }
     }
 
+    const TEN_A_MINUTE: RateLimit = RateLimit {
+        requests: 10,
+        window_ms: 60_000,
+    };
+
+    fn line(limit: RateLimit, approx: bool, name: Option<&str>) -> Option<LimitLine> {
+        Some(LimitLine {
+            limit,
+            approx,
+            name: name.map(|n| LimitName::new(n).unwrap()),
+        })
+    }
+
     #[test]
-    fn limit_reads_requests_window_and_approx() {
-        let ten_a_minute = RateLimit {
-            requests: 10,
-            window_ms: 60_000,
-        };
-        assert_eq!(limit(&["10", "1m"]), Ok(Some((ten_a_minute, false))));
+    fn limit_reads_requests_window_approx_and_name() {
+        assert_eq!(limit(&["10", "1m"]), Ok(line(TEN_A_MINUTE, false, None)));
         assert_eq!(
             limit(&["10", "1m", "approx"]),
-            Ok(Some((ten_a_minute, true)))
+            Ok(line(TEN_A_MINUTE, true, None))
+        );
+        assert_eq!(
+            limit(&["10", "1m", "name=burst"]),
+            Ok(line(TEN_A_MINUTE, false, Some("burst")))
+        );
+        assert_eq!(
+            limit(&["10", "1m", "approx", "name=burst"]),
+            Ok(line(TEN_A_MINUTE, true, Some("burst")))
         );
         assert_eq!(limit(&["off"]), Ok(None));
     }
@@ -198,8 +311,67 @@ mod tests {
         assert_eq!(named(limit(&["10", "0s"])), "0s");
         assert_eq!(named(limit(&["on"])), "on");
         assert_eq!(named(limit(&["10", "1m", "exact"])), "exact");
+        assert_eq!(named(limit(&["10", "1m", "name="])), "name=");
+        assert_eq!(named(limit(&["10", "1m", "name=a b"])), "name=a b");
+        assert_eq!(named(limit(&["10", "1m", "name=a", "approx"])), "approx");
+        assert_eq!(named(limit(&["10", "1m", "name=a", "name=b"])), "name=b");
         // Both wrong: the count is named first.
         assert_eq!(named(limit(&["0", "abc"])), "0");
+    }
+
+    #[test]
+    fn limit_lines_of_one_context_stack_in_order() {
+        let hourly = RateLimit {
+            requests: 1000,
+            window_ms: 3_600_000,
+        };
+        let mut slot = None;
+        stack_limit(&mut slot, line(TEN_A_MINUTE, false, Some("burst")), &[]).unwrap();
+        stack_limit(&mut slot, line(hourly, false, None), &[]).unwrap();
+        let (limits, approx) = slot.unwrap().unwrap();
+        assert!(!approx);
+        assert_eq!(limits.as_slice(), [TEN_A_MINUTE, hourly]);
+        assert_eq!(
+            (limits.name(0).as_str(), limits.name(1).as_str()),
+            ("burst", "1000r/h")
+        );
+    }
+
+    #[test]
+    fn stacked_limit_lines_refuse_off_mixed_approx_and_a_taken_name() {
+        let other = RateLimit {
+            requests: 5,
+            window_ms: 1_000,
+        };
+        let mut slot = None;
+        let args = ["10", "1m", "name=burst"];
+        stack_limit(&mut slot, line(TEN_A_MINUTE, false, Some("burst")), &args).unwrap();
+        let refused = |line, args: &[&str]| named(stack_limit(&mut slot.clone(), line, args));
+        assert_eq!(
+            refused(
+                line(other, false, Some("burst")),
+                &["5", "1s", "name=burst"]
+            ),
+            "name=burst"
+        );
+        assert_eq!(
+            refused(line(other, true, None), &["5", "1s", "approx"]),
+            "approx"
+        );
+        assert_eq!(
+            refused(line(TEN_A_MINUTE, false, None), &["10", "1m"]),
+            "10"
+        );
+        assert_eq!(refused(None, &["off"]), "off");
+        let mut off = Some(None);
+        assert_eq!(
+            named(stack_limit(
+                &mut off,
+                line(other, false, None),
+                &["5", "1s"]
+            )),
+            "5"
+        );
     }
 
     #[test]
@@ -265,6 +437,17 @@ mod tests {
         );
         assert_eq!(named(challenge_ttl("999ms")), "999ms");
         assert_eq!(named(challenge_ttl("abc")), "abc");
+    }
+
+    #[test]
+    fn log_summary_is_an_interval_from_1s_to_1h_or_off() {
+        assert_eq!(log_summary("10s"), Ok(Some(10_000)));
+        assert_eq!(log_summary("1s"), Ok(Some(1_000)));
+        assert_eq!(log_summary("1h"), Ok(Some(3_600_000)));
+        assert_eq!(log_summary("off"), Ok(None));
+        assert_eq!(named(log_summary("500ms")), "500ms");
+        assert_eq!(named(log_summary("2h")), "2h");
+        assert_eq!(named(log_summary("often")), "often");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
-use crate::limiter::RateLimit;
+use crate::limiter::Limits;
 use crate::values::{FailPolicy, HeadersMode};
 
 /// `pow_shield_difficulty` when no level sets it.
@@ -40,9 +40,9 @@ pub enum LogLevel {
 /// is the module's compiled complex value, a handle this crate only copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings<V> {
-    /// The limit, and whether it counts `approx` (cluster mode); `Some(None)`
-    /// is an explicit `off`.
-    pub limit: Option<Option<(RateLimit, bool)>>,
+    /// The limits (one per `pow_shield_limit` line), and whether they
+    /// count `approx` (cluster mode); `Some(None)` is an explicit `off`.
+    pub limit: Option<Option<(Limits, bool)>>,
     pub difficulty: Option<DifficultyRule>,
     pub strikes: Option<Option<StrikeRule>>,
     pub ban: Option<Option<BanRule>>,
@@ -54,6 +54,8 @@ pub struct Settings<V> {
     pub dry_run: Option<bool>,
     pub log_level: Option<LogLevel>,
     pub breaker_log_level: Option<LogLevel>,
+    /// `pow_shield_log_summary`; `Some(None)` is `off`.
+    pub log_summary: Option<Option<u64>>,
     /// The policy and its `trusted=` value.
     pub fail: Option<(FailPolicy, Option<V>)>,
     /// `pow_shield_status` in this very location (not inherited).
@@ -75,6 +77,7 @@ impl<V> Default for Settings<V> {
             dry_run: None,
             log_level: None,
             breaker_log_level: None,
+            log_summary: None,
             fail: None,
             status: false,
         }
@@ -105,7 +108,7 @@ impl Warning {
 /// Every setting of a location once merged, defaults applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved<V> {
-    pub limit: Option<RateLimit>,
+    pub limits: Limits,
     /// `pow_shield_limit ... approx`.
     pub approx: bool,
     pub difficulty: DifficultyRule,
@@ -120,6 +123,9 @@ pub struct Resolved<V> {
     pub dry_run: bool,
     pub log_level: LogLevel,
     pub breaker_log_level: LogLevel,
+    /// `pow_shield_log_summary` (milliseconds); `None`: every rejection
+    /// its own line.
+    pub log_summary_ms: Option<u64>,
     pub fail: FailPolicy,
     /// `trusted=` of `pow_shield_fail closed`.
     pub trusted: Option<V>,
@@ -142,6 +148,7 @@ impl<V: Copy> Settings<V> {
         self.dry_run = self.dry_run.or(parent.dry_run);
         self.log_level = self.log_level.or(parent.log_level);
         self.breaker_log_level = self.breaker_log_level.or(parent.breaker_log_level);
+        self.log_summary = self.log_summary.or(parent.log_summary);
         self.fail = self.fail.or(parent.fail);
         if self.status {
             self.limit = Some(None);
@@ -166,7 +173,7 @@ impl<V: Copy> Settings<V> {
         let limit = self.limit.flatten();
         let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
         Resolved {
-            limit: limit.map(|(limit, _)| limit),
+            limits: limit.map_or(Limits::NONE, |(limits, _)| limits),
             approx: limit.is_some_and(|(_, approx)| approx),
             difficulty: self
                 .difficulty
@@ -183,41 +190,49 @@ impl<V: Copy> Settings<V> {
             dry_run: self.dry_run.unwrap_or(false),
             log_level: self.log_level.unwrap_or(DEFAULT_LOG_LEVEL),
             breaker_log_level: self.breaker_log_level.unwrap_or(DEFAULT_BREAKER_LOG_LEVEL),
+            log_summary_ms: self
+                .log_summary
+                .unwrap_or(Some(crate::log_summary::DEFAULT_INTERVAL_MS)),
             fail,
             trusted,
         }
     }
 }
 
-/// The header texts a limit fixes, made once per location:
-/// `X-RateLimit-Limit`'s value and `RateLimit-Policy`'s (the window in
-/// whole seconds, rounded up).
-pub fn header_texts(limit: &RateLimit) -> [String; 2] {
-    [
-        limit.requests.to_string(),
-        format!(
-            "\"pow-shield\";q={};w={}",
-            limit.requests,
-            limit.window_ms.div_ceil(1000)
-        ),
-    ]
+/// The `RateLimit-Policy` a location's limits fix, made once per
+/// location: an item per limit, in the order written (the window in whole
+/// seconds, rounded up), named as [`crate::headers::item_name`] says.
+pub fn policy_header(limits: &Limits) -> String {
+    (0..limits.len())
+        .filter_map(|i| {
+            let limit = limits.get(i)?;
+            Some(format!(
+                "\"{}\";q={};w={}",
+                crate::headers::item_name(limits, i),
+                limit.requests,
+                limit.window_ms.div_ceil(1000)
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::RateLimit;
 
     /// A stand-in for a compiled complex value.
     type Key = &'static str;
 
-    const TEN_PER_MINUTE: RateLimit = RateLimit {
+    const TEN_PER_MINUTE: Limits = Limits::one(RateLimit {
         requests: 10,
         window_ms: 60_000,
-    };
-    const FIVE_PER_10S: RateLimit = RateLimit {
+    });
+    const FIVE_PER_10S: Limits = Limits::one(RateLimit {
         requests: 5,
         window_ms: 10_000,
-    };
+    });
 
     /// `location` inside `server` inside `http`, merged as nginx does.
     fn merged(
@@ -248,7 +263,7 @@ mod tests {
         assert_eq!(
             p,
             Resolved {
-                limit: None,
+                limits: Limits::NONE,
                 approx: false,
                 difficulty: DifficultyRule::hex(4),
                 breaker: BreakerRules {
@@ -266,6 +281,7 @@ mod tests {
                 dry_run: false,
                 log_level: LogLevel::Warn,
                 breaker_log_level: LogLevel::Error,
+                log_summary_ms: Some(10_000),
                 fail: FailPolicy::Local,
                 trusted: None,
             }
@@ -297,10 +313,20 @@ mod tests {
             s.log_level = Some(LogLevel::Notice);
         });
         let (_, p) = merged(http, Settings::default(), Settings::default());
-        assert_eq!(p.limit, Some(TEN_PER_MINUTE));
+        assert_eq!(p.limits, TEN_PER_MINUTE);
         assert!(p.approx);
         assert!(p.dry_run);
         assert_eq!(p.log_level, LogLevel::Notice);
+    }
+
+    #[test]
+    fn log_summary_off_in_a_location_overrides_the_http_interval() {
+        let http = with(|s| s.log_summary = Some(Some(60_000)));
+        let (_, p) = merged(http, Settings::default(), Settings::default());
+        assert_eq!(p.log_summary_ms, Some(60_000));
+        let location = with(|s| s.log_summary = Some(None));
+        let (_, p) = merged(http, Settings::default(), location);
+        assert_eq!(p.log_summary_ms, None);
     }
 
     #[test]
@@ -314,7 +340,7 @@ mod tests {
             s.strikes = Some(None);
         });
         let (_, p) = merged(http, Settings::default(), location);
-        assert_eq!(p.limit, None);
+        assert_eq!(p.limits, Limits::NONE);
         assert_eq!(p.breaker.strikes, None);
     }
 
@@ -323,7 +349,7 @@ mod tests {
         let server = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, true))));
         let location = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
         let (_, p) = merged(Settings::default(), server, location);
-        assert_eq!(p.limit, Some(FIVE_PER_10S));
+        assert_eq!(p.limits, FIVE_PER_10S);
         assert!(!p.approx);
     }
 
@@ -352,12 +378,12 @@ mod tests {
         });
         let status = with(|s| s.status = true);
         let (status, p) = merged(http, Settings::default(), status);
-        assert_eq!((p.limit, p.trap), (None, false));
+        assert_eq!((p.limits, p.trap), (Limits::NONE, false));
         // A location nested in it inherits the unshielded values.
         let mut nested = Settings::default();
         nested.inherit(&status);
         let p = nested.resolve();
-        assert_eq!((p.limit, p.trap), (None, false));
+        assert_eq!((p.limits, p.trap), (Limits::NONE, false));
     }
 
     #[test]
@@ -442,9 +468,34 @@ mod tests {
 
     #[test]
     fn the_limit_fixes_its_header_texts_with_the_window_in_seconds() {
+        assert_eq!(policy_header(&TEN_PER_MINUTE), "\"pow-shield\";q=10;w=60");
+    }
+
+    #[test]
+    fn stacked_limits_list_every_policy_by_name() {
+        let mut limits = Limits::NONE;
+        let burst = crate::limiter::LimitName::new("burst").ok();
+        limits
+            .push(
+                RateLimit {
+                    requests: 10,
+                    window_ms: 1_000,
+                },
+                burst,
+            )
+            .unwrap();
+        limits
+            .push(
+                RateLimit {
+                    requests: 1000,
+                    window_ms: 3_600_000,
+                },
+                None,
+            )
+            .unwrap();
         assert_eq!(
-            header_texts(&TEN_PER_MINUTE),
-            ["10".to_owned(), "\"pow-shield\";q=10;w=60".to_owned()]
+            policy_header(&limits),
+            "\"burst\";q=10;w=1, \"1000r/h\";q=1000;w=3600"
         );
     }
 }

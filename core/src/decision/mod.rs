@@ -24,7 +24,7 @@ mod tests;
 pub use difficulty::DifficultyRule;
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use crate::limiter::{RateLimit, Spent, Verdict};
+use crate::limiter::{Limits, Spent, Verdict};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
 use crate::store::{Checked, Offence, Op, Reply, Solution, Struck};
 use crate::values::FailPolicy;
@@ -153,7 +153,7 @@ impl Final {
 /// The policy of the location that decides (resolved configuration).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rules {
-    pub limit: Option<RateLimit>,
+    pub limits: Limits,
     pub difficulty: DifficultyRule,
     pub breaker: BreakerRules,
     pub fail: FailPolicy,
@@ -238,7 +238,7 @@ impl Decision {
         if self.exempt {
             return self.pass(Outcome::Exempt);
         }
-        if self.rules.limit.is_none() {
+        if self.rules.limits.is_empty() {
             return self.pass(Outcome::Pass);
         }
         let offence = match self.payment {
@@ -378,7 +378,11 @@ impl Decision {
         let Checked {
             verdict, breaker, ..
         } = self.checked;
-        let limit = self.rules.limit.map_or(1, |l| l.requests);
+        let limit = self
+            .rules
+            .limits
+            .get(usize::from(verdict.limit))
+            .map_or(1, |l| l.requests);
         Answer::Challenge {
             status,
             error,

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::limiter::breaker::StrikeRule;
+use crate::limiter::RateLimit;
 use crate::store::{MemoryStore, Subject};
 use crate::values::Difficulty;
 
@@ -16,7 +17,7 @@ const LIMIT_2: RateLimit = RateLimit {
 
 fn rules() -> Rules {
     Rules {
-        limit: Some(LIMIT_2),
+        limits: Limits::one(LIMIT_2),
         difficulty: DifficultyRule::hex(4),
         breaker: BreakerRules {
             strikes: Some(StrikeRule {
@@ -60,7 +61,7 @@ impl FakeStore {
     ) -> Final {
         let subject = Subject {
             key: key.as_bytes(),
-            limit: rules.limit,
+            limits: rules.limits,
             approx: false,
             rules: rules.breaker,
         };
@@ -273,7 +274,7 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
         let mut decision = Decision::new(with_fail(fail), VALID(1), false);
         let subject = Subject {
             key: b"a",
-            limit: rules().limit,
+            limits: rules().limits,
             approx: false,
             rules: rules().breaker,
         };
@@ -465,7 +466,7 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
     statuses(&mut s, "a", Payment::Unpaid, 7);
     let subject = Subject {
         key: b"a",
-        limit: rules().limit,
+        limits: rules().limits,
         approx: false,
         rules: rules().breaker,
     };
@@ -499,7 +500,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
     statuses(&mut s, "a", Payment::Unpaid, 2);
     let subject = Subject {
         key: b"a",
-        limit: rules().limit,
+        limits: rules().limits,
         approx: false,
         rules: rules().breaker,
     };
@@ -536,7 +537,7 @@ fn strikes_off_never_blocks() {
 
 fn trap() -> Rules {
     Rules {
-        limit: None,
+        limits: Limits::NONE,
         trap: true,
         ..rules()
     }

@@ -98,6 +98,7 @@ pub fn admit(state: &mut BucketState, limit: RateLimit, now_ms: u64) -> Verdict 
         reset_after_ms: shape.ms_to_drain(level),
         retry_after_ms,
         over: u32::try_from(over.div_ceil(shape.cost)).unwrap_or(u32::MAX),
+        limit: 0,
     }
 }
 
@@ -146,6 +147,7 @@ mod tests {
                 reset_after_ms: 1_000,
                 retry_after_ms: 0,
                 over: 0,
+                limit: 0,
             }
         );
     }
@@ -170,6 +172,7 @@ mod tests {
                 reset_after_ms: 60_000,
                 retry_after_ms: 1_000,
                 over: 1,
+                limit: 0,
             }
         );
     }

@@ -7,6 +7,9 @@
 pub mod breaker;
 pub mod bucket;
 pub mod client;
+pub mod limits;
+
+pub use limits::{stacked_verdict, LimitName, Limits, MAX_LIMITS};
 
 /// `pow_shield_limit <requests> <window>`: at most `requests` requests per
 /// client in any sliding `window_ms`.
@@ -36,6 +39,9 @@ pub struct Verdict {
     /// far beyond its limit the client keeps going (paying or not). Rising
     /// difficulty reads it.
     pub over: u32,
+    /// Which of the location's limits this verdict is of (stacked limits,
+    /// `limits::stacked_verdict`); 0 with one limit.
+    pub limit: u8,
 }
 
 /// What spending a solved challenge did: one atomic operation of a store,

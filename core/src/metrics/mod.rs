@@ -31,6 +31,14 @@ pub const RESULTS: [&str; 9] = [
     "unavailable",
 ];
 
+/// Distinct limit names (`limit` label values) one configuration may have.
+pub const LIMIT_NAMES: usize = 16;
+
+/// The results a limit decides, which `pow_shield_requests_total` counts
+/// by `limit` where the limits are named or stacked (the first four of
+/// [`RESULTS`]).
+pub const LIMIT_RESULTS: usize = 4;
+
 /// `reason` label values of `pow_shield_verifications_failed_total`: the
 /// rows of docs/protocol.md §7.2 (`Rejection::reason`, then the replay
 /// store's "spent").
@@ -90,7 +98,9 @@ pub mod at {
     /// Per-bucket (not cumulative) counts; the last is `+Inf`.
     pub const RTT_BUCKETS: usize = REDIS_FALLBACK + 1;
     pub const RTT_SUM_NS: usize = RTT_BUCKETS + RTT_BUCKETS_LEN;
-    pub const LEN: usize = RTT_SUM_NS + 1;
+    /// Requests by limit name and result (`LIMIT_RESULTS` per name).
+    pub const LIMIT_REQUESTS: usize = RTT_SUM_NS + 1;
+    pub const LEN: usize = LIMIT_REQUESTS + super::LIMIT_NAMES * super::LIMIT_RESULTS;
 
     pub const RTT_BUCKETS_LEN: usize = super::RTT_BUCKETS.len() + 1;
 }
@@ -107,9 +117,9 @@ pub struct Slot([AtomicU64; at::LEN]);
 /// The slots of every worker, as the zone holds them.
 pub type Slots = [Slot; SLOTS];
 
-// A slot is a whole number of cache lines; all of them fit in three pages.
+// A slot is a whole number of cache lines; all of them fit in seven pages.
 const _: () = assert!(core::mem::size_of::<Slot>().is_multiple_of(64));
-const _: () = assert!(core::mem::size_of::<Slots>() <= 3 * 4096);
+const _: () = assert!(core::mem::size_of::<Slots>() <= 7 * 4096);
 
 impl Default for Slot {
     /// A slot of zero counters (the zone's slots are zeroed memory instead).
@@ -205,6 +215,9 @@ pub struct Decided {
     pub struck: bool,
     /// What its strike set off, if anything.
     pub tripped: Option<Tripped>,
+    /// The name (index into the configuration's limit names) of the limit
+    /// that decided it, where the limits are named or stacked.
+    pub limit: Option<u8>,
 }
 
 impl Decided {
@@ -215,13 +228,26 @@ impl Decided {
             trap,
             struck: end.struck,
             tripped: end.breaker.and_then(|s| s.tripped),
+            limit: None,
         }
+    }
+
+    /// Counted by `limit` too (`Decided::limit`).
+    pub fn by_limit(mut self, limit: Option<u8>) -> Self {
+        self.limit = limit;
+        self
     }
 
     /// The counters this request adds one to.
     pub fn counters(&self) -> impl Iterator<Item = usize> {
         let end = self.end;
-        let request = at::REQUESTS + result_index(end.outcome);
+        let result = result_index(end.outcome);
+        let request = match self.limit {
+            Some(name) if result < LIMIT_RESULTS && usize::from(name) < LIMIT_NAMES => {
+                at::LIMIT_REQUESTS + usize::from(name) * LIMIT_RESULTS + result
+            }
+            _ => at::REQUESTS + result,
+        };
         let challenge = matches!(end.answer, Some(crate::decision::Answer::Challenge { .. }))
             .then_some(at::CHALLENGES);
         let failed = (end.outcome == Outcome::Invalid)

@@ -4,7 +4,10 @@
 
 use core::fmt::Write;
 
-use super::{at, Counts, FAILURE_REASONS, REDIS_ERROR_KINDS, RESULTS, RTT_BUCKETS, TABLES};
+use super::{
+    at, Counts, FAILURE_REASONS, LIMIT_NAMES, LIMIT_RESULTS, REDIS_ERROR_KINDS, RESULTS,
+    RTT_BUCKETS, TABLES,
+};
 
 /// The status location's `Content-Type`.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -27,6 +30,8 @@ pub struct Snapshot {
     pub counts: Counts,
     pub zone: ZoneStats,
     pub version: &'static str,
+    /// The configuration's limit names, by index (`Decided::limit`).
+    pub limit_names: Vec<String>,
 }
 
 struct Out(String);
@@ -84,6 +89,17 @@ pub fn render(s: &Snapshot) -> String {
         "Shielded requests by decision ($pow_shield_result).",
     );
     o.labelled(name, "result", &RESULTS, |i| c.get(at::REQUESTS + i));
+    // Named or stacked limits: what each limit decided, apart from the
+    // above (a request is in one series).
+    for (n, limit) in s.limit_names.iter().enumerate().take(LIMIT_NAMES) {
+        for (i, result) in RESULTS.iter().enumerate().take(LIMIT_RESULTS) {
+            o.sample(
+                name,
+                &format!("result=\"{result}\",limit=\"{limit}\""),
+                c.get(at::LIMIT_REQUESTS + n * LIMIT_RESULTS + i),
+            );
+        }
+    }
 
     o.counter(
         "pow_shield_challenges_issued_total",

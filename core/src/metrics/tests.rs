@@ -25,6 +25,7 @@ fn decided(end: Final) -> Decided {
         trap: false,
         struck: false,
         tripped: None,
+        limit: None,
     }
 }
 
@@ -203,6 +204,7 @@ fn a_scrape_renders_every_family_with_every_label() {
         trap: false,
         struck: true,
         tripped: Some(Tripped::Opened),
+        limit: None,
     });
     s.add(at::REDIS_COMMANDS, 2);
     s.add(at::REDIS_ERRORS + RedisError::Timeout as usize, 1);
@@ -219,6 +221,7 @@ fn a_scrape_renders_every_family_with_every_label() {
             size_bytes: 1_048_576,
         },
         version: "1.2.3",
+        limit_names: Vec::new(),
     });
     assert_eq!(text, EXPECTED);
 }
@@ -329,6 +332,7 @@ fn the_histogram_count_is_its_buckets_sum_so_no_bucket_exceeds_it() {
         counts: Counts::sum([&*s]),
         zone: ZoneStats::default(),
         version: "1.2.3",
+        limit_names: Vec::new(),
     });
     let value = |sample: &str| {
         text.lines()
@@ -346,4 +350,29 @@ fn the_histogram_count_is_its_buckets_sum_so_no_bucket_exceeds_it() {
         Some("3")
     );
     assert_eq!(value(&format!("{name}_count ")).as_deref(), Some("3"));
+}
+
+#[test]
+fn a_request_decided_by_a_named_limit_is_counted_by_its_name_only() {
+    let s = slot();
+    let passed = decided(end(Outcome::Pass, None, "")).by_limit(Some(1));
+    s.count_request(&passed);
+    s.count_request(&decided(end(Outcome::Challenge, CHALLENGE, "over")).by_limit(Some(0)));
+    // not a limit's result: counted as before
+    s.count_request(&decided(end(Outcome::Exempt, None, "")).by_limit(Some(0)));
+    let text = render(&Snapshot {
+        counts: Counts::sum([&*s]),
+        zone: ZoneStats::default(),
+        version: "1.2.3",
+        limit_names: vec!["burst".into(), "hourly".into()],
+    });
+    for line in [
+        "pow_shield_requests_total{result=\"pass\"} 0\n",
+        "pow_shield_requests_total{result=\"exempt\"} 1\n",
+        "pow_shield_requests_total{result=\"challenge\",limit=\"burst\"} 1\n",
+        "pow_shield_requests_total{result=\"pass\",limit=\"hourly\"} 1\n",
+        "pow_shield_requests_total{result=\"invalid\",limit=\"hourly\"} 0\n",
+    ] {
+        assert!(text.contains(line), "{line}");
+    }
 }

@@ -54,6 +54,9 @@ end
     };
 }
 
+/// Several limits in one call (after the macro: it uses it).
+pub mod stacked;
+
 /// The sliding-window script, with the client's red-zone state read and
 /// written in the same call. Reads Redis's own clock so every node agrees.
 ///
@@ -365,6 +368,7 @@ pub fn verdict_from_reply(
         reset_after_ms,
         retry_after_ms,
         over: saturate(over),
+        limit: 0,
     };
     Ok((verdict, breaker_status(status, 5)?))
 }

@@ -24,7 +24,7 @@ pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use crate::limiter::bucket;
-use crate::limiter::{RateLimit, Spent, Verdict};
+use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIMITS};
 
 /// A solution the request carries, ready to be spent: its token's digest
 /// and until when the spent record must be kept (epoch ms).
@@ -97,8 +97,9 @@ pub enum Reply {
 pub struct Subject<'a> {
     /// The client key (never empty: an empty key is exempt).
     pub key: &'a [u8],
-    /// The location's limit (a trap may have none: a check passes).
-    pub limit: Option<RateLimit>,
+    /// The location's limits, in the order written (a trap may have none:
+    /// a check passes).
+    pub limits: Limits,
     /// Count with the approximate sliding-window counter (Redis only).
     pub approx: bool,
     pub rules: BreakerRules,
@@ -227,20 +228,20 @@ fn check(
             ..Checked::default()
         });
     }
-    let Some(limit) = subject.limit else {
-        return Ok(Checked {
-            verdict: Verdict {
-                allowed: true,
-                ..Verdict::default()
-            },
-            breaker,
-            struck: false,
-        });
+    let verdict = match subject.limits.as_slice() {
+        [] => {
+            return Ok(Checked {
+                verdict: Verdict {
+                    allowed: true,
+                    ..Verdict::default()
+                },
+                breaker,
+                struck: false,
+            })
+        }
+        [limit] => admit(tables, subject.key, *limit, now_ms)?,
+        limits => admit_stacked(tables, subject.key, limits, now_ms)?,
     };
-    let verdict = tables.bucket(subject.key, limit, |b| {
-        let verdict = bucket::admit(b, limit, now_ms);
-        (verdict, now_ms.saturating_add(verdict.reset_after_ms))
-    })?;
     let mut checked = Checked {
         verdict,
         breaker,
@@ -259,6 +260,50 @@ fn check(
         }
     }
     Ok(checked)
+}
+
+/// One request into the client's bucket for `limit`.
+fn admit(
+    tables: &mut impl Tables,
+    key: &[u8],
+    limit: RateLimit,
+    now_ms: u64,
+) -> Result<Verdict, NoRoom> {
+    tables.bucket(key, limit, |b| {
+        let verdict = bucket::admit(b, limit, now_ms);
+        (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+    })
+}
+
+/// Stacked limits (`limiter::limits`): each bucket is asked what it would
+/// say, without counting; then the request is counted by every bucket if
+/// all have room, else only the first refusing one records the refusal.
+fn admit_stacked(
+    tables: &mut impl Tables,
+    key: &[u8],
+    limits: &[RateLimit],
+    now_ms: u64,
+) -> Result<Verdict, NoRoom> {
+    let mut verdicts = [Verdict::default(); MAX_LIMITS];
+    for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
+        *verdict = tables.bucket(key, *limit, |b| {
+            let mut copy = *b;
+            let verdict = bucket::admit(&mut copy, *limit, now_ms);
+            (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+        })?;
+    }
+    let verdicts = &mut verdicts[..limits.len()];
+    match verdicts.iter().position(|v| !v.allowed) {
+        None => {
+            for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
+                *verdict = admit(tables, key, *limit, now_ms)?;
+            }
+        }
+        Some(refusing) => {
+            verdicts[refusing] = admit(tables, key, limits[refusing], now_ms)?;
+        }
+    }
+    Ok(stacked_verdict(verdicts))
 }
 
 /// Red first (a blocked client spends nothing), then the record, then the

@@ -16,7 +16,7 @@ const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
 fn subject(rules: BreakerRules) -> Subject<'static> {
     Subject {
         key: KEY,
-        limit: Some(RateLimit {
+        limits: Limits::one(RateLimit {
             requests: 1,
             window_ms: 3_600_000,
         }),
@@ -171,4 +171,101 @@ fn room_is_made_from_expired_spent_records_before_any_bucket_or_breaker() {
             MakeRoom::OldestBreakers
         ]
     );
+}
+
+/// 3 a minute named "burst", 5 an hour named "hourly".
+fn stacked(rules: BreakerRules) -> Subject<'static> {
+    let mut limits = Limits::NONE;
+    for (requests, window_ms, name) in [(3, 60_000, "burst"), (5, 3_600_000, "hourly")] {
+        let limit = RateLimit {
+            requests,
+            window_ms,
+        };
+        limits
+            .push(limit, crate::limiter::LimitName::new(name).ok())
+            .unwrap();
+    }
+    Subject {
+        limits,
+        ..subject(rules)
+    }
+}
+
+#[test]
+fn stacked_limits_admit_while_each_has_room_and_report_the_tightest() {
+    let mut s = MemoryStore::default();
+    let both = stacked(BreakerRules::default());
+    let v = checked(s.ask(OFFENCE, &both)).verdict;
+    assert_eq!(
+        (v.allowed, v.remaining, v.limit),
+        (true, 2, 0),
+        "burst: 2 left"
+    );
+    s.ask(OFFENCE, &both);
+    s.ask(OFFENCE, &both);
+    let refused = checked(s.ask(OFFENCE, &both)).verdict;
+    assert_eq!(
+        (refused.allowed, refused.limit),
+        (false, 0),
+        "burst refuses"
+    );
+    assert_eq!(
+        refused.retry_after_ms, 20_000,
+        "burst's Retry-After (3 a minute)"
+    );
+    // after a minute burst has room again; the hour has 2 left of 5
+    let v = checked(s.at(60_000).ask(OFFENCE, &both)).verdict;
+    assert_eq!(
+        (v.allowed, v.remaining, v.limit),
+        (true, 1, 1),
+        "hourly is the tightest now"
+    );
+    s.ask(OFFENCE, &both);
+    let refused = checked(s.ask(OFFENCE, &both)).verdict;
+    assert_eq!(
+        (refused.allowed, refused.limit),
+        (false, 1),
+        "hourly refuses"
+    );
+    assert_eq!(
+        refused.retry_after_ms, 660_000,
+        "hourly's Retry-After (5 an hour)"
+    );
+}
+
+#[test]
+fn a_request_refused_by_one_stacked_limit_counts_against_none() {
+    let mut s = MemoryStore::default();
+    let both = stacked(BreakerRules::default());
+    for _ in 0..3 {
+        s.ask(OFFENCE, &both);
+    }
+    for _ in 0..10 {
+        assert!(!checked(s.ask(OFFENCE, &both)).verdict.allowed);
+    }
+    // an hour-only view of the same client: 3 counted, not 13
+    let hourly = Subject {
+        limits: Limits::one(RateLimit {
+            requests: 5,
+            window_ms: 3_600_000,
+        }),
+        ..subject(BreakerRules::default())
+    };
+    let v = checked(s.ask(OFFENCE, &hourly)).verdict;
+    assert_eq!(
+        (v.allowed, v.remaining),
+        (true, 1),
+        "the refused requests were not counted"
+    );
+}
+
+#[test]
+fn a_refusal_by_a_stacked_limit_strikes_once() {
+    let mut s = MemoryStore::default();
+    let both = stacked(FIVE_PER_MINUTE);
+    for _ in 0..3 {
+        s.ask(OFFENCE, &both);
+    }
+    assert!(checked(s.ask(OFFENCE, &both)).struck);
+    assert_eq!(s.strikes(KEY), 1);
 }

@@ -20,12 +20,13 @@ use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
 use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
+use pow_shield_core::limiter::{Limits, RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
+use pow_shield_core::redis::scripts::stacked;
 use pow_shield_core::redis::url::tls_name;
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
@@ -47,6 +48,7 @@ pub struct RedisStore {
     prefix: String,
     window_sha: String,
     approx_sha: String,
+    stacked_sha: String,
     strike_sha: String,
     spend_sha: String,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
@@ -92,6 +94,7 @@ impl RedisStore {
         for script in [
             scripts::SLIDING_WINDOW_SCRIPT,
             scripts::APPROX_SCRIPT,
+            stacked::STACKED_SCRIPT,
             scripts::STRIKE_SCRIPT,
             scripts::SPEND_SCRIPT,
         ] {
@@ -159,6 +162,7 @@ impl RedisStore {
                 prefix: conf.options.prefix.clone(),
                 window_sha: scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT),
                 approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
+                stacked_sha: scripts::script_sha1(stacked::STACKED_SCRIPT),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 cluster: conf.options.cluster,
@@ -270,10 +274,11 @@ impl RedisStore {
     ) -> Poll {
         let late = Late::new(op, subject, fallback);
         match op {
-            Op::Check { offence } => match subject.limit {
-                Some(limit) => self.check(subject, limit, offence, late, waiter),
+            Op::Check { offence } => match subject.limits.as_slice() {
+                // (Stacked limits: all of them, in the same call.)
+                [limit, ..] => self.check(subject, *limit, offence, late, waiter),
                 // (The decision checks only where a limit is set.)
-                None => Poll::Ready(Reply::Checked(Checked {
+                [] => Poll::Ready(Reply::Checked(Checked {
                     verdict: Verdict {
                         allowed: true,
                         ..Verdict::default()
@@ -309,6 +314,23 @@ impl RedisStore {
         self.seq.set(seq);
         let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
+        if subject.limits.len() > 1 {
+            let limits = subject.limits;
+            let call = self.stacked_call(subject, offence, tag, seq);
+            return self.call_script(
+                stacked::STACKED_SCRIPT,
+                tag,
+                call,
+                late,
+                waiter,
+                move |reply| {
+                    let (verdict, breaker) =
+                        stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
+                    remember(breaker);
+                    Some(checked(offence, rules, verdict, breaker))
+                },
+            );
+        }
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
@@ -345,17 +367,43 @@ impl RedisStore {
         self.call_script(script, tag, call, late, waiter, move |reply| {
             let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
             remember(breaker);
-            // The script strikes a refused offence of an unblocked client.
-            let struck = offence != Offence::None
-                && !verdict.allowed
-                && breaker.block == Block::Clear
-                && rules.strikes.is_some();
-            Some(Reply::Checked(Checked {
-                verdict,
-                breaker,
-                struck,
-            }))
+            Some(checked(offence, rules, verdict, breaker))
         })
+    }
+
+    /// The call of the stacked script (`stacked::STACKED_SCRIPT`): every
+    /// limit of the location in one round trip.
+    fn stacked_call(
+        &self,
+        subject: &Subject,
+        offence: Offence,
+        tag: &[u8],
+        seq: u64,
+    ) -> ScriptCall {
+        let prefix = self.prefix.as_bytes();
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
+        let limits = subject.limits.as_slice();
+        let n = limits.len();
+        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n, 7 + 2 * n);
+        self.breaker_keys(&mut call, tag);
+        for &limit in limits {
+            let counted = if subject.approx {
+                ClientKey::Approx(limit)
+            } else {
+                ClientKey::Window(limit)
+            };
+            call.push(key(counted)).push(key(ClientKey::Refused(limit)));
+        }
+        call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
+            .num(scripts::offence(offence));
+        for rule in scripts::rules(subject.rules) {
+            call.num(rule);
+        }
+        call.num(u64::from(subject.approx));
+        for limit in limits {
+            call.num(limit.requests.into()).num(limit.window_ms);
+        }
+        call
     }
 
     fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
@@ -463,6 +511,25 @@ impl RedisStore {
     }
 }
 
+/// A check's answer from Redis: the scripts strike a refused offence of an
+/// unblocked client.
+fn checked(
+    offence: Offence,
+    rules: BreakerRules,
+    verdict: Verdict,
+    breaker: BreakerStatus,
+) -> Reply {
+    let struck = offence != Offence::None
+        && !verdict.allowed
+        && breaker.block == Block::Clear
+        && rules.strikes.is_some();
+    Reply::Checked(Checked {
+        verdict,
+        breaker,
+        struck,
+    })
+}
+
 /// A request's operation, kept to ask the fallback if Redis fails it late
 /// (the request's own memory may be gone by then: the key is copied).
 struct Late {
@@ -473,7 +540,7 @@ struct Late {
 /// A [`Subject`] that owns its key.
 struct Copied {
     key: Vec<u8>,
-    limit: Option<RateLimit>,
+    limits: Limits,
     approx: bool,
     rules: BreakerRules,
 }
@@ -482,7 +549,7 @@ impl Late {
     fn new(op: Op, subject: &Subject, fallback: Option<ShmStore>) -> Self {
         let copied = || Copied {
             key: subject.key.to_vec(),
-            limit: subject.limit,
+            limits: subject.limits,
             approx: subject.approx,
             rules: subject.rules,
         };
@@ -499,7 +566,7 @@ impl Late {
         };
         let subject = Subject {
             key: &copied.key,
-            limit: copied.limit,
+            limits: copied.limits,
             approx: copied.approx,
             rules: copied.rules,
         };

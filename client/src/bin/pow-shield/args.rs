@@ -10,6 +10,10 @@ use pow_shield_client::{SolveOptions, DEFAULT_MAX_SOLVE_TIME};
 /// (a hostile server's forged difficulty 12 would take months).
 pub const MAX_SOLVE_TIME_DEFAULT: &str = "30";
 
+/// `--retries`' default: the library's `Policy::default().max_retries`,
+/// the same number as the Python and Node clients'.
+pub const DEFAULT_RETRIES: &str = "5";
+
 pub fn threads() -> Arg {
     Arg::new("threads")
         .long("threads")
@@ -24,7 +28,7 @@ pub fn max_solve_time() -> Arg {
         .value_name("SECONDS")
         .value_parser(seconds)
         .default_value(MAX_SOLVE_TIME_DEFAULT)
-        .help("Give up on one challenge after this long (exit 93); 0: no limit")
+        .help("Give up on one challenge after this long (exit 113); 0: no limit")
 }
 
 /// A duration in seconds, refused (exit 2) unless a `Duration` holds it: a
@@ -77,6 +81,14 @@ mod tests {
         assert_eq!(o.max_difficulty, Some(5));
         assert_eq!(o.max_solve_time, Some(Duration::from_millis(1500)));
         assert_eq!(o.threads, 3);
+    }
+
+    #[test]
+    fn retries_default_to_the_librarys_policy() {
+        assert_eq!(
+            DEFAULT_RETRIES.parse::<u32>().unwrap(),
+            pow_shield_client::Policy::default().max_retries
+        );
     }
 
     #[test]

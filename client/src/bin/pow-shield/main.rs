@@ -14,6 +14,7 @@ mod bench;
 mod exit;
 mod get;
 mod solve;
+mod write_out;
 
 fn cli() -> Command {
     Command::new("pow-shield")

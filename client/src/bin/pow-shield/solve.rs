@@ -3,6 +3,7 @@
 
 use clap::{value_parser, Arg, ArgMatches, Command};
 use pow_shield_client::{solve, solve_bits};
+use pow_shield_protocol::{MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 use crate::args::{max_solve_time, solve_options, threads};
 use crate::exit::{self, error_code};
@@ -28,7 +29,7 @@ pub fn command() -> Command {
             Arg::new("bits")
                 .long("bits")
                 .value_name("B")
-                .value_parser(value_parser!(u8))
+                .value_parser(value_parser!(u8).range(i64::from(MIN_BITS)..=i64::from(MAX_BITS)))
                 .requires("salt")
                 .help("Leading zero bits (X-PoW-Bits)"),
         )
@@ -36,7 +37,10 @@ pub fn command() -> Command {
             Arg::new("difficulty")
                 .long("difficulty")
                 .value_name("D")
-                .value_parser(value_parser!(u8))
+                // What the protocol accepts: 0 is no work, 13+ is never issued.
+                .value_parser(
+                    value_parser!(u8).range(i64::from(MIN_DIFFICULTY)..=i64::from(MAX_DIFFICULTY)),
+                )
                 .requires("salt")
                 .help("Leading hex zeros (X-PoW-Difficulty): 4 bits each"),
         )
@@ -48,7 +52,16 @@ pub fn run(m: &ArgMatches) -> u8 {
     let opts = solve_options(m);
     let solved = match m.get_one::<String>("token") {
         Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
-            Some(info) => solve_bits(&info.salt, info.bits, &opts),
+            Some(info) if (MIN_BITS..=MAX_BITS).contains(&info.bits) => {
+                solve_bits(&info.salt, info.bits, &opts)
+            }
+            Some(info) => {
+                eprintln!(
+                    "pow-shield: the token asks for {} bits, outside {MIN_BITS}..={MAX_BITS}",
+                    info.bits
+                );
+                return exit::BAD_REQUEST;
+            }
             None => {
                 eprintln!("pow-shield: not a challenge token: {token}");
                 return exit::BAD_REQUEST;
@@ -91,5 +104,25 @@ mod tests {
         assert!(parse(&["solve", "--salt", "ab", "--bits", "13"]).is_ok());
         assert!(parse(&["solve", "--salt", "ab", "--bits", "13", "--difficulty", "3"]).is_err());
         assert!(parse(&["solve", "--bits", "13"]).is_err());
+    }
+
+    #[test]
+    fn solve_refuses_a_difficulty_the_protocol_refuses() {
+        for bad in ["0", "13", "64", "-1"] {
+            assert!(
+                parse(&["solve", "--salt", "ab", "--difficulty", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        for good in ["1", "12"] {
+            assert!(
+                parse(&["solve", "--salt", "ab", "--difficulty", good]).is_ok(),
+                "{good}"
+            );
+        }
+        for bad in ["0", "49"] {
+            assert!(parse(&["solve", "--salt", "ab", "--bits", bad]).is_err(), "{bad}");
+        }
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "48"]).is_ok());
     }
 }

@@ -20,6 +20,7 @@ fn admitted_reply_decodes_to_an_allowed_verdict() {
             reset_after_ms: 60_000,
             retry_after_ms: 0,
             over: 0,
+            limit: 0,
         }
     );
 }

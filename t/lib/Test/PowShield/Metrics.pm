@@ -44,8 +44,8 @@ sub scrape {
     return $m;
 }
 
-# A scrape of the module as it serves its status location (beside one
-# shielded location), from an nginx started and stopped here: the names,
+# A scrape of the module as it serves its status location (beside a
+# shielded location, and one with named limits: the limit label), from an nginx started and stopped here: the names,
 # labels and values it exports.
 sub served_scrape {
     require Test::PowShield;
@@ -58,6 +58,11 @@ sub served_scrape {
 
         location / {
             pow_shield_limit 10 1m;
+        }
+
+        location /named/ {
+            pow_shield_limit 10 1s name=burst;
+            pow_shield_limit 1000 1h name=hourly;
         }
 
         location = /metrics {

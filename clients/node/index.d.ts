@@ -1,0 +1,102 @@
+// Types of the pow-shield Node.js client (hand-written; the code is lib/*.js).
+
+/** What a paying fetch may do; every field is optional. */
+export interface PowShieldOptions {
+  /** Refuse (TooDifficultError) a challenge harder than this many hex zeros, before any work. */
+  maxDifficulty?: number;
+  /** Give up on one challenge after this long (SolveTimeoutError); 0 or null: no limit. Default 30 000. */
+  maxSolveTimeMs?: number | null;
+  /** true: sleep Retry-After (429, 503) instead of paying; a number: only when Retry-After is at most that many ms. */
+  preferWait?: boolean | number;
+  /** The longest Retry-After ever slept (a longer 429 is paid, a longer 503 returned). Default 60 000. */
+  maxWaitMs?: number;
+  /** Paid or waited resends per request before RetriesExhaustedError. Default 5, as every pow-shield client. */
+  maxRetries?: number;
+  /** Solver threads. Default: one per core. */
+  threads?: number;
+}
+
+/** Any fetch-compatible function: the global fetch, undici's, the one given to ky or axios. */
+export type FetchLike = (input: any, init?: any) => Promise<Response>;
+
+/** The global fetch, paying pow-shield's challenges; options in `init.powShield`. */
+export function powFetch(
+  input: string | URL | Request,
+  init?: RequestInit & { powShield?: PowShieldOptions },
+): Promise<Response>;
+
+/** Wraps a fetch-compatible function so that it pays pow-shield's challenges. */
+export function withPowShield<F extends FetchLike>(fetch: F, options?: PowShieldOptions): F;
+
+/** Options of the solver alone. */
+export interface SolveOptions {
+  threads?: number;
+  maxSolveTimeMs?: number | null;
+  maxDifficulty?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * A nonce (decimal digits) whose SHA-256(salt + nonce) has `difficulty` leading
+ * hex zeros, or `{ bits }` leading zero bits. Rejects with the signal's reason when aborted.
+ */
+export function solve(
+  salt: string,
+  difficulty: number | { difficulty?: number; bits?: number },
+  options?: SolveOptions,
+): Promise<string>;
+
+/** Whether `nonce` solves `salt` for `bits` leading zero bits. */
+export function isSolution(salt: string, nonce: string, bits: number): boolean;
+
+/** Hashes per second of the solver on `threads` threads over about `ms` milliseconds. */
+export function hashRate(options?: { threads?: number; ms?: number }): Promise<number>;
+
+/** A challenge read from a response. */
+export interface Challenge {
+  status: number;
+  token: string;
+  salt: string;
+  /** Leading zero bits the solution must have. */
+  bits: number;
+  /** ceil(bits / 4): leading hex zeros. */
+  difficulty: number;
+  retryAfterMs: number | null;
+}
+
+/** The challenge of a response (429, 409, 410, 422), or null for one that is not the shield's. */
+export function readChallenge(response: Response): Promise<Challenge | null>;
+
+export const DEFAULT_MAX_RETRIES: number;
+export const DEFAULT_MAX_WAIT_MS: number;
+export const DEFAULT_MAX_SOLVE_TIME_MS: number;
+export const MAX_DIFFICULTY: number;
+
+/** Base of every error; `response` is the answer it is about. */
+export class PowShieldError extends Error {
+  response?: Response;
+}
+/** X-PoW-Shield: blocked: wait, paying does not help. */
+export class BlockedError extends PowShieldError {}
+/** X-PoW-Shield: banned. */
+export class BannedError extends BlockedError {}
+/** A challenge that will not be solved. */
+export class UnsolvableError extends PowShieldError {}
+/** Harder than maxDifficulty. */
+export class TooDifficultError extends UnsolvableError {
+  difficulty?: number;
+  maxDifficulty?: number;
+}
+/** No solution within maxSolveTimeMs. */
+export class SolveTimeoutError extends UnsolvableError {}
+/** A challenge that cannot be read or sent back. */
+export class BadChallengeError extends UnsolvableError {}
+/** Still challenged after maxRetries resends. */
+export class RetriesExhaustedError extends PowShieldError {}
+
+declare const _default: {
+  powFetch: typeof powFetch;
+  withPowShield: typeof withPowShield;
+  solve: typeof solve;
+};
+export default _default;

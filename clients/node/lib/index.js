@@ -1,0 +1,19 @@
+'use strict';
+// pow-shield for Node.js: powFetch / withPowShield pay an API's
+// proof-of-work challenges; solve is the solver alone. No dependencies.
+const {
+  PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
+  SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
+} = require('./errors');
+const { readChallenge } = require('./challenge');
+const { solve, hashRate, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY } = require('./solver');
+const { powFetch, withPowShield, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS } = require('./fetch');
+const { isSolution } = require('./work');
+
+// Shorthand names only: Node's ES module loader reads them from this line.
+module.exports = {
+  powFetch, withPowShield, solve, hashRate, isSolution, readChallenge,
+  DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
+  PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
+  SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
+};

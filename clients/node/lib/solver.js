@@ -1,0 +1,135 @@
+'use strict';
+// The solver: node:crypto's SHA-256 on worker threads, one per core, each
+// searching its own residue class of nonces. Bounded (30 s unless told) and
+// cancellable with an AbortSignal: losing threads are terminated at once.
+const os = require('node:os');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+
+const { search } = require('./work');
+const { SolveTimeoutError, TooDifficultError, UnsolvableError } = require('./errors');
+
+/** Give up on one challenge after this long (the CLI's --max-solve-time, Python's max_solve_time). */
+const DEFAULT_MAX_SOLVE_TIME_MS = 30_000;
+/** The protocol's hardest challenge: 12 hex zeros, 48 bits. */
+const MAX_DIFFICULTY = 12;
+const MAX_BITS = 4 * MAX_DIFFICULTY;
+/** Up to this many bits (expected 2^bits hashes) the main thread solves alone: starting workers costs more. */
+const INLINE_BITS = 12;
+
+function cores() {
+  return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+}
+
+function abortReason(signal) {
+  if (signal.reason !== undefined) return signal.reason;
+  const e = new Error('This operation was aborted');
+  e.name = 'AbortError';
+  return e;
+}
+
+/**
+ * Finds a nonce for `salt` with `bits` leading zero bits.
+ * options: threads (default: every core), maxSolveTimeMs (30 000; null or
+ * 0: no limit), maxDifficulty (hex digits: refused above it before any
+ * work), signal (AbortSignal), response (attached to the errors).
+ * Resolves to the nonce's digits.
+ */
+function solveBits(salt, bits, options = {}) {
+  const {
+    threads = cores(),
+    maxSolveTimeMs = DEFAULT_MAX_SOLVE_TIME_MS,
+    maxDifficulty,
+    signal,
+    response,
+  } = options;
+  if (typeof salt !== 'string' || salt.length === 0) {
+    return Promise.reject(new UnsolvableError('a challenge needs a salt', response));
+  }
+  if (!Number.isInteger(bits) || bits < 1 || bits > MAX_BITS) {
+    return Promise.reject(new UnsolvableError(
+      `${bits} leading zero bits is outside the protocol's 1..${MAX_BITS}`, response));
+  }
+  const digits = Math.ceil(bits / 4);
+  if (maxDifficulty != null && digits > maxDifficulty) {
+    return Promise.reject(new TooDifficultError(
+      `challenge difficulty ${digits} is above the limit of ${maxDifficulty} (maxDifficulty)`,
+      response, { difficulty: digits, maxDifficulty }));
+  }
+  if (signal && signal.aborted) return Promise.reject(abortReason(signal));
+  if (bits <= INLINE_BITS) {
+    // At most a few thousand hashes: done before a worker could start.
+    const nonce = search(salt, bits, 0, 1, 64 << bits);
+    return nonce === null
+      ? Promise.reject(new UnsolvableError(`no nonce found for ${bits} bits`, response))
+      : Promise.resolve(nonce);
+  }
+  const n = Math.max(1, Math.floor(threads) || 1);
+  return new Promise((resolve, reject) => {
+    const workers = [];
+    let timer;
+    let settled = false;
+    const finish = (err, nonce) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (signal) signal.removeEventListener('abort', onAbort);
+      for (const w of workers) w.terminate();
+      if (err) reject(err); else resolve(nonce);
+    };
+    const onAbort = () => finish(abortReason(signal));
+    if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    if (maxSolveTimeMs) {
+      const started = Date.now();
+      timer = setTimeout(() => finish(new SolveTimeoutError(
+        `no solution for difficulty ${digits} (${bits} bits) within ${((Date.now() - started) / 1000).toFixed(1)} s (maxSolveTimeMs)`,
+        response)), maxSolveTimeMs);
+    }
+    for (let i = 0; i < n; i++) {
+      const w = new Worker(path.join(__dirname, 'worker.js'), {
+        workerData: { salt, bits, start: i, stride: n },
+      });
+      w.on('message', (nonce) => finish(null, nonce));
+      w.on('error', (e) => finish(e));
+      workers.push(w);
+    }
+  });
+}
+
+/**
+ * Finds a nonce for a difficulty in hex zeros (docs/protocol.md §5), or
+ * for `{ bits }` leading zero bits: `solve(salt, 4)`, `solve(salt, { bits: 18 })`.
+ */
+function solve(salt, difficulty, options = {}) {
+  const bits = typeof difficulty === 'object' && difficulty !== null
+    ? (difficulty.bits ?? 4 * difficulty.difficulty)
+    : 4 * difficulty;
+  return solveBits(salt, bits, options);
+}
+
+/** Hashes per second on `threads` threads over about `ms` milliseconds. */
+async function hashRate({ threads = cores(), ms = 2000 } = {}) {
+  // Solves of 20 bits, timed: a search of n threads that stops at nonce k
+  // has tried about k + 1 nonces.
+  const salt = 'ffffffffffffffffffffffffffffffff';
+  const started = process.hrtime.bigint();
+  let hashes = 0;
+  let i = 0;
+  while (Number(process.hrtime.bigint() - started) / 1e6 < ms) {
+    const s = `${salt.slice(0, 24)}${String(i++).padStart(8, '0')}`;
+    const nonce = await solveBits(s, 20, { threads, maxSolveTimeMs: 0 });
+    hashes += Number(nonce) + 1;
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return hashes / seconds;
+}
+
+module.exports = {
+  DEFAULT_MAX_SOLVE_TIME_MS,
+  MAX_DIFFICULTY,
+  MAX_BITS,
+  cores,
+  solve,
+  solveBits,
+  hashRate,
+};

@@ -1,0 +1,339 @@
+//! Stacked limits (docs/directives.md, pow_shield_limit): several
+//! `pow_shield_limit` lines in one context, as `limit_req` stacks. A
+//! request is counted against every limit or none: it is admitted when
+//! each has room (and then counted by each), refused by the first, in the
+//! order written, that has none (its `Retry-After`; the others count
+//! nothing). The headers report the tightest limit of an admitted request
+//! (fewest remaining) and the refusing one of a refused request.
+
+use core::fmt;
+
+use super::{RateLimit, Verdict};
+
+/// Most `pow_shield_limit` lines in one context.
+pub const MAX_LIMITS: usize = 4;
+/// Longest `name=`.
+pub const MAX_NAME: usize = 32;
+
+/// A limit's `name=`, or the one its numbers give (`10r/s`, `1000r/h`,
+/// `5r/30s`): the `RateLimit-Policy` item and the metrics' `limit` label.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct LimitName {
+    bytes: [u8; MAX_NAME],
+    len: u8,
+}
+
+impl LimitName {
+    /// `name=`'s value: 1 to 32 letters, digits, `_`, `-` or `.` (an
+    /// sf-token for the header and a label value without escapes).
+    pub fn new(name: &str) -> Result<LimitName, &'static str> {
+        if name.is_empty() || name.len() > MAX_NAME {
+            return Err("a name of 1 to 32 characters");
+        }
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic())
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        {
+            return Err(
+                "a name of letters, digits, \"_\", \"-\" and \".\", starting with a letter",
+            );
+        }
+        Ok(Self::copied(name.as_bytes()))
+    }
+
+    /// The name an unnamed limit gets from its numbers: per second,
+    /// minute, hour or day when its window is one, else per so many seconds.
+    pub fn derived(limit: RateLimit) -> LimitName {
+        let s = limit.window_ms / 1000;
+        let per = match s {
+            1 => "s".to_owned(),
+            60 => "m".to_owned(),
+            3600 => "h".to_owned(),
+            86_400 => "d".to_owned(),
+            s => format!("{s}s"),
+        };
+        Self::copied(format!("{}r/{per}", limit.requests).as_bytes())
+    }
+
+    fn copied(from: &[u8]) -> LimitName {
+        let mut bytes = [0; MAX_NAME];
+        let len = from.len().min(MAX_NAME);
+        bytes[..len].copy_from_slice(&from[..len]);
+        LimitName {
+            bytes,
+            len: len as u8,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
+}
+
+impl fmt::Debug for LimitName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl fmt::Display for LimitName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const NO_LIMIT: RateLimit = RateLimit {
+    requests: 0,
+    window_ms: 0,
+};
+
+/// The limits of one context, in the order written, each with its name
+/// (`None`: unnamed). Plain data: a location's policy holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    list: [RateLimit; MAX_LIMITS],
+    names: [Option<LimitName>; MAX_LIMITS],
+    len: u8,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::NONE
+    }
+}
+
+/// Why a limit cannot join the others of its context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackError {
+    TooMany,
+    /// Its name, or the one its numbers give, is taken.
+    DuplicateName,
+    /// The same requests and window twice (they would share one count).
+    DuplicateLimit,
+}
+
+impl StackError {
+    pub fn message(self) -> &'static str {
+        match self {
+            StackError::TooMany => "at most 4 \"pow_shield_limit\" lines in one context",
+            StackError::DuplicateName => {
+                "a name another \"pow_shield_limit\" of this context has (\"name=\" tells them apart)"
+            }
+            StackError::DuplicateLimit => {
+                "the same limit as another \"pow_shield_limit\" of this context"
+            }
+        }
+    }
+}
+
+impl Limits {
+    pub const NONE: Limits = Limits {
+        list: [NO_LIMIT; MAX_LIMITS],
+        names: [None; MAX_LIMITS],
+        len: 0,
+    };
+
+    /// One unnamed limit: a location as before limits stacked.
+    pub const fn one(limit: RateLimit) -> Limits {
+        let mut limits = Limits::NONE;
+        limits.list[0] = limit;
+        limits.len = 1;
+        limits
+    }
+
+    /// Adds the next line's limit.
+    pub fn push(&mut self, limit: RateLimit, name: Option<LimitName>) -> Result<(), StackError> {
+        let at = usize::from(self.len);
+        if at >= MAX_LIMITS {
+            return Err(StackError::TooMany);
+        }
+        if self.as_slice().contains(&limit) {
+            return Err(StackError::DuplicateLimit);
+        }
+        let wanted = name.unwrap_or_else(|| LimitName::derived(limit));
+        if (0..at).any(|i| self.name(i) == wanted) {
+            return Err(StackError::DuplicateName);
+        }
+        self.list[at] = limit;
+        self.names[at] = name;
+        self.len += 1;
+        Ok(())
+    }
+
+    pub fn as_slice(&self) -> &[RateLimit] {
+        &self.list[..usize::from(self.len)]
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn first(&self) -> Option<RateLimit> {
+        self.as_slice().first().copied()
+    }
+
+    pub fn get(&self, i: usize) -> Option<RateLimit> {
+        self.as_slice().get(i).copied()
+    }
+
+    /// As a location with one limit has always been: unnamed and alone
+    /// (`RateLimit-Policy: "pow-shield"`, no `limit` label).
+    pub fn is_plain(&self) -> bool {
+        self.len == 1 && self.names[0].is_none()
+    }
+
+    /// Limit `i`'s name (`name=`, else derived from its numbers).
+    pub fn name(&self, i: usize) -> LimitName {
+        match self.names.get(i).copied().flatten() {
+            Some(name) => name,
+            None => LimitName::derived(self.get(i).unwrap_or(NO_LIMIT)),
+        }
+    }
+}
+
+/// The verdict of a request checked against every limit, from each
+/// limit's verdict as it would be if the request were counted: the first
+/// refusal (in the order written), else the tightest (fewest remaining;
+/// the first of equals). `limit` says which.
+pub fn stacked_verdict(verdicts: &[Verdict]) -> Verdict {
+    let refused = verdicts.iter().position(|v| !v.allowed);
+    let at = refused.unwrap_or_else(|| {
+        (0..verdicts.len())
+            .min_by_key(|&i| verdicts[i].remaining)
+            .unwrap_or(0)
+    });
+    let mut verdict = verdicts.get(at).copied().unwrap_or_default();
+    verdict.limit = at as u8;
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BURST: RateLimit = RateLimit {
+        requests: 10,
+        window_ms: 1_000,
+    };
+    const HOURLY: RateLimit = RateLimit {
+        requests: 1000,
+        window_ms: 3_600_000,
+    };
+
+    fn name(s: &str) -> Option<LimitName> {
+        Some(LimitName::new(s).unwrap())
+    }
+
+    #[test]
+    fn an_unnamed_limit_is_named_by_its_numbers() {
+        let derived = |requests, window_ms| {
+            LimitName::derived(RateLimit {
+                requests,
+                window_ms,
+            })
+            .to_string()
+        };
+        assert_eq!(derived(10, 1_000), "10r/s");
+        assert_eq!(derived(60, 60_000), "60r/m");
+        assert_eq!(derived(1000, 3_600_000), "1000r/h");
+        assert_eq!(derived(5, 86_400_000), "5r/d");
+        assert_eq!(derived(5, 30_000), "5r/30s");
+    }
+
+    #[test]
+    fn names_are_tokens_of_up_to_32_characters() {
+        assert_eq!(LimitName::new("burst").unwrap().as_str(), "burst");
+        assert_eq!(
+            LimitName::new("api.v2-hourly_x").unwrap().as_str(),
+            "api.v2-hourly_x"
+        );
+        assert!(LimitName::new("").is_err());
+        assert!(LimitName::new(&"a".repeat(33)).is_err());
+        assert!(LimitName::new("has space").is_err());
+        assert!(LimitName::new("quo\"te").is_err());
+        assert!(LimitName::new("9lives").is_err());
+    }
+
+    #[test]
+    fn one_unnamed_limit_is_plain_and_a_named_or_second_one_is_not() {
+        assert!(Limits::one(BURST).is_plain());
+        let mut named = Limits::NONE;
+        named.push(BURST, name("burst")).unwrap();
+        assert!(!named.is_plain());
+        let mut two = Limits::one(BURST);
+        two.push(HOURLY, None).unwrap();
+        assert!(!two.is_plain());
+        assert_eq!(
+            (two.name(0).as_str(), two.name(1).as_str()),
+            ("10r/s", "1000r/h")
+        );
+    }
+
+    #[test]
+    fn a_stack_refuses_a_fifth_limit_a_taken_name_and_the_same_limit_twice() {
+        let mut limits = Limits::NONE;
+        limits.push(BURST, name("burst")).unwrap();
+        assert_eq!(
+            limits.push(HOURLY, name("burst")),
+            Err(StackError::DuplicateName)
+        );
+        assert_eq!(
+            limits.push(BURST, name("again")),
+            Err(StackError::DuplicateLimit)
+        );
+        // (a name= never equals a derived name: those start with a digit)
+        assert!(LimitName::new("10r/s").is_err());
+        for (i, requests) in [2, 3, 4].into_iter().enumerate() {
+            let limit = RateLimit {
+                requests,
+                window_ms: 60_000,
+            };
+            assert_eq!(limits.push(limit, None).is_ok(), i < 3);
+        }
+        assert_eq!(
+            limits.push(
+                RateLimit {
+                    requests: 9,
+                    window_ms: 60_000
+                },
+                None
+            ),
+            Err(StackError::TooMany)
+        );
+        assert_eq!(limits.len(), 4);
+    }
+
+    fn verdict(allowed: bool, remaining: u32, retry_after_ms: u64) -> Verdict {
+        Verdict {
+            allowed,
+            remaining,
+            retry_after_ms,
+            ..Verdict::default()
+        }
+    }
+
+    #[test]
+    fn the_first_refusal_decides_else_the_tightest_limit_reports() {
+        let admitted = stacked_verdict(&[verdict(true, 9, 0), verdict(true, 3, 0)]);
+        assert_eq!(
+            (admitted.allowed, admitted.remaining, admitted.limit),
+            (true, 3, 1)
+        );
+        let refused = stacked_verdict(&[
+            verdict(true, 0, 0),
+            verdict(false, 0, 5_000),
+            verdict(false, 0, 9_000),
+        ]);
+        assert_eq!(
+            (refused.allowed, refused.retry_after_ms, refused.limit),
+            (false, 5_000, 1)
+        );
+        let tie = stacked_verdict(&[verdict(true, 2, 0), verdict(true, 2, 0)]);
+        assert_eq!(tie.limit, 0, "the first of equals");
+    }
+}

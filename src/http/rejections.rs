@@ -1,0 +1,233 @@
+//! The decision's log lines: one per breaker opening and per ban, always
+//! (fail2ban reads them), and the rejections through the worker's
+//! [`RejectionLog`] (`pow_shield_log_summary`): the first of a client and
+//! reason in full, the rest counted into one summary line per client and
+//! interval, written to the location's `error_log` by the request that
+//! ends the interval or by a timer that ticks each second while the
+//! worker remembers a client (cancelable: it never holds an exiting
+//! worker, whose `exit_process` writes what is left).
+
+use core::cell::RefCell;
+use core::ptr;
+
+use nginx_sys::{ngx_event_t, ngx_log_t, ngx_uint_t};
+use ngx::http::{HttpModuleLocationConf, NgxHttpCoreModule, Request};
+
+use super::variables::is_address_key;
+use crate::config::Policy;
+use crate::ffi::{bytes, monotonic_ms};
+use pow_shield_core::decision::{Final, Outcome};
+use pow_shield_core::limiter::breaker::Tripped;
+use pow_shield_core::log_summary::{RejectionLog, Summary};
+
+/// Clients a worker remembers (each a few hundred bytes); the oldest is
+/// forgotten first, its count written as a summary.
+const CLIENTS: usize = 4096;
+/// How often the timer looks for intervals that are over.
+const TICK_MS: u64 = 1000;
+/// The longest client address kept for a summary line (IPv6 with a zone
+/// is shorter; a longer one is cut).
+const ADDR_MAX: usize = 64;
+
+/// Which line a rejection would write: its reason, a failed solution
+/// (`solution rejected: `), a dry run.
+type Reason = (&'static str, bool, bool);
+
+/// What a summary line needs: the client's address, the level and log of
+/// the location that rejected it last.
+#[derive(Clone, Copy)]
+struct Client {
+    addr: [u8; ADDR_MAX],
+    len: usize,
+    level: ngx_uint_t,
+    /// The location's `error_log` (configuration memory: lives as long as
+    /// this worker's cycle).
+    log: *mut ngx_log_t,
+}
+
+struct Flood {
+    log: RejectionLog<Reason, Client>,
+    /// The tick; boxed, so its address stays put while nginx holds it.
+    tick: Box<ngx_event_t>,
+}
+
+thread_local! {
+    static FLOOD: RefCell<Option<Flood>> = const { RefCell::new(None) };
+}
+
+/// The lines of one decision.
+pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
+    if let Some(tripped) = done.breaker.and_then(|s| s.tripped) {
+        log_tripped(r, policy, key, tripped);
+    }
+    if !done.reason.is_empty() {
+        log_reject(r, policy, key, done);
+    }
+}
+
+fn dry_run_prefix(policy: &Policy) -> &'static str {
+    if policy.dry_run {
+        "dry run, not enforced: "
+    } else {
+        ""
+    }
+}
+
+/// One line per breaker opening and per ban, in a format that stays
+/// (fail2ban's filter reads it): `key=address` when the key is the client
+/// address (what a firewall can act on): the default key, or a key whose
+/// value for this client is its `$pow_shield_client`, `$remote_addr` or
+/// `$binary_remote_addr` (directly, or through a `map`/`geo`); else
+/// `key=custom` (an API key: banning the address would hit everyone
+/// behind it). Never summarized.
+fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
+    let prefix = dry_run_prefix(policy);
+    let client = super::handler::client_addr(r);
+    let by_address = policy.default_key || is_address_key(r, key);
+    let kind = if by_address { "address" } else { "custom" };
+    let level: ngx_uint_t = policy.breaker_log_level;
+    let (strikes, block_s) = policy
+        .breaker
+        .strikes
+        .map_or((0, 0), |s| (s.threshold, s.ttl_ms.div_ceil(1000)));
+    log_at!(
+        level,
+        r.log(),
+        "pow_shield: {prefix}breaker opened: client={client} key={kind} strikes={strikes} \
+         for={block_s}s"
+    );
+    if let (Tripped::Banned, Some(ban)) = (tripped, policy.breaker.ban) {
+        log_at!(
+            level,
+            r.log(),
+            "pow_shield: {prefix}client banned: client={client} key={kind} openings={} for={}s",
+            ban.after,
+            ban.ttl_ms.div_ceil(1000)
+        );
+    }
+}
+
+fn log_reject(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
+    let invalid = done.outcome == Outcome::Invalid;
+    if let Some(interval_ms) = policy.log_summary_ms {
+        if !first_of_client(
+            r,
+            policy,
+            key,
+            (done.reason, invalid, policy.dry_run),
+            interval_ms,
+        ) {
+            return;
+        }
+    }
+    let prefix = dry_run_prefix(policy);
+    let what = if invalid { "solution rejected: " } else { "" };
+    let level: ngx_uint_t = policy.log_level;
+    log_at!(level, r.log(), "pow_shield: {prefix}{what}{}", done.reason);
+}
+
+/// Notes the rejection in the worker's log and writes the summaries it
+/// makes due; true when the rejection's own line is to be written.
+fn first_of_client(
+    r: &Request,
+    policy: &Policy,
+    key: &[u8],
+    reason: Reason,
+    interval_ms: u64,
+) -> bool {
+    // SAFETY: a request's connection is live while the request is.
+    let text = bytes(unsafe { &(*r.connection()).addr_text });
+    let mut client = Client {
+        addr: [0; ADDR_MAX],
+        len: text.len().min(ADDR_MAX),
+        level: policy.log_level,
+        log: NgxHttpCoreModule::location_conf(r).map_or(r.log(), |clcf| clcf.error_log),
+    };
+    client.addr[..client.len].copy_from_slice(&text[..client.len]);
+    // An empty key is exempt, never limited; a trap still names the address.
+    let id = if key.is_empty() { text } else { key };
+    let noted = FLOOD.try_with(|flood| {
+        let mut flood = flood.borrow_mut();
+        let flood = flood.get_or_insert_with(Flood::new);
+        let noted = flood
+            .log
+            .note(id, reason, monotonic_ms(), interval_ms, client);
+        flood.arm();
+        noted
+    });
+    let Ok(noted) = noted else {
+        return true;
+    };
+    for summary in noted.summaries.iter().flatten() {
+        write_summary(summary);
+    }
+    noted.write
+}
+
+fn write_summary(summary: &Summary<Client>) {
+    let Client {
+        addr,
+        len,
+        level,
+        log,
+    } = summary.tag;
+    let addr = String::from_utf8_lossy(&addr[..len]);
+    log_at!(level, log, "pow_shield: {}", summary.message(&addr));
+}
+
+impl Flood {
+    fn new() -> Flood {
+        // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
+        let mut tick: Box<ngx_event_t> = Box::new(unsafe { core::mem::zeroed() });
+        tick.handler = Some(tick_handler);
+        // SAFETY: the cycle is live while the worker runs.
+        tick.log = unsafe { (*nginx_sys::ngx_cycle).log };
+        tick.data = ptr::null_mut();
+        tick.set_cancelable(1);
+        Flood {
+            log: RejectionLog::new(CLIENTS),
+            tick,
+        }
+    }
+
+    /// The tick runs while some client is remembered.
+    fn arm(&mut self) {
+        if self.log.is_empty() || self.tick.timer_set() != 0 {
+            return;
+        }
+        // SAFETY: the boxed event lives in the worker's FLOOD until the
+        // worker exits (`exit_worker` takes it out of the timer tree).
+        unsafe { nginx_sys::ngx_add_timer(&mut *self.tick, TICK_MS as nginx_sys::ngx_msec_t) };
+    }
+}
+
+unsafe extern "C" fn tick_handler(_ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        let mut due = Vec::new();
+        let _ = FLOOD.try_with(|flood| {
+            if let Some(flood) = flood.borrow_mut().as_mut() {
+                flood.log.due(monotonic_ms(), |s| due.push(s));
+                flood.arm();
+            }
+        });
+        for summary in &due {
+            write_summary(summary);
+        }
+    })
+}
+
+/// `exit_process`: every count left is written, none lost.
+pub fn exit_worker() {
+    let Ok(Some(mut flood)) = FLOOD.try_with(|f| f.borrow_mut().take()) else {
+        return;
+    };
+    if flood.tick.timer_set() != 0 {
+        // SAFETY: the event is ours and in the timer tree.
+        unsafe { nginx_sys::ngx_del_timer(&mut *flood.tick) };
+    }
+    let mut left = Vec::new();
+    flood.log.drain(monotonic_ms(), |s| left.push(s));
+    for summary in &left {
+        write_summary(summary);
+    }
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/perl
+
+# Logs under a flood (pow_shield_log_summary, docs/directives.md): the
+# first rejection of a client for each reason is logged in full, the rest
+# are counted into at most one summary line per client and interval
+# ("N more rejections of client=... in the last T s"), and no rejection is
+# lost: the counts of the summary lines, the last ones written when the
+# worker exits, add up to every rejection not logged.  The breaker and ban
+# lines (fail2ban's) are never summarized; "off" logs every rejection.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow :util);
+
+###############################################################################
+
+my $t = Test::PowShield->new;
+$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
+    pow_shield_secret "log-summary-suite-secret-0123456789abc";
+    pow_shield_difficulty 1;
+
+    set_real_ip_from 127.0.0.1;
+    real_ip_header X-Real-IP;
+
+    server {
+        %%TEST_SERVER%%
+
+        location /api/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+            pow_shield_log_summary 1s;
+        }
+
+        location /ban/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes 2 1h;
+            pow_shield_ban 1h after=1;
+            pow_shield_log_summary 1s;
+        }
+
+        location /every/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+            pow_shield_log_summary off;
+        }
+
+        location /default/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+        }
+    }
+EOF
+$t->write_file("html/$_/data.json", '{"ok":true}') for qw(api ban every default);
+$t->run;
+
+# $n requests of one client on one keep-alive connection
+sub flood {
+    my ($ip, $where, $n, %h) = @_;
+    return $t->http_pipeline([("/$where/data.json") x $n], 'X-Real-IP' => $ip, %h);
+}
+
+sub from {
+    my ($ip, $where, %h) = @_;
+    return $t->http_get("/$where/data.json", 'X-Real-IP' => $ip, %h);
+}
+
+# the lines of the rejections themselves (nginx appends the client)
+sub rejections {
+    my ($ip, $what) = @_;
+    return $t->error_log_count(qr/pow_shield: \Q$what\E, client: \Q$ip\E,/);
+}
+
+# the summary lines of a client, and the rejections they count
+my $SUMMARY = qr/pow_shield: ([\d,]+) more rejections? of client=(\S+) in the last (\d+) s/;
+sub summarized {
+    my ($ip) = @_;
+    my $n = 0;
+    for ($t->error_log_lines($SUMMARY)) {
+        my ($count, $client) = /$SUMMARY/;
+        next unless $client eq $ip;
+        $count =~ tr/,//d;
+        $n += $count;
+    }
+    return $n;
+}
+
+###############################################################################
+
+# one client floods: 1 pass, then 300 rejections: one line, then summaries
+
+is(from('192.0.2.7', 'api')->status, 200, 'premise: under the limit: 200');
+my @r = flood('192.0.2.7', 'api', 300);
+is(scalar(grep { ($_->status // 0) == 429 } @r), 300, 'premise: the flood gets 300 429s');
+is(rejections('192.0.2.7', 'over the limit, challenge sent'), 1,
+    'the first rejection is logged in full, once');
+
+# a second reason of the same client: its first line too, then counted
+
+my %wrong = solution($r[0], wrong => 1);
+is(statuses(map { from("192.0.2.7", "api", %wrong) } 1 .. 6),
+    join(' ', ('422') x 6), 'premise: six wrong solutions: 422');
+is(rejections('192.0.2.7', 'solution rejected: solution'), 1,
+    'a new reason of the same client: its first line, once');
+
+# another client is another client
+
+flood('192.0.2.8', 'api', 20);
+is(rejections('192.0.2.8', 'over the limit, challenge sent'), 1,
+    'another client: its own first line');
+
+# the interval (1s) ends while nginx runs: the timer writes the summary
+
+ok(eventually(10, sub { summarized('192.0.2.7') > 0 }),
+    'a summary line comes while the flood is over, from the timer');
+my ($line) = grep { /client=192\.0\.2\.7 / } $t->error_log_lines($SUMMARY);
+like($line // '', qr/\[warn\] \d+#\d+: pow_shield: [\d,]+ more rejections of client=192\.0\.2\.7 in the last \d+ s$/,
+    'summary line: at the location\'s log level, count, client, interval');
+
+# a client that is already summarized gets banned: the breaker and ban
+# lines are written all the same
+
+flood('192.0.2.20', 'api', 10);
+is(statuses(map { from('192.0.2.20', 'ban') } 1 .. 4), '429 429 403 403',
+    'premise: (the count the same limit has in /api/) two offences open the breaker and ban');
+flood('192.0.2.20', 'ban', 50);
+is($t->error_log_count(qr/pow_shield: breaker opened: client=192\.0\.2\.20 key=address/), 1,
+    'the breaker line of a summarized client is written');
+is($t->error_log_count(qr/pow_shield: client banned: client=192\.0\.2\.20 key=address/), 1,
+    'the ban line of a summarized client is written');
+is(rejections('192.0.2.20', 'banned'), 1, 'its banned rejections: the first line, once');
+
+# off: every rejection its own line; the default (10s) summarizes
+
+flood('192.0.2.30', 'every', 21);
+is(rejections('192.0.2.30', 'over the limit, challenge sent'), 20,
+    'pow_shield_log_summary off: one line per rejection');
+flood('192.0.2.40', 'default', 101);
+is(rejections('192.0.2.40', 'over the limit, challenge sent'), 1,
+    'by default: one line for a flood of 100 rejections');
+
+###############################################################################
+
+# the worker exits: the counts left are written; nothing is lost
+
+$t->stop;
+is(summarized('192.0.2.7'), 299 + 5,
+    'every rejection not logged is counted in a summary line (flood and wrong solutions)');
+is(summarized('192.0.2.8'), 18, '... of the other client');
+is(summarized('192.0.2.20'), 8 + 2 + 1 + 50,
+    '... of the banned client (429s in /api/ and /ban/, then banned)');
+is(summarized('192.0.2.30'), 0, '... and none where every rejection was logged');
+is(summarized('192.0.2.40'), 99, '... by default, written when the worker exits');
+
+$t->done_testing;
