@@ -121,7 +121,10 @@ mod tests {
             );
         }
         for bad in ["0", "49"] {
-            assert!(parse(&["solve", "--salt", "ab", "--bits", bad]).is_err(), "{bad}");
+            assert!(
+                parse(&["solve", "--salt", "ab", "--bits", bad]).is_err(),
+                "{bad}"
+            );
         }
         assert!(parse(&["solve", "--salt", "ab", "--bits", "48"]).is_ok());
     }
