@@ -15,11 +15,19 @@ from setuptools import setup
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
+IN_REPO = os.path.isfile(os.path.join(REPO, "Cargo.toml"))
+
+# In the repository, setuptools' build directory is under target/ too: a
+# build/ left in clients/python would be copied with it by the tests that
+# install a copy, and its older files (same mtimes after the copy) would be
+# installed instead of the new ones.
+options = {"build": {"build_base": os.path.join(REPO, "target", "python-build")}} if IN_REPO else {}
+
 rust_extensions = []
 if not os.environ.get("POW_SHIELD_NO_NATIVE"):
     # In the repository, cargo's output goes to its target/ (warm, and not
     # under clients/python, which the tests copy).
-    if os.path.isfile(os.path.join(REPO, "Cargo.toml")) and "CARGO_TARGET_DIR" not in os.environ:
+    if IN_REPO and "CARGO_TARGET_DIR" not in os.environ:
         os.environ["CARGO_TARGET_DIR"] = os.path.join(REPO, "target", "python-native")
     try:
         from setuptools_rust import Binding, RustExtension
@@ -37,4 +45,4 @@ if not os.environ.get("POW_SHIELD_NO_NATIVE"):
             )
         )
 
-setup(rust_extensions=rust_extensions, zip_safe=False)
+setup(rust_extensions=rust_extensions, zip_safe=False, options=options)
