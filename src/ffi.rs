@@ -37,3 +37,14 @@ pub fn monotonic_ms() -> u64 {
     // event loop; a plain read.
     unsafe { nginx_sys::ngx_current_msec as u64 }
 }
+
+/// Whether process `pid` still exists (`kill(pid, 0)`; a process of
+/// another user still counts).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}

@@ -321,6 +321,7 @@ mod module {
             if mcf.status {
                 let zone = crate::shm::SharedZone::from_conf(mcf);
                 if let Some(slot) = zone.and_then(|z| z.metrics_slot(worker)) {
+                    slot.adopt(std::process::id(), crate::ffi::process_alive);
                     pow_shield_core::metrics::attach(slot);
                 }
             }

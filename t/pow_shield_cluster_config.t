@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # Cluster-mode configuration (docs/directives.md): "nginx -t" rejects bad
-# pow_shield_redis and pow_shield_fail values with a message naming the
+# pow_shield_redis (sentinel:// too) and pow_shield_fail values with a message naming the
 # directive, the bad value, file and line; valid values pass.  No Redis is
 # needed: nginx -t does not connect.
 
@@ -214,6 +214,39 @@ good(http => 'pow_shield_fail open;', 'fail in http');
 good(http => "pow_shield_redis redis://127.0.0.1:6379 timeout=50ms;\n"
     . "            pow_shield_fail closed trusted=\$http_x_api_key;",
     'pow_shield_redis with pow_shield_fail at http level');
+
+# pow_shield_redis sentinel://...: the URL form and the options that go
+# with it; a refusal never shows a password
+
+good(http => 'pow_shield_redis sentinel://127.0.0.1:26379,127.0.0.1:26380,127.0.0.1/mymaster;',
+    'sentinel: three sentinels and a master name');
+good(http => 'pow_shield_redis sentinel://app:s3cret@127.0.0.1/cache/2 timeout=100ms '
+    . 'prefix=shield: sentinel_password=other;',
+    'sentinel: the master\'s credentials and database, the sentinels\' password');
+good(http => 'pow_shield_redis sentinels://127.0.0.1:26379/mymaster tls_verify=off;',
+    'sentinels://: TLS options');
+
+bad(http => 'pow_shield_redis sentinel://127.0.0.1:26379;', 'sentinel://127.0.0.1:26379',
+    'sentinel: no master name', -says => qr/master-name/);
+bad(http => 'pow_shield_redis sentinel://127.0.0.1:26379/my.master/x;',
+    'sentinel://127.0.0.1:26379/my.master/x', 'sentinel: a database that is no number');
+bad(http => 'pow_shield_redis sentinel://127.0.0.1:99999/m;', 'sentinel://127.0.0.1:99999/m',
+    'sentinel: port 99999');
+bad(http => 'pow_shield_redis sentinel://127.0.0.1,,127.0.0.2/m;',
+    'sentinel://127.0.0.1,,127.0.0.2/m', 'sentinel: an empty host');
+bad(http => 'pow_shield_redis sentinel://127.0.0.1/m cluster;', 'sentinel://127.0.0.1/m',
+    'sentinel: with cluster', -says => qr/does not go with it/);
+bad(http => 'pow_shield_redis sentinel://127.0.0.1/m tls_verify=off;', 'tls_verify=off',
+    'sentinel://: TLS options need sentinels://');
+bad(http => 'pow_shield_redis redis://127.0.0.1 sentinel_password=x;', 'sentinel_password=x',
+    'redis://: sentinel_password= needs sentinel://');
+bad(http => 'pow_shield_redis sentinel://127.0.0.1/m sentinel_password=;', 'sentinel_password=',
+    'sentinel: an empty sentinel_password=');
+bad(http => 'pow_shield_redis sentinel://:hunter2hunter2@127.0.0.1:0/m;', undef,
+    'sentinel: a bad port after a password', -hide => 'hunter2hunter2');
+bad(http => 'pow_shield_redis sentinel://no-such-host.invalid/m;',
+    'sentinel://no-such-host.invalid/m', 'sentinel: a sentinel that does not resolve',
+    -says => qr/host not found/);
 
 ###############################################################################
 

@@ -5,7 +5,8 @@
 # migration that never completes follows redirections (ASK, TRYAGAIN) only
 # until its deadline; requests waiting to retry after TRYAGAIN are answered
 # across a reload (the retry timer holds the old worker); a node announced
-# by host name is logged once, not once per request; a master that left
+# by host name is logged once, not once per request (and used, with a
+# resolver); a master that left
 # the map while down is retired (no more reconnects), not retried forever.
 
 use strict;
@@ -16,6 +17,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::DNS;
 use Test::PowShield::Metrics qw(scrape metric);
 
 ###############################################################################
@@ -162,6 +164,23 @@ ok(eventually(10, sub {
     my @named = $t->error_log_lines(
         qr/redis cluster node node-1\.test:$ports[1] is announced by name/);
     is(scalar(@named), 1, '... logged once, not once per request');
+    $t->stop;
+}
+
+# The same with a resolver in the http block (docs/operations.md, "Host
+# names and DNS"): the names are resolved with nginx's resolver and used.
+{
+    my $t = Test::PowShield->new;
+    my $dns = Test::PowShield::DNS->new($t,
+        names => { map { ("node-$_.test" => '127.0.0.1') } 0 .. 2 })->start;
+    (my $c = conf([0])) =~ s/(    pow_shield_redis )/    resolver 127.0.0.1:${\ $dns->port} valid=1s ipv6=off;\n$1/;
+    $t->write_file_expand('nginx.conf', $c);
+    $t->write_file('html/data.json', qq({"ok":true}\n));
+    $t->run;
+    ok(eventually(10, sub { get($t, $by_shard{1})->status == 200 }),
+        'with a resolver: a master announced by name decides its clients');
+    cmp_ok($dns->queries("node-1.test"), '>=', 1, '... its name asked of the resolver');
+    ok(!$t->error_log_count(qr/is announced by name/), '... and nothing logged about it');
     $t->stop;
 }
 

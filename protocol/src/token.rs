@@ -53,11 +53,7 @@ pub fn issue_challenge_bits(
     ttl_ms: u64,
     bits: u8,
 ) -> Result<Challenge, RandomError> {
-    let mut salt = [0u8; SALT_LEN];
-    fill_random(&mut salt)?;
-    Ok(issue_challenge_bits_with_salt(
-        keys, client_ip, now_ms, ttl_ms, bits, salt,
-    ))
+    issue_challenge_bits_in(keys, client_ip, now_ms, ttl_ms, bits, None)
 }
 
 /// [`issue_challenge_bits`] of `difficulty` hex digits (`4 × difficulty`
@@ -69,8 +65,39 @@ pub fn issue_challenge(
     ttl_ms: u64,
     difficulty: u8,
 ) -> Result<Challenge, RandomError> {
+    issue_challenge_in(keys, client_ip, now_ms, ttl_ms, difficulty, None)
+}
+
+/// [`issue_challenge`] for a store's data generation (the signed `gen`,
+/// docs/protocol.md §4): a node accepts the solution only within the
+/// generation it names (`None`: the field is left out).
+pub fn issue_challenge_in(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    difficulty: u8,
+    generation: Option<u64>,
+) -> Result<Challenge, RandomError> {
     let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
-    issue_challenge_bits(keys, client_ip, now_ms, ttl_ms, bits)
+    issue_challenge_bits_in(keys, client_ip, now_ms, ttl_ms, bits, generation)
+}
+
+/// [`issue_challenge_bits`] for a store's data generation (see
+/// [`issue_challenge_in`]).
+pub fn issue_challenge_bits_in(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+    generation: Option<u64>,
+) -> Result<Challenge, RandomError> {
+    let mut salt = [0u8; SALT_LEN];
+    fill_random(&mut salt)?;
+    Ok(issue(
+        keys, client_ip, now_ms, ttl_ms, bits, salt, generation,
+    ))
 }
 
 /// [`issue_challenge`] with a caller-chosen salt: deterministic, for tests
@@ -84,7 +111,7 @@ pub fn issue_challenge_with_salt(
     salt: [u8; SALT_LEN],
 ) -> Challenge {
     let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
-    issue_challenge_bits_with_salt(keys, client_ip, now_ms, ttl_ms, bits, salt)
+    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
 }
 
 /// [`issue_challenge_bits`] with a caller-chosen salt: deterministic, for
@@ -97,6 +124,18 @@ pub fn issue_challenge_bits_with_salt(
     bits: u8,
     salt: [u8; SALT_LEN],
 ) -> Challenge {
+    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
+}
+
+fn issue(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+    salt: [u8; SALT_LEN],
+    generation: Option<u64>,
+) -> Challenge {
     let bits = bits.clamp(MIN_BITS, MAX_BITS);
     let difficulty = hex_digits_for_bits(bits);
     let salt = hex::encode(salt);
@@ -107,6 +146,7 @@ pub fn issue_challenge_bits_with_salt(
         difficulty: u64::from(difficulty),
         salt: Cow::Borrowed(&salt),
         exp: Some(expires_at_ms),
+        gen: generation,
         bits: Some(u64::from(bits)),
     };
     let token = sign_payload(&keys.current, &payload.to_json());
@@ -186,6 +226,10 @@ pub(crate) struct Payload<'a> {
     /// (a rolling upgrade): the verifying node's TTL applies to those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exp: Option<u64>,
+    /// The store's data generation the challenge was issued in (a cluster
+    /// mode node's, docs/protocol.md §4); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gen: Option<u64>,
     /// Leading zero bits required; `difficulty` is then `⌈bits / 4⌉`.
     /// Absent in tokens of servers that predate it: `4 × difficulty`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -299,6 +343,26 @@ mod tests {
     fn decode_json(token: &str) -> serde_json::Value {
         let payload = token.split('.').next().unwrap();
         serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_challenge_in_a_generation_signs_it_and_verification_reports_it() {
+        let c = issue_challenge_in(&keys(), "192.0.2.1", 1_000, 60_000, 1, Some(42)).unwrap();
+        assert_eq!(decode_json(&c.token)["gen"], 42);
+        let nonce = crate::solve(&c.salt, 1).to_string();
+        let solved = crate::verify_solution(
+            &keys(),
+            Some(c.token.as_bytes()),
+            Some(nonce.as_bytes()),
+            "192.0.2.1",
+            1,
+            2_000,
+            60_000,
+        )
+        .unwrap();
+        assert_eq!(solved.generation, Some(42));
+        let plain = issue_challenge(&keys(), "192.0.2.1", 1_000, 60_000, 1).unwrap();
+        assert!(decode_json(&plain.token).get("gen").is_none(), "left out");
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct Solved {
     pub issued_at_ms: u64,
     /// The token's `exp`, epoch ms (`None`: a token without one).
     pub expires_at_ms: Option<u64>,
+    /// The token's `gen`: the store generation it was issued in.
+    pub generation: Option<u64>,
 }
 
 impl Solved {
@@ -151,5 +153,6 @@ pub fn verify_solution(
         bits,
         issued_at_ms: payload.ts,
         expires_at_ms: payload.exp,
+        generation: payload.gen,
     })
 }

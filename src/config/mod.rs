@@ -28,7 +28,7 @@ use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::values::{FailPolicy, HeadersMode};
 
 pub use self::location::set_status;
-pub use self::redis::RedisConf;
+pub use self::redis::{RedisConf, Resolver};
 use self::setters::{compile_complex_value, NGX_CONF_UNSET};
 use crate::protocol::SecretKeys;
 use crate::PowShield;
@@ -311,6 +311,11 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
     match compile_complex_value(cf, DEFAULT_KEY) {
         Ok(cv) => mcf.default_key = cv,
         Err(_) => return NGX_CONF_ERROR,
+    }
+    if let Some(Some(redis)) = mcf.redis.as_mut() {
+        if !redis::adopt_resolver(cf, redis) {
+            return NGX_CONF_ERROR;
+        }
     }
     match http::add_zone(cf, mcf) {
         Ok(()) => NGX_CONF_OK,

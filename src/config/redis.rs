@@ -1,17 +1,20 @@
 //! `pow_shield_redis`: the words are parsed and checked by
 //! `pow_shield_core::config::redis`; here the addresses are resolved with
 //! nginx's URL parser and the TLS context is made, so that `nginx -t`
-//! fails on an unknown host or a missing file.
+//! fails on an unknown host or a missing file. Host names are resolved
+//! again at run time with the http block's `resolver` (nginx's own,
+//! asynchronous); without one, `nginx -t` says that they are not.
 
 use core::ptr;
 
 use nginx_sys::{ngx_addr_t, ngx_conf_t, ngx_str_t, ngx_url_t};
 use pow_shield_core::config::redis::{self as words, TlsFault};
 use pow_shield_core::redis::cluster::NodeAddr;
-use pow_shield_core::redis::url::{RedisOptions, RedisTarget};
+use pow_shield_core::redis::url::{RedisAddr, RedisOptions, RedisTarget};
+use std::net::IpAddr;
 
 use super::setters::{full_path, setter, Directive, Refusal};
-use super::MainConf;
+use super::{ConfAt, MainConf};
 
 /// Redis settings of `pow_shield_redis`.
 pub struct RedisConf {
@@ -24,9 +27,22 @@ pub struct RedisConf {
     pub display: String,
     /// `rediss://`: the TLS context (configuration pool; null without TLS).
     pub ssl: *mut nginx_sys::ngx_ssl_t,
-    /// Every URL's node, resolved (with `cluster`: the seed nodes).
+    /// Every URL's node, resolved (with `cluster`: the seed nodes; with
+    /// `sentinel://`: the sentinels).
     pub seeds: Vec<(NodeAddr, ngx_addr_t)>,
+    /// The http block's `resolver`, for host names (and nodes a cluster or
+    /// the sentinels announce by name) at run time; `None`: names are
+    /// resolved once, when the configuration is loaded.
+    pub resolver: Option<Resolver>,
+    /// Where the directive is, for the warning about names.
+    at: Option<ConfAt>,
+    /// A name that did not resolve when the directive was read (the URL as
+    /// shown, and why): an error unless there is a `resolver`.
+    unresolved: Option<(String, String)>,
 }
+
+/// nginx's asynchronous resolver (the `resolver` directive).
+pub use crate::redis::resolve::NameResolver as Resolver;
 
 setter!(set_redis, MainConf, |d, mcf| {
     if mcf.redis.is_some() {
@@ -39,14 +55,44 @@ setter!(set_redis, MainConf, |d, mcf| {
     };
     // Refusals show the URL with any password hidden.
     let shown = parsed.shown.clone();
+    // A name that does not resolve now may with the http block's
+    // `resolver` (known once the block is read: see `adopt_resolver`).
+    let mut unresolved = None;
+    let mut resolve_or_defer = |cf: &mut ngx_conf_t, host: &str, text: &str| {
+        match resolve(cf, text) {
+            Ok(addr) => Ok(addr),
+            Err(why) if host.parse::<IpAddr>().is_err() => {
+                unresolved.get_or_insert_with(|| (shown.clone(), why));
+                // An empty address, never connected to: the name is
+                // resolved at run time, or the configuration is refused.
+                Ok(ngx_addr_t {
+                    sockaddr: ptr::null_mut(),
+                    socklen: 0,
+                    name: ngx_str_t {
+                        len: 0,
+                        data: ptr::null_mut(),
+                    },
+                })
+            }
+            Err(why) => Err(Refusal::invalid(&shown, why)),
+        }
+    };
     let mut seeds = Vec::with_capacity(parsed.targets.len());
     for node in parsed.nodes() {
-        let addr = resolve(d.cf, &node.to_string()).map_err(|e| Refusal::invalid(&shown, e))?;
+        let addr = resolve_or_defer(d.cf, &node.host, &node.to_string())?;
         seeds.push((node, addr));
     }
     let options_args = d.args.get(1..).unwrap_or_default();
     let (target, options, display) = parsed.into_target(url, options_args)?;
-    let addr = resolve(d.cf, &display).map_err(|e| Refusal::invalid(&shown, e))?;
+    let host = match &target.addr {
+        RedisAddr::Tcp { host, .. } => host.clone(),
+        RedisAddr::Unix { .. } => String::new(),
+    };
+    let addr = if host.is_empty() {
+        resolve(d.cf, &display).map_err(|e| Refusal::invalid(&shown, e))?
+    } else {
+        resolve_or_defer(d.cf, &host, &display)?
+    };
     let ssl = if target.tls {
         tls_context(d, &shown, &options)?
     } else {
@@ -59,9 +105,88 @@ setter!(set_redis, MainConf, |d, mcf| {
         display,
         ssl,
         seeds,
+        resolver: None,
+        at: ConfAt::of(d.cf),
+        unresolved,
     }));
     Ok(())
 });
+
+impl RedisConf {
+    /// The host names of the URL (not addresses).
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .seeds
+            .iter()
+            .map(|(node, _)| node.host.clone())
+            .chain(match &self.target.addr {
+                RedisAddr::Tcp { host, .. } => Some(host.clone()),
+                RedisAddr::Unix { .. } => None,
+            })
+            .filter(|host| host.parse::<IpAddr>().is_err())
+            .collect();
+        names.dedup();
+        names
+    }
+}
+
+/// After the http block is read: takes its `resolver` for run time, or
+/// warns (once) that the URL's host names are resolved only now; without
+/// one, a name that did not resolve is refused (as it always was):
+/// false then (the error is logged).
+pub fn adopt_resolver(cf: &mut ngx_conf_t, conf: &mut RedisConf) -> bool {
+    // SAFETY: at the end of the http block, cf->ctx is its context and
+    // loc_conf[core] the http-level core location configuration.
+    let (resolver, timeout) = unsafe {
+        let ctx = cf.ctx.cast::<nginx_sys::ngx_http_conf_ctx_t>();
+        let index = nginx_sys::ngx_http_core_module.ctx_index;
+        let clcf = (*(*ctx).loc_conf.add(index)).cast::<nginx_sys::ngx_http_core_loc_conf_t>();
+        match clcf.as_ref() {
+            Some(clcf) => (clcf.resolver, clcf.resolver_timeout),
+            None => (ptr::null_mut(), 0),
+        }
+    };
+    // Without a `resolver`, nginx has put a dummy one (no name servers)
+    // in the http block by now.
+    // SAFETY: a resolver nginx made from this configuration, or NULL.
+    let unset = resolver.is_null()
+        || resolver as usize == usize::MAX
+        || unsafe { (*resolver).connections.nelts } == 0;
+    if !unset {
+        conf.resolver = Some(Resolver {
+            resolver,
+            timeout_ms: if timeout == nginx_sys::ngx_msec_t::MAX {
+                30_000
+            } else {
+                timeout
+            },
+        });
+        return true;
+    }
+    let at = conf
+        .at
+        .as_ref()
+        .map_or_else(String::new, |at| format!(" in {at}"));
+    if let Some((shown, why)) = &conf.unresolved {
+        log_at!(
+            nginx_sys::NGX_LOG_EMERG,
+            cf.log,
+            "invalid value \"{shown}\" in \"pow_shield_redis\" directive: {why}{at}"
+        );
+        return false;
+    }
+    let names = conf.names();
+    if let Some(name) = names.first() {
+        log_at!(
+            nginx_sys::NGX_LOG_WARN,
+            cf.log,
+            "pow_shield: \"pow_shield_redis\" resolves \"{name}\" only now: without a \
+             \"resolver\" in the http block, a new address of it (or of a node announced by \
+             name) is not followed until a reload{at}"
+        );
+    }
+    true
+}
 
 /// The TLS context of a `rediss://` URL: every file is checked here, so a
 /// missing one fails `nginx -t` with the option that names it.

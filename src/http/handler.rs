@@ -143,9 +143,13 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
         policy.challenge_ttl_ms,
     );
     match verified {
+        // Issued in another data generation (before a flush or a failover,
+        // or elsewhere during an outage): pay a fresh challenge.
+        Ok(solved) if !crate::store::accepts_generation(solved.generation) => Payment::Unpaid,
         Ok(solved) => Payment::Valid(Solution {
             digest: solved.digest,
             spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
+            generation: solved.generation,
         }),
         Err(rejection) => Payment::Invalid(rejection),
     }
@@ -272,7 +276,9 @@ fn send_challenge(
         return Status::NGX_ERROR;
     };
     let (addr, ttl_ms) = (client_addr(r), policy.challenge_ttl_ms);
-    let challenge = match protocol::issue_challenge_bits(keys, &addr, now_ms(), ttl_ms, bits) {
+    let generation = crate::store::challenge_generation();
+    let issued = protocol::issue_challenge_bits_in(keys, &addr, now_ms(), ttl_ms, bits, generation);
+    let challenge = match issued {
         Ok(challenge) => challenge,
         Err(_) => return Status::NGX_ERROR,
     };

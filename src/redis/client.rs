@@ -14,6 +14,7 @@
 
 use core::cell::{Cell, RefCell, UnsafeCell};
 use core::ptr;
+use std::rc::Rc;
 
 use nginx_sys::{ngx_addr_t, ngx_connection_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
@@ -21,6 +22,8 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::connection::{connection_log, Phase};
 use super::events::idle_event;
 use super::now;
+pub use super::resolve::Resolve;
+use super::resolve::{Answer, Resolved};
 pub use super::tls::PeerName;
 use pow_shield_core::metrics::{self, RedisError};
 use pow_shield_core::redis::cluster::parse_redirect;
@@ -77,6 +80,11 @@ pub struct Settings {
     /// A Redis Cluster node: redirections (MOVED, ASK, TRYAGAIN) are for
     /// the router to follow, not errors to log.
     pub cluster: bool,
+    /// A connection that subscribes in its handshake: each message goes
+    /// here (outside the client's state).
+    pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
+    /// A host name resolved at run time (`addr` is then not used).
+    pub resolve: Option<Resolve>,
 }
 
 /// TLS settings of a connection.
@@ -140,6 +148,13 @@ pub(super) struct Inner {
     pub(super) last_error: RefCell<String>,
     /// A handshake succeeded: run `on_ready` once the state is released.
     pub(super) ready: Cell<bool>,
+    /// With `Settings::resolve`: the address in use, the resolution in
+    /// progress, its answer until applied, and whether a failure asks for
+    /// a new one.
+    pub(super) resolved: RefCell<Option<Resolved>>,
+    pub(super) resolve_ctx: Cell<*mut nginx_sys::ngx_resolver_ctx_t>,
+    pub(super) resolution: RefCell<Option<Answer>>,
+    pub(super) re_resolve: Cell<bool>,
 }
 
 /// Why a submission was refused.
@@ -155,13 +170,18 @@ pub enum Unavailable {
 impl Client {
     /// Creates the client and starts connecting.
     pub fn start(settings: Settings, cycle_log: *mut ngx_log_t) -> Client {
+        let subscriber = settings.on_push.is_some();
         let inner = Box::new(Inner {
             settings,
             state: RefCell::new(State {
                 conn: ptr::null_mut(),
                 phase: Phase::Disconnected,
                 health: Availability::default(),
-                pipeline: Pipeline::default(),
+                pipeline: if subscriber {
+                    Pipeline::subscriber()
+                } else {
+                    Pipeline::default()
+                },
                 in_flight: InFlight::new(MAX_IN_FLIGHT),
                 errors: ErrorReplies::default(),
                 shutting_down: false,
@@ -175,6 +195,10 @@ impl Client {
             cycle_log,
             last_error: RefCell::new(String::new()),
             ready: Cell::new(false),
+            resolved: RefCell::new(None),
+            resolve_ctx: Cell::new(ptr::null_mut()),
+            resolution: RefCell::new(None),
+            re_resolve: Cell::new(false),
         });
         inner.attach_events();
         let client = Client(inner);
@@ -273,7 +297,7 @@ impl Client {
             .0
             .state
             .try_borrow()
-            .map(|st| st.health.is_healthy() || st.shutting_down)
+            .map(|st| st.health.admits() || st.shutting_down)
             .unwrap_or(true);
         // Shut down (a retired cluster node): never tried again.
         if healthy {
@@ -296,12 +320,23 @@ impl Client {
         }
     }
 
-    /// Whether the connection is up (or being set up after an idle close).
+    /// Whether the connection is open (or opening) and Redis available: a
+    /// subscription's connection that Redis closed is not.
+    pub fn is_connected(&self) -> bool {
+        self.0
+            .state
+            .try_borrow()
+            .map(|st| st.phase != Phase::Disconnected && st.health.is_healthy())
+            .unwrap_or(true)
+    }
+
+    /// Whether commands may be sent: the connection is up (or being set up
+    /// after an idle close, or on probation after an outage).
     pub fn is_healthy(&self) -> bool {
         self.0
             .state
             .try_borrow()
-            .map(|st| st.health.is_healthy() && !st.shutting_down)
+            .map(|st| st.health.admits() && !st.shutting_down)
             .unwrap_or(false)
     }
 }
@@ -331,16 +366,20 @@ impl Inner {
     /// Whether commands may be queued now, connecting first after an idle
     /// close; refused at once while Redis is down or the worker exits.
     fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
-        if !st.health.is_healthy() || st.shutting_down {
+        if !st.health.admits() || st.shutting_down {
             return Err(Unavailable::Down);
         }
         if st.phase == Phase::Disconnected {
             self.connect(st);
-            if st.phase == Phase::Disconnected {
-                return Err(Unavailable::Down);
+        }
+        match st.phase {
+            // Requests don't wait for DNS: pow_shield_fail decides.
+            Phase::Disconnected | Phase::Resolving => Err(Unavailable::Down),
+            Phase::Connecting | Phase::Securing | Phase::Open => {
+                self.refresh_if_expired(st);
+                Ok(())
             }
         }
-        Ok(())
     }
 
     fn push(&self, st: &mut State, command: &[u8], mut slot: Slot<OnReply>) {
@@ -360,14 +399,27 @@ impl Inner {
         for event in events {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
-                Event::Ready => self.recovered(st),
+                Event::Ready => self.connected(st),
+                Event::Push(frame) => {
+                    if let Some(on_push) = &self.settings.on_push {
+                        let on_push = on_push.clone();
+                        let deliver = Box::new(move |reply: Reply| {
+                            if let Reply::Frame(frame) = reply {
+                                on_push(frame);
+                            }
+                        });
+                        ready.push((deliver, Reply::Frame(frame)));
+                    }
+                }
                 Event::Answered {
                     on_reply,
                     reply,
                     sent,
+                    deadline,
                 } => {
                     metrics::redis_reply(sent);
                     self.answered(st, 1);
+                    self.recovered(st, deadline);
                     let frame = match reply {
                         Ok(frame) => {
                             if st.errors.on_success(now() as u64) {
@@ -436,9 +488,27 @@ impl Inner {
         }
     }
 
-    fn recovered(&self, st: &mut State) {
+    /// The handshake succeeded. After an outage the connection is on
+    /// probation: a `PING` with a request's deadline (and the requests
+    /// meanwhile) shows whether Redis answers in time.
+    fn connected(&self, st: &mut State) {
         self.ready.set(true);
-        if st.health.recovered() {
+        if st.health.connected() && st.in_flight.admit() == Admission::Admitted {
+            let mut ping = Vec::new();
+            pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
+            let deadline = now().wrapping_add(self.settings.timeout_ms);
+            self.push(
+                st,
+                &ping,
+                Slot::request(deadline as u64, Box::new(|_| {}), None),
+            );
+        }
+    }
+
+    /// A reply arrived: if in time, it ends an outage (logged once).
+    fn recovered(&self, st: &mut State, deadline: u64) {
+        let late = (now().wrapping_sub(deadline as ngx_msec_t) as i64) > 0;
+        if !late && st.health.answered_in_time(now() as u64) {
             metrics::redis_reconnected();
             st.update_gauge();
             notice!(

@@ -26,6 +26,8 @@ use pow_shield_core::redis::pipeline::READ_CHUNK;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
     Disconnected,
+    /// Waiting for nginx's resolver (a host name, `Settings::resolve`).
+    Resolving,
     Connecting,
     /// TLS handshake under way (`rediss://`).
     Securing,
@@ -45,15 +47,34 @@ pub(super) fn connection_log(cycle_log: *mut ngx_log_t) -> UnsafeCell<ngx_log_t>
 }
 
 impl Inner {
-    /// Starts a non-blocking connect, with the handshake queued first.
+    /// Connects: resolves the host name first when it needs it.
     pub(super) fn connect(&self, st: &mut State) {
+        if self.needs_resolving() {
+            self.start_resolve(st, false);
+            return;
+        }
+        self.connect_to(st);
+    }
+
+    /// Starts a non-blocking connect, with the handshake queued first.
+    pub(super) fn connect_to(&self, st: &mut State) {
         let s = &self.settings;
+        let resolved = self.resolved.borrow();
+        let addr = match (&s.resolve, resolved.as_ref()) {
+            (Some(_), Some(resolved)) => resolved.addr.ngx_addr_ref(),
+            _ => s.addr,
+        };
+        drop(resolved);
         // SAFETY: a zeroed peer connection is its initial state; the address
-        // and name point at configuration memory that outlives the worker.
+        // and name point at memory that outlives the connection (the
+        // configuration's, or the client's resolved address, replaced only
+        // once this connection is closed).
         let mut pc: ngx_peer_connection_t = unsafe { core::mem::zeroed() };
-        pc.sockaddr = s.addr.sockaddr;
-        pc.socklen = s.addr.socklen;
-        pc.name = ptr::from_ref(&s.addr.name).cast_mut();
+        pc.sockaddr = addr.sockaddr;
+        pc.socklen = addr.socklen;
+        // nginx reads the name only while connecting (its log lines).
+        let mut name = addr.name;
+        pc.name = &mut name;
         pc.get = Some(nginx_sys::ngx_event_get_peer);
         pc.log = self.log.get();
         pc.tries = 1;
@@ -262,10 +283,13 @@ impl Inner {
     pub(super) fn fail(&self, st: &mut State, kind: RedisError, reason: &str) {
         metrics::redis_error(kind);
         self.disconnect(st);
+        // A name is asked again before the next attempt (the address may
+        // have moved).
+        self.re_resolve.set(true);
         if st.shutting_down {
             return;
         }
-        let (failure, backoff_ms) = st.health.failed();
+        let (failure, backoff_ms) = st.health.failed(now() as u64);
         if failure == Failure::Started {
             st.update_gauge();
             error!(
@@ -324,6 +348,7 @@ impl Inner {
         st.shutting_down = true;
         st.update_gauge();
         self.disconnect(st);
+        self.cancel_resolve();
         self.cancel_events();
     }
 

@@ -93,6 +93,17 @@ impl Inner {
         }
     }
 
+    /// Runs the reconnect event's handler soon (a resolver's answer).
+    pub(super) fn post_reconnect(&self) {
+        // SAFETY: our reconnect event; posting is idempotent while queued.
+        unsafe {
+            let ev = self.reconnect_ev.get();
+            if (*ev).posted() == 0 {
+                nginx_sys::ngx_post_event(ev, ptr::addr_of_mut!(nginx_sys::ngx_posted_events));
+            }
+        }
+    }
+
     /// Sends what is queued once this loop iteration's events are handled.
     pub(super) fn post_flush(&self) {
         // SAFETY: our flush event; posting is idempotent while queued.
@@ -188,7 +199,14 @@ unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
             return;
         }
         inner.with_state(|inner, st| {
-            if st.phase == Phase::Disconnected {
+            let answer = inner
+                .resolution
+                .try_borrow_mut()
+                .ok()
+                .and_then(|mut a| a.take());
+            if let Some(answer) = answer {
+                inner.on_resolved(st, answer);
+            } else if st.phase == Phase::Disconnected {
                 inner.connect(st);
             }
         });

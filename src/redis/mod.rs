@@ -2,14 +2,17 @@
 //! `pow_shield_core::redis`). One node's client: submission and reply
 //! dispatch in `client`, its socket in `connection`, what nginx calls in
 //! `events`, TLS from nginx's OpenSSL in `tls`. `router` sends each command
-//! to the one Redis or, through `cluster`, to its slot's master in a Redis
-//! Cluster.
+//! to the one Redis, through `sentinel` to the master Sentinel names, or
+//! through `cluster` to its slot's master in a Redis Cluster.
 
+mod addr;
 pub mod client;
 mod cluster;
 mod connection;
 mod events;
+pub mod resolve;
 pub mod router;
+mod sentinel;
 pub mod tls;
 
 /// nginx's cached monotonic millisecond clock.

@@ -1,14 +1,17 @@
-//! Where each command goes: the one Redis, or in a Redis Cluster the
-//! master serving its key's slot (`cluster`).
+//! Where each command goes: the one Redis, the master the sentinels name
+//! (`sentinel`), or in a Redis Cluster the master serving its key's slot
+//! (`cluster`).
 
 use std::rc::Rc;
 
 use super::client::{Client, Resend, Unavailable};
 pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Rebuild, Seed};
+pub use super::sentinel::{Sentinel, SentinelTemplate};
 
 pub enum Router {
     Single(Client),
     Cluster(Rc<Cluster>),
+    Sentinel(Rc<Sentinel>),
 }
 
 impl Router {
@@ -27,6 +30,7 @@ impl Router {
                 client.submit(&command, resend, Box::new(move |r| on_reply(r.frame())))
             }
             Router::Cluster(cluster) => cluster.submit(key, command, rebuild, on_reply),
+            Router::Sentinel(sentinel) => sentinel.submit(command, rebuild, on_reply),
         }
     }
 
@@ -35,6 +39,7 @@ impl Router {
         match self {
             Router::Single(client) => client.retry_in_ms(),
             Router::Cluster(cluster) => cluster.retry_in_ms(),
+            Router::Sentinel(sentinel) => sentinel.retry_in_ms(),
         }
     }
 
@@ -43,6 +48,7 @@ impl Router {
         match self {
             Router::Single(client) => client.is_healthy(),
             Router::Cluster(cluster) => cluster.is_healthy(),
+            Router::Sentinel(sentinel) => sentinel.is_healthy(),
         }
     }
 
@@ -50,6 +56,7 @@ impl Router {
         match self {
             Router::Single(client) => client.shutdown(),
             Router::Cluster(cluster) => cluster.shutdown(),
+            Router::Sentinel(sentinel) => sentinel.shutdown(),
         }
     }
 }

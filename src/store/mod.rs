@@ -159,6 +159,24 @@ pub fn redis_retry_in_ms() -> Option<u64> {
         .flatten()
 }
 
+/// The data generation a challenge issued now carries (cluster mode; none
+/// in local mode).
+pub fn challenge_generation() -> Option<u64> {
+    REDIS
+        .try_with(|r| r.borrow().as_ref().and_then(|s| s.challenge_generation()))
+        .ok()
+        .flatten()
+}
+
+/// Whether a solution of a challenge issued in `generation` may be spent
+/// now (docs/operations.md, "Choosing a fail policy"); if not, the client
+/// gets a fresh challenge. Always in local mode.
+pub fn accepts_generation(generation: Option<u64>) -> bool {
+    REDIS
+        .try_with(|r| r.borrow().as_ref().is_none_or(|s| s.accepts(generation)))
+        .unwrap_or(true)
+}
+
 /// A worker starts: opens its Redis connection in cluster mode.
 pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {

@@ -30,6 +30,15 @@ impl ShmStore {
         SharedZone::from_conf(mcf).map(|zone| Self { zone })
     }
 
+    /// A number that names this node's zone (from its random secret, kept
+    /// across reloads with the zone): the local data generation.
+    pub fn zone_id(&self) -> u64 {
+        let secret = self.zone.random_secret();
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&secret[24..32]);
+        u64::from_le_bytes(id) >> 11
+    }
+
     /// Runs one operation under the zone's lock.
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
         self.zone.with_locked(|zone, alloc| {

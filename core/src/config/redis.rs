@@ -42,8 +42,19 @@ pub fn parse(args: &[&str]) -> Result<Option<Parsed>, Refusal> {
 }
 
 impl Parsed {
-    /// Every URL's TCP node (with `cluster`: the seed nodes), in order.
+    /// Every URL's TCP node (with `cluster`: the seed nodes; with
+    /// `sentinel://`: the sentinels), in order.
     pub fn nodes(&self) -> Vec<NodeAddr> {
+        if let Some(sentinels) = self.targets.first().and_then(|t| t.sentinel.as_ref()) {
+            return sentinels
+                .hosts
+                .iter()
+                .map(|(host, port)| NodeAddr {
+                    host: host.clone(),
+                    port: *port,
+                })
+                .collect();
+        }
         self.targets
             .iter()
             .filter_map(|t| match &t.addr {

@@ -36,6 +36,7 @@ fn solution(n: u8) -> Solution {
     Solution {
         digest: [n; 32],
         spent_until_ms: 120_000,
+        generation: None,
     }
 }
 

@@ -98,8 +98,10 @@ pub mod at {
     /// Per-bucket (not cumulative) counts; the last is `+Inf`.
     pub const RTT_BUCKETS: usize = REDIS_FALLBACK + 1;
     pub const RTT_SUM_NS: usize = RTT_BUCKETS + RTT_BUCKETS_LEN;
+    /// Not a counter: the pid of the worker that took the slot last.
+    pub const OWNER: usize = RTT_SUM_NS + 1;
     /// Requests by limit name and result (`LIMIT_RESULTS` per name).
-    pub const LIMIT_REQUESTS: usize = RTT_SUM_NS + 1;
+    pub const LIMIT_REQUESTS: usize = OWNER + 1;
     pub const LEN: usize = LIMIT_REQUESTS + super::LIMIT_NAMES * super::LIMIT_RESULTS;
 
     pub const RTT_BUCKETS_LEN: usize = super::RTT_BUCKETS.len() + 1;
@@ -153,6 +155,24 @@ impl Slot {
         let delta = if active { 1 } else { u64::MAX }; // -1, wrapping
         self.add(at::REDIS_FALLBACK, delta);
     }
+
+    /// Worker `pid` takes the slot. If the worker before it is gone (it
+    /// died: nginx started this one in its place), its part of the
+    /// fallback gauge goes with it: its -1 will never come. A previous
+    /// owner still alive (a reload's old worker finishing its requests)
+    /// keeps its part, and takes it back itself as it exits.
+    pub fn adopt(&self, pid: u32, alive: impl FnOnce(u32) -> bool) {
+        let Some(owner) = self.0.get(at::OWNER) else {
+            return;
+        };
+        let before = owner.swap(u64::from(pid), Relaxed);
+        let gone = before != 0 && before != u64::from(pid) && !alive(before as u32);
+        if gone {
+            if let Some(gauge) = self.0.get(at::REDIS_FALLBACK) {
+                gauge.store(0, Relaxed);
+            }
+        }
+    }
 }
 
 /// The sum of every slot: plain numbers, in slot order.
@@ -166,11 +186,13 @@ impl Default for Counts {
 }
 
 impl Counts {
-    /// Sums the slots (wrapping: the fallback gauge's -1s cancel +1s).
+    /// Sums the slots' counters, not their owners (wrapping: the fallback
+    /// gauge's -1s cancel +1s).
     pub fn sum<'a>(slots: impl IntoIterator<Item = &'a Slot>) -> Self {
         let mut total = Counts::default();
         for slot in slots {
-            for (t, c) in total.0.iter_mut().zip(slot.0.iter()) {
+            let counters = total.0.iter_mut().zip(slot.0.iter()).enumerate();
+            for (_, (t, c)) in counters.filter(|(i, _)| *i != at::OWNER) {
                 *t = t.wrapping_add(c.load(Relaxed));
             }
         }

@@ -190,6 +190,38 @@ fn slots_sum_and_the_fallback_gauge_goes_up_and_down() {
 }
 
 #[test]
+fn a_dead_workers_part_of_the_fallback_gauge_goes_when_a_new_worker_takes_its_slot() {
+    let s = slot();
+    s.adopt(100, |_| unreachable!("no worker before"));
+    s.fallback(true);
+    s.adopt(200, |pid| {
+        assert_eq!(pid, 100);
+        false
+    });
+    assert_eq!(Counts::sum([&*s]).get(at::REDIS_FALLBACK), 0);
+    s.fallback(true);
+    assert_eq!(Counts::sum([&*s]).get(at::REDIS_FALLBACK), 1);
+}
+
+#[test]
+fn a_live_workers_part_of_the_fallback_gauge_stays_until_it_exits() {
+    let s = slot();
+    s.adopt(100, |_| true);
+    s.fallback(true);
+    // A reload: the old worker is still finishing its requests.
+    s.adopt(200, |_| true);
+    assert_eq!(Counts::sum([&*s]).get(at::REDIS_FALLBACK), 1);
+    s.fallback(false);
+    assert_eq!(Counts::sum([&*s]).get(at::REDIS_FALLBACK), 0);
+    s.adopt(200, |_| unreachable!("the same worker again"));
+    assert_eq!(
+        Counts::sum([&*s]).get(at::OWNER),
+        0,
+        "the owner is not a count"
+    );
+}
+
+#[test]
 fn seconds_are_printed_exactly() {
     assert_eq!(seconds_text(0), "0");
     assert_eq!(seconds_text(1_500_000_000), "1.5");

@@ -6,12 +6,34 @@
 /// restarted Redis is used again within a couple of seconds).
 pub const BACKOFF_FIRST_MS: u64 = 100;
 pub const BACKOFF_MAX_MS: u64 = 2_000;
+/// How long Redis must stay available after a recovery before the next
+/// outage starts the back-off again from `BACKOFF_FIRST_MS`: a Redis that
+/// flaps (answers some commands in time, not others) is retried ever less
+/// often instead of every 100 ms.
+pub const SETTLE_MS: u64 = 30_000;
 
-/// Whether Redis answered its last handshake, and how long to wait before
-/// the next attempt while it doesn't. Transitions are reported once each.
+/// Whether Redis is available, and how long to wait before the next
+/// attempt while it isn't. Transitions are reported once each.
+///
+/// A new connection after an outage is on probation: requests may use it,
+/// but Redis is available again (logged, back in the gauge) only once a
+/// command's reply arrived within its request deadline. A Redis a little
+/// slower than `timeout=` answers the handshake (which has the connect
+/// deadline too) but never a request in time: it stays unavailable, logged
+/// once, with the back-off growing.
 pub struct Availability {
-    healthy: bool,
+    phase: Phase,
     backoff_ms: u64,
+    /// When the last outage ended (nginx's millisecond clock).
+    recovered_at_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Healthy,
+    /// Connected after an outage; no reply in time yet.
+    Probation,
+    Down,
 }
 
 /// What a failure means for the log.
@@ -19,40 +41,70 @@ pub struct Availability {
 pub enum Failure {
     /// Redis was available: log the outage once.
     Started,
-    /// Still down (a retry failed): debug only.
+    /// Still down (a retry failed, or a connection on probation): debug only.
     Continues,
 }
 
 impl Default for Availability {
     fn default() -> Self {
         Availability {
-            healthy: true,
+            phase: Phase::Healthy,
             backoff_ms: BACKOFF_FIRST_MS,
+            recovered_at_ms: None,
         }
     }
 }
 
 impl Availability {
+    /// Redis is available (not down, not on probation).
     pub fn is_healthy(&self) -> bool {
-        self.healthy
+        self.phase == Phase::Healthy
     }
 
-    /// The connection failed: returns what to log and how long to wait
-    /// before reconnecting (doubling while failures continue).
-    pub fn failed(&mut self) -> (Failure, u64) {
-        if self.healthy {
-            self.healthy = false;
+    /// Commands may be sent: available, or a connection on probation.
+    pub fn admits(&self) -> bool {
+        self.phase != Phase::Down
+    }
+
+    /// The connection failed at `now_ms`: returns what to log and how long
+    /// to wait before reconnecting. The wait doubles while failures
+    /// continue, and also across a recovery shorter than `SETTLE_MS`.
+    pub fn failed(&mut self, now_ms: u64) -> (Failure, u64) {
+        let was = core::mem::replace(&mut self.phase, Phase::Down);
+        let settled = self
+            .recovered_at_ms
+            .is_none_or(|at| now_ms.saturating_sub(at) >= SETTLE_MS);
+        if was == Phase::Healthy && settled {
             self.backoff_ms = BACKOFF_FIRST_MS;
-            return (Failure::Started, self.backoff_ms);
+        } else {
+            self.backoff_ms = (self.backoff_ms * 2).min(BACKOFF_MAX_MS);
         }
-        self.backoff_ms = (self.backoff_ms * 2).min(BACKOFF_MAX_MS);
-        (Failure::Continues, self.backoff_ms)
+        let failure = match was {
+            Phase::Healthy => Failure::Started,
+            Phase::Probation | Phase::Down => Failure::Continues,
+        };
+        (failure, self.backoff_ms)
     }
 
-    /// A handshake succeeded: true if this ends an outage (log it once).
-    pub fn recovered(&mut self) -> bool {
-        self.backoff_ms = BACKOFF_FIRST_MS;
-        !core::mem::replace(&mut self.healthy, true)
+    /// A connection's handshake succeeded: true if it follows an outage
+    /// (the connection is on probation: send a probe).
+    pub fn connected(&mut self) -> bool {
+        if self.phase == Phase::Down {
+            self.phase = Phase::Probation;
+            return true;
+        }
+        false
+    }
+
+    /// A command's reply arrived before its deadline: true if this ends an
+    /// outage (log it once).
+    pub fn answered_in_time(&mut self, now_ms: u64) -> bool {
+        if self.phase != Phase::Probation {
+            return false;
+        }
+        self.phase = Phase::Healthy;
+        self.recovered_at_ms = Some(now_ms);
+        true
     }
 }
 
@@ -197,26 +249,86 @@ mod tests {
         assert_eq!(log_message("no prefix"), "no prefix");
     }
 
+    /// Down, then connected and answered in time at `at`.
+    fn recover(a: &mut Availability, at: u64) -> bool {
+        assert!(
+            a.connected(),
+            "a connection after an outage is on probation"
+        );
+        a.answered_in_time(at)
+    }
+
     #[test]
     fn an_outage_is_reported_once_and_retries_back_off_up_to_the_ceiling() {
         let mut a = Availability::default();
         assert!(a.is_healthy());
-        assert_eq!(a.failed(), (Failure::Started, 100));
-        assert!(!a.is_healthy());
-        let waits: Vec<u64> = (0..6).map(|_| a.failed().1).collect();
+        assert_eq!(a.failed(0), (Failure::Started, 100));
+        assert!(!a.is_healthy() && !a.admits());
+        let waits: Vec<u64> = (0..6).map(|_| a.failed(0).1).collect();
         assert_eq!(waits, [200, 400, 800, 1600, 2000, 2000]);
-        assert!(a.failed().0 == Failure::Continues);
+        assert!(a.failed(0).0 == Failure::Continues);
     }
 
     #[test]
-    fn recovery_is_reported_once_and_resets_the_back_off() {
+    fn a_handshake_alone_does_not_end_an_outage() {
         let mut a = Availability::default();
-        assert!(!a.recovered(), "never down: nothing to report");
-        a.failed();
-        a.failed();
-        assert!(a.recovered());
-        assert!(!a.recovered());
-        assert_eq!(a.failed(), (Failure::Started, 100));
+        assert!(!a.connected(), "never down: no probation");
+        a.failed(0);
+        assert!(a.connected());
+        assert!(
+            a.admits() && !a.is_healthy(),
+            "on probation: commands go, still down"
+        );
+        assert!(!a.connected(), "one probation per outage");
+        assert_eq!(
+            a.failed(10),
+            (Failure::Continues, 200),
+            "a request timing out on probation continues the outage"
+        );
+    }
+
+    #[test]
+    fn recovery_is_reported_once_after_a_reply_in_time() {
+        let mut a = Availability::default();
+        assert!(!a.answered_in_time(0), "never down: nothing to report");
+        a.failed(0);
+        a.failed(0);
+        assert!(!a.answered_in_time(5), "no connection yet");
+        assert!(recover(&mut a, 5));
+        assert!(a.is_healthy());
+        assert!(!a.answered_in_time(6));
+    }
+
+    #[test]
+    fn a_redis_slower_than_the_timeout_stays_down_with_the_back_off_growing() {
+        let mut a = Availability::default();
+        assert_eq!(a.failed(0).0, Failure::Started);
+        // Each retry: the handshake succeeds, the first request times out.
+        let waits: Vec<(Failure, u64)> = (1..=5)
+            .map(|i| {
+                a.connected();
+                a.failed(i * 1000)
+            })
+            .collect();
+        assert!(waits.iter().all(|(f, _)| *f == Failure::Continues));
+        let waits: Vec<u64> = waits.into_iter().map(|(_, w)| w).collect();
+        assert_eq!(waits, [200, 400, 800, 1600, 2000]);
+    }
+
+    #[test]
+    fn the_back_off_keeps_growing_while_redis_flaps_and_restarts_once_settled() {
+        let mut a = Availability::default();
+        assert_eq!(a.failed(0), (Failure::Started, 100));
+        assert!(recover(&mut a, 100));
+        assert_eq!(a.failed(200), (Failure::Started, 200), "a flap");
+        assert!(recover(&mut a, 400));
+        assert_eq!(a.failed(500), (Failure::Started, 400));
+        assert!(recover(&mut a, 1_000));
+        assert_eq!(
+            a.failed(1_000 + SETTLE_MS),
+            (Failure::Started, 100),
+            "available for SETTLE_MS: a new outage starts afresh"
+        );
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! `script_call`; slots, the cluster map and redirections in `cluster`;
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
 //! in `pipeline`; what it logs, refuses and when it retries in `health`;
-//! spends to write after an outage in `replays`.
+//! spends to write after an outage in `replays`; what Sentinel answers in
+//! `sentinel`; the data generation a spend must fall in, in `generation`.
 
 pub mod cluster;
 pub mod command;
+pub mod generation;
 pub mod health;
 pub mod keys;
 pub mod pipeline;
@@ -15,4 +17,5 @@ pub mod replays;
 pub mod retries;
 pub mod script_call;
 pub mod scripts;
+pub mod sentinel;
 pub mod url;

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::command::{decode_reply, decode_topology, is_noscript, Decoded, MAX_REPLY};
+use super::sentinel;
 use crate::metrics::Sent;
 
 /// Bytes read from the socket per `recv`.
@@ -74,12 +75,21 @@ pub enum Event<R> {
         reply: Result<OwnedFrame, String>,
         /// When its command was queued.
         sent: Sent,
+        /// When its reply was due (nginx's millisecond clock).
+        deadline: u64,
     },
     /// A handshake step succeeded (its command was queued at `sent`).
     Step { sent: Sent },
     /// The last handshake step succeeded: the connection is ready.
     Ready,
+    /// A message on a subscribed connection (see `Pipeline::subscriber`).
+    Push(OwnedFrame),
 }
+
+/// The handshake step whose reply must say `master` (a `sentinel://`
+/// master: a replica, or a former master the sentinels demoted, is not
+/// used).
+pub const ROLE_STEP: &str = "ROLE";
 
 /// The connection can't be trusted any more and must be closed; the text
 /// says why, for the log.
@@ -99,6 +109,8 @@ pub struct Pipeline<R> {
     /// Set by the `receive` that broke the connection: later ones answer
     /// the same and read nothing more, until `open` or `abandon`.
     broken: Option<Broken>,
+    /// A `SUBSCRIBE`d connection: replies nobody waits for are messages.
+    subscriber: bool,
 }
 
 impl<R> Default for Pipeline<R> {
@@ -108,11 +120,21 @@ impl<R> Default for Pipeline<R> {
             input: Vec::with_capacity(READ_CHUNK),
             slots: VecDeque::new(),
             broken: None,
+            subscriber: false,
         }
     }
 }
 
 impl<R> Pipeline<R> {
+    /// A connection that subscribes (in its handshake): frames that no
+    /// slot waits for are `Event::Push`, not a broken connection.
+    pub fn subscriber() -> Self {
+        Pipeline {
+            subscriber: true,
+            ..Pipeline::default()
+        }
+    }
+
     /// A new connection: forgets the bytes of the old one and queues the
     /// handshake first, each step due by `deadline` and stamped by `sent`.
     pub fn open(
@@ -132,7 +154,8 @@ impl<R> Pipeline<R> {
                     on_reply: None,
                     on_noscript: None,
                     handshake: Some(label),
-                    topology: false,
+                    // ROLE's reply nests (a master lists its replicas).
+                    topology: *label == ROLE_STEP,
                     sent: sent(),
                 },
             );
@@ -207,6 +230,10 @@ impl<R> Pipeline<R> {
                 }
             };
             let Some(mut slot) = self.slots.pop_front() else {
+                if self.subscriber {
+                    events.push(Event::Push(frame));
+                    continue;
+                }
                 break Err(Broken::Protocol("a reply nobody asked for".to_owned()));
             };
             if is_noscript(&frame) {
@@ -220,6 +247,12 @@ impl<R> Pipeline<R> {
             if let Some(label) = slot.handshake {
                 if let OwnedFrame::Error(e) = &frame {
                     break Err(Broken::Handshake(format!("{label} failed: {e}")));
+                }
+                if label == ROLE_STEP && !sentinel::is_master(&frame) {
+                    let role = sentinel::role(&frame);
+                    break Err(Broken::Handshake(format!(
+                        "ROLE: not the master (it is a {role})"
+                    )));
                 }
                 events.push(Event::Step { sent: slot.sent });
                 if self.slots.iter().all(|s| !s.is_handshake()) {
@@ -235,6 +268,7 @@ impl<R> Pipeline<R> {
                 on_reply: slot.on_reply.take(),
                 reply,
                 sent: slot.sent,
+                deadline: slot.deadline,
             });
         };
         self.input.drain(..used);
@@ -281,6 +315,7 @@ mod tests {
             .map(|e| match e {
                 Event::Step { .. } => unreachable!("filtered out"),
                 Event::Ready => "ready".to_owned(),
+                Event::Push(frame) => format!("push={frame:?}"),
                 Event::Answered {
                     on_reply,
                     reply: Ok(frame),
@@ -345,10 +380,49 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Event::Step { sent } | Event::Answered { sent, .. } => Some(format!("{sent:?}")),
-                Event::Ready => None,
+                Event::Ready | Event::Push(_) => None,
             })
             .collect();
         assert_eq!(stamps.len(), handshake().len() + 1);
+    }
+
+    #[test]
+    fn a_role_step_that_is_not_master_breaks_the_connection() {
+        let role = vec![(ROLE_STEP, command(&[b"ROLE"]))];
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&role, 100, Sent::default);
+        assert_eq!(
+            feed(&mut p, b"*2\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n"),
+            Err(Broken::Handshake(
+                "ROLE: not the master (it is a slave)".to_owned()
+            ))
+        );
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&role, 100, Sent::default);
+        assert_eq!(
+            feed(&mut p, b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n").unwrap(),
+            ["ready"]
+        );
+    }
+
+    #[test]
+    fn a_subscribed_connection_delivers_messages_nobody_asked_for() {
+        let subscribe = vec![("SUBSCRIBE", command(&[b"SUBSCRIBE", b"ch"]))];
+        let mut p: Pipeline<u32> = Pipeline::subscriber();
+        p.open(&subscribe, 100, Sent::default);
+        assert_eq!(
+            feed(&mut p, b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n").unwrap(),
+            ["ready"]
+        );
+        let out = feed(&mut p, b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nx\r\n").unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(out[0].starts_with("push="), "{out:?}");
+        assert!(p.is_idle());
+        let mut plain: Pipeline<u32> = Pipeline::default();
+        assert!(
+            feed(&mut plain, b"+x\r\n").is_err(),
+            "not subscribed: unasked"
+        );
     }
 
     #[test]

@@ -45,6 +45,18 @@ pub struct RedisTarget {
     pub db: u32,
     /// `rediss://`: TLS on the connection.
     pub tls: bool,
+    /// `sentinel://`: the master is found by asking these sentinels;
+    /// `addr` is then the first sentinel.
+    pub sentinel: Option<Sentinels>,
+}
+
+/// The sentinels of a `sentinel://` URL and the master they watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sentinels {
+    /// The master's name in the sentinels' configuration.
+    pub master: String,
+    /// `host:port` of each sentinel, in the order given.
+    pub hosts: Vec<(String, u16)>,
 }
 
 impl fmt::Debug for RedisTarget {
@@ -55,6 +67,7 @@ impl fmt::Debug for RedisTarget {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("db", &self.db)
             .field("tls", &self.tls)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }
@@ -88,7 +101,11 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
             password: None,
             db: 0,
             tls: false,
+            sentinel: None,
         });
+    }
+    if s.starts_with("sentinel://") || s.starts_with("sentinels://") {
+        return parse_sentinel_url(s);
     }
     let (tls, rest) = match (s.strip_prefix("redis://"), s.strip_prefix("rediss://")) {
         (Some(rest), _) => (false, rest),
@@ -99,23 +116,15 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
             ))
         }
     };
-    // Split at the last '@' first: a password may hold '/' or '@'.
-    let (userinfo, hostpath) = match rest.rsplit_once('@') {
-        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
-        None => (None, rest),
-    };
-    // Options are words of their own (`timeout=100ms`), never a query.
-    if hostpath.contains('?') {
-        return Err(ValueError::Syntax(QUERY_REFUSED));
-    }
+    let (userinfo, hostpath) = split_userinfo(rest)?;
     let (hostport, db) = match hostpath.split_once('/') {
         Some((hostport, db)) => (hostport, parse_db(db)?),
         None => (hostpath, 0),
     };
-    let (username, password) = match userinfo {
-        Some(userinfo) => parse_userinfo(userinfo)?,
-        None => (None, None),
-    };
+    let (username, password) = userinfo
+        .map(parse_userinfo)
+        .transpose()?
+        .unwrap_or_default();
     let (host, port) = parse_host_port(hostport)?;
     Ok(RedisTarget {
         addr: RedisAddr::Tcp { host, port },
@@ -123,7 +132,96 @@ pub fn parse_redis_url(s: &str) -> Result<RedisTarget, ValueError> {
         password,
         db,
         tls,
+        sentinel: None,
     })
+}
+
+/// The sentinels' default port.
+const DEFAULT_SENTINEL_PORT: u16 = 26379;
+/// Most sentinels in one URL.
+pub const MAX_SENTINELS: usize = 16;
+
+/// `sentinel://[[user]:password@]host[:port][,host[:port]...]/<master>[/db]`,
+/// `sentinels://` with TLS (to the sentinels and to the master). The
+/// credentials and the database are the master's (`sentinel_password=` is
+/// the sentinels'); the port defaults to 26379. A master name is what
+/// Sentinel accepts in its configuration: printable ASCII without spaces
+/// or `/`, at most 64 bytes.
+fn parse_sentinel_url(s: &str) -> Result<RedisTarget, ValueError> {
+    let (tls, rest) = match s.strip_prefix("sentinels://") {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix("sentinel://").unwrap_or(s)),
+    };
+    let (userinfo, hostpath) = split_userinfo(rest)?;
+    const SHAPE: &str = "expected sentinel://host[:port][,host[:port]...]/<master-name>[/db]";
+    let (hosts, path) = hostpath.split_once('/').ok_or(ValueError::Syntax(SHAPE))?;
+    let (master, db) = match path.split_once('/') {
+        Some((master, db)) => (master, parse_db(db)?),
+        None => (path, 0),
+    };
+    let master_ok = !master.is_empty()
+        && master.len() <= 64
+        && master.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
+    if !master_ok {
+        return Err(ValueError::Syntax(
+            "the master name must be printable ASCII without spaces, at most 64 bytes",
+        ));
+    }
+    let hosts: Vec<&str> = hosts.split(',').collect();
+    if hosts.len() > MAX_SENTINELS {
+        return Err(ValueError::OutOfRange("at most 16 sentinels"));
+    }
+    let hosts = hosts
+        .into_iter()
+        .map(|h| {
+            if h.is_empty() {
+                return Err(ValueError::Syntax("missing host"));
+            }
+            // parse_host_port defaults to Redis's port: a sentinel's is 26379.
+            let explicit = h
+                .rsplit_once(':')
+                .is_some_and(|(before, _)| !h.starts_with('[') || before.ends_with(']'));
+            let (host, port) = parse_host_port(h)?;
+            Ok((
+                host,
+                if explicit {
+                    port
+                } else {
+                    DEFAULT_SENTINEL_PORT
+                },
+            ))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (username, password) = userinfo
+        .map(parse_userinfo)
+        .transpose()?
+        .unwrap_or_default();
+    let (host, port) = hosts.first().cloned().ok_or(ValueError::Syntax(SHAPE))?;
+    Ok(RedisTarget {
+        addr: RedisAddr::Tcp { host, port },
+        username,
+        password,
+        db,
+        tls,
+        sentinel: Some(Sentinels {
+            master: master.to_owned(),
+            hosts,
+        }),
+    })
+}
+
+/// `[userinfo@]hostpath`, split at the last '@' (a password may hold '/'
+/// or '@'); a query string after the host is refused: options are words
+/// of their own (`timeout=100ms`).
+fn split_userinfo(rest: &str) -> Result<(Option<&str>, &str), ValueError> {
+    let (userinfo, hostpath) = match rest.rsplit_once('@') {
+        Some((userinfo, hostpath)) => (Some(userinfo), hostpath),
+        None => (None, rest),
+    };
+    if hostpath.contains('?') {
+        return Err(ValueError::Syntax(QUERY_REFUSED));
+    }
+    Ok((userinfo, hostpath))
 }
 
 /// The optional `/db` path: empty or 0..=65535.
@@ -244,6 +342,18 @@ pub struct RedisOptions {
     pub tls: TlsOptions,
     /// `cluster`: the URLs are seed nodes of a Redis Cluster.
     pub cluster: bool,
+    /// `sentinel_password=`: the sentinels' own password (`sentinel://`).
+    pub sentinel_password: Option<SentinelPassword>,
+}
+
+/// The sentinels' password: wiped on drop, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SentinelPassword(pub Zeroizing<String>);
+
+impl fmt::Debug for SentinelPassword {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 /// How a `rediss://` connection is verified and which certificate it shows.
@@ -281,6 +391,7 @@ impl Default for RedisOptions {
             prefix: "pow:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            sentinel_password: None,
         }
     }
 }
@@ -290,6 +401,10 @@ pub const MAX_SEEDS: usize = 16;
 
 /// `<url>[,<url>...]`: each as [`parse_redis_url`].
 pub fn parse_redis_urls(s: &str) -> Result<Vec<RedisTarget>, ValueError> {
+    if s.starts_with("sentinel://") || s.starts_with("sentinels://") {
+        // One URL: its commas separate sentinels.
+        return Ok(vec![parse_sentinel_url(s)?]);
+    }
     let urls: Vec<&str> = s.split(',').collect();
     if urls.len() > MAX_SEEDS {
         return Err(ValueError::OutOfRange("at most 16 URLs"));
@@ -304,6 +419,11 @@ pub fn check_cluster(targets: &[RedisTarget], opts: &RedisOptions) -> Result<(),
     let Some(first) = targets.first() else {
         return Err(ValueError::Empty);
     };
+    if first.sentinel.is_some() && opts.cluster {
+        return Err(ValueError::Syntax(
+            "sentinel:// finds one master: \"cluster\" does not go with it",
+        ));
+    }
     if !opts.cluster {
         if targets.len() > 1 {
             return Err(ValueError::Syntax(
@@ -339,8 +459,15 @@ pub fn check_cluster(targets: &[RedisTarget], opts: &RedisOptions) -> Result<(),
 pub struct Conflict(pub &'static str, pub ValueError);
 
 /// Checks the options against the URL once all are applied: `tls_*` only
-/// with `rediss://`, a client certificate only with its key.
+/// with `rediss://` (or `sentinels://`), a client certificate only with its
+/// key, `sentinel_password=` only with `sentinel://`.
 pub fn check_options(target: &RedisTarget, opts: &RedisOptions) -> Result<(), Conflict> {
+    if opts.sentinel_password.is_some() && target.sentinel.is_none() {
+        return Err(Conflict(
+            "sentinel_password",
+            ValueError::Syntax("sentinel_password= needs a sentinel:// URL"),
+        ));
+    }
     let tls = &opts.tls;
     if !target.tls {
         let given = [
@@ -353,7 +480,7 @@ pub fn check_options(target: &RedisTarget, opts: &RedisOptions) -> Result<(), Co
         if let Some((name, _)) = given.iter().find(|(_, set)| *set) {
             return Err(Conflict(
                 name,
-                ValueError::Syntax("TLS options need a rediss:// URL"),
+                ValueError::Syntax("TLS options need a rediss:// or sentinels:// URL"),
             ));
         }
     }
@@ -411,6 +538,13 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
             }
             opts.prefix = value.to_owned();
         }
+        "sentinel_password" => {
+            if value.is_empty() {
+                return Err(ValueError::Empty);
+            }
+            let password = percent_decode(value)?;
+            opts.sentinel_password = Some(SentinelPassword(password));
+        }
         "tls_ca" => opts.tls.ca = Some(tls_file(value)?),
         "tls_cert" => opts.tls.cert = Some(tls_file(value)?),
         "tls_key" => opts.tls.key = Some(tls_file(value)?),
@@ -440,7 +574,8 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
 }
 
 const OPTIONS: &str = "unknown option, expected cluster, timeout=, connect_timeout=, prefix=, \
-                       tls_ca=, tls_verify=, tls_name=, tls_cert= or tls_key=";
+                       sentinel_password=, tls_ca=, tls_verify=, tls_name=, tls_cert= or \
+                       tls_key=";
 
 /// A file name for a `tls_*` option (nginx resolves it, relative to the
 /// configuration prefix, and reports a file it can't read).

@@ -32,6 +32,8 @@ use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIM
 pub struct Solution {
     pub digest: [u8; 32],
     pub spent_until_ms: u64,
+    /// The data generation its challenge was issued in (its token's `gen`).
+    pub generation: Option<u64>,
 }
 
 /// What refusing a checked request is.

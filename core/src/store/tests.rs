@@ -46,6 +46,7 @@ fn solution(n: u8) -> Op {
     Op::Spend(Solution {
         digest: [n; 32],
         spent_until_ms: 60_000,
+        generation: None,
     })
 }
 

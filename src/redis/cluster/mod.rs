@@ -28,6 +28,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use self::nodes::{Node, MAX_NODES};
 use self::routing::{retry_handler, Job, MAX_RETRIES};
 use self::topology::refresh_handler;
+use super::resolve::NameResolver;
 use pow_shield_core::redis::cluster::{NodeAddr, Roster, Routes};
 use pow_shield_core::redis::retries::{RefreshBackoff, Retries};
 
@@ -47,6 +48,9 @@ pub struct NodeTemplate {
     /// TLS context, name to check (`None`: each node's host) and whether
     /// to verify.
     pub tls: Option<(*mut ngx_ssl_t, Option<String>, bool)>,
+    /// nginx's resolver, for nodes named by host name (seeds, and nodes
+    /// the cluster announces by name); `None`: such nodes are not used.
+    pub resolver: Option<NameResolver>,
 }
 
 /// A seed node from the configuration, resolved there.
@@ -78,6 +82,10 @@ pub struct Cluster {
     named_logged: RefCell<Vec<NodeAddr>>,
     /// `MAX_NODES` reached (logged once).
     full_logged: Cell<bool>,
+    /// Lines logged for names since the map last named none; beyond
+    /// `MAX_NAMED_LOGGED`, one more (`named_full_logged`) and then none.
+    named_lines: Cell<usize>,
+    named_full_logged: Cell<bool>,
     me: Weak<Cluster>,
 }
 
@@ -101,6 +109,8 @@ impl Cluster {
             map_error: Cell::new(false),
             named_logged: RefCell::new(Vec::new()),
             full_logged: Cell::new(false),
+            named_lines: Cell::new(0),
+            named_full_logged: Cell::new(false),
             me: me.clone(),
         });
         let data: *mut c_void = Rc::as_ptr(&cluster).cast_mut().cast();

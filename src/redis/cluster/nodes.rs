@@ -3,13 +3,14 @@
 //! retired for good once the map no longer names them (see `Roster`).
 //! Only addresses are connected to: resolving a host name would block.
 
-use core::ptr;
 use std::net::{IpAddr, SocketAddr};
 
-use nginx_sys::{ngx_addr_t, ngx_str_t};
+use nginx_sys::ngx_addr_t;
 
 use super::{Cluster, Seed};
+use crate::redis::addr::OwnedAddr;
 use crate::redis::client::{Client, PeerName, Settings, Tls};
+use crate::redis::resolve::NameResolver;
 use pow_shield_core::redis::cluster::{NodeAddr, Place};
 
 /// Node connections per worker, at most (seeds included): beyond, an
@@ -17,18 +18,15 @@ use pow_shield_core::redis::cluster::{NodeAddr, Place};
 /// is retired (see `Roster`).
 pub(super) const MAX_NODES: usize = 64;
 
+/// Node names logged per worker (see `log_named`).
+pub(super) const MAX_NAMED_LOGGED: usize = 16;
+
 pub(super) struct Node {
     // Dropped first: the client closes its connection before the address
     // it points at goes.
     pub(super) client: Client,
     pub(super) addr: NodeAddr,
     _owned: Option<OwnedAddr>,
-}
-
-/// A socket address built at run time for a node the cluster announced.
-struct OwnedAddr {
-    sockaddr: Box<libc::sockaddr_storage>,
-    name: Box<[u8]>,
 }
 
 impl Cluster {
@@ -88,6 +86,8 @@ impl Cluster {
             on_ready: Some(Box::new(move || ready())),
             tls,
             cluster: true,
+            on_push: None,
+            resolve: NameResolver::for_host(t.resolver, &node.host, node.port),
         };
         Some(Client::start(settings, self.log))
     }
@@ -100,9 +100,14 @@ impl Cluster {
         if let Place::Live(i) = place {
             return Some(i);
         }
-        let Ok(ip) = node.host.parse::<IpAddr>() else {
-            self.log_named(node);
-            return None;
+        let ip = match node.host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            // Resolved by the client on the event loop.
+            Err(_) if self.template.resolver.is_some() => IpAddr::from([0, 0, 0, 0]),
+            Err(_) => {
+                self.log_named(node);
+                return None;
+            }
         };
         let (Place::Revive(i) | Place::New(i) | Place::Reuse(i)) = place else {
             if !self.full_logged.replace(true) {
@@ -143,6 +148,9 @@ impl Cluster {
 
     /// A node announced by name: logged once while the map names it (with
     /// `cluster-preferred-endpoint-type hostname` every request meets it).
+    /// At most `MAX_NAMED_LOGGED` lines until the map names no node by
+    /// name again: a node inventing new names in its redirections logs one
+    /// line more, then nothing, and the list of names stays short.
     fn log_named(&self, node: &NodeAddr) {
         let Ok(mut logged) = self.named_logged.try_borrow_mut() else {
             return;
@@ -150,7 +158,19 @@ impl Cluster {
         if logged.contains(node) {
             return;
         }
+        if self.named_lines.get() >= MAX_NAMED_LOGGED {
+            if !self.named_full_logged.replace(true) {
+                error!(
+                    self.log,
+                    "pow_shield: redis cluster: more than {MAX_NAMED_LOGGED} nodes announced \
+                     by name (latest: {node}); further ones are not logged, their slots are \
+                     decided by \"pow_shield_fail\""
+                );
+            }
+            return;
+        }
         logged.push(node.clone());
+        self.named_lines.set(self.named_lines.get() + 1);
         error!(
             self.log,
             "pow_shield: redis cluster node {node} is announced by name; only addresses \
@@ -204,55 +224,6 @@ impl Cluster {
             .unwrap_or_default();
         for node in &clients {
             node.client.shutdown();
-        }
-    }
-}
-
-impl OwnedAddr {
-    fn new(addr: SocketAddr, name: &str) -> OwnedAddr {
-        // SAFETY: an all-zero sockaddr_storage is a valid (unspecified) one.
-        let mut storage: Box<libc::sockaddr_storage> = Box::new(unsafe { core::mem::zeroed() });
-        let p: *mut libc::sockaddr_storage = &mut *storage;
-        match addr {
-            SocketAddr::V4(v4) => {
-                let sin = p.cast::<libc::sockaddr_in>();
-                // SAFETY: sockaddr_storage is large and aligned enough for
-                // any socket address.
-                unsafe {
-                    (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
-                    (*sin).sin_port = v4.port().to_be();
-                    (*sin).sin_addr.s_addr = u32::from(*v4.ip()).to_be();
-                }
-            }
-            SocketAddr::V6(v6) => {
-                let sin6 = p.cast::<libc::sockaddr_in6>();
-                // SAFETY: as above.
-                unsafe {
-                    (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
-                    (*sin6).sin6_port = v6.port().to_be();
-                    (*sin6).sin6_addr.s6_addr = v6.ip().octets();
-                }
-            }
-        }
-        OwnedAddr {
-            sockaddr: storage,
-            name: name.as_bytes().into(),
-        }
-    }
-
-    /// An nginx address pointing into this one (valid while it lives).
-    fn ngx_addr(&mut self) -> ngx_addr_t {
-        let socklen = match self.sockaddr.ss_family as i32 {
-            libc::AF_INET6 => core::mem::size_of::<libc::sockaddr_in6>(),
-            _ => core::mem::size_of::<libc::sockaddr_in>(),
-        };
-        ngx_addr_t {
-            sockaddr: ptr::from_mut(&mut *self.sockaddr).cast(),
-            socklen: socklen as libc::socklen_t,
-            name: ngx_str_t {
-                len: self.name.len(),
-                data: self.name.as_ptr().cast_mut(),
-            },
         }
     }
 }

@@ -97,6 +97,14 @@ impl Cluster {
         if let Ok(mut logged) = self.named_logged.try_borrow_mut() {
             logged.retain(|name| ranges.iter().any(|r| r.master == *name));
         }
+        if ranges
+            .iter()
+            .all(|r| r.master.host.parse::<std::net::IpAddr>().is_ok())
+        {
+            // Nothing announced by name any more: a new episode may log.
+            self.named_lines.set(0);
+            self.named_full_logged.set(false);
+        }
         let indexes: Vec<Option<usize>> =
             ranges.iter().map(|r| self.node_index(&r.master)).collect();
         let usable: Vec<_> = ranges

@@ -18,16 +18,20 @@ use super::{NewWaiter, Poll, ShmStore};
 use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
-use crate::redis::router::{Cluster, NodeTemplate, Rebuild, Router, Seed};
+use crate::redis::resolve::NameResolver;
+use crate::redis::router::{
+    Cluster, NodeTemplate, Rebuild, Router, Seed, Sentinel, SentinelTemplate,
+};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{Limits, RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, encode, integers};
+use pow_shield_core::redis::generation::{self, Generations};
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::replays::Replays;
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::scripts::stacked;
-use pow_shield_core::redis::url::tls_name;
+use pow_shield_core::redis::url::{tls_name, RedisAddr};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
 mod outage;
@@ -41,6 +45,9 @@ const MAX_REPLAYS: usize = 4096;
 /// client's cap of commands in flight, so the writes never crowd out the
 /// requests' own commands after an outage.
 const REPLAY_BATCH: usize = 64;
+
+/// How often a worker that issues challenges reads the generation again.
+const GENERATION_EVERY_MS: u64 = 1_000;
 
 /// The Redis store of one worker.
 pub struct RedisStore {
@@ -61,6 +68,18 @@ pub struct RedisStore {
     /// The node's replay cache (the shared zone), where the `local`
     /// fallback spends tokens while Redis is unavailable.
     local: Option<ShmStore>,
+    /// Redis's data generation, once read (`generation`), and the value
+    /// of `<prefix>gen` it came from.
+    generation: Cell<Option<u64>>,
+    generation_value: RefCell<Vec<u8>>,
+    gen_key: String,
+    gen_sha: String,
+    gen_spend_sha: String,
+    asking_generation: Cell<bool>,
+    /// When the generation was last asked for (monotonic ms).
+    generation_asked_ms: Cell<u64>,
+    /// This node's own generation (challenges issued during an outage).
+    local_generation: u64,
     /// Spends Redis could not take, to write when it answers again.
     replays: RefCell<Replays>,
     log: *mut ngx_log_t,
@@ -91,13 +110,24 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
+        let generation_scripts = [
+            generation::GENERATION_SCRIPT,
+            &*generation::GEN_SPEND_SCRIPT,
+        ];
+        let generation_scripts = match conf.options.cluster {
+            true => &generation_scripts[..0],
+            false => &generation_scripts[..],
+        };
         for script in [
             scripts::SLIDING_WINDOW_SCRIPT,
             scripts::APPROX_SCRIPT,
             stacked::STACKED_SCRIPT,
             scripts::STRIKE_SCRIPT,
             scripts::SPEND_SCRIPT,
-        ] {
+        ]
+        .iter()
+        .chain(generation_scripts)
+        {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
             handshake.push(("SCRIPT LOAD", load));
@@ -118,32 +148,45 @@ impl RedisStore {
             let ready = me.clone();
             let on_ready = move || {
                 if let Some(store) = ready.upgrade() {
+                    store.ask_generation();
                     store.write_replays();
                 }
             };
-            let router = if conf.options.cluster {
+            let tls_template = (!conf.ssl.is_null()).then(|| {
+                (
+                    conf.ssl,
+                    conf.options.tls.name.clone(),
+                    conf.options.tls.verify,
+                )
+            });
+            let router = if let Some(sentinels) = &target.sentinel {
+                let mut sentinel_handshake = Vec::new();
+                if let Some(password) = &conf.options.sentinel_password {
+                    let mut auth = Vec::new();
+                    encode(&mut auth, &[b"AUTH", password.0.as_bytes()]);
+                    sentinel_handshake.push(("AUTH", auth));
+                }
+                let template = SentinelTemplate {
+                    master_name: sentinels.master.clone(),
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    sentinel_handshake,
+                    on_ready: Rc::new(on_ready),
+                    tls: tls_template,
+                    resolver: conf.resolver,
+                };
+                Router::Sentinel(Sentinel::start(template, seeds(conf), log))
+            } else if conf.options.cluster {
                 let template = NodeTemplate {
                     timeout_ms: conf.options.timeout_ms as usize,
                     connect_timeout_ms: conf.options.connect_timeout_ms as usize,
                     handshake,
                     on_ready: Rc::new(on_ready),
-                    tls: (!conf.ssl.is_null()).then(|| {
-                        (
-                            conf.ssl,
-                            conf.options.tls.name.clone(),
-                            conf.options.tls.verify,
-                        )
-                    }),
+                    tls: tls_template,
+                    resolver: conf.resolver,
                 };
-                let seeds = conf
-                    .seeds
-                    .iter()
-                    .map(|(node, addr)| Seed {
-                        node: node.clone(),
-                        addr: *addr,
-                    })
-                    .collect();
-                Router::Cluster(Cluster::start(template, seeds, log))
+                Router::Cluster(Cluster::start(template, seeds(conf), log))
             } else {
                 let settings = Settings {
                     addr: conf.addr,
@@ -154,6 +197,13 @@ impl RedisStore {
                     on_ready: Some(Box::new(on_ready)),
                     tls,
                     cluster: false,
+                    on_push: None,
+                    resolve: match &target.addr {
+                        RedisAddr::Tcp { host, port } => {
+                            NameResolver::for_host(conf.resolver, host, *port)
+                        }
+                        RedisAddr::Unix { .. } => None,
+                    },
                 };
                 Router::Single(Client::start(settings, log))
             };
@@ -169,7 +219,17 @@ impl RedisStore {
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
                 seq: Cell::new(0),
+                local_generation: local
+                    .as_ref()
+                    .map_or(u64::from_le_bytes(node) >> 11, ShmStore::zone_id),
                 local,
+                generation: Cell::new(None),
+                generation_value: RefCell::new(Vec::new()),
+                gen_key: format!("{}gen", conf.options.prefix),
+                gen_sha: scripts::script_sha1(generation::GENERATION_SCRIPT),
+                gen_spend_sha: scripts::script_sha1(&generation::GEN_SPEND_SCRIPT),
+                asking_generation: Cell::new(false),
+                generation_asked_ms: Cell::new(0),
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
                 log,
                 me: me.clone(),
@@ -179,6 +239,120 @@ impl RedisStore {
 
     pub fn retry_in_ms(&self) -> Option<u64> {
         self.router.retry_in_ms()
+    }
+
+    /// The generation a challenge issued now carries. Another node may
+    /// have renewed it (a flush): read again at most once a second, so
+    /// that the challenges after this one carry the new one.
+    pub fn challenge_generation(&self) -> Option<u64> {
+        if monotonic_ms().saturating_sub(self.generation_asked_ms.get()) >= GENERATION_EVERY_MS {
+            self.check_generation();
+        }
+        self.generations().for_challenge()
+    }
+
+    /// What this worker knows of the data generations now.
+    pub fn generations(&self) -> Generations {
+        Generations {
+            redis: self.generation.get(),
+            local: self.local_generation,
+            redis_up: self.router.is_healthy(),
+            cluster: self.cluster,
+        }
+    }
+
+    /// Whether a solution of a challenge issued in `generation` may be
+    /// spent now. A generation neither ours nor the one known may be one
+    /// another node just renewed (after a flush): read it again.
+    pub fn accepts(&self, generation: Option<u64>) -> bool {
+        let now = self.generations();
+        let accepted = now.accepts(generation);
+        if !accepted && now.redis_up && generation.is_some() {
+            self.ask_generation();
+        }
+        accepted
+    }
+
+    /// Reads the generation key (a plain `GET`): if it is not what this
+    /// worker knows (another node renewed it, or it is gone), asks again.
+    fn check_generation(&self) {
+        if self.cluster || self.asking_generation.get() {
+            return;
+        }
+        self.generation_asked_ms.set(monotonic_ms());
+        let mut get = Vec::new();
+        encode(&mut get, &[b"GET", self.gen_key.as_bytes()]);
+        let me = self.me.clone();
+        let _ = self.router.submit(
+            self.gen_key.as_bytes(),
+            get,
+            None,
+            Box::new(move |frame: Option<OwnedFrame>| {
+                let Some(store) = me.upgrade() else {
+                    return;
+                };
+                let known = store.generation.get().is_some();
+                let same = match &frame {
+                    Some(OwnedFrame::BulkString(value)) => {
+                        *value == *store.generation_value.borrow()
+                    }
+                    // No answer: nothing learnt.
+                    None => return,
+                    _ => false,
+                };
+                if !(same && known) {
+                    store.ask_generation();
+                }
+            }),
+        );
+    }
+
+    /// Reads (or renews) Redis's data generation: after each handshake and
+    /// when a spend found it gone. A Redis Cluster has none.
+    fn ask_generation(&self) {
+        if self.cluster || self.asking_generation.replace(true) {
+            return;
+        }
+        self.generation_asked_ms.set(monotonic_ms());
+        let mut fresh = [0u8; 8];
+        if getrandom::getrandom(&mut fresh).is_err() {
+            self.asking_generation.set(false);
+            return;
+        }
+        let fresh = (u64::from_le_bytes(fresh) >> 11).to_string();
+        let args = |sha_or_script: &str, op: &[u8]| {
+            let mut command = Vec::new();
+            let parts: [&[u8]; 5] = [
+                op,
+                sha_or_script.as_bytes(),
+                b"1",
+                self.gen_key.as_bytes(),
+                fresh.as_bytes(),
+            ];
+            encode(&mut command, &parts);
+            command
+        };
+        let evalsha = args(&self.gen_sha, b"EVALSHA");
+        let eval = args(generation::GENERATION_SCRIPT, b"EVAL");
+        let rebuild: Rebuild = Rc::new(move || eval.clone());
+        let me = self.me.clone();
+        let sent = self.router.submit(
+            self.gen_key.as_bytes(),
+            evalsha,
+            Some(rebuild),
+            Box::new(move |frame: Option<OwnedFrame>| {
+                if let Some(store) = me.upgrade() {
+                    store.asking_generation.set(false);
+                    if let Some((value, gen)) = frame.as_ref().and_then(generation::from_reply) {
+                        store.generation.set(Some(gen));
+                        *store.generation_value.borrow_mut() = value;
+                    }
+                }
+            }),
+        );
+        if sent.is_err() {
+            self.asking_generation.set(false);
+        }
     }
 
     pub fn shutdown(&self) {
@@ -440,7 +614,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         solution: Solution,
-        late: Late,
+        mut late: Late,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
@@ -454,24 +628,51 @@ impl RedisStore {
         }
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
-        let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
+        // Within Redis's generation, atomically (a challenge issued here
+        // during an outage is spent as before: the zone has its spend).
+        let in_generation = solution
+            .generation
+            .filter(|gen| !self.cluster && *gen != self.local_generation);
+        late.redis_only = in_generation.is_some();
+        let (script, sha, keys, args): (&'static str, _, _, _) = match in_generation {
+            Some(_) => (&**generation::GEN_SPEND_SCRIPT, &self.gen_spend_sha, 5, 7),
+            None => (scripts::SPEND_SCRIPT, &self.spend_sha, 4, 6),
+        };
+        let mut call = ScriptCall::new(sha, keys, args);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag.as_bytes());
+        if in_generation.is_some() {
+            call.push(|w| w.extend_from_slice(self.gen_key.as_bytes()));
+        }
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in scripts::rules(subject.rules) {
             call.num(rule);
         }
         call.num(0);
+        if let Some(gen) = in_generation {
+            call.num(gen);
+        }
         let store = self.me.clone();
         let (queued_key, queued_tag) = (spent_key.clone(), tag.clone());
         let poll = self.call_script(
-            scripts::SPEND_SCRIPT,
+            script,
             spent_key.as_bytes(),
             call,
             late,
             waiter,
             move |reply| {
                 let store = store.upgrade();
+                if reply.as_deref().is_some_and(generation::is_stale) {
+                    // The generation is gone (a flush, a failover): what
+                    // was spent in it is unknown, so this is not accepted
+                    // (409 with a fresh challenge); the next challenges
+                    // carry the new generation.
+                    if let Some(store) = store {
+                        store.generation.set(None);
+                        store.ask_generation();
+                    }
+                    return Some(Reply::Spent(Spent::Replayed));
+                }
                 let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
                 let Some(spent) = spent else {
                     // The fallback may spend it: write it to Redis later.
@@ -502,12 +703,20 @@ impl RedisStore {
                 }))
             },
         );
-        // The zone decides it now (the fallback, or a busy Redis's stand-in):
-        // written to Redis once it takes commands again.
-        if let Poll::Down | Poll::Busy = poll {
-            self.queue_replay(&digest, spent_key, tag, expires_at_ms);
+        match poll {
+            // Redis's generation, and Redis can't take it now: not spent
+            // (a 409 with a fresh challenge), never left to the zone.
+            Poll::Down | Poll::Busy if in_generation.is_some() => {
+                Poll::Ready(Reply::Spent(Spent::Replayed))
+            }
+            // The zone decides it now (the fallback, or a busy Redis's
+            // stand-in): written to Redis once it takes commands again.
+            Poll::Down | Poll::Busy => {
+                self.queue_replay(&digest, spent_key, tag, expires_at_ms);
+                poll
+            }
+            poll => poll,
         }
-        poll
     }
 }
 
@@ -530,11 +739,26 @@ fn checked(
     })
 }
 
+/// The configured nodes (a cluster's seeds, the sentinels), resolved.
+fn seeds(conf: &RedisConf) -> Vec<Seed> {
+    conf.seeds
+        .iter()
+        .map(|(node, addr)| Seed {
+            node: node.clone(),
+            addr: *addr,
+        })
+        .collect()
+}
+
 /// A request's operation, kept to ask the fallback if Redis fails it late
 /// (the request's own memory may be gone by then: the key is copied).
 struct Late {
     op: Op,
     fallback: Option<(ShmStore, Copied)>,
+    /// A spend only Redis can decide (a solution of Redis's generation: the
+    /// zone does not know what other nodes spent through Redis): refused
+    /// as a replay instead of asking the fallback.
+    redis_only: bool,
 }
 
 /// A [`Subject`] that owns its key.
@@ -556,11 +780,15 @@ impl Late {
         Late {
             op,
             fallback: fallback.map(|zone| (zone, copied())),
+            redis_only: false,
         }
     }
 
     /// The fallback's answer now, or `Down` without one.
     fn reply(self) -> Reply {
+        if self.redis_only {
+            return Reply::Spent(Spent::Replayed);
+        }
         let Some((zone, copied)) = self.fallback else {
             return Reply::Down;
         };

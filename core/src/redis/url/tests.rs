@@ -152,6 +152,7 @@ fn redis_options_default_to_50ms_100ms_and_pow_prefix() {
             prefix: "pow:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            sentinel_password: None,
         }
     );
 }
@@ -170,6 +171,7 @@ fn redis_options_are_applied() {
             prefix: "shield:v1:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            sentinel_password: None,
         }
     );
     apply_redis_option(&mut opts, "prefix=").unwrap();
@@ -337,4 +339,79 @@ fn cluster_seeds_are_tcp_db_0_and_alike() {
     assert!(parse_redis_urls("redis://a,").is_err());
     let many = vec!["redis://h"; 17].join(",");
     assert!(parse_redis_urls(&many).is_err());
+}
+
+#[test]
+fn sentinel_url_names_the_sentinels_and_the_master() {
+    let t = parse_redis_url("sentinel://10.0.0.1:26380,s2,[::1]/mymaster").unwrap();
+    let s = t.sentinel.as_ref().unwrap();
+    assert_eq!(s.master, "mymaster");
+    assert_eq!(
+        s.hosts,
+        [
+            ("10.0.0.1".to_owned(), 26380),
+            ("s2".to_owned(), 26379),
+            ("::1".to_owned(), 26379)
+        ]
+    );
+    assert_eq!(t.addr, tcp("10.0.0.1", 26380), "the first sentinel");
+    assert_eq!((t.db, t.tls), (0, false));
+}
+
+#[test]
+fn sentinel_url_credentials_and_database_are_the_masters() {
+    let t = parse_redis_url("sentinels://app:pw@s1:5000/cache/3").unwrap();
+    assert_eq!(t.username.as_deref(), Some("app"));
+    assert_eq!(t.password.as_deref().map(String::as_str), Some("pw"));
+    assert_eq!((t.db, t.tls), (3, true));
+    assert_eq!(parse_redis_urls("sentinel://a,b/m").unwrap().len(), 1);
+}
+
+#[test]
+fn sentinel_url_needs_a_master_name_and_valid_hosts() {
+    for bad in [
+        "sentinel://s1",
+        "sentinel://s1/",
+        "sentinel://s1/my master",
+        "sentinel://s1,,s2/m",
+        "sentinel://s1:0/m",
+        "sentinel://s1:99999/m",
+        "sentinel://bad host/m",
+        "sentinel://s1/m?x=1",
+        "sentinel://s1/m/99999",
+    ] {
+        assert!(parse_redis_url(bad).is_err(), "{bad}");
+    }
+    let many = format!("sentinel://{}/m", vec!["s"; 17].join(","));
+    assert!(parse_redis_url(&many).is_err());
+}
+
+#[test]
+fn sentinel_options_go_with_sentinel_urls_only() {
+    let sentinel = parse_redis_url("sentinel://s1/m").unwrap();
+    let plain = parse_redis_url("redis://h").unwrap();
+    let mut opts = RedisOptions::default();
+    apply_redis_option(&mut opts, "sentinel_password=s%3Acret").unwrap();
+    assert_eq!(
+        opts.sentinel_password.as_ref().map(|p| p.0.as_str()),
+        Some("s:cret")
+    );
+    assert!(!format!("{opts:?}").contains("cret"), "never shown");
+    assert!(check_options(&sentinel, &opts).is_ok());
+    assert_eq!(
+        check_options(&plain, &opts).unwrap_err().0,
+        "sentinel_password"
+    );
+    assert!(apply_redis_option(&mut opts, "sentinel_password=").is_err());
+    let mut cluster = RedisOptions::default();
+    apply_redis_option(&mut cluster, "cluster").unwrap();
+    assert!(check_cluster(std::slice::from_ref(&sentinel), &cluster).is_err());
+    let mut tls = RedisOptions::default();
+    apply_redis_option(&mut tls, "tls_verify=off").unwrap();
+    assert!(
+        check_options(&sentinel, &tls).is_err(),
+        "TLS needs sentinels://"
+    );
+    let secure = parse_redis_url("sentinels://s1/m").unwrap();
+    assert!(check_options(&secure, &tls).is_ok());
 }

@@ -27,7 +27,7 @@ sub available {
     return 0;
 }
 
-# new(dir => ..., port => ..., requirepass => ..., args => [...],
+# new(dir => ..., port => ..., host => '127.0.0.1', requirepass => ..., args => [...],
 #     tls => { port => ..., cert => ..., key => ..., ca => ...,
 #              auth_clients => 'no' | 'optional' | 'yes' })
 # With tls, Redis also listens with TLS on tls->{port}; cmd() keeps using
@@ -40,6 +40,7 @@ sub new {
 }
 
 sub port     { $_[0]{port} }
+sub host     { $_[0]{host} // '127.0.0.1' }
 sub tls_port { $_[0]{tls} ? $_[0]{tls}{port} : undef }
 sub pid      { $_[0]{pid} }
 sub password { $_[0]{requirepass} }
@@ -48,7 +49,7 @@ sub paused   { $_[0]{paused} }
 sub start {
     my ($self) = @_;
     croak "redis already running" if $self->{pid};
-    my @args = ('--port', $self->{port}, '--bind', '127.0.0.1',
+    my @args = ('--port', $self->{port}, '--bind', $self->host,
         '--save', '', '--appendonly', 'no', '--daemonize', 'no',
         '--dir', $self->{dir}, '--logfile', "$self->{dir}/redis.log");
     push @args, '--requirepass', $self->{requirepass}
@@ -92,8 +93,16 @@ sub stop {
     my $pid = delete $self->{pid} or return $self;
     CORE::kill 'CONT', $pid if $self->{paused};
     $self->{paused} = 0;
+    stop_pid($pid, 10);
+    return $self;
+}
+
+# stop_pid($pid, $secs): SIGTERM, then SIGKILL if it is still there after
+# $secs; reaped either way.
+sub stop_pid {
+    my ($pid, $secs) = @_;
     CORE::kill 'TERM', $pid;
-    my $deadline = Time::HiRes::time() + 10;
+    my $deadline = Time::HiRes::time() + $secs;
     while (waitpid($pid, WNOHANG) == 0) {
         if (Time::HiRes::time() > $deadline) {
             CORE::kill 'KILL', $pid;
@@ -102,7 +111,6 @@ sub stop {
         }
         Time::HiRes::sleep(0.05);
     }
-    return $self;
 }
 
 # Hung server: the socket accepts bytes, nothing answers.
@@ -150,7 +158,7 @@ sub cmd {
     }
     $self->{error} = undef;
 
-    my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$self->{port}",
+    my $s = IO::Socket::INET->new(PeerAddr => $self->host . ":$self->{port}",
         Proto => 'tcp', Timeout => $self->{timeout});
     unless ($s) {
         $self->{error} = "connect: $!";
@@ -272,6 +280,66 @@ sub fake_peer {
 }
 
 END { CORE::kill 'KILL', @FAKE_PEERS if @FAKE_PEERS }
+
+# slow_proxy($port, $to_port, $delay): a TCP proxy on 127.0.0.1:$port in
+# front of 127.0.0.1:$to_port that holds every reply for $delay seconds
+# (a Redis a little slower than the module's timeout=), in a process of
+# its own until the test file ends or kill_peer($pid).  Returns its pid.
+sub slow_proxy {
+    my ($port, $to_port, $delay) = @_;
+    my $listen = IO::Socket::INET->new(LocalAddr => "127.0.0.1:$port",
+        Listen => 16, ReuseAddr => 1, Proto => 'tcp') or croak "listen: $!";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        my $sel = IO::Select->new($listen);
+        my (%peer, %from_redis, @queue);   # socket -> other end; [due, bytes, client]
+        while (1) {
+            my $now = Time::HiRes::time();
+            while (@queue && $queue[0][0] <= $now) {
+                my ($due, $bytes, $c) = @{shift @queue};
+                syswrite($c, $bytes) if $peer{$c};
+            }
+            for my $s ($sel->can_read(0.005)) {
+                if ($s == $listen) {
+                    my $c = $listen->accept or next;
+                    my $u = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$to_port",
+                        Proto => 'tcp') or (close($c), next);
+                    @peer{$c, $u} = ($u, $c);
+                    $from_redis{$u} = 1;
+                    $sel->add($c, $u);
+                    next;
+                }
+                my $other = $peer{$s} or next;
+                my $buf;
+                if (!sysread($s, $buf, 65536)) {
+                    $sel->remove($s, $other);
+                    delete @peer{$s, $other};
+                    delete @from_redis{$s, $other};
+                    close $s;
+                    close $other;
+                    next;
+                }
+                if ($from_redis{$s}) {
+                    push @queue, [Time::HiRes::time() + $delay, $buf, $other];
+                } else {
+                    syswrite($other, $buf);
+                }
+            }
+        }
+        POSIX::_exit(0);
+    }
+    close $listen;
+    push @FAKE_PEERS, $pid;
+    return $pid;
+}
+
+# kill_peer($pid): stops a fake_peer or slow_proxy (its connections reset).
+sub kill_peer {
+    my ($pid) = @_;
+    CORE::kill 'KILL', $pid;
+    waitpid($pid, 0);
+    @FAKE_PEERS = grep { $_ != $pid } @FAKE_PEERS;
+}
 
 # The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
 # client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
