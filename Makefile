@@ -40,7 +40,7 @@ BENCH_PKGS := wrk
 CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
 SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
-PY_PKGS    := python3 python3-pip python3-setuptools python3-requests python3-httpx
+PY_PKGS    := python3 python3-pip python3-setuptools python3-setuptools-rust python3-requests python3-httpx
 PYTHON     := /usr/bin/python3
 # the Node.js client (clients/node): node --test, npm install ./clients/node,
 # tsc for its .d.ts; npm only when no npm is there (nodejs of other origins
@@ -209,7 +209,9 @@ check: deps-build
 bench: build deps-bench
 	bench/run.sh
 
-# Each client's solve rate (CLI, Rust, Python, Node) on the same challenges.
+# Every solver's rate beside OpenSSL's SHA-256 on this machine: the CLI on
+# one thread and on every core, the Rust library, the Python client's native
+# and pure-Python solvers, Node (bench/README.md).
 bench-solvers: build deps-python deps-node
 	bench/solvers.sh
 

@@ -118,12 +118,12 @@ fn main() {
     // ---- issuing: what every 429 costs the server -------------------------
     let iters = 20_000;
     let ns = measure(iters, rounds, |i| {
-        let c = pow::issue_challenge(
+        let c = pow::issue_challenge_bits(
             black_box(&keys),
             black_box(IP),
             black_box(NOW_MS + i),
             TTL_MS,
-            4,
+            16,
         )
         .expect("OS RNG");
         black_box(c);
@@ -132,12 +132,12 @@ fn main() {
     let issue_us = median(&ns) / 1e3;
 
     let ns = measure(iters, rounds, |i| {
-        let c = pow::issue_challenge_with_salt(
+        let c = pow::issue_challenge_bits_with_salt(
             black_box(&keys),
             black_box(IP),
             black_box(NOW_MS + i),
             TTL_MS,
-            4,
+            16,
             black_box(salt(i as usize)),
         );
         black_box(c);
@@ -164,7 +164,7 @@ fn main() {
                 Some(t.as_bytes()),
                 Some(n.as_bytes()),
                 IP,
-                4,
+                16,
                 NOW_MS,
                 TTL_MS,
             )
@@ -183,7 +183,7 @@ fn main() {
             Some(black_box(token.as_bytes())),
             Some(black_box(nonce.as_bytes())),
             black_box(IP),
-            4,
+            16,
             black_box(NOW_MS),
             TTL_MS,
         );
@@ -205,7 +205,7 @@ fn main() {
             Some(black_box(token.as_bytes())),
             Some(black_box(wrong.as_bytes())),
             black_box(IP),
-            4,
+            16,
             black_box(NOW_MS),
             TTL_MS,
         );
@@ -220,7 +220,7 @@ fn main() {
             Some(black_box(forged.as_bytes())),
             Some(black_box(nonce.as_bytes())),
             black_box(IP),
-            4,
+            16,
             black_box(NOW_MS),
             TTL_MS,
         );

@@ -1,22 +1,70 @@
-#!/bin/sh
-# Each client's solve rate on this machine, on the same challenges: the
-# CLI (`pow-shield solve`, one process per challenge), the Rust library
-# (`solve`, in one process), the Python client (`pow_shield.solve`) and the
-# Node client (`solve`, worker threads), every core each.
+#!/usr/bin/env bash
+# The rate of every solver on this machine, in one run.
+#
+# 1. Per core, beside OpenSSL's SHA-256 (`openssl speed -bytes 16384
+#    sha256`, ÷ 64: compressions per CPU second on one core): the CLI on one
+#    thread and on every core (`pow-shield bench`), the Python client's
+#    native solver and its pure-Python one. Per-core figures are per CPU
+#    second (as openssl speed counts), so a busy machine moves them less.
+# 2. Each client's solve rate on the same challenges, every core each: the
+#    CLI (`pow-shield solve`, one process per challenge), the Rust library
+#    (`solve`, in one process), the Python client (`pow_shield.solve`, the
+#    native solver where it built) and the Node client (`solve`, worker
+#    threads).
 #
 #   bench/solvers.sh [DIFFICULTY [COUNT]]     (make bench-solvers)
 #
-# Rate = hashes tried / seconds, where a search that stops at nonce k has
-# tried about k + 1 hashes (the threads share the nonces in turn), summed
-# over COUNT salts (default 6) at DIFFICULTY (default 5: about a million
-# hashes each). The machine may be shared: compare the ratios of one run.
-set -eu
+# Part 1: SOLVERS_SECONDS=n measures each for n seconds (default 3); the
+# native Python solver is built into a temporary directory with pip
+# (setuptools-rust and cargo needed; skipped with a note otherwise).
+# Part 2: rate = hashes tried / seconds, where a search that stops at nonce
+# k has tried about k + 1 hashes (the threads share the nonces in turn),
+# summed over COUNT salts (default 6) at DIFFICULTY (default 5: about a
+# million hashes each). The machine may be shared: compare the ratios of
+# one run.
+set -euo pipefail
 cd "$(dirname "$0")/.."
+
+repo=$PWD
+secs=${SOLVERS_SECONDS:-3}
+cli=${POW_SHIELD_CLI:-objs/pow-shield}
+python=${PYTHON:-/usr/bin/python3}
+
+[ -x "$cli" ] || { echo "no $cli: run make build" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== per core, beside OpenSSL (pow-shield bench)"
+"$cli" bench --seconds "$secs"
+
+echo
+echo "== the Python client, per core"
+rate() {
+    PYTHONPATH=$1 "$python" -c "
+import pow_shield
+info = pow_shield.solver_info()
+rate = pow_shield.hash_rate($secs)
+print('  %-8s %-20s %8.2f M hashes/s per core (one process)' % (info['solver'], info['engine'], rate / 1e6))
+"
+}
+pythonpath=$repo/clients/python
+if "$python" -m pip install --quiet --no-build-isolation --no-deps --no-index \
+        --target "$work/native" "$repo/clients/python" >"$work/pip.log" 2>&1 \
+        && ls "$work"/native/pow_shield/_native*.so >/dev/null 2>&1; then
+    rate "$work/native"
+    pythonpath=$work/native
+else
+    echo "  native: not built (needs setuptools-rust and cargo); pip said:"
+    sed 's/^/    /' "$work/pip.log" | tail -5
+fi
+POW_SHIELD_PURE_PYTHON=1 rate "$repo/clients/python"
+
+echo
+echo "== every client on the same challenges, every core"
 
 difficulty=${1:-5}
 count=${2:-6}
-cli=${POW_SHIELD_CLI:-objs/pow-shield}
-[ -x "$cli" ] || { echo "no $cli: run make build" >&2; exit 1; }
 cargo build --quiet --release -p pow-shield-client --example solve_rate
 rust=target/release/examples/solve_rate
 
@@ -42,7 +90,7 @@ run_rust() {
 }
 run_python() {
     # shellcheck disable=SC2086
-    PYTHONPATH=clients/python /usr/bin/python3 -c '
+    PYTHONPATH=$pythonpath "$python" -c '
 import sys, time, pow_shield
 d = int(sys.argv[1])
 for s in sys.argv[2:]:

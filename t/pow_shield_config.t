@@ -109,6 +109,27 @@ good(location => 'pow_shield_difficulty 1;', 'difficulty 1');
 good(location => 'pow_shield_difficulty 12;', 'difficulty 12');
 good(http => 'pow_shield_difficulty 4;', 'difficulty in http');
 
+# pow_shield_difficulty <n>b, 1b..48b (leading zero bits)
+
+bad(location => 'pow_shield_difficulty 0b;', '0b', 'difficulty 0b');
+bad(location => 'pow_shield_difficulty 49b;', '49b', 'difficulty 49b',
+    -says => 'must be between 1b and 48b');
+bad(location => 'pow_shield_difficulty b;', 'b', 'difficulty "b"');
+bad(location => 'pow_shield_difficulty 18B;', '18B', 'difficulty with an upper-case B');
+bad(location => 'pow_shield_difficulty 18bits;', '18bits', 'difficulty "18bits"');
+bad(location => 'pow_shield_difficulty 18b max=4;', 'max=4',
+    'difficulty max in hex below a base in bits');
+bad(location => 'pow_shield_difficulty 4 max=15b;', 'max=15b',
+    'difficulty max in bits below a base in hex');
+bad(location => 'pow_shield_difficulty 18b max=49b;', 'max=49b', 'difficulty max=49b');
+
+good(location => 'pow_shield_difficulty 1b;', 'difficulty 1b');
+good(location => 'pow_shield_difficulty 18b;', 'difficulty 18b');
+good(location => 'pow_shield_difficulty 48b;', 'difficulty 48b');
+good(location => 'pow_shield_difficulty 18b max=24b;', 'difficulty 18b max=24b');
+good(location => 'pow_shield_difficulty 18b max=6;', 'difficulty 18b max=6');
+good(location => 'pow_shield_difficulty 4 max=30b;', 'difficulty 4 max=30b');
+
 # pow_shield_key <value>
 
 bad(location => 'pow_shield_key;', undef, 'key without a value');

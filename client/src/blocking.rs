@@ -13,7 +13,7 @@ use ureq::unversioned::transport::{Connector, DefaultConnector};
 
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::retry::{Policy, Retrier, Step};
-use crate::{solve, Error, Nonce};
+use crate::{solve_bits, Error, Nonce};
 
 mod head;
 use head::{Recorded, Recorder, ToProxy};
@@ -350,7 +350,7 @@ impl Client {
                 Step::Solve(c) => {
                     events(Event::Solving(&c));
                     let start = Instant::now();
-                    let nonce = solve(&c.salt, c.difficulty, &self.policy.solve)?;
+                    let nonce = solve_bits(&c.salt, c.bits, &self.policy.solve)?;
                     events(Event::Solved {
                         nonce,
                         elapsed: start.elapsed(),

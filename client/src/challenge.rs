@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use pow_shield_protocol::wire::{self, ChallengeBody};
-use pow_shield_protocol::{read_unverified, MAX_DIFFICULTY};
+use pow_shield_protocol::{hex_digits_for_bits, read_unverified, MAX_BITS};
 
 use crate::{http_date, Error};
 
@@ -16,8 +16,10 @@ pub struct Challenge {
     pub token: String,
     /// The salt the nonce is appended to.
     pub salt: String,
-    /// Leading hex zeros required.
+    /// Leading hex zeros that certainly pay: `⌈bits / 4⌉`.
     pub difficulty: u8,
+    /// Leading zero bits required: what a solver searches for.
+    pub bits: u8,
     /// `Retry-After`, when the response had one (delay-seconds, or the
     /// time left until its HTTP date).
     pub retry_after: Option<Duration>,
@@ -88,10 +90,17 @@ pub fn read_answer<'h>(
             wire::HEADER_CHALLENGE
         )));
     }
-    let header_difficulty = header(wire::HEADER_DIFFICULTY).and_then(|d| d.trim().parse().ok());
-    let (salt, difficulty) = match (read_unverified(&token), parsed_body) {
-        (Some(info), _) => (info.salt, info.difficulty),
-        (None, Some(b)) => (b.salt, b.difficulty),
+    let header_number = |name| header(name).and_then(|d| d.trim().parse::<u8>().ok());
+    // The price in bits: X-PoW-Bits, else (a server that predates bits)
+    // four per hex digit of X-PoW-Difficulty.
+    let header_bits = header_number(wire::HEADER_BITS)
+        .or_else(|| header_number(wire::HEADER_DIFFICULTY).map(|d| d.saturating_mul(4)));
+    let (salt, bits) = match (read_unverified(&token), parsed_body) {
+        (Some(info), _) => (info.salt, info.bits),
+        (None, Some(b)) => {
+            let bits = b.required_bits();
+            (b.salt, bits)
+        }
         (None, None) => {
             return Answer::Refused(Error::BadChallenge(format!(
                 "HTTP {status}: the {} token has no readable payload",
@@ -101,17 +110,18 @@ pub fn read_answer<'h>(
     };
     // The server may require more than the token says (a location's
     // minimum); its header says so.
-    let difficulty = difficulty.max(header_difficulty.unwrap_or(0));
-    if salt.is_empty() || difficulty > MAX_DIFFICULTY {
+    let bits = bits.max(header_bits.unwrap_or(0));
+    if salt.is_empty() || bits > MAX_BITS {
         return Answer::Refused(Error::BadChallenge(format!(
-            "HTTP {status}: salt {salt:?}, difficulty {difficulty}"
+            "HTTP {status}: salt {salt:?}, {bits} bits"
         )));
     }
     Answer::Challenge(Challenge {
         status,
         token,
         salt,
-        difficulty,
+        difficulty: hex_digits_for_bits(bits),
+        bits,
         retry_after,
     })
 }
@@ -169,6 +179,7 @@ mod tests {
                 token: c.token.clone(),
                 salt: c.salt.clone(),
                 difficulty: 3,
+                bits: 12,
                 retry_after: Some(Duration::from_secs(7)),
             })
         );
@@ -184,7 +195,73 @@ mod tests {
         ) else {
             panic!("not a challenge")
         };
-        assert_eq!(ch.difficulty, 5);
+        assert_eq!((ch.difficulty, ch.bits), (5, 20));
+    }
+
+    fn bits_token(bits: u8) -> pow_shield_protocol::Challenge {
+        let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
+        pow_shield_protocol::issue_challenge_bits_with_salt(
+            &keys,
+            "127.0.0.1",
+            1,
+            60_000,
+            bits,
+            [0x5a; 16],
+        )
+    }
+
+    #[test]
+    fn a_bits_challenge_is_solved_for_its_bits_not_its_hex_digits() {
+        let c = bits_token(18);
+        let Answer::Challenge(ch) = read_answer(
+            429,
+            headers(&[
+                ("X-PoW-Challenge", &c.token),
+                ("X-PoW-Difficulty", "5"),
+                ("X-PoW-Bits", "18"),
+            ]),
+            None,
+        ) else {
+            panic!("not a challenge")
+        };
+        assert_eq!((ch.difficulty, ch.bits), (5, 18));
+    }
+
+    #[test]
+    fn a_bits_header_above_the_token_wins() {
+        let c = bits_token(18);
+        let Answer::Challenge(ch) = read_answer(
+            422,
+            headers(&[("X-PoW-Challenge", &c.token), ("X-PoW-Bits", "19")]),
+            None,
+        ) else {
+            panic!("not a challenge")
+        };
+        assert_eq!((ch.difficulty, ch.bits), (5, 19));
+    }
+
+    #[test]
+    fn a_body_without_a_readable_token_gives_its_bits() {
+        let c = bits_token(18);
+        let forged = format!("x{}", c.token);
+        let body = ChallengeBody::new(None, &forged, &c.salt, 5, 60)
+            .with_bits(18)
+            .to_json();
+        let Answer::Challenge(ch) = read_answer(429, headers(&[]), Some(body.as_bytes())) else {
+            panic!("not a challenge")
+        };
+        assert_eq!((ch.difficulty, ch.bits), (5, 18));
+    }
+
+    #[test]
+    fn more_than_48_bits_is_a_bad_challenge() {
+        let c = bits_token(18);
+        let answer = read_answer(
+            429,
+            headers(&[("X-PoW-Challenge", &c.token), ("X-PoW-Bits", "49")]),
+            None,
+        );
+        assert!(matches!(answer, Answer::Refused(Error::BadChallenge(_))));
     }
 
     #[test]

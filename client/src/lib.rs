@@ -37,7 +37,10 @@ mod solver;
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
 pub use retry::{Policy, Retrier, Step};
-pub use solver::{hash_rate, solve, solve_until, Nonce, SolveOptions, DEFAULT_MAX_SOLVE_TIME};
+pub use solver::{
+    engine_name, hash_rate, measure, solve, solve_bits, solve_bits_until, solve_until, Nonce, Rate,
+    SolveOptions, DEFAULT_MAX_SOLVE_TIME,
+};
 
 /// Why a request could not be paid through.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

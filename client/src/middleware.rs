@@ -34,7 +34,7 @@ use reqwest_middleware::{Middleware, Next};
 use crate::challenge::read_answer;
 use crate::retry::{Policy, Retrier, Step};
 use crate::wire;
-use crate::{solve_until, Error};
+use crate::{solve_bits_until, Error};
 
 /// The middleware; see the module docs.
 #[derive(Clone, Debug, Default)]
@@ -118,12 +118,12 @@ impl Middleware for PowShield {
                 Step::Solve(c) => {
                     drop(response);
                     let opts = self.policy.solve.clone();
-                    let (salt, difficulty) = (c.salt, c.difficulty);
+                    let (salt, bits) = (c.salt, c.bits);
                     let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
                     let flag = Arc::clone(&stop.0);
                     // The search is CPU-bound: off the async executor.
                     let nonce = tokio::task::spawn_blocking(move || {
-                        solve_until(&salt, difficulty, &opts, &flag)
+                        solve_bits_until(&salt, bits, &opts, &flag)
                     })
                     .await
                     .map_err(|e| refused(Error::Transport(format!("solver task: {e}"))))?

@@ -122,6 +122,7 @@ mod tests {
             token: "t.m".into(),
             salt: "ab".repeat(16),
             difficulty,
+            bits: 4 * difficulty,
             retry_after: retry_after.map(Duration::from_secs),
         })
     }

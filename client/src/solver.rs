@@ -1,45 +1,31 @@
-//! The proof-of-work search: find a decimal nonce such that
-//! `hex(SHA-256(salt ++ nonce))` starts with `difficulty` zeros.
+//! The proof-of-work search on every core: find a decimal nonce such that
+//! `SHA-256(salt ++ nonce)` starts with `bits` zero bits (a challenge's
+//! `bits`; `4 × difficulty` for one priced in hex digits).
 //!
-//! Works at the compression-function level: the salt's full 64-byte blocks
-//! are compressed once, and the last block (rest of the salt, the nonce's
-//! digits, SHA-256 padding) is prepared once per run of equal-length
-//! nonces; each attempt then increments the ASCII digits in place and runs
-//! one `compress256` (SHA-NI where the CPU has it). A salt whose tail leaves
-//! no room for the digits in one block falls back to the generic hasher.
+//! Each thread takes chunks of nonces and searches them with the protocol
+//! crate's [`Search`]: SHA-NI with interleaved lanes where the CPU has it
+//! (detected at run time), `sha2`'s compression elsewhere; every candidate
+//! is confirmed by the plain SHA-256 before it is returned.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use sha2::digest::generic_array::GenericArray;
-use sha2::{compress256, Digest, Sha256};
+use pow_shield_protocol::{hex_digits_for_bits, Engine, Search};
 
 use crate::Error;
-
-/// SHA-256's initial state (FIPS 180-4 §5.3.3).
-const IV: [u32; 8] = [
-    0x6a09_e667,
-    0xbb67_ae85,
-    0x3c6e_f372,
-    0xa54f_f53a,
-    0x510e_527f,
-    0x9b05_688c,
-    0x1f83_d9ab,
-    0x5be0_cd19,
-];
 
 /// Nonces a thread takes at a time: about a millisecond of work, so the
 /// stop flag is seen quickly and the shared counter is rarely touched.
 const CHUNK: u64 = 1 << 15;
 
-/// Longest message that fits one block with SHA-256's padding (0x80 and
-/// the 8-byte length).
-const ONE_BLOCK_ROOM: usize = 55;
-
 /// Hardest difficulty that can be met at all: 64 hex digits in a digest.
 const MAX_POSSIBLE: u8 = 64;
+
+/// The price [`hash_rate`] measures with: never met in practice, and within
+/// what the fast engines check.
+const RATE_BITS: u8 = 64;
 
 /// Progress is shown only for solves that take longer than this.
 const PROGRESS_AFTER: Duration = Duration::from_millis(500);
@@ -102,8 +88,8 @@ impl SolveOptions {
     }
 }
 
-/// Finds a nonce for `salt` at `difficulty` with every configured thread;
-/// all threads stop at the first solution.
+/// Finds a nonce for `salt` at `difficulty` hex digits (`4 × difficulty`
+/// bits) with every configured thread; all threads stop at the first solution.
 pub fn solve(salt: &str, difficulty: u8, opts: &SolveOptions) -> Result<Nonce, Error> {
     solve_until(salt, difficulty, opts, &AtomicBool::new(false))
 }
@@ -117,14 +103,32 @@ pub fn solve_until(
     opts: &SolveOptions,
     stop: &AtomicBool,
 ) -> Result<Nonce, Error> {
-    if let Some(max) = opts.max_difficulty {
-        if difficulty > max {
-            return Err(Error::TooHard { difficulty, max });
-        }
-    }
+    check_max(difficulty, opts)?;
     if difficulty > MAX_POSSIBLE {
         return Err(Error::Unsolvable { difficulty });
     }
+    // 64 hex digits are 256 bits: 255 is the same price in practice.
+    let bits = u8::try_from(4 * u16::from(difficulty)).unwrap_or(u8::MAX);
+    solve_bits_until(salt, bits, opts, stop)
+}
+
+/// Finds a nonce whose hash with `salt` starts with `bits` zero bits (a
+/// challenge's `bits`) with every configured thread.
+pub fn solve_bits(salt: &str, bits: u8, opts: &SolveOptions) -> Result<Nonce, Error> {
+    solve_bits_until(salt, bits, opts, &AtomicBool::new(false))
+}
+
+/// [`solve_bits`], also stopped from outside (see [`solve_until`]).
+/// `max_difficulty` is in hex digits: a price above `4 × max` bits is
+/// refused. Errors name the difficulty in hex digits, `⌈bits / 4⌉`.
+pub fn solve_bits_until(
+    salt: &str,
+    bits: u8,
+    opts: &SolveOptions,
+    stop: &AtomicBool,
+) -> Result<Nonce, Error> {
+    let difficulty = hex_digits_for_bits(bits);
+    check_max(difficulty, opts)?;
     // A limit too far away to be an Instant is no limit.
     let deadline = opts
         .max_solve_time
@@ -132,7 +136,7 @@ pub fn solve_until(
     let progress = opts.progress && std::io::stderr().is_terminal();
     let run = search(
         salt.as_bytes(),
-        difficulty,
+        bits,
         opts.thread_count(),
         deadline,
         progress,
@@ -149,19 +153,98 @@ pub fn solve_until(
     }
 }
 
+fn check_max(difficulty: u8, opts: &SolveOptions) -> Result<(), Error> {
+    match opts.max_difficulty {
+        Some(max) if difficulty > max => Err(Error::TooHard { difficulty, max }),
+        _ => Ok(()),
+    }
+}
+
 /// Hashes per second with `threads` workers, measured for `duration` on a
 /// challenge-like 32-character salt.
 pub fn hash_rate(threads: usize, duration: Duration) -> f64 {
+    measure(threads, duration).per_second()
+}
+
+/// What [`measure`] saw.
+#[derive(Clone, Copy, Debug)]
+pub struct Rate {
+    /// Nonces tried.
+    pub hashes: u64,
+    /// Wall-clock time.
+    pub elapsed: Duration,
+    /// CPU time the process used meanwhile (user and system), where the
+    /// platform tells it.
+    pub cpu: Option<Duration>,
+}
+
+impl Rate {
+    /// Hashes per wall-clock second.
+    pub fn per_second(&self) -> f64 {
+        self.hashes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Hashes per CPU second: the rate of one core however busy the
+    /// machine is (as `openssl speed` counts, in CPU time).
+    pub fn per_cpu_second(&self) -> Option<f64> {
+        self.cpu
+            .map(|cpu| self.hashes as f64 / cpu.as_secs_f64().max(1e-9))
+    }
+}
+
+/// Runs the solver with `threads` workers for `duration` on a
+/// challenge-like 32-character salt at a price it never meets.
+pub fn measure(threads: usize, duration: Duration) -> Rate {
     let salt = b"00112233445566778899aabbccddeeff";
+    let cpu_before = process_cpu_time();
     let run = search(
         salt,
-        MAX_POSSIBLE,
+        RATE_BITS,
         threads.max(1),
         Instant::now().checked_add(duration),
         false,
         &AtomicBool::new(false),
     );
-    run.hashes as f64 / run.elapsed.as_secs_f64().max(1e-9)
+    let cpu = process_cpu_time()
+        .zip(cpu_before)
+        .and_then(|(after, before)| after.checked_sub(before));
+    Rate {
+        hashes: run.hashes,
+        elapsed: run.elapsed,
+        cpu,
+    }
+}
+
+/// The CPU time this process has used so far.
+#[cfg(unix)]
+fn process_cpu_time() -> Option<Duration> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes the whole struct when it returns 0.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| -> Option<Duration> {
+        let micros = u32::try_from(t.tv_usec).ok()?;
+        Some(Duration::new(
+            u64::try_from(t.tv_sec).ok()?,
+            micros.checked_mul(1000)?,
+        ))
+    };
+    Some(time(usage.ru_utime)? + time(usage.ru_stime)?)
+}
+
+#[cfg(not(unix))]
+fn process_cpu_time() -> Option<Duration> {
+    None
+}
+
+/// The engine the solver runs on this machine, e.g. `sha-ni (2 lanes)`;
+/// `POW_SHIELD_SOLVER=portable` forces the portable one.
+pub fn engine_name() -> String {
+    Engine::detect().label()
 }
 
 /// What one search did.
@@ -171,25 +254,6 @@ struct Run {
     exhausted: bool,
     hashes: u64,
     elapsed: Duration,
-}
-
-/// The salt with its full blocks already compressed.
-struct Prefix<'a> {
-    salt: &'a [u8],
-    state: [u32; 8],
-    tail: &'a [u8],
-}
-
-impl<'a> Prefix<'a> {
-    fn new(salt: &'a [u8]) -> Prefix<'a> {
-        let full = salt.len() - salt.len() % 64;
-        let (blocks, tail) = salt.split_at(full);
-        let mut state = IV;
-        for block in blocks.chunks_exact(64) {
-            compress256(&mut state, &[*GenericArray::from_slice(block)]);
-        }
-        Prefix { salt, state, tail }
-    }
 }
 
 /// State shared by the workers of one search.
@@ -205,14 +269,14 @@ struct Shared<'a> {
 
 fn search(
     salt: &[u8],
-    difficulty: u8,
+    bits: u8,
     threads: usize,
     deadline: Option<Instant>,
     progress: bool,
     cancel: &AtomicBool,
 ) -> Run {
     let start = Instant::now();
-    let prefix = Prefix::new(salt);
+    let prefix = Search::new(salt, u32::from(bits));
     let shared = Shared {
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
@@ -228,7 +292,7 @@ fn search(
             let done = done_tx.clone();
             let (prefix, shared) = (&prefix, &shared);
             scope.spawn(move || {
-                worker(prefix, difficulty, shared);
+                worker(prefix, shared);
                 let _ = done.send(());
             });
         }
@@ -245,7 +309,7 @@ fn search(
             }
             let elapsed = start.elapsed();
             if progress && elapsed >= PROGRESS_AFTER && !shared.stop.load(Ordering::Relaxed) {
-                show_progress(difficulty, shared.hashes.load(Ordering::Relaxed), elapsed);
+                show_progress(bits, shared.hashes.load(Ordering::Relaxed), elapsed);
                 shown = true;
             }
         }
@@ -263,12 +327,12 @@ fn search(
     }
 }
 
-fn show_progress(difficulty: u8, hashes: u64, elapsed: Duration) {
+fn show_progress(bits: u8, hashes: u64, elapsed: Duration) {
     let rate = hashes as f64 / elapsed.as_secs_f64();
-    let expected = 16f64.powi(i32::from(difficulty));
+    let expected = 2f64.powi(i32::from(bits));
     let _ = write!(
         std::io::stderr(),
-        "\r\x1b[Ksolving difficulty {difficulty}: {:.1} M hashes ({:.0}% of the expected {:.1} M), {:.1} MH/s, {:.1} s",
+        "\r\x1b[Ksolving {bits} bits: {:.1} M hashes ({:.0}% of the expected {:.1} M), {:.1} MH/s, {:.1} s",
         hashes as f64 / 1e6,
         100.0 * hashes as f64 / expected,
         expected / 1e6,
@@ -277,9 +341,9 @@ fn show_progress(difficulty: u8, hashes: u64, elapsed: Duration) {
     );
 }
 
-/// Takes chunks of nonces until one meets the difficulty, another thread
+/// Takes chunks of nonces until one meets the price, another thread
 /// found one, or time is up.
-fn worker(prefix: &Prefix, difficulty: u8, shared: &Shared) {
+fn worker(prefix: &Search, shared: &Shared) {
     while !shared.stop.load(Ordering::Relaxed) && !shared.cancel.load(Ordering::Relaxed) {
         let start = shared.next.fetch_add(CHUNK, Ordering::Relaxed);
         let Some(end) = start.checked_add(CHUNK) else {
@@ -287,125 +351,12 @@ fn worker(prefix: &Prefix, difficulty: u8, shared: &Shared) {
             shared.stop.store(true, Ordering::Relaxed);
             return;
         };
-        let found = search_chunk(prefix, start, end, difficulty);
+        let found = prefix.run(start, end);
         shared.hashes.fetch_add(CHUNK, Ordering::Relaxed);
         if let Some(nonce) = found {
             shared.found.fetch_min(nonce, Ordering::Relaxed);
             shared.stop.store(true, Ordering::Relaxed);
         }
-    }
-}
-
-/// Searches `start..end`, split where the digit count changes.
-fn search_chunk(prefix: &Prefix, start: u64, end: u64, difficulty: u8) -> Option<u64> {
-    let mut from = start;
-    while from < end {
-        let digits = decimal_len(from);
-        let to = match 10u64.checked_pow(digits as u32) {
-            Some(p) => p.min(end),
-            None => end,
-        };
-        let found = if prefix.tail.len() + digits <= ONE_BLOCK_ROOM {
-            search_one_block(prefix, from, to, digits, difficulty)
-        } else {
-            search_generic(prefix.salt, from, to, difficulty)
-        };
-        if found.is_some() {
-            return found;
-        }
-        from = to;
-    }
-    None
-}
-
-/// `from..to`, all with `digits` digits, one compression per nonce.
-fn search_one_block(
-    prefix: &Prefix,
-    from: u64,
-    to: u64,
-    digits: usize,
-    difficulty: u8,
-) -> Option<u64> {
-    let tail = prefix.tail.len();
-    let mut block = GenericArray::default();
-    block[..tail].copy_from_slice(prefix.tail);
-    write_decimal(from, &mut block[tail..tail + digits]);
-    block[tail + digits] = 0x80;
-    let bits = (prefix.salt.len() as u64 + digits as u64) * 8;
-    block[56..].copy_from_slice(&bits.to_be_bytes());
-    let first_mask = first_word_mask(difficulty);
-    let blocks = core::slice::from_mut(&mut block);
-    for nonce in from..to {
-        let mut state = prefix.state;
-        compress256(&mut state, blocks);
-        if state[0] & first_mask == 0 && has_leading_zero_nibbles(&state, difficulty) {
-            return Some(nonce);
-        }
-        increment_decimal(&mut blocks[0][tail..tail + digits]);
-    }
-    None
-}
-
-/// The fallback for long salt tails: the generic hasher, cloned per nonce.
-fn search_generic(salt: &[u8], from: u64, to: u64, difficulty: u8) -> Option<u64> {
-    let mut salted = Sha256::new();
-    salted.update(salt);
-    (from..to).find(|nonce| {
-        let digest = salted.clone().chain_update(nonce.to_string()).finalize();
-        let mut words = [0u32; 8];
-        for (word, bytes) in words.iter_mut().zip(digest.chunks_exact(4)) {
-            *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
-        has_leading_zero_nibbles(&words, difficulty)
-    })
-}
-
-/// Bits of the first state word that must be zero (a quick reject).
-fn first_word_mask(difficulty: u8) -> u32 {
-    match difficulty {
-        0 => 0,
-        d if d >= 8 => u32::MAX,
-        d => u32::MAX << (32 - 4 * u32::from(d)),
-    }
-}
-
-/// Whether the digest (the final state, big-endian words) starts with
-/// `zeros` zero nibbles.
-fn has_leading_zero_nibbles(state: &[u32; 8], zeros: u8) -> bool {
-    let mut bits = u32::from(zeros) * 4;
-    for word in state {
-        if bits >= 32 {
-            if *word != 0 {
-                return false;
-            }
-            bits -= 32;
-        } else {
-            return bits == 0 || word >> (32 - bits) == 0;
-        }
-    }
-    bits == 0
-}
-
-fn decimal_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |l| l as usize + 1)
-}
-
-/// Writes `n` as exactly `out.len()` decimal digits.
-fn write_decimal(mut n: u64, out: &mut [u8]) {
-    for slot in out.iter_mut().rev() {
-        *slot = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-}
-
-/// Adds one to ASCII decimal digits in place (callers never overflow them).
-fn increment_decimal(digits: &mut [u8]) {
-    for d in digits.iter_mut().rev() {
-        if *d < b'9' {
-            *d += 1;
-            return;
-        }
-        *d = b'0';
     }
 }
 

@@ -7,7 +7,7 @@ use core::ops::RangeInclusive;
 
 use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::RateLimit;
-use crate::protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::protocol::{MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 /// Why a directive value was refused: a short reason, never the value
 /// itself (the glue prints that, and it may be a password).
@@ -146,26 +146,65 @@ pub fn parse_limit(requests: &str, window: &str) -> Result<RateLimit, ValueError
     })
 }
 
-/// A difficulty (leading hex zeros), 1..=12.
-pub fn parse_difficulty(s: &str) -> Result<u8, ValueError> {
+/// A difficulty as written: `<n>` hex digits or `<n>b` bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Difficulty {
+    /// Leading zero bits: `4 × n` for hex digits, `n` for bits.
+    pub bits: u8,
+    /// Written with the `b` suffix.
+    pub in_bits: bool,
+}
+
+impl Difficulty {
+    /// `n` hex digits.
+    pub const fn hex(n: u8) -> Difficulty {
+        Difficulty {
+            bits: 4 * n,
+            in_bits: false,
+        }
+    }
+
+    /// `n` bits.
+    pub const fn bits(n: u8) -> Difficulty {
+        Difficulty {
+            bits: n,
+            in_bits: true,
+        }
+    }
+}
+
+/// A difficulty: leading hex zeros 1..=12 (`4` is 16 bits), or with a `b`
+/// suffix leading zero bits 1..=48 (`18b`).
+pub fn parse_difficulty(s: &str) -> Result<Difficulty, ValueError> {
     if s.is_empty() {
         return Err(ValueError::Empty);
     }
-    parse_bounded(
+    if let Some(bits) = s.strip_suffix('b') {
+        let bits = parse_bounded(
+            bits,
+            MIN_BITS..=MAX_BITS,
+            "not a whole number of hex digits or bits (examples: 4, 18b)",
+            "between 1b and 48b",
+        )?;
+        return Ok(Difficulty::bits(bits));
+    }
+    let hex = parse_bounded(
         s,
         MIN_DIFFICULTY..=MAX_DIFFICULTY,
-        "not a whole number",
+        "not a whole number of hex digits or bits (examples: 4, 18b)",
         "between 1 and 12",
-    )
+    )?;
+    Ok(Difficulty::hex(hex))
 }
 
-/// `max=<m>` of `pow_shield_difficulty <n> max=<m>`: `n..=12`.
-pub fn parse_difficulty_max(s: &str, base: u8) -> Result<u8, ValueError> {
+/// `max=<m>` of `pow_shield_difficulty <n> max=<m>`: at least the base, at
+/// most 12 (48b).
+pub fn parse_difficulty_max(s: &str, base: Difficulty) -> Result<Difficulty, ValueError> {
     let Some(max) = s.strip_prefix("max=") else {
         return Err(ValueError::Syntax("expected \"max=<difficulty>\""));
     };
     let max = parse_difficulty(max)?;
-    if max < base {
+    if max.bits < base.bits {
         return Err(ValueError::OutOfRange("at least the base difficulty"));
     }
     Ok(max)
@@ -458,17 +497,59 @@ mod tests {
 
     #[test]
     fn difficulty_max_is_between_the_base_and_12() {
-        assert_eq!(parse_difficulty_max("max=8", 4), Ok(8));
-        assert_eq!(parse_difficulty_max("max=4", 4), Ok(4));
+        let four = Difficulty::hex(4);
+        assert_eq!(parse_difficulty_max("max=8", four), Ok(Difficulty::hex(8)));
+        assert_eq!(parse_difficulty_max("max=4", four), Ok(four));
         assert!(matches!(
-            parse_difficulty_max("max=3", 4),
+            parse_difficulty_max("max=3", four),
             Err(ValueError::OutOfRange(_))
         ));
-        assert!(parse_difficulty_max("max=13", 4).is_err());
+        assert!(parse_difficulty_max("max=13", four).is_err());
         assert!(matches!(
-            parse_difficulty_max("8", 4),
+            parse_difficulty_max("8", four),
             Err(ValueError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn difficulty_max_compares_bits_whatever_the_unit() {
+        let b18 = Difficulty::bits(18);
+        assert_eq!(
+            parse_difficulty_max("max=24b", b18),
+            Ok(Difficulty::bits(24))
+        );
+        assert_eq!(parse_difficulty_max("max=5", b18), Ok(Difficulty::hex(5)));
+        assert_eq!(
+            parse_difficulty_max("max=4", b18),
+            Err(ValueError::OutOfRange("at least the base difficulty"))
+        );
+        assert_eq!(
+            parse_difficulty_max("max=15b", Difficulty::hex(4)),
+            Err(ValueError::OutOfRange("at least the base difficulty"))
+        );
+        assert!(parse_difficulty_max("max=49b", b18).is_err());
+    }
+
+    #[test]
+    fn difficulty_in_bits_is_1b_to_48b() {
+        assert_eq!(parse_difficulty("1b"), Ok(Difficulty::bits(1)));
+        assert_eq!(parse_difficulty("18b"), Ok(Difficulty::bits(18)));
+        assert_eq!(parse_difficulty("48b"), Ok(Difficulty::bits(48)));
+        assert_eq!(parse_difficulty("16b").map(|d| d.bits), Ok(16));
+        assert_eq!(parse_difficulty("4").map(|d| d.bits), Ok(16));
+        for text in ["0b", "49b", "256b", "99999999999999999999999b"] {
+            assert_eq!(
+                parse_difficulty(text),
+                Err(ValueError::OutOfRange("between 1b and 48b")),
+                "{text}"
+            );
+        }
+        for text in ["b", "18B", "18bb", "b18", "18 b", "1.5b", "-1b"] {
+            assert!(
+                matches!(parse_difficulty(text), Err(ValueError::Syntax(_))),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -521,9 +602,9 @@ mod tests {
 
     #[test]
     fn difficulty_is_1_to_12() {
-        assert_eq!(parse_difficulty("1"), Ok(1));
-        assert_eq!(parse_difficulty("4"), Ok(4));
-        assert_eq!(parse_difficulty("12"), Ok(12));
+        assert_eq!(parse_difficulty("1"), Ok(Difficulty::hex(1)));
+        assert_eq!(parse_difficulty("4"), Ok(Difficulty::hex(4)));
+        assert_eq!(parse_difficulty("12"), Ok(Difficulty::hex(12)));
         for text in ["0", "13", "256", "99999999999999999999999"] {
             assert_eq!(
                 parse_difficulty(text),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_client::{http_date, read_answer, wire, Answer, Error};
-use pow_shield_protocol::MAX_DIFFICULTY;
+use pow_shield_protocol::{hex_digits_for_bits, MAX_BITS};
 
 /// Day and month names as the three date forms spell them.
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
@@ -116,12 +116,18 @@ fn response(status: u16, data: &[u8]) {
         Answer::Challenge(c) => {
             assert!(is_challenge_status(status) && c.status == status);
             assert!(!c.salt.is_empty());
-            assert!(c.difficulty <= MAX_DIFFICULTY);
-            // The server's own minimum is never undercut.
-            if let Some(d) =
-                header(wire::HEADER_DIFFICULTY).and_then(|d| d.trim().parse::<u8>().ok())
-            {
-                assert!(c.difficulty >= d);
+            assert!(c.bits <= MAX_BITS);
+            assert_eq!(c.difficulty, hex_digits_for_bits(c.bits));
+            // The server's own minimum is never undercut: X-PoW-Bits, else
+            // four bits per X-PoW-Difficulty digit.
+            let number = |name| header(name).and_then(|d| d.trim().parse::<u8>().ok());
+            match number(wire::HEADER_BITS) {
+                Some(b) => assert!(c.bits >= b),
+                None => {
+                    if let Some(d) = number(wire::HEADER_DIFFICULTY) {
+                        assert!(u16::from(c.bits) >= 4 * u16::from(d));
+                    }
+                }
             }
             if let Some(token) = header(wire::HEADER_CHALLENGE) {
                 assert_eq!(c.token, token.trim());

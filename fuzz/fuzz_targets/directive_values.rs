@@ -9,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::values::*;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
-use pow_shield_core::protocol::{Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_core::protocol::{Secret, SecretKeys, MAX_BITS, MIN_BITS};
 use pow_shield_core::redis::url::*;
 
 /// Parsers the first byte chooses from (`which % PARSERS`).
@@ -52,7 +52,9 @@ fuzz_target!(|data: &[u8]| {
         }
         5 => {
             if let Ok(d) = parse_difficulty(s) {
-                assert!((MIN_DIFFICULTY..=MAX_DIFFICULTY).contains(&d));
+                assert!((MIN_BITS..=MAX_BITS).contains(&d.bits));
+                // Hex digits are whole nibbles.
+                assert!(d.in_bits || d.bits % 4 == 0);
             }
         }
         6 => {
@@ -79,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
         10 => {
             if let Ok(base) = parse_difficulty(first) {
                 if let Ok(max) = parse_difficulty_max(second, base) {
-                    assert!((base..=MAX_DIFFICULTY).contains(&max));
+                    assert!((base.bits..=MAX_BITS).contains(&max.bits));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! `X-PoW-Challenge` / `X-PoW-Nonce` as a client may send them, through
 //! `pow::verify_solution`.
 //!
-//! Input: `flags`, `min_difficulty`, then `token` `\n` `nonce`.
+//! Input: `flags`, `min_bits`, then `token` `\n` `nonce`.
 //! flags bit 0: `token` is a JSON payload, signed here with the verifier's
 //! key (so the fuzzer gets past the MAC to the payload checks);
 //! bit 1: no token header; bit 2: no nonce header.
@@ -11,7 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use libfuzzer_sys::fuzz_target;
-use pow_shield_core::protocol::{self as pow, Secret, SecretKeys, MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_core::protocol::{self as pow, Secret, SecretKeys, MAX_BITS, MIN_BITS};
 use sha2::Sha256;
 
 const KEY: [u8; 32] = [b'k'; 32];
@@ -34,8 +34,8 @@ fuzz_target!(|data: &[u8]| {
     let [flags, min, rest @ ..] = data else {
         return;
     };
-    // The configuration only ever passes 1..=12.
-    let min_difficulty = MIN_DIFFICULTY + min % MAX_DIFFICULTY;
+    // The configuration only ever passes 1..=48 bits.
+    let min_bits = MIN_BITS + min % MAX_BITS;
     let (token, nonce) = match rest.iter().position(|b| *b == b'\n') {
         Some(at) => (&rest[..at], &rest[at + 1..]),
         None => (rest, &[][..]),
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         (flags & 2 == 0).then_some(token),
         (flags & 4 == 0).then_some(nonce),
         CLIENT_IP,
-        min_difficulty,
+        min_bits,
         NOW_MS,
         TTL_MS,
     );
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
             "accepted a nonce that is not 1-20 digits"
         );
         assert!(
-            solved.difficulty >= min_difficulty,
+            solved.bits >= min_bits,
             "accepted below the minimum"
         );
     }

@@ -75,7 +75,7 @@ const SALT_HEX: &str = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
 fn issued_challenge_verifies_after_solve() {
     let (c, nonce) = solved();
     let ok = verify(&c.token, &nonce).unwrap();
-    assert_eq!(ok.difficulty, 2);
+    assert_eq!(ok.bits, 8);
     assert_eq!(ok.issued_at_ms, NOW);
 }
 
@@ -547,7 +547,7 @@ fn token_easier_than_the_location_minimum_needs_the_minimum_zeros() {
         Some(c.token.as_bytes()),
         Some(nonce.as_bytes()),
         IP,
-        5,
+        20,
         NOW,
         TTL,
     );
@@ -563,11 +563,89 @@ fn solved_difficulty_is_the_stricter_of_token_and_minimum() {
         Some(c.token.as_bytes()),
         Some(nonce.as_bytes()),
         IP,
-        3,
+        12,
         NOW,
         TTL,
     );
-    assert_eq!(got.unwrap().difficulty, 3);
+    assert_eq!(got.unwrap().bits, 12);
+}
+
+// Bits (docs/protocol.md §5): the token's exact requirement.
+
+fn bits_challenge(bits: u8) -> Challenge {
+    issue_challenge_bits_with_salt(&keys(), IP, NOW, TTL, bits, SALT)
+}
+
+#[test]
+fn a_nonce_with_the_tokens_bits_is_accepted_though_short_of_its_hex_digits() {
+    // 18 bits: the token says difficulty 5 (20 bits) for hex-only clients.
+    let c = bits_challenge(18);
+    let nonce = (0u64..)
+        .find(|n| {
+            let n = n.to_string();
+            meets_bits(c.salt.as_bytes(), n.as_bytes(), 18)
+                && !meets_bits(c.salt.as_bytes(), n.as_bytes(), 19)
+        })
+        .unwrap()
+        .to_string();
+    assert!(!meets_difficulty(
+        c.salt.as_bytes(),
+        nonce.as_bytes(),
+        c.difficulty
+    ));
+    assert_eq!(verify(&c.token, &nonce).map(|s| s.bits), Ok(18));
+}
+
+#[test]
+fn an_old_clients_hex_solution_of_a_bits_challenge_is_accepted() {
+    for bits in [5u8, 9, 10, 11] {
+        let c = bits_challenge(bits);
+        let nonce = solve(&c.salt, c.difficulty).to_string();
+        assert!(verify(&c.token, &nonce).is_ok(), "bits {bits}");
+    }
+}
+
+#[test]
+fn a_nonce_one_bit_short_of_the_tokens_bits_is_wrong_solution() {
+    let c = bits_challenge(11);
+    let short = (0u64..)
+        .map(|n| n.to_string())
+        .find(|n| {
+            meets_bits(c.salt.as_bytes(), n.as_bytes(), 10)
+                && !meets_bits(c.salt.as_bytes(), n.as_bytes(), 11)
+        })
+        .unwrap();
+    assert_eq!(verify(&c.token, &short), Err(Rejection::WrongSolution));
+}
+
+#[test]
+fn a_token_without_bits_needs_four_bits_per_hex_digit() {
+    let json = format!(r#"{{"ip":"{IP}","ts":{NOW},"difficulty":2,"salt":"{SALT_HEX}"}}"#);
+    let token = signed_json(&json);
+    let seven = (0u64..)
+        .map(|n| n.to_string())
+        .find(|n| {
+            meets_bits(SALT_HEX.as_bytes(), n.as_bytes(), 7)
+                && !meets_bits(SALT_HEX.as_bytes(), n.as_bytes(), 8)
+        })
+        .unwrap();
+    assert_eq!(verify(&token, &seven), Err(Rejection::WrongSolution));
+    let eight = solve_bits(SALT_HEX, 8).to_string();
+    assert_eq!(verify(&token, &eight).map(|s| s.bits), Ok(8));
+}
+
+#[test]
+fn signed_bits_that_disagree_with_the_difficulty_are_bad_payload() {
+    for (difficulty, bits) in [(4, 18), (5, 21), (1, 0), (12, 49)] {
+        let json = format!(
+            r#"{{"ip":"{IP}","ts":{NOW},"difficulty":{difficulty},"salt":"{SALT_HEX}","bits":{bits}}}"#
+        );
+        assert_eq!(
+            verify(&signed_json(&json), "1"),
+            Err(Rejection::BadPayload),
+            "{json}"
+        );
+    }
 }
 
 // Order: the first failing row wins.

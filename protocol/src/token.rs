@@ -10,7 +10,7 @@ use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{fill_random, RandomError, Secret, SecretKeys};
-use super::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use super::{hex_digits_for_bits, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 /// Random salt bytes per challenge (docs/protocol.md §4).
 pub const SALT_LEN: usize = 16;
@@ -32,8 +32,11 @@ pub struct Challenge {
     pub token: String,
     /// The salt as 32 lower-case hex characters (16 random bytes).
     pub salt: String,
-    /// Leading hex zeros required, within 1..=12.
+    /// Leading hex zeros that certainly prove `bits`: `⌈bits / 4⌉`, 1..=12
+    /// (`X-PoW-Difficulty`, for clients that know only hex digits).
     pub difficulty: u8,
+    /// Leading zero bits required, within 1..=48 (`X-PoW-Bits`).
+    pub bits: u8,
     /// Issue time (the payload's `ts`), epoch milliseconds.
     pub issued_at_ms: u64,
     /// Expiry (the payload's `exp`), epoch milliseconds.
@@ -41,8 +44,20 @@ pub struct Challenge {
 }
 
 /// Issues a stateless challenge for `client_ip` with a fresh random salt,
-/// valid for `ttl_ms` (its signed `exp`). `difficulty` is clamped to
-/// 1..=12 so that every issued token verifies.
+/// valid for `ttl_ms` (its signed `exp`), asking for `bits` leading zero
+/// bits, clamped to 1..=48 so that every issued token verifies.
+pub fn issue_challenge_bits(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+) -> Result<Challenge, RandomError> {
+    issue_challenge_bits_in(keys, client_ip, now_ms, ttl_ms, bits, None)
+}
+
+/// [`issue_challenge_bits`] of `difficulty` hex digits (`4 × difficulty`
+/// bits), `difficulty` clamped to 1..=12.
 pub fn issue_challenge(
     keys: &SecretKeys,
     client_ip: &str,
@@ -64,10 +79,24 @@ pub fn issue_challenge_in(
     difficulty: u8,
     generation: Option<u64>,
 ) -> Result<Challenge, RandomError> {
+    let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
+    issue_challenge_bits_in(keys, client_ip, now_ms, ttl_ms, bits, generation)
+}
+
+/// [`issue_challenge_bits`] for a store's data generation (see
+/// [`issue_challenge_in`]).
+pub fn issue_challenge_bits_in(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+    generation: Option<u64>,
+) -> Result<Challenge, RandomError> {
     let mut salt = [0u8; SALT_LEN];
     fill_random(&mut salt)?;
     Ok(issue(
-        keys, client_ip, now_ms, ttl_ms, difficulty, salt, generation,
+        keys, client_ip, now_ms, ttl_ms, bits, salt, generation,
     ))
 }
 
@@ -81,7 +110,21 @@ pub fn issue_challenge_with_salt(
     difficulty: u8,
     salt: [u8; SALT_LEN],
 ) -> Challenge {
-    issue(keys, client_ip, now_ms, ttl_ms, difficulty, salt, None)
+    let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
+    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
+}
+
+/// [`issue_challenge_bits`] with a caller-chosen salt: deterministic, for
+/// tests and benchmarks. Signs with the current key.
+pub fn issue_challenge_bits_with_salt(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+    salt: [u8; SALT_LEN],
+) -> Challenge {
+    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
 }
 
 fn issue(
@@ -89,11 +132,12 @@ fn issue(
     client_ip: &str,
     now_ms: u64,
     ttl_ms: u64,
-    difficulty: u8,
+    bits: u8,
     salt: [u8; SALT_LEN],
     generation: Option<u64>,
 ) -> Challenge {
-    let difficulty = difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
+    let bits = bits.clamp(MIN_BITS, MAX_BITS);
+    let difficulty = hex_digits_for_bits(bits);
     let salt = hex::encode(salt);
     let expires_at_ms = now_ms.saturating_add(ttl_ms);
     let payload = Payload {
@@ -103,12 +147,14 @@ fn issue(
         salt: Cow::Borrowed(&salt),
         exp: Some(expires_at_ms),
         gen: generation,
+        bits: Some(u64::from(bits)),
     };
     let token = sign_payload(&keys.current, &payload.to_json());
     Challenge {
         token,
         salt,
         difficulty,
+        bits,
         issued_at_ms: now_ms,
         expires_at_ms,
     }
@@ -122,8 +168,11 @@ pub struct TokenInfo {
     pub ip: String,
     /// Issue time, epoch milliseconds.
     pub issued_at_ms: u64,
-    /// Leading hex zeros required (1..=12).
+    /// Leading hex zeros (1..=12): `⌈bits / 4⌉`.
     pub difficulty: u8,
+    /// Leading zero bits required (1..=48); `4 × difficulty` for a token
+    /// from a server that predates `bits`.
+    pub bits: u8,
     /// The salt, as hex text.
     pub salt: String,
     /// Expiry, epoch milliseconds; `None` for a token from a server that
@@ -137,10 +186,12 @@ pub fn read_unverified(token: &str) -> Option<TokenInfo> {
     let parts = TokenParts::split(token.as_bytes())?;
     let mut buf = [0u8; MAX_PAYLOAD_LEN];
     let payload = parts.decode_payload(&mut buf)?;
+    let bits = payload.required_bits()?;
     Some(TokenInfo {
         ip: payload.ip.into_owned(),
         issued_at_ms: payload.ts,
         difficulty: u8::try_from(payload.difficulty).ok()?,
+        bits,
         salt: payload.salt.into_owned(),
         expires_at_ms: payload.exp,
     })
@@ -179,6 +230,10 @@ pub(crate) struct Payload<'a> {
     /// mode node's, docs/protocol.md §4); absent elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gen: Option<u64>,
+    /// Leading zero bits required; `difficulty` is then `⌈bits / 4⌉`.
+    /// Absent in tokens of servers that predate it: `4 × difficulty`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u64>,
 }
 
 impl Payload<'_> {
@@ -189,12 +244,27 @@ impl Payload<'_> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
+    /// The leading zero bits this token asks for; `None` unless
+    /// [`is_well_formed`](Self::is_well_formed).
+    pub(crate) fn required_bits(&self) -> Option<u8> {
+        let bits = match self.bits {
+            Some(bits) => bits,
+            None => self.difficulty.checked_mul(4)?,
+        };
+        u8::try_from(bits).ok()
+    }
+
     /// Whether the signed fields have the values docs/protocol.md §6 allows: difficulty
-    /// 1..=12, a salt of at least 16 bytes as hex, and an `exp` (if any)
-    /// not before `ts`.
+    /// 1..=12, `bits` (if any) 1..=48 with difficulty `⌈bits / 4⌉`, a salt
+    /// of at least 16 bytes as hex, and an `exp` (if any) not before `ts`.
     fn is_well_formed(&self) -> bool {
         let salt = self.salt.as_bytes();
+        let bits_agree = self.bits.is_none_or(|bits| {
+            (u64::from(MIN_BITS)..=u64::from(MAX_BITS)).contains(&bits)
+                && self.difficulty == bits.div_ceil(4)
+        });
         (u64::from(MIN_DIFFICULTY)..=u64::from(MAX_DIFFICULTY)).contains(&self.difficulty)
+            && bits_agree
             && self.exp.is_none_or(|exp| exp >= self.ts)
             && salt.len() >= 2 * SALT_LEN
             && salt.len().is_multiple_of(2)
@@ -328,8 +398,50 @@ mod tests {
         let json = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
         assert_eq!(
             json,
-            r#"{"ip":"203.0.113.19","ts":1711929570000,"difficulty":5,"salt":"abababababababababababababababab","exp":1711929630000}"#
+            r#"{"ip":"203.0.113.19","ts":1711929570000,"difficulty":5,"salt":"abababababababababababababababab","exp":1711929630000,"bits":20}"#
         );
+    }
+
+    #[test]
+    fn a_bits_challenge_carries_bits_and_the_hex_digits_that_prove_them() {
+        for (bits, hex) in [(1, 1), (4, 1), (5, 2), (18, 5), (20, 5), (48, 12)] {
+            let c = issue_challenge_bits_with_salt(&keys(), "::1", 1, 60_000, bits, [7; 16]);
+            assert_eq!((c.bits, c.difficulty), (bits, hex), "bits {bits}");
+            let json = decode_json(&c.token);
+            assert_eq!(json["bits"], u64::from(bits));
+            assert_eq!(json["difficulty"], u64::from(hex));
+            let info = read_unverified(&c.token).unwrap();
+            assert_eq!((info.bits, info.difficulty), (bits, hex));
+        }
+    }
+
+    #[test]
+    fn bits_are_clamped_to_1_through_48_when_issuing() {
+        let low = issue_challenge_bits_with_salt(&keys(), "::1", 1, 60_000, 0, [0; 16]);
+        let high = issue_challenge_bits_with_salt(&keys(), "::1", 1, 60_000, 49, [0; 16]);
+        assert_eq!((low.bits, low.difficulty), (1, 1));
+        assert_eq!((high.bits, high.difficulty), (48, 12));
+    }
+
+    #[test]
+    fn a_token_without_bits_asks_four_bits_per_hex_digit() {
+        let json =
+            br#"{"ip":"::1","ts":1,"difficulty":5,"salt":"abababababababababababababababab"}"#;
+        let token = sign_payload(&keys().current, json);
+        let info = read_unverified(&token).unwrap();
+        assert_eq!((info.difficulty, info.bits), (5, 20));
+    }
+
+    #[test]
+    fn bits_that_disagree_with_the_difficulty_or_exceed_48_are_not_well_formed() {
+        for json in [
+            &br#"{"ip":"::1","ts":1,"difficulty":4,"salt":"abababababababababababababababab","bits":18}"#[..],
+            br#"{"ip":"::1","ts":1,"difficulty":12,"salt":"abababababababababababababababab","bits":49}"#,
+            br#"{"ip":"::1","ts":1,"difficulty":1,"salt":"abababababababababababababababab","bits":0}"#,
+        ] {
+            let token = sign_payload(&keys().current, json);
+            assert!(read_unverified(&token).is_none(), "{}", String::from_utf8_lossy(json));
+        }
     }
 
     #[test]
@@ -381,6 +493,7 @@ mod tests {
         assert_eq!(info.ip, "::1");
         assert_eq!(info.issued_at_ms, 7);
         assert_eq!(info.difficulty, 5);
+        assert_eq!(info.bits, 20);
         assert_eq!(info.salt, c.salt);
         assert_eq!(info.expires_at_ms, Some(60_007));
         assert!(read_unverified("not a token").is_none());

@@ -34,7 +34,16 @@ struct Vector {
 }
 
 fn vectors() -> Vec<Vector> {
-    fenced_block("pow-shield-vectors")
+    vectors_of("pow-shield-vectors")
+}
+
+/// The bits vectors: `difficulty` holds the bits asked.
+fn bits_vectors() -> Vec<Vector> {
+    vectors_of("pow-shield-bits-vectors")
+}
+
+fn vectors_of(block: &str) -> Vec<Vector> {
+    fenced_block(block)
         .into_iter()
         .map(|line| match line.split(' ').collect::<Vec<_>>()[..] {
             [salt, nonce, difficulty, hash, valid] => Vector {
@@ -89,21 +98,49 @@ fn valid_vectors_for_difficulties_1_to_5_are_the_smallest_nonces() {
 }
 
 #[test]
-fn markdown_table_shows_the_same_vectors_as_the_machine_block() {
-    let rows: Vec<Vec<String>> = PROTOCOL
+fn every_bits_vector_hash_is_sha256_and_is_accepted_exactly_when_valid() {
+    let vectors = bits_vectors();
+    assert_eq!(vectors.len(), 15);
+    for v in vectors {
+        let hash = hex::encode(Sha256::digest(format!("{}{}", v.salt, v.nonce)));
+        assert_eq!(hash, v.hash, "salt {} nonce {}", v.salt, v.nonce);
+        let accepted = is_valid_nonce(v.nonce.as_bytes())
+            && meets_bits(v.salt.as_bytes(), v.nonce.as_bytes(), v.difficulty);
+        assert_eq!(accepted, v.valid, "salt {} nonce {}", v.salt, v.nonce);
+        if v.valid {
+            assert_eq!(solve_bits(v.salt, v.difficulty).to_string(), v.nonce);
+        }
+    }
+}
+
+/// The rows of the Markdown table whose header names `column`.
+fn table_rows(column: &str) -> Vec<Vec<String>> {
+    let header = format!("| salt | nonce | {column} |");
+    PROTOCOL
         .lines()
-        .filter(|l| l.starts_with("| `") && l.matches('|').count() == 6)
-        .filter(|l| l.contains(" | yes") || l.contains(" | no"))
+        .skip_while(|l| !l.starts_with(&header))
+        .skip(2)
+        .take_while(|l| l.starts_with("| `"))
         .map(|l| {
             l.trim_matches('|')
                 .split('|')
                 .map(|c| c.trim().trim_matches('`').to_owned())
                 .collect()
         })
-        .collect();
-    let vectors = vectors();
+        .collect()
+}
+
+#[test]
+fn markdown_tables_show_the_same_vectors_as_the_machine_blocks() {
+    for (column, vectors) in [("difficulty", vectors()), ("bits", bits_vectors())] {
+        let rows = table_rows(column);
+        assert_rows_are(&rows, &vectors);
+    }
+}
+
+fn assert_rows_are(rows: &[Vec<String>], vectors: &[Vector]) {
     assert_eq!(rows.len(), vectors.len());
-    for (row, v) in rows.iter().zip(&vectors) {
+    for (row, v) in rows.iter().zip(vectors) {
         assert_eq!(row[0], v.salt);
         assert_eq!(row[1], v.nonce);
         assert_eq!(row[2], v.difficulty.to_string());
@@ -112,9 +149,13 @@ fn markdown_table_shows_the_same_vectors_as_the_machine_block() {
     }
 }
 
-/// The `pow-shield-token` block as (name, value) pairs.
+/// The value of the `name` line of the `pow-shield-token` block.
 fn token_example(name: &str) -> &'static str {
-    fenced_block("pow-shield-token")
+    example_line("pow-shield-token", name)
+}
+
+fn example_line(block: &str, name: &str) -> &'static str {
+    fenced_block(block)
         .into_iter()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("the token example has no `{name}` line"))
@@ -142,8 +183,28 @@ fn issuing_the_example_challenge_gives_the_example_token() {
         .unwrap()
         .try_into()
         .unwrap();
-    let c = issue_challenge_with_salt(&example_keys(), EXAMPLE_IP, EXAMPLE_TS, 60_000, 4, salt);
+    let c =
+        issue_challenge_bits_with_salt(&example_keys(), EXAMPLE_IP, EXAMPLE_TS, 60_000, 18, salt);
     assert_eq!(c.token, token_example("token"));
+}
+
+#[test]
+fn example_token_without_bits_verifies_with_its_hex_nonce_for_16_bits() {
+    let key = Secret::new(example_line("pow-shield-token-hex", "key").as_bytes()).unwrap();
+    let token = example_line("pow-shield-token-hex", "token");
+    let payload = example_line("pow-shield-token-hex", "payload");
+    assert_eq!(sign_payload(&key, payload.as_bytes()), token);
+    let nonce = example_line("pow-shield-token-hex", "nonce");
+    let got = verify_solution(
+        &SecretKeys::single(key),
+        Some(token.as_bytes()),
+        Some(nonce.as_bytes()),
+        EXAMPLE_IP,
+        1,
+        EXAMPLE_TS + 1_000,
+        60_000,
+    );
+    assert_eq!(got.map(|s| s.bits), Ok(16));
 }
 
 #[test]
@@ -159,7 +220,7 @@ fn example_token_with_example_nonce_verifies_for_its_address() {
             60_000,
         )
     };
-    assert_eq!(verify(EXAMPLE_IP).unwrap().difficulty, 4);
+    assert_eq!(verify(EXAMPLE_IP).unwrap().bits, 18);
     assert_eq!(verify("203.0.113.8"), Err(Rejection::WrongIp));
 }
 

@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use super::keys::SecretKeys;
 use super::token::{TokenParts, MAX_PAYLOAD_LEN};
-use super::work::{is_valid_nonce, meets_difficulty};
+use super::work::{is_valid_nonce, meets_bits};
 
 /// How far in the future a token's `ts` may lie (clock skew between nodes).
 pub const FUTURE_SKEW_MS: u64 = 5_000;
@@ -27,7 +27,7 @@ pub enum Rejection {
     /// Past its `exp` (a token without one: older than the TTL), or issued
     /// more than 5 s in the future.
     Expired,
-    /// The nonce is not 1..=20 digits, or the hash lacks the zeros.
+    /// The nonce is not 1..=20 digits, or the hash lacks the zero bits.
     WrongSolution,
 }
 
@@ -79,8 +79,8 @@ impl Rejection {
 pub struct Solved {
     /// SHA-256 of the whole token text: the replay-cache key.
     pub digest: [u8; 32],
-    /// Leading zeros that were proven: `max(payload difficulty, minimum)`.
-    pub difficulty: u8,
+    /// Leading zero bits that were proven: `max(payload bits, minimum)`.
+    pub bits: u8,
     /// The token's `ts`, epoch ms.
     pub issued_at_ms: u64,
     /// The token's `exp`, epoch ms (`None`: a token without one).
@@ -104,9 +104,10 @@ impl Solved {
 }
 
 /// Verifies the `X-PoW-Challenge` / `X-PoW-Nonce` pair for `client_ip` at
-/// `now_ms`, in the docs/protocol.md §6 order. At least `min_difficulty` zeros are
-/// required even if the token asks for fewer, so a challenge issued where
-/// it was easier cannot be spent where it is harder. A token is accepted
+/// `now_ms`, in the docs/protocol.md §6 order. The hash must start with the
+/// token's `bits` zero bits (`4 × difficulty` for a token without `bits`),
+/// and at least `min_bits` even if the token asks for fewer, so a challenge
+/// issued where it was easier cannot be spent where it is harder. A token is accepted
 /// until its signed `exp`; `ttl_ms` (this node's challenge TTL) applies
 /// only to tokens without one. Does not allocate
 /// unless the payload's strings contain JSON escapes.
@@ -115,7 +116,7 @@ pub fn verify_solution(
     token: Option<&[u8]>,
     nonce: Option<&[u8]>,
     client_ip: &str,
-    min_difficulty: u8,
+    min_bits: u8,
     now_ms: u64,
     ttl_ms: u64,
 ) -> Result<Solved, Rejection> {
@@ -139,16 +140,17 @@ pub fn verify_solution(
     if too_old || too_new {
         return Err(Rejection::Expired);
     }
-    // is_well_formed() bounded it to 1..=12.
-    let difficulty = u8::try_from(payload.difficulty)
-        .map_err(|_| Rejection::BadPayload)?
-        .max(min_difficulty);
-    if !is_valid_nonce(nonce) || !meets_difficulty(payload.salt.as_bytes(), nonce, difficulty) {
+    // is_well_formed() bounded it to 1..=48.
+    let bits = payload
+        .required_bits()
+        .ok_or(Rejection::BadPayload)?
+        .max(min_bits);
+    if !is_valid_nonce(nonce) || !meets_bits(payload.salt.as_bytes(), nonce, bits) {
         return Err(Rejection::WrongSolution);
     }
     Ok(Solved {
         digest: Sha256::digest(token).into(),
-        difficulty,
+        bits,
         issued_at_ms: payload.ts,
         expires_at_ms: payload.exp,
         generation: payload.gen,

@@ -15,8 +15,10 @@ use serde::{Deserialize, Serialize};
 pub const HEADER_CHALLENGE: &str = "X-PoW-Challenge";
 /// Request header carrying the solution.
 pub const HEADER_NONCE: &str = "X-PoW-Nonce";
-/// Response header carrying the challenge's difficulty.
+/// Response header carrying the challenge's difficulty in hex digits.
 pub const HEADER_DIFFICULTY: &str = "X-PoW-Difficulty";
+/// Response header carrying the challenge's exact price, leading zero bits.
+pub const HEADER_BITS: &str = "X-PoW-Bits";
 /// Response header of the circuit breaker's answer: [`SHIELD_BLOCKED`] or
 /// [`SHIELD_BANNED`].
 pub const HEADER_SHIELD: &str = "X-PoW-Shield";
@@ -224,8 +226,12 @@ pub struct ChallengeBody {
     pub error: String,
     /// The signed token, as in `X-PoW-Challenge`.
     pub challenge: String,
-    /// Leading hex zeros required.
+    /// Leading hex zeros that certainly pay: `⌈bits / 4⌉`.
     pub difficulty: u8,
+    /// Leading zero bits required; absent from servers that predate it
+    /// (then `4 × difficulty`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u8>,
     /// The salt the nonce is appended to (hex text, hashed as text).
     pub salt: String,
     /// Always [`ALGORITHM`].
@@ -251,11 +257,27 @@ impl ChallengeBody {
             error: problem.error.to_owned(),
             challenge: token.to_owned(),
             difficulty,
+            bits: None,
             salt: salt.to_owned(),
             algorithm: ALGORITHM.to_owned(),
             expires_in,
             instructions: instructions(difficulty),
         }
+    }
+
+    /// The same body asking for exactly `bits` leading zero bits (its
+    /// `difficulty` stays the hex digits that prove them).
+    pub fn with_bits(mut self, bits: u8) -> ChallengeBody {
+        self.bits = Some(bits);
+        self.instructions = instructions_bits(bits, self.difficulty);
+        self
+    }
+
+    /// The leading zero bits this challenge asks for: `bits`, else
+    /// `4 × difficulty` (a server that predates `bits`).
+    pub fn required_bits(&self) -> u8 {
+        self.bits
+            .unwrap_or_else(|| self.difficulty.saturating_mul(4))
     }
 
     /// Compact JSON, as sent.
@@ -300,6 +322,16 @@ pub fn instructions(difficulty: u8) -> String {
     )
 }
 
+/// The `instructions` text of a challenge priced in bits.
+pub fn instructions_bits(bits: u8, difficulty: u8) -> String {
+    format!(
+        "Find a decimal nonce such that the SHA-256 of salt followed by nonce starts with {bits} \
+         zero bits (a lower-case hex digest starting with {difficulty} '0' characters always \
+         does), then repeat the request with the headers X-PoW-Challenge: <challenge> and \
+         X-PoW-Nonce: <nonce>. Each solution admits one request."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +350,23 @@ mod tests {
         assert!(json.contains(
             r#"","error":"PoW challenge required","challenge":"t.m","difficulty":4,"salt":"ab","algorithm":"sha256","expires_in":60,"instructions":"Find a decimal nonce"#
         ));
+    }
+
+    #[test]
+    fn a_bits_body_has_bits_after_difficulty() {
+        let body = ChallengeBody::new(None, "t.m", "ab", 5, 60).with_bits(18);
+        assert!(body
+            .to_json()
+            .contains(r#""difficulty":5,"bits":18,"salt":"ab""#));
+        assert!(body.instructions.contains("18 zero bits"));
+        assert_eq!(body.required_bits(), 18);
+    }
+
+    #[test]
+    fn a_body_without_bits_asks_four_bits_per_hex_digit() {
+        let old = r#"{"error":"PoW challenge required","challenge":"t.m","difficulty":4,"salt":"ab","algorithm":"sha256","expires_in":60,"instructions":"x"}"#;
+        let parsed: ChallengeBody = serde_json::from_str(old).unwrap();
+        assert_eq!((parsed.bits, parsed.required_bits()), (None, 16));
     }
 
     #[test]

@@ -1,5 +1,9 @@
-//! The proof of work itself: `hex(SHA-256(salt ++ nonce))` must start with
-//! `difficulty` zeros (docs/protocol.md §5).
+//! The proof of work itself: `SHA-256(salt ++ nonce)` must start with
+//! `bits` zero bits (docs/protocol.md §5). The hex rule of older tokens,
+//! `difficulty` leading `'0'` characters, is `4 × difficulty` bits.
+//!
+//! This is the reference: the module verifies with it, and every fast
+//! solver is checked against it.
 
 use sha2::{Digest, Sha256};
 
@@ -9,10 +13,32 @@ pub const MAX_NONCE_DIGITS: usize = 20;
 /// Whether `hex(sha256(salt ++ nonce))` starts with `difficulty` `'0'`
 /// characters. Difficulty 0 is always met; above 64 never.
 pub fn meets_difficulty(salt: &[u8], nonce: &[u8], difficulty: u8) -> bool {
+    meets_bits_u32(salt, nonce, 4 * u32::from(difficulty))
+}
+
+/// Whether `sha256(salt ++ nonce)` starts with `bits` zero bits. 0 is
+/// always met; 256 and more (impossible to ask in a `u8`) never.
+pub fn meets_bits(salt: &[u8], nonce: &[u8], bits: u8) -> bool {
+    meets_bits_u32(salt, nonce, u32::from(bits))
+}
+
+pub(crate) fn meets_bits_u32(salt: &[u8], nonce: &[u8], bits: u32) -> bool {
     let mut hasher = Sha256::new();
     hasher.update(salt);
     hasher.update(nonce);
-    has_leading_zero_nibbles(&hasher.finalize(), difficulty)
+    leading_zero_bits(&hasher.finalize()) >= bits
+}
+
+/// How many zero bits `digest` starts with (256 for an all-zero digest).
+pub fn leading_zero_bits(digest: &[u8]) -> u32 {
+    let mut zeros = 0;
+    for byte in digest {
+        if *byte != 0 {
+            return zeros + byte.leading_zeros();
+        }
+        zeros += 8;
+    }
+    zeros
 }
 
 /// Whether `nonce` is 1 to 20 ASCII digits (docs/protocol.md).
@@ -21,20 +47,31 @@ pub fn is_valid_nonce(nonce: &[u8]) -> bool {
 }
 
 /// The smallest nonce `0, 1, 2, …` whose hash with `salt` meets
-/// `difficulty`; about `16^difficulty` hashes on average. The salt's hash
-/// state is computed once and cloned per attempt. A difficulty above 64 can
-/// never be met, so it returns `u64::MAX` at once instead of searching forever.
+/// `difficulty` hex zeros: [`solve_bits`] of `4 × difficulty`. A difficulty
+/// above 64 can never be met, so it returns `u64::MAX` at once.
 pub fn solve(salt: &str, difficulty: u8) -> u64 {
     if usize::from(difficulty) > 2 * 32 {
         return u64::MAX;
     }
+    search(salt, 4 * u32::from(difficulty))
+}
+
+/// The smallest nonce `0, 1, 2, …` whose hash with `salt` starts with
+/// `bits` zero bits; about `2^bits` hashes on average. The salt's hash
+/// state is computed once and cloned per attempt. This is the plain
+/// reference search; the clients have fast ones.
+pub fn solve_bits(salt: &str, bits: u8) -> u64 {
+    search(salt, u32::from(bits))
+}
+
+fn search(salt: &str, bits: u32) -> u64 {
     let mut salted = Sha256::new();
     salted.update(salt.as_bytes());
     let mut digits = [0u8; MAX_NONCE_DIGITS];
     for nonce in 0..u64::MAX {
         let mut hasher = salted.clone();
         hasher.update(write_decimal(nonce, &mut digits));
-        if has_leading_zero_nibbles(&hasher.finalize(), difficulty) {
+        if leading_zero_bits(&hasher.finalize()) >= bits {
             return nonce;
         }
     }
@@ -53,18 +90,6 @@ fn write_decimal(mut n: u64, buf: &mut [u8; MAX_NONCE_DIGITS]) -> &[u8] {
         }
     }
     buf.get(start..).unwrap_or_default()
-}
-
-/// Whether the first `zeros` hex digits of `digest` are `'0'`.
-fn has_leading_zero_nibbles(digest: &[u8], zeros: u8) -> bool {
-    let zeros = usize::from(zeros);
-    let whole = zeros / 2;
-    if whole > digest.len() {
-        return false;
-    }
-    let whole_bytes_zero = digest.iter().take(whole).all(|b| *b == 0);
-    let odd_nibble_zero = zeros % 2 == 0 || digest.get(whole).is_some_and(|b| b >> 4 == 0);
-    whole_bytes_zero && odd_nibble_zero
 }
 
 #[cfg(test)]
@@ -99,6 +124,50 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn meets_bits_agrees_with_the_digest_below_a_power_of_two() {
+        let salt = "00112233445566778899aabbccddeeff";
+        for nonce in 0..3000u32 {
+            let digest = Sha256::digest(format!("{salt}{nonce}"));
+            let top = u128::from_be_bytes(digest[..16].try_into().unwrap());
+            for bits in 1..=20u8 {
+                let expected = top < 1u128 << (128 - u32::from(bits));
+                assert_eq!(
+                    meets_bits(salt.as_bytes(), nonce.to_string().as_bytes(), bits),
+                    expected,
+                    "nonce {nonce} bits {bits}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hex_difficulty_is_four_bits_per_digit() {
+        let salt = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+        for d in 1..=4u8 {
+            assert_eq!(solve(salt, d), solve_bits(salt, 4 * d), "difficulty {d}");
+        }
+    }
+
+    #[test]
+    fn solve_bits_returns_the_smallest_nonce_with_that_many_zero_bits() {
+        let salt = "00112233445566778899aabbccddeeff";
+        for bits in [1u8, 5, 9, 13, 17] {
+            let nonce = solve_bits(salt, bits);
+            let ok = |n: u64| meets_bits(salt.as_bytes(), n.to_string().as_bytes(), bits);
+            assert!(ok(nonce), "bits {bits}");
+            assert!((0..nonce).all(|n| !ok(n)), "bits {bits}");
+        }
+    }
+
+    #[test]
+    fn leading_zero_bits_counts_across_bytes() {
+        assert_eq!(leading_zero_bits(&[0x80]), 0);
+        assert_eq!(leading_zero_bits(&[0x00, 0x01]), 15);
+        assert_eq!(leading_zero_bits(&[0x00, 0x00]), 16);
+        assert_eq!(leading_zero_bits(&[0x0f, 0xff]), 4);
     }
 
     #[test]

@@ -244,8 +244,8 @@ fn respond(
         Answer::Challenge {
             status,
             error,
-            difficulty,
-        } => send_challenge(r, mcf, policy, &done, status, error, difficulty),
+            bits,
+        } => send_challenge(r, mcf, policy, &done, status, error, bits),
         Answer::Error { status, message } => response::send_error(r, status, message),
         // nginx closes the connection for 444 (as `return 444` does).
         Answer::Block(_) if status == 444 => Status(444),
@@ -270,15 +270,14 @@ fn send_challenge(
     done: &Final,
     status: u16,
     error: Option<&str>,
-    difficulty: u8,
+    bits: u8,
 ) -> Status {
     let Some(keys) = mcf.keys.as_ref() else {
         return Status::NGX_ERROR;
     };
     let (addr, ttl_ms) = (client_addr(r), policy.challenge_ttl_ms);
     let generation = crate::store::challenge_generation();
-    let issued =
-        protocol::issue_challenge_in(keys, &addr, now_ms(), ttl_ms, difficulty, generation);
+    let issued = protocol::issue_challenge_bits_in(keys, &addr, now_ms(), ttl_ms, bits, generation);
     let challenge = match issued {
         Ok(challenge) => challenge,
         Err(_) => return Status::NGX_ERROR,

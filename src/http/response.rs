@@ -36,11 +36,14 @@ pub fn send_challenge(
         &challenge.salt,
         challenge.difficulty,
         ttl_ms / 1000,
-    );
+    )
+    .with_bits(challenge.bits);
     let difficulty = challenge.difficulty.to_string();
+    let bits = challenge.bits.to_string();
     let mut headers = vec![
         (wire::HEADER_CHALLENGE, challenge.token.as_str()),
         (wire::HEADER_DIFFICULTY, difficulty.as_str()),
+        (wire::HEADER_BITS, bits.as_str()),
     ];
     let retry_after = retry_after_ms.map(|ms| retry_after_secs(ms).to_string());
     if let Some(secs) = retry_after.as_deref() {

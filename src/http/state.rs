@@ -156,9 +156,9 @@ impl RequestState {
         self.decided.and_then(|(f, _)| f.breaker)
     }
 
-    /// The difficulty of the challenge sent, if one was.
-    pub fn difficulty(&self) -> Option<u8> {
-        self.decided.and_then(|(f, _)| f.difficulty())
+    /// The bits of the challenge sent, if one was.
+    pub fn bits(&self) -> Option<u8> {
+        self.decided.and_then(|(f, _)| f.bits())
     }
 }
 

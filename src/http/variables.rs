@@ -1,5 +1,5 @@
-//! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`
-//! and `$pow_shield_strikes` for `log_format` (docs/directives.md, "Embedded Variables"). They read the main request's state, so they
+//! `$pow_shield_result`, `$pow_shield_remaining`, `$pow_shield_difficulty`,
+//! `$pow_shield_bits` and `$pow_shield_strikes` for `log_format` (docs/directives.md, "Embedded Variables"). They read the main request's state, so they
 //! work in subrequests and after internal redirects too.
 //!
 //! `$pow_shield_client` is the client identity of the default key (IPv6 by
@@ -24,14 +24,16 @@ const RESULT: usize = 0;
 const REMAINING: usize = 1;
 const DIFFICULTY: usize = 2;
 const STRIKES: usize = 3;
+const BITS: usize = 4;
 
 /// `preconfiguration`: declares the variables.
 pub fn register(cf: &mut ngx_conf_t) -> Status {
-    let vars: [(ngx_str_t, usize); 4] = [
+    let vars: [(ngx_str_t, usize); 5] = [
         (ngx_string!("pow_shield_result"), RESULT),
         (ngx_string!("pow_shield_remaining"), REMAINING),
         (ngx_string!("pow_shield_difficulty"), DIFFICULTY),
         (ngx_string!("pow_shield_strikes"), STRIKES),
+        (ngx_string!("pow_shield_bits"), BITS),
     ];
     for (mut name, which) in vars {
         // SAFETY: cf is the configuration being parsed; the name is static.
@@ -139,13 +141,17 @@ unsafe extern "C" fn get(
             .and_then(|state| match which {
                 RESULT => state.outcome().map(|o| o.as_str().to_owned()),
                 REMAINING => state.verdict().map(|v| v.remaining.to_string()),
-                // The difficulty asked of this client, else the location's.
-                DIFFICULTY => Some(
-                    state
-                        .difficulty()
-                        .unwrap_or(state.policy.difficulty.base)
-                        .to_string(),
-                ),
+                // The price asked of this client, else the location's: in
+                // hex digits (⌈bits / 4⌉, as X-PoW-Difficulty) or bits.
+                DIFFICULTY | BITS => {
+                    let bits = state.bits().unwrap_or(state.policy.difficulty.base);
+                    let value = if which == BITS {
+                        bits
+                    } else {
+                        bits.div_ceil(4)
+                    };
+                    Some(value.to_string())
+                }
                 STRIKES => state.status().map(|s| s.strikes.to_string()),
                 _ => None,
             });

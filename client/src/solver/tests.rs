@@ -1,7 +1,9 @@
 //! The solver: its nonces against the protocol crate and the generic
-//! hasher, its limits, and its digit arithmetic.
+//! hasher, its limits. (The engines themselves are tested in the protocol
+//! crate, protocol/src/search/tests.rs.)
 
 use super::*;
+use sha2::{Digest, Sha256};
 
 const SALT: &str = "00112233445566778899aabbccddeeff";
 
@@ -52,11 +54,18 @@ fn one_thread_finds_the_known_smallest_nonces() {
 
 #[test]
 fn solution_of_an_issued_challenge_passes_the_modules_verification() {
-    use pow_shield_protocol::{issue_challenge, verify_solution, Secret, SecretKeys};
+    use pow_shield_protocol::{issue_challenge_bits, verify_solution, Secret, SecretKeys};
     let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
-    for d in [1, 3, 5] {
-        let c = issue_challenge(&keys, "192.0.2.1", 1_000, 60_000, d).unwrap();
-        let nonce = solve(&c.salt, c.difficulty, &opts(0)).unwrap().to_string();
+    // Hex-digit prices (4, 12, 20 bits) solved as hex, and bits prices.
+    let hex = [1u8, 3, 5].map(|d| (4 * d, Some(d)));
+    let bits = [3u8, 10, 17].map(|b| (b, None));
+    for (price, hex_digits) in hex.into_iter().chain(bits) {
+        let c = issue_challenge_bits(&keys, "192.0.2.1", 1_000, 60_000, price).unwrap();
+        let nonce = match hex_digits {
+            Some(d) => solve(&c.salt, d, &opts(0)),
+            None => solve_bits(&c.salt, c.bits, &opts(0)),
+        };
+        let nonce = nonce.unwrap().to_string();
         let verified = verify_solution(
             &keys,
             Some(c.token.as_bytes()),
@@ -66,7 +75,7 @@ fn solution_of_an_issued_challenge_passes_the_modules_verification() {
             1_000,
             60_000,
         );
-        assert!(verified.is_ok(), "difficulty {d}: {verified:?}");
+        assert_eq!(verified.map(|s| s.bits), Ok(price), "{price} bits");
     }
 }
 
@@ -96,18 +105,6 @@ fn salt_of_any_length_gives_a_valid_nonce() {
             "salt length {len}"
         );
     }
-}
-
-#[test]
-fn nonces_crossing_a_digit_boundary_are_hashed_with_their_length() {
-    let prefix = Prefix::new(SALT.as_bytes());
-    // 9 → 10 and 99 → 100 inside one chunk: each found nonce must be
-    // the first in the range whose real digest has one leading zero.
-    let found = search_chunk(&prefix, 5, 5000, 1).unwrap();
-    let expected = (5..5000)
-        .find(|n| hex_digest(SALT, *n).starts_with('0'))
-        .unwrap();
-    assert_eq!(found, expected);
 }
 
 #[test]
@@ -181,34 +178,36 @@ fn difficulty_above_64_is_unsolvable() {
 }
 
 #[test]
-fn zero_nibble_check_matches_hex_text() {
-    let state = [0x0000_0fff, 0, 0, 0, 0, 0, 0, 0];
-    for d in 0..=5 {
-        assert!(has_leading_zero_nibbles(&state, d), "{d}");
+fn a_bits_price_gives_the_smallest_nonce_of_the_protocol_reference() {
+    for bits in [1u8, 5, 9, 13, 18] {
+        for threads in [1, 3] {
+            assert_eq!(
+                solve_bits(SALT, bits, &opts(threads)).map(|n| n.0),
+                Ok(pow_shield_protocol::solve_bits(SALT, bits)),
+                "{bits} bits, {threads} threads"
+            );
+        }
     }
-    assert!(!has_leading_zero_nibbles(&state, 6));
-    let zeros = [0u32; 8];
-    assert!(has_leading_zero_nibbles(&zeros, 64));
-    assert!(!has_leading_zero_nibbles(
-        &[0, 0x1000_0000, 0, 0, 0, 0, 0, 0],
-        9
-    ));
-    assert!(has_leading_zero_nibbles(
-        &[0, 0x0fff_ffff, 0, 0, 0, 0, 0, 0],
-        9
-    ));
 }
 
 #[test]
-fn decimal_increment_carries() {
-    let mut d = *b"0199";
-    increment_decimal(&mut d);
-    assert_eq!(&d, b"0200");
-    let mut d = [0u8; 3];
-    write_decimal(7, &mut d);
-    assert_eq!(&d, b"007");
-    assert_eq!(decimal_len(0), 1);
-    assert_eq!(decimal_len(9), 1);
-    assert_eq!(decimal_len(10), 2);
-    assert_eq!(decimal_len(u64::MAX), 20);
+fn max_difficulty_in_hex_digits_refuses_a_bits_price_above_four_times_it() {
+    let o = SolveOptions {
+        max_difficulty: Some(4),
+        ..SolveOptions::default()
+    };
+    assert!(solve_bits(SALT, 16, &o).is_ok());
+    assert_eq!(
+        solve_bits(SALT, 17, &o),
+        Err(Error::TooHard {
+            difficulty: 5,
+            max: 4
+        })
+    );
+}
+
+#[test]
+fn the_engine_is_named() {
+    let name = engine_name();
+    assert!(name.starts_with("sha-ni") || name == "portable", "{name}");
 }

@@ -31,7 +31,7 @@ from ._errors import (
     Unsolvable,
 )
 from ._policy import DEFAULT_MAX_RETRIES, Policy
-from ._solver import DEFAULT_MAX_SOLVE_TIME, is_solution, solve
+from ._solver import DEFAULT_MAX_SOLVE_TIME, hash_rate, is_solution, solve, solver_info
 
 __version__ = "0.1.0"
 
@@ -54,9 +54,11 @@ __all__ = [
     "TooDifficult",
     "Unsolvable",
     "check_blocked",
+    "hash_rate",
     "is_solution",
     "retry_after",
     "solve",
+    "solver_info",
 ]
 
 

@@ -18,6 +18,7 @@ CHALLENGE_STATUSES = frozenset({409, 410, 422, 429})
 HEADER_CHALLENGE = "X-PoW-Challenge"
 HEADER_NONCE = "X-PoW-Nonce"
 HEADER_DIFFICULTY = "X-PoW-Difficulty"
+HEADER_BITS = "X-PoW-Bits"
 HEADER_SHIELD = "X-PoW-Shield"
 
 #: Most bytes of a response body read to find a challenge in it (as the
@@ -87,17 +88,25 @@ def check_blocked(status: int, headers: Mapping[str, str], response: Any = None)
 @dataclass(frozen=True)
 class Challenge:
     """A proof-of-work challenge: solve it with ``pow_shield.solve(c.salt,
-    c.difficulty)`` and resend the request with ``c.headers(nonce)``."""
+    c.difficulty, bits=c.bits)`` and resend the request with
+    ``c.headers(nonce)``."""
 
     token: str
     salt: str
     difficulty: int
+    #: leading zero bits required (the token's ``bits``; ``4 * difficulty``
+    #: for a server that predates bits): what the solver searches for
+    bits: int = -1
     #: status of the response that carried it (429, 409, 410 or 422)
     status: int = 429
     #: seconds the token stays valid, when the server said
     expires_in: Optional[int] = None
     #: the response's ``Retry-After`` in seconds, when present
     retry_after: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if self.bits < 0:
+            object.__setattr__(self, "bits", 4 * self.difficulty)
 
     @classmethod
     def from_token(cls, token: str, **fields: Any) -> "Challenge":
@@ -106,9 +115,10 @@ class Challenge:
         Raises ``BadChallenge`` (an ``Unsolvable``) for a token that is not
         base64url text and one dot (so could not be sent back in a header:
         CR, LF, spaces), whose payload is not a JSON object (or is nested too
-        deep to read), or has no string ``salt`` and integer ``difficulty``.
-        Other payload fields (``ip``, ``ts``, ``exp``, ``bits``, any later
-        one) are not looked at.
+        deep to read), or has no string ``salt`` and integer ``difficulty``
+        (or a ``bits`` that is not an integer). ``bits`` is the price; a
+        token without it asks ``4 * difficulty``. Other payload fields
+        (``ip``, ``ts``, ``exp``, any later one) are not looked at.
         """
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
             raise BadChallenge("challenge token is not base64url text and one dot: it can't be sent back")
@@ -117,11 +127,17 @@ class Challenge:
             payload = _loads(_b64url_decode(payload_text))
             salt = payload["salt"]
             difficulty = payload["difficulty"]
-        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+            bits = payload.get("bits")
+        except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise BadChallenge(f"unreadable challenge token: {exc}") from None
         if not isinstance(salt, str) or isinstance(difficulty, bool) or not isinstance(difficulty, int):
             raise BadChallenge("challenge token payload has no string salt and integer difficulty")
-        return cls(token=token, salt=salt, difficulty=difficulty, **fields)
+        if bits is None:
+            bits = 4 * difficulty
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits < 0:
+            raise BadChallenge("challenge token payload has bits that are not a whole number")
+        bits = max(bits, fields.pop("header_bits", None) or 0)
+        return cls(token=token, salt=salt, difficulty=difficulty, bits=bits, **fields)
 
     @classmethod
     def from_response(
@@ -167,7 +183,10 @@ class Challenge:
         if algorithm != "sha256":
             raise Unsolvable(f"unsupported proof-of-work algorithm {algorithm!r}", response)
         expires = doc.get("expires_in")
+        # The server may ask more than the token (a location's minimum).
+        header_bits = _header(headers, HEADER_BITS)
         fields = {
+            "header_bits": int(header_bits) if isinstance(header_bits, str) and header_bits.strip().isdigit() else None,
             "status": status,
             "expires_in": expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
             "retry_after": retry_after(headers),

@@ -151,7 +151,7 @@ class Policy:
             challenge = Challenge.from_response(status, headers, body, response)
             if challenge is not None:
                 try:
-                    check_difficulty(challenge.difficulty, self.max_difficulty)
+                    check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
                 except PowShieldError as exc:
                     exc.response = response
                     raise
@@ -171,6 +171,7 @@ class Policy:
             return solve(
                 challenge.salt,
                 challenge.difficulty,
+                bits=challenge.bits,
                 max_difficulty=self.max_difficulty,
                 max_solve_time=self.max_solve_time,
                 processes=self.processes,

@@ -1,10 +1,21 @@
-"""The proof-of-work search (docs/protocol.md section 5), standard library only.
+"""The proof-of-work search (docs/protocol.md section 5).
 
-A nonce solves ``(salt, difficulty)`` when the lower-case hex SHA-256 of
-``salt + nonce`` starts with ``difficulty`` ``'0'`` characters.  That is the
-same as the 256-bit digest being below ``2 ** (256 - 4 * difficulty)``, and
-comparing two 32-byte strings compares them as big-endian numbers, so the
-hot loop is one ``copy``, one ``update``, one ``digest`` and one ``<``.
+A nonce solves a challenge of ``bits`` when the SHA-256 of ``salt + nonce``
+starts with ``bits`` zero bits: the 256-bit digest is below
+``2 ** (256 - bits)``.  A challenge priced in hex digits (``difficulty``, no
+``bits``) asks for ``4 * difficulty`` bits.
+
+Two solvers, one loop (chunks, deadline, stop event, workers):
+
+* native: ``pow_shield._native``, the protocol crate's search (SHA-NI lanes
+  where the CPU has them) built by ``pip install`` where a Rust toolchain
+  is present; it releases the GIL, so workers are threads;
+* python: the standard library only.  Comparing two 32-byte strings
+  compares them as big-endian numbers, so the hot loop is one ``copy``, one
+  ``update``, one ``digest`` and one ``<``; workers are processes.
+
+``solver_info()`` says which one runs; ``POW_SHIELD_PURE_PYTHON=1`` in the
+environment (read at import) forces the pure-Python one.
 """
 
 import hashlib
@@ -18,6 +29,18 @@ from typing import Any, Optional
 
 from ._errors import Cancelled, SolveTimeout, TooDifficult, Unsolvable
 
+_native: Any
+_NATIVE_MISSING = ""
+try:
+    if os.environ.get("POW_SHIELD_PURE_PYTHON"):
+        raise ImportError("POW_SHIELD_PURE_PYTHON is set")
+    from . import _native  # type: ignore[attr-defined,no-redef]
+except ImportError as exc:  # not built: no Rust toolchain at install time
+    _native = None
+    _NATIVE_MISSING = str(exc)
+
+#: Most bits the protocol asks (12 hex digits).
+MAX_BITS = 48
 #: Largest difficulty the protocol allows (docs/protocol.md): the client
 #: cannot verify the token's signature, so a forged difficulty of 20 would
 #: otherwise keep every core busy for years.
@@ -35,6 +58,46 @@ NONCE_LIMIT = 10**20
 PARALLEL_FROM = 5
 #: Nonces searched between two looks at the clock or the stop flag.
 CHUNK = 1 << 14
+#: The same for the native solver (about 10 ms of its work).
+NATIVE_CHUNK = 1 << 18
+
+
+def solver_info() -> dict:
+    """Which solver ``solve`` runs: ``{"solver": "native", "engine":
+    "sha-ni (4 lanes)"}`` (or engine ``"portable"``) when the native
+    extension was built, else ``{"solver": "python", "engine": "hashlib",
+    "reason": why the native one is missing}``."""
+    if _native is not None:
+        return {"solver": "native", "engine": _native.engine()}
+    return {"solver": "python", "engine": "hashlib", "reason": _NATIVE_MISSING}
+
+
+def hash_rate(seconds: float = 1.0) -> float:
+    """Hashes per CPU second of the solver that runs (``solver_info()``),
+    on one thread, measured for about ``seconds`` on a 32-character salt
+    at a price it never meets."""
+    searcher = _Searcher(b"00112233445566778899aabbccddeeff", 64)
+    step = searcher.chunk
+    hashes = 0
+    wall = time.monotonic()
+    cpu = time.process_time()
+    while time.monotonic() - wall < seconds:
+        searcher.run(hashes, hashes + step)
+        hashes += step
+    return hashes / max(time.process_time() - cpu, 1e-9)
+
+
+def bits_of(difficulty: int, bits: Optional[int] = None) -> int:
+    """The bits a challenge asks: ``bits`` when given, else four per hex digit."""
+    return 4 * difficulty if bits is None else bits
+
+
+def check_bits(bits: int) -> None:
+    """Raises ``Unsolvable`` unless ``bits`` is an integer within 0..48."""
+    if isinstance(bits, bool) or not isinstance(bits, int):
+        raise Unsolvable(f"bits must be an integer, not {bits!r}")
+    if not 0 <= bits <= MAX_BITS:
+        raise Unsolvable(f"{bits} bits is outside 0..{MAX_BITS}")
 
 
 def check_difficulty(difficulty: int, max_difficulty: Optional[int] = None) -> None:
@@ -59,16 +122,37 @@ def check_max_solve_time(max_solve_time: Optional[float]) -> None:
         raise ValueError("max_solve_time must be >= 0 seconds (None: no limit)")
 
 
-def is_solution(salt: str, nonce: str, difficulty: int) -> bool:
-    """Whether ``nonce`` solves the challenge (the server's check)."""
+def is_solution(salt: str, nonce: str, difficulty: int, *, bits: Optional[int] = None) -> bool:
+    """Whether ``nonce`` solves the challenge (the server's check): its hash
+    has ``bits`` zero bits (``4 * difficulty`` when ``bits`` is None)."""
     if not (nonce.isascii() and nonce.isdigit() and len(nonce) <= 20):
         return False
-    digest = hashlib.sha256((salt + nonce).encode()).hexdigest()
-    return digest.startswith("0" * difficulty)
+    digest = hashlib.sha256((salt + nonce).encode()).digest()
+    return digest < _threshold(bits_of(difficulty, bits))
 
 
-def _threshold(difficulty: int) -> bytes:
-    return (1 << (256 - 4 * difficulty)).to_bytes(33, "big")[1:]
+def _threshold(bits: int) -> bytes:
+    return (1 << (256 - bits)).to_bytes(33, "big")[1:]
+
+
+class _Searcher:
+    """One salt and price: ``run(start, end)`` is the smallest solving nonce
+    in ``[start, end)``, or None, with the native or the Python code."""
+
+    def __init__(self, salt: bytes, bits: int) -> None:
+        self.salt = salt
+        self.text = salt.decode("utf-8")
+        self.bits = bits
+        self.native = _native is not None
+        self.chunk = NATIVE_CHUNK if self.native else CHUNK
+        self.prefix = hashlib.sha256(salt)
+        self.threshold = _threshold(bits)
+
+    def run(self, start: int, end: int) -> Optional[int]:
+        if self.native:
+            found = _native.search(self.text, self.bits, start, end)
+            return None if found is None else int(found)
+        return _search(self.prefix, self.threshold, start, end)
 
 
 def _search(prefix: "hashlib._Hash", threshold: bytes, start: int, end: int) -> Optional[int]:
@@ -82,11 +166,11 @@ def _search(prefix: "hashlib._Hash", threshold: bytes, start: int, end: int) -> 
     return None
 
 
-def _solve_here(salt: bytes, difficulty: int, deadline: Optional[float], stop: Any) -> Optional[int]:
-    prefix = hashlib.sha256(salt)
-    threshold = _threshold(difficulty)
-    for start in range(0, NONCE_LIMIT, CHUNK):
-        found = _search(prefix, threshold, start, min(start + CHUNK, NONCE_LIMIT))
+def _solve_here(salt: bytes, bits: int, deadline: Optional[float], stop: Any) -> Optional[int]:
+    searcher = _Searcher(salt, bits)
+    chunk = searcher.chunk
+    for start in range(0, NONCE_LIMIT, chunk):
+        found = searcher.run(start, min(start + chunk, NONCE_LIMIT))
         if found is not None:
             return found
         if deadline is not None and time.monotonic() >= deadline:
@@ -96,19 +180,60 @@ def _solve_here(salt: bytes, difficulty: int, deadline: Optional[float], stop: A
     raise Unsolvable("no nonce of at most 20 digits solves this challenge")
 
 
-def _worker(salt: bytes, difficulty: int, index: int, stride: int, stop: Any, results: Any) -> None:
+def _worker(salt: bytes, bits: int, index: int, stride: int, stop: Any, results: Any) -> None:
     # Worker `index` searches chunks index, index + stride, ... until any
     # worker finds a solution or the parent gives up.
-    prefix = hashlib.sha256(salt)
-    threshold = _threshold(difficulty)
-    start = index * CHUNK
+    searcher = _Searcher(salt, bits)
+    chunk = searcher.chunk
+    start = index * chunk
     while not stop.is_set() and start < NONCE_LIMIT:
-        found = _search(prefix, threshold, start, min(start + CHUNK, NONCE_LIMIT))
+        found = searcher.run(start, min(start + chunk, NONCE_LIMIT))
         if found is not None:
             results.put(found)
             stop.set()
             return
-        start += stride * CHUNK
+        start += stride * chunk
+
+
+def _first_result(
+    workers: list, results: Any, deadline: Optional[float], cancel: Any, what: str
+) -> Optional[int]:
+    """Starts the workers and waits for the first nonce one of them puts in
+    ``results``: None at the deadline or once ``cancel`` is set."""
+    for w in workers:
+        w.start()
+    while True:
+        timeout = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+        try:
+            return int(results.get(timeout=timeout))
+        except queue.Empty:
+            pass
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        if cancel is not None and cancel.is_set():
+            return None
+        if not any(w.is_alive() for w in workers) and results.empty():
+            raise Unsolvable(f"the solver {what} ended without a solution")
+
+
+def _solve_threads(
+    salt: bytes, bits: int, threads: int, deadline: Optional[float], cancel: Any
+) -> Optional[int]:
+    # The native search releases the GIL: threads run it on every core,
+    # without a process's start-up.
+    stop = threading.Event()
+    results: "queue.Queue[int]" = queue.Queue()
+    workers = [
+        threading.Thread(target=_worker, args=(salt, bits, i, threads, stop, results), daemon=True)
+        for i in range(threads)
+    ]
+    try:
+        return _first_result(workers, results, deadline, cancel, "threads")
+    finally:
+        stop.set()
+        for w in workers:
+            if w.ident is not None:
+                w.join()
 
 
 def _context() -> Any:
@@ -123,30 +248,17 @@ def _context() -> Any:
 
 
 def _solve_parallel(
-    salt: bytes, difficulty: int, processes: int, deadline: Optional[float], cancel: Any
+    salt: bytes, bits: int, processes: int, deadline: Optional[float], cancel: Any
 ) -> Optional[int]:
     ctx = _context()
     stop = ctx.Event()
     results = ctx.Queue()
     workers = [
-        ctx.Process(target=_worker, args=(salt, difficulty, i, processes, stop, results), daemon=True)
+        ctx.Process(target=_worker, args=(salt, bits, i, processes, stop, results), daemon=True)
         for i in range(processes)
     ]
     try:
-        for w in workers:
-            w.start()
-        while True:
-            timeout = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
-            try:
-                return int(results.get(timeout=timeout))
-            except queue.Empty:
-                pass
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            if cancel is not None and cancel.is_set():
-                return None
-            if not any(w.is_alive() for w in workers) and results.empty():
-                raise Unsolvable("the solver processes ended without a solution")
+        return _first_result(workers, results, deadline, cancel, "processes")
     finally:
         stop.set()
         for w in workers:
@@ -158,9 +270,10 @@ def _solve_parallel(
         results.join_thread()
 
 
-def default_processes(difficulty: int) -> int:
-    """How many processes ``solve(..., processes=None)`` uses."""
-    if difficulty < PARALLEL_FROM:
+def default_processes(difficulty: int, bits: Optional[int] = None) -> int:
+    """How many workers ``solve(..., processes=None)`` uses: one below 20
+    bits (difficulty 5), one per available core from there on."""
+    if bits_of(difficulty, bits) < 4 * PARALLEL_FROM:
         return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -172,6 +285,7 @@ def solve(
     salt: str,
     difficulty: int,
     *,
+    bits: Optional[int] = None,
     max_difficulty: Optional[int] = None,
     max_solve_time: Optional[float] = DEFAULT_MAX_SOLVE_TIME,
     processes: Optional[int] = None,
@@ -179,16 +293,21 @@ def solve(
 ) -> str:
     """Finds a nonce for a pow-shield challenge and returns it as a string.
 
-    The nonce is a decimal integer such that ``sha256(salt + nonce)`` in
-    lower-case hex starts with ``difficulty`` zeros; send it back in the
-    ``X-PoW-Nonce`` header along with the ``X-PoW-Challenge`` token.
+    The nonce is a decimal integer such that ``sha256(salt + nonce)`` starts
+    with ``bits`` zero bits (a challenge's ``bits``; ``4 * difficulty``, i.e.
+    ``difficulty`` lower-case hex zeros, when ``bits`` is None); send it
+    back in the ``X-PoW-Nonce`` header along with the ``X-PoW-Challenge``
+    token.  ``Challenge.bits`` has the price of a challenge.
 
-    ``max_difficulty``: raise ``TooDifficult`` above it, before any work.
+    ``max_difficulty``: raise ``TooDifficult`` above it (in hex digits: a
+    price of ``bits`` counts as ``ceil(bits / 4)``), before any work.
     ``max_solve_time``: seconds (30 by default, ``DEFAULT_MAX_SOLVE_TIME``);
     raise ``SolveTimeout`` when exceeded; ``None`` for no limit.
-    ``processes``: how many processes search in parallel; None means one
-    below difficulty 5 and one per available core from 5 on.  The expected
-    work is ``16 ** difficulty`` hashes.  Worker processes are forked when
+    ``processes``: how many workers search in parallel; None means one
+    below 20 bits (difficulty 5) and one per available core from there on.
+    The expected work is ``2 ** bits`` hashes.  With the native solver
+    (``solver_info()``) the workers are threads; with the pure-Python one
+    they are processes, forked when
     this is the process's only thread, else started fresh (forkserver or
     spawn), which imports the caller's ``__main__`` again: guard a script's
     top level with ``if __name__ == "__main__":``.
@@ -202,20 +321,27 @@ def solve(
     """
     if not isinstance(salt, str):
         raise TypeError(f"salt must be a str, not {type(salt).__name__}")
-    check_difficulty(difficulty, max_difficulty)
-    if difficulty == 0:
+    if bits is None:
+        check_difficulty(difficulty, max_difficulty)
+    else:
+        check_bits(bits)
+        check_difficulty(-(-bits // 4), max_difficulty)
+    price = bits_of(difficulty, bits)
+    if price == 0:
         return "0"
     check_max_solve_time(max_solve_time)
     if processes is None:
-        processes = default_processes(difficulty)
+        processes = default_processes(difficulty, bits)
     if processes < 1:
         raise ValueError("processes must be >= 1")
     deadline = None if max_solve_time is None else time.monotonic() + max_solve_time
     salt_bytes = salt.encode()
     if processes == 1:
-        found = _solve_here(salt_bytes, difficulty, deadline, stop)
+        found = _solve_here(salt_bytes, price, deadline, stop)
+    elif _native is not None:
+        found = _solve_threads(salt_bytes, price, processes, deadline, stop)
     else:
-        found = _solve_parallel(salt_bytes, difficulty, processes, deadline, stop)
+        found = _solve_parallel(salt_bytes, price, processes, deadline, stop)
     if found is None and stop is not None and stop.is_set():
         raise Cancelled(f"the solve of difficulty {difficulty} was stopped")
     if found is None:

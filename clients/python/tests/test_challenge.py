@@ -24,6 +24,27 @@ def body(**fields):
     return json.dumps(doc).encode()
 
 
+class BitsChallengeTest(unittest.TestCase):
+    def test_a_token_with_bits_is_solved_for_its_bits(self):
+        token = make_token(SALT, 5, bits=18)
+        c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token, "X-PoW-Bits": "18"})
+        self.assertEqual((c.difficulty, c.bits), (5, 18))
+
+    def test_a_token_without_bits_asks_four_bits_per_hex_digit(self):
+        c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": TOKEN})
+        self.assertEqual((c.difficulty, c.bits), (4, 16))
+
+    def test_an_x_pow_bits_header_above_the_token_wins(self):
+        token = make_token(SALT, 5, bits=18)
+        c = pow_shield.Challenge.from_response(422, {"X-PoW-Challenge": token, "X-PoW-Bits": "19"})
+        self.assertEqual(c.bits, 19)
+
+    def test_bits_that_are_not_a_whole_number_are_a_bad_challenge(self):
+        for bits in ("18", 1.5, -1, True):
+            with self.assertRaises(pow_shield.BadChallenge):
+                pow_shield.Challenge.from_token(make_token(SALT, 5, bits=bits))
+
+
 class ChallengeTest(unittest.TestCase):
     def test_headers_alone_are_enough(self):
         c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": TOKEN, "Retry-After": "2"})

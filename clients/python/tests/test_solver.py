@@ -30,6 +30,102 @@ def solves(salt, nonce, difficulty):
     return hashlib.sha256((salt + nonce).encode()).hexdigest().startswith("0" * difficulty)
 
 
+# (salt, bits, smallest nonce): the bits vectors of docs/protocol.md section 10.
+BITS_VECTORS = [
+    ("00112233445566778899aabbccddeeff", 1, "1"),
+    ("00112233445566778899aabbccddeeff", 9, "1306"),
+    ("00112233445566778899aabbccddeeff", 13, "2455"),
+    ("6c17a261001047c8b3e83591c3269c2e", 10, "398"),
+    ("6c17a261001047c8b3e83591c3269c2e", 15, "37477"),
+]
+
+
+def zero_bits(salt, nonce):
+    n = int.from_bytes(hashlib.sha256((salt + nonce).encode()).digest(), "big")
+    return 256 - n.bit_length()
+
+
+class BitsTest(unittest.TestCase):
+    def test_bits_give_the_smallest_nonce_of_the_protocol_vectors(self):
+        for salt, bits, nonce in BITS_VECTORS:
+            with self.subTest(salt=salt, bits=bits):
+                self.assertEqual(pow_shield.solve(salt, -(-bits // 4), bits=bits, processes=1), nonce)
+
+    def test_is_solution_with_bits_counts_bits_not_hex_digits(self):
+        salt, nonce = "6c17a261001047c8b3e83591c3269c2e", "37477"
+        self.assertEqual(zero_bits(salt, nonce), 15)
+        self.assertTrue(pow_shield.is_solution(salt, nonce, 4, bits=15))
+        self.assertFalse(pow_shield.is_solution(salt, nonce, 4, bits=16))
+        self.assertFalse(pow_shield.is_solution(salt, nonce, 4))
+
+    def test_bits_above_48_are_unsolvable_and_max_difficulty_counts_hex_digits(self):
+        with self.assertRaises(pow_shield.Unsolvable):
+            pow_shield.solve("00", 13, bits=49)
+        with self.assertRaises(pow_shield.TooDifficult):
+            pow_shield.solve("00", 5, bits=17, max_difficulty=4)
+        self.assertTrue(pow_shield.solve("00", 4, bits=16, max_difficulty=4))
+
+    def test_parallel_workers_solve_for_bits(self):
+        salt = "00112233445566778899aabbccddeeff"
+        nonce = pow_shield.solve(salt, 4, bits=13, processes=2)
+        self.assertGreaterEqual(zero_bits(salt, nonce), 13)
+
+    def test_solver_info_names_the_solver_that_runs(self):
+        info = pow_shield.solver_info()
+        self.assertIn(info["solver"], ("native", "python"))
+        if info["solver"] == "native":
+            self.assertTrue(info["engine"].startswith(("sha-ni", "portable")), info)
+        else:
+            self.assertEqual(info["engine"], "hashlib")
+            self.assertTrue(info["reason"])
+
+
+class SolverChoiceTest(unittest.TestCase):
+    PACKAGE_DIR = os.path.join(os.path.dirname(__file__), "..")
+
+    def run_python(self, code, **env):
+        import json
+        import subprocess
+
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": self.PACKAGE_DIR, **env},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        return [json.loads(line) for line in out.splitlines()]
+
+    def test_the_pure_python_solver_can_be_forced_and_says_so(self):
+        info, nonce = self.run_python(
+            "import json, pow_shield\n"
+            "print(json.dumps(pow_shield.solver_info()))\n"
+            "print(json.dumps(pow_shield.solve('00112233445566778899aabbccddeeff', 4, bits=13, processes=1)))",
+            POW_SHIELD_PURE_PYTHON="1",
+        )
+        self.assertEqual(info["solver"], "python")
+        self.assertIn("POW_SHIELD_PURE_PYTHON", info["reason"])
+        self.assertEqual(nonce, "2455")
+
+    @unittest.skipUnless(pow_shield.solver_info()["solver"] == "native", "the native extension is not built")
+    def test_the_native_search_agrees_with_the_pure_python_one(self):
+        import random
+
+        rng = random.Random(21)
+        for _ in range(40):
+            salt = "".join(rng.choice("0123456789abcdef") for _ in range(rng.randint(1, 90)))
+            bits = rng.randint(1, 11)
+            start = rng.choice([0, rng.randint(0, 10**6), rng.randint(0, 10**19)])
+            end = start + rng.randint(1, 3000)
+            pure = _solver._search(hashlib.sha256(salt.encode()), _solver._threshold(bits), start, end)
+            self.assertEqual(_solver._native.search(salt, bits, start, end), pure, (salt, bits, start))
+
+    @unittest.skipUnless(pow_shield.solver_info()["solver"] == "native", "the native extension is not built")
+    def test_native_threads_solve_for_bits(self):
+        salt = "6c17a261001047c8b3e83591c3269c2e"
+        nonce = pow_shield.solve(salt, 5, bits=18, processes=3)
+        self.assertGreaterEqual(zero_bits(salt, nonce), 18)
+        self.assertEqual(pow_shield.solve(salt, 5, bits=18, processes=1), "300975")
+
+
 class SolveTest(unittest.TestCase):
     def test_vectors_hash_as_recorded(self):
         for salt, _d, nonce, digest in VECTORS:
@@ -60,7 +156,7 @@ class SolveTest(unittest.TestCase):
     def test_threshold_matches_leading_hex_zeros_at_every_difficulty(self):
         # digests with exactly k leading zero nibbles, then a 1 or an f
         for d in range(1, 65):
-            threshold = _solver._threshold(d)
+            threshold = _solver._threshold(4 * d)
             for k in range(0, 64):
                 for nib in "1f":
                     hexd = ("0" * k + nib).ljust(64, "f")[:64]

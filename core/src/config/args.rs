@@ -132,7 +132,7 @@ pub fn difficulty(args: &[&str]) -> Result<DifficultyRule, Refusal> {
         Some(m) => values::parse_difficulty_max(m, base).map_err(|e| Refusal::invalid(m, e))?,
         None => base,
     };
-    Ok(DifficultyRule { base, max })
+    Ok(DifficultyRule::rising(base, max))
 }
 
 /// `pow_shield_strikes <count> <time> | off`; `None` is `off`.
@@ -376,11 +376,26 @@ mod tests {
 
     #[test]
     fn difficulty_reads_a_base_and_an_optional_max() {
-        assert_eq!(difficulty(&["4"]), Ok(DifficultyRule::fixed(4)));
+        assert_eq!(difficulty(&["4"]), Ok(DifficultyRule::hex(4)));
         assert_eq!(
             difficulty(&["4", "max=8"]),
-            Ok(DifficultyRule { base: 4, max: 8 })
+            Ok(DifficultyRule {
+                base: 16,
+                max: 32,
+                step: 4
+            })
         );
+        assert_eq!(difficulty(&["18b"]), Ok(DifficultyRule::bits(18)));
+        assert_eq!(
+            difficulty(&["18b", "max=6"]),
+            Ok(DifficultyRule {
+                base: 18,
+                max: 24,
+                step: 1
+            })
+        );
+        assert_eq!(named(difficulty(&["49b"])), "49b");
+        assert_eq!(named(difficulty(&["18b", "max=4"])), "max=4");
         assert_eq!(named(difficulty(&["13"])), "13");
         assert_eq!(named(difficulty(&["4", "max=3"])), "max=3");
         assert_eq!(named(difficulty(&["4", "8"])), "8");

@@ -177,7 +177,7 @@ impl<V: Copy> Settings<V> {
             approx: limit.is_some_and(|(_, approx)| approx),
             difficulty: self
                 .difficulty
-                .unwrap_or(DifficultyRule::fixed(DEFAULT_DIFFICULTY)),
+                .unwrap_or(DifficultyRule::hex(DEFAULT_DIFFICULTY)),
             breaker: BreakerRules {
                 strikes: self.strikes.unwrap_or(Some(DEFAULT_STRIKES)),
                 ban: self.ban.unwrap_or(None),
@@ -265,7 +265,7 @@ mod tests {
             Resolved {
                 limits: Limits::NONE,
                 approx: false,
-                difficulty: DifficultyRule::fixed(4),
+                difficulty: DifficultyRule::hex(4),
                 breaker: BreakerRules {
                     strikes: Some(StrikeRule {
                         threshold: 5,
@@ -290,11 +290,11 @@ mod tests {
 
     #[test]
     fn the_location_wins_over_its_server_and_the_http_block() {
-        let http = with(|s| s.difficulty = Some(DifficultyRule::fixed(3)));
-        let server = with(|s| s.difficulty = Some(DifficultyRule::fixed(2)));
-        let location = with(|s| s.difficulty = Some(DifficultyRule::fixed(1)));
+        let http = with(|s| s.difficulty = Some(DifficultyRule::hex(3)));
+        let server = with(|s| s.difficulty = Some(DifficultyRule::hex(2)));
+        let location = with(|s| s.difficulty = Some(DifficultyRule::hex(1)));
         let (_, p) = merged(http, server, location);
-        assert_eq!(p.difficulty, DifficultyRule::fixed(1));
+        assert_eq!(p.difficulty, DifficultyRule::hex(1));
     }
 
     #[test]

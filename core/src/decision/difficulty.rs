@@ -1,39 +1,69 @@
-//! Rising difficulty (`pow_shield_difficulty <n> max=<m>`): the price of a
-//! request grows with the client's abuse.
+//! Rising difficulty (`pow_shield_difficulty <n>[b] max=<m>[b]`): the price
+//! of a request grows with the client's abuse. Prices are leading zero bits;
+//! a difficulty written in hex digits rises a hex digit (×16) per step, one
+//! written in bits a bit (×2).
 
-use crate::protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use crate::protocol::{MAX_BITS, MIN_BITS};
+use crate::values::Difficulty;
 
-/// `pow_shield_difficulty <base> [max=<max>]`.
+/// `pow_shield_difficulty <base> [max=<max>]`, in leading zero bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DifficultyRule {
+    /// Bits asked of a client in good standing.
     pub base: u8,
     /// Equal to `base` when difficulty does not rise.
     pub max: u8,
+    /// Bits one step adds: 4 (a hex digit) when the base was written in
+    /// hex digits, 1 when in bits.
+    pub step: u8,
 }
 
 impl DifficultyRule {
-    /// A fixed difficulty.
-    pub const fn fixed(n: u8) -> Self {
-        Self { base: n, max: n }
+    /// A fixed difficulty of `n` hex digits (`4 × n` bits).
+    pub const fn hex(n: u8) -> Self {
+        Self {
+            base: 4 * n,
+            max: 4 * n,
+            step: 4,
+        }
     }
 
-    /// The difficulty to ask of a client with `strikes` strikes that has
-    /// had `over` requests refused in about the last window of a limit of
+    /// A fixed difficulty of `n` bits.
+    pub const fn bits(n: u8) -> Self {
+        Self {
+            base: n,
+            max: n,
+            step: 1,
+        }
+    }
+
+    /// From `base` up to `max`, stepping in the base's unit.
+    pub const fn rising(base: Difficulty, max: Difficulty) -> Self {
+        Self {
+            base: base.bits,
+            max: max.bits,
+            step: if base.in_bits { 1 } else { 4 },
+        }
+    }
+
+    /// The bits to ask of a client with `strikes` strikes that has had
+    /// `over` requests refused in about the last window of a limit of
     /// `limit` requests:
     ///
-    /// `base + ⌊log2(1 + over / limit)⌋ + ⌊strikes / 2⌋`, at most `max`.
+    /// `base + step × (⌊log2(1 + over / limit)⌋ + ⌊strikes / 2⌋)`, at most `max`.
     ///
-    /// Each step is one more hex zero: 16 times the work. A client that
-    /// keeps going at twice its limit pays one step more, at four times
-    /// two steps, at eight times three; every two strikes add one.
+    /// A step is one more hex zero (16 times the work) or one more bit
+    /// (twice the work). A client that keeps going at twice its limit pays
+    /// one step more, at four times two steps, at eight times three; every
+    /// two strikes add one.
     pub fn for_client(&self, strikes: u32, over: u32, limit: u32) -> u8 {
         let times_over = over / limit.max(1);
         let by_volume = (times_over.saturating_add(1)).ilog2();
         let by_strikes = strikes / 2;
-        let raised = u32::from(self.base)
-            .saturating_add(by_volume)
-            .saturating_add(by_strikes);
-        let ceiling = self.max.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
+        let raised = u32::from(self.base).saturating_add(
+            u32::from(self.step).saturating_mul(by_volume.saturating_add(by_strikes)),
+        );
+        let ceiling = self.max.clamp(MIN_BITS, MAX_BITS);
         raised.min(u32::from(ceiling)) as u8
     }
 }
@@ -42,47 +72,65 @@ impl DifficultyRule {
 mod tests {
     use super::*;
 
-    const RISING: DifficultyRule = DifficultyRule { base: 4, max: 8 };
+    /// `4 max=8`: 16 to 32 bits by hex digits.
+    const RISING: DifficultyRule = DifficultyRule::rising(Difficulty::hex(4), Difficulty::hex(8));
+
+    /// `18b max=24b`: by single bits.
+    const RISING_BITS: DifficultyRule =
+        DifficultyRule::rising(Difficulty::bits(18), Difficulty::bits(24));
 
     #[test]
     fn a_fresh_client_gets_the_base() {
-        assert_eq!(RISING.for_client(0, 0, 60), 4);
-        assert_eq!(RISING.for_client(1, 59, 60), 4);
+        assert_eq!(RISING.for_client(0, 0, 60), 16);
+        assert_eq!(RISING.for_client(1, 59, 60), 16);
+        assert_eq!(RISING_BITS.for_client(1, 59, 60), 18);
     }
 
     #[test]
     fn volume_beyond_the_limit_adds_a_step_per_doubling() {
         let at = |over| RISING.for_client(0, over, 60);
-        assert_eq!([at(60), at(179), at(180), at(420)], [5, 5, 6, 7]);
+        assert_eq!([at(60), at(179), at(180), at(420)], [20, 20, 24, 28]);
+    }
+
+    #[test]
+    fn a_bits_rule_steps_one_bit_per_doubling_twice_the_work() {
+        let at = |over| RISING_BITS.for_client(0, over, 60);
+        assert_eq!([at(60), at(179), at(180), at(420)], [19, 19, 20, 21]);
     }
 
     #[test]
     fn every_two_strikes_add_a_step() {
         let at = |strikes| RISING.for_client(strikes, 0, 60);
-        assert_eq!([at(1), at(2), at(3), at(4)], [4, 5, 5, 6]);
+        assert_eq!([at(1), at(2), at(3), at(4)], [16, 20, 20, 24]);
+        let at = |strikes| RISING_BITS.for_client(strikes, 0, 60);
+        assert_eq!([at(1), at(2), at(3), at(4)], [18, 19, 19, 20]);
     }
 
     #[test]
     fn never_above_max() {
-        assert_eq!(RISING.for_client(100, u32::MAX, 1), 8);
-        assert_eq!(
-            DifficultyRule { base: 12, max: 12 }.for_client(9, 9_999, 1),
-            12
-        );
+        assert_eq!(RISING.for_client(100, u32::MAX, 1), 32);
+        assert_eq!(RISING_BITS.for_client(100, u32::MAX, 1), 24);
+        assert_eq!(DifficultyRule::hex(12).for_client(9, 9_999, 1), 48);
+        // A hex step that would pass a max written in bits stops at it.
+        let mixed = DifficultyRule::rising(Difficulty::hex(4), Difficulty::bits(18));
+        assert_eq!(mixed.for_client(0, 60, 60), 18);
     }
 
     #[test]
     fn a_fixed_difficulty_never_rises() {
-        assert_eq!(DifficultyRule::fixed(4).for_client(4, 10_000, 10), 4);
+        assert_eq!(DifficultyRule::hex(4).for_client(4, 10_000, 10), 16);
+        assert_eq!(DifficultyRule::bits(18).for_client(4, 10_000, 10), 18);
     }
 
     #[test]
     fn it_is_monotone_in_strikes_and_volume() {
-        let mut last = 0;
-        for step in 0..200u32 {
-            let d = RISING.for_client(step / 20, step * 7, 10);
-            assert!(d >= last);
-            last = d;
+        for rule in [RISING, RISING_BITS] {
+            let mut last = 0;
+            for step in 0..200u32 {
+                let d = rule.for_client(step / 20, step * 7, 10);
+                assert!(d >= last);
+                last = d;
+            }
         }
     }
 }

@@ -99,7 +99,8 @@ pub enum Answer {
     Challenge {
         status: u16,
         error: Option<&'static str>,
-        difficulty: u8,
+        /// The price: leading zero bits.
+        bits: u8,
     },
     /// `{"error": message}`.
     Error { status: u16, message: &'static str },
@@ -140,10 +141,10 @@ pub struct Final {
 }
 
 impl Final {
-    /// The difficulty of the challenge the answer sends, if it sends one.
-    pub fn difficulty(&self) -> Option<u8> {
+    /// The bits of the challenge the answer sends, if it sends one.
+    pub fn bits(&self) -> Option<u8> {
         match self.answer {
-            Some(Answer::Challenge { difficulty, .. }) => Some(difficulty),
+            Some(Answer::Challenge { bits, .. }) => Some(bits),
             _ => None,
         }
     }
@@ -385,7 +386,7 @@ impl Decision {
         Answer::Challenge {
             status,
             error,
-            difficulty: self
+            bits: self
                 .rules
                 .difficulty
                 .for_client(breaker.strikes, verdict.over, limit),

@@ -8,6 +8,7 @@ use super::*;
 use crate::limiter::breaker::StrikeRule;
 use crate::limiter::RateLimit;
 use crate::store::{MemoryStore, Subject};
+use crate::values::Difficulty;
 
 const LIMIT_2: RateLimit = RateLimit {
     requests: 2,
@@ -17,7 +18,7 @@ const LIMIT_2: RateLimit = RateLimit {
 fn rules() -> Rules {
     Rules {
         limits: Limits::one(LIMIT_2),
-        difficulty: DifficultyRule::fixed(4),
+        difficulty: DifficultyRule::hex(4),
         breaker: BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 5,
@@ -139,7 +140,7 @@ fn over_the_limit_without_a_solution_is_a_429_challenge() {
         Some(Answer::Challenge {
             status: 429,
             error: None,
-            difficulty: 4
+            bits: 16
         })
     );
 }
@@ -616,7 +617,7 @@ fn a_ban_follows_k_openings_and_answers_banned() {
 #[test]
 fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     let rising = Rules {
-        difficulty: DifficultyRule { base: 2, max: 5 },
+        difficulty: DifficultyRule::rising(Difficulty::bits(9), Difficulty::bits(12)),
         breaker: BreakerRules {
             strikes: Some(StrikeRule {
                 threshold: 50,
@@ -630,16 +631,16 @@ fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     let difficulties: Vec<u8> = (0..40)
         .filter_map(
             |_| match s.request("a", rising, Payment::Unpaid, false).answer {
-                Some(Answer::Challenge { difficulty, .. }) => Some(difficulty),
+                Some(Answer::Challenge { bits, .. }) => Some(bits),
                 _ => None,
             },
         )
         .collect();
     assert_eq!(
         difficulties.first(),
-        Some(&2),
+        Some(&9),
         "a fresh offender pays the base"
     );
     assert!(difficulties.windows(2).all(|w| w[0] <= w[1]));
-    assert_eq!(difficulties.last(), Some(&5));
+    assert_eq!(difficulties.last(), Some(&12));
 }

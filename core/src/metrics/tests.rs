@@ -36,7 +36,7 @@ fn counted(d: Decided) -> Vec<usize> {
 const CHALLENGE: Option<Answer> = Some(Answer::Challenge {
     status: 429,
     error: None,
-    difficulty: 4,
+    bits: 16,
 });
 
 #[test]

@@ -56,7 +56,7 @@ use Test::PowShield::Response;
 
 my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
-    solution forge_token forge_token_raw sign now_ms json_encode json_decode
+    zero_bits solve_bits solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
 my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster);
 my @REDIS = qw(module_script client_key spent_key fake_peer slow_proxy kill_peer);
@@ -765,6 +765,24 @@ sub solve {
         my $h = sha256_hex($salt . $n);
         next unless substr($h, 0, $difficulty) eq $zeros;
         next if $o{exact} && substr($h, $difficulty, 1) eq '0';
+        return "$n";
+    }
+}
+
+# How many zero bits SHA-256(salt . nonce) starts with.
+sub zero_bits {
+    my ($salt, $nonce) = @_;
+    my $bits = unpack('B*', Digest::SHA::sha256($salt . $nonce));
+    return $bits =~ /^(0*)/ ? length $1 : 0;
+}
+
+# The smallest decimal nonce whose hash starts with $bits zero bits; with
+# exact => 1 one that has exactly $bits (not one more).
+sub solve_bits {
+    my ($salt, $bits, %o) = @_;
+    for (my $n = 0; ; $n++) {
+        my $z = zero_bits($salt, $n);
+        next if $z < $bits || ($o{exact} && $z > $bits);
         return "$n";
     }
 }

@@ -1,9 +1,9 @@
 //! `pow-shield solve`: solve one challenge (a token, or a salt and a
-//! difficulty) and print the nonce.
+//! difficulty in hex digits or bits) and print the nonce.
 
 use clap::{value_parser, Arg, ArgMatches, Command};
-use pow_shield_client::solve;
-use pow_shield_protocol::{MAX_DIFFICULTY, MIN_DIFFICULTY};
+use pow_shield_client::{solve, solve_bits};
+use pow_shield_protocol::{MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 use crate::args::{max_solve_time, solve_options, threads};
 use crate::exit::{self, error_code};
@@ -21,7 +21,17 @@ pub fn command() -> Command {
             Arg::new("salt")
                 .long("salt")
                 .value_name("S")
-                .requires("difficulty"),
+                .required_unless_present("token")
+                .requires("price"),
+        )
+        .group(clap::ArgGroup::new("price").args(["difficulty", "bits"]))
+        .arg(
+            Arg::new("bits")
+                .long("bits")
+                .value_name("B")
+                .value_parser(value_parser!(u8).range(i64::from(MIN_BITS)..=i64::from(MAX_BITS)))
+                .requires("salt")
+                .help("Leading zero bits (X-PoW-Bits)"),
         )
         .arg(
             Arg::new("difficulty")
@@ -31,22 +41,24 @@ pub fn command() -> Command {
                 .value_parser(
                     value_parser!(u8).range(i64::from(MIN_DIFFICULTY)..=i64::from(MAX_DIFFICULTY)),
                 )
-                .requires("salt"),
+                .requires("salt")
+                .help("Leading hex zeros (X-PoW-Difficulty): 4 bits each"),
         )
         .arg(max_solve_time())
         .arg(threads())
 }
 
 pub fn run(m: &ArgMatches) -> u8 {
-    let (salt, difficulty) = match m.get_one::<String>("token") {
+    let opts = solve_options(m);
+    let solved = match m.get_one::<String>("token") {
         Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
-            Some(info) if (MIN_DIFFICULTY..=MAX_DIFFICULTY).contains(&info.difficulty) => {
-                (info.salt, info.difficulty)
+            Some(info) if (MIN_BITS..=MAX_BITS).contains(&info.bits) => {
+                solve_bits(&info.salt, info.bits, &opts)
             }
             Some(info) => {
                 eprintln!(
-                    "pow-shield: the token asks for difficulty {}, outside {MIN_DIFFICULTY}..={MAX_DIFFICULTY}",
-                    info.difficulty
+                    "pow-shield: the token asks for {} bits, outside {MIN_BITS}..={MAX_BITS}",
+                    info.bits
                 );
                 return exit::BAD_REQUEST;
             }
@@ -55,12 +67,18 @@ pub fn run(m: &ArgMatches) -> u8 {
                 return exit::BAD_REQUEST;
             }
         },
-        None => (
-            m.get_one::<String>("salt").cloned().unwrap_or_default(),
-            m.get_one::<u8>("difficulty").copied().unwrap_or(0),
-        ),
+        None => {
+            let salt = m.get_one::<String>("salt").cloned().unwrap_or_default();
+            match m.get_one::<u8>("bits") {
+                Some(bits) => solve_bits(&salt, *bits, &opts),
+                None => {
+                    let hex = m.get_one::<u8>("difficulty").copied().unwrap_or(0);
+                    solve(&salt, hex, &opts)
+                }
+            }
+        }
     };
-    match solve(&salt, difficulty, &solve_options(m)) {
+    match solved {
         Ok(nonce) => {
             println!("{nonce}");
             exit::OK
@@ -83,6 +101,9 @@ mod tests {
         assert!(parse(&["solve", "--salt", "ab"]).is_err());
         assert!(parse(&["solve"]).is_err());
         assert!(parse(&["solve", "a.b", "--salt", "ab", "--difficulty", "3"]).is_err());
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "13"]).is_ok());
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "13", "--difficulty", "3"]).is_err());
+        assert!(parse(&["solve", "--bits", "13"]).is_err());
     }
 
     #[test]
@@ -99,5 +120,12 @@ mod tests {
                 "{good}"
             );
         }
+        for bad in ["0", "49"] {
+            assert!(
+                parse(&["solve", "--salt", "ab", "--bits", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(parse(&["solve", "--salt", "ab", "--bits", "48"]).is_ok());
     }
 }
