@@ -476,7 +476,13 @@ for my $m (@modes) {
     # dry run: the block is decided and logged, not enforced
 
     {
-        my @r = map { get($t, 'dry', 'dry') } 1 .. 7;
+        my @r = map { get($t, 'dry', 'dry') } 1 .. 6;
+        # (cluster mode: the strikes a worker refused itself reach Redis
+        # within a batch, 100 ms; the one reaching the threshold is Redis's)
+        ok(!$cluster || eventually(5,
+                sub { ($redis->cmd('GET', client_key('dry', 's')) // 0) == 5 }),
+            "$m: dry run: 5 strikes counted");
+        push @r, get($t, 'dry', 'dry');
         is(statuses(@r), '200 200 200 200 200 200 200', "$m: dry run: never blocked");
         is($r[5]->header('X-Result'), 'challenge', "$m: dry run: the 5th offence: challenge");
         is($r[6]->header('X-Result'), 'blocked', "$m: dry run: the 6th offence: blocked");
