@@ -194,6 +194,49 @@ impl Table {
         removed
     }
 
+    /// As [`Table::evict`], but an entry `keep` says must stay is moved to
+    /// the front instead (up to `n` of them are passed over).
+    pub fn evict_unless(
+        &mut self,
+        alloc: &Allocator,
+        n: usize,
+        mut keep: impl FnMut(&mut Entry) -> bool,
+    ) -> usize {
+        let (mut removed, mut kept) = (0, 0);
+        while removed < n && kept < n {
+            let Some(e) = self.oldest() else { break };
+            // SAFETY: `oldest` returns a linked entry of this table.
+            let entry = unsafe { &mut *e };
+            if keep(entry) {
+                self.touch(entry);
+                kept += 1;
+            } else {
+                self.remove(e, alloc);
+                removed += 1;
+            }
+        }
+        self.evictions += removed as u64;
+        removed
+    }
+
+    /// Removes every entry but those `keep` says must stay.
+    pub fn retain(&mut self, alloc: &Allocator, mut keep: impl FnMut(&mut Entry) -> bool) {
+        let head: *mut ngx_queue_t = &mut self.lru;
+        // SAFETY: the queue is initialised; every queued link is the `lru`
+        // field of an Entry; the next link is read before an entry goes.
+        unsafe {
+            let mut link = (*head).next;
+            while link != head {
+                let next = (*link).next;
+                let e = link.byte_sub(offset_of!(Entry, lru)).cast::<Entry>();
+                if !keep(&mut *e) {
+                    self.remove(e, alloc);
+                }
+                link = next;
+            }
+        }
+    }
+
     /// When the least recently used entry expires, if there is one.
     pub fn oldest_expires_at_ms(&mut self) -> Option<u64> {
         // SAFETY: `oldest` returns a linked entry of this table.

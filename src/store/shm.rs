@@ -157,10 +157,22 @@ impl ShmStore {
         let key = TableKey::new(&[refusal]);
         self.zone.with_locked(|zone, alloc| {
             zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            let entry = zone.refusals.get(&key)?;
+            let refused = entry.refusal().refuse(rules, now_ms, stale_ok, redis_up)?;
+            // Kept past `T` until a worker took the refusal.
+            entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+            Some(refused)
+        })
+    }
+
+    /// Takes the client's refusals no worker took yet, for this worker's
+    /// batch.
+    pub fn take_pending(&self, refusal: &[u8]) -> u32 {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, _| {
             zone.refusals
-                .get(&key)?
-                .refusal()
-                .refuse(rules, now_ms, stale_ok, redis_up)
+                .get(&key)
+                .map_or(0, |entry| entry.refusal().take_pending())
         })
     }
 
@@ -182,7 +194,7 @@ impl ShmStore {
                 None => {
                     let made = zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry);
                     match made.or_else(|| {
-                        zone.refusals.evict(alloc, EVICT_WHEN_FULL);
+                        evict_refusals(&mut zone.refusals, alloc);
                         zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL);
                         zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry)
                     }) {
@@ -193,7 +205,18 @@ impl ShmStore {
             };
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
-            entry.expires_at_ms = entry.refusal().learn(verdict, breaker, asked_ms);
+            let keep = match entry.refusal().disposable() {
+                true => 0,
+                false => asked_ms + KEEP_PENDING_MS,
+            };
+            match entry.refusal().learn(verdict, breaker, asked_ms) {
+                Some(t) => entry.expires_at_ms = t.max(keep),
+                // Not one the entry can hold: Redis decides the next one.
+                None => {
+                    entry.refusal().release(asked_ms);
+                    entry.expires_at_ms = asked_ms.max(keep);
+                }
+            }
         })
     }
 
@@ -205,10 +228,19 @@ impl ShmStore {
 
     /// Forgets a client's refusal (it is blocked now: once the block ends,
     /// Redis decides again, with the strikes it forgot).
+    /// What no worker took yet stays until one does.
     pub fn forget_refusal(&self, refusal: &[u8]) {
         let key = TableKey::new(&[refusal]);
-        self.zone
-            .with_locked(|zone, alloc| zone.refusals.remove_key(&key, alloc))
+        self.zone.with_locked(|zone, alloc| {
+            let Some(entry) = zone.refusals.get(&key) else {
+                return;
+            };
+            if entry.refusal().disposable() {
+                zone.refusals.remove_key(&key, alloc);
+            } else {
+                entry.refusal().release(crate::ffi::monotonic_ms());
+            }
+        })
     }
 
     /// A spend took back one of the client's strikes: Redis counts `strikes`.
@@ -218,12 +250,13 @@ impl ShmStore {
 
     /// Forgets every refusal learnt from Redis (it may have lost them).
     pub fn forget_refusals(&self) {
+        let now_ms = crate::ffi::monotonic_ms();
         self.zone.with_locked(|zone, alloc| {
-            while zone.refusals.stats().0 > 0 {
-                if zone.refusals.evict(alloc, 64) == 0 {
-                    break;
-                }
-            }
+            zone.refusals.retain(alloc, |entry| {
+                let refusal = entry.refusal();
+                refusal.release(now_ms);
+                !refusal.disposable()
+            })
         })
     }
 
@@ -239,6 +272,18 @@ impl ShmStore {
     fn now_epoch_ms(&self) -> u64 {
         crate::ffi::now_ms()
     }
+}
+
+/// How long past `T` a refusal no worker took yet stays (they take it
+/// within `refusals::BATCH_MS`; this is a bound, not a wait).
+const KEEP_PENDING_MS: u64 = 10_000;
+
+/// Gives up the oldest local refusals for room, but none a worker has yet
+/// to take (their strikes would be lost).
+fn evict_refusals(refusals: &mut Table, alloc: &Allocator) {
+    refusals.evict_unless(alloc, EVICT_WHEN_FULL, |entry| {
+        !entry.refusal().disposable()
+    });
 }
 
 /// The zone's tables while its lock is held.
@@ -380,7 +425,7 @@ fn insert_making_room(
         match step {
             MakeRoom::Nothing => {}
             MakeRoom::OldestRefusals => {
-                zone.refusals.evict(alloc, EVICT_WHEN_FULL);
+                evict_refusals(&mut zone.refusals, alloc);
             }
             MakeRoom::ExpiredSpent => zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL),
             MakeRoom::OldestBuckets => {

@@ -316,15 +316,17 @@ return {1, strikes, 0, 0}
 
 /// A node's locally refused requests of one client (or of up to
 /// [`BATCH_CLIENTS`], each with its six keys and seven arguments in turn),
-/// sent in one call (`store::refusals`): `ARGV[1]` refusals, each one more in the window's
-/// refusal count and, with a strike threshold, one more unpaid strike, as
-/// the window script would have counted them one by one; applied once per
-/// batch number. `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
-/// trips and unpaid strikes, `KEYS[5]` the last batch number applied from
+/// sent in one call (`store::refusals`): `ARGV[1]` the running total of
+/// the worker's refusals of the client in run `ARGV[7]`; what it adds to
+/// the total Redis applied is counted, each refusal one more in the
+/// window's refusal count and, with a strike threshold, one more unpaid
+/// strike, as the window script would have counted them one by one.
+/// `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
+/// trips and unpaid strikes, `KEYS[5]` the run and total applied from
 /// this worker (`keys::ClientKey::Batches`), `KEYS[6]` the spends that found
 /// no unpaid strike to take back (`keys::ClientKey::Paid`: they take back
 /// as many of the batch's strikes); `ARGV[2]` the window ms,
-/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the batch number.
+/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the run.
 ///
 /// The strikes of a client blocked meanwhile (by another node) still
 /// count (the node did send those 429s), without extending the block or
@@ -342,16 +344,24 @@ pub const BATCH_SCRIPT: &str = concat!(
 local out = {}
 for i = 0, #KEYS / 6 - 1 do
   local k, a = 6 * i, 7 * i
-  local n, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local total, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local threshold, ttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local after, ban = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local run = tonumber(ARGV[a + 7])
+  -- What this worker's calls applied: '<run> <total>'. A later run starts
+  -- from nothing; an earlier run's call (its entry gone, so all applied)
+  -- and a total already applied add nothing.
+  local n = total
   local last = redis.call('GET', KEYS[k + 5])
-  -- Decimal strings of up to 20 digits: compared as strings of equal length.
-  local seq = ARGV[a + 7]
-  local fresh = (not last) or #seq > #last or (#seq == #last and seq > last)
+  if last then
+    local lrun, ltotal = string.match(last, '^(%d+) (%d+)$')
+    lrun, ltotal = tonumber(lrun), tonumber(ltotal)
+    if lrun and lrun > run then n = 0 elseif lrun == run then n = total - ltotal end
+  end
+  local fresh = n > 0
   local over
   if fresh then
-    redis.call('SET', KEYS[k + 5], seq, 'PX', 600000)
+    redis.call('SET', KEYS[k + 5], ARGV[a + 7] .. ' ' .. ARGV[a + 1], 'PX', 600000)
     over = redis.call('INCRBY', KEYS[k + 1], n)
     if over == n then redis.call('PEXPIRE', KEYS[k + 1], window) end
   else

@@ -39,8 +39,16 @@ pub struct Refusal {
     /// When Redis last spoke of the client (a check, a batch), same clock.
     heard: u32,
     /// `Reset` (the oldest counted request leaves the window) this many ms
-    /// before `T`.
-    pub reset_before_ms: u32,
+    /// before `T` (0 unless the limit was lowered while the window held
+    /// requests; a refusal beyond 65 s is not kept).
+    pub reset_before_ms: u16,
+    /// Of the refusals below, those not yet taken into a worker's batch:
+    /// whichever worker next sends for the client takes them all (the
+    /// timer of a worker that refused one, or any worker about to ask
+    /// Redis about the client, so that Redis decides on every strike the
+    /// node counted). Taken within [`BATCH_MS`]; a refusal that would
+    /// overflow it is left to Redis.
+    pub pending: u16,
     /// Refusals in the window (rising difficulty), this node's unsent
     /// ones included.
     pub over: u32,
@@ -63,20 +71,24 @@ impl Refusal {
     /// `T` is `asked_ms` plus the reply's `Retry-After`, never later than
     /// Redis's own. What this node counted but did not send yet stays
     /// added.
-    /// Returns `T` (monotonic ms), when the entry may go.
-    pub fn learn(&mut self, verdict: &Verdict, breaker: &BreakerStatus, asked_ms: u64) -> u64 {
+    /// Returns `T` (monotonic ms), when the entry may go; `None` (nothing
+    /// learnt) for a refusal the entry cannot hold.
+    pub fn learn(
+        &mut self,
+        verdict: &Verdict,
+        breaker: &BreakerStatus,
+        asked_ms: u64,
+    ) -> Option<u64> {
+        let reset_before_ms = verdict
+            .retry_after_ms
+            .saturating_sub(verdict.reset_after_ms);
+        self.reset_before_ms = u16::try_from(reset_before_ms).ok()?;
         let until = asked_ms.saturating_add(verdict.retry_after_ms);
         self.until = until as u32;
         self.heard = asked_ms as u32;
-        self.reset_before_ms = u32::try_from(
-            verdict
-                .retry_after_ms
-                .saturating_sub(verdict.reset_after_ms),
-        )
-        .unwrap_or(u32::MAX);
         self.over = verdict.over.saturating_add(self.unsent);
         self.strikes = breaker.strikes.saturating_add(self.unsent);
-        until
+        Some(until)
     }
 
     /// Milliseconds from `now_ms` to `T` (negative: past).
@@ -111,18 +123,20 @@ impl Refusal {
         stale_ok: bool,
         redis_up: bool,
     ) -> Option<Refused> {
-        if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) {
+        if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) || self.pending == u16::MAX {
             return None;
         }
-        // The strike that would reach the threshold is Redis's to count:
-        // spends on other nodes may have taken back strikes this node still
-        // counts (a paying client is never blocked for them).
+        // The strike that would reach the threshold is Redis's to count,
+        // with every strike the node counted (the worker asking takes them
+        // along): spends on other nodes may have taken back strikes this
+        // node still counts (a paying client is never blocked for them).
         let threshold = rules.strikes.map_or(0, |s| s.threshold);
         if redis_up && threshold > 0 && self.strikes.saturating_add(1) >= threshold {
             return None;
         }
         self.over = self.over.saturating_add(1);
         self.unsent = self.unsent.saturating_add(1);
+        self.pending = self.pending.saturating_add(1);
         let retry_after_ms = self.to_t(now_ms) as u64;
         let verdict = Verdict {
             allowed: false,
@@ -161,74 +175,111 @@ impl Refusal {
         self.strikes = strikes.saturating_add(self.unsent);
     }
 
+    /// Takes the refusals no worker took yet, for one worker's batch.
+    pub fn take_pending(&mut self) -> u32 {
+        core::mem::take(&mut self.pending).into()
+    }
+
+    /// Stops refusing locally (a block supersedes the refusal, or Redis
+    /// may have lost what it said): Redis decides the next request. The
+    /// counts stay until a worker took what is pending.
+    pub fn release(&mut self, now_ms: u64) {
+        self.until = now_ms as u32;
+    }
+
+    /// Whether the entry can go: nothing is left for a worker to take.
+    pub fn disposable(&self) -> bool {
+        self.pending == 0
+    }
+
     /// A spend took one strike back: Redis now counts `strikes`.
     pub fn forgiven(&mut self, strikes: u32) {
         self.strikes = strikes.saturating_add(self.unsent);
     }
 }
 
-/// One client's locally counted refusals, as a worker sends them.
+/// The refusals of one client (and limit) a worker took from the zone to
+/// send. Counted as a running total of a numbered run: Redis keeps, per
+/// worker, the last run and total it applied, and applies only what a call
+/// adds to it, so a call that is resent, overtaken or answered late never
+/// counts a refusal twice, and several may be on their way at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Batch<C> {
     /// What the call needs (the client, its limit and rules).
     pub context: C,
-    /// Counted, not sent yet.
-    pub pending: u32,
-    /// Sent and not acknowledged: resent as it is (same sequence number,
-    /// which Redis applies once) until Redis answers.
-    pub sending: Option<Sending>,
+    /// This run's number, increasing per worker (a new entry, a new run).
+    run: u64,
+    /// Refusals taken from the zone in this run.
+    taken: u64,
+    /// The highest total Redis applied (or had applied) of this run.
+    acked: u64,
+    /// The highest total submitted and waiting for its reply.
+    in_flight: Option<u64>,
 }
 
-/// A batch on its way to Redis.
+/// A batch call on its way to Redis: the run, and the running total it
+/// brings Redis to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sending {
-    /// Increasing per worker: Redis applies a client's batch only if its
-    /// number is above the last it applied from this worker.
-    pub seq: u64,
-    pub count: u32,
-    /// Submitted and waiting for the reply (not resent meanwhile).
-    pub in_flight: bool,
+    pub run: u64,
+    pub total: u64,
 }
 
-/// A worker's batches, by client (and limit). Exact: a refusal is in one
-/// batch only, a batch is resent until acknowledged, and Redis applies a
-/// batch once whatever how often it arrives.
+/// A worker's batches, by client (and limit). Exact: a refusal is taken
+/// from the zone by one worker only, and Redis applies each total once
+/// whatever how often, or in which order, it arrives.
 #[derive(Debug)]
 pub struct Batches<C> {
     batches: HashMap<Vec<u8>, Batch<C>>,
-    seq: u64,
+    runs: u64,
 }
 
 impl<C> Default for Batches<C> {
     fn default() -> Self {
         Self {
             batches: HashMap::new(),
-            seq: 0,
+            runs: 0,
         }
     }
 }
 
 impl<C: Clone> Batches<C> {
-    /// Counts one refusal of `key`.
-    pub fn add(&mut self, key: &[u8], context: impl FnOnce() -> C) {
+    /// Notes that the zone may hold refusals of `key` for this worker to
+    /// take (it refused one), and takes `n` of them.
+    pub fn add(&mut self, key: &[u8], n: u32, context: impl FnOnce() -> C) {
         match self.batches.get_mut(key) {
-            Some(batch) => batch.pending = batch.pending.saturating_add(1),
+            Some(batch) => batch.taken = batch.taken.saturating_add(n.into()),
             None => {
+                self.runs += 1;
                 self.batches.insert(
                     key.to_vec(),
                     Batch {
                         context: context(),
-                        pending: 1,
-                        sending: None,
+                        run: self.runs,
+                        taken: n.into(),
+                        acked: 0,
+                        in_flight: None,
                     },
                 );
             }
         }
     }
 
-    /// Whether refusals of `key` wait to be sent or acknowledged.
-    pub fn holds(&self, key: &[u8]) -> bool {
-        self.batches.contains_key(key)
+    /// Takes `n` more refusals into `key`'s batch, if this worker keeps
+    /// one (the zone holds refusals only of clients a worker refused).
+    pub fn take_more(&mut self, key: &[u8], n: u32) {
+        if let Some(batch) = self.batches.get_mut(key) {
+            batch.taken = batch.taken.saturating_add(n.into());
+        }
+    }
+
+    /// Every key with refusals that no call on its way carries.
+    pub fn due(&self) -> Vec<Vec<u8>> {
+        self.batches
+            .iter()
+            .filter(|(_, b)| b.taken > b.in_flight.unwrap_or(0).max(b.acked))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Whether anything waits to be sent or acknowledged.
@@ -236,83 +287,83 @@ impl<C: Clone> Batches<C> {
         self.batches.is_empty()
     }
 
-    /// Refusals counted and not acknowledged yet.
+    /// Refusals taken and not acknowledged yet.
     pub fn unacknowledged(&self) -> u64 {
-        self.batches
-            .values()
-            .map(|b| u64::from(b.pending) + u64::from(b.sending.map_or(0, |s| s.count)))
-            .sum()
+        self.batches.values().map(|b| b.taken - b.acked).sum()
     }
 
-    /// The batch of `key` to submit now, if there is one and none of its
-    /// is in flight: a batch that failed is resent as it was, else the
-    /// pending refusals become a new one.
+    /// The call to submit now for `key`, if it has refusals that no call
+    /// on its way carries (a call that failed is covered by the next).
     pub fn take(&mut self, key: &[u8]) -> Option<(Sending, C)> {
         let batch = self.batches.get_mut(key)?;
-        let sending = match batch.sending {
-            Some(s) if s.in_flight => return None,
-            Some(s) => s,
-            None if batch.pending == 0 => return None,
-            None => {
-                self.seq += 1;
-                let count = core::mem::take(&mut batch.pending);
-                Sending {
-                    seq: self.seq,
-                    count,
-                    in_flight: false,
-                }
-            }
-        };
-        batch.sending = Some(Sending {
-            in_flight: true,
-            ..sending
-        });
-        Some((sending, batch.context.clone()))
+        let covered = batch.in_flight.unwrap_or(batch.acked);
+        if batch.taken <= covered.max(batch.acked) {
+            return None;
+        }
+        batch.in_flight = Some(batch.taken);
+        Some((
+            Sending {
+                run: batch.run,
+                total: batch.taken,
+            },
+            batch.context.clone(),
+        ))
     }
 
-    /// Batches submitted and waiting for their reply.
+    /// Whether Redis owes this worker an answer for `key`.
+    pub fn awaiting(&self, key: &[u8]) -> bool {
+        self.batches.get(key).is_some_and(|b| b.in_flight.is_some())
+    }
+
+    /// Calls waiting for their reply.
     pub fn in_flight(&self) -> usize {
         self.batches
             .values()
-            .filter(|b| b.sending.is_some_and(|s| s.in_flight))
+            .filter(|b| b.in_flight.is_some())
             .count()
     }
 
-    /// Every key with a batch to submit now.
-    pub fn due(&self) -> Vec<Vec<u8>> {
-        self.batches
-            .iter()
-            .filter(|(_, b)| match b.sending {
-                Some(s) => !s.in_flight,
-                None => b.pending > 0,
-            })
-            .map(|(k, _)| k.clone())
-            .collect()
+    /// Every key this worker keeps a batch for.
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        self.batches.keys().cloned().collect()
     }
 
-    /// Redis applied (or had applied) batch `seq` of `key`.
-    pub fn acknowledged(&mut self, key: &[u8], seq: u64) {
+    /// Redis applied (or had applied) `sent`: how many refusals that
+    /// acknowledges for the first time.
+    pub fn acknowledged(&mut self, key: &[u8], sent: Sending) -> u32 {
         let Some(batch) = self.batches.get_mut(key) else {
-            return;
+            return 0;
         };
-        if batch.sending.is_some_and(|s| s.seq == seq) {
-            batch.sending = None;
+        if batch.run != sent.run || sent.total <= batch.acked {
+            return 0;
         }
-        if batch.pending == 0 && batch.sending.is_none() {
-            self.batches.remove(key);
+        let newly = sent.total - batch.acked;
+        batch.acked = sent.total;
+        if batch.in_flight.is_some_and(|t| t <= sent.total) {
+            batch.in_flight = None;
+        }
+        u32::try_from(newly).unwrap_or(u32::MAX)
+    }
+
+    /// `sent` got no answer (or could not be submitted): whether Redis
+    /// applied it is unknown; the next call carries its total again.
+    pub fn failed(&mut self, key: &[u8], sent: Sending) {
+        if let Some(batch) = self.batches.get_mut(key) {
+            if batch.run == sent.run && batch.in_flight == Some(sent.total) {
+                batch.in_flight = None;
+            }
         }
     }
 
-    /// Batch `seq` of `key` got no answer (or could not be submitted):
-    /// whether Redis applied it is unknown, so it is sent again as it is.
-    pub fn failed(&mut self, key: &[u8], seq: u64) {
-        if let Some(Batch {
-            sending: Some(s), ..
-        }) = self.batches.get_mut(key)
+    /// Drops `key`'s batch if Redis has all of it (the zone had nothing
+    /// more to take): the next refusal starts a new run.
+    pub fn settle(&mut self, key: &[u8]) {
+        if self
+            .batches
+            .get(key)
+            .is_some_and(|b| b.acked == b.taken && b.in_flight.is_none())
         {
-            if s.seq == seq {
-                s.in_flight = false;
-            }
+            self.batches.remove(key);
         }
     }
 

@@ -25,7 +25,7 @@ use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
-use pow_shield_core::store::refusals::{refusal_key, Refused, BATCH_MS};
+use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS};
 use pow_shield_core::store::Subject;
 
 /// An exiting worker waits this long for Redis to take its batches, then
@@ -43,6 +43,17 @@ pub(super) struct BatchContext {
     limit: RateLimit,
     rules: BreakerRules,
     key: Vec<u8>,
+}
+
+impl BatchContext {
+    fn of(subject: &Subject, limit: RateLimit) -> Self {
+        Self {
+            tag: client_tag(subject.key),
+            limit,
+            rules: subject.rules,
+            key: subject.key.to_vec(),
+        }
+    }
 }
 
 /// The batch timer: an nginx event at a fixed address.
@@ -109,7 +120,11 @@ impl RedisStore {
         // Redis owes this worker an answer for the client, or is down:
         // what it said last still holds (asking would only wait).
         let redis_up = self.router.is_healthy();
-        let stale_ok = !redis_up || self.batches.try_borrow().is_ok_and(|b| b.holds(&refusal));
+        let stale_ok = !redis_up
+            || self
+                .batches
+                .try_borrow()
+                .is_ok_and(|b| b.awaiting(&refusal));
         let refused = local.refuse_locally(
             &refusal,
             subject.rules,
@@ -117,16 +132,27 @@ impl RedisStore {
             stale_ok,
             redis_up,
         )?;
+        // The refusal waits in the zone: this worker's timer takes it, or
+        // any worker that asks Redis about the client first.
         if let Ok(mut batches) = self.batches.try_borrow_mut() {
-            batches.add(&refusal, || BatchContext {
-                tag: client_tag(subject.key),
-                limit,
-                rules: subject.rules,
-                key: subject.key.to_vec(),
-            });
+            batches.add(&refusal, 0, || BatchContext::of(subject, limit));
         }
         self.arm_batches();
         Some(refused)
+    }
+
+    /// Takes what the zone holds of `refusal` into this worker's batch.
+    fn take_pending(&self, refusal: &[u8], context: impl FnOnce() -> BatchContext) {
+        let Some(local) = &self.local else {
+            return;
+        };
+        let Ok(mut batches) = self.batches.try_borrow_mut() else {
+            return;
+        };
+        let n = local.take_pending(refusal);
+        if n > 0 {
+            batches.add(refusal, n, context);
+        }
     }
 
     /// Keeps a refusal Redis sent for a check asked at `asked_ms`.
@@ -173,12 +199,16 @@ impl RedisStore {
         }
     }
 
-    /// Sends what this worker counted for the client of `refusal` now,
-    /// before a spend of that client (which takes one strike back: it must
-    /// find them in Redis).
+    /// Sends what the node counted for the client now (whichever worker
+    /// counted it), before a call that asks Redis about the client: a
+    /// check then decides on every strike the node counted (the one
+    /// reaching the threshold trips on time), a spend finds the strike it
+    /// takes back.
     pub(super) fn send_batch_now(&self, subject: &Subject) {
         if let Some(limit) = super::single_limit(subject) {
-            self.send_batch(&refusal_key(self.scope, limit, subject.approx, subject.key));
+            let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
+            self.take_pending(&refusal, || BatchContext::of(subject, limit));
+            self.send_batch(&refusal);
         }
     }
 
@@ -210,11 +240,24 @@ impl RedisStore {
         } else {
             scripts::BATCH_CLIENTS
         };
-        let (due, room) = match self.batches.try_borrow() {
-            Ok(batches) => (
-                batches.due(),
-                (BATCH_CALLS_IN_FLIGHT * per_call).saturating_sub(batches.in_flight()),
-            ),
+        // What the zone holds for the clients this worker refused.
+        let keys = match self.batches.try_borrow() {
+            Ok(batches) => batches.keys(),
+            Err(_) => return self.arm_batches(),
+        };
+        let (due, room) = match self.batches.try_borrow_mut() {
+            Ok(mut batches) => {
+                for key in &keys {
+                    if let Some(local) = &self.local {
+                        batches.take_more(key, local.take_pending(key));
+                    }
+                    batches.settle(key);
+                }
+                (
+                    batches.due(),
+                    (BATCH_CALLS_IN_FLIGHT * per_call).saturating_sub(batches.in_flight()),
+                )
+            }
             Err(_) => return self.arm_batches(),
         };
         let more = due.len() > room;
@@ -287,11 +330,11 @@ impl RedisStore {
                 .push(key(ClientKey::Paid));
         }
         for (_, sending, ctx) in &taken {
-            call.num(sending.count.into()).num(ctx.limit.window_ms);
+            call.num(sending.total).num(ctx.limit.window_ms);
             for rule in scripts::rules(ctx.rules) {
                 call.num(rule);
             }
-            call.num(sending.seq);
+            call.num(sending.run);
         }
         let (evalsha, shared) = call.finish();
         let copy = evalsha.clone();
@@ -299,15 +342,17 @@ impl RedisStore {
             Rc::new(move || script_call::eval(&copy, shared, scripts::BATCH_SCRIPT));
         let store = self.me.clone();
         type Keep = Box<dyn FnOnce(BreakerStatus)>;
-        let sent: Vec<(Vec<u8>, u64, u32, Keep)> = taken
+        let sent: Vec<(Vec<u8>, Sending, Keep)> = taken
             .into_iter()
             .map(|(refusal, sending, ctx)| {
                 let keep: Keep = Box::new(self.block_keeper(&ctx.key, ctx.rules));
-                (refusal, sending.seq, sending.count, keep)
+                (refusal, sending, keep)
             })
             .collect();
-        let failed: Vec<(Vec<u8>, u64)> =
-            sent.iter().map(|(r, seq, ..)| (r.clone(), *seq)).collect();
+        let failed: Vec<(Vec<u8>, Sending)> = sent
+            .iter()
+            .map(|(r, sending, _)| (r.clone(), *sending))
+            .collect();
         let clients = sent.len();
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let Some(store) = store.upgrade() else {
@@ -321,23 +366,23 @@ impl RedisStore {
             let Some(replies) = replies else {
                 // Applied or not, Redis applies each batch once: sent again.
                 if let Ok(mut batches) = store.batches.try_borrow_mut() {
-                    for (refusal, seq, ..) in &sent {
-                        batches.failed(refusal, *seq);
+                    for (refusal, sending, _) in &sent {
+                        batches.failed(refusal, *sending);
                     }
                 }
                 return store.arm_batches();
             };
-            for ((refusal, seq, count, remember), (over, breaker)) in sent.into_iter().zip(replies)
-            {
-                if let Ok(mut batches) = store.batches.try_borrow_mut() {
-                    batches.acknowledged(&refusal, seq);
-                }
+            for ((refusal, sending, remember), (over, breaker)) in sent.into_iter().zip(replies) {
+                let newly = match store.batches.try_borrow_mut() {
+                    Ok(mut batches) => batches.acknowledged(&refusal, sending),
+                    Err(_) => 0,
+                };
                 if let Some(local) = &store.local {
-                    match breaker.block {
-                        Block::Clear => local.refusals_sent(&refusal, count, over, breaker.strikes),
-                        // Blocked (maybe by another node): blocked here
-                        // too from now on, and Redis decides once it ends.
-                        _ => local.forget_refusal(&refusal),
+                    local.refusals_sent(&refusal, newly, over, breaker.strikes);
+                    // Blocked (maybe by another node): blocked here too
+                    // from now on, and Redis decides once it ends.
+                    if breaker.block != Block::Clear {
+                        local.forget_refusal(&refusal);
                     }
                 }
                 remember(breaker);
@@ -349,8 +394,8 @@ impl RedisStore {
             .is_err()
         {
             if let Ok(mut batches) = self.batches.try_borrow_mut() {
-                for (refusal, seq) in &failed {
-                    batches.failed(refusal, *seq);
+                for (refusal, sending) in &failed {
+                    batches.failed(refusal, *sending);
                 }
             }
             self.arm_batches();

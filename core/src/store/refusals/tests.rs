@@ -33,7 +33,8 @@ fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> Refusal {
         &redis_refused(retry_after_ms, retry_after_ms, 1),
         &breaker,
         asked_ms,
-    );
+    )
+    .unwrap();
     r
 }
 
@@ -63,7 +64,15 @@ fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
         &BreakerStatus::default(),
         1_000,
     );
-    assert_eq!(t, 1_500);
+    assert_eq!(t, Some(1_500));
+}
+
+#[test]
+fn a_refusal_whose_reset_is_far_before_t_is_not_kept() {
+    // (The limit was lowered while the window held requests.)
+    let mut r = Refusal::default();
+    let far = redis_refused(100_000, 1_000, 1);
+    assert_eq!(r.learn(&far, &BreakerStatus::default(), 0), None);
 }
 
 #[test]
@@ -202,46 +211,83 @@ fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
 #[test]
 fn a_batch_holds_each_refusal_once_until_acknowledged() {
     let mut b: Batches<&str> = Batches::default();
-    b.add(b"a", || "ctx");
-    b.add(b"a", || unreachable!());
-    assert_eq!(b.due(), vec![b"a".to_vec()]);
+    b.add(b"a", 2, || "ctx");
     let (first, ctx) = b.take(b"a").unwrap();
-    assert_eq!((first.count, ctx), (2, "ctx"));
-    // In flight: not sent twice; new refusals wait for the next batch.
+    assert_eq!((first.total, ctx), (2, "ctx"));
+    // On its way: nothing new to send; refusals taken later go in a
+    // second call while the first is still on its way.
     assert_eq!(b.in_flight(), 1);
     assert!(b.take(b"a").is_none());
-    b.add(b"a", || unreachable!());
-    assert!(b.due().is_empty());
-    assert_eq!(b.unacknowledged(), 3);
-    b.acknowledged(b"a", first.seq);
+    b.add(b"a", 1, || unreachable!());
     let (second, _) = b.take(b"a").unwrap();
-    assert_eq!(second.count, 1);
-    assert!(second.seq > first.seq);
-    b.acknowledged(b"a", second.seq);
+    assert_eq!((second.run, second.total), (first.run, 3));
+    assert_eq!(b.unacknowledged(), 3);
+    // Answers in any order acknowledge each refusal once.
+    assert_eq!(b.acknowledged(b"a", second), 3);
+    assert_eq!(b.acknowledged(b"a", first), 0);
+    assert_eq!(b.unacknowledged(), 0);
+    assert!(b.take(b"a").is_none());
+    b.settle(b"a");
+    assert!(b.is_empty());
+    // A new batch is a new run: Redis starts its total over.
+    b.add(b"a", 1, || "ctx");
+    let (third, _) = b.take(b"a").unwrap();
+    assert_eq!(third.total, 1);
+    assert!(third.run > first.run);
+}
+
+#[test]
+fn a_call_without_answer_is_covered_by_the_next() {
+    let mut b: Batches<()> = Batches::default();
+    b.add(b"a", 1, || ());
+    let (sent, _) = b.take(b"a").unwrap();
+    b.add(b"a", 1, || ());
+    b.failed(b"a", sent);
+    assert_eq!(b.in_flight(), 0);
+    let (again, _) = b.take(b"a").unwrap();
+    assert_eq!(
+        (again.run, again.total),
+        (sent.run, 2),
+        "the running total, all of it"
+    );
+    // A call overtaken by one that failed: the failed one's total goes again.
+    b.add(b"a", 1, || ());
+    let (third, _) = b.take(b"a").unwrap();
+    b.failed(b"a", third);
+    assert_eq!(b.acknowledged(b"a", again), 2);
+    assert_eq!(b.unacknowledged(), 1);
+    b.settle(b"a");
+    assert!(!b.is_empty(), "unacknowledged refusals are never dropped");
+    assert_eq!(b.take(b"a").map(|(s, _)| s.total), Some(3));
+    assert_eq!(b.drop_all(), 1);
     assert!(b.is_empty());
 }
 
 #[test]
-fn a_batch_without_answer_is_resent_as_it_was() {
-    let mut b: Batches<()> = Batches::default();
-    b.add(b"a", || ());
-    let (sent, _) = b.take(b"a").unwrap();
-    b.add(b"a", || ());
-    b.failed(b"a", sent.seq);
-    assert_eq!(b.due(), vec![b"a".to_vec()]);
-    let (again, _) = b.take(b"a").unwrap();
-    assert_eq!(
-        (again.seq, again.count),
-        (sent.seq, sent.count),
-        "the same batch, which Redis applies once"
-    );
-    // A stale acknowledgement changes nothing.
-    b.acknowledged(b"a", sent.seq + 7);
-    assert_eq!(b.unacknowledged(), 2);
-    b.acknowledged(b"a", sent.seq);
-    assert_eq!(b.unacknowledged(), 1);
-    assert_eq!(b.drop_all(), 1);
-    assert!(b.is_empty());
+fn every_worker_takes_what_the_zone_holds_once() {
+    let mut r = learnt(0, 10_000, 0);
+    for now in 1..=3 {
+        assert!(r.refuse(STRIKES_5, now, false, true).is_some());
+    }
+    assert_eq!((r.pending, r.unsent, r.strikes), (3, 3, 3));
+    assert!(!r.disposable());
+    assert_eq!(r.take_pending(), 3);
+    assert_eq!(r.take_pending(), 0, "taken by one worker only");
+    assert!(r.disposable());
+    // Taken is not acknowledged: the counts stay until Redis has them.
+    assert_eq!(r.unsent, 3);
+    r.acknowledged(3, 0, 3, 10);
+    assert_eq!((r.unsent, r.strikes), (0, 3));
+}
+
+#[test]
+fn a_released_refusal_asks_redis_and_keeps_its_counts() {
+    let mut r = learnt(0, 10_000, 0);
+    assert!(r.refuse(STRIKES_5, 1, false, true).is_some());
+    r.release(1);
+    assert!(!r.holds(2));
+    assert!(r.refuse(STRIKES_5, 2, true, true).is_none());
+    assert_eq!(r.take_pending(), 1);
 }
 
 #[test]
