@@ -315,7 +315,7 @@ return {1, strikes, 0, 0}
 );
 
 /// A node's locally refused requests of one client (or of up to
-/// [`BATCH_CLIENTS`], each with its six keys and seven arguments in turn),
+/// [`BATCH_CLIENTS`], each with its six keys and eight arguments in turn),
 /// sent in one call (`store::refusals`): `ARGV[1]` the running total of
 /// the worker's refusals of the client in run `ARGV[7]`; what it adds to
 /// the total Redis applied is counted, each refusal one more in the
@@ -326,7 +326,9 @@ return {1, strikes, 0, 0}
 /// this worker (`keys::ClientKey::Batches`), `KEYS[6]` the spends that found
 /// no unpaid strike to take back (`keys::ClientKey::Paid`: they take back
 /// as many of the batch's strikes); `ARGV[2]` the window ms,
-/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the run.
+/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the run, `ARGV[8]` the
+/// total the worker knows Redis applied (where Redis has no record of the
+/// run: a new run, or Redis lost its data, only what it adds is counted).
 ///
 /// The strikes of a client blocked meanwhile (by another node) still
 /// count (the node did send those 429s), without extending the block or
@@ -340,18 +342,19 @@ pub const BATCH_SCRIPT: &str = concat!(
     "-- pow-shield local refusals: one batch per client, of one or more clients",
     breaker_lua!(),
     r#"
--- Client i's keys are KEYS[6i-5 .. 6i], its arguments ARGV[7i-6 .. 7i].
+-- Client i's keys are KEYS[6i-5 .. 6i], its arguments ARGV[8i-7 .. 8i].
 local out = {}
 for i = 0, #KEYS / 6 - 1 do
-  local k, a = 6 * i, 7 * i
+  local k, a = 6 * i, 8 * i
   local total, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local threshold, ttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   local after, ban = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
   local run = tonumber(ARGV[a + 7])
-  -- What this worker's calls applied: '<run> <total>'. A later run starts
-  -- from nothing; an earlier run's call (its entry gone, so all applied)
-  -- and a total already applied add nothing.
-  local n = total
+  -- What this worker's calls applied: '<run> <total>'. An earlier run's
+  -- call (its entry gone, so all applied) and a total already applied add
+  -- nothing. Without a record of the run (a later run, or Redis lost it),
+  -- what the worker knows was applied (ARGV[a + 8]) is the start.
+  local n = total - tonumber(ARGV[a + 8])
   local last = redis.call('GET', KEYS[k + 5])
   if last then
     local lrun, ltotal = string.match(last, '^(%d+) (%d+)$')

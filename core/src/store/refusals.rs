@@ -223,6 +223,9 @@ pub struct Batch<C> {
 pub struct Sending {
     pub run: u64,
     pub total: u64,
+    /// What of the run Redis acknowledged when the call went: where Redis
+    /// has no record of the run (it lost its data), the rest is counted.
+    pub base: u64,
 }
 
 /// A worker's batches, by client (and limit). Exact: a refusal is taken
@@ -305,6 +308,7 @@ impl<C: Clone> Batches<C> {
             Sending {
                 run: batch.run,
                 total: batch.taken,
+                base: batch.acked,
             },
             batch.context.clone(),
         ))

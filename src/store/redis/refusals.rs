@@ -320,7 +320,7 @@ impl RedisStore {
         };
         let slot = first.tag.clone();
         let prefix = self.prefix.as_bytes();
-        let mut call = ScriptCall::new(&self.batch_sha, 6 * taken.len(), 7 * taken.len());
+        let mut call = ScriptCall::new(&self.batch_sha, 6 * taken.len(), 8 * taken.len());
         for (_, _, ctx) in &taken {
             let tag = ctx.tag.as_bytes();
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
@@ -334,7 +334,7 @@ impl RedisStore {
             for rule in scripts::rules(ctx.rules) {
                 call.num(rule);
             }
-            call.num(sending.run);
+            call.num(sending.run).num(sending.base);
         }
         let (evalsha, shared) = call.finish();
         let copy = evalsha.clone();
