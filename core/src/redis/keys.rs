@@ -10,7 +10,7 @@
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
 //! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
 //! | `<prefix>{<tag>}:c` | spends waiting for their 429's strike (in a batch on its way) |
-//! | `<prefix>{<tag>}:n:<worker>` | the last batch of local refusals Redis applied from one worker |
+//! | `<prefix>{<tag>}:n:<worker>` | the run and total of local refusals Redis applied from one worker |
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
@@ -33,9 +33,9 @@ pub enum ClientKey<'a> {
     Unpaid,
     /// A spent token, in the client's slot (Redis Cluster).
     Spent(&'a [u8; 32]),
-    /// The number of the last batch of local refusals applied from the
-    /// worker with this id (a batch resent after a lost reply is applied
-    /// once).
+    /// The run and running total of local refusals applied from the
+    /// worker with this id (a call resent after a lost reply adds
+    /// nothing twice).
     Batches(u64),
     /// Spends that found no unpaid strike to take back yet (the 429's
     /// strike is in a node's batch still on its way).
