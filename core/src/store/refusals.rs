@@ -116,27 +116,35 @@ impl Refusal {
     /// down: asking it would only wait): ask Redis.
     /// `redis_up`: Redis takes commands (else the strike reaching the
     /// threshold is refused here too: Redis counts it with the batch).
+    /// The refusal is left for a worker to send (`pending`) only if Redis
+    /// needs it: it is a strike, or `rising` difficulty reads the count.
     pub fn refuse(
         &mut self,
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok: bool,
-        redis_up: bool,
+        (stale_ok, redis_up): (bool, bool),
+        rising: bool,
     ) -> Option<Refused> {
-        if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) || self.pending == u16::MAX {
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        // Without strikes or rising difficulty only `T` matters: nothing
+        // Redis hears of since (no block, no price) changes the answer.
+        let reported = threshold > 0 || rising;
+        let stale = reported && !(stale_ok || self.fresh(now_ms));
+        if !self.holds(now_ms) || stale || self.pending == u16::MAX {
             return None;
         }
         // The strike that would reach the threshold is Redis's to count,
         // with every strike the node counted (the worker asking takes them
         // along): spends on other nodes may have taken back strikes this
         // node still counts (a paying client is never blocked for them).
-        let threshold = rules.strikes.map_or(0, |s| s.threshold);
         if redis_up && threshold > 0 && self.strikes.saturating_add(1) >= threshold {
             return None;
         }
         self.over = self.over.saturating_add(1);
-        self.unsent = self.unsent.saturating_add(1);
-        self.pending = self.pending.saturating_add(1);
+        if reported {
+            self.unsent = self.unsent.saturating_add(1);
+            self.pending = self.pending.saturating_add(1);
+        }
         let retry_after_ms = self.to_t(now_ms) as u64;
         let verdict = Verdict {
             allowed: false,

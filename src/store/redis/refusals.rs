@@ -131,13 +131,17 @@ impl RedisStore {
             fresh_monotonic_ms(),
             stale_ok,
             redis_up,
+            subject.rising,
         )?;
         // The refusal waits in the zone: this worker's timer takes it, or
-        // any worker that asks Redis about the client first.
-        if let Ok(mut batches) = self.batches.try_borrow_mut() {
-            batches.add(&refusal, 0, || BatchContext::of(subject, limit));
+        // any worker that asks Redis about the client first. (Redis needs
+        // it only as a strike or for rising difficulty.)
+        if subject.rules.strikes.is_some() || subject.rising {
+            if let Ok(mut batches) = self.batches.try_borrow_mut() {
+                batches.add(&refusal, 0, || BatchContext::of(subject, limit));
+            }
+            self.arm_batches();
         }
-        self.arm_batches();
         Some(refused)
     }
 
