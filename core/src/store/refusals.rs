@@ -20,6 +20,11 @@ use crate::store::Checked;
 /// strikes to Redis (and sooner when they reach the strike threshold).
 pub const BATCH_MS: u64 = 100;
 
+/// How often a client's refusals go to Redis when they are no strikes
+/// (`pow_shield_strikes off`) and only a rising price reads their count:
+/// the price on other nodes follows within this, at a tenth of the calls.
+pub const PRICE_BATCH_MS: u64 = 1_000;
+
 /// How old Redis's word on a refused client may be for the node to refuse
 /// it alone: older, the next request asks Redis (which may have heard of
 /// other nodes' strikes, a block, a ban). A flooding client's word is
@@ -126,10 +131,11 @@ impl Refusal {
         rising: bool,
     ) -> Option<Refused> {
         let threshold = rules.strikes.map_or(0, |s| s.threshold);
-        // Without strikes or rising difficulty only `T` matters: nothing
-        // Redis hears of since (no block, no price) changes the answer.
+        // Without strikes only `T` matters: nothing Redis hears of since
+        // (there is no block to learn) changes the answer; a rising price
+        // follows what other nodes counted with each batch's answer.
         let reported = threshold > 0 || rising;
-        let stale = reported && !(stale_ok || self.fresh(now_ms));
+        let stale = threshold > 0 && !(stale_ok || self.fresh(now_ms));
         if !self.holds(now_ms) || stale || self.pending == u16::MAX {
             return None;
         }
@@ -223,6 +229,8 @@ pub struct Batch<C> {
     acked: u64,
     /// The highest total submitted and waiting for its reply.
     in_flight: Option<u64>,
+    /// When the last call for it was taken (monotonic ms).
+    sent_ms: Option<u64>,
 }
 
 /// A batch call on its way to Redis: the run, and the running total it
@@ -270,6 +278,7 @@ impl<C: Clone> Batches<C> {
                         taken: n.into(),
                         acked: 0,
                         in_flight: None,
+                        sent_ms: None,
                     },
                 );
             }
@@ -284,11 +293,16 @@ impl<C: Clone> Batches<C> {
         }
     }
 
-    /// Every key with refusals that no call on its way carries.
-    pub fn due(&self) -> Vec<Vec<u8>> {
+    /// Every key with refusals that no call on its way carries, and whose
+    /// last call was taken at least `every(context)` ms before `now_ms`.
+    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<Vec<u8>> {
         self.batches
             .iter()
             .filter(|(_, b)| b.taken > b.in_flight.unwrap_or(0).max(b.acked))
+            .filter(|(_, b)| {
+                b.sent_ms
+                    .is_none_or(|sent| now_ms.saturating_sub(sent) >= every(&b.context))
+            })
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -305,13 +319,14 @@ impl<C: Clone> Batches<C> {
 
     /// The call to submit now for `key`, if it has refusals that no call
     /// on its way carries (a call that failed is covered by the next).
-    pub fn take(&mut self, key: &[u8]) -> Option<(Sending, C)> {
+    pub fn take(&mut self, key: &[u8], now_ms: u64) -> Option<(Sending, C)> {
         let batch = self.batches.get_mut(key)?;
         let covered = batch.in_flight.unwrap_or(batch.acked);
         if batch.taken <= covered.max(batch.acked) {
             return None;
         }
         batch.in_flight = Some(batch.taken);
+        batch.sent_ms = Some(now_ms);
         Some((
             Sending {
                 run: batch.run,

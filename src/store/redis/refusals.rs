@@ -25,7 +25,7 @@ use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
-use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS};
+use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
 use pow_shield_core::store::Subject;
 
 /// An exiting worker waits this long for Redis to take its batches, then
@@ -46,6 +46,15 @@ pub(super) struct BatchContext {
 }
 
 impl BatchContext {
+    /// How often the client's refusals go: strikes at every tick, counts
+    /// only a rising price reads at `PRICE_BATCH_MS`.
+    fn every(&self) -> u64 {
+        match self.rules.strikes {
+            Some(_) => 0,
+            None => PRICE_BATCH_MS,
+        }
+    }
+
     fn of(subject: &Subject, limit: RateLimit) -> Self {
         Self {
             tag: client_tag(subject.key),
@@ -183,7 +192,7 @@ impl RedisStore {
             }
         }
         let due = match self.batches.try_borrow() {
-            Ok(batches) => batches.due(),
+            Ok(batches) => batches.due(monotonic_ms(), |_| 0),
             Err(_) => return,
         };
         let per_call = if self.cluster {
@@ -258,7 +267,7 @@ impl RedisStore {
                     batches.settle(key);
                 }
                 (
-                    batches.due(),
+                    batches.due(monotonic_ms(), BatchContext::every),
                     (BATCH_CALLS_IN_FLIGHT * per_call).saturating_sub(batches.in_flight()),
                 )
             }
@@ -313,7 +322,7 @@ impl RedisStore {
                 .iter()
                 .filter_map(|r| {
                     batches
-                        .take(r)
+                        .take(r, monotonic_ms())
                         .map(|(sending, ctx)| (r.clone(), sending, ctx))
                 })
                 .collect(),

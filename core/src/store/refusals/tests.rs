@@ -79,20 +79,18 @@ fn a_refusal_whose_reset_is_far_before_t_is_not_kept() {
 fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
     let mut r = learnt(0, 10_000, 0);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS - 1, (false, true), true)
+        .refuse(STRIKES_5, FRESH_MS - 1, (false, true), true)
         .is_some());
-    assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS, (false, true), true)
-        .is_none());
+    assert!(r.refuse(STRIKES_5, FRESH_MS, (false, true), true).is_none());
     // Still refused while Redis owes the node an answer (or is down).
     assert!(r
         .clone()
-        .refuse(BreakerRules::default(), FRESH_MS, (true, true), true)
+        .refuse(STRIKES_5, FRESH_MS, (true, true), true)
         .is_some());
     // A batch's answer renews it.
     r.acknowledged(1, 2, 0, FRESH_MS);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS + 1, (false, true), true)
+        .refuse(STRIKES_5, FRESH_MS + 1, (false, true), true)
         .is_some());
 }
 
@@ -212,26 +210,26 @@ fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
 fn a_batch_holds_each_refusal_once_until_acknowledged() {
     let mut b: Batches<&str> = Batches::default();
     b.add(b"a", 2, || "ctx");
-    let (first, ctx) = b.take(b"a").unwrap();
+    let (first, ctx) = b.take(b"a", 0).unwrap();
     assert_eq!((first.total, ctx), (2, "ctx"));
     // On its way: nothing new to send; refusals taken later go in a
     // second call while the first is still on its way.
     assert_eq!(b.in_flight(), 1);
-    assert!(b.take(b"a").is_none());
+    assert!(b.take(b"a", 0).is_none());
     b.add(b"a", 1, || unreachable!());
-    let (second, _) = b.take(b"a").unwrap();
+    let (second, _) = b.take(b"a", 0).unwrap();
     assert_eq!((second.run, second.total), (first.run, 3));
     assert_eq!(b.unacknowledged(), 3);
     // Answers in any order acknowledge each refusal once.
     assert_eq!(b.acknowledged(b"a", second), 3);
     assert_eq!(b.acknowledged(b"a", first), 0);
     assert_eq!(b.unacknowledged(), 0);
-    assert!(b.take(b"a").is_none());
+    assert!(b.take(b"a", 0).is_none());
     b.settle(b"a");
     assert!(b.is_empty());
     // A new batch is a new run: Redis starts its total over.
     b.add(b"a", 1, || "ctx");
-    let (third, _) = b.take(b"a").unwrap();
+    let (third, _) = b.take(b"a", 0).unwrap();
     assert_eq!(third.total, 1);
     assert!(third.run > first.run);
 }
@@ -240,11 +238,11 @@ fn a_batch_holds_each_refusal_once_until_acknowledged() {
 fn a_call_without_answer_is_covered_by_the_next() {
     let mut b: Batches<()> = Batches::default();
     b.add(b"a", 1, || ());
-    let (sent, _) = b.take(b"a").unwrap();
+    let (sent, _) = b.take(b"a", 0).unwrap();
     b.add(b"a", 1, || ());
     b.failed(b"a", sent);
     assert_eq!(b.in_flight(), 0);
-    let (again, _) = b.take(b"a").unwrap();
+    let (again, _) = b.take(b"a", 0).unwrap();
     assert_eq!(
         (again.run, again.total),
         (sent.run, 2),
@@ -252,13 +250,13 @@ fn a_call_without_answer_is_covered_by_the_next() {
     );
     // A call overtaken by one that failed: the failed one's total goes again.
     b.add(b"a", 1, || ());
-    let (third, _) = b.take(b"a").unwrap();
+    let (third, _) = b.take(b"a", 0).unwrap();
     b.failed(b"a", third);
     assert_eq!(b.acknowledged(b"a", again), 2);
     assert_eq!(b.unacknowledged(), 1);
     b.settle(b"a");
     assert!(!b.is_empty(), "unacknowledged refusals are never dropped");
-    assert_eq!(b.take(b"a").map(|(s, _)| s.total), Some(3));
+    assert_eq!(b.take(b"a", 0).map(|(s, _)| s.total), Some(3));
     assert_eq!(b.drop_all(), 1);
     assert!(b.is_empty());
 }
@@ -367,11 +365,35 @@ fn without_strikes_or_rising_difficulty_nothing_is_left_to_send() {
     assert!(r
         .refuse(BreakerRules::default(), FRESH_MS + 1, (false, true), false)
         .is_some());
+    // (Nor with a rising price only: each batch's answer brings the count.)
     // With rising difficulty the count goes to Redis.
     r.refuse(BreakerRules::default(), 2, (false, true), true)
         .unwrap();
     assert_eq!((r.pending, r.unsent), (1, 1));
     assert!(r
         .refuse(BreakerRules::default(), FRESH_MS + 1, (false, true), true)
-        .is_none());
+        .is_some());
+    assert!(
+        r.refuse(STRIKES_5, FRESH_MS + 1, (false, true), false)
+            .is_none(),
+        "with strikes, Redis is asked again"
+    );
+}
+
+#[test]
+fn batches_without_strikes_go_at_the_slower_pace() {
+    let mut b: Batches<u64> = Batches::default();
+    b.add(b"strikes", 1, || 0);
+    b.add(b"price", 1, || PRICE_BATCH_MS);
+    let every = |c: &u64| *c;
+    assert_eq!(b.due(0, every).len(), 2, "a new batch goes at once");
+    for key in [&b"strikes"[..], b"price"] {
+        let (sent, _) = b.take(key, 50).unwrap();
+        b.acknowledged(key, sent);
+        b.take_more(key, 1);
+    }
+    assert_eq!(b.due(150, every), vec![b"strikes".to_vec()]);
+    let mut later = b.due(50 + PRICE_BATCH_MS, every);
+    later.sort();
+    assert_eq!(later, vec![b"price".to_vec(), b"strikes".to_vec()]);
 }
