@@ -29,7 +29,9 @@ sub available {
 
 # new(dir => ..., port => ..., host => '127.0.0.1', requirepass => ..., args => [...],
 #     tls => { port => ..., cert => ..., key => ..., ca => ...,
-#              auth_clients => 'no' | 'optional' | 'yes' })
+#              auth_clients => 'no' | 'optional' | 'yes' },
+#     env => { NAME => value, ... })
+# env: added to the server's environment (e.g. LD_PRELOAD for host names).
 # With tls, Redis also listens with TLS on tls->{port}; cmd() keeps using
 # the plain port.
 sub new {
@@ -67,6 +69,7 @@ sub start {
     if ($pid == 0) {
         open STDOUT, '>>', "$self->{dir}/redis.stdout";
         open STDERR, '>&', \*STDOUT;
+        $ENV{$_} = $self->{env}{$_} for keys %{$self->{env} || {}};
         exec binary(), @args
             or POSIX::_exit(127);
     }
