@@ -19,6 +19,7 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Time::HiRes ();
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Metrics qw(scrape);
 use Test::PowShield::Sentinel;
 
 ###############################################################################
@@ -53,6 +54,10 @@ $t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 2));
 
         location = /trap {
             pow_shield_trap;
+        }
+
+        location = /metrics {
+            pow_shield_status;
         }
     }
 EOF
@@ -116,6 +121,44 @@ ok(eventually(20, sub { ($r0->cmd('ROLE') // [''])->[0] eq 'slave' }),
     'the old master came back as a replica');
 is(get('flow', 'back')->status, 200, 'requests still decided');
 ok(!$t->error_log_count(qr/READONLY/), 'never written to a replica');
+
+# Every sentinel goes away: the master's connection does not depend on
+# them, requests are still decided by it.  The workers go on trying the
+# sentinels in turn, each time on a new connection: each sentinel's outage
+# is logged once per worker (waited for by the failures counted in
+# pow_shield_redis_errors_total), and its end once, when a worker reaches
+# it again.
+
+sub redis_errors {
+    my $m = scrape($t);
+    my $n = 0;
+    $n += $m->{$_} for grep { /^pow_shield_redis_errors_total\b/ } keys %$m;
+    return $n;
+}
+
+my $sentinel_down = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable/;
+my $errors = redis_errors();
+$s->kill_sentinels;
+ok(eventually(120, sub { redis_errors() >= $errors + 100 }),
+    'the sentinels are gone: the workers tried them again and again (100 failed connections)');
+ok(eventually(10, sub { get('flow', 'no-sentinels')->status == 200
+    && @{$r1->cmd('KEYS', 'pow:{' . unpack('H*', 'no-sentinels') . '}*') // []} > 0 }),
+    '... requests are still decided by the master');
+my %per;
+for my $line ($t->error_log_lines) {
+    $per{"$1 $2"}++ if $line =~ $sentinel_down;
+}
+is(join(' ', grep { $per{$_} > 1 } sort keys %per), '',
+    '... each sentinel\'s outage is logged once per worker, not per connection');
+cmp_ok(scalar(keys %per), '<=', 6, '... at most 3 sentinels x 2 workers lines');
+$s->start_sentinels;
+ok(eventually(30, sub {
+    my %w;
+    for my $line ($t->error_log_lines) {
+        $w{$1} = 1 if $line =~ /\[notice\] (\d+)#.*redis sentinel \S+ is available again/;
+    }
+    keys %w == 2;
+}), 'the sentinels are back: each worker logs that it reached one again');
 
 ###############################################################################
 

@@ -290,7 +290,14 @@ impl Inner {
             return;
         }
         let (failure, backoff_ms) = st.health.failed(now() as u64);
-        if failure == Failure::Started {
+        // An outage of this peer that an earlier connection logged.
+        let known = failure == Failure::Started
+            && self
+                .settings
+                .outage
+                .as_ref()
+                .is_some_and(|o| o.replace(true));
+        if failure == Failure::Started && !known {
             st.update_gauge();
             error!(
                 self.cycle_log,
@@ -299,6 +306,9 @@ impl Inner {
                 self.settings.name
             );
         } else {
+            if known {
+                st.update_gauge();
+            }
             debug!(
                 self.cycle_log,
                 "pow_shield: redis {} still unavailable ({reason})", self.settings.name

@@ -63,6 +63,9 @@ struct Master {
 pub struct Sentinel {
     template: SentinelTemplate,
     sentinels: Vec<Seed>,
+    /// Per sentinel: its outage is logged (its connections are replaced
+    /// as the sentinels are asked in turn; each outage is logged once).
+    outages: Vec<Rc<Cell<bool>>>,
     master: RefCell<Option<Master>>,
     /// The connection questions go to, and which sentinel it is.
     asking: RefCell<Option<(usize, Client)>>,
@@ -110,6 +113,10 @@ impl Sentinel {
     ) -> Rc<Sentinel> {
         let s = Rc::new_cyclic(|me| Sentinel {
             template,
+            outages: sentinels
+                .iter()
+                .map(|_| Rc::new(Cell::new(false)))
+                .collect(),
             sentinels,
             master: RefCell::new(None),
             asking: RefCell::new(None),
@@ -461,6 +468,7 @@ impl Sentinel {
             cluster: false,
             on_push: None,
             resolve,
+            outage: None,
         };
         Some(Master {
             client: Client::start(settings, self.log),
@@ -529,6 +537,7 @@ impl Sentinel {
             cluster: false,
             on_push,
             resolve: NameResolver::for_host(t.resolver, &seed.node.host, seed.node.port),
+            outage: self.outages.get(i).cloned(),
         };
         let client = Client::start(settings, self.log);
         // Requests don't depend on a sentinel: not in the fallback gauge.

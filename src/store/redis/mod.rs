@@ -204,6 +204,7 @@ impl RedisStore {
                         }
                         RedisAddr::Unix { .. } => None,
                     },
+                    outage: None,
                 };
                 Router::Single(Client::start(settings, log))
             };

@@ -180,14 +180,7 @@ sentinel parallel-syncs $self->{name} 1
 $auth$spass
 EOF
         close $fh;
-        my $pid = fork // croak "fork: $!";
-        if ($pid == 0) {
-            open STDOUT, '>>', "$dir/stdout";
-            open STDERR, '>&', \*STDOUT;
-            $ENV{$_} = $self->{env}{$_} for keys %{$self->{env}};
-            exec binary(), $conf or POSIX::_exit(127);
-        }
-        push @{$self->{pids}}, $pid;
+        $self->_spawn($i);
     }
     # every sentinel sees the replica and the two other sentinels
     my $ok = Test::PowShield::eventually(30, sub {
@@ -201,6 +194,42 @@ EOF
     });
     croak "the sentinels did not see the replica and each other in time; see $self->{dir}"
         unless $ok;
+    return $self;
+}
+
+# Sentinel $i runs (again) on its configuration file.
+sub _spawn {
+    my ($self, $i) = @_;
+    my $dir = "$self->{dir}/s$i";
+    my $pid = fork // croak "fork: $!";
+    if ($pid == 0) {
+        open STDOUT, '>>', "$dir/stdout";
+        open STDERR, '>&', \*STDOUT;
+        $ENV{$_} = $self->{env}{$_} for keys %{$self->{env}};
+        exec binary(), "$dir/sentinel.conf" or POSIX::_exit(127);
+    }
+    $self->{pids}[$i] = $pid;
+}
+
+# Every sentinel stops (SIGKILL: their ports close at once).
+sub kill_sentinels {
+    my ($self) = @_;
+    for my $pid (grep { defined } @{$self->{pids} // []}) {
+        CORE::kill 'KILL', $pid;
+        waitpid($pid, 0);
+    }
+    $self->{pids} = [];
+    delete $self->{sentinel_conn};
+}
+
+# They start again (each on the configuration it rewrote) and answer.
+sub start_sentinels {
+    my ($self) = @_;
+    $self->_spawn($_) for 0 .. 2;
+    my $ok = Test::PowShield::eventually(30, sub {
+        !grep { !defined $self->sentinel_cmd($_, 'PING') } 0 .. 2;
+    });
+    croak "the sentinels did not start again in time; see $self->{dir}" unless $ok;
     return $self;
 }
 
@@ -242,7 +271,7 @@ sub kill_master {
 
 sub stop {
     my ($self) = @_;
-    Test::PowShield::Redis::stop_pid($_, 5) for @{delete $self->{pids} // []};
+    Test::PowShield::Redis::stop_pid($_, 5) for grep { defined } @{delete $self->{pids} // []};
     $_->stop for grep { defined } $self->redis;
 }
 

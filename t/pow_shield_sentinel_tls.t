@@ -1,0 +1,225 @@
+#!/usr/bin/perl
+
+# Redis Sentinel over TLS (docs/operations.md, "Redis Sentinel"):
+# pow_shield_redis sentinels://... speaks TLS to the sentinels and to the
+# master they name, verifying each certificate (chain and address) with
+# tls_ca=.  One master, one replica and three sentinels of Debian's
+# redis-sentinel, all with TLS (tls-port, tls-replication yes): the
+# sentinels answer the master's TLS port; requests flow, the master is
+# killed, the sentinels promote the replica, requests go on with no 5xx
+# under pow_shield_fail local.  Verification is on: the sentinels'
+# certificates and the Redis servers' are signed by two different CAs, so
+# a tls_ca= that trusts only the sentinels' CA reaches the sentinels but
+# refuses the master, and one that trusts neither refuses the sentinels;
+# each is logged with OpenSSL's reason and requests are decided by
+# pow_shield_fail (200), never a 5xx.  The certificates are made here with
+# the openssl command.
+#
+# No durations are asserted; the time the switch took is printed.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Time::HiRes ();
+use Test::PowShield qw(:pow :util);
+use Test::PowShield::Metrics qw(scrape);
+use Test::PowShield::Sentinel;
+
+###############################################################################
+
+my $t = Test::PowShield->new->require_redis;
+plan(skip_all => 'redis-sentinel not installed (apt-get install redis-sentinel)')
+    unless Test::PowShield::Sentinel::available();
+my $openssl = `openssl version 2>/dev/null` ? 'openssl' : undef;
+plan(skip_all => 'openssl command not found') unless $openssl;
+my $dir = $t->testdir;
+plan(skip_all => 'redis-server was built without TLS')
+    unless Test::PowShield::Sentinel::tls_available($dir, $t->port('tls_probe'));
+
+sub run_openssl {
+    my $cmd = join ' ', $openssl, @_;
+    system("$cmd >>$dir/openssl.log 2>&1") == 0 or die "$cmd failed; see $dir/openssl.log";
+}
+
+# a CA, and a certificate it signs for 127.0.0.1 (EC keys: quick to make)
+sub make_ca {
+    my ($ca) = @_;
+    run_openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        "-keyout $dir/$ca.key -out $dir/$ca.pem -days 2 -subj /CN=$ca");
+}
+
+sub make_cert {
+    my ($ca, $name) = @_;
+    run_openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
+        "-keyout $dir/$name.key -out $dir/$name.csr -subj /CN=$name");
+    open my $ext, '>', "$dir/$name.ext" or die $!;
+    print $ext "subjectAltName=IP:127.0.0.1\n";
+    close $ext;
+    run_openssl("x509 -req -in $dir/$name.csr -CA $dir/$ca.pem -CAkey $dir/$ca.key",
+        "-CAcreateserial -days 2 -out $dir/$name.pem -extfile $dir/$name.ext");
+}
+
+make_ca($_) for qw(sentinel-ca redis-ca other-ca);
+make_cert('sentinel-ca', 'sentinel');
+make_cert('redis-ca', 'redis');
+# what every server (and the first nginx) trusts: both CAs
+$t->write_file('both-ca.pem', $t->read_file('sentinel-ca.pem') . $t->read_file('redis-ca.pem'));
+
+my $s = Test::PowShield::Sentinel->new($t, tls => {
+    cert => "$dir/sentinel.pem", key => "$dir/sentinel.key",
+    redis_cert => "$dir/redis.pem", redis_key => "$dir/redis.key",
+    ca => "$dir/both-ca.pem",
+})->start;
+my ($r0, $r1) = $s->redis;
+my ($p0, $p1) = ($r0->tls_port, $r1->tls_port);
+my $hosts = $s->hosts;
+
+is($s->master_port, $p0, 'the sentinels answer the master\'s TLS port');
+
+sub conf {
+    my ($ca) = @_;
+    return http_conf(<<"EOF", workers => 2);
+    pow_shield_secret "sentinel-tls-suite-secret-0123456789abc";
+    pow_shield_redis sentinels://$hosts/mymaster tls_ca=$dir/$ca
+                     timeout=200ms connect_timeout=200ms;
+    pow_shield_fail local;
+
+    server {
+        %%TEST_SERVER%%
+
+        add_header X-Result \$pow_shield_result always;
+        pow_shield_key \$http_x_client;
+
+        location /limited/ {
+            pow_shield_limit 5 1h;
+        }
+
+        location /flow/ {
+            pow_shield_limit 100000 1h;
+        }
+
+        location = /metrics {
+            pow_shield_status;
+        }
+    }
+EOF
+}
+
+$t->write_file_expand('nginx.conf', conf('both-ca.pem'));
+$t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
+$t->run;
+
+###############################################################################
+
+sub get {
+    my ($loc, $client, $tt) = @_;
+    return ($tt // $t)->http_get("/$loc/data.json", 'X-Client' => $client);
+}
+
+sub counted_on {
+    my ($r, $client) = @_;
+    return @{$r->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
+}
+
+sub switched {
+    $t->error_log_count(qr/redis sentinel: master "mymaster" switched from 127\.0\.0\.1:$p0 to 127\.0\.0\.1:$p1/);
+}
+
+ok(eventually(10, sub {
+    $t->error_log_count(qr/redis sentinel: master "mymaster" is at 127\.0\.0\.1:$p0/) == 2
+}), 'each worker asked the sentinels over TLS: the master is r0\'s TLS port');
+ok(eventually(10, sub { get('flow', 'warm')->status == 200 && counted_on($r0, 'warm') }),
+    'requests are decided by the master, over TLS');
+is($t->error_log_count(qr/unavailable/), 0, '... no sentinel nor master was refused');
+
+is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 200',
+    'a client uses 3 of its 5 requests');
+ok(eventually(30, sub { ($r0->cmd('WAIT', 1, 1000) // 0) == 1 }),
+    'the replica has all of it (replication over TLS)');
+
+# the failover
+my $t0 = Time::HiRes::time();
+$s->kill_master;
+my (%statuses, $n, $t_switch);
+while (Time::HiRes::time() - $t0 < 60) {
+    my $r = get('flow', 'f' . ($n++ % 20));
+    $statuses{$r->status // 'none'}++;
+    if (!defined $t_switch && switched() == 2) {
+        $t_switch = Time::HiRes::time() - $t0;
+    }
+    last if defined $t_switch && Time::HiRes::time() - $t0 > $t_switch + 1;
+    Time::HiRes::sleep(0.02);
+}
+ok(defined $t_switch, 'both workers switched to the promoted replica\'s TLS port');
+diag(sprintf 'failover over TLS: %d requests, %s, switch logged by both workers %.1f s after the kill',
+    $n, join(', ', map { "$_: $statuses{$_}" } sort keys %statuses), $t_switch // -1);
+is(join(' ', grep { !/^200$/ } keys %statuses), '', 'all 200 during the failover (pow_shield_fail local)');
+is($s->master_port, $p1, 'the sentinels name r1');
+ok(eventually(10, sub { get('flow', 'after')->status == 200 && counted_on($r1, 'after') }),
+    'requests are decided by the new master, over TLS');
+is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 429',
+    'the limit continues from what the replica had');
+
+###############################################################################
+
+# Verification is on.  tls_ca= trusts the sentinels' CA only: the sentinels
+# answer, the master they name is refused.
+
+my $t2 = Test::PowShield->new;
+$t2->write_file_expand('nginx.conf', conf('sentinel-ca.pem'));
+$t2->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
+$t2->run;
+
+ok(eventually(10, sub {
+    $t2->error_log_count(qr/redis sentinel: master "mymaster" is at 127\.0\.0\.1:$p1/) == 2
+}), 'a CA of the sentinels only: the sentinels answer');
+ok(eventually(10, sub {
+    $t2->error_log_count(qr/\[error\].*redis 127\.0\.0\.1:$p1 \(master "mymaster"\) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/) == 2
+}), '... the master\'s certificate is refused (logged by each worker)');
+is(join(' ', map { get('limited', 'ca2', $t2)->status } 1 .. 6), '200 200 200 200 200 429',
+    '... requests are decided by pow_shield_fail local, no 5xx');
+ok(!counted_on($r1, 'ca2'), '... not by Redis');
+
+# tls_ca= trusts neither: the sentinels are refused
+
+my $t3 = Test::PowShield->new;
+$t3->write_file_expand('nginx.conf', conf('other-ca.pem'));
+$t3->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
+$t3->run;
+
+my $refused = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/;
+ok(eventually(10, sub { $t3->error_log_count($refused) >= 2 }),
+    'a wrong CA: the sentinels\' certificates are refused, with OpenSSL\'s reason');
+
+# The workers go on asking the sentinels in turn, each time on a new
+# connection: each sentinel's refusal is still logged once per worker (at
+# most 3 sentinels x 2 workers lines), not once per connection.  Waited
+# for by the failures counted in pow_shield_redis_errors_total.
+sub redis_errors {
+    my $m = scrape($t3);
+    my $n = 0;
+    $n += $m->{$_} for grep { /^pow_shield_redis_errors_total\b/ } keys %$m;
+    return $n;
+}
+ok(eventually(60, sub { redis_errors() >= 30 }),
+    '... the workers tried the sentinels again and again (30 failed connections)');
+my %per;
+for my $line ($t3->error_log_lines) {
+    $per{"$1 $2"}++ if $line =~ $refused;
+}
+is(join(' ', grep { $per{$_} > 1 } sort keys %per), '',
+    '... each sentinel\'s refusal is logged once per worker, not per connection');
+cmp_ok(scalar(keys %per), '<=', 6, '... at most 3 sentinels x 2 workers lines');
+is(join(' ', map { get('limited', 'ca3', $t3)->status } 1 .. 6), '200 200 200 200 200 429',
+    '... requests are decided by pow_shield_fail local, no 5xx');
+ok(!counted_on($r1, 'ca3'), '... not by Redis');
+ok(!$t3->error_log_count(qr/master "mymaster" is at/), '... and no master was learnt');
+
+###############################################################################
+
+$t->done_testing;
+$s->stop;
