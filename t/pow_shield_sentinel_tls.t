@@ -12,8 +12,11 @@
 # a tls_ca= that trusts only the sentinels' CA reaches the sentinels but
 # refuses the master, and one that trusts neither refuses the sentinels;
 # each is logged with OpenSSL's reason and requests are decided by
-# pow_shield_fail (200), never a 5xx.  The certificates are made here with
-# the openssl command.
+# pow_shield_fail (200), never a 5xx; a sentinel that refuses TLS is
+# logged once per worker, however often it is tried again.  With the
+# sentinels announcing host names, the master's certificate is checked
+# against the name they gave.  The certificates are made here with the
+# openssl command.
 #
 # No durations are asserted; the time the switch took is printed.
 
@@ -45,7 +48,7 @@ sub run_openssl {
     system("$cmd >>$dir/openssl.log 2>&1") == 0 or die "$cmd failed; see $dir/openssl.log";
 }
 
-# a CA, and a certificate it signs for 127.0.0.1 (EC keys: quick to make)
+# a CA, and a certificate it signs for 127.0.0.1 or $san (EC keys: quick to make)
 sub make_ca {
     my ($ca) = @_;
     run_openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
@@ -53,11 +56,11 @@ sub make_ca {
 }
 
 sub make_cert {
-    my ($ca, $name) = @_;
+    my ($ca, $name, $san) = @_;
     run_openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
         "-keyout $dir/$name.key -out $dir/$name.csr -subj /CN=$name");
     open my $ext, '>', "$dir/$name.ext" or die $!;
-    print $ext "subjectAltName=IP:127.0.0.1\n";
+    print $ext "subjectAltName=" . ($san // 'IP:127.0.0.1') . "\n";
     close $ext;
     run_openssl("x509 -req -in $dir/$name.csr -CA $dir/$ca.pem -CAkey $dir/$ca.key",
         "-CAcreateserial -days 2 -out $dir/$name.pem -extfile $dir/$name.ext");
@@ -218,6 +221,46 @@ is(join(' ', map { get('limited', 'ca3', $t3)->status } 1 .. 6), '200 200 200 20
     '... requests are decided by pow_shield_fail local, no 5xx');
 ok(!counted_on($r1, 'ca3'), '... not by Redis');
 ok(!$t3->error_log_count(qr/master "mymaster" is at/), '... and no master was learnt');
+
+###############################################################################
+
+# TLS and host names together: the sentinels announce the master by name
+# (see t/pow_shield_sentinel_names.t) and the Redis servers' certificate
+# names only those names (no address): the master's certificate is checked
+# against the name the sentinels gave, resolved by nginx's resolver.
+
+SKIP: {
+    skip 'nss_wrapper not installed (apt-get install libnss-wrapper)', 4
+        unless Test::PowShield::Sentinel::names_available();
+    require Test::PowShield::DNS;
+
+    make_cert('redis-ca', 'redis-names', 'DNS:redis-a.test,DNS:redis-b.test');
+    my $t4 = Test::PowShield->new;
+    my @names = qw(redis-a.test redis-b.test);
+    my $s4 = Test::PowShield::Sentinel->new($t4, names => \@names, tls => {
+        cert => "$dir/sentinel.pem", key => "$dir/sentinel.key",
+        redis_cert => "$dir/redis-names.pem", redis_key => "$dir/redis-names.key",
+        ca => "$dir/both-ca.pem",
+    })->start;
+    my ($n0) = $s4->redis;
+    my $np0 = $n0->tls_port;
+    is(join(':', $s4->master_addr), "redis-a.test:$np0", 'TLS and names: the sentinels answer a name');
+    my $dns = Test::PowShield::DNS->new($t4,
+        names => { map { $_ => '127.0.0.1' } @names })->start;
+    my $resolver = "    resolver 127.0.0.1:${\ $dns->port} valid=1s ipv6=off;\n"
+        . "    resolver_timeout 1s;\n";
+    (my $conf4 = conf('both-ca.pem')) =~ s/^(\s*pow_shield_redis )sentinels:\/\/\S+/$resolver$1sentinels:\/\/${\ $s4->hosts}\/mymaster/m;
+    $t4->write_file_expand('nginx.conf', $conf4);
+    $t4->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
+    $t4->run;
+    ok(eventually(10, sub {
+        $t4->error_log_count(qr/redis sentinel: master "mymaster" is at redis-a\.test:$np0/) == 2
+    }), '... each worker learnt the master by name');
+    ok(eventually(10, sub { get('flow', 'named', $t4)->status == 200 && counted_on($n0, 'named') }),
+        '... requests are decided by it over TLS, its certificate checked against the name');
+    is($t4->error_log_count(qr/unavailable/), 0, '... nothing was refused');
+    $s4->stop;
+}
 
 ###############################################################################
 
