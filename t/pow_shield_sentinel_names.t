@@ -25,7 +25,6 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Time::HiRes ();
 use Test::PowShield qw(:pow :util);
 use Test::PowShield::DNS;
 use Test::PowShield::Sentinel;
@@ -56,36 +55,13 @@ my $conf = <<"EOF";
     pow_shield_redis sentinel://$hosts/mymaster timeout=200ms connect_timeout=200ms;
     pow_shield_fail local;
 
-    server {
-        %%TEST_SERVER%%
-
-        add_header X-Result \$pow_shield_result always;
-        pow_shield_key \$http_x_client;
-
-        location /limited/ {
-            pow_shield_limit 5 1h;
-        }
-
-        location /flow/ {
-            pow_shield_limit 100000 1h;
-        }
-    }
+${\ Test::PowShield::Sentinel::server_block()}
 EOF
-$t->write_file_expand('nginx.conf', http_conf($conf, workers => 2));
-$t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
-$t->run;
+Test::PowShield::Sentinel::run_nginx($t, http_conf($conf, workers => 2));
 
 ###############################################################################
 
-sub get {
-    my ($loc, $client, $tt) = @_;
-    return ($tt // $t)->http_get("/$loc/data.json", 'X-Client' => $client);
-}
-
-sub counted_on {
-    my ($r, $client) = @_;
-    return @{$r->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
-}
+sub get { Test::PowShield::Sentinel::request($_[2] // $t, @_[0, 1]) }
 
 sub switched {
     $t->error_log_count(qr/redis sentinel: master "mymaster" switched from redis-a\.test:$p0 to redis-b\.test:$p1/);
@@ -94,7 +70,7 @@ sub switched {
 ok(eventually(10, sub {
     $t->error_log_count(qr/redis sentinel: master "mymaster" is at redis-a\.test:$p0/) == 2
 }), 'each worker asked the sentinels: the master is redis-a.test');
-ok(eventually(10, sub { get('flow', 'warm')->status == 200 && counted_on($r0, 'warm') }),
+ok(eventually(10, sub { get('flow', 'warm')->status == 200 && $r0->counts('warm') }),
     'requests are decided by the master the name resolves to');
 cmp_ok($dns->queries('redis-a.test'), '>=', 1, '... the name was asked of nginx\'s resolver');
 
@@ -103,26 +79,15 @@ is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 200',
 ok(eventually(30, sub { ($r0->cmd('WAIT', 1, 1000) // 0) == 1 }), 'the replica has all of it');
 
 # the failover, to the replica announced as redis-b.test
-my $t0 = Time::HiRes::time();
-$s->kill_master;
-my (%statuses, $n, $t_switch);
-while (Time::HiRes::time() - $t0 < 60) {
-    my $r = get('flow', 'f' . ($n++ % 20));
-    $statuses{$r->status // 'none'}++;
-    if (!defined $t_switch && switched() == 2) {
-        $t_switch = Time::HiRes::time() - $t0;
-    }
-    last if defined $t_switch && Time::HiRes::time() - $t0 > $t_switch + 1;
-    Time::HiRes::sleep(0.02);
-}
+my ($n, $statuses, $t_switch) = $s->failover_under(sub { get('flow', 'f' . ($_[0] % 20)) },
+    sub { switched() == 2 });
 ok(defined $t_switch, 'both workers switched to the master announced as redis-b.test');
-diag(sprintf 'failover by name: %d requests, %s, switch logged by both workers %.1f s after the kill',
-    $n, join(', ', map { "$_: $statuses{$_}" } sort keys %statuses), $t_switch // -1);
-is(join(' ', grep { !/^200$/ } keys %statuses), '', 'all 200 during the failover (pow_shield_fail local)');
+diag('failover by name: ' . Test::PowShield::Sentinel::failover_summary($n, $statuses, $t_switch));
+is(join(' ', grep { !/^200$/ } keys %$statuses), '', 'all 200 during the failover (pow_shield_fail local)');
 ok(eventually(30, sub { join(':', $s->master_addr) eq "redis-b.test:$p1" }),
     'the sentinels name redis-b.test');
 
-ok(eventually(10, sub { get('flow', 'after')->status == 200 && counted_on($r1, 'after') }),
+ok(eventually(10, sub { get('flow', 'after')->status == 200 && $r1->counts('after') }),
     'requests are decided by the new master');
 cmp_ok($dns->queries('redis-b.test'), '>=', 1, '... its name resolved by nginx\'s resolver');
 is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 429',
@@ -171,23 +136,22 @@ sub asked {
 (my $conf2 = $conf) =~ s/^\s*resolver(?:_timeout)? .*\n//mg;
 $conf2 =~ s{sentinel://\S+/mymaster}{sentinel://127.0.0.1:$fake_port/mymaster};
 $t2->write_file_expand('nginx.conf', http_conf($conf2, workers => 2));
-$t2->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
 my ($rc, $out) = $t2->test_config;
 is($rc, 0, 'without a resolver: nginx -t passes') or diag($out);
 unlike($out // '', qr/resolver/, '... and says nothing about a resolver (the sentinels are addresses)');
-$t2->run;
+Test::PowShield::Sentinel::run_nginx($t2, http_conf($conf2, workers => 2));
 
 my $refused = qr/\[error\].*redis sentinel: master "mymaster" is announced by name \(redis-b\.test:$p1\); a "resolver" is needed to use it/;
 ok(eventually(10, sub { $t2->error_log_count($refused) == 2 }),
     'each worker logs that the announced name needs a resolver');
 is(join(' ', map { get('limited', 'noresolver', $t2)->status } 1 .. 6), '200 200 200 200 200 429',
     'requests are decided by pow_shield_fail local (the zone)');
-ok(!counted_on($r1, 'noresolver'), '... not by Redis');
+ok(!$r1->counts('noresolver'), '... not by Redis');
 my $n_asked = asked();
 ok(eventually(60, sub { asked() >= $n_asked + 8 }),
     'the workers asked the sentinel again, several times');
 is($t2->error_log_count($refused), 2, '... the name is logged once per worker, not at every answer');
-ok(!counted_on($r1, 'noresolver'), '... and still not used');
+ok(!$r1->counts('noresolver'), '... and still not used');
 
 ###############################################################################
 

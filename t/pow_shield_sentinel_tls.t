@@ -27,9 +27,9 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Time::HiRes ();
 use Test::PowShield qw(:pow :util);
-use Test::PowShield::Metrics qw(scrape);
+use Test::PowShield::Certs qw(openssl_available make_ca make_cert);
+use Test::PowShield::Metrics qw(scrape total);
 use Test::PowShield::Sentinel;
 
 ###############################################################################
@@ -37,38 +37,15 @@ use Test::PowShield::Sentinel;
 my $t = Test::PowShield->new->require_redis;
 plan(skip_all => 'redis-sentinel not installed (apt-get install redis-sentinel)')
     unless Test::PowShield::Sentinel::available();
-my $openssl = `openssl version 2>/dev/null` ? 'openssl' : undef;
-plan(skip_all => 'openssl command not found') unless $openssl;
+plan(skip_all => 'openssl command not found') unless openssl_available();
 my $dir = $t->testdir;
 plan(skip_all => 'redis-server was built without TLS')
     unless Test::PowShield::Sentinel::tls_available($dir, $t->port('tls_probe'));
 
-sub run_openssl {
-    my $cmd = join ' ', $openssl, @_;
-    system("$cmd >>$dir/openssl.log 2>&1") == 0 or die "$cmd failed; see $dir/openssl.log";
-}
-
-# a CA, and a certificate it signs for 127.0.0.1 or $san (EC keys: quick to make)
-sub make_ca {
-    my ($ca) = @_;
-    run_openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        "-keyout $dir/$ca.key -out $dir/$ca.pem -days 2 -subj /CN=$ca");
-}
-
-sub make_cert {
-    my ($ca, $name, $san) = @_;
-    run_openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        "-keyout $dir/$name.key -out $dir/$name.csr -subj /CN=$name");
-    open my $ext, '>', "$dir/$name.ext" or die $!;
-    print $ext "subjectAltName=" . ($san // 'IP:127.0.0.1') . "\n";
-    close $ext;
-    run_openssl("x509 -req -in $dir/$name.csr -CA $dir/$ca.pem -CAkey $dir/$ca.key",
-        "-CAcreateserial -days 2 -out $dir/$name.pem -extfile $dir/$name.ext");
-}
-
-make_ca($_) for qw(sentinel-ca redis-ca other-ca);
-make_cert('sentinel-ca', 'sentinel');
-make_cert('redis-ca', 'redis');
+# one CA for the sentinels, another for the Redis servers, certificates for 127.0.0.1
+make_ca($dir, $_) for qw(sentinel-ca redis-ca other-ca);
+make_cert($dir, 'sentinel-ca', 'sentinel', 'IP:127.0.0.1');
+make_cert($dir, 'redis-ca', 'redis', 'IP:127.0.0.1');
 # what every server (and the first nginx) trusts: both CAs
 $t->write_file('both-ca.pem', $t->read_file('sentinel-ca.pem') . $t->read_file('redis-ca.pem'));
 
@@ -91,42 +68,15 @@ sub conf {
                      timeout=200ms connect_timeout=200ms;
     pow_shield_fail local;
 
-    server {
-        %%TEST_SERVER%%
-
-        add_header X-Result \$pow_shield_result always;
-        pow_shield_key \$http_x_client;
-
-        location /limited/ {
-            pow_shield_limit 5 1h;
-        }
-
-        location /flow/ {
-            pow_shield_limit 100000 1h;
-        }
-
-        location = /metrics {
-            pow_shield_status;
-        }
-    }
+${\ Test::PowShield::Sentinel::server_block(metrics => 1)}
 EOF
 }
 
-$t->write_file_expand('nginx.conf', conf('both-ca.pem'));
-$t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
-$t->run;
+Test::PowShield::Sentinel::run_nginx($t, conf('both-ca.pem'));
 
 ###############################################################################
 
-sub get {
-    my ($loc, $client, $tt) = @_;
-    return ($tt // $t)->http_get("/$loc/data.json", 'X-Client' => $client);
-}
-
-sub counted_on {
-    my ($r, $client) = @_;
-    return @{$r->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
-}
+sub get { Test::PowShield::Sentinel::request($_[2] // $t, @_[0, 1]) }
 
 sub switched {
     $t->error_log_count(qr/redis sentinel: master "mymaster" switched from 127\.0\.0\.1:$p0 to 127\.0\.0\.1:$p1/);
@@ -135,7 +85,7 @@ sub switched {
 ok(eventually(10, sub {
     $t->error_log_count(qr/redis sentinel: master "mymaster" is at 127\.0\.0\.1:$p0/) == 2
 }), 'each worker asked the sentinels over TLS: the master is r0\'s TLS port');
-ok(eventually(10, sub { get('flow', 'warm')->status == 200 && counted_on($r0, 'warm') }),
+ok(eventually(10, sub { get('flow', 'warm')->status == 200 && $r0->counts('warm') }),
     'requests are decided by the master, over TLS');
 is($t->error_log_count(qr/unavailable/), 0, '... no sentinel nor master was refused');
 
@@ -145,24 +95,13 @@ ok(eventually(30, sub { ($r0->cmd('WAIT', 1, 1000) // 0) == 1 }),
     'the replica has all of it (replication over TLS)');
 
 # the failover
-my $t0 = Time::HiRes::time();
-$s->kill_master;
-my (%statuses, $n, $t_switch);
-while (Time::HiRes::time() - $t0 < 60) {
-    my $r = get('flow', 'f' . ($n++ % 20));
-    $statuses{$r->status // 'none'}++;
-    if (!defined $t_switch && switched() == 2) {
-        $t_switch = Time::HiRes::time() - $t0;
-    }
-    last if defined $t_switch && Time::HiRes::time() - $t0 > $t_switch + 1;
-    Time::HiRes::sleep(0.02);
-}
+my ($n, $statuses, $t_switch) = $s->failover_under(sub { get('flow', 'f' . ($_[0] % 20)) },
+    sub { switched() == 2 });
 ok(defined $t_switch, 'both workers switched to the promoted replica\'s TLS port');
-diag(sprintf 'failover over TLS: %d requests, %s, switch logged by both workers %.1f s after the kill',
-    $n, join(', ', map { "$_: $statuses{$_}" } sort keys %statuses), $t_switch // -1);
-is(join(' ', grep { !/^200$/ } keys %statuses), '', 'all 200 during the failover (pow_shield_fail local)');
+diag('failover over TLS: ' . Test::PowShield::Sentinel::failover_summary($n, $statuses, $t_switch));
+is(join(' ', grep { !/^200$/ } keys %$statuses), '', 'all 200 during the failover (pow_shield_fail local)');
 ok(eventually(30, sub { ($s->master_port // 0) == $p1 }), 'the sentinels name r1');
-ok(eventually(10, sub { get('flow', 'after')->status == 200 && counted_on($r1, 'after') }),
+ok(eventually(10, sub { get('flow', 'after')->status == 200 && $r1->counts('after') }),
     'requests are decided by the new master, over TLS');
 is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 429',
     'the limit continues from what the replica had');
@@ -173,9 +112,7 @@ is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 429',
 # answer, the master they name is refused.
 
 my $t2 = Test::PowShield->new;
-$t2->write_file_expand('nginx.conf', conf('sentinel-ca.pem'));
-$t2->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
-$t2->run;
+Test::PowShield::Sentinel::run_nginx($t2, conf('sentinel-ca.pem'));
 
 ok(eventually(10, sub {
     $t2->error_log_count(qr/redis sentinel: master "mymaster" is at 127\.0\.0\.1:$p1/) == 2
@@ -185,14 +122,12 @@ ok(eventually(10, sub {
 }), '... the master\'s certificate is refused (logged by each worker)');
 is(join(' ', map { get('limited', 'ca2', $t2)->status } 1 .. 6), '200 200 200 200 200 429',
     '... requests are decided by pow_shield_fail local, no 5xx');
-ok(!counted_on($r1, 'ca2'), '... not by Redis');
+ok(!$r1->counts('ca2'), '... not by Redis');
 
 # tls_ca= trusts neither: the sentinels are refused
 
 my $t3 = Test::PowShield->new;
-$t3->write_file_expand('nginx.conf', conf('other-ca.pem'));
-$t3->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
-$t3->run;
+Test::PowShield::Sentinel::run_nginx($t3, conf('other-ca.pem'));
 
 my $refused = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/;
 ok(eventually(10, sub { $t3->error_log_count($refused) >= 2 }),
@@ -202,24 +137,16 @@ ok(eventually(10, sub { $t3->error_log_count($refused) >= 2 }),
 # connection: each sentinel's refusal is still logged once per worker (at
 # most 3 sentinels x 2 workers lines), not once per connection.  Waited
 # for by the failures counted in pow_shield_redis_errors_total.
-sub redis_errors {
-    my $m = scrape($t3);
-    my $n = 0;
-    $n += $m->{$_} for grep { /^pow_shield_redis_errors_total\b/ } keys %$m;
-    return $n;
-}
+sub redis_errors { total(scrape($t3), 'pow_shield_redis_errors_total') }
 ok(eventually(60, sub { redis_errors() >= 30 }),
     '... the workers tried the sentinels again and again (30 failed connections)');
-my %per;
-for my $line ($t3->error_log_lines) {
-    $per{"$1 $2"}++ if $line =~ $refused;
-}
+my %per = %{Test::PowShield::Sentinel::lines_per_worker($t3, $refused)};
 is(join(' ', grep { $per{$_} > 1 } sort keys %per), '',
     '... each sentinel\'s refusal is logged once per worker, not per connection');
 cmp_ok(scalar(keys %per), '<=', 6, '... at most 3 sentinels x 2 workers lines');
 is(join(' ', map { get('limited', 'ca3', $t3)->status } 1 .. 6), '200 200 200 200 200 429',
     '... requests are decided by pow_shield_fail local, no 5xx');
-ok(!counted_on($r1, 'ca3'), '... not by Redis');
+ok(!$r1->counts('ca3'), '... not by Redis');
 ok(!$t3->error_log_count(qr/master "mymaster" is at/), '... and no master was learnt');
 
 ###############################################################################
@@ -234,7 +161,7 @@ SKIP: {
         unless Test::PowShield::Sentinel::names_available();
     require Test::PowShield::DNS;
 
-    make_cert('redis-ca', 'redis-names', 'DNS:redis-a.test,DNS:redis-b.test');
+    make_cert($dir, 'redis-ca', 'redis-names', 'DNS:redis-a.test,DNS:redis-b.test');
     my $t4 = Test::PowShield->new;
     my @names = qw(redis-a.test redis-b.test);
     my $s4 = Test::PowShield::Sentinel->new($t4, names => \@names, tls => {
@@ -250,13 +177,11 @@ SKIP: {
     my $resolver = "    resolver 127.0.0.1:${\ $dns->port} valid=1s ipv6=off;\n"
         . "    resolver_timeout 1s;\n";
     (my $conf4 = conf('both-ca.pem')) =~ s/^(\s*pow_shield_redis )sentinels:\/\/\S+/$resolver$1sentinels:\/\/${\ $s4->hosts}\/mymaster/m;
-    $t4->write_file_expand('nginx.conf', $conf4);
-    $t4->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
-    $t4->run;
+    Test::PowShield::Sentinel::run_nginx($t4, $conf4);
     ok(eventually(10, sub {
         $t4->error_log_count(qr/redis sentinel: master "mymaster" is at redis-a\.test:$np0/) == 2
     }), '... each worker learnt the master by name');
-    ok(eventually(10, sub { get('flow', 'named', $t4)->status == 200 && counted_on($n0, 'named') }),
+    ok(eventually(10, sub { get('flow', 'named', $t4)->status == 200 && $n0->counts('named') }),
         '... requests are decided by it over TLS, its certificate checked against the name');
     is($t4->error_log_count(qr/unavailable/), 0, '... nothing was refused');
     $s4->stop;

@@ -189,6 +189,13 @@ sub cmd {
 
 sub error { $_[0]{error} }
 
+# Whether this Redis holds keys of the module for $client (the default
+# prefix "pow:"): the requests of that client were decided by it.
+sub counts {
+    my ($self, $client) = @_;
+    return @{$self->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
+}
+
 # module_script($name): the Lua text of the module's script constant $name
 # (SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT, ...) as the Rust source spells it:
 # the string literals of its concat!, each macro call (the breaker's Lua,

@@ -273,6 +273,89 @@ sub kill_master {
     return $m;
 }
 
+# failover_under($request, $switched): kills the master and sends
+# requests ($request->($n) returns the response of the n-th) until
+# $switched->() is true and one second more, or 60 s.  Returns the number
+# of requests, { status => count } and the seconds from the kill to the
+# switch (undef if it never came).  Nothing is asserted on the time.
+sub failover_under {
+    my ($self, $request, $switched) = @_;
+    my $t0 = Time::HiRes::time();
+    $self->kill_master;
+    my ($n, %statuses, $t_switch) = (0);
+    while (Time::HiRes::time() - $t0 < 60) {
+        my $r = $request->($n++);
+        $statuses{$r->status // 'none'}++;
+        $t_switch = Time::HiRes::time() - $t0 if !defined $t_switch && $switched->();
+        last if defined $t_switch && Time::HiRes::time() - $t0 > $t_switch + 1;
+        Time::HiRes::sleep(0.02);
+    }
+    return ($n, \%statuses, $t_switch);
+}
+
+# "N requests, 200: N, switch logged ... S s after the kill" for diag().
+sub failover_summary {
+    my ($n, $statuses, $t_switch) = @_;
+    return sprintf '%d requests, %s, switch logged by both workers %.1f s after the kill',
+        $n, join(', ', map { "$_: $statuses->{$_}" } sort keys %$statuses), $t_switch // -1;
+}
+
+# The server block the Sentinel suites share: the client key from
+# X-Client, /limited/ (5 an hour), /flow/ (100000 an hour, for the requests
+# that run through a failover), and with trap => 1 a /trap, with
+# metrics => 1 the status location /metrics.
+sub server_block {
+    my (%o) = @_;
+    my $extra = '';
+    $extra .= "\n        location = /trap {\n            pow_shield_trap;\n        }\n" if $o{trap};
+    $extra .= "\n        location = /metrics {\n            pow_shield_status;\n        }\n"
+        if $o{metrics};
+    return <<"EOF";
+    server {
+        %%TEST_SERVER%%
+
+        add_header X-Result \$pow_shield_result always;
+        pow_shield_key \$http_x_client;
+
+        location /limited/ {
+            pow_shield_limit 5 1h;
+        }
+
+        location /flow/ {
+            pow_shield_limit 100000 1h;
+        }
+$extra    }
+EOF
+}
+
+# $t runs nginx with $conf (a whole nginx.conf), files at /limited/ and
+# /flow/ to serve.
+sub run_nginx {
+    my ($t, $conf) = @_;
+    $t->write_file_expand('nginx.conf', $conf);
+    $t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
+    $t->run;
+    return $t;
+}
+
+# A request of client $client to location $loc ("limited", "flow") of $t.
+sub request {
+    my ($t, $loc, $client) = @_;
+    return $t->http_get("/$loc/data.json", 'X-Client' => $client);
+}
+
+# How often each (worker, sentinel port) pair logged a line of $t's
+# error.log matching $re, which captures the worker's pid and the port:
+# { "pid port" => count }.
+sub lines_per_worker {
+    my ($t, $re) = @_;
+    my %per;
+    for my $line ($t->error_log_lines) {
+        $per{"$1 $2"}++ if $line =~ $re;
+    }
+    return \%per;
+}
+
 sub stop {
     my ($self) = @_;
     Test::PowShield::Redis::stop_pid($_, 5) for grep { defined } @{delete $self->{pids} // []};
