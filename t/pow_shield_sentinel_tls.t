@@ -129,7 +129,7 @@ ok(!$r1->counts('ca2'), '... not by Redis');
 my $t3 = Test::PowShield->new;
 Test::PowShield::Sentinel::run_nginx($t3, conf('other-ca.pem'));
 
-my $refused = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/;
+my $refused = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable \(certificate verify failed: \(\d+: [^)]+\)\); the other sentinels are asked$/;
 ok(eventually(10, sub { $t3->error_log_count($refused) >= 2 }),
     'a wrong CA: the sentinels\' certificates are refused, with OpenSSL\'s reason');
 

@@ -85,9 +85,11 @@ pub struct Settings {
     pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
     /// A host name resolved at run time (`addr` is then not used).
     pub resolve: Option<Resolve>,
-    /// Shared by the connections that replace one another to one peer (a
-    /// sentinel, asked in turn): its outage is logged already. Each outage
-    /// is then logged once, and its end once, not once per connection.
+    /// A sentinel's connection (asked in turn with the others): requests
+    /// do not depend on it, and this flag, shared by the connections that
+    /// replace one another to that sentinel, says its outage is logged
+    /// already. Each outage is then logged once, and its end once, not
+    /// once per connection.
     pub outage: Option<Rc<Cell<bool>>>,
 }
 

@@ -299,11 +299,15 @@ impl Inner {
                 .is_some_and(|o| o.replace(true));
         if failure == Failure::Started && !known {
             st.update_gauge();
+            // A sentinel's outage decides no request: the next one is asked.
+            let meaning = if self.settings.outage.is_some() {
+                "the other sentinels are asked"
+            } else {
+                "requests are decided by \"pow_shield_fail\" until it recovers"
+            };
             error!(
                 self.cycle_log,
-                "pow_shield: redis {} unavailable ({reason}); requests are decided by \
-                 \"pow_shield_fail\" until it recovers",
-                self.settings.name
+                "pow_shield: redis {} unavailable ({reason}); {meaning}", self.settings.name
             );
         } else {
             if known {
