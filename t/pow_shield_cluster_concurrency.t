@@ -12,8 +12,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Select;
-use IO::Socket::INET;
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Modes;
@@ -49,46 +47,17 @@ my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
 
 ###############################################################################
 
-# Send every request at once: connect all sockets, write all requests, then
-# read all responses (non-blocking, one process).  Each entry of @reqs is
-# [node, %headers].  Returns the responses in order.
+# Send every request at once (at_once). Each entry of @reqs is
+# [node, %headers] (-uri => path, /api/data.json by default). Returns the
+# responses in order.
 sub burst {
-    my (@reqs) = @_;
-    my (@socks, %idx);
-    for my $i (0 .. $#reqs) {
-        my ($t, %h) = @{$reqs[$i]};
+    return at_once(map {
+        my ($t, %h) = @$_;
         my $uri = delete $h{-uri} // '/api/data.json';
-        my $s = IO::Socket::INET->new(
-            PeerAddr => '127.0.0.1:' . $t->port(8080), Proto => 'tcp',
-            Timeout => 5) or die "connect: $!";
-        binmode $s;
         my $req = "GET $uri HTTP/1.0\r\nHost: localhost\r\n";
         $req .= "$_: $h{$_}\r\n" for sort keys %h;
-        push @socks, [$s, "$req\r\n"];
-    }
-    # all requests in flight before any response is read
-    syswrite($_->[0], $_->[1]) == length($_->[1]) or die "write: $!"
-        for @socks;
-
-    my $sel = IO::Select->new;
-    for my $i (0 .. $#socks) {
-        $sel->add($socks[$i][0]);
-        $idx{fileno $socks[$i][0]} = $i;
-    }
-    my @raw = ('') x @socks;
-    my $deadline = Time::HiRes::time() + 15;
-    while ($sel->count && Time::HiRes::time() < $deadline) {
-        for my $s ($sel->can_read(1)) {
-            my $n = sysread($s, my $buf, 65536);
-            if ($n) {
-                $raw[$idx{fileno $s}] .= $buf;
-            } else {
-                $sel->remove($s);
-                close $s;
-            }
-        }
-    }
-    return map { Test::PowShield::Response->new($_) } @raw;
+        [$t, "$req\r\n"];
+    } @_);
 }
 
 sub count {

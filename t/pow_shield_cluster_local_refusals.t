@@ -14,8 +14,6 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
-use IO::Select;
-use IO::Socket::INET;
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
 use Test::PowShield::Modes;
@@ -87,38 +85,15 @@ sub get {
     return $t->http_get("/$dir/data.json", 'X-Client' => $client, %h);
 }
 
-# Every request at once: all sockets connected and written before any
-# response is read.  Each entry of @reqs is [node, client, dir]; a code
-# reference first runs once every request is written.
+# Every request at once (at_once): each entry of @reqs is [node, client,
+# dir]; a code reference first runs once every request is written.
 sub burst {
     my (@reqs) = @_;
-    my $written = ref $reqs[0] eq 'CODE' ? shift @reqs : sub { };
-    my (@socks, %idx);
-    for my $r (@reqs) {
-        my ($t, $client, $dir) = @$r;
-        my $s = IO::Socket::INET->new(
-            PeerAddr => '127.0.0.1:' . $t->port(8080), Proto => 'tcp',
-            Timeout => 5) or die "connect: $!";
-        binmode $s;
-        push @socks, [$s, "GET /$dir/data.json HTTP/1.0\r\nHost: localhost\r\n"
-            . "X-Client: $client\r\n\r\n"];
-    }
-    syswrite($_->[0], $_->[1]) == length($_->[1]) or die "write: $!" for @socks;
-    $written->();
-    my $sel = IO::Select->new;
-    for my $i (0 .. $#socks) {
-        $sel->add($socks[$i][0]);
-        $idx{fileno $socks[$i][0]} = $i;
-    }
-    my @raw = ('') x @socks;
-    my $deadline = Time::HiRes::time() + 15;
-    while ($sel->count && Time::HiRes::time() < $deadline) {
-        for my $s ($sel->can_read(1)) {
-            my $n = sysread($s, my $buf, 65536);
-            if ($n) { $raw[$idx{fileno $s}] .= $buf } else { $sel->remove($s); close $s }
-        }
-    }
-    return map { Test::PowShield::Response->new($_) } @raw;
+    my @written = ref $reqs[0] eq 'CODE' ? (shift @reqs) : ();
+    return at_once(@written, map {
+        my ($t, $client, $dir) = @$_;
+        [$t, "GET /$dir/data.json HTTP/1.0\r\nHost: localhost\r\nX-Client: $client\r\n\r\n"];
+    } @reqs);
 }
 
 sub count {

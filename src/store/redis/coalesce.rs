@@ -92,13 +92,7 @@ impl RedisStore {
             return;
         };
         let rising = group.rising;
-        let subject = Subject {
-            key,
-            limits: super::one_limit(limit),
-            approx: false,
-            rules,
-            rising,
-        };
+        let subject = joiners_subject(key, limit, rules, rising);
         let mut rest = Vec::new();
         for (waiter, late) in group.joiners {
             // A request gone meanwhile is neither counted nor struck.
@@ -206,13 +200,7 @@ impl RedisStore {
         // Not sent. Down: decided as a late failure is (the fallback);
         // busy: by the zone whatever pow_shield_fail says, as a request
         // that finds the queue full is.
-        let subject = Subject {
-            key,
-            limits: super::one_limit(limit),
-            approx: false,
-            rules,
-            rising,
-        };
+        let subject = joiners_subject(key, limit, rules, rising);
         let op = Op::Check {
             offence: Offence::Unpaid,
         };
@@ -224,5 +212,16 @@ impl RedisStore {
             waiter.deliver(reply);
         }
         false
+    }
+}
+
+/// The subject of a group's requests: one client under one exact limit.
+fn joiners_subject(key: &[u8], limit: RateLimit, rules: BreakerRules, rising: bool) -> Subject<'_> {
+    Subject {
+        key,
+        limits: super::one_limit(limit),
+        approx: false,
+        rules,
+        rising,
     }
 }

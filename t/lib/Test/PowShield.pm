@@ -58,7 +58,7 @@ my @POW = qw(
     b64url_encode b64url_decode decode_token solve wrong_nonce hash_ok
     zero_bits solve_bits solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
-my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster);
+my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster at_once);
 my @REDIS = qw(module_script client_key spent_key fake_peer slow_proxy kill_peer);
 our @EXPORT_OK = (@POW, @UTIL, @REDIS);
 our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL, redis => \@REDIS);
@@ -571,6 +571,40 @@ sub read_response {
     }
     close $s;
     return Test::PowShield::Response->new($raw);
+}
+
+# at_once([$t, $raw_request], ...) -> Test::PowShield::Response, ...: every
+# request in flight before any response is read (all connected and written
+# first, then read together, 15 s at most), in order. A code reference
+# first in the list runs once every request is written.
+sub at_once {
+    my (@reqs) = @_;
+    my $written = ref $reqs[0] eq 'CODE' ? shift @reqs : sub { };
+    my @socks = map {
+        my ($t, $req) = @$_;
+        my $s = IO::Socket::INET->new(
+            PeerAddr => '127.0.0.1:' . $t->port(8080), Proto => 'tcp',
+            Timeout => 5) or croak "connect: $!";
+        binmode $s;
+        [$s, $req];
+    } @reqs;
+    syswrite($_->[0], $_->[1]) == length($_->[1]) or croak "write: $!" for @socks;
+    $written->();
+    my (%idx, @raw);
+    my $sel = IO::Select->new;
+    for my $i (0 .. $#socks) {
+        $sel->add($socks[$i][0]);
+        $idx{fileno $socks[$i][0]} = $i;
+        $raw[$i] = '';
+    }
+    my $deadline = Time::HiRes::time() + 15;
+    while ($sel->count && Time::HiRes::time() < $deadline) {
+        for my $s ($sel->can_read(1)) {
+            my $n = sysread($s, my $buf, 65536);
+            if ($n) { $raw[$idx{fileno $s}] .= $buf } else { $sel->remove($s); close $s }
+        }
+    }
+    return map { Test::PowShield::Response->new($_) } @raw;
 }
 
 # answered($socket): has the server sent anything on it yet?
