@@ -475,7 +475,7 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
     let checked = Reply::Checked(Checked {
         verdict: Verdict::default(),
         breaker: BreakerStatus::default(),
-        struck: false,
+        ..Checked::default()
     });
     assert!(matches!(decision.next(None, || false), Next::Ask(_)));
     let Next::Ask(spend) = decision.next(Some(checked), || false) else {
@@ -643,4 +643,91 @@ fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     );
     assert!(difficulties.windows(2).all(|w| w[0] <= w[1]));
     assert_eq!(difficulties.last(), Some(&12));
+}
+
+/// A Redis Cluster answers a check with the client's slot generation.
+fn checked_in(generation: u64, allowed: bool) -> Reply {
+    Reply::Checked(Checked {
+        verdict: Verdict {
+            allowed,
+            ..Verdict::default()
+        },
+        generation: Some(generation),
+        ..Checked::default()
+    })
+}
+
+fn issued_in(generation: u64) -> Payment {
+    Payment::Valid(Solution {
+        generation: Some(generation),
+        ..solution(1)
+    })
+}
+
+#[test]
+fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
+    let mut decision = Decision::new(rules(), issued_in(5), false);
+    assert!(matches!(
+        decision.next(None, || false),
+        Next::Ask(Op::Check { .. })
+    ));
+    let end = done(decision.next(Some(checked_in(6, false)), || false));
+    assert_eq!(status(&end), 429, "not spent: a fresh challenge");
+    assert_eq!(end.outcome, Outcome::Challenge);
+    assert_eq!(
+        end.generation,
+        Some(6),
+        "the challenge carries the slot's generation"
+    );
+    // Under the limit it passes, and nothing is spent.
+    let mut decision = Decision::new(rules(), issued_in(5), false);
+    decision.next(None, || false);
+    let end = done(decision.next(Some(checked_in(6, true)), || false));
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
+}
+
+#[test]
+fn a_solution_of_the_slot_generation_is_spent_and_a_stale_spend_is_a_409_in_the_new_one() {
+    let mut decision = Decision::new(rules(), issued_in(6), false);
+    decision.next(None, || false);
+    let Next::Ask(Op::Spend(spend)) = decision.next(Some(checked_in(6, false)), || false) else {
+        panic!("the solution is spent");
+    };
+    assert_eq!(spend.generation, Some(6));
+    // The slot's generation changed between the check and the spend.
+    let Next::Ask(Op::Strike) = decision.next(Some(Reply::Spent(Spent::Stale(Some(7)))), || false)
+    else {
+        panic!("a stale spend is refused as a replay");
+    };
+    let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
+    assert_eq!(status(&end), 409);
+    assert_eq!(
+        end.generation,
+        Some(7),
+        "the fresh challenge carries the new one"
+    );
+    // Without a generation in the reply (one Redis): the check's, if any.
+    let mut decision = Decision::new(rules(), issued_in(6), false);
+    decision.next(None, || false);
+    decision.next(Some(checked_in(6, false)), || false);
+    decision.next(Some(Reply::Spent(Spent::Stale(None))), || false);
+    let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
+    assert_eq!((status(&end), end.generation), (409, Some(6)));
+}
+
+#[test]
+fn tokens_or_stores_without_generations_are_spent_as_before() {
+    let mut decision = Decision::new(rules(), VALID(1), false);
+    decision.next(None, || false);
+    assert!(matches!(
+        decision.next(Some(checked_in(6, false)), || false),
+        Next::Ask(Op::Spend(_))
+    ));
+    let mut decision = Decision::new(rules(), issued_in(5), false);
+    decision.next(None, || false);
+    let zone = Reply::Checked(Checked::default());
+    assert!(matches!(
+        decision.next(Some(zone), || false),
+        Next::Ask(Op::Spend(_))
+    ));
 }

@@ -59,7 +59,9 @@ pub struct RedisStore {
     strike_sha: String,
     spend_sha: String,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
-    /// the spend script can take back the client's strike in one call.
+    /// the spend script can take back the client's strike in one call; the
+    /// data generation is the slot's, answered by the check scripts and
+    /// checked by the spend (`generation::in_slot_generation`).
     cluster: bool,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
@@ -110,13 +112,19 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
-        let generation_scripts = [
-            generation::GENERATION_SCRIPT,
-            &*generation::GEN_SPEND_SCRIPT,
-        ];
         let generation_scripts = match conf.options.cluster {
-            true => &generation_scripts[..0],
-            false => &generation_scripts[..],
+            true => [
+                &**generation::SLOT_WINDOW_SCRIPT,
+                &**generation::SLOT_APPROX_SCRIPT,
+                &**generation::SLOT_STACKED_SCRIPT,
+                &**generation::SLOT_GEN_SPEND_SCRIPT,
+            ]
+            .to_vec(),
+            false => [
+                generation::GENERATION_SCRIPT,
+                &**generation::GEN_SPEND_SCRIPT,
+            ]
+            .to_vec(),
         };
         for script in [
             scripts::SLIDING_WINDOW_SCRIPT,
@@ -126,7 +134,7 @@ impl RedisStore {
             scripts::SPEND_SCRIPT,
         ]
         .iter()
-        .chain(generation_scripts)
+        .chain(&generation_scripts)
         {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
@@ -207,12 +215,13 @@ impl RedisStore {
                 };
                 Router::Single(Client::start(settings, log))
             };
+            let check = check_scripts(conf.options.cluster);
             Self {
                 router,
                 prefix: conf.options.prefix.clone(),
-                window_sha: scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT),
-                approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
-                stacked_sha: scripts::script_sha1(stacked::STACKED_SCRIPT),
+                window_sha: scripts::script_sha1(check[0]),
+                approx_sha: scripts::script_sha1(check[1]),
+                stacked_sha: scripts::script_sha1(check[2]),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 cluster: conf.options.cluster,
@@ -227,7 +236,10 @@ impl RedisStore {
                 generation_value: RefCell::new(Vec::new()),
                 gen_key: format!("{}gen", conf.options.prefix),
                 gen_sha: scripts::script_sha1(generation::GENERATION_SCRIPT),
-                gen_spend_sha: scripts::script_sha1(&generation::GEN_SPEND_SCRIPT),
+                gen_spend_sha: scripts::script_sha1(match conf.options.cluster {
+                    true => &generation::SLOT_GEN_SPEND_SCRIPT,
+                    false => &generation::GEN_SPEND_SCRIPT,
+                }),
                 asking_generation: Cell::new(false),
                 generation_asked_ms: Cell::new(0),
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
@@ -488,47 +500,39 @@ impl RedisStore {
         self.seq.set(seq);
         let remember = self.block_keeper(subject.key, rules);
         let prefix = self.prefix.as_bytes();
+        let [window_script, approx_script, stacked_script] = check_scripts(self.cluster);
+        let cluster = self.cluster;
         if subject.limits.len() > 1 {
             let limits = subject.limits;
             let call = self.stacked_call(subject, offence, tag, seq);
-            return self.call_script(
-                stacked::STACKED_SCRIPT,
-                tag,
-                call,
-                late,
-                waiter,
-                move |reply| {
-                    let (verdict, breaker) =
-                        stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
-                    remember(breaker);
-                    Some(checked(offence, rules, verdict, breaker))
-                },
-            );
+            return self.call_script(stacked_script, tag, call, late, waiter, move |reply| {
+                let reply = reply?;
+                let (reply, generation) = split_generation(cluster, &reply);
+                let (verdict, breaker) =
+                    stacked::stacked_verdict_from_reply(reply, &limits).ok()?;
+                remember(breaker);
+                Some(checked(offence, rules, verdict, breaker, generation))
+            });
         }
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
         // The exact log (a sorted set) or the counter (a hash).
         let (script, sha, counted) = if subject.approx {
-            (
-                scripts::APPROX_SCRIPT,
-                &self.approx_sha,
-                ClientKey::Approx(limit),
-            )
+            (approx_script, &self.approx_sha, ClientKey::Approx(limit))
         } else {
-            (
-                scripts::SLIDING_WINDOW_SCRIPT,
-                &self.window_sha,
-                ClientKey::Window(limit),
-            )
+            (window_script, &self.window_sha, ClientKey::Window(limit))
         };
-        let mut call = ScriptCall::new(sha, 5, 8);
+        let mut call = ScriptCall::new(sha, 5 + usize::from(cluster), 8);
         call.push(key(counted))
             .push(key(ClientKey::Refused(limit)))
             .push(key(ClientKey::Strikes))
             .push(key(ClientKey::Trips))
-            .push(key(ClientKey::Unpaid))
-            .num(limit.requests.into())
+            .push(key(ClientKey::Unpaid));
+        if cluster {
+            call.push(|w| generation::write_slot_key(w, prefix, generation::slot_of_tag(tag)));
+        }
+        call.num(limit.requests.into())
             .num(limit.window_ms)
             .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(scripts::offence(offence))
@@ -539,9 +543,11 @@ impl RedisStore {
         // The tag alone hashes to the slot of every `{tag}` key (it holds no
         // braces: hex, or `#` and hex).
         self.call_script(script, tag, call, late, waiter, move |reply| {
-            let (verdict, breaker) = scripts::verdict_from_reply(&reply?, limit).ok()?;
+            let reply = reply?;
+            let (reply, generation) = split_generation(cluster, &reply);
+            let (verdict, breaker) = scripts::verdict_from_reply(reply, limit).ok()?;
             remember(breaker);
-            Some(checked(offence, rules, verdict, breaker))
+            Some(checked(offence, rules, verdict, breaker, generation))
         })
     }
 
@@ -558,7 +564,8 @@ impl RedisStore {
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let limits = subject.limits.as_slice();
         let n = limits.len();
-        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n, 7 + 2 * n);
+        let slot_key = usize::from(self.cluster);
+        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n + slot_key, 7 + 2 * n);
         self.breaker_keys(&mut call, tag);
         for &limit in limits {
             let counted = if subject.approx {
@@ -567,6 +574,9 @@ impl RedisStore {
                 ClientKey::Window(limit)
             };
             call.push(key(counted)).push(key(ClientKey::Refused(limit)));
+        }
+        if self.cluster {
+            call.push(|w| generation::write_slot_key(w, prefix, generation::slot_of_tag(tag)));
         }
         call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(scripts::offence(offence));
@@ -628,11 +638,12 @@ impl RedisStore {
         }
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
-        // Within Redis's generation, atomically (a challenge issued here
-        // during an outage is spent as before: the zone has its spend).
+        // Within Redis's generation (a Redis Cluster: the slot's),
+        // atomically; a challenge issued here during an outage is spent as
+        // before: the zone has its spend.
         let in_generation = solution
             .generation
-            .filter(|gen| !self.cluster && *gen != self.local_generation);
+            .filter(|gen| *gen != self.local_generation);
         late.redis_only = in_generation.is_some();
         let (script, sha, keys, args): (&'static str, _, _, _) = match in_generation {
             Some(_) => (&**generation::GEN_SPEND_SCRIPT, &self.gen_spend_sha, 5, 7),
@@ -641,9 +652,14 @@ impl RedisStore {
         let mut call = ScriptCall::new(sha, keys, args);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag.as_bytes());
-        if in_generation.is_some() {
-            call.push(|w| w.extend_from_slice(self.gen_key.as_bytes()));
-        }
+        match in_generation {
+            Some(_) if self.cluster => call.push(|w| {
+                let slot = generation::slot_of_tag(tag.as_bytes());
+                generation::write_slot_key(w, self.prefix.as_bytes(), slot);
+            }),
+            Some(_) => call.push(|w| w.extend_from_slice(self.gen_key.as_bytes())),
+            None => &mut call,
+        };
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in scripts::rules(subject.rules) {
             call.num(rule);
@@ -662,16 +678,18 @@ impl RedisStore {
             waiter,
             move |reply| {
                 let store = store.upgrade();
-                if reply.as_deref().is_some_and(generation::is_stale) {
+                if let Some(stale) = reply.as_deref().filter(|r| generation::is_stale(r)) {
                     // The generation is gone (a flush, a failover): what
                     // was spent in it is unknown, so this is not accepted
                     // (409 with a fresh challenge); the next challenges
-                    // carry the new generation.
-                    if let Some(store) = store {
+                    // carry the new generation (a slot's is in the reply).
+                    if let Some(store) = store.filter(|s| !s.cluster) {
                         store.generation.set(None);
                         store.ask_generation();
                     }
-                    return Some(Reply::Spent(Spent::Replayed));
+                    return Some(Reply::Spent(Spent::Stale(generation::stale_generation(
+                        stale,
+                    ))));
                 }
                 let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
                 let Some(spent) = spent else {
@@ -699,7 +717,7 @@ impl RedisStore {
                         remember(breaker);
                         Spent::Blocked(breaker)
                     }
-                    Spent::Replayed => Spent::Replayed,
+                    spent @ (Spent::Replayed | Spent::Stale(_)) => spent,
                 }))
             },
         );
@@ -727,6 +745,7 @@ fn checked(
     rules: BreakerRules,
     verdict: Verdict,
     breaker: BreakerStatus,
+    generation: Option<u64>,
 ) -> Reply {
     let struck = offence != Offence::None
         && !verdict.allowed
@@ -736,7 +755,34 @@ fn checked(
         verdict,
         breaker,
         struck,
+        generation,
     })
+}
+
+/// A check's reply, and the slot's generation a Redis Cluster's answers
+/// last.
+fn split_generation(cluster: bool, reply: &[i64]) -> (&[i64], Option<u64>) {
+    match cluster {
+        true => generation::split_slot_generation(reply),
+        false => (reply, None),
+    }
+}
+
+/// The check scripts (window, approx, stacked): a Redis Cluster's answer
+/// the slot's generation too.
+fn check_scripts(cluster: bool) -> [&'static str; 3] {
+    match cluster {
+        true => [
+            &generation::SLOT_WINDOW_SCRIPT,
+            &generation::SLOT_APPROX_SCRIPT,
+            &generation::SLOT_STACKED_SCRIPT,
+        ],
+        false => [
+            scripts::SLIDING_WINDOW_SCRIPT,
+            scripts::APPROX_SCRIPT,
+            stacked::STACKED_SCRIPT,
+        ],
+    }
 }
 
 /// The configured nodes (a cluster's seeds, the sentinels), resolved.
