@@ -140,6 +140,7 @@ ok(eventually(10, sub { get($a, 'warm-a')->status == 200 && get($b, 'warm-b')->s
 # is paid at node B, once
 
 my ($r, $sol) = challenge($a, 'x');
+my $replay;
 ok($sol, 'node A challenges an over-limit client');
 my $m = owner('x');
 my $stored = $r[$m]->cmd('GET', gen_key('x')) // '';
@@ -171,6 +172,27 @@ for my $where (qw(api approx stacked)) {
         "$where: ... and paying it is accepted (at node A)");
 }
 
+# Redis lost the scripts (SCRIPT FLUSH: the module sends them again with
+# EVAL), and the slot's generation was written under another run id (as on
+# a promoted replica): the spend renews it and refuses the solution (409)
+# with a fresh challenge of the new generation
+
+$_->cmd('SCRIPT', 'FLUSH') for @r;
+($r, $sol) = challenge($a, 'scripts');
+ok($sol, 'after SCRIPT FLUSH: node A challenges');
+my $owner = $r[owner('scripts')];
+my ($old_gen) = ($owner->cmd('GET', gen_key('scripts')) // '') =~ /:(\d+)$/;
+is(token_gen($r), $old_gen, "... in the slot's generation");
+$owner->cmd('SET', gen_key('scripts'), "0123456789abcdef0123456789abcdef01234567:$old_gen");
+$_->cmd('SCRIPT', 'FLUSH') for @r;
+$replay = get($b, 'scripts', %$sol);
+is($replay->status, 409, 'a generation of another run: the spend at node B refuses the solution');
+my $owner_run = $owner->cmd('INFO', 'server') =~ /run_id:(\w+)/ ? $1 : '';
+my $renewed_here = $owner->cmd('GET', gen_key('scripts')) // '';
+like($renewed_here, qr/^\Q$owner_run\E:\d+$/, "... renews the slot's generation under the master's run id");
+is(token_gen($replay), (split /:/, $renewed_here)[1], '... which its fresh challenge carries');
+is(get($a, 'scripts', solution($replay))->status, 200, '... and paying it is accepted (at node A)');
+
 # spend at A, the master restarted empty (it keeps its slots), replay at B
 
 my ($restart) = clients_on(0, 'restart', 1);
@@ -187,7 +209,7 @@ ok(eventually(10, sub {
     $r[0]->cmd('EXISTS', client_key($restart, 'w', 1, 3600000));
 }), "node B counts the client in Redis again");
 over_limit($b, $restart);
-my $replay = get($b, $restart, %$sol);
+$replay = get($b, $restart, %$sol);
 isnt($replay->status, 200, 'after the restart, a replay at node B is not accepted (' . $replay->status . ')');
 ok($replay->header('X-PoW-Challenge'), '... it gets a fresh challenge');
 

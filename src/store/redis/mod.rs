@@ -645,8 +645,12 @@ impl RedisStore {
             .generation
             .filter(|gen| *gen != self.local_generation);
         late.redis_only = in_generation.is_some();
+        let gen_spend: &'static str = match self.cluster {
+            true => &generation::SLOT_GEN_SPEND_SCRIPT,
+            false => &generation::GEN_SPEND_SCRIPT,
+        };
         let (script, sha, keys, args): (&'static str, _, _, _) = match in_generation {
-            Some(_) => (&**generation::GEN_SPEND_SCRIPT, &self.gen_spend_sha, 5, 7),
+            Some(_) => (gen_spend, &self.gen_spend_sha, 5, 7),
             None => (scripts::SPEND_SCRIPT, &self.spend_sha, 4, 6),
         };
         let mut call = ScriptCall::new(sha, keys, args);
