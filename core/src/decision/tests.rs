@@ -664,70 +664,52 @@ fn issued_in(generation: u64) -> Payment {
     })
 }
 
-#[test]
-fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
-    let mut decision = Decision::new(rules(), issued_in(5), false);
+/// A decision for `payment` after the check answered `checked`: it and
+/// what it does next.
+fn after_check(payment: Payment, checked: Reply) -> (Decision, Next) {
+    let mut decision = Decision::new(rules(), payment, false);
     assert!(matches!(
         decision.next(None, || false),
         Next::Ask(Op::Check { .. })
     ));
-    let end = done(decision.next(Some(checked_in(6, false)), || false));
+    let next = decision.next(Some(checked), || false);
+    (decision, next)
+}
+
+#[test]
+fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
+    let end = done(after_check(issued_in(5), checked_in(6, false)).1);
     assert_eq!(status(&end), 429, "not spent: a fresh challenge");
     assert_eq!(end.outcome, Outcome::Challenge);
-    assert_eq!(
-        end.generation,
-        Some(6),
-        "the challenge carries the slot's generation"
-    );
+    assert_eq!(end.generation, Some(6), "the challenge carries the slot's");
     // Under the limit it passes, and nothing is spent.
-    let mut decision = Decision::new(rules(), issued_in(5), false);
-    decision.next(None, || false);
-    let end = done(decision.next(Some(checked_in(6, true)), || false));
+    let end = done(after_check(issued_in(5), checked_in(6, true)).1);
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
 }
 
 #[test]
 fn a_solution_of_the_slot_generation_is_spent_and_a_stale_spend_is_a_409_in_the_new_one() {
-    let mut decision = Decision::new(rules(), issued_in(6), false);
-    decision.next(None, || false);
-    let Next::Ask(Op::Spend(spend)) = decision.next(Some(checked_in(6, false)), || false) else {
-        panic!("the solution is spent");
-    };
-    assert_eq!(spend.generation, Some(6));
-    // The slot's generation changed between the check and the spend.
-    let Next::Ask(Op::Strike) = decision.next(Some(Reply::Spent(Spent::Stale(Some(7)))), || false)
-    else {
-        panic!("a stale spend is refused as a replay");
-    };
-    let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
-    assert_eq!(status(&end), 409);
-    assert_eq!(
-        end.generation,
-        Some(7),
-        "the fresh challenge carries the new one"
-    );
-    // Without a generation in the reply (one Redis): the check's, if any.
-    let mut decision = Decision::new(rules(), issued_in(6), false);
-    decision.next(None, || false);
-    decision.next(Some(checked_in(6, false)), || false);
-    decision.next(Some(Reply::Spent(Spent::Stale(None))), || false);
-    let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
-    assert_eq!((status(&end), end.generation), (409, Some(6)));
+    // The slot's generation changed between the check and the spend; and
+    // a stale spend without one in the reply (one Redis): the check's.
+    for (stale, generation) in [(Some(7), Some(7)), (None, Some(6))] {
+        let (mut decision, next) = after_check(issued_in(6), checked_in(6, false));
+        let Next::Ask(Op::Spend(spend)) = next else {
+            panic!("the solution is spent");
+        };
+        assert_eq!(spend.generation, Some(6));
+        let stale = Reply::Spent(Spent::Stale(stale));
+        let Next::Ask(Op::Strike) = decision.next(Some(stale), || false) else {
+            panic!("a stale spend is refused as a replay");
+        };
+        let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
+        assert_eq!((status(&end), end.generation), (409, generation));
+    }
 }
 
 #[test]
 fn tokens_or_stores_without_generations_are_spent_as_before() {
-    let mut decision = Decision::new(rules(), VALID(1), false);
-    decision.next(None, || false);
-    assert!(matches!(
-        decision.next(Some(checked_in(6, false)), || false),
-        Next::Ask(Op::Spend(_))
-    ));
-    let mut decision = Decision::new(rules(), issued_in(5), false);
-    decision.next(None, || false);
-    let zone = Reply::Checked(Checked::default());
-    assert!(matches!(
-        decision.next(Some(zone), || false),
-        Next::Ask(Op::Spend(_))
-    ));
+    let (_, next) = after_check(VALID(1), checked_in(6, false));
+    assert!(matches!(next, Next::Ask(Op::Spend(_))));
+    let (_, next) = after_check(issued_in(5), Reply::Checked(Checked::default()));
+    assert!(matches!(next, Next::Ask(Op::Spend(_))), "the zone's check");
 }
