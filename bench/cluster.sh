@@ -8,6 +8,8 @@
 #   BENCH_CASES="stock shield" BENCH_SECONDS=8 bench/cluster.sh
 #   BENCH_CASES="shield cluster3" bench/cluster.sh   3-shard Redis Cluster
 #   BENCH_BASELINE_MODULE=/tmp/old.so bench/cluster.sh  before/after, same run
+#   BENCH_MODE=flood bench/cluster.sh      what abuse costs Redis: the flood table
+#                                          (bench/cluster_flood.sh, vendored nginx)
 #
 # One nginx, one worker, serves the same static file on several ports:
 # stock (no shield), pow-shield in cluster mode and, when LUA_RESTY_REDIS
@@ -53,6 +55,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [[ ${BENCH_MODE:-green} == flood ]]; then
+    exec bash "$ROOT/bench/cluster_flood.sh"
+fi
 NGINX=${NGINX:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/objs/debian/ngx_http_pow_shield_module.so}
 # shellcheck source=bench/lib.sh

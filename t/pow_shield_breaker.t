@@ -152,9 +152,16 @@ for my $m (@modes) {
         get($t, 'calls', 'other') for 1 .. 5;
         is($script_calls->() - $c0, 5, "$m: green path: 5 requests, 5 script calls");
         $c0 = $script_calls->();
+        my $w0 = $redis->calls('zremrangebyscore');
         get($t, 'calls', 'api') for 1 .. 4;
-        is($script_calls->() - $c0, 4,
-            "$m: 1 pass and 3 challenged (strikes included): 4 script calls");
+        # the 2nd is refused by Redis until a slot frees; the node refuses
+        # the next two itself and sends their strikes in a batch
+        is($redis->calls('zremrangebyscore') - $w0, 2,
+            "$m: 1 pass and 3 challenged: 2 window-script calls (strikes included)");
+        ok(eventually(5, sub { ($redis->cmd('GET', client_key('calls', 's')) // 0) == 3 }),
+            "$m: ... and the 2 strikes decided by the node reach Redis");
+        my $calls = $script_calls->() - $c0;
+        ok($calls >= 3 && $calls <= 4, "$m: ... in one or two batches ($calls script calls)");
     }
 
     # the 6th offence is the first blocked; every node sees the block
@@ -162,10 +169,13 @@ for my $m (@modes) {
     {
         is(get($t, 'six', 'api')->status, 200,
             "$m: six: the request within the limit passes");
-        my @r = map { get($m->node($_), 'six', 'api') } 1 .. 5;
+        # (in cluster mode the first node refuses the client itself after
+        # Redis's first refusal; how other nodes' strikes add up:
+        # pow_shield_cluster_local_refusals.t)
+        my @r = map { get($t, 'six', 'api') } 1 .. 5;
         my ($pttl, $zcard, $over, $c0);
         if ($cluster) {
-            is($redis->cmd('GET', client_key('six', 's')), 5,
+            ok(eventually(5, sub { ($redis->cmd('GET', client_key('six', 's')) // 0) == 5 }),
                 "$m: Redis's strike key holds 5");
             $pttl = $redis->cmd('PTTL', client_key('six', 's'));
             $zcard = $redis->cmd('ZCARD', client_key('six', 'w', 1, 3600000));
@@ -175,17 +185,18 @@ for my $m (@modes) {
         my $blocked = get($t, 'six', 'api');
         my $second = get($other, 'six', 'api');
         is(statuses(@r, $blocked, $second), '429 429 429 429 429 403 403',
-            "$m: pow_shield_strikes 5: five offences (on every node) get 429,"
+            "$m: pow_shield_strikes 5: five offences get 429,"
             . ' the 6th is blocked, and so is the next at the other node');
         is(join(' ', map { $_->header('X-Strikes') // 'none' } @r), '1 2 3 4 5',
-            "$m: \$pow_shield_strikes counts the offences (of every node)");
+            "$m: \$pow_shield_strikes counts the offences");
         is(join(' ', map { $_->header('X-Result') // 'none' } $r[4], $blocked),
             'challenge blocked', "$m: \$pow_shield_result: challenge, then blocked");
         is($blocked->header('X-Strikes'), 5, "$m: blocked: \$pow_shield_strikes stays 5");
         is_block_response($blocked, 'blocked', "$m: the 6th offence: the block response");
         is($second->header('X-PoW-Shield'), 'blocked',
             "$m: the other node blocks the client too: X-PoW-Shield: blocked");
-        is($script_calls->() - $c0, 2, "$m: each node learns the block from Redis once")
+        is($script_calls->() - $c0, 1,
+            "$m: the node whose breaker opened blocks at once, the other learns it from Redis once")
             if $cluster;
 
         # blocked everywhere: under another location's limit, and with a
@@ -229,13 +240,28 @@ for my $m (@modes) {
         } 1 .. 80;
         my %n;
         $n{$_->status // 'none'}++ for map { $t->read_response($_) } @s;
-        is(join(' ', map { "$_:$n{$_}" } sort keys %n), '200:20 403:20 429:40',
-            "$m: 80 concurrent requests (on every node): 20 pass, 40 strikes, 20 blocked");
-        is($redis->cmd('GET', client_key('many', 's')), 40,
-            "$m: Redis's strike key holds exactly 40") if $cluster;
-        my $r = get($other, 'many', 'many');
-        is($r->status, 403, "$m: the next offence is blocked");
-        is($r->header('X-Strikes'), 40, "$m: exactly 40 strikes recorded");
+        if (!$cluster) {
+            is(join(' ', map { "$_:$n{$_}" } sort keys %n), '200:20 403:20 429:40',
+                "$m: 80 concurrent requests: 20 pass, 40 strikes, 20 blocked");
+        } else {
+            # each node refuses on what it knows: the 429s of one node
+            # reach the others within a batch, so a few more than 40 may
+            # be sent before every node blocks; each is a strike in Redis
+            is($n{200}, 20, "$m: 80 concurrent requests on every node: exactly 20 pass");
+            is(($n{429} // 0) + ($n{403} // 0), 60, "$m: ... the other 60 refused or blocked");
+            ok(($n{429} // 0) >= 40, "$m: ... at least 40 strikes before the block ($n{429})");
+            ok(eventually(5, sub { ($redis->cmd('GET', client_key('many', 's')) // 0) == $n{429} }),
+                "$m: Redis's strike key holds exactly one per 429 sent");
+        }
+        my $r;
+        ok(eventually(5, sub { $r = get($other, 'many', 'many'); $r->status == 403 }),
+            "$m: the next offence is blocked");
+        if ($cluster) {
+            # (a node keeps a block it learnt as the threshold's strikes)
+            ok(($r->header('X-Strikes') // 0) >= 40, "$m: at least 40 strikes recorded");
+        } else {
+            is($r->header('X-Strikes'), 40, "$m: exactly 40 strikes recorded");
+        }
     }
 
     # blocked requests add no strikes and do not extend the block; the
@@ -450,7 +476,13 @@ for my $m (@modes) {
     # dry run: the block is decided and logged, not enforced
 
     {
-        my @r = map { get($t, 'dry', 'dry') } 1 .. 7;
+        my @r = map { get($t, 'dry', 'dry') } 1 .. 6;
+        # (cluster mode: the strikes a worker refused itself reach Redis
+        # within a batch, 100 ms; the one reaching the threshold is Redis's)
+        ok(!$cluster || eventually(5,
+                sub { ($redis->cmd('GET', client_key('dry', 's')) // 0) == 5 }),
+            "$m: dry run: 5 strikes counted");
+        push @r, get($t, 'dry', 'dry');
         is(statuses(@r), '200 200 200 200 200 200 200', "$m: dry run: never blocked");
         is($r[5]->header('X-Result'), 'challenge', "$m: dry run: the 5th offence: challenge");
         is($r[6]->header('X-Result'), 'blocked', "$m: dry run: the 6th offence: blocked");

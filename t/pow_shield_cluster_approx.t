@@ -81,16 +81,16 @@ sub admitted {
 }
 
 # {allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block,
-#  block_ms, tripped}
-is_deeply(at('fresh', 3, $BASE + 250), [1, 2, 750 + $W, 0, 0, 0, 0, 0, 0],
+#  block_ms, tripped, struck}
+is_deeply(at('fresh', 3, $BASE + 250), [1, 2, 750 + $W, 0, 0, 0, 0, 0, 0, 0],
     'a new client: admitted, counted until the next fixed window ends');
 
 is(admitted('weigh', 10, $BASE + 999, 10), 10, 'ten at the end of one window');
-is_deeply(at('weigh', 10, $BASE + $W), [0, 0, $W, 1, 1, 0, 0, 0, 0],
+is_deeply(at('weigh', 10, $BASE + $W), [0, 0, $W, 1, 1, 0, 0, 0, 0, 0],
     'the next window starts with all ten counted: refused, retry in 1 ms');
 is(admitted('weigh', 10, $BASE + $W + 500, 20), 5,
     'half way through, half of the previous window counts: five more');
-is_deeply(at('weigh', 10, $BASE + $W + 500), [0, 0, 500 + $W, 1, 17, 0, 0, 0, 0],
+is_deeply(at('weigh', 10, $BASE + $W + 500), [0, 0, 500 + $W, 1, 17, 0, 0, 0, 0, 0],
     'then refused until the previous share shrinks below one request (17th refusal)');
 
 # The bound: bursts at the end of one window and all through the next.

@@ -151,6 +151,15 @@ is($run, $r[$m]->cmd('INFO', 'server') =~ /run_id:(\w+)/ ? $1 : '',
 is(get($b, 'x', %$sol)->status, 200, 'its solution is accepted at node B');
 is(get($a, 'x', %$sol)->status, 409, '... once: a replay at node A is refused');
 
+# a 429 the node refuses itself (Redis refused the client until a moment
+# still ahead: docs/operations.md, "What is decided where") carries the
+# slot's generation too: paid at the other node
+my $local = get($a, 'x');
+is($local->status, 429, 'node A refuses the client again');
+is(token_gen($local), (split /:/, $r[$m]->cmd('GET', gen_key('x')))[1],
+    "... its challenge carries the slot's generation");
+is(get($b, 'x', solution($local))->status, 200, '... and is paid at node B');
+
 # spend at A, FLUSHALL on the master of the client's slot, replay at B:
 # for each kind of limit
 

@@ -69,35 +69,50 @@ sub check {
 sub card { $t->redis_cmd('ZCARD', "{t}:w:$_[0]") }
 
 # {allowed, remaining, reset_after_ms, retry_after_ms, over, strikes, block,
-#  block_ms, tripped}
-is_deeply(check('empty', 3), [1, 2, $W, 0, 0, 0, 0, 0, 0],
+#  block_ms, tripped, struck}
+is_deeply(check('empty', 3), [1, 2, $W, 0, 0, 0, 0, 0, 0, 0],
     'no key: admitted, the new entry leaves one window from now');
 ok($t->redis_cmd('PTTL', '{t}:w:empty') > 0, 'the admitted key expires');
 
-is_deeply(check('edge', 2, $NOW - $W, $NOW - $W + 1), [1, 0, 1, 0, 0, 0, 0, 0, 0],
+is_deeply(check('edge', 2, $NOW - $W, $NOW - $W + 1), [1, 0, 1, 0, 0, 0, 0, 0, 0, 0],
     'an entry one window old has left, one a ms younger still counts');
 is(card('edge'), 2, 'the entry one window old was trimmed, the younger one kept');
 
-is_deeply(check('edge_full', 1, $NOW - $W + 1), [0, 0, 1, 1, 1, 1, 0, 0, 0],
+is_deeply(check('edge_full', 1, $NOW - $W + 1), [0, 0, 1, 1, 1, 1, 0, 0, 0, 1],
     'at the limit a ms before the oldest leaves: refused (a strike), retry in 1 ms');
 is(card('edge_full'), 1, 'a refusal adds no entry');
 
-is_deeply(check('edge_free', 1, $NOW - $W), [1, 0, $W, 0, 0, 0, 0, 0, 0],
+is_deeply(check('edge_free', 1, $NOW - $W), [1, 0, $W, 0, 0, 0, 0, 0, 0, 0],
     'at the limit the ms the oldest leaves: admitted');
 
-is_deeply(check('inside', 5, $NOW - 500, $NOW - 100), [1, 2, 500, 0, 0, 0, 0, 0, 0],
+is_deeply(check('inside', 5, $NOW - 500, $NOW - 100), [1, 2, 500, 0, 0, 0, 0, 0, 0, 0],
     'oldest inside the window: counted, reset when it leaves');
 is(card('inside'), 3, 'nothing trimmed while the oldest is inside');
 
 is_deeply(check('partial', 3, $NOW - 2000, $NOW - 1000, $NOW - 999, $NOW - 1),
-    [1, 0, 1, 0, 0, 0, 0, 0, 0], 'some gone: the next oldest decides the reset');
+    [1, 0, 1, 0, 0, 0, 0, 0, 0, 0], 'some gone: the next oldest decides the reset');
 is(card('partial'), 3, 'exactly the entries one window old or more were trimmed');
 
-is_deeply(check('all_gone', 1, $NOW - 5000, $NOW - 1000), [1, 0, $W, 0, 0, 0, 0, 0, 0],
+is_deeply(check('all_gone', 1, $NOW - 5000, $NOW - 1000), [1, 0, $W, 0, 0, 0, 0, 0, 0, 0],
     'all gone: admitted as if new');
 
 is_deeply(check('lowered', 2, $NOW - 900, $NOW - 800, $NOW - 700, $NOW - 600),
-    [0, 0, 100, 300, 1, 1, 0, 0, 0],
+    [0, 0, 100, 300, 1, 1, 0, 0, 0, 1],
     'limit lowered below the count: retry when enough entries left, not the oldest');
+
+# a coalesced call for k requests of one client (ARGV[9]): up to the free
+# slots admitted, each with its own member, the rest refused, a strike
+# each until the one that reaches the threshold (5)
+{
+    my $key = '{t}:w:k';
+    $t->redis_cmd('DEL', $key, '{t}:s:k');
+    $t->redis_cmd('ZADD', $key, $NOW - 100, 'seed');
+    is_deeply($t->redis_cmd('EVAL', $clocked, 5, $key, '{t}:o:k', '{t}:s:k', '{t}:t:k', '{t}:u:k',
+            4, $W, 'm', 1, 5, 60000, 0, 0, 10),
+        [3, 0, 900, 900, 7, 5, 0, 0, 1, 5],
+        'k = 10, 3 free slots: 3 admitted, 5 of the 7 refused struck (the 5th opens), 2 blocked');
+    is(card('k'), 4, '3 new members, one per admitted request');
+    is($t->redis_cmd('GET', '{t}:s:k'), 5, 'strikes stop at the threshold');
+}
 
 $t->done_testing;

@@ -21,7 +21,7 @@ use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0004, // "powshi" v4: table stats, metrics slots
+    0x706f_7773_6869_0005, // "powshi" v5: cluster mode's refusals table
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
@@ -56,6 +56,9 @@ pub struct Zone {
     pub spent: Table,
     /// Circuit breakers, one per client key.
     pub strikes: Table,
+    /// Cluster mode: clients Redis refused, until a slot frees (one per
+    /// limit and client key); the first thing given up for room.
+    pub refusals: Table,
     /// Solutions refused because the zone had no room for their spent
     /// record (all workers; for metrics).
     pub spent_refused: u64,
@@ -207,6 +210,7 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
         Table::init(ptr::addr_of_mut!((*zone).strikes));
+        Table::init(ptr::addr_of_mut!((*zone).refusals));
         (*shpool).data = zone.cast();
         // The zone evicts on exhaustion; nginx need not log every failure.
         (*shpool).set_log_nomem(0);

@@ -15,17 +15,20 @@ use nginx_sys::{
 use super::Allocator;
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::store::refusals::Refusal;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
 /// What an entry holds besides its key: a bucket (local limiter), a
-/// client's breaker (strikes table), or nothing (replay cache). Both are
-/// plain integers, so any bytes are a valid value of either.
+/// client's breaker (strikes table), a refusal Redis decided (cluster
+/// mode's refusals table), or nothing (replay cache). All are plain
+/// integers, so any bytes are a valid value of each.
 #[repr(C)]
 #[derive(Clone, Copy)]
 union Payload {
     bucket: BucketState,
     strikes: StrikeCounter,
+    refusal: Refusal,
 }
 
 // An entry fills one 128-byte slab slot; more would double the zone's cost.
@@ -56,6 +59,12 @@ impl Entry {
     pub fn strikes(&mut self) -> &mut StrikeCounter {
         // SAFETY: as in `bucket`.
         unsafe { &mut self.payload.strikes }
+    }
+
+    /// The refusal of a refusals-table entry (zeroed when new).
+    pub fn refusal(&mut self) -> &mut Refusal {
+        // SAFETY: as in `bucket`.
+        unsafe { &mut self.payload.refusal }
     }
 
     fn stored_key(&self) -> &[u8] {
@@ -153,6 +162,14 @@ impl Table {
         }
     }
 
+    /// Removes `key`'s entry, if there is one.
+    pub fn remove_key(&mut self, key: &TableKey, alloc: &Allocator) {
+        if let Some(entry) = self.get(key) {
+            let entry: *mut Entry = entry;
+            self.remove(entry, alloc);
+        }
+    }
+
     /// Removes up to `n` least recently used entries that have expired.
     pub fn expire(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
         for _ in 0..n {
@@ -175,6 +192,49 @@ impl Table {
         }
         self.evictions += removed as u64;
         removed
+    }
+
+    /// As [`Table::evict`], but an entry `keep` says must stay is moved to
+    /// the front instead (up to `n` of them are passed over).
+    pub fn evict_unless(
+        &mut self,
+        alloc: &Allocator,
+        n: usize,
+        mut keep: impl FnMut(&mut Entry) -> bool,
+    ) -> usize {
+        let (mut removed, mut kept) = (0, 0);
+        while removed < n && kept < n {
+            let Some(e) = self.oldest() else { break };
+            // SAFETY: `oldest` returns a linked entry of this table.
+            let entry = unsafe { &mut *e };
+            if keep(entry) {
+                self.touch(entry);
+                kept += 1;
+            } else {
+                self.remove(e, alloc);
+                removed += 1;
+            }
+        }
+        self.evictions += removed as u64;
+        removed
+    }
+
+    /// Removes every entry but those `keep` says must stay.
+    pub fn retain(&mut self, alloc: &Allocator, mut keep: impl FnMut(&mut Entry) -> bool) {
+        let head: *mut ngx_queue_t = &mut self.lru;
+        // SAFETY: the queue is initialised; every queued link is the `lru`
+        // field of an Entry; the next link is read before an entry goes.
+        unsafe {
+            let mut link = (*head).next;
+            while link != head {
+                let next = (*link).next;
+                let e = link.byte_sub(offset_of!(Entry, lru)).cast::<Entry>();
+                if !keep(&mut *e) {
+                    self.remove(e, alloc);
+                }
+                link = next;
+            }
+        }
     }
 
     /// When the least recently used entry expires, if there is one.

@@ -11,7 +11,8 @@ use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use pow_shield_core::limiter::bucket::BucketState;
-use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::limiter::{RateLimit, Verdict};
+use pow_shield_core::store::refusals::{Refusal, Refused};
 use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
 
 /// Entries a request expires as it passes (as `limit_req` does).
@@ -137,6 +138,152 @@ impl ShmStore {
             |zone, _| matches!(zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms),
         )
     }
+}
+
+/// Cluster mode's refusals (`pow_shield_core::store::refusals`), by the
+/// key `refusals::refusal_key` makes: Redis refused the client until `T`.
+impl ShmStore {
+    /// Refuses one more unpaid request of a client Redis refused, if `T`
+    /// is still ahead at `now_ms` (monotonic, read fresh) and Redis's word
+    /// is fresh (or `stale_ok`).
+    pub fn refuse_locally(
+        &self,
+        refusal: &[u8],
+        rules: BreakerRules,
+        now_ms: u64,
+        stale_ok: bool,
+        redis_up: bool,
+    ) -> Option<Refused> {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, alloc| {
+            zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            let entry = zone.refusals.get(&key)?;
+            let refused = entry.refusal().refuse(rules, now_ms, stale_ok, redis_up)?;
+            // Kept past `T` until a worker took the refusal.
+            entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+            Some(refused)
+        })
+    }
+
+    /// Takes the client's refusals no worker took yet, for this worker's
+    /// batch.
+    pub fn take_pending(&self, refusal: &[u8]) -> u32 {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, _| {
+            zone.refusals
+                .get(&key)
+                .map_or(0, |entry| entry.refusal().take_pending())
+        })
+    }
+
+    /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
+    /// No room (after giving up older refusals and expired spent records):
+    /// not kept, the next request asks Redis.
+    pub fn learn_refusal(
+        &self,
+        refusal: &[u8],
+        verdict: &Verdict,
+        breaker: &BreakerStatus,
+        asked_ms: u64,
+    ) {
+        let key = TableKey::new(&[refusal]);
+        let epoch_ms = self.now_epoch_ms();
+        self.zone.with_locked(|zone, alloc| {
+            let entry: *mut Entry = match zone.refusals.find(&key) {
+                Some(entry) => entry,
+                None => {
+                    let made = zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry);
+                    match made.or_else(|| {
+                        evict_refusals(&mut zone.refusals, alloc);
+                        zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL);
+                        zone.refusals.insert(&key, alloc).map(|e| e as *mut Entry)
+                    }) {
+                        Some(entry) => entry,
+                        None => return,
+                    }
+                }
+            };
+            // SAFETY: the entry is in the zone, locked for this closure.
+            let entry = unsafe { &mut *entry };
+            let keep = match entry.refusal().disposable() {
+                true => 0,
+                false => asked_ms + KEEP_PENDING_MS,
+            };
+            match entry.refusal().learn(verdict, breaker, asked_ms) {
+                Some(t) => entry.expires_at_ms = t.max(keep),
+                // Not one the entry can hold: Redis decides the next one.
+                None => {
+                    entry.refusal().release(asked_ms);
+                    entry.expires_at_ms = asked_ms.max(keep);
+                }
+            }
+        })
+    }
+
+    /// Redis took `sent` of the client's refusals counted here.
+    pub fn refusals_sent(&self, refusal: &[u8], sent: u32, over: u32, strikes: u32) {
+        let now_ms = crate::ffi::monotonic_ms();
+        self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now_ms));
+    }
+
+    /// Forgets a client's refusal (it is blocked now: once the block ends,
+    /// Redis decides again, with the strikes it forgot).
+    /// What no worker took yet stays until one does.
+    pub fn forget_refusal(&self, refusal: &[u8]) {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, alloc| {
+            let Some(entry) = zone.refusals.get(&key) else {
+                return;
+            };
+            if entry.refusal().disposable() {
+                zone.refusals.remove_key(&key, alloc);
+            } else {
+                entry.refusal().release(crate::ffi::monotonic_ms());
+            }
+        })
+    }
+
+    /// A spend took back one of the client's strikes: Redis counts `strikes`.
+    pub fn refusal_forgiven(&self, refusal: &[u8], strikes: u32) {
+        self.with_refusal(refusal, |r| r.forgiven(strikes));
+    }
+
+    /// Forgets every refusal learnt from Redis (it may have lost them).
+    pub fn forget_refusals(&self) {
+        let now_ms = crate::ffi::monotonic_ms();
+        self.zone.with_locked(|zone, alloc| {
+            zone.refusals.retain(alloc, |entry| {
+                let refusal = entry.refusal();
+                refusal.release(now_ms);
+                !refusal.disposable()
+            })
+        })
+    }
+
+    fn with_refusal(&self, refusal: &[u8], f: impl FnOnce(&mut Refusal)) {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, _| {
+            if let Some(entry) = zone.refusals.get(&key) {
+                f(entry.refusal());
+            }
+        })
+    }
+
+    fn now_epoch_ms(&self) -> u64 {
+        crate::ffi::now_ms()
+    }
+}
+
+/// How long past `T` a refusal no worker took yet stays (they take it
+/// within `refusals::BATCH_MS`; this is a bound, not a wait).
+const KEEP_PENDING_MS: u64 = 10_000;
+
+/// Gives up the oldest local refusals for room, but none a worker has yet
+/// to take (their strikes would be lost).
+fn evict_refusals(refusals: &mut Table, alloc: &Allocator) {
+    refusals.evict_unless(alloc, EVICT_WHEN_FULL, |entry| {
+        !entry.refusal().disposable()
+    });
 }
 
 /// The zone's tables while its lock is held.
@@ -277,6 +424,9 @@ fn insert_making_room(
     for step in MAKE_ROOM {
         match step {
             MakeRoom::Nothing => {}
+            MakeRoom::OldestRefusals => {
+                evict_refusals(&mut zone.refusals, alloc);
+            }
             MakeRoom::ExpiredSpent => zone.spent.expire(alloc, epoch_ms, EVICT_WHEN_FULL),
             MakeRoom::OldestBuckets => {
                 zone.buckets.evict(alloc, EVICT_WHEN_FULL);

@@ -9,6 +9,8 @@
 //! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
 //! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
+//! | `<prefix>{<tag>}:c` | spends waiting for their 429's strike (in a batch on its way) |
+//! | `<prefix>{<tag>}:n:<worker>` | the run and total of local refusals Redis applied from one worker |
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
@@ -31,6 +33,13 @@ pub enum ClientKey<'a> {
     Unpaid,
     /// A spent token, in the client's slot (Redis Cluster).
     Spent(&'a [u8; 32]),
+    /// The run and running total of local refusals applied from the
+    /// worker with this id (a call resent after a lost reply adds
+    /// nothing twice).
+    Batches(u64),
+    /// Spends that found no unpaid strike to take back yet (the 429's
+    /// strike is in a node's batch still on its way).
+    Paid,
 }
 
 /// The hash tag of `key`'s keys: `<prefix>{<tag>}`.
@@ -52,9 +61,15 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
         ClientKey::Strikes => (b":s", None),
         ClientKey::Trips => (b":t", None),
         ClientKey::Unpaid => (b":u", None),
+        ClientKey::Paid => (b":c", None),
         ClientKey::Spent(digest) => {
             w.extend_from_slice(b":p:");
             w.extend_from_slice(hex::encode(digest).as_bytes());
+            return;
+        }
+        ClientKey::Batches(worker) => {
+            w.extend_from_slice(b":n:");
+            w.extend_from_slice(format!("{worker:x}").as_bytes());
             return;
         }
     };
@@ -122,6 +137,7 @@ mod tests {
         assert_eq!(name(ClientKey::Strikes), format!("{tag}:s"));
         assert_eq!(name(ClientKey::Trips), format!("{tag}:t"));
         assert_eq!(name(ClientKey::Unpaid), format!("{tag}:u"));
+        assert_eq!(name(ClientKey::Batches(0xab12)), format!("{tag}:n:ab12"));
         assert_eq!(
             name(ClientKey::Spent(&[0xab; 32])),
             format!("{tag}:p:{}", "ab".repeat(32))

@@ -6,7 +6,7 @@ use sha1::{Digest, Sha1};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{RateLimit, Spent, Verdict};
-use crate::store::Offence;
+use crate::store::{Checked, Offence};
 
 /// Lua shared by both scripts: the circuit breaker of `strikes.rs`, step
 /// for step. Rules come as four integers (0 = off): strike threshold,
@@ -32,23 +32,30 @@ local function breaker_status(sk, tk, threshold, after)
   return strikes, 0, 0
 end
 
+-- n strikes at once (a batch, or the refused part of a coalesced check),
+-- as n calls of strike() would count them: what the strike crossing the
+-- threshold sets off.
+local function strike_n(sk, tk, uk, threshold, ttl, after, ban, n, unpaid)
+  local strikes = redis.call('INCRBY', sk, n)
+  -- A strike never shortens a block: the later expiry stays.
+  if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
+  if unpaid then redis.call('INCRBY', uk, n) end
+  redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
+  if strikes < threshold or strikes - n >= threshold then return strikes, 0 end
+  if after == 0 then return strikes, 1 end
+  local trips = redis.call('INCR', tk)
+  if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
+  if trips >= after then return strikes, 2 end
+  return strikes, 1
+end
+
 -- One strike (the caller checked the client is not blocked): strikes, and
 -- what it set off (0 nothing, 1 the breaker opened, 2 it opened and banned).
 -- The trip window starts at the first trip; the trip that bans restarts it.
 -- uk counts the strikes of challenges not paid yet (`unpaid`: a 429), the
 -- only ones a spend takes back; it expires with sk.
 local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
-  local strikes = redis.call('INCR', sk)
-  -- A strike never shortens a block: the later expiry stays.
-  if redis.call('PTTL', sk) < ttl then redis.call('PEXPIRE', sk, ttl) end
-  if unpaid then redis.call('INCR', uk) end
-  redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
-  if strikes ~= threshold then return strikes, 0 end
-  if after == 0 then return strikes, 1 end
-  local trips = redis.call('INCR', tk)
-  if trips == 1 or trips >= after then redis.call('PEXPIRE', tk, ban) end
-  if trips >= after then return strikes, 2 end
-  return strikes, 1
+  return strike_n(sk, tk, uk, threshold, ttl, after, ban, 1, unpaid)
 end
 "#
     };
@@ -67,11 +74,16 @@ pub mod stacked;
 /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
 ///   ([`write_member`]), `ARGV[4]` what a refusal is (0 nothing, 1 an
 ///   unpaid strike, 2 a strike never taken back), `ARGV[5..8]` the breaker
-///   rules ([`rules`]).
+///   rules ([`rules`]), `ARGV[9]` (optional, 1 if absent) the requests
+///   this call decides at once (a coalesced burst of one client): up to
+///   the free slots are admitted, the rest refused, each a strike until
+///   the one that reaches the threshold (later ones would have been
+///   blocked).
 ///
-/// Returns nine integers, decoded by [`verdict_from_reply`]: `{allowed 0/1,
+/// Returns ten integers, decoded by [`verdict_from_reply`] (one request)
+/// or [`coalesced_from_reply`]: `{admitted (0/1 for one request),
 /// remaining, reset_after_ms, retry_after_ms, over, strikes, block 0/1/2,
-/// block_ms, tripped 0/1/2}`.
+/// block_ms, tripped 0/1/2, struck}`.
 /// A blocked client writes nothing. Safe under Redis 7's effects
 /// replication: replicas receive the writes, not `TIME`.
 pub const SLIDING_WINDOW_SCRIPT: &str = concat!(
@@ -88,8 +100,10 @@ local window = tonumber(ARGV[2])
 local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
+local k = tonumber(ARGV[9] or '1')
+
 local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -105,14 +119,24 @@ if count > 0 then oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] 
 
 local allowed = 0
 if count < limit then
-  redis.call('ZADD', key, now, ARGV[3])
+  local admit = math.min(k, limit - count)
+  if admit == 1 then
+    redis.call('ZADD', key, now, ARGV[3])
+  else
+    local entries = {}
+    for i = 1, admit do
+      entries[2 * i - 1] = now
+      entries[2 * i] = ARGV[3] .. '.' .. i
+    end
+    redis.call('ZADD', key, unpack(entries))
+  end
   -- Only on admission: the newest entry decides when the key is empty.
   -- (Arguments passed as strings: Redis formats each Lua number with
   -- snprintf, a good part of a call's cost.)
   redis.call('PEXPIRE', key, ARGV[2])
   if count == 0 then oldest = now end
-  count = count + 1
-  allowed = 1
+  count = count + admit
+  allowed = admit
 end
 -- ms until the oldest entry leaves the window
 local reset_after = 0
@@ -123,25 +147,30 @@ if oldest then reset_after = math.max(tonumber(oldest) + window - now, 0) end
 local retry_after = 0
 local over = 0
 local tripped = 0
-if allowed == 0 then
+local struck = 0
+if allowed < k then
+  local refused = k - allowed
   local rank = count - limit
   local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
   if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
-  over = redis.call('INCR', KEYS[2])
-  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  over = redis.call('INCRBY', KEYS[2], refused)
+  if over == refused then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] ~= '0' and threshold > 0 then
-    strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
+    struck = math.min(refused, threshold - strikes)
+    strikes, tripped = strike_n(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, struck,
+      ARGV[4] == '1')
   end
 end
 return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
-  tripped}
+  tripped, struck}
 "#
 );
 
 /// `pow_shield_limit ... approx`: the sliding-window counter, O(1) memory
 /// per client whatever the limit, with the red zone of
 /// [`SLIDING_WINDOW_SCRIPT`]; same keys and arguments (`KEYS[1]` is a hash,
-/// `ARGV[3]` unused), same reply.
+/// `ARGV[3]` unused), same reply, one request per call (`ARGV[9]` is not
+/// read: checks of the approximate counter are not coalesced).
 ///
 /// Time is cut into fixed windows of `window` ms; the sliding window ending
 /// now covers the current one's first `elapsed` ms and the previous one's
@@ -171,7 +200,7 @@ local threshold, ttl = tonumber(ARGV[5]), tonumber(ARGV[6])
 local after, ban = tonumber(ARGV[7]), tonumber(ARGV[8])
 
 local strikes, block, block_ms = breaker_status(KEYS[3], KEYS[4], threshold, after)
-if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0} end
+if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -205,6 +234,7 @@ if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = 
 local retry_after = 0
 local over = 0
 local tripped = 0
+local struck = 0
 if allowed == 0 then
   if curr < limit then
     retry_after = math.floor(left - (limit - curr) * window / prev) + 1
@@ -216,10 +246,11 @@ if allowed == 0 then
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] ~= '0' and threshold > 0 then
     strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
+    struck = 1
   end
 end
 return {allowed, math.max(limit - math.ceil(estimate), 0), reset_after, retry_after, over,
-  strikes, 0, 0, tripped}
+  strikes, 0, 0, tripped, struck}
 "#
 );
 
@@ -245,7 +276,10 @@ return {strikes, block, block_ms, tripped}
 /// Spends a solved challenge and takes back the strike its 429 recorded
 /// (one of the client's unpaid strikes, if any), in one call, unless the
 /// client is blocked (then nothing changes). `KEYS[1]` the spent record,
-/// `KEYS[2..4]` strikes, trips and unpaid strikes; `ARGV[1]` ms the record
+/// `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]` unused here
+/// (the data generation of `generation::GEN_SPEND_SCRIPT`), `KEYS[6]`
+/// (optional) the spends that found no unpaid strike yet (taken from the next batch of the
+/// client's locally refused 429s, [`BATCH_SCRIPT`]); `ARGV[1]` ms the record
 /// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` 1 for a spend the
 /// node's zone already decided and writes now (after an outage or a full
 /// queue): recorded whatever the breaker says.
@@ -264,18 +298,119 @@ local strikes = tonumber(redis.call('GET', KEYS[2]) or 0)
 if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
   return {0, strikes, 0, 0}
 end
--- Only an unpaid strike, never below 0: paying earns no credit and takes
--- back no failed verification. DECR keeps the expiry.
+-- Only an unpaid strike, never below 0: paying takes back no failed
+-- verification. DECR keeps the expiry.
 if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
   redis.call('DECR', KEYS[4])
   strikes = redis.call('DECR', KEYS[2])
+elseif threshold > 0 and KEYS[6] then
+  -- No unpaid strike here yet: the 429 was refused by a node whose batch
+  -- has not arrived. The batch takes it back (at most `threshold` wait,
+  -- for the strike time).
+  if redis.call('INCR', KEYS[6]) > threshold then redis.call('DECR', KEYS[6]) end
+  redis.call('PEXPIRE', KEYS[6], ARGV[3])
 end
 return {1, strikes, 0, 0}
 "#
 );
 
+/// A node's locally refused requests of one client (or of up to
+/// [`BATCH_CLIENTS`], each with its six keys and eight arguments in turn),
+/// sent in one call (`store::refusals`): `ARGV[1]` the running total of
+/// the worker's refusals of the client in run `ARGV[7]`; what it adds to
+/// the total Redis applied is counted, each refusal one more in the
+/// window's refusal count and, with a strike threshold, one more unpaid
+/// strike, as the window script would have counted them one by one.
+/// `KEYS[1]` the refusals of the limit, `KEYS[2..4]` strikes,
+/// trips and unpaid strikes, `KEYS[5]` the run and total applied from
+/// this worker (`keys::ClientKey::Batches`), `KEYS[6]` the spends that found
+/// no unpaid strike to take back (`keys::ClientKey::Paid`: they take back
+/// as many of the batch's strikes); `ARGV[2]` the window ms,
+/// `ARGV[3..6]` the rules ([`rules`]), `ARGV[7]` the run, `ARGV[8]` the
+/// total the worker knows Redis applied (where Redis has no record of the
+/// run: a new run, or Redis lost its data, only what it adds is counted).
+///
+/// The strikes of a client blocked meanwhile (by another node) still
+/// count (the node did send those 429s), without extending the block or
+/// counting a trip (a banned client without strikes takes none). The
+/// batch that crosses the threshold opens the breaker (and counts a trip)
+/// as the strike reaching it would have.
+/// Returns `over strikes block(0/1/2) block_ms tripped(0/1/2)` per client,
+/// the breaker after the batch, as one string of decimal integers
+/// ([`batch_text`], [`batches_from_reply`]).
+pub const BATCH_SCRIPT: &str = concat!(
+    "-- pow-shield local refusals: one batch per client, of one or more clients",
+    breaker_lua!(),
+    r#"
+-- Client i's keys are KEYS[6i-5 .. 6i], its arguments ARGV[8i-7 .. 8i].
+local out = {}
+for i = 0, #KEYS / 6 - 1 do
+  local k, a = 6 * i, 8 * i
+  local total, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local threshold, ttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local after, ban = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local run = tonumber(ARGV[a + 7])
+  -- What this worker's calls applied: '<run> <total>'. An earlier run's
+  -- call (its entry gone, so all applied) and a total already applied add
+  -- nothing. Without a record of the run (a later run, or Redis lost it),
+  -- what the worker knows was applied (ARGV[a + 8]) is the start.
+  local n = total - tonumber(ARGV[a + 8])
+  local last = redis.call('GET', KEYS[k + 5])
+  if last then
+    local lrun, ltotal = string.match(last, '^(%d+) (%d+)$')
+    lrun, ltotal = tonumber(lrun), tonumber(ltotal)
+    if lrun and lrun > run then n = 0 elseif lrun == run then n = total - ltotal end
+  end
+  local fresh = n > 0
+  local over
+  if fresh then
+    redis.call('SET', KEYS[k + 5], ARGV[a + 7] .. ' ' .. ARGV[a + 1], 'PX', 600000)
+    over = redis.call('INCRBY', KEYS[k + 1], n)
+    if over == n then redis.call('PEXPIRE', KEYS[k + 1], window) end
+  else
+    over = tonumber(redis.call('GET', KEYS[k + 1]) or 0)
+  end
+  local sk, tk, uk = KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local strikes, block, block_ms = breaker_status(sk, tk, threshold, after)
+  local tripped = 0
+  -- Refusals already paid for (on another node, before this batch came):
+  -- no strike.
+  if fresh and threshold > 0 then
+    local paid = math.min(tonumber(redis.call('GET', KEYS[k + 6]) or 0), n)
+    if paid > 0 then redis.call('DECRBY', KEYS[k + 6], paid) end
+    n = n - paid
+  end
+  if fresh and threshold > 0 and n > 0 then
+    if block == 0 then
+      strikes, tripped = strike_n(sk, tk, uk, threshold, ttl, after, ban, n, true)
+    elseif redis.call('PTTL', sk) > 0 then
+      -- Blocked meanwhile (by another node): the 429s this node sent still
+      -- count, but neither extend the block nor trip again.
+      strikes = redis.call('INCRBY', sk, n)
+      redis.call('INCRBY', uk, n)
+      redis.call('PEXPIRE', uk, redis.call('PTTL', sk))
+    end
+    strikes, block, block_ms = breaker_status(sk, tk, threshold, after)
+  end
+  for _, v in ipairs({over, strikes, block, block_ms, tripped}) do out[#out + 1] = v end
+end
+-- One bulk string of decimal integers: an array reply of every client's
+-- five would exceed what the node accepts of a reply (16 elements).
+return table.concat(out, ' ')
+"#
+);
+
+/// Most clients one batch call carries (one Redis; in a Redis Cluster each
+/// client's keys are in its own slot: one client per call). Its reply, five
+/// decimal integers each, stays within a bulk string the node accepts
+/// (`command::MAX_BULK`).
+pub const BATCH_CLIENTS: usize = 32;
+
 /// Number of integers the sliding-window script returns.
-pub const REPLY_LEN: usize = 9;
+pub const REPLY_LEN: usize = 10;
+
+/// Most requests of one client one coalesced check decides.
+pub const MAX_COALESCED: usize = 64;
 
 /// A script reply that does not have the expected shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -351,8 +486,9 @@ pub fn verdict_from_reply(
     reply: &[i64],
     limit: RateLimit,
 ) -> Result<(Verdict, BreakerStatus), ReplyError> {
-    let [allowed, remaining, reset_after_ms, retry_after_ms, over, status @ ..] =
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, _] =
         fields::<REPLY_LEN>(reply)?;
+    let status = [s, b, ms, t];
     let allowed = match allowed {
         0 => false,
         1 => true,
@@ -373,6 +509,129 @@ pub fn verdict_from_reply(
     Ok((verdict, breaker_status(status, 5)?))
 }
 
+/// What one call of the window script decided for `k` requests of one
+/// client at once ([`coalesced_from_reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coalesced {
+    /// The first `admitted` requests are admitted.
+    pub admitted: u32,
+    /// Of the rest, the next `struck` are refused with a strike each;
+    /// the ones after them are blocked (the breaker opened on the last
+    /// strike), unless strikes are off (then all are refused).
+    pub struck: u32,
+    /// The window after the call (`allowed` true if any was admitted;
+    /// `remaining` after the last admission, `over` after every refusal).
+    pub verdict: Verdict,
+    /// The breaker after the call.
+    pub breaker: BreakerStatus,
+}
+
+impl Coalesced {
+    /// The answer of request `i` (0-based, in arrival order) of the `k`
+    /// the call decided, as `k` calls one after the other would have
+    /// answered.
+    pub fn nth(&self, i: u32, k: u32, rules: BreakerRules) -> Checked {
+        let b = self.breaker;
+        if b.block != Block::Clear {
+            return Checked {
+                breaker: b,
+                ..Checked::default()
+            };
+        }
+        let before = b.strikes.saturating_sub(self.struck);
+        if i < self.admitted {
+            return Checked {
+                verdict: Verdict {
+                    allowed: true,
+                    remaining: self.verdict.remaining + (self.admitted - 1 - i),
+                    retry_after_ms: 0,
+                    over: 0,
+                    ..self.verdict
+                },
+                breaker: BreakerStatus {
+                    strikes: before,
+                    ..BreakerStatus::default()
+                },
+                ..Checked::default()
+            };
+        }
+        let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
+        let over = self
+            .verdict
+            .over
+            .saturating_sub(refused)
+            .saturating_add(j + 1);
+        let verdict = Verdict {
+            allowed: false,
+            remaining: 0,
+            over,
+            ..self.verdict
+        };
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        if threshold == 0 || j < self.struck {
+            let struck = j < self.struck;
+            return Checked {
+                verdict,
+                breaker: BreakerStatus {
+                    strikes: if struck { before + j + 1 } else { b.strikes },
+                    tripped: if struck && j + 1 == self.struck {
+                        b.tripped
+                    } else {
+                        None
+                    },
+                    ..BreakerStatus::default()
+                },
+                struck,
+                ..Checked::default()
+            };
+        }
+        // After the strike that opened the breaker: blocked.
+        let opened = BreakerStatus {
+            tripped: b.tripped.or(Some(Tripped::Opened)),
+            ..b
+        };
+        Checked {
+            breaker: crate::store::refusals::opened_block(&opened, rules).unwrap_or(b),
+            ..Checked::default()
+        }
+    }
+}
+
+/// Decodes the window script's reply to a call for `k` requests.
+pub fn coalesced_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+    k: u32,
+) -> Result<Coalesced, ReplyError> {
+    let [admitted, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, struck] =
+        fields::<REPLY_LEN>(reply)?;
+    let admitted = u32::try_from(admitted)
+        .ok()
+        .filter(|a| *a <= k)
+        .ok_or(ReplyError::OutOfRange { index: 0 })?;
+    let remaining = u32::try_from(remaining)
+        .ok()
+        .filter(|r| *r <= limit.requests)
+        .ok_or(ReplyError::OutOfRange { index: 1 })?;
+    let struck = u32::try_from(struck)
+        .ok()
+        .filter(|s| *s <= k - admitted)
+        .ok_or(ReplyError::OutOfRange { index: 9 })?;
+    Ok(Coalesced {
+        admitted,
+        struck,
+        verdict: Verdict {
+            allowed: admitted > 0,
+            remaining,
+            reset_after_ms,
+            retry_after_ms,
+            over: saturate(over),
+            limit: 0,
+        },
+        breaker: breaker_status([s, b, ms, t], 5)?,
+    })
+}
+
 /// Decodes the strike script's reply.
 pub fn standing_from_reply(reply: &[i64]) -> Result<BreakerStatus, ReplyError> {
     breaker_status(fields::<4>(reply)?, 0)
@@ -390,6 +649,37 @@ pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
         },
         _ => Err(ReplyError::OutOfRange { index: 0 }),
     }
+}
+
+/// Decodes the batch script's reply: the refusals Redis counts in the
+/// window and the client's breaker after the batch.
+pub fn batch_from_reply(reply: &[i64]) -> Result<(u32, BreakerStatus), ReplyError> {
+    let [over, status @ ..] = fields::<5>(reply)?;
+    Ok((saturate(over), breaker_status(status, 1)?))
+}
+
+/// The integers of the batch script's reply (a bulk string of decimal
+/// integers separated by spaces); `None` if it is anything else.
+pub fn batch_text(text: &[u8]) -> Option<Vec<i64>> {
+    core::str::from_utf8(text)
+        .ok()?
+        .split(' ')
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Decodes the batch script's reply for `clients` clients, in order.
+pub fn batches_from_reply(
+    reply: &[i64],
+    clients: usize,
+) -> Result<Vec<(u32, BreakerStatus)>, ReplyError> {
+    if reply.len() != 5 * clients {
+        return Err(ReplyError::WrongLength {
+            len: reply.len(),
+            expected: 5 * clients,
+        });
+    }
+    reply.chunks(5).map(batch_from_reply).collect()
 }
 
 /// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.

@@ -15,6 +15,7 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 mod memory;
+pub mod refusals;
 mod table_key;
 #[cfg(test)]
 mod tests;
@@ -128,8 +129,10 @@ pub struct NoRoom {
 }
 
 /// What a full table store gives up to make room for a new entry, in
-/// this order, trying the insert again after each: first expired spent
-/// records (they protect nothing any more), then the least recently used
+/// this order, trying the insert again after each: first the oldest local
+/// refusals of cluster mode (forgetting one costs one Redis call), then
+/// expired spent records (they protect nothing any more), then the least
+/// recently used
 /// buckets and breakers (forgetting one only forgives a client). An
 /// unexpired spent record is never given up: forgetting it would reopen its
 /// token to replay.
@@ -137,14 +140,16 @@ pub struct NoRoom {
 pub enum MakeRoom {
     /// Try as it is.
     Nothing,
+    OldestRefusals,
     ExpiredSpent,
     OldestBuckets,
     OldestBreakers,
 }
 
 /// The order in which [`MakeRoom`] steps are tried.
-pub const MAKE_ROOM: [MakeRoom; 4] = [
+pub const MAKE_ROOM: [MakeRoom; 5] = [
     MakeRoom::Nothing,
+    MakeRoom::OldestRefusals,
     MakeRoom::ExpiredSpent,
     MakeRoom::OldestBuckets,
     MakeRoom::OldestBreakers,

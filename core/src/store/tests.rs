@@ -162,11 +162,12 @@ fn a_full_store_asks_to_retry_when_its_oldest_record_expires_within_1_to_60_s() 
 }
 
 #[test]
-fn room_is_made_from_expired_spent_records_before_any_bucket_or_breaker() {
+fn room_is_made_from_cached_refusals_then_expired_spent_records_before_any_bucket_or_breaker() {
     assert_eq!(
         MAKE_ROOM,
         [
             MakeRoom::Nothing,
+            MakeRoom::OldestRefusals,
             MakeRoom::ExpiredSpent,
             MakeRoom::OldestBuckets,
             MakeRoom::OldestBreakers

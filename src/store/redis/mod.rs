@@ -24,6 +24,7 @@ use crate::redis::router::{
 };
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{Limits, RateLimit, Spent, Verdict};
+use pow_shield_core::redis::cluster::SLOTS;
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::generation::{self, Generations};
 use pow_shield_core::redis::keys::{self, ClientKey};
@@ -32,9 +33,15 @@ use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::scripts::stacked;
 use pow_shield_core::redis::url::{tls_name, RedisAddr};
+use pow_shield_core::store::refusals::{opened_block, refusal_key, Batches};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
+mod coalesce;
 mod outage;
+mod refusals;
+
+use coalesce::Group;
+use refusals::{BatchContext, BatchTimer};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -58,6 +65,9 @@ pub struct RedisStore {
     stacked_sha: String,
     strike_sha: String,
     spend_sha: String,
+    batch_sha: String,
+    /// What the refusals this store learns are about (`refusals::scope`).
+    scope: u64,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
     /// the spend script can take back the client's strike in one call; the
     /// data generation is the slot's, answered by the check scripts and
@@ -82,8 +92,22 @@ pub struct RedisStore {
     generation_asked_ms: Cell<u64>,
     /// This node's own generation (challenges issued during an outage).
     local_generation: u64,
+    /// A Redis Cluster: the generation each slot's refusals last came with
+    /// (0: not known), for the challenges this worker refuses locally.
+    slot_generations: RefCell<Vec<u64>>,
     /// Spends Redis could not take, to write when it answers again.
     replays: RefCell<Replays>,
+    /// Refusals decided here (the zone's refusal cache), each client's to
+    /// send to Redis in one call (`refusals.rs`).
+    batches: RefCell<Batches<BatchContext>>,
+    batch_timer: BatchTimer,
+    /// Since when the worker, exiting, waits for Redis to take its batches.
+    exiting_since: Cell<Option<u64>>,
+    /// The checks on their way to Redis that later requests of the same
+    /// client join (coalesce.rs).
+    groups: RefCell<std::collections::HashMap<Vec<u8>, Group>>,
+    /// A connection was ready before: the next one follows an outage.
+    connected_once: Cell<bool>,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -132,6 +156,7 @@ impl RedisStore {
             stacked::STACKED_SCRIPT,
             scripts::STRIKE_SCRIPT,
             scripts::SPEND_SCRIPT,
+            scripts::BATCH_SCRIPT,
         ]
         .iter()
         .chain(&generation_scripts)
@@ -158,6 +183,7 @@ impl RedisStore {
                 if let Some(store) = ready.upgrade() {
                     store.ask_generation();
                     store.write_replays();
+                    store.on_connected();
                 }
             };
             let tls_template = (!conf.ssl.is_null()).then(|| {
@@ -224,6 +250,12 @@ impl RedisStore {
                 stacked_sha: scripts::script_sha1(check[2]),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
+                batch_sha: scripts::script_sha1(scripts::BATCH_SCRIPT),
+                scope: pow_shield_core::store::refusals::scope(&[
+                    conf.display.as_bytes(),
+                    &target.db.to_le_bytes(),
+                    conf.options.prefix.as_bytes(),
+                ]),
                 cluster: conf.options.cluster,
                 node_id: u64::from_le_bytes(node),
                 pid: std::process::id(),
@@ -242,11 +274,21 @@ impl RedisStore {
                 }),
                 asking_generation: Cell::new(false),
                 generation_asked_ms: Cell::new(0),
+                slot_generations: RefCell::new(match conf.options.cluster {
+                    true => vec![0; SLOTS],
+                    false => Vec::new(),
+                }),
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
+                batches: RefCell::new(Batches::default()),
+                batch_timer: BatchTimer::new(),
+                exiting_since: Cell::new(None),
+                connected_once: Cell::new(false),
+                groups: RefCell::new(std::collections::HashMap::new()),
                 log,
                 me: me.clone(),
             }
         }))
+        .inspect(|store| store.attach_timer())
     }
 
     pub fn retry_in_ms(&self) -> Option<u64> {
@@ -368,6 +410,7 @@ impl RedisStore {
     }
 
     pub fn shutdown(&self) {
+        self.batch_timer.cancel();
         self.router.shutdown();
     }
 
@@ -393,6 +436,22 @@ impl RedisStore {
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
     ) -> Poll {
+        self.call_script_then(script, slot_key, call, late, waiter, on_reply, || {})
+    }
+
+    /// [`Self::call_script`], then `then` once the request has its answer
+    /// (the requests that joined it are decided after it).
+    #[allow(clippy::too_many_arguments)]
+    fn call_script_then(
+        &self,
+        script: &'static str,
+        slot_key: &[u8],
+        call: ScriptCall,
+        late: Late,
+        waiter: &mut NewWaiter,
+        on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
+        then: impl FnOnce() + 'static,
+    ) -> Poll {
         self.write_replays();
         let (evalsha, shared) = call.finish();
         // Only built if Redis lost the script (SCRIPT FLUSH, a restart).
@@ -408,12 +467,28 @@ impl RedisStore {
                 None if waiter.is_waiting() => waiter.deliver(late.reply()),
                 None => {}
             }
+            then();
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
             Err(Unavailable::Busy) => Poll::Busy,
             Err(Unavailable::Down) => Poll::Down,
         }
+    }
+
+    /// Notes the generation a reply of Redis gave for `slot`.
+    fn note_slot_generation(&self, slot: u16, generation: Option<u64>) {
+        if let (Some(gen), Ok(mut gens)) = (generation, self.slot_generations.try_borrow_mut()) {
+            if let Some(known) = gens.get_mut(usize::from(slot)) {
+                *known = gen;
+            }
+        }
+    }
+
+    /// The generation of `slot` this worker last heard of, if any.
+    fn slot_generation(&self, slot: u16) -> Option<u64> {
+        let gens = self.slot_generations.try_borrow().ok()?;
+        gens.get(usize::from(slot)).copied().filter(|gen| *gen != 0)
     }
 
     fn spent_key(&self, digest: &[u8; 32], key: &[u8]) -> String {
@@ -473,7 +548,7 @@ impl RedisStore {
                 })),
             },
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
-            Op::Strike => self.strike(subject.key, subject.rules, late, waiter),
+            Op::Strike => self.strike(subject, late, waiter),
         }
     }
 
@@ -494,36 +569,158 @@ impl RedisStore {
                 ..Checked::default()
             }));
         }
-        let tag = client_tag(subject.key);
-        let tag = tag.as_bytes();
-        let seq = self.seq.get().wrapping_add(1);
-        self.seq.set(seq);
-        let remember = self.block_keeper(subject.key, rules);
-        let prefix = self.prefix.as_bytes();
-        let [window_script, approx_script, stacked_script] = check_scripts(self.cluster);
+        // Stacked limits: all of them in one call of the stacked script,
+        // decided in Redis (neither refused locally nor coalesced).
         let cluster = self.cluster;
         if subject.limits.len() > 1 {
+            let tag = client_tag(subject.key);
+            let seq = self.seq.get().wrapping_add(1);
+            self.seq.set(seq);
+            let remember = self.block_keeper(subject.key, rules);
             let limits = subject.limits;
-            let call = self.stacked_call(subject, offence, tag, seq);
-            return self.call_script(stacked_script, tag, call, late, waiter, move |reply| {
-                let reply = reply?;
-                let (reply, generation) = split_generation(cluster, &reply);
-                let (verdict, breaker) =
-                    stacked::stacked_verdict_from_reply(reply, &limits).ok()?;
-                remember(breaker);
-                Some(checked(offence, rules, verdict, breaker, generation))
-            });
+            let call = self.stacked_call(subject, offence, tag.as_bytes(), seq);
+            let stacked_script = check_scripts(cluster)[2];
+            return self.call_script(
+                stacked_script,
+                tag.as_bytes(),
+                call,
+                late,
+                waiter,
+                move |reply| {
+                    let reply = reply?;
+                    let (reply, generation) = split_generation(cluster, &reply);
+                    let (verdict, breaker) =
+                        stacked::stacked_verdict_from_reply(reply, &limits).ok()?;
+                    remember(breaker);
+                    Some(checked(offence, rules, verdict, breaker, generation))
+                },
+            );
         }
+        // Refused by Redis until a moment still ahead: refused here, unless
+        // it pays (a spend must be global).
+        if offence == Offence::Unpaid {
+            if let Some(refused) = self.refuse_locally(subject, limit) {
+                return Poll::Ready(Reply::Checked(refused.checked));
+            }
+        }
+        // What this worker counted for the client goes first: Redis decides
+        // this request on every strike (the one reaching the threshold is
+        // Redis's to count).
+        self.send_batch_now(subject);
+        let asked_ms = monotonic_ms();
+        let refusal = self
+            .local
+            .is_some()
+            .then(|| refusal_key(self.scope, limit, subject.approx, subject.key));
+        // A request of a client whose check is on its way joins it: the
+        // call's answer decides it (coalesce.rs).
+        let coalesce = offence == Offence::Unpaid && !subject.approx;
+        let (late, waiter) = match (&refusal, coalesce) {
+            (Some(refusal), true) => match self.join(refusal, rules, late, waiter) {
+                Ok(()) => return Poll::Pending,
+                Err(late) => (late, waiter),
+            },
+            _ => (late, waiter),
+        };
+        let store = self.me.clone();
+        let tag = client_tag(subject.key);
+        let remember = self.block_keeper(subject.key, rules);
+        let (script, call) =
+            self.window_call(tag.as_bytes(), limit, subject.approx, offence, rules, 1);
+        let slot = generation::slot_of_tag(tag.as_bytes());
+        let group = refusal.clone().filter(|_| coalesce);
+        let opened = group.clone();
+        let owned_key = subject.key.to_vec();
+        // The tag alone hashes to the slot of every `{tag}` key (it holds no
+        // braces: hex, or `#` and hex).
+        let answered = Rc::new(Cell::new(false));
+        let (was_answered, releaser) = (answered.clone(), store.clone());
+        // The requests that joined this one are decided once it has its
+        // answer (the fallback's too, in arrival order).
+        let release = move || {
+            if let (Some(group), Some(store)) = (&group, releaser.upgrade()) {
+                store.release(group, &owned_key, limit, rules, was_answered.get());
+            }
+        };
+        let on_reply = move |reply: Option<Vec<i64>>| {
+            let reply = reply?;
+            // A Redis Cluster's refusal answers the slot's generation too.
+            let (reply, generation) = split_generation(cluster, &reply);
+            let decided = scripts::verdict_from_reply(reply, limit).ok();
+            answered.set(decided.is_some());
+            let store = store.upgrade();
+            if let Some(store) = &store {
+                store.note_slot_generation(slot, generation);
+            }
+            if let Some((verdict, breaker)) = decided {
+                // The strike that opened the breaker: the next request is
+                // blocked here, not refused once more.
+                let keep = opened_block(&breaker, rules).unwrap_or(breaker);
+                remember(keep);
+                if let (Some(refusal), Some(store)) = (&refusal, &store) {
+                    match (verdict.allowed, keep.block) {
+                        (false, Block::Clear) => {
+                            store.learn_refusal(refusal, &verdict, &breaker, asked_ms)
+                        }
+                        (_, Block::Clear) => {}
+                        // Once the block ends Redis decides again.
+                        _ => store.forget_refusal(refusal),
+                    }
+                }
+            }
+            let (verdict, breaker) = decided?;
+            // The script strikes a refused offence of an unblocked client.
+            let struck = offence != Offence::None
+                && !verdict.allowed
+                && breaker.block == Block::Clear
+                && rules.strikes.is_some();
+            Some(Reply::Checked(Checked {
+                verdict,
+                breaker,
+                struck,
+                generation,
+            }))
+        };
+        let poll = self.call_script_then(
+            script,
+            tag.as_bytes(),
+            call,
+            late,
+            waiter,
+            on_reply,
+            release,
+        );
+        if let (Poll::Pending, Some(refusal)) = (&poll, &opened) {
+            self.open_group(refusal, rules);
+        }
+        poll
+    }
+
+    /// The window script's call for `k` requests of one client.
+    fn window_call(
+        &self,
+        tag: &[u8],
+        limit: RateLimit,
+        approx: bool,
+        offence: Offence,
+        rules: BreakerRules,
+        k: u32,
+    ) -> (&'static str, ScriptCall) {
+        let seq = self.seq.get().wrapping_add(1);
+        self.seq.set(seq);
+        let prefix = self.prefix.as_bytes();
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
         // The exact log (a sorted set) or the counter (a hash).
-        let (script, sha, counted) = if subject.approx {
+        let cluster = self.cluster;
+        let [window_script, approx_script, _] = check_scripts(cluster);
+        let (script, sha, counted) = if approx {
             (approx_script, &self.approx_sha, ClientKey::Approx(limit))
         } else {
             (window_script, &self.window_sha, ClientKey::Window(limit))
         };
-        let mut call = ScriptCall::new(sha, 5 + usize::from(cluster), 8);
+        let mut call = ScriptCall::new(sha, 5 + usize::from(cluster), if k > 1 { 9 } else { 8 });
         call.push(key(counted))
             .push(key(ClientKey::Refused(limit)))
             .push(key(ClientKey::Strikes))
@@ -540,15 +737,10 @@ impl RedisStore {
             .num(ttl)
             .num(after)
             .num(ban);
-        // The tag alone hashes to the slot of every `{tag}` key (it holds no
-        // braces: hex, or `#` and hex).
-        self.call_script(script, tag, call, late, waiter, move |reply| {
-            let reply = reply?;
-            let (reply, generation) = split_generation(cluster, &reply);
-            let (verdict, breaker) = scripts::verdict_from_reply(reply, limit).ok()?;
-            remember(breaker);
-            Some(checked(offence, rules, verdict, breaker, generation))
-        })
+        if k > 1 {
+            call.num(k.into());
+        }
+        (script, call)
     }
 
     /// The call of the stacked script (`stacked::STACKED_SCRIPT`): every
@@ -590,7 +782,8 @@ impl RedisStore {
         call
     }
 
-    fn strike(&self, key: &[u8], rules: BreakerRules, late: Late, waiter: &mut NewWaiter) -> Poll {
+    fn strike(&self, subject: &Subject, late: Late, waiter: &mut NewWaiter) -> Poll {
+        let (key, rules) = (subject.key, subject.rules);
         if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
             return Poll::Ready(Reply::Struck(Struck {
                 breaker,
@@ -599,6 +792,10 @@ impl RedisStore {
         }
         let tag = client_tag(key);
         let remember = self.block_keeper(key, rules);
+        let refusal = single_limit(subject)
+            .filter(|_| self.local.is_some())
+            .map(|limit| refusal_key(self.scope, limit, subject.approx, key));
+        let store = self.me.clone();
         let mut call = ScriptCall::new(&self.strike_sha, 3, 4);
         self.breaker_keys(&mut call, tag.as_bytes());
         for rule in scripts::rules(rules) {
@@ -612,7 +809,15 @@ impl RedisStore {
             waiter,
             move |reply| {
                 let breaker = scripts::standing_from_reply(&reply?).ok()?;
-                remember(breaker);
+                // The strike that opened the breaker: blocked here from the
+                // next request on (not refused once more).
+                let keep = opened_block(&breaker, rules).unwrap_or(breaker);
+                remember(keep);
+                if let (Some(refusal), Some(store), false) =
+                    (&refusal, store.upgrade(), keep.block == Block::Clear)
+                {
+                    store.forget_refusal(refusal);
+                }
                 // The script strikes unless the client is blocked.
                 let struck = breaker.block == Block::Clear && rules.strikes.is_some();
                 Some(Reply::Struck(Struck { breaker, struck }))
@@ -636,6 +841,12 @@ impl RedisStore {
             self.queue_replay(&digest, spent_key, tag, expires_at_ms);
             return Poll::Ready(Reply::Spent(Spent::Replayed));
         }
+        // The strikes this worker counted for the client go first: the
+        // spend takes one of them back.
+        self.send_batch_now(subject);
+        let refusal = single_limit(subject)
+            .filter(|_| self.local.is_some())
+            .map(|limit| refusal_key(self.scope, limit, subject.approx, subject.key));
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
         // Within Redis's generation (a Redis Cluster: the slot's),
@@ -649,21 +860,28 @@ impl RedisStore {
             true => &generation::SLOT_GEN_SPEND_SCRIPT,
             false => &generation::GEN_SPEND_SCRIPT,
         };
-        let (script, sha, keys, args): (&'static str, _, _, _) = match in_generation {
-            Some(_) => (gen_spend, &self.gen_spend_sha, 5, 7),
-            None => (scripts::SPEND_SCRIPT, &self.spend_sha, 4, 6),
+        let (script, sha, args): (&'static str, _, _) = match in_generation {
+            Some(_) => (gen_spend, &self.gen_spend_sha, 7),
+            None => (scripts::SPEND_SCRIPT, &self.spend_sha, 6),
         };
-        let mut call = ScriptCall::new(sha, keys, args);
+        // KEYS[5] the generation (or, unused, the paid key again: one slot),
+        // KEYS[6] the spends waiting for their 429's strike.
+        let mut call = ScriptCall::new(sha, 6, args);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag.as_bytes());
+        let paid = |w: &mut Vec<u8>| {
+            keys::write(w, self.prefix.as_bytes(), tag.as_bytes(), ClientKey::Paid)
+        };
         match in_generation {
+            // A Redis Cluster: the generation of the client's slot.
             Some(_) if self.cluster => call.push(|w| {
                 let slot = generation::slot_of_tag(tag.as_bytes());
                 generation::write_slot_key(w, self.prefix.as_bytes(), slot);
             }),
             Some(_) => call.push(|w| w.extend_from_slice(self.gen_key.as_bytes())),
-            None => &mut call,
+            None => call.push(paid),
         };
+        call.push(paid);
         call.num(expires_at_ms.saturating_sub(now_ms).max(1));
         for rule in scripts::rules(subject.rules) {
             call.num(rule);
@@ -673,6 +891,7 @@ impl RedisStore {
             call.num(gen);
         }
         let store = self.me.clone();
+        let slot = generation::slot_of_tag(tag.as_bytes());
         let (queued_key, queued_tag) = (spent_key.clone(), tag.clone());
         let poll = self.call_script(
             script,
@@ -683,17 +902,20 @@ impl RedisStore {
             move |reply| {
                 let store = store.upgrade();
                 if let Some(stale) = reply.as_deref().filter(|r| generation::is_stale(r)) {
+                    let renewed = generation::stale_generation(stale);
                     // The generation is gone (a flush, a failover): what
                     // was spent in it is unknown, so this is not accepted
                     // (409 with a fresh challenge); the next challenges
                     // carry the new generation (a slot's is in the reply).
-                    if let Some(store) = store.filter(|s| !s.cluster) {
-                        store.generation.set(None);
-                        store.ask_generation();
+                    match store {
+                        Some(store) if store.cluster => store.note_slot_generation(slot, renewed),
+                        Some(store) => {
+                            store.generation.set(None);
+                            store.ask_generation();
+                        }
+                        None => {}
                     }
-                    return Some(Reply::Spent(Spent::Stale(generation::stale_generation(
-                        stale,
-                    ))));
+                    return Some(Reply::Spent(Spent::Stale(renewed)));
                 }
                 let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
                 let Some(spent) = spent else {
@@ -708,6 +930,11 @@ impl RedisStore {
                     // down (and not written to it yet, or dropped from the
                     // queue).
                     Spent::Accepted(breaker) => {
+                        if let (Some(local), Some(refusal)) =
+                            (store.as_ref().and_then(|s| s.local.as_ref()), &refusal)
+                        {
+                            local.refusal_forgiven(refusal, breaker.strikes);
+                        }
                         let (key, rules) = &forgive;
                         let first = store.is_none_or(|s| {
                             s.record_locally(&digest, expires_at_ms, now_ms, key, *rules)
@@ -740,6 +967,29 @@ impl RedisStore {
             poll => poll,
         }
     }
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.batch_timer.cancel();
+    }
+}
+
+/// The location's one limit; `None` without a limit or with stacked limits
+/// (those are decided in Redis: neither refused locally nor coalesced).
+fn single_limit(subject: &Subject) -> Option<RateLimit> {
+    match subject.limits.as_slice() {
+        [limit] => Some(*limit),
+        _ => None,
+    }
+}
+
+/// `limit` alone, as a subject's limits.
+fn one_limit(limit: RateLimit) -> Limits {
+    let mut limits = Limits::default();
+    // (One limit always fits.)
+    let _ = limits.push(limit, None);
+    limits
 }
 
 /// A check's answer from Redis: the scripts strike a refused offence of an

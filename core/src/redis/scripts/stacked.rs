@@ -21,8 +21,9 @@ use crate::limiter::{Limits, Verdict};
 /// Each limit is first read as it would be with this request counted;
 /// then the request is counted by every limit if all have room, else the
 /// first refusing limit (in order) records the refusal and the strike,
-/// and nothing is counted. Returns the one-limit reply ([`REPLY_LEN`]
-/// integers) of the limit that decided (the refusing one, else the one
+/// and nothing is counted. Returns the one-limit reply (its first
+/// [`ONE_LIMIT`] integers: not `struck`, a stacked check is never
+/// coalesced) of the limit that decided (the refusing one, else the one
 /// with fewest remaining, the first of equals), then its 0-based index.
 pub const STACKED_SCRIPT: &str = concat!(
     "-- pow-shield stacked limits (sliding-window log or counter) and circuit breaker",
@@ -125,8 +126,12 @@ return {0, s.remaining, s.reset, s.retry, over, strikes, 0, 0, tripped, refusing
 "#
 );
 
+/// Of the one-limit scripts' reply, the integers the stacked script
+/// returns (all but the last, `struck`).
+pub const ONE_LIMIT: usize = REPLY_LEN - 1;
+
 /// Integers the stacked script returns.
-pub const STACKED_REPLY_LEN: usize = REPLY_LEN + 1;
+pub const STACKED_REPLY_LEN: usize = ONE_LIMIT + 1;
 
 /// Decodes the stacked script's reply for `limits`: the verdict of the
 /// limit that decided, which `Verdict::limit` names.
@@ -140,7 +145,9 @@ pub fn stacked_verdict_from_reply(
     let limit = limits
         .get(usize::from(at))
         .ok_or(ReplyError::OutOfRange { index })?;
-    let (mut verdict, breaker) = verdict_from_reply(&reply[..REPLY_LEN], limit)?;
+    let mut one = [0i64; REPLY_LEN];
+    one[..ONE_LIMIT].copy_from_slice(&reply[..ONE_LIMIT]);
+    let (mut verdict, breaker) = verdict_from_reply(&one, limit)?;
     verdict.limit = at;
     Ok((verdict, breaker))
 }

@@ -10,7 +10,7 @@ const PER_MINUTE_60: RateLimit = RateLimit {
 #[test]
 fn admitted_reply_decodes_to_an_allowed_verdict() {
     let (v, breaker) =
-        verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
+        verdict_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
     assert_eq!(breaker, BreakerStatus::default());
     assert_eq!(
         v,
@@ -28,7 +28,7 @@ fn admitted_reply_decodes_to_an_allowed_verdict() {
 #[test]
 fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
     let (v, breaker) =
-        verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0, 0], PER_MINUTE_60).unwrap();
+        verdict_from_reply(&[0, 0, 12_345, 12_345, 1, 1, 0, 0, 0, 0], PER_MINUTE_60).unwrap();
     assert!(!v.allowed);
     assert_eq!(v.remaining, 0);
     assert_eq!(v.retry_after_ms, 12_345);
@@ -39,12 +39,12 @@ fn sixty_first_request_reply_decodes_to_rejected_with_retry_after() {
 
 #[test]
 fn blocked_and_banned_replies_decode() {
-    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900, 0], PER_MINUTE_60).unwrap();
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 5, 1, 900, 0, 0], PER_MINUTE_60).unwrap();
     assert_eq!((s.block, s.block_ms), (Block::Blocked, 900));
-    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5, 0], PER_MINUTE_60).unwrap();
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 0, 0, 2, 5, 0, 0], PER_MINUTE_60).unwrap();
     assert_eq!(s.block, Block::Banned);
     assert_eq!(
-        verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0, 0], PER_MINUTE_60),
+        verdict_from_reply(&[0, 0, 0, 0, 0, 0, 3, 0, 0, 0], PER_MINUTE_60),
         Err(ReplyError::OutOfRange { index: 6 })
     );
     assert_eq!(
@@ -67,7 +67,7 @@ fn blocked_and_banned_replies_decode() {
         standing_from_reply(&[4, 0, 0, 3]),
         Err(ReplyError::OutOfRange { index: 3 })
     );
-    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 1, 5, 0, 0, 1], PER_MINUTE_60).unwrap();
+    let (_, s) = verdict_from_reply(&[0, 0, 0, 0, 1, 5, 0, 0, 1, 0], PER_MINUTE_60).unwrap();
     assert_eq!(s.tripped, Some(Tripped::Opened));
 }
 
@@ -134,8 +134,8 @@ fn short_or_long_reply_is_an_error() {
         &[][..],
         &[1, 59, 0],
         &[1, 59, 0, 0],
-        &[1, 59, 0, 0, 0, 0, 0, 0],
-        &[1, 59, 0, 0, 0, 0, 0, 0, 0, 0],
+        &[1, 59, 0, 0, 0, 0, 0, 0, 0],
+        &[1, 59, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     ] {
         assert_eq!(
             verdict_from_reply(reply, PER_MINUTE_60),
@@ -150,7 +150,7 @@ fn short_or_long_reply_is_an_error() {
 #[test]
 fn negative_value_is_an_error_naming_its_position() {
     assert_eq!(
-        verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        verdict_from_reply(&[1, 59, -1, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
         Err(ReplyError::Negative { index: 2 })
     );
 }
@@ -158,7 +158,7 @@ fn negative_value_is_an_error_naming_its_position() {
 #[test]
 fn allowed_flag_other_than_0_or_1_is_an_error() {
     assert_eq!(
-        verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        verdict_from_reply(&[2, 59, 0, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
         Err(ReplyError::OutOfRange { index: 0 })
     );
 }
@@ -166,7 +166,7 @@ fn allowed_flag_other_than_0_or_1_is_an_error() {
 #[test]
 fn remaining_above_the_limit_is_an_error() {
     assert_eq!(
-        verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
+        verdict_from_reply(&[1, 61, 0, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60),
         Err(ReplyError::OutOfRange { index: 1 })
     );
 }
@@ -237,4 +237,144 @@ fn rules_are_four_integers_zero_when_off() {
         }),
     };
     assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
+}
+
+#[test]
+fn batch_replies_decode_to_the_refusals_and_the_breaker_after_the_batch() {
+    assert_eq!(
+        batch_from_reply(&[12, 5, 1, 60_000, 1]),
+        Ok((
+            12,
+            BreakerStatus {
+                strikes: 5,
+                block: Block::Blocked,
+                block_ms: 60_000,
+                tripped: Some(Tripped::Opened),
+            }
+        ))
+    );
+    assert_eq!(
+        batch_from_reply(&[3, 0, 0, 0]),
+        Err(ReplyError::WrongLength {
+            len: 4,
+            expected: 5
+        })
+    );
+    assert_eq!(
+        batch_from_reply(&[3, 0, 4, 0, 0]),
+        Err(ReplyError::OutOfRange { index: 2 })
+    );
+}
+
+#[test]
+fn a_batch_is_applied_once_and_strikes_as_the_window_script_would() {
+    // Only what the running total adds to what was applied of its run.
+    assert!(BATCH_SCRIPT.contains("if fresh then"));
+    assert!(BATCH_SCRIPT.contains("elseif lrun == run then n = total - ltotal end"));
+    assert!(BATCH_SCRIPT.contains(
+        "redis.call('SET', KEYS[k + 5], ARGV[a + 7] .. ' ' .. ARGV[a + 1], 'PX', 600000)"
+    ));
+    // Refusals in the window and unpaid strikes, n at once.
+    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[k + 1], n)"));
+    assert!(BATCH_SCRIPT.contains("threshold, ttl, after, ban, n, true)"));
+    // Not while blocked; the strike crossing the threshold trips.
+    assert!(
+        BATCH_SCRIPT.contains("if fresh and threshold > 0 and n > 0 then\n    if block == 0 then")
+    );
+    assert!(BATCH_SCRIPT.contains("if strikes < threshold or strikes - n >= threshold then"));
+    assert!(BATCH_SCRIPT.contains(breaker_lua!()));
+    assert_ne!(script_sha1(BATCH_SCRIPT), script_sha1(STRIKE_SCRIPT));
+}
+
+#[test]
+fn a_coalesced_call_admits_up_to_k_and_reports_the_rest() {
+    // 3 of 10 admitted, 2 refused with a strike (the second opened the
+    // breaker), the other 5 blocked.
+    let c = coalesced_from_reply(&[3, 0, 500, 500, 7, 5, 0, 0, 1, 2], PER_MINUTE_60, 10).unwrap();
+    assert_eq!((c.admitted, c.struck), (3, 2));
+    assert!(c.verdict.allowed);
+    assert_eq!((c.verdict.retry_after_ms, c.verdict.over), (500, 7));
+    assert_eq!(c.breaker.tripped, Some(Tripped::Opened));
+    assert_eq!(
+        coalesced_from_reply(&[11, 0, 0, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60, 10),
+        Err(ReplyError::OutOfRange { index: 0 })
+    );
+    assert_eq!(
+        coalesced_from_reply(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 8], PER_MINUTE_60, 10),
+        Err(ReplyError::OutOfRange { index: 9 })
+    );
+}
+
+#[test]
+fn the_window_script_admits_up_to_k_members_and_strikes_until_the_threshold() {
+    assert!(SLIDING_WINDOW_SCRIPT.contains("local k = tonumber(ARGV[9] or '1')"));
+    assert!(SLIDING_WINDOW_SCRIPT.contains("local admit = math.min(k, limit - count)"));
+    assert!(SLIDING_WINDOW_SCRIPT.contains("entries[2 * i] = ARGV[3] .. '.' .. i"));
+    assert!(SLIDING_WINDOW_SCRIPT.contains("struck = math.min(refused, threshold - strikes)"));
+    assert!(!APPROX_SCRIPT.contains("ARGV[9]"));
+}
+
+#[test]
+fn each_request_of_a_coalesced_call_gets_what_one_call_each_would_have_answered() {
+    use crate::limiter::breaker::StrikeRule;
+    let rules = BreakerRules {
+        strikes: Some(StrikeRule {
+            threshold: 5,
+            ttl_ms: 60_000,
+        }),
+        ban: None,
+    };
+    // 10 requests: 3 admitted (2 slots left after them), 2 struck (3 -> 5
+    // strikes, the last opens the breaker), 5 blocked.
+    let c = coalesced_from_reply(&[3, 2, 900, 800, 7, 5, 0, 0, 1, 2], PER_MINUTE_60, 10).unwrap();
+    let n = |i| c.nth(i, 10, rules);
+    assert_eq!(
+        [0, 1, 2].map(|i| (n(i).verdict.allowed, n(i).verdict.remaining)),
+        [(true, 4), (true, 3), (true, 2)]
+    );
+    assert_eq!(n(0).breaker.strikes, 3);
+    let (a, b) = (n(3), n(4));
+    assert!(!a.verdict.allowed && a.struck && b.struck);
+    assert_eq!((a.breaker.strikes, b.breaker.strikes), (4, 5));
+    assert_eq!(
+        (a.breaker.tripped, b.breaker.tripped),
+        (None, Some(Tripped::Opened))
+    );
+    // 7 refusals in the window after the call: the 7 refused, one by one.
+    assert_eq!((a.verdict.over, b.verdict.over), (1, 2));
+    assert_eq!(
+        (a.verdict.retry_after_ms, a.verdict.reset_after_ms),
+        (800, 900)
+    );
+    for i in 5..10 {
+        assert_eq!(n(i).breaker.block, Block::Blocked);
+        assert!(!n(i).struck);
+    }
+    // Strikes off: every refused request is a refusal, none blocked.
+    let off = coalesced_from_reply(&[0, 0, 900, 800, 4, 0, 0, 0, 0, 0], PER_MINUTE_60, 4).unwrap();
+    for i in 0..4 {
+        let got = off.nth(i, 4, BreakerRules::default());
+        assert_eq!(
+            (got.verdict.allowed, got.struck, got.breaker.block),
+            (false, false, Block::Clear)
+        );
+        assert_eq!(got.verdict.over, i + 1);
+    }
+}
+
+#[test]
+fn a_batch_call_for_several_clients_replies_five_integers_each() {
+    let two = batches_from_reply(&[3, 0, 0, 0, 0, 9, 5, 1, 60_000, 1], 2).unwrap();
+    assert_eq!(two.len(), 2);
+    assert_eq!(two[0].0, 3);
+    assert_eq!((two[1].0, two[1].1.block), (9, Block::Blocked));
+    assert!(batches_from_reply(&[3, 0, 0, 0, 0], 2).is_err());
+    assert_eq!(batch_text(b"3 0 0 0 0"), Some(vec![3, 0, 0, 0, 0]));
+    assert_eq!(batch_text(b"3 x"), None);
+    assert_eq!(batch_text(b""), None);
+    // 32 clients' worst-case reply fits a bulk string the node accepts.
+    let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
+    assert!(worst.len() <= crate::redis::command::MAX_BULK);
+    assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 6 - 1 do"));
+    assert!(SPEND_SCRIPT.contains("redis.call('INCR', KEYS[6])"));
 }

@@ -1,0 +1,353 @@
+//! Local refusals: never past `T`, the headers Redis would have sent, and
+//! the batching arithmetic.
+
+use super::*;
+use crate::limiter::breaker::{Block, StrikeRule};
+
+const STRIKES_5: BreakerRules = BreakerRules {
+    strikes: Some(StrikeRule {
+        threshold: 5,
+        ttl_ms: 60_000,
+    }),
+    ban: None,
+};
+
+fn redis_refused(retry_after_ms: u64, reset_after_ms: u64, over: u32) -> Verdict {
+    Verdict {
+        allowed: false,
+        remaining: 0,
+        reset_after_ms,
+        retry_after_ms,
+        over,
+        limit: 0,
+    }
+}
+
+fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> Refusal {
+    let mut r = Refusal::default();
+    let breaker = BreakerStatus {
+        strikes,
+        ..BreakerStatus::default()
+    };
+    r.learn(
+        &redis_refused(retry_after_ms, retry_after_ms, 1),
+        &breaker,
+        asked_ms,
+    )
+    .unwrap();
+    r
+}
+
+#[test]
+fn refused_just_before_t_and_never_at_or_after_it() {
+    let mut r = learnt(1_000, 500, 0);
+    r.acknowledged(0, 0, 0, 1_400);
+    assert!(r
+        .refuse(BreakerRules::default(), 1_499, false, true)
+        .is_some());
+    assert!(r
+        .refuse(BreakerRules::default(), 1_500, false, true)
+        .is_none());
+    assert!(r
+        .refuse(BreakerRules::default(), 1_501, false, true)
+        .is_none());
+    assert!(!r.holds(1_500));
+}
+
+#[test]
+fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
+    // Redis read its clock at or after 1_000: a slot frees at 1_000 + 500
+    // or later, so the node stops refusing at 1_500 at the latest.
+    let mut r = Refusal::default();
+    let t = r.learn(
+        &redis_refused(500, 500, 1),
+        &BreakerStatus::default(),
+        1_000,
+    );
+    assert_eq!(t, Some(1_500));
+}
+
+#[test]
+fn a_refusal_whose_reset_is_far_before_t_is_not_kept() {
+    // (The limit was lowered while the window held requests.)
+    let mut r = Refusal::default();
+    let far = redis_refused(100_000, 1_000, 1);
+    assert_eq!(r.learn(&far, &BreakerStatus::default(), 0), None);
+}
+
+#[test]
+fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
+    let mut r = learnt(0, 10_000, 0);
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS - 1, false, true)
+        .is_some());
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS, false, true)
+        .is_none());
+    // Still refused while Redis owes the node an answer (or is down).
+    assert!(r
+        .clone()
+        .refuse(BreakerRules::default(), FRESH_MS, true, true)
+        .is_some());
+    // A batch's answer renews it.
+    r.acknowledged(1, 2, 0, FRESH_MS);
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS + 1, false, true)
+        .is_some());
+}
+
+#[test]
+fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
+    let mut r = Refusal::default();
+    let asked = u64::from(u32::MAX) - 100;
+    r.learn(
+        &redis_refused(500, 500, 1),
+        &BreakerStatus::default(),
+        asked,
+    );
+    assert!(r
+        .refuse(BreakerRules::default(), asked + 200, false, true)
+        .is_some());
+    assert_eq!(
+        r.refuse(BreakerRules::default(), asked + 200, false, true)
+            .unwrap()
+            .checked
+            .verdict
+            .retry_after_ms,
+        300
+    );
+    assert!(r
+        .refuse(BreakerRules::default(), asked + 500, false, true)
+        .is_none());
+}
+
+#[test]
+fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
+    let mut r = Refusal::default();
+    // Redis: a slot frees in 800 ms, the oldest entry leaves in 300 ms.
+    r.learn(
+        &redis_refused(800, 300, 3),
+        &BreakerStatus::default(),
+        10_000,
+    );
+    let got = r
+        .refuse(BreakerRules::default(), 10_100, false, true)
+        .unwrap()
+        .checked;
+    assert_eq!(
+        got.verdict,
+        Verdict {
+            allowed: false,
+            remaining: 0,
+            reset_after_ms: 200,
+            retry_after_ms: 700,
+            over: 4,
+            limit: 0,
+        }
+    );
+    // Strikes off: no strike, nothing struck.
+    assert!(!got.struck);
+    assert_eq!(got.breaker, BreakerStatus::default());
+}
+
+#[test]
+fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
+    let mut r = learnt(0, 10_000, 1);
+    let mut last = 0;
+    // (within FRESH_MS of Redis's word)
+    for n in 1..=3u32 {
+        let got = r.refuse(STRIKES_5, 5, false, true).unwrap();
+        assert!(got.checked.struck);
+        assert_eq!(got.checked.breaker.strikes, 1 + n);
+        assert_eq!(got.checked.verdict.over, 1 + n);
+        assert!(got.checked.verdict.over > last);
+        last = got.checked.verdict.over;
+    }
+    assert_eq!(r.unsent, 3);
+}
+
+#[test]
+fn the_strike_that_would_reach_the_threshold_is_left_to_redis() {
+    // (Spends on other nodes may have taken back strikes this node counts.)
+    let mut r = learnt(0, 10_000, 3);
+    assert_eq!(
+        r.refuse(STRIKES_5, 1, false, true)
+            .unwrap()
+            .checked
+            .breaker
+            .strikes,
+        4
+    );
+    assert!(r.refuse(STRIKES_5, 2, false, true).is_none());
+    assert_eq!(r.unsent, 1);
+    // Redis down: refused here all the same (Redis counts it later).
+    assert_eq!(
+        r.refuse(STRIKES_5, 2, true, false)
+            .unwrap()
+            .checked
+            .breaker
+            .strikes,
+        5
+    );
+}
+
+#[test]
+fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
+    let mut r = learnt(0, 10_000, 0);
+    for _ in 0..5 {
+        r.refuse(BreakerRules::default(), 1, false, true);
+    }
+    assert_eq!((r.unsent, r.over), (5, 6));
+    // Redis took 3 of them; with another node's it now counts 10 refusals.
+    r.acknowledged(3, 10, 7, 2);
+    assert_eq!((r.unsent, r.over, r.strikes), (2, 12, 9));
+    // A new refusal from Redis keeps the two unsent.
+    r.learn(&redis_refused(100, 100, 11), &BreakerStatus::default(), 50);
+    assert_eq!((r.unsent, r.over), (2, 13));
+    r.forgiven(4);
+    assert_eq!(r.strikes, 6);
+}
+
+#[test]
+fn a_batch_holds_each_refusal_once_until_acknowledged() {
+    let mut b: Batches<&str> = Batches::default();
+    b.add(b"a", 2, || "ctx");
+    let (first, ctx) = b.take(b"a").unwrap();
+    assert_eq!((first.total, ctx), (2, "ctx"));
+    // On its way: nothing new to send; refusals taken later go in a
+    // second call while the first is still on its way.
+    assert_eq!(b.in_flight(), 1);
+    assert!(b.take(b"a").is_none());
+    b.add(b"a", 1, || unreachable!());
+    let (second, _) = b.take(b"a").unwrap();
+    assert_eq!((second.run, second.total), (first.run, 3));
+    assert_eq!(b.unacknowledged(), 3);
+    // Answers in any order acknowledge each refusal once.
+    assert_eq!(b.acknowledged(b"a", second), 3);
+    assert_eq!(b.acknowledged(b"a", first), 0);
+    assert_eq!(b.unacknowledged(), 0);
+    assert!(b.take(b"a").is_none());
+    b.settle(b"a");
+    assert!(b.is_empty());
+    // A new batch is a new run: Redis starts its total over.
+    b.add(b"a", 1, || "ctx");
+    let (third, _) = b.take(b"a").unwrap();
+    assert_eq!(third.total, 1);
+    assert!(third.run > first.run);
+}
+
+#[test]
+fn a_call_without_answer_is_covered_by_the_next() {
+    let mut b: Batches<()> = Batches::default();
+    b.add(b"a", 1, || ());
+    let (sent, _) = b.take(b"a").unwrap();
+    b.add(b"a", 1, || ());
+    b.failed(b"a", sent);
+    assert_eq!(b.in_flight(), 0);
+    let (again, _) = b.take(b"a").unwrap();
+    assert_eq!(
+        (again.run, again.total),
+        (sent.run, 2),
+        "the running total, all of it"
+    );
+    // A call overtaken by one that failed: the failed one's total goes again.
+    b.add(b"a", 1, || ());
+    let (third, _) = b.take(b"a").unwrap();
+    b.failed(b"a", third);
+    assert_eq!(b.acknowledged(b"a", again), 2);
+    assert_eq!(b.unacknowledged(), 1);
+    b.settle(b"a");
+    assert!(!b.is_empty(), "unacknowledged refusals are never dropped");
+    assert_eq!(b.take(b"a").map(|(s, _)| s.total), Some(3));
+    assert_eq!(b.drop_all(), 1);
+    assert!(b.is_empty());
+}
+
+#[test]
+fn every_worker_takes_what_the_zone_holds_once() {
+    let mut r = learnt(0, 10_000, 0);
+    for now in 1..=3 {
+        assert!(r.refuse(STRIKES_5, now, false, true).is_some());
+    }
+    assert_eq!((r.pending, r.unsent, r.strikes), (3, 3, 3));
+    assert!(!r.disposable());
+    assert_eq!(r.take_pending(), 3);
+    assert_eq!(r.take_pending(), 0, "taken by one worker only");
+    assert!(r.disposable());
+    // Taken is not acknowledged: the counts stay until Redis has them.
+    assert_eq!(r.unsent, 3);
+    r.acknowledged(3, 0, 3, 10);
+    assert_eq!((r.unsent, r.strikes), (0, 3));
+}
+
+#[test]
+fn a_released_refusal_asks_redis_and_keeps_its_counts() {
+    let mut r = learnt(0, 10_000, 0);
+    assert!(r.refuse(STRIKES_5, 1, false, true).is_some());
+    r.release(1);
+    assert!(!r.holds(2));
+    assert!(r.refuse(STRIKES_5, 2, true, true).is_none());
+    assert_eq!(r.take_pending(), 1);
+}
+
+#[test]
+fn clients_and_limits_batch_apart() {
+    let l = |requests| RateLimit {
+        requests,
+        window_ms: 1_000,
+    };
+    assert_ne!(
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(2), false, b"a")
+    );
+    assert_ne!(
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(1), true, b"a")
+    );
+    assert_ne!(
+        refusal_key(7, l(1), false, b"a"),
+        refusal_key(7, l(1), false, b"b")
+    );
+}
+
+#[test]
+fn the_strike_that_trips_leaves_a_block_for_the_node_to_keep() {
+    use crate::limiter::breaker::BanRule;
+    let tripped = |t| BreakerStatus {
+        strikes: 5,
+        tripped: t,
+        ..BreakerStatus::default()
+    };
+    assert_eq!(opened_block(&tripped(None), STRIKES_5), None);
+    let b = opened_block(&tripped(Some(Tripped::Opened)), STRIKES_5).unwrap();
+    assert_eq!(
+        (b.block, b.block_ms, b.strikes),
+        (Block::Blocked, 60_000, 5)
+    );
+    let banning = BreakerRules {
+        ban: Some(BanRule {
+            after: 3,
+            ttl_ms: 86_400_000,
+        }),
+        ..STRIKES_5
+    };
+    let b = opened_block(&tripped(Some(Tripped::Banned)), banning).unwrap();
+    assert_eq!((b.block, b.block_ms), (Block::Banned, 86_400_000));
+}
+
+#[test]
+fn refusals_of_another_redis_or_prefix_never_apply() {
+    let l = RateLimit {
+        requests: 1,
+        window_ms: 1_000,
+    };
+    let a = scope(&[b"127.0.0.1:6379", b"pow:"]);
+    assert_ne!(a, scope(&[b"127.0.0.1:6379", b"v2:"]));
+    assert_ne!(a, scope(&[b"127.0.0.1:6379p", b"ow:"]));
+    assert_ne!(
+        refusal_key(a, l, false, b"k"),
+        refusal_key(a + 1, l, false, b"k")
+    );
+    // An IPv4 client key stays inline in a zone entry (32 bytes).
+    assert!(refusal_key(a, l, false, &[1, 2, 3, 4]).len() <= crate::store::INLINE_KEY);
+}

@@ -1,0 +1,228 @@
+//! Coalescing (docs/operations.md, "What is decided where"): while a
+//! client's check is on its way to Redis, the client's further unpaid
+//! requests (same limit, exact window) join it instead of sending their
+//! own. When its answer comes, a refusal leaves `T` in the zone and the
+//! joined requests are refused locally; otherwise they go together in one
+//! call for `k` requests (the script admits up to the free slots and
+//! reports the rest), which later requests join in turn. A burst of one
+//! client costs one or two script calls, not one per request.
+
+use core::cell::RefCell;
+use std::rc::Rc;
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::{Late, RedisStore};
+use crate::ffi::monotonic_ms;
+use crate::redis::client::Unavailable;
+use crate::redis::router::Rebuild;
+use crate::store::NewWaiter;
+use crate::store::Waiter;
+use pow_shield_core::limiter::breaker::{Block, BreakerRules};
+use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::generation;
+use pow_shield_core::redis::script_call;
+use pow_shield_core::redis::scripts::{self, MAX_COALESCED};
+use pow_shield_core::store::refusals::opened_block;
+use pow_shield_core::store::{Checked, Offence, Op, Reply, Subject};
+
+/// The requests waiting for a client's check on its way.
+pub(super) struct Group {
+    rules: BreakerRules,
+    joiners: Vec<(Rc<Waiter>, Late)>,
+}
+
+type Joiners = Rc<RefCell<Vec<(Rc<Waiter>, Late)>>>;
+
+impl RedisStore {
+    /// Joins the check of `refusal` on its way, if there is one for the
+    /// same rules with room: the request then waits for it. `Err`: none;
+    /// the request asks on its own.
+    pub(super) fn join(
+        &self,
+        refusal: &[u8],
+        rules: BreakerRules,
+        late: Late,
+        waiter: &mut NewWaiter,
+    ) -> Result<(), Late> {
+        let Ok(mut groups) = self.groups.try_borrow_mut() else {
+            return Err(late);
+        };
+        match groups.get_mut(refusal) {
+            Some(group) if group.rules == rules => {
+                group.joiners.push((waiter(), late));
+                Ok(())
+            }
+            _ => Err(late),
+        }
+    }
+
+    /// A check of `refusal` is on its way: later requests join it (unless
+    /// they already join another one).
+    pub(super) fn open_group(&self, refusal: &[u8], rules: BreakerRules) {
+        if let Ok(mut groups) = self.groups.try_borrow_mut() {
+            groups.entry(refusal.to_vec()).or_insert(Group {
+                rules,
+                joiners: Vec::new(),
+            });
+        }
+    }
+
+    /// The check of `refusal` was answered (`answered`) or failed: the
+    /// requests that joined it are decided, by what the answer left in the
+    /// zone (a block, a refusal until `T`), or together in one more call;
+    /// after a failure each is asked of the fallback, as a late failure is.
+    pub(super) fn release(
+        &self,
+        refusal: &[u8],
+        key: &[u8],
+        limit: RateLimit,
+        rules: BreakerRules,
+        answered: bool,
+    ) {
+        let group = match self.groups.try_borrow_mut() {
+            Ok(mut groups) => groups.remove(refusal),
+            Err(_) => None,
+        };
+        let Some(group) = group else {
+            return;
+        };
+        let subject = Subject {
+            key,
+            limits: super::one_limit(limit),
+            approx: false,
+            rules,
+        };
+        let mut rest = Vec::new();
+        for (waiter, late) in group.joiners {
+            // A request gone meanwhile is neither counted nor struck.
+            if !waiter.is_waiting() {
+                continue;
+            }
+            if !answered {
+                waiter.deliver(late.reply());
+            } else if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
+                waiter.deliver(Reply::Checked(Checked {
+                    breaker,
+                    ..Checked::default()
+                }));
+            } else if let Some(refused) = self.refuse_locally(&subject, limit) {
+                waiter.deliver(Reply::Checked(refused.checked));
+            } else {
+                rest.push((waiter, late));
+            }
+        }
+        if rest.is_empty() {
+            return;
+        }
+        // Later requests join these calls (sent in order on one
+        // connection: each decides what the previous ones left).
+        self.open_group(refusal, rules);
+        let mut sent = false;
+        while !rest.is_empty() {
+            let chunk: Vec<_> = rest.drain(..rest.len().min(MAX_COALESCED)).collect();
+            sent |= self.check_together(refusal, key, limit, rules, chunk);
+        }
+        // Nothing on its way: nothing to join.
+        if !sent {
+            if let Ok(mut groups) = self.groups.try_borrow_mut() {
+                groups.remove(refusal);
+            }
+        }
+    }
+
+    /// One call of the window script for the unpaid requests of one client
+    /// in `joiners` (in arrival order); `false` if it could not be sent
+    /// (each was then asked of the fallback).
+    fn check_together(
+        &self,
+        refusal: &[u8],
+        key: &[u8],
+        limit: RateLimit,
+        rules: BreakerRules,
+        joiners: Vec<(Rc<Waiter>, Late)>,
+    ) -> bool {
+        let k = joiners.len() as u32;
+        let tag = client_tag(key);
+        let (script, call) =
+            self.window_call(tag.as_bytes(), limit, false, Offence::Unpaid, rules, k);
+        let (evalsha, shared) = call.finish();
+        let copy = evalsha.clone();
+        let eval: Rebuild = Rc::new(move || script_call::eval(&copy, shared, script));
+        let asked_ms = monotonic_ms();
+        let joiners: Joiners = Rc::new(RefCell::new(joiners));
+        let waiting = joiners.clone();
+        let store = self.me.clone();
+        let remember = self.block_keeper(key, rules);
+        let (owned_refusal, owned_key) = (refusal.to_vec(), key.to_vec());
+        let (cluster, slot) = (self.cluster, generation::slot_of_tag(tag.as_bytes()));
+        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
+            let reply = frame.as_ref().and_then(integers).unwrap_or_default();
+            // A Redis Cluster's refusal answers the slot's generation too.
+            let (reply, generation) = super::split_generation(cluster, &reply);
+            let decided = scripts::coalesced_from_reply(reply, limit, k).ok();
+            let joiners = waiting.take();
+            let Some(store) = store.upgrade() else {
+                return;
+            };
+            store.note_slot_generation(slot, generation);
+            match decided {
+                Some(c) => {
+                    if c.breaker.block != Block::Clear {
+                        remember(c.breaker);
+                        store.forget_refusal(&owned_refusal);
+                    } else if let Some(block) = opened_block(&c.breaker, rules) {
+                        // The breaker opened in this call: the requests
+                        // after it are blocked, and so are the next ones.
+                        remember(block);
+                        store.forget_refusal(&owned_refusal);
+                    } else if c.admitted < k {
+                        store.learn_refusal(&owned_refusal, &c.verdict, &c.breaker, asked_ms);
+                    }
+                    for (i, (waiter, _)) in joiners.into_iter().enumerate() {
+                        let checked = Checked {
+                            generation,
+                            ..c.nth(i as u32, k, rules)
+                        };
+                        waiter.deliver(Reply::Checked(checked));
+                    }
+                }
+                None => {
+                    for (waiter, late) in joiners {
+                        if waiter.is_waiting() {
+                            waiter.deliver(late.reply());
+                        }
+                    }
+                }
+            }
+            store.release(&owned_refusal, &owned_key, limit, rules, decided.is_some());
+        });
+        let Err(unavailable) = self
+            .router
+            .submit(tag.as_bytes(), evalsha, Some(eval), on_reply)
+        else {
+            return true;
+        };
+        // Not sent. Down: decided as a late failure is (the fallback);
+        // busy: by the zone whatever pow_shield_fail says, as a request
+        // that finds the queue full is.
+        let subject = Subject {
+            key,
+            limits: super::one_limit(limit),
+            approx: false,
+            rules,
+        };
+        let op = Op::Check {
+            offence: Offence::Unpaid,
+        };
+        for (waiter, late) in joiners.take() {
+            let reply = match (unavailable, &self.local) {
+                (Unavailable::Busy, Some(zone)) => zone.run(op, &subject, crate::store::now()),
+                _ => late.reply(),
+            };
+            waiter.deliver(reply);
+        }
+        false
+    }
+}
