@@ -117,19 +117,20 @@ impl RedisStore {
     /// ahead: refused here, its strike counted now and sent later.
     pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
         let local = self.local.as_ref()?;
-        // A Redis Cluster: the challenge carries the slot's generation, so
-        // only once this worker knows it (else Redis decides, and says it).
-        let generation = match self.cluster {
+        let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
+        // Redis owes this worker an answer for the client, or is down:
+        // what it said last still holds (asking would only wait).
+        let redis_up = self.router.is_healthy();
+        // A Redis Cluster that answers: the challenge carries the slot's
+        // generation, so only once this worker knows it (else Redis
+        // decides, and says it). Down: the node's own (`challenge_generation`).
+        let generation = match self.cluster && redis_up {
             true => {
                 let tag = client_tag(subject.key);
                 Some(self.slot_generation(generation::slot_of_tag(tag.as_bytes()))?)
             }
             false => None,
         };
-        let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
-        // Redis owes this worker an answer for the client, or is down:
-        // what it said last still holds (asking would only wait).
-        let redis_up = self.router.is_healthy();
         let stale_ok = !redis_up
             || self
                 .batches
