@@ -7,6 +7,8 @@
 #   green      one client under a 1,000,000/s limit
 #   over1      one client over its limit (1 per day): every request a 429
 #   over2000   2,000 clients in rotation, all over their limits
+#   over2000r  the same under a rising price (`pow_shield_difficulty 1 max=8`:
+#              Redis must count every refusal, so the node's batches carry them)
 #
 # for this build and, with BENCH_BASELINE_MODULE (and the nginx it was
 # built with, BENCH_BASELINE_NGINX), for another build in the same run;
@@ -98,6 +100,7 @@ write_conf() { # <dir> <port> <stock port or empty>
         pow_shield_log_level info;
         location = /green.json { pow_shield_limit 1000000 1s; alias $TMP/html/api.json; }
         location = /api.json { pow_shield_limit 1 1d; }
+        location = /rise.json { pow_shield_limit 1 1d; pow_shield_difficulty 1 max=8; alias $TMP/html/api.json; }
     }
 }
 EOF
@@ -136,6 +139,7 @@ end
 local i = 0
 request = function() i = i % n + 1; return reqs[i] end
 EOF
+sed 's|/api.json|/rise.json|' "$TMP/rotate.lua" >"$TMP/rotate_rise.lua"
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
@@ -153,12 +157,13 @@ run_case() {
         green) uri=/green.json args=(-H 'X-Client: green') ;;
         over1) args=(-H 'X-Client: over') ;;
         over2000) args=(-s "$TMP/rotate.lua") ;;
+        over2000r) uri=/rise.json args=(-s "$TMP/rotate_rise.lua") ;;
     esac
     pin "$WRK_CPU" timeout $((secs + 10)) "$WRK" -t1 -c"$CONNS" -d"${secs}s" "${args[@]}" \
         "http://127.0.0.1:$port$uri" >"$out" 2>&1 || die "wrk failed ($build $case): $(tail -3 "$out")"
 }
 
-CASES=${BENCH_FLOOD_CASES:-stock green over1 over2000}
+CASES=${BENCH_FLOOD_CASES:-stock green over1 over2000 over2000r}
 declare -A RPS NG RD CALLS
 for _round in $(seq "$ROUNDS"); do
     for build in $BUILDS; do

@@ -60,10 +60,23 @@ my $conf = http_conf(<<'EOF', workers => 1);
             pow_shield_limit 1 2s;
             pow_shield_strikes off;
         }
+
+        # no strikes, a fixed price: Redis has nothing to learn of a 429
+        location /quiet/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+        }
+
+        # no strikes, a rising price: Redis counts the refusals
+        location /quietrise/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes off;
+            pow_shield_difficulty 1 max=8;
+        }
     }
 EOF
 
-my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api block rise slide co);
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api block rise slide co quiet quietrise);
 my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
     files => \%files)->nodes;
 
@@ -220,9 +233,9 @@ SKIP: {
     my $sa = $z->[1];
     skip 'no score for A in Redis', 5 unless defined $sa;
     is(get($n1, 'sl', 'slide')->status, 429, 'slide: B refused by Redis');
-    # the client keeps trying (every 50 ms): the node refuses it, and
-    # each batch renews Redis's word on it (older than 500 ms, the node
-    # would ask Redis again)
+    # the client keeps trying (every 50 ms): the node refuses it (no
+    # strikes, a fixed price: nothing Redis hears of changes the answer
+    # before T, so the node never asks again)
     my @r;
     while (redis_ms() < $sa + 1850) {
         push @r, get($n1, 'sl', 'slide');
@@ -238,6 +251,31 @@ SKIP: {
     my $r = get($n1, 'sl', 'slide');
     is($r->status, 200, 'slide: just after T: admitted (the node never refuses past T)')
         or diag("Redis ms " . redis_ms() . ", A at $sa");
+}
+
+# without strikes or a rising price a local refusal costs Redis nothing: no
+# batch; with a rising price its count reaches Redis (the price on other
+# nodes rises with it)
+
+{
+    my @rs = map { get($n1, 'q', 'quiet') } 1 .. 2;
+    is(statuses(@rs), '200 429', 'quiet: 1 admitted, then refused by Redis');
+    my $calls = script_calls();
+    push @rs, get($n1, 'q', 'quiet') for 1 .. 30;
+    Time::HiRes::sleep(0.3);
+    is(count(429, @rs[2 .. $#rs]), 30, 'quiet: 30 more refused by the node');
+    is(script_calls() - $calls, 0, 'quiet: without strikes or a rising price: no script call');
+    is(redis_int(client_key('q', 'o', 1, 3600000)), 1,
+        '... Redis counts only the refusal it decided');
+
+    @rs = map { get($n1, 'qr', 'quietrise') } 1 .. 32;
+    is(count(429, @rs), 31, 'quietrise: 1 admitted, 31 refused');
+    ok(eventually(10, sub { redis_int(client_key('qr', 'o', 1, 3600000)) == 31 }),
+        'quietrise: a rising price: Redis counts all 31 refusals')
+        or diag('refusals in Redis: ' . redis_int(client_key('qr', 'o', 1, 3600000)));
+    my $d = (decode_token(get($n2, 'qr', 'quietrise')->header('X-PoW-Challenge')) || {})
+        ->{payload}{difficulty};
+    is($d, 6, 'quietrise: node B prices the client by every refusal (1 + log2(32))');
 }
 
 # coalescing: 50 requests of one client at once on one node (one worker)

@@ -71,6 +71,7 @@ fn decide(r: &mut Request) -> Status {
         limits: policy.limits,
         approx: policy.approx,
         rules: policy.breaker,
+        rising: policy.difficulty.rises(),
     };
     let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {

@@ -153,14 +153,19 @@ impl ShmStore {
         now_ms: u64,
         stale_ok: bool,
         redis_up: bool,
+        rising: bool,
     ) -> Option<Refused> {
         let key = TableKey::new(&[refusal]);
         self.zone.with_locked(|zone, alloc| {
             zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
             let entry = zone.refusals.get(&key)?;
-            let refused = entry.refusal().refuse(rules, now_ms, stale_ok, redis_up)?;
+            let refused = entry
+                .refusal()
+                .refuse(rules, now_ms, (stale_ok, redis_up), rising)?;
             // Kept past `T` until a worker took the refusal.
-            entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+            if !entry.refusal().disposable() {
+                entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+            }
             Some(refused)
         })
     }

@@ -56,6 +56,11 @@ impl DifficultyRule {
     /// (twice the work). A client that keeps going at twice its limit pays
     /// one step more, at four times two steps, at eight times three; every
     /// two strikes add one.
+    /// Whether the price rises with abuse (`max=` above the base).
+    pub fn rises(&self) -> bool {
+        self.max > self.base
+    }
+
     pub fn for_client(&self, strikes: u32, over: u32, limit: u32) -> u8 {
         let times_over = over / limit.max(1);
         let by_volume = (times_over.saturating_add(1)).ilog2();

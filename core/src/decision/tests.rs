@@ -65,6 +65,7 @@ impl FakeStore {
             limits: rules.limits,
             approx: false,
             rules: rules.breaker,
+            rising: false,
         };
         let mut decision = Decision::new(rules, payment, key.is_empty());
         let mut reply = None;
@@ -278,6 +279,7 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
             limits: rules().limits,
             approx: false,
             rules: rules().breaker,
+            rising: false,
         };
         let Next::Ask(check) = decision.next(None, || false) else {
             panic!("a check first");
@@ -470,6 +472,7 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
         limits: rules().limits,
         approx: false,
         rules: rules().breaker,
+        rising: false,
     };
     let mut decision = Decision::new(rules(), VALID(3), false);
     let checked = Reply::Checked(Checked {
@@ -504,6 +507,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
         limits: rules().limits,
         approx: false,
         rules: rules().breaker,
+        rising: false,
     };
     let mut decision = Decision::new(rules(), VALID(7), false);
     let Next::Ask(check) = decision.next(None, || false) else {

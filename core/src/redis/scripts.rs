@@ -354,17 +354,24 @@ for i = 0, #KEYS / 6 - 1 do
   -- call (its entry gone, so all applied) and a total already applied add
   -- nothing. Without a record of the run (a later run, or Redis lost it),
   -- what the worker knows was applied (ARGV[a + 8]) is the start.
+  -- (Written first and read back in one call: the record goes back as it
+  -- was in the rare case that this call is the older one.)
   local n = total - tonumber(ARGV[a + 8])
-  local last = redis.call('GET', KEYS[k + 5])
+  local last = redis.call('SET', KEYS[k + 5], ARGV[a + 7] .. ' ' .. ARGV[a + 1], 'PX', '600000',
+    'GET')
   if last then
     local lrun, ltotal = string.match(last, '^(%d+) (%d+)$')
     lrun, ltotal = tonumber(lrun), tonumber(ltotal)
-    if lrun and lrun > run then n = 0 elseif lrun == run then n = total - ltotal end
+    if lrun and (lrun > run or (lrun == run and ltotal >= total)) then
+      redis.call('SET', KEYS[k + 5], last, 'PX', '600000')
+      n = 0
+    elseif lrun == run then
+      n = total - ltotal
+    end
   end
   local fresh = n > 0
   local over
   if fresh then
-    redis.call('SET', KEYS[k + 5], ARGV[a + 7] .. ' ' .. ARGV[a + 1], 'PX', 600000)
     over = redis.call('INCRBY', KEYS[k + 1], n)
     if over == n then redis.call('PEXPIRE', KEYS[k + 1], window) end
   else

@@ -111,6 +111,10 @@ pub struct Subject<'a> {
     /// Count with the approximate sliding-window counter (Redis only).
     pub approx: bool,
     pub rules: BreakerRules,
+    /// The location's difficulty rises with a client's refusals: Redis
+    /// must count every one (cluster mode's local refusals report them
+    /// even with strikes off).
+    pub rising: bool,
 }
 
 /// The two clocks of a store: buckets and breakers run on a monotonic clock

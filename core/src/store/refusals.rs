@@ -20,6 +20,11 @@ use crate::store::Checked;
 /// strikes to Redis (and sooner when they reach the strike threshold).
 pub const BATCH_MS: u64 = 100;
 
+/// How often a client's refusals go to Redis when they are no strikes
+/// (`pow_shield_strikes off`) and only a rising price reads their count:
+/// the price on other nodes follows within this, at a tenth of the calls.
+pub const PRICE_BATCH_MS: u64 = 1_000;
+
 /// How old Redis's word on a refused client may be for the node to refuse
 /// it alone: older, the next request asks Redis (which may have heard of
 /// other nodes' strikes, a block, a ban). A flooding client's word is
@@ -116,27 +121,36 @@ impl Refusal {
     /// down: asking it would only wait): ask Redis.
     /// `redis_up`: Redis takes commands (else the strike reaching the
     /// threshold is refused here too: Redis counts it with the batch).
+    /// The refusal is left for a worker to send (`pending`) only if Redis
+    /// needs it: it is a strike, or `rising` difficulty reads the count.
     pub fn refuse(
         &mut self,
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok: bool,
-        redis_up: bool,
+        (stale_ok, redis_up): (bool, bool),
+        rising: bool,
     ) -> Option<Refused> {
-        if !self.holds(now_ms) || !(stale_ok || self.fresh(now_ms)) || self.pending == u16::MAX {
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        // Without strikes only `T` matters: nothing Redis hears of since
+        // (there is no block to learn) changes the answer; a rising price
+        // follows what other nodes counted with each batch's answer.
+        let reported = threshold > 0 || rising;
+        let stale = threshold > 0 && !(stale_ok || self.fresh(now_ms));
+        if !self.holds(now_ms) || stale || self.pending == u16::MAX {
             return None;
         }
         // The strike that would reach the threshold is Redis's to count,
         // with every strike the node counted (the worker asking takes them
         // along): spends on other nodes may have taken back strikes this
         // node still counts (a paying client is never blocked for them).
-        let threshold = rules.strikes.map_or(0, |s| s.threshold);
         if redis_up && threshold > 0 && self.strikes.saturating_add(1) >= threshold {
             return None;
         }
         self.over = self.over.saturating_add(1);
-        self.unsent = self.unsent.saturating_add(1);
-        self.pending = self.pending.saturating_add(1);
+        if reported {
+            self.unsent = self.unsent.saturating_add(1);
+            self.pending = self.pending.saturating_add(1);
+        }
         let retry_after_ms = self.to_t(now_ms) as u64;
         let verdict = Verdict {
             allowed: false,
@@ -216,6 +230,8 @@ pub struct Batch<C> {
     acked: u64,
     /// The highest total submitted and waiting for its reply.
     in_flight: Option<u64>,
+    /// When the last call for it was taken (monotonic ms).
+    sent_ms: Option<u64>,
 }
 
 /// A batch call on its way to Redis: the run, and the running total it
@@ -263,6 +279,7 @@ impl<C: Clone> Batches<C> {
                         taken: n.into(),
                         acked: 0,
                         in_flight: None,
+                        sent_ms: None,
                     },
                 );
             }
@@ -277,11 +294,16 @@ impl<C: Clone> Batches<C> {
         }
     }
 
-    /// Every key with refusals that no call on its way carries.
-    pub fn due(&self) -> Vec<Vec<u8>> {
+    /// Every key with refusals that no call on its way carries, and whose
+    /// last call was taken at least `every(context)` ms before `now_ms`.
+    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<Vec<u8>> {
         self.batches
             .iter()
             .filter(|(_, b)| b.taken > b.in_flight.unwrap_or(0).max(b.acked))
+            .filter(|(_, b)| {
+                b.sent_ms
+                    .is_none_or(|sent| now_ms.saturating_sub(sent) >= every(&b.context))
+            })
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -298,13 +320,14 @@ impl<C: Clone> Batches<C> {
 
     /// The call to submit now for `key`, if it has refusals that no call
     /// on its way carries (a call that failed is covered by the next).
-    pub fn take(&mut self, key: &[u8]) -> Option<(Sending, C)> {
+    pub fn take(&mut self, key: &[u8], now_ms: u64) -> Option<(Sending, C)> {
         let batch = self.batches.get_mut(key)?;
         let covered = batch.in_flight.unwrap_or(batch.acked);
         if batch.taken <= covered.max(batch.acked) {
             return None;
         }
         batch.in_flight = Some(batch.taken);
+        batch.sent_ms = Some(now_ms);
         Some((
             Sending {
                 run: batch.run,

@@ -22,6 +22,7 @@ fn subject(rules: BreakerRules) -> Subject<'static> {
         }),
         approx: false,
         rules,
+        rising: false,
     }
 }
 

@@ -30,6 +30,8 @@ use pow_shield_core::store::{Checked, Offence, Op, Reply, Subject};
 /// The requests waiting for a client's check on its way.
 pub(super) struct Group {
     rules: BreakerRules,
+    /// The joiners' `Subject::rising`.
+    rising: bool,
     joiners: Vec<(Rc<Waiter>, Late)>,
 }
 
@@ -43,6 +45,7 @@ impl RedisStore {
         &self,
         refusal: &[u8],
         rules: BreakerRules,
+        rising: bool,
         late: Late,
         waiter: &mut NewWaiter,
     ) -> Result<(), Late> {
@@ -50,7 +53,7 @@ impl RedisStore {
             return Err(late);
         };
         match groups.get_mut(refusal) {
-            Some(group) if group.rules == rules => {
+            Some(group) if group.rules == rules && group.rising == rising => {
                 group.joiners.push((waiter(), late));
                 Ok(())
             }
@@ -60,10 +63,11 @@ impl RedisStore {
 
     /// A check of `refusal` is on its way: later requests join it (unless
     /// they already join another one).
-    pub(super) fn open_group(&self, refusal: &[u8], rules: BreakerRules) {
+    pub(super) fn open_group(&self, refusal: &[u8], rules: BreakerRules, rising: bool) {
         if let Ok(mut groups) = self.groups.try_borrow_mut() {
             groups.entry(refusal.to_vec()).or_insert(Group {
                 rules,
+                rising,
                 joiners: Vec::new(),
             });
         }
@@ -88,11 +92,13 @@ impl RedisStore {
         let Some(group) = group else {
             return;
         };
+        let rising = group.rising;
         let subject = Subject {
             key,
             limits: super::one_limit(limit),
             approx: false,
             rules,
+            rising,
         };
         let mut rest = Vec::new();
         for (waiter, late) in group.joiners {
@@ -118,11 +124,11 @@ impl RedisStore {
         }
         // Later requests join these calls (sent in order on one
         // connection: each decides what the previous ones left).
-        self.open_group(refusal, rules);
+        self.open_group(refusal, rules, rising);
         let mut sent = false;
         while !rest.is_empty() {
             let chunk: Vec<_> = rest.drain(..rest.len().min(MAX_COALESCED)).collect();
-            sent |= self.check_together(refusal, key, limit, rules, chunk);
+            sent |= self.check_together(refusal, key, limit, (rules, rising), chunk);
         }
         // Nothing on its way: nothing to join.
         if !sent {
@@ -140,7 +146,7 @@ impl RedisStore {
         refusal: &[u8],
         key: &[u8],
         limit: RateLimit,
-        rules: BreakerRules,
+        (rules, rising): (BreakerRules, bool),
         joiners: Vec<(Rc<Waiter>, Late)>,
     ) -> bool {
         let k = joiners.len() as u32;
@@ -212,6 +218,7 @@ impl RedisStore {
             limits: super::one_limit(limit),
             approx: false,
             rules,
+            rising,
         };
         let op = Op::Check {
             offence: Offence::Unpaid,

@@ -616,10 +616,12 @@ impl RedisStore {
         // call's answer decides it (coalesce.rs).
         let coalesce = offence == Offence::Unpaid && !subject.approx;
         let (late, waiter) = match (&refusal, coalesce) {
-            (Some(refusal), true) => match self.join(refusal, rules, late, waiter) {
-                Ok(()) => return Poll::Pending,
-                Err(late) => (late, waiter),
-            },
+            (Some(refusal), true) => {
+                match self.join(refusal, rules, subject.rising, late, waiter) {
+                    Ok(()) => return Poll::Pending,
+                    Err(late) => (late, waiter),
+                }
+            }
             _ => (late, waiter),
         };
         let store = self.me.clone();
@@ -691,7 +693,7 @@ impl RedisStore {
             release,
         );
         if let (Poll::Pending, Some(refusal)) = (&poll, &opened) {
-            self.open_group(refusal, rules);
+            self.open_group(refusal, rules, subject.rising);
         }
         poll
     }
@@ -1067,6 +1069,7 @@ struct Copied {
     limits: Limits,
     approx: bool,
     rules: BreakerRules,
+    rising: bool,
 }
 
 impl Late {
@@ -1076,6 +1079,7 @@ impl Late {
             limits: subject.limits,
             approx: subject.approx,
             rules: subject.rules,
+            rising: subject.rising,
         };
         Late {
             op,
@@ -1097,6 +1101,7 @@ impl Late {
             limits: copied.limits,
             approx: copied.approx,
             rules: copied.rules,
+            rising: copied.rising,
         };
         zone.run(self.op, &subject, super::now())
     }

@@ -26,7 +26,7 @@ use pow_shield_core::redis::generation;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
-use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS};
+use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
 use pow_shield_core::store::{Checked, Subject};
 
 /// An exiting worker waits this long for Redis to take its batches, then
@@ -47,6 +47,15 @@ pub(super) struct BatchContext {
 }
 
 impl BatchContext {
+    /// How often the client's refusals go: strikes at every tick, counts
+    /// only a rising price reads at `PRICE_BATCH_MS`.
+    fn every(&self) -> u64 {
+        match self.rules.strikes {
+            Some(_) => 0,
+            None => PRICE_BATCH_MS,
+        }
+    }
+
     fn of(subject: &Subject, limit: RateLimit) -> Self {
         Self {
             tag: client_tag(subject.key),
@@ -142,13 +151,17 @@ impl RedisStore {
             fresh_monotonic_ms(),
             stale_ok,
             redis_up,
+            subject.rising,
         )?;
         // The refusal waits in the zone: this worker's timer takes it, or
-        // any worker that asks Redis about the client first.
-        if let Ok(mut batches) = self.batches.try_borrow_mut() {
-            batches.add(&refusal, 0, || BatchContext::of(subject, limit));
+        // any worker that asks Redis about the client first. (Redis needs
+        // it only as a strike or for rising difficulty.)
+        if subject.rules.strikes.is_some() || subject.rising {
+            if let Ok(mut batches) = self.batches.try_borrow_mut() {
+                batches.add(&refusal, 0, || BatchContext::of(subject, limit));
+            }
+            self.arm_batches();
         }
-        self.arm_batches();
         Some(Refused {
             checked: Checked {
                 generation,
@@ -195,7 +208,7 @@ impl RedisStore {
             }
         }
         let due = match self.batches.try_borrow() {
-            Ok(batches) => batches.due(),
+            Ok(batches) => batches.due(monotonic_ms(), |_| 0),
             Err(_) => return,
         };
         let per_call = if self.cluster {
@@ -270,7 +283,7 @@ impl RedisStore {
                     batches.settle(key);
                 }
                 (
-                    batches.due(),
+                    batches.due(monotonic_ms(), BatchContext::every),
                     (BATCH_CALLS_IN_FLIGHT * per_call).saturating_sub(batches.in_flight()),
                 )
             }
@@ -325,7 +338,7 @@ impl RedisStore {
                 .iter()
                 .filter_map(|r| {
                     batches
-                        .take(r)
+                        .take(r, monotonic_ms())
                         .map(|(sending, ctx)| (r.clone(), sending, ctx))
                 })
                 .collect(),

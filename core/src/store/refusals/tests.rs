@@ -43,13 +43,13 @@ fn refused_just_before_t_and_never_at_or_after_it() {
     let mut r = learnt(1_000, 500, 0);
     r.acknowledged(0, 0, 0, 1_400);
     assert!(r
-        .refuse(BreakerRules::default(), 1_499, false, true)
+        .refuse(BreakerRules::default(), 1_499, (false, true), true)
         .is_some());
     assert!(r
-        .refuse(BreakerRules::default(), 1_500, false, true)
+        .refuse(BreakerRules::default(), 1_500, (false, true), true)
         .is_none());
     assert!(r
-        .refuse(BreakerRules::default(), 1_501, false, true)
+        .refuse(BreakerRules::default(), 1_501, (false, true), true)
         .is_none());
     assert!(!r.holds(1_500));
 }
@@ -79,20 +79,18 @@ fn a_refusal_whose_reset_is_far_before_t_is_not_kept() {
 fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
     let mut r = learnt(0, 10_000, 0);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS - 1, false, true)
+        .refuse(STRIKES_5, FRESH_MS - 1, (false, true), true)
         .is_some());
-    assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS, false, true)
-        .is_none());
+    assert!(r.refuse(STRIKES_5, FRESH_MS, (false, true), true).is_none());
     // Still refused while Redis owes the node an answer (or is down).
     assert!(r
         .clone()
-        .refuse(BreakerRules::default(), FRESH_MS, true, true)
+        .refuse(STRIKES_5, FRESH_MS, (true, true), true)
         .is_some());
     // A batch's answer renews it.
     r.acknowledged(1, 2, 0, FRESH_MS);
     assert!(r
-        .refuse(BreakerRules::default(), FRESH_MS + 1, false, true)
+        .refuse(STRIKES_5, FRESH_MS + 1, (false, true), true)
         .is_some());
 }
 
@@ -106,10 +104,10 @@ fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
         asked,
     );
     assert!(r
-        .refuse(BreakerRules::default(), asked + 200, false, true)
+        .refuse(BreakerRules::default(), asked + 200, (false, true), true)
         .is_some());
     assert_eq!(
-        r.refuse(BreakerRules::default(), asked + 200, false, true)
+        r.refuse(BreakerRules::default(), asked + 200, (false, true), true)
             .unwrap()
             .checked
             .verdict
@@ -117,7 +115,7 @@ fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
         300
     );
     assert!(r
-        .refuse(BreakerRules::default(), asked + 500, false, true)
+        .refuse(BreakerRules::default(), asked + 500, (false, true), true)
         .is_none());
 }
 
@@ -131,7 +129,7 @@ fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
         10_000,
     );
     let got = r
-        .refuse(BreakerRules::default(), 10_100, false, true)
+        .refuse(BreakerRules::default(), 10_100, (false, true), true)
         .unwrap()
         .checked;
     assert_eq!(
@@ -156,7 +154,7 @@ fn every_local_refusal_is_a_strike_and_raises_over_as_redis_would() {
     let mut last = 0;
     // (within FRESH_MS of Redis's word)
     for n in 1..=3u32 {
-        let got = r.refuse(STRIKES_5, 5, false, true).unwrap();
+        let got = r.refuse(STRIKES_5, 5, (false, true), true).unwrap();
         assert!(got.checked.struck);
         assert_eq!(got.checked.breaker.strikes, 1 + n);
         assert_eq!(got.checked.verdict.over, 1 + n);
@@ -171,18 +169,18 @@ fn the_strike_that_would_reach_the_threshold_is_left_to_redis() {
     // (Spends on other nodes may have taken back strikes this node counts.)
     let mut r = learnt(0, 10_000, 3);
     assert_eq!(
-        r.refuse(STRIKES_5, 1, false, true)
+        r.refuse(STRIKES_5, 1, (false, true), true)
             .unwrap()
             .checked
             .breaker
             .strikes,
         4
     );
-    assert!(r.refuse(STRIKES_5, 2, false, true).is_none());
+    assert!(r.refuse(STRIKES_5, 2, (false, true), true).is_none());
     assert_eq!(r.unsent, 1);
     // Redis down: refused here all the same (Redis counts it later).
     assert_eq!(
-        r.refuse(STRIKES_5, 2, true, false)
+        r.refuse(STRIKES_5, 2, (true, false), true)
             .unwrap()
             .checked
             .breaker
@@ -195,7 +193,7 @@ fn the_strike_that_would_reach_the_threshold_is_left_to_redis() {
 fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
     let mut r = learnt(0, 10_000, 0);
     for _ in 0..5 {
-        r.refuse(BreakerRules::default(), 1, false, true);
+        r.refuse(BreakerRules::default(), 1, (false, true), true);
     }
     assert_eq!((r.unsent, r.over), (5, 6));
     // Redis took 3 of them; with another node's it now counts 10 refusals.
@@ -212,26 +210,26 @@ fn what_redis_acknowledged_is_rebased_and_the_unsent_rest_stays_added() {
 fn a_batch_holds_each_refusal_once_until_acknowledged() {
     let mut b: Batches<&str> = Batches::default();
     b.add(b"a", 2, || "ctx");
-    let (first, ctx) = b.take(b"a").unwrap();
+    let (first, ctx) = b.take(b"a", 0).unwrap();
     assert_eq!((first.total, ctx), (2, "ctx"));
     // On its way: nothing new to send; refusals taken later go in a
     // second call while the first is still on its way.
     assert_eq!(b.in_flight(), 1);
-    assert!(b.take(b"a").is_none());
+    assert!(b.take(b"a", 0).is_none());
     b.add(b"a", 1, || unreachable!());
-    let (second, _) = b.take(b"a").unwrap();
+    let (second, _) = b.take(b"a", 0).unwrap();
     assert_eq!((second.run, second.total), (first.run, 3));
     assert_eq!(b.unacknowledged(), 3);
     // Answers in any order acknowledge each refusal once.
     assert_eq!(b.acknowledged(b"a", second), 3);
     assert_eq!(b.acknowledged(b"a", first), 0);
     assert_eq!(b.unacknowledged(), 0);
-    assert!(b.take(b"a").is_none());
+    assert!(b.take(b"a", 0).is_none());
     b.settle(b"a");
     assert!(b.is_empty());
     // A new batch is a new run: Redis starts its total over.
     b.add(b"a", 1, || "ctx");
-    let (third, _) = b.take(b"a").unwrap();
+    let (third, _) = b.take(b"a", 0).unwrap();
     assert_eq!(third.total, 1);
     assert!(third.run > first.run);
 }
@@ -240,11 +238,11 @@ fn a_batch_holds_each_refusal_once_until_acknowledged() {
 fn a_call_without_answer_is_covered_by_the_next() {
     let mut b: Batches<()> = Batches::default();
     b.add(b"a", 1, || ());
-    let (sent, _) = b.take(b"a").unwrap();
+    let (sent, _) = b.take(b"a", 0).unwrap();
     b.add(b"a", 1, || ());
     b.failed(b"a", sent);
     assert_eq!(b.in_flight(), 0);
-    let (again, _) = b.take(b"a").unwrap();
+    let (again, _) = b.take(b"a", 0).unwrap();
     assert_eq!(
         (again.run, again.total),
         (sent.run, 2),
@@ -252,13 +250,13 @@ fn a_call_without_answer_is_covered_by_the_next() {
     );
     // A call overtaken by one that failed: the failed one's total goes again.
     b.add(b"a", 1, || ());
-    let (third, _) = b.take(b"a").unwrap();
+    let (third, _) = b.take(b"a", 0).unwrap();
     b.failed(b"a", third);
     assert_eq!(b.acknowledged(b"a", again), 2);
     assert_eq!(b.unacknowledged(), 1);
     b.settle(b"a");
     assert!(!b.is_empty(), "unacknowledged refusals are never dropped");
-    assert_eq!(b.take(b"a").map(|(s, _)| s.total), Some(3));
+    assert_eq!(b.take(b"a", 0).map(|(s, _)| s.total), Some(3));
     assert_eq!(b.drop_all(), 1);
     assert!(b.is_empty());
 }
@@ -267,7 +265,7 @@ fn a_call_without_answer_is_covered_by_the_next() {
 fn every_worker_takes_what_the_zone_holds_once() {
     let mut r = learnt(0, 10_000, 0);
     for now in 1..=3 {
-        assert!(r.refuse(STRIKES_5, now, false, true).is_some());
+        assert!(r.refuse(STRIKES_5, now, (false, true), true).is_some());
     }
     assert_eq!((r.pending, r.unsent, r.strikes), (3, 3, 3));
     assert!(!r.disposable());
@@ -283,10 +281,10 @@ fn every_worker_takes_what_the_zone_holds_once() {
 #[test]
 fn a_released_refusal_asks_redis_and_keeps_its_counts() {
     let mut r = learnt(0, 10_000, 0);
-    assert!(r.refuse(STRIKES_5, 1, false, true).is_some());
+    assert!(r.refuse(STRIKES_5, 1, (false, true), true).is_some());
     r.release(1);
     assert!(!r.holds(2));
-    assert!(r.refuse(STRIKES_5, 2, true, true).is_none());
+    assert!(r.refuse(STRIKES_5, 2, (true, true), true).is_none());
     assert_eq!(r.take_pending(), 1);
 }
 
@@ -350,4 +348,52 @@ fn refusals_of_another_redis_or_prefix_never_apply() {
     );
     // An IPv4 client key stays inline in a zone entry (32 bytes).
     assert!(refusal_key(a, l, false, &[1, 2, 3, 4]).len() <= crate::store::INLINE_KEY);
+}
+
+#[test]
+fn without_strikes_or_rising_difficulty_nothing_is_left_to_send() {
+    // Redis reads a refusal count only for rising difficulty, and strikes
+    // only with a breaker: with neither, a local refusal costs Redis nothing.
+    let mut r = learnt(0, 10_000, 0);
+    let got = r
+        .refuse(BreakerRules::default(), 1, (false, true), false)
+        .unwrap();
+    assert!(!got.checked.struck);
+    assert_eq!((r.pending, r.unsent), (0, 0));
+    assert!(r.disposable());
+    // ... and Redis's word never goes stale: only `T` ends the refusal.
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS + 1, (false, true), false)
+        .is_some());
+    // (Nor with a rising price only: each batch's answer brings the count.)
+    // With rising difficulty the count goes to Redis.
+    r.refuse(BreakerRules::default(), 2, (false, true), true)
+        .unwrap();
+    assert_eq!((r.pending, r.unsent), (1, 1));
+    assert!(r
+        .refuse(BreakerRules::default(), FRESH_MS + 1, (false, true), true)
+        .is_some());
+    assert!(
+        r.refuse(STRIKES_5, FRESH_MS + 1, (false, true), false)
+            .is_none(),
+        "with strikes, Redis is asked again"
+    );
+}
+
+#[test]
+fn batches_without_strikes_go_at_the_slower_pace() {
+    let mut b: Batches<u64> = Batches::default();
+    b.add(b"strikes", 1, || 0);
+    b.add(b"price", 1, || PRICE_BATCH_MS);
+    let every = |c: &u64| *c;
+    assert_eq!(b.due(0, every).len(), 2, "a new batch goes at once");
+    for key in [&b"strikes"[..], b"price"] {
+        let (sent, _) = b.take(key, 50).unwrap();
+        b.acknowledged(key, sent);
+        b.take_more(key, 1);
+    }
+    assert_eq!(b.due(150, every), vec![b"strikes".to_vec()]);
+    let mut later = b.due(50 + PRICE_BATCH_MS, every);
+    later.sort();
+    assert_eq!(later, vec![b"price".to_vec(), b"strikes".to_vec()]);
 }
