@@ -126,7 +126,7 @@ sub clients_on {
     my ($i, $prefix, $count) = @_;
     my @c;
     for (my $k = 0; @c < $count; $k++) {
-        push @c, "$prefix-$k" if owner("$prefix-$k") == $i;
+        push @c, "$prefix-$k" if (owner("$prefix-$k") // -1) == $i;
     }
     return @c;
 }
