@@ -30,7 +30,8 @@ DEB_BUILD  := $(CURDIR)/target/debian-nginx
 PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
-TEST_PKGS  := redis-server redis-sentinel perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2
+# libnss-wrapper: host names that only the tests' Redis processes resolve (Sentinel.pm)
+TEST_PKGS  := redis-server redis-sentinel perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2 libnss-wrapper
 DEB_PKGS   := nginx-core nginx-dev
 # make deb: Debian's packaging tools (nginx-dev brings dh_nginx)
 DEB_TOOL_PKGS := debhelper dpkg-dev

@@ -18,46 +18,23 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util :redis);
+use Test::PowShield::Certs qw(openssl_available make_ca make_cert);
 
 ###############################################################################
 
 my $t0 = Test::PowShield->new->require_redis;
-my $openssl = `openssl version 2>/dev/null` ? 'openssl' : undef;
-plan(skip_all => 'openssl command not found') unless $openssl;
+plan(skip_all => 'openssl command not found') unless openssl_available();
 
 my $dir = $t0->testdir;
 
-sub run_openssl {
-    my $cmd = join ' ', $openssl, @_;
-    system("$cmd >>$dir/openssl.log 2>&1") == 0 or die "$cmd failed; see $dir/openssl.log";
-}
-
-# a CA, and a certificate it signs for $name (EC keys: quick to make)
-sub make_ca {
-    my ($ca) = @_;
-    run_openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        "-keyout $dir/$ca.key -out $dir/$ca.pem -days 2 -subj /CN=$ca");
-}
-
-sub make_cert {
-    my ($ca, $name, $san) = @_;
-    run_openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes",
-        "-keyout $dir/$name.key -out $dir/$name.csr -subj /CN=$name");
-    open my $ext, '>', "$dir/$name.ext" or die $!;
-    print $ext "subjectAltName=$san\n";
-    close $ext;
-    run_openssl("x509 -req -in $dir/$name.csr -CA $dir/$ca.pem -CAkey $dir/$ca.key",
-        "-CAcreateserial -days 2 -out $dir/$name.pem -extfile $dir/$name.ext");
-}
-
-make_ca('ca');
-make_ca('other-ca');
+make_ca($dir, 'ca');
+make_ca($dir, 'other-ca');
 # the server's certificate names redis.test only, not 127.0.0.1
-make_cert('ca', 'server', 'DNS:redis.test');
-make_cert('ca', 'client', 'DNS:nginx.test');
+make_cert($dir, 'ca', 'server', 'DNS:redis.test');
+make_cert($dir, 'ca', 'client', 'DNS:nginx.test');
 # certificates naming an address only (IP SANs), the right one and another
-make_cert('ca', 'ip-server', 'IP:127.0.0.1');
-make_cert('ca', 'other-ip-server', 'IP:127.0.0.2');
+make_cert($dir, 'ca', 'ip-server', 'IP:127.0.0.1');
+make_cert($dir, 'ca', 'other-ip-server', 'IP:127.0.0.2');
 
 my %tls = (cert => "$dir/server.pem", key => "$dir/server.key", ca => "$dir/ca.pem");
 my $redis = $t0->run_redis(tls => { %tls, auth_clients => 'no' });

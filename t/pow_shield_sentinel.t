@@ -17,8 +17,8 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Time::HiRes ();
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Metrics qw(scrape total);
 use Test::PowShield::Sentinel;
 
 ###############################################################################
@@ -37,24 +37,7 @@ $t->write_file_expand('nginx.conf', http_conf(<<"EOF", workers => 2));
     pow_shield_fail local;
     pow_shield_strikes 3 1h;
 
-    server {
-        %%TEST_SERVER%%
-
-        add_header X-Result \$pow_shield_result always;
-        pow_shield_key \$http_x_client;
-
-        location /limited/ {
-            pow_shield_limit 5 1h;
-        }
-
-        location /flow/ {
-            pow_shield_limit 100000 1h;
-        }
-
-        location = /trap {
-            pow_shield_trap;
-        }
-    }
+${\ Test::PowShield::Sentinel::server_block(trap => 1, metrics => 1)}
 EOF
 $t->write_file("html/$_/data.json", qq({"ok":true}\n)) for qw(limited flow);
 $t->run;
@@ -83,27 +66,16 @@ is(join(' ', map { $t->http_get('/trap', 'X-Client' => 'striker')->status } 1 ..
 ok(eventually(30, sub { ($r0->cmd('WAIT', 1, 1000) // 0) == 1 }), 'the replica has all of it');
 
 # the failover
-my $t0 = Time::HiRes::time();
-$s->kill_master;
-my (%statuses, $n, $t_switch);
-while (Time::HiRes::time() - $t0 < 60) {
-    my $r = get('flow', 'f' . ($n++ % 20));
-    $statuses{$r->status // 'none'}++;
-    if (!defined $t_switch && switched() == 2) {
-        $t_switch = Time::HiRes::time() - $t0;
-    }
-    last if defined $t_switch && Time::HiRes::time() - $t0 > $t_switch + 1;
-    Time::HiRes::sleep(0.02);
-}
+my ($n, $statuses, $t_switch) = $s->failover_under(sub { get('flow', 'f' . ($_[0] % 20)) },
+    sub { switched() == 2 });
 ok(defined $t_switch, 'both workers switched to the promoted replica');
-diag(sprintf 'failover: %d requests, %s, switch logged by both workers %.1f s after the kill',
-    $n, join(', ', map { "$_: $statuses{$_}" } sort keys %statuses), $t_switch // -1);
-is(join(' ', grep { !/^2|^4/ } keys %statuses), '', 'no 5xx (nor a dropped request) during the failover');
+diag('failover: ' . Test::PowShield::Sentinel::failover_summary($n, $statuses, $t_switch));
+is(join(' ', grep { !/^2|^4/ } keys %$statuses), '', 'no 5xx (nor a dropped request) during the failover');
 is(switched(), 2, 'the switch is logged once per worker');
-is($s->master_port, $r1->port, 'the sentinels name r1');
+ok(eventually(30, sub { ($s->master_port // 0) == $r1->port }), 'the sentinels name r1');
 
 ok(eventually(10, sub {
-    get('flow', 'after')->status == 200 && @{$r1->cmd('KEYS', 'pow:{' . unpack('H*', 'after') . '}*') // []} > 0;
+    get('flow', 'after')->status == 200 && $r1->counts('after');
 }), 'requests are decided by the new master');
 is(join(' ', map { get('limited', 'lim')->status } 1 .. 3), '200 200 429',
     'the limit continues from what the replica had: 2 more, then 429');
@@ -116,6 +88,36 @@ ok(eventually(20, sub { ($r0->cmd('ROLE') // [''])->[0] eq 'slave' }),
     'the old master came back as a replica');
 is(get('flow', 'back')->status, 200, 'requests still decided');
 ok(!$t->error_log_count(qr/READONLY/), 'never written to a replica');
+
+# Every sentinel goes away: the master's connection does not depend on
+# them, requests are still decided by it.  The workers go on trying the
+# sentinels in turn, each time on a new connection: each sentinel's outage
+# is logged once per worker (waited for by the failures counted in
+# pow_shield_redis_errors_total), and its end once, when a worker reaches
+# it again.
+
+sub redis_errors { total(scrape($t), 'pow_shield_redis_errors_total') }
+
+my $sentinel_down = qr/\[error\] (\d+)#.*redis sentinel 127\.0\.0\.1:(\d+) unavailable/;
+my $errors = redis_errors();
+$s->kill_sentinels;
+ok(eventually(120, sub { redis_errors() >= $errors + 100 }),
+    'the sentinels are gone: the workers tried them again and again (100 failed connections)');
+ok(eventually(10, sub { get('flow', 'no-sentinels')->status == 200
+    && $r1->counts('no-sentinels') }),
+    '... requests are still decided by the master');
+my %per = %{Test::PowShield::Sentinel::lines_per_worker($t, $sentinel_down)};
+is(join(' ', grep { $per{$_} > 1 } sort keys %per), '',
+    '... each sentinel\'s outage is logged once per worker, not per connection');
+cmp_ok(scalar(keys %per), '<=', 6, '... at most 3 sentinels x 2 workers lines');
+$s->start_sentinels;
+ok(eventually(30, sub {
+    my %w;
+    for my $line ($t->error_log_lines) {
+        $w{$1} = 1 if $line =~ /\[notice\] (\d+)#.*redis sentinel \S+ is available again/;
+    }
+    keys %w == 2;
+}), 'the sentinels are back: each worker logs that it reached one again');
 
 ###############################################################################
 

@@ -85,6 +85,12 @@ pub struct Settings {
     pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
     /// A host name resolved at run time (`addr` is then not used).
     pub resolve: Option<Resolve>,
+    /// A sentinel's connection (asked in turn with the others): requests
+    /// do not depend on it, and this flag, shared by the connections that
+    /// replace one another to that sentinel, says its outage is logged
+    /// already. Each outage is then logged once, and its end once, not
+    /// once per connection.
+    pub outage: Option<Rc<Cell<bool>>>,
 }
 
 /// TLS settings of a connection.
@@ -493,7 +499,22 @@ impl Inner {
     /// meanwhile) shows whether Redis answers in time.
     fn connected(&self, st: &mut State) {
         self.ready.set(true);
-        if st.health.connected() && st.in_flight.admit() == Admission::Admitted {
+        let after_outage = st.health.connected();
+        if !after_outage
+            && self
+                .settings
+                .outage
+                .as_ref()
+                .is_some_and(|o| o.replace(false))
+        {
+            // A fresh connection to a peer an earlier one logged as down.
+            notice!(
+                self.cycle_log,
+                "pow_shield: redis {} is available again",
+                self.settings.name
+            );
+        }
+        if after_outage && st.in_flight.admit() == Admission::Admitted {
             let mut ping = Vec::new();
             pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
             let deadline = now().wrapping_add(self.settings.timeout_ms);
@@ -511,6 +532,9 @@ impl Inner {
         if !late && st.health.answered_in_time(now() as u64) {
             metrics::redis_reconnected();
             st.update_gauge();
+            if let Some(outage) = &self.settings.outage {
+                outage.set(false);
+            }
             notice!(
                 self.cycle_log,
                 "pow_shield: redis {} is available again",

@@ -290,15 +290,29 @@ impl Inner {
             return;
         }
         let (failure, backoff_ms) = st.health.failed(now() as u64);
-        if failure == Failure::Started {
+        // An outage of this peer that an earlier connection logged.
+        let known = failure == Failure::Started
+            && self
+                .settings
+                .outage
+                .as_ref()
+                .is_some_and(|o| o.replace(true));
+        if failure == Failure::Started && !known {
             st.update_gauge();
+            // A sentinel's outage decides no request: the next one is asked.
+            let meaning = if self.settings.outage.is_some() {
+                "the other sentinels are asked"
+            } else {
+                "requests are decided by \"pow_shield_fail\" until it recovers"
+            };
             error!(
                 self.cycle_log,
-                "pow_shield: redis {} unavailable ({reason}); requests are decided by \
-                 \"pow_shield_fail\" until it recovers",
-                self.settings.name
+                "pow_shield: redis {} unavailable ({reason}); {meaning}", self.settings.name
             );
         } else {
+            if known {
+                st.update_gauge();
+            }
             debug!(
                 self.cycle_log,
                 "pow_shield: redis {} still unavailable ({reason})", self.settings.name

@@ -63,6 +63,9 @@ struct Master {
 pub struct Sentinel {
     template: SentinelTemplate,
     sentinels: Vec<Seed>,
+    /// Per sentinel: its outage is logged (its connections are replaced
+    /// as the sentinels are asked in turn; each outage is logged once).
+    outages: Vec<Rc<Cell<bool>>>,
     master: RefCell<Option<Master>>,
     /// The connection questions go to, and which sentinel it is.
     asking: RefCell<Option<(usize, Client)>>,
@@ -91,6 +94,9 @@ pub struct Sentinel {
     was_healthy: Cell<bool>,
     /// "does not know the master" logged (until a sentinel knows it).
     unknown_logged: Cell<bool>,
+    /// The last master refused for want of a `resolver` (logged once per
+    /// name, not at every answer).
+    unresolvable: RefCell<Option<NodeAddr>>,
     tick_ev: UnsafeCell<ngx_event_t>,
     log: *mut ngx_log_t,
     closing: Cell<bool>,
@@ -107,6 +113,10 @@ impl Sentinel {
     ) -> Rc<Sentinel> {
         let s = Rc::new_cyclic(|me| Sentinel {
             template,
+            outages: sentinels
+                .iter()
+                .map(|_| Rc::new(Cell::new(false)))
+                .collect(),
             sentinels,
             master: RefCell::new(None),
             asking: RefCell::new(None),
@@ -121,6 +131,7 @@ impl Sentinel {
             ask_at: Cell::new(now()),
             was_healthy: Cell::new(false),
             unknown_logged: Cell::new(false),
+            unresolvable: RefCell::new(None),
             // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
             tick_ev: UnsafeCell::new(unsafe { core::mem::zeroed() }),
             log,
@@ -420,14 +431,20 @@ impl Sentinel {
             Err(_) => None,
         };
         let Some(ip) = ip else {
-            error!(
-                self.log,
-                "pow_shield: redis sentinel: master \"{}\" is announced by name ({addr}); only \
-                 addresses are used without a \"resolver\" (set one, or replica-announce-ip)",
-                self.template.master_name
-            );
+            let mut refused = self.unresolvable.borrow_mut();
+            if refused.as_ref() != Some(addr) {
+                error!(
+                    self.log,
+                    "pow_shield: redis sentinel: master \"{}\" is announced by name ({addr}); \
+                     a \"resolver\" is needed to use it (requests are decided by \
+                     pow_shield_fail meanwhile)",
+                    self.template.master_name
+                );
+                *refused = Some(addr.clone());
+            }
             return None;
         };
+        self.unresolvable.borrow_mut().take();
         let mut owned = OwnedAddr::new(SocketAddr::new(ip, addr.port), &addr.to_string());
         let t = &self.template;
         let mut handshake = t.handshake.clone();
@@ -451,6 +468,7 @@ impl Sentinel {
             cluster: false,
             on_push: None,
             resolve,
+            outage: None,
         };
         Some(Master {
             client: Client::start(settings, self.log),
@@ -519,6 +537,7 @@ impl Sentinel {
             cluster: false,
             on_push,
             resolve: NameResolver::for_host(t.resolver, &seed.node.host, seed.node.port),
+            outage: self.outages.get(i).cloned(),
         };
         let client = Client::start(settings, self.log);
         // Requests don't depend on a sentinel: not in the fallback gauge.

@@ -88,6 +88,7 @@ impl Cluster {
             cluster: true,
             on_push: None,
             resolve: NameResolver::for_host(t.resolver, &node.host, node.port),
+            outage: None,
         };
         Some(Client::start(settings, self.log))
     }

@@ -238,6 +238,7 @@ impl RedisStore {
                         }
                         RedisAddr::Unix { .. } => None,
                     },
+                    outage: None,
                 };
                 Router::Single(Client::start(settings, log))
             };

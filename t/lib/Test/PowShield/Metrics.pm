@@ -5,6 +5,7 @@ package Test::PowShield::Metrics;
 #   use Test::PowShield::Metrics qw(scrape metric);
 #   my $m = scrape($t, '/metrics');             # { 'name{labels}' => value }
 #   metric($m, 'pow_shield_requests_total', result => 'pass');
+#   total($m, 'pow_shield_redis_errors_total');  # every label summed
 #   my ($rc, $out) = promtool_check($text);      # promtool check metrics
 #   my @names = names($m);                       # the metric names served
 #   my @used = promql_names($expr);              # the metric names a query reads
@@ -16,7 +17,7 @@ use warnings;
 use Exporter qw(import);
 use File::Temp qw(tempfile);
 
-our @EXPORT_OK = qw(scrape parse metric delta promtool promtool_check names promql_names
+our @EXPORT_OK = qw(scrape parse metric total delta promtool promtool_check names promql_names
     served_scrape);
 
 # The samples of a text exposition: { 'name{labels}' => number }; the
@@ -86,6 +87,14 @@ sub metric {
     }
     my $key = @pairs ? "$name\{" . join(',', @pairs) . '}' : $name;
     return $m->{$key};
+}
+
+# total($m, $name): the sum of a metric's samples, whatever their labels.
+sub total {
+    my ($m, $name) = @_;
+    my $n = 0;
+    $n += $m->{$_} for grep { /^\Q$name\E(?:\{|$)/ } keys %$m;
+    return $n;
 }
 
 # delta($before, $after, $name, labels...): how much a sample grew.

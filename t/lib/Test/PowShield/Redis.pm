@@ -29,7 +29,9 @@ sub available {
 
 # new(dir => ..., port => ..., host => '127.0.0.1', requirepass => ..., args => [...],
 #     tls => { port => ..., cert => ..., key => ..., ca => ...,
-#              auth_clients => 'no' | 'optional' | 'yes' })
+#              auth_clients => 'no' | 'optional' | 'yes' },
+#     env => { NAME => value, ... })
+# env: added to the server's environment (e.g. LD_PRELOAD for host names).
 # With tls, Redis also listens with TLS on tls->{port}; cmd() keeps using
 # the plain port.
 sub new {
@@ -67,6 +69,7 @@ sub start {
     if ($pid == 0) {
         open STDOUT, '>>', "$self->{dir}/redis.stdout";
         open STDERR, '>&', \*STDOUT;
+        $ENV{$_} = $self->{env}{$_} for keys %{$self->{env} || {}};
         exec binary(), @args
             or POSIX::_exit(127);
     }
@@ -185,6 +188,13 @@ sub cmd {
 }
 
 sub error { $_[0]{error} }
+
+# Whether this Redis holds keys of the module for $client (the default
+# prefix "pow:"): the requests of that client were decided by it.
+sub counts {
+    my ($self, $client) = @_;
+    return @{$self->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
+}
 
 # module_script($name): the Lua text of the module's script constant $name
 # (SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT, ...) as the Rust source spells it:
