@@ -185,8 +185,11 @@ for my $shard (0 .. 2) {
         'node 2 decides the clients of that master through Redis again');
     # (the restarted master lost the window: one request fills it again)
     is($local->($ng2)->status, 200, '... its window starts again (Redis restarted empty)');
+    # (its challenge carries node 1's own generation, issued while the
+    # slot's master was down: node 2 answers a fresh challenge; the spent
+    # record written back makes every node's spend refuse it too)
     my $replayed = $local->($ng2, %sol);
-    is($replayed->status, 409, '... and refuses the token node 1 spent')
+    is($replayed->status, 429, '... and refuses the token node 1 spent (a fresh challenge)')
         or diag($replayed->raw);
     ok(eventually(20, sub {
         ($r[$dead]->cmd('CLUSTER', 'INFO') // '') =~ /cluster_state:ok/

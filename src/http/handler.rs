@@ -150,7 +150,7 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
         Ok(solved) => Payment::Valid(Solution {
             digest: solved.digest,
             spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
-            generation: solved.generation,
+            generation: crate::store::spend_generation(solved.generation),
         }),
         Err(rejection) => Payment::Invalid(rejection),
     }
@@ -277,7 +277,9 @@ fn send_challenge(
         return Status::NGX_ERROR;
     };
     let (addr, ttl_ms) = (client_addr(r), policy.challenge_ttl_ms);
-    let generation = crate::store::challenge_generation();
+    // The client's slot's (a Redis Cluster's check answers it), else the
+    // node's.
+    let generation = done.generation.or_else(crate::store::challenge_generation);
     let issued = protocol::issue_challenge_bits_in(keys, &addr, now_ms(), ttl_ms, bits, generation);
     let challenge = match issued {
         Ok(challenge) => challenge,

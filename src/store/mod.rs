@@ -177,6 +177,17 @@ pub fn accepts_generation(generation: Option<u64>) -> bool {
         .unwrap_or(true)
 }
 
+/// The generation a solution of a challenge issued in `generation` is
+/// spent in (none for one this node issued during an outage).
+pub fn spend_generation(generation: Option<u64>) -> Option<u64> {
+    REDIS
+        .try_with(|r| match r.borrow().as_ref() {
+            Some(s) => s.generations().spent_in(generation),
+            None => generation,
+        })
+        .unwrap_or(generation)
+}
+
 /// A worker starts: opens its Redis connection in cluster mode.
 pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {

@@ -138,6 +138,9 @@ pub struct Final {
     pub struck: bool,
     /// A full zone's `Retry-After`.
     pub retry_after_ms: Option<u64>,
+    /// The data generation the challenge sent carries, where the store
+    /// keeps one per client (a Redis Cluster slot's); `None`: the node's.
+    pub generation: Option<u64>,
 }
 
 impl Final {
@@ -196,6 +199,7 @@ impl Decision {
                 breaker: None,
                 struck: false,
                 retry_after_ms: None,
+                generation: None,
             },
         }
     }
@@ -260,6 +264,18 @@ impl Decision {
             _ => return self.down(Outcome::Pass, trusted),
         };
         self.checked = checked;
+        self.learnt.generation = checked.generation;
+        // A solution of a challenge issued in another generation of the
+        // client's (a Redis Cluster slot flushed or renewed since): the
+        // client pays a fresh challenge, as if it brought none (the check
+        // already ran as a paid one: no strike).
+        if let Payment::Valid(solution) = self.payment {
+            if let (Some(issued), Some(now)) = (solution.generation, checked.generation) {
+                if issued != now {
+                    self.payment = Payment::Unpaid;
+                }
+            }
+        }
         self.learnt.breaker = Some(checked.breaker);
         self.learnt.struck |= checked.struck;
         if let Some(next) = self.blocked(checked.breaker.block) {
@@ -306,13 +322,18 @@ impl Decision {
                 return next;
             }
         }
+        if let Reply::Spent(Spent::Stale(Some(generation))) = reply {
+            self.learnt.generation = Some(generation);
+        }
         if self.green {
             return self.pass(Outcome::Pass);
         }
         match reply {
             Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
             // A replay is an offence: strike, then answer 409.
-            Reply::Spent(Spent::Replayed) if self.rules.breaker.strikes.is_some() => {
+            Reply::Spent(Spent::Replayed | Spent::Stale(_))
+                if self.rules.breaker.strikes.is_some() =>
+            {
                 self.ask(Op::Strike)
             }
             Reply::Spent(_) => self.replayed(),

@@ -478,7 +478,7 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
     let checked = Reply::Checked(Checked {
         verdict: Verdict::default(),
         breaker: BreakerStatus::default(),
-        struck: false,
+        ..Checked::default()
     });
     assert!(matches!(decision.next(None, || false), Next::Ask(_)));
     let Next::Ask(spend) = decision.next(Some(checked), || false) else {
@@ -647,4 +647,73 @@ fn difficulty_rises_with_strikes_and_volume_up_to_max() {
     );
     assert!(difficulties.windows(2).all(|w| w[0] <= w[1]));
     assert_eq!(difficulties.last(), Some(&12));
+}
+
+/// A Redis Cluster answers a check with the client's slot generation.
+fn checked_in(generation: u64, allowed: bool) -> Reply {
+    Reply::Checked(Checked {
+        verdict: Verdict {
+            allowed,
+            ..Verdict::default()
+        },
+        generation: Some(generation),
+        ..Checked::default()
+    })
+}
+
+fn issued_in(generation: u64) -> Payment {
+    Payment::Valid(Solution {
+        generation: Some(generation),
+        ..solution(1)
+    })
+}
+
+/// A decision for `payment` after the check answered `checked`: it and
+/// what it does next.
+fn after_check(payment: Payment, checked: Reply) -> (Decision, Next) {
+    let mut decision = Decision::new(rules(), payment, false);
+    assert!(matches!(
+        decision.next(None, || false),
+        Next::Ask(Op::Check { .. })
+    ));
+    let next = decision.next(Some(checked), || false);
+    (decision, next)
+}
+
+#[test]
+fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
+    let end = done(after_check(issued_in(5), checked_in(6, false)).1);
+    assert_eq!(status(&end), 429, "not spent: a fresh challenge");
+    assert_eq!(end.outcome, Outcome::Challenge);
+    assert_eq!(end.generation, Some(6), "the challenge carries the slot's");
+    // Under the limit it passes, and nothing is spent.
+    let end = done(after_check(issued_in(5), checked_in(6, true)).1);
+    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
+}
+
+#[test]
+fn a_solution_of_the_slot_generation_is_spent_and_a_stale_spend_is_a_409_in_the_new_one() {
+    // The slot's generation changed between the check and the spend; and
+    // a stale spend without one in the reply (one Redis): the check's.
+    for (stale, generation) in [(Some(7), Some(7)), (None, Some(6))] {
+        let (mut decision, next) = after_check(issued_in(6), checked_in(6, false));
+        let Next::Ask(Op::Spend(spend)) = next else {
+            panic!("the solution is spent");
+        };
+        assert_eq!(spend.generation, Some(6));
+        let stale = Reply::Spent(Spent::Stale(stale));
+        let Next::Ask(Op::Strike) = decision.next(Some(stale), || false) else {
+            panic!("a stale spend is refused as a replay");
+        };
+        let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
+        assert_eq!((status(&end), end.generation), (409, generation));
+    }
+}
+
+#[test]
+fn tokens_or_stores_without_generations_are_spent_as_before() {
+    let (_, next) = after_check(VALID(1), checked_in(6, false));
+    assert!(matches!(next, Next::Ask(Op::Spend(_))));
+    let (_, next) = after_check(issued_in(5), Reply::Checked(Checked::default()));
+    assert!(matches!(next, Next::Ask(Op::Spend(_))), "the zone's check");
 }

@@ -53,6 +53,12 @@ pub enum Spent {
     Accepted(breaker::BreakerStatus),
     /// The token was spent before: a replay.
     Replayed,
+    /// The data generation the solution's challenge was issued in is gone
+    /// (Redis restarted empty, was flushed or failed over): what was spent
+    /// in it is unknown, so nothing is spent and the request is refused as
+    /// a replay; the fresh challenge carries the store's new generation
+    /// when it says (a Redis Cluster slot's).
+    Stale(Option<u64>),
     /// The client is blocked: nothing was spent, nothing taken back.
     Blocked(breaker::BreakerStatus),
 }

@@ -16,6 +16,7 @@ fn end(outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> Final 
         breaker: None,
         struck: false,
         retry_after_ms: None,
+        generation: None,
     }
 }
 

@@ -10,6 +10,15 @@
 //!   writes a new one; every node reads the same. The spend runs in it
 //!   atomically (`GEN_SPEND_SCRIPT`), so a spend recorded before a flush
 //!   or a failover is never forgotten silently.
+//! - A Redis Cluster keeps one per slot, at `<prefix>gen:{<n>}` (`n`
+//!   chosen so that the key hashes to the slot, [`slot_key`]), beside the
+//!   keys of that slot's clients, in the same form. The check scripts run
+//!   wrapped ([`in_slot_generation`]): a refusal's reply ends with it
+//!   (created if missing), so the 429's challenge carries it without
+//!   another round trip; the spend checks it atomically
+//!   ([`SLOT_GEN_SPEND_SCRIPT`]) and renews it when another run of Redis
+//!   wrote it (a failover, a restart). `INFO` costs about 13 µs inside a
+//!   script: only the spend and a missing key call it, never the green path.
 //! - While Redis is unavailable, a node issues and accepts only its own
 //!   local generation: what its zone spent is all it knows.
 
@@ -17,7 +26,8 @@ use std::sync::LazyLock;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::scripts::SPEND_SCRIPT;
+use super::cluster::{crc16, SLOTS};
+use super::scripts::{stacked::STACKED_SCRIPT, APPROX_SCRIPT, SLIDING_WINDOW_SCRIPT, SPEND_SCRIPT};
 
 /// Finds or renews the generation (KEYS[1] the gen key, ARGV[1] a fresh
 /// random number, used if a new one is needed); returns the key's value,
@@ -52,6 +62,130 @@ pub fn is_stale(reply: &[i64]) -> bool {
     reply.first() == Some(&-1)
 }
 
+/// A check script (the window, approx or stacked one) for a Redis
+/// Cluster: the same script, its text unchanged, with one more key last
+/// (the slot's generation key, [`slot_key`]) and one more integer last in
+/// its reply ([`split_slot_generation`]): the slot's generation when a
+/// request is refused (`refused`, in Lua: only a refusal sends a
+/// challenge), made if missing
+/// (a new one is Redis's clock in µs, unique per slot and run); 0 when it
+/// is admitted, so the green path reads nothing more (measured: the `GET`
+/// and its parsing cost about 3 µs of Redis CPU inside a script).
+pub fn in_slot_generation(script: &str, refused: &str) -> String {
+    format!(
+        r#"-- pow-shield check in the slot's data generation (KEYS[#KEYS])
+local function check()
+{script}
+end
+local reply = check()
+local gen = 0
+if {refused} then
+  local gk = KEYS[#KEYS]
+  local gv = redis.call('GET', gk)
+  gen = gv and string.match(gv, '^%w*:(%d+)$')
+  if not gen then
+    local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
+    local t = redis.call('TIME')
+    gen = t[1] .. string.sub('00000' .. t[2], -6)
+    redis.call('SET', gk, run .. ':' .. gen)
+  end
+end
+reply[#reply + 1] = tonumber(gen)
+return reply
+"#
+    )
+}
+
+/// The check scripts of a Redis Cluster ([`in_slot_generation`]).
+pub static SLOT_WINDOW_SCRIPT: LazyLock<String> =
+    // (ARGV[9]: the requests of a coalesced call, reply[1] those admitted.)
+    LazyLock::new(|| {
+        in_slot_generation(SLIDING_WINDOW_SCRIPT, "reply[1] < tonumber(ARGV[9] or '1')")
+    });
+pub static SLOT_APPROX_SCRIPT: LazyLock<String> =
+    LazyLock::new(|| in_slot_generation(APPROX_SCRIPT, "reply[1] == 0"));
+pub static SLOT_STACKED_SCRIPT: LazyLock<String> =
+    LazyLock::new(|| in_slot_generation(STACKED_SCRIPT, "reply[1] == 0"));
+
+/// The spend script of a Redis Cluster, run only within the token's slot
+/// generation (KEYS[5] the slot's key, ARGV[7] the token's `gen`): else
+/// nothing is spent and it answers `{-1, 0, 0, 0, <the slot's generation>}`,
+/// renewed first if another run of Redis (a promoted replica, a restart)
+/// wrote it.
+pub static SLOT_GEN_SPEND_SCRIPT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "-- pow-shield spend within the slot's data generation\n\
+         do\n  \
+           local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''\n  \
+           local v = redis.call('GET', KEYS[5])\n  \
+           if v ~= run .. ':' .. ARGV[7] then\n    \
+             local at, gen = string.match(v or '', '^(%w*):(%d+)$')\n    \
+             if at ~= run or not gen then\n      \
+               local t = redis.call('TIME')\n      \
+               gen = t[1] .. string.sub('00000' .. t[2], -6)\n      \
+               redis.call('SET', KEYS[5], run .. ':' .. gen)\n    \
+             end\n    \
+             return {{-1, 0, 0, 0, tonumber(gen)}}\n  \
+           end\n\
+         end\n{SPEND_SCRIPT}"
+    )
+});
+
+/// A Redis Cluster check's reply: the check script's own integers, and the
+/// slot's generation its wrapper added last.
+pub fn split_slot_generation(reply: &[i64]) -> (&[i64], Option<u64>) {
+    match reply.split_last() {
+        Some((gen, rest)) => (rest, u64::try_from(*gen).ok().filter(|g| *g > 0)),
+        None => (reply, None),
+    }
+}
+
+/// The slot's generation a stale slot spend answered.
+pub fn stale_generation(reply: &[i64]) -> Option<u64> {
+    let gen = *reply.get(4)?;
+    u64::try_from(gen).ok().filter(|g| *g > 0)
+}
+
+/// For each slot, the smallest `n` whose decimal hashes to it.
+static SLOT_TAGS: LazyLock<Box<[u32]>> = LazyLock::new(|| {
+    let mut tags = vec![u32::MAX; SLOTS].into_boxed_slice();
+    let (mut left, mut n) = (SLOTS, 0u32);
+    let mut text = Vec::with_capacity(10);
+    while left > 0 {
+        text.clear();
+        super::script_call::decimal(&mut text, n.into());
+        let slot = usize::from(crc16(&text)) % SLOTS;
+        if tags[slot] == u32::MAX {
+            tags[slot] = n;
+            left -= 1;
+        }
+        n += 1;
+    }
+    tags
+});
+
+/// The slot of a client's keys (`tag` is `command::client_tag`, braces
+/// free: the hash tag of every key of the client).
+pub fn slot_of_tag(tag: &[u8]) -> u16 {
+    crc16(tag) % SLOTS as u16
+}
+
+/// Writes the generation key of `slot`: `<prefix>gen:{<n>}`.
+pub fn write_slot_key(w: &mut Vec<u8>, prefix: &[u8], slot: u16) {
+    w.extend_from_slice(prefix);
+    w.extend_from_slice(b"gen:{");
+    let n = SLOT_TAGS.get(usize::from(slot)).copied().unwrap_or(0);
+    super::script_call::decimal(w, n.into());
+    w.push(b'}');
+}
+
+/// The generation key of `slot`, as text.
+pub fn slot_key(prefix: &str, slot: u16) -> String {
+    let mut w = Vec::new();
+    write_slot_key(&mut w, prefix.as_bytes(), slot);
+    String::from_utf8_lossy(&w).into_owned()
+}
+
 /// The key's value the script answered (or a `GET` of it), and the
 /// generation in it.
 pub fn from_reply(frame: &OwnedFrame) -> Option<(Vec<u8>, u64)> {
@@ -67,25 +201,33 @@ pub fn from_reply(frame: &OwnedFrame) -> Option<(Vec<u8>, u64)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Generations {
     /// Redis's, while Redis answers and it is known (`None` in a Redis
-    /// Cluster, whose shards cannot share one atomically).
+    /// Cluster: each slot has its own, answered by the check).
     pub redis: Option<u64>,
     /// This node's own, for challenges issued while Redis is unavailable.
     pub local: u64,
     /// Redis answers now.
     pub redis_up: bool,
-    /// A Redis Cluster: no Redis generation; challenges issued while it
-    /// answers carry none.
+    /// A Redis Cluster: each slot has its generation, which the check
+    /// answers and the spend checks (the decision compares it with the
+    /// token's in between).
     pub cluster: bool,
 }
 
 impl Generations {
-    /// The generation a challenge issued now carries.
+    /// The generation a challenge issued now carries, unless the check
+    /// answered the client's (a Redis Cluster slot's).
     pub fn for_challenge(&self) -> Option<u64> {
         match (self.redis_up, self.redis) {
-            (true, Some(gen)) => Some(gen),
-            (true, None) if self.cluster => None,
+            (true, Some(gen)) if !self.cluster => Some(gen),
             _ => Some(self.local),
         }
+    }
+
+    /// The generation a solution of a challenge issued in `token` is spent
+    /// in: none for one this node issued during an outage (its zone has any
+    /// spend of it, and Redis once it is written there).
+    pub fn spent_in(&self, token: Option<u64>) -> Option<u64> {
+        token.filter(|gen| *gen != self.local)
     }
 
     /// Whether a solution of a challenge issued in `token` may be spent
@@ -104,7 +246,8 @@ impl Generations {
             // A token without one: from a Redis Cluster, local mode, or a
             // node that predates generations (a rolling upgrade).
             (None, _) => true,
-            (Some(_), _) if self.cluster => false,
+            // The slot's: the check answers it, the spend checks it.
+            (Some(_), _) if self.cluster => true,
             (Some(gen), Some(now)) => gen == now,
             // Not known yet (the worker just connected).
             (Some(_), None) => false,
@@ -152,16 +295,22 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_has_no_redis_generation_but_outages_are_the_same() {
+    fn a_cluster_leaves_the_slot_generation_to_the_check_and_outages_are_the_same() {
         let up = Generations {
             redis: None,
             local: 7,
             redis_up: true,
             cluster: true,
         };
-        assert_eq!(up.for_challenge(), None);
+        assert_eq!(
+            up.for_challenge(),
+            Some(7),
+            "no slot generation answered (a busy Redis): this node's"
+        );
         assert!(up.accepts(None) && up.accepts(Some(7)));
-        assert!(!up.accepts(Some(8)));
+        assert!(up.accepts(Some(8)), "a slot's: compared after the check");
+        assert_eq!(up.spent_in(Some(8)), Some(8));
+        assert_eq!(up.spent_in(Some(7)), None, "ours: the zone has its spend");
         let down = Generations {
             redis_up: false,
             ..up
@@ -183,5 +332,54 @@ mod tests {
         assert!(!is_stale(&[1, 0, 0, 0]));
         assert!(GEN_SPEND_SCRIPT.ends_with(SPEND_SCRIPT));
         assert!(GEN_SPEND_SCRIPT.contains("KEYS[5]") && GEN_SPEND_SCRIPT.contains("ARGV[7]"));
+    }
+
+    #[test]
+    fn every_slot_has_a_generation_key_in_it() {
+        for slot in 0..SLOTS as u16 {
+            let key = slot_key("pow:", slot);
+            assert_eq!(
+                super::super::cluster::key_slot(key.as_bytes()),
+                slot,
+                "{key}"
+            );
+        }
+        assert!(SLOT_TAGS.iter().all(|n| *n < 1_000_000), "short names");
+        // A client's keys and its slot's generation key share the slot.
+        let tag = super::super::command::client_tag(b"203.0.113.7");
+        let client = super::super::keys::client_prefix("pow:", b"203.0.113.7");
+        let slot = slot_of_tag(tag.as_bytes());
+        assert_eq!(super::super::cluster::key_slot(client.as_bytes()), slot);
+        assert!(slot_key("pow:", slot).starts_with("pow:gen:{"));
+    }
+
+    #[test]
+    fn a_cluster_checks_reply_ends_with_the_slot_generation() {
+        let reply = [1, 59, 60_000, 0, 0, 0, 0, 0, 0, 1_796_136_861_688_808];
+        assert_eq!(
+            split_slot_generation(&reply),
+            (&reply[..9], Some(1_796_136_861_688_808))
+        );
+        assert_eq!(
+            split_slot_generation(&[1, 0]),
+            (&[1][..], None),
+            "admitted: none"
+        );
+        assert_eq!(split_slot_generation(&[]), (&[][..], None));
+        assert_eq!(stale_generation(&[-1, 0, 0, 0, 42]), Some(42));
+        assert_eq!(stale_generation(&[-1, 0, 0, 0]), None, "one Redis's");
+        for script in [
+            &*SLOT_WINDOW_SCRIPT,
+            &*SLOT_APPROX_SCRIPT,
+            &*SLOT_STACKED_SCRIPT,
+        ] {
+            assert!(script.contains("KEYS[#KEYS]") && script.ends_with("return reply\n"));
+            assert!(script.contains("if reply[1] "), "read only for a refusal");
+        }
+        assert!(
+            SLOT_WINDOW_SCRIPT.contains(SLIDING_WINDOW_SCRIPT),
+            "its text unchanged"
+        );
+        assert!(SLOT_GEN_SPEND_SCRIPT.ends_with(SPEND_SCRIPT));
     }
 }

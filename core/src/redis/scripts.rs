@@ -559,7 +559,7 @@ impl Coalesced {
                     strikes: before,
                     ..BreakerStatus::default()
                 },
-                struck: false,
+                ..Checked::default()
             };
         }
         let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
@@ -589,6 +589,7 @@ impl Coalesced {
                     ..BreakerStatus::default()
                 },
                 struck,
+                ..Checked::default()
             };
         }
         // After the strike that opened the breaker: blocked.

@@ -69,6 +69,11 @@ pub struct Checked {
     /// The check recorded a strike (a refused offence of an unblocked
     /// client, strikes on).
     pub struck: bool,
+    /// The client's data generation, where the store keeps one per client
+    /// (a Redis Cluster slot's, `redis::generation`): the challenge sent
+    /// carries it, and a solution of a challenge issued in another one is
+    /// not spent. `None`: the node's own (the zone, one Redis).
+    pub generation: Option<u64>,
 }
 
 /// What a strike found.
@@ -247,7 +252,7 @@ fn check(
                     ..Verdict::default()
                 },
                 breaker,
-                struck: false,
+                ..Checked::default()
             })
         }
         [limit] => admit(tables, subject.key, *limit, now_ms)?,
@@ -256,7 +261,7 @@ fn check(
     let mut checked = Checked {
         verdict,
         breaker,
-        struck: false,
+        ..Checked::default()
     };
     if !verdict.allowed && offence != Offence::None && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives

@@ -175,6 +175,7 @@ impl Refusal {
                 verdict,
                 breaker,
                 struck: threshold > 0,
+                ..Checked::default()
             },
         })
     }

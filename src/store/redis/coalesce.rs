@@ -21,6 +21,7 @@ use crate::store::Waiter;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::generation;
 use pow_shield_core::redis::script_call;
 use pow_shield_core::redis::scripts::{self, MAX_COALESCED};
 use pow_shield_core::store::refusals::opened_block;
@@ -155,15 +156,17 @@ impl RedisStore {
         let store = self.me.clone();
         let remember = self.block_keeper(key, rules);
         let (owned_refusal, owned_key) = (refusal.to_vec(), key.to_vec());
+        let (cluster, slot) = (self.cluster, generation::slot_of_tag(tag.as_bytes()));
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            let decided = frame
-                .as_ref()
-                .and_then(integers)
-                .and_then(|r| scripts::coalesced_from_reply(&r, limit, k).ok());
+            let reply = frame.as_ref().and_then(integers).unwrap_or_default();
+            // A Redis Cluster's refusal answers the slot's generation too.
+            let (reply, generation) = super::split_generation(cluster, &reply);
+            let decided = scripts::coalesced_from_reply(reply, limit, k).ok();
             let joiners = waiting.take();
             let Some(store) = store.upgrade() else {
                 return;
             };
+            store.note_slot_generation(slot, generation);
             match decided {
                 Some(c) => {
                     if c.breaker.block != Block::Clear {
@@ -178,7 +181,11 @@ impl RedisStore {
                         store.learn_refusal(&owned_refusal, &c.verdict, &c.breaker, asked_ms);
                     }
                     for (i, (waiter, _)) in joiners.into_iter().enumerate() {
-                        waiter.deliver(Reply::Checked(c.nth(i as u32, k, rules)));
+                        let checked = Checked {
+                            generation,
+                            ..c.nth(i as u32, k, rules)
+                        };
+                        waiter.deliver(Reply::Checked(checked));
                     }
                 }
                 None => {

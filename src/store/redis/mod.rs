@@ -24,6 +24,7 @@ use crate::redis::router::{
 };
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{Limits, RateLimit, Spent, Verdict};
+use pow_shield_core::redis::cluster::SLOTS;
 use pow_shield_core::redis::command::{client_tag, encode, integers};
 use pow_shield_core::redis::generation::{self, Generations};
 use pow_shield_core::redis::keys::{self, ClientKey};
@@ -68,7 +69,9 @@ pub struct RedisStore {
     /// What the refusals this store learns are about (`refusals::scope`).
     scope: u64,
     /// A Redis Cluster: a spent record lives in its client's slot, so that
-    /// the spend script can take back the client's strike in one call.
+    /// the spend script can take back the client's strike in one call; the
+    /// data generation is the slot's, answered by the check scripts and
+    /// checked by the spend (`generation::in_slot_generation`).
     cluster: bool,
     /// Makes sorted-set members unique across nodes and workers.
     node_id: u64,
@@ -89,6 +92,9 @@ pub struct RedisStore {
     generation_asked_ms: Cell<u64>,
     /// This node's own generation (challenges issued during an outage).
     local_generation: u64,
+    /// A Redis Cluster: the generation each slot's refusals last came with
+    /// (0: not known), for the challenges this worker refuses locally.
+    slot_generations: RefCell<Vec<u64>>,
     /// Spends Redis could not take, to write when it answers again.
     replays: RefCell<Replays>,
     /// Refusals decided here (the zone's refusal cache), each client's to
@@ -130,13 +136,19 @@ impl RedisStore {
             encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
             handshake.push(("SELECT", select));
         }
-        let generation_scripts = [
-            generation::GENERATION_SCRIPT,
-            &*generation::GEN_SPEND_SCRIPT,
-        ];
         let generation_scripts = match conf.options.cluster {
-            true => &generation_scripts[..0],
-            false => &generation_scripts[..],
+            true => [
+                &**generation::SLOT_WINDOW_SCRIPT,
+                &**generation::SLOT_APPROX_SCRIPT,
+                &**generation::SLOT_STACKED_SCRIPT,
+                &**generation::SLOT_GEN_SPEND_SCRIPT,
+            ]
+            .to_vec(),
+            false => [
+                generation::GENERATION_SCRIPT,
+                &**generation::GEN_SPEND_SCRIPT,
+            ]
+            .to_vec(),
         };
         for script in [
             scripts::SLIDING_WINDOW_SCRIPT,
@@ -147,7 +159,7 @@ impl RedisStore {
             scripts::BATCH_SCRIPT,
         ]
         .iter()
-        .chain(generation_scripts)
+        .chain(&generation_scripts)
         {
             let mut load = Vec::new();
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
@@ -230,12 +242,13 @@ impl RedisStore {
                 };
                 Router::Single(Client::start(settings, log))
             };
+            let check = check_scripts(conf.options.cluster);
             Self {
                 router,
                 prefix: conf.options.prefix.clone(),
-                window_sha: scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT),
-                approx_sha: scripts::script_sha1(scripts::APPROX_SCRIPT),
-                stacked_sha: scripts::script_sha1(stacked::STACKED_SCRIPT),
+                window_sha: scripts::script_sha1(check[0]),
+                approx_sha: scripts::script_sha1(check[1]),
+                stacked_sha: scripts::script_sha1(check[2]),
                 strike_sha: scripts::script_sha1(scripts::STRIKE_SCRIPT),
                 spend_sha: scripts::script_sha1(scripts::SPEND_SCRIPT),
                 batch_sha: scripts::script_sha1(scripts::BATCH_SCRIPT),
@@ -256,9 +269,16 @@ impl RedisStore {
                 generation_value: RefCell::new(Vec::new()),
                 gen_key: format!("{}gen", conf.options.prefix),
                 gen_sha: scripts::script_sha1(generation::GENERATION_SCRIPT),
-                gen_spend_sha: scripts::script_sha1(&generation::GEN_SPEND_SCRIPT),
+                gen_spend_sha: scripts::script_sha1(match conf.options.cluster {
+                    true => &generation::SLOT_GEN_SPEND_SCRIPT,
+                    false => &generation::GEN_SPEND_SCRIPT,
+                }),
                 asking_generation: Cell::new(false),
                 generation_asked_ms: Cell::new(0),
+                slot_generations: RefCell::new(match conf.options.cluster {
+                    true => vec![0; SLOTS],
+                    false => Vec::new(),
+                }),
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
                 batches: RefCell::new(Batches::default()),
                 batch_timer: BatchTimer::new(),
@@ -457,6 +477,21 @@ impl RedisStore {
         }
     }
 
+    /// Notes the generation a reply of Redis gave for `slot`.
+    fn note_slot_generation(&self, slot: u16, generation: Option<u64>) {
+        if let (Some(gen), Ok(mut gens)) = (generation, self.slot_generations.try_borrow_mut()) {
+            if let Some(known) = gens.get_mut(usize::from(slot)) {
+                *known = gen;
+            }
+        }
+    }
+
+    /// The generation of `slot` this worker last heard of, if any.
+    fn slot_generation(&self, slot: u16) -> Option<u64> {
+        let gens = self.slot_generations.try_borrow().ok()?;
+        gens.get(usize::from(slot)).copied().filter(|gen| *gen != 0)
+    }
+
     fn spent_key(&self, digest: &[u8; 32], key: &[u8]) -> String {
         keys::spent(&self.prefix, digest, key, self.cluster)
     }
@@ -537,6 +572,7 @@ impl RedisStore {
         }
         // Stacked limits: all of them in one call of the stacked script,
         // decided in Redis (neither refused locally nor coalesced).
+        let cluster = self.cluster;
         if subject.limits.len() > 1 {
             let tag = client_tag(subject.key);
             let seq = self.seq.get().wrapping_add(1);
@@ -544,17 +580,20 @@ impl RedisStore {
             let remember = self.block_keeper(subject.key, rules);
             let limits = subject.limits;
             let call = self.stacked_call(subject, offence, tag.as_bytes(), seq);
+            let stacked_script = check_scripts(cluster)[2];
             return self.call_script(
-                stacked::STACKED_SCRIPT,
+                stacked_script,
                 tag.as_bytes(),
                 call,
                 late,
                 waiter,
                 move |reply| {
+                    let reply = reply?;
+                    let (reply, generation) = split_generation(cluster, &reply);
                     let (verdict, breaker) =
-                        stacked::stacked_verdict_from_reply(&reply?, &limits).ok()?;
+                        stacked::stacked_verdict_from_reply(reply, &limits).ok()?;
                     remember(breaker);
-                    Some(checked(offence, rules, verdict, breaker))
+                    Some(checked(offence, rules, verdict, breaker, generation))
                 },
             );
         }
@@ -591,6 +630,7 @@ impl RedisStore {
         let remember = self.block_keeper(subject.key, rules);
         let (script, call) =
             self.window_call(tag.as_bytes(), limit, subject.approx, offence, rules, 1);
+        let slot = generation::slot_of_tag(tag.as_bytes());
         let group = refusal.clone().filter(|_| coalesce);
         let opened = group.clone();
         let owned_key = subject.key.to_vec();
@@ -606,9 +646,15 @@ impl RedisStore {
             }
         };
         let on_reply = move |reply: Option<Vec<i64>>| {
-            let decided = reply.and_then(|r| scripts::verdict_from_reply(&r, limit).ok());
+            let reply = reply?;
+            // A Redis Cluster's refusal answers the slot's generation too.
+            let (reply, generation) = split_generation(cluster, &reply);
+            let decided = scripts::verdict_from_reply(reply, limit).ok();
             answered.set(decided.is_some());
             let store = store.upgrade();
+            if let Some(store) = &store {
+                store.note_slot_generation(slot, generation);
+            }
             if let Some((verdict, breaker)) = decided {
                 // The strike that opened the breaker: the next request is
                 // blocked here, not refused once more.
@@ -635,6 +681,7 @@ impl RedisStore {
                 verdict,
                 breaker,
                 struck,
+                generation,
             }))
         };
         let poll = self.call_script_then(
@@ -669,26 +716,23 @@ impl RedisStore {
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let [threshold, ttl, after, ban] = scripts::rules(rules);
         // The exact log (a sorted set) or the counter (a hash).
+        let cluster = self.cluster;
+        let [window_script, approx_script, _] = check_scripts(cluster);
         let (script, sha, counted) = if approx {
-            (
-                scripts::APPROX_SCRIPT,
-                &self.approx_sha,
-                ClientKey::Approx(limit),
-            )
+            (approx_script, &self.approx_sha, ClientKey::Approx(limit))
         } else {
-            (
-                scripts::SLIDING_WINDOW_SCRIPT,
-                &self.window_sha,
-                ClientKey::Window(limit),
-            )
+            (window_script, &self.window_sha, ClientKey::Window(limit))
         };
-        let mut call = ScriptCall::new(sha, 5, if k > 1 { 9 } else { 8 });
+        let mut call = ScriptCall::new(sha, 5 + usize::from(cluster), if k > 1 { 9 } else { 8 });
         call.push(key(counted))
             .push(key(ClientKey::Refused(limit)))
             .push(key(ClientKey::Strikes))
             .push(key(ClientKey::Trips))
-            .push(key(ClientKey::Unpaid))
-            .num(limit.requests.into())
+            .push(key(ClientKey::Unpaid));
+        if cluster {
+            call.push(|w| generation::write_slot_key(w, prefix, generation::slot_of_tag(tag)));
+        }
+        call.num(limit.requests.into())
             .num(limit.window_ms)
             .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(scripts::offence(offence))
@@ -715,7 +759,8 @@ impl RedisStore {
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         let limits = subject.limits.as_slice();
         let n = limits.len();
-        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n, 7 + 2 * n);
+        let slot_key = usize::from(self.cluster);
+        let mut call = ScriptCall::new(&self.stacked_sha, 3 + 2 * n + slot_key, 7 + 2 * n);
         self.breaker_keys(&mut call, tag);
         for &limit in limits {
             let counted = if subject.approx {
@@ -724,6 +769,9 @@ impl RedisStore {
                 ClientKey::Window(limit)
             };
             call.push(key(counted)).push(key(ClientKey::Refused(limit)));
+        }
+        if self.cluster {
+            call.push(|w| generation::write_slot_key(w, prefix, generation::slot_of_tag(tag)));
         }
         call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
             .num(scripts::offence(offence));
@@ -804,14 +852,19 @@ impl RedisStore {
             .map(|limit| refusal_key(self.scope, limit, subject.approx, subject.key));
         let remember = self.block_keeper(subject.key, subject.rules);
         let forgive = (subject.key.to_vec(), subject.rules);
-        // Within Redis's generation, atomically (a challenge issued here
-        // during an outage is spent as before: the zone has its spend).
+        // Within Redis's generation (a Redis Cluster: the slot's),
+        // atomically; a challenge issued here during an outage is spent as
+        // before: the zone has its spend.
         let in_generation = solution
             .generation
-            .filter(|gen| !self.cluster && *gen != self.local_generation);
+            .filter(|gen| *gen != self.local_generation);
         late.redis_only = in_generation.is_some();
+        let gen_spend: &'static str = match self.cluster {
+            true => &generation::SLOT_GEN_SPEND_SCRIPT,
+            false => &generation::GEN_SPEND_SCRIPT,
+        };
         let (script, sha, args): (&'static str, _, _) = match in_generation {
-            Some(_) => (&**generation::GEN_SPEND_SCRIPT, &self.gen_spend_sha, 7),
+            Some(_) => (gen_spend, &self.gen_spend_sha, 7),
             None => (scripts::SPEND_SCRIPT, &self.spend_sha, 6),
         };
         // KEYS[5] the generation (or, unused, the paid key again: one slot),
@@ -823,6 +876,11 @@ impl RedisStore {
             keys::write(w, self.prefix.as_bytes(), tag.as_bytes(), ClientKey::Paid)
         };
         match in_generation {
+            // A Redis Cluster: the generation of the client's slot.
+            Some(_) if self.cluster => call.push(|w| {
+                let slot = generation::slot_of_tag(tag.as_bytes());
+                generation::write_slot_key(w, self.prefix.as_bytes(), slot);
+            }),
             Some(_) => call.push(|w| w.extend_from_slice(self.gen_key.as_bytes())),
             None => call.push(paid),
         };
@@ -836,6 +894,7 @@ impl RedisStore {
             call.num(gen);
         }
         let store = self.me.clone();
+        let slot = generation::slot_of_tag(tag.as_bytes());
         let (queued_key, queued_tag) = (spent_key.clone(), tag.clone());
         let poll = self.call_script(
             script,
@@ -845,16 +904,21 @@ impl RedisStore {
             waiter,
             move |reply| {
                 let store = store.upgrade();
-                if reply.as_deref().is_some_and(generation::is_stale) {
+                if let Some(stale) = reply.as_deref().filter(|r| generation::is_stale(r)) {
+                    let renewed = generation::stale_generation(stale);
                     // The generation is gone (a flush, a failover): what
                     // was spent in it is unknown, so this is not accepted
                     // (409 with a fresh challenge); the next challenges
-                    // carry the new generation.
-                    if let Some(store) = store {
-                        store.generation.set(None);
-                        store.ask_generation();
+                    // carry the new generation (a slot's is in the reply).
+                    match store {
+                        Some(store) if store.cluster => store.note_slot_generation(slot, renewed),
+                        Some(store) => {
+                            store.generation.set(None);
+                            store.ask_generation();
+                        }
+                        None => {}
                     }
-                    return Some(Reply::Spent(Spent::Replayed));
+                    return Some(Reply::Spent(Spent::Stale(renewed)));
                 }
                 let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
                 let Some(spent) = spent else {
@@ -887,7 +951,7 @@ impl RedisStore {
                         remember(breaker);
                         Spent::Blocked(breaker)
                     }
-                    Spent::Replayed => Spent::Replayed,
+                    spent @ (Spent::Replayed | Spent::Stale(_)) => spent,
                 }))
             },
         );
@@ -938,6 +1002,7 @@ fn checked(
     rules: BreakerRules,
     verdict: Verdict,
     breaker: BreakerStatus,
+    generation: Option<u64>,
 ) -> Reply {
     let struck = offence != Offence::None
         && !verdict.allowed
@@ -947,7 +1012,34 @@ fn checked(
         verdict,
         breaker,
         struck,
+        generation,
     })
+}
+
+/// A check's reply, and the slot's generation a Redis Cluster's answers
+/// last.
+fn split_generation(cluster: bool, reply: &[i64]) -> (&[i64], Option<u64>) {
+    match cluster {
+        true => generation::split_slot_generation(reply),
+        false => (reply, None),
+    }
+}
+
+/// The check scripts (window, approx, stacked): a Redis Cluster's answer
+/// the slot's generation too.
+fn check_scripts(cluster: bool) -> [&'static str; 3] {
+    match cluster {
+        true => [
+            &generation::SLOT_WINDOW_SCRIPT,
+            &generation::SLOT_APPROX_SCRIPT,
+            &generation::SLOT_STACKED_SCRIPT,
+        ],
+        false => [
+            scripts::SLIDING_WINDOW_SCRIPT,
+            scripts::APPROX_SCRIPT,
+            stacked::STACKED_SCRIPT,
+        ],
+    }
 }
 
 /// The configured nodes (a cluster's seeds, the sentinels), resolved.

@@ -22,11 +22,12 @@ use crate::redis::router::Rebuild;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::client_tag;
+use pow_shield_core::redis::generation;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
 use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
-use pow_shield_core::store::Subject;
+use pow_shield_core::store::{Checked, Subject};
 
 /// An exiting worker waits this long for Redis to take its batches, then
 /// gives them up (logged with their count): nginx must be able to stop.
@@ -129,6 +130,16 @@ impl RedisStore {
         // Redis owes this worker an answer for the client, or is down:
         // what it said last still holds (asking would only wait).
         let redis_up = self.router.is_healthy();
+        // A Redis Cluster that answers: the challenge carries the slot's
+        // generation, so only once this worker knows it (else Redis
+        // decides, and says it). Down: the node's own (`challenge_generation`).
+        let generation = match self.cluster && redis_up {
+            true => {
+                let tag = client_tag(subject.key);
+                Some(self.slot_generation(generation::slot_of_tag(tag.as_bytes()))?)
+            }
+            false => None,
+        };
         let stale_ok = !redis_up
             || self
                 .batches
@@ -151,7 +162,12 @@ impl RedisStore {
             }
             self.arm_batches();
         }
-        Some(refused)
+        Some(Refused {
+            checked: Checked {
+                generation,
+                ..refused.checked
+            },
+        })
     }
 
     /// Takes what the zone holds of `refusal` into this worker's batch.
