@@ -97,14 +97,14 @@ impl Refusal {
     }
 
     /// Milliseconds from `now_ms` to `T` (negative: past).
-    fn to_t(&self, now_ms: u64) -> i64 {
+    fn ms_to_t(&self, now_ms: u64) -> i64 {
         i64::from(self.until.wrapping_sub(now_ms as u32) as i32)
     }
 
     /// Whether the client is still refused at `now_ms` (monotonic, read
     /// fresh): strictly before `T`.
     pub fn holds(&self, now_ms: u64) -> bool {
-        self.to_t(now_ms) > 0
+        self.ms_to_t(now_ms) > 0
     }
 
     /// Whether Redis spoke of the client less than [`FRESH_MS`] ago.
@@ -151,7 +151,7 @@ impl Refusal {
             self.unsent = self.unsent.saturating_add(1);
             self.pending = self.pending.saturating_add(1);
         }
-        let retry_after_ms = self.to_t(now_ms) as u64;
+        let retry_after_ms = self.ms_to_t(now_ms) as u64;
         let verdict = Verdict {
             allowed: false,
             remaining: 0,

@@ -39,8 +39,8 @@ type Joiners = Rc<RefCell<Vec<(Rc<Waiter>, Late)>>>;
 
 impl RedisStore {
     /// Joins the check of `refusal` on its way, if there is one for the
-    /// same rules with room: the request then waits for it. `Err`: none;
-    /// the request asks on its own.
+    /// same rules with room: the request then waits for it (`None`).
+    /// `Some`: none; the request asks on its own.
     pub(super) fn join(
         &self,
         refusal: &[u8],
@@ -48,16 +48,16 @@ impl RedisStore {
         rising: bool,
         late: Late,
         waiter: &mut NewWaiter,
-    ) -> Result<(), Late> {
+    ) -> Option<Late> {
         let Ok(mut groups) = self.groups.try_borrow_mut() else {
-            return Err(late);
+            return Some(late);
         };
         match groups.get_mut(refusal) {
             Some(group) if group.rules == rules && group.rising == rising => {
                 group.joiners.push((waiter(), late));
-                Ok(())
+                None
             }
-            _ => Err(late),
+            _ => Some(late),
         }
     }
 

@@ -619,8 +619,8 @@ impl RedisStore {
         let (late, waiter) = match (&refusal, coalesce) {
             (Some(refusal), true) => {
                 match self.join(refusal, rules, subject.rising, late, waiter) {
-                    Ok(()) => return Poll::Pending,
-                    Err(late) => (late, waiter),
+                    None => return Poll::Pending,
+                    Some(late) => (late, waiter),
                 }
             }
             _ => (late, waiter),
