@@ -146,7 +146,9 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
     match verified {
         // Issued in another data generation (before a flush or a failover,
         // or elsewhere during an outage): pay a fresh challenge.
-        Ok(solved) if !crate::store::accepts_generation(solved.generation) => Payment::Unpaid,
+        Ok(solved) if !crate::store::accepts_generation(solved.generation, subject.key) => {
+            Payment::Unpaid
+        }
         Ok(solved) => Payment::Valid(Solution {
             digest: solved.digest,
             spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),

@@ -170,10 +170,15 @@ pub fn challenge_generation() -> Option<u64> {
 
 /// Whether a solution of a challenge issued in `generation` may be spent
 /// now (docs/operations.md, "Choosing a fail policy"); if not, the client
-/// gets a fresh challenge. Always in local mode.
-pub fn accepts_generation(generation: Option<u64>) -> bool {
+/// gets a fresh challenge. Always in local mode. `key`: the client's (a
+/// Redis Cluster has a generation per slot).
+pub fn accepts_generation(generation: Option<u64>, key: &[u8]) -> bool {
     REDIS
-        .try_with(|r| r.borrow().as_ref().is_none_or(|s| s.accepts(generation)))
+        .try_with(|r| {
+            r.borrow()
+                .as_ref()
+                .is_none_or(|s| s.accepts(generation, key))
+        })
         .unwrap_or(true)
 }
 

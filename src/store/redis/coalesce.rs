@@ -143,6 +143,10 @@ impl RedisStore {
         (rules, rising): (BreakerRules, bool),
         joiners: Vec<(Rc<Waiter>, Late)>,
     ) -> bool {
+        // What the node counted for the client goes first (the joiners
+        // refused here just now among it): Redis decides on every strike.
+        let subject = joiners_subject(key, limit, rules, rising);
+        self.send_batch_now(&subject);
         let k = joiners.len() as u32;
         let tag = client_tag(key);
         let (script, call) =
@@ -207,7 +211,6 @@ impl RedisStore {
         // Not sent. Down: decided as a late failure is (the fallback);
         // busy: by the zone whatever pow_shield_fail says, as a request
         // that finds the queue full is.
-        let subject = joiners_subject(key, limit, rules, rising);
         let op = Op::Check {
             offence: Offence::Unpaid,
         };

@@ -319,8 +319,21 @@ impl RedisStore {
     /// Whether a solution of a challenge issued in `generation` may be
     /// spent now. A generation neither ours nor the one known may be one
     /// another node just renewed (after a flush): read it again.
-    pub fn accepts(&self, generation: Option<u64>) -> bool {
+    /// In a Redis Cluster, a solution of another generation than the one
+    /// this worker last heard for the client's slot is unpaid from the
+    /// start (its check strikes, and may be refused here): an old token
+    /// replayed must not pass as paid to every check (the spend would
+    /// refuse it, but after a check that struck nothing).
+    pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> bool {
         let now = self.generations();
+        if self.cluster && now.redis_up {
+            if let Some(gen) = generation.filter(|gen| *gen != self.local_generation) {
+                let slot = generation::slot_of_tag(client_tag(key).as_bytes());
+                if self.slot_generation(slot).is_some_and(|known| known != gen) {
+                    return false;
+                }
+            }
+        }
         let accepted = now.accepts(generation);
         if !accepted && now.redis_up && generation.is_some() {
             self.ask_generation();

@@ -127,24 +127,29 @@ impl RedisStore {
     pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
         let local = self.local.as_ref()?;
         let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
-        // Redis owes this worker an answer for the client, or is down:
-        // what it said last still holds (asking would only wait).
+        // While Redis is unavailable `pow_shield_fail` decides, as for any
+        // request (under `local` the zone's own bucket, breaker and spends:
+        // its breaker opens on time, and a client paying the fallback's
+        // challenges is not struck again once Redis is back).
         let redis_up = self.router.is_healthy();
-        // A Redis Cluster that answers: the challenge carries the slot's
-        // generation, so only once this worker knows it (else Redis
-        // decides, and says it). Down: the node's own (`challenge_generation`).
-        let generation = match self.cluster && redis_up {
+        if !redis_up {
+            return None;
+        }
+        // A Redis Cluster: the challenge carries the slot's generation, so
+        // only once this worker knows it (else Redis decides, and says it).
+        let generation = match self.cluster {
             true => {
                 let tag = client_tag(subject.key);
                 Some(self.slot_generation(generation::slot_of_tag(tag.as_bytes()))?)
             }
             false => None,
         };
-        let stale_ok = !redis_up
-            || self
-                .batches
-                .try_borrow()
-                .is_ok_and(|b| b.awaiting(&refusal));
+        // Redis owes this worker an answer for the client: what it said
+        // last still holds (asking would only wait).
+        let stale_ok = self
+            .batches
+            .try_borrow()
+            .is_ok_and(|b| b.awaiting(&refusal));
         let refused = local.refuse_locally(
             &refusal,
             subject.rules,
