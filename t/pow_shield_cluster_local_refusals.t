@@ -38,6 +38,14 @@ my $conf = http_conf(<<'EOF', workers => 1);
             pow_shield_strikes 1000000 1h;
         }
 
+        # the frozen-Redis flood: while Redis is unavailable nothing is
+        # admitted (closed: 503), so every 429 is a strike for Redis
+        location /frozen/ {
+            pow_shield_limit 5 1h;
+            pow_shield_strikes 1000000 1h;
+            pow_shield_fail closed;
+        }
+
         location /block/ {
             pow_shield_limit 1 1h;
             pow_shield_strikes 5 1h;
@@ -74,7 +82,7 @@ my $conf = http_conf(<<'EOF', workers => 1);
     }
 EOF
 
-my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api block rise slide co quiet quietrise);
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api frozen block rise slide co quiet quietrise);
 my ($n1, $n2) = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
     files => \%files)->nodes;
 
@@ -136,23 +144,25 @@ sub redis_ms {
 }
 
 # the same with Redis frozen for 2 s in the middle of the flood (replies
-# time out, the connections are dropped and made again): the node keeps
-# refusing, and each strike reaches Redis once
+# time out, batches on their way are lost and sent again, the connections
+# are dropped and made again): each strike reaches Redis once. (Once a
+# node finds Redis unavailable, pow_shield_fail decides: closed here, so
+# that no fallback bucket admits or strikes.)
 
 {
-    # both nodes learn the refusal first (a node that must ask a frozen
-    # Redis times out, and pow_shield_fail decides)
-    my @rs = map { get($_ % 2 ? $n1 : $n2, 'frozen', 'api') } 1 .. 10;
+    my @rs = map { get($_ % 2 ? $n1 : $n2, 'frozen', 'frozen') } 1 .. 10;
     $n1->pause_redis;
     my $until = Time::HiRes::time() + 2;
     while (Time::HiRes::time() < $until) {
-        push @rs, get($_ % 2 ? $n1 : $n2, 'frozen', 'api') for 1 .. 10;
+        push @rs, get($_ % 2 ? $n1 : $n2, 'frozen', 'frozen') for 1 .. 10;
     }
     $n1->resume_redis;
-    push @rs, get($_ % 2 ? $n1 : $n2, 'frozen', 'api') for 1 .. 20;
+    push @rs, get($_ % 2 ? $n1 : $n2, 'frozen', 'frozen') for 1 .. 20;
     is(count(200, @rs), 5, 'Redis frozen 2 s mid-flood: still exactly 5 admitted');
     my $refused = count(429, @rs);
-    is($refused, @rs - 5, '... and every other request a 429') or diag(statuses(@rs));
+    ok(count(503, @rs) > 0, '... Redis unavailable: fail closed (' . count(503, @rs) . ' 503s)');
+    is($refused + count(503, @rs), @rs - 5, '... and every other request a 429 or 503')
+        or diag(statuses(@rs));
     ok(eventually(10, sub { redis_int(client_key('frozen', 's')) == $refused }),
         "Redis frozen 2 s mid-flood: the strikes in Redis are the $refused 429s sent")
         or diag('strikes in Redis: ' . redis_int(client_key('frozen', 's')));

@@ -319,7 +319,7 @@ impl RedisStore {
     /// Whether a solution of a challenge issued in `generation` may be
     /// spent now. A generation neither ours nor the one known may be one
     /// another node just renewed (after a flush): read it again.
-    /// In a Redis Cluster, a solution of another generation than the one
+    /// In a Redis Cluster, a solution of a generation older than the one
     /// this worker last heard for the client's slot is unpaid from the
     /// start (its check strikes, and may be refused here): an old token
     /// replayed must not pass as paid to every check (the spend would
@@ -329,7 +329,10 @@ impl RedisStore {
         if self.cluster && now.redis_up {
             if let Some(gen) = generation.filter(|gen| *gen != self.local_generation) {
                 let slot = generation::slot_of_tag(client_tag(key).as_bytes());
-                if self.slot_generation(slot).is_some_and(|known| known != gen) {
+                // (Generations grow with Redis's clock: an older one is the
+                // token's age; a newer one is news to this worker, left to
+                // the check and the spend.)
+                if self.slot_generation(slot).is_some_and(|known| gen < known) {
                     return false;
                 }
             }
