@@ -63,7 +63,7 @@ sub get {
 }
 
 # Sends $n requests at once (each on its own connection), then reads them.
-sub at_once {
+sub together {
     my ($t, $client, $dir, @headers) = @_;
     my @socks = map {
         my %h = %{$headers[$_]};
@@ -111,10 +111,10 @@ for my $mode (@modes) {
         get($t, $client, 'api') for 1 .. 2;
         my $ok = 1;
         for my $round (1 .. 5) {
-            my @c = at_once($t, $client, 'api', map { {} } 1 .. 4);
+            my @c = together($t, $client, 'api', map { {} } 1 .. 4);
             $ok &&= is(statuses(@c), '429 429 429 429',
                 "$mode: round $round: four challenges at once");
-            my @p = at_once($other, $client, 'api', map { {solution($_)} } @c);
+            my @p = together($other, $client, 'api', map { {solution($_)} } @c);
             $ok &&= is(statuses(@p), '200 200 200 200',
                 "$mode: round $round: four paid at once, none blocked");
         }
