@@ -182,8 +182,10 @@ impl RedisStore {
             let on_ready = move || {
                 if let Some(store) = ready.upgrade() {
                     store.ask_generation();
-                    store.write_replays();
+                    // The refusals counted before the outage first: a spend
+                    // the fallback made then takes back its 429's strike.
                     store.on_connected();
+                    store.write_replays();
                 }
             };
             let tls_template = (!conf.ssl.is_null()).then(|| {

@@ -212,8 +212,15 @@ impl RedisStore {
                 local.forget_refusals();
             }
         }
-        let due = match self.batches.try_borrow() {
-            Ok(batches) => batches.due(monotonic_ms(), |_| 0),
+        let due = match self.batches.try_borrow_mut() {
+            Ok(mut batches) => {
+                if let Some(local) = &self.local {
+                    for key in batches.keys() {
+                        batches.take_more(&key, local.take_pending(&key));
+                    }
+                }
+                batches.due(monotonic_ms(), |_| 0)
+            }
             Err(_) => return,
         };
         let per_call = if self.cluster {
