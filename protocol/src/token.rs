@@ -65,26 +65,13 @@ pub fn issue_challenge(
     ttl_ms: u64,
     difficulty: u8,
 ) -> Result<Challenge, RandomError> {
-    issue_challenge_in(keys, client_ip, now_ms, ttl_ms, difficulty, None)
-}
-
-/// [`issue_challenge`] for a store's data generation (the signed `gen`,
-/// docs/protocol.md §4): a node accepts the solution only within the
-/// generation it names (`None`: the field is left out).
-pub fn issue_challenge_in(
-    keys: &SecretKeys,
-    client_ip: &str,
-    now_ms: u64,
-    ttl_ms: u64,
-    difficulty: u8,
-    generation: Option<u64>,
-) -> Result<Challenge, RandomError> {
     let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
-    issue_challenge_bits_in(keys, client_ip, now_ms, ttl_ms, bits, generation)
+    issue_challenge_bits(keys, client_ip, now_ms, ttl_ms, bits)
 }
 
-/// [`issue_challenge_bits`] for a store's data generation (see
-/// [`issue_challenge_in`]).
+/// [`issue_challenge_bits`] for a store's data generation (the signed
+/// `gen`, docs/protocol.md §4): a node accepts the solution only within
+/// the generation it names (`None`: the field is left out).
 pub fn issue_challenge_bits_in(
     keys: &SecretKeys,
     client_ip: &str,
@@ -347,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_challenge_in_a_generation_signs_it_and_verification_reports_it() {
-        let c = issue_challenge_in(&keys(), "192.0.2.1", 1_000, 60_000, 1, Some(42)).unwrap();
+        let c = issue_challenge_bits_in(&keys(), "192.0.2.1", 1_000, 60_000, 4, Some(42)).unwrap();
         assert_eq!(decode_json(&c.token)["gen"], 42);
         let nonce = crate::solve(&c.salt, 1).to_string();
         let solved = crate::verify_solution(

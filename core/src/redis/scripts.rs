@@ -61,6 +61,43 @@ end
     };
 }
 
+/// Lua shared by the approximate counter's scripts (`APPROX_SCRIPT` and
+/// the stacked one): the sliding-window counter read at `now`, and when a
+/// refused request would be admitted.
+macro_rules! approx_lua {
+    () => {
+        r#"
+-- The counter at `now`: the fixed window's index, ms left in it, its count,
+-- the previous window's, and the estimate over the sliding window.
+local function approx_read(key, window, now)
+  local index = math.floor(now / window)
+  local left = window - (now - index * window)
+  local state = redis.call('HMGET', key, 'i', 'c', 'p')
+  local curr, prev = 0, 0
+  local at = tonumber(state[1])
+  if at == index then
+    curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  elseif at == index - 1 then
+    prev = tonumber(state[2]) or 0
+  end
+  return index, left, curr, prev, prev * left / window + curr
+end
+
+-- Refused: wait until the previous window's share has shrunk enough, or,
+-- if this window alone is at the limit, until its share of the next one has.
+local function approx_retry(limit, window, left, curr, prev)
+  local retry
+  if curr < limit then
+    retry = math.floor(left - (limit - curr) * window / prev) + 1
+  else
+    retry = left + math.floor(window - limit * window / curr) + 1
+  end
+  return math.min(math.max(retry, 1), left + window)
+end
+"#
+    };
+}
+
 /// Several limits in one call (after the macro: it uses it).
 pub mod stacked;
 
@@ -192,6 +229,7 @@ pub const APPROX_SCRIPT: &str = concat!(
 -- expiring when the next fixed window ends. KEYS[2..4] are small counters
 -- with their own expiry."#,
     breaker_lua!(),
+    approx_lua!(),
     r#"
 local key = KEYS[1]
 local limit = tonumber(ARGV[1])
@@ -205,17 +243,7 @@ if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
-local index = math.floor(now / window)
-local left = window - (now - index * window)
-local state = redis.call('HMGET', key, 'i', 'c', 'p')
-local curr, prev = 0, 0
-local at = tonumber(state[1])
-if at == index then
-  curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
-elseif at == index - 1 then
-  prev = tonumber(state[2]) or 0
-end
-local estimate = prev * left / window + curr
+local index, left, curr, prev, estimate = approx_read(key, window, now)
 
 local allowed = 0
 if estimate < limit then
@@ -229,19 +257,12 @@ end
 local reset_after = 0
 if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = left end
 
--- Refused: wait until the previous window's share has shrunk enough, or,
--- if this window alone is at the limit, until its share of the next one has.
 local retry_after = 0
 local over = 0
 local tripped = 0
 local struck = 0
 if allowed == 0 then
-  if curr < limit then
-    retry_after = math.floor(left - (limit - curr) * window / prev) + 1
-  else
-    retry_after = left + math.floor(window - limit * window / curr) + 1
-  end
-  retry_after = math.min(math.max(retry_after, 1), left + window)
+  retry_after = approx_retry(limit, window, left, curr, prev)
   over = redis.call('INCR', KEYS[2])
   if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
   if ARGV[4] ~= '0' and threshold > 0 then

@@ -28,6 +28,7 @@ use crate::limiter::{Limits, Verdict};
 pub const STACKED_SCRIPT: &str = concat!(
     "-- pow-shield stacked limits (sliding-window log or counter) and circuit breaker",
     breaker_lua!(),
+    approx_lua!(),
     r#"
 local threshold, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local after, ban = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -48,17 +49,7 @@ for i = 1, n do
   local limit, window = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i])
   local s = {window = window, retry = 0}
   if approx then
-    local index = math.floor(now / window)
-    local left = window - (now - index * window)
-    local state = redis.call('HMGET', key, 'i', 'c', 'p')
-    local curr, prev = 0, 0
-    local at = tonumber(state[1])
-    if at == index then
-      curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
-    elseif at == index - 1 then
-      prev = tonumber(state[2]) or 0
-    end
-    local estimate = prev * left / window + curr
+    local index, left, curr, prev, estimate = approx_read(key, window, now)
     s.index, s.left, s.curr, s.prev = index, left, curr, prev
     s.allowed = estimate < limit
     if s.allowed then
@@ -68,13 +59,7 @@ for i = 1, n do
       s.remaining = math.max(limit - math.ceil(estimate), 0)
       s.reset = 0
       if curr > 0 then s.reset = left + window elseif prev > 0 then s.reset = left end
-      local retry
-      if curr < limit then
-        retry = math.floor(left - (limit - curr) * window / prev) + 1
-      else
-        retry = left + math.floor(window - limit * window / curr) + 1
-      end
-      s.retry = math.min(math.max(retry, 1), left + window)
+      s.retry = approx_retry(limit, window, left, curr, prev)
     end
   else
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
