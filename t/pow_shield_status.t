@@ -234,18 +234,23 @@ my @rows = (
     [expired => 410, sub { my $p = payload(ts => now_ms() - 3_600_000);
         ('X-PoW-Challenge' => forge_token($SECRET, $p),
             'X-PoW-Nonce' => solve($p->{salt}, 1)) }],
-    [solution => 422, sub { solution($challenge, wrong => 1) }],
+    # (the client's own challenge, asked before the step: tokens are bound
+    # to the client key)
+    [solution => 422, sub { solution(get('/api/data.json', $_[0]), wrong => 1) }],
+    # another key's token: 403 with a fresh challenge
+    [binding => 403, sub { solution($challenge) }, 1],
 );
 for my $row (@rows) {
-    my ($reason, $status, $headers) = @$row;
+    my ($reason, $status, $headers, $fresh) = @$row;
     my $c = over();
+    my @headers = $headers->($c);
     step("failed verification: $reason", 1, {
         'pow_shield_requests_total|result=invalid' => 1,
         "pow_shield_verifications_failed_total|reason=$reason" => 1,
-        'pow_shield_challenges_issued_total' => $status >= 410 ? 1 : 0,
+        'pow_shield_challenges_issued_total' => ($fresh || $status >= 410) ? 1 : 0,
         'pow_shield_strikes_total' => 1,
     }, sub {
-        is(get('/api/data.json', $c, $headers->())->status, $status,
+        is(get('/api/data.json', $c, @headers)->status, $status,
             "$reason: $status");
     });
 }

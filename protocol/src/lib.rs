@@ -7,6 +7,7 @@
 // its intrinsics, and nothing else may.
 #![deny(unsafe_code)]
 
+mod binding;
 mod keys;
 mod search;
 mod token;
@@ -19,13 +20,15 @@ mod tests;
 #[cfg(test)]
 mod vectors;
 
+pub use binding::{client_id, policy_id, Binding, Expected};
 pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use search::{Engine, Search, SOLVER_ENV};
 pub use token::{
-    issue_challenge, issue_challenge_bits, issue_challenge_bits_in, issue_challenge_bits_with_salt,
-    issue_challenge_with_salt, read_unverified, Challenge, TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
+    issue_bound_challenge, issue_challenge, issue_challenge_bits, issue_challenge_bits_in,
+    issue_challenge_bits_with_salt, issue_challenge_with_salt, read_unverified, Challenge,
+    TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
 };
-pub use verify::{verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
+pub use verify::{verify_bound, verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{
     is_valid_nonce, leading_zero_bits, meets_bits, meets_difficulty, solve, solve_bits,
     MAX_NONCE_DIGITS,

@@ -9,6 +9,7 @@ use base64::Engine;
 use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
+use super::binding::Binding;
 use super::keys::{fill_random, RandomError, Secret, SecretKeys};
 use super::{hex_digits_for_bits, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
@@ -82,9 +83,42 @@ pub fn issue_challenge_bits_in(
 ) -> Result<Challenge, RandomError> {
     let mut salt = [0u8; SALT_LEN];
     fill_random(&mut salt)?;
-    Ok(issue(
-        keys, client_ip, now_ms, ttl_ms, bits, salt, generation,
-    ))
+    let extra = Extra {
+        generation,
+        bound: None,
+    };
+    Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
+}
+
+/// A challenge bound to what it buys (docs/protocol.md §4, "What a token
+/// binds"): `binding` names the issuing location's price policy and the
+/// client key, `struck` whether the 429 that sends it counted a strike
+/// (paying it takes that strike back, and no other).
+#[allow(clippy::too_many_arguments)]
+pub fn issue_bound_challenge(
+    keys: &SecretKeys,
+    client_ip: &str,
+    now_ms: u64,
+    ttl_ms: u64,
+    bits: u8,
+    generation: Option<u64>,
+    binding: Binding,
+    struck: bool,
+) -> Result<Challenge, RandomError> {
+    let mut salt = [0u8; SALT_LEN];
+    fill_random(&mut salt)?;
+    let extra = Extra {
+        generation,
+        bound: Some((binding, struck)),
+    };
+    Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
+}
+
+/// The optional signed fields of an issued token.
+#[derive(Clone, Copy, Default)]
+struct Extra {
+    generation: Option<u64>,
+    bound: Option<(Binding, bool)>,
 }
 
 /// [`issue_challenge`] with a caller-chosen salt: deterministic, for tests
@@ -98,7 +132,15 @@ pub fn issue_challenge_with_salt(
     salt: [u8; SALT_LEN],
 ) -> Challenge {
     let bits = 4 * difficulty.clamp(MIN_DIFFICULTY, MAX_DIFFICULTY);
-    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
+    issue(
+        keys,
+        client_ip,
+        now_ms,
+        ttl_ms,
+        bits,
+        salt,
+        Extra::default(),
+    )
 }
 
 /// [`issue_challenge_bits`] with a caller-chosen salt: deterministic, for
@@ -111,7 +153,15 @@ pub fn issue_challenge_bits_with_salt(
     bits: u8,
     salt: [u8; SALT_LEN],
 ) -> Challenge {
-    issue(keys, client_ip, now_ms, ttl_ms, bits, salt, None)
+    issue(
+        keys,
+        client_ip,
+        now_ms,
+        ttl_ms,
+        bits,
+        salt,
+        Extra::default(),
+    )
 }
 
 fn issue(
@@ -121,7 +171,7 @@ fn issue(
     ttl_ms: u64,
     bits: u8,
     salt: [u8; SALT_LEN],
-    generation: Option<u64>,
+    extra: Extra,
 ) -> Challenge {
     let bits = bits.clamp(MIN_BITS, MAX_BITS);
     let difficulty = hex_digits_for_bits(bits);
@@ -133,8 +183,11 @@ fn issue(
         difficulty: u64::from(difficulty),
         salt: Cow::Borrowed(&salt),
         exp: Some(expires_at_ms),
-        gen: generation,
+        gen: extra.generation,
         bits: Some(u64::from(bits)),
+        pol: extra.bound.map(|(b, _)| b.policy),
+        ck: extra.bound.map(|(b, _)| b.client),
+        st: extra.bound.map(|(_, struck)| u8::from(struck)),
     };
     let token = sign_payload(&keys.current, &payload.to_json());
     Challenge {
@@ -221,6 +274,19 @@ pub(crate) struct Payload<'a> {
     /// Absent in tokens of servers that predate it: `4 × difficulty`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bits: Option<u64>,
+    /// The issuing location's price policy (`binding::policy_id`). Absent
+    /// in tokens of servers that predate it: such a token must prove the
+    /// verifying location's highest price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pol: Option<u64>,
+    /// The client key it was issued to (`binding::client_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ck: Option<u64>,
+    /// 1 if the 429 that sent it counted a strike (paying it takes that
+    /// strike back), 0 if not. Absent in tokens of servers that predate
+    /// it: taken as 1, as those servers did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st: Option<u8>,
 }
 
 impl Payload<'_> {

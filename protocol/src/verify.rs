@@ -3,6 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
+use super::binding::Expected;
 use super::keys::SecretKeys;
 use super::token::{TokenParts, MAX_PAYLOAD_LEN};
 use super::work::{is_valid_nonce, meets_bits};
@@ -24,6 +25,13 @@ pub enum Rejection {
     BadPayload,
     /// The challenge was issued to another client address.
     WrongIp,
+    /// The challenge was issued to another client key (of the same
+    /// address: a token spent once per key).
+    WrongClient,
+    /// The challenge was issued where another price policy holds (another
+    /// location's limits or difficulty): a cheap location's token buys
+    /// nothing dear.
+    WrongPolicy,
     /// Past its `exp` (a token without one: older than the TTL), or issued
     /// more than 5 s in the future.
     Expired,
@@ -36,7 +44,8 @@ impl Rejection {
     pub fn status(&self) -> u16 {
         match self {
             Rejection::Malformed | Rejection::BadPayload => 400,
-            Rejection::BadSignature | Rejection::WrongIp => 403,
+            Rejection::BadSignature | Rejection::WrongIp | Rejection::WrongClient => 403,
+            Rejection::WrongPolicy => 409,
             Rejection::Expired => 410,
             Rejection::WrongSolution => 422,
         }
@@ -49,6 +58,8 @@ impl Rejection {
             Rejection::BadSignature => "Invalid challenge signature",
             Rejection::BadPayload => "Invalid payload encoding",
             Rejection::WrongIp => "Challenge was not issued for this IP",
+            Rejection::WrongClient => "Challenge was not issued for this client",
+            Rejection::WrongPolicy => "Challenge was issued for another location",
             Rejection::Expired => "Challenge expired",
             Rejection::WrongSolution => "Incorrect PoW solution",
         }
@@ -61,15 +72,24 @@ impl Rejection {
             Rejection::BadSignature => "signature",
             Rejection::BadPayload => "payload",
             Rejection::WrongIp => "ip",
+            // (One metrics label: the zone's counters have room for one.)
+            Rejection::WrongClient | Rejection::WrongPolicy => "binding",
             Rejection::Expired => "expired",
             Rejection::WrongSolution => "solution",
         }
     }
 
-    /// Whether the response carries a fresh challenge (docs/protocol.md §7.2: 410 and 422;
-    /// 409 too, but that is decided by the replay store).
+    /// Whether the response carries a fresh challenge (docs/protocol.md §7.2: 410, 422
+    /// and a token of another client or policy; 409 too, but that is
+    /// decided by the replay store).
     pub fn wants_fresh_challenge(&self) -> bool {
-        matches!(self, Rejection::Expired | Rejection::WrongSolution)
+        matches!(
+            self,
+            Rejection::Expired
+                | Rejection::WrongSolution
+                | Rejection::WrongClient
+                | Rejection::WrongPolicy
+        )
     }
 }
 
@@ -87,6 +107,9 @@ pub struct Solved {
     pub expires_at_ms: Option<u64>,
     /// The token's `gen`: the store generation it was issued in.
     pub generation: Option<u64>,
+    /// Its 429 counted a strike (the token's `st`; a token without one:
+    /// true, as the servers that issued such tokens took one back).
+    pub struck: bool,
 }
 
 impl Solved {
@@ -120,6 +143,26 @@ pub fn verify_solution(
     now_ms: u64,
     ttl_ms: u64,
 ) -> Result<Solved, Rejection> {
+    verify_bound(
+        keys, token, nonce, client_ip, min_bits, now_ms, ttl_ms, None,
+    )
+}
+
+/// [`verify_solution`] where the token must also be bound to what it buys
+/// (docs/protocol.md §4): issued to `expected`'s client key, under its price policy,
+/// checked right after the address. A token without a binding (issued by
+/// a node that predates it) must prove `expected.max_bits`.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_bound(
+    keys: &SecretKeys,
+    token: Option<&[u8]>,
+    nonce: Option<&[u8]>,
+    client_ip: &str,
+    min_bits: u8,
+    now_ms: u64,
+    ttl_ms: u64,
+    expected: Option<&Expected>,
+) -> Result<Solved, Rejection> {
     let (Some(token), Some(nonce)) = (token, nonce) else {
         return Err(Rejection::Malformed);
     };
@@ -133,6 +176,17 @@ pub fn verify_solution(
         .ok_or(Rejection::BadPayload)?;
     if payload.ip != client_ip {
         return Err(Rejection::WrongIp);
+    }
+    let mut min_bits = min_bits;
+    if let Some(expected) = expected {
+        if payload.ck.is_some_and(|ck| ck != expected.binding.client) {
+            return Err(Rejection::WrongClient);
+        }
+        match payload.pol {
+            Some(pol) if pol != expected.binding.policy => return Err(Rejection::WrongPolicy),
+            Some(_) => {}
+            None => min_bits = min_bits.max(expected.max_bits),
+        }
     }
     let expires_at_ms = payload.exp.unwrap_or(payload.ts.saturating_add(ttl_ms));
     let too_old = now_ms > expires_at_ms;
@@ -154,5 +208,6 @@ pub fn verify_solution(
         issued_at_ms: payload.ts,
         expires_at_ms: payload.exp,
         generation: payload.gen,
+        struck: payload.st != Some(0),
     })
 }

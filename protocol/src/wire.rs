@@ -74,7 +74,7 @@ pub struct Problem {
 
 /// Every problem the module answers with JSON (docs/protocol.md §7), in
 /// the order of its verification table.
-pub const PROBLEMS: [Problem; 9] = [
+pub const PROBLEMS: [Problem; 11] = [
     Problem {
         error: CHALLENGE_MESSAGE,
         status: CHALLENGE_STATUS,
@@ -109,6 +109,21 @@ pub const PROBLEMS: [Problem; 9] = [
         uri: "tag:pow-shield,2026:wrong-address",
         detail: "Send a solution from the address that received the challenge; \
                  repeat the request without X-PoW-* headers to get a new challenge.",
+    },
+    Problem {
+        error: "Challenge was not issued for this client",
+        status: 403,
+        uri: "tag:pow-shield,2026:wrong-client",
+        detail: "The token was issued to another client key; \
+                 solve the fresh challenge in this response and repeat the request with it.",
+    },
+    Problem {
+        error: "Challenge was issued for another location",
+        status: 409,
+        uri: "tag:pow-shield,2026:wrong-policy",
+        detail: "The token was issued where another price holds (another location's limits \
+                 or difficulty): solve the fresh challenge in this response and repeat the \
+                 request with it.",
     },
     Problem {
         error: "Challenge expired",

@@ -22,7 +22,7 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::settings::policy_header;
 use pow_shield_core::config::{LogLevel, Resolved, Settings};
-use pow_shield_core::decision::{DifficultyRule, Rules};
+use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::values::{FailPolicy, HeadersMode};
@@ -134,6 +134,9 @@ pub struct Policy {
     /// Each limit's index in `MainConf::limit_names` (named or stacked
     /// limits only).
     pub limit_metrics: [Option<u8>; MAX_LIMITS],
+    /// The price policy its challenges are bound to
+    /// (`pow_shield_core::decision::price_policy`).
+    pub price_id: u64,
 }
 
 impl Policy {
@@ -171,6 +174,7 @@ impl Policy {
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
             limit_metrics: [None; MAX_LIMITS],
+            price_id: price_policy(&r.limits, r.approx, r.difficulty),
         }
     }
 }

@@ -66,8 +66,13 @@ fn decide(r: &mut Request) -> Status {
     let Some(key) = client_key(r, state) else {
         return Status::NGX_ERROR;
     };
+    // A dry run counts under a key of its own: what it would block is
+    // never enforced here or at any other location.
+    let Some(store_key) = dry_run_key(r, &policy, key) else {
+        return Status::NGX_ERROR;
+    };
     let subject = Subject {
-        key,
+        key: store_key,
         limits: policy.limits,
         approx: policy.approx,
         rules: policy.breaker,
@@ -104,7 +109,7 @@ fn decide(r: &mut Request) -> Status {
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     rejections::log(r, &policy, key, &done);
-    respond(r, mcf, state, &policy, done)
+    respond(r, mcf, state, &policy, key, done)
 }
 
 /// The phases run again after we answered: `post_action`, or an
@@ -134,7 +139,11 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
     let Some(keys) = mcf.keys.as_ref() else {
         return Payment::Unpaid;
     };
-    let verified = protocol::verify_solution(
+    let expected = protocol::Expected {
+        binding: binding(policy, subject.key),
+        max_bits: policy.difficulty.max,
+    };
+    let verified = protocol::verify_bound(
         keys,
         token,
         nonce,
@@ -142,6 +151,7 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
         policy.difficulty.base,
         now_ms(),
         policy.challenge_ttl_ms,
+        Some(&expected),
     );
     match verified {
         // Issued in another data generation (before a flush or a failover,
@@ -153,8 +163,17 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
             digest: solved.digest,
             spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
             generation: crate::store::spend_generation(solved.generation),
+            forgive: solved.struck,
         }),
         Err(rejection) => Payment::Invalid(rejection),
+    }
+}
+
+/// What the location's challenges are bound to for this client key.
+fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
+    protocol::Binding {
+        policy: policy.price_id,
+        client: protocol::client_id(key),
     }
 }
 
@@ -175,6 +194,30 @@ fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]>
         // SAFETY: the value was made in the request's pool, which lives as
         // long as the request.
         Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
+    }
+}
+
+/// The key the stores count the request under: the client key, or in a
+/// dry run the same key marked as a dry run's (in the request pool), so
+/// that a dry run's strikes and blocks stay its own.
+fn dry_run_key<'r>(r: &Request, policy: &Policy, key: &'r [u8]) -> Option<&'r [u8]> {
+    if !policy.dry_run || key.is_empty() {
+        return Some(key);
+    }
+    // A prefix no address or header value starts with.
+    const DRY: &[u8] = b"\0dry\0";
+    let raw: &ngx_http_request_t = r.as_ref();
+    let len = DRY.len() + key.len();
+    // SAFETY: the request's pool lives as long as the request; the
+    // allocation is `len` bytes, written in full before it is read.
+    unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        core::ptr::copy_nonoverlapping(DRY.as_ptr(), data, DRY.len());
+        core::ptr::copy_nonoverlapping(key.as_ptr(), data.add(DRY.len()), key.len());
+        Some(core::slice::from_raw_parts(data, len))
     }
 }
 
@@ -221,6 +264,7 @@ fn respond(
     mcf: &MainConf,
     state: NonNull<RequestState>,
     policy: &Policy,
+    key: &[u8],
     done: Final,
 ) -> Status {
     let resolve = |resolution| {
@@ -248,11 +292,14 @@ fn respond(
             status,
             error,
             bits,
-        } => send_challenge(r, mcf, policy, &done, status, error, bits),
+        } => send_challenge(r, mcf, policy, key, &done, (status, error, bits)),
         Answer::Error { status, message } => response::send_error(r, status, message),
         // nginx closes the connection for 444 (as `return 444` does).
         Answer::Block(_) if status == 444 => Status(444),
-        Answer::Block(block) => response::send_blocked(r, status, block),
+        Answer::Block(block) => {
+            let ends_in_ms = done.breaker.map_or(0, |b| b.block_ms);
+            response::send_blocked(r, status, block, ends_in_ms)
+        }
         Answer::Unavailable => {
             let retry_after_ms = done
                 .retry_after_ms
@@ -266,14 +313,14 @@ fn respond(
     }
 }
 
+/// The challenge response: `(status, error, bits)` of the answer.
 fn send_challenge(
     r: &mut Request,
     mcf: &MainConf,
     policy: &Policy,
+    key: &[u8],
     done: &Final,
-    status: u16,
-    error: Option<&str>,
-    bits: u8,
+    (status, error, bits): (u16, Option<&str>, u8),
 ) -> Status {
     let Some(keys) = mcf.keys.as_ref() else {
         return Status::NGX_ERROR;
@@ -282,7 +329,19 @@ fn send_challenge(
     // The client's slot's (a Redis Cluster's check answers it), else the
     // node's.
     let generation = done.generation.or_else(crate::store::challenge_generation);
-    let issued = protocol::issue_challenge_bits_in(keys, &addr, now_ms(), ttl_ms, bits, generation);
+    // Paying a 429 takes back the strike it counted; a 409/410/422's
+    // fresh challenge follows a strike that is never taken back.
+    let struck = status == 429 && done.struck;
+    let issued = protocol::issue_bound_challenge(
+        keys,
+        &addr,
+        now_ms(),
+        ttl_ms,
+        bits,
+        generation,
+        binding(policy, key),
+        struck,
+    );
     let challenge = match issued {
         Ok(challenge) => challenge,
         Err(_) => return Status::NGX_ERROR,

@@ -71,17 +71,19 @@ fn json_type(r: &Request) -> &'static str {
 
 /// The circuit breaker's answer (docs/protocol.md §7.4): as cheap as a response gets,
 /// plain text, no challenge.
-pub fn send_blocked(r: &mut Request, status: u16, block: Block) -> Status {
+pub fn send_blocked(r: &mut Request, status: u16, block: Block, ends_in_ms: u64) -> Status {
     let shield = match block {
         Block::Banned => wire::SHIELD_BANNED,
         Block::Blocked | Block::Clear => wire::SHIELD_BLOCKED,
     };
+    // Seconds until the block or ban ends (at least 1).
+    let secs = retry_after_secs(ends_in_ms).to_string();
     send(
         r,
         status,
         "text/plain",
         wire::BLOCKED_BODY.as_bytes(),
-        &[(wire::HEADER_SHIELD, shield)],
+        &[(wire::HEADER_SHIELD, shield), ("Retry-After", &secs)],
     )
 }
 

@@ -3,6 +3,7 @@
 //! a difficulty written in hex digits rises a hex digit (×16) per step, one
 //! written in bits a bit (×2).
 
+use crate::limiter::{Limits, MAX_LIMITS};
 use crate::protocol::{MAX_BITS, MIN_BITS};
 use crate::values::Difficulty;
 
@@ -71,6 +72,26 @@ impl DifficultyRule {
         let ceiling = self.max.clamp(MIN_BITS, MAX_BITS);
         raised.min(u32::from(ceiling)) as u8
     }
+}
+
+/// The identity of a location's price policy, signed into its challenges
+/// (docs/protocol.md §4, "What a token binds"): its limits in order, whether
+/// they count `approx`, and its difficulty. Two locations with the same
+/// limits and difficulty ask the same price and share it; the identity is
+/// the same on every node and across reloads.
+pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule) -> u64 {
+    let mut words = [0u64; 4 + 2 * MAX_LIMITS];
+    words[0] = u64::from(approx);
+    words[1] = u64::from(difficulty.base);
+    words[2] = u64::from(difficulty.max);
+    words[3] = u64::from(difficulty.step);
+    let mut len = 4;
+    for (limit, pair) in limits.as_slice().iter().zip(words[4..].chunks_mut(2)) {
+        pair[0] = u64::from(limit.requests);
+        pair[1] = limit.window_ms;
+        len += 2;
+    }
+    crate::protocol::policy_id(&words[..len])
 }
 
 #[cfg(test)]

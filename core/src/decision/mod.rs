@@ -21,7 +21,7 @@ mod difficulty;
 #[cfg(test)]
 mod tests;
 
-pub use difficulty::DifficultyRule;
+pub use difficulty::{price_policy, DifficultyRule};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use crate::limiter::{Limits, Spent, Verdict};
@@ -330,6 +330,16 @@ impl Decision {
         }
         match reply {
             Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
+            // Not spendable right now (Redis unavailable or busy): no
+            // offence, a fresh challenge to pay once it is.
+            Reply::Spent(Spent::Unavailable) => {
+                let answer = self.challenge(429, None);
+                self.reject(
+                    Outcome::Challenge,
+                    answer,
+                    "solution not spendable now (Redis unavailable), fresh challenge sent",
+                )
+            }
             // A replay is an offence: strike, then answer 409.
             Reply::Spent(Spent::Replayed | Spent::Stale(_))
                 if self.rules.breaker.strikes.is_some() =>

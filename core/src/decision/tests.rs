@@ -37,6 +37,7 @@ fn solution(n: u8) -> Solution {
         digest: [n; 32],
         spent_until_ms: 120_000,
         generation: None,
+        forgive: true,
     }
 }
 
@@ -716,4 +717,14 @@ fn tokens_or_stores_without_generations_are_spent_as_before() {
     assert!(matches!(next, Next::Ask(Op::Spend(_))));
     let (_, next) = after_check(issued_in(5), Reply::Checked(Checked::default()));
     assert!(matches!(next, Next::Ask(Op::Spend(_))), "the zone's check");
+}
+
+#[test]
+fn a_solution_that_cannot_be_spent_now_gets_a_fresh_challenge_and_no_strike() {
+    let (mut decision, next) = after_check(VALID(1), checked_in(6, false));
+    assert!(matches!(next, Next::Ask(Op::Spend(_))));
+    let end = done(decision.next(Some(Reply::Spent(Spent::Unavailable)), || false));
+    assert_eq!(status(&end), 429);
+    assert_eq!(end.outcome, Outcome::Challenge);
+    assert!(!end.struck, "no strike: the client paid");
 }

@@ -171,6 +171,12 @@ impl StrikeCounter {
         }
     }
 
+    /// Unpaid strikes counted now (429s neither paid nor waited out).
+    pub fn unpaid_now(&mut self, now_ms: u64) -> u16 {
+        self.expire(now_ms);
+        self.unpaid
+    }
+
     /// The breaker just opened: one more trip towards a ban. The window
     /// starts at the first trip; the trip that bans restarts it as the ban.
     fn trip(&mut self, ban: BanRule, now_ms: u64) -> Tripped {

@@ -102,6 +102,15 @@ pub fn admit(state: &mut BucketState, limit: RateLimit, now_ms: u64) -> Verdict 
     }
 }
 
+/// Whether the bucket refused a request within about the last two
+/// windows and no admission came since (one admitted after it waited the
+/// refusal out: `store::check` takes its strike back). Read before the
+/// request is counted: admitting drains what `over` held.
+pub fn refused_lately(state: &BucketState, limit: RateLimit, now_ms: u64) -> bool {
+    let window = limit.window_ms.max(1);
+    state.over > 0 && now_ms.saturating_sub(state.last_ms) <= window.saturating_mul(2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,4 +61,9 @@ pub enum Spent {
     Stale(Option<u64>),
     /// The client is blocked: nothing was spent, nothing taken back.
     Blocked(breaker::BreakerStatus),
+    /// It cannot be spent right now (a solution only Redis can spend, and
+    /// Redis is unavailable or busy, or its generation is being learnt):
+    /// nothing was spent; the client gets a fresh challenge and no strike
+    /// (docs/operations.md, "Choosing a fail policy").
+    Unavailable,
 }

@@ -42,11 +42,12 @@ pub const LIMIT_RESULTS: usize = 4;
 /// `reason` label values of `pow_shield_verifications_failed_total`: the
 /// rows of docs/protocol.md §7.2 (`Rejection::reason`, then the replay
 /// store's "spent").
-pub const FAILURE_REASONS: [&str; 7] = [
+pub const FAILURE_REASONS: [&str; 8] = [
     "malformed",
     "signature",
     "payload",
     "ip",
+    "binding",
     "expired",
     "solution",
     "spent",

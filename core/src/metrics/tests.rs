@@ -65,6 +65,7 @@ fn failure_reasons_are_the_rejections_labels_then_spent() {
         BadSignature,
         BadPayload,
         WrongIp,
+        WrongClient,
         Expired,
         WrongSolution,
     ]
@@ -117,7 +118,7 @@ fn a_failed_verification_counts_its_reason() {
     let spent = decided(end(Outcome::Invalid, CHALLENGE, "spent"));
     assert_eq!(
         counted(spent),
-        [at::REQUESTS + 3, at::CHALLENGES, at::FAILED + 6]
+        [at::REQUESTS + 3, at::CHALLENGES, at::FAILED + 7]
     );
 }
 
@@ -282,6 +283,7 @@ pow_shield_verifications_failed_total{reason="malformed"} 0
 pow_shield_verifications_failed_total{reason="signature"} 0
 pow_shield_verifications_failed_total{reason="payload"} 0
 pow_shield_verifications_failed_total{reason="ip"} 0
+pow_shield_verifications_failed_total{reason="binding"} 0
 pow_shield_verifications_failed_total{reason="expired"} 0
 pow_shield_verifications_failed_total{reason="solution"} 0
 pow_shield_verifications_failed_total{reason="spent"} 0

@@ -57,6 +57,19 @@ end
 local function strike(sk, tk, uk, threshold, ttl, after, ban, unpaid)
   return strike_n(sk, tk, uk, threshold, ttl, after, ban, 1, unpaid)
 end
+
+-- Admitted without a solution under a limit that refused the client in
+-- about the last window (ok: that limit's refusals): it waited the 429 out,
+-- and waiting is paying with time, so one unpaid strike is taken back and
+-- that refusal no longer counts. Never below 0; only with strikes.
+local function waited(ok, sk, uk, strikes)
+  if strikes == 0 then return strikes end
+  if tonumber(redis.call('GET', ok) or 0) == 0 then return strikes end
+  if tonumber(redis.call('GET', uk) or 0) == 0 then return strikes end
+  redis.call('DECR', ok)
+  redis.call('DECR', uk)
+  return redis.call('DECR', sk)
+end
 "#
     };
 }
@@ -174,6 +187,7 @@ if count < limit then
   if count == 0 then oldest = now end
   count = count + admit
   allowed = admit
+  if ARGV[4] == '1' then strikes = waited(KEYS[2], KEYS[3], KEYS[5], strikes) end
 end
 -- ms until the oldest entry leaves the window
 local reset_after = 0
@@ -191,7 +205,9 @@ if allowed < k then
   local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
   if entry then retry_after = math.max(tonumber(entry) + window - now, 0) end
   over = redis.call('INCRBY', KEYS[2], refused)
-  if over == refused then redis.call('PEXPIRE', KEYS[2], window) end
+  -- Two windows: a client that waits out its Retry-After (at most a
+  -- window) finds its refusal still counted (`waited`).
+  if over == refused then redis.call('PEXPIRE', KEYS[2], 2 * window) end
   if ARGV[4] ~= '0' and threshold > 0 then
     struck = math.min(refused, threshold - strikes)
     strikes, tripped = strike_n(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, struck,
@@ -253,6 +269,7 @@ if estimate < limit then
   -- Until the next fixed window ends: it reads this one as its previous.
   redis.call('PEXPIRE', key, left + window)
   allowed = 1
+  if ARGV[4] == '1' then strikes = waited(KEYS[2], KEYS[3], KEYS[5], strikes) end
 end
 local reset_after = 0
 if curr > 0 then reset_after = left + window elseif prev > 0 then reset_after = left end
@@ -264,7 +281,7 @@ local struck = 0
 if allowed == 0 then
   retry_after = approx_retry(limit, window, left, curr, prev)
   over = redis.call('INCR', KEYS[2])
-  if over == 1 then redis.call('PEXPIRE', KEYS[2], window) end
+  if over == 1 then redis.call('PEXPIRE', KEYS[2], 2 * window) end
   if ARGV[4] ~= '0' and threshold > 0 then
     strikes, tripped = strike(KEYS[3], KEYS[4], KEYS[5], threshold, ttl, after, ban, ARGV[4] == '1')
     struck = 1
@@ -301,9 +318,11 @@ return {strikes, block, block_ms, tripped}
 /// (the data generation of `generation::GEN_SPEND_SCRIPT`), `KEYS[6]`
 /// (optional) the spends that found no unpaid strike yet (taken from the next batch of the
 /// client's locally refused 429s, [`BATCH_SCRIPT`]); `ARGV[1]` ms the record
-/// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` 1 for a spend the
-/// node's zone already decided and writes now (after an outage or a full
-/// queue): recorded whatever the breaker says.
+/// lives, `ARGV[2..5]` the rules ([`rules`]), `ARGV[6]` how ([`spend_mode`]):
+/// 1 (or 3) for a spend the node's zone already decided and writes now
+/// (after an outage or a full queue): recorded whatever the breaker says;
+/// 2 (or 3) for a solution whose 429 counted no strike (its token's `st`
+/// is 0): nothing is taken back.
 /// Returns `{spent 0 replayed / 1 first / 2 blocked, strikes, block 0/1/2,
 /// block_ms}` ([`spent_from_reply`]).
 pub const SPEND_SCRIPT: &str = concat!(
@@ -311,7 +330,8 @@ pub const SPEND_SCRIPT: &str = concat!(
     breaker_lua!(),
     r#"
 local threshold, after = tonumber(ARGV[2]), tonumber(ARGV[4])
-if ARGV[6] ~= '1' then
+local mode = tonumber(ARGV[6])
+if mode % 2 == 0 then
   local strikes, block, block_ms = breaker_status(KEYS[2], KEYS[3], threshold, after)
   if block > 0 then return {2, strikes, block, block_ms} end
 end
@@ -321,7 +341,9 @@ if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
 end
 -- Only an unpaid strike, never below 0: paying takes back no failed
 -- verification. DECR keeps the expiry.
-if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
+if mode >= 2 then
+  -- Its 429 counted no strike: nothing to take back.
+elseif strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then
   redis.call('DECR', KEYS[4])
   strikes = redis.call('DECR', KEYS[2])
 elseif threshold > 0 and KEYS[6] then
@@ -394,7 +416,7 @@ for i = 0, #KEYS / 6 - 1 do
   local over
   if fresh then
     over = redis.call('INCRBY', KEYS[k + 1], n)
-    if over == n then redis.call('PEXPIRE', KEYS[k + 1], window) end
+    if over == n then redis.call('PEXPIRE', KEYS[k + 1], 2 * window) end
   else
     over = tonumber(redis.call('GET', KEYS[k + 1]) or 0)
   end
@@ -479,6 +501,13 @@ pub fn offence(offence: Offence) -> u64 {
         Offence::Unpaid => 1,
         Offence::Failed => 2,
     }
+}
+
+/// The spend script's `ARGV[6]`: whether the zone already decided the
+/// spend (`decided`: written now, whatever the breaker says) and whether
+/// it takes back its 429's strike (`forgive`).
+pub fn spend_mode(decided: bool, forgive: bool) -> u64 {
+    u64::from(decided) + 2 * u64::from(!forgive)
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).

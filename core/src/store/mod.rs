@@ -35,6 +35,10 @@ pub struct Solution {
     pub spent_until_ms: u64,
     /// The data generation its challenge was issued in (its token's `gen`).
     pub generation: Option<u64>,
+    /// Its 429 counted a strike (its token's `st`): spending it takes one
+    /// unpaid strike back. A challenge that counted none (a location with
+    /// strikes off, a 409/410/422's fresh one) takes back nothing.
+    pub forgive: bool,
 }
 
 /// What refusing a checked request is.
@@ -54,7 +58,8 @@ pub enum Op {
     /// Count the request against its limit and read the client's breaker;
     /// a refusal is a strike unless `Offence::None`.
     Check { offence: Offence },
-    /// Mark the solution spent and take back one strike of the client.
+    /// Mark the solution spent and take back the strike its 429 counted
+    /// (one unpaid strike of the client, if it counted one).
     Spend(Solution),
     /// Record a strike (a trap hit, a replay).
     Strike,
@@ -244,6 +249,18 @@ fn check(
             ..Checked::default()
         });
     }
+    // A client with strikes that comes back without a solution: was it
+    // refused under one of these limits lately (before this request is
+    // counted)? If it is admitted now, it waited that refusal out.
+    let refused_lately = offence == Offence::Unpaid
+        && breaker.strikes > 0
+        && subject.limits.as_slice().iter().any(|limit| {
+            tables
+                .bucket(subject.key, *limit, |b| {
+                    (bucket::refused_lately(b, *limit, now_ms), now_ms)
+                })
+                .unwrap_or(false)
+        });
     let verdict = match subject.limits.as_slice() {
         [] => {
             return Ok(Checked {
@@ -263,6 +280,9 @@ fn check(
         breaker,
         ..Checked::default()
     };
+    if verdict.allowed && refused_lately {
+        checked.breaker = waited(tables, subject.key, rules, now_ms).unwrap_or(breaker);
+    }
     if !verdict.allowed && offence != Offence::None && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives
         // a client.
@@ -276,6 +296,25 @@ fn check(
         }
     }
     Ok(checked)
+}
+
+/// A client admitted (without a solution) under a limit that refused it
+/// lately waited out that refusal's `Retry-After`: waiting is paying with
+/// time, so one unpaid strike is taken back (never below 0; the admission
+/// itself ends the refusal's episode). The breaker after it.
+fn waited(
+    tables: &mut impl Tables,
+    key: &[u8],
+    rules: BreakerRules,
+    now_ms: u64,
+) -> Option<BreakerStatus> {
+    tables
+        .breaker(key, false, |s| {
+            s.forgive(rules, now_ms);
+            s.status(rules, now_ms)
+        })
+        .ok()
+        .flatten()
 }
 
 /// One request into the client's bucket for `limit`.
@@ -339,7 +378,9 @@ fn spend(
         return Ok(Spent::Replayed);
     }
     let forgiven = tables.breaker(key, false, |s| {
-        s.forgive(rules, now.monotonic_ms);
+        if solution.forgive {
+            s.forgive(rules, now.monotonic_ms);
+        }
         s.status(rules, now.monotonic_ms)
     });
     Ok(Spent::Accepted(forgiven.ok().flatten().unwrap_or_default()))

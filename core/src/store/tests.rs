@@ -48,6 +48,7 @@ fn solution(n: u8) -> Op {
         digest: [n; 32],
         spent_until_ms: 60_000,
         generation: None,
+        forgive: true,
     })
 }
 
@@ -270,5 +271,92 @@ fn a_refusal_by_a_stacked_limit_strikes_once() {
         s.ask(OFFENCE, &both);
     }
     assert!(checked(s.ask(OFFENCE, &both)).struck);
+    assert_eq!(s.strikes(KEY), 1);
+}
+
+fn unforgiving(n: u8) -> Op {
+    Op::Spend(Solution {
+        digest: [n; 32],
+        spent_until_ms: 60_000,
+        generation: None,
+        forgive: false,
+    })
+}
+
+#[test]
+fn paying_a_challenge_that_counted_no_strike_takes_back_none_earned_elsewhere() {
+    let mut s = MemoryStore::default();
+    let on = subject(FIVE_PER_MINUTE);
+    s.ask(OFFENCE, &on);
+    s.ask(OFFENCE, &on);
+    s.ask(OFFENCE, &on);
+    assert_eq!(s.strikes(KEY), 2);
+    assert!(matches!(
+        s.ask(unforgiving(1), &on),
+        Reply::Spent(Spent::Accepted(st)) if st.strikes == 2
+    ));
+    assert_eq!(s.strikes(KEY), 2, "a strikes-off location's token");
+}
+
+/// One request a second (1 per 1 s), five strikes a minute.
+fn per_second() -> Subject<'static> {
+    Subject {
+        limits: Limits::one(RateLimit {
+            requests: 1,
+            window_ms: 1_000,
+        }),
+        ..subject(FIVE_PER_MINUTE)
+    }
+}
+
+#[test]
+fn a_client_that_waits_out_every_retry_after_is_never_blocked() {
+    let mut s = MemoryStore::default();
+    let on = per_second();
+    let mut statuses = Vec::new();
+    for round in 0..10u64 {
+        let t = round * 1_000;
+        for at in [t, t + 10] {
+            let c = checked(s.at(at).ask(OFFENCE, &on));
+            statuses.push(match (c.breaker.block, c.verdict.allowed) {
+                (Block::Clear, true) => 200,
+                (Block::Clear, false) => 429,
+                _ => 403,
+            });
+        }
+    }
+    assert_eq!(statuses, [200, 429].repeat(10));
+    assert_eq!(s.strikes(KEY), 1, "only the last 429 is not waited out yet");
+}
+
+#[test]
+fn waiting_takes_back_one_strike_per_refusal_and_never_a_failed_one() {
+    let mut s = MemoryStore::default();
+    let on = per_second();
+    s.at(0).ask(OFFENCE, &on);
+    s.at(10).ask(FAILED, &on);
+    s.at(20).ask(OFFENCE, &on);
+    assert_eq!(s.strikes(KEY), 2);
+    assert!(checked(s.at(1_100).ask(OFFENCE, &on)).verdict.allowed);
+    assert_eq!(s.strikes(KEY), 1, "the 429's strike, not the failure's");
+    assert!(checked(s.at(2_200).ask(OFFENCE, &on)).verdict.allowed);
+    assert_eq!(s.strikes(KEY), 1, "no refusal left to take back");
+}
+
+#[test]
+fn a_wait_under_another_limit_takes_back_nothing() {
+    let mut s = MemoryStore::default();
+    let dear = subject(FIVE_PER_MINUTE);
+    let cheap = per_second();
+    s.at(0).ask(OFFENCE, &dear);
+    s.at(1).ask(OFFENCE, &dear);
+    assert_eq!(s.strikes(KEY), 1);
+    for t in 0..5u64 {
+        assert!(
+            checked(s.at(10 + 1_000 * t).ask(OFFENCE, &cheap))
+                .verdict
+                .allowed
+        );
+    }
     assert_eq!(s.strikes(KEY), 1);
 }

@@ -907,7 +907,7 @@ impl RedisStore {
         for rule in scripts::rules(subject.rules) {
             call.num(rule);
         }
-        call.num(0);
+        call.num(scripts::spend_mode(false, solution.forgive));
         if let Some(gen) = in_generation {
             call.num(gen);
         }
@@ -969,15 +969,15 @@ impl RedisStore {
                         remember(breaker);
                         Spent::Blocked(breaker)
                     }
-                    spent @ (Spent::Replayed | Spent::Stale(_)) => spent,
+                    spent @ (Spent::Replayed | Spent::Stale(_) | Spent::Unavailable) => spent,
                 }))
             },
         );
         match poll {
             // Redis's generation, and Redis can't take it now: not spent
-            // (a 409 with a fresh challenge), never left to the zone.
+            // (a fresh challenge, no strike), never left to the zone.
             Poll::Down | Poll::Busy if in_generation.is_some() => {
-                Poll::Ready(Reply::Spent(Spent::Replayed))
+                Poll::Ready(Reply::Spent(Spent::Unavailable))
             }
             // The zone decides it now (the fallback, or a busy Redis's
             // stand-in): written to Redis once it takes commands again.
@@ -1077,8 +1077,8 @@ struct Late {
     op: Op,
     fallback: Option<(ShmStore, Copied)>,
     /// A spend only Redis can decide (a solution of Redis's generation: the
-    /// zone does not know what other nodes spent through Redis): refused
-    /// as a replay instead of asking the fallback.
+    /// zone does not know what other nodes spent through Redis): not spent
+    /// now (a fresh challenge, no strike) instead of asking the fallback.
     redis_only: bool,
 }
 
@@ -1110,7 +1110,7 @@ impl Late {
     /// The fallback's answer now, or `Down` without one.
     fn reply(self) -> Reply {
         if self.redis_only {
-            return Reply::Spent(Spent::Replayed);
+            return Reply::Spent(Spent::Unavailable);
         }
         let Some((zone, copied)) = self.fallback else {
             return Reply::Down;

@@ -96,13 +96,21 @@ if refusing == 0 then
     end
     if s.remaining < seen[tightest].remaining then tightest = i end
   end
+  -- A wait is taken back under the first limit that refused the client.
+  if ARGV[2] == '1' then
+    for i = 1, n do
+      local was = strikes
+      strikes = waited(KEYS[3 + 2 * i], KEYS[1], KEYS[3], strikes)
+      if strikes ~= was then break end
+    end
+  end
   local s = seen[tightest]
   return {1, s.remaining, s.reset, 0, 0, strikes, 0, 0, 0, tightest - 1}
 end
 
 local s = seen[refusing]
 local over = redis.call('INCR', KEYS[3 + 2 * refusing])
-if over == 1 then redis.call('PEXPIRE', KEYS[3 + 2 * refusing], s.window) end
+if over == 1 then redis.call('PEXPIRE', KEYS[3 + 2 * refusing], 2 * s.window) end
 local tripped = 0
 if ARGV[2] ~= '0' and threshold > 0 then
   strikes, tripped = strike(KEYS[1], KEYS[2], KEYS[3], threshold, ttl, after, ban, ARGV[2] == '1')
