@@ -11,7 +11,9 @@ use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
 use pow_shield_client::blocking::{Client, Event, Options, Refused, Reply, Request, Timeouts};
 use pow_shield_client::{Error, Policy};
 
+mod output;
 mod request;
+use output::{copy_body, log_event, write_head, Counted};
 use request::{build_request, trust};
 
 use crate::args::{max_solve_time, seconds, solve_options, threads, DEFAULT_RETRIES};
@@ -553,52 +555,6 @@ fn join(base: &str, location: &str) -> String {
     format!("{scheme}://{authority}{dir}{location}")
 }
 
-fn write_head(w: &mut dyn Write, reply: &Reply) -> io::Result<()> {
-    write!(w, "{}\r\n", reply.status_line)?;
-    for (k, v) in &reply.headers {
-        write!(w, "{k}: {v}\r\n")?;
-    }
-    write!(w, "\r\n")
-}
-
-/// Counts the bytes read through it: `size_download` is the body as it
-/// came over the wire, compressed or not (as curl's).
-struct Counted {
-    inner: Box<dyn Read + Send>,
-    count: u64,
-}
-
-impl Read for Counted {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-}
-
-/// Copies the body to `w`, decompressed with `--compressed`; the bytes
-/// read off the wire, or the error and how many were read before it.
-fn copy_body(
-    mut body: Counted,
-    reply: &Reply,
-    compressed: bool,
-    w: &mut dyn Write,
-) -> Result<u64, (io::Error, u64)> {
-    let encoding = header(reply, "Content-Encoding")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let result = match (compressed, encoding.as_str()) {
-        (true, "gzip" | "x-gzip") => io::copy(&mut flate2::read::MultiGzDecoder::new(&mut body), w),
-        (true, "deflate") => io::copy(&mut flate2::read::ZlibDecoder::new(&mut body), w),
-        _ => io::copy(&mut body, w),
-    };
-    match result {
-        Ok(_) => Ok(body.count),
-        Err(e) => Err((e, body.count)),
-    }
-}
-
 /// What to do about a rejected certificate, from OpenSSL's reason.
 fn certificate_hint(why: &str) -> &'static str {
     if why.contains("mismatch") {
@@ -607,41 +563,6 @@ fn certificate_hint(why: &str) -> &'static str {
     } else {
         "to trust the server's CA, give it with --cacert FILE; \
          to skip verification (not recommended), use -k/--insecure"
-    }
-}
-
-fn log_event(e: &Event) {
-    match e {
-        Event::Sending {
-            method,
-            url,
-            headers,
-        } => {
-            eprintln!("> {method} {url}");
-            for (k, v) in *headers {
-                eprintln!("> {k}: {v}");
-            }
-            eprintln!(">");
-        }
-        Event::Received {
-            status_line,
-            headers,
-            ..
-        } => {
-            eprintln!("< {status_line}");
-            for (k, v) in *headers {
-                eprintln!("< {k}: {v}");
-            }
-            eprintln!("<");
-        }
-        Event::Solving(c) => eprintln!(
-            "* HTTP {}: solving difficulty {} (salt {})",
-            c.status, c.difficulty, c.salt
-        ),
-        Event::Solved { nonce, elapsed } => {
-            eprintln!("* solved: nonce {nonce} in {:.3} s", elapsed.as_secs_f64())
-        }
-        Event::Waiting(d) => eprintln!("* waiting {} s (Retry-After)", d.as_secs()),
     }
 }
 
