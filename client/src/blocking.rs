@@ -12,6 +12,7 @@ use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{Connector, DefaultConnector};
 
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
+use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::{solve_bits, Error, Nonce};
 
@@ -49,6 +50,22 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// The body, not yet read.
     pub body: Box<dyn Read + Send>,
+}
+
+/// A request the server refused for good (the circuit breaker's answer:
+/// [`Error::Blocked`], [`Error::Banned`]), with that response, for callers
+/// that show it as curl would (the CLI's `-i`, `-w '%{http_code}'`).
+pub struct Refused {
+    /// Why.
+    pub error: Error,
+    /// The refusing response, when there was one.
+    pub reply: Option<Box<Reply>>,
+}
+
+impl From<Error> for Refused {
+    fn from(error: Error) -> Refused {
+        Refused { error, reply: None }
+    }
 }
 
 /// What happened, for `-v`.
@@ -135,7 +152,9 @@ pub struct Options {
     pub proxy: Option<String>,
 }
 
-/// A paying HTTP client.
+/// A paying HTTP client. It may send from several threads at once; all
+/// its requests share one per-origin [`Gate`] (at most `policy.in_flight`
+/// in flight per origin until the server's `Remaining` shows room).
 pub struct Client {
     agent: ureq::Agent,
     /// For `http://` URLs through a proxy: sent to it in absolute form, as
@@ -143,6 +162,7 @@ pub struct Client {
     forward: Option<ureq::Agent>,
     policy: Policy,
     recorded: Recorded,
+    gate: Arc<Gate>,
 }
 
 impl Client {
@@ -235,6 +255,7 @@ impl Client {
         Client {
             agent,
             forward,
+            gate: Arc::new(Gate::new(policy.in_flight)),
             policy,
             recorded,
         }
@@ -263,11 +284,31 @@ impl Client {
     /// Sends `req`, paying challenges and waiting as the policy says, and
     /// returns the first response that is not a challenge.
     pub fn send(&self, req: &Request, events: &mut dyn FnMut(Event)) -> Result<Reply, Error> {
+        self.send_or_refused(req, events).map_err(|r| r.error)
+    }
+
+    /// The per-origin gate its requests pass.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// [`Client::send`], but a refusal of the circuit breaker comes with
+    /// its response ([`Refused::reply`]).
+    pub fn send_or_refused(
+        &self,
+        req: &Request,
+        events: &mut dyn FnMut(Event),
+    ) -> Result<Reply, Refused> {
         let mut retrier = Retrier::new(self.policy.clone());
         let mut solution: Option<(String, Nonce)> = None;
         let mut first = true;
+        // Held through every send, solve and wait of this request.
+        let mut pass = self.gate.enter(&req.url);
         loop {
             let headers = headers_for(&req.headers, solution.as_ref(), first);
+            if !first {
+                pass.resending();
+            }
             first = false;
             events(Event::Sending {
                 method: &req.method,
@@ -282,25 +323,7 @@ impl Client {
                 .recorded
                 .head()
                 .filter(|(line, _)| line.split(' ').nth(1) == Some(status.to_string().as_str()))
-                .unwrap_or_else(|| {
-                    // Not recorded (never expected): the `http` types' view.
-                    let reason = ureq::http::StatusCode::from_u16(status)
-                        .ok()
-                        .and_then(|s| s.canonical_reason())
-                        .map(|r| format!(" {r}"))
-                        .unwrap_or_default();
-                    let headers = response
-                        .headers()
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                k.as_str().to_owned(),
-                                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                            )
-                        })
-                        .collect();
-                    (format!("{version} {status}{reason}"), headers)
-                });
+                .unwrap_or_else(|| canonical_head(&response, &version));
             events(Event::Received {
                 status_line: &status_line,
                 status,
@@ -311,6 +334,7 @@ impl Client {
                     .find(|(k, _)| k.eq_ignore_ascii_case(name))
                     .map(|(_, v)| v.as_str())
             };
+            pass.saw(status, remaining(lookup));
             let body = if may_be_challenge(status) && lookup(wire::HEADER_CHALLENGE).is_none() {
                 let mut buf = Vec::new();
                 response
@@ -324,24 +348,31 @@ impl Client {
                 None
             };
             let answer = read_answer(status, lookup, body.as_deref());
-            match retrier.next(answer) {
-                Step::Return => {
-                    // What was read to look for a challenge, then the rest: a
-                    // body longer than MAX_CHALLENGE_BODY is handed back whole.
-                    let rest = response.into_body().into_reader();
-                    let body: Box<dyn Read + Send> = match body {
-                        Some(bytes) => Box::new(std::io::Cursor::new(bytes).chain(rest)),
-                        None => Box::new(rest),
-                    };
-                    return Ok(Reply {
-                        status,
-                        version,
-                        status_line,
-                        headers: got,
-                        body,
-                    });
+            // What was read to look for a challenge, then the rest: a body
+            // longer than MAX_CHALLENGE_BODY is handed back whole.
+            let reply = move || {
+                let rest = response.into_body().into_reader();
+                let body: Box<dyn Read + Send> = match body {
+                    Some(bytes) => Box::new(std::io::Cursor::new(bytes).chain(rest)),
+                    None => Box::new(rest),
+                };
+                Reply {
+                    status,
+                    version,
+                    status_line,
+                    headers: got,
+                    body,
                 }
-                Step::Fail(e) => return Err(e),
+            };
+            match retrier.next(answer) {
+                Step::Return => return Ok(reply()),
+                Step::Fail(error @ (Error::Blocked { .. } | Error::Banned { .. })) => {
+                    return Err(Refused {
+                        error,
+                        reply: Some(Box::new(reply())),
+                    })
+                }
+                Step::Fail(e) => return Err(e.into()),
                 Step::Wait(d) => {
                     events(Event::Waiting(d));
                     thread::sleep(d);
@@ -387,6 +418,31 @@ impl Client {
                 .and_then(|r| agent.run(r).map_err(transport_error)),
         }
     }
+}
+
+/// The head as the `http` types show it (lower-case names, the canonical
+/// reason), when the recorded one is missing (never expected).
+fn canonical_head(
+    response: &ureq::http::Response<ureq::Body>,
+    version: &str,
+) -> (String, Vec<(String, String)>) {
+    let status = response.status().as_u16();
+    let reason = response
+        .status()
+        .canonical_reason()
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    (format!("{version} {status}{reason}"), headers)
 }
 
 /// The certificates of a PEM bundle (private keys in it are skipped).

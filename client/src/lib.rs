@@ -6,7 +6,11 @@
 //! - [`blocking`]: a small HTTP client that pays its way (the `pow-shield`
 //!   CLI is built on it);
 //! - `middleware` (feature `reqwest`): a `reqwest-middleware` layer that
-//!   solves and retries transparently.
+//!   solves and retries transparently;
+//! - [`gate`]: the per-origin limit on requests in flight that both keep
+//!   (4, `n - 1` for the server's default 5 strikes, until `Remaining`
+//!   shows room), so that a caller's many concurrent requests over the
+//!   limit are paid, never blocked.
 //!
 //! Every solve is bounded by default: [`SolveOptions::default`] (and so
 //! [`Policy::default`], the CLI and the middleware) gives up on one
@@ -26,6 +30,7 @@ use std::time::Duration;
 
 pub mod blocking;
 mod challenge;
+pub mod gate;
 // Public only for the fuzz target (fuzz/fuzz_targets/client_answer.rs).
 #[doc(hidden)]
 pub mod http_date;

@@ -32,27 +32,44 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::challenge::read_answer;
+use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::wire;
 use crate::{solve_bits_until, Error};
 
-/// The middleware; see the module docs.
-#[derive(Clone, Debug, Default)]
+/// The middleware; see the module docs. Its clones share one per-origin
+/// [`Gate`]: a client's concurrent requests (a `join_all` of 50) have at
+/// most `policy.in_flight` (4) in flight per origin until the server's
+/// `Remaining` shows room, so that they are paid, never blocked.
+#[derive(Clone, Debug)]
 pub struct PowShield {
     policy: Policy,
+    gate: Arc<Gate>,
+}
+
+impl Default for PowShield {
+    fn default() -> Self {
+        PowShield::new(Policy::default())
+    }
 }
 
 impl PowShield {
-    /// Pays under `policy` (limits, waiting, retries). Its solver never
-    /// prints progress.
+    /// Pays under `policy` (limits, waiting, retries, requests in flight).
+    /// Its solver never prints progress.
     pub fn new(mut policy: Policy) -> PowShield {
         policy.solve.progress = false;
-        PowShield { policy }
+        let gate = Arc::new(Gate::new(policy.in_flight));
+        PowShield { policy, gate }
     }
 
     /// The policy it pays under.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The per-origin gate its requests pass.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
     }
 }
 
@@ -97,11 +114,22 @@ impl Middleware for PowShield {
             return next.run(req, extensions).await;
         };
         let mut retrier = Retrier::new(self.policy.clone());
+        // Held through every send, solve and wait of this request.
+        let mut pass = self.gate.enter_async(template.url().as_str()).await;
         let mut current = req;
+        let mut first = true;
         loop {
+            if !first {
+                pass.resending();
+            }
+            first = false;
             let response = next.clone().run(current, extensions).await?;
             let status = response.status().as_u16();
             let headers = response.headers();
+            pass.saw(
+                status,
+                remaining(|name| headers.get(name).and_then(|v| v.to_str().ok())),
+            );
             let answer = read_answer(
                 status,
                 |name| headers.get(name).and_then(|v| v.to_str().ok()),

@@ -11,7 +11,8 @@ use crate::{Error, SolveOptions};
 /// The default pays every challenge, giving up on one after
 /// [`crate::DEFAULT_MAX_SOLVE_TIME`] (30 s, [`Error::Timeout`]; set
 /// `solve.max_solve_time` to `None` for no limit), with 5 retries per
-/// request and no waiting.
+/// request, no waiting and at most 4 requests in flight per origin until the
+/// server shows room.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// Threads, `max_difficulty`, `max_solve_time` (30 s by default),
@@ -24,6 +25,10 @@ pub struct Policy {
     pub max_wait: Duration,
     /// Retries per request (solves and waits together).
     pub max_retries: u32,
+    /// Requests in flight per origin while the client may be over the
+    /// limit ([`crate::gate`]): `n - 1` for the server's `n` strikes, 4 by
+    /// default; the server's `Remaining` opens it further.
+    pub in_flight: usize,
 }
 
 impl Default for Policy {
@@ -33,6 +38,7 @@ impl Default for Policy {
             prefer_wait: false,
             max_wait: Duration::from_secs(60),
             max_retries: 5,
+            in_flight: crate::gate::DEFAULT_IN_FLIGHT,
         }
     }
 }

@@ -41,8 +41,44 @@ fn blocked_exits_110_and_banned_111_with_a_message() {
         let out = run(&["get", &fake.url]);
         assert_eq!(out.status.code(), Some(code), "{shield}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(shield));
-        assert!(out.stdout.is_empty());
+        assert!(out.stdout.is_empty(), "{shield}");
+        assert_eq!(fake.requests().len(), 1, "{shield}: nothing sent after it");
     }
+}
+
+#[test]
+fn blocked_write_out_http_code_is_403_as_curl() {
+    let fake = serve(vec![blocked("blocked")]);
+    let out = run(&[
+        "get",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &fake.url,
+    ]);
+    assert_eq!(out.status.code(), Some(110));
+    assert_eq!(out.stdout, b"403");
+}
+
+#[test]
+fn blocked_include_shows_the_block_response_head() {
+    let fake = serve(vec![blocked("blocked")]);
+    let out = run(&["get", "-i", &fake.url]);
+    assert_eq!(out.status.code(), Some(110));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{text}");
+    assert!(text.contains("\r\nX-PoW-Shield: blocked\r\n"), "{text}");
+    assert!(text.ends_with("\r\nContent-Length: 26\r\n\r\n"), "{text}");
+}
+
+#[test]
+fn blocked_with_fail_still_exits_110() {
+    let fake = serve(vec![blocked("blocked")]);
+    let out = run(&["get", "-f", "-w", "%{http_code}", &fake.url]);
+    assert_eq!(out.status.code(), Some(110));
+    assert_eq!(out.stdout, b"403");
 }
 
 #[test]

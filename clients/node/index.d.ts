@@ -14,6 +14,11 @@ export interface PowShieldOptions {
   maxRetries?: number;
   /** Solver threads. Default: one per core. */
   threads?: number;
+  /**
+   * Requests in flight per origin while over the limit (n - 1 for the server's n strikes), until
+   * its RateLimit Remaining shows room; a Promise.all of 50 waits its turn. Default 4.
+   */
+  inFlight?: number;
 }
 
 /** Any fetch-compatible function: the global fetch, undici's, the one given to ky or axios. */

@@ -8,8 +8,10 @@
 //! to port 443 only): [`ToProxy`] resolves every host to the proxy, and the
 //! request line is rewritten to absolute form (`GET http://host/path`).
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, ThreadId};
 
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
@@ -18,32 +20,38 @@ use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, NextTi
 /// Longest head kept; a longer one is shown with the `http` types' names.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// The bytes of the latest response head, shared by the connector and the
-/// client that reads them.
+/// The bytes of the latest response head of each thread (a [`Client`]
+/// may send from several at once; ureq reads a response on the thread that
+/// sent its request), shared by the connector and the client that reads
+/// them.
+///
+/// [`Client`]: super::Client
 #[derive(Clone, Default)]
-pub struct Recorded(Arc<Mutex<Vec<u8>>>);
+pub struct Recorded(Arc<Mutex<HashMap<ThreadId, Vec<u8>>>>);
 
 impl Recorded {
-    /// Forgets the last head (before a request is sent).
-    pub fn clear(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+    fn lock(&self) -> MutexGuard<'_, HashMap<ThreadId, Vec<u8>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The status line and headers of the last complete head.
+    /// Forgets this thread's last head (before a request is sent).
+    pub fn clear(&self) {
+        self.lock().remove(&thread::current().id());
+    }
+
+    /// The status line and headers of this thread's last complete head.
     pub fn head(&self) -> Option<(String, Vec<(String, String)>)> {
-        parse(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        parse(self.lock().get(&thread::current().id())?)
     }
 
     fn append(&self, bytes: &[u8]) {
-        let mut head = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if end_of_head(&head).is_some() || head.len() >= MAX_HEAD {
+        let mut heads = self.lock();
+        let head = heads.entry(thread::current().id()).or_default();
+        if end_of_head(head).is_some() || head.len() >= MAX_HEAD {
             return;
         }
         head.extend_from_slice(bytes);
-        if let Some(end) = end_of_head(&head) {
+        if let Some(end) = end_of_head(head) {
             head.truncate(end);
         }
     }

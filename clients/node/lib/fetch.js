@@ -4,6 +4,7 @@
 const { readChallenge, checkBlocked, retryAfterMs, HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
 const { DEFAULT_MAX_SOLVE_TIME_MS, solveBits } = require('./solver');
+const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
 
 /** Paid or waited resends per request: the same number in every client. */
 const DEFAULT_MAX_RETRIES = 5;
@@ -17,7 +18,12 @@ const DEFAULTS = Object.freeze({
   maxWaitMs: DEFAULT_MAX_WAIT_MS,
   maxRetries: DEFAULT_MAX_RETRIES,
   threads: undefined,
+  inFlight: DEFAULT_IN_FLIGHT,
 });
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/** fetch's own limit on redirects followed. */
+const MAX_REDIRECTS = 20;
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
@@ -47,15 +53,49 @@ function discard(response) {
 }
 
 /**
+ * One send of a request that carries a solution. The solution buys this
+ * URL one request only: redirects are followed here (as fetch's 'follow'
+ * would) without the X-PoW-* headers, so that they never reach another
+ * origin (nor are they spent twice at this one).
+ */
+async function sendPaid(fetchImpl, input, init, headers, base) {
+  const mode = init.redirect ?? (base ? base.redirect : undefined) ?? 'follow';
+  if (mode !== 'follow') return fetchImpl(base ? base.clone() : input, { ...init, headers });
+  let url = base ? base.url : String(input instanceof URL ? input.href : input);
+  let method = (init.method ?? (base ? base.method : 'GET')).toUpperCase();
+  let { body } = init;
+  let response = await fetchImpl(base ? base.clone() : input, { ...init, headers, redirect: 'manual' });
+  const next = new Headers(headers);
+  next.delete(HEADER_CHALLENGE);
+  next.delete(HEADER_NONCE);
+  for (let hops = 0; REDIRECTS.has(response.status) && response.headers.get('location'); hops += 1) {
+    if (hops >= MAX_REDIRECTS) throw new TypeError(`more than ${MAX_REDIRECTS} redirects`);
+    url = new URL(response.headers.get('location'), url).href;
+    discard(response);
+    if ((response.status === 303 && method !== 'HEAD') || ([301, 302].includes(response.status) && method === 'POST')) {
+      method = 'GET';
+      body = undefined;
+      next.delete('content-type');
+    }
+    response = await fetchImpl(url, { ...init, method, body, headers: next, redirect: 'manual' });
+  }
+  return response;
+}
+
+/**
  * Wraps a fetch-compatible function (the global fetch, undici's, one
  * handed to ky or axios) so that it pays pow-shield's challenges.
  * options: maxDifficulty (hex digits), maxSolveTimeMs (30 000; 0 or null:
  * no limit), preferWait (true, or the longest Retry-After in ms worth
- * waiting instead of paying), maxWaitMs (60 000), maxRetries (5), threads.
+ * waiting instead of paying), maxWaitMs (60 000), maxRetries (5), threads,
+ * inFlight (4: requests in flight per origin, n - 1 for the server's n
+ * strikes, until its Remaining shows room; every call of the returned
+ * fetch shares that gate).
  */
-function withPowShield(fetchImpl, options = {}) {
+function withPowShield(fetchImpl, options = {}, gate = undefined) {
   if (typeof fetchImpl !== 'function') throw new TypeError('withPowShield needs a fetch function');
   const policy = { ...DEFAULTS, ...options };
+  const inFlight = gate ?? new Gate(policy.inFlight);
   if (!(policy.maxRetries >= 0)) throw new RangeError('maxRetries must be >= 0');
   if (!(policy.maxWaitMs >= 0)) throw new RangeError('maxWaitMs must be >= 0');
 
@@ -64,11 +104,21 @@ function withPowShield(fetchImpl, options = {}) {
     return policy.preferWait === true || delay <= policy.preferWait;
   };
 
-  return async function powShieldFetch(input, init = {}) {
+  async function powShieldFetch(input, init = {}) {
     const isRequest = typeof Request !== 'undefined' && input instanceof Request;
     const signal = init.signal ?? (isRequest ? input.signal : undefined);
     const base = isRequest ? input : null;
     const given = new Headers(init.headers ?? (isRequest ? input.headers : undefined));
+    // Held through every send, solve and wait of this request.
+    const pass = await inFlight.enter(base ? base.url : input, signal);
+    try {
+      return await payThrough(input, init, base, given, signal, pass);
+    } finally {
+      pass.release();
+    }
+  }
+
+  async function payThrough(input, init, base, given, signal, pass) {
     let solution = null;
     let retries = 0;
     for (;;) {
@@ -77,7 +127,11 @@ function withPowShield(fetchImpl, options = {}) {
         headers.set(HEADER_CHALLENGE, solution.token);
         headers.set(HEADER_NONCE, solution.nonce);
       }
-      const response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
+      if (retries > 0) pass.resending();
+      const response = solution
+        ? await sendPaid(fetchImpl, input, init, headers, base)
+        : await fetchImpl(base ? base.clone() : input, { ...init, headers });
+      pass.saw(response);
       checkBlocked(response);
       let move = null;
       const delay = retryAfterMs(response.headers);
@@ -125,13 +179,20 @@ function withPowShield(fetchImpl, options = {}) {
         }
       }
     }
-  };
+  }
+
+  return powShieldFetch;
 }
+
+/** powFetch's gates, one per inFlight: all its calls share them. */
+const sharedGates = new Map();
 
 /** The global fetch, paying its way: `powFetch(url, init)`; options as withPowShield's, in `init.powShield`. */
 function powFetch(input, init = {}) {
   const { powShield, ...rest } = init;
-  return withPowShield(globalThis.fetch, powShield)(input, rest);
+  const floor = (powShield && powShield.inFlight) ?? DEFAULT_IN_FLIGHT;
+  if (!sharedGates.has(floor)) sharedGates.set(floor, new Gate(floor));
+  return withPowShield(globalThis.fetch, powShield, sharedGates.get(floor))(input, rest);
 }
 
 module.exports = { DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, withPowShield, powFetch };

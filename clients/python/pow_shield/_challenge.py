@@ -185,8 +185,12 @@ class Challenge:
         expires = doc.get("expires_in")
         # The server may ask more than the token (a location's minimum).
         header_bits = _header(headers, HEADER_BITS)
+        header_bits = header_bits.strip() if isinstance(header_bits, str) else ""
+        # ASCII digits only: str.isdigit() also takes '²', which int() refuses.
+        if header_bits and not (header_bits.isascii() and header_bits.isdigit()):
+            raise BadChallenge(f"{HEADER_BITS} is not a number: {header_bits!r}", response)
         fields = {
-            "header_bits": int(header_bits) if isinstance(header_bits, str) and header_bits.strip().isdigit() else None,
+            "header_bits": int(header_bits) if header_bits else None,
             "status": status,
             "expires_in": expires if isinstance(expires, int) and not isinstance(expires, bool) else None,
             "retry_after": retry_after(headers),

@@ -9,6 +9,7 @@ from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 import httpx
 
 from ._challenge import MAX_CHALLENGE_BODY
+from ._gate import DEFAULT_IN_FLIGHT, Pass
 from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
@@ -52,7 +53,10 @@ class HttpxAuth(httpx.Auth):
     flow the solve runs in a worker thread and waits use the event loop's
     sleep, so other tasks keep running; a cancelled request stops waiting at
     once and stops its solver too.  The request body is read before the first send so
-    that it can be sent again.
+    that it can be sent again.  ``in_flight`` (4): requests in flight per
+    origin through this auth (an ``asyncio.gather`` of 50 waits its turn)
+    while the client may be over the limit; the server's ``Remaining``
+    opens it further.
     """
 
     requires_request_body = True
@@ -66,6 +70,7 @@ class HttpxAuth(httpx.Auth):
         max_wait: float = MAX_WAIT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
+        in_flight: int = DEFAULT_IN_FLIGHT,
     ) -> None:
         self.policy = Policy(
             max_difficulty=max_difficulty,
@@ -74,14 +79,21 @@ class HttpxAuth(httpx.Auth):
             max_wait=max_wait,
             max_retries=max_retries,
             processes=processes,
+            in_flight=in_flight,
         )
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         policy = self.policy
         request.read()
+        with policy.gate.enter(str(request.url)) as gate_pass:
+            yield from self._sync_flow(request, gate_pass)
+
+    def _sync_flow(self, request: httpx.Request, gate_pass: Pass) -> Generator[httpx.Request, httpx.Response, None]:
+        policy = self.policy
         response = yield request
         retries = 0
         while True:
+            gate_pass.saw(response.status_code, response.headers)
             body = None
             if policy.needs_body(response.status_code, response.headers):
                 chunks = response.iter_bytes()
@@ -98,6 +110,7 @@ class HttpxAuth(httpx.Auth):
             elif isinstance(step, Pay):
                 nonce = policy.solve(step.challenge, response)
                 request.headers.update(step.challenge.headers(nonce))
+            gate_pass.resending()
             response = yield request
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
@@ -106,32 +119,38 @@ class HttpxAuth(httpx.Auth):
 
         policy = self.policy
         await request.aread()
-        response = yield request
-        retries = 0
-        while True:
-            body = None
-            if policy.needs_body(response.status_code, response.headers):
-                head, whole = await _read_capped(response)
-                body = head if whole else None
-            step = policy.step(response.status_code, response.headers, body, retries, response)
-            if step is None:
-                return
-            retries += 1
-            if isinstance(step, Wait):
-                await anyio.sleep(step.seconds)
-            elif isinstance(step, Pay):
-                stop = threading.Event()
-                solve = functools.partial(policy.solve, step.challenge, response, stop)
-                try:
-                    # Its own limiter: a long solve holds none of the places
-                    # anyio shares among every to_thread call.
-                    nonce = await anyio.to_thread.run_sync(
-                        solve, limiter=anyio.CapacityLimiter(1), **_abandon_on_cancel()
-                    )
-                finally:
-                    stop.set()  # cancelled: the solver thread ends too
-                request.headers.update(step.challenge.headers(nonce))
+        gate_pass = await policy.gate.aenter(str(request.url))
+        try:
             response = yield request
+            retries = 0
+            while True:
+                gate_pass.saw(response.status_code, response.headers)
+                body = None
+                if policy.needs_body(response.status_code, response.headers):
+                    head, whole = await _read_capped(response)
+                    body = head if whole else None
+                step = policy.step(response.status_code, response.headers, body, retries, response)
+                if step is None:
+                    return
+                retries += 1
+                if isinstance(step, Wait):
+                    await anyio.sleep(step.seconds)
+                elif isinstance(step, Pay):
+                    stop = threading.Event()
+                    solve = functools.partial(policy.solve, step.challenge, response, stop)
+                    try:
+                        # Its own limiter: a long solve holds none of the places
+                        # anyio shares among every to_thread call.
+                        nonce = await anyio.to_thread.run_sync(
+                            solve, limiter=anyio.CapacityLimiter(1), **_abandon_on_cancel()
+                        )
+                    finally:
+                        stop.set()  # cancelled: the solver thread ends too
+                    request.headers.update(step.challenge.headers(nonce))
+                gate_pass.resending()
+                response = yield request
+        finally:
+            gate_pass.release()
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         # httpx calls sync_auth_flow / async_auth_flow; this is for callers

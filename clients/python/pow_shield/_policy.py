@@ -32,6 +32,7 @@ from ._challenge import (
     retry_after,
 )
 from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
+from ._gate import DEFAULT_IN_FLIGHT, Gate
 from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
@@ -66,6 +67,11 @@ class Policy:
     ``max_solve_time`` is 30 seconds by default (``DEFAULT_MAX_SOLVE_TIME``):
     one challenge not solved by then raises ``SolveTimeout``; ``None`` means
     no limit.
+
+    ``in_flight`` (4): requests in flight per origin while the client may be
+    over the limit, ``n - 1`` for the server's ``n`` strikes (its default
+    5); the server's ``Remaining`` opens the gate further.  Every adapter
+    sharing this policy shares its ``gate``.
     """
 
     def __init__(
@@ -77,6 +83,7 @@ class Policy:
         max_wait: float = MAX_WAIT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
+        in_flight: int = DEFAULT_IN_FLIGHT,
     ) -> None:
         if not max_wait >= 0:  # also refuses NaN
             raise ValueError("max_wait must be a number of seconds >= 0")
@@ -91,12 +98,14 @@ class Policy:
         self.max_wait = max_wait
         self.max_retries = max_retries
         self.processes = processes
+        self.gate = Gate(in_flight)
 
     def __repr__(self) -> str:
         return (
             f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
             f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, "
-            f"max_retries={self.max_retries!r}, processes={self.processes!r})"
+            f"max_retries={self.max_retries!r}, processes={self.processes!r}, "
+            f"in_flight={self.gate.floor!r})"
         )
 
     @staticmethod

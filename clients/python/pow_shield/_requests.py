@@ -12,14 +12,17 @@ All three take the same options and follow ``Policy``, as the httpx flow
 and the CLI do.
 """
 
+import io
 import time
-from typing import Any, Callable, Optional, Union
+import weakref
+from typing import Any, Callable, Iterator, Optional, Union
 
 import requests
 import requests.adapters
 from requests.utils import rewind_body
 
 from ._errors import PowShieldError
+from ._gate import DEFAULT_IN_FLIGHT, Pass
 from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
@@ -32,30 +35,81 @@ def _replayable(request: requests.PreparedRequest) -> bool:
     return getattr(request, "_body_position", None) is not None
 
 
+class _Rest:
+    """A response body whose first bytes were read already: those, then
+    the rest as it comes (``requests`` reads ``raw`` through ``read``)."""
+
+    def __init__(self, head: bytes, chunks: Iterator[bytes], raw: Any) -> None:
+        self._head = head
+        self._chunks = chunks
+        self._raw = raw
+
+    def read(self, amt: Optional[int] = None, **_: Any) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return next(self._chunks, b"")
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def release_conn(self) -> None:
+        release = getattr(self._raw, "release_conn", None)
+        if release is not None:
+            release()
+
+
+def _read_rest(response: requests.Response) -> None:
+    """Reads a body handed back unbuffered into ``response.content``,
+    holding it once (not its chunks and their join)."""
+    whole = io.BytesIO()
+    for chunk in response.iter_content(1 << 16):
+        whole.write(chunk)
+    response._content = whole.getvalue()
+    response._content_consumed = True
+
+
+def _discard(response: requests.Response, policy: Policy) -> None:
+    """Done with an answer paid past: a small body is read (the connection
+    goes back to the pool), a large one is not (the connection closes)."""
+    if not response._content_consumed:
+        policy.read_capped(response.iter_content(8192))
+    response.close()
+
+
 def _pay(
     policy: Policy,
     request: requests.PreparedRequest,
     response: requests.Response,
     send: Callable[[requests.PreparedRequest], requests.Response],
     stream: bool,
+    gate_pass: Optional[Pass] = None,
 ) -> requests.Response:
     """Follows ``response`` (to a streamed send of ``request``) through its
     challenges: solve or wait, ``send`` again, until an answer that is not
     the shield's.  The answers paid for go first in its ``history``; its
-    body is read unless ``stream``."""
+    body is read unless ``stream``.  ``gate_pass`` hears of every answer."""
     retries = 0
     history = []
     while True:
+        if gate_pass is not None:
+            gate_pass.saw(response.status_code, response.headers)
         body = None
         if policy.needs_body(response.status_code, response.headers):
             chunks = response.iter_content(8192)
             head, whole = policy.read_capped(chunks)
             body = head if whole else None
-            response._content = head if whole else head + b"".join(chunks)
-            response._content_consumed = True
+            if whole:
+                response._content = head
+                response._content_consumed = True
+            else:
+                # Not the shield's: handed back unbuffered, the rest unread.
+                response.raw = _Rest(head, chunks, response.raw)
         step = policy.step(response.status_code, response.headers, body, retries, response)
         if step is None:
-            if not stream:
+            if isinstance(response.raw, _Rest) and not stream:
+                _read_rest(response)
+            elif not stream:
                 response.content  # noqa: B018 - read it now, as requests would
             break
         if not _replayable(request):
@@ -73,9 +127,10 @@ def _pay(
             request.headers.update(step.challenge.headers(nonce))
         if request.body is not None and not isinstance(request.body, (bytes, str)):
             rewind_body(request)
-        response.content  # noqa: B018 - the connection goes back to the pool
-        response.close()
+        _discard(response, policy)
         history.append(response)
+        if gate_pass is not None:
+            gate_pass.resending()
         response = send(request)
     if history:
         response.history = history + list(response.history)
@@ -102,6 +157,12 @@ class RequestsAuth(requests.auth.AuthBase):
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.register_hook("response", self.handle_response)
+        # The request's place in the per-origin gate, taken before it is
+        # sent: given back by the response hook, or when the request is
+        # dropped unanswered (a connection error).
+        gate_pass = self.policy.gate.enter(request.url or "")
+        request._pow_shield_pass = gate_pass  # type: ignore[attr-defined]
+        weakref.finalize(request, gate_pass.release)
         return request
 
     def handle_response(self, response: requests.Response, **kwargs: Any) -> requests.Response:
@@ -114,7 +175,13 @@ class RequestsAuth(requests.auth.AuthBase):
         def send(prepared: requests.PreparedRequest) -> requests.Response:
             return adapter.send(prepared, **kwargs)
 
-        return _pay(self.policy, response.request, response, send, stream)
+        # Redirect hops (copies of the request) pass no gate of their own.
+        gate_pass = getattr(response.request, "_pow_shield_pass", None)
+        try:
+            return _pay(self.policy, response.request, response, send, stream, gate_pass)
+        finally:
+            if gate_pass is not None:
+                gate_pass.release()
 
 
 class HTTPAdapter(requests.adapters.HTTPAdapter):
@@ -132,7 +199,7 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
     Other keyword arguments go to ``requests.adapters.HTTPAdapter``.
     """
 
-    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes")
+    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes", "in_flight")
 
     def __init__(
         self,
@@ -153,7 +220,8 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
         def send(prepared: requests.PreparedRequest) -> requests.Response:
             return super(HTTPAdapter, self).send(prepared, stream=True, **kwargs)
 
-        return _pay(self.pow_policy, request, send(request), send, stream)
+        with self.pow_policy.gate.enter(request.url or "") as gate_pass:
+            return _pay(self.pow_policy, request, send(request), send, stream, gate_pass)
 
 
 class Session(requests.Session):
@@ -182,6 +250,11 @@ class Session(requests.Session):
     ``max_retries`` (5, as every client): paid or waited resends per request
     before ``RetriesExhausted``.
     ``processes``: solver processes (see ``pow_shield.solve``).
+    ``in_flight`` (4): requests in flight per origin (threads sharing the
+    session wait their turn) while the client may be over the limit,
+    ``n - 1`` for the server's ``n`` strikes; the server's ``Remaining``
+    opens it further.  So 50 threads over the limit are all paid, never
+    blocked.
 
     Bodies are sent again as they were: bytes and strings always, files by
     seeking back; a generator body cannot be sent twice and raises
@@ -197,6 +270,7 @@ class Session(requests.Session):
         max_wait: float = MAX_WAIT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
+        in_flight: int = DEFAULT_IN_FLIGHT,
     ) -> None:
         super().__init__()
         self.pow_policy = Policy(
@@ -206,6 +280,7 @@ class Session(requests.Session):
             max_wait=max_wait,
             max_retries=max_retries,
             processes=processes,
+            in_flight=in_flight,
         )
         adapter = HTTPAdapter(policy=self.pow_policy)
         self.mount("http://", adapter)

@@ -25,6 +25,12 @@ def body(**fields):
 
 
 class BitsChallengeTest(unittest.TestCase):
+    def test_an_x_pow_bits_that_is_not_ascii_digits_raises_bad_challenge(self):
+        token = make_token(SALT, 5, bits=18)
+        for bits in ("²", "١٨", "18x", "-1"):
+            with self.assertRaises(pow_shield.BadChallenge, msg=bits):
+                pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token, "X-PoW-Bits": bits})
+
     def test_a_token_with_bits_is_solved_for_its_bits(self):
         token = make_token(SALT, 5, bits=18)
         c = pow_shield.Challenge.from_response(429, {"X-PoW-Challenge": token, "X-PoW-Bits": "18"})

@@ -278,6 +278,57 @@ class SessionTest(Scenarios, unittest.TestCase):
 
 
 @unittest.skipIf(requests is None, "requests is not installed")
+class BigBody:
+    """A 429 that is not the shield's, with a large body (issue 26: 400 MB
+    drove a Session to 817 MB): read capped, the rest handed back as it
+    comes, never buffered twice."""
+
+    SIZE = 24 << 20
+
+    def get(self, stream):
+        raise NotImplementedError
+
+    def peak(self, stream):
+        import tracemalloc
+
+        self.server.script = [(429, {"Content-Type": "text/html"}, b"x" * self.SIZE)]
+        tracemalloc.start()
+        try:
+            r = self.get(stream)
+            got = sum(len(c) for c in r.iter_content(1 << 16)) if stream else len(r.content)
+            return got, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def test_a_big_429_body_streamed_is_handed_back_unbuffered(self):
+        got, peak = self.peak(stream=True)
+        self.assertEqual(got, self.SIZE)
+        self.assertLess(peak, 4 << 20)
+
+    def test_a_big_429_body_is_held_once(self):
+        got, peak = self.peak(stream=False)
+        self.assertEqual(got, self.SIZE)
+        self.assertLess(peak, self.SIZE * 3 // 2)
+
+
+@unittest.skipIf(requests is None, "requests is not installed")
+class SessionBigBodyTest(BigBody, unittest.TestCase):
+    def setUp(self):
+        self.server = FakeServer().__enter__()
+        self.addCleanup(self.server.__exit__)
+        self.session = pow_shield.Session()
+        self.addCleanup(self.session.close)
+
+    def get(self, stream):
+        return self.session.get(self.server.url(), timeout=10, stream=stream)
+
+
+@unittest.skipIf(requests is None, "requests is not installed")
+class RequestsAuthBigBodyTest(SessionBigBodyTest):
+    def get(self, stream):
+        return requests.get(self.server.url(), timeout=10, stream=stream, auth=pow_shield.RequestsAuth())
+
+
 class RequestsAuthTest(Scenarios, unittest.TestCase):
     """``requests.get(url, auth=RequestsAuth())``: the response hook pays."""
 

@@ -3,17 +3,26 @@
 //! pays its challenges (or waits out `Retry-After` with `--wait`).
 
 use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
-use pow_shield_client::blocking::{Client, Event, Options, Reply, Request, Timeouts, Trust};
+use pow_shield_client::blocking::{Client, Event, Options, Refused, Reply, Request, Timeouts};
 use pow_shield_client::{Error, Policy};
+
+mod output;
+mod request;
+use output::{copy_body, log_event, write_head, Counted};
+use request::{build_request, trust};
 
 use crate::args::{max_solve_time, seconds, solve_options, threads, DEFAULT_RETRIES};
 use crate::exit::{self, error_code};
 use crate::write_out::{Transfer, WriteOut};
 
+/// curl's default and largest `--parallel-max`.
+const PARALLEL_MAX: usize = 50;
+const PARALLEL_LIMIT: usize = 300;
 /// curl's limit on redirects followed with `-L` (`--max-redirs`' default).
 const MAX_REDIRECTS: u32 = 50;
 /// curl's longest sleep between `--retry` attempts.
@@ -48,6 +57,12 @@ pub fn command() -> Command {
                 .num_args(1..)
                 .action(ArgAction::Append)
                 .help("http:// or https:// URLs, fetched in order (https: verified against the system's CA store)"),
+        )
+        .arg(flag("parallel", Some('Z'), "parallel", "Fetch the URLs at once, as curl -Z (each body written whole; at most 4 in flight per server until its RateLimit Remaining shows room)"))
+        .arg(
+            value("parallel-max", None, "N", "With -Z, at most N transfers at once (1 to 300)")
+                .value_parser(value_parser!(usize))
+                .default_value("50"),
         )
         .arg(value("request", Some('X'), "METHOD", "Method [default: GET, HEAD with -I, POST with -d/--json]"))
         .arg(
@@ -160,6 +175,7 @@ pub fn run(m: &ArgMatches) -> u8 {
         prefer_wait: m.get_flag("wait"),
         max_wait: Duration::from_secs(m.get_one::<u64>("max-wait").copied().unwrap_or(60)),
         max_retries: m.get_one::<u32>("retries").copied().unwrap_or(0),
+        ..Policy::default()
     };
     policy.solve.progress &= !m.get_flag("silent");
     let proxy = m.get_one::<String>("proxy").cloned();
@@ -188,10 +204,20 @@ pub fn run(m: &ArgMatches) -> u8 {
     };
     let urls: Vec<&String> = m.get_many::<String>("url").into_iter().flatten().collect();
     let mut outputs = outputs(m).into_iter();
+    let jobs: Vec<(&String, Option<String>)> =
+        urls.into_iter().map(|u| (u, outputs.next())).collect();
+    if m.get_flag("parallel") {
+        let most = m
+            .get_one::<usize>("parallel-max")
+            .copied()
+            .unwrap_or(PARALLEL_MAX)
+            .clamp(1, PARALLEL_LIMIT);
+        return run.parallel(&jobs, most);
+    }
     // As curl: the exit code is the last transfer's.
     let mut code = exit::OK;
-    for url in urls {
-        code = run.transfer(url, outputs.next());
+    for (url, output) in jobs {
+        code = run.transfer(url, output);
     }
     code
 }
@@ -221,6 +247,32 @@ fn remote_name(url: &str) -> &str {
 }
 
 impl Run<'_> {
+    /// `-Z`: up to `most` transfers at once, threads sharing one client
+    /// (and so its per-origin gate: the server's breaker never sees more
+    /// than 4 of them over the limit). As curl, the exit code is the
+    /// first failure's (in the URLs' order), else 0.
+    fn parallel(&self, jobs: &[(&String, Option<String>)], most: usize) -> u8 {
+        let next = AtomicUsize::new(0);
+        let codes: Vec<AtomicUsize> = jobs.iter().map(|_| AtomicUsize::new(0)).collect();
+        thread::scope(|s| {
+            for _ in 0..most.min(jobs.len()) {
+                s.spawn(|| loop {
+                    let at = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((url, output)) = jobs.get(at) else {
+                        return;
+                    };
+                    let code = self.transfer(url, output.clone());
+                    codes[at].store(usize::from(code), Ordering::Relaxed);
+                });
+            }
+        });
+        codes
+            .iter()
+            .map(|c| u8::try_from(c.load(Ordering::Relaxed)).unwrap_or(exit::FAILED))
+            .find(|&c| c != exit::OK)
+            .unwrap_or(exit::OK)
+    }
+
     fn complain(&self, code: u8, msg: &str) -> u8 {
         if self.errors {
             eprintln!("pow-shield: ({code}) {msg}");
@@ -290,9 +342,17 @@ impl Run<'_> {
             Ok(())
         };
         loop {
-            let mut reply = match self.send(&req) {
-                Ok(r) => r,
-                Err(e) => return self.failed(&e),
+            // The breaker's refusal is shown as curl shows it to -i and -w
+            // (its status line and headers, its 403), then exits with its
+            // own code (110) and the error on stderr; its body (the same
+            // message) is not written.
+            let (mut reply, refusal) = match self.send(&req) {
+                Ok(r) => (r, None),
+                Err(Refused {
+                    error,
+                    reply: Some(r),
+                }) => (*r, Some(error)),
+                Err(Refused { error, .. }) => return self.failed(&error),
             };
             done.http_code = reply.status;
             done.url_effective = req.url.clone();
@@ -301,14 +361,14 @@ impl Run<'_> {
                 .to_owned();
             let failing =
                 reply.status >= 400 && (m.get_flag("fail") || m.get_flag("fail-with-body"));
-            if failing && !m.get_flag("fail-with-body") {
+            if failing && !m.get_flag("fail-with-body") && refusal.is_none() {
                 // curl -f: nothing of an error response is written.
                 return self.complain(
                     exit::HTTP_ERROR,
                     &format!("The requested URL returned error: {}", reply.status),
                 );
             }
-            let next = if m.get_flag("location") {
+            let next = if m.get_flag("location") && refusal.is_none() {
                 redirect(&reply).map(|loc| join(&req.url, loc))
             } else {
                 None
@@ -344,8 +404,10 @@ impl Run<'_> {
                 req.url = next;
                 continue;
             }
-            if head_only {
-                return self.finish(out, exit::OK);
+            // -I writes no body, nor -f of an error, nor a refusal.
+            if head_only || refusal.is_some() || failing && !m.get_flag("fail-with-body") {
+                let code = refusal.as_ref().map_or(exit::OK, |e| self.failed(e));
+                return self.finish(out, code);
             }
             if let Err(code) = open(&mut out) {
                 return code;
@@ -408,7 +470,7 @@ impl Run<'_> {
     }
 
     /// `Client::send` with `-v`'s log, retried as curl's `--retry` says.
-    fn send(&self, req: &Request) -> Result<Reply, Error> {
+    fn send(&self, req: &Request) -> Result<Reply, Refused> {
         let verbose = self.m.get_flag("verbose");
         let mut log = |e: Event| {
             if verbose {
@@ -418,9 +480,12 @@ impl Run<'_> {
         let mut left = self.m.get_one::<u32>("retry").copied().unwrap_or(0);
         let mut backoff = Duration::from_secs(1);
         loop {
-            let result = self.client.send(req, &mut log);
+            let result = self.client.send_or_refused(req, &mut log);
             let transient = match &result {
-                Err(Error::TimedOut(_)) => true,
+                Err(Refused {
+                    error: Error::TimedOut(_),
+                    ..
+                }) => true,
                 Ok(r) => matches!(r.status, 408 | 429 | 500 | 502 | 503 | 504),
                 Err(_) => false,
             };
@@ -490,52 +555,6 @@ fn join(base: &str, location: &str) -> String {
     format!("{scheme}://{authority}{dir}{location}")
 }
 
-fn write_head(w: &mut dyn Write, reply: &Reply) -> io::Result<()> {
-    write!(w, "{}\r\n", reply.status_line)?;
-    for (k, v) in &reply.headers {
-        write!(w, "{k}: {v}\r\n")?;
-    }
-    write!(w, "\r\n")
-}
-
-/// Counts the bytes read through it: `size_download` is the body as it
-/// came over the wire, compressed or not (as curl's).
-struct Counted {
-    inner: Box<dyn Read + Send>,
-    count: u64,
-}
-
-impl Read for Counted {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        Ok(n)
-    }
-}
-
-/// Copies the body to `w`, decompressed with `--compressed`; the bytes
-/// read off the wire, or the error and how many were read before it.
-fn copy_body(
-    mut body: Counted,
-    reply: &Reply,
-    compressed: bool,
-    w: &mut dyn Write,
-) -> Result<u64, (io::Error, u64)> {
-    let encoding = header(reply, "Content-Encoding")
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let result = match (compressed, encoding.as_str()) {
-        (true, "gzip" | "x-gzip") => io::copy(&mut flate2::read::MultiGzDecoder::new(&mut body), w),
-        (true, "deflate") => io::copy(&mut flate2::read::ZlibDecoder::new(&mut body), w),
-        _ => io::copy(&mut body, w),
-    };
-    match result {
-        Ok(_) => Ok(body.count),
-        Err(e) => Err((e, body.count)),
-    }
-}
-
 /// What to do about a rejected certificate, from OpenSSL's reason.
 fn certificate_hint(why: &str) -> &'static str {
     if why.contains("mismatch") {
@@ -547,247 +566,10 @@ fn certificate_hint(why: &str) -> &'static str {
     }
 }
 
-/// `-k` wins over `--cacert`, as in curl.
-fn trust(m: &ArgMatches) -> Result<Trust, (u8, String)> {
-    if m.get_flag("insecure") {
-        return Ok(Trust::Insecure);
-    }
-    match m.get_one::<String>("cacert") {
-        Some(path) => std::fs::read(path)
-            .map(Trust::CaPem)
-            .map_err(|e| (exit::CACERT, format!("--cacert {path}: {e}"))),
-        None => Ok(Trust::System),
-    }
-}
-
-/// The request every URL is sent with (the URL is filled in per transfer).
-fn build_request(m: &ArgMatches) -> Result<Request, (u8, String)> {
-    let mut headers = Vec::new();
-    for h in m.get_many::<String>("header").into_iter().flatten() {
-        let Some((name, value)) = h.split_once(':') else {
-            return Err((
-                exit::BAD_REQUEST,
-                format!("header {h:?} is not \"Name: value\""),
-            ));
-        };
-        headers.push((name.trim().to_owned(), value.trim().to_owned()));
-    }
-    let has = |headers: &[(String, String)], name: &str| {
-        headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name))
-    };
-    if let Some(agent) = m.get_one::<String>("user-agent") {
-        if !has(&headers, "User-Agent") {
-            headers.push(("User-Agent".to_owned(), agent.clone()));
-        }
-    }
-    if let Some(user) = m.get_one::<String>("user") {
-        use base64::Engine as _;
-        let user = if user.contains(':') {
-            user.clone()
-        } else {
-            format!("{user}:")
-        };
-        let basic = base64::engine::general_purpose::STANDARD.encode(user);
-        if !has(&headers, "Authorization") {
-            headers.push(("Authorization".to_owned(), format!("Basic {basic}")));
-        }
-    }
-    let body = body(m).map_err(|(flag, e)| (exit::READ, format!("{flag}: {e}")))?;
-    let json = m.contains_id("json") && m.get_many::<String>("json").is_some();
-    if json {
-        for (name, value) in [
-            ("Content-Type", "application/json"),
-            ("Accept", "application/json"),
-        ] {
-            if !has(&headers, name) {
-                headers.push((name.to_owned(), value.to_owned()));
-            }
-        }
-    } else if body.is_some() && !has(&headers, "Content-Type") {
-        // As curl does for -d.
-        headers.push((
-            "Content-Type".to_owned(),
-            "application/x-www-form-urlencoded".to_owned(),
-        ));
-    }
-    if m.get_flag("compressed") && !has(&headers, "Accept-Encoding") {
-        headers.push(("Accept-Encoding".to_owned(), "deflate, gzip".to_owned()));
-    }
-    let method = match m.get_one::<String>("request") {
-        Some(x) => x.clone(),
-        None if m.get_flag("head") => "HEAD".to_owned(),
-        None if body.is_some() => "POST".to_owned(),
-        None => "GET".to_owned(),
-    };
-    Ok(Request {
-        method,
-        url: String::new(),
-        headers,
-        body,
-    })
-}
-
-/// The body of `-d`, `--data-binary` and `--json`, in the order given: -d
-/// and --data-binary parts joined with `&`, --json parts concatenated.
-fn body(m: &ArgMatches) -> Result<Option<Vec<u8>>, (&'static str, io::Error)> {
-    let mut parts: Vec<(usize, &'static str, &String)> = Vec::new();
-    for id in ["data", "data-binary", "json"] {
-        if let (Some(idx), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) {
-            parts.extend(idx.zip(vals).map(|(i, v)| (i, id, v)));
-        }
-    }
-    if parts.is_empty() {
-        return Ok(None);
-    }
-    parts.sort_by_key(|(i, _, _)| *i);
-    let mut body = Vec::new();
-    for (n, (_, id, value)) in parts.into_iter().enumerate() {
-        let mut bytes = read_data(value).map_err(|e| (id, e))?;
-        if id == "data" && value.starts_with('@') {
-            // curl's -d @file: the file's CR and LF are dropped.
-            bytes.retain(|b| *b != b'\r' && *b != b'\n');
-        }
-        if n > 0 && id != "json" {
-            body.push(b'&');
-        }
-        body.extend(bytes);
-    }
-    Ok(Some(body))
-}
-
-fn read_data(d: &str) -> io::Result<Vec<u8>> {
-    match d.strip_prefix('@') {
-        Some("-") => {
-            let mut buf = Vec::new();
-            io::stdin().read_to_end(&mut buf)?;
-            Ok(buf)
-        }
-        Some(path) => std::fs::read(path),
-        None => Ok(d.as_bytes().to_vec()),
-    }
-}
-
-fn log_event(e: &Event) {
-    match e {
-        Event::Sending {
-            method,
-            url,
-            headers,
-        } => {
-            eprintln!("> {method} {url}");
-            for (k, v) in *headers {
-                eprintln!("> {k}: {v}");
-            }
-            eprintln!(">");
-        }
-        Event::Received {
-            status_line,
-            headers,
-            ..
-        } => {
-            eprintln!("< {status_line}");
-            for (k, v) in *headers {
-                eprintln!("< {k}: {v}");
-            }
-            eprintln!("<");
-        }
-        Event::Solving(c) => eprintln!(
-            "* HTTP {}: solving difficulty {} (salt {})",
-            c.status, c.difficulty, c.salt
-        ),
-        Event::Solved { nonce, elapsed } => {
-            eprintln!("* solved: nonce {nonce} in {:.3} s", elapsed.as_secs_f64())
-        }
-        Event::Waiting(d) => eprintln!("* waiting {} s (Retry-After)", d.as_secs()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::get_matches;
-
-    #[test]
-    fn get_collects_repeated_headers_and_defaults_to_get() {
-        let m = get_matches(&["get", "http://h/x", "-H", "A: 1", "-H", "B:2"]);
-        let r = build_request(&m).unwrap();
-        assert_eq!(r.method, "GET");
-        assert_eq!(
-            r.headers,
-            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
-        );
-        assert_eq!(r.body, None);
-    }
-
-    #[test]
-    fn data_makes_a_form_post_unless_told_otherwise() {
-        let r = build_request(&get_matches(&["get", "http://h/", "-d", "a=1"])).unwrap();
-        assert_eq!(r.method, "POST");
-        assert_eq!(r.body.as_deref(), Some(&b"a=1"[..]));
-        assert!(r.headers.contains(&(
-            "Content-Type".into(),
-            "application/x-www-form-urlencoded".into()
-        )));
-        let r = build_request(&get_matches(&[
-            "get",
-            "http://h/",
-            "-X",
-            "PUT",
-            "-d",
-            "{}",
-            "-H",
-            "content-type: application/json",
-        ]))
-        .unwrap();
-        assert_eq!(r.method, "PUT");
-        assert_eq!(r.headers.len(), 1);
-    }
-
-    #[test]
-    fn data_parts_are_joined_with_ampersands_and_json_sets_its_headers() {
-        let r = build_request(&get_matches(&[
-            "get",
-            "http://h/",
-            "-d",
-            "a=1",
-            "--data-binary",
-            "b=2",
-            "-d",
-            "c=3",
-        ]))
-        .unwrap();
-        assert_eq!(r.body.as_deref(), Some(&b"a=1&b=2&c=3"[..]));
-        let r = build_request(&get_matches(&["get", "http://h/", "--json", "{\"a\":1}"])).unwrap();
-        assert_eq!(r.method, "POST");
-        assert!(r
-            .headers
-            .contains(&("Content-Type".into(), "application/json".into())));
-        assert!(r
-            .headers
-            .contains(&("Accept".into(), "application/json".into())));
-    }
-
-    #[test]
-    fn user_is_basic_authentication_and_head_is_a_head_request() {
-        let r = build_request(&get_matches(&[
-            "get",
-            "http://h/",
-            "-u",
-            "alice:s3cret",
-            "-I",
-        ]))
-        .unwrap();
-        assert_eq!(r.method, "HEAD");
-        assert!(r
-            .headers
-            .contains(&("Authorization".into(), "Basic YWxpY2U6czNjcmV0".into())));
-    }
-
-    #[test]
-    fn header_without_a_colon_is_refused() {
-        let m = get_matches(&["get", "http://h/", "-H", "nocolon"]);
-        assert_eq!(build_request(&m).unwrap_err().0, exit::BAD_REQUEST);
-    }
 
     #[test]
     fn locations_are_resolved_against_the_url() {
@@ -819,32 +601,6 @@ mod tests {
             "http://h/c",
         ]);
         assert_eq!(outputs(&m), vec![String::new(), "x".to_owned()]);
-    }
-
-    #[test]
-    fn system_store_by_default_cacert_replaces_it_and_k_wins() {
-        assert_eq!(
-            trust(&get_matches(&["get", "https://h/"])),
-            Ok(Trust::System)
-        );
-        let pem = std::env::temp_dir().join(format!("pow-shield-ca-{}.pem", std::process::id()));
-        std::fs::write(&pem, "PEM").unwrap();
-        let path = pem.to_str().unwrap();
-        assert_eq!(
-            trust(&get_matches(&["get", "https://h/", "--cacert", path])),
-            Ok(Trust::CaPem(b"PEM".to_vec()))
-        );
-        assert_eq!(
-            trust(&get_matches(&["get", "https://h/", "--cacert", path, "-k"])),
-            Ok(Trust::Insecure)
-        );
-        std::fs::remove_file(&pem).unwrap();
-        assert_eq!(
-            trust(&get_matches(&["get", "https://h/", "--cacert", path]))
-                .unwrap_err()
-                .0,
-            exit::CACERT
-        );
     }
 
     #[test]

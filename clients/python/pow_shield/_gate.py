@@ -1,0 +1,226 @@
+"""The per-origin in-flight gate: how many requests a client has on the wire
+to one origin (scheme, host, port) at a time.
+
+The server's breaker blocks a client at its ``n + 1``-th unpaid 429 (``n`` =
+5 by default), and a request in flight over the limit holds at most one
+unpaid 429 until it pays.  So a client never has more than ``n - 1``
+requests in flight while it may be over the limit: the gate starts at
+``DEFAULT_IN_FLIGHT`` (4), before the first response too, and opens as far
+as the server's ``Remaining`` shows room, closing back on a 429 or
+``Remaining: 0``.  A ``Pass`` is held for the whole of one request (its
+sends, solves and ``Retry-After`` waits); threads block in ``enter``,
+coroutines await ``aenter``.
+"""
+
+import asyncio
+import threading
+from typing import Any, Dict, List, Mapping, Optional
+from urllib.parse import urlsplit
+
+from ._challenge import _header
+
+#: Requests in flight per origin while over the limit: ``n - 1`` for the
+#: server's default ``pow_shield_strikes 5``.
+DEFAULT_IN_FLIGHT = 4
+
+#: How often a coroutine outside asyncio (trio) looks again.
+_POLL_SECONDS = 0.005
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, the default port spelled out."""
+    parts = urlsplit(str(url))
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+def _count(text: str) -> Optional[int]:
+    text = text.strip()
+    # ASCII digits only: str.isdigit() also accepts '²'.
+    return int(text) if text and text.isascii() and text.isdigit() else None
+
+
+def remaining(headers: Mapping[str, str]) -> Optional[int]:
+    """The requests left unchallenged that an answer shows: the lowest
+    ``r=`` of its ``RateLimit`` field (one item per policy), else
+    ``X-RateLimit-Remaining``."""
+    ietf = _header(headers, "RateLimit")
+    if isinstance(ietf, str):
+        found = []
+        for item in ietf.split(","):
+            for param in item.split(";")[1:]:
+                name, _, value = param.strip().partition("=")
+                if name == "r" and _count(value) is not None:
+                    found.append(_count(value))
+                    break
+        if found:
+            return min(found)
+    plain = _header(headers, "X-RateLimit-Remaining")
+    return _count(plain) if isinstance(plain, str) else None
+
+
+class _Origin:
+    __slots__ = ("in_flight", "allowed", "sent", "applied")
+
+    def __init__(self, allowed: int) -> None:
+        self.in_flight = 0
+        self.allowed = allowed
+        self.sent = 0
+        self.applied = 0
+
+
+class Gate:
+    """Per-origin limits on requests in flight, shared by every request of
+    one client (threads and coroutines alike)."""
+
+    def __init__(self, floor: int = DEFAULT_IN_FLIGHT) -> None:
+        if not isinstance(floor, int) or isinstance(floor, bool) or floor < 1:
+            raise ValueError("in_flight must be an int >= 1")
+        self.floor = floor
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._origins: Dict[str, _Origin] = {}
+        self._waiters: List[Any] = []  # (loop, future) of waiting coroutines
+
+    def in_flight(self, url: str) -> int:
+        with self._lock:
+            o = self._origins.get(origin(url))
+            return o.in_flight if o else 0
+
+    def allowed(self, url: str) -> int:
+        with self._lock:
+            o = self._origins.get(origin(url))
+            return o.allowed if o else self.floor
+
+    def _admit(self, key: str) -> "Optional[Pass]":
+        o = self._origins.get(key)
+        if o is None:
+            o = self._origins[key] = _Origin(self.floor)
+        if o.in_flight >= o.allowed:
+            return None
+        o.in_flight += 1
+        o.sent += 1
+        return Pass(self, key, o.sent)
+
+    def enter(self, url: str) -> "Pass":
+        """Waits (blocking the thread) until a request to ``url``'s origin
+        may be sent."""
+        key = origin(url)
+        with self._freed:
+            while True:
+                p = self._admit(key)
+                if p is not None:
+                    return p
+                self._freed.wait()
+
+    async def aenter(self, url: str) -> "Pass":
+        """Waits without blocking the event loop; a cancelled wait holds no
+        place."""
+        key = origin(url)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio, through anyio
+            loop = None
+        while True:
+            with self._lock:
+                p = self._admit(key)
+                if p is not None:
+                    return p
+                if loop is not None:
+                    waiter = (loop, loop.create_future())
+                    self._waiters.append(waiter)
+            if loop is None:
+                import anyio
+
+                await anyio.sleep(_POLL_SECONDS)
+                continue
+            try:
+                await waiter[1]
+            finally:
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+
+    def _wake(self) -> None:
+        # Called with the lock held.
+        self._freed.notify_all()
+        waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            try:
+                loop.call_soon_threadsafe(_settle, future)
+            except RuntimeError:  # that loop is closed
+                pass
+
+
+def _settle(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Pass:
+    """The right to have one request in flight; ``release`` (or leaving its
+    ``with``) gives it back, once."""
+
+    def __init__(self, gate: Gate, key: str, ticket: int) -> None:
+        self._gate = gate
+        self._key = key
+        self._ticket = ticket
+        self._held = True
+
+    def resending(self) -> None:
+        """Call before each resend (after a solve or a wait): its answer is
+        then the newest the origin has seen."""
+        with self._gate._lock:
+            o = self._gate._origins.get(self._key)
+            if o is not None:
+                o.sent += 1
+                self._ticket = o.sent
+
+    def saw(self, status: int, headers: Mapping[str, str]) -> None:
+        """What one answer says about room: a 429 or ``Remaining`` 0 closes
+        the gate to its floor; a lower ``Remaining`` always applies, a
+        higher one only from the newest send (an older answer may be
+        stale)."""
+        gate = self._gate
+        if status == 429:
+            room = gate.floor
+        else:
+            left = remaining(headers)
+            if left is None:
+                return
+            room = max(gate.floor, left)
+        with gate._lock:
+            o = gate._origins.get(self._key)
+            if o is None:
+                return
+            before = o.allowed
+            if room <= o.allowed or self._ticket >= o.applied:
+                o.allowed = room
+                o.applied = max(o.applied, self._ticket)
+            if o.allowed > before:
+                gate._wake()
+
+    def release(self) -> None:
+        with self._gate._lock:
+            if not self._held:
+                return
+            self._held = False
+            o = self._gate._origins.get(self._key)
+            if o is not None:
+                o.in_flight = max(0, o.in_flight - 1)
+            self._gate._wake()
+
+    def __enter__(self) -> "Pass":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
