@@ -24,7 +24,7 @@ pub use memory::MemoryStore;
 pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
-use crate::limiter::bucket;
+use crate::limiter::window;
 use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIMITS};
 
 /// A solution the request carries, ready to be spent: its token's digest
@@ -183,7 +183,7 @@ pub trait Tables {
         &mut self,
         key: &[u8],
         limit: RateLimit,
-        f: impl FnOnce(&mut bucket::BucketState) -> (R, u64),
+        f: impl FnOnce(&mut window::SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom>;
 
     /// The client's breaker; made if missing when `create`, else `Ok(None)`.
@@ -286,8 +286,8 @@ fn admit(
     now_ms: u64,
 ) -> Result<Verdict, NoRoom> {
     tables.bucket(key, limit, |b| {
-        let verdict = bucket::admit(b, limit, now_ms);
-        (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+        let verdict = window::admit(b, limit, now_ms);
+        (verdict, b.keep_until_ms(limit))
     })
 }
 
@@ -304,8 +304,8 @@ fn admit_stacked(
     for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
         *verdict = tables.bucket(key, *limit, |b| {
             let mut copy = *b;
-            let verdict = bucket::admit(&mut copy, *limit, now_ms);
-            (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+            let verdict = window::admit(&mut copy, *limit, now_ms);
+            (verdict, b.keep_until_ms(*limit))
         })?;
     }
     let verdicts = &mut verdicts[..limits.len()];
