@@ -106,20 +106,25 @@ impl SlidingWindow {
         self.period = self.period.max(period);
     }
 
-    /// Requests counted at `now`; slots whose last request has left are
-    /// emptied on the way.
-    fn counted(&mut self, grid: Grid, now: u64) -> u64 {
-        let mut total = 0;
-        for age in 0..SLOTS {
+    /// Requests counted at `now`, and when the oldest counted slot leaves;
+    /// slots whose last request has left are emptied on the way.
+    fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+        let (mut total, mut oldest) = (0, None);
+        for age in (0..SLOTS).rev() {
             let i = self.slot(age);
-            if self.slot_leaves_at(grid, age) > now {
+            if self.count[i] == 0 {
+                continue;
+            }
+            let leaves = self.slot_leaves_at(grid, age);
+            if leaves > now {
                 total += u64::from(self.count[i]);
+                oldest.get_or_insert(leaves);
             } else {
                 self.count[i] = 0;
                 self.last[i] = 0;
             }
         }
-        total
+        (total, oldest)
     }
 
     /// Until when this window carries anything (monotonic ms): its newest
@@ -127,9 +132,10 @@ impl SlidingWindow {
     /// the entry until then.
     pub fn keep_until_ms(&self, limit: RateLimit) -> u64 {
         let grid = Grid::of(limit);
+        // A younger slot always leaves later: the first one not empty.
         let newest = (0..SLOTS)
             .map(|age| self.slot_leaves_at(grid, age))
-            .max()
+            .find(|&at| at > 0)
             .unwrap_or(0);
         match self.over {
             0 => newest,
@@ -150,7 +156,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
     let now = now_ms.max(grid.start(period));
     let requests = u64::from(limit.requests);
 
-    let mut counted = state.counted(grid, now);
+    let (mut counted, mut reset_at) = state.counted(grid, now);
     let allowed = counted < requests;
     if allowed {
         let i = state.slot(0);
@@ -158,39 +164,23 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
         state.count[i] = state.count[i].saturating_add(1);
         state.last[i] = state.last[i].max(offset);
         counted += 1;
+        reset_at.get_or_insert(state.slot_leaves_at(grid, 0));
     }
 
     if now >= state.over_until_ms {
         state.over = 0;
     }
-    if !allowed {
+    let retry_after_ms = if allowed {
+        0
+    } else {
         if state.over == 0 {
             state.over_until_ms = now.saturating_add(grid.window);
         }
         state.over = state.over.saturating_add(1);
-    }
-
-    // Oldest slot first: the first to leave gives Reset; the one whose
-    // leaving brings the count under the limit gives Retry-After (the log's
-    // entry at rank count − limit, unless the limit was lowered).
-    let (mut reset_at, mut retry_at) = (None, None);
-    let mut left = counted;
-    for age in (0..SLOTS).rev() {
-        let leaves = state.slot_leaves_at(grid, age);
-        if leaves <= now {
-            continue;
+        match state.frees_at(grid, now, counted, requests) {
+            Some(at) => (at - now).max(1),
+            None => u64::MAX,
         }
-        reset_at.get_or_insert(leaves);
-        left = left.saturating_sub(u64::from(state.count[state.slot(age)]));
-        if left < requests {
-            retry_at = Some(leaves);
-            break;
-        }
-    }
-    let retry_after_ms = match (allowed, retry_at) {
-        (true, _) => 0,
-        (false, Some(at)) => (at - now).max(1),
-        (false, None) => u64::MAX,
     };
     Verdict {
         allowed,
@@ -199,6 +189,27 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
         retry_after_ms,
         over: if allowed { 0 } else { state.over },
         limit: 0,
+    }
+}
+
+impl SlidingWindow {
+    /// When a refused request would be admitted: oldest slot first, the one
+    /// whose leaving brings the `counted` under `requests` (the log's entry
+    /// at rank count − limit, unless the limit was lowered). `None`: never
+    /// (a limit of 0).
+    fn frees_at(&self, grid: Grid, now: u64, counted: u64, requests: u64) -> Option<u64> {
+        let mut left = counted;
+        for age in (0..SLOTS).rev() {
+            let leaves = self.slot_leaves_at(grid, age);
+            if leaves <= now {
+                continue;
+            }
+            left = left.saturating_sub(u64::from(self.count[self.slot(age)]));
+            if left < requests {
+                return Some(leaves);
+            }
+        }
+        None
     }
 }
 
