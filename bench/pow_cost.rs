@@ -1,4 +1,4 @@
-//! Cost of issuing and of verifying one challenge, of the local bucket, and
+//! Cost of issuing and of verifying one challenge, of the local window, and
 //! of solving (the client's side).
 //!
 //!     cargo bench --features vendored --bench pow_cost
@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use pow_shield_core::limiter::bucket::{self, BucketState};
+use pow_shield_core::limiter::window::{self, SlidingWindow};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_protocol as pow;
 
@@ -234,35 +234,35 @@ fn main() {
         &ns,
     );
 
-    // ---- the local-mode leaky bucket (the maths only, no shm lock) --------
+    // ---- the local-mode sliding window (the maths only, no shm lock) ------
     let iters = 10_000_000;
     let green = RateLimit {
         requests: 1_000_000,
         window_ms: 1_000,
     };
-    let mut state = BucketState::default();
+    let mut state = SlidingWindow::default();
     let ns = measure(iters, rounds, |i| {
         // One ms every 16 calls: ~16 k requests/s per client, never full.
-        let v = bucket::admit(black_box(&mut state), black_box(green), NOW_MS + i / 16);
+        let v = window::admit(black_box(&mut state), black_box(green), NOW_MS + i / 16);
         black_box(v);
     });
-    row("limiter::bucket::admit, admitted", "ns", 1.0, iters, &ns);
+    row("limiter::window::admit, admitted", "ns", 1.0, iters, &ns);
     let admit_ns = median(&ns);
 
     let full = RateLimit {
         requests: 60,
         window_ms: 60_000,
     };
-    let mut state = BucketState::default();
+    let mut state = SlidingWindow::default();
     for _ in 0..60 {
-        bucket::admit(&mut state, full, NOW_MS);
+        window::admit(&mut state, full, NOW_MS);
     }
     let ns = measure(iters, rounds, |_| {
-        let v = bucket::admit(black_box(&mut state), black_box(full), black_box(NOW_MS));
+        let v = window::admit(black_box(&mut state), black_box(full), black_box(NOW_MS));
         black_box(v);
     });
     row(
-        "limiter::bucket::admit, refused (full)",
+        "limiter::window::admit, refused (full)",
         "ns",
         1.0,
         iters,

@@ -3,8 +3,8 @@
 # How many spent challenges a pow_shield_zone holds (docs/operations.md,
 # "Sizing the zone"): one client over a limit of 1 per hour solves and
 # spends challenges until the zone, full of unexpired spent records, answers
-# 503. Every entry (a spent record, a client's bucket, a client's breaker)
-# takes the same 128-byte slot, so this is the zone's capacity in entries.
+# 503. Every entry (a spent record, a client's window, a client's breaker)
+# takes the same 256-byte slot, so this is the zone's capacity in entries.
 #
 #   perl bench/zone_capacity.pl [size]      (size: an nginx size, default 256k)
 

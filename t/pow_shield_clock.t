@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
-# Local buckets run on nginx's monotonic clock (docs/operations.md): a step of
-# the wall clock neither freezes nor refills them, and the headers that show
+# Local windows run on nginx's monotonic clock (docs/operations.md): a step of
+# the wall clock neither freezes nor empties them, and the headers that show
 # epoch times still follow the wall clock.  The step is made with
 # libfaketime, which moves the wall clock only (FAKETIME_DONT_FAKE_MONOTONIC).
 
@@ -35,7 +35,7 @@ $t->write_file_expand('nginx.conf', http_conf(<<'EOF', main => $env));
         %%TEST_SERVER%%
 
         location /api/ {
-            # two at once, then one more every second
+            # two in any 2 s
             pow_shield_limit 2 2s;
             pow_shield_key $http_x_client;
         }
@@ -61,18 +61,18 @@ $t->write_file('faketime', "+0\n");
 sub get { $t->http_get('/api/data.json', 'X-Client' => 'stepper') }
 
 is(join(' ', map { get()->status } 1 .. 3), '200 200 429',
-    'premise: the bucket is full');
+    'premise: the window is full');
 
 # the wall clock steps an hour back
 $t->write_file('faketime', "-3600\n");
 
-# more than a second of monotonic time later, one request has drained
-Time::HiRes::sleep(1.5);
+# more than a window of monotonic time later, both requests have left it
+Time::HiRes::sleep(2.5);
 my $r = get();
 is($r->status, 200,
-    'a wall-clock step back does not freeze the bucket: 1.5 s later, 200');
+    'a wall-clock step back does not freeze the window: 2.5 s later, 200');
 
-# the bucket is full again: it empties in 2 s, on the stepped wall clock
+# this request leaves the window in 2 s, on the stepped wall clock
 my $wall = Test::PowShield::now_ms() / 1000 - 3600;
 my $reset = $r->header('X-RateLimit-Reset') // 0;
 ok($reset >= $wall && $reset <= $wall + 4,

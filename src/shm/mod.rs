@@ -1,5 +1,5 @@
 //! The shared-memory zone (`pow_shield_zone`): one slab pool holding the
-//! local-mode buckets, the circuit breakers, the replay cache and the
+//! local-mode sliding windows, the circuit breakers, the replay cache and the
 //! workers' metrics slots, kept across `nginx -s reload` when its size is
 //! unchanged (as `limit_req` does).
 
@@ -21,7 +21,7 @@ use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0005, // "powshi" v5: cluster mode's refusals table
+    0x706f_7773_6869_0006, // "powshi" v6: local mode's sliding windows
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
@@ -50,7 +50,7 @@ const fn layout_magic(version: u64, sizes: &[usize]) -> u64 {
 #[repr(C)]
 pub struct Zone {
     magic: u64,
-    /// Local-mode leaky buckets, one per (limit, client key).
+    /// Local-mode sliding windows, one per (limit, client key).
     pub buckets: Table,
     /// Spent challenges, by SHA-256 of the token, until they expire.
     pub spent: Table,

@@ -1,6 +1,8 @@
 //! A table in shared memory: nginx's rbtree for lookup plus a queue for LRU
-//! order, the layout `limit_req` uses. Entries are fixed-size (~120 bytes, a
-//! 128-byte slab slot): about 8 k clients per MB.
+//! order, the layout `limit_req` uses. Entries are fixed-size (~250 bytes, a
+//! 256-byte slab slot, the size a sliding window needs): about 4 k entries
+//! per MB. One size for every table, so that whatever is given up for room
+//! frees a slot any table can use.
 
 use core::cmp::Ordering;
 use core::mem::offset_of;
@@ -14,32 +16,33 @@ use nginx_sys::{
 
 use super::Allocator;
 use pow_shield_core::limiter::breaker::StrikeCounter;
-use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::store::refusals::Refusal;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
-/// What an entry holds besides its key: a bucket (local limiter), a
+/// What an entry holds besides its key: a sliding window (local limiter), a
 /// client's breaker (strikes table), a refusal Redis decided (cluster
 /// mode's refusals table), or nothing (replay cache). All are plain
 /// integers, so any bytes are a valid value of each.
 #[repr(C)]
 #[derive(Clone, Copy)]
 union Payload {
-    bucket: BucketState,
+    window: SlidingWindow,
     strikes: StrikeCounter,
     refusal: Refusal,
 }
 
-// An entry fills one 128-byte slab slot; more would double the zone's cost.
-const _: () = assert!(core::mem::size_of::<Entry>() <= 128);
+// An entry fills one 256-byte slab slot (a window's 16 slots need more
+// than the 24 bytes a 128-byte one leaves); more would double the zone's cost.
+const _: () = assert!(core::mem::size_of::<Entry>() <= 256);
 
-/// One entry: a bucket, a client's breaker or a spent token.
+/// One entry: a sliding window, a client's breaker or a spent token.
 #[repr(C)]
 pub struct Entry {
     rb: ngx_rbtree_node_t,
     lru: ngx_queue_t,
-    /// When the entry carries no information any more (bucket drained,
+    /// When the entry carries no information any more (window emptied,
     /// token expired, strikes forgotten): it may then be removed.
     pub expires_at_ms: u64,
     payload: Payload,
@@ -48,22 +51,22 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The bucket of a buckets-table entry (zeroed when new).
-    pub fn bucket(&mut self) -> &mut BucketState {
-        // SAFETY: every field of both payloads is an integer; any bytes are
-        // a valid BucketState.
-        unsafe { &mut self.payload.bucket }
+    /// The sliding window of a buckets-table entry (zeroed when new).
+    pub fn window(&mut self) -> &mut SlidingWindow {
+        // SAFETY: every field of every payload is an integer; any bytes are
+        // a valid SlidingWindow.
+        unsafe { &mut self.payload.window }
     }
 
     /// The breaker of a strikes-table entry (zeroed when new).
     pub fn strikes(&mut self) -> &mut StrikeCounter {
-        // SAFETY: as in `bucket`.
+        // SAFETY: as in `window`.
         unsafe { &mut self.payload.strikes }
     }
 
     /// The refusal of a refusals-table entry (zeroed when new).
     pub fn refusal(&mut self) -> &mut Refusal {
-        // SAFETY: as in `bucket`.
+        // SAFETY: as in `window`.
         unsafe { &mut self.payload.refusal }
     }
 

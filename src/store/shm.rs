@@ -1,16 +1,16 @@
-//! Local mode: leaky buckets, circuit breakers and the replay cache in the
+//! Local mode: sliding windows, circuit breakers and the replay cache in the
 //! shared zone. The order of the steps is the core's
 //! (`pow_shield_core::store::run`); this file is the zone's tables under
 //! its lock: lookups, insertion that makes room, and expiry.
 //!
-//! Two clocks: buckets and breakers run on nginx's monotonic clock (a
+//! Two clocks: windows and breakers run on nginx's monotonic clock (a
 //! wall-clock step must not freeze them), spent records on the token's
 //! epoch time.
 
 use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
-use pow_shield_core::limiter::bucket::BucketState;
+use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::{RateLimit, Verdict};
 use pow_shield_core::store::refusals::{Refusal, Refused};
 use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
@@ -303,7 +303,7 @@ impl Tables for Locked<'_> {
         &mut self,
         key: &[u8],
         limit: RateLimit,
-        f: impl FnOnce(&mut BucketState) -> (R, u64),
+        f: impl FnOnce(&mut SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom> {
         // Each distinct limit counts separately, like separate limit_req zones.
         let bucket_key = TableKey::new(&[
@@ -332,7 +332,7 @@ impl Tables for Locked<'_> {
         };
         // SAFETY: the entry is in the zone, locked for as long as `self`.
         let entry = unsafe { &mut *entry };
-        let (result, keep_until_ms) = f(entry.bucket());
+        let (result, keep_until_ms) = f(entry.window());
         entry.expires_at_ms = keep_until_ms;
         Ok(result)
     }

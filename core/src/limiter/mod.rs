@@ -1,13 +1,14 @@
-//! Rate limiting maths (docs/directives.md, pow_shield_limit): the local-mode leaky bucket and the
-//! cluster-mode Redis sliding-window script, and who counts as one client.
+//! Rate limiting maths (docs/directives.md, pow_shield_limit): the local-mode sliding window (a
+//! ring of counters with the meaning of cluster mode's Redis log), stacked limits, the circuit
+//! breaker, and who counts as one client.
 //! No nginx types, no clock: callers pass `now_ms` (epoch or monotonic
 //! milliseconds, consistently).
 #![forbid(unsafe_code)]
 
 pub mod breaker;
-pub mod bucket;
 pub mod client;
 pub mod limits;
+pub mod window;
 
 pub use limits::{stacked_verdict, LimitName, Limits, MAX_LIMITS};
 
@@ -28,16 +29,15 @@ pub struct Verdict {
     pub allowed: bool,
     /// Requests that would be admitted right now, after this one.
     pub remaining: u32,
-    /// Milliseconds until the oldest counted request leaves the window
-    /// (sliding window) or the bucket is empty (bucket); 0 when nothing is
-    /// counted.
+    /// Milliseconds until the oldest counted request leaves the window; 0
+    /// when nothing is counted.
     pub reset_after_ms: u64,
     /// Milliseconds until one more request would be admitted; 0 when this
     /// one was.
     pub retry_after_ms: u64,
-    /// Requests refused in about the last window, this one included: how
-    /// far beyond its limit the client keeps going (paying or not). Rising
-    /// difficulty reads it.
+    /// Requests refused since the first refusal of the current window,
+    /// this one included (0 when admitted): how far beyond its limit the
+    /// client keeps going (paying or not). Rising difficulty reads it.
     pub over: u32,
     /// Which of the location's limits this verdict is of (stacked limits,
     /// `limits::stacked_verdict`); 0 with one limit.

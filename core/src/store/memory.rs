@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use super::{run, NoRoom, Now, Op, Reply, Subject, Tables};
 use crate::limiter::breaker::StrikeCounter;
-use crate::limiter::bucket::BucketState;
+use crate::limiter::window::SlidingWindow;
 use crate::limiter::RateLimit;
 
 /// How long a full store asks clients to wait.
@@ -15,7 +15,7 @@ const FULL_RETRY_MS: u64 = 1_000;
 
 #[derive(Default)]
 pub struct MemoryStore {
-    pub buckets: HashMap<(Vec<u8>, u32, u64), BucketState>,
+    pub buckets: HashMap<(Vec<u8>, u32, u64), SlidingWindow>,
     pub breakers: HashMap<Vec<u8>, StrikeCounter>,
     /// Spent digests and until when they are kept (epoch ms).
     pub spent: HashMap<[u8; 32], u64>,
@@ -60,7 +60,7 @@ impl Tables for MemoryStore {
         &mut self,
         key: &[u8],
         limit: RateLimit,
-        f: impl FnOnce(&mut BucketState) -> (R, u64),
+        f: impl FnOnce(&mut SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom> {
         let entry = (key.to_vec(), limit.requests, limit.window_ms);
         Ok(f(self.buckets.entry(entry).or_default()).0)

@@ -24,7 +24,7 @@ pub use memory::MemoryStore;
 pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
-use crate::limiter::bucket;
+use crate::limiter::window;
 use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIMITS};
 
 /// A solution the request carries, ready to be spent: its token's digest
@@ -188,7 +188,7 @@ pub trait Tables {
         &mut self,
         key: &[u8],
         limit: RateLimit,
-        f: impl FnOnce(&mut bucket::BucketState) -> (R, u64),
+        f: impl FnOnce(&mut window::SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom>;
 
     /// The client's breaker; made if missing when `create`, else `Ok(None)`.
@@ -249,18 +249,6 @@ fn check(
             ..Checked::default()
         });
     }
-    // A client with strikes that comes back without a solution: was it
-    // refused under one of these limits lately (before this request is
-    // counted)? If it is admitted now, it waited that refusal out.
-    let refused_lately = offence == Offence::Unpaid
-        && breaker.strikes > 0
-        && subject.limits.as_slice().iter().any(|limit| {
-            tables
-                .bucket(subject.key, *limit, |b| {
-                    (bucket::refused_lately(b, *limit, now_ms), now_ms)
-                })
-                .unwrap_or(false)
-        });
     let verdict = match subject.limits.as_slice() {
         [] => {
             return Ok(Checked {
@@ -280,8 +268,8 @@ fn check(
         breaker,
         ..Checked::default()
     };
-    if verdict.allowed && refused_lately {
-        checked.breaker = waited(tables, subject.key, rules, now_ms).unwrap_or(breaker);
+    if verdict.allowed && offence == Offence::Unpaid && breaker.strikes > 0 {
+        checked.breaker = waited(tables, subject, now_ms).unwrap_or(breaker);
     }
     if !verdict.allowed && offence != Offence::None && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives
@@ -300,16 +288,33 @@ fn check(
 
 /// A client admitted (without a solution) under a limit that refused it
 /// lately waited out that refusal's `Retry-After`: waiting is paying with
-/// time, so one unpaid strike is taken back (never below 0; the admission
-/// itself ends the refusal's episode). The breaker after it.
-fn waited(
-    tables: &mut impl Tables,
-    key: &[u8],
-    rules: BreakerRules,
-    now_ms: u64,
-) -> Option<BreakerStatus> {
+/// time, so one unpaid strike is taken back and that refusal no longer
+/// counts as over (one strike back per refusal, never below 0), as the
+/// Redis scripts' `waited` does. The breaker after it, if one was.
+fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<BreakerStatus> {
+    let unpaid = tables
+        .breaker(subject.key, false, |s| s.unpaid_now(now_ms))
+        .ok()
+        .flatten()?;
+    if unpaid == 0 {
+        return None;
+    }
+    let refused_here = subject.limits.as_slice().iter().any(|limit| {
+        tables
+            .bucket(subject.key, *limit, |w| {
+                (
+                    window::take_back_refusal(w, now_ms),
+                    w.keep_until_ms(*limit),
+                )
+            })
+            .unwrap_or(false)
+    });
+    if !refused_here {
+        return None;
+    }
+    let rules = subject.rules;
     tables
-        .breaker(key, false, |s| {
+        .breaker(subject.key, false, |s| {
             s.forgive(rules, now_ms);
             s.status(rules, now_ms)
         })
@@ -325,8 +330,8 @@ fn admit(
     now_ms: u64,
 ) -> Result<Verdict, NoRoom> {
     tables.bucket(key, limit, |b| {
-        let verdict = bucket::admit(b, limit, now_ms);
-        (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+        let verdict = window::admit(b, limit, now_ms);
+        (verdict, b.keep_until_ms(limit))
     })
 }
 
@@ -343,8 +348,8 @@ fn admit_stacked(
     for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
         *verdict = tables.bucket(key, *limit, |b| {
             let mut copy = *b;
-            let verdict = bucket::admit(&mut copy, *limit, now_ms);
-            (verdict, now_ms.saturating_add(verdict.reset_after_ms))
+            let verdict = window::admit(&mut copy, *limit, now_ms);
+            (verdict, b.keep_until_ms(*limit))
         })?;
     }
     let verdicts = &mut verdicts[..limits.len()];

@@ -214,8 +214,8 @@ fn stacked_limits_admit_while_each_has_room_and_report_the_tightest() {
         "burst refuses"
     );
     assert_eq!(
-        refused.retry_after_ms, 20_000,
-        "burst's Retry-After (3 a minute)"
+        refused.retry_after_ms, 60_000,
+        "burst's Retry-After: its 3 leave a minute after they came"
     );
     // after a minute burst has room again; the hour has 2 left of 5
     let v = checked(s.at(60_000).ask(OFFENCE, &both)).verdict;
@@ -232,8 +232,9 @@ fn stacked_limits_admit_while_each_has_room_and_report_the_tightest() {
         "hourly refuses"
     );
     assert_eq!(
-        refused.retry_after_ms, 660_000,
-        "hourly's Retry-After (5 an hour)"
+        refused.retry_after_ms, 3_600_000,
+        "hourly's Retry-After: all 5 share the 4-minute slot of minute 0, which leaves \
+         with its last (the exact log: 3_540_000, within one slot)"
     );
 }
 

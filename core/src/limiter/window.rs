@@ -1,0 +1,231 @@
+//! The local-mode sliding window (docs/directives.md, pow_shield_limit): at
+//! most `requests` in any sliding `window`, the meaning of cluster mode's
+//! exact log (`redis::scripts::SLIDING_WINDOW_SCRIPT`), in a fixed ring of
+//! [`SLOTS`] counters.
+//!
+//! The clock is cut into slots of `⌈window / (SLOTS − 1)⌉` ms (4 s of a
+//! minute); each slot keeps how many requests it admitted and when the last
+//! of them came, and counts all of them until that last one leaves the
+//! window. Every request is so counted at least as long as the exact log
+//! counts it, and only the slot holding the window's trailing edge can count
+//! requests the log has let go. Error bound, against the exact log over the
+//! same requests:
+//! - never more admitted in any window (`Remaining` is never above the
+//!   log's);
+//! - a request the log admits is refused for less than one slot width
+//!   longer, and `Reset` and `Retry-After` are the log's or later by less
+//!   than one slot width, by less than the time the edge slot's requests
+//!   span: a burst within one slot is counted as the log counts it, to the
+//!   burst's own length.
+//!
+//! `SLOTS − 1` slots cover the window; the extra one lets a slot whose last
+//! request is still in the window stay while the newest is written.
+
+use super::{RateLimit, Verdict};
+
+/// Slots in the ring: one slot width is `window / (SLOTS − 1)`.
+pub const SLOTS: usize = 16;
+
+/// One client's window for one limit. Plain integers so that it can live in
+/// nginx shared memory (any bytes are a valid value).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlidingWindow {
+    /// The newest slot's period: `now / width` when it was written. Slot
+    /// `i` holds the latest period `≤ period` that is `i` modulo [`SLOTS`].
+    pub period: u64,
+    /// When `over` starts again from 0: two windows after the first refusal
+    /// it counts (cluster mode: the refusals key's expiry).
+    pub over_until_ms: u64,
+    /// Requests refused since the first one of its window: how far beyond
+    /// its limit the client keeps going (cluster mode: `KEYS[2]`).
+    pub over: u32,
+    /// Requests each slot admitted.
+    pub count: [u32; SLOTS],
+    /// Milliseconds from each slot's start to its last admitted request.
+    pub last: [u32; SLOTS],
+}
+
+/// The ring's shape for one limit.
+#[derive(Clone, Copy)]
+struct Grid {
+    window: u64,
+    width: u64,
+}
+
+impl Grid {
+    fn of(limit: RateLimit) -> Grid {
+        // A zero window is not a valid limit; treat it as 1 ms, never divide by 0.
+        let window = limit.window_ms.max(1);
+        Grid {
+            window,
+            width: window.div_ceil(SLOTS as u64 - 1),
+        }
+    }
+
+    fn start(self, period: u64) -> u64 {
+        period.saturating_mul(self.width)
+    }
+}
+
+impl SlidingWindow {
+    /// The period of the slot `age` back from the newest (0 to `SLOTS − 1`).
+    fn period_of(&self, age: usize) -> u64 {
+        self.period.saturating_sub(age as u64)
+    }
+
+    fn slot(&self, age: usize) -> usize {
+        (self.period as usize).wrapping_sub(age) % SLOTS
+    }
+
+    /// When the last request of the slot `age` back leaves the window; 0
+    /// for an empty slot.
+    fn slot_leaves_at(&self, grid: Grid, age: usize) -> u64 {
+        let i = self.slot(age);
+        if self.count[i] == 0 || age as u64 > self.period {
+            return 0;
+        }
+        grid.start(self.period_of(age))
+            .saturating_add(u64::from(self.last[i]))
+            .saturating_add(grid.window)
+    }
+
+    /// Moves the ring on to `period`, emptying the slots it passes over.
+    fn advance(&mut self, period: u64) {
+        let gap = period.saturating_sub(self.period);
+        if gap >= SLOTS as u64 {
+            self.count = [0; SLOTS];
+            self.last = [0; SLOTS];
+        } else {
+            for step in 1..=gap {
+                let i = (self.period.wrapping_add(step) as usize) % SLOTS;
+                self.count[i] = 0;
+                self.last[i] = 0;
+            }
+        }
+        self.period = self.period.max(period);
+    }
+
+    /// Requests counted at `now`, and when the oldest counted slot leaves;
+    /// slots whose last request has left are emptied on the way.
+    fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+        let (mut total, mut oldest) = (0, None);
+        for age in (0..SLOTS).rev() {
+            let i = self.slot(age);
+            if self.count[i] == 0 {
+                continue;
+            }
+            let leaves = self.slot_leaves_at(grid, age);
+            if leaves > now {
+                total += u64::from(self.count[i]);
+                oldest.get_or_insert(leaves);
+            } else {
+                self.count[i] = 0;
+                self.last[i] = 0;
+            }
+        }
+        (total, oldest)
+    }
+
+    /// Until when this window carries anything (monotonic ms): its newest
+    /// counted request leaves, and the refusals' window ends. The store keeps
+    /// the entry until then.
+    pub fn keep_until_ms(&self, limit: RateLimit) -> u64 {
+        let grid = Grid::of(limit);
+        // A younger slot always leaves later: the first one not empty.
+        let newest = (0..SLOTS)
+            .map(|age| self.slot_leaves_at(grid, age))
+            .find(|&at| at > 0)
+            .unwrap_or(0);
+        match self.over {
+            0 => newest,
+            _ => newest.max(self.over_until_ms),
+        }
+    }
+}
+
+/// Admits one request if fewer than `limit.requests` are counted in the
+/// window ending at `now_ms`, and reports the headers' values. A refused
+/// request adds nothing to the window; a limit of 0 requests admits nothing.
+pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdict {
+    let grid = Grid::of(limit);
+    // A clock that went backwards counts as the newest slot's start: it
+    // frees nothing, and never writes into a slot of another period.
+    let period = (now_ms / grid.width).max(state.period);
+    state.advance(period);
+    let now = now_ms.max(grid.start(period));
+    let requests = u64::from(limit.requests);
+
+    let (mut counted, mut reset_at) = state.counted(grid, now);
+    let allowed = counted < requests;
+    if allowed {
+        let i = state.slot(0);
+        let offset = u32::try_from(now - grid.start(period)).unwrap_or(u32::MAX);
+        state.count[i] = state.count[i].saturating_add(1);
+        state.last[i] = state.last[i].max(offset);
+        counted += 1;
+        reset_at.get_or_insert(state.slot_leaves_at(grid, 0));
+    }
+
+    if now >= state.over_until_ms {
+        state.over = 0;
+    }
+    let retry_after_ms = if allowed {
+        0
+    } else {
+        // Two windows, as cluster mode's refusals key: a client that waits
+        // out its Retry-After (at most a window) finds its refusal counted
+        // (`take_back_refusal`).
+        if state.over == 0 {
+            state.over_until_ms = now.saturating_add(grid.window.saturating_mul(2));
+        }
+        state.over = state.over.saturating_add(1);
+        match state.frees_at(grid, now, counted, requests) {
+            Some(at) => (at - now).max(1),
+            None => u64::MAX,
+        }
+    };
+    Verdict {
+        allowed,
+        remaining: u32::try_from(requests.saturating_sub(counted)).unwrap_or(u32::MAX),
+        reset_after_ms: reset_at.map_or(0, |at| at - now),
+        retry_after_ms,
+        over: if allowed { 0 } else { state.over },
+        limit: 0,
+    }
+}
+
+/// Takes one refusal back out of `over`, if the window counts one: its
+/// client waited it out and was admitted (`store::check`). `false` if
+/// there was none.
+pub fn take_back_refusal(state: &mut SlidingWindow, now_ms: u64) -> bool {
+    if state.over == 0 || now_ms >= state.over_until_ms {
+        return false;
+    }
+    state.over -= 1;
+    true
+}
+
+impl SlidingWindow {
+    /// When a refused request would be admitted: oldest slot first, the one
+    /// whose leaving brings the `counted` under `requests` (the log's entry
+    /// at rank count − limit, unless the limit was lowered). `None`: never
+    /// (a limit of 0).
+    fn frees_at(&self, grid: Grid, now: u64, counted: u64, requests: u64) -> Option<u64> {
+        let mut left = counted;
+        for age in (0..SLOTS).rev() {
+            let leaves = self.slot_leaves_at(grid, age);
+            if leaves <= now {
+                continue;
+            }
+            left = left.saturating_sub(u64::from(self.count[self.slot(age)]));
+            if left < requests {
+                return Some(leaves);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;
