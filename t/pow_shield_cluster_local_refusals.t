@@ -253,6 +253,14 @@ SKIP: {
     is(redis_int(client_key('q', 'o', 1, 3600000)), 1,
         '... Redis counts only the refusal it decided');
 
+    # a flush reaches the node's refusals within 2 s, not at T (an hour)
+    is(get($n1, 'qf', 'quiet')->status, 200, 'flushed: 1 admitted');
+    is(get($n1, 'qf', 'quiet')->status, 429, 'flushed: then refused by Redis');
+    is(get($n1, 'qf', 'quiet')->status, 429, 'flushed: and by the node');
+    $n1->redis_cmd('FLUSHALL');
+    ok(eventually(10, sub { get($n1, 'qf', 'quiet')->status == 200 }),
+        'flushed: after FLUSHALL the node asks Redis again and admits the client');
+
     @rs = map { get($n1, 'qr', 'quietrise') } 1 .. 32;
     is(count(429, @rs), 31, 'quietrise: 1 admitted, 31 refused');
     ok(eventually(10, sub { redis_int(client_key('qr', 'o', 1, 3600000)) == 31 }),

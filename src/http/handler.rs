@@ -16,7 +16,7 @@ use super::{rejections, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, now_ms};
 use crate::protocol;
-use crate::store::Stores;
+use crate::store::{Spendable, Stores};
 use crate::PowShield;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
@@ -153,19 +153,24 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
         policy.challenge_ttl_ms,
         Some(&expected),
     );
-    match verified {
-        // Issued in another data generation (before a flush or a failover,
-        // or elsewhere during an outage): pay a fresh challenge.
-        Ok(solved) if !crate::store::accepts_generation(solved.generation, subject.key) => {
-            Payment::Unpaid
-        }
-        Ok(solved) => Payment::Valid(Solution {
-            digest: solved.digest,
-            spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
-            generation: crate::store::spend_generation(solved.generation),
-            forgive: solved.struck,
-        }),
-        Err(rejection) => Payment::Invalid(rejection),
+    let solved = match verified {
+        Ok(solved) => solved,
+        Err(rejection) => return Payment::Invalid(rejection),
+    };
+    let solution = Solution {
+        digest: solved.digest,
+        spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
+        generation: crate::store::spend_generation(solved.generation),
+        forgive: solved.struck,
+    };
+    match crate::store::accepts_generation(solved.generation, subject.key) {
+        Spendable::Now => Payment::Valid(solution),
+        // Elsewhere during an outage, or a generation being learnt: a
+        // fresh challenge that takes back what this one would have.
+        Spendable::NotNow => Payment::Unspendable(solution),
+        // Issued before a flush or a failover the worker knows of: an old
+        // token sent again is no payment.
+        Spendable::Stale => Payment::Unpaid,
     }
 }
 
@@ -331,7 +336,7 @@ fn send_challenge(
     let generation = done.generation.or_else(crate::store::challenge_generation);
     // Paying a 429 takes back the strike it counted; a 409/410/422's
     // fresh challenge follows a strike that is never taken back.
-    let struck = status == 429 && done.struck;
+    let struck = status == 429 && (done.struck || done.pays_back);
     let issued = protocol::issue_bound_challenge(
         keys,
         &addr,

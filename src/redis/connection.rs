@@ -282,6 +282,9 @@ impl Inner {
     /// close, log the transition once, and retry later.
     pub(super) fn fail(&self, st: &mut State, kind: RedisError, reason: &str) {
         metrics::redis_error(kind);
+        if kind == RedisError::Timeout {
+            abort_on_close(st.conn);
+        }
         self.disconnect(st);
         // A name is asked again before the next attempt (the address may
         // have moved).
@@ -393,5 +396,31 @@ impl Inner {
             return;
         }
         self.established(st);
+    }
+}
+
+/// Makes closing `conn` reset it (`SO_LINGER` 0): commands Redis has not
+/// read yet (a stalled or stopped Redis) are dropped by its kernel with the
+/// connection instead of running once it wakes up. The fallback answered
+/// those requests; Redis must not count them too (a strike, a window
+/// entry, a spend the client never got).
+fn abort_on_close(conn: *mut nginx_sys::ngx_connection_t) {
+    if conn.is_null() {
+        return;
+    }
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a live connection of ours; setsockopt reads `linger` only
+    // during the call. A failure just leaves the orderly close.
+    unsafe {
+        libc::setsockopt(
+            (*conn).fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            core::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
     }
 }

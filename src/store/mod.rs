@@ -22,6 +22,7 @@ use ngx::core::Status;
 pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
 use crate::config::MainConf;
+pub use pow_shield_core::store::Spendable;
 use pow_shield_core::store::{Now, Op, Reply, Subject};
 use pow_shield_core::values::FailPolicy;
 
@@ -127,9 +128,9 @@ impl Stores {
         match redis.ask(op, subject, fallback, waiter) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
-            Poll::Down if self.fallback => Some(self.on_zone(op, subject)),
+            Poll::Down if self.fallback => Some(self.on_zone(op.standing_in(), subject)),
             Poll::Down => Some(Reply::Down),
-            Poll::Busy => Some(self.on_zone(op, subject)),
+            Poll::Busy => Some(self.on_zone(op.standing_in(), subject)),
         }
     }
 
@@ -172,14 +173,14 @@ pub fn challenge_generation() -> Option<u64> {
 /// now (docs/operations.md, "Choosing a fail policy"); if not, the client
 /// gets a fresh challenge. Always in local mode. `key`: the client's (a
 /// Redis Cluster has a generation per slot).
-pub fn accepts_generation(generation: Option<u64>, key: &[u8]) -> bool {
+pub fn accepts_generation(generation: Option<u64>, key: &[u8]) -> Spendable {
     REDIS
         .try_with(|r| {
             r.borrow()
                 .as_ref()
-                .is_none_or(|s| s.accepts(generation, key))
+                .map_or(Spendable::Now, |s| s.accepts(generation, key))
         })
-        .unwrap_or(true)
+        .unwrap_or(Spendable::Now)
 }
 
 /// The generation a solution of a challenge issued in `generation` is

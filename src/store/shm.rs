@@ -65,7 +65,8 @@ impl ShmStore {
         })
     }
 
-    /// The client's block, if the zone knows of one (no writes).
+    /// The client's block Redis reported, if the zone still holds it (no
+    /// writes).
     pub fn blocked(
         &self,
         key: &[u8],
@@ -74,11 +75,13 @@ impl ShmStore {
     ) -> Option<BreakerStatus> {
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, _| {
+            // Only what Redis reported: a block the fallback counted while
+            // Redis was unavailable is Redis's to confirm once it is back.
             let breaker = zone
                 .strikes
                 .find(&client)?
                 .strikes()
-                .status(rules, monotonic_ms);
+                .confirmed(rules, monotonic_ms);
             (breaker.block != Block::Clear).then_some(breaker)
         })
     }

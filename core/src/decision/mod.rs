@@ -90,6 +90,11 @@ pub enum Payment {
     Invalid(Rejection),
     /// A correct solution; it still has to be spent.
     Valid(Solution),
+    /// A correct solution that cannot be spent right now (Redis
+    /// unavailable, or its data generation being learnt): no offence; over
+    /// the limit the client gets a fresh challenge that takes back what
+    /// this one would have (SPEC §5).
+    Unspendable(Solution),
 }
 
 /// The response to send (the glue builds the bytes).
@@ -141,6 +146,9 @@ pub struct Final {
     /// The data generation the challenge sent carries, where the store
     /// keeps one per client (a Redis Cluster slot's); `None`: the node's.
     pub generation: Option<u64>,
+    /// The fresh challenge sent stands for a solution that could not be
+    /// spent, whose 429 counted a strike: paying it takes that one back.
+    pub pays_back: bool,
 }
 
 impl Final {
@@ -200,6 +208,7 @@ impl Decision {
                 struck: false,
                 retry_after_ms: None,
                 generation: None,
+                pays_back: false,
             },
         }
     }
@@ -248,7 +257,7 @@ impl Decision {
         let offence = match self.payment {
             Payment::Unpaid => Offence::Unpaid,
             Payment::Invalid(_) => Offence::Failed,
-            Payment::Valid(_) => Offence::None,
+            Payment::Valid(_) | Payment::Unspendable(_) => Offence::None,
         };
         self.ask(Op::Check { offence })
     }
@@ -272,7 +281,7 @@ impl Decision {
         if let Payment::Valid(solution) = self.payment {
             if let (Some(issued), Some(now)) = (solution.generation, checked.generation) {
                 if issued != now {
-                    self.payment = Payment::Unpaid;
+                    self.payment = Payment::Unspendable(solution);
                 }
             }
         }
@@ -297,6 +306,7 @@ impl Decision {
                 let answer = self.challenge(429, None);
                 self.reject(Outcome::Challenge, answer, "over the limit, challenge sent")
             }
+            Payment::Unspendable(solution) => self.unspendable(solution),
             Payment::Invalid(rejection) => {
                 let (status, message) = (rejection.status(), rejection.message());
                 let answer = if rejection.wants_fresh_challenge() {
@@ -330,16 +340,13 @@ impl Decision {
         }
         match reply {
             Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
-            // Not spendable right now (Redis unavailable or busy): no
-            // offence, a fresh challenge to pay once it is.
-            Reply::Spent(Spent::Unavailable) => {
-                let answer = self.challenge(429, None);
-                self.reject(
-                    Outcome::Challenge,
-                    answer,
-                    "solution not spendable now (Redis unavailable), fresh challenge sent",
-                )
-            }
+            // Not spendable right now (Redis unavailable or busy).
+            Reply::Spent(Spent::Unavailable) => match self.payment {
+                Payment::Valid(solution) | Payment::Unspendable(solution) => {
+                    self.unspendable(solution)
+                }
+                _ => self.replayed(),
+            },
             // A replay is an offence: strike, then answer 409.
             Reply::Spent(Spent::Replayed | Spent::Stale(_))
                 if self.rules.breaker.strikes.is_some() =>
@@ -368,6 +375,22 @@ impl Decision {
             return self.replayed();
         }
         self.reject(Outcome::Trap, Answer::NotFound, "trap")
+    }
+
+    /// A correct solution that cannot be spent now: no offence, and a
+    /// fresh challenge that takes back the strike this one would have.
+    fn unspendable(&mut self, solution: Solution) -> Next {
+        self.learnt.pays_back = solution.forgive;
+        self.fresh_challenge()
+    }
+
+    fn fresh_challenge(&mut self) -> Next {
+        let answer = self.challenge(429, None);
+        self.reject(
+            Outcome::Challenge,
+            answer,
+            "solution not spendable now, fresh challenge sent",
+        )
     }
 
     fn replayed(&mut self) -> Next {

@@ -687,6 +687,10 @@ fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_o
     assert_eq!(status(&end), 429, "not spent: a fresh challenge");
     assert_eq!(end.outcome, Outcome::Challenge);
     assert_eq!(end.generation, Some(6), "the challenge carries the slot's");
+    assert!(
+        !end.struck && end.pays_back,
+        "no strike; paying it takes one back"
+    );
     // Under the limit it passes, and nothing is spent.
     let end = done(after_check(issued_in(5), checked_in(6, true)).1);
     assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
@@ -727,4 +731,45 @@ fn a_solution_that_cannot_be_spent_now_gets_a_fresh_challenge_and_no_strike() {
     assert_eq!(status(&end), 429);
     assert_eq!(end.outcome, Outcome::Challenge);
     assert!(!end.struck, "no strike: the client paid");
+    assert!(end.pays_back, "the fresh challenge takes back its strike");
+}
+
+#[test]
+fn the_zone_standing_in_for_redis_counts_no_unpaid_strike() {
+    let unpaid = Op::Check {
+        offence: Offence::Unpaid,
+    };
+    let none = Op::Check {
+        offence: Offence::None,
+    };
+    let failed = Op::Check {
+        offence: Offence::Failed,
+    };
+    assert_eq!(unpaid.standing_in(), none);
+    assert_eq!(
+        failed.standing_in(),
+        failed,
+        "a failed verification still strikes"
+    );
+    assert_eq!(Op::Strike.standing_in(), Op::Strike);
+}
+
+#[test]
+fn a_solution_of_a_generation_being_learnt_is_no_offence_and_its_fresh_challenge_pays_back() {
+    let mut decision = Decision::new(rules(), Payment::Unspendable(solution(1)), false);
+    let Next::Ask(Op::Check { offence }) = decision.next(None, || false) else {
+        panic!("checked first");
+    };
+    assert_eq!(offence, Offence::None, "no offence");
+    let end = done(decision.next(Some(checked_in(6, false)), || false));
+    assert_eq!((status(&end), end.struck), (429, false));
+    assert!(
+        end.pays_back,
+        "paying the fresh one takes back the first's strike"
+    );
+    let green = Decision::new(rules(), Payment::Unspendable(solution(2)), false);
+    let mut green = green;
+    green.next(None, || false);
+    let end = done(green.next(Some(checked_in(6, true)), || false));
+    assert_eq!(status(&end), 200, "under the limit it passes, unspent");
 }

@@ -6,6 +6,10 @@
 //!
 //! Times are whatever clock the caller uses consistently (milliseconds).
 
+/// How long a node answers a block Redis reported without asking Redis
+/// again (a blocked flooder costs Redis one call a second per worker).
+pub const CONFIRMED_MS: u64 = 1_000;
+
 /// `pow_shield_strikes <n> <time>`: the `n`-th strike opens the breaker,
 /// which stays open until `ttl_ms` after the last strike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +91,11 @@ pub struct StrikeCounter {
     /// Openings are forgotten at this time; while `trips` has reached the
     /// ban rule's `after`, the ban lasts until then.
     pub trips_until_ms: u64,
+    /// Until when a block another store reported (Redis, in cluster mode)
+    /// holds here ([`StrikeCounter::remember`]); a block the zone counted
+    /// on its own (the fallback, while Redis was unavailable) is not one:
+    /// once Redis is back, it decides ([`StrikeCounter::confirmed`]).
+    pub confirmed_until_ms: u64,
 }
 
 impl StrikeCounter {
@@ -212,6 +221,12 @@ impl StrikeCounter {
     /// answered here without asking that store again.
     pub fn remember(&mut self, breaker: BreakerStatus, rules: BreakerRules, now_ms: u64) {
         let until = now_ms.saturating_add(breaker.block_ms);
+        if breaker.block != Block::Clear {
+            // Held here for at most CONFIRMED_MS before Redis is asked again:
+            // a payment written late (a node's spends after an outage) may
+            // have taken back the strikes that opened it.
+            self.confirmed_until_ms = until.min(now_ms.saturating_add(CONFIRMED_MS));
+        }
         match (breaker.block, rules.strikes, rules.ban) {
             (Block::Blocked, Some(rule), _) => {
                 self.strikes = self.strikes.max(rule.threshold);
@@ -222,6 +237,24 @@ impl StrikeCounter {
                 self.trips_until_ms = self.trips_until_ms.max(until);
             }
             _ => {}
+        }
+    }
+
+    /// The block another store reported, while it holds: a block the
+    /// zone's fallback counted on its own is no block here once that store
+    /// answers again (it never confirmed it).
+    pub fn confirmed(&mut self, rules: BreakerRules, now_ms: u64) -> BreakerStatus {
+        let status = self.status(rules, now_ms);
+        if status.block == Block::Clear || now_ms >= self.confirmed_until_ms {
+            return BreakerStatus {
+                block: Block::Clear,
+                block_ms: 0,
+                ..status
+            };
+        }
+        BreakerStatus {
+            block_ms: status.block_ms.min(self.confirmed_until_ms - now_ms),
+            ..status
         }
     }
 
@@ -509,5 +542,27 @@ mod tests {
         let mut s = StrikeCounter::default();
         offend(&mut s, rules, 0, 5);
         assert_eq!(s.forgotten_at_ms(), 500_000);
+    }
+
+    #[test]
+    fn a_block_the_zone_counted_alone_is_not_confirmed_one_redis_reported_is() {
+        let mut zone = StrikeCounter::default();
+        offend(&mut zone, FIVE_PER_MINUTE, 1_000, 5);
+        assert_eq!(zone.status(FIVE_PER_MINUTE, 1_000).block, Block::Blocked);
+        assert_eq!(zone.confirmed(FIVE_PER_MINUTE, 1_000).block, Block::Clear);
+        let reported = BreakerStatus {
+            strikes: 5,
+            block: Block::Blocked,
+            block_ms: 30_000,
+            tripped: None,
+        };
+        zone.remember(reported, FIVE_PER_MINUTE, 2_000);
+        let confirmed = zone.confirmed(FIVE_PER_MINUTE, 2_000);
+        assert_eq!(
+            (confirmed.block, confirmed.block_ms),
+            (Block::Blocked, CONFIRMED_MS),
+            "held for a second, then Redis is asked again"
+        );
+        assert_eq!(zone.confirmed(FIVE_PER_MINUTE, 3_000).block, Block::Clear);
     }
 }

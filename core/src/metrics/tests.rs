@@ -17,6 +17,7 @@ fn end(outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> Final 
         struck: false,
         retry_after_ms: None,
         generation: None,
+        pays_back: false,
     }
 }
 

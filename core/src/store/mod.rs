@@ -41,6 +41,20 @@ pub struct Solution {
     pub forgive: bool,
 }
 
+/// Whether a correct solution can be spent now (the module asks its
+/// Redis store before it verifies against the limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spendable {
+    /// Spend it.
+    Now,
+    /// Not now (Redis unavailable, another node's outage generation, its
+    /// generation being learnt): a fresh challenge, no offence.
+    NotNow,
+    /// Older than the generation this worker knows for the client: it
+    /// never will be (an old token sent again is unpaid: it strikes).
+    Stale,
+}
+
 /// What refusing a checked request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Offence {
@@ -63,6 +77,26 @@ pub enum Op {
     Spend(Solution),
     /// Record a strike (a trap hit, a replay).
     Strike,
+}
+
+impl Op {
+    /// What the zone is asked when it stands in for Redis (the `local`
+    /// fallback, a full queue): the same, except that an unpaid refusal is
+    /// no strike. Redis, once back, would not confirm it, and a client
+    /// paying through several nodes can pay each challenge only at the
+    /// node that issued it (SPEC §5: a node never blocks a client on
+    /// strikes Redis does not confirm). Failed verifications, replays and
+    /// trap hits still strike.
+    pub fn standing_in(self) -> Op {
+        match self {
+            Op::Check {
+                offence: Offence::Unpaid,
+            } => Op::Check {
+                offence: Offence::None,
+            },
+            op => op,
+        }
+    }
 }
 
 /// What a check found: the limiter's verdict and the client's breaker,
@@ -212,6 +246,7 @@ pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Rep
             check(tables, subject, offence, now.monotonic_ms).map(Reply::Checked)
         }
         Op::Spend(solution) => spend(tables, subject, solution, now).map(Reply::Spent),
+
         Op::Strike => {
             strike(tables, subject.key, subject.rules, now.monotonic_ms).map(Reply::Struck)
         }

@@ -31,6 +31,14 @@ pub const PRICE_BATCH_MS: u64 = 1_000;
 /// renewed by every batch, so this costs it nothing.
 pub const FRESH_MS: u64 = 500;
 
+/// How old Redis's own refusal of a client may be for the node to go on
+/// refusing it alone until `T`: older, the next request
+/// asks Redis again, so that a flush, a restart or a generation change
+/// reaches the node within this (one call per refused client and 2 s).
+/// (A batch's answer counts refusals; only a check says the client is
+/// refused still.)
+pub const QUIET_FRESH_MS: u64 = 2_000;
+
 /// A refusal Redis decided, as the node keeps it in its zone: what Redis
 /// said, and what the node added since. Plain integers (any bytes are a
 /// valid value: it lives in a zone entry's payload).
@@ -62,6 +70,9 @@ pub struct Refusal {
     /// Of those, refused here and not yet acknowledged by Redis (every
     /// worker of the node).
     pub unsent: u32,
+    /// When Redis's own check last refused the client (not a batch's
+    /// answer), same clock as `until`.
+    checked: u32,
 }
 
 /// What a local refusal decided.
@@ -91,6 +102,7 @@ impl Refusal {
         let until = asked_ms.saturating_add(verdict.retry_after_ms);
         self.until = until as u32;
         self.heard = asked_ms as u32;
+        self.checked = asked_ms as u32;
         self.over = verdict.over.saturating_add(self.unsent);
         self.strikes = breaker.strikes.saturating_add(self.unsent);
         Some(until)
@@ -109,8 +121,18 @@ impl Refusal {
 
     /// Whether Redis spoke of the client less than [`FRESH_MS`] ago.
     pub fn fresh(&self, now_ms: u64) -> bool {
-        let age = (now_ms as u32).wrapping_sub(self.heard) as i32;
-        i64::from(age) < FRESH_MS as i64
+        self.heard_within(self.heard, now_ms, FRESH_MS)
+    }
+
+    /// Whether Redis's own check refused the client less than
+    /// [`QUIET_FRESH_MS`] ago.
+    pub fn checked_lately(&self, now_ms: u64) -> bool {
+        self.heard_within(self.checked, now_ms, QUIET_FRESH_MS)
+    }
+
+    fn heard_within(&self, at: u32, now_ms: u64, ms: u64) -> bool {
+        let age = (now_ms as u32).wrapping_sub(at) as i32;
+        i64::from(age) < ms as i64
     }
 
     /// Refuses one more unpaid request at `now_ms`, if still before `T`:
@@ -135,7 +157,10 @@ impl Refusal {
         // (there is no block to learn) changes the answer; a rising price
         // follows what other nodes counted with each batch's answer.
         let reported = threshold > 0 || rising;
-        let stale = threshold > 0 && !(stale_ok || self.fresh(now_ms));
+        // Redis's own check, not only a batch's answer, must be recent: a
+        // flush or a new generation reaches the node within QUIET_FRESH_MS.
+        let stale =
+            !self.checked_lately(now_ms) || (threshold > 0 && !(stale_ok || self.fresh(now_ms)));
         if !self.holds(now_ms) || stale || self.pending == u16::MAX {
             return None;
         }

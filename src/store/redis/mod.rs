@@ -34,7 +34,7 @@ use pow_shield_core::redis::scripts;
 use pow_shield_core::redis::scripts::stacked;
 use pow_shield_core::redis::url::{tls_name, RedisAddr};
 use pow_shield_core::store::refusals::{opened_block, refusal_key, Batches};
-use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
+use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Spendable, Struck, Subject};
 
 mod coalesce;
 mod outage;
@@ -108,6 +108,11 @@ pub struct RedisStore {
     groups: RefCell<std::collections::HashMap<Vec<u8>, Group>>,
     /// A connection was ready before: the next one follows an outage.
     connected_once: Cell<bool>,
+    /// Until then (monotonic ms) an unpaid refusal is no strike: the
+    /// worker just came back from an outage, and the other workers and
+    /// nodes are still writing what they decided meanwhile (a client
+    /// paying through them must not be blocked in between).
+    strike_grace_until_ms: Cell<u64>,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -182,10 +187,13 @@ impl RedisStore {
             let on_ready = move || {
                 if let Some(store) = ready.upgrade() {
                     store.ask_generation();
-                    // The refusals counted before the outage first: a spend
-                    // the fallback made then takes back its 429's strike.
-                    store.on_connected();
+                    // The spends the fallback made first, then the refusals
+                    // counted before the outage: the spends take back the
+                    // strikes Redis holds, and the batch's strikes never
+                    // meet those Redis would have taken back already (a
+                    // paying client's breaker must not open in between).
                     store.write_replays();
+                    store.on_connected();
                 }
             };
             let tls_template = (!conf.ssl.is_null()).then(|| {
@@ -286,6 +294,7 @@ impl RedisStore {
                 batch_timer: BatchTimer::new(),
                 exiting_since: Cell::new(None),
                 connected_once: Cell::new(false),
+                strike_grace_until_ms: Cell::new(0),
                 groups: RefCell::new(std::collections::HashMap::new()),
                 log,
                 me: me.clone(),
@@ -326,7 +335,7 @@ impl RedisStore {
     /// start (its check strikes, and may be refused here): an old token
     /// replayed must not pass as paid to every check (the spend would
     /// refuse it, but after a check that struck nothing).
-    pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> bool {
+    pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> Spendable {
         let now = self.generations();
         if self.cluster && now.redis_up {
             if let Some(gen) = generation.filter(|gen| *gen != self.local_generation) {
@@ -335,15 +344,17 @@ impl RedisStore {
                 // token's age; a newer one is news to this worker, left to
                 // the check and the spend.)
                 if self.slot_generation(slot).is_some_and(|known| gen < known) {
-                    return false;
+                    return Spendable::Stale;
                 }
             }
         }
-        let accepted = now.accepts(generation);
-        if !accepted && now.redis_up && generation.is_some() {
+        if now.accepts(generation) {
+            return Spendable::Now;
+        }
+        if now.redis_up && generation.is_some() {
             self.ask_generation();
         }
-        accepted
+        Spendable::NotNow
     }
 
     /// Reads the generation key (a plain `GET`): if it is not what this
@@ -552,6 +563,10 @@ impl RedisStore {
         fallback: Option<ShmStore>,
         waiter: &mut NewWaiter,
     ) -> Poll {
+        let op = match monotonic_ms() < self.strike_grace_until_ms.get() {
+            true => op.standing_in(),
+            false => op,
+        };
         let late = Late::new(op, subject, fallback);
         match op {
             Op::Check { offence } => match subject.limits.as_slice() {
@@ -1122,6 +1137,6 @@ impl Late {
             rules: copied.rules,
             rising: copied.rising,
         };
-        zone.run(self.op, &subject, super::now())
+        zone.run(self.op.standing_in(), &subject, super::now())
     }
 }

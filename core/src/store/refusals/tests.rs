@@ -397,3 +397,19 @@ fn batches_without_strikes_go_at_the_slower_pace() {
     later.sort();
     assert_eq!(later, vec![b"price".to_vec(), b"strikes".to_vec()]);
 }
+
+#[test]
+fn without_strikes_redis_is_asked_again_two_seconds_after_its_check() {
+    // A refusal until an hour from now: a flush or a generation change
+    // reaches the node within QUIET_FRESH_MS, not at T.
+    let mut r = learnt(1_000, 3_600_000, 0);
+    r.acknowledged(0, 0, 0, 2_900);
+    let quiet = BreakerRules::default();
+    assert!(r.refuse(quiet, 2_999, (false, true), false).is_some());
+    assert!(
+        r.refuse(quiet, 1_000 + QUIET_FRESH_MS, (false, true), true)
+            .is_none(),
+        "a batch's answer is no check: Redis is asked"
+    );
+    assert!(r.holds(1_000 + QUIET_FRESH_MS), "T still ahead");
+}
