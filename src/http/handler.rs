@@ -184,9 +184,13 @@ fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]>
     // it is live while the key is read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.key.is_none() {
-        // SAFETY: the key is a complex value compiled at configuration time.
-        let cv = unsafe { st.policy.key.as_ref() }?;
-        let key = r.get_complex_value(cv)?.as_bytes();
+        let key = if st.policy.default_key {
+            super::variables::default_key(r)?
+        } else {
+            // SAFETY: the key is a complex value compiled at configuration time.
+            let cv = unsafe { st.policy.key.as_ref() }?;
+            r.get_complex_value(cv)?.as_bytes()
+        };
         st.key = Some((key.as_ptr(), key.len()));
     }
     match st.key {
