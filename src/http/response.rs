@@ -201,7 +201,7 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     else {
         return Some(());
     };
-    let policy = &state.policy;
+    let policy = state.policy();
     let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
     // The limit the verdict is of: the tightest, or the one that refused.
     let at = usize::from(verdict.limit);

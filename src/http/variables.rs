@@ -167,7 +167,7 @@ unsafe extern "C" fn get(
                 // The price asked of this client, else the location's: in
                 // hex digits (⌈bits / 4⌉, as X-PoW-Difficulty) or bits.
                 DIFFICULTY | BITS => {
-                    let bits = state.bits().unwrap_or(state.policy.difficulty.base);
+                    let bits = state.bits().unwrap_or(state.policy().difficulty.base);
                     let value = if which == BITS {
                         bits
                     } else {
