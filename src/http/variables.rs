@@ -130,7 +130,7 @@ unsafe extern "C" fn get_client(
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then
 /// `$pow_shield_client`), made in the request pool without the variable
 /// machinery: every request of a location with the default key needs it.
-pub fn default_key<'r>(r: &'r Request) -> Option<&'r [u8]> {
+pub fn default_key(r: &Request) -> Option<&[u8]> {
     let raw: &ngx_http_request_t = r.as_ref();
     // SAFETY: a request's connection is live while the request is, and
     // nginx filled its sockaddr.
