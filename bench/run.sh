@@ -24,9 +24,9 @@
 #   BENCH_CONNECTIONS  wrk connections [50]
 #   BENCH_THREADS      wrk threads [1]
 #   BENCH_WARMUP       warm-up seconds per case before round 1 [2]
-#   BENCH_CASES        subset/order of: stock limit_req local local_status cluster
-#                      yellow local_many cluster_many blocked blocked_quiet
-#                      stock_close blocked_444 [all twelve]; red = stock limit_req
+#   BENCH_CASES        subset/order of: stock limit_req local local_noheaders
+#                      local_status cluster yellow local_many cluster_many blocked
+#                      blocked_quiet stock_close blocked_444 [all thirteen]; red = stock limit_req
 #                      blocked blocked_quiet stock_close blocked_444 cluster;
 #                      status = stock local local_status (metrics on vs off)
 #   BENCH_NGINX_CPU    core for both nginx instances [0]
@@ -45,7 +45,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 CONNS=${BENCH_CONNECTIONS:-50}
 THREADS=${BENCH_THREADS:-1}
 WARMUP=${BENCH_WARMUP:-2}
-CASES=${BENCH_CASES:-stock limit_req local local_status cluster local_many cluster_many yellow blocked blocked_quiet stock_close blocked_444}
+CASES=${BENCH_CASES:-stock limit_req local local_noheaders local_status cluster local_many cluster_many yellow blocked blocked_quiet stock_close blocked_444}
 [[ $CASES == red ]] && CASES="stock limit_req blocked blocked_quiet stock_close blocked_444 cluster"
 [[ $CASES == status ]] && CASES="stock local local_status"
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
@@ -70,7 +70,7 @@ command -v "$WRK" >/dev/null || die "wrk not found: apt-get install -y wrk"
 command -v curl >/dev/null || die "curl not found: apt-get install -y curl"
 for c in $CASES; do
     case $c in
-    stock | stock_close | limit_req | local | local_status | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
+    stock | stock_close | limit_req | local | local_noheaders | local_status | local_many | yellow | blocked | blocked_quiet | blocked_444) ;;
     cluster | cluster_many)
         if ! command -v "$REDIS_SERVER" >/dev/null || ! command -v "$REDIS_CLI" >/dev/null; then
             die "cluster case needs redis-server and redis-cli: apt-get install -y redis-server"
@@ -148,19 +148,21 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_MANY P_YELLOW P_BLOCKED P_BLOCKED_QUIET P_BLOCKED_444 \
-    P_CLUSTER P_CLUSTER_MANY P_REDIS P_STATUS P_METRICS <<<"$(free_ports 13)"
-declare -A PORT=([stock]=$P_STOCK [stock_close]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL [local_many]=$P_LOCAL_MANY
+    P_CLUSTER P_CLUSTER_MANY P_REDIS P_STATUS P_METRICS P_LOCAL_NOHEADERS <<<"$(free_ports 14)"
+declare -A PORT=([stock]=$P_STOCK [stock_close]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
+    [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY
     [yellow]=$P_YELLOW [blocked]=$P_BLOCKED [blocked_quiet]=$P_BLOCKED_QUIET [blocked_444]=$P_BLOCKED_444
     [cluster]=$P_CLUSTER
     [cluster_many]=$P_CLUSTER_MANY [local_status]=$P_STATUS)
 declare -A LABEL=([stock]="stock nginx" [stock_close]="stock, Connection: close" [limit_req]="limit_req (green)"
-    [local]="pow-shield local (green)" [local_status]="local (green), metrics on"
+    [local]="pow-shield local (green)" [local_noheaders]="local (green), headers off"
+    [local_status]="local (green), metrics on"
     [cluster]="pow-shield cluster (green)"
     [local_many]="pow-shield local, key/request" [cluster_many]="pow-shield cluster, key/request"
     [yellow]="pow-shield local, yellow (429)" [blocked]="pow-shield local, blocked (403)"
     [blocked_quiet]="blocked (403), not logged"
     [blocked_444]="blocked, 444 (closes/s)")
-declare -A EXPECT=([stock]=200 [stock_close]=200 [limit_req]=200 [local]=200 [local_status]=200 [local_many]=200 [cluster]=200
+declare -A EXPECT=([stock]=200 [stock_close]=200 [limit_req]=200 [local]=200 [local_noheaders]=200 [local_status]=200 [local_many]=200 [cluster]=200
     [cluster_many]=200 [yellow]=429 [blocked]=403 [blocked_quiet]=403 [blocked_444]=444)
 # The blocked cases' client keys; their breakers are opened before the run.
 declare -A BLOCKED_KEY=([blocked]=bench-blocked [blocked_quiet]=bench-blocked-quiet
@@ -200,6 +202,10 @@ mkdir -p "$TMP/local"
     server {            # pow-shield local mode, green: the largest limit
         listen 127.0.0.1:$P_LOCAL;   # parse_limit allows (1e6 per 1 s)
         location = $URI { pow_shield_limit 1000000 1s; }
+    }
+    server {            # the same without the rate-limit headers (what
+        listen 127.0.0.1:$P_LOCAL_NOHEADERS;  # they cost; limit_req sends none)
+        location = $URI { pow_shield_limit 1000000 1s; pow_shield_headers off; }
     }
     server {            # the same, but every request is a new client:
         listen 127.0.0.1:$P_LOCAL_MANY;  # one new zone entry per request
@@ -334,6 +340,9 @@ for c in $CASES; do
     status=$(awk 'NR==1 {print $2}' <<<"$hdr")
     [[ $status == "${EXPECT[$c]}" ]] || die "$c: expected ${EXPECT[$c]} from $url, got '${status:-no answer}'"
     case $c in
+    local_noheaders)
+        ! grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: X-RateLimit-Limit sent with pow_shield_headers off"
+        ;;
     local* | cluster* | yellow)
         grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit header: is the module active?"
         ;;
@@ -507,6 +516,11 @@ EOF
 if has_case local_status && has_case local; then
     read -r rps _ _ _ cpu _ s _ sc _ _ <<<"$(summary local_status local)"
     echo "metrics on (a pow_shield_status location) against off, local green, same rounds:" \
+        "req/s $rps = $s x off's; CPU us $cpu = $sc x off's CPU us per request"
+fi
+if has_case local_noheaders && has_case local; then
+    read -r rps _ _ _ cpu _ s _ sc _ _ <<<"$(summary local local_noheaders)"
+    echo "rate-limit headers on (pow_shield_headers both) against off, local green, same rounds:" \
         "req/s $rps = $s x off's; CPU us $cpu = $sc x off's CPU us per request"
 fi
 if has_case blocked_444 && has_case stock_close; then

@@ -40,9 +40,190 @@ impl RateLimitNumbers {
     }
 }
 
+/// The per-response header values, in the order [`Value`] names them,
+/// laid out one after another in one buffer: the module copies it into
+/// the request pool at once. Digits are written by hand, not through
+/// `core::fmt` (measured: most of the headers' cost).
+pub struct HeaderValues {
+    buf: [u8; VALUES_CAPACITY],
+    len: usize,
+    ends: [usize; 4],
+}
+
+/// Room for the longest values: 10 + 10 + 20 digits, and
+/// `"<32-byte name>";r=<10>;t=<20>`.
+const VALUES_CAPACITY: usize = 128;
+
+/// One of the values [`HeaderValues`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// `X-RateLimit-Limit`.
+    Limit = 0,
+    /// `X-RateLimit-Remaining`.
+    Remaining = 1,
+    /// `X-RateLimit-Reset`.
+    Reset = 2,
+    /// `RateLimit`: `"<name>";r=<remaining>;t=<reset in>`.
+    RateLimit = 3,
+}
+
+impl HeaderValues {
+    /// The values of a response whose verdict is of a limit of `requests`
+    /// named `name`; `x`: the `X-RateLimit-*` ones, `ietf`: `RateLimit`
+    /// (a value not asked for is empty).
+    pub fn new(
+        requests: u32,
+        name: &LimitName,
+        numbers: &RateLimitNumbers,
+        (x, ietf): (bool, bool),
+    ) -> Self {
+        let mut v = HeaderValues {
+            buf: [0; VALUES_CAPACITY],
+            len: 0,
+            ends: [0; 4],
+        };
+        if x {
+            v.decimal(u64::from(requests));
+            v.ends[0] = v.len;
+            v.decimal(u64::from(numbers.remaining));
+            v.ends[1] = v.len;
+            v.decimal(numbers.reset_at_s);
+            v.ends[2] = v.len;
+        }
+        if ietf {
+            v.push(b"\"");
+            v.push(name.as_bytes());
+            v.push(b"\";r=");
+            v.decimal(u64::from(numbers.remaining));
+            v.push(b";t=");
+            v.decimal(numbers.reset_in_s);
+        }
+        v.ends[3] = v.len;
+        v
+    }
+
+    /// Every value, one after another.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Where `value` lies in [`HeaderValues::as_bytes`]: start and length.
+    pub fn span(&self, value: Value) -> (usize, usize) {
+        let i = value as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        (start, self.ends[i] - start)
+    }
+
+    /// One value's text.
+    pub fn get(&self, value: Value) -> &[u8] {
+        let (start, len) = self.span(value);
+        &self.buf[start..start + len]
+    }
+
+    /// Appends `bytes`; the capacity holds the longest values, so nothing
+    /// is ever cut.
+    fn push(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(VALUES_CAPACITY - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+
+    /// `n`'s digits, written in place two at a time.
+    fn decimal(&mut self, mut n: u64) {
+        let end = self.len + n.checked_ilog10().map_or(1, |d| d as usize + 1);
+        let Some(out) = self.buf.get_mut(self.len..end) else {
+            return;
+        };
+        let mut at = out.len();
+        while n >= 100 {
+            let pair = (n % 100) as usize * 2;
+            n /= 100;
+            at -= 2;
+            out[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if n >= 10 {
+            let pair = n as usize * 2;
+            out[..2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
+            out[0] = b'0' + n as u8;
+        }
+        self.len = end;
+    }
+}
+
+/// `00` to `99`.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn numbers(remaining: u32, reset_at_s: u64, reset_in_s: u64) -> RateLimitNumbers {
+        RateLimitNumbers {
+            remaining,
+            reset_at_s,
+            reset_in_s,
+        }
+    }
+
+    #[test]
+    fn values_are_what_format_writes() {
+        let name = LimitName::new("pow-shield").unwrap();
+        for (requests, n) in [
+            (1, numbers(0, 0, 0)),
+            (60, numbers(59, 1_700_000_060, 60)),
+            (1_000_000, numbers(999_999, 9, 10)),
+            (u32::MAX, numbers(u32::MAX, u64::MAX, u64::MAX)),
+        ] {
+            let v = HeaderValues::new(requests, &name, &n, (true, true));
+            assert_eq!(v.get(Value::Limit), requests.to_string().as_bytes());
+            assert_eq!(v.get(Value::Remaining), n.remaining.to_string().as_bytes());
+            assert_eq!(v.get(Value::Reset), n.reset_at_s.to_string().as_bytes());
+            let ietf = format!("\"pow-shield\";r={};t={}", n.remaining, n.reset_in_s);
+            assert_eq!(v.get(Value::RateLimit), ietf.as_bytes());
+        }
+    }
+
+    #[test]
+    fn digits_at_every_length_are_right() {
+        let name = LimitName::new("a").unwrap();
+        let mut n = 1u64;
+        for _ in 0..20 {
+            for k in [n - 1, n, n + 1, n.saturating_mul(10) - 1] {
+                let v = HeaderValues::new(0, &name, &numbers(0, k, 0), (true, false));
+                assert_eq!(v.get(Value::Reset), k.to_string().as_bytes());
+            }
+            n = n.saturating_mul(10);
+        }
+    }
+
+    #[test]
+    fn the_longest_values_fit() {
+        let name = LimitName::new(&"a".repeat(crate::limiter::limits::MAX_NAME)).unwrap();
+        let n = numbers(u32::MAX, u64::MAX, u64::MAX);
+        let v = HeaderValues::new(u32::MAX, &name, &n, (true, true));
+        let ietf = format!("\"{}\";r={};t={}", name.as_str(), u32::MAX, u64::MAX);
+        assert_eq!(v.get(Value::RateLimit), ietf.as_bytes());
+        assert_eq!(v.get(Value::Reset), u64::MAX.to_string().as_bytes());
+    }
+
+    #[test]
+    fn values_not_asked_for_are_empty() {
+        let name = LimitName::new("api").unwrap();
+        let n = numbers(4, 100, 5);
+        let x = HeaderValues::new(5, &name, &n, (true, false));
+        assert_eq!(x.get(Value::RateLimit), b"");
+        assert_eq!(x.as_bytes(), b"54100");
+        let ietf = HeaderValues::new(5, &name, &n, (false, true));
+        assert_eq!(ietf.get(Value::Limit), b"");
+        assert_eq!(ietf.get(Value::Reset), b"");
+        assert_eq!(ietf.get(Value::RateLimit), b"\"api\";r=4;t=5");
+    }
 
     #[test]
     fn resets_are_rounded_up_to_whole_seconds() {

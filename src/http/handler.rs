@@ -46,7 +46,7 @@ fn decide(r: &mut Request) -> Status {
     if lcf.policy.limits.is_empty() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
-    let Some(state) = RequestState::find(r).or_else(|| RequestState::attach(r, lcf.policy)) else {
+    let Some(state) = RequestState::find(r).or_else(|| RequestState::attach(r, &lcf.policy)) else {
         return Status::NGX_ERROR;
     };
     // SAFETY: the state lives in the request's pool for the whole request.
@@ -62,13 +62,13 @@ fn decide(r: &mut Request) -> Status {
     if reply.is_none() && st().waiting() {
         return Status::NGX_AGAIN;
     }
-    let policy = st().policy;
+    let policy = st().policy();
     let Some(key) = client_key(r, state) else {
         return Status::NGX_ERROR;
     };
     // A dry run counts under a key of its own: what it would block is
     // never enforced here or at any other location.
-    let Some(store_key) = dry_run_key(r, &policy, key) else {
+    let Some(store_key) = dry_run_key(r, policy, key) else {
         return Status::NGX_ERROR;
     };
     let subject = Subject {
@@ -83,12 +83,12 @@ fn decide(r: &mut Request) -> Status {
         Some(decision) => decision,
         None => Decision::new(
             policy.rules(),
-            payment(r, mcf, &subject, &policy),
+            payment(r, mcf, &subject, policy),
             key.is_empty(),
         ),
     };
     let done = loop {
-        match decision.next(reply.take(), || trusted(r, &policy)) {
+        match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
                 Some(answer) => reply = Some(answer),
                 None => {
@@ -108,8 +108,8 @@ fn decide(r: &mut Request) -> Status {
             .flatten()
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
-    rejections::log(r, &policy, key, &done);
-    respond(r, mcf, state, &policy, key, done)
+    rejections::log(r, policy, key, &done);
+    respond(r, mcf, state, policy, key, done)
 }
 
 /// The phases run again after we answered: `post_action`, or an
@@ -189,9 +189,14 @@ fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]>
     // it is live while the key is read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.key.is_none() {
-        // SAFETY: the key is a complex value compiled at configuration time.
-        let cv = unsafe { st.policy.key.as_ref() }?;
-        let key = r.get_complex_value(cv)?.as_bytes();
+        let policy = st.policy();
+        let key = if policy.default_key {
+            super::variables::default_key(r)?
+        } else {
+            // SAFETY: the key is a complex value compiled at configuration time.
+            let cv = unsafe { policy.key.as_ref() }?;
+            r.get_complex_value(cv)?.as_bytes()
+        };
         st.key = Some((key.as_ptr(), key.len()));
     }
     match st.key {

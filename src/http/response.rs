@@ -6,10 +6,9 @@ use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
 use super::state::RequestState;
-use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
-use pow_shield_core::headers::{item_name, RateLimitNumbers};
+use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::values::HeadersMode;
 
@@ -193,7 +192,8 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
 
 /// Adds the rate-limit headers (docs/protocol.md §2) for the request's verdict. This
 /// runs for every shielded response: fixed texts were made at configuration
-/// time, numbers are formatted on the stack, one pool copy per value.
+/// time; the numbers are written by hand into one buffer, copied into the
+/// request pool at once.
 pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<()> {
     let Some((verdict, decided_at_ms)) = state
         .decided
@@ -201,73 +201,88 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     else {
         return Some(());
     };
-    let policy = &state.policy;
+    let policy = state.policy();
     let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
     // The limit the verdict is of: the tightest, or the one that refused.
     let at = usize::from(verdict.limit);
     let Some(limit) = policy.limits.get(at) else {
         return Some(()); // no limit here (a trap): no rate-limit headers
     };
-    let mut buf = StackText::default();
-    if matches!(policy.headers, HeadersMode::X | HeadersMode::Both) {
+    let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
+    let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
+    if !x && !ietf {
+        return Some(());
+    }
+    let name = item_name(&policy.limits, at);
+    let values = HeaderValues::new(limit.requests, &name, &numbers, (x, ietf));
+    let text = values.as_bytes();
+    let raw: *mut ngx_http_request_t = r.into();
+    // SAFETY: the request's pool lives as long as the request; the copy is
+    // `text.len()` bytes, written in full before any header points into it.
+    let pooled = unsafe {
+        let data = nginx_sys::ngx_pnalloc((*raw).pool, text.len()).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        core::ptr::copy_nonoverlapping(text.as_ptr(), data, text.len());
+        data
+    };
+    let value = |v: Value| {
+        let (start, len) = values.span(v);
+        ngx_str_t {
+            len,
+            // SAFETY: `span` lies within the `text.len()` bytes copied.
+            data: unsafe { pooled.add(start) },
+        }
+    };
+    if x {
         push_header(
             r,
             "X-RateLimit-Limit",
             "x-ratelimit-limit",
-            buf.format(format_args!("{}", limit.requests)),
+            value(Value::Limit),
         )?;
         push_header(
             r,
             "X-RateLimit-Remaining",
             "x-ratelimit-remaining",
-            buf.format(format_args!("{}", numbers.remaining)),
+            value(Value::Remaining),
         )?;
         push_header(
             r,
             "X-RateLimit-Reset",
             "x-ratelimit-reset",
-            buf.format(format_args!("{}", numbers.reset_at_s)),
+            value(Value::Reset),
         )?;
     }
-    if matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both) {
-        let now = format_args!(
-            "\"{}\";r={};t={}",
-            item_name(&policy.limits, at),
-            numbers.remaining,
-            numbers.reset_in_s
-        );
+    if ietf {
         push_header(
             r,
             "RateLimit-Policy",
             "ratelimit-policy",
-            bytes(&policy.ietf_policy),
+            policy.ietf_policy,
         )?;
-        push_header(r, "RateLimit", "ratelimit", buf.format(now))?;
+        push_header(r, "RateLimit", "ratelimit", value(Value::RateLimit))?;
     }
     Some(())
 }
 
-/// Appends an output header whose name is static; the value is copied into
-/// the request pool.
+/// Appends an output header whose name is static; the value is in memory
+/// that lives as long as the request (its pool, or the configuration's).
 fn push_header(
     r: &mut Request,
     name: &'static str,
     lowcase: &'static str,
-    value: &[u8],
+    value: ngx_str_t,
 ) -> Option<()> {
     let raw: *mut ngx_http_request_t = r.into();
     // SAFETY: pushes onto the live request's output header list and fills
-    // the zeroed element; the value is copied into the request pool.
+    // the zeroed element.
     unsafe {
         let h = nginx_sys::ngx_list_push(&mut (*raw).headers_out.headers).cast::<ngx_table_elt_t>();
         if h.is_null() {
             return None;
         }
-        let data = nginx_sys::ngx_pnalloc((*raw).pool, value.len()).cast::<u8>();
-        if data.is_null() && !value.is_empty() {
-            return None;
-        }
-        core::ptr::copy_nonoverlapping(value.as_ptr(), data, value.len());
         core::ptr::write_bytes(h, 0, 1);
         (*h).hash = 1;
         (*h).key = ngx_str_t {
@@ -275,45 +290,7 @@ fn push_header(
             data: name.as_ptr().cast_mut(),
         };
         (*h).lowcase_key = lowcase.as_ptr().cast_mut();
-        (*h).value = ngx_str_t {
-            len: value.len(),
-            data,
-        };
+        (*h).value = value;
     }
     Some(())
-}
-
-/// A small stack buffer for header values.
-struct StackText {
-    buf: [u8; 64],
-    len: usize,
-}
-
-impl Default for StackText {
-    fn default() -> Self {
-        Self {
-            buf: [0; 64],
-            len: 0,
-        }
-    }
-}
-
-impl StackText {
-    /// Formats into the buffer (overwriting it); text beyond 64 bytes is cut,
-    /// which our numbers never reach.
-    fn format(&mut self, args: core::fmt::Arguments) -> &[u8] {
-        self.len = 0;
-        let _ = core::fmt::write(self, args);
-        &self.buf[..self.len]
-    }
-}
-
-impl core::fmt::Write for StackText {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let room = self.buf.len() - self.len;
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
 }

@@ -35,8 +35,9 @@ pub enum Resolution {
 /// The shield's state for one main request.
 pub struct RequestState {
     pub resolution: Resolution,
-    /// The policy of the location that decided (headers use it too).
-    pub policy: Policy,
+    /// The policy of the location that decided (headers use it too), in
+    /// its location configuration: not copied per request.
+    policy: NonNull<Policy>,
     /// The client key once evaluated (request pool memory).
     pub key: Option<(*const u8, usize)>,
     /// The decision in progress (kept across store round trips).
@@ -88,7 +89,7 @@ impl RequestState {
     }
 
     /// Creates the state of a main request.
-    pub fn attach(r: &mut Request, policy: Policy) -> Option<NonNull<RequestState>> {
+    pub fn attach(r: &mut Request, policy: &Policy) -> Option<NonNull<RequestState>> {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
         // SAFETY: adds a cleanup entry (with room for a RequestState) to the
         // pool of a live request; the state is written before the handler is
@@ -106,7 +107,7 @@ impl RequestState {
                 shield,
                 RequestState {
                     resolution: Resolution::Pending,
-                    policy,
+                    policy: NonNull::from(policy),
                     key: None,
                     decision: None,
                     decided: None,
@@ -123,6 +124,15 @@ impl RequestState {
             r.set_module_ctx(shield.cast(), PowShield::module());
             NonNull::new(shield)
         }
+    }
+
+    /// The policy of the location that decided. Its lifetime is the
+    /// configuration's, not the state's: a borrow of it never holds the
+    /// state.
+    pub fn policy<'c>(&self) -> &'c Policy {
+        // SAFETY: the location configuration outlives every request of its
+        // cycle, and nothing writes it after configuration.
+        unsafe { self.policy.as_ref() }
     }
 
     /// A waiter that wakes this request.

@@ -127,6 +127,29 @@ unsafe extern "C" fn get_client(
     })
 }
 
+/// The default key (`config::DEFAULT_KEY`: a NUL byte, then
+/// `$pow_shield_client`), made in the request pool without the variable
+/// machinery: every request of a location with the default key needs it.
+pub fn default_key(r: &Request) -> Option<&[u8]> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: a request's connection is live while the request is, and
+    // nginx filled its sockaddr.
+    let id = client_id(unsafe { peer_ip(&*raw.connection) });
+    let id = id.as_bytes();
+    let len = 1 + id.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
+    // written in full before they are read.
+    unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        *data = 0;
+        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
+        Some(core::slice::from_raw_parts(data, len))
+    }
+}
+
 unsafe extern "C" fn get(
     r: *mut ngx_http_request_t,
     v: *mut ngx_variable_value_t,
@@ -144,7 +167,7 @@ unsafe extern "C" fn get(
                 // The price asked of this client, else the location's: in
                 // hex digits (⌈bits / 4⌉, as X-PoW-Difficulty) or bits.
                 DIFFICULTY | BITS => {
-                    let bits = state.bits().unwrap_or(state.policy.difficulty.base);
+                    let bits = state.bits().unwrap_or(state.policy().difficulty.base);
                     let value = if which == BITS {
                         bits
                     } else {

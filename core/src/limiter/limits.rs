@@ -67,7 +67,12 @@ impl LimitName {
     }
 
     pub fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+        core::str::from_utf8(self.as_bytes()).unwrap_or("")
+    }
+
+    /// The name's bytes (ASCII), without `as_str`'s UTF-8 check.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
     }
 }
 
