@@ -80,8 +80,6 @@ ok(eventually(10, sub {
 Time::HiRes::sleep(0.5);
 my @after = map { get('payer')->status } 1 .. 2;
 unlike("@after", qr/403/, "a client that paid every challenge during the outage is not blocked after it (@after)");
-# (for a few seconds after the reconnect an unpaid 429 is no strike either:
-# the node's other workers and nodes are still coming back)
 ok(eventually(20, sub { get('ignorer')->status == 403 }),
     'Redis back: the client that keeps ignoring its challenges is blocked');
 

@@ -82,4 +82,112 @@ mod tests {
         assert_ne!(client_id(b"api:5000"), client_id(b"api:37644"));
         assert_eq!(client_id(b"api:5000"), client_id(b"api:5000"));
     }
+
+    use crate::{
+        issue_bound_challenge, issue_challenge_bits_with_salt, meets_bits, solve_bits,
+        verify_bound, Challenge, Rejection, Secret, SecretKeys, Solved,
+    };
+
+    const IP: &str = "203.0.113.19";
+    const NOW: u64 = 1_711_929_570_000;
+    const TTL: u64 = 60_000;
+    const SALT: [u8; 16] = [0x5a; 16];
+
+    fn keys() -> SecretKeys {
+        SecretKeys::single(Secret::new(&[b'a'; 32]).unwrap())
+    }
+
+    const POLICY: u64 = 0x1234;
+
+    fn expected(policy: u64, key: &[u8], max_bits: u8) -> Expected {
+        Expected {
+            binding: Binding {
+                policy,
+                client: client_id(key),
+            },
+            max_bits,
+        }
+    }
+
+    fn bound(bits: u8, policy: u64, key: &[u8], struck: bool) -> Challenge {
+        let binding = Binding {
+            policy,
+            client: client_id(key),
+        };
+        issue_bound_challenge(&keys(), IP, NOW, TTL, bits, None, binding, struck).unwrap()
+    }
+
+    fn verify_expecting(c: &Challenge, nonce: &str, exp: &Expected) -> Result<Solved, Rejection> {
+        verify_bound(
+            &keys(),
+            Some(c.token.as_bytes()),
+            Some(nonce.as_bytes()),
+            IP,
+            1,
+            NOW,
+            TTL,
+            Some(exp),
+        )
+    }
+
+    #[test]
+    fn a_bound_token_buys_a_request_under_its_own_policy_for_its_own_key() {
+        let c = bound(8, POLICY, b"api:5000", true);
+        let nonce = solve_bits(&c.salt, 8).to_string();
+        let solved = verify_expecting(&c, &nonce, &expected(POLICY, b"api:5000", 16)).unwrap();
+        assert!(solved.struck);
+        assert_eq!(solved.bits, 8, "the price it was issued at");
+    }
+
+    #[test]
+    fn a_cheap_locations_token_buys_nothing_at_a_dear_one() {
+        let c = bound(4, POLICY, IP.as_bytes(), false);
+        let nonce = solve_bits(&c.salt, 12).to_string();
+        let got = verify_expecting(&c, &nonce, &expected(POLICY + 1, IP.as_bytes(), 16));
+        assert_eq!(got, Err(Rejection::WrongPolicy));
+        assert_eq!(Rejection::WrongPolicy.status(), 409);
+        assert!(Rejection::WrongPolicy.wants_fresh_challenge());
+    }
+
+    #[test]
+    fn a_token_of_one_client_key_buys_nothing_for_another_key_of_its_address() {
+        let c = bound(4, POLICY, b"api:5000", true);
+        let nonce = solve_bits(&c.salt, 4).to_string();
+        let got = verify_expecting(&c, &nonce, &expected(POLICY, b"api:37644", 4));
+        assert_eq!(got, Err(Rejection::WrongClient));
+        assert_eq!(Rejection::WrongClient.status(), 403);
+        assert_eq!(
+            Rejection::WrongClient.message(),
+            "Challenge was not issued for this client"
+        );
+    }
+
+    #[test]
+    fn a_token_says_whether_its_429_counted_a_strike() {
+        let c = bound(4, POLICY, IP.as_bytes(), false);
+        let nonce = solve_bits(&c.salt, 4).to_string();
+        let solved = verify_expecting(&c, &nonce, &expected(POLICY, IP.as_bytes(), 4)).unwrap();
+        assert!(!solved.struck);
+    }
+
+    #[test]
+    fn an_unbound_token_of_an_older_node_must_prove_the_locations_highest_price() {
+        let c = issue_challenge_bits_with_salt(&keys(), IP, NOW, TTL, 4, SALT);
+        let cheap = (0u64..)
+            .find(|n| {
+                let n = n.to_string();
+                meets_bits(c.salt.as_bytes(), n.as_bytes(), 4)
+                    && !meets_bits(c.salt.as_bytes(), n.as_bytes(), 12)
+            })
+            .unwrap()
+            .to_string();
+        let exp = expected(POLICY, IP.as_bytes(), 12);
+        assert_eq!(
+            verify_expecting(&c, &cheap, &exp),
+            Err(Rejection::WrongSolution)
+        );
+        let dear = solve_bits(&c.salt, 12).to_string();
+        let solved = verify_expecting(&c, &dear, &exp).unwrap();
+        assert!(solved.struck, "such tokens took back a strike, as before");
+    }
 }

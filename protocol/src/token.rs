@@ -81,13 +81,11 @@ pub fn issue_challenge_bits_in(
     bits: u8,
     generation: Option<u64>,
 ) -> Result<Challenge, RandomError> {
-    let mut salt = [0u8; SALT_LEN];
-    fill_random(&mut salt)?;
     let extra = Extra {
         generation,
         bound: None,
     };
-    Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
+    issue_random(keys, client_ip, (now_ms, ttl_ms), bits, extra)
 }
 
 /// A challenge bound to what it buys (docs/protocol.md §4, "What a token
@@ -105,12 +103,23 @@ pub fn issue_bound_challenge(
     binding: Binding,
     struck: bool,
 ) -> Result<Challenge, RandomError> {
-    let mut salt = [0u8; SALT_LEN];
-    fill_random(&mut salt)?;
     let extra = Extra {
         generation,
         bound: Some((binding, struck)),
     };
+    issue_random(keys, client_ip, (now_ms, ttl_ms), bits, extra)
+}
+
+/// [`issue`] with a fresh random salt.
+fn issue_random(
+    keys: &SecretKeys,
+    client_ip: &str,
+    (now_ms, ttl_ms): (u64, u64),
+    bits: u8,
+    extra: Extra,
+) -> Result<Challenge, RandomError> {
+    let mut salt = [0u8; SALT_LEN];
+    fill_random(&mut salt)?;
     Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
 }
 

@@ -11,11 +11,6 @@ pub const BACKOFF_MAX_MS: u64 = 2_000;
 /// flaps (answers some commands in time, not others) is retried ever less
 /// often instead of every 100 ms.
 pub const SETTLE_MS: u64 = 30_000;
-/// How long after a reconnect following an outage an unpaid refusal is no
-/// strike (the worker's store): long enough for the node's other workers
-/// and the other nodes, retrying on their own back-off, to come back and
-/// write what they decided meanwhile (spends that take back strikes).
-pub const RECOVERY_GRACE_MS: u64 = 2 * BACKOFF_MAX_MS + 1_000;
 
 /// Whether Redis is available, and how long to wait before the next
 /// attempt while it isn't. Transitions are reported once each.

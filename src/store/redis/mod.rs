@@ -108,11 +108,7 @@ pub struct RedisStore {
     groups: RefCell<std::collections::HashMap<Vec<u8>, Group>>,
     /// A connection was ready before: the next one follows an outage.
     connected_once: Cell<bool>,
-    /// Until then (monotonic ms) an unpaid refusal is no strike: the
-    /// worker just came back from an outage, and the other workers and
-    /// nodes are still writing what they decided meanwhile (a client
-    /// paying through them must not be blocked in between).
-    strike_grace_until_ms: Cell<u64>,
+
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -294,7 +290,6 @@ impl RedisStore {
                 batch_timer: BatchTimer::new(),
                 exiting_since: Cell::new(None),
                 connected_once: Cell::new(false),
-                strike_grace_until_ms: Cell::new(0),
                 groups: RefCell::new(std::collections::HashMap::new()),
                 log,
                 me: me.clone(),
@@ -563,10 +558,6 @@ impl RedisStore {
         fallback: Option<ShmStore>,
         waiter: &mut NewWaiter,
     ) -> Poll {
-        let op = match monotonic_ms() < self.strike_grace_until_ms.get() {
-            true => op.standing_in(),
-            false => op,
-        };
         let late = Late::new(op, subject, fallback);
         match op {
             Op::Check { offence } => match subject.limits.as_slice() {

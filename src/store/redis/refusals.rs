@@ -23,7 +23,6 @@ use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::redis::generation;
-use pow_shield_core::redis::health::RECOVERY_GRACE_MS;
 use pow_shield_core::redis::keys::{self, ClientKey};
 use pow_shield_core::redis::script_call::{self, ScriptCall};
 use pow_shield_core::redis::scripts;
@@ -206,15 +205,12 @@ impl RedisStore {
     /// A connection to Redis is ready. After an outage Redis may have
     /// lost its data (a restart without persistence): the node forgets the
     /// refusals it learnt (the next request of each client asks again);
-    /// the batches waiting go now; for [`RECOVERY_GRACE_MS`] an unpaid
-    /// refusal is no strike.
+    /// the batches waiting go now.
     pub(super) fn on_connected(&self) {
         if self.connected_once.replace(true) {
             if let Some(local) = &self.local {
                 local.forget_refusals();
             }
-            self.strike_grace_until_ms
-                .set(monotonic_ms().saturating_add(RECOVERY_GRACE_MS));
         }
         let due = match self.batches.try_borrow_mut() {
             Ok(mut batches) => {
