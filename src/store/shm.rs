@@ -52,7 +52,7 @@ impl ShmStore {
                     zone.strikes
                         .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                 }
-                Op::Spend(_) => {
+                Op::Spend(_) | Op::Forgive(_) => {
                     zone.strikes
                         .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                     zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);

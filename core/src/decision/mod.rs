@@ -226,6 +226,7 @@ impl Decision {
             (Some(Op::Check { .. }), Some(reply)) => self.checked(reply, trusted),
             (Some(Op::Spend(_)), Some(reply)) => self.spent(reply, trusted),
             (Some(Op::Strike), Some(reply)) => self.struck(reply),
+            (Some(Op::Forgive(solution)), Some(reply)) => self.forgiven(solution, reply),
             // Asked and not answered: the store failed it.
             (Some(op), None) => {
                 self.asked = Some(op);
@@ -287,6 +288,7 @@ impl Decision {
         }
         self.learnt.breaker = Some(checked.breaker);
         self.learnt.struck |= checked.struck;
+        self.learnt.pays_back |= checked.maybe_struck;
         if let Some(next) = self.blocked(checked.breaker.block) {
             return next;
         }
@@ -377,11 +379,43 @@ impl Decision {
         self.reject(Outcome::Trap, Answer::NotFound, "trap")
     }
 
-    /// A correct solution that cannot be spent now: no offence, and a
-    /// fresh challenge that takes back the strike this one would have.
+    /// A correct solution that cannot be spent now: no offence. If its 429
+    /// struck, the store records it to take that strike back where it is
+    /// ([`Op::Forgive`]: once Redis answers again), or else the fresh
+    /// challenge takes it back when paid.
     fn unspendable(&mut self, solution: Solution) -> Next {
-        self.learnt.pays_back = solution.forgive;
+        if solution.forgive && self.rules.breaker.strikes.is_some() {
+            return self.ask(Op::Forgive(solution));
+        }
         self.fresh_challenge()
+    }
+
+    /// After [`Op::Forgive`]: recorded (its strike will be taken back: the
+    /// fresh challenge takes back nothing more), used before (a replay:
+    /// strike, 409), blocked, or not possible here (the fresh challenge
+    /// takes it back when paid).
+    fn forgiven(&mut self, solution: Solution, reply: Reply) -> Next {
+        match reply {
+            Reply::Spent(Spent::Accepted(breaker)) => {
+                self.learnt.breaker = Some(breaker);
+                self.fresh_challenge()
+            }
+            Reply::Spent(Spent::Blocked(breaker)) => {
+                self.learnt.breaker = Some(breaker);
+                match self.blocked(breaker.block) {
+                    Some(next) => next,
+                    None => self.fresh_challenge(),
+                }
+            }
+            Reply::Spent(Spent::Replayed) if self.rules.breaker.strikes.is_some() => {
+                self.ask(Op::Strike)
+            }
+            Reply::Spent(Spent::Replayed) => self.replayed(),
+            _ => {
+                self.learnt.pays_back = solution.forgive;
+                self.fresh_challenge()
+            }
+        }
     }
 
     fn fresh_challenge(&mut self) -> Next {

@@ -94,6 +94,7 @@ impl FakeStore {
                 Op::Check { .. } => "check",
                 Op::Spend(_) => "spend",
                 Op::Strike => "strike",
+                Op::Forgive(_) => "forgive",
             })
             .collect()
     }
@@ -686,7 +687,9 @@ fn after_check(payment: Payment, checked: Reply) -> (Decision, Next) {
 
 #[test]
 fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
-    let end = done(after_check(issued_in(5), checked_in(6, false)).1);
+    let (mut decision, next) = after_check(issued_in(5), checked_in(6, false));
+    assert!(matches!(next, Next::Ask(Op::Forgive(_))));
+    let end = done(decision.next(Some(Reply::Spent(Spent::Unavailable)), || false));
     assert_eq!(status(&end), 429, "not spent: a fresh challenge");
     assert_eq!(end.outcome, Outcome::Challenge);
     assert_eq!(end.generation, Some(6), "the challenge carries the slot's");

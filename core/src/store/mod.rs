@@ -77,6 +77,12 @@ pub enum Op {
     Spend(Solution),
     /// Record a strike (a trap hit, a replay).
     Strike,
+    /// A correct solution of a challenge Redis issued, sent while Redis is
+    /// unavailable: it cannot be spent, but it was paid. The zone records
+    /// it as spent (the node writes it to Redis once it answers, taking
+    /// back its 429's strike there, where that strike is); it admits
+    /// nothing.
+    Forgive(Solution),
 }
 
 impl Op {
@@ -113,6 +119,10 @@ pub struct Checked {
     /// carries it, and a solution of a challenge issued in another one is
     /// not spent. `None`: the node's own (the zone, one Redis).
     pub generation: Option<u64>,
+    /// A store that failed late may have counted a strike for this
+    /// refusal that the answering one did not (Redis ran the check, its
+    /// reply was lost): the challenge sent takes one back when paid.
+    pub maybe_struck: bool,
 }
 
 /// What a strike found.
@@ -245,7 +255,9 @@ pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Rep
         Op::Check { offence } => {
             check(tables, subject, offence, now.monotonic_ms).map(Reply::Checked)
         }
-        Op::Spend(solution) => spend(tables, subject, solution, now).map(Reply::Spent),
+        Op::Spend(solution) | Op::Forgive(solution) => {
+            spend(tables, subject, solution, now).map(Reply::Spent)
+        }
 
         Op::Strike => {
             strike(tables, subject.key, subject.rules, now.monotonic_ms).map(Reply::Struck)

@@ -573,6 +573,7 @@ impl RedisStore {
                 })),
             },
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
+            Op::Forgive(solution) => self.forgive(subject, solution),
             Op::Strike => self.strike(subject, late, waiter),
         }
     }
@@ -706,6 +707,7 @@ impl RedisStore {
                 breaker,
                 struck,
                 generation,
+                maybe_struck: false,
             }))
         };
         let poll = self.call_script_then(
@@ -996,6 +998,22 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// A solution of Redis's generation while Redis is unavailable: the
+    /// zone records it (the fallback, `Poll::Down`) and it waits in the
+    /// replay queue, whose write takes back its 429's strike in Redis.
+    /// While Redis answers, nothing (the fresh challenge pays it back).
+    fn forgive(&self, subject: &Subject, solution: Solution) -> Poll {
+        if self.router.is_healthy() || self.local.is_none() {
+            return Poll::Ready(Reply::Spent(Spent::Unavailable));
+        }
+        let spent_key = self.spent_key(&solution.digest, subject.key);
+        let tag = client_tag(subject.key);
+        self.queue_replay(&solution.digest, spent_key, tag, solution.spent_until_ms);
+        Poll::Down
+    }
+}
+
 impl Drop for RedisStore {
     fn drop(&mut self) {
         self.batch_timer.cancel();
@@ -1037,6 +1055,7 @@ fn checked(
         breaker,
         struck,
         generation,
+        maybe_struck: false,
     })
 }
 
@@ -1128,6 +1147,22 @@ impl Late {
             rules: copied.rules,
             rising: copied.rising,
         };
-        zone.run(self.op.standing_in(), &subject, super::now())
+        match zone.run(self.op.standing_in(), &subject, super::now()) {
+            // Redis may have run the check before it failed late (only its
+            // reply was lost) and counted the strike the zone did not: the
+            // challenge sent takes one back when paid.
+            Reply::Checked(checked)
+                if self.op
+                    == Op::Check {
+                        offence: Offence::Unpaid,
+                    } =>
+            {
+                Reply::Checked(Checked {
+                    maybe_struck: !checked.verdict.allowed,
+                    ..checked
+                })
+            }
+            reply => reply,
+        }
     }
 }
