@@ -83,7 +83,7 @@ fn decide(r: &mut Request) -> Status {
         Some(decision) => decision,
         None => Decision::new(
             policy.rules(),
-            payment(r, mcf, &subject, policy),
+            payment(r, mcf, &subject, key, policy),
             key.is_empty(),
         ),
     };
@@ -128,7 +128,8 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// The solution the request carries, verified now: a refusal's strike is
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
-fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> Payment {
+/// `key` is the client's own (a dry run's stores count under another).
+fn payment(r: &Request, mcf: &MainConf, subject: &Subject, key: &[u8], policy: &Policy) -> Payment {
     if policy.limits.is_empty() || subject.key.is_empty() {
         return Payment::Unpaid;
     }
@@ -140,7 +141,7 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, policy: &Policy) -> P
         return Payment::Unpaid;
     };
     let expected = protocol::Expected {
-        binding: binding(policy, subject.key),
+        binding: binding(policy, key),
         max_bits: policy.difficulty.max,
     };
     let verified = protocol::verify_bound(

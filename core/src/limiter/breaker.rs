@@ -252,10 +252,8 @@ impl StrikeCounter {
                 ..status
             };
         }
-        BreakerStatus {
-            block_ms: status.block_ms.min(self.confirmed_until_ms - now_ms),
-            ..status
-        }
+        // (The block's own end: the response's Retry-After.)
+        status
     }
 
     /// When the entry carries nothing any more (for the zone's expiry).
@@ -560,9 +558,13 @@ mod tests {
         let confirmed = zone.confirmed(FIVE_PER_MINUTE, 2_000);
         assert_eq!(
             (confirmed.block, confirmed.block_ms),
-            (Block::Blocked, CONFIRMED_MS),
-            "held for a second, then Redis is asked again"
+            (Block::Blocked, 59_000),
+            "held with the block's own end (Retry-After: the later of the two)"
         );
-        assert_eq!(zone.confirmed(FIVE_PER_MINUTE, 3_000).block, Block::Clear);
+        assert_eq!(
+            zone.confirmed(FIVE_PER_MINUTE, 2_000 + CONFIRMED_MS).block,
+            Block::Clear,
+            "a second later Redis is asked again"
+        );
     }
 }

@@ -230,6 +230,18 @@ impl Generations {
         token.filter(|gen| *gen != self.local)
     }
 
+    /// Whether `token` is older than the generation one Redis has now
+    /// (a flush or failover since): it never will be spent (an old token
+    /// sent again is no payment). A newer one is news, not age.
+    pub fn outdated(&self, token: Option<u64>) -> bool {
+        match (token, self.redis) {
+            (Some(gen), Some(now)) => {
+                self.redis_up && !self.cluster && gen != self.local && gen < now
+            }
+            _ => false,
+        }
+    }
+
     /// Whether a solution of a challenge issued in `token` may be spent
     /// now; if not, the client gets a fresh challenge instead.
     pub fn accepts(&self, token: Option<u64>) -> bool {
@@ -381,5 +393,25 @@ mod tests {
             "its text unchanged"
         );
         assert!(SLOT_GEN_SPEND_SCRIPT.ends_with(SPEND_SCRIPT));
+    }
+
+    #[test]
+    fn a_token_older_than_redis_s_generation_is_outdated_a_newer_one_is_news() {
+        let g = Generations {
+            redis: Some(100),
+            local: 7,
+            redis_up: true,
+            cluster: false,
+        };
+        assert!(g.outdated(Some(99)));
+        assert!(!g.outdated(Some(101)), "newer: being learnt");
+        assert!(!g.outdated(Some(100)));
+        assert!(!g.outdated(Some(7)), "this node's own outage generation");
+        assert!(!g.outdated(None));
+        assert!(!Generations {
+            redis_up: false,
+            ..g
+        }
+        .outdated(Some(99)));
     }
 }

@@ -1105,6 +1105,8 @@ struct Late {
     /// zone does not know what other nodes spent through Redis): not spent
     /// now (a fresh challenge, no strike) instead of asking the fallback.
     redis_only: bool,
+    /// The call reached Redis (which may have run it before failing).
+    sent: bool,
 }
 
 /// A [`Subject`] that owns its key.
@@ -1129,7 +1131,17 @@ impl Late {
             op,
             fallback: fallback.map(|zone| (zone, copied())),
             redis_only: false,
+            sent: true,
         }
+    }
+
+    /// The fallback's answer for a call that never reached Redis.
+    fn reply_unsent(self) -> Reply {
+        Late {
+            sent: false,
+            ..self
+        }
+        .reply()
     }
 
     /// The fallback's answer now, or `Down` without one.
@@ -1152,10 +1164,11 @@ impl Late {
             // reply was lost) and counted the strike the zone did not: the
             // challenge sent takes one back when paid.
             Reply::Checked(checked)
-                if self.op
-                    == Op::Check {
-                        offence: Offence::Unpaid,
-                    } =>
+                if self.sent
+                    && self.op
+                        == Op::Check {
+                            offence: Offence::Unpaid,
+                        } =>
             {
                 Reply::Checked(Checked {
                     maybe_struck: !checked.verdict.allowed,

@@ -103,7 +103,11 @@ impl RedisStore {
             }
             // The spend script, recording whatever the breaker says (the
             // zone decided it), takes back the 429's strike in Redis too
-            // when it is the first record of the token.
+            // when it is the first record of the token. (Whatever the
+            // token's `st`: while Redis failed, a check it ran may have
+            // struck for a 429 the zone answered without one, so the
+            // write takes one back, if Redis holds an unpaid strike:
+            // never below 0.)
             let ms = replay.expires_at_ms.saturating_sub(now).max(1);
             let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
             call.push(|w| w.extend_from_slice(replay.key.as_bytes()));
