@@ -64,19 +64,7 @@ my $dir = $t->testdir;
 my $url = 'http://127.0.0.1:' . $t->port(8080) . '/gate/data.json';
 
 # run(@argv) -> ($exit_code, $stdout, $stderr)
-sub run {
-    my (@argv) = @_;
-    my ($out, $err) = map { $t->path("run.$_") } qw(out err);
-    my $pid = fork // die "fork: $!";
-    if (!$pid) {
-        open STDOUT, '>', $out or die "$out: $!";
-        open STDERR, '>', $err or die "$err: $!";
-        exec @argv;
-        exit 127;
-    }
-    waitpid($pid, 0);
-    return ($? >> 8, $t->read_file('run.out'), $t->read_file('run.err'));
-}
+sub run { $t->run_argv(@_) }
 
 # What the server answered one client: "status result" counts, e.g.
 # "200 pass x2, 200 solved x8, 429 challenge x8".

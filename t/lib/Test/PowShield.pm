@@ -177,6 +177,22 @@ sub write_file {
     return $path;
 }
 
+# $t->run_argv(@argv) -> ($exit_code, $stdout, $stderr): runs a program
+# (no shell), its output in the test directory.
+sub run_argv {
+    my ($self, @argv) = @_;
+    my ($out, $err) = map { $self->path("run.$_") } qw(out err);
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        open STDOUT, '>', $out or die "$out: $!";
+        open STDERR, '>', $err or die "$err: $!";
+        exec @argv;
+        exit 127;
+    }
+    waitpid($pid, 0);
+    return ($? >> 8, $self->read_file('run.out'), $self->read_file('run.err'));
+}
+
 sub read_file {
     my ($self, $name) = @_;
     my $path = $self->path($name);
