@@ -157,6 +157,8 @@ impl Model {
                     self.answered += 1;
                     assert!(self.answered <= self.pushed, "more answers than requests");
                 }
+                // Only a subscriber's pipeline (Sentinel's) hands frames on.
+                Event::Push(_) => panic!("a push on a connection that never subscribed"),
             }
             last_step = false;
         }
