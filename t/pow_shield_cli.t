@@ -258,7 +258,7 @@ sub seen {
     my ($rc, $out, $err) = cli('bad', 'block');
     is($rc, 110, 'bad: blocked, exit 110');
     like($err, qr/blocked by the server's circuit breaker/, 'bad: says so');
-    is($out, '', 'bad: no output');
+    is($out, 'Blocked by Circuit Breaker', 'bad: the block body on stdout, as curl prints it');
     like(seen('bad'), qr/403 blocked$/, 'bad: one blocked request, no retry');
 }
 

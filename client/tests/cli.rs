@@ -41,7 +41,8 @@ fn blocked_exits_110_and_banned_111_with_a_message() {
         let out = run(&["get", &fake.url]);
         assert_eq!(out.status.code(), Some(code), "{shield}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(shield));
-        assert!(out.stdout.is_empty(), "{shield}");
+        // The body on stdout, as curl prints it.
+        assert_eq!(out.stdout, b"Blocked by Circuit Breaker", "{shield}");
         assert_eq!(fake.requests().len(), 1, "{shield}: nothing sent after it");
     }
 }
@@ -70,7 +71,10 @@ fn blocked_include_shows_the_block_response_head() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{text}");
     assert!(text.contains("\r\nX-PoW-Shield: blocked\r\n"), "{text}");
-    assert!(text.ends_with("\r\nContent-Length: 26\r\n\r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\nContent-Length: 26\r\n\r\nBlocked by Circuit Breaker"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -342,10 +342,9 @@ impl Run<'_> {
             Ok(())
         };
         loop {
-            // The breaker's refusal is shown as curl shows it to -i and -w
-            // (its status line and headers, its 403), then exits with its
-            // own code (110) and the error on stderr; its body (the same
-            // message) is not written.
+            // The breaker's refusal is shown as curl shows it (its status
+            // line and headers to -i, its 403 to -w, its body), then exits
+            // with its own code (110) and the error on stderr.
             let (mut reply, refusal) = match self.send(&req) {
                 Ok(r) => (r, None),
                 Err(Refused {
@@ -404,8 +403,8 @@ impl Run<'_> {
                 req.url = next;
                 continue;
             }
-            // -I writes no body, nor -f of an error, nor a refusal.
-            if head_only || refusal.is_some() || failing && !m.get_flag("fail-with-body") {
+            // -I writes no body, nor -f of an error (a refusal's included).
+            if head_only || failing && !m.get_flag("fail-with-body") {
                 let code = refusal.as_ref().map_or(exit::OK, |e| self.failed(e));
                 return self.finish(out, code);
             }
@@ -431,6 +430,9 @@ impl Run<'_> {
                     }
                     return self.complain(exit::WRITE, &format!("writing the response: {e}"));
                 }
+            }
+            if let Some(e) = &refusal {
+                return self.finish(out, self.failed(e));
             }
             if failing {
                 return self.finish(
