@@ -128,9 +128,17 @@ impl Stores {
         match redis.ask(op, subject, fallback, waiter) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
-            Poll::Down if self.fallback => Some(self.on_zone(op.standing_in(), subject)),
+            Poll::Down if self.fallback => Some(self.standing_in(op, subject)),
             Poll::Down => Some(Reply::Down),
-            Poll::Busy => Some(self.on_zone(op.standing_in(), subject)),
+            Poll::Busy => Some(self.standing_in(op, subject)),
+        }
+    }
+
+    /// The zone decides what Redis could not.
+    fn standing_in(&self, op: Op, subject: &Subject) -> Reply {
+        match &self.zone {
+            Some(zone) => zone.stand_in(op, subject, now()),
+            None => Reply::Down,
         }
     }
 

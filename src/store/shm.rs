@@ -40,6 +40,14 @@ impl ShmStore {
         u64::from_le_bytes(id) >> 11
     }
 
+    /// Runs one operation for Redis, standing in for it (the `local`
+    /// fallback, a full queue): as `run`, but an unpaid refusal is no
+    /// strike (`Op::standing_in`). Every stand-in of cluster mode comes
+    /// here.
+    pub fn stand_in(&self, op: Op, subject: &Subject, now: Now) -> Reply {
+        self.run(op.standing_in(), subject, now)
+    }
+
     /// Runs one operation under the zone's lock.
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
         self.zone.with_locked(|zone, alloc| {

@@ -44,11 +44,16 @@ const FAILED: Op = Op::Check {
 };
 
 fn solution(n: u8) -> Op {
+    spend(n, true)
+}
+
+/// The spend of solution `n`, whose 429 counted a strike if `forgive`.
+fn spend(n: u8, forgive: bool) -> Op {
     Op::Spend(Solution {
         digest: [n; 32],
         spent_until_ms: 60_000,
         generation: None,
-        forgive: true,
+        forgive,
     })
 }
 
@@ -275,15 +280,6 @@ fn a_refusal_by_a_stacked_limit_strikes_once() {
     assert_eq!(s.strikes(KEY), 1);
 }
 
-fn unforgiving(n: u8) -> Op {
-    Op::Spend(Solution {
-        digest: [n; 32],
-        spent_until_ms: 60_000,
-        generation: None,
-        forgive: false,
-    })
-}
-
 #[test]
 fn paying_a_challenge_that_counted_no_strike_takes_back_none_earned_elsewhere() {
     let mut s = MemoryStore::default();
@@ -293,7 +289,7 @@ fn paying_a_challenge_that_counted_no_strike_takes_back_none_earned_elsewhere() 
     s.ask(OFFENCE, &on);
     assert_eq!(s.strikes(KEY), 2);
     assert!(matches!(
-        s.ask(unforgiving(1), &on),
+        s.ask(spend(1, false), &on),
         Reply::Spent(Spent::Accepted(st)) if st.strikes == 2
     ));
     assert_eq!(s.strikes(KEY), 2, "a strikes-off location's token");

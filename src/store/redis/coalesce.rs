@@ -213,11 +213,10 @@ impl RedisStore {
         // that finds the queue full is.
         let op = Op::Check {
             offence: Offence::Unpaid,
-        }
-        .standing_in();
+        };
         for (waiter, late) in joiners.take() {
             let reply = match (unavailable, &self.local) {
-                (Unavailable::Busy, Some(zone)) => zone.run(op, &subject, crate::store::now()),
+                (Unavailable::Busy, Some(zone)) => zone.stand_in(op, &subject, crate::store::now()),
                 _ => late.reply_unsent(),
             };
             waiter.deliver(reply);

@@ -37,10 +37,12 @@ use pow_shield_core::store::refusals::{opened_block, refusal_key, Batches};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Spendable, Struck, Subject};
 
 mod coalesce;
+mod late;
 mod outage;
 mod refusals;
 
 use coalesce::Group;
+use late::Late;
 use refusals::{BatchContext, BatchTimer};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
@@ -1094,88 +1096,4 @@ fn seeds(conf: &RedisConf) -> Vec<Seed> {
             addr: *addr,
         })
         .collect()
-}
-
-/// A request's operation, kept to ask the fallback if Redis fails it late
-/// (the request's own memory may be gone by then: the key is copied).
-struct Late {
-    op: Op,
-    fallback: Option<(ShmStore, Copied)>,
-    /// A spend only Redis can decide (a solution of Redis's generation: the
-    /// zone does not know what other nodes spent through Redis): not spent
-    /// now (a fresh challenge, no strike) instead of asking the fallback.
-    redis_only: bool,
-    /// The call reached Redis (which may have run it before failing).
-    sent: bool,
-}
-
-/// A [`Subject`] that owns its key.
-struct Copied {
-    key: Vec<u8>,
-    limits: Limits,
-    approx: bool,
-    rules: BreakerRules,
-    rising: bool,
-}
-
-impl Late {
-    fn new(op: Op, subject: &Subject, fallback: Option<ShmStore>) -> Self {
-        let copied = || Copied {
-            key: subject.key.to_vec(),
-            limits: subject.limits,
-            approx: subject.approx,
-            rules: subject.rules,
-            rising: subject.rising,
-        };
-        Late {
-            op,
-            fallback: fallback.map(|zone| (zone, copied())),
-            redis_only: false,
-            sent: true,
-        }
-    }
-
-    /// The fallback's answer for a call that never reached Redis.
-    fn reply_unsent(self) -> Reply {
-        Late {
-            sent: false,
-            ..self
-        }
-        .reply()
-    }
-
-    /// The fallback's answer now, or `Down` without one.
-    fn reply(self) -> Reply {
-        if self.redis_only {
-            return Reply::Spent(Spent::Unavailable);
-        }
-        let Some((zone, copied)) = self.fallback else {
-            return Reply::Down;
-        };
-        let subject = Subject {
-            key: &copied.key,
-            limits: copied.limits,
-            approx: copied.approx,
-            rules: copied.rules,
-            rising: copied.rising,
-        };
-        match zone.run(self.op.standing_in(), &subject, super::now()) {
-            // Redis may have run the check before it failed late (only its
-            // reply was lost) and counted the strike the zone did not: the
-            // challenge sent takes one back when paid.
-            Reply::Checked(checked)
-                if self.sent
-                    && self.op
-                        == Op::Check {
-                            offence: Offence::Unpaid,
-                        } =>
-            {
-                Reply::Checked(Checked {
-                    maybe_struck: !checked.verdict.allowed,
-                    ..checked
-                })
-            }
-            reply => reply,
-        }
-    }
 }

@@ -1,6 +1,8 @@
 //! The scripts' texts and the decoding of their replies.
 
 use super::*;
+use crate::limiter::breaker::{Block, BreakerStatus, Tripped};
+use crate::limiter::{RateLimit, Spent, Verdict};
 
 const PER_MINUTE_60: RateLimit = RateLimit {
     requests: 60,

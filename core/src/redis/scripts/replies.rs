@@ -1,0 +1,281 @@
+//! The scripts' replies, decoded and checked (`redis::scripts`): every
+//! integer a script returns is bounded before the module uses it.
+
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
+use crate::limiter::{RateLimit, Spent, Verdict};
+use crate::store::Checked;
+
+/// Number of integers the sliding-window script returns.
+pub const REPLY_LEN: usize = 10;
+
+/// Most requests of one client one coalesced check decides.
+pub const MAX_COALESCED: usize = 64;
+
+/// A script reply that does not have the expected shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// Not the number of integers the script returns.
+    #[error("script returned {len} integers, expected {expected}")]
+    WrongLength {
+        /// Integers received.
+        len: usize,
+        /// Integers expected.
+        expected: usize,
+    },
+    /// A negative count or duration.
+    #[error("script returned a negative value at position {index}")]
+    Negative {
+        /// 0-based position in the reply.
+        index: usize,
+    },
+    /// A value that cannot be what the script computes (flag not 0/1,
+    /// remaining above the limit).
+    #[error("script returned an impossible value at position {index}")]
+    OutOfRange {
+        /// 0-based position in the reply.
+        index: usize,
+    },
+}
+
+/// Decodes the sliding-window script's reply for `limit`.
+pub fn verdict_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+) -> Result<(Verdict, BreakerStatus), ReplyError> {
+    let [allowed, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, _] =
+        fields::<REPLY_LEN>(reply)?;
+    let status = [s, b, ms, t];
+    let allowed = match allowed {
+        0 => false,
+        1 => true,
+        _ => return Err(ReplyError::OutOfRange { index: 0 }),
+    };
+    let remaining = u32::try_from(remaining)
+        .ok()
+        .filter(|r| *r <= limit.requests)
+        .ok_or(ReplyError::OutOfRange { index: 1 })?;
+    let verdict = Verdict {
+        allowed,
+        remaining,
+        reset_after_ms,
+        retry_after_ms,
+        over: saturate(over),
+        limit: 0,
+    };
+    Ok((verdict, breaker_status(status, 5)?))
+}
+
+/// What one call of the window script decided for `k` requests of one
+/// client at once ([`coalesced_from_reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coalesced {
+    /// The first `admitted` requests are admitted.
+    pub admitted: u32,
+    /// Of the rest, the next `struck` are refused with a strike each;
+    /// the ones after them are blocked (the breaker opened on the last
+    /// strike), unless strikes are off (then all are refused).
+    pub struck: u32,
+    /// The window after the call (`allowed` true if any was admitted;
+    /// `remaining` after the last admission, `over` after every refusal).
+    pub verdict: Verdict,
+    /// The breaker after the call.
+    pub breaker: BreakerStatus,
+}
+
+impl Coalesced {
+    /// The answer of request `i` (0-based, in arrival order) of the `k`
+    /// the call decided, as `k` calls one after the other would have
+    /// answered.
+    pub fn nth(&self, i: u32, k: u32, rules: BreakerRules) -> Checked {
+        let b = self.breaker;
+        if b.block != Block::Clear {
+            return Checked {
+                breaker: b,
+                ..Checked::default()
+            };
+        }
+        let before = b.strikes.saturating_sub(self.struck);
+        if i < self.admitted {
+            return Checked {
+                verdict: Verdict {
+                    allowed: true,
+                    remaining: self.verdict.remaining + (self.admitted - 1 - i),
+                    retry_after_ms: 0,
+                    over: 0,
+                    ..self.verdict
+                },
+                breaker: BreakerStatus {
+                    strikes: before,
+                    ..BreakerStatus::default()
+                },
+                ..Checked::default()
+            };
+        }
+        let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
+        let over = self
+            .verdict
+            .over
+            .saturating_sub(refused)
+            .saturating_add(j + 1);
+        let verdict = Verdict {
+            allowed: false,
+            remaining: 0,
+            over,
+            ..self.verdict
+        };
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        if threshold == 0 || j < self.struck {
+            let struck = j < self.struck;
+            return Checked {
+                verdict,
+                breaker: BreakerStatus {
+                    strikes: if struck { before + j + 1 } else { b.strikes },
+                    tripped: if struck && j + 1 == self.struck {
+                        b.tripped
+                    } else {
+                        None
+                    },
+                    ..BreakerStatus::default()
+                },
+                struck,
+                ..Checked::default()
+            };
+        }
+        // After the strike that opened the breaker: blocked.
+        let opened = BreakerStatus {
+            tripped: b.tripped.or(Some(Tripped::Opened)),
+            ..b
+        };
+        Checked {
+            breaker: crate::store::refusals::opened_block(&opened, rules).unwrap_or(b),
+            ..Checked::default()
+        }
+    }
+}
+
+/// Decodes the window script's reply to a call for `k` requests.
+pub fn coalesced_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+    k: u32,
+) -> Result<Coalesced, ReplyError> {
+    let [admitted, remaining, reset_after_ms, retry_after_ms, over, s, b, ms, t, struck] =
+        fields::<REPLY_LEN>(reply)?;
+    let admitted = u32::try_from(admitted)
+        .ok()
+        .filter(|a| *a <= k)
+        .ok_or(ReplyError::OutOfRange { index: 0 })?;
+    let remaining = u32::try_from(remaining)
+        .ok()
+        .filter(|r| *r <= limit.requests)
+        .ok_or(ReplyError::OutOfRange { index: 1 })?;
+    let struck = u32::try_from(struck)
+        .ok()
+        .filter(|s| *s <= k - admitted)
+        .ok_or(ReplyError::OutOfRange { index: 9 })?;
+    Ok(Coalesced {
+        admitted,
+        struck,
+        verdict: Verdict {
+            allowed: admitted > 0,
+            remaining,
+            reset_after_ms,
+            retry_after_ms,
+            over: saturate(over),
+            limit: 0,
+        },
+        breaker: breaker_status([s, b, ms, t], 5)?,
+    })
+}
+
+/// Decodes the strike script's reply.
+pub fn standing_from_reply(reply: &[i64]) -> Result<BreakerStatus, ReplyError> {
+    breaker_status(fields::<4>(reply)?, 0)
+}
+
+/// Decodes the spend script's reply.
+pub fn spent_from_reply(reply: &[i64]) -> Result<Spent, ReplyError> {
+    let [spent, strikes, block, block_ms] = fields::<4>(reply)?;
+    match spent {
+        0 => Ok(Spent::Replayed),
+        1 => Ok(Spent::Accepted(breaker_status([strikes, 0, 0, 0], 1)?)),
+        2 => match breaker_status([strikes, block, block_ms, 0], 1)? {
+            breaker if breaker.block != Block::Clear => Ok(Spent::Blocked(breaker)),
+            _ => Err(ReplyError::OutOfRange { index: 2 }),
+        },
+        _ => Err(ReplyError::OutOfRange { index: 0 }),
+    }
+}
+
+/// Decodes the batch script's reply: the refusals Redis counts in the
+/// window and the client's breaker after the batch.
+pub fn batch_from_reply(reply: &[i64]) -> Result<(u32, BreakerStatus), ReplyError> {
+    let [over, status @ ..] = fields::<5>(reply)?;
+    Ok((saturate(over), breaker_status(status, 1)?))
+}
+
+/// The integers of the batch script's reply (a bulk string of decimal
+/// integers separated by spaces); `None` if it is anything else.
+pub fn batch_text(text: &[u8]) -> Option<Vec<i64>> {
+    core::str::from_utf8(text)
+        .ok()?
+        .split(' ')
+        .map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Decodes the batch script's reply for `clients` clients, in order.
+pub fn batches_from_reply(
+    reply: &[i64],
+    clients: usize,
+) -> Result<Vec<(u32, BreakerStatus)>, ReplyError> {
+    if reply.len() != 5 * clients {
+        return Err(ReplyError::WrongLength {
+            len: reply.len(),
+            expected: 5 * clients,
+        });
+    }
+    reply.chunks(5).map(batch_from_reply).collect()
+}
+
+/// `{strikes, block, block_ms, tripped}`, found at position `at` of a reply.
+fn breaker_status(
+    [strikes, block, block_ms, tripped]: [u64; 4],
+    at: usize,
+) -> Result<BreakerStatus, ReplyError> {
+    let block = match block {
+        0 => Block::Clear,
+        1 => Block::Blocked,
+        2 => Block::Banned,
+        _ => return Err(ReplyError::OutOfRange { index: at + 1 }),
+    };
+    let tripped = match tripped {
+        0 => None,
+        1 => Some(Tripped::Opened),
+        2 => Some(Tripped::Banned),
+        _ => return Err(ReplyError::OutOfRange { index: at + 3 }),
+    };
+    Ok(BreakerStatus {
+        strikes: saturate(strikes),
+        block,
+        block_ms,
+        tripped,
+    })
+}
+
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The reply as `N` non-negative integers.
+pub(super) fn fields<const N: usize>(reply: &[i64]) -> Result<[u64; N], ReplyError> {
+    let reply: &[i64; N] = reply.try_into().map_err(|_| ReplyError::WrongLength {
+        len: reply.len(),
+        expected: N,
+    })?;
+    let mut out = [0u64; N];
+    for (index, (dst, src)) in out.iter_mut().zip(reply).enumerate() {
+        *dst = u64::try_from(*src).map_err(|_| ReplyError::Negative { index })?;
+    }
+    Ok(out)
+}
