@@ -11,10 +11,13 @@
 //!   client and interval;
 //! - `metrics`: the counters a worker keeps and the Prometheus text;
 //! - `values`: the directives' value parsers;
+//! - `cluster`: cluster mode above the Redis client: who decides what
+//!   Redis did not answer;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
 //!   health and back-off, replays, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod headers;

@@ -7,8 +7,9 @@
 //! Two stores: [`ShmStore`] (local mode, the `local` fallback, and the
 //! stand-in for a busy Redis; answers at once) and [`RedisStore`] (cluster
 //! mode, answers later through a [`Waiter`] from nginx's event loop).
-//! [`Stores`] chains them by `pow_shield_fail`, a late Redis failure
-//! included, so the handler never learns which mode it runs in.
+//! [`Stores`] asks Redis, and what Redis does not answer, now or later,
+//! is decided by one rule (`pow_shield_core::cluster::fallback`), asked in
+//! one place ([`Late::decide`]).
 
 mod redis;
 mod shm;
@@ -22,8 +23,12 @@ use ngx::core::Status;
 pub use self::redis::RedisStore;
 pub use self::shm::ShmStore;
 use crate::config::MainConf;
+pub use pow_shield_core::cluster::fallback::Failure;
+use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
+use pow_shield_core::limiter::breaker::BreakerRules;
+use pow_shield_core::limiter::{Limits, Spent};
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{Now, Op, Reply, Subject};
+use pow_shield_core::store::{Checked, Now, Op, Reply, Solution, Subject};
 use pow_shield_core::values::FailPolicy;
 
 /// A store's answer, now or later.
@@ -31,12 +36,8 @@ pub enum Poll {
     Ready(Reply),
     /// The answer will be delivered to the waiter.
     Pending,
-    /// Redis is down: the fallback, if any, decides.
-    Down,
-    /// Redis's queue is full (`MAX_IN_FLIGHT` commands wait):
-    /// back-pressure, decided by the zone whatever `pow_shield_fail` says,
-    /// never passed uncounted.
-    Busy,
+    /// Redis did not take it: the fallback rule decides (`Late::decide`).
+    Failed(Failure, Box<Late>),
 }
 
 /// Where a store delivers a late answer: the request's resume event is
@@ -45,6 +46,8 @@ pub struct Waiter {
     answer: Cell<Option<Reply>>,
     /// The request's resume event; null once the request is gone.
     wake: Cell<*mut ngx_event_t>,
+    /// What it asked, for the fallback rule if Redis fails it.
+    late: Cell<Option<Box<Late>>>,
 }
 
 impl Waiter {
@@ -52,11 +55,38 @@ impl Waiter {
         Rc::new(Self {
             answer: Cell::new(None),
             wake: Cell::new(wake),
+            late: Cell::new(None),
         })
+    }
+
+    /// Keeps what the request asked until it has its answer: the fallback
+    /// rule decides it if Redis does not answer (`fall_back`).
+    pub fn keep(&self, late: Box<Late>) {
+        self.late.set(Some(late));
+    }
+
+    /// What the request asked, back (the call was not sent).
+    pub fn take_late(&self) -> Option<Box<Late>> {
+        self.late.take()
+    }
+
+    /// Redis did not answer (`sent`: after the call reached it): the
+    /// fallback rule decides for a request still waiting (one gone
+    /// meanwhile is neither counted, struck nor spent). What it returns
+    /// the zone spent, to write to Redis later.
+    pub fn fall_back(&self, failure: Failure, sent: bool) -> Option<Replay> {
+        let late = self.late.take()?;
+        if !self.is_waiting() {
+            return None;
+        }
+        let decided = late.decide(failure, sent);
+        self.deliver(decided.reply);
+        decided.replay
     }
 
     /// Stores the answer and wakes the request, unless it has gone away.
     pub fn deliver(&self, answer: Reply) {
+        self.late.take();
         let wake = self.wake.replace(core::ptr::null_mut());
         if wake.is_null() {
             return;
@@ -95,58 +125,154 @@ thread_local! {
     static REDIS: RefCell<Option<Rc<RedisStore>>> = const { RefCell::new(None) };
 }
 
-/// The stores of one request: the primary (Redis in cluster mode, else the
-/// zone) and, under `pow_shield_fail local`, the zone as its fallback. A
-/// busy Redis hands its requests to the zone under every policy.
+/// The stores of one request: Redis in cluster mode, and the zone (the
+/// store of local mode; in cluster mode the stand-in the fallback rule
+/// chooses: `pow_shield_core::cluster::fallback`).
 pub struct Stores {
     redis: Option<Rc<RedisStore>>,
     zone: Option<ShmStore>,
-    /// `pow_shield_fail local` in cluster mode: the zone decides what Redis
-    /// could not.
-    fallback: bool,
+    /// `pow_shield_fail local`.
+    fail_local: bool,
 }
 
 impl Stores {
     /// The stores for a request under `fail`.
     pub fn new(mcf: &MainConf, fail: FailPolicy) -> Self {
-        let redis = REDIS.try_with(|r| r.borrow().clone()).ok().flatten();
         Stores {
-            fallback: redis.is_none() || fail == FailPolicy::Local,
-            redis,
+            redis: REDIS.try_with(|r| r.borrow().clone()).ok().flatten(),
             zone: ShmStore::new(mcf),
+            fail_local: fail == FailPolicy::Local,
         }
     }
 
     /// Asks `op`: at once from the zone, or later from Redis through the
-    /// waiter (`None`). A Redis that fails it, now or later, hands it to
-    /// the fallback; `Reply::Down` reaches the decision only without one.
+    /// waiter (`None`). What Redis does not take, now or later, the
+    /// fallback rule decides (`Late::decide`); `Reply::Down` reaches the
+    /// decision only when it leaves it to `pow_shield_fail`.
     pub fn ask(&self, op: Op, subject: &Subject, waiter: &mut NewWaiter) -> Option<Reply> {
         let Some(redis) = &self.redis else {
-            return Some(self.on_zone(op, subject));
+            return Some(match &self.zone {
+                Some(zone) => zone.run(op, subject, now()),
+                // No zone to decide with (nginx could not map it).
+                None => Reply::Down,
+            });
         };
-        let fallback = self.fallback.then(|| self.zone.clone()).flatten();
-        match redis.ask(op, subject, fallback, waiter) {
+        // A solution of Redis's generation: only Redis knows what other
+        // nodes spent in it.
+        let redis_only = match op {
+            Op::Spend(solution) => redis.generations().spent_in(solution.generation).is_some(),
+            _ => false,
+        };
+        let late = Box::new(Late {
+            op,
+            key: subject.key.to_vec(),
+            limits: subject.limits,
+            approx: subject.approx,
+            rules: subject.rules,
+            rising: subject.rising,
+            zone: self.zone.clone(),
+            fail_local: self.fail_local,
+            redis_only,
+        });
+        match redis.ask(op, subject, late, waiter) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
-            Poll::Down if self.fallback => Some(self.standing_in(op, subject)),
-            Poll::Down => Some(Reply::Down),
-            Poll::Busy => Some(self.standing_in(op, subject)),
+            Poll::Failed(failure, late) => {
+                let decided = late.decide(failure, false);
+                if let Some(replay) = decided.replay {
+                    redis.replay_later(&replay);
+                }
+                Some(decided.reply)
+            }
         }
     }
+}
 
-    /// The zone decides what Redis could not.
-    fn standing_in(&self, op: Op, subject: &Subject) -> Reply {
-        match &self.zone {
-            Some(zone) => zone.stand_in(op, subject, now()),
+/// What a request asked of Redis, kept so that the fallback rule can
+/// decide it if Redis does not answer, now or later (the request's own
+/// memory may be gone by then: the key is copied).
+pub struct Late {
+    op: Op,
+    key: Vec<u8>,
+    limits: Limits,
+    approx: bool,
+    rules: BreakerRules,
+    rising: bool,
+    zone: Option<ShmStore>,
+    fail_local: bool,
+    redis_only: bool,
+}
+
+/// A spend the zone made for Redis, to write there once it answers.
+pub struct Replay {
+    pub key: Vec<u8>,
+    pub solution: Solution,
+}
+
+/// What the fallback rule decided for a request Redis did not answer.
+struct Decided {
+    reply: Reply,
+    replay: Option<Replay>,
+}
+
+impl Late {
+    /// The one place the fallback rule is asked (`fallback::decider`),
+    /// and what it says carried out.
+    fn decide(self, failure: Failure, sent: bool) -> Decided {
+        let decider = fallback::decider(Unanswered {
+            op: self.op,
+            failure,
+            sent,
+            fail_local: self.fail_local,
+            zone: self.zone.is_some(),
+            redis_only: self.redis_only,
+        });
+        let (maybe_struck, replay) = match (decider, &self.zone) {
+            (
+                Decider::Zone {
+                    maybe_struck,
+                    replay,
+                },
+                Some(_),
+            ) => (maybe_struck, replay),
+            (Decider::NotNow, _) => return Decided::now(Reply::Spent(Spent::Unavailable)),
+            _ => return Decided::now(Reply::Down),
+        };
+        let subject = Subject {
+            key: &self.key,
+            limits: self.limits,
+            approx: self.approx,
+            rules: self.rules,
+            rising: self.rising,
+        };
+        let reply = match self
+            .zone
+            .as_ref()
+            .map(|zone| zone.stand_in(self.op, &subject, now()))
+        {
+            Some(Reply::Checked(checked)) if maybe_struck => Reply::Checked(Checked {
+                maybe_struck: !checked.verdict.allowed,
+                ..checked
+            }),
+            Some(reply) => reply,
             None => Reply::Down,
-        }
+        };
+        let replay = match self.op {
+            Op::Spend(solution) | Op::Forgive(solution) if replay => Some(Replay {
+                key: self.key,
+                solution,
+            }),
+            _ => None,
+        };
+        Decided { reply, replay }
     }
+}
 
-    fn on_zone(&self, op: Op, subject: &Subject) -> Reply {
-        match &self.zone {
-            Some(zone) => zone.run(op, subject, now()),
-            // No zone to decide with (nginx could not map it).
-            None => Reply::Down,
+impl Decided {
+    fn now(reply: Reply) -> Self {
+        Decided {
+            reply,
+            replay: None,
         }
     }
 }

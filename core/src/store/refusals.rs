@@ -141,8 +141,9 @@ impl Refusal {
     /// `None`: past `T`, or Redis's word is not fresh (unless `stale_ok`:
     /// Redis has not answered the node's last batch for the client, or is
     /// down: asking it would only wait): ask Redis.
-    /// `redis_up`: Redis takes commands (else the strike reaching the
-    /// threshold is refused here too: Redis counts it with the batch).
+    /// `redis_up`: Redis takes commands; while it does not, nothing is
+    /// refused here (the fallback rule decides, as for any request: under
+    /// `local` the zone's own window, breaker and spends).
     /// The refusal is left for a worker to send (`pending`) only if Redis
     /// needs it: it is a strike, or `rising` difficulty reads the count.
     pub fn refuse(
@@ -152,6 +153,9 @@ impl Refusal {
         (stale_ok, redis_up): (bool, bool),
         rising: bool,
     ) -> Option<Refused> {
+        if !redis_up {
+            return None;
+        }
         let threshold = rules.strikes.map_or(0, |s| s.threshold);
         // Without strikes only `T` matters: nothing Redis hears of since
         // (there is no block to learn) changes the answer; a rising price
@@ -168,7 +172,7 @@ impl Refusal {
         // with every strike the node counted (the worker asking takes them
         // along): spends on other nodes may have taken back strikes this
         // node still counts (a paying client is never blocked for them).
-        if redis_up && threshold > 0 && self.strikes.saturating_add(1) >= threshold {
+        if threshold > 0 && self.strikes.saturating_add(1) >= threshold {
             return None;
         }
         self.over = self.over.saturating_add(1);

@@ -12,12 +12,10 @@ use std::rc::Rc;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{Late, RedisStore};
+use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
-use crate::redis::client::Unavailable;
 use crate::redis::router::Rebuild;
-use crate::store::NewWaiter;
-use crate::store::Waiter;
+use crate::store::{Failure, Late, NewWaiter, Waiter};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};
@@ -25,39 +23,42 @@ use pow_shield_core::redis::generation;
 use pow_shield_core::redis::script_call;
 use pow_shield_core::redis::scripts::{self, MAX_COALESCED};
 use pow_shield_core::store::refusals::opened_block;
-use pow_shield_core::store::{Checked, Offence, Op, Reply, Subject};
+use pow_shield_core::store::{Checked, Offence, Reply, Subject};
 
 /// The requests waiting for a client's check on its way.
 pub(super) struct Group {
     rules: BreakerRules,
     /// The joiners' `Subject::rising`.
     rising: bool,
-    joiners: Vec<(Rc<Waiter>, Late)>,
+    /// Each keeps what its request asked (`Waiter::keep`).
+    joiners: Vec<Rc<Waiter>>,
 }
 
-type Joiners = Rc<RefCell<Vec<(Rc<Waiter>, Late)>>>;
+type Joiners = Rc<RefCell<Vec<Rc<Waiter>>>>;
 
 impl RedisStore {
     /// Joins the check of `refusal` on its way, if there is one for the
-    /// same rules with room: the request then waits for it (`None`).
-    /// `Some`: none; the request asks on its own.
+    /// same rules with room: the request then waits for it (`Ok`).
+    /// `Err`: none; the request asks on its own.
     pub(super) fn join(
         &self,
         refusal: &[u8],
         rules: BreakerRules,
         rising: bool,
-        late: Late,
+        late: Box<Late>,
         waiter: &mut NewWaiter,
-    ) -> Option<Late> {
+    ) -> Result<(), Box<Late>> {
         let Ok(mut groups) = self.groups.try_borrow_mut() else {
-            return Some(late);
+            return Err(late);
         };
         match groups.get_mut(refusal) {
             Some(group) if group.rules == rules && group.rising == rising => {
-                group.joiners.push((waiter(), late));
-                None
+                let waiter = waiter();
+                waiter.keep(late);
+                group.joiners.push(waiter);
+                Ok(())
             }
-            _ => Some(late),
+            _ => Err(late),
         }
     }
 
@@ -95,13 +96,14 @@ impl RedisStore {
         let rising = group.rising;
         let subject = joiners_subject(key, limit, rules, rising);
         let mut rest = Vec::new();
-        for (waiter, late) in group.joiners {
+        for waiter in group.joiners {
             // A request gone meanwhile is neither counted nor struck.
             if !waiter.is_waiting() {
                 continue;
             }
             if !answered {
-                waiter.deliver(late.reply());
+                // (A check: nothing to write later.)
+                let _ = waiter.fall_back(Failure::Down, true);
             } else if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
                 waiter.deliver(Reply::Checked(Checked {
                     breaker,
@@ -110,7 +112,7 @@ impl RedisStore {
             } else if let Some(refused) = self.refuse_locally(&subject, limit) {
                 waiter.deliver(Reply::Checked(refused.checked));
             } else {
-                rest.push((waiter, late));
+                rest.push(waiter);
             }
         }
         if rest.is_empty() {
@@ -141,7 +143,7 @@ impl RedisStore {
         key: &[u8],
         limit: RateLimit,
         (rules, rising): (BreakerRules, bool),
-        joiners: Vec<(Rc<Waiter>, Late)>,
+        joiners: Vec<Rc<Waiter>>,
     ) -> bool {
         // What the node counted for the client goes first (the joiners
         // refused here just now among it): Redis decides on every strike.
@@ -184,7 +186,7 @@ impl RedisStore {
                     } else if c.admitted < k {
                         store.learn_refusal(&owned_refusal, &c.verdict, &c.breaker, asked_ms);
                     }
-                    for (i, (waiter, _)) in joiners.into_iter().enumerate() {
+                    for (i, waiter) in joiners.into_iter().enumerate() {
                         let checked = Checked {
                             generation,
                             ..c.nth(i as u32, k, rules)
@@ -193,10 +195,8 @@ impl RedisStore {
                     }
                 }
                 None => {
-                    for (waiter, late) in joiners {
-                        if waiter.is_waiting() {
-                            waiter.deliver(late.reply());
-                        }
+                    for waiter in joiners {
+                        let _ = waiter.fall_back(Failure::Down, true);
                     }
                 }
             }
@@ -208,18 +208,9 @@ impl RedisStore {
         else {
             return true;
         };
-        // Not sent. Down: decided as a late failure is (the fallback);
-        // busy: by the zone whatever pow_shield_fail says, as a request
-        // that finds the queue full is.
-        let op = Op::Check {
-            offence: Offence::Unpaid,
-        };
-        for (waiter, late) in joiners.take() {
-            let reply = match (unavailable, &self.local) {
-                (Unavailable::Busy, Some(zone)) => zone.stand_in(op, &subject, crate::store::now()),
-                _ => late.reply_unsent(),
-            };
-            waiter.deliver(reply);
+        // Not sent: the fallback rule decides each.
+        for waiter in joiners.take() {
+            let _ = waiter.fall_back(failure(unavailable), false);
         }
         false
     }

@@ -14,7 +14,7 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{NewWaiter, Poll, ShmStore};
+use super::{Failure, Late, NewWaiter, Poll, Replay, ShmStore};
 use crate::config::RedisConf;
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::{Client, PeerName, Settings, Tls, Unavailable};
@@ -37,12 +37,10 @@ use pow_shield_core::store::refusals::{opened_block, refusal_key, Batches};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Spendable, Struck, Subject};
 
 mod coalesce;
-mod late;
 mod outage;
 mod refusals;
 
 use coalesce::Group;
-use late::Late;
 use refusals::{BatchContext, BatchTimer};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
@@ -459,7 +457,7 @@ impl RedisStore {
         script: &'static str,
         slot_key: &[u8],
         call: ScriptCall,
-        late: Late,
+        late: Box<Late>,
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
     ) -> Poll {
@@ -474,7 +472,7 @@ impl RedisStore {
         script: &'static str,
         slot_key: &[u8],
         call: ScriptCall,
-        late: Late,
+        late: Box<Late>,
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
         then: impl FnOnce() + 'static,
@@ -485,21 +483,27 @@ impl RedisStore {
         let copy = evalsha.clone();
         let eval: Rebuild = Rc::new(move || script_call::eval(&copy, shared, script));
         let waiter = waiter();
+        waiter.keep(late);
+        let (held, store) = (waiter.clone(), self.me.clone());
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            let reply = on_reply(frame.as_ref().and_then(integers));
-            // The fallback decides only for a request still waiting: a
-            // request gone meanwhile must not be counted, struck or spent.
-            match reply {
+            match on_reply(frame.as_ref().and_then(integers)) {
                 Some(reply) => waiter.deliver(reply),
-                None if waiter.is_waiting() => waiter.deliver(late.reply()),
-                None => {}
+                None => {
+                    let replay = waiter.fall_back(Failure::Down, true);
+                    if let (Some(replay), Some(store)) = (replay, store.upgrade()) {
+                        store.replay_later(&replay);
+                    }
+                }
             }
             then();
         });
         match self.router.submit(slot_key, evalsha, Some(eval), on_reply) {
             Ok(()) => Poll::Pending,
-            Err(Unavailable::Busy) => Poll::Busy,
-            Err(Unavailable::Down) => Poll::Down,
+            Err(unavailable) => match held.take_late() {
+                Some(late) => Poll::Failed(failure(unavailable), late),
+                // (Kept above; nothing else takes it.)
+                None => Poll::Ready(Reply::Down),
+            },
         }
     }
 
@@ -550,17 +554,10 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// Asks Redis for `op`; a failure now is the caller's (`Down`, `Busy`),
-    /// a failure later is asked of `fallback` before the answer is
-    /// delivered.
-    pub fn ask(
-        &self,
-        op: Op,
-        subject: &Subject,
-        fallback: Option<ShmStore>,
-        waiter: &mut NewWaiter,
-    ) -> Poll {
-        let late = Late::new(op, subject, fallback);
+    /// Asks Redis for `op`; what Redis does not take now comes back with
+    /// `late` (`Poll::Failed`), and a failure later is decided through the
+    /// waiter, which keeps it (`Waiter::fall_back`).
+    pub fn ask(&self, op: Op, subject: &Subject, late: Box<Late>, waiter: &mut NewWaiter) -> Poll {
         match op {
             Op::Check { offence } => match subject.limits.as_slice() {
                 // (Stacked limits: all of them, in the same call.)
@@ -575,7 +572,7 @@ impl RedisStore {
                 })),
             },
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
-            Op::Forgive(solution) => self.forgive(subject, solution),
+            Op::Forgive(_) => self.forgive(late),
             Op::Strike => self.strike(subject, late, waiter),
         }
     }
@@ -585,7 +582,7 @@ impl RedisStore {
         subject: &Subject,
         limit: RateLimit,
         offence: Offence,
-        late: Late,
+        late: Box<Late>,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let rules = subject.rules;
@@ -643,14 +640,14 @@ impl RedisStore {
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it (coalesce.rs).
         let coalesce = offence == Offence::Unpaid && !subject.approx;
-        let (late, waiter) = match (&refusal, coalesce) {
+        let late = match (&refusal, coalesce) {
             (Some(refusal), true) => {
                 match self.join(refusal, rules, subject.rising, late, waiter) {
-                    None => return Poll::Pending,
-                    Some(late) => (late, waiter),
+                    Ok(()) => return Poll::Pending,
+                    Err(late) => late,
                 }
             }
-            _ => (late, waiter),
+            _ => late,
         };
         let store = self.me.clone();
         let tag = client_tag(subject.key);
@@ -813,7 +810,7 @@ impl RedisStore {
         call
     }
 
-    fn strike(&self, subject: &Subject, late: Late, waiter: &mut NewWaiter) -> Poll {
+    fn strike(&self, subject: &Subject, late: Box<Late>, waiter: &mut NewWaiter) -> Poll {
         let (key, rules) = (subject.key, subject.rules);
         if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
             return Poll::Ready(Reply::Struck(Struck {
@@ -860,7 +857,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         solution: Solution,
-        mut late: Late,
+        late: Box<Late>,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
@@ -883,10 +880,7 @@ impl RedisStore {
         // Within Redis's generation (a Redis Cluster: the slot's),
         // atomically; a challenge issued here during an outage is spent as
         // before: the zone has its spend.
-        let in_generation = solution
-            .generation
-            .filter(|gen| *gen != self.local_generation);
-        late.redis_only = in_generation.is_some();
+        let in_generation = self.generations().spent_in(solution.generation);
         let gen_spend: &'static str = match self.cluster {
             true => &generation::SLOT_GEN_SPEND_SCRIPT,
             false => &generation::GEN_SPEND_SCRIPT,
@@ -923,8 +917,7 @@ impl RedisStore {
         }
         let store = self.me.clone();
         let slot = generation::slot_of_tag(tag.as_bytes());
-        let (queued_key, queued_tag) = (spent_key.clone(), tag.clone());
-        let poll = self.call_script(
+        self.call_script(
             script,
             spent_key.as_bytes(),
             call,
@@ -948,14 +941,7 @@ impl RedisStore {
                     }
                     return Some(Reply::Spent(Spent::Stale(renewed)));
                 }
-                let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok());
-                let Some(spent) = spent else {
-                    // The fallback may spend it: write it to Redis later.
-                    if let Some(store) = store {
-                        store.queue_replay(&digest, queued_key, queued_tag, expires_at_ms);
-                    }
-                    return None;
-                };
+                let spent = reply.and_then(|r| scripts::spent_from_reply(&r).ok())?;
                 Some(Reply::Spent(match spent {
                     // First in Redis, but maybe spent here while Redis was
                     // down (and not written to it yet, or dropped from the
@@ -982,37 +968,37 @@ impl RedisStore {
                     spent @ (Spent::Replayed | Spent::Stale(_) | Spent::Unavailable) => spent,
                 }))
             },
-        );
-        match poll {
-            // Redis's generation, and Redis can't take it now: not spent
-            // (a fresh challenge, no strike), never left to the zone.
-            Poll::Down | Poll::Busy if in_generation.is_some() => {
-                Poll::Ready(Reply::Spent(Spent::Unavailable))
-            }
-            // The zone decides it now (the fallback, or a busy Redis's
-            // stand-in): written to Redis once it takes commands again.
-            Poll::Down | Poll::Busy => {
-                self.queue_replay(&digest, spent_key, tag, expires_at_ms);
-                poll
-            }
-            poll => poll,
-        }
+        )
     }
 }
 
 impl RedisStore {
     /// A solution of Redis's generation while Redis is unavailable: the
-    /// zone records it (the fallback, `Poll::Down`) and it waits in the
-    /// replay queue, whose write takes back its 429's strike in Redis.
+    /// fallback rule may have the zone record it, to be written to Redis
+    /// (`replay_later`), whose write takes back its 429's strike there.
     /// While Redis answers, nothing (the fresh challenge pays it back).
-    fn forgive(&self, subject: &Subject, solution: Solution) -> Poll {
+    fn forgive(&self, late: Box<Late>) -> Poll {
         if self.router.is_healthy() || self.local.is_none() {
             return Poll::Ready(Reply::Spent(Spent::Unavailable));
         }
-        let spent_key = self.spent_key(&solution.digest, subject.key);
-        let tag = client_tag(subject.key);
-        self.queue_replay(&solution.digest, spent_key, tag, solution.spent_until_ms);
-        Poll::Down
+        Poll::Failed(Failure::Down, late)
+    }
+
+    /// The zone spent (or recorded) a token for Redis: written to Redis
+    /// once it takes commands again.
+    pub fn replay_later(&self, replay: &Replay) {
+        let digest = &replay.solution.digest;
+        let spent_key = self.spent_key(digest, &replay.key);
+        let tag = client_tag(&replay.key);
+        self.queue_replay(digest, spent_key, tag, replay.solution.spent_until_ms);
+    }
+}
+
+/// Why the router did not take a call.
+fn failure(unavailable: Unavailable) -> Failure {
+    match unavailable {
+        Unavailable::Down => Failure::Down,
+        Unavailable::Busy => Failure::Busy,
     }
 }
 

@@ -127,14 +127,9 @@ impl RedisStore {
     pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
         let local = self.local.as_ref()?;
         let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
-        // While Redis is unavailable `pow_shield_fail` decides, as for any
-        // request (under `local` the zone's own bucket, breaker and spends:
-        // its breaker opens on time, and a client paying the fallback's
-        // challenges is not struck again once Redis is back).
+        // (While Redis is unavailable the refusal says no: the fallback
+        // rule decides.)
         let redis_up = self.router.is_healthy();
-        if !redis_up {
-            return None;
-        }
         // A Redis Cluster: the challenge carries the slot's generation, so
         // only once this worker knows it (else Redis decides, and says it).
         let generation = match self.cluster {

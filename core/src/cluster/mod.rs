@@ -1,0 +1,4 @@
+//! Cluster mode's pure parts, above the Redis client (`redis`): who
+//! decides what Redis did not answer (`fallback`).
+
+pub mod fallback;
