@@ -14,7 +14,7 @@
 //! - `cluster`: cluster mode above the Redis client: who decides what
 //!   Redis did not answer;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
-//!   health and back-off, replays, the `pow_shield_redis` URL.
+//!   health and back-off, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
 pub mod cluster;

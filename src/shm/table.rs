@@ -15,9 +15,9 @@ use nginx_sys::{
 };
 
 use super::Allocator;
+use pow_shield_core::cluster::refusals::LocalRefusal;
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::window::SlidingWindow;
-use pow_shield_core::store::refusals::Refusal;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
@@ -30,7 +30,7 @@ use pow_shield_core::store::INLINE_KEY;
 union Payload {
     window: SlidingWindow,
     strikes: StrikeCounter,
-    refusal: Refusal,
+    refusal: LocalRefusal,
 }
 
 // An entry fills one 256-byte slab slot (a window's 16 slots need more
@@ -65,7 +65,7 @@ impl Entry {
     }
 
     /// The refusal of a refusals-table entry (zeroed when new).
-    pub fn refusal(&mut self) -> &mut Refusal {
+    pub fn refusal(&mut self) -> &mut LocalRefusal {
         // SAFETY: as in `window`.
         unsafe { &mut self.payload.refusal }
     }

@@ -4,7 +4,7 @@
 //! more spends a solved challenge. What is asked and answered is the
 //! core's vocabulary (`pow_shield_core::store`: `Op` → `Reply`).
 //!
-//! Two stores: [`ShmStore`] (local mode, the `local` fallback, and the
+//! Two stores: [`ZoneStore`] (local mode, the `local` fallback, and the
 //! stand-in for a busy Redis; answers at once) and [`RedisStore`] (cluster
 //! mode, answers later through a [`Waiter`] from nginx's event loop).
 //! [`Stores`] asks Redis, and what Redis does not answer, now or later,
@@ -12,7 +12,7 @@
 //! one place ([`Late::decide`]).
 
 mod redis;
-mod shm;
+mod zone;
 
 use core::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -20,8 +20,9 @@ use std::rc::Rc;
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
 use ngx::core::Status;
 
+use self::redis::NodeCache;
 pub use self::redis::RedisStore;
-pub use self::shm::ShmStore;
+pub use self::zone::ZoneStore;
 use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Failure;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
@@ -130,7 +131,7 @@ thread_local! {
 /// chooses: `pow_shield_core::cluster::fallback`).
 pub struct Stores {
     redis: Option<Rc<RedisStore>>,
-    zone: Option<ShmStore>,
+    zone: Option<ZoneStore>,
     /// `pow_shield_fail local`.
     fail_local: bool,
 }
@@ -140,7 +141,7 @@ impl Stores {
     pub fn new(mcf: &MainConf, fail: FailPolicy) -> Self {
         Stores {
             redis: REDIS.try_with(|r| r.borrow().clone()).ok().flatten(),
-            zone: ShmStore::new(mcf),
+            zone: ZoneStore::new(mcf),
             fail_local: fail == FailPolicy::Local,
         }
     }
@@ -198,7 +199,7 @@ pub struct Late {
     approx: bool,
     rules: BreakerRules,
     rising: bool,
-    zone: Option<ShmStore>,
+    zone: Option<ZoneStore>,
     fail_local: bool,
     redis_only: bool,
 }
@@ -333,7 +334,7 @@ pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };
-    match RedisStore::start(conf, ShmStore::new(mcf), cycle.log) {
+    match RedisStore::start(conf, NodeCache::new(mcf), cycle.log) {
         Some(store) => {
             let _ = REDIS.try_with(|r| *r.borrow_mut() = Some(store));
         }

@@ -4,7 +4,7 @@
 //! `script_call`; slots, the cluster map and redirections in `cluster`;
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
 //! in `pipeline`; what it logs, refuses and when it retries in `health`;
-//! spends to write after an outage in `replays`; what Sentinel answers in
+//! what Sentinel answers in
 //! `sentinel`; the data generation a spend must fall in, in `generation`.
 
 pub mod cluster;
@@ -13,7 +13,6 @@ pub mod generation;
 pub mod health;
 pub mod keys;
 pub mod pipeline;
-pub mod replays;
 pub mod retries;
 pub mod script_call;
 pub mod scripts;

@@ -15,7 +15,6 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 mod memory;
-pub mod refusals;
 mod table_key;
 #[cfg(test)]
 mod tests;

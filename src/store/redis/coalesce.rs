@@ -14,15 +14,14 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
-use crate::redis::router::Rebuild;
 use crate::store::{Failure, Late, NewWaiter, Waiter};
+use pow_shield_core::cluster::calls;
+use pow_shield_core::cluster::refusals::opened_block;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};
-use pow_shield_core::redis::generation;
-use pow_shield_core::redis::script_call;
+use pow_shield_core::redis::generation::slot_of_tag;
 use pow_shield_core::redis::scripts::{self, MAX_COALESCED};
-use pow_shield_core::store::refusals::opened_block;
 use pow_shield_core::store::{Checked, Offence, Reply, Subject};
 
 /// The requests waiting for a client's check on its way.
@@ -104,7 +103,7 @@ impl RedisStore {
             if !answered {
                 // (A check: nothing to write later.)
                 let _ = waiter.fall_back(Failure::Down, true);
-            } else if let Some(breaker) = self.known_block(key, rules, monotonic_ms()) {
+            } else if let Some(breaker) = self.known_block(key, rules) {
                 waiter.deliver(Reply::Checked(Checked {
                     breaker,
                     ..Checked::default()
@@ -151,22 +150,24 @@ impl RedisStore {
         self.send_batch_now(&subject);
         let k = joiners.len() as u32;
         let tag = client_tag(key);
-        let (script, call) =
-            self.window_call(tag.as_bytes(), limit, false, Offence::Unpaid, rules, k);
-        let (evalsha, shared) = call.finish();
-        let copy = evalsha.clone();
-        let eval: Rebuild = Rc::new(move || script_call::eval(&copy, shared, script));
+        let call = self.calls.check(
+            tag.as_bytes(),
+            &subject,
+            Offence::Unpaid,
+            k,
+            self.next_seq(),
+        );
         let asked_ms = monotonic_ms();
         let joiners: Joiners = Rc::new(RefCell::new(joiners));
         let waiting = joiners.clone();
         let store = self.me.clone();
         let remember = self.block_keeper(key, rules);
         let (owned_refusal, owned_key) = (refusal.to_vec(), key.to_vec());
-        let (cluster, slot) = (self.cluster, generation::slot_of_tag(tag.as_bytes()));
+        let (cluster, slot) = (self.cluster, slot_of_tag(tag.as_bytes()));
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let reply = frame.as_ref().and_then(integers).unwrap_or_default();
             // A Redis Cluster's refusal answers the slot's generation too.
-            let (reply, generation) = super::split_generation(cluster, &reply);
+            let (reply, generation) = calls::split_generation(cluster, &reply);
             let decided = scripts::coalesced_from_reply(reply, limit, k).ok();
             let joiners = waiting.take();
             let Some(store) = store.upgrade() else {
@@ -202,10 +203,7 @@ impl RedisStore {
             }
             store.release(&owned_refusal, &owned_key, limit, rules, decided.is_some());
         });
-        let Err(unavailable) = self
-            .router
-            .submit(tag.as_bytes(), evalsha, Some(eval), on_reply)
-        else {
+        let Err(unavailable) = self.send(tag.as_bytes(), call, on_reply) else {
             return true;
         };
         // Not sent: the fallback rule decides each.

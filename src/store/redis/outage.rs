@@ -4,25 +4,25 @@
 //! again, by the spend script (so that they take back the 429's strike
 //! there too), in batches that never crowd out the requests' commands.
 
-use std::rc::Rc;
-
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::{RedisStore, MAX_REPLAYS, REPLAY_BATCH};
+use super::{RedisStore, MAX_REPLAYS};
 use crate::ffi::{monotonic_ms, now_ms};
-use crate::redis::router::Rebuild;
+use pow_shield_core::cluster::replays::Queued;
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::redis::command::integers;
-use pow_shield_core::redis::replays::Queued;
-use pow_shield_core::redis::script_call::{self, ScriptCall};
-use pow_shield_core::redis::scripts;
+
+/// Queued spends written per request or reconnect: well under the
+/// client's cap of commands in flight, so the writes never crowd out the
+/// requests' own commands after an outage.
+const REPLAY_BATCH: usize = 64;
 
 impl RedisStore {
     /// Whether the node's replay cache holds the token.
     pub(super) fn spent_locally(&self, digest: &[u8; 32], now_ms: u64) -> bool {
-        self.local
+        self.cache
             .as_ref()
-            .is_some_and(|local| local.is_spent(digest, now_ms))
+            .is_some_and(|cache| cache.is_spent(digest, now_ms))
     }
 
     /// Records a spend Redis accepted in the node's replay cache too, so
@@ -40,12 +40,12 @@ impl RedisStore {
         key: &[u8],
         rules: BreakerRules,
     ) -> bool {
-        let Some(local) = &self.local else {
+        let Some(cache) = &self.cache else {
             return true;
         };
-        let recorded = local.record_spent(digest, expires_at_ms, now_ms);
+        let recorded = cache.record_spent(digest, expires_at_ms, now_ms);
         if recorded == Ok(true) {
-            local.forgive(key, rules, monotonic_ms());
+            cache.forgive(key, rules, monotonic_ms());
         }
         !matches!(recorded, Ok(false))
     }
@@ -59,7 +59,7 @@ impl RedisStore {
         tag: String,
         expires_at_ms: u64,
     ) {
-        if self.local.is_none() {
+        if self.cache.is_none() {
             return;
         }
         let Ok(mut replays) = self.replays.try_borrow_mut() else {
@@ -108,15 +108,8 @@ impl RedisStore {
             // struck for a 429 the zone answered without one, so the
             // write takes one back, if Redis holds an unpaid strike:
             // never below 0.)
-            let ms = replay.expires_at_ms.saturating_sub(now).max(1);
-            let mut call = ScriptCall::new(&self.spend_sha, 4, 6);
-            call.push(|w| w.extend_from_slice(replay.key.as_bytes()));
-            self.breaker_keys(&mut call, replay.tag.as_bytes());
-            call.num(ms).num(0).num(0).num(0).num(0).num(1);
-            let (evalsha, shared) = call.finish();
-            let copy = evalsha.clone();
-            let eval: Rebuild =
-                Rc::new(move || script_call::eval(&copy, shared, scripts::SPEND_SCRIPT));
+            let ms = replay.expires_at_ms.saturating_sub(now);
+            let call = self.calls.replay(&replay.key, replay.tag.as_bytes(), ms);
             // Whether Redis knew it doesn't matter (this node refuses the
             // token anyway), only that it took it: if not (e.g. a restarted
             // cluster master answers CLUSTERDOWN at first), it waits again.
@@ -130,11 +123,7 @@ impl RedisStore {
             });
             // Routed by its own key: in a cluster, its slot.
             let key = replay.key.clone();
-            if self
-                .router
-                .submit(key.as_bytes(), evalsha, Some(eval), on_reply)
-                .is_err()
-            {
+            if self.send(key.as_bytes(), call, on_reply).is_err() {
                 refused = true;
                 self.queue_replay(&replay.digest, replay.key, replay.tag, replay.expires_at_ms);
             }

@@ -1,4 +1,4 @@
-//! Local refusals in cluster mode (docs/operations.md, "What is decided
+//! Local refusals and their batches in cluster mode (docs/operations.md, "What is decided
 //! where"): a client Redis refused until `T` is refused by the node itself
 //! until then (the cache is in the zone: every worker, across reloads), and
 //! each such refusal is a strike counted at once in the zone. The worker
@@ -11,22 +11,19 @@
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::ptr;
-use std::rc::Rc;
 
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::RedisStore;
 use crate::ffi::monotonic_ms;
-use crate::redis::router::Rebuild;
+use pow_shield_core::cluster::calls::BatchOf;
+use pow_shield_core::cluster::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::client_tag;
-use pow_shield_core::redis::generation;
-use pow_shield_core::redis::keys::{self, ClientKey};
-use pow_shield_core::redis::script_call::{self, ScriptCall};
+use pow_shield_core::redis::generation::slot_of_tag;
 use pow_shield_core::redis::scripts;
-use pow_shield_core::store::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
 use pow_shield_core::store::{Checked, Subject};
 
 /// An exiting worker waits this long for Redis to take its batches, then
@@ -125,7 +122,7 @@ impl RedisStore {
     /// An unpaid request of a client Redis refused until a `T` still
     /// ahead: refused here, its strike counted now and sent later.
     pub(super) fn refuse_locally(&self, subject: &Subject, limit: RateLimit) -> Option<Refused> {
-        let local = self.local.as_ref()?;
+        let cache = self.cache.as_ref()?;
         let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
         // (While Redis is unavailable the refusal says no: the fallback
         // rule decides.)
@@ -135,7 +132,7 @@ impl RedisStore {
         let generation = match self.cluster {
             true => {
                 let tag = client_tag(subject.key);
-                Some(self.slot_generation(generation::slot_of_tag(tag.as_bytes()))?)
+                Some(self.slot_generation(slot_of_tag(tag.as_bytes()))?)
             }
             false => None,
         };
@@ -145,7 +142,7 @@ impl RedisStore {
             .batches
             .try_borrow()
             .is_ok_and(|b| b.awaiting(&refusal));
-        let refused = local.refuse_locally(
+        let refused = cache.refuse_locally(
             &refusal,
             subject.rules,
             fresh_monotonic_ms(),
@@ -172,13 +169,13 @@ impl RedisStore {
 
     /// Takes what the zone holds of `refusal` into this worker's batch.
     fn take_pending(&self, refusal: &[u8], context: impl FnOnce() -> BatchContext) {
-        let Some(local) = &self.local else {
+        let Some(cache) = &self.cache else {
             return;
         };
         let Ok(mut batches) = self.batches.try_borrow_mut() else {
             return;
         };
-        let n = local.take_pending(refusal);
+        let n = cache.take_pending(refusal);
         if n > 0 {
             batches.add(refusal, n, context);
         }
@@ -192,8 +189,8 @@ impl RedisStore {
         breaker: &BreakerStatus,
         asked_ms: u64,
     ) {
-        if let Some(local) = &self.local {
-            local.learn_refusal(refusal, verdict, breaker, asked_ms);
+        if let Some(cache) = &self.cache {
+            cache.learn_refusal(refusal, verdict, breaker, asked_ms);
         }
     }
 
@@ -203,15 +200,15 @@ impl RedisStore {
     /// the batches waiting go now.
     pub(super) fn on_connected(&self) {
         if self.connected_once.replace(true) {
-            if let Some(local) = &self.local {
-                local.forget_refusals();
+            if let Some(cache) = &self.cache {
+                cache.forget_refusals();
             }
         }
         let due = match self.batches.try_borrow_mut() {
             Ok(mut batches) => {
-                if let Some(local) = &self.local {
+                if let Some(cache) = &self.cache {
                     for key in batches.keys() {
-                        batches.take_more(&key, local.take_pending(&key));
+                        batches.take_more(&key, cache.take_pending(&key));
                     }
                 }
                 batches.due(monotonic_ms(), |_| 0)
@@ -230,8 +227,8 @@ impl RedisStore {
 
     /// Forgets the client's refusal (a block supersedes it).
     pub(super) fn forget_refusal(&self, refusal: &[u8]) {
-        if let Some(local) = &self.local {
-            local.forget_refusal(refusal);
+        if let Some(cache) = &self.cache {
+            cache.forget_refusal(refusal);
         }
     }
 
@@ -284,8 +281,8 @@ impl RedisStore {
         let (due, room) = match self.batches.try_borrow_mut() {
             Ok(mut batches) => {
                 for key in &keys {
-                    if let Some(local) = &self.local {
-                        batches.take_more(key, local.take_pending(key));
+                    if let Some(cache) = &self.cache {
+                        batches.take_more(key, cache.take_pending(key));
                     }
                     batches.settle(key);
                 }
@@ -355,27 +352,16 @@ impl RedisStore {
             return;
         };
         let slot = first.tag.clone();
-        let prefix = self.prefix.as_bytes();
-        let mut call = ScriptCall::new(&self.batch_sha, 6 * taken.len(), 8 * taken.len());
-        for (_, _, ctx) in &taken {
-            let tag = ctx.tag.as_bytes();
-            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-            call.push(key(ClientKey::Refused(ctx.limit)));
-            self.breaker_keys(&mut call, tag);
-            call.push(key(ClientKey::Batches(self.node_id)))
-                .push(key(ClientKey::Paid));
-        }
-        for (_, sending, ctx) in &taken {
-            call.num(sending.total).num(ctx.limit.window_ms);
-            for rule in scripts::rules(ctx.rules) {
-                call.num(rule);
-            }
-            call.num(sending.run).num(sending.base);
-        }
-        let (evalsha, shared) = call.finish();
-        let copy = evalsha.clone();
-        let eval: Rebuild =
-            Rc::new(move || script_call::eval(&copy, shared, scripts::BATCH_SCRIPT));
+        let of: Vec<BatchOf> = taken
+            .iter()
+            .map(|(_, sending, ctx)| BatchOf {
+                tag: ctx.tag.as_bytes(),
+                limit: ctx.limit,
+                rules: ctx.rules,
+                sending: *sending,
+            })
+            .collect();
+        let call = self.calls.batch(&of);
         let store = self.me.clone();
         type Keep = Box<dyn FnOnce(BreakerStatus)>;
         let sent: Vec<(Vec<u8>, Sending, Keep)> = taken
@@ -413,22 +399,18 @@ impl RedisStore {
                     Ok(mut batches) => batches.acknowledged(&refusal, sending),
                     Err(_) => 0,
                 };
-                if let Some(local) = &store.local {
-                    local.refusals_sent(&refusal, newly, over, breaker.strikes);
+                if let Some(cache) = &store.cache {
+                    cache.refusals_sent(&refusal, newly, over, breaker.strikes);
                     // Blocked (maybe by another node): blocked here too
                     // from now on, and Redis decides once it ends.
                     if breaker.block != Block::Clear {
-                        local.forget_refusal(&refusal);
+                        cache.forget_refusal(&refusal);
                     }
                 }
                 remember(breaker);
             }
         });
-        if self
-            .router
-            .submit(slot.as_bytes(), evalsha, Some(eval), on_reply)
-            .is_err()
-        {
+        if self.send(slot.as_bytes(), call, on_reply).is_err() {
             if let Ok(mut batches) = self.batches.try_borrow_mut() {
                 for (refusal, sending) in &failed {
                     batches.failed(refusal, *sending);

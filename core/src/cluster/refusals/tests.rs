@@ -23,8 +23,8 @@ fn redis_refused(retry_after_ms: u64, reset_after_ms: u64, over: u32) -> Verdict
     }
 }
 
-fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> Refusal {
-    let mut r = Refusal::default();
+fn learnt(asked_ms: u64, retry_after_ms: u64, strikes: u32) -> LocalRefusal {
+    let mut r = LocalRefusal::default();
     let breaker = BreakerStatus {
         strikes,
         ..BreakerStatus::default()
@@ -58,7 +58,7 @@ fn refused_just_before_t_and_never_at_or_after_it() {
 fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
     // Redis read its clock at or after 1_000: a slot frees at 1_000 + 500
     // or later, so the node stops refusing at 1_500 at the latest.
-    let mut r = Refusal::default();
+    let mut r = LocalRefusal::default();
     let t = r.learn(
         &redis_refused(500, 500, 1),
         &BreakerStatus::default(),
@@ -70,7 +70,7 @@ fn t_counts_from_when_the_check_was_sent_not_when_the_reply_came() {
 #[test]
 fn a_refusal_whose_reset_is_far_before_t_is_not_kept() {
     // (The limit was lowered while the window held requests.)
-    let mut r = Refusal::default();
+    let mut r = LocalRefusal::default();
     let far = redis_refused(100_000, 1_000, 1);
     assert_eq!(r.learn(&far, &BreakerStatus::default(), 0), None);
 }
@@ -96,7 +96,7 @@ fn redis_is_asked_again_once_its_word_is_older_than_fresh_ms() {
 
 #[test]
 fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
-    let mut r = Refusal::default();
+    let mut r = LocalRefusal::default();
     let asked = u64::from(u32::MAX) - 100;
     r.learn(
         &redis_refused(500, 500, 1),
@@ -121,7 +121,7 @@ fn t_survives_the_32_bit_wrap_of_the_monotonic_clock() {
 
 #[test]
 fn a_local_refusal_carries_the_headers_redis_would_have_sent() {
-    let mut r = Refusal::default();
+    let mut r = LocalRefusal::default();
     // Redis: a slot frees in 800 ms, the oldest entry leaves in 300 ms.
     r.learn(
         &redis_refused(800, 300, 3),

@@ -44,7 +44,7 @@ pub const QUIET_FRESH_MS: u64 = 2_000;
 /// valid value: it lives in a zone entry's payload).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refusal {
+pub struct LocalRefusal {
     /// `T`, on the monotonic clock (its low 32 bits: `T` is never more
     /// than two windows, two days, away): until then the client stays
     /// refused.
@@ -82,7 +82,7 @@ pub struct Refused {
     pub checked: Checked,
 }
 
-impl Refusal {
+impl LocalRefusal {
     /// Learns Redis's refusal of a check sent at `asked_ms` (monotonic):
     /// `T` is `asked_ms` plus the reply's `Retry-After`, never later than
     /// Redis's own. What this node counted but did not send yet stays

@@ -1,0 +1,201 @@
+//! What each operation sends, word by word (the scripts' KEYS and ARGV
+//! contracts: core/src/redis/scripts.rs), and what their replies mean.
+
+use super::*;
+use crate::limiter::breaker::{BanRule, StrikeRule};
+use crate::limiter::Limits;
+
+const LIMIT: RateLimit = RateLimit {
+    requests: 5,
+    window_ms: 60_000,
+};
+
+const RULES: BreakerRules = BreakerRules {
+    strikes: Some(StrikeRule {
+        threshold: 3,
+        ttl_ms: 600_000,
+    }),
+    ban: Some(BanRule {
+        after: 2,
+        ttl_ms: 86_400_000,
+    }),
+};
+
+/// The words of an encoded RESP array.
+fn words(command: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(command).into_owned();
+    let mut lines = text.split("\r\n");
+    let n: usize = lines.next().unwrap()[1..].parse().unwrap();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let _len = lines.next().unwrap();
+        out.push(lines.next().unwrap().to_owned());
+    }
+    out
+}
+
+fn subject<'a>(key: &'a [u8], limits: Limits, approx: bool) -> Subject<'a> {
+    Subject {
+        key,
+        limits,
+        approx,
+        rules: RULES,
+        rising: false,
+    }
+}
+
+fn tail(call: &Call, skip: usize) -> Vec<String> {
+    words(&call.evalsha)[skip..].to_vec()
+}
+
+#[test]
+fn a_check_sends_its_keys_then_the_limit_member_offence_and_rules() {
+    let calls = Calls::new("ps:", 0xab, 7, false);
+    let s = subject(b"10.0.0.1", Limits::one(LIMIT), false);
+    let call = calls.check(b"t", &s, Offence::Unpaid, 1, 9);
+    let w = words(&call.evalsha);
+    assert_eq!(w[0], "EVALSHA");
+    assert_eq!(w[1], scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT));
+    assert_eq!(w[2], "5", "five keys on one Redis");
+    assert_eq!(call.script, scripts::SLIDING_WINDOW_SCRIPT);
+    // limit, window, member, offence, the four rules.
+    assert_eq!(
+        tail(&call, 8),
+        ["5", "60000", "ab:7:9", "1", "3", "600000", "2", "86400000"]
+    );
+    // A coalesced burst says how many requests it decides.
+    let burst = calls.check(b"t", &s, Offence::Unpaid, 4, 10);
+    assert_eq!(words(&burst.evalsha).last().unwrap(), "4");
+    assert_eq!(words(&burst.evalsha).len(), words(&call.evalsha).len() + 1);
+}
+
+#[test]
+fn the_script_of_each_check_is_chosen_by_the_mode_and_the_limits() {
+    let one = Calls::new("ps:", 1, 1, false);
+    let cluster = Calls::new("ps:", 1, 1, true);
+    let exact = subject(b"k", Limits::one(LIMIT), false);
+    let approx = subject(b"k", Limits::one(LIMIT), true);
+    let mut two = Limits::one(LIMIT);
+    two.push(
+        RateLimit {
+            requests: 100,
+            window_ms: 3_600_000,
+        },
+        None,
+    )
+    .unwrap();
+    let stacked_subject = subject(b"k", two, false);
+    #[rustfmt::skip]
+    let table: [(&Calls, &Subject, &str, &str); 6] = [
+        (&one, &exact, scripts::SLIDING_WINDOW_SCRIPT, "5"),
+        (&one, &approx, scripts::APPROX_SCRIPT, "5"),
+        (&one, &stacked_subject, stacked::STACKED_SCRIPT, "7"),
+        (&cluster, &exact, &generation::SLOT_WINDOW_SCRIPT, "6"),
+        (&cluster, &approx, &generation::SLOT_APPROX_SCRIPT, "6"),
+        (&cluster, &stacked_subject, &generation::SLOT_STACKED_SCRIPT, "8"),
+    ];
+    for (i, (calls, s, script, keys)) in table.into_iter().enumerate() {
+        let call = calls.check(b"t", s, Offence::None, 1, 1);
+        assert_eq!(call.script, script, "row {i}");
+        let w = words(&call.evalsha);
+        assert_eq!(w[1], scripts::script_sha1(script), "row {i}");
+        assert_eq!(w[2], keys, "row {i}: keys");
+        assert!(calls.scripts().contains(&script), "row {i}: loaded");
+    }
+}
+
+#[test]
+fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
+    let one = Calls::new("ps:", 1, 1, false);
+    let solution = Solution {
+        digest: [3; 32],
+        spent_until_ms: 10_500,
+        generation: Some(42),
+        forgive: true,
+    };
+    let spent = one.spent_key(&solution.digest, b"k");
+    let plain = one.spend(&spent, b"t", &solution, RULES, None, 10_000);
+    let w = words(&plain.evalsha);
+    assert_eq!(plain.script, scripts::SPEND_SCRIPT);
+    assert_eq!(w[2], "6");
+    assert_eq!(w[3], spent);
+    assert_eq!(w[7], w[8], "no generation: the paid key again");
+    assert_eq!(
+        tail(&plain, 9),
+        ["500", "3", "600000", "2", "86400000", "0"]
+    );
+    let in_gen = one.spend(&spent, b"t", &solution, RULES, Some(42), 10_000);
+    let w = words(&in_gen.evalsha);
+    assert_eq!(w[7], "ps:gen");
+    assert_eq!(w.last().unwrap(), "42");
+    // A token whose 429 struck nothing takes nothing back.
+    let unstruck = Solution {
+        forgive: false,
+        ..solution
+    };
+    let w = words(
+        &one.spend(&spent, b"t", &unstruck, RULES, None, 10_000)
+            .evalsha,
+    );
+    assert_eq!(w.last().unwrap(), "2");
+    // A Redis Cluster: the slot's generation.
+    let cluster = Calls::new("ps:", 1, 1, true);
+    let w = words(
+        &cluster
+            .spend(&spent, b"t", &solution, RULES, Some(42), 10_000)
+            .evalsha,
+    );
+    assert!(w[7].starts_with("ps:"), "{}", w[7]);
+    assert_ne!(w[7], "ps:gen");
+}
+
+#[test]
+fn a_replay_is_written_whatever_the_breaker_says() {
+    let calls = Calls::new("ps:", 1, 1, false);
+    let call = calls.replay("ps:spent", b"t", 0);
+    assert_eq!(call.script, scripts::SPEND_SCRIPT);
+    assert_eq!(tail(&call, 7), ["1", "0", "0", "0", "0", "1"]);
+    assert!(call.eval().starts_with(b"*13\r\n$4\r\nEVAL\r\n"));
+}
+
+#[test]
+fn a_batch_carries_each_clients_keys_then_each_clients_numbers() {
+    let calls = Calls::new("ps:", 1, 1, false);
+    let sending = Sending {
+        run: 11,
+        total: 4,
+        base: 2,
+    };
+    let batch = BatchOf {
+        tag: b"t",
+        limit: LIMIT,
+        rules: RULES,
+        sending,
+    };
+    let call = calls.batch(&[batch, batch]);
+    let w = words(&call.evalsha);
+    assert_eq!(w[2], "12");
+    assert_eq!(
+        w[15..23],
+        ["4", "60000", "3", "600000", "2", "86400000", "11", "2"]
+    );
+    assert_eq!(w.len(), 3 + 12 + 16);
+}
+
+#[test]
+fn a_check_reply_says_whether_it_struck() {
+    let one = Limits::one(LIMIT);
+    let check = |reply: &[i64], offence| checked(false, reply, &one, RULES, offence);
+    let refused = [0, 0, 100, 100, 1, 1, 0, 0, 0, 1];
+    let answer = check(&refused, Offence::Unpaid).unwrap();
+    assert!(!answer.verdict.allowed);
+    assert!(answer.struck);
+    assert!(!check(&refused, Offence::None).unwrap().struck);
+    let blocked = [0, 0, 0, 0, 0, 3, 1, 5_000, 0, 0];
+    assert!(!check(&blocked, Offence::Unpaid).unwrap().struck);
+    assert_eq!(check(&[1, 2], Offence::None), None);
+    // A Redis Cluster's reply ends with the slot's generation.
+    let with_slot = [0, 0, 100, 100, 1, 1, 0, 0, 0, 1, 77];
+    let answer = checked(true, &with_slot, &one, RULES, Offence::Unpaid).unwrap();
+    assert_eq!(answer.generation, Some(77));
+}

@@ -1,0 +1,179 @@
+//! A worker's Redis store starts: the handshake every connection sends
+//! (AUTH, SELECT, every script of the mode loaded), and the router of the
+//! deployment (one Redis, Sentinel, or a Redis Cluster), whose connections
+//! come up without the worker waiting.
+
+use core::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use nginx_sys::ngx_log_t;
+
+use super::batches::BatchTimer;
+use super::{NodeCache, RedisStore, MAX_REPLAYS};
+use crate::config::RedisConf;
+use crate::redis::client::{Client, PeerName, Settings, Tls};
+use crate::redis::resolve::NameResolver;
+use crate::redis::router::{Cluster, NodeTemplate, Router, Seed, Sentinel, SentinelTemplate};
+use pow_shield_core::cluster::calls::Calls;
+use pow_shield_core::cluster::refusals::Batches;
+use pow_shield_core::cluster::replays::Replays;
+use pow_shield_core::cluster::tracker::Tracker;
+use pow_shield_core::redis::command::encode;
+use pow_shield_core::redis::url::{tls_name, RedisAddr};
+
+impl RedisStore {
+    /// Connects (without waiting) and returns the store.
+    pub fn start(
+        conf: &RedisConf,
+        cache: Option<NodeCache>,
+        log: *mut ngx_log_t,
+    ) -> Option<Rc<Self>> {
+        let mut handshake = Vec::new();
+        let target = &conf.target;
+        if let Some(password) = target.password.as_ref() {
+            let mut auth = Vec::new();
+            match target.username.as_deref() {
+                Some(user) if !user.is_empty() => {
+                    encode(&mut auth, &[b"AUTH", user.as_bytes(), password.as_bytes()])
+                }
+                _ => encode(&mut auth, &[b"AUTH", password.as_bytes()]),
+            }
+            handshake.push(("AUTH", auth));
+        }
+        if target.db != 0 {
+            let mut select = Vec::new();
+            encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
+            handshake.push(("SELECT", select));
+        }
+        let mut node = [0u8; 8];
+        getrandom::getrandom(&mut node).ok()?;
+        let node_id = u64::from_le_bytes(node);
+        let calls = Calls::new(
+            &conf.options.prefix,
+            node_id,
+            std::process::id(),
+            conf.options.cluster,
+        );
+        for script in calls.scripts() {
+            let mut load = Vec::new();
+            encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+            handshake.push(("SCRIPT LOAD", load));
+        }
+
+        let tls = match tls_name(target, &conf.options) {
+            Some(name) if !conf.ssl.is_null() => Some(Tls {
+                ssl: conf.ssl,
+                name: PeerName::new(name)?,
+                verify: conf.options.tls.verify,
+            }),
+            _ => None,
+        };
+
+        Some(Rc::new_cyclic(|me: &Weak<RedisStore>| {
+            let ready = me.clone();
+            let on_ready = move || {
+                if let Some(store) = ready.upgrade() {
+                    store.ask_generation();
+                    // The spends the fallback made first, then the refusals
+                    // counted before the outage: the spends take back the
+                    // strikes Redis holds, and the batch's strikes never
+                    // meet those Redis would have taken back already (a
+                    // paying client's breaker must not open in between).
+                    store.write_replays();
+                    store.on_connected();
+                }
+            };
+            let tls_template = (!conf.ssl.is_null()).then(|| {
+                (
+                    conf.ssl,
+                    conf.options.tls.name.clone(),
+                    conf.options.tls.verify,
+                )
+            });
+            let router = if let Some(sentinels) = &target.sentinel {
+                let mut sentinel_handshake = Vec::new();
+                if let Some(password) = &conf.options.sentinel_password {
+                    let mut auth = Vec::new();
+                    encode(&mut auth, &[b"AUTH", password.0.as_bytes()]);
+                    sentinel_handshake.push(("AUTH", auth));
+                }
+                let template = SentinelTemplate {
+                    master_name: sentinels.master.clone(),
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    sentinel_handshake,
+                    on_ready: Rc::new(on_ready),
+                    tls: tls_template,
+                    resolver: conf.resolver,
+                };
+                Router::Sentinel(Sentinel::start(template, seeds(conf), log))
+            } else if conf.options.cluster {
+                let template = NodeTemplate {
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    on_ready: Rc::new(on_ready),
+                    tls: tls_template,
+                    resolver: conf.resolver,
+                };
+                Router::Cluster(Cluster::start(template, seeds(conf), log))
+            } else {
+                let settings = Settings {
+                    addr: conf.addr,
+                    name: conf.display.clone(),
+                    timeout_ms: conf.options.timeout_ms as usize,
+                    connect_timeout_ms: conf.options.connect_timeout_ms as usize,
+                    handshake,
+                    on_ready: Some(Box::new(on_ready)),
+                    tls,
+                    cluster: false,
+                    on_push: None,
+                    resolve: match &target.addr {
+                        RedisAddr::Tcp { host, port } => {
+                            NameResolver::for_host(conf.resolver, host, *port)
+                        }
+                        RedisAddr::Unix { .. } => None,
+                    },
+                    outage: None,
+                };
+                Router::Single(Client::start(settings, log))
+            };
+            let local_generation = cache.as_ref().map_or(node_id >> 11, NodeCache::zone_id);
+            RedisStore {
+                router,
+                calls,
+                scope: pow_shield_core::cluster::refusals::scope(&[
+                    conf.display.as_bytes(),
+                    &target.db.to_le_bytes(),
+                    conf.options.prefix.as_bytes(),
+                ]),
+                cluster: conf.options.cluster,
+                seq: Cell::new(0),
+                cache,
+                generations: RefCell::new(Tracker::new(local_generation, conf.options.cluster)),
+                replays: RefCell::new(Replays::new(MAX_REPLAYS)),
+                batches: RefCell::new(Batches::default()),
+                batch_timer: BatchTimer::new(),
+                exiting_since: Cell::new(None),
+                connected_once: Cell::new(false),
+                groups: RefCell::new(HashMap::new()),
+                log,
+                me: me.clone(),
+            }
+        }))
+        .inspect(|store| store.attach_timer())
+    }
+}
+
+/// The configured nodes (a cluster's seeds, the sentinels), resolved.
+fn seeds(conf: &RedisConf) -> Vec<Seed> {
+    conf.seeds
+        .iter()
+        .map(|(node, addr)| Seed {
+            node: node.clone(),
+            addr: *addr,
+        })
+        .collect()
+}
