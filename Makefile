@@ -201,6 +201,7 @@ lint: deps-lint
 	  echo "shellcheck" $$scripts; shellcheck $$scripts
 	@echo "hadolint Dockerfile"; "$(HADOLINT)" Dockerfile
 	python3 tools/module_cycles.py src/lib.rs core/src/lib.rs
+	python3 tools/code_lines.py
 
 check: deps-build
 	$(CARGO) fmt --check
