@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
+use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Verdict};
 use crate::store::Checked;
 
@@ -431,22 +431,6 @@ impl<C: Clone> Batches<C> {
         self.batches.clear();
         lost
     }
-}
-
-/// The block the strike that tripped the breaker opened, for the node to
-/// keep (the next request is blocked, not refused once more): the strike
-/// TTL, or the ban's when it banned.
-pub fn opened_block(breaker: &BreakerStatus, rules: BreakerRules) -> Option<BreakerStatus> {
-    let (block, block_ms) = match (breaker.tripped?, rules.ban) {
-        (Tripped::Banned, Some(ban)) => (Block::Banned, ban.ttl_ms),
-        _ => (Block::Blocked, rules.strikes?.ttl_ms),
-    };
-    Some(BreakerStatus {
-        strikes: breaker.strikes,
-        block,
-        block_ms,
-        tripped: None,
-    })
 }
 
 /// The key of a client's refusal under `limit` (zone entry and batch):

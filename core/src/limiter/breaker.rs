@@ -262,6 +262,22 @@ impl StrikeCounter {
     }
 }
 
+/// The block the strike that tripped the breaker opened, for the node to
+/// keep (the next request is blocked, not refused once more): the strike
+/// TTL, or the ban's when it banned.
+pub fn opened_block(breaker: &BreakerStatus, rules: BreakerRules) -> Option<BreakerStatus> {
+    let (block, block_ms) = match (breaker.tripped?, rules.ban) {
+        (Tripped::Banned, Some(ban)) => (Block::Banned, ban.ttl_ms),
+        _ => (Block::Blocked, rules.strikes?.ttl_ms),
+    };
+    Some(BreakerStatus {
+        strikes: breaker.strikes,
+        block,
+        block_ms,
+        tripped: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

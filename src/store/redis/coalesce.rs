@@ -16,7 +16,7 @@ use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
 use crate::store::{Failure, Late, NewWaiter, Waiter};
 use pow_shield_core::cluster::calls;
-use pow_shield_core::cluster::refusals::opened_block;
+use pow_shield_core::limiter::breaker::opened_block;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};

@@ -147,7 +147,7 @@ impl Coalesced {
             ..b
         };
         Checked {
-            breaker: crate::cluster::refusals::opened_block(&opened, rules).unwrap_or(b),
+            breaker: crate::limiter::breaker::opened_block(&opened, rules).unwrap_or(b),
             ..Checked::default()
         }
     }
