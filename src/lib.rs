@@ -332,7 +332,7 @@ mod module {
     extern "C" fn exit_worker(cycle: *mut ngx_cycle_t) {
         // SAFETY: nginx passes the live cycle to exit_process.
         guard((), || {
-            crate::http::rejections::exit_worker();
+            crate::http::log_lines::exit_worker();
             // SAFETY: nginx passes the live cycle to exit_process.
             unsafe { crate::store::exit_worker(&mut *cycle) }
         })

@@ -36,7 +36,7 @@ use crate::PowShield;
 /// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
 /// no request can carry one, so no key a client controls (a header, an
 /// argument) can equal an address's and spend its strikes or its count.
-/// The handler makes the same bytes directly (`http::variables::default_key`).
+/// The handler makes the same bytes directly (`http::request::default_key`).
 const DEFAULT_KEY: &str = "\0$pow_shield_client";
 
 /// A compiled complex value (configuration pool).
