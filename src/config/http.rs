@@ -10,9 +10,9 @@ use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
 
 use super::setters::{full_path, set_once, set_once_of, setter, Refusal};
 use super::MainConf;
+use crate::ffi::PowShield;
 use crate::protocol::{Secret, SecretKeys};
 use crate::shm::{self, SharedZone};
-use crate::PowShield;
 
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";

@@ -23,7 +23,7 @@ use pow_shield_core::metrics::LIMIT_NAMES;
 
 use super::setters::{compile_complex_value, run_setter, set_once, setter, Directive, Refusal};
 use super::{ConfAt, LocConf};
-use crate::PowShield;
+use crate::ffi::PowShield;
 
 /// Strikes and limits need the zone (and Redis, in cluster mode).
 fn note_shielded(cf: &mut ngx_conf_t) {

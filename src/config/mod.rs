@@ -30,8 +30,8 @@ use pow_shield_core::values::{FailPolicy, HeadersMode};
 pub use self::location::set_status;
 pub use self::redis::{RedisConf, Resolver};
 use self::setters::{compile_complex_value, NGX_CONF_UNSET};
+use crate::ffi::PowShield;
 use crate::protocol::SecretKeys;
-use crate::PowShield;
 
 /// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
 /// no request can carry one, so no key a client controls (a header, an

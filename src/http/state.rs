@@ -14,8 +14,8 @@ use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
+use crate::ffi::PowShield;
 use crate::store::Waiter;
-use crate::PowShield;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::Verdict;
