@@ -10,7 +10,10 @@
 //! - `log_summary`: the rejection lines under a flood, one summary per
 //!   client and interval;
 //! - `metrics`: the counters a worker keeps and the Prometheus text;
-//! - `values`: the directives' value parsers;
+//! - `config`: the directives: what each word means, which word a refusal
+//!   names, how a location inherits its settings;
+//! - `syntax`: how directive values are written (times, sizes, numbers,
+//!   keywords), below `config`, the Redis URL and the decision that read them;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
 //!   health and back-off, replays, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
@@ -23,6 +26,6 @@ pub mod log_summary;
 pub mod metrics;
 pub mod redis;
 pub mod store;
-pub mod values;
+pub mod syntax;
 
 pub use pow_shield_protocol as protocol;

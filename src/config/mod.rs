@@ -1,6 +1,6 @@
 //! Directives (docs/directives.md). Values are parsed once, at
-//! configuration time, by the pure code of `pow_shield_core::config` and
-//! `pow_shield_core::values`; the request path only reads the resolved
+//! configuration time, by the pure code of `pow_shield_core::config`; the
+//! request path only reads the resolved
 //! [`Policy`]. This file holds the configuration structs and the merge;
 //! `setters` the setter framework, `location`, `http` and `redis` the
 //! setters of each level. The command table is the module's wiring
@@ -25,7 +25,7 @@ use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
-use pow_shield_core::values::{FailPolicy, HeadersMode};
+use pow_shield_core::syntax::{FailPolicy, HeadersMode};
 
 pub use self::location::set_status;
 pub use self::redis::{RedisConf, Resolver};

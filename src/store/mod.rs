@@ -24,7 +24,7 @@ pub use self::shm::ShmStore;
 use crate::config::MainConf;
 pub use pow_shield_core::store::Spendable;
 use pow_shield_core::store::{Now, Op, Reply, Subject};
-use pow_shield_core::values::FailPolicy;
+use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
 pub enum Poll {
