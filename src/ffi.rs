@@ -1,6 +1,14 @@
-//! Small helpers for the FFI edge: no panic may unwind into nginx.
+//! Small helpers for the FFI edge: no panic may unwind into nginx; the
+//! module's type.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The module type the `ngx` traits hang off (`PowShield::main_conf(r)`,
+/// `PowShield::module()`): here, below every module, so that each can name
+/// it without naming the crate root. Its trait impls are the wiring's
+/// (src/lib.rs): only the module table knows which `ngx_module_t` and
+/// which configuration types it stands for.
+pub struct PowShield;
 
 /// Runs `f`, returning `on_panic` if it panics, so that no panic crosses into
 /// nginx. A panic is a bug; it is reported on stderr (the error log) by the

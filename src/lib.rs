@@ -50,10 +50,7 @@ mod module {
     };
     use crate::config::redis::set_redis;
     use crate::config::{self, LocConf, MainConf};
-    use crate::ffi::guard;
-
-    /// The module type the `ngx` traits hang off.
-    pub struct PowShield;
+    use crate::ffi::{guard, PowShield};
 
     static MODULE_CTX: ngx_http_module_t = ngx_http_module_t {
         preconfiguration: Some(PowShield::preconfiguration),
@@ -83,6 +80,9 @@ mod module {
         ..ngx_module_t::default()
     };
 
+    // The module type lives at the bottom (`ffi`), where every module can
+    // name it; what it stands for is the wiring's: this module table and
+    // the configuration types its context allocates.
     impl HttpModule for PowShield {
         fn module() -> &'static ngx_module_t {
             // SAFETY: nginx writes the module's indices once while loading it,
@@ -332,11 +332,9 @@ mod module {
     extern "C" fn exit_worker(cycle: *mut ngx_cycle_t) {
         // SAFETY: nginx passes the live cycle to exit_process.
         guard((), || {
-            crate::http::rejections::exit_worker();
+            crate::http::log_lines::exit_worker();
             // SAFETY: nginx passes the live cycle to exit_process.
             unsafe { crate::store::exit_worker(&mut *cycle) }
         })
     }
 }
-
-pub use module::PowShield;

@@ -3,16 +3,20 @@
 //! crate (`src/`) keeps only what touches nginx and calls into this one;
 //! the fuzz targets and benches depend on it too.
 //!
-//! - `limiter`: the leaky bucket, the Redis scripts and their replies, the
-//!   circuit breaker, who counts as one client;
+//! - `limiter`: the sliding window, stacked limits, the circuit breaker,
+//!   who counts as one client;
 //! - `decision`: one request's decision, step by step, table-tested;
 //! - `headers`: the numbers of the rate-limit headers;
 //! - `log_summary`: the rejection lines under a flood, one summary per
 //!   client and interval;
 //! - `metrics`: the counters a worker keeps and the Prometheus text;
-//! - `values`: the directives' value parsers;
-//! - `cluster`: cluster mode above the Redis client: who decides what
-//!   Redis did not answer;
+//! - `config`: the directives: what each word means, which word a refusal
+//!   names, how a location inherits its settings;
+//! - `syntax`: how directive values are written (times, sizes, numbers,
+//!   keywords), below `config`, the Redis URL and the decision that read them;
+//! - `cluster`: cluster mode above the Redis client: what each operation
+//!   sends Redis, who decides what Redis did not answer, local refusals,
+//!   replays, the generations a worker knows;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
 //!   health and back-off, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
@@ -26,6 +30,6 @@ pub mod log_summary;
 pub mod metrics;
 pub mod redis;
 pub mod store;
-pub mod values;
+pub mod syntax;
 
 pub use pow_shield_protocol as protocol;

@@ -7,10 +7,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pow_shield_core::values::*;
+use pow_shield_core::config::args::{ban, limit, strikes};
+use pow_shield_core::config::values::*;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
 use pow_shield_core::protocol::{Secret, SecretKeys, MAX_BITS, MIN_BITS};
 use pow_shield_core::redis::url::*;
+use pow_shield_core::syntax::{parse_size, parse_time_ms};
 
 /// Parsers the first byte chooses from (`which % PARSERS`).
 const PARSERS: u8 = 14;
@@ -44,7 +46,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse_size(s);
         }
         4 => {
-            if let Ok(limit) = parse_limit(first, second) {
+            if let Ok(Some(line)) = limit(&[first, second]) {
+                let limit = line.limit;
                 assert!((MIN_LIMIT_REQUESTS..=MAX_LIMIT_REQUESTS).contains(&limit.requests));
                 assert!((MIN_LIMIT_WINDOW_MS..=MAX_LIMIT_WINDOW_MS).contains(&limit.window_ms));
                 assert_eq!(limit.window_ms % 1_000, 0);
@@ -86,7 +89,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         11 => {
-            if let Ok(rule) = parse_strikes(first, second) {
+            if let Ok(Some(rule)) = strikes(&[first, second]) {
                 assert!((1..=MAX_STRIKES).contains(&rule.threshold));
                 assert!((1_000..=86_400_000).contains(&rule.ttl_ms));
                 // A parsed rule behaves: `threshold` strikes open the
@@ -106,7 +109,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         12 => {
-            if let Ok(ban) = parse_ban(first, second) {
+            if let Ok(Some(ban)) = ban(&[first, second]) {
                 assert!((1..=1_000).contains(&ban.after));
                 assert!((1_000..=86_400_000).contains(&ban.ttl_ms));
             }

@@ -8,11 +8,11 @@ use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::args;
 use pow_shield_core::config::settings::DEFAULT_ZONE_SIZE;
 
-use super::setters::{full_path, set_once, set_once_of, setter, Refusal};
+use super::setters::{full_path, set_once, set_once_of, setter, DirectiveError};
 use super::MainConf;
+use crate::ffi::PowShield;
 use crate::protocol::{Secret, SecretKeys};
 use crate::shm::{self, SharedZone};
-use crate::PowShield;
 
 /// The shared zone's name; one per configuration.
 const ZONE_NAME: &str = "pow_shield";
@@ -28,11 +28,12 @@ setter!(set_secret, MainConf, |d, mcf| {
 setter!(set_secret_file, MainConf, |d, mcf| {
     set_once_of(&mut mcf.secret_from, "pow_shield_secret_file")?;
     let v = d.value();
-    let path = full_path(d.cf, v).ok_or_else(|| Refusal::invalid(v, "cannot resolve the path"))?;
+    let path =
+        full_path(d.cf, v).ok_or_else(|| DirectiveError::invalid(v, "cannot resolve the path"))?;
     // Reading a file while parsing the configuration is what nginx
     // itself does (certificates, maps); no request is being served.
     let contents = std::fs::read(&path)
-        .map_err(|e| Refusal::invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
+        .map_err(|e| DirectiveError::invalid(v, format_args!("cannot read \"{path}\": {e}")))?;
     mcf.keys = Some(args::secret_file(v, &path, &contents)?);
     Ok(())
 });

@@ -21,9 +21,11 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use pow_shield_core::config::args;
 use pow_shield_core::metrics::LIMIT_NAMES;
 
-use super::setters::{compile_complex_value, run_setter, set_once, setter, Directive, Refusal};
+use super::setters::{
+    compile_complex_value, run_setter, set_once, setter, Directive, DirectiveError,
+};
 use super::{ConfAt, LocConf};
-use crate::PowShield;
+use crate::ffi::PowShield;
 
 /// Strikes and limits need the zone (and Redis, in cluster mode).
 fn note_shielded(cf: &mut ngx_conf_t) {
@@ -45,7 +47,7 @@ setter!(set_limit, LocConf, |d, lcf| {
         return Ok(());
     };
     let Some(mcf) = PowShield::main_conf_mut(d.cf) else {
-        return Err(Refusal::Logged);
+        return Err(DirectiveError::Logged);
     };
     if limits.is_plain() {
         return Ok(());
@@ -56,7 +58,7 @@ setter!(set_limit, LocConf, |d, lcf| {
             continue;
         }
         if mcf.limit_names.len() >= LIMIT_NAMES {
-            return Err(Refusal::invalid(
+            return Err(DirectiveError::invalid(
                 d.args
                     .iter()
                     .find(|a| a.starts_with("name="))
@@ -120,7 +122,7 @@ pub unsafe fn set_status(
     unsafe {
         run_setter(cf, cmd, conf, |d: &mut Directive, lcf: &mut LocConf| {
             if lcf.settings.status {
-                return Err(Refusal::Duplicate);
+                return Err(DirectiveError::Duplicate);
             }
             lcf.settings.status = true;
             // Counting starts in every worker once a status location exists.
@@ -128,7 +130,7 @@ pub unsafe fn set_status(
                 mcf.status = true;
             }
             let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
-                return Err(Refusal::Logged);
+                return Err(DirectiveError::Logged);
             };
             clcf.handler = handler;
             Ok(())
@@ -138,7 +140,7 @@ pub unsafe fn set_status(
 
 setter!(set_key, LocConf, |d, lcf| {
     if lcf.settings.key.is_some() {
-        return Err(Refusal::Duplicate);
+        return Err(DirectiveError::Duplicate);
     }
     let cv = compile_complex_value(d.cf, d.value())?;
     set_once(&mut lcf.settings.key, cv)
@@ -172,7 +174,7 @@ setter!(set_breaker_log_level, LocConf, |d, lcf| {
 
 setter!(set_fail, LocConf, |d, lcf| {
     if lcf.settings.fail.is_some() {
-        return Err(Refusal::Duplicate);
+        return Err(DirectiveError::Duplicate);
     }
     let (policy, trusted) = args::fail(&d.args)?;
     let trusted = match trusted {

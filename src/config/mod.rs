@@ -1,6 +1,6 @@
 //! Directives (docs/directives.md). Values are parsed once, at
-//! configuration time, by the pure code of `pow_shield_core::config` and
-//! `pow_shield_core::values`; the request path only reads the resolved
+//! configuration time, by the pure code of `pow_shield_core::config`; the
+//! request path only reads the resolved
 //! [`Policy`]. This file holds the configuration structs and the merge;
 //! `setters` the setter framework, `location`, `http` and `redis` the
 //! setters of each level. The command table is the module's wiring
@@ -25,18 +25,18 @@ use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
-use pow_shield_core::values::{FailPolicy, HeadersMode};
+use pow_shield_core::syntax::{FailPolicy, HeadersMode};
 
 pub use self::location::set_status;
 pub use self::redis::{RedisConf, Resolver};
 use self::setters::{compile_complex_value, NGX_CONF_UNSET};
+use crate::ffi::PowShield;
 use crate::protocol::SecretKeys;
-use crate::PowShield;
 
 /// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
 /// no request can carry one, so no key a client controls (a header, an
 /// argument) can equal an address's and spend its strikes or its count.
-/// The handler makes the same bytes directly (`http::variables::default_key`).
+/// The handler makes the same bytes directly (`http::request::default_key`).
 const DEFAULT_KEY: &str = "\0$pow_shield_client";
 
 /// A compiled complex value (configuration pool).

@@ -13,7 +13,7 @@ use pow_shield_core::redis::cluster::NodeAddr;
 use pow_shield_core::redis::url::{RedisAddr, RedisOptions, RedisTarget};
 use std::net::IpAddr;
 
-use super::setters::{full_path, setter, Directive, Refusal};
+use super::setters::{full_path, setter, Directive, DirectiveError};
 use super::{ConfAt, MainConf};
 
 /// Redis settings of `pow_shield_redis`.
@@ -46,7 +46,7 @@ pub use crate::redis::resolve::NameResolver as Resolver;
 
 setter!(set_redis, MainConf, |d, mcf| {
     if mcf.redis.is_some() {
-        return Err(Refusal::Duplicate);
+        return Err(DirectiveError::Duplicate);
     }
     let url = d.value();
     let Some(parsed) = words::parse(&d.args)? else {
@@ -74,7 +74,7 @@ setter!(set_redis, MainConf, |d, mcf| {
                     },
                 })
             }
-            Err(why) => Err(Refusal::invalid(&shown, why)),
+            Err(why) => Err(DirectiveError::invalid(&shown, why)),
         }
     };
     let mut seeds = Vec::with_capacity(parsed.targets.len());
@@ -89,7 +89,7 @@ setter!(set_redis, MainConf, |d, mcf| {
         RedisAddr::Unix { .. } => String::new(),
     };
     let addr = if host.is_empty() {
-        resolve(d.cf, &display).map_err(|e| Refusal::invalid(&shown, e))?
+        resolve(d.cf, &display).map_err(|e| DirectiveError::invalid(&shown, e))?
     } else {
         resolve_or_defer(d.cf, &host, &display)?
     };
@@ -194,16 +194,16 @@ fn tls_context(
     d: &mut Directive,
     url: &str,
     options: &RedisOptions,
-) -> Result<*mut nginx_sys::ngx_ssl_t, Refusal> {
+) -> Result<*mut nginx_sys::ngx_ssl_t, DirectiveError> {
     let tls = &options.tls;
     let options_args = d.args.get(1..).unwrap_or_default();
     // The option as written, for messages.
     let arg = |name: &str| words::named(options_args, name).to_owned();
-    let mut readable = |name: &str, path: &str| -> Result<String, Refusal> {
+    let mut readable = |name: &str, path: &str| -> Result<String, DirectiveError> {
         let full = full_path(d.cf, path)
-            .ok_or_else(|| Refusal::invalid(&arg(name), "cannot resolve the path"))?;
+            .ok_or_else(|| DirectiveError::invalid(&arg(name), "cannot resolve the path"))?;
         std::fs::File::open(&full).map_err(|e| {
-            Refusal::invalid(&arg(name), format_args!("cannot read \"{full}\": {e}"))
+            DirectiveError::invalid(&arg(name), format_args!("cannot read \"{full}\": {e}"))
         })?;
         Ok(full)
     };
@@ -214,7 +214,7 @@ fn tls_context(
             // Without tls_ca=, the system's CA bundle (OpenSSL's default file).
             let system = crate::redis::tls::default_ca_file().unwrap_or_default();
             if std::fs::File::open(&system).is_err() {
-                return Err(Refusal::invalid(
+                return Err(DirectiveError::invalid(
                     url,
                     format_args!(
                         "TLS verification needs \"tls_ca=<file>\": no system CA bundle at \"{system}\" (or \"tls_verify=off\")"
@@ -238,7 +238,7 @@ fn tls_context(
             TlsFault::Ca => arg("tls_ca"),
             TlsFault::Url => url.to_owned(),
         };
-        Refusal::invalid(&at, why)
+        DirectiveError::invalid(&at, why)
     })
 }
 

@@ -1,6 +1,6 @@
 //! The setter framework: every setter of ours runs in [`run_setter`], which
 //! keeps panics out of nginx, decodes the words, and logs a refusal in the
-//! one format `pow_shield_core::config::Refusal` gives
+//! one format `pow_shield_core::config::DirectiveError` gives
 //! (`invalid value "<v>" in "<directive>" directive: <reason>`), to which
 //! nginx appends the file and line.
 
@@ -14,8 +14,8 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::ngx_conf_log_error;
 
 use crate::ffi::{bytes, guard};
-pub use pow_shield_core::config::refusal::{set_once, set_once_of};
-pub use pow_shield_core::config::Refusal;
+pub use pow_shield_core::config::directive_error::{set_once, set_once_of};
+pub use pow_shield_core::config::DirectiveError;
 
 /// nginx's `NGX_CONF_UNSET` (a cast macro bindgen does not carry): what a
 /// field set by a stock slot setter holds until its directive is read.
@@ -45,7 +45,7 @@ pub unsafe fn run_setter<T>(
     cf: *mut ngx_conf_t,
     cmd: *mut ngx_command_t,
     conf: *mut c_void,
-    apply: impl FnOnce(&mut Directive, &mut T) -> Result<(), Refusal>,
+    apply: impl FnOnce(&mut Directive, &mut T) -> Result<(), DirectiveError>,
 ) -> *mut c_char {
     guard(NGX_CONF_ERROR, || {
         // SAFETY: nginx hands setters valid pointers (see the function's contract).
@@ -59,7 +59,11 @@ pub unsafe fn run_setter<T>(
                 Ok(s) => args.push(s),
                 Err(_) => {
                     let shown = String::from_utf8_lossy(bytes(word)).into_owned();
-                    log_refusal(cf, name, &Refusal::invalid(&shown, "not valid UTF-8"));
+                    log_error(
+                        cf,
+                        name,
+                        &DirectiveError::invalid(&shown, "not valid UTF-8"),
+                    );
                     return NGX_CONF_ERROR;
                 }
             }
@@ -68,17 +72,17 @@ pub unsafe fn run_setter<T>(
         let mut directive = Directive { cf, args };
         match apply(&mut directive, conf) {
             Ok(()) => NGX_CONF_OK,
-            Err(refusal) => {
+            Err(error) => {
                 // SAFETY: cf_ptr is the live configuration context.
-                log_refusal(unsafe { &mut *cf_ptr }, name, &refusal);
+                log_error(unsafe { &mut *cf_ptr }, name, &error);
                 NGX_CONF_ERROR
             }
         }
     })
 }
 
-fn log_refusal(cf: &mut ngx_conf_t, name: &str, refusal: &Refusal) {
-    if let Some(message) = refusal.message(name) {
+fn log_error(cf: &mut ngx_conf_t, name: &str, error: &DirectiveError) {
+    if let Some(message) = error.message(name) {
         ngx_conf_log_error!(NGX_LOG_EMERG, cf, "{message}");
     }
 }
@@ -103,7 +107,7 @@ macro_rules! setter {
                     conf,
                     |$d: &mut $crate::config::setters::Directive,
                      $c: &mut $conf|
-                     -> Result<(), $crate::config::setters::Refusal> { $body },
+                     -> Result<(), $crate::config::setters::DirectiveError> { $body },
                 )
             }
         }
@@ -116,16 +120,16 @@ pub(crate) use setter;
 pub fn compile_complex_value(
     cf: &mut ngx_conf_t,
     value: &str,
-) -> Result<*mut ngx_http_complex_value_t, Refusal> {
+) -> Result<*mut ngx_http_complex_value_t, DirectiveError> {
     // SAFETY: the pool outlives the configuration; the struct is plain data.
     let cv = unsafe { ngx::core::Pool::from_ngx_pool(cf.pool) }
         .calloc_type::<ngx_http_complex_value_t>();
     if cv.is_null() {
-        return Err(Refusal::Logged);
+        return Err(DirectiveError::Logged);
     }
     // SAFETY: copies `value` into the configuration pool, which outlives it.
     let Some(mut text) = (unsafe { ngx_str_t::from_bytes(cf.pool, value.as_bytes()) }) else {
-        return Err(Refusal::Logged);
+        return Err(DirectiveError::Logged);
     };
     // SAFETY: a zeroed compile struct is its documented initial state.
     let mut ccv: ngx_http_compile_complex_value_t = unsafe { core::mem::zeroed() };
@@ -135,7 +139,7 @@ pub fn compile_complex_value(
     // SAFETY: ccv is fully initialised above; nginx logs its own errors.
     if unsafe { nginx_sys::ngx_http_compile_complex_value(&mut ccv) } != nginx_sys::NGX_OK as isize
     {
-        return Err(Refusal::Logged);
+        return Err(DirectiveError::Logged);
     }
     Ok(cv)
 }

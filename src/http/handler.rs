@@ -7,17 +7,17 @@
 
 use core::ptr::NonNull;
 
-use nginx_sys::{ngx_event_t, ngx_http_request_t};
+use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
+use super::request::{client_addr, client_key, pow_headers, trusted};
 use super::state::{RequestState, Resolution};
-use super::{rejections, response};
+use super::{log_lines, response};
 use crate::config::{MainConf, Policy};
-use crate::ffi::{bytes, now_ms};
+use crate::ffi::{now_ms, PowShield};
 use crate::protocol;
 use crate::store::{Spendable, Stores};
-use crate::PowShield;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{Solution, Subject};
@@ -108,7 +108,7 @@ fn decide(r: &mut Request) -> Status {
             .flatten()
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
-    rejections::log(r, policy, key, &done);
+    log_lines::log(r, policy, key, &done);
     respond(r, mcf, state, policy, key, done)
 }
 
@@ -183,31 +183,6 @@ fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
     }
 }
 
-/// The client key, in the request pool (no copy), evaluated once per
-/// request: every store operation of the request uses it. Empty: exempt.
-fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]> {
-    // SAFETY: the state lives in the request's pool, and no other borrow of
-    // it is live while the key is read or set.
-    let st = unsafe { &mut *state.as_ptr() };
-    if st.key.is_none() {
-        let policy = st.policy();
-        let key = if policy.default_key {
-            super::variables::default_key(r)?
-        } else {
-            // SAFETY: the key is a complex value compiled at configuration time.
-            let cv = unsafe { policy.key.as_ref() }?;
-            r.get_complex_value(cv)?.as_bytes()
-        };
-        st.key = Some((key.as_ptr(), key.len()));
-    }
-    match st.key {
-        Some((_, 0)) | None => Some(&[]),
-        // SAFETY: the value was made in the request's pool, which lives as
-        // long as the request.
-        Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
-    }
-}
-
 /// The key the stores count the request under: the client key, or in a
 /// dry run the same key marked as a dry run's (in the request pool), so
 /// that a dry run's strikes and blocks stay its own.
@@ -232,15 +207,6 @@ fn dry_run_key<'r>(r: &Request, policy: &Policy, key: &'r [u8]) -> Option<&'r [u
     }
 }
 
-/// `trusted=` of `pow_shield_fail closed`: non-empty and not "0".
-fn trusted(r: &Request, policy: &Policy) -> bool {
-    // SAFETY: compiled at configuration time when set.
-    let Some(cv) = (unsafe { policy.trusted.as_ref() }) else {
-        return false;
-    };
-    matches!(r.get_complex_value(cv), Some(v) if !v.is_empty() && v.as_bytes() != b"0")
-}
-
 /// Waits for a store: a client that goes away meanwhile finalizes the
 /// request (and the pool cleanup detaches the waiter); writes must not
 /// re-run the phases.
@@ -249,23 +215,6 @@ fn wait(r: &mut Request) -> Status {
     raw.read_event_handler = Some(nginx_sys::ngx_http_test_reading);
     raw.write_event_handler = Some(nginx_sys::ngx_http_request_empty_handler);
     Status::NGX_AGAIN
-}
-
-/// The resume event's handler: the store answered; run the phases again.
-pub unsafe extern "C" fn resume(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: the event belongs to a live request's state (its cleanup
-        // deletes the event before the request goes away); data is the
-        // request.
-        unsafe {
-            let r = (*ev).data.cast::<ngx_http_request_t>();
-            let c = (*r).connection;
-            (*r).read_event_handler = Some(nginx_sys::ngx_http_block_reading);
-            (*r).write_event_handler = Some(nginx_sys::ngx_http_core_run_phases);
-            nginx_sys::ngx_http_core_run_phases(r);
-            nginx_sys::ngx_http_run_posted_requests(c);
-        }
-    })
 }
 
 /* responding */
@@ -366,28 +315,4 @@ fn send_challenge(
         ttl_ms,
         retry_after_ms.filter(|_| status == 429),
     )
-}
-
-/* request facts */
-
-/// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
-/// pass (every request of a shielded location looks for them).
-fn pow_headers(r: &Request) -> (Option<&[u8]>, Option<&[u8]>) {
-    let (mut token, mut nonce) = (None, None);
-    for (key, value) in r.headers_in_iterator() {
-        let key = key.as_bytes();
-        if token.is_none() && key.eq_ignore_ascii_case(b"x-pow-challenge") {
-            token = Some(value.as_bytes());
-        } else if nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
-            nonce = Some(value.as_bytes());
-        }
-    }
-    (token, nonce)
-}
-
-/// `$remote_addr` (after realip): what challenges are bound to.
-pub(super) fn client_addr(r: &Request) -> String {
-    // SAFETY: a request's connection is live while the request is.
-    let c = unsafe { &*r.connection() };
-    String::from_utf8_lossy(bytes(&c.addr_text)).into_owned()
 }

@@ -1,10 +1,13 @@
-//! The request path: the access handler, the header filter that adds the
-//! rate-limit headers, the log lines of a decision, responses, `$pow_shield_*` variables and the
+//! The request path: the access handler (`handler`), what the request says
+//! about its client (`request`), the per-request state (`state`), the
+//! header filter that adds the rate-limit headers, the log lines of a
+//! decision (`log_lines`), responses, `$pow_shield_*` variables and the
 //! `pow_shield_status` location.
 
 mod filter;
 mod handler;
-pub mod rejections;
+pub mod log_lines;
+mod request;
 mod response;
 mod state;
 pub mod status;

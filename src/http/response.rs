@@ -10,7 +10,7 @@ use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::Challenge;
 use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
-use pow_shield_core::values::HeadersMode;
+use pow_shield_core::syntax::HeadersMode;
 
 const STATUS_422: &str = "422 Unprocessable Content";
 

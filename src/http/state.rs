@@ -14,8 +14,8 @@ use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
+use crate::ffi::PowShield;
 use crate::store::Waiter;
-use crate::PowShield;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::Verdict;
@@ -116,10 +116,10 @@ impl RequestState {
                     resume: core::mem::zeroed(),
                 },
             );
-            let resume = &mut (*shield).resume;
-            resume.handler = Some(super::handler::resume);
-            resume.data = raw.cast();
-            resume.log = (*(*raw).connection).log;
+            let event = &mut (*shield).resume;
+            event.handler = Some(resume);
+            event.data = raw.cast();
+            event.log = (*(*raw).connection).log;
             (*cln).handler = Some(cleanup);
             r.set_module_ctx(shield.cast(), PowShield::module());
             NonNull::new(shield)
@@ -192,5 +192,22 @@ unsafe extern "C" fn cleanup(data: *mut c_void) {
         // SAFETY: `data` is the RequestState written by `attach`, dropped once
         // here.
         unsafe { ptr::drop_in_place(data.cast::<RequestState>()) }
+    })
+}
+
+/// The resume event's handler: the store answered; run the phases again.
+unsafe extern "C" fn resume(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: the event belongs to a live request's state (its cleanup
+        // deletes the event before the request goes away); data is the
+        // request.
+        unsafe {
+            let r = (*ev).data.cast::<ngx_http_request_t>();
+            let c = (*r).connection;
+            (*r).read_event_handler = Some(nginx_sys::ngx_http_block_reading);
+            (*r).write_event_handler = Some(nginx_sys::ngx_http_core_run_phases);
+            nginx_sys::ngx_http_core_run_phases(r);
+            nginx_sys::ngx_http_run_posted_requests(c);
+        }
     })
 }

@@ -6,8 +6,8 @@ use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
 use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
+use crate::ffi::PowShield;
 use crate::shm::SharedZone;
-use crate::PowShield;
 use pow_shield_core::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
 
 /// The location's content handler.

@@ -4,19 +4,16 @@
 //!
 //! `$pow_shield_client` is the client identity of the default key (IPv6 by
 //! /64, see `limiter::client`); it needs no shield state and works anywhere.
-//! [`is_address_key`] tells a key that is the client's address in one of
-//! nginx's forms (for the breaker's log lines, which fail2ban reads).
-
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use nginx_sys::{
-    ngx_conf_t, ngx_connection_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t,
-    ngx_int_t, ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
+    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t,
+    ngx_str_t, ngx_variable_value_t, NGX_HTTP_VAR_NOCACHEABLE, NGX_OK,
 };
 use ngx::core::Status;
 use ngx::http::Request;
 use ngx::ngx_string;
 
+use super::request::peer_ip;
 use super::state::RequestState;
 use pow_shield_core::limiter::client::client_id;
 
@@ -60,58 +57,6 @@ pub fn register(cf: &mut ngx_conf_t) -> Status {
     Status::NGX_OK
 }
 
-/// The peer's IP address (after realip), or `None` for UNIX-domain sockets
-/// and other families.
-///
-/// # Safety
-/// `c` is a live connection whose `sockaddr` nginx filled.
-unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
-    if c.sockaddr.is_null() {
-        return None;
-    }
-    // SAFETY: nginx's sockaddr is at least a `sockaddr`; the family says
-    // which larger struct it is.
-    unsafe {
-        match i32::from((*c.sockaddr).sa_family) {
-            libc::AF_INET => {
-                let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    sin.sin_addr.s_addr,
-                ))))
-            }
-            libc::AF_INET6 => {
-                let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();
-                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Whether `key` is the client's address (after realip) in one of the
-/// forms a configuration counts by: its `$pow_shield_client`, its
-/// `$remote_addr` text or its `$binary_remote_addr` bytes (4 for IPv4, 16
-/// for IPv6; a UNIX-domain peer's is the text), whether the key is that
-/// variable or a `map` (or `geo` and `map`) that gave it for this client.
-/// An empty key (exempt) is none. A key of another source (an API key)
-/// equals none of them, unless it is this very client's own address.
-pub fn is_address_key(r: &Request, key: &[u8]) -> bool {
-    if key.is_empty() {
-        return false;
-    }
-    // SAFETY: a request's connection is live while the request is.
-    let c = unsafe { &*r.connection() };
-    // SAFETY: nginx filled the live connection's sockaddr.
-    let ip = unsafe { peer_ip(c) };
-    key == client_id(ip).as_str().as_bytes()
-        || key == crate::ffi::bytes(&c.addr_text)
-        || match ip {
-            Some(IpAddr::V4(v4)) => key == v4.octets(),
-            Some(IpAddr::V6(v6)) => key == v6.octets(),
-            None => false,
-        }
-}
-
 unsafe extern "C" fn get_client(
     r: *mut ngx_http_request_t,
     v: *mut ngx_variable_value_t,
@@ -125,29 +70,6 @@ unsafe extern "C" fn get_client(
         let id = client_id(unsafe { peer_ip(&*r.connection) });
         set_value(v, r.pool, id.as_str())
     })
-}
-
-/// The default key (`config::DEFAULT_KEY`: a NUL byte, then
-/// `$pow_shield_client`), made in the request pool without the variable
-/// machinery: every request of a location with the default key needs it.
-pub fn default_key(r: &Request) -> Option<&[u8]> {
-    let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: a request's connection is live while the request is, and
-    // nginx filled its sockaddr.
-    let id = client_id(unsafe { peer_ip(&*raw.connection) });
-    let id = id.as_bytes();
-    let len = 1 + id.len();
-    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
-    // written in full before they are read.
-    unsafe {
-        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
-        if data.is_null() {
-            return None;
-        }
-        *data = 0;
-        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
-        Some(core::slice::from_raw_parts(data, len))
-    }
 }
 
 unsafe extern "C" fn get(

@@ -13,7 +13,7 @@ use ngx::core::{Pool, SlabPool, Status};
 use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
-use crate::PowShield;
+use crate::ffi::PowShield;
 use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
 
 /// Layout version: a zone written by another layout is never adopted. A

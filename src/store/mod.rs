@@ -30,7 +30,7 @@ use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, Spent};
 pub use pow_shield_core::store::Spendable;
 use pow_shield_core::store::{Checked, Now, Op, Reply, Solution, Subject};
-use pow_shield_core::values::FailPolicy;
+use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
 pub enum Poll {

@@ -1,26 +1,25 @@
-//! What each directive's words mean, and which word a refusal names: the
-//! word at fault as written, so `nginx -t` points at it. nginx has checked
-//! the number of words against the command table before these run.
+//! Which words each directive takes, and which word a refusal names: the
+//! word at fault as written, so `nginx -t` points at it. What one word
+//! means is `values` (one parser per word); nginx has checked the number
+//! of words against the command table before these run.
 
-use super::refusal::Refusal;
+use super::directive_error::DirectiveError;
 use super::settings::LogLevel;
+use super::values;
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::limits::StackError;
 use crate::limiter::{LimitName, Limits, RateLimit};
 use crate::protocol::{Secret, SecretKeys};
-use crate::values::{self, FailPolicy, HeadersMode};
+use crate::syntax::{self, FailPolicy, HeadersMode, ValueError};
 
-/// Shortest `pow_shield_challenge_ttl`: clients need time to solve.
-pub const MIN_CHALLENGE_TTL_MS: u64 = 1_000;
-/// Longest `pow_shield_challenge_ttl`: the replay cache must hold every
-/// spent token that long.
-pub const MAX_CHALLENGE_TTL_MS: u64 = 86_400_000;
-
-/// Shortest `pow_shield_log_summary`: the module's timer ticks each second.
-pub const MIN_LOG_SUMMARY_MS: u64 = 1_000;
-/// Longest `pow_shield_log_summary`.
-pub const MAX_LOG_SUMMARY_MS: u64 = 3_600_000;
+/// `word` as `parse` reads it; its refusal names the word.
+fn read<T>(
+    word: &str,
+    parse: impl FnOnce(&str) -> Result<T, ValueError>,
+) -> Result<T, DirectiveError> {
+    parse(word).map_err(|e| DirectiveError::invalid(word, e))
+}
 
 /// The first word after the directive's name.
 pub fn first<'a>(args: &[&'a str]) -> &'a str {
@@ -37,13 +36,13 @@ pub struct LimitLine {
 
 /// `pow_shield_limit <requests> <window> [approx] [name=<name>] | off`;
 /// `None` is `off`.
-pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, Refusal> {
+pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, DirectiveError> {
     const USAGE: &str = "expected \"<requests> <window> [approx] [name=<name>]\" or \"off\"";
     let (requests, window, rest) = match args {
         ["off"] => return Ok(None),
         [requests, window, rest @ ..] => (*requests, *window, rest),
-        [other] => return Err(Refusal::invalid(other, USAGE)),
-        [] => return Err(Refusal::invalid("", USAGE)),
+        [other] => return Err(DirectiveError::invalid(other, USAGE)),
+        [] => return Err(DirectiveError::invalid("", USAGE)),
     };
     let mut rest = rest.iter().copied();
     let mut word = rest.next();
@@ -54,12 +53,15 @@ pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, Refusal> {
     let name = match word {
         None => None,
         Some(w) => match w.strip_prefix("name=") {
-            Some(value) => Some(LimitName::new(value).map_err(|e| Refusal::invalid(w, e))?),
+            Some(value) => Some(LimitName::new(value).map_err(|e| DirectiveError::invalid(w, e))?),
             None if approx => {
-                return Err(Refusal::invalid(w, "expected \"name=<name>\" or nothing"))
+                return Err(DirectiveError::invalid(
+                    w,
+                    "expected \"name=<name>\" or nothing",
+                ))
             }
             None => {
-                return Err(Refusal::invalid(
+                return Err(DirectiveError::invalid(
                     w,
                     "expected \"approx\", \"name=<name>\" or nothing",
                 ))
@@ -67,14 +69,12 @@ pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, Refusal> {
         },
     };
     if let Some(extra) = rest.next() {
-        return Err(Refusal::invalid(extra, USAGE));
+        return Err(DirectiveError::invalid(extra, USAGE));
     }
-    let limit = values::parse_limit(requests, window).map_err(|e| {
-        let count_ok = requests
-            .parse::<u32>()
-            .is_ok_and(|n| (values::MIN_LIMIT_REQUESTS..=values::MAX_LIMIT_REQUESTS).contains(&n));
-        Refusal::invalid(if count_ok { window } else { requests }, e)
-    })?;
+    let limit = RateLimit {
+        requests: read(requests, values::parse_requests)?,
+        window_ms: read(window, values::parse_window)?,
+    };
     Ok(Some(LimitLine {
         limit,
         approx,
@@ -90,7 +90,7 @@ pub fn stack_limit(
     slot: &mut Option<Option<(Limits, bool)>>,
     line: Option<LimitLine>,
     args: &[&str],
-) -> Result<(), Refusal> {
+) -> Result<(), DirectiveError> {
     let word = |w: &str| args.iter().find(|a| a.starts_with(w)).copied();
     match (slot.as_mut(), line) {
         (None, None) => *slot = Some(None),
@@ -100,14 +100,14 @@ pub fn stack_limit(
             *slot = Some(Some((limits, line.approx)));
         }
         (Some(None), _) | (Some(Some(_)), None) => {
-            return Err(Refusal::invalid(
+            return Err(DirectiveError::invalid(
                 first(args),
                 "\"pow_shield_limit off\" and a limit in one context",
             ))
         }
         (Some(Some((limits, approx))), Some(line)) => {
             if line.approx != *approx {
-                return Err(Refusal::invalid(
+                return Err(DirectiveError::invalid(
                     word("approx").unwrap_or(first(args)),
                     "every \"pow_shield_limit\" of one context counts \"approx\", or none",
                 ));
@@ -117,7 +117,7 @@ pub fn stack_limit(
                     StackError::DuplicateName => word("name=").unwrap_or(first(args)),
                     _ => first(args),
                 };
-                Refusal::invalid(at, e.message())
+                DirectiveError::invalid(at, e.message())
             })?;
         }
     }
@@ -125,115 +125,102 @@ pub fn stack_limit(
 }
 
 /// `pow_shield_difficulty <n> [max=<m>]`.
-pub fn difficulty(args: &[&str]) -> Result<DifficultyRule, Refusal> {
-    let v = first(args);
-    let base = values::parse_difficulty(v).map_err(|e| Refusal::invalid(v, e))?;
+pub fn difficulty(args: &[&str]) -> Result<DifficultyRule, DirectiveError> {
+    let base = read(first(args), values::parse_difficulty)?;
     let max = match args.get(1) {
-        Some(m) => values::parse_difficulty_max(m, base).map_err(|e| Refusal::invalid(m, e))?,
+        Some(m) => read(m, |m| values::parse_difficulty_max(m, base))?,
         None => base,
     };
     Ok(DifficultyRule::rising(base, max))
 }
 
 /// `pow_shield_strikes <count> <time> | off`; `None` is `off`.
-pub fn strikes(args: &[&str]) -> Result<Option<StrikeRule>, Refusal> {
+pub fn strikes(args: &[&str]) -> Result<Option<StrikeRule>, DirectiveError> {
     const USAGE: &str = "expected \"<count> <time>\" or \"off\"";
     match args {
         ["off"] => Ok(None),
-        [count, time] => values::parse_strikes(count, time).map(Some).map_err(|e| {
-            let count_ok = values::parse_strikes(count, "1m").is_ok();
-            Refusal::invalid(if count_ok { time } else { count }, e)
-        }),
-        [other, ..] => Err(Refusal::invalid(other, USAGE)),
-        [] => Err(Refusal::invalid("", USAGE)),
+        [count, time] => Ok(Some(StrikeRule {
+            threshold: read(count, values::parse_strike_count)?,
+            ttl_ms: read(time, values::parse_breaker_time)?,
+        })),
+        [other, ..] => Err(DirectiveError::invalid(other, USAGE)),
+        [] => Err(DirectiveError::invalid("", USAGE)),
     }
 }
 
 /// `pow_shield_ban <time> after=<count> | off`; `None` is `off`.
-pub fn ban(args: &[&str]) -> Result<Option<BanRule>, Refusal> {
+pub fn ban(args: &[&str]) -> Result<Option<BanRule>, DirectiveError> {
     const USAGE: &str = "expected \"<time> after=<count>\" or \"off\"";
     match args {
         ["off"] => Ok(None),
-        [time, after] => values::parse_ban(time, after).map(Some).map_err(|e| {
-            let time_ok = values::parse_ban(time, "after=1").is_ok();
-            Refusal::invalid(if time_ok { after } else { time }, e)
-        }),
-        [other, ..] => Err(Refusal::invalid(other, USAGE)),
-        [] => Err(Refusal::invalid("", USAGE)),
+        [time, after] => Ok(Some(BanRule {
+            ttl_ms: read(time, values::parse_breaker_time)?,
+            after: read(after, values::parse_ban_after)?,
+        })),
+        [other, ..] => Err(DirectiveError::invalid(other, USAGE)),
+        [] => Err(DirectiveError::invalid("", USAGE)),
     }
 }
 
 /// `pow_shield_block_status <status>`.
-pub fn block_status(v: &str) -> Result<u16, Refusal> {
-    values::parse_block_status(v).map_err(|e| Refusal::invalid(v, e))
+pub fn block_status(v: &str) -> Result<u16, DirectiveError> {
+    read(v, values::parse_block_status)
 }
 
 /// `pow_shield_challenge_ttl <time>`, 1s..=1d, in milliseconds.
-pub fn challenge_ttl(v: &str) -> Result<u64, Refusal> {
-    let ttl = values::parse_time_ms(v).map_err(|e| Refusal::invalid(v, e))?;
-    if !(MIN_CHALLENGE_TTL_MS..=MAX_CHALLENGE_TTL_MS).contains(&ttl) {
-        return Err(Refusal::invalid(v, "must be between 1s and 1d"));
-    }
-    Ok(ttl)
+pub fn challenge_ttl(v: &str) -> Result<u64, DirectiveError> {
+    read(v, values::parse_challenge_ttl)
 }
 
 /// `pow_shield_headers x | ietf | both | off`.
-pub fn headers(v: &str) -> Result<HeadersMode, Refusal> {
-    values::parse_headers_mode(v).map_err(|e| Refusal::invalid(v, e))
+pub fn headers(v: &str) -> Result<HeadersMode, DirectiveError> {
+    read(v, values::parse_headers_mode)
 }
 
 /// `pow_shield_log_level` and `pow_shield_breaker_log_level`: `info`,
 /// `notice`, `warn` or `error`, as written (lower case).
-pub fn log_level(v: &str) -> Result<LogLevel, Refusal> {
-    match v {
-        "info" => Ok(LogLevel::Info),
-        "notice" => Ok(LogLevel::Notice),
-        "warn" => Ok(LogLevel::Warn),
-        "error" => Ok(LogLevel::Error),
-        v => Err(Refusal::invalid(v, "expected info, notice, warn or error")),
-    }
+pub fn log_level(v: &str) -> Result<LogLevel, DirectiveError> {
+    read(v, values::parse_log_level)
 }
 
 /// `pow_shield_log_summary <interval> | off`: how far apart a client's
 /// summary lines are (milliseconds, 1s..=1h); `None` is `off`, every
 /// rejection its own line.
-pub fn log_summary(v: &str) -> Result<Option<u64>, Refusal> {
+pub fn log_summary(v: &str) -> Result<Option<u64>, DirectiveError> {
     if v == "off" {
         return Ok(None);
     }
-    let interval = values::parse_time_ms(v).map_err(|e| Refusal::invalid(v, e))?;
-    if !(MIN_LOG_SUMMARY_MS..=MAX_LOG_SUMMARY_MS).contains(&interval) {
-        return Err(Refusal::invalid(v, "must be between 1s and 1h, or \"off\""));
-    }
-    Ok(Some(interval))
+    read(v, values::parse_log_summary).map(Some)
 }
 
 /// `pow_shield_fail local | open | closed [trusted=<value>]`: the policy
 /// and the text of `trusted=`, for the module to compile.
-pub fn fail<'a>(args: &[&'a str]) -> Result<(FailPolicy, Option<&'a str>), Refusal> {
-    let v = first(args);
-    let policy = values::parse_fail_policy(v).map_err(|e| Refusal::invalid(v, e))?;
+pub fn fail<'a>(args: &[&'a str]) -> Result<(FailPolicy, Option<&'a str>), DirectiveError> {
+    let policy = read(first(args), values::parse_fail_policy)?;
     let Some(&extra) = args.get(1) else {
         return Ok((policy, None));
     };
     let Some(value) = extra.strip_prefix("trusted=") else {
-        return Err(Refusal::invalid(extra, "expected \"trusted=<value>\""));
+        return Err(DirectiveError::invalid(
+            extra,
+            "expected \"trusted=<value>\"",
+        ));
     };
     if policy != FailPolicy::Closed {
-        return Err(Refusal::invalid(
+        return Err(DirectiveError::invalid(
             extra,
             "\"trusted=\" only goes with \"closed\"",
         ));
     }
     if value.is_empty() {
-        return Err(Refusal::invalid(extra, "\"trusted=\" needs a value"));
+        return Err(DirectiveError::invalid(extra, "\"trusted=\" needs a value"));
     }
     Ok((policy, Some(value)))
 }
 
 /// `pow_shield_secret <key>`. The refusal never shows the key.
-pub fn secret(v: &str) -> Result<SecretKeys, Refusal> {
-    let current = Secret::new(v.as_bytes()).map_err(|e| Refusal::invalid("...", e))?;
+pub fn secret(v: &str) -> Result<SecretKeys, DirectiveError> {
+    let current = Secret::new(v.as_bytes()).map_err(|e| DirectiveError::invalid("...", e))?;
     Ok(SecretKeys {
         current,
         previous: None,
@@ -242,16 +229,16 @@ pub fn secret(v: &str) -> Result<SecretKeys, Refusal> {
 
 /// The keys of `pow_shield_secret_file <v>`, read from `path` (the file's
 /// name resolved against the prefix). The refusal never shows a key.
-pub fn secret_file(v: &str, path: &str, contents: &[u8]) -> Result<SecretKeys, Refusal> {
+pub fn secret_file(v: &str, path: &str, contents: &[u8]) -> Result<SecretKeys, DirectiveError> {
     SecretKeys::from_file_contents(contents)
-        .map_err(|e| Refusal::invalid(v, format_args!("\"{path}\": {e}")))
+        .map_err(|e| DirectiveError::invalid(v, format_args!("\"{path}\": {e}")))
 }
 
 /// `pow_shield_zone <size>`, at least `min` bytes.
-pub fn zone_size(v: &str, min: usize) -> Result<usize, Refusal> {
-    let size = values::parse_size(v).map_err(|e| Refusal::invalid(v, e))?;
+pub fn zone_size(v: &str, min: usize) -> Result<usize, DirectiveError> {
+    let size = read(v, syntax::parse_size)?;
     if size < min {
-        return Err(Refusal::invalid(
+        return Err(DirectiveError::invalid(
             v,
             format_args!("the zone needs at least {}k", min / 1024),
         ));
@@ -264,9 +251,9 @@ mod tests {
     use super::*;
 
     /// The word a refusal names.
-    fn named<T: core::fmt::Debug>(result: Result<T, Refusal>) -> String {
+    fn named<T: core::fmt::Debug>(result: Result<T, DirectiveError>) -> String {
         match result {
-            Err(Refusal::Invalid { value, .. }) => value,
+            Err(DirectiveError::Invalid { value, .. }) => value,
             other => panic!("expected an invalid value, got {other:?}"),
         }
     }
@@ -433,7 +420,7 @@ mod tests {
         assert_eq!(challenge_ttl("1d"), Ok(86_400_000));
         assert_eq!(
             challenge_ttl("0"),
-            Err(Refusal::invalid("0", "must be between 1s and 1d"))
+            Err(DirectiveError::invalid("0", "must be between 1s and 1d"))
         );
         assert_eq!(named(challenge_ttl("999ms")), "999ms");
         assert_eq!(named(challenge_ttl("abc")), "abc");
@@ -458,7 +445,7 @@ mod tests {
         assert_eq!(log_level("error"), Ok(LogLevel::Error));
         assert_eq!(
             log_level("loud"),
-            Err(Refusal::invalid(
+            Err(DirectiveError::invalid(
                 "loud",
                 "expected info, notice, warn or error"
             ))
@@ -488,7 +475,7 @@ mod tests {
     #[test]
     fn a_secret_file_refusal_names_the_file_not_a_key() {
         let refusal = secret_file("keys", "/etc/keys", b"short\n");
-        let Err(Refusal::Invalid { value, reason }) = refusal else {
+        let Err(DirectiveError::Invalid { value, reason }) = refusal else {
             panic!("expected a refusal");
         };
         assert_eq!(value, "keys");
@@ -501,7 +488,7 @@ mod tests {
         assert_eq!(zone_size("1m", 32_768), Ok(1_048_576));
         assert_eq!(
             zone_size("1k", 32_768),
-            Err(Refusal::invalid("1k", "the zone needs at least 32k"))
+            Err(DirectiveError::invalid("1k", "the zone needs at least 32k"))
         );
         assert_eq!(named(zone_size("abc", 32_768)), "abc");
     }

@@ -1,13 +1,16 @@
-//! The directives' pure side (docs/directives.md): what each directive's
-//! words mean and which word a refusal names (`args`, `redis`), the one
-//! refusal format (`refusal`), and how a location inherits what it leaves
-//! unset from its server and the http block (`settings`). The module's
-//! `src/config/` only converts nginx types at the edge and calls these.
+//! The directives' pure side (docs/directives.md): what each word means
+//! (`values`, one parser per word, on nginx's grammar in `crate::syntax`),
+//! which words each directive takes and which word a refusal names
+//! (`args`, `redis`), the one format of a refusal (`directive_error`), and
+//! how a location inherits what it leaves unset from its server and the
+//! http block (`settings`). The module's `src/config/` only converts nginx
+//! types at the edge and calls these.
 
 pub mod args;
+pub mod directive_error;
 pub mod redis;
-pub mod refusal;
 pub mod settings;
+pub mod values;
 
-pub use self::refusal::Refusal;
+pub use self::directive_error::DirectiveError;
 pub use self::settings::{LogLevel, Resolved, Settings, Warning};

@@ -4,7 +4,7 @@
 //! is the module's part.
 
 use super::args::first;
-use super::refusal::Refusal;
+use super::directive_error::DirectiveError;
 use crate::redis::cluster::NodeAddr;
 use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
 
@@ -18,22 +18,22 @@ pub struct Parsed {
 }
 
 /// `pow_shield_redis`'s words; `None` is `off`.
-pub fn parse(args: &[&str]) -> Result<Option<Parsed>, Refusal> {
+pub fn parse(args: &[&str]) -> Result<Option<Parsed>, DirectiveError> {
     let url = first(args);
     let options_args = args.get(1..).unwrap_or_default();
     if url == "off" {
         if let Some(extra) = options_args.first() {
-            return Err(Refusal::invalid(extra, "\"off\" takes no options"));
+            return Err(DirectiveError::invalid(extra, "\"off\" takes no options"));
         }
         return Ok(None);
     }
     let shown = redact(url);
-    let targets = url::parse_redis_urls(url).map_err(|e| Refusal::invalid(&shown, e))?;
+    let targets = url::parse_redis_urls(url).map_err(|e| DirectiveError::invalid(&shown, e))?;
     let mut options = RedisOptions::default();
     for arg in options_args {
-        url::apply_redis_option(&mut options, arg).map_err(|e| Refusal::invalid(arg, e))?;
+        url::apply_redis_option(&mut options, arg).map_err(|e| DirectiveError::invalid(arg, e))?;
     }
-    url::check_cluster(&targets, &options).map_err(|e| Refusal::invalid(&shown, e))?;
+    url::check_cluster(&targets, &options).map_err(|e| DirectiveError::invalid(&shown, e))?;
     Ok(Some(Parsed {
         targets,
         options,
@@ -73,13 +73,14 @@ impl Parsed {
         self,
         url: &str,
         options_args: &[&str],
-    ) -> Result<(RedisTarget, RedisOptions, String), Refusal> {
+    ) -> Result<(RedisTarget, RedisOptions, String), DirectiveError> {
         // parse_redis_urls yields at least one URL (split never yields none).
         let Some(target) = self.targets.into_iter().next() else {
-            return Err(Refusal::invalid(url, "no URL"));
+            return Err(DirectiveError::invalid(url, "no URL"));
         };
-        url::check_options(&target, &self.options)
-            .map_err(|url::Conflict(name, e)| Refusal::invalid(named(options_args, name), e))?;
+        url::check_options(&target, &self.options).map_err(|url::Conflict(name, e)| {
+            DirectiveError::invalid(named(options_args, name), e)
+        })?;
         let display = addr_text(&target.addr);
         Ok((target, self.options, display))
     }
@@ -147,9 +148,9 @@ pub fn tls_fault(why: &str, ca_written: bool) -> TlsFault {
 mod tests {
     use super::*;
 
-    fn refused_value<T>(result: Result<T, Refusal>) -> String {
+    fn refused_value<T>(result: Result<T, DirectiveError>) -> String {
         match result {
-            Err(Refusal::Invalid { value, .. }) => value,
+            Err(DirectiveError::Invalid { value, .. }) => value,
             Err(other) => panic!("expected an invalid value, got {other:?}"),
             Ok(_) => panic!("expected a refusal"),
         }

@@ -6,7 +6,7 @@
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
 use crate::limiter::Limits;
-use crate::values::{FailPolicy, HeadersMode};
+use crate::syntax::{FailPolicy, HeadersMode};
 
 /// `pow_shield_difficulty` when no level sets it.
 pub const DEFAULT_DIFFICULTY: u8 = 4;

@@ -5,7 +5,7 @@
 
 use crate::limiter::{Limits, MAX_LIMITS};
 use crate::protocol::{MAX_BITS, MIN_BITS};
-use crate::values::Difficulty;
+use crate::syntax::Difficulty;
 
 /// `pow_shield_difficulty <base> [max=<max>]`, in leading zero bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

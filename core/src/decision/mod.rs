@@ -27,7 +27,7 @@ use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use crate::limiter::{Limits, Spent, Verdict};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
 use crate::store::{Checked, Offence, Op, Reply, Solution, Struck};
-use crate::values::FailPolicy;
+use crate::syntax::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
 macro_rules! full_zone {

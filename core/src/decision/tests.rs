@@ -8,7 +8,7 @@ use super::*;
 use crate::limiter::breaker::StrikeRule;
 use crate::limiter::RateLimit;
 use crate::store::{MemoryStore, Subject};
-use crate::values::Difficulty;
+use crate::syntax::Difficulty;
 
 /// Solutions that cannot be spent now (SPEC §5).
 mod unspendable;

@@ -8,7 +8,7 @@ use core::fmt;
 use percent_encoding::percent_decode_str;
 use zeroize::Zeroizing;
 
-use crate::values::{parse_bounded, parse_time_ms, ValueError};
+use crate::syntax::{parse_bounded, parse_time_ms, ValueError};
 
 /// Longest Redis timeout accepted by [`apply_redis_option`].
 pub const MAX_REDIS_TIMEOUT_MS: u64 = 60_000;

@@ -2,7 +2,7 @@
 //! the batching arithmetic.
 
 use super::*;
-use crate::limiter::breaker::{opened_block, Block, StrikeRule};
+use crate::limiter::breaker::{opened_block, Block, StrikeRule, Tripped};
 
 const STRIKES_5: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {

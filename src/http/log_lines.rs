@@ -13,7 +13,7 @@ use core::ptr;
 use nginx_sys::{ngx_event_t, ngx_log_t, ngx_uint_t};
 use ngx::http::{HttpModuleLocationConf, NgxHttpCoreModule, Request};
 
-use super::variables::is_address_key;
+use super::request::{client_addr, is_address_key};
 use crate::config::Policy;
 use crate::ffi::{bytes, monotonic_ms};
 use pow_shield_core::decision::{Final, Outcome};
@@ -82,7 +82,7 @@ fn dry_run_prefix(policy: &Policy) -> &'static str {
 /// behind it). Never summarized.
 fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
     let prefix = dry_run_prefix(policy);
-    let client = super::handler::client_addr(r);
+    let client = client_addr(r);
     let by_address = policy.default_key || is_address_key(r, key);
     let kind = if by_address { "address" } else { "custom" };
     let level: ngx_uint_t = policy.breaker_log_level;

@@ -1,4 +1,5 @@
-//! Why a directive was refused, and the one way every refusal reads:
+//! Why a directive was refused ([`DirectiveError`]), and the one way every
+//! refusal reads:
 //! `invalid value "<v>" in "<directive>" directive: <reason>` (nginx
 //! appends the file and line), as nginx's own setters do.
 
@@ -6,7 +7,7 @@ use core::fmt::Display;
 
 /// Why a directive was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum DirectiveError {
     /// The directive appears twice at one level.
     Duplicate,
     /// A word of the directive is wrong: `value` is that word as written
@@ -21,10 +22,10 @@ pub enum Refusal {
     Conflict { other: &'static str },
 }
 
-impl Refusal {
+impl DirectiveError {
     /// `value` refused for `reason`.
-    pub fn invalid(value: &str, reason: impl Display) -> Refusal {
-        Refusal::Invalid {
+    pub fn invalid(value: &str, reason: impl Display) -> DirectiveError {
+        DirectiveError::Invalid {
             value: value.to_owned(),
             reason: reason.to_string(),
         }
@@ -34,12 +35,12 @@ impl Refusal {
     /// logged).
     pub fn message(&self, directive: &str) -> Option<String> {
         match self {
-            Refusal::Duplicate => Some(format!("\"{directive}\" directive is duplicate")),
-            Refusal::Invalid { value, reason } => Some(format!(
+            DirectiveError::Duplicate => Some(format!("\"{directive}\" directive is duplicate")),
+            DirectiveError::Invalid { value, reason } => Some(format!(
                 "invalid value \"{value}\" in \"{directive}\" directive: {reason}"
             )),
-            Refusal::Logged => None,
-            Refusal::Conflict { other } => Some(format!(
+            DirectiveError::Logged => None,
+            DirectiveError::Conflict { other } => Some(format!(
                 "\"{directive}\" and \"{other}\" cannot both be set: use one of them"
             )),
         }
@@ -52,10 +53,10 @@ impl Refusal {
 pub fn set_once_of(
     slot: &mut Option<&'static str>,
     directive: &'static str,
-) -> Result<(), Refusal> {
+) -> Result<(), DirectiveError> {
     match *slot {
-        Some(set) if set == directive => Err(Refusal::Duplicate),
-        Some(other) => Err(Refusal::Conflict { other }),
+        Some(set) if set == directive => Err(DirectiveError::Duplicate),
+        Some(other) => Err(DirectiveError::Conflict { other }),
         None => {
             *slot = Some(directive);
             Ok(())
@@ -64,9 +65,9 @@ pub fn set_once_of(
 }
 
 /// Stores `value` into an unset slot, refusing a second occurrence.
-pub fn set_once<T>(slot: &mut Option<T>, value: T) -> Result<(), Refusal> {
+pub fn set_once<T>(slot: &mut Option<T>, value: T) -> Result<(), DirectiveError> {
     if slot.is_some() {
-        return Err(Refusal::Duplicate);
+        return Err(DirectiveError::Duplicate);
     }
     *slot = Some(value);
     Ok(())
@@ -78,9 +79,9 @@ mod tests {
 
     #[test]
     fn an_invalid_value_names_the_value_the_directive_and_the_reason() {
-        let refusal = Refusal::invalid("0", "must be between 1 and 12");
+        let error = DirectiveError::invalid("0", "must be between 1 and 12");
         assert_eq!(
-            refusal.message("pow_shield_difficulty").as_deref(),
+            error.message("pow_shield_difficulty").as_deref(),
             Some("invalid value \"0\" in \"pow_shield_difficulty\" directive: must be between 1 and 12")
         );
     }
@@ -88,14 +89,16 @@ mod tests {
     #[test]
     fn a_duplicate_reads_as_nginx_says_it() {
         assert_eq!(
-            Refusal::Duplicate.message("pow_shield_limit").as_deref(),
+            DirectiveError::Duplicate
+                .message("pow_shield_limit")
+                .as_deref(),
             Some("\"pow_shield_limit\" directive is duplicate")
         );
     }
 
     #[test]
     fn a_refusal_already_logged_is_not_logged_again() {
-        assert_eq!(Refusal::Logged.message("pow_shield_key"), None);
+        assert_eq!(DirectiveError::Logged.message("pow_shield_key"), None);
     }
 
     #[test]
@@ -104,7 +107,7 @@ mod tests {
         assert_eq!(set_once_of(&mut slot, "pow_shield_secret"), Ok(()));
         assert_eq!(
             set_once_of(&mut slot, "pow_shield_secret"),
-            Err(Refusal::Duplicate)
+            Err(DirectiveError::Duplicate)
         );
         let conflict = set_once_of(&mut slot, "pow_shield_secret_file").unwrap_err();
         assert_eq!(
@@ -121,7 +124,7 @@ mod tests {
     fn a_slot_takes_one_value_then_refuses_a_second() {
         let mut slot = None;
         assert_eq!(set_once(&mut slot, 1), Ok(()));
-        assert_eq!(set_once(&mut slot, 2), Err(Refusal::Duplicate));
+        assert_eq!(set_once(&mut slot, 2), Err(DirectiveError::Duplicate));
         assert_eq!(slot, Some(1));
     }
 }

@@ -1,0 +1,148 @@
+//! What the request says about its client, read at the edge: its address
+//! (`$remote_addr`, after realip), the `X-PoW-*` headers of a solution,
+//! the client key (evaluated once per request; the default key made
+//! without the variable machinery), whether `trusted=` holds, and whether
+//! a key is the client's address (for the breaker's log lines, which
+//! fail2ban reads).
+
+use core::ptr::NonNull;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use nginx_sys::{ngx_connection_t, ngx_http_request_t};
+use ngx::http::Request;
+
+use super::state::RequestState;
+use crate::config::Policy;
+use crate::ffi::bytes;
+use pow_shield_core::limiter::client::client_id;
+
+/// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
+/// pass (every request of a shielded location looks for them).
+pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Option<&[u8]>) {
+    let (mut token, mut nonce) = (None, None);
+    for (key, value) in r.headers_in_iterator() {
+        let key = key.as_bytes();
+        if token.is_none() && key.eq_ignore_ascii_case(b"x-pow-challenge") {
+            token = Some(value.as_bytes());
+        } else if nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
+            nonce = Some(value.as_bytes());
+        }
+    }
+    (token, nonce)
+}
+
+/// `$remote_addr` (after realip): what challenges are bound to.
+pub(super) fn client_addr(r: &Request) -> String {
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*r.connection() };
+    String::from_utf8_lossy(bytes(&c.addr_text)).into_owned()
+}
+
+/// The client key, in the request pool (no copy), evaluated once per
+/// request: every store operation of the request uses it. Empty: exempt.
+pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]> {
+    // SAFETY: the state lives in the request's pool, and no other borrow of
+    // it is live while the key is read or set.
+    let st = unsafe { &mut *state.as_ptr() };
+    if st.key.is_none() {
+        let policy = st.policy();
+        let key = if policy.default_key {
+            default_key(r)?
+        } else {
+            // SAFETY: the key is a complex value compiled at configuration time.
+            let cv = unsafe { policy.key.as_ref() }?;
+            r.get_complex_value(cv)?.as_bytes()
+        };
+        st.key = Some((key.as_ptr(), key.len()));
+    }
+    match st.key {
+        Some((_, 0)) | None => Some(&[]),
+        // SAFETY: the value was made in the request's pool, which lives as
+        // long as the request.
+        Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
+    }
+}
+
+/// The default key (`config::DEFAULT_KEY`: a NUL byte, then
+/// `$pow_shield_client`), made in the request pool without the variable
+/// machinery: every request of a location with the default key needs it.
+fn default_key(r: &Request) -> Option<&[u8]> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: a request's connection is live while the request is, and
+    // nginx filled its sockaddr.
+    let id = client_id(unsafe { peer_ip(&*raw.connection) });
+    let id = id.as_bytes();
+    let len = 1 + id.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
+    // written in full before they are read.
+    unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        *data = 0;
+        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
+        Some(core::slice::from_raw_parts(data, len))
+    }
+}
+
+/// `trusted=` of `pow_shield_fail closed`: non-empty and not "0".
+pub(super) fn trusted(r: &Request, policy: &Policy) -> bool {
+    // SAFETY: compiled at configuration time when set.
+    let Some(cv) = (unsafe { policy.trusted.as_ref() }) else {
+        return false;
+    };
+    matches!(r.get_complex_value(cv), Some(v) if !v.is_empty() && v.as_bytes() != b"0")
+}
+
+/// Whether `key` is the client's address (after realip) in one of the
+/// forms a configuration counts by: its `$pow_shield_client`, its
+/// `$remote_addr` text or its `$binary_remote_addr` bytes (4 for IPv4, 16
+/// for IPv6; a UNIX-domain peer's is the text), whether the key is that
+/// variable or a `map` (or `geo` and `map`) that gave it for this client.
+/// An empty key (exempt) is none. A key of another source (an API key)
+/// equals none of them, unless it is this very client's own address.
+pub(super) fn is_address_key(r: &Request, key: &[u8]) -> bool {
+    if key.is_empty() {
+        return false;
+    }
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*r.connection() };
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let ip = unsafe { peer_ip(c) };
+    key == client_id(ip).as_str().as_bytes()
+        || key == bytes(&c.addr_text)
+        || match ip {
+            Some(IpAddr::V4(v4)) => key == v4.octets(),
+            Some(IpAddr::V6(v6)) => key == v6.octets(),
+            None => false,
+        }
+}
+
+/// The peer's IP address (after realip), or `None` for UNIX-domain sockets
+/// and other families.
+///
+/// # Safety
+/// `c` is a live connection whose `sockaddr` nginx filled.
+pub(super) unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
+    if c.sockaddr.is_null() {
+        return None;
+    }
+    // SAFETY: nginx's sockaddr is at least a `sockaddr`; the family says
+    // which larger struct it is.
+    unsafe {
+        match i32::from((*c.sockaddr).sa_family) {
+            libc::AF_INET => {
+                let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();
+                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
