@@ -83,7 +83,7 @@ fn decide(r: &mut Request) -> Status {
         Some(decision) => decision,
         None => Decision::new(
             policy.rules(),
-            payment(r, mcf, &subject, key, policy),
+            payment(r, mcf, &stores, &subject, key, policy),
             key.is_empty(),
         ),
     };
@@ -109,7 +109,7 @@ fn decide(r: &mut Request) -> Status {
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     log_lines::log(r, policy, key, &done);
-    respond(r, mcf, state, policy, key, done)
+    respond(r, mcf, &stores, state, policy, key, done)
 }
 
 /// The phases run again after we answered: `post_action`, or an
@@ -129,7 +129,14 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
 /// `key` is the client's own (a dry run's stores count under another).
-fn payment(r: &Request, mcf: &MainConf, subject: &Subject, key: &[u8], policy: &Policy) -> Payment {
+fn payment(
+    r: &Request,
+    mcf: &MainConf,
+    stores: &Stores,
+    subject: &Subject,
+    key: &[u8],
+    policy: &Policy,
+) -> Payment {
     if policy.limits.is_empty() || subject.key.is_empty() {
         return Payment::Unpaid;
     }
@@ -161,10 +168,10 @@ fn payment(r: &Request, mcf: &MainConf, subject: &Subject, key: &[u8], policy: &
     let solution = Solution {
         digest: solved.digest,
         spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
-        generation: crate::store::spend_generation(solved.generation),
+        generation: stores.spend_generation(solved.generation),
         forgive: solved.struck,
     };
-    match crate::store::accepts_generation(solved.generation, subject.key) {
+    match stores.accepts(solved.generation, subject.key) {
         Spendable::Now => Payment::Valid(solution),
         // Elsewhere during an outage, or a generation being learnt: a
         // fresh challenge that takes back what this one would have.
@@ -222,6 +229,7 @@ fn wait(r: &mut Request) -> Status {
 fn respond(
     r: &mut Request,
     mcf: &MainConf,
+    stores: &Stores,
     state: NonNull<RequestState>,
     policy: &Policy,
     key: &[u8],
@@ -252,7 +260,7 @@ fn respond(
             status,
             error,
             bits,
-        } => send_challenge(r, mcf, policy, key, &done, (status, error, bits)),
+        } => send_challenge(r, mcf, stores, policy, key, &done, (status, error, bits)),
         Answer::Error { status, message } => response::send_error(r, status, message),
         // nginx closes the connection for 444 (as `return 444` does).
         Answer::Block(_) if status == 444 => Status(444),
@@ -263,7 +271,7 @@ fn respond(
         Answer::Unavailable => {
             let retry_after_ms = done
                 .retry_after_ms
-                .or_else(crate::store::redis_retry_in_ms)
+                .or_else(|| stores.retry_in_ms())
                 .unwrap_or(1000);
             response::send_unavailable(r, retry_after_ms)
         }
@@ -277,6 +285,7 @@ fn respond(
 fn send_challenge(
     r: &mut Request,
     mcf: &MainConf,
+    stores: &Stores,
     policy: &Policy,
     key: &[u8],
     done: &Final,
@@ -288,7 +297,7 @@ fn send_challenge(
     let (addr, ttl_ms) = (client_addr(r), policy.challenge_ttl_ms);
     // The client's slot's (a Redis Cluster's check answers it), else the
     // node's.
-    let generation = done.generation.or_else(crate::store::challenge_generation);
+    let generation = done.generation.or_else(|| stores.challenge_generation());
     // Paying a 429 takes back the strike it counted; a 409/410/422's
     // fresh challenge follows a strike that is never taken back.
     let struck = status == 429 && (done.struck || done.pays_back);

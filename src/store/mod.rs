@@ -189,6 +189,40 @@ impl Stores {
     }
 }
 
+/// What the request path asks of the data generations and Redis's health
+/// (docs/operations.md, "Choosing a fail policy"); in local mode there are
+/// neither.
+impl Stores {
+    /// While Redis is failing: milliseconds until it is tried again (the
+    /// `Retry-After` of a 503).
+    pub fn retry_in_ms(&self) -> Option<u64> {
+        self.redis.as_ref()?.retry_in_ms()
+    }
+
+    /// The data generation a challenge issued now carries.
+    pub fn challenge_generation(&self) -> Option<u64> {
+        self.redis.as_ref()?.challenge_generation()
+    }
+
+    /// Whether a solution of a challenge issued in `generation` may be
+    /// spent now; if not, the client gets a fresh challenge. `key`: the
+    /// client's (a Redis Cluster has a generation per slot).
+    pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> Spendable {
+        self.redis
+            .as_ref()
+            .map_or(Spendable::Now, |redis| redis.accepts(generation, key))
+    }
+
+    /// The generation a solution of a challenge issued in `generation` is
+    /// spent in (none for one this node issued during an outage).
+    pub fn spend_generation(&self, generation: Option<u64>) -> Option<u64> {
+        match &self.redis {
+            Some(redis) => redis.generations().spent_in(generation),
+            None => generation,
+        }
+    }
+}
+
 /// What a request asked of Redis, kept so that the fallback rule can
 /// decide it if Redis does not answer, now or later (the request's own
 /// memory may be gone by then: the key is copied).
@@ -284,49 +318,6 @@ pub fn now() -> Now {
         monotonic_ms: crate::ffi::monotonic_ms(),
         epoch_ms: crate::ffi::now_ms(),
     }
-}
-
-/// Whether Redis is configured and currently failing (for metrics, logs
-/// and `Retry-After` while refusing).
-pub fn redis_retry_in_ms() -> Option<u64> {
-    REDIS
-        .try_with(|r| r.borrow().as_ref().and_then(|s| s.retry_in_ms()))
-        .ok()
-        .flatten()
-}
-
-/// The data generation a challenge issued now carries (cluster mode; none
-/// in local mode).
-pub fn challenge_generation() -> Option<u64> {
-    REDIS
-        .try_with(|r| r.borrow().as_ref().and_then(|s| s.challenge_generation()))
-        .ok()
-        .flatten()
-}
-
-/// Whether a solution of a challenge issued in `generation` may be spent
-/// now (docs/operations.md, "Choosing a fail policy"); if not, the client
-/// gets a fresh challenge. Always in local mode. `key`: the client's (a
-/// Redis Cluster has a generation per slot).
-pub fn accepts_generation(generation: Option<u64>, key: &[u8]) -> Spendable {
-    REDIS
-        .try_with(|r| {
-            r.borrow()
-                .as_ref()
-                .map_or(Spendable::Now, |s| s.accepts(generation, key))
-        })
-        .unwrap_or(Spendable::Now)
-}
-
-/// The generation a solution of a challenge issued in `generation` is
-/// spent in (none for one this node issued during an outage).
-pub fn spend_generation(generation: Option<u64>) -> Option<u64> {
-    REDIS
-        .try_with(|r| match r.borrow().as_ref() {
-            Some(s) => s.generations().spent_in(generation),
-            None => generation,
-        })
-        .unwrap_or(generation)
 }
 
 /// A worker starts: opens its Redis connection in cluster mode.
