@@ -30,7 +30,8 @@ impl Client {
     }
 
     /// Queues one command; `on_reply` runs from the event loop with the
-    /// reply, or with `Reply::Failed` on timeout or disconnect.
+    /// reply, an error reply's text, or `Reply::Failed` on timeout,
+    /// disconnect or shutdown.
     /// Refused at once while Redis is down or `MAX_IN_FLIGHT` commands wait.
     pub fn submit(
         &self,

@@ -55,8 +55,6 @@ pub(super) struct Connection {
     /// After a failure (and to apply a resolver's answer).
     reconnect_ev: Event,
     log: ConnLog,
-    /// The worker's log, for our own lines.
-    cycle_log: *mut ngx_log_t,
     /// With `Settings::resolve`: the host name's address.
     names: Names,
 }
@@ -76,7 +74,6 @@ impl Connection {
             deadline_ev: Event::idle(),
             reconnect_ev: Event::idle(),
             log: ConnLog::new(cycle_log),
-            cycle_log,
             names: Names::new(),
         });
         connection.attach_events();
@@ -522,7 +519,7 @@ impl Connection {
         let waiting = st.phase == Phase::Resolving;
         match self
             .names
-            .apply(r, &self.settings.name, self.cycle_log, answer, waiting)
+            .apply(r, &self.settings.name, self.log.worker(), answer, waiting)
         {
             Applied::Unchanged => {}
             Applied::Failed(why) => {

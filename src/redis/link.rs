@@ -306,6 +306,11 @@ impl ConnLog {
         self.log.get()
     }
 
+    /// The worker's log, for our own lines.
+    pub(super) fn worker(&self) -> *mut ngx_log_t {
+        self.cycle_log
+    }
+
     /// A new connection: no reason kept yet.
     pub(super) fn clear(&self) {
         self.last_error.borrow_mut().clear();
