@@ -1,30 +1,34 @@
-//! One client's socket on nginx's event loop: connected with
-//! `ngx_event_connect_peer` (the outcome read with `SO_ERROR`), secured
-//! with the TLS handshake of `tls`, then bytes sent from and received into
-//! the client's pipeline until it fails or the worker exits. What nginx
-//! calls and the timers are `events`; what the bytes mean is `client` and
-//! `pipeline`.
+//! One Redis connection's life on nginx's event loop: its host name
+//! resolved (`resolve`), the socket connected and secured (`link`), the
+//! pipeline's bytes sent by one posted flush per loop iteration and
+//! replies read and handed on (`exchange`), every pending reply under one
+//! deadline timer, and after a failure a reconnect with back-off on a
+//! cancelable timer. Every function nginx calls for it is here, behind
+//! the panic guard; the requests' callbacks run once the state is
+//! released, each guarded on its own.
 //! - a timeout, a reply that is not one of ours or a disconnect fails every
-//!   slot at once, closes the connection and schedules a reconnect with
-//!   back-off on a cancelable timer; it is logged once per outage, quoting
-//!   OpenSSL's reason with TLS;
+//!   slot at once, closes the connection and schedules a reconnect; it is
+//!   logged once per outage, quoting OpenSSL's reason with TLS;
 //! - Redis closing an idle connection is not a failure: the next command
 //!   connects again.
 
-use core::cell::UnsafeCell;
+use core::cell::RefCell;
+use core::ffi::c_void;
 use core::ptr;
 
-use nginx_sys::{ngx_log_t, ngx_msec_t, ngx_peer_connection_t, NGX_AGAIN, NGX_LOG_CRIT, NGX_OK};
+use nginx_sys::{ngx_connection_t, ngx_event_t, ngx_log_t, ngx_msec_t};
 
-use super::client::{defer_failed, Inner, OnReply, Reply, State};
-use super::events::{read_handler, tls_handler, write_handler};
-use super::{now, tls};
+use super::event::Event;
+use super::exchange::{Exchange, OnReply, Reply, Unavailable};
+use super::link::{ConnLog, Handlers, Handshake, Io, Link};
+use super::now;
+use super::resolve::{Answer, Applied, Names};
+use super::settings::Settings;
 use pow_shield_core::metrics::{self, RedisError};
-use pow_shield_core::redis::health::Failure;
-use pow_shield_core::redis::pipeline::READ_CHUNK;
+use pow_shield_core::redis::pipeline::{Resend, Slot, READ_CHUNK};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
+enum Phase {
     Disconnected,
     /// Waiting for nginx's resolver (a host name, `Settings::resolve`).
     Resolving,
@@ -34,22 +38,187 @@ pub(super) enum Phase {
     Open,
 }
 
-/// The connection's own log, a copy of the worker's: nginx's per-attempt
-/// connect errors are kept below `crit` so a dead Redis logs one line per
-/// transition.
-pub(super) fn connection_log(cycle_log: *mut ngx_log_t) -> UnsafeCell<ngx_log_t> {
-    // SAFETY: cycle_log is the worker's live log; we take a copy of it.
-    let mut log = unsafe { ptr::read(cycle_log) };
-    log.log_level = log.log_level.min(NGX_LOG_CRIT as usize);
-    log.handler = None;
-    log.data = ptr::null_mut();
-    UnsafeCell::new(log)
+struct State {
+    link: Option<Link>,
+    phase: Phase,
+    exchange: Exchange,
 }
 
-impl Inner {
+/// A connection, boxed so that nginx's events can point at it.
+pub(super) struct Connection {
+    settings: Settings,
+    state: RefCell<State>,
+    /// Posted: sends what this loop iteration queued.
+    flush_ev: Event,
+    /// On the oldest pending reply.
+    deadline_ev: Event,
+    /// After a failure (and to apply a resolver's answer).
+    reconnect_ev: Event,
+    log: ConnLog,
+    /// With `Settings::resolve`: the host name's address.
+    names: Names,
+}
+
+impl Connection {
+    /// Creates the connection and starts connecting.
+    pub(super) fn start(settings: Settings, cycle_log: *mut ngx_log_t) -> Box<Connection> {
+        let subscriber = settings.on_push.is_some();
+        let connection = Box::new(Connection {
+            settings,
+            state: RefCell::new(State {
+                link: None,
+                phase: Phase::Disconnected,
+                exchange: Exchange::new(subscriber, cycle_log),
+            }),
+            flush_ev: Event::idle(),
+            deadline_ev: Event::idle(),
+            reconnect_ev: Event::idle(),
+            log: ConnLog::new(cycle_log),
+            names: Names::new(),
+        });
+        connection.attach_events();
+        connection.with_state(|c, st| c.connect(st));
+        connection
+    }
+
+    /// Points the events (and with TLS the log) at this connection; once,
+    /// at its final address, before nginx knows any of them.
+    fn attach_events(&self) {
+        let data: *mut c_void = ptr::from_ref::<Connection>(self).cast_mut().cast();
+        if self.settings.tls.is_some() {
+            self.log.capture();
+        }
+        self.flush_ev.attach(data, flush_handler, self.log.get());
+        self.deadline_ev
+            .attach(data, deadline_handler, self.log.get());
+        self.reconnect_ev
+            .attach(data, reconnect_handler, self.log.get());
+        // Reconnect timers must not hold a worker that is shutting down.
+        self.reconnect_ev.set_cancelable();
+        self.names.wake_with(&self.reconnect_ev);
+    }
+
+    /// Runs `f` with the state borrowed; `None` if it already is (which would
+    /// be a re-entrancy bug: we refuse rather than panic).
+    fn with_state<R>(&self, f: impl FnOnce(&Connection, &mut State) -> R) -> Option<R> {
+        let mut st = self.state.try_borrow_mut().ok()?;
+        Some(f(self, &mut st))
+    }
+
+    /// Queues `command` (after `before`, both or neither); refused at once
+    /// while Redis is down or `MAX_IN_FLIGHT` commands wait.
+    pub(super) fn submit(
+        &self,
+        before: Option<&[u8]>,
+        command: &[u8],
+        on_noscript: Option<Resend>,
+        on_reply: OnReply,
+    ) -> Result<(), Unavailable> {
+        self.with_state(|c, st| {
+            c.open_for_commands(st)?;
+            let together = 1 + usize::from(before.is_some());
+            st.exchange.admit(together, &c.settings)?;
+            let deadline = c.deadline();
+            if let Some(before) = before {
+                // Its reply (OK) is nobody's.
+                c.push(st, before, Slot::request(deadline, Box::new(|_| {}), None));
+            }
+            c.push(st, command, Slot::request(deadline, on_reply, on_noscript));
+            Ok(())
+        })
+        .unwrap_or(Err(Unavailable::Down))
+    }
+
+    /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
+    pub(super) fn submit_topology(
+        &self,
+        command: &[u8],
+        on_reply: OnReply,
+    ) -> Result<(), Unavailable> {
+        self.with_state(|c, st| {
+            c.open_for_commands(st)?;
+            st.exchange.admit_topology()?;
+            c.push(st, command, Slot::topology(c.deadline(), on_reply));
+            Ok(())
+        })
+        .unwrap_or(Err(Unavailable::Down))
+    }
+
+    /// While Redis is down: milliseconds until the next reconnect attempt.
+    pub(super) fn retry_in_ms(&self) -> Option<u64> {
+        // Shut down (a retired cluster node): never tried again.
+        let down = self
+            .state
+            .try_borrow()
+            .map(|st| st.exchange.is_down())
+            .unwrap_or(false);
+        down.then(|| self.reconnect_ev.ms_left())
+    }
+
+    /// Closes the connection and cancels every event (worker exit).
+    pub(super) fn shutdown(&self) {
+        self.with_state(|c, st| c.close_for_exit(st));
+        run_failed();
+    }
+
+    /// Whether requests depend on this node.
+    pub(super) fn set_serving(&self, serving: bool) {
+        if let Ok(mut st) = self.state.try_borrow_mut() {
+            st.exchange.set_serving(serving);
+        }
+    }
+
+    /// Whether the connection is open (or opening) and Redis available.
+    pub(super) fn is_connected(&self) -> bool {
+        self.state
+            .try_borrow()
+            .map(|st| st.phase != Phase::Disconnected && st.exchange.is_healthy())
+            .unwrap_or(true)
+    }
+
+    /// Whether commands may be sent.
+    pub(super) fn is_healthy(&self) -> bool {
+        self.state
+            .try_borrow()
+            .map(|st| st.exchange.admits())
+            .unwrap_or(false)
+    }
+
+    /// A request's deadline, from now.
+    fn deadline(&self) -> u64 {
+        now().wrapping_add(self.settings.timeout_ms) as u64
+    }
+
+    /// Whether commands may be queued now, connecting first after an idle
+    /// close; refused at once while Redis is down or the worker exits.
+    fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
+        if !st.exchange.admits() {
+            return Err(Unavailable::Down);
+        }
+        if st.phase == Phase::Disconnected {
+            self.connect(st);
+        }
+        match st.phase {
+            // Requests don't wait for DNS: pow_shield_fail decides.
+            Phase::Disconnected | Phase::Resolving => Err(Unavailable::Down),
+            Phase::Connecting | Phase::Securing | Phase::Open => {
+                self.refresh_if_expired(st);
+                Ok(())
+            }
+        }
+    }
+
+    fn push(&self, st: &mut State, command: &[u8], slot: Slot<OnReply>) {
+        st.exchange.push(command, slot);
+        self.arm_deadline(st);
+        if st.phase == Phase::Open {
+            self.flush_ev.post();
+        }
+    }
+
     /// Connects: resolves the host name first when it needs it.
-    pub(super) fn connect(&self, st: &mut State) {
-        if self.needs_resolving() {
+    fn connect(&self, st: &mut State) {
+        if self.settings.resolve.is_some() && self.names.needed() {
             self.start_resolve(st, false);
             return;
         }
@@ -57,70 +226,68 @@ impl Inner {
     }
 
     /// Starts a non-blocking connect, with the handshake queued first.
-    pub(super) fn connect_to(&self, st: &mut State) {
+    fn connect_to(&self, st: &mut State) {
         let s = &self.settings;
-        let resolved = self.resolved.borrow();
-        let addr = match (&s.resolve, resolved.as_ref()) {
-            (Some(_), Some(resolved)) => resolved.addr.ngx_addr_ref(),
+        let addr = match (&s.resolve, self.names.addr()) {
+            (Some(_), Some(addr)) => addr,
             _ => s.addr,
         };
-        drop(resolved);
-        // SAFETY: a zeroed peer connection is its initial state; the address
-        // and name point at memory that outlives the connection (the
-        // configuration's, or the client's resolved address, replaced only
-        // once this connection is closed).
-        let mut pc: ngx_peer_connection_t = unsafe { core::mem::zeroed() };
-        pc.sockaddr = addr.sockaddr;
-        pc.socklen = addr.socklen;
-        // nginx reads the name only while connecting (its log lines).
-        let mut name = addr.name;
-        pc.name = &mut name;
-        pc.get = Some(nginx_sys::ngx_event_get_peer);
-        pc.log = self.log.get();
-        pc.tries = 1;
-        pc.set_log_error(nginx_sys::ngx_connection_log_error_e_NGX_ERROR_INFO);
-        // SAFETY: pc is fully initialised for a plain TCP/unix connect.
-        let rc = unsafe { nginx_sys::ngx_event_connect_peer(&mut pc) };
-        let err = nginx_sys::ngx_socket_errno();
-        if pc.connection.is_null() || !(rc == NGX_OK as isize || rc == NGX_AGAIN as isize) {
-            let reason = format!(
-                "connect() failed: {}",
-                std::io::Error::from_raw_os_error(err)
-            );
-            self.fail(st, RedisError::Io, &reason);
-            return;
-        }
-        let c = pc.connection;
-        // SAFETY: a fresh connection from nginx; we own it until we close it.
-        unsafe {
-            (*c).data = ptr::from_ref(self).cast_mut().cast();
-            (*(*c).read).handler = Some(read_handler);
-            (*(*c).write).handler = Some(write_handler);
-        }
-        st.conn = c;
+        let handlers = Handlers {
+            read: read_handler,
+            write: write_handler,
+            secured: tls_handler,
+        };
+        // The configuration's address, or the names' one, replaced only
+        // once this connection is closed; the log and this connection
+        // outlive it.
+        let data = ptr::from_ref(self).cast_mut().cast();
+        let connected = match Link::connect(addr, self.log.get(), data, handlers) {
+            Ok((link, connected)) => {
+                st.link = Some(link);
+                connected
+            }
+            Err(why) => {
+                self.fail(st, RedisError::Io, &why);
+                return;
+            }
+        };
         st.phase = Phase::Connecting;
-        self.last_error.borrow_mut().clear();
+        self.log.clear();
         // The handshake goes first; its deadline also bounds the connect
         // (and TLS).
         let deadline = now().wrapping_add(s.connect_timeout_ms + s.timeout_ms);
-        st.pipeline
+        st.exchange
+            .pipeline
             .open(&s.handshake, deadline as u64, metrics::redis_command);
         self.arm_deadline(st);
-        if rc == NGX_OK as isize {
+        if connected {
             self.established(st);
         }
     }
 
+    /// The non-blocking connect finished: did it succeed?
+    fn on_connected(&self, st: &mut State) {
+        let Some(link) = &st.link else {
+            return;
+        };
+        match link.connected() {
+            Ok(()) => self.established(st),
+            Err(why) => self.fail(st, RedisError::Io, &why),
+        }
+    }
+
     /// The socket is connected: TLS first if configured, then commands.
-    pub(super) fn established(&self, st: &mut State) {
+    fn established(&self, st: &mut State) {
         let Some(t) = &self.settings.tls else {
             st.phase = Phase::Open;
-            self.post_flush();
+            self.flush_ev.post();
             return;
         };
         st.phase = Phase::Securing;
-        // SAFETY: our freshly connected socket, without TLS yet.
-        if let Err(why) = unsafe { tls::attach(st.conn, t.ssl, &t.name) } {
+        let Some(link) = &st.link else {
+            return;
+        };
+        if let Err(why) = link.start_tls(t.ssl, &t.name) {
             self.fail(st, RedisError::Handshake, &why);
             return;
         }
@@ -130,91 +297,63 @@ impl Inner {
     /// Drives the TLS handshake; nginx calls `tls_handler` when it needs
     /// the socket again.
     fn secure(&self, st: &mut State) {
-        let c = st.conn;
-        // SAFETY: our connection with TLS attached; never blocks.
-        let rc = unsafe { nginx_sys::ngx_ssl_handshake(c) };
-        if rc == NGX_AGAIN as isize {
-            // SAFETY: as above; nginx calls it once the handshake ends.
-            unsafe { (*(*c).ssl).handler = Some(tls_handler) };
+        let Some(link) = &st.link else {
             return;
-        }
-        if rc == NGX_OK as isize {
-            self.secured(st);
-        } else {
-            let why = self.quote_last_error("TLS handshake failed");
-            self.fail(st, RedisError::Handshake, &why);
+        };
+        match link.handshake() {
+            Handshake::Again => {}
+            Handshake::Done => self.secured(st),
+            Handshake::Failed => {
+                let why = self.log.quote("TLS handshake failed");
+                self.fail(st, RedisError::Handshake, &why);
+            }
         }
     }
 
     /// The handshake ended: checks the certificate, then sends commands.
-    pub(super) fn secured(&self, st: &mut State) {
-        let c = st.conn;
-        let Some(t) = &self.settings.tls else {
+    fn secured(&self, st: &mut State) {
+        let (Some(t), Some(link)) = (&self.settings.tls, &st.link) else {
             return;
         };
-        // SAFETY: our connection; `handshaked` says the handshake completed.
-        let done = unsafe { !(*c).ssl.is_null() && (*(*c).ssl).handshaked() != 0 };
-        if !done {
-            let why = self.quote_last_error("TLS handshake failed");
+        if !link.handshaked() {
+            let why = self.log.quote("TLS handshake failed");
             self.fail(st, RedisError::Handshake, &why);
             return;
         }
-        if t.verify {
-            // SAFETY: the handshake completed.
-            if let Err(why) = unsafe { tls::verify(c, &t.name) } {
-                self.fail(st, RedisError::Handshake, &why);
-                return;
-            }
+        let verified = if t.verify {
+            link.verify(&t.name)
+        } else {
+            Ok(())
+        };
+        if let Err(why) = verified {
+            self.fail(st, RedisError::Handshake, &why);
+            return;
         }
-        // SAFETY: nginx's handshake handlers step aside for ours.
-        unsafe {
-            (*(*c).read).handler = Some(read_handler);
-            (*(*c).write).handler = Some(write_handler);
-        }
+        link.secured();
         st.phase = Phase::Open;
         self.flush(st);
     }
 
-    /// `what`, with OpenSSL's reason if the connection logged one.
-    fn quote_last_error(&self, what: &str) -> String {
-        let last = core::mem::take(&mut *self.last_error.borrow_mut());
-        if last.is_empty() {
-            what.to_owned()
-        } else {
-            format!("{what}: {last}")
-        }
-    }
-
     /// Sends what the buffer holds, as far as the socket takes it.
-    pub(super) fn flush(&self, st: &mut State) {
-        if st.phase != Phase::Open || st.pipeline.output().is_empty() {
+    fn flush(&self, st: &mut State) {
+        if st.phase != Phase::Open || st.exchange.pipeline.output().is_empty() {
             return;
         }
-        let c = st.conn;
-        while !st.pipeline.output().is_empty() {
-            let out = st.pipeline.output();
-            // SAFETY: c is our open connection; send only reads from our
-            // buffer (nginx's signature takes a mutable pointer).
-            let n = unsafe {
-                match (*c).send {
-                    Some(send) => send(c, out.as_ptr().cast_mut(), out.len()),
-                    None => -1,
+        let Some(link) = &st.link else {
+            return;
+        };
+        while !st.exchange.pipeline.output().is_empty() {
+            match link.send(st.exchange.pipeline.output()) {
+                Io::Moved(n) => st.exchange.pipeline.sent(n),
+                Io::Again => break,
+                Io::Closed | Io::Failed => {
+                    let why = self.log.quote("send() failed");
+                    self.fail(st, RedisError::Io, &why);
+                    return;
                 }
-            };
-            if n > 0 {
-                st.pipeline.sent(n as usize);
-            } else if n == NGX_AGAIN as isize {
-                break;
-            } else {
-                let why = self.quote_last_error("send() failed");
-                self.fail(st, RedisError::Io, &why);
-                return;
             }
         }
-        // SAFETY: c is open; asks to be told when it is writable again.
-        if !st.pipeline.output().is_empty()
-            && unsafe { nginx_sys::ngx_handle_write_event((*c).write, 0) } != NGX_OK as isize
-        {
+        if !st.exchange.pipeline.output().is_empty() && !link.want_write() {
             self.fail(
                 st,
                 RedisError::Io,
@@ -225,50 +364,45 @@ impl Inner {
 
     /// Reads and dispatches every complete reply; returns the callbacks to
     /// run once the state is released.
-    pub(super) fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
+    fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
         let mut ready = Vec::new();
-        let c = st.conn;
         if st.phase != Phase::Open {
             return ready;
         }
+        let Some(link) = &st.link else {
+            return ready;
+        };
         loop {
-            let input = st.pipeline.input();
+            let input = st.exchange.pipeline.input();
             input.reserve(READ_CHUNK);
-            let spare = input.spare_capacity_mut();
-            // SAFETY: recv writes at most spare.len() bytes into our buffer.
-            let n = unsafe {
-                match (*c).recv {
-                    Some(recv) => recv(c, spare.as_mut_ptr().cast(), spare.len()),
-                    None => -1,
+            let why = match link.recv(input) {
+                Io::Moved(_) => {
+                    if let Err((kind, why)) = st.exchange.dispatch(&self.settings, &mut ready) {
+                        self.fail(st, kind, &why);
+                        return ready;
+                    }
+                    if !st.exchange.pipeline.output().is_empty() {
+                        // NOSCRIPT: the EVAL goes out with the next flush.
+                        self.flush_ev.post();
+                    }
+                    self.arm_deadline(st);
+                    continue;
                 }
-            };
-            if n > 0 {
-                // SAFETY: recv initialised n bytes of the spare capacity.
-                unsafe { input.set_len(input.len() + n as usize) };
-                if !self.dispatch(st, &mut ready) {
+                Io::Again => break,
+                Io::Closed if st.exchange.pipeline.is_idle() && st.exchange.is_healthy() => {
+                    // Redis closed an idle connection (e.g. its `timeout`):
+                    // reconnect on the next request, nothing to report.
+                    self.disconnect(st);
                     return ready;
                 }
-                continue;
-            }
-            if n == NGX_AGAIN as isize {
-                break;
-            }
-            if n == 0 && st.pipeline.is_idle() && st.health.is_healthy() {
-                // Redis closed an idle connection (e.g. its `timeout`):
-                // reconnect on the next request, nothing to report.
-                self.disconnect(st);
-            } else {
-                let why = self.quote_last_error(if n == 0 {
-                    "connection closed by Redis"
-                } else {
-                    "recv() failed"
-                });
-                self.fail(st, RedisError::Io, &why);
-            }
+                Io::Closed => "connection closed by Redis",
+                Io::Failed => "recv() failed",
+            };
+            let why = self.log.quote(why);
+            self.fail(st, RedisError::Io, &why);
             return ready;
         }
-        // SAFETY: c is open; keeps the read event armed.
-        if unsafe { nginx_sys::ngx_handle_read_event((*c).read, 0) } != NGX_OK as isize {
+        if !link.want_read() {
             self.fail(
                 st,
                 RedisError::Io,
@@ -278,149 +412,279 @@ impl Inner {
         ready
     }
 
+    /// Keeps the deadline timer on the oldest pending reply.
+    fn arm_deadline(&self, st: &State) {
+        match st.exchange.pipeline.oldest() {
+            None => self.deadline_ev.del_timer(),
+            Some(slot) => {
+                // Signed: an overdue deadline fires on the next tick.
+                let left = ((slot.deadline as ngx_msec_t).wrapping_sub(now()) as i64).max(1);
+                self.deadline_ev.add_timer(left as ngx_msec_t);
+            }
+        }
+    }
+
+    /// The deadline timer fired: fails the connection if the oldest reply
+    /// is overdue, else waits for it.
+    fn on_deadline(&self, st: &mut State) {
+        let Some(front) = st.exchange.pipeline.oldest() else {
+            return;
+        };
+        let overdue = (now().wrapping_sub(front.deadline as ngx_msec_t) as i64) >= 0;
+        if overdue {
+            let what = if st.phase == Phase::Securing {
+                "TLS handshake timed out"
+            } else if front.is_handshake() {
+                "no answer to the handshake"
+            } else {
+                "reply timed out"
+            };
+            self.fail(st, RedisError::Timeout, what);
+        } else {
+            self.arm_deadline(st);
+        }
+    }
+
     /// Redis failed: answer every slot with `None` (the fallback decides),
     /// close, log the transition once, and retry later.
-    pub(super) fn fail(&self, st: &mut State, kind: RedisError, reason: &str) {
+    fn fail(&self, st: &mut State, kind: RedisError, reason: &str) {
         metrics::redis_error(kind);
         if kind == RedisError::Timeout {
-            abort_on_close(st.conn);
+            if let Some(link) = &st.link {
+                link.reset_on_close();
+            }
         }
         self.disconnect(st);
         // A name is asked again before the next attempt (the address may
         // have moved).
-        self.re_resolve.set(true);
-        if st.shutting_down {
+        self.names.ask_again();
+        if st.exchange.is_shutting_down() {
             return;
         }
-        let (failure, backoff_ms) = st.health.failed(now() as u64);
-        // An outage of this peer that an earlier connection logged.
-        let known = failure == Failure::Started
-            && self
-                .settings
-                .outage
-                .as_ref()
-                .is_some_and(|o| o.replace(true));
-        if failure == Failure::Started && !known {
-            st.update_gauge();
-            // A sentinel's outage decides no request: the next one is asked.
-            let meaning = if self.settings.outage.is_some() {
-                "the other sentinels are asked"
-            } else {
-                "requests are decided by \"pow_shield_fail\" until it recovers"
-            };
-            error!(
-                self.cycle_log,
-                "pow_shield: redis {} unavailable ({reason}); {meaning}", self.settings.name
-            );
-        } else {
-            if known {
-                st.update_gauge();
-            }
-            debug!(
-                self.cycle_log,
-                "pow_shield: redis {} still unavailable ({reason})", self.settings.name
-            );
-        }
-        // SAFETY: our reconnect event; nginx owns the timer tree.
-        unsafe {
-            let ev = self.reconnect_ev.get();
-            if (*ev).timer_set() == 0 {
-                nginx_sys::ngx_add_timer(ev, backoff_ms as ngx_msec_t);
-            }
+        let backoff_ms = st.exchange.failed(reason, &self.settings);
+        if !self.reconnect_ev.timer_set() {
+            self.reconnect_ev.add_timer(backoff_ms as ngx_msec_t);
         }
     }
 
     /// Closes the socket and fails what was pending (callbacks are queued
     /// onto the flush event's run, never called while borrowed).
-    pub(super) fn disconnect(&self, st: &mut State) {
-        if !st.conn.is_null() {
-            // SAFETY: our connection; TLS state goes first, then nginx
-            // removes its events and timers, then the TLS pool goes.
-            unsafe {
-                tls::detach(st.conn);
-                let pool = (*st.conn).pool;
-                nginx_sys::ngx_close_connection(st.conn);
-                tls::free_pool(pool);
-            }
-            st.conn = ptr::null_mut();
+    fn disconnect(&self, st: &mut State) {
+        if let Some(link) = st.link.take() {
+            link.close();
         }
         st.phase = Phase::Disconnected;
-        let (requests, failed) = st.pipeline.abandon();
-        self.answered(st, requests);
+        let failed = st.exchange.abandon(&self.settings);
         if !failed.is_empty() {
             defer_failed(failed);
-            self.post_flush();
+            self.flush_ev.post();
         }
-        // SAFETY: our own events.
-        unsafe {
-            let ev = self.deadline_ev.get();
-            if (*ev).timer_set() != 0 {
-                nginx_sys::ngx_del_timer(ev);
-            }
-        }
+        self.deadline_ev.del_timer();
     }
 
     /// The worker is leaving: close, fail what waits, never reconnect.
-    pub(super) fn close_for_exit(&self, st: &mut State) {
-        st.shutting_down = true;
-        st.update_gauge();
+    fn close_for_exit(&self, st: &mut State) {
+        st.exchange.shut_down();
         self.disconnect(st);
-        self.cancel_resolve();
-        self.cancel_events();
+        self.names.cancel();
+        for ev in [&self.flush_ev, &self.deadline_ev, &self.reconnect_ev] {
+            ev.cancel();
+        }
     }
 
-    /// The non-blocking connect finished: did it succeed?
-    pub(super) fn on_connected(&self, st: &mut State) {
-        let c = st.conn;
-        let mut err: libc::c_int = 0;
-        let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: c is our connecting socket; SO_ERROR reads its result.
-        let rc = unsafe {
-            libc::getsockopt(
-                (*c).fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                ptr::from_mut(&mut err).cast(),
-                &mut len,
-            )
-        };
-        if rc == -1 {
-            err = nginx_sys::ngx_socket_errno();
+    /// While the connection serves: its answer ran out, ask again.
+    fn refresh_if_expired(&self, st: &mut State) {
+        if self.names.refresh_due() {
+            self.start_resolve(st, true);
         }
-        if err != 0 {
-            let reason = format!(
-                "connect() failed: {}",
-                std::io::Error::from_raw_os_error(err)
-            );
-            self.fail(st, RedisError::Io, &reason);
+    }
+
+    /// Starts resolving; `background`: the connection keeps serving.
+    fn start_resolve(&self, st: &mut State, background: bool) {
+        let Some(r) = &self.settings.resolve else {
             return;
+        };
+        match self.names.start(r) {
+            Ok(()) if !background => st.phase = Phase::Resolving,
+            Ok(()) => {}
+            Err(why) => self.fail(st, RedisError::Io, &why),
         }
-        self.established(st);
+    }
+
+    /// Applies the resolver's answer (from the reconnect event).
+    fn on_resolved(&self, st: &mut State, answer: Answer) {
+        let Some(r) = &self.settings.resolve else {
+            return;
+        };
+        let waiting = st.phase == Phase::Resolving;
+        match self
+            .names
+            .apply(r, &self.settings.name, self.log.worker(), answer, waiting)
+        {
+            Applied::Unchanged => {}
+            Applied::Failed(why) => {
+                st.phase = Phase::Disconnected;
+                self.fail(st, RedisError::Io, &why);
+            }
+            Applied::Connect => {
+                st.phase = Phase::Disconnected;
+                self.connect_to(st);
+            }
+            Applied::Moved => {
+                if st.phase != Phase::Disconnected {
+                    // To the new address now (what waits is decided by
+                    // pow_shield_fail).
+                    self.disconnect(st);
+                    self.connect_to(st);
+                }
+            }
+        }
+    }
+
+    /// What runs once the state is released: failed slots, then `on_ready`.
+    fn run_deferred(&self) {
+        run_failed();
+        let ready = self
+            .state
+            .try_borrow_mut()
+            .is_ok_and(|mut st| st.exchange.take_ready());
+        if ready {
+            if let Some(on_ready) = &self.settings.on_ready {
+                on_ready();
+            }
+        }
     }
 }
 
-/// Makes closing `conn` reset it (`SO_LINGER` 0): commands Redis has not
-/// read yet (a stalled or stopped Redis) are dropped by its kernel with the
-/// connection instead of running once it wakes up. The fallback answered
-/// those requests; Redis must not count them too (a strike, a window
-/// entry, a spend the client never got).
-fn abort_on_close(conn: *mut nginx_sys::ngx_connection_t) {
-    if conn.is_null() {
-        return;
+thread_local! {
+    /// Callbacks of slots failed by a disconnect, run from the flush event
+    /// (never from inside the code that held a connection's state).
+    static FAILED: RefCell<Vec<OnReply>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queues failed slots' callbacks for `run_failed`.
+fn defer_failed(failed: Vec<OnReply>) {
+    // During thread teardown (a process exiting without exit_process) the
+    // queue may be gone: nobody waits then.
+    let _ = FAILED.try_with(|f| f.borrow_mut().extend(failed));
+}
+
+fn run_failed() {
+    let failed = FAILED
+        .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
+        .unwrap_or_default();
+    for on_reply in failed {
+        // Each on its own: a bug in one must not strand the other requests.
+        crate::ffi::guard((), || on_reply(Reply::Failed));
     }
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a live connection of ours; setsockopt reads `linger` only
-    // during the call. A failure just leaves the orderly close.
-    unsafe {
-        libc::setsockopt(
-            (*conn).fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            core::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+}
+
+/// Recovers the connection from an event's data.
+///
+/// # Safety
+/// `data` is a `Connection` pointer set by `attach_events` or `connect_to`,
+/// alive while its events or socket are registered with nginx.
+unsafe fn connection<'a>(data: *mut c_void) -> &'a Connection {
+    // SAFETY: per the contract.
+    unsafe { &*data.cast::<Connection>() }
+}
+
+unsafe extern "C" fn flush_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our flush event carries the connection.
+        let c = unsafe { connection((*ev).data) };
+        c.with_state(|c, st| c.flush(st));
+        c.run_deferred();
+    })
+}
+
+unsafe extern "C" fn deadline_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our deadline event carries the connection.
+        let c = unsafe { connection((*ev).data) };
+        c.with_state(|c, st| c.on_deadline(st));
+        c.run_deferred();
+    })
+}
+
+unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our reconnect event carries the connection; exiting
+        // workers don't reconnect.
+        let (c, exiting) = unsafe {
+            (
+                connection((*ev).data),
+                nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0,
+            )
+        };
+        if exiting {
+            return;
+        }
+        c.with_state(|c, st| {
+            if let Some(answer) = c.names.take_answer() {
+                c.on_resolved(st, answer);
+            } else if st.phase == Phase::Disconnected {
+                c.connect(st);
+            }
+        });
+        c.run_deferred();
+    })
+}
+
+unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: socket events carry the socket, whose data is ours.
+        let c = unsafe { connection((*(*ev).data.cast::<ngx_connection_t>()).data) };
+        c.with_state(|c, st| {
+            if st.phase == Phase::Connecting {
+                c.on_connected(st);
+            } else {
+                c.flush(st);
+            }
+        });
+        c.run_deferred();
+    })
+}
+
+unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: as in write_handler.
+        let socket = unsafe { (*ev).data.cast::<ngx_connection_t>() };
+        // SAFETY: as above.
+        let (c, closing) = unsafe { (connection((*socket).data), (*socket).close() != 0) };
+        let ready = c
+            .with_state(|c, st| {
+                if closing {
+                    // nginx is shutting the worker down (worker_shutdown_timeout).
+                    c.close_for_exit(st);
+                    return Vec::new();
+                }
+                if st.phase == Phase::Connecting {
+                    c.on_connected(st);
+                }
+                c.read(st)
+            })
+            .unwrap_or_default();
+        for (on_reply, frame) in ready {
+            // Each on its own: a bug in one must not strand the other requests.
+            crate::ffi::guard((), || on_reply(frame));
+        }
+        c.run_deferred();
+    })
+}
+
+/// nginx's TLS handshake handler calls this when the handshake ends, done
+/// or failed.
+unsafe extern "C" fn tls_handler(socket: *mut ngx_connection_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our socket, whose data is the connection.
+        let c = unsafe { connection((*socket).data) };
+        c.with_state(|c, st| {
+            let ours = st.link.as_ref().is_some_and(|link| link.is(socket));
+            if st.phase == Phase::Securing && ours {
+                c.secured(st);
+            }
+        });
+        c.run_deferred();
+    })
 }

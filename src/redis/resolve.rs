@@ -6,19 +6,19 @@
 //! in a worker.
 //!
 //! nginx may call the handler from inside `ngx_resolve_name` (a cached
-//! answer), while the client's state is borrowed: the handler only keeps
-//! the answer and posts the reconnect event, which applies it.
+//! answer), while the connection's state is borrowed: the handler only
+//! keeps the answer and posts the connection's wake event (its reconnect
+//! event), whose handler applies it (`Names::apply` says what to do).
 
+use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
 use core::ptr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use nginx_sys::{ngx_msec_t, ngx_resolver_ctx_t, ngx_resolver_t, ngx_str_t, NGX_OK};
+use nginx_sys::{ngx_log_t, ngx_msec_t, ngx_resolver_ctx_t, ngx_resolver_t, ngx_str_t, NGX_OK};
 
 use super::addr::OwnedAddr;
-use super::client::{Inner, State};
-use super::connection::Phase;
-use pow_shield_core::metrics::RedisError;
+use super::event::Event;
 
 /// nginx's asynchronous resolver (the http block's `resolver`).
 #[derive(Clone, Copy)]
@@ -49,14 +49,14 @@ pub struct Resolve {
 }
 
 /// The address in use and until when the answer holds.
-pub(super) struct Resolved {
-    pub(super) addr: OwnedAddr,
-    pub(super) at: SocketAddr,
+struct Resolved {
+    addr: OwnedAddr,
+    at: SocketAddr,
     /// nginx's seconds clock.
     valid_until: i64,
 }
 
-/// What the resolver answered (kept until the reconnect event runs).
+/// What the resolver answered (kept until the wake event runs).
 pub(super) type Answer = Result<(Vec<SocketAddr>, i64), String>;
 
 impl Resolved {
@@ -65,53 +65,102 @@ impl Resolved {
     }
 }
 
-impl Inner {
-    /// Whether the name must be resolved before connecting.
-    pub(super) fn needs_resolving(&self) -> bool {
-        if self.settings.resolve.is_none() {
-            return false;
+/// What the connection does with an answer (`Names::apply`).
+pub(super) enum Applied {
+    /// Nothing: the address in use stays (with a new lifetime, or after a
+    /// failed refresh).
+    Unchanged,
+    /// The connection waiting for its address got none: a failure.
+    Failed(String),
+    /// The connection waiting for its address may connect to it now.
+    Connect,
+    /// The name moved away from the address in use: connect again, there.
+    Moved,
+}
+
+/// One connection's host name on nginx's resolver: the address in use,
+/// the resolution in progress, its answer until applied, and whether a
+/// failure asks for a new one. It lives as long as the connection and at
+/// one address (nginx's resolver context points at it).
+pub(super) struct Names {
+    resolved: RefCell<Option<Resolved>>,
+    ctx: Cell<*mut ngx_resolver_ctx_t>,
+    answer: RefCell<Option<Answer>>,
+    again: Cell<bool>,
+    /// Posted once an answer is kept: its handler applies it.
+    wake: Cell<*const Event>,
+}
+
+impl Names {
+    pub(super) fn new() -> Names {
+        Names {
+            resolved: RefCell::new(None),
+            ctx: Cell::new(ptr::null_mut()),
+            answer: RefCell::new(None),
+            again: Cell::new(false),
+            wake: Cell::new(ptr::null()),
         }
-        let resolved = self.resolved.borrow();
-        self.re_resolve.get() || resolved.as_ref().is_none_or(Resolved::expired)
     }
 
-    /// While the connection serves: its answer ran out, ask again.
-    pub(super) fn refresh_if_expired(&self, st: &mut State) {
+    /// The event to post when the resolver answers; `wake` lives as long
+    /// as these names, at one address.
+    pub(super) fn wake_with(&self, wake: &Event) {
+        self.wake.set(wake);
+    }
+
+    /// Whether the name must be resolved before connecting.
+    pub(super) fn needed(&self) -> bool {
+        self.again.get()
+            || self
+                .resolved
+                .borrow()
+                .as_ref()
+                .is_none_or(Resolved::expired)
+    }
+
+    /// While the connection serves: its answer ran out and no resolution
+    /// is in progress.
+    pub(super) fn refresh_due(&self) -> bool {
         let expired = self
             .resolved
             .borrow()
             .as_ref()
             .is_some_and(Resolved::expired);
-        if expired && self.resolve_ctx.get().is_null() {
-            self.start_resolve(st, true);
-        }
+        expired && self.ctx.get().is_null()
     }
 
-    /// Starts resolving; `background`: the connection keeps serving.
-    pub(super) fn start_resolve(&self, st: &mut State, background: bool) {
-        let Some(r) = &self.settings.resolve else {
-            return;
-        };
-        if !self.resolve_ctx.get().is_null() {
-            if !background {
-                st.phase = Phase::Resolving;
-            }
-            return;
+    /// A failure: the name is asked again before the next attempt (the
+    /// address may have moved).
+    pub(super) fn ask_again(&self) {
+        self.again.set(true);
+    }
+
+    /// The address to connect to, once resolved (valid while it is in
+    /// use: it is replaced only once its connection is closed).
+    pub(super) fn addr(&self) -> Option<nginx_sys::ngx_addr_t> {
+        self.resolved
+            .borrow()
+            .as_ref()
+            .map(|r| r.addr.ngx_addr_ref())
+    }
+
+    /// Starts resolving `r` (nothing if a resolution is in progress). The
+    /// answer may come at once, from nginx's cache: it is only kept then.
+    pub(super) fn start(&self, r: &Resolve) -> Result<(), String> {
+        if !self.ctx.get().is_null() {
+            return Ok(());
         }
+        let refused = || format!("cannot resolve \"{}\"", r.host);
         // SAFETY: the resolver lives in the configuration's memory for the
         // worker's life; a NULL temp asks for a fresh context.
         let ctx = unsafe { nginx_sys::ngx_resolve_start(r.resolver, ptr::null_mut()) };
         // NGX_NO_RESOLVER is (void *) -1.
         if ctx.is_null() || ctx as usize == usize::MAX {
-            self.fail(
-                st,
-                RedisError::Io,
-                &format!("cannot resolve \"{}\"", r.host),
-            );
-            return;
+            return Err(refused());
         }
         // SAFETY: a context nginx just made for us; the name points into
-        // our settings, which outlive it (shutdown ends it first).
+        // the connection's settings, which outlive it (shutdown ends it
+        // first), and `data` at these names, which do too.
         let rc = unsafe {
             (*ctx).name = ngx_str_t {
                 len: r.host.len(),
@@ -120,57 +169,55 @@ impl Inner {
             (*ctx).handler = Some(resolved_handler);
             (*ctx).data = ptr::from_ref(self).cast_mut().cast::<c_void>();
             (*ctx).timeout = r.timeout_ms;
-            self.resolve_ctx.set(ctx);
-            if !background {
-                st.phase = Phase::Resolving;
-            }
+            self.ctx.set(ctx);
             nginx_sys::ngx_resolve_name(ctx)
         };
         if rc != NGX_OK as isize {
             // nginx freed the context.
-            self.resolve_ctx.set(ptr::null_mut());
-            if !background {
-                st.phase = Phase::Disconnected;
-            }
-            self.fail(
-                st,
-                RedisError::Io,
-                &format!("cannot resolve \"{}\"", r.host),
-            );
+            self.ctx.set(ptr::null_mut());
+            return Err(refused());
         }
+        Ok(())
     }
 
-    /// Applies the resolver's answer (from the reconnect event).
-    pub(super) fn on_resolved(&self, st: &mut State, answer: Answer) {
-        let Some(r) = &self.settings.resolve else {
-            return;
-        };
-        let waiting = st.phase == Phase::Resolving;
+    /// The answer the resolver gave, once.
+    pub(super) fn take_answer(&self) -> Option<Answer> {
+        self.answer.try_borrow_mut().ok().and_then(|mut a| a.take())
+    }
+
+    /// Keeps the resolver's answer for `r`; `waiting`: the connection
+    /// waits for it (else it serves, and this was a refresh). An address
+    /// that still includes the one in use keeps it.
+    pub(super) fn apply(
+        &self,
+        r: &Resolve,
+        name: &str,
+        log: *mut ngx_log_t,
+        answer: Answer,
+        waiting: bool,
+    ) -> Applied {
         let (addrs, valid_until) = match answer {
             Ok(answer) => answer,
-            Err(why) => {
-                // A failed refresh keeps the connection and the address.
-                if waiting {
-                    self.unresolved(st, &format!("cannot resolve \"{}\": {why}", r.host));
-                }
-                return;
+            // A failed refresh keeps the connection and the address.
+            Err(why) if waiting => {
+                return Applied::Failed(format!("cannot resolve \"{}\": {why}", r.host))
             }
+            Err(_) => return Applied::Unchanged,
         };
-        self.re_resolve.set(false);
+        self.again.set(false);
         let current = self.resolved.borrow().as_ref().map(|x| x.at);
         let kept = current.filter(|at| addrs.iter().any(|a| a.ip() == at.ip()));
         let Some(next) = kept.or_else(|| addrs.first().copied()) else {
             if waiting {
-                self.unresolved(st, &format!("\"{}\" has no address", r.host));
+                return Applied::Failed(format!("\"{}\" has no address", r.host));
             }
-            return;
+            return Applied::Unchanged;
         };
         if let (Some(old), None) = (current, kept) {
             let next = SocketAddr::new(next.ip(), r.port);
             notice!(
-                self.cycle_log,
-                "pow_shield: redis {} now resolves to {next} (was {old})",
-                self.settings.name
+                log,
+                "pow_shield: redis {name} now resolves to {next} (was {old})"
             );
         }
         let at = SocketAddr::new(next.ip(), r.port);
@@ -179,33 +226,25 @@ impl Inner {
             if let Some(resolved) = self.resolved.borrow_mut().as_mut() {
                 resolved.valid_until = valid_until;
             }
-            return;
+            return Applied::Unchanged;
         }
         *self.resolved.borrow_mut() = Some(Resolved {
-            addr: OwnedAddr::new(at, &self.settings.name),
+            addr: OwnedAddr::new(at, name),
             at,
             valid_until,
         });
         if waiting {
-            st.phase = Phase::Disconnected;
-            self.connect_to(st);
-        } else if kept.is_none() && st.phase != Phase::Disconnected {
-            // The name moved while connected: to the new address now
-            // (what waits is decided by pow_shield_fail).
-            self.disconnect(st);
-            self.connect_to(st);
+            Applied::Connect
+        } else if kept.is_none() {
+            Applied::Moved
+        } else {
+            Applied::Unchanged
         }
     }
 
-    /// A connection waiting for its address got none: a failure.
-    fn unresolved(&self, st: &mut State, why: &str) {
-        st.phase = Phase::Disconnected;
-        self.fail(st, RedisError::Io, why);
-    }
-
-    /// Ends a resolution in progress (worker exit, client dropped).
-    pub(super) fn cancel_resolve(&self) {
-        let ctx = self.resolve_ctx.replace(ptr::null_mut());
+    /// Ends a resolution in progress (worker exit, connection dropped).
+    pub(super) fn cancel(&self) {
+        let ctx = self.ctx.replace(ptr::null_mut());
         if !ctx.is_null() {
             // SAFETY: our context, not yet answered; nginx frees it.
             unsafe { nginx_sys::ngx_resolve_name_done(ctx) };
@@ -213,21 +252,26 @@ impl Inner {
     }
 }
 
-/// nginx's resolver answered (or failed) for a client.
+/// nginx's resolver answered (or failed) for a connection's names.
 unsafe extern "C" fn resolved_handler(ctx: *mut ngx_resolver_ctx_t) {
     crate::ffi::guard((), || {
-        // SAFETY: `data` is the client that started this context, alive
-        // until it ends the context (cancel_resolve).
-        let inner = unsafe { &*(*ctx).data.cast::<Inner>() };
+        // SAFETY: `data` is the names that started this context, alive
+        // until they end the context (`Names::cancel`).
+        let names = unsafe { &*(*ctx).data.cast::<Names>() };
         // SAFETY: the answer is valid until ngx_resolve_name_done.
         let answer = unsafe { read_answer(ctx) };
         // SAFETY: our context; done with it.
         unsafe { nginx_sys::ngx_resolve_name_done(ctx) };
-        inner.resolve_ctx.set(ptr::null_mut());
-        if let Ok(mut slot) = inner.resolution.try_borrow_mut() {
+        names.ctx.set(ptr::null_mut());
+        if let Ok(mut slot) = names.answer.try_borrow_mut() {
             *slot = Some(answer);
         }
-        inner.post_reconnect();
+        let wake = names.wake.get();
+        if !wake.is_null() {
+            // SAFETY: set by `wake_with` to an event that lives as long as
+            // these names.
+            unsafe { (*wake).post() };
+        }
     })
 }
 

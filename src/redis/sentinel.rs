@@ -364,7 +364,7 @@ impl Sentinel {
                 debug!(
                     self.log,
                     "pow_shield: redis sentinel {sentinel} did not say where \"{name}\" is: {}",
-                    super::client::printable(&why)
+                    super::exchange::printable(&why)
                 );
                 self.asking_stale.set(true);
             }

@@ -7,7 +7,8 @@
 use nginx_sys::ngx_event_t;
 
 use super::{cluster, Cluster};
-use crate::redis::client::{printable, Reply};
+use crate::redis::client::Reply;
+use crate::redis::exchange::printable;
 use pow_shield_core::redis::cluster::parse_slots;
 use pow_shield_core::redis::command::encode;
 use pow_shield_core::redis::retries::RefreshBackoff;

@@ -1,0 +1,100 @@
+//! An nginx event that Rust owns (a client's flush, deadline and reconnect
+//! events): nginx writes its timer and posted flags through a raw pointer,
+//! so it lives in an `UnsafeCell`, at an address that does not move while
+//! nginx knows it.
+
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::ptr;
+
+use nginx_sys::{ngx_event_t, ngx_log_t, ngx_msec_t};
+
+use super::now;
+
+pub(super) struct Event(UnsafeCell<ngx_event_t>);
+
+impl Event {
+    /// An event nginx does not know yet.
+    pub(super) fn idle() -> Event {
+        // SAFETY: a zeroed ngx_event_t is nginx's initial event state.
+        Event(UnsafeCell::new(unsafe { core::mem::zeroed() }))
+    }
+
+    /// Gives the event its handler, the handler's `data` and a log; once,
+    /// at the event's final address, before nginx knows it.
+    pub(super) fn attach(
+        &self,
+        data: *mut c_void,
+        handler: unsafe extern "C" fn(*mut ngx_event_t),
+        log: *mut ngx_log_t,
+    ) {
+        // SAFETY: our event, not yet known to nginx.
+        unsafe {
+            let ev = self.0.get();
+            (*ev).data = data;
+            (*ev).handler = Some(handler);
+            (*ev).log = log;
+        }
+    }
+
+    /// Its timer does not hold a worker that is shutting down.
+    pub(super) fn set_cancelable(&self) {
+        // SAFETY: our event, not yet known to nginx.
+        unsafe { (*self.0.get()).set_cancelable(1) };
+    }
+
+    /// Runs the handler once this loop iteration's events are handled;
+    /// posting is idempotent while queued.
+    pub(super) fn post(&self) {
+        // SAFETY: our event; nginx's posted queue of this worker.
+        unsafe {
+            let ev = self.0.get();
+            if (*ev).posted() == 0 {
+                nginx_sys::ngx_post_event(ev, ptr::addr_of_mut!(nginx_sys::ngx_posted_events));
+            }
+        }
+    }
+
+    pub(super) fn timer_set(&self) -> bool {
+        // SAFETY: reading our own event's flag.
+        unsafe { (*self.0.get()).timer_set() != 0 }
+    }
+
+    /// Sets (or moves) the timer to fire in `ms`.
+    pub(super) fn add_timer(&self, ms: ngx_msec_t) {
+        // SAFETY: our event; nginx owns the timer tree.
+        unsafe { nginx_sys::ngx_add_timer(self.0.get(), ms) };
+    }
+
+    pub(super) fn del_timer(&self) {
+        if self.timer_set() {
+            // SAFETY: our event, in nginx's timer tree.
+            unsafe { nginx_sys::ngx_del_timer(self.0.get()) };
+        }
+    }
+
+    /// Milliseconds until the timer fires (0 if it is not set).
+    pub(super) fn ms_left(&self) -> u64 {
+        if !self.timer_set() {
+            return 0;
+        }
+        // SAFETY: reading our own event's timer key.
+        let key = unsafe { (*self.0.get()).timer.key };
+        // Signed: in the loop iteration where it is due, the timer is still
+        // set but already in the past.
+        ((key as ngx_msec_t).wrapping_sub(now()) as i64).max(0) as u64
+    }
+
+    /// Takes the event out of nginx's timers and posted queue (before it
+    /// goes away).
+    pub(super) fn cancel(&self) {
+        self.del_timer();
+        // SAFETY: our event; removed from the posted queue it is in.
+        unsafe {
+            let ev = self.0.get();
+            if (*ev).posted() != 0 {
+                nginx_sys::ngx_delete_posted_event(ev);
+            }
+        }
+    }
+}

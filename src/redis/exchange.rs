@@ -1,0 +1,350 @@
+//! What goes over one connection and what it shows of Redis, without the
+//! socket: the pipeline of commands and replies (`pipeline`), the cap on
+//! commands in flight, error replies logged once per kind and episode, and
+//! Redis's health as its answers show it (`health`), reported in the
+//! fallback gauge. `connection` moves the bytes and acts on what this
+//! decides; this never touches nginx's events.
+
+use nginx_sys::{ngx_log_t, ngx_msec_t};
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::now;
+use super::settings::Settings;
+use pow_shield_core::metrics::{self, RedisError};
+use pow_shield_core::redis::cluster::parse_redirect;
+use pow_shield_core::redis::command::error_kind;
+use pow_shield_core::redis::health::{Admission, Availability, ErrorReplies, Failure, InFlight};
+use pow_shield_core::redis::pipeline::{Broken, Event, Pipeline, Slot};
+
+/// Commands in flight per worker. nginx handles at most 512 events per
+/// loop iteration (epoll's default `events`), each starting at most one
+/// command, so this is two iterations' worth: a healthy Redis answers far
+/// sooner, and a Redis that lets this many wait would make them wait for
+/// the timeout anyway. Beyond it requests are decided by pow_shield_fail.
+pub const MAX_IN_FLIGHT: usize = 1024;
+
+/// What a slot's owner gets.
+pub type OnReply = Box<dyn FnOnce(Reply)>;
+
+/// What a command got.
+pub enum Reply {
+    Frame(OwnedFrame),
+    /// An error reply's text (Redis refused this command only).
+    Error(String),
+    /// Timeout, disconnect or shutdown: Redis failed.
+    Failed,
+}
+
+impl Reply {
+    /// The reply if Redis answered without error.
+    pub fn frame(self) -> Option<OwnedFrame> {
+        match self {
+            Reply::Frame(frame) => Some(frame),
+            Reply::Error(_) | Reply::Failed => None,
+        }
+    }
+}
+
+/// Why a submission was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Redis is down (or the worker exits): `pow_shield_fail` decides.
+    Down,
+    /// `MAX_IN_FLIGHT` commands wait: back-pressure, not an outage. The
+    /// request is decided by the zone, never passed uncounted.
+    Busy,
+}
+
+/// Up to 200 characters of a peer's text, control characters replaced.
+pub(super) fn printable(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// One connection's commands, replies and health.
+pub(super) struct Exchange {
+    pub(super) pipeline: Pipeline<OnReply>,
+    /// Redis answered the last handshake; while not, submissions are
+    /// refused and only reconnect probes talk to Redis.
+    health: Availability,
+    /// Request slots in the pipeline, capped.
+    in_flight: InFlight,
+    errors: ErrorReplies,
+    shutting_down: bool,
+    /// Requests depend on this node: always with a single Redis; in a
+    /// Redis Cluster, while the map gives it slots (a seed or a former
+    /// master that owns none is not what the fallback gauge reports).
+    serving: bool,
+    /// This connection counts 1 in the fallback gauge now.
+    in_gauge: bool,
+    /// A handshake succeeded: `on_ready` runs once the state is released.
+    ready: bool,
+    /// The worker's log, for our own lines.
+    log: *mut ngx_log_t,
+}
+
+impl Exchange {
+    /// `subscriber`: the handshake subscribes (messages are pushed).
+    pub(super) fn new(subscriber: bool, log: *mut ngx_log_t) -> Exchange {
+        Exchange {
+            pipeline: if subscriber {
+                Pipeline::subscriber()
+            } else {
+                Pipeline::default()
+            },
+            health: Availability::default(),
+            in_flight: InFlight::new(MAX_IN_FLIGHT),
+            errors: ErrorReplies::default(),
+            shutting_down: false,
+            serving: true,
+            in_gauge: false,
+            ready: false,
+            log,
+        }
+    }
+
+    /// Whether commands may be sent: Redis is up (or on probation after an
+    /// outage) and the worker stays.
+    pub(super) fn admits(&self) -> bool {
+        self.health.admits() && !self.shutting_down
+    }
+
+    /// Redis answered the last handshake.
+    pub(super) fn is_healthy(&self) -> bool {
+        self.health.is_healthy()
+    }
+
+    /// Down, with a reconnect attempt to come (not a worker that exits).
+    pub(super) fn is_down(&self) -> bool {
+        !self.health.admits() && !self.shutting_down
+    }
+
+    pub(super) fn is_shutting_down(&self) -> bool {
+        self.shutting_down
+    }
+
+    /// The worker is leaving: nothing is sent or retried any more.
+    pub(super) fn shut_down(&mut self) {
+        self.shutting_down = true;
+        self.update_gauge();
+    }
+
+    /// Whether requests depend on this node (see `serving`).
+    pub(super) fn set_serving(&mut self, serving: bool) {
+        self.serving = serving;
+        self.update_gauge();
+    }
+
+    /// The handshake succeeded since last asked.
+    pub(super) fn take_ready(&mut self) -> bool {
+        core::mem::take(&mut self.ready)
+    }
+
+    /// Room for `together` request commands, queued together or not at all.
+    pub(super) fn admit(&mut self, together: usize, s: &Settings) -> Result<(), Unavailable> {
+        if let Admission::Refused { first } = self.in_flight.admit_together(together) {
+            metrics::redis_error(RedisError::Refused);
+            if first {
+                error!(
+                    self.log,
+                    "pow_shield: redis {}: {MAX_IN_FLIGHT} commands in flight; further \
+                     requests are decided by the zone's limiter until half of them \
+                     are answered",
+                    s.name
+                );
+            }
+            return Err(Unavailable::Busy);
+        }
+        Ok(())
+    }
+
+    /// Room for `CLUSTER SLOTS`, counted like any command.
+    pub(super) fn admit_topology(&mut self) -> Result<(), Unavailable> {
+        if self.in_flight.admit() != Admission::Admitted {
+            return Err(Unavailable::Busy);
+        }
+        Ok(())
+    }
+
+    /// Queues a command for the next flush.
+    pub(super) fn push(&mut self, command: &[u8], mut slot: Slot<OnReply>) {
+        slot.sent = metrics::redis_command();
+        self.pipeline.push(command, slot);
+    }
+
+    /// Hands complete replies to their slots (their callbacks into
+    /// `ready`, to run once the state is released); `Err`: the connection
+    /// failed, with why.
+    pub(super) fn dispatch(
+        &mut self,
+        s: &Settings,
+        ready: &mut Vec<(OnReply, Reply)>,
+    ) -> Result<(), (RedisError, String)> {
+        let mut events = Vec::new();
+        let received = self.pipeline.receive(&mut events);
+        // What was answered before a fault is still delivered.
+        for event in events {
+            match event {
+                Event::Step { sent } => metrics::redis_reply(sent),
+                Event::Ready => self.connected(s),
+                Event::Push(frame) => {
+                    if let Some(on_push) = &s.on_push {
+                        let on_push = on_push.clone();
+                        let deliver = Box::new(move |reply: Reply| {
+                            if let Reply::Frame(frame) = reply {
+                                on_push(frame);
+                            }
+                        });
+                        ready.push((deliver, Reply::Frame(frame)));
+                    }
+                }
+                Event::Answered {
+                    on_reply,
+                    reply,
+                    sent,
+                    deadline,
+                } => {
+                    metrics::redis_reply(sent);
+                    self.answered(1, s);
+                    self.recovered(deadline, s);
+                    let frame = match reply {
+                        Ok(frame) => {
+                            if self.errors.on_success(now() as u64) {
+                                notice!(
+                                    self.log,
+                                    "pow_shield: redis {} answers without error replies again",
+                                    s.name
+                                );
+                            }
+                            Reply::Frame(frame)
+                        }
+                        Err(text) => {
+                            if !(s.cluster && parse_redirect(&text).is_some()) {
+                                self.error_reply(&text, s);
+                            }
+                            Reply::Error(text)
+                        }
+                    };
+                    if let Some(on_reply) = on_reply {
+                        ready.push((on_reply, frame));
+                    }
+                }
+            }
+        }
+        received.map_err(|broken| match broken {
+            Broken::Protocol(why) => (RedisError::Protocol, why),
+            Broken::Handshake(why) => (RedisError::Handshake, why),
+        })
+    }
+
+    /// The connection is gone: every slot's callback, to be failed.
+    pub(super) fn abandon(&mut self, s: &Settings) -> Vec<OnReply> {
+        let (requests, failed) = self.pipeline.abandon();
+        self.answered(requests, s);
+        failed
+    }
+
+    /// The connection failed (and is closed): logs the transition once per
+    /// outage; returns the back-off before the next attempt.
+    pub(super) fn failed(&mut self, reason: &str, s: &Settings) -> u64 {
+        let (failure, backoff_ms) = self.health.failed(now() as u64);
+        // An outage of this peer that an earlier connection logged.
+        let known =
+            failure == Failure::Started && s.outage.as_ref().is_some_and(|o| o.replace(true));
+        if failure == Failure::Started && !known {
+            self.update_gauge();
+            // A sentinel's outage decides no request: the next one is asked.
+            let meaning = if s.outage.is_some() {
+                "the other sentinels are asked"
+            } else {
+                "requests are decided by \"pow_shield_fail\" until it recovers"
+            };
+            error!(
+                self.log,
+                "pow_shield: redis {} unavailable ({reason}); {meaning}", s.name
+            );
+        } else {
+            if known {
+                self.update_gauge();
+            }
+            debug!(
+                self.log,
+                "pow_shield: redis {} still unavailable ({reason})", s.name
+            );
+        }
+        backoff_ms
+    }
+
+    /// An error reply to a request: logged once per kind and episode.
+    fn error_reply(&mut self, text: &str, s: &Settings) {
+        metrics::redis_error(RedisError::Reply);
+        let kind = error_kind(text);
+        if self.errors.on_error(kind, now() as u64) {
+            error!(
+                self.log,
+                "pow_shield: redis {} answered {kind} errors; those requests are decided by \
+                 \"pow_shield_fail\" (first: {})",
+                s.name,
+                printable(text)
+            );
+        }
+    }
+
+    /// `n` request slots left the queue.
+    fn answered(&mut self, n: usize, s: &Settings) {
+        if self.in_flight.done(n) {
+            notice!(
+                self.log,
+                "pow_shield: redis {}: commands in flight back under the cap ({} refused \
+                 since the worker started)",
+                s.name,
+                self.in_flight.refused()
+            );
+        }
+    }
+
+    /// The handshake succeeded. After an outage the connection is on
+    /// probation: a `PING` with a request's deadline (and the requests
+    /// meanwhile) shows whether Redis answers in time.
+    fn connected(&mut self, s: &Settings) {
+        self.ready = true;
+        let after_outage = self.health.connected();
+        if !after_outage && s.outage.as_ref().is_some_and(|o| o.replace(false)) {
+            // A fresh connection to a peer an earlier one logged as down.
+            notice!(self.log, "pow_shield: redis {} is available again", s.name);
+        }
+        if after_outage && self.in_flight.admit() == Admission::Admitted {
+            let mut ping = Vec::new();
+            pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
+            let deadline = now().wrapping_add(s.timeout_ms);
+            self.push(
+                &ping,
+                Slot::request(deadline as u64, Box::new(|_| {}), None),
+            );
+        }
+    }
+
+    /// A reply arrived: if in time, it ends an outage (logged once).
+    fn recovered(&mut self, deadline: u64, s: &Settings) {
+        let late = (now().wrapping_sub(deadline as ngx_msec_t) as i64) > 0;
+        if !late && self.health.answered_in_time(now() as u64) {
+            metrics::redis_reconnected();
+            self.update_gauge();
+            if let Some(outage) = &s.outage {
+                outage.set(false);
+            }
+            notice!(self.log, "pow_shield: redis {} is available again", s.name);
+        }
+    }
+
+    /// Keeps the fallback gauge at "down and depended on" for this node.
+    fn update_gauge(&mut self) {
+        let down = self.serving && !self.health.is_healthy() && !self.shutting_down;
+        if down != self.in_gauge {
+            self.in_gauge = down;
+            metrics::redis_fallback(down);
+        }
+    }
+}
