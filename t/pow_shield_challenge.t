@@ -97,6 +97,7 @@ sub get {
     return $t->http_get($uri, 'X-Client' => $client, %h);
 }
 
+# fill a client's window, return the first 429
 sub exhaust {
     my ($client, $uri, $limit) = @_;
     get($client, $uri) for 1 .. $limit;
@@ -120,10 +121,6 @@ sub solve_token {
 Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files, sub {
     my ($m) = @_;
     $t = $m->node(1);
-
-    # fill a client's window, return the first 429
-
-
 
     # the limit: 2 requests pass, the 3rd is challenged
 

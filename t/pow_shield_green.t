@@ -147,8 +147,6 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     my @X = qw(x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset);
     my @IETF = qw(ratelimit-policy ratelimit);
 
-
-
     # under the limit: the request passes to the content handler
 
     my $r = get('pass', '/api/data.json');
