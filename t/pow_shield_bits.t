@@ -8,6 +8,9 @@
 # old CLI (hex digits only) still pays a bits challenge, and the new CLI
 # pays an old server's hex challenge (both where the prebuilt old build
 # is present: TEST_POW_SHIELD_OLD_DIR, default /work/wt-old/objs).
+#
+# Every assertion in local mode and in cluster mode (Test::PowShield::Modes
+# each_mode: the zone, then a Redis of the suite's own).
 
 use strict;
 use warnings;

@@ -3,6 +3,9 @@
 # Yellow zone (docs/protocol.md §3): over the limit the client gets a 429
 # with a signed challenge; a solution admits exactly one request; a replayed
 # solution gets 409 with a fresh challenge.
+#
+# Every assertion in local mode and in cluster mode (Test::PowShield::Modes
+# each_mode: the zone, then a Redis of the suite's own).
 
 use strict;
 use warnings;

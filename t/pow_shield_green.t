@@ -8,6 +8,9 @@
 # pow_shield_limit): at most n requests in any window; Reset is when the
 # oldest counted request leaves it. With "pow_shield_limit 3 1h" that is an
 # hour after the first.
+#
+# Every assertion in local mode and in cluster mode (Test::PowShield::Modes
+# each_mode: the zone, then a Redis of the suite's own).
 
 use strict;
 use warnings;

@@ -5,6 +5,9 @@
 # pow_shield_secret.  Verification only happens over the limit, so every
 # test first spends the bucket of a fresh client (limit 1); a fresh client
 # per test also keeps strikes (section 5) below the circuit breaker.
+#
+# Every assertion in local mode and in cluster mode (Test::PowShield::Modes
+# each_mode: the zone, then a Redis of the suite's own).
 
 use strict;
 use warnings;
