@@ -19,7 +19,8 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(http_conf);
+use POSIX qw(ceil);
+use Test::PowShield qw(:redis http_conf);
 use Test::PowShield::Modes;
 
 ###############################################################################
@@ -172,6 +173,16 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     ok($reset1 >= $now + 3598 && $reset1 <= $now + 3602,
         'X-RateLimit-Reset: the request leaves the window in 3600 s')
         or diag("now $now reset $reset1");
+    if ($m->cluster) {
+        # cluster mode: the oldest entry of the client's sorted set, its
+        # score (Redis's clock, ms) + the window
+        my $z = $m->redis->cmd('ZRANGE', client_key('pass', 'w', 3, 3600000),
+            0, 0, 'WITHSCORES') || [];
+        my $want = ceil((($z->[1] // 0) + 3600000) / 1000);
+        ok(abs($reset1 - $want) <= 1,
+            'X-RateLimit-Reset: when the oldest entry of the sorted set leaves (score + window)')
+            or diag("$reset1 vs $want");
+    }
 
     # IETF draft headers, default mode "both"
 
@@ -267,6 +278,8 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     }
     is(present($r, @X, @IETF), '', 'exempt: no rate-limit headers');
     ok(!$r->has_header('X-PoW-Challenge'), 'exempt: no challenge');
+    is(scalar @{$m->redis->cmd('KEYS', 'pow:{}*') || []}, 0,
+        'exempt: nothing in Redis') if $m->cluster;
 
     $r = get('exempt', '/exempt/data.json');
     is($r->status, 200, 'same client not exempt: first request passes');
@@ -310,6 +323,8 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
         'keep-alive: three pass, the fourth is 429');
     is(join(' ', map { $_->header('X-RateLimit-Remaining') // 'none' } @rs),
         '2 1 0 0', 'keep-alive: Remaining counts down per request');
+    is($m->redis->cmd('ZCARD', client_key('keepalive', 'w', 3, 3600000)), 3,
+        'keep-alive: 3 entries in Redis, one per admitted request') if $m->cluster;
 
     # variables in log_format: $pow_shield_result, _remaining, _difficulty
 

@@ -16,7 +16,7 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:pow http_conf);
+use Test::PowShield qw(:pow :redis http_conf);
 use Test::PowShield::Modes;
 
 ###############################################################################
@@ -477,9 +477,17 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     rejected(send_pow($c, 'X-PoW-Challenge' => $token,
             'X-PoW-Nonce' => bad_nonce($p)), 422, 'Incorrect PoW solution',
         'wrong nonce first');
+    is($m->redis->cmd('EXISTS', spent_key($token)), 0,
+        'wrong nonce: nothing written to Redis') if $m->cluster;
     is(send_pow($c, 'X-PoW-Challenge' => $token,
             'X-PoW-Nonce' => good_nonce($p))->status, 200,
         'the same token with the right nonce still passes (not burned)');
+    if ($m->cluster) {
+        is($m->redis->cmd('EXISTS', spent_key($token)), 1,
+            'the solution is spent in Redis');
+        is($m->redis->cmd('ZCARD', client_key($c, 'w', 1, 3600000)), 1,
+            'a solved request does not add to the window in Redis');
+    }
     rejected(send_pow(client(), 'X-PoW-Challenge' => $token,
             'X-PoW-Nonce' => bad_nonce($p)), 422, 'Incorrect PoW solution',
         'spent token with a wrong nonce: 422 before 409');
