@@ -113,9 +113,6 @@ my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) }
     qw(api other short ban many rise close off dry local);
 $files{'html/ep/404.html'} = "custom not found\n";
 
-my @modes = Test::PowShield::Modes->start($conf, nodes => 2,
-    redis => 'timeout=3s', files => \%files);
-
 ###############################################################################
 
 sub get {
@@ -138,7 +135,9 @@ sub is_block_response {
     };
 }
 
-for my $m (@modes) {
+Test::PowShield::Modes->each_mode($conf, nodes => 2,
+    redis => 'timeout=3s', files => \%files, sub {
+    my ($m) = @_;
     my ($t, $other) = ($m->node(1), $m->node(2));
     my $redis = $m->redis;
     my $cluster = $m->cluster;
@@ -523,8 +522,8 @@ for my $m (@modes) {
         is(statuses(@r), '404 404 404 404 404 403',
             "$m: Redis down: trap strikes fall back to the zone, the 6th hit blocked");
     }
-}
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

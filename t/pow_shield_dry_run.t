@@ -43,11 +43,6 @@ EOF
 (my $dry = $conf) =~ s/DRY/on/;
 (my $enforce = $conf) =~ s/DRY/off/;
 
-my @modes = Test::PowShield::Modes->start($dry, files => {
-    'html/dry/data.json' => qq({"ok":true}\n),
-    'html/enforced/data.json' => qq({"ok":true}\n),
-});
-
 ###############################################################################
 
 sub get {
@@ -55,7 +50,11 @@ sub get {
     return $t->http_get($uri, 'X-Client' => $client, %h);
 }
 
-for my $m (@modes) {
+Test::PowShield::Modes->each_mode($dry, files => {
+    'html/dry/data.json' => qq({"ok":true}\n),
+    'html/enforced/data.json' => qq({"ok":true}\n),
+}, sub {
+    my ($m) = @_;
     my $t = $m->node(1);
 
     # dry run never rejects: everything over the limit passes, still counted
@@ -114,8 +113,8 @@ for my $m (@modes) {
     ok($t->reload, "$m: reload with dry run off");
     $r = get($t, 'dry', '/dry/data.json');
     is($r->status, 200, "$m: counted in dry run, not enforced after the reload: 200");
-}
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

@@ -8,6 +8,9 @@
 # pow_shield_limit): at most n requests in any window; Reset is when the
 # oldest counted request leaves it. With "pow_shield_limit 3 1h" that is an
 # hour after the first.
+#
+# Every assertion in local mode and in cluster mode (Test::PowShield::Modes
+# each_mode: the zone, then a Redis of the suite's own).
 
 use strict;
 use warnings;
@@ -16,13 +19,17 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(http_conf);
+use POSIX qw(ceil);
+use Test::PowShield qw(:redis http_conf);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
-my $t = Test::PowShield->new;
+my $t;    # the node of the mode under test (each_mode below)
 
-$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
+my $conf = http_conf(<<'EOF');
+    %%REDIS%%
+
     log_format pow '$uri $pow_shield_result $pow_shield_remaining '
                    '$pow_shield_difficulty';
 
@@ -120,16 +127,10 @@ $t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     }
 EOF
 
-for my $dir (qw(default api x ietf off both exempt open)) {
-    $t->write_file("html/$dir/data.json", qq({"dir":"$dir"}\n));
-}
-
-$t->run;
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) }
+    qw(default api x ietf off both exempt open);
 
 ###############################################################################
-
-my @X = qw(x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset);
-my @IETF = qw(ratelimit-policy ratelimit);
 
 sub get {
     my ($client, $uri, %h) = @_;
@@ -141,177 +142,201 @@ sub present {
     return join ' ', grep { $r->has_header($_) } @names;
 }
 
-# under the limit: the request passes to the content handler
+###############################################################################
 
-my $r = get('pass', '/api/data.json');
-is($r->status, 200, 'under the limit: 200');
-is($r->body, qq({"dir":"api"}\n), 'under the limit: content served');
+Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files, sub {
+    my ($m) = @_;
+    $t = $m->node(1);
 
-# X-RateLimit-Limit is the configured number of requests
+    my @X = qw(x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset);
+    my @IETF = qw(ratelimit-policy ratelimit);
 
-is($r->header('X-RateLimit-Limit'), 3, 'X-RateLimit-Limit: 3');
+    # under the limit: the request passes to the content handler
 
-# Remaining: requests the window has room for now (3 - 1)
+    my $r = get('pass', '/api/data.json');
+    is($r->status, 200, 'under the limit: 200');
+    is($r->body, qq({"dir":"api"}\n), 'under the limit: content served');
 
-is($r->header('X-RateLimit-Remaining'), 2, 'X-RateLimit-Remaining: 2');
+    # X-RateLimit-Limit is the configured number of requests
 
-# Reset: epoch seconds when the oldest counted request leaves: an hour
+    is($r->header('X-RateLimit-Limit'), 3, 'X-RateLimit-Limit: 3');
 
-my $now = time;
-my $reset1 = $r->header('X-RateLimit-Reset');
-like($reset1, qr/^\d+$/, 'X-RateLimit-Reset is an integer');
-ok($reset1 >= $now + 3598 && $reset1 <= $now + 3602,
-    'X-RateLimit-Reset: the request leaves the window in 3600 s')
-    or diag("now $now reset $reset1");
+    # Remaining: requests the window has room for now (3 - 1)
 
-# IETF draft headers, default mode "both"
+    is($r->header('X-RateLimit-Remaining'), 2, 'X-RateLimit-Remaining: 2');
 
-is($r->header('RateLimit-Policy'), '"pow-shield";q=3;w=3600',
-    'RateLimit-Policy: q=3, w=3600 seconds');
-like($r->header('RateLimit'), qr/^"pow-shield";r=2;t=\d+$/,
-    'RateLimit: r=2 and t');
-my ($tsec) = ($r->header('RateLimit') // '') =~ /;t=(\d+)/;
-ok(defined $tsec && $tsec >= 3598 && $tsec <= 3602,
-    'RateLimit t: seconds to reset (3600)') or diag("t=" . ($tsec // 'undef'));
+    # Reset: epoch seconds when the oldest counted request leaves: an hour
 
-# Remaining counts down; Reset stays the first request's (the oldest)
+    my $now = time;
+    my $reset1 = $r->header('X-RateLimit-Reset');
+    like($reset1, qr/^\d+$/, 'X-RateLimit-Reset is an integer');
+    ok($reset1 >= $now + 3598 && $reset1 <= $now + 3602,
+        'X-RateLimit-Reset: the request leaves the window in 3600 s')
+        or diag("now $now reset $reset1");
+    if ($m->cluster) {
+        # cluster mode: the oldest entry of the client's sorted set, its
+        # score (Redis's clock, ms) + the window
+        my $z = $m->redis->cmd('ZRANGE', client_key('pass', 'w', 3, 3600000),
+            0, 0, 'WITHSCORES') || [];
+        my $want = ceil((($z->[1] // 0) + 3600000) / 1000);
+        ok(abs($reset1 - $want) <= 1,
+            'X-RateLimit-Reset: when the oldest entry of the sorted set leaves (score + window)')
+            or diag("$reset1 vs $want");
+    }
 
-$r = get('pass', '/api/data.json');
-is($r->header('X-RateLimit-Remaining'), 1, 'second request: Remaining 1');
-my $reset2 = $r->header('X-RateLimit-Reset');
-ok($reset2 - $reset1 >= -1 && $reset2 - $reset1 <= 1,
-    'second request: Reset unchanged, the oldest still leaves first')
-    or diag("$reset1 -> $reset2");
-like($r->header('RateLimit'), qr/^"pow-shield";r=1;/, 'second request: r=1');
+    # IETF draft headers, default mode "both"
 
-$r = get('pass', '/api/data.json');
-is($r->status, 200, 'third request (the limit): 200');
-is($r->header('X-RateLimit-Remaining'), 0, 'third request: Remaining 0');
-like($r->header('RateLimit'), qr/^"pow-shield";r=0;/, 'third request: r=0');
+    is($r->header('RateLimit-Policy'), '"pow-shield";q=3;w=3600',
+        'RateLimit-Policy: q=3, w=3600 seconds');
+    like($r->header('RateLimit'), qr/^"pow-shield";r=2;t=\d+$/,
+        'RateLimit: r=2 and t');
+    my ($tsec) = ($r->header('RateLimit') // '') =~ /;t=(\d+)/;
+    ok(defined $tsec && $tsec >= 3598 && $tsec <= 3602,
+        'RateLimit t: seconds to reset (3600)') or diag("t=" . ($tsec // 'undef'));
 
-# headers are sent once
+    # Remaining counts down; Reset stays the first request's (the oldest)
 
-is(scalar(my @v = $r->header_values('X-RateLimit-Limit')), 1,
-    'X-RateLimit-Limit sent once');
-is(scalar(@v = $r->header_values('RateLimit')), 1, 'RateLimit sent once');
+    $r = get('pass', '/api/data.json');
+    is($r->header('X-RateLimit-Remaining'), 1, 'second request: Remaining 1');
+    my $reset2 = $r->header('X-RateLimit-Reset');
+    ok($reset2 - $reset1 >= -1 && $reset2 - $reset1 <= 1,
+        'second request: Reset unchanged, the oldest still leaves first')
+        or diag("$reset1 -> $reset2");
+    like($r->header('RateLimit'), qr/^"pow-shield";r=1;/, 'second request: r=1');
 
-# clients are counted separately
+    $r = get('pass', '/api/data.json');
+    is($r->status, 200, 'third request (the limit): 200');
+    is($r->header('X-RateLimit-Remaining'), 0, 'third request: Remaining 0');
+    like($r->header('RateLimit'), qr/^"pow-shield";r=0;/, 'third request: r=0');
 
-$r = get('other', '/api/data.json');
-is($r->header('X-RateLimit-Remaining'), 2, 'another client has its own bucket');
+    # headers are sent once
 
-# default key $pow_shield_client
+    is(scalar(my @v = $r->header_values('X-RateLimit-Limit')), 1,
+        'X-RateLimit-Limit sent once');
+    is(scalar(@v = $r->header_values('RateLimit')), 1, 'RateLimit sent once');
 
-$r = $t->http_get('/default/data.json');
-is($r->status, 200, 'default key: 200');
-is($r->header('X-RateLimit-Remaining'), 2, 'default key: counted');
-$r = $t->http_get('/default/data.json', 'X-Client' => 'ignored');
-is($r->header('X-RateLimit-Remaining'), 1,
-    'default key: same address, same bucket');
+    # clients are counted separately
 
-# window in seconds in RateLimit-Policy
+    $r = get('other', '/api/data.json');
+    is($r->header('X-RateLimit-Remaining'), 2, 'another client has its own bucket');
 
-$r = get('both', '/both/data.json');
-is($r->header('RateLimit-Policy'), '"pow-shield";q=3;w=60',
-    'RateLimit-Policy: 1m is w=60');
-is(present($r, @X, @IETF), join(' ', @X, @IETF), 'headers both: all five');
+    # default key $pow_shield_client
 
-# pow_shield_headers x / ietf / off
+    $r = $t->http_get('/default/data.json');
+    is($r->status, 200, 'default key: 200');
+    is($r->header('X-RateLimit-Remaining'), 2, 'default key: counted');
+    $r = $t->http_get('/default/data.json', 'X-Client' => 'ignored');
+    is($r->header('X-RateLimit-Remaining'), 1,
+        'default key: same address, same bucket');
 
-$r = get('modes', '/x/data.json');
-is($r->status, 200, 'headers x: 200');
-is(present($r, @X, @IETF), join(' ', @X), 'headers x: only X-RateLimit-*');
+    # window in seconds in RateLimit-Policy
 
-$r = get('modes', '/ietf/data.json');
-is($r->status, 200, 'headers ietf: 200');
-is(present($r, @X, @IETF), join(' ', @IETF),
-    'headers ietf: only RateLimit-Policy and RateLimit');
+    $r = get('both', '/both/data.json');
+    is($r->header('RateLimit-Policy'), '"pow-shield";q=3;w=60',
+        'RateLimit-Policy: 1m is w=60');
+    is(present($r, @X, @IETF), join(' ', @X, @IETF), 'headers both: all five');
 
-$r = get('modes', '/off/data.json');
-is($r->status, 200, 'headers off: 200');
-is(present($r, @X, @IETF), '', 'headers off: no rate-limit headers');
+    # pow_shield_headers x / ietf / off
 
-# shielded error responses carry the headers too: 404
+    $r = get('modes', '/x/data.json');
+    is($r->status, 200, 'headers x: 200');
+    is(present($r, @X, @IETF), join(' ', @X), 'headers x: only X-RateLimit-*');
 
-$r = get('errors', '/api/missing.json');
-is($r->status, 404, 'shielded 404');
-is($r->header('X-RateLimit-Limit'), 3, 'shielded 404: X-RateLimit-Limit');
-is($r->header('X-RateLimit-Remaining'), 2, 'shielded 404: counted');
-ok($r->has_header('RateLimit'), 'shielded 404: RateLimit');
+    $r = get('modes', '/ietf/data.json');
+    is($r->status, 200, 'headers ietf: 200');
+    is(present($r, @X, @IETF), join(' ', @IETF),
+        'headers ietf: only RateLimit-Policy and RateLimit');
 
-# proxied responses carry the headers, the backend's status is kept
+    $r = get('modes', '/off/data.json');
+    is($r->status, 200, 'headers off: 200');
+    is(present($r, @X, @IETF), '', 'headers off: no rate-limit headers');
 
-$r = get('proxy', '/proxy/data');
-is($r->status, 200, 'proxied: 200');
-is($r->body, '{"backend":true}', 'proxied: backend body');
-is($r->header('X-RateLimit-Remaining'), 2, 'proxied: X-RateLimit-Remaining');
+    # shielded error responses carry the headers too: 404
 
-$r = get('proxy', '/proxy/fail');
-is($r->status, 503, 'proxied error: 503 kept');
-is($r->header('X-RateLimit-Remaining'), 1, 'proxied error: headers');
+    $r = get('errors', '/api/missing.json');
+    is($r->status, 404, 'shielded 404');
+    is($r->header('X-RateLimit-Limit'), 3, 'shielded 404: X-RateLimit-Limit');
+    is($r->header('X-RateLimit-Remaining'), 2, 'shielded 404: counted');
+    ok($r->has_header('RateLimit'), 'shielded 404: RateLimit');
 
-# exempt: empty key, not counted, never challenged, no headers
+    # proxied responses carry the headers, the backend's status is kept
 
-for my $i (1 .. 4) {
-    $r = get('exempt', '/exempt/data.json', 'X-Trusted' => 'yes');
-    is($r->status, 200, "exempt request $i (limit 1): 200");
-}
-is(present($r, @X, @IETF), '', 'exempt: no rate-limit headers');
-ok(!$r->has_header('X-PoW-Challenge'), 'exempt: no challenge');
+    $r = get('proxy', '/proxy/data');
+    is($r->status, 200, 'proxied: 200');
+    is($r->body, '{"backend":true}', 'proxied: backend body');
+    is($r->header('X-RateLimit-Remaining'), 2, 'proxied: X-RateLimit-Remaining');
 
-$r = get('exempt', '/exempt/data.json');
-is($r->status, 200, 'same client not exempt: first request passes');
-is($r->header('X-RateLimit-Remaining'), 0,
-    'exempt requests were not counted');
+    $r = get('proxy', '/proxy/fail');
+    is($r->status, 503, 'proxied error: 503 kept');
+    is($r->header('X-RateLimit-Remaining'), 1, 'proxied error: headers');
 
-# unshielded location: no headers
+    # exempt: empty key, not counted, never challenged, no headers
 
-$r = get('open', '/open/data.json');
-is($r->status, 200, 'unshielded: 200');
-is(present($r, @X, @IETF), '', 'unshielded: no rate-limit headers');
+    for my $i (1 .. 4) {
+        $r = get('exempt', '/exempt/data.json', 'X-Trusted' => 'yes');
+        is($r->status, 200, "exempt request $i (limit 1): 200");
+    }
+    is(present($r, @X, @IETF), '', 'exempt: no rate-limit headers');
+    ok(!$r->has_header('X-PoW-Challenge'), 'exempt: no challenge');
+    is(scalar @{$m->redis->cmd('KEYS', 'pow:{}*') || []}, 0,
+        'exempt: nothing in Redis') if $m->cluster;
 
-# inheritance: server-level limit and headers apply to a bare location
+    $r = get('exempt', '/exempt/data.json');
+    is($r->status, 200, 'same client not exempt: first request passes');
+    is($r->header('X-RateLimit-Remaining'), 0,
+        'exempt requests were not counted');
 
-$r = get('inherit', '/api/data.json', -port => 8082);
-is($r->status, 200, 'inherited limit: 200');
-is($r->header('X-RateLimit-Limit'), 2, 'inherited limit: 2');
-is(present($r, @X, @IETF), join(' ', @X), 'inherited headers mode x');
+    # unshielded location: no headers
 
-$r = get('inherit', '/open/data.json', -port => 8082);
-is(present($r, @X, @IETF), '', 'location "pow_shield_limit off": no headers');
+    $r = get('open', '/open/data.json');
+    is($r->status, 200, 'unshielded: 200');
+    is(present($r, @X, @IETF), '', 'unshielded: no rate-limit headers');
 
-# long keys (over 32 bytes) are told apart by their whole value
+    # inheritance: server-level limit and headers apply to a bare location
 
-for my $len (32, 33, 300) {
-    my $a = ('k' x ($len - 1)) . 'a';
-    my $b = ('k' x ($len - 1)) . 'b';
-    get($a, '/api/data.json') for 1 .. 3;
-    $r = get($b, '/api/data.json');
-    is($r->header('X-RateLimit-Remaining'), 2,
-        "$len-byte keys differing in the last byte: separate buckets");
-    is(get($a, '/api/data.json')->status, 429,
-        "$len-byte key: its own bucket is full");
-}
+    $r = get('inherit', '/api/data.json', -port => 8082);
+    is($r->status, 200, 'inherited limit: 200');
+    is($r->header('X-RateLimit-Limit'), 2, 'inherited limit: 2');
+    is(present($r, @X, @IETF), join(' ', @X), 'inherited headers mode x');
 
-# keep-alive: every request on one connection is counted once
+    $r = get('inherit', '/open/data.json', -port => 8082);
+    is(present($r, @X, @IETF), '', 'location "pow_shield_limit off": no headers');
 
-my @rs = $t->http_pipeline([('/api/data.json') x 4], 'X-Client' => 'keepalive');
-is(scalar @rs, 4, 'keep-alive: four responses on one connection');
-is(join(' ', map { $_->status // 'none' } @rs), '200 200 200 429',
-    'keep-alive: three pass, the fourth is 429');
-is(join(' ', map { $_->header('X-RateLimit-Remaining') // 'none' } @rs),
-    '2 1 0 0', 'keep-alive: Remaining counts down per request');
+    # long keys (over 32 bytes) are told apart by their whole value
 
-# variables in log_format: $pow_shield_result, _remaining, _difficulty
+    for my $len (32, 33, 300) {
+        my $a = ('k' x ($len - 1)) . 'a';
+        my $b = ('k' x ($len - 1)) . 'b';
+        get($a, '/api/data.json') for 1 .. 3;
+        $r = get($b, '/api/data.json');
+        is($r->header('X-RateLimit-Remaining'), 2,
+            "$len-byte keys differing in the last byte: separate buckets");
+        is(get($a, '/api/data.json')->status, 429,
+            "$len-byte key: its own bucket is full");
+    }
 
-my @log = grep { length } split /\n/, $t->read_file('pow.log');
-is((grep { m{^/api/data\.json } } @log)[0], '/api/data.json pass 2 2',
-    'log: $pow_shield_result pass, remaining 2, difficulty 2');
-like((grep { m{^/exempt/data\.json } } @log)[0], qr{^/exempt/data\.json exempt },
-    'log: $pow_shield_result exempt');
-like((grep { m{^/open/data\.json } } @log)[0], qr{^/open/data\.json - },
-    'log: unshielded location: $pow_shield_result empty');
+    # keep-alive: every request on one connection is counted once
+
+    my @rs = $t->http_pipeline([('/api/data.json') x 4], 'X-Client' => 'keepalive');
+    is(scalar @rs, 4, 'keep-alive: four responses on one connection');
+    is(join(' ', map { $_->status // 'none' } @rs), '200 200 200 429',
+        'keep-alive: three pass, the fourth is 429');
+    is(join(' ', map { $_->header('X-RateLimit-Remaining') // 'none' } @rs),
+        '2 1 0 0', 'keep-alive: Remaining counts down per request');
+    is($m->redis->cmd('ZCARD', client_key('keepalive', 'w', 3, 3600000)), 3,
+        'keep-alive: 3 entries in Redis, one per admitted request') if $m->cluster;
+
+    # variables in log_format: $pow_shield_result, _remaining, _difficulty
+
+    my @log = grep { length } split /\n/, $t->read_file('pow.log');
+    is((grep { m{^/api/data\.json } } @log)[0], '/api/data.json pass 2 2',
+        'log: $pow_shield_result pass, remaining 2, difficulty 2');
+    like((grep { m{^/exempt/data\.json } } @log)[0], qr{^/exempt/data\.json exempt },
+        'log: $pow_shield_result exempt');
+    like((grep { m{^/open/data\.json } } @log)[0], qr{^/open/data\.json - },
+        'log: unshielded location: $pow_shield_result empty');
+});
 
 ###############################################################################
 
-$t->done_testing;
+Test::PowShield::Modes->done_testing;

@@ -16,6 +16,9 @@
 # Without the take-back, each paid request leaves one strike: the 5th
 # challenge brings them to 5, the resend that pays it is blocked (403,
 # X-PoW-Shield: blocked; exit 90 / Blocked), and so is every request after.
+#
+# In both modes (Test::PowShield::Modes): the strikes in the zone, then in
+# Redis.
 
 use strict;
 use warnings;
@@ -25,6 +28,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Modes;
 
 ###############################################################################
 
@@ -37,9 +41,11 @@ my $FREE = 2;
 my $PAID = 20;
 my $N = $FREE + $PAID;
 
-my $t = Test::PowShield->new;
+my $t;    # the node of the mode under test (each_mode below)
 
-$t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
+my $conf = http_conf(<<'EOF');
+    %%REDIS%%
+
     log_format pay '$http_x_client $status $pow_shield_result $pow_shield_strikes';
 
     server {
@@ -56,13 +62,7 @@ $t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
     }
 EOF
 
-$t->write_file('html/pay/data.json', qq({"paid":true}\n));
-
-$t->run;
-
 ###############################################################################
-
-my $url = 'http://127.0.0.1:' . $t->port(8080) . '/pay/data.json';
 
 # run(@argv) -> ($exit_code, $stdout, $stderr)
 sub run { $t->run_argv(@_) }
@@ -82,38 +82,48 @@ sub strikes {
         split /\n/, $t->read_file('pay.log');
 }
 
-# What paying every challenge looks like from the server.
-my $PAID_LOG = join ', ', ('200 pass') x $FREE, ('429 challenge, 200 solved') x $PAID;
-
 # "1 200, 2 200, ...": each request's outcome, numbered.
 sub numbered { my $i = 0; join ', ', map { ++$i . " $_" } @_ }
 
-# The CLI: 22 runs of `pow-shield get`
+###############################################################################
 
-SKIP: {
-    skip "no $cli (make build)", 2 unless -x $cli;
+my %files = ('html/pay/data.json' => qq({"paid":true}\n));
 
-    my (@codes, $first_err);
-    for my $i (1 .. $N) {
-        my ($rc, $out, $err) = run($cli, 'get', '-H', 'X-Client: cli', $url);
-        push @codes, $rc;
-        $first_err //= "run $i: exit $rc: $err" if $rc != 0;
+Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files, sub {
+    my ($m) = @_;
+    $t = $m->node(1);
+
+    my $url = 'http://127.0.0.1:' . $t->port(8080) . '/pay/data.json';
+
+    # What paying every challenge looks like from the server.
+    my $PAID_LOG = join ', ', ('200 pass') x $FREE, ('429 challenge, 200 solved') x $PAID;
+
+    # The CLI: 22 runs of `pow-shield get`
+
+    SKIP: {
+        skip "no $cli (make build)", 2 unless -x $cli;
+
+        my (@codes, $first_err);
+        for my $i (1 .. $N) {
+            my ($rc, $out, $err) = run($cli, 'get', '-H', 'X-Client: cli', $url);
+            push @codes, $rc;
+            $first_err //= "run $i: exit $rc: $err" if $rc != 0;
+        }
+        is(numbered(@codes), numbered((0) x $N),
+            "cli: $FREE free + $PAID paid runs of pow-shield get all exit 0")
+            or diag($first_err);
+        is(seen('cli'), $PAID_LOG, "cli: the server saw $PAID challenges, each paid")
+            or diag("strikes with each request: " . strikes('cli'));
     }
-    is(numbered(@codes), numbered((0) x $N),
-        "cli: $FREE free + $PAID paid runs of pow-shield get all exit 0")
-        or diag($first_err);
-    is(seen('cli'), $PAID_LOG, "cli: the server saw $PAID challenges, each paid")
-        or diag("strikes with each request: " . strikes('cli'));
-}
 
-# Python: pow_shield.Session, 22 requests
+    # Python: pow_shield.Session, 22 requests
 
-SKIP: {
-    skip "$PY not found", 2 unless -x $PY;
-    skip 'python requests not installed (apt-get install python3-requests)', 2
-        unless system($PY, '-c', 'import requests') == 0;
+    SKIP: {
+        skip "$PY not found", 2 unless -x $PY;
+        skip 'python requests not installed (apt-get install python3-requests)', 2
+            unless system($PY, '-c', 'import requests') == 0;
 
-    $t->write_file('session.py', <<'EOF');
+        $t->write_file('session.py', <<'EOF');
 # session.py URL COUNT: COUNT GETs in a row through one pow_shield.Session;
 # prints each one's status, or "raised <error>".
 import sys
@@ -128,28 +138,31 @@ with pow_shield.Session() as s:
         except pow_shield.PowShieldError as e:
             print("raised", type(e).__name__, getattr(e.response, "status_code", "-"))
 EOF
-    local $ENV{PYTHONPATH} = "$REPO/clients/python";
-    my ($rc, $out, $err) = run($PY, $t->path('session.py'), $url, $N);
-    my @got = split /\n/, $out;
-    is(numbered(@got), numbered((200) x $N),
-        "python: $FREE free + $PAID paid requests through Session all end 200")
-        or diag("exit $rc; stderr: " . ($err eq '' ? '(empty)' : $err));
-    is(seen('python'), $PAID_LOG, "python: the server saw $PAID challenges, each paid")
-        or diag("strikes with each request: " . strikes('python'));
-}
+        local $ENV{PYTHONPATH} = "$REPO/clients/python";
+        my ($rc, $out, $err) = run($PY, $t->path('session.py'), $url, $N);
+        my @got = split /\n/, $out;
+        is(numbered(@got), numbered((200) x $N),
+            "python: $FREE free + $PAID paid requests through Session all end 200")
+            or diag("exit $rc; stderr: " . ($err eq '' ? '(empty)' : $err));
+        is(seen('python'), $PAID_LOG, "python: the server saw $PAID challenges, each paid")
+            or diag("strikes with each request: " . strikes('python'));
+    }
 
-# Rust: the reqwest middleware (client/examples/pay_loop.rs), 22 requests
+    # Rust: the reqwest middleware (client/examples/pay_loop.rs), 22 requests
 
-SKIP: {
-    skip "no $pay_loop (make build)", 2 unless -x $pay_loop;
+    SKIP: {
+        skip "no $pay_loop (make build)", 2 unless -x $pay_loop;
 
-    my ($rc, $out, $err) = run($pay_loop, $url, $N, 'X-Client: rust');
-    my @got = map { s/^\d+ //r } split /\n/, $out;
-    is(numbered(@got), numbered((200) x $N),
-        "rust: $FREE free + $PAID paid requests through the middleware all end 200")
-        or diag("exit $rc; stderr: " . ($err eq '' ? '(empty)' : $err));
-    is(seen('rust'), $PAID_LOG, "rust: the server saw $PAID challenges, each paid")
-        or diag("strikes with each request: " . strikes('rust'));
-}
+        my ($rc, $out, $err) = run($pay_loop, $url, $N, 'X-Client: rust');
+        my @got = map { s/^\d+ //r } split /\n/, $out;
+        is(numbered(@got), numbered((200) x $N),
+            "rust: $FREE free + $PAID paid requests through the middleware all end 200")
+            or diag("exit $rc; stderr: " . ($err eq '' ? '(empty)' : $err));
+        is(seen('rust'), $PAID_LOG, "rust: the server saw $PAID challenges, each paid")
+            or diag("strikes with each request: " . strikes('rust'));
+    }
+});
 
-$t->done_testing;
+###############################################################################
+
+Test::PowShield::Modes->done_testing;

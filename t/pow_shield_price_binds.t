@@ -74,8 +74,6 @@ my $conf = http_conf(<<'EOF', workers => 2);
 EOF
 
 my @dirs = qw(rise flat dear cheap second dry enforced);
-my @modes = Test::PowShield::Modes->start($conf, nodes => 2, redis => 'timeout=3s',
-    files => { map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } @dirs });
 
 ###############################################################################
 
@@ -92,7 +90,9 @@ sub solved_to {
     return ('X-PoW-Challenge' => $token, 'X-PoW-Nonce' => solve_bits($salt, $bits));
 }
 
-for my $mode (@modes) {
+Test::PowShield::Modes->each_mode($conf, nodes => 2, redis => 'timeout=3s',
+    files => { map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } @dirs }, sub {
+    my ($mode) = @_;
     my ($t, $other) = ($mode->node(1), $mode->node(2));
 
     # 1. a cheap location's token buys nothing at a dear one
@@ -172,6 +172,6 @@ for my $mode (@modes) {
             "$mode: then the first request at an enforcing location: 200");
         is(get($other, $client, 'enforced')->status, 200, "$mode: ... at another node too");
     }
-}
+});
 
-done_testing();
+Test::PowShield::Modes->done_testing;

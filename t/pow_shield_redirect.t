@@ -78,15 +78,6 @@ my $conf = http_conf(<<"EOF");
 EOF
 
 my $page = join "\n", ('<!--# include virtual="/inc/a.json" -->') x 3;
-my @modes = Test::PowShield::Modes->start($conf, files => {
-    'html/idx/index.json' => qq({"index":true}\n),
-    'html/tf/fallback.json' => qq({"fallback":true}\n),
-    'html/ep/notfound.json' => qq({"notfound":true}\n),
-    'html/inc/a.json' => qq({"inc":1}),
-    'html/epb/notfound.json' => qq({"epb":true}\n),
-    'html/page/p.html' => "$page\n",
-    'html/spage/p.html' => "$page\n",
-});
 
 ###############################################################################
 
@@ -95,7 +86,16 @@ sub get {
     return $t->http_get($uri, 'X-Client' => $client);
 }
 
-for my $m (@modes) {
+Test::PowShield::Modes->each_mode($conf, files => {
+    'html/idx/index.json' => qq({"index":true}\n),
+    'html/tf/fallback.json' => qq({"fallback":true}\n),
+    'html/ep/notfound.json' => qq({"notfound":true}\n),
+    'html/inc/a.json' => qq({"inc":1}),
+    'html/epb/notfound.json' => qq({"epb":true}\n),
+    'html/page/p.html' => "$page\n",
+    'html/spage/p.html' => "$page\n",
+}, sub {
+    my ($m) = @_;
     my $t = $m->node(1);
 
     # cluster mode: the entries of a client's window for pow_shield_limit
@@ -197,8 +197,8 @@ for my $m (@modes) {
         is(get($t, 'spage', '/spage/p.html')->status, 429,
             "$m: shielded SSI page: the next main request is 429");
     }
-}
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

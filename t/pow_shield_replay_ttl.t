@@ -44,9 +44,6 @@ my $conf = http_conf(<<'EOF');
     }
 EOF
 
-my @modes = Test::PowShield::Modes->start($conf,
-    files => { map { ("html/$_/data.json" => qq({"ok":true}\n)) } qw(short long) });
-
 ###############################################################################
 
 sub get {
@@ -63,13 +60,16 @@ sub spend_short {
     return %sol;
 }
 
-my %sol = map { ($_ => { spend_short($_->node(1)) }) } @modes;
+Test::PowShield::Modes->each_mode($conf,
+    files => { map { ("html/$_/data.json" => qq({"ok":true}\n)) } qw(short long) },
+    sub {
+    my ($m) = @_;
+    my $t = $m->node(1);
+    my %sol = spend_short($t);
 
-# past the short TTL: expired there, still valid where the TTL is an hour
-sleep 3;
+    # past the short TTL: expired there, still valid where the TTL is an hour
+    sleep 3;
 
-for my $m (@modes) {
-    my ($t, %sol) = ($m->node(1), %{$sol{$m}});
     if ($m->cluster) {
         my $ttl = $m->redis->cmd('PTTL', spent_key($sol{'X-PoW-Challenge'})) // -9;
         ok($ttl > 0 && $ttl <= 4000,
@@ -79,8 +79,8 @@ for my $m (@modes) {
         "$m: premise: 3 s later the token has expired at the 2 s location");
     is(get($t, 'long', %sol)->status, 410,
         "$m: replayed at the 1 h location after 3 s: expired by its exp");
-}
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

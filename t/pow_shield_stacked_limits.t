@@ -77,10 +77,9 @@ $docs_location
     }
 EOF
 
-my @modes = Test::PowShield::Modes->start($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none approx plain docs) });
-
-for my $m (@modes) {
+Test::PowShield::Modes->each_mode($conf,
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none approx plain docs) }, sub {
+    my ($m) = @_;
     my $t = $m->node(1);
     my $get = sub {
         my ($client, $where) = @_;
@@ -162,8 +161,8 @@ for my $m (@modes) {
         "$m: a limit that was never the tightest: 0, listed");
     is(metric($s, 'pow_shield_requests_total', result => 'pass'), 1,
         "$m: the plain location's pass is counted without a limit label");
-}
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

@@ -18,6 +18,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 use Test::PowShield qw(http_conf);
 use Test::PowShield::Modes;
+use Test::PowShield::Redis;
 
 ###############################################################################
 
@@ -44,10 +45,8 @@ my $conf = http_conf(<<'EOF', workers => 1);
     }
 EOF
 
-my @modes = Test::PowShield::Modes->start($conf, redis => 'timeout=3s',
-    files => { 'html/api/data.json' => "{}\n", 'html/rise/data.json' => "{}\n" });
 plan(skip_all => 'cluster mode needs redis-server: nothing to compare')
-    if @modes < 2;
+    unless Test::PowShield::Redis->available;
 
 ###############################################################################
 
@@ -64,67 +63,62 @@ sub seen {
     return \%h;
 }
 
-# 60 quick requests in each mode, pipelined on one connection
-my %burst_at;
-for my $m (@modes) {
-    $burst_at{$m} = time;
-    my @rs = $m->node(1)->http_pipeline([('/api/data.json') x 60],
-        'X-Client' => 'sixty');
-    is(scalar(grep { ($_->status // 0) == 200 } @rs), 60,
-        "$m: 60 requests to 60 1m pass");
-    is($rs[-1]->header('X-RateLimit-Remaining'), 0, "$m: the 60th leaves 0");
-}
+# what each mode answered 10 s after its burst, and its rising price
+my (%later, %bits);
 
-# the 61st at once: refused until the first leaves, a minute after it came
-my %now;
-for my $m (@modes) {
-    $now{$m} = seen($m->node(1)->http_get('/api/data.json', 'X-Client' => 'sixty'));
-    is($now{$m}{status}, 429, "$m: the 61st at once is 429");
-    ok($now{$m}{retry} >= 59 && $now{$m}{retry} <= 60,
-        "$m: Retry-After a minute") or diag("Retry-After $now{$m}{retry}");
-}
+my @modes = Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s',
+    files => { 'html/api/data.json' => "{}\n", 'html/rise/data.json' => "{}\n" },
+    sub {
+    my ($m) = @_;
+    my $t = $m->node(1);
 
-# 10 s after the burst (the last mode's): the issue's example
-my $wait = $burst_at{ $modes[-1] } + 10 - time;
-sleep($wait + 0.2) if $wait > 0;
-my %later;
-for my $m (@modes) {
-    $later{$m} = seen($m->node(1)->http_get('/api/data.json', 'X-Client' => 'sixty'));
-    my $since = time - $burst_at{$m};
-    is($later{$m}{status}, 429, sprintf('%s: %.1f s after 60 requests: 429', $m, $since));
-    is($later{$m}{remaining}, 0, "$m: Remaining 0");
+    # 60 quick requests, pipelined on one connection
+    my $burst_at = time;
+    my @rs = $t->http_pipeline([('/api/data.json') x 60], 'X-Client' => 'sixty');
+    is(scalar(grep { ($_->status // 0) == 200 } @rs), 60, '60 requests to 60 1m pass');
+    is($rs[-1]->header('X-RateLimit-Remaining'), 0, 'the 60th leaves 0');
+
+    # the 61st at once: refused until the first leaves, a minute after it came
+    my $now = seen($t->http_get('/api/data.json', 'X-Client' => 'sixty'));
+    is($now->{status}, 429, 'the 61st at once is 429');
+    ok($now->{retry} >= 59 && $now->{retry} <= 60, 'Retry-After a minute')
+        or diag("Retry-After $now->{retry}");
+
+    # 10 s after the burst: the issue's example
+    my $wait = $burst_at + 10 - time;
+    sleep($wait + 0.2) if $wait > 0;
+    my $later = $later{$m} = seen($t->http_get('/api/data.json', 'X-Client' => 'sixty'));
+    my $since = time - $burst_at;
+    is($later->{status}, 429, sprintf('%.1f s after 60 requests: 429', $since));
+    is($later->{remaining}, 0, 'Remaining 0');
     my $expect = 60 - $since;
-    ok(abs($later{$m}{retry} - $expect) <= 1,
-        sprintf('%s: Retry-After %.1f s, when the first request leaves', $m, $expect))
-        or diag("Retry-After $later{$m}{retry}");
-}
+    ok(abs($later->{retry} - $expect) <= 1,
+        sprintf('Retry-After %.1f s, when the first request leaves', $expect))
+        or diag("Retry-After $later->{retry}");
+    # Reset counts from the mode's own burst
+    my $after = $later->{reset} - $burst_at;
+    ok(abs($after - 60) <= 1.5, 'Reset a minute after the burst')
+        or diag("Reset $later->{reset}, burst at $burst_at");
 
+    # the rising price: refusals in the window count alike, request by request
+    my @rise = map { $t->http_get('/rise/data.json', 'X-Client' => 'riser') } 1 .. 10;
+    $bits{$m} = join ' ',
+        map { $_->status == 429 ? $_->header('X-PoW-Bits') // '?' : 'ok' } @rise;
+    is($bits{$m}, 'ok ok 4 5 5 5 5 6 6 6',
+        'the price rises by one bit as the refusals double the limit');
+});
+
+# the modes side by side (10 s after each one's burst: the same moment of
+# the window)
 my ($local, $cluster) = map { $later{$_} } @modes;
 is($local->{status}, $cluster->{status}, 'both modes: the same status');
 is($local->{remaining}, $cluster->{remaining}, 'both modes: the same Remaining');
 ok(abs($local->{retry} - $cluster->{retry}) <= 1,
     'both modes: Retry-After within 1 s')
     or diag("local $local->{retry}, cluster $cluster->{retry}");
-# the bursts were a moment apart: Reset counts from each mode's own
-for my $m (@modes) {
-    my $after = $later{$m}{reset} - $burst_at{$m};
-    ok(abs($after - 60) <= 1.5, "$m: Reset a minute after its burst")
-        or diag("Reset $later{$m}{reset}, burst at $burst_at{$m}");
-}
-
-# the rising price: refusals in the window count alike, request by request
-my %bits;
-for my $m (@modes) {
-    my @rs = map {
-        $m->node(1)->http_get('/rise/data.json', 'X-Client' => 'riser')
-    } 1 .. 10;
-    $bits{$m} = join ' ', map { $_->status == 429 ? $_->header('X-PoW-Bits') // '?' : 'ok' } @rs;
-}
 is($bits{ $modes[0] }, $bits{ $modes[1] }, 'both modes: the same rising price')
     or diag(join "\n", map { "$_: $bits{$_}" } @modes);
-is($bits{ $modes[0] }, 'ok ok 4 5 5 5 5 6 6 6',
-    'the price rises by one bit as the refusals double the limit');
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

@@ -39,12 +39,6 @@ my $conf = http_conf(<<'EOF', workers => 2);
     }
 EOF
 
-my @modes = Test::PowShield::Modes->start($conf,
-    files => { 'html/api/data.json' => qq({"ok":true}\n) });
-
-# cluster mode with its Redis gone: every request is decided by the zone
-$_->node(1)->kill_redis for grep { $_->cluster } @modes;
-
 ###############################################################################
 
 my $CLIENTS = 300;
@@ -111,8 +105,14 @@ sub fill_and_replay {
         "$mode: refusals are logged at the log level");
 }
 
-fill_and_replay($_->node(1), $_->cluster ? 'redis down, fail local' : 'local') for @modes;
+Test::PowShield::Modes->each_mode($conf,
+    files => { 'html/api/data.json' => qq({"ok":true}\n) }, sub {
+    my ($m) = @_;
+    # cluster mode with its Redis gone: every request is decided by the zone
+    $m->node(1)->kill_redis if $m->cluster;
+    fill_and_replay($m->node(1), $m->cluster ? "$m: Redis down, fail local" : "$m");
+});
 
 ###############################################################################
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

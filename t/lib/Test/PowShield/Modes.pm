@@ -4,20 +4,25 @@ package Test::PowShield::Modes;
 # the node's shared-memory zone) and in cluster mode (state in Redis) is
 # asserted against a local-mode nginx and against cluster-mode nginx nodes
 # sharing one Redis, from one configuration that differs only by its
-# pow_shield_redis line.
+# pow_shield_redis line.  The one entry is each_mode: it runs the suite's
+# body once per mode, each mode with nginx of its own.
 #
 #   use Test::PowShield::Modes;
 #
-#   my @modes = Test::PowShield::Modes->start($conf, nodes => 2,
-#       redis => 'timeout=3s', files => { 'html/api/data.json' => '{}' });
-#   for my $m (@modes) {
-#       my $r = $m->node(1)->http_get('/api/data.json');    # request 1
-#       $m->node(2)->http_get(...);     # the other node (the same in local)
-#       is($r->status, 200, "$m: under the limit");  # "local: ..." / "cluster: ..."
-#       is($m->redis->cmd('GET', $key), 1, "$m: ...") if $m->cluster;
-#       $m->node(1)->write_file_expand('nginx.conf', $m->conf($other_conf));
-#   }
-#   $modes[0]->done_testing;
+#   my @modes = Test::PowShield::Modes->each_mode($conf, nodes => 2,
+#       redis => 'timeout=3s', files => { 'html/api/data.json' => '{}' },
+#       sub {
+#           my ($m) = @_;
+#           my $r = $m->node(1)->http_get('/api/data.json');    # request 1
+#           $m->node(2)->http_get(...);  # the other node (the same in local)
+#           is($r->status, 200, 'under the limit');   # "local: under the limit"
+#           is($m->redis->cmd('GET', $key), 1, '...') if $m->cluster;
+#           is($r->header('X-Strikes'), $m->cluster ? 1 : 0,
+#               'strikes: ...');    # a per-mode expectation, with a comment why
+#           $m->node(1)->write_file_expand('nginx.conf', $m->conf($other_conf));
+#       });
+#   # @modes: after their bodies (nginx stopped), e.g. to compare them
+#   Test::PowShield::Modes->done_testing;
 #
 # Cluster mode needs redis-server (Test::PowShield::Redis->available):
 # without it, only local mode runs (said with a diag).
@@ -27,13 +32,15 @@ use warnings;
 
 use Carp qw(croak);
 use Test::More ();
+use Test2::API ();
 use Test::PowShield;
 use Test::PowShield::Redis;
 
 use overload '""' => sub { $_[0]{name} }, fallback => 1;
 
-# Test::PowShield::Modes->start($conf, %opts): the modes, each with its
-# nodes written and started, local mode first.
+# Test::PowShield::Modes->each_mode($conf, %opts, sub { my ($m) = @_; ... }):
+# for local mode, then cluster mode: its nodes written and started, the
+# body run with the mode, its nodes (and Redis) stopped.  Returns the modes.
 #   $conf             nginx.conf; its %%REDIS%% is nothing in local mode, in
 #                     cluster mode "pow_shield_redis
 #                     redis://127.0.0.1:%%REDIS_PORT%% <redis>;"
@@ -41,24 +48,66 @@ use overload '""' => sub { $_[0]{name} }, fallback => 1;
 #                     local mode has one
 #   redis => '...'    what follows the URL on that line ('')
 #   files => { name => content }   written into every node's directory
-sub start {
-    my ($class, $conf, %o) = @_;
+# Every test the body runs is named after its mode: "local: <name>",
+# "cluster: <name>" (a name that already starts so is kept as it is).
+sub each_mode {
+    my ($class, $conf, @rest) = @_;
+    my $body = pop @rest;
+    croak "each_mode: the body (a code reference) comes last"
+        unless ref $body eq 'CODE';
+    my %o = @rest;
     croak "%%REDIS%% missing from the configuration" unless $conf =~ /%%REDIS%%/;
 
-    my @modes = ($class->_mode('local', $conf, '', [Test::PowShield->new], %o));
-    if (Test::PowShield::Redis->available) {
-        push @modes, $class->_mode('cluster', $conf, _line(%o), _nodes(%o), %o);
-    } else {
-        Test::More::diag('redis-server not found: cluster mode skipped');
+    my @modes;
+    for my $name (qw(local cluster)) {
+        if ($name eq 'cluster' && !Test::PowShield::Redis->available) {
+            Test::More::diag('redis-server not found: cluster mode skipped');
+            last;
+        }
+        my $m = $name eq 'local'
+            ? $class->_mode('local', $conf, '', [Test::PowShield->new], %o)
+            : $class->_mode('cluster', $conf, _line(%o), _nodes(%o), %o);
+        push @modes, $m;
+        $m->_named(sub { $body->($m) });
+        $m->stop;
     }
     return @modes;
+}
+
+# Runs $code with every test it reports (at this level, not inside a
+# subtest) named "<mode>: <name>".
+sub _named {
+    my ($self, $code) = @_;
+    my $hub = Test2::API::test2_stack()->top;
+    my $prefix = "$self->{name}: ";
+    my $filter = $hub->filter(sub {
+        my ($h, $e) = @_;
+        if ($e->isa('Test2::Event::Ok')) {
+            my $n = $e->name // '';
+            $e->set_name($prefix . $n) unless index($n, $prefix) == 0;
+        }
+        return $e;
+    }, inherit => 0);
+    my $ok = eval { $code->(); 1 };
+    my $err = $@;
+    $hub->unfilter($filter);
+    die $err unless $ok;
+}
+
+# Stops the mode's nginx nodes and its Redis (their logs stay to read and
+# are checked by done_testing).
+sub stop {
+    my ($self) = @_;
+    $_->stop for @{$self->{nodes}};
+    $self->{nodes}[0]->stop_redis if $self->cluster;
+    return $self;
 }
 
 # Test::PowShield::Modes->cluster_only($conf, %opts): cluster mode alone, for
 # what only cluster mode has (skip_all without redis-server): the nodes on
 # one Redis (run by the first), started.  $conf names that Redis with
 # %%REDIS_PORT%% on a pow_shield_redis line of its own (or with %%REDIS%%);
-# the options are start()'s.
+# the options are each_mode()'s.
 sub cluster_only {
     my ($class, $conf, %o) = @_;
     Test::PowShield->require_redis;
@@ -117,7 +166,11 @@ sub node {
 sub redis { $_[0]->cluster ? $_[0]{nodes}[0]->redis : undef }
 
 # Stops every instance of the test file, checks their logs (a test each),
-# then done_testing.
-sub done_testing { shift->{nodes}[0]->done_testing(@_) }
+# then done_testing.  Test::PowShield::Modes->done_testing or $mode->done_testing.
+sub done_testing {
+    my (undef, @args) = @_;
+    Test::PowShield::finish_all(1);
+    Test::More::done_testing(@args);
+}
 
 1;
