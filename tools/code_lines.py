@@ -13,11 +13,11 @@ over `src/` + `core/` + `protocol/`.
 """
 
 import os
-import re
 import sys
 
+from module_cycles import split_inline
+
 LIMIT = 600
-TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
 
 
 def is_code(line):
@@ -37,19 +37,9 @@ def first_comment(text):
 
 
 def without_test_modules(text):
-    out, pos = [], 0
-    for m in TEST_MOD.finditer(text):
-        if m.start() < pos:
-            continue
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += text[i] == "{"
-            depth -= text[i] == "}"
-            i += 1
-        out.append(text[pos : m.start()])
-        pos = i
-    out.append(text[pos:])
-    return "".join(out)
+    """The text without its `#[cfg(test)]` inline modules."""
+    outer, inner = split_inline(text)
+    return outer + "".join(body for _, body in inner)
 
 
 def is_test_file(path):

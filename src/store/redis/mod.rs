@@ -140,11 +140,18 @@ impl RedisStore {
             let call = self
                 .calls
                 .check(tag.as_bytes(), subject, offence, 1, self.next_seq());
-            return self.call_script(call, tag.as_bytes(), late, waiter, move |reply| {
-                let checked = calls::checked(cluster, &reply?, &limits, rules, offence)?;
-                remember(checked.breaker);
-                Some(Reply::Checked(checked))
-            });
+            return self.call_script(
+                call,
+                tag.as_bytes(),
+                late,
+                waiter,
+                move |reply| {
+                    let checked = calls::checked(cluster, &reply?, &limits, rules, offence)?;
+                    remember(checked.breaker);
+                    Some(Reply::Checked(checked))
+                },
+                || {},
+            );
         };
         // Refused by Redis until a moment still ahead: refused here, unless
         // it pays (a spend must be global).
@@ -216,7 +223,7 @@ impl RedisStore {
         let call = self
             .calls
             .check(tag.as_bytes(), subject, offence, 1, self.next_seq());
-        let poll = self.call_script_then(call, tag.as_bytes(), late, waiter, on_reply, release);
+        let poll = self.call_script(call, tag.as_bytes(), late, waiter, on_reply, release);
         if let (Poll::Pending, Some(refusal)) = (&poll, &opened) {
             self.open_group(refusal, rules, subject.rising);
         }
@@ -238,21 +245,28 @@ impl RedisStore {
             .map(|limit| refusal_key(self.scope, limit, subject.approx, key));
         let store = self.me.clone();
         let call = self.calls.strike(tag.as_bytes(), rules);
-        self.call_script(call, tag.as_bytes(), late, waiter, move |reply| {
-            let reply = calls::struck_reply(&reply?, rules)?;
-            if let Reply::Struck(Struck { breaker, .. }) = reply {
-                // The strike that opened the breaker: blocked here from the
-                // next request on (not refused once more).
-                let keep = opened_block(&breaker, rules).unwrap_or(breaker);
-                remember(keep);
-                if let (Some(refusal), Some(store), false) =
-                    (&refusal, store.upgrade(), keep.block == Block::Clear)
-                {
-                    store.forget_refusal(refusal);
+        self.call_script(
+            call,
+            tag.as_bytes(),
+            late,
+            waiter,
+            move |reply| {
+                let reply = calls::struck_reply(&reply?, rules)?;
+                if let Reply::Struck(Struck { breaker, .. }) = reply {
+                    // The strike that opened the breaker: blocked here from the
+                    // next request on (not refused once more).
+                    let keep = opened_block(&breaker, rules).unwrap_or(breaker);
+                    remember(keep);
+                    if let (Some(refusal), Some(store), false) =
+                        (&refusal, store.upgrade(), keep.block == Block::Clear)
+                    {
+                        store.forget_refusal(refusal);
+                    }
                 }
-            }
-            Some(reply)
-        })
+                Some(reply)
+            },
+            || {},
+        )
     }
 
     fn spend(
@@ -293,45 +307,52 @@ impl RedisStore {
         );
         let store = self.me.clone();
         let slot = slot_of_tag(tag.as_bytes());
-        self.call_script(call, spent_key.as_bytes(), late, waiter, move |reply| {
-            let store = store.upgrade();
-            let spent = match calls::spent_reply(&reply?) {
-                Ok(spent) => spent?,
-                // The generation is gone (a flush, a failover): what was
-                // spent in it is unknown, so this is not accepted (409 with
-                // a fresh challenge); the next challenges carry the new
-                // generation (a slot's is in the reply).
-                Err(renewed) => {
-                    if let Some(store) = &store {
-                        store.generation_gone(slot, renewed);
+        self.call_script(
+            call,
+            spent_key.as_bytes(),
+            late,
+            waiter,
+            move |reply| {
+                let store = store.upgrade();
+                let spent = match calls::spent_reply(&reply?) {
+                    Ok(spent) => spent?,
+                    // The generation is gone (a flush, a failover): what was
+                    // spent in it is unknown, so this is not accepted (409 with
+                    // a fresh challenge); the next challenges carry the new
+                    // generation (a slot's is in the reply).
+                    Err(renewed) => {
+                        if let Some(store) = &store {
+                            store.generation_gone(slot, renewed);
+                        }
+                        return Some(Reply::Spent(Spent::Stale(renewed)));
                     }
-                    return Some(Reply::Spent(Spent::Stale(renewed)));
-                }
-            };
-            Some(Reply::Spent(match spent {
-                // First in Redis, but maybe spent here while Redis was down
-                // (and not written to it yet, or dropped from the queue).
-                Spent::Accepted(breaker) => {
-                    if let (Some(cache), Some(refusal)) =
-                        (store.as_ref().and_then(|s| s.cache.as_ref()), &refusal)
-                    {
-                        cache.refusal_forgiven(refusal, breaker.strikes);
+                };
+                Some(Reply::Spent(match spent {
+                    // First in Redis, but maybe spent here while Redis was down
+                    // (and not written to it yet, or dropped from the queue).
+                    Spent::Accepted(breaker) => {
+                        if let (Some(cache), Some(refusal)) =
+                            (store.as_ref().and_then(|s| s.cache.as_ref()), &refusal)
+                        {
+                            cache.refusal_forgiven(refusal, breaker.strikes);
+                        }
+                        let first = store.is_none_or(|s| {
+                            s.record_locally(&digest, expires_at_ms, now_ms, &key, rules)
+                        });
+                        match first {
+                            true => Spent::Accepted(breaker),
+                            false => Spent::Replayed,
+                        }
                     }
-                    let first = store.is_none_or(|s| {
-                        s.record_locally(&digest, expires_at_ms, now_ms, &key, rules)
-                    });
-                    match first {
-                        true => Spent::Accepted(breaker),
-                        false => Spent::Replayed,
+                    Spent::Blocked(breaker) => {
+                        remember(breaker);
+                        Spent::Blocked(breaker)
                     }
-                }
-                Spent::Blocked(breaker) => {
-                    remember(breaker);
-                    Spent::Blocked(breaker)
-                }
-                spent @ (Spent::Replayed | Spent::Stale(_) | Spent::Unavailable) => spent,
-            }))
-        })
+                    spent @ (Spent::Replayed | Spent::Stale(_) | Spent::Unavailable) => spent,
+                }))
+            },
+            || {},
+        )
     }
 
     /// A solution of Redis's generation while Redis is unavailable: the
@@ -372,21 +393,9 @@ impl RedisStore {
 
     /// Runs `call` and delivers what `on_reply` makes of its integers; a
     /// failure (`None` from `on_reply`, or none of ours) is the fallback
-    /// rule's, through the waiter.
+    /// rule's, through the waiter. `then` runs once the request has its
+    /// answer (the requests that joined it are decided after it).
     fn call_script(
-        &self,
-        call: Call,
-        slot_key: &[u8],
-        late: Box<Late>,
-        waiter: &mut NewWaiter,
-        on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
-    ) -> Poll {
-        self.call_script_then(call, slot_key, late, waiter, on_reply, || {})
-    }
-
-    /// [`Self::call_script`], then `then` once the request has its answer
-    /// (the requests that joined it are decided after it).
-    fn call_script_then(
         &self,
         call: Call,
         slot_key: &[u8],
