@@ -15,6 +15,7 @@
 //!   health and back-off, replays, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod headers;
