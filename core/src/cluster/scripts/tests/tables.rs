@@ -238,13 +238,16 @@ fn a_coalesced_call_answers_each_request_as_one_call_each_would() {
         name: "coalesced",
         limits: &[THREE],
         approx: false,
-        rules: strikes(3, 5_000),
+        rules: strikes(3, 300),
         rows: &[
             same(0, UNPAID),
             // 2 admitted, 3 refused with a strike each (the last opens), 3
             // blocked.
             same(0, Coalesced(8)),
             same(0, Coalesced(2)),
+            // The block over (strikes last 0.3 s), the window still full:
+            // the refusals counted are the 3 struck and this one.
+            same(500, UNPAID),
         ],
     });
 }
