@@ -3,8 +3,10 @@
 //! crate (`src/`) keeps only what touches nginx and calls into this one;
 //! the fuzz targets and benches depend on it too.
 //!
-//! - `limiter`: the leaky bucket, the Redis scripts and their replies, the
-//!   circuit breaker, who counts as one client;
+//! - `limiter`: the sliding window, stacked limits, the circuit breaker,
+//!   who counts as one client;
+//! - `cluster`: what cluster mode decides without I/O: the Redis scripts
+//!   (Lua parts, one composer, each mode's set) and their replies;
 //! - `decision`: one request's decision, step by step, table-tested;
 //! - `headers`: the numbers of the rate-limit headers;
 //! - `log_summary`: the rejection lines under a flood, one summary per
