@@ -19,15 +19,67 @@ pub mod replies;
 #[cfg(test)]
 mod tests;
 
-/// The one composer: a script's text is its parts, `.lua` files of
-/// `scripts/`, in order.
+/// The one composer: a script's text is its title, then the code of its
+/// parts (`.lua` files of `scripts/`), in order.
 macro_rules! compose {
-    ($title:literal; $($part:literal),+ $(,)?) => {
-        concat!(
+    ($title:literal; $($part:literal),+ $(,)?) => {{
+        const TEXT: &str = concat!(
             "-- pow-shield: ", $title, "\n",
             $(include_str!(concat!("scripts/", $part, ".lua"))),+
-        )
-    };
+        );
+        const CODE: [u8; code_len(TEXT)] = code(TEXT);
+        match core::str::from_utf8(&CODE) {
+            Ok(code) => code,
+            Err(_) => panic!("a script is not UTF-8"),
+        }
+    }};
+}
+
+/// The lines of `text` a script carries: the first (its title), then all
+/// but the blank ones and the comments (`--` first). The comments are for
+/// the reader of `scripts/`; every connection loads every script, and a
+/// Redis Cluster's handshake (ten scripts) stays under 64 KB.
+const fn kept_lines(text: &[u8], mut out: Option<&mut [u8]>) -> usize {
+    let (mut at, mut len, mut first) = (0, 0, true);
+    while at < text.len() {
+        let mut end = at;
+        while end < text.len() && text[end] != b'\n' {
+            end += 1;
+        }
+        let mut start = at;
+        while start < end && (text[start] == b' ' || text[start] == b'\t') {
+            start += 1;
+        }
+        let comment = start + 1 < end && text[start] == b'-' && text[start + 1] == b'-';
+        if first || !(start == end || comment) {
+            let mut i = at;
+            while i < end {
+                if let Some(out) = &mut out {
+                    out[len] = text[i];
+                }
+                len += 1;
+                i += 1;
+            }
+            if let Some(out) = &mut out {
+                out[len] = b'\n';
+            }
+            len += 1;
+        }
+        (at, first) = (end + 1, false);
+    }
+    len
+}
+
+/// How long the code of `text` is ([`kept_lines`]).
+const fn code_len(text: &str) -> usize {
+    kept_lines(text.as_bytes(), None)
+}
+
+/// The code of `text` ([`kept_lines`]), `N` bytes.
+const fn code<const N: usize>(text: &str) -> [u8; N] {
+    let mut out = [0; N];
+    kept_lines(text.as_bytes(), Some(&mut out));
+    out
 }
 
 /// Every script's parts, for a mode's last part of a check (`check_end`)

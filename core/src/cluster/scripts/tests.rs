@@ -42,6 +42,14 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script() 
     assert_eq!(one.check(true).name, "approx");
 }
 
+/// The code of one part, as the composer keeps it (`kept_lines`).
+fn code(part: &str) -> String {
+    let text = format!("-\n{part}");
+    let mut out = vec![0; kept_lines(text.as_bytes(), None)];
+    kept_lines(text.as_bytes(), Some(&mut out));
+    String::from_utf8(out[2..].to_vec()).unwrap()
+}
+
 #[test]
 fn the_modes_differ_only_in_the_checks_end_and_the_generation_spends_guard() {
     let (one, cluster) = (Scripts::for_mode(false), Scripts::for_mode(true));
@@ -52,37 +60,51 @@ fn the_modes_differ_only_in_the_checks_end_and_the_generation_spends_guard() {
     ] {
         assert_eq!(a.sha1, b.sha1, "{}", a.name);
     }
-    let window = include_str!("window.lua");
+    let (reply, slot_reply) = (
+        code(include_str!("reply.lua")),
+        code(include_str!("slot_reply.lua")),
+    );
     for (a, b) in [
         (&one.window, &cluster.window),
+        (&one.approx, &cluster.approx),
         (&one.stacked, &cluster.stacked),
     ] {
-        assert!(a.text.contains(window) || a.name == "stacked");
-        assert!(a.text.ends_with(include_str!("reply.lua")));
-        assert!(b.text.ends_with(include_str!("slot_reply.lua")));
-        let shared = a.text.len() - include_str!("reply.lua").len();
-        assert!(
-            b.text.contains(&a.text[..shared]),
-            "{}: the same check",
-            a.name
-        );
+        assert!(a.text.ends_with(&reply) && b.text.ends_with(&slot_reply));
+        let check = &a.text[..a.text.len() - reply.len()];
+        assert!(b.text.starts_with(check), "{}: the same check", a.name);
     }
-    assert!(one.gen_spend.text.ends_with(include_str!("spend.lua")));
+    assert!(one.window.text.contains(&code(include_str!("window.lua"))));
+    assert!(one
+        .gen_spend
+        .text
+        .ends_with(&code(include_str!("spend.lua"))));
+    assert!(one
+        .gen_spend
+        .text
+        .contains(&code(include_str!("gen_guard.lua"))));
     assert!(cluster
         .gen_spend
         .text
-        .contains(include_str!("slot_gen_guard.lua")));
+        .contains(&code(include_str!("slot_gen_guard.lua"))));
 }
 
 #[test]
 fn every_shared_part_is_written_once_and_the_scripts_read_redis_time_never_random() {
     let one = Scripts::for_mode(false);
+    let breaker = code(include_str!("breaker.lua"));
     for s in one.iter() {
-        let breaker = s.text.contains(include_str!("breaker.lua"));
-        assert_eq!(breaker, s.name != "generation", "{}", s.name);
+        assert_eq!(
+            s.text.contains(&breaker),
+            s.name != "generation",
+            "{}",
+            s.name
+        );
     }
-    assert!(one.stacked.text.contains(include_str!("log.lua")));
-    assert!(one.stacked.text.contains(include_str!("counter.lua")));
+    assert!(one.stacked.text.contains(&code(include_str!("log.lua"))));
+    assert!(one
+        .stacked
+        .text
+        .contains(&code(include_str!("counter.lua"))));
     assert!(
         !one.approx.text.contains("ZADD"),
         "O(1) state: no sorted set"
@@ -94,5 +116,27 @@ fn every_shared_part_is_written_once_and_the_scripts_read_redis_time_never_rando
             "{}",
             s.name
         );
+        assert!(
+            s.text.starts_with("-- pow-shield: "),
+            "{}: its title",
+            s.name
+        );
+        assert!(
+            !s.text[1..].contains("\n--") && !s.text.contains("\n\n"),
+            "code only"
+        );
     }
+}
+
+#[test]
+fn a_redis_cluster_handshake_loads_less_than_64_kb_of_scripts() {
+    // (One sysread of t/'s fake peers; the node reads the whole handshake.)
+    let one = Scripts::for_mode(false);
+    let cluster = Scripts::for_mode(true);
+    let old_handshake = [&one.window, &one.approx, &one.stacked]
+        .into_iter()
+        .chain(cluster.iter())
+        .map(|s| s.text.len())
+        .sum::<usize>();
+    assert!(old_handshake < 64 * 1024, "{old_handshake} bytes");
 }
