@@ -14,7 +14,8 @@
 //!   names, how a location inherits its settings;
 //! - `syntax`: how directive values are written (times, sizes, numbers,
 //!   keywords), below `config`, the Redis URL and the decision that read them;
-//! - `cluster`: cluster mode above the Redis client: what each operation
+//! - `cluster`: cluster mode above the Redis client: the Lua scripts (parts,
+//!   one composer, each mode's set) and their replies, what each operation
 //!   sends Redis, who decides what Redis did not answer, local refusals,
 //!   replays, the generations a worker knows;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,

@@ -1,4 +1,6 @@
-//! Cluster mode's pure parts, above the Redis client (`redis`): what each
+//! Cluster mode's pure parts, above the Redis client (`redis`): the Lua
+//! scripts Redis runs for every operation (`scripts`: their parts, the one
+//! composer, each mode's set, the decoding of their replies); what each
 //! operation sends Redis and what its answers mean (`calls`); who decides
 //! what Redis did not answer (`fallback`); the refusals a node decides
 //! itself until Redis's `T` and their batches (`refusals`); the spends to
@@ -9,4 +11,5 @@ pub mod calls;
 pub mod fallback;
 pub mod refusals;
 pub mod replays;
+pub mod scripts;
 pub mod tracker;

@@ -12,8 +12,8 @@
 //!   or a failover is never forgotten silently.
 //! - A Redis Cluster keeps one per slot, at `<prefix>gen:{<n>}` (`n`
 //!   chosen so that the key hashes to the slot, [`slot_key`]), beside the
-//!   keys of that slot's clients, in the same form. The check scripts run
-//!   wrapped ([`in_slot_generation`]): a refusal's reply ends with it
+//!   keys of that slot's clients, in the same form. A Redis Cluster's
+//!   check scripts (`Scripts::for_mode(true)`): a refusal's reply ends with it
 //!   (created if missing), so the 429's challenge carries it without
 //!   another round trip; the spend checks it atomically
 //!   ([`SLOT_GEN_SPEND_SCRIPT`]) and renews it when another run of Redis
@@ -27,109 +27,41 @@ use std::sync::LazyLock;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::cluster::{crc16, SLOTS};
-use super::scripts::{stacked::STACKED_SCRIPT, APPROX_SCRIPT, SLIDING_WINDOW_SCRIPT, SPEND_SCRIPT};
+use crate::cluster::scripts::{ONE_REDIS, REDIS_CLUSTER};
 
 /// Finds or renews the generation (KEYS[1] the gen key, ARGV[1] a fresh
 /// random number, used if a new one is needed); returns the key's value,
 /// `run_id:number` (a plain `GET` of it later tells whether it changed).
-pub const GENERATION_SCRIPT: &str = r#"-- pow-shield data generation
-local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
-local v = redis.call('GET', KEYS[1])
-if v then
-  local at, gen = string.match(v, '^(%w*):(%d+)$')
-  if at == run and gen then return v end
-end
-v = run .. ':' .. ARGV[1]
-redis.call('SET', KEYS[1], v)
-return v
-"#;
+/// (`Scripts::for_mode(false).generation`.)
+pub const GENERATION_SCRIPT: &str = ONE_REDIS.generation;
 
 /// The spend script, run only within the token's generation (KEYS[5] the
 /// gen key, ARGV[7] the token's `gen`): otherwise `{-1, 0, 0, 0}` and
-/// nothing is written.
-pub static GEN_SPEND_SCRIPT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "-- pow-shield spend within the data generation\n\
-         do\n  \
-           local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''\n  \
-           if redis.call('GET', KEYS[5]) ~= run .. ':' .. ARGV[7] then return {{-1, 0, 0, 0}} end\n\
-         end\n{SPEND_SCRIPT}"
-    )
-});
+/// nothing is written. (`Scripts::for_mode(false).gen_spend`, kept as a
+/// reference to its text as its callers read it.)
+pub static GEN_SPEND_SCRIPT: &&str = &ONE_REDIS.gen_spend;
 
 /// Whether a generation spend's reply says the generation is gone.
 pub fn is_stale(reply: &[i64]) -> bool {
     reply.first() == Some(&-1)
 }
 
-/// A check script (the window, approx or stacked one) for a Redis
-/// Cluster: the same script, its text unchanged, with one more key last
-/// (the slot's generation key, [`slot_key`]) and one more integer last in
-/// its reply ([`split_slot_generation`]): the slot's generation when a
-/// request is refused (`refused`, in Lua: only a refusal sends a
-/// challenge), made if missing
-/// (a new one is Redis's clock in µs, unique per slot and run); 0 when it
-/// is admitted, so the green path reads nothing more (measured: the `GET`
-/// and its parsing cost about 3 µs of Redis CPU inside a script).
-pub fn in_slot_generation(script: &str, refused: &str) -> String {
-    format!(
-        r#"-- pow-shield check in the slot's data generation (KEYS[#KEYS])
-local function check()
-{script}
-end
-local reply = check()
-local gen = 0
-if {refused} then
-  local gk = KEYS[#KEYS]
-  local gv = redis.call('GET', gk)
-  gen = gv and string.match(gv, '^%w*:(%d+)$')
-  if not gen then
-    local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
-    local t = redis.call('TIME')
-    gen = t[1] .. string.sub('00000' .. t[2], -6)
-    redis.call('SET', gk, run .. ':' .. gen)
-  end
-end
-reply[#reply + 1] = tonumber(gen)
-return reply
-"#
-    )
-}
-
-/// The check scripts of a Redis Cluster ([`in_slot_generation`]).
-pub static SLOT_WINDOW_SCRIPT: LazyLock<String> =
-    // (ARGV[9]: the requests of a coalesced call, reply[1] those admitted.)
-    LazyLock::new(|| {
-        in_slot_generation(SLIDING_WINDOW_SCRIPT, "reply[1] < tonumber(ARGV[9] or '1')")
-    });
-pub static SLOT_APPROX_SCRIPT: LazyLock<String> =
-    LazyLock::new(|| in_slot_generation(APPROX_SCRIPT, "reply[1] == 0"));
-pub static SLOT_STACKED_SCRIPT: LazyLock<String> =
-    LazyLock::new(|| in_slot_generation(STACKED_SCRIPT, "reply[1] == 0"));
+/// The check scripts of a Redis Cluster (`Scripts::for_mode(true)`): the
+/// same checks, with one more key last (the slot's generation key,
+/// [`slot_key`]) and one more integer last in their reply
+/// ([`split_slot_generation`]): the slot's generation when a request is
+/// refused (only a refusal sends a challenge), made if missing (a new one
+/// is Redis's clock in µs, unique per slot and run); 0 when it is admitted.
+pub static SLOT_WINDOW_SCRIPT: &&str = &REDIS_CLUSTER.window;
+pub static SLOT_APPROX_SCRIPT: &&str = &REDIS_CLUSTER.approx;
+pub static SLOT_STACKED_SCRIPT: &&str = &REDIS_CLUSTER.stacked;
 
 /// The spend script of a Redis Cluster, run only within the token's slot
 /// generation (KEYS[5] the slot's key, ARGV[7] the token's `gen`): else
 /// nothing is spent and it answers `{-1, 0, 0, 0, <the slot's generation>}`,
 /// renewed first if another run of Redis (a promoted replica, a restart)
 /// wrote it.
-pub static SLOT_GEN_SPEND_SCRIPT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "-- pow-shield spend within the slot's data generation\n\
-         do\n  \
-           local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''\n  \
-           local v = redis.call('GET', KEYS[5])\n  \
-           if v ~= run .. ':' .. ARGV[7] then\n    \
-             local at, gen = string.match(v or '', '^(%w*):(%d+)$')\n    \
-             if at ~= run or not gen then\n      \
-               local t = redis.call('TIME')\n      \
-               gen = t[1] .. string.sub('00000' .. t[2], -6)\n      \
-               redis.call('SET', KEYS[5], run .. ':' .. gen)\n    \
-             end\n    \
-             return {{-1, 0, 0, 0, tonumber(gen)}}\n  \
-           end\n\
-         end\n{SPEND_SCRIPT}"
-    )
-});
+pub static SLOT_GEN_SPEND_SCRIPT: &&str = &REDIS_CLUSTER.gen_spend;
 
 /// A Redis Cluster check's reply: the check script's own integers, and the
 /// slot's generation its wrapper added last.
@@ -342,7 +274,6 @@ mod tests {
         assert_eq!(from_reply(&OwnedFrame::Null), None, "no key");
         assert!(is_stale(&[-1, 0, 0, 0]));
         assert!(!is_stale(&[1, 0, 0, 0]));
-        assert!(GEN_SPEND_SCRIPT.ends_with(SPEND_SCRIPT));
         assert!(GEN_SPEND_SCRIPT.contains("KEYS[5]") && GEN_SPEND_SCRIPT.contains("ARGV[7]"));
     }
 
@@ -380,19 +311,14 @@ mod tests {
         assert_eq!(split_slot_generation(&[]), (&[][..], None));
         assert_eq!(stale_generation(&[-1, 0, 0, 0, 42]), Some(42));
         assert_eq!(stale_generation(&[-1, 0, 0, 0]), None, "one Redis's");
-        for script in [
-            &*SLOT_WINDOW_SCRIPT,
-            &*SLOT_APPROX_SCRIPT,
-            &*SLOT_STACKED_SCRIPT,
-        ] {
+        for script in [SLOT_WINDOW_SCRIPT, SLOT_APPROX_SCRIPT, SLOT_STACKED_SCRIPT] {
             assert!(script.contains("KEYS[#KEYS]") && script.ends_with("return reply\n"));
-            assert!(script.contains("if reply[1] "), "read only for a refusal");
+            assert!(
+                script.contains("if refused then"),
+                "read only for a refusal"
+            );
         }
-        assert!(
-            SLOT_WINDOW_SCRIPT.contains(SLIDING_WINDOW_SCRIPT),
-            "its text unchanged"
-        );
-        assert!(SLOT_GEN_SPEND_SCRIPT.ends_with(SPEND_SCRIPT));
+        assert!(SLOT_GEN_SPEND_SCRIPT.contains("KEYS[5]"));
     }
 
     #[test]

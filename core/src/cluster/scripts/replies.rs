@@ -1,9 +1,11 @@
-//! The scripts' replies, decoded and checked (`redis::scripts`): every
-//! integer a script returns is bounded before the module uses it.
+//! The scripts' replies, decoded and checked (`cluster::scripts`): every
+//! integer a script returns is bounded before the module uses it, and a
+//! check's or strike's reply becomes the store's answer (`store::Checked`,
+//! `store::Struck`) with `struck` as the script decided it.
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
-use crate::limiter::{RateLimit, Spent, Verdict};
-use crate::store::Checked;
+use crate::limiter::{Limits, RateLimit, Spent, Verdict};
+use crate::store::{Checked, Offence, Struck};
 
 /// Number of integers the sliding-window script returns.
 pub const REPLY_LEN: usize = 10;
@@ -63,6 +65,82 @@ pub fn verdict_from_reply(
         limit: 0,
     };
     Ok((verdict, breaker_status(status, 5)?))
+}
+
+/// A check's reply (the window or approx script, one request) as the
+/// store's answer: the verdict, the breaker, whether the script struck (its
+/// `struck`), and in a Redis Cluster (`cluster`) the slot's generation its
+/// reply ends with.
+pub fn checked_from_reply(
+    reply: &[i64],
+    limit: RateLimit,
+    cluster: bool,
+) -> Result<Checked, ReplyError> {
+    let (reply, generation) = split_generation(reply, cluster);
+    let (verdict, breaker) = verdict_from_reply(reply, limit)?;
+    let [.., struck] = fields::<REPLY_LEN>(reply)?;
+    let struck = match struck {
+        0 => false,
+        1 if !verdict.allowed && breaker.block == Block::Clear => true,
+        _ => return Err(ReplyError::OutOfRange { index: 9 }),
+    };
+    Ok(Checked {
+        verdict,
+        breaker,
+        struck,
+        generation,
+        maybe_struck: false,
+    })
+}
+
+/// The stacked script's reply as the store's answer. Its last integer
+/// names the limit that decided, so it cannot say `struck`: the script
+/// strikes a refused offence of an unblocked client when strikes are on
+/// (`refuse` in `check.lua`), decided here from the same facts.
+pub fn stacked_checked_from_reply(
+    reply: &[i64],
+    limits: &Limits,
+    offence: Offence,
+    rules: BreakerRules,
+    cluster: bool,
+) -> Result<Checked, ReplyError> {
+    let (reply, generation) = split_generation(reply, cluster);
+    let (verdict, breaker) = stacked_verdict_from_reply(reply, limits)?;
+    let struck = offence != Offence::None
+        && !verdict.allowed
+        && breaker.block == Block::Clear
+        && strikes_on(rules);
+    Ok(Checked {
+        verdict,
+        breaker,
+        struck,
+        generation,
+        maybe_struck: false,
+    })
+}
+
+/// The strike script's reply as the store's answer: it strikes unless the
+/// client is blocked, when strikes are on.
+pub fn struck_from_reply(reply: &[i64], rules: BreakerRules) -> Result<Struck, ReplyError> {
+    let breaker = standing_from_reply(reply)?;
+    Ok(Struck {
+        breaker,
+        struck: breaker.block == Block::Clear && strikes_on(rules),
+    })
+}
+
+/// A check's own integers, and the slot's generation a Redis Cluster's
+/// check answers last (0: none, the request was admitted).
+pub fn split_generation(reply: &[i64], cluster: bool) -> (&[i64], Option<u64>) {
+    match reply.split_last() {
+        Some((gen, rest)) if cluster => (rest, u64::try_from(*gen).ok().filter(|g| *g > 0)),
+        _ => (reply, None),
+    }
+}
+
+/// The scripts strike with a threshold (their `ARGV` rule is 0 when off).
+fn strikes_on(rules: BreakerRules) -> bool {
+    rules.strikes.is_some_and(|s| s.threshold > 0)
 }
 
 /// What one call of the window script decided for `k` requests of one
@@ -268,7 +346,7 @@ fn saturate(n: u64) -> u32 {
 }
 
 /// The reply as `N` non-negative integers.
-pub(super) fn fields<const N: usize>(reply: &[i64]) -> Result<[u64; N], ReplyError> {
+fn fields<const N: usize>(reply: &[i64]) -> Result<[u64; N], ReplyError> {
     let reply: &[i64; N] = reply.try_into().map_err(|_| ReplyError::WrongLength {
         len: reply.len(),
         expected: N,
@@ -278,4 +356,30 @@ pub(super) fn fields<const N: usize>(reply: &[i64]) -> Result<[u64; N], ReplyErr
         *dst = u64::try_from(*src).map_err(|_| ReplyError::Negative { index })?;
     }
     Ok(out)
+}
+
+/// Of the one-limit scripts' reply, the integers the stacked script
+/// returns (all but the last, `struck`).
+pub const ONE_LIMIT: usize = REPLY_LEN - 1;
+
+/// Integers the stacked script returns (one Redis's).
+pub const STACKED_REPLY_LEN: usize = ONE_LIMIT + 1;
+
+/// Decodes the stacked script's reply for `limits`: the verdict of the
+/// limit that decided, which `Verdict::limit` names.
+pub fn stacked_verdict_from_reply(
+    reply: &[i64],
+    limits: &Limits,
+) -> Result<(Verdict, BreakerStatus), ReplyError> {
+    let [.., at] = fields::<STACKED_REPLY_LEN>(reply)?;
+    let index = STACKED_REPLY_LEN - 1;
+    let at = u8::try_from(at).map_err(|_| ReplyError::OutOfRange { index })?;
+    let limit = limits
+        .get(usize::from(at))
+        .ok_or(ReplyError::OutOfRange { index })?;
+    let mut one = [0i64; REPLY_LEN];
+    one[..ONE_LIMIT].copy_from_slice(&reply[..ONE_LIMIT]);
+    let (mut verdict, breaker) = verdict_from_reply(&one, limit)?;
+    verdict.limit = at;
+    Ok((verdict, breaker))
 }

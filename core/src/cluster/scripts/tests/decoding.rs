@@ -1,7 +1,8 @@
-//! The scripts' texts and the decoding of their replies.
+//! The replies' decoding: every integer bounded, the store's answer made
+//! of it.
 
-use super::*;
-use crate::limiter::breaker::{Block, BreakerStatus, Tripped};
+use crate::cluster::scripts::replies::*;
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{RateLimit, Spent, Verdict};
 
 const PER_MINUTE_60: RateLimit = RateLimit {
@@ -104,33 +105,6 @@ fn spend_replies_decode() {
 }
 
 #[test]
-fn the_spend_takes_back_an_unpaid_strike_in_the_same_script_never_below_zero() {
-    let spend = SPEND_SCRIPT.find("'SET', KEYS[1]").unwrap();
-    let decr = SPEND_SCRIPT.find("'DECR', KEYS[2]").unwrap();
-    assert!(spend < decr);
-    assert!(SPEND_SCRIPT
-        .contains("if strikes > 0 and tonumber(redis.call('GET', KEYS[4]) or 0) > 0 then"));
-    assert!(SPEND_SCRIPT.contains("redis.call('DECR', KEYS[4])"));
-    assert!(SPEND_SCRIPT.contains(breaker_lua!()));
-}
-
-#[test]
-fn a_refusal_is_passed_as_0_nothing_1_unpaid_2_failed() {
-    assert_eq!(offence(Offence::None), 0);
-    assert_eq!(offence(Offence::Unpaid), 1);
-    assert_eq!(offence(Offence::Failed), 2);
-}
-
-#[test]
-fn only_a_429_is_an_unpaid_strike() {
-    for script in [SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT] {
-        assert!(script.contains("ARGV[4] ~= '0'"));
-        assert!(script.contains("ARGV[4] == '1')"));
-    }
-    assert!(STRIKE_SCRIPT.contains("threshold, ttl, after, ban, false)"));
-}
-
-#[test]
 fn short_or_long_reply_is_an_error() {
     for reply in [
         &[][..],
@@ -174,74 +148,6 @@ fn remaining_above_the_limit_is_an_error() {
 }
 
 #[test]
-fn script_sha1_is_40_lower_case_hex_chars_and_stable() {
-    let sha = script_sha1(SLIDING_WINDOW_SCRIPT);
-    assert_eq!(sha.len(), 40);
-    assert!(sha
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-    assert_eq!(sha, script_sha1(SLIDING_WINDOW_SCRIPT));
-    assert_ne!(sha, script_sha1(STRIKE_SCRIPT));
-    assert_ne!(sha, script_sha1(APPROX_SCRIPT));
-}
-
-#[test]
-fn script_reads_redis_time_never_random() {
-    assert!(SLIDING_WINDOW_SCRIPT.contains("redis.call('TIME')"));
-    assert!(!STRIKE_SCRIPT.contains("math.random"));
-    assert!(!SLIDING_WINDOW_SCRIPT.contains("math.random"));
-    assert!(APPROX_SCRIPT.contains("redis.call('TIME')"));
-    assert!(!APPROX_SCRIPT.contains("math.random"));
-}
-
-#[test]
-fn approx_script_keeps_o1_state_and_the_same_breaker() {
-    // One hash of three fields per client, no sorted set, whatever the
-    // limit; the breaker shared word for word with the exact script.
-    assert!(APPROX_SCRIPT.contains("redis.call('HMGET', key, 'i', 'c', 'p')"));
-    assert!(!APPROX_SCRIPT.contains("ZADD"));
-    assert!(APPROX_SCRIPT.contains(breaker_lua!()));
-    assert!(SLIDING_WINDOW_SCRIPT.contains(breaker_lua!()));
-}
-
-#[test]
-fn members_differ_by_node_pid_and_sequence() {
-    let member = |node, pid, seq| {
-        let mut out = Vec::new();
-        write_member(&mut out, node, pid, seq);
-        String::from_utf8(out).unwrap()
-    };
-    let base = member(1, 2, 3);
-    assert_eq!(base, "1:2:3");
-    assert_ne!(base, member(2, 2, 3));
-    assert_ne!(base, member(1, 3, 3));
-    assert_ne!(base, member(1, 2, 4));
-    assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
-    assert_eq!(
-        member(u64::MAX, 0x10, 0),
-        format!("{:x}:{:x}:{:x}", u64::MAX, 0x10, 0)
-    );
-    assert_eq!(member(0xabc0, 1, 0x7f), "abc0:1:7f");
-}
-
-#[test]
-fn rules_are_four_integers_zero_when_off() {
-    use crate::limiter::breaker::{BanRule, StrikeRule};
-    assert_eq!(rules(BreakerRules::default()), [0, 0, 0, 0]);
-    let on = BreakerRules {
-        strikes: Some(StrikeRule {
-            threshold: 5,
-            ttl_ms: 60_000,
-        }),
-        ban: Some(BanRule {
-            after: 3,
-            ttl_ms: 86_400_000,
-        }),
-    };
-    assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
-}
-
-#[test]
 fn batch_replies_decode_to_the_refusals_and_the_breaker_after_the_batch() {
     assert_eq!(
         batch_from_reply(&[12, 5, 1, 60_000, 1]),
@@ -269,26 +175,6 @@ fn batch_replies_decode_to_the_refusals_and_the_breaker_after_the_batch() {
 }
 
 #[test]
-fn a_batch_is_applied_once_and_strikes_as_the_window_script_would() {
-    // Only what the running total adds to what was applied of its run.
-    assert!(BATCH_SCRIPT.contains("if fresh then"));
-    assert!(BATCH_SCRIPT.contains("n = total - ltotal"));
-    assert!(BATCH_SCRIPT.contains("if lrun and (lrun > run or (lrun == run and ltotal >= total))"));
-    // An older call puts the newer record back.
-    assert!(BATCH_SCRIPT.contains("redis.call('SET', KEYS[k + 5], last, 'PX', '600000')"));
-    // Refusals in the window and unpaid strikes, n at once.
-    assert!(BATCH_SCRIPT.contains("redis.call('INCRBY', KEYS[k + 1], n)"));
-    assert!(BATCH_SCRIPT.contains("threshold, ttl, after, ban, n, true)"));
-    // Not while blocked; the strike crossing the threshold trips.
-    assert!(
-        BATCH_SCRIPT.contains("if fresh and threshold > 0 and n > 0 then\n    if block == 0 then")
-    );
-    assert!(BATCH_SCRIPT.contains("if strikes < threshold or strikes - n >= threshold then"));
-    assert!(BATCH_SCRIPT.contains(breaker_lua!()));
-    assert_ne!(script_sha1(BATCH_SCRIPT), script_sha1(STRIKE_SCRIPT));
-}
-
-#[test]
 fn a_coalesced_call_admits_up_to_k_and_reports_the_rest() {
     // 3 of 10 admitted, 2 refused with a strike (the second opened the
     // breaker), the other 5 blocked.
@@ -305,15 +191,6 @@ fn a_coalesced_call_admits_up_to_k_and_reports_the_rest() {
         coalesced_from_reply(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 8], PER_MINUTE_60, 10),
         Err(ReplyError::OutOfRange { index: 9 })
     );
-}
-
-#[test]
-fn the_window_script_admits_up_to_k_members_and_strikes_until_the_threshold() {
-    assert!(SLIDING_WINDOW_SCRIPT.contains("local k = tonumber(ARGV[9] or '1')"));
-    assert!(SLIDING_WINDOW_SCRIPT.contains("local admit = math.min(k, limit - count)"));
-    assert!(SLIDING_WINDOW_SCRIPT.contains("entries[2 * i] = ARGV[3] .. '.' .. i"));
-    assert!(SLIDING_WINDOW_SCRIPT.contains("struck = math.min(refused, threshold - strikes)"));
-    assert!(!APPROX_SCRIPT.contains("ARGV[9]"));
 }
 
 #[test]
@@ -374,9 +251,144 @@ fn a_batch_call_for_several_clients_replies_five_integers_each() {
     assert_eq!(batch_text(b"3 0 0 0 0"), Some(vec![3, 0, 0, 0, 0]));
     assert_eq!(batch_text(b"3 x"), None);
     assert_eq!(batch_text(b""), None);
-    // 32 clients' worst-case reply fits a bulk string the node accepts.
-    let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
-    assert!(worst.len() <= crate::redis::command::MAX_BULK);
-    assert!(BATCH_SCRIPT.contains("for i = 0, #KEYS / 6 - 1 do"));
-    assert!(SPEND_SCRIPT.contains("redis.call('INCR', KEYS[6])"));
+}
+
+#[test]
+fn a_checks_reply_says_whether_the_script_struck() {
+    let c = checked_from_reply(&[0, 0, 900, 900, 1, 1, 0, 0, 0, 1], PER_MINUTE_60, false).unwrap();
+    assert!(c.struck && !c.verdict.allowed);
+    assert_eq!((c.breaker.strikes, c.generation), (1, None));
+    let c = checked_from_reply(&[0, 0, 900, 900, 1, 0, 0, 0, 0, 0], PER_MINUTE_60, false).unwrap();
+    assert!(!c.struck, "strikes off, or no offence");
+    for impossible in [
+        [1, 5, 900, 0, 0, 0, 0, 0, 0, 1],
+        [0, 0, 0, 0, 0, 5, 1, 900, 0, 1],
+        [0, 0, 900, 900, 1, 1, 0, 0, 0, 2],
+    ] {
+        assert_eq!(
+            checked_from_reply(&impossible, PER_MINUTE_60, false),
+            Err(ReplyError::OutOfRange { index: 9 }),
+            "struck while admitted or blocked, or twice for one request"
+        );
+    }
+}
+
+#[test]
+fn a_redis_cluster_checks_reply_ends_with_the_slot_generation() {
+    let c =
+        checked_from_reply(&[0, 0, 900, 900, 1, 1, 0, 0, 0, 1, 42], PER_MINUTE_60, true).unwrap();
+    assert_eq!((c.generation, c.struck), (Some(42), true));
+    let c = checked_from_reply(
+        &[1, 59, 60_000, 0, 0, 0, 0, 0, 0, 0, 0],
+        PER_MINUTE_60,
+        true,
+    )
+    .unwrap();
+    assert_eq!(c.generation, None, "admitted: none");
+    assert!(
+        checked_from_reply(&[1, 59, 60_000, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60, true).is_err()
+    );
+    assert_eq!(split_generation(&[], true), (&[][..], None));
+}
+
+fn two_limits() -> crate::limiter::Limits {
+    let mut limits = crate::limiter::Limits::one(RateLimit {
+        requests: 10,
+        window_ms: 1_000,
+    });
+    limits
+        .push(
+            RateLimit {
+                requests: 1000,
+                window_ms: 3_600_000,
+            },
+            None,
+        )
+        .unwrap();
+    limits
+}
+
+#[test]
+fn the_stacked_reply_names_the_limit_that_decided() {
+    let (v, _) =
+        stacked_verdict_from_reply(&[0, 0, 900, 900, 1, 1, 0, 0, 0, 0], &two_limits()).unwrap();
+    assert_eq!((v.allowed, v.retry_after_ms, v.limit), (false, 900, 0));
+    let (v, _) =
+        stacked_verdict_from_reply(&[1, 990, 3_600_000, 0, 0, 0, 0, 0, 0, 1], &two_limits())
+            .unwrap();
+    assert_eq!((v.allowed, v.remaining, v.limit), (true, 990, 1));
+}
+
+#[test]
+fn a_stacked_reply_naming_no_limit_of_the_location_or_too_short_is_refused() {
+    let limits = two_limits();
+    assert_eq!(
+        stacked_verdict_from_reply(&[1, 5, 0, 0, 0, 0, 0, 0, 0, 2], &limits),
+        Err(ReplyError::OutOfRange { index: 9 })
+    );
+    assert!(stacked_verdict_from_reply(&[1, 5, 0, 0, 0, 0, 0, 0, 0], &limits).is_err());
+    assert_eq!(
+        stacked_verdict_from_reply(&[1, 11, 0, 0, 0, 0, 0, 0, 0, 0], &limits),
+        Err(ReplyError::OutOfRange { index: 1 }),
+        "more remaining than the limit it names"
+    );
+}
+
+#[test]
+fn a_stacked_refusal_of_an_offence_struck_when_strikes_are_on_and_the_client_is_clear() {
+    use crate::limiter::breaker::StrikeRule;
+    use crate::store::Offence;
+    let on = BreakerRules {
+        strikes: Some(StrikeRule {
+            threshold: 5,
+            ttl_ms: 60_000,
+        }),
+        ban: None,
+    };
+    let refused = [0, 0, 900, 900, 1, 1, 0, 0, 0, 0];
+    let struck = |reply: &[i64], offence, rules| {
+        stacked_checked_from_reply(reply, &two_limits(), offence, rules, false)
+            .unwrap()
+            .struck
+    };
+    assert!(struck(&refused, Offence::Unpaid, on));
+    assert!(struck(&refused, Offence::Failed, on));
+    assert!(!struck(&refused, Offence::None, on));
+    assert!(!struck(&refused, Offence::Unpaid, BreakerRules::default()));
+    assert!(
+        !struck(&[0, 0, 0, 0, 0, 5, 1, 900, 0, 0], Offence::Unpaid, on),
+        "blocked"
+    );
+    assert!(
+        !struck(&[1, 9, 900, 0, 0, 0, 0, 0, 0, 0], Offence::Unpaid, on),
+        "admitted"
+    );
+    let c = stacked_checked_from_reply(
+        &[1, 9, 900, 0, 0, 0, 0, 0, 0, 0, 7],
+        &two_limits(),
+        Offence::Unpaid,
+        on,
+        true,
+    )
+    .unwrap();
+    assert_eq!(c.generation, Some(7));
+}
+
+#[test]
+fn a_strike_is_struck_unless_the_client_is_blocked_or_strikes_are_off() {
+    use crate::limiter::breaker::StrikeRule;
+    let on = BreakerRules {
+        strikes: Some(StrikeRule {
+            threshold: 5,
+            ttl_ms: 60_000,
+        }),
+        ban: None,
+    };
+    assert!(struck_from_reply(&[3, 0, 0, 0], on).unwrap().struck);
+    assert!(!struck_from_reply(&[5, 1, 900, 0], on).unwrap().struck);
+    assert!(
+        !struck_from_reply(&[0, 0, 0, 0], BreakerRules::default())
+            .unwrap()
+            .struck
+    );
 }

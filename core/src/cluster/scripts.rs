@@ -1,0 +1,338 @@
+//! Cluster mode's Lua scripts (docs/operations.md, "Sizing Redis"): one
+//! atomic script per store operation, run with `EVALSHA` (falling back to
+//! `EVAL` on `NOSCRIPT`), the same rules as the local store's
+//! (`store::run` over `limiter::{window, breaker}`) written in Lua.
+//!
+//! Each script is put together from the `.lua` parts of `scripts/` by one
+//! composer ([`compose!`]), at compile time: the shared parts (the breaker,
+//! a check's opening and refusal, the log window, the approximate counter,
+//! the generations) are written once; a mode differs only in a part (a
+//! check's last part, a generation spend's first). [`Scripts::for_mode`]
+//! holds every script of a mode with its SHA-1.
+
+use std::sync::LazyLock;
+
+use sha1::{Digest, Sha1};
+
+pub mod args;
+pub mod replies;
+#[cfg(test)]
+mod tests;
+
+/// The one composer: a script's text is its title, then the code of its
+/// parts (`.lua` files of `scripts/`), in order.
+macro_rules! compose {
+    ($title:literal; $($part:literal),+ $(,)?) => {{
+        const TEXT: &str = concat!(
+            "-- pow-shield: ", $title, "\n",
+            $(include_str!(concat!("scripts/", $part, ".lua"))),+
+        );
+        const CODE: [u8; code_len(TEXT)] = code(TEXT);
+        match core::str::from_utf8(&CODE) {
+            Ok(code) => code,
+            Err(_) => panic!("a script is not UTF-8"),
+        }
+    }};
+}
+
+/// The lines of `text` a script carries: the first (its title), then all
+/// but the blank ones and the comments (`--` first). The comments are for
+/// the reader of `scripts/`; every connection loads every script, and a
+/// Redis Cluster's handshake (ten scripts) stays under 64 KB.
+const fn kept_lines(text: &[u8], mut out: Option<&mut [u8]>) -> usize {
+    let (mut at, mut len, mut first) = (0, 0, true);
+    while at < text.len() {
+        let mut end = at;
+        while end < text.len() && text[end] != b'\n' {
+            end += 1;
+        }
+        let mut start = at;
+        while start < end && (text[start] == b' ' || text[start] == b'\t') {
+            start += 1;
+        }
+        let comment = start + 1 < end && text[start] == b'-' && text[start + 1] == b'-';
+        if first || !(start == end || comment) {
+            let mut i = at;
+            while i < end {
+                if let Some(out) = &mut out {
+                    out[len] = text[i];
+                }
+                len += 1;
+                i += 1;
+            }
+            if let Some(out) = &mut out {
+                out[len] = b'\n';
+            }
+            len += 1;
+        }
+        (at, first) = (end + 1, false);
+    }
+    len
+}
+
+/// How long the code of `text` is ([`kept_lines`]).
+const fn code_len(text: &str) -> usize {
+    kept_lines(text.as_bytes(), None)
+}
+
+/// The code of `text` ([`kept_lines`]), `N` bytes.
+const fn code<const N: usize>(text: &str) -> [u8; N] {
+    let mut out = [0; N];
+    kept_lines(text.as_bytes(), Some(&mut out));
+    out
+}
+
+/// Every script's parts, for a mode's last part of a check (`check_end`)
+/// and first part of a generation spend (`gen_guard`).
+macro_rules! texts {
+    (check_end: [$($end:literal),+], gen_guard: $guard:literal) => {
+        Texts {
+            window: compose!("sliding-window log";
+                "breaker", "check", "log", "window", $($end),+),
+            approx: compose!("sliding-window counter (approx)";
+                "breaker", "check", "counter", "approx", $($end),+),
+            stacked: compose!("stacked limits";
+                "breaker", "check", "log", "counter", "stacked", $($end),+),
+            strike: compose!("one strike"; "breaker", "strike"),
+            spend: compose!("spend"; "breaker", "spend"),
+            gen_spend: compose!("spend within the data generation";
+                "generations", $guard, "breaker", "spend"),
+            batch: compose!("local refusals"; "breaker", "batch"),
+            generation: compose!("data generation"; "generations", "generation"),
+        }
+    };
+}
+
+/// The texts of one mode's scripts (KEYS, ARGV and replies: [`Scripts`]).
+pub(crate) struct Texts {
+    pub window: &'static str,
+    pub approx: &'static str,
+    pub stacked: &'static str,
+    pub strike: &'static str,
+    pub spend: &'static str,
+    pub gen_spend: &'static str,
+    pub batch: &'static str,
+    pub generation: &'static str,
+}
+
+/// One Redis (or Sentinel's master): a check replies as it is.
+pub(crate) const ONE_REDIS: Texts = texts!(check_end: ["reply"], gen_guard: "gen_guard");
+
+/// A Redis Cluster: a check's reply ends with the slot's generation, a
+/// generation spend checks the slot's.
+pub(crate) const REDIS_CLUSTER: Texts =
+    texts!(check_end: ["generations", "slot_reply"], gen_guard: "slot_gen_guard");
+
+/// One script: its text and the SHA-1 `EVALSHA` and `SCRIPT LOAD` name it
+/// by.
+#[derive(Debug)]
+pub struct Script {
+    /// What it is (for logs): `window`, `approx`, ...
+    pub name: &'static str,
+    pub text: &'static str,
+    /// Lower-case hex.
+    pub sha1: String,
+}
+
+impl Script {
+    fn new(name: &'static str, text: &'static str) -> Script {
+        Script {
+            name,
+            text,
+            sha1: script_sha1(text),
+        }
+    }
+}
+
+/// Every script of one mode. Their contracts (KEYS, ARGV, reply) are the
+/// same in both modes, except where said.
+#[derive(Debug)]
+pub struct Scripts {
+    /// A Redis Cluster's.
+    pub cluster: bool,
+    /// The sliding-window log of one limit, with the client's red zone read
+    /// and written in the same call.
+    ///
+    /// - `KEYS[1]`: the client's sorted set (score = admission ms, member
+    ///   unique); `KEYS[2]`: refusals in the current window; `KEYS[3]`,
+    ///   `KEYS[4]`, `KEYS[5]`: strikes, breaker trips and unpaid strikes
+    ///   (all in one hash tag); a Redis Cluster's `KEYS[6]`: the slot's
+    ///   generation key (`redis::generation::slot_key`).
+    /// - `ARGV[1]` limit, `ARGV[2]` window in ms, `ARGV[3]` unique member
+    ///   ([`args::write_member`]), `ARGV[4]` what a refusal is (0 nothing,
+    ///   1 an unpaid strike, 2 a strike never taken back:
+    ///   [`args::offence`]), `ARGV[5..8]` the breaker rules
+    ///   ([`args::rules`]), `ARGV[9]` (optional, 1 if absent) the requests
+    ///   this call decides at once (a coalesced burst of one client): up to
+    ///   the free slots are admitted, the rest refused, each a strike until
+    ///   the one that reaches the threshold (later ones would have been
+    ///   blocked).
+    ///
+    /// Returns ten integers ([`replies::checked_from_reply`] for one
+    /// request, [`replies::coalesced_from_reply`] for several):
+    /// `{admitted (0/1 for one request), remaining, reset_after_ms,
+    /// retry_after_ms, over, strikes, block 0/1/2, block_ms, tripped 0/1/2,
+    /// struck}`; a Redis Cluster's an eleventh, the slot's generation when
+    /// any request was refused (made if missing), else 0. A blocked client
+    /// writes nothing.
+    pub window: Script,
+    /// `pow_shield_limit ... approx`: the sliding-window counter, O(1)
+    /// memory per client whatever the limit, with the red zone of
+    /// [`Scripts::window`]; same keys and arguments (`KEYS[1]` is a hash,
+    /// `ARGV[3]` unused), same reply, one request per call (`ARGV[9]` is
+    /// not read: checks of the approximate counter are not coalesced).
+    ///
+    /// Time is cut into fixed windows of `window` ms; the sliding window
+    /// ending now covers the current one's first `elapsed` ms and the
+    /// previous one's last `window - elapsed`, whose requests are taken as
+    /// evenly spread: `estimate = previous × (window − elapsed) / window +
+    /// current`, and a request is admitted while `estimate < limit`. Error
+    /// bound: at most `limit` requests are admitted per fixed window, so at
+    /// most `2 × limit` within any `window`-long span (the exact log:
+    /// `limit`), the excess possible only when the previous window's
+    /// requests came late in it; when they came early the counter refuses
+    /// before the exact count would. `Remaining` is `limit − ⌈estimate⌉`,
+    /// `Reset` the end of the next fixed window (when every counted request
+    /// has left), `Retry-After` when the estimate drops below the limit.
+    pub approx: Script,
+    /// Every limit of a location (all exact or all `approx`) in one call,
+    /// with the client's red zone as in the one-limit scripts, on their
+    /// keys (a limit keeps its count when a line is added beside it).
+    ///
+    /// - `KEYS[1..3]`: strikes, breaker trips and unpaid strikes; then per
+    ///   limit `i` (from 1) `KEYS[2 + 2i]` its log (a sorted set) or counter
+    ///   (a hash) and `KEYS[3 + 2i]` its refusals in the window; a Redis
+    ///   Cluster's slot generation key last.
+    /// - `ARGV[1]` the unique member, `ARGV[2]` what a refusal is,
+    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`; then per
+    ///   limit `ARGV[6 + 2i]` requests and `ARGV[7 + 2i]` window ms.
+    ///
+    /// Each limit is first read as it would be with this request counted;
+    /// then the request is counted by every limit if all have room, else
+    /// the first refusing limit (in order) records the refusal and the
+    /// strike, and nothing is counted. Returns the one-limit reply's first
+    /// nine integers (not `struck`: a stacked check is never coalesced) of
+    /// the limit that decided (the refusing one, else the one with fewest
+    /// remaining, the first of equals), then its 0-based index
+    /// ([`replies::stacked_checked_from_reply`]); a Redis Cluster's the
+    /// slot's generation last, as the window script's.
+    pub stacked: Script,
+    /// One strike for a client (a trap hit, a replayed solution), unless it
+    /// is blocked: `KEYS[1..3]` strikes, trips and unpaid strikes,
+    /// `ARGV[1..4]` the rules. Returns `{strikes, block 0/1/2, block_ms,
+    /// tripped 0/1/2}` ([`replies::struck_from_reply`]).
+    pub strike: Script,
+    /// Spends a solved challenge and takes back the strike its 429 recorded
+    /// (one of the client's unpaid strikes, if any), in one call, unless
+    /// the client is blocked (then nothing changes). `KEYS[1]` the spent
+    /// record, `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]`
+    /// unused here (the generation of [`Scripts::gen_spend`]), `KEYS[6]`
+    /// (optional) the spends that found no unpaid strike yet (taken from
+    /// the next batch of the client's locally refused 429s,
+    /// [`Scripts::batch`]); `ARGV[1]` ms the record lives, `ARGV[2..5]` the
+    /// rules, `ARGV[6]` how ([`args::spend_mode`]): 1 (or 3) for a spend
+    /// the node's zone already decided and writes now (after an outage or
+    /// a full queue): recorded whatever the breaker says; 2 (or 3) for a
+    /// solution whose 429 counted no strike (its token's `st` is 0):
+    /// nothing is taken back. Returns `{spent 0 replayed / 1 first / 2
+    /// blocked, strikes, block 0/1/2, block_ms}`
+    /// ([`replies::spent_from_reply`]). The same in both modes.
+    pub spend: Script,
+    /// [`Scripts::spend`], run only within the token's data generation
+    /// (`KEYS[5]` the generation key, `ARGV[7]` the token's `gen`):
+    /// otherwise nothing is written and it answers `{-1, 0, 0, 0}`; a Redis
+    /// Cluster's (`KEYS[5]` the slot's key) `{-1, 0, 0, 0, <the slot's
+    /// generation>}`, renewed first if another run of Redis (a promoted
+    /// replica, a restart) wrote it.
+    pub gen_spend: Script,
+    /// A node's locally refused requests of one client (or of up to
+    /// [`args::BATCH_CLIENTS`], each with its six keys and eight arguments
+    /// in turn), sent in one call (`store::refusals`): `ARGV[1]` the
+    /// running total of the worker's refusals of the client in run
+    /// `ARGV[7]`; what it adds to the total Redis applied is counted, each
+    /// refusal one more in the window's refusal count and, with a strike
+    /// threshold, one more unpaid strike, as the window script would have
+    /// counted them one by one. `KEYS[1]` the refusals of the limit,
+    /// `KEYS[2..4]` strikes, trips and unpaid strikes, `KEYS[5]` the run
+    /// and total applied from this worker (`keys::ClientKey::Batches`),
+    /// `KEYS[6]` the spends that found no unpaid strike to take back
+    /// (`keys::ClientKey::Paid`: they take back as many of the batch's
+    /// strikes); `ARGV[2]` the window ms, `ARGV[3..6]` the rules,
+    /// `ARGV[8]` the total the worker knows Redis applied (where Redis has
+    /// no record of the run: a new run, or Redis lost its data, only what
+    /// it adds is counted).
+    ///
+    /// The strikes of a client blocked meanwhile (by another node) still
+    /// count (the node did send those 429s), without extending the block
+    /// or counting a trip (a banned client without strikes takes none). The
+    /// batch that crosses the threshold opens the breaker (and counts a
+    /// trip) as the strike reaching it would have. Returns `over strikes
+    /// block(0/1/2) block_ms tripped(0/1/2)` per client, the breaker after
+    /// the batch, as one string of decimal integers
+    /// ([`replies::batch_text`], [`replies::batches_from_reply`]).
+    pub batch: Script,
+    /// One Redis's data generation, kept at `<prefix>gen` (`KEYS[1]`;
+    /// `ARGV[1]` a fresh random number, used if a new one is needed):
+    /// returns the key's value, `run_id:number`. `None` in a Redis Cluster:
+    /// each slot's is made by the check that first refuses in it.
+    pub generation: Option<Script>,
+}
+
+static SCRIPTS: LazyLock<[Scripts; 2]> = LazyLock::new(|| {
+    [
+        Scripts::of(false, &ONE_REDIS),
+        Scripts::of(true, &REDIS_CLUSTER),
+    ]
+});
+
+impl Scripts {
+    /// Every script of one mode: a Redis Cluster's (`cluster`), or one
+    /// Redis's (Sentinel's master included).
+    pub fn for_mode(cluster: bool) -> &'static Scripts {
+        &SCRIPTS[usize::from(cluster)]
+    }
+
+    fn of(cluster: bool, texts: &Texts) -> Scripts {
+        Scripts {
+            cluster,
+            window: Script::new("window", texts.window),
+            approx: Script::new("approx", texts.approx),
+            stacked: Script::new("stacked", texts.stacked),
+            strike: Script::new("strike", texts.strike),
+            spend: Script::new("spend", texts.spend),
+            gen_spend: Script::new("gen_spend", texts.gen_spend),
+            batch: Script::new("batch", texts.batch),
+            generation: (!cluster).then(|| Script::new("generation", texts.generation)),
+        }
+    }
+
+    /// Every script of the mode, once each (for `SCRIPT LOAD` on each
+    /// connection).
+    pub fn iter(&self) -> impl Iterator<Item = &Script> {
+        [
+            &self.window,
+            &self.approx,
+            &self.stacked,
+            &self.strike,
+            &self.spend,
+            &self.gen_spend,
+            &self.batch,
+        ]
+        .into_iter()
+        .chain(&self.generation)
+    }
+
+    /// The check script of one limit: the exact log or the counter.
+    pub fn check(&self, approx: bool) -> &Script {
+        match approx {
+            true => &self.approx,
+            false => &self.window,
+        }
+    }
+}
+
+/// Lower-case hex SHA-1 of a script, the name `EVALSHA` and `SCRIPT LOAD`
+/// use.
+pub fn script_sha1(script: &str) -> String {
+    hex::encode(Sha1::digest(script.as_bytes()))
+}

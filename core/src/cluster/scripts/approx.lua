@@ -1,0 +1,28 @@
+-- The sliding-window counter (approx) of one limit and the circuit breaker
+-- (`APPROX_SCRIPT`: the window script's keys, arguments and reply).
+-- Memory: KEYS[1] is a hash of three small integers whatever the limit,
+-- expiring when the next fixed window ends. KEYS[2..5] are small counters
+-- with their own expiry.
+local function check()
+  local key = KEYS[1]
+  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local b = breaker(KEYS[3], KEYS[4], KEYS[5], 5)
+  local blocked, strikes, now = check_open(b)
+  if blocked then return blocked, true end
+
+  local index, left, curr, prev, estimate = approx_read(key, window, now)
+  local allowed = 0
+  if estimate < limit then
+    approx_add(key, index, curr, prev, left, window)
+    curr, estimate, allowed = curr + 1, estimate + 1, 1
+    if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
+  end
+
+  local retry_after, over, tripped, struck = 0, 0, 0, 0
+  if allowed == 0 then
+    retry_after = approx_retry(limit, window, left, curr, prev)
+    over, strikes, tripped, struck = refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
+  end
+  return {allowed, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, curr, prev),
+    retry_after, over, strikes, 0, 0, tripped, struck}, allowed == 0
+end

@@ -1,0 +1,113 @@
+//! What the scripts' arguments say (`Scripts`'s KEYS and ARGV), written as
+//! the scripts read them.
+
+use crate::limiter::breaker::BreakerRules;
+use crate::store::Offence;
+
+/// Most clients one batch call carries (one Redis; in a Redis Cluster each
+/// client's keys are in its own slot: one client per call). Its reply, five
+/// decimal integers each, stays within a bulk string the node accepts
+/// (`redis::command::MAX_BULK`).
+pub const BATCH_CLIENTS: usize = 32;
+
+/// What a refusal is, as the check scripts' `ARGV[4]` (the stacked one's
+/// `ARGV[2]`) says it.
+pub fn offence(offence: Offence) -> u64 {
+    match offence {
+        Offence::None => 0,
+        Offence::Unpaid => 1,
+        Offence::Failed => 2,
+    }
+}
+
+/// The spend script's `ARGV[6]`: whether the zone already decided the
+/// spend (`decided`: written now, whatever the breaker says) and whether
+/// it takes back its 429's strike (`forgive`).
+pub fn spend_mode(decided: bool, forgive: bool) -> u64 {
+    u64::from(decided) + 2 * u64::from(!forgive)
+}
+
+/// The red-zone rules as the scripts' four arguments (0 = off).
+pub fn rules(rules: BreakerRules) -> [u64; 4] {
+    let (threshold, ttl) = rules.strikes.map_or((0, 0), |s| (s.threshold, s.ttl_ms));
+    let (after, ban) = rules.ban.map_or((0, 0), |b| (b.after, b.ttl_ms));
+    [threshold.into(), ttl, after.into(), ban]
+}
+
+/// Writes a sorted-set member unique across nodes, workers and requests
+/// within one millisecond: `node_id`, worker `pid` and a per-worker sequence
+/// number, in hex. `node_id` must differ between nginx nodes (a random value
+/// per worker start also covers pid reuse).
+pub fn write_member(out: &mut Vec<u8>, node_id: u64, pid: u32, seq: u64) {
+    lower_hex(out, node_id);
+    out.push(b':');
+    lower_hex(out, pid.into());
+    out.push(b':');
+    lower_hex(out, seq);
+}
+
+/// `n` in lower-case hex without leading zeros (as `{:x}`), without
+/// `core::fmt`: one member per shielded request.
+fn lower_hex(out: &mut Vec<u8>, n: u64) {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((n >> (i * 4)) & 0xf) as usize]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::breaker::{BanRule, StrikeRule};
+
+    #[test]
+    fn a_refusal_is_passed_as_0_nothing_1_unpaid_2_failed() {
+        assert_eq!(offence(Offence::None), 0);
+        assert_eq!(offence(Offence::Unpaid), 1);
+        assert_eq!(offence(Offence::Failed), 2);
+    }
+
+    #[test]
+    fn a_spend_says_whether_the_zone_decided_it_and_whether_it_forgives() {
+        assert_eq!(spend_mode(false, true), 0);
+        assert_eq!(spend_mode(true, true), 1);
+        assert_eq!(spend_mode(false, false), 2);
+        assert_eq!(spend_mode(true, false), 3);
+    }
+
+    #[test]
+    fn members_differ_by_node_pid_and_sequence() {
+        let member = |node, pid, seq| {
+            let mut out = Vec::new();
+            write_member(&mut out, node, pid, seq);
+            String::from_utf8(out).unwrap()
+        };
+        let base = member(1, 2, 3);
+        assert_eq!(base, "1:2:3");
+        assert_ne!(base, member(2, 2, 3));
+        assert_ne!(base, member(1, 3, 3));
+        assert_ne!(base, member(1, 2, 4));
+        assert_ne!(member(0x12, 3, 4), member(0x1, 0x23, 4));
+        assert_eq!(
+            member(u64::MAX, 0x10, 0),
+            format!("{:x}:{:x}:{:x}", u64::MAX, 0x10, 0)
+        );
+        assert_eq!(member(0xabc0, 1, 0x7f), "abc0:1:7f");
+    }
+
+    #[test]
+    fn rules_are_four_integers_zero_when_off() {
+        assert_eq!(rules(BreakerRules::default()), [0, 0, 0, 0]);
+        let on = BreakerRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 60_000,
+            }),
+            ban: Some(BanRule {
+                after: 3,
+                ttl_ms: 86_400_000,
+            }),
+        };
+        assert_eq!(rules(on), [5, 60_000, 3, 86_400_000]);
+    }
+}

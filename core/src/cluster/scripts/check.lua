@@ -1,0 +1,31 @@
+-- What every check script (window, approx, stacked) does first, and with a
+-- refusal. A check is `local function check()`, returning its reply and
+-- whether it refused; the mode's last part returns the reply.
+
+-- The client's breaker, then Redis's clock (every node reads the same; a
+-- replica receives the writes, not TIME): the reply of a blocked client
+-- (it writes nothing), or nil, its strikes and the time in ms.
+local function check_open(b)
+  local strikes, block, block_ms = breaker_status(b)
+  if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
+  local clock = redis.call('TIME')
+  return nil, strikes, tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+
+-- n requests refused under a limit whose refusals ok counts, and, for an
+-- offence (ARGV's '1' a 429, '2' a failed verification) with strikes on,
+-- one strike each until the one that reaches the threshold (later ones
+-- would have been blocked). Returns the refusals counted, the strikes,
+-- what they set off and how many there were.
+local function refuse(ok, n, window, offence, strikes, b)
+  local over = redis.call('INCRBY', ok, n)
+  -- Two windows: a client that waits out its Retry-After (at most a
+  -- window) finds its refusal still counted (`waited`).
+  if over == n then redis.call('PEXPIRE', ok, 2 * window) end
+  local tripped, struck = 0, 0
+  if offence ~= '0' and b.threshold > 0 then
+    struck = math.min(n, b.threshold - strikes)
+    strikes, tripped = strike_n(b, struck, offence == '1')
+  end
+  return over, strikes, tripped, struck
+end

@@ -1,0 +1,46 @@
+-- The approximate sliding-window counter (`pow_shield_limit ... approx`):
+-- a hash of three small integers (i: the fixed window's index, c: its
+-- count, p: the previous window's count), whatever the limit.
+
+-- The counter at now: the fixed window's index, ms left in it, its count,
+-- the previous window's, and the estimate over the sliding window.
+local function approx_read(key, window, now)
+  local index = math.floor(now / window)
+  local left = window - (now - index * window)
+  local state = redis.call('HMGET', key, 'i', 'c', 'p')
+  local curr, prev = 0, 0
+  local at = tonumber(state[1])
+  if at == index then
+    curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  elseif at == index - 1 then
+    prev = tonumber(state[2]) or 0
+  end
+  return index, left, curr, prev, prev * left / window + curr
+end
+
+-- One more request in the current fixed window, kept until the next fixed
+-- window ends (it reads this one as its previous).
+local function approx_add(key, index, curr, prev, left, window)
+  redis.call('HSET', key, 'i', index, 'c', curr + 1, 'p', prev)
+  redis.call('PEXPIRE', key, left + window)
+end
+
+-- ms until every counted request has left: the end of the next fixed
+-- window, or of this one if only the previous one counts.
+local function approx_reset(left, window, curr, prev)
+  if curr > 0 then return left + window end
+  if prev > 0 then return left end
+  return 0
+end
+
+-- Refused: wait until the previous window's share has shrunk enough, or,
+-- if this window alone is at the limit, until its share of the next one has.
+local function approx_retry(limit, window, left, curr, prev)
+  local retry
+  if curr < limit then
+    retry = math.floor(left - (limit - curr) * window / prev) + 1
+  else
+    retry = left + math.floor(window - limit * window / curr) + 1
+  end
+  return math.min(math.max(retry, 1), left + window)
+end

@@ -1,0 +1,41 @@
+-- The exact sliding-window log: a sorted set of admissions (score: ms,
+-- member unique). An entry admitted at t counts while now < t + window.
+
+-- The log at now, trimmed: the entries counted, and the oldest one's time
+-- (nil if none). Each Redis call costs most of a microsecond of glue: one
+-- to trim, one to count, and the oldest entry only if there is one.
+local function log_read(key, window, now)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  local oldest
+  if count > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) end
+  return count, oldest
+end
+
+-- n admissions at now (member, or member.1 .. member.n). Only on admission
+-- does the key's expiry move: the newest entry decides when it is empty.
+-- (window_ms as the string ARGV holds: Redis formats each Lua number with
+-- snprintf, a good part of a call's cost.)
+local function log_add(key, now, member, n, window_ms)
+  if n == 1 then
+    redis.call('ZADD', key, now, member)
+  else
+    local entries = {}
+    for i = 1, n do
+      entries[2 * i - 1] = now
+      entries[2 * i] = member .. '.' .. i
+    end
+    redis.call('ZADD', key, unpack(entries))
+  end
+  redis.call('PEXPIRE', key, window_ms)
+end
+
+-- Refused with count entries counted: ms until a slot frees, when the entry
+-- at rank count - limit leaves (the oldest, unless the limit was lowered
+-- while entries were counted).
+local function log_retry(key, count, limit, window, now)
+  local rank = count - limit
+  local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+  if entry then return math.max(tonumber(entry) + window - now, 0) end
+  return 0
+end

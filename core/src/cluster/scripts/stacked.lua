@@ -1,0 +1,72 @@
+-- Stacked limits (sliding-window logs or counters) and the circuit breaker
+-- (`STACKED_SCRIPT`: KEYS, ARGV and the reply).
+local function check()
+  local b = breaker(KEYS[1], KEYS[2], KEYS[3], 3)
+  local approx = ARGV[7] == '1'
+  local n = (#ARGV - 7) / 2
+  local blocked, strikes, now = check_open(b)
+  if blocked then return blocked, true end
+
+  -- Each limit as the one-limit scripts see it, nothing counted yet.
+  local seen = {}
+  local refusing = 0
+  for i = 1, n do
+    local key = KEYS[2 + 2 * i]
+    local limit, window = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i])
+    local s = {window = window, retry = 0}
+    if approx then
+      local index, left, curr, prev, estimate = approx_read(key, window, now)
+      s.index, s.left, s.curr, s.prev = index, left, curr, prev
+      s.allowed = estimate < limit
+      if s.allowed then
+        curr, estimate = curr + 1, estimate + 1
+      else
+        s.retry = approx_retry(limit, window, left, curr, prev)
+      end
+      s.remaining = math.max(limit - math.ceil(estimate), 0)
+      s.reset = approx_reset(left, window, curr, prev)
+    else
+      local count, oldest = log_read(key, window, now)
+      s.allowed = count < limit
+      if s.allowed then
+        if count == 0 then oldest = now end
+        s.remaining = math.max(limit - count - 1, 0)
+      else
+        s.remaining = 0
+        s.retry = log_retry(key, count, limit, window, now)
+      end
+      s.reset = 0
+      if oldest then s.reset = math.max(oldest + window - now, 0) end
+    end
+    seen[i] = s
+    if not s.allowed and refusing == 0 then refusing = i end
+  end
+
+  if refusing == 0 then
+    local tightest = 1
+    for i = 1, n do
+      local s, key = seen[i], KEYS[2 + 2 * i]
+      if approx then
+        approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
+      else
+        log_add(key, now, ARGV[1], 1, ARGV[7 + 2 * i])
+      end
+      if s.remaining < seen[tightest].remaining then tightest = i end
+    end
+    -- A wait is taken back under the first limit that refused the client.
+    if ARGV[2] == '1' then
+      for i = 1, n do
+        local was = strikes
+        strikes = waited(KEYS[3 + 2 * i], b, strikes)
+        if strikes ~= was then break end
+      end
+    end
+    local s = seen[tightest]
+    return {1, s.remaining, s.reset, 0, 0, strikes, 0, 0, 0, tightest - 1}, false
+  end
+
+  local s = seen[refusing]
+  local over, tripped
+  over, strikes, tripped = refuse(KEYS[3 + 2 * refusing], 1, s.window, ARGV[2], strikes, b)
+  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, 0, tripped, refusing - 1}, true
+end

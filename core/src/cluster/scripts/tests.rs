@@ -1,0 +1,142 @@
+//! The scripts: how each is put together, what it answers on a real Redis
+//! (`redis_server`), and the same requests asked of the Rust model
+//! (`tables`, run by `bench`); their replies' decoding (`decoding`).
+
+mod bench;
+mod decoding;
+mod generations;
+mod redis_server;
+mod tables;
+
+use super::*;
+
+#[test]
+fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script() {
+    let one = Scripts::for_mode(false);
+    let cluster = Scripts::for_mode(true);
+    assert!(!one.cluster && cluster.cluster);
+    let names = |s: &Scripts| s.iter().map(|s| s.name).collect::<Vec<_>>();
+    assert_eq!(
+        names(one),
+        [
+            "window",
+            "approx",
+            "stacked",
+            "strike",
+            "spend",
+            "gen_spend",
+            "batch",
+            "generation"
+        ]
+    );
+    assert_eq!(names(cluster).len(), 7);
+    assert!(cluster.generation.is_none());
+    for s in one.iter().chain(cluster.iter()) {
+        assert_eq!(s.sha1, script_sha1(s.text));
+        assert_eq!(s.sha1.len(), 40);
+    }
+    assert!(
+        std::ptr::eq(Scripts::for_mode(true), cluster),
+        "one set per mode"
+    );
+    assert_eq!(one.check(true).name, "approx");
+}
+
+/// The code of one part, as the composer keeps it (`kept_lines`).
+fn code(part: &str) -> String {
+    let text = format!("-\n{part}");
+    let mut out = vec![0; kept_lines(text.as_bytes(), None)];
+    kept_lines(text.as_bytes(), Some(&mut out));
+    String::from_utf8(out[2..].to_vec()).unwrap()
+}
+
+#[test]
+fn the_modes_differ_only_in_the_checks_end_and_the_generation_spends_guard() {
+    let (one, cluster) = (Scripts::for_mode(false), Scripts::for_mode(true));
+    for (a, b) in [
+        (&one.strike, &cluster.strike),
+        (&one.spend, &cluster.spend),
+        (&one.batch, &cluster.batch),
+    ] {
+        assert_eq!(a.sha1, b.sha1, "{}", a.name);
+    }
+    let (reply, slot_reply) = (
+        code(include_str!("reply.lua")),
+        code(include_str!("slot_reply.lua")),
+    );
+    for (a, b) in [
+        (&one.window, &cluster.window),
+        (&one.approx, &cluster.approx),
+        (&one.stacked, &cluster.stacked),
+    ] {
+        assert!(a.text.ends_with(&reply) && b.text.ends_with(&slot_reply));
+        let check = &a.text[..a.text.len() - reply.len()];
+        assert!(b.text.starts_with(check), "{}: the same check", a.name);
+    }
+    assert!(one.window.text.contains(&code(include_str!("window.lua"))));
+    assert!(one
+        .gen_spend
+        .text
+        .ends_with(&code(include_str!("spend.lua"))));
+    assert!(one
+        .gen_spend
+        .text
+        .contains(&code(include_str!("gen_guard.lua"))));
+    assert!(cluster
+        .gen_spend
+        .text
+        .contains(&code(include_str!("slot_gen_guard.lua"))));
+}
+
+#[test]
+fn every_shared_part_is_written_once_and_the_scripts_read_redis_time_never_random() {
+    let one = Scripts::for_mode(false);
+    let breaker = code(include_str!("breaker.lua"));
+    for s in one.iter() {
+        assert_eq!(
+            s.text.contains(&breaker),
+            s.name != "generation",
+            "{}",
+            s.name
+        );
+    }
+    assert!(one.stacked.text.contains(&code(include_str!("log.lua"))));
+    assert!(one
+        .stacked
+        .text
+        .contains(&code(include_str!("counter.lua"))));
+    assert!(
+        !one.approx.text.contains("ZADD"),
+        "O(1) state: no sorted set"
+    );
+    for s in one.iter().chain(Scripts::for_mode(true).iter()) {
+        assert!(!s.text.contains("math.random"), "{}", s.name);
+        assert!(
+            s.text.matches("redis.call('TIME')").count() <= 2,
+            "{}",
+            s.name
+        );
+        assert!(
+            s.text.starts_with("-- pow-shield: "),
+            "{}: its title",
+            s.name
+        );
+        assert!(
+            !s.text[1..].contains("\n--") && !s.text.contains("\n\n"),
+            "code only"
+        );
+    }
+}
+
+#[test]
+fn a_redis_cluster_handshake_loads_less_than_64_kb_of_scripts() {
+    // (One sysread of t/'s fake peers; the node reads the whole handshake.)
+    let one = Scripts::for_mode(false);
+    let cluster = Scripts::for_mode(true);
+    let old_handshake = [&one.window, &one.approx, &one.stacked]
+        .into_iter()
+        .chain(cluster.iter())
+        .map(|s| s.text.len())
+        .sum::<usize>();
+    assert!(old_handshake < 64 * 1024, "{old_handshake} bytes");
+}
