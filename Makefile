@@ -6,6 +6,7 @@
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
 #                      the client CLI                    -> objs/pow-shield,
 #                      and the middleware's pay loop     -> objs/pay_loop (t/pow_shield_pay_loop.t)
+#                      and the Lua scripts' printer      -> objs/pow_shield_scripts (t/, bench/)
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make deb           that module as a Debian package   -> libnginx-mod-http-pow-shield_<version>_<arch>.deb
 #   make check         cargo fmt --check + cargo clippy
@@ -119,7 +120,9 @@ build: deps-build
 	install -m 755 target/$(PROFILE)/pow-shield $(OBJS)/pow-shield
 	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest
 	install -m 755 target/$(PROFILE)/examples/pay_loop $(OBJS)/pay_loop
-	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')), objs/$(MODULE).so, objs/pow-shield and objs/pay_loop"
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-core --example scripts
+	install -m 755 target/$(PROFILE)/examples/scripts $(OBJS)/pow_shield_scripts
+	@echo "built: objs/nginx ($$($(OBJS)/nginx -v 2>&1 | sed 's/.*\///')), objs/$(MODULE).so, objs/pow-shield, objs/pay_loop and objs/pow_shield_scripts"
 
 # The module for the distribution's nginx: configure a copy of its source
 # tree with its own flags, and build against that (a module only loads into

@@ -2,7 +2,7 @@
 
 # pow_shield_limit <n> <window> approx: cluster mode counts with the
 # sliding-window counter (docs/directives.md "pow_shield_limit", the
-# module's APPROX_SCRIPT): one small hash per client instead
+# module's approx script (objs/pow_shield_scripts approx)): one small hash per client instead
 # of a sorted set, the same 429 past the limit.  Then the script itself at a clock the test sets: the previous
 # fixed window weighs by the share of it still inside the sliding window,
 # and the documented error bound holds (at most the limit per fixed window,
@@ -53,10 +53,10 @@ is_deeply([sort @{$t->redis_cmd('HKEYS', $hash)}], [qw(c i p)], 'of three fields
 is_deeply($t->redis_cmd('KEYS', client_key('counter', 'w', '*')), [],
     'and no sorted set');
 
-# The script as the source spells it, checked to be the one loaded.
-my $script = module_script('APPROX_SCRIPT');
+# The script as the module sends it, checked to be the one loaded.
+my $script = module_script('approx');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from the source is the one the module loaded');
+    'the script the composer prints is the one the module loaded');
 
 # TIME answers what the hash "test:clock" holds.
 my $clocked = "local real = redis\n"

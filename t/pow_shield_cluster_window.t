@@ -4,7 +4,7 @@
 # millisecond at the window's edge (docs/directives.md, pow_shield_limit: an entry admitted at t
 # counts while now < t + window), whichever path the script takes (no key,
 # oldest entry inside the window, some or all entries gone).  The script
-# text is read from the module's source (SLIDING_WINDOW_SCRIPT) and checked
+# text is the module's own (objs/pow_shield_scripts window) and checked
 # to be the one the module loads into Redis; a local `redis` shadowing the global one answers
 # TIME with the test's clock and passes every other call through.
 
@@ -39,12 +39,12 @@ EOF
 $t->write_file('html/probe', "{}\n");
 $t->run;
 
-# The script as the source spells it (the text of SLIDING_WINDOW_SCRIPT).
-my $script = module_script('SLIDING_WINDOW_SCRIPT');
+# The script as the module sends it (objs/pow_shield_scripts window).
+my $script = module_script('window');
 is($t->http_get('/probe')->status, 200,
     'a request Redis decided: the module has loaded its scripts');
 is_deeply($t->redis_cmd('SCRIPT', 'EXISTS', sha1_hex($script)), [1],
-    'the script read from the source is the one the module loaded');
+    'the script the composer prints is the one the module loaded');
 
 # TIME answers 1e6 s + 250 us: now = 1_000_000_000 ms (the us below 1 ms
 # are dropped).

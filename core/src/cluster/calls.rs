@@ -4,14 +4,16 @@
 //! the script's integers become the store's [`Reply`]. The module sends
 //! the calls on nginx's event loop; everything here is plain data.
 
-use crate::cluster::refusals::Sending;
-use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
+use super::refusals::Sending;
+use super::scripts::args;
+use super::scripts::replies;
+use super::scripts::{Script, Scripts};
+use crate::cluster::generation;
+use crate::cluster::keys::{self, ClientKey};
+use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{Limits, RateLimit, Spent};
-use crate::redis::generation;
-use crate::redis::keys::{self, ClientKey};
 use crate::redis::script_call::{self, ScriptCall};
-use crate::redis::scripts::{self, stacked};
-use crate::store::{Checked, Offence, Reply, Solution, Struck, Subject};
+use crate::store::{Checked, Offence, Reply, Solution, Subject};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,34 +28,18 @@ pub struct Call {
 }
 
 impl Call {
-    fn of(script: &'static str, call: ScriptCall) -> Self {
+    fn of(script: &'static Script, call: ScriptCall) -> Self {
         let (evalsha, shared) = call.finish();
         Call {
             evalsha,
             shared,
-            script,
+            script: script.text,
         }
     }
 
     /// The same call as `EVAL <script>`.
     pub fn eval(&self) -> Vec<u8> {
         script_call::eval(&self.evalsha, self.shared, self.script)
-    }
-}
-
-/// A script with its SHA1, as `EVALSHA` names it.
-#[derive(Clone, Debug)]
-struct Script {
-    text: &'static str,
-    sha: String,
-}
-
-impl Script {
-    fn new(text: &'static str) -> Self {
-        Script {
-            text,
-            sha: scripts::script_sha1(text),
-        }
     }
 }
 
@@ -69,7 +55,7 @@ pub struct BatchOf<'a> {
 
 /// Builds a worker's calls: its key prefix, its name in the sorted sets'
 /// members, and the scripts of its mode (one Redis or a Redis Cluster,
-/// chosen here once).
+/// `Scripts::for_mode`).
 #[derive(Clone, Debug)]
 pub struct Calls {
     prefix: String,
@@ -77,66 +63,24 @@ pub struct Calls {
     node_id: u64,
     pid: u32,
     cluster: bool,
-    window: Script,
-    approx: Script,
-    stacked: Script,
-    strike: Script,
-    spend: Script,
-    gen_spend: Script,
-    batch: Script,
-    generation: Script,
+    scripts: &'static Scripts,
 }
 
 impl Calls {
     pub fn new(prefix: &str, node_id: u64, pid: u32, cluster: bool) -> Self {
-        // (A `LazyLock` static derefs to a text of the program's life.)
-        let (window, approx, stacked, gen_spend): (&'static str, _, _, &'static str) = match cluster
-        {
-            true => (
-                &**generation::SLOT_WINDOW_SCRIPT,
-                &**generation::SLOT_APPROX_SCRIPT,
-                &**generation::SLOT_STACKED_SCRIPT,
-                &**generation::SLOT_GEN_SPEND_SCRIPT,
-            ),
-            false => (
-                scripts::SLIDING_WINDOW_SCRIPT,
-                scripts::APPROX_SCRIPT,
-                stacked::STACKED_SCRIPT,
-                &**generation::GEN_SPEND_SCRIPT,
-            ),
-        };
         Calls {
             prefix: prefix.to_owned(),
             gen_key: format!("{prefix}gen"),
             node_id,
             pid,
             cluster,
-            window: Script::new(window),
-            approx: Script::new(approx),
-            stacked: Script::new(stacked),
-            strike: Script::new(scripts::STRIKE_SCRIPT),
-            spend: Script::new(scripts::SPEND_SCRIPT),
-            gen_spend: Script::new(gen_spend),
-            batch: Script::new(scripts::BATCH_SCRIPT),
-            generation: Script::new(generation::GENERATION_SCRIPT),
+            scripts: Scripts::for_mode(cluster),
         }
     }
 
     /// Every script this mode runs, for `SCRIPT LOAD` in the handshake.
-    pub fn scripts(&self) -> Vec<&'static str> {
-        let mut all = vec![
-            self.window.text,
-            self.approx.text,
-            self.stacked.text,
-            self.strike.text,
-            self.spend.text,
-            self.batch.text,
-            self.gen_spend.text,
-        ];
-        if !self.cluster {
-            all.push(self.generation.text);
-        }
-        all
+    pub fn scripts(&self) -> impl Iterator<Item = &'static str> {
+        self.scripts.iter().map(|script| script.text)
     }
 
     /// The single Redis's generation key.
@@ -189,26 +133,27 @@ impl Calls {
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         // The exact log (a sorted set) or the counter (a hash).
-        let (script, counted) = match subject.approx {
-            true => (&self.approx, ClientKey::Approx(limit)),
-            false => (&self.window, ClientKey::Window(limit)),
+        let script = self.scripts.check(subject.approx);
+        let counted = match subject.approx {
+            true => ClientKey::Approx(limit),
+            false => ClientKey::Window(limit),
         };
-        let args = if k > 1 { 9 } else { 8 };
-        let mut call = ScriptCall::new(&script.sha, 5 + usize::from(self.cluster), args);
+        let argc = if k > 1 { 9 } else { 8 };
+        let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), argc);
         call.push(key(counted)).push(key(ClientKey::Refused(limit)));
         self.breaker_keys(&mut call, tag);
         self.slot_key(&mut call, tag);
         call.num(limit.requests.into())
             .num(limit.window_ms)
-            .push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
-            .num(scripts::offence(offence));
-        for rule in scripts::rules(subject.rules) {
+            .push(|w| args::write_member(w, self.node_id, self.pid, seq))
+            .num(args::offence(offence));
+        for rule in args::rules(subject.rules) {
             call.num(rule);
         }
         if k > 1 {
             call.num(k.into());
         }
-        Call::of(script.text, call)
+        Call::of(script, call)
     }
 
     fn stacked_check(&self, tag: &[u8], subject: &Subject, offence: Offence, seq: u64) -> Call {
@@ -217,7 +162,8 @@ impl Calls {
         let limits = subject.limits.as_slice();
         let n = limits.len();
         let keys = 3 + 2 * n + usize::from(self.cluster);
-        let mut call = ScriptCall::new(&self.stacked.sha, keys, 7 + 2 * n);
+        let script = &self.scripts.stacked;
+        let mut call = ScriptCall::new(&script.sha1, keys, 7 + 2 * n);
         self.breaker_keys(&mut call, tag);
         for &limit in limits {
             let counted = match subject.approx {
@@ -227,26 +173,27 @@ impl Calls {
             call.push(key(counted)).push(key(ClientKey::Refused(limit)));
         }
         self.slot_key(&mut call, tag);
-        call.push(|w| scripts::write_member(w, self.node_id, self.pid, seq))
-            .num(scripts::offence(offence));
-        for rule in scripts::rules(subject.rules) {
+        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
+            .num(args::offence(offence));
+        for rule in args::rules(subject.rules) {
             call.num(rule);
         }
         call.num(u64::from(subject.approx));
         for limit in limits {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
-        Call::of(self.stacked.text, call)
+        Call::of(script, call)
     }
 
     /// One strike (a trap hit, a replay).
     pub fn strike(&self, tag: &[u8], rules: BreakerRules) -> Call {
-        let mut call = ScriptCall::new(&self.strike.sha, 3, 4);
+        let script = &self.scripts.strike;
+        let mut call = ScriptCall::new(&script.sha1, 3, 4);
         self.breaker_keys(&mut call, tag);
-        for rule in scripts::rules(rules) {
+        for rule in args::rules(rules) {
             call.num(rule);
         }
-        Call::of(self.strike.text, call)
+        Call::of(script, call)
     }
 
     /// The spend of `solution` by the client (`tag`) at `now_ms` (epoch),
@@ -263,13 +210,13 @@ impl Calls {
         now_ms: u64,
     ) -> Call {
         let script = match generation {
-            Some(_) => &self.gen_spend,
-            None => &self.spend,
+            Some(_) => &self.scripts.gen_spend,
+            None => &self.scripts.spend,
         };
-        let args = 6 + usize::from(generation.is_some());
+        let argc = 6 + usize::from(generation.is_some());
         // KEYS[5] the generation (or, unused, the paid key again: one
         // slot), KEYS[6] the spends waiting for their 429's strike.
-        let mut call = ScriptCall::new(&script.sha, 6, args);
+        let mut call = ScriptCall::new(&script.sha1, 6, argc);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag);
         let prefix = self.prefix.as_bytes();
@@ -283,14 +230,14 @@ impl Calls {
         };
         call.push(paid);
         call.num(solution.spent_until_ms.saturating_sub(now_ms).max(1));
-        for rule in scripts::rules(rules) {
+        for rule in args::rules(rules) {
             call.num(rule);
         }
-        call.num(scripts::spend_mode(false, solution.forgive));
+        call.num(args::spend_mode(false, solution.forgive));
         if let Some(gen) = generation {
             call.num(gen);
         }
-        Call::of(script.text, call)
+        Call::of(script, call)
     }
 
     /// A spend the zone decided while Redis could not, written to Redis
@@ -298,7 +245,8 @@ impl Calls {
     /// it), taking back an unpaid strike Redis may hold for its 429 when it
     /// is the token's first record there.
     pub fn replay(&self, spent_key: &str, tag: &[u8], ms: u64) -> Call {
-        let mut call = ScriptCall::new(&self.spend.sha, 4, 6);
+        let script = &self.scripts.spend;
+        let mut call = ScriptCall::new(&script.sha1, 4, 6);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag);
         call.num(ms.max(1))
@@ -306,8 +254,8 @@ impl Calls {
             .num(0)
             .num(0)
             .num(0)
-            .num(scripts::spend_mode(true, true));
-        Call::of(self.spend.text, call)
+            .num(args::spend_mode(true, true));
+        Call::of(script, call)
     }
 
     /// The refusals this worker counted for each client of `batches`, in
@@ -315,7 +263,8 @@ impl Calls {
     pub fn batch(&self, batches: &[BatchOf]) -> Call {
         let prefix = self.prefix.as_bytes();
         let n = batches.len();
-        let mut call = ScriptCall::new(&self.batch.sha, 6 * n, 8 * n);
+        let script = &self.scripts.batch;
+        let mut call = ScriptCall::new(&script.sha1, 6 * n, 8 * n);
         for b in batches {
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, b.tag, which);
             call.push(key(ClientKey::Refused(b.limit)));
@@ -325,34 +274,33 @@ impl Calls {
         }
         for b in batches {
             call.num(b.sending.total).num(b.limit.window_ms);
-            for rule in scripts::rules(b.rules) {
+            for rule in args::rules(b.rules) {
                 call.num(rule);
             }
             call.num(b.sending.run).num(b.sending.base);
         }
-        Call::of(self.batch.text, call)
+        Call::of(script, call)
     }
 
-    /// Reads (or renews to `fresh`) the single Redis's data generation.
-    pub fn generation(&self, fresh: u64) -> Call {
-        let mut call = ScriptCall::new(&self.generation.sha, 1, 1);
+    /// Reads (or renews to `fresh`) the single Redis's data generation
+    /// (`None`: a Redis Cluster has none).
+    pub fn generation(&self, fresh: u64) -> Option<Call> {
+        let script = self.scripts.generation.as_ref()?;
+        let mut call = ScriptCall::new(&script.sha1, 1, 1);
         call.push(|w| w.extend_from_slice(self.gen_key.as_bytes()))
             .num(fresh);
-        Call::of(self.generation.text, call)
+        Some(Call::of(script, call))
     }
 }
 
 /// A check's reply, and the slot's generation a Redis Cluster's answers
 /// last.
 pub fn split_generation(cluster: bool, reply: &[i64]) -> (&[i64], Option<u64>) {
-    match cluster {
-        true => generation::split_slot_generation(reply),
-        false => (reply, None),
-    }
+    replies::split_generation(reply, cluster)
 }
 
-/// What a check's reply says for a client under `limits` (`None`: not a
-/// reply of the script).
+/// What a check's reply says for a client under `limits`, `struck` as
+/// the script says (`None`: not a reply of the script).
 pub fn checked(
     cluster: bool,
     reply: &[i64],
@@ -360,38 +308,17 @@ pub fn checked(
     rules: BreakerRules,
     offence: Offence,
 ) -> Option<Checked> {
-    let (reply, generation) = split_generation(cluster, reply);
-    let (verdict, breaker) = match limits.as_slice() {
-        [limit] => scripts::verdict_from_reply(reply, *limit).ok()?,
-        _ => stacked::stacked_verdict_from_reply(reply, limits).ok()?,
-    };
-    Some(Checked {
-        verdict,
-        breaker,
-        struck: struck(offence, verdict.allowed, breaker, rules),
-        generation,
-        maybe_struck: false,
-    })
-}
-
-/// Whether a script struck: every check and strike script strikes a
-/// refused offence of an unblocked client, strikes on.
-pub fn struck(
-    offence: Offence,
-    allowed: bool,
-    breaker: BreakerStatus,
-    rules: BreakerRules,
-) -> bool {
-    offence != Offence::None && !allowed && breaker.block == Block::Clear && rules.strikes.is_some()
+    match limits.as_slice() {
+        [limit] => replies::checked_from_reply(reply, *limit, cluster).ok(),
+        _ => replies::stacked_checked_from_reply(reply, limits, offence, rules, cluster).ok(),
+    }
 }
 
 /// What the strike script's reply says.
 pub fn struck_reply(reply: &[i64], rules: BreakerRules) -> Option<Reply> {
-    let breaker = scripts::standing_from_reply(reply).ok()?;
-    Some(Reply::Struck(Struck {
-        breaker,
-        struck: struck(Offence::Failed, false, breaker, rules),
-    }))
+    replies::struck_from_reply(reply, rules)
+        .ok()
+        .map(Reply::Struck)
 }
 
 /// What the spend scripts' reply says; `Err` with the generation Redis
@@ -400,7 +327,7 @@ pub fn spent_reply(reply: &[i64]) -> Result<Option<Spent>, Option<u64>> {
     if generation::is_stale(reply) {
         return Err(generation::stale_generation(reply));
     }
-    Ok(scripts::spent_from_reply(reply).ok())
+    Ok(replies::spent_from_reply(reply).ok())
 }
 
 #[cfg(test)]

@@ -5,10 +5,13 @@
 //! what Redis did not answer (`fallback`); the refusals a node decides
 //! itself until Redis's `T` and their batches (`refusals`); the spends to
 //! write after an outage (`replays`); the data generations a worker knows
-//! (`tracker`).
+//! (`tracker`) and what a generation is (`generation`); the key layout
+//! (`keys`).
 
 pub mod calls;
 pub mod fallback;
+pub mod generation;
+pub mod keys;
 pub mod refusals;
 pub mod replays;
 pub mod scripts;

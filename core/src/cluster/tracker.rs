@@ -4,7 +4,7 @@
 //! challenges are issued; a Redis Cluster has one per slot, which every
 //! check's reply carries. The module sends the reads; this decides them.
 
-use crate::redis::generation::{slot_of_tag, Generations};
+use crate::cluster::generation::{slot_of_tag, Generations};
 use crate::store::Spendable;
 
 /// How often a worker that issues challenges reads the generation again.

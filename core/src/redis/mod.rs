@@ -4,17 +4,14 @@
 //! `script_call`; slots, the cluster map and redirections in `cluster`;
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
 //! in `pipeline`; what it logs, refuses and when it retries in `health`;
-//! what Sentinel answers in
-//! `sentinel`; the data generation a spend must fall in, in `generation`.
+//! what Sentinel answers in `sentinel`. (What cluster mode sends over it,
+//! and the scripts, are `cluster`'s.)
 
 pub mod cluster;
 pub mod command;
-pub mod generation;
 pub mod health;
-pub mod keys;
 pub mod pipeline;
 pub mod retries;
 pub mod script_call;
-pub mod scripts;
 pub mod sentinel;
 pub mod url;

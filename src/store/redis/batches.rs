@@ -18,12 +18,12 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::RedisStore;
 use crate::ffi::monotonic_ms;
 use pow_shield_core::cluster::calls::BatchOf;
+use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
+use pow_shield_core::cluster::scripts::{args, replies};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::client_tag;
-use pow_shield_core::redis::generation::slot_of_tag;
-use pow_shield_core::redis::scripts;
 use pow_shield_core::store::{Checked, Subject};
 
 /// An exiting worker waits this long for Redis to take its batches, then
@@ -215,11 +215,7 @@ impl RedisStore {
             }
             Err(_) => return,
         };
-        let per_call = if self.cluster {
-            1
-        } else {
-            scripts::BATCH_CLIENTS
-        };
+        let per_call = if self.cluster { 1 } else { args::BATCH_CLIENTS };
         for refusals in due.chunks(per_call) {
             self.send_batches(refusals);
         }
@@ -261,18 +257,14 @@ impl RedisStore {
     }
 
     /// The timer: every due batch (one call for up to
-    /// `scripts::BATCH_CLIENTS` clients on one Redis, one per client on a
+    /// `args::BATCH_CLIENTS` clients on one Redis, one per client on a
     /// Redis Cluster), with at most `BATCH_CALLS_IN_FLIGHT` calls
     /// waiting for Redis (the rest 10 ms later, so that
     /// thousands of refused clients never fill the queue the requests'
     /// commands wait in); again in `BATCH_MS` while any waits.
     fn on_batch_timer(&self) {
         // One Redis: many clients per call; a Redis Cluster: one each.
-        let per_call = if self.cluster {
-            1
-        } else {
-            scripts::BATCH_CLIENTS
-        };
+        let per_call = if self.cluster { 1 } else { args::BATCH_CLIENTS };
         // What the zone holds for the clients this worker refused.
         let keys = match self.batches.try_borrow() {
             Ok(batches) => batches.keys(),
@@ -381,10 +373,10 @@ impl RedisStore {
                 return;
             };
             let replies = match &frame {
-                Some(OwnedFrame::BulkString(text)) => scripts::batch_text(text),
+                Some(OwnedFrame::BulkString(text)) => replies::batch_text(text),
                 _ => None,
             }
-            .and_then(|r| scripts::batches_from_reply(&r, clients).ok());
+            .and_then(|r| replies::batches_from_reply(&r, clients).ok());
             let Some(replies) = replies else {
                 // Applied or not, Redis applies each batch once: sent again.
                 if let Ok(mut batches) = store.batches.try_borrow_mut() {

@@ -16,12 +16,12 @@ use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
 use crate::store::{Failure, Late, NewWaiter, Waiter};
 use pow_shield_core::cluster::calls;
+use pow_shield_core::cluster::generation::slot_of_tag;
+use pow_shield_core::cluster::scripts::replies::{self, MAX_COALESCED};
 use pow_shield_core::limiter::breaker::opened_block;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};
-use pow_shield_core::redis::generation::slot_of_tag;
-use pow_shield_core::redis::scripts::{self, MAX_COALESCED};
 use pow_shield_core::store::{Checked, Offence, Reply, Subject};
 
 /// The requests waiting for a client's check on its way.
@@ -168,7 +168,7 @@ impl RedisStore {
             let reply = frame.as_ref().and_then(integers).unwrap_or_default();
             // A Redis Cluster's refusal answers the slot's generation too.
             let (reply, generation) = calls::split_generation(cluster, &reply);
-            let decided = scripts::coalesced_from_reply(reply, limit, k).ok();
+            let decided = replies::coalesced_from_reply(reply, limit, k).ok();
             let joiners = waiting.take();
             let Some(store) = store.upgrade() else {
                 return;

@@ -8,8 +8,8 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::RedisStore;
 use crate::ffi::monotonic_ms;
+use pow_shield_core::cluster::generation::{self, Generations};
 use pow_shield_core::redis::command::{client_tag, encode};
-use pow_shield_core::redis::generation::{self, Generations};
 use pow_shield_core::store::Spendable;
 
 impl RedisStore {
@@ -126,7 +126,10 @@ impl RedisStore {
         if getrandom::getrandom(&mut fresh).is_err() {
             return self.asked_generation(None);
         }
-        let call = self.calls.generation(u64::from_le_bytes(fresh) >> 11);
+        // (A Redis Cluster has none: `ask_now` said no.)
+        let Some(call) = self.calls.generation(u64::from_le_bytes(fresh) >> 11) else {
+            return self.asked_generation(None);
+        };
         let me = self.me.clone();
         let sent = self.send(
             self.calls.gen_key().as_bytes(),

@@ -35,13 +35,13 @@ use crate::redis::router::{OnFrame, Rebuild, Router};
 use batches::{BatchContext, BatchTimer};
 use coalesce::Group;
 use pow_shield_core::cluster::calls::{self, Call, Calls};
+use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::refusals::{refusal_key, Batches};
 use pow_shield_core::cluster::replays::Replays;
 use pow_shield_core::cluster::tracker::Tracker;
 use pow_shield_core::limiter::breaker::{opened_block, Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{Limits, RateLimit, Spent};
 use pow_shield_core::redis::command::{client_tag, integers};
-use pow_shield_core::redis::generation::slot_of_tag;
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve

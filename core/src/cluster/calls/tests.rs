@@ -1,9 +1,18 @@
 //! What each operation sends, word by word (the scripts' KEYS and ARGV
-//! contracts: core/src/redis/scripts.rs), and what their replies mean.
+//! contracts: `cluster::scripts::Scripts`), and what their replies mean.
 
 use super::*;
+use crate::cluster::scripts::script_sha1;
 use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::Limits;
+
+fn one() -> &'static Scripts {
+    Scripts::for_mode(false)
+}
+
+fn sharded() -> &'static Scripts {
+    Scripts::for_mode(true)
+}
 
 const LIMIT: RateLimit = RateLimit {
     requests: 5,
@@ -55,9 +64,9 @@ fn a_check_sends_its_keys_then_the_limit_member_offence_and_rules() {
     let call = calls.check(b"t", &s, Offence::Unpaid, 1, 9);
     let w = words(&call.evalsha);
     assert_eq!(w[0], "EVALSHA");
-    assert_eq!(w[1], scripts::script_sha1(scripts::SLIDING_WINDOW_SCRIPT));
+    assert_eq!(w[1], one().window.sha1);
     assert_eq!(w[2], "5", "five keys on one Redis");
-    assert_eq!(call.script, scripts::SLIDING_WINDOW_SCRIPT);
+    assert_eq!(call.script, one().window.text);
     // limit, window, member, offence, the four rules.
     assert_eq!(
         tail(&call, 8),
@@ -71,7 +80,7 @@ fn a_check_sends_its_keys_then_the_limit_member_offence_and_rules() {
 
 #[test]
 fn the_script_of_each_check_is_chosen_by_the_mode_and_the_limits() {
-    let one = Calls::new("ps:", 1, 1, false);
+    let single = Calls::new("ps:", 1, 1, false);
     let cluster = Calls::new("ps:", 1, 1, true);
     let exact = subject(b"k", Limits::one(LIMIT), false);
     let approx = subject(b"k", Limits::one(LIMIT), true);
@@ -87,36 +96,36 @@ fn the_script_of_each_check_is_chosen_by_the_mode_and_the_limits() {
     let stacked_subject = subject(b"k", two, false);
     #[rustfmt::skip]
     let table: [(&Calls, &Subject, &str, &str); 6] = [
-        (&one, &exact, scripts::SLIDING_WINDOW_SCRIPT, "5"),
-        (&one, &approx, scripts::APPROX_SCRIPT, "5"),
-        (&one, &stacked_subject, stacked::STACKED_SCRIPT, "7"),
-        (&cluster, &exact, &generation::SLOT_WINDOW_SCRIPT, "6"),
-        (&cluster, &approx, &generation::SLOT_APPROX_SCRIPT, "6"),
-        (&cluster, &stacked_subject, &generation::SLOT_STACKED_SCRIPT, "8"),
+        (&single, &exact, one().window.text, "5"),
+        (&single, &approx, one().approx.text, "5"),
+        (&single, &stacked_subject, one().stacked.text, "7"),
+        (&cluster, &exact, sharded().window.text, "6"),
+        (&cluster, &approx, sharded().approx.text, "6"),
+        (&cluster, &stacked_subject, sharded().stacked.text, "8"),
     ];
     for (i, (calls, s, script, keys)) in table.into_iter().enumerate() {
         let call = calls.check(b"t", s, Offence::None, 1, 1);
         assert_eq!(call.script, script, "row {i}");
         let w = words(&call.evalsha);
-        assert_eq!(w[1], scripts::script_sha1(script), "row {i}");
+        assert_eq!(w[1], script_sha1(script), "row {i}");
         assert_eq!(w[2], keys, "row {i}: keys");
-        assert!(calls.scripts().contains(&script), "row {i}: loaded");
+        assert!(calls.scripts().any(|s| s == script), "row {i}: loaded");
     }
 }
 
 #[test]
 fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
-    let one = Calls::new("ps:", 1, 1, false);
+    let single = Calls::new("ps:", 1, 1, false);
     let solution = Solution {
         digest: [3; 32],
         spent_until_ms: 10_500,
         generation: Some(42),
         forgive: true,
     };
-    let spent = one.spent_key(&solution.digest, b"k");
-    let plain = one.spend(&spent, b"t", &solution, RULES, None, 10_000);
+    let spent = single.spent_key(&solution.digest, b"k");
+    let plain = single.spend(&spent, b"t", &solution, RULES, None, 10_000);
     let w = words(&plain.evalsha);
-    assert_eq!(plain.script, scripts::SPEND_SCRIPT);
+    assert_eq!(plain.script, one().spend.text);
     assert_eq!(w[2], "6");
     assert_eq!(w[3], spent);
     assert_eq!(w[7], w[8], "no generation: the paid key again");
@@ -124,7 +133,8 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
         tail(&plain, 9),
         ["500", "3", "600000", "2", "86400000", "0"]
     );
-    let in_gen = one.spend(&spent, b"t", &solution, RULES, Some(42), 10_000);
+    let in_gen = single.spend(&spent, b"t", &solution, RULES, Some(42), 10_000);
+    assert_eq!(in_gen.script, one().gen_spend.text);
     let w = words(&in_gen.evalsha);
     assert_eq!(w[7], "ps:gen");
     assert_eq!(w.last().unwrap(), "42");
@@ -134,7 +144,8 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
         ..solution
     };
     let w = words(
-        &one.spend(&spent, b"t", &unstruck, RULES, None, 10_000)
+        &single
+            .spend(&spent, b"t", &unstruck, RULES, None, 10_000)
             .evalsha,
     );
     assert_eq!(w.last().unwrap(), "2");
@@ -153,7 +164,7 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
 fn a_replay_is_written_whatever_the_breaker_says() {
     let calls = Calls::new("ps:", 1, 1, false);
     let call = calls.replay("ps:spent", b"t", 0);
-    assert_eq!(call.script, scripts::SPEND_SCRIPT);
+    assert_eq!(call.script, one().spend.text);
     assert_eq!(tail(&call, 7), ["1", "0", "0", "0", "0", "1"]);
     assert!(call.eval().starts_with(b"*13\r\n$4\r\nEVAL\r\n"));
 }
@@ -190,7 +201,9 @@ fn a_check_reply_says_whether_it_struck() {
     let answer = check(&refused, Offence::Unpaid).unwrap();
     assert!(!answer.verdict.allowed);
     assert!(answer.struck);
-    assert!(!check(&refused, Offence::None).unwrap().struck);
+    // The script says whether it struck (a paid refusal strikes nothing).
+    let unstruck = [0, 0, 100, 100, 1, 1, 0, 0, 0, 0];
+    assert!(!check(&unstruck, Offence::None).unwrap().struck);
     let blocked = [0, 0, 0, 0, 0, 3, 1, 5_000, 0, 0];
     assert!(!check(&blocked, Offence::Unpaid).unwrap().struck);
     assert_eq!(check(&[1, 2], Offence::None), None);
@@ -198,4 +211,7 @@ fn a_check_reply_says_whether_it_struck() {
     let with_slot = [0, 0, 100, 100, 1, 1, 0, 0, 0, 1, 77];
     let answer = checked(true, &with_slot, &one, RULES, Offence::Unpaid).unwrap();
     assert_eq!(answer.generation, Some(77));
+    // A Redis Cluster loads no single generation script.
+    assert!(Calls::new("ps:", 1, 1, true).generation(5).is_none());
+    assert!(Calls::new("ps:", 1, 1, false).generation(5).is_some());
 }

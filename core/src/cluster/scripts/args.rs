@@ -61,6 +61,12 @@ mod tests {
     use crate::limiter::breaker::{BanRule, StrikeRule};
 
     #[test]
+    fn the_worst_batch_reply_fits_a_bulk_string_the_node_accepts() {
+        let worst = vec![u64::MAX.to_string(); 5 * BATCH_CLIENTS].join(" ");
+        assert!(worst.len() <= crate::redis::command::MAX_BULK);
+    }
+
+    #[test]
     fn a_refusal_is_passed_as_0_nothing_1_unpaid_2_failed() {
         assert_eq!(offence(Offence::None), 0);
         assert_eq!(offence(Offence::Unpaid), 1);

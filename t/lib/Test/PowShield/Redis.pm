@@ -196,43 +196,21 @@ sub counts {
     return @{$self->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
 }
 
-# module_script($name): the Lua text of the module's script constant $name
-# (SLIDING_WINDOW_SCRIPT, APPROX_SCRIPT, ...) as the Rust source spells it:
-# the string literals of its concat!, each macro call (the breaker's Lua,
-# whatever its macro is called) in it replaced by the macro's literal.  The
-# source file is the one under src/ or core/src/ of the repository that
-# defines the constant, wherever it lives.
+# module_script($name, cluster => 1): the Lua text of the module's script
+# $name (window, approx, stacked, strike, spend, gen_spend, batch,
+# generation) as Redis receives it: printed by objs/pow_shield_scripts
+# (core/examples/scripts.rs, built by `make build`) from the composer
+# (`Scripts::for_mode`), so the text is the module's own.
 sub module_script {
-    my ($name) = @_;
+    my ($name, %opt) = @_;
     my $repo = $Test::PowShield::REPO;
-    my $def = qr/pub const \Q$name\E: &str = concat!\((.*?)\);\n/s;
-    my ($file, $src);
-    File::Find::find({ no_chdir => 1, wanted => sub {
-        $File::Find::prune = 1 if -d && /\/target$/;
-        return if $file || !/\.rs$/ || !-f;
-        open my $fh, '<', $_ or return;
-        my $text = do { local $/; <$fh> };
-        ($file, $src) = ($_, $text) if $text =~ $def;
-    } }, grep { -d } "$repo/core/src", "$repo/src");
-    croak "no file under $repo/src or $repo/core/src defines $name" unless $file;
-    my ($body) = $src =~ $def;
-    my $out = '';
-    while ($body =~ /\G\s*(?:r#"(.*?)"#|"((?:[^"\\]|\\.)*)"|(\w+)!\(\))\s*,?/gsc) {
-        if (defined $1) {
-            $out .= $1;
-        } elsif (defined $2) {
-            (my $s = $2) =~ s/\\(.)/$1 eq 'n' ? "\n" : $1 eq 't' ? "\t" : $1/ges;
-            $out .= $s;
-        } else {
-            my $macro = $3;
-            my ($text) = $src =~ /macro_rules! \Q$macro\E\b.*?r#"(.*?)"#/s
-                or croak "$name uses $macro!, not defined with a literal in $file";
-            $out .= $text;
-        }
-    }
-    croak "$name in $file: cannot read its concat! from: "
-        . substr($body, pos($body) // 0, 60) if (pos($body) // 0) < length $body;
-    return $out;
+    my $bin = "$repo/objs/pow_shield_scripts";
+    croak "no $bin: run make build" unless -x $bin;
+    my @args = (($opt{cluster} ? '--cluster' : ()), $name);
+    open my $fh, '-|', $bin, @args or croak "cannot run $bin: $!";
+    my $text = do { local $/; <$fh> };
+    close $fh or croak "$bin @args failed (exit " . ($? >> 8) . ")";
+    return $text;
 }
 
 # calls(@commands): how many times Redis has run these commands so far,

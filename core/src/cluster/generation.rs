@@ -8,7 +8,7 @@
 //!   it missing (an empty restart, `FLUSHALL`) or written by another run
 //!   (a restart, a promoted replica, whose data may lack the last spends)
 //!   writes a new one; every node reads the same. The spend runs in it
-//!   atomically (`GEN_SPEND_SCRIPT`), so a spend recorded before a flush
+//!   atomically (`Scripts::gen_spend`), so a spend recorded before a flush
 //!   or a failover is never forgotten silently.
 //! - A Redis Cluster keeps one per slot, at `<prefix>gen:{<n>}` (`n`
 //!   chosen so that the key hashes to the slot, [`slot_key`]), beside the
@@ -16,7 +16,7 @@
 //!   check scripts (`Scripts::for_mode(true)`): a refusal's reply ends with it
 //!   (created if missing), so the 429's challenge carries it without
 //!   another round trip; the spend checks it atomically
-//!   ([`SLOT_GEN_SPEND_SCRIPT`]) and renews it when another run of Redis
+//!   (`Scripts::for_mode(true).gen_spend`) and renews it when another run of Redis
 //!   wrote it (a failover, a restart). `INFO` costs about 13 µs inside a
 //!   script: only the spend and a missing key call it, never the green path.
 //! - While Redis is unavailable, a node issues and accepts only its own
@@ -26,50 +26,11 @@ use std::sync::LazyLock;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::cluster::{crc16, SLOTS};
-use crate::cluster::scripts::{ONE_REDIS, REDIS_CLUSTER};
-
-/// Finds or renews the generation (KEYS[1] the gen key, ARGV[1] a fresh
-/// random number, used if a new one is needed); returns the key's value,
-/// `run_id:number` (a plain `GET` of it later tells whether it changed).
-/// (`Scripts::for_mode(false).generation`.)
-pub const GENERATION_SCRIPT: &str = ONE_REDIS.generation;
-
-/// The spend script, run only within the token's generation (KEYS[5] the
-/// gen key, ARGV[7] the token's `gen`): otherwise `{-1, 0, 0, 0}` and
-/// nothing is written. (`Scripts::for_mode(false).gen_spend`, kept as a
-/// reference to its text as its callers read it.)
-pub static GEN_SPEND_SCRIPT: &&str = &ONE_REDIS.gen_spend;
+use crate::redis::cluster::{crc16, SLOTS};
 
 /// Whether a generation spend's reply says the generation is gone.
 pub fn is_stale(reply: &[i64]) -> bool {
     reply.first() == Some(&-1)
-}
-
-/// The check scripts of a Redis Cluster (`Scripts::for_mode(true)`): the
-/// same checks, with one more key last (the slot's generation key,
-/// [`slot_key`]) and one more integer last in their reply
-/// ([`split_slot_generation`]): the slot's generation when a request is
-/// refused (only a refusal sends a challenge), made if missing (a new one
-/// is Redis's clock in µs, unique per slot and run); 0 when it is admitted.
-pub static SLOT_WINDOW_SCRIPT: &&str = &REDIS_CLUSTER.window;
-pub static SLOT_APPROX_SCRIPT: &&str = &REDIS_CLUSTER.approx;
-pub static SLOT_STACKED_SCRIPT: &&str = &REDIS_CLUSTER.stacked;
-
-/// The spend script of a Redis Cluster, run only within the token's slot
-/// generation (KEYS[5] the slot's key, ARGV[7] the token's `gen`): else
-/// nothing is spent and it answers `{-1, 0, 0, 0, <the slot's generation>}`,
-/// renewed first if another run of Redis (a promoted replica, a restart)
-/// wrote it.
-pub static SLOT_GEN_SPEND_SCRIPT: &&str = &REDIS_CLUSTER.gen_spend;
-
-/// A Redis Cluster check's reply: the check script's own integers, and the
-/// slot's generation its wrapper added last.
-pub fn split_slot_generation(reply: &[i64]) -> (&[i64], Option<u64>) {
-    match reply.split_last() {
-        Some((gen, rest)) => (rest, u64::try_from(*gen).ok().filter(|g| *g > 0)),
-        None => (reply, None),
-    }
 }
 
 /// The slot's generation a stale slot spend answered.
@@ -85,7 +46,7 @@ static SLOT_TAGS: LazyLock<Box<[u32]>> = LazyLock::new(|| {
     let mut text = Vec::with_capacity(10);
     while left > 0 {
         text.clear();
-        super::script_call::decimal(&mut text, n.into());
+        crate::redis::script_call::decimal(&mut text, n.into());
         let slot = usize::from(crc16(&text)) % SLOTS;
         if tags[slot] == u32::MAX {
             tags[slot] = n;
@@ -107,7 +68,7 @@ pub fn write_slot_key(w: &mut Vec<u8>, prefix: &[u8], slot: u16) {
     w.extend_from_slice(prefix);
     w.extend_from_slice(b"gen:{");
     let n = SLOT_TAGS.get(usize::from(slot)).copied().unwrap_or(0);
-    super::script_call::decimal(w, n.into());
+    crate::redis::script_call::decimal(w, n.into());
     w.push(b'}');
 }
 
@@ -274,7 +235,10 @@ mod tests {
         assert_eq!(from_reply(&OwnedFrame::Null), None, "no key");
         assert!(is_stale(&[-1, 0, 0, 0]));
         assert!(!is_stale(&[1, 0, 0, 0]));
-        assert!(GEN_SPEND_SCRIPT.contains("KEYS[5]") && GEN_SPEND_SCRIPT.contains("ARGV[7]"));
+        let gen_spend = crate::cluster::scripts::Scripts::for_mode(false)
+            .gen_spend
+            .text;
+        assert!(gen_spend.contains("KEYS[5]") && gen_spend.contains("ARGV[7]"));
     }
 
     #[test]
@@ -282,43 +246,42 @@ mod tests {
         for slot in 0..SLOTS as u16 {
             let key = slot_key("pow:", slot);
             assert_eq!(
-                super::super::cluster::key_slot(key.as_bytes()),
+                crate::redis::cluster::key_slot(key.as_bytes()),
                 slot,
                 "{key}"
             );
         }
         assert!(SLOT_TAGS.iter().all(|n| *n < 1_000_000), "short names");
         // A client's keys and its slot's generation key share the slot.
-        let tag = super::super::command::client_tag(b"203.0.113.7");
+        let tag = crate::redis::command::client_tag(b"203.0.113.7");
         let client = super::super::keys::client_prefix("pow:", b"203.0.113.7");
         let slot = slot_of_tag(tag.as_bytes());
-        assert_eq!(super::super::cluster::key_slot(client.as_bytes()), slot);
+        assert_eq!(crate::redis::cluster::key_slot(client.as_bytes()), slot);
         assert!(slot_key("pow:", slot).starts_with("pow:gen:{"));
     }
 
     #[test]
     fn a_cluster_checks_reply_ends_with_the_slot_generation() {
         let reply = [1, 59, 60_000, 0, 0, 0, 0, 0, 0, 1_796_136_861_688_808];
-        assert_eq!(
-            split_slot_generation(&reply),
-            (&reply[..9], Some(1_796_136_861_688_808))
-        );
-        assert_eq!(
-            split_slot_generation(&[1, 0]),
-            (&[1][..], None),
-            "admitted: none"
-        );
-        assert_eq!(split_slot_generation(&[]), (&[][..], None));
+        let split = |reply| crate::cluster::scripts::replies::split_generation(reply, true);
+        assert_eq!(split(&reply), (&reply[..9], Some(1_796_136_861_688_808)));
+        assert_eq!(split(&[1, 0]), (&[1][..], None), "admitted: none");
+        assert_eq!(split(&[]), (&[][..], None));
         assert_eq!(stale_generation(&[-1, 0, 0, 0, 42]), Some(42));
         assert_eq!(stale_generation(&[-1, 0, 0, 0]), None, "one Redis's");
-        for script in [SLOT_WINDOW_SCRIPT, SLOT_APPROX_SCRIPT, SLOT_STACKED_SCRIPT] {
+        let sharded = crate::cluster::scripts::Scripts::for_mode(true);
+        for script in [
+            sharded.window.text,
+            sharded.approx.text,
+            sharded.stacked.text,
+        ] {
             assert!(script.contains("KEYS[#KEYS]") && script.ends_with("return reply\n"));
             assert!(
                 script.contains("if refused then"),
                 "read only for a refusal"
             );
         }
-        assert!(SLOT_GEN_SPEND_SCRIPT.contains("KEYS[5]"));
+        assert!(sharded.gen_spend.text.contains("KEYS[5]"));
     }
 
     #[test]

@@ -14,9 +14,9 @@
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
-use super::command::client_tag;
-use super::script_call::decimal;
 use crate::limiter::RateLimit;
+use crate::redis::command::client_tag;
+use crate::redis::script_call::decimal;
 
 /// One of a client's keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
