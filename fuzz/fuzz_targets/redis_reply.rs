@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::limiter::breaker::Block;
-use pow_shield_core::redis::scripts::{standing_from_reply, verdict_from_reply};
+use pow_shield_core::cluster::scripts::replies::{standing_from_reply, verdict_from_reply};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{decode_reply, integers, is_noscript, Decoded};
 

@@ -165,8 +165,8 @@ pub struct Scripts {
     ///   ([`args::rules`]), `ARGV[9]` (optional, 1 if absent) the requests
     ///   this call decides at once (a coalesced burst of one client): up to
     ///   the free slots are admitted, the rest refused, each a strike until
-    ///   the one that reaches the threshold (later ones would have been
-    ///   blocked).
+    ///   the one that reaches the threshold (later ones are blocked:
+    ///   neither struck nor counted as refusals).
     ///
     /// Returns ten integers ([`replies::checked_from_reply`] for one
     /// request, [`replies::coalesced_from_reply`] for several):

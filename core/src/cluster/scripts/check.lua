@@ -14,18 +14,20 @@ end
 
 -- n requests refused under a limit whose refusals ok counts, and, for an
 -- offence (ARGV's '1' a 429, '2' a failed verification) with strikes on,
--- one strike each until the one that reaches the threshold (later ones
--- would have been blocked). Returns the refusals counted, the strikes,
--- what they set off and how many there were.
+-- one strike each until the one that reaches the threshold: later ones
+-- are blocked, neither struck nor counted as refusals. Returns the
+-- refusals counted, the strikes, what they set off and how many there were.
 local function refuse(ok, n, window, offence, strikes, b)
+  local struck = 0
+  if offence ~= '0' and b.threshold > 0 then
+    struck = math.min(n, b.threshold - strikes)
+    n = struck
+  end
   local over = redis.call('INCRBY', ok, n)
   -- Two windows: a client that waits out its Retry-After (at most a
   -- window) finds its refusal still counted (`waited`).
   if over == n then redis.call('PEXPIRE', ok, 2 * window) end
-  local tripped, struck = 0, 0
-  if offence ~= '0' and b.threshold > 0 then
-    struck = math.min(n, b.threshold - strikes)
-    strikes, tripped = strike_n(b, struck, offence == '1')
-  end
+  local tripped = 0
+  if struck > 0 then strikes, tripped = strike_n(b, struck, offence == '1') end
   return over, strikes, tripped, struck
 end

@@ -189,11 +189,15 @@ impl Coalesced {
                 ..Checked::default()
             };
         }
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        // With strikes on, those after the strike that opened the breaker
+        // are blocked: neither struck nor counted as refusals.
         let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
+        let counted = if threshold > 0 { self.struck } else { refused };
         let over = self
             .verdict
             .over
-            .saturating_sub(refused)
+            .saturating_sub(counted)
             .saturating_add(j + 1);
         let verdict = Verdict {
             allowed: false,
@@ -201,7 +205,6 @@ impl Coalesced {
             over,
             ..self.verdict
         };
-        let threshold = rules.strikes.map_or(0, |s| s.threshold);
         if threshold == 0 || j < self.struck {
             let struck = j < self.struck;
             return Checked {

@@ -205,7 +205,7 @@ fn each_request_of_a_coalesced_call_gets_what_one_call_each_would_have_answered(
     };
     // 10 requests: 3 admitted (2 slots left after them), 2 struck (3 -> 5
     // strikes, the last opens the breaker), 5 blocked.
-    let c = coalesced_from_reply(&[3, 2, 900, 800, 7, 5, 0, 0, 1, 2], PER_MINUTE_60, 10).unwrap();
+    let c = coalesced_from_reply(&[3, 2, 900, 800, 2, 5, 0, 0, 1, 2], PER_MINUTE_60, 10).unwrap();
     let n = |i| c.nth(i, 10, rules);
     assert_eq!(
         [0, 1, 2].map(|i| (n(i).verdict.allowed, n(i).verdict.remaining)),
@@ -219,7 +219,8 @@ fn each_request_of_a_coalesced_call_gets_what_one_call_each_would_have_answered(
         (a.breaker.tripped, b.breaker.tripped),
         (None, Some(Tripped::Opened))
     );
-    // 7 refusals in the window after the call: the 7 refused, one by one.
+    // 2 refusals in the window after the call: the 2 struck, one by one
+    // (the 5 blocked are not refusals).
     assert_eq!((a.verdict.over, b.verdict.over), (1, 2));
     assert_eq!(
         (a.verdict.retry_after_ms, a.verdict.reset_after_ms),
