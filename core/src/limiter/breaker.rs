@@ -1,8 +1,8 @@
 //! The circuit breaker (docs/directives.md, pow_shield_strikes) as plain data and rules: strikes per client,
 //! the block they open, and the ban that repeated blocks earn. The
-//! shared-memory store runs these functions under its lock; the Redis
-//! script ([`super::window::SLIDING_WINDOW_SCRIPT`] and
-//! [`super::window::STRIKE_SCRIPT`]) does the same steps atomically in Redis.
+//! shared-memory store runs these functions under its lock; cluster mode's
+//! scripts (`cluster::scripts`, their `breaker.lua` part) do the same steps
+//! atomically in Redis, and the script-vs-model tables check they agree.
 //!
 //! Times are whatever clock the caller uses consistently (milliseconds).
 

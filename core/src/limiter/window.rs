@@ -1,6 +1,6 @@
 //! The local-mode sliding window (docs/directives.md, pow_shield_limit): at
 //! most `requests` in any sliding `window`, the meaning of cluster mode's
-//! exact log (`redis::scripts::SLIDING_WINDOW_SCRIPT`), in a fixed ring of
+//! exact log (the window script, `cluster::scripts`), in a fixed ring of
 //! [`SLOTS`] counters.
 //!
 //! The clock is cut into slots of `⌈window / (SLOTS − 1)⌉` ms (4 s of a

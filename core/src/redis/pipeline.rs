@@ -4,7 +4,7 @@
 //! re-sending the command as `EVAL`, and the handshake (AUTH, SELECT,
 //! SCRIPT LOAD) that opens every connection.
 //!
-//! The socket code (`client`) moves bytes in and out and turns `Broken`
+//! The socket code (the module's `redis/connection.rs` and `link.rs`) moves bytes in and out and turns `Broken`
 //! into a closed connection; everything decided about those bytes is here.
 
 use std::collections::VecDeque;

@@ -8,7 +8,7 @@
 //! a failure is [`Reply::Down`] (the store is unavailable: the fallback
 //! chain, then `pow_shield_fail`, decide) or [`Reply::Full`] (no room even
 //! after eviction, with the `Retry-After` to answer). Redis runs the same
-//! steps in its scripts (`redis::scripts`).
+//! steps in its scripts (`cluster::scripts`).
 //!
 //! The functions here are written once over [`Tables`]: a table store
 //! supplies lookups, insertion (making room itself) and the expiry of what

@@ -349,7 +349,7 @@ fn absurd_limits_and_clocks_saturate_instead_of_panicking() {
 struct ExactLog(Vec<u64>);
 
 impl ExactLog {
-    /// (count, reset_after, retry_after) at `now`, as SLIDING_WINDOW_SCRIPT.
+    /// (count, reset_after, retry_after) at `now`, as the window script.
     fn at(&mut self, limit: RateLimit, now: u64) -> (u64, u64, u64) {
         self.0.retain(|&t| t + limit.window_ms > now);
         let count = self.0.len() as u64;
