@@ -76,10 +76,15 @@ impl Waiter {
     /// meanwhile is neither counted, struck nor spent). What it returns
     /// the zone spent, to write to Redis later.
     pub fn fall_back(&self, failure: Failure, sent: bool) -> Option<Replay> {
-        let late = self.late.take()?;
         if !self.is_waiting() {
+            self.late.take();
             return None;
         }
+        let Some(late) = self.late.take() else {
+            // (Every request that waits keeps its own; never left hanging.)
+            self.deliver(Reply::Down);
+            return None;
+        };
         let decided = late.decide(failure, sent);
         self.deliver(decided.reply);
         decided.replay
@@ -120,6 +125,10 @@ impl Waiter {
 /// Makes the waiter of a request, only for a store that will answer later
 /// (local mode answers at once and allocates nothing).
 pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
+
+/// Makes what the fallback rule needs of a request, only once it goes to
+/// Redis (an answer at once copies nothing).
+pub type NewLate<'a> = dyn FnMut() -> Box<Late> + 'a;
 
 thread_local! {
     /// This worker's Redis store, when cluster mode is configured.
@@ -164,18 +173,20 @@ impl Stores {
             Op::Spend(solution) => redis.generations().spent_in(solution.generation).is_some(),
             _ => false,
         };
-        let late = Box::new(Late {
-            op,
-            key: subject.key.to_vec(),
-            limits: subject.limits,
-            approx: subject.approx,
-            rules: subject.rules,
-            rising: subject.rising,
-            zone: self.zone.clone(),
-            fail_local: self.fail_local,
-            redis_only,
-        });
-        match redis.ask(op, subject, late, waiter) {
+        let mut late = || {
+            Box::new(Late {
+                op,
+                key: subject.key.to_vec(),
+                limits: subject.limits,
+                approx: subject.approx,
+                rules: subject.rules,
+                rising: subject.rising,
+                zone: self.zone.clone(),
+                fail_local: self.fail_local,
+                redis_only,
+            })
+        };
+        match redis.ask(op, subject, &mut late, waiter) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
             Poll::Failed(failure, late) => {

@@ -65,6 +65,10 @@ pub enum Decider {
 ///   whatever `pow_shield_fail` says (never passed uncounted).
 /// - An unavailable Redis: the zone under `local`, else the policy.
 /// - Without a zone, the policy.
+///
+/// Only a spend the zone made is written to Redis later (`replay`): under
+/// `open` or `closed` nothing was spent on the node, so there is nothing to
+/// write (the replay queue skips a token the node's cache does not hold).
 pub fn decider(asked: Unanswered) -> Decider {
     if asked.redis_only && matches!(asked.op, Op::Spend(_)) {
         return Decider::NotNow;

@@ -38,7 +38,7 @@ macro_rules! compose {
 /// The lines of `text` a script carries: the first (its title), then all
 /// but the blank ones and the comments (`--` first). The comments are for
 /// the reader of `scripts/`; every connection loads every script, and a
-/// Redis Cluster's handshake (ten scripts) stays under 64 KB.
+/// Redis Cluster's handshake (every script of the mode) stays under 64 KB.
 const fn kept_lines(text: &[u8], mut out: Option<&mut [u8]>) -> usize {
     let (mut at, mut len, mut first) = (0, 0, true);
     while at < text.len() {

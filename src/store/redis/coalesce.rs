@@ -14,13 +14,13 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
-use crate::store::{Failure, Late, NewWaiter, Waiter};
+use crate::store::{Failure, NewLate, NewWaiter, Waiter};
 use pow_shield_core::cluster::calls;
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::scripts::replies::{self, MAX_COALESCED};
 use pow_shield_core::limiter::breaker::opened_block;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
-use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::limiter::{Limits, RateLimit};
 use pow_shield_core::redis::command::{client_tag, integers};
 use pow_shield_core::store::{Checked, Offence, Reply, Subject};
 
@@ -37,27 +37,27 @@ type Joiners = Rc<RefCell<Vec<Rc<Waiter>>>>;
 
 impl RedisStore {
     /// Joins the check of `refusal` on its way, if there is one for the
-    /// same rules with room: the request then waits for it (`Ok`).
-    /// `Err`: none; the request asks on its own.
+    /// same rules with room: the request then waits for it (`true`).
+    /// `false`: none; the request asks on its own.
     pub(super) fn join(
         &self,
         refusal: &[u8],
         rules: BreakerRules,
         rising: bool,
-        late: Box<Late>,
+        late: &mut NewLate,
         waiter: &mut NewWaiter,
-    ) -> Result<(), Box<Late>> {
+    ) -> bool {
         let Ok(mut groups) = self.groups.try_borrow_mut() else {
-            return Err(late);
+            return false;
         };
         match groups.get_mut(refusal) {
             Some(group) if group.rules == rules && group.rising == rising => {
                 let waiter = waiter();
-                waiter.keep(late);
+                waiter.keep(late());
                 group.joiners.push(waiter);
-                Ok(())
+                true
             }
-            _ => Err(late),
+            _ => false,
         }
     }
 
@@ -218,7 +218,7 @@ impl RedisStore {
 fn joiners_subject(key: &[u8], limit: RateLimit, rules: BreakerRules, rising: bool) -> Subject<'_> {
     Subject {
         key,
-        limits: super::one_limit(limit),
+        limits: Limits::one(limit),
         approx: false,
         rules,
         rising,

@@ -32,10 +32,11 @@ impl RedisStore {
         let redis_up = self.router.is_healthy();
         match self.generations.try_borrow() {
             Ok(tracker) => tracker.now(redis_up),
-            // (Never borrowed across a call; nothing known meanwhile.)
+            // (Never borrowed across a call; nothing of Redis's known
+            // meanwhile, the node's own always.)
             Err(_) => Generations {
                 redis: None,
-                local: 0,
+                local: self.local_generation,
                 redis_up,
                 cluster: self.cluster,
             },

@@ -28,7 +28,7 @@ use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
 pub use self::node_cache::NodeCache;
-use super::{Failure, Late, NewWaiter, Poll, Replay};
+use super::{Failure, NewLate, NewWaiter, Poll, Replay};
 use crate::ffi::{monotonic_ms, now_ms};
 use crate::redis::client::Unavailable;
 use crate::redis::router::{OnFrame, Rebuild, Router};
@@ -40,7 +40,7 @@ use pow_shield_core::cluster::refusals::{refusal_key, Batches};
 use pow_shield_core::cluster::replays::Replays;
 use pow_shield_core::cluster::tracker::Tracker;
 use pow_shield_core::limiter::breaker::{opened_block, Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::{Limits, RateLimit, Spent};
+use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, integers};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 
@@ -65,8 +65,10 @@ pub struct RedisStore {
     /// What the node keeps in the zone beside Redis (none if nginx could
     /// not map the zone).
     cache: Option<NodeCache>,
-    /// What this worker knows of the data generations (generation.rs).
+    /// What this worker knows of the data generations (generation.rs),
+    /// and this node's own generation (challenges issued during an outage).
     generations: RefCell<Tracker>,
+    local_generation: u64,
     /// Spends Redis could not take, to write when it answers again.
     replays: RefCell<Replays>,
     /// Refusals decided here, each client's to send to Redis in one call
@@ -96,13 +98,20 @@ impl RedisStore {
     }
 
     /// Asks Redis for `op`; what Redis does not take now comes back with
-    /// `late` (`Poll::Failed`), and a failure later is decided through the
-    /// waiter, which keeps it (`Waiter::fall_back`).
-    pub fn ask(&self, op: Op, subject: &Subject, late: Box<Late>, waiter: &mut NewWaiter) -> Poll {
+    /// what `late` makes (`Poll::Failed`), and a failure later is decided
+    /// through the waiter, which keeps it (`Waiter::fall_back`). An answer
+    /// at once (a block the node knows, a local refusal) makes neither.
+    pub fn ask(
+        &self,
+        op: Op,
+        subject: &Subject,
+        late: &mut NewLate,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
         match op {
             // (The decision checks only where a limit is set.)
             Op::Check { .. } if subject.limits.is_empty() => Poll::Ready(Reply::Checked(Checked {
-                verdict: pow_shield_core::limiter::Verdict {
+                verdict: Verdict {
                     allowed: true,
                     ..Default::default()
                 },
@@ -119,7 +128,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         offence: Offence,
-        late: Box<Late>,
+        late: &mut NewLate,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let rules = subject.rules;
@@ -172,15 +181,11 @@ impl RedisStore {
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it (coalesce.rs).
         let coalesce = offence == Offence::Unpaid && !subject.approx;
-        let late = match (&refusal, coalesce) {
-            (Some(refusal), true) => {
-                match self.join(refusal, rules, subject.rising, late, waiter) {
-                    Ok(()) => return Poll::Pending,
-                    Err(late) => late,
-                }
+        if let (Some(refusal), true) = (&refusal, coalesce) {
+            if self.join(refusal, rules, subject.rising, late, waiter) {
+                return Poll::Pending;
             }
-            _ => late,
-        };
+        }
         let group = refusal.clone().filter(|_| coalesce);
         let opened = group.clone();
         let (store, key) = (self.me.clone(), subject.key.to_vec());
@@ -230,7 +235,7 @@ impl RedisStore {
         poll
     }
 
-    fn strike(&self, subject: &Subject, late: Box<Late>, waiter: &mut NewWaiter) -> Poll {
+    fn strike(&self, subject: &Subject, late: &mut NewLate, waiter: &mut NewWaiter) -> Poll {
         let (key, rules) = (subject.key, subject.rules);
         if let Some(breaker) = self.known_block(key, rules) {
             return Poll::Ready(Reply::Struck(Struck {
@@ -273,7 +278,7 @@ impl RedisStore {
         &self,
         subject: &Subject,
         solution: Solution,
-        late: Box<Late>,
+        late: &mut NewLate,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let (digest, expires_at_ms, now_ms) = (solution.digest, solution.spent_until_ms, now_ms());
@@ -359,11 +364,11 @@ impl RedisStore {
     /// fallback rule may have the zone record it, to be written to Redis
     /// (`replay_later`), whose write takes back its 429's strike there.
     /// While Redis answers, nothing (the fresh challenge pays it back).
-    fn forgive(&self, late: Box<Late>) -> Poll {
+    fn forgive(&self, late: &mut NewLate) -> Poll {
         if self.router.is_healthy() || self.cache.is_none() {
             return Poll::Ready(Reply::Spent(Spent::Unavailable));
         }
-        Poll::Failed(Failure::Down, late)
+        Poll::Failed(Failure::Down, late())
     }
 
     /// The zone spent (or recorded) a token for Redis: written to Redis
@@ -399,14 +404,14 @@ impl RedisStore {
         &self,
         call: Call,
         slot_key: &[u8],
-        late: Box<Late>,
+        late: &mut NewLate,
         waiter: &mut NewWaiter,
         on_reply: impl FnOnce(Option<Vec<i64>>) -> Option<Reply> + 'static,
         then: impl FnOnce() + 'static,
     ) -> Poll {
         self.write_replays();
         let waiter = waiter();
-        waiter.keep(late);
+        waiter.keep(late());
         let (held, store) = (waiter.clone(), self.me.clone());
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             match on_reply(frame.as_ref().and_then(integers)) {
@@ -473,9 +478,4 @@ fn single_limit(subject: &Subject) -> Option<RateLimit> {
         [limit] => Some(*limit),
         _ => None,
     }
-}
-
-/// `limit` alone, as a subject's limits.
-fn one_limit(limit: RateLimit) -> Limits {
-    Limits::one(limit)
 }

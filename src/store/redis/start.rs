@@ -153,6 +153,7 @@ impl RedisStore {
                 seq: Cell::new(0),
                 cache,
                 generations: RefCell::new(Tracker::new(local_generation, conf.options.cluster)),
+                local_generation,
                 replays: RefCell::new(Replays::new(MAX_REPLAYS)),
                 batches: RefCell::new(Batches::default()),
                 batch_timer: BatchTimer::new(),
