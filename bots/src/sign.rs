@@ -247,9 +247,7 @@ impl SigningKey {
         now: i64,
         lifetime: i64,
     ) -> Result<Signed, SignError> {
-        let mut bytes = [0u8; 32];
-        getrandom::getrandom(&mut bytes).map_err(|e| SignError::Random(e.to_string()))?;
-        let nonce = base64::engine::general_purpose::STANDARD.encode(bytes);
+        let nonce = random_nonce()?;
         self.sign_as(
             LABEL,
             &Params {
@@ -261,6 +259,13 @@ impl SigningKey {
             },
         )
     }
+}
+
+/// A fresh nonce: 32 random bytes, base64 (the draft's examples' form).
+pub fn random_nonce() -> Result<String, SignError> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).map_err(|e| SignError::Random(e.to_string()))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 /// `@authority` of a URL: its host, and its port unless the scheme's

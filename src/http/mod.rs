@@ -2,6 +2,7 @@
 //! rate-limit headers, the log lines of a decision, responses, `$pow_shield_*` variables and the
 //! `pow_shield_status` location.
 
+pub mod bot;
 mod filter;
 mod handler;
 pub mod rejections;
