@@ -30,6 +30,11 @@ plan(skip_all => "no $cli (make build)") unless -x $cli;
 
 my $keys = tempdir(CLEANUP => 1);
 
+my $PY = $ENV{TEST_PYTHON} || '/usr/bin/python3';
+$ENV{PYTHONPATH} = "$Test::PowShield::REPO/clients/python";
+my $python_ok = -x $PY
+    && system($PY, '-c', 'import requests, httpx, cryptography') == 0;
+
 # A new key in $keys/$name.jwk; returns its directory (the public JWK Set).
 sub new_key {
     my ($name) = @_;
@@ -191,6 +196,21 @@ for my $m (@modes) {
         like($out, qr/^X-Bot: otherbot\r?$/mi, "$m: the CLI's request $i is the bot's");
     }
 
+    # The Python client signs (requests and httpx), each resend afresh.
+    SKIP: {
+        skip "$PY with requests, httpx and cryptography not found", 2 unless $python_ok;
+        for my $via ('requests', 'httpx') {
+            my $code = $via eq 'requests'
+                ? 'r = pow_shield.Session(bot=bot).get(url)'
+                : 'import httpx; r = httpx.get(url, auth=pow_shield.HttpxAuth(bot=bot))';
+            my ($rc, $out) = $t->run_argv($PY, '-c', "import sys, pow_shield; "
+                . "bot = pow_shield.BotSigner.from_file(sys.argv[1]); url = sys.argv[2]; $code; "
+                . "print(r.status_code, r.headers.get('X-Bot'))",
+                "$keys/otherbot.jwk", "http://127.0.0.1:$port/open/data.json");
+            is($out, "200 otherbot\n", "$m: the Python client's request through $via is the bot's");
+        }
+    }
+
     my $metrics = scrape($t, '/metrics');
     my $verified = metric($metrics, 'pow_shield_bot_requests_total', bot => 'examplebot');
     ok(defined $verified && $verified >= 2, "$m: the bot's verified requests are counted ($verified)");
@@ -210,6 +230,37 @@ for my $m (@modes) {
     is(bot($r), '', "$m: and its old key no longer");
     $r = $t->http_get('/open/data.json', signed('examplebot', $url));
     is(bot($r), 'examplebot', "$m: the other bot's file is read again too");
+}
+
+###############################################################################
+# pow-shield bot-keys: a bot's key directory fetched, checked and written
+# for pow_shield_bot_keys (a host-only URL gets the well-known path).
+
+{
+    my $t = Test::PowShield->new;
+    $t->write_file('html/.well-known/http-message-signatures-directory', $directory{examplebot});
+    $t->write_file('html/bad/.well-known/http-message-signatures-directory', qq({"keys": []}\n));
+    $t->write_file_expand('nginx.conf', http_conf(<<'EOF'));
+    server {
+        %%TEST_SERVER%%
+    }
+EOF
+    $t->run;
+    my $port = $t->port(8080);
+    my $file = $t->path('fetched.json');
+    my ($rc, $out, $err) = $t->run_argv($cli, 'bot-keys', "http://127.0.0.1:$port", '-o', $file);
+    is($rc, 0, 'bot-keys fetches the directory of a host');
+    like($err, qr/1 Ed25519 key/, 'and says what it holds');
+    is($t->read_file('fetched.json'), $directory{examplebot}, 'the file written is the directory');
+    ($rc, $out, $err) = $t->run_argv($cli, 'bot-keys', "http://127.0.0.1:$port", '-o', $file);
+    like($err, qr/unchanged/, 'fetched again unchanged, it is not rewritten');
+    ($rc, $out, $err) = $t->run_argv($cli, 'bot-keys',
+        "http://127.0.0.1:$port/bad/.well-known/http-message-signatures-directory", '-o', "$file.bad");
+    isnt($rc, 0, 'a directory without a usable key is refused');
+    ok(!-e "$file.bad", 'and nothing is written');
+    ($rc, $out) = $t->run_argv($cli, 'bot-keys', "http://127.0.0.1:$port/none.json");
+    is($rc, 22, 'a directory that is not there: exit 22, as curl -f');
+    $t->stop;
 }
 
 ###############################################################################
