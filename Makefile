@@ -28,7 +28,7 @@ OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
 # Workspace crates with no nginx dependency (tested and linted on their own).
-PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client
+PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client pow-shield-bots
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 # libnss-wrapper: host names that only the tests' Redis processes resolve (Sentinel.pm)
@@ -203,7 +203,7 @@ lint: deps-lint
 	  done); \
 	  echo "shellcheck" $$scripts; shellcheck $$scripts
 	@echo "hadolint Dockerfile"; "$(HADOLINT)" Dockerfile
-	python3 tools/module_cycles.py src/lib.rs core/src/lib.rs
+	python3 tools/module_cycles.py src/lib.rs core/src/lib.rs bots/src/lib.rs
 	python3 tools/code_lines.py
 
 check: deps-build

@@ -34,7 +34,7 @@ mod module {
     use nginx_sys::{
         ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_module_t, ngx_int_t, ngx_module_t,
         ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
-        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_CONF_TAKE4, NGX_HTTP_LOC_CONF,
+        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_CONF_TAKE2, NGX_CONF_TAKE4, NGX_HTTP_LOC_CONF,
         NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE,
         NGX_HTTP_SRV_CONF,
     };
@@ -42,6 +42,7 @@ mod module {
     use ngx::http::{HttpModule, HttpModuleLocationConf, HttpModuleMainConf};
     use ngx::ngx_string;
 
+    use crate::config::bots::set_bot_keys;
     use crate::config::http::{set_secret, set_secret_file, set_zone};
     use crate::config::location::{
         set_ban, set_block_status, set_breaker_log_level, set_challenge_ttl, set_difficulty,
@@ -93,7 +94,10 @@ mod module {
         unsafe extern "C" fn preconfiguration(cf: *mut ngx_conf_t) -> ngx_int_t {
             // SAFETY: nginx passes a valid configuration context.
             guard(Status::NGX_ERROR.into(), || unsafe {
-                crate::http::variables::register(&mut *cf).into()
+                match crate::http::variables::register(&mut *cf) {
+                    Status::NGX_OK => crate::http::bot::register(&mut *cf).into(),
+                    other => other.into(),
+                }
             })
         }
 
@@ -195,7 +199,7 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 20] = [
+    static mut COMMANDS: [ngx_command_t; 21] = [
         loc(
             ngx_string!("pow_shield_limit"),
             NGX_CONF_TAKE123 | NGX_CONF_TAKE4,
@@ -273,6 +277,11 @@ mod module {
         ),
         main(ngx_string!("pow_shield_zone"), NGX_CONF_TAKE1, set_zone),
         main(ngx_string!("pow_shield_redis"), NGX_CONF_1MORE, set_redis),
+        main(
+            ngx_string!("pow_shield_bot_keys"),
+            NGX_CONF_TAKE2,
+            set_bot_keys,
+        ),
         ngx_command_t::empty(),
     ];
 

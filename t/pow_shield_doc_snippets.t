@@ -199,6 +199,12 @@ sub build_conf {
     for my $file ($conf =~ /^\s*pow_shield_secret_file\s+(\S+?);/mg) {
         $t->write_file($file, ('5a' x 32) . "\n");
     }
+    # A bot's key directory (RFC 9421's Ed25519 test key), one key per bot.
+    my $bot = 0;
+    for my $file ($conf =~ /^\s*pow_shield_bot_keys\s+\S+\s+(\S+?);/mg) {
+        my @x = ('JrQLj5P_89iXES9-vFgrIy29clF9CC_oPPsw3c5D0bs', 'hO18HwkINNSEMjXxJj3uUCtZ1cd6Z5Ahl2uFQFYuuTw');
+        $t->write_file($file, qq({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "$x[$bot++ % 2]"}]}\n));
+    }
     make_tls_files($conf, $d);
 
     my $http = "%%TEST_GLOBALS_HTTP%%\n";

@@ -9,7 +9,7 @@ Production lines leave out test files (`tests.rs`, files under `tests/`)
 and `#[cfg(test)]` inline modules; the pure share is `core/` + `protocol/`
 over `src/` + `core/` + `protocol/`.
 
-    tools/code_lines.py            # src core/src protocol/src client/src
+    tools/code_lines.py            # src core/src protocol/src client/src bots/src
 """
 
 import os
@@ -78,4 +78,4 @@ def main(roots):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["src", "core/src", "protocol/src", "client/src"]))
+    sys.exit(main(sys.argv[1:] or ["src", "core/src", "protocol/src", "client/src", "bots/src"]))

@@ -11,6 +11,7 @@ use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{Connector, DefaultConnector};
 
+use crate::bot::BotSigner;
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
@@ -163,6 +164,8 @@ pub struct Client {
     policy: Policy,
     recorded: Recorded,
     gate: Arc<Gate>,
+    /// Signs every try as a known bot (`sign_with`).
+    signer: Option<BotSigner>,
 }
 
 impl Client {
@@ -258,7 +261,15 @@ impl Client {
             gate: Arc::new(Gate::new(policy.in_flight)),
             policy,
             recorded,
+            signer: None,
         }
+    }
+
+    /// Signs every request (each retry afresh) with a bot's key (Web Bot
+    /// Auth, docs/bots.md).
+    pub fn sign_with(mut self, signer: BotSigner) -> Client {
+        self.signer = Some(signer);
+        self
     }
 
     fn config(
@@ -305,7 +316,10 @@ impl Client {
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter(&req.url);
         loop {
-            let headers = headers_for(&req.headers, solution.as_ref(), first);
+            let mut headers = headers_for(&req.headers, solution.as_ref(), first);
+            if let Some(signer) = &self.signer {
+                signer.sign_into(&req.url, &mut headers)?;
+            }
             if !first {
                 pass.resending();
             }

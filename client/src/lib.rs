@@ -29,6 +29,7 @@
 use std::time::Duration;
 
 pub mod blocking;
+mod bot;
 mod challenge;
 pub mod gate;
 // Public only for the fuzz target (fuzz/fuzz_targets/client_answer.rs).
@@ -39,6 +40,7 @@ pub mod middleware;
 mod retry;
 mod solver;
 
+pub use bot::{BotSigner, SigningKey};
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
 pub use retry::{Policy, Retrier, Step};

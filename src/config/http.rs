@@ -46,8 +46,9 @@ setter!(set_zone, MainConf, |d, mcf| {
 /// Adds the zone if anything is shielded or a status location reads it,
 /// and says when challenges will be signed with a random key.
 pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()> {
-    // The status location reads the zone even where nothing is shielded.
-    if !mcf.shielded && !mcf.status {
+    // The status location reads the zone even where nothing is shielded,
+    // and bots' nonces are recorded there.
+    if !mcf.shielded && !mcf.status && mcf.bots.is_empty() {
         return Ok(());
     }
     let size = mcf.zone_size.unwrap_or(DEFAULT_ZONE_SIZE);

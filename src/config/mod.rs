@@ -6,6 +6,7 @@
 //! setters of each level. The command table is the module's wiring
 //! (src/lib.rs).
 
+pub mod bots;
 pub mod http;
 pub mod location;
 pub mod redis;
@@ -63,6 +64,8 @@ pub struct MainConf {
     pub limit_names: Vec<String>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
+    /// `pow_shield_bot_keys`: every bot's keys.
+    pub bots: pow_shield_bots::Registry,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
     /// default counts where it applies): how long a token may be accepted
     /// somewhere, so how long its spent record must be kept.
@@ -86,6 +89,7 @@ impl Default for MainConf {
             shielded: false,
             limit_names: Vec::new(),
             status: false,
+            bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
             warned: Vec::new(),

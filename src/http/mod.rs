@@ -4,6 +4,7 @@
 //! decision (`log_lines`), responses, `$pow_shield_*` variables and the
 //! `pow_shield_status` location.
 
+pub mod bot;
 mod filter;
 mod handler;
 pub mod log_lines;

@@ -34,12 +34,15 @@ fn serve(r: &mut Request) -> Status {
     let Some(zone) = PowShield::main_conf(r).and_then(SharedZone::from_conf) else {
         return Status(nginx_sys::NGX_HTTP_INTERNAL_SERVER_ERROR as isize);
     };
-    let body = metrics::render(&Snapshot {
+    let mut body = metrics::render(&Snapshot {
         counts: Counts::sum(zone.metrics_slots()),
         zone: zone.stats(),
         version: env!("CARGO_PKG_VERSION"),
         limit_names: PowShield::main_conf(r).map_or_else(Vec::new, |m| m.limit_names.clone()),
     });
+    if let Some(mcf) = PowShield::main_conf(r) {
+        body += &zone.with_locked(|z, _| metrics::render_bots(mcf.bots.names(), &z.bots));
+    }
 
     match super::response::respond(r, 200, CONTENT_TYPE, body.as_bytes(), &[]) {
         Ok(rc) | Err(rc) => rc,

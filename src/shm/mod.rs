@@ -14,7 +14,7 @@ use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
 use crate::ffi::PowShield;
-use pow_shield_core::metrics::{Slot, Slots, ZoneStats, SLOTS};
+use pow_shield_core::metrics::{BotCounters, Slot, Slots, ZoneStats, SLOTS};
 
 /// Layout version: a zone written by another layout is never adopted. A
 /// reload may load a newer module into a zone an older one wrote, so the
@@ -64,6 +64,8 @@ pub struct Zone {
     pub spent_refused: u64,
     /// Requests refused because the zone had no room for their bucket.
     pub buckets_refused: u64,
+    /// Web Bot Auth's counts by bot (their nonces are in `spent`).
+    pub bots: BotCounters,
     /// The workers' metrics slots, allocated by the first configuration
     /// with a `pow_shield_status` location (null before).
     metrics: *mut Slots,
@@ -206,6 +208,7 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         ptr::addr_of_mut!((*zone).secret).write(bytes);
         ptr::addr_of_mut!((*zone).spent_refused).write(0);
         ptr::addr_of_mut!((*zone).buckets_refused).write(0);
+        ptr::addr_of_mut!((*zone).bots).write(BotCounters::new());
         ptr::addr_of_mut!((*zone).metrics).write(ptr::null_mut());
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));

@@ -11,6 +11,7 @@
 //! is decided by one rule (`pow_shield_core::cluster::fallback`), asked in
 //! one place ([`Late::decide`]).
 
+mod nonces;
 mod redis;
 mod zone;
 
@@ -20,6 +21,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
 use ngx::core::Status;
 
+pub use self::nonces::{record_bot_nonce, NonceSeen};
 use self::redis::NodeCache;
 pub use self::redis::RedisStore;
 pub use self::zone::ZoneStore;

@@ -18,6 +18,7 @@ difficulty 12 would otherwise keep every core busy for months.
 
 from typing import Any
 
+from ._bots import BotSigner
 from ._challenge import Challenge, check_blocked, retry_after
 from ._errors import (
     BadChallenge,
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_SOLVE_TIME",
     "BadChallenge",
+    "BotSigner",
     "Banned",
     "Blocked",
     "Cancelled",

@@ -56,7 +56,8 @@ class HttpxAuth(httpx.Auth):
     that it can be sent again.  ``in_flight`` (4): requests in flight per
     origin through this auth (an ``asyncio.gather`` of 50 waits its turn)
     while the client may be over the limit; the server's ``Remaining``
-    opens it further.
+    opens it further.  ``bot``: a ``BotSigner``; every request (each resend
+    too) is signed as that known bot (Web Bot Auth).
     """
 
     requires_request_body = True
@@ -71,6 +72,7 @@ class HttpxAuth(httpx.Auth):
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
+        bot: Optional[object] = None,
     ) -> None:
         self.policy = Policy(
             max_difficulty=max_difficulty,
@@ -80,6 +82,7 @@ class HttpxAuth(httpx.Auth):
             max_retries=max_retries,
             processes=processes,
             in_flight=in_flight,
+            bot=bot,
         )
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -90,6 +93,7 @@ class HttpxAuth(httpx.Auth):
 
     def _sync_flow(self, request: httpx.Request, gate_pass: Pass) -> Generator[httpx.Request, httpx.Response, None]:
         policy = self.policy
+        policy.sign(request.headers, str(request.url))
         response = yield request
         retries = 0
         while True:
@@ -111,6 +115,7 @@ class HttpxAuth(httpx.Auth):
                 nonce = policy.solve(step.challenge, response)
                 request.headers.update(step.challenge.headers(nonce))
             gate_pass.resending()
+            policy.sign(request.headers, str(request.url))
             response = yield request
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
@@ -121,6 +126,7 @@ class HttpxAuth(httpx.Auth):
         await request.aread()
         gate_pass = await policy.gate.aenter(str(request.url))
         try:
+            policy.sign(request.headers, str(request.url))
             response = yield request
             retries = 0
             while True:
@@ -148,6 +154,7 @@ class HttpxAuth(httpx.Auth):
                         stop.set()  # cancelled: the solver thread ends too
                     request.headers.update(step.challenge.headers(nonce))
                 gate_pass.resending()
+                policy.sign(request.headers, str(request.url))
                 response = yield request
         finally:
             gate_pass.release()

@@ -84,6 +84,7 @@ class Policy:
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
+        bot: Optional[Any] = None,
     ) -> None:
         if not max_wait >= 0:  # also refuses NaN
             raise ValueError("max_wait must be a number of seconds >= 0")
@@ -99,6 +100,8 @@ class Policy:
         self.max_retries = max_retries
         self.processes = processes
         self.gate = Gate(in_flight)
+        #: A ``BotSigner``: every request sent, each resend too, is signed.
+        self.bot = bot
 
     def __repr__(self) -> str:
         return (
@@ -107,6 +110,11 @@ class Policy:
             f"max_retries={self.max_retries!r}, processes={self.processes!r}, "
             f"in_flight={self.gate.floor!r})"
         )
+
+    def sign(self, headers: Any, url: str) -> None:
+        """Signs a request about to be sent, when a ``bot`` signs."""
+        if self.bot is not None:
+            self.bot.sign(headers, url)
 
     @staticmethod
     def needs_body(status: int, headers: Mapping[str, str]) -> bool:

@@ -131,6 +131,7 @@ def _pay(
         history.append(response)
         if gate_pass is not None:
             gate_pass.resending()
+        policy.sign(request.headers, request.url or "")
         response = send(request)
     if history:
         response.history = history + list(response.history)
@@ -156,6 +157,7 @@ class RequestsAuth(requests.auth.AuthBase):
         self.policy = policy or Policy(**options)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        self.policy.sign(request.headers, request.url or "")
         request.register_hook("response", self.handle_response)
         # The request's place in the per-origin gate, taken before it is
         # sent: given back by the response hook, or when the request is
@@ -199,7 +201,7 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
     Other keyword arguments go to ``requests.adapters.HTTPAdapter``.
     """
 
-    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes", "in_flight")
+    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes", "in_flight", "bot")
 
     def __init__(
         self,
@@ -220,6 +222,7 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
         def send(prepared: requests.PreparedRequest) -> requests.Response:
             return super(HTTPAdapter, self).send(prepared, stream=True, **kwargs)
 
+        self.pow_policy.sign(request.headers, request.url or "")
         with self.pow_policy.gate.enter(request.url or "") as gate_pass:
             return _pay(self.pow_policy, request, send(request), send, stream, gate_pass)
 
@@ -256,6 +259,9 @@ class Session(requests.Session):
     opens it further.  So 50 threads over the limit are all paid, never
     blocked.
 
+    ``bot``: a ``BotSigner``; every request (each resend too) is signed as
+    that known bot (Web Bot Auth).
+
     Bodies are sent again as they were: bytes and strings always, files by
     seeking back; a generator body cannot be sent twice and raises
     ``PowShieldError`` when a challenge comes back.
@@ -271,6 +277,7 @@ class Session(requests.Session):
         max_retries: int = DEFAULT_MAX_RETRIES,
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
+        bot: Optional[Any] = None,
     ) -> None:
         super().__init__()
         self.pow_policy = Policy(
@@ -281,6 +288,7 @@ class Session(requests.Session):
             max_retries=max_retries,
             processes=processes,
             in_flight=in_flight,
+            bot=bot,
         )
         adapter = HTTPAdapter(policy=self.pow_policy)
         self.mount("http://", adapter)

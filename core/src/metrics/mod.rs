@@ -8,12 +8,14 @@
 //! configured: otherwise no slot is attached and every call here returns
 //! after one read of a thread-local (an nginx worker is one thread).
 
+mod bots;
 mod render;
 
 use core::cell::Cell;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+pub use self::bots::{render_bots, BotCounters, BOT_NAMES};
 pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
 use crate::decision::{Final, Outcome};
 use crate::limiter::breaker::Tripped;

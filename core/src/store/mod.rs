@@ -114,7 +114,7 @@ pub struct Checked {
     /// client, strikes on).
     pub struck: bool,
     /// The client's data generation, where the store keeps one per client
-    /// (a Redis Cluster slot's, `redis::generation`): the challenge sent
+    /// (a Redis Cluster slot's, `cluster::generation`): the challenge sent
     /// carries it, and a solution of a challenge issued in another one is
     /// not spent. `None`: the node's own (the zone, one Redis).
     pub generation: Option<u64>,

@@ -114,6 +114,7 @@ pub fn command() -> Command {
                 .value_parser(value_parser!(u8)),
         )
         .arg(max_solve_time())
+        .args(crate::bot::get_args())
         .arg(flag("wait", None, "wait", "Sleep Retry-After (429, 503) instead of paying, up to --max-wait"))
         .arg(
             value("max-wait", None, "SECONDS", "Longest Retry-After worth sleeping with --wait")
@@ -192,6 +193,11 @@ pub fn run(m: &ArgMatches) -> u8 {
         .and_then(|o| Client::with_options(policy, o).map_err(|e| (error_code(&e), e.to_string())))
     {
         Ok(c) => c,
+        Err((code, msg)) => return complain(code, &msg),
+    };
+    let client = match crate::bot::signer(m) {
+        Ok(Some(signer)) => client.sign_with(signer),
+        Ok(None) => client,
         Err((code, msg)) => return complain(code, &msg),
     };
     let run = Run {

@@ -2,7 +2,7 @@
 //! challenges, a solver and a benchmark. See `pow-shield --help`.
 //!
 //! One file per subcommand, each with its options and what it does: `get`,
-//! `solve`, `bench`; `args` holds the options they share and `exit` the
+//! `solve`, `bench`, `bot-key` and `bot-keys` (in `bot`); `args` holds the options they share and `exit` the
 //! exit codes.
 
 use std::process::ExitCode;
@@ -11,6 +11,7 @@ use clap::Command;
 
 mod args;
 mod bench;
+mod bot;
 mod exit;
 mod get;
 mod solve;
@@ -26,6 +27,8 @@ fn cli() -> Command {
         .subcommand(get::command())
         .subcommand(solve::command())
         .subcommand(bench::command())
+        .subcommand(bot::key_command())
+        .subcommand(bot::keys_command())
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,8 @@ fn main() -> ExitCode {
         Some(("get", m)) => get::run(m),
         Some(("solve", m)) => solve::run(m),
         Some(("bench", m)) => bench::run(m),
+        Some(("bot-key", m)) => bot::run_key(m),
+        Some(("bot-keys", m)) => bot::run_keys(m),
         _ => exit::USAGE,
     };
     ExitCode::from(code)

@@ -1,0 +1,147 @@
+//! Signing as a known bot (Web Bot Auth, docs/bots.md): every request
+//! sent, each retry too, carries a fresh RFC 9421 signature of the bot's
+//! Ed25519 key (`Signature-Input`, `Signature`, and `Signature-Agent` when
+//! the bot names its key directory), so that a pow-shield server with the
+//! bot's keys (`pow_shield_bot_keys`) sets `$pow_shield_bot` for it.
+//!
+//! ```no_run
+//! use pow_shield_client::blocking::Client;
+//! use pow_shield_client::{BotSigner, Policy};
+//! let jwk = std::fs::read_to_string("mybot.jwk")?;
+//! let signer = BotSigner::from_jwk(&jwk)?
+//!     .signature_agent("https://mybot.example/.well-known/http-message-signatures-directory");
+//! let client = Client::new(Policy::default()).sign_with(signer);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use pow_shield_bots::SigningKey;
+use pow_shield_bots::{authority_of, DEFAULT_LIFETIME_S};
+
+use crate::Error;
+
+/// Signs requests with a bot's key.
+#[derive(Debug)]
+pub struct BotSigner {
+    key: SigningKey,
+    signature_agent: Option<String>,
+    lifetime_s: i64,
+}
+
+/// The header names a signature sets (a caller's own are replaced).
+const SIGNATURE_HEADERS: [&str; 3] = ["signature-input", "signature", "signature-agent"];
+
+impl BotSigner {
+    /// Signs with `key`, each signature good for 60 s.
+    pub fn new(key: SigningKey) -> BotSigner {
+        BotSigner {
+            key,
+            signature_agent: None,
+            lifetime_s: DEFAULT_LIFETIME_S,
+        }
+    }
+
+    /// Signs with the private JWK `text` (`pow-shield bot-key new` writes one).
+    pub fn from_jwk(text: &str) -> Result<BotSigner, Error> {
+        SigningKey::from_jwk(text)
+            .map(BotSigner::new)
+            .map_err(|e| Error::Request(format!("signing key: {e}")))
+    }
+
+    /// Names the bot's key directory in `Signature-Agent` (signed too).
+    pub fn signature_agent(mut self, url: &str) -> BotSigner {
+        self.signature_agent = Some(url.to_owned());
+        self
+    }
+
+    /// How long each signature is good for (1 s to 24 h).
+    pub fn lifetime(mut self, seconds: i64) -> BotSigner {
+        self.lifetime_s = seconds.clamp(1, pow_shield_bots::MAX_LIFETIME_S);
+        self
+    }
+
+    /// The key's `keyid` (its JWK thumbprint).
+    pub fn keyid(&self) -> &str {
+        self.key.thumbprint()
+    }
+
+    /// Fresh signature headers for a request to `url`, now.
+    pub fn headers(&self, url: &str) -> Result<Vec<(String, String)>, Error> {
+        let authority =
+            authority_of(url).ok_or_else(|| Error::Request(format!("cannot sign {url}")))?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let signed = self
+            .key
+            .sign(
+                &authority,
+                self.signature_agent.as_deref(),
+                now,
+                self.lifetime_s,
+            )
+            .map_err(|e| Error::Request(e.to_string()))?;
+        Ok(signed
+            .headers()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect())
+    }
+
+    /// `headers` with this request's signature in place of any the caller
+    /// gave.
+    pub fn sign_into(&self, url: &str, headers: &mut Vec<(String, String)>) -> Result<(), Error> {
+        headers.retain(|(k, _)| !SIGNATURE_HEADERS.iter().any(|s| k.eq_ignore_ascii_case(s)));
+        headers.extend(self.headers(url)?);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pow_shield_bots::message::Fixed;
+    use pow_shield_bots::{verify, KeySet, Registry};
+
+    #[test]
+    fn each_request_gets_its_own_signature_the_server_verifies() {
+        let key = SigningKey::generate().unwrap();
+        let mut registry = Registry::default();
+        registry
+            .add("mybot", &KeySet::parse(&key.directory()).unwrap())
+            .unwrap();
+        let signer = BotSigner::new(key).signature_agent("https://mybot.example/keys");
+        let mut headers = vec![
+            ("Accept".to_owned(), "*/*".to_owned()),
+            ("signature".to_owned(), "stale".to_owned()),
+        ];
+        signer
+            .sign_into("http://API.example:8080/x?y", &mut headers)
+            .unwrap();
+        assert_eq!(headers.len(), 4, "{headers:?}");
+        let fields: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let m = Fixed::get("api.example:8080", &fields);
+        let first = verify(&m, &registry, now).unwrap();
+        let again = signer.headers("http://api.example:8080/").unwrap();
+        assert_ne!(
+            again.iter().find(|(k, _)| k == "Signature-Input"),
+            headers.iter().find(|(k, _)| k == "Signature-Input"),
+            "a new nonce every time"
+        );
+        assert_eq!(first.bot, 0);
+    }
+
+    #[test]
+    fn a_url_without_an_authority_cannot_be_signed() {
+        let signer = BotSigner::new(SigningKey::generate().unwrap());
+        assert!(signer.headers("file:///etc/passwd").is_err());
+    }
+}

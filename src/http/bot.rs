@@ -1,0 +1,179 @@
+//! `$pow_shield_bot` (docs/bots.md): the name of the bot whose Web Bot Auth
+//! signature this request carries (`pow_shield_bot_keys`), else empty.
+//!
+//! Evaluated when first read (a `map` on it for `pow_shield_key`, a log
+//! line) and cached for the main request: subrequests share its
+//! variables and internal redirects keep them, so a request's nonce is
+//! recorded once. A request without `Signature-Input` costs one scan of its
+//! headers; one of an http block without bots, nothing. The verification
+//! is `pow_shield_bots::verify` at nginx's cached time; a verified nonce
+//! goes through the zone's replay cache (`store::record_bot_nonce`).
+
+use nginx_sys::{
+    ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t,
+    ngx_variable_value_t, NGX_OK,
+};
+use ngx::core::Status;
+use ngx::http::{HttpModuleMainConf, Request};
+use ngx::ngx_string;
+use sha2::{Digest, Sha256};
+
+use crate::ffi::bytes;
+use crate::ffi::PowShield;
+use crate::shm::SharedZone;
+use crate::store::{record_bot_nonce, NonceSeen};
+use pow_shield_bots::{Message, CLOCK_ALLOWANCE_S};
+
+/// `preconfiguration`: declares `$pow_shield_bot` (cacheable: one
+/// verification per request).
+pub fn register(cf: &mut ngx_conf_t) -> Status {
+    let mut name = ngx_string!("pow_shield_bot");
+    // SAFETY: cf is the configuration being parsed; the name is static.
+    let var = unsafe { ngx_http_add_variable(cf, &mut name, 0) };
+    if var.is_null() {
+        return Status::NGX_ERROR;
+    }
+    // SAFETY: nginx returned a valid variable slot.
+    unsafe { (*var).get_handler = Some(get_bot) };
+    Status::NGX_OK
+}
+
+unsafe extern "C" fn get_bot(
+    r: *mut ngx_http_request_t,
+    v: *mut ngx_variable_value_t,
+    _data: usize,
+) -> ngx_int_t {
+    crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx passes a live request, whose main request lives at
+        // least as long, and a value slot to fill.
+        let (main, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
+        let name = bot_of(main).unwrap_or_default();
+        // SAFETY: copies the name into the request pool, which outlives
+        // the value.
+        let Some(s) = (unsafe { ngx_str_t::from_bytes(main.as_ref().pool, name.as_bytes()) })
+        else {
+            return nginx_sys::NGX_ERROR as ngx_int_t;
+        };
+        v.data = s.data;
+        v.set_len(s.len as u32);
+        v.set_valid(1);
+        v.set_no_cacheable(0);
+        v.set_not_found(0);
+        NGX_OK as ngx_int_t
+    })
+}
+
+/// The bot that signed `r`, if its signature verifies and its nonce is new.
+fn bot_of(r: &Request) -> Option<String> {
+    let mcf = PowShield::main_conf(r)?;
+    if mcf.bots.is_empty() || !signed(r) {
+        return None;
+    }
+    let message = NginxMessage::of(r);
+    let now_ms = crate::ffi::now_ms();
+    let now_s = i64::try_from(now_ms / 1000).ok()?;
+    let verified = pow_shield_bots::verify(&message, &mcf.bots, now_s).ok()?;
+    let name = mcf.bots.names().get(verified.bot)?;
+    let zone = SharedZone::from_conf(mcf)?;
+    let mut digest = Sha256::new();
+    for part in [
+        "pow_shield web-bot-auth nonce",
+        &verified.keyid,
+        &verified.nonce,
+    ] {
+        digest.update(part.as_bytes());
+        digest.update([0]);
+    }
+    let digest: [u8; 32] = digest.finalize().into();
+    let until_s = verified.expires.saturating_add(CLOCK_ALLOWANCE_S);
+    let until_ms = u64::try_from(until_s).ok()?.saturating_mul(1000);
+    match record_bot_nonce(&zone, name, &digest, until_ms, now_ms) {
+        NonceSeen::First => Some(name.clone()),
+        NonceSeen::Again | NonceSeen::NoRoom => None,
+    }
+}
+
+/// The request has a `Signature-Input` field (one pass, no allocation).
+fn signed(r: &Request) -> bool {
+    r.headers_in_iterator()
+        .any(|(key, _)| key.as_bytes().eq_ignore_ascii_case(b"signature-input"))
+}
+
+/// nginx's request as a signature covers it.
+struct NginxMessage<'r> {
+    fields: Vec<(&'r [u8], &'r str)>,
+    authority: Option<String>,
+    method: &'r str,
+    scheme: &'static str,
+    path: &'r str,
+    query: Option<&'r str>,
+}
+
+impl<'r> NginxMessage<'r> {
+    fn of(r: &'r Request) -> Self {
+        let raw: &ngx_http_request_t = r.as_ref();
+        // SAFETY: a request's connection is live while the request is.
+        let tls = unsafe { !(*raw.connection).ssl.is_null() };
+        let scheme = if tls { "https" } else { "http" };
+        let fields: Vec<(&[u8], &str)> = r
+            .headers_in_iterator()
+            .filter_map(|(k, v)| Some((k.as_bytes(), v.to_str().ok()?)))
+            .collect();
+        let host = fields
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| *v)
+            .or_else(|| core::str::from_utf8(bytes(&raw.headers_in.server)).ok())
+            .filter(|h| !h.is_empty());
+        let authority = host.map(|h| authority(h, scheme));
+        let target = core::str::from_utf8(bytes(&raw.unparsed_uri)).unwrap_or("");
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (target, None),
+        };
+        NginxMessage {
+            fields,
+            authority,
+            method: core::str::from_utf8(bytes(&raw.method_name)).unwrap_or(""),
+            scheme,
+            path,
+            query,
+        }
+    }
+}
+
+/// `@authority` of a Host value: lower-case, without the scheme's default
+/// port (RFC 9421 §2.2.3).
+fn authority(host: &str, scheme: &str) -> String {
+    let host = host.trim().to_ascii_lowercase();
+    let default = if scheme == "https" { ":443" } else { ":80" };
+    match host.strip_suffix(default) {
+        Some(h) if !h.is_empty() && !h.ends_with(':') => h.to_owned(),
+        _ => host,
+    }
+}
+
+impl Message for NginxMessage<'_> {
+    fn field(&self, name: &str) -> Vec<&str> {
+        self.fields
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| *v)
+            .collect()
+    }
+    fn authority(&self) -> Option<&str> {
+        self.authority.as_deref()
+    }
+    fn method(&self) -> &str {
+        self.method
+    }
+    fn scheme(&self) -> &str {
+        self.scheme
+    }
+    fn path(&self) -> &str {
+        self.path
+    }
+    fn query(&self) -> Option<&str> {
+        self.query
+    }
+}
