@@ -6,7 +6,8 @@
 //! Pure, no nginx types, for the module and the clients alike:
 //! - [`keys`]: a key directory's file read into [`keys::KeySet`], the
 //!   bots of a configuration in one [`keys::Registry`];
-//! - [`message`]: what a verifier reads of a request ([`message::Message`]);
+//! - [`message`]: what a verifier reads of a request ([`message::Message`])
+//!   and the rules of a signature's tag and times;
 //! - [`verify`]: one request's signature checked against the registry at a
 //!   given time: a bot's name, or why it stays anonymous;
 //! - [`sign`]: a bot's private key ([`sign::SigningKey`]) and the three
@@ -21,21 +22,7 @@ pub mod message;
 pub mod sign;
 pub mod verify;
 
-/// The `tag` a Web Bot Auth signature carries.
-pub const TAG: &str = "web-bot-auth";
-
-/// Clock allowance of `created` and `expires`, seconds (the one the
-/// challenge tokens have too).
-pub const CLOCK_ALLOWANCE_S: i64 = 5;
-
-/// The longest lifetime (`expires - created`) a signature may claim,
-/// seconds: the draft's 24 hours. The replay cache holds a nonce that long.
-pub const MAX_LIFETIME_S: i64 = 24 * 60 * 60;
-
-/// The lifetime the clients give their signatures, seconds.
-pub const DEFAULT_LIFETIME_S: i64 = 60;
-
 pub use keys::{KeyFileError, KeySet, Registry, RegistryError};
-pub use message::Message;
+pub use message::{Message, CLOCK_ALLOWANCE_S, DEFAULT_LIFETIME_S, MAX_LIFETIME_S, TAG};
 pub use sign::{authority_of, Params, SignError, Signed, SigningKey};
 pub use verify::{verify, Anonymous, Verified};

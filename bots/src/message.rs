@@ -14,6 +14,20 @@ use web_bot_auth::components::{
 };
 use web_bot_auth::message_signatures::SignedMessage;
 
+/// The `tag` a Web Bot Auth signature carries.
+pub const TAG: &str = "web-bot-auth";
+
+/// Clock allowance of `created` and `expires`, seconds (the one the
+/// challenge tokens have too).
+pub const CLOCK_ALLOWANCE_S: i64 = 5;
+
+/// The longest lifetime (`expires - created`) a signature may claim,
+/// seconds: the draft's 24 hours. The replay cache holds a nonce that long.
+pub const MAX_LIFETIME_S: i64 = 24 * 60 * 60;
+
+/// The lifetime the clients give their signatures, seconds.
+pub const DEFAULT_LIFETIME_S: i64 = 60;
+
 /// A request as a signature covers it.
 pub trait Message {
     /// Every value of header field `name` (lower-case) in the order

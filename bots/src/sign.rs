@@ -15,7 +15,7 @@ use sfv::SerializeValue;
 use web_bot_auth::keyring::Thumbprintable;
 use zeroize::Zeroizing;
 
-use crate::TAG;
+use crate::message::TAG;
 
 /// The label of the clients' signatures.
 pub const LABEL: &str = "sig1";

@@ -18,7 +18,7 @@ use web_bot_auth::WebBotAuthVerifier;
 
 use crate::keys::Registry;
 use crate::message::{Covered, Message};
-use crate::{CLOCK_ALLOWANCE_S, MAX_LIFETIME_S};
+use crate::message::{CLOCK_ALLOWANCE_S, MAX_LIFETIME_S};
 
 /// A request signed by a configured bot.
 #[derive(Clone, Debug, PartialEq, Eq)]
