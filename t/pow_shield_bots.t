@@ -107,11 +107,10 @@ my %files = (
     'bots/otherbot.json'   => $directory{otherbot},
 );
 
-my @modes = Test::PowShield::Modes->start($conf, nodes => 2,
-    redis => 'timeout=3s', files => \%files);
-
 my $n = 0;
-for my $m (@modes) {
+Test::PowShield::Modes->each_mode($conf, nodes => 2,
+    redis => 'timeout=3s', files => \%files, sub {
+    my ($m) = @_;
     $n++;
     # Fresh addresses per mode: cluster mode's limits live in one Redis.
     my $ip = sub { "198.51.100." . ($n * 50 + $_[0]) };
@@ -230,7 +229,7 @@ for my $m (@modes) {
     is(bot($r), '', "$m: and its old key no longer");
     $r = $t->http_get('/open/data.json', signed('examplebot', $url));
     is(bot($r), 'examplebot', "$m: the other bot's file is read again too");
-}
+});
 
 ###############################################################################
 # pow-shield bot-keys: a bot's key directory fetched, checked and written
@@ -308,4 +307,4 @@ EOF
 ($rc, $out) = $t->test_config;
 like($out, qr/invalid value "bad name" in "pow_shield_bot_keys" directive: a bot name is/, 'a bot name is a label');
 
-$modes[0]->done_testing;
+Test::PowShield::Modes->done_testing;

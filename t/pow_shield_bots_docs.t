@@ -55,7 +55,7 @@ my $added = <<'EOF';
 EOF
 
 sub start {
-    my ($name) = @_;
+    my ($name, $body) = @_;
     my $snippet = relocate($recipe{$name}, '%%TESTDIR%%');
     $snippet =~ s/^(\s*)listen 80;/$1listen 127.0.0.1:%%PORT_8080%%;/m
         or die "no listen 80 in $name\n";
@@ -65,16 +65,15 @@ sub start {
         'html/api/data.json'             => "{}\n",
         'srv/www/api/data.json'          => "{}\n",
     );
-    return Test::PowShield::Modes->start(http_conf($added . $snippet), nodes => 2,
-        redis => 'timeout=3s', files => \%files);
+    Test::PowShield::Modes->each_mode(http_conf($added . $snippet), nodes => 2,
+        redis => 'timeout=3s', files => \%files, $body);
 }
 
-my @all;
 my $net = 0;
 
 # A verified crawler on its own limit (60 per minute), from 61 addresses.
-for my $m (start('own-limit')) {
-    push @all, $m;
+start('own-limit', sub {
+    my ($m) = @_;
     $net++;
     my @got = map {
         $m->node($_)->http_get('/api/data.json', signed('examplebot'),
@@ -85,11 +84,11 @@ for my $m (start('own-limit')) {
     is($got[60], 429, "own-limit, $m: the 61st, from a 61st address, is over the bot's limit");
     my $r = $m->node(1)->http_get('/api/data.json', 'X-Forwarded-For' => "10.$net.0.1");
     is($r->status, 200, "own-limit, $m: an unsigned client at a bot's address has its own limit");
-}
+});
 
 # An allow-listed crawler is never counted; another bot is, by its name.
-for my $m (start('allow-list')) {
-    push @all, $m;
+start('allow-list', sub {
+    my ($m) = @_;
     $net++;
     my $r;
     for my $i (1 .. 61) {
@@ -104,11 +103,11 @@ for my $m (start('allow-list')) {
             'X-Forwarded-For' => "10.$net.2.$_")->status
     } 1 .. 61;
     is($got[60], 429, "allow-list, $m: another verified bot has one limit under its name");
-}
+});
 
 # A price per bot: each bot its own limit, anonymous clients /api/'s.
-for my $m (start('per-bot')) {
-    push @all, $m;
+start('per-bot', sub {
+    my ($m) = @_;
     $net++;
     my %limit = (examplebot => 600, otherbot => 20);
     for my $bot (sort keys %limit) {
@@ -120,6 +119,6 @@ for my $m (start('per-bot')) {
     }
     my $r = $m->node(1)->http_get('/api/data.json', 'X-Forwarded-For' => "10.$net.3.1");
     is($r->header('X-RateLimit-Limit'), 60, "per-bot, $m: an anonymous client has /api/'s limit");
-}
+});
 
-$all[0]->done_testing;
+Test::PowShield::Modes->done_testing;
