@@ -140,12 +140,12 @@ impl RedisStore {
                 ..Checked::default()
             }));
         }
-        let tag = client_tag(subject.key);
-        let remember = self.block_keeper(subject.key, rules);
         let (limits, cluster) = (subject.limits, self.cluster);
         // Stacked limits: all of them in one call, decided in Redis
         // (neither refused locally nor coalesced).
         let Some(limit) = single_limit(subject) else {
+            let tag = client_tag(subject.key);
+            let remember = self.block_keeper(subject.key, rules);
             let call = self
                 .calls
                 .check(tag.as_bytes(), subject, offence, 1, self.next_seq());
@@ -173,6 +173,8 @@ impl RedisStore {
         // this request on every strike (the one reaching the threshold is
         // Redis's to count).
         self.send_batch_now(subject);
+        let tag = client_tag(subject.key);
+        let remember = self.block_keeper(subject.key, rules);
         let asked_ms = monotonic_ms();
         let refusal = self
             .cache
