@@ -65,6 +65,20 @@ bad(location => "pow_shield_limit 10 1s approx;\n            pow_shield_limit 10
 bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 5),
     '5', 'a fifth limit in a location');
 bad(location => 'pow_shield_limit 10 1m name=;', 'name=', 'an empty name');
+
+# pow_shield_limit ... key=<value>: a count per another identity
+
+bad(location => 'pow_shield_limit 10 1m key=;', 'key=', 'a key= without a value');
+bad(location => "pow_shield_limit 10 1m name=a key=\$pow_shield_net;\n"
+        . "            pow_shield_limit 10 1m name=b key=\$pow_shield_net;",
+    'key=$pow_shield_net', 'two limits of a location with the same key and numbers');
+bad(location => 'pow_shield_limit 10 1m key=site name=x;', 'name=x', 'a name after the key');
+good(location => "pow_shield_limit 10 1m;\n"
+        . "            pow_shield_limit 10 1m name=net key=\$pow_shield_net;\n"
+        . "            pow_shield_limit 10 1m name=site key=site;",
+    'the same numbers per client, per network and site-wide');
+good(location => 'pow_shield_limit 10 1m approx name=net key=$pow_shield_net;',
+    'a keyed limit with every option');
 {
     # 16 names elsewhere: a 17th has no metrics' label to count under
     my $sixteen = join "\n", map {

@@ -46,9 +46,19 @@ setter!(set_limit, LocConf, |d, lcf| {
     let Some(Some((limits, _))) = lcf.settings.limit else {
         return Ok(());
     };
+    if let Some(key) = limit.and_then(|line| line.key) {
+        let cv = compile_complex_value(d.cf, key)?;
+        let at = limits.len().saturating_sub(1);
+        if let Some(slot) = lcf.settings.limit_keys.get_mut(at) {
+            *slot = Some(cv);
+        }
+    }
     let Some(mcf) = PowShield::main_conf_mut(d.cf) else {
         return Err(DirectiveError::Logged);
     };
+    if limit.is_some_and(|line| line.key.is_some()) && mcf.keyed_limit_at.is_none() {
+        mcf.keyed_limit_at = ConfAt::of(d.cf);
+    }
     if limits.is_plain() {
         return Ok(());
     }

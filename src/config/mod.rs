@@ -64,6 +64,9 @@ pub struct MainConf {
     pub limit_names: Vec<String>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
+    /// The first `pow_shield_limit ... key=`, where it is (a Redis Cluster
+    /// refuses it: `init_main_conf`).
+    pub(crate) keyed_limit_at: Option<ConfAt>,
     /// `pow_shield_bot_keys`: every bot's keys.
     pub bots: pow_shield_bots::Registry,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
@@ -89,6 +92,7 @@ impl Default for MainConf {
             shielded: false,
             limit_names: Vec::new(),
             status: false,
+            keyed_limit_at: None,
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
@@ -108,6 +112,8 @@ impl MainConf {
 pub struct Policy {
     /// `pow_shield_limit`, one per line, in order.
     pub limits: Limits,
+    /// Each limit's compiled `key=` (null: per client key).
+    pub limit_keys: [ComplexValue; MAX_LIMITS],
     /// `pow_shield_limit ... approx`: cluster mode counts with the O(1)
     /// sliding-window counter instead of the exact log.
     pub approx: bool,
@@ -162,6 +168,7 @@ impl Policy {
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
         Policy {
             limits: r.limits,
+            limit_keys: r.limit_keys.map(|cv| cv.unwrap_or(ptr::null_mut())),
             approx: r.approx,
             difficulty: r.difficulty,
             breaker: r.breaker,
@@ -323,6 +330,19 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
     }
     if let Some(Some(redis)) = mcf.redis.as_mut() {
         if !redis::adopt_resolver(cf, redis) {
+            return NGX_CONF_ERROR;
+        }
+        if let (true, Some(at)) = (redis.options.cluster, mcf.keyed_limit_at) {
+            // The keys of one request's limits would lie in different
+            // slots, which one script call cannot touch (docs/operations.md,
+            // "Scrapers on many addresses").
+            log_at!(
+                nginx_sys::NGX_LOG_EMERG,
+                cf.log,
+                "\"key=\" in \"pow_shield_limit\" directive is not supported with \
+                 \"pow_shield_redis ... cluster\" (a Redis Cluster): use one Redis or \
+                 Sentinel, or count per \"pow_shield_key\" in {at}"
+            );
             return NGX_CONF_ERROR;
         }
     }

@@ -11,7 +11,7 @@ use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
-use super::request::{client_addr, client_key, pow_headers, trusted};
+use super::request::{client_addr, client_key, limit_keys, pow_headers, trusted};
 use super::state::{RequestState, Resolution};
 use super::{log_lines, response};
 use crate::config::{MainConf, Policy};
@@ -71,9 +71,19 @@ fn decide(r: &mut Request) -> Status {
     let Some(store_key) = dry_run_key(r, policy, key) else {
         return Status::NGX_ERROR;
     };
+    let Some(mut limit_keys) = limit_keys(r, state) else {
+        return Status::NGX_ERROR;
+    };
+    for value in limit_keys.iter_mut().flatten() {
+        let Some(dry) = dry_run_key(r, policy, value) else {
+            return Status::NGX_ERROR;
+        };
+        *value = dry;
+    }
     let subject = Subject {
         key: store_key,
         limits: policy.limits,
+        limit_keys,
         approx: policy.approx,
         rules: policy.breaker,
         rising: policy.difficulty.rises(),

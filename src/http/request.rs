@@ -15,6 +15,8 @@ use super::state::RequestState;
 use crate::config::Policy;
 use crate::ffi::bytes;
 use pow_shield_core::limiter::client::client_id;
+use pow_shield_core::limiter::MAX_LIMITS;
+use pow_shield_core::store::{LimitKeys, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
 /// pass (every request of a shielded location looks for them).
@@ -61,6 +63,38 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
         // long as the request.
         Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
     }
+}
+
+/// Each limit's `key=` value (`pow_shield_limit ... key=`), in the
+/// request pool, evaluated once per request as the client key is; `None`
+/// for a limit counted per client key.
+pub(super) fn limit_keys<'r>(r: &Request, state: NonNull<RequestState>) -> Option<LimitKeys<'r>> {
+    // SAFETY: the state lives in the request's pool, and no other borrow of
+    // it is live while the values are read or set.
+    let st = unsafe { &mut *state.as_ptr() };
+    if st.limit_keys.is_none() {
+        let policy = st.policy();
+        let mut evaluated = [None; MAX_LIMITS];
+        for (cv, value) in policy.limit_keys.iter().zip(evaluated.iter_mut()) {
+            // SAFETY: a non-null key is a complex value compiled at
+            // configuration time.
+            if let Some(cv) = unsafe { cv.as_ref() } {
+                let bytes = r.get_complex_value(cv)?.as_bytes();
+                *value = Some((bytes.as_ptr(), bytes.len()));
+            }
+        }
+        st.limit_keys = Some(evaluated);
+    }
+    let mut keys = CLIENT_KEYS;
+    for (key, value) in keys.iter_mut().zip(st.limit_keys.iter().flatten()) {
+        *key = value.map(|(data, len)| match len {
+            0 => &[][..],
+            // SAFETY: the value was made in the request's pool, which lives
+            // as long as the request.
+            len => unsafe { core::slice::from_raw_parts(data, len) },
+        });
+    }
+    Some(keys)
 }
 
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then

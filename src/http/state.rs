@@ -18,7 +18,7 @@ use crate::ffi::PowShield;
 use crate::store::Waiter;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
-use pow_shield_core::limiter::Verdict;
+use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
 use pow_shield_core::store::Reply;
 
 /// How the shield resolved a request.
@@ -40,6 +40,9 @@ pub struct RequestState {
     policy: NonNull<Policy>,
     /// The client key once evaluated (request pool memory).
     pub key: Option<(*const u8, usize)>,
+    /// Each limit's `key=` value once evaluated (request pool memory;
+    /// `None` inside: the limit counts per client key).
+    pub limit_keys: Option<[Option<(*const u8, usize)>; MAX_LIMITS]>,
     /// The decision in progress (kept across store round trips).
     pub decision: Option<Decision>,
     /// The decision made, and when (epoch ms, for `X-RateLimit-Reset`).
@@ -109,6 +112,7 @@ impl RequestState {
                     resolution: Resolution::Pending,
                     policy: NonNull::from(policy),
                     key: None,
+                    limit_keys: None,
                     decision: None,
                     decided: None,
                     headers_sent: false,

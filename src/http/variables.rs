@@ -3,7 +3,8 @@
 //! work in subrequests and after internal redirects too.
 //!
 //! `$pow_shield_client` is the client identity of the default key (IPv6 by
-//! /64, see `limiter::client`); it needs no shield state and works anywhere.
+//! /64, see `limiter::client`), `$pow_shield_net` its network (/24, /48);
+//! they need no shield state and work anywhere.
 
 use nginx_sys::{
     ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_http_variable_t, ngx_int_t,
@@ -15,7 +16,7 @@ use ngx::ngx_string;
 
 use super::request::peer_ip;
 use super::state::RequestState;
-use pow_shield_core::limiter::client::client_id;
+use pow_shield_core::limiter::client::{client_id, client_net};
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
@@ -45,16 +46,43 @@ pub fn register(cf: &mut ngx_conf_t) -> Status {
             (*var).data = which;
         }
     }
-    let mut name = ngx_string!("pow_shield_client");
-    // SAFETY: as above. Not cacheable: realip may still change the address
-    // after an early read (its location-level handler runs in preaccess).
-    let var = unsafe { ngx_http_add_variable(cf, &mut name, NGX_HTTP_VAR_NOCACHEABLE as _) };
-    if var.is_null() {
-        return Status::NGX_ERROR;
+    type Getter = unsafe extern "C" fn(
+        *mut ngx_http_request_t,
+        *mut ngx_variable_value_t,
+        usize,
+    ) -> ngx_int_t;
+    let addresses: [(ngx_str_t, Getter); 2] = [
+        (ngx_string!("pow_shield_client"), get_client),
+        (ngx_string!("pow_shield_net"), get_net),
+    ];
+    for (mut name, get) in addresses {
+        // SAFETY: as above. Not cacheable: realip may still change the
+        // address after an early read (its location-level handler runs in
+        // preaccess).
+        let var = unsafe { ngx_http_add_variable(cf, &mut name, NGX_HTTP_VAR_NOCACHEABLE as _) };
+        if var.is_null() {
+            return Status::NGX_ERROR;
+        }
+        // SAFETY: nginx returned a valid variable slot.
+        unsafe { (*var).get_handler = Some(get) };
     }
-    // SAFETY: nginx returned a valid variable slot.
-    unsafe { (*var).get_handler = Some(get_client) };
     Status::NGX_OK
+}
+
+/// `$pow_shield_net`: the client's /24 or /48 (`limiter::client::client_net`).
+unsafe extern "C" fn get_net(
+    r: *mut ngx_http_request_t,
+    v: *mut ngx_variable_value_t,
+    _data: usize,
+) -> ngx_int_t {
+    crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
+        // SAFETY: nginx passes a live request, with its connection, and a
+        // value slot to fill.
+        let (r, v) = unsafe { (&*r, &mut *v) };
+        // SAFETY: the connection outlives its requests.
+        let net = client_net(unsafe { peer_ip(&*r.connection) });
+        set_value(v, r.pool, net.as_str())
+    })
 }
 
 unsafe extern "C" fn get_client(

@@ -29,7 +29,7 @@ use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Failure;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::{Limits, Spent};
+use pow_shield_core::limiter::{Limits, Spent, MAX_LIMITS};
 pub use pow_shield_core::store::Spendable;
 use pow_shield_core::store::{Checked, Now, Op, Reply, Solution, Subject};
 use pow_shield_core::syntax::FailPolicy;
@@ -180,6 +180,7 @@ impl Stores {
                 op,
                 key: subject.key.to_vec(),
                 limits: subject.limits,
+                limit_keys: subject.limit_keys.map(|k| k.map(<[u8]>::to_vec)),
                 approx: subject.approx,
                 rules: subject.rules,
                 rising: subject.rising,
@@ -243,6 +244,7 @@ pub struct Late {
     op: Op,
     key: Vec<u8>,
     limits: Limits,
+    limit_keys: [Option<Vec<u8>>; MAX_LIMITS],
     approx: bool,
     rules: BreakerRules,
     rising: bool,
@@ -289,6 +291,7 @@ impl Late {
         let subject = Subject {
             key: &self.key,
             limits: self.limits,
+            limit_keys: self.limit_keys.each_ref().map(|k| k.as_deref()),
             approx: self.approx,
             rules: self.rules,
             rising: self.rising,

@@ -14,7 +14,13 @@ use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::RateLimit;
-use pow_shield_core::store::{self, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM};
+use pow_shield_core::store::{
+    self, Counted, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM,
+};
+
+/// Before a `key=` value in its bucket's key: the default client key
+/// starts with a NUL byte, and no address or header value with this.
+const OWN_KEY: &[u8] = b"\x01key=";
 
 /// Entries a request expires as it passes (as `limit_req` does).
 pub(super) const EXPIRE_PER_REQUEST: usize = 2;
@@ -84,14 +90,20 @@ struct Locked<'z> {
 impl Tables for Locked<'_> {
     fn bucket<R>(
         &mut self,
-        key: &[u8],
+        key: Counted,
         limit: RateLimit,
         f: impl FnOnce(&mut SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom> {
-        // Each distinct limit counts separately, like separate limit_req zones.
+        // Each distinct limit counts separately, like separate limit_req
+        // zones; a `key=` value's count apart from a client key's.
+        let (own, key): (&[u8], _) = match key {
+            Counted::Client(key) => (b"", key),
+            Counted::Own(value) => (OWN_KEY, value),
+        };
         let bucket_key = TableKey::new(&[
             &limit.requests.to_le_bytes(),
             &limit.window_ms.to_le_bytes(),
+            own,
             key,
         ]);
         let entry: *mut Entry = match self.zone.buckets.find(&bucket_key) {

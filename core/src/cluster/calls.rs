@@ -11,9 +11,9 @@ use super::scripts::{Script, Scripts};
 use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::BreakerRules;
-use crate::limiter::{Limits, RateLimit, Spent};
+use crate::limiter::{Limits, RateLimit, Spent, MAX_LIMITS};
 use crate::redis::script_call::{self, ScriptCall};
-use crate::store::{Checked, Offence, Reply, Solution, Subject};
+use crate::store::{Checked, Counted, Offence, Reply, Solution, Subject};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,9 +114,9 @@ impl Calls {
     /// (`k` > 1: a coalesced burst), or every limit in the stacked script.
     /// `seq` makes the sorted sets' member unique.
     pub fn check(&self, tag: &[u8], subject: &Subject, offence: Offence, k: u32, seq: u64) -> Call {
-        match subject.limits.as_slice() {
-            [limit] => self.window_check(tag, *limit, subject, offence, k, seq),
-            _ => self.stacked_check(tag, subject, offence, seq),
+        match single_limit(subject) {
+            Some(limit) => self.window_check(tag, limit, subject, offence, k, seq),
+            None => self.stacked_check(tag, subject, offence, seq),
         }
     }
 
@@ -156,16 +156,28 @@ impl Calls {
         Call::of(script, call)
     }
 
+    /// Every limit the request is counted by in one call, each under its
+    /// count's hash tag: the client's, or its `key=` value's (one Redis:
+    /// keys of several tags in one script; a Redis Cluster refuses `key=`
+    /// at configuration time, as they would lie in several slots).
     fn stacked_check(&self, tag: &[u8], subject: &Subject, offence: Offence, seq: u64) -> Call {
         let prefix = self.prefix.as_bytes();
-        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-        let limits = subject.limits.as_slice();
-        let n = limits.len();
+        let (counted, n) = subject.counted_limits();
+        let counted = &counted[..n];
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
         let mut call = ScriptCall::new(&script.sha1, keys, 7 + 2 * n);
         self.breaker_keys(&mut call, tag);
-        for &limit in limits {
+        for &(_, limit, whose) in counted {
+            let own;
+            let tag = match whose {
+                Counted::Client(_) => tag,
+                Counted::Own(value) => {
+                    own = keys::own_tag(value);
+                    own.as_bytes()
+                }
+            };
+            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
             let counted = match subject.approx {
                 true => ClientKey::Approx(limit),
                 false => ClientKey::Window(limit),
@@ -179,7 +191,7 @@ impl Calls {
             call.num(rule);
         }
         call.num(u64::from(subject.approx));
-        for limit in limits {
+        for (_, limit, _) in counted {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
         Call::of(script, call)
@@ -312,6 +324,55 @@ pub fn checked(
         [limit] => replies::checked_from_reply(reply, *limit, cluster).ok(),
         _ => replies::stacked_checked_from_reply(reply, limits, offence, rules, cluster).ok(),
     }
+}
+
+/// The one limit of a location counted per client key, whose check goes
+/// by the one-limit scripts (local refusals, coalescing, batches); `None`:
+/// stacked or keyed limits, all in the stacked script, decided in Redis.
+pub fn single_limit(subject: &Subject) -> Option<RateLimit> {
+    match subject.limits.as_slice() {
+        [limit] if !subject.limits.any_keyed() => Some(*limit),
+        _ => None,
+    }
+}
+
+/// The location's limits a request is counted by (an empty `key=` value
+/// leaves it out of one), each with its place among the location's: what
+/// [`stacked_checked`] reads the stacked script's reply against.
+pub fn counted(subject: &Subject) -> (Limits, [u8; MAX_LIMITS]) {
+    subject.limits.only(|i| subject.counted(i).is_some())
+}
+
+/// What the stacked script's reply says for a request counted by `kept`
+/// (`at`: their places among the location's limits, which the verdict's
+/// `limit` names); a request counted by none is admitted, its breaker as
+/// Redis says.
+pub fn stacked_checked(
+    cluster: bool,
+    reply: &[i64],
+    (kept, at): (&Limits, &[u8; MAX_LIMITS]),
+    rules: BreakerRules,
+    offence: Offence,
+) -> Option<Checked> {
+    if kept.is_empty() {
+        let any = Limits::one(RateLimit {
+            requests: 1,
+            window_ms: 1,
+        });
+        let checked = replies::stacked_checked_from_reply(reply, &any, offence, rules, cluster);
+        return checked.ok().map(|checked| Checked {
+            verdict: crate::limiter::Verdict {
+                allowed: checked.breaker.block == crate::limiter::breaker::Block::Clear,
+                ..Default::default()
+            },
+            struck: false,
+            ..checked
+        });
+    }
+    let mut checked =
+        replies::stacked_checked_from_reply(reply, kept, offence, rules, cluster).ok()?;
+    checked.verdict.limit = *at.get(usize::from(checked.verdict.limit))?;
+    Some(checked)
 }
 
 /// What the strike script's reply says.

@@ -5,7 +5,7 @@
 //!
 //! | key | holds |
 //! |---|---|
-//! | `<prefix>{<tag>}:w:<n>:<ms>` | the sliding-window log of limit n/ms |
+//! | `<prefix>{<tag>}:w:<n>:<ms>` | the sliding-window log of limit n/ms (a limit's `key=` value: its own tag, `own_tag`) |
 //! | `<prefix>{<tag>}:a:<n>:<ms>` | the approximate counter of limit n/ms |
 //! | `<prefix>{<tag>}:o:<n>:<ms>` | refusals in the window (rising difficulty) |
 //! | `<prefix>{<tag>}:s`, `:t`, `:u` | strikes, breaker trips, unpaid strikes |
@@ -46,6 +46,18 @@ pub enum ClientKey<'a> {
 pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
     format!("{prefix}{{{}}}", client_tag(key))
 }
+
+/// The hash tag of a `key=` value's counts (`pow_shield_limit ...
+/// key=`): apart from every client's, as the zone keeps them.
+pub fn own_tag(value: &[u8]) -> String {
+    let mut own = Vec::with_capacity(OWN.len() + value.len());
+    own.extend_from_slice(OWN);
+    own.extend_from_slice(value);
+    client_tag(&own)
+}
+
+/// Before a `key=` value in its tag: no address or header value starts so.
+const OWN: &[u8] = b"\x01key=";
 
 /// Writes the full name of one of a client's keys; `tag` is
 /// `client_tag(key)` (computed once per request).

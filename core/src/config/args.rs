@@ -9,7 +9,7 @@ use super::values;
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::limits::StackError;
-use crate::limiter::{LimitName, Limits, RateLimit};
+use crate::limiter::{KeyId, LimitName, Limits, RateLimit};
 use crate::protocol::{Secret, SecretKeys};
 use crate::syntax::{self, FailPolicy, HeadersMode, ValueError};
 
@@ -28,48 +28,57 @@ pub fn first<'a>(args: &[&'a str]) -> &'a str {
 
 /// One `pow_shield_limit` line that is not `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LimitLine {
+pub struct LimitLine<'a> {
     pub limit: RateLimit,
     pub approx: bool,
     pub name: Option<LimitName>,
+    /// `key=`'s value as written (the module compiles its variables);
+    /// `None`: counted per client key.
+    pub key: Option<&'a str>,
 }
 
-/// `pow_shield_limit <requests> <window> [approx] [name=<name>] | off`;
-/// `None` is `off`.
-pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, DirectiveError> {
-    const USAGE: &str = "expected \"<requests> <window> [approx] [name=<name>]\" or \"off\"";
+/// `pow_shield_limit <requests> <window> [approx] [name=<name>]
+/// [key=<value>] | off`; `None` is `off`.
+pub fn limit<'a>(args: &[&'a str]) -> Result<Option<LimitLine<'a>>, DirectiveError> {
+    const USAGE: &str =
+        "expected \"<requests> <window> [approx] [name=<name>] [key=<value>]\" or \"off\"";
     let (requests, window, rest) = match args {
         ["off"] => return Ok(None),
         [requests, window, rest @ ..] => (*requests, *window, rest),
         [other] => return Err(DirectiveError::invalid(other, USAGE)),
         [] => return Err(DirectiveError::invalid("", USAGE)),
     };
-    let mut rest = rest.iter().copied();
-    let mut word = rest.next();
-    let approx = word == Some("approx");
-    if approx {
-        word = rest.next();
-    }
-    let name = match word {
+    let mut rest = rest.iter().copied().peekable();
+    let approx = rest.next_if_eq(&"approx").is_some();
+    let name = match rest.next_if(|w| w.starts_with("name=")) {
+        Some(w) => Some(
+            LimitName::new(w.trim_start_matches("name="))
+                .map_err(|e| DirectiveError::invalid(w, e))?,
+        ),
         None => None,
-        Some(w) => match w.strip_prefix("name=") {
-            Some(value) => Some(LimitName::new(value).map_err(|e| DirectiveError::invalid(w, e))?),
-            None if approx => {
+    };
+    let key = match rest.next_if(|w| w.starts_with("key=")) {
+        Some(w) => match w.strip_prefix("key=") {
+            Some(value) if !value.is_empty() => Some(value),
+            _ => {
                 return Err(DirectiveError::invalid(
                     w,
-                    "expected \"name=<name>\" or nothing",
-                ))
-            }
-            None => {
-                return Err(DirectiveError::invalid(
-                    w,
-                    "expected \"approx\", \"name=<name>\" or nothing",
+                    "a value after \"key=\" (variables allowed)",
                 ))
             }
         },
+        None => None,
     };
-    if let Some(extra) = rest.next() {
-        return Err(DirectiveError::invalid(extra, USAGE));
+    if let Some(w) = rest.next() {
+        let expected = match (approx, name.is_some(), key.is_some()) {
+            (_, _, true) => USAGE,
+            (_, true, false) => "expected \"key=<value>\" or nothing",
+            (true, false, false) => "expected \"name=<name>\", \"key=<value>\" or nothing",
+            (false, false, false) => {
+                "expected \"approx\", \"name=<name>\", \"key=<value>\" or nothing"
+            }
+        };
+        return Err(DirectiveError::invalid(w, expected));
     }
     let limit = RateLimit {
         requests: read(requests, values::parse_requests)?,
@@ -79,6 +88,7 @@ pub fn limit(args: &[&str]) -> Result<Option<LimitLine>, DirectiveError> {
         limit,
         approx,
         name,
+        key,
     }))
 }
 
@@ -96,7 +106,7 @@ pub fn stack_limit(
         (None, None) => *slot = Some(None),
         (None, Some(line)) => {
             let mut limits = Limits::NONE;
-            let _ = limits.push(line.limit, line.name);
+            let _ = limits.push_keyed(line.limit, line.name, line.key.map(KeyId::of));
             *slot = Some(Some((limits, line.approx)));
         }
         (Some(None), _) | (Some(Some(_)), None) => {
@@ -112,9 +122,11 @@ pub fn stack_limit(
                     "every \"pow_shield_limit\" of one context counts \"approx\", or none",
                 ));
             }
-            limits.push(line.limit, line.name).map_err(|e| {
+            let key = line.key.map(KeyId::of);
+            limits.push_keyed(line.limit, line.name, key).map_err(|e| {
                 let at = match e {
                     StackError::DuplicateName => word("name=").unwrap_or(first(args)),
+                    StackError::DuplicateLimit => word("key=").unwrap_or(first(args)),
                     _ => first(args),
                 };
                 DirectiveError::invalid(at, e.message())
@@ -263,12 +275,51 @@ mod tests {
         window_ms: 60_000,
     };
 
-    fn line(limit: RateLimit, approx: bool, name: Option<&str>) -> Option<LimitLine> {
+    fn line(limit: RateLimit, approx: bool, name: Option<&str>) -> Option<LimitLine<'static>> {
         Some(LimitLine {
             limit,
             approx,
             name: name.map(|n| LimitName::new(n).unwrap()),
+            key: None,
         })
+    }
+
+    #[test]
+    fn limit_reads_a_key_after_the_name_and_refuses_an_empty_one() {
+        let keyed = limit(&["10", "1m", "approx", "name=net", "key=$pow_shield_net"]);
+        let line = keyed.unwrap().unwrap();
+        assert_eq!((line.approx, line.key), (true, Some("$pow_shield_net")));
+        assert_eq!(
+            limit(&["10", "1m", "key=site"]).unwrap().unwrap().key,
+            Some("site")
+        );
+        assert_eq!(named(limit(&["10", "1m", "key="])), "key=");
+        assert_eq!(named(limit(&["10", "1m", "key=a", "name=b"])), "name=b");
+        assert_eq!(named(limit(&["10", "1m", "key=a", "key=b"])), "key=b");
+    }
+
+    #[test]
+    fn two_limits_with_the_same_numbers_and_key_are_refused_at_the_key() {
+        let keyed = |name, key| {
+            Some(LimitLine {
+                key: Some(key),
+                ..line(TEN_A_MINUTE, false, Some(name)).unwrap()
+            })
+        };
+        let mut slot = None;
+        stack_limit(&mut slot, line(TEN_A_MINUTE, false, None), &[]).unwrap();
+        stack_limit(&mut slot, keyed("net", "$pow_shield_net"), &[]).unwrap();
+        let args = ["10", "1m", "name=again", "key=$pow_shield_net"];
+        assert_eq!(
+            named(stack_limit(
+                &mut slot,
+                keyed("again", "$pow_shield_net"),
+                &args
+            )),
+            "key=$pow_shield_net"
+        );
+        stack_limit(&mut slot, keyed("site", "site"), &[]).unwrap();
+        assert_eq!(slot.unwrap().unwrap().0.len(), 3);
     }
 
     #[test]

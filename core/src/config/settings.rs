@@ -5,7 +5,7 @@
 
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
-use crate::limiter::Limits;
+use crate::limiter::{Limits, MAX_LIMITS};
 use crate::syntax::{FailPolicy, HeadersMode};
 
 /// `pow_shield_difficulty` when no level sets it.
@@ -43,6 +43,9 @@ pub struct Settings<V> {
     /// The limits (one per `pow_shield_limit` line), and whether they
     /// count `approx` (cluster mode); `Some(None)` is an explicit `off`.
     pub limit: Option<Option<(Limits, bool)>>,
+    /// Each limit's compiled `key=` (`None`: per client key), inherited
+    /// with the limits.
+    pub limit_keys: [Option<V>; MAX_LIMITS],
     pub difficulty: Option<DifficultyRule>,
     pub strikes: Option<Option<StrikeRule>>,
     pub ban: Option<Option<BanRule>>,
@@ -62,10 +65,11 @@ pub struct Settings<V> {
     pub status: bool,
 }
 
-impl<V> Default for Settings<V> {
+impl<V: Copy> Default for Settings<V> {
     fn default() -> Self {
         Self {
             limit: None,
+            limit_keys: [None; MAX_LIMITS],
             difficulty: None,
             strikes: None,
             ban: None,
@@ -109,6 +113,8 @@ impl Warning {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved<V> {
     pub limits: Limits,
+    /// Each limit's `key=` (`None`: per client key).
+    pub limit_keys: [Option<V>; MAX_LIMITS],
     /// `pow_shield_limit ... approx`.
     pub approx: bool,
     pub difficulty: DifficultyRule,
@@ -136,7 +142,10 @@ impl<V: Copy> Settings<V> {
     /// location is never shielded, whatever it inherits (and locations
     /// inside it inherit that).
     pub fn inherit(&mut self, parent: &Settings<V>) {
-        self.limit = self.limit.or(parent.limit);
+        if self.limit.is_none() {
+            self.limit = parent.limit;
+            self.limit_keys = parent.limit_keys;
+        }
         self.difficulty = self.difficulty.or(parent.difficulty);
         self.strikes = self.strikes.or(parent.strikes);
         self.ban = self.ban.or(parent.ban);
@@ -174,6 +183,10 @@ impl<V: Copy> Settings<V> {
         let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
         Resolved {
             limits: limit.map_or(Limits::NONE, |(limits, _)| limits),
+            limit_keys: match limit {
+                Some(_) => self.limit_keys,
+                None => [None; MAX_LIMITS],
+            },
             approx: limit.is_some_and(|(_, approx)| approx),
             difficulty: self
                 .difficulty
@@ -264,6 +277,7 @@ mod tests {
             p,
             Resolved {
                 limits: Limits::NONE,
+                limit_keys: [None; MAX_LIMITS],
                 approx: false,
                 difficulty: DifficultyRule::hex(4),
                 breaker: BreakerRules {
@@ -342,6 +356,25 @@ mod tests {
         let (_, p) = merged(http, Settings::default(), location);
         assert_eq!(p.limits, Limits::NONE);
         assert_eq!(p.breaker.strikes, None);
+    }
+
+    #[test]
+    fn limit_keys_are_inherited_with_their_limits_and_only_with_them() {
+        let server = with(|s| {
+            s.limit = Some(Some((TEN_PER_MINUTE, false)));
+            s.limit_keys[0] = Some("$pow_shield_net");
+        });
+        let (_, inherited) = merged(Settings::default(), server, Settings::default());
+        assert_eq!(inherited.limit_keys[0], Some("$pow_shield_net"));
+        let own = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
+        let (_, replaced) = merged(Settings::default(), server, own);
+        assert_eq!(
+            replaced.limit_keys, [None; MAX_LIMITS],
+            "its own lines, none keyed"
+        );
+        let off = with(|s| s.limit = Some(None));
+        let (_, p) = merged(Settings::default(), server, off);
+        assert_eq!(p.limit_keys, [None; MAX_LIMITS]);
     }
 
     #[test]

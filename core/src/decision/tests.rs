@@ -67,6 +67,7 @@ impl FakeStore {
         let subject = Subject {
             key: key.as_bytes(),
             limits: rules.limits,
+            limit_keys: crate::store::CLIENT_KEYS,
             approx: false,
             rules: rules.breaker,
             rising: false,
@@ -282,6 +283,7 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
         let subject = Subject {
             key: b"a",
             limits: rules().limits,
+            limit_keys: crate::store::CLIENT_KEYS,
             approx: false,
             rules: rules().breaker,
             rising: false,
@@ -475,6 +477,7 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
     let subject = Subject {
         key: b"a",
         limits: rules().limits,
+        limit_keys: crate::store::CLIENT_KEYS,
         approx: false,
         rules: rules().breaker,
         rising: false,
@@ -510,6 +513,7 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
     let subject = Subject {
         key: b"a",
         limits: rules().limits,
+        limit_keys: crate::store::CLIENT_KEYS,
         approx: false,
         rules: rules().breaker,
         rising: false,

@@ -1,4 +1,5 @@
-//! The default client identity, `$pow_shield_client`: who shares one limit.
+//! The default client identity, `$pow_shield_client`: who shares one limit;
+//! and a client's network, `$pow_shield_net`.
 //!
 //! IPv4 clients are counted per address. IPv6 clients are counted per /64:
 //! one subscriber is routinely handed a whole /64, so counting single
@@ -95,6 +96,31 @@ pub fn client_id(peer: Option<IpAddr>) -> ClientId {
     id
 }
 
+/// The network of a peer, `$pow_shield_net` (for `pow_shield_limit ...
+/// key=$pow_shield_net`): `192.0.2.0/24` for IPv4 (an IPv4-mapped IPv6
+/// address as its IPv4), `2001:db8:1::/48` for IPv6 (the prefix a site is
+/// routinely given), `unix:` for a peer without an IP address. A scraper
+/// rotating through the addresses of a few networks counts in a few keys.
+pub fn client_net(peer: Option<IpAddr>) -> ClientId {
+    let mut id = ClientId {
+        buf: [0; CAPACITY],
+        len: 0,
+    };
+    // Every case fits CAPACITY, so the writes cannot fail.
+    let _ = match peer.map(canonical) {
+        Some(IpAddr::V4(v4)) => {
+            let [a, b, c, _] = v4.octets();
+            write!(id, "{a}.{b}.{c}.0/24")
+        }
+        Some(IpAddr::V6(v6)) => {
+            let prefix = u128::from(v6) & !(u128::MAX >> 48);
+            write!(id, "{}/48", Ipv6Addr::from(prefix))
+        }
+        None => id.write_str("unix:"),
+    };
+    id
+}
+
 /// An IPv4-mapped IPv6 address as the IPv4 address it carries.
 fn canonical(addr: IpAddr) -> IpAddr {
     match addr {
@@ -172,6 +198,34 @@ mod tests {
     fn ipv4_compatible_ipv6_stays_ipv6() {
         // `::a.b.c.d` is deprecated and never made by dual-stack sockets.
         assert_eq!(id("::192.0.2.1"), "::/64");
+    }
+
+    fn net(text: &str) -> String {
+        client_net(Some(text.parse().expect("test address")))
+            .as_str()
+            .to_owned()
+    }
+
+    #[test]
+    fn the_network_of_ipv4_is_its_24() {
+        assert_eq!(net("192.0.2.1"), "192.0.2.0/24");
+        assert_eq!(net("192.0.2.255"), net("192.0.2.7"));
+        assert_ne!(net("192.0.2.1"), net("192.0.3.1"));
+        assert_eq!(net("255.255.255.255"), "255.255.255.0/24");
+        assert_eq!(net("::ffff:192.0.2.9"), "192.0.2.0/24");
+    }
+
+    #[test]
+    fn the_network_of_ipv6_is_its_48() {
+        assert_eq!(net("2001:db8:1:2::1"), "2001:db8:1::/48");
+        assert_eq!(net("2001:db8:1:ffff:1::1"), net("2001:db8:1::5"));
+        assert_ne!(net("2001:db8:1::1"), net("2001:db8:2::1"));
+        assert_eq!(
+            net("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            "ffff:ffff:ffff::/48"
+        );
+        assert_eq!(net("::1"), "::/48");
+        assert_eq!(client_net(None).as_str(), "unix:");
     }
 
     #[test]

@@ -99,7 +99,26 @@ const NO_LIMIT: RateLimit = RateLimit {
 pub struct Limits {
     list: [RateLimit; MAX_LIMITS],
     names: [Option<LimitName>; MAX_LIMITS],
+    /// Each limit's `key=` as written, as [`KeyId`] (`None`: counted per
+    /// client key).
+    keys: [Option<KeyId>; MAX_LIMITS],
     len: u8,
+}
+
+/// A limit's `key=` value as written (its text's SHA-256, cut to 64
+/// bits): two limits of one context with the same key and numbers would
+/// share one count, and `nginx -t` refuses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KeyId(u64);
+
+impl KeyId {
+    pub fn of(written: &str) -> KeyId {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(written.as_bytes());
+        let mut first = [0; 8];
+        first.copy_from_slice(&digest[..8]);
+        KeyId(u64::from_le_bytes(first))
+    }
 }
 
 impl Default for Limits {
@@ -114,7 +133,8 @@ pub enum StackError {
     TooMany,
     /// Its name, or the one its numbers give, is taken.
     DuplicateName,
-    /// The same requests and window twice (they would share one count).
+    /// The same requests, window and key twice (they would share one
+    /// count).
     DuplicateLimit,
 }
 
@@ -126,7 +146,7 @@ impl StackError {
                 "a name another \"pow_shield_limit\" of this context has (\"name=\" tells them apart)"
             }
             StackError::DuplicateLimit => {
-                "the same limit as another \"pow_shield_limit\" of this context"
+                "the same limit and key as another \"pow_shield_limit\" of this context"
             }
         }
     }
@@ -136,6 +156,7 @@ impl Limits {
     pub const NONE: Limits = Limits {
         list: [NO_LIMIT; MAX_LIMITS],
         names: [None; MAX_LIMITS],
+        keys: [None; MAX_LIMITS],
         len: 0,
     };
 
@@ -147,13 +168,24 @@ impl Limits {
         limits
     }
 
-    /// Adds the next line's limit.
+    /// Adds the next line's limit, counted per client key.
     pub fn push(&mut self, limit: RateLimit, name: Option<LimitName>) -> Result<(), StackError> {
+        self.push_keyed(limit, name, None)
+    }
+
+    /// Adds the next line's limit, counted per its `key=` (`None`: per
+    /// client key).
+    pub fn push_keyed(
+        &mut self,
+        limit: RateLimit,
+        name: Option<LimitName>,
+        key: Option<KeyId>,
+    ) -> Result<(), StackError> {
         let at = usize::from(self.len);
         if at >= MAX_LIMITS {
             return Err(StackError::TooMany);
         }
-        if self.as_slice().contains(&limit) {
+        if (0..at).any(|i| self.list[i] == limit && self.keys[i] == key) {
             return Err(StackError::DuplicateLimit);
         }
         let wanted = name.unwrap_or_else(|| LimitName::derived(limit));
@@ -162,8 +194,35 @@ impl Limits {
         }
         self.list[at] = limit;
         self.names[at] = name;
+        self.keys[at] = key;
         self.len += 1;
         Ok(())
+    }
+
+    /// Limit `i` counts per its own `key=`, not per client key.
+    pub fn is_keyed(&self, i: usize) -> bool {
+        self.keys.get(i).copied().flatten().is_some()
+    }
+
+    /// Some limit counts per its own `key=`.
+    pub fn any_keyed(&self) -> bool {
+        (0..self.len()).any(|i| self.is_keyed(i))
+    }
+
+    /// The limits `keep` keeps, in order, with each one's index here (a
+    /// request left out of some limits by an empty `key=` value).
+    pub fn only(&self, keep: impl Fn(usize) -> bool) -> (Limits, [u8; MAX_LIMITS]) {
+        let mut kept = Limits::NONE;
+        let mut at = [0; MAX_LIMITS];
+        for i in (0..self.len()).filter(|&i| keep(i)) {
+            let n = usize::from(kept.len);
+            kept.list[n] = self.list[i];
+            kept.names[n] = self.names[i];
+            kept.keys[n] = self.keys[i];
+            at[n] = i as u8;
+            kept.len += 1;
+        }
+        (kept, at)
     }
 
     pub fn as_slice(&self) -> &[RateLimit] {
@@ -311,6 +370,38 @@ mod tests {
             Err(StackError::TooMany)
         );
         assert_eq!(limits.len(), 4);
+    }
+
+    #[test]
+    fn the_same_numbers_with_another_key_stack_and_with_the_same_key_do_not() {
+        let net = Some(KeyId::of("$pow_shield_net"));
+        let mut limits = Limits::one(BURST);
+        assert!(!limits.any_keyed());
+        limits.push_keyed(BURST, name("per-net"), net).unwrap();
+        assert!(limits.is_keyed(1) && !limits.is_keyed(0));
+        assert_eq!(
+            limits.push_keyed(BURST, name("again"), net),
+            Err(StackError::DuplicateLimit)
+        );
+        assert_eq!(
+            limits.push_keyed(BURST, name("site"), Some(KeyId::of("site"))),
+            Ok(())
+        );
+        assert_ne!(KeyId::of("site"), KeyId::of("$pow_shield_net"));
+    }
+
+    #[test]
+    fn only_keeps_the_chosen_limits_with_their_places() {
+        let mut limits = Limits::one(BURST);
+        limits
+            .push_keyed(HOURLY, name("net"), Some(KeyId::of("$net")))
+            .unwrap();
+        let (kept, at) = limits.only(|i| i == 1);
+        assert_eq!(kept.as_slice(), [HOURLY]);
+        assert_eq!(
+            (kept.name(0).as_str(), kept.is_keyed(0), at[0]),
+            ("net", true, 1)
+        );
     }
 
     fn verdict(allowed: bool, remaining: u32, retry_after_ms: u64) -> Verdict {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{run, NoRoom, Now, Op, Reply, Subject, Tables};
+use super::{run, Counted, NoRoom, Now, Op, Reply, Subject, Tables};
 use crate::limiter::breaker::StrikeCounter;
 use crate::limiter::window::SlidingWindow;
 use crate::limiter::RateLimit;
@@ -15,7 +15,8 @@ const FULL_RETRY_MS: u64 = 1_000;
 
 #[derive(Default)]
 pub struct MemoryStore {
-    pub buckets: HashMap<(Vec<u8>, u32, u64), SlidingWindow>,
+    /// Buckets by key (`true`: a `key=` value's), requests and window.
+    pub buckets: HashMap<(Vec<u8>, bool, u32, u64), SlidingWindow>,
     pub breakers: HashMap<Vec<u8>, StrikeCounter>,
     /// Spent digests and until when they are kept (epoch ms).
     pub spent: HashMap<[u8; 32], u64>,
@@ -58,11 +59,15 @@ impl MemoryStore {
 impl Tables for MemoryStore {
     fn bucket<R>(
         &mut self,
-        key: &[u8],
+        key: Counted,
         limit: RateLimit,
         f: impl FnOnce(&mut SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom> {
-        let entry = (key.to_vec(), limit.requests, limit.window_ms);
+        let (key, own) = match key {
+            Counted::Client(key) => (key, false),
+            Counted::Own(value) => (value, true),
+        };
+        let entry = (key.to_vec(), own, limit.requests, limit.window_ms);
         Ok(f(self.buckets.entry(entry).or_default()).0)
     }
 

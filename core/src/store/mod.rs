@@ -148,14 +148,34 @@ pub enum Reply {
     },
 }
 
+/// Each limit's `key=` value for one request, in the order written:
+/// `None`, the limit counts per client key; an empty value leaves the
+/// request out of that limit only.
+pub type LimitKeys<'a> = [Option<&'a [u8]>; MAX_LIMITS];
+
+/// Every limit per client key (no `key=`).
+pub const CLIENT_KEYS: LimitKeys<'static> = [None; MAX_LIMITS];
+
+/// Whose count a limit's bucket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Counted<'a> {
+    /// The client's (its key).
+    Client(&'a [u8]),
+    /// Its own `key=` value's: a network, an AS, the whole site.
+    Own(&'a [u8]),
+}
+
 /// The request's facts an operation needs.
 #[derive(Clone, Copy, Debug)]
 pub struct Subject<'a> {
-    /// The client key (never empty: an empty key is exempt).
+    /// The client key (never empty: an empty key is exempt). Strikes,
+    /// blocks and bans are always the client's.
     pub key: &'a [u8],
     /// The location's limits, in the order written (a trap may have none:
     /// a check passes).
     pub limits: Limits,
+    /// Each limit's `key=` value for this request.
+    pub limit_keys: LimitKeys<'a>,
     /// Count with the approximate sliding-window counter (Redis only).
     pub approx: bool,
     pub rules: BreakerRules,
@@ -163,6 +183,36 @@ pub struct Subject<'a> {
     /// must count every one (cluster mode's local refusals report them
     /// even with strikes off).
     pub rising: bool,
+}
+
+impl<'a> Subject<'a> {
+    /// Whose count limit `i` is for this request; `None`: the request is
+    /// left out of it (an empty `key=` value).
+    pub fn counted(&self, i: usize) -> Option<Counted<'a>> {
+        match self.limit_keys.get(i).copied().flatten() {
+            None => Some(Counted::Client(self.key)),
+            Some([]) => None,
+            Some(value) => Some(Counted::Own(value)),
+        }
+    }
+
+    /// The limits this request is counted by, with each one's place among
+    /// the location's, and whose count each is.
+    pub fn counted_limits(&self) -> ([(usize, RateLimit, Counted<'a>); MAX_LIMITS], usize) {
+        let none = RateLimit {
+            requests: 0,
+            window_ms: 0,
+        };
+        let mut out = [(0, none, Counted::Client(self.key)); MAX_LIMITS];
+        let mut n = 0;
+        for (i, limit) in self.limits.as_slice().iter().enumerate() {
+            if let Some(counted) = self.counted(i) {
+                out[n] = (i, *limit, counted);
+                n += 1;
+            }
+        }
+        (out, n)
+    }
 }
 
 /// The two clocks of a store: buckets and breakers run on a monotonic clock
@@ -226,10 +276,11 @@ pub fn full_retry_after_ms(oldest_spent_expires_at_ms: Option<u64>, now_ms: u64)
 /// for it when needed), lets `f` read or change it, and keeps the entry
 /// until the time `f` returns (for the store's expiry and LRU).
 pub trait Tables {
-    /// The client's bucket for `limit`, made if missing.
+    /// The bucket of `key` (a client's, or a `key=` value's) for `limit`,
+    /// made if missing.
     fn bucket<R>(
         &mut self,
-        key: &[u8],
+        key: Counted,
         limit: RateLimit,
         f: impl FnOnce(&mut window::SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom>;
@@ -295,7 +346,8 @@ fn check(
             ..Checked::default()
         });
     }
-    let verdict = match subject.limits.as_slice() {
+    let (counted, n) = subject.counted_limits();
+    let verdict = match &counted[..n] {
         [] => {
             return Ok(Checked {
                 verdict: Verdict {
@@ -306,8 +358,11 @@ fn check(
                 ..Checked::default()
             })
         }
-        [limit] => admit(tables, subject.key, *limit, now_ms)?,
-        limits => admit_stacked(tables, subject.key, limits, now_ms)?,
+        [(at, limit, key)] => Verdict {
+            limit: *at as u8,
+            ..admit(tables, *key, *limit, now_ms)?
+        },
+        limits => admit_stacked(tables, limits, now_ms)?,
     };
     let mut checked = Checked {
         verdict,
@@ -345,9 +400,10 @@ fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<Br
     if unpaid == 0 {
         return None;
     }
-    let refused_here = subject.limits.as_slice().iter().any(|limit| {
+    let (counted, n) = subject.counted_limits();
+    let refused_here = counted[..n].iter().any(|(_, limit, key)| {
         tables
-            .bucket(subject.key, *limit, |w| {
+            .bucket(*key, *limit, |w| {
                 (
                     window::take_back_refusal(w, now_ms),
                     w.keep_until_ms(*limit),
@@ -368,10 +424,10 @@ fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<Br
         .flatten()
 }
 
-/// One request into the client's bucket for `limit`.
+/// One request into `key`'s bucket for `limit`.
 fn admit(
     tables: &mut impl Tables,
-    key: &[u8],
+    key: Counted,
     limit: RateLimit,
     now_ms: u64,
 ) -> Result<Verdict, NoRoom> {
@@ -384,15 +440,16 @@ fn admit(
 /// Stacked limits (`limiter::limits`): each bucket is asked what it would
 /// say, without counting; then the request is counted by every bucket if
 /// all have room, else only the first refusing one records the refusal.
+/// `limits` are those the request is counted by, each with its place
+/// among the location's (the verdict's `limit`) and whose count it is.
 fn admit_stacked(
     tables: &mut impl Tables,
-    key: &[u8],
-    limits: &[RateLimit],
+    limits: &[(usize, RateLimit, Counted)],
     now_ms: u64,
 ) -> Result<Verdict, NoRoom> {
     let mut verdicts = [Verdict::default(); MAX_LIMITS];
-    for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
-        *verdict = tables.bucket(key, *limit, |b| {
+    for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
+        *verdict = tables.bucket(*key, *limit, |b| {
             let mut copy = *b;
             let verdict = window::admit(&mut copy, *limit, now_ms);
             (verdict, b.keep_until_ms(*limit))
@@ -401,15 +458,20 @@ fn admit_stacked(
     let verdicts = &mut verdicts[..limits.len()];
     match verdicts.iter().position(|v| !v.allowed) {
         None => {
-            for (limit, verdict) in limits.iter().zip(verdicts.iter_mut()) {
-                *verdict = admit(tables, key, *limit, now_ms)?;
+            for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
+                *verdict = admit(tables, *key, *limit, now_ms)?;
             }
         }
         Some(refusing) => {
-            verdicts[refusing] = admit(tables, key, limits[refusing], now_ms)?;
+            let (_, limit, key) = limits[refusing];
+            verdicts[refusing] = admit(tables, key, limit, now_ms)?;
         }
     }
-    Ok(stacked_verdict(verdicts))
+    let mut verdict = stacked_verdict(verdicts);
+    verdict.limit = limits
+        .get(usize::from(verdict.limit))
+        .map_or(0, |(at, _, _)| *at as u8);
+    Ok(verdict)
 }
 
 /// Red first (a blocked client spends nothing), then the record, then the

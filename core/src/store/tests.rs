@@ -20,6 +20,7 @@ fn subject(rules: BreakerRules) -> Subject<'static> {
             requests: 1,
             window_ms: 3_600_000,
         }),
+        limit_keys: crate::store::CLIENT_KEYS,
         approx: false,
         rules,
         rising: false,
@@ -196,6 +197,7 @@ fn stacked(rules: BreakerRules) -> Subject<'static> {
     }
     Subject {
         limits,
+        limit_keys: crate::store::CLIENT_KEYS,
         ..subject(rules)
     }
 }
@@ -356,4 +358,74 @@ fn a_wait_under_another_limit_takes_back_nothing() {
         );
     }
     assert_eq!(s.strikes(KEY), 1);
+}
+
+/// 2 an hour per client, 5 an hour per network (`key=$pow_shield_net`).
+fn per_client_and_net<'a>(client: &'a [u8], net: &'a [u8]) -> Subject<'a> {
+    let mut limits = Limits::NONE;
+    let hour = |requests| RateLimit {
+        requests,
+        window_ms: 3_600_000,
+    };
+    limits.push(hour(2), None).unwrap();
+    let net_id = Some(crate::limiter::KeyId::of("$pow_shield_net"));
+    limits.push_keyed(hour(5), None, net_id).unwrap();
+    let mut limit_keys = crate::store::CLIENT_KEYS;
+    limit_keys[1] = Some(net);
+    Subject {
+        key: client,
+        limits,
+        limit_keys,
+        ..subject(FIVE_PER_MINUTE)
+    }
+}
+
+#[test]
+fn a_keyed_limit_counts_every_client_of_its_key_and_refuses_the_sixth() {
+    let mut s = MemoryStore::default();
+    let clients: Vec<Vec<u8>> = (1..=6)
+        .map(|i| format!("10.0.0.{i}").into_bytes())
+        .collect();
+    for client in &clients[..5] {
+        let v = checked(s.ask(OFFENCE, &per_client_and_net(client, b"10.0.0.0"))).verdict;
+        assert!(v.allowed, "each address is under its own 2 an hour");
+    }
+    let sixth = checked(s.ask(OFFENCE, &per_client_and_net(&clients[5], b"10.0.0.0")));
+    assert_eq!(
+        (sixth.verdict.allowed, sixth.verdict.limit),
+        (false, 1),
+        "the network's 5 an hour refuse the 6th address"
+    );
+    assert_eq!(s.strikes(&clients[5]), 1, "the strike is the client's");
+    assert_eq!(s.strikes(b"10.0.0.0"), 0, "never the network's");
+    let other = checked(s.ask(OFFENCE, &per_client_and_net(b"10.0.1.1", b"10.0.1.0")));
+    assert!(other.verdict.allowed, "a client of another network passes");
+}
+
+#[test]
+fn a_refusal_by_one_limit_counts_nothing_in_the_others() {
+    let mut s = MemoryStore::default();
+    let client = per_client_and_net(b"10.0.0.1", b"10.0.0.0");
+    s.ask(OFFENCE, &client);
+    s.ask(OFFENCE, &client);
+    let refused = checked(s.ask(OFFENCE, &client)).verdict;
+    assert_eq!((refused.allowed, refused.limit), (false, 0), "its own 2");
+    for i in 2..=4 {
+        let neighbour = format!("10.0.0.{i}").into_bytes();
+        let v = checked(s.ask(OFFENCE, &per_client_and_net(&neighbour, b"10.0.0.0"))).verdict;
+        assert!(v.allowed, "the network counted 2 of 5, not the refused one");
+    }
+}
+
+#[test]
+fn an_empty_key_value_leaves_the_request_out_of_that_limit_only() {
+    let mut s = MemoryStore::default();
+    let outside = per_client_and_net(b"10.0.0.1", b"");
+    for _ in 0..2 {
+        assert!(checked(s.ask(OFFENCE, &outside)).verdict.allowed);
+    }
+    let v = checked(s.ask(OFFENCE, &outside)).verdict;
+    assert_eq!((v.allowed, v.limit), (false, 0), "still counted per client");
+    // the network's bucket was never written
+    assert!(s.buckets.keys().all(|(_, own, _, _)| !own));
 }

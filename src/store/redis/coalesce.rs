@@ -219,6 +219,7 @@ fn joiners_subject(key: &[u8], limit: RateLimit, rules: BreakerRules, rising: bo
     Subject {
         key,
         limits: Limits::one(limit),
+        limit_keys: pow_shield_core::store::CLIENT_KEYS,
         approx: false,
         rules,
         rising,

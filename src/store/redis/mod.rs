@@ -141,11 +141,12 @@ impl RedisStore {
             }));
         }
         let (limits, cluster) = (subject.limits, self.cluster);
-        // Stacked limits: all of them in one call, decided in Redis
-        // (neither refused locally nor coalesced).
+        // Stacked or keyed limits: all of them in one call, decided in
+        // Redis (neither refused locally nor coalesced).
         let Some(limit) = single_limit(subject) else {
             let tag = client_tag(subject.key);
             let remember = self.block_keeper(subject.key, rules);
+            let counted = calls::counted(subject);
             let call = self
                 .calls
                 .check(tag.as_bytes(), subject, offence, 1, self.next_seq());
@@ -155,7 +156,9 @@ impl RedisStore {
                 late,
                 waiter,
                 move |reply| {
-                    let checked = calls::checked(cluster, &reply?, &limits, rules, offence)?;
+                    let (kept, at) = (&counted.0, &counted.1);
+                    let checked =
+                        calls::stacked_checked(cluster, &reply?, (kept, at), rules, offence)?;
                     remember(checked.breaker);
                     Some(Reply::Checked(checked))
                 },
@@ -473,11 +476,9 @@ fn failure(unavailable: Unavailable) -> Failure {
     }
 }
 
-/// The location's one limit; `None` without a limit or with stacked limits
-/// (those are decided in Redis: neither refused locally nor coalesced).
+/// The location's one limit per client key; `None` without a limit, with
+/// stacked limits or a `key=` (those are decided in Redis: neither refused
+/// locally nor coalesced).
 fn single_limit(subject: &Subject) -> Option<RateLimit> {
-    match subject.limits.as_slice() {
-        [limit] => Some(*limit),
-        _ => None,
-    }
+    calls::single_limit(subject)
 }

@@ -47,6 +47,7 @@ fn subject<'a>(key: &'a [u8], limits: Limits, approx: bool) -> Subject<'a> {
     Subject {
         key,
         limits,
+        limit_keys: crate::store::CLIENT_KEYS,
         approx,
         rules: RULES,
         rising: false,
@@ -214,4 +215,61 @@ fn a_check_reply_says_whether_it_struck() {
     // A Redis Cluster loads no single generation script.
     assert!(Calls::new("ps:", 1, 1, true).generation(5).is_none());
     assert!(Calls::new("ps:", 1, 1, false).generation(5).is_some());
+}
+
+/// 5 a minute per client, 100 an hour per network (`key=`).
+fn keyed<'a>(net: &'a [u8]) -> Subject<'a> {
+    let mut limits = Limits::one(LIMIT);
+    let hourly = RateLimit {
+        requests: 100,
+        window_ms: 3_600_000,
+    };
+    let id = Some(crate::limiter::KeyId::of("$pow_shield_net"));
+    limits.push_keyed(hourly, None, id).unwrap();
+    let mut s = subject(b"10.0.0.1", limits, false);
+    s.limit_keys[1] = Some(net);
+    s
+}
+
+#[test]
+fn a_keyed_limit_goes_in_the_stacked_call_under_its_own_tag() {
+    let calls = Calls::new("ps:", 1, 1, false);
+    let only_keyed = {
+        let mut s = keyed(b"10.0.0.0/24");
+        s.limits = s.limits.only(|i| i == 1).0;
+        s.limit_keys = [Some(&b"10.0.0.0/24"[..]), None, None, None];
+        s
+    };
+    assert_eq!(single_limit(&only_keyed), None, "one keyed limit: stacked");
+    let call = calls.check(b"t", &keyed(b"10.0.0.0/24"), Offence::Unpaid, 1, 1);
+    let w = words(&call.evalsha);
+    assert_eq!(call.script, one().stacked.text);
+    assert_eq!(w[2], "7", "the breaker's 3, then 2 per limit");
+    let net = keys::own_tag(b"10.0.0.0/24");
+    assert_eq!(w[6], "ps:{t}:w:5:60000", "the client's log under its tag");
+    assert_eq!(w[8], format!("ps:{{{net}}}:w:100:3600000"), "the network's");
+    assert_eq!(w[9], format!("ps:{{{net}}}:o:100:3600000"));
+    assert_ne!(net, crate::redis::command::client_tag(b"10.0.0.0/24"));
+}
+
+#[test]
+fn an_empty_key_value_leaves_its_limit_out_of_the_call_and_the_reply_names_the_others() {
+    let calls = Calls::new("ps:", 1, 1, false);
+    let out = keyed(b"");
+    let call = calls.check(b"t", &out, Offence::Unpaid, 1, 1);
+    assert_eq!(words(&call.evalsha)[2], "5", "one limit sent, stacked");
+    let (kept, at) = counted(&out);
+    assert_eq!((kept.len(), at[0]), (1, 0));
+    // A refusal by the network's limit, the second sent and written.
+    let both = keyed(b"10.0.0.0/24");
+    let (kept, at) = counted(&both);
+    let reply = [0, 0, 1_000, 1_000, 1, 1, 0, 0, 0, 1];
+    let checked = stacked_checked(false, &reply, (&kept, &at), RULES, Offence::Unpaid).unwrap();
+    assert_eq!((checked.verdict.allowed, checked.verdict.limit), (false, 1));
+    // Counted by none: admitted, the breaker as Redis says.
+    let (none, at) = both.limits.only(|_| false);
+    let reply = [1, 0, 0, 0, 0, 2, 0, 0, 0, 0];
+    let checked = stacked_checked(false, &reply, (&none, &at), RULES, Offence::Unpaid).unwrap();
+    assert!(checked.verdict.allowed);
+    assert_eq!(checked.breaker.strikes, 2);
 }

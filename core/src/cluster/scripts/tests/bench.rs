@@ -218,6 +218,7 @@ impl Bench<'_> {
         Subject {
             key: KEY,
             limits: self.limits,
+            limit_keys: crate::store::CLIENT_KEYS,
             approx: self.table.approx,
             rules: self.table.rules,
             rising: false,

@@ -1,0 +1,173 @@
+#!/usr/bin/perl
+
+# A limit counted per another identity than the client (docs/directives.md,
+# pow_shield_limit ... key=): a scraper rotating through many addresses of
+# a few /24s stays under the per-address limit but is challenged at the
+# /24 limit (key=$pow_shield_net); a client of another /24 passes; an empty
+# key= value leaves a request out of that limit only.  The address is set
+# with X-Real-IP (realip), as $pow_shield_net reads it after realip.  In
+# local mode (the zone's buckets) and in cluster mode (one Redis: every
+# limit of a request in one script call).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow :util :redis http_conf);
+use Test::PowShield::Modes;
+
+###############################################################################
+
+# The recipe of docs/operations.md, "Scrapers on many addresses", as
+# written there.
+my $ops = do {
+    open my $fh, '<', "$Test::PowShield::REPO/docs/operations.md" or die $!;
+    local $/;
+    <$fh>;
+};
+my ($recipe) = $ops =~ /```nginx\n# Scrapers on many addresses[^\n]*\n(location \/ \{\n.*?\n\})\n```/s
+    or die 'the recipe "Scrapers on many addresses" is missing from docs/operations.md';
+$recipe =~ s{^location / }{location /recipe/ } or die;
+my %numbers = map { $_ => 1 } $recipe =~ /pow_shield_limit (\d+ 1m)/g;
+die "the recipe's limits are no longer 60, 300 and 1000 a minute: update this suite\n"
+    unless join(',', sort keys %numbers) eq '1000 1m,300 1m,60 1m';
+
+my $conf = http_conf(<<"EOF");
+    %%REDIS%%
+    pow_shield_secret "limit-keys-suite-secret-0123456789ab";
+    pow_shield_difficulty 1;
+    pow_shield_strikes off;
+
+    set_real_ip_from 127.0.0.1;
+    real_ip_header X-Real-IP;
+
+    server {
+        %%TEST_SERVER%%
+
+        # 5 an hour per address, 10 an hour per /24
+        location /net/ {
+            pow_shield_limit 5 1h;
+            pow_shield_limit 10 1h name=net key=\$pow_shield_net;
+        }
+
+        # 3 an hour per address, 1 an hour per tenant (when there is one)
+        location /tenant/ {
+            pow_shield_limit 3 1h;
+            pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
+        }
+
+        # only a keyed limit: a request without a tenant is counted by none
+        location /only/ {
+            pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
+        }
+
+        location = /net {
+            return 200 "\$pow_shield_net";
+        }
+
+$recipe
+    }
+EOF
+
+Test::PowShield::Modes->each_mode($conf,
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net tenant only recipe) }, sub {
+    my ($m) = @_;
+    my $t = $m->node(1);
+    my $from = sub {
+        my ($ip, $where, @headers) = @_;
+        return $t->http_get("/$where/data.json", 'X-Real-IP' => $ip, @headers);
+    };
+
+    # the variable: the client's /24 or /48, after realip
+
+    is($t->http_get('/net', 'X-Real-IP' => '198.51.100.77')->body, '198.51.100.0/24',
+        '$pow_shield_net: an IPv4 client\'s /24');
+    is($t->http_get('/net', 'X-Real-IP' => '2001:db8:7:8::1')->body, '2001:db8:7::/48',
+        '$pow_shield_net: an IPv6 client\'s /48');
+
+    # a scraper over 30 addresses of two /24s, 2 requests each: every
+    # address is under its 5, each /24 admits its 10
+
+    my (%status, %refused_by);
+    for my $net ('10.1.1', '10.1.2') {
+        for my $host (1 .. 15) {
+            for (1 .. 2) {
+                my $r = $from->("$net.$host", 'net');
+                $status{$r->status}++;
+                $refused_by{$1}++ if ($r->header('RateLimit') // '') =~ /^"([^"]+)";r=0/
+                    && $r->status == 429;
+            }
+        }
+    }
+    is($status{200}, 20, 'the scraper: 10 requests pass per /24');
+    is($status{429}, 40, 'the scraper: its other 40 requests are challenged');
+    is($refused_by{net}, 40, 'the scraper: challenged by the /24 limit ("net")');
+
+    # a client of another /24 passes, and is counted per address as ever
+
+    my @r = map { $from->('10.9.9.9', 'net') } 1 .. 6;
+    is(statuses(@r), '200 200 200 200 200 429',
+        'a client of another /24 passes, up to its own 5');
+    like($r[5]->header('RateLimit') // '', qr/^"5r\/h";r=0/,
+        '... and is refused by its own limit, not the network\'s');
+    is($r[0]->header('RateLimit-Policy'), '"5r/h";q=5;w=3600, "net";q=10;w=3600',
+        'RateLimit-Policy lists both limits');
+
+    # the challenge of a /24 refusal is paid as any: one solution admits
+    # one request
+
+    my $refused = $from->('10.1.1.200', 'net');
+    is($refused->status, 429, 'a new address of a full /24 is challenged');
+    my $paid = $t->http_get('/net/data.json', 'X-Real-IP' => '10.1.1.200', solution($refused));
+    is($paid->status, 200, 'its solution admits it');
+
+    # an empty key= value leaves the request out of that limit only
+
+    @r = map { $from->("10.5.0.$_", 'tenant', 'X-Tenant' => "$m-acme") } 1 .. 2;
+    is(statuses(@r), '200 429', 'one tenant: 1 an hour across its addresses');
+    @r = map { $from->('10.5.1.1', 'tenant') } 1 .. 4;
+    is(statuses(@r), '200 200 200 429',
+        'no tenant: out of the tenant limit, still counted per address');
+    @r = map { $from->('10.5.2.1', 'only') } 1 .. 4;
+    is(statuses(@r), '200 200 200 200', 'no tenant where only the tenant limit is: never counted');
+    @r = map { $from->("10.5.3.$_", 'only', 'X-Tenant' => "$m-b") } 1 .. 2;
+    is(statuses(@r), '200 429', '... a tenant there is');
+
+    # the recipe: 300 a minute per /24 from addresses each under its 60,
+    # then everyone together over 1000 a minute pays
+
+    my @got = map { my $h = $_; map { $from->("10.20.1.$h", 'recipe')->status } 1 .. 30 } 1 .. 10;
+    is(scalar(grep { $_ == 200 } @got), 300, 'recipe: 10 addresses of one /24, 30 each: all pass');
+    my $r = $from->('10.20.1.11', 'recipe');
+    is($r->status, 429, 'recipe: the /24\'s 301st request is challenged, from a new address');
+    like($r->header('RateLimit') // '', qr/^"net";r=0/, 'recipe: ... by the /24 limit');
+    is($from->('10.20.2.1', 'recipe')->status, 200, 'recipe: a client of another /24 passes');
+    my ($sent, $passed) = (0, 0);
+    ADDRESS: for my $net (1 .. 10) {
+        for my $host (1 .. 15) {
+            for (1 .. 20) {
+                last ADDRESS if $sent == 1000 - 301;
+                $sent++;
+                $passed++ if $from->("10.30.$net.$host", 'recipe')->status == 200;
+            }
+        }
+    }
+    is($passed, 699, 'recipe: every /24 and address under its limit: up to 1000 a minute pass');
+    $r = $from->('10.40.1.1', 'recipe');
+    is($r->status, 429, 'recipe: over 1000 a minute site-wide, a new client pays');
+    like($r->header('RateLimit') // '', qr/^"site";r=0/, 'recipe: ... the site-wide limit');
+
+    if ($m->cluster) {
+        my @net = grep { /:w:10:3600000$/ } @{$m->redis->cmd('KEYS', '*') || []};
+        is(scalar @net, 3, 'cluster: one log per /24 of the keyed limit');
+        is($m->redis->cmd('ZCARD', client_key("\x01key=10.1.2.0/24", 'w', 10, 3600000)), 10,
+            'cluster: the /24\'s log, under a tag of its own, holds its 10 admitted requests');
+    }
+});
+
+###############################################################################
+
+Test::PowShield::Modes->done_testing;
