@@ -16,7 +16,7 @@ use ngx::ngx_string;
 
 use super::request::peer_ip;
 use super::state::RequestState;
-use pow_shield_core::limiter::client::{client_id, client_net};
+use pow_shield_core::limiter::client::{client_id, client_net, ClientId};
 
 const RESULT: usize = 0;
 const REMAINING: usize = 1;
@@ -75,28 +75,38 @@ unsafe extern "C" fn get_net(
     v: *mut ngx_variable_value_t,
     _data: usize,
 ) -> ngx_int_t {
-    crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
-        // SAFETY: nginx passes a live request, with its connection, and a
-        // value slot to fill.
-        let (r, v) = unsafe { (&*r, &mut *v) };
-        // SAFETY: the connection outlives its requests.
-        let net = client_net(unsafe { peer_ip(&*r.connection) });
-        set_value(v, r.pool, net.as_str())
-    })
+    // SAFETY: nginx's arguments, passed on as they came.
+    unsafe { of_peer(r, v, client_net) }
 }
 
+/// `$pow_shield_client`: the client as one address counts it
+/// (`limiter::client::client_id`: IPv6 by /64).
 unsafe extern "C" fn get_client(
     r: *mut ngx_http_request_t,
     v: *mut ngx_variable_value_t,
     _data: usize,
+) -> ngx_int_t {
+    // SAFETY: nginx's arguments, passed on as they came.
+    unsafe { of_peer(r, v, client_id) }
+}
+
+/// A variable made of the client's address by `of`.
+///
+/// # Safety
+/// `r` is a live request and `v` its variable's value slot, as nginx passes
+/// them to a variable's handler.
+unsafe fn of_peer(
+    r: *mut ngx_http_request_t,
+    v: *mut ngx_variable_value_t,
+    of: fn(Option<std::net::IpAddr>) -> ClientId,
 ) -> ngx_int_t {
     crate::ffi::guard(nginx_sys::NGX_ERROR as ngx_int_t, || {
         // SAFETY: nginx passes a live request, with its connection, and a
         // value slot to fill.
         let (r, v) = unsafe { (&*r, &mut *v) };
         // SAFETY: the connection outlives its requests.
-        let id = client_id(unsafe { peer_ip(&*r.connection) });
-        set_value(v, r.pool, id.as_str())
+        let value = of(unsafe { peer_ip(&*r.connection) });
+        set_value(v, r.pool, value.as_str())
     })
 }
 
