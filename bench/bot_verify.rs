@@ -11,7 +11,10 @@
 //! target is at most 60 us per signed request (issue 31).
 
 use std::hint::black_box;
-use std::time::Instant;
+
+#[path = "timing.rs"]
+mod timing;
+use timing::{measure, median, rounds, row};
 
 use pow_shield_bots::message::Fixed;
 use pow_shield_bots::{verify, KeySet, Registry, SigningKey};
@@ -21,50 +24,8 @@ const NOW: i64 = 1_767_225_600;
 const BATCH: usize = 64;
 const TARGET_US: f64 = 60.0;
 
-fn rounds() -> usize {
-    std::env::var("BOT_VERIFY_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(7)
-}
-
-/// ns per call of each round (after a warm-up of a tenth).
-fn measure(iters: u64, rounds: usize, mut f: impl FnMut(u64)) -> Vec<f64> {
-    for i in 0..iters / 10 + 1 {
-        f(i);
-    }
-    (0..rounds)
-        .map(|_| {
-            let start = Instant::now();
-            for i in 0..iters {
-                f(i);
-            }
-            start.elapsed().as_nanos() as f64 / iters as f64
-        })
-        .collect()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[s.len() / 2]
-}
-
-fn row(name: &str, unit: &str, scale: f64, iters: u64, ns: &[f64]) {
-    let lo = ns.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = ns.iter().copied().fold(0.0, f64::max);
-    println!(
-        "{name:<48} {:>9.3} {unit:<3} (min {:.3}, max {:.3}; {iters} calls x {} rounds)",
-        median(ns) / scale,
-        lo / scale,
-        hi / scale,
-        ns.len()
-    );
-}
-
 fn main() {
-    let rounds = rounds();
+    let rounds = rounds("BOT_VERIFY_ROUNDS");
     println!("pow-shield bot_verify: median of {rounds} rounds (BOT_VERIFY_ROUNDS)\n");
     // Three bots, as a configuration might list them; the second signs.
     let mut registry = Registry::default();

@@ -11,6 +11,10 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+#[path = "timing.rs"]
+mod timing;
+use timing::{measure, median, rounds, row};
+
 use pow_shield_core::limiter::window::{self, SlidingWindow};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_protocol as pow;
@@ -21,62 +25,6 @@ const TTL_MS: u64 = 60_000;
 const NOW_MS: u64 = 1_711_929_570_000;
 /// Challenges solved ahead of the verify loops; each costs ~16^4 hashes.
 const BATCH: usize = 64;
-
-fn rounds() -> usize {
-    std::env::var("POW_COST_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(7)
-}
-
-/// Runs `f` `iters` times per round, `rounds` rounds; returns ns per call of
-/// each round.
-fn measure(iters: u64, rounds: usize, mut f: impl FnMut(u64)) -> Vec<f64> {
-    // Warm-up: caches, branch predictors, CPU frequency.
-    for i in 0..iters / 10 + 1 {
-        f(i);
-    }
-    (0..rounds)
-        .map(|_| {
-            let start = Instant::now();
-            for i in 0..iters {
-                f(i);
-            }
-            start.elapsed().as_nanos() as f64 / iters as f64
-        })
-        .collect()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-fn min(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-fn max(v: &[f64]) -> f64 {
-    v.iter().copied().fold(0.0, f64::max)
-}
-
-/// Prints one row, in µs (`scale` 1e3) or ns (`scale` 1).
-fn row(name: &str, unit: &str, scale: f64, iters: u64, ns: &[f64]) {
-    println!(
-        "{name:<44} {:>10.3} {unit:<3} (min {:.3}, max {:.3}; {iters} calls x {} rounds)",
-        median(ns) / scale,
-        min(ns) / scale,
-        max(ns) / scale,
-        ns.len()
-    );
-}
 
 /// A deterministic salt per index, as `issue_challenge` would produce.
 fn salt(i: usize) -> [u8; pow::SALT_LEN] {
@@ -110,7 +58,7 @@ fn bad_signature(token: &str) -> String {
 }
 
 fn main() {
-    let rounds = rounds();
+    let rounds = rounds("POW_COST_ROUNDS");
     let keys = pow::SecretKeys::single(pow::Secret::new(&[7u8; 32]).expect("32-byte key"));
     println!("pow-shield pow_cost: median of {rounds} rounds (POW_COST_ROUNDS)");
     println!();

@@ -305,12 +305,6 @@ impl Calls {
     }
 }
 
-/// A check's reply, and the slot's generation a Redis Cluster's answers
-/// last.
-pub fn split_generation(cluster: bool, reply: &[i64]) -> (&[i64], Option<u64>) {
-    replies::split_generation(reply, cluster)
-}
-
 /// What a check's reply says for a client under `limits`, `struck` as
 /// the script says (`None`: not a reply of the script).
 pub fn checked(

@@ -15,7 +15,6 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
 use crate::store::{Failure, NewLate, NewWaiter, Waiter};
-use pow_shield_core::cluster::calls;
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::scripts::replies::{self, MAX_COALESCED};
 use pow_shield_core::limiter::breaker::opened_block;
@@ -167,7 +166,7 @@ impl RedisStore {
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
             let reply = frame.as_ref().and_then(integers).unwrap_or_default();
             // A Redis Cluster's refusal answers the slot's generation too.
-            let (reply, generation) = calls::split_generation(cluster, &reply);
+            let (reply, generation) = replies::split_generation(&reply, cluster);
             let decided = replies::coalesced_from_reply(reply, limit, k).ok();
             let joiners = waiting.take();
             let Some(store) = store.upgrade() else {

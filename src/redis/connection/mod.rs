@@ -3,9 +3,10 @@
 //! pipeline's bytes sent by one posted flush per loop iteration and
 //! replies read and handed on (`exchange`), every pending reply under one
 //! deadline timer, and after a failure a reconnect with back-off on a
-//! cancelable timer. Every function nginx calls for it is here, behind
-//! the panic guard; the requests' callbacks run once the state is
-//! released, each guarded on its own.
+//! cancelable timer. Every function nginx calls for it is in `events.rs`,
+//! behind the panic guard; the requests' callbacks run once the state is
+//! released, each guarded on its own. The host name's steps are
+//! `names.rs`.
 //! - a timeout, a reply that is not one of ours or a disconnect fails every
 //!   slot at once, closes the connection and schedules a reconnect; it is
 //!   logged once per outage, quoting OpenSSL's reason with TLS;
@@ -16,13 +17,20 @@ use core::cell::RefCell;
 use core::ffi::c_void;
 use core::ptr;
 
-use nginx_sys::{ngx_connection_t, ngx_event_t, ngx_log_t, ngx_msec_t};
+use nginx_sys::{ngx_log_t, ngx_msec_t};
 
+mod events;
+mod names;
+
+use self::events::{
+    deadline_handler, defer_failed, flush_handler, read_handler, reconnect_handler, run_failed,
+    tls_handler, write_handler,
+};
 use super::event::Event;
 use super::exchange::{Exchange, OnReply, Reply, Unavailable};
 use super::link::{ConnLog, Handlers, Handshake, Io, Link};
 use super::now;
-use super::resolve::{Answer, Applied, Names};
+use super::resolve::Names;
 use super::settings::Settings;
 use pow_shield_core::metrics::{self, RedisError};
 use pow_shield_core::redis::pipeline::{Resend, Slot, READ_CHUNK};
@@ -492,55 +500,6 @@ impl Connection {
         }
     }
 
-    /// While the connection serves: its answer ran out, ask again.
-    fn refresh_if_expired(&self, st: &mut State) {
-        if self.names.refresh_due() {
-            self.start_resolve(st, true);
-        }
-    }
-
-    /// Starts resolving; `background`: the connection keeps serving.
-    fn start_resolve(&self, st: &mut State, background: bool) {
-        let Some(r) = &self.settings.resolve else {
-            return;
-        };
-        match self.names.start(r) {
-            Ok(()) if !background => st.phase = Phase::Resolving,
-            Ok(()) => {}
-            Err(why) => self.fail(st, RedisError::Io, &why),
-        }
-    }
-
-    /// Applies the resolver's answer (from the reconnect event).
-    fn on_resolved(&self, st: &mut State, answer: Answer) {
-        let Some(r) = &self.settings.resolve else {
-            return;
-        };
-        let waiting = st.phase == Phase::Resolving;
-        match self
-            .names
-            .apply(r, &self.settings.name, self.log.worker(), answer, waiting)
-        {
-            Applied::Unchanged => {}
-            Applied::Failed(why) => {
-                st.phase = Phase::Disconnected;
-                self.fail(st, RedisError::Io, &why);
-            }
-            Applied::Connect => {
-                st.phase = Phase::Disconnected;
-                self.connect_to(st);
-            }
-            Applied::Moved => {
-                if st.phase != Phase::Disconnected {
-                    // To the new address now (what waits is decided by
-                    // pow_shield_fail).
-                    self.disconnect(st);
-                    self.connect_to(st);
-                }
-            }
-        }
-    }
-
     /// What runs once the state is released: failed slots, then `on_ready`.
     fn run_deferred(&self) {
         run_failed();
@@ -554,137 +513,4 @@ impl Connection {
             }
         }
     }
-}
-
-thread_local! {
-    /// Callbacks of slots failed by a disconnect, run from the flush event
-    /// (never from inside the code that held a connection's state).
-    static FAILED: RefCell<Vec<OnReply>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Queues failed slots' callbacks for `run_failed`.
-fn defer_failed(failed: Vec<OnReply>) {
-    // During thread teardown (a process exiting without exit_process) the
-    // queue may be gone: nobody waits then.
-    let _ = FAILED.try_with(|f| f.borrow_mut().extend(failed));
-}
-
-fn run_failed() {
-    let failed = FAILED
-        .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
-        .unwrap_or_default();
-    for on_reply in failed {
-        // Each on its own: a bug in one must not strand the other requests.
-        crate::ffi::guard((), || on_reply(Reply::Failed));
-    }
-}
-
-/// Recovers the connection from an event's data.
-///
-/// # Safety
-/// `data` is a `Connection` pointer set by `attach_events` or `connect_to`,
-/// alive while its events or socket are registered with nginx.
-unsafe fn connection<'a>(data: *mut c_void) -> &'a Connection {
-    // SAFETY: per the contract.
-    unsafe { &*data.cast::<Connection>() }
-}
-
-unsafe extern "C" fn flush_handler(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: our flush event carries the connection.
-        let c = unsafe { connection((*ev).data) };
-        c.with_state(|c, st| c.flush(st));
-        c.run_deferred();
-    })
-}
-
-unsafe extern "C" fn deadline_handler(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: our deadline event carries the connection.
-        let c = unsafe { connection((*ev).data) };
-        c.with_state(|c, st| c.on_deadline(st));
-        c.run_deferred();
-    })
-}
-
-unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: our reconnect event carries the connection; exiting
-        // workers don't reconnect.
-        let (c, exiting) = unsafe {
-            (
-                connection((*ev).data),
-                nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0,
-            )
-        };
-        if exiting {
-            return;
-        }
-        c.with_state(|c, st| {
-            if let Some(answer) = c.names.take_answer() {
-                c.on_resolved(st, answer);
-            } else if st.phase == Phase::Disconnected {
-                c.connect(st);
-            }
-        });
-        c.run_deferred();
-    })
-}
-
-unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: socket events carry the socket, whose data is ours.
-        let c = unsafe { connection((*(*ev).data.cast::<ngx_connection_t>()).data) };
-        c.with_state(|c, st| {
-            if st.phase == Phase::Connecting {
-                c.on_connected(st);
-            } else {
-                c.flush(st);
-            }
-        });
-        c.run_deferred();
-    })
-}
-
-unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: as in write_handler.
-        let socket = unsafe { (*ev).data.cast::<ngx_connection_t>() };
-        // SAFETY: as above.
-        let (c, closing) = unsafe { (connection((*socket).data), (*socket).close() != 0) };
-        let ready = c
-            .with_state(|c, st| {
-                if closing {
-                    // nginx is shutting the worker down (worker_shutdown_timeout).
-                    c.close_for_exit(st);
-                    return Vec::new();
-                }
-                if st.phase == Phase::Connecting {
-                    c.on_connected(st);
-                }
-                c.read(st)
-            })
-            .unwrap_or_default();
-        for (on_reply, frame) in ready {
-            // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply(frame));
-        }
-        c.run_deferred();
-    })
-}
-
-/// nginx's TLS handshake handler calls this when the handshake ends, done
-/// or failed.
-unsafe extern "C" fn tls_handler(socket: *mut ngx_connection_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: our socket, whose data is the connection.
-        let c = unsafe { connection((*socket).data) };
-        c.with_state(|c, st| {
-            let ours = st.link.as_ref().is_some_and(|link| link.is(socket));
-            if st.phase == Phase::Securing && ours {
-                c.secured(st);
-            }
-        });
-        c.run_deferred();
-    })
 }

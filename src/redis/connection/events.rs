@@ -1,0 +1,145 @@
+//! What nginx calls for a connection (its events, its socket's, the end
+//! of a TLS handshake), each behind the panic guard, and the callbacks of
+//! the slots a disconnect failed, run from the flush event once the
+//! connection's state is released.
+
+use core::cell::RefCell;
+use core::ffi::c_void;
+
+use nginx_sys::{ngx_connection_t, ngx_event_t};
+
+use super::{Connection, Phase};
+use crate::redis::exchange::{OnReply, Reply};
+
+thread_local! {
+    /// Callbacks of slots failed by a disconnect, run from the flush event
+    /// (never from inside the code that held a connection's state).
+    static FAILED: RefCell<Vec<OnReply>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queues failed slots' callbacks for `run_failed`.
+pub(super) fn defer_failed(failed: Vec<OnReply>) {
+    // During thread teardown (a process exiting without exit_process) the
+    // queue may be gone: nobody waits then.
+    let _ = FAILED.try_with(|f| f.borrow_mut().extend(failed));
+}
+
+pub(super) fn run_failed() {
+    let failed = FAILED
+        .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
+        .unwrap_or_default();
+    for on_reply in failed {
+        // Each on its own: a bug in one must not strand the other requests.
+        crate::ffi::guard((), || on_reply(Reply::Failed));
+    }
+}
+
+/// Recovers the connection from an event's data.
+///
+/// # Safety
+/// `data` is a `Connection` pointer set by `attach_events` or `connect_to`,
+/// alive while its events or socket are registered with nginx.
+unsafe fn connection<'a>(data: *mut c_void) -> &'a Connection {
+    // SAFETY: per the contract.
+    unsafe { &*data.cast::<Connection>() }
+}
+
+pub(super) unsafe extern "C" fn flush_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our flush event carries the connection.
+        let c = unsafe { connection((*ev).data) };
+        c.with_state(|c, st| c.flush(st));
+        c.run_deferred();
+    })
+}
+
+pub(super) unsafe extern "C" fn deadline_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our deadline event carries the connection.
+        let c = unsafe { connection((*ev).data) };
+        c.with_state(|c, st| c.on_deadline(st));
+        c.run_deferred();
+    })
+}
+
+pub(super) unsafe extern "C" fn reconnect_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our reconnect event carries the connection; exiting
+        // workers don't reconnect.
+        let (c, exiting) = unsafe {
+            (
+                connection((*ev).data),
+                nginx_sys::ngx_exiting != 0 || nginx_sys::ngx_terminate != 0,
+            )
+        };
+        if exiting {
+            return;
+        }
+        c.with_state(|c, st| {
+            if let Some(answer) = c.names.take_answer() {
+                c.on_resolved(st, answer);
+            } else if st.phase == Phase::Disconnected {
+                c.connect(st);
+            }
+        });
+        c.run_deferred();
+    })
+}
+
+pub(super) unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: socket events carry the socket, whose data is ours.
+        let c = unsafe { connection((*(*ev).data.cast::<ngx_connection_t>()).data) };
+        c.with_state(|c, st| {
+            if st.phase == Phase::Connecting {
+                c.on_connected(st);
+            } else {
+                c.flush(st);
+            }
+        });
+        c.run_deferred();
+    })
+}
+
+pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: as in write_handler.
+        let socket = unsafe { (*ev).data.cast::<ngx_connection_t>() };
+        // SAFETY: as above.
+        let (c, closing) = unsafe { (connection((*socket).data), (*socket).close() != 0) };
+        let ready = c
+            .with_state(|c, st| {
+                if closing {
+                    // nginx is shutting the worker down (worker_shutdown_timeout).
+                    c.close_for_exit(st);
+                    return Vec::new();
+                }
+                if st.phase == Phase::Connecting {
+                    c.on_connected(st);
+                }
+                c.read(st)
+            })
+            .unwrap_or_default();
+        for (on_reply, frame) in ready {
+            // Each on its own: a bug in one must not strand the other requests.
+            crate::ffi::guard((), || on_reply(frame));
+        }
+        c.run_deferred();
+    })
+}
+
+/// nginx's TLS handshake handler calls this when the handshake ends, done
+/// or failed.
+pub(super) unsafe extern "C" fn tls_handler(socket: *mut ngx_connection_t) {
+    crate::ffi::guard((), || {
+        // SAFETY: our socket, whose data is the connection.
+        let c = unsafe { connection((*socket).data) };
+        c.with_state(|c, st| {
+            let ours = st.link.as_ref().is_some_and(|link| link.is(socket));
+            if st.phase == Phase::Securing && ours {
+                c.secured(st);
+            }
+        });
+        c.run_deferred();
+    })
+}
