@@ -19,6 +19,14 @@ pub const HEADER_NONCE: &str = "X-PoW-Nonce";
 pub const HEADER_DIFFICULTY: &str = "X-PoW-Difficulty";
 /// Response header carrying the challenge's exact price, leading zero bits.
 pub const HEADER_BITS: &str = "X-PoW-Bits";
+/// Response header carrying the next challenge ahead of need (SPEC §4,
+/// "Paying ahead"): on a response after which the client has no free
+/// request left, and on every response to a paid request.
+pub const HEADER_NEXT_CHALLENGE: &str = "X-PoW-Next-Challenge";
+/// The next challenge's price, leading zero bits.
+pub const HEADER_NEXT_BITS: &str = "X-PoW-Next-Bits";
+/// The next challenge's difficulty in hex digits.
+pub const HEADER_NEXT_DIFFICULTY: &str = "X-PoW-Next-Difficulty";
 /// Response header of the circuit breaker's answer: [`SHIELD_BLOCKED`] or
 /// [`SHIELD_BANNED`].
 pub const HEADER_SHIELD: &str = "X-PoW-Shield";
