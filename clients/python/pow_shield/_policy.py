@@ -42,7 +42,7 @@ from ._challenge import (
     retry_after,
 )
 from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
-from ._gate import DEFAULT_IN_FLIGHT, Gate
+from ._gate import DEFAULT_IN_FLIGHT, Gate, reset_in
 from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
@@ -162,14 +162,15 @@ class Policy:
     def saw(self, url: str, status: int, headers: Mapping[str, str]) -> None:
         """Every answer from ``url``: its limits (pacing), and its next
         challenge, which starts solving in a worker thread unless the
-        client will wait instead (``pace``), it is above
-        ``max_difficulty`` or unreadable (the 429 path then says why)."""
+        client will wait instead (``pace``, or ``prefer_wait`` for a reset
+        it would wait for after a 429), it is above ``max_difficulty`` or
+        unreadable (the 429 path then says why)."""
         self.ahead.note_limits(url, headers)
         if not self.pay_ahead:
             return
         try:
             challenge = Challenge.from_next(status, headers)
-            if challenge is None or self.pace_delay(url) > 0:
+            if challenge is None or self.pace_delay(url) > 0 or self._wants_wait(reset_in(headers)):
                 return
             check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
         except PowShieldError:

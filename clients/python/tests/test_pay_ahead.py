@@ -294,6 +294,13 @@ class AheadStoreTest(unittest.TestCase):
         self.assertEqual(pacing.pace_delay(self.URL), 0)
         self.assertEqual(self.store.count(self.URL), 1, "solved ahead instead")
 
+    def test_prefer_wait_does_not_solve_ahead_for_a_reset_it_would_wait_for(self):
+        waiting = pow_shield.Policy(ahead=self.store, prefer_wait=True)
+        waiting.saw(self.URL, 200, {"RateLimit": '"pow-shield";r=0;t=30', **next_headers()})
+        self.assertEqual(self.store.count(self.URL), 0)
+        waiting.saw(self.URL, 200, {"RateLimit": '"pow-shield";r=0;t=3600', **next_headers()})
+        self.assertEqual(self.store.count(self.URL), 1, "beyond max_wait it pays, ahead")
+
 
 class ResetTest(unittest.TestCase):
     def test_the_ietf_field_gives_the_longest_t_of_the_limits_run_out(self):
