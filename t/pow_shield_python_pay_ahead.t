@@ -8,7 +8,9 @@
 # log: none 429, 30 solved. Where `pow_shield_pay_ahead off`, the same
 # client takes the 429 path: 61 entries. With pace=True and a limit of 2
 # per 2 s, the requests beyond the limit wait for the reset: none is 429 or
-# solved. The README's "Paying ahead" and "Pacing" examples run as written
+# solved. 12 requests at once (4 threads through one Session, a gather
+# through httpx.AsyncClient; at most 4 in flight): at most 3 429s, then one
+# round trip each. The README's "Paying ahead" and "Pacing" examples run as written
 # against a second server (no client key header there: the address).
 # Both modes (Test::PowShield::Modes).
 
@@ -86,7 +88,9 @@ my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(paid off pace
 my $client_py = <<'EOF';
 # ahead.py KIND URL CLIENT COUNT OPTIONS_JSON: COUNT GETs in a row through
 # one client of KIND (requests-auth: a new RequestsAuth for each); prints
-# each one's status, or "raised <error> <status>".
+# each one's status, or "raised <error> <status>". session-at-once: 4
+# threads, COUNT / 4 each, through one Session; httpx-async-at-once: a
+# gather of COUNT.
 import asyncio, json, sys
 import pow_shield
 
@@ -115,6 +119,26 @@ elif kind == "httpx":
     import httpx
     with httpx.Client(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
         run(lambda: c.get(url, headers=headers))
+elif kind == "session-at-once":
+    import threading
+    with pow_shield.Session(**options) as s:
+        def some():
+            for _ in range(count // 4):
+                print(s.get(url, headers=headers, timeout=10).status_code, flush=True)
+        threads = [threading.Thread(target=some) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+elif kind == "httpx-async-at-once":
+    import httpx
+    async def main():
+        async with httpx.AsyncClient(auth=pow_shield.HttpxAuth(**options), timeout=10) as c:
+            async def one():
+                return (await c.get(url, headers=headers)).status_code
+            for status in await asyncio.gather(*(one() for _ in range(count))):
+                print(status, flush=True)
+    asyncio.run(main())
 elif kind == "httpx-async":
     import httpx
     async def main():
@@ -200,6 +224,24 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
         @seen = seen("$kind-pace");
         is(join(', ', @seen), join(', ', ('200 pass') x 4),
             "$kind: pace: 4 entries, none 429 or solved: the client waited for the reset");
+        }
+    }
+
+    # In flight (at most 4 per origin): the first ones take the 429 path,
+    # then every request has a solution ahead, each used once
+    for my $kind (qw(session httpx-async)) {
+        SKIP: {
+        skip("$NEEDS{$kind} not installed", 3) unless $HAS{$NEEDS{$kind}};
+        my $url = 'http://127.0.0.1:' . $t->port(8080) . '/paid/data.json';
+        my ($rc, $out, $err) = $t->run_argv($PY, $t->path('ahead.py'), "$kind-at-once", $url,
+            "$kind-at-once", 12, '{}');
+        is($out, "200\n" x 12, "$kind: 12 requests at once all end 200") or diag($err);
+        my @seen = seen("$kind-at-once");
+        cmp_ok(count_of('429 challenge', @seen), '<=', 3,
+            "$kind: at most 3 of them (the first in flight beside the free one) got a 429");
+        is(scalar(@seen), 12 + count_of('429 challenge', @seen),
+            "$kind: one round trip per request beyond those; no solution refused")
+            or diag(join ', ', @seen);
         }
     }
 

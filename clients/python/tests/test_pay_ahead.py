@@ -161,6 +161,20 @@ class HttpxAsyncPayAheadTest(PayAhead, unittest.TestCase):
 
         return asyncio.run(go())
 
+    def test_a_gather_uses_each_solution_once(self):
+        # at most 4 in flight: 3 unpaid 429s beside the free one, then each
+        # request finds a solution ahead
+        shield = self.shield(limit=1, difficulty=2)
+
+        async def go():
+            async with httpx.AsyncClient(auth=pow_shield.HttpxAuth(ahead=self.store), timeout=10) as c:
+                answers = await asyncio.gather(*(c.get(self.server.url()) for _ in range(12)))
+                return [r.status_code for r in answers]
+
+        self.assertEqual(asyncio.run(go()), [200] * 12)
+        self.assertLessEqual(shield.statuses.count(429), 3)
+        self.assertEqual(len(self.server.requests), 12 + shield.statuses.count(429))
+
     def test_awaiting_a_solution_ahead_leaves_the_event_loop_free(self):
         # The solve ahead finishes only once another task of the loop has
         # run: a request that blocked the loop while waiting for it would
