@@ -121,15 +121,17 @@ elif kind == "httpx":
         run(lambda: c.get(url, headers=headers))
 elif kind == "session-at-once":
     import threading
+    statuses = []
     with pow_shield.Session(**options) as s:
         def some():
             for _ in range(count // 4):
-                print(s.get(url, headers=headers, timeout=10).status_code, flush=True)
+                statuses.append(s.get(url, headers=headers, timeout=10).status_code)
         threads = [threading.Thread(target=some) for _ in range(4)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+    print("\n".join(map(str, statuses)))
 elif kind == "httpx-async-at-once":
     import httpx
     async def main():
