@@ -58,6 +58,8 @@ my $conf = http_conf(<<'EOF');
         location /pay/ {
             pow_shield_limit 2 1h;
             pow_shield_difficulty 1;
+            # the 429 path (t/pow_shield_*_pay_ahead.t test paying ahead)
+            pow_shield_pay_ahead off;
         }
     }
 EOF
