@@ -99,7 +99,9 @@ async fn main() -> ExitCode {
         args.first().cloned(),
         args.get(1).and_then(|n| n.parse::<u32>().ok()),
     ) else {
-        eprintln!("usage: pay_loop [--at-once] [--blocking] [--pace] [--time] URL COUNT [NAME: VALUE]...");
+        eprintln!(
+            "usage: pay_loop [--at-once] [--blocking] [--pace] [--time] URL COUNT [NAME: VALUE]..."
+        );
         return ExitCode::from(2);
     };
     let mut headers = Vec::new();
@@ -146,7 +148,9 @@ async fn main() -> ExitCode {
             while let Some(done) = tasks.join_next().await {
                 match done {
                     Ok(outcome) => outcomes.push(outcome),
-                    Err(e) => outcomes.push((0, (format!("error: task: {e}"), false), Default::default())),
+                    Err(e) => {
+                        outcomes.push((0, (format!("error: task: {e}"), false), Default::default()))
+                    }
                 }
             }
             outcomes.sort_by_key(|(n, _, _)| *n);

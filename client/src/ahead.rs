@@ -141,7 +141,12 @@ pub struct Job {
 impl Job {
     /// Solves (on the policy's solver threads) and stores the solution.
     pub fn run(self) {
-        let nonce = solve_bits_until(&self.salt, self.bits, &self.policy.solve, &self.pending.stop);
+        let nonce = solve_bits_until(
+            &self.salt,
+            self.bits,
+            &self.policy.solve,
+            &self.pending.stop,
+        );
         self.pending.finish(nonce.ok());
     }
 
@@ -306,10 +311,7 @@ impl Ahead {
             }
             keep
         });
-        let at = pool
-            .iter()
-            .position(|p| p.lock().is_some())
-            .unwrap_or(0);
+        let at = pool.iter().position(|p| p.lock().is_some()).unwrap_or(0);
         let pending = pool.remove(at)?;
         Some(Ticket { pending })
     }

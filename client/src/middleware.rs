@@ -160,7 +160,9 @@ impl Middleware for PowShield {
         };
         let mut ahead = solution.is_some();
         let mut current = match solution {
-            Some((token, nonce)) => retry_request(&template, Some((&token, nonce.0))).unwrap_or(req),
+            Some((token, nonce)) => {
+                retry_request(&template, Some((&token, nonce.0))).unwrap_or(req)
+            }
             None => req,
         };
         let mut first = true;

@@ -43,7 +43,8 @@ impl Pacer {
         let Some(left) = remaining(lookup) else {
             return;
         };
-        let reset_at = reset_in(lookup, SystemTime::now()).and_then(|d| Instant::now().checked_add(d));
+        let reset_at =
+            reset_in(lookup, SystemTime::now()).and_then(|d| Instant::now().checked_add(d));
         self.lock().insert(
             origin.to_owned(),
             Window {
@@ -175,6 +176,9 @@ mod tests {
         assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), None);
         p.saw(ORIGIN, headers(&[("X-RateLimit-Remaining", "0")]));
         assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), None);
-        assert_eq!(p.before_send("http://other:80", Duration::from_secs(60)), None);
+        assert_eq!(
+            p.before_send("http://other:80", Duration::from_secs(60)),
+            None
+        );
     }
 }

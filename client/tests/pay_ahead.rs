@@ -74,7 +74,12 @@ fn a_solution_ahead_refused_with_403_falls_back_to_the_429_path() {
         &[("Content-Type", "application/json")],
         r#"{"error":"Challenge was not issued for this IP"}"#,
     );
-    let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), refusal, c, ok("paid")]);
+    let fake = serve(vec![
+        ok_ahead("free", Some(&t1), &[]),
+        refusal,
+        c,
+        ok("paid"),
+    ]);
     let (statuses, _) = send_all(&Client::new(Policy::default()), &fake.url, 2);
     assert_eq!(statuses, [200, 200]);
     let seen = fake.requests();
@@ -88,7 +93,10 @@ fn an_application_403_to_a_paid_request_is_the_answer() {
     let (t1, t2) = (next_token(2, 6), next_token(2, 7));
     let forbidden = plain(
         "403 Forbidden",
-        &[("Content-Type", "text/plain"), ("X-PoW-Next-Challenge", &t2)],
+        &[
+            ("Content-Type", "text/plain"),
+            ("X-PoW-Next-Challenge", &t2),
+        ],
         "not yours",
     );
     let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), forbidden]);
@@ -111,7 +119,11 @@ fn a_callers_own_solution_is_sent_instead_of_one_ahead() {
     client.send(&req, &mut |_| {}).unwrap();
     let seen = fake.requests();
     assert_eq!(seen[1].header("X-PoW-Challenge"), Some("own.token"));
-    assert_eq!(client.ahead().held(&fake.url), 1, "kept for the next request");
+    assert_eq!(
+        client.ahead().held(&fake.url),
+        1,
+        "kept for the next request"
+    );
 }
 
 #[test]
@@ -215,7 +227,12 @@ mod middleware {
             &[("Content-Type", "application/json")],
             r#"{"error":"Malformed challenge token"}"#,
         );
-        let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), refusal, c, ok("paid")]);
+        let fake = serve(vec![
+            ok_ahead("free", Some(&t1), &[]),
+            refusal,
+            c,
+            ok("paid"),
+        ]);
         let (client, _) = client(Policy::default());
         assert_eq!(statuses(&client, &fake.url, 2).await, [200, 200]);
         let seen = fake.requests();

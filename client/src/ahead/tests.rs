@@ -54,20 +54,35 @@ fn the_next_challenge_is_read_from_its_token_and_headers() {
     assert_eq!(next.bits, 10);
     assert_eq!(next.salt, "01".repeat(16));
     assert!(next.expires_at_ms.is_some_and(|exp| exp > now_ms()));
-    let asked = [("X-PoW-Next-Challenge", t.as_str()), ("X-PoW-Next-Bits", "12")];
+    let asked = [
+        ("X-PoW-Next-Challenge", t.as_str()),
+        ("X-PoW-Next-Bits", "12"),
+    ];
     assert_eq!(read_next(headers(&asked)).unwrap().bits, 12);
-    let digits = [("X-PoW-Next-Challenge", t.as_str()), ("X-PoW-Next-Difficulty", "4")];
+    let digits = [
+        ("X-PoW-Next-Challenge", t.as_str()),
+        ("X-PoW-Next-Difficulty", "4"),
+    ];
     assert_eq!(read_next(headers(&digits)).unwrap().bits, 16);
 }
 
 #[test]
 fn no_usable_next_challenge_is_none() {
     assert_eq!(read_next(headers(&[])), None);
-    assert_eq!(read_next(headers(&[("X-PoW-Next-Challenge", "garbage")])), None);
+    assert_eq!(
+        read_next(headers(&[("X-PoW-Next-Challenge", "garbage")])),
+        None
+    );
     let t = token(10, 1);
     let injected = format!("{t}\r\nX-Injected: 1");
-    assert_eq!(read_next(headers(&[("X-PoW-Next-Challenge", &injected)])), None);
-    let beyond = [("X-PoW-Next-Challenge", t.as_str()), ("X-PoW-Next-Bits", "49")];
+    assert_eq!(
+        read_next(headers(&[("X-PoW-Next-Challenge", &injected)])),
+        None
+    );
+    let beyond = [
+        ("X-PoW-Next-Challenge", t.as_str()),
+        ("X-PoW-Next-Bits", "49"),
+    ];
     assert_eq!(read_next(headers(&beyond)), None);
 }
 
@@ -77,8 +92,15 @@ fn a_next_challenge_is_solved_and_taken_once_for_its_origin() {
     let t = token(8, 2);
     offered(&ahead, URL, &t, &one_thread());
     assert_eq!(ahead.held(URL), 1);
-    assert!(ahead.take("https://api.example:8080/").is_none(), "another origin");
-    let (sent, nonce) = ahead.take("http://API.example:8080/other").unwrap().wait().unwrap();
+    assert!(
+        ahead.take("https://api.example:8080/").is_none(),
+        "another origin"
+    );
+    let (sent, nonce) = ahead
+        .take("http://API.example:8080/other")
+        .unwrap()
+        .wait()
+        .unwrap();
     assert_eq!(sent, t);
     let salt = "02".repeat(16);
     assert!(meets_bits(salt.as_bytes(), nonce.to_string().as_bytes(), 8));
@@ -132,7 +154,12 @@ fn the_pool_keeps_the_newest_solutions() {
 fn a_solution_past_its_exp_is_dropped_unsent() {
     let ahead = Ahead::new();
     // Issued two minutes ago, valid for one.
-    offered(&ahead, URL, &token_at(4, 5, now_ms() - 120_000), &one_thread());
+    offered(
+        &ahead,
+        URL,
+        &token_at(4, 5, now_ms() - 120_000),
+        &one_thread(),
+    );
     assert!(ahead.take(URL).is_none());
     assert_eq!(ahead.held(URL), 0);
 }
@@ -199,22 +226,34 @@ fn a_failed_or_unrun_solve_gives_no_solution() {
 #[test]
 fn pacing_is_asked_only_under_pace() {
     let ahead = Ahead::new();
-    ahead.saw(URL, headers(&[("RateLimit", r#""pow-shield";r=0;t=5"#)]), &one_thread());
+    ahead.saw(
+        URL,
+        headers(&[("RateLimit", r#""pow-shield";r=0;t=5"#)]),
+        &one_thread(),
+    );
     assert_eq!(ahead.pace(URL, &one_thread()), None);
     let pacing = Policy {
         pace: true,
         ..one_thread()
     };
-    assert!(ahead.pace(URL, &pacing).is_some_and(|d| d <= Duration::from_secs(5)));
+    assert!(ahead
+        .pace(URL, &pacing)
+        .is_some_and(|d| d <= Duration::from_secs(5)));
 }
 
 #[test]
 fn a_400_or_403_without_a_next_challenge_refused_the_solution_ahead() {
     let t = token(4, 8);
     assert!(refused_ahead(400, headers(&[])));
-    assert!(refused_ahead(403, headers(&[("Content-Type", "application/json")])));
+    assert!(refused_ahead(
+        403,
+        headers(&[("Content-Type", "application/json")])
+    ));
     // Admitted (the application's own 403): the next challenge is there.
-    assert!(!refused_ahead(403, headers(&[("X-PoW-Next-Challenge", &t)])));
+    assert!(!refused_ahead(
+        403,
+        headers(&[("X-PoW-Next-Challenge", &t)])
+    ));
     // The breaker's block is no refusal of the solution.
     assert!(!refused_ahead(403, headers(&[("X-PoW-Shield", "blocked")])));
     assert!(!refused_ahead(200, headers(&[])));

@@ -180,7 +180,15 @@ pub fn next_token(difficulty: u8, salt_byte: u8) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
     let now_ms = u64::try_from(now.as_millis()).unwrap();
-    issue_challenge_with_salt(&keys, "127.0.0.1", now_ms, 60_000, difficulty, [salt_byte; 16]).token
+    issue_challenge_with_salt(
+        &keys,
+        "127.0.0.1",
+        now_ms,
+        60_000,
+        difficulty,
+        [salt_byte; 16],
+    )
+    .token
 }
 
 /// A 200 carrying `next` as its next challenge, with `headers` beside.

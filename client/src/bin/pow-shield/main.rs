@@ -112,17 +112,31 @@ mod tests {
     #[test]
     fn next_splits_get_into_sets_with_options_of_their_own() {
         let sets = get_sets(&argv(&[
-            "get", "-H", "A: 1", "http://h/a", "http://h/b", "--next", "--pace", "http://h/c",
+            "get",
+            "-H",
+            "A: 1",
+            "http://h/a",
+            "http://h/b",
+            "--next",
+            "--pace",
+            "http://h/c",
         ]))
         .unwrap();
         let urls = |m: &ArgMatches| -> Vec<String> {
-            m.get_many::<String>("url").into_iter().flatten().cloned().collect()
+            m.get_many::<String>("url")
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect()
         };
         assert_eq!(sets.len(), 2);
         assert_eq!(urls(&sets[0]), ["http://h/a", "http://h/b"]);
         assert_eq!(urls(&sets[1]), ["http://h/c"]);
         assert!(sets[0].get_many::<String>("header").is_some());
-        assert!(sets[1].get_many::<String>("header").is_none(), "not carried over");
+        assert!(
+            sets[1].get_many::<String>("header").is_none(),
+            "not carried over"
+        );
         assert!(!sets[0].get_flag("pace") && sets[1].get_flag("pace"));
     }
 
