@@ -1,4 +1,4 @@
-//! `pay_loop [--at-once] [--blocking] [--pace] [--time] URL COUNT [NAME: VALUE]...`:
+//! `pay_loop [--at-once] [--blocking] [--pace] [--no-pay-ahead] [--time] URL COUNT [NAME: VALUE]...`:
 //! sends COUNT GETs through the reqwest middleware ([`PowShield`] with the
 //! default policy), each with the given headers, one after the other (or,
 //! with `--at-once`, all at the same time through one client, as a
@@ -8,10 +8,11 @@
 //! 1 otherwise (after trying all COUNT), 2 on bad usage.
 //!
 //! `--blocking` sends them through the library's `blocking::Client`
-//! instead (on a blocking thread), `--pace` sets `Policy::pace`, and
+//! instead (on a blocking thread), `--pace` sets `Policy::pace`,
+//! `--no-pay-ahead` clears `Policy::pay_ahead` (every paid request meets
+//! its 429 first, t/pow_shield_pay_loop.t), and
 //! `--time` adds each request's milliseconds to its line (`<n> <status>
-//! <ms>`, for bench/pay_ahead.sh). Both clients pay ahead (the default
-//! policy).
+//! <ms>`, for bench/pay_ahead_rust.sh). Both clients pay ahead by default.
 //!
 //! t/pow_shield_pay_loop.t runs it against the module: a client that pays
 //! every challenge must never be blocked; t/pow_shield_client_gate.t runs
@@ -77,6 +78,7 @@ struct Flags {
     at_once: bool,
     blocking: bool,
     pace: bool,
+    no_pay_ahead: bool,
     time: bool,
 }
 
@@ -89,6 +91,7 @@ async fn main() -> ExitCode {
             "--at-once" => &mut flags.at_once,
             "--blocking" => &mut flags.blocking,
             "--pace" => &mut flags.pace,
+            "--no-pay-ahead" => &mut flags.no_pay_ahead,
             "--time" => &mut flags.time,
             _ => break,
         };
@@ -100,7 +103,7 @@ async fn main() -> ExitCode {
         args.get(1).and_then(|n| n.parse::<u32>().ok()),
     ) else {
         eprintln!(
-            "usage: pay_loop [--at-once] [--blocking] [--pace] [--time] URL COUNT [NAME: VALUE]..."
+            "usage: pay_loop [--at-once] [--blocking] [--pace] [--no-pay-ahead] [--time] URL COUNT [NAME: VALUE]..."
         );
         return ExitCode::from(2);
     };
@@ -114,6 +117,7 @@ async fn main() -> ExitCode {
     }
     let policy = Policy {
         pace: flags.pace,
+        pay_ahead: !flags.no_pay_ahead,
         ..Policy::default()
     };
     let outcomes = if flags.blocking {
