@@ -110,7 +110,7 @@ pub fn command() -> Command {
         .arg(flag("pace", None, "pace", "When RateLimit / X-RateLimit-Remaining say no free request is left, sleep until the reset (up to --max-wait) before the next request to that server, instead of paying"))
         .arg(flag("next", None, "next", "Start a new set of URLs and options (as curl's --next); all sets share the solutions paid ahead"))
         .arg(
-            value("max-wait", None, "SECONDS", "Longest Retry-After worth sleeping with --wait")
+            value("max-wait", None, "SECONDS", "Longest Retry-After worth sleeping with --wait, and reset worth waiting for with --pace")
                 .value_parser(value_parser!(u64))
                 .default_value("60"),
         )
