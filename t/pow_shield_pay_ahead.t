@@ -174,6 +174,23 @@ Test::PowShield::Modes->each_mode($conf, nodes => 2, redis => 'timeout=3s',
         ok(!grep({ defined } @dry), "$mode: a dry run sends none");
         ok(!defined next_of(get($t, $c, 'open')), "$mode: an unshielded location sends none");
     }
+
+    # 6. a challenge sent ahead by another location is no payment there,
+    # and no offence: the 429 path, whose strike paying takes back
+    {
+        my $c = "wanderer-$mode";
+        get($t, $c, 'ahead');
+        my $ahead = get($t, $c, 'ahead');
+        get($t, $c, 'slide') for 1 .. 2;
+        my $elsewhere = get($other, $c, 'slide', paid_ahead($ahead));
+        is($elsewhere->status, 429, "$mode: /ahead/'s next challenge at /slide/: a 429, not a 409");
+        is($elsewhere->header('X-Strikes'), 1, "$mode: ... with the 429's strike");
+        my $paid = get($t, $c, 'slide', solution($elsewhere));
+        is($paid->status, 200, "$mode: ... paid: 200");
+        is($paid->header('X-Strikes'), 0, "$mode: ... and the strike is taken back");
+        is(get($t, $c, 'ahead', paid_ahead($ahead))->header('X-Result'), 'solved',
+            "$mode: /ahead/'s solution still pays at /ahead/");
+    }
 });
 
 Test::PowShield::Modes->done_testing;

@@ -246,6 +246,19 @@ pub fn read_unverified(token: &str) -> Option<TokenInfo> {
     })
 }
 
+/// Whether a token was sent ahead of need (SPEC §4, "Paying ahead"): its
+/// challenge counted no strike (`st` 0). Read without verifying the MAC:
+/// the caller has verified it already.
+pub fn sent_ahead(token: &[u8]) -> bool {
+    let Some(parts) = TokenParts::split(token) else {
+        return false;
+    };
+    let mut buf = [0u8; MAX_PAYLOAD_LEN];
+    parts
+        .decode_payload(&mut buf)
+        .is_some_and(|payload| payload.st == Some(0))
+}
+
 /// Encodes `json` and signs it: the whole token text.
 pub(crate) fn sign_payload(key: &Secret, json: &[u8]) -> String {
     let mut token = URL_SAFE_NO_PAD.encode(json);
@@ -405,6 +418,33 @@ mod tests {
     fn decode_json(token: &str) -> serde_json::Value {
         let payload = token.split('.').next().unwrap();
         serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_token_is_sent_ahead_only_when_its_challenge_counted_no_strike() {
+        let binding = crate::Binding {
+            policy: 1,
+            client: 2,
+        };
+        let issue = |struck| {
+            issue_bound_challenge(
+                &keys(),
+                "192.0.2.1",
+                1_000,
+                60_000,
+                16,
+                None,
+                binding,
+                struck,
+            )
+            .unwrap()
+            .token
+        };
+        assert!(sent_ahead(issue(false).as_bytes()));
+        assert!(!sent_ahead(issue(true).as_bytes()));
+        let unbound = issue_challenge(&keys(), "192.0.2.1", 1_000, 60_000, 4).unwrap();
+        assert!(!sent_ahead(unbound.token.as_bytes()), "no st: a 429's");
+        assert!(!sent_ahead(b"not a token"));
     }
 
     #[test]

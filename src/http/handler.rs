@@ -17,7 +17,7 @@ use super::state::{RequestState, Resolution};
 use super::{log_lines, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
-use crate::protocol;
+use crate::protocol::{self, Rejection};
 use crate::store::{Spendable, Stores};
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
@@ -174,6 +174,15 @@ fn payment(
     );
     let solved = match verified {
         Ok(solved) => solved,
+        // A challenge sent ahead by another location, or for another key
+        // of this address, is no payment here and no offence: the client
+        // paid ahead where it went before. Over the limit it gets the 429
+        // (whose strike paying takes back), as with no solution.
+        Err(Rejection::WrongPolicy | Rejection::WrongClient)
+            if token.is_some_and(protocol::sent_ahead) =>
+        {
+            return Payment::Unpaid
+        }
         Err(rejection) => return Payment::Invalid(rejection),
     };
     let solution = Solution {
