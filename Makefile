@@ -1,6 +1,7 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
+#                      (PORT=9090: on 127.0.0.1:9090)
 #   make test          make lint + cargo test (core, protocol, client crates) + the Python client's
 #                      unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
@@ -164,11 +165,16 @@ deb: deps-deb
 	  rc=$$?; debian/rules clean >/dev/null; exit $$rc
 	@echo "built: $$(ls $(DEB_PACKAGE)_*.deb) ($$(dpkg-deb -f $(DEB_PACKAGE)_*.deb Depends))"
 
+# The demo's port (make run PORT=9090): its listen line and the banner's
+# commands say 127.0.0.1:8080 and are rewritten.
+PORT ?= 8080
+
 run: build
+	@case "$(PORT)" in ''|*[!0-9]*) echo "PORT=$(PORT): want a port number"; exit 1 ;; esac
 	@mkdir -p objs/demo/logs
-	@cp -f nginx-conf/demo.conf objs/demo/nginx.conf
+	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo.conf > objs/demo/nginx.conf
 	@rm -rf objs/demo/html && cp -r nginx-conf/demo-api objs/demo/html
-	@cat nginx-conf/demo-banner.txt
+	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo-banner.txt
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
 # The unit tests: the workspace's nginx-free crates (the module links only
