@@ -310,7 +310,6 @@ server {
     location /api/ {
         pow_shield_limit 2 1h;
         pow_shield_difficulty 1;
-        pow_shield_key \$pow_key;
     }
 }
 EOF
