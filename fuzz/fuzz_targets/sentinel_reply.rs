@@ -9,7 +9,8 @@
 //!   a port and a host a connection can be made to;
 //! - a master connection's handshake (AUTH, ROLE, SCRIPT LOAD) through
 //!   `Pipeline`: ready exactly when the three replies are no errors and
-//!   the ROLE reply says master;
+//!   the ROLE reply (which may nest: read as `CLUSTER SLOTS` is) says
+//!   master;
 //! - a subscription (AUTH, SUBSCRIBE) through a subscriber `Pipeline`, fed
 //!   in chunks: what follows the handshake are pushes, never answers.
 //!
@@ -19,7 +20,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::metrics::Sent;
-use pow_shield_core::redis::command::{decode_reply, Decoded};
+use pow_shield_core::redis::command::{decode_reply, decode_topology, Decoded};
 use pow_shield_core::redis::pipeline::{Event, Pipeline, ROLE_STEP};
 use pow_shield_core::redis::sentinel::{is_master, master_addr, role, switched_to};
 use redis_protocol::resp2::types::OwnedFrame;
@@ -49,14 +50,23 @@ fn read(frame: &OwnedFrame, name: &str) {
     }
 }
 
-/// The frames of `stream`, as the pipeline decodes them.
-fn frames(mut stream: &[u8]) -> Vec<OwnedFrame> {
+/// The frames of `stream`, as the pipeline decodes them: a reply, except
+/// at `topology` (ROLE's place: its reply nests, a master lists its
+/// replicas), decoded as `CLUSTER SLOTS` is.
+fn frames(mut stream: &[u8], topology: Option<usize>) -> Vec<OwnedFrame> {
     let mut out = Vec::new();
-    while let Decoded::Frame(frame, used) = decode_reply(stream) {
+    loop {
+        let decoded = if topology == Some(out.len()) {
+            decode_topology(stream)
+        } else {
+            decode_reply(stream)
+        };
+        let Decoded::Frame(frame, used) = decoded else {
+            return out;
+        };
         stream = &stream[used..];
         out.push(frame);
     }
-    out
 }
 
 fn handshake(labels: &[&'static str]) -> Vec<(&'static str, Vec<u8>)> {
@@ -77,7 +87,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let chunk = 1 + usize::from(*chunk);
 
-    let decoded = frames(stream);
+    for frame in &frames(stream, None) {
+        read(frame, &name);
+    }
+    // as the master's handshake reads them: ROLE's reply second
+    let decoded = frames(stream, Some(1));
     for frame in &decoded {
         read(frame, &name);
     }
