@@ -54,7 +54,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -187,8 +187,22 @@ pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
 # The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
-nodeunittest: deps-node
+nodeunittest: deps-node node-wasm
 	cd clients/node && NODE_NO_WARNINGS=1 node --test test/
+
+# The Node client's WebAssembly search (clients/node/wasm, its own Cargo
+# workspace) -> clients/node/lib/search.wasm. Built where rustup has the
+# wasm32-unknown-unknown target; elsewhere the committed build of the same
+# source is used (clients/node/README.md).
+NODE_WASM_DIR := clients/node/wasm
+node-wasm:
+	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
+	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_DIR))"; \
+	  ( cd $(NODE_WASM_DIR) && RUSTFLAGS="-C target-feature=+simd128" \
+	    $(CARGO) build --quiet --release --target wasm32-unknown-unknown ) && \
+	  cmp -s $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm || \
+	  cp $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm; \
+	else echo "no wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown): the committed clients/node/lib/search.wasm is used"; fi
 
 test: lint unittest pyunittest nodeunittest prove
 
@@ -217,7 +231,7 @@ bench: build deps-bench
 # Every solver's rate beside OpenSSL's SHA-256 on this machine: the CLI on
 # one thread and on every core, the Rust library, the Python client's native
 # and pure-Python solvers, Node (bench/README.md).
-bench-solvers: build deps-python deps-node
+bench-solvers: build deps-python deps-node node-wasm
 	bench/solvers.sh
 
 # Cluster mode's CPU per request against stock and the Lua peer
