@@ -21,7 +21,7 @@ mod tests;
 mod vectors;
 
 pub use binding::{client_id, policy_id, Binding, Expected};
-pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
+pub use keys::{forget_random, KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use search::{Engine, Search, SOLVER_ENV};
 pub use token::{
     issue_bound_challenge, issue_challenge, issue_challenge_bits, issue_challenge_bits_in,

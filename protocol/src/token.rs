@@ -10,7 +10,7 @@ use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
 use super::binding::Binding;
-use super::keys::{fill_random, RandomError, Secret, SecretKeys};
+use super::keys::{pooled_random, RandomError, Secret, SecretKeys};
 use super::{hex_digits_for_bits, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 /// Random salt bytes per challenge (docs/protocol.md §4).
@@ -119,7 +119,7 @@ fn issue_random(
     extra: Extra,
 ) -> Result<Challenge, RandomError> {
     let mut salt = [0u8; SALT_LEN];
-    fill_random(&mut salt)?;
+    pooled_random(&mut salt)?;
     Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
 }
 

@@ -4,6 +4,7 @@
 //! decision (`log_lines`), responses, `$pow_shield_*` variables and the
 //! `pow_shield_status` location.
 
+mod ahead;
 pub mod bot;
 mod filter;
 mod handler;
