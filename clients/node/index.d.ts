@@ -68,12 +68,15 @@ export function isSolution(salt: string, nonce: string, bits: number): boolean;
 /** Hashes per second of the solver on `threads` threads over about `ms` milliseconds. */
 export function hashRate(options?: { threads?: number; ms?: number }): Promise<number>;
 
-/** The search the solver runs: the WebAssembly SIMD one, or node:crypto's (the fallback; POW_SHIELD_SOLVER=js). */
-export function engineName(): 'wasm' | 'js';
+/**
+ * The search the solver runs: the native addon where `make node-native` built it, else the
+ * WebAssembly SIMD one, else node:crypto's (POW_SHIELD_SOLVER=wasm or js forces one).
+ */
+export function engineName(): 'native' | 'wasm' | 'js';
 
 /** One search's rate on this thread (it blocks it for about `ms`): what bench.js prints. */
-export function searchRate(options?: { engine?: 'wasm' | 'js'; ms?: number }): {
-  engine: 'wasm' | 'js';
+export function searchRate(options?: { engine?: 'native' | 'wasm' | 'js'; ms?: number }): {
+  engine: 'native' | 'wasm' | 'js';
   hashes: number;
   perCpuSecond: number;
   perSecond: number;

@@ -8,9 +8,9 @@
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 
-const { wasmModule } = require('./wasm');
+const { engineName, wasmModule } = require('./wasm');
 
-/** Nonces per chunk: about 10 ms of the WebAssembly search, 50 of node:crypto's. */
+/** Nonces per chunk: about 10 ms of the WebAssembly search (2 of the native one), 50 of node:crypto's. */
 const WASM_CHUNK = 1 << 16;
 const JS_CHUNK = 1 << 14;
 
@@ -41,7 +41,7 @@ class Pool {
     const job = this.nextJob++;
     const control = new SharedArrayBuffer(8);
     const ctl = new Int32Array(control);
-    const chunk = wasmModule() ? WASM_CHUNK : JS_CHUNK;
+    const chunk = engineName() === 'js' ? JS_CHUNK : WASM_CHUNK;
     let settle;
     const promise = new Promise((resolve, reject) => { settle = { resolve, reject }; });
     const workers = this.workers.slice(0, n);

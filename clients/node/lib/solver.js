@@ -1,12 +1,14 @@
 'use strict';
-// The solver: the WebAssembly SIMD search (wasm.js; node:crypto's SHA-256
-// where it cannot run) on a pool of worker threads, one per core, sharing
+// The solver: the fastest search there is (wasm.js: the native addon where
+// built, the WebAssembly SIMD one, node:crypto's SHA-256 where neither
+// runs) on a pool of worker threads, one per core, sharing
 // chunks of nonces. Bounded (30 s unless told) and cancellable with an
 // AbortSignal: the threads stop within a chunk, the promise at once.
 const os = require('node:os');
 
 const { pool } = require('./pool');
-const { RangeSearch, engineName } = require('./wasm');
+const { RangeSearch, engineName, wasmModule } = require('./wasm');
+const { nativeAddon } = require('./native');
 const { SolveTimeoutError, TooDifficultError, UnsolvableError } = require('./errors');
 
 /** Give up on one challenge after this long (the CLI's --max-solve-time, Python's max_solve_time). */
@@ -102,17 +104,18 @@ function solve(salt, difficulty, options = {}) {
 }
 
 /**
- * Hashes per second of one thread's search over about `ms` milliseconds,
- * on this thread (it blocks it): `engine` 'wasm' or 'js' (default: the
+ * Hashes per second of one search over about `ms` milliseconds, on this
+ * thread (it blocks it): `engine` 'native', 'wasm' or 'js' (default: the
  * one the solver runs). Per CPU second and per second of wall time.
  */
 function searchRate({ engine = engineName(), ms = 1000 } = {}) {
   const salt = 'ffffffffffffffffffffffffffffffff';
-  const module = engine === 'wasm' ? require('./wasm').wasmModule() : null;
-  if (engine === 'wasm' && !module) throw new Error('the WebAssembly search cannot run here');
+  const native = engine === 'native' ? nativeAddon() : null;
+  const module = engine === 'wasm' ? wasmModule() : null;
+  if (engine !== 'js' && !native && !module) throw new Error(`the ${engine} search cannot run here`);
   // 64 bits: never met, so every nonce of the range is hashed.
-  const s = new RangeSearch(salt, 64, module);
-  const chunk = module ? 1 << 16 : 1 << 12;
+  const s = new RangeSearch(salt, 64, module, native);
+  const chunk = engine === 'js' ? 1 << 12 : 1 << 16;
   s.run(1e6, 1e6 + 8 * chunk); // warm: the engine's optimizing tier
   const cpu = process.cpuUsage();
   const started = process.hrtime.bigint();

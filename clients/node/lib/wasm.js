@@ -1,16 +1,19 @@
 'use strict';
-// The WebAssembly search (wasm/src/lib.rs, built into lib/search.wasm by
-// `make node-wasm`): SHA-256(salt + nonce) four nonces at a time in SIMD
-// lanes, the salt's full blocks hashed once. About five times node:crypto's
-// rate on one thread (bench.js). Without WebAssembly SIMD, without the
-// file, or with POW_SHIELD_SOLVER=js, the node:crypto search (work.js) runs.
+// The searches of nonce ranges, fastest first: the native addon where it
+// is built (native.js: the CLI's rate), the WebAssembly one
+// (wasm/src/lib.rs, built into lib/search.wasm by `make node-wasm`:
+// SHA-256(salt + nonce) four nonces at a time in SIMD lanes, the salt's
+// full blocks hashed once; five to seven times node:crypto's rate on one
+// thread, bench.js), and node:crypto's (work.js) where neither runs.
+// POW_SHIELD_SOLVER=wasm or js forces one.
 const fs = require('node:fs');
 const path = require('node:path');
 
+const { nativeAddon } = require('./native');
 const { isSolution, search: searchJs } = require('./work');
 
 const WASM_PATH = path.join(__dirname, 'search.wasm');
-/** Environment variable that forces the node:crypto search: `POW_SHIELD_SOLVER=js`. */
+/** Environment variable that forces a search: `POW_SHIELD_SOLVER=wasm` or `js`. */
 const SOLVER_ENV = 'POW_SHIELD_SOLVER';
 
 let compiled;
@@ -30,8 +33,9 @@ function wasmModule() {
   return compiled;
 }
 
-/** Which search the solver runs: 'wasm' or 'js'. */
+/** Which search the solver runs: 'native', 'wasm' or 'js'. */
 function engineName() {
+  if (nativeAddon()) return 'native';
   return wasmModule() ? 'wasm' : 'js';
 }
 
@@ -72,20 +76,31 @@ function instanceOf(module) {
 }
 
 /**
- * A search of salt and price that runs nonce ranges: the WebAssembly one
- * where it can, node:crypto's otherwise. `run(from, to)` gives the
- * smallest nonce of the range meeting the bits (its digits) or null; every
- * WebAssembly candidate is confirmed with node:crypto first.
+ * A search of salt and price that runs nonce ranges: the native one where
+ * it is built (`native`, default: nativeAddon()), else the WebAssembly one
+ * (`module`: the compiled module, default wasmModule()), else node:crypto's;
+ * null for either skips it. `run(from, to)` gives the smallest nonce of the
+ * range meeting the bits (its digits) or null; every candidate of a fast
+ * search is confirmed with node:crypto first.
  */
 class RangeSearch {
-  constructor(salt, bits, module = wasmModule()) {
+  constructor(salt, bits, module = wasmModule(), native = nativeAddon()) {
     this.salt = salt;
     this.bits = bits;
+    this.native = native;
     this.wasm = module ? instanceOf(module) : null;
   }
 
   run(from, to) {
     let at = from;
+    while (this.native && at < to) {
+      const r = this.native.search(this.salt, this.bits, at, to);
+      if (r === -1) return null;
+      if (r < 0) break; // arguments it does not take: the next search
+      const nonce = String(r);
+      if (isSolution(this.salt, nonce, this.bits)) return nonce;
+      at = r + 1;
+    }
     // One instance per thread and module: take it over for this salt.
     if (this.wasm && this.wasm.owner !== this) {
       this.wasm.owner = this;

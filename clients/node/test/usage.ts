@@ -10,7 +10,7 @@ async function main(signal: AbortSignal): Promise<number> {
   });
   const f = withPowShield(fetch, { maxRetries: DEFAULT_MAX_RETRIES, threads: 2, payAhead: true, pace: true });
   const paced = await powFetch('http://127.0.0.1:8080/api/items', { powShield: { pace: true, maxWaitMs: 5000, payAhead: false } });
-  const engine: 'wasm' | 'js' = engineName();
+  const engine: 'native' | 'wasm' | 'js' = engineName();
   const rate: number = searchRate({ engine, ms: 100 }).perCpuSecond + paced.status;
   const again: Response = await f(new URL('http://127.0.0.1:8080/api/items'));
   const nonce: string = await solve('00112233445566778899aabbccddeeff', { bits: 18 }, { signal });

@@ -10,6 +10,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { WasmSearch, RangeSearch, wasmModule, engineName } = require('../lib/wasm');
+const { nativeAddon } = require('../lib/native');
 const { search: searchJs } = require('../lib/work');
 const { engineName: exported } = require('..');
 
@@ -32,8 +33,8 @@ function wasmJudges(salt, nonce, bits) {
   return w.search(nonce, nonce + 1) === nonce;
 }
 
-test('the solver runs the WebAssembly search where it can', () => {
-  assert.strictEqual(engineName(), compiled ? 'wasm' : 'js');
+test('the solver runs the native search where it is built, else the WebAssembly one where it can', () => {
+  assert.strictEqual(engineName(), nativeAddon() ? 'native' : compiled ? 'wasm' : 'js');
   assert.strictEqual(exported(), engineName());
 });
 
@@ -57,7 +58,7 @@ test('the WebAssembly search finds the smallest nonce the node:crypto search fin
         const want = searchJs(salt, bits, from, 1, 1e7);
         const where = `salt of ${len}, ${bits} bits, from ${from}`;
         if (len % 64 < 55) assert.strictEqual(w.search(from, from + 1e7), Number(want), where);
-        assert.strictEqual(new RangeSearch(salt, bits, compiled).run(from, from + 1e7), want, where);
+        assert.strictEqual(new RangeSearch(salt, bits, compiled, null).run(from, from + 1e7), want, where);
       }
     }
   }
@@ -79,12 +80,13 @@ test('nonces too long for one block after a long salt fall back to node:crypto',
   assert.ok(w.prepare(salt, 4));
   assert.strictEqual(w.search(100000, 100010), -2);
   const want = searchJs(salt, 4, 99990, 1, 1000);
-  assert.strictEqual(new RangeSearch(salt, 4, compiled).run(99990, 100990), want);
+  assert.strictEqual(new RangeSearch(salt, 4, compiled, null).run(99990, 100990), want);
 });
 
-test('POW_SHIELD_SOLVER=js makes the solver use node:crypto', () => {
-  const r = spawnSync(process.execPath, ['-e', 'console.log(require(".").engineName())'], {
-    cwd: path.join(__dirname, '..'), env: { ...process.env, POW_SHIELD_SOLVER: 'js' }, encoding: 'utf8',
-  });
-  assert.strictEqual(r.stdout.trim(), 'js', r.stderr);
+test('POW_SHIELD_SOLVER=js makes the solver use node:crypto, =wasm the WebAssembly search', () => {
+  const engine = (forced) => spawnSync(process.execPath, ['-e', 'console.log(require(".").engineName())'], {
+    cwd: path.join(__dirname, '..'), env: { ...process.env, POW_SHIELD_SOLVER: forced }, encoding: 'utf8',
+  }).stdout.trim();
+  assert.strictEqual(engine('js'), 'js');
+  assert.strictEqual(engine('wasm'), compiled ? 'wasm' : 'js');
 });
