@@ -73,13 +73,21 @@ struct Args {
 unsafe fn args(env: Env, info: CallbackInfo) -> Option<Args> {
     let mut argc = 4usize;
     let mut argv: [Value; 4] = [ptr::null_mut(); 4];
-    let status = napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut());
+    let status = napi_get_cb_info(
+        env,
+        info,
+        &mut argc,
+        argv.as_mut_ptr(),
+        ptr::null_mut(),
+        ptr::null_mut(),
+    );
     if status != NAPI_OK || argc < 4 {
         return None;
     }
     let mut salt = vec![0u8; MAX_SALT + 1];
     let mut len = 0usize;
-    let status = napi_get_value_string_utf8(env, argv[0], salt.as_mut_ptr().cast(), salt.len(), &mut len);
+    let status =
+        napi_get_value_string_utf8(env, argv[0], salt.as_mut_ptr().cast(), salt.len(), &mut len);
     // A salt that filled the buffer may have been cut: not taken.
     if status != NAPI_OK || len >= MAX_SALT {
         return None;
@@ -97,7 +105,12 @@ unsafe fn args(env: Env, info: CallbackInfo) -> Option<Args> {
     if !(1..=64).contains(&bits) {
         return None;
     }
-    Some(Args { salt, bits, from: nonce(from)?, to: nonce(to)? })
+    Some(Args {
+        salt,
+        bits,
+        from: nonce(from)?,
+        to: nonce(to)?,
+    })
 }
 
 unsafe extern "C" fn search(env: Env, info: CallbackInfo) -> Value {
@@ -134,7 +147,15 @@ pub unsafe extern "C" fn napi_register_module_v1(env: Env, exports: Value) -> Va
         let mut f = ptr::null_mut();
         // SAFETY: env and exports are Node-API's; name is NUL-terminated.
         unsafe {
-            if napi_create_function(env, name.as_ptr().cast(), name.len() - 1, cb, ptr::null_mut(), &mut f) == NAPI_OK {
+            if napi_create_function(
+                env,
+                name.as_ptr().cast(),
+                name.len() - 1,
+                cb,
+                ptr::null_mut(),
+                &mut f,
+            ) == NAPI_OK
+            {
                 napi_set_named_property(env, exports, name.as_ptr().cast(), f);
             }
         }

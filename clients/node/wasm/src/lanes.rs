@@ -78,7 +78,10 @@ impl Lanes for [v128; 2] {
     }
     #[inline(always)]
     fn select(a: Self, b: Self, mask: Self) -> Self {
-        [v128_bitselect(a[0], b[0], mask[0]), v128_bitselect(a[1], b[1], mask[1])]
+        [
+            v128_bitselect(a[0], b[0], mask[0]),
+            v128_bitselect(a[1], b[1], mask[1]),
+        ]
     }
 }
 
@@ -135,10 +138,7 @@ macro_rules! round {
                 add(L::select($f, $g, $e), add(L::splat(K[$t]), $w[$t & 15])),
             );
             $d = add($d, t1);
-            $h = add(
-                t1,
-                add(big_sigma0($a), L::select($c, $b, $a.xor($b))),
-            );
+            $h = add(t1, add(big_sigma0($a), L::select($c, $b, $a.xor($b))));
         }
     };
 }

@@ -197,8 +197,17 @@ impl Group {
         // The k digit bytes as a 64-bit big-endian pair of words[first..]:
         // they sit `shift` bits above the pair's lowest bit.
         let shift = ((8 - at % 4 - k) * 8) as u32;
-        let mask = if k >= 4 { u32::MAX } else { (1u32 << (8 * k)) - 1 };
-        Group { words, first, shift, mask }
+        let mask = if k >= 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * k)) - 1
+        };
+        Group {
+            words,
+            first,
+            shift,
+            mask,
+        }
     }
 
     /// Dispatches to rounds compiled for a start: the largest of a few
@@ -231,8 +240,16 @@ impl Group {
         let vars = sha256::rounds(&ctx.midstate, &self.words, START);
         let first = self.first;
         let bits = ctx.bits;
-        let mask0 = if bits >= 32 { u32::MAX } else { !(u32::MAX >> bits) };
-        let mask1 = if bits <= 32 { 0 } else { !(u32::MAX >> (bits - 32)) };
+        let mask0 = if bits >= 32 {
+            u32::MAX
+        } else {
+            !(u32::MAX >> bits)
+        };
+        let mask1 = if bits <= 32 {
+            0
+        } else {
+            !(u32::MAX >> (bits - 32))
+        };
         let (mask0, mask1) = (u32x4_splat(mask0), u32x4_splat(mask1));
         let (m0, m1) = (u32x4_splat(ctx.midstate[0]), u32x4_splat(ctx.midstate[1]));
         let digit_mask = u32x4_splat(self.mask);
