@@ -7,9 +7,28 @@
 // request costs one round trip and no 429. Each solution is sent once
 // (the answer to it brings the next one); one past its exp is dropped
 // unsent. Several requests in flight take one each, in order.
+//
+// A solution is kept per origin, and within it per directory of the path
+// and the request's Authorization and Cookie: a token is bound to the
+// location's price policy and to the client key (which the operator may
+// take from a credential), and one sent to another location or for
+// another key is refused and counts a strike.
 const { readNextChallenge } = require('./challenge');
 const { originOf } = require('./gate');
 const { solveBits } = require('./solver');
+
+/** Where a solution may be sent again: origin, path directory, credentials. */
+function scopeOf(url, headers) {
+  let dir = '/';
+  try {
+    const p = new URL(String(url)).pathname;
+    dir = p.slice(0, p.lastIndexOf('/') + 1);
+  } catch {
+    // not a URL: the origin alone
+  }
+  const h = headers || new Headers();
+  return JSON.stringify([originOf(url), dir, h.get('authorization'), h.get('cookie')]);
+}
 
 /** Solutions kept per origin at most: about one per request in flight. */
 const MAX_AHEAD = 16;
@@ -42,18 +61,18 @@ class Ahead {
     this.offered = 0;
   }
 
-  /** How many solutions are kept (solved or being solved) for url's origin. */
-  size(url) {
-    const list = this.origins.get(originOf(url));
+  /** How many solutions are kept (solved or being solved) for a scope. */
+  size(scope) {
+    const list = this.origins.get(scope);
     return list ? list.length : 0;
   }
 
   /**
-   * Starts solving the next challenge of `response` (from `url`), if it
-   * carries one the options allow; whether it did. `solveOptions` are
-   * solveBits's (threads, maxSolveTimeMs, maxDifficulty).
+   * Starts solving the next challenge of `response` (to a request of
+   * `scope`: scopeOf), if it carries one the options allow; whether it
+   * did. `solveOptions` are solveBits's (threads, maxSolveTimeMs, maxDifficulty).
    */
-  offer(url, response, solveOptions) {
+  offer(scope, response, solveOptions) {
     const next = readNextChallenge(response);
     if (!next || expired(next)) return false;
     const digits = next.difficulty;
@@ -61,9 +80,8 @@ class Ahead {
     const entry = { token: next.token, exp: next.exp };
     // A solve that fails (timeout, too hard) only means no solution ahead.
     entry.nonce = solveBits(next.salt, next.bits, solveOptions).catch(() => null);
-    const key = originOf(url);
-    if (!this.origins.has(key)) this.origins.set(key, []);
-    const list = this.origins.get(key);
+    if (!this.origins.has(scope)) this.origins.set(scope, []);
+    const list = this.origins.get(scope);
     list.push(entry);
     if (list.length > MAX_AHEAD) list.shift();
     this.offered += 1;
@@ -71,12 +89,12 @@ class Ahead {
   }
 
   /**
-   * The next solution for url's origin, { token, nonce }, or null for none:
+   * The next solution for a scope, { token, nonce }, or null for none:
    * waits for one still being solved (cheaper than a round trip). Each is
    * given out once; expired ones are dropped.
    */
-  async take(url, signal) {
-    const list = this.origins.get(originOf(url));
+  async take(scope, signal) {
+    const list = this.origins.get(scope);
     while (list && list.length) {
       const entry = list.shift();
       if (expired(entry)) continue;
@@ -87,4 +105,4 @@ class Ahead {
   }
 }
 
-module.exports = { Ahead, EXPIRY_MARGIN_MS, MAX_AHEAD };
+module.exports = { Ahead, EXPIRY_MARGIN_MS, MAX_AHEAD, scopeOf };

@@ -5,7 +5,7 @@ const { readChallenge, checkBlocked, retryAfterMs, HEADER_CHALLENGE, HEADER_NONC
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
 const { DEFAULT_MAX_SOLVE_TIME_MS, solveBits } = require('./solver');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
-const { Ahead } = require('./ahead');
+const { Ahead, scopeOf } = require('./ahead');
 const { Pacer, sleep } = require('./pace');
 
 /** Paid or waited resends per request: the same number in every client. */
@@ -122,7 +122,7 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
     const pass = await inFlight.enter(url, signal);
     try {
       if (policy.pace) await pacing.before(url, signal);
-      return await payThrough(input, init, base, given, signal, pass, url);
+      return await payThrough(input, init, base, { given, signal, pass, url });
     } finally {
       if (policy.pace) pacing.abandon(url);
       pass.release();
@@ -130,14 +130,14 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
   }
 
   /** Every answer: its quota, and its next challenge solved ahead (not when pacing will wait instead). */
-  function observe(url, response) {
+  function observe(url, response, given) {
     pacing.record(url, response);
     if (!policy.payAhead || (policy.pace && pacing.wouldWait(url))) return;
-    ahead.offer(url, response, solveOptions);
+    ahead.offer(scopeOf(url, given), response, solveOptions);
   }
 
-  async function payThrough(input, init, base, given, signal, pass, url) {
-    let solution = policy.payAhead ? await ahead.take(url, signal) : null;
+  async function payThrough(input, init, base, { given, signal, pass, url }) {
+    let solution = policy.payAhead ? await ahead.take(scopeOf(url, given), signal) : null;
     let prepaid = solution !== null;
     let retries = 0;
     for (;;) {
@@ -149,12 +149,12 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
       if (retries > 0) pass.resending();
       let response;
       if (solution) {
-        const sent = await sendPaid(fetchImpl, input, init, headers, base, observe);
+        const sent = await sendPaid(fetchImpl, input, init, headers, base, (u, r) => observe(u, r, given));
         response = sent.response;
-        observe(sent.url, response);
+        observe(sent.url, response, given);
       } else {
         response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
-        observe(response.url || url, response);
+        observe(response.url || url, response, given);
       }
       pass.saw(response);
       checkBlocked(response);

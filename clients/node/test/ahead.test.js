@@ -150,3 +150,16 @@ test('with pace, requests under the limit are not held', () =>
     assert.strictEqual(s.requests.length, 4);
     s.requests.forEach((_, i) => assert.ok(unpaid(s, i), `request ${i}`));
   }));
+
+test('a solution is sent only to its path directory with the same credentials', () =>
+  withServer((s) => [s.ahead(), s.ok(), s.ok(), s.ok()], async (s) => {
+    const f = ps.withPowShield(fetch);
+    const other = new URL('/other/x', s.url).href;
+    await (await f(s.url, { headers: { Authorization: 'Bearer a' } })).text();
+    await (await f(other, { headers: { Authorization: 'Bearer a' } })).text();
+    await (await f(s.url, { headers: { Authorization: 'Bearer b' } })).text();
+    await (await f(s.url, { headers: { Authorization: 'Bearer a' } })).text();
+    assert.ok(unpaid(s, 1), 'another directory');
+    assert.ok(unpaid(s, 2), 'another credential');
+    assert.ok(paidAhead(s, 3, 0), 'the same directory and credential');
+  }));
