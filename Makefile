@@ -57,7 +57,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -195,8 +195,32 @@ pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
 # The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
-nodeunittest: deps-node
+nodeunittest: deps-node node-wasm node-native
 	cd clients/node && NODE_NO_WARNINGS=1 node --test test/
+
+# The Node client's WebAssembly search (clients/node/wasm, its own Cargo
+# workspace) -> clients/node/lib/search.wasm. Built where rustup has the
+# wasm32-unknown-unknown target; elsewhere the committed build of the same
+# source is used (clients/node/README.md).
+NODE_WASM_DIR := clients/node/wasm
+node-wasm:
+	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
+	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_DIR))"; \
+	  ( cd $(NODE_WASM_DIR) && RUSTFLAGS="-C target-feature=+simd128" \
+	    $(CARGO) build --quiet --release --target wasm32-unknown-unknown ) && \
+	  cmp -s $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm || \
+	  cp $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm; \
+	else echo "no wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown): the committed clients/node/lib/search.wasm is used"; fi
+
+# The Node client's native search (clients/node/native, its own Cargo
+# workspace: a Node-API addon of the protocol crate's search, SHA-NI where
+# the CPU has it) -> clients/node/native/pow_shield.node, not committed and
+# not in the npm package (one platform's build); without it the
+# WebAssembly search runs.
+node-native: deps-build
+	cd clients/node/native && CARGO_TARGET_DIR=$(CURDIR)/target/node-native \
+	  $(CARGO) build --quiet --release
+	install -m 755 target/node-native/release/libpow_shield_node.so clients/node/native/pow_shield.node
 
 test: lint unittest pyunittest nodeunittest prove
 
@@ -226,7 +250,7 @@ bench: build deps-bench
 # Every solver's rate beside OpenSSL's SHA-256 on this machine: the CLI on
 # one thread and on every core, the Rust library, the Python client's native
 # and pure-Python solvers, Node (bench/README.md).
-bench-solvers: build deps-python deps-node
+bench-solvers: build deps-python deps-node node-wasm node-native
 	bench/solvers.sh
 
 # Cluster mode's CPU per request against stock and the Lua peer
