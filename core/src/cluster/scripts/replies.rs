@@ -246,9 +246,12 @@ pub fn coalesced_from_reply(
         .ok()
         .filter(|a| *a <= k)
         .ok_or(ReplyError::OutOfRange { index: 0 })?;
+    // What the call admitted came out of the limit: what remains after it
+    // is at most the rest (a peer answering more would make each request's
+    // share report more than the limit).
     let remaining = u32::try_from(remaining)
         .ok()
-        .filter(|r| *r <= limit.requests)
+        .filter(|r| u64::from(*r) + u64::from(admitted) <= u64::from(limit.requests))
         .ok_or(ReplyError::OutOfRange { index: 1 })?;
     let struck = u32::try_from(struck)
         .ok()

@@ -194,6 +194,17 @@ fn a_coalesced_call_admits_up_to_k_and_reports_the_rest() {
 }
 
 #[test]
+fn a_coalesced_reply_leaving_more_than_the_limit_minus_what_it_admitted_is_refused() {
+    // The fuzz seed fuzz/seeds/script_replies/regression-coalesced-admitted-over-limit:
+    // 11 admitted under a limit of 60 can leave at most 49.
+    let at = |remaining| {
+        coalesced_from_reply(&[11, remaining, 0, 0, 0, 0, 0, 0, 0, 0], PER_MINUTE_60, 33)
+    };
+    assert!(at(49).is_ok());
+    assert_eq!(at(50), Err(ReplyError::OutOfRange { index: 1 }));
+}
+
+#[test]
 fn each_request_of_a_coalesced_call_gets_what_one_call_each_would_have_answered() {
     use crate::limiter::breaker::StrikeRule;
     let rules = BreakerRules {
