@@ -91,11 +91,11 @@ fn decide(r: &mut Request) -> Status {
     let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {
         Some(decision) => decision,
-        None => Decision::new(
-            policy.rules(),
-            payment(r, mcf, &stores, &subject, key, policy),
-            key.is_empty(),
-        ),
+        None => {
+            let (paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            st().paid_bits = bits;
+            Decision::new(policy.rules(), paid, key.is_empty())
+        }
     };
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
@@ -139,6 +139,7 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
 /// `key` is the client's own (a dry run's stores count under another).
+/// With it, the bits a verified solution proved (`$pow_shield_bits`).
 fn payment(
     r: &Request,
     mcf: &MainConf,
@@ -146,16 +147,16 @@ fn payment(
     subject: &Subject,
     key: &[u8],
     policy: &Policy,
-) -> Payment {
+) -> (Payment, Option<u8>) {
     if policy.limits.is_empty() || subject.key.is_empty() {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     }
     let (token, nonce) = pow_headers(r);
     if token.is_none() && nonce.is_none() {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     }
     let Some(keys) = mcf.keys.as_ref() else {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     };
     let expected = protocol::Expected {
         binding: binding(policy, key),
@@ -173,7 +174,7 @@ fn payment(
     );
     let solved = match verified {
         Ok(solved) => solved,
-        Err(rejection) => return Payment::Invalid(rejection),
+        Err(rejection) => return (Payment::Invalid(rejection), None),
     };
     let solution = Solution {
         digest: solved.digest,
@@ -181,7 +182,7 @@ fn payment(
         generation: stores.spend_generation(solved.generation),
         forgive: solved.struck,
     };
-    match stores.accepts(solved.generation, subject.key) {
+    let paid = match stores.accepts(solved.generation, subject.key) {
         Spendable::Now => Payment::Valid(solution),
         // Elsewhere during an outage, or a generation being learnt: a
         // fresh challenge that takes back what this one would have.
@@ -189,7 +190,8 @@ fn payment(
         // Issued before a flush or a failover the worker knows of: an old
         // token sent again is no payment.
         Spendable::Stale => Payment::Unpaid,
-    }
+    };
+    (paid, Some(solved.bits))
 }
 
 /// What the location's challenges are bound to for this client key.
