@@ -60,7 +60,7 @@ mod module {
         init_main_conf: Some(PowShield::init_main_conf),
         create_srv_conf: None,
         merge_srv_conf: None,
-        create_loc_conf: Some(PowShield::create_loc_conf),
+        create_loc_conf: Some(create_loc_conf),
         merge_loc_conf: Some(merge_loc_conf),
     };
 
@@ -124,6 +124,16 @@ mod module {
     // SAFETY: LocConf is the type create_loc_conf allocates for this module.
     unsafe impl HttpModuleLocationConf for PowShield {
         type LocationConf = LocConf;
+    }
+
+    unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+        // SAFETY: nginx passes a valid configuration context; the value
+        // lives in its pool (as the trait's default allocates it).
+        guard(ptr::null_mut(), || unsafe {
+            let pool = ngx::core::Pool::from_ngx_pool((*cf).pool);
+            pool.allocate::<LocConf>(config::create_loc_conf(&*cf))
+                .cast::<c_void>()
+        })
     }
 
     unsafe extern "C" fn merge_loc_conf(

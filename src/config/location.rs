@@ -41,6 +41,7 @@ setter!(set_limit, LocConf, |d, lcf| {
     let limit = args::limit(&d.args)?;
     if limit.is_some() {
         note_shielded(d.cf);
+        lcf.limit_at = lcf.limit_at.or(ConfAt::of(d.cf));
     }
     args::stack_limit(&mut lcf.settings.limit, limit, &d.args)?;
     let Some(Some((limits, _))) = lcf.settings.limit else {
@@ -112,6 +113,7 @@ setter!(set_block_status, LocConf, |d, lcf| {
 
 setter!(set_trap, LocConf, |d, lcf| {
     note_shielded(d.cf);
+    lcf.limit_at = lcf.limit_at.or(ConfAt::of(d.cf));
     set_once(&mut lcf.settings.trap, true)
 });
 
@@ -153,6 +155,7 @@ setter!(set_key, LocConf, |d, lcf| {
         return Err(DirectiveError::Duplicate);
     }
     let cv = compile_complex_value(d.cf, d.value())?;
+    lcf.key_at = ConfAt::of(d.cf);
     set_once(&mut lcf.settings.key, cv)
 });
 

@@ -11,6 +11,7 @@ pub mod http;
 pub mod location;
 pub mod redis;
 mod setters;
+mod warnings;
 
 use core::ffi::c_char;
 use core::ptr;
@@ -79,6 +80,8 @@ pub struct MainConf {
     /// The (ban, strikes) directive pairs warned of (`nginx -t` says each
     /// once).
     warned: Vec<((usize, ngx_uint_t), (usize, ngx_uint_t))>,
+    /// The directives and locations `config::warnings` warned of.
+    warned_at: Vec<(usize, ngx_uint_t)>,
 }
 
 impl Default for MainConf {
@@ -97,6 +100,7 @@ impl Default for MainConf {
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
             warned: Vec::new(),
+            warned_at: Vec::new(),
         }
     }
 }
@@ -242,6 +246,12 @@ pub struct LocConf {
     /// Where this level's `pow_shield_strikes` and `pow_shield_ban` are.
     pub(crate) strikes_at: Option<ConfAt>,
     pub(crate) ban_at: Option<ConfAt>,
+    /// Where `pow_shield_key` and `pow_shield_limit` (or `pow_shield_trap`)
+    /// are, inherited as they are, and where this level's block starts
+    /// (`create_loc_conf`): for the warnings of `config::warnings`.
+    pub(crate) key_at: Option<ConfAt>,
+    pub(crate) limit_at: Option<ConfAt>,
+    pub(crate) created_at: Option<ConfAt>,
     /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
     /// `NGX_CONF_UNSET` until set.
     pub(crate) dry_run: ngx_flag_t,
@@ -254,6 +264,9 @@ impl Default for LocConf {
             settings: Settings::default(),
             strikes_at: None,
             ban_at: None,
+            key_at: None,
+            limit_at: None,
+            created_at: None,
             dry_run: NGX_CONF_UNSET,
             policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
         }
@@ -277,6 +290,12 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     if conf.settings.ban.is_none() {
         conf.ban_at = prev.ban_at;
     }
+    if conf.settings.key.is_none() {
+        conf.key_at = prev.key_at;
+    }
+    if conf.limit_at.is_none() {
+        conf.limit_at = prev.limit_at;
+    }
     conf.settings.inherit(&prev.settings);
     warn(cf, mcf, conf);
     conf.policy = Policy::new(conf.settings.resolve(), mcf.default_key);
@@ -299,7 +318,16 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             }
         }
     }
+    warnings::warn_traps(cf, mcf, conf);
     NGX_CONF_OK
+}
+
+/// A location's (or server's) configuration, noting where its block starts.
+pub fn create_loc_conf(cf: &ngx_conf_t) -> LocConf {
+    LocConf {
+        created_at: ConfAt::of(cf),
+        ..LocConf::default()
+    }
 }
 
 /// `nginx -t` accepts what can never act once merged, with a warning
