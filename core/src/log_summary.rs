@@ -91,10 +91,11 @@ impl fmt::Display for SummaryLine<'_> {
             self.client,
             self.over_ms.div_ceil(1000).max(1)
         )?;
-        if self.unpaid > 0 || self.paid > 0 {
+        if self.paid > 0 {
+            let what = if self.unpaid == 1 { "challenge" } else { "challenges" };
             write!(
                 f,
-                " ({} of them challenges not paid; {} paid challenges not counted)",
+                " ({} unpaid {what}; {} paid, not counted)",
                 Thousands(self.unpaid),
                 Thousands(self.paid)
             )?;
@@ -529,7 +530,7 @@ mod tests {
         assert_eq!(
             summary.message("192.0.2.7").to_string(),
             "3 more rejections of client=192.0.2.7 in the last 10 s \
-             (2 of them challenges not paid; 8 paid challenges not counted)"
+             (2 unpaid challenges; 8 paid, not counted)"
         );
     }
 
