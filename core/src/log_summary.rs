@@ -92,7 +92,11 @@ impl fmt::Display for SummaryLine<'_> {
             self.over_ms.div_ceil(1000).max(1)
         )?;
         if self.paid > 0 {
-            let what = if self.unpaid == 1 { "challenge" } else { "challenges" };
+            let what = if self.unpaid == 1 {
+                "challenge"
+            } else {
+                "challenges"
+            };
             write!(
                 f,
                 " ({} unpaid {what}; {} paid, not counted)",

@@ -51,7 +51,10 @@ mod tests {
     fn a_key_that_is_a_header_variable_alone_is_a_trap() {
         assert_eq!(lone_header_key("$http_x_api_key"), Some("http_x_api_key"));
         assert_eq!(lone_header_key("${http_x_api_key}"), Some("http_x_api_key"));
-        assert_eq!(lone_header_key("$http_authorization"), Some("http_authorization"));
+        assert_eq!(
+            lone_header_key("$http_authorization"),
+            Some("http_authorization")
+        );
     }
 
     #[test]
