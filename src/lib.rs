@@ -209,7 +209,7 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 21] = [
+    static mut COMMANDS: [ngx_command_t; 22] = [
         loc(
             ngx_string!("pow_shield_limit"),
             NGX_CONF_TAKE123 | NGX_CONF_TAKE4 | NGX_CONF_TAKE5,
@@ -241,6 +241,7 @@ mod module {
             NGX_CONF_NOARGS,
             set_status,
         ),
+        location_only(ngx_string!("pow_shield_admin"), NGX_CONF_NOARGS, set_admin),
         loc(ngx_string!("pow_shield_key"), NGX_CONF_TAKE1, set_key, 0),
         loc(
             ngx_string!("pow_shield_challenge_ttl"),
@@ -305,6 +306,18 @@ mod module {
         // SAFETY: nginx passes a setter its arguments; the command's `conf`
         // offset is the location configuration's.
         unsafe { config::set_status(cf, cmd, conf, Some(crate::http::status::handler)) }
+    }
+
+    /// `pow_shield_admin`, with the request path's admin handler as the
+    /// location's content.
+    extern "C" fn set_admin(
+        cf: *mut ngx_conf_t,
+        cmd: *mut ngx_command_t,
+        conf: *mut c_void,
+    ) -> *mut c_char {
+        // SAFETY: nginx passes a setter its arguments; the command's `conf`
+        // offset is the location configuration's.
+        unsafe { config::set_admin(cf, cmd, conf, Some(crate::http::admin::handler)) }
     }
 
     /* the process hooks */

@@ -150,6 +150,35 @@ pub unsafe fn set_status(
     }
 }
 
+/// `pow_shield_admin`: the location's content is `handler`, the view and
+/// lift of one client. Like a status location, it is never shielded
+/// (`Settings::status` keeps it out of every limit and trap it inherits).
+///
+/// # Safety
+/// As [`set_status`].
+pub unsafe fn set_admin(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+    handler: ngx_http_handler_pt,
+) -> *mut c_char {
+    // SAFETY: the caller passes what nginx passed (see the contract).
+    unsafe {
+        run_setter(cf, cmd, conf, |d: &mut Directive, lcf: &mut LocConf| {
+            if lcf.admin {
+                return Err(DirectiveError::Duplicate);
+            }
+            lcf.admin = true;
+            lcf.settings.status = true;
+            let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
+                return Err(DirectiveError::Logged);
+            };
+            clcf.handler = handler;
+            Ok(())
+        })
+    }
+}
+
 setter!(set_key, LocConf, |d, lcf| {
     if lcf.settings.key.is_some() {
         return Err(DirectiveError::Duplicate);

@@ -29,7 +29,7 @@ use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::syntax::{FailPolicy, HeadersMode};
 
-pub use self::location::set_status;
+pub use self::location::{set_admin, set_status};
 pub use self::redis::{RedisConf, Resolver};
 use self::setters::{compile_complex_value, NGX_CONF_UNSET};
 use crate::ffi::PowShield;
@@ -65,6 +65,10 @@ pub struct MainConf {
     pub limit_names: Vec<String>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
+    /// The distinct limits of shielded locations counted per client key
+    /// (no `key=`), with `approx`: what `pow_shield_admin` shows a client's
+    /// counts under (at most `ADMIN_LIMITS`).
+    pub admin_limits: Vec<(pow_shield_core::limiter::RateLimit, bool)>,
     /// The first `pow_shield_limit ... key=`, where it is (a Redis Cluster
     /// refuses it: `init_main_conf`).
     pub(crate) keyed_limit_at: Option<ConfAt>,
@@ -95,6 +99,7 @@ impl Default for MainConf {
             shielded: false,
             limit_names: Vec::new(),
             status: false,
+            admin_limits: Vec::new(),
             keyed_limit_at: None,
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
@@ -252,6 +257,8 @@ pub struct LocConf {
     pub(crate) key_at: Option<ConfAt>,
     pub(crate) limit_at: Option<ConfAt>,
     pub(crate) created_at: Option<ConfAt>,
+    /// `pow_shield_admin` in this very location.
+    pub(crate) admin: bool,
     /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
     /// `NGX_CONF_UNSET` until set.
     pub(crate) dry_run: ngx_flag_t,
@@ -267,6 +274,7 @@ impl Default for LocConf {
             key_at: None,
             limit_at: None,
             created_at: None,
+            admin: false,
             dry_run: NGX_CONF_UNSET,
             policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
         }
@@ -318,8 +326,24 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             }
         }
     }
+    note_admin_limits(mcf, &conf.policy);
     warnings::warn_traps(cf, mcf, conf);
     NGX_CONF_OK
+}
+
+/// The limits `pow_shield_admin` shows counts under.
+const ADMIN_LIMITS: usize = 32;
+
+fn note_admin_limits(mcf: &mut MainConf, policy: &Policy) {
+    for (i, limit) in policy.limits.as_slice().iter().enumerate() {
+        let seen = (*limit, policy.approx);
+        if policy.limit_keys[i].is_null()
+            && !mcf.admin_limits.contains(&seen)
+            && mcf.admin_limits.len() < ADMIN_LIMITS
+        {
+            mcf.admin_limits.push(seen);
+        }
+    }
 }
 
 /// A location's (or server's) configuration, noting where its block starts.
