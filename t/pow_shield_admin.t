@@ -63,6 +63,10 @@ my $conf = http_conf(<<"EOF");
             pow_shield_ban 1h after=1;
         }
 
+        location /approx/ {
+            pow_shield_limit 3 4h approx;
+        }
+
         location /keyed/ {
             pow_shield_limit 1 3h;
             pow_shield_key \$pow_key;
@@ -72,7 +76,7 @@ $snippet
     }
 EOF
 
-my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api ban keyed);
+my %files = map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } qw(api ban keyed approx);
 
 sub get {
     my ($node, $ip, $dir, %h) = @_;
@@ -153,6 +157,15 @@ Test::PowShield::Modes->each_mode($conf, nodes => 2, redis => 'timeout=3s', file
     $view = show($t, '192.0.2.7');
     is(held($m, $view)->{block}, 'clear', 'show after the lift: clear');
     is(held($m, $view)->{strikes}, 1, 'show after the lift: only the new 429\'s strike');
+
+    # the count under an approximate limit (cluster mode's counter)
+
+    get($t, '192.0.2.12', 'approx') for 1 .. 2;
+    my ($approx) = grep { $_->{window_ms} == 4 * 3_600_000 }
+        @{held($m, show($t, '192.0.2.12'))->{limits}};
+    is($approx->{count} // -1, 2, 'show: the count under an approx limit');
+    is($approx->{approx}, JSON::PP::true, '... said to be approx');
+    cmp_ok($approx->{reset_in_ms} // 0, '>', 0, '... and when it resets');
 
     # a ban, lifted (the CLI)
 
