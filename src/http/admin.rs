@@ -67,7 +67,7 @@ fn serve(r: &mut Request) -> Status {
     }
     let job = Job {
         r: (&mut *r).into(),
-        event: UnsafeCell::new(unsafe_zeroed_event()),
+        event: UnsafeCell::new(zeroed_event()),
         left: Cell::new(0),
         redis: RefCell::new(FromRedis::None),
         key,
@@ -83,7 +83,7 @@ fn serve(r: &mut Request) -> Status {
 }
 
 /// A zeroed event: nginx's initial state of one.
-fn unsafe_zeroed_event() -> ngx_event_t {
+fn zeroed_event() -> ngx_event_t {
     // SAFETY: an all-zero ngx_event_t is what nginx's own code starts from.
     unsafe { core::mem::zeroed() }
 }
