@@ -1,6 +1,7 @@
 # pow-shield — build, run the demo, test.
 #
 #   make run           build, then run nginx with nginx-conf/demo.conf on 127.0.0.1:8080
+#                      (PORT=9090: on 127.0.0.1:9090)
 #   make test          make lint + cargo test (core, protocol, client crates) + the Python client's
 #                      unit tests + the integration suite (prove -r t/)
 #   make build         vendored nginx 1.28 + the module  -> objs/nginx, objs/ngx_http_pow_shield_module.so,
@@ -11,10 +12,12 @@
 #   make deb           that module as a Debian package   -> libnginx-mod-http-pow-shield_<version>_<arch>.deb
 #   make check         cargo fmt --check + cargo clippy
 #   make lint          hadolint on the Dockerfile, shellcheck on every shell script,
-#                      no dependency cycle between the modules of src/ and core/
+#                      no dependency cycle between the modules of src/ and core/,
+#                      and the fuzz targets compile (make fuzz-check: skipped, and
+#                      said so, without a nightly toolchain)
 #   make bench         throughput against stock nginx and limit_req (bench/)
 #   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
-#   make fuzz          libFuzzer on the pure parsers (fuzz/), FUZZ_SECONDS per target
+#   make fuzz          libFuzzer on the pure parsers (fuzz/), every target, FUZZ_SECONDS each
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
@@ -54,7 +57,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest prove check lint bench bench-solvers bench-cluster fuzz soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -164,11 +167,16 @@ deb: deps-deb
 	  rc=$$?; debian/rules clean >/dev/null; exit $$rc
 	@echo "built: $$(ls $(DEB_PACKAGE)_*.deb) ($$(dpkg-deb -f $(DEB_PACKAGE)_*.deb Depends))"
 
+# The demo's port (make run PORT=9090): its listen line and the banner's
+# commands say 127.0.0.1:8080 and are rewritten.
+PORT ?= 8080
+
 run: build
+	@case "$(PORT)" in ''|*[!0-9]*) echo "PORT=$(PORT): want a port number"; exit 1 ;; esac
 	@mkdir -p objs/demo/logs
-	@cp -f nginx-conf/demo.conf objs/demo/nginx.conf
+	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo.conf > objs/demo/nginx.conf
 	@rm -rf objs/demo/html && cp -r nginx-conf/demo-api objs/demo/html
-	@cat nginx-conf/demo-banner.txt
+	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo-banner.txt
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
 # The unit tests: the workspace's nginx-free crates (the module links only
@@ -187,8 +195,32 @@ pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
 # The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
-nodeunittest: deps-node
+nodeunittest: deps-node node-wasm node-native
 	cd clients/node && NODE_NO_WARNINGS=1 node --test test/
+
+# The Node client's WebAssembly search (clients/node/wasm, its own Cargo
+# workspace) -> clients/node/lib/search.wasm. Built where rustup has the
+# wasm32-unknown-unknown target; elsewhere the committed build of the same
+# source is used (clients/node/README.md).
+NODE_WASM_DIR := clients/node/wasm
+node-wasm:
+	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
+	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_DIR))"; \
+	  ( cd $(NODE_WASM_DIR) && RUSTFLAGS="-C target-feature=+simd128" \
+	    $(CARGO) build --quiet --release --target wasm32-unknown-unknown ) && \
+	  cmp -s $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm || \
+	  cp $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm; \
+	else echo "no wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown): the committed clients/node/lib/search.wasm is used"; fi
+
+# The Node client's native search (clients/node/native, its own Cargo
+# workspace: a Node-API addon of the protocol crate's search, SHA-NI where
+# the CPU has it) -> clients/node/native/pow_shield.node, not committed and
+# not in the npm package (one platform's build); without it the
+# WebAssembly search runs.
+node-native: deps-build
+	cd clients/node/native && CARGO_TARGET_DIR=$(CURDIR)/target/node-native \
+	  $(CARGO) build --quiet --release
+	install -m 755 target/node-native/release/libpow_shield_node.so clients/node/native/pow_shield.node
 
 test: lint unittest pyunittest nodeunittest prove
 
@@ -205,6 +237,7 @@ lint: deps-lint
 	@echo "hadolint Dockerfile"; "$(HADOLINT)" Dockerfile
 	python3 tools/module_cycles.py src/lib.rs core/src/lib.rs bots/src/lib.rs
 	python3 tools/code_lines.py
+	@$(MAKE) --no-print-directory fuzz-check
 
 check: deps-build
 	$(CARGO) fmt --check
@@ -217,7 +250,7 @@ bench: build deps-bench
 # Every solver's rate beside OpenSSL's SHA-256 on this machine: the CLI on
 # one thread and on every core, the Rust library, the Python client's native
 # and pure-Python solvers, Node (bench/README.md).
-bench-solvers: build deps-python deps-node
+bench-solvers: build deps-python deps-node node-wasm node-native
 	bench/solvers.sh
 
 # Cluster mode's CPU per request against stock and the Lua peer
@@ -226,10 +259,21 @@ bench-cluster: build-debian deps-bench-cluster
 	bench/cluster.sh
 
 # Fuzzing needs a nightly toolchain (sanitizers) and cargo-fuzz. Not part of
-# `make test`: it runs for FUZZ_SECONDS per target.
+# `make test`: it runs for FUZZ_SECONDS per target. The targets are every
+# [[bin]] of fuzz/Cargo.toml (FUZZ_TARGETS="a b" for some).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= verify_solution redis_reply directive_values redis_url \
-	redis_pipeline cluster_topology client_answer script_call
+FUZZ_TARGETS ?= $(shell sed -n '/^\[\[bin\]\]/,/^name/s/^name = "\(.*\)"/\1/p' fuzz/Cargo.toml)
+
+# What `make lint` runs: the fuzz targets must compile against the crates
+# as they are now (cargo check with nightly, which `make fuzz` builds
+# with; cargo-fuzz is not needed for it). Without nightly: skipped, said so.
+fuzz-check:
+	@if rustup run nightly rustc --version >/dev/null 2>&1; then \
+	  echo "fuzz: cargo +nightly check --manifest-path fuzz/Cargo.toml --bins ($(words $(FUZZ_TARGETS)) targets)"; \
+	  $(CARGO) +nightly check --quiet --manifest-path fuzz/Cargo.toml --bins; \
+	else \
+	  echo "fuzz: SKIPPED compiling fuzz/ (no nightly toolchain: rustup toolchain install nightly --profile minimal)"; \
+	fi
 
 deps-fuzz: deps-build
 	@if ! rustup run nightly rustc --version >/dev/null 2>&1; then \
@@ -242,14 +286,28 @@ deps-fuzz: deps-build
 	fi
 
 # The working corpus grows in fuzz/corpus/<target> (not in git), seeded from
-# fuzz/seeds/<target>; crashes land in fuzz/artifacts/<target>.
+# fuzz/seeds/<target>; crashes land in fuzz/artifacts/<target>. Every target
+# runs even when one fails; each one's output is kept in
+# fuzz/target/logs/<target>.log, and the last lines say how many inputs
+# each ran and which failed.
+FUZZ_LOGS := fuzz/target/logs
+
 fuzz: deps-fuzz
-	@for t in $(FUZZ_TARGETS); do \
+	@mkdir -p $(FUZZ_LOGS); failed=""; \
+	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p fuzz/corpus/$$t && \
 	  echo "== $$t ($(FUZZ_SECONDS) s)" && \
 	  $(CARGO) +nightly fuzz run -O -a $$t fuzz/corpus/$$t fuzz/seeds/$$t -- \
-	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
-	done
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 >$(FUZZ_LOGS)/$$t.log 2>&1 \
+	    || failed="$$failed $$t"; \
+	  tail -n 12 $(FUZZ_LOGS)/$$t.log; \
+	done; \
+	echo "== executions per target ($(FUZZ_SECONDS) s each)"; \
+	for t in $(FUZZ_TARGETS); do \
+	  n=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_LOGS)/$$t.log | tail -n 1); \
+	  echo "$$t: $${n:-none (see $(FUZZ_LOGS)/$$t.log)}"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (crashes in fuzz/artifacts/)"; exit 1; fi
 
 soak: build deps-soak
 	bench/soak.sh

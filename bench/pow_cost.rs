@@ -92,6 +92,37 @@ fn main() {
     });
     row("issue_challenge_with_salt (no RNG)", "us", 1e3, iters, &ns);
 
+    // What a response that carries the next challenge costs (pay-ahead,
+    // docs/directives.md pow_shield_pay_ahead): the token as the module
+    // signs it, bound to a price policy and a client key, with a
+    // generation, and the two numbers of its headers.
+    let binding = pow::Binding {
+        policy: 0x5eed_0000_0000_0001,
+        client: pow::client_id(IP.as_bytes()),
+    };
+    let ns = measure(iters, rounds, |i| {
+        let c = pow::issue_bound_challenge(
+            black_box(&keys),
+            black_box(IP),
+            black_box(NOW_MS + i),
+            TTL_MS,
+            16,
+            Some(7),
+            black_box(binding),
+            false,
+        )
+        .expect("OS RNG");
+        black_box((c.bits.to_string(), c.difficulty.to_string(), c));
+    });
+    row(
+        "next challenge sent ahead (bound, OS random salt)",
+        "us",
+        1e3,
+        iters,
+        &ns,
+    );
+    let ahead_us = median(&ns) / 1e3;
+
     // ---- verifying: solve a batch first, outside the timed loops ----------
     let solve_start = Instant::now();
     let solved: Vec<(String, String, String, String)> = (0..BATCH)
@@ -251,7 +282,8 @@ fn main() {
     println!();
     println!(
         "summary: issue {issue_us:.2} us, verify {verify_us:.2} us, admit {admit_ns:.1} ns \
-         (one core; issue+verify per solved request {:.2} us)",
+         (one core; issue+verify per solved request {:.2} us; a next challenge sent ahead \
+         {ahead_us:.2} us, budget 2 us)",
         issue_us + verify_us
     );
 }

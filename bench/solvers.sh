@@ -4,8 +4,10 @@
 # 1. Per core, beside OpenSSL's SHA-256 (`openssl speed -bytes 16384
 #    sha256`, ÷ 64: compressions per CPU second on one core): the CLI on one
 #    thread and on every core (`pow-shield bench`), the Python client's
-#    native solver and its pure-Python one. Per-core figures are per CPU
-#    second (as openssl speed counts), so a busy machine moves them less.
+#    native solver and its pure-Python one, the Node client's WebAssembly
+#    and node:crypto searches (clients/node/bench.js) with their ratio to
+#    the CLI's one thread. Per-core figures are per CPU second (as openssl
+#    speed counts), so a busy machine moves them less.
 # 2. Each client's solve rate on the same challenges, every core each: the
 #    CLI (`pow-shield solve`, one process per challenge), the Rust library
 #    (`solve`, in one process), the Python client (`pow_shield.solve`, the
@@ -36,7 +38,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "== per core, beside OpenSSL (pow-shield bench)"
-"$cli" bench --seconds "$secs"
+"$cli" bench --seconds "$secs" | tee "$work/cli-bench.txt"
+# "  1 thread:      33.22 M hashes/s per core (CPU time; ...)"
+cli_rate=$(sed -n 's/^ *1 thread: *\([0-9.]*\) M hashes\/s.*/\1/p' "$work/cli-bench.txt")
 
 echo
 echo "== the Python client, per core"
@@ -59,6 +63,19 @@ else
     sed 's/^/    /' "$work/pip.log" | tail -5
 fi
 POW_SHIELD_PURE_PYTHON=1 rate "$repo/clients/python"
+
+echo
+echo "== the Node client, per core (clients/node/bench.js, one thread)"
+node clients/node/bench.js "$secs" --json >"$work/node-bench.json"
+node -e '
+const { rates } = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+const cli = Number(process.argv[2]);
+for (const [engine, r] of Object.entries(rates)) {
+  const m = r.perCpuSecond / 1e6;
+  console.log("  %s %s M hashes/s per core (one thread)   %sx the CLI on one thread (%s M/s)",
+    engine.padEnd(5), m.toFixed(2).padStart(7), (m / cli).toFixed(2), cli.toFixed(2));
+}
+' "$work/node-bench.json" "${cli_rate:-0}"
 
 echo
 echo "== every client on the same challenges, every core"

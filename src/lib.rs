@@ -209,7 +209,7 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 22] = [
+    static mut COMMANDS: [ngx_command_t; 23] = [
         loc(
             ngx_string!("pow_shield_limit"),
             NGX_CONF_TAKE123 | NGX_CONF_TAKE4 | NGX_CONF_TAKE5,
@@ -260,6 +260,12 @@ mod module {
             NGX_CONF_FLAG,
             nginx_sys::ngx_conf_set_flag_slot,
             offset_of!(LocConf, dry_run),
+        ),
+        loc(
+            ngx_string!("pow_shield_pay_ahead"),
+            NGX_CONF_FLAG,
+            nginx_sys::ngx_conf_set_flag_slot,
+            offset_of!(LocConf, pay_ahead),
         ),
         loc(
             ngx_string!("pow_shield_log_level"),
@@ -345,6 +351,8 @@ mod module {
             {
                 return Status::NGX_OK.into();
             }
+            // Salts the master might have drawn must not repeat in workers.
+            pow_shield_core::protocol::forget_random();
             // SAFETY: nginx passes the live cycle to init_process.
             let cycle = unsafe { &mut *cycle };
             let Some(mcf) = PowShield::main_conf(cycle) else {

@@ -6,21 +6,30 @@
 # the stock /etc/nginx/nginx.conf (which includes modules-enabled/*.conf),
 # with the stock default site on port 80 and a site of ours in conf.d/ that
 # shields a location; then nginx is stopped and the package removed and
-# purged, and the module is gone from the configuration again.
+# purged, and the module is gone from the configuration again. The http
+# level lines are the README's (its /etc/nginx/conf.d/ snippet, the key
+# file made with its command). The package also installs the fail2ban
+# filter and jail (conffiles in /etc/fail2ban/, the jail off until the
+# documented .local turns it on: then the jail loads and the documented
+# fail2ban-regex command finds the client whose breaker opened in nginx's
+# log), and the Prometheus rules and the Grafana dashboard among its
+# examples.
 #
 # All of it happens in a throw-away copy of this machine: the test runs
 # itself again under unshare(1), in new mount, network and PID namespaces.
-# There /etc/nginx, /usr/lib/nginx, /usr/share/nginx, /usr/share/doc,
-# /var/lib/dpkg, /var/log and /var/lib/nginx are overlays whose writes go to
-# a tmpfs, /run and /tmp are fresh tmpfs, and the loopback interface is the
+# There /etc/nginx, /etc/fail2ban, /usr/lib/nginx, /usr/share/nginx,
+# /usr/share/doc, /var/lib/dpkg, /var/log and /var/lib/nginx are overlays
+# whose writes go to a tmpfs, /run and /tmp are fresh tmpfs (the package is
+# copied in first: it may be in the machine's /tmp, as is a clone there),
+# and the loopback interface is the
 # namespace's own (port 80 is free whatever runs on the machine). dpkg, the
 # package's scripts and nginx change only those; the machine's own
 # /etc/nginx and dpkg database are checked to be unchanged. When the test
 # ends the kernel drops the mounts and kills whatever it left running.
 #
-# Skipped unless root, with dpkg, Debian's nginx, unshare and overlayfs, and
-# the package built (`make test` builds it as root; TEST_POW_SHIELD_DEB=path
-# names another).
+# Skipped unless root, with dpkg, Debian's nginx, fail2ban (/etc/fail2ban,
+# where the package installs), unshare and overlayfs, and the package built
+# (`make test` builds it as root; TEST_POW_SHIELD_DEB=path names another).
 
 use strict;
 use warnings;
@@ -28,12 +37,15 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/lib";
 
+use Cwd qw(abs_path);
 use Digest::MD5 qw(md5_hex);
+use File::Basename qw(basename);
+use File::Copy qw(copy);
 use File::Path qw(make_path);
 use IO::Socket::INET;
 use POSIX qw(WNOHANG);
 use Test::More;
-use Test::PowShield qw(:pow eventually);
+use Test::PowShield qw(:pow :util);
 
 ###############################################################################
 
@@ -47,11 +59,19 @@ my $available = '/usr/share/nginx/modules-available/mod-http-pow-shield.conf';
 my $enabled = '/etc/nginx/modules-enabled/50-mod-http-pow-shield.conf';
 
 # the directories the package, dpkg and nginx write to: overlays
-my @overlays = qw(/etc/nginx /usr/lib/nginx /usr/share/nginx /usr/share/doc
-    /var/lib/dpkg /var/log /var/lib/nginx);
+my @overlays = qw(/etc/nginx /etc/fail2ban /usr/lib/nginx /usr/share/nginx
+    /usr/share/doc /var/lib/dpkg /var/log /var/lib/nginx);
 
-# the machine itself, seen from inside (a bind mount from before the overlays)
-my $machine = '/tmp/machine';
+# the machine itself, seen from inside (a bind mount made before /tmp and
+# the overlays are mounted, so its /tmp is the machine's)
+my $machine = '/run/pow-shield-deb/machine';
+
+my $docs = "/usr/share/doc/$package";
+my $filter = '/etc/fail2ban/filter.d/pow-shield.conf';
+my $jail = '/etc/fail2ban/jail.d/pow-shield.conf';
+my @shipped = ($filter, $jail, "$docs/examples/prometheus/pow-shield.rules.yml",
+    "$docs/examples/prometheus/pow-shield.rules.test.yml",
+    "$docs/examples/grafana/pow-shield.json");
 
 sub cargo_version {
     open my $fh, '<', "$repo/Cargo.toml" or return '';
@@ -89,6 +109,8 @@ unless ($ENV{POW_SHIELD_DEB_INNER}) {
     plan skip_all => 'not root (dpkg -i)' if $> != 0;
     plan skip_all => 'no dpkg' unless -x '/usr/bin/dpkg';
     plan skip_all => "Debian nginx $nginx not installed" unless -x $nginx;
+    plan skip_all => 'fail2ban not installed (Debian: fail2ban; the package'
+        . ' installs in /etc/fail2ban, an overlay here)' unless -d '/etc/fail2ban';
     my ($rc) = run('unshare', '--version');
     plan skip_all => 'unshare (util-linux) not found' if $rc;
 
@@ -112,7 +134,7 @@ unless ($ENV{POW_SHIELD_DEB_INNER}) {
     plan skip_all => "no namespaces or overlayfs here: $pout" if $prc;
 
     $ENV{POW_SHIELD_DEB_INNER} = 1;
-    $ENV{TEST_POW_SHIELD_DEB} = $deb;
+    $ENV{TEST_POW_SHIELD_DEB} = abs_path($deb);
     # --kill-child: an interrupted run takes the namespaces down with it
     exec 'unshare', '--mount', '--net', '--pid', '--fork', '--mount-proc',
         '--propagation', 'private', '--kill-child',
@@ -125,7 +147,13 @@ unless ($ENV{POW_SHIELD_DEB_INNER}) {
 
 die "not in the namespaces unshare made (pid $$)\n" unless $$ == 1;
 
-my $deb = $ENV{TEST_POW_SHIELD_DEB};
+# what is read from the tree, read before /tmp (where it may be) is hidden
+my $cargo = cargo_version();
+my ($readme, $operations) = map {
+    open my $fh, '<', "$repo/$_" or die "$_: $!";
+    local $/;
+    scalar <$fh>;
+} qw(README.md docs/operations.md);
 $ENV{PATH} = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 $ENV{TMPDIR} = '/tmp';
 $ENV{DEBIAN_FRONTEND} = 'noninteractive';
@@ -136,9 +164,14 @@ sub setup {
     die "@cmd: $out\n" if $rc;
 }
 
-setup('mount', '-t', 'tmpfs', '-o', 'mode=1777', 'tmpfs', '/tmp');
-mkdir $machine or die "mkdir $machine: $!";
+setup('mount', '-t', 'tmpfs', '-o', 'mode=0755', 'tmpfs', '/run');
+make_path($machine);
 setup('mount', '--rbind', '/', $machine);
+setup('mount', '-t', 'tmpfs', '-o', 'mode=1777', 'tmpfs', '/tmp');
+# the package, from the machine's view of its path
+my $deb = '/tmp/' . basename($ENV{TEST_POW_SHIELD_DEB});
+copy("$machine$ENV{TEST_POW_SHIELD_DEB}", $deb)
+    or die "copy $machine$ENV{TEST_POW_SHIELD_DEB}: $!\n";
 for my $dir (grep { -d } @overlays) {
     (my $name = $dir) =~ tr{/}{_};
     my ($upper, $work) = ("/tmp/overlay/$name/upper", "/tmp/overlay/$name/work");
@@ -146,7 +179,6 @@ for my $dir (grep { -d } @overlays) {
     setup('mount', '-t', 'overlay', 'overlay', '-o',
         "lowerdir=$dir,upperdir=$upper,workdir=$work", $dir);
 }
-setup('mount', '-t', 'tmpfs', '-o', 'mode=0755', 'tmpfs', '/run');
 # a machine whose /dev/null is no device: a real one, in here only
 unless (-c '/dev/null') {
     setup('mknod', '-m', '666', '/tmp/null', 'c', '1', '3');
@@ -157,7 +189,7 @@ setup('ip', 'link', 'set', 'lo', 'up');
 # what the machine has (and must still have at the end): its nginx
 # configuration, modules and the package's dpkg status
 sub machine_state {
-    my ($rc, $files) = run('find', map({ "$machine$_" } qw(/etc/nginx
+    my ($rc, $files) = run('find', map({ "$machine$_" } qw(/etc/nginx /etc/fail2ban
         /usr/lib/nginx/modules /usr/share/nginx/modules-available)),
         '-printf', '%p %y %l %s %T@\n');
     my (undef, $status) = run('dpkg-query', "--admindir=$machine/var/lib/dpkg",
@@ -192,11 +224,16 @@ my @outside = grep {
 } @paths;
 is("@outside", '', 'every path of the package is in the throw-away overlays');
 ok((grep { $_ eq $so_path } @paths), "the package holds $so_path");
+for my $file (@shipped) {
+    ok((grep { $_ eq $file } @paths), "the package holds $file");
+}
+my (undef, $ours) = run('sh', '-c', "dpkg-deb --ctrl-tarfile '$deb' | tar -xO ./conffiles");
+is(join(' ', sort split " ", $ours), join(' ', sort $filter, $jail),
+    'its conffiles: the fail2ban filter and jail');
 
 my (undef, $fields) = run('dpkg-deb', '-f', $deb, 'Version', 'Depends');
 my ($version) = $fields =~ /^Version: (\S+)/m;
 my ($depends) = $fields =~ /^Depends: (.*)$/m;
-my $cargo = cargo_version();
 like($version // '', qr/^\Q$cargo\E-\d+$/,
     'Version ' . ($version // 'none') . ": Cargo.toml's $cargo and a revision");
 
@@ -243,16 +280,30 @@ if ($default_site && !-e '/proc/net/if_inet6'
 }
 
 ###############################################################################
-# The admin's part: a site in conf.d/ (included in http{} by nginx.conf)
+# The package's other files: fail2ban's (off), Prometheus's, Grafana's
+
+ok(-f $_, "$_ installed") for @shipped;
+my @sections = $t->read_file($jail) =~ /^\[([\w-]+)\]/mg;
+my @enabled = $t->read_file($jail) =~ /^enabled\s*=\s*(\S+)/mg;
+is("@enabled", join(' ', ('false') x @sections), "$jail: every jail off (@sections)");
+
+###############################################################################
+# The admin's part, as the README says: the http-level lines in conf.d/
+# (included in http{} by nginx.conf), a key file, and a site's server
+
+my ($key_command) = $readme =~ /^Make a key file with `([^`]+)`/m;
+ok($key_command, "README.md: $key_command");
+($rc, $out) = run('sh', '-c', $key_command // 'false');
+is($rc, 0, '... makes /etc/nginx/pow_shield.key') or diag($out);
+my ($confd) = $readme =~ m{^```nginx\n(# /etc/nginx/conf\.d/pow-shield\.conf .*?)^```}ms;
+ok($confd, "README.md: the lines for /etc/nginx/conf.d/pow-shield.conf");
+$t->write_file('/etc/nginx/conf.d/pow-shield.conf', $confd // '');
 
 my $port = $t->port(8080);
 $t->write_file('/etc/nginx/conf.d/pow-shield-test.conf', <<"EOF");
-pow_shield_secret "deb-suite-secret-0123456789abcdef";
-
 server {
     listen 127.0.0.1:$port;
     server_name localhost;
-    error_log $d/error.log debug;
 
     root $d/html;
 
@@ -299,6 +350,10 @@ is(($r->json || {})->{error}, 'PoW challenge required', '429: challenge body');
 $r = $t->http_get('/api/data.json', solution($r));
 is($r->status, 200, 'solved challenge: 200');
 
+# a client that ignores its challenges: the default breaker (5 strikes)
+is(statuses(map { $t->http_get('/api/data.json') } 1 .. 6), '429 429 429 429 429 403',
+    'five unpaid 429s open the breaker: 403');
+
 ($rc, $out) = run($nginx, '-s', 'quit');
 is($rc, 0, 'nginx -s quit') or diag($out);
 ok(eventually(20, sub {
@@ -309,15 +364,46 @@ ok(eventually(20, sub {
 my @bad = grep { /\[(?:alert|emerg)\]|exited on signal/ }
     split /\n/, $t->read_file('/var/log/nginx/error.log');
 is(join("\n", @bad), '', '/var/log/nginx/error.log: no alerts, emergencies or crashes');
+like($t->read_file('/var/log/nginx/error.log'),
+    qr/pow_shield: breaker opened: client=127\.0\.0\.1 key=address strikes=5/,
+    '/var/log/nginx/error.log: the breaker line');
+
+###############################################################################
+# fail2ban, as docs/operations.md says (no server is started: -d prints the
+# configuration it would load)
+
+SKIP: {
+    skip 'no fail2ban-client', 6 if (run('sh', '-c', 'command -v fail2ban-client'))[0];
+    (undef, $out) = run('fail2ban-client', '-d');
+    unlike($out, qr/'add', 'pow-shield/, 'fail2ban: no pow-shield jail until enabled');
+
+    my ($enable, $regex) = map { my $re = $_; ($operations =~ /^($re)$/m)[0] }
+        qr{printf .*> /etc/fail2ban/jail\.d/pow-shield\.local},
+        qr{fail2ban-regex /var/log/nginx/error\.log /etc/fail2ban/filter\.d/pow-shield\.conf};
+    ok($enable && $regex, "docs/operations.md: $enable; $regex");
+    ($rc, $out) = run('sh', '-c', $enable // 'false');
+    # only ours: the machine's other jails (Debian's sshd) may lack their logs
+    unlink grep { !m{/pow-shield\.(?:conf|local)$} } glob('/etc/fail2ban/jail.d/*');
+    ($rc, $out) = run('fail2ban-client', '-t') unless $rc;
+    is($rc, 0, '... the enabled jail passes fail2ban-client -t') or diag($out);
+    (undef, $out) = run('fail2ban-client', '-d');
+    like($out, qr/'add', 'pow-shield',/, '... and is loaded') or diag($out);
+    ($rc, $out) = run('sh', '-c', $regex // 'false');
+    is($rc, 0, "$regex runs") or diag($out);
+    like($out, qr/^Lines: \d+ lines, \d+ ignored, 1 matched/m, '... and finds the blocked client')
+        or diag($out);
+    unlink '/etc/fail2ban/jail.d/pow-shield.local';
+}
 
 ###############################################################################
 # dpkg -r, then dpkg -P: the module leaves the configuration
 
-unlink '/etc/nginx/conf.d/pow-shield-test.conf';
+unlink '/etc/nginx/conf.d/pow-shield-test.conf', '/etc/nginx/conf.d/pow-shield.conf';
 
 ($rc, $out) = run('dpkg', '-r', $package);
 is($rc, 0, "dpkg -r $package") or diag($out);
 ok(!-e $so_path, "$so_path removed");
+ok(-e $filter && -e $jail, 'the fail2ban conffiles stay until purged');
 ok(!-e $enabled && -l "$enabled.removed",
     "the link is put aside as $enabled.removed (prerm; a reinstall restores it)");
 ($rc, $out) = run($nginx, '-t');
@@ -326,6 +412,7 @@ is($rc, 0, 'nginx -t without the module') or diag($out);
 ($rc, $out) = run('dpkg', '-P', $package);
 is($rc, 0, "dpkg -P $package") or diag($out);
 ok(!-e $enabled && !-l "$enabled.removed", 'no link left (postrm purge)');
+ok(!-e $filter && !-e $jail, 'the fail2ban conffiles are purged');
 (undef, $status) = run('dpkg-query', '-W', '-f', '${db:Status-Status}', $package);
 isnt($status, 'installed', "$package is gone from dpkg's database");
 

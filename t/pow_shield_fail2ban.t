@@ -2,10 +2,12 @@
 
 # The red zone at the network layer: the module logs one stable line per
 # breaker opening and per ban, and the fail2ban filter and jail shipped in
-# nginx-conf/fail2ban/ find exactly the banned addresses in nginx's error
-# log (fail2ban-regex), and nothing in a log of ordinary 429s and failed
-# solutions.  The jail passes fail2ban-client's configuration test.  No
-# firewall rule is made here.
+# nginx-conf/fail2ban/ find exactly the blocked (by default) or banned
+# ([mode=ban]) addresses in nginx's error log (fail2ban-regex), and nothing
+# in a log of ordinary 429s and failed solutions.  The jails are off as
+# shipped; the .local line of docs/operations.md turns the default one on,
+# and then it passes fail2ban-client's configuration test.  No firewall
+# rule is made here.
 
 use strict;
 use warnings;
@@ -16,6 +18,7 @@ use lib "$FindBin::Bin/lib";
 use File::Temp qw(tempdir);
 use Test::More;
 use Test::PowShield qw(:pow :util);
+use Test::PowShield::Examples ();
 
 ###############################################################################
 
@@ -125,18 +128,20 @@ ok(!grep({ /192\.0\.2\.1[01]/ } @opened, @banned), 'no line for a client that on
 
 my $log = $banning->testdir . '/error.log';
 is(matches($log), '192.0.2.7',
-    'filter (bans): exactly the banned address, once; not key=custom, not dry run');
-is(matches($log, 'breaker'), '192.0.2.7', 'filter (mode=breaker): the one opening');
+    'filter (default: openings): the one opening; not key=custom, not dry run');
+is(matches($log, 'breaker'), '192.0.2.7', '... the same as mode=breaker');
+is(matches($log, 'ban'), '192.0.2.7',
+    'filter (mode=ban): exactly the banned address, once; not key=custom, not dry run');
 ok(scalar $calm->error_log_lines(qr/pow_shield: .*(challenge|rejected)/),
     'premise: the calm log holds 429s and failed solutions');
 is(matches($calm->testdir . '/error.log'), '',
     'filter: nothing in a log of ordinary 429s and failed solutions');
-is(matches($calm->testdir . '/error.log', 'breaker'), '', '... nor in breaker mode');
+is(matches($calm->testdir . '/error.log', 'ban'), '', '... nor in ban mode');
 
 # the jail, in a copy of the system's fail2ban configuration
 
 SKIP: {
-    skip '/etc/fail2ban not present', 3 unless -d '/etc/fail2ban';
+    skip '/etc/fail2ban not present', 9 unless -d '/etc/fail2ban';
     my $dir = tempdir(CLEANUP => 1);
     system('cp', '-r', '/etc/fail2ban/.', $dir) == 0 or die "cp: $?";
     unlink glob("$dir/jail.d/*");      # only our jail
@@ -149,12 +154,26 @@ SKIP: {
     }
     close $out;
 
+    my $dump = `fail2ban-client -c '$dir' -d 2>&1`;
+    unlike($dump, qr/'add', 'pow-shield/, 'jail: off as shipped (neither jail is added)')
+        or diag($dump);
+
+    # the documented way to turn it on, with /etc/fail2ban the copy's
+    my ($enable) = grep { m{^printf .*> /etc/fail2ban/jail\.d/pow-shield\.local$} }
+        split /\n/, Test::PowShield::Examples::slurp("$Test::PowShield::REPO/docs/operations.md");
+    ok($enable, "docs/operations.md: $enable");
+    (my $local = $enable // 'false') =~ s{/etc/fail2ban/}{$dir/};
+    is(system('sh', '-c', $local), 0, '... runs');
+
     my $test = `fail2ban-client -c '$dir' -t 2>&1`;
     is($? >> 8, 0, 'jail: fail2ban-client -t passes') or diag($test);
-    my $dump = `fail2ban-client -c '$dir' -d 2>&1`;
+    $dump = `fail2ban-client -c '$dir' -d 2>&1`;
+    like($dump, qr/'add', 'pow-shield',/, 'jail: [pow-shield] is on') or diag($dump);
+    unlike($dump, qr/'add', 'pow-shield-ban',/, '... [pow-shield-ban] still off');
     like($dump, qr/'pow-shield', 'addaction', 'nftables-multiport'/,
         'jail: bans with the nftables action');
-    like($dump, qr/'pow-shield', 'bantime', '1h'/, 'jail: for the ban time (1h)');
+    like($dump, qr/'pow-shield', 'bantime', '1h'/, 'jail: for an hour');
+    like($dump, qr/'pow-shield', 'maxretry', 3\]/, 'jail: after 3 openings') or diag($dump);
 }
 
 $banning->done_testing;

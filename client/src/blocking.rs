@@ -7,17 +7,20 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pow_shield_protocol::wire;
-use ureq::tls::{PemItem, RootCerts, TlsConfig, TlsProvider};
+use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{Connector, DefaultConnector};
 
+use crate::ahead::{refused_ahead, Ahead, Ticket};
 use crate::bot::BotSigner;
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::{solve_bits, Error, Nonce};
 
+mod errors;
 mod head;
+use errors::{body_error, ca_certificates, transport_error};
 use head::{Recorded, Recorder, ToProxy};
 
 /// Most bytes read from a challenge response whose token is not in a
@@ -101,6 +104,12 @@ pub enum Event<'a> {
     },
     /// Sleeping `Retry-After` before trying again.
     Waiting(Duration),
+    /// Pacing (`Policy::pace`): no free request left, sleeping until the
+    /// reset before sending.
+    Pacing(Duration),
+    /// Sending a solution paid ahead: of this token, a previous
+    /// response's `X-PoW-Next-Challenge`.
+    PayingAhead(&'a str),
 }
 
 /// Whom an `https://` request trusts. TLS is the system's OpenSSL, which
@@ -155,7 +164,10 @@ pub struct Options {
 
 /// A paying HTTP client. It may send from several threads at once; all
 /// its requests share one per-origin [`Gate`] (at most `policy.in_flight`
-/// in flight per origin until the server's `Remaining` shows room).
+/// in flight per origin until the server's `Remaining` shows room) and one
+/// [`Ahead`]: the next challenge a response carries is solved on a solver
+/// thread while the caller reads the body, and sent with the next request
+/// to that origin (waited for if not ready yet).
 pub struct Client {
     agent: ureq::Agent,
     /// For `http://` URLs through a proxy: sent to it in absolute form, as
@@ -166,6 +178,8 @@ pub struct Client {
     gate: Arc<Gate>,
     /// Signs every try as a known bot (`sign_with`).
     signer: Option<BotSigner>,
+    /// Solutions paid ahead and pacing, per origin (`with_ahead`).
+    ahead: Arc<Ahead>,
 }
 
 impl Client {
@@ -262,7 +276,20 @@ impl Client {
             policy,
             recorded,
             signer: None,
+            ahead: Arc::new(Ahead::new()),
         }
+    }
+
+    /// Shares `ahead` (solutions paid ahead, pacing) with other clients:
+    /// the CLI's `--next` runs each have a client, and one store.
+    pub fn with_ahead(mut self, ahead: Arc<Ahead>) -> Client {
+        self.ahead = ahead;
+        self
+    }
+
+    /// Its solutions paid ahead and pacing state.
+    pub fn ahead(&self) -> &Arc<Ahead> {
+        &self.ahead
     }
 
     /// Signs every request (each retry afresh) with a bot's key (Web Bot
@@ -311,10 +338,15 @@ impl Client {
         events: &mut dyn FnMut(Event),
     ) -> Result<Reply, Refused> {
         let mut retrier = Retrier::new(self.policy.clone());
-        let mut solution: Option<(String, Nonce)> = None;
         let mut first = true;
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter(&req.url);
+        if let Some(wait) = self.ahead.pace(&req.url, &self.policy) {
+            events(Event::Pacing(wait));
+            thread::sleep(wait);
+        }
+        let mut solution = self.ahead_for(req).and_then(Ticket::wait);
+        let mut ahead = solution.is_some();
         loop {
             let mut headers = headers_for(&req.headers, solution.as_ref(), first);
             if let Some(signer) = &self.signer {
@@ -324,6 +356,9 @@ impl Client {
                 pass.resending();
             }
             first = false;
+            if let (true, Some((token, _))) = (ahead, &solution) {
+                events(Event::PayingAhead(token));
+            }
             events(Event::Sending {
                 method: &req.method,
                 url: &req.url,
@@ -349,6 +384,15 @@ impl Client {
                     .map(|(_, v)| v.as_str())
             };
             pass.saw(status, remaining(lookup));
+            if let Some(job) = self.ahead.saw(&req.url, lookup, &self.policy) {
+                job.spawn();
+            }
+            if std::mem::take(&mut ahead) && refused_ahead(status, lookup) {
+                // The solution paid ahead was refused without a fresh
+                // challenge: the request again without it (the 429 path).
+                solution = None;
+                continue;
+            }
             let body = if may_be_challenge(status) && lookup(wire::HEADER_CHALLENGE).is_none() {
                 let mut buf = Vec::new();
                 response
@@ -406,6 +450,18 @@ impl Client {
         }
     }
 
+    /// A solution ahead for `req`, unless the caller brought its own.
+    fn ahead_for(&self, req: &Request) -> Option<Ticket> {
+        let own = req.headers.iter().any(|(k, _)| {
+            k.eq_ignore_ascii_case(wire::HEADER_CHALLENGE)
+                || k.eq_ignore_ascii_case(wire::HEADER_NONCE)
+        });
+        if own || !self.policy.pay_ahead {
+            return None;
+        }
+        self.ahead.take(&req.url)
+    }
+
     fn run(
         &self,
         req: &Request,
@@ -459,22 +515,6 @@ fn canonical_head(
     (format!("{version} {status}{reason}"), headers)
 }
 
-/// The certificates of a PEM bundle (private keys in it are skipped).
-fn ca_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, Error> {
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(pem) {
-        match item {
-            Ok(PemItem::Certificate(c)) => certs.push(c),
-            Ok(_) => {}
-            Err(e) => return Err(Error::CaCert(e.to_string())),
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::CaCert("no PEM certificate found".to_owned()));
-    }
-    Ok(certs)
-}
-
 /// The headers of one try: the caller's, with a fresh solution replacing
 /// any `X-PoW-*` the caller gave (which are kept on the first try only).
 fn headers_for(
@@ -496,66 +536,6 @@ fn headers_for(
         headers.push((wire::HEADER_NONCE.to_owned(), nonce.to_string()));
     }
     headers
-}
-
-/// A failed read of a response body (ureq reports its timeouts as
-/// `TimedOut` I/O errors there).
-fn body_error(e: std::io::Error) -> Error {
-    if e.kind() == std::io::ErrorKind::TimedOut {
-        Error::TimedOut(e.to_string())
-    } else {
-        Error::Transport(e.to_string())
-    }
-}
-
-fn transport_error(e: ureq::Error) -> Error {
-    use std::io::ErrorKind;
-    match e {
-        ureq::Error::Timeout(_) => Error::TimedOut(e.to_string()),
-        ureq::Error::Io(ref io) if io.kind() == ErrorKind::TimedOut => {
-            Error::TimedOut(e.to_string())
-        }
-        ureq::Error::HostNotFound => Error::Resolve(e.to_string()),
-        // std's resolver reports getaddrinfo's failures as plain I/O errors.
-        ureq::Error::Io(ref io) if io.to_string().contains("failed to lookup address") => {
-            Error::Resolve(io.to_string())
-        }
-        ureq::Error::ConnectionFailed => Error::Connect(e.to_string()),
-        ureq::Error::BadUri(_) | ureq::Error::Http(_) => Error::Request(e.to_string()),
-        ureq::Error::Io(ref io)
-            if matches!(
-                io.kind(),
-                ErrorKind::UnexpectedEof
-                    | ErrorKind::ConnectionReset
-                    | ErrorKind::ConnectionAborted
-            ) =>
-        {
-            Error::Closed
-        }
-        ureq::Error::Io(ref io) if io.kind() == ErrorKind::ConnectionRefused => {
-            Error::Connect(e.to_string())
-        }
-        ureq::Error::NativeTls(ref tls) => tls_error(&tls.to_string()),
-        ureq::Error::Tls(what) => Error::Tls(what.to_owned()),
-        _ => Error::Transport(e.to_string()),
-    }
-}
-
-/// A failed TLS handshake: a certificate OpenSSL would not accept, or
-/// anything else. OpenSSL tells the two apart only in its message: its
-/// reason text for a rejected chain or host name, followed by the check
-/// that failed, e.g. `(unable to get local issuer certificate)`.
-fn tls_error(message: &str) -> Error {
-    match message.find("certificate verify failed") {
-        Some(at) => {
-            let why = message[at..]
-                .rsplit_once('(')
-                .and_then(|(_, why)| why.strip_suffix(')'))
-                .unwrap_or("certificate verify failed");
-            Error::Certificate(why.to_owned())
-        }
-        None => Error::Tls(message.to_owned()),
-    }
 }
 
 #[cfg(test)]
@@ -587,33 +567,7 @@ mod tests {
     }
 
     #[test]
-    fn openssl_verify_failure_is_a_certificate_error_with_its_reason() {
-        let msg = "error:0A000086:SSL routines:tls_post_process_server_certificate:\
-                   certificate verify failed:../ssl/statem/statem_clnt.c:1889: \
-                   (unable to get local issuer certificate)";
-        assert_eq!(
-            tls_error(msg),
-            Error::Certificate("unable to get local issuer certificate".into())
-        );
-        assert_eq!(
-            tls_error("error:0A000086:SSL routines::certificate verify failed"),
-            Error::Certificate("certificate verify failed".into())
-        );
-    }
-
-    #[test]
-    fn other_handshake_failures_are_tls_errors() {
-        let msg = "error:0A00010B:SSL routines:ssl3_get_record:wrong version number";
-        assert_eq!(tls_error(msg), Error::Tls(msg.into()));
-    }
-
-    #[test]
-    fn ca_pem_without_a_certificate_is_refused() {
-        assert!(matches!(ca_certificates(b""), Err(Error::CaCert(_))));
-        assert!(matches!(
-            ca_certificates(b"just text\n"),
-            Err(Error::CaCert(_))
-        ));
+    fn a_client_trusting_a_ca_pem_without_a_certificate_is_refused() {
         assert!(matches!(
             Client::with_trust(Policy::default(), Trust::CaPem(b"nothing".to_vec())),
             Err(Error::CaCert(_))

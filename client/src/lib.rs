@@ -10,7 +10,11 @@
 //! - [`gate`]: the per-origin limit on requests in flight that both keep
 //!   (4, `n - 1` for the server's default 5 strikes, until `Remaining`
 //!   shows room), so that a caller's many concurrent requests over the
-//!   limit are paid, never blocked.
+//!   limit are paid, never blocked;
+//! - [`ahead`]: the per-origin solutions paid ahead (a response's
+//!   `X-PoW-Next-Challenge`, solved while it is read and sent with the next
+//!   request: one round trip per paid request) and the pacing state
+//!   ([`Policy::pace`]), shared by every entry point.
 //!
 //! Every solve is bounded by default: [`SolveOptions::default`] (and so
 //! [`Policy::default`], the CLI and the middleware) gives up on one
@@ -28,6 +32,7 @@
 
 use std::time::Duration;
 
+pub mod ahead;
 pub mod blocking;
 mod bot;
 mod challenge;
@@ -37,6 +42,7 @@ pub mod gate;
 pub mod http_date;
 #[cfg(feature = "reqwest")]
 pub mod middleware;
+mod pace;
 mod retry;
 mod solver;
 

@@ -18,6 +18,14 @@
 //! otherwise keep every core busy for months); set
 //! `policy.solve.max_solve_time = None` for no limit.
 //!
+//! It pays ahead: the next challenge a response carries
+//! (`X-PoW-Next-Challenge`) is solved on a blocking thread while the caller
+//! reads the body, and the next request to that origin takes the solution
+//! with it (awaiting it, never blocking the executor, if it is not ready):
+//! one round trip per paid request, no 429 ([`crate::ahead`]). With
+//! `policy.pace` it waits (`tokio::time::sleep`) for the reset instead of
+//! paying when the server says no free request is left.
+//!
 //! Refusals come back as `reqwest_middleware::Error::Middleware` holding a
 //! [`crate::Error`] (`err.downcast_ref::<pow_shield_client::Error>()` on the
 //! inner `anyhow::Error`). Requests whose body cannot be cloned (streams)
@@ -31,6 +39,7 @@ use reqwest::header::HeaderValue;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
+use crate::ahead::{refused_ahead, Ahead};
 use crate::challenge::read_answer;
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
@@ -40,11 +49,14 @@ use crate::{solve_bits_until, Error};
 /// The middleware; see the module docs. Its clones share one per-origin
 /// [`Gate`]: a client's concurrent requests (a `join_all` of 50) have at
 /// most `policy.in_flight` (4) in flight per origin until the server's
-/// `Remaining` shows room, so that they are paid, never blocked.
+/// `Remaining` shows room, so that they are paid, never blocked; and one
+/// [`Ahead`], the solutions paid ahead (one per next challenge received,
+/// each used once).
 #[derive(Clone, Debug)]
 pub struct PowShield {
     policy: Policy,
     gate: Arc<Gate>,
+    ahead: Arc<Ahead>,
 }
 
 impl Default for PowShield {
@@ -59,7 +71,23 @@ impl PowShield {
     pub fn new(mut policy: Policy) -> PowShield {
         policy.solve.progress = false;
         let gate = Arc::new(Gate::new(policy.in_flight));
-        PowShield { policy, gate }
+        PowShield {
+            policy,
+            gate,
+            ahead: Arc::new(Ahead::new()),
+        }
+    }
+
+    /// Shares `ahead` (solutions paid ahead, pacing) with other clients,
+    /// e.g. a `blocking::Client` of the same process.
+    pub fn with_ahead(mut self, ahead: Arc<Ahead>) -> PowShield {
+        self.ahead = ahead;
+        self
+    }
+
+    /// Its solutions paid ahead and pacing state.
+    pub fn ahead(&self) -> &Arc<Ahead> {
+        &self.ahead
     }
 
     /// The policy it pays under.
@@ -114,9 +142,29 @@ impl Middleware for PowShield {
             return next.run(req, extensions).await;
         };
         let mut retrier = Retrier::new(self.policy.clone());
+        let url = template.url().as_str().to_owned();
         // Held through every send, solve and wait of this request.
-        let mut pass = self.gate.enter_async(template.url().as_str()).await;
-        let mut current = req;
+        let mut pass = self.gate.enter_async(&url).await;
+        if let Some(wait) = self.ahead.pace(&url, &self.policy) {
+            tokio::time::sleep(wait).await;
+        }
+        let own = [wire::HEADER_CHALLENGE, wire::HEADER_NONCE]
+            .iter()
+            .any(|h| template.headers().contains_key(*h));
+        let ticket = (self.policy.pay_ahead && !own)
+            .then(|| self.ahead.take(&url))
+            .flatten();
+        let solution = match ticket {
+            Some(t) => t.wait_async().await,
+            None => None,
+        };
+        let mut ahead = solution.is_some();
+        let mut current = match solution {
+            Some((token, nonce)) => {
+                retry_request(&template, Some((&token, nonce.0))).unwrap_or(req)
+            }
+            None => req,
+        };
         let mut first = true;
         loop {
             if !first {
@@ -126,15 +174,22 @@ impl Middleware for PowShield {
             let response = next.clone().run(current, extensions).await?;
             let status = response.status().as_u16();
             let headers = response.headers();
-            pass.saw(
-                status,
-                remaining(|name| headers.get(name).and_then(|v| v.to_str().ok())),
-            );
-            let answer = read_answer(
-                status,
-                |name| headers.get(name).and_then(|v| v.to_str().ok()),
-                None,
-            );
+            let lookup = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            pass.saw(status, remaining(lookup));
+            if let Some(job) = self.ahead.saw(&url, lookup, &self.policy) {
+                // Solved on a blocking thread while the caller reads the body.
+                drop(tokio::task::spawn_blocking(move || job.run()));
+            }
+            if std::mem::take(&mut ahead) && refused_ahead(status, lookup) {
+                // The solution paid ahead was refused without a fresh
+                // challenge: the request again without it (the 429 path).
+                drop(response);
+                current = retry_request(&template, None).ok_or_else(|| {
+                    refused(Error::Request("the request cannot be sent again".into()))
+                })?;
+                continue;
+            }
+            let answer = read_answer(status, lookup, None);
             let solution = match retrier.next(answer) {
                 Step::Return => return Ok(response),
                 Step::Fail(e) => return Err(refused(e)),

@@ -12,7 +12,8 @@ use crate::{Error, SolveOptions};
 /// [`crate::DEFAULT_MAX_SOLVE_TIME`] (30 s, [`Error::Timeout`]; set
 /// `solve.max_solve_time` to `None` for no limit), with 5 retries per
 /// request, no waiting and at most 4 requests in flight per origin until the
-/// server shows room.
+/// server shows room; it pays ahead (a response's next challenge is solved
+/// for the next request) and does not pace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// Threads, `max_difficulty`, `max_solve_time` (30 s by default),
@@ -29,6 +30,16 @@ pub struct Policy {
     /// limit ([`crate::gate`]): `n - 1` for the server's `n` strikes, 4 by
     /// default; the server's `Remaining` opens it further.
     pub in_flight: usize,
+    /// Solve the next challenge a response carries (`X-PoW-Next-Challenge`)
+    /// while it is read, and send the solution with the next request to
+    /// that origin ([`crate::ahead`]): one round trip per paid request, no
+    /// 429. On by default.
+    pub pay_ahead: bool,
+    /// Pace: when the server's `RateLimit` / `X-RateLimit-Remaining` say no
+    /// free request is left, wait for the reset (when it is at most
+    /// `max_wait` away) before the next request to that origin, instead
+    /// of paying. Off by default.
+    pub pace: bool,
 }
 
 impl Default for Policy {
@@ -39,6 +50,8 @@ impl Default for Policy {
             max_wait: Duration::from_secs(60),
             max_retries: 5,
             in_flight: crate::gate::DEFAULT_IN_FLIGHT,
+            pay_ahead: true,
+            pace: false,
         }
     }
 }

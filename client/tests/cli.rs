@@ -259,3 +259,34 @@ fn a_429_body_longer_than_the_challenge_limit_is_printed_whole() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout.len(), page.len());
 }
+
+#[test]
+fn get_pays_ahead_across_urls_and_next_sets_of_one_process() {
+    let (t1, t2) = (next_token(2, 31), next_token(2, 32));
+    let fake = serve(vec![
+        ok_ahead("a", Some(&t1), &[]),
+        ok_ahead("b", Some(&t2), &[]),
+        ok_ahead("c", None, &[]),
+    ]);
+    let out = run(&[
+        "get", "-s", &fake.url, &fake.url, "--next", "-s", "-H", "X-Set: 2", &fake.url,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"abc");
+    let seen = fake.requests();
+    assert_eq!(seen.len(), 3, "one round trip each");
+    assert!(unpaid(&seen[0]));
+    assert!(paid(&seen[1], &t1));
+    assert!(paid(&seen[2], &t2), "the --next set took the solution");
+    assert_eq!(seen[2].header("X-Set"), Some("2"));
+    assert_eq!(seen[1].header("X-Set"), None);
+}
+
+#[test]
+fn get_help_says_what_paying_ahead_pace_and_next_do() {
+    let out = run(&["get", "--help"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for said in ["Paying ahead", "X-PoW-Next-Challenge", "--pace", "--next"] {
+        assert!(text.contains(said), "{said}");
+    }
+}

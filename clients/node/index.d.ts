@@ -19,6 +19,17 @@ export interface PowShieldOptions {
    * its RateLimit Remaining shows room; a Promise.all of 50 waits its turn. Default 4.
    */
   inFlight?: number;
+  /**
+   * Solve the next challenge an answer carries (X-PoW-Next-Challenge) at once, on the solver's
+   * threads, and send it with the next request to that origin: one round trip per paid request,
+   * no 429. Each solution is sent once; one past its exp is dropped. Default true.
+   */
+  payAhead?: boolean;
+  /**
+   * When RateLimit / X-RateLimit-Remaining reaches 0, wait (an async sleep) for the reset, up to
+   * maxWaitMs, before the next request to that origin instead of paying. Default false.
+   */
+  pace?: boolean;
 }
 
 /** Any fetch-compatible function: the global fetch, undici's, the one given to ky or axios. */
@@ -56,6 +67,20 @@ export function isSolution(salt: string, nonce: string, bits: number): boolean;
 
 /** Hashes per second of the solver on `threads` threads over about `ms` milliseconds. */
 export function hashRate(options?: { threads?: number; ms?: number }): Promise<number>;
+
+/**
+ * The search the solver runs: the native addon where `make node-native` built it, else the
+ * WebAssembly SIMD one, else node:crypto's (POW_SHIELD_SOLVER=wasm or js forces one).
+ */
+export function engineName(): 'native' | 'wasm' | 'js';
+
+/** One search's rate on this thread (it blocks it for about `ms`): what bench.js prints. */
+export function searchRate(options?: { engine?: 'native' | 'wasm' | 'js'; ms?: number }): {
+  engine: 'native' | 'wasm' | 'js';
+  hashes: number;
+  perCpuSecond: number;
+  perSecond: number;
+};
 
 /** A challenge read from a response. */
 export interface Challenge {

@@ -65,6 +65,47 @@ pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), RandomError> {
     getrandom::getrandom(buf).map_err(RandomError)
 }
 
+/// Salts drawn per refill of a thread's pool: one `getrandom` call serves
+/// this many challenges (a call costs more than signing a token).
+const POOLED_SALTS: usize = 64;
+
+std::thread_local! {
+    /// OS random bytes not yet handed out, and how many are left (from the
+    /// end); bytes handed out are wiped.
+    static POOL: core::cell::RefCell<([u8; 16 * POOLED_SALTS], usize)> =
+        const { core::cell::RefCell::new(([0; 16 * POOLED_SALTS], 0)) };
+}
+
+/// Fills `salt` with OS random bytes from this thread's pool, refilled
+/// from the OS CSPRNG when empty. A process that forks after drawing from
+/// it must call [`forget_random`] in the child, or parent and child would
+/// hand out the same salts.
+pub(crate) fn pooled_random(salt: &mut [u8; 16]) -> Result<(), RandomError> {
+    POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        let (bytes, left) = &mut *pool;
+        if *left < salt.len() {
+            fill_random(bytes)?;
+            *left = bytes.len();
+        }
+        let from = *left - salt.len();
+        salt.copy_from_slice(&bytes[from..*left]);
+        bytes[from..*left].fill(0);
+        *left = from;
+        Ok(())
+    })
+}
+
+/// Drops this thread's pool of random bytes: the next salt comes fresh
+/// from the OS (a worker process calls it once after the fork).
+pub fn forget_random() {
+    POOL.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        pool.0.fill(0);
+        pool.1 = 0;
+    });
+}
+
 /// An HMAC-SHA256 key of at least 32 bytes, wiped from memory on drop.
 ///
 /// Holds the key as HMAC's padded one-block form: RFC 2104 §2 zero-pads
@@ -161,6 +202,31 @@ impl SecretKeys {
 mod tests {
     use super::*;
     use hmac::Mac;
+
+    #[test]
+    fn pooled_salts_never_repeat_across_refills_and_forgetting() {
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..3 * POOLED_SALTS {
+            if n == POOLED_SALTS + 3 {
+                forget_random();
+            }
+            let mut salt = [0u8; 16];
+            pooled_random(&mut salt).expect("OS RNG");
+            assert!(seen.insert(salt), "salt {n} repeated");
+        }
+    }
+
+    #[test]
+    fn a_salt_handed_out_is_wiped_from_the_pool() {
+        forget_random();
+        let mut salt = [0u8; 16];
+        pooled_random(&mut salt).expect("OS RNG");
+        POOL.with(|pool| {
+            let pool = pool.borrow();
+            assert_eq!(pool.1, 16 * (POOLED_SALTS - 1));
+            assert!(pool.0[pool.1..].iter().all(|&b| b == 0));
+        });
+    }
 
     const KEY_A: &[u8] = b"0123456789abcdef0123456789abcdef";
     const KEY_B: &[u8] = b"fedcba9876543210fedcba9876543210";

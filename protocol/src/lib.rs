@@ -21,12 +21,12 @@ mod tests;
 mod vectors;
 
 pub use binding::{client_id, policy_id, Binding, Expected};
-pub use keys::{KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
+pub use keys::{forget_random, KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use search::{Engine, Search, SOLVER_ENV};
 pub use token::{
     issue_bound_challenge, issue_challenge, issue_challenge_bits, issue_challenge_bits_in,
-    issue_challenge_bits_with_salt, issue_challenge_with_salt, read_unverified, Challenge,
-    TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
+    issue_challenge_bits_with_salt, issue_challenge_with_salt, read_unverified, sent_ahead,
+    Challenge, TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
 };
 pub use verify::{verify_bound, verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{

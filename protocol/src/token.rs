@@ -10,7 +10,7 @@ use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
 use super::binding::Binding;
-use super::keys::{fill_random, RandomError, Secret, SecretKeys};
+use super::keys::{pooled_random, RandomError, Secret, SecretKeys};
 use super::{hex_digits_for_bits, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 /// Random salt bytes per challenge (docs/protocol.md §4).
@@ -119,7 +119,7 @@ fn issue_random(
     extra: Extra,
 ) -> Result<Challenge, RandomError> {
     let mut salt = [0u8; SALT_LEN];
-    fill_random(&mut salt)?;
+    pooled_random(&mut salt)?;
     Ok(issue(keys, client_ip, now_ms, ttl_ms, bits, salt, extra))
 }
 
@@ -244,6 +244,19 @@ pub fn read_unverified(token: &str) -> Option<TokenInfo> {
         salt: payload.salt.into_owned(),
         expires_at_ms: payload.exp,
     })
+}
+
+/// Whether a token was sent ahead of need (SPEC §4, "Paying ahead"): its
+/// challenge counted no strike (`st` 0). Read without verifying the MAC:
+/// the caller has verified it already.
+pub fn sent_ahead(token: &[u8]) -> bool {
+    let Some(parts) = TokenParts::split(token) else {
+        return false;
+    };
+    let mut buf = [0u8; MAX_PAYLOAD_LEN];
+    parts
+        .decode_payload(&mut buf)
+        .is_some_and(|payload| payload.st == Some(0))
 }
 
 /// Encodes `json` and signs it: the whole token text.
@@ -405,6 +418,33 @@ mod tests {
     fn decode_json(token: &str) -> serde_json::Value {
         let payload = token.split('.').next().unwrap();
         serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_token_is_sent_ahead_only_when_its_challenge_counted_no_strike() {
+        let binding = crate::Binding {
+            policy: 1,
+            client: 2,
+        };
+        let issue = |struck| {
+            issue_bound_challenge(
+                &keys(),
+                "192.0.2.1",
+                1_000,
+                60_000,
+                16,
+                None,
+                binding,
+                struck,
+            )
+            .unwrap()
+            .token
+        };
+        assert!(sent_ahead(issue(false).as_bytes()));
+        assert!(!sent_ahead(issue(true).as_bytes()));
+        let unbound = issue_challenge(&keys(), "192.0.2.1", 1_000, 60_000, 4).unwrap();
+        assert!(!sent_ahead(unbound.token.as_bytes()), "no st: a 429's");
+        assert!(!sent_ahead(b"not a token"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! the http level must know (something is shielded, a status location
 //! exists) is noted in `MainConf`.
 //!
-//! `pow_shield_dry_run` has no setter here: nginx's own flag slot sets it
+//! `pow_shield_dry_run` and `pow_shield_pay_ahead` have no setter here:
+//! nginx's own flag slot sets them
 //! (the command table in src/lib.rs) and refuses in nginx's words for
 //! every flag (`invalid value "maybe" in "pow_shield_dry_run" directive,
 //! it must be "on" or "off"`: directive, value, file and line, as

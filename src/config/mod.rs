@@ -137,6 +137,8 @@ pub struct Policy {
     pub challenge_ttl_ms: u64,
     pub headers: HeadersMode,
     pub dry_run: bool,
+    /// `pow_shield_pay_ahead`.
+    pub pay_ahead: bool,
     pub log_level: ngx_uint_t,
     /// `pow_shield_breaker_log_level`: the lines of breaker openings and
     /// bans (for fail2ban).
@@ -169,6 +171,7 @@ impl Policy {
             fail: self.fail,
             dry_run: self.dry_run,
             trap: self.trap,
+            pay_ahead: self.pay_ahead,
         }
     }
 
@@ -187,6 +190,7 @@ impl Policy {
             challenge_ttl_ms: r.challenge_ttl_ms,
             headers: r.headers,
             dry_run: r.dry_run,
+            pay_ahead: r.pay_ahead,
             log_level: nginx_level(r.log_level),
             breaker_log_level: nginx_level(r.breaker_log_level),
             log_summary_ms: r.log_summary_ms,
@@ -262,6 +266,8 @@ pub struct LocConf {
     /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
     /// `NGX_CONF_UNSET` until set.
     pub(crate) dry_run: ngx_flag_t,
+    /// `pow_shield_pay_ahead`, the same way.
+    pub(crate) pay_ahead: ngx_flag_t,
     pub policy: Policy,
 }
 
@@ -276,6 +282,7 @@ impl Default for LocConf {
             created_at: None,
             admin: false,
             dry_run: NGX_CONF_UNSET,
+            pay_ahead: NGX_CONF_UNSET,
             policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
         }
     }
@@ -292,6 +299,10 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
         conf.dry_run = prev.dry_run;
     }
     conf.settings.dry_run = (conf.dry_run != NGX_CONF_UNSET).then_some(conf.dry_run != 0);
+    if conf.pay_ahead == NGX_CONF_UNSET {
+        conf.pay_ahead = prev.pay_ahead;
+    }
+    conf.settings.pay_ahead = (conf.pay_ahead != NGX_CONF_UNSET).then_some(conf.pay_ahead != 0);
     if conf.settings.strikes.is_none() {
         conf.strikes_at = prev.strikes_at;
     }

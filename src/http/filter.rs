@@ -1,11 +1,13 @@
 //! The header filter: every response of a shielded request (proxied, static,
-//! error pages, our own 4xx) carries the rate-limit headers.
+//! error pages, our own 4xx) carries the rate-limit headers, and a passed
+//! one the next challenge when its decision sends one ahead.
 
 use core::ptr;
 
 use nginx_sys::{ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_int_t, NGX_ERROR};
 use ngx::http::Request;
 
+use super::ahead::add_next_challenge;
 use super::response::add_rate_limit_headers;
 use super::state::RequestState;
 
@@ -40,7 +42,7 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
             return true;
         }
         state.headers_sent = true;
-        add_rate_limit_headers(r, state).is_some()
+        add_rate_limit_headers(r, state).is_some() && add_next_challenge(r, state).is_some()
     });
     if !ok {
         return NGX_ERROR as ngx_int_t;

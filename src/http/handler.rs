@@ -11,12 +11,13 @@ use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
+use super::ahead::{binding, issue};
 use super::request::{client_addr, client_key, limit_keys, pow_headers, trusted};
 use super::state::{RequestState, Resolution};
 use super::{log_lines, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
-use crate::protocol;
+use crate::protocol::{self, Rejection};
 use crate::store::{Spendable, Stores};
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
@@ -174,6 +175,15 @@ fn payment(
     );
     let solved = match verified {
         Ok(solved) => solved,
+        // A challenge sent ahead by another location, or for another key
+        // of this address, is no payment here and no offence: the client
+        // paid ahead where it went before. Over the limit it gets the 429
+        // (whose strike paying takes back), as with no solution.
+        Err(Rejection::WrongPolicy | Rejection::WrongClient)
+            if token.is_some_and(protocol::sent_ahead) =>
+        {
+            return (Payment::Unpaid, None)
+        }
         Err(rejection) => return (Payment::Invalid(rejection), None),
     };
     let solution = Solution {
@@ -192,14 +202,6 @@ fn payment(
         Spendable::Stale => Payment::Unpaid,
     };
     (paid, Some(solved.bits))
-}
-
-/// What the location's challenges are bound to for this client key.
-fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
-    protocol::Binding {
-        policy: policy.price_id,
-        client: protocol::client_id(key),
-    }
 }
 
 /// The key the stores count the request under: the client key, or in a
@@ -272,7 +274,7 @@ fn respond(
             status,
             error,
             bits,
-        } => send_challenge(r, mcf, stores, policy, key, &done, (status, error, bits)),
+        } => send_challenge(r, mcf, policy, key, &done, (status, error, bits)),
         Answer::Error { status, message } => response::send_error(r, status, message),
         // nginx closes the connection for 444 (as `return 444` does).
         Answer::Block(_) if status == 444 => Status(444),
@@ -297,35 +299,16 @@ fn respond(
 fn send_challenge(
     r: &mut Request,
     mcf: &MainConf,
-    stores: &Stores,
     policy: &Policy,
     key: &[u8],
     done: &Final,
     (status, error, bits): (u16, Option<&str>, u8),
 ) -> Status {
-    let Some(keys) = mcf.keys.as_ref() else {
-        return Status::NGX_ERROR;
-    };
-    let (addr, ttl_ms) = (client_addr(r), policy.challenge_ttl_ms);
-    // The client's slot's (a Redis Cluster's check answers it), else the
-    // node's.
-    let generation = done.generation.or_else(|| stores.challenge_generation());
     // Paying a 429 takes back the strike it counted; a 409/410/422's
     // fresh challenge follows a strike that is never taken back.
     let struck = status == 429 && (done.struck || done.pays_back);
-    let issued = protocol::issue_bound_challenge(
-        keys,
-        &addr,
-        now_ms(),
-        ttl_ms,
-        bits,
-        generation,
-        binding(policy, key),
-        struck,
-    );
-    let challenge = match issued {
-        Ok(challenge) => challenge,
-        Err(_) => return Status::NGX_ERROR,
+    let Some(challenge) = issue(r, mcf, policy, key, done, bits, struck) else {
+        return Status::NGX_ERROR;
     };
     let retry_after_ms = done.verdict.map(|v| v.retry_after_ms);
     response::send_challenge(
@@ -333,7 +316,7 @@ fn send_challenge(
         status,
         error,
         &challenge,
-        ttl_ms,
+        policy.challenge_ttl_ms,
         retry_after_ms.filter(|_| status == 429),
     )
 }

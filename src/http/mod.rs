@@ -5,6 +5,7 @@
 //! `pow_shield_status` location and the `pow_shield_admin` one.
 
 pub mod admin;
+mod ahead;
 pub mod bot;
 mod filter;
 mod handler;

@@ -269,7 +269,7 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
 
 /// Appends an output header whose name is static; the value is in memory
 /// that lives as long as the request (its pool, or the configuration's).
-fn push_header(
+pub(super) fn push_header(
     r: &mut Request,
     name: &'static str,
     lowcase: &'static str,

@@ -171,3 +171,37 @@ pub fn paid(seen: &Seen, token: &str) -> bool {
             )
         })
 }
+
+/// A next challenge of `difficulty` hex digits issued now (valid for a
+/// minute), as `X-PoW-Next-Challenge` carries it.
+pub fn next_token(difficulty: u8, salt_byte: u8) -> String {
+    let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let now_ms = u64::try_from(now.as_millis()).unwrap();
+    issue_challenge_with_salt(
+        &keys,
+        "127.0.0.1",
+        now_ms,
+        60_000,
+        difficulty,
+        [salt_byte; 16],
+    )
+    .token
+}
+
+/// A 200 carrying `next` as its next challenge, with `headers` beside.
+pub fn ok_ahead(body: &str, next: Option<&str>, headers: &[(&str, &str)]) -> Answer {
+    let mut all: Vec<(&str, &str)> = vec![("Content-Type", "text/plain")];
+    if let Some(t) = next {
+        all.push(("X-PoW-Next-Challenge", t));
+    }
+    all.extend_from_slice(headers);
+    Answer::Raw(response("200 OK", &all, body))
+}
+
+/// Whether the request carried no solution at all.
+pub fn unpaid(seen: &Seen) -> bool {
+    seen.header("X-PoW-Challenge").is_none() && seen.header("X-PoW-Nonce").is_none()
+}

@@ -11,6 +11,9 @@ const HEADER_NONCE = 'X-PoW-Nonce';
 const HEADER_DIFFICULTY = 'X-PoW-Difficulty';
 const HEADER_BITS = 'X-PoW-Bits';
 const HEADER_SHIELD = 'X-PoW-Shield';
+const HEADER_NEXT_CHALLENGE = 'X-PoW-Next-Challenge';
+const HEADER_NEXT_BITS = 'X-PoW-Next-Bits';
+const HEADER_NEXT_DIFFICULTY = 'X-PoW-Next-Difficulty';
 /** Statuses that come with a challenge: 429, and the fresh one of a spent, expired or wrong solution. */
 const CHALLENGE_STATUSES = new Set([429, 409, 410, 422]);
 /** A longer body is no challenge of the shield's: not parsed, handed back whole. */
@@ -79,6 +82,43 @@ async function readBody(response) {
 }
 
 /**
+ * The bits a token asks: its `bits` (a difficulty in bits), else 4 × its
+ * hex `difficulty`; a header asking more (bits, else hex digits) is
+ * followed. null for a price outside the protocol.
+ */
+function priceOf(payload, bitsHeader, digitsHeader) {
+  const difficulty = intOrNull(payload.difficulty);
+  if (difficulty === null) return null;
+  const headerBits = intOrNull(Number(bitsHeader ?? NaN));
+  const headerDigits = intOrNull(Number(digitsHeader ?? NaN));
+  let bits = Math.max(intOrNull(payload.bits) ?? 4 * difficulty, headerBits ?? 0);
+  if (headerBits === null && headerDigits !== null && headerDigits > Math.ceil(bits / 4)) {
+    bits = 4 * headerDigits;
+  }
+  return bits >= 1 && bits <= MAX_BITS ? bits : null;
+}
+
+/**
+ * The next challenge a response carries for paying ahead (X-PoW-Next-*,
+ * docs/protocol.md §6): { token, salt, bits, difficulty, exp } (exp in
+ * epoch ms, null without one), or null without one or for one that cannot
+ * be read (paying ahead is optional: the 429 path remains).
+ */
+function readNextChallenge(response) {
+  const header = response.headers.get(HEADER_NEXT_CHALLENGE);
+  if (header === null) return null;
+  const token = header.trim();
+  if (!TOKEN.test(token)) return null;
+  const payload = readPayload(token);
+  if (!payload || typeof payload.salt !== 'string' || !payload.salt) return null;
+  const bits = priceOf(payload,
+    response.headers.get(HEADER_NEXT_BITS), response.headers.get(HEADER_NEXT_DIFFICULTY));
+  if (bits === null) return null;
+  const exp = Number.isSafeInteger(payload.exp) ? payload.exp : null;
+  return { token, salt: payload.salt, bits, difficulty: Math.ceil(bits / 4), exp };
+}
+
+/**
  * The challenge of a response, or null for one that is not the shield's:
  * { status, token, salt, bits, difficulty, retryAfterMs }. `bits` is what
  * the solution must meet: the token's `bits` when it has one (a difficulty
@@ -103,19 +143,12 @@ async function readChallenge(response) {
   }
   const payload = readPayload(token) || body;
   const salt = payload && payload.salt;
-  const difficulty = payload && intOrNull(payload.difficulty);
-  if (typeof salt !== 'string' || !salt || difficulty === null) {
+  if (typeof salt !== 'string' || !salt || intOrNull(payload.difficulty) === null) {
     throw new BadChallengeError(`HTTP ${status}: the ${HEADER_CHALLENGE} token has no readable payload`, response);
   }
-  const tokenBits = intOrNull(payload.bits) ?? 4 * difficulty;
-  const headerBits = intOrNull(Number(headers.get(HEADER_BITS) ?? NaN));
-  const headerDigits = intOrNull(Number(headers.get(HEADER_DIFFICULTY) ?? NaN));
-  let bits = Math.max(tokenBits, headerBits ?? 0);
-  if (headerBits === null && headerDigits !== null && headerDigits > Math.ceil(bits / 4)) {
-    bits = 4 * headerDigits;
-  }
-  if (bits > MAX_BITS || bits < 1) {
-    throw new BadChallengeError(`HTTP ${status}: difficulty ${Math.ceil(bits / 4)} (${bits} bits) is outside the protocol`, response);
+  const bits = priceOf(payload, headers.get(HEADER_BITS), headers.get(HEADER_DIFFICULTY));
+  if (bits === null) {
+    throw new BadChallengeError(`HTTP ${status}: a difficulty outside the protocol (1..${MAX_BITS} bits)`, response);
   }
   return {
     status,
@@ -133,9 +166,13 @@ module.exports = {
   HEADER_DIFFICULTY,
   HEADER_BITS,
   HEADER_SHIELD,
+  HEADER_NEXT_CHALLENGE,
+  HEADER_NEXT_BITS,
+  HEADER_NEXT_DIFFICULTY,
   CHALLENGE_STATUSES,
   MAX_CHALLENGE_BODY,
   checkBlocked,
   readChallenge,
+  readNextChallenge,
   retryAfterMs,
 };

@@ -5,6 +5,8 @@ const { readChallenge, checkBlocked, retryAfterMs, HEADER_CHALLENGE, HEADER_NONC
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
 const { DEFAULT_MAX_SOLVE_TIME_MS, solveBits } = require('./solver');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
+const { Ahead, scopeOf } = require('./ahead');
+const { Pacer, sleep } = require('./pace');
 
 /** Paid or waited resends per request: the same number in every client. */
 const DEFAULT_MAX_RETRIES = 5;
@@ -19,26 +21,16 @@ const DEFAULTS = Object.freeze({
   maxRetries: DEFAULT_MAX_RETRIES,
   threads: undefined,
   inFlight: DEFAULT_IN_FLIGHT,
+  payAhead: true,
+  pace: false,
 });
+
+/** What a prepaid solution may be refused with (besides 409, 410, 422, which carry a fresh challenge). */
+const REFUSED = new Set([400, 403]);
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 /** fetch's own limit on redirects followed. */
 const MAX_REDIRECTS = 20;
-
-function sleep(ms, signal) {
-  return new Promise((resolve, reject) => {
-    if (signal && signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    const timer = setTimeout(() => {
-      if (signal) signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    if (signal) signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** A body that can be sent a second time (a stream cannot). */
 function replayable(body) {
@@ -58,9 +50,12 @@ function discard(response) {
  * would) without the X-PoW-* headers, so that they never reach another
  * origin (nor are they spent twice at this one).
  */
-async function sendPaid(fetchImpl, input, init, headers, base) {
+async function sendPaid(fetchImpl, input, init, headers, base, observe) {
   const mode = init.redirect ?? (base ? base.redirect : undefined) ?? 'follow';
-  if (mode !== 'follow') return fetchImpl(base ? base.clone() : input, { ...init, headers });
+  if (mode !== 'follow') {
+    const response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
+    return { response, url: base ? base.url : String(input instanceof URL ? input.href : input) };
+  }
   let url = base ? base.url : String(input instanceof URL ? input.href : input);
   let method = (init.method ?? (base ? base.method : 'GET')).toUpperCase();
   let { body } = init;
@@ -70,6 +65,7 @@ async function sendPaid(fetchImpl, input, init, headers, base) {
   next.delete(HEADER_NONCE);
   for (let hops = 0; REDIRECTS.has(response.status) && response.headers.get('location'); hops += 1) {
     if (hops >= MAX_REDIRECTS) throw new TypeError(`more than ${MAX_REDIRECTS} redirects`);
+    observe(url, response);
     url = new URL(response.headers.get('location'), url).href;
     discard(response);
     if ((response.status === 303 && method !== 'HEAD') || ([301, 302].includes(response.status) && method === 'POST')) {
@@ -79,7 +75,7 @@ async function sendPaid(fetchImpl, input, init, headers, base) {
     }
     response = await fetchImpl(url, { ...init, method, body, headers: next, redirect: 'manual' });
   }
-  return response;
+  return { response, url };
 }
 
 /**
@@ -90,12 +86,24 @@ async function sendPaid(fetchImpl, input, init, headers, base) {
  * waiting instead of paying), maxWaitMs (60 000), maxRetries (5), threads,
  * inFlight (4: requests in flight per origin, n - 1 for the server's n
  * strikes, until its Remaining shows room; every call of the returned
- * fetch shares that gate).
+ * fetch shares that gate), payAhead (true: solve each response's next
+ * challenge at once and send it with the next request to that origin),
+ * pace (false; true: when Remaining reaches 0, wait for the reset, up to
+ * maxWaitMs, instead of paying).
  */
-function withPowShield(fetchImpl, options = {}, gate = undefined) {
+function withPowShield(fetchImpl, options = {}, shared = undefined) {
   if (typeof fetchImpl !== 'function') throw new TypeError('withPowShield needs a fetch function');
   const policy = { ...DEFAULTS, ...options };
-  const inFlight = gate ?? new Gate(policy.inFlight);
+  const inFlight = (shared && shared.gate) ?? new Gate(policy.inFlight);
+  const ahead = (shared && shared.ahead) ?? new Ahead();
+  const pacers = (shared && shared.pacers) ?? new Map();
+  if (!pacers.has(policy.maxWaitMs)) pacers.set(policy.maxWaitMs, new Pacer(policy.maxWaitMs));
+  const pacing = pacers.get(policy.maxWaitMs);
+  const solveOptions = {
+    threads: policy.threads,
+    maxSolveTimeMs: policy.maxSolveTimeMs,
+    maxDifficulty: policy.maxDifficulty,
+  };
   if (!(policy.maxRetries >= 0)) throw new RangeError('maxRetries must be >= 0');
   if (!(policy.maxWaitMs >= 0)) throw new RangeError('maxWaitMs must be >= 0');
 
@@ -109,17 +117,28 @@ function withPowShield(fetchImpl, options = {}, gate = undefined) {
     const signal = init.signal ?? (isRequest ? input.signal : undefined);
     const base = isRequest ? input : null;
     const given = new Headers(init.headers ?? (isRequest ? input.headers : undefined));
+    const url = base ? base.url : String(input instanceof URL ? input.href : input);
     // Held through every send, solve and wait of this request.
-    const pass = await inFlight.enter(base ? base.url : input, signal);
+    const pass = await inFlight.enter(url, signal);
     try {
-      return await payThrough(input, init, base, given, signal, pass);
+      if (policy.pace) await pacing.before(url, signal);
+      return await payThrough(input, init, base, { given, signal, pass, url });
     } finally {
+      if (policy.pace) pacing.abandon(url);
       pass.release();
     }
   }
 
-  async function payThrough(input, init, base, given, signal, pass) {
-    let solution = null;
+  /** Every answer: its quota, and its next challenge solved ahead (not when pacing will wait instead). */
+  function observe(url, response, given) {
+    pacing.record(url, response);
+    if (!policy.payAhead || (policy.pace && pacing.wouldWait(url))) return;
+    ahead.offer(scopeOf(url, given), response, solveOptions);
+  }
+
+  async function payThrough(input, init, base, { given, signal, pass, url }) {
+    let solution = policy.payAhead ? await ahead.take(scopeOf(url, given), signal) : null;
+    let prepaid = solution !== null;
     let retries = 0;
     for (;;) {
       const headers = new Headers(given);
@@ -128,14 +147,26 @@ function withPowShield(fetchImpl, options = {}, gate = undefined) {
         headers.set(HEADER_NONCE, solution.nonce);
       }
       if (retries > 0) pass.resending();
-      const response = solution
-        ? await sendPaid(fetchImpl, input, init, headers, base)
-        : await fetchImpl(base ? base.clone() : input, { ...init, headers });
+      let response;
+      if (solution) {
+        const sent = await sendPaid(fetchImpl, input, init, headers, base, (u, r) => observe(u, r, given));
+        response = sent.response;
+        observe(sent.url, response, given);
+      } else {
+        response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
+        observe(response.url || url, response, given);
+      }
       pass.saw(response);
       checkBlocked(response);
+      // A solution sent ahead and refused without a fresh challenge: the
+      // request again without it, as if there had been none (the 429 path).
+      const refusedAhead = prepaid && REFUSED.has(response.status);
+      prepaid = false;
       let move = null;
       const delay = retryAfterMs(response.headers);
-      if (response.status === 503) {
+      if (refusedAhead) {
+        move = { wait: 0 };
+      } else if (response.status === 503) {
         if (wantsWait(delay)) move = { wait: delay };
       } else {
         const challenge = await readChallenge(response);
@@ -184,15 +215,18 @@ function withPowShield(fetchImpl, options = {}, gate = undefined) {
   return powShieldFetch;
 }
 
-/** powFetch's gates, one per inFlight: all its calls share them. */
+/** powFetch's gates (one per inFlight), solutions ahead and pacers (one per maxWaitMs): all its calls share them. */
 const sharedGates = new Map();
+const sharedAhead = new Ahead();
+const sharedPacers = new Map();
 
 /** The global fetch, paying its way: `powFetch(url, init)`; options as withPowShield's, in `init.powShield`. */
 function powFetch(input, init = {}) {
   const { powShield, ...rest } = init;
   const floor = (powShield && powShield.inFlight) ?? DEFAULT_IN_FLIGHT;
   if (!sharedGates.has(floor)) sharedGates.set(floor, new Gate(floor));
-  return withPowShield(globalThis.fetch, powShield, sharedGates.get(floor))(input, rest);
+  const shared = { gate: sharedGates.get(floor), ahead: sharedAhead, pacers: sharedPacers };
+  return withPowShield(globalThis.fetch, powShield, shared)(input, rest);
 }
 
 module.exports = { DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, withPowShield, powFetch };

@@ -1,9 +1,22 @@
 'use strict';
-// One solver thread: nonces start, start + stride, ... until one gives
-// SHA-256(salt + nonce) `bits` leading zero bits; posts it and ends. The
-// main thread terminates it when another thread wins, on abort or timeout.
+// One solver thread of the pool (pool.js). A job's nonces are cut into
+// chunks; each thread takes the next chunk from a shared counter until one
+// finds a nonce or the job's stop flag is set (another thread won, the
+// caller aborted or timed out), and posts { job, nonce } (null when it
+// stopped). The search is lib/wasm.js's: WebAssembly where it runs.
 const { parentPort, workerData } = require('node:worker_threads');
-const { search } = require('./work');
+const { RangeSearch } = require('./wasm');
 
-const { salt, bits, start, stride } = workerData;
-parentPort.postMessage(search(salt, bits, start, stride, Infinity));
+const { module: compiled } = workerData;
+
+parentPort.on('message', ({ job, salt, bits, chunk, control }) => {
+  const ctl = new Int32Array(control);
+  const search = new RangeSearch(salt, bits, compiled);
+  let nonce = null;
+  while (nonce === null && Atomics.load(ctl, 0) === 0) {
+    const from = Atomics.add(ctl, 1, 1) * chunk;
+    nonce = search.run(from, from + chunk);
+  }
+  if (nonce !== null) Atomics.store(ctl, 0, 1);
+  parentPort.postMessage({ job, nonce });
+});

@@ -28,11 +28,17 @@ class FakeServer {
     this.script = [];
     this.requests = [];
     this.issued = [];
+    /** The next challenges sent ahead (X-PoW-Next-*), in order. */
+    this.nexts = [];
+    /** The X-RateLimit-Reset values sent (epoch seconds), in order. */
+    this.resets = [];
     this.server = http.createServer((req, res) => {
       const chunks = [];
       req.on('data', (c) => chunks.push(c));
       req.on('end', () => {
-        this.requests.push({ method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
+        this.requests.push({
+          method: req.method, url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString(), at: Date.now(),
+        });
         const answer = this.script.shift() || this.ok('end of script');
         answer(req, res);
       });
@@ -82,6 +88,40 @@ class FakeServer {
     };
   }
 
+  /**
+   * An answer carrying the next challenge, as the module sends one after
+   * which no free request is left and to every paid request; with the
+   * quota headers (`remaining`, `resetIn` seconds: RateLimit's t= and the
+   * epoch X-RateLimit-Reset). `next: false`: the quota headers alone.
+   */
+  ahead({ status = 200, body = 'items', difficulty = 2, bits, exp, remaining = 0, resetIn = 60, next = true, headers = {} } = {}) {
+    return (req, res) => {
+      const reset = Math.ceil(Date.now() / 1000) + resetIn;
+      this.resets.push(reset);
+      const h = {
+        'Content-Type': 'text/plain',
+        'X-RateLimit-Limit': '1',
+        'X-RateLimit-Remaining': String(remaining),
+        'X-RateLimit-Reset': String(reset),
+        RateLimit: `"pow-shield";r=${remaining};t=${resetIn}`,
+      };
+      if (next) {
+        const salt = randomBytes(16).toString('hex');
+        const want = bits ?? 4 * difficulty;
+        const payload = { ip: '127.0.0.1', ts: Date.now(), difficulty, salt, exp: exp ?? Date.now() + 60_000 };
+        if (bits !== undefined) payload.bits = bits;
+        const token = makeToken(payload);
+        this.nexts.push({ token, salt, bits: want, request: this.requests.length - 1 });
+        Object.assign(h, {
+          'X-PoW-Next-Challenge': token, 'X-PoW-Next-Bits': String(want), 'X-PoW-Next-Difficulty': String(difficulty),
+        });
+      }
+      Object.assign(h, headers);
+      res.writeHead(status, h);
+      res.end(body);
+    };
+  }
+
   blocked(shield = 'blocked') {
     return (req, res) => {
       res.writeHead(403, { 'Content-Type': 'text/plain', 'X-PoW-Shield': shield });
@@ -97,12 +137,26 @@ class FakeServer {
   }
 }
 
-/** Whether request `i` carries a solution of the i-th issued challenge meeting `bits`. */
-function paid(server, i, bits) {
+/** Whether request `i` carries a solution of the `j`-th issued challenge (by default the i-th) meeting `bits`. */
+function paid(server, i, bits, j = i - 1) {
   const req = server.requests[i];
-  const issued = server.issued[i - 1];
+  const issued = server.issued[j];
   return req.headers['x-pow-challenge'] === issued.token
     && zeroBits(issued.salt, req.headers['x-pow-nonce']) >= bits;
 }
 
-module.exports = { FakeServer, makeToken, paid, zeroBits };
+/** Whether request `i` carries a solution of the `j`-th next challenge sent ahead. */
+function paidAhead(server, i, j) {
+  const req = server.requests[i];
+  const next = server.nexts[j];
+  return req.headers['x-pow-challenge'] === next.token
+    && zeroBits(next.salt, req.headers['x-pow-nonce']) >= next.bits;
+}
+
+/** Whether request `i` carries no solution at all. */
+function unpaid(server, i) {
+  const h = server.requests[i].headers;
+  return h['x-pow-challenge'] === undefined && h['x-pow-nonce'] === undefined;
+}
+
+module.exports = { FakeServer, makeToken, paid, paidAhead, unpaid, zeroBits };

@@ -1,14 +1,17 @@
 // Compiled (not run) by types.test.js: the shipped index.d.ts describes the API.
 import {
   powFetch, withPowShield, solve, readChallenge, BlockedError, TooDifficultError,
-  SolveTimeoutError, PowShieldError, DEFAULT_MAX_RETRIES, Challenge,
+  SolveTimeoutError, PowShieldError, DEFAULT_MAX_RETRIES, Challenge, engineName, searchRate,
 } from '../index';
 
 async function main(signal: AbortSignal): Promise<number> {
   const r: Response = await powFetch('http://127.0.0.1:8080/api/items', {
     method: 'POST', body: '{}', signal, powShield: { maxDifficulty: 6, maxSolveTimeMs: 10_000, preferWait: 2000 },
   });
-  const f = withPowShield(fetch, { maxRetries: DEFAULT_MAX_RETRIES, threads: 2 });
+  const f = withPowShield(fetch, { maxRetries: DEFAULT_MAX_RETRIES, threads: 2, payAhead: true, pace: true });
+  const paced = await powFetch('http://127.0.0.1:8080/api/items', { powShield: { pace: true, maxWaitMs: 5000, payAhead: false } });
+  const engine: 'native' | 'wasm' | 'js' = engineName();
+  const rate: number = searchRate({ engine, ms: 100 }).perCpuSecond + paced.status;
   const again: Response = await f(new URL('http://127.0.0.1:8080/api/items'));
   const nonce: string = await solve('00112233445566778899aabbccddeeff', { bits: 18 }, { signal });
   const c: Challenge | null = await readChallenge(again);
@@ -18,7 +21,7 @@ async function main(signal: AbortSignal): Promise<number> {
     if (e instanceof TooDifficultError) return e.difficulty ?? 0;
     if (e instanceof BlockedError || e instanceof SolveTimeoutError) return (e as PowShieldError).response?.status ?? 0;
   }
-  return r.status + nonce.length + (c ? c.bits : 0);
+  return r.status + nonce.length + (c ? c.bits : 0) + rate;
 }
 
 export { main };

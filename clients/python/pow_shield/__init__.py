@@ -14,10 +14,17 @@ Every solve gives up after ``DEFAULT_MAX_SOLVE_TIME`` (30 s) unless told
 otherwise (``max_solve_time=None``: no limit), raising ``SolveTimeout``: the
 client cannot check a challenge's signature, and a hostile server's forged
 difficulty 12 would otherwise keep every core busy for months.
+
+Every adapter pays ahead (``pay_ahead=True``): the next challenge a
+response sends (``X-PoW-Next-Challenge``) is solved in a worker thread
+while the response is read and goes with the next request to that origin,
+so a client over the limit makes one round trip per request and gets no
+429.  ``pace=True`` waits for the server's reset instead of paying.
 """
 
 from typing import Any
 
+from ._ahead import Ahead
 from ._bots import BotSigner
 from ._challenge import Challenge, check_blocked, retry_after
 from ._errors import (
@@ -39,6 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_SOLVE_TIME",
+    "Ahead",
     "BadChallenge",
     "BotSigner",
     "Banned",

@@ -20,6 +20,27 @@ HEADER_NONCE = "X-PoW-Nonce"
 HEADER_DIFFICULTY = "X-PoW-Difficulty"
 HEADER_BITS = "X-PoW-Bits"
 HEADER_SHIELD = "X-PoW-Shield"
+#: The next challenge, sent ahead of need (docs/protocol.md section 6,
+#: "Paying ahead"), with its price in bits and in hex digits.
+HEADER_NEXT_CHALLENGE = "X-PoW-Next-Challenge"
+HEADER_NEXT_BITS = "X-PoW-Next-Bits"
+HEADER_NEXT_DIFFICULTY = "X-PoW-Next-Difficulty"
+
+#: Statuses of a refused solution that brings no fresh challenge
+#: (docs/protocol.md section 7.2): malformed, bad signature, another address.
+REFUSAL_STATUSES = frozenset({400, 403})
+#: The ``type`` of the shield's own verification failures starts so.
+REFUSAL_TYPE = "tag:pow-shield,"
+#: Their ``error`` texts, for a server that predates problem details.
+REFUSAL_ERRORS = frozenset(
+    {
+        "Malformed challenge token",
+        "Invalid challenge signature",
+        "Invalid payload encoding",
+        "Challenge was not issued for this IP",
+        "Challenge was not issued for this client",
+    }
+)
 
 #: Most bytes of a response body read to find a challenge in it (as the
 #: Rust client): the shield's own answers are a few hundred bytes.
@@ -39,6 +60,10 @@ def _loads(text: Any) -> Any:
         return json.loads(text)
     except RecursionError:
         raise BadChallenge("challenge JSON nested too deep to read") from None
+
+
+def _whole(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _b64url_decode(text: str) -> bytes:
@@ -103,6 +128,9 @@ class Challenge:
     expires_in: Optional[int] = None
     #: the response's ``Retry-After`` in seconds, when present
     retry_after: Optional[float] = None
+    #: the payload's ``ts`` and ``exp`` (epoch milliseconds), when integers
+    ts: Optional[int] = None
+    exp: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.bits < 0:
@@ -117,8 +145,10 @@ class Challenge:
         CR, LF, spaces), whose payload is not a JSON object (or is nested too
         deep to read), or has no string ``salt`` and integer ``difficulty``
         (or a ``bits`` that is not an integer). ``bits`` is the price; a
-        token without it asks ``4 * difficulty``. Other payload fields
-        (``ip``, ``ts``, ``exp``, any later one) are not looked at.
+        token without it asks ``4 * difficulty``. ``ts`` and ``exp`` are
+        kept when they are integers (a solution ahead is dropped past its
+        ``exp``); other payload fields (``ip``, any later one) are not
+        looked at.
         """
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
             raise BadChallenge("challenge token is not base64url text and one dot: it can't be sent back")
@@ -128,6 +158,7 @@ class Challenge:
             salt = payload["salt"]
             difficulty = payload["difficulty"]
             bits = payload.get("bits")
+            times = {k: _whole(payload.get(k)) for k in ("ts", "exp")}
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise BadChallenge(f"unreadable challenge token: {exc}") from None
         if not isinstance(salt, str) or isinstance(difficulty, bool) or not isinstance(difficulty, int):
@@ -137,7 +168,7 @@ class Challenge:
         if isinstance(bits, bool) or not isinstance(bits, int) or bits < 0:
             raise BadChallenge("challenge token payload has bits that are not a whole number")
         bits = max(bits, fields.pop("header_bits", None) or 0)
-        return cls(token=token, salt=salt, difficulty=difficulty, bits=bits, **fields)
+        return cls(token=token, salt=salt, difficulty=difficulty, bits=bits, **times, **fields)
 
     @classmethod
     def from_response(
@@ -201,6 +232,40 @@ class Challenge:
             exc.response = response
             raise
 
+    @classmethod
+    def from_next(cls, status: int, headers: Mapping[str, str]) -> Optional["Challenge"]:
+        """The next challenge a response sends ahead of need
+        (``X-PoW-Next-Challenge``, priced by ``X-PoW-Next-Bits``), or None
+        when it has none; raises ``BadChallenge`` as ``from_token`` does, or
+        for ``X-PoW-Next-Bits`` that are not a number."""
+        token = _header(headers, HEADER_NEXT_CHALLENGE)
+        token = token.strip() if isinstance(token, str) else ""
+        if not token:
+            return None
+        bits = _header(headers, HEADER_NEXT_BITS)
+        bits = bits.strip() if isinstance(bits, str) else ""
+        if bits and not (bits.isascii() and bits.isdigit()):
+            raise BadChallenge(f"{HEADER_NEXT_BITS} is not a number: {bits!r}")
+        return cls.from_token(token, header_bits=int(bits) if bits else None, status=status)
+
     def headers(self, nonce: str) -> dict:
         """The two request headers that present ``nonce`` as the solution."""
         return {HEADER_CHALLENGE: self.token, HEADER_NONCE: nonce}
+
+
+def is_refusal(status: int, body: Optional[bytes]) -> bool:
+    """Whether a 400 or 403 is the shield refusing a solution without a
+    fresh challenge (docs/protocol.md section 7.2: its problem ``type``, or
+    its ``error`` text), not the application's own 400 or 403."""
+    if status not in REFUSAL_STATUSES or not body or len(body) > MAX_CHALLENGE_BODY:
+        return False
+    try:
+        doc = _loads(body)
+    except (ValueError, BadChallenge):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    kind, error = doc.get("type"), doc.get("error")
+    if isinstance(kind, str) and kind.startswith(REFUSAL_TYPE):
+        return True
+    return isinstance(error, str) and error in REFUSAL_ERRORS

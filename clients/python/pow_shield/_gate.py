@@ -14,7 +14,8 @@ coroutines await ``aenter``.
 
 import asyncio
 import threading
-from typing import Any, Dict, List, Mapping, Optional
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._challenge import _header
@@ -49,23 +50,48 @@ def _count(text: str) -> Optional[int]:
     return int(text) if text and text.isascii() and text.isdigit() else None
 
 
+def _ietf(headers: Mapping[str, str]) -> List[Tuple[int, Optional[int]]]:
+    """(``r``, ``t``) of each item of the ``RateLimit`` field that has an ``r=``."""
+    field = _header(headers, "RateLimit")
+    items = []
+    if isinstance(field, str):
+        for item in field.split(","):
+            params = {}
+            for param in item.split(";")[1:]:
+                name, _, value = param.strip().partition("=")
+                params.setdefault(name, _count(value))
+            if params.get("r") is not None:
+                items.append((params["r"], params.get("t")))
+    return items
+
+
 def remaining(headers: Mapping[str, str]) -> Optional[int]:
     """The requests left unchallenged that an answer shows: the lowest
     ``r=`` of its ``RateLimit`` field (one item per policy), else
     ``X-RateLimit-Remaining``."""
-    ietf = _header(headers, "RateLimit")
-    if isinstance(ietf, str):
-        found = []
-        for item in ietf.split(","):
-            for param in item.split(";")[1:]:
-                name, _, value = param.strip().partition("=")
-                if name == "r" and _count(value) is not None:
-                    found.append(_count(value))
-                    break
-        if found:
-            return min(found)
+    items = _ietf(headers)
+    if items:
+        return min(r for r, _ in items)
     plain = _header(headers, "X-RateLimit-Remaining")
     return _count(plain) if isinstance(plain, str) else None
+
+
+def reset_in(headers: Mapping[str, str]) -> Optional[float]:
+    """Seconds until an answer that shows no request left frees one: the
+    longest ``t=`` of the ``RateLimit`` items at ``r=0``, else
+    ``X-RateLimit-Reset`` (epoch seconds) from now; None when the answer
+    shows requests left or says nothing of when."""
+    items = _ietf(headers)
+    if items:
+        waits = [t for r, t in items if r == 0]
+        if not waits or None in waits:
+            return None
+        return float(max(w for w in waits if w is not None))
+    if remaining(headers) != 0:
+        return None
+    reset = _header(headers, "X-RateLimit-Reset")
+    at = _count(reset) if isinstance(reset, str) else None
+    return None if at is None else max(0.0, at - time.time())
 
 
 class _Origin:

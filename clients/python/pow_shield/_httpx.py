@@ -8,9 +8,10 @@ from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 
 import httpx
 
-from ._challenge import MAX_CHALLENGE_BODY
+from ._ahead import Ahead
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, MAX_CHALLENGE_BODY
 from ._gate import DEFAULT_IN_FLIGHT, Pass
-from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -40,6 +41,11 @@ async def _read_capped(response: httpx.Response) -> Tuple[bytes, bool]:
     return response._content, True
 
 
+def _drop_solution(request: httpx.Request) -> None:
+    for name in (HEADER_CHALLENGE, HEADER_NONCE):
+        request.headers.pop(name, None)
+
+
 class HttpxAuth(httpx.Auth):
     """An ``httpx`` auth flow that answers pow-shield challenges, for both
     ``httpx.Client`` and ``httpx.AsyncClient``.
@@ -57,7 +63,11 @@ class HttpxAuth(httpx.Auth):
     origin through this auth (an ``asyncio.gather`` of 50 waits its turn)
     while the client may be over the limit; the server's ``Remaining``
     opens it further.  ``bot``: a ``BotSigner``; every request (each resend
-    too) is signed as that known bot (Web Bot Auth).
+    too) is signed as that known bot (Web Bot Auth).  ``pay_ahead`` (True),
+    ``pace`` (False) and ``ahead`` as for ``pow_shield.Session``: the next
+    challenge is solved in a worker thread while the response is read, and
+    an async request awaits that solve (or paces with the event loop's
+    sleep) without blocking the loop.
     """
 
     requires_request_body = True
@@ -73,6 +83,9 @@ class HttpxAuth(httpx.Auth):
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
         bot: Optional[object] = None,
+        pay_ahead: bool = True,
+        pace: bool = False,
+        ahead: Optional[Ahead] = None,
     ) -> None:
         self.policy = Policy(
             max_difficulty=max_difficulty,
@@ -83,37 +96,53 @@ class HttpxAuth(httpx.Auth):
             processes=processes,
             in_flight=in_flight,
             bot=bot,
+            pay_ahead=pay_ahead,
+            pace=pace,
+            ahead=ahead,
         )
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         policy = self.policy
         request.read()
-        with policy.gate.enter(str(request.url)) as gate_pass:
-            yield from self._sync_flow(request, gate_pass)
+        url = str(request.url)
+        delay = policy.pace_delay(url)
+        if delay > 0:
+            time.sleep(delay)
+        with policy.gate.enter(url) as gate_pass:
+            paid = policy.take_ahead(url, request.headers)
+            if paid is not None:
+                request.headers.update(paid)
+            yield from self._sync_flow(request, gate_pass, paid is not None)
 
-    def _sync_flow(self, request: httpx.Request, gate_pass: Pass) -> Generator[httpx.Request, httpx.Response, None]:
+    def _sync_flow(
+        self, request: httpx.Request, gate_pass: Pass, ahead_sent: bool
+    ) -> Generator[httpx.Request, httpx.Response, None]:
         policy = self.policy
         policy.sign(request.headers, str(request.url))
         response = yield request
         retries = 0
         while True:
             gate_pass.saw(response.status_code, response.headers)
+            policy.saw(str(response.url), response.status_code, response.headers)
             body = None
-            if policy.needs_body(response.status_code, response.headers):
+            if policy.needs_body(response.status_code, response.headers, ahead_sent):
                 chunks = response.iter_bytes()
                 head, whole = policy.read_capped(chunks)
                 body = head if whole else None
                 # what response.read() returns: the whole body
                 response._content = head if whole else head + b"".join(chunks)
-            step = policy.step(response.status_code, response.headers, body, retries, response)
+            step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
             if step is None:
                 return
             retries += 1
+            ahead_sent = False
             if isinstance(step, Wait):
                 time.sleep(step.seconds)
             elif isinstance(step, Pay):
                 nonce = policy.solve(step.challenge, response)
                 request.headers.update(step.challenge.headers(nonce))
+            elif isinstance(step, Resend):
+                _drop_solution(request)
             gate_pass.resending()
             policy.sign(request.headers, str(request.url))
             response = yield request
@@ -124,22 +153,34 @@ class HttpxAuth(httpx.Auth):
 
         policy = self.policy
         await request.aread()
-        gate_pass = await policy.gate.aenter(str(request.url))
+        url = str(request.url)
+        delay = policy.pace_delay(url)
+        if delay > 0:
+            await anyio.sleep(delay)
+        gate_pass = await policy.gate.aenter(url)
         try:
-            policy.sign(request.headers, str(request.url))
+            paid = await policy.atake_ahead(url, request.headers)
+            if paid is not None:
+                request.headers.update(paid)
+            ahead_sent = paid is not None
+            policy.sign(request.headers, url)
             response = yield request
             retries = 0
             while True:
                 gate_pass.saw(response.status_code, response.headers)
+                policy.saw(str(response.url), response.status_code, response.headers)
                 body = None
-                if policy.needs_body(response.status_code, response.headers):
+                if policy.needs_body(response.status_code, response.headers, ahead_sent):
                     head, whole = await _read_capped(response)
                     body = head if whole else None
-                step = policy.step(response.status_code, response.headers, body, retries, response)
+                step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
                 if step is None:
                     return
                 retries += 1
-                if isinstance(step, Wait):
+                ahead_sent = False
+                if isinstance(step, Resend):
+                    _drop_solution(request)
+                elif isinstance(step, Wait):
                     await anyio.sleep(step.seconds)
                 elif isinstance(step, Pay):
                     stop = threading.Event()

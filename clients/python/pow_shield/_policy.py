@@ -11,7 +11,14 @@ alike (and like the ``pow-shield`` command-line client):
   solution (409/410/422 carry a fresh challenge after a spent, expired or
   wrong one).
 * 503 with ``Retry-After`` and ``prefer_wait``: sleep, then resend.
+* 400 or 403, the shield refusing a solution paid ahead (no fresh
+  challenge): resend without it, down the 429 path.
 * anything else: hand the response back.
+
+Around that loop, paying ahead and pacing (``_ahead``): ``saw`` hears every
+answer (its next challenge starts solving, its limits set the pacing
+deadline), ``pace_delay`` is the wait before a request when ``pace`` is on,
+``take_ahead`` / ``atake_ahead`` the solution a request sends with it.
 
 Each wait or payment is one retry; past ``max_retries`` the adapter raises
 ``RetriesExhausted``.
@@ -21,18 +28,21 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Tuple, Union
 
+from ._ahead import SHARED, Ahead
 from ._challenge import (
     CHALLENGE_STATUSES,
     HEADER_CHALLENGE,
     HEADER_SHIELD,
     MAX_CHALLENGE_BODY,
+    REFUSAL_STATUSES,
     Challenge,
     _header,
     check_blocked,
+    is_refusal,
     retry_after,
 )
 from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
-from ._gate import DEFAULT_IN_FLIGHT, Gate
+from ._gate import DEFAULT_IN_FLIGHT, Gate, reset_in
 from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
@@ -58,7 +68,13 @@ class Pay:
     challenge: Challenge
 
 
-Step = Union[None, Wait, Pay]
+@dataclass(frozen=True)
+class Resend:
+    """Send the request again without its solution headers: the solution
+    paid ahead was refused without a fresh challenge (400/403)."""
+
+
+Step = Union[None, Wait, Pay, Resend]
 
 
 class Policy:
@@ -72,6 +88,16 @@ class Policy:
     over the limit, ``n - 1`` for the server's ``n`` strikes (its default
     5); the server's ``Remaining`` opens the gate further.  Every adapter
     sharing this policy shares its ``gate``.
+
+    ``pay_ahead`` (True): solve the next challenge a response sends
+    (``X-PoW-Next-Challenge``) while it is read, and send the solution with
+    the next request to that origin: one round trip per paid request, no
+    429.  ``pace`` (False): when an answer shows no request left, wait until
+    the server's reset (at most ``max_wait``) before the next request to
+    that origin, instead of paying.  ``ahead``: where the solutions ahead
+    and pacing deadlines are kept, per origin (an ``Ahead``; by default one
+    store for the whole process, so that each ``RequestsAuth()`` of
+    ``requests.get(url, auth=...)`` finds the last one's solution).
     """
 
     def __init__(
@@ -85,6 +111,9 @@ class Policy:
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
         bot: Optional[Any] = None,
+        pay_ahead: bool = True,
+        pace: bool = False,
+        ahead: Optional[Ahead] = None,
     ) -> None:
         if not max_wait >= 0:  # also refuses NaN
             raise ValueError("max_wait must be a number of seconds >= 0")
@@ -102,13 +131,16 @@ class Policy:
         self.gate = Gate(in_flight)
         #: A ``BotSigner``: every request sent, each resend too, is signed.
         self.bot = bot
+        self.pay_ahead = bool(pay_ahead)
+        self.pace = bool(pace)
+        self.ahead = SHARED if ahead is None else ahead
 
     def __repr__(self) -> str:
         return (
             f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
             f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, "
             f"max_retries={self.max_retries!r}, processes={self.processes!r}, "
-            f"in_flight={self.gate.floor!r})"
+            f"in_flight={self.gate.floor!r}, pay_ahead={self.pay_ahead!r}, pace={self.pace!r})"
         )
 
     def sign(self, headers: Any, url: str) -> None:
@@ -116,13 +148,65 @@ class Policy:
         if self.bot is not None:
             self.bot.sign(headers, url)
 
+    # -- paying ahead and pacing ------------------------------------------
+
+    def pace_delay(self, url: str) -> float:
+        """Seconds to wait before a request to ``url`` (``pace`` on, the
+        origin's last answer showed no request left, its reset within
+        ``max_wait``); 0 otherwise."""
+        if not self.pace:
+            return 0.0
+        delay = self.ahead.pace_delay(url)
+        return delay if delay <= self.max_wait else 0.0
+
+    def saw(self, url: str, status: int, headers: Mapping[str, str]) -> None:
+        """Every answer from ``url``: its limits (pacing), and its next
+        challenge, which starts solving in a worker thread unless the
+        client will wait instead (``pace``, or ``prefer_wait`` for a reset
+        it would wait for after a 429), it is above ``max_difficulty`` or
+        unreadable (the 429 path then says why)."""
+        self.ahead.note_limits(url, headers)
+        if not self.pay_ahead:
+            return
+        try:
+            challenge = Challenge.from_next(status, headers)
+            if challenge is None or self.pace_delay(url) > 0 or self._wants_wait(reset_in(headers)):
+                return
+            check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
+        except PowShieldError:
+            return
+        self.ahead.offer(url, challenge, self._solve_ahead)
+
+    def _solve_ahead(self, challenge: Challenge, stop: threading.Event) -> str:
+        return self.solve(challenge, None, stop)
+
+    def _may_send_ahead(self, headers: Mapping[str, str]) -> bool:
+        # A request that carries a solution of its own keeps it.
+        return self.pay_ahead and _header(headers, HEADER_CHALLENGE) is None
+
+    def take_ahead(self, url: str, headers: Mapping[str, str]) -> Optional[dict]:
+        """The solution headers to send with a request to ``url``, waiting
+        (blocking the thread) for a solve still running; None without one."""
+        found = self.ahead.ready(url) if self._may_send_ahead(headers) else None
+        return None if found is None else found[0].headers(found[1])
+
+    async def atake_ahead(self, url: str, headers: Mapping[str, str]) -> Optional[dict]:
+        """``take_ahead`` for a coroutine: never blocks the event loop."""
+        found = await self.ahead.aready(url) if self._may_send_ahead(headers) else None
+        return None if found is None else found[0].headers(found[1])
+
+    # -- the 429 path -----------------------------------------------------
+
     @staticmethod
-    def needs_body(status: int, headers: Mapping[str, str]) -> bool:
+    def needs_body(status: int, headers: Mapping[str, str], ahead_sent: bool = False) -> bool:
         """Whether the adapter should read the body (with ``read_capped``)
         before ``step``: a challenge status without the token header (whose
-        token may then be in the JSON body), and the breaker's answers (so
-        that ``Blocked.response`` has its body)."""
+        token may then be in the JSON body), the breaker's answers (so
+        that ``Blocked.response`` has its body), and a 400 or 403 to a
+        solution sent ahead (the shield's refusal, or the application's)."""
         if _header(headers, HEADER_SHIELD) is not None:
+            return True
+        if ahead_sent and status in REFUSAL_STATUSES:
             return True
         return status in CHALLENGE_STATUSES and _header(headers, HEADER_CHALLENGE) is None
 
@@ -153,8 +237,10 @@ class Policy:
         body: Optional[bytes],
         retries: int,
         response: Any = None,
+        ahead_sent: bool = False,
     ) -> Step:
-        """The next move after a response, ``retries`` moves into the request.
+        """The next move after a response, ``retries`` moves into the request
+        (``ahead_sent``: the request carried a solution paid ahead).
 
         Raises ``Blocked``/``Banned``, ``Unsolvable``/``TooDifficult`` (before
         any work) and ``RetriesExhausted``.
@@ -173,6 +259,8 @@ class Policy:
                     exc.response = response
                     raise
                 move = Pay(challenge)
+            elif ahead_sent and is_refusal(status, body):
+                move = Resend()
         if move is not None and retries >= self.max_retries:
             raise RetriesExhausted(
                 f"still HTTP {status} after {retries} retr{'y' if retries == 1 else 'ies'}", response

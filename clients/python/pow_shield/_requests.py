@@ -21,9 +21,11 @@ import requests
 import requests.adapters
 from requests.utils import rewind_body
 
+from ._ahead import Ahead
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE
 from ._errors import PowShieldError
 from ._gate import DEFAULT_IN_FLIGHT, Pass
-from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -84,18 +86,23 @@ def _pay(
     send: Callable[[requests.PreparedRequest], requests.Response],
     stream: bool,
     gate_pass: Optional[Pass] = None,
+    ahead_sent: bool = False,
 ) -> requests.Response:
     """Follows ``response`` (to a streamed send of ``request``) through its
     challenges: solve or wait, ``send`` again, until an answer that is not
     the shield's.  The answers paid for go first in its ``history``; its
-    body is read unless ``stream``.  ``gate_pass`` hears of every answer."""
+    body is read unless ``stream``.  ``gate_pass`` hears of every answer,
+    and ``policy.saw`` too, before the body is read (a next challenge
+    solves meanwhile).  ``ahead_sent``: ``request`` carries a solution paid
+    ahead."""
     retries = 0
     history = []
     while True:
         if gate_pass is not None:
             gate_pass.saw(response.status_code, response.headers)
+        policy.saw(request.url or "", response.status_code, response.headers)
         body = None
-        if policy.needs_body(response.status_code, response.headers):
+        if policy.needs_body(response.status_code, response.headers, ahead_sent):
             chunks = response.iter_content(8192)
             head, whole = policy.read_capped(chunks)
             body = head if whole else None
@@ -105,7 +112,7 @@ def _pay(
             else:
                 # Not the shield's: handed back unbuffered, the rest unread.
                 response.raw = _Rest(head, chunks, response.raw)
-        step = policy.step(response.status_code, response.headers, body, retries, response)
+        step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
         if step is None:
             if isinstance(response.raw, _Rest) and not stream:
                 _read_rest(response)
@@ -119,12 +126,15 @@ def _pay(
                 response,
             )
         retries += 1
+        ahead_sent = False
         request = request.copy()
         if isinstance(step, Wait):
             time.sleep(step.seconds)
         elif isinstance(step, Pay):
             nonce = policy.solve(step.challenge, response)
             request.headers.update(step.challenge.headers(nonce))
+        elif isinstance(step, Resend):
+            _drop_solution(request)
         if request.body is not None and not isinstance(request.body, (bytes, str)):
             rewind_body(request)
         _discard(response, policy)
@@ -136,6 +146,17 @@ def _pay(
     if history:
         response.history = history + list(response.history)
     return response
+
+
+def _drop_solution(request: requests.PreparedRequest) -> None:
+    for name in (HEADER_CHALLENGE, HEADER_NONCE):
+        request.headers.pop(name, None)
+
+
+def _pace(policy: Policy, url: str) -> None:
+    delay = policy.pace_delay(url)
+    if delay > 0:
+        time.sleep(delay)
 
 
 class RequestsAuth(requests.auth.AuthBase):
@@ -151,13 +172,16 @@ class RequestsAuth(requests.auth.AuthBase):
     header.  The keyword options (``max_difficulty``, ``max_solve_time``,
     ``prefer_wait``, ``max_wait``, ``max_retries``, ``processes``) and the
     errors are those of ``pow_shield.Session``; or give a whole ``policy``.
+    The solutions paid ahead are kept for the whole process by default,
+    so that each ``RequestsAuth()`` of a ``requests.get`` finds the one the
+    last response brought.
     """
 
     def __init__(self, *, policy: Optional[Policy] = None, **options: Any) -> None:
         self.policy = policy or Policy(**options)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        self.policy.sign(request.headers, request.url or "")
+        _pace(self.policy, request.url or "")
         request.register_hook("response", self.handle_response)
         # The request's place in the per-origin gate, taken before it is
         # sent: given back by the response hook, or when the request is
@@ -165,6 +189,12 @@ class RequestsAuth(requests.auth.AuthBase):
         gate_pass = self.policy.gate.enter(request.url or "")
         request._pow_shield_pass = gate_pass  # type: ignore[attr-defined]
         weakref.finalize(request, gate_pass.release)
+        # The solution paid ahead, if any (waiting for its solve).
+        paid = self.policy.take_ahead(request.url or "", request.headers)
+        if paid is not None:
+            request.headers.update(paid)
+        request._pow_shield_ahead = paid is not None  # type: ignore[attr-defined]
+        self.policy.sign(request.headers, request.url or "")
         return request
 
     def handle_response(self, response: requests.Response, **kwargs: Any) -> requests.Response:
@@ -178,12 +208,19 @@ class RequestsAuth(requests.auth.AuthBase):
             return adapter.send(prepared, **kwargs)
 
         # Redirect hops (copies of the request) pass no gate of their own.
-        gate_pass = getattr(response.request, "_pow_shield_pass", None)
+        request = response.request
+        gate_pass = getattr(request, "_pow_shield_pass", None)
+        ahead_sent = getattr(request, "_pow_shield_ahead", False)
         try:
-            return _pay(self.policy, response.request, response, send, stream, gate_pass)
+            answer = _pay(self.policy, request, response, send, stream, gate_pass, ahead_sent)
         finally:
             if gate_pass is not None:
                 gate_pass.release()
+        if ahead_sent and answer.is_redirect:
+            # requests builds the next hop from this request: the solution
+            # it carried was used once.
+            _drop_solution(request)
+        return answer
 
 
 class HTTPAdapter(requests.adapters.HTTPAdapter):
@@ -201,7 +238,18 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
     Other keyword arguments go to ``requests.adapters.HTTPAdapter``.
     """
 
-    _POW_OPTIONS = ("max_difficulty", "max_solve_time", "prefer_wait", "max_wait", "processes", "in_flight", "bot")
+    _POW_OPTIONS = (
+        "max_difficulty",
+        "max_solve_time",
+        "prefer_wait",
+        "max_wait",
+        "processes",
+        "in_flight",
+        "bot",
+        "pay_ahead",
+        "pace",
+        "ahead",
+    )
 
     def __init__(
         self,
@@ -222,9 +270,18 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
         def send(prepared: requests.PreparedRequest) -> requests.Response:
             return super(HTTPAdapter, self).send(prepared, stream=True, **kwargs)
 
-        self.pow_policy.sign(request.headers, request.url or "")
-        with self.pow_policy.gate.enter(request.url or "") as gate_pass:
-            return _pay(self.pow_policy, request, send(request), send, stream, gate_pass)
+        policy = self.pow_policy
+        _pace(policy, request.url or "")
+        with policy.gate.enter(request.url or "") as gate_pass:
+            paid = policy.take_ahead(request.url or "", request.headers)
+            if paid is not None:
+                # A copy: the caller's request (a redirect is built from
+                # it) does not keep the solution sent ahead.
+                request = request.copy()
+                request.headers.update(paid)
+            ahead_sent = paid is not None
+            policy.sign(request.headers, request.url or "")
+            return _pay(policy, request, send(request), send, stream, gate_pass, ahead_sent)
 
 
 class Session(requests.Session):
@@ -262,6 +319,16 @@ class Session(requests.Session):
     ``bot``: a ``BotSigner``; every request (each resend too) is signed as
     that known bot (Web Bot Auth).
 
+    ``pay_ahead`` (True): the next challenge a response sends
+    (``X-PoW-Next-Challenge``) is solved in a worker thread while the
+    response is read, and sent with the next request to that origin (one
+    round trip per paid request, no 429); a solution refused or expired
+    falls back to the 429 path.  ``pace`` (False): when an answer shows no
+    request left, wait for the server's reset (up to ``max_wait``) before
+    the next request to that origin instead of paying.  ``ahead``: an
+    ``Ahead`` store of your own for the solutions ahead (one per process
+    by default).
+
     Bodies are sent again as they were: bytes and strings always, files by
     seeking back; a generator body cannot be sent twice and raises
     ``PowShieldError`` when a challenge comes back.
@@ -278,6 +345,9 @@ class Session(requests.Session):
         processes: Optional[int] = None,
         in_flight: int = DEFAULT_IN_FLIGHT,
         bot: Optional[Any] = None,
+        pay_ahead: bool = True,
+        pace: bool = False,
+        ahead: Optional[Ahead] = None,
     ) -> None:
         super().__init__()
         self.pow_policy = Policy(
@@ -289,6 +359,9 @@ class Session(requests.Session):
             processes=processes,
             in_flight=in_flight,
             bot=bot,
+            pay_ahead=pay_ahead,
+            pace=pace,
+            ahead=ahead,
         )
         adapter = HTTPAdapter(policy=self.pow_policy)
         self.mount("http://", adapter)

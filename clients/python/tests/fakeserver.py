@@ -2,11 +2,15 @@
 scripted answer, and every request is recorded for the test to inspect."""
 
 import base64
+import hashlib
 import http.server
 import json
+import math
 import os
 import threading
-from typing import Callable, Dict, List, Optional, Tuple
+import time
+from collections import deque
+from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 Answer = Tuple[int, Dict[str, str], bytes]
 
@@ -43,10 +47,12 @@ class Recorded:
 
 class FakeServer:
     """``server.script`` is a list of answers (or callables returning one),
-    consumed one per request; ``server.requests`` what came in."""
+    consumed one per request; ``server.requests`` what came in.  With
+    ``server.responder`` set (a ``Shield``), it answers every request instead."""
 
     def __init__(self) -> None:
         self.script: List = []
+        self.responder: Optional[Callable[[Recorded], Answer]] = None
         self.requests: List[Recorded] = []
         #: token -> (salt, difficulty) of every challenge handed out
         self.issued: Dict[str, Tuple[str, int]] = {}
@@ -71,9 +77,13 @@ class FakeServer:
                 else:
                     length = int(self.headers.get("Content-Length") or 0)
                     body = self.rfile.read(length) if length else b""
+                recorded = Recorded(self.command, self.path, dict(self.headers), body)
                 with outer.lock:
-                    outer.requests.append(Recorded(self.command, self.path, dict(self.headers), body))
-                    entry = outer.script.pop(0) if outer.script else (500, {}, b"script exhausted")
+                    outer.requests.append(recorded)
+                    if outer.responder is not None:
+                        entry = outer.responder(recorded)
+                    else:
+                        entry = outer.script.pop(0) if outer.script else (500, {}, b"script exhausted")
                 status, headers, payload = entry() if callable(entry) else entry
                 self.send_response(status)
                 for k, v in headers.items():
@@ -180,3 +190,113 @@ class FakeServer:
     @staticmethod
     def error(status: int, message: str) -> Answer:
         return status, {"Content-Type": "application/json"}, json.dumps({"error": message}).encode()
+
+
+class Shield:
+    """The module's decision, simulated for one client (SPEC sections 3 and
+    4): ``limit`` requests per sliding ``window`` seconds, then 429 with a
+    challenge; a valid unspent solution admits one request over the limit
+    (spent), under the limit it passes unspent.  With ``pay_ahead``, the
+    next challenge (``X-PoW-Next-*``) goes on every answer after which no
+    request is left and on every answer to a request with a valid solution.
+    Tokens live 30 s (``exp - ts``), those sent ahead ``ahead_lifetime_ms``.  ``refuse``: statuses (403,
+    409) that answer the next solutions over the limit instead of checking
+    them.  ``results`` has one ``$pow_shield_result`` per request."""
+
+    def __init__(self, limit: int = 1, window: float = 3600.0, difficulty: int = 1,
+                 pay_ahead: bool = True, ahead_lifetime_ms: int = 30000, refuse: Tuple[int, ...] = ()) -> None:
+        self.limit = limit
+        self.window = window
+        self.difficulty = difficulty
+        self.pay_ahead = pay_ahead
+        self.ahead_lifetime_ms = ahead_lifetime_ms
+        self.refuse = list(refuse)
+        self.results: List[str] = []
+        self.statuses: List[int] = []
+        #: token -> (salt, exp) of every challenge handed out
+        self.tokens: Dict[str, Tuple[str, int]] = {}
+        #: the tokens handed out as X-PoW-Next-Challenge, in order
+        self.next_tokens: List[str] = []
+        self.spent: set = set()
+        self.counted: Deque[float] = deque()
+
+    def _token(self, lifetime_ms: int = 30000) -> str:
+        salt = os.urandom(16).hex()
+        now_ms = int(time.time() * 1000)
+        exp = now_ms + lifetime_ms
+        token = make_token(salt, self.difficulty, ts=now_ms, exp=exp, bits=4 * self.difficulty)
+        self.tokens[token] = (salt, exp)
+        return token
+
+    def _valid(self, token: Optional[str], nonce: Optional[str]) -> Optional[str]:
+        """None for a valid unspent solution, else why not (a status name)."""
+        if token not in self.tokens or not nonce:
+            return "forged"
+        salt, exp = self.tokens[token]
+        if time.time() * 1000 > exp:
+            return "expired"
+        if not hashlib.sha256((salt + nonce).encode()).hexdigest().startswith("0" * self.difficulty):
+            return "wrong"
+        return "spent" if token in self.spent else None
+
+    def _limits(self, now: float) -> Dict[str, str]:
+        left = self.limit - len(self.counted)
+        reset = math.ceil(self.counted[0] + self.window - now) if self.counted else 0
+        return {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(left),
+            "X-RateLimit-Reset": str(math.ceil(time.time() + reset)),
+            "RateLimit": f'"pow-shield";r={left};t={reset}',
+        }
+
+    def _answer(self, status: int, result: str, headers: Dict[str, str], body: dict) -> Answer:
+        self.statuses.append(status)
+        self.results.append(result)
+        headers = {"Content-Type": "application/json", **headers}
+        return status, headers, json.dumps(body).encode()
+
+    def _challenge(self, status: int, error: str, headers: Dict[str, str]) -> Answer:
+        token = self._token()
+        headers = {**headers, "X-PoW-Challenge": token, "X-PoW-Difficulty": str(self.difficulty)}
+        if status == 429:
+            headers["Retry-After"] = "1"
+        body = {"error": error, "challenge": token, "difficulty": self.difficulty, "algorithm": "sha256"}
+        return self._answer(status, "challenge" if status == 429 else "invalid", headers, body)
+
+    def _with_next(self, headers: Dict[str, str]) -> Dict[str, str]:
+        if not self.pay_ahead:
+            return headers
+        token = self._token(self.ahead_lifetime_ms)
+        self.next_tokens.append(token)
+        return {**headers, "X-PoW-Next-Challenge": token, "X-PoW-Next-Bits": str(4 * self.difficulty),
+                "X-PoW-Next-Difficulty": str(self.difficulty)}
+
+    def __call__(self, request: Recorded) -> Answer:
+        now = time.monotonic()
+        while self.counted and self.counted[0] <= now - self.window:
+            self.counted.popleft()
+        token, nonce = request.header("X-PoW-Challenge"), request.header("X-PoW-Nonce")
+        valid = token is not None and self._valid(token, nonce) is None
+        if len(self.counted) < self.limit:
+            self.counted.append(now)
+            headers = self._limits(now)
+            if valid or len(self.counted) == self.limit:
+                headers = self._with_next(headers)
+            return self._answer(200, "pass", headers, {"ok": True})
+        headers = self._limits(now)
+        if token is None:
+            return self._challenge(429, "PoW challenge required", headers)
+        if self.refuse:
+            status = self.refuse.pop(0)
+            if status == 403:
+                body = {"type": "tag:pow-shield,2026:invalid-signature", "error": "Invalid challenge signature"}
+                return self._answer(403, "invalid", headers, body)
+            return self._challenge(status, "Challenge already spent", headers)
+        why = self._valid(token, nonce)
+        if why == "forged":
+            return self._answer(403, "invalid", headers, {"error": "Invalid challenge signature"})
+        if why is not None:
+            status = {"expired": 410, "wrong": 422, "spent": 409}[why]
+            return self._challenge(status, why, headers)
+        self.spent.add(token)
+        return self._answer(200, "solved", self._with_next(headers), {"ok": True})

@@ -55,6 +55,7 @@ pub struct Settings<V> {
     pub challenge_ttl_ms: Option<u64>,
     pub headers: Option<HeadersMode>,
     pub dry_run: Option<bool>,
+    pub pay_ahead: Option<bool>,
     pub log_level: Option<LogLevel>,
     pub breaker_log_level: Option<LogLevel>,
     /// `pow_shield_log_summary`; `Some(None)` is `off`.
@@ -79,6 +80,7 @@ impl<V: Copy> Default for Settings<V> {
             challenge_ttl_ms: None,
             headers: None,
             dry_run: None,
+            pay_ahead: None,
             log_level: None,
             breaker_log_level: None,
             log_summary: None,
@@ -127,6 +129,8 @@ pub struct Resolved<V> {
     pub challenge_ttl_ms: u64,
     pub headers: HeadersMode,
     pub dry_run: bool,
+    /// `pow_shield_pay_ahead` (default on).
+    pub pay_ahead: bool,
     pub log_level: LogLevel,
     pub breaker_log_level: LogLevel,
     /// `pow_shield_log_summary` (milliseconds); `None`: every rejection
@@ -155,6 +159,7 @@ impl<V: Copy> Settings<V> {
         self.challenge_ttl_ms = self.challenge_ttl_ms.or(parent.challenge_ttl_ms);
         self.headers = self.headers.or(parent.headers);
         self.dry_run = self.dry_run.or(parent.dry_run);
+        self.pay_ahead = self.pay_ahead.or(parent.pay_ahead);
         self.log_level = self.log_level.or(parent.log_level);
         self.breaker_log_level = self.breaker_log_level.or(parent.breaker_log_level);
         self.log_summary = self.log_summary.or(parent.log_summary);
@@ -201,6 +206,7 @@ impl<V: Copy> Settings<V> {
             challenge_ttl_ms: self.challenge_ttl_ms.unwrap_or(DEFAULT_CHALLENGE_TTL_MS),
             headers: self.headers.unwrap_or(HeadersMode::Both),
             dry_run: self.dry_run.unwrap_or(false),
+            pay_ahead: self.pay_ahead.unwrap_or(true),
             log_level: self.log_level.unwrap_or(DEFAULT_LOG_LEVEL),
             breaker_log_level: self.breaker_log_level.unwrap_or(DEFAULT_BREAKER_LOG_LEVEL),
             log_summary_ms: self
@@ -293,6 +299,7 @@ mod tests {
                 challenge_ttl_ms: 60_000,
                 headers: HeadersMode::Both,
                 dry_run: false,
+                pay_ahead: true,
                 log_level: LogLevel::Warn,
                 breaker_log_level: LogLevel::Error,
                 log_summary_ms: Some(10_000),

@@ -149,6 +149,10 @@ pub struct Final {
     /// The fresh challenge sent stands for a solution that could not be
     /// spent, whose 429 counted a strike: paying it takes that one back.
     pub pays_back: bool,
+    /// The price, in bits, of the challenge sent ahead with a passed
+    /// request (SPEC §4, "Paying ahead"): after it the client has no free
+    /// request left, or it paid. `None`: none is sent.
+    pub next: Option<u8>,
 }
 
 impl Final {
@@ -170,6 +174,9 @@ pub struct Rules {
     pub fail: FailPolicy,
     pub dry_run: bool,
     pub trap: bool,
+    /// `pow_shield_pay_ahead`: passed requests that leave no free request,
+    /// and paid ones, carry the next challenge.
+    pub pay_ahead: bool,
 }
 
 /// One request's decision, kept between store round trips.
@@ -209,6 +216,7 @@ impl Decision {
                 retry_after_ms: None,
                 generation: None,
                 pays_back: false,
+                next: None,
             },
         }
     }
@@ -294,14 +302,20 @@ impl Decision {
         }
         self.learnt.verdict = Some(checked.verdict);
         if checked.verdict.allowed {
-            // Paid, but a slot freed while the client solved: the request
-            // counts as green, and spending the solution takes back the
-            // strike its 429 recorded (a replay just passes: it is green).
-            if let Payment::Valid(solution) = self.payment {
-                self.green = true;
-                return self.ask(Op::Spend(solution));
-            }
-            return self.pass(Outcome::Pass);
+            return match self.payment {
+                // Paid, but a slot freed while the client solved: the
+                // request counts as green, and spending the solution takes
+                // back the strike its 429 recorded (a replay just passes:
+                // it is green).
+                Payment::Valid(solution) if solution.forgive => {
+                    self.green = true;
+                    self.ask(Op::Spend(solution))
+                }
+                // Paid ahead (its challenge counted no strike): the
+                // solution stays unspent, usable until its `exp`.
+                Payment::Valid(_) | Payment::Unspendable(_) => self.pass_paid(Outcome::Pass),
+                Payment::Unpaid | Payment::Invalid(_) => self.pass_ahead(Outcome::Pass, false),
+            };
         }
         match self.payment {
             Payment::Unpaid => {
@@ -338,10 +352,10 @@ impl Decision {
             self.learnt.generation = Some(generation);
         }
         if self.green {
-            return self.pass(Outcome::Pass);
+            return self.pass_paid(Outcome::Pass);
         }
         match reply {
-            Reply::Spent(Spent::Accepted(_)) => self.pass(Outcome::Solved),
+            Reply::Spent(Spent::Accepted(_)) => self.pass_paid(Outcome::Solved),
             // Not spendable right now (Redis unavailable or busy).
             Reply::Spent(Spent::Unavailable) => match self.payment {
                 Payment::Valid(solution) | Payment::Unspendable(solution) => {
@@ -466,19 +480,47 @@ impl Decision {
         let Checked {
             verdict, breaker, ..
         } = self.checked;
-        let limit = self
-            .rules
-            .limits
-            .get(usize::from(verdict.limit))
-            .map_or(1, |l| l.requests);
         Answer::Challenge {
             status,
             error,
-            bits: self
-                .rules
-                .difficulty
-                .for_client(breaker.strikes, verdict.over, limit),
+            bits: self.price(breaker.strikes, verdict.limit, verdict.over),
         }
+    }
+
+    /// The bits asked of a client with `strikes` that has had `over`
+    /// requests refused under its limit number `limit`.
+    fn price(&self, strikes: u32, limit: u8, over: u32) -> u8 {
+        let requests = self
+            .rules
+            .limits
+            .get(usize::from(limit))
+            .map_or(1, |l| l.requests);
+        self.rules.difficulty.for_client(strikes, over, requests)
+    }
+
+    /// A request that carried a solution passes; the next challenge goes
+    /// with it.
+    fn pass_paid(&mut self, outcome: Outcome) -> Next {
+        self.pass_ahead(outcome, true)
+    }
+
+    /// A request passes with the next challenge when it `paid`, or when
+    /// the client has no free request left after it: at the price that
+    /// request will be asked (one more refusal, the strikes as they are
+    /// now). A dry run never asks a price.
+    fn pass_ahead(&mut self, outcome: Outcome, paid: bool) -> Next {
+        if let (true, false, Some(verdict)) = (
+            self.rules.pay_ahead,
+            self.rules.dry_run,
+            self.learnt.verdict,
+        ) {
+            if paid || verdict.remaining == 0 {
+                let strikes = self.learnt.breaker.map_or(0, |b| b.strikes);
+                let over = verdict.over.saturating_add(1);
+                self.learnt.next = Some(self.price(strikes, verdict.limit, over));
+            }
+        }
+        self.pass(outcome)
     }
 
     /// A rejection; in a dry run it is decided and logged, not enforced.

@@ -10,6 +10,8 @@ use crate::limiter::RateLimit;
 use crate::store::{MemoryStore, Subject};
 use crate::syntax::Difficulty;
 
+/// Paying ahead (SPEC §4).
+mod ahead;
 /// Solutions that cannot be spent now (SPEC §5).
 mod unspendable;
 
@@ -32,6 +34,7 @@ fn rules() -> Rules {
         fail: FailPolicy::Local,
         dry_run: false,
         trap: false,
+        pay_ahead: true,
     }
 }
 

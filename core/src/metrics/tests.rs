@@ -18,6 +18,7 @@ fn end(outcome: Outcome, answer: Option<Answer>, reason: &'static str) -> Final 
         retry_after_ms: None,
         generation: None,
         pays_back: false,
+        next: None,
     }
 }
 

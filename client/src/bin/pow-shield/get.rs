@@ -4,19 +4,25 @@
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
+use clap::ArgMatches;
+use pow_shield_client::ahead::Ahead;
 use pow_shield_client::blocking::{Client, Event, Options, Refused, Reply, Request, Timeouts};
 use pow_shield_client::{Error, Policy};
 
+mod command;
 mod output;
 mod request;
+mod urls;
+pub use command::command;
 use output::{copy_body, log_event, write_head, Counted};
 use request::{build_request, trust};
+use urls::{certificate_hint, join, outputs, redirect, remote_name};
 
-use crate::args::{max_solve_time, seconds, solve_options, threads, DEFAULT_RETRIES};
+use crate::args::solve_options;
 use crate::exit::{self, error_code};
 use crate::write_out::{Transfer, WriteOut};
 
@@ -27,121 +33,6 @@ const PARALLEL_LIMIT: usize = 300;
 const MAX_REDIRECTS: u32 = 50;
 /// curl's longest sleep between `--retry` attempts.
 const MAX_RETRY_SLEEP: Duration = Duration::from_secs(600);
-
-fn flag(id: &'static str, short: Option<char>, long: &'static str, help: &'static str) -> Arg {
-    let arg = Arg::new(id)
-        .long(long)
-        .action(ArgAction::SetTrue)
-        .help(help);
-    match short {
-        Some(c) => arg.short(c),
-        None => arg,
-    }
-}
-
-fn value(id: &'static str, short: Option<char>, name: &'static str, help: &'static str) -> Arg {
-    let arg = Arg::new(id).long(id).value_name(name).help(help);
-    match short {
-        Some(c) => arg.short(c),
-        None => arg,
-    }
-}
-
-pub fn command() -> Command {
-    Command::new("get")
-        .about("Send requests like curl, solving challenges and retrying")
-        .after_help(exit::EXIT_CODES)
-        .arg(
-            Arg::new("url")
-                .required(true)
-                .num_args(1..)
-                .action(ArgAction::Append)
-                .help("http:// or https:// URLs, fetched in order (https: verified against the system's CA store)"),
-        )
-        .arg(flag("parallel", Some('Z'), "parallel", "Fetch the URLs at once, as curl -Z (each body written whole; at most 4 in flight per server until its RateLimit Remaining shows room)"))
-        .arg(
-            value("parallel-max", None, "N", "With -Z, at most N transfers at once (1 to 300)")
-                .value_parser(value_parser!(usize))
-                .default_value("50"),
-        )
-        .arg(value("request", Some('X'), "METHOD", "Method [default: GET, HEAD with -I, POST with -d/--json]"))
-        .arg(
-            value("header", Some('H'), "NAME: VALUE", "Request header (repeatable)")
-                .action(ArgAction::Append),
-        )
-        .arg(
-            value("data", Some('d'), "DATA", "Body, as curl's -d: @file reads a file (CR and LF dropped), @- stdin; repeated: joined with &")
-                .action(ArgAction::Append),
-        )
-        .arg(
-            value("data-binary", None, "DATA", "Body as given (@file: the file's bytes unchanged)")
-                .action(ArgAction::Append),
-        )
-        .arg(
-            value("json", None, "DATA", "JSON body (@file too): Content-Type and Accept application/json, POST")
-                .action(ArgAction::Append),
-        )
-        .arg(value("user", Some('u'), "USER:PASSWORD", "Basic authentication"))
-        .arg(value("user-agent", Some('A'), "NAME", "User-Agent header"))
-        .arg(value("proxy", Some('x'), "[http://]HOST[:PORT]", "HTTP proxy [default: http_proxy/https_proxy from the environment]"))
-        .arg(flag("compressed", None, "compressed", "Ask for gzip or deflate and decompress the body"))
-        .arg(flag("location", Some('L'), "location", "Follow redirects (at most 50; POST becomes GET after 301, 302, 303)"))
-        .arg(flag("head", Some('I'), "head", "HEAD request; print the response's status line and headers"))
-        .arg(
-            value("output", Some('o'), "FILE", "Write the body to FILE instead of stdout (one per URL, in order)")
-                .action(ArgAction::Append),
-        )
-        .arg(
-            Arg::new("remote-name")
-                .short('O')
-                .long("remote-name")
-                .action(ArgAction::Append)
-                .num_args(0)
-                .default_missing_value("")
-                .help("Write the body to a file named as the URL's last path segment (one per URL)"),
-        )
-        .arg(value("write-out", Some('w'), "FORMAT", "After each transfer print FORMAT: %{http_code} %{time_total} %{size_download} %{url_effective} %{num_redirects} %{content_type} %{exitcode}, \\n; @file reads it"))
-        .arg(flag("include", Some('i'), "include", "Include the response's status line and headers, as the server sent them, in the output"))
-        .arg(flag("verbose", Some('v'), "verbose", "Show requests, responses (as sent), solves and waits on stderr"))
-        .arg(flag("silent", Some('s'), "silent", "No error messages (see -S)"))
-        .arg(flag("show-error", Some('S'), "show-error", "With -s, still show error messages"))
-        .arg(flag("fail", Some('f'), "fail", "HTTP status >= 400: write no body and exit 22"))
-        .arg(flag("fail-with-body", None, "fail-with-body", "HTTP status >= 400: write the body and exit 22"))
-        .arg(flag("insecure", Some('k'), "insecure", "https: accept any certificate for any host (still encrypted, not authenticated)"))
-        .arg(value("cacert", None, "FILE", "https: trust only the CA certificates in this PEM file instead of the system's store"))
-        .arg(
-            value("max-difficulty", None, "D", "Refuse challenges harder than D (exit 112)")
-                .value_parser(value_parser!(u8)),
-        )
-        .arg(max_solve_time())
-        .args(crate::bot::get_args())
-        .arg(flag("wait", None, "wait", "Sleep Retry-After (429, 503) instead of paying, up to --max-wait"))
-        .arg(
-            value("max-wait", None, "SECONDS", "Longest Retry-After worth sleeping with --wait")
-                .value_parser(value_parser!(u64))
-                .default_value("60"),
-        )
-        .arg(
-            value("connect-timeout", None, "SECONDS", "Longest wait for each connection to open (exit 28)")
-                .value_parser(seconds)
-                .default_value("10"),
-        )
-        .arg(
-            value("max-time", Some('m'), "SECONDS", "Longest transfer of each request, connecting to the last byte (exit 28) [default: no limit]")
-                .value_parser(seconds),
-        )
-        .arg(
-            value("retries", None, "N", "Challenges paid (or waited out) per request before giving up (exit 114)")
-                .value_parser(value_parser!(u32))
-                .default_value(DEFAULT_RETRIES),
-        )
-        .arg(
-            value("retry", None, "N", "As curl: retry a timeout or an HTTP 408, 429, 500, 502, 503, 504 N times, sleeping Retry-After or 1, 2, 4... s")
-                .value_parser(value_parser!(u32))
-                .default_value("0"),
-        )
-        .arg(threads())
-}
 
 /// What the flags of one run say, beside the request.
 struct Run<'m> {
@@ -154,7 +45,20 @@ struct Run<'m> {
     proxied: bool,
 }
 
-pub fn run(m: &ArgMatches) -> u8 {
+/// Runs the sets of one command line (`--next` separates them) in order,
+/// sharing one store of solutions paid ahead; the exit code is the last
+/// transfer's, as curl's.
+pub fn run_sets(sets: &[ArgMatches]) -> u8 {
+    let ahead = Arc::new(Ahead::new());
+    let mut code = exit::OK;
+    for m in sets {
+        code = run(m, &ahead);
+    }
+    code
+}
+
+/// One set of URLs with its options.
+pub fn run(m: &ArgMatches, ahead: &Arc<Ahead>) -> u8 {
     let errors = !m.get_flag("silent") || m.get_flag("show-error");
     let complain = |code: u8, msg: &str| {
         if errors {
@@ -176,6 +80,7 @@ pub fn run(m: &ArgMatches) -> u8 {
         prefer_wait: m.get_flag("wait"),
         max_wait: Duration::from_secs(m.get_one::<u64>("max-wait").copied().unwrap_or(60)),
         max_retries: m.get_one::<u32>("retries").copied().unwrap_or(0),
+        pace: m.get_flag("pace"),
         ..Policy::default()
     };
     policy.solve.progress &= !m.get_flag("silent");
@@ -200,6 +105,7 @@ pub fn run(m: &ArgMatches) -> u8 {
         Ok(None) => client,
         Err((code, msg)) => return complain(code, &msg),
     };
+    let client = client.with_ahead(Arc::clone(ahead));
     let run = Run {
         m,
         client,
@@ -226,30 +132,6 @@ pub fn run(m: &ArgMatches) -> u8 {
         code = run.transfer(url, output);
     }
     code
-}
-
-/// Where each URL's body goes: `-o FILE` and `-O` (`""`: the URL's own
-/// name) in the order given, one per URL; URLs beyond them go to stdout.
-fn outputs(m: &ArgMatches) -> Vec<String> {
-    let mut given: Vec<(usize, String)> = Vec::new();
-    if let (Some(idx), Some(vals)) = (m.indices_of("output"), m.get_many::<String>("output")) {
-        given.extend(idx.zip(vals.cloned()));
-    }
-    if let Some(idx) = m.indices_of("remote-name") {
-        given.extend(idx.map(|i| (i, String::new())));
-    }
-    given.sort_by_key(|(i, _)| *i);
-    given.into_iter().map(|(_, o)| o).collect()
-}
-
-/// The last path segment of `url`, curl's `-O` name.
-fn remote_name(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.split(['?', '#']).next().unwrap_or("");
-    match path.split_once('/') {
-        Some((_, path)) => path.rsplit('/').next().unwrap_or(""),
-        None => "",
-    }
 }
 
 impl Run<'_> {
@@ -530,86 +412,10 @@ fn header<'r>(reply: &'r Reply, name: &str) -> Option<&'r str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The `Location` of a redirect (301, 302, 303, 307, 308).
-fn redirect(reply: &Reply) -> Option<&str> {
-    matches!(reply.status, 301 | 302 | 303 | 307 | 308)
-        .then(|| header(reply, "Location"))
-        .flatten()
-        .filter(|l| !l.is_empty())
-}
-
-/// `location` resolved against `base` (RFC 3986 §5.2, the forms servers send).
-fn join(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_owned();
-    }
-    let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
-    if let Some(rest) = location.strip_prefix("//") {
-        return format!("{scheme}://{rest}");
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    if location.starts_with('/') {
-        return format!("{scheme}://{authority}{location}");
-    }
-    let path = &rest[authority.len()..];
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    if location.starts_with('?') {
-        return format!("{scheme}://{authority}{path}{location}");
-    }
-    let dir = match path.rfind('/') {
-        Some(at) => &path[..=at],
-        None => "/",
-    };
-    format!("{scheme}://{authority}{dir}{location}")
-}
-
-/// What to do about a rejected certificate, from OpenSSL's reason.
-fn certificate_hint(why: &str) -> &'static str {
-    if why.contains("mismatch") {
-        "the certificate is for another host name; \
-         to skip verification (not recommended), use -k/--insecure"
-    } else {
-        "to trust the server's CA, give it with --cacert FILE; \
-         to skip verification (not recommended), use -k/--insecure"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::get_matches;
-
-    #[test]
-    fn locations_are_resolved_against_the_url() {
-        let base = "http://h:8/a/b/c?q=1";
-        assert_eq!(join(base, "https://x/y"), "https://x/y");
-        assert_eq!(join(base, "//x/y"), "http://x/y");
-        assert_eq!(join(base, "/y"), "http://h:8/y");
-        assert_eq!(join(base, "d"), "http://h:8/a/b/d");
-        assert_eq!(join(base, "?r=2"), "http://h:8/a/b/c?r=2");
-        assert_eq!(join("http://h", "d"), "http://h/d");
-    }
-
-    #[test]
-    fn remote_name_is_the_last_path_segment() {
-        assert_eq!(remote_name("http://h/a/data.json?x=1"), "data.json");
-        assert_eq!(remote_name("http://h/a/"), "");
-        assert_eq!(remote_name("http://h"), "");
-    }
-
-    #[test]
-    fn outputs_pair_with_urls_in_order() {
-        let m = get_matches(&[
-            "get",
-            "http://h/a",
-            "-O",
-            "http://h/b",
-            "-o",
-            "x",
-            "http://h/c",
-        ]);
-        assert_eq!(outputs(&m), vec![String::new(), "x".to_owned()]);
-    }
 
     #[test]
     fn timeouts_default_to_10_s_to_connect_and_no_transfer_limit() {
@@ -624,11 +430,5 @@ mod tests {
             m.get_one::<Duration>("max-time"),
             Some(&Duration::from_millis(2500))
         );
-    }
-
-    #[test]
-    fn certificate_hint_suits_the_reason() {
-        assert!(certificate_hint("unable to get local issuer certificate").contains("--cacert"));
-        assert!(certificate_hint("IP address mismatch").contains("another host name"));
     }
 }

@@ -85,5 +85,13 @@ pub fn log_event(e: &Event) {
             eprintln!("* solved: nonce {nonce} in {:.3} s", elapsed.as_secs_f64())
         }
         Event::Waiting(d) => eprintln!("* waiting {} s (Retry-After)", d.as_secs()),
+        Event::Pacing(d) => eprintln!(
+            "* pacing: no free request left, waiting {:.3} s for the reset",
+            d.as_secs_f64()
+        ),
+        Event::PayingAhead(token) => {
+            let short: String = token.chars().take(16).collect();
+            eprintln!("* paying ahead: the solution of X-PoW-Next-Challenge {short}...")
+        }
     }
 }

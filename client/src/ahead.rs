@@ -1,0 +1,346 @@
+//! Paying ahead (SPEC §4, "Paying ahead"): the next challenge a response
+//! carries (`X-PoW-Next-Challenge`) is solved while the response is read,
+//! and the solution goes with the next request to that origin, so that a
+//! client that pays every request makes one round trip per request and
+//! never meets a 429.
+//!
+//! [`Ahead`] holds, per origin (scheme, host, port: [`crate::gate::origin`]),
+//! a small pool of solutions, one per next challenge received, each used
+//! once: taken for a request, dropped after it is sent (the response to a
+//! paid request carries the following one). A solution past its `exp` is
+//! dropped unsent. It also keeps the pacing state ([`crate::Policy::pace`]).
+//!
+//! Every entry point shares it: [`crate::blocking::Client`] (and so the
+//! CLI, across `--next` runs) and the reqwest middleware; give one to
+//! several clients with `Client::with_ahead` / `PowShield::with_ahead`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, MAX_BITS};
+
+use crate::gate::origin;
+use crate::pace::Pacer;
+use crate::{solve_bits_until, Nonce, Policy};
+
+/// Solutions kept per origin: one per request in flight is enough (the
+/// gate lets 4 through over the limit); more would be work nobody sends.
+pub const POOL_SIZE: usize = 8;
+
+/// A solution this close to its `exp` is not sent: it would arrive late.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(1);
+
+/// A next challenge, as a response announces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextChallenge {
+    /// The signed token, sent back as `X-PoW-Challenge`.
+    pub token: String,
+    /// The salt the nonce is appended to (from the token's payload).
+    pub salt: String,
+    /// Leading zero bits required.
+    pub bits: u8,
+    /// The token's `exp`, epoch milliseconds, when it has one.
+    pub expires_at_ms: Option<u64>,
+}
+
+/// Reads `X-PoW-Next-Challenge` (with `X-PoW-Next-Bits`, else
+/// `X-PoW-Next-Difficulty`, when they ask more than the token): `None`
+/// when absent or unusable (a token that cannot go back in a header, an
+/// unreadable payload, a price beyond the protocol's).
+pub fn read_next<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Option<NextChallenge> {
+    let token = header(wire::HEADER_NEXT_CHALLENGE)?.trim();
+    let sendable = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    if token.is_empty() || !token.bytes().all(sendable) {
+        return None;
+    }
+    let info = read_unverified(token)?;
+    let number = |name| header(name).and_then(|v| v.trim().parse::<u8>().ok());
+    let asked = number(wire::HEADER_NEXT_BITS)
+        .or_else(|| number(wire::HEADER_NEXT_DIFFICULTY).map(|d| d.saturating_mul(4)));
+    let bits = info.bits.max(asked.unwrap_or(0));
+    if info.salt.is_empty() || bits > MAX_BITS {
+        return None;
+    }
+    Some(NextChallenge {
+        token: token.to_owned(),
+        salt: info.salt,
+        bits,
+        expires_at_ms: info.expires_at_ms,
+    })
+}
+
+/// Whether the answer to a request that carried a solution paid ahead
+/// refused that solution without a challenge to pay instead: a 400 or 403
+/// of the shield's verification (docs/protocol.md §7.2; not the breaker's
+/// block). The response to a solution the shield accepted (or did not
+/// need) carries the next challenge, so one without it was refused. The
+/// client then sends the request again without a solution (the 429 path).
+pub(crate) fn refused_ahead<'h>(status: u16, header: impl Fn(&str) -> Option<&'h str>) -> bool {
+    matches!(status, 400 | 403)
+        && header(wire::HEADER_NEXT_CHALLENGE).is_none()
+        && header(wire::HEADER_SHIELD).is_none()
+}
+
+/// One solution being found (or found) for a next challenge.
+#[derive(Debug)]
+struct Pending {
+    token: String,
+    expires_at_ms: Option<u64>,
+    /// `None` while solving; then the nonce, or `None` when the solve
+    /// failed (too hard, out of time, stopped).
+    result: Mutex<Option<Option<Nonce>>>,
+    done: Condvar,
+    #[cfg(feature = "reqwest")]
+    notify: tokio::sync::Notify,
+    stop: AtomicBool,
+}
+
+impl Pending {
+    fn lock(&self) -> MutexGuard<'_, Option<Option<Nonce>>> {
+        self.result.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn finish(&self, nonce: Option<Nonce>) {
+        *self.lock() = Some(nonce);
+        self.done.notify_all();
+        #[cfg(feature = "reqwest")]
+        self.notify.notify_one();
+    }
+
+    /// Still worth sending at `now`.
+    fn live(&self, now: SystemTime) -> bool {
+        let Some(exp) = self.expires_at_ms else {
+            return true;
+        };
+        let now_ms = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        now_ms + EXPIRY_MARGIN.as_millis() < u128::from(exp)
+    }
+
+    fn solution(&self, nonce: Option<Nonce>) -> Option<(String, Nonce)> {
+        nonce
+            .filter(|_| self.live(SystemTime::now()))
+            .map(|n| (self.token.clone(), n))
+    }
+}
+
+/// The search for one next challenge, to run off any event loop (a
+/// thread of its own, `spawn_blocking`): [`Job::run`] solves and hands the
+/// result to whoever waits for it.
+#[must_use = "a job does nothing until it is run"]
+pub struct Job {
+    pending: Arc<Pending>,
+    salt: String,
+    bits: u8,
+    policy: Policy,
+}
+
+impl Job {
+    /// Solves (on the policy's solver threads) and stores the solution.
+    pub fn run(self) {
+        let nonce = solve_bits_until(
+            &self.salt,
+            self.bits,
+            &self.policy.solve,
+            &self.pending.stop,
+        );
+        self.pending.finish(nonce.ok());
+    }
+
+    /// Runs the job on a thread of its own.
+    pub fn spawn(self) {
+        // No thread to be had: the job is dropped unrun, which tells its
+        // waiter there is no solution (the 429 path stays).
+        let _ = std::thread::Builder::new()
+            .name("pow-shield-ahead".into())
+            .spawn(move || self.run());
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Dropped unrun (no thread, a runtime shutting down): nobody must
+        // wait for it forever.
+        if self.pending.lock().is_none() {
+            self.pending.finish(None);
+        }
+    }
+}
+
+/// A solution taken for one request: wait for it, send it once.
+#[derive(Debug)]
+pub struct Ticket {
+    pending: Arc<Pending>,
+}
+
+impl Ticket {
+    /// The token it solves.
+    pub fn token(&self) -> &str {
+        &self.pending.token
+    }
+
+    /// Waits (blocking the thread) until solved: the token and nonce to
+    /// send, or `None` when the solve failed or the token expired.
+    pub fn wait(self) -> Option<(String, Nonce)> {
+        let mut result = self.pending.lock();
+        loop {
+            if let Some(nonce) = *result {
+                drop(result);
+                return self.pending.solution(nonce);
+            }
+            result = self
+                .pending
+                .done
+                .wait(result)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// [`Ticket::wait`] without blocking the executor; dropping the future
+    /// stops the solve.
+    #[cfg(feature = "reqwest")]
+    pub async fn wait_async(self) -> Option<(String, Nonce)> {
+        loop {
+            let done = *self.pending.lock();
+            if let Some(nonce) = done {
+                return self.pending.solution(nonce);
+            }
+            // One waiter per ticket: `notify_one` keeps its permit for it.
+            self.pending.notify.notified().await;
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // Taken and not waited for (a dropped request): stop the search.
+        self.pending.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Per-origin solutions ahead and pacing, shared by every request of one
+/// or more clients (clone the `Arc`). Dropping the last handle stops the
+/// searches still running.
+#[derive(Debug, Default)]
+pub struct Ahead {
+    pools: Mutex<HashMap<String, VecDeque<Arc<Pending>>>>,
+    pub(crate) pacer: Pacer,
+}
+
+impl Ahead {
+    /// An empty store.
+    pub fn new() -> Ahead {
+        Ahead::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, VecDeque<Arc<Pending>>>> {
+        self.pools.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What a response from `url` says ahead of need: its rate-limit
+    /// numbers (for pacing), and a next challenge to solve, returned as a
+    /// [`Job`] for the caller to run off its event loop. No job when
+    /// `policy.pay_ahead` is off, the challenge is above
+    /// `max_difficulty`, or pacing will wait for the reset instead.
+    pub fn saw<'h>(
+        &self,
+        url: &str,
+        lookup: impl Fn(&str) -> Option<&'h str> + Copy,
+        policy: &Policy,
+    ) -> Option<Job> {
+        let origin = origin(url);
+        self.pacer.saw(&origin, lookup);
+        if !policy.pay_ahead {
+            return None;
+        }
+        let next = read_next(lookup)?;
+        let too_hard = policy
+            .solve
+            .max_difficulty
+            .is_some_and(|max| hex_digits_for_bits(next.bits) > max);
+        if too_hard || policy.pace && self.pacer.would_wait(&origin, policy.max_wait) {
+            return None;
+        }
+        Some(self.offer(&origin, next, policy))
+    }
+
+    fn offer(&self, origin: &str, next: NextChallenge, policy: &Policy) -> Job {
+        let pending = Arc::new(Pending {
+            token: next.token,
+            expires_at_ms: next.expires_at_ms,
+            result: Mutex::new(None),
+            done: Condvar::new(),
+            #[cfg(feature = "reqwest")]
+            notify: tokio::sync::Notify::new(),
+            stop: AtomicBool::new(false),
+        });
+        let mut pools = self.lock();
+        let pool = pools.entry(origin.to_owned()).or_default();
+        pool.push_back(Arc::clone(&pending));
+        while pool.len() > POOL_SIZE {
+            if let Some(old) = pool.pop_front() {
+                old.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        drop(pools);
+        let mut policy = policy.clone();
+        // In the background: a progress line would land amid the output.
+        policy.solve.progress = false;
+        Job {
+            pending,
+            salt: next.salt,
+            bits: next.bits,
+            policy,
+        }
+    }
+
+    /// A solution for the next request to `url`'s origin, if one is held:
+    /// a solved one first, else the oldest being solved. Expired and
+    /// failed ones are dropped on the way.
+    pub fn take(&self, url: &str) -> Option<Ticket> {
+        let now = SystemTime::now();
+        let mut pools = self.lock();
+        let pool = pools.get_mut(&origin(url))?;
+        pool.retain(|p| {
+            let keep = p.live(now) && *p.lock() != Some(None);
+            if !keep {
+                p.stop.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+        let at = pool.iter().position(|p| p.lock().is_some()).unwrap_or(0);
+        let pending = pool.remove(at)?;
+        Some(Ticket { pending })
+    }
+
+    /// Solutions held for `url`'s origin (solved or being solved).
+    pub fn held(&self, url: &str) -> usize {
+        self.lock().get(&origin(url)).map_or(0, VecDeque::len)
+    }
+
+    /// How long a request about to go to `url` should wait under
+    /// `policy.pace` (none without it): until the reset when the origin
+    /// said no free request is left, at most `policy.max_wait` away.
+    pub fn pace(&self, url: &str, policy: &Policy) -> Option<Duration> {
+        if !policy.pace {
+            return None;
+        }
+        self.pacer.before_send(&origin(url), policy.max_wait)
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        for pool in self.lock().values() {
+            for p in pool {
+                p.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+'use strict';
+// Paying ahead (docs/protocol.md §6): a response after which the client
+// has no free request left, and every response to a paid request, carries
+// the next challenge (X-PoW-Next-Challenge). Its solve starts at once on
+// the solver's threads while the caller reads the response; the next
+// request to that origin takes the solution and sends it, so that a paid
+// request costs one round trip and no 429. Each solution is sent once
+// (the answer to it brings the next one); one past its exp is dropped
+// unsent. Several requests in flight take one each, in order.
+//
+// A solution is kept per origin, and within it per directory of the path
+// and the request's Authorization and Cookie: a token is bound to the
+// location's price policy and to the client key (which the operator may
+// take from a credential), and one sent to another location or for
+// another key is refused and counts a strike.
+const { readNextChallenge } = require('./challenge');
+const { originOf } = require('./gate');
+const { solveBits } = require('./solver');
+
+/** Where a solution may be sent again: origin, path directory, credentials. */
+function scopeOf(url, headers) {
+  let dir = '/';
+  try {
+    const p = new URL(String(url)).pathname;
+    dir = p.slice(0, p.lastIndexOf('/') + 1);
+  } catch {
+    // not a URL: the origin alone
+  }
+  const h = headers || new Headers();
+  return JSON.stringify([originOf(url), dir, h.get('authorization'), h.get('cookie')]);
+}
+
+/** Solutions kept per origin at most: about one per request in flight. */
+const MAX_AHEAD = 16;
+/** A solution this close to its exp is dropped unsent: it would arrive expired. */
+const EXPIRY_MARGIN_MS = 1000;
+
+function expired(entry, now = Date.now()) {
+  return entry.exp !== null && now >= entry.exp - EXPIRY_MARGIN_MS;
+}
+
+/** Resolves as `promise` does, or rejects with the signal's reason first. */
+function untilAborted(promise, signal) {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then((v) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(v);
+    }, reject);
+  });
+}
+
+/** The solutions ahead of one paying fetch (all powFetch calls share one). */
+class Ahead {
+  constructor() {
+    this.origins = new Map();
+    /** Next challenges seen and solves started (for tests and the curious). */
+    this.offered = 0;
+  }
+
+  /** How many solutions are kept (solved or being solved) for a scope. */
+  size(scope) {
+    const list = this.origins.get(scope);
+    return list ? list.length : 0;
+  }
+
+  /**
+   * Starts solving the next challenge of `response` (to a request of
+   * `scope`: scopeOf), if it carries one the options allow; whether it
+   * did. `solveOptions` are solveBits's (threads, maxSolveTimeMs, maxDifficulty).
+   */
+  offer(scope, response, solveOptions) {
+    const next = readNextChallenge(response);
+    if (!next || expired(next)) return false;
+    const digits = next.difficulty;
+    if (solveOptions.maxDifficulty != null && digits > solveOptions.maxDifficulty) return false;
+    const entry = { token: next.token, exp: next.exp };
+    // A solve that fails (timeout, too hard) only means no solution ahead.
+    entry.nonce = solveBits(next.salt, next.bits, solveOptions).catch(() => null);
+    if (!this.origins.has(scope)) this.origins.set(scope, []);
+    const list = this.origins.get(scope);
+    list.push(entry);
+    if (list.length > MAX_AHEAD) list.shift();
+    this.offered += 1;
+    return true;
+  }
+
+  /**
+   * The next solution for a scope, { token, nonce }, or null for none:
+   * waits for one still being solved (cheaper than a round trip). Each is
+   * given out once; expired ones are dropped.
+   */
+  async take(scope, signal) {
+    const list = this.origins.get(scope);
+    while (list && list.length) {
+      const entry = list.shift();
+      if (expired(entry)) continue;
+      const nonce = await untilAborted(entry.nonce, signal);
+      if (nonce !== null && !expired(entry)) return { token: entry.token, nonce };
+    }
+    return null;
+  }
+}
+
+module.exports = { Ahead, EXPIRY_MARGIN_MS, MAX_AHEAD, scopeOf };

@@ -1,0 +1,220 @@
+"""Paying ahead and pacing (docs/protocol.md sections 6 and 8), per origin
+(scheme, host, port), in one place every adapter shares.
+
+* A response after which the client has no free request left, and every
+  response to a paid request, sends the next challenge
+  (``X-PoW-Next-Challenge``).  ``Ahead.offer`` starts solving it in a worker
+  thread at once, while the adapter reads the response; the next request to
+  that origin takes it (``ready`` / ``aready``, waiting for the solve if it
+  is still running) and sends it: over the limit it is spent at once (one
+  round trip, no 429), under it the request passes and the server keeps it
+  unspent.  Either way the client uses a solution once, and the response
+  brings the next one.  A few are kept per origin (one per challenge
+  received, for requests in flight side by side); one past its ``exp`` is
+  dropped unsent.
+* Pacing: an answer with no request left and the seconds until one frees
+  (``RateLimit`` ``r=0;t=``, or ``X-RateLimit-Reset``) sets the time before
+  which a pacing client sends nothing more to that origin.
+"""
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections import deque
+from typing import Callable, Deque, Dict, Mapping, Optional, Tuple
+
+from ._challenge import Challenge
+from ._gate import origin, remaining, reset_in
+
+#: Solutions kept per origin: one per request in flight (``in_flight``, 4
+#: by default) and some to spare; beyond it the oldest is dropped.
+PER_ORIGIN = 8
+
+#: How often a coroutine outside asyncio (trio) looks at a running solve.
+_POLL_SECONDS = 0.005
+
+#: ``solve(challenge, stop)``: the nonce, or raises.
+Solve = Callable[[Challenge, threading.Event], str]
+
+
+class Solution:
+    """One next challenge, its solve running in a daemon thread from the
+    moment the response that sent it arrived (a solve left running when
+    the program ends does not hold it up)."""
+
+    def __init__(self, challenge: Challenge, solve: Solve, received: Optional[float] = None) -> None:
+        self.challenge = challenge
+        received = time.monotonic() if received is None else received
+        self.deadline = received + _lifetime(challenge)
+        self._stop = threading.Event()
+        self._future: "concurrent.futures.Future[str]" = concurrent.futures.Future()
+        # Running from now on: cancelling an awaiting coroutine never
+        # cancels the solve (the solution stays usable).
+        self._future.set_running_or_notify_cancel()
+        threading.Thread(target=self._run, args=(solve,), name="pow-shield-ahead", daemon=True).start()
+
+    def _run(self, solve: Solve) -> None:
+        try:
+            self._future.set_result(solve(self.challenge, self._stop))
+        except BaseException as exc:  # the waiting request reads it
+            self._future.set_exception(exc)
+
+    def expired(self, now: Optional[float] = None) -> bool:
+        """Past its ``exp``, by this process's clock since the response came."""
+        return (time.monotonic() if now is None else now) >= self.deadline
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def drop(self) -> None:
+        """Stops its solve, if still running."""
+        self._stop.set()
+
+    def nonce(self) -> Optional[str]:
+        """Waits for the solve (blocking the thread): the nonce, or None when
+        it failed (too long, too hard, stopped) or the token has expired."""
+        try:
+            found = self._future.result()
+        except Exception:
+            return None
+        return None if self.expired() else found
+
+    async def anonce(self) -> Optional[str]:
+        """``nonce`` for a coroutine: waits without blocking the event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio, through anyio
+            import anyio
+
+            while not self._future.done():
+                await anyio.sleep(_POLL_SECONDS)
+        else:
+            await asyncio.wait([asyncio.wrap_future(self._future)])
+        return self.nonce()
+
+
+def _lifetime(challenge: Challenge) -> float:
+    """Seconds the token is valid from the moment it arrived: ``exp - ts``
+    (the server's own clock, so a client clock far off does not matter),
+    else ``exp`` from now by this clock; a token without ``exp``: the
+    server's default challenge TTL, 60 s."""
+    exp, ts = challenge.exp, challenge.ts
+    if exp is None:
+        return 60.0
+    if ts is not None:
+        return max(0.0, (exp - ts) / 1000.0)
+    return max(0.0, exp / 1000.0 - time.time())
+
+
+class Ahead:
+    """The solutions ahead and the pacing deadlines, per origin; safe to
+    share between threads and event loops.  ``pow_shield.Policy`` uses one
+    store per process by default (``ahead=`` gives another: a client with
+    its own key, whose solutions would not fit another's requests)."""
+
+    def __init__(self, per_origin: int = PER_ORIGIN) -> None:
+        if not isinstance(per_origin, int) or isinstance(per_origin, bool) or per_origin < 1:
+            raise ValueError("per_origin must be an int >= 1")
+        self.per_origin = per_origin
+        self._lock = threading.Lock()
+        self._solutions: Dict[str, Deque[Solution]] = {}
+        self._paced: Dict[str, float] = {}
+
+    # -- solutions ahead -------------------------------------------------
+
+    def offer(self, url: str, challenge: Challenge, solve: Solve) -> Optional[Solution]:
+        """Starts solving ``challenge`` for the next request to ``url``'s
+        origin; None (nothing started) when it has expired already."""
+        solution = Solution(challenge, solve) if _lifetime(challenge) > 0 else None
+        if solution is None:
+            return None
+        with self._lock:
+            pool = self._solutions.setdefault(origin(url), deque())
+            pool.append(solution)
+            while len(pool) > self.per_origin:
+                pool.popleft().drop()
+        return solution
+
+    def take(self, url: str) -> Optional[Solution]:
+        """The oldest solution ahead for ``url``'s origin, removed from the
+        store (each is used once); expired ones are dropped on the way."""
+        now = time.monotonic()
+        with self._lock:
+            pool = self._solutions.get(origin(url))
+            while pool:
+                solution = pool.popleft()
+                if not solution.expired(now):
+                    return solution
+                solution.drop()
+        return None
+
+    def give_back(self, url: str, solution: Solution) -> None:
+        """Returns an unsent solution (its request was cancelled) to the front."""
+        with self._lock:
+            self._solutions.setdefault(origin(url), deque()).appendleft(solution)
+
+    def count(self, url: str) -> int:
+        """Solutions ahead kept for ``url``'s origin (solved or solving)."""
+        with self._lock:
+            return len(self._solutions.get(origin(url), ()))
+
+    def ready(self, url: str) -> Optional[Tuple[Challenge, str]]:
+        """A solved challenge ahead for ``url``, waiting (blocking the
+        thread) for its solve; None when there is none usable."""
+        while True:
+            solution = self.take(url)
+            if solution is None:
+                return None
+            nonce = solution.nonce()
+            if nonce is not None:
+                return solution.challenge, nonce
+
+    async def aready(self, url: str) -> Optional[Tuple[Challenge, str]]:
+        """``ready`` for a coroutine; a cancelled wait gives the solution back."""
+        while True:
+            solution = self.take(url)
+            if solution is None:
+                return None
+            try:
+                nonce = await solution.anonce()
+            except BaseException:
+                self.give_back(url, solution)
+                raise
+            if nonce is not None:
+                return solution.challenge, nonce
+
+    # -- pacing ----------------------------------------------------------
+
+    def note_limits(self, url: str, headers: Mapping[str, str]) -> None:
+        """What one answer says of ``url``'s origin: no request left and
+        the seconds until one frees set its pacing deadline; requests left
+        clear it."""
+        left = remaining(headers)
+        if left is None:
+            return
+        key = origin(url)
+        wait = reset_in(headers) if left == 0 else None
+        with self._lock:
+            if wait is None:
+                self._paced.pop(key, None)
+            else:
+                self._paced[key] = time.monotonic() + wait
+
+    def pace_delay(self, url: str) -> float:
+        """Seconds a pacing client waits before its next request to ``url``'s
+        origin (0: none)."""
+        key = origin(url)
+        with self._lock:
+            until = self._paced.get(key)
+            if until is None:
+                return 0.0
+            delay = until - time.monotonic()
+            if delay <= 0:
+                del self._paced[key]
+                return 0.0
+            return delay
+
+
+#: The store every ``Policy`` uses unless given another.
+SHARED = Ahead()

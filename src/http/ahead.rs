@@ -1,0 +1,96 @@
+//! Challenges the shield signs: the one a 429 (or a refused solution)
+//! sends, and the next one sent ahead with a passed request (SPEC §4,
+//! "Paying ahead": `X-PoW-Next-*` on a response after which the client has
+//! no free request left, and on every response to a paid request), so that
+//! a client that pays makes one round trip per request.
+
+use nginx_sys::ngx_http_request_t;
+use ngx::http::{HttpModuleMainConf, Request};
+
+use super::request::client_addr;
+use super::response::push_header;
+use super::state::RequestState;
+use crate::config::{MainConf, Policy};
+use crate::ffi::{now_ms, PowShield};
+use crate::protocol::{self, wire, Challenge};
+use crate::store::Stores;
+use pow_shield_core::decision::Final;
+
+/// A challenge of `bits` for this client, bound to the location's price
+/// policy and its key; `struck`: the 429 that sends it counted a strike
+/// (paying it takes that one back). `None` without keys or randomness.
+pub(super) fn issue(
+    r: &Request,
+    mcf: &MainConf,
+    policy: &Policy,
+    key: &[u8],
+    done: &Final,
+    bits: u8,
+    struck: bool,
+) -> Option<Challenge> {
+    let keys = mcf.keys.as_ref()?;
+    // The client's slot's (a Redis Cluster's check answers it), else the
+    // node's.
+    let generation = done
+        .generation
+        .or_else(|| Stores::new(mcf, policy.fail).challenge_generation());
+    protocol::issue_bound_challenge(
+        keys,
+        &client_addr(r),
+        now_ms(),
+        policy.challenge_ttl_ms,
+        bits,
+        generation,
+        binding(policy, key),
+        struck,
+    )
+    .ok()
+}
+
+/// What the location's challenges are bound to for this client key.
+pub(super) fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
+    protocol::Binding {
+        policy: policy.price_id,
+        client: protocol::client_id(key),
+    }
+}
+
+/// Adds the next challenge to a passed request's response, if its
+/// decision asked for one. Its 429 counted no strike: paying it takes none
+/// back, and under the limit it is not spent.
+pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Option<()> {
+    let Some((done, _)) = state.decided else {
+        return Some(());
+    };
+    let (Some(bits), Some(mcf)) = (done.next, PowShield::main_conf(r)) else {
+        return Some(());
+    };
+    let key = match state.key {
+        // SAFETY: the key was made in the request's pool, which lives as
+        // long as the request.
+        Some((data, len)) if len > 0 => unsafe { core::slice::from_raw_parts(data, len) },
+        _ => return Some(()),
+    };
+    let challenge = issue(r, mcf, state.policy(), key, &done, bits, false)?;
+    let (bits, difficulty) = (challenge.bits.to_string(), challenge.difficulty.to_string());
+    let raw: *mut ngx_http_request_t = (&mut *r).into();
+    for (name, lowcase, value) in [
+        (
+            wire::HEADER_NEXT_CHALLENGE,
+            "x-pow-next-challenge",
+            challenge.token.as_str(),
+        ),
+        (wire::HEADER_NEXT_BITS, "x-pow-next-bits", bits.as_str()),
+        (
+            wire::HEADER_NEXT_DIFFICULTY,
+            "x-pow-next-difficulty",
+            difficulty.as_str(),
+        ),
+    ] {
+        // SAFETY: the request's pool lives as long as the request; the
+        // copy is `value.len()` bytes.
+        let value = unsafe { nginx_sys::ngx_str_t::from_bytes((*raw).pool, value.as_bytes()) }?;
+        push_header(r, name, lowcase, value)?;
+    }
+    Some(())
+}
