@@ -60,7 +60,7 @@ mod module {
         init_main_conf: Some(PowShield::init_main_conf),
         create_srv_conf: None,
         merge_srv_conf: None,
-        create_loc_conf: Some(PowShield::create_loc_conf),
+        create_loc_conf: Some(create_loc_conf),
         merge_loc_conf: Some(merge_loc_conf),
     };
 
@@ -124,6 +124,16 @@ mod module {
     // SAFETY: LocConf is the type create_loc_conf allocates for this module.
     unsafe impl HttpModuleLocationConf for PowShield {
         type LocationConf = LocConf;
+    }
+
+    unsafe extern "C" fn create_loc_conf(cf: *mut ngx_conf_t) -> *mut c_void {
+        // SAFETY: nginx passes a valid configuration context; the value
+        // lives in its pool (as the trait's default allocates it).
+        guard(ptr::null_mut(), || unsafe {
+            let pool = ngx::core::Pool::from_ngx_pool((*cf).pool);
+            pool.allocate::<LocConf>(config::create_loc_conf(&*cf))
+                .cast::<c_void>()
+        })
     }
 
     unsafe extern "C" fn merge_loc_conf(
@@ -199,7 +209,7 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 22] = [
+    static mut COMMANDS: [ngx_command_t; 23] = [
         loc(
             ngx_string!("pow_shield_limit"),
             NGX_CONF_TAKE123 | NGX_CONF_TAKE4 | NGX_CONF_TAKE5,
@@ -231,6 +241,7 @@ mod module {
             NGX_CONF_NOARGS,
             set_status,
         ),
+        location_only(ngx_string!("pow_shield_admin"), NGX_CONF_NOARGS, set_admin),
         loc(ngx_string!("pow_shield_key"), NGX_CONF_TAKE1, set_key, 0),
         loc(
             ngx_string!("pow_shield_challenge_ttl"),
@@ -301,6 +312,18 @@ mod module {
         // SAFETY: nginx passes a setter its arguments; the command's `conf`
         // offset is the location configuration's.
         unsafe { config::set_status(cf, cmd, conf, Some(crate::http::status::handler)) }
+    }
+
+    /// `pow_shield_admin`, with the request path's admin handler as the
+    /// location's content.
+    extern "C" fn set_admin(
+        cf: *mut ngx_conf_t,
+        cmd: *mut ngx_command_t,
+        conf: *mut c_void,
+    ) -> *mut c_char {
+        // SAFETY: nginx passes a setter its arguments; the command's `conf`
+        // offset is the location configuration's.
+        unsafe { config::set_admin(cf, cmd, conf, Some(crate::http::admin::handler)) }
     }
 
     /* the process hooks */

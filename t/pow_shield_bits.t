@@ -154,6 +154,20 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     is(prices('rise-hex', 'hex', 8), '8/2 8/2 12/3 12/3 12/3 12/3 12/3 12/3',
         'rise: 1 max=3 adds a hex digit (4 bits) per step');
 
+    # a solved request logs the price it paid, not the location's base
+
+    {
+        get('risepay', 'rise');
+        my $c;
+        $c = get('risepay', 'rise') for 1 .. 3;
+        is($c->header('X-PoW-Bits'), '8', 'premise: the third refusal asks 8 bits');
+        my $p = decode_token($c->header('X-PoW-Challenge'))->{payload};
+        is(get('risepay', 'rise', 'X-PoW-Challenge' => $c->header('X-PoW-Challenge'),
+            'X-PoW-Nonce' => solve_bits($p->{salt}, 8))->status, 200, 'premise: paid');
+        like($t->read_file('bits.log'), qr/^risepay 200 8 2$/m,
+            'log: $pow_shield_bits of a solved request is the 8 bits it paid, not the base 6');
+    }
+
     # $pow_shield_bits and $pow_shield_difficulty in the log
 
     like($t->read_file('bits.log'), qr/^say 429 10 3$/m,

@@ -5,7 +5,8 @@
 # are counted into at most one summary line per client and interval
 # ("N more rejections of client=... in the last T s"), and no rejection is
 # lost: the counts of the summary lines, the last ones written when the
-# worker exits, add up to every rejection not logged.  The breaker and ban
+# worker exits, add up to every rejection not logged (a challenge the
+# client paid is none: the line says how many it left out).  The breaker and ban
 # lines (fail2ban's) are never summarized; "off" logs every rejection.
 # In both modes (Test::PowShield::Modes).
 
@@ -153,6 +154,18 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     is(rejections('192.0.2.40', 'over the limit, challenge sent'), 1,
         'by default: one line for a flood of 100 rejections');
 
+    # a client that pays its challenges: paid 429s are no rejections
+
+    is(from('192.0.2.50', 'api')->status, 200, 'premise: the payer\'s first request: 200');
+    my @paid;
+    for (1 .. 10) {
+        my $c = from('192.0.2.50', 'api');
+        push @paid, $c->status, from('192.0.2.50', 'api', solution($c))->status;
+    }
+    is("@paid", join(' ', ('429 200') x 10), 'premise: ten challenges, each paid');
+    is(statuses(map { from('192.0.2.50', 'api') } 1 .. 3), '429 429 429',
+        'premise: then three it does not pay');
+
     ###############################################################################
 
     # the worker exits: the counts left are written; nothing is lost
@@ -165,6 +178,13 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
         '... of the banned client (429s in /api/ and /ban/, then banned)');
     is(summarized('192.0.2.30'), 0, '... and none where every rejection was logged');
     is(summarized('192.0.2.40'), 99, '... by default, written when the worker exits');
+    # 12 challenges not logged in full, 10 of them paid (one paid in the
+    # next interval at most: it is counted then)
+    cmp_ok(summarized('192.0.2.50'), '<=', 3,
+        'a payer\'s summaries leave its paid challenges out');
+    ok(scalar(grep { /client=192\.0\.2\.50 .*; \d+ paid, not counted\)$/ }
+            $t->error_log_lines($SUMMARY)),
+        '... and say how many paid ones they left out');
 });
 
 ###############################################################################

@@ -18,10 +18,13 @@
 //!   one composer, each mode's set) and their replies, what each operation
 //!   sends Redis, who decides what Redis did not answer, local refusals,
 //!   replays, the generations a worker knows;
+//! - `admin`: `pow_shield_admin`: the keys a `key=` names, its Redis calls
+//!   and replies, the JSON answered;
 //! - `redis`: RESP framing, script calls, the pipeline, the cluster map,
 //!   health and back-off, the `pow_shield_redis` URL.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod decision;

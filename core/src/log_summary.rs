@@ -34,12 +34,26 @@ pub struct Noted<T> {
 
 /// A summary line: `count` rejections of one client, not written, over
 /// the last `over_ms`. `tag` is what the caller noted with the client's
-/// last rejection (its address, the level to write at).
+/// last rejection (its address, the level to write at). A challenge (429)
+/// the client paid in the interval is no rejection: `count` leaves it out,
+/// and the line says how many there were (`paid`) and how many of those
+/// counted are challenges not paid (`unpaid`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Summary<T> {
     pub count: u64,
     pub over_ms: u64,
     pub tag: T,
+    pub unpaid: u64,
+    pub paid: u64,
+}
+
+/// What a rejection noted is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A 429 with a challenge: no rejection once the client pays it.
+    Challenge,
+    /// Anything else refused (a failed solution, a block, a 503).
+    Rejection,
 }
 
 impl<T> Summary<T> {
@@ -49,6 +63,8 @@ impl<T> Summary<T> {
             count: self.count,
             over_ms: self.over_ms,
             client,
+            unpaid: self.unpaid,
+            paid: self.paid,
         }
     }
 }
@@ -57,6 +73,8 @@ struct SummaryLine<'a> {
     count: u64,
     over_ms: u64,
     client: &'a str,
+    unpaid: u64,
+    paid: u64,
 }
 
 impl fmt::Display for SummaryLine<'_> {
@@ -72,7 +90,21 @@ impl fmt::Display for SummaryLine<'_> {
             Thousands(self.count),
             self.client,
             self.over_ms.div_ceil(1000).max(1)
-        )
+        )?;
+        if self.paid > 0 {
+            let what = if self.unpaid == 1 {
+                "challenge"
+            } else {
+                "challenges"
+            };
+            write!(
+                f,
+                " ({} unpaid {what}; {} paid, not counted)",
+                Thousands(self.unpaid),
+                Thousands(self.paid)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -98,6 +130,9 @@ struct Entry<R, T> {
     reasons: [Option<R>; REASONS],
     /// Rejections not written since `since_ms`.
     suppressed: u64,
+    /// Of those, challenges (429s), and solutions the client paid since.
+    challenges: u64,
+    paid: u64,
     /// Start of the current interval (the first line, or the last summary).
     since_ms: u64,
     last_ms: u64,
@@ -122,18 +157,27 @@ impl<R: Copy + Eq, T: Copy> Entry<R, T> {
     }
 
     /// The count so far as a summary, starting a new interval at `now_ms`.
+    /// Challenges paid are left out of the count; a client that paid
+    /// every one has no summary.
     fn summary(&mut self, now_ms: u64) -> Option<Summary<T>> {
-        if self.suppressed == 0 {
-            return None;
-        }
+        let paid = self.paid.min(self.challenges);
+        let count = self.suppressed - paid;
         let summary = Summary {
-            count: self.suppressed,
+            count,
             over_ms: now_ms.saturating_sub(self.since_ms),
             tag: self.tag,
+            unpaid: self.challenges - paid,
+            paid,
         };
+        let had = self.suppressed;
         self.suppressed = 0;
+        self.challenges = 0;
+        self.paid = 0;
+        if had == 0 {
+            return None;
+        }
         self.since_ms = now_ms;
-        Some(summary)
+        (count > 0).then_some(summary)
     }
 
     /// Quiet for a whole interval with nothing left to say: forgotten, so
@@ -182,6 +226,27 @@ impl<R: Copy + Eq, T: Copy> RejectionLog<R, T> {
         interval_ms: u64,
         tag: T,
     ) -> Noted<T> {
+        self.note_as(client, (reason, Kind::Rejection), now_ms, interval_ms, tag)
+    }
+
+    /// A solution of `client` was accepted: one challenge counted since
+    /// its last line was paid, and is no rejection (nothing if the client
+    /// was not rejected lately).
+    pub fn paid(&mut self, client: &[u8]) {
+        if let Some(entry) = self.clients.get_mut(client) {
+            entry.paid = entry.paid.saturating_add(1);
+        }
+    }
+
+    /// As [`RejectionLog::note`], for a rejection of `kind`.
+    pub fn note_as(
+        &mut self,
+        client: &[u8],
+        (reason, kind): (R, Kind),
+        now_ms: u64,
+        interval_ms: u64,
+        tag: T,
+    ) -> Noted<T> {
         let mut noted = Noted {
             write: false,
             summaries: [None, None],
@@ -196,6 +261,9 @@ impl<R: Copy + Eq, T: Copy> RejectionLog<R, T> {
                 noted.write = entry.learn(reason);
                 if !noted.write {
                     entry.suppressed += 1;
+                    if kind == Kind::Challenge {
+                        entry.challenges += 1;
+                    }
                     if now_ms.saturating_sub(entry.since_ms) >= interval_ms {
                         noted.summaries[1] = entry.summary(now_ms);
                     }
@@ -216,6 +284,8 @@ impl<R: Copy + Eq, T: Copy> RejectionLog<R, T> {
                 seq,
                 reasons,
                 suppressed: 0,
+                challenges: 0,
+                paid: 0,
                 since_ms: now_ms,
                 last_ms: now_ms,
                 interval_ms,
@@ -313,7 +383,9 @@ mod tests {
             Summary {
                 count: 12_346,
                 over_ms: TEN_S,
-                tag: 7
+                tag: 7,
+                unpaid: 0,
+                paid: 0,
             }
         );
         assert_eq!(
@@ -367,7 +439,9 @@ mod tests {
             Some(Summary {
                 count: 1,
                 over_ms: 3,
-                tag: 1
+                tag: 1,
+                unpaid: 0,
+                paid: 0,
             })
         );
         assert_eq!(log.len(), 2);
@@ -414,6 +488,8 @@ mod tests {
                 count,
                 over_ms,
                 tag: (),
+                unpaid: 0,
+                paid: 0,
             }
             .message("2001:db8::1")
             .to_string()
@@ -434,5 +510,43 @@ mod tests {
             line(1_234_567, 60_000),
             "1,234,567 more rejections of client=2001:db8::1 in the last 60 s"
         );
+    }
+
+    #[test]
+    fn paid_challenges_are_no_rejections_and_the_line_says_how_many_there_were() {
+        let mut log = Log::new(16);
+        let challenge = ("over", Kind::Challenge);
+        log.note_as(b"a", challenge, 0, TEN_S, 0);
+        for t in 1..=10 {
+            log.note_as(b"a", challenge, t, TEN_S, 0);
+        }
+        for _ in 0..8 {
+            log.paid(b"a");
+        }
+        log.note(b"a", "spent", 11, TEN_S, 0);
+        log.note(b"a", "spent", 12, TEN_S, 0);
+        let mut out = Vec::new();
+        log.due(TEN_S, |s| out.push(s));
+        let [summary] = out[..] else {
+            panic!("one summary: {out:?}");
+        };
+        assert_eq!((summary.count, summary.unpaid, summary.paid), (3, 2, 8));
+        assert_eq!(
+            summary.message("192.0.2.7").to_string(),
+            "3 more rejections of client=192.0.2.7 in the last 10 s \
+             (2 unpaid challenges; 8 paid, not counted)"
+        );
+    }
+
+    #[test]
+    fn a_client_that_paid_every_challenge_has_no_summary() {
+        let mut log = Log::new(16);
+        for t in 0..5 {
+            log.note_as(b"a", ("over", Kind::Challenge), t, TEN_S, 0);
+            log.paid(b"a");
+        }
+        let mut out = Vec::new();
+        log.due(TEN_S, |s| out.push(s.count));
+        assert_eq!(out, Vec::<u64>::new());
     }
 }

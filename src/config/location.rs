@@ -42,6 +42,7 @@ setter!(set_limit, LocConf, |d, lcf| {
     let limit = args::limit(&d.args)?;
     if limit.is_some() {
         note_shielded(d.cf);
+        lcf.limit_at = lcf.limit_at.or(ConfAt::of(d.cf));
     }
     args::stack_limit(&mut lcf.settings.limit, limit, &d.args)?;
     let Some(Some((limits, _))) = lcf.settings.limit else {
@@ -113,6 +114,7 @@ setter!(set_block_status, LocConf, |d, lcf| {
 
 setter!(set_trap, LocConf, |d, lcf| {
     note_shielded(d.cf);
+    lcf.limit_at = lcf.limit_at.or(ConfAt::of(d.cf));
     set_once(&mut lcf.settings.trap, true)
 });
 
@@ -149,11 +151,41 @@ pub unsafe fn set_status(
     }
 }
 
+/// `pow_shield_admin`: the location's content is `handler`, the view and
+/// lift of one client. Like a status location, it is never shielded
+/// (`Settings::status` keeps it out of every limit and trap it inherits).
+///
+/// # Safety
+/// As [`set_status`].
+pub unsafe fn set_admin(
+    cf: *mut ngx_conf_t,
+    cmd: *mut ngx_command_t,
+    conf: *mut c_void,
+    handler: ngx_http_handler_pt,
+) -> *mut c_char {
+    // SAFETY: the caller passes what nginx passed (see the contract).
+    unsafe {
+        run_setter(cf, cmd, conf, |d: &mut Directive, lcf: &mut LocConf| {
+            if lcf.admin {
+                return Err(DirectiveError::Duplicate);
+            }
+            lcf.admin = true;
+            lcf.settings.status = true;
+            let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
+                return Err(DirectiveError::Logged);
+            };
+            clcf.handler = handler;
+            Ok(())
+        })
+    }
+}
+
 setter!(set_key, LocConf, |d, lcf| {
     if lcf.settings.key.is_some() {
         return Err(DirectiveError::Duplicate);
     }
     let cv = compile_complex_value(d.cf, d.value())?;
+    lcf.key_at = ConfAt::of(d.cf);
     set_once(&mut lcf.settings.key, cv)
 });
 

@@ -11,6 +11,7 @@ pub mod http;
 pub mod location;
 pub mod redis;
 mod setters;
+mod warnings;
 
 use core::ffi::c_char;
 use core::ptr;
@@ -28,7 +29,7 @@ use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::syntax::{FailPolicy, HeadersMode};
 
-pub use self::location::set_status;
+pub use self::location::{set_admin, set_status};
 pub use self::redis::{RedisConf, Resolver};
 use self::setters::{compile_complex_value, NGX_CONF_UNSET};
 use crate::ffi::PowShield;
@@ -64,6 +65,10 @@ pub struct MainConf {
     pub limit_names: Vec<String>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
+    /// The distinct limits of shielded locations counted per client key
+    /// (no `key=`), with `approx`: what `pow_shield_admin` shows a client's
+    /// counts under (at most `ADMIN_LIMITS`).
+    pub admin_limits: Vec<(pow_shield_core::limiter::RateLimit, bool)>,
     /// The first `pow_shield_limit ... key=`, where it is (a Redis Cluster
     /// refuses it: `init_main_conf`).
     pub(crate) keyed_limit_at: Option<ConfAt>,
@@ -79,6 +84,8 @@ pub struct MainConf {
     /// The (ban, strikes) directive pairs warned of (`nginx -t` says each
     /// once).
     warned: Vec<((usize, ngx_uint_t), (usize, ngx_uint_t))>,
+    /// The directives and locations `config::warnings` warned of.
+    warned_at: Vec<(usize, ngx_uint_t)>,
 }
 
 impl Default for MainConf {
@@ -92,11 +99,13 @@ impl Default for MainConf {
             shielded: false,
             limit_names: Vec::new(),
             status: false,
+            admin_limits: Vec::new(),
             keyed_limit_at: None,
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
             warned: Vec::new(),
+            warned_at: Vec::new(),
         }
     }
 }
@@ -246,6 +255,14 @@ pub struct LocConf {
     /// Where this level's `pow_shield_strikes` and `pow_shield_ban` are.
     pub(crate) strikes_at: Option<ConfAt>,
     pub(crate) ban_at: Option<ConfAt>,
+    /// Where `pow_shield_key` and `pow_shield_limit` (or `pow_shield_trap`)
+    /// are, inherited as they are, and where this level's block starts
+    /// (`create_loc_conf`): for the warnings of `config::warnings`.
+    pub(crate) key_at: Option<ConfAt>,
+    pub(crate) limit_at: Option<ConfAt>,
+    pub(crate) created_at: Option<ConfAt>,
+    /// `pow_shield_admin` in this very location.
+    pub(crate) admin: bool,
     /// `pow_shield_dry_run`, written by nginx's flag slot (src/lib.rs):
     /// `NGX_CONF_UNSET` until set.
     pub(crate) dry_run: ngx_flag_t,
@@ -260,6 +277,10 @@ impl Default for LocConf {
             settings: Settings::default(),
             strikes_at: None,
             ban_at: None,
+            key_at: None,
+            limit_at: None,
+            created_at: None,
+            admin: false,
             dry_run: NGX_CONF_UNSET,
             pay_ahead: NGX_CONF_UNSET,
             policy: Policy::new(Settings::default().resolve(), ptr::null_mut()),
@@ -288,6 +309,12 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
     if conf.settings.ban.is_none() {
         conf.ban_at = prev.ban_at;
     }
+    if conf.settings.key.is_none() {
+        conf.key_at = prev.key_at;
+    }
+    if conf.limit_at.is_none() {
+        conf.limit_at = prev.limit_at;
+    }
     conf.settings.inherit(&prev.settings);
     warn(cf, mcf, conf);
     conf.policy = Policy::new(conf.settings.resolve(), mcf.default_key);
@@ -310,7 +337,32 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             }
         }
     }
+    note_admin_limits(mcf, &conf.policy);
+    warnings::warn_traps(cf, mcf, conf);
     NGX_CONF_OK
+}
+
+/// The limits `pow_shield_admin` shows counts under.
+const ADMIN_LIMITS: usize = 32;
+
+fn note_admin_limits(mcf: &mut MainConf, policy: &Policy) {
+    for (i, limit) in policy.limits.as_slice().iter().enumerate() {
+        let seen = (*limit, policy.approx);
+        if policy.limit_keys[i].is_null()
+            && !mcf.admin_limits.contains(&seen)
+            && mcf.admin_limits.len() < ADMIN_LIMITS
+        {
+            mcf.admin_limits.push(seen);
+        }
+    }
+}
+
+/// A location's (or server's) configuration, noting where its block starts.
+pub fn create_loc_conf(cf: &ngx_conf_t) -> LocConf {
+    LocConf {
+        created_at: ConfAt::of(cf),
+        ..LocConf::default()
+    }
 }
 
 /// `nginx -t` accepts what can never act once merged, with a warning

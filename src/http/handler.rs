@@ -92,11 +92,11 @@ fn decide(r: &mut Request) -> Status {
     let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {
         Some(decision) => decision,
-        None => Decision::new(
-            policy.rules(),
-            payment(r, mcf, &stores, &subject, key, policy),
-            key.is_empty(),
-        ),
+        None => {
+            let (paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            st().paid_bits = bits;
+            Decision::new(policy.rules(), paid, key.is_empty())
+        }
     };
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
@@ -140,6 +140,7 @@ fn answered_again(r: &Request, status: u16) -> Status {
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
 /// `key` is the client's own (a dry run's stores count under another).
+/// With it, the bits a verified solution proved (`$pow_shield_bits`).
 fn payment(
     r: &Request,
     mcf: &MainConf,
@@ -147,16 +148,16 @@ fn payment(
     subject: &Subject,
     key: &[u8],
     policy: &Policy,
-) -> Payment {
+) -> (Payment, Option<u8>) {
     if policy.limits.is_empty() || subject.key.is_empty() {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     }
     let (token, nonce) = pow_headers(r);
     if token.is_none() && nonce.is_none() {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     }
     let Some(keys) = mcf.keys.as_ref() else {
-        return Payment::Unpaid;
+        return (Payment::Unpaid, None);
     };
     let expected = protocol::Expected {
         binding: binding(policy, key),
@@ -181,9 +182,9 @@ fn payment(
         Err(Rejection::WrongPolicy | Rejection::WrongClient)
             if token.is_some_and(protocol::sent_ahead) =>
         {
-            return Payment::Unpaid
+            return (Payment::Unpaid, None)
         }
-        Err(rejection) => return Payment::Invalid(rejection),
+        Err(rejection) => return (Payment::Invalid(rejection), None),
     };
     let solution = Solution {
         digest: solved.digest,
@@ -191,7 +192,7 @@ fn payment(
         generation: stores.spend_generation(solved.generation),
         forgive: solved.struck,
     };
-    match stores.accepts(solved.generation, subject.key) {
+    let paid = match stores.accepts(solved.generation, subject.key) {
         Spendable::Now => Payment::Valid(solution),
         // Elsewhere during an outage, or a generation being learnt: a
         // fresh challenge that takes back what this one would have.
@@ -199,7 +200,8 @@ fn payment(
         // Issued before a flush or a failover the worker knows of: an old
         // token sent again is no payment.
         Spendable::Stale => Payment::Unpaid,
-    }
+    };
+    (paid, Some(solved.bits))
 }
 
 /// The key the stores count the request under: the client key, or in a

@@ -17,8 +17,8 @@ use super::request::{client_addr, is_address_key};
 use crate::config::Policy;
 use crate::ffi::{bytes, monotonic_ms};
 use pow_shield_core::decision::{Final, Outcome};
-use pow_shield_core::limiter::breaker::Tripped;
-use pow_shield_core::log_summary::{RejectionLog, Summary};
+use pow_shield_core::limiter::breaker::{BreakerStatus, Tripped};
+use pow_shield_core::log_summary::{Kind, RejectionLog, Summary};
 
 /// Clients a worker remembers (each a few hundred bytes); the oldest is
 /// forgotten first, its count written as a summary.
@@ -57,11 +57,18 @@ thread_local! {
 
 /// The lines of one decision.
 pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
-    if let Some(tripped) = done.breaker.and_then(|s| s.tripped) {
-        log_tripped(r, policy, key, tripped);
+    if let Some(breaker) = done.breaker.filter(|s| s.tripped.is_some()) {
+        log_tripped(r, policy, key, breaker);
     }
     if !done.reason.is_empty() {
         log_reject(r, policy, key, done);
+    } else if done.outcome == Outcome::Solved && policy.log_summary_ms.is_some() {
+        // A paid challenge is no rejection in the client's summary.
+        let _ = FLOOD.try_with(|flood| {
+            if let Some(flood) = flood.borrow_mut().as_mut() {
+                flood.log.paid(key);
+            }
+        });
     }
 }
 
@@ -79,17 +86,25 @@ fn dry_run_prefix(policy: &Policy) -> &'static str {
 /// value for this client is its `$pow_shield_client`, `$remote_addr` or
 /// `$binary_remote_addr` (directly, or through a `map`/`geo`); else
 /// `key=custom` (an API key: banning the address would hit everyone
-/// behind it). Never summarized.
-fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
+/// behind it). `for=` is how long the block lasts: the store's word (an
+/// earlier strike elsewhere, or a ban, may keep it longer than this
+/// location's time). Never summarized.
+fn log_tripped(r: &Request, policy: &Policy, key: &[u8], breaker: BreakerStatus) {
+    let Some(tripped) = breaker.tripped else {
+        return;
+    };
     let prefix = dry_run_prefix(policy);
     let client = client_addr(r);
     let by_address = policy.default_key || is_address_key(r, key);
     let kind = if by_address { "address" } else { "custom" };
     let level: ngx_uint_t = policy.breaker_log_level;
-    let (strikes, block_s) = policy
+    let (strikes, mut block_s) = policy
         .breaker
         .strikes
         .map_or((0, 0), |s| (s.threshold, s.ttl_ms.div_ceil(1000)));
+    if breaker.block_ms > 0 {
+        block_s = breaker.block_ms.div_ceil(1000);
+    }
     log_at!(
         level,
         r.log(),
@@ -102,19 +117,23 @@ fn log_tripped(r: &Request, policy: &Policy, key: &[u8], tripped: Tripped) {
             r.log(),
             "pow_shield: {prefix}client banned: client={client} key={kind} openings={} for={}s",
             ban.after,
-            ban.ttl_ms.div_ceil(1000)
+            block_s.max(ban.ttl_ms.div_ceil(1000))
         );
     }
 }
 
 fn log_reject(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
     let invalid = done.outcome == Outcome::Invalid;
+    let kind = match done.outcome {
+        Outcome::Challenge => Kind::Challenge,
+        _ => Kind::Rejection,
+    };
     if let Some(interval_ms) = policy.log_summary_ms {
         if !first_of_client(
             r,
             policy,
             key,
-            (done.reason, invalid, policy.dry_run),
+            ((done.reason, invalid, policy.dry_run), kind),
             interval_ms,
         ) {
             return;
@@ -132,7 +151,7 @@ fn first_of_client(
     r: &Request,
     policy: &Policy,
     key: &[u8],
-    reason: Reason,
+    reason: (Reason, Kind),
     interval_ms: u64,
 ) -> bool {
     // SAFETY: a request's connection is live while the request is.
@@ -151,7 +170,7 @@ fn first_of_client(
         let flood = flood.get_or_insert_with(Flood::new);
         let noted = flood
             .log
-            .note(id, reason, monotonic_ms(), interval_ms, client);
+            .note_as(id, reason, monotonic_ms(), interval_ms, client);
         flood.arm();
         noted
     });

@@ -1,9 +1,10 @@
 //! The request path: the access handler (`handler`), what the request says
 //! about its client (`request`), the per-request state (`state`), the
 //! header filter that adds the rate-limit headers, the log lines of a
-//! decision (`log_lines`), responses, `$pow_shield_*` variables and the
-//! `pow_shield_status` location.
+//! decision (`log_lines`), responses, `$pow_shield_*` variables, the
+//! `pow_shield_status` location and the `pow_shield_admin` one.
 
+pub mod admin;
 mod ahead;
 pub mod bot;
 mod filter;

@@ -51,6 +51,8 @@ pub struct RequestState {
     pub headers_sent: bool,
     /// The pending store operation, if any.
     pub waiter: Option<Rc<Waiter>>,
+    /// The bits the request's verified solution proved (the price paid).
+    pub paid_bits: Option<u8>,
     /// Posted by the store when a pending answer arrives.
     resume: ngx_event_t,
 }
@@ -117,6 +119,7 @@ impl RequestState {
                     decided: None,
                     headers_sent: false,
                     waiter: None,
+                    paid_bits: None,
                     resume: core::mem::zeroed(),
                 },
             );
@@ -170,9 +173,13 @@ impl RequestState {
         self.decided.and_then(|(f, _)| f.breaker)
     }
 
-    /// The bits of the challenge sent, if one was.
+    /// The bits of the challenge sent, if one was; of a solved request,
+    /// the price it paid.
     pub fn bits(&self) -> Option<u8> {
-        self.decided.and_then(|(f, _)| f.bits())
+        match self.outcome() {
+            Some(Outcome::Solved) => self.paid_bits,
+            _ => self.decided.and_then(|(f, _)| f.bits()),
+        }
     }
 }
 

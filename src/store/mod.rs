@@ -11,6 +11,7 @@
 //! is decided by one rule (`pow_shield_core::cluster::fallback`), asked in
 //! one place ([`Late::decide`]).
 
+pub mod admin;
 mod nonces;
 mod redis;
 mod zone;
@@ -326,6 +327,11 @@ impl Decided {
             replay: None,
         }
     }
+}
+
+/// This worker's Redis store, in cluster mode.
+pub fn redis_store() -> Option<Rc<RedisStore>> {
+    REDIS.try_with(|r| r.borrow().clone()).ok().flatten()
 }
 
 /// Both clocks now.

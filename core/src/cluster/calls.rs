@@ -83,6 +83,11 @@ impl Calls {
         self.scripts.iter().map(|script| script.text)
     }
 
+    /// The prefix of every key (`pow_shield_redis ... prefix=`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The single Redis's generation key.
     pub fn gen_key(&self) -> &str {
         &self.gen_key

@@ -3,13 +3,15 @@
 //! which words each directive takes and which word a refusal names
 //! (`args`, `redis`), the one format of a refusal (`directive_error`), and
 //! how a location inherits what it leaves unset from its server and the
-//! http block (`settings`). The module's `src/config/` only converts nginx
+//! http block (`settings`), and what `nginx -t` warns of (`traps`). The
+//! module's `src/config/` only converts nginx
 //! types at the edge and calls these.
 
 pub mod args;
 pub mod directive_error;
 pub mod redis;
 pub mod settings;
+pub mod traps;
 pub mod values;
 
 pub use self::directive_error::DirectiveError;

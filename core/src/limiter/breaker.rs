@@ -10,6 +10,11 @@
 /// again (a blocked flooder costs Redis one call a second per worker).
 pub const CONFIRMED_MS: u64 = 1_000;
 
+/// The trips a ban leaves (more than any `after=`, at most 1000): a ban
+/// acts at every location whose breaker counts the key, also at those
+/// without `pow_shield_ban` (SPEC §5). Redis's trips key holds the same.
+pub const BANNED_TRIPS: u16 = u16::MAX;
+
 /// `pow_shield_strikes <n> <time>`: the `n`-th strike opens the breaker,
 /// which stays open until `ttl_ms` after the last strike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +72,10 @@ pub struct BreakerStatus {
     /// strike is still answered as an offence; the next one is blocked.
     pub block: Block,
     /// How long the block lasts from now (0 when clear). Blocked requests
-    /// never extend it, so a node may remember it that long.
+    /// never extend it, so a node may remember it that long. On the strike
+    /// that trips the breaker (still answered as an offence), how long the
+    /// block it opens lasts: the longest of the strikes' times (an earlier
+    /// strike elsewhere may have set a later end) and of a ban.
     pub block_ms: u64,
     /// Set on the strike that opened the breaker (and maybe banned).
     pub tripped: Option<Tripped>,
@@ -113,9 +121,12 @@ impl StrikeCounter {
     /// Whether the client is blocked now. Reading never extends a block.
     pub fn block(&mut self, rules: BreakerRules, now_ms: u64) -> Block {
         self.expire(now_ms);
-        if rules
-            .ban
-            .is_some_and(|ban| u32::from(self.trips) >= ban.after)
+        // A ban holds wherever a breaker counts the key.
+        let breaker_on = rules.strikes.is_some() || rules.ban.is_some();
+        if (breaker_on && self.trips == BANNED_TRIPS)
+            || rules
+                .ban
+                .is_some_and(|ban| u32::from(self.trips) >= ban.after)
         {
             return Block::Banned;
         }
@@ -159,11 +170,20 @@ impl StrikeCounter {
             Some(ban) => self.trip(ban, now_ms),
             None => Tripped::Opened,
         });
-        // This request is answered as an offence; the next one is blocked.
+        // This request is answered as an offence; the next one is blocked,
+        // until the later of the strikes' end and the ban's.
+        let block_ms = match tripped {
+            None => 0,
+            Some(Tripped::Opened) => self.strikes_until_ms.saturating_sub(now_ms),
+            Some(Tripped::Banned) => self
+                .strikes_until_ms
+                .max(self.trips_until_ms)
+                .saturating_sub(now_ms),
+        };
         BreakerStatus {
             strikes: self.strikes,
             block: Block::Clear,
-            block_ms: 0,
+            block_ms,
             tripped,
         }
     }
@@ -197,6 +217,7 @@ impl StrikeCounter {
             return Tripped::Opened;
         }
         self.trips_until_ms = now_ms.saturating_add(ban.ttl_ms);
+        self.trips = BANNED_TRIPS;
         Tripped::Banned
     }
 
@@ -232,8 +253,8 @@ impl StrikeCounter {
                 self.strikes = self.strikes.max(rule.threshold);
                 self.strikes_until_ms = self.strikes_until_ms.max(until);
             }
-            (Block::Banned, _, Some(ban)) => {
-                self.trips = self.trips.max(u16::try_from(ban.after).unwrap_or(u16::MAX));
+            (Block::Banned, _, _) => {
+                self.trips = BANNED_TRIPS;
                 self.trips_until_ms = self.trips_until_ms.max(until);
             }
             _ => {}
@@ -263,12 +284,17 @@ impl StrikeCounter {
 }
 
 /// The block the strike that tripped the breaker opened, for the node to
-/// keep (the next request is blocked, not refused once more): the strike
-/// TTL, or the ban's when it banned.
+/// keep (the next request is blocked, not refused once more): as long as
+/// the store says (`block_ms`), else the strike TTL, or the ban's when it
+/// banned.
 pub fn opened_block(breaker: &BreakerStatus, rules: BreakerRules) -> Option<BreakerStatus> {
     let (block, block_ms) = match (breaker.tripped?, rules.ban) {
         (Tripped::Banned, Some(ban)) => (Block::Banned, ban.ttl_ms),
         _ => (Block::Blocked, rules.strikes?.ttl_ms),
+    };
+    let block_ms = match breaker.block_ms {
+        0 => block_ms,
+        ms => ms,
     };
     Some(BreakerStatus {
         strikes: breaker.strikes,
@@ -279,308 +305,4 @@ pub fn opened_block(breaker: &BreakerStatus, rules: BreakerRules) -> Option<Brea
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
-        strikes: Some(StrikeRule {
-            threshold: 5,
-            ttl_ms: 60_000,
-        }),
-        ban: None,
-    };
-
-    fn with_ban(after: u32, ttl_ms: u64) -> BreakerRules {
-        BreakerRules {
-            ban: Some(BanRule { after, ttl_ms }),
-            ..FIVE_PER_MINUTE
-        }
-    }
-
-    /// Offences at `now`, returning each one's block.
-    fn offend(state: &mut StrikeCounter, rules: BreakerRules, now: u64, n: usize) -> Vec<Block> {
-        (0..n).map(|_| state.strike(rules, now).block).collect()
-    }
-
-    #[test]
-    fn the_sixth_offence_is_the_first_blocked_with_five_strikes() {
-        let mut s = StrikeCounter::default();
-        let blocks = offend(&mut s, FIVE_PER_MINUTE, 1_000, 7);
-        use Block::*;
-        assert_eq!(
-            blocks,
-            [Clear, Clear, Clear, Clear, Clear, Blocked, Blocked]
-        );
-    }
-
-    #[test]
-    fn blocked_requests_add_no_strikes_and_do_not_extend_the_block() {
-        let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
-        offend(&mut s, FIVE_PER_MINUTE, 30_000, 10);
-        assert_eq!(s.strikes, 5);
-        assert_eq!(s.strikes_until_ms, 61_000);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 60_999), Block::Blocked);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 61_000), Block::Clear);
-    }
-
-    #[test]
-    fn every_strike_renews_the_ttl() {
-        let mut s = StrikeCounter::default();
-        for at in [0, 50_000, 100_000, 150_000] {
-            assert_eq!(s.strike(FIVE_PER_MINUTE, at).block, Block::Clear);
-        }
-        // Four strikes 50 s apart: none was forgotten.
-        assert_eq!(s.strikes, 4);
-        assert_eq!(s.strike(FIVE_PER_MINUTE, 200_000).strikes, 5);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 200_001), Block::Blocked);
-    }
-
-    #[test]
-    fn strikes_are_forgotten_a_ttl_after_the_last() {
-        let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 0, 4);
-        assert_eq!(s.strike(FIVE_PER_MINUTE, 60_000).strikes, 1);
-    }
-
-    #[test]
-    fn strikes_off_never_blocks_and_counts_nothing() {
-        let mut s = StrikeCounter::default();
-        let blocks = offend(&mut s, BreakerRules::default(), 0, 100);
-        assert!(blocks.iter().all(|b| *b == Block::Clear));
-        assert_eq!(s.strikes, 0);
-    }
-
-    #[test]
-    fn a_threshold_of_one_blocks_the_second_offence() {
-        let rules = BreakerRules {
-            strikes: Some(StrikeRule {
-                threshold: 1,
-                ttl_ms: 10_000,
-            }),
-            ban: None,
-        };
-        let mut s = StrikeCounter::default();
-        assert_eq!(offend(&mut s, rules, 0, 2), [Block::Clear, Block::Blocked]);
-    }
-
-    #[test]
-    fn k_openings_within_the_ban_time_ban_the_client_for_that_time() {
-        let rules = with_ban(2, 600_000);
-        let mut s = StrikeCounter::default();
-        // First opening at t=0; the block ends at 60 s.
-        offend(&mut s, rules, 0, 5);
-        assert_eq!(s.block(rules, 1), Block::Blocked);
-        // Second opening at t=100 s: banned for 600 s from then.
-        offend(&mut s, rules, 100_000, 5);
-        assert_eq!(s.block(rules, 100_001), Block::Banned);
-        assert_eq!(s.block(rules, 699_999), Block::Banned);
-        assert_eq!(s.block(rules, 700_000), Block::Clear);
-    }
-
-    #[test]
-    fn openings_further_apart_than_the_ban_time_do_not_ban() {
-        let rules = with_ban(2, 100_000);
-        let mut s = StrikeCounter::default();
-        offend(&mut s, rules, 0, 5);
-        offend(&mut s, rules, 200_000, 5);
-        assert_eq!(s.block(rules, 200_001), Block::Blocked);
-        assert_eq!(s.trips, 1);
-    }
-
-    #[test]
-    fn a_ban_does_not_count_strikes() {
-        let rules = with_ban(1, 100_000);
-        let mut s = StrikeCounter::default();
-        offend(&mut s, rules, 0, 5);
-        let breaker = s.strike(rules, 70_000);
-        assert_eq!(breaker.block, Block::Banned);
-        assert_eq!(s.strikes, 0, "strikes expired at 60 s and none were added");
-    }
-
-    #[test]
-    fn the_standing_says_how_long_the_block_lasts() {
-        let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 1_000, 5);
-        let breaker = s.status(FIVE_PER_MINUTE, 21_000);
-        assert_eq!(breaker.block, Block::Blocked);
-        assert_eq!(breaker.block_ms, 40_000);
-        let banning = with_ban(1, 300_000);
-        let mut b = StrikeCounter::default();
-        offend(&mut b, banning, 0, 6);
-        assert_eq!(b.status(banning, 100_000).block_ms, 200_000);
-    }
-
-    #[test]
-    fn a_remembered_block_holds_for_its_time_and_no_longer() {
-        let mut s = StrikeCounter::default();
-        let reported = BreakerStatus {
-            strikes: 5,
-            block: Block::Blocked,
-            block_ms: 30_000,
-            tripped: None,
-        };
-        s.remember(reported, FIVE_PER_MINUTE, 10_000);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 39_999), Block::Blocked);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 40_000), Block::Clear);
-        let banning = with_ban(2, 600_000);
-        let banned = BreakerStatus {
-            block: Block::Banned,
-            ..reported
-        };
-        s.remember(banned, banning, 50_000);
-        assert_eq!(s.block(banning, 79_999), Block::Banned);
-        assert_eq!(s.block(banning, 80_000), Block::Clear);
-    }
-
-    #[test]
-    fn remembering_a_clear_standing_changes_nothing() {
-        let mut s = StrikeCounter::default();
-        s.remember(BreakerStatus::default(), FIVE_PER_MINUTE, 1_000);
-        assert_eq!(s, StrikeCounter::default());
-    }
-
-    #[test]
-    fn the_strike_that_opens_the_breaker_says_so_once() {
-        let mut s = StrikeCounter::default();
-        let tripped: Vec<Option<Tripped>> = (0..7)
-            .map(|_| s.strike(FIVE_PER_MINUTE, 0).tripped)
-            .collect();
-        assert_eq!(tripped[4], Some(Tripped::Opened));
-        assert_eq!(tripped.iter().filter(|t| t.is_some()).count(), 1);
-    }
-
-    #[test]
-    fn the_opening_that_bans_says_banned() {
-        let rules = with_ban(2, 600_000);
-        let mut s = StrikeCounter::default();
-        let first: Vec<_> = (0..5).filter_map(|_| s.strike(rules, 0).tripped).collect();
-        let second: Vec<_> = (0..5)
-            .filter_map(|_| s.strike(rules, 100_000).tripped)
-            .collect();
-        assert_eq!(
-            (first, second),
-            (vec![Tripped::Opened], vec![Tripped::Banned])
-        );
-    }
-
-    /// Challenges sent at `now`: unpaid strikes.
-    fn challenge(state: &mut StrikeCounter, rules: BreakerRules, now: u64, n: usize) {
-        for _ in 0..n {
-            state.strike_unpaid(rules, now);
-        }
-    }
-
-    #[test]
-    fn a_paid_challenge_takes_back_one_strike_and_never_goes_below_zero() {
-        let mut s = StrikeCounter::default();
-        challenge(&mut s, FIVE_PER_MINUTE, 0, 2);
-        s.forgive(FIVE_PER_MINUTE, 1);
-        assert_eq!((s.strikes, s.unpaid), (1, 1));
-        s.forgive(FIVE_PER_MINUTE, 2);
-        s.forgive(FIVE_PER_MINUTE, 3);
-        assert_eq!((s.strikes, s.unpaid), (0, 0), "no credit");
-        // Five offences still open the breaker after paying twice.
-        let blocks = offend(&mut s, FIVE_PER_MINUTE, 4, 6);
-        assert_eq!(blocks[5], Block::Blocked);
-    }
-
-    #[test]
-    fn paying_takes_back_no_failed_verification_replay_or_trap_hit() {
-        let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 0, 3);
-        challenge(&mut s, FIVE_PER_MINUTE, 0, 1);
-        for at in 1..5 {
-            s.forgive(FIVE_PER_MINUTE, at);
-        }
-        assert_eq!((s.strikes, s.unpaid), (3, 0), "only the 429's strike");
-    }
-
-    #[test]
-    fn unpaid_strikes_expire_with_the_others() {
-        let mut s = StrikeCounter::default();
-        challenge(&mut s, FIVE_PER_MINUTE, 0, 2);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 60_000), Block::Clear);
-        assert_eq!((s.strikes, s.unpaid), (0, 0));
-    }
-
-    #[test]
-    fn paying_every_challenge_never_blocks() {
-        let mut s = StrikeCounter::default();
-        for at in 0..50 {
-            assert_eq!(
-                s.strike_unpaid(FIVE_PER_MINUTE, at * 1000).block,
-                Block::Clear
-            );
-            s.forgive(FIVE_PER_MINUTE, at * 1000 + 500);
-        }
-        assert_eq!(s.strikes, 0);
-    }
-
-    #[test]
-    fn a_blocked_client_is_not_forgiven() {
-        let mut s = StrikeCounter::default();
-        offend(&mut s, FIVE_PER_MINUTE, 0, 5);
-        s.forgive(FIVE_PER_MINUTE, 1);
-        assert_eq!(s.strikes, 5);
-        assert_eq!(s.block(FIVE_PER_MINUTE, 2), Block::Blocked);
-    }
-
-    #[test]
-    fn a_strike_with_a_shorter_time_never_shortens_a_block() {
-        let long = BreakerRules {
-            strikes: Some(StrikeRule {
-                threshold: 5,
-                ttl_ms: 600_000,
-            }),
-            ban: None,
-        };
-        let short = BreakerRules {
-            strikes: Some(StrikeRule {
-                threshold: 100,
-                ttl_ms: 2_000,
-            }),
-            ban: None,
-        };
-        let mut s = StrikeCounter::default();
-        offend(&mut s, long, 0, 5);
-        // An offence at a location allowing 100 strikes for 2 s.
-        s.strike(short, 1_000);
-        assert_eq!(s.strikes_until_ms, 600_000);
-        assert_eq!(s.block(long, 599_999), Block::Blocked);
-    }
-
-    #[test]
-    fn forgotten_at_covers_strikes_and_trips() {
-        let rules = with_ban(3, 500_000);
-        let mut s = StrikeCounter::default();
-        offend(&mut s, rules, 0, 5);
-        assert_eq!(s.forgotten_at_ms(), 500_000);
-    }
-
-    #[test]
-    fn a_block_the_zone_counted_alone_is_not_confirmed_one_redis_reported_is() {
-        let mut zone = StrikeCounter::default();
-        offend(&mut zone, FIVE_PER_MINUTE, 1_000, 5);
-        assert_eq!(zone.status(FIVE_PER_MINUTE, 1_000).block, Block::Blocked);
-        assert_eq!(zone.confirmed(FIVE_PER_MINUTE, 1_000).block, Block::Clear);
-        let reported = BreakerStatus {
-            strikes: 5,
-            block: Block::Blocked,
-            block_ms: 30_000,
-            tripped: None,
-        };
-        zone.remember(reported, FIVE_PER_MINUTE, 2_000);
-        let confirmed = zone.confirmed(FIVE_PER_MINUTE, 2_000);
-        assert_eq!(
-            (confirmed.block, confirmed.block_ms),
-            (Block::Blocked, 59_000),
-            "held with the block's own end (Retry-After: the later of the two)"
-        );
-        assert_eq!(
-            zone.confirmed(FIVE_PER_MINUTE, 2_000 + CONFIRMED_MS).block,
-            Block::Clear,
-            "a second later Redis is asked again"
-        );
-    }
-}
+mod tests;

@@ -144,6 +144,18 @@ impl SlidingWindow {
     }
 }
 
+/// Requests counted at `now_ms` and ms until the oldest leaves, read
+/// without counting or changing anything (`pow_shield_admin`).
+pub fn counted_at(state: &SlidingWindow, limit: RateLimit, now_ms: u64) -> (u32, u64) {
+    let (mut copy, grid) = (*state, Grid::of(limit));
+    let period = (now_ms / grid.width).max(copy.period);
+    copy.advance(period);
+    let now = now_ms.max(grid.start(period));
+    let (counted, oldest) = copy.counted(grid, now);
+    let counted = u32::try_from(counted).unwrap_or(u32::MAX);
+    (counted, oldest.map_or(0, |at| at.saturating_sub(now)))
+}
+
 /// Admits one request if fewer than `limit.requests` are counted in the
 /// window ending at `now_ms`, and reports the headers' values. A refused
 /// request adds nothing to the window; a limit of 0 requests admits nothing.

@@ -13,6 +13,7 @@
 //! after an outage). What Redis does not answer the fallback rule decides
 //! (`crate::store::Late`).
 
+mod admin;
 mod batches;
 mod coalesce;
 mod generation;

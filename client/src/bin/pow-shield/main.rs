@@ -2,7 +2,7 @@
 //! challenges, a solver and a benchmark. See `pow-shield --help`.
 //!
 //! One file per subcommand, each with its options and what it does: `get`,
-//! `solve`, `bench`, `bot-key` and `bot-keys` (in `bot`); `args` holds the options they share and `exit` the
+//! `solve`, `bench`, `bot-key` and `bot-keys` (in `bot`), `admin`; `args` holds the options they share and `exit` the
 //! exit codes.
 
 use std::ffi::OsString;
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{ArgMatches, Command};
 
+mod admin;
 mod args;
 mod bench;
 mod bot;
@@ -30,6 +31,7 @@ fn cli() -> Command {
         .subcommand(bench::command())
         .subcommand(bot::key_command())
         .subcommand(bot::keys_command())
+        .subcommand(admin::command())
 }
 
 /// A usage error's exit: 2, or 0 for `--help` and `--version`.
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
         Some(("bench", m)) => bench::run(m),
         Some(("bot-key", m)) => bot::run_key(m),
         Some(("bot-keys", m)) => bot::run_keys(m),
+        Some(("admin", m)) => admin::run(m),
         _ => exit::USAGE,
     };
     ExitCode::from(code)

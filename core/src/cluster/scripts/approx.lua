@@ -18,11 +18,11 @@ local function check()
     if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
   end
 
-  local retry_after, over, tripped, struck = 0, 0, 0, 0
+  local retry_after, over, tripped, struck, block_ms = 0, 0, 0, 0, 0
   if allowed == 0 then
     retry_after = approx_retry(limit, window, left, curr, prev)
-    over, strikes, tripped, struck = refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
+    over, strikes, tripped, struck, block_ms = refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
   end
   return {allowed, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, curr, prev),
-    retry_after, over, strikes, 0, 0, tripped, struck}, allowed == 0
+    retry_after, over, strikes, 0, block_ms, tripped, struck}, allowed == 0
 end

@@ -1,7 +1,10 @@
 -- The circuit breaker of `limiter/breaker.rs` (`StrikeCounter`), step for
 -- step, over three keys of the client: strikes (sk), breaker trips (tk) and
 -- unpaid strikes (uk, the strikes of challenges not paid yet: a 429's, the
--- only ones a spend or a wait takes back; they expire with sk).
+-- only ones a spend or a wait takes back; they expire with sk). A ban
+-- leaves tk at BANNED (`BANNED_TRIPS`): it acts at every location whose
+-- breaker counts the key, with `pow_shield_ban` or not.
+local BANNED = 65535
 
 -- A call's breaker: its keys and the four rules from ARGV[at] on (strike
 -- threshold, strike TTL ms, ban `after`, ban ms; 0 = off).
@@ -12,17 +15,14 @@ local function breaker(sk, tk, uk, at)
 end
 
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts. One
--- read, of the counters the rules use.
+-- read, of both counters (a ban written elsewhere holds here too).
 local function breaker_status(b)
   if b.threshold == 0 and b.after == 0 then return 0, 0, 0 end
-  local strikes, trips = 0, 0
-  if b.after == 0 then
-    strikes = tonumber(redis.call('GET', b.sk) or 0)
-  else
-    local both = redis.call('MGET', b.sk, b.tk)
-    strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
+  local both = redis.call('MGET', b.sk, b.tk)
+  local strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
+  if trips >= BANNED or (b.after > 0 and trips >= b.after) then
+    return strikes, 2, redis.call('PTTL', b.tk)
   end
-  if b.after > 0 and trips >= b.after then return strikes, 2, redis.call('PTTL', b.tk) end
   if b.threshold > 0 and strikes >= b.threshold then
     return strikes, 1, redis.call('PTTL', b.sk)
   end
@@ -31,21 +31,30 @@ end
 
 -- n strikes at once (the caller checked the client is not blocked: one, a
 -- batch, or the refused part of a coalesced check), as n single strikes
--- would count them: strikes, and what the strike crossing the threshold
--- set off (0 nothing, 1 the breaker opened, 2 it opened and banned). The
--- trip window starts at the first trip; the trip that bans restarts it.
+-- would count them: strikes, what the strike crossing the threshold set
+-- off (0 nothing, 1 the breaker opened, 2 it opened and banned) and, when
+-- it did, how long the block lasts (the later of the strikes' expiry, which
+-- an earlier strike elsewhere may have set, and the ban's). The trip window
+-- starts at the first trip; the trip that bans restarts it.
 local function strike_n(b, n, unpaid)
   local strikes = redis.call('INCRBY', b.sk, n)
   -- A strike never shortens a block: the later expiry stays.
-  if redis.call('PTTL', b.sk) < b.ttl then redis.call('PEXPIRE', b.sk, b.ttl) end
+  local ttl = redis.call('PTTL', b.sk)
+  if ttl < b.ttl then
+    redis.call('PEXPIRE', b.sk, b.ttl)
+    ttl = b.ttl
+  end
   if unpaid then redis.call('INCRBY', b.uk, n) end
-  redis.call('PEXPIRE', b.uk, redis.call('PTTL', b.sk))
-  if strikes < b.threshold or strikes - n >= b.threshold then return strikes, 0 end
-  if b.after == 0 then return strikes, 1 end
+  redis.call('PEXPIRE', b.uk, ttl)
+  if strikes < b.threshold or strikes - n >= b.threshold then return strikes, 0, 0 end
+  if b.after == 0 then return strikes, 1, ttl end
   local trips = redis.call('INCR', b.tk)
   if trips == 1 or trips >= b.after then redis.call('PEXPIRE', b.tk, b.ban) end
-  if trips >= b.after then return strikes, 2 end
-  return strikes, 1
+  if trips >= b.after then
+    redis.call('SET', b.tk, BANNED, 'PX', b.ban)
+    return strikes, 2, math.max(ttl, b.ban)
+  end
+  return strikes, 1, ttl
 end
 
 -- Admitted without a solution under a limit that refused the client in

@@ -16,7 +16,8 @@ end
 -- offence (ARGV's '1' a 429, '2' a failed verification) with strikes on,
 -- one strike each until the one that reaches the threshold: later ones
 -- are blocked, neither struck nor counted as refusals. Returns the
--- refusals counted, the strikes, what they set off and how many there were.
+-- refusals counted, the strikes, what they set off, how many there were
+-- and how long a block they opened lasts.
 local function refuse(ok, n, window, offence, strikes, b)
   local struck = 0
   if offence ~= '0' and b.threshold > 0 then
@@ -27,7 +28,7 @@ local function refuse(ok, n, window, offence, strikes, b)
   -- Two windows: a client that waits out its Retry-After (at most a
   -- window) finds its refusal still counted (`waited`).
   if over == n then redis.call('PEXPIRE', ok, 2 * window) end
-  local tripped = 0
-  if struck > 0 then strikes, tripped = strike_n(b, struck, offence == '1') end
-  return over, strikes, tripped, struck
+  local tripped, block_ms = 0, 0
+  if struck > 0 then strikes, tripped, block_ms = strike_n(b, struck, offence == '1') end
+  return over, strikes, tripped, struck, block_ms
 end

@@ -207,15 +207,14 @@ impl Coalesced {
         };
         if threshold == 0 || j < self.struck {
             let struck = j < self.struck;
+            // The strike that opened the breaker says how long it stays open.
+            let tripping = struck && j + 1 == self.struck && b.tripped.is_some();
             return Checked {
                 verdict,
                 breaker: BreakerStatus {
                     strikes: if struck { before + j + 1 } else { b.strikes },
-                    tripped: if struck && j + 1 == self.struck {
-                        b.tripped
-                    } else {
-                        None
-                    },
+                    tripped: b.tripped.filter(|_| tripping),
+                    block_ms: if tripping { b.block_ms } else { 0 },
                     ..BreakerStatus::default()
                 },
                 struck,

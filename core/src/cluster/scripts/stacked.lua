@@ -68,7 +68,9 @@ local function check()
   end
 
   local s = seen[refusing]
-  local over, tripped
-  over, strikes, tripped = refuse(KEYS[3 + 2 * refusing], 1, s.window, ARGV[2], strikes, b)
-  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, 0, tripped, refusing - 1}, true
+  local over, tripped, block_ms, _
+  over, strikes, tripped, _, block_ms =
+    refuse(KEYS[3 + 2 * refusing], 1, s.window, ARGV[2], strikes, b)
+  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
+    true
 end

@@ -25,11 +25,12 @@ local function check()
   local reset_after = 0
   if oldest then reset_after = math.max(oldest + window - now, 0) end
 
-  local retry_after, over, tripped, struck = 0, 0, 0, 0
+  local retry_after, over, tripped, struck, block_ms = 0, 0, 0, 0, 0
   if allowed < k then
     retry_after = log_retry(key, count, limit, window, now)
-    over, strikes, tripped, struck = refuse(KEYS[2], k - allowed, window, ARGV[4], strikes, b)
+    over, strikes, tripped, struck, block_ms =
+      refuse(KEYS[2], k - allowed, window, ARGV[4], strikes, b)
   end
-  return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0, 0,
-    tripped, struck}, allowed < k
+  return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
+    block_ms, tripped, struck}, allowed < k
 end

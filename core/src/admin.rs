@@ -1,0 +1,399 @@
+//! `pow_shield_admin` (docs/operations.md, "Seeing and lifting a block"):
+//! the operator's view of one client, decided without nginx: which store
+//! keys an admin `key=` names, what the Redis calls are and what their
+//! replies say, and the JSON answered.
+//!
+//! A key names the client as the configuration counts it: an address
+//! (`192.0.2.7`, an IPv6 address or its /64 as `$pow_shield_client` writes
+//! it, `unix:`) is the default key's client (behind its NUL byte); any text
+//! is also a `pow_shield_key` value's (an API key, a `map` result). Each has
+//! a dry run's twin (its strikes never block anywhere). A lift clears all
+//! of them; the view shows the first.
+
+use core::fmt::Write;
+use std::net::IpAddr;
+
+use crate::cluster::keys::{self, ClientKey};
+use crate::cluster::scripts::script_sha1;
+use crate::limiter::breaker::{Block, BreakerRules, StrikeCounter, BANNED_TRIPS};
+use crate::limiter::client::client_id;
+use crate::limiter::RateLimit;
+use crate::redis::command::{client_tag, encode};
+use crate::redis::script_call::{self, ScriptCall};
+
+/// The longest key accepted (a client key is a header value at most).
+pub const MAX_KEY: usize = 4096;
+
+/// What prefixes a dry run's key (`http::handler` writes the same bytes).
+pub const DRY_RUN: &[u8] = b"\0dry\0";
+
+/// Why a request is refused with 400.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRequest {
+    /// No `key=` argument, or an empty one.
+    NoKey,
+    /// A `%` not followed by two hex digits.
+    Encoding,
+    TooLong,
+}
+
+impl BadRequest {
+    pub fn message(self) -> &'static str {
+        match self {
+            BadRequest::NoKey => "missing key: ?key=<client key>",
+            BadRequest::Encoding => "bad percent-encoding in key",
+            BadRequest::TooLong => "key too long",
+        }
+    }
+}
+
+/// The first `key=` argument of a query string, percent-decoded (`+` is a
+/// space, as a form sends it).
+pub fn key_of_query(args: &[u8]) -> Result<Vec<u8>, BadRequest> {
+    let value = args
+        .split(|b| *b == b'&')
+        .find_map(|arg| arg.strip_prefix(b"key="))
+        .filter(|v| !v.is_empty())
+        .ok_or(BadRequest::NoKey)?;
+    let mut out = Vec::with_capacity(value.len());
+    let mut bytes = value.iter().copied();
+    while let Some(b) = bytes.next() {
+        out.push(match b {
+            b'+' => b' ',
+            b'%' => {
+                let hi = bytes.next().and_then(hex_digit);
+                let lo = bytes.next().and_then(hex_digit);
+                match (hi, lo) {
+                    (Some(hi), Some(lo)) => hi << 4 | lo,
+                    _ => return Err(BadRequest::Encoding),
+                }
+            }
+            b => b,
+        });
+    }
+    if out.len() > MAX_KEY {
+        return Err(BadRequest::TooLong);
+    }
+    Ok(out)
+}
+
+fn hex_digit(b: u8) -> Option<u8> {
+    char::from(b).to_digit(16).map(|d| d as u8)
+}
+
+/// What the admin key names: an address (the default key's client) or a
+/// key of the operator's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    Address,
+    Custom,
+}
+
+impl Named {
+    fn as_str(self) -> &'static str {
+        match self {
+            Named::Address => "address",
+            Named::Custom => "custom",
+        }
+    }
+}
+
+/// The store keys `key` names, the one the view shows first, and what
+/// that one is.
+pub fn store_keys(key: &[u8]) -> (Vec<Vec<u8>>, Named) {
+    let mut keys = Vec::with_capacity(4);
+    let named = match address(key) {
+        Some(id) => {
+            let mut default = vec![0u8];
+            default.extend_from_slice(id.as_bytes());
+            keys.push(default);
+            Named::Address
+        }
+        None => Named::Custom,
+    };
+    keys.push(key.to_vec());
+    let dry: Vec<Vec<u8>> = keys.iter().map(|k| [DRY_RUN, k].concat()).collect();
+    keys.extend(dry);
+    (keys, named)
+}
+
+/// `$pow_shield_client` of an address text (an IPv6 /64 written as the
+/// variable writes it names its own network).
+fn address(key: &[u8]) -> Option<String> {
+    let text = core::str::from_utf8(key).ok()?;
+    if text == "unix:" {
+        return Some(text.to_owned());
+    }
+    let ip = text.strip_suffix("/64").unwrap_or(text);
+    let ip: IpAddr = ip.parse().ok()?;
+    if text.ends_with("/64") && !ip.is_ipv6() {
+        return None;
+    }
+    Some(client_id(Some(ip)).as_str().to_owned())
+}
+
+/// A client's breaker as a store holds it, times from now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BreakerView {
+    pub strikes: u32,
+    pub unpaid: u32,
+    pub strikes_ms: u64,
+    /// Breaker openings counted towards a ban (the ban's marker: banned).
+    pub trips: u32,
+    pub trips_ms: u64,
+}
+
+impl BreakerView {
+    /// The zone's counter at `now_ms` (its clock).
+    pub fn of_counter(counter: &StrikeCounter, now_ms: u64) -> Self {
+        let mut c = *counter;
+        c.block(BreakerRules::default(), now_ms);
+        BreakerView {
+            strikes: c.strikes,
+            unpaid: u32::from(c.unpaid),
+            strikes_ms: c.strikes_until_ms.saturating_sub(now_ms),
+            trips: u32::from(c.trips),
+            trips_ms: c.trips_until_ms.saturating_sub(now_ms),
+        }
+    }
+
+    /// The block under `rules` (the admin location's own strikes and ban,
+    /// inherited as any location's) and how long it lasts.
+    pub fn block(&self, rules: BreakerRules) -> (Block, u64) {
+        let mut c = StrikeCounter {
+            strikes: self.strikes,
+            trips: u16::try_from(self.trips).unwrap_or(BANNED_TRIPS),
+            unpaid: u16::try_from(self.unpaid).unwrap_or(u16::MAX),
+            strikes_until_ms: self.strikes_ms,
+            trips_until_ms: self.trips_ms,
+            confirmed_until_ms: 0,
+        };
+        let status = c.status(rules, 0);
+        (status.block, status.block_ms)
+    }
+}
+
+/// One limit's count for the client, from a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitView {
+    pub limit: RateLimit,
+    pub approx: bool,
+    pub count: u32,
+    pub reset_ms: u64,
+}
+
+/// What one store holds of the client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreView {
+    pub breaker: BreakerView,
+    pub limits: Vec<LimitView>,
+}
+
+/// Reads the client's breaker and limits in one Redis (KEYS: strikes,
+/// trips, unpaid, then each limit's log or counter; ARGV: each limit's
+/// kind, `w` or `a`, and window ms).
+pub const SHOW_SCRIPT: &str = include_str!("cluster/scripts/admin_show.lua");
+
+/// The show call for the client `key` under `prefix`, for `limits`.
+pub fn show_call(prefix: &str, key: &[u8], limits: &[(RateLimit, bool)]) -> (Vec<u8>, usize) {
+    let tag = client_tag(key);
+    let mut call = ScriptCall::new(
+        &script_sha1(SHOW_SCRIPT),
+        3 + limits.len(),
+        2 * limits.len(),
+    );
+    let tag = tag.as_bytes();
+    let write = |which| move |w: &mut Vec<u8>| keys::write(w, prefix.as_bytes(), tag, which);
+    for which in [ClientKey::Strikes, ClientKey::Trips, ClientKey::Unpaid] {
+        call.push(write(which));
+    }
+    for &(limit, approx) in limits {
+        call.push(write(match approx {
+            true => ClientKey::Approx(limit),
+            false => ClientKey::Window(limit),
+        }));
+    }
+    for &(limit, approx) in limits {
+        call.push(|w| w.push(if approx { b'a' } else { b'w' }))
+            .num(limit.window_ms);
+    }
+    call.finish()
+}
+
+/// The show call as `EVAL` (Redis lost the script).
+pub fn show_eval(evalsha: &[u8], shared: usize) -> Vec<u8> {
+    script_call::eval(evalsha, shared, SHOW_SCRIPT)
+}
+
+/// What the show script's reply says; `None`: not its reply.
+pub fn show_reply(reply: &[i64], limits: &[(RateLimit, bool)]) -> Option<StoreView> {
+    let n = |i: usize| reply.get(i).and_then(|v| u64::try_from(*v).ok());
+    if reply.len() != 5 + 2 * limits.len() {
+        return None;
+    }
+    let small = |i| n(i).map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+    let breaker = BreakerView {
+        strikes: small(0)?,
+        strikes_ms: n(1)?,
+        trips: small(2)?,
+        trips_ms: n(3)?,
+        unpaid: small(4)?,
+    };
+    let mut views = Vec::with_capacity(limits.len());
+    for (i, &(limit, approx)) in limits.iter().enumerate() {
+        views.push(LimitView {
+            limit,
+            approx,
+            count: small(5 + 2 * i)?,
+            reset_ms: n(6 + 2 * i)?,
+        });
+    }
+    Some(StoreView {
+        breaker,
+        limits: views,
+    })
+}
+
+/// The lift of the client `key` in one Redis: its strikes, trips, unpaid
+/// strikes and spends waiting for a strike, deleted (one slot).
+pub fn lift_command(prefix: &str, key: &[u8]) -> Vec<u8> {
+    let tag = client_tag(key);
+    let names: Vec<Vec<u8>> = [
+        ClientKey::Strikes,
+        ClientKey::Trips,
+        ClientKey::Unpaid,
+        ClientKey::Paid,
+    ]
+    .into_iter()
+    .map(|which| {
+        let mut w = Vec::new();
+        keys::write(&mut w, prefix.as_bytes(), tag.as_bytes(), which);
+        w
+    })
+    .collect();
+    let mut words: Vec<&[u8]> = vec![b"DEL"];
+    words.extend(names.iter().map(Vec::as_slice));
+    let mut out = Vec::new();
+    encode(&mut out, &words);
+    out
+}
+
+/// Redis's part of an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FromRedis {
+    /// Local mode: no Redis.
+    None,
+    Answered(StoreView),
+    Lifted,
+    Unavailable,
+}
+
+/// The JSON of a view: the key, what it names, the mode, the node's zone
+/// and Redis's.
+pub fn view_json(
+    key: &[u8],
+    named: Named,
+    rules: BreakerRules,
+    node: &StoreView,
+    redis: &FromRedis,
+) -> String {
+    let mut out = String::with_capacity(512);
+    head(&mut out, key, named, redis);
+    out.push_str(",\"node\":");
+    store_json(&mut out, node, rules);
+    match redis {
+        FromRedis::None => {}
+        FromRedis::Answered(view) => {
+            out.push_str(",\"redis\":");
+            store_json(&mut out, view, rules);
+        }
+        FromRedis::Lifted => out.push_str(",\"redis\":{\"lifted\":true}"),
+        FromRedis::Unavailable => out.push_str(",\"redis\":{\"error\":\"unavailable\"}"),
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The JSON of a lift.
+pub fn lifted_json(key: &[u8], named: Named, redis: &FromRedis) -> String {
+    let mut out = String::with_capacity(128);
+    head(&mut out, key, named, redis);
+    out.push_str(",\"lifted\":{\"node\":true");
+    match redis {
+        FromRedis::None => {}
+        FromRedis::Lifted | FromRedis::Answered(_) => out.push_str(",\"redis\":true"),
+        FromRedis::Unavailable => out.push_str(",\"redis\":false"),
+    }
+    out.push_str("}}\n");
+    out
+}
+
+/// `{"error": ...}` of a refused request.
+pub fn error_json(message: &str) -> String {
+    let mut out = String::from("{\"error\":");
+    string(&mut out, message.as_bytes());
+    out.push_str("}\n");
+    out
+}
+
+fn head(out: &mut String, key: &[u8], named: Named, redis: &FromRedis) {
+    out.push_str("{\"key\":");
+    string(out, key);
+    let mode = match redis {
+        FromRedis::None => "local",
+        _ => "cluster",
+    };
+    let _ = write!(out, ",\"as\":\"{}\",\"mode\":\"{mode}\"", named.as_str());
+}
+
+fn store_json(out: &mut String, view: &StoreView, rules: BreakerRules) {
+    let b = &view.breaker;
+    let (block, ends_ms) = b.block(rules);
+    let block = match block {
+        Block::Clear => "clear",
+        Block::Blocked => "blocked",
+        Block::Banned => "banned",
+    };
+    let banned = b.trips >= u32::from(BANNED_TRIPS);
+    let _ = write!(
+        out,
+        "{{\"strikes\":{},\"unpaid\":{},\"strikes_expire_in_ms\":{},\"openings\":{},\
+         \"openings_expire_in_ms\":{},\"ban_marked\":{banned},\"block\":\"{block}\",\
+         \"block_ends_in_ms\":{ends_ms},\"limits\":[",
+        b.strikes,
+        b.unpaid,
+        b.strikes_ms,
+        if banned { 0 } else { b.trips },
+        b.trips_ms
+    );
+    for (i, l) in view.limits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            "{{\"requests\":{},\"window_ms\":{},\"approx\":{},\"count\":{},\"reset_in_ms\":{}}}",
+            l.limit.requests, l.limit.window_ms, l.approx, l.count, l.reset_ms
+        );
+    }
+    out.push_str("]}");
+}
+
+/// A JSON string of `bytes` (not UTF-8: replaced; controls escaped).
+fn string(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    for c in String::from_utf8_lossy(bytes).chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests;
