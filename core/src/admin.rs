@@ -24,7 +24,7 @@ use crate::redis::script_call::{self, ScriptCall};
 /// The longest key accepted (a client key is a header value at most).
 pub const MAX_KEY: usize = 4096;
 
-/// What prefixes a dry run's key (`http::handler` writes the same bytes).
+/// What prefixes a dry run's key (`http::handler` counts a dry run under it).
 pub const DRY_RUN: &[u8] = b"\0dry\0";
 
 /// Why a request is refused with 400.

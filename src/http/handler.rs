@@ -211,8 +211,9 @@ fn dry_run_key<'r>(r: &Request, policy: &Policy, key: &'r [u8]) -> Option<&'r [u
     if !policy.dry_run || key.is_empty() {
         return Some(key);
     }
-    // A prefix no address or header value starts with.
-    const DRY: &[u8] = b"\0dry\0";
+    // A prefix no address or header value starts with (the admin
+    // location lifts a dry run's state under it too).
+    const DRY: &[u8] = pow_shield_core::admin::DRY_RUN;
     let raw: &ngx_http_request_t = r.as_ref();
     let len = DRY.len() + key.len();
     // SAFETY: the request's pool lives as long as the request; the
