@@ -1,6 +1,6 @@
 //! The `pow_shield_redis` URL and its options (docs/directives.md,
-//! "pow_shield_redis"). Pure: the glue
-//! reports a refusal with the directive, value, file and line.
+//! "pow_shield_redis"). Pure: the glue reports a refusal with the
+//! directive, value, file and line.
 #![forbid(unsafe_code)]
 
 use core::fmt;
@@ -25,11 +25,8 @@ pub enum RedisAddr {
         /// TCP port, 1..=65535.
         port: u16,
     },
-    /// A Unix-domain socket.
-    Unix {
-        /// Absolute socket path.
-        path: String,
-    },
+    /// A Unix-domain socket (its absolute path).
+    Unix { path: String },
 }
 
 /// A parsed `pow_shield_redis` URL. Its `Debug` output hides the password.
