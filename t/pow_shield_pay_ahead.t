@@ -32,6 +32,8 @@ my $conf = http_conf(<<'EOF', workers => 2);
         add_header X-Strikes $pow_shield_strikes always;
 
         pow_shield_key $http_x_client;
+        set_real_ip_from 127.0.0.1;
+        real_ip_header X-Real-IP;
 
         location /ahead/ {
             pow_shield_limit 2 1h;
@@ -190,6 +192,18 @@ Test::PowShield::Modes->each_mode($conf, nodes => 2, redis => 'timeout=3s',
         is($paid->header('X-Strikes'), 0, "$mode: ... and the strike is taken back");
         is(get($t, $c, 'ahead', paid_ahead($ahead))->header('X-Result'), 'solved',
             "$mode: /ahead/'s solution still pays at /ahead/");
+    }
+
+    # 7. ... nor from the address the client had before (dual stack, NAT)
+    {
+        my $c = "mover-$mode";
+        get($t, $c, 'ahead', 'X-Real-IP' => '192.0.2.7');
+        my $ahead = get($t, $c, 'ahead', 'X-Real-IP' => '192.0.2.7');
+        my $moved = get($other, $c, 'ahead', 'X-Real-IP' => '192.0.2.8', paid_ahead($ahead));
+        is($moved->status, 429, "$mode: paid ahead from another address: a 429, not a 403");
+        my $paid = get($t, $c, 'ahead', 'X-Real-IP' => '192.0.2.8', solution($moved));
+        is($paid->status, 200, "$mode: ... paid from there: 200");
+        is($paid->header('X-Strikes'), 0, "$mode: ... and no strike is left");
     }
 });
 

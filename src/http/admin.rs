@@ -70,6 +70,7 @@ fn serve(r: &mut Request) -> Status {
         event: UnsafeCell::new(zeroed_event()),
         left: Cell::new(0),
         redis: RefCell::new(FromRedis::None),
+        gone: Cell::new(false),
         key,
         named,
         lift,
@@ -104,6 +105,21 @@ fn ask_redis(
     };
     job.left.set(calls);
     let job = Rc::new(job);
+    // The request may be terminated while Redis answers (the client goes
+    // away while its body is discarded, an HTTP/2 stream is reset): its
+    // pool's cleanup tells the job, which then touches nothing of it.
+    let raw: *mut ngx_http_request_t = (&mut *r).into();
+    // SAFETY: adds a cleanup entry (no data of its own) to the live
+    // request's pool; its data is a clone of the job, taken back once by
+    // the handler.
+    unsafe {
+        let cln = nginx_sys::ngx_pool_cleanup_add((*raw).pool, 0);
+        if cln.is_null() {
+            return Status::NGX_ERROR;
+        }
+        (*cln).data = Rc::into_raw(job.clone()).cast_mut().cast();
+        (*cln).handler = Some(request_gone);
+    }
     // SAFETY: the event lives in the job, which the raw `data` keeps
     // alive until the event's handler takes it back; the request's
     // connection is live.
@@ -142,6 +158,9 @@ struct Job {
     /// Posted when the last answer is in.
     event: UnsafeCell<ngx_event_t>,
     left: Cell<usize>,
+    /// The request was freed before the answers came (its pool's cleanup
+    /// ran): nothing of it may be touched.
+    gone: Cell<bool>,
     redis: RefCell<FromRedis>,
     key: Vec<u8>,
     named: Named,
@@ -219,12 +238,26 @@ unsafe extern "C" fn job_done(ev: *mut ngx_event_t) {
         // taken back once, here, and the request it holds is live.
         unsafe {
             let job = Rc::from_raw((*ev).data.cast::<Job>().cast_const());
+            if job.gone.get() {
+                return;
+            }
             let (r, c) = (job.r, (*job.r).connection);
             let rc = job.respond();
             nginx_sys::ngx_http_finalize_request(r, rc.0);
             nginx_sys::ngx_http_run_posted_requests(c);
             drop(job);
         }
+    })
+}
+
+/// The request's pool cleanup: the request is freed (answered, or
+/// terminated while Redis answered).
+unsafe extern "C" fn request_gone(data: *mut core::ffi::c_void) {
+    crate::ffi::guard((), || {
+        // SAFETY: `data` is the job clone `ask_redis` leaked for this
+        // cleanup, taken back once, here.
+        let job = unsafe { Rc::from_raw(data.cast::<Job>().cast_const()) };
+        job.gone.set(true);
     })
 }
 

@@ -71,7 +71,11 @@ pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Optio
         Some((data, len)) if len > 0 => unsafe { core::slice::from_raw_parts(data, len) },
         _ => return Some(()),
     };
-    let challenge = issue(r, mcf, state.policy(), key, &done, bits, false)?;
+    // The next challenge is an offer: a response goes out without one
+    // rather than not at all.
+    let Some(challenge) = issue(r, mcf, state.policy(), key, &done, bits, false) else {
+        return Some(());
+    };
     let (bits, difficulty) = (challenge.bits.to_string(), challenge.difficulty.to_string());
     let raw: *mut ngx_http_request_t = (&mut *r).into();
     for (name, lowcase, value) in [

@@ -175,11 +175,13 @@ fn payment(
     );
     let solved = match verified {
         Ok(solved) => solved,
-        // A challenge sent ahead by another location, or for another key
-        // of this address, is no payment here and no offence: the client
-        // paid ahead where it went before. Over the limit it gets the 429
-        // (whose strike paying takes back), as with no solution.
-        Err(Rejection::WrongPolicy | Rejection::WrongClient)
+        // A challenge sent ahead by another location, for another key of
+        // this address, or to the address the client had before (a
+        // dual-stack or NAT-pool client), is no payment here and no
+        // offence: the client paid ahead where it went before. Over the
+        // limit it gets the 429 (whose strike paying takes back), as with
+        // no solution.
+        Err(Rejection::WrongPolicy | Rejection::WrongClient | Rejection::WrongIp)
             if token.is_some_and(protocol::sent_ahead) =>
         {
             return (Payment::Unpaid, None)
