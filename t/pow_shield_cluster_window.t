@@ -109,7 +109,7 @@ is_deeply(check('lowered', 2, $NOW - 900, $NOW - 800, $NOW - 700, $NOW - 600),
     $t->redis_cmd('ZADD', $key, $NOW - 100, 'seed');
     is_deeply($t->redis_cmd('EVAL', $clocked, 5, $key, '{t}:o:k', '{t}:s:k', '{t}:t:k', '{t}:u:k',
             4, $W, 'm', 1, 5, 60000, 0, 0, 10),
-        [3, 0, 900, 900, 5, 5, 0, 0, 1, 5],
+        [3, 0, 900, 900, 5, 5, 0, 60000, 1, 5],
         'k = 10, 3 free slots: 3 admitted, 5 of the 7 refused struck (the 5th opens) and counted as refusals, 2 blocked and not');
     is(card('k'), 4, '3 new members, one per admitted request');
     is($t->redis_cmd('GET', '{t}:s:k'), 5, 'strikes stop at the threshold');
