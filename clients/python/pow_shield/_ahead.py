@@ -10,7 +10,8 @@
   round trip, no 429), under it the request passes and the server keeps it
   unspent.  Either way the client uses a solution once, and the response
   brings the next one.  A few are kept per origin (one per challenge
-  received, for requests in flight side by side); one past its ``exp`` is
+  received, for requests in flight side by side); one within 2 s of its
+  ``exp`` (``exp - ts`` from its arrival, by the monotonic clock) is
   dropped unsent.
 * Pacing: an answer with no request left and the seconds until one frees
   (``RateLimit`` ``r=0;t=``, or ``X-RateLimit-Reset``) sets the time before
@@ -31,6 +32,10 @@ from ._gate import origin, remaining, reset_in
 #: by default) and some to spare; beyond it the oldest is dropped.
 PER_ORIGIN = 8
 
+#: Seconds before its ``exp`` a solution is dropped unsent: it would arrive
+#: too late (the same margin in every client).
+EXPIRY_MARGIN = 2.0
+
 #: How often a coroutine outside asyncio (trio) looks at a running solve.
 _POLL_SECONDS = 0.005
 
@@ -46,7 +51,9 @@ class Solution:
     def __init__(self, challenge: Challenge, solve: Solve, received: Optional[float] = None) -> None:
         self.challenge = challenge
         received = time.monotonic() if received is None else received
-        self.deadline = received + _lifetime(challenge)
+        # By this process's monotonic clock from the response's arrival,
+        # less the margin; never exp against the wall clock.
+        self.deadline = received + _lifetime(challenge) - EXPIRY_MARGIN
         self._stop = threading.Event()
         self._future: "concurrent.futures.Future[str]" = concurrent.futures.Future()
         # Running from now on: cancelling an awaiting coroutine never
@@ -61,7 +68,8 @@ class Solution:
             self._future.set_exception(exc)
 
     def expired(self, now: Optional[float] = None) -> bool:
-        """Past its ``exp``, by this process's clock since the response came."""
+        """Within ``EXPIRY_MARGIN`` of its ``exp``, by this process's
+        monotonic clock since the response came."""
         return (time.monotonic() if now is None else now) >= self.deadline
 
     def done(self) -> bool:
@@ -126,7 +134,7 @@ class Ahead:
     def offer(self, url: str, challenge: Challenge, solve: Solve) -> Optional[Solution]:
         """Starts solving ``challenge`` for the next request to ``url``'s
         origin; None (nothing started) when it has expired already."""
-        solution = Solution(challenge, solve) if _lifetime(challenge) > 0 else None
+        solution = Solution(challenge, solve) if _lifetime(challenge) > EXPIRY_MARGIN else None
         if solution is None:
             return None
         with self._lock:

@@ -264,6 +264,17 @@ class AheadStoreTest(unittest.TestCase):
         self.policy.saw(self.URL, 200, next_headers(lifetime_ms=0))
         self.assertEqual(self.store.count(self.URL), 0)
 
+    def test_a_next_challenge_within_2_s_of_its_exp_is_not_solved(self):
+        self.policy.saw(self.URL, 200, next_headers(lifetime_ms=1500))
+        self.assertEqual(self.store.count(self.URL), 0)
+
+    def test_a_solution_is_dropped_2_s_before_its_exp(self):
+        self.policy.saw(self.URL, 200, next_headers(lifetime_ms=10_000))
+        solution = self.store._solutions[pow_shield._gate.origin(self.URL)][0]
+        arrived = solution.deadline + 2.0 - 10.0
+        self.assertFalse(solution.expired(arrived + 7.9))
+        self.assertTrue(solution.expired(arrived + 8.01))
+
     def test_a_solution_that_expires_while_kept_is_dropped_unsent(self):
         self.policy.saw(self.URL, 200, next_headers())
         self.store._solutions[pow_shield._gate.origin(self.URL)][0].deadline = 0.0
