@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
 use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, MAX_BITS};
 
@@ -30,7 +30,7 @@ use crate::{solve_bits_until, Nonce, Policy};
 pub const POOL_SIZE: usize = 8;
 
 /// A solution this close to its `exp` is not sent: it would arrive late.
-const EXPIRY_MARGIN: Duration = Duration::from_secs(1);
+const EXPIRY_MARGIN: Duration = Duration::from_secs(2);
 
 /// A next challenge, as a response announces it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub struct NextChallenge {
     pub bits: u8,
     /// The token's `exp`, epoch milliseconds, when it has one.
     pub expires_at_ms: Option<u64>,
+    /// How long the token is valid from the moment it arrived, `exp - ts`
+    /// (both the server's clock): `None` without `exp`.
+    pub lifetime: Option<Duration>,
 }
 
 /// Reads `X-PoW-Next-Challenge` (with `X-PoW-Next-Bits`, else
@@ -68,26 +71,68 @@ pub fn read_next<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Option<NextCha
         salt: info.salt,
         bits,
         expires_at_ms: info.expires_at_ms,
+        lifetime: info
+            .expires_at_ms
+            .map(|exp| Duration::from_millis(exp.saturating_sub(info.issued_at_ms))),
     })
 }
 
 /// Whether the answer to a request that carried a solution paid ahead
 /// refused that solution without a challenge to pay instead: a 400 or 403
-/// of the shield's verification (docs/protocol.md §7.2; not the breaker's
-/// block). The response to a solution the shield accepted (or did not
-/// need) carries the next challenge, so one without it was refused. The
-/// client then sends the request again without a solution (the 429 path).
-pub(crate) fn refused_ahead<'h>(status: u16, header: impl Fn(&str) -> Option<&'h str>) -> bool {
+/// of the shield's verification (docs/protocol.md §7.2), told by its JSON
+/// body (`body`: what was read of it), whose problem `type` or `error`
+/// text is the shield's. An application's own 400 or 403 (or one from a
+/// location the shield does not cover) is the answer, never sent again;
+/// so is the breaker's block (`X-PoW-Shield`). On a refusal the client
+/// sends the request again without a solution (the 429 path).
+pub(crate) fn refused_ahead<'h>(
+    status: u16,
+    header: impl Fn(&str) -> Option<&'h str>,
+    body: Option<&[u8]>,
+) -> bool {
+    may_be_refusal(status, header) && body.is_some_and(is_refusal_body)
+}
+
+/// What the head of a refusal of a solution paid ahead looks like: a 400
+/// or 403 with neither a next challenge nor the breaker's `X-PoW-Shield`
+/// (only its body tells: [`refused_ahead`]).
+pub(crate) fn may_be_refusal<'h>(status: u16, header: impl Fn(&str) -> Option<&'h str>) -> bool {
     matches!(status, 400 | 403)
         && header(wire::HEADER_NEXT_CHALLENGE).is_none()
         && header(wire::HEADER_SHIELD).is_none()
+}
+
+/// Most bytes of a body read to tell a refusal: the shield's are a few
+/// hundred bytes.
+pub(crate) const MAX_REFUSAL_BODY: u64 = 64 * 1024;
+
+/// The `type` of the shield's own problems starts so.
+const REFUSAL_TYPE: &str = "tag:pow-shield,";
+
+/// Whether a JSON body is one of the shield's 400 or 403 refusals of a
+/// solution: its problem `type`, or its `error` text for a server that
+/// predates problem details.
+pub(crate) fn is_refusal_body(body: &[u8]) -> bool {
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    let text = |name| doc.get(name).and_then(serde_json::Value::as_str);
+    text("type").is_some_and(|t| t.starts_with(REFUSAL_TYPE))
+        || text("error").is_some_and(|e| {
+            wire::PROBLEMS
+                .iter()
+                .any(|p| matches!(p.status, 400 | 403) && p.error == e)
+        })
 }
 
 /// One solution being found (or found) for a next challenge.
 #[derive(Debug)]
 struct Pending {
     token: String,
-    expires_at_ms: Option<u64>,
+    /// When it is no longer worth sending, by this process's monotonic
+    /// clock: arrival + (`exp` - `ts`) - [`EXPIRY_MARGIN`]; `None` without
+    /// `exp`.
+    deadline: Option<Instant>,
     /// `None` while solving; then the nonce, or `None` when the solve
     /// failed (too hard, out of time, stopped).
     result: Mutex<Option<Option<Nonce>>>,
@@ -110,19 +155,13 @@ impl Pending {
     }
 
     /// Still worth sending at `now`.
-    fn live(&self, now: SystemTime) -> bool {
-        let Some(exp) = self.expires_at_ms else {
-            return true;
-        };
-        let now_ms = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        now_ms + EXPIRY_MARGIN.as_millis() < u128::from(exp)
+    fn live(&self, now: Instant) -> bool {
+        self.deadline.is_none_or(|d| now < d)
     }
 
     fn solution(&self, nonce: Option<Nonce>) -> Option<(String, Nonce)> {
         nonce
-            .filter(|_| self.live(SystemTime::now()))
+            .filter(|_| self.live(Instant::now()))
             .map(|n| (self.token.clone(), n))
     }
 }
@@ -270,7 +309,13 @@ impl Ahead {
     fn offer(&self, origin: &str, next: NextChallenge, policy: &Policy) -> Job {
         let pending = Arc::new(Pending {
             token: next.token,
-            expires_at_ms: next.expires_at_ms,
+            // Judged from the moment the response arrived (now), never by
+            // comparing `exp` with this machine's wall clock.
+            deadline: next.lifetime.map(|l| {
+                let now = Instant::now();
+                now.checked_add(l.saturating_sub(EXPIRY_MARGIN))
+                    .unwrap_or(now)
+            }),
             result: Mutex::new(None),
             done: Condvar::new(),
             #[cfg(feature = "reqwest")]
@@ -301,7 +346,7 @@ impl Ahead {
     /// a solved one first, else the oldest being solved. Expired and
     /// failed ones are dropped on the way.
     pub fn take(&self, url: &str) -> Option<Ticket> {
-        let now = SystemTime::now();
+        let now = Instant::now();
         let mut pools = self.lock();
         let pool = pools.get_mut(&origin(url))?;
         pool.retain(|p| {

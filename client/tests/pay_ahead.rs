@@ -106,6 +106,20 @@ fn an_application_403_to_a_paid_request_is_the_answer() {
 }
 
 #[test]
+fn an_application_json_400_to_a_paid_request_is_the_answer_never_resent() {
+    let t1 = next_token(2, 9);
+    let invalid = plain(
+        "400 Bad Request",
+        &[("Content-Type", "application/json")],
+        r#"{"error":"name is required"}"#,
+    );
+    let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), invalid, ok("twice")]);
+    let (statuses, _) = send_all(&Client::new(Policy::default()), &fake.url, 2);
+    assert_eq!(statuses, [200, 400]);
+    assert_eq!(fake.requests().len(), 2, "sent once");
+}
+
+#[test]
 fn a_callers_own_solution_is_sent_instead_of_one_ahead() {
     let t1 = next_token(2, 8);
     let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), ok("paid")]);
@@ -239,6 +253,24 @@ mod middleware {
         assert!(paid(&seen[1], &t1));
         assert!(unpaid(&seen[2]));
         assert!(paid(&seen[3], &t2));
+    }
+
+    #[tokio::test]
+    async fn the_middleware_hands_back_an_applications_403_to_a_paid_request() {
+        let t1 = next_token(2, 27);
+        let forbidden = plain(
+            "403 Forbidden",
+            &[("Content-Type", "application/json")],
+            r#"{"error":"not your order"}"#,
+        );
+        let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), forbidden, ok("twice")]);
+        let (client, _) = client(Policy::default());
+        assert_eq!(statuses(&client, &fake.url, 1).await, [200]);
+        let response = client.get(&fake.url).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 403);
+        assert_eq!(response.url().as_str(), fake.url.as_str());
+        assert_eq!(response.text().await.unwrap(), r#"{"error":"not your order"}"#);
+        assert_eq!(fake.requests().len(), 2, "sent once");
     }
 
     #[tokio::test]
