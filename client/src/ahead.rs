@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, MAX_BITS};
 
 use crate::gate::origin;
-use crate::pace::Pacer;
+use crate::pace::{Pace, Pacer};
 use crate::{solve_bits_until, Nonce, Policy};
 
 /// Solutions kept per origin: one per request in flight is enough (the
@@ -366,14 +366,75 @@ impl Ahead {
         self.lock().get(&origin(url)).map_or(0, VecDeque::len)
     }
 
-    /// How long a request about to go to `url` should wait under
-    /// `policy.pace` (none without it): until the reset when the origin
-    /// said no free request is left, at most `policy.max_wait` away.
-    pub fn pace(&self, url: &str, policy: &Policy) -> Option<Duration> {
-        if !policy.pace {
-            return None;
+    /// Paces a request about to go to `url` under `policy.pace` (nothing
+    /// without it), blocking the thread: sleeps until the reset when the
+    /// origin said no free request is left (at most `policy.max_wait`
+    /// away), `slept` told of each sleep; once the reset has passed, one
+    /// request goes and the others wait for its answer. Hold the turn
+    /// until the request's answer has been seen ([`Ahead::saw`]).
+    pub fn pace(&self, url: &str, policy: &Policy, mut slept: impl FnMut(Duration)) -> PaceTurn<'_> {
+        let origin = origin(url);
+        if policy.pace {
+            loop {
+                match self.pacer.before_send(&origin, policy.max_wait) {
+                    Pace::Go(turn) => return self.turn(origin, turn),
+                    Pace::Sleep(wait) => {
+                        slept(wait);
+                        std::thread::sleep(wait);
+                    }
+                    Pace::AwaitAnswer => self.pacer.await_answer(&origin, policy.max_wait),
+                }
+            }
         }
-        self.pacer.before_send(&origin(url), policy.max_wait)
+        self.turn(origin, None)
+    }
+
+    /// [`Ahead::pace`] for async code: sleeps and waits without blocking
+    /// the executor.
+    #[cfg(feature = "reqwest")]
+    pub async fn pace_async(&self, url: &str, policy: &Policy) -> PaceTurn<'_> {
+        let origin = origin(url);
+        if policy.pace {
+            loop {
+                match self.pacer.before_send(&origin, policy.max_wait) {
+                    Pace::Go(turn) => return self.turn(origin, turn),
+                    Pace::Sleep(wait) => tokio::time::sleep(wait).await,
+                    Pace::AwaitAnswer => {
+                        self.pacer
+                            .await_answer_async(&origin, policy.max_wait)
+                            .await
+                    }
+                }
+            }
+        }
+        self.turn(origin, None)
+    }
+
+    fn turn(&self, origin: String, turn: Option<u64>) -> PaceTurn<'_> {
+        PaceTurn {
+            ahead: self,
+            origin,
+            turn,
+        }
+    }
+}
+
+/// A request's place in its origin's pacing ([`Ahead::pace`]): when it is
+/// the one sent after a reset, dropping it (its answer seen, or none to be
+/// had) lets the requests held back for that answer go on.
+#[derive(Debug)]
+#[must_use = "dropping the turn at once lets the requests held back go"]
+pub struct PaceTurn<'a> {
+    ahead: &'a Ahead,
+    origin: String,
+    turn: Option<u64>,
+}
+
+impl Drop for PaceTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(turn) = self.turn {
+            self.ahead.pacer.release(&self.origin, turn);
+        }
     }
 }
 

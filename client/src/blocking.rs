@@ -341,10 +341,9 @@ impl Client {
         let mut first = true;
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter(&req.url);
-        if let Some(wait) = self.ahead.pace(&req.url, &self.policy) {
-            events(Event::Pacing(wait));
-            thread::sleep(wait);
-        }
+        let _turn = self
+            .ahead
+            .pace(&req.url, &self.policy, |wait| events(Event::Pacing(wait)));
         let mut solution = self.ahead_for(req).and_then(Ticket::wait);
         let mut ahead = solution.is_some();
         loop {

@@ -176,9 +176,7 @@ impl Middleware for PowShield {
         let url = template.url().as_str().to_owned();
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter_async(&url).await;
-        if let Some(wait) = self.ahead.pace(&url, &self.policy) {
-            tokio::time::sleep(wait).await;
-        }
+        let _turn = self.ahead.pace_async(&url, &self.policy).await;
         let own = [wire::HEADER_CHALLENGE, wire::HEADER_NONCE]
             .iter()
             .any(|h| template.headers().contains_key(*h));

@@ -180,6 +180,35 @@ fn pacing_waits_for_the_reset_instead_of_paying() {
     assert_eq!(client.ahead().held(&fake.url), 0, "nothing solved");
 }
 
+#[test]
+fn after_a_reset_one_request_goes_and_the_others_in_flight_wait_for_its_answer() {
+    let spent = [("RateLimit", r#""pow-shield";r=0;t=1"#)];
+    let fake = serve((0..4).map(|_| ok_ahead("free", None, &spent)).collect());
+    let policy = Policy {
+        pace: true,
+        ..Policy::default()
+    };
+    let ahead = Arc::new(Ahead::new());
+    let first = Client::new(policy.clone()).with_ahead(Arc::clone(&ahead));
+    send_all(&first, &fake.url, 1);
+    // Three at once: all sleep to the reset, then one goes; each answer
+    // says none is left again, so each of the others sleeps once more per
+    // request ahead of it (3 + 2 + 1). Going all at once, they would sleep
+    // 3 times in all and two of them would meet the limit.
+    let paced: usize = std::thread::scope(|s| {
+        let sends: Vec<_> = (0..3)
+            .map(|_| {
+                let client = Client::new(policy.clone()).with_ahead(Arc::clone(&ahead));
+                let url = fake.url.clone();
+                s.spawn(move || send_all(&client, &url, 1))
+            })
+            .collect();
+        sends.into_iter().map(|h| h.join().unwrap().1).sum()
+    });
+    assert_eq!(paced, 6);
+    assert_eq!(fake.requests().len(), 4);
+}
+
 #[cfg(feature = "reqwest")]
 mod middleware {
     use pow_shield_client::middleware::PowShield;

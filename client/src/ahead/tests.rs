@@ -237,19 +237,28 @@ fn a_failed_or_unrun_solve_gives_no_solution() {
 #[test]
 fn pacing_is_asked_only_under_pace() {
     let ahead = Ahead::new();
-    ahead.saw(
-        URL,
-        headers(&[("RateLimit", r#""pow-shield";r=0;t=5"#)]),
-        &one_thread(),
-    );
-    assert_eq!(ahead.pace(URL, &one_thread()), None);
+    let spent = [("RateLimit", r#""pow-shield";r=0;t=1"#)];
+    ahead.saw(URL, headers(&spent), &one_thread());
+    let mut slept = Vec::new();
+    drop(ahead.pace(URL, &one_thread(), |d| slept.push(d)));
+    assert!(slept.is_empty());
     let pacing = Policy {
         pace: true,
         ..one_thread()
     };
-    assert!(ahead
-        .pace(URL, &pacing)
-        .is_some_and(|d| d <= Duration::from_secs(5)));
+    let turn = ahead.pace(URL, &pacing, |d| slept.push(d));
+    assert_eq!(slept.len(), 1);
+    assert!(slept[0] <= Duration::from_secs(1));
+    // Sent after the reset: the next request waits for its answer.
+    assert_eq!(
+        ahead.pacer.before_send(&origin(URL), pacing.max_wait),
+        Pace::AwaitAnswer
+    );
+    drop(turn);
+    assert_eq!(
+        ahead.pacer.before_send(&origin(URL), pacing.max_wait),
+        Pace::Go(None)
+    );
 }
 
 #[test]
