@@ -7,8 +7,10 @@
 //! [`Ahead`] holds, per origin (scheme, host, port: [`crate::gate::origin`]),
 //! a small pool of solutions, one per next challenge received, each used
 //! once: taken for a request, dropped after it is sent (the response to a
-//! paid request carries the following one). A solution past its `exp` is
-//! dropped unsent. It also keeps the pacing state ([`crate::Policy::pace`]).
+//! paid request carries the following one). A solution within 2 s of its
+//! `exp` (its lifetime `exp - ts` counted from its arrival, by the
+//! monotonic clock) is dropped unsent. It also keeps the pacing state
+//! ([`crate::Policy::pace`]).
 //!
 //! Every entry point shares it: [`crate::blocking::Client`] (and so the
 //! CLI, across `--next` runs) and the reqwest middleware; give one to
