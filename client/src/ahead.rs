@@ -7,8 +7,10 @@
 //! [`Ahead`] holds, per origin (scheme, host, port: [`crate::gate::origin`]),
 //! a small pool of solutions, one per next challenge received, each used
 //! once: taken for a request, dropped after it is sent (the response to a
-//! paid request carries the following one). A solution past its `exp` is
-//! dropped unsent. It also keeps the pacing state ([`crate::Policy::pace`]).
+//! paid request carries the following one). A solution within 2 s of its
+//! `exp` (its lifetime `exp - ts` counted from its arrival, by the
+//! monotonic clock) is dropped unsent. It also keeps the pacing state
+//! ([`crate::Policy::pace`]).
 //!
 //! Every entry point shares it: [`crate::blocking::Client`] (and so the
 //! CLI, across `--next` runs) and the reqwest middleware; give one to
@@ -17,12 +19,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 
 use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, MAX_BITS};
 
 use crate::gate::origin;
-use crate::pace::Pacer;
+use crate::pace::{Pace, Pacer};
 use crate::{solve_bits_until, Nonce, Policy};
 
 /// Solutions kept per origin: one per request in flight is enough (the
@@ -30,7 +32,7 @@ use crate::{solve_bits_until, Nonce, Policy};
 pub const POOL_SIZE: usize = 8;
 
 /// A solution this close to its `exp` is not sent: it would arrive late.
-const EXPIRY_MARGIN: Duration = Duration::from_secs(1);
+const EXPIRY_MARGIN: Duration = Duration::from_secs(2);
 
 /// A next challenge, as a response announces it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +45,9 @@ pub struct NextChallenge {
     pub bits: u8,
     /// The token's `exp`, epoch milliseconds, when it has one.
     pub expires_at_ms: Option<u64>,
+    /// How long the token is valid from the moment it arrived, `exp - ts`
+    /// (both the server's clock): `None` without `exp`.
+    pub lifetime: Option<Duration>,
 }
 
 /// Reads `X-PoW-Next-Challenge` (with `X-PoW-Next-Bits`, else
@@ -68,26 +73,68 @@ pub fn read_next<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Option<NextCha
         salt: info.salt,
         bits,
         expires_at_ms: info.expires_at_ms,
+        lifetime: info
+            .expires_at_ms
+            .map(|exp| Duration::from_millis(exp.saturating_sub(info.issued_at_ms))),
     })
 }
 
 /// Whether the answer to a request that carried a solution paid ahead
 /// refused that solution without a challenge to pay instead: a 400 or 403
-/// of the shield's verification (docs/protocol.md §7.2; not the breaker's
-/// block). The response to a solution the shield accepted (or did not
-/// need) carries the next challenge, so one without it was refused. The
-/// client then sends the request again without a solution (the 429 path).
-pub(crate) fn refused_ahead<'h>(status: u16, header: impl Fn(&str) -> Option<&'h str>) -> bool {
+/// of the shield's verification (docs/protocol.md §7.2), told by its JSON
+/// body (`body`: what was read of it), whose problem `type` or `error`
+/// text is the shield's. An application's own 400 or 403 (or one from a
+/// location the shield does not cover) is the answer, never sent again;
+/// so is the breaker's block (`X-PoW-Shield`). On a refusal the client
+/// sends the request again without a solution (the 429 path).
+pub(crate) fn refused_ahead<'h>(
+    status: u16,
+    header: impl Fn(&str) -> Option<&'h str>,
+    body: Option<&[u8]>,
+) -> bool {
+    may_be_refusal(status, header) && body.is_some_and(is_refusal_body)
+}
+
+/// What the head of a refusal of a solution paid ahead looks like: a 400
+/// or 403 with neither a next challenge nor the breaker's `X-PoW-Shield`
+/// (only its body tells: [`refused_ahead`]).
+pub(crate) fn may_be_refusal<'h>(status: u16, header: impl Fn(&str) -> Option<&'h str>) -> bool {
     matches!(status, 400 | 403)
         && header(wire::HEADER_NEXT_CHALLENGE).is_none()
         && header(wire::HEADER_SHIELD).is_none()
+}
+
+/// Most bytes of a body read to tell a refusal: the shield's are a few
+/// hundred bytes.
+pub(crate) const MAX_REFUSAL_BODY: u64 = 64 * 1024;
+
+/// The `type` of the shield's own problems starts so.
+const REFUSAL_TYPE: &str = "tag:pow-shield,";
+
+/// Whether a JSON body is one of the shield's 400 or 403 refusals of a
+/// solution: its problem `type`, or its `error` text for a server that
+/// predates problem details.
+pub(crate) fn is_refusal_body(body: &[u8]) -> bool {
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    let text = |name| doc.get(name).and_then(serde_json::Value::as_str);
+    text("type").is_some_and(|t| t.starts_with(REFUSAL_TYPE))
+        || text("error").is_some_and(|e| {
+            wire::PROBLEMS
+                .iter()
+                .any(|p| matches!(p.status, 400 | 403) && p.error == e)
+        })
 }
 
 /// One solution being found (or found) for a next challenge.
 #[derive(Debug)]
 struct Pending {
     token: String,
-    expires_at_ms: Option<u64>,
+    /// When it is no longer worth sending, by this process's monotonic
+    /// clock: arrival + (`exp` - `ts`) - [`EXPIRY_MARGIN`]; `None` without
+    /// `exp`.
+    deadline: Option<Instant>,
     /// `None` while solving; then the nonce, or `None` when the solve
     /// failed (too hard, out of time, stopped).
     result: Mutex<Option<Option<Nonce>>>,
@@ -110,19 +157,13 @@ impl Pending {
     }
 
     /// Still worth sending at `now`.
-    fn live(&self, now: SystemTime) -> bool {
-        let Some(exp) = self.expires_at_ms else {
-            return true;
-        };
-        let now_ms = now
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        now_ms + EXPIRY_MARGIN.as_millis() < u128::from(exp)
+    fn live(&self, now: Instant) -> bool {
+        self.deadline.is_none_or(|d| now < d)
     }
 
     fn solution(&self, nonce: Option<Nonce>) -> Option<(String, Nonce)> {
         nonce
-            .filter(|_| self.live(SystemTime::now()))
+            .filter(|_| self.live(Instant::now()))
             .map(|n| (self.token.clone(), n))
     }
 }
@@ -270,7 +311,13 @@ impl Ahead {
     fn offer(&self, origin: &str, next: NextChallenge, policy: &Policy) -> Job {
         let pending = Arc::new(Pending {
             token: next.token,
-            expires_at_ms: next.expires_at_ms,
+            // Judged from the moment the response arrived (now), never by
+            // comparing `exp` with this machine's wall clock.
+            deadline: next.lifetime.map(|l| {
+                let now = Instant::now();
+                now.checked_add(l.saturating_sub(EXPIRY_MARGIN))
+                    .unwrap_or(now)
+            }),
             result: Mutex::new(None),
             done: Condvar::new(),
             #[cfg(feature = "reqwest")]
@@ -301,7 +348,7 @@ impl Ahead {
     /// a solved one first, else the oldest being solved. Expired and
     /// failed ones are dropped on the way.
     pub fn take(&self, url: &str) -> Option<Ticket> {
-        let now = SystemTime::now();
+        let now = Instant::now();
         let mut pools = self.lock();
         let pool = pools.get_mut(&origin(url))?;
         pool.retain(|p| {
@@ -321,14 +368,75 @@ impl Ahead {
         self.lock().get(&origin(url)).map_or(0, VecDeque::len)
     }
 
-    /// How long a request about to go to `url` should wait under
-    /// `policy.pace` (none without it): until the reset when the origin
-    /// said no free request is left, at most `policy.max_wait` away.
-    pub fn pace(&self, url: &str, policy: &Policy) -> Option<Duration> {
-        if !policy.pace {
-            return None;
+    /// Paces a request about to go to `url` under `policy.pace` (nothing
+    /// without it), blocking the thread: sleeps until the reset when the
+    /// origin said no free request is left (at most `policy.max_wait`
+    /// away), `slept` told of each sleep; once the reset has passed, one
+    /// request goes and the others wait for its answer. Hold the turn
+    /// until the request's answer has been seen ([`Ahead::saw`]).
+    pub fn pace(&self, url: &str, policy: &Policy, mut slept: impl FnMut(Duration)) -> PaceTurn<'_> {
+        let origin = origin(url);
+        if policy.pace {
+            loop {
+                match self.pacer.before_send(&origin, policy.max_wait) {
+                    Pace::Go(turn) => return self.turn(origin, turn),
+                    Pace::Sleep(wait) => {
+                        slept(wait);
+                        std::thread::sleep(wait);
+                    }
+                    Pace::AwaitAnswer => self.pacer.await_answer(&origin, policy.max_wait),
+                }
+            }
         }
-        self.pacer.before_send(&origin(url), policy.max_wait)
+        self.turn(origin, None)
+    }
+
+    /// [`Ahead::pace`] for async code: sleeps and waits without blocking
+    /// the executor.
+    #[cfg(feature = "reqwest")]
+    pub async fn pace_async(&self, url: &str, policy: &Policy) -> PaceTurn<'_> {
+        let origin = origin(url);
+        if policy.pace {
+            loop {
+                match self.pacer.before_send(&origin, policy.max_wait) {
+                    Pace::Go(turn) => return self.turn(origin, turn),
+                    Pace::Sleep(wait) => tokio::time::sleep(wait).await,
+                    Pace::AwaitAnswer => {
+                        self.pacer
+                            .await_answer_async(&origin, policy.max_wait)
+                            .await
+                    }
+                }
+            }
+        }
+        self.turn(origin, None)
+    }
+
+    fn turn(&self, origin: String, turn: Option<u64>) -> PaceTurn<'_> {
+        PaceTurn {
+            ahead: self,
+            origin,
+            turn,
+        }
+    }
+}
+
+/// A request's place in its origin's pacing ([`Ahead::pace`]): when it is
+/// the one sent after a reset, dropping it (its answer seen, or none to be
+/// had) lets the requests held back for that answer go on.
+#[derive(Debug)]
+#[must_use = "dropping the turn at once lets the requests held back go"]
+pub struct PaceTurn<'a> {
+    ahead: &'a Ahead,
+    origin: String,
+    turn: Option<u64>,
+}
+
+impl Drop for PaceTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(turn) = self.turn {
+            self.ahead.pacer.release(&self.origin, turn);
+        }
     }
 }
 

@@ -341,10 +341,9 @@ impl Client {
         let mut first = true;
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter(&req.url);
-        if let Some(wait) = self.ahead.pace(&req.url, &self.policy) {
-            events(Event::Pacing(wait));
-            thread::sleep(wait);
-        }
+        let _turn = self
+            .ahead
+            .pace(&req.url, &self.policy, |wait| events(Event::Pacing(wait)));
         let mut solution = self.ahead_for(req).and_then(Ticket::wait);
         let mut ahead = solution.is_some();
         loop {
@@ -387,13 +386,11 @@ impl Client {
             if let Some(job) = self.ahead.saw(&req.url, lookup, &self.policy) {
                 job.spawn();
             }
-            if std::mem::take(&mut ahead) && refused_ahead(status, lookup) {
-                // The solution paid ahead was refused without a fresh
-                // challenge: the request again without it (the 429 path).
-                solution = None;
-                continue;
-            }
-            let body = if may_be_challenge(status) && lookup(wire::HEADER_CHALLENGE).is_none() {
+            let sent_ahead = std::mem::take(&mut ahead);
+            let refusal = sent_ahead && matches!(status, 400 | 403);
+            let body = if refusal
+                || may_be_challenge(status) && lookup(wire::HEADER_CHALLENGE).is_none()
+            {
                 let mut buf = Vec::new();
                 response
                     .body_mut()
@@ -405,6 +402,12 @@ impl Client {
             } else {
                 None
             };
+            if refusal && refused_ahead(status, lookup, body.as_deref()) {
+                // The solution paid ahead was refused without a fresh
+                // challenge: the request again without it (the 429 path).
+                solution = None;
+                continue;
+            }
             let answer = read_answer(status, lookup, body.as_deref());
             // What was read to look for a challenge, then the rest: a body
             // longer than MAX_CHALLENGE_BODY is handed back whole.

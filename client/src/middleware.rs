@@ -36,10 +36,10 @@ use std::sync::Arc;
 
 use http::Extensions;
 use reqwest::header::HeaderValue;
-use reqwest::{Request, Response};
+use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::ahead::{refused_ahead, Ahead};
+use crate::ahead::{is_refusal_body, may_be_refusal, Ahead, MAX_REFUSAL_BODY};
 use crate::challenge::read_answer;
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
@@ -116,6 +116,37 @@ fn refused(e: Error) -> reqwest_middleware::Error {
     reqwest_middleware::Error::middleware(e)
 }
 
+/// Reads a 400 or 403 to a request paid ahead: `Ok(())` when it is the
+/// shield's refusal of that solution, else the response, handed back with
+/// its body (read only when short and said to be JSON, as the shield's are).
+async fn read_refusal(response: Response) -> reqwest_middleware::Result<Result<(), Response>> {
+    let headers = response.headers();
+    let json = headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("json"));
+    let short = response
+        .content_length()
+        .is_some_and(|n| n <= MAX_REFUSAL_BODY);
+    if !json || !short {
+        return Ok(Err(response));
+    }
+    let (status, version, url) = (response.status(), response.version(), response.url().clone());
+    let headers = headers.clone();
+    let body = response.bytes().await?;
+    if is_refusal_body(&body) {
+        return Ok(Ok(()));
+    }
+    let mut back = http::Response::builder()
+        .status(status)
+        .version(version)
+        .url(url)
+        .body(body)
+        .map_err(|e| refused(Error::Transport(format!("response: {e}"))))?;
+    *back.headers_mut() = headers;
+    Ok(Err(Response::from(back)))
+}
+
 /// A copy of the original request for another try, with `solution` (or
 /// without any `X-PoW-*` of the caller's).
 fn retry_request(template: &Request, solution: Option<(&str, u64)>) -> Option<Request> {
@@ -145,9 +176,7 @@ impl Middleware for PowShield {
         let url = template.url().as_str().to_owned();
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter_async(&url).await;
-        if let Some(wait) = self.ahead.pace(&url, &self.policy) {
-            tokio::time::sleep(wait).await;
-        }
+        let _turn = self.ahead.pace_async(&url, &self.policy).await;
         let own = [wire::HEADER_CHALLENGE, wire::HEADER_NONCE]
             .iter()
             .any(|h| template.headers().contains_key(*h));
@@ -180,14 +209,20 @@ impl Middleware for PowShield {
                 // Solved on a blocking thread while the caller reads the body.
                 drop(tokio::task::spawn_blocking(move || job.run()));
             }
-            if std::mem::take(&mut ahead) && refused_ahead(status, lookup) {
-                // The solution paid ahead was refused without a fresh
-                // challenge: the request again without it (the 429 path).
-                drop(response);
-                current = retry_request(&template, None).ok_or_else(|| {
-                    refused(Error::Request("the request cannot be sent again".into()))
-                })?;
-                continue;
+            if std::mem::take(&mut ahead) && may_be_refusal(status, lookup) {
+                // Perhaps the shield's refusal of the solution paid ahead:
+                // its body tells (an application's own 400 or 403 is the
+                // answer, handed back whole).
+                let response = match read_refusal(response).await? {
+                    Ok(()) => {
+                        current = retry_request(&template, None).ok_or_else(|| {
+                            refused(Error::Request("the request cannot be sent again".into()))
+                        })?;
+                        continue;
+                    }
+                    Err(response) => response,
+                };
+                return Ok(response);
             }
             let answer = read_answer(status, lookup, None);
             let solution = match retrier.next(answer) {

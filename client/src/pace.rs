@@ -6,10 +6,12 @@
 //! "pow-shield";r=<remaining>;t=<seconds to reset>` (the item with the
 //! lowest `r`), else `X-RateLimit-Remaining` and `X-RateLimit-Reset` (epoch
 //! seconds). Both round up, so once the reset has passed at least one
-//! request is free again.
+//! request is free again; how many, only the next answer says: so after a
+//! reset one request goes, and the others in flight wait for its answer
+//! (they would all go at once, and all but the freed ones pay).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::gate::remaining;
@@ -26,61 +28,148 @@ struct Window {
     reset_at: Option<Instant>,
 }
 
+/// What a request about to go to an origin does under pacing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Send now. `Some(turn)`: it is the one request sent once a reset has
+    /// passed, whose answer the others wait for (how much the reset freed
+    /// is known only from it); [`Pacer::release`] ends the turn.
+    Go(Option<u64>),
+    /// Sleep until the reset, then ask again.
+    Sleep(Duration),
+    /// Another request went at the reset: wait for an answer, then ask again.
+    AwaitAnswer,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    windows: HashMap<String, Window>,
+    /// The turn of the request sent after a reset, per origin.
+    probes: HashMap<String, u64>,
+    turns: u64,
+}
+
 /// Per-origin pacing state, shared by every request of a client.
 #[derive(Debug, Default)]
 pub(crate) struct Pacer {
-    origins: Mutex<HashMap<String, Window>>,
+    state: Mutex<State>,
+    answered: Condvar,
+    #[cfg(feature = "reqwest")]
+    notify: tokio::sync::Notify,
 }
 
 impl Pacer {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Window>> {
-        self.origins.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake(&self) {
+        self.answered.notify_all();
+        #[cfg(feature = "reqwest")]
+        self.notify.notify_waiters();
     }
 
     /// Notes what one answer from `origin` says (nothing when it carries
-    /// no rate-limit numbers, e.g. an exempt client's).
+    /// no rate-limit numbers, e.g. an exempt client's); any answer ends
+    /// the wait of the requests held back after a reset.
     pub(crate) fn saw<'h>(&self, origin: &str, lookup: impl Fn(&str) -> Option<&'h str> + Copy) {
-        let Some(left) = remaining(lookup) else {
-            return;
-        };
+        let left = remaining(lookup);
         let reset_at =
             reset_in(lookup, SystemTime::now()).and_then(|d| Instant::now().checked_add(d));
-        self.lock().insert(
-            origin.to_owned(),
-            Window {
-                remaining: left,
-                reset_at,
-            },
-        );
+        let mut state = self.lock();
+        let probed = state.probes.remove(origin).is_some();
+        match left {
+            Some(remaining) => {
+                let w = Window {
+                    remaining,
+                    reset_at,
+                };
+                state.windows.insert(origin.to_owned(), w);
+            }
+            // Nothing known of the new window: nobody is held back.
+            None if probed => drop(state.windows.remove(origin)),
+            None => {}
+        }
+        drop(state);
+        if probed {
+            self.wake();
+        }
     }
 
-    /// How long a request about to go to `origin` should wait: until the
-    /// reset when no free request is left and the reset is at most
-    /// `max_wait` away; else none (and one free request is counted off).
-    pub(crate) fn before_send(&self, origin: &str, max_wait: Duration) -> Option<Duration> {
+    /// What a request about to go to `origin` does: wait until the reset
+    /// when no free request is left and the reset is at most `max_wait`
+    /// away; once it has passed, one request goes and the others wait for
+    /// its answer; else it goes (and one free request is counted off).
+    pub(crate) fn before_send(&self, origin: &str, max_wait: Duration) -> Pace {
         let now = Instant::now();
-        let mut origins = self.lock();
-        let w = origins.get_mut(origin)?;
+        let mut state = self.lock();
+        if state.probes.contains_key(origin) {
+            return Pace::AwaitAnswer;
+        }
+        let Some(w) = state.windows.get_mut(origin) else {
+            return Pace::Go(None);
+        };
         if w.remaining > 0 {
             w.remaining -= 1;
-            return None;
+            return Pace::Go(None);
         }
         match w.reset_at.map(|at| at.saturating_duration_since(now)) {
             Some(wait) if wait.is_zero() => {
-                // The reset has passed: what the origin says next counts.
-                origins.remove(origin);
-                None
+                // The reset has passed: this request goes, and what the
+                // origin says to it counts.
+                state.windows.remove(origin);
+                state.turns += 1;
+                let turn = state.turns;
+                state.probes.insert(origin.to_owned(), turn);
+                Pace::Go(Some(turn))
             }
-            Some(wait) if wait <= max_wait => Some(wait),
-            _ => None,
+            Some(wait) if wait <= max_wait => Pace::Sleep(wait),
+            _ => Pace::Go(None),
         }
     }
 
-    /// Whether [`Pacer::before_send`] would wait now (then a next challenge
-    /// is not worth solving).
+    /// The request of `turn` is over (answered or not): the others wait no
+    /// longer for it.
+    pub(crate) fn release(&self, origin: &str, turn: u64) {
+        let mut state = self.lock();
+        if state.probes.get(origin) == Some(&turn) {
+            state.probes.remove(origin);
+            drop(state);
+            self.wake();
+        }
+    }
+
+    /// Blocks until the request sent after the reset has its answer, at
+    /// most `max_wait`.
+    pub(crate) fn await_answer(&self, origin: &str, max_wait: Duration) {
+        let state = self.lock();
+        let _ = self
+            .answered
+            .wait_timeout_while(state, max_wait, |s| s.probes.contains_key(origin))
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+
+    /// [`Pacer::await_answer`] without blocking the executor.
+    #[cfg(feature = "reqwest")]
+    pub(crate) async fn await_answer_async(&self, origin: &str, max_wait: Duration) {
+        let wait = async {
+            loop {
+                let mut notified = std::pin::pin!(self.notify.notified());
+                notified.as_mut().enable();
+                if !self.lock().probes.contains_key(origin) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(max_wait, wait).await;
+    }
+
+    /// Whether [`Pacer::before_send`] would sleep now (then a next
+    /// challenge is not worth solving).
     pub(crate) fn would_wait(&self, origin: &str, max_wait: Duration) -> bool {
         let now = Instant::now();
-        self.lock().get(origin).is_some_and(|w| {
+        self.lock().windows.get(origin).is_some_and(|w| {
             w.remaining == 0
                 && w.reset_at
                     .map(|at| at.saturating_duration_since(now))
@@ -143,15 +232,22 @@ mod tests {
         assert_eq!(reset_in(headers(&[("RateLimit", "junk")]), now), None);
     }
 
+    fn sleeps(pace: Pace) -> Option<Duration> {
+        match pace {
+            Pace::Sleep(d) => Some(d),
+            _ => None,
+        }
+    }
+
     #[test]
     fn no_free_request_left_waits_for_the_reset_within_max_wait() {
         let p = Pacer::default();
         p.saw(ORIGIN, headers(&[("RateLimit", r#""pow-shield";r=0;t=2"#)]));
-        let wait = p.before_send(ORIGIN, Duration::from_secs(60)).unwrap();
+        let wait = sleeps(p.before_send(ORIGIN, Duration::from_secs(60))).unwrap();
         assert!(wait > Duration::from_secs(1) && wait <= Duration::from_secs(2));
         assert!(p.would_wait(ORIGIN, Duration::from_secs(60)));
         // Beyond max_wait the request goes (and pays).
-        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(1)), None);
+        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(1)), Pace::Go(None));
         assert!(!p.would_wait(ORIGIN, Duration::from_secs(1)));
     }
 
@@ -164,21 +260,55 @@ mod tests {
         ];
         p.saw(ORIGIN, headers(&h));
         let long = Duration::from_secs(u64::MAX / 4);
-        assert_eq!(p.before_send(ORIGIN, long), None);
-        assert_eq!(p.before_send(ORIGIN, long), None);
-        assert!(p.before_send(ORIGIN, long).is_some());
+        assert_eq!(p.before_send(ORIGIN, long), Pace::Go(None));
+        assert_eq!(p.before_send(ORIGIN, long), Pace::Go(None));
+        assert!(sleeps(p.before_send(ORIGIN, long)).is_some());
     }
 
     #[test]
-    fn a_reset_already_past_or_unknown_never_waits() {
+    fn after_the_reset_one_request_goes_and_the_others_wait_for_its_answer() {
         let p = Pacer::default();
+        let minute = Duration::from_secs(60);
         p.saw(ORIGIN, headers(&[("RateLimit", r#""pow-shield";r=0;t=0"#)]));
-        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), None);
+        let Pace::Go(Some(turn)) = p.before_send(ORIGIN, minute) else {
+            panic!("the first request after the reset goes");
+        };
+        assert_eq!(p.before_send(ORIGIN, minute), Pace::AwaitAnswer);
+        assert_eq!(p.before_send(ORIGIN, minute), Pace::AwaitAnswer);
+        // Its answer: one free request, then the reset a while away.
+        let one = [("RateLimit", r#""pow-shield";r=1;t=30"#)];
+        p.saw(ORIGIN, headers(&one));
+        assert_eq!(p.before_send(ORIGIN, minute), Pace::Go(None));
+        assert!(sleeps(p.before_send(ORIGIN, minute)).is_some());
+        p.release(ORIGIN, turn);
+        assert!(sleeps(p.before_send(ORIGIN, minute)).is_some());
+    }
+
+    #[test]
+    fn a_request_sent_after_the_reset_without_an_answer_lets_the_next_go() {
+        let p = Pacer::default();
+        let minute = Duration::from_secs(60);
+        p.saw(ORIGIN, headers(&[("RateLimit", r#""pow-shield";r=0;t=0"#)]));
+        let Pace::Go(Some(turn)) = p.before_send(ORIGIN, minute) else {
+            panic!("the first request after the reset goes");
+        };
+        p.release(ORIGIN, turn);
+        assert_eq!(p.before_send(ORIGIN, minute), Pace::Go(None));
+        // An old turn ends nobody else's.
+        p.saw(ORIGIN, headers(&[("RateLimit", r#""pow-shield";r=0;t=0"#)]));
+        assert!(matches!(p.before_send(ORIGIN, minute), Pace::Go(Some(_))));
+        p.release(ORIGIN, turn);
+        assert_eq!(p.before_send(ORIGIN, minute), Pace::AwaitAnswer);
+    }
+
+    #[test]
+    fn an_unknown_reset_never_waits() {
+        let p = Pacer::default();
         p.saw(ORIGIN, headers(&[("X-RateLimit-Remaining", "0")]));
-        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), None);
+        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), Pace::Go(None));
         assert_eq!(
             p.before_send("http://other:80", Duration::from_secs(60)),
-            None
+            Pace::Go(None)
         );
     }
 }

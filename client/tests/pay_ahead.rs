@@ -106,6 +106,20 @@ fn an_application_403_to_a_paid_request_is_the_answer() {
 }
 
 #[test]
+fn an_application_json_400_to_a_paid_request_is_the_answer_never_resent() {
+    let t1 = next_token(2, 9);
+    let invalid = plain(
+        "400 Bad Request",
+        &[("Content-Type", "application/json")],
+        r#"{"error":"name is required"}"#,
+    );
+    let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), invalid, ok("twice")]);
+    let (statuses, _) = send_all(&Client::new(Policy::default()), &fake.url, 2);
+    assert_eq!(statuses, [200, 400]);
+    assert_eq!(fake.requests().len(), 2, "sent once");
+}
+
+#[test]
 fn a_callers_own_solution_is_sent_instead_of_one_ahead() {
     let t1 = next_token(2, 8);
     let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), ok("paid")]);
@@ -164,6 +178,35 @@ fn pacing_waits_for_the_reset_instead_of_paying() {
     assert_eq!((statuses, paced), (vec![200, 200], 1));
     assert!(unpaid(&fake.requests()[1]), "waited, not paid");
     assert_eq!(client.ahead().held(&fake.url), 0, "nothing solved");
+}
+
+#[test]
+fn after_a_reset_one_request_goes_and_the_others_in_flight_wait_for_its_answer() {
+    let spent = [("RateLimit", r#""pow-shield";r=0;t=1"#)];
+    let fake = serve((0..4).map(|_| ok_ahead("free", None, &spent)).collect());
+    let policy = Policy {
+        pace: true,
+        ..Policy::default()
+    };
+    let ahead = Arc::new(Ahead::new());
+    let first = Client::new(policy.clone()).with_ahead(Arc::clone(&ahead));
+    send_all(&first, &fake.url, 1);
+    // Three at once: all sleep to the reset, then one goes; each answer
+    // says none is left again, so each of the others sleeps once more per
+    // request ahead of it (3 + 2 + 1). Going all at once, they would sleep
+    // 3 times in all and two of them would meet the limit.
+    let paced: usize = std::thread::scope(|s| {
+        let sends: Vec<_> = (0..3)
+            .map(|_| {
+                let client = Client::new(policy.clone()).with_ahead(Arc::clone(&ahead));
+                let url = fake.url.clone();
+                s.spawn(move || send_all(&client, &url, 1))
+            })
+            .collect();
+        sends.into_iter().map(|h| h.join().unwrap().1).sum()
+    });
+    assert_eq!(paced, 6);
+    assert_eq!(fake.requests().len(), 4);
 }
 
 #[cfg(feature = "reqwest")]
@@ -239,6 +282,24 @@ mod middleware {
         assert!(paid(&seen[1], &t1));
         assert!(unpaid(&seen[2]));
         assert!(paid(&seen[3], &t2));
+    }
+
+    #[tokio::test]
+    async fn the_middleware_hands_back_an_applications_403_to_a_paid_request() {
+        let t1 = next_token(2, 27);
+        let forbidden = plain(
+            "403 Forbidden",
+            &[("Content-Type", "application/json")],
+            r#"{"error":"not your order"}"#,
+        );
+        let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), forbidden, ok("twice")]);
+        let (client, _) = client(Policy::default());
+        assert_eq!(statuses(&client, &fake.url, 1).await, [200]);
+        let response = client.get(&fake.url).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 403);
+        assert_eq!(response.url().as_str(), fake.url.as_str());
+        assert_eq!(response.text().await.unwrap(), r#"{"error":"not your order"}"#);
+        assert_eq!(fake.requests().len(), 2, "sent once");
     }
 
     #[tokio::test]

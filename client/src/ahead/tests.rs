@@ -151,17 +151,28 @@ fn the_pool_keeps_the_newest_solutions() {
 }
 
 #[test]
-fn a_solution_past_its_exp_is_dropped_unsent() {
+fn a_solution_within_the_margin_of_its_exp_is_dropped_unsent() {
     let ahead = Ahead::new();
-    // Issued two minutes ago, valid for one.
+    // Valid for 1.5 s from its arrival: less than the 2 s margin.
+    let keys = SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap());
+    let short = issue_challenge_bits_with_salt(&keys, "127.0.0.1", now_ms(), 1_500, 4, [5; 16]);
+    offered(&ahead, URL, &short.token, &one_thread());
+    assert!(ahead.take(URL).is_none());
+    assert_eq!(ahead.held(URL), 0);
+}
+
+#[test]
+fn a_solutions_life_is_counted_from_its_arrival_not_the_wall_clock() {
+    let ahead = Ahead::new();
+    // Issued two minutes before this machine's clock, valid for one: the
+    // server's clock is behind ours, and its token still good for 60 s.
     offered(
         &ahead,
         URL,
         &token_at(4, 5, now_ms() - 120_000),
         &one_thread(),
     );
-    assert!(ahead.take(URL).is_none());
-    assert_eq!(ahead.held(URL), 0);
+    assert!(ahead.take(URL).and_then(Ticket::wait).is_some());
 }
 
 #[test]
@@ -226,36 +237,46 @@ fn a_failed_or_unrun_solve_gives_no_solution() {
 #[test]
 fn pacing_is_asked_only_under_pace() {
     let ahead = Ahead::new();
-    ahead.saw(
-        URL,
-        headers(&[("RateLimit", r#""pow-shield";r=0;t=5"#)]),
-        &one_thread(),
-    );
-    assert_eq!(ahead.pace(URL, &one_thread()), None);
+    let spent = [("RateLimit", r#""pow-shield";r=0;t=1"#)];
+    ahead.saw(URL, headers(&spent), &one_thread());
+    let mut slept = Vec::new();
+    drop(ahead.pace(URL, &one_thread(), |d| slept.push(d)));
+    assert!(slept.is_empty());
     let pacing = Policy {
         pace: true,
         ..one_thread()
     };
-    assert!(ahead
-        .pace(URL, &pacing)
-        .is_some_and(|d| d <= Duration::from_secs(5)));
+    let turn = ahead.pace(URL, &pacing, |d| slept.push(d));
+    assert_eq!(slept.len(), 1);
+    assert!(slept[0] <= Duration::from_secs(1));
+    // Sent after the reset: the next request waits for its answer.
+    assert_eq!(
+        ahead.pacer.before_send(&origin(URL), pacing.max_wait),
+        Pace::AwaitAnswer
+    );
+    drop(turn);
+    assert_eq!(
+        ahead.pacer.before_send(&origin(URL), pacing.max_wait),
+        Pace::Go(None)
+    );
 }
 
 #[test]
-fn a_400_or_403_without_a_next_challenge_refused_the_solution_ahead() {
+fn only_the_shields_own_400_or_403_refused_the_solution_ahead() {
     let t = token(4, 8);
-    assert!(refused_ahead(400, headers(&[])));
-    assert!(refused_ahead(
-        403,
-        headers(&[("Content-Type", "application/json")])
-    ));
-    // Admitted (the application's own 403): the next challenge is there.
-    assert!(!refused_ahead(
-        403,
-        headers(&[("X-PoW-Next-Challenge", &t)])
-    ));
+    let error = br#"{"error":"Challenge was not issued for this IP"}"#;
+    let problem = br#"{"type":"tag:pow-shield,2026:malformed-challenge","title":"x"}"#;
+    assert!(refused_ahead(403, headers(&[]), Some(error)));
+    assert!(refused_ahead(400, headers(&[]), Some(problem)));
+    // The application's own 400 or 403: the answer, never sent again.
+    assert!(!refused_ahead(400, headers(&[]), None));
+    assert!(!refused_ahead(403, headers(&[]), Some(b"not yours")));
+    assert!(!refused_ahead(400, headers(&[]), Some(br#"{"error":"bad field"}"#)));
+    // Admitted: the next challenge is there.
+    assert!(!refused_ahead(403, headers(&[("X-PoW-Next-Challenge", &t)]), Some(error)));
     // The breaker's block is no refusal of the solution.
-    assert!(!refused_ahead(403, headers(&[("X-PoW-Shield", "blocked")])));
-    assert!(!refused_ahead(200, headers(&[])));
-    assert!(!refused_ahead(409, headers(&[])));
+    let blocked = [("X-PoW-Shield", "blocked")];
+    assert!(!refused_ahead(403, headers(&blocked), Some(error)));
+    assert!(!refused_ahead(200, headers(&[]), Some(error)));
+    assert!(!refused_ahead(409, headers(&[]), Some(error)));
 }

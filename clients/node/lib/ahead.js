@@ -11,8 +11,10 @@
 // A solution is kept per origin, and within it per directory of the path
 // and the request's Authorization and Cookie: a token is bound to the
 // location's price policy and to the client key (which the operator may
-// take from a credential), and one sent to another location or for
-// another key is refused and counts a strike.
+// take from a credential). The module treats one sent to another location
+// or for another key as no payment and no offence (docs/protocol.md §6):
+// the request is counted as if unpaid. Keying by path and credentials
+// only saves that wasted solve and the round trip it would cost.
 const { readNextChallenge } = require('./challenge');
 const { originOf } = require('./gate');
 const { solveBits } = require('./solver');
@@ -33,10 +35,22 @@ function scopeOf(url, headers) {
 /** Solutions kept per origin at most: about one per request in flight. */
 const MAX_AHEAD = 16;
 /** A solution this close to its exp is dropped unsent: it would arrive expired. */
-const EXPIRY_MARGIN_MS = 1000;
+const EXPIRY_MARGIN_MS = 2000;
 
-function expired(entry, now = Date.now()) {
-  return entry.exp !== null && now >= entry.exp - EXPIRY_MARGIN_MS;
+/**
+ * When a next challenge stops being worth sending, by this process's
+ * monotonic clock (performance.now()): its arrival (now) plus exp - ts (both
+ * the server's clock, so a client clock far off does not matter) less the
+ * margin; null without exp. A token without ts falls back to the wall clock.
+ */
+function deadlineOf(next, now = performance.now()) {
+  if (next.exp === null) return null;
+  const life = next.ts !== null ? next.exp - next.ts : next.exp - Date.now();
+  return now + life - EXPIRY_MARGIN_MS;
+}
+
+function expired(entry, now = performance.now()) {
+  return entry.deadline !== null && now >= entry.deadline;
 }
 
 /** Resolves as `promise` does, or rejects with the signal's reason first. */
@@ -74,10 +88,11 @@ class Ahead {
    */
   offer(scope, response, solveOptions) {
     const next = readNextChallenge(response);
-    if (!next || expired(next)) return false;
+    if (!next) return false;
+    const entry = { token: next.token, deadline: deadlineOf(next) };
+    if (expired(entry)) return false;
     const digits = next.difficulty;
     if (solveOptions.maxDifficulty != null && digits > solveOptions.maxDifficulty) return false;
-    const entry = { token: next.token, exp: next.exp };
     // A solve that fails (timeout, too hard) only means no solution ahead.
     entry.nonce = solveBits(next.salt, next.bits, solveOptions).catch(() => null);
     if (!this.origins.has(scope)) this.origins.set(scope, []);

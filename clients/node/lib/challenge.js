@@ -100,8 +100,8 @@ function priceOf(payload, bitsHeader, digitsHeader) {
 
 /**
  * The next challenge a response carries for paying ahead (X-PoW-Next-*,
- * docs/protocol.md §6): { token, salt, bits, difficulty, exp } (exp in
- * epoch ms, null without one), or null without one or for one that cannot
+ * docs/protocol.md §6): { token, salt, bits, difficulty, exp, ts } (exp
+ * and ts in the server's epoch ms, null without one), or null without one or for one that cannot
  * be read (paying ahead is optional: the 429 path remains).
  */
 function readNextChallenge(response) {
@@ -115,7 +115,33 @@ function readNextChallenge(response) {
     response.headers.get(HEADER_NEXT_BITS), response.headers.get(HEADER_NEXT_DIFFICULTY));
   if (bits === null) return null;
   const exp = Number.isSafeInteger(payload.exp) ? payload.exp : null;
-  return { token, salt: payload.salt, bits, difficulty: Math.ceil(bits / 4), exp };
+  const ts = Number.isSafeInteger(payload.ts) ? payload.ts : null;
+  return { token, salt: payload.salt, bits, difficulty: Math.ceil(bits / 4), exp, ts };
+}
+
+/** The `type` of the shield's own problems starts so (docs/protocol.md §7). */
+const REFUSAL_TYPE = 'tag:pow-shield,';
+/** The `error` texts of its 400 and 403 refusals of a solution (§7.2). */
+const REFUSAL_ERRORS = new Set([
+  'Malformed challenge token',
+  'Invalid challenge signature',
+  'Invalid payload encoding',
+  'Challenge was not issued for this IP',
+  'Challenge was not issued for this client',
+]);
+
+/**
+ * Whether a 400 or 403 is the shield refusing a solution without a fresh
+ * challenge (its problem `type` or `error` text in the JSON body, read
+ * from a clone), not the application's own 400 or 403.
+ */
+async function isRefusal(response) {
+  if (response.status !== 400 && response.status !== 403) return false;
+  if (response.headers.get(HEADER_NEXT_CHALLENGE) !== null) return false;
+  const doc = await readBody(response);
+  if (!doc || typeof doc !== 'object') return false;
+  if (typeof doc.type === 'string' && doc.type.startsWith(REFUSAL_TYPE)) return true;
+  return typeof doc.error === 'string' && REFUSAL_ERRORS.has(doc.error);
 }
 
 /**
@@ -172,6 +198,7 @@ module.exports = {
   CHALLENGE_STATUSES,
   MAX_CHALLENGE_BODY,
   checkBlocked,
+  isRefusal,
   readChallenge,
   readNextChallenge,
   retryAfterMs,

@@ -1,7 +1,7 @@
 'use strict';
 // `withPowShield(fetch)`: a fetch that pays pow-shield's challenges and sends
 // the request again; `powFetch` is it around the global fetch.
-const { readChallenge, checkBlocked, retryAfterMs, HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
+const { readChallenge, checkBlocked, isRefusal, retryAfterMs, HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
 const { DEFAULT_MAX_SOLVE_TIME_MS, solveBits } = require('./solver');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
@@ -24,9 +24,6 @@ const DEFAULTS = Object.freeze({
   payAhead: true,
   pace: false,
 });
-
-/** What a prepaid solution may be refused with (besides 409, 410, 422, which carry a fresh challenge). */
-const REFUSED = new Set([400, 403]);
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 /** fetch's own limit on redirects followed. */
@@ -158,9 +155,11 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
       }
       pass.saw(response);
       checkBlocked(response);
-      // A solution sent ahead and refused without a fresh challenge: the
-      // request again without it, as if there had been none (the 429 path).
-      const refusedAhead = prepaid && REFUSED.has(response.status);
+      // A solution sent ahead and refused by the shield (400 or 403, its
+      // JSON telling) without a fresh challenge: the request again without
+      // it, as if there had been none (the 429 path). The application's
+      // own 400 or 403 is the answer, never sent twice.
+      const refusedAhead = prepaid && await isRefusal(response);
       prepaid = false;
       let move = null;
       const delay = retryAfterMs(response.headers);

@@ -82,6 +82,42 @@ test('a solution refused with 403 or 400 is dropped and the request sent again w
     assert.strictEqual(s.requests.length, 6);
   }));
 
+test('a next challenge is judged by its life from arrival (exp - ts), not by this machine\'s clock', () =>
+  withServer((s) => [s.ahead({ ts: Date.now() - 120_000 }), s.ok()], async (s) => {
+    const f = ps.withPowShield(fetch);
+    await (await f(s.url)).text();
+    await (await f(s.url)).text();
+    assert.ok(paidAhead(s, 1, 0), 'the server\'s clock is behind: its token is still good for a minute');
+  }));
+
+test('a next challenge with less than 2 s to live is dropped unsent', () =>
+  withServer((s) => [s.ahead({ exp: Date.now() + 1_500 }), s.ok()], async (s) => {
+    const f = ps.withPowShield(fetch);
+    await (await f(s.url)).text();
+    await (await f(s.url)).text();
+    assert.ok(unpaid(s, 1));
+  }));
+
+test('the application\'s own 400 or 403 to a paid request is the answer, never sent again', () =>
+  withServer((s) => [
+    s.ahead(), s.status(400, { 'Content-Type': 'application/json' }, '{"error":"name is required"}'),
+    s.ahead(), s.status(403, { 'Content-Type': 'text/plain' }, 'not yours'),
+    s.ok('never'),
+  ], async (s) => {
+    const f = ps.withPowShield(fetch, { method: 'POST' });
+    await (await f(s.url)).text();
+    const invalid = await f(s.url, { method: 'POST', body: 'x' });
+    assert.strictEqual(invalid.status, 400);
+    assert.strictEqual(await invalid.text(), '{"error":"name is required"}');
+    await (await f(s.url)).text();
+    const forbidden = await f(s.url, { method: 'POST', body: 'x' });
+    assert.strictEqual(forbidden.status, 403);
+    assert.strictEqual(await forbidden.text(), 'not yours');
+    assert.strictEqual(s.requests.length, 4);
+    assert.ok(paidAhead(s, 1, 0));
+    assert.ok(paidAhead(s, 3, 1));
+  }));
+
 test('a solution refused with 409 is paid through the fresh challenge it carries', () =>
   withServer((s) => [s.ahead(), s.challenge({ status: 409 }), s.ok()], async (s) => {
     const f = ps.withPowShield(fetch);

@@ -94,7 +94,7 @@ class FakeServer {
    * quota headers (`remaining`, `resetIn` seconds: RateLimit's t= and the
    * epoch X-RateLimit-Reset). `next: false`: the quota headers alone.
    */
-  ahead({ status = 200, body = 'items', difficulty = 2, bits, exp, remaining = 0, resetIn = 60, next = true, headers = {} } = {}) {
+  ahead({ status = 200, body = 'items', difficulty = 2, bits, ts, exp, remaining = 0, resetIn = 60, next = true, headers = {} } = {}) {
     return (req, res) => {
       const reset = Math.ceil(Date.now() / 1000) + resetIn;
       this.resets.push(reset);
@@ -108,7 +108,8 @@ class FakeServer {
       if (next) {
         const salt = randomBytes(16).toString('hex');
         const want = bits ?? 4 * difficulty;
-        const payload = { ip: '127.0.0.1', ts: Date.now(), difficulty, salt, exp: exp ?? Date.now() + 60_000 };
+        const issued = ts ?? Date.now();
+        const payload = { ip: '127.0.0.1', ts: issued, difficulty, salt, exp: exp ?? issued + 60_000 };
         if (bits !== undefined) payload.bits = bits;
         const token = makeToken(payload);
         this.nexts.push({ token, salt, bits: want, request: this.requests.length - 1 });

@@ -10,11 +10,15 @@
   round trip, no 429), under it the request passes and the server keeps it
   unspent.  Either way the client uses a solution once, and the response
   brings the next one.  A few are kept per origin (one per challenge
-  received, for requests in flight side by side); one past its ``exp`` is
+  received, for requests in flight side by side); one within 2 s of its
+  ``exp`` (``exp - ts`` from its arrival, by the monotonic clock) is
   dropped unsent.
 * Pacing: an answer with no request left and the seconds until one frees
   (``RateLimit`` ``r=0;t=``, or ``X-RateLimit-Reset``) sets the time before
-  which a pacing client sends nothing more to that origin.
+  which a pacing client sends nothing more to that origin.  Once it has
+  passed, how many requests it freed only the next answer says: one
+  request goes, and the others wait for an answer (not all at once, when
+  only the limit's worth is free).
 """
 
 import asyncio
@@ -22,7 +26,7 @@ import concurrent.futures
 import threading
 import time
 from collections import deque
-from typing import Callable, Deque, Dict, Mapping, Optional, Tuple
+from typing import Any, Awaitable, Callable, Deque, Dict, Mapping, Optional, Tuple
 
 from ._challenge import Challenge
 from ._gate import origin, remaining, reset_in
@@ -30,6 +34,10 @@ from ._gate import origin, remaining, reset_in
 #: Solutions kept per origin: one per request in flight (``in_flight``, 4
 #: by default) and some to spare; beyond it the oldest is dropped.
 PER_ORIGIN = 8
+
+#: Seconds before its ``exp`` a solution is dropped unsent: it would arrive
+#: too late (the same margin in every client).
+EXPIRY_MARGIN = 2.0
 
 #: How often a coroutine outside asyncio (trio) looks at a running solve.
 _POLL_SECONDS = 0.005
@@ -46,7 +54,9 @@ class Solution:
     def __init__(self, challenge: Challenge, solve: Solve, received: Optional[float] = None) -> None:
         self.challenge = challenge
         received = time.monotonic() if received is None else received
-        self.deadline = received + _lifetime(challenge)
+        # By this process's monotonic clock from the response's arrival,
+        # less the margin; never exp against the wall clock.
+        self.deadline = received + _lifetime(challenge) - EXPIRY_MARGIN
         self._stop = threading.Event()
         self._future: "concurrent.futures.Future[str]" = concurrent.futures.Future()
         # Running from now on: cancelling an awaiting coroutine never
@@ -61,7 +71,8 @@ class Solution:
             self._future.set_exception(exc)
 
     def expired(self, now: Optional[float] = None) -> bool:
-        """Past its ``exp``, by this process's clock since the response came."""
+        """Within ``EXPIRY_MARGIN`` of its ``exp``, by this process's
+        monotonic clock since the response came."""
         return (time.monotonic() if now is None else now) >= self.deadline
 
     def done(self) -> bool:
@@ -107,6 +118,27 @@ def _lifetime(challenge: Challenge) -> float:
     return max(0.0, exp / 1000.0 - time.time())
 
 
+class PaceTurn:
+    """A request's place in its origin's pacing (``Ahead.pace``): the one
+    sent once a reset has passed holds the others back until an answer
+    comes; ``release`` (or leaving the ``with``) when its request is over,
+    answered or not."""
+
+    def __init__(self, ahead: "Ahead", key: str, turn: Optional[int]) -> None:
+        self._ahead, self._key, self._turn = ahead, key, turn
+
+    def release(self) -> None:
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            self._ahead._release(self._key, turn)
+
+    def __enter__(self) -> "PaceTurn":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
 class Ahead:
     """The solutions ahead and the pacing deadlines, per origin; safe to
     share between threads and event loops.  ``pow_shield.Policy`` uses one
@@ -118,15 +150,19 @@ class Ahead:
             raise ValueError("per_origin must be an int >= 1")
         self.per_origin = per_origin
         self._lock = threading.Lock()
+        self._answered = threading.Condition(self._lock)
         self._solutions: Dict[str, Deque[Solution]] = {}
         self._paced: Dict[str, float] = {}
+        # The turn of the request sent after a reset, per origin.
+        self._probes: Dict[str, int] = {}
+        self._turns = 0
 
     # -- solutions ahead -------------------------------------------------
 
     def offer(self, url: str, challenge: Challenge, solve: Solve) -> Optional[Solution]:
         """Starts solving ``challenge`` for the next request to ``url``'s
         origin; None (nothing started) when it has expired already."""
-        solution = Solution(challenge, solve) if _lifetime(challenge) > 0 else None
+        solution = Solution(challenge, solve) if _lifetime(challenge) > EXPIRY_MARGIN else None
         if solution is None:
             return None
         with self._lock:
@@ -189,31 +225,91 @@ class Ahead:
     def note_limits(self, url: str, headers: Mapping[str, str]) -> None:
         """What one answer says of ``url``'s origin: no request left and
         the seconds until one frees set its pacing deadline; requests left
-        clear it."""
+        clear it.  Any answer ends the wait of the requests held back
+        after a reset."""
         left = remaining(headers)
-        if left is None:
-            return
         key = origin(url)
         wait = reset_in(headers) if left == 0 else None
         with self._lock:
+            if self._probes.pop(key, None) is not None:
+                self._answered.notify_all()
+            if left is None:
+                return
             if wait is None:
                 self._paced.pop(key, None)
             else:
                 self._paced[key] = time.monotonic() + wait
 
     def pace_delay(self, url: str) -> float:
-        """Seconds a pacing client waits before its next request to ``url``'s
-        origin (0: none)."""
-        key = origin(url)
+        """Seconds until the reset of ``url``'s origin, when its last answer
+        showed no request left (0: none, or passed)."""
         with self._lock:
-            until = self._paced.get(key)
-            if until is None:
-                return 0.0
-            delay = until - time.monotonic()
-            if delay <= 0:
-                del self._paced[key]
-                return 0.0
-            return delay
+            until = self._paced.get(origin(url))
+        return 0.0 if until is None else max(0.0, until - time.monotonic())
+
+    def _step(self, key: str, max_wait: float) -> Tuple[str, Any]:
+        """Under the lock: ("go", turn or None), ("sleep", seconds) or
+        ("await", None) for the next request to ``key``."""
+        if key in self._probes:
+            return "await", None
+        until = self._paced.get(key)
+        if until is None:
+            return "go", None
+        delay = until - time.monotonic()
+        if delay > max_wait:
+            return "go", None  # too far: it pays
+        if delay > 0:
+            return "sleep", delay
+        # The reset has passed: this request goes, the others wait for an answer.
+        del self._paced[key]
+        self._turns += 1
+        self._probes[key] = self._turns
+        return "go", self._turns
+
+    def _release(self, key: str, turn: int) -> None:
+        with self._lock:
+            if self._probes.get(key) == turn:
+                del self._probes[key]
+                self._answered.notify_all()
+
+    def pace(self, url: str, max_wait: float) -> PaceTurn:
+        """Paces a request about to go to ``url`` (blocking the thread):
+        sleeps until the reset when no request is left (at most
+        ``max_wait`` away); once it has passed, one request goes and the
+        others wait for an answer (at most ``max_wait``)."""
+        key = origin(url)
+        while True:
+            with self._lock:
+                kind, value = self._step(key, max_wait)
+                if kind == "await":
+                    if not self._answered.wait_for(lambda: key not in self._probes, timeout=max_wait):
+                        return PaceTurn(self, key, None)
+                    continue
+            if kind == "go":
+                return PaceTurn(self, key, value)
+            time.sleep(value)
+
+    async def apace(self, url: str, max_wait: float, sleep: Callable[[float], Awaitable[Any]]) -> PaceTurn:
+        """``pace`` for a coroutine: ``sleep`` is its library's (asyncio's,
+        anyio's); waiting for an answer looks every few milliseconds."""
+        key = origin(url)
+        while True:
+            with self._lock:
+                kind, value = self._step(key, max_wait)
+            if kind == "go":
+                return PaceTurn(self, key, value)
+            if kind == "sleep":
+                await sleep(value)
+                continue
+            waited = 0.0
+            while waited < max_wait:
+                with self._lock:
+                    if key not in self._probes:
+                        break
+                await sleep(_POLL_SECONDS)
+                waited += _POLL_SECONDS
+            else:
+                return PaceTurn(self, key, None)
 
 
 #: The store every ``Policy`` uses unless given another.

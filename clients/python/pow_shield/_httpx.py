@@ -105,10 +105,7 @@ class HttpxAuth(httpx.Auth):
         policy = self.policy
         request.read()
         url = str(request.url)
-        delay = policy.pace_delay(url)
-        if delay > 0:
-            time.sleep(delay)
-        with policy.gate.enter(url) as gate_pass:
+        with policy.paced(url), policy.gate.enter(url) as gate_pass:
             paid = policy.take_ahead(url, request.headers)
             if paid is not None:
                 request.headers.update(paid)
@@ -154,10 +151,12 @@ class HttpxAuth(httpx.Auth):
         policy = self.policy
         await request.aread()
         url = str(request.url)
-        delay = policy.pace_delay(url)
-        if delay > 0:
-            await anyio.sleep(delay)
-        gate_pass = await policy.gate.aenter(url)
+        turn = await policy.apaced(url, anyio.sleep)
+        try:
+            gate_pass = await policy.gate.aenter(url)
+        except BaseException:
+            turn.release()
+            raise
         try:
             paid = await policy.atake_ahead(url, request.headers)
             if paid is not None:
@@ -199,6 +198,7 @@ class HttpxAuth(httpx.Auth):
                 response = yield request
         finally:
             gate_pass.release()
+            turn.release()
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         # httpx calls sync_auth_flow / async_auth_flow; this is for callers

@@ -26,9 +26,9 @@ Each wait or payment is one retry; past ``max_retries`` the adapter raises
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, Tuple, Union
 
-from ._ahead import SHARED, Ahead
+from ._ahead import SHARED, Ahead, PaceTurn
 from ._challenge import (
     CHALLENGE_STATUSES,
     HEADER_CHALLENGE,
@@ -158,6 +158,20 @@ class Policy:
             return 0.0
         delay = self.ahead.pace_delay(url)
         return delay if delay <= self.max_wait else 0.0
+
+    def paced(self, url: str) -> PaceTurn:
+        """Paces a request to ``url`` (``pace`` on; blocking the thread):
+        waits for the reset, and after it for the answer of the one request
+        sent first; release the turn once the request is over."""
+        if not self.pace:
+            return PaceTurn(self.ahead, "", None)
+        return self.ahead.pace(url, self.max_wait)
+
+    async def apaced(self, url: str, sleep: Callable[[float], Awaitable[Any]]) -> PaceTurn:
+        """``paced`` for a coroutine, sleeping with ``sleep``."""
+        if not self.pace:
+            return PaceTurn(self.ahead, "", None)
+        return await self.ahead.apace(url, self.max_wait, sleep)
 
     def saw(self, url: str, status: int, headers: Mapping[str, str]) -> None:
         """Every answer from ``url``: its limits (pacing), and its next

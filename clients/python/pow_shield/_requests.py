@@ -153,10 +153,6 @@ def _drop_solution(request: requests.PreparedRequest) -> None:
         request.headers.pop(name, None)
 
 
-def _pace(policy: Policy, url: str) -> None:
-    delay = policy.pace_delay(url)
-    if delay > 0:
-        time.sleep(delay)
 
 
 class RequestsAuth(requests.auth.AuthBase):
@@ -181,7 +177,11 @@ class RequestsAuth(requests.auth.AuthBase):
         self.policy = policy or Policy(**options)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        _pace(self.policy, request.url or "")
+        # Its pacing turn: ended with the response hook, or when the
+        # request is dropped unanswered.
+        turn = self.policy.paced(request.url or "")
+        request._pow_shield_turn = turn  # type: ignore[attr-defined]
+        weakref.finalize(request, turn.release)
         request.register_hook("response", self.handle_response)
         # The request's place in the per-origin gate, taken before it is
         # sent: given back by the response hook, or when the request is
@@ -216,6 +216,9 @@ class RequestsAuth(requests.auth.AuthBase):
         finally:
             if gate_pass is not None:
                 gate_pass.release()
+            turn = getattr(request, "_pow_shield_turn", None)
+            if turn is not None:
+                turn.release()
         if ahead_sent and answer.is_redirect:
             # requests builds the next hop from this request: the solution
             # it carried was used once.
@@ -271,8 +274,7 @@ class HTTPAdapter(requests.adapters.HTTPAdapter):
             return super(HTTPAdapter, self).send(prepared, stream=True, **kwargs)
 
         policy = self.pow_policy
-        _pace(policy, request.url or "")
-        with policy.gate.enter(request.url or "") as gate_pass:
+        with policy.paced(request.url or ""), policy.gate.enter(request.url or "") as gate_pass:
             paid = policy.take_ahead(request.url or "", request.headers)
             if paid is not None:
                 # A copy: the caller's request (a redirect is built from

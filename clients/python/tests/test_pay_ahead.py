@@ -118,6 +118,27 @@ class SessionPayAheadTest(PayAhead, unittest.TestCase):
         self.assertEqual(len(tokens), len(set(tokens)))
 
 
+    def test_after_a_reset_one_request_goes_and_the_others_wait_for_its_answer(self):
+        # 1 per second, 3 threads held for the reset: going all at once,
+        # two of them would be over the limit (429, or paid).
+        shield = self.shield(limit=1, window=1.0)
+        with pow_shield.Session(ahead=self.store, pace=True) as s:
+            self.assertEqual(s.get(self.server.url(), timeout=10).status_code, 200)
+            statuses = []
+
+            def worker():
+                statuses.append(s.get(self.server.url(), timeout=10).status_code)
+
+            threads = [threading.Thread(target=worker) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        self.assertEqual(statuses, [200] * 3)
+        self.assertEqual(shield.results, ["pass"] * 4)
+        self.assertEqual(len(self.server.requests), 4)
+
+
 @unittest.skipIf(requests is None, "requests is not installed")
 class RequestsAuthPayAheadTest(PayAhead, unittest.TestCase):
     """A new ``RequestsAuth`` for each ``requests.get``: the store outlives it."""
@@ -264,6 +285,17 @@ class AheadStoreTest(unittest.TestCase):
         self.policy.saw(self.URL, 200, next_headers(lifetime_ms=0))
         self.assertEqual(self.store.count(self.URL), 0)
 
+    def test_a_next_challenge_within_2_s_of_its_exp_is_not_solved(self):
+        self.policy.saw(self.URL, 200, next_headers(lifetime_ms=1500))
+        self.assertEqual(self.store.count(self.URL), 0)
+
+    def test_a_solution_is_dropped_2_s_before_its_exp(self):
+        self.policy.saw(self.URL, 200, next_headers(lifetime_ms=10_000))
+        solution = self.store._solutions[pow_shield._gate.origin(self.URL)][0]
+        arrived = solution.deadline + 2.0 - 10.0
+        self.assertFalse(solution.expired(arrived + 7.9))
+        self.assertTrue(solution.expired(arrived + 8.01))
+
     def test_a_solution_that_expires_while_kept_is_dropped_unsent(self):
         self.policy.saw(self.URL, 200, next_headers())
         self.store._solutions[pow_shield._gate.origin(self.URL)][0].deadline = 0.0
@@ -314,6 +346,24 @@ class AheadStoreTest(unittest.TestCase):
         self.assertEqual(self.store.count(self.URL), 0)
         waiting.saw(self.URL, 200, {"RateLimit": '"pow-shield";r=0;t=3600', **next_headers()})
         self.assertEqual(self.store.count(self.URL), 1, "beyond max_wait it pays, ahead")
+
+
+class PacingTurnTest(unittest.TestCase):
+    URL = "http://127.0.0.1:9/api"
+
+    def test_after_the_reset_one_goes_and_the_next_waits_until_it_is_answered_or_over(self):
+        store = pow_shield.Ahead()
+        store.note_limits(self.URL, {"RateLimit": '"pow-shield";r=0;t=0'})
+        first = store.pace(self.URL, max_wait=10)
+        self.assertIsNotNone(first._turn)
+        # held back: with a wait of 0 it goes unturned at once
+        self.assertIsNone(store.pace(self.URL, max_wait=0)._turn)
+        first.release()
+        self.assertIsNone(store.pace(self.URL, max_wait=10)._turn, "nobody is held back after it")
+        store.note_limits(self.URL, {"RateLimit": '"pow-shield";r=0;t=0'})
+        with store.pace(self.URL, max_wait=10):
+            store.note_limits(self.URL, {"RateLimit": '"pow-shield";r=2;t=9'})
+            self.assertEqual(store.pace_delay(self.URL), 0, "its answer: requests left, nobody waits")
 
 
 class ResetTest(unittest.TestCase):

@@ -39,7 +39,13 @@ pub fn run(m: &ArgMatches) -> u8 {
     ) else {
         return exit::USAGE;
     };
-    let target = with_key(url, key);
+    let target = match with_key(url, key) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("pow-shield admin: {e}");
+            return exit::USAGE;
+        }
+    };
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -72,8 +78,16 @@ pub fn run(m: &ArgMatches) -> u8 {
     }
 }
 
-/// `url` with `key=<key>` (percent-encoded) added to its query.
-fn with_key(url: &str, key: &str) -> String {
+/// `url` with `key=<key>` (percent-encoded) added to its query; an error
+/// when its query has a `key=` already (the server would read that one,
+/// and show or lift another client than the one named).
+fn with_key(url: &str, key: &str) -> Result<String, String> {
+    let query = url.split('#').next().unwrap_or(url).split_once('?').map(|(_, q)| q);
+    if query.is_some_and(|q| q.split('&').any(|p| p == "key" || p.starts_with("key="))) {
+        return Err(format!(
+            "{url} has a key= in its query already: give the location's URL without it, and the key as the last argument"
+        ));
+    }
     let mut out = String::with_capacity(url.len() + key.len() + 5);
     out.push_str(url);
     out.push(if url.contains('?') { '&' } else { '?' });
@@ -86,7 +100,7 @@ fn with_key(url: &str, key: &str) -> String {
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -97,13 +111,23 @@ mod tests {
     #[test]
     fn the_key_is_percent_encoded_into_the_query() {
         assert_eq!(
-            with_key("http://h/admin", "2001:db8::/64"),
+            with_key("http://h/admin", "2001:db8::/64").unwrap(),
             "http://h/admin?key=2001%3Adb8%3A%3A%2F64"
         );
         assert_eq!(
-            with_key("http://h/a?x=1", "api 1"),
+            with_key("http://h/a?x=1", "api 1").unwrap(),
             "http://h/a?x=1&key=api%201"
         );
+    }
+
+    #[test]
+    fn a_url_with_a_key_of_its_own_is_refused() {
+        assert!(with_key("http://h/a?key=192.0.2.1", "192.0.2.7").is_err());
+        assert!(with_key("http://h/a?x=1&key=", "192.0.2.7").is_err());
+        assert!(with_key("http://h/a?monkey=1", "192.0.2.7").is_ok());
+        let m = parse(&["admin", "http://h/a?key=192.0.2.1", "lift", "192.0.2.7"]).unwrap();
+        let (_, sub) = m.subcommand().unwrap();
+        assert_eq!(run(sub), exit::USAGE);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The Node client's native solver: the protocol crate's nonce search
 //! (`Search`: SHA-NI with interleaved lanes where the CPU has it, else
-//! `sha2`'s compression) as a Node-API addon, loaded by lib/engines.js and
+//! `sha2`'s compression) as a Node-API addon, loaded by lib/native.js and
 //! run by the solver's worker threads. Written against Node-API's C
 //! functions directly (resolved from the node binary when it loads the
 //! addon), so it needs no crate beyond the protocol's.
@@ -73,21 +73,30 @@ struct Args {
 unsafe fn args(env: Env, info: CallbackInfo) -> Option<Args> {
     let mut argc = 4usize;
     let mut argv: [Value; 4] = [ptr::null_mut(); 4];
-    let status = napi_get_cb_info(
-        env,
-        info,
-        &mut argc,
-        argv.as_mut_ptr(),
-        ptr::null_mut(),
-        ptr::null_mut(),
-    );
+    // SAFETY: env and info are this callback's (the caller's contract);
+    // argv has room for argc (4) values, and Node-API writes at most argc
+    // of them; the null this_arg and data pointers ask for neither.
+    let status = unsafe {
+        napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    };
     if status != NAPI_OK || argc < 4 {
         return None;
     }
     let mut salt = vec![0u8; MAX_SALT + 1];
     let mut len = 0usize;
-    let status =
-        napi_get_value_string_utf8(env, argv[0], salt.as_mut_ptr().cast(), salt.len(), &mut len);
+    // SAFETY: argv[0] is a value of this call; the buffer is salt.len()
+    // bytes, the size passed, and Node-API writes at most that many (with
+    // the NUL), and the copied length into len.
+    let status = unsafe {
+        napi_get_value_string_utf8(env, argv[0], salt.as_mut_ptr().cast(), salt.len(), &mut len)
+    };
     // A salt that filled the buffer may have been cut: not taken.
     if status != NAPI_OK || len >= MAX_SALT {
         return None;
@@ -95,10 +104,14 @@ unsafe fn args(env: Env, info: CallbackInfo) -> Option<Args> {
     salt.truncate(len);
     let mut bits = 0u32;
     let (mut from, mut to) = (0f64, 0f64);
-    if napi_get_value_uint32(env, argv[1], &mut bits) != NAPI_OK
-        || napi_get_value_double(env, argv[2], &mut from) != NAPI_OK
-        || napi_get_value_double(env, argv[3], &mut to) != NAPI_OK
-    {
+    // SAFETY: argv[1..4] are values of this call; each result points to
+    // a live local of the type Node-API writes.
+    let read = unsafe {
+        napi_get_value_uint32(env, argv[1], &mut bits) == NAPI_OK
+            && napi_get_value_double(env, argv[2], &mut from) == NAPI_OK
+            && napi_get_value_double(env, argv[3], &mut to) == NAPI_OK
+    };
+    if !read {
         return None;
     }
     let nonce = |x: f64| (x.is_finite() && (0.0..=MAX_NONCE).contains(&x)).then_some(x as u64);
