@@ -374,7 +374,12 @@ impl Ahead {
     /// away), `slept` told of each sleep; once the reset has passed, one
     /// request goes and the others wait for its answer. Hold the turn
     /// until the request's answer has been seen ([`Ahead::saw`]).
-    pub fn pace(&self, url: &str, policy: &Policy, mut slept: impl FnMut(Duration)) -> PaceTurn<'_> {
+    pub fn pace(
+        &self,
+        url: &str,
+        policy: &Policy,
+        mut slept: impl FnMut(Duration),
+    ) -> PaceTurn<'_> {
         let origin = origin(url);
         if policy.pace {
             loop {

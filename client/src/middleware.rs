@@ -131,7 +131,11 @@ async fn read_refusal(response: Response) -> reqwest_middleware::Result<Result<(
     if !json || !short {
         return Ok(Err(response));
     }
-    let (status, version, url) = (response.status(), response.version(), response.url().clone());
+    let (status, version, url) = (
+        response.status(),
+        response.version(),
+        response.url().clone(),
+    );
     let headers = headers.clone();
     let body = response.bytes().await?;
     if is_refusal_body(&body) {

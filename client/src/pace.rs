@@ -247,7 +247,10 @@ mod tests {
         assert!(wait > Duration::from_secs(1) && wait <= Duration::from_secs(2));
         assert!(p.would_wait(ORIGIN, Duration::from_secs(60)));
         // Beyond max_wait the request goes (and pays).
-        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(1)), Pace::Go(None));
+        assert_eq!(
+            p.before_send(ORIGIN, Duration::from_secs(1)),
+            Pace::Go(None)
+        );
         assert!(!p.would_wait(ORIGIN, Duration::from_secs(1)));
     }
 
@@ -305,7 +308,10 @@ mod tests {
     fn an_unknown_reset_never_waits() {
         let p = Pacer::default();
         p.saw(ORIGIN, headers(&[("X-RateLimit-Remaining", "0")]));
-        assert_eq!(p.before_send(ORIGIN, Duration::from_secs(60)), Pace::Go(None));
+        assert_eq!(
+            p.before_send(ORIGIN, Duration::from_secs(60)),
+            Pace::Go(None)
+        );
         assert_eq!(
             p.before_send("http://other:80", Duration::from_secs(60)),
             Pace::Go(None)

@@ -292,13 +292,20 @@ mod middleware {
             &[("Content-Type", "application/json")],
             r#"{"error":"not your order"}"#,
         );
-        let fake = serve(vec![ok_ahead("free", Some(&t1), &[]), forbidden, ok("twice")]);
+        let fake = serve(vec![
+            ok_ahead("free", Some(&t1), &[]),
+            forbidden,
+            ok("twice"),
+        ]);
         let (client, _) = client(Policy::default());
         assert_eq!(statuses(&client, &fake.url, 1).await, [200]);
         let response = client.get(&fake.url).send().await.unwrap();
         assert_eq!(response.status().as_u16(), 403);
         assert_eq!(response.url().as_str(), fake.url.as_str());
-        assert_eq!(response.text().await.unwrap(), r#"{"error":"not your order"}"#);
+        assert_eq!(
+            response.text().await.unwrap(),
+            r#"{"error":"not your order"}"#
+        );
         assert_eq!(fake.requests().len(), 2, "sent once");
     }
 

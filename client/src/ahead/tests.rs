@@ -271,9 +271,17 @@ fn only_the_shields_own_400_or_403_refused_the_solution_ahead() {
     // The application's own 400 or 403: the answer, never sent again.
     assert!(!refused_ahead(400, headers(&[]), None));
     assert!(!refused_ahead(403, headers(&[]), Some(b"not yours")));
-    assert!(!refused_ahead(400, headers(&[]), Some(br#"{"error":"bad field"}"#)));
+    assert!(!refused_ahead(
+        400,
+        headers(&[]),
+        Some(br#"{"error":"bad field"}"#)
+    ));
     // Admitted: the next challenge is there.
-    assert!(!refused_ahead(403, headers(&[("X-PoW-Next-Challenge", &t)]), Some(error)));
+    assert!(!refused_ahead(
+        403,
+        headers(&[("X-PoW-Next-Challenge", &t)]),
+        Some(error)
+    ));
     // The breaker's block is no refusal of the solution.
     let blocked = [("X-PoW-Shield", "blocked")];
     assert!(!refused_ahead(403, headers(&blocked), Some(error)));

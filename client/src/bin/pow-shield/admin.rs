@@ -82,7 +82,12 @@ pub fn run(m: &ArgMatches) -> u8 {
 /// when its query has a `key=` already (the server would read that one,
 /// and show or lift another client than the one named).
 fn with_key(url: &str, key: &str) -> Result<String, String> {
-    let query = url.split('#').next().unwrap_or(url).split_once('?').map(|(_, q)| q);
+    let query = url
+        .split('#')
+        .next()
+        .unwrap_or(url)
+        .split_once('?')
+        .map(|(_, q)| q);
     if query.is_some_and(|q| q.split('&').any(|p| p == "key" || p.starts_with("key="))) {
         return Err(format!(
             "{url} has a key= in its query already: give the location's URL without it, and the key as the last argument"
