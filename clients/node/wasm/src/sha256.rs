@@ -32,25 +32,22 @@ pub fn words(block: &[u8; 64]) -> [u32; 16] {
 /// The working variables a..h after `rounds` rounds of `w` from `state`
 /// (only the first 16 rounds can be asked: no message schedule here).
 pub fn rounds(state: &[u32; 8], w: &[u32; 16], rounds: usize) -> [u32; 8] {
-    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
+    let mut v = *state;
     for t in 0..rounds.min(16) {
-        let t1 = h
-            .wrapping_add(e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25))
-            .wrapping_add((e & f) ^ (!e & g))
-            .wrapping_add(K[t])
-            .wrapping_add(w[t]);
-        let t2 = (a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22))
-            .wrapping_add((a & b) ^ (a & c) ^ (b & c));
-        h = g;
-        g = f;
-        f = e;
-        e = d.wrapping_add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.wrapping_add(t2);
+        v = round(v, K[t].wrapping_add(w[t]));
     }
-    [a, b, c, d, e, f, g, h]
+    v
+}
+
+/// One round: the working variables after adding `kw` (`K[t] + W[t]`).
+fn round([a, b, c, d, e, f, g, h]: [u32; 8], kw: u32) -> [u32; 8] {
+    let t1 = h
+        .wrapping_add(e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25))
+        .wrapping_add((e & f) ^ (!e & g))
+        .wrapping_add(kw);
+    let t2 = (a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22))
+        .wrapping_add((a & b) ^ (a & c) ^ (b & c));
+    [t1.wrapping_add(t2), a, b, c, d.wrapping_add(t1), e, f, g]
 }
 
 /// One whole compression: `state` after the block `w`.
@@ -65,25 +62,11 @@ pub fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
             .wrapping_add(w[t - 7])
             .wrapping_add(s1);
     }
-    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
+    let mut v = *state;
     for t in 0..64 {
-        let t1 = h
-            .wrapping_add(e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25))
-            .wrapping_add((e & f) ^ (!e & g))
-            .wrapping_add(K[t])
-            .wrapping_add(w[t]);
-        let t2 = (a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22))
-            .wrapping_add((a & b) ^ (a & c) ^ (b & c));
-        h = g;
-        g = f;
-        f = e;
-        e = d.wrapping_add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.wrapping_add(t2);
+        v = round(v, K[t].wrapping_add(w[t]));
     }
-    for (s, v) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
+    for (s, v) in state.iter_mut().zip(v) {
         *s = s.wrapping_add(v);
     }
 }
