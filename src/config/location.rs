@@ -142,13 +142,18 @@ pub unsafe fn set_status(
             if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
                 mcf.status = true;
             }
-            let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
-                return Err(DirectiveError::Logged);
-            };
-            clcf.handler = handler;
-            Ok(())
+            serve_with(d, handler)
         })
     }
+}
+
+/// Makes `handler` the location's content (a status or admin location).
+fn serve_with(d: &mut Directive, handler: ngx_http_handler_pt) -> Result<(), DirectiveError> {
+    let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
+        return Err(DirectiveError::Logged);
+    };
+    clcf.handler = handler;
+    Ok(())
 }
 
 /// `pow_shield_admin`: the location's content is `handler`, the view and
@@ -171,11 +176,7 @@ pub unsafe fn set_admin(
             }
             lcf.admin = true;
             lcf.settings.status = true;
-            let Some(clcf) = NgxHttpCoreModule::location_conf_mut(d.cf) else {
-                return Err(DirectiveError::Logged);
-            };
-            clcf.handler = handler;
-            Ok(())
+            serve_with(d, handler)
         })
     }
 }
