@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::script_sha1;
 use crate::limiter::breaker::{Block, BreakerRules, StrikeCounter, BANNED_TRIPS};
-use crate::limiter::client::client_id;
+use crate::limiter::client::{client_id, DEFAULT_KEY_MARK};
 use crate::limiter::RateLimit;
 use crate::redis::command::{client_tag, encode};
 use crate::redis::script_call::{self, ScriptCall};
@@ -104,7 +104,7 @@ pub fn store_keys(key: &[u8]) -> (Vec<Vec<u8>>, Named) {
     let mut keys = Vec::with_capacity(4);
     let named = match address(key) {
         Some(id) => {
-            let mut default = vec![0u8];
+            let mut default = vec![DEFAULT_KEY_MARK];
             default.extend_from_slice(id.as_bytes());
             keys.push(default);
             Named::Address

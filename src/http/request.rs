@@ -14,7 +14,7 @@ use ngx::http::Request;
 use super::state::RequestState;
 use crate::config::Policy;
 use crate::ffi::bytes;
-use pow_shield_core::limiter::client::client_id;
+use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
 use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::store::{LimitKeys, CLIENT_KEYS};
 
@@ -114,7 +114,7 @@ fn default_key(r: &Request) -> Option<&[u8]> {
         if data.is_null() {
             return None;
         }
-        *data = 0;
+        *data = DEFAULT_KEY_MARK;
         core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
         Some(core::slice::from_raw_parts(data, len))
     }

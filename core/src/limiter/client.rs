@@ -58,6 +58,12 @@ impl Write for ClientId {
     }
 }
 
+/// What starts the default key (a NUL byte, then the peer's
+/// [`client_id`]): no header value or `pow_shield_key` text does, so a
+/// custom key never names an address's client (the module's
+/// `config::DEFAULT_KEY` writes the same byte as `\0`).
+pub const DEFAULT_KEY_MARK: u8 = 0;
+
 /// The identity of a peer: `192.0.2.1` for IPv4, `2001:db8:1:2::/64` for
 /// IPv6 (the /64 prefix, compressed as RFC 5952 writes it), and `unix:` for
 /// a peer without an IP address (a UNIX-domain socket), as nginx's
