@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by bench/run.sh, bench/hung_redis.sh and bench/soak.sh (sourced,
+# Shared by the bench/*.sh scripts (sourced,
 # not run; the caller defines ROOT and die).
 
 # The binaries under test (the caller sets ROOT before sourcing).
@@ -84,4 +84,37 @@ stop_pid() {
     kill -"$sig" "$pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
+}
+
+# pay_ahead_server DIR: the nginx of the pay-ahead benches, on a free port
+# (set in PORT): two locations priced alike, `pow_shield_limit 1 60s;
+# pow_shield_difficulty 16b;`, /off/ with `pow_shield_pay_ahead off` (the
+# 429 path, "before") and /on/ paying ahead ("after"), each serving
+# data.json; DIR/ahead.log has "$http_x_client $status $pow_shield_result"
+# per request. The caller stops DIR/nginx.pid.
+pay_ahead_server() {
+    local dir=$1
+    mkdir -p "$dir/html/off" "$dir/html/on"
+    echo '{"ok":true}' >"$dir/html/off/data.json"
+    echo '{"ok":true}' >"$dir/html/on/data.json"
+    read -r PORT < <(free_ports 1)
+    {
+        bench_conf_head "$dir" "$MODULE" "$dir/html" 1024
+        cat <<CONF
+    log_format ahead '\$http_x_client \$status \$pow_shield_result';
+    server {
+        listen 127.0.0.1:$PORT;
+        access_log $dir/ahead.log ahead;
+        pow_shield_key \$http_x_client;
+        pow_shield_limit 1 60s;
+        pow_shield_difficulty 16b;
+        location /off/ { pow_shield_pay_ahead off; }
+        location /on/ { pow_shield_pay_ahead on; }
+    }
+}
+CONF
+    } >"$dir/nginx.conf"
+    "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" ||
+        die "nginx did not start: $(tail -3 "$dir/error.log")"
+    wait_port "$PORT" nginx
 }

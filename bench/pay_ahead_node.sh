@@ -30,35 +30,7 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-mkdir -p "$TMP/html/on" "$TMP/html/off"
-echo '{"ok":true}' >"$TMP/html/on/data.json"
-echo '{"ok":true}' >"$TMP/html/off/data.json"
-
-read -r PORT < <(free_ports 1)
-{
-    bench_conf_head "$TMP" "$MODULE" "$TMP/html" 1024
-    cat <<CONF
-    log_format ahead '\$http_x_client \$status \$pow_shield_result';
-    server {
-        listen 127.0.0.1:$PORT;
-        access_log $TMP/ahead.log ahead;
-        pow_shield_key \$http_x_client;
-        location /on/ {
-            pow_shield_limit 1 60s;
-            pow_shield_difficulty 16b;
-        }
-        location /off/ {
-            pow_shield_limit 1 60s;
-            pow_shield_difficulty 16b;
-            pow_shield_pay_ahead off;
-        }
-    }
-}
-CONF
-} >"$TMP/nginx.conf"
-"$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" ||
-    die "nginx did not start: $(tail -3 "$TMP/error.log")"
-wait_port "$PORT" nginx
+pay_ahead_server "$TMP"
 
 # prints "<mean ms> <max ms>" of the paid requests
 run() { # run LOCATION KEY
