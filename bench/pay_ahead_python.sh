@@ -46,39 +46,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$TMP/bin" "$TMP/html/before" "$TMP/html/after"
-cp "$NGINX" "$TMP/bin/nginx"
-cp "$MODULE" "$TMP/bin/module.so"
-echo '{"ok":true}' | tee "$TMP/html/before/data.json" >"$TMP/html/after/data.json"
-chmod -R a+rX "$TMP/html"
-read -r PORT <<<"$(free_ports 1)"
-
-{
-    bench_conf_head "$TMP" "$TMP/bin/module.so" "$TMP/html" 1024
-    cat <<EOF
-    log_format ahead '\$http_x_client \$status \$pow_shield_result';
-
-    server {
-        listen 127.0.0.1:$PORT;
-        access_log $TMP/access.log ahead;
-        pow_shield_key \$http_x_client;
-
-        location /before/ {
-            pow_shield_limit 1 60s;
-            pow_shield_difficulty 16b;
-            pow_shield_pay_ahead off;
-        }
-        location /after/ {
-            pow_shield_limit 1 60s;
-            pow_shield_difficulty 16b;
-        }
-    }
-}
-EOF
-} >"$TMP/nginx.conf"
-
-"$TMP/bin/nginx" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" || die "nginx did not start"
-wait_port "$PORT" nginx
+pay_ahead_server "$TMP"
 
 pythonpath=$ROOT/clients/python
 if "$PYTHON" -m pip install --quiet --no-build-isolation --no-deps --no-index \
@@ -138,7 +106,7 @@ def run(kind, where):
     return asyncio.run(go())
 
 for kind in ("session", "requests-auth", "adapter", "httpx", "httpx-async"):
-    for where in ("before", "after"):
+    for where in ("off", "on"):
         spent, bad = run(kind, where)
         print(kind, where, "%.2f" % (1000 * sum(spent) / len(spent)), bad, flush=True)
 EOF
@@ -151,10 +119,10 @@ echo "1 free + $PAID paid requests per client, pow_shield_limit 1 60s, 16 bits, 
 printf '%-14s | %-34s | %-34s\n' client 'before (pay-ahead off: 429 path)' 'after (pay-ahead on)'
 printf '%-14s | %11s %8s %13s | %11s %8s %13s\n' '' 'round trips' '429s' 'ms/paid req' 'round trips' '429s' 'ms/paid req'
 tail -n +2 "$TMP/drive.out" | while read -r kind where ms bad; do
-    trips=$(grep -c "^$kind-$where " "$TMP/access.log" || true)
-    c429=$(grep -c "^$kind-$where 429 " "$TMP/access.log" || true)
+    trips=$(grep -c "^$kind-$where " "$TMP/ahead.log" || true)
+    c429=$(grep -c "^$kind-$where 429 " "$TMP/ahead.log" || true)
     [[ $bad == 0 ]] || ms="$ms ($bad not 200)"
-    if [[ $where == before ]]; then
+    if [[ $where == off ]]; then
         line=$(printf '%-14s | %11s %8s %13s' "$kind" "$trips" "$c429" "$ms")
     else
         printf '%s | %11s %8s %13s\n' "$line" "$trips" "$c429" "$ms"
