@@ -1,10 +1,11 @@
 #!/usr/bin/perl
 
 # How many spent challenges a pow_shield_zone holds (docs/operations.md,
-# "Sizing the zone"): one client over a limit of 1 per hour solves and
-# spends challenges until the zone, full of unexpired spent records, answers
-# 503. Every entry (a spent record, a client's window, a client's breaker)
-# takes the same 256-byte slot, so this is the zone's capacity in entries.
+# "Sizing the zone"): new clients, over a limit of 1 per hour, each solve
+# and spend one challenge until a solution gets a fresh 429 instead of a
+# 200: spent records then fill the half of the zone they may take. Every
+# entry (a spent record, a client's window, a client's breaker) takes the
+# same 256-byte slot, so twice that is the zone's capacity in entries.
 #
 #   perl bench/zone_capacity.pl [size]      (size: an nginx size, default 256k)
 
@@ -36,25 +37,26 @@ http {
             pow_shield_difficulty 1;
             pow_shield_strikes off;
             pow_shield_challenge_ttl 1h;
+            pow_shield_key \$http_x_client;
         }
     }
 }
 EOF
 $t->run;
 
-$t->http_get('/x');    # the client's bucket (one entry)
 my ($spent, $status) = (0, 0);
-while (1) {
-    my $c = $t->http_get('/x');
+for (my $i = 1; ; $i++) {
+    $t->http_get('/x', 'X-Client' => "c$i");    # the client's free request
+    my $c = $t->http_get('/x', 'X-Client' => "c$i");
     $status = $c->status;
     last unless $status == 429;
-    my $r = $t->http_get('/x', solution($c));
+    my $r = $t->http_get('/x', 'X-Client' => "c$i", solution($c));
     $status = $r->status;
     last unless $status == 200;
     $spent++;
 }
-is($status, 503, "the full zone answers 503");
+is($status, 429, "a solution the spent half cannot take gets a fresh 429");
 my $bytes = $size =~ /^(\d+)k$/i ? $1 * 1024 : $size =~ /^(\d+)m$/i ? $1 << 20 : $size;
-diag(sprintf "pow_shield_zone %s: %d spent records + 1 bucket; %.0f bytes per entry, %.0f entries per MB",
-    $size, $spent, $bytes / ($spent + 1), ($spent + 1) * (1 << 20) / $bytes);
+diag(sprintf "pow_shield_zone %s: %d spent records (half the zone): %.0f bytes per entry, %.0f entries per MB",
+    $size, $spent, $bytes / (2 * $spent), 2 * $spent * (1 << 20) / $bytes);
 $t->done_testing;

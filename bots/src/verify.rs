@@ -49,7 +49,8 @@ pub enum Anonymous {
     NotYetValid,
     /// `expires` has passed (beyond the allowance).
     Expired,
-    /// `expires - created` is above 24 h, or not positive.
+    /// `expires - created` is above [`MAX_LIFETIME_S`] (1 h), or not
+    /// positive.
     TooLong,
     /// `keyid` is none of the configured bots' keys, or `alg` is not
     /// `ed25519`.

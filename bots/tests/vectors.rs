@@ -98,8 +98,8 @@ fn every_vector_verifies_as_the_bot_of_its_key() {
             v.name
         );
         assert_eq!(got.expires, v.expires, "{}", v.name);
-        // The v2 examples claim a century: more than the 24 h allowed.
-        let within = v.expires - CREATED <= 24 * 3600;
+        // The v2 examples claim a century: more than the hour allowed.
+        let within = v.expires - CREATED <= 3600;
         assert_eq!(verify(&m, &r, CREATED + 10).is_ok(), within, "{}", v.name);
         if !within {
             assert_eq!(verify(&m, &r, CREATED + 10), Err(Anonymous::TooLong));

@@ -55,7 +55,7 @@ impl BotSigner {
         self
     }
 
-    /// How long each signature is good for (1 s to 24 h).
+    /// How long each signature is good for (1 s to 1 h).
     pub fn lifetime(mut self, seconds: i64) -> BotSigner {
         self.lifetime_s = seconds.clamp(1, pow_shield_bots::MAX_LIFETIME_S);
         self

@@ -21,8 +21,9 @@ use sha2::{Digest, Sha256};
 use crate::ffi::bytes;
 use crate::ffi::PowShield;
 use crate::shm::SharedZone;
-use crate::store::{record_bot_nonce, NonceSeen};
+use crate::store::record_bot_nonce;
 use pow_shield_bots::{Message, CLOCK_ALLOWANCE_S};
+use pow_shield_core::store::{Now, Recorded};
 
 /// `preconfiguration`: declares `$pow_shield_bot` (cacheable: one
 /// verification per request).
@@ -70,8 +71,11 @@ fn bot_of(r: &Request) -> Option<String> {
         return None;
     }
     let message = NginxMessage::of(r);
-    let now_ms = crate::ffi::now_ms();
-    let now_s = i64::try_from(now_ms / 1000).ok()?;
+    let now = Now {
+        monotonic_ms: crate::ffi::monotonic_ms(),
+        epoch_ms: crate::ffi::now_ms(),
+    };
+    let now_s = i64::try_from(now.epoch_ms / 1000).ok()?;
     let verified = pow_shield_bots::verify(&message, &mcf.bots, now_s).ok()?;
     let name = mcf.bots.names().get(verified.bot)?;
     let zone = SharedZone::from_conf(mcf)?;
@@ -87,9 +91,9 @@ fn bot_of(r: &Request) -> Option<String> {
     let digest: [u8; 32] = digest.finalize().into();
     let until_s = verified.expires.saturating_add(CLOCK_ALLOWANCE_S);
     let until_ms = u64::try_from(until_s).ok()?.saturating_mul(1000);
-    match record_bot_nonce(&zone, name, &digest, until_ms, now_ms) {
-        NonceSeen::First => Some(name.clone()),
-        NonceSeen::Again | NonceSeen::NoRoom => None,
+    match record_bot_nonce(&zone, name, &digest, until_ms, now) {
+        Recorded::New => Some(name.clone()),
+        Recorded::Held | Recorded::NoRoom => None,
     }
 }
 

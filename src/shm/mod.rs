@@ -15,6 +15,7 @@ use ngx::http::HttpModule;
 pub use self::table::{Entry, Table, TableKey};
 use crate::ffi::PowShield;
 use pow_shield_core::metrics::{BotCounters, Slot, Slots, ZoneStats, SLOTS};
+use pow_shield_core::store::SpentRoom;
 
 /// Layout version: a zone written by another layout is never adopted. A
 /// reload may load a newer module into a zone an older one wrote, so the
@@ -308,6 +309,14 @@ impl SharedZone {
                 size_bytes: self.size as u64,
             }
         })
+    }
+
+    /// The part of the zone spent records may take: a share of the
+    /// entries its pages hold (`store::spent`).
+    pub fn spent_room(&self) -> SpentRoom {
+        let pool = self.pool.as_ref();
+        let bytes = (pool.end as usize).saturating_sub(pool.start as usize);
+        SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64)
     }
 
     /// Runs `f` on the header's tables with the zone locked.

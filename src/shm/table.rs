@@ -18,6 +18,7 @@ use super::Allocator;
 use pow_shield_core::cluster::refusals::LocalRefusal;
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::window::SlidingWindow;
+use pow_shield_core::store::spent::LIFETIME_CLASSES;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
 
@@ -33,9 +34,11 @@ union Payload {
     refusal: LocalRefusal,
 }
 
-// An entry fills one 256-byte slab slot (a window's 16 slots need more
-// than the 24 bytes a 128-byte one leaves); more would double the zone's cost.
-const _: () = assert!(core::mem::size_of::<Entry>() <= 256);
+/// The slab slot an entry fills: 256 bytes (a window's 16 slots need more
+/// than the 24 bytes a 128-byte one leaves); more would double the zone's
+/// cost.
+pub const ENTRY_SLOT: usize = 256;
+const _: () = assert!(core::mem::size_of::<Entry>() <= ENTRY_SLOT);
 
 /// One entry: a sliding window, a client's breaker or a spent token.
 #[repr(C)]
@@ -79,12 +82,16 @@ impl Entry {
     }
 }
 
-/// An rbtree of entries with its LRU queue (most recent at the head).
+/// An rbtree of entries with its queues (most recent at the head): queue 0
+/// is the LRU order of every table; the spent table keeps one queue per
+/// lifetime class (`store::spent`), in each of which insertion order is
+/// close to expiry order, so that a long-lived record never holds up the
+/// reclaiming of shorter ones behind it.
 #[repr(C)]
 pub struct Table {
     tree: ngx_rbtree_t,
     sentinel: ngx_rbtree_node_t,
-    lru: ngx_queue_t,
+    queues: [ngx_queue_t; LIFETIME_CLASSES],
     /// Entries in the table now (for metrics; changed under the zone lock).
     entries: u64,
     /// Unexpired entries given up to make room, since the zone was made.
@@ -104,7 +111,10 @@ impl Table {
                 ptr::addr_of_mut!((*this).sentinel),
                 Some(insert_entry),
             );
-            ngx_queue_init(ptr::addr_of_mut!((*this).lru));
+            let queues = ptr::addr_of_mut!((*this).queues).cast::<ngx_queue_t>();
+            for i in 0..LIFETIME_CLASSES {
+                ngx_queue_init(queues.add(i));
+            }
             ptr::addr_of_mut!((*this).entries).write(0);
             ptr::addr_of_mut!((*this).evictions).write(0);
         }
@@ -139,9 +149,22 @@ impl Table {
         None
     }
 
-    /// Inserts a fresh entry for `key` (the caller checked it is absent).
-    /// Returns `None` when the zone has no memory left.
+    /// Inserts a fresh entry for `key` (the caller checked it is absent)
+    /// at the head of the LRU queue. Returns `None` when the zone has no
+    /// memory left.
     pub fn insert(&mut self, key: &TableKey, alloc: &Allocator) -> Option<&mut Entry> {
+        self.insert_in(key, alloc, 0)
+    }
+
+    /// As [`Table::insert`], at the head of queue `queue` (a lifetime
+    /// class; out of range: the last).
+    pub fn insert_in(
+        &mut self,
+        key: &TableKey,
+        alloc: &Allocator,
+        queue: usize,
+    ) -> Option<&mut Entry> {
+        let head: *mut ngx_queue_t = &mut self.queues[queue.min(LIFETIME_CLASSES - 1)];
         let entry = alloc.alloc(core::mem::size_of::<Entry>()).cast::<Entry>();
         if entry.is_null() {
             return None;
@@ -159,7 +182,7 @@ impl Table {
             // stale address.
             self.tree.insert = Some(insert_entry);
             ngx_rbtree_insert(&mut self.tree, &mut e.rb);
-            ngx_queue_insert_after(&mut self.lru, &mut e.lru);
+            ngx_queue_insert_after(head, &mut e.lru);
             self.entries += 1;
             Some(e)
         }
@@ -173,14 +196,26 @@ impl Table {
         }
     }
 
-    /// Removes up to `n` least recently used entries that have expired.
+    /// Removes up to `n` expired entries from the tail of each queue.
     pub fn expire(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
-        for _ in 0..n {
-            match self.oldest() {
-                // SAFETY: `oldest` returns a linked entry of this table.
-                Some(e) if unsafe { (*e).expires_at_ms } <= now_ms => self.remove(e, alloc),
-                _ => return,
+        for queue in 0..LIFETIME_CLASSES {
+            for _ in 0..n {
+                match self.tail(queue) {
+                    // SAFETY: `tail` returns a linked entry of this table.
+                    Some(e) if unsafe { (*e).expires_at_ms } <= now_ms => self.remove(e, alloc),
+                    _ => break,
+                }
             }
+        }
+    }
+
+    /// Moves `entry` to the head of queue `queue` (a lifetime class).
+    pub fn requeue(&mut self, entry: &mut Entry, queue: usize) {
+        let head: *mut ngx_queue_t = &mut self.queues[queue.min(LIFETIME_CLASSES - 1)];
+        // SAFETY: the entry is linked in one of this table's queues.
+        unsafe {
+            ngx_queue_remove(&mut entry.lru);
+            ngx_queue_insert_after(head, &mut entry.lru);
         }
     }
 
@@ -224,30 +259,42 @@ impl Table {
 
     /// Removes every entry but those `keep` says must stay.
     pub fn retain(&mut self, alloc: &Allocator, mut keep: impl FnMut(&mut Entry) -> bool) {
-        let head: *mut ngx_queue_t = &mut self.lru;
-        // SAFETY: the queue is initialised; every queued link is the `lru`
-        // field of an Entry; the next link is read before an entry goes.
-        unsafe {
-            let mut link = (*head).next;
-            while link != head {
-                let next = (*link).next;
-                let e = link.byte_sub(offset_of!(Entry, lru)).cast::<Entry>();
-                if !keep(&mut *e) {
-                    self.remove(e, alloc);
+        for queue in 0..LIFETIME_CLASSES {
+            let head: *mut ngx_queue_t = &mut self.queues[queue];
+            // SAFETY: the queue is initialised; every queued link is the
+            // `lru` field of an Entry; the next link is read before an
+            // entry goes.
+            unsafe {
+                let mut link = (*head).next;
+                while link != head {
+                    let next = (*link).next;
+                    let e = link.byte_sub(offset_of!(Entry, lru)).cast::<Entry>();
+                    if !keep(&mut *e) {
+                        self.remove(e, alloc);
+                    }
+                    link = next;
                 }
-                link = next;
             }
         }
     }
 
-    /// When the least recently used entry expires, if there is one.
+    /// When the first of the queues' oldest entries expires, if there is
+    /// one.
     pub fn oldest_expires_at_ms(&mut self) -> Option<u64> {
-        // SAFETY: `oldest` returns a linked entry of this table.
-        self.oldest().map(|e| unsafe { (*e).expires_at_ms })
+        (0..LIFETIME_CLASSES)
+            .filter_map(|queue| self.tail(queue))
+            // SAFETY: `tail` returns a linked entry of this table.
+            .map(|e| unsafe { (*e).expires_at_ms })
+            .min()
     }
 
+    /// The least recently used entry (the LRU queue's tail).
     fn oldest(&mut self) -> Option<*mut Entry> {
-        let head: *mut ngx_queue_t = &mut self.lru;
+        self.tail(0)
+    }
+
+    fn tail(&mut self, queue: usize) -> Option<*mut Entry> {
+        let head: *mut ngx_queue_t = &mut self.queues[queue];
         // SAFETY: the queue is initialised; `prev` of the head is the tail.
         let last = unsafe { (*head).prev };
         if last == head {
@@ -258,11 +305,7 @@ impl Table {
     }
 
     fn touch(&mut self, entry: &mut Entry) {
-        // SAFETY: the entry is linked in this table's queue.
-        unsafe {
-            ngx_queue_remove(&mut entry.lru);
-            ngx_queue_insert_after(&mut self.lru, &mut entry.lru);
-        }
+        self.requeue(entry, 0);
     }
 
     fn remove(&mut self, entry: *mut Entry, alloc: &Allocator) {

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
 use ngx::core::Status;
 
-pub use self::nonces::{record_bot_nonce, NonceSeen};
+pub use self::nonces::record_bot_nonce;
 use self::redis::NodeCache;
 pub use self::redis::RedisStore;
 pub use self::zone::ZoneStore;

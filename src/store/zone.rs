@@ -14,13 +14,17 @@ use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::store::spent::lifetime_class;
 use pow_shield_core::store::{
-    self, Counted, MakeRoom, NoRoom, Now, Op, Reply, Subject, Tables, MAKE_ROOM,
+    self, Counted, MakeRoom, NoRoom, Now, Op, Recorded, Reply, SpentRoom, Subject, Tables,
+    MAKE_ROOM,
 };
 
 /// Before a `key=` value in its bucket's key: the default client key
 /// starts with a NUL byte, and no address or header value with this.
 const OWN_KEY: &[u8] = b"\x01key=";
+/// Before a key in the bucket that counts its spent records.
+const SPENDS_KEY: &[u8] = b"\x01spends=";
 
 /// Entries a request expires as it passes (as `limit_req` does).
 pub(super) const EXPIRE_PER_REQUEST: usize = 2;
@@ -48,6 +52,7 @@ impl ZoneStore {
 
     /// Runs one operation under the zone's lock.
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
+        let room = self.zone.spent_room();
         self.zone.with_locked(|zone, alloc| {
             // As a request passes it expires a few stale entries of the
             // tables it uses.
@@ -67,9 +72,44 @@ impl ZoneStore {
                     .strikes
                     .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST),
             }
-            store::run(&mut Locked { zone, alloc, now }, op, subject, now)
+            store::run(
+                &mut Locked {
+                    zone,
+                    alloc,
+                    now,
+                    room,
+                },
+                op,
+                subject,
+                now,
+            )
         })
     }
+}
+
+/// Records a spent record of `owner` (a bot's signature nonce, `digest`)
+/// until `until_ms` within its share (`store::record`), and runs `then` on
+/// what was recorded under the same lock.
+pub(super) fn record_owned<R>(
+    zone: &SharedZone,
+    owner: &[u8],
+    digest: &[u8; 32],
+    until_ms: u64,
+    now: Now,
+    then: impl FnOnce(&mut Zone, Recorded) -> R,
+) -> R {
+    let room = zone.spent_room();
+    zone.with_locked(|zone, alloc| {
+        zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);
+        let mut tables = Locked {
+            zone,
+            alloc,
+            now,
+            room,
+        };
+        let recorded = store::record(&mut tables, owner, digest, until_ms, now);
+        then(tables.zone, recorded)
+    })
 }
 
 /// Gives up the oldest local refusals for room, but none a worker has yet
@@ -85,6 +125,7 @@ struct Locked<'z> {
     zone: &'z mut Zone,
     alloc: &'z Allocator,
     now: Now,
+    room: SpentRoom,
 }
 
 impl Tables for Locked<'_> {
@@ -99,6 +140,7 @@ impl Tables for Locked<'_> {
         let (own, key): (&[u8], _) = match key {
             Counted::Client(key) => (b"", key),
             Counted::Own(value) => (OWN_KEY, value),
+            Counted::Spends(key) => (SPENDS_KEY, key),
         };
         let bucket_key = TableKey::new(&[
             &limit.requests.to_le_bytes(),
@@ -113,6 +155,7 @@ impl Tables for Locked<'_> {
                 match insert_making_room(
                     self.zone,
                     Zone::buckets_mut,
+                    0,
                     &bucket_key,
                     self.alloc,
                     epoch_ms,
@@ -157,29 +200,46 @@ impl Tables for Locked<'_> {
 
     fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
-        record_spent(self.zone, self.alloc, &key, until_ms, now_ms)
+        record_spent(self.zone, self.alloc, &key, until_ms, now_ms, self.room)
+    }
+
+    fn spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool {
+        let key = TableKey::new(&[digest]);
+        matches!(self.zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms)
+    }
+
+    fn spent_room(&self) -> SpentRoom {
+        self.room
     }
 }
 
 /// Marks `key` (a token digest) spent until `expires_at_ms` in the locked
-/// zone; `Ok(false)` if it already was.
+/// zone; `Ok(false)` if it already was. No new record is made beyond
+/// `room.most` records in all.
 pub(super) fn record_spent(
     zone: &mut Zone,
     alloc: &Allocator,
     key: &TableKey,
     expires_at_ms: u64,
     now_ms: u64,
+    room: SpentRoom,
 ) -> Result<bool, NoRoom> {
-    if let Some(entry) = zone.spent.get(key) {
-        if entry.expires_at_ms > now_ms {
-            return Ok(false);
+    // Each record goes into the queue of its lifetime class, where
+    // insertion order is close to expiry order.
+    let class = lifetime_class(expires_at_ms.saturating_sub(now_ms));
+    let entry: *mut Entry = match zone.spent.get(key) {
+        Some(entry) if entry.expires_at_ms > now_ms => return Ok(false),
+        // An expired leftover is reused: that token can't verify any more.
+        Some(entry) => {
+            let entry: *mut Entry = entry;
+            // SAFETY: the entry is in the zone, locked by the caller.
+            zone.spent.requeue(unsafe { &mut *entry }, class);
+            entry
         }
-    }
-    // An expired leftover is reused: that token can't verify any more.
-    // `find` moves it to the head, where fresh records go.
-    let entry: *mut Entry = match zone.spent.find(key) {
-        Some(entry) => entry,
-        None => match insert_making_room(zone, Zone::spent_mut, key, alloc, now_ms) {
+        None => match spent_room_left(zone, alloc, room, now_ms)
+            .then(|| insert_making_room(zone, Zone::spent_mut, class, key, alloc, now_ms))
+            .flatten()
+        {
             Some(entry) => entry,
             // Not recorded, so not accepted: else it could be replayed.
             None => {
@@ -193,6 +253,16 @@ pub(super) fn record_spent(
     Ok(true)
 }
 
+/// Whether one more spent record fits within `room.most` (expiring a few
+/// when it does not).
+fn spent_room_left(zone: &mut Zone, alloc: &Allocator, room: SpentRoom, now_ms: u64) -> bool {
+    if zone.spent.stats().0 < room.most {
+        return true;
+    }
+    zone.spent.expire(alloc, now_ms, EVICT_WHEN_FULL);
+    zone.spent.stats().0 < room.most
+}
+
 /// The breaker entry of `client` in the locked zone, made if missing;
 /// `None` if there is no room for it.
 pub(super) fn breaker_entry<'z>(
@@ -204,7 +274,7 @@ pub(super) fn breaker_entry<'z>(
         Some(entry) => entry,
         None => {
             let epoch_ms = crate::ffi::now_ms();
-            insert_making_room(zone, Zone::strikes_mut, client, alloc, epoch_ms)?
+            insert_making_room(zone, Zone::strikes_mut, 0, client, alloc, epoch_ms)?
         }
     };
     // SAFETY: the entry is in the zone, locked by the caller for as long as
@@ -212,11 +282,13 @@ pub(super) fn breaker_entry<'z>(
     Some(unsafe { &mut *entry })
 }
 
-/// Inserts `key` into the chosen table, making room when the zone is full
+/// Inserts `key` into the chosen table (at the head of queue `queue`),
+/// making room when the zone is full
 /// in the core's order (`MAKE_ROOM`): never an unexpired spent record.
 pub(super) fn insert_making_room(
     zone: &mut Zone,
     table: fn(&mut Zone) -> &mut Table,
+    queue: usize,
     key: &TableKey,
     alloc: &Allocator,
     epoch_ms: u64,
@@ -235,7 +307,7 @@ pub(super) fn insert_making_room(
                 zone.strikes.evict(alloc, EVICT_WHEN_FULL);
             }
         }
-        if let Some(entry) = table(zone).insert(key, alloc) {
+        if let Some(entry) = table(zone).insert_in(key, alloc, queue) {
             return Some(entry);
         }
     }

@@ -26,9 +26,9 @@ from urllib.parse import urlsplit
 
 #: The label of the clients' signatures.
 LABEL = "sig1"
-#: How long each signature is good for, seconds (the server allows 24 h).
+#: How long each signature is good for, seconds (the server allows 1 h).
 DEFAULT_LIFETIME = 60
-MAX_LIFETIME = 24 * 3600
+MAX_LIFETIME = 3600
 #: The headers a signature sets (a caller's own are replaced).
 SIGNATURE_HEADERS = ("Signature-Agent", "Signature-Input", "Signature")
 
@@ -67,7 +67,7 @@ class BotSigner:
 
     ``signature_agent``: the bot's key directory URL, sent (and signed) as
     ``Signature-Agent``.  ``lifetime``: seconds each signature is good for
-    (60; at most 24 h).  Give it to ``Session(bot=...)``,
+    (60; at most 1 h).  Give it to ``Session(bot=...)``,
     ``RequestsAuth(bot=...)``, ``HTTPAdapter(bot=...)`` or
     ``HttpxAuth(bot=...)``, or call ``headers(url)`` yourself.
     """

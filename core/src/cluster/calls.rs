@@ -171,12 +171,13 @@ impl Calls {
         let counted = &counted[..n];
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 7 + 2 * n);
+        let mut call = ScriptCall::new(&script.sha1, keys, 8 + 2 * n);
         self.breaker_keys(&mut call, tag);
         for &(_, limit, whose) in counted {
             let own;
             let tag = match whose {
-                Counted::Client(_) => tag,
+                // (a spent record's share is counted by table stores only)
+                Counted::Client(_) | Counted::Spends(_) => tag,
                 Counted::Own(value) => {
                     own = keys::own_tag(value);
                     own.as_bytes()
@@ -196,6 +197,7 @@ impl Calls {
             call.num(rule);
         }
         call.num(u64::from(subject.approx));
+        call.push(|w| args::write_own(w, counted.iter().map(|(_, _, whose)| *whose)));
         for (_, limit, _) in counted {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
@@ -370,7 +372,13 @@ pub fn stacked_checked(
     }
     let mut checked =
         replies::stacked_checked_from_reply(reply, kept, offence, rules, cluster).ok()?;
-    checked.verdict.limit = *at.get(usize::from(checked.verdict.limit))?;
+    let decided = usize::from(checked.verdict.limit);
+    // Refused by a limit that is not the client's own: the script struck
+    // nothing for an unpaid request (`Offence::refused`).
+    if offence.refused(!kept.is_keyed(decided)) == Offence::None {
+        checked.struck = false;
+    }
+    checked.verdict.limit = *at.get(decided)?;
     Some(checked)
 }
 

@@ -268,12 +268,15 @@ fn a_zone_full_of_spent_records_refuses_a_new_client_with_503() {
 }
 
 #[test]
-fn a_solution_that_cannot_be_recorded_is_not_accepted() {
+fn a_solution_that_cannot_be_recorded_is_not_accepted_and_its_payer_gets_a_fresh_challenge() {
     let mut s = FakeStore::default();
     statuses(&mut s, "a", Payment::Unpaid, 2);
     s.store.full = true;
     let end = s.get("a", VALID(1));
-    assert_eq!((status(&end), end.outcome), (503, Outcome::Unavailable));
+    assert_eq!((status(&end), end.outcome), (429, Outcome::Challenge));
+    assert!(!end.struck, "no offence");
+    // its 429's strike is taken back when the fresh challenge is paid
+    assert!(end.pays_back);
 }
 
 #[test]

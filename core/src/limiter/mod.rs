@@ -62,8 +62,10 @@ pub enum Spent {
     /// The client is blocked: nothing was spent, nothing taken back.
     Blocked(breaker::BreakerStatus),
     /// It cannot be spent right now (a solution only Redis can spend, and
-    /// Redis is unavailable or busy, or its generation is being learnt):
-    /// nothing was spent; the client gets a fresh challenge and no strike
-    /// (docs/operations.md, "Choosing a fail policy").
+    /// Redis is unavailable or busy, or its generation is being learnt; or
+    /// the client's share of the zone's spent records is used up,
+    /// `store::spent`): nothing was spent; the client gets a fresh
+    /// challenge and no strike (docs/operations.md, "Choosing a fail
+    /// policy", "Sizing the zone").
     Unavailable,
 }

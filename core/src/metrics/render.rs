@@ -211,7 +211,7 @@ pub fn render(s: &Snapshot) -> String {
     o.family(
         name,
         "counter",
-        "Records the full zone could not take (the request got 503).",
+        "Records the full zone could not take (spent: a fresh 429; buckets: 503).",
     );
     o.labelled(name, "table", &["spent", "buckets"], |i| {
         [z.spent_refused, z.buckets_refused][i]

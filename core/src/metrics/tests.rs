@@ -349,7 +349,7 @@ pow_shield_zone_entries{table="strikes"} 2
 pow_shield_zone_evictions_total{table="buckets"} 4
 pow_shield_zone_evictions_total{table="spent"} 0
 pow_shield_zone_evictions_total{table="strikes"} 0
-# HELP pow_shield_zone_refused_total Records the full zone could not take (the request got 503).
+# HELP pow_shield_zone_refused_total Records the full zone could not take (spent: a fresh 429; buckets: 503).
 # TYPE pow_shield_zone_refused_total counter
 pow_shield_zone_refused_total{table="spent"} 5
 pow_shield_zone_refused_total{table="buckets"} 6

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{run, Counted, NoRoom, Now, Op, Reply, Subject, Tables};
+use super::{run, Counted, NoRoom, Now, Op, Reply, SpentRoom, Subject, Tables};
 use crate::limiter::breaker::StrikeCounter;
 use crate::limiter::window::SlidingWindow;
 use crate::limiter::RateLimit;
@@ -15,15 +15,17 @@ const FULL_RETRY_MS: u64 = 1_000;
 
 #[derive(Default)]
 pub struct MemoryStore {
-    /// Buckets by key (`true`: a `key=` value's), requests and window.
-    pub buckets: HashMap<(Vec<u8>, bool, u32, u64), SlidingWindow>,
+    /// Buckets by key and whose count it is, requests and window.
+    pub buckets: HashMap<(Vec<u8>, Whose, u32, u64), SlidingWindow>,
     pub breakers: HashMap<Vec<u8>, StrikeCounter>,
     /// Spent digests and until when they are kept (epoch ms).
     pub spent: HashMap<[u8; 32], u64>,
     /// Answer every operation `Down`.
     pub down: bool,
-    /// Refuse new spent records (`Full`).
+    /// Refuse new spent records (no room).
     pub full: bool,
+    /// The part spent records may take (unbounded when `None`).
+    pub spent_room: Option<SpentRoom>,
     /// The clock of both scales.
     pub now: Now,
     /// The operations asked, in order.
@@ -64,8 +66,9 @@ impl Tables for MemoryStore {
         f: impl FnOnce(&mut SlidingWindow) -> (R, u64),
     ) -> Result<R, NoRoom> {
         let (key, own) = match key {
-            Counted::Client(key) => (key, false),
-            Counted::Own(value) => (value, true),
+            Counted::Client(key) => (key, Whose::Client),
+            Counted::Own(value) => (value, Whose::Own),
+            Counted::Spends(key) => (key, Whose::Spends),
         };
         let entry = (key.to_vec(), own, limit.requests, limit.window_ms);
         Ok(f(self.buckets.entry(entry).or_default()).0)
@@ -87,7 +90,8 @@ impl Tables for MemoryStore {
         if self.spent.get(digest).is_some_and(|until| *until > now_ms) {
             return Ok(false);
         }
-        if self.full {
+        let live = self.spent.values().filter(|until| **until > now_ms).count();
+        if self.full || live as u64 >= self.spent_room().most {
             return Err(NoRoom {
                 retry_after_ms: FULL_RETRY_MS,
             });
@@ -95,4 +99,20 @@ impl Tables for MemoryStore {
         self.spent.insert(*digest, until_ms);
         Ok(true)
     }
+
+    fn spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool {
+        self.spent.get(digest).is_some_and(|until| *until > now_ms)
+    }
+
+    fn spent_room(&self) -> SpentRoom {
+        self.spent_room.unwrap_or(SpentRoom::UNBOUNDED)
+    }
+}
+
+/// Whose count a bucket is ([`Counted`] without its key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Whose {
+    Client,
+    Own,
+    Spends,
 }

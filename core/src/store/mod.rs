@@ -15,11 +15,13 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 mod memory;
+pub mod spent;
 mod table_key;
 #[cfg(test)]
 mod tests;
 
 pub use memory::MemoryStore;
+pub use spent::SpentRoom;
 pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
@@ -63,6 +65,21 @@ pub enum Offence {
     Unpaid,
     /// A strike never taken back (a failed verification).
     Failed,
+}
+
+impl Offence {
+    /// What refusing it is when `by_own_limit` says whether the limit that
+    /// refused it (the first one over, in the order written) counts per
+    /// client key: an unpaid request refused by a limit whose key is
+    /// someone else's too (a network, the site) is no offence. The client cannot help that others took
+    /// the slots; it is priced, never struck or blocked for them (SPEC §5).
+    /// A failed verification is an offence whatever refused it.
+    pub fn refused(self, by_own_limit: bool) -> Offence {
+        match self {
+            Offence::Unpaid if !by_own_limit => Offence::None,
+            offence => offence,
+        }
+    }
 }
 
 /// One store operation of a request.
@@ -163,6 +180,9 @@ pub enum Counted<'a> {
     Client(&'a [u8]),
     /// Its own `key=` value's: a network, an AS, the whole site.
     Own(&'a [u8]),
+    /// A key's spent records (a client's tokens, a bot's nonces), counted
+    /// against its share of the store ([`spent`]).
+    Spends(&'a [u8]),
 }
 
 /// The request's facts an operation needs.
@@ -295,8 +315,58 @@ pub trait Tables {
 
     /// Records `digest` spent until `until_ms` (epoch); `Ok(false)` if an
     /// unexpired record holds it already. A record is never given up before
-    /// it expires.
+    /// it expires, and none is made beyond [`Tables::spent_room`]'s `most`.
     fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom>;
+
+    /// An unexpired record holds `digest` at `now_ms` (epoch).
+    fn spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool;
+
+    /// The part of the store spent records may take.
+    fn spent_room(&self) -> SpentRoom;
+}
+
+/// What [`record`] did with a spent record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Recorded now: the first use.
+    New,
+    /// An unexpired record held it already: a replay.
+    Held,
+    /// Not recorded: its key's share, or the store's, is used up (no
+    /// offence; not accepted either, or it could be replayed).
+    NoRoom,
+}
+
+/// Records `digest` spent by `owner` (a client key, a bot) until
+/// `until_ms` (epoch), within the owner's share of the store and the
+/// store's share for spent records ([`spent`]). A replay is found before
+/// the share is counted, so replaying someone's record never uses up its
+/// share.
+pub fn record(
+    tables: &mut impl Tables,
+    owner: &[u8],
+    digest: &[u8; 32],
+    until_ms: u64,
+    now: Now,
+) -> Recorded {
+    if tables.spent(digest, now.epoch_ms) {
+        return Recorded::Held;
+    }
+    let quota = tables
+        .spent_room()
+        .quota(until_ms.saturating_sub(now.epoch_ms));
+    let within = tables.bucket(Counted::Spends(owner), quota, |w| {
+        let verdict = window::admit(w, quota, now.monotonic_ms);
+        (verdict.allowed, w.keep_until_ms(quota))
+    });
+    if within != Ok(true) {
+        return Recorded::NoRoom;
+    }
+    match tables.spend(digest, until_ms, now.epoch_ms) {
+        Ok(true) => Recorded::New,
+        Ok(false) => Recorded::Held,
+        Err(NoRoom { .. }) => Recorded::NoRoom,
+    }
 }
 
 /// Runs `op` on a table store: the one order every table store follows.
@@ -358,11 +428,21 @@ fn check(
                 ..Checked::default()
             })
         }
-        [(at, limit, key)] => Verdict {
-            limit: *at as u8,
-            ..admit(tables, *key, *limit, now_ms)?
-        },
+        [(at, limit, key)] => {
+            let verdict = admit(tables, *key, *limit, now_ms)?;
+            let own = !verdict.allowed && matches!(key, Counted::Client(_));
+            let verdict = Verdict {
+                limit: *at as u8,
+                ..verdict
+            };
+            (verdict, own)
+        }
         limits => admit_stacked(tables, limits, now_ms)?,
+    };
+    let (verdict, by_own_limit) = verdict;
+    let offence = match verdict.allowed {
+        true => offence,
+        false => offence.refused(by_own_limit),
     };
     let mut checked = Checked {
         verdict,
@@ -442,11 +522,14 @@ fn admit(
 /// all have room, else only the first refusing one records the refusal.
 /// `limits` are those the request is counted by, each with its place
 /// among the location's (the verdict's `limit`) and whose count it is.
+/// Also says whether the refusal is the client's own: the limit that
+/// decided it (the first refusing one, in the order written) counts per
+/// client key.
 fn admit_stacked(
     tables: &mut impl Tables,
     limits: &[(usize, RateLimit, Counted)],
     now_ms: u64,
-) -> Result<Verdict, NoRoom> {
+) -> Result<(Verdict, bool), NoRoom> {
     let mut verdicts = [Verdict::default(); MAX_LIMITS];
     for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
         *verdict = tables.bucket(*key, *limit, |b| {
@@ -456,7 +539,10 @@ fn admit_stacked(
         })?;
     }
     let verdicts = &mut verdicts[..limits.len()];
-    match verdicts.iter().position(|v| !v.allowed) {
+    let refusing = verdicts.iter().position(|v| !v.allowed);
+    let by_own_limit =
+        refusing.is_some_and(|i| matches!(limits.get(i), Some((_, _, Counted::Client(_)))));
+    match refusing {
         None => {
             for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
                 *verdict = admit(tables, *key, *limit, now_ms)?;
@@ -471,7 +557,7 @@ fn admit_stacked(
     verdict.limit = limits
         .get(usize::from(verdict.limit))
         .map_or(0, |(at, _, _)| *at as u8);
-    Ok(verdict)
+    Ok((verdict, by_own_limit))
 }
 
 /// Red first (a blocked client spends nothing), then the record, then the
@@ -487,8 +573,11 @@ fn spend(
     if breaker.block != Block::Clear {
         return Ok(Spent::Blocked(breaker));
     }
-    if !tables.spend(&solution.digest, solution.spent_until_ms, now.epoch_ms)? {
-        return Ok(Spent::Replayed);
+    match record(tables, key, &solution.digest, solution.spent_until_ms, now) {
+        Recorded::New => {}
+        Recorded::Held => return Ok(Spent::Replayed),
+        // The payer gets a fresh challenge; nobody else pays for it.
+        Recorded::NoRoom => return Ok(Spent::Unavailable),
     }
     let forgiven = tables.breaker(key, false, |s| {
         if solution.forgive {

@@ -1,5 +1,6 @@
 //! The table stores' order of steps, against the in-memory store.
 
+use super::memory::Whose;
 use super::*;
 use crate::limiter::breaker::StrikeRule;
 
@@ -135,13 +136,13 @@ fn a_blocked_client_spends_nothing_and_takes_nothing_back() {
 }
 
 #[test]
-fn a_store_without_room_refuses_a_spend() {
+fn a_store_without_room_for_a_spent_record_asks_for_a_fresh_payment() {
     let mut s = MemoryStore {
         full: true,
         ..MemoryStore::default()
     };
     let on = subject(FIVE_PER_MINUTE);
-    assert!(matches!(s.ask(solution(1), &on), Reply::Full { .. }));
+    assert_eq!(s.ask(solution(1), &on), Reply::Spent(Spent::Unavailable));
 }
 
 #[test]
@@ -396,8 +397,16 @@ fn a_keyed_limit_counts_every_client_of_its_key_and_refuses_the_sixth() {
         (false, 1),
         "the network's 5 an hour refuse the 6th address"
     );
-    assert_eq!(s.strikes(&clients[5]), 1, "the strike is the client's");
+    assert!(
+        !sixth.struck,
+        "a network over its limit is priced, no offence"
+    );
+    assert_eq!(s.strikes(&clients[5]), 0, "not the client's");
     assert_eq!(s.strikes(b"10.0.0.0"), 0, "never the network's");
+    // a failed verification is an offence whatever refused it
+    let failed = checked(s.ask(FAILED, &per_client_and_net(&clients[5], b"10.0.0.0")));
+    assert!(failed.struck);
+    assert_eq!(s.strikes(&clients[5]), 1);
     let other = checked(s.ask(OFFENCE, &per_client_and_net(b"10.0.1.1", b"10.0.1.0")));
     assert!(other.verdict.allowed, "a client of another network passes");
 }
@@ -427,5 +436,131 @@ fn an_empty_key_value_leaves_the_request_out_of_that_limit_only() {
     let v = checked(s.ask(OFFENCE, &outside)).verdict;
     assert_eq!((v.allowed, v.limit), (false, 0), "still counted per client");
     // the network's bucket was never written
-    assert!(s.buckets.keys().all(|(_, own, _, _)| !own));
+    assert!(s
+        .buckets
+        .keys()
+        .all(|(_, whose, _, _)| *whose != Whose::Own));
+}
+
+/// A store of room for 32 entries: 16 spent records, 2 per key.
+fn small_store() -> MemoryStore {
+    MemoryStore {
+        spent_room: Some(SpentRoom::of_store(32)),
+        ..MemoryStore::default()
+    }
+}
+
+fn record_at(s: &mut MemoryStore, owner: &[u8], n: u8, at_ms: u64) -> Recorded {
+    s.at(at_ms);
+    let now = s.now;
+    record(s, owner, &[n; 32], at_ms + 60_000, now)
+}
+
+#[test]
+fn one_key_records_no_more_than_its_share_and_others_keep_theirs() {
+    let mut s = small_store();
+    assert_eq!(s.spent_room().per_key, 2);
+    assert_eq!(record_at(&mut s, b"a", 1, 1_000), Recorded::New);
+    assert_eq!(record_at(&mut s, b"a", 2, 1_000), Recorded::New);
+    assert_eq!(record_at(&mut s, b"a", 3, 1_000), Recorded::NoRoom);
+    assert_eq!(record_at(&mut s, b"b", 4, 1_000), Recorded::New);
+    assert!(
+        !s.spent.contains_key(&[3; 32]),
+        "not recorded: not accepted"
+    );
+}
+
+#[test]
+fn a_replay_is_found_before_the_share_is_counted() {
+    let mut s = small_store();
+    assert_eq!(record_at(&mut s, b"a", 1, 1_000), Recorded::New);
+    // replaying someone's record (a bot's nonce, say) uses up nothing
+    for _ in 0..5 {
+        assert_eq!(record_at(&mut s, b"a", 1, 1_000), Recorded::Held);
+    }
+    assert_eq!(record_at(&mut s, b"a", 2, 1_000), Recorded::New);
+    // and a replay is a replay even once the share is used up
+    assert_eq!(record_at(&mut s, b"a", 1, 1_000), Recorded::Held);
+}
+
+#[test]
+fn a_keys_share_comes_back_as_its_records_expire() {
+    let mut s = small_store();
+    record_at(&mut s, b"a", 1, 1_000);
+    record_at(&mut s, b"a", 2, 1_000);
+    assert_eq!(record_at(&mut s, b"a", 3, 1_000), Recorded::NoRoom);
+    // 60 s records: class 6, counted over 64 s
+    assert_eq!(record_at(&mut s, b"a", 3, 66_000), Recorded::New);
+}
+
+#[test]
+fn spent_records_never_take_more_than_the_stores_share() {
+    let mut s = small_store();
+    let recorded: Vec<Recorded> = (0..20).map(|n| record_at(&mut s, &[n], n, 1_000)).collect();
+    let new = recorded.iter().filter(|r| **r == Recorded::New).count();
+    assert_eq!(new, 16, "{recorded:?}");
+    // they expire, and the store takes records again
+    assert_eq!(record_at(&mut s, b"late", 30, 62_000), Recorded::New);
+}
+
+#[test]
+fn a_payer_whose_record_finds_no_room_is_asked_to_pay_again_not_refused() {
+    let mut s = small_store();
+    let on = subject(FIVE_PER_MINUTE);
+    s.ask(PAID, &on);
+    for _ in 0..3 {
+        s.ask(OFFENCE, &on);
+    }
+    for n in 1..=2 {
+        assert!(matches!(
+            s.ask(solution(n), &on),
+            Reply::Spent(Spent::Accepted(_))
+        ));
+    }
+    assert_eq!(s.ask(solution(3), &on), Reply::Spent(Spent::Unavailable));
+    assert_eq!(s.spent.len(), 2);
+    assert_eq!(
+        s.strikes(KEY),
+        1,
+        "no strike for it, none taken back either"
+    );
+}
+
+#[test]
+fn only_an_unpaid_refusal_by_the_clients_own_limit_is_an_offence() {
+    for (offence, by_own_limit, is) in [
+        (Offence::Unpaid, true, Offence::Unpaid),
+        (Offence::Unpaid, false, Offence::None),
+        (Offence::Failed, true, Offence::Failed),
+        (Offence::Failed, false, Offence::Failed),
+        (Offence::None, true, Offence::None),
+        (Offence::None, false, Offence::None),
+    ] {
+        assert_eq!(
+            offence.refused(by_own_limit),
+            is,
+            "{offence:?} {by_own_limit}"
+        );
+    }
+}
+
+#[test]
+fn a_client_waiting_out_a_networks_refusals_is_never_blocked() {
+    // Another client of the /24 takes the network's slots each time; the
+    // victim asks once per window, over and over: never struck.
+    let mut s = MemoryStore::default();
+    let victim = per_client_and_net(b"10.0.0.2", b"10.0.0.0");
+    let mut at = 0;
+    for _ in 0..10 {
+        s.at(at);
+        for other in 10..15 {
+            let other = format!("10.0.0.{other}").into_bytes();
+            s.ask(PAID, &per_client_and_net(&other, b"10.0.0.0"));
+        }
+        let c = checked(s.ask(OFFENCE, &victim));
+        assert!(!c.verdict.allowed && !c.struck);
+        assert_eq!(c.breaker.block, Block::Clear);
+        at += 3_600_000;
+    }
+    assert_eq!(s.strikes(b"10.0.0.2"), 0);
 }

@@ -87,9 +87,10 @@ impl NodeCache {
         now_ms: u64,
     ) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
+        let room = self.zone.spent_room();
         self.zone.with_locked(|zone, alloc| {
             zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            record_spent(zone, alloc, &key, expires_at_ms, now_ms)
+            record_spent(zone, alloc, &key, expires_at_ms, now_ms, room)
         })
     }
 

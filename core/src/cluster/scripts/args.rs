@@ -2,7 +2,7 @@
 //! the scripts read them.
 
 use crate::limiter::breaker::BreakerRules;
-use crate::store::Offence;
+use crate::store::{Counted, Offence};
 
 /// Most clients one batch call carries (one Redis; in a Redis Cluster each
 /// client's keys are in its own slot: one client per call). Its reply, five
@@ -53,6 +53,16 @@ fn lower_hex(out: &mut Vec<u8>, n: u64) {
     for i in (0..digits).rev() {
         out.push(b"0123456789abcdef"[((n >> (i * 4)) & 0xf) as usize]);
     }
+}
+
+/// The stacked script's `ARGV[8]`: a `1` for each limit counted per client
+/// key, a `0` for each counted per a `key=` value, in the order sent (the
+/// script strikes an unpaid refusal only by the client's own limit).
+pub fn write_own<'a>(out: &mut Vec<u8>, whose: impl Iterator<Item = Counted<'a>>) {
+    out.extend(whose.map(|whose| match whose {
+        Counted::Own(_) => b'0',
+        Counted::Client(_) | Counted::Spends(_) => b'1',
+    }));
 }
 
 #[cfg(test)]

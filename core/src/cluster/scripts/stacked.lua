@@ -3,7 +3,10 @@
 local function check()
   local b = breaker(KEYS[1], KEYS[2], KEYS[3], 3)
   local approx = ARGV[7] == '1'
-  local n = (#ARGV - 7) / 2
+  -- ARGV[8]: '1' for each limit counted per client key, '0' for a key=
+  -- value's (a network, the site).
+  local own = ARGV[8]
+  local n = (#ARGV - 8) / 2
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
   -- Left out of every limit (empty key= values): admitted, nothing counted.
@@ -14,7 +17,7 @@ local function check()
   local refusing = 0
   for i = 1, n do
     local key = KEYS[2 + 2 * i]
-    local limit, window = tonumber(ARGV[6 + 2 * i]), tonumber(ARGV[7 + 2 * i])
+    local limit, window = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
     local s = {window = window, retry = 0}
     if approx then
       local index, left, curr, prev, estimate = approx_read(key, window, now)
@@ -51,7 +54,7 @@ local function check()
       if approx then
         approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
       else
-        log_add(key, now, ARGV[1], 1, ARGV[7 + 2 * i])
+        log_add(key, now, ARGV[1], 1, ARGV[8 + 2 * i])
       end
       if s.remaining < seen[tightest].remaining then tightest = i end
     end
@@ -68,9 +71,13 @@ local function check()
   end
 
   local s = seen[refusing]
+  -- Refused by a limit that is not the client's own: an unpaid request is
+  -- no offence (`Offence::refused`).
+  local offence = ARGV[2]
+  if offence == '1' and string.sub(own, refusing, refusing) ~= '1' then offence = '0' end
   local over, tripped, block_ms, _
   over, strikes, tripped, _, block_ms =
-    refuse(KEYS[3 + 2 * refusing], 1, s.window, ARGV[2], strikes, b)
+    refuse(KEYS[3 + 2 * refusing], 1, s.window, offence, strikes, b)
   return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
     true
 end

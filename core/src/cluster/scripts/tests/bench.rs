@@ -244,6 +244,7 @@ impl Bench<'_> {
             let mut args = vec![member, offence(o).to_string()];
             args.extend(self.rules());
             args.push(u64::from(self.table.approx).to_string());
+            args.push("1".repeat(self.limits.len()));
             for (i, limit) in self.limits.as_slice().iter().enumerate() {
                 keys.extend([self.key(&format!("w:{i}")), self.key(&format!("o:{i}"))]);
                 args.extend([limit.requests.to_string(), limit.window_ms.to_string()]);

@@ -136,7 +136,7 @@ fn a_redis_cluster_check_answers_the_slots_generation_only_when_it_refuses() {
         .map(|k| format!("t:gen:slot:stacked:{k}"))
         .chain([gk.to_owned()])
         .collect();
-    let args = strings(&["m", "1", "0", "0", "0", "0", "0", "1", "60000"]);
+    let args = strings(&["m", "1", "0", "0", "0", "0", "0", "1", "1", "60000"]);
     assert_eq!(redis.ints(&scripts.stacked, &keys, &args)[10], 0);
     assert_eq!(redis.ints(&scripts.stacked, &keys, &args)[10], renewed[4]);
 }
