@@ -23,6 +23,7 @@ use lib "$FindBin::Bin/lib";
 use Test::More;
 use Test::PowShield qw(:pow :util);
 use Test::PowShield::Modes;
+use Test::PowShield::Examples qw(readme_blocks);
 
 ###############################################################################
 
@@ -153,25 +154,6 @@ elif kind == "httpx-async":
     asyncio.run(main())
 EOF
 
-# The fenced ```python blocks of clients/python/README.md under heading $from.
-sub readme_blocks {
-    my ($from) = @_;
-    open my $fh, '<', "$REPO/clients/python/README.md" or die "README: $!";
-    my (@out, $in, $take, $level);
-    while (my $line = <$fh>) {
-        if (!defined $in && $line =~ /^(#+) /) {
-            my $l = length $1;
-            if ($line =~ /^#+ \Q$from\E\s*$/) { ($take, $level) = (1, $l); next }
-            $take = 0 if $take && $l <= $level;
-        }
-        next unless $take;
-        if (!defined $in && $line =~ /^```python\s*$/) { $in = ['', $.]; next }
-        if (defined $in && $line =~ /^```\s*$/) { push @out, $in; undef $in; next }
-        $in->[0] .= $line if defined $in;
-    }
-    return @out;
-}
-
 ###############################################################################
 
 my $t;
@@ -255,7 +237,7 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
         my $before = 0;
         for my $case (@expect) {
             my ($section, $n, $solved) = @$case;
-            my ($block) = readme_blocks($section);
+            my ($block) = readme_blocks("$REPO/clients/python/README.md", $section);
             ok($block, "README.md has a python example under \"$section\"") or next;
             my ($text, $line) = @$block;
             $text =~ s{https://api\.example\.com}{http://127.0.0.1:$port}g;

@@ -18,6 +18,7 @@ Two solvers, one loop (chunks, deadline, stop event, workers):
 environment (read at import) forces the pure-Python one.
 """
 
+import atexit
 import hashlib
 import multiprocessing
 import numbers
@@ -60,6 +61,47 @@ PARALLEL_FROM = 5
 CHUNK = 1 << 14
 #: The same for the native solver (about 10 ms of its work).
 NATIVE_CHUNK = 1 << 18
+#: Most seconds the exit of the program waits for the native searches in
+#: progress (each is one chunk: a few milliseconds).
+EXIT_WAIT = 5.0
+
+
+class _NativeCalls:
+    """The threads inside the native search, which runs with the GIL released.
+
+    A daemon thread (a solve ahead, a solver worker) that takes the GIL back
+    once the interpreter is finalizing is ended by ``pthread_exit``, whose
+    unwinding cannot cross the extension's Rust frames: the process aborts
+    (SIGABRT).  So at exit, when ``atexit`` runs (before finalization), no
+    new search starts (``Cancelled``) and those in progress are waited for.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._inside = 0
+        self.closed = False
+
+    def __enter__(self) -> None:
+        with self._changed:
+            if self.closed:
+                raise Cancelled("the program is exiting")
+            self._inside += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._changed:
+            self._inside -= 1
+            self._changed.notify_all()
+
+    def close(self, timeout: Optional[float] = EXIT_WAIT) -> None:
+        """Refuses new searches and waits (``timeout`` at most) for the others."""
+        with self._changed:
+            self.closed = True
+            self._changed.wait_for(lambda: self._inside == 0, timeout)
+
+
+_NATIVE_CALLS = _NativeCalls()
+if _native is not None:
+    atexit.register(_NATIVE_CALLS.close)
 
 
 def solver_info() -> dict:
@@ -150,7 +192,8 @@ class _Searcher:
 
     def run(self, start: int, end: int) -> Optional[int]:
         if self.native:
-            found = _native.search(self.text, self.bits, start, end)
+            with _NATIVE_CALLS:
+                found = _native.search(self.text, self.bits, start, end)
             return None if found is None else int(found)
         return _search(self.prefix, self.threshold, start, end)
 
@@ -187,7 +230,10 @@ def _worker(salt: bytes, bits: int, index: int, stride: int, stop: Any, results:
     chunk = searcher.chunk
     start = index * chunk
     while not stop.is_set() and start < NONCE_LIMIT:
-        found = searcher.run(start, min(start + chunk, NONCE_LIMIT))
+        try:
+            found = searcher.run(start, min(start + chunk, NONCE_LIMIT))
+        except Cancelled:  # the program is exiting: end quietly
+            return
         if found is not None:
             results.put(found)
             stop.set()
@@ -213,6 +259,8 @@ def _first_result(
         if cancel is not None and cancel.is_set():
             return None
         if not any(w.is_alive() for w in workers) and results.empty():
+            if _NATIVE_CALLS.closed:  # the threads ended at exit
+                raise Cancelled("the program is exiting")
             raise Unsolvable(f"the solver {what} ended without a solution")
 
 
@@ -312,7 +360,8 @@ def solve(
     spawn), which imports the caller's ``__main__`` again: guard a script's
     top level with ``if __name__ == "__main__":``.
     ``stop``: an event (``threading.Event``) another thread may set to end
-    the search within a fraction of a second; it then raises ``Cancelled``.
+    the search within a fraction of a second; it then raises ``Cancelled``,
+    as it does in a thread still solving when the program exits.
 
     Difficulties above 12 (the protocol's maximum) raise ``Unsolvable``.
 

@@ -274,5 +274,99 @@ class LimitTest(unittest.TestCase):
                 pow_shield.solve("salt", 1, max_solve_time=bad)
 
 
+class FakeNative:
+    """``_native`` standing in for the extension: finds nothing; ``search``
+    calls ``during`` (when set) while it is searching."""
+
+    def __init__(self, during=None):
+        self.during = during
+
+    def search(self, salt, bits, start, end):
+        if self.during is not None:
+            self.during()
+        return None
+
+    def engine(self):
+        return "fake"
+
+
+class ExitTest(unittest.TestCase):
+    """At exit no thread is left inside the native search (with the GIL
+    released): taking the GIL back during finalization aborts the process."""
+
+    def patch(self, native):
+        calls = _solver._NativeCalls()
+        for name, value in (("_native", native), ("_NATIVE_CALLS", calls)):
+            patcher = mock.patch.object(_solver, name, value)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        return calls
+
+    def test_a_native_search_started_once_the_program_exits_raises_cancelled(self):
+        self.patch(FakeNative()).close()
+        with self.assertRaises(pow_shield.Cancelled):
+            pow_shield.solve("salt", 12, max_solve_time=None, processes=1)
+
+    def test_exit_waits_for_the_native_searches_in_progress(self):
+        inside, leave, order = threading.Event(), threading.Event(), []
+
+        def during():
+            inside.set()
+            leave.wait()
+            order.append("search left")
+
+        calls = self.patch(FakeNative(during))
+        solver = threading.Thread(target=lambda: self.assertRaises(
+            pow_shield.Cancelled, pow_shield.solve, "salt", 12, max_solve_time=None, processes=1))
+        solver.start()
+        inside.wait()
+        closer = threading.Thread(target=lambda: (calls.close(None), order.append("exit went on")))
+        closer.start()
+        while not calls.closed:  # the exit has begun
+            leave.wait(0.001)
+        order.append("search released")
+        leave.set()
+        closer.join()
+        solver.join()
+        self.assertEqual(order, ["search released", "search left", "exit went on"])
+
+    def test_solver_threads_stopped_by_the_exit_raise_cancelled(self):
+        searching = threading.Event()
+        calls = self.patch(FakeNative(searching.set))
+        raised = []
+
+        def solve():
+            try:
+                pow_shield.solve("salt", 12, max_solve_time=None, processes=3)
+            except Exception as exc:
+                raised.append(exc)
+
+        solver = threading.Thread(target=solve)
+        solver.start()
+        searching.wait()
+        calls.close(None)
+        solver.join()
+        self.assertEqual([type(e) for e in raised], [pow_shield.Cancelled])
+
+    @unittest.skipUnless(pow_shield.solver_info()["solver"] == "native", "the native extension is not built")
+    def test_a_program_ending_mid_native_solve_exits_0(self):
+        import subprocess
+
+        code = (
+            "import threading, time, pow_shield\n"
+            "def solve():\n"
+            "    try:\n"
+            "        pow_shield.solve('00112233445566778899aabbccddeeff', 12, max_solve_time=None, processes=2)\n"
+            "    except pow_shield.Cancelled:\n"
+            "        pass\n"
+            "threading.Thread(target=solve, daemon=True).start()\n"
+            "time.sleep(0.05)\n"
+        )
+        env = {**os.environ, "PYTHONPATH": SolverChoiceTest.PACKAGE_DIR}
+        for _ in range(3):
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            self.assertEqual((done.returncode, done.stderr), (0, ""))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -7,6 +7,8 @@ package Test::PowShield::Examples;
 #   slurp($path)                    the file's text
 #   relocate($conf, $dir)           a real system's paths moved under $dir
 #   make_tls_files($conf, $dir)     the PEM files its tls_* options name
+#   readme_blocks($path, $heading)  a Markdown file's ```python examples
+#                                   under one heading
 
 use strict;
 use warnings;
@@ -15,7 +17,7 @@ use Exporter qw(import);
 use File::Basename qw(dirname);
 use File::Path qw(make_path);
 
-our @EXPORT_OK = qw(slurp relocate make_tls_files);
+our @EXPORT_OK = qw(slurp relocate make_tls_files readme_blocks);
 
 sub slurp {
     my ($path) = @_;
@@ -60,6 +62,27 @@ sub make_tls_files {
         make_path(dirname($certs[$i]), dirname($key));
         $openssl->("$req -subj /CN=example-client -keyout $key -out $certs[$i]");
     }
+}
+
+# The fenced ```python blocks of the Markdown file $path under the heading
+# $from (up to the next heading of its level or above), each as
+# [text, line of its fence].
+sub readme_blocks {
+    my ($path, $from) = @_;
+    open my $fh, '<', $path or die "$path: $!";
+    my (@out, $in, $take, $level);
+    while (my $line = <$fh>) {
+        if (!defined $in && $line =~ /^(#+) /) {
+            my $l = length $1;
+            if ($line =~ /^#+ \Q$from\E\s*$/) { ($take, $level) = (1, $l); next }
+            $take = 0 if $take && $l <= $level;
+        }
+        next unless $take;
+        if (!defined $in && $line =~ /^```python\s*$/) { $in = ['', $.]; next }
+        if (defined $in && $line =~ /^```\s*$/) { push @out, $in; undef $in; next }
+        $in->[0] .= $line if defined $in;
+    }
+    return @out;
 }
 
 1;
