@@ -35,6 +35,8 @@ PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client pow-shield-
 
 BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pkg-config
 # libnss-wrapper: host names that only the tests' Redis processes resolve (Sentinel.pm)
+# cargo test of core: the Lua scripts run against a real redis-server
+UNIT_PKGS  := redis-server
 TEST_PKGS  := redis-server redis-sentinel perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2 libnss-wrapper
 DEB_PKGS   := nginx-core nginx-dev
 # make deb: Debian's packaging tools (nginx-dev brings dh_nginx)
@@ -57,7 +59,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -67,7 +69,7 @@ define need_pkgs
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	    apt-get -o DPkg::Lock::Timeout=300 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq $$missing >/dev/null; \
 	  else \
 	    echo "missing packages; run:  sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
@@ -80,6 +82,9 @@ deps-build:
 
 deps-test: deps-build deps-python deps-node
 	$(call need_pkgs,$(TEST_PKGS))
+
+deps-unit:
+	$(call need_pkgs,$(UNIT_PKGS))
 
 deps-python:
 	$(call need_pkgs,$(PY_PKGS))
@@ -180,8 +185,9 @@ run: build
 	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
 
 # The unit tests: the workspace's nginx-free crates (the module links only
-# into nginx; t/ tests it there).
-unittest: deps-build
+# into nginx; t/ tests it there). The Lua scripts' tests run against a real
+# redis-server: it is installed before them.
+unittest: deps-build deps-unit
 	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
 
 prove: deps-test build
