@@ -72,7 +72,11 @@ bad(location => 'pow_shield_limit 10 1m key=;', 'key=', 'a key= without a value'
 bad(location => "pow_shield_limit 10 1m name=a key=\$pow_shield_net;\n"
         . "            pow_shield_limit 10 1m name=b key=\$pow_shield_net;",
     'key=$pow_shield_net', 'two limits of a location with the same key and numbers');
-bad(location => 'pow_shield_limit 10 1m key=site name=x;', 'name=x', 'a name after the key');
+good(location => 'pow_shield_limit 40 1h key=$pow_shield_net name=net;',
+    'a name after the key: the options in any order, as limit_req\'s');
+good(location => 'pow_shield_limit 40 1h name=net key=$pow_shield_net approx;',
+    'approx after the key');
+bad(location => 'pow_shield_limit 10 1m key=site name=x name=y;', 'name=y', 'a name twice');
 good(location => "pow_shield_limit 10 1m;\n"
         . "            pow_shield_limit 10 1m name=net key=\$pow_shield_net;\n"
         . "            pow_shield_limit 10 1m name=site key=site;",
@@ -95,7 +99,7 @@ good(location => 'pow_shield_limit 10 1m approx name=net key=$pow_shield_net;',
 }
 bad(location => 'pow_shield_limit 10 1m name=a,b;', 'name=a,b', 'a name with a comma');
 bad(location => 'pow_shield_limit 10 1m name=x name=y;', 'name=y', 'two names');
-bad(location => 'pow_shield_limit 10 1m name=x approx;', 'approx', 'approx after the name');
+good(location => 'pow_shield_limit 10 1m name=x approx;', 'approx after the name');
 
 good(location => 'pow_shield_limit 10 30s;', 'limit 10 30s');
 good(location => 'pow_shield_limit 1 1s;', 'limit 1 1s');

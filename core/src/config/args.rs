@@ -48,42 +48,36 @@ pub fn limit<'a>(args: &[&'a str]) -> Result<Option<LimitLine<'a>>, DirectiveErr
         [other] => return Err(DirectiveError::invalid(other, USAGE)),
         [] => return Err(DirectiveError::invalid("", USAGE)),
     };
-    let mut rest = rest.iter().copied().peekable();
-    let approx = rest.next_if_eq(&"approx").is_some();
-    let name = match rest.next_if(|w| w.starts_with("name=")) {
-        Some(w) => Some(
-            LimitName::new(w.trim_start_matches("name="))
-                .map_err(|e| DirectiveError::invalid(w, e))?,
-        ),
-        None => None,
-    };
-    let key = match rest.next_if(|w| w.starts_with("key=")) {
-        Some(w) => match w.strip_prefix("key=") {
-            Some(value) if !value.is_empty() => Some(value),
-            _ => {
-                return Err(DirectiveError::invalid(
-                    w,
-                    "a value after \"key=\" (variables allowed)",
-                ))
-            }
-        },
-        None => None,
-    };
-    if let Some(w) = rest.next() {
-        let expected = match (approx, name.is_some(), key.is_some()) {
-            (_, _, true) => USAGE,
-            (_, true, false) => "expected \"key=<value>\" or nothing",
-            (true, false, false) => "expected \"name=<name>\", \"key=<value>\" or nothing",
-            (false, false, false) => {
-                "expected \"approx\", \"name=<name>\", \"key=<value>\" or nothing"
-            }
-        };
-        return Err(DirectiveError::invalid(w, expected));
-    }
     let limit = RateLimit {
         requests: read(requests, values::parse_requests)?,
         window_ms: read(window, values::parse_window)?,
     };
+    // The options in any order, each at most once (as `limit_req`'s).
+    let (mut approx, mut name, mut key) = (false, None, None);
+    for &w in rest {
+        let once = |seen: bool| match seen {
+            true => Err(DirectiveError::invalid(w, "each option at most once")),
+            false => Ok(()),
+        };
+        if w == "approx" {
+            once(approx)?;
+            approx = true;
+        } else if let Some(value) = w.strip_prefix("name=") {
+            once(name.is_some())?;
+            name = Some(LimitName::new(value).map_err(|e| DirectiveError::invalid(w, e))?);
+        } else if let Some(value) = w.strip_prefix("key=") {
+            once(key.is_some())?;
+            if value.is_empty() {
+                return Err(DirectiveError::invalid(
+                    w,
+                    "a value after \"key=\" (variables allowed)",
+                ));
+            }
+            key = Some(value);
+        } else {
+            return Err(DirectiveError::invalid(w, USAGE));
+        }
+    }
     Ok(Some(LimitLine {
         limit,
         approx,
@@ -294,8 +288,25 @@ mod tests {
             Some("site")
         );
         assert_eq!(named(limit(&["10", "1m", "key="])), "key=");
-        assert_eq!(named(limit(&["10", "1m", "key=a", "name=b"])), "name=b");
         assert_eq!(named(limit(&["10", "1m", "key=a", "key=b"])), "key=b");
+    }
+
+    #[test]
+    fn limit_options_come_in_any_order_each_once() {
+        let written = limit(&["10", "1m", "approx", "name=net", "key=$net"]);
+        for order in [
+            ["key=$net", "name=net", "approx"],
+            ["name=net", "approx", "key=$net"],
+            ["approx", "key=$net", "name=net"],
+        ] {
+            let args = ["10", "1m", order[0], order[1], order[2]];
+            assert_eq!(limit(&args), written, "{order:?}");
+        }
+        assert_eq!(named(limit(&["10", "1m", "approx", "approx"])), "approx");
+        assert_eq!(
+            named(limit(&["10", "1m", "key=a", "name=b", "key=c"])),
+            "key=c"
+        );
     }
 
     #[test]
@@ -351,8 +362,10 @@ mod tests {
         assert_eq!(named(limit(&["10", "1m", "exact"])), "exact");
         assert_eq!(named(limit(&["10", "1m", "name="])), "name=");
         assert_eq!(named(limit(&["10", "1m", "name=a b"])), "name=a b");
-        assert_eq!(named(limit(&["10", "1m", "name=a", "approx"])), "approx");
         assert_eq!(named(limit(&["10", "1m", "name=a", "name=b"])), "name=b");
+        assert_eq!(named(limit(&["10", "1m", "name=a", "bogus"])), "bogus");
+        // A bad count before a bad option: the count is named first.
+        assert_eq!(named(limit(&["0", "1m", "bogus"])), "0");
         // Both wrong: the count is named first.
         assert_eq!(named(limit(&["0", "abc"])), "0");
     }
