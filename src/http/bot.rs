@@ -22,7 +22,7 @@ use crate::ffi::bytes;
 use crate::ffi::PowShield;
 use crate::shm::SharedZone;
 use crate::store::{record_bot_nonce, NonceSeen};
-use pow_shield_bots::{Message, CLOCK_ALLOWANCE_S};
+use pow_shield_bots::{Anonymous, Message, CLOCK_ALLOWANCE_S};
 
 /// `preconfiguration`: declares `$pow_shield_bot` (cacheable: one
 /// verification per request).
@@ -72,9 +72,18 @@ fn bot_of(r: &Request) -> Option<String> {
     let message = NginxMessage::of(r);
     let now_ms = crate::ffi::now_ms();
     let now_s = i64::try_from(now_ms / 1000).ok()?;
-    let verified = pow_shield_bots::verify(&message, &mcf.bots, now_s).ok()?;
-    let name = mcf.bots.names().get(verified.bot)?;
     let zone = SharedZone::from_conf(mcf)?;
+    let verified = match pow_shield_bots::verify(&message, &mcf.bots, now_s) {
+        Ok(verified) => verified,
+        Err(Anonymous::BadSignature(bot)) => {
+            if let Some(name) = mcf.bots.names().get(bot) {
+                zone.with_locked(|zone, _| zone.bots.bad_signature(name));
+            }
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let name = mcf.bots.names().get(verified.bot)?;
     let mut digest = Sha256::new();
     for part in [
         "pow_shield web-bot-auth nonce",
