@@ -14,7 +14,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 use super::ahead::{binding, issue};
 use super::request::{client_addr, client_key, limit_keys, pow_headers, trusted};
 use super::state::{RequestState, Resolution};
-use super::{log_lines, response};
+use super::{bot, log_lines, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
 use crate::protocol::{self, Rejection};
@@ -64,6 +64,11 @@ fn decide(r: &mut Request) -> Status {
         return Status::NGX_AGAIN;
     }
     let policy = st().policy();
+    let stores = Stores::new(mcf, policy.fail);
+    // (A signed request's signature after its anonymous client's breaker.)
+    if bot::evaluate_keys(r, mcf, state, &stores).is_none() {
+        return Status::NGX_ERROR;
+    }
     let Some(key) = client_key(r, state) else {
         return Status::NGX_ERROR;
     };
@@ -89,7 +94,6 @@ fn decide(r: &mut Request) -> Status {
         rules: policy.breaker,
         rising: policy.difficulty.rises(),
     };
-    let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {
         Some(decision) => decision,
         None => {

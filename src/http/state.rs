@@ -10,7 +10,7 @@ use core::mem::size_of;
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
-use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
+use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
@@ -30,6 +30,20 @@ pub enum Resolution {
     Passed,
     /// Answered with this status.
     Answered(u16),
+}
+
+/// Where the request is with its Web Bot Auth signature (`http::bot`).
+#[derive(Clone, Copy)]
+pub enum SignatureCheck {
+    /// Verified when `$pow_shield_bot` is first read.
+    Verify,
+    /// The client key is being evaluated as if the request were unsigned:
+    /// the variable reads empty, uncached; `saved` is a copy of the
+    /// request's variables as they were when it was first read (null until
+    /// then, and while no signed request read it).
+    Anonymous { saved: *mut ngx_variable_value_t },
+    /// Never verified: the anonymous client is blocked.
+    Skipped,
 }
 
 /// The shield's state for one main request.
@@ -53,6 +67,8 @@ pub struct RequestState {
     pub waiter: Option<Rc<Waiter>>,
     /// The bits the request's verified solution proved (the price paid).
     pub paid_bits: Option<u8>,
+    /// What becomes of the request's Web Bot Auth signature.
+    pub signature: SignatureCheck,
     /// Posted by the store when a pending answer arrives.
     resume: ngx_event_t,
 }
@@ -120,6 +136,7 @@ impl RequestState {
                     headers_sent: false,
                     waiter: None,
                     paid_bits: None,
+                    signature: SignatureCheck::Verify,
                     resume: core::mem::zeroed(),
                 },
             );

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod difficulty;
+pub mod signature;
 #[cfg(test)]
 mod tests;
 
