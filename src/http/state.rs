@@ -16,21 +16,12 @@ use ngx::http::{HttpModule, Request};
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
+use pow_shield_core::decision::redirect::Earlier;
+pub use pow_shield_core::decision::redirect::Resolution;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
 use pow_shield_core::store::Reply;
-
-/// How the shield resolved a request.
-#[derive(Clone, Copy)]
-pub enum Resolution {
-    /// Not yet: nothing asked, or waiting for a store's answer.
-    Pending,
-    /// Decided to let it through; later runs of the access phase pass too.
-    Passed,
-    /// Answered with this status.
-    Answered(u16),
-}
 
 /// Where the request is with its Web Bot Auth signature (`http::bot`).
 #[derive(Clone, Copy)]
@@ -69,6 +60,12 @@ pub struct RequestState {
     pub paid_bits: Option<u8>,
     /// What becomes of the request's Web Bot Auth signature.
     pub signature: SignatureCheck,
+    /// What the decisions made before this one did, after an internal
+    /// redirect into another policy (`decision::redirect`); `None` for the
+    /// request's first.
+    pub earlier: Option<Box<Earlier>>,
+    /// One of them admitted it by payment.
+    pub paid_before: bool,
     /// Posted by the store when a pending answer arrives.
     resume: ngx_event_t,
 }
@@ -137,6 +134,8 @@ impl RequestState {
                     waiter: None,
                     paid_bits: None,
                     signature: SignatureCheck::Verify,
+                    earlier: None,
+                    paid_before: false,
                     resume: core::mem::zeroed(),
                 },
             );
@@ -157,6 +156,25 @@ impl RequestState {
         // SAFETY: the location configuration outlives every request of its
         // cycle, and nothing writes it after configuration.
         unsafe { self.policy.as_ref() }
+    }
+
+    /// After an internal redirect, the request is decided again under
+    /// `policy` (`decision::redirect`), with its keys evaluated there (the
+    /// decision so far is in `earlier`).
+    pub fn decide_again(
+        &mut self,
+        policy: &Policy,
+        key: (*const u8, usize),
+        limit_keys: [Option<(*const u8, usize)>; MAX_LIMITS],
+    ) {
+        self.paid_before |= self.outcome() == Some(Outcome::Solved);
+        self.resolution = Resolution::Pending;
+        self.policy = NonNull::from(policy);
+        self.key = Some(key);
+        self.limit_keys = Some(limit_keys);
+        self.decision = None;
+        self.decided = None;
+        self.paid_bits = None;
     }
 
     /// A waiter that wakes this request.
