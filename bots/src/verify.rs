@@ -55,8 +55,10 @@ pub enum Anonymous {
     /// `keyid` is none of the configured bots' keys, or `alg` is not
     /// `ed25519`.
     UnknownKey,
-    /// The signature does not verify (another key, a changed field).
-    BadSignature,
+    /// The signature does not verify (another key, a changed field):
+    /// checked against the key of the bot it names, by index into
+    /// [`Registry::names`] (an Ed25519 verification was spent on it).
+    BadSignature(usize),
 }
 
 impl Anonymous {
@@ -71,7 +73,7 @@ impl Anonymous {
             Anonymous::Expired => "expired",
             Anonymous::TooLong => "too_long",
             Anonymous::UnknownKey => "unknown_key",
-            Anonymous::BadSignature => "bad_signature",
+            Anonymous::BadSignature(_) => "bad_signature",
         }
     }
 }
@@ -134,7 +136,7 @@ pub fn verify_with(
     let bot = registry.owner(&keyid).ok_or(Anonymous::UnknownKey)?;
     verifier
         .verify(registry.ring(), Some(keyid.clone()))
-        .map_err(|_| Anonymous::BadSignature)?;
+        .map_err(|_| Anonymous::BadSignature(bot))?;
     Ok(Verified {
         bot,
         keyid,

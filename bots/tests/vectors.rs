@@ -126,7 +126,7 @@ fn another_authority_a_changed_byte_or_another_key_stay_anonymous() {
         let other = request(v, "other.example", v.signature_input, v.signature);
         assert_eq!(
             verify(&other, &r, CREATED),
-            Err(Anonymous::BadSignature),
+            Err(Anonymous::BadSignature(0)),
             "{}",
             v.name
         );
@@ -137,7 +137,7 @@ fn another_authority_a_changed_byte_or_another_key_stay_anonymous() {
         let m = request(v, "example.com", v.signature_input, &tampered);
         assert_eq!(
             verify(&m, &r, CREATED),
-            Err(Anonymous::BadSignature),
+            Err(Anonymous::BadSignature(0)),
             "{}",
             v.name
         );
@@ -147,7 +147,7 @@ fn another_authority_a_changed_byte_or_another_key_stay_anonymous() {
         let m = request(v, "example.com", &later, v.signature);
         assert_eq!(
             verify(&m, &r, CREATED),
-            Err(Anonymous::BadSignature),
+            Err(Anonymous::BadSignature(0)),
             "{}",
             v.name
         );
@@ -158,7 +158,7 @@ fn another_authority_a_changed_byte_or_another_key_stay_anonymous() {
             m.fields.push(("signature-agent".into(), moved));
             assert_eq!(
                 verify(&m, &r, CREATED),
-                Err(Anonymous::BadSignature),
+                Err(Anonymous::BadSignature(0)),
                 "{}",
                 v.name
             );

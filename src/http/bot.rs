@@ -8,21 +8,36 @@
 //! headers; one of an http block without bots, nothing. The verification
 //! is `pow_shield_bots::verify` at nginx's cached time; a verified nonce
 //! goes through the zone's replay cache (`store::record_bot_nonce`).
+//!
+//! A blocked client's signature is never verified (docs/bots.md, "Blocked
+//! clients"; `decision::signature`): the access handler first evaluates
+//! the request's keys with the variable empty ([`evaluate_keys`]), looks
+//! that anonymous client's breaker up, and only if it is not blocked puts
+//! the request's variables back as they were and evaluates the keys again,
+//! verifying. Read after a decision that blocked, the variable is empty.
+
+use core::mem::size_of;
+use core::ptr::{self, NonNull};
 
 use nginx_sys::{
     ngx_conf_t, ngx_http_add_variable, ngx_http_request_t, ngx_int_t, ngx_str_t,
     ngx_variable_value_t, NGX_OK,
 };
+
 use ngx::core::Status;
-use ngx::http::{HttpModuleMainConf, Request};
+use ngx::http::{HttpModuleMainConf, NgxHttpCoreModule, Request};
 use ngx::ngx_string;
 use sha2::{Digest, Sha256};
 
+use super::request::{client_key, limit_keys};
+use super::state::{RequestState, SignatureCheck};
+use crate::config::MainConf;
 use crate::ffi::bytes;
 use crate::ffi::PowShield;
 use crate::shm::SharedZone;
-use crate::store::record_bot_nonce;
-use pow_shield_bots::{Message, CLOCK_ALLOWANCE_S};
+use crate::store::{record_bot_nonce, Stores};
+use pow_shield_bots::{Anonymous, Message, CLOCK_ALLOWANCE_S};
+use pow_shield_core::decision::signature::{self, Signature};
 use pow_shield_core::store::{Now, Recorded};
 
 /// `preconfiguration`: declares `$pow_shield_bot` (cacheable: one
@@ -48,7 +63,9 @@ unsafe extern "C" fn get_bot(
         // SAFETY: nginx passes a live request, whose main request lives at
         // least as long, and a value slot to fill.
         let (main, v) = unsafe { (Request::from_ngx_http_request((*r).main), &mut *v) };
-        let name = bot_of(main).unwrap_or_default();
+        let Some((name, cacheable)) = bot_value(main) else {
+            return nginx_sys::NGX_ERROR as ngx_int_t;
+        };
         // SAFETY: copies the name into the request pool, which outlives
         // the value.
         let Some(s) = (unsafe { ngx_str_t::from_bytes(main.as_ref().pool, name.as_bytes()) })
@@ -58,10 +75,123 @@ unsafe extern "C" fn get_bot(
         v.data = s.data;
         v.set_len(s.len as u32);
         v.set_valid(1);
-        v.set_no_cacheable(0);
+        v.set_no_cacheable(u32::from(!cacheable));
         v.set_not_found(0);
         NGX_OK as ngx_int_t
     })
+}
+
+/// `$pow_shield_bot` of the main request `r`, and whether nginx may keep
+/// it; `None`: no memory for the copy of its variables.
+fn bot_value(r: &Request) -> Option<(String, bool)> {
+    let Some(state) = RequestState::find(r) else {
+        return Some((bot_of(r).unwrap_or_default(), true));
+    };
+    // SAFETY: the state lives in the request's pool; this borrow is the
+    // only one while the variable is evaluated.
+    let st = unsafe { &mut *state.as_ptr() };
+    match st.signature {
+        // Its keys are being evaluated as if unsigned: empty, and not
+        // kept, so that the keys read it again if it is verified after all.
+        SignatureCheck::Anonymous { saved } => {
+            if !signed(r) {
+                // (What verifying would say, without the request's keys
+                // evaluated twice.)
+                return Some((String::new(), true));
+            }
+            if saved.is_null() {
+                st.signature = SignatureCheck::Anonymous {
+                    saved: save_variables(r)?,
+                };
+            }
+            Some((String::new(), false))
+        }
+        SignatureCheck::Skipped => Some((String::new(), true)),
+        SignatureCheck::Verify => match signature::after_decision(st.outcome()) {
+            Signature::Skip => Some((String::new(), true)),
+            Signature::Verify => Some((bot_of(r).unwrap_or_default(), true)),
+        },
+    }
+}
+
+/// Evaluates the client key and the limits' keys of a shielded request
+/// (cached in its state), a signed request's signature verified only if
+/// the client it is without it is not blocked (`decision::signature`).
+/// `None`: a key could not be evaluated.
+pub(super) fn evaluate_keys(
+    r: &Request,
+    mcf: &MainConf,
+    state: NonNull<RequestState>,
+    stores: &Stores,
+) -> Option<()> {
+    // SAFETY: the state lives in the request's pool; each borrow is short
+    // (evaluating a key reads the state too, in `bot_value`).
+    let st = || unsafe { &mut *state.as_ptr() };
+    let anonymous_first = !mcf.bots.is_empty()
+        && st().key.is_none()
+        && matches!(st().signature, SignatureCheck::Verify);
+    if !anonymous_first {
+        return client_key(r, state).and(limit_keys(r, state)).map(drop);
+    }
+    st().signature = SignatureCheck::Anonymous {
+        saved: ptr::null_mut(),
+    };
+    let anonymous = client_key(r, state);
+    let keys = limit_keys(r, state);
+    let saved = match core::mem::replace(&mut st().signature, SignatureCheck::Verify) {
+        SignatureCheck::Anonymous { saved } => saved,
+        _ => ptr::null_mut(),
+    };
+    let (anonymous, _) = (anonymous?, keys?);
+    if saved.is_null() {
+        // No key read the variable of a signed request: they are final.
+        return Some(());
+    }
+    let policy = st().policy();
+    let check = signature::before_decision(anonymous, policy.dry_run, |key| {
+        stores.known_block(key, policy.breaker)
+    });
+    match check {
+        Signature::Skip => st().signature = SignatureCheck::Skipped,
+        Signature::Verify => {
+            restore_variables(r, saved)?;
+            st().key = None;
+            st().limit_keys = None;
+            client_key(r, state).and(limit_keys(r, state))?;
+        }
+    }
+    Some(())
+}
+
+/// A copy of the request's variables (in its pool), for
+/// [`restore_variables`].
+fn save_variables(r: &Request) -> Option<*mut ngx_variable_value_t> {
+    let count = NgxHttpCoreModule::main_conf(r)?.variables.nelts;
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: `r->variables` has one value per variable of the core
+    // module's list (ngx_http_create_request); the copy is as many values
+    // of the request's pool, aligned (ngx_palloc), written before read.
+    unsafe {
+        let saved = nginx_sys::ngx_palloc(raw.pool, count * size_of::<ngx_variable_value_t>())
+            .cast::<ngx_variable_value_t>();
+        if saved.is_null() {
+            return None;
+        }
+        ptr::copy_nonoverlapping(raw.variables, saved, count);
+        Some(saved)
+    }
+}
+
+/// Puts back the request's variables as [`save_variables`] copied them:
+/// what was evaluated since (with `$pow_shield_bot` empty) is evaluated
+/// again when read.
+fn restore_variables(r: &Request, saved: *mut ngx_variable_value_t) -> Option<()> {
+    let count = NgxHttpCoreModule::main_conf(r)?.variables.nelts;
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: `saved` is a copy of `count` values made by `save_variables`
+    // for this request; `r->variables` has room for as many.
+    unsafe { ptr::copy_nonoverlapping(saved, raw.variables, count) };
+    Some(())
 }
 
 /// The bot that signed `r`, if its signature verifies and its nonce is new.
@@ -76,9 +206,18 @@ fn bot_of(r: &Request) -> Option<String> {
         epoch_ms: crate::ffi::now_ms(),
     };
     let now_s = i64::try_from(now.epoch_ms / 1000).ok()?;
-    let verified = pow_shield_bots::verify(&message, &mcf.bots, now_s).ok()?;
-    let name = mcf.bots.names().get(verified.bot)?;
     let zone = SharedZone::from_conf(mcf)?;
+    let verified = match pow_shield_bots::verify(&message, &mcf.bots, now_s) {
+        Ok(verified) => verified,
+        Err(Anonymous::BadSignature(bot)) => {
+            if let Some(name) = mcf.bots.names().get(bot) {
+                zone.with_locked(|zone, _| zone.bots.bad_signature(name));
+            }
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let name = mcf.bots.names().get(verified.bot)?;
     let mut digest = Sha256::new();
     for part in [
         "pow_shield web-bot-auth nonce",

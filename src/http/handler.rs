@@ -14,11 +14,12 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 use super::ahead::{binding, issue};
 use super::request::{client_addr, client_key, limit_keys, pow_headers, trusted};
 use super::state::{RequestState, Resolution};
-use super::{log_lines, response};
+use super::{bot, log_lines, redirect, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
 use crate::protocol::{self, Rejection};
 use crate::store::{Spendable, Stores};
+use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{Solution, Subject};
@@ -47,23 +48,32 @@ fn decide(r: &mut Request) -> Status {
     if lcf.policy.limits.is_empty() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
-    let Some(state) = RequestState::find(r).or_else(|| RequestState::attach(r, &lcf.policy)) else {
-        return Status::NGX_ERROR;
+    // A request seen before goes on, or is decided again under this
+    // location's policy, or keeps its answer (`decision::redirect`).
+    let state = match RequestState::find(r) {
+        Some(state) => match redirect::run_again(r, state, &lcf.policy) {
+            Ok(()) => state,
+            Err(status) => return status,
+        },
+        None => match RequestState::attach(r, &lcf.policy) {
+            Some(state) => state,
+            None => return Status::NGX_ERROR,
+        },
     };
     // SAFETY: the state lives in the request's pool for the whole request.
     // Borrows of it are short: sending a response runs the header filter,
     // which reads the same state.
     let st = || unsafe { &mut *state.as_ptr() };
-    match st().resolution {
-        Resolution::Passed => return Status::NGX_DECLINED,
-        Resolution::Answered(status) => return answered_again(r, status),
-        Resolution::Pending => {}
-    }
     let mut reply = st().take_reply();
     if reply.is_none() && st().waiting() {
         return Status::NGX_AGAIN;
     }
     let policy = st().policy();
+    let stores = Stores::new(mcf, policy.fail);
+    // (A signed request's signature after its anonymous client's breaker.)
+    if bot::evaluate_keys(r, mcf, state, &stores).is_none() {
+        return Status::NGX_ERROR;
+    }
     let Some(key) = client_key(r, state) else {
         return Status::NGX_ERROR;
     };
@@ -75,6 +85,12 @@ fn decide(r: &mut Request) -> Status {
     let Some(mut limit_keys) = limit_keys(r, state) else {
         return Status::NGX_ERROR;
     };
+    // Decided again after a redirect: a bucket that admitted the request
+    // before does not count it twice.
+    let counted = redirect::counted_before(st(), key, limit_keys);
+    for (value, _) in limit_keys.iter_mut().zip(counted).filter(|(_, c)| *c) {
+        *value = Some(&[]);
+    }
     for value in limit_keys.iter_mut().flatten() {
         let Some(dry) = dry_run_key(r, policy, value) else {
             return Status::NGX_ERROR;
@@ -89,11 +105,15 @@ fn decide(r: &mut Request) -> Status {
         rules: policy.breaker,
         rising: policy.difficulty.rises(),
     };
-    let stores = Stores::new(mcf, policy.fail);
     let mut decision = match st().decision.take() {
         Some(decision) => decision,
         None => {
-            let (paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            let (mut paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            // Decided again after a redirect: the token may be the payment
+            // of the policy before.
+            if st().earlier.is_some() {
+                paid = after_redirect(paid, st().paid_before);
+            }
             st().paid_bits = bits;
             Decision::new(policy.rules(), paid, key.is_empty())
         }
@@ -121,19 +141,6 @@ fn decide(r: &mut Request) -> Status {
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     log_lines::log(r, policy, key, &done);
     respond(r, mcf, &stores, state, policy, key, done)
-}
-
-/// The phases run again after we answered: `post_action`, or an
-/// `error_page` for a response nginx made instead of ours (a body it could
-/// not read). The first lets the operator's action run; the second gets
-/// our decision again, never the content.
-fn answered_again(r: &Request, status: u16) -> Status {
-    let raw: &ngx_http_request_t = r.as_ref();
-    if raw.post_action() != 0 {
-        Status::NGX_DECLINED
-    } else {
-        Status(status as isize)
-    }
 }
 
 /// The solution the request carries, verified now: a refusal's strike is

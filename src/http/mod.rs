@@ -10,6 +10,7 @@ pub mod bot;
 mod filter;
 mod handler;
 pub mod log_lines;
+mod redirect;
 mod request;
 mod response;
 mod state;

@@ -47,21 +47,35 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
     // it is live while the key is read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.key.is_none() {
-        let policy = st.policy();
-        let key = if policy.default_key {
-            default_key(r)?
-        } else {
-            // SAFETY: the key is a complex value compiled at configuration time.
-            let cv = unsafe { policy.key.as_ref() }?;
-            r.get_complex_value(cv)?.as_bytes()
-        };
-        st.key = Some((key.as_ptr(), key.len()));
+        st.key = Some(evaluate_key(r, st.policy())?);
     }
-    match st.key {
-        Some((_, 0)) | None => Some(&[]),
+    st.key.map(pooled)
+}
+
+/// `policy`'s client key for `r`, evaluated now (request pool memory), as
+/// the state keeps it.
+pub(super) fn evaluate_key(r: &Request, policy: &Policy) -> Option<Pooled> {
+    let key = if policy.default_key {
+        default_key(r)?
+    } else {
+        // SAFETY: the key is a complex value compiled at configuration time.
+        let cv = unsafe { policy.key.as_ref() }?;
+        r.get_complex_value(cv)?.as_bytes()
+    };
+    Some((key.as_ptr(), key.len()))
+}
+
+/// Request pool bytes as the state keeps them (pointer, length): a
+/// value made while the request lives.
+pub(super) type Pooled = (*const u8, usize);
+
+/// The bytes of a value the state keeps.
+pub(super) fn pooled<'r>((data, len): Pooled) -> &'r [u8] {
+    match len {
+        0 => &[],
         // SAFETY: the value was made in the request's pool, which lives as
         // long as the request.
-        Some((data, len)) => Some(unsafe { core::slice::from_raw_parts(data, len) }),
+        len => unsafe { core::slice::from_raw_parts(data, len) },
     }
 }
 
@@ -73,28 +87,32 @@ pub(super) fn limit_keys<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
     // it is live while the values are read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.limit_keys.is_none() {
-        let policy = st.policy();
-        let mut evaluated = [None; MAX_LIMITS];
-        for (cv, value) in policy.limit_keys.iter().zip(evaluated.iter_mut()) {
-            // SAFETY: a non-null key is a complex value compiled at
-            // configuration time.
-            if let Some(cv) = unsafe { cv.as_ref() } {
-                let bytes = r.get_complex_value(cv)?.as_bytes();
-                *value = Some((bytes.as_ptr(), bytes.len()));
-            }
+        st.limit_keys = Some(evaluate_limit_keys(r, st.policy())?);
+    }
+    Some(st.limit_keys.map_or(CLIENT_KEYS, pooled_limit_keys))
+}
+
+/// `policy`'s `key=` values for `r`, evaluated now, as the state keeps
+/// them.
+pub(super) fn evaluate_limit_keys(
+    r: &Request,
+    policy: &Policy,
+) -> Option<[Option<Pooled>; MAX_LIMITS]> {
+    let mut evaluated = [None; MAX_LIMITS];
+    for (cv, value) in policy.limit_keys.iter().zip(evaluated.iter_mut()) {
+        // SAFETY: a non-null key is a complex value compiled at
+        // configuration time.
+        if let Some(cv) = unsafe { cv.as_ref() } {
+            let bytes = r.get_complex_value(cv)?.as_bytes();
+            *value = Some((bytes.as_ptr(), bytes.len()));
         }
-        st.limit_keys = Some(evaluated);
     }
-    let mut keys = CLIENT_KEYS;
-    for (key, value) in keys.iter_mut().zip(st.limit_keys.iter().flatten()) {
-        *key = value.map(|(data, len)| match len {
-            0 => &[][..],
-            // SAFETY: the value was made in the request's pool, which lives
-            // as long as the request.
-            len => unsafe { core::slice::from_raw_parts(data, len) },
-        });
-    }
-    Some(keys)
+    Some(evaluated)
+}
+
+/// The `key=` values the state keeps, as the stores take them.
+pub(super) fn pooled_limit_keys<'r>(kept: [Option<Pooled>; MAX_LIMITS]) -> LimitKeys<'r> {
+    kept.map(|value| value.map(pooled))
 }
 
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then

@@ -115,6 +115,10 @@ fn send(
         return rc;
     }
     let raw: *mut ngx_http_request_t = (&mut *r).into();
+    // The shield's answer keeps its status where an error page brought the
+    // request too (nginx sends `err_status` instead when it is set).
+    // SAFETY: a plain field of the live request.
+    unsafe { (*raw).err_status = 0 };
     match respond(r, status, content_type, body, headers) {
         Ok(rc) => finalize(raw, rc),
         Err(rc) => rc,

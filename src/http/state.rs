@@ -10,26 +10,31 @@ use core::mem::size_of;
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
-use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add};
+use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
+use pow_shield_core::decision::redirect::Earlier;
+pub use pow_shield_core::decision::redirect::Resolution;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
 use pow_shield_core::store::Reply;
 
-/// How the shield resolved a request.
+/// Where the request is with its Web Bot Auth signature (`http::bot`).
 #[derive(Clone, Copy)]
-pub enum Resolution {
-    /// Not yet: nothing asked, or waiting for a store's answer.
-    Pending,
-    /// Decided to let it through; later runs of the access phase pass too.
-    Passed,
-    /// Answered with this status.
-    Answered(u16),
+pub enum SignatureCheck {
+    /// Verified when `$pow_shield_bot` is first read.
+    Verify,
+    /// The client key is being evaluated as if the request were unsigned:
+    /// the variable reads empty, uncached; `saved` is a copy of the
+    /// request's variables as they were when it was first read (null until
+    /// then, and while no signed request read it).
+    Anonymous { saved: *mut ngx_variable_value_t },
+    /// Never verified: the anonymous client is blocked.
+    Skipped,
 }
 
 /// The shield's state for one main request.
@@ -53,6 +58,14 @@ pub struct RequestState {
     pub waiter: Option<Rc<Waiter>>,
     /// The bits the request's verified solution proved (the price paid).
     pub paid_bits: Option<u8>,
+    /// What becomes of the request's Web Bot Auth signature.
+    pub signature: SignatureCheck,
+    /// What the decisions made before this one did, after an internal
+    /// redirect into another policy (`decision::redirect`); `None` for the
+    /// request's first.
+    pub earlier: Option<Box<Earlier>>,
+    /// One of them admitted it by payment.
+    pub paid_before: bool,
     /// Posted by the store when a pending answer arrives.
     resume: ngx_event_t,
 }
@@ -120,6 +133,9 @@ impl RequestState {
                     headers_sent: false,
                     waiter: None,
                     paid_bits: None,
+                    signature: SignatureCheck::Verify,
+                    earlier: None,
+                    paid_before: false,
                     resume: core::mem::zeroed(),
                 },
             );
@@ -140,6 +156,25 @@ impl RequestState {
         // SAFETY: the location configuration outlives every request of its
         // cycle, and nothing writes it after configuration.
         unsafe { self.policy.as_ref() }
+    }
+
+    /// After an internal redirect, the request is decided again under
+    /// `policy` (`decision::redirect`), with its keys evaluated there (the
+    /// decision so far is in `earlier`).
+    pub fn decide_again(
+        &mut self,
+        policy: &Policy,
+        key: (*const u8, usize),
+        limit_keys: [Option<(*const u8, usize)>; MAX_LIMITS],
+    ) {
+        self.paid_before |= self.outcome() == Some(Outcome::Solved);
+        self.resolution = Resolution::Pending;
+        self.policy = NonNull::from(policy);
+        self.key = Some(key);
+        self.limit_keys = Some(limit_keys);
+        self.decision = None;
+        self.decided = None;
+        self.paid_bits = None;
     }
 
     /// A waiter that wakes this request.

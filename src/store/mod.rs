@@ -204,6 +204,20 @@ impl Stores {
     }
 }
 
+impl Stores {
+    /// Whether this node knows `key`'s breaker to be open without asking a
+    /// store: the zone's in local mode; in cluster mode the blocks Redis
+    /// reported, which the zone keeps (never one the fallback counted on
+    /// its own). For deciding what to skip before the one round trip.
+    pub fn known_block(&self, key: &[u8], rules: BreakerRules) -> bool {
+        match (&self.redis, &self.zone) {
+            (Some(redis), _) => redis.known_block(key, rules).is_some(),
+            (None, Some(zone)) => zone.blocked(key, rules, now().monotonic_ms),
+            (None, None) => false,
+        }
+    }
+}
+
 /// What the request path asks of the data generations and Redis's health
 /// (docs/operations.md, "Choosing a fail policy"); in local mode there are
 /// neither.

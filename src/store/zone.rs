@@ -11,7 +11,7 @@
 
 use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
-use pow_shield_core::limiter::breaker::StrikeCounter;
+use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
 use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::store::spent::lifetime_class;
@@ -48,6 +48,17 @@ impl ZoneStore {
     /// here.
     pub fn stand_in(&self, op: Op, subject: &Subject, now: Now) -> Reply {
         self.run(op.standing_in(), subject, now)
+    }
+
+    /// Whether `key`'s breaker is open in the zone now (a lookup under the
+    /// lock; nothing is written).
+    pub fn blocked(&self, key: &[u8], rules: BreakerRules, monotonic_ms: u64) -> bool {
+        let client = TableKey::new(&[key]);
+        self.zone.with_locked(|zone, _| {
+            zone.strikes.find(&client).is_some_and(|entry| {
+                entry.strikes().status(rules, monotonic_ms).block != Block::Clear
+            })
+        })
     }
 
     /// Runs one operation under the zone's lock.

@@ -18,6 +18,8 @@
 #![forbid(unsafe_code)]
 
 mod difficulty;
+pub mod redirect;
+pub mod signature;
 #[cfg(test)]
 mod tests;
 
@@ -95,6 +97,11 @@ pub enum Payment {
     /// the limit the client gets a fresh challenge that takes back what
     /// this one would have (SPEC §5).
     Unspendable(Solution),
+    /// No solution for this policy, but the request paid one under the
+    /// policy that decided it before an internal redirect
+    /// ([`redirect::after_redirect`]): over this limit it gets a 429 that
+    /// counts no strike (the client pays; it ignores no challenge).
+    PaidBefore,
 }
 
 /// The response to send (the glue builds the bytes).
@@ -266,7 +273,7 @@ impl Decision {
         let offence = match self.payment {
             Payment::Unpaid => Offence::Unpaid,
             Payment::Invalid(_) => Offence::Failed,
-            Payment::Valid(_) | Payment::Unspendable(_) => Offence::None,
+            Payment::Valid(_) | Payment::Unspendable(_) | Payment::PaidBefore => Offence::None,
         };
         self.ask(Op::Check { offence })
     }
@@ -314,11 +321,13 @@ impl Decision {
                 // Paid ahead (its challenge counted no strike): the
                 // solution stays unspent, usable until its `exp`.
                 Payment::Valid(_) | Payment::Unspendable(_) => self.pass_paid(Outcome::Pass),
-                Payment::Unpaid | Payment::Invalid(_) => self.pass_ahead(Outcome::Pass, false),
+                Payment::Unpaid | Payment::Invalid(_) | Payment::PaidBefore => {
+                    self.pass_ahead(Outcome::Pass, false)
+                }
             };
         }
         match self.payment {
-            Payment::Unpaid => {
+            Payment::Unpaid | Payment::PaidBefore => {
                 let answer = self.challenge(429, None);
                 self.reject(Outcome::Challenge, answer, "over the limit, challenge sent")
             }

@@ -1,8 +1,9 @@
 //! Web Bot Auth's counters (docs/metrics.md): requests whose signature
-//! verified, and signed requests refused as replays, by bot name. They live
-//! in the zone's header beside the replay cache and are counted under the
-//! lock the nonce's record takes anyway; a bot is found by a hash of its
-//! name, so that a reload that reorders or adds bots keeps every count.
+//! verified, signed requests refused as replays, and signatures naming a
+//! bot's key that did not verify, by bot name. They live in the zone's
+//! header beside the replay cache and are counted under its lock (the one
+//! the nonce's record takes anyway); a bot is found by a hash of its name,
+//! so that a reload that reorders or adds bots keeps every count.
 
 use core::fmt::Write;
 
@@ -18,6 +19,7 @@ pub struct BotCounters {
     names: [u64; BOT_NAMES],
     verified: [u64; BOT_NAMES],
     replays: [u64; BOT_NAMES],
+    bad_signatures: [u64; BOT_NAMES],
 }
 
 impl Default for BotCounters {
@@ -41,6 +43,7 @@ impl BotCounters {
             names: [0; BOT_NAMES],
             verified: [0; BOT_NAMES],
             replays: [0; BOT_NAMES],
+            bad_signatures: [0; BOT_NAMES],
         }
     }
 
@@ -67,12 +70,20 @@ impl BotCounters {
         }
     }
 
-    /// (verified, replays) of `name`.
-    pub fn counts(&self, name: &str) -> (u64, u64) {
+    /// A signature naming a key of `name` did not verify (forged, or the
+    /// request altered on the way): an Ed25519 verification spent.
+    pub fn bad_signature(&mut self, name: &str) {
+        if let Some(i) = self.slot(name) {
+            self.bad_signatures[i] = self.bad_signatures[i].wrapping_add(1);
+        }
+    }
+
+    /// (verified, replays, bad signatures) of `name`.
+    pub fn counts(&self, name: &str) -> (u64, u64, u64) {
         let h = name_hash(name);
         match self.names.iter().position(|&n| n == h) {
-            Some(i) => (self.verified[i], self.replays[i]),
-            None => (0, 0),
+            Some(i) => (self.verified[i], self.replays[i], self.bad_signatures[i]),
+            None => (0, 0, 0),
         }
     }
 }
@@ -84,25 +95,31 @@ pub fn render_bots(names: &[String], counters: &BotCounters) -> String {
     if names.is_empty() {
         return out;
     }
-    for (family, help, replays) in [
+    type Count = fn((u64, u64, u64)) -> u64;
+    let families: [(&str, &str, Count); 3] = [
         (
             "pow_shield_bot_requests_total",
             "Requests whose Web Bot Auth signature verified, by bot (pow_shield_bot_keys).",
-            false,
+            |(verified, _, _)| verified,
         ),
         (
             "pow_shield_bot_replays_total",
             "Signed requests whose nonce had been seen (left anonymous), by bot.",
-            true,
+            |(_, replays, _)| replays,
         ),
-    ] {
+        (
+            "pow_shield_bot_bad_signatures_total",
+            "Signatures naming a key of the bot that did not verify (left anonymous; each cost a verification), by bot.",
+            |(_, _, bad)| bad,
+        ),
+    ];
+    for (family, help, count) in families {
         let _ = write!(out, "# HELP {family} {help}\n# TYPE {family} counter\n");
         for name in names {
-            let (v, r) = counters.counts(name);
             let _ = writeln!(
                 out,
                 "{family}{{bot=\"{name}\"}} {}",
-                if replays { r } else { v }
+                count(counters.counts(name))
             );
         }
     }
@@ -120,9 +137,10 @@ mod tests {
         c.verified("b");
         c.verified("b");
         c.replayed("a");
-        assert_eq!(c.counts("b"), (2, 0));
-        assert_eq!(c.counts("a"), (1, 1));
-        assert_eq!(c.counts("c"), (0, 0));
+        c.bad_signature("b");
+        assert_eq!(c.counts("b"), (2, 0, 1));
+        assert_eq!(c.counts("a"), (1, 1, 0));
+        assert_eq!(c.counts("c"), (0, 0, 0));
     }
 
     #[test]
@@ -132,18 +150,21 @@ mod tests {
             c.verified(&format!("bot{i}"));
         }
         c.verified("late");
-        assert_eq!(c.counts("late"), (0, 0));
-        assert_eq!(c.counts("bot0"), (1, 0));
+        assert_eq!(c.counts("late"), (0, 0, 0));
+        assert_eq!(c.counts("bot0"), (1, 0, 0));
     }
 
     #[test]
     fn every_configured_bot_is_a_series() {
         let mut c = BotCounters::new();
         c.verified("crawler");
+        c.bad_signature("idle");
         let text = render_bots(&["crawler".into(), "idle".into()], &c);
         assert!(text.contains("pow_shield_bot_requests_total{bot=\"crawler\"} 1\n"));
         assert!(text.contains("pow_shield_bot_requests_total{bot=\"idle\"} 0\n"));
         assert!(text.contains("pow_shield_bot_replays_total{bot=\"crawler\"} 0\n"));
+        assert!(text.contains("pow_shield_bot_bad_signatures_total{bot=\"idle\"} 1\n"));
+        assert!(text.contains("pow_shield_bot_bad_signatures_total{bot=\"crawler\"} 0\n"));
         assert!(render_bots(&[], &c).is_empty());
     }
 }

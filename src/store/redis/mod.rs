@@ -442,7 +442,11 @@ impl RedisStore {
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
-    fn known_block(&self, key: &[u8], rules: BreakerRules) -> Option<BreakerStatus> {
+    pub(in crate::store) fn known_block(
+        &self,
+        key: &[u8],
+        rules: BreakerRules,
+    ) -> Option<BreakerStatus> {
         self.cache.as_ref()?.blocked(key, rules, monotonic_ms())
     }
 
