@@ -172,7 +172,9 @@ pub struct Scripts {
     /// request, [`replies::coalesced_from_reply`] for several):
     /// `{admitted (0/1 for one request), remaining, reset_after_ms,
     /// retry_after_ms, over, strikes, block 0/1/2, block_ms, tripped 0/1/2,
-    /// struck}`; a Redis Cluster's an eleventh, the slot's generation when
+    /// struck}` (`over`: the refusals `KEYS[2]` counts, after a refusal;
+    /// after an admission only where the next challenge is priced from
+    /// them, none left or `ARGV[4]` 0, else 0); a Redis Cluster's an eleventh, the slot's generation when
     /// any request was refused (made if missing), else 0. A blocked client
     /// writes nothing.
     pub window: Script,

@@ -3,6 +3,10 @@
 use super::*;
 use crate::limiter::breaker::StrikeRule;
 
+/// What an admitted request reports of its limit's refusals (the next
+/// challenge's price).
+mod overage;
+
 const KEY: &[u8] = b"client";
 
 const FIVE_PER_MINUTE: BreakerRules = BreakerRules {

@@ -152,10 +152,14 @@ struct Counter {
     curr: f64,
     prev: f64,
     over: u32,
+    /// The refusals key's expiry: two windows after the first refusal.
+    over_until: u64,
 }
 
 impl Counter {
-    fn admit(&mut self, limit: RateLimit, now: u64) -> Verdict {
+    /// `paid`: the request carries a solution (its limit's refusals are
+    /// then reported when admitted, as where no request is left).
+    fn admit(&mut self, limit: RateLimit, now: u64, paid: bool) -> Verdict {
         let (window, cap) = (limit.window_ms as f64, f64::from(limit.requests));
         let index = now / limit.window_ms;
         if index != self.index {
@@ -166,6 +170,9 @@ impl Counter {
             };
             (self.index, self.curr) = (index, 0.0);
         }
+        if now >= self.over_until {
+            self.over = 0;
+        }
         let left = window - (now - index * limit.window_ms) as f64;
         let mut estimate = self.prev * left / window + self.curr;
         let allowed = estimate < cap;
@@ -174,6 +181,9 @@ impl Counter {
             self.curr += 1.0;
             estimate += 1.0;
         } else {
+            if self.over == 0 {
+                self.over_until = now + 2 * limit.window_ms;
+            }
             self.over += 1;
             retry = if self.curr < cap {
                 (left - (cap - self.curr) * window / self.prev).floor() + 1.0
@@ -187,12 +197,17 @@ impl Counter {
             (false, true) => left,
             _ => 0.0,
         };
+        let remaining = (cap - estimate.ceil()).max(0.0) as u32;
         Verdict {
             allowed,
-            remaining: (cap - estimate.ceil()).max(0.0) as u32,
+            remaining,
             reset_after_ms: reset as u64,
             retry_after_ms: retry as u64,
-            over: if allowed { 0 } else { self.over },
+            over: if !allowed || remaining == 0 || paid {
+                self.over
+            } else {
+                0
+            },
             limit: 0,
         }
     }
@@ -336,9 +351,9 @@ impl Bench<'_> {
         let subject = self.subject();
         let model = self.model.at(now);
         let ask = |model: &mut MemoryStore, op| model.ask(op, &subject);
-        if let (Step::Check(_), true) = (step, self.table.approx) {
+        if let (Step::Check(offence), true) = (step, self.table.approx) {
             let limit = self.limits.first().unwrap();
-            let verdict = self.counter.admit(limit, now);
+            let verdict = self.counter.admit(limit, now, offence == Offence::None);
             return vec![Outcome::checked(&Checked {
                 verdict,
                 ..Checked::default()

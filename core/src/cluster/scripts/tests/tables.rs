@@ -104,6 +104,51 @@ fn waiting_out_a_429_takes_its_strike_and_refusal_back() {
 }
 
 #[test]
+fn an_admission_reports_its_limits_refusals_where_the_next_price_is_read() {
+    let two = RateLimit {
+        requests: 2,
+        window_ms: 1_500,
+    };
+    let no_strikes = BreakerRules::default();
+    for (name, limits) in [
+        ("overage", &[two][..]),
+        // The stacked script: the tightest limit's refusals.
+        (
+            "overage_stacked",
+            &[
+                two,
+                RateLimit {
+                    requests: 9,
+                    window_ms: 3_000,
+                },
+            ][..],
+        ),
+    ] {
+        run(&Table {
+            name,
+            limits,
+            approx: false,
+            rules: no_strikes,
+            rows: &[
+                same(0, UNPAID),
+                // None left: the refusals so far (none).
+                same(0, UNPAID),
+                same(0, UNPAID),
+                same(0, PAID),
+                same(0, UNPAID),
+                // The window slid: paid (one left), the 3 refusals;
+                // unpaid leaving none, the 3; refused, the 4th.
+                same(1_600, PAID),
+                same(1_600, UNPAID),
+                same(1_600, UNPAID),
+                // Later, unpaid with one left: nothing read (0).
+                same(3_200, UNPAID),
+            ],
+        });
+    }
+}
+
+#[test]
 fn strikes_expire_a_ttl_after_the_last_and_the_window_slides() {
     run(&Table {
         name: "window_expiry",
