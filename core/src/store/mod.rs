@@ -38,6 +38,22 @@ pub struct Solution {
     /// unpaid strike back. A challenge that counted none (a location with
     /// strikes off, a 409/410/422's fresh one) takes back nothing.
     pub forgive: bool,
+    /// When its 429's `Retry-After` ended (its token's `ra`, epoch ms):
+    /// from then on the client may have been admitted without paying, and
+    /// that wait took the strike back already. `None`: a token without one.
+    pub retry_at_ms: Option<u64>,
+}
+
+impl Solution {
+    /// Whether a wait may have taken its 429's strike back by `now_ms`
+    /// (epoch): its `Retry-After` has ended, and a client is admitted under
+    /// the limit that refused it no sooner. A strike is taken back once per
+    /// refusal: a spend then takes back an unpaid strike if one is left,
+    /// and never stands in for one still on its way (cluster mode's
+    /// batches). A token without `ra` (a node that predates it): no.
+    pub fn may_have_been_waited_out(&self, now_ms: u64) -> bool {
+        self.retry_at_ms.is_some_and(|at| now_ms >= at)
+    }
 }
 
 /// Whether a correct solution can be spent now (the module asks its

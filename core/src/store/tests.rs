@@ -6,6 +6,8 @@ use crate::limiter::breaker::StrikeRule;
 /// What an admitted request reports of its limit's refusals (the next
 /// challenge's price).
 mod overage;
+/// A strike comes back once per refusal: by waiting or by paying.
+mod taken_back_once;
 
 const KEY: &[u8] = b"client";
 
@@ -59,6 +61,7 @@ fn spend(n: u8, forgive: bool) -> Op {
         spent_until_ms: 60_000,
         generation: None,
         forgive,
+        retry_at_ms: None,
     })
 }
 

@@ -35,8 +35,12 @@ pub enum Step {
     /// `k` checks of the client at once (a coalesced burst, `ARGV[9]`).
     Coalesced(u32),
     Strike,
-    /// The spend of solution `n`, whose 429 counted a strike if `forgive`.
+    /// The spend of solution `n`, whose 429 counted a strike if `forgive`,
+    /// before that 429's `Retry-After` ended.
     Spend(u8, bool),
+    /// The spend of solution `n`, whose 429 counted a strike, after that
+    /// 429's `Retry-After` ended (a wait may have taken the strike back).
+    SpendWaitedOut(u8),
     /// `n` refusals the node counted locally, in one batch (the model: `n`
     /// refused 429s checked one by one).
     Batch(u32),
@@ -310,13 +314,18 @@ impl Bench<'_> {
                 out.struck = s.struck;
                 vec![out]
             }
-            Step::Spend(n, forgive) => {
+            Step::Spend(_, _) | Step::SpendWaitedOut(_) => {
+                let (n, forgive, waited_out) = match step {
+                    Step::Spend(n, forgive) => (n, forgive, false),
+                    Step::SpendWaitedOut(n) => (n, true, true),
+                    _ => unreachable!(),
+                };
                 let mut keys = vec![self.key(&format!("p:{n}"))];
                 keys.extend(self.breaker_keys());
                 keys.extend([self.key("c"), self.key("c")]);
                 let mut args = vec!["60000".to_owned()];
                 args.extend(self.rules());
-                args.push(spend_mode(false, forgive).to_string());
+                args.push(spend_mode(false, forgive, waited_out).to_string());
                 let reply = self.redis.ints(&scripts.spend, &keys, &args);
                 vec![Outcome::spent(spent_from_reply(&reply).unwrap())]
             }
@@ -388,12 +397,14 @@ impl Bench<'_> {
                 }
                 other => panic!("{other:?}"),
             },
-            Step::Spend(n, forgive) => {
+            Step::Spend(n, _) | Step::SpendWaitedOut(n) => {
+                let forgive = !matches!(step, Step::Spend(_, false));
                 let solution = Solution {
                     digest: [n; 32],
                     spent_until_ms: now + 60_000,
                     generation: None,
                     forgive,
+                    retry_at_ms: None,
                 };
                 match ask(model, Op::Spend(solution)) {
                     Reply::Spent(s) => vec![Outcome::spent(s)],
