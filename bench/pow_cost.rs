@@ -109,7 +109,7 @@ fn main() {
             16,
             Some(7),
             black_box(binding),
-            false,
+            pow::Strike::None,
         )
         .expect("OS RNG");
         black_box((c.bits.to_string(), c.difficulty.to_string(), c));

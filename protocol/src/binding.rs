@@ -85,7 +85,7 @@ mod tests {
 
     use crate::{
         issue_bound_challenge, issue_challenge_bits_with_salt, meets_bits, solve_bits,
-        verify_bound, Challenge, Rejection, Secret, SecretKeys, Solved,
+        verify_bound, Challenge, Rejection, Secret, SecretKeys, Solved, Strike,
     };
 
     const IP: &str = "203.0.113.19";
@@ -109,12 +109,21 @@ mod tests {
         }
     }
 
+    /// When the 429s of these tests say a slot frees.
+    const RETRY_AT: u64 = NOW + 3_000;
+
     fn bound(bits: u8, policy: u64, key: &[u8], struck: bool) -> Challenge {
         let binding = Binding {
             policy,
             client: client_id(key),
         };
-        issue_bound_challenge(&keys(), IP, NOW, TTL, bits, None, binding, struck).unwrap()
+        let strike = match struck {
+            true => Strike::Counted {
+                retry_at_ms: RETRY_AT,
+            },
+            false => Strike::None,
+        };
+        issue_bound_challenge(&keys(), IP, NOW, TTL, bits, None, binding, strike).unwrap()
     }
 
     fn verify_expecting(c: &Challenge, nonce: &str, exp: &Expected) -> Result<Solved, Rejection> {
@@ -167,7 +176,23 @@ mod tests {
         let c = bound(4, POLICY, IP.as_bytes(), false);
         let nonce = solve_bits(&c.salt, 4).to_string();
         let solved = verify_expecting(&c, &nonce, &expected(POLICY, IP.as_bytes(), 4)).unwrap();
-        assert!(!solved.struck);
+        assert_eq!((solved.struck, solved.retry_at_ms), (false, None));
+    }
+
+    #[test]
+    fn a_token_whose_429_struck_says_when_its_retry_after_ends() {
+        let c = bound(4, POLICY, IP.as_bytes(), true);
+        let nonce = solve_bits(&c.salt, 4).to_string();
+        let solved = verify_expecting(&c, &nonce, &expected(POLICY, IP.as_bytes(), 4)).unwrap();
+        assert_eq!((solved.struck, solved.retry_at_ms), (true, Some(RETRY_AT)));
+        let old = issue_challenge_bits_with_salt(&keys(), IP, NOW, TTL, 4, SALT);
+        let nonce = solve_bits(&old.salt, 4).to_string();
+        let exp = expected(POLICY, IP.as_bytes(), 4);
+        let solved = verify_expecting(&old, &nonce, &exp).unwrap();
+        assert_eq!(
+            solved.retry_at_ms, None,
+            "a token of an older node has none"
+        );
     }
 
     #[test]

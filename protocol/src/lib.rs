@@ -26,7 +26,7 @@ pub use search::{Engine, Search, SOLVER_ENV};
 pub use token::{
     issue_bound_challenge, issue_challenge, issue_challenge_bits, issue_challenge_bits_in,
     issue_challenge_bits_with_salt, issue_challenge_with_salt, read_unverified, sent_ahead,
-    Challenge, TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
+    Challenge, Strike, TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
 };
 pub use verify::{verify_bound, verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{

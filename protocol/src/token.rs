@@ -88,10 +88,23 @@ pub fn issue_challenge_bits_in(
     issue_random(keys, client_ip, (now_ms, ttl_ms), bits, extra)
 }
 
+/// What the 429 that sends a challenge did to the client's strikes: its
+/// token's `st` and `ra` (docs/protocol.md §4, "What a token binds").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strike {
+    /// None (a challenge sent ahead, a 409/410/422's fresh one, strikes
+    /// off): paying it takes nothing back.
+    None,
+    /// One, which paying the challenge takes back; `retry_at_ms` is when
+    /// the 429's `Retry-After` ends (epoch ms): no wait can have taken
+    /// that strike back before.
+    Counted { retry_at_ms: u64 },
+}
+
 /// A challenge bound to what it buys (docs/protocol.md §4, "What a token
 /// binds"): `binding` names the issuing location's price policy and the
-/// client key, `struck` whether the 429 that sends it counted a strike
-/// (paying it takes that strike back, and no other).
+/// client key, `strike` what the 429 that sends it counted (paying it
+/// takes that strike back, and no other).
 #[allow(clippy::too_many_arguments)]
 pub fn issue_bound_challenge(
     keys: &SecretKeys,
@@ -101,11 +114,11 @@ pub fn issue_bound_challenge(
     bits: u8,
     generation: Option<u64>,
     binding: Binding,
-    struck: bool,
+    strike: Strike,
 ) -> Result<Challenge, RandomError> {
     let extra = Extra {
         generation,
-        bound: Some((binding, struck)),
+        bound: Some((binding, strike)),
     };
     issue_random(keys, client_ip, (now_ms, ttl_ms), bits, extra)
 }
@@ -127,7 +140,7 @@ fn issue_random(
 #[derive(Clone, Copy, Default)]
 struct Extra {
     generation: Option<u64>,
-    bound: Option<(Binding, bool)>,
+    bound: Option<(Binding, Strike)>,
 }
 
 /// [`issue_challenge`] with a caller-chosen salt: deterministic, for tests
@@ -196,7 +209,13 @@ fn issue(
         bits: Some(u64::from(bits)),
         pol: extra.bound.map(|(b, _)| b.policy),
         ck: extra.bound.map(|(b, _)| b.client),
-        st: extra.bound.map(|(_, struck)| u8::from(struck)),
+        st: extra
+            .bound
+            .map(|(_, strike)| u8::from(strike != Strike::None)),
+        ra: match extra.bound {
+            Some((_, Strike::Counted { retry_at_ms })) => Some(retry_at_ms),
+            _ => None,
+        },
     };
     let token = sign_payload(&keys.current, &payload.to_json());
     Challenge {
@@ -309,6 +328,11 @@ pub(crate) struct Payload<'a> {
     /// it: taken as 1, as those servers did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub st: Option<u8>,
+    /// With `st` 1: when its 429's `Retry-After` ends, epoch milliseconds
+    /// (no wait can have taken its strike back before). Absent in tokens
+    /// of servers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ra: Option<u64>,
 }
 
 impl Payload<'_> {

@@ -110,6 +110,10 @@ pub struct Solved {
     /// Its 429 counted a strike (the token's `st`; a token without one:
     /// true, as the servers that issued such tokens took one back).
     pub struck: bool,
+    /// When its 429's `Retry-After` ended (the token's `ra`, epoch ms):
+    /// from then on a wait may have taken its strike back. `None`: a
+    /// token without one.
+    pub retry_at_ms: Option<u64>,
 }
 
 impl Solved {
@@ -209,5 +213,6 @@ pub fn verify_bound(
         expires_at_ms: payload.exp,
         generation: payload.gen,
         struck: payload.st != Some(0),
+        retry_at_ms: payload.ra,
     })
 }

@@ -18,7 +18,8 @@ use pow_shield_core::decision::Final;
 
 /// A challenge of `bits` for this client, bound to the location's price
 /// policy and its key; `struck`: the 429 that sends it counted a strike
-/// (paying it takes that one back). `None` without keys or randomness.
+/// (paying it takes that one back), its `Retry-After` the decision's.
+/// `None` without keys or randomness.
 pub(super) fn issue(
     r: &Request,
     mcf: &MainConf,
@@ -34,15 +35,24 @@ pub(super) fn issue(
     let generation = done
         .generation
         .or_else(|| Stores::new(mcf, policy.fail).challenge_generation());
+    let (now, ttl) = (now_ms(), policy.challenge_ttl_ms);
+    let strike = match (struck, done.verdict) {
+        // (Beyond the token's life it says nothing more.)
+        (true, Some(verdict)) => protocol::Strike::Counted {
+            retry_at_ms: now.saturating_add(verdict.retry_after_ms.min(ttl)),
+        },
+        (true, None) => protocol::Strike::Counted { retry_at_ms: now },
+        (false, _) => protocol::Strike::None,
+    };
     protocol::issue_bound_challenge(
         keys,
         &client_addr(r),
-        now_ms(),
-        policy.challenge_ttl_ms,
+        now,
+        ttl,
         bits,
         generation,
         binding(policy, key),
-        struck,
+        strike,
     )
     .ok()
 }

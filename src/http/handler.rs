@@ -200,6 +200,7 @@ fn payment(
         spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
         generation: stores.spend_generation(solved.generation),
         forgive: solved.struck,
+        retry_at_ms: solved.retry_at_ms,
     };
     let paid = match stores.accepts(solved.generation, subject.key) {
         Spendable::Now => Payment::Valid(solution),

@@ -252,7 +252,8 @@ impl Calls {
         for rule in args::rules(rules) {
             call.num(rule);
         }
-        call.num(args::spend_mode(false, solution.forgive));
+        let waited_out = solution.may_have_been_waited_out(now_ms);
+        call.num(args::spend_mode(false, solution.forgive, waited_out));
         if let Some(gen) = generation {
             call.num(gen);
         }
@@ -273,7 +274,7 @@ impl Calls {
             .num(0)
             .num(0)
             .num(0)
-            .num(args::spend_mode(true, true));
+            .num(args::spend_mode(true, true, false));
         Call::of(script, call)
     }
 

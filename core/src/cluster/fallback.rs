@@ -97,12 +97,14 @@ mod tests {
         spent_until_ms: 0,
         generation: None,
         forgive: false,
+        retry_at_ms: None,
     });
     const FORGIVE: Op = Op::Forgive(Solution {
         digest: [0; 32],
         spent_until_ms: 0,
         generation: Some(7),
         forgive: true,
+        retry_at_ms: None,
     });
     const UNPAID: Op = Op::Check {
         offence: Offence::Unpaid,

@@ -172,7 +172,9 @@ pub struct Scripts {
     /// request, [`replies::coalesced_from_reply`] for several):
     /// `{admitted (0/1 for one request), remaining, reset_after_ms,
     /// retry_after_ms, over, strikes, block 0/1/2, block_ms, tripped 0/1/2,
-    /// struck}`; a Redis Cluster's an eleventh, the slot's generation when
+    /// struck}` (`over`: the refusals `KEYS[2]` counts, after a refusal;
+    /// after an admission only where the next challenge is priced from
+    /// them, none left or `ARGV[4]` 0, else 0); a Redis Cluster's an eleventh, the slot's generation when
     /// any request was refused (made if missing), else 0. A blocked client
     /// writes nothing.
     pub window: Script,
@@ -230,11 +232,13 @@ pub struct Scripts {
     /// (optional) the spends that found no unpaid strike yet (taken from
     /// the next batch of the client's locally refused 429s,
     /// [`Scripts::batch`]); `ARGV[1]` ms the record lives, `ARGV[2..5]` the
-    /// rules, `ARGV[6]` how ([`args::spend_mode`]): 1 (or 3) for a spend
+    /// rules, `ARGV[6]` how ([`args::spend_mode`], a sum): 1 for a spend
     /// the node's zone already decided and writes now (after an outage or
-    /// a full queue): recorded whatever the breaker says; 2 (or 3) for a
+    /// a full queue): recorded whatever the breaker says; 2 for a
     /// solution whose 429 counted no strike (its token's `st` is 0):
-    /// nothing is taken back. Returns `{spent 0 replayed / 1 first / 2
+    /// nothing is taken back; 4 for one whose 429's `Retry-After` has
+    /// ended (a wait may have taken its strike back: no unpaid strike
+    /// found, nothing is kept for `KEYS[6]`). Returns `{spent 0 replayed / 1 first / 2
     /// blocked, strikes, block 0/1/2, block_ms}`
     /// ([`replies::spent_from_reply`]). The same in both modes.
     pub spend: Script,

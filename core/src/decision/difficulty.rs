@@ -3,7 +3,7 @@
 //! a difficulty written in hex digits rises a hex digit (×16) per step, one
 //! written in bits a bit (×2).
 
-use crate::limiter::{Limits, MAX_LIMITS};
+use crate::limiter::{KeyId, Limits, MAX_LIMITS};
 use crate::protocol::{MAX_BITS, MIN_BITS};
 use crate::syntax::Difficulty;
 
@@ -76,20 +76,31 @@ impl DifficultyRule {
 
 /// The identity of a location's price policy, signed into its challenges
 /// (docs/protocol.md §4, "What a token binds"): its limits in order, whether
-/// they count `approx`, and its difficulty. Two locations with the same
-/// limits and difficulty ask the same price and share it; the identity is
-/// the same on every node and across reloads.
+/// they count `approx`, whose count each is (its `key=` as written), and
+/// its difficulty. Two locations with the same limits, keys and difficulty
+/// ask the same price and share it; the same numbers counted per another
+/// key do not (a site-wide count far over its limit asks more than a
+/// client's own). The identity is the same on every node and across
+/// reloads, and a location without `key=` keeps the one it had before keys
+/// joined it.
 pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule) -> u64 {
-    let mut words = [0u64; 4 + 2 * MAX_LIMITS];
+    let mut words = [0u64; 4 + 3 * MAX_LIMITS];
     words[0] = u64::from(approx);
     words[1] = u64::from(difficulty.base);
     words[2] = u64::from(difficulty.max);
     words[3] = u64::from(difficulty.step);
     let mut len = 4;
-    for (limit, pair) in limits.as_slice().iter().zip(words[4..].chunks_mut(2)) {
-        pair[0] = u64::from(limit.requests);
-        pair[1] = limit.window_ms;
+    for limit in limits.as_slice() {
+        words[len] = u64::from(limit.requests);
+        words[len + 1] = limit.window_ms;
         len += 2;
+    }
+    if limits.any_keyed() {
+        // 0 for a limit counted per client key.
+        for i in 0..limits.len() {
+            words[len] = limits.key(i).map_or(0, KeyId::get);
+            len += 1;
+        }
     }
     crate::protocol::policy_id(&words[..len])
 }
@@ -146,6 +157,65 @@ mod tests {
     fn a_fixed_difficulty_never_rises() {
         assert_eq!(DifficultyRule::hex(4).for_client(4, 10_000, 10), 16);
         assert_eq!(DifficultyRule::bits(18).for_client(4, 10_000, 10), 18);
+    }
+
+    /// `pow_shield_limit 3 1m`, counted per client key or per `key=`.
+    fn three_a_minute(key: Option<&str>) -> Limits {
+        let mut limits = Limits::NONE;
+        let limit = crate::limiter::RateLimit {
+            requests: 3,
+            window_ms: 60_000,
+        };
+        limits.push_keyed(limit, None, key.map(KeyId::of)).unwrap();
+        limits
+    }
+
+    #[test]
+    fn the_same_numbers_counted_per_another_key_are_another_price_policy() {
+        let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
+        let policy = |key| price_policy(&three_a_minute(key), false, bits);
+        let (client, site, net) = (
+            policy(None),
+            policy(Some("site")),
+            policy(Some("$pow_shield_net")),
+        );
+        assert_ne!(
+            client, site,
+            "/a/ and /b/ of issue 36: 3 1m, and 3 1m key=site"
+        );
+        assert_ne!(site, net);
+        assert_ne!(client, net);
+        assert_eq!(
+            site,
+            policy(Some("site")),
+            "the same key written alike: shared"
+        );
+        // A key in a stack of limits counts as well.
+        let mut stacked = three_a_minute(None);
+        let hourly = crate::limiter::RateLimit {
+            requests: 100,
+            window_ms: 3_600_000,
+        };
+        stacked.push(hourly, None).unwrap();
+        let mut keyed = three_a_minute(None);
+        keyed
+            .push_keyed(hourly, None, Some(KeyId::of("site")))
+            .unwrap();
+        assert_ne!(
+            price_policy(&stacked, false, bits),
+            price_policy(&keyed, false, bits)
+        );
+    }
+
+    #[test]
+    fn a_location_without_key_keeps_the_price_policy_it_had() {
+        // Its limits' numbers, counting and difficulty only: tokens issued
+        // before keys joined the policy stay valid across an upgrade.
+        let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
+        assert_eq!(
+            price_policy(&three_a_minute(None), false, bits),
+            crate::protocol::policy_id(&[0, 8, 20, 1, 3, 60_000])
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ fn solution(n: u8) -> Solution {
         spent_until_ms: 120_000,
         generation: None,
         forgive: true,
+        retry_at_ms: None,
     }
 }
 

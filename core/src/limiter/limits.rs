@@ -119,6 +119,12 @@ impl KeyId {
         first.copy_from_slice(&digest[..8]);
         KeyId(u64::from_le_bytes(first))
     }
+
+    /// The identity as a number (the same on every node and across
+    /// reloads: the price policy's words).
+    pub fn get(self) -> u64 {
+        self.0
+    }
 }
 
 impl Default for Limits {
@@ -201,7 +207,12 @@ impl Limits {
 
     /// Limit `i` counts per its own `key=`, not per client key.
     pub fn is_keyed(&self, i: usize) -> bool {
-        self.keys.get(i).copied().flatten().is_some()
+        self.key(i).is_some()
+    }
+
+    /// Limit `i`'s `key=` as written (`None`: counted per client key).
+    pub fn key(&self, i: usize) -> Option<KeyId> {
+        self.keys.get(i).copied().flatten()
     }
 
     /// Some limit counts per its own `key=`.

@@ -36,8 +36,11 @@ pub struct Verdict {
     /// one was.
     pub retry_after_ms: u64,
     /// Requests refused since the first refusal of the current window,
-    /// this one included (0 when admitted): how far beyond its limit the
-    /// client keeps going (paying or not). Rising difficulty reads it.
+    /// this one included: how far beyond its limit the limit's key (the
+    /// client, or its own `key=`) keeps going, paying or not. Rising
+    /// difficulty reads it: a refusal's price, and an admitted request's
+    /// next challenge (SPEC §4, "Paying ahead"), which a store reports it
+    /// for only when one is priced from it (`store::Checked`); else 0.
     pub over: u32,
     /// Which of the location's limits this verdict is of (stacked limits,
     /// `limits::stacked_verdict`); 0 with one limit.

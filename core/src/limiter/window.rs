@@ -157,8 +157,9 @@ pub fn counted_at(state: &SlidingWindow, limit: RateLimit, now_ms: u64) -> (u32,
 }
 
 /// Admits one request if fewer than `limit.requests` are counted in the
-/// window ending at `now_ms`, and reports the headers' values. A refused
-/// request adds nothing to the window; a limit of 0 requests admits nothing.
+/// window ending at `now_ms`, and reports the headers' values and the
+/// refusals counted (this one included). A refused request adds nothing to
+/// the window; a limit of 0 requests admits nothing.
 pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdict {
     let grid = Grid::of(limit);
     // A clock that went backwards counts as the newest slot's start: it
@@ -202,7 +203,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
         remaining: u32::try_from(requests.saturating_sub(counted)).unwrap_or(u32::MAX),
         reset_after_ms: reset_at.map_or(0, |at| at - now),
         retry_after_ms,
-        over: if allowed { 0 } else { state.over },
+        over: state.over,
         limit: 0,
     }
 }

@@ -40,6 +40,22 @@ pub struct Solution {
     /// unpaid strike back. A challenge that counted none (a location with
     /// strikes off, a 409/410/422's fresh one) takes back nothing.
     pub forgive: bool,
+    /// When its 429's `Retry-After` ended (its token's `ra`, epoch ms):
+    /// from then on the client may have been admitted without paying, and
+    /// that wait took the strike back already. `None`: a token without one.
+    pub retry_at_ms: Option<u64>,
+}
+
+impl Solution {
+    /// Whether a wait may have taken its 429's strike back by `now_ms`
+    /// (epoch): its `Retry-After` has ended, and a client is admitted under
+    /// the limit that refused it no sooner. A strike is taken back once per
+    /// refusal: a spend then takes back an unpaid strike if one is left,
+    /// and never stands in for one still on its way (cluster mode's
+    /// batches). A token without `ra` (a node that predates it): no.
+    pub fn may_have_been_waited_out(&self, now_ms: u64) -> bool {
+        self.retry_at_ms.is_some_and(|at| now_ms >= at)
+    }
 }
 
 /// Whether a correct solution can be spent now (the module asks its
@@ -445,12 +461,12 @@ fn check(
         false => offence.refused(by_own_limit),
     };
     let mut checked = Checked {
-        verdict,
+        verdict: overage_reported(verdict, offence),
         breaker,
         ..Checked::default()
     };
     if verdict.allowed && offence == Offence::Unpaid && breaker.strikes > 0 {
-        checked.breaker = waited(tables, subject, now_ms).unwrap_or(breaker);
+        waited(tables, subject, &mut checked, now_ms);
     }
     if !verdict.allowed && offence != Offence::None && rules.strikes.is_some() {
         // A strike that finds no room is lost: forgetting one only forgives
@@ -467,12 +483,41 @@ fn check(
     Ok(checked)
 }
 
+/// What an admitted request's verdict reports of its limit's refusals
+/// (`Verdict::over`): the count where the next challenge is priced from it
+/// (no request left, or the request carries a solution: SPEC §4, "Paying
+/// ahead"), else 0, as the Redis scripts, whose green path reads nothing
+/// more.
+fn overage_reported(verdict: Verdict, offence: Offence) -> Verdict {
+    let priced = !verdict.allowed || verdict.remaining == 0 || offence == Offence::None;
+    Verdict {
+        over: if priced { verdict.over } else { 0 },
+        ..verdict
+    }
+}
+
 /// A client admitted (without a solution) under a limit that refused it
 /// lately waited out that refusal's `Retry-After`: waiting is paying with
 /// time, so one unpaid strike is taken back and that refusal no longer
 /// counts as over (one strike back per refusal, never below 0), as the
-/// Redis scripts' `waited` does. The breaker after it, if one was.
-fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<BreakerStatus> {
+/// Redis scripts' `waited` does. `checked` then reports the breaker after
+/// it, and no longer that refusal among its limit's.
+fn waited(tables: &mut impl Tables, subject: &Subject, checked: &mut Checked, now_ms: u64) {
+    if let Some((limit, after)) = wait_taken_back(tables, subject, now_ms) {
+        checked.breaker = after.unwrap_or(checked.breaker);
+        if limit == usize::from(checked.verdict.limit) {
+            checked.verdict.over = checked.verdict.over.saturating_sub(1);
+        }
+    }
+}
+
+/// [`waited`]'s steps: the place of the limit a refusal was taken back
+/// under, and the breaker after it, if one was.
+fn wait_taken_back(
+    tables: &mut impl Tables,
+    subject: &Subject,
+    now_ms: u64,
+) -> Option<(usize, Option<BreakerStatus>)> {
     let unpaid = tables
         .breaker(subject.key, false, |s| s.unpaid_now(now_ms))
         .ok()
@@ -481,7 +526,7 @@ fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<Br
         return None;
     }
     let (counted, n) = subject.counted_limits();
-    let refused_here = counted[..n].iter().any(|(_, limit, key)| {
+    let (refused_here, _, _) = counted[..n].iter().find(|(_, limit, key)| {
         tables
             .bucket(*key, *limit, |w| {
                 (
@@ -490,18 +535,16 @@ fn waited(tables: &mut impl Tables, subject: &Subject, now_ms: u64) -> Option<Br
                 )
             })
             .unwrap_or(false)
-    });
-    if !refused_here {
-        return None;
-    }
+    })?;
     let rules = subject.rules;
-    tables
+    let after = tables
         .breaker(subject.key, false, |s| {
             s.forgive(rules, now_ms);
             s.status(rules, now_ms)
         })
         .ok()
-        .flatten()
+        .flatten();
+    Some((*refused_here, after))
 }
 
 /// One request into `key`'s bucket for `limit`.

@@ -4,6 +4,12 @@ use super::memory::Whose;
 use super::*;
 use crate::limiter::breaker::StrikeRule;
 
+/// What an admitted request reports of its limit's refusals (the next
+/// challenge's price).
+mod overage;
+/// A strike comes back once per refusal: by waiting or by paying.
+mod taken_back_once;
+
 const KEY: &[u8] = b"client";
 
 const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
@@ -56,6 +62,7 @@ fn spend(n: u8, forgive: bool) -> Op {
         spent_until_ms: 60_000,
         generation: None,
         forgive,
+        retry_at_ms: None,
     })
 }
 

@@ -17,7 +17,7 @@ fn a_token_is_sent_ahead_only_when_its_challenge_counted_no_strike() {
         policy: 1,
         client: 2,
     };
-    let issue = |struck| {
+    let issue = |strike| {
         issue_bound_challenge(
             &keys(),
             "192.0.2.1",
@@ -26,13 +26,14 @@ fn a_token_is_sent_ahead_only_when_its_challenge_counted_no_strike() {
             16,
             None,
             binding,
-            struck,
+            strike,
         )
         .unwrap()
         .token
     };
-    assert!(sent_ahead(issue(false).as_bytes()));
-    assert!(!sent_ahead(issue(true).as_bytes()));
+    assert!(sent_ahead(issue(Strike::None).as_bytes()));
+    let counted = Strike::Counted { retry_at_ms: 2_000 };
+    assert!(!sent_ahead(issue(counted).as_bytes()));
     let unbound = issue_challenge(&keys(), "192.0.2.1", 1_000, 60_000, 4).unwrap();
     assert!(!sent_ahead(unbound.token.as_bytes()), "no st: a 429's");
     assert!(!sent_ahead(b"not a token"));

@@ -122,6 +122,7 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
         spent_until_ms: 10_500,
         generation: Some(42),
         forgive: true,
+        retry_at_ms: None,
     };
     let spent = single.spent_key(&solution.digest, b"k");
     let plain = single.spend(&spent, b"t", &solution, RULES, None, 10_000);
@@ -142,6 +143,7 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
     // A token whose 429 struck nothing takes nothing back.
     let unstruck = Solution {
         forgive: false,
+        retry_at_ms: None,
         ..solution
     };
     let w = words(
@@ -150,6 +152,17 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
             .evalsha,
     );
     assert_eq!(w.last().unwrap(), "2");
+    // One whose 429's Retry-After (its `ra`) has ended by the spend: a
+    // wait may have taken its strike back.
+    let waited = Solution {
+        retry_at_ms: Some(10_000),
+        ..solution
+    };
+    let mode = |now_ms| {
+        let call = single.spend(&spent, b"t", &waited, RULES, None, now_ms);
+        words(&call.evalsha).last().unwrap().clone()
+    };
+    assert_eq!((mode(9_999), mode(10_000)), ("0".into(), "4".into()));
     // A Redis Cluster: the slot's generation.
     let cluster = Calls::new("ps:", 1, 1, true);
     let w = words(

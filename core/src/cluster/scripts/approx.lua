@@ -22,6 +22,8 @@ local function check()
   if allowed == 0 then
     retry_after = approx_retry(limit, window, left, curr, prev)
     over, strikes, tripped, struck, block_ms = refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
+  elseif math.ceil(estimate) >= limit or ARGV[4] == '0' then
+    over = priced_over(KEYS[2])
   end
   return {allowed, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, curr, prev),
     retry_after, over, strikes, 0, block_ms, tripped, struck}, allowed == 0

@@ -21,10 +21,12 @@ pub fn offence(offence: Offence) -> u64 {
 }
 
 /// The spend script's `ARGV[6]`: whether the zone already decided the
-/// spend (`decided`: written now, whatever the breaker says) and whether
-/// it takes back its 429's strike (`forgive`).
-pub fn spend_mode(decided: bool, forgive: bool) -> u64 {
-    u64::from(decided) + 2 * u64::from(!forgive)
+/// spend (`decided`: written now, whatever the breaker says), whether it
+/// takes back its 429's strike (`forgive`), and whether a wait may have
+/// taken that strike back already (`waited_out`: its 429's `Retry-After`
+/// has ended, `Solution::may_have_been_waited_out`), the sum of 1, 2 and 4.
+pub fn spend_mode(decided: bool, forgive: bool, waited_out: bool) -> u64 {
+    u64::from(decided) + 2 * u64::from(!forgive) + 4 * u64::from(waited_out)
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).
@@ -84,11 +86,14 @@ mod tests {
     }
 
     #[test]
-    fn a_spend_says_whether_the_zone_decided_it_and_whether_it_forgives() {
-        assert_eq!(spend_mode(false, true), 0);
-        assert_eq!(spend_mode(true, true), 1);
-        assert_eq!(spend_mode(false, false), 2);
-        assert_eq!(spend_mode(true, false), 3);
+    fn a_spend_says_whether_the_zone_decided_it_whether_it_forgives_and_whether_it_was_waited_out()
+    {
+        assert_eq!(spend_mode(false, true, false), 0);
+        assert_eq!(spend_mode(true, true, false), 1);
+        assert_eq!(spend_mode(false, false, false), 2);
+        assert_eq!(spend_mode(true, false, false), 3);
+        assert_eq!(spend_mode(false, true, true), 4);
+        assert_eq!(spend_mode(true, false, true), 7);
     }
 
     #[test]

@@ -12,6 +12,14 @@ local function check_open(b)
   return nil, strikes, tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 
+-- An admitted request's limit's refusals (ok), read only where the next
+-- challenge is priced from them (SPEC 4, "Paying ahead": no request left,
+-- or the request paid): as a refusal's price counts them, after a wait's
+-- was taken back. Elsewhere the green path reads nothing more (0).
+local function priced_over(ok)
+  return tonumber(redis.call('GET', ok) or 0)
+end
+
 -- n requests refused under a limit whose refusals ok counts, and, for an
 -- offence (ARGV's '1' a 429, '2' a failed verification) with strikes on,
 -- one strike each until the one that reaches the threshold: later ones

@@ -173,13 +173,25 @@ impl Coalesced {
             };
         }
         let before = b.strikes.saturating_sub(self.struck);
+        let threshold = rules.strikes.map_or(0, |s| s.threshold);
+        // With strikes on, those after the strike that opened the breaker
+        // are blocked: neither struck nor counted as refusals.
+        let refused = k.saturating_sub(self.admitted);
+        let counted = if threshold > 0 { self.struck } else { refused };
         if i < self.admitted {
+            let remaining = self.verdict.remaining + (self.admitted - 1 - i);
+            // The refusals before this call's, where the next challenge is
+            // priced from them (none left after this one).
+            let over = match remaining {
+                0 => self.verdict.over.saturating_sub(counted),
+                _ => 0,
+            };
             return Checked {
                 verdict: Verdict {
                     allowed: true,
-                    remaining: self.verdict.remaining + (self.admitted - 1 - i),
+                    remaining,
                     retry_after_ms: 0,
-                    over: 0,
+                    over,
                     ..self.verdict
                 },
                 breaker: BreakerStatus {
@@ -189,11 +201,7 @@ impl Coalesced {
                 ..Checked::default()
             };
         }
-        let threshold = rules.strikes.map_or(0, |s| s.threshold);
-        // With strikes on, those after the strike that opened the breaker
-        // are blocked: neither struck nor counted as refusals.
-        let (j, refused) = (i - self.admitted, k.saturating_sub(self.admitted));
-        let counted = if threshold > 0 { self.struck } else { refused };
+        let j = i - self.admitted;
         let over = self
             .verdict
             .over

@@ -66,8 +66,9 @@ local function check()
         if strikes ~= was then break end
       end
     end
-    local s = seen[tightest]
-    return {1, s.remaining, s.reset, 0, 0, strikes, 0, 0, 0, tightest - 1}, false
+    local s, over = seen[tightest], 0
+    if s.remaining == 0 or ARGV[2] == '0' then over = priced_over(KEYS[3 + 2 * tightest]) end
+    return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1}, false
   end
 
   local s = seen[refusing]

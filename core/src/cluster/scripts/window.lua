@@ -30,6 +30,8 @@ local function check()
     retry_after = log_retry(key, count, limit, window, now)
     over, strikes, tripped, struck, block_ms =
       refuse(KEYS[2], k - allowed, window, ARGV[4], strikes, b)
+  elseif count >= limit or ARGV[4] == '0' then
+    over = priced_over(KEYS[2])
   end
   return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
     block_ms, tripped, struck}, allowed < k

@@ -81,6 +81,33 @@ fn the_next_challenge_is_priced_as_the_next_request_will_be() {
 }
 
 #[test]
+fn an_admitted_requests_next_challenge_is_priced_from_its_limits_refusals_as_its_429_is() {
+    // 4 max=8 under 2 a minute, strikes off (the refusals alone raise the
+    // price): 7 refused, then the window slides (issue 36, item 4b).
+    let rising = Rules {
+        difficulty: DifficultyRule::rising(Difficulty::hex(4), Difficulty::hex(8)),
+        breaker: BreakerRules::default(),
+        ..rules()
+    };
+    let mut s = FakeStore::default();
+    for _ in 0..9 {
+        s.request("a", rising, Payment::Unpaid, false);
+    }
+    s.store.at(60_000);
+    let first = s.request("a", rising, Payment::Unpaid, false);
+    assert_eq!(
+        (status(&first), first.next),
+        (200, None),
+        "one left: none sent"
+    );
+    let last = s.request("a", rising, Payment::Unpaid, false);
+    let refused = s.request("a", rising, Payment::Unpaid, false);
+    // ⌊log2(1 + 8 / 2)⌋ = 2 steps: 24 bits, not the 16 of a fresh client.
+    assert_eq!(refused.bits(), Some(24));
+    assert_eq!((status(&last), last.next), (200, refused.bits()));
+}
+
+#[test]
 fn pay_ahead_off_dry_runs_and_refusals_send_no_next_challenge() {
     let off = Rules {
         pay_ahead: false,

@@ -35,8 +35,12 @@ pub enum Step {
     /// `k` checks of the client at once (a coalesced burst, `ARGV[9]`).
     Coalesced(u32),
     Strike,
-    /// The spend of solution `n`, whose 429 counted a strike if `forgive`.
+    /// The spend of solution `n`, whose 429 counted a strike if `forgive`,
+    /// before that 429's `Retry-After` ended.
     Spend(u8, bool),
+    /// The spend of solution `n`, whose 429 counted a strike, after that
+    /// 429's `Retry-After` ended (a wait may have taken the strike back).
+    SpendWaitedOut(u8),
     /// `n` refusals the node counted locally, in one batch (the model: `n`
     /// refused 429s checked one by one).
     Batch(u32),
@@ -152,10 +156,14 @@ struct Counter {
     curr: f64,
     prev: f64,
     over: u32,
+    /// The refusals key's expiry: two windows after the first refusal.
+    over_until: u64,
 }
 
 impl Counter {
-    fn admit(&mut self, limit: RateLimit, now: u64) -> Verdict {
+    /// `paid`: the request carries a solution (its limit's refusals are
+    /// then reported when admitted, as where no request is left).
+    fn admit(&mut self, limit: RateLimit, now: u64, paid: bool) -> Verdict {
         let (window, cap) = (limit.window_ms as f64, f64::from(limit.requests));
         let index = now / limit.window_ms;
         if index != self.index {
@@ -166,6 +174,9 @@ impl Counter {
             };
             (self.index, self.curr) = (index, 0.0);
         }
+        if now >= self.over_until {
+            self.over = 0;
+        }
         let left = window - (now - index * limit.window_ms) as f64;
         let mut estimate = self.prev * left / window + self.curr;
         let allowed = estimate < cap;
@@ -174,6 +185,9 @@ impl Counter {
             self.curr += 1.0;
             estimate += 1.0;
         } else {
+            if self.over == 0 {
+                self.over_until = now + 2 * limit.window_ms;
+            }
             self.over += 1;
             retry = if self.curr < cap {
                 (left - (cap - self.curr) * window / self.prev).floor() + 1.0
@@ -187,12 +201,17 @@ impl Counter {
             (false, true) => left,
             _ => 0.0,
         };
+        let remaining = (cap - estimate.ceil()).max(0.0) as u32;
         Verdict {
             allowed,
-            remaining: (cap - estimate.ceil()).max(0.0) as u32,
+            remaining,
             reset_after_ms: reset as u64,
             retry_after_ms: retry as u64,
-            over: if allowed { 0 } else { self.over },
+            over: if !allowed || remaining == 0 || paid {
+                self.over
+            } else {
+                0
+            },
             limit: 0,
         }
     }
@@ -296,13 +315,18 @@ impl Bench<'_> {
                 out.struck = s.struck;
                 vec![out]
             }
-            Step::Spend(n, forgive) => {
+            Step::Spend(_, _) | Step::SpendWaitedOut(_) => {
+                let (n, forgive, waited_out) = match step {
+                    Step::Spend(n, forgive) => (n, forgive, false),
+                    Step::SpendWaitedOut(n) => (n, true, true),
+                    _ => unreachable!(),
+                };
                 let mut keys = vec![self.key(&format!("p:{n}"))];
                 keys.extend(self.breaker_keys());
                 keys.extend([self.key("c"), self.key("c")]);
                 let mut args = vec!["60000".to_owned()];
                 args.extend(self.rules());
-                args.push(spend_mode(false, forgive).to_string());
+                args.push(spend_mode(false, forgive, waited_out).to_string());
                 let reply = self.redis.ints(&scripts.spend, &keys, &args);
                 vec![Outcome::spent(spent_from_reply(&reply).unwrap())]
             }
@@ -337,9 +361,9 @@ impl Bench<'_> {
         let subject = self.subject();
         let model = self.model.at(now);
         let ask = |model: &mut MemoryStore, op| model.ask(op, &subject);
-        if let (Step::Check(_), true) = (step, self.table.approx) {
+        if let (Step::Check(offence), true) = (step, self.table.approx) {
             let limit = self.limits.first().unwrap();
-            let verdict = self.counter.admit(limit, now);
+            let verdict = self.counter.admit(limit, now, offence == Offence::None);
             return vec![Outcome::checked(&Checked {
                 verdict,
                 ..Checked::default()
@@ -374,12 +398,14 @@ impl Bench<'_> {
                 }
                 other => panic!("{other:?}"),
             },
-            Step::Spend(n, forgive) => {
+            Step::Spend(n, _) | Step::SpendWaitedOut(n) => {
+                let forgive = !matches!(step, Step::Spend(_, false));
                 let solution = Solution {
                     digest: [n; 32],
                     spent_until_ms: now + 60_000,
                     generation: None,
                     forgive,
+                    retry_at_ms: None,
                 };
                 match ask(model, Op::Spend(solution)) {
                     Reply::Spent(s) => vec![Outcome::spent(s)],

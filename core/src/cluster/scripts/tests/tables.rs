@@ -7,7 +7,7 @@ use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
 use crate::limiter::RateLimit;
 use crate::store::Offence;
 
-use Step::{Batch, Check, Coalesced, Spend, Strike};
+use Step::{Batch, Check, Coalesced, Spend, SpendWaitedOut, Strike};
 
 const UNPAID: Step = Check(Offence::Unpaid);
 const PAID: Step = Check(Offence::None);
@@ -101,6 +101,51 @@ fn waiting_out_a_429_takes_its_strike_and_refusal_back() {
             same(1_600, UNPAID),
         ],
     });
+}
+
+#[test]
+fn an_admission_reports_its_limits_refusals_where_the_next_price_is_read() {
+    let two = RateLimit {
+        requests: 2,
+        window_ms: 1_500,
+    };
+    let no_strikes = BreakerRules::default();
+    for (name, limits) in [
+        ("overage", &[two][..]),
+        // The stacked script: the tightest limit's refusals.
+        (
+            "overage_stacked",
+            &[
+                two,
+                RateLimit {
+                    requests: 9,
+                    window_ms: 3_000,
+                },
+            ][..],
+        ),
+    ] {
+        run(&Table {
+            name,
+            limits,
+            approx: false,
+            rules: no_strikes,
+            rows: &[
+                same(0, UNPAID),
+                // None left: the refusals so far (none).
+                same(0, UNPAID),
+                same(0, UNPAID),
+                same(0, PAID),
+                same(0, UNPAID),
+                // The window slid: paid (one left), the 3 refusals;
+                // unpaid leaving none, the 3; refused, the 4th.
+                same(1_600, PAID),
+                same(1_600, UNPAID),
+                same(1_600, UNPAID),
+                // Later, unpaid with one left: nothing read (0).
+                same(3_200, UNPAID),
+            ],
+        });
+    }
 }
 
 #[test]
@@ -199,6 +244,43 @@ fn a_spend_takes_back_an_unpaid_strike_once_and_never_below_zero() {
             same(0, UNPAID),
             // Blocked: nothing spent.
             same(0, Spend(6, true)),
+        ],
+    });
+}
+
+#[test]
+fn a_429_waited_out_then_paid_takes_back_one_strike_and_banks_nothing() {
+    run(&Table {
+        name: "waited_then_paid",
+        limits: &[RateLimit {
+            requests: 1,
+            window_ms: 1_500,
+        }],
+        approx: false,
+        rules: strikes(5, 10_000),
+        rows: &[
+            same(0, UNPAID),
+            // 429: a strike.
+            same(0, UNPAID),
+            // Its Retry-After waited out: admitted, the strike taken back.
+            same(1_600, UNPAID),
+            // Its token paid afterwards: accepted, nothing more to take back,
+            // and nothing kept for a strike still to come.
+            same(1_600, SpendWaitedOut(1)),
+            // So the next 429s a node counted are strikes, every one.
+            same(1_600, Batch(2)),
+            // A spend before its Retry-After ended takes back a strike
+            // there is ...
+            same(1_600, Spend(2, true)),
+            same(1_600, Spend(3, true)),
+            // ... and one not there yet is kept for the batch on its way.
+            same(1_600, Spend(4, true)),
+            differs(
+                1_600,
+                Batch(1),
+                "a spend that came before its 429's strike (in a node's batch) takes it \
+                 back when the batch comes; the zone counts no batches",
+            ),
         ],
     });
 }
