@@ -506,6 +506,7 @@ mod tests {
             spent_until_ms: 60_000,
             generation: None,
             forgive: true,
+            retry_at_ms: None,
         };
         let wrong = |r| Payment::Invalid(r);
         for (payment, paid_before, expected) in [
