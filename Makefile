@@ -10,6 +10,8 @@
 #                      and the Lua scripts' printer      -> objs/pow_shield_scripts (t/, bench/)
 #   make build-debian  the module for Debian's nginx     -> objs/debian/ngx_http_pow_shield_module.so
 #   make deb           that module as a Debian package   -> libnginx-mod-http-pow-shield_<version>_<arch>.deb
+#   make node-pack     the Node client's npm package, its native addon (linux-x64-gnu) built first
+#                                                        -> objs/pow-shield-<version>.tgz
 #   make check         cargo fmt --check + cargo clippy
 #   make lint          hadolint on the Dockerfile, shellcheck on every shell script,
 #                      no dependency cycle between the modules of src/ and core/,
@@ -59,7 +61,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native node-dev node-pack prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -190,7 +192,7 @@ run: build
 unittest: deps-build deps-unit
 	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
 
-prove: deps-test build
+prove: deps-test build node-native node-dev
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
 	  else echo "note: nginx-dev not installed: the Debian load test will be skipped"; fi
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deb; \
@@ -201,8 +203,18 @@ pyunittest: deps-python
 	$(PYTHON) -m unittest discover -s clients/python/tests
 
 # The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
-nodeunittest: deps-node node-wasm node-native
+nodeunittest: deps-node node-wasm node-native node-dev
 	cd clients/node && NODE_NO_WARNINGS=1 node --test test/
+
+# The Node client's development dependencies: axios, for withPowShieldAxios's
+# tests (to the package an optional peer, never required), at the version
+# clients/node/package-lock.json locks, from the npm registry into
+# clients/node/node_modules; again only when the lock file changed. Without
+# the registry the axios tests skip, and say why.
+node-dev: deps-node
+	@cd clients/node && if [ node_modules/.package-lock.json -nt package-lock.json ]; then :; \
+	  elif npm ci --no-audit --no-fund --loglevel=error; then echo "clients/node: npm ci (axios for the tests)"; \
+	  else echo "note: npm ci failed in clients/node: the axios tests (test/axios.test.js, t/pow_shield_node_axios.t) will be skipped"; fi
 
 # The Node client's WebAssembly search (clients/node/wasm, its own Cargo
 # workspace) -> clients/node/lib/search.wasm. Built where rustup has the
@@ -220,13 +232,25 @@ node-wasm:
 
 # The Node client's native search (clients/node/native, its own Cargo
 # workspace: a Node-API addon of the protocol crate's search, SHA-NI where
-# the CPU has it) -> clients/node/native/pow_shield.node, not committed and
-# not in the npm package (one platform's build); without it the
-# WebAssembly search runs.
-node-native: deps-build
-	cd clients/node/native && CARGO_TARGET_DIR=$(CURDIR)/target/node-native \
+# the CPU has it, detected when it runs) -> clients/node/prebuilds/<platform
+# tag>/pow_shield.node, linux-x64-gnu here: the addon the npm package
+# carries. A build product, as objs/, not committed (unlike search.wasm, it
+# needs only the cargo every build needs); the checkout's and cargo's paths
+# are mapped out of it, so that it does not depend on where they are.
+NODE_NATIVE_TARGET ?= $(CURDIR)/target/node-native
+node-native: deps-build deps-node
+	cd clients/node/native && CARGO_TARGET_DIR=$(NODE_NATIVE_TARGET) \
+	  RUSTFLAGS="--remap-path-prefix=$(CURDIR)=pow-shield --remap-path-prefix=$${CARGO_HOME:-$$HOME/.cargo}=cargo" \
 	  $(CARGO) build --quiet --release
-	install -m 755 target/node-native/release/libpow_shield_node.so clients/node/native/pow_shield.node
+	@tag=$$(node -p 'require("./clients/node/lib/native").platformTag()') && \
+	  install -D -m 755 $(NODE_NATIVE_TARGET)/release/libpow_shield_node.so clients/node/prebuilds/$$tag/pow_shield.node && \
+	  echo "-> clients/node/prebuilds/$$tag/pow_shield.node"
+
+# The npm package, the addon built first -> objs/pow-shield-<version>.tgz
+# (its prepack refuses to pack without the linux-x64-gnu addon).
+node-pack: node-native
+	@mkdir -p $(OBJS)
+	cd clients/node && npm pack --pack-destination $(OBJS) --loglevel=error
 
 test: lint unittest pyunittest nodeunittest prove
 

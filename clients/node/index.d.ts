@@ -32,7 +32,7 @@ export interface PowShieldOptions {
   pace?: boolean;
 }
 
-/** Any fetch-compatible function: the global fetch, undici's, the one given to ky or axios. */
+/** Any fetch-compatible function: the global fetch, undici's, the one given to ky. */
 export type FetchLike = (input: any, init?: any) => Promise<Response>;
 
 /** The global fetch, paying pow-shield's challenges; options in `init.powShield`. */
@@ -41,8 +41,30 @@ export function powFetch(
   init?: RequestInit & { powShield?: PowShieldOptions },
 ): Promise<Response>;
 
-/** Wraps a fetch-compatible function so that it pays pow-shield's challenges. */
+/** Wraps a fetch-compatible function (the global fetch, undici's, ky's `fetch` option) so that it pays pow-shield's challenges. */
 export function withPowShield<F extends FetchLike>(fetch: F, options?: PowShieldOptions): F;
+
+/**
+ * What withPowShieldAxios needs of an axios instance (axios 1.x, `axios.create()`), written out
+ * here so that these types do not need axios: an AxiosInstance is one.
+ */
+export interface AxiosInstanceLike {
+  request(config: any): Promise<any>;
+  create(config?: any): any;
+  interceptors: {
+    request: {
+      use(onFulfilled?: ((config: any) => any) | null, onRejected?: ((error: any) => any) | null, options?: any): number;
+    };
+  };
+}
+
+/**
+ * Makes an axios instance pay pow-shield's challenges with withPowShield's options and behaviour
+ * (a 429 paid, the next challenge paid ahead, `inFlight` per origin, `pace`); returns the same
+ * instance. A block rejects with BlockedError (BannedError), whose `response` is the axios
+ * response; other answers resolve or reject as the instance's validateStatus says.
+ */
+export function withPowShieldAxios<A extends AxiosInstanceLike>(instance: A, options?: PowShieldOptions): A;
 
 /** Options of the solver alone. */
 export interface SolveOptions {
@@ -69,8 +91,9 @@ export function isSolution(salt: string, nonce: string, bits: number): boolean;
 export function hashRate(options?: { threads?: number; ms?: number }): Promise<number>;
 
 /**
- * The search the solver runs: the native addon where `make node-native` built it, else the
- * WebAssembly SIMD one, else node:crypto's (POW_SHIELD_SOLVER=wasm or js forces one).
+ * The search the solver runs: the native addon where one is built for this platform (the package
+ * carries linux-x64 glibc's; `make node-native` builds one), else the WebAssembly SIMD one, else
+ * node:crypto's (POW_SHIELD_SOLVER=wasm or js forces one).
  */
 export function engineName(): 'native' | 'wasm' | 'js';
 
@@ -102,31 +125,35 @@ export const DEFAULT_MAX_WAIT_MS: number;
 export const DEFAULT_MAX_SOLVE_TIME_MS: number;
 export const MAX_DIFFICULTY: number;
 
-/** Base of every error; `response` is the answer it is about. */
-export class PowShieldError extends Error {
-  response?: Response;
+/**
+ * Base of every error; `response` is the answer it is about: a fetch Response, or with
+ * withPowShieldAxios the axios response (`PowShieldError<AxiosResponse>`).
+ */
+export class PowShieldError<R = Response> extends Error {
+  response?: R;
 }
 /** X-PoW-Shield: blocked: wait, paying does not help. */
-export class BlockedError extends PowShieldError {}
+export class BlockedError<R = Response> extends PowShieldError<R> {}
 /** X-PoW-Shield: banned. */
-export class BannedError extends BlockedError {}
+export class BannedError<R = Response> extends BlockedError<R> {}
 /** A challenge that will not be solved. */
-export class UnsolvableError extends PowShieldError {}
+export class UnsolvableError<R = Response> extends PowShieldError<R> {}
 /** Harder than maxDifficulty. */
-export class TooDifficultError extends UnsolvableError {
+export class TooDifficultError<R = Response> extends UnsolvableError<R> {
   difficulty?: number;
   maxDifficulty?: number;
 }
 /** No solution within maxSolveTimeMs. */
-export class SolveTimeoutError extends UnsolvableError {}
+export class SolveTimeoutError<R = Response> extends UnsolvableError<R> {}
 /** A challenge that cannot be read or sent back. */
-export class BadChallengeError extends UnsolvableError {}
+export class BadChallengeError<R = Response> extends UnsolvableError<R> {}
 /** Still challenged after maxRetries resends. */
-export class RetriesExhaustedError extends PowShieldError {}
+export class RetriesExhaustedError<R = Response> extends PowShieldError<R> {}
 
 declare const _default: {
   powFetch: typeof powFetch;
   withPowShield: typeof withPowShield;
+  withPowShieldAxios: typeof withPowShieldAxios;
   solve: typeof solve;
 };
 export default _default;

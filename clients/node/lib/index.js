@@ -1,6 +1,7 @@
 'use strict';
-// pow-shield for Node.js: powFetch / withPowShield pay an API's
-// proof-of-work challenges; solve is the solver alone. No dependencies.
+// pow-shield for Node.js: powFetch / withPowShield (and withPowShieldAxios
+// for an axios instance) pay an API's proof-of-work challenges; solve is the
+// solver alone. No dependencies.
 const {
   PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
   SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
@@ -8,11 +9,12 @@ const {
 const { readChallenge } = require('./challenge');
 const { solve, hashRate, searchRate, engineName, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY } = require('./solver');
 const { powFetch, withPowShield, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS } = require('./fetch');
+const { withPowShieldAxios } = require('./axios');
 const { isSolution } = require('./work');
 
 // Shorthand names only: Node's ES module loader reads them from this line.
 module.exports = {
-  powFetch, withPowShield, solve, hashRate, searchRate, engineName, isSolution, readChallenge,
+  powFetch, withPowShield, withPowShieldAxios, solve, hashRate, searchRate, engineName, isSolution, readChallenge,
   DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
   PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
   SolveTimeoutError, BadChallengeError, RetriesExhaustedError,

@@ -160,4 +160,22 @@ function unpaid(server, i) {
   return h['x-pow-challenge'] === undefined && h['x-pow-nonce'] === undefined;
 }
 
-module.exports = { FakeServer, makeToken, paid, paidAhead, unpaid, zeroBits };
+/** A server that holds each request 30 ms and notes how many it held at once. */
+async function counting(left = '0') {
+  const seen = { now: 0, most: 0, requests: [] };
+  const server = http.createServer((req, res) => {
+    seen.requests.push(req.headers);
+    seen.most = Math.max(seen.most, ++seen.now);
+    setTimeout(() => {
+      seen.now -= 1;
+      res.writeHead(200, { 'X-RateLimit-Remaining': left });
+      res.end('ok');
+    }, 30);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  seen.url = `http://127.0.0.1:${server.address().port}/items`;
+  seen.close = () => { server.closeAllConnections?.(); return new Promise((r) => server.close(r)); };
+  return seen;
+}
+
+module.exports = { FakeServer, counting, makeToken, paid, paidAhead, unpaid, zeroBits };

@@ -4,29 +4,10 @@
 // solution headers that never follow a redirect.
 const test = require('node:test');
 const assert = require('node:assert');
-const http = require('node:http');
 
 const ps = require('..');
 const { Gate, originOf, remaining } = require('../lib/gate');
-const { FakeServer } = require('./fakeserver');
-
-/** A server that holds each request 30 ms and notes how many it held at once. */
-async function counting(left = '0') {
-  const seen = { now: 0, most: 0, requests: [] };
-  const server = http.createServer((req, res) => {
-    seen.requests.push(req.headers);
-    seen.most = Math.max(seen.most, ++seen.now);
-    setTimeout(() => {
-      seen.now -= 1;
-      res.writeHead(200, { 'X-RateLimit-Remaining': left });
-      res.end('ok');
-    }, 30);
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  seen.url = `http://127.0.0.1:${server.address().port}/items`;
-  seen.close = () => { server.closeAllConnections?.(); return new Promise((r) => server.close(r)); };
-  return seen;
-}
+const { FakeServer, counting } = require('./fakeserver');
 
 async function all(pay, url, count) {
   return Promise.all(Array.from({ length: count }, () => pay(url).then(async (r) => { await r.text(); return r.status; })));

@@ -1,14 +1,16 @@
 'use strict';
-// The native search (native/, built by `make node-native`; skipped where it
-// is not built) judges the protocol's test vectors as the document does and
-// finds the same smallest nonce as the node:crypto search; the solver's
-// worker threads load it too.
+// The native search (native/, built by `make node-native` into
+// prebuilds/<platform tag>/; skipped where it is not built) judges the
+// protocol's test vectors as the document does and finds the same smallest
+// nonce as the node:crypto search; the solver's worker threads load it too;
+// it is loaded only on the platform it was built for.
 const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
 const path = require('node:path');
+const { spawnSync } = require('node:child_process');
 
-const { nativeAddon } = require('../lib/native');
+const { nativeAddon, platformTag, libcOf } = require('../lib/native');
 const { RangeSearch } = require('../lib/wasm');
 const { search: searchJs } = require('../lib/work');
 const { solve, engineName } = require('..');
@@ -61,4 +63,27 @@ test('the solver\'s threads solve with the native search', { skip }, async () =>
   const salt = '6c17a261001047c8b3e83591c3269c2e';
   const nonce = await solve(salt, { bits: 16 }, { threads: 2 });
   assert.ok(zeroBits(salt, nonce) >= 16);
+});
+
+test('the platform tag names the OS, the architecture and, on Linux, the C library', () => {
+  assert.strictEqual(platformTag('linux', 'x64', 'gnu'), 'linux-x64-gnu');
+  assert.strictEqual(platformTag('linux', 'x64', 'musl'), 'linux-x64-musl');
+  assert.strictEqual(platformTag('linux', 'arm64', 'gnu'), 'linux-arm64-gnu');
+  assert.strictEqual(platformTag('darwin', 'arm64', null), 'darwin-arm64');
+  if (process.platform === 'linux') assert.ok(['gnu', 'musl'].includes(libcOf()));
+});
+
+/** engineName() in a process that takes itself for another platform (a preload changes what Node reports). */
+function engineAs(preload) {
+  const r = spawnSync(process.execPath, ['-e', `${preload}; console.log(require(${JSON.stringify(path.join(__dirname, '..'))}).engineName())`],
+    { encoding: 'utf8', env: { ...process.env, POW_SHIELD_SOLVER: '' } });
+  assert.strictEqual(r.status, 0, r.stderr);
+  return r.stdout.trim();
+}
+
+test('the linux-x64 glibc addon is not loaded on another architecture or on musl: the WebAssembly search runs', { skip }, () => {
+  assert.strictEqual(engineAs(''), 'native');
+  assert.strictEqual(engineAs("Object.defineProperty(process, 'arch', { value: 'arm64' })"), 'wasm');
+  assert.strictEqual(engineAs(`const fs = require('node:fs'); const read = fs.readFileSync;
+    fs.readFileSync = (f, ...a) => (f === '/usr/bin/ldd' ? 'musl libc (x86_64)' : read(f, ...a))`), 'wasm');
 });
