@@ -12,8 +12,9 @@ sends, solves and ``Retry-After`` waits); threads block in ``enter``,
 coroutines await ``aenter``.
 
 Holding (``hold``, for the clients that ask it): the gate also keeps an
-estimate of the requests an origin still lets through free, from the
-newest answer's ``Remaining`` less the requests still unanswered.  At 0 or
+estimate of the requests an origin still lets through free, never above
+the truth: an answer's ``Remaining`` less every request the server may
+have counted after it (those still out, those answered since it went).  At 0 or
 below, a request with no solution ahead waits for the answer of one in
 flight (which brings the next challenge) instead of going out to collect
 a ``429``: one round trip per paid request.
@@ -105,19 +106,20 @@ def reset_in(headers: Mapping[str, str]) -> Optional[float]:
 
 
 class _Origin:
-    __slots__ = ("in_flight", "allowed", "sent", "applied", "free", "free_ticket", "awaiting")
+    __slots__ = ("in_flight", "allowed", "sent", "applied", "free", "answers", "awaiting")
 
     def __init__(self, allowed: int) -> None:
         self.in_flight = 0
         self.allowed = allowed
         self.sent = 0
         self.applied = 0
-        #: requests the origin still lets through free: the newest answer's
-        #: count less every request still unanswered, sent before or after
-        #: it (the server may have counted either after it), less those sent
-        #: since (None: no answer said)
+        #: requests the origin still lets through free, never more than it
+        #: does (None: no answer said): the last answer's count, less every
+        #: request the server may have counted after that answer's (those
+        #: still out, those answered since it was sent), less those sent since
         self.free: Optional[int] = None
-        self.free_ticket = 0
+        #: answers seen
+        self.answers = 0
         #: passes whose request is out (or about to go with a solution) and unanswered
         self.awaiting = 0
 
@@ -243,6 +245,8 @@ class Pass:
         self._ticket = ticket
         self._held = True
         self._awaiting = False
+        #: the origin's answers seen when this request last went out
+        self._answers_at_send: Optional[int] = None
 
     def _await_answer(self, o: _Origin, awaiting: bool) -> None:
         # Called with the lock held.
@@ -271,6 +275,7 @@ class Pass:
                 return
             o.sent += 1
             self._ticket = o.sent
+            self._answers_at_send = o.answers
             if o.free is not None:
                 o.free -= 1
             self._await_answer(o, True)
@@ -297,10 +302,13 @@ class Pass:
                 return
             was_awaiting = self._awaiting
             self._await_answer(o, False)
-            if left is not None and self._ticket >= o.free_ticket:
-                # the newest answer: what it shows, less what is still out
-                o.free = left - o.awaiting
-                o.free_ticket = self._ticket
+            if left is not None:
+                # what it shows, less what the server may have counted after
+                # it: whatever is still out, and what was answered since it
+                # went (on another connection, it may have come first)
+                since = 0 if self._answers_at_send is None else o.answers - self._answers_at_send
+                o.free = left - o.awaiting - since
+            o.answers += 1
             before = o.allowed
             if left is not None:
                 room = gate.floor if status == 429 else max(gate.floor, left)

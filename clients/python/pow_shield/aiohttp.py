@@ -123,7 +123,11 @@ class PowShieldMiddleware:
             body = None
             if policy.needs_body(response.status, response.headers, ahead_sent):
                 body = await response.read()  # kept: the caller can read it again
-            step = policy.step(response.status, response.headers, body, retries, response, ahead_sent)
+            try:
+                step = policy.step(response.status, response.headers, body, retries, response, ahead_sent)
+            except PowShieldError:
+                response.release()  # its body, if the shield's, was read: exc.response keeps it
+                raise
             if step is None:
                 return response
             if not _replayable(request):
