@@ -349,6 +349,10 @@ class PowShieldMiddleware:
             except PowShieldError as exc:
                 return self._give_up(outer, response, exc)
             if step is None:
+                if request is not outer:
+                    # the spider's own request (its meta, no marks of this
+                    # middleware's), as for an answer that needed no resend
+                    response.request = outer
                 return response
             retries += 1
             ahead_sent = False

@@ -31,6 +31,8 @@ url, pages, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 settings = {"LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False,
             "DOWNLOADER_MIDDLEWARES": {"pow_shield.scrapy.PowShieldMiddleware": 560}, **settings}
 
+marks = []
+
 class Pages(scrapy.Spider):
     name = "pages"
 
@@ -39,13 +41,16 @@ class Pages(scrapy.Spider):
             yield scrapy.Request(f"{url}?page={page}", dont_filter=True)
 
     def parse(self, response):
+        marks.extend(k for k in response.meta if "pow_shield" in k)
         yield {"status": response.status}
 
 process = CrawlerProcess(settings)
 crawler = process.create_crawler(Pages)
 process.crawl(crawler)
 process.start()
-print(json.dumps(crawler.stats.get_stats(), default=str))
+stats = crawler.stats.get_stats()
+stats["marks_seen"] = marks
+print(json.dumps(stats, default=str))
 '''
 
 
@@ -85,6 +90,7 @@ class ScrapyCrawlTest(unittest.TestCase):
         self.assertEqual(shield.results, ["pass", "challenge", "solved", "challenge", "solved"])
         self.assertEqual(stats.get("pow_shield/paid_after_challenge"), 2)
         self.assertNotIn("retry/count", stats)
+        self.assertEqual(stats["marks_seen"], [], "the spider sees its own request, not the resend")
 
     def test_a_block_is_an_error_closes_the_spider_and_is_never_retried(self):
         self.server.responder = lambda request: FakeServer.blocked(status=429)
