@@ -49,8 +49,15 @@ BENCH_PKGS := wrk
 CLUSTER_BENCH_PKGS := wrk redis-server curl libnginx-mod-http-lua lua-resty-core lua-resty-lrucache
 SOAK_PKGS  := wrk redis-server perl curl
 # the Python client (clients/python) and its tests; /usr/bin/python3, not a pyenv shim
-PY_PKGS    := python3 python3-pip python3-setuptools python3-setuptools-rust python3-requests python3-httpx
+PY_PKGS    := python3 python3-pip python3-setuptools python3-setuptools-rust python3-requests python3-httpx python3-venv
 PYTHON     := /usr/bin/python3
+# Scrapy and aiohttp for the client's middlewares (pow_shield.scrapy,
+# pow_shield.aiohttp) come from PyPI (Debian 12 has Scrapy 2.8 and aiohttp
+# 3.8, before client middlewares): in a venv here that also sees the
+# system's packages, so neither root's nor Debian's Python is touched. Their
+# unit tests and t/pow_shield_python_{scrapy,aiohttp}.t run with it.
+PY_VENV    := $(CURDIR)/target/py-venv
+PY_VENV_PKGS := "scrapy>=2.13" "aiohttp>=3.12"
 # the Node.js client (clients/node): node --test, npm install ./clients/node,
 # tsc for its .d.ts; npm only when no npm is there (nodejs of other origins
 # bundles it, and Debian's npm would replace that nodejs)
@@ -90,6 +97,10 @@ deps-unit:
 
 deps-python:
 	$(call need_pkgs,$(PY_PKGS))
+	@$(PY_VENV)/bin/python -c 'import scrapy, aiohttp.client_middlewares' 2>/dev/null || { \
+	  echo "installing Scrapy and aiohttp (PyPI) into $(PY_VENV)"; \
+	  $(PYTHON) -m venv --system-site-packages $(PY_VENV) && \
+	  $(PY_VENV)/bin/pip install -q --disable-pip-version-check $(PY_VENV_PKGS); }
 
 deps-node:
 	$(call need_pkgs,$(NODE_PKGS))
@@ -200,7 +211,7 @@ prove: deps-test build node-native node-dev
 	prove -I t/lib -r t/
 
 pyunittest: deps-python
-	$(PYTHON) -m unittest discover -s clients/python/tests
+	$(PY_VENV)/bin/python -m unittest discover -s clients/python/tests
 
 # The module-backed ones skip here; t/pow_shield_node.t runs them against nginx.
 nodeunittest: deps-node node-wasm node-native node-dev

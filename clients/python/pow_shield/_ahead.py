@@ -91,15 +91,19 @@ class Solution:
             return None
         return None if self.expired() else found
 
-    async def anonce(self) -> Optional[str]:
-        """``nonce`` for a coroutine: waits without blocking the event loop."""
+    async def anonce(self, sleep: Optional[Callable[[float], Awaitable[Any]]] = None) -> Optional[str]:
+        """``nonce`` for a coroutine: waits without blocking the event loop
+        (outside asyncio, looking every few milliseconds with ``sleep``,
+        anyio's by default)."""
         try:
             asyncio.get_running_loop()
-        except RuntimeError:  # trio, through anyio
-            import anyio
+        except RuntimeError:  # trio through anyio, Twisted's own reactor
+            if sleep is None:
+                import anyio
 
+                sleep = anyio.sleep
             while not self._future.done():
-                await anyio.sleep(_POLL_SECONDS)
+                await sleep(_POLL_SECONDS)
         else:
             await asyncio.wait([asyncio.wrap_future(self._future)])
         return self.nonce()
@@ -190,6 +194,14 @@ class Ahead:
         with self._lock:
             self._solutions.setdefault(origin(url), deque()).appendleft(solution)
 
+    def clear(self) -> None:
+        """Drops every solution kept, stopping the solves still running."""
+        with self._lock:
+            pools, self._solutions = self._solutions, {}
+        for pool in pools.values():
+            for solution in pool:
+                solution.drop()
+
     def count(self, url: str) -> int:
         """Solutions ahead kept for ``url``'s origin (solved or solving)."""
         with self._lock:
@@ -206,14 +218,16 @@ class Ahead:
             if nonce is not None:
                 return solution.challenge, nonce
 
-    async def aready(self, url: str) -> Optional[Tuple[Challenge, str]]:
+    async def aready(
+        self, url: str, sleep: Optional[Callable[[float], Awaitable[Any]]] = None
+    ) -> Optional[Tuple[Challenge, str]]:
         """``ready`` for a coroutine; a cancelled wait gives the solution back."""
         while True:
             solution = self.take(url)
             if solution is None:
                 return None
             try:
-                nonce = await solution.anonce()
+                nonce = await solution.anonce(sleep)
             except BaseException:
                 self.give_back(url, solution)
                 raise

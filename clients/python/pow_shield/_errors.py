@@ -48,6 +48,17 @@ class TooDifficult(Unsolvable):
         )
         self.difficulty = difficulty
         self.max_difficulty = max_difficulty
+        #: the price and the cap in bits, when the cap was ``max_bits``
+        self.bits: Optional[int] = None
+        self.max_bits: Optional[int] = None
+
+    @classmethod
+    def in_bits(cls, bits: int, max_bits: int, response: Optional[Any] = None) -> "TooDifficult":
+        """A challenge of ``bits`` above ``max_bits``."""
+        exc = cls(-(-bits // 4), max_bits // 4, response)
+        exc.args = (f"challenge of {bits} bits is above max_bits {max_bits}",)
+        exc.bits, exc.max_bits = bits, max_bits
+        return exc
 
 
 class SolveTimeout(Unsolvable):

@@ -10,12 +10,20 @@ as the server's ``Remaining`` shows room, closing back on a 429 or
 ``Remaining: 0``.  A ``Pass`` is held for the whole of one request (its
 sends, solves and ``Retry-After`` waits); threads block in ``enter``,
 coroutines await ``aenter``.
+
+Holding (``hold``, for the clients that ask it): the gate also keeps an
+estimate of the requests an origin still lets through free, never above
+the truth: an answer's ``Remaining`` less every request the server may
+have counted after it (those still out, those answered since it went).  At 0 or
+below, a request with no solution ahead waits for the answer of one in
+flight (which brings the next challenge) instead of going out to collect
+a ``429``: one round trip per paid request.
 """
 
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._challenge import _header
@@ -26,6 +34,9 @@ DEFAULT_IN_FLIGHT = 4
 
 #: How often a coroutine outside asyncio (trio) looks again.
 _POLL_SECONDS = 0.005
+
+#: ``sleep(seconds)``: an awaitable sleep of the caller's event loop.
+Sleep = Callable[[float], Awaitable[Any]]
 
 
 def origin(url: str) -> str:
@@ -95,13 +106,27 @@ def reset_in(headers: Mapping[str, str]) -> Optional[float]:
 
 
 class _Origin:
-    __slots__ = ("in_flight", "allowed", "sent", "applied")
+    __slots__ = ("in_flight", "allowed", "sent", "applied", "free", "answers", "awaiting")
 
     def __init__(self, allowed: int) -> None:
         self.in_flight = 0
         self.allowed = allowed
         self.sent = 0
         self.applied = 0
+        #: requests the origin still lets through free, never more than it
+        #: does (None: no answer said): the last answer's count, less every
+        #: request the server may have counted after that answer's (those
+        #: still out, those answered since it was sent), less those sent since
+        self.free: Optional[int] = None
+        #: answers seen
+        self.answers = 0
+        #: passes whose request is out (or about to go with a solution) and unanswered
+        self.awaiting = 0
+
+    def holds(self) -> bool:
+        """Whether a request without a solution should wait: no free request
+        left, and an answer still to come (which brings the next challenge)."""
+        return self.free is not None and self.free <= 0 and self.awaiting > 0
 
 
 class Gate:
@@ -148,33 +173,51 @@ class Gate:
                     return p
                 self._freed.wait()
 
-    async def aenter(self, url: str) -> "Pass":
+    async def aenter(self, url: str, sleep: "Optional[Sleep]" = None) -> "Pass":
         """Waits without blocking the event loop; a cancelled wait holds no
-        place."""
+        place.  Outside asyncio (trio; Twisted's own reactor) it looks again
+        every few milliseconds with ``sleep`` (anyio's by default)."""
         key = origin(url)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # trio, through anyio
-            loop = None
         while True:
-            with self._lock:
-                p = self._admit(key)
-                if p is not None:
-                    return p
-                if loop is not None:
-                    waiter = (loop, loop.create_future())
-                    self._waiters.append(waiter)
-            if loop is None:
+            p = await self._await(lambda: self._admit(key), sleep)
+            if p is not None:
+                return p
+
+    async def ahold(self, p: "Pass", sleep: "Optional[Sleep]" = None) -> bool:
+        """Waits for a change (an answer, a place freed) when ``p``'s origin
+        holds requests without a solution (see the module's doc); False at
+        once when it does not: then send."""
+        held = await self._await(lambda: None if self._origins[p._key].holds() else False, sleep)
+        return held is None
+
+    async def _await(self, test: "Callable[[], Any]", sleep: "Optional[Sleep]") -> Any:
+        """``test()`` under the lock; when it gives None, waits for the next
+        ``_wake`` (or one poll) and gives None, else what it gave."""
+        try:
+            loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:  # trio through anyio, Twisted's own reactor
+            loop = None
+        with self._lock:
+            found = test()
+            if found is not None:
+                return found
+            if loop is not None:
+                waiter = (loop, loop.create_future())
+                self._waiters.append(waiter)
+        if loop is None:
+            if sleep is None:
                 import anyio
 
-                await anyio.sleep(_POLL_SECONDS)
-                continue
-            try:
-                await waiter[1]
-            finally:
-                with self._lock:
-                    if waiter in self._waiters:
-                        self._waiters.remove(waiter)
+                sleep = anyio.sleep
+            await sleep(_POLL_SECONDS)
+            return None
+        try:
+            await waiter[1]
+        finally:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return None
 
     def _wake(self) -> None:
         # Called with the lock held.
@@ -201,6 +244,41 @@ class Pass:
         self._key = key
         self._ticket = ticket
         self._held = True
+        self._awaiting = False
+        #: the origin's answers seen when this request last went out
+        self._answers_at_send: Optional[int] = None
+
+    def _await_answer(self, o: _Origin, awaiting: bool) -> None:
+        # Called with the lock held.
+        if awaiting != self._awaiting:
+            self._awaiting = awaiting
+            o.awaiting += 1 if awaiting else -1
+
+    def expecting(self, yes: bool = True) -> None:
+        """Marks the request as about to go with a solution (counted as in
+        flight for ``ahold``), or no longer (``yes=False``)."""
+        gate = self._gate
+        with gate._lock:
+            o = gate._origins.get(self._key)
+            if o is not None:
+                self._await_answer(o, yes)
+                if not yes:
+                    gate._wake()
+
+    def sending(self) -> None:
+        """Call right before each send of a client that holds (``ahold``):
+        a new ticket, and one request fewer free."""
+        gate = self._gate
+        with gate._lock:
+            o = gate._origins.get(self._key)
+            if o is None:
+                return
+            o.sent += 1
+            self._ticket = o.sent
+            self._answers_at_send = o.answers
+            if o.free is not None:
+                o.free -= 1
+            self._await_answer(o, True)
 
     def resending(self) -> None:
         """Call before each resend (after a solve or a wait): its answer is
@@ -217,22 +295,27 @@ class Pass:
         higher one only from the newest send (an older answer may be
         stale)."""
         gate = self._gate
-        if status == 429:
-            room = gate.floor
-        else:
-            left = remaining(headers)
-            if left is None:
-                return
-            room = max(gate.floor, left)
+        left = 0 if status == 429 else remaining(headers)
         with gate._lock:
             o = gate._origins.get(self._key)
             if o is None:
                 return
+            was_awaiting = self._awaiting
+            self._await_answer(o, False)
+            if left is not None:
+                # what it shows, less what the server may have counted after
+                # it: whatever is still out, and what was answered since it
+                # went (on another connection, it may have come first)
+                since = 0 if self._answers_at_send is None else o.answers - self._answers_at_send
+                o.free = left - o.awaiting - since
+            o.answers += 1
             before = o.allowed
-            if room <= o.allowed or self._ticket >= o.applied:
-                o.allowed = room
-                o.applied = max(o.applied, self._ticket)
-            if o.allowed > before:
+            if left is not None:
+                room = gate.floor if status == 429 else max(gate.floor, left)
+                if room <= o.allowed or self._ticket >= o.applied:
+                    o.allowed = room
+                    o.applied = max(o.applied, self._ticket)
+            if o.allowed > before or was_awaiting:
                 gate._wake()
 
     def release(self) -> None:
@@ -243,6 +326,7 @@ class Pass:
             o = self._gate._origins.get(self._key)
             if o is not None:
                 o.in_flight = max(0, o.in_flight - 1)
+                self._await_answer(o, False)
             self._gate._wake()
 
     def __enter__(self) -> "Pass":

@@ -24,6 +24,8 @@ Each wait or payment is one retry; past ``max_retries`` the adapter raises
 ``RetriesExhausted``.
 """
 
+import asyncio
+import concurrent.futures
 import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, Tuple, Union
@@ -41,8 +43,8 @@ from ._challenge import (
     is_refusal,
     retry_after,
 )
-from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout
-from ._gate import DEFAULT_IN_FLIGHT, Gate, reset_in
+from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout, TooDifficult
+from ._gate import DEFAULT_IN_FLIGHT, Gate, Pass, Sleep, reset_in
 from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
@@ -98,6 +100,14 @@ class Policy:
     and pacing deadlines are kept, per origin (an ``Ahead``; by default one
     store for the whole process, so that each ``RequestsAuth()`` of
     ``requests.get(url, auth=...)`` finds the last one's solution).
+
+    ``max_bits``: the highest price paid, in bits (``max_difficulty`` is
+    the same in hex digits); above it ``TooDifficult``, before any work.
+    ``hold`` (False; the Scrapy and aiohttp middlewares turn it on): over
+    the limit, a request with no solution ahead waits for the answer of one
+    in flight, which brings the next challenge, instead of going out to
+    collect a ``429`` (``apaid``): one round trip per paid request, one
+    paid request in flight at a time.
     """
 
     def __init__(
@@ -114,7 +124,11 @@ class Policy:
         pay_ahead: bool = True,
         pace: bool = False,
         ahead: Optional[Ahead] = None,
+        max_bits: Optional[int] = None,
+        hold: bool = False,
     ) -> None:
+        if max_bits is not None and (isinstance(max_bits, bool) or not isinstance(max_bits, int) or max_bits < 1):
+            raise ValueError("max_bits must be an int >= 1")
         if not max_wait >= 0:  # also refuses NaN
             raise ValueError("max_wait must be a number of seconds >= 0")
         if max_retries < 0:
@@ -134,13 +148,16 @@ class Policy:
         self.pay_ahead = bool(pay_ahead)
         self.pace = bool(pace)
         self.ahead = SHARED if ahead is None else ahead
+        self.max_bits = max_bits
+        self.hold = bool(hold)
 
     def __repr__(self) -> str:
         return (
             f"Policy(max_difficulty={self.max_difficulty!r}, max_solve_time={self.max_solve_time!r}, "
             f"prefer_wait={self.prefer_wait!r}, max_wait={self.max_wait!r}, "
             f"max_retries={self.max_retries!r}, processes={self.processes!r}, "
-            f"in_flight={self.gate.floor!r}, pay_ahead={self.pay_ahead!r}, pace={self.pace!r})"
+            f"in_flight={self.gate.floor!r}, pay_ahead={self.pay_ahead!r}, pace={self.pace!r}, "
+            f"max_bits={self.max_bits!r}, hold={self.hold!r})"
         )
 
     def sign(self, headers: Any, url: str) -> None:
@@ -186,10 +203,21 @@ class Policy:
             challenge = Challenge.from_next(status, headers)
             if challenge is None or self.pace_delay(url) > 0 or self._wants_wait(reset_in(headers)):
                 return
-            check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
+            self.check_price(challenge)
         except PowShieldError:
             return
         self.ahead.offer(url, challenge, self._solve_ahead)
+
+    def check_price(self, challenge: Challenge, response: Any = None) -> None:
+        """Raises ``TooDifficult`` (carrying ``response``) for a challenge
+        above ``max_difficulty`` or ``max_bits``: nothing is computed."""
+        try:
+            check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
+            if self.max_bits is not None and challenge.bits > self.max_bits:
+                raise TooDifficult.in_bits(challenge.bits, self.max_bits)
+        except PowShieldError as exc:
+            exc.response = response
+            raise
 
     def _solve_ahead(self, challenge: Challenge, stop: threading.Event) -> str:
         return self.solve(challenge, None, stop)
@@ -208,6 +236,37 @@ class Policy:
         """``take_ahead`` for a coroutine: never blocks the event loop."""
         found = await self.ahead.aready(url) if self._may_send_ahead(headers) else None
         return None if found is None else found[0].headers(found[1])
+
+    async def apaid(
+        self, url: str, headers: Mapping[str, str], gate_pass: Pass, sleep: Optional[Sleep] = None
+    ) -> Optional[Tuple[Challenge, str]]:
+        """The solution (challenge, nonce; send ``challenge.headers(nonce)``)
+        for a request about to go to ``url`` through ``gate_pass``,
+        awaiting a solve still running (never blocking the event loop;
+        outside asyncio it looks every few milliseconds with ``sleep``);
+        None without one.  With ``hold``, over the limit and
+        with an answer still to come, it waits for that answer's next
+        challenge rather than give None.  Call ``gate_pass.sending()``
+        right before the request goes."""
+        if not self._may_send_ahead(headers):
+            return None
+        while True:
+            solution = self.ahead.take(url)
+            if solution is not None:
+                # counted as in flight: the others hold for its answer
+                gate_pass.expecting()
+                try:
+                    nonce = await solution.anonce(sleep)
+                except BaseException:
+                    self.ahead.give_back(url, solution)
+                    gate_pass.expecting(False)
+                    raise
+                if nonce is not None:
+                    return solution.challenge, nonce
+                gate_pass.expecting(False)
+                continue
+            if not self.hold or not await self.gate.ahold(gate_pass, sleep):
+                return None
 
     # -- the 429 path -----------------------------------------------------
 
@@ -267,11 +326,7 @@ class Policy:
         else:
             challenge = Challenge.from_response(status, headers, body, response)
             if challenge is not None:
-                try:
-                    check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
-                except PowShieldError as exc:
-                    exc.response = response
-                    raise
+                self.check_price(challenge, response)
                 move = Pay(challenge)
             elif ahead_sent and is_refusal(status, body):
                 move = Resend()
@@ -299,3 +354,28 @@ class Policy:
         except (SolveTimeout, Cancelled) as exc:
             exc.response = response
             raise
+
+    def solve_in_thread(
+        self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None
+    ) -> "concurrent.futures.Future[str]":
+        """``solve`` in a daemon thread of its own, started now: its future."""
+        future: "concurrent.futures.Future[str]" = concurrent.futures.Future()
+        future.set_running_or_notify_cancel()
+
+        def run() -> None:
+            try:
+                future.set_result(self.solve(challenge, response, stop))
+            except BaseException as exc:  # the awaiting request reads it
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="pow-shield-solve", daemon=True).start()
+        return future
+
+    async def asolve(self, challenge: Challenge, response: Any = None) -> str:
+        """``solve`` in a worker thread, awaited on the running asyncio loop;
+        a cancelled await stops the search."""
+        stop = threading.Event()
+        try:
+            return await asyncio.wrap_future(self.solve_in_thread(challenge, response, stop))
+        finally:
+            stop.set()
