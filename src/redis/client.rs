@@ -18,6 +18,7 @@ use super::connection::Connection;
 pub use super::exchange::{OnReply, Reply, Unavailable, MAX_IN_FLIGHT};
 pub use super::settings::{Settings, Tls};
 pub use super::tls::PeerName;
+pub use pow_shield_core::cluster::fallback::Reach;
 pub use pow_shield_core::redis::pipeline::Resend;
 
 /// The client.
@@ -89,6 +90,17 @@ impl Client {
     /// after an idle close, or on probation after an outage).
     pub fn is_healthy(&self) -> bool {
         self.0.is_healthy()
+    }
+
+    /// What requests may take of Redis's word now: connected and
+    /// available, not known (closed while idle, or on probation after an
+    /// outage: a call finds out), or down.
+    pub fn reach(&self) -> Reach {
+        match (self.is_healthy(), self.is_connected()) {
+            (false, _) => Reach::Down,
+            (true, false) => Reach::Unknown,
+            (true, true) => Reach::Connected,
+        }
     }
 }
 

@@ -37,10 +37,12 @@ impl Event {
         }
     }
 
-    /// Its timer does not hold a worker that is shutting down.
-    pub(super) fn set_cancelable(&self) {
-        // SAFETY: our event, not yet known to nginx.
-        unsafe { (*self.0.get()).set_cancelable(1) };
+    /// Whether its timer may be left behind by a worker that is shutting
+    /// down (nginx waits only for timers that are not).
+    pub(super) fn set_cancelable(&self, cancelable: bool) {
+        // SAFETY: our event; nginx reads the flag only when an exiting
+        // worker looks for timers to wait for, never while we run.
+        unsafe { (*self.0.get()).set_cancelable(u32::from(cancelable)) };
     }
 
     /// Runs the handler once this loop iteration's events are handled;

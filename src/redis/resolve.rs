@@ -169,6 +169,10 @@ impl Names {
             (*ctx).handler = Some(resolved_handler);
             (*ctx).data = ptr::from_ref(self).cast_mut().cast::<c_void>();
             (*ctx).timeout = r.timeout_ms;
+            // Its timeout timer does not hold a worker that exits (no
+            // request waits for a name: `pow_shield_fail` decides them);
+            // `exit_process` ends the lookup.
+            (*ctx).set_cancelable(1);
             self.ctx.set(ctx);
             nginx_sys::ngx_resolve_name(ctx)
         };

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::client::{Client, Resend, Unavailable};
+use super::client::{Client, Reach, Resend, Unavailable};
 pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Rebuild, Seed};
 pub use super::sentinel::{Sentinel, SentinelTemplate};
 
@@ -49,6 +49,15 @@ impl Router {
             Router::Single(client) => client.is_healthy(),
             Router::Cluster(cluster) => cluster.is_healthy(),
             Router::Sentinel(sentinel) => sentinel.is_healthy(),
+        }
+    }
+
+    /// What the connection that `key`'s commands take knows of Redis now.
+    pub fn reach(&self, key: &[u8]) -> Reach {
+        match self {
+            Router::Single(client) => client.reach(),
+            Router::Cluster(cluster) => cluster.reach(key),
+            Router::Sentinel(sentinel) => sentinel.reach(),
         }
     }
 

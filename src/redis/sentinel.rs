@@ -23,7 +23,7 @@ use nginx_sys::{ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::addr::OwnedAddr;
-use super::client::{Client, PeerName, Reply, Settings, Tls, Unavailable};
+use super::client::{Client, PeerName, Reach, Reply, Settings, Tls, Unavailable};
 use super::cluster::{OnFrame, Rebuild, Seed};
 use super::now;
 use super::resolve::NameResolver;
@@ -199,6 +199,15 @@ impl Sentinel {
             .ok()
             .and_then(|m| m.as_ref().map(|m| m.client.is_healthy()))
             .unwrap_or(false)
+    }
+
+    /// The master's connection's (down while no master is known).
+    pub(super) fn reach(&self) -> Reach {
+        self.master
+            .try_borrow()
+            .ok()
+            .and_then(|m| m.as_ref().map(|m| m.client.reach()))
+            .unwrap_or(Reach::Down)
     }
 
     /// Closes every connection and cancels the tick (worker exit).

@@ -144,8 +144,8 @@ thread_local! {
 pub struct Stores {
     redis: Option<Rc<RedisStore>>,
     zone: Option<ZoneStore>,
-    /// `pow_shield_fail local`.
-    fail_local: bool,
+    /// `pow_shield_fail`.
+    fail: FailPolicy,
 }
 
 impl Stores {
@@ -154,7 +154,7 @@ impl Stores {
         Stores {
             redis: REDIS.try_with(|r| r.borrow().clone()).ok().flatten(),
             zone: ZoneStore::new(mcf),
-            fail_local: fail == FailPolicy::Local,
+            fail,
         }
     }
 
@@ -186,11 +186,11 @@ impl Stores {
                 rules: subject.rules,
                 rising: subject.rising,
                 zone: self.zone.clone(),
-                fail_local: self.fail_local,
+                fail_local: self.fail == FailPolicy::Local,
                 redis_only,
             })
         };
-        match redis.ask(op, subject, &mut late, waiter) {
+        match redis.ask(op, subject, self.fail, &mut late, waiter) {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
             Poll::Failed(failure, late) => {

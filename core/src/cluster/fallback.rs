@@ -4,8 +4,13 @@
 //! connection dropped, a coalesced check it joined failed), and whether
 //! the call reached Redis first. The module asks it in one place
 //! (`src/store/mod.rs`) and carries out what it says.
+//!
+//! And before a request goes to Redis, whether the node answers it from
+//! what Redis told it of the client ([`node_answers`]): while Redis is
+//! unavailable, `pow_shield_fail` decides, not what Redis said a moment ago.
 
 use crate::store::{Offence, Op};
+use crate::syntax::FailPolicy;
 
 /// Why Redis did not answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +90,63 @@ pub fn decider(asked: Unanswered) -> Decider {
                 },
         replay: matches!(asked.op, Op::Spend(_) | Op::Forgive(_)),
     }
+}
+
+/// What the node's zone holds of a client from Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Known {
+    /// Redis refused it until a `T` still ahead (a local refusal).
+    Refusal,
+    /// Redis reported a block (or ban) that still holds.
+    Block,
+}
+
+/// What the worker knows of Redis (for the client's slot) as a request
+/// comes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Connected, and Redis answers.
+    Connected,
+    /// Not known to answer, not known to be down: Redis closed the idle
+    /// connection (its `timeout`, or it died: the worker cannot tell which
+    /// until it calls), or the connection is on probation after an outage.
+    Unknown,
+    /// Unavailable: down, retried with back-off.
+    Down,
+}
+
+/// Whether the node answers a request from what Redis told it of the
+/// client (`known`), rather than asking Redis, whose failure the fallback
+/// rule ([`decider`]) then leaves to `pow_shield_fail`.
+///
+/// - While Redis answers, what it said stands: refused until `T`,
+///   blocked until the block ends.
+/// - Otherwise a refusal is never the node's: it is only worth Redis's
+///   fresh word. The call finds out whether Redis is there; if not,
+///   `pow_shield_fail` decides (`open`: through, `closed`: 503 unless
+///   trusted, `local`: the zone's own window).
+/// - A block holds under `local` (the zone's breaker keeps what Redis
+///   reported) and `closed` (both refuse; a trusted client stays blocked,
+///   as it was while Redis answered), not under `open`: nothing is decided
+///   on the node there (that is what `local` is for).
+pub fn node_answers(known: Known, reach: Reach, policy: FailPolicy) -> bool {
+    match (reach, known) {
+        (Reach::Connected, _) => true,
+        (Reach::Unknown | Reach::Down, Known::Refusal) => false,
+        (Reach::Unknown | Reach::Down, Known::Block) => policy != FailPolicy::Open,
+    }
+}
+
+/// How long an exiting worker waits, at most, for Redis to take the
+/// strikes the node counted (its batches), then gives them up (logged).
+pub const EXIT_GRACE_MS: u64 = 10_000;
+
+/// Whether a worker that exits (reload, stop), `waited_ms` into it, waits
+/// longer for Redis to take its batches: while Redis may answer, up to
+/// [`EXIT_GRACE_MS`]; while it is down, not at all (nginx stops and reloads
+/// at once whatever state Redis is in; what Redis never took is given up).
+pub fn exit_waits(waited_ms: u64, reach: Reach) -> bool {
+    reach != Reach::Down && waited_ms < EXIT_GRACE_MS
 }
 
 #[cfg(test)]
@@ -168,6 +230,72 @@ mod tests {
                 redis_only,
             };
             assert_eq!(decider(asked), want, "row {i}: {asked:?}");
+        }
+    }
+
+    #[test]
+    fn while_redis_is_unavailable_pow_shield_fail_decides_not_what_redis_said() {
+        use FailPolicy::{Closed, Local, Open};
+        use Known::{Block, Refusal};
+        use Reach::{Connected, Down, Unknown};
+        // (known, reach, policy) → the node answers
+        #[rustfmt::skip]
+        let table = [
+            // Redis answers: what it said stands, under every policy.
+            (Refusal, Connected, Open, true),
+            (Refusal, Connected, Closed, true),
+            (Refusal, Connected, Local, true),
+            (Block, Connected, Open, true),
+            (Block, Connected, Closed, true),
+            (Block, Connected, Local, true),
+            // Unavailable: a refusal is the policy's (open: through,
+            // closed: 503 or trusted through, local: the zone's window).
+            (Refusal, Down, Open, false),
+            (Refusal, Down, Closed, false),
+            (Refusal, Down, Local, false),
+            // An idle connection Redis closed: the call finds out.
+            (Refusal, Unknown, Open, false),
+            (Refusal, Unknown, Closed, false),
+            (Refusal, Unknown, Local, false),
+            // A block holds where the node refuses anyway, not under open.
+            (Block, Down, Open, false),
+            (Block, Down, Closed, true),
+            (Block, Down, Local, true),
+            (Block, Unknown, Open, false),
+            (Block, Unknown, Closed, true),
+            (Block, Unknown, Local, true),
+        ];
+        for (i, (known, reach, policy, want)) in table.into_iter().enumerate() {
+            assert_eq!(
+                node_answers(known, reach, policy),
+                want,
+                "row {i}: {known:?} {reach:?} {policy:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exiting_worker_waits_for_a_redis_that_may_answer_never_for_a_down_one() {
+        use Reach::{Connected, Down, Unknown};
+        // (ms since the worker began to exit, reach) → it waits
+        #[rustfmt::skip]
+        let table = [
+            (0, Connected, true),
+            (EXIT_GRACE_MS - 1, Connected, true),
+            (EXIT_GRACE_MS, Connected, false),
+            // Not connected, not known down: the batch's call finds out.
+            (0, Unknown, true),
+            (EXIT_GRACE_MS, Unknown, false),
+            // Down: given up at once.
+            (0, Down, false),
+            (EXIT_GRACE_MS - 1, Down, false),
+        ];
+        for (i, (waited_ms, reach, want)) in table.into_iter().enumerate() {
+            assert_eq!(
+                exit_waits(waited_ms, reach),
+                want,
+                "row {i}: {waited_ms} {reach:?}"
+            );
         }
     }
 }

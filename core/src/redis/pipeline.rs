@@ -192,6 +192,12 @@ impl<R> Pipeline<R> {
         self.slots.is_empty()
     }
 
+    /// Whether a command other than the handshake waits for its reply
+    /// (the handshake goes first: the last slot tells).
+    pub fn awaits_commands(&self) -> bool {
+        self.slots.back().is_some_and(|s| !s.is_handshake())
+    }
+
     /// The connection is gone: drops its bytes and returns what waited,
     /// as (request slots, their callbacks).
     pub fn abandon(&mut self) -> (usize, Vec<R>) {
@@ -359,6 +365,23 @@ mod tests {
             feed(&mut p, b"+OK\r\n$1\r\nx\r\n:1\r\n").unwrap(),
             ["ready", "Some(1)=Integer(1)"]
         );
+    }
+
+    #[test]
+    fn only_a_command_behind_the_handshake_is_awaited_not_the_handshake_alone() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        assert!(!p.awaits_commands(), "idle");
+        p.open(&handshake(), 100, Sent::default);
+        assert!(!p.awaits_commands(), "the handshake alone");
+        p.push(b"*1\r\n$4\r\nPING\r\n", Slot::request(150, 1, None));
+        assert!(p.awaits_commands(), "a command behind it");
+        feed(&mut p, b"+OK\r\n$1\r\nx\r\n").unwrap();
+        assert!(
+            p.awaits_commands(),
+            "the handshake answered, the command not"
+        );
+        feed(&mut p, b":1\r\n").unwrap();
+        assert!(!p.awaits_commands(), "all answered");
     }
 
     #[test]

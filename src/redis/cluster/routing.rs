@@ -11,7 +11,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 
 use super::{cluster, Cluster, OnFrame, Rebuild};
-use crate::redis::client::{Client, Reply, Resend, Unavailable, MAX_IN_FLIGHT};
+use crate::redis::client::{Client, Reach, Reply, Resend, Unavailable, MAX_IN_FLIGHT};
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
 use pow_shield_core::redis::retries::past;
@@ -55,6 +55,18 @@ impl Cluster {
         };
         let target = self.target(job.slot);
         self.send(job, target, false).map_err(|(_, why)| why)
+    }
+
+    /// What the connection to the node for `key`'s slot knows of Redis.
+    pub(in crate::redis) fn reach(&self, key: &[u8]) -> Reach {
+        if self.closing.get() {
+            return Reach::Down;
+        }
+        let target = self.target(key_slot(key));
+        match self.nodes.try_borrow() {
+            Ok(nodes) => nodes.get(target).map_or(Reach::Down, |n| n.client.reach()),
+            Err(_) => Reach::Down,
+        }
     }
 
     /// The node for a slot: its master, or while unknown any node that is

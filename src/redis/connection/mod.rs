@@ -102,7 +102,7 @@ impl Connection {
         self.reconnect_ev
             .attach(data, reconnect_handler, self.log.get());
         // Reconnect timers must not hold a worker that is shutting down.
-        self.reconnect_ev.set_cancelable();
+        self.reconnect_ev.set_cancelable(true);
         self.names.wake_with(&self.reconnect_ev);
     }
 
@@ -420,8 +420,13 @@ impl Connection {
         ready
     }
 
-    /// Keeps the deadline timer on the oldest pending reply.
+    /// Keeps the deadline timer on the oldest pending reply. It holds a
+    /// worker that exits only while a command of its own waits (a request
+    /// is answered before the worker goes), never for a handshake alone:
+    /// nginx stops at once whatever state Redis is in.
     fn arm_deadline(&self, st: &State) {
+        self.deadline_ev
+            .set_cancelable(!st.exchange.pipeline.awaits_commands());
         match st.exchange.pipeline.oldest() {
             None => self.deadline_ev.del_timer(),
             Some(slot) => {

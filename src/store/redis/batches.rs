@@ -5,8 +5,9 @@
 //! sends its refusals to Redis in one call per client, on a timer every
 //! `BATCH_MS` and at once when the strikes reach the threshold; a batch
 //! Redis did not answer is resent as it was (Redis applies it once), and a
-//! worker that exits keeps its timer until Redis took them (at most
-//! `EXIT_GRACE_MS`).
+//! worker that exits keeps its timer until Redis took them, as long as
+//! `fallback::exit_waits` says (never while Redis is down: then the timer
+//! is cancelable too, so that nginx stops and reloads at once).
 
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
@@ -18,6 +19,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::RedisStore;
 use crate::ffi::monotonic_ms;
 use pow_shield_core::cluster::calls::BatchOf;
+use pow_shield_core::cluster::fallback::{exit_waits, Reach};
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::refusals::{refusal_key, Refused, Sending, BATCH_MS, PRICE_BATCH_MS};
 use pow_shield_core::cluster::scripts::{args, replies};
@@ -25,10 +27,6 @@ use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::store::{Checked, Subject};
-
-/// An exiting worker waits this long for Redis to take its batches, then
-/// gives them up (logged with their count): nginx must be able to stop.
-const EXIT_GRACE_MS: u64 = 10_000;
 
 /// Batch calls waiting for Redis at most: well under the client's cap of
 /// commands in flight (1024).
@@ -251,9 +249,41 @@ impl RedisStore {
 
     fn arm_batches_in(&self, ms: u64) {
         let ev = self.batch_timer.ev();
-        // SAFETY: our event (attached); adding a timer only queues it
-        // (moving it if it was set).
-        unsafe { nginx_sys::ngx_add_timer(ev, ms as ngx_msec_t) };
+        // While Redis is down the batches cannot go: the timer does not
+        // hold a worker that exits (`exit_waits`).
+        let cancelable = !exit_waits(0, self.batch_reach());
+        // SAFETY: our event (attached); nginx reads `cancelable` only when
+        // an exiting worker looks for timers to wait for; adding a timer
+        // only queues it (moving it if it was set).
+        unsafe {
+            (*ev).set_cancelable(u32::from(cancelable));
+            nginx_sys::ngx_add_timer(ev, ms as ngx_msec_t);
+        }
+    }
+
+    /// Whether the batches can go: down only while no connection takes
+    /// calls (in a Redis Cluster, no node).
+    fn batch_reach(&self) -> Reach {
+        match self.router.is_healthy() {
+            true => Reach::Connected,
+            false => Reach::Down,
+        }
+    }
+
+    /// Gives up what Redis did not take of this worker's batches (it
+    /// exits), logged with their count.
+    pub(super) fn give_up_batches(&self) {
+        let Ok(mut batches) = self.batches.try_borrow_mut() else {
+            return;
+        };
+        let lost = batches.drop_all();
+        if lost > 0 {
+            error!(
+                self.log,
+                "pow_shield: redis did not take {lost} refusals counted by this worker \
+                 before it exits; their strikes are lost"
+            );
+        }
     }
 
     /// The timer: every due batch (one call for up to
@@ -293,7 +323,7 @@ impl RedisStore {
         if more {
             return self.arm_batches_in(BATCH_MS / 10);
         }
-        let Ok(mut batches) = self.batches.try_borrow_mut() else {
+        let Ok(batches) = self.batches.try_borrow() else {
             return self.arm_batches();
         };
         if batches.is_empty() {
@@ -306,14 +336,9 @@ impl RedisStore {
             let now = monotonic_ms();
             let since = self.exiting_since.get().unwrap_or(now);
             self.exiting_since.set(Some(since));
-            if now.saturating_sub(since) >= EXIT_GRACE_MS {
-                let lost = batches.drop_all();
-                error!(
-                    self.log,
-                    "pow_shield: redis did not take {lost} refusals counted by this worker \
-                     before it exits; their strikes are lost"
-                );
-                return;
+            if !exit_waits(now.saturating_sub(since), self.batch_reach()) {
+                drop(batches);
+                return self.give_up_batches();
             }
         }
         drop(batches);

@@ -36,6 +36,7 @@ use crate::redis::router::{OnFrame, Rebuild, Router};
 use batches::{BatchContext, BatchTimer};
 use coalesce::Group;
 use pow_shield_core::cluster::calls::{self, Call, Calls};
+use pow_shield_core::cluster::fallback::{self, Known};
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::refusals::{refusal_key, Batches};
 use pow_shield_core::cluster::replays::Replays;
@@ -44,6 +45,7 @@ use pow_shield_core::limiter::breaker::{opened_block, Block, BreakerRules, Break
 use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
 use pow_shield_core::redis::command::{client_tag, integers};
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
+use pow_shield_core::syntax::FailPolicy;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
 /// rate. Beyond it a token is dropped (counted, logged once): the node that
@@ -93,19 +95,25 @@ impl RedisStore {
         self.router.retry_in_ms()
     }
 
+    /// The worker exits (`exit_process`): what Redis did not take of its
+    /// batches is given up (logged), the connections closed.
     pub fn shutdown(&self) {
         self.batch_timer.cancel();
+        self.give_up_batches();
         self.router.shutdown();
     }
 
     /// Asks Redis for `op`; what Redis does not take now comes back with
     /// what `late` makes (`Poll::Failed`), and a failure later is decided
     /// through the waiter, which keeps it (`Waiter::fall_back`). An answer
-    /// at once (a block the node knows, a local refusal) makes neither.
+    /// at once (a block the node knows, a local refusal) makes neither;
+    /// the node gives one only as `fallback::node_answers` says for
+    /// `fail` (while Redis is unavailable, `pow_shield_fail` decides).
     pub fn ask(
         &self,
         op: Op,
         subject: &Subject,
+        fail: FailPolicy,
         late: &mut NewLate,
         waiter: &mut NewWaiter,
     ) -> Poll {
@@ -118,10 +126,10 @@ impl RedisStore {
                 },
                 ..Checked::default()
             })),
-            Op::Check { offence } => self.check(subject, offence, late, waiter),
+            Op::Check { offence } => self.check(subject, offence, fail, late, waiter),
             Op::Spend(solution) => self.spend(subject, solution, late, waiter),
             Op::Forgive(_) => self.forgive(late),
-            Op::Strike => self.strike(subject, late, waiter),
+            Op::Strike => self.strike(subject, fail, late, waiter),
         }
     }
 
@@ -129,13 +137,14 @@ impl RedisStore {
         &self,
         subject: &Subject,
         offence: Offence,
+        fail: FailPolicy,
         late: &mut NewLate,
         waiter: &mut NewWaiter,
     ) -> Poll {
         let rules = subject.rules;
         // A block this node learnt from Redis holds without asking again
         // (blocked requests change nothing there): blocking stays cheap.
-        if let Some(breaker) = self.known_block(subject.key, rules) {
+        if let Some(breaker) = self.standing_block(subject.key, rules, fail) {
             return Poll::Ready(Reply::Checked(Checked {
                 breaker,
                 ..Checked::default()
@@ -167,8 +176,9 @@ impl RedisStore {
             );
         };
         // Refused by Redis until a moment still ahead: refused here, unless
-        // it pays (a spend must be global).
-        if offence == Offence::Unpaid {
+        // it pays (a spend must be global), or Redis's word is not to be
+        // had now (`pow_shield_fail` decides).
+        if offence == Offence::Unpaid && self.node_answers(Known::Refusal, subject.key, fail) {
             if let Some(refused) = self.refuse_locally(subject, limit) {
                 return Poll::Ready(Reply::Checked(refused.checked));
             }
@@ -241,9 +251,15 @@ impl RedisStore {
         poll
     }
 
-    fn strike(&self, subject: &Subject, late: &mut NewLate, waiter: &mut NewWaiter) -> Poll {
+    fn strike(
+        &self,
+        subject: &Subject,
+        fail: FailPolicy,
+        late: &mut NewLate,
+        waiter: &mut NewWaiter,
+    ) -> Poll {
         let (key, rules) = (subject.key, subject.rules);
-        if let Some(breaker) = self.known_block(key, rules) {
+        if let Some(breaker) = self.standing_block(key, rules, fail) {
             return Poll::Ready(Reply::Struck(Struck {
                 breaker,
                 struck: false,
@@ -448,6 +464,29 @@ impl RedisStore {
         rules: BreakerRules,
     ) -> Option<BreakerStatus> {
         self.cache.as_ref()?.blocked(key, rules, monotonic_ms())
+    }
+
+    /// A known block that answers the request now (under `open`, only
+    /// while Redis answers).
+    fn standing_block(
+        &self,
+        key: &[u8],
+        rules: BreakerRules,
+        fail: FailPolicy,
+    ) -> Option<BreakerStatus> {
+        self.known_block(key, rules)
+            .filter(|_| self.node_answers(Known::Block, key, fail))
+    }
+
+    /// Whether the node answers for the client `key` from what Redis told
+    /// it (`known`), given what the connection its call would take knows
+    /// of Redis now: the one rule, `fallback::node_answers`.
+    fn node_answers(&self, known: Known, key: &[u8], fail: FailPolicy) -> bool {
+        let reach = match self.cluster {
+            true => self.router.reach(client_tag(key).as_bytes()),
+            false => self.router.reach(key),
+        };
+        fallback::node_answers(known, reach, fail)
     }
 
     /// What a reply does with a block Redis reports: the zone keeps it for
