@@ -7,8 +7,8 @@
 # with the stock default site on port 80 and a site of ours in conf.d/ that
 # shields a location; then nginx is stopped and the package removed and
 # purged, and the module is gone from the configuration again. The http
-# level lines are the README's (its /etc/nginx/conf.d/ snippet, the key
-# file made with its command). The package also installs the fail2ban
+# level lines are docs/operations.md's (its /etc/nginx/conf.d/ snippet),
+# the key file made with the README's command. The package also installs the fail2ban
 # filter and jail (conffiles in /etc/fail2ban/, the jail off until the
 # documented .local turns it on: then the jail loads and the documented
 # fail2ban-regex command finds the client whose breaker opened in nginx's
@@ -301,15 +301,16 @@ my @enabled = $t->read_file($jail) =~ /^enabled\s*=\s*(\S+)/mg;
 is("@enabled", join(' ', ('false') x @sections), "$jail: every jail off (@sections)");
 
 ###############################################################################
-# The admin's part, as the README says: the http-level lines in conf.d/
-# (included in http{} by nginx.conf), a key file, and a site's server
+# The admin's part, as the README and docs/operations.md say: the
+# http-level lines in conf.d/ (included in http{} by nginx.conf), a key
+# file, and a site's server
 
 my ($key_command) = $readme =~ /^Make a key file with `([^`]+)`/m;
 ok($key_command, "README.md: $key_command");
 ($rc, $out) = run('sh', '-c', $key_command // 'false');
 is($rc, 0, '... makes /etc/nginx/pow_shield.key') or diag($out);
-my ($confd) = $readme =~ m{^```nginx\n(# /etc/nginx/conf\.d/pow-shield\.conf .*?)^```}ms;
-ok($confd, "README.md: the lines for /etc/nginx/conf.d/pow-shield.conf");
+my ($confd) = $operations =~ m{^```nginx\n(# /etc/nginx/conf\.d/pow-shield\.conf .*?)^```}ms;
+ok($confd, "docs/operations.md: the lines for /etc/nginx/conf.d/pow-shield.conf");
 $t->write_file('/etc/nginx/conf.d/pow-shield.conf', $confd // '');
 
 my $port = $t->port(8080);
