@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 
 # The README is a first screen, and what it shows is what the module does:
-# it stays within 14 KB; its configuration (the first ```nginx block of
+# it stays within 14 KB and gives `make run` and `make test` in its first
+# 40 lines; its configuration (the first ```nginx block of
 # "## Configuration", run with only the test's paths, ports and backend
 # changed) answers the request after its limit with the 429 the README
 # prints: the same status line, every header the README shows (with its
@@ -30,6 +31,16 @@ my $readme = slurp("$repo/README.md");
 
 cmp_ok(length($readme), '<=', 14 * 1024, 'README.md is a first screen: '
     . length($readme) . ' bytes, at most 14 KB');
+
+# the two commands, on the first screen (its first 40 lines), and the
+# Makefile has them
+my $first = join "\n", (split /\n/, $readme)[0 .. 39];
+my ($try) = $first =~ /^```sh\n(.*?)^```/ms;
+like($try // '', qr/^make run\b/m, 'the first screen gives `make run`');
+like($try // '', qr/^make test\b/m, '... and `make test`');
+my $makefile = slurp("$repo/Makefile");
+like($makefile, qr/^run:/m, 'the Makefile has run');
+like($makefile, qr/^test:/m, '... and test');
 
 my ($section) = $readme =~ /^## Configuration\n(.*?)^## /ms;
 my ($conf_text) = ($section // '') =~ /^```nginx\n(.*?)^```/ms;
