@@ -18,7 +18,7 @@
 #
 # All of it happens in a throw-away copy of this machine: the test runs
 # itself again under unshare(1), in new mount, network and PID namespaces.
-# There /etc/nginx, /etc/fail2ban, /usr/lib/nginx, /usr/share/nginx,
+# There /etc/nginx, /etc/fail2ban, /usr/bin, /usr/lib/nginx, /usr/share/nginx,
 # /usr/share/doc, /var/lib/dpkg, /var/log and /var/lib/nginx are overlays
 # whose writes go to a tmpfs, /run and /tmp are fresh tmpfs (the package is
 # copied in first: it may be in the machine's /tmp, as is a clone there),
@@ -60,7 +60,7 @@ my $available = '/usr/share/nginx/modules-available/mod-http-pow-shield.conf';
 my $enabled = '/etc/nginx/modules-enabled/50-mod-http-pow-shield.conf';
 
 # the directories the package, dpkg and nginx write to: overlays
-my @overlays = qw(/etc/nginx /etc/fail2ban /usr/lib/nginx /usr/share/nginx
+my @overlays = qw(/etc/nginx /etc/fail2ban /usr/bin /usr/lib/nginx /usr/share/nginx
     /usr/share/doc /var/lib/dpkg /var/log /var/lib/nginx);
 
 # the machine itself, seen from inside (a bind mount made before /tmp and
@@ -193,14 +193,15 @@ unless (-c '/dev/null') {
 setup('ip', 'link', 'set', 'lo', 'up');
 
 # what the machine has (and must still have at the end): its nginx
-# configuration, modules and the package's dpkg status
+# configuration, modules, the package's dpkg status and its CLI
 sub machine_state {
     my ($rc, $files) = run('find', map({ "$machine$_" } qw(/etc/nginx /etc/fail2ban
         /usr/lib/nginx/modules /usr/share/nginx/modules-available)),
         '-printf', '%p %y %l %s %T@\n');
     my (undef, $status) = run('dpkg-query', "--admindir=$machine/var/lib/dpkg",
         '-W', '-f', '${db:Status-Abbrev} ${Version}', $package);
-    return join '', sort(split /^/, $files), "dpkg: $status\n";
+    my $cli_there = -e "$machine/usr/bin/pow-shield" ? 'present' : 'absent';
+    return join '', sort(split /^/, $files), "dpkg: $status\n", "/usr/bin/pow-shield: $cli_there\n";
 }
 my $machine_before = machine_state();
 
