@@ -11,6 +11,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::now;
 use super::settings::Settings;
 use pow_shield_core::metrics::{self, RedisError};
+use pow_shield_core::redis::clock::{self, RedisClock};
 use pow_shield_core::redis::cluster::parse_redirect;
 use pow_shield_core::redis::command::error_kind;
 use pow_shield_core::redis::health::{Admission, Availability, ErrorReplies, Failure, InFlight};
@@ -72,6 +73,9 @@ pub(super) struct Exchange {
     /// Request slots in the pipeline, capped.
     in_flight: InFlight,
     errors: ErrorReplies,
+    /// Redis's clock as this connection last learnt it: a script call
+    /// carries its deadline in it (`clock`), kept across reconnects.
+    clock: RedisClock,
     shutting_down: bool,
     /// Requests depend on this node: always with a single Redis; in a
     /// Redis Cluster, while the map gives it slots (a seed or a former
@@ -97,6 +101,7 @@ impl Exchange {
             health: Availability::default(),
             in_flight: InFlight::new(MAX_IN_FLIGHT),
             errors: ErrorReplies::default(),
+            clock: RedisClock::default(),
             shutting_down: false,
             serving: true,
             in_gauge: false,
@@ -168,9 +173,11 @@ impl Exchange {
         Ok(())
     }
 
-    /// Queues a command for the next flush.
+    /// Queues a command for the next flush; a script call goes with its
+    /// deadline in Redis's clock.
     pub(super) fn push(&mut self, command: &[u8], mut slot: Slot<OnReply>) {
         slot.sent = metrics::redis_command();
+        slot.redis_deadline = self.clock.deadline(slot.deadline);
         self.pipeline.push(command, slot);
     }
 
@@ -189,6 +196,7 @@ impl Exchange {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
                 Event::Ready => self.connected(s),
+                Event::Clock(redis_ms) => self.clock.learn(redis_ms, now() as u64),
                 Event::Push(frame) => {
                     if let Some(on_push) = &s.on_push {
                         let on_push = on_push.clone();
@@ -211,6 +219,17 @@ impl Exchange {
                     self.recovered(deadline, s);
                     let frame = match reply {
                         Ok(frame) => {
+                            if let Some(redis_ms) = clock::expired_ms(&frame) {
+                                // Came after its deadline (Redis's clock
+                                // stepped, or it answered at the last ms):
+                                // its request falls back; the clock is
+                                // learnt again.
+                                self.clock.learn(redis_ms, now() as u64);
+                                debug!(
+                                    self.log,
+                                    "pow_shield: redis {} ran a call after its deadline", s.name
+                                );
+                            }
                             if self.errors.on_success(now() as u64) {
                                 notice!(
                                     self.log,
