@@ -52,6 +52,16 @@ impl Router {
         }
     }
 
+    /// Whether an unpaid refusal counts a strike now: not within a grace
+    /// after an outage (in a Redis Cluster, of any master).
+    pub fn strikes_unpaid(&self) -> bool {
+        match self {
+            Router::Single(client) => client.strikes_unpaid(),
+            Router::Cluster(cluster) => cluster.strikes_unpaid(),
+            Router::Sentinel(sentinel) => sentinel.strikes_unpaid(),
+        }
+    }
+
     pub fn shutdown(&self) {
         match self {
             Router::Single(client) => client.shutdown(),

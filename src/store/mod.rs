@@ -170,6 +170,13 @@ impl Stores {
                 None => Reply::Down,
             });
         };
+        // Just back from an outage: an unpaid refusal is no strike until the
+        // other nodes had time to return and write the payments they took
+        // meanwhile (`health::RECOVERY_GRACE_MS`).
+        let op = match redis.strikes_unpaid() {
+            true => op,
+            false => op.standing_in(),
+        };
         // A solution of Redis's generation: only Redis knows what other
         // nodes spent in it.
         let redis_only = match op {
@@ -347,6 +354,10 @@ pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };
+    // Redis's health is the node's: every worker shares it in the zone.
+    if let Some(zone) = crate::shm::SharedZone::from_conf(mcf) {
+        crate::shm::health::attach(zone.redis_health());
+    }
     match RedisStore::start(conf, NodeCache::new(mcf), cycle.log) {
         Some(store) => {
             let _ = REDIS.try_with(|r| *r.borrow_mut() = Some(store));

@@ -94,6 +94,12 @@ impl RedisStore {
         self.router.retry_in_ms()
     }
 
+    /// Whether an unpaid refusal counts a strike now: not within a grace
+    /// after an outage (`health::RECOVERY_GRACE_MS`).
+    pub fn strikes_unpaid(&self) -> bool {
+        self.router.strikes_unpaid()
+    }
+
     pub fn shutdown(&self) {
         self.batch_timer.cancel();
         self.router.shutdown();
