@@ -512,6 +512,103 @@ mod tests {
         }
     }
 
+    /// One worker as the module's connection drives it (`exchange.rs`):
+    /// its own availability, the node's word, the epoch it last saw.
+    struct Worker {
+        a: Availability,
+        seen: u64,
+    }
+
+    impl Worker {
+        fn new() -> Self {
+            Worker {
+                a: Availability::default(),
+                seen: 0,
+            }
+        }
+
+        /// A request: follows the node's word first.
+        fn request(&mut self, node: &mut NodeHealth, now: u64) {
+            match self.a.follow(*node, self.seen) {
+                Follow::StandIn => self.fail(node, now),
+                Follow::Return => self.a.rejoin(),
+                Follow::Stay => {}
+            }
+            self.seen = node.epoch();
+        }
+
+        fn fail(&mut self, node: &mut NodeHealth, now: u64) {
+            if self.a.failed(now).0 == Failure::Started {
+                *node = node.found_down().unwrap_or(*node);
+            }
+            self.seen = node.epoch();
+        }
+
+        /// Reconnected, and a reply came in time: true if it found Redis
+        /// back first (the node's `back`).
+        fn answered(&mut self, node: &mut NodeHealth, now: u64) -> bool {
+            self.a.connected();
+            let first = self.a.answered_in_time(now) && node.is_down();
+            if first {
+                *node = node.found_up().unwrap_or(*node);
+            }
+            self.seen = node.epoch();
+            first
+        }
+    }
+
+    /// Issue 37's stall on the model: two nodes of two workers, Redis
+    /// stopped at 1 000 for 2 500 ms, `timeout=300ms`.
+    #[test]
+    fn a_stall_replayed_a_nodes_workers_stand_in_and_return_together() {
+        let g = RECOVERY_GRACE_MS;
+        let mut nodes = [NodeHealth::default(); 2];
+        let mut workers = [
+            [Worker::new(), Worker::new()],
+            [Worker::new(), Worker::new()],
+        ];
+        // 1 300: the first worker of each node times out.
+        for (node, w) in nodes.iter_mut().zip(&mut workers) {
+            w[0].fail(node, 1_300);
+            assert!(node.is_down());
+        }
+        // The other stands in at its next request (its connection was fine).
+        for (node, w) in nodes.iter_mut().zip(&mut workers) {
+            w[1].request(node, 1_310);
+            assert!(!w[1].a.admits(), "stands in");
+            assert!(!w[1].a.strikes_unpaid(1_310, None));
+        }
+        // 3 500: SIGCONT. Node 0's second worker reconnects first (3 600);
+        // its first returns at its next request, not at its back-off.
+        let mut back = [None, None];
+        assert!(workers[0][1].answered(&mut nodes[0], 3_600));
+        back[0] = Some(3_600);
+        workers[0][0].request(&mut nodes[0], 3_601);
+        assert!(workers[0][0].a.admits(), "returns with its node");
+        assert!(
+            !workers[0][0].answered(&mut nodes[0], 3_602),
+            "logged once per node"
+        );
+        // Node 1 comes back later, at its own back-off (5 200).
+        assert!(nodes[1].is_down());
+        assert!(workers[1][0].answered(&mut nodes[1], 5_200));
+        back[1] = Some(5_200);
+        workers[1][1].request(&mut nodes[1], 5_201);
+        assert!(workers[1][1].a.admits());
+        assert!(!workers[1][1].answered(&mut nodes[1], 5_202));
+        // No worker of node 0 strikes an unpaid 429 before node 1 had its
+        // time to return and write its payments; then all do.
+        for (n, w) in workers.iter().enumerate() {
+            for w in w {
+                assert!(!w.a.strikes_unpaid(5_200, back[n]), "node {n}");
+                assert!(
+                    w.a.strikes_unpaid(back[n].unwrap() + g + 2, back[n]),
+                    "node {n}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_worker_that_returns_is_on_probation_until_a_reply_in_time() {
         let mut a = Availability::default();
