@@ -53,11 +53,11 @@ impl Router {
     }
 
     /// Whether an unpaid refusal counts a strike now: not within a grace
-    /// after an outage (in a Redis Cluster, of any master).
-    pub fn strikes_unpaid(&self) -> bool {
+    /// after an outage (in a Redis Cluster, of the master of `key`'s slot).
+    pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
         match self {
             Router::Single(client) => client.strikes_unpaid(),
-            Router::Cluster(cluster) => cluster.strikes_unpaid(),
+            Router::Cluster(cluster) => cluster.strikes_unpaid(key),
             Router::Sentinel(sentinel) => sentinel.strikes_unpaid(),
         }
     }

@@ -173,7 +173,7 @@ impl Stores {
         // Just back from an outage: an unpaid refusal is no strike until the
         // other nodes had time to return and write the payments they took
         // meanwhile (`health::RECOVERY_GRACE_MS`).
-        let op = match redis.strikes_unpaid() {
+        let op = match redis.strikes_unpaid(subject.key) {
             true => op,
             false => op.standing_in(),
         };

@@ -43,14 +43,6 @@ impl Cluster {
         self.each_client(Client::is_healthy).contains(&true)
     }
 
-    /// Whether an unpaid refusal counts a strike now: not within a grace
-    /// after any master's outage.
-    pub(in crate::redis) fn strikes_unpaid(&self) -> bool {
-        self.nodes.try_borrow().map_or(true, |nodes| {
-            nodes.iter().all(|n| n.client.strikes_unpaid())
-        })
-    }
-
     pub(super) fn each_client<T>(&self, f: impl Fn(&Client) -> T) -> Vec<T> {
         match self.nodes.try_borrow() {
             Ok(nodes) => nodes.iter().map(|n| f(&n.client)).collect(),

@@ -94,10 +94,13 @@ impl RedisStore {
         self.router.retry_in_ms()
     }
 
-    /// Whether an unpaid refusal counts a strike now: not within a grace
-    /// after an outage (`health::RECOVERY_GRACE_MS`).
-    pub fn strikes_unpaid(&self) -> bool {
-        self.router.strikes_unpaid()
+    /// Whether an unpaid refusal of client `key` counts a strike now: not
+    /// within a grace after an outage (`health::RECOVERY_GRACE_MS`).
+    pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
+        match self.cluster {
+            true => self.router.strikes_unpaid(client_tag(key).as_bytes()),
+            false => self.router.strikes_unpaid(b""),
+        }
     }
 
     pub fn shutdown(&self) {
