@@ -32,7 +32,7 @@ use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, Spent, MAX_LIMITS};
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{Checked, Now, Op, Reply, Solution, Subject};
+use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Subject};
 use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
@@ -173,9 +173,12 @@ impl Stores {
         // Just back from an outage: an unpaid refusal is no strike until the
         // other nodes had time to return and write the payments they took
         // meanwhile (`health::RECOVERY_GRACE_MS`).
-        let op = match redis.strikes_unpaid(subject.key) {
-            true => op,
-            false => op.standing_in(),
+        let unpaid = Op::Check {
+            offence: Offence::Unpaid,
+        };
+        let op = match op == unpaid && !redis.strikes_unpaid(subject.key) {
+            true => op.standing_in(),
+            false => op,
         };
         // A solution of Redis's generation: only Redis knows what other
         // nodes spent in it.
