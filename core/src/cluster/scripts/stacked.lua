@@ -6,7 +6,8 @@ local function check()
   -- ARGV[8]: '1' for each limit counted per client key, '0' for a key=
   -- value's (a network, the site).
   local own = ARGV[8]
-  local n = (#ARGV - 8) / 2
+  -- (ARGV's last: the deadline.)
+  local n = (#ARGV - 9) / 2
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
   -- Left out of every limit (empty key= values): admitted, nothing counted.
