@@ -326,11 +326,12 @@ impl SharedZone {
     }
 
     /// The part of the zone spent records may take: a share of the
-    /// entries its pages hold (`store::spent`).
-    pub fn spent_room(&self) -> SpentRoom {
+    /// entries its pages hold (`store::spent`), for spent challenges whose
+    /// records live at most `token_lifetime_ms`.
+    pub fn spent_room(&self, token_lifetime_ms: u64) -> SpentRoom {
         let pool = self.pool.as_ref();
         let bytes = (pool.end as usize).saturating_sub(pool.start as usize);
-        SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64)
+        SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64, token_lifetime_ms)
     }
 
     /// Runs `f` on the header's tables with the zone locked.

@@ -211,13 +211,16 @@ pub struct Scripts {
     ///   (a hash) and `KEYS[3 + 2i]` its refusals in the window; a Redis
     ///   Cluster's slot generation key last.
     /// - `ARGV[1]` the unique member, `ARGV[2]` what a refusal is,
-    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`; then per
-    ///   limit `ARGV[6 + 2i]` requests and `ARGV[7 + 2i]` window ms.
+    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`,
+    ///   `ARGV[8]` a `1` for each limit counted per client key and a `0`
+    ///   for each counted per a `key=` value; then per limit
+    ///   `ARGV[7 + 2i]` requests and `ARGV[8 + 2i]` window ms; the
+    ///   deadline last.
     ///
     /// Each limit is first read as it would be with this request counted;
     /// then the request is counted by every limit if all have room, else
-    /// the first refusing limit (in order) records the refusal and the
-    /// strike, and nothing is counted. Returns the one-limit reply's first
+    /// the first refusing limit (in order) records the refusal, and the
+    /// strike if it is the client's own, and nothing is counted. Returns the one-limit reply's first
     /// nine integers (not `struck`: a stacked check is never coalesced) of
     /// the limit that decided (the refusing one, else the one with fewest
     /// remaining, the first of equals), then its 0-based index
