@@ -11,7 +11,8 @@
 # request again, signed: the access log shows the 429, then the bot's
 # request admitted under its own limit.  Every 429 body advertises the
 # location's strike threshold (docs/protocol.md, "How many requests in
-# flight").  Both modes.
+# flight").  The "Known bots" examples of the Python and Node clients'
+# READMEs run as written, signed as a configured bot.  Both modes.
 
 use strict;
 use warnings;
@@ -38,7 +39,7 @@ my $node_ok = system("$NODE --version >/dev/null 2>&1") == 0;
 $ENV{PYTHONPATH} = "$Test::PowShield::REPO/clients/python";
 
 # Each client signs as a bot of its own, with a limit of its own.
-my @bots = qw(examplebot clibot pybot nodebot alwaysbot);
+my @bots = qw(examplebot clibot pybot nodebot alwaysbot pyreadme nodereadme);
 my $keys = tempdir(CLEANUP => 1);
 my %directory;
 for my $name (@bots, 'stranger') {
@@ -93,6 +94,24 @@ my %files = (
     'html/off/data.json'   => "{}\n",
     map { ("bots/$_.json" => $directory{$_}) } @bots,
 );
+
+# run_in($dir, @argv) -> ($exit_code, $stdout, $stderr), run in $dir.
+sub run_in {
+    my ($dir, @argv) = @_;
+    my $out = File::Temp->new;
+    my $err = File::Temp->new;
+    my $pid = fork // die "fork: $!";
+    if (!$pid) {
+        chdir $dir or die "$dir: $!";
+        open STDOUT, '>&', $out or die;
+        open STDERR, '>&', $err or die;
+        exec @argv or exit 127;
+    }
+    waitpid $pid, 0;
+    my $rc = $? >> 8;
+    my $read = sub { local $/; open my $fh, '<', $_[0]->filename or die; <$fh> // '' };
+    return ($rc, $read->($out), $read->($err));
+}
 
 # The signature headers of one request, from `bot-key sign`.
 sub signed {
@@ -194,6 +213,36 @@ EOJS
         is($out, "200 nodebot\n", "$m: Node, whenAsked: admitted as the bot") or diag($err);
         is($log->($ip->(12)), '200 pass bot=, 429 challenge bot=, 200 pass bot=nodebot',
             "$m: Node: a 429 with Accept-Signature followed by a signed retry");
+    }
+
+    # The READMEs' "Known bots" examples, as written, in a directory with
+    # the bot's mybot.jwk: the request is the bot's.
+    my $REPO = $Test::PowShield::REPO;
+    my %example = (
+        python => ["$REPO/clients/python/README.md", 'python', 'pyreadme', $PY, 'readme.py', $python_ok],
+        node => ["$REPO/clients/node/README.md", 'js', 'nodereadme', $NODE, 'readme.mjs', $node_ok],
+    );
+    for my $lang (sort keys %example) {
+        my ($readme, $info, $name, $run, $file, $ok) = @{$example{$lang}};
+        SKIP: {
+            skip "no $run (or its packages)", 2 unless $ok;
+            my $text = do { local $/; open my $fh, '<', $readme or die "$readme: $!"; <$fh> };
+            my ($block) = $text =~ /^## Known bots\n.*?^```\Q$info\E\n(.*?)^```$/ms;
+            ok($block, "$m: $readme has a $info example under \"Known bots\"");
+            $block =~ s{https://api\.example\.com/items}{$url}g;
+            my $dir = $t->path("readme-$lang");
+            mkdir $dir;
+            $t->write_file("readme-$lang/$file", $block);
+            system('cp', "$keys/$name.jwk", "$dir/mybot.jwk") == 0 or die "cp: $!";
+            if ($lang eq 'node') {
+                mkdir "$dir/node_modules";
+                symlink "$REPO/clients/node", "$dir/node_modules/pow-shield" or die "symlink: $!";
+            }
+            my ($rc, $out, $err) = run_in($dir, $run, $file);
+            is($rc, 0, "$m: the $lang README's \"Known bots\" example runs") or diag("$out$err");
+            like($t->read_file('invite.log'), qr/^127\.0\.0\.1 200 pass bot=\Q$name\E$/m,
+                "$m: and its request is the bot's");
+        }
     }
 
     # A client that signs every request is never asked: one request, the bot's.

@@ -147,6 +147,8 @@ SKIP: {
     # the axios example's axios: the one `make node-dev` installed for the tests
     my $axios = "$repo/clients/node/node_modules/axios";
     symlink($axios, "$dir/app/node_modules/axios") if -d $axios;
+    # the "Known bots" example's key (a bot this server does not know: anonymous)
+    system("'$cli' bot-key new '$dir/app/mybot.jwk' >/dev/null 2>&1") == 0 or BAIL_OUT('bot-key new');
     local $ENV{NODE_NO_WARNINGS} = 1;
     for my $b ((map { ['README.md', @$_] } grep { $_->[0] eq 'js' } @readme),
         (map { ['clients/node/README.md', @$_] } grep { $_->[0] eq 'js' } @node_readme)) {
