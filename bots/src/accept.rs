@@ -13,6 +13,8 @@
 //! The clients' half: [`asks_web_bot_auth`] tells whether a field asks for
 //! the signature they make.
 
+use crate::message::TAG;
+
 /// The response header that asks for a signature.
 pub const HEADER: &str = "Accept-Signature";
 
@@ -60,7 +62,7 @@ pub fn asks_web_bot_auth(lines: &[&str]) -> bool {
             Some(sfv::BareItem::String(s)) => Some(s.as_str().to_owned()),
             _ => None,
         };
-        let tagged = string(param("tag")).as_deref() == Some(crate::TAG);
+        let tagged = string(param("tag")).as_deref() == Some(TAG);
         let alg_ok = param("alg").is_none() || string(param("alg")).as_deref() == Some("ed25519");
         let covered = inner.items.iter().all(|item| match &item.bare_item {
             sfv::BareItem::String(s) => SIGNED.contains(&s.as_str()),
