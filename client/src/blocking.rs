@@ -58,9 +58,11 @@ pub struct Reply {
     pub body: Box<dyn Read + Send>,
 }
 
-/// A request the server refused for good (the circuit breaker's answer:
-/// [`Error::Blocked`], [`Error::Banned`]), with that response, for callers
-/// that show it as curl would (the CLI's `-i`, `-w '%{http_code}'`).
+/// A request given up on: the server refused it for good (the circuit
+/// breaker's answer: [`Error::Blocked`], [`Error::Banned`]), or the client
+/// gave up on an answer (a challenge too dear, the retries or the time run
+/// out), with that response when there was one, for callers that show it
+/// as curl would (the CLI's `-i`, `-w '%{http_code}'`).
 pub struct Refused {
     /// Why.
     pub error: Error,
