@@ -154,6 +154,8 @@ SKIP: {
     # the axios example's axios: the one `make node-dev` installed for the tests
     my $axios = "$repo/clients/node/node_modules/axios";
     symlink($axios, "$dir/app/node_modules/axios") if -d $axios;
+    # the "Known bots" example's key (a bot this server does not know: anonymous)
+    system("'$cli' bot-key new '$dir/app/mybot.jwk' >/dev/null 2>&1") == 0 or BAIL_OUT('bot-key new');
     local $ENV{NODE_NO_WARNINGS} = 1;
     for my $b (grep { $_->[1] eq 'js' } @readme, @clients, @node_readme) {
         my ($file, undef, $text, $line) = @$b;
