@@ -32,6 +32,11 @@ PROFILE    ?= release
 OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
+# `pow_shield_work equix` (Tor's equix crate, LGPL-3.0-only: docs/equix.md,
+# "Licence"): the cargo feature every build here turns on (the module's,
+# the CLI's, the clients'); plain `cargo build` leaves it off and stays
+# Apache-2.0 only.
+EQUIX      := equix
 # Workspace crates with no nginx dependency (tested and linted on their own).
 PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client pow-shield-bots
 
@@ -131,15 +136,15 @@ endif
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
 build: deps-build
-	$(CARGO) build --profile $(PROFILE) --features vendored
+	$(CARGO) build --profile $(PROFILE) --features vendored,$(EQUIX)
 	@mkdir -p $(OBJS)
 	@ngx=$$(ls -td target/$(PROFILE)/build/nginx-sys-*/out/objs/nginx 2>/dev/null | head -1); \
 	  test -n "$$ngx" || { echo "vendored nginx binary not found"; exit 1; }; \
 	  install -m 755 "$$ngx" $(OBJS)/nginx
 	install -m 755 target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
-	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield --features $(EQUIX)
 	install -m 755 target/$(PROFILE)/pow-shield $(OBJS)/pow-shield
-	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest,$(EQUIX)
 	install -m 755 target/$(PROFILE)/examples/pay_loop $(OBJS)/pay_loop
 	$(CARGO) build --profile $(PROFILE) -p pow-shield-core --example scripts
 	install -m 755 target/$(PROFILE)/examples/scripts $(OBJS)/pow_shield_scripts
@@ -154,7 +159,7 @@ build-debian: deps-build deps-debian
 	  cd $(DEB_BUILD) && . ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" >/dev/null; \
 	fi
 	NGINX_SOURCE_DIR=$(DEB_BUILD) NGINX_BUILD_DIR=$(DEB_BUILD)/objs \
-	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE)
+	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE) --features $(EQUIX)
 	@mkdir -p $(OBJS)/debian
 	install -m 755 target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
 	@echo "built: objs/debian/$(MODULE).so for $$(/usr/sbin/nginx -v 2>&1 | sed 's/.*\///')"
@@ -201,7 +206,7 @@ run: build
 # into nginx; t/ tests it there). The Lua scripts' tests run against a real
 # redis-server: it is installed before them.
 unittest: deps-build deps-unit
-	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
+	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest,pow-shield-client/$(EQUIX)
 
 prove: deps-test build node-native node-dev
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
@@ -282,8 +287,8 @@ lint: deps-lint
 
 check: deps-build
 	$(CARGO) fmt --check
-	$(CARGO) clippy --profile $(PROFILE) --features vendored --all-targets -- -D warnings
-	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets --features pow-shield-client/reqwest -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) --features vendored,$(EQUIX) --all-targets -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets --features pow-shield-client/reqwest,pow-shield-client/$(EQUIX) -- -D warnings
 
 bench: build deps-bench
 	bench/run.sh

@@ -7,7 +7,7 @@ use ngx::http::Request;
 
 use super::state::RequestState;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
-use crate::protocol::Challenge;
+use crate::protocol::{Challenge, Work};
 use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::syntax::HeadersMode;
@@ -36,7 +36,8 @@ pub fn send_challenge(
         challenge.difficulty,
         ttl_ms / 1000,
     )
-    .with_bits(challenge.bits);
+    .with_bits(challenge.bits)
+    .with_work(challenge.work);
     let difficulty = challenge.difficulty.to_string();
     let bits = challenge.bits.to_string();
     let mut headers = vec![
@@ -44,6 +45,10 @@ pub fn send_challenge(
         (wire::HEADER_DIFFICULTY, difficulty.as_str()),
         (wire::HEADER_BITS, bits.as_str()),
     ];
+    // Only Equi-X says so: a SHA-256 challenge is as it always was.
+    if challenge.work != Work::Sha256 {
+        headers.push((wire::HEADER_ALGORITHM, challenge.work.name()));
+    }
     let retry_after = retry_after_ms.map(|ms| retry_after_secs(ms).to_string());
     if let Some(secs) = retry_after.as_deref() {
         headers.push(("Retry-After", secs));
