@@ -73,7 +73,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native node-dev node-pack prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native node-dev node-pack prove check lint bench bench-solvers bench-equix bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -237,6 +237,9 @@ node-dev: deps-node
 # wasm32-unknown-unknown target; elsewhere the committed build of the same
 # source is used (clients/node/README.md).
 NODE_WASM_DIR := clients/node/wasm
+# The Equi-X solver for WebAssembly (clients/node/wasm-equix: Tor's equix
+# crate, LGPL-3.0-only, HashX interpreted) -> clients/node/lib/equix.wasm.
+NODE_WASM_EQUIX_DIR := clients/node/wasm-equix
 node-wasm:
 	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
 	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_DIR))"; \
@@ -245,6 +248,12 @@ node-wasm:
 	  cmp -s $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm || \
 	  cp $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm; \
 	else echo "no wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown): the committed clients/node/lib/search.wasm is used"; fi
+	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
+	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_EQUIX_DIR))"; \
+	  ( cd $(NODE_WASM_EQUIX_DIR) && $(CARGO) build --quiet --release --target wasm32-unknown-unknown ) && \
+	  cmp -s $(NODE_WASM_EQUIX_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm_equix.wasm clients/node/lib/equix.wasm || \
+	  cp $(NODE_WASM_EQUIX_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm_equix.wasm clients/node/lib/equix.wasm; \
+	else echo "no wasm32-unknown-unknown target: the committed clients/node/lib/equix.wasm is used"; fi
 
 # The Node client's native search (clients/node/native, its own Cargo
 # workspace: a Node-API addon of the protocol crate's search, SHA-NI where
@@ -298,6 +307,12 @@ bench: build deps-bench
 # and pure-Python solvers, Node (bench/README.md).
 bench-solvers: build deps-python deps-node node-wasm node-native
 	bench/solvers.sh
+
+# Every client's Equi-X solver: solves a second per core and the memory a
+# solve adds (bench/equix_clients.py; docs/equix.md); the server's side is
+# `cargo bench --features vendored,equix --bench equix_cost`.
+bench-equix: build deps-python deps-node node-wasm node-native
+	python3 bench/equix_clients.py
 
 # Cluster mode's CPU per request against stock and the Lua peer
 # (LUA_RESTY_REDIS=<lua-resty-redis checkout>; bench/README.md).

@@ -17,12 +17,12 @@
 // instance's validateStatus decides, as without pow-shield, whether the
 // final answer resolves or rejects with axios's error.
 const { Payer } = require('./pay');
-const { CHALLENGE_STATUSES, HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
+const { CHALLENGE_STATUSES, HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION } = require('./challenge');
 
 /** Marks the paying adapter: an adapter already paying is not wrapped again. */
 const PAYING = Symbol('pow-shield paying adapter');
 /** The headers of a solution: never sent on to a redirect's target. */
-const POW_HEADERS = new Set([HEADER_CHALLENGE.toLowerCase(), HEADER_NONCE.toLowerCase()]);
+const POW_HEADERS = new Set([HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION].map((h) => h.toLowerCase()));
 /** Statuses whose body the client may read: a challenge only in the body, the shield's refusal of a solution. */
 const READ_BODY = new Set([...CHALLENGE_STATUSES, 400, 403]);
 /** Statuses that have no body in a fetch Response. */
@@ -120,6 +120,7 @@ function sendOnce(sender, config, spec, url) {
     if (solution) {
       headers[HEADER_CHALLENGE] = solution.token;
       headers[HEADER_NONCE] = solution.nonce;
+      if (solution.solution) headers[HEADER_SOLUTION] = solution.solution;
       // The solution buys this URL one request: the redirects of a paid
       // send go on without it (the http adapter, Node's default, asks here).
       const theirs = config.beforeRedirect;
