@@ -395,6 +395,18 @@ mod tests {
     }
 
     #[test]
+    fn work_is_sha256_or_equix_where_the_build_has_it() {
+        assert_eq!(parse_work("sha256"), Ok(Work::Sha256));
+        assert_eq!(parse_work(""), Err(ValueError::Empty));
+        assert!(parse_work("argon2").is_err());
+        match Work::Equix.is_built_in() {
+            true => assert_eq!(parse_work("EquiX"), Ok(Work::Equix)),
+            false => assert!(parse_work("equix")
+                .is_err_and(|e| e.to_string().contains("cargo feature \"equix\""))),
+        }
+    }
+
+    #[test]
     fn headers_modes_case_insensitive() {
         assert_eq!(parse_headers_mode("x"), Ok(HeadersMode::X));
         assert_eq!(parse_headers_mode("ietf"), Ok(HeadersMode::Ietf));
