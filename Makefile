@@ -32,6 +32,11 @@ PROFILE    ?= release
 OBJS       := $(CURDIR)/objs
 DEB_SRC    := /usr/share/nginx/src
 DEB_BUILD  := $(CURDIR)/target/debian-nginx
+# `pow_shield_work equix` (Tor's equix crate, LGPL-3.0-only: docs/equix.md,
+# "Licence"): the cargo feature every build here turns on (the module's,
+# the CLI's, the clients'); plain `cargo build` leaves it off and stays
+# Apache-2.0 only.
+EQUIX      := equix
 # Workspace crates with no nginx dependency (tested and linted on their own).
 PURE_CRATES := pow-shield-core pow-shield-protocol pow-shield-client pow-shield-bots
 
@@ -68,7 +73,7 @@ LINT_PKGS  := shellcheck python3
 LINT_VENV  := $(CURDIR)/target/lint-venv
 HADOLINT   := $(shell command -v hadolint 2>/dev/null || echo $(LINT_VENV)/bin/hadolint)
 
-.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native node-dev node-pack prove check lint bench bench-solvers bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
+.PHONY: all build build-debian deb run test unittest pyunittest nodeunittest node-wasm node-native node-dev node-pack prove check lint bench bench-solvers bench-equix bench-cluster fuzz fuzz-check soak clean deps-build deps-unit deps-test deps-debian deps-deb deps-bench deps-bench-cluster deps-fuzz deps-soak deps-python deps-node deps-lint
 
 all: build
 
@@ -131,15 +136,15 @@ endif
 # Vendored nginx (nginx-src crate) + the module, copied to objs/. `install`
 # replaces files instead of rewriting them, so running nginx keeps its copy.
 build: deps-build
-	$(CARGO) build --profile $(PROFILE) --features vendored
+	$(CARGO) build --profile $(PROFILE) --features vendored,$(EQUIX)
 	@mkdir -p $(OBJS)
 	@ngx=$$(ls -td target/$(PROFILE)/build/nginx-sys-*/out/objs/nginx 2>/dev/null | head -1); \
 	  test -n "$$ngx" || { echo "vendored nginx binary not found"; exit 1; }; \
 	  install -m 755 "$$ngx" $(OBJS)/nginx
 	install -m 755 target/$(PROFILE)/lib$(MODULE).so $(OBJS)/$(MODULE).so
-	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --bin pow-shield --features $(EQUIX)
 	install -m 755 target/$(PROFILE)/pow-shield $(OBJS)/pow-shield
-	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest
+	$(CARGO) build --profile $(PROFILE) -p pow-shield-client --example pay_loop --features reqwest,$(EQUIX)
 	install -m 755 target/$(PROFILE)/examples/pay_loop $(OBJS)/pay_loop
 	$(CARGO) build --profile $(PROFILE) -p pow-shield-core --example scripts
 	install -m 755 target/$(PROFILE)/examples/scripts $(OBJS)/pow_shield_scripts
@@ -154,7 +159,7 @@ build-debian: deps-build deps-debian
 	  cd $(DEB_BUILD) && . ./conf_flags && ./configure "$${NGX_CONF_FLAGS[@]}" >/dev/null; \
 	fi
 	NGINX_SOURCE_DIR=$(DEB_BUILD) NGINX_BUILD_DIR=$(DEB_BUILD)/objs \
-	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE)
+	  CARGO_TARGET_DIR=target/debian $(CARGO) build --profile $(PROFILE) --features $(EQUIX)
 	@mkdir -p $(OBJS)/debian
 	install -m 755 target/debian/$(PROFILE)/lib$(MODULE).so $(OBJS)/debian/$(MODULE).so
 	@echo "built: objs/debian/$(MODULE).so for $$(/usr/sbin/nginx -v 2>&1 | sed 's/.*\///')"
@@ -201,7 +206,7 @@ run: build
 # into nginx; t/ tests it there). The Lua scripts' tests run against a real
 # redis-server: it is installed before them.
 unittest: deps-build deps-unit
-	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest
+	$(CARGO) test --profile $(PROFILE) $(PURE_CRATES:%=-p %) --features pow-shield-client/reqwest,pow-shield-client/$(EQUIX)
 
 prove: deps-test build node-native node-dev
 	@if dpkg -s nginx-dev >/dev/null 2>&1 || [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory build-debian; \
@@ -232,6 +237,9 @@ node-dev: deps-node
 # wasm32-unknown-unknown target; elsewhere the committed build of the same
 # source is used (clients/node/README.md).
 NODE_WASM_DIR := clients/node/wasm
+# The Equi-X solver for WebAssembly (clients/node/wasm-equix: Tor's equix
+# crate, LGPL-3.0-only, HashX interpreted) -> clients/node/lib/equix.wasm.
+NODE_WASM_EQUIX_DIR := clients/node/wasm-equix
 node-wasm:
 	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
 	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_DIR))"; \
@@ -240,6 +248,12 @@ node-wasm:
 	  cmp -s $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm || \
 	  cp $(NODE_WASM_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm.wasm clients/node/lib/search.wasm; \
 	else echo "no wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown): the committed clients/node/lib/search.wasm is used"; fi
+	@if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then \
+	  echo "cargo build --release --target wasm32-unknown-unknown ($(NODE_WASM_EQUIX_DIR))"; \
+	  ( cd $(NODE_WASM_EQUIX_DIR) && $(CARGO) build --quiet --release --target wasm32-unknown-unknown ) && \
+	  cmp -s $(NODE_WASM_EQUIX_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm_equix.wasm clients/node/lib/equix.wasm || \
+	  cp $(NODE_WASM_EQUIX_DIR)/target/wasm32-unknown-unknown/release/pow_shield_wasm_equix.wasm clients/node/lib/equix.wasm; \
+	else echo "no wasm32-unknown-unknown target: the committed clients/node/lib/equix.wasm is used"; fi
 
 # The Node client's native search (clients/node/native, its own Cargo
 # workspace: a Node-API addon of the protocol crate's search, SHA-NI where
@@ -282,8 +296,8 @@ lint: deps-lint
 
 check: deps-build
 	$(CARGO) fmt --check
-	$(CARGO) clippy --profile $(PROFILE) --features vendored --all-targets -- -D warnings
-	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets --features pow-shield-client/reqwest -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) --features vendored,$(EQUIX) --all-targets -- -D warnings
+	$(CARGO) clippy --profile $(PROFILE) $(PURE_CRATES:%=-p %) --all-targets --features pow-shield-client/reqwest,pow-shield-client/$(EQUIX) -- -D warnings
 
 bench: build deps-bench
 	bench/run.sh
@@ -293,6 +307,12 @@ bench: build deps-bench
 # and pure-Python solvers, Node (bench/README.md).
 bench-solvers: build deps-python deps-node node-wasm node-native
 	bench/solvers.sh
+
+# Every client's Equi-X solver: solves a second per core and the memory a
+# solve adds (bench/equix_clients.py; docs/equix.md); the server's side is
+# `cargo bench --features vendored,equix --bench equix_cost`.
+bench-equix: build deps-python deps-node node-wasm node-native
+	python3 bench/equix_clients.py
 
 # Cluster mode's CPU per request against stock and the Lua peer
 # (LUA_RESTY_REDIS=<lua-resty-redis checkout>; bench/README.md).

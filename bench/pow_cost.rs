@@ -99,6 +99,7 @@ fn main() {
     let binding = pow::Binding {
         policy: 0x5eed_0000_0000_0001,
         client: pow::client_id(IP.as_bytes()),
+        work: pow::Work::Sha256,
     };
     let ns = measure(iters, rounds, |i| {
         let c = pow::issue_bound_challenge(

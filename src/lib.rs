@@ -47,7 +47,7 @@ mod module {
     use crate::config::location::{
         set_ban, set_block_status, set_breaker_log_level, set_challenge_ttl, set_difficulty,
         set_fail, set_headers, set_key, set_limit, set_log_level, set_log_summary, set_strikes,
-        set_trap,
+        set_trap, set_work,
     };
     use crate::config::redis::set_redis;
     use crate::config::{self, LocConf, MainConf};
@@ -209,7 +209,7 @@ mod module {
         }
     }
 
-    static mut COMMANDS: [ngx_command_t; 23] = [
+    static mut COMMANDS: [ngx_command_t; 24] = [
         loc(
             ngx_string!("pow_shield_limit"),
             NGX_CONF_TAKE123 | NGX_CONF_TAKE4 | NGX_CONF_TAKE5,
@@ -249,6 +249,7 @@ mod module {
             set_challenge_ttl,
             0,
         ),
+        loc(ngx_string!("pow_shield_work"), NGX_CONF_TAKE1, set_work, 0),
         loc(
             ngx_string!("pow_shield_headers"),
             NGX_CONF_TAKE1,

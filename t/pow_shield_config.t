@@ -244,6 +244,12 @@ bad(location => 'pow_shield_challenge_ttl 0;', '0', 'ttl 0');
 good(location => 'pow_shield_challenge_ttl 30s;', 'ttl 30s');
 good(http => 'pow_shield_challenge_ttl 5m;', 'ttl in http');
 
+# pow_shield_work sha256 | equix (the module of make build has Equi-X)
+
+bad(location => 'pow_shield_work argon2;', 'argon2', 'work "argon2"');
+bad(location => 'pow_shield_work sha256 equix;', undef, 'work with 2 values');
+good(location => "pow_shield_work $_;", "work $_") for qw(sha256 equix);
+
 # pow_shield_headers x | ietf | both | off
 
 bad(location => 'pow_shield_headers foo;', 'foo', 'headers "foo"');

@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, MAX_BITS};
+use pow_shield_protocol::{hex_digits_for_bits, read_unverified, wire, Work, MAX_BITS};
 
 use crate::gate::origin;
 use crate::pace::{Pace, Pacer};
-use crate::{solve_bits_until, Nonce, Policy};
+use crate::{solve_work_until, Policy, Proof};
 
 /// Solutions kept per origin: one per request in flight is enough (the
 /// gate lets 4 through over the limit); more would be work nobody sends.
@@ -43,6 +43,8 @@ pub struct NextChallenge {
     pub salt: String,
     /// Leading zero bits required.
     pub bits: u8,
+    /// What pays it (the token's `alg`).
+    pub work: Work,
     /// The token's `exp`, epoch milliseconds, when it has one.
     pub expires_at_ms: Option<u64>,
     /// How long the token is valid from the moment it arrived, `exp - ts`
@@ -72,6 +74,7 @@ pub fn read_next<'h>(header: impl Fn(&str) -> Option<&'h str>) -> Option<NextCha
         token: token.to_owned(),
         salt: info.salt,
         bits,
+        work: info.work,
         expires_at_ms: info.expires_at_ms,
         lifetime: info
             .expires_at_ms
@@ -137,7 +140,7 @@ struct Pending {
     deadline: Option<Instant>,
     /// `None` while solving; then the nonce, or `None` when the solve
     /// failed (too hard, out of time, stopped).
-    result: Mutex<Option<Option<Nonce>>>,
+    result: Mutex<Option<Option<Proof>>>,
     done: Condvar,
     #[cfg(feature = "reqwest")]
     notify: tokio::sync::Notify,
@@ -145,11 +148,11 @@ struct Pending {
 }
 
 impl Pending {
-    fn lock(&self) -> MutexGuard<'_, Option<Option<Nonce>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Option<Proof>>> {
         self.result.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn finish(&self, nonce: Option<Nonce>) {
+    fn finish(&self, nonce: Option<Proof>) {
         *self.lock() = Some(nonce);
         self.done.notify_all();
         #[cfg(feature = "reqwest")]
@@ -161,7 +164,7 @@ impl Pending {
         self.deadline.is_none_or(|d| now < d)
     }
 
-    fn solution(&self, nonce: Option<Nonce>) -> Option<(String, Nonce)> {
+    fn solution(&self, nonce: Option<Proof>) -> Option<(String, Proof)> {
         nonce
             .filter(|_| self.live(Instant::now()))
             .map(|n| (self.token.clone(), n))
@@ -176,15 +179,17 @@ pub struct Job {
     pending: Arc<Pending>,
     salt: String,
     bits: u8,
+    work: Work,
     policy: Policy,
 }
 
 impl Job {
     /// Solves (on the policy's solver threads) and stores the solution.
     pub fn run(self) {
-        let nonce = solve_bits_until(
+        let nonce = solve_work_until(
             &self.salt,
             self.bits,
+            self.work,
             &self.policy.solve,
             &self.pending.stop,
         );
@@ -225,7 +230,7 @@ impl Ticket {
 
     /// Waits (blocking the thread) until solved: the token and nonce to
     /// send, or `None` when the solve failed or the token expired.
-    pub fn wait(self) -> Option<(String, Nonce)> {
+    pub fn wait(self) -> Option<(String, Proof)> {
         let mut result = self.pending.lock();
         loop {
             if let Some(nonce) = *result {
@@ -243,7 +248,7 @@ impl Ticket {
     /// [`Ticket::wait`] without blocking the executor; dropping the future
     /// stops the solve.
     #[cfg(feature = "reqwest")]
-    pub async fn wait_async(self) -> Option<(String, Nonce)> {
+    pub async fn wait_async(self) -> Option<(String, Proof)> {
         loop {
             let done = *self.pending.lock();
             if let Some(nonce) = done {
@@ -340,6 +345,7 @@ impl Ahead {
             pending,
             salt: next.salt,
             bits: next.bits,
+            work: next.work,
             policy,
         }
     }

@@ -16,7 +16,7 @@ use crate::bot::BotSigner;
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
-use crate::{solve_bits, Error, Nonce};
+use crate::{solve_work_until, Error, Nonce, Proof};
 
 mod deadline;
 mod errors;
@@ -492,15 +492,16 @@ impl Client {
                         Ok(o) => o,
                         Err(error) => return Err(refused(error, reply())),
                     };
-                    let nonce = match solve_bits(&c.salt, c.bits, &options) {
-                        Ok(nonce) => nonce,
+                    let never = std::sync::atomic::AtomicBool::new(false);
+                    let proof = match solve_work_until(&c.salt, c.bits, c.work, &options, &never) {
+                        Ok(proof) => proof,
                         Err(error) => return Err(refused(explain(error, cut), reply())),
                     };
                     events(Event::Solved {
-                        nonce,
+                        nonce: proof.nonce,
                         elapsed: start.elapsed(),
                     });
-                    solution = Some((c.token, nonce));
+                    solution = Some((c.token, proof));
                 }
             }
         }
@@ -607,21 +608,24 @@ fn canonical_head(
 /// any `X-PoW-*` the caller gave (which are kept on the first try only).
 fn headers_for(
     given: &[(String, String)],
-    solution: Option<&(String, Nonce)>,
+    solution: Option<&(String, Proof)>,
     first: bool,
 ) -> Vec<(String, String)> {
     let is_pow = |name: &str| {
         name.eq_ignore_ascii_case(wire::HEADER_CHALLENGE)
             || name.eq_ignore_ascii_case(wire::HEADER_NONCE)
+            || name.eq_ignore_ascii_case(wire::HEADER_SOLUTION)
     };
     let mut headers: Vec<(String, String)> = given
         .iter()
         .filter(|(k, _)| first || !is_pow(k))
         .cloned()
         .collect();
-    if let Some((token, nonce)) = solution {
+    if let Some((token, proof)) = solution {
         headers.push((wire::HEADER_CHALLENGE.to_owned(), token.clone()));
-        headers.push((wire::HEADER_NONCE.to_owned(), nonce.to_string()));
+        for (name, value) in proof.headers() {
+            headers.push((name.to_owned(), value));
+        }
     }
     headers
 }
@@ -643,7 +647,7 @@ mod tests {
         ];
         assert_eq!(headers_for(&given, None, true), given.to_vec());
         assert_eq!(headers_for(&given, None, false), vec![h("A", "b")]);
-        let solution = ("new".to_owned(), Nonce(42));
+        let solution = ("new".to_owned(), Proof::from(Nonce(42)));
         assert_eq!(
             headers_for(&given, Some(&solution), false),
             vec![

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use pow_shield_protocol::wire::{self, ChallengeBody};
-use pow_shield_protocol::{hex_digits_for_bits, read_unverified, MAX_BITS};
+use pow_shield_protocol::{hex_digits_for_bits, read_unverified, Work, MAX_BITS};
 
 use crate::{http_date, Error};
 
@@ -20,6 +20,9 @@ pub struct Challenge {
     pub difficulty: u8,
     /// Leading zero bits required: what a solver searches for.
     pub bits: u8,
+    /// What pays it: the token's `alg` (`X-PoW-Algorithm`, the body's
+    /// `algorithm` when the token can't be read).
+    pub work: Work,
     /// `Retry-After`, when the response had one (delay-seconds, or the
     /// time left until its HTTP date).
     pub retry_after: Option<Duration>,
@@ -95,17 +98,29 @@ pub fn read_answer<'h>(
     // four per hex digit of X-PoW-Difficulty.
     let header_bits = header_number(wire::HEADER_BITS)
         .or_else(|| header_number(wire::HEADER_DIFFICULTY).map(|d| d.saturating_mul(4)));
-    let (salt, bits) = match (read_unverified(&token), parsed_body) {
-        (Some(info), _) => (info.salt, info.bits),
+    let named = header(wire::HEADER_ALGORITHM).map(|a| (a.trim(), Work::from_name(a.trim())));
+    let (salt, bits, work) = match (read_unverified(&token), parsed_body) {
+        (Some(info), _) => (info.salt, info.bits, Some(info.work)),
         (None, Some(b)) => {
             let bits = b.required_bits();
-            (b.salt, bits)
+            let work = b.work();
+            (b.salt, bits, work)
         }
         (None, None) => {
             return Answer::Refused(Error::BadChallenge(format!(
                 "HTTP {status}: the {} token has no readable payload",
                 wire::HEADER_CHALLENGE
             )))
+        }
+    };
+    let work = match (work, named) {
+        (Some(work), _) => work,
+        (None, Some((_, Some(work)))) => work,
+        (None, named) => {
+            let name = named.map_or("?", |(name, _)| name);
+            return Answer::Refused(Error::BadChallenge(format!(
+                "HTTP {status}: an unknown proof-of-work algorithm {name:?}"
+            )));
         }
     };
     // The server may require more than the token says (a location's
@@ -122,6 +137,7 @@ pub fn read_answer<'h>(
         salt,
         difficulty: hex_digits_for_bits(bits),
         bits,
+        work,
         retry_after,
     })
 }
@@ -180,6 +196,7 @@ mod tests {
                 salt: c.salt.clone(),
                 difficulty: 3,
                 bits: 12,
+                work: Work::Sha256,
                 retry_after: Some(Duration::from_secs(7)),
             })
         );

@@ -49,10 +49,11 @@ mod solver;
 pub use bot::{BotSigner, SigningKey};
 pub use challenge::{read_answer, Answer, Challenge};
 pub use pow_shield_protocol::wire;
+pub use pow_shield_protocol::Work;
 pub use retry::{Policy, Retrier, Step};
 pub use solver::{
-    engine_name, hash_rate, measure, solve, solve_bits, solve_bits_until, solve_until, Nonce, Rate,
-    SolveOptions, DEFAULT_MAX_SOLVE_TIME,
+    can_solve, engine_name, hash_rate, measure, solve, solve_bits, solve_bits_until, solve_until,
+    solve_work_until, Nonce, Proof, Rate, SolveOptions, DEFAULT_MAX_SOLVE_TIME,
 };
 
 /// Why a request could not be paid through.
@@ -98,6 +99,13 @@ pub enum Error {
     Banned {
         /// The response's status.
         status: u16,
+    },
+    /// The challenge asks for a proof of work this build cannot make
+    /// (Equi-X without the `equix` feature): nothing was searched.
+    #[error("the server asks for {algorithm} proof of work, which this client cannot solve (built without the \"equix\" feature)")]
+    UnsupportedWork {
+        /// The algorithm's name (`equix`).
+        algorithm: String,
     },
     /// A challenge response that could not be read.
     #[error("unreadable challenge: {0}")]

@@ -49,7 +49,7 @@ use crate::challenge::read_answer;
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::wire;
-use crate::{solve_bits_until, BotSigner, Error};
+use crate::{solve_work_until, BotSigner, Error, Proof};
 
 /// The middleware; see the module docs. Its clones share one per-origin
 /// [`Gate`]: a client's concurrent requests (a `join_all` of 50) have at
@@ -210,14 +210,17 @@ async fn read_refusal(response: Response) -> reqwest_middleware::Result<Result<(
 
 /// A copy of the original request for another try, with `solution` (or
 /// without any `X-PoW-*` of the caller's).
-fn retry_request(template: &Request, solution: Option<(&str, u64)>) -> Option<Request> {
+fn retry_request(template: &Request, solution: Option<(&str, &Proof)>) -> Option<Request> {
     let mut req = template.try_clone()?;
     let headers = req.headers_mut();
     headers.remove(wire::HEADER_CHALLENGE);
     headers.remove(wire::HEADER_NONCE);
-    if let Some((token, nonce)) = solution {
+    headers.remove(wire::HEADER_SOLUTION);
+    if let Some((token, proof)) = solution {
         headers.insert(wire::HEADER_CHALLENGE, HeaderValue::from_str(token).ok()?);
-        headers.insert(wire::HEADER_NONCE, HeaderValue::from(nonce));
+        for (name, value) in proof.headers() {
+            headers.insert(name, HeaderValue::from_str(&value).ok()?);
+        }
     }
     Some(req)
 }
@@ -252,9 +255,7 @@ impl Middleware for PowShield {
         };
         let mut ahead = solution.is_some();
         let mut current = match solution {
-            Some((token, nonce)) => {
-                retry_request(&template, Some((&token, nonce.0))).unwrap_or(req)
-            }
+            Some((token, proof)) => retry_request(&template, Some((&token, &proof))).unwrap_or(req),
             None => req,
         };
         let mut first = true;
@@ -309,21 +310,21 @@ impl Middleware for PowShield {
                 Step::Solve(c) => {
                     drop(response);
                     let opts = self.policy.solve.clone();
-                    let (salt, bits) = (c.salt, c.bits);
+                    let (salt, bits, work) = (c.salt, c.bits, c.work);
                     let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
                     let flag = Arc::clone(&stop.0);
                     // The search is CPU-bound: off the async executor.
-                    let nonce = tokio::task::spawn_blocking(move || {
-                        solve_bits_until(&salt, bits, &opts, &flag)
+                    let proof = tokio::task::spawn_blocking(move || {
+                        solve_work_until(&salt, bits, work, &opts, &flag)
                     })
                     .await
                     .map_err(|e| refused(Error::Transport(format!("solver task: {e}"))))?
                     .map_err(refused)?;
                     drop(stop);
-                    Some((c.token, nonce.0))
+                    Some((c.token, proof))
                 }
             };
-            let solution = solution.as_ref().map(|(t, n)| (t.as_str(), *n));
+            let solution = solution.as_ref().map(|(t, p)| (t.as_str(), p));
             current = retry_request(&template, solution).ok_or_else(|| {
                 refused(Error::BadChallenge(
                     "token is not a valid header value".into(),

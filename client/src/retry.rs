@@ -158,6 +158,7 @@ mod tests {
             salt: "ab".repeat(16),
             difficulty,
             bits: 4 * difficulty,
+            work: pow_shield_protocol::Work::Sha256,
             retry_after: retry_after.map(Duration::from_secs),
         })
     }

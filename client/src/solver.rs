@@ -362,3 +362,6 @@ fn worker(prefix: &Search, shared: &Shared) {
 
 #[cfg(test)]
 mod tests;
+mod work;
+
+pub use work::{can_solve, solve_work_until, Proof};

@@ -141,6 +141,21 @@ export function hashRate(options?: { threads?: number; ms?: number }): Promise<n
  */
 export function engineName(): 'native' | 'wasm' | 'js';
 
+/**
+ * Pays an Equi-X challenge (`pow_shield_work equix`): the nonce and the
+ * solution (base64url) for X-PoW-Nonce and X-PoW-Solution. Rejects at once
+ * with an UnsolvableError naming the algorithm where neither the native
+ * addon nor lib/equix.wasm runs.
+ */
+export function solveEquix(
+  salt: string,
+  bits: number,
+  options?: SolveOptions,
+): Promise<{ nonce: string; solution: string }>;
+
+/** How Equi-X runs here (bytes of memory per solving thread), or null where it cannot. */
+export function equixInfo(): { engine: 'native' | 'wasm'; runtime: 'compiled' | 'interpreted'; memory: number } | null;
+
 /** One search's rate on this thread (it blocks it for about `ms`): what bench.js prints. */
 export function searchRate(options?: { engine?: 'native' | 'wasm' | 'js'; ms?: number }): {
   engine: 'native' | 'wasm' | 'js';
@@ -158,6 +173,8 @@ export interface Challenge {
   bits: number;
   /** ceil(bits / 4): leading hex zeros. */
   difficulty: number;
+  /** What pays it: a nonce (sha256), or a nonce and an Equi-X solution (equix). */
+  algorithm: 'sha256' | 'equix';
   retryAfterMs: number | null;
 }
 

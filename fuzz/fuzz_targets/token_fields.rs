@@ -19,7 +19,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use libfuzzer_sys::fuzz_target;
 use pow_shield_protocol::{
-    self as pow, client_id, read_unverified, Binding, Expected, Secret, SecretKeys,
+    self as pow, client_id, read_unverified, Binding, Expected, Secret, SecretKeys, Work,
     FUTURE_SKEW_MS, MAX_BITS, MIN_BITS,
 };
 use sha2::Sha256;
@@ -144,6 +144,7 @@ fuzz_target!(|data: &[u8]| {
         binding: Binding {
             policy: POLICY,
             client: client_id(CLIENT_KEY),
+            work: Work::Sha256,
         },
         max_bits,
     };

@@ -20,6 +20,8 @@ pub struct Binding {
     pub policy: u64,
     /// The client key ([`client_id`]).
     pub client: u64,
+    /// What pays it (the token's `alg`): the location's `pow_shield_work`.
+    pub work: crate::Work,
 }
 
 /// What a verifying location asks of a token.
@@ -104,6 +106,7 @@ mod tests {
             binding: Binding {
                 policy,
                 client: client_id(key),
+                work: crate::Work::Sha256,
             },
             max_bits,
         }
@@ -116,6 +119,7 @@ mod tests {
         let binding = Binding {
             policy,
             client: client_id(key),
+            work: crate::Work::Sha256,
         };
         let strike = match struck {
             true => Strike::Counted {

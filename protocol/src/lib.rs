@@ -7,7 +7,10 @@
 // its intrinsics, and nothing else may.
 #![deny(unsafe_code)]
 
+mod algorithm;
 mod binding;
+#[cfg(feature = "equix")]
+mod equix_work;
 mod keys;
 mod search;
 mod token;
@@ -20,7 +23,13 @@ mod tests;
 #[cfg(test)]
 mod vectors;
 
+pub use algorithm::{
+    decode_solution, encode_solution, proves, Proof, Work, EQUIX_SOLUTION_B64_LEN,
+    EQUIX_SOLUTION_LEN,
+};
 pub use binding::{client_id, policy_id, Binding, Expected};
+#[cfg(feature = "equix")]
+pub use equix_work::{solution_hash, solve_equix, EquixSolver};
 pub use keys::{forget_random, KeyError, RandomError, Secret, SecretKeys, MIN_SECRET_LEN};
 pub use search::{Engine, Search, SOLVER_ENV};
 pub use token::{
@@ -28,7 +37,7 @@ pub use token::{
     issue_challenge_bits_with_salt, issue_challenge_with_salt, read_unverified, sent_ahead,
     Challenge, Strike, TokenInfo, MAX_PAYLOAD_LEN, SALT_LEN,
 };
-pub use verify::{verify_bound, verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
+pub use verify::{verify_bound, verify_paid, verify_solution, Rejection, Solved, FUTURE_SKEW_MS};
 pub use work::{
     is_valid_nonce, leading_zero_bits, meets_bits, meets_difficulty, solve, solve_bits,
     MAX_NONCE_DIGITS,

@@ -9,6 +9,7 @@ use base64::Engine;
 use hmac::Mac;
 use serde::{Deserialize, Serialize};
 
+use super::algorithm::Work;
 use super::binding::Binding;
 use super::keys::{pooled_random, RandomError, Secret, SecretKeys};
 use super::{hex_digits_for_bits, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
@@ -42,6 +43,8 @@ pub struct Challenge {
     pub issued_at_ms: u64,
     /// Expiry (the payload's `exp`), epoch milliseconds.
     pub expires_at_ms: u64,
+    /// What pays it (the payload's `alg`; `X-PoW-Algorithm`).
+    pub work: Work,
 }
 
 /// Issues a stateless challenge for `client_ip` with a fresh random salt,
@@ -199,6 +202,7 @@ fn issue(
     let difficulty = hex_digits_for_bits(bits);
     let salt = hex::encode(salt);
     let expires_at_ms = now_ms.saturating_add(ttl_ms);
+    let work = extra.bound.map(|(b, _)| b.work);
     let payload = Payload {
         ip: Cow::Borrowed(client_ip),
         ts: now_ms,
@@ -216,6 +220,10 @@ fn issue(
             Some((_, Strike::Counted { retry_at_ms })) => Some(retry_at_ms),
             _ => None,
         },
+        // Absent for SHA-256: its tokens stay as they were.
+        alg: work
+            .filter(|w| *w != Work::Sha256)
+            .map(|w| Cow::Borrowed(w.name())),
     };
     let token = sign_payload(&keys.current, &payload.to_json());
     Challenge {
@@ -225,6 +233,7 @@ fn issue(
         bits,
         issued_at_ms: now_ms,
         expires_at_ms,
+        work: work.unwrap_or_default(),
     }
 }
 
@@ -246,6 +255,8 @@ pub struct TokenInfo {
     /// Expiry, epoch milliseconds; `None` for a token from a server that
     /// predates `exp` (it expires `expires_in` seconds after `ts`).
     pub expires_at_ms: Option<u64>,
+    /// What pays it (`alg`; SHA-256 when absent).
+    pub work: Work,
 }
 
 /// Reads a token's payload without verifying its MAC; `None` unless it is
@@ -255,11 +266,13 @@ pub fn read_unverified(token: &str) -> Option<TokenInfo> {
     let mut buf = [0u8; MAX_PAYLOAD_LEN];
     let payload = parts.decode_payload(&mut buf)?;
     let bits = payload.required_bits()?;
+    let work = payload.work()?;
     Some(TokenInfo {
         ip: payload.ip.into_owned(),
         issued_at_ms: payload.ts,
         difficulty: u8::try_from(payload.difficulty).ok()?,
         bits,
+        work,
         salt: payload.salt.into_owned(),
         expires_at_ms: payload.exp,
     })
@@ -333,6 +346,10 @@ pub(crate) struct Payload<'a> {
     /// of servers that predate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ra: Option<u64>,
+    /// What pays it ([`Work::name`]); absent: SHA-256 (every token of a
+    /// SHA-256 location, and of servers that predate it).
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    pub alg: Option<Cow<'a, str>>,
 }
 
 impl Payload<'_> {
@@ -353,6 +370,14 @@ impl Payload<'_> {
         u8::try_from(bits).ok()
     }
 
+    /// What pays this token; `None` for an algorithm this version does
+    /// not know.
+    pub(crate) fn work(&self) -> Option<Work> {
+        self.alg
+            .as_deref()
+            .map_or(Some(Work::Sha256), Work::from_name)
+    }
+
     /// Whether the signed fields have the values docs/protocol.md §6 allows: difficulty
     /// 1..=12, `bits` (if any) 1..=48 with difficulty `⌈bits / 4⌉`, a salt
     /// of at least 16 bytes as hex, and an `exp` (if any) not before `ts`.
@@ -365,6 +390,7 @@ impl Payload<'_> {
         (u64::from(MIN_DIFFICULTY)..=u64::from(MAX_DIFFICULTY)).contains(&self.difficulty)
             && bits_agree
             && self.exp.is_none_or(|exp| exp >= self.ts)
+            && self.work().is_some()
             && salt.len() >= 2 * SALT_LEN
             && salt.len().is_multiple_of(2)
             && salt.iter().all(u8::is_ascii_hexdigit)

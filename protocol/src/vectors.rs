@@ -249,3 +249,32 @@ fn protocol_doc_lists_every_problem_type() {
         .collect();
     assert_eq!(rows, code);
 }
+
+/// The Equi-X vectors (docs/protocol.md §10, "Equi-X"): each hash is
+/// SHA-256 of salt, nonce and solution bytes, and the verifier accepts a
+/// row exactly when the document says so.
+#[cfg(feature = "equix")]
+#[test]
+fn every_equix_vector_hash_is_sha256_and_is_accepted_exactly_when_valid() {
+    let rows = fenced_block("pow-shield-equix-vectors");
+    assert_eq!(rows.len(), 7);
+    for line in rows {
+        let [salt, nonce, bits, solution, hash, valid] = line.split(' ').collect::<Vec<_>>()[..]
+        else {
+            panic!("expected `salt nonce bits solution hash valid`: {line}");
+        };
+        let bytes = decode_solution(solution.as_bytes()).expect(line);
+        let digest = solution_hash(salt.as_bytes(), nonce.as_bytes(), &bytes);
+        assert_eq!(hex::encode(digest), hash, "{line}");
+        let proof = Proof {
+            nonce: Some(nonce.as_bytes()),
+            solution: Some(solution.as_bytes()),
+        };
+        let bits: u8 = bits.parse().expect(line);
+        assert_eq!(
+            proves(Work::Equix, salt.as_bytes(), proof, bits),
+            valid == "yes",
+            "{line}"
+        );
+    }
+}

@@ -3,10 +3,10 @@
 
 use sha2::{Digest, Sha256};
 
+use super::algorithm::{proves, Proof, Work};
 use super::binding::Expected;
 use super::keys::SecretKeys;
 use super::token::{TokenParts, MAX_PAYLOAD_LEN};
-use super::work::{is_valid_nonce, meets_bits};
 
 /// How far in the future a token's `ts` may lie (clock skew between nodes).
 pub const FUTURE_SKEW_MS: u64 = 5_000;
@@ -35,7 +35,10 @@ pub enum Rejection {
     /// Past its `exp` (a token without one: older than the TTL), or issued
     /// more than 5 s in the future.
     Expired,
-    /// The nonce is not 1..=20 digits, or the hash lacks the zero bits.
+    /// The nonce is not 1..=20 digits, or the hash lacks the zero bits;
+    /// with Equi-X, also: no `X-PoW-Solution`, or not an Equi-X solution
+    /// of `salt ‖ nonce`; and a token of another algorithm than the
+    /// location's.
     WrongSolution,
 }
 
@@ -167,7 +170,33 @@ pub fn verify_bound(
     ttl_ms: u64,
     expected: Option<&Expected>,
 ) -> Result<Solved, Rejection> {
-    let (Some(token), Some(nonce)) = (token, nonce) else {
+    let proof = Proof {
+        nonce,
+        solution: None,
+    };
+    verify_paid(
+        keys, token, proof, client_ip, min_bits, now_ms, ttl_ms, expected,
+    )
+}
+
+/// [`verify_bound`] of a proof of either algorithm: `X-PoW-Nonce`, and
+/// for a token whose `alg` is Equi-X `X-PoW-Solution`. The work is the
+/// token's, and must be `expected`'s (the location's): a token of the
+/// other algorithm is a wrong solution. The cheap checks (MAC, fields,
+/// binding, expiry) come first; the work (an Equi-X verification: tens of
+/// microseconds) last, and nothing here writes anywhere.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_paid(
+    keys: &SecretKeys,
+    token: Option<&[u8]>,
+    proof: Proof<'_>,
+    client_ip: &str,
+    min_bits: u8,
+    now_ms: u64,
+    ttl_ms: u64,
+    expected: Option<&Expected>,
+) -> Result<Solved, Rejection> {
+    let (Some(token), Some(_)) = (token, proof.nonce) else {
         return Err(Rejection::Malformed);
     };
     let parts = TokenParts::split(token).ok_or(Rejection::Malformed)?;
@@ -203,7 +232,9 @@ pub fn verify_bound(
         .required_bits()
         .ok_or(Rejection::BadPayload)?
         .max(min_bits);
-    if !is_valid_nonce(nonce) || !meets_bits(payload.salt.as_bytes(), nonce, bits) {
+    let work = payload.work().ok_or(Rejection::BadPayload)?;
+    let location_work = expected.map_or(Work::Sha256, |e| e.binding.work);
+    if work != location_work || !proves(work, payload.salt.as_bytes(), proof, bits) {
         return Err(Rejection::WrongSolution);
     }
     Ok(Solved {

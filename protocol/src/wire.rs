@@ -15,6 +15,12 @@ use serde::{Deserialize, Serialize};
 pub const HEADER_CHALLENGE: &str = "X-PoW-Challenge";
 /// Request header carrying the solution.
 pub const HEADER_NONCE: &str = "X-PoW-Nonce";
+/// Request header carrying an Equi-X solution (16 bytes, unpadded
+/// base64url) beside `X-PoW-Nonce`.
+pub const HEADER_SOLUTION: &str = "X-PoW-Solution";
+/// Response header naming the algorithm of the challenge it comes with
+/// (the 429's and the one sent ahead), when it is not SHA-256.
+pub const HEADER_ALGORITHM: &str = "X-PoW-Algorithm";
 /// Response header carrying the challenge's difficulty in hex digits.
 pub const HEADER_DIFFICULTY: &str = "X-PoW-Difficulty";
 /// Response header carrying the challenge's exact price, leading zero bits.
@@ -40,7 +46,7 @@ pub const SHIELD_BANNED: &str = "banned";
 pub const CHALLENGE_STATUS: u16 = 429;
 /// `error` text of a plain challenge (429).
 pub const CHALLENGE_MESSAGE: &str = "PoW challenge required";
-/// The only `algorithm` there is.
+/// The `algorithm` of a SHA-256 challenge (the default).
 pub const ALGORITHM: &str = "sha256";
 /// Body of the circuit breaker's answer (plain text).
 pub const BLOCKED_BODY: &str = "Blocked by Circuit Breaker";
@@ -257,7 +263,7 @@ pub struct ChallengeBody {
     pub bits: Option<u8>,
     /// The salt the nonce is appended to (hex text, hashed as text).
     pub salt: String,
-    /// Always [`ALGORITHM`].
+    /// [`ALGORITHM`], or `equix` ([`crate::Work::name`]).
     pub algorithm: String,
     /// Seconds the challenge stays valid.
     pub expires_in: u64,
@@ -308,6 +314,20 @@ impl ChallengeBody {
         self.bits = Some(bits);
         self.instructions = instructions_bits(bits, self.difficulty);
         self
+    }
+
+    /// The same body for another algorithm: its name and instructions.
+    pub fn with_work(mut self, work: crate::Work) -> ChallengeBody {
+        if work == crate::Work::Equix {
+            self.algorithm = work.name().to_owned();
+            self.instructions = instructions_equix(self.required_bits());
+        }
+        self
+    }
+
+    /// The algorithm it names; `None` for one this version does not know.
+    pub fn work(&self) -> Option<crate::Work> {
+        crate::Work::from_name(&self.algorithm)
     }
 
     /// The leading zero bits this challenge asks for: `bits`, else
@@ -369,9 +389,32 @@ pub fn instructions_bits(bits: u8, difficulty: u8) -> String {
     )
 }
 
+/// The `instructions` text of an Equi-X challenge.
+pub fn instructions_equix(bits: u8) -> String {
+    format!(
+        "Find a decimal nonce and an Equi-X solution for the challenge string salt followed by \
+         nonce such that the SHA-256 of salt, nonce and the 16 solution bytes starts with {bits} \
+         zero bits, then repeat the request with the headers X-PoW-Challenge: <challenge>, \
+         X-PoW-Nonce: <nonce> and X-PoW-Solution: <solution, base64url>. Each solution admits \
+         one request."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_equix_body_names_its_algorithm_and_how_to_pay() {
+        let body = ChallengeBody::new(None, "t.m", "ab", 1, 60)
+            .with_bits(4)
+            .with_work(crate::Work::Equix);
+        assert!(body.to_json().contains(r#""algorithm":"equix""#));
+        assert!(body.instructions.contains("X-PoW-Solution"));
+        assert_eq!(body.work(), Some(crate::Work::Equix));
+        let sha = ChallengeBody::new(None, "t.m", "ab", 1, 60).with_work(crate::Work::Sha256);
+        assert_eq!(sha, ChallengeBody::new(None, "t.m", "ab", 1, 60));
+    }
 
     use crate::Rejection;
 

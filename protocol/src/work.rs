@@ -79,7 +79,7 @@ fn search(salt: &str, bits: u32) -> u64 {
 }
 
 /// Writes `n` in decimal at the end of `buf` and returns those digits.
-fn write_decimal(mut n: u64, buf: &mut [u8; MAX_NONCE_DIGITS]) -> &[u8] {
+pub(crate) fn write_decimal(mut n: u64, buf: &mut [u8; MAX_NONCE_DIGITS]) -> &[u8] {
     let mut start = buf.len();
     for slot in buf.iter_mut().rev() {
         *slot = b'0' + (n % 10) as u8;

@@ -201,6 +201,10 @@ setter!(set_headers, LocConf, |d, lcf| {
     set_once(&mut lcf.settings.headers, args::headers(d.value())?)
 });
 
+setter!(set_work, LocConf, |d, lcf| {
+    set_once(&mut lcf.settings.work, args::work(d.value())?)
+});
+
 setter!(set_log_level, LocConf, |d, lcf| {
     set_once(&mut lcf.settings.log_level, args::log_level(d.value())?)
 });

@@ -159,6 +159,8 @@ pub struct Policy {
     /// The price policy its challenges are bound to
     /// (`pow_shield_core::decision::price_policy`).
     pub price_id: u64,
+    /// `pow_shield_work`: what pays its challenges.
+    pub work: pow_shield_core::protocol::Work,
 }
 
 impl Policy {
@@ -199,7 +201,8 @@ impl Policy {
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
             limit_metrics: [None; MAX_LIMITS],
-            price_id: price_policy(&r.limits, r.approx, r.difficulty),
+            price_id: price_policy(&r.limits, r.approx, r.difficulty, r.work),
+            work: r.work,
         }
     }
 }

@@ -62,6 +62,7 @@ pub(super) fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
     protocol::Binding {
         policy: policy.price_id,
         client: protocol::client_id(key),
+        work: policy.work,
     }
 }
 
@@ -88,6 +89,14 @@ pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Optio
     };
     let (bits, difficulty) = (challenge.bits.to_string(), challenge.difficulty.to_string());
     let raw: *mut ngx_http_request_t = (&mut *r).into();
+    // Only Equi-X says so: a SHA-256 challenge is as it always was.
+    let algorithm = (challenge.work != protocol::Work::Sha256).then(|| {
+        (
+            wire::HEADER_ALGORITHM,
+            "x-pow-algorithm",
+            challenge.work.name(),
+        )
+    });
     for (name, lowcase, value) in [
         (
             wire::HEADER_NEXT_CHALLENGE,
@@ -100,7 +109,10 @@ pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Optio
             "x-pow-next-difficulty",
             difficulty.as_str(),
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(algorithm)
+    {
         // SAFETY: the request's pool lives as long as the request; the
         // copy is `value.len()` bytes.
         let value = unsafe { nginx_sys::ngx_str_t::from_bytes((*raw).pool, value.as_bytes()) }?;

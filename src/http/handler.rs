@@ -160,8 +160,8 @@ fn payment(
     if policy.limits.is_empty() || subject.key.is_empty() {
         return (Payment::Unpaid, None);
     }
-    let (token, nonce) = pow_headers(r);
-    if token.is_none() && nonce.is_none() {
+    let (token, proof) = pow_headers(r);
+    if token.is_none() && proof.nonce.is_none() {
         return (Payment::Unpaid, None);
     }
     let Some(keys) = mcf.keys.as_ref() else {
@@ -171,10 +171,12 @@ fn payment(
         binding: binding(policy, key),
         max_bits: policy.difficulty.max,
     };
-    let verified = protocol::verify_bound(
+    // The cheap checks first; an Equi-X solution is verified last, and
+    // before anything is written (docs/equix.md, "Verification cost").
+    let verified = protocol::verify_paid(
         keys,
         token,
-        nonce,
+        proof,
         &client_addr(r),
         policy.difficulty.base,
         now_ms(),

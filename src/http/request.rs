@@ -14,23 +14,27 @@ use ngx::http::Request;
 use super::state::RequestState;
 use crate::config::Policy;
 use crate::ffi::bytes;
+use crate::protocol::Proof;
 use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
 use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::store::{LimitKeys, CLIENT_KEYS};
 
-/// The first `X-PoW-Challenge` and `X-PoW-Nonce` request headers, in one
-/// pass (every request of a shielded location looks for them).
-pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Option<&[u8]>) {
-    let (mut token, mut nonce) = (None, None);
+/// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
+/// request headers, in one pass (every request of a shielded location
+/// looks for them): the token and the proof.
+pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
+    let (mut token, mut proof) = (None, Proof::default());
     for (key, value) in r.headers_in_iterator() {
         let key = key.as_bytes();
         if token.is_none() && key.eq_ignore_ascii_case(b"x-pow-challenge") {
             token = Some(value.as_bytes());
-        } else if nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
-            nonce = Some(value.as_bytes());
+        } else if proof.nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
+            proof.nonce = Some(value.as_bytes());
+        } else if proof.solution.is_none() && key.eq_ignore_ascii_case(b"x-pow-solution") {
+            proof.solution = Some(value.as_bytes());
         }
     }
-    (token, nonce)
+    (token, proof)
 }
 
 /// `$remote_addr` (after realip): what challenges are bound to.

@@ -8,7 +8,7 @@ use ngx::http::Request;
 use super::state::RequestState;
 use crate::config::Policy;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
-use crate::protocol::Challenge;
+use crate::protocol::{Challenge, Work};
 use pow_shield_bots::accept;
 use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
@@ -42,7 +42,8 @@ pub fn send_challenge(
         policy.challenge_ttl_ms / 1000,
     )
     .with_bits(challenge.bits)
-    .with_strike_threshold(policy.breaker.strikes.map(|s| s.threshold));
+    .with_strike_threshold(policy.breaker.strikes.map(|s| s.threshold))
+    .with_work(challenge.work);
     let difficulty = challenge.difficulty.to_string();
     let bits = challenge.bits.to_string();
     let mut headers = vec![
@@ -50,6 +51,10 @@ pub fn send_challenge(
         (wire::HEADER_DIFFICULTY, difficulty.as_str()),
         (wire::HEADER_BITS, bits.as_str()),
     ];
+    // Only Equi-X says so: a SHA-256 challenge is as it always was.
+    if challenge.work != Work::Sha256 {
+        headers.push((wire::HEADER_ALGORITHM, challenge.work.name()));
+    }
     let retry_after = retry_after_ms.map(|ms| retry_after_secs(ms).to_string());
     if let Some(secs) = retry_after.as_deref() {
         headers.push(("Retry-After", secs));

@@ -103,7 +103,11 @@ fn a_next_challenge_is_solved_and_taken_once_for_its_origin() {
         .unwrap();
     assert_eq!(sent, t);
     let salt = "02".repeat(16);
-    assert!(meets_bits(salt.as_bytes(), nonce.to_string().as_bytes(), 8));
+    assert!(meets_bits(
+        salt.as_bytes(),
+        nonce.nonce.to_string().as_bytes(),
+        8
+    ));
     assert!(ahead.take(URL).is_none(), "used once");
 }
 

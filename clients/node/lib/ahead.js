@@ -17,7 +17,7 @@
 // only saves that wasted solve and the round trip it would cost.
 const { readNextChallenge } = require('./challenge');
 const { originOf } = require('./gate');
-const { solveBits } = require('./solver');
+const { solveChallenge } = require('./solver');
 
 /** Where a solution may be sent again: origin, path directory, credentials. */
 function scopeOf(url, headers) {
@@ -94,7 +94,7 @@ class Ahead {
     const digits = next.difficulty;
     if (solveOptions.maxDifficulty != null && digits > solveOptions.maxDifficulty) return false;
     // A solve that fails (timeout, too hard) only means no solution ahead.
-    entry.nonce = solveBits(next.salt, next.bits, solveOptions).catch(() => null);
+    entry.proof = solveChallenge(next, solveOptions).catch(() => null);
     if (!this.origins.has(scope)) this.origins.set(scope, []);
     const list = this.origins.get(scope);
     list.push(entry);
@@ -104,7 +104,8 @@ class Ahead {
   }
 
   /**
-   * The next solution for a scope, { token, nonce }, or null for none:
+   * The next solution for a scope, { token, nonce } (and an Equi-X
+   * challenge's `solution`), or null for none:
    * waits for one still being solved (cheaper than a round trip). Each is
    * given out once; expired ones are dropped.
    */
@@ -113,8 +114,8 @@ class Ahead {
     while (list && list.length) {
       const entry = list.shift();
       if (expired(entry)) continue;
-      const nonce = await untilAborted(entry.nonce, signal);
-      if (nonce !== null && !expired(entry)) return { token: entry.token, nonce };
+      const proof = await untilAborted(entry.proof, signal);
+      if (proof !== null && !expired(entry)) return { token: entry.token, ...proof };
     }
     return null;
   }

@@ -17,13 +17,13 @@
 // instance's validateStatus decides, as without pow-shield, whether the
 // final answer resolves or rejects with axios's error.
 const { Payer } = require('./pay');
-const { CHALLENGE_STATUSES, HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
+const { CHALLENGE_STATUSES, HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION } = require('./challenge');
 const { SIGNATURE_HEADERS } = require('./bots');
 
 /** Marks the paying adapter: an adapter already paying is not wrapped again. */
 const PAYING = Symbol('pow-shield paying adapter');
 /** The headers of a solution: never sent on to a redirect's target. */
-const POW_HEADERS = new Set([HEADER_CHALLENGE.toLowerCase(), HEADER_NONCE.toLowerCase()]);
+const POW_HEADERS = new Set([HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION].map((h) => h.toLowerCase()));
 /** The headers of a signature: made afresh for each send and each redirect hop. */
 const SIGNED_HEADERS = new Set(SIGNATURE_HEADERS.map((h) => h.toLowerCase()));
 /** Statuses whose body the client may read: a challenge only in the body, the shield's refusal of a solution. */
@@ -126,6 +126,7 @@ function sendOnce(sender, config, spec, url) {
     if (solution) {
       headers[HEADER_CHALLENGE] = solution.token;
       headers[HEADER_NONCE] = solution.nonce;
+      if (solution.solution) headers[HEADER_SOLUTION] = solution.solution;
     }
     if (solution || Object.keys(headers).some((k) => SIGNED_HEADERS.has(k.toLowerCase()))) {
       // The solution buys this URL one request, and a signature is good

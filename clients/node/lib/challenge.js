@@ -8,6 +8,10 @@ const { MAX_BITS } = require('./solver');
 
 const HEADER_CHALLENGE = 'X-PoW-Challenge';
 const HEADER_NONCE = 'X-PoW-Nonce';
+/** An Equi-X solution, beside the nonce (`pow_shield_work equix`). */
+const HEADER_SOLUTION = 'X-PoW-Solution';
+/** The proofs of work this client knows: the token's `alg` (absent: SHA-256). */
+const ALGORITHMS = new Set(['sha256', 'equix']);
 const HEADER_DIFFICULTY = 'X-PoW-Difficulty';
 const HEADER_BITS = 'X-PoW-Bits';
 const HEADER_SHIELD = 'X-PoW-Shield';
@@ -116,7 +120,9 @@ function readNextChallenge(response) {
   if (bits === null) return null;
   const exp = Number.isSafeInteger(payload.exp) ? payload.exp : null;
   const ts = Number.isSafeInteger(payload.ts) ? payload.ts : null;
-  return { token, salt: payload.salt, bits, difficulty: Math.ceil(bits / 4), exp, ts };
+  const algorithm = payload.alg ?? 'sha256';
+  if (!ALGORITHMS.has(algorithm)) return null;
+  return { token, salt: payload.salt, bits, difficulty: Math.ceil(bits / 4), exp, ts, algorithm };
 }
 
 /** The `type` of the shield's own problems starts so (docs/protocol.md §7). */
@@ -176,12 +182,18 @@ async function readChallenge(response) {
   if (bits === null) {
     throw new BadChallengeError(`HTTP ${status}: a difficulty outside the protocol (1..${MAX_BITS} bits)`, response);
   }
+  // The token's `alg` (what the server verifies), else the body's `algorithm`.
+  const algorithm = (readPayload(token) || {}).alg ?? (body && body.algorithm) ?? 'sha256';
+  if (!ALGORITHMS.has(algorithm)) {
+    throw new BadChallengeError(`HTTP ${status}: an unknown proof-of-work algorithm ${JSON.stringify(algorithm)}`, response);
+  }
   return {
     status,
     token,
     salt,
     bits,
     difficulty: Math.ceil(bits / 4),
+    algorithm,
     retryAfterMs: retryAfterMs(headers),
   };
 }
@@ -189,6 +201,7 @@ async function readChallenge(response) {
 module.exports = {
   HEADER_CHALLENGE,
   HEADER_NONCE,
+  HEADER_SOLUTION,
   HEADER_DIFFICULTY,
   HEADER_BITS,
   HEADER_SHIELD,

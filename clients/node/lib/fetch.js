@@ -1,7 +1,7 @@
 'use strict';
 // `withPowShield(fetch)`: a fetch that pays pow-shield's challenges and sends
 // the request again; `powFetch` is it around the global fetch.
-const { HEADER_CHALLENGE, HEADER_NONCE } = require('./challenge');
+const { HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION } = require('./challenge');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
 const { Ahead } = require('./ahead');
 const { DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, Payer } = require('./pay');
@@ -53,6 +53,7 @@ async function sendPaid(fetchImpl, input, init, headers, base, observe, sign) {
   const next = new Headers(headers);
   next.delete(HEADER_CHALLENGE);
   next.delete(HEADER_NONCE);
+  next.delete(HEADER_SOLUTION);
   for (let hops = 0; REDIRECTS.has(response.status) && response.headers.get('location'); hops += 1) {
     if (hops >= MAX_REDIRECTS) throw new TypeError(`more than ${MAX_REDIRECTS} redirects`);
     observe(url, response);
@@ -105,6 +106,7 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
         if (solution) {
           headers.set(HEADER_CHALLENGE, solution.token);
           headers.set(HEADER_NONCE, solution.nonce);
+          if (solution.solution) headers.set(HEADER_SOLUTION, solution.solution);
         }
         const sent = await sendPaid(fetchImpl, input, init, headers, base, observe, sign);
         return { response: sent.response, answer: sent.response, url: sent.url };

@@ -7,7 +7,10 @@ const {
   SolveTimeoutError, BadChallengeError, RetriesExhaustedError,
 } = require('./errors');
 const { readChallenge } = require('./challenge');
-const { solve, hashRate, searchRate, engineName, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY } = require('./solver');
+const {
+  solve, solveEquix, hashRate, searchRate, engineName, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
+} = require('./solver');
+const { equixInfo } = require('./equix');
 const { powFetch, withPowShield, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS } = require('./fetch');
 const { withPowShieldAxios } = require('./axios');
 const { isSolution } = require('./work');
@@ -15,8 +18,8 @@ const { BotSigner, asksWebBotAuth } = require('./bots');
 
 // Shorthand names only: Node's ES module loader reads them from this line.
 module.exports = {
-  powFetch, withPowShield, withPowShieldAxios, solve, hashRate, searchRate, engineName, isSolution, readChallenge,
-  BotSigner, asksWebBotAuth,
+  powFetch, withPowShield, withPowShieldAxios, solve, solveEquix, equixInfo, hashRate, searchRate, engineName,
+  isSolution, readChallenge, BotSigner, asksWebBotAuth,
   DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
   PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
   SolveTimeoutError, BadChallengeError, RetriesExhaustedError,

@@ -11,7 +11,7 @@
 // is made, and whether the body can be sent again.
 const { readChallenge, checkBlocked, isRefusal, retryAfterMs } = require('./challenge');
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
-const { DEFAULT_MAX_SOLVE_TIME_MS, solveBits } = require('./solver');
+const { DEFAULT_MAX_SOLVE_TIME_MS, solveChallenge } = require('./solver');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
 const { Ahead, scopeOf } = require('./ahead');
 const { Pacer, sleep } = require('./pace');
@@ -161,8 +161,8 @@ class Payer {
       } else {
         const c = move.pay;
         try {
-          const nonce = await solveBits(c.salt, c.bits, { ...this.solveOptions, signal, response: answer });
-          solution = { token: c.token, nonce };
+          const proof = await solveChallenge(c, { ...this.solveOptions, signal, response: answer });
+          solution = { token: c.token, ...proof };
         } finally {
           transport.discard(sent);
         }

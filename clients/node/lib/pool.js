@@ -9,10 +9,13 @@ const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 
 const { engineName, wasmModule } = require('./wasm');
+const { EQUIX, equixModule } = require('./equix');
 
 /** Nonces per chunk: about 10 ms of the WebAssembly search (2 of the native one), 50 of node:crypto's. */
 const WASM_CHUNK = 1 << 16;
 const JS_CHUNK = 1 << 14;
+/** Equi-X nonces per chunk: each is milliseconds of work (tens in WebAssembly). */
+const EQUIX_CHUNK = 1;
 
 class Pool {
   constructor() {
@@ -23,7 +26,7 @@ class Pool {
 
   grow(n) {
     while (this.workers.length < n) {
-      const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { module: wasmModule() } });
+      const w = new Worker(path.join(__dirname, 'worker.js'), { workerData: { module: wasmModule(), equix: equixModule() } });
       w.on('message', (m) => this.reported(m));
       w.on('error', (e) => this.failed(w, e));
       if (this.jobs.size === 0) w.unref();
@@ -33,21 +36,23 @@ class Pool {
 
   /**
    * Starts a search on `threads` workers: { promise, stop }. The promise
-   * resolves to the nonce's digits (null when stopped before one was found).
+   * resolves to the nonce's digits (null when stopped before one was found);
+   * for `work` 'equix', to `nonce:solution`.
    */
-  run(salt, bits, threads) {
+  run(salt, bits, threads, work = 'sha256') {
     const n = Math.max(1, Math.floor(threads) || 1);
     this.grow(n);
     const job = this.nextJob++;
     const control = new SharedArrayBuffer(8);
     const ctl = new Int32Array(control);
-    const chunk = engineName() === 'js' ? JS_CHUNK : WASM_CHUNK;
+    let chunk = engineName() === 'js' ? JS_CHUNK : WASM_CHUNK;
+    if (work === EQUIX) chunk = EQUIX_CHUNK;
     let settle;
     const promise = new Promise((resolve, reject) => { settle = { resolve, reject }; });
     const workers = this.workers.slice(0, n);
     if (this.jobs.size === 0) for (const w of this.workers) w.ref();
     this.jobs.set(job, { ...settle, ctl, workers, left: n });
-    for (const w of workers) w.postMessage({ job, salt, bits, chunk, control });
+    for (const w of workers) w.postMessage({ job, salt, bits, chunk, control, work });
     return { promise, stop: () => this.finish(job, null, null) };
   }
 

@@ -9,6 +9,7 @@ const os = require('node:os');
 const { pool } = require('./pool');
 const { RangeSearch, engineName, wasmModule } = require('./wasm');
 const { nativeAddon } = require('./native');
+const { EQUIX, equixEngine } = require('./equix');
 const { SolveTimeoutError, TooDifficultError, UnsolvableError } = require('./errors');
 
 /** Give up on one challenge after this long (the CLI's --max-solve-time, Python's max_solve_time). */
@@ -38,27 +39,9 @@ function abortReason(signal) {
  * Resolves to the nonce's digits.
  */
 function solveBits(salt, bits, options = {}) {
-  const {
-    threads = cores(),
-    maxSolveTimeMs = DEFAULT_MAX_SOLVE_TIME_MS,
-    maxDifficulty,
-    signal,
-    response,
-  } = options;
-  if (typeof salt !== 'string' || salt.length === 0) {
-    return Promise.reject(new UnsolvableError('a challenge needs a salt', response));
-  }
-  if (!Number.isInteger(bits) || bits < 1 || bits > MAX_BITS) {
-    return Promise.reject(new UnsolvableError(
-      `${bits} leading zero bits is outside the protocol's 1..${MAX_BITS}`, response));
-  }
-  const digits = Math.ceil(bits / 4);
-  if (maxDifficulty != null && digits > maxDifficulty) {
-    return Promise.reject(new TooDifficultError(
-      `challenge difficulty ${digits} is above the limit of ${maxDifficulty} (maxDifficulty)`,
-      response, { difficulty: digits, maxDifficulty }));
-  }
-  if (signal && signal.aborted) return Promise.reject(abortReason(signal));
+  const { threads = cores(), response } = options;
+  const refused = refusal(salt, bits, options);
+  if (refused) return Promise.reject(refused);
   if (bits <= INLINE_BITS) {
     // At most a few thousand hashes: done before a worker could be asked.
     const nonce = new RangeSearch(salt, bits).run(0, 64 * 2 ** bits);
@@ -66,13 +49,37 @@ function solveBits(salt, bits, options = {}) {
       ? Promise.reject(new UnsolvableError(`no nonce found for ${bits} bits`, response))
       : Promise.resolve(nonce);
   }
-  const { promise, stop } = pool().run(salt, bits, threads);
+  return settled(pool().run(salt, bits, threads), bits, options);
+}
+
+/** Why a solve is refused before any work (an error), or null. */
+function refusal(salt, bits, { maxDifficulty, signal, response } = {}) {
+  if (typeof salt !== 'string' || salt.length === 0) {
+    return new UnsolvableError('a challenge needs a salt', response);
+  }
+  if (!Number.isInteger(bits) || bits < 1 || bits > MAX_BITS) {
+    return new UnsolvableError(`${bits} leading zero bits is outside the protocol's 1..${MAX_BITS}`, response);
+  }
+  const digits = Math.ceil(bits / 4);
+  if (maxDifficulty != null && digits > maxDifficulty) {
+    return new TooDifficultError(
+      `challenge difficulty ${digits} is above the limit of ${maxDifficulty} (maxDifficulty)`,
+      response, { difficulty: digits, maxDifficulty });
+  }
+  if (signal && signal.aborted) return abortReason(signal);
+  return null;
+}
+
+/** A pool job's result within the options' time and signal. */
+function settled({ promise, stop }, bits, options) {
+  const { maxSolveTimeMs = DEFAULT_MAX_SOLVE_TIME_MS, signal, response } = options;
+  const digits = Math.ceil(bits / 4);
   return new Promise((resolve, reject) => {
     let timer;
-    let settled = false;
+    let done = false;
     const finish = (err, nonce) => {
-      if (settled) return;
-      settled = true;
+      if (done) return;
+      done = true;
       clearTimeout(timer);
       if (signal) signal.removeEventListener('abort', onAbort);
       stop();
@@ -90,6 +97,37 @@ function solveBits(salt, bits, options = {}) {
       (nonce) => finish(nonce === null ? new UnsolvableError(`no nonce found for ${bits} bits`, response) : null, nonce),
       (err) => finish(err));
   });
+}
+
+/**
+ * Pays an Equi-X challenge (docs/protocol.md §5): resolves to { nonce,
+ * solution } (digits; the solution base64url, for X-PoW-Solution). Same
+ * options as solveBits. Without an Equi-X solver (neither the native addon
+ * nor lib/equix.wasm runs) it rejects at once with an UnsolvableError
+ * naming the algorithm.
+ */
+function solveEquix(salt, bits, options = {}) {
+  const { threads = cores(), response } = options;
+  if (!equixEngine()) {
+    return Promise.reject(new UnsolvableError(
+      `the server asks for ${EQUIX} proof of work, which needs the native addon or lib/equix.wasm; neither runs here`,
+      response));
+  }
+  const refused = refusal(salt, bits, options);
+  if (refused) return Promise.reject(refused);
+  return settled(pool().run(salt, bits, threads, EQUIX), bits, options).then((text) => {
+    const [nonce, solution] = text.split(':');
+    return { nonce, solution };
+  });
+}
+
+/**
+ * Pays a challenge as readChallenge gives it ({ salt, bits, algorithm }):
+ * { nonce } for SHA-256, { nonce, solution } for Equi-X.
+ */
+async function solveChallenge(c, options = {}) {
+  if (c.algorithm === EQUIX) return solveEquix(c.salt, c.bits, options);
+  return { nonce: await solveBits(c.salt, c.bits, options) };
 }
 
 /**
@@ -157,5 +195,7 @@ module.exports = {
   searchRate,
   solve,
   solveBits,
+  solveChallenge,
+  solveEquix,
   hashRate,
 };

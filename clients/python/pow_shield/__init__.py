@@ -39,6 +39,7 @@ from ._errors import (
     Unsolvable,
 )
 from ._policy import DEFAULT_MAX_RETRIES, Policy
+from ._equix import equix_available, equix_info, solve_equix
 from ._solver import DEFAULT_MAX_SOLVE_TIME, hash_rate, is_solution, solve, solver_info
 
 __version__ = "0.1.0"
@@ -64,10 +65,13 @@ __all__ = [
     "TooDifficult",
     "Unsolvable",
     "check_blocked",
+    "equix_available",
+    "equix_info",
     "hash_rate",
     "is_solution",
     "retry_after",
     "solve",
+    "solve_equix",
     "solver_info",
 ]
 

@@ -17,6 +17,13 @@ CHALLENGE_STATUSES = frozenset({409, 410, 422, 429})
 
 HEADER_CHALLENGE = "X-PoW-Challenge"
 HEADER_NONCE = "X-PoW-Nonce"
+#: An Equi-X solution, beside the nonce (``pow_shield_work equix``).
+HEADER_SOLUTION = "X-PoW-Solution"
+#: The algorithm of the challenge a response carries, when not SHA-256.
+HEADER_ALGORITHM = "X-PoW-Algorithm"
+#: The proofs of work this client knows: SHA-256, and Equi-X (which needs
+#: the native module: ``pow_shield._equix``).
+ALGORITHMS = ("sha256", "equix")
 HEADER_DIFFICULTY = "X-PoW-Difficulty"
 HEADER_BITS = "X-PoW-Bits"
 HEADER_SHIELD = "X-PoW-Shield"
@@ -131,6 +138,9 @@ class Challenge:
     #: the payload's ``ts`` and ``exp`` (epoch milliseconds), when integers
     ts: Optional[int] = None
     exp: Optional[int] = None
+    #: what pays it: ``sha256`` (a nonce), or ``equix`` (a nonce and an
+    #: Equi-X solution; the token's ``alg``)
+    algorithm: str = "sha256"
 
     def __post_init__(self) -> None:
         if self.bits < 0:
@@ -158,6 +168,7 @@ class Challenge:
             salt = payload["salt"]
             difficulty = payload["difficulty"]
             bits = payload.get("bits")
+            algorithm = payload.get("alg", "sha256")
             times = {k: _whole(payload.get(k)) for k in ("ts", "exp")}
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error) as exc:
             raise BadChallenge(f"unreadable challenge token: {exc}") from None
@@ -167,8 +178,12 @@ class Challenge:
             bits = 4 * difficulty
         if isinstance(bits, bool) or not isinstance(bits, int) or bits < 0:
             raise BadChallenge("challenge token payload has bits that are not a whole number")
+        if algorithm not in ALGORITHMS:
+            raise Unsolvable(f"unsupported proof-of-work algorithm {algorithm!r}")
         bits = max(bits, fields.pop("header_bits", None) or 0)
-        return cls(token=token, salt=salt, difficulty=difficulty, bits=bits, **times, **fields)
+        return cls(
+            token=token, salt=salt, difficulty=difficulty, bits=bits, algorithm=algorithm, **times, **fields
+        )
 
     @classmethod
     def from_response(
@@ -185,8 +200,8 @@ class Challenge:
         which is what the server verifies, so the body is optional.  Raises
         ``BadChallenge`` (an ``Unsolvable``) for a challenge that cannot be
         read or sent back (see ``from_token``; also a body nested too deep
-        to read), and ``Unsolvable`` for another algorithm than SHA-256;
-        both before any work.
+        to read), and ``Unsolvable`` for an algorithm it does not know
+        (SHA-256 and Equi-X are known); both before any work.
         """
         if status not in CHALLENGE_STATUSES:
             return None
@@ -211,7 +226,7 @@ class Challenge:
         if not token or not isinstance(token, str):
             return None
         algorithm = doc.get("algorithm", "sha256")
-        if algorithm != "sha256":
+        if algorithm not in ALGORITHMS:
             raise Unsolvable(f"unsupported proof-of-work algorithm {algorithm!r}", response)
         expires = doc.get("expires_in")
         # The server may ask more than the token (a location's minimum).
@@ -249,8 +264,14 @@ class Challenge:
         return cls.from_token(token, header_bits=int(bits) if bits else None, status=status)
 
     def headers(self, nonce: str) -> dict:
-        """The two request headers that present ``nonce`` as the solution."""
-        return {HEADER_CHALLENGE: self.token, HEADER_NONCE: nonce}
+        """The request headers that present ``nonce`` as the solution: for
+        an Equi-X proof (``nonce:solution``, what ``Policy.solve`` returns
+        for one), the nonce and ``X-PoW-Solution``."""
+        nonce, _, solution = nonce.partition(":")
+        headers = {HEADER_CHALLENGE: self.token, HEADER_NONCE: nonce}
+        if solution:
+            headers[HEADER_SOLUTION] = solution
+        return headers
 
 
 def is_refusal(status: int, body: Optional[bytes]) -> bool:

@@ -9,7 +9,7 @@ from typing import AsyncGenerator, Generator, Optional, Tuple, Union
 import httpx
 
 from ._ahead import Ahead
-from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, MAX_CHALLENGE_BODY
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION, MAX_CHALLENGE_BODY
 from ._gate import DEFAULT_IN_FLIGHT, Pass
 from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
@@ -42,7 +42,7 @@ async def _read_capped(response: httpx.Response) -> Tuple[bytes, bool]:
 
 
 def _drop_solution(request: httpx.Request) -> None:
-    for name in (HEADER_CHALLENGE, HEADER_NONCE):
+    for name in (HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION):
         request.headers.pop(name, None)
 
 

@@ -46,7 +46,8 @@ from ._challenge import (
     is_refusal,
     retry_after,
 )
-from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout, TooDifficult
+from ._equix import EQUIX, proof_text, solve_equix
+from ._errors import Cancelled, PowShieldError, RetriesExhausted, SolveTimeout, TooDifficult, Unsolvable
 from ._gate import DEFAULT_IN_FLIGHT, Gate, Pass, Sleep, reset_in
 from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_time, solve
 
@@ -365,8 +366,16 @@ class Policy:
         self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None
     ) -> str:
         """Solves within the limits; ``SolveTimeout`` carries ``response``;
-        setting ``stop`` ends the search (``Cancelled``)."""
+        setting ``stop`` ends the search (``Cancelled``). The proof for
+        ``challenge.headers``: the nonce, or for Equi-X ``nonce:solution``
+        (``Unsolvable`` without the native module)."""
         try:
+            if challenge.algorithm == EQUIX:
+                check_difficulty(-(-challenge.bits // 4), self.max_difficulty)
+                nonce, solution = solve_equix(
+                    challenge.salt, challenge.bits, max_solve_time=self.max_solve_time, stop=stop
+                )
+                return proof_text(nonce, solution)
             return solve(
                 challenge.salt,
                 challenge.difficulty,
@@ -376,7 +385,7 @@ class Policy:
                 processes=self.processes,
                 stop=stop,
             )
-        except (SolveTimeout, Cancelled) as exc:
+        except (SolveTimeout, Cancelled, Unsolvable) as exc:
             exc.response = response
             raise
 

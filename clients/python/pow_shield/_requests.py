@@ -22,7 +22,7 @@ import requests.adapters
 from requests.utils import rewind_body
 
 from ._ahead import Ahead
-from ._challenge import HEADER_CHALLENGE, HEADER_NONCE
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION
 from ._errors import PowShieldError
 from ._gate import DEFAULT_IN_FLIGHT, Pass
 from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
@@ -151,7 +151,7 @@ def _pay(
 
 
 def _drop_solution(request: requests.PreparedRequest) -> None:
-    for name in (HEADER_CHALLENGE, HEADER_NONCE):
+    for name in (HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION):
         request.headers.pop(name, None)
 
 

@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 import aiohttp
 
 from ._ahead import Ahead
-from ._challenge import HEADER_CHALLENGE, HEADER_NONCE
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION
 from ._errors import PowShieldError
 from ._gate import DEFAULT_IN_FLIGHT, Pass
 from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
@@ -31,7 +31,7 @@ Handler = Callable[[aiohttp.ClientRequest], Awaitable[aiohttp.ClientResponse]]
 
 
 def _drop_solution(request: aiohttp.ClientRequest) -> None:
-    for name in (HEADER_CHALLENGE, HEADER_NONCE):
+    for name in (HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION):
         request.headers.popall(name, None)
 
 

@@ -61,7 +61,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Request, Response
 
 from ._ahead import Ahead, PaceTurn
-from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, Challenge, retry_after
+from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION, Challenge, retry_after
 from ._errors import Banned, Blocked, PowShieldError, TooDifficult
 from ._gate import Pass, origin
 from ._policy import MAX_WAIT, Pay, Policy, Resend, Wait
@@ -245,7 +245,7 @@ class PowShieldMiddleware:
         """Takes off the solution this middleware put on ``request`` (sent once)."""
         token = request.meta.pop(_TOKEN, None)
         if token is not None and request.headers.get(HEADER_CHALLENGE) == token.encode("latin-1"):
-            for name in (HEADER_CHALLENGE, HEADER_NONCE):
+            for name in (HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION):
                 request.headers.pop(name, None)
 
     def _forget(self, request: Request) -> None:
@@ -381,11 +381,15 @@ class PowShieldMiddleware:
         token = meta.pop(_TOKEN, None)
         ours = token is not None and headers.get(HEADER_CHALLENGE) == token.encode("latin-1")
         if solution is not None or drop or ours:
-            for name in (HEADER_CHALLENGE, HEADER_NONCE):
+            for name in (HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION):
                 headers.pop(name, None)
         if solution is not None:
-            headers[HEADER_CHALLENGE], headers[HEADER_NONCE] = solution
-            meta[_TOKEN] = solution[0]
+            token, proof = solution
+            nonce, _, equix = proof.partition(":")
+            headers[HEADER_CHALLENGE], headers[HEADER_NONCE] = token, nonce
+            if equix:
+                headers[HEADER_SOLUTION] = equix
+            meta[_TOKEN] = token
         # this middleware reads the answer itself: no retry of Scrapy's, no cache
         meta.update({_RESEND: True, "dont_retry": True, "dont_cache": True})
         return request.replace(headers=headers, meta=meta, dont_filter=True)

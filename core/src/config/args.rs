@@ -183,6 +183,11 @@ pub fn headers(v: &str) -> Result<HeadersMode, DirectiveError> {
     read(v, values::parse_headers_mode)
 }
 
+/// `pow_shield_work sha256 | equix`.
+pub fn work(v: &str) -> Result<crate::protocol::Work, DirectiveError> {
+    read(v, values::parse_work)
+}
+
 /// `pow_shield_log_level` and `pow_shield_breaker_log_level`: `info`,
 /// `notice`, `warn` or `error`, as written (lower case).
 pub fn log_level(v: &str) -> Result<LogLevel, DirectiveError> {

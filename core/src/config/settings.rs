@@ -6,10 +6,15 @@
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
 use crate::limiter::{Limits, MAX_LIMITS};
+use crate::protocol::Work;
 use crate::syntax::{FailPolicy, HeadersMode};
 
 /// `pow_shield_difficulty` when no level sets it.
 pub const DEFAULT_DIFFICULTY: u8 = 4;
+/// `pow_shield_difficulty` when no level sets it where the work is
+/// `equix`: 4 bits, about 8 Equi-X solves (docs/equix.md, the cost
+/// table); SHA-256's 16 bits would be minutes of Equi-X.
+pub const DEFAULT_EQUIX_BITS: u8 = 4;
 /// `pow_shield_strikes` when no level sets it.
 pub const DEFAULT_STRIKES: StrikeRule = StrikeRule {
     threshold: 5,
@@ -47,6 +52,8 @@ pub struct Settings<V> {
     /// with the limits.
     pub limit_keys: [Option<V>; MAX_LIMITS],
     pub difficulty: Option<DifficultyRule>,
+    /// `pow_shield_work`.
+    pub work: Option<Work>,
     pub strikes: Option<Option<StrikeRule>>,
     pub ban: Option<Option<BanRule>>,
     pub block_status: Option<u16>,
@@ -72,6 +79,7 @@ impl<V: Copy> Default for Settings<V> {
             limit: None,
             limit_keys: [None; MAX_LIMITS],
             difficulty: None,
+            work: None,
             strikes: None,
             ban: None,
             block_status: None,
@@ -120,6 +128,8 @@ pub struct Resolved<V> {
     /// `pow_shield_limit ... approx`.
     pub approx: bool,
     pub difficulty: DifficultyRule,
+    /// `pow_shield_work` (default `sha256`).
+    pub work: Work,
     /// `pow_shield_strikes` and `pow_shield_ban`.
     pub breaker: BreakerRules,
     pub block_status: u16,
@@ -151,6 +161,7 @@ impl<V: Copy> Settings<V> {
             self.limit_keys = parent.limit_keys;
         }
         self.difficulty = self.difficulty.or(parent.difficulty);
+        self.work = self.work.or(parent.work);
         self.strikes = self.strikes.or(parent.strikes);
         self.ban = self.ban.or(parent.ban);
         self.block_status = self.block_status.or(parent.block_status);
@@ -186,6 +197,7 @@ impl<V: Copy> Settings<V> {
     pub fn resolve(&self) -> Resolved<V> {
         let limit = self.limit.flatten();
         let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
+        let work = self.work.unwrap_or_default();
         Resolved {
             limits: limit.map_or(Limits::NONE, |(limits, _)| limits),
             limit_keys: match limit {
@@ -193,9 +205,11 @@ impl<V: Copy> Settings<V> {
                 None => [None; MAX_LIMITS],
             },
             approx: limit.is_some_and(|(_, approx)| approx),
-            difficulty: self
-                .difficulty
-                .unwrap_or(DifficultyRule::hex(DEFAULT_DIFFICULTY)),
+            difficulty: self.difficulty.unwrap_or(match work {
+                Work::Sha256 => DifficultyRule::hex(DEFAULT_DIFFICULTY),
+                Work::Equix => DifficultyRule::bits(DEFAULT_EQUIX_BITS),
+            }),
+            work,
             breaker: BreakerRules {
                 strikes: self.strikes.unwrap_or(Some(DEFAULT_STRIKES)),
                 ban: self.ban.unwrap_or(None),
@@ -286,6 +300,7 @@ mod tests {
                 limit_keys: [None; MAX_LIMITS],
                 approx: false,
                 difficulty: DifficultyRule::hex(4),
+                work: Work::Sha256,
                 breaker: BreakerRules {
                     strikes: Some(StrikeRule {
                         threshold: 5,
@@ -306,6 +321,28 @@ mod tests {
                 fail: FailPolicy::Local,
                 trusted: None,
             }
+        );
+    }
+
+    #[test]
+    fn an_equix_location_without_a_difficulty_asks_4_bits_and_one_with_keeps_its_own() {
+        let http = with(|s| s.work = Some(Work::Equix));
+        let (_, p) = merged(http, Settings::default(), Settings::default());
+        assert_eq!(
+            (p.work, p.difficulty),
+            (Work::Equix, DifficultyRule::bits(4))
+        );
+        let set = with(|s| s.difficulty = Some(DifficultyRule::bits(6)));
+        let (_, p) = merged(http, Settings::default(), set);
+        assert_eq!(
+            (p.work, p.difficulty),
+            (Work::Equix, DifficultyRule::bits(6))
+        );
+        let sha = with(|s| s.work = Some(Work::Sha256));
+        let (_, p) = merged(http, Settings::default(), sha);
+        assert_eq!(
+            (p.work, p.difficulty),
+            (Work::Sha256, DifficultyRule::hex(4))
         );
     }
 

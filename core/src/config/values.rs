@@ -5,7 +5,7 @@
 //! `crate::syntax`.
 
 use super::settings::LogLevel;
-use crate::protocol::{MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
+use crate::protocol::{Work, MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 use crate::syntax::{
     match_keyword, parse_bounded, parse_time_ms, Difficulty, FailPolicy, HeadersMode, ValueError,
 };
@@ -164,6 +164,23 @@ pub fn parse_headers_mode(s: &str) -> Result<HeadersMode, ValueError> {
         ],
         "must be x, ietf, both or off",
     )
+}
+
+/// `sha256` or `equix`, case-insensitive; `equix` only in a build that
+/// has it (the `equix` feature: `make build` turns it on).
+pub fn parse_work(s: &str) -> Result<Work, ValueError> {
+    let work = match_keyword(
+        s,
+        &[("sha256", Work::Sha256), ("equix", Work::Equix)],
+        "must be sha256 or equix",
+    )?;
+    if !work.is_built_in() {
+        return Err(ValueError::Syntax(
+            "this build has no Equi-X: build the module with the cargo feature \"equix\" \
+             (make build does)",
+        ));
+    }
+    Ok(work)
 }
 
 /// `local`, `open` or `closed`, case-insensitive.
@@ -375,6 +392,18 @@ mod tests {
             parse_log_summary("off"),
             Err(ValueError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn work_is_sha256_or_equix_where_the_build_has_it() {
+        assert_eq!(parse_work("sha256"), Ok(Work::Sha256));
+        assert_eq!(parse_work(""), Err(ValueError::Empty));
+        assert!(parse_work("argon2").is_err());
+        match Work::Equix.is_built_in() {
+            true => assert_eq!(parse_work("EquiX"), Ok(Work::Equix)),
+            false => assert!(parse_work("equix")
+                .is_err_and(|e| e.to_string().contains("cargo feature \"equix\""))),
+        }
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! written in bits a bit (×2).
 
 use crate::limiter::{KeyId, Limits, MAX_LIMITS};
-use crate::protocol::{MAX_BITS, MIN_BITS};
+use crate::protocol::{Work, MAX_BITS, MIN_BITS};
 use crate::syntax::Difficulty;
+
+/// The word an Equi-X location's price policy ends with ("equix" in ASCII).
+const EQUIX_WORD: u64 = 0x65_7175_6978;
 
 /// `pow_shield_difficulty <base> [max=<max>]`, in leading zero bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +85,11 @@ impl DifficultyRule {
 /// key do not (a site-wide count far over its limit asks more than a
 /// client's own). The identity is the same on every node and across
 /// reloads, and a location without `key=` keeps the one it had before keys
-/// joined it.
-pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule) -> u64 {
-    let mut words = [0u64; 4 + 3 * MAX_LIMITS];
+/// joined it. The work (`pow_shield_work`) is part of the price: an Equi-X
+/// location's identity has one more word, and a SHA-256 location keeps
+/// the identity it had before Equi-X.
+pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule, work: Work) -> u64 {
+    let mut words = [0u64; 5 + 3 * MAX_LIMITS];
     words[0] = u64::from(approx);
     words[1] = u64::from(difficulty.base);
     words[2] = u64::from(difficulty.max);
@@ -101,6 +106,10 @@ pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule) -
             words[len] = limits.key(i).map_or(0, KeyId::get);
             len += 1;
         }
+    }
+    if work == Work::Equix {
+        words[len] = EQUIX_WORD;
+        len += 1;
     }
     crate::protocol::policy_id(&words[..len])
 }
@@ -173,7 +182,7 @@ mod tests {
     #[test]
     fn the_same_numbers_counted_per_another_key_are_another_price_policy() {
         let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
-        let policy = |key| price_policy(&three_a_minute(key), false, bits);
+        let policy = |key| price_policy(&three_a_minute(key), false, bits, Work::Sha256);
         let (client, site, net) = (
             policy(None),
             policy(Some("site")),
@@ -202,8 +211,8 @@ mod tests {
             .push_keyed(hourly, None, Some(KeyId::of("site")))
             .unwrap();
         assert_ne!(
-            price_policy(&stacked, false, bits),
-            price_policy(&keyed, false, bits)
+            price_policy(&stacked, false, bits, Work::Sha256),
+            price_policy(&keyed, false, bits, Work::Sha256)
         );
     }
 
@@ -213,8 +222,19 @@ mod tests {
         // before keys joined the policy stay valid across an upgrade.
         let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
         assert_eq!(
-            price_policy(&three_a_minute(None), false, bits),
+            price_policy(&three_a_minute(None), false, bits, Work::Sha256),
             crate::protocol::policy_id(&[0, 8, 20, 1, 3, 60_000])
+        );
+    }
+
+    #[test]
+    fn the_same_price_in_equix_is_another_price_policy() {
+        let bits = DifficultyRule::bits(4);
+        let limits = three_a_minute(None);
+        assert_ne!(
+            price_policy(&limits, false, bits, Work::Sha256),
+            price_policy(&limits, false, bits, Work::Equix),
+            "a SHA-256 token buys nothing at an Equi-X location"
         );
     }
 

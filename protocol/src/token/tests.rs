@@ -16,6 +16,7 @@ fn a_token_is_sent_ahead_only_when_its_challenge_counted_no_strike() {
     let binding = crate::Binding {
         policy: 1,
         client: 2,
+        work: crate::Work::Sha256,
     };
     let issue = |strike| {
         issue_bound_challenge(

@@ -60,7 +60,10 @@ pub fn error_code(e: &Error) -> u8 {
         Error::Banned { .. } => BANNED,
         Error::TooHard { .. } => TOO_HARD,
         Error::Timeout { .. } => SOLVE_TIMEOUT,
-        Error::GaveUp { .. } | Error::BadChallenge(_) | Error::Unsolvable { .. } => GAVE_UP,
+        Error::GaveUp { .. }
+        | Error::BadChallenge(_)
+        | Error::Unsolvable { .. }
+        | Error::UnsupportedWork { .. } => GAVE_UP,
         Error::Closed => EMPTY_REPLY,
         Error::Resolve(_) => RESOLVE,
         Error::Connect(_) => CONNECT,

@@ -1,8 +1,12 @@
 //! `pow-shield solve`: solve one challenge (a token, or a salt and a
-//! difficulty in hex digits or bits) and print the nonce.
+//! difficulty in hex digits or bits) and print the nonce; for an Equi-X
+//! token (`alg` equix), the nonce and the `X-PoW-Solution` value on one
+//! line, separated by a space.
 
 use clap::{value_parser, Arg, ArgMatches, Command};
-use pow_shield_client::{solve, solve_bits};
+use std::sync::atomic::AtomicBool;
+
+use pow_shield_client::{solve, solve_bits, solve_work_until, Proof};
 use pow_shield_protocol::{MAX_BITS, MAX_DIFFICULTY, MIN_BITS, MIN_DIFFICULTY};
 
 use crate::args::{max_solve_time, solve_options, threads};
@@ -10,7 +14,9 @@ use crate::exit::{self, error_code};
 
 pub fn command() -> Command {
     Command::new("solve")
-        .about("Solve a challenge and print the nonce")
+        .about(
+            "Solve a challenge and print the nonce (an Equi-X token's: the nonce and the solution)",
+        )
         .arg(
             Arg::new("token")
                 .required_unless_present("salt")
@@ -53,7 +59,8 @@ pub fn run(m: &ArgMatches) -> u8 {
     let solved = match m.get_one::<String>("token") {
         Some(token) => match pow_shield_protocol::read_unverified(token.trim()) {
             Some(info) if (MIN_BITS..=MAX_BITS).contains(&info.bits) => {
-                solve_bits(&info.salt, info.bits, &opts)
+                let never = AtomicBool::new(false);
+                solve_work_until(&info.salt, info.bits, info.work, &opts, &never)
             }
             Some(info) => {
                 eprintln!(
@@ -70,17 +77,18 @@ pub fn run(m: &ArgMatches) -> u8 {
         None => {
             let salt = m.get_one::<String>("salt").cloned().unwrap_or_default();
             match m.get_one::<u8>("bits") {
-                Some(bits) => solve_bits(&salt, *bits, &opts),
+                Some(bits) => solve_bits(&salt, *bits, &opts).map(Proof::from),
                 None => {
                     let hex = m.get_one::<u8>("difficulty").copied().unwrap_or(0);
-                    solve(&salt, hex, &opts)
+                    solve(&salt, hex, &opts).map(Proof::from)
                 }
             }
         }
     };
     match solved {
-        Ok(nonce) => {
-            println!("{nonce}");
+        Ok(proof) => {
+            let line: Vec<String> = proof.headers().into_iter().map(|(_, v)| v).collect();
+            println!("{}", line.join(" "));
             exit::OK
         }
         Err(e) => {

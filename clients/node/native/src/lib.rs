@@ -8,13 +8,18 @@
 //! Exports: `search(salt, bits, from, to)`: the smallest nonce in
 //! `from..to` meeting `bits`, -1 for none, -2 for arguments it does not
 //! take (the caller's other search runs then); `engine()`: the search's
-//! label, e.g. `sha-ni (4 lanes)`.
+//! label, e.g. `sha-ni (4 lanes)`; `equixSearch(salt, bits, from, to)`:
+//! the smallest nonce in `from..to` with an Equi-X solution whose hash
+//! meets `bits`, as `nonce:solution` (the solution as `X-PoW-Solution`
+//! sends it), `""` for none or for arguments it does not take;
+//! `equixInfo()`: `compiled` or `interpreted` (how HashX runs) and the
+//! solver's bytes of memory, e.g. `compiled 1900000`.
 
 use std::ffi::c_void;
 use std::os::raw::c_char;
 use std::ptr;
 
-use pow_shield_protocol::{Engine, Search};
+use pow_shield_protocol::{encode_solution, Engine, EquixSolver, Search};
 
 type Env = *mut c_void;
 type Value = *mut c_void;
@@ -141,10 +146,42 @@ unsafe extern "C" fn search(env: Env, info: CallbackInfo) -> Value {
 }
 
 unsafe extern "C" fn engine(env: Env, _info: CallbackInfo) -> Value {
-    let label = Engine::detect().label();
+    // SAFETY: env is this call's.
+    unsafe { string(env, &Engine::detect().label()) }
+}
+
+unsafe extern "C" fn equix_search(env: Env, info: CallbackInfo) -> Value {
+    // SAFETY: env and info come from Node-API for this call.
+    let found = match unsafe { args(env, info) } {
+        Some(a) if a.bits <= 48 => {
+            let salt = String::from_utf8_lossy(&a.salt).into_owned();
+            let mut solver = EquixSolver::new();
+            (a.from..a.to).find_map(|nonce| {
+                let solution = solver.try_nonce(&salt, nonce, a.bits as u8)?;
+                Some(format!("{nonce}:{}", encode_solution(&solution)))
+            })
+        }
+        _ => None,
+    };
+    // SAFETY: env is this call's.
+    unsafe { string(env, found.as_deref().unwrap_or("")) }
+}
+
+unsafe extern "C" fn equix_info(env: Env, _info: CallbackInfo) -> Value {
+    let solver = EquixSolver::new();
+    let text = format!("{} {}", solver.runtime(), EquixSolver::MEMORY);
+    // SAFETY: env is this call's.
+    unsafe { string(env, &text) }
+}
+
+/// A JavaScript string of `text`.
+///
+/// # Safety
+/// `env` is the one Node-API passed to the running callback.
+unsafe fn string(env: Env, text: &str) -> Value {
     let mut out = ptr::null_mut();
-    // SAFETY: env is this call's; the label outlives the call, which copies it.
-    unsafe { napi_create_string_utf8(env, label.as_ptr().cast(), label.len(), &mut out) };
+    // SAFETY: env is the caller's; the text outlives the call, which copies it.
+    unsafe { napi_create_string_utf8(env, text.as_ptr().cast(), text.len(), &mut out) };
     out
 }
 
@@ -155,7 +192,12 @@ unsafe extern "C" fn engine(env: Env, _info: CallbackInfo) -> Value {
 /// Called by Node-API only, with a valid `env` and `exports`.
 #[no_mangle]
 pub unsafe extern "C" fn napi_register_module_v1(env: Env, exports: Value) -> Value {
-    let functions: [(&[u8], Callback); 2] = [(b"search\0", search), (b"engine\0", engine)];
+    let functions: [(&[u8], Callback); 4] = [
+        (b"search\0", search),
+        (b"engine\0", engine),
+        (b"equixSearch\0", equix_search),
+        (b"equixInfo\0", equix_info),
+    ];
     for (name, cb) in functions {
         let mut f = ptr::null_mut();
         // SAFETY: env and exports are Node-API's; name is NUL-terminated.
