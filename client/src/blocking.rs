@@ -16,14 +16,16 @@ use crate::bot::BotSigner;
 use crate::challenge::{may_be_challenge, read_answer, Challenge};
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
-use crate::{solve_work_until, Error, Nonce, Proof};
+use crate::{solve_work_until, Error, Nonce};
 
 mod deadline;
 mod errors;
 mod head;
+mod try_headers;
 use deadline::{explain, Deadline};
 use errors::{body_error, ca_certificates, transport_error};
-use head::{Recorded, Recorder, ToProxy};
+use head::{canonical_head, Recorded, Recorder, ToProxy};
+use try_headers::headers_for;
 
 /// Most bytes read from a challenge response whose token is not in a
 /// header (the body then has to be parsed).
@@ -579,60 +581,10 @@ fn within<S: ureq::AsSendBody>(
     agent.configure_request(r).timeout_global(left).build()
 }
 
-/// The head as the `http` types show it (lower-case names, the canonical
-/// reason), when the recorded one is missing (never expected).
-fn canonical_head(
-    response: &ureq::http::Response<ureq::Body>,
-    version: &str,
-) -> (String, Vec<(String, String)>) {
-    let status = response.status().as_u16();
-    let reason = response
-        .status()
-        .canonical_reason()
-        .map(|r| format!(" {r}"))
-        .unwrap_or_default();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    (format!("{version} {status}{reason}"), headers)
-}
-
-/// The headers of one try: the caller's, with a fresh solution replacing
-/// any `X-PoW-*` the caller gave (which are kept on the first try only).
-fn headers_for(
-    given: &[(String, String)],
-    solution: Option<&(String, Proof)>,
-    first: bool,
-) -> Vec<(String, String)> {
-    let is_pow = |name: &str| {
-        name.eq_ignore_ascii_case(wire::HEADER_CHALLENGE)
-            || name.eq_ignore_ascii_case(wire::HEADER_NONCE)
-            || name.eq_ignore_ascii_case(wire::HEADER_SOLUTION)
-    };
-    let mut headers: Vec<(String, String)> = given
-        .iter()
-        .filter(|(k, _)| first || !is_pow(k))
-        .cloned()
-        .collect();
-    if let Some((token, proof)) = solution {
-        headers.push((wire::HEADER_CHALLENGE.to_owned(), token.clone()));
-        for (name, value) in proof.headers() {
-            headers.push((name.to_owned(), value));
-        }
-    }
-    headers
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Proof;
 
     fn h(k: &str, v: &str) -> (String, String) {
         (k.to_owned(), v.to_owned())

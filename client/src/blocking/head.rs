@@ -205,6 +205,31 @@ impl Resolver for ToProxy {
     }
 }
 
+/// The head as the `http` types show it (lower-case names, the canonical
+/// reason), when the recorded one is missing (never expected).
+pub(super) fn canonical_head(
+    response: &ureq::http::Response<ureq::Body>,
+    version: &str,
+) -> (String, Vec<(String, String)>) {
+    let status = response.status().as_u16();
+    let reason = response
+        .status()
+        .canonical_reason()
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    (format!("{version} {status}{reason}"), headers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
