@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Cluster mode (docs/operations.md, "Running several nodes"; README "Cluster mode (Redis)"): two
+# Cluster mode (docs/operations.md, "Running several nodes"; docs/directives.md, pow_shield_redis): two
 # nginx nodes sharing one Redis enforce one global limit per client, accept
 # each other's challenges and refuse a solution spent on the other node; the
 # window slides (a request leaves it exactly one window after it was

@@ -72,7 +72,7 @@ sub at {
     my ($case, $limit, $ms) = @_;
     $t->redis_cmd('HSET', 'test:clock', 's', int($ms / 1000), 'us', ($ms % 1000) * 1000);
     return $t->redis_cmd('EVAL', $clocked, 5, "{t}:a:$case", "{t}:o:$case", "{t}:s:$case",
-        "{t}:t:$case", "{t}:u:$case", $limit, $W, 'unused', 0, 0, 0, 0, 0);
+        "{t}:t:$case", "{t}:u:$case", $limit, $W, 'unused', 0, 0, 0, 0, 0, 1, 0);
 }
 # How many of $n requests at $ms are admitted.
 sub admitted {

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
-# Cluster mode when Redis dies (docs/operations.md, "Choosing a fail policy"; README "When Redis
-# fails"): requests are decided at once by pow_shield_fail -- local (the
+# Cluster mode when Redis dies (docs/operations.md, "Choosing a fail policy"; docs/directives.md,
+# pow_shield_fail): requests are decided at once by pow_shield_fail -- local (the
 # shared-memory bucket and replay cache), open (pass), closed (503 with
 # Retry-After, except trusted requests); no other policy answers 5xx.  The
 # failure and the recovery are logged once per transition, not per request.

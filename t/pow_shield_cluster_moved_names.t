@@ -1,8 +1,9 @@
 #!/usr/bin/perl
 
 # A broken or hostile cluster node that answers every command with a MOVED
-# to a new host name (docs/operations.md, "Redis Cluster"): names are not
-# resolved, so those requests are decided by pow_shield_fail, and the error
+# to a new host name (docs/operations.md, "Redis Cluster"): without a
+# resolver names are not resolved, so those requests are decided by
+# pow_shield_fail, and the error
 # log gets at most 16 "announced by name" lines and then one saying that
 # further ones are not logged, not one line per request (and the worker's
 # list of such names stays short).

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # Cluster mode: how pow_shield_redis reaches Redis and what it writes there
-# (docs/directives.md, README "Cluster mode (Redis)"): AUTH with a password
+# (docs/directives.md, pow_shield_redis): AUTH with a password
 # (":password@" and "user:password@"), a wrong or missing password fails
 # clearly in error.log and requests fall back (pow_shield_fail local);
 # "/db" selects the database; "prefix=" starts every key; the client key is

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # Cluster mode and nginx's request processing.  A request waiting for Redis
-# is suspended and resumed later (README "Cluster mode"), so what only that
+# is suspended and resumed later (docs/directives.md, pow_shield_redis), so what only that
 # wait has is checked here, with Redis deciding: one round trip per
 # request (exempt and unshielded requests none, a solution one more), a
 # request body arriving while the request waits, clients going away while

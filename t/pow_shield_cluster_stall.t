@@ -1,20 +1,25 @@
 #!/usr/bin/perl
 
-# A Redis stall never blocks a paying client (issue 26 point 6; SPEC §5:
-# "A solution that cannot be spent right now (Redis unavailable or busy,
-# the generation being learned) gets a fresh challenge and no strike; a
-# node never blocks a client on strikes that Redis, once back, does not
-# confirm").
+# A Redis stall never blocks a paying client (issue 26 point 6, issue 37;
+# SPEC §5: "A solution that cannot be spent right now (Redis unavailable or
+# busy, the generation being learned) gets a fresh challenge and no strike;
+# a node never blocks a client on strikes that Redis, once back, does not
+# confirm"; SPEC §6: "A call that Redis runs after the node gave up on it
+# changes nothing").
 #
 # Cluster mode, two nodes of two workers on one Redis, timeout=300ms, the
 # default pow_shield_fail local and pow_shield_strikes 5 60s.  A client
-# keeps 4 requests in flight (n - 1) for about 6 s, each to the two nodes
+# keeps 4 requests in flight (n - 1) for about 8 s, each to the two nodes
 # in turn, and pays every challenge it is given (429, 409, 410, 422): the
 # next request of that slot carries the solution.  1.5 s in, Redis is
 # stopped (SIGSTOP) for 2.5 s.  The paying client is never blocked (no
-# 403) before or during the stall, never gets a 5xx or no answer, and is
-# admitted (200) after the stall (the 403s of the second after SIGCONT are
-# counted and printed, see below).  A control client that
+# 403) before, during or in the 4 s after the stall: the checks Redis runs
+# once resumed came after their deadline and change nothing; a node's
+# workers stand in and return together (Redis's health is the node's); and
+# for a few seconds after a node returns an unpaid 429 is no strike, while
+# the other node returns and writes the payments it took meanwhile
+# (docs/operations.md, "Choosing a fail policy").  It never gets a 5xx or
+# no answer, and is admitted (200) after the stall.  A control client that
 # ignores every challenge from the start of the stall is still blocked.
 #
 # No durations are asserted: statuses are counted per phase (by the time a
@@ -65,7 +70,7 @@ my @nodes = Test::PowShield::Modes->cluster_only($conf, nodes => 2,
     files => { 'html/api/data.json' => qq({"ok":true}\n) })->nodes;
 my $redis = $nodes[0]->redis;
 
-my ($IN_FLIGHT, $STALL_AT, $STALL_FOR, $AFTER) = (4, 1.5, 2.5, 2.0);
+my ($IN_FLIGHT, $STALL_AT, $STALL_FOR, $AFTER) = (4, 1.5, 2.5, 4.0);
 
 sub wkey { client_key($_[0], 'w', 2, 3600000) }
 
@@ -217,25 +222,24 @@ diag(sprintf 'payer %-6s: paid: %s', $_, counts(grep { $_->{paid} } @{$by{payer}
     for qw(before stall after);
 
 my @p403 = grep { $_->{status} eq '403' }
-    map { @{$by{payer}{$_} || []} } qw(before stall);
-# (After SIGCONT the nodes' workers come back one by one and what each
-# counted meanwhile reaches Redis in its own order: a client paying through
-# both nodes may be blocked for about a second there (docs/operations.md,
-# "Choosing a fail policy"). Counted, not asserted; the block lifts: below.)
-my @p403_after = grep { $_->{status} eq '403' } @{$by{payer}{after} || []};
-diag('payer: 403 after SIGCONT: ' . scalar(@p403_after));
+    map { @{$by{payer}{$_} || []} } qw(before stall after);
 my @bad = grep { $_->{status} !~ /^[1-4]\d\d$/ } @records;
 my @after200 = grep { $_->{status} eq '200' } @{$by{payer}{after} || []};
 
 ok(@{$by{payer}{before} || []} && @{$by{payer}{stall} || []} && @{$by{payer}{after} || []},
     'the paying client sent requests before, during and after the stall');
-is(scalar @p403, 0, 'the paying client is never blocked before or during the stall ('
-    . counts(@{$by{payer}{all}}) . ')') or report(@p403);
+is(scalar @p403, 0, 'the paying client is never blocked before, during or in the '
+    . "$AFTER s after the stall (" . counts(@{$by{payer}{all}}) . ')') or report(@p403);
 is(scalar @bad, 0, 'no 5xx, no request without an answer') or report(@bad);
 ok(scalar @after200, 'after the stall the paying client is admitted ('
     . scalar(@after200) . ' x 200 after SIGCONT)');
 my @i403 = grep { $_->{status} eq '403' } @{$by{ignorer}{all} || []};
-ok(scalar @i403, 'a client ignoring its challenges through the same stall is blocked ('
+diag(sprintf 'ignorer: first 403 sent %s after SIGCONT', @i403 ? sprintf('%.3f s', $i403[0]{sent} - $resumed_at) : 'not in the run');
+# (Its 429s strike again 3 s after its node is back: a node that comes
+# back late blocks it after the run; it goes on ignoring until then.)
+my $k = 0;
+ok(@i403 || eventually(30, sub { get($nodes[$k++ % 2], 'ignorer')->status == 403 }),
+    'a client ignoring its challenges through the same stall is blocked ('
     . counts(@{$by{ignorer}{all} || []}) . ')');
 is(scalar(grep { ($_->{shield} // '') ne 'blocked' } @i403), 0,
     '... X-PoW-Shield: blocked on every 403');
@@ -251,6 +255,8 @@ for my $i (0 .. $#nodes) {
             $redis->cmd('EXISTS', wkey($c));
         }), 'node ' . ($i + 1) . ': decides with Redis again');
 }
+diag("before the rounds: the payer's strikes, unpaid strikes and spends waiting for a batch in Redis: "
+    . join(' ', map { $redis->cmd('GET', client_key('payer', $_)) // 0 } qw(s u c)));
 my @rounds;
 for my $i (1 .. 6) {
     my ($t, $other) = @nodes[$i % 2, 1 - $i % 2];
@@ -260,10 +266,8 @@ for my $i (1 .. 6) {
         while $r[-1]->header('X-PoW-Challenge') && @r < 4;
     push @rounds, statuses(@r);
 }
-# (Counted, not asserted: what the two nodes decided during the stall
-# reaches Redis in its own order, and a strike Redis counted for a request
-# whose reply was lost may meet the threshold before the payments that take
-# it back (docs/operations.md, "What is decided where", the known limit).)
+# (Counted, not asserted: the run ends with the last challenge of each of
+# its 4 slots unpaid, up to 4 strikes it earned; one more 429 may block it.)
 diag('after the stall, 6 challenges paid at the other node: ' . join(', ', @rounds));
 diag("after recovery: the payer's strikes in Redis: "
     . ($redis->cmd('GET', client_key('payer', 's')) // 0) . ", the ignorer's: "

@@ -64,7 +64,7 @@ sub check {
     $t->redis_cmd('ZADD', $key, $_, "seed-$_") for @scores;
     $n++;
     return $t->redis_cmd('EVAL', $clocked, 5, $key, "{t}:o:$case", "{t}:s:$case", "{t}:t:$case", "{t}:u:$case",
-        $limit, $W, "member-$n", 1, 5, 60000, 0, 0);
+        $limit, $W, "member-$n", 1, 5, 60000, 0, 0, 1, 0);
 }
 sub card { $t->redis_cmd('ZCARD', "{t}:w:$_[0]") }
 
@@ -100,6 +100,7 @@ is_deeply(check('lowered', 2, $NOW - 900, $NOW - 800, $NOW - 700, $NOW - 600),
     [0, 0, 100, 300, 1, 1, 0, 0, 0, 1],
     'limit lowered below the count: retry when enough entries left, not the oldest');
 
+# (ARGV[9] the requests a call decides, ARGV[10] its deadline: 0, none.)
 # a coalesced call for k requests of one client (ARGV[9]): up to the free
 # slots admitted, each with its own member, the rest refused, a strike
 # each until the one that reaches the threshold (5)
@@ -108,7 +109,7 @@ is_deeply(check('lowered', 2, $NOW - 900, $NOW - 800, $NOW - 700, $NOW - 600),
     $t->redis_cmd('DEL', $key, '{t}:s:k');
     $t->redis_cmd('ZADD', $key, $NOW - 100, 'seed');
     is_deeply($t->redis_cmd('EVAL', $clocked, 5, $key, '{t}:o:k', '{t}:s:k', '{t}:t:k', '{t}:u:k',
-            4, $W, 'm', 1, 5, 60000, 0, 0, 10),
+            4, $W, 'm', 1, 5, 60000, 0, 0, 10, 0),
         [3, 0, 900, 900, 5, 5, 0, 60000, 1, 5],
         'k = 10, 3 free slots: 3 admitted, 5 of the 7 refused struck (the 5th opens) and counted as refusals, 2 blocked and not');
     is(card('k'), 4, '3 new members, one per admitted request');

@@ -1,12 +1,13 @@
 #!/usr/bin/perl
 
-# The examples of the README's "For API consumers" section, and of
-# clients/node/README.md, run as written against the module: every
-# ```sh line with the built CLI, every ```python block with the client
-# installed from clients/python, every ```js block as an ES module of an
-# application that ran `npm install ./clients/node` (and, for the axios
-# example, has the axios `make node-dev` installed). Only the server
-# changes: 127.0.0.1:8080 (and api.example.com) become the test's nginx.
+# The examples for API consumers, run as written against the module: the
+# README's one line each (its "Paying a challenge" section), every example
+# of docs/clients.md, and those of clients/node/README.md: every ```sh
+# line with the built CLI, every ```python block with the client installed
+# from clients/python, every ```js block as an ES module of an application
+# that ran `npm install ./clients/node` (and, for the axios example, has
+# the axios `make node-dev` installed). Only the server changes:
+# 127.0.0.1:8080 (and api.example.com) become the test's nginx.
 
 use strict;
 use warnings;
@@ -101,21 +102,26 @@ sub run_in {
     return ($? >> 8, $out);
 }
 
-my @readme = blocks('README.md', 'For API consumers');
-my @node_readme = blocks('clients/node/README.md');
-my %seen;
-$seen{$_->[0]}++ for @readme;
-ok($seen{sh} && $seen{python} && $seen{js}, 'the section has sh, python and js examples');
+# [file, info, text, line] each
+my @readme = map { ['README.md', @$_] } blocks('README.md', 'Paying a challenge');
+my @clients = map { ['docs/clients.md', @$_] } blocks('docs/clients.md');
+my @node_readme = map { ['clients/node/README.md', @$_] } blocks('clients/node/README.md');
+for my $set (['README.md', @readme], ['docs/clients.md', @clients]) {
+    my ($file, @b) = @$set;
+    my %seen;
+    $seen{$_->[1]}++ for @b;
+    ok($seen{sh} && $seen{python} && $seen{js}, "$file has sh, python and js examples");
+}
 
 # sh: each command line, as a shell runs it
 
-for my $b (grep { $_->[0] eq 'sh' } @readme) {
-    my $n = $b->[2];
-    for my $line (split /\n/, $b->[1]) {
+for my $b (grep { $_->[1] eq 'sh' } @readme, @clients) {
+    my ($file, undef, $text, $n) = @$b;
+    for my $line (split /\n/, $text) {
         $n++;
         next if $line =~ /^\s*(#|$)/;
         my ($rc, $out) = run_in($dir, 'sh', '-c', local_server($line));
-        is($rc, 0, "README.md:$n: $line") or diag($out);
+        is($rc, 0, "$file:$n: $line") or diag($out);
     }
 }
 
@@ -128,11 +134,12 @@ SKIP: {
         . " --no-deps --no-index --target '$site' '$dir/pypkg' >/dev/null 2>&1") == 0
         or BAIL_OUT('pip install ./clients/python');
     local $ENV{PYTHONPATH} = $site;
-    for my $b (grep { $_->[0] eq 'python' } @readme) {
-        $t->write_file('snippet.py', local_server($b->[1]) . "print(items)\n");
+    for my $b (grep { $_->[1] eq 'python' } @readme, @clients) {
+        my ($file, undef, $text, $line) = @$b;
+        $t->write_file('snippet.py', local_server($text) . "print(items)\n");
         my ($rc, $out) = run_in($dir, $PY, 'snippet.py');
-        is($rc, 0, "README.md:$b->[2]: the python example runs") or diag($out);
-        like($out, qr/\[1, 2, 3\]/, "README.md:$b->[2]: and gets the items");
+        is($rc, 0, "$file:$line: the python example runs") or diag($out);
+        like($out, qr/\[1, 2, 3\]/, "$file:$line: and gets the items");
     }
 }
 
@@ -147,9 +154,10 @@ SKIP: {
     # the axios example's axios: the one `make node-dev` installed for the tests
     my $axios = "$repo/clients/node/node_modules/axios";
     symlink($axios, "$dir/app/node_modules/axios") if -d $axios;
+    # the "Known bots" example's key (a bot this server does not know: anonymous)
+    system("'$cli' bot-key new '$dir/app/mybot.jwk' >/dev/null 2>&1") == 0 or BAIL_OUT('bot-key new');
     local $ENV{NODE_NO_WARNINGS} = 1;
-    for my $b ((map { ['README.md', @$_] } grep { $_->[0] eq 'js' } @readme),
-        (map { ['clients/node/README.md', @$_] } grep { $_->[0] eq 'js' } @node_readme)) {
+    for my $b (grep { $_->[1] eq 'js' } @readme, @clients, @node_readme) {
         my ($file, undef, $text, $line) = @$b;
         if ($text =~ /from 'axios'/ && !-d $axios) {
             SKIP: { skip("$file:$line: axios is not installed in clients/node (make node-dev)", 1) }

@@ -7,17 +7,18 @@
 # with the stock default site on port 80 and a site of ours in conf.d/ that
 # shields a location; then nginx is stopped and the package removed and
 # purged, and the module is gone from the configuration again. The http
-# level lines are the README's (its /etc/nginx/conf.d/ snippet, the key
-# file made with its command). The package also installs the fail2ban
+# level lines are docs/operations.md's (its /etc/nginx/conf.d/ snippet),
+# the key file made with the README's command. The package also installs the fail2ban
 # filter and jail (conffiles in /etc/fail2ban/, the jail off until the
 # documented .local turns it on: then the jail loads and the documented
 # fail2ban-regex command finds the client whose breaker opened in nginx's
-# log), and the Prometheus rules and the Grafana dashboard among its
-# examples.
+# log), the Prometheus rules and the Grafana dashboard among its
+# examples, the pow-shield CLI (used here as docs/operations.md uses it, to
+# show and lift a block) and every document the README links.
 #
 # All of it happens in a throw-away copy of this machine: the test runs
 # itself again under unshare(1), in new mount, network and PID namespaces.
-# There /etc/nginx, /etc/fail2ban, /usr/lib/nginx, /usr/share/nginx,
+# There /etc/nginx, /etc/fail2ban, /usr/bin, /usr/lib/nginx, /usr/share/nginx,
 # /usr/share/doc, /var/lib/dpkg, /var/log and /var/lib/nginx are overlays
 # whose writes go to a tmpfs, /run and /tmp are fresh tmpfs (the package is
 # copied in first: it may be in the machine's /tmp, as is a clone there),
@@ -59,7 +60,7 @@ my $available = '/usr/share/nginx/modules-available/mod-http-pow-shield.conf';
 my $enabled = '/etc/nginx/modules-enabled/50-mod-http-pow-shield.conf';
 
 # the directories the package, dpkg and nginx write to: overlays
-my @overlays = qw(/etc/nginx /etc/fail2ban /usr/lib/nginx /usr/share/nginx
+my @overlays = qw(/etc/nginx /etc/fail2ban /usr/bin /usr/lib/nginx /usr/share/nginx
     /usr/share/doc /var/lib/dpkg /var/log /var/lib/nginx);
 
 # the machine itself, seen from inside (a bind mount made before /tmp and
@@ -69,7 +70,8 @@ my $machine = '/run/pow-shield-deb/machine';
 my $docs = "/usr/share/doc/$package";
 my $filter = '/etc/fail2ban/filter.d/pow-shield.conf';
 my $jail = '/etc/fail2ban/jail.d/pow-shield.conf';
-my @shipped = ($filter, $jail, "$docs/examples/prometheus/pow-shield.rules.yml",
+my $cli = '/usr/bin/pow-shield';
+my @shipped = ($filter, $jail, $cli, "$docs/examples/prometheus/pow-shield.rules.yml",
     "$docs/examples/prometheus/pow-shield.rules.test.yml",
     "$docs/examples/grafana/pow-shield.json");
 
@@ -154,6 +156,10 @@ my ($readme, $operations) = map {
     local $/;
     scalar <$fh>;
 } qw(README.md docs/operations.md);
+# the documents the README links (each in the package's doc directory;
+# dh_compress gzips the larger ones)
+my %linked;
+$linked{$1} = 1 while $readme =~ m{\]\((?:\./)?docs/([\w-]+\.md)(?:#[^)]*)?\)}g;
 $ENV{PATH} = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 $ENV{TMPDIR} = '/tmp';
 $ENV{DEBIAN_FRONTEND} = 'noninteractive';
@@ -187,14 +193,15 @@ unless (-c '/dev/null') {
 setup('ip', 'link', 'set', 'lo', 'up');
 
 # what the machine has (and must still have at the end): its nginx
-# configuration, modules and the package's dpkg status
+# configuration, modules, the package's dpkg status and its CLI
 sub machine_state {
     my ($rc, $files) = run('find', map({ "$machine$_" } qw(/etc/nginx /etc/fail2ban
         /usr/lib/nginx/modules /usr/share/nginx/modules-available)),
         '-printf', '%p %y %l %s %T@\n');
     my (undef, $status) = run('dpkg-query', "--admindir=$machine/var/lib/dpkg",
         '-W', '-f', '${db:Status-Abbrev} ${Version}', $package);
-    return join '', sort(split /^/, $files), "dpkg: $status\n";
+    my $cli_there = -e "$machine/usr/bin/pow-shield" ? 'present' : 'absent';
+    return join '', sort(split /^/, $files), "dpkg: $status\n", "/usr/bin/pow-shield: $cli_there\n";
 }
 my $machine_before = machine_state();
 
@@ -283,20 +290,28 @@ if ($default_site && !-e '/proc/net/if_inet6'
 # The package's other files: fail2ban's (off), Prometheus's, Grafana's
 
 ok(-f $_, "$_ installed") for @shipped;
+ok(-x $cli, "$cli is executable");
+my ($vrc, $vout) = run($cli, '--version');
+like($vout, qr/^pow-shield \Q$cargo\E$/m, "$cli --version: Cargo.toml's $cargo") or diag($vout);
+ok(scalar(keys %linked) >= 5, 'README.md links documents of docs/: ' . join(' ', sort keys %linked));
+for my $doc (sort keys %linked) {
+    ok(-f "$docs/$doc" || -f "$docs/$doc.gz", "$docs/$doc installed (README.md links it)");
+}
 my @sections = $t->read_file($jail) =~ /^\[([\w-]+)\]/mg;
 my @enabled = $t->read_file($jail) =~ /^enabled\s*=\s*(\S+)/mg;
 is("@enabled", join(' ', ('false') x @sections), "$jail: every jail off (@sections)");
 
 ###############################################################################
-# The admin's part, as the README says: the http-level lines in conf.d/
-# (included in http{} by nginx.conf), a key file, and a site's server
+# The admin's part, as the README and docs/operations.md say: the
+# http-level lines in conf.d/ (included in http{} by nginx.conf), a key
+# file, and a site's server
 
 my ($key_command) = $readme =~ /^Make a key file with `([^`]+)`/m;
 ok($key_command, "README.md: $key_command");
 ($rc, $out) = run('sh', '-c', $key_command // 'false');
 is($rc, 0, '... makes /etc/nginx/pow_shield.key') or diag($out);
-my ($confd) = $readme =~ m{^```nginx\n(# /etc/nginx/conf\.d/pow-shield\.conf .*?)^```}ms;
-ok($confd, "README.md: the lines for /etc/nginx/conf.d/pow-shield.conf");
+my ($confd) = $operations =~ m{^```nginx\n(# /etc/nginx/conf\.d/pow-shield\.conf .*?)^```}ms;
+ok($confd, "docs/operations.md: the lines for /etc/nginx/conf.d/pow-shield.conf");
 $t->write_file('/etc/nginx/conf.d/pow-shield.conf', $confd // '');
 
 my $port = $t->port(8080);
@@ -310,6 +325,12 @@ server {
     location /api/ {
         pow_shield_limit 2 1h;
         pow_shield_difficulty 1;
+    }
+
+    location = /pow-shield/admin {
+        pow_shield_admin;
+        allow 127.0.0.1;
+        deny  all;
     }
 }
 EOF
@@ -353,6 +374,20 @@ is($r->status, 200, 'solved challenge: 200');
 # a client that ignores its challenges: the default breaker (5 strikes)
 is(statuses(map { $t->http_get('/api/data.json') } 1 .. 6), '429 429 429 429 429 403',
     'five unpaid 429s open the breaker: 403');
+
+# the package's CLI, as docs/operations.md ("Seeing and lifting a block")
+# uses it: show, then lift the block
+for my $action (qw(show lift)) {
+    my ($line) = $operations =~ m{^(pow-shield admin http://127\.0\.0\.1/pow-shield/admin \Q$action\E \S+)$}m;
+    ok($line, "docs/operations.md: $line");
+    (my $here = $line // 'false') =~ s{http://127\.0\.0\.1/}{http://127.0.0.1:$port/};
+    $here =~ s{ \S+$}{ 127.0.0.1};
+    ($rc, $out) = run('sh', '-c', $here);
+    is($rc, 0, "$here: exit 0") or diag($out);
+    like($out, $action eq 'show' ? qr/"block":"blocked"/ : qr/"lifted":\{"node":true/,
+        $action eq 'show' ? '... the client is blocked' : '... its block is lifted') or diag($out);
+}
+is($t->http_get('/api/data.json')->status, 429, 'lifted: the client is challenged again, not blocked');
 
 ($rc, $out) = run($nginx, '-s', 'quit');
 is($rc, 0, 'nginx -s quit') or diag($out);

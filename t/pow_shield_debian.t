@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# Build shape (b) (README, "Building for your own nginx"): the module built against Debian's nginx
+# Build shape (b) (docs/building.md, "For your own nginx"): the module built against Debian's nginx
 # source (objs/debian/, made by `make test`) loads into /usr/sbin/nginx and
 # shields requests.  Skipped only on machines without Debian's nginx or
 # before that module is built.

@@ -56,6 +56,19 @@ for my $path (@snippets) {
 
     like($conf, qr/\A#/, "$name: starts with a comment saying what it is for");
     unlike($conf, qr/^\s*pow_shield_secret\s/m, "$name: no key written in the configuration");
+    # A snippet for conf.d/ loads no module itself; where it tells the
+    # operator to, it says that the Debian package already does (a second
+    # load_module of the module is an error).
+    unlike($conf, qr/^\s*load_module\b/m, "$name: no load_module line of its own");
+    like($conf, qr{Debian package does it already\s*\n#\s*\(/etc/nginx/modules-enabled/\)},
+        "$name: says the Debian package already loads the module")
+        if $conf =~ /^#.*\bload_module\b/m;
+    # The zone holds about 4,000 entries per MB (docs/operations.md,
+    # "Sizing the zone").
+    while ($conf =~ /^#.*?(\d+) MB holds about ([\d,]+)/mg) {
+        my ($mb, $n) = ($1, $2 =~ tr/,//dr);
+        ok(abs($n - 4000 * $mb) <= 400 * $mb, "$name: $mb MB holds about $2 entries (4,000 per MB)");
+    }
 
     # A key file like the one the examples tell the operator to make.
     $t->write_file('etc/nginx/pow_shield.key', ('5a' x 32) . "\n");

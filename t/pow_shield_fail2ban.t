@@ -176,4 +176,18 @@ SKIP: {
     like($dump, qr/'pow-shield', 'maxretry', 3\]/, 'jail: after 3 openings') or diag($dump);
 }
 
+# What a ban covers, as docs/operations.md says: the ports of each jail,
+# and that behind a load balancer or CDN the firewall sees only it.
+{
+    my $jails = Test::PowShield::Examples::slurp("$F2B/jail.d/pow-shield.conf");
+    my $ops = Test::PowShield::Examples::slurp("$Test::PowShield::REPO/docs/operations.md");
+    my ($section) = $ops =~ /^## Dropping banned clients at the firewall.*?\n(.*?)^## /ms;
+    my %ports = map { $_ => 1 } $jails =~ /^port\s*=\s*(\S+)/mg;
+    is(join(' ', sort keys %ports), 'http,https', 'every jail bans on ports http,https');
+    like($section // '', qr/\*\*Ports 80 and 443 only\*\* \(`port = http,https`/,
+        'docs/operations.md: a ban covers ports 80 and 443 only');
+    like($section // '', qr/Behind a load balancer or\s+a CDN, the firewall of an nginx node sees the balancer's address/,
+        '... and behind a load balancer or CDN the firewall sees only the balancer');
+}
+
 $banning->done_testing;

@@ -63,14 +63,16 @@ my $conf = relocate($readme, $d);
 for my $file ($conf =~ /^\s*pow_shield_secret_file\s+(\S+?);/mg) {
     $t->write_file($file, ('5a' x 32) . "\n");
 }
-$conf =~ s{^[ \t]*load_module\s+\S*ngx_http_pow_shield_module\.so;[^\n]*\n}{%%TEST_GLOBALS%%\nevents {\n}\n}m
+$conf =~ s{^[ \t]*load_module\s+\S*ngx_http_pow_shield_module\.so;[^\n]*\n}{%%TEST_GLOBALS%%\n}m
     or die "README.md's configuration has no load_module line\n";
+$conf .= "\nevents {\n}\n" unless $conf =~ /^\s*events\s*\{/m;
 # the backend its proxy_pass names: a server of the test serving files
+# (an upstream by name, or an address and port)
+my @named = grep { !/^\d+\.\d+\.\d+\.\d+$/ } $conf =~ m{^\s*proxy_pass\s+http://([\w.-]+)[;/]}mg;
+$conf =~ s{^(\s*proxy_pass\s+http://)\d+\.\d+\.\d+\.\d+:\d+}{${1}127.0.0.1:%%PORT_8081%%}mg;
+my $upstreams = join '', map { "    upstream $_ {\n        server 127.0.0.1:%%PORT_8081%%;\n    }\n" } @named;
 $conf =~ s{^([ \t]*http\s*\{[^\n]*\n)}{$1    %%TEST_GLOBALS_HTTP%%
-    upstream backend {
-        server 127.0.0.1:%%PORT_8081%%;
-    }
-    server {
+$upstreams    server {
         listen 127.0.0.1:%%PORT_8081%%;
         root $d/html;
     }
@@ -80,7 +82,7 @@ $t->write_file_expand('nginx.conf', $conf);
 $t->write_file('html/api/items.json', qq({"items":[]}\n));
 $t->run;
 
-# 127.0.0.1 is not in the allow-list (10.0.0.0/8): counted by its address.
+# 127.0.0.1 is counted by its address (the default key).
 my $limit = ($readme =~ /pow_shield_limit\s+(\d+)\s/)[0];
 my @r = map { $t->http_get('/api/items.json') } 1 .. $limit + 6;
 is(statuses(@r), join(' ', ('200') x $limit, ('429') x 5, '403'),

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 
-# A fair price (README, "The red zone"; docs/protocol.md 7.4): a client that
+# A fair price (docs/directives.md, pow_shield_strikes; docs/protocol.md 7.4): a client that
 # pays every challenge is never blocked, one request at a time or with
 # n - 1 in flight, because spending a solution takes back the strike of
 # the 429 that carried it; ignoring challenges still blocks the next

@@ -123,6 +123,26 @@ for (@up) {
 my ($header_job) = slurp("$dir/$RULES") =~ /^#\s+- job_name:\s*(\S+)/m;
 is($header_job, $docs_job, 'the rules file\'s scrape example uses the same job_name');
 
+# the fail2ban jails (nginx-conf/fail2ban/jail.d/): each bans on what one
+# metric counts (mode=breaker: breaker openings; mode=ban: bans), and an
+# alert watches that metric, so the recommended jail's bans, made without
+# pow_shield_ban, are watched too
+
+my %counts = (breaker => 'pow_shield_breaker_trips_total', ban => 'pow_shield_bans_total');
+my $jails = slurp("$FindBin::Bin/../nginx-conf/fail2ban/jail.d/pow-shield.conf");
+my %mode_of;
+for my $section (split /^(?=\[)/m, $jails) {
+    my ($name) = $section =~ /^\[([\w-]+)\]/ or next;
+    my ($filter) = $section =~ /^filter\s*=\s*(\S+)/m;
+    $mode_of{$name} = ($filter // '') =~ /\[mode=(\w+)\]/ ? $1 : 'breaker';
+}
+ok($mode_of{'pow-shield'}, "the recommended jail [pow-shield] bans on mode=$mode_of{'pow-shield'}");
+for my $jail (sort keys %mode_of) {
+    my $metric = $counts{$mode_of{$jail}} // '(none)';
+    my @watch = map { $_->[0] } grep { grep { $_ eq $metric } promql_names($_->[1]) } alerts();
+    ok(@watch, "[$jail] (mode=$mode_of{$jail}) bans on $metric; an alert watches it: @watch");
+}
+
 # the metrics: what a real scrape of the module serves (and Prometheus' up)
 
 my %served = map { $_ => 1 } names(served_scrape()), 'up';

@@ -5,7 +5,11 @@
 # crate's SHA-NI search through PyO3) and solver_info() says "native"; it
 # pays a bits challenge. POW_SHIELD_PURE_PYTHON=1 forces the pure-Python
 # solver, which pays it too; an install without the build
-# (POW_SHIELD_NO_NATIVE=1, as where no toolchain is) falls back to it.
+# (POW_SHIELD_NO_NATIVE=1) falls back to it.  An install where no Rust
+# toolchain is (no cargo on PATH) falls back too, but not silently (issue
+# 39 point 6): solver_info() says why (it blamed "a circular import") and
+# the first solve warns (RuntimeWarning) how to get the native solver;
+# POW_SHIELD_NO_NATIVE=1, a choice, warns nothing.
 
 use strict;
 use warnings;
@@ -49,6 +53,7 @@ my $src = "$Test::PowShield::REPO/clients/python";
 sub install {
     my ($site, %env) = @_;
     local @ENV{keys %env} = values %env;
+    delete local $ENV{CARGO};
     my $out = qx{'$PY' -m pip install --quiet --no-build-isolation --no-deps --no-index --target '$site' '$src' 2>&1};
     return ($? >> 8, $out);
 }
@@ -61,6 +66,11 @@ sub python {
     $t->write_file('run.py', $code);
     return scalar qx{'$PY' '$dir/run.py' 2>&1};
 }
+
+# A PATH with python3 and nothing else: no cargo.
+my $bare = "$dir/bare-bin";
+mkdir $bare or die "$bare: $!";
+symlink $PY, "$bare/python3" or die "symlink: $!";
 
 my $url = 'http://127.0.0.1:' . $t->port(8080) . '/bits/data.json';
 my $pay = <<"EOF";
@@ -100,7 +110,23 @@ like(python("$dir/native", "CLIENT = 'forced'\n$pay", POW_SHIELD_PURE_PYTHON => 
 ($rc, $out) = install("$dir/pure", POW_SHIELD_NO_NATIVE => 1);
 is($rc, 0, 'pip install without the native build succeeds') or diag($out);
 ok(!glob("$dir/pure/pow_shield/_native*"), 'no native extension installed');
-like(python("$dir/pure", "CLIENT = 'pure'\n$pay"), qr/^python hashlib 13 4 200$/m,
+my $without = python("$dir/pure", "CLIENT = 'pure'\n$pay");
+like($without, qr/^python hashlib 13 4 200$/m,
     'without the extension: the pure-Python solver runs and pays');
+unlike($without, qr/RuntimeWarning/, 'POW_SHIELD_NO_NATIVE=1, a choice: no warning');
+
+# an install where no Rust toolchain is
+
+($rc, $out) = install("$dir/nocargo", PATH => $bare);
+is($rc, 0, 'pip install without cargo on PATH succeeds') or diag($out);
+ok(!glob("$dir/nocargo/pow_shield/_native*"), 'without cargo: no native extension installed');
+my $info = python("$dir/nocargo", "import pow_shield\nprint(pow_shield.solver_info()['reason'])\n");
+like($info, qr/^not built: no Rust toolchain \(cargo\) was found at install; install a Rust toolchain/,
+    'without cargo: solver_info() says no Rust toolchain was found, and what to do');
+unlike($info, qr/circular import/, 'without cargo: solver_info() blames no circular import');
+my $warned = python("$dir/nocargo", "CLIENT = 'nocargo'\n$pay");
+like($warned, qr/^python hashlib 13 4 200$/m, 'without cargo: the pure-Python solver pays');
+my @warnings = $warned =~ /RuntimeWarning: pow_shield solves in pure Python, about 25 times slower[^\n]*no Rust toolchain/g;
+is(scalar @warnings, 1, 'without cargo: the first solve warns, once');
 
 $t->done_testing;

@@ -3,8 +3,8 @@
 # A request is counted once, even when index, try_files or error_page re-run
 # the access phase; subrequests are never counted (docs/operations.md, "How
 # a request is decided").  In local mode, and in cluster mode, where a
-# request waiting for Redis is suspended and resumed (README "Cluster
-# mode"): there the one count is also one entry in Redis.
+# request waiting for Redis is suspended and resumed (docs/directives.md,
+# pow_shield_redis): there the one count is also one entry in Redis.
 
 use strict;
 use warnings;

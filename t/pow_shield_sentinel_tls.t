@@ -117,9 +117,12 @@ Test::PowShield::Sentinel::run_nginx($t2, conf('sentinel-ca.pem'));
 ok(eventually(10, sub {
     $t2->error_log_count(qr/redis sentinel: master "mymaster" is at 127\.0\.0\.1:$p1/) == 2
 }), 'a CA of the sentinels only: the sentinels answer');
+# (Redis's health is the node's: a worker that finds the other one stood
+# in already may say so instead of meeting the certificate itself.)
 ok(eventually(10, sub {
-    $t2->error_log_count(qr/\[error\].*redis 127\.0\.0\.1:$p1 \(master "mymaster"\) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/) == 2
-}), '... the master\'s certificate is refused (logged by each worker)');
+    $t2->error_log_count(qr/\[error\].*redis 127\.0\.0\.1:$p1 \(master "mymaster"\) unavailable \(certificate verify failed: \(\d+: [^)]+\)\)/) >= 1
+    && $t2->error_log_count(qr/\[error\].*redis 127\.0\.0\.1:$p1 \(master "mymaster"\) unavailable \((?:certificate verify failed|another worker of this node found it unavailable)/) == 2
+}), '... the master\'s certificate is refused (logged by each worker, or once and followed by the other)');
 is(join(' ', map { get('limited', 'ca2', $t2)->status } 1 .. 6), '200 200 200 200 200 429',
     '... requests are decided by pow_shield_fail local, no 5xx');
 ok(!$r1->counts('ca2'), '... not by Redis');

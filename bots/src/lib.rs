@@ -11,12 +11,15 @@
 //! - [`verify`]: one request's signature checked against the registry at a
 //!   given time: a bot's name, or why it stays anonymous;
 //! - [`sign`]: a bot's private key ([`sign::SigningKey`]) and the three
-//!   headers of a signed request.
+//!   headers of a signed request;
+//! - [`accept`]: the `Accept-Signature` a `429` invites a signature with,
+//!   and whether a field asks for the signature the clients make.
 //!
 //! The signature handling and the keys are Cloudflare's `web-bot-auth`
 //! crate's (with `ed25519-dalek` and `sfv` beneath it): nothing here is
 //! cryptography of our own.
 
+pub mod accept;
 pub mod keys;
 pub mod message;
 pub mod sign;

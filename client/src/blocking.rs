@@ -18,8 +18,10 @@ use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::{solve_work_until, Error, Nonce, Proof};
 
+mod deadline;
 mod errors;
 mod head;
+use deadline::{explain, Deadline};
 use errors::{body_error, ca_certificates, transport_error};
 use head::{Recorded, Recorder, ToProxy};
 
@@ -56,9 +58,11 @@ pub struct Reply {
     pub body: Box<dyn Read + Send>,
 }
 
-/// A request the server refused for good (the circuit breaker's answer:
-/// [`Error::Blocked`], [`Error::Banned`]), with that response, for callers
-/// that show it as curl would (the CLI's `-i`, `-w '%{http_code}'`).
+/// A request given up on: the server refused it for good (the circuit
+/// breaker's answer: [`Error::Blocked`], [`Error::Banned`]), or the client
+/// gave up on an answer (a challenge too dear, the retries or the time run
+/// out), with that response when there was one, for callers that show it
+/// as curl would (the CLI's `-i`, `-w '%{http_code}'`).
 pub struct Refused {
     /// Why.
     pub error: Error,
@@ -132,9 +136,10 @@ pub enum Trust {
 pub struct Timeouts {
     /// Opening the connection (TCP and TLS); `None`: no limit.
     pub connect: Option<Duration>,
-    /// The whole transfer of one request, from connecting to the last byte
-    /// of the body (solves and waits between requests are not counted);
-    /// `None`: no limit.
+    /// The whole of one request, as curl's `-m`: from the first connect to
+    /// the last byte of the answer's body, every try, solve and wait
+    /// between them included (a wait that would not end in time is paid
+    /// instead); `None`: no limit.
     pub transfer: Option<Duration>,
 }
 
@@ -180,6 +185,8 @@ pub struct Client {
     signer: Option<BotSigner>,
     /// Solutions paid ahead and pacing, per origin (`with_ahead`).
     ahead: Arc<Ahead>,
+    /// [`Timeouts::transfer`].
+    transfer: Option<Duration>,
 }
 
 impl Client {
@@ -277,6 +284,7 @@ impl Client {
             recorded,
             signer: None,
             ahead: Arc::new(Ahead::new()),
+            transfer: timeouts.transfer,
         }
     }
 
@@ -293,7 +301,9 @@ impl Client {
     }
 
     /// Signs every request (each retry afresh) with a bot's key (Web Bot
-    /// Auth, docs/bots.md).
+    /// Auth, docs/bots.md); a signer [`BotSigner::when_asked`] signs once
+    /// the origin asked (`Accept-Signature`), the asking answer's request
+    /// sent again, signed, once.
     pub fn sign_with(mut self, signer: BotSigner) -> Client {
         self.signer = Some(signer);
         self
@@ -310,7 +320,6 @@ impl Client {
             // response's head (head.rs), as the server wrote it.
             .max_idle_connections(0)
             .timeout_connect(timeouts.connect)
-            .timeout_global(timeouts.transfer)
             .http_status_as_error(false)
             .max_redirects(0)
             .allow_non_standard_methods(true)
@@ -330,27 +339,55 @@ impl Client {
         &self.gate
     }
 
-    /// [`Client::send`], but a refusal of the circuit breaker comes with
-    /// its response ([`Refused::reply`]).
+    /// [`Client::send`], but a request given up on after an answer (the
+    /// circuit breaker's, a challenge too dear, the retries or the time
+    /// run out) comes with that answer ([`Refused::reply`]).
     pub fn send_or_refused(
         &self,
         req: &Request,
         events: &mut dyn FnMut(Event),
     ) -> Result<Reply, Refused> {
+        let deadline = self.transfer.map(|limit| Instant::now() + limit);
+        self.send_or_refused_until(req, events, deadline)
+    }
+
+    /// [`Client::send_or_refused`] over by `deadline` instead of
+    /// [`Timeouts::transfer`] from now (`None`: no limit): the CLI's `-m`
+    /// spans the redirects of one URL.
+    pub fn send_or_refused_until(
+        &self,
+        req: &Request,
+        events: &mut dyn FnMut(Event),
+        deadline: Option<Instant>,
+    ) -> Result<Reply, Refused> {
+        let deadline = Deadline::at(deadline);
         let mut retrier = Retrier::new(self.policy.clone());
         let mut first = true;
         // Held through every send, solve and wait of this request.
         let mut pass = self.gate.enter(&req.url);
+        // Pacing waits only for a reset within the time limit.
+        let mut pacing = self.policy.clone();
+        match deadline.left() {
+            Ok(None) => {}
+            Ok(Some(left)) => pacing.max_wait = pacing.max_wait.min(left),
+            Err(_) => pacing.max_wait = Duration::ZERO,
+        }
         let _turn = self
             .ahead
-            .pace(&req.url, &self.policy, |wait| events(Event::Pacing(wait)));
+            .pace(&req.url, &pacing, |wait| events(Event::Pacing(wait)));
         let mut solution = self.ahead_for(req).and_then(Ticket::wait);
         let mut ahead = solution.is_some();
+        // A signer that signs when asked resends the request once, signed.
+        let mut asked = false;
         loop {
             let mut headers = headers_for(&req.headers, solution.as_ref(), first);
-            if let Some(signer) = &self.signer {
-                signer.sign_into(&req.url, &mut headers)?;
-            }
+            let signed = match &self.signer {
+                Some(signer) if signer.signs(&req.url) => {
+                    signer.sign_into(&req.url, &mut headers)?;
+                    true
+                }
+                _ => false,
+            };
             if !first {
                 pass.resending();
             }
@@ -364,7 +401,7 @@ impl Client {
                 headers: &headers,
             });
             self.recorded.clear();
-            let mut response = self.run(req, &headers)?;
+            let mut response = self.run(req, &headers, deadline.left()?)?;
             let status = response.status().as_u16();
             let version = format!("{:?}", response.version());
             let (status_line, got) = self
@@ -385,6 +422,11 @@ impl Client {
             pass.saw(status, remaining(lookup));
             if let Some(job) = self.ahead.saw(&req.url, lookup, &self.policy) {
                 job.spawn();
+            }
+            if !signed && !asked && self.asked_to_sign(&req.url, status, &got) {
+                asked = true;
+                solution = None;
+                continue;
             }
             let sent_ahead = std::mem::take(&mut ahead);
             let refusal = sent_ahead && matches!(status, 400 | 403);
@@ -425,15 +467,19 @@ impl Client {
                     body,
                 }
             };
-            match retrier.next(answer) {
+            // Given up on (the breaker, a price, the retries, the time):
+            // with the answer it was given up on, for `-i` and `-w`.
+            let refused = |error, reply: Reply| Refused {
+                error,
+                reply: Some(Box::new(reply)),
+            };
+            let left = match deadline.left() {
+                Ok(left) => left,
+                Err(error) => return Err(refused(error, reply())),
+            };
+            match retrier.next_within(answer, left) {
                 Step::Return => return Ok(reply()),
-                Step::Fail(error @ (Error::Blocked { .. } | Error::Banned { .. })) => {
-                    return Err(Refused {
-                        error,
-                        reply: Some(Box::new(reply())),
-                    })
-                }
-                Step::Fail(e) => return Err(e.into()),
+                Step::Fail(error) => return Err(refused(error, reply())),
                 Step::Wait(d) => {
                     events(Event::Waiting(d));
                     thread::sleep(d);
@@ -442,9 +488,15 @@ impl Client {
                 Step::Solve(c) => {
                     events(Event::Solving(&c));
                     let start = Instant::now();
+                    let (options, cut) = match deadline.solve_options(&self.policy.solve) {
+                        Ok(o) => o,
+                        Err(error) => return Err(refused(error, reply())),
+                    };
                     let never = std::sync::atomic::AtomicBool::new(false);
-                    let proof =
-                        solve_work_until(&c.salt, c.bits, c.work, &self.policy.solve, &never)?;
+                    let proof = match solve_work_until(&c.salt, c.bits, c.work, &options, &never) {
+                        Ok(proof) => proof,
+                        Err(error) => return Err(refused(explain(error, cut), reply())),
+                    };
                     events(Event::Solved {
                         nonce: proof.nonce,
                         elapsed: start.elapsed(),
@@ -453,6 +505,26 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Whether an answer asks a signer that signs when asked to sign
+    /// (`Accept-Signature` for a Web Bot Auth signature, docs/bots.md),
+    /// and to send its request again: a 401, 403 or 429 that is no block.
+    /// Any answer that asks makes the origin's later requests signed.
+    fn asked_to_sign(&self, url: &str, status: u16, headers: &[(String, String)]) -> bool {
+        let Some(signer) = &self.signer else {
+            return false;
+        };
+        let field = |name: &str| {
+            headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        let lines = field(pow_shield_bots::accept::HEADER);
+        let newly = !lines.is_empty() && signer.asked(url, &lines);
+        newly && matches!(status, 401 | 403 | 429) && field(wire::HEADER_SHIELD).is_empty()
     }
 
     /// A solution ahead for `req`, unless the caller brought its own.
@@ -467,10 +539,13 @@ impl Client {
         self.ahead.take(&req.url)
     }
 
+    /// One try, within `left` (`None`: no limit) from connecting to the
+    /// last byte of its body.
     fn run(
         &self,
         req: &Request,
         headers: &[(String, String)],
+        left: Option<Duration>,
     ) -> Result<ureq::http::Response<ureq::Body>, Error> {
         let mut builder = ureq::http::Request::builder()
             .method(req.method.as_str())
@@ -486,13 +561,22 @@ impl Client {
             Some(body) => builder
                 .body(body.clone())
                 .map_err(|e| Error::Request(e.to_string()))
-                .and_then(|r| agent.run(r).map_err(transport_error)),
+                .and_then(|r| agent.run(within(agent, r, left)).map_err(transport_error)),
             None => builder
                 .body(())
                 .map_err(|e| Error::Request(e.to_string()))
-                .and_then(|r| agent.run(r).map_err(transport_error)),
+                .and_then(|r| agent.run(within(agent, r, left)).map_err(transport_error)),
         }
     }
+}
+
+/// `r` limited to `left` (`None`: no limit), body included.
+fn within<S: ureq::AsSendBody>(
+    agent: &ureq::Agent,
+    r: ureq::http::Request<S>,
+    left: Option<Duration>,
+) -> ureq::http::Request<S> {
+    agent.configure_request(r).timeout_global(left).build()
 }
 
 /// The head as the `http` types show it (lower-case names, the canonical

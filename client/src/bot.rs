@@ -4,6 +4,11 @@
 //! the bot names its key directory), so that a pow-shield server with the
 //! bot's keys (`pow_shield_bot_keys`) sets `$pow_shield_bot` for it.
 //!
+//! A signer [`BotSigner::when_asked`] stays anonymous until an origin asks
+//! for a Web Bot Auth signature (a `429` with `Accept-Signature`, RFC 9421
+//! §5.1): that request is sent again once, signed, and every later one to
+//! the origin is signed.
+//!
 //! ```no_run
 //! use pow_shield_client::blocking::Client;
 //! use pow_shield_client::{BotSigner, Policy};
@@ -14,8 +19,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use pow_shield_bots::accept::asks_web_bot_auth;
 pub use pow_shield_bots::SigningKey;
 use pow_shield_bots::{authority_of, DEFAULT_LIFETIME_S};
 
@@ -27,6 +35,8 @@ pub struct BotSigner {
     key: SigningKey,
     signature_agent: Option<String>,
     lifetime_s: i64,
+    /// `Some` when it signs only where asked: the origins that asked.
+    asked: Option<Mutex<HashSet<String>>>,
 }
 
 /// The header names a signature sets (a caller's own are replaced).
@@ -39,7 +49,37 @@ impl BotSigner {
             key,
             signature_agent: None,
             lifetime_s: DEFAULT_LIFETIME_S,
+            asked: None,
         }
+    }
+
+    /// Signs only where asked: requests go out unsigned until an answer
+    /// of their origin asks for a Web Bot Auth signature
+    /// (`Accept-Signature`); from then on that origin's are signed.
+    pub fn when_asked(mut self) -> BotSigner {
+        self.asked = Some(Mutex::default());
+        self
+    }
+
+    /// Whether a request to `url` is signed: always, or once its origin
+    /// asked ([`BotSigner::when_asked`]).
+    pub fn signs(&self, url: &str) -> bool {
+        match (&self.asked, origin(url)) {
+            (None, _) => true,
+            (Some(asked), Some(origin)) => lock(asked).contains(&origin),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Takes note of an answer's `Accept-Signature` lines from `url`'s
+    /// origin: true when they ask for the signature this signer makes and
+    /// it was not signing there (a signer that always signs never is
+    /// asked).
+    pub fn asked(&self, url: &str, accept_signature: &[&str]) -> bool {
+        let (Some(asked), Some(origin)) = (&self.asked, origin(url)) else {
+            return false;
+        };
+        asks_web_bot_auth(accept_signature) && lock(asked).insert(origin)
     }
 
     /// Signs with the private JWK `text` (`pow-shield bot-key new` writes one).
@@ -98,6 +138,18 @@ impl BotSigner {
     }
 }
 
+/// The origin a signature is asked for: scheme and `@authority`.
+fn origin(url: &str) -> Option<String> {
+    let scheme = url.split_once("://")?.0.to_ascii_lowercase();
+    Some(format!("{scheme}://{}", authority_of(url)?))
+}
+
+fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    // A set of names stays whole whatever a panicking holder did.
+    set.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +189,37 @@ mod tests {
             "a new nonce every time"
         );
         assert_eq!(first.bot, 0);
+    }
+
+    #[test]
+    fn a_signer_when_asked_signs_an_origin_once_it_asked() {
+        let always = BotSigner::new(SigningKey::generate().unwrap());
+        assert!(always.signs("http://a.example/"));
+        assert!(!always.asked("http://a.example/", &[pow_shield_bots::accept::INVITATION]));
+
+        let asked = BotSigner::new(SigningKey::generate().unwrap()).when_asked();
+        let invitation = [pow_shield_bots::accept::INVITATION];
+        for (url, lines, newly) in [
+            (
+                "http://a.example/x",
+                &[r#"sig1=("@authority");tag="other""#][..],
+                false,
+            ),
+            ("http://a.example/x", &invitation[..], true),
+            ("http://A.example:80/y", &invitation[..], false),
+            ("https://a.example/", &invitation[..], true),
+            ("ftp://a.example/", &invitation[..], false),
+        ] {
+            assert_eq!(asked.asked(url, lines), newly, "{url} {lines:?}");
+        }
+        for (url, signs) in [
+            ("http://a.example/z", true),
+            ("http://a.example:8080/", false),
+            ("https://a.example/", true),
+            ("http://b.example/", false),
+        ] {
+            assert_eq!(asked.signs(url), signs, "{url}");
+        }
     }
 
     #[test]

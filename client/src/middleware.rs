@@ -26,6 +26,11 @@
 //! `policy.pace` it waits (`tokio::time::sleep`) for the reset instead of
 //! paying when the server says no free request is left.
 //!
+//! With [`PowShield::sign_with`] it signs as a known bot (Web Bot Auth,
+//! docs/bots.md): every try afresh, or, with a signer
+//! [`BotSigner::when_asked`], once the origin asks (`Accept-Signature`),
+//! the asking answer's request sent again, signed, once.
+//!
 //! Refusals come back as `reqwest_middleware::Error::Middleware` holding a
 //! [`crate::Error`] (`err.downcast_ref::<pow_shield_client::Error>()` on the
 //! inner `anyhow::Error`). Requests whose body cannot be cloned (streams)
@@ -35,7 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use http::Extensions;
-use reqwest::header::HeaderValue;
+use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_middleware::{Middleware, Next};
 
@@ -44,7 +49,7 @@ use crate::challenge::read_answer;
 use crate::gate::{remaining, Gate};
 use crate::retry::{Policy, Retrier, Step};
 use crate::wire;
-use crate::{solve_work_until, Error, Proof};
+use crate::{solve_work_until, BotSigner, Error, Proof};
 
 /// The middleware; see the module docs. Its clones share one per-origin
 /// [`Gate`]: a client's concurrent requests (a `join_all` of 50) have at
@@ -57,6 +62,7 @@ pub struct PowShield {
     policy: Policy,
     gate: Arc<Gate>,
     ahead: Arc<Ahead>,
+    signer: Option<Arc<BotSigner>>,
 }
 
 impl Default for PowShield {
@@ -75,7 +81,58 @@ impl PowShield {
             policy,
             gate,
             ahead: Arc::new(Ahead::new()),
+            signer: None,
         }
+    }
+
+    /// Signs as a known bot (docs/bots.md): every try afresh, or where
+    /// asked ([`BotSigner::when_asked`]).
+    pub fn sign_with(mut self, signer: BotSigner) -> PowShield {
+        self.signer = Some(Arc::new(signer));
+        self
+    }
+
+    /// Signs `req` if its signer signs there now; whether it did.
+    fn sign(&self, req: &mut Request) -> Result<bool, Error> {
+        let Some(signer) = self.signer.as_deref() else {
+            return Ok(false);
+        };
+        let url = req.url().as_str().to_owned();
+        if !signer.signs(&url) {
+            return Ok(false);
+        }
+        let mut headers = Vec::new();
+        signer.sign_into(&url, &mut headers)?;
+        let fields = req.headers_mut();
+        for name in ["signature-agent", "signature-input", "signature"] {
+            fields.remove(name);
+        }
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| Error::Request(format!("signature header: {e}")))?;
+            let value = HeaderValue::from_str(&value)
+                .map_err(|e| Error::Request(format!("signature header: {e}")))?;
+            fields.insert(name, value);
+        }
+        Ok(true)
+    }
+
+    /// Whether `response` asks a signer that signs when asked to sign, and
+    /// to send its request again: a 401, 403 or 429 that is no block.
+    fn asked_to_sign(&self, url: &str, response: &Response) -> bool {
+        let Some(signer) = self.signer.as_deref() else {
+            return false;
+        };
+        let headers = response.headers();
+        let lines: Vec<&str> = headers
+            .get_all(pow_shield_bots::accept::HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let newly = !lines.is_empty() && signer.asked(url, &lines);
+        newly
+            && matches!(response.status().as_u16(), 401 | 403 | 429)
+            && !headers.contains_key(wire::HEADER_SHIELD)
     }
 
     /// Shares `ahead` (solutions paid ahead, pacing) with other clients,
@@ -177,6 +234,8 @@ impl Middleware for PowShield {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let Some(template) = req.try_clone() else {
+            let mut req = req;
+            self.sign(&mut req).map_err(refused)?;
             return next.run(req, extensions).await;
         };
         let mut retrier = Retrier::new(self.policy.clone());
@@ -200,11 +259,14 @@ impl Middleware for PowShield {
             None => req,
         };
         let mut first = true;
+        // A signer that signs when asked resends the request once, signed.
+        let mut asked = false;
         loop {
             if !first {
                 pass.resending();
             }
             first = false;
+            let signed = self.sign(&mut current).map_err(refused)?;
             let response = next.clone().run(current, extensions).await?;
             let status = response.status().as_u16();
             let headers = response.headers();
@@ -213,6 +275,13 @@ impl Middleware for PowShield {
             if let Some(job) = self.ahead.saw(&url, lookup, &self.policy) {
                 // Solved on a blocking thread while the caller reads the body.
                 drop(tokio::task::spawn_blocking(move || job.run()));
+            }
+            if !signed && !asked && self.asked_to_sign(&url, &response) {
+                asked = true;
+                current = retry_request(&template, None).ok_or_else(|| {
+                    refused(Error::Request("the request cannot be sent again".into()))
+                })?;
+                continue;
             }
             if std::mem::take(&mut ahead) && may_be_refusal(status, lookup) {
                 // Perhaps the shield's refusal of the solution paid ahead:

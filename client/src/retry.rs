@@ -90,10 +90,18 @@ impl Retrier {
     /// Decides what to do with `answer`. Difficulty limits are checked
     /// here too, so nothing is sent after a challenge that is too hard.
     pub fn next(&mut self, answer: Answer) -> Step {
+        self.next_within(answer, None)
+    }
+
+    /// [`Retrier::next`] for a request with `time_left` (`None`: no
+    /// limit): a `Retry-After` that would not end within it is not waited
+    /// (a 429 is paid instead, a 503 handed back), as one beyond
+    /// `max_wait`.
+    pub fn next_within(&mut self, answer: Answer, time_left: Option<Duration>) -> Step {
         match answer {
             Answer::Pass => Step::Return,
             Answer::Refused(e) => Step::Fail(e),
-            Answer::Unavailable { retry_after } => match self.waitable(retry_after) {
+            Answer::Unavailable { retry_after } => match self.waitable(retry_after, time_left) {
                 Some(d) if self.retries < self.policy.max_retries => {
                     self.retries += 1;
                     Step::Wait(d)
@@ -118,7 +126,7 @@ impl Retrier {
                 // A plain 429 may be waited out; the last retry pays, so
                 // waiting never ends in giving up.
                 let last = self.retries >= self.policy.max_retries;
-                match self.waitable(c.retry_after) {
+                match self.waitable(c.retry_after, time_left) {
                     Some(d) if c.status == 429 && !last => Step::Wait(d),
                     _ => Step::Solve(c),
                 }
@@ -126,8 +134,16 @@ impl Retrier {
         }
     }
 
-    fn waitable(&self, retry_after: Option<Duration>) -> Option<Duration> {
-        retry_after.filter(|d| self.policy.prefer_wait && *d <= self.policy.max_wait)
+    fn waitable(
+        &self,
+        retry_after: Option<Duration>,
+        time_left: Option<Duration>,
+    ) -> Option<Duration> {
+        retry_after.filter(|d| {
+            self.policy.prefer_wait
+                && *d <= self.policy.max_wait
+                && time_left.is_none_or(|left| *d < left)
+        })
     }
 }
 
@@ -209,6 +225,28 @@ mod tests {
         assert_eq!(
             Policy::default().solve.max_solve_time,
             Some(Duration::from_secs(30))
+        );
+    }
+
+    #[test]
+    fn a_wait_that_would_outlast_the_time_left_is_paid_or_handed_back() {
+        let left = |s| Some(Duration::from_secs(s));
+        for (answer, time_left, waits) in [
+            (challenge(429, 4, Some(3)), None, true),
+            (challenge(429, 4, Some(3)), left(4), true),
+            (challenge(429, 4, Some(3)), left(3), false),
+            (challenge(429, 4, Some(30)), left(3), false),
+        ] {
+            let step = Retrier::new(waiting()).next_within(answer, time_left);
+            assert_eq!(matches!(step, Step::Wait(_)), waits, "{time_left:?}");
+            assert!(waits || matches!(step, Step::Solve(_)), "{step:?}");
+        }
+        let unavailable = Answer::Unavailable {
+            retry_after: Some(Duration::from_secs(5)),
+        };
+        assert_eq!(
+            Retrier::new(waiting()).next_within(unavailable, left(2)),
+            Step::Return
         );
     }
 

@@ -30,7 +30,51 @@ export interface PowShieldOptions {
    * maxWaitMs, before the next request to that origin instead of paying. Default false.
    */
   pace?: boolean;
+  /**
+   * Sign as a known bot (Web Bot Auth): every send, each resend and redirect hop afresh; or, with a
+   * signer made `whenAsked`, only once the origin asked (Accept-Signature), that request sent again,
+   * signed, once.
+   */
+  bot?: BotSigner;
 }
+
+/** Options of a BotSigner. */
+export interface BotSignerOptions {
+  /** The bot's key directory URL, sent (and signed) as Signature-Agent. */
+  signatureAgent?: string;
+  /** Seconds each signature is good for: 1 to 3600. Default 60. */
+  lifetime?: number;
+  /** Sign only once an origin asks (a 429 with Accept-Signature). Default false: sign every request. */
+  whenAsked?: boolean;
+}
+
+/** A private Ed25519 JWK, as `pow-shield bot-key new` writes it. */
+export interface PrivateJwk {
+  kty: 'OKP';
+  crv: 'Ed25519';
+  d: string;
+  x?: string;
+  kid?: string;
+}
+
+/** Signs requests as a known bot (Web Bot Auth, RFC 9421, tag "web-bot-auth") with its Ed25519 key. */
+export class BotSigner {
+  constructor(jwk: PrivateJwk | string, options?: BotSignerOptions);
+  /** The signer of the private JWK in a file. */
+  static fromFile(path: string, options?: BotSignerOptions): BotSigner;
+  /** The key's JWK thumbprint (RFC 7638): its signatures' keyid. */
+  readonly keyid: string;
+  readonly whenAsked: boolean;
+  /** Whether a request to `url` is signed now. */
+  signs(url: string): boolean;
+  /** Takes note of an answer's Accept-Signature: true when it newly asks this signer (whenAsked) to sign the origin. */
+  asked(url: string, acceptSignature: string | null | undefined): boolean;
+  /** The signature headers of one request to `url`. */
+  headers(url: string, at?: { created?: number; expires?: number; nonce?: string; label?: string }): Record<string, string>;
+}
+
+/** Whether an Accept-Signature value asks for the Web Bot Auth signature this client makes. */
+export function asksWebBotAuth(value: string | null | undefined): boolean;
 
 /** Any fetch-compatible function: the global fetch, undici's, the one given to ky. */
 export type FetchLike = (input: any, init?: any) => Promise<Response>;
@@ -172,5 +216,6 @@ declare const _default: {
   withPowShield: typeof withPowShield;
   withPowShieldAxios: typeof withPowShieldAxios;
   solve: typeof solve;
+  BotSigner: typeof BotSigner;
 };
 export default _default;

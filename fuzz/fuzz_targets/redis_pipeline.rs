@@ -159,6 +159,7 @@ impl Model {
                 }
                 // Only a subscriber's pipeline (Sentinel's) hands frames on.
                 Event::Push(_) => panic!("a push on a connection that never subscribed"),
+                Event::Clock(_) => panic!("a clock from a handshake without TIME"),
             }
             last_step = false;
         }

@@ -143,6 +143,7 @@ fuzz_target!(|data: &[u8]| {
                     read(&frame, &name);
                 }
                 Event::Answered { .. } => panic!("an answer on a connection that asked nothing"),
+                Event::Clock(_) => panic!("a clock from a handshake without TIME"),
             }
         }
         if result.is_err() {

@@ -269,6 +269,12 @@ pub struct ChallengeBody {
     pub expires_in: u64,
     /// How to solve it, for humans.
     pub instructions: String,
+    /// The location's strike threshold (`pow_shield_strikes <n>`): its
+    /// `n`-th strike opens the breaker, so a client keeps at most `n - 1`
+    /// unpaid requests in flight over the limit. Absent where the breaker
+    /// is off, and from servers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strike_threshold: Option<u32>,
 }
 
 impl ChallengeBody {
@@ -291,7 +297,15 @@ impl ChallengeBody {
             algorithm: ALGORITHM.to_owned(),
             expires_in,
             instructions: instructions(difficulty),
+            strike_threshold: None,
         }
+    }
+
+    /// The same body advertising the location's strike threshold (`None`:
+    /// the breaker is off).
+    pub fn with_strike_threshold(mut self, threshold: Option<u32>) -> ChallengeBody {
+        self.strike_threshold = threshold;
+        self
     }
 
     /// The same body asking for exactly `bits` leading zero bits (its
@@ -426,6 +440,19 @@ mod tests {
             .contains(r#""difficulty":5,"bits":18,"salt":"ab""#));
         assert!(body.instructions.contains("18 zero bits"));
         assert_eq!(body.required_bits(), 18);
+    }
+
+    #[test]
+    fn the_strike_threshold_comes_last_and_only_where_the_breaker_is_on() {
+        let body = ChallengeBody::new(None, "t.m", "ab", 4, 60).with_bits(16);
+        assert!(!body.to_json().contains("strike_threshold"));
+        let json = body.with_strike_threshold(Some(5)).to_json();
+        assert!(
+            json.ends_with(r#"Each solution admits one request.","strike_threshold":5}"#),
+            "{json}"
+        );
+        let parsed: ChallengeBody = serde_json::from_str(&json).unwrap();
+        assert_eq!(parsed.strike_threshold, Some(5));
     }
 
     #[test]

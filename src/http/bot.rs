@@ -237,7 +237,7 @@ fn bot_of(r: &Request) -> Option<String> {
 }
 
 /// The request has a `Signature-Input` field (one pass, no allocation).
-fn signed(r: &Request) -> bool {
+pub(super) fn signed(r: &Request) -> bool {
     r.headers_in_iterator()
         .any(|(key, _)| key.as_bytes().eq_ignore_ascii_case(b"signature-input"))
 }

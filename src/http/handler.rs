@@ -19,6 +19,7 @@ use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
 use crate::protocol::{self, Rejection};
 use crate::store::{Spendable, Stores};
+use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
@@ -324,12 +325,15 @@ fn send_challenge(
         return Status::NGX_ERROR;
     };
     let retry_after_ms = done.verdict.map(|v| v.retry_after_ms);
+    // A bot that could sign instead of paying is told how (docs/bots.md).
+    let invite = invites(!mcf.bots.is_empty(), status, bot::signed(r));
     response::send_challenge(
         r,
         status,
         error,
         &challenge,
-        policy.challenge_ttl_ms,
+        policy,
         retry_after_ms.filter(|_| status == 429),
+        invite,
     )
 }

@@ -6,8 +6,10 @@ use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
 use super::state::RequestState;
+use crate::config::Policy;
 use crate::protocol::wire::{self, ChallengeBody, ErrorBody};
 use crate::protocol::{Challenge, Work};
+use pow_shield_bots::accept;
 use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::syntax::HeadersMode;
@@ -20,23 +22,27 @@ pub fn retry_after_secs(ms: u64) -> u64 {
 }
 
 /// Sends a challenge: 429 (`error` is None) or a verification failure that
-/// comes with a fresh challenge (409, 410, 422).
+/// comes with a fresh challenge (409, 410, 422). The body advertises the
+/// location's strike threshold; `invite`: the response asks for a Web Bot
+/// Auth signature (`Accept-Signature`, docs/bots.md).
 pub fn send_challenge(
     r: &mut Request,
     status: u16,
     error: Option<&str>,
     challenge: &Challenge,
-    ttl_ms: u64,
+    policy: &Policy,
     retry_after_ms: Option<u64>,
+    invite: bool,
 ) -> Status {
     let body = ChallengeBody::new(
         error,
         &challenge.token,
         &challenge.salt,
         challenge.difficulty,
-        ttl_ms / 1000,
+        policy.challenge_ttl_ms / 1000,
     )
     .with_bits(challenge.bits)
+    .with_strike_threshold(policy.breaker.strikes.map(|s| s.threshold))
     .with_work(challenge.work);
     let difficulty = challenge.difficulty.to_string();
     let bits = challenge.bits.to_string();
@@ -52,6 +58,9 @@ pub fn send_challenge(
     let retry_after = retry_after_ms.map(|ms| retry_after_secs(ms).to_string());
     if let Some(secs) = retry_after.as_deref() {
         headers.push(("Retry-After", secs));
+    }
+    if invite {
+        headers.push((accept::HEADER, accept::INVITATION));
     }
     let json = json_type(r);
     send(r, status, json, body.to_json().as_bytes(), &headers)

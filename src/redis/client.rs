@@ -86,6 +86,12 @@ impl Client {
         self.0.is_connected()
     }
 
+    /// Whether an unpaid refusal counts a strike now (not within a grace
+    /// after an outage of this Redis, as its node saw it).
+    pub fn strikes_unpaid(&self) -> bool {
+        self.0.strikes_unpaid()
+    }
+
     /// Whether commands may be sent: the connection is up (or being set up
     /// after an idle close, or on probation after an outage).
     pub fn is_healthy(&self) -> bool {

@@ -5,15 +5,21 @@
 //! fallback gauge. `connection` moves the bytes and acts on what this
 //! decides; this never touches nginx's events.
 
+use core::sync::atomic::Ordering;
+
 use nginx_sys::{ngx_log_t, ngx_msec_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::now;
 use super::settings::Settings;
+use crate::shm::health::Peer;
 use pow_shield_core::metrics::{self, RedisError};
+use pow_shield_core::redis::clock::{self, RedisClock};
 use pow_shield_core::redis::cluster::parse_redirect;
 use pow_shield_core::redis::command::error_kind;
-use pow_shield_core::redis::health::{Admission, Availability, ErrorReplies, Failure, InFlight};
+use pow_shield_core::redis::health::{
+    Admission, Availability, ErrorReplies, Failure, Follow, InFlight, NodeHealth,
+};
 use pow_shield_core::redis::pipeline::{Broken, Event, Pipeline, Slot};
 
 /// Commands in flight per worker. nginx handles at most 512 events per
@@ -72,6 +78,13 @@ pub(super) struct Exchange {
     /// Request slots in the pipeline, capped.
     in_flight: InFlight,
     errors: ErrorReplies,
+    /// The node's word on this Redis (in the zone: its workers share it),
+    /// and the epoch of it this worker last followed or wrote.
+    node: Option<&'static Peer>,
+    node_seen: u64,
+    /// Redis's clock as this connection last learnt it: a script call
+    /// carries its deadline in it (`clock`), kept across reconnects.
+    clock: RedisClock,
     shutting_down: bool,
     /// Requests depend on this node: always with a single Redis; in a
     /// Redis Cluster, while the map gives it slots (a seed or a former
@@ -86,8 +99,13 @@ pub(super) struct Exchange {
 }
 
 impl Exchange {
-    /// `subscriber`: the handshake subscribes (messages are pushed).
-    pub(super) fn new(subscriber: bool, log: *mut ngx_log_t) -> Exchange {
+    /// `subscriber`: the handshake subscribes (messages are pushed);
+    /// `node`: the node's word on this Redis.
+    pub(super) fn new(
+        subscriber: bool,
+        node: Option<&'static Peer>,
+        log: *mut ngx_log_t,
+    ) -> Exchange {
         Exchange {
             pipeline: if subscriber {
                 Pipeline::subscriber()
@@ -97,11 +115,66 @@ impl Exchange {
             health: Availability::default(),
             in_flight: InFlight::new(MAX_IN_FLIGHT),
             errors: ErrorReplies::default(),
+            node,
+            node_seen: 0,
+            clock: RedisClock::default(),
             shutting_down: false,
             serving: true,
             in_gauge: false,
             ready: false,
             log,
+        }
+    }
+
+    /// What this worker does about a change of the node's word on Redis
+    /// that it has not followed yet (`Availability::follow`).
+    pub(super) fn follow_node(&mut self) -> Follow {
+        let Some(peer) = self.node else {
+            return Follow::Stay;
+        };
+        let node = NodeHealth::from_word(peer.word.load(Ordering::Acquire));
+        let follow = self.health.follow(node, self.node_seen);
+        self.node_seen = node.epoch();
+        follow
+    }
+
+    /// Whether an unpaid refusal counts a strike now: not within a grace
+    /// after this worker or its node came back (`strikes_unpaid`).
+    pub(super) fn strikes_unpaid(&self) -> bool {
+        let node_back = self
+            .node
+            .map(|peer| peer.back_ms.load(Ordering::Acquire))
+            .filter(|ms| *ms > 0);
+        self.health.strikes_unpaid(now() as u64, node_back)
+    }
+
+    /// Another worker found Redis back: this one returns now, on
+    /// probation.
+    pub(super) fn rejoin(&mut self) {
+        self.health.rejoin();
+        self.update_gauge();
+    }
+
+    /// This worker found Redis down (`found_down`) or back: the node's word
+    /// says so, unless it does already (another worker was first).
+    fn tell_node(&mut self, change: fn(NodeHealth) -> Option<NodeHealth>) {
+        let Some(peer) = self.node else {
+            return;
+        };
+        let word = &peer.word;
+        let mut now = word.load(Ordering::Acquire);
+        loop {
+            let Some(next) = change(NodeHealth::from_word(now)) else {
+                self.node_seen = NodeHealth::from_word(now).epoch();
+                return;
+            };
+            match word.compare_exchange(now, next.word(), Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.node_seen = next.epoch();
+                    return;
+                }
+                Err(other) => now = other,
+            }
         }
     }
 
@@ -168,9 +241,11 @@ impl Exchange {
         Ok(())
     }
 
-    /// Queues a command for the next flush.
+    /// Queues a command for the next flush; a script call goes with its
+    /// deadline in Redis's clock.
     pub(super) fn push(&mut self, command: &[u8], mut slot: Slot<OnReply>) {
         slot.sent = metrics::redis_command();
+        slot.redis_deadline = self.clock.deadline(slot.deadline);
         self.pipeline.push(command, slot);
     }
 
@@ -189,6 +264,7 @@ impl Exchange {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
                 Event::Ready => self.connected(s),
+                Event::Clock(redis_ms) => self.clock.learn(redis_ms, now() as u64),
                 Event::Push(frame) => {
                     if let Some(on_push) = &s.on_push {
                         let on_push = on_push.clone();
@@ -211,6 +287,17 @@ impl Exchange {
                     self.recovered(deadline, s);
                     let frame = match reply {
                         Ok(frame) => {
+                            if let Some(redis_ms) = clock::expired_ms(&frame) {
+                                // Came after its deadline (Redis's clock
+                                // stepped, or it answered at the last ms):
+                                // its request falls back; the clock is
+                                // learnt again.
+                                self.clock.learn(redis_ms, now() as u64);
+                                debug!(
+                                    self.log,
+                                    "pow_shield: redis {} ran a call after its deadline", s.name
+                                );
+                            }
                             if self.errors.on_success(now() as u64) {
                                 notice!(
                                     self.log,
@@ -250,6 +337,9 @@ impl Exchange {
     /// outage; returns the back-off before the next attempt.
     pub(super) fn failed(&mut self, reason: &str, s: &Settings) -> u64 {
         let (failure, backoff_ms) = self.health.failed(now() as u64);
+        if failure == Failure::Started {
+            self.tell_node(NodeHealth::found_down);
+        }
         // An outage of this peer that an earlier connection logged.
         let known =
             failure == Failure::Started && s.outage.as_ref().is_some_and(|o| o.replace(true));
@@ -330,6 +420,10 @@ impl Exchange {
     fn recovered(&mut self, deadline: u64, s: &Settings) {
         let late = (now().wrapping_sub(deadline as ngx_msec_t) as i64) > 0;
         if !late && self.health.answered_in_time(now() as u64) {
+            self.tell_node(NodeHealth::found_up);
+            if let Some(peer) = self.node {
+                peer.back_ms.fetch_max(now() as u64, Ordering::AcqRel);
+            }
             metrics::redis_reconnected();
             self.update_gauge();
             if let Some(outage) = &s.outage {

@@ -61,6 +61,16 @@ impl Router {
         }
     }
 
+    /// Whether an unpaid refusal counts a strike now: not within a grace
+    /// after an outage (in a Redis Cluster, of the master of `key`'s slot).
+    pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
+        match self {
+            Router::Single(client) => client.strikes_unpaid(),
+            Router::Cluster(cluster) => cluster.strikes_unpaid(key),
+            Router::Sentinel(sentinel) => sentinel.strikes_unpaid(),
+        }
+    }
+
     pub fn shutdown(&self) {
         match self {
             Router::Single(client) => client.shutdown(),

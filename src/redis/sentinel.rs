@@ -210,6 +210,15 @@ impl Sentinel {
             .unwrap_or(Reach::Down)
     }
 
+    /// Whether an unpaid refusal counts a strike now (the master's).
+    pub(super) fn strikes_unpaid(&self) -> bool {
+        self.master
+            .try_borrow()
+            .ok()
+            .and_then(|m| m.as_ref().map(|m| m.client.strikes_unpaid()))
+            .unwrap_or(true)
+    }
+
     /// Closes every connection and cancels the tick (worker exit).
     pub(super) fn shutdown(&self) {
         if self.closing.replace(true) {

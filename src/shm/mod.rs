@@ -3,6 +3,7 @@
 //! workers' metrics slots, kept across `nginx -s reload` when its size is
 //! unchanged (as `limit_req` does).
 
+pub mod health;
 mod table;
 
 use core::ffi::c_void;
@@ -22,7 +23,7 @@ use pow_shield_core::store::SpentRoom;
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0006, // "powshi" v6: local mode's sliding windows
+    0x706f_7773_6869_0007, // "powshi" v7: Redis's health per node
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
@@ -73,6 +74,9 @@ pub struct Zone {
     /// The random HMAC key used when no secret is configured; kept across
     /// reloads so that outstanding challenges stay valid.
     secret: [u8; 32],
+    /// Cluster mode: whether each Redis is down, as the node's workers
+    /// share it.
+    redis_health: health::Peers,
 }
 
 impl Zone {
@@ -211,6 +215,8 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         ptr::addr_of_mut!((*zone).buckets_refused).write(0);
         ptr::addr_of_mut!((*zone).bots).write(BotCounters::new());
         ptr::addr_of_mut!((*zone).metrics).write(ptr::null_mut());
+        // Zero atomics: every slot free, every Redis up.
+        ptr::write_bytes(ptr::addr_of_mut!((*zone).redis_health), 0, 1);
         Table::init(ptr::addr_of_mut!((*zone).buckets));
         Table::init(ptr::addr_of_mut!((*zone).spent));
         Table::init(ptr::addr_of_mut!((*zone).strikes));
@@ -291,6 +297,14 @@ impl SharedZone {
         unsafe { self.zone.as_ref().metrics.as_ref() }.and_then(|s| s.get(index % SLOTS))
     }
 
+    /// The node's words on Redis's health (`health`).
+    pub fn redis_health(&self) -> &'static health::Peers {
+        // SAFETY: zeroed when the header is made and only ever accessed
+        // through atomics; the header lives as long as the zone, which is
+        // mapped for the life of the process.
+        unsafe { &(*self.zone.as_ptr()).redis_health }
+    }
+
     /// Every worker's slots (none before a status location made them).
     pub fn metrics_slots(&self) -> &[Slot] {
         // SAFETY: as in `metrics_slot`.
@@ -312,11 +326,12 @@ impl SharedZone {
     }
 
     /// The part of the zone spent records may take: a share of the
-    /// entries its pages hold (`store::spent`).
-    pub fn spent_room(&self) -> SpentRoom {
+    /// entries its pages hold (`store::spent`), for spent challenges whose
+    /// records live at most `token_lifetime_ms`.
+    pub fn spent_room(&self, token_lifetime_ms: u64) -> SpentRoom {
         let pool = self.pool.as_ref();
         let bytes = (pool.end as usize).saturating_sub(pool.start as usize);
-        SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64)
+        SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64, token_lifetime_ms)
     }
 
     /// Runs `f` on the header's tables with the zone locked.

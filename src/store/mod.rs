@@ -32,7 +32,7 @@ use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, Spent, MAX_LIMITS};
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{Checked, Now, Op, Reply, Solution, Subject};
+use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Subject};
 use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
@@ -169,6 +169,16 @@ impl Stores {
                 // No zone to decide with (nginx could not map it).
                 None => Reply::Down,
             });
+        };
+        // Just back from an outage: an unpaid refusal is no strike until the
+        // other nodes had time to return and write the payments they took
+        // meanwhile (`health::RECOVERY_GRACE_MS`).
+        let unpaid = Op::Check {
+            offence: Offence::Unpaid,
+        };
+        let op = match op == unpaid && !redis.strikes_unpaid(subject.key) {
+            true => op.standing_in(),
+            false => op,
         };
         // A solution of Redis's generation: only Redis knows what other
         // nodes spent in it.
@@ -361,6 +371,10 @@ pub fn init_worker(cycle: &mut ngx_cycle_t, mcf: &MainConf) -> Status {
     let Some(conf) = mcf.redis().filter(|_| mcf.shielded) else {
         return Status::NGX_OK;
     };
+    // Redis's health is the node's: every worker shares it in the zone.
+    if let Some(zone) = crate::shm::SharedZone::from_conf(mcf) {
+        crate::shm::health::attach(zone.redis_health());
+    }
     match RedisStore::start(conf, NodeCache::new(mcf), cycle.log) {
         Some(store) => {
             let _ = REDIS.try_with(|r| *r.borrow_mut() = Some(store));

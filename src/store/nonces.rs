@@ -14,7 +14,13 @@
 
 use super::zone::record_owned;
 use crate::shm::SharedZone;
+use pow_shield_core::store::spent::{class_lifetime_ms, lifetime_class};
 use pow_shield_core::store::{Now, Recorded};
+
+/// Before a bot's name as the owner of its nonces' share: no client key
+/// has it (keys from requests have no NUL byte; the default key is a NUL
+/// mark and 4, 8 or 16 address bytes).
+const BOT_OWNER: &[u8] = b"\0\0bot\0";
 
 /// Records the nonce of bot `name` (`digest`: a hash of its key and
 /// nonce) until `until_ms` (epoch), and counts the request in the bot's
@@ -26,11 +32,18 @@ pub fn record_bot_nonce(
     until_ms: u64,
     now: Now,
 ) -> Recorded {
+    let owner = [BOT_OWNER, name.as_bytes()].concat();
+    // A bot's share is counted over the lifetime class of its signatures
+    // (a minute's for the clients' 60 s), not the longest one accepted:
+    // a bot signing for an hour would otherwise get a sixtieth of the
+    // rate. A bot that mixes lifetimes gets a share per class it uses,
+    // within the zone's half for every spent record.
+    let longest_ms = class_lifetime_ms(lifetime_class(until_ms.saturating_sub(now.epoch_ms)));
     record_owned(
         zone,
-        name.as_bytes(),
+        &owner,
         digest,
-        until_ms,
+        (until_ms, longest_ms),
         now,
         |zone, seen| {
             match seen {

@@ -35,11 +35,19 @@ pub(super) const EVICT_WHEN_FULL: usize = 3;
 #[derive(Clone)]
 pub struct ZoneStore {
     zone: SharedZone,
+    /// The longest a spent challenge's record lives (its share's window).
+    token_lifetime_ms: u64,
 }
 
 impl ZoneStore {
     pub fn new(mcf: &MainConf) -> Option<Self> {
-        SharedZone::from_conf(mcf).map(|zone| Self { zone })
+        let token_lifetime_ms = mcf
+            .longest_challenge_ttl_ms
+            .saturating_add(pow_shield_protocol::FUTURE_SKEW_MS);
+        SharedZone::from_conf(mcf).map(|zone| Self {
+            zone,
+            token_lifetime_ms,
+        })
     }
 
     /// Runs one operation for Redis, standing in for it (the `local`
@@ -63,7 +71,7 @@ impl ZoneStore {
 
     /// Runs one operation under the zone's lock.
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
-        let room = self.zone.spent_room();
+        let room = self.zone.spent_room(self.token_lifetime_ms);
         self.zone.with_locked(|zone, alloc| {
             // As a request passes it expires a few stale entries of the
             // tables it uses.
@@ -99,17 +107,18 @@ impl ZoneStore {
 }
 
 /// Records a spent record of `owner` (a bot's signature nonce, `digest`)
-/// until `until_ms` within its share (`store::record`), and runs `then` on
-/// what was recorded under the same lock.
+/// until `until_ms` within its share over `longest_ms`
+/// (`store::record`), and runs `then` on what was recorded under the
+/// same lock.
 pub(super) fn record_owned<R>(
     zone: &SharedZone,
     owner: &[u8],
     digest: &[u8; 32],
-    until_ms: u64,
+    (until_ms, longest_ms): (u64, u64),
     now: Now,
     then: impl FnOnce(&mut Zone, Recorded) -> R,
 ) -> R {
-    let room = zone.spent_room();
+    let room = zone.spent_room(longest_ms);
     zone.with_locked(|zone, alloc| {
         zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);
         let mut tables = Locked {
@@ -118,7 +127,7 @@ pub(super) fn record_owned<R>(
             now,
             room,
         };
-        let recorded = store::record(&mut tables, owner, digest, until_ms, now);
+        let recorded = store::record(&mut tables, owner, digest, until_ms, longest_ms, now);
         then(tables.zone, recorded)
     })
 }
@@ -211,7 +220,13 @@ impl Tables for Locked<'_> {
 
     fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
-        record_spent(self.zone, self.alloc, &key, until_ms, now_ms, self.room)
+        let recorded = record_spent(self.zone, self.alloc, &key, until_ms, now_ms, self.room);
+        // A payer or a bot refused for it (the mirror of Redis's spends,
+        // which refuses no one, is not counted).
+        if recorded.is_err() {
+            self.zone.spent_refused = self.zone.spent_refused.wrapping_add(1);
+        }
+        recorded
     }
 
     fn spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool {
@@ -253,10 +268,7 @@ pub(super) fn record_spent(
         {
             Some(entry) => entry,
             // Not recorded, so not accepted: else it could be replayed.
-            None => {
-                zone.spent_refused = zone.spent_refused.wrapping_add(1);
-                return Err(full(zone, now_ms));
-            }
+            None => return Err(full(zone, now_ms)),
         },
     };
     // SAFETY: the entry is in the zone, locked by the caller.

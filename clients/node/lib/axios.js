@@ -18,11 +18,14 @@
 // final answer resolves or rejects with axios's error.
 const { Payer } = require('./pay');
 const { CHALLENGE_STATUSES, HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION } = require('./challenge');
+const { SIGNATURE_HEADERS } = require('./bots');
 
 /** Marks the paying adapter: an adapter already paying is not wrapped again. */
 const PAYING = Symbol('pow-shield paying adapter');
 /** The headers of a solution: never sent on to a redirect's target. */
 const POW_HEADERS = new Set([HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION].map((h) => h.toLowerCase()));
+/** The headers of a signature: made afresh for each send and each redirect hop. */
+const SIGNED_HEADERS = new Set(SIGNATURE_HEADERS.map((h) => h.toLowerCase()));
 /** Statuses whose body the client may read: a challenge only in the body, the shield's refusal of a solution. */
 const READ_BODY = new Set([...CHALLENGE_STATUSES, 400, 403]);
 /** Statuses that have no body in a fetch Response. */
@@ -106,26 +109,37 @@ function discard(sent) {
   else if (typeof data.cancel === 'function') data.cancel().catch(() => {});
 }
 
-function stripSolution(headers) {
-  for (const key of Object.keys(headers || {})) if (POW_HEADERS.has(key.toLowerCase())) delete headers[key];
+function strip(headers, names) {
+  for (const key of Object.keys(headers || {})) if (names.has(key.toLowerCase())) delete headers[key];
 }
 
-/** One send of `config` by `sender` with the request's own adapter (`spec`), with a solution or without. */
+/** One send of `config` by `sender` with the request's own adapter (`spec`), with a solution or without, signed as `sign(url)` says. */
 function sendOnce(sender, config, spec, url) {
-  return async (solution, observe) => {
+  return async (solution, observe, sign) => {
     const headers = {};
     // Own properties, false included: a header the request removed (false) stays removed.
-    for (const [key, value] of entriesOf(config.headers)) if (!POW_HEADERS.has(key.toLowerCase())) headers[key] = value;
+    for (const [key, value] of entriesOf(config.headers)) {
+      if (!POW_HEADERS.has(key.toLowerCase()) && !SIGNED_HEADERS.has(key.toLowerCase())) headers[key] = value;
+    }
     const inner = { ...config, headers, adapter: spec, transformRequest: [], transformResponse: [] };
+    Object.assign(headers, sign(url) ?? {});
     if (solution) {
       headers[HEADER_CHALLENGE] = solution.token;
       headers[HEADER_NONCE] = solution.nonce;
       if (solution.solution) headers[HEADER_SOLUTION] = solution.solution;
-      // The solution buys this URL one request: the redirects of a paid
-      // send go on without it (the http adapter, Node's default, asks here).
+    }
+    if (solution || Object.keys(headers).some((k) => SIGNED_HEADERS.has(k.toLowerCase()))) {
+      // The solution buys this URL one request, and a signature is good
+      // for one authority and one use: the redirects of a paid or signed
+      // send go on without the solution, signed afresh (the http adapter,
+      // Node's default, asks here).
       const theirs = config.beforeRedirect;
       inner.beforeRedirect = (options, response, request) => {
-        stripSolution(options && options.headers);
+        strip(options && options.headers, POW_HEADERS);
+        if (options && options.headers) {
+          strip(options.headers, SIGNED_HEADERS);
+          if (typeof options.href === 'string') Object.assign(options.headers, sign(options.href) ?? {});
+        }
         if (response && response.headers) {
           observe((request && request.url) || url, viewOf({ status: response.statusCode, headers: response.headers }));
         }

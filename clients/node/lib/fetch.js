@@ -5,6 +5,7 @@ const { HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION } = require('./challenge
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
 const { Ahead } = require('./ahead');
 const { DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, Payer } = require('./pay');
+const { SIGNATURE_HEADERS } = require('./bots');
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 /** fetch's own limit on redirects followed. */
@@ -22,22 +23,33 @@ function discard(response) {
   if (response.body && !response.bodyUsed) response.body.cancel().catch(() => {});
 }
 
+/** `headers` with the signature `sign(url)` gives, in place of any there (none when it gives null). */
+function signed(headers, sign, url) {
+  const out = new Headers(headers);
+  for (const name of SIGNATURE_HEADERS) out.delete(name);
+  for (const [name, value] of Object.entries(sign(url) ?? {})) out.set(name, value);
+  return out;
+}
+
 /**
- * One send of a request that carries a solution. The solution buys this
- * URL one request only: redirects are followed here (as fetch's 'follow'
- * would) without the X-PoW-* headers, so that they never reach another
- * origin (nor are they spent twice at this one).
+ * One send of a request that carries a solution or a signature. The
+ * solution buys this URL one request only, and a signature is good for
+ * one authority and one use: redirects are followed here (as fetch's
+ * 'follow' would) without the X-PoW-* headers, so that they never reach
+ * another origin (nor are they spent twice at this one), each hop signed
+ * afresh (`sign(url)`).
  */
-async function sendPaid(fetchImpl, input, init, headers, base, observe) {
+async function sendPaid(fetchImpl, input, init, headers, base, observe, sign) {
   const mode = init.redirect ?? (base ? base.redirect : undefined) ?? 'follow';
-  if (mode !== 'follow') {
-    const response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
-    return { response, url: base ? base.url : String(input instanceof URL ? input.href : input) };
-  }
   let url = base ? base.url : String(input instanceof URL ? input.href : input);
+  if (mode !== 'follow') {
+    const response = await fetchImpl(base ? base.clone() : input, { ...init, headers: signed(headers, sign, url) });
+    return { response, url };
+  }
   let method = (init.method ?? (base ? base.method : 'GET')).toUpperCase();
   let { body } = init;
-  let response = await fetchImpl(base ? base.clone() : input, { ...init, headers, redirect: 'manual' });
+  let response = await fetchImpl(base ? base.clone() : input,
+    { ...init, headers: signed(headers, sign, url), redirect: 'manual' });
   const next = new Headers(headers);
   next.delete(HEADER_CHALLENGE);
   next.delete(HEADER_NONCE);
@@ -52,7 +64,7 @@ async function sendPaid(fetchImpl, input, init, headers, base, observe) {
       body = undefined;
       next.delete('content-type');
     }
-    response = await fetchImpl(url, { ...init, method, body, headers: next, redirect: 'manual' });
+    response = await fetchImpl(url, { ...init, method, body, headers: signed(next, sign, url), redirect: 'manual' });
   }
   return { response, url };
 }
@@ -68,7 +80,9 @@ async function sendPaid(fetchImpl, input, init, headers, base, observe) {
  * fetch shares that gate), payAhead (true: solve each response's next
  * challenge at once and send it with the next request to that origin),
  * pace (false; true: when Remaining reaches 0, wait for the reset, up to
- * maxWaitMs, instead of paying).
+ * maxWaitMs, instead of paying), bot (a BotSigner: each send and each
+ * redirect hop signed afresh as that known bot, or, made whenAsked, once
+ * its origin asked).
  */
 function withPowShield(fetchImpl, options = {}, shared = undefined) {
   if (typeof fetchImpl !== 'function') throw new TypeError('withPowShield needs a fetch function');
@@ -83,16 +97,18 @@ function withPowShield(fetchImpl, options = {}, shared = undefined) {
     const transport = {
       replayable: replayable(init.body),
       discard: (sent) => discard(sent.response),
-      async send(solution, observe) {
+      async send(solution, observe, sign) {
         const headers = new Headers(given);
-        if (!solution) {
+        if (!solution && !payer.signer) {
           const response = await fetchImpl(base ? base.clone() : input, { ...init, headers });
           return { response, answer: response, url: response.url || url };
         }
-        headers.set(HEADER_CHALLENGE, solution.token);
-        headers.set(HEADER_NONCE, solution.nonce);
-        if (solution.solution) headers.set(HEADER_SOLUTION, solution.solution);
-        const sent = await sendPaid(fetchImpl, input, init, headers, base, observe);
+        if (solution) {
+          headers.set(HEADER_CHALLENGE, solution.token);
+          headers.set(HEADER_NONCE, solution.nonce);
+          if (solution.solution) headers.set(HEADER_SOLUTION, solution.solution);
+        }
+        const sent = await sendPaid(fetchImpl, input, init, headers, base, observe, sign);
         return { response: sent.response, answer: sent.response, url: sent.url };
       },
     };

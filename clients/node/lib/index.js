@@ -14,11 +14,12 @@ const { equixInfo } = require('./equix');
 const { powFetch, withPowShield, DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS } = require('./fetch');
 const { withPowShieldAxios } = require('./axios');
 const { isSolution } = require('./work');
+const { BotSigner, asksWebBotAuth } = require('./bots');
 
 // Shorthand names only: Node's ES module loader reads them from this line.
 module.exports = {
   powFetch, withPowShield, withPowShieldAxios, solve, solveEquix, equixInfo, hashRate, searchRate, engineName,
-  isSolution, readChallenge,
+  isSolution, readChallenge, BotSigner, asksWebBotAuth,
   DEFAULT_MAX_RETRIES, DEFAULT_MAX_WAIT_MS, DEFAULT_MAX_SOLVE_TIME_MS, MAX_DIFFICULTY,
   PowShieldError, BlockedError, BannedError, UnsolvableError, TooDifficultError,
   SolveTimeoutError, BadChallengeError, RetriesExhaustedError,

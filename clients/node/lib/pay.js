@@ -5,14 +5,20 @@
 // `pace` the request first waits for the reset (pace.js); a solution found
 // ahead (ahead.js) goes with it; each answer is observed (its quota, its
 // next challenge), a block throws, and a challenge is paid (or a Retry-After
-// slept) and the request sent again. The caller gives a transport: how one
-// send is made, and whether the body can be sent again.
+// slept) and the request sent again. With a `bot` (bots.js), each send is
+// signed (or, whenAsked, once its origin asked: the asking answer's request
+// is sent again, signed, once). The caller gives a transport: how one send
+// is made, and whether the body can be sent again.
 const { readChallenge, checkBlocked, isRefusal, retryAfterMs } = require('./challenge');
 const { PowShieldError, RetriesExhaustedError } = require('./errors');
 const { DEFAULT_MAX_SOLVE_TIME_MS, solveChallenge } = require('./solver');
 const { DEFAULT_IN_FLIGHT, Gate } = require('./gate');
 const { Ahead, scopeOf } = require('./ahead');
 const { Pacer, sleep } = require('./pace');
+const { ACCEPT_SIGNATURE } = require('./bots');
+
+/** Statuses whose Accept-Signature has a signer made whenAsked send the request again, signed. */
+const SIGN_STATUSES = new Set([401, 403, 429]);
 
 /** Paid or waited resends per request: the same number in every client. */
 const DEFAULT_MAX_RETRIES = 5;
@@ -29,6 +35,7 @@ const DEFAULTS = Object.freeze({
   inFlight: DEFAULT_IN_FLIGHT,
   payAhead: true,
   pace: false,
+  bot: undefined,
 });
 
 /**
@@ -41,7 +48,12 @@ class Payer {
     const policy = { ...DEFAULTS, ...options };
     if (!(policy.maxRetries >= 0)) throw new RangeError('maxRetries must be >= 0');
     if (!(policy.maxWaitMs >= 0)) throw new RangeError('maxWaitMs must be >= 0');
+    if (policy.bot !== undefined && !(policy.bot && typeof policy.bot.headers === 'function'
+      && typeof policy.bot.signs === 'function' && typeof policy.bot.asked === 'function')) {
+      throw new TypeError('bot must be a BotSigner');
+    }
     this.policy = policy;
+    this.signer = policy.bot ?? null;
     this.gate = (shared && shared.gate) ?? new Gate(policy.inFlight);
     this.ahead = (shared && shared.ahead) ?? new Ahead();
     const pacers = (shared && shared.pacers) ?? new Map();
@@ -60,6 +72,11 @@ class Payer {
     return preferWait === true || delay <= preferWait;
   }
 
+  /** The signature headers of a send to `url` (an object), or null when it goes unsigned. */
+  signHeaders(url) {
+    return this.signer && this.signer.signs(url) ? this.signer.headers(url) : null;
+  }
+
   /** Every answer (a fetch Response, or a view of one): its quota, and its next challenge solved ahead (not when pacing will wait instead). */
   observe(url, response, given) {
     this.pacing.record(url, response);
@@ -71,8 +88,10 @@ class Payer {
    * One request to `url` through to its answer. `given`: the request's
    * headers (a Headers; its Authorization and Cookie scope a solution);
    * `signal`: an AbortSignal or undefined. `transport`:
-   *   send(solution, observe): one send, with the solution ({ token, nonce })
-   *     or none (null); resolves to { response, answer, url }: `response` a
+   *   send(solution, observe, sign): one send, with the solution ({ token,
+   *     nonce }) or none (null), and the headers sign(url) gives (null:
+   *     unsigned) for it and for each redirect it follows; resolves to
+   *     { response, answer, url }: `response` a
    *     fetch Response to read (status, headers, a clone's body), `answer`
    *     what the caller hands back and the errors carry (the same for
    *     fetch), `url` where the answer came from. A send that follows
@@ -98,15 +117,18 @@ class Payer {
     let solution = policy.payAhead ? await this.ahead.take(scopeOf(url, given), signal) : null;
     let prepaid = solution !== null;
     let retries = 0;
+    let sends = 0;
     for (;;) {
-      if (retries > 0) pass.resending();
-      const sent = await transport.send(solution, (u, r) => this.observe(u, r, given));
+      if (sends > 0) pass.resending();
+      sends += 1;
+      const signed = this.signer !== null && this.signer.signs(url);
+      const sent = await transport.send(solution, (u, r) => this.observe(u, r, given), (u) => this.signHeaders(u));
       const { response, answer } = sent;
       this.observe(sent.url || url, response, given);
       pass.saw(response);
       let move;
       try {
-        move = await this.nextMove(response, prepaid, retries);
+        move = await this.nextMove(response, prepaid, retries, signed ? null : url);
       } catch (e) {
         // The errors name what the caller was given, not the view read here.
         if (e instanceof PowShieldError && e.response === response) e.response = answer;
@@ -114,6 +136,12 @@ class Payer {
       }
       prepaid = false;
       if (move === null) return sent;
+      if (move.sign && transport.replayable) {
+        // asked to sign: sent again, signed (not one of maxRetries)
+        transport.discard(sent);
+        solution = null;
+        continue;
+      }
       if (retries >= policy.maxRetries) {
         transport.discard(sent);
         throw new RetriesExhaustedError(
@@ -144,11 +172,19 @@ class Payer {
 
   /**
    * What to do after an answer: null (hand it back), { wait: ms } (sleep,
-   * send again unchanged) or { pay: challenge }. Throws BlockedError for a
-   * block. `prepaid`: the request carried a solution found ahead.
+   * send again unchanged), { pay: challenge } or { sign: true } (send
+   * again, signed). Throws BlockedError for a block. `prepaid`: the
+   * request carried a solution found ahead; `unsignedUrl`: the URL of a
+   * request sent unsigned (null: signed).
    */
-  async nextMove(response, prepaid, retries) {
+  async nextMove(response, prepaid, retries, unsignedUrl = null) {
     checkBlocked(response);
+    // Any answer that asks makes the origin's later requests signed.
+    if (unsignedUrl !== null && this.signer !== null
+      && this.signer.asked(unsignedUrl, response.headers.get(ACCEPT_SIGNATURE))
+      && SIGN_STATUSES.has(response.status)) {
+      return { sign: true };
+    }
     // A solution sent ahead and refused by the shield (400 or 403, its
     // JSON telling) without a fresh challenge: the request again without
     // it, as if there had been none (the 429 path). The application's

@@ -2,6 +2,7 @@
 import {
   powFetch, withPowShield, solve, readChallenge, BlockedError, TooDifficultError,
   SolveTimeoutError, PowShieldError, DEFAULT_MAX_RETRIES, Challenge, engineName, searchRate,
+  BotSigner, asksWebBotAuth,
 } from '../index';
 
 async function main(signal: AbortSignal): Promise<number> {
@@ -13,6 +14,11 @@ async function main(signal: AbortSignal): Promise<number> {
   const engine: 'native' | 'wasm' | 'js' = engineName();
   const rate: number = searchRate({ engine, ms: 100 }).perCpuSecond + paced.status;
   const again: Response = await f(new URL('http://127.0.0.1:8080/api/items'));
+  const bot = BotSigner.fromFile('mybot.jwk', { signatureAgent: 'https://mybot.example/keys', whenAsked: true });
+  const signed = withPowShield(fetch, { bot });
+  const headers: Record<string, string> = new BotSigner({ kty: 'OKP', crv: 'Ed25519', d: 'x' }).headers('https://a/');
+  const asks: boolean = asksWebBotAuth(again.headers.get('Accept-Signature')) && bot.signs('https://a/') && !!headers;
+  if (asks) await signed('http://127.0.0.1:8080/api/items');
   const nonce: string = await solve('00112233445566778899aabbccddeeff', { bits: 18 }, { signal });
   const c: Challenge | null = await readChallenge(again);
   try {

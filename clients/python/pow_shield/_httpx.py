@@ -11,7 +11,7 @@ import httpx
 from ._ahead import Ahead
 from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION, MAX_CHALLENGE_BODY
 from ._gate import DEFAULT_IN_FLIGHT, Pass
-from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -128,10 +128,12 @@ class HttpxAuth(httpx.Auth):
                 body = head if whole else None
                 # what response.read() returns: the whole body
                 response._content = head if whole else head + b"".join(chunks)
-            step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
+            step = policy.step(
+                response.status_code, response.headers, body, retries, response, ahead_sent, url=str(request.url)
+            )
             if step is None:
                 return
-            retries += 1
+            retries += 0 if isinstance(step, Sign) else 1
             ahead_sent = False
             if isinstance(step, Wait):
                 time.sleep(step.seconds)
@@ -172,10 +174,12 @@ class HttpxAuth(httpx.Auth):
                 if policy.needs_body(response.status_code, response.headers, ahead_sent):
                     head, whole = await _read_capped(response)
                     body = head if whole else None
-                step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
+                step = policy.step(
+                    response.status_code, response.headers, body, retries, response, ahead_sent, url=str(request.url)
+                )
                 if step is None:
                     return
-                retries += 1
+                retries += 0 if isinstance(step, Sign) else 1
                 ahead_sent = False
                 if isinstance(step, Resend):
                     _drop_solution(request)

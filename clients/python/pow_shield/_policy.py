@@ -13,6 +13,8 @@ alike (and like the ``pow-shield`` command-line client):
 * 503 with ``Retry-After`` and ``prefer_wait``: sleep, then resend.
 * 400 or 403, the shield refusing a solution paid ahead (no fresh
   challenge): resend without it, down the 429 path.
+* 401, 403 or 429 with ``Accept-Signature`` asking a ``bot`` that signs
+  when asked (and was not signing there): resend once, signed.
 * anything else: hand the response back.
 
 Around that loop, paying ahead and pacing (``_ahead``): ``saw`` hears every
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, Tuple, Union
 
 from ._ahead import SHARED, Ahead, PaceTurn
+from ._bots import ACCEPT_SIGNATURE
 from ._challenge import (
     CHALLENGE_STATUSES,
     HEADER_CHALLENGE,
@@ -50,6 +53,9 @@ from ._solver import DEFAULT_MAX_SOLVE_TIME, check_difficulty, check_max_solve_t
 
 #: Statuses after which ``prefer_wait`` sleeps ``Retry-After``.
 WAIT_STATUSES = frozenset({429, 503})
+#: Statuses whose ``Accept-Signature`` has a ``bot`` made ``when_asked``
+#: send the request again, signed.
+SIGN_STATUSES = frozenset({401, 403, 429})
 #: Longest ``Retry-After`` slept by default, as the CLI's ``--max-wait``.
 MAX_WAIT = 60.0
 #: Paid or waited resends per request by default: the same number in every
@@ -75,6 +81,13 @@ class Pay:
 class Resend:
     """Send the request again without its solution headers: the solution
     paid ahead was refused without a fresh challenge (400/403)."""
+
+
+@dataclass(frozen=True)
+class Sign(Resend):
+    """Send the request again, signed: the answer asked a ``bot`` made
+    ``when_asked`` for a signature (``Accept-Signature``).  Once per origin;
+    not one of ``max_retries``."""
 
 
 Step = Union[None, Wait, Pay, Resend]
@@ -144,7 +157,8 @@ class Policy:
         self.max_retries = max_retries
         self.processes = processes
         self.gate = Gate(in_flight)
-        #: A ``BotSigner``: every request sent, each resend too, is signed.
+        #: A ``BotSigner``: every request sent, each resend too, is signed
+        #: (made ``when_asked``: once its origin asked).
         self.bot = bot
         self.pay_ahead = bool(pay_ahead)
         self.pace = bool(pace)
@@ -312,14 +326,18 @@ class Policy:
         retries: int,
         response: Any = None,
         ahead_sent: bool = False,
+        url: Optional[str] = None,
     ) -> Step:
         """The next move after a response, ``retries`` moves into the request
-        (``ahead_sent``: the request carried a solution paid ahead).
+        (``ahead_sent``: the request carried a solution paid ahead) to
+        ``url`` (without it, a ``bot`` made ``when_asked`` is never asked).
 
         Raises ``Blocked``/``Banned``, ``Unsolvable``/``TooDifficult`` (before
         any work) and ``RetriesExhausted``.
         """
         check_blocked(status, headers, response)
+        if self._asked_to_sign(url, headers) and status in SIGN_STATUSES:
+            return Sign()
         move: Step = None
         delay = retry_after(headers)
         if status in WAIT_STATUSES and self._wants_wait(delay):
@@ -336,6 +354,13 @@ class Policy:
                 f"still HTTP {status} after {retries} retr{'y' if retries == 1 else 'ies'}", response
             )
         return move
+
+    def _asked_to_sign(self, url: Optional[str], headers: Mapping[str, str]) -> bool:
+        # Any answer that asks makes the origin's later requests signed.
+        asked = getattr(self.bot, "asked", None)
+        if url is None or asked is None:
+            return False
+        return bool(asked(url, _header(headers, ACCEPT_SIGNATURE)))
 
     def solve(
         self, challenge: Challenge, response: Any = None, stop: Optional[threading.Event] = None

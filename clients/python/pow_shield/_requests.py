@@ -25,7 +25,7 @@ from ._ahead import Ahead
 from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION
 from ._errors import PowShieldError
 from ._gate import DEFAULT_IN_FLIGHT, Pass
-from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 
@@ -112,7 +112,9 @@ def _pay(
             else:
                 # Not the shield's: handed back unbuffered, the rest unread.
                 response.raw = _Rest(head, chunks, response.raw)
-        step = policy.step(response.status_code, response.headers, body, retries, response, ahead_sent)
+        step = policy.step(
+            response.status_code, response.headers, body, retries, response, ahead_sent, url=request.url
+        )
         if step is None:
             if isinstance(response.raw, _Rest) and not stream:
                 _read_rest(response)
@@ -125,7 +127,7 @@ def _pay(
                 "but its body is a stream that cannot be sent twice",
                 response,
             )
-        retries += 1
+        retries += 0 if isinstance(step, Sign) else 1
         ahead_sent = False
         request = request.copy()
         if isinstance(step, Wait):

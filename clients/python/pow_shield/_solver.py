@@ -14,31 +14,82 @@ Two solvers, one loop (chunks, deadline, stop event, workers):
   compares them as big-endian numbers, so the hot loop is one ``copy``, one
   ``update``, one ``digest`` and one ``<``; workers are processes.
 
-``solver_info()`` says which one runs; ``POW_SHIELD_PURE_PYTHON=1`` in the
-environment (read at import) forces the pure-Python one.
+``solver_info()`` says which one runs, and why not the native one (how
+the package was installed: ``_build.py``, written by ``pip install``);
+``POW_SHIELD_PURE_PYTHON=1`` in the environment (read at import) forces the
+pure-Python one.  An install that could not build the native solver (no
+Rust toolchain, its build failed) solves in pure Python with a
+``RuntimeWarning`` on the first solve, saying why and how to get it.
 """
 
 import atexit
 import hashlib
+import importlib
 import multiprocessing
 import numbers
 import os
 import queue
 import threading
 import time
+import warnings
 from typing import Any, Optional
 
 from ._errors import Cancelled, SolveTimeout, TooDifficult, Unsolvable
 
+#: How to get the native solver, for the reason and the warning.
+_HOW = "install a Rust toolchain (https://rustup.rs) and reinstall pow-shield"
+
+
+def _why_not_built() -> Optional[str]:
+    """Why ``pip install`` did not build the native solver, as it wrote
+    down (``_build.py``); None where it did not say (the source tree)."""
+    try:
+        from ._build import NATIVE_SKIPPED  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return str(NATIVE_SKIPPED)
+
+
+def _missing(exc: ImportError) -> "tuple[str, bool]":
+    """Why the native solver is not there, and whether to warn: not when it
+    was left out on purpose, nor from the source tree."""
+    if os.environ.get("POW_SHIELD_PURE_PYTHON"):
+        return "POW_SHIELD_PURE_PYTHON is set", False
+    if not isinstance(exc, ModuleNotFoundError) or exc.name != f"{__package__}._native":
+        return f"the native solver is installed but does not load: {exc}", True
+    skipped = _why_not_built()
+    if skipped is None:
+        return "not built: pow_shield runs from its source tree (pip install builds it where cargo is present)", False
+    if skipped.startswith("POW_SHIELD_NO_NATIVE"):
+        return f"not built: {skipped} at install", False
+    if skipped:
+        return f"not built: {skipped} at install; {_HOW}", True
+    return f"not built: its build failed at install (pip install -v shows why); {_HOW}", True
+
+
 _native: Any
 _NATIVE_MISSING = ""
+_WARN_PURE = False
 try:
     if os.environ.get("POW_SHIELD_PURE_PYTHON"):
         raise ImportError("POW_SHIELD_PURE_PYTHON is set")
-    from . import _native  # type: ignore[attr-defined,no-redef]
-except ImportError as exc:  # not built: no Rust toolchain at install time
+    _native = importlib.import_module(f"{__package__}._native")
+except ImportError as exc:
     _native = None
-    _NATIVE_MISSING = str(exc)
+    _NATIVE_MISSING, _WARN_PURE = _missing(exc)
+
+
+def _warn_pure_python() -> None:
+    """Once per process: an install that meant to have the native solver
+    and has not solves some 25 times slower, and says so."""
+    global _WARN_PURE
+    if _WARN_PURE:
+        _WARN_PURE = False
+        warnings.warn(
+            f"pow_shield solves in pure Python, about 25 times slower than its native solver: {_NATIVE_MISSING}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 #: Most bits the protocol asks (12 hex digits).
 MAX_BITS = 48
@@ -385,6 +436,8 @@ def solve(
         raise ValueError("processes must be >= 1")
     deadline = None if max_solve_time is None else time.monotonic() + max_solve_time
     salt_bytes = salt.encode()
+    if _native is None:
+        _warn_pure_python()
     if processes == 1:
         found = _solve_here(salt_bytes, price, deadline, stop)
     elif _native is not None:

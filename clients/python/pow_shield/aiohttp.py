@@ -22,7 +22,7 @@ from ._ahead import Ahead
 from ._challenge import HEADER_CHALLENGE, HEADER_NONCE, HEADER_SOLUTION
 from ._errors import PowShieldError
 from ._gate import DEFAULT_IN_FLIGHT, Pass
-from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Wait
+from ._policy import DEFAULT_MAX_RETRIES, MAX_WAIT, Pay, Policy, Resend, Sign, Wait
 from ._solver import DEFAULT_MAX_SOLVE_TIME
 
 __all__ = ["PowShieldMiddleware"]
@@ -124,7 +124,7 @@ class PowShieldMiddleware:
             if policy.needs_body(response.status, response.headers, ahead_sent):
                 body = await response.read()  # kept: the caller can read it again
             try:
-                step = policy.step(response.status, response.headers, body, retries, response, ahead_sent)
+                step = policy.step(response.status, response.headers, body, retries, response, ahead_sent, url=url)
             except PowShieldError:
                 response.release()  # its body, if the shield's, was read: exc.response keeps it
                 raise
@@ -136,7 +136,7 @@ class PowShieldMiddleware:
                     "but its body is a stream that cannot be sent twice",
                     response,
                 )
-            retries += 1
+            retries += 0 if isinstance(step, Sign) else 1
             ahead_sent = False
             response.release()
             if isinstance(step, Wait):

@@ -77,6 +77,27 @@ class AiohttpMiddlewareTest(unittest.TestCase):
         self.assertEqual(self.fetch(1, prefer_wait=True), [200])
         self.assertIsNone(self.server.requests[1].header("X-PoW-Nonce"))
 
+    def test_a_bot_signer_when_asked_sends_the_request_again_signed(self):
+        try:
+            from test_bots import INVITATION, RFC_KEY
+            import cryptography  # noqa: F401
+        except ImportError:  # pragma: no cover
+            self.skipTest("cryptography not installed")
+        plain = self.server.challenge()
+
+        def invited():
+            status, headers, body = plain()
+            return status, dict(headers, **{"Accept-Signature": INVITATION}), body
+
+        self.server.script = [invited, self.server.ok(), self.server.ok()]
+        bot = pow_shield.BotSigner(RFC_KEY, when_asked=True)
+        self.assertEqual(self.fetch(2, bot=bot, max_retries=0), [200, 200])
+        first, second, third = self.server.requests
+        self.assertIsNone(first.header("Signature-Input"))
+        self.assertIsNotNone(second.header("Signature-Input"))
+        self.assertIsNone(second.header("X-PoW-Nonce"))
+        self.assertIsNotNone(third.header("Signature-Input"))
+
     def test_a_block_raises_blocked_and_is_not_retried(self):
         self.server.script = [self.server.blocked()]
         with self.assertRaises(pow_shield.Blocked) as caught:

@@ -10,7 +10,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import pow_shield  # noqa: E402
-from pow_shield._bots import authority_of  # noqa: E402
+from pow_shield._bots import asks_web_bot_auth, authority_of  # noqa: E402
+from fakeserver import FakeServer  # noqa: E402
 
 try:
     import cryptography  # noqa: F401
@@ -93,6 +94,95 @@ class BotSignerTest(unittest.TestCase):
             pow_shield.BotSigner(dict(RFC_KEY, x="AAAA" + RFC_KEY["x"][4:]))
         with self.assertRaises(ValueError):
             pow_shield.BotSigner(RFC_KEY, lifetime=0)
+
+
+INVITATION = 'sig1=("@authority");created;expires;alg="ed25519";tag="web-bot-auth"'
+
+
+class AcceptSignatureTest(unittest.TestCase):
+    def test_a_field_asks_for_web_bot_auth_only_with_its_tag_and_components(self):
+        for value, asks in [
+            (INVITATION, True),
+            ('sig1=("@authority");tag="web-bot-auth"', True),
+            ('a=("@authority" "signature-agent";key="sig1");created;tag="web-bot-auth"', True),
+            ('sig1=();tag="web-bot-auth"', True),
+            ('x=("@method");tag="app", y=("@authority");tag="web-bot-auth"', True),
+            ('sig1=("@authority");tag="other"', False),
+            ('sig1=("@authority")', False),
+            ('sig1=("@authority" "@method");tag="web-bot-auth"', False),
+            ('sig1=("@authority");alg="rsa-pss-sha512";tag="web-bot-auth"', False),
+            ('sig1="@authority";tag="web-bot-auth"', False),
+            ('sig1=("@authority";tag="web-bot-auth"', False),
+            ('sig1=("@authority");tag="web-bot-auth",', False),
+            ("", False),
+            (None, False),
+        ]:
+            self.assertEqual(asks_web_bot_auth(value), asks, value)
+
+
+@unittest.skipUnless(HAVE_CRYPTOGRAPHY, "cryptography not installed (pip install pow-shield[bots])")
+class SignWhenAskedTest(unittest.TestCase):
+    """A ``BotSigner(when_asked=True)`` sends a request unsigned, and again
+    signed once its answer asks (``Accept-Signature``); later requests to
+    that origin are signed from the start.  Without it, every request is."""
+
+    def invited(self, server):
+        plain = server.challenge()
+
+        def answer():
+            status, headers, body = plain()
+            return status, dict(headers, **{"Accept-Signature": INVITATION}), body
+
+        return answer
+
+    def test_a_signer_when_asked_resends_once_signed_then_signs_the_origin(self):
+        import requests  # noqa: F401
+
+        with FakeServer() as server:
+            server.script = [self.invited(server), server.ok(), server.ok()]
+            bot = pow_shield.BotSigner(RFC_KEY, when_asked=True)
+            with pow_shield.Session(bot=bot, max_retries=0) as s:
+                self.assertEqual(s.get(server.url()).status_code, 200)
+                self.assertEqual(s.get(server.url()).status_code, 200)
+            first, second, third = server.requests
+            self.assertIsNone(first.header("Signature-Input"))
+            self.assertIsNotNone(second.header("Signature-Input"), "sent again, signed")
+            self.assertIsNone(second.header("X-PoW-Nonce"), "signing instead of paying")
+            self.assertIsNotNone(third.header("Signature-Input"), "the origin is signed from now on")
+
+    def test_a_signer_when_asked_pays_a_429_that_does_not_ask(self):
+        with FakeServer() as server:
+            server.script = [server.challenge(), server.ok()]
+            bot = pow_shield.BotSigner(RFC_KEY, when_asked=True)
+            with pow_shield.Session(bot=bot) as s:
+                self.assertEqual(s.get(server.url()).status_code, 200)
+            self.assertTrue(all(r.header("Signature-Input") is None for r in server.requests))
+            self.assertIsNotNone(server.requests[1].header("X-PoW-Nonce"))
+
+    def test_a_signer_signs_every_try_and_an_invitation_changes_nothing(self):
+        with FakeServer() as server:
+            server.script = [self.invited(server), server.ok()]
+            bot = pow_shield.BotSigner(RFC_KEY)
+            with pow_shield.Session(bot=bot) as s:
+                self.assertEqual(s.get(server.url()).status_code, 200)
+            first, second = server.requests
+            self.assertIsNotNone(first.header("Signature-Input"))
+            self.assertNotEqual(first.header("Signature-Input"), second.header("Signature-Input"))
+            self.assertIsNotNone(second.header("X-PoW-Nonce"), "signed already: the 429 is paid")
+
+    def test_httpx_when_asked_resends_once_signed(self):
+        try:
+            import httpx
+        except ImportError:  # pragma: no cover
+            self.skipTest("httpx not installed")
+        with FakeServer() as server:
+            server.script = [self.invited(server), server.ok()]
+            bot = pow_shield.BotSigner(RFC_KEY, when_asked=True)
+            with httpx.Client(auth=pow_shield.HttpxAuth(bot=bot)) as client:
+                self.assertEqual(client.get(server.url()).status_code, 200)
+            first, second = server.requests
+            self.assertIsNone(first.header("Signature-Input"))
+            self.assertIsNotNone(second.header("Signature-Input"))
 
 
 class AuthorityTest(unittest.TestCase):

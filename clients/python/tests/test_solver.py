@@ -105,6 +105,62 @@ class SolverChoiceTest(unittest.TestCase):
         self.assertIn("POW_SHIELD_PURE_PYTHON", info["reason"])
         self.assertEqual(nonce, "2455")
 
+    def installed_without_native(self, skipped):
+        """A copy of the package as ``pip install`` leaves it when the native
+        solver was not built for ``skipped`` (its ``_build.py``)."""
+        import shutil
+        import tempfile
+
+        site = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, site)
+        shutil.copytree(
+            os.path.join(self.PACKAGE_DIR, "pow_shield"),
+            os.path.join(site, "pow_shield"),
+            ignore=shutil.ignore_patterns("_native*", "__pycache__"),
+        )
+        with open(os.path.join(site, "pow_shield", "_build.py"), "w") as f:
+            f.write(f"NATIVE_SKIPPED = {skipped!r}\n")
+        return site
+
+    def run_in(self, site, code):
+        import subprocess
+
+        env = {k: v for k, v in os.environ.items() if k != "POW_SHIELD_PURE_PYTHON"}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**env, "PYTHONPATH": site}, capture_output=True, text=True, check=True
+        )
+        return done.stdout, done.stderr
+
+    SOLVE_TWICE = (
+        "import pow_shield\n"
+        "print(pow_shield.solver_info()['reason'])\n"
+        "pow_shield.solve('00', 2, processes=1)\n"
+        "pow_shield.solve('00', 2, processes=1)\n"
+    )
+
+    def test_an_install_without_cargo_says_why_and_warns_once_on_the_first_solve(self):
+        site = self.installed_without_native("no Rust toolchain (cargo) was found")
+        out, err = self.run_in(site, self.SOLVE_TWICE)
+        self.assertIn("not built: no Rust toolchain (cargo) was found at install; install a Rust toolchain", out)
+        self.assertNotIn("circular import", out)
+        self.assertEqual(err.count("RuntimeWarning: pow_shield solves in pure Python"), 1, err)
+
+    def test_a_failed_build_says_so_and_warns(self):
+        site = self.installed_without_native("")
+        out, err = self.run_in(site, self.SOLVE_TWICE)
+        self.assertIn("its build failed at install (pip install -v shows why)", out)
+        self.assertIn("RuntimeWarning", err)
+
+    def test_a_build_skipped_on_purpose_or_the_source_tree_warns_nothing(self):
+        site = self.installed_without_native("POW_SHIELD_NO_NATIVE was set")
+        out, err = self.run_in(site, self.SOLVE_TWICE)
+        self.assertIn("POW_SHIELD_NO_NATIVE was set", out)
+        self.assertNotIn("RuntimeWarning", err)
+        if pow_shield.solver_info()["solver"] == "python":
+            out, err = self.run_in(self.PACKAGE_DIR, self.SOLVE_TWICE)
+            self.assertIn("source tree", out)
+            self.assertNotIn("RuntimeWarning", err)
+
     @unittest.skipUnless(pow_shield.solver_info()["solver"] == "native", "the native extension is not built")
     def test_the_native_search_agrees_with_the_pure_python_one(self):
         import random

@@ -143,8 +143,7 @@ impl Calls {
             true => ClientKey::Approx(limit),
             false => ClientKey::Window(limit),
         };
-        let argc = if k > 1 { 9 } else { 8 };
-        let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), argc);
+        let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), 10);
         call.push(key(counted)).push(key(ClientKey::Refused(limit)));
         self.breaker_keys(&mut call, tag);
         self.slot_key(&mut call, tag);
@@ -155,9 +154,7 @@ impl Calls {
         for rule in args::rules(subject.rules) {
             call.num(rule);
         }
-        if k > 1 {
-            call.num(k.into());
-        }
+        call.num(k.into()).deadline();
         Call::of(script, call)
     }
 
@@ -171,7 +168,7 @@ impl Calls {
         let counted = &counted[..n];
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 8 + 2 * n);
+        let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
         self.breaker_keys(&mut call, tag);
         for &(_, limit, whose) in counted {
             let own;
@@ -201,17 +198,19 @@ impl Calls {
         for (_, limit, _) in counted {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
+        call.deadline();
         Call::of(script, call)
     }
 
     /// One strike (a trap hit, a replay).
     pub fn strike(&self, tag: &[u8], rules: BreakerRules) -> Call {
         let script = &self.scripts.strike;
-        let mut call = ScriptCall::new(&script.sha1, 3, 4);
+        let mut call = ScriptCall::new(&script.sha1, 3, 5);
         self.breaker_keys(&mut call, tag);
         for rule in args::rules(rules) {
             call.num(rule);
         }
+        call.deadline();
         Call::of(script, call)
     }
 
@@ -232,7 +231,7 @@ impl Calls {
             Some(_) => &self.scripts.gen_spend,
             None => &self.scripts.spend,
         };
-        let argc = 6 + usize::from(generation.is_some());
+        let argc = 7 + usize::from(generation.is_some());
         // KEYS[5] the generation (or, unused, the paid key again: one
         // slot), KEYS[6] the spends waiting for their 429's strike.
         let mut call = ScriptCall::new(&script.sha1, 6, argc);
@@ -257,6 +256,7 @@ impl Calls {
         if let Some(gen) = generation {
             call.num(gen);
         }
+        call.deadline();
         Call::of(script, call)
     }
 
@@ -266,7 +266,7 @@ impl Calls {
     /// is the token's first record there.
     pub fn replay(&self, spent_key: &str, tag: &[u8], ms: u64) -> Call {
         let script = &self.scripts.spend;
-        let mut call = ScriptCall::new(&script.sha1, 4, 6);
+        let mut call = ScriptCall::new(&script.sha1, 4, 7);
         call.push(|w| w.extend_from_slice(spent_key.as_bytes()));
         self.breaker_keys(&mut call, tag);
         call.num(ms.max(1))
@@ -274,7 +274,8 @@ impl Calls {
             .num(0)
             .num(0)
             .num(0)
-            .num(args::spend_mode(true, true, false));
+            .num(args::spend_mode(true, true, false))
+            .deadline();
         Call::of(script, call)
     }
 
@@ -284,7 +285,7 @@ impl Calls {
         let prefix = self.prefix.as_bytes();
         let n = batches.len();
         let script = &self.scripts.batch;
-        let mut call = ScriptCall::new(&script.sha1, 6 * n, 8 * n);
+        let mut call = ScriptCall::new(&script.sha1, 6 * n, 8 * n + 1);
         for b in batches {
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, b.tag, which);
             call.push(key(ClientKey::Refused(b.limit)));
@@ -299,6 +300,7 @@ impl Calls {
             }
             call.num(b.sending.run).num(b.sending.base);
         }
+        call.deadline();
         Call::of(script, call)
     }
 

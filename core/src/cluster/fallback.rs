@@ -9,6 +9,10 @@
 //! what Redis told it of the client ([`node_answers`]): while Redis is
 //! unavailable, `pow_shield_fail` decides, not what Redis said a moment ago.
 
+use redis_protocol::resp2::types::OwnedFrame;
+
+use crate::redis::clock;
+use crate::redis::command::integers;
 use crate::store::{Offence, Op};
 use crate::syntax::FailPolicy;
 
@@ -38,6 +42,48 @@ pub struct Unanswered {
     /// Redis's data generation (the zone does not know what other nodes
     /// spent through Redis).
     pub redis_only: bool,
+}
+
+/// What a script call's reply is to the request that sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The script ran: its integers (read by `calls`).
+    Ran(Vec<i64>),
+    /// The call came after its deadline (`redis::clock`): Redis ran
+    /// nothing. The same for the request as a call that timed out (the
+    /// node gave up on it, or is about to): the fallback rule decides; and
+    /// as one never sent, since nothing was counted, struck or spent.
+    Expired,
+    /// No reply of the script's (a timeout, a dropped connection, an error
+    /// reply): Redis may have run it.
+    Lost,
+}
+
+impl Answer {
+    /// What `frame` (none: no reply came) is.
+    pub fn of(frame: Option<&OwnedFrame>) -> Answer {
+        let Some(frame) = frame else {
+            return Answer::Lost;
+        };
+        if clock::expired_ms(frame).is_some() {
+            return Answer::Expired;
+        }
+        integers(frame).map_or(Answer::Lost, Answer::Ran)
+    }
+
+    /// Whether Redis may have run the call, as the rule is told it
+    /// (`Unanswered::sent`).
+    pub fn may_have_run(&self) -> bool {
+        !matches!(self, Answer::Expired)
+    }
+
+    /// The script's integers, if it ran.
+    pub fn integers(self) -> Option<Vec<i64>> {
+        match self {
+            Answer::Ran(ints) => Some(ints),
+            Answer::Expired | Answer::Lost => None,
+        }
+    }
 }
 
 /// What decides it.
@@ -180,6 +226,70 @@ mod tests {
             maybe_struck,
             replay,
         }
+    }
+
+    #[test]
+    fn a_reply_is_the_scripts_an_expired_call_or_lost() {
+        let status = |s: &str| OwnedFrame::SimpleString(s.as_bytes().to_vec());
+        let ints = OwnedFrame::Array(vec![OwnedFrame::Integer(1), OwnedFrame::Integer(0)]);
+        // (reply, what it is, whether Redis may have run the call)
+        #[rustfmt::skip]
+        let table = [
+            (Some(ints), Answer::Ran(vec![1, 0]), true),
+            (Some(status("EXPIRED 1765000000123")), Answer::Expired, false),
+            // Not the script's: an error reply, a status without the clock.
+            (Some(OwnedFrame::Error("ERR x".into())), Answer::Lost, true),
+            (Some(status("EXPIRED")), Answer::Lost, true),
+            (Some(OwnedFrame::BulkString(b"1 2".to_vec())), Answer::Lost, true),
+            // A timeout, a dropped connection.
+            (None, Answer::Lost, true),
+        ];
+        for (i, (frame, want, ran)) in table.into_iter().enumerate() {
+            let answer = Answer::of(frame.as_ref());
+            assert_eq!(answer, want, "row {i}");
+            assert_eq!(answer.may_have_run(), ran, "row {i}");
+        }
+    }
+
+    #[test]
+    fn an_expired_call_is_decided_as_a_timed_out_one_that_struck_nothing() {
+        // Every op, under every policy: what the rule says of an expired
+        // call is what it says of a call that failed before Redis had it.
+        for op in [UNPAID, PAID, Op::Strike, SPEND, FORGIVE] {
+            for (fail_local, redis_only) in [(true, false), (false, false), (true, true)] {
+                let asked = |sent| Unanswered {
+                    op,
+                    failure: Failure::Down,
+                    sent,
+                    fail_local,
+                    zone: true,
+                    redis_only,
+                };
+                let expired = decider(asked(Answer::Expired.may_have_run()));
+                assert_eq!(expired, decider(asked(false)), "{op:?}");
+                assert!(
+                    !matches!(
+                        expired,
+                        Decider::Zone {
+                            maybe_struck: true,
+                            ..
+                        }
+                    ),
+                    "{op:?}: Redis struck nothing"
+                );
+            }
+        }
+        // A timed-out unpaid check may have been struck: its challenge
+        // pays one back.
+        let timed_out = Unanswered {
+            op: UNPAID,
+            failure: Failure::Down,
+            sent: Answer::Lost.may_have_run(),
+            fail_local: true,
+            zone: true,
+            redis_only: false,
+        };
+        assert_eq!(decider(timed_out), zone(true, false));
     }
 
     #[test]

@@ -88,16 +88,16 @@ macro_rules! texts {
     (check_end: [$($end:literal),+], gen_guard: $guard:literal) => {
         Texts {
             window: compose!("sliding-window log";
-                "breaker", "check", "log", "window", $($end),+),
+                "deadline", "breaker", "check", "log", "window", $($end),+),
             approx: compose!("sliding-window counter (approx)";
-                "breaker", "check", "counter", "approx", $($end),+),
+                "deadline", "breaker", "check", "counter", "approx", $($end),+),
             stacked: compose!("stacked limits";
-                "breaker", "check", "log", "counter", "stacked", $($end),+),
-            strike: compose!("one strike"; "breaker", "strike"),
-            spend: compose!("spend"; "breaker", "spend"),
+                "deadline", "breaker", "check", "log", "counter", "stacked", $($end),+),
+            strike: compose!("one strike"; "deadline", "on_time", "breaker", "strike"),
+            spend: compose!("spend"; "deadline", "on_time", "breaker", "spend"),
             gen_spend: compose!("spend within the data generation";
-                "generations", $guard, "breaker", "spend"),
-            batch: compose!("local refusals"; "breaker", "batch"),
+                "deadline", "on_time", "generations", $guard, "breaker", "spend"),
+            batch: compose!("local refusals"; "deadline", "on_time", "breaker", "batch"),
             generation: compose!("data generation"; "generations", "generation"),
         }
     };
@@ -146,6 +146,11 @@ impl Script {
 
 /// Every script of one mode. Their contracts (KEYS, ARGV, reply) are the
 /// same in both modes, except where said.
+///
+/// Every script that writes (all but the generation's) takes one more
+/// argument, last: the call's deadline in Redis's clock (ms, 13 digits;
+/// 0 none: `redis::clock`). A call that starts after it writes nothing
+/// and answers the status reply `EXPIRED <Redis's ms>` (`clock::expired_ms`).
 #[derive(Debug)]
 pub struct Scripts {
     /// A Redis Cluster's.
@@ -162,7 +167,7 @@ pub struct Scripts {
     ///   ([`args::write_member`]), `ARGV[4]` what a refusal is (0 nothing,
     ///   1 an unpaid strike, 2 a strike never taken back:
     ///   [`args::offence`]), `ARGV[5..8]` the breaker rules
-    ///   ([`args::rules`]), `ARGV[9]` (optional, 1 if absent) the requests
+    ///   ([`args::rules`]), `ARGV[9]` the requests
     ///   this call decides at once (a coalesced burst of one client): up to
     ///   the free slots are admitted, the rest refused, each a strike until
     ///   the one that reaches the threshold (later ones are blocked:
@@ -182,7 +187,7 @@ pub struct Scripts {
     /// memory per client whatever the limit, with the red zone of
     /// [`Scripts::window`]; same keys and arguments (`KEYS[1]` is a hash,
     /// `ARGV[3]` unused), same reply, one request per call (`ARGV[9]` is
-    /// not read: checks of the approximate counter are not coalesced).
+    /// 1: checks of the approximate counter are not coalesced).
     ///
     /// Time is cut into fixed windows of `window` ms; the sliding window
     /// ending now covers the current one's first `elapsed` ms and the
@@ -206,13 +211,16 @@ pub struct Scripts {
     ///   (a hash) and `KEYS[3 + 2i]` its refusals in the window; a Redis
     ///   Cluster's slot generation key last.
     /// - `ARGV[1]` the unique member, `ARGV[2]` what a refusal is,
-    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`; then per
-    ///   limit `ARGV[6 + 2i]` requests and `ARGV[7 + 2i]` window ms.
+    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`,
+    ///   `ARGV[8]` a `1` for each limit counted per client key and a `0`
+    ///   for each counted per a `key=` value; then per limit
+    ///   `ARGV[7 + 2i]` requests and `ARGV[8 + 2i]` window ms; the
+    ///   deadline last.
     ///
     /// Each limit is first read as it would be with this request counted;
     /// then the request is counted by every limit if all have room, else
-    /// the first refusing limit (in order) records the refusal and the
-    /// strike, and nothing is counted. Returns the one-limit reply's first
+    /// the first refusing limit (in order) records the refusal, and the
+    /// strike if it is the client's own, and nothing is counted. Returns the one-limit reply's first
     /// nine integers (not `struck`: a stacked check is never coalesced) of
     /// the limit that decided (the refusing one, else the one with fewest
     /// remaining, the first of equals), then its 0-based index

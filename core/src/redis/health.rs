@@ -1,6 +1,7 @@
 //! Bookkeeping of the client that decides what is logged and refused (pure,
-//! unit-tested): whether Redis is available and when to retry, error
-//! replies by kind, the cap on commands in flight.
+//! unit-tested): whether Redis is available and when to retry, and what
+//! the node's workers share of it (`NodeHealth`), error replies by kind,
+//! the cap on commands in flight.
 
 /// Reconnect back-off: first retry, and the ceiling it doubles up to (so a
 /// restarted Redis is used again within a couple of seconds).
@@ -11,6 +12,13 @@ pub const BACKOFF_MAX_MS: u64 = 2_000;
 /// flaps (answers some commands in time, not others) is retried ever less
 /// often instead of every 100 ms.
 pub const SETTLE_MS: u64 = 30_000;
+/// How long after Redis came back an unpaid refusal is no strike
+/// ([`Availability::strikes_unpaid`]): the other nodes, each retrying on
+/// its own back-off (at most `BACKOFF_MAX_MS` apart, and a handshake),
+/// come back meanwhile and write the payments they took while standing
+/// in, which take back the strikes of this node's challenges. A client
+/// paying through several nodes is not blocked in between (SPEC §5).
+pub const RECOVERY_GRACE_MS: u64 = BACKOFF_MAX_MS + 1_000;
 
 /// Whether Redis is available, and how long to wait before the next
 /// attempt while it isn't. Transitions are reported once each.
@@ -105,6 +113,100 @@ impl Availability {
         self.phase = Phase::Healthy;
         self.recovered_at_ms = Some(now_ms);
         true
+    }
+}
+
+impl Availability {
+    /// Whether an unpaid refusal counts a strike at `now_ms`: not while
+    /// the node stands in for Redis or a connection is on probation (what
+    /// it decides then, Redis would not confirm), nor within
+    /// `RECOVERY_GRACE_MS` of this worker's or its node's (`node_back_ms`)
+    /// return. Failed verifications, replays and trap hits always strike.
+    pub fn strikes_unpaid(&self, now_ms: u64, node_back_ms: Option<u64>) -> bool {
+        let back = self.recovered_at_ms.max(node_back_ms);
+        self.phase == Phase::Healthy
+            && back.is_none_or(|at| now_ms.saturating_sub(at) >= RECOVERY_GRACE_MS)
+    }
+
+    /// Another worker of the node found Redis back: this one returns at
+    /// once, on probation (its requests go to Redis; the first reply in
+    /// time ends its outage), instead of waiting out its back-off.
+    pub fn rejoin(&mut self) {
+        if self.phase == Phase::Down {
+            self.phase = Phase::Probation;
+        }
+    }
+
+    /// What this worker does about the node's word on Redis (`node`), of
+    /// which it last saw epoch `seen`: a change it has not seen yet is
+    /// followed (every worker of a node stands in while one found Redis
+    /// down, and all return when one finds it back).
+    pub fn follow(&self, node: NodeHealth, seen: u64) -> Follow {
+        if node.epoch() == seen {
+            return Follow::Stay;
+        }
+        match (node.is_down(), self.phase) {
+            (true, Phase::Healthy | Phase::Probation) => Follow::StandIn,
+            (false, Phase::Down) => Follow::Return,
+            _ => Follow::Stay,
+        }
+    }
+}
+
+/// Redis's health as the workers of one node share it (one word per
+/// Redis in the zone: `epoch << 1 | down`). The worker that first finds
+/// Redis down, or back, flips it and starts a new epoch; the others follow
+/// each epoch once ([`Availability::follow`]). Zero: up, never changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeHealth(u64);
+
+/// What a worker does about a change of the node's word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Follow {
+    /// Nothing new, or the worker agrees already.
+    Stay,
+    /// Another worker found Redis down: this one fails its connection too
+    /// (its requests are decided by `pow_shield_fail`) and retries with
+    /// back-off.
+    StandIn,
+    /// Another worker found Redis back: this one returns at once
+    /// ([`Availability::rejoin`]).
+    Return,
+}
+
+impl NodeHealth {
+    pub fn from_word(word: u64) -> Self {
+        NodeHealth(word)
+    }
+
+    pub fn word(self) -> u64 {
+        self.0
+    }
+
+    pub fn is_down(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    /// Which change this is (each flip, one more).
+    pub fn epoch(self) -> u64 {
+        self.0 >> 1
+    }
+
+    /// The word once a worker found Redis down (its connection failed
+    /// while it was available); `None`: down already.
+    pub fn found_down(self) -> Option<NodeHealth> {
+        (!self.is_down()).then(|| self.flipped())
+    }
+
+    /// The word once a worker found Redis back (a reply in time after an
+    /// outage); `None`: up already.
+    pub fn found_up(self) -> Option<NodeHealth> {
+        self.is_down().then(|| self.flipped())
+    }
+
+    fn flipped(self) -> NodeHealth {
+        let epoch = self.epoch().wrapping_add(1) & (u64::MAX >> 1);
+        NodeHealth(epoch << 1 | u64::from(!self.is_down()))
     }
 }
 
@@ -329,6 +431,194 @@ mod tests {
             (Failure::Started, 100),
             "available for SETTLE_MS: a new outage starts afresh"
         );
+    }
+
+    #[test]
+    fn one_worker_flips_the_nodes_word_and_each_flip_is_a_new_epoch() {
+        let up = NodeHealth::default();
+        assert!(!up.is_down() && up.epoch() == 0);
+        let down = up.found_down().unwrap();
+        assert!(down.is_down() && down.epoch() == 1);
+        assert_eq!(down.found_down(), None, "down already");
+        let back = down.found_up().unwrap();
+        assert!(!back.is_down() && back.epoch() == 2);
+        assert_eq!(back.found_up(), None, "up already");
+        assert_eq!(NodeHealth::from_word(back.word()), back);
+    }
+
+    #[test]
+    fn every_worker_of_a_node_follows_each_change_once() {
+        let (up, down) = (Phase::Healthy, Phase::Down);
+        let probation = Phase::Probation;
+        let word =
+            |epoch: u64, is_down: bool| NodeHealth::from_word(epoch << 1 | u64::from(is_down));
+        // (this worker, the node's word, the epoch it saw last) → what it does
+        #[rustfmt::skip]
+        let table = [
+            // Another worker found Redis down: every worker stands in.
+            (up, word(1, true), 0, Follow::StandIn),
+            (probation, word(3, true), 2, Follow::StandIn),
+            // Down already, or seen already (it stood in, and came back
+            // on its own since: its own word decides until the next flip).
+            (down, word(1, true), 0, Follow::Stay),
+            (up, word(1, true), 1, Follow::Stay),
+            // Another worker found Redis back: every worker returns now.
+            (down, word(2, false), 1, Follow::Return),
+            (down, word(2, false), 0, Follow::Return),
+            (up, word(2, false), 1, Follow::Stay),
+            (probation, word(2, false), 1, Follow::Stay),
+            (down, word(2, false), 2, Follow::Stay),
+            // A worker started after a reload, the zone's word down.
+            (up, word(5, true), 0, Follow::StandIn),
+        ];
+        for (i, (phase, node, seen, want)) in table.into_iter().enumerate() {
+            let a = Availability {
+                phase,
+                ..Availability::default()
+            };
+            assert_eq!(a.follow(node, seen), want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn an_unpaid_refusal_strikes_only_once_every_node_had_time_to_return() {
+        let g = RECOVERY_GRACE_MS;
+        let healthy = Availability::default();
+        let mut down = Availability::default();
+        down.failed(1_000);
+        let mut probation = Availability::default();
+        probation.failed(1_000);
+        probation.connected();
+        let mut back = Availability::default();
+        back.failed(1_000);
+        recover(&mut back, 5_000);
+        // (this worker, now, when its node came back) → strikes unpaid
+        #[rustfmt::skip]
+        let table = [
+            (&healthy, 9_000, None, true),
+            (&down, 3_000, None, false),
+            (&probation, 3_000, None, false),
+            // Back at 5 000: its challenges strike nothing until 5 000 + g.
+            (&back, 5_000, None, false),
+            (&back, 5_000 + g - 1, None, false),
+            (&back, 5_000 + g, None, true),
+            // A worker idle through the outage: its node's return counts.
+            (&healthy, 6_000, Some(5_000), false),
+            (&healthy, 5_000 + g, Some(5_000), true),
+            (&back, 5_000 + g, Some(6_000), false),
+        ];
+        for (i, (a, now, node_back, want)) in table.into_iter().enumerate() {
+            assert_eq!(a.strikes_unpaid(now, node_back), want, "row {i}");
+        }
+    }
+
+    /// One worker as the module's connection drives it (`exchange.rs`):
+    /// its own availability, the node's word, the epoch it last saw.
+    struct Worker {
+        a: Availability,
+        seen: u64,
+    }
+
+    impl Worker {
+        fn new() -> Self {
+            Worker {
+                a: Availability::default(),
+                seen: 0,
+            }
+        }
+
+        /// A request: follows the node's word first.
+        fn request(&mut self, node: &mut NodeHealth, now: u64) {
+            match self.a.follow(*node, self.seen) {
+                Follow::StandIn => self.fail(node, now),
+                Follow::Return => self.a.rejoin(),
+                Follow::Stay => {}
+            }
+            self.seen = node.epoch();
+        }
+
+        fn fail(&mut self, node: &mut NodeHealth, now: u64) {
+            if self.a.failed(now).0 == Failure::Started {
+                *node = node.found_down().unwrap_or(*node);
+            }
+            self.seen = node.epoch();
+        }
+
+        /// Reconnected, and a reply came in time: true if it found Redis
+        /// back first (the node's `back`).
+        fn answered(&mut self, node: &mut NodeHealth, now: u64) -> bool {
+            self.a.connected();
+            let first = self.a.answered_in_time(now) && node.is_down();
+            if first {
+                *node = node.found_up().unwrap_or(*node);
+            }
+            self.seen = node.epoch();
+            first
+        }
+    }
+
+    /// Issue 37's stall on the model: two nodes of two workers, Redis
+    /// stopped at 1 000 for 2 500 ms, `timeout=300ms`.
+    #[test]
+    fn a_stall_replayed_a_nodes_workers_stand_in_and_return_together() {
+        let g = RECOVERY_GRACE_MS;
+        let mut nodes = [NodeHealth::default(); 2];
+        let mut workers = [
+            [Worker::new(), Worker::new()],
+            [Worker::new(), Worker::new()],
+        ];
+        // 1 300: the first worker of each node times out.
+        for (node, w) in nodes.iter_mut().zip(&mut workers) {
+            w[0].fail(node, 1_300);
+            assert!(node.is_down());
+        }
+        // The other stands in at its next request (its connection was fine).
+        for (node, w) in nodes.iter_mut().zip(&mut workers) {
+            w[1].request(node, 1_310);
+            assert!(!w[1].a.admits(), "stands in");
+            assert!(!w[1].a.strikes_unpaid(1_310, None));
+        }
+        // 3 500: SIGCONT. Node 0's second worker reconnects first (3 600);
+        // its first returns at its next request, not at its back-off.
+        let mut back = [None, None];
+        assert!(workers[0][1].answered(&mut nodes[0], 3_600));
+        back[0] = Some(3_600);
+        workers[0][0].request(&mut nodes[0], 3_601);
+        assert!(workers[0][0].a.admits(), "returns with its node");
+        assert!(
+            !workers[0][0].answered(&mut nodes[0], 3_602),
+            "logged once per node"
+        );
+        // Node 1 comes back later, at its own back-off (5 200).
+        assert!(nodes[1].is_down());
+        assert!(workers[1][0].answered(&mut nodes[1], 5_200));
+        back[1] = Some(5_200);
+        workers[1][1].request(&mut nodes[1], 5_201);
+        assert!(workers[1][1].a.admits());
+        assert!(!workers[1][1].answered(&mut nodes[1], 5_202));
+        // No worker of node 0 strikes an unpaid 429 before node 1 had its
+        // time to return and write its payments; then all do.
+        for (n, w) in workers.iter().enumerate() {
+            for w in w {
+                assert!(!w.a.strikes_unpaid(5_200, back[n]), "node {n}");
+                assert!(
+                    w.a.strikes_unpaid(back[n].unwrap() + g + 2, back[n]),
+                    "node {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_that_returns_is_on_probation_until_a_reply_in_time() {
+        let mut a = Availability::default();
+        a.failed(0);
+        a.rejoin();
+        assert!(a.admits() && !a.is_healthy());
+        assert!(!a.connected(), "its handshake needs no probe: requests go");
+        assert!(a.answered_in_time(5), "logged once as back");
+        a.rejoin();
+        assert!(a.is_healthy(), "only a worker that is down rejoins");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! module's `redis/`): the URL and options of `pow_shield_redis` in `url`;
 //! RESP2 framing in `command`; one script call encoded in place in
 //! `script_call`; slots, the cluster map and redirections in `cluster`;
+//! Redis's clock and the deadline a call carries in `clock`;
 //! what flows over a connection (reply matching, NOSCRIPT, the handshake)
 //! in `pipeline`; what it logs, refuses and when it retries in `health`;
 //! what Sentinel answers in `sentinel`. (What cluster mode sends over it,
 //! and the scripts, are `cluster`'s.)
 
+pub mod clock;
 pub mod cluster;
 pub mod command;
 pub mod health;

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::clock;
 use super::command::{decode_reply, decode_topology, is_noscript, Decoded, MAX_REPLY};
 use super::sentinel;
 use crate::metrics::Sent;
@@ -29,6 +30,9 @@ pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
 pub struct Slot<R> {
     /// When the reply is overdue (nginx's millisecond clock).
     pub deadline: u64,
+    /// The same moment in Redis's clock, stamped on a script call (and on
+    /// its `EVAL` if Redis lost the script): `clock::stamp`.
+    pub redis_deadline: Option<u64>,
     on_reply: Option<R>,
     /// What to send instead (EVAL) if Redis answers NOSCRIPT.
     on_noscript: Option<Resend>,
@@ -45,6 +49,7 @@ impl<R> Slot<R> {
     pub fn request(deadline: u64, on_reply: R, on_noscript: Option<Resend>) -> Self {
         Slot {
             deadline,
+            redis_deadline: None,
             on_reply: Some(on_reply),
             on_noscript,
             handshake: None,
@@ -84,7 +89,14 @@ pub enum Event<R> {
     Ready,
     /// A message on a subscribed connection (see `Pipeline::subscriber`).
     Push(OwnedFrame),
+    /// The handshake's `TIME` ([`CLOCK_STEP`]) read Redis's clock at this
+    /// ms (`clock::RedisClock::learn`).
+    Clock(u64),
 }
+
+/// The handshake step that reads Redis's clock (`TIME`): a connection
+/// learns the offset of a call's deadline from it (`clock`).
+pub const CLOCK_STEP: &str = "TIME";
 
 /// The handshake step whose reply must say `master` (a `sentinel://`
 /// master: a replica, or a former master the sentinels demoted, is not
@@ -151,6 +163,7 @@ impl<R> Pipeline<R> {
                 command,
                 Slot {
                     deadline,
+                    redis_deadline: None,
                     on_reply: None,
                     on_noscript: None,
                     handshake: Some(label),
@@ -162,9 +175,14 @@ impl<R> Pipeline<R> {
         }
     }
 
-    /// Appends a command; it goes out with the next flush.
+    /// Appends a command; it goes out with the next flush. A script call's
+    /// deadline is stamped in Redis's clock (`Slot::redis_deadline`).
     pub fn push(&mut self, command: &[u8], slot: Slot<R>) {
+        let at = self.out.len();
         self.out.extend_from_slice(command);
+        if let Some(deadline) = slot.redis_deadline {
+            clock::stamp(&mut self.out[at..], deadline);
+        }
         self.slots.push_back(slot);
     }
 
@@ -251,14 +269,25 @@ impl<R> Pipeline<R> {
                 }
             }
             if let Some(label) = slot.handshake {
-                if let OwnedFrame::Error(e) = &frame {
-                    break Err(Broken::Handshake(format!("{label} failed: {e}")));
+                match &frame {
+                    // A proxy that refuses TIME: calls go without a
+                    // deadline (`clock`), as before the first answer.
+                    OwnedFrame::Error(_) if label == CLOCK_STEP => {}
+                    OwnedFrame::Error(e) => {
+                        break Err(Broken::Handshake(format!("{label} failed: {e}")));
+                    }
+                    _ => {}
                 }
                 if label == ROLE_STEP && !sentinel::is_master(&frame) {
                     let role = sentinel::role(&frame);
                     break Err(Broken::Handshake(format!(
                         "ROLE: not the master (it is a {role})"
                     )));
+                }
+                if label == CLOCK_STEP {
+                    if let Some(ms) = clock::time_ms(&frame) {
+                        events.push(Event::Clock(ms));
+                    }
                 }
                 events.push(Event::Step { sent: slot.sent });
                 if self.slots.iter().all(|s| !s.is_handshake()) {
@@ -322,6 +351,7 @@ mod tests {
                 Event::Step { .. } => unreachable!("filtered out"),
                 Event::Ready => "ready".to_owned(),
                 Event::Push(frame) => format!("push={frame:?}"),
+                Event::Clock(ms) => format!("clock={ms}"),
                 Event::Answered {
                     on_reply,
                     reply: Ok(frame),
@@ -403,10 +433,37 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Event::Step { sent } | Event::Answered { sent, .. } => Some(format!("{sent:?}")),
-                Event::Ready | Event::Push(_) => None,
+                Event::Ready | Event::Push(_) | Event::Clock(_) => None,
             })
             .collect();
         assert_eq!(stamps.len(), handshake().len() + 1);
+    }
+
+    #[test]
+    fn the_handshakes_time_tells_redis_clock_and_a_script_call_is_stamped_as_queued() {
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&[(CLOCK_STEP, command(&[b"TIME"]))], 100, Sent::default);
+        assert_eq!(
+            feed(&mut p, b"*2\r\n$10\r\n1765000000\r\n$6\r\n250999\r\n").unwrap(),
+            ["clock=1765000000250", "ready"]
+        );
+        let mut call = crate::redis::script_call::ScriptCall::new("s", 0, 1);
+        call.deadline();
+        let (call, _) = call.finish();
+        let mut slot = Slot::request(150, 1, None);
+        slot.redis_deadline = Some(1_765_000_000_399);
+        p.push(&call, slot);
+        assert!(p.output().ends_with(b"$13\r\n1765000000399\r\n"));
+        // Without a deadline (no offset yet): sent as built.
+        p.push(&call, Slot::request(150, 2, None));
+        assert!(p.output().ends_with(b"$13\r\n0000000000000\r\n"));
+        // A proxy that refuses TIME: ready all the same, no clock learnt.
+        let mut p: Pipeline<u32> = Pipeline::default();
+        p.open(&[(CLOCK_STEP, command(&[b"TIME"]))], 100, Sent::default);
+        assert_eq!(
+            feed(&mut p, b"-ERR unknown command 'TIME'\r\n").unwrap(),
+            ["ready"]
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! buffer: every shielded request in cluster mode builds one, so its
 //! arguments are formatted in place instead of as a `String` each.
 
+use super::clock;
+
 /// An EVALSHA being written.
 pub struct ScriptCall {
     cmd: Vec<u8>,
@@ -45,6 +47,12 @@ impl ScriptCall {
     /// A number argument.
     pub fn num(&mut self, n: u64) -> &mut Self {
         self.push(|w| decimal(w, n))
+    }
+
+    /// The call's deadline, last: [`clock::NO_DEADLINE`] until its
+    /// connection stamps it in Redis's clock (`clock::stamp`).
+    pub fn deadline(&mut self) -> &mut Self {
+        self.push(|w| w.extend_from_slice(clock::NO_DEADLINE))
     }
 
     /// The encoded command, and where the part [`eval`] reuses starts.

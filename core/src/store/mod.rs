@@ -355,31 +355,45 @@ pub enum Recorded {
 
 /// Records `digest` spent by `owner` (a client key, a bot) until
 /// `until_ms` (epoch), within the owner's share of the store and the
-/// store's share for spent records ([`spent`]). A replay is found before
-/// the share is counted, so replaying someone's record never uses up its
-/// share.
+/// store's share for spent records ([`spent`]). `longest_ms`: the longest
+/// any record of this owner can live (the share is counted over it, so
+/// that the owner never holds more at once). A replay is found before
+/// the share is looked at, and a record is counted in the share only once
+/// made: replaying someone's record, or a store without room, never uses
+/// up a share.
 pub fn record(
     tables: &mut impl Tables,
     owner: &[u8],
     digest: &[u8; 32],
     until_ms: u64,
+    longest_ms: u64,
     now: Now,
 ) -> Recorded {
     if tables.spent(digest, now.epoch_ms) {
         return Recorded::Held;
     }
-    let quota = tables
-        .spent_room()
-        .quota(until_ms.saturating_sub(now.epoch_ms));
-    let within = tables.bucket(Counted::Spends(owner), quota, |w| {
-        let verdict = window::admit(w, quota, now.monotonic_ms);
-        (verdict.allowed, w.keep_until_ms(quota))
-    });
-    if within != Ok(true) {
+    let quota = tables.spent_room().quota(longest_ms);
+    let share = |count: bool| {
+        move |w: &mut window::SlidingWindow| {
+            let mut copy = *w;
+            let verdict = window::admit(
+                if count { &mut *w } else { &mut copy },
+                quota,
+                now.monotonic_ms,
+            );
+            (verdict.allowed, w.keep_until_ms(quota))
+        }
+    };
+    if tables.bucket(Counted::Spends(owner), quota, share(false)) != Ok(true) {
         return Recorded::NoRoom;
     }
     match tables.spend(digest, until_ms, now.epoch_ms) {
-        Ok(true) => Recorded::New,
+        Ok(true) => {
+            // Counted now it is made (no room for the count: it is lost,
+            // as a forgotten bucket is).
+            let _ = tables.bucket(Counted::Spends(owner), quota, share(true));
+            Recorded::New
+        }
         Ok(false) => Recorded::Held,
         Err(NoRoom { .. }) => Recorded::NoRoom,
     }
@@ -526,7 +540,11 @@ fn wait_taken_back(
         return None;
     }
     let (counted, n) = subject.counted_limits();
-    let (refused_here, _, _) = counted[..n].iter().find(|(_, limit, key)| {
+    // Only the client's own limits: a `key=` limit's refusals strike no one.
+    let mut own = counted[..n]
+        .iter()
+        .filter(|(_, _, key)| matches!(key, Counted::Client(_)));
+    let (refused_here, _, _) = own.find(|(_, limit, key)| {
         tables
             .bucket(*key, *limit, |w| {
                 (
@@ -616,7 +634,9 @@ fn spend(
     if breaker.block != Block::Clear {
         return Ok(Spent::Blocked(breaker));
     }
-    match record(tables, key, &solution.digest, solution.spent_until_ms, now) {
+    let longest_ms = tables.spent_room().token_lifetime_ms;
+    let until_ms = solution.spent_until_ms;
+    match record(tables, key, &solution.digest, until_ms, longest_ms, now) {
         Recorded::New => {}
         Recorded::Held => return Ok(Spent::Replayed),
         // The payer gets a fresh challenge; nobody else pays for it.

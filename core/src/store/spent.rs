@@ -8,8 +8,9 @@
 //!   there for buckets and breakers, so paying clients never crowd out
 //!   the ones that do not pay;
 //! - per key (a client, a bot), at most an eighth of that, counted in a
-//!   sliding window as long as the records live: one key's live records
-//!   never exceed its share.
+//!   sliding window as long as its records can live (the longest
+//!   challenge TTL of the configuration and the 5 s allowance; a bot's
+//!   longest signature): one key's live records never exceed its share.
 //!
 //! A record that cannot be made is no offence of anyone's: the payer gets
 //! a fresh challenge (`Spent::Unavailable`), a bot's request is taken as
@@ -23,8 +24,9 @@
 use crate::limiter::RateLimit;
 
 /// Lifetime classes: class 0 holds records of at most 1 s, class `c`
-/// those of at most 2^c s; the last holds every longer one.
-pub const LIFETIME_CLASSES: usize = 16;
+/// those of at most 2^c s; the last (2^17 s, 36 h) holds every longer one,
+/// and a record lives at most a day and 5 s (`pow_shield_challenge_ttl`).
+pub const LIFETIME_CLASSES: usize = 18;
 
 /// The class of a record that lives `lifetime_ms` from now.
 pub fn lifetime_class(lifetime_ms: u64) -> usize {
@@ -44,8 +46,12 @@ pub fn class_lifetime_ms(class: usize) -> u64 {
 pub struct SpentRoom {
     /// Spent records the store holds at most, of every key.
     pub most: u64,
-    /// Records one key may make within a record's lifetime.
+    /// Records one key may make within the longest lifetime of its
+    /// records.
     pub per_key: u32,
+    /// The longest a spent challenge's record lives: the longest challenge
+    /// TTL of the configuration and the 5 s allowance.
+    pub token_lifetime_ms: u64,
 }
 
 impl SpentRoom {
@@ -54,13 +60,15 @@ impl SpentRoom {
     const OF_STORE: u64 = 2;
     const OF_SPENT: u64 = 8;
 
-    /// The room of a store with room for `entries` entries of any table.
-    pub fn of_store(entries: u64) -> Self {
+    /// The room of a store with room for `entries` entries of any table,
+    /// whose spent challenges' records live at most `token_lifetime_ms`.
+    pub fn of_store(entries: u64, token_lifetime_ms: u64) -> Self {
         let most = (entries / Self::OF_STORE).max(1);
         let per_key = (most / Self::OF_SPENT).clamp(1, u64::from(u32::MAX));
         SpentRoom {
             most,
             per_key: per_key as u32,
+            token_lifetime_ms,
         }
     }
 
@@ -68,15 +76,16 @@ impl SpentRoom {
     pub const UNBOUNDED: SpentRoom = SpentRoom {
         most: u64::MAX,
         per_key: u32::MAX,
+        token_lifetime_ms: 65_000,
     };
 
-    /// The sliding window that bounds one key's records that live
-    /// `lifetime_ms`: its share within the longest lifetime of their
-    /// class, so that no more of them are alive at once.
-    pub fn quota(&self, lifetime_ms: u64) -> RateLimit {
+    /// The sliding window that bounds one key's records, which live at
+    /// most `longest_ms`: its share within that time (whole seconds), so
+    /// that no more of them are alive at once.
+    pub fn quota(&self, longest_ms: u64) -> RateLimit {
         RateLimit {
             requests: self.per_key,
-            window_ms: class_lifetime_ms(lifetime_class(lifetime_ms)),
+            window_ms: longest_ms.div_ceil(1000).max(1) * 1000,
         }
     }
 }
@@ -97,7 +106,7 @@ mod tests {
             (60_000, 6),
             (65_000, 7),
             (600_000, 10),
-            (86_400_000, LIFETIME_CLASSES - 1),
+            (86_405_000, 17),
             (u64::MAX, LIFETIME_CLASSES - 1),
         ] {
             assert_eq!(lifetime_class(lifetime_ms), class, "{lifetime_ms} ms");
@@ -119,23 +128,28 @@ mod tests {
             (0, 1, 1),
         ] {
             assert_eq!(
-                SpentRoom::of_store(entries),
-                SpentRoom { most, per_key },
+                SpentRoom::of_store(entries, 65_000),
+                SpentRoom {
+                    most,
+                    per_key,
+                    token_lifetime_ms: 65_000
+                },
                 "{entries} entries"
             );
         }
     }
 
     #[test]
-    fn a_keys_quota_lasts_as_long_as_its_records_live() {
-        let room = SpentRoom::of_store(40_960);
+    fn a_keys_quota_lasts_as_long_as_its_records_can_live() {
+        let room = SpentRoom::of_store(40_960, 65_000);
         assert_eq!(
-            room.quota(60_000),
+            room.quota(room.token_lifetime_ms),
             RateLimit {
                 requests: 2_560,
-                window_ms: 64_000
+                window_ms: 65_000
             }
         );
-        assert_eq!(room.quota(1_000).window_ms, 1_000);
+        assert_eq!(room.quota(1).window_ms, 1_000);
+        assert_eq!(room.quota(3_605_000).window_ms, 3_605_000);
     }
 }

@@ -452,7 +452,7 @@ fn an_empty_key_value_leaves_the_request_out_of_that_limit_only() {
 /// A store of room for 32 entries: 16 spent records, 2 per key.
 fn small_store() -> MemoryStore {
     MemoryStore {
-        spent_room: Some(SpentRoom::of_store(32)),
+        spent_room: Some(SpentRoom::of_store(32, 60_000)),
         ..MemoryStore::default()
     }
 }
@@ -460,7 +460,7 @@ fn small_store() -> MemoryStore {
 fn record_at(s: &mut MemoryStore, owner: &[u8], n: u8, at_ms: u64) -> Recorded {
     s.at(at_ms);
     let now = s.now;
-    record(s, owner, &[n; 32], at_ms + 60_000, now)
+    record(s, owner, &[n; 32], at_ms + 60_000, 60_000, now)
 }
 
 #[test]
@@ -496,8 +496,42 @@ fn a_keys_share_comes_back_as_its_records_expire() {
     record_at(&mut s, b"a", 1, 1_000);
     record_at(&mut s, b"a", 2, 1_000);
     assert_eq!(record_at(&mut s, b"a", 3, 1_000), Recorded::NoRoom);
-    // 60 s records: class 6, counted over 64 s
-    assert_eq!(record_at(&mut s, b"a", 3, 66_000), Recorded::New);
+    // 60 s records, counted over the 60 s they can live
+    assert_eq!(record_at(&mut s, b"a", 3, 61_000), Recorded::New);
+}
+
+#[test]
+fn a_record_the_store_had_no_room_for_uses_up_no_share() {
+    let mut s = small_store();
+    s.full = true;
+    for n in 1..=3 {
+        assert_eq!(record_at(&mut s, b"a", n, 1_000), Recorded::NoRoom);
+    }
+    s.full = false;
+    assert_eq!(record_at(&mut s, b"a", 4, 1_000), Recorded::New);
+    assert_eq!(record_at(&mut s, b"a", 5, 1_000), Recorded::New);
+    assert_eq!(record_at(&mut s, b"a", 6, 1_000), Recorded::NoRoom);
+}
+
+#[test]
+fn records_of_many_lifetimes_share_one_keys_share() {
+    // A key cannot widen its share by spending at other lifetimes.
+    let mut s = small_store();
+    let mut recorded = Vec::new();
+    for (n, lifetime) in [(1, 1_000), (2, 5_000), (3, 20_000), (4, 59_000)] {
+        s.at(1_000);
+        let now = s.now;
+        recorded.push(record(
+            &mut s,
+            b"a",
+            &[n; 32],
+            1_000 + lifetime,
+            60_000,
+            now,
+        ));
+    }
+    let new = recorded.iter().filter(|r| **r == Recorded::New).count();
+    assert_eq!(new, 2, "{recorded:?}");
 }
 
 #[test]

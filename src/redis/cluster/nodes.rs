@@ -1,7 +1,9 @@
 //! The cluster's nodes: one client per node, made on first use (seeds at
 //! start, announced masters when the map or a redirection names them), and
 //! retired for good once the map no longer names them (see `Roster`).
-//! Only addresses are connected to: resolving a host name would block.
+//! A node announced by host name is resolved by its client with nginx's
+//! resolver on the event loop when the http block has a `resolver`;
+//! without one it is not used (never a blocking lookup in a worker).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -94,8 +96,9 @@ impl Cluster {
     }
 
     /// The index of a node's connection, made on first use (or again for
-    /// a retired node). `None` for a node announced by a host name
-    /// (resolving it would block) or beyond `MAX_NODES`.
+    /// a retired node). `None` for a node announced by a host name when
+    /// there is no `resolver` (a lookup here would block), or beyond
+    /// `MAX_NODES`.
     pub(super) fn node_index(&self, node: &NodeAddr) -> Option<usize> {
         let place = self.roster.try_borrow().ok()?.place(node);
         if let Place::Live(i) = place {

@@ -69,6 +69,17 @@ impl Cluster {
         }
     }
 
+    /// Whether an unpaid refusal of a client whose keys share `key`'s slot
+    /// counts a strike now: not within a grace after its master's outage.
+    pub(in crate::redis) fn strikes_unpaid(&self, key: &[u8]) -> bool {
+        let target = self.target(key_slot(key));
+        self.nodes
+            .try_borrow()
+            .ok()
+            .and_then(|nodes| nodes.get(target).map(|n| n.client.strikes_unpaid()))
+            .unwrap_or(true)
+    }
+
     /// The node for a slot: its master, or while unknown any node that is
     /// up (its `MOVED` will tell).
     fn target(&self, slot: u16) -> usize {

@@ -33,6 +33,7 @@ use super::now;
 use super::resolve::Names;
 use super::settings::Settings;
 use pow_shield_core::metrics::{self, RedisError};
+use pow_shield_core::redis::health::Follow;
 use pow_shield_core::redis::pipeline::{Resend, Slot, READ_CHUNK};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -71,12 +72,17 @@ impl Connection {
     /// Creates the connection and starts connecting.
     pub(super) fn start(settings: Settings, cycle_log: *mut ngx_log_t) -> Box<Connection> {
         let subscriber = settings.on_push.is_some();
+        // A sentinel decides no request: its health is not the node's.
+        let node = match settings.outage {
+            None => crate::shm::health::peer_of(&settings.name),
+            Some(_) => None,
+        };
         let connection = Box::new(Connection {
             settings,
             state: RefCell::new(State {
                 link: None,
                 phase: Phase::Disconnected,
-                exchange: Exchange::new(subscriber, cycle_log),
+                exchange: Exchange::new(subscriber, node, cycle_log),
             }),
             flush_ev: Event::idle(),
             deadline_ev: Event::idle(),
@@ -184,12 +190,22 @@ impl Connection {
             .unwrap_or(true)
     }
 
-    /// Whether commands may be sent.
-    pub(super) fn is_healthy(&self) -> bool {
+    /// Whether an unpaid refusal counts a strike now (not within a grace
+    /// after an outage: `Availability::strikes_unpaid`).
+    pub(super) fn strikes_unpaid(&self) -> bool {
         self.state
             .try_borrow()
-            .map(|st| st.exchange.admits())
-            .unwrap_or(false)
+            .map(|st| st.exchange.strikes_unpaid())
+            .unwrap_or(true)
+    }
+
+    /// Whether commands may be sent (as the node's workers share it).
+    pub(super) fn is_healthy(&self) -> bool {
+        self.with_state(|c, st| {
+            c.follow_node(st);
+            st.exchange.admits()
+        })
+        .unwrap_or(false)
     }
 
     /// A request's deadline, from now.
@@ -200,6 +216,7 @@ impl Connection {
     /// Whether commands may be queued now, connecting first after an idle
     /// close; refused at once while Redis is down or the worker exits.
     fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
+        self.follow_node(st);
         if !st.exchange.admits() {
             return Err(Unavailable::Down);
         }
@@ -455,6 +472,31 @@ impl Connection {
             self.fail(st, RedisError::Timeout, what);
         } else {
             self.arm_deadline(st);
+        }
+    }
+
+    /// Redis's health is the node's: a worker stands in while another found
+    /// Redis down, and returns at once when another finds it back.
+    fn follow_node(&self, st: &mut State) {
+        match st.exchange.follow_node() {
+            Follow::Stay => {}
+            Follow::StandIn => {
+                self.disconnect(st);
+                if !st.exchange.is_shutting_down() {
+                    let why = "another worker of this node found it unavailable";
+                    let backoff_ms = st.exchange.failed(why, &self.settings);
+                    if !self.reconnect_ev.timer_set() {
+                        self.reconnect_ev.add_timer(backoff_ms as ngx_msec_t);
+                    }
+                }
+            }
+            Follow::Return => {
+                st.exchange.rejoin();
+                self.reconnect_ev.del_timer();
+                if st.phase == Phase::Disconnected {
+                    self.connect(st);
+                }
+            }
         }
     }
 

@@ -15,12 +15,13 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::{failure, RedisStore};
 use crate::ffi::monotonic_ms;
 use crate::store::{Failure, NewLate, NewWaiter, Waiter};
+use pow_shield_core::cluster::fallback::Answer;
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::scripts::replies::{self, MAX_COALESCED};
 use pow_shield_core::limiter::breaker::opened_block;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules};
 use pow_shield_core::limiter::{Limits, RateLimit};
-use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::store::{Checked, Offence, Reply, Subject};
 
 /// The requests waiting for a client's check on its way.
@@ -164,7 +165,9 @@ impl RedisStore {
         let (owned_refusal, owned_key) = (refusal.to_vec(), key.to_vec());
         let (cluster, slot) = (self.cluster, slot_of_tag(tag.as_bytes()));
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            let reply = frame.as_ref().and_then(integers).unwrap_or_default();
+            let answer = Answer::of(frame.as_ref());
+            let ran = answer.may_have_run();
+            let reply = answer.integers().unwrap_or_default();
             // A Redis Cluster's refusal answers the slot's generation too.
             let (reply, generation) = replies::split_generation(&reply, cluster);
             let decided = replies::coalesced_from_reply(reply, limit, k).ok();
@@ -196,7 +199,7 @@ impl RedisStore {
                 }
                 None => {
                     for waiter in joiners {
-                        let _ = waiter.fall_back(Failure::Down, true);
+                        let _ = waiter.fall_back(Failure::Down, ran);
                     }
                 }
             }

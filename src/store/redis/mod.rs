@@ -36,14 +36,14 @@ use crate::redis::router::{OnFrame, Rebuild, Router};
 use batches::{BatchContext, BatchTimer};
 use coalesce::Group;
 use pow_shield_core::cluster::calls::{self, Call, Calls};
-use pow_shield_core::cluster::fallback::{self, Known};
+use pow_shield_core::cluster::fallback::{self, Answer, Known};
 use pow_shield_core::cluster::generation::slot_of_tag;
 use pow_shield_core::cluster::refusals::{refusal_key, Batches};
 use pow_shield_core::cluster::replays::Replays;
 use pow_shield_core::cluster::tracker::Tracker;
 use pow_shield_core::limiter::breaker::{opened_block, Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{RateLimit, Spent, Verdict};
-use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::command::client_tag;
 use pow_shield_core::store::{Checked, Offence, Op, Reply, Solution, Struck, Subject};
 use pow_shield_core::syntax::FailPolicy;
 
@@ -93,6 +93,15 @@ pub struct RedisStore {
 impl RedisStore {
     pub fn retry_in_ms(&self) -> Option<u64> {
         self.router.retry_in_ms()
+    }
+
+    /// Whether an unpaid refusal of client `key` counts a strike now: not
+    /// within a grace after an outage (`health::RECOVERY_GRACE_MS`).
+    pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
+        match self.cluster {
+            true => self.router.strikes_unpaid(client_tag(key).as_bytes()),
+            false => self.router.strikes_unpaid(b""),
+        }
     }
 
     /// The worker exits (`exit_process`): what Redis did not take of its
@@ -436,10 +445,14 @@ impl RedisStore {
         waiter.keep(late());
         let (held, store) = (waiter.clone(), self.me.clone());
         let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            match on_reply(frame.as_ref().and_then(integers)) {
+            // An expired call is decided as a timed-out one that Redis
+            // never ran (`fallback::Answer`).
+            let answer = Answer::of(frame.as_ref());
+            let ran = answer.may_have_run();
+            match on_reply(answer.integers()) {
                 Some(reply) => waiter.deliver(reply),
                 None => {
-                    let replay = waiter.fall_back(Failure::Down, true);
+                    let replay = waiter.fall_back(Failure::Down, ran);
                     if let (Some(replay), Some(store)) = (replay, store.upgrade()) {
                         store.replay_later(&replay);
                     }

@@ -87,7 +87,9 @@ impl NodeCache {
         now_ms: u64,
     ) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
-        let room = self.zone.spent_room();
+        // (the mirror of what Redis spent is bounded by the zone's share
+        // only: Redis decided the spend)
+        let room = self.zone.spent_room(0);
         self.zone.with_locked(|zone, alloc| {
             zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
             record_spent(zone, alloc, &key, expires_at_ms, now_ms, room)

@@ -20,6 +20,7 @@ use pow_shield_core::cluster::refusals::Batches;
 use pow_shield_core::cluster::replays::Replays;
 use pow_shield_core::cluster::tracker::Tracker;
 use pow_shield_core::redis::command::encode;
+use pow_shield_core::redis::pipeline::CLOCK_STEP;
 use pow_shield_core::redis::url::{tls_name, RedisAddr};
 
 impl RedisStore {
@@ -60,6 +61,11 @@ impl RedisStore {
             encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
             handshake.push(("SCRIPT LOAD", load));
         }
+        // Redis's clock, last: a call's deadline is stamped in it
+        // (`pow_shield_core::redis::clock`).
+        let mut time = Vec::new();
+        encode(&mut time, &[b"TIME"]);
+        handshake.push((CLOCK_STEP, time));
 
         let tls = match tls_name(target, &conf.options) {
             Some(name) if !conf.ssl.is_null() => Some(Tls {

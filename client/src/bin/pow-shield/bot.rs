@@ -1,13 +1,14 @@
 //! Web Bot Auth (docs/bots.md): `bot-key new` makes a bot's key and
 //! prints the directory to publish, `bot-key sign` prints the signature
 //! headers of one request, `bot-keys` fetches a bot's key directory for
-//! `pow_shield_bot_keys`, and `get --sign-key` signs every request.
+//! `pow_shield_bot_keys`, and `get --sign-key` signs every request (with
+//! `--sign-when-asked`, those to an origin that asked for a signature).
 
 use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use clap::{value_parser, Arg, ArgMatches, Command};
+use clap::{value_parser, Arg, ArgAction, ArgMatches, Command};
 use pow_shield_bots::sign::{random_nonce, Params, LABEL};
 use pow_shield_bots::{authority_of, KeySet, DEFAULT_LIFETIME_S};
 use pow_shield_client::blocking::{Client, Request};
@@ -29,7 +30,7 @@ fn complain(code: u8, msg: &str) -> u8 {
 /* get --sign-key */
 
 /// `get`'s signing options.
-pub fn get_args() -> [Arg; 2] {
+pub fn get_args() -> [Arg; 3] {
     [
         Arg::new("sign-key")
             .long("sign-key")
@@ -40,6 +41,11 @@ pub fn get_args() -> [Arg; 2] {
             .value_name("URL")
             .requires("sign-key")
             .help("With --sign-key: the bot's key directory URL, sent (signed) as Signature-Agent"),
+        Arg::new("sign-when-asked")
+            .long("sign-when-asked")
+            .action(ArgAction::SetTrue)
+            .requires("sign-key")
+            .help("With --sign-key: sign only once the server asks (a 429 with Accept-Signature), sending that request again signed"),
     ]
 }
 
@@ -50,9 +56,14 @@ pub fn signer(m: &ArgMatches) -> Result<Option<BotSigner>, (u8, String)> {
     };
     let text = fs::read_to_string(file).map_err(|e| (exit::FAILED, format!("{file}: {e}")))?;
     let signer = BotSigner::from_jwk(&text).map_err(|e| (exit::FAILED, format!("{file}: {e}")))?;
-    Ok(Some(match m.get_one::<String>("signature-agent") {
+    let signer = match m.get_one::<String>("signature-agent") {
         Some(url) => signer.signature_agent(url),
         None => signer,
+    };
+    Ok(Some(if m.get_flag("sign-when-asked") {
+        signer.when_asked()
+    } else {
+        signer
     }))
 }
 
@@ -299,5 +310,7 @@ mod tests {
             "https://a/"
         ])
         .is_ok());
+        assert!(parse(&["get", "http://h/", "--sign-when-asked"]).is_err());
+        assert!(parse(&["get", "http://h/", "--sign-key", "k", "--sign-when-asked"]).is_ok());
     }
 }

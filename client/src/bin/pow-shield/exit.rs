@@ -84,8 +84,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_readme_table_has_every_code_of_the_help() {
-        let readme = include_str!("../../../../README.md");
+    fn the_clients_doc_table_has_every_code_of_the_help() {
+        let doc = include_str!("../../../../docs/clients.md");
         let codes: Vec<&str> = EXIT_CODES
             .lines()
             .filter_map(|l| l.trim_start().split_once("  "))
@@ -95,8 +95,8 @@ mod tests {
         assert!(codes.len() >= 20, "{codes:?}");
         for code in codes {
             assert!(
-                readme.contains(&format!("\n| {code} | ")),
-                "README lacks exit code {code}"
+                doc.contains(&format!("\n| {code} | ")),
+                "docs/clients.md lacks exit code {code}"
             );
         }
     }

@@ -40,6 +40,9 @@ struct Run<'m> {
     client: Client,
     request: Request,
     write_out: Option<WriteOut>,
+    /// `-m`: each URL's time as a whole, its redirects included (each
+    /// `--retry` attempt has its own).
+    max_time: Option<Duration>,
     /// Show error messages (`-s` hides them, `-S` brings them back).
     errors: bool,
     proxied: bool,
@@ -111,6 +114,7 @@ pub fn run(m: &ArgMatches, ahead: &Arc<Ahead>) -> u8 {
         client,
         request,
         write_out,
+        max_time: m.get_one::<Duration>("max-time").copied(),
         errors,
         proxied,
     };
@@ -199,6 +203,7 @@ impl Run<'_> {
             url: url.to_owned(),
             ..self.request.clone()
         };
+        let mut deadline = self.max_time.map(|limit| Instant::now() + limit);
         let head_only = m.get_flag("head");
         let include = m.get_flag("include") || head_only;
         let mut out: Option<Box<dyn Write>> = None;
@@ -233,7 +238,7 @@ impl Run<'_> {
             // The breaker's refusal is shown as curl shows it (its status
             // line and headers to -i, its 403 to -w, its body), then exits
             // with its own code (110) and the error on stderr.
-            let (mut reply, refusal) = match self.send(&req) {
+            let (mut reply, refusal) = match self.send(&req, &mut deadline) {
                 Ok(r) => (r, None),
                 Err(Refused {
                     error,
@@ -359,8 +364,9 @@ impl Run<'_> {
         code
     }
 
-    /// `Client::send` with `-v`'s log, retried as curl's `--retry` says.
-    fn send(&self, req: &Request) -> Result<Reply, Refused> {
+    /// `Client::send` with `-v`'s log, by `deadline` (`-m`), retried as
+    /// curl's `--retry` says (each attempt with a deadline of its own).
+    fn send(&self, req: &Request, deadline: &mut Option<Instant>) -> Result<Reply, Refused> {
         let verbose = self.m.get_flag("verbose");
         let mut log = |e: Event| {
             if verbose {
@@ -370,7 +376,7 @@ impl Run<'_> {
         let mut left = self.m.get_one::<u32>("retry").copied().unwrap_or(0);
         let mut backoff = Duration::from_secs(1);
         loop {
-            let result = self.client.send_or_refused(req, &mut log);
+            let result = self.client.send_or_refused_until(req, &mut log, *deadline);
             let transient = match &result {
                 Err(Refused {
                     error: Error::TimedOut(_),
@@ -398,6 +404,7 @@ impl Run<'_> {
             }
             drop(result);
             thread::sleep(sleep);
+            *deadline = self.max_time.map(|limit| Instant::now() + limit);
             backoff = (backoff * 2).min(MAX_RETRY_SLEEP);
             left -= 1;
         }

@@ -68,15 +68,28 @@ fn a_check_sends_its_keys_then_the_limit_member_offence_and_rules() {
     assert_eq!(w[1], one().window.sha1);
     assert_eq!(w[2], "5", "five keys on one Redis");
     assert_eq!(call.script, one().window.text);
-    // limit, window, member, offence, the four rules.
+    // limit, window, member, offence, the four rules, how many requests
+    // it decides, and last the deadline its connection stamps.
     assert_eq!(
         tail(&call, 8),
-        ["5", "60000", "ab:7:9", "1", "3", "600000", "2", "86400000"]
+        [
+            "5",
+            "60000",
+            "ab:7:9",
+            "1",
+            "3",
+            "600000",
+            "2",
+            "86400000",
+            "1",
+            "0000000000000"
+        ]
     );
     // A coalesced burst says how many requests it decides.
     let burst = calls.check(b"t", &s, Offence::Unpaid, 4, 10);
-    assert_eq!(words(&burst.evalsha).last().unwrap(), "4");
-    assert_eq!(words(&burst.evalsha).len(), words(&call.evalsha).len() + 1);
+    let w = words(&burst.evalsha);
+    assert_eq!(w[w.len() - 2], "4");
+    assert_eq!(w.len(), words(&call.evalsha).len());
 }
 
 #[test]
@@ -133,13 +146,13 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
     assert_eq!(w[7], w[8], "no generation: the paid key again");
     assert_eq!(
         tail(&plain, 9),
-        ["500", "3", "600000", "2", "86400000", "0"]
+        ["500", "3", "600000", "2", "86400000", "0", "0000000000000"]
     );
     let in_gen = single.spend(&spent, b"t", &solution, RULES, Some(42), 10_000);
     assert_eq!(in_gen.script, one().gen_spend.text);
     let w = words(&in_gen.evalsha);
     assert_eq!(w[7], "ps:gen");
-    assert_eq!(w.last().unwrap(), "42");
+    assert_eq!(w[w.len() - 2], "42", "the generation, then the deadline");
     // A token whose 429 struck nothing takes nothing back.
     let unstruck = Solution {
         forgive: false,
@@ -151,7 +164,8 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
             .spend(&spent, b"t", &unstruck, RULES, None, 10_000)
             .evalsha,
     );
-    assert_eq!(w.last().unwrap(), "2");
+    // (the last word is the call's deadline)
+    assert_eq!(w[w.len() - 2], "2");
     // One whose 429's Retry-After (its `ra`) has ended by the spend: a
     // wait may have taken its strike back.
     let waited = Solution {
@@ -160,7 +174,8 @@ fn a_spend_in_a_generation_names_the_generation_key_and_passes_it_last() {
     };
     let mode = |now_ms| {
         let call = single.spend(&spent, b"t", &waited, RULES, None, now_ms);
-        words(&call.evalsha).last().unwrap().clone()
+        let w = words(&call.evalsha);
+        w[w.len() - 2].clone()
     };
     assert_eq!((mode(9_999), mode(10_000)), ("0".into(), "4".into()));
     // A Redis Cluster: the slot's generation.
@@ -179,8 +194,11 @@ fn a_replay_is_written_whatever_the_breaker_says() {
     let calls = Calls::new("ps:", 1, 1, false);
     let call = calls.replay("ps:spent", b"t", 0);
     assert_eq!(call.script, one().spend.text);
-    assert_eq!(tail(&call, 7), ["1", "0", "0", "0", "0", "1"]);
-    assert!(call.eval().starts_with(b"*13\r\n$4\r\nEVAL\r\n"));
+    assert_eq!(
+        tail(&call, 7),
+        ["1", "0", "0", "0", "0", "1", "0000000000000"]
+    );
+    assert!(call.eval().starts_with(b"*14\r\n$4\r\nEVAL\r\n"));
 }
 
 #[test]
@@ -204,7 +222,7 @@ fn a_batch_carries_each_clients_keys_then_each_clients_numbers() {
         w[15..23],
         ["4", "60000", "3", "600000", "2", "86400000", "11", "2"]
     );
-    assert_eq!(w.len(), 3 + 12 + 16);
+    assert_eq!(w.len(), 3 + 12 + 16 + 1, "and the deadline last");
 }
 
 #[test]
@@ -285,4 +303,46 @@ fn an_empty_key_value_leaves_its_limit_out_of_the_call_and_the_reply_names_the_o
     let checked = stacked_checked(false, &reply, (&none, &at), RULES, Offence::Unpaid).unwrap();
     assert!(checked.verdict.allowed);
     assert_eq!(checked.breaker.strikes, 2);
+}
+
+#[test]
+fn every_call_that_writes_ends_with_a_deadline_to_stamp() {
+    let calls = Calls::new("ps:", 1, 1, false);
+    let s = subject(b"k", Limits::one(LIMIT), false);
+    let solution = Solution {
+        digest: [3; 32],
+        spent_until_ms: 10_500,
+        generation: Some(42),
+        forgive: true,
+        retry_at_ms: None,
+    };
+    let batch = BatchOf {
+        tag: b"t",
+        limit: LIMIT,
+        rules: RULES,
+        sending: Sending {
+            run: 1,
+            total: 1,
+            base: 0,
+        },
+    };
+    for (what, call) in [
+        ("check", calls.check(b"t", &s, Offence::Unpaid, 1, 1)),
+        ("strike", calls.strike(b"t", RULES)),
+        ("spend", calls.spend("x", b"t", &solution, RULES, None, 0)),
+        (
+            "gen spend",
+            calls.spend("x", b"t", &solution, RULES, Some(42), 0),
+        ),
+        ("replay", calls.replay("x", b"t", 1)),
+        ("batch", calls.batch(&[batch])),
+    ] {
+        let mut cmd = call.evalsha.clone();
+        assert!(
+            crate::redis::clock::stamp(&mut cmd, 1_765_000_000_000),
+            "{what}"
+        );
+        let mut eval = call.eval();
+        assert!(crate::redis::clock::stamp(&mut eval, 1), "{what}: EVAL");
+    }
 }

@@ -2,14 +2,14 @@
 -- refusal. A check is `local function check()`, returning its reply and
 -- whether it refused; the mode's last part returns the reply.
 
--- The client's breaker, then Redis's clock (every node reads the same; a
--- replica receives the writes, not TIME): the reply of a blocked client
--- (it writes nothing), or nil, its strikes and the time in ms.
+-- The client's breaker, then Redis's clock: the reply of a blocked client
+-- or of a call that came after its deadline (neither writes anything), or
+-- nil, its strikes and the time in ms.
 local function check_open(b)
   local strikes, block, block_ms = breaker_status(b)
   if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
-  local clock = redis.call('TIME')
-  return nil, strikes, tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local now = clock_ms()
+  return expired(now), strikes, now
 end
 
 -- An admitted request's limit's refusals (ok), read only where the next

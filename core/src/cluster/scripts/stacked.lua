@@ -6,7 +6,8 @@ local function check()
   -- ARGV[8]: '1' for each limit counted per client key, '0' for a key=
   -- value's (a network, the site).
   local own = ARGV[8]
-  local n = (#ARGV - 8) / 2
+  -- (ARGV's last: the deadline.)
+  local n = (#ARGV - 9) / 2
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
   -- Left out of every limit (empty key= values): admitted, nothing counted.
@@ -58,12 +59,15 @@ local function check()
       end
       if s.remaining < seen[tightest].remaining then tightest = i end
     end
-    -- A wait is taken back under the first limit that refused the client.
+    -- A wait is taken back under the first of the client's own limits
+    -- that refused it (a key= limit's refusals strike no one).
     if ARGV[2] == '1' then
       for i = 1, n do
-        local was = strikes
-        strikes = waited(KEYS[3 + 2 * i], b, strikes)
-        if strikes ~= was then break end
+        if string.sub(own, i, i) == '1' then
+          local was = strikes
+          strikes = waited(KEYS[3 + 2 * i], b, strikes)
+          if strikes ~= was then break end
+        end
       end
     end
     local s, over = seen[tightest], 0

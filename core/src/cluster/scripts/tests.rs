@@ -1,10 +1,12 @@
 //! The scripts: how each is put together, what it answers on a real Redis
 //! (`redis_server`), and the same requests asked of the Rust model
-//! (`tables`, run by `bench`); their replies' decoding (`decoding`).
+//! (`tables`, run by `bench`); their replies' decoding (`decoding`); calls
+//! Redis runs after their deadline (`late`).
 
 mod bench;
 mod decoding;
 mod generations;
+mod late;
 mod redis_server;
 mod tables;
 

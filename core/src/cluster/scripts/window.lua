@@ -8,7 +8,7 @@ local function check()
   local key = KEYS[1]
   local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
   local b = breaker(KEYS[3], KEYS[4], KEYS[5], 5)
-  local k = tonumber(ARGV[9] or '1')
+  local k = tonumber(ARGV[9])
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
 

@@ -120,7 +120,7 @@ pub fn command() -> Command {
                 .default_value("10"),
         )
         .arg(
-            value("max-time", Some('m'), "SECONDS", "Longest transfer of each request, connecting to the last byte (exit 28) [default: no limit]")
+            value("max-time", Some('m'), "SECONDS", "Longest time of each URL as a whole, as curl: every try, solve and wait, to the last byte (exit 28); a Retry-After that would outlast it is paid instead [default: no limit]")
                 .value_parser(seconds),
         )
         .arg(

@@ -288,9 +288,7 @@ impl Bench<'_> {
                 let mut args = vec![limit.requests.to_string(), limit.window_ms.to_string()];
                 args.extend([member, offence(o).to_string()]);
                 args.extend(self.rules());
-                if k > 1 {
-                    args.push(k.to_string());
-                }
+                args.push(k.to_string());
                 let script = scripts.check(self.table.approx);
                 let reply = self.redis.ints(script, &keys, &args);
                 if k == 1 {

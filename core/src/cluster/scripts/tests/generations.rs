@@ -32,7 +32,7 @@ fn check_args(p: &str, gen_key: Option<&str>) -> (Vec<String>, Vec<String>) {
         .map(|k| format!("{p}:{k}"))
         .collect();
     keys.extend(gen_key.map(str::to_owned));
-    let args = strings(&["1", "60000", "m", "1", "0", "0", "0", "0"]);
+    let args = strings(&["1", "60000", "m", "1", "0", "0", "0", "0", "1"]);
     (keys, args)
 }
 

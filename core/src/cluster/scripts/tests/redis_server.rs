@@ -108,6 +108,10 @@ impl Redis {
         self.stream
             .write_all(&out[..n])
             .expect("write to redis-server");
+        self.read_reply()
+    }
+
+    fn read_reply(&mut self) -> OwnedFrame {
         loop {
             if let Some((frame, used)) = decode(&self.buf).expect("RESP2 from redis-server") {
                 self.buf.drain(..used);
@@ -123,12 +127,26 @@ impl Redis {
         }
     }
 
-    /// Runs `script` by its SHA-1 (loading it on `NOSCRIPT`).
+    /// Runs `script` by its SHA-1 (loading it on `NOSCRIPT`), without a
+    /// deadline (its last argument 0: `redis::clock`).
     pub fn eval(&mut self, script: &Script, keys: &[String], args: &[String]) -> OwnedFrame {
+        self.eval_by(script, keys, args, 0)
+    }
+
+    /// [`Redis::eval`] with a deadline in Redis's clock (ms).
+    pub fn eval_by(
+        &mut self,
+        script: &Script,
+        keys: &[String],
+        args: &[String],
+        deadline_ms: u64,
+    ) -> OwnedFrame {
         let numkeys = keys.len().to_string();
+        let deadline = deadline_ms.to_string();
         let mut call: Vec<&[u8]> = vec![b"EVALSHA", script.sha1.as_bytes(), numkeys.as_bytes()];
         call.extend(keys.iter().map(|k| k.as_bytes()));
         call.extend(args.iter().map(|a| a.as_bytes()));
+        call.push(deadline.as_bytes());
         match self.call(&call) {
             OwnedFrame::Error(e) if e.starts_with("NOSCRIPT") => {
                 let loaded = self.call(&[b"SCRIPT", b"LOAD", script.text.as_bytes()]);
@@ -140,6 +158,14 @@ impl Redis {
             }
             reply => reply,
         }
+    }
+
+    /// One command as the node encodes it (`Calls`), its reply.
+    pub fn raw(&mut self, command: &[u8]) -> OwnedFrame {
+        self.stream
+            .write_all(command)
+            .expect("write to redis-server");
+        self.read_reply()
     }
 
     /// Runs `script`, whose reply is an array of integers.
