@@ -74,12 +74,26 @@ sub run { $t->run_argv(@_) }
 # What the server saw from one client: "<status> <result>" counts, e.g.
 # "200 pass x1, 200 solved x30".
 sub seen {
-    my ($client) = @_;
-    my %n;
-    for (split /\n/, $t->read_file('ahead.log')) {
-        $n{$1}++ if /^\Q$client\E (\S+ \S+)$/;
-    }
-    return join ', ', map { "$_ x$n{$_}" } sort keys %n;
+    my ($client, $requests) = @_;
+    $requests //= $N;
+    # nginx logs a request after its answer has gone out: the client may
+    # read its last answer before that line is written, so wait (a few
+    # seconds at most) until the log holds as many lines as requests sent.
+    my $count = sub {
+        my %n;
+        for (split /\n/, $t->read_file('ahead.log')) {
+            $n{$1}++ if /^\Q$client\E (\S+ \S+)$/;
+        }
+        return \%n;
+    };
+    my $n = $count->();
+    eventually(3, sub {
+        $n = $count->();
+        my $lines = 0;
+        $lines += $_ for values %$n;
+        $lines >= $requests;
+    });
+    return join ', ', map { "$_ x$n->{$_}" } sort keys %$n;
 }
 
 # One round trip per request: the free one, then each paid without a 429.
@@ -138,14 +152,14 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s', files => \%files
     ($rc, $out, $err) = run($cli, 'get', '-sS', '--pace', '-H', 'X-Client: cli-pace',
         ($pace_url) x $PACED);
     is($rc, 0, 'cli --pace: exits 0') or diag($err);
-    is(seen('cli-pace'), $PACED_LOG, "cli --pace: $PACED requests, none 429 nor solved");
+    is(seen('cli-pace', $PACED), $PACED_LOG, "cli --pace: $PACED requests, none 429 nor solved");
 
     for my $client (['blocking', '--blocking'], ['middleware']) {
         my ($name, @flags) = @$client;
         ($rc, $out, $err) = run($pay_loop, '--pace', @flags, $pace_url, $PACED,
             "X-Client: pace-$name");
         is($rc, 0, "$name --pace: all end 200") or diag("$out; stderr: $err");
-        is(seen("pace-$name"), $PACED_LOG,
+        is(seen("pace-$name", $PACED), $PACED_LOG,
             "$name --pace: $PACED requests, none 429 nor solved");
     }
 });
