@@ -83,6 +83,11 @@ impl Calls {
         self.scripts.iter().map(|script| script.text)
     }
 
+    /// Whether these are a Redis Cluster's calls.
+    pub fn cluster(&self) -> bool {
+        self.cluster
+    }
+
     /// The prefix of every key (`pow_shield_redis ... prefix=`).
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -12,6 +12,7 @@ pub mod calls;
 pub mod fallback;
 pub mod generation;
 pub mod keys;
+pub mod node;
 pub mod refusals;
 pub mod replays;
 pub mod scripts;

@@ -17,7 +17,7 @@ use sha1::{Digest, Sha1};
 pub mod args;
 pub mod replies;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// The one composer: a script's text is its title, then the code of its
 /// parts (`.lua` files of `scripts/`), in order.

@@ -12,7 +12,6 @@ use super::RedisStore;
 use crate::redis::client::Unavailable;
 use crate::redis::router::Rebuild;
 use pow_shield_core::admin::{self, StoreView};
-use pow_shield_core::cluster::refusals::refusal_key;
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{client_tag, integers};
 
@@ -25,7 +24,8 @@ impl RedisStore {
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(Option<StoreView>) + 'static,
     ) -> Result<(), Unavailable> {
-        let (evalsha, shared) = admin::show_call(self.calls.prefix(), key, limits);
+        let prefix = self.prefix().ok_or(Unavailable::Busy)?;
+        let (evalsha, shared) = admin::show_call(&prefix, key, limits);
         let again = evalsha.clone();
         let eval: Rebuild = Rc::new(move || admin::show_eval(&again, shared));
         let limits = limits.to_vec();
@@ -53,17 +53,23 @@ impl RedisStore {
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(bool) + 'static,
     ) -> Result<(), Unavailable> {
-        if let Some(cache) = &self.cache {
-            for &(limit, approx) in limits {
-                cache.forget_refusal(&refusal_key(self.scope, limit, approx, key));
-            }
+        let prefix = self.prefix().ok_or(Unavailable::Busy)?;
+        if let Ok(mut node) = self.node.try_borrow_mut() {
+            node.lift(&mut self.env(), key, limits, super::now());
         }
         let tag = client_tag(key);
         self.router.submit(
             tag.as_bytes(),
-            admin::lift_command(self.calls.prefix(), key),
+            admin::lift_command(&prefix, key),
             None,
             Box::new(move |frame| on_reply(frame.is_some())),
         )
+    }
+
+    /// The key prefix (never busy: the node is not borrowed across a
+    /// call).
+    fn prefix(&self) -> Option<String> {
+        let node = self.node.try_borrow().ok()?;
+        Some(node.calls().prefix().to_owned())
     }
 }

@@ -202,15 +202,19 @@ impl NodeCache {
     }
 
     /// Redis took `sent` of the client's refusals counted here.
-    pub fn refusals_sent(&self, refusal: &[u8], sent: u32, over: u32, strikes: u32) {
-        let now_ms = crate::ffi::monotonic_ms();
+    pub fn refusals_sent(
+        &self,
+        refusal: &[u8],
+        (sent, over, strikes): (u32, u32, u32),
+        now_ms: u64,
+    ) {
         self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now_ms));
     }
 
     /// Forgets a client's refusal (it is blocked now: once the block ends,
     /// Redis decides again, with the strikes it forgot).
     /// What no worker took yet stays until one does.
-    pub fn forget_refusal(&self, refusal: &[u8]) {
+    pub fn forget_refusal(&self, refusal: &[u8], now_ms: u64) {
         let key = TableKey::new(&[refusal]);
         self.zone.with_locked(|zone, alloc| {
             let Some(entry) = zone.refusals.get(&key) else {
@@ -219,7 +223,7 @@ impl NodeCache {
             if entry.refusal().disposable() {
                 zone.refusals.remove_key(&key, alloc);
             } else {
-                entry.refusal().release(crate::ffi::monotonic_ms());
+                entry.refusal().release(now_ms);
             }
         })
     }
@@ -230,8 +234,7 @@ impl NodeCache {
     }
 
     /// Forgets every refusal learnt from Redis (it may have lost them).
-    pub fn forget_refusals(&self) {
-        let now_ms = crate::ffi::monotonic_ms();
+    pub fn forget_refusals(&self, now_ms: u64) {
         self.zone.with_locked(|zone, alloc| {
             zone.refusals.retain(alloc, |entry| {
                 let refusal = entry.refusal();

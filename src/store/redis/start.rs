@@ -3,22 +3,19 @@
 //! deployment (one Redis, Sentinel, or a Redis Cluster), whose connections
 //! come up without the worker waiting.
 
-use core::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use core::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
 
-use super::batches::BatchTimer;
-use super::{NodeCache, RedisStore, MAX_REPLAYS};
+use super::timer::BatchTimer;
+use super::{NodeCache, RedisStore};
 use crate::config::RedisConf;
 use crate::redis::client::{Client, PeerName, Settings, Tls};
 use crate::redis::resolve::NameResolver;
 use crate::redis::router::{Cluster, NodeTemplate, Router, Seed, Sentinel, SentinelTemplate};
 use pow_shield_core::cluster::calls::Calls;
-use pow_shield_core::cluster::refusals::Batches;
-use pow_shield_core::cluster::replays::Replays;
-use pow_shield_core::cluster::tracker::Tracker;
+use pow_shield_core::cluster::node::ClusterNode;
 use pow_shield_core::redis::command::encode;
 use pow_shield_core::redis::pipeline::CLOCK_STEP;
 use pow_shield_core::redis::url::{tls_name, RedisAddr};
@@ -80,13 +77,6 @@ impl RedisStore {
             let ready = me.clone();
             let on_ready = move || {
                 if let Some(store) = ready.upgrade() {
-                    store.ask_generation();
-                    // The spends the fallback made first, then the refusals
-                    // counted before the outage: the spends take back the
-                    // strikes Redis holds, and the batch's strikes never
-                    // meet those Redis would have taken back already (a
-                    // paying client's breaker must not open in between).
-                    store.write_replays();
                     store.on_connected();
                 }
             };
@@ -147,30 +137,21 @@ impl RedisStore {
                 Router::Single(Client::start(settings, log))
             };
             let local_generation = cache.as_ref().map_or(node_id >> 11, NodeCache::zone_id);
+            let scope = pow_shield_core::cluster::refusals::scope(&[
+                conf.display.as_bytes(),
+                &target.db.to_le_bytes(),
+                conf.options.prefix.as_bytes(),
+            ]);
             RedisStore {
                 router,
-                calls,
-                scope: pow_shield_core::cluster::refusals::scope(&[
-                    conf.display.as_bytes(),
-                    &target.db.to_le_bytes(),
-                    conf.options.prefix.as_bytes(),
-                ]),
-                cluster: conf.options.cluster,
-                seq: Cell::new(0),
+                node: RefCell::new(ClusterNode::new(calls, scope, local_generation, node_id)),
                 cache,
-                generations: RefCell::new(Tracker::new(local_generation, conf.options.cluster)),
-                local_generation,
-                replays: RefCell::new(Replays::new(MAX_REPLAYS)),
-                batches: RefCell::new(Batches::default()),
                 batch_timer: BatchTimer::new(),
-                exiting_since: Cell::new(None),
-                connected_once: Cell::new(false),
-                groups: RefCell::new(HashMap::new()),
                 log,
                 me: me.clone(),
             }
         }))
-        .inspect(|store| store.attach_timer())
+        .inspect(|store| store.batch_timer.attach(store, log))
     }
 }
 

@@ -7,7 +7,7 @@ mod bench;
 mod decoding;
 mod generations;
 mod late;
-mod redis_server;
+pub(crate) mod redis_server;
 mod tables;
 
 use super::*;

@@ -1,0 +1,408 @@
+//! Checks: a request under the location's one limit is refused on the
+//! node while Redis's refusal holds (`batches.rs`), joins a check of the
+//! same client on its way, or asks Redis; stacked or keyed limits go to
+//! Redis in one call.
+//!
+//! Coalescing: while a client's check is on its way, the client's further
+//! unpaid requests (same limit, exact window) join it instead of sending
+//! their own. When its answer comes, a refusal leaves `T` in the zone and
+//! the joined requests are refused on the node; otherwise they go together
+//! in one call for `k` requests (the script admits up to the free slots
+//! and reports the rest), which later requests join in turn. A burst of
+//! one client costs one or two script calls, not one per request.
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::{remember, Answered, Around, ClusterNode, Flight, Step, Waits};
+use crate::cluster::calls::{self, single_limit};
+use crate::cluster::fallback::{node_answers, Answer, Failure, Known};
+use crate::cluster::generation::slot_of_tag;
+use crate::cluster::refusals::refusal_key;
+use crate::cluster::scripts::replies::{self, MAX_COALESCED};
+use crate::limiter::breaker::{opened_block, Block, BreakerRules};
+use crate::limiter::{Limits, RateLimit, Verdict, MAX_LIMITS};
+use crate::redis::command::client_tag;
+use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
+use crate::syntax::FailPolicy;
+
+/// A check of a request without a limit: admitted.
+pub(super) fn admitted() -> Reply {
+    Reply::Checked(Checked {
+        verdict: Verdict {
+            allowed: true,
+            ..Default::default()
+        },
+        ..Checked::default()
+    })
+}
+
+/// The client and limit a group of joined requests is about.
+#[derive(Clone, Debug)]
+pub(super) struct About {
+    pub refusal: Vec<u8>,
+    key: Vec<u8>,
+    limit: RateLimit,
+    rules: BreakerRules,
+    rising: bool,
+}
+
+/// The requests waiting for a client's check on its way.
+pub(super) struct Group<W> {
+    about: About,
+    joiners: Vec<W>,
+}
+
+/// One request's check under one limit.
+pub(super) struct OneCheck<W> {
+    pub waiter: W,
+    key: Vec<u8>,
+    limit: RateLimit,
+    rules: BreakerRules,
+    offence: Offence,
+    asked_ms: u64,
+    /// Its local refusal's key (none without a zone).
+    refusal: Option<Vec<u8>>,
+    /// The group it opened (the requests that join it).
+    pub group: Option<Vec<u8>>,
+}
+
+/// One request's check of every limit in the stacked script.
+pub(super) struct StackedCheck<W> {
+    pub waiter: W,
+    key: Vec<u8>,
+    rules: BreakerRules,
+    offence: Offence,
+    /// The limits it is counted by, and their places among the location's.
+    counted: Box<(Limits, [u8; MAX_LIMITS])>,
+}
+
+/// Joined requests decided in one call.
+pub(super) struct Together<W> {
+    pub joiners: Vec<W>,
+    pub group: About,
+    asked_ms: u64,
+}
+
+impl<W: Waits> ClusterNode<W> {
+    pub(super) fn check(
+        &mut self,
+        env: &mut impl Around,
+        subject: &Subject,
+        (offence, fail): (Offence, FailPolicy),
+        now: Now,
+        waiter: impl FnOnce() -> W,
+        out: &mut Vec<Step<W>>,
+    ) -> Answered {
+        let rules = subject.rules;
+        // A block this node learnt from Redis holds without asking again
+        // (blocked requests change nothing there): blocking stays cheap.
+        if let Some(breaker) = self.standing_block(env, subject.key, rules, fail, now) {
+            return Answered::Now(Reply::Checked(Checked {
+                breaker,
+                ..Checked::default()
+            }));
+        }
+        let tag = client_tag(subject.key);
+        // Stacked or keyed limits: all of them in one call, decided in
+        // Redis (neither refused on the node nor coalesced).
+        let Some(limit) = single_limit(subject) else {
+            let seq = self.next_seq();
+            let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
+            let flight = Flight::Stacked(StackedCheck {
+                waiter: waiter(),
+                key: subject.key.to_vec(),
+                rules,
+                offence,
+                counted: Box::new(calls::counted(subject)),
+            });
+            self.send_script(env, flight, tag.into_bytes(), call, now, out);
+            return Answered::Later;
+        };
+        // Refused by Redis until a moment still ahead: refused here, unless
+        // it pays (a spend must be global), or Redis's word is not to be
+        // had now (`pow_shield_fail` decides).
+        let reach = env.reach(tag.as_bytes());
+        if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
+            if let Some(checked) = self.refuse_locally(env, subject, limit, now, out) {
+                return Answered::Now(Reply::Checked(checked));
+            }
+        }
+        // What this worker counted for the client goes first: Redis decides
+        // this request on every strike (the one reaching the threshold is
+        // Redis's to count).
+        self.send_batch_now(env, subject, now, out);
+        let refusal = env
+            .has_zone()
+            .then(|| refusal_key(self.scope, limit, subject.approx, subject.key));
+        // A request of a client whose check is on its way joins it: the
+        // call's answer decides it.
+        let coalesce = offence == Offence::Unpaid && !subject.approx;
+        if let (Some(refusal), true) = (&refusal, coalesce) {
+            if let Some(group) = self.groups.get_mut(refusal) {
+                if group.about.rules == rules && group.about.rising == subject.rising {
+                    group.joiners.push(waiter());
+                    return Answered::Later;
+                }
+            }
+        }
+        let group = refusal.clone().filter(|_| coalesce);
+        if let Some(group) = &group {
+            self.groups.entry(group.clone()).or_insert(Group {
+                about: About {
+                    refusal: group.clone(),
+                    key: subject.key.to_vec(),
+                    limit,
+                    rules,
+                    rising: subject.rising,
+                },
+                joiners: Vec::new(),
+            });
+        }
+        let seq = self.next_seq();
+        let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
+        let flight = Flight::Check(OneCheck {
+            waiter: waiter(),
+            key: subject.key.to_vec(),
+            limit,
+            rules,
+            offence,
+            asked_ms: now.monotonic_ms,
+            refusal,
+            group,
+        });
+        self.send_script(env, flight, tag.into_bytes(), call, now, out);
+        Answered::Later
+    }
+
+    /// The reply to one request's check.
+    pub(super) fn checked(
+        &mut self,
+        env: &mut impl Around,
+        c: OneCheck<W>,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let answer = Answer::of(frame);
+        let ran = answer.may_have_run();
+        let limits = Limits::one(c.limit);
+        let checked = answer
+            .integers()
+            .and_then(|r| calls::checked(self.cluster, &r, &limits, c.rules, c.offence));
+        match checked {
+            Some(checked) => {
+                // The strike that opened the breaker: the next request is
+                // blocked here, not refused once more.
+                let keep = opened_block(&checked.breaker, c.rules).unwrap_or(checked.breaker);
+                remember(env, &c.key, keep, c.rules, now);
+                let slot = slot_of_tag(client_tag(&c.key).as_bytes());
+                self.generations.note_slot(slot, checked.generation);
+                if let Some(refusal) = &c.refusal {
+                    match (checked.verdict.allowed, keep.block) {
+                        (false, Block::Clear) => env.learn_refusal(
+                            refusal,
+                            &checked.verdict,
+                            &checked.breaker,
+                            c.asked_ms,
+                        ),
+                        (_, Block::Clear) => {}
+                        // Once the block ends Redis decides again.
+                        _ => env.forget_refusal(refusal, now.monotonic_ms),
+                    }
+                }
+                out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
+            }
+            None => out.push(Step::FallBack {
+                waiter: c.waiter,
+                failure: Failure::Down,
+                sent: ran,
+            }),
+        }
+        // The requests that joined this one are decided once it has its
+        // answer (the fallback's too, in arrival order).
+        if let Some(group) = &c.group {
+            self.release(env, group, now, checked.is_some(), out);
+        }
+    }
+
+    /// The reply to a stacked check.
+    pub(super) fn stacked_checked(
+        &mut self,
+        env: &mut impl Around,
+        c: StackedCheck<W>,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let answer = Answer::of(frame);
+        let ran = answer.may_have_run();
+        let (kept, at) = (&c.counted.0, &c.counted.1);
+        let checked = answer
+            .integers()
+            .and_then(|r| calls::stacked_checked(self.cluster, &r, (kept, at), c.rules, c.offence));
+        match checked {
+            Some(checked) => {
+                remember(env, &c.key, checked.breaker, c.rules, now);
+                out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
+            }
+            None => out.push(Step::FallBack {
+                waiter: c.waiter,
+                failure: Failure::Down,
+                sent: ran,
+            }),
+        }
+    }
+
+    /// The check of `refusal` was answered (`answered`) or failed: the
+    /// requests that joined it are decided, by what the answer left in the
+    /// zone (a block, a refusal until `T`), or together in one more call;
+    /// after a failure each is the fallback's, as a late failure is.
+    pub(super) fn release(
+        &mut self,
+        env: &mut impl Around,
+        refusal: &[u8],
+        now: Now,
+        answered: bool,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let Some(group) = self.groups.remove(refusal) else {
+            return;
+        };
+        let about = group.about;
+        let mut rest = Vec::new();
+        for waiter in group.joiners {
+            // A request gone meanwhile is neither counted nor struck.
+            if !waiter.waiting() {
+                continue;
+            }
+            if !answered {
+                out.push(Step::FallBack {
+                    waiter,
+                    failure: Failure::Down,
+                    sent: true,
+                });
+            } else if let Some(breaker) = env.blocked(&about.key, about.rules, now.monotonic_ms) {
+                let reply = Reply::Checked(Checked {
+                    breaker,
+                    ..Checked::default()
+                });
+                out.push(Step::Deliver(waiter, reply));
+            } else if let Some(checked) = {
+                let subject = about.subject();
+                self.refuse_locally(env, &subject, about.limit, now, out)
+            } {
+                out.push(Step::Deliver(waiter, Reply::Checked(checked)));
+            } else {
+                rest.push(waiter);
+            }
+        }
+        if rest.is_empty() {
+            return;
+        }
+        // Later requests join these calls (sent in order on one
+        // connection: each decides what the previous ones left).
+        self.groups.insert(
+            about.refusal.clone(),
+            Group {
+                about: about.clone(),
+                joiners: Vec::new(),
+            },
+        );
+        while !rest.is_empty() {
+            let chunk: Vec<_> = rest.drain(..rest.len().min(MAX_COALESCED)).collect();
+            self.check_together(env, &about, chunk, now, out);
+        }
+    }
+
+    /// One call of the window script for the unpaid requests of one client
+    /// in `joiners` (in arrival order).
+    fn check_together(
+        &mut self,
+        env: &mut impl Around,
+        about: &About,
+        joiners: Vec<W>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        // What the node counted for the client goes first (the joiners
+        // refused here just now among it): Redis decides on every strike.
+        let subject = about.subject();
+        self.send_batch_now(env, &subject, now, out);
+        let k = joiners.len() as u32;
+        let tag = client_tag(&about.key);
+        let seq = self.next_seq();
+        let call = self
+            .calls
+            .check(tag.as_bytes(), &subject, Offence::Unpaid, k, seq);
+        let flight = Flight::Together(Together {
+            joiners,
+            group: about.clone(),
+            asked_ms: now.monotonic_ms,
+        });
+        self.send_script(env, flight, tag.into_bytes(), call, now, out);
+    }
+
+    /// The reply to joined requests' call.
+    pub(super) fn together_checked(
+        &mut self,
+        env: &mut impl Around,
+        t: Together<W>,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let about = &t.group;
+        let k = t.joiners.len() as u32;
+        let answer = Answer::of(frame);
+        let ran = answer.may_have_run();
+        let reply = answer.integers().unwrap_or_default();
+        // A Redis Cluster's refusal answers the slot's generation too.
+        let (reply, generation) = replies::split_generation(&reply, self.cluster);
+        let decided = replies::coalesced_from_reply(reply, about.limit, k).ok();
+        let slot = slot_of_tag(client_tag(&about.key).as_bytes());
+        self.generations.note_slot(slot, generation);
+        match decided {
+            Some(c) => {
+                let rules = about.rules;
+                if c.breaker.block != Block::Clear {
+                    remember(env, &about.key, c.breaker, rules, now);
+                    env.forget_refusal(&about.refusal, now.monotonic_ms);
+                } else if let Some(block) = opened_block(&c.breaker, rules) {
+                    // The breaker opened in this call: the requests after
+                    // it are blocked, and so are the next ones.
+                    remember(env, &about.key, block, rules, now);
+                    env.forget_refusal(&about.refusal, now.monotonic_ms);
+                } else if c.admitted < k {
+                    env.learn_refusal(&about.refusal, &c.verdict, &c.breaker, t.asked_ms);
+                }
+                for (i, waiter) in t.joiners.into_iter().enumerate() {
+                    let checked = Checked {
+                        generation,
+                        ..c.nth(i as u32, k, rules)
+                    };
+                    out.push(Step::Deliver(waiter, Reply::Checked(checked)));
+                }
+            }
+            None => out.extend(t.joiners.into_iter().map(|waiter| Step::FallBack {
+                waiter,
+                failure: Failure::Down,
+                sent: ran,
+            })),
+        }
+        self.release(env, &about.refusal, now, decided.is_some(), out);
+    }
+}
+
+impl About {
+    /// The subject of a group's requests: one client under one exact limit.
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            key: &self.key,
+            limits: Limits::one(self.limit),
+            limit_keys: CLIENT_KEYS,
+            approx: false,
+            rules: self.rules,
+            rising: self.rising,
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The cluster node (docs/operations.md, "What is decided where"): what a
+//! worker decides on its own side of Redis, as values. No I/O, no nginx,
+//! time passed in: given an operation for a subject it answers from the
+//! node, joins a call on its way, or says which call to send; given a
+//! reply (or none: a timeout, a call the router refused) or a tick, it
+//! says what to deliver and what to send next ([`Step`]). The module's
+//! `store/redis` only carries these steps to the router and back.
+//!
+//! It holds what this worker knows: the calls on their way and what each
+//! reply decides ([`Flight`]), the groups of requests that joined a
+//! client's check (`check.rs`), the refusals counted here and their
+//! batches (`batches.rs`), the spends to write to Redis after an outage
+//! and the data generations (`spend.rs`). What the node's workers share
+//! (blocks Redis reported, refusals until `T`, spent tokens) lives in the
+//! zone, reached through [`Around`].
+
+mod batches;
+mod check;
+mod spend;
+
+use std::collections::HashMap;
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use crate::cluster::calls::{Call, Calls};
+use crate::cluster::fallback::{Failure, Reach};
+use crate::cluster::refusals::{refusal_key, Batches, Refused};
+use crate::cluster::replays::Replays;
+use crate::cluster::tracker::Tracker;
+use crate::limiter::breaker::{BreakerRules, BreakerStatus};
+use crate::limiter::{RateLimit, Verdict};
+use crate::redis::command::client_tag;
+use crate::store::{NoRoom, Now, Op, Reply, Subject};
+use crate::syntax::FailPolicy;
+
+use batches::BatchContext;
+use check::Group;
+pub use spend::MAX_REPLAYS;
+
+/// A request waiting for the node's answer (the module's: its resume
+/// event). The node only moves it around, and asks whether it still waits:
+/// a request gone meanwhile is neither counted nor struck.
+pub trait Waits {
+    fn waiting(&self) -> bool;
+}
+
+/// What surrounds a worker's node: what it knows of Redis now (from its
+/// connections) and what the node's workers share in the zone. Without a
+/// zone (nginx could not map it) nothing is kept: reads find nothing.
+pub trait Around {
+    /// What the connection that commands routed by `route` take knows of
+    /// Redis now.
+    fn reach(&self, route: &[u8]) -> Reach;
+    /// Whether a command may be sent now (to some node).
+    fn healthy(&self) -> bool;
+    /// Whether the node has a zone.
+    fn has_zone(&self) -> bool;
+    /// The client's block Redis reported, while it holds.
+    fn blocked(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus>;
+    /// Keeps a block Redis reported for as long as it lasts.
+    fn remember(&mut self, key: &[u8], breaker: BreakerStatus, rules: BreakerRules, now_ms: u64);
+    /// One more local refusal of `refusal` (`LocalRefusal::refuse`).
+    fn refuse(
+        &mut self,
+        refusal: &[u8],
+        rules: BreakerRules,
+        now_ms: u64,
+        stale_ok_redis_up: (bool, bool),
+        rising: bool,
+    ) -> Option<Refused>;
+    /// The refusals of `refusal` no worker took yet.
+    fn take_pending(&mut self, refusal: &[u8]) -> u32;
+    /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
+    fn learn_refusal(
+        &mut self,
+        refusal: &[u8],
+        verdict: &Verdict,
+        breaker: &BreakerStatus,
+        asked_ms: u64,
+    );
+    /// Redis took `sent` of the refusals and counts `over` and `strikes`.
+    fn refusals_sent(&mut self, refusal: &[u8], counts: (u32, u32, u32), now_ms: u64);
+    /// Stops refusing `refusal` here (Redis decides the next request).
+    fn forget_refusal(&mut self, refusal: &[u8], now_ms: u64);
+    /// A spend took one strike back: Redis counts `strikes`.
+    fn refusal_forgiven(&mut self, refusal: &[u8], strikes: u32);
+    /// Forgets every refusal (Redis may have lost what it said).
+    fn forget_refusals(&mut self, now_ms: u64);
+    /// Records a token Redis spent (`Ok(false)`: held already).
+    fn record_spent(
+        &mut self,
+        digest: &[u8; 32],
+        until_ms: u64,
+        now_ms: u64,
+    ) -> Result<bool, NoRoom>;
+    /// Whether the token is spent here, unexpired at `now_ms` (epoch).
+    fn is_spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool;
+    /// Takes back one unpaid strike of `key` the zone holds.
+    fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64);
+}
+
+/// Names a call on its way, for its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallId(pub u64);
+
+/// What to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// A script call (by SHA, resent as `EVAL` if Redis lost the script).
+    Script(Call),
+    /// A plain command.
+    Plain(Vec<u8>),
+}
+
+/// Something the node raises for the operator (logged by the module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alert {
+    /// The replay queue is full: a spend was dropped (first of a run).
+    ReplaysDropped { dropped: u64 },
+    /// A worker exits with refusals Redis never took.
+    BatchesLost { lost: u64 },
+}
+
+/// What the module does next, in order.
+#[derive(Debug)]
+pub enum Step<W> {
+    /// The request has its answer.
+    Deliver(W, Reply),
+    /// Redis did not answer it (`sent`: after the call may have reached
+    /// Redis): the fallback rule decides (`fallback::decider`).
+    FallBack {
+        waiter: W,
+        failure: Failure,
+        sent: bool,
+    },
+    /// Submit `command`, routed by `route` (a key of the call, or the
+    /// client's hash tag); its reply goes to `on_reply(id, ..)`, a refusal
+    /// of the router to `unsent(id, ..)`.
+    Send {
+        id: CallId,
+        route: Vec<u8>,
+        command: Command,
+    },
+    /// Run the batch timer in `in_ms` (`if_unset`: only if it is not set);
+    /// `cancelable`: it does not hold an exiting worker.
+    Timer {
+        in_ms: u64,
+        if_unset: bool,
+        cancelable: bool,
+    },
+    Alert(Alert),
+}
+
+/// What an operation gets at once.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// The node's answer.
+    Now(Reply),
+    /// It waits: its answer comes as a [`Step::Deliver`] or
+    /// [`Step::FallBack`].
+    Later,
+    /// Redis's word cannot be had: the fallback rule decides now.
+    FallBack(Failure),
+}
+
+/// A call on its way, and what its reply decides.
+enum Flight<W> {
+    /// One request's check under the location's one limit (`group`: the
+    /// requests that joined it).
+    Check(check::OneCheck<W>),
+    /// Every limit of one request in the stacked script.
+    Stacked(check::StackedCheck<W>),
+    /// Joined requests of one client, decided in one call.
+    Together(check::Together<W>),
+    Strike(spend::StrikeCall<W>),
+    Spend(spend::SpendCall<W>),
+    /// A spend the fallback made, written to Redis.
+    Replay(crate::cluster::replays::Replay),
+    /// Refusals counted here, per client.
+    Batch(batches::BatchCall),
+    /// The single Redis's generation key, read.
+    GenCheck,
+    /// The single Redis's generation, read or renewed.
+    GenAsk,
+}
+
+/// One worker's cluster node.
+pub struct ClusterNode<W> {
+    calls: Calls,
+    /// What the refusals this node learns are about (`refusals::scope`).
+    scope: u64,
+    /// A Redis Cluster: a spent record lives in its client's slot, and the
+    /// data generation is the slot's.
+    cluster: bool,
+    /// Makes sorted-set members unique within this worker.
+    seq: u64,
+    /// This worker's random name (a fresh generation is derived from it).
+    node_id: u64,
+    next_id: u64,
+    flights: HashMap<CallId, Flight<W>>,
+    groups: HashMap<Vec<u8>, Group<W>>,
+    batches: Batches<BatchContext>,
+    exiting_since: Option<u64>,
+    replays: Replays,
+    generations: Tracker,
+    local_generation: u64,
+    /// A connection was ready before: the next one follows an outage.
+    connected_once: bool,
+}
+
+impl<W: Waits> ClusterNode<W> {
+    /// A node whose calls `calls` builds; `scope` names its Redis,
+    /// `local_generation` the node's own generation, `node_id` this
+    /// worker.
+    pub fn new(calls: Calls, scope: u64, local_generation: u64, node_id: u64) -> Self {
+        let cluster = calls.cluster();
+        ClusterNode {
+            calls,
+            scope,
+            cluster,
+            seq: 0,
+            node_id,
+            next_id: 0,
+            flights: HashMap::new(),
+            groups: HashMap::new(),
+            batches: Batches::default(),
+            exiting_since: None,
+            replays: Replays::new(MAX_REPLAYS),
+            generations: Tracker::new(local_generation, cluster),
+            local_generation,
+            connected_once: false,
+        }
+    }
+
+    /// The calls this node builds (the admin's use its prefix).
+    pub fn calls(&self) -> &Calls {
+        &self.calls
+    }
+
+    /// Asks `op` for `subject` at `now` under `fail`; `waiter` makes the
+    /// request's waiter, only if it waits. What else to do goes to `out`.
+    pub fn ask(
+        &mut self,
+        env: &mut impl Around,
+        (op, subject, fail): (Op, &Subject, FailPolicy),
+        now: Now,
+        waiter: impl FnOnce() -> W,
+        out: &mut Vec<Step<W>>,
+    ) -> Answered {
+        match op {
+            // (The decision checks only where a limit is set.)
+            Op::Check { .. } if subject.limits.is_empty() => Answered::Now(check::admitted()),
+            Op::Check { offence } => self.check(env, subject, (offence, fail), now, waiter, out),
+            Op::Spend(solution) => self.spend(env, subject, solution, now, waiter, out),
+            Op::Forgive(_) => self.forgive(env),
+            Op::Strike => self.strike(env, subject, fail, now, waiter, out),
+        }
+    }
+
+    /// The reply to call `id` (`None`: none came, a timeout or a dropped
+    /// connection).
+    pub fn on_reply(
+        &mut self,
+        env: &mut impl Around,
+        id: CallId,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let Some(flight) = self.flights.remove(&id) else {
+            return;
+        };
+        match flight {
+            Flight::Check(c) => self.checked(env, c, frame, now, out),
+            Flight::Stacked(c) => self.stacked_checked(env, c, frame, now, out),
+            Flight::Together(t) => self.together_checked(env, t, frame, now, out),
+            Flight::Strike(s) => self.struck(env, s, frame, now, out),
+            Flight::Spend(s) => self.spent(env, s, frame, now, out),
+            Flight::Replay(r) => self.replayed(r, frame, now),
+            Flight::Batch(b) => self.batch_answered(env, b, frame, now, out),
+            Flight::GenCheck => self.generation_checked(frame, now, out),
+            Flight::GenAsk => self.generation_answered(frame),
+        }
+    }
+
+    /// The router did not take call `id` (`failure`): it never reached
+    /// Redis.
+    pub fn unsent(
+        &mut self,
+        env: &mut impl Around,
+        id: CallId,
+        failure: Failure,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let Some(flight) = self.flights.remove(&id) else {
+            return;
+        };
+        let fall_back = |waiter| Step::FallBack {
+            waiter,
+            failure,
+            sent: false,
+        };
+        match flight {
+            Flight::Check(c) => {
+                out.push(fall_back(c.waiter));
+                if let Some(group) = c.group {
+                    self.release(env, &group, now, false, out);
+                }
+            }
+            Flight::Stacked(c) => out.push(fall_back(c.waiter)),
+            Flight::Together(t) => {
+                out.extend(t.joiners.into_iter().map(fall_back));
+                self.release(env, &t.group.refusal, now, false, out);
+            }
+            Flight::Strike(s) => out.push(fall_back(s.waiter)),
+            Flight::Spend(s) => out.push(fall_back(s.waiter)),
+            Flight::Replay(r) => {
+                self.replays.hold(now.epoch_ms);
+                self.queue_replay((&r.digest, r.key, r.tag, r.expires_at_ms), now, out);
+            }
+            Flight::Batch(b) => self.batch_failed(b, out, env),
+            Flight::GenCheck => {}
+            Flight::GenAsk => self.generation_answered(None),
+        }
+    }
+
+    /// The admin lifts `key`'s block: the node's refusals of the client
+    /// under `limits` (each exact or approximate) go at once (their
+    /// strikes were Redis's word before the lift); Redis decides its next
+    /// request.
+    pub fn lift(
+        &mut self,
+        env: &mut impl Around,
+        key: &[u8],
+        limits: &[(RateLimit, bool)],
+        now: Now,
+    ) {
+        for &(limit, approx) in limits {
+            env.forget_refusal(
+                &refusal_key(self.scope, limit, approx, key),
+                now.monotonic_ms,
+            );
+        }
+    }
+
+    /// Calls on their way (none left once every reply came).
+    pub fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Sends `command` for `flight`, routed by `route`.
+    fn send(
+        &mut self,
+        flight: Flight<W>,
+        route: Vec<u8>,
+        command: Command,
+        out: &mut Vec<Step<W>>,
+    ) {
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = CallId(self.next_id);
+        self.flights.insert(id, flight);
+        out.push(Step::Send { id, route, command });
+    }
+
+    /// Sends a request's script call, after the spends waiting for Redis
+    /// (they take back strikes the call may find).
+    fn send_script(
+        &mut self,
+        env: &mut impl Around,
+        flight: Flight<W>,
+        route: Vec<u8>,
+        call: Call,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        self.write_replays(env, now, out);
+        self.send(flight, route, Command::Script(call), out);
+    }
+
+    /// A block of `key` Redis reported that answers the request now
+    /// (under `open`, only while Redis answers).
+    fn standing_block(
+        &self,
+        env: &mut impl Around,
+        key: &[u8],
+        rules: BreakerRules,
+        fail: FailPolicy,
+        now: Now,
+    ) -> Option<BreakerStatus> {
+        let breaker = env.blocked(key, rules, now.monotonic_ms)?;
+        let reach = env.reach(client_tag(key).as_bytes());
+        crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
+            .then_some(breaker)
+    }
+}
+
+/// Keeps a block Redis reported for `key` (only where a breaker is on).
+fn remember(
+    env: &mut impl Around,
+    key: &[u8],
+    breaker: BreakerStatus,
+    rules: BreakerRules,
+    now: Now,
+) {
+    if rules.strikes.is_some() || rules.ban.is_some() {
+        env.remember(key, breaker, rules, now.monotonic_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests;
