@@ -67,6 +67,13 @@ like($geo, qr{^192\.0\.2\.0/24 AS64496;$}m, 'the include names the AS of a netwo
 like($geo, qr{^2001:db8::/32 AS64496;$}m, '... IPv6 too');
 unlike($geo, qr{^203\.0\.113\.}m, '... and leaves the unrouted range out');
 
+my $v4 = `'$cli' asn-geo - --only-v4 < '$dir/$table'`;
+my @v4 = grep { !/^#/ } split /\n/, $v4;
+my @want = grep { !/^#/ && !/:/ } split /\n/, $geo;
+ok(@want && "@v4" eq "@want",
+    '- reads the table from stdin (gzipped too), --only-v4 keeps the IPv4 networks')
+    or diag $v4;
+
 $out = `cd '$dir' && $argv 2>&1`;
 like($out, qr/unchanged/, 'run again on the same table: the file is left as it was');
 open my $bad, '>', "$dir/bad.tsv" or die "$dir/bad.tsv: $!";

@@ -101,7 +101,11 @@ pub fn run(m: &ArgMatches) -> u8 {
     let entries = converter.finish();
     let mut text = format!(
         "# pow-shield asn-geo {}: {} networks from {ranges} ranges; {unrouted} unrouted (AS 0) left out\n",
-        name.rsplit('/').next().unwrap_or(name),
+        // a control character in a file name would end the comment line
+        name.rsplit('/')
+            .next()
+            .unwrap_or(name)
+            .replace(char::is_control, "?"),
         entries.len()
     );
     for e in &entries {
