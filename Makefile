@@ -45,7 +45,8 @@ BUILD_PKGS := build-essential libclang-dev libpcre2-dev zlib1g-dev libssl-dev pk
 # cargo test of core: the Lua scripts run against a real redis-server
 UNIT_PKGS  := redis-server
 TEST_PKGS  := redis-server redis-sentinel perl curl libfaketime shellcheck fail2ban prometheus openssl iproute2 libnss-wrapper
-DEB_PKGS   := nginx-core nginx-dev
+# libnginx-mod-http-geoip2: the per-AS recipe's alternative (t/pow_shield_as_geoip2.t)
+DEB_PKGS   := nginx-core nginx-dev libnginx-mod-http-geoip2
 # make deb: Debian's packaging tools (nginx-dev brings dh_nginx)
 DEB_TOOL_PKGS := debhelper dpkg-dev
 DEB_PACKAGE := libnginx-mod-http-pow-shield

@@ -6,7 +6,9 @@
 #
 # Which blocks are configuration: every fenced block opened with ```nginx
 # is, unless the line just before its fence is "<!-- not-config -->" (for
-# a snippet meant not to load; none is needed today). A block fenced with
+# a snippet meant not to load with this nginx: the geoip2 block of
+# operations.md, "Per autonomous system", which needs Debian's GeoIP2
+# module, checked by pow_shield_as_geoip2.t). A block fenced with
 # ``` alone holds output, syntax lines or formulas; one that looks like
 # nginx configuration (a line that starts with a directive and ends with
 # ";" or "{") fails here, so that it gets its ```nginx.
@@ -27,6 +29,7 @@
 # when nginx loads the configuration, and a test has no DNS); an upstream
 # named by a proxy_pass (http://backend) and not defined by the snippet is
 # defined, pointing at a server of the test.
+# A file a geo block includes is made, empty (no network listed).
 #
 # Behaviour: a snippet that sets pow_shield_key or has a geo block (and so
 # nginx-conf/examples/allow-list-and-api-keys.conf, the complete form the
@@ -206,6 +209,11 @@ sub build_conf {
         $t->write_file($file, qq({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "$x[$bot++ % 2]"}]}\n));
     }
     make_tls_files($conf, $d);
+    # The table a geo includes, as pow-shield asn-geo writes it (the per-AS
+    # recipe, run as written by pow_shield_as_limits.t): empty here.
+    for my $body (block_bodies($conf, qr/geo\b/)) {
+        $t->write_file($_->[1], '') for grep { $_->[0] eq 'include' } entries($body);
+    }
 
     my $http = "%%TEST_GLOBALS_HTTP%%\n";
     my %defined = map { $_ => 1 } uncomment($conf) =~ /^\s*upstream\s+(\S+)/mg;

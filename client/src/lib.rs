@@ -33,6 +33,8 @@
 use std::time::Duration;
 
 pub mod ahead;
+// `pow-shield asn-geo`: an IP-to-AS table as an nginx `geo` include.
+pub mod asn_geo;
 pub mod blocking;
 mod bot;
 mod challenge;

@@ -2,7 +2,7 @@
 //! challenges, a solver and a benchmark. See `pow-shield --help`.
 //!
 //! One file per subcommand, each with its options and what it does: `get`,
-//! `solve`, `bench`, `bot-key` and `bot-keys` (in `bot`), `admin`; `args` holds the options they share and `exit` the
+//! `solve`, `bench`, `bot-key` and `bot-keys` (in `bot`), `admin`, `asn-geo`; `args` holds the options they share and `exit` the
 //! exit codes.
 
 use std::ffi::OsString;
@@ -12,6 +12,7 @@ use clap::{ArgMatches, Command};
 
 mod admin;
 mod args;
+mod asn_geo;
 mod bench;
 mod bot;
 mod exit;
@@ -32,6 +33,7 @@ fn cli() -> Command {
         .subcommand(bot::key_command())
         .subcommand(bot::keys_command())
         .subcommand(admin::command())
+        .subcommand(asn_geo::command())
 }
 
 /// A usage error's exit: 2, or 0 for `--help` and `--version`.
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         Some(("bot-key", m)) => bot::run_key(m),
         Some(("bot-keys", m)) => bot::run_keys(m),
         Some(("admin", m)) => admin::run(m),
+        Some(("asn-geo", m)) => asn_geo::run(m),
         _ => exit::USAGE,
     };
     ExitCode::from(code)
