@@ -356,6 +356,10 @@ impl Around for Env<'_> {
             .refuse_locally(refusal, rules, now_ms, stale_ok, redis_up, rising)
     }
 
+    fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
+        self.cache.is_some_and(|cache| cache.holds(refusal, now_ms))
+    }
+
     fn take_pending(&mut self, refusal: &[u8]) -> u32 {
         self.cache.map_or(0, |cache| cache.take_pending(refusal))
     }

@@ -146,6 +146,17 @@ impl NodeCache {
         })
     }
 
+    /// Whether the zone holds a refusal of `refusal` until a `T` still
+    /// ahead of `now_ms`.
+    pub fn holds(&self, refusal: &[u8], now_ms: u64) -> bool {
+        let key = TableKey::new(&[refusal]);
+        self.zone.with_locked(|zone, _| {
+            zone.refusals
+                .find(&key)
+                .is_some_and(|entry| entry.refusal().holds(now_ms))
+        })
+    }
+
     /// Takes the client's refusals no worker took yet, for this worker's
     /// batch.
     pub fn take_pending(&self, refusal: &[u8]) -> u32 {

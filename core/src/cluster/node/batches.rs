@@ -45,12 +45,23 @@ impl BatchContext {
         }
     }
 
-    fn of(subject: &Subject, limit: RateLimit) -> Self {
-        Self {
-            tag: client_tag(subject.key),
+    pub(super) fn of(subject: &Subject, limit: RateLimit) -> Self {
+        Self::new(
+            client_tag(subject.key),
             limit,
-            rules: subject.rules,
-            key: subject.key.to_vec(),
+            subject.rules,
+            subject.key.to_vec(),
+        )
+    }
+
+    /// The batch of the count under hash tag `tag`, whose breaker (if
+    /// `rules` has one) is `key`'s.
+    pub(super) fn new(tag: String, limit: RateLimit, rules: BreakerRules, key: Vec<u8>) -> Self {
+        Self {
+            tag,
+            limit,
+            rules,
+            key,
         }
     }
 }
@@ -218,7 +229,13 @@ impl<W: Waits> ClusterNode<W> {
 
     /// The batch timer, in `in_ms`: while Redis is down the batches cannot
     /// go, so it does not hold a worker that exits (`exit_waits`).
-    fn arm(&self, env: &mut impl Around, in_ms: u64, if_unset: bool, out: &mut Vec<Step<W>>) {
+    pub(super) fn arm(
+        &self,
+        env: &mut impl Around,
+        in_ms: u64,
+        if_unset: bool,
+        out: &mut Vec<Step<W>>,
+    ) {
         out.push(Step::Timer {
             in_ms,
             if_unset,
@@ -229,7 +246,7 @@ impl<W: Waits> ClusterNode<W> {
     /// Sends the due batches of `refusals` in one call (one Redis; a Redis
     /// Cluster: the caller passes one, the keys of one client share a
     /// slot).
-    fn send_batches(
+    pub(super) fn send_batches(
         &mut self,
         _env: &mut impl Around,
         refusals: &[Vec<u8>],

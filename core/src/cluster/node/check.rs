@@ -13,6 +13,7 @@
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit};
 use crate::cluster::fallback::{node_answers, Answer, Failure, Known};
@@ -74,6 +75,10 @@ pub(super) struct StackedCheck<W> {
     offence: Offence,
     /// The limits it is counted by, and their places among the location's.
     counted: Box<(Limits, [u8; MAX_LIMITS])>,
+    /// The same, keyed as the node keeps their refusals (none without a
+    /// zone).
+    limits: Vec<KeyedLimit>,
+    asked_ms: u64,
 }
 
 /// Joined requests decided in one call.
@@ -103,9 +108,21 @@ impl<W: Waits> ClusterNode<W> {
             }));
         }
         let tag = client_tag(subject.key);
+        let reach = env.reach(tag.as_bytes());
         // Stacked or keyed limits: all of them in one call, decided in
-        // Redis (neither refused on the node nor coalesced).
+        // Redis, and refused here while a limit's key is refused (not
+        // coalesced: `keyed.rs`).
         let Some(limit) = single_limit(subject) else {
+            let limits = match env.has_zone() {
+                true => self.keyed_limits(subject),
+                false => Vec::new(),
+            };
+            if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
+                if let Some(checked) = self.refuse_keyed(env, subject, &limits, now, out) {
+                    return Answered::Now(Reply::Checked(checked));
+                }
+            }
+            self.send_keyed_batches_now(env, subject, &limits, now, out);
             let seq = self.next_seq();
             let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
             let flight = Flight::Stacked(StackedCheck {
@@ -114,6 +131,8 @@ impl<W: Waits> ClusterNode<W> {
                 rules,
                 offence,
                 counted: Box::new(calls::counted(subject)),
+                limits,
+                asked_ms: now.monotonic_ms,
             });
             self.send_script(env, flight, tag.into_bytes(), call, now, out);
             return Answered::Later;
@@ -121,7 +140,6 @@ impl<W: Waits> ClusterNode<W> {
         // Refused by Redis until a moment still ahead: refused here, unless
         // it pays (a spend must be global), or Redis's word is not to be
         // had now (`pow_shield_fail` decides).
-        let reach = env.reach(tag.as_bytes());
         if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
             if let Some(checked) = self.refuse_locally(env, subject, limit, now, out) {
                 return Answered::Now(Reply::Checked(checked));
@@ -243,6 +261,25 @@ impl<W: Waits> ClusterNode<W> {
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);
+                let keep = opened_block(&checked.breaker, c.rules).unwrap_or(checked.breaker);
+                let refusing = c.limits.iter().find(|l| l.at == checked.verdict.limit);
+                match (checked.verdict.allowed, keep.block, refusing) {
+                    // Refused by this limit's key until `T`: so are the
+                    // next requests it counts, here.
+                    (false, Block::Clear, Some(limit)) => env.learn_refusal(
+                        &limit.refusal,
+                        &checked.verdict,
+                        &checked.breaker,
+                        c.asked_ms,
+                    ),
+                    (_, Block::Clear, _) => {}
+                    // Blocked: once the block ends Redis decides again.
+                    _ => {
+                        for limit in c.limits.iter().filter(|l| l.own) {
+                            env.forget_refusal(&limit.refusal, now.monotonic_ms);
+                        }
+                    }
+                }
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
             }
             None => out.push(Step::FallBack {

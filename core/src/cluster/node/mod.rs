@@ -16,6 +16,7 @@
 
 mod batches;
 mod check;
+mod keyed;
 mod spend;
 
 use std::collections::HashMap;
@@ -68,6 +69,9 @@ pub trait Around {
         stale_ok_redis_up: (bool, bool),
         rising: bool,
     ) -> Option<Refused>;
+    /// Whether the node holds a refusal of `refusal` until a `T` still
+    /// ahead (whether or not it may answer with it now).
+    fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool;
     /// The refusals of `refusal` no worker took yet.
     fn take_pending(&mut self, refusal: &[u8]) -> u32;
     /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.

@@ -3,6 +3,7 @@
 //! (`scripts::tests::redis_server`), its zone a model of the module's
 //! (the same `LocalRefusal` and `StrikeCounter` the zone's entries hold).
 
+mod keyed;
 mod sequences;
 
 use std::cell::Cell;
@@ -16,7 +17,7 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::tests::redis_server::Redis;
 use crate::limiter::breaker::{Block, StrikeCounter, StrikeRule};
 use crate::limiter::{Limits, RateLimit};
-use crate::store::{Offence, Solution, CLIENT_KEYS};
+use crate::store::{LimitKeys, Offence, Solution, CLIENT_KEYS};
 
 pub(super) const LIMIT: RateLimit = RateLimit {
     requests: 2,
@@ -89,6 +90,10 @@ impl Around for Zone {
         self.refusals
             .get_mut(refusal)?
             .refuse(rules, now_ms, stale_ok_redis_up, rising)
+    }
+
+    fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
+        self.refusals.get(refusal).is_some_and(|r| r.holds(now_ms))
     }
 
     fn take_pending(&mut self, refusal: &[u8]) -> u32 {
@@ -229,12 +234,23 @@ impl Rig {
     /// Asks `op` for client `key` under `limits`; the request's number and
     /// what it got at once.
     pub fn ask(&mut self, op: Op, key: &[u8], limits: Limits, fail: FailPolicy) -> (u32, Answered) {
+        self.ask_keyed(op, (key, CLIENT_KEYS), limits, fail)
+    }
+
+    /// As `ask`, with each limit's `key=` value.
+    pub fn ask_keyed(
+        &mut self,
+        op: Op,
+        (key, limit_keys): (&[u8], LimitKeys),
+        limits: Limits,
+        fail: FailPolicy,
+    ) -> (u32, Answered) {
         self.next_req += 1;
         let n = self.next_req;
         let subject = Subject {
             key,
             limits,
-            limit_keys: CLIENT_KEYS,
+            limit_keys,
             approx: false,
             rules: RULES,
             rising: false,

@@ -1,0 +1,182 @@
+//! Refusals per limit key (docs/operations.md, "What is decided where"):
+//! a location's stacked or keyed limits are checked in one call of the
+//! stacked script, and the limit that refuses is known by whose count it
+//! is: the client's (no `key=`), or a `key=` value's (a /24, an AS, the
+//! site). The node keeps that refusal until its `T` under that key, as it
+//! does a single limit's, so that every request counted by it (any
+//! address of the /24) is refused on the node meanwhile: a network or the
+//! site over its limit costs Redis one call per key and
+//! `refusals::QUIET_FRESH_MS`, not one per request.
+//!
+//! A refusal by the client's own limit is a strike, counted here and sent
+//! in the client's batch, as a single limit's; one by a `key=` value's
+//! strikes no one (`Offence::refused`), and its count goes to Redis only
+//! where a rising price reads it.
+
+use super::batches::BatchContext;
+use super::{Around, ClusterNode, Step, Waits};
+use crate::cluster::generation::slot_of_tag;
+use crate::cluster::keys;
+use crate::cluster::refusals::{refusal_key, BATCH_MS};
+use crate::limiter::breaker::{BreakerRules, BreakerStatus};
+use crate::limiter::RateLimit;
+use crate::redis::command::client_tag;
+use crate::store::{Checked, Counted, Now, Subject};
+
+/// Before a `key=` value in its refusal's key: no client key starts so.
+const OWN: &[u8] = b"\x01key=";
+
+/// No breaker: a `key=` value's refusals strike no one.
+const NO_RULES: BreakerRules = BreakerRules {
+    strikes: None,
+    ban: None,
+};
+
+/// One counted limit of a stacked check, as the node keys its refusal.
+#[derive(Clone, Debug)]
+pub(super) struct KeyedLimit {
+    /// Its place among the location's limits (`Verdict::limit`).
+    pub at: u8,
+    pub limit: RateLimit,
+    /// Counted per client key (its refusal is a strike).
+    pub own: bool,
+    /// Its refusal's key in the zone and the batches.
+    pub refusal: Vec<u8>,
+    /// Whose count it is: the client key, or `OWN` and the `key=` value.
+    whose: Vec<u8>,
+}
+
+impl KeyedLimit {
+    /// What a batch of its refusals needs.
+    pub fn context(&self, subject: &Subject) -> BatchContext {
+        match self.own {
+            true => BatchContext::of(subject, self.limit),
+            false => BatchContext::new(
+                keys::own_tag(&self.whose[OWN.len()..]),
+                self.limit,
+                NO_RULES,
+                self.whose.clone(),
+            ),
+        }
+    }
+
+    /// The breaker rules its refusals follow.
+    fn rules(&self, subject: &Subject) -> BreakerRules {
+        match self.own {
+            true => subject.rules,
+            false => NO_RULES,
+        }
+    }
+}
+
+impl<W: Waits> ClusterNode<W> {
+    /// The limits the subject's request is counted by, in the order
+    /// written, each keyed as the node keeps its refusals.
+    pub(super) fn keyed_limits(&self, subject: &Subject) -> Vec<KeyedLimit> {
+        let (counted, n) = subject.counted_limits();
+        counted[..n]
+            .iter()
+            .map(|&(at, limit, whose)| {
+                let (own, whose) = match whose {
+                    Counted::Client(key) | Counted::Spends(key) => (true, key.to_vec()),
+                    Counted::Own(value) => (false, [OWN, value].concat()),
+                };
+                KeyedLimit {
+                    at: at as u8,
+                    limit,
+                    own,
+                    refusal: refusal_key(self.scope, limit, subject.approx, &whose),
+                    whose,
+                }
+            })
+            .collect()
+    }
+
+    /// An unpaid request under stacked or keyed limits, one of which Redis
+    /// refused until a `T` still ahead: refused here by the first such
+    /// limit in the order written. Redis decides when the client's own
+    /// limit holds a refusal it will not answer here (its next strike
+    /// would reach the threshold, or Redis's word is not fresh): a later
+    /// `key=` limit must not answer for it without its strike.
+    pub(super) fn refuse_keyed(
+        &mut self,
+        env: &mut impl Around,
+        subject: &Subject,
+        limits: &[KeyedLimit],
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> Option<Checked> {
+        if !env.has_zone() {
+            return None;
+        }
+        let generation = match self.cluster {
+            true => Some(
+                self.generations
+                    .slot(slot_of_tag(client_tag(subject.key).as_bytes()))?,
+            ),
+            false => None,
+        };
+        let redis_up = env.healthy();
+        for limit in limits {
+            let stale_ok = self.batches.awaiting(&limit.refusal);
+            let rules = limit.rules(subject);
+            let refused = env.refuse(
+                &limit.refusal,
+                rules,
+                now.monotonic_ms,
+                (stale_ok, redis_up),
+                subject.rising,
+            );
+            let Some(refused) = refused else {
+                if limit.own && env.holds(&limit.refusal, now.monotonic_ms) {
+                    return None;
+                }
+                continue;
+            };
+            if rules.strikes.is_some() || subject.rising {
+                let context = || limit.context(subject);
+                self.batches.add(&limit.refusal, 0, context);
+                self.arm(env, BATCH_MS, true, out);
+            }
+            let mut checked = Checked {
+                generation,
+                ..refused.checked
+            };
+            checked.verdict.limit = limit.at;
+            if !limit.own {
+                // The client's breaker is its own: nothing of it is known
+                // from a network's refusal.
+                checked.breaker = BreakerStatus::default();
+                checked.struck = false;
+            }
+            return Some(checked);
+        }
+        None
+    }
+
+    /// Sends what the node counted under the request's limits now, before
+    /// a call that asks Redis about them (as `send_batch_now` does for a
+    /// single limit): Redis decides on every strike the node counted, and
+    /// prices from every refusal of a key (a paid request's fresh
+    /// challenge too).
+    pub(super) fn send_keyed_batches_now(
+        &mut self,
+        env: &mut impl Around,
+        subject: &Subject,
+        limits: &[KeyedLimit],
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        if !env.has_zone() {
+            return;
+        }
+        for limit in limits {
+            let n = env.take_pending(&limit.refusal);
+            if n > 0 {
+                self.batches
+                    .add(&limit.refusal, n, || limit.context(subject));
+            }
+            self.send_batches(env, std::slice::from_ref(&limit.refusal), now, out);
+        }
+    }
+}

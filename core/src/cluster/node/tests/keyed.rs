@@ -1,0 +1,106 @@
+//! Stacked and keyed limits: a network (or the site) Redis refused is
+//! refused on the node for every address it counts, until its `T`.
+
+use super::*;
+use crate::limiter::limits::KeyId;
+
+const NET: RateLimit = RateLimit {
+    requests: 3,
+    window_ms: 60_000,
+};
+
+const PER_ADDRESS: RateLimit = RateLimit {
+    requests: 2,
+    window_ms: 60_000,
+};
+
+/// Per address (2 a minute), then per /24 (3 a minute, `key=$pow_shield_net`).
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.push(PER_ADDRESS, None).expect("one");
+    limits
+        .push_keyed(NET, None, Some(KeyId::of("$pow_shield_net")))
+        .expect("two");
+    limits
+}
+
+/// An unpaid request from `address` of the network `net`.
+fn from(rig: &mut Rig, address: u8, net: &[u8]) -> (u32, Answered) {
+    let key = [0, 198, 51, 100, address];
+    let mut keys = CLIENT_KEYS;
+    keys[1] = Some(net);
+    rig.ask_keyed(UNPAID, (&key, keys), limits(), FailPolicy::Local)
+}
+
+fn refused_by(rig: &Rig, n: u32, answered: &Answered) -> Option<(u8, bool)> {
+    let checked = match answered {
+        Answered::Now(Reply::Checked(c)) => *c,
+        _ => match rig.fate(n) {
+            Some(Fate::Answered(Reply::Checked(c))) => *c,
+            _ => return None,
+        },
+    };
+    (!checked.verdict.allowed).then_some((checked.verdict.limit, checked.struck))
+}
+
+#[test]
+fn a_network_redis_refused_is_refused_on_the_node_for_every_address_without_a_strike() {
+    let Some(mut rig) = Rig::new("keyed_net") else {
+        return;
+    };
+    let net: &[u8] = b"198.51.100.0/24";
+    // Three addresses use up the /24's three; the fourth is refused by it.
+    for address in 1..=3 {
+        let (n, _) = from(&mut rig, address, net);
+        rig.run_all();
+        assert!(rig.admitted(n), "{:?}", rig.fate(n));
+    }
+    let (n, answered) = from(&mut rig, 4, net);
+    rig.run_all();
+    assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    let calls = rig.calls_run;
+    // A hundred new addresses of it: refused here, no call, no strike.
+    for address in 5..105 {
+        let (n, answered) = from(&mut rig, address, net);
+        assert!(matches!(answered, Answered::Now(_)), "{answered:?}");
+        assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    }
+    assert!(rig.held.is_empty());
+    assert_eq!(rig.calls_run, calls);
+    // Another network is not.
+    let (n, answered) = from(&mut rig, 9, b"203.0.113.0/24");
+    assert_eq!(answered, Answered::Later);
+    rig.run_all();
+    assert!(rig.admitted(n));
+    // After `QUIET_FRESH_MS` Redis is asked once more, and says the same.
+    rig.after(crate::cluster::refusals::QUIET_FRESH_MS);
+    let (n, answered) = from(&mut rig, 200, net);
+    assert_eq!(answered, Answered::Later);
+    rig.run_all();
+    assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    let (_, answered) = from(&mut rig, 201, net);
+    assert!(matches!(answered, Answered::Now(_)));
+}
+
+#[test]
+fn a_client_over_its_own_limit_is_struck_first_even_while_its_network_is_refused() {
+    let Some(mut rig) = Rig::new("keyed_own_first") else {
+        return;
+    };
+    let net: &[u8] = b"192.0.2.0/24";
+    // One address: two admitted, its third refused by its own limit.
+    for _ in 0..2 {
+        let (n, _) = from(&mut rig, 7, net);
+        rig.run_all();
+        assert!(rig.admitted(n));
+    }
+    let (n, answered) = from(&mut rig, 7, net);
+    rig.run_all();
+    assert_eq!(refused_by(&rig, n, &answered), Some((0, true)));
+    // Refused here by its own limit, struck, and sent in its batch.
+    let (n, answered) = from(&mut rig, 7, net);
+    assert_eq!(refused_by(&rig, n, &answered), Some((0, true)));
+    rig.after(crate::cluster::refusals::BATCH_MS).tick(false);
+    rig.run_all();
+    assert_eq!(rig.redis_int(&[0, 198, 51, 100, 7], ClientKey::Strikes), 2);
+}
