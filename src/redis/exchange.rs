@@ -51,15 +51,8 @@ impl Reply {
     }
 }
 
-/// Why a submission was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unavailable {
-    /// Redis is down (or the worker exits): `pow_shield_fail` decides.
-    Down,
-    /// `MAX_IN_FLIGHT` commands wait: back-pressure, not an outage. The
-    /// request is decided by the zone, never passed uncounted.
-    Busy,
-}
+/// Why a submission was refused (the one type of it: core's).
+pub use pow_shield_core::redis::Unavailable;
 
 /// Up to 200 characters of a peer's text, control characters replaced.
 pub(super) fn printable(text: &str) -> String {

@@ -27,7 +27,7 @@ use self::redis::NodeCache;
 pub use self::redis::RedisStore;
 pub use self::zone::ZoneStore;
 use crate::config::MainConf;
-pub use pow_shield_core::cluster::fallback::Failure;
+pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, Spent, MAX_LIMITS};
@@ -41,7 +41,7 @@ pub enum Poll {
     /// The answer will be delivered to the waiter.
     Pending,
     /// Redis did not take it: the fallback rule decides (`Late::decide`).
-    Failed(Failure, Box<Late>),
+    Failed(Unavailable, Box<Late>),
 }
 
 /// Where a store delivers a late answer: the request's resume event is
@@ -78,7 +78,7 @@ impl Waiter {
     /// fallback rule decides for a request still waiting (one gone
     /// meanwhile is neither counted, struck nor spent). What it returns
     /// the zone spent, to write to Redis later.
-    pub fn fall_back(&self, failure: Failure, sent: bool) -> Option<Replay> {
+    pub fn fall_back(&self, failure: Unavailable, sent: bool) -> Option<Replay> {
         if !self.is_waiting() {
             self.late.take();
             return None;
@@ -293,7 +293,7 @@ struct Decided {
 impl Late {
     /// The one place the fallback rule is asked (`fallback::decider`),
     /// and what it says carried out.
-    fn decide(self, failure: Failure, sent: bool) -> Decided {
+    fn decide(self, failure: Unavailable, sent: bool) -> Decided {
         let decider = fallback::decider(Unanswered {
             op: self.op,
             failure,

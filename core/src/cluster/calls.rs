@@ -12,7 +12,11 @@ use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{Limits, RateLimit, Spent, MAX_LIMITS};
+use crate::redis::command::encode;
+use crate::redis::pipeline::CLOCK_STEP;
 use crate::redis::script_call::{self, ScriptCall};
+use crate::redis::url::RedisTarget;
+use crate::store::take_back::{strike_back, Case};
 use crate::store::{Checked, Counted, Offence, Reply, Solution, Subject};
 
 /// One script call, ready to send.
@@ -81,6 +85,35 @@ impl Calls {
     /// Every script this mode runs, for `SCRIPT LOAD` in the handshake.
     pub fn scripts(&self) -> impl Iterator<Item = &'static str> {
         self.scripts.iter().map(|script| script.text)
+    }
+
+    /// What every connection to `target` sends first, each command named:
+    /// `AUTH` (with a password), `SELECT` (a database other than 0), every
+    /// script of the mode loaded, and Redis's clock last: a call's deadline
+    /// is stamped in it (`redis::clock`).
+    pub fn handshake(&self, target: &RedisTarget) -> Vec<(&'static str, Vec<u8>)> {
+        let mut handshake = Vec::new();
+        let mut push = |name, words: &[&[u8]]| {
+            let mut command = Vec::new();
+            encode(&mut command, words);
+            handshake.push((name, command));
+        };
+        if let Some(password) = target.password.as_ref() {
+            match target.username.as_deref() {
+                Some(user) if !user.is_empty() => {
+                    push("AUTH", &[b"AUTH", user.as_bytes(), password.as_bytes()])
+                }
+                _ => push("AUTH", &[b"AUTH", password.as_bytes()]),
+            }
+        }
+        if target.db != 0 {
+            push("SELECT", &[b"SELECT", target.db.to_string().as_bytes()]);
+        }
+        for script in self.scripts() {
+            push("SCRIPT LOAD", &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+        }
+        push(CLOCK_STEP, &[b"TIME"]);
+        handshake
     }
 
     /// Whether these are a Redis Cluster's calls.
@@ -256,8 +289,11 @@ impl Calls {
         for rule in args::rules(rules) {
             call.num(rule);
         }
-        let waited_out = solution.may_have_been_waited_out(now_ms);
-        call.num(args::spend_mode(false, solution.forgive, waited_out));
+        let paid = Case::Paid {
+            struck: solution.forgive,
+            waited_out: solution.may_have_been_waited_out(now_ms),
+        };
+        call.num(args::spend_mode(false, strike_back(paid)));
         if let Some(gen) = generation {
             call.num(gen);
         }
@@ -279,7 +315,7 @@ impl Calls {
             .num(0)
             .num(0)
             .num(0)
-            .num(args::spend_mode(true, true, false))
+            .num(args::spend_mode(true, strike_back(Case::PaidDuringOutage)))
             .deadline();
         Call::of(script, call)
     }

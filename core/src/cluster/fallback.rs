@@ -13,24 +13,15 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::redis::clock;
 use crate::redis::command::integers;
+pub use crate::redis::Unavailable;
 use crate::store::{Offence, Op};
 use crate::syntax::FailPolicy;
-
-/// Why Redis did not answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// Unavailable: not connected, in back-off, timed out, or the reply
-    /// lost.
-    Down,
-    /// Connected, but `MAX_IN_FLIGHT` commands wait already: back-pressure.
-    Busy,
-}
 
 /// A request Redis did not answer, as the rule needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unanswered {
     pub op: Op,
-    pub failure: Failure,
+    pub failure: Unavailable,
     /// The call reached Redis, which may have run it before the answer
     /// was lost (a late failure).
     pub sent: bool,
@@ -124,7 +115,7 @@ pub fn decider(asked: Unanswered) -> Decider {
     if asked.redis_only && matches!(asked.op, Op::Spend(_)) {
         return Decider::NotNow;
     }
-    let zone = asked.zone && (asked.failure == Failure::Busy || asked.fail_local);
+    let zone = asked.zone && (asked.failure == Unavailable::Busy || asked.fail_local);
     if !zone {
         return Decider::Policy;
     }
@@ -259,7 +250,7 @@ mod tests {
             for (fail_local, redis_only) in [(true, false), (false, false), (true, true)] {
                 let asked = |sent| Unanswered {
                     op,
-                    failure: Failure::Down,
+                    failure: Unavailable::Down,
                     sent,
                     fail_local,
                     zone: true,
@@ -283,7 +274,7 @@ mod tests {
         // pays one back.
         let timed_out = Unanswered {
             op: UNPAID,
-            failure: Failure::Down,
+            failure: Unavailable::Down,
             sent: Answer::Lost.may_have_run(),
             fail_local: true,
             zone: true,
@@ -294,7 +285,7 @@ mod tests {
 
     #[test]
     fn every_unanswered_request_has_one_decider() {
-        use Failure::{Busy, Down};
+        use Unavailable::{Busy, Down};
         // (op, failure, sent, fail_local, zone, redis_only) → decider
         #[rustfmt::skip]
         let table = [

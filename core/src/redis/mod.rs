@@ -17,3 +17,17 @@ pub mod retries;
 pub mod script_call;
 pub mod sentinel;
 pub mod url;
+
+/// Why Redis's word cannot be had for a call: the one "unavailable" of
+/// cluster mode, from the connection that refuses a command to the rule
+/// that decides the request (`cluster::fallback`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Not connected, in back-off, timed out, the reply lost, or the
+    /// worker exits: `pow_shield_fail` decides.
+    Down,
+    /// Connected, but `MAX_IN_FLIGHT` commands wait already:
+    /// back-pressure, not an outage. The request is decided by the zone,
+    /// never passed uncounted.
+    Busy,
+}

@@ -17,6 +17,7 @@
 mod memory;
 pub mod spent;
 mod table_key;
+pub mod take_back;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +28,7 @@ pub use table_key::{TableKey, INLINE_KEY};
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use crate::limiter::window;
 use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIMITS};
+use take_back::{strike_back, Back, Case};
 
 /// A solution the request carries, ready to be spent: its token's digest
 /// and until when the spent record must be kept (epoch ms).
@@ -517,6 +519,9 @@ fn overage_reported(verdict: Verdict, offence: Offence) -> Verdict {
 /// Redis scripts' `waited` does. `checked` then reports the breaker after
 /// it, and no longer that refusal among its limit's.
 fn waited(tables: &mut impl Tables, subject: &Subject, checked: &mut Checked, now_ms: u64) {
+    if strike_back(Case::Waited) == Back::Nothing {
+        return;
+    }
     if let Some((limit, after)) = wait_taken_back(tables, subject, now_ms) {
         checked.breaker = after.unwrap_or(checked.breaker);
         if limit == usize::from(checked.verdict.limit) {
@@ -642,8 +647,13 @@ fn spend(
         // The payer gets a fresh challenge; nobody else pays for it.
         Recorded::NoRoom => return Ok(Spent::Unavailable),
     }
+    // (The zone holds no strike on its way: what is owed is one now.)
+    let case = Case::Paid {
+        struck: solution.forgive,
+        waited_out: false,
+    };
     let forgiven = tables.breaker(key, false, |s| {
-        if solution.forgive {
+        if strike_back(case) != Back::Nothing {
             s.forgive(rules, now.monotonic_ms);
         }
         s.status(rules, now.monotonic_ms)

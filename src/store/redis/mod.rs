@@ -22,21 +22,18 @@ use std::rc::{Rc, Weak};
 use nginx_sys::ngx_log_t;
 use redis_protocol::resp2::types::OwnedFrame;
 
+use self::node_cache::Env;
 pub use self::node_cache::NodeCache;
-use super::{Failure, NewLate, NewWaiter, Poll, Replay, Waiter};
+use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
-use crate::redis::client::Unavailable;
 use crate::redis::router::{Rebuild, Router};
-use pow_shield_core::cluster::fallback::Reach;
 use pow_shield_core::cluster::generation::Generations;
 use pow_shield_core::cluster::node::{
-    Alert, Answered, Around, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
+    Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
 };
-use pow_shield_core::cluster::refusals::Refused;
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::Verdict;
 use pow_shield_core::redis::command::client_tag;
-use pow_shield_core::store::{NoRoom, Now, Op, Reply, Spendable, Subject};
+use pow_shield_core::store::{Now, Op, Reply, Spendable, Subject};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
 
@@ -61,13 +58,6 @@ pub struct RedisStore {
     me: Weak<RedisStore>,
 }
 
-/// The node's surroundings while it decides: the router's word on Redis,
-/// the zone.
-struct Env<'a> {
-    router: &'a Router,
-    cache: Option<&'a NodeCache>,
-}
-
 impl RedisStore {
     pub fn retry_in_ms(&self) -> Option<u64> {
         self.router.retry_in_ms()
@@ -83,8 +73,7 @@ impl RedisStore {
     /// batches is given up (logged), the connections closed.
     pub fn shutdown(&self) {
         self.batch_timer.cancel();
-        let steps = self.steps(|node, _, _, out| node.give_up(out));
-        self.execute(steps, None);
+        self.drive(|node, _, _, out| node.give_up(out));
         self.router.shutdown();
     }
 
@@ -133,44 +122,32 @@ impl RedisStore {
     /// The zone spent (or recorded) a token for Redis: written to Redis
     /// once it takes commands again.
     pub fn replay_later(&self, replay: &Replay) {
-        let steps = self
-            .steps(|node, _, now, out| node.replay_later(&replay.key, &replay.solution, now, out));
-        self.execute(steps, None);
+        self.drive(|node, _, now, out| node.replay_later(&replay.key, &replay.solution, now, out));
     }
 
     /// The generation a challenge issued now carries.
     pub fn challenge_generation(&self) -> Option<u64> {
-        let mut generation = None;
-        let steps = self.steps(|node, env, now, out| {
-            generation = node.challenge_generation(env, now, out);
-        });
-        self.execute(steps, None);
-        generation
+        self.drive(|node, env, now, out| node.challenge_generation(env, now, out))
+            .flatten()
     }
 
     /// What this worker knows of the data generations now.
     pub fn generations(&self) -> Generations {
-        match self.node.try_borrow() {
-            Ok(node) => node.generations(&self.env()),
-            // (Never borrowed across a call.)
-            Err(_) => Generations {
-                redis: None,
-                local: 0,
-                redis_up: false,
-                cluster: false,
-            },
-        }
+        // (Never borrowed across a call.)
+        let generations = self.drive(|node, env, _, _| node.generations(env));
+        generations.unwrap_or(Generations {
+            redis: None,
+            local: 0,
+            redis_up: false,
+            cluster: false,
+        })
     }
 
     /// Whether a solution of a challenge issued in `generation` may be
     /// spent now by the client `key`.
     pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> Spendable {
-        let mut spendable = Spendable::NotNow;
-        let steps = self.steps(|node, env, now, out| {
-            spendable = node.accepts(env, (generation, key), now, out);
-        });
-        self.execute(steps, None);
-        spendable
+        self.drive(|node, env, now, out| node.accepts(env, (generation, key), now, out))
+            .unwrap_or(Spendable::NotNow)
     }
 
     /// A block of `key` this node learnt from Redis and that still holds.
@@ -186,21 +163,17 @@ impl RedisStore {
 
     /// A connection to Redis is ready.
     fn on_connected(&self) {
-        let steps = self.steps(|node, env, now, out| node.connected(env, now, out));
-        self.execute(steps, None);
+        self.drive(|node, env, now, out| node.connected(env, now, out));
     }
 
     /// The batch timer ran (`exiting`: the worker exits).
     fn on_tick(&self, exiting: bool) {
-        let steps = self.steps(|node, env, now, out| node.tick(env, now, exiting, out));
-        self.execute(steps, None);
+        self.drive(|node, env, now, out| node.tick(env, now, exiting, out));
     }
 
     /// The reply to call `id` came (or none: a timeout).
     fn on_reply(&self, id: CallId, frame: Option<OwnedFrame>) {
-        let steps =
-            self.steps(|node, env, now, out| node.on_reply(env, id, frame.as_ref(), now, out));
-        self.execute(steps, None);
+        self.drive(|node, env, now, out| node.on_reply(env, id, frame.as_ref(), now, out));
     }
 
     fn env(&self) -> Env<'_> {
@@ -210,22 +183,34 @@ impl RedisStore {
         }
     }
 
-    /// Runs `f` on the node, and returns the steps it answered.
-    fn steps(
+    /// Runs `f` on the node, then carries out the steps it answered;
+    /// `None` only if the node was busy (never: not borrowed across a call).
+    fn drive<R>(
         &self,
-        f: impl FnOnce(&mut ClusterNode<Held>, &mut Env, Now, &mut Vec<Step<Held>>),
-    ) -> Vec<Step<Held>> {
+        f: impl FnOnce(&mut ClusterNode<Held>, &mut Env, Now, &mut Vec<Step<Held>>) -> R,
+    ) -> Option<R> {
+        let steps = self.steps(f);
+        self.execute(steps.1, None);
+        steps.0
+    }
+
+    /// Runs `f` on the node: what it returns, and the steps it answered.
+    fn steps<R>(
+        &self,
+        f: impl FnOnce(&mut ClusterNode<Held>, &mut Env, Now, &mut Vec<Step<Held>>) -> R,
+    ) -> (Option<R>, Vec<Step<Held>>) {
         let mut out = Vec::new();
-        if let Ok(mut node) = self.node.try_borrow_mut() {
-            f(&mut node, &mut self.env(), now(), &mut out);
-        }
-        out
+        let r = match self.node.try_borrow_mut() {
+            Ok(mut node) => Some(f(&mut node, &mut self.env(), now(), &mut out)),
+            Err(_) => None,
+        };
+        (r, out)
     }
 
     /// Carries out the node's steps, in order (with those they lead to).
     /// A call of `asker`'s that the router did not take is not decided
     /// here: its failure is returned, for the request to decide now.
-    fn execute(&self, steps: Vec<Step<Held>>, asker: Option<&Rc<Waiter>>) -> Option<Failure> {
+    fn execute(&self, steps: Vec<Step<Held>>, asker: Option<&Rc<Waiter>>) -> Option<Unavailable> {
         let mut failed = None;
         let mut queue = VecDeque::from(steps);
         while let Some(step) = queue.pop_front() {
@@ -241,22 +226,21 @@ impl RedisStore {
                         continue;
                     }
                     if let Some(replay) = waiter.fall_back(failure, sent) {
-                        queue.extend(self.steps(|node, _, now, out| {
-                            node.replay_later(&replay.key, &replay.solution, now, out)
-                        }));
+                        queue.extend(
+                            self.steps(|node, _, now, out| {
+                                node.replay_later(&replay.key, &replay.solution, now, out)
+                            })
+                            .1,
+                        );
                     }
                 }
                 Step::Send { id, route, command } => {
-                    if let Err(unavailable) = self.submit(id, &route, command) {
-                        let failure = match unavailable {
-                            Unavailable::Down => Failure::Down,
-                            Unavailable::Busy => Failure::Busy,
-                        };
-                        queue.extend(
-                            self.steps(|node, env, now, out| {
+                    if let Err(failure) = self.submit(id, &route, command) {
+                        let unsent =
+                            |node: &mut ClusterNode<Held>, env: &mut Env, now, out: &mut _| {
                                 node.unsent(env, id, failure, now, out)
-                            }),
-                        );
+                            };
+                        queue.extend(self.steps(unsent).1);
                     }
                 }
                 Step::Timer {
@@ -318,108 +302,5 @@ fn now() -> Now {
     Now {
         monotonic_ms: fresh_monotonic_ms(),
         epoch_ms: now_ms(),
-    }
-}
-
-impl Around for Env<'_> {
-    fn reach(&self, route: &[u8]) -> Reach {
-        self.router.reach(route)
-    }
-
-    fn healthy(&self) -> bool {
-        self.router.is_healthy()
-    }
-
-    fn has_zone(&self) -> bool {
-        self.cache.is_some()
-    }
-
-    fn blocked(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus> {
-        self.cache?.blocked(key, rules, now_ms)
-    }
-
-    fn remember(&mut self, key: &[u8], breaker: BreakerStatus, rules: BreakerRules, now_ms: u64) {
-        if let Some(cache) = self.cache {
-            cache.remember(key, breaker, rules, now_ms);
-        }
-    }
-
-    fn refuse(
-        &mut self,
-        refusal: &[u8],
-        rules: BreakerRules,
-        now_ms: u64,
-        (stale_ok, redis_up): (bool, bool),
-        rising: bool,
-    ) -> Option<Refused> {
-        self.cache?
-            .refuse_locally(refusal, rules, now_ms, stale_ok, redis_up, rising)
-    }
-
-    fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
-        self.cache.is_some_and(|cache| cache.holds(refusal, now_ms))
-    }
-
-    fn take_pending(&mut self, refusal: &[u8]) -> u32 {
-        self.cache.map_or(0, |cache| cache.take_pending(refusal))
-    }
-
-    fn learn_refusal(
-        &mut self,
-        refusal: &[u8],
-        verdict: &Verdict,
-        breaker: &BreakerStatus,
-        asked_ms: u64,
-    ) {
-        if let Some(cache) = self.cache {
-            cache.learn_refusal(refusal, verdict, breaker, asked_ms);
-        }
-    }
-
-    fn refusals_sent(&mut self, refusal: &[u8], counts: (u32, u32, u32), now_ms: u64) {
-        if let Some(cache) = self.cache {
-            cache.refusals_sent(refusal, counts, now_ms);
-        }
-    }
-
-    fn forget_refusal(&mut self, refusal: &[u8], now_ms: u64) {
-        if let Some(cache) = self.cache {
-            cache.forget_refusal(refusal, now_ms);
-        }
-    }
-
-    fn refusal_forgiven(&mut self, refusal: &[u8], strikes: u32) {
-        if let Some(cache) = self.cache {
-            cache.refusal_forgiven(refusal, strikes);
-        }
-    }
-
-    fn forget_refusals(&mut self, now_ms: u64) {
-        if let Some(cache) = self.cache {
-            cache.forget_refusals(now_ms);
-        }
-    }
-
-    fn record_spent(
-        &mut self,
-        digest: &[u8; 32],
-        until_ms: u64,
-        now_ms: u64,
-    ) -> Result<bool, NoRoom> {
-        match self.cache {
-            Some(cache) => cache.record_spent(digest, until_ms, now_ms),
-            None => Ok(true),
-        }
-    }
-
-    fn is_spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool {
-        self.cache
-            .is_some_and(|cache| cache.is_spent(digest, now_ms))
-    }
-
-    fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) {
-        if let Some(cache) = self.cache {
-            cache.forgive(key, rules, now_ms);
-        }
     }
 }

@@ -3,13 +3,17 @@
 //! reloads: the blocks Redis reported (blocking stays cheap), the spends
 //! Redis accepted (a token spent through Redis stays refused here during a
 //! later outage), and the refusals Redis sent (refused here until `T`,
-//! `pow_shield_core::cluster::refusals`).
+//! `pow_shield_core::cluster::refusals`). The node reaches them, and the
+//! router's word on Redis, through `Around` (`pow_shield_core::cluster::node`).
 
 use crate::config::MainConf;
+use crate::redis::router::Router;
 use crate::shm::{Entry, SharedZone, TableKey};
 use crate::store::zone::{
     breaker_entry, evict_refusals, record_spent, EVICT_WHEN_FULL, EXPIRE_PER_REQUEST,
 };
+use pow_shield_core::cluster::fallback::Reach;
+use pow_shield_core::cluster::node::Around;
 use pow_shield_core::cluster::refusals::{LocalRefusal, Refused};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::Verdict;
@@ -36,108 +40,83 @@ impl NodeCache {
     }
 
     /// The client's block Redis reported, if the zone still holds it (no
-    /// writes).
-    pub fn blocked(
-        &self,
-        key: &[u8],
-        rules: BreakerRules,
-        monotonic_ms: u64,
-    ) -> Option<BreakerStatus> {
+    /// writes). Only what Redis reported: a block the fallback counted
+    /// while Redis was unavailable is Redis's to confirm once it is back.
+    pub fn blocked(&self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus> {
         let client = TableKey::new(&[key]);
         self.zone.with_locked(|zone, _| {
-            // Only what Redis reported: a block the fallback counted while
-            // Redis was unavailable is Redis's to confirm once it is back.
             let breaker = zone
                 .strikes
                 .find(&client)?
                 .strikes()
-                .confirmed(rules, monotonic_ms);
+                .confirmed(rules, now_ms);
             (breaker.block != Block::Clear).then_some(breaker)
         })
     }
 
-    /// Remembers a block another store reported, for as long as it lasts.
+    fn with_refusal<R>(&self, refusal: &[u8], f: impl FnOnce(&mut LocalRefusal) -> R) -> Option<R> {
+        let key = TableKey::new(&[refusal]);
+        self.zone
+            .with_locked(|zone, _| zone.refusals.get(&key).map(|entry| f(entry.refusal())))
+    }
+}
+
+/// The node's surroundings while it decides: the router's word on Redis,
+/// and the zone (none if nginx could not map it: nothing is kept).
+pub(super) struct Env<'a> {
+    pub router: &'a Router,
+    pub cache: Option<&'a NodeCache>,
+}
+
+impl Around for Env<'_> {
+    fn reach(&self, route: &[u8]) -> Reach {
+        self.router.reach(route)
+    }
+
+    fn healthy(&self) -> bool {
+        self.router.is_healthy()
+    }
+
+    fn has_zone(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    fn blocked(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus> {
+        self.cache?.blocked(key, rules, now_ms)
+    }
+
     /// Nothing is written for a clear breaker; no room: not remembered.
-    pub fn remember(
-        &self,
-        key: &[u8],
-        breaker: BreakerStatus,
-        rules: BreakerRules,
-        monotonic_ms: u64,
-    ) {
-        if breaker.block == Block::Clear || breaker.block_ms == 0 {
+    fn remember(&mut self, key: &[u8], breaker: BreakerStatus, rules: BreakerRules, now_ms: u64) {
+        let Some(cache) = self.cache.filter(|_| breaker.block != Block::Clear) else {
+            return;
+        };
+        if breaker.block_ms == 0 {
             return;
         }
         let client = TableKey::new(&[key]);
-        self.zone.with_locked(|zone, alloc| {
+        cache.zone.with_locked(|zone, alloc| {
             if let Some(entry) = breaker_entry(zone, alloc, &client) {
-                entry.strikes().remember(breaker, rules, monotonic_ms);
+                entry.strikes().remember(breaker, rules, now_ms);
                 entry.expires_at_ms = entry.strikes().forgotten_at_ms();
             }
         })
     }
 
-    /// Records a spend another store (Redis) accepted in the replay cache,
-    /// without touching strikes (they live in that store); `Ok(false)` if
-    /// the cache held it already.
-    pub fn record_spent(
-        &self,
-        digest: &[u8; 32],
-        expires_at_ms: u64,
-        now_ms: u64,
-    ) -> Result<bool, NoRoom> {
-        let key = TableKey::new(&[digest]);
-        // (the mirror of what Redis spent is bounded by the zone's share
-        // only: Redis decided the spend)
-        let room = self.zone.spent_room(0);
-        self.zone.with_locked(|zone, alloc| {
-            zone.spent.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            record_spent(zone, alloc, &key, expires_at_ms, now_ms, room)
-        })
-    }
-
-    /// Takes back one unpaid strike of `key` (a spend another store took).
-    pub fn forgive(&self, key: &[u8], rules: BreakerRules, monotonic_ms: u64) {
-        let client = TableKey::new(&[key]);
-        self.zone.with_locked(|zone, _| {
-            if let Some(entry) = zone.strikes.find(&client) {
-                entry.strikes().forgive(rules, monotonic_ms);
-            }
-        })
-    }
-
-    /// Whether the replay cache holds `digest` unexpired at `now_ms`
-    /// (epoch), without touching its order.
-    pub fn is_spent(&self, digest: &[u8; 32], now_ms: u64) -> bool {
-        let key = TableKey::new(&[digest]);
-        self.zone.with_locked(
-            |zone, _| matches!(zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms),
-        )
-    }
-}
-
-/// Cluster mode's refusals (`pow_shield_core::cluster::refusals`), by the
-/// key `refusals::refusal_key` makes: Redis refused the client until `T`.
-impl NodeCache {
-    /// Refuses one more unpaid request of a client Redis refused, if `T`
-    /// is still ahead at `now_ms` (monotonic, read fresh) and Redis's word
-    /// is fresh (or `stale_ok`).
-    pub fn refuse_locally(
-        &self,
+    fn refuse(
+        &mut self,
         refusal: &[u8],
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok: bool,
-        redis_up: bool,
+        stale_ok_redis_up: (bool, bool),
         rising: bool,
     ) -> Option<Refused> {
         let key = TableKey::new(&[refusal]);
-        self.zone.with_locked(|zone, alloc| {
+        self.cache?.zone.with_locked(|zone, alloc| {
             zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
             let entry = zone.refusals.get(&key)?;
             let refused = entry
                 .refusal()
-                .refuse(rules, now_ms, (stale_ok, redis_up), rising)?;
+                .refuse(rules, now_ms, stale_ok_redis_up, rising)?;
             // Kept past `T` until a worker took the refusal.
             if !entry.refusal().disposable() {
                 entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
@@ -146,41 +125,33 @@ impl NodeCache {
         })
     }
 
-    /// Whether the zone holds a refusal of `refusal` until a `T` still
-    /// ahead of `now_ms`.
-    pub fn holds(&self, refusal: &[u8], now_ms: u64) -> bool {
-        let key = TableKey::new(&[refusal]);
-        self.zone.with_locked(|zone, _| {
-            zone.refusals
-                .find(&key)
-                .is_some_and(|entry| entry.refusal().holds(now_ms))
-        })
+    fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
+        let cache = self.cache;
+        cache.and_then(|c| c.with_refusal(refusal, |r| r.holds(now_ms))) == Some(true)
     }
 
-    /// Takes the client's refusals no worker took yet, for this worker's
-    /// batch.
-    pub fn take_pending(&self, refusal: &[u8]) -> u32 {
-        let key = TableKey::new(&[refusal]);
-        self.zone.with_locked(|zone, _| {
-            zone.refusals
-                .get(&key)
-                .map_or(0, |entry| entry.refusal().take_pending())
-        })
+    fn take_pending(&mut self, refusal: &[u8]) -> u32 {
+        let cache = self.cache;
+        cache
+            .and_then(|c| c.with_refusal(refusal, |r| r.take_pending()))
+            .unwrap_or(0)
     }
 
-    /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
     /// No room (after giving up older refusals and expired spent records):
     /// not kept, the next request asks Redis.
-    pub fn learn_refusal(
-        &self,
+    fn learn_refusal(
+        &mut self,
         refusal: &[u8],
         verdict: &Verdict,
         breaker: &BreakerStatus,
         asked_ms: u64,
     ) {
+        let Some(cache) = self.cache else {
+            return;
+        };
         let key = TableKey::new(&[refusal]);
-        let epoch_ms = self.now_epoch_ms();
-        self.zone.with_locked(|zone, alloc| {
+        let epoch_ms = crate::ffi::now_ms();
+        cache.zone.with_locked(|zone, alloc| {
             let entry: *mut Entry = match zone.refusals.find(&key) {
                 Some(entry) => entry,
                 None => {
@@ -212,22 +183,19 @@ impl NodeCache {
         })
     }
 
-    /// Redis took `sent` of the client's refusals counted here.
-    pub fn refusals_sent(
-        &self,
-        refusal: &[u8],
-        (sent, over, strikes): (u32, u32, u32),
-        now_ms: u64,
-    ) {
-        self.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now_ms));
+    fn refusals_sent(&mut self, refusal: &[u8], (sent, over, strikes): (u32, u32, u32), now: u64) {
+        if let Some(cache) = self.cache {
+            cache.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now));
+        }
     }
 
-    /// Forgets a client's refusal (it is blocked now: once the block ends,
-    /// Redis decides again, with the strikes it forgot).
     /// What no worker took yet stays until one does.
-    pub fn forget_refusal(&self, refusal: &[u8], now_ms: u64) {
+    fn forget_refusal(&mut self, refusal: &[u8], now_ms: u64) {
+        let Some(cache) = self.cache else {
+            return;
+        };
         let key = TableKey::new(&[refusal]);
-        self.zone.with_locked(|zone, alloc| {
+        cache.zone.with_locked(|zone, alloc| {
             let Some(entry) = zone.refusals.get(&key) else {
                 return;
             };
@@ -239,14 +207,17 @@ impl NodeCache {
         })
     }
 
-    /// A spend took back one of the client's strikes: Redis counts `strikes`.
-    pub fn refusal_forgiven(&self, refusal: &[u8], strikes: u32) {
-        self.with_refusal(refusal, |r| r.forgiven(strikes));
+    fn refusal_forgiven(&mut self, refusal: &[u8], strikes: u32) {
+        if let Some(cache) = self.cache {
+            cache.with_refusal(refusal, |r| r.forgiven(strikes));
+        }
     }
 
-    /// Forgets every refusal learnt from Redis (it may have lost them).
-    pub fn forget_refusals(&self, now_ms: u64) {
-        self.zone.with_locked(|zone, alloc| {
+    fn forget_refusals(&mut self, now_ms: u64) {
+        let Some(cache) = self.cache else {
+            return;
+        };
+        cache.zone.with_locked(|zone, alloc| {
             zone.refusals.retain(alloc, |entry| {
                 let refusal = entry.refusal();
                 refusal.release(now_ms);
@@ -255,17 +226,41 @@ impl NodeCache {
         })
     }
 
-    fn with_refusal(&self, refusal: &[u8], f: impl FnOnce(&mut LocalRefusal)) {
-        let key = TableKey::new(&[refusal]);
-        self.zone.with_locked(|zone, _| {
-            if let Some(entry) = zone.refusals.get(&key) {
-                f(entry.refusal());
-            }
+    /// Without touching strikes (they live in Redis); bounded by the zone's
+    /// share only: Redis decided the spend.
+    fn record_spent(&mut self, digest: &[u8; 32], until: u64, now: u64) -> Result<bool, NoRoom> {
+        let Some(cache) = self.cache else {
+            return Ok(true);
+        };
+        let key = TableKey::new(&[digest]);
+        let room = cache.zone.spent_room(0);
+        cache.zone.with_locked(|zone, alloc| {
+            zone.spent.expire(alloc, now, EXPIRE_PER_REQUEST);
+            record_spent(zone, alloc, &key, until, now, room)
         })
     }
 
-    fn now_epoch_ms(&self) -> u64 {
-        crate::ffi::now_ms()
+    /// Without touching its order.
+    fn is_spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool {
+        let Some(cache) = self.cache else {
+            return false;
+        };
+        let key = TableKey::new(&[digest]);
+        cache.zone.with_locked(
+            |zone, _| matches!(zone.spent.get(&key), Some(entry) if entry.expires_at_ms > now_ms),
+        )
+    }
+
+    fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) {
+        let Some(cache) = self.cache else {
+            return;
+        };
+        let client = TableKey::new(&[key]);
+        cache.zone.with_locked(|zone, _| {
+            if let Some(entry) = zone.strikes.find(&client) {
+                entry.strikes().forgive(rules, now_ms);
+            }
+        })
     }
 }
 

@@ -17,7 +17,6 @@ use crate::redis::router::{Cluster, NodeTemplate, Router, Seed, Sentinel, Sentin
 use pow_shield_core::cluster::calls::Calls;
 use pow_shield_core::cluster::node::ClusterNode;
 use pow_shield_core::redis::command::encode;
-use pow_shield_core::redis::pipeline::CLOCK_STEP;
 use pow_shield_core::redis::url::{tls_name, RedisAddr};
 
 impl RedisStore {
@@ -27,23 +26,7 @@ impl RedisStore {
         cache: Option<NodeCache>,
         log: *mut ngx_log_t,
     ) -> Option<Rc<Self>> {
-        let mut handshake = Vec::new();
         let target = &conf.target;
-        if let Some(password) = target.password.as_ref() {
-            let mut auth = Vec::new();
-            match target.username.as_deref() {
-                Some(user) if !user.is_empty() => {
-                    encode(&mut auth, &[b"AUTH", user.as_bytes(), password.as_bytes()])
-                }
-                _ => encode(&mut auth, &[b"AUTH", password.as_bytes()]),
-            }
-            handshake.push(("AUTH", auth));
-        }
-        if target.db != 0 {
-            let mut select = Vec::new();
-            encode(&mut select, &[b"SELECT", target.db.to_string().as_bytes()]);
-            handshake.push(("SELECT", select));
-        }
         let mut node = [0u8; 8];
         getrandom::getrandom(&mut node).ok()?;
         let node_id = u64::from_le_bytes(node);
@@ -53,16 +36,7 @@ impl RedisStore {
             std::process::id(),
             conf.options.cluster,
         );
-        for script in calls.scripts() {
-            let mut load = Vec::new();
-            encode(&mut load, &[b"SCRIPT", b"LOAD", script.as_bytes()]);
-            handshake.push(("SCRIPT LOAD", load));
-        }
-        // Redis's clock, last: a call's deadline is stamped in it
-        // (`pow_shield_core::redis::clock`).
-        let mut time = Vec::new();
-        encode(&mut time, &[b"TIME"]);
-        handshake.push((CLOCK_STEP, time));
+        let handshake = calls.handshake(target);
 
         let tls = match tls_name(target, &conf.options) {
             Some(name) if !conf.ssl.is_null() => Some(Tls {

@@ -194,9 +194,10 @@ fn a_replay_is_written_whatever_the_breaker_says() {
     let calls = Calls::new("ps:", 1, 1, false);
     let call = calls.replay("ps:spent", b"t", 0);
     assert_eq!(call.script, one().spend.text);
+    // Decided (1), one unpaid strike back if held, never owed (4).
     assert_eq!(
         tail(&call, 7),
-        ["1", "0", "0", "0", "0", "1", "0000000000000"]
+        ["1", "0", "0", "0", "0", "5", "0000000000000"]
     );
     assert!(call.eval().starts_with(b"*14\r\n$4\r\nEVAL\r\n"));
 }
@@ -345,4 +346,34 @@ fn every_call_that_writes_ends_with_a_deadline_to_stamp() {
         let mut eval = call.eval();
         assert!(crate::redis::clock::stamp(&mut eval, 1), "{what}: EVAL");
     }
+}
+
+#[test]
+fn every_connection_authenticates_selects_loads_every_script_and_reads_the_clock_last() {
+    use crate::redis::url::parse_redis_url;
+    let calls = Calls::new("ps:", 1, 2, false);
+    let loads = one().iter().count();
+    // (URL, the commands' names in order)
+    let table = [
+        ("redis://127.0.0.1:6379", vec![]),
+        ("redis://:secret@127.0.0.1:6379", vec!["AUTH"]),
+        (
+            "redis://user:secret@127.0.0.1:6379/2",
+            vec!["AUTH", "SELECT"],
+        ),
+    ];
+    for (url, first) in table {
+        let target = parse_redis_url(url).expect("a URL");
+        let handshake = calls.handshake(&target);
+        let names: Vec<_> = handshake.iter().map(|(name, _)| *name).collect();
+        let mut want = first.clone();
+        want.extend(std::iter::repeat_n("SCRIPT LOAD", loads));
+        want.push(crate::redis::pipeline::CLOCK_STEP);
+        assert_eq!(names, want, "{url}");
+        assert_eq!(words(&handshake.last().expect("TIME").1), ["TIME"], "{url}");
+    }
+    let target = parse_redis_url("redis://user:secret@127.0.0.1:6379/2").expect("a URL");
+    let handshake = calls.handshake(&target);
+    assert_eq!(words(&handshake[0].1), ["AUTH", "user", "secret"]);
+    assert_eq!(words(&handshake[1].1), ["SELECT", "2"]);
 }

@@ -16,7 +16,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit};
-use crate::cluster::fallback::{node_answers, Answer, Failure, Known};
+use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::refusals::refusal_key;
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
@@ -232,7 +232,7 @@ impl<W: Waits> ClusterNode<W> {
             }
             None => out.push(Step::FallBack {
                 waiter: c.waiter,
-                failure: Failure::Down,
+                failure: Unavailable::Down,
                 sent: ran,
             }),
         }
@@ -284,7 +284,7 @@ impl<W: Waits> ClusterNode<W> {
             }
             None => out.push(Step::FallBack {
                 waiter: c.waiter,
-                failure: Failure::Down,
+                failure: Unavailable::Down,
                 sent: ran,
             }),
         }
@@ -315,7 +315,7 @@ impl<W: Waits> ClusterNode<W> {
             if !answered {
                 out.push(Step::FallBack {
                     waiter,
-                    failure: Failure::Down,
+                    failure: Unavailable::Down,
                     sent: true,
                 });
             } else if let Some(breaker) = env.blocked(&about.key, about.rules, now.monotonic_ms) {
@@ -422,7 +422,7 @@ impl<W: Waits> ClusterNode<W> {
             }
             None => out.extend(t.joiners.into_iter().map(|waiter| Step::FallBack {
                 waiter,
-                failure: Failure::Down,
+                failure: Unavailable::Down,
                 sent: ran,
             })),
         }

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::cluster::calls::{Call, Calls};
-use crate::cluster::fallback::{Failure, Reach};
+use crate::cluster::fallback::{Reach, Unavailable};
 use crate::cluster::refusals::{refusal_key, Batches, Refused};
 use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
@@ -134,7 +134,7 @@ pub enum Step<W> {
     /// Redis): the fallback rule decides (`fallback::decider`).
     FallBack {
         waiter: W,
-        failure: Failure,
+        failure: Unavailable,
         sent: bool,
     },
     /// Submit `command`, routed by `route` (a key of the call, or the
@@ -164,7 +164,7 @@ pub enum Answered {
     /// [`Step::FallBack`].
     Later,
     /// Redis's word cannot be had: the fallback rule decides now.
-    FallBack(Failure),
+    FallBack(Unavailable),
 }
 
 /// A call on its way, and what its reply decides.
@@ -293,7 +293,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         id: CallId,
-        failure: Failure,
+        failure: Unavailable,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {

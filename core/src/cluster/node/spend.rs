@@ -11,7 +11,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::{remember, Alert, Answered, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit};
-use crate::cluster::fallback::{Answer, Failure};
+use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::{self, slot_of_tag, Generations};
 use crate::cluster::refusals::refusal_key;
 use crate::cluster::replays::{Queued, Replay};
@@ -94,7 +94,7 @@ impl<W: Waits> ClusterNode<W> {
         let Some(reply) = reply else {
             return out.push(Step::FallBack {
                 waiter: s.waiter,
-                failure: Failure::Down,
+                failure: Unavailable::Down,
                 sent: ran,
             });
         };
@@ -167,7 +167,7 @@ impl<W: Waits> ClusterNode<W> {
         let ran = answer.may_have_run();
         let fall_back = |waiter| Step::FallBack {
             waiter,
-            failure: Failure::Down,
+            failure: Unavailable::Down,
             sent: ran,
         };
         let Some(ints) = answer.integers() else {
@@ -228,7 +228,7 @@ impl<W: Waits> ClusterNode<W> {
         if env.healthy() || !env.has_zone() {
             return Answered::Now(Reply::Spent(Spent::Unavailable));
         }
-        Answered::FallBack(Failure::Down)
+        Answered::FallBack(Unavailable::Down)
     }
 
     /// The zone spent (or recorded) a token of client `key` for Redis:

@@ -166,7 +166,7 @@ impl Around for Zone {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Fate {
     Answered(Reply),
-    FellBack { failure: Failure, sent: bool },
+    FellBack { failure: Unavailable, sent: bool },
 }
 
 /// One worker's node, its zone, the calls it sent that Redis has not run

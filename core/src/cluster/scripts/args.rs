@@ -2,6 +2,7 @@
 //! the scripts read them.
 
 use crate::limiter::breaker::BreakerRules;
+use crate::store::take_back::Back;
 use crate::store::{Counted, Offence};
 
 /// Most clients one batch call carries (one Redis; in a Redis Cluster each
@@ -21,12 +22,16 @@ pub fn offence(offence: Offence) -> u64 {
 }
 
 /// The spend script's `ARGV[6]`: whether the zone already decided the
-/// spend (`decided`: written now, whatever the breaker says), whether it
-/// takes back its 429's strike (`forgive`), and whether a wait may have
-/// taken that strike back already (`waited_out`: its 429's `Retry-After`
-/// has ended, `Solution::may_have_been_waited_out`), the sum of 1, 2 and 4.
-pub fn spend_mode(decided: bool, forgive: bool, waited_out: bool) -> u64 {
-    u64::from(decided) + 2 * u64::from(!forgive) + 4 * u64::from(waited_out)
+/// spend (`decided`: written now, whatever the breaker says) and what it
+/// gives back of the client's strikes (`store::take_back`): nothing (2), one
+/// unpaid strike if held (4), or one, owed if not held yet (0); the sum.
+pub fn spend_mode(decided: bool, back: Back) -> u64 {
+    let back = match back {
+        Back::OneUnpaidOrOwed => 0,
+        Back::Nothing => 2,
+        Back::OneUnpaid => 4,
+    };
+    u64::from(decided) + back
 }
 
 /// The red-zone rules as the scripts' four arguments (0 = off).
@@ -86,14 +91,20 @@ mod tests {
     }
 
     #[test]
-    fn a_spend_says_whether_the_zone_decided_it_whether_it_forgives_and_whether_it_was_waited_out()
-    {
-        assert_eq!(spend_mode(false, true, false), 0);
-        assert_eq!(spend_mode(true, true, false), 1);
-        assert_eq!(spend_mode(false, false, false), 2);
-        assert_eq!(spend_mode(true, false, false), 3);
-        assert_eq!(spend_mode(false, true, true), 4);
-        assert_eq!(spend_mode(true, false, true), 7);
+    fn a_spend_says_whether_the_zone_decided_it_and_what_it_gives_back() {
+        // (decided, what comes back) → ARGV[6] (spend.lua: 1 decided,
+        // 2 nothing to give back, 4 never owed)
+        let table = [
+            (false, Back::OneUnpaidOrOwed, 0),
+            (true, Back::OneUnpaidOrOwed, 1),
+            (false, Back::Nothing, 2),
+            (true, Back::Nothing, 3),
+            (false, Back::OneUnpaid, 4),
+            (true, Back::OneUnpaid, 5),
+        ];
+        for (decided, back, want) in table {
+            assert_eq!(spend_mode(decided, back), want, "{decided} {back:?}");
+        }
     }
 
     #[test]

@@ -136,7 +136,7 @@ fn a_check_redis_never_answers_falls_back_with_the_requests_that_joined_it() {
     // The router's timeout: Redis may have run it.
     rig.reply(id, None);
     let timed_out = Fate::FellBack {
-        failure: Failure::Down,
+        failure: Unavailable::Down,
         sent: true,
     };
     assert_eq!(rig.fate(a), Some(&timed_out));
@@ -157,10 +157,10 @@ fn a_call_the_router_refuses_is_decided_at_once_and_leaves_nothing_to_join() {
     };
     let mut out = Vec::new();
     rig.node
-        .unsent(&mut rig.zone, id, Failure::Busy, rig.now, &mut out);
+        .unsent(&mut rig.zone, id, Unavailable::Busy, rig.now, &mut out);
     rig.carry(out);
     let never_sent = Fate::FellBack {
-        failure: Failure::Busy,
+        failure: Unavailable::Busy,
         sent: false,
     };
     assert_eq!(rig.fate(a), Some(&never_sent));
@@ -187,7 +187,7 @@ fn a_call_redis_runs_after_its_deadline_changes_nothing_and_counts_as_never_sent
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
     rig.reply(id, Some(&frame));
     let never_ran = Fate::FellBack {
-        failure: Failure::Down,
+        failure: Unavailable::Down,
         sent: false,
     };
     assert_eq!(rig.fate(n), Some(&never_ran));

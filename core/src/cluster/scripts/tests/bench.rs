@@ -23,6 +23,7 @@ use crate::cluster::scripts::replies::{
 use crate::cluster::scripts::Scripts;
 use crate::limiter::breaker::{Block, BreakerRules, Tripped};
 use crate::limiter::{Limits, RateLimit, Spent, Verdict};
+use crate::store::take_back::{strike_back, Case};
 use crate::store::{Checked, MemoryStore, Offence, Op, Reply, Solution, Subject};
 
 const KEY: &[u8] = b"client";
@@ -324,7 +325,11 @@ impl Bench<'_> {
                 keys.extend([self.key("c"), self.key("c")]);
                 let mut args = vec!["60000".to_owned()];
                 args.extend(self.rules());
-                args.push(spend_mode(false, forgive, waited_out).to_string());
+                let paid = Case::Paid {
+                    struck: forgive,
+                    waited_out,
+                };
+                args.push(spend_mode(false, strike_back(paid)).to_string());
                 let reply = self.redis.ints(&scripts.spend, &keys, &args);
                 vec![Outcome::spent(spent_from_reply(&reply).unwrap())]
             }

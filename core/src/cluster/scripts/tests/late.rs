@@ -11,7 +11,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::redis_server::Redis;
 use crate::cluster::calls::{BatchOf, Call, Calls};
-use crate::cluster::fallback::{decider, Answer, Decider, Failure, Unanswered};
+use crate::cluster::fallback::{decider, Answer, Decider, Unanswered, Unavailable};
 use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::refusals::Sending;
 use crate::cluster::scripts::Scripts;
@@ -303,7 +303,7 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
     let gave_up = |answer: Answer| {
         decider(Unanswered {
             op: unpaid,
-            failure: Failure::Down,
+            failure: Unavailable::Down,
             sent: answer.may_have_run(),
             fail_local: true,
             zone: true,
