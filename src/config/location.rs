@@ -58,9 +58,6 @@ setter!(set_limit, LocConf, |d, lcf| {
     let Some(mcf) = PowShield::main_conf_mut(d.cf) else {
         return Err(DirectiveError::Logged);
     };
-    if limit.is_some_and(|line| line.key.is_some()) && mcf.keyed_limit_at.is_none() {
-        mcf.keyed_limit_at = ConfAt::of(d.cf);
-    }
     if limits.is_plain() {
         return Ok(());
     }

@@ -69,9 +69,6 @@ pub struct MainConf {
     /// (no `key=`), with `approx`: what `pow_shield_admin` shows a client's
     /// counts under (at most `ADMIN_LIMITS`).
     pub admin_limits: Vec<(pow_shield_core::limiter::RateLimit, bool)>,
-    /// The first `pow_shield_limit ... key=`, where it is (a Redis Cluster
-    /// refuses it: `init_main_conf`).
-    pub(crate) keyed_limit_at: Option<ConfAt>,
     /// `pow_shield_bot_keys`: every bot's keys.
     pub bots: pow_shield_bots::Registry,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
@@ -100,7 +97,6 @@ impl Default for MainConf {
             limit_names: Vec::new(),
             status: false,
             admin_limits: Vec::new(),
-            keyed_limit_at: None,
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
@@ -396,19 +392,6 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
     }
     if let Some(Some(redis)) = mcf.redis.as_mut() {
         if !redis::adopt_resolver(cf, redis) {
-            return NGX_CONF_ERROR;
-        }
-        if let (true, Some(at)) = (redis.options.cluster, mcf.keyed_limit_at) {
-            // The keys of one request's limits would lie in different
-            // slots, which one script call cannot touch (docs/operations.md,
-            // "Scrapers on many addresses").
-            log_at!(
-                nginx_sys::NGX_LOG_EMERG,
-                cf.log,
-                "\"key=\" in \"pow_shield_limit\" directive is not supported with \
-                 \"pow_shield_redis ... cluster\" (a Redis Cluster): use one Redis or \
-                 Sentinel, or count per \"pow_shield_key\" in {at}"
-            );
             return NGX_CONF_ERROR;
         }
     }

@@ -47,6 +47,33 @@ impl Call {
     }
 }
 
+/// One call of a Redis Cluster's check of limits in several slots
+/// ([`Calls::stacked_parts`]).
+#[derive(Clone, Debug)]
+pub struct Part {
+    /// A hash tag of its keys, which routes it.
+    pub route: Vec<u8>,
+    pub call: Call,
+    /// Its limits, and each one's place among the location's.
+    pub limits: Limits,
+    pub at: [u8; MAX_LIMITS],
+    /// Each count's hash tag and limit (what an undo takes back).
+    counts: Vec<(String, RateLimit)>,
+    /// Its breaker rules and what a refusal is there (the client's part
+    /// only: the others strike no one).
+    pub rules: BreakerRules,
+    pub offence: Offence,
+}
+
+/// The hash tag of a count: the client's, or its `key=` value's.
+fn count_tag(tag: &[u8], whose: Counted) -> String {
+    match whose {
+        // (a spent record's share is counted by table stores only)
+        Counted::Client(_) | Counted::Spends(_) => String::from_utf8_lossy(tag).into_owned(),
+        Counted::Own(value) => keys::own_tag(value),
+    }
+}
+
 /// What a client's batch of local refusals is about (the batch script
 /// takes several clients' at once on one Redis).
 #[derive(Clone, Copy, Debug)]
@@ -198,46 +225,139 @@ impl Calls {
 
     /// Every limit the request is counted by in one call, each under its
     /// count's hash tag: the client's, or its `key=` value's (one Redis:
-    /// keys of several tags in one script; a Redis Cluster refuses `key=`
-    /// at configuration time, as they would lie in several slots).
+    /// keys of several tags in one script; a Redis Cluster: one call per
+    /// slot, [`Calls::stacked_parts`]).
     fn stacked_check(&self, tag: &[u8], subject: &Subject, offence: Offence, seq: u64) -> Call {
-        let prefix = self.prefix.as_bytes();
         let (counted, n) = subject.counted_limits();
-        let counted = &counted[..n];
+        let part = (tag, subject.rules, offence);
+        self.stacked_call(part, tag, subject.approx, &counted[..n], seq)
+    }
+
+    /// The stacked script for `counted` (all in one slot), with the breaker
+    /// of `breaker_tag` under `rules`, a refusal being `offence`.
+    fn stacked_call(
+        &self,
+        (breaker_tag, rules, offence): (&[u8], BreakerRules, Offence),
+        tag: &[u8],
+        approx: bool,
+        counted: &[(usize, RateLimit, Counted)],
+        seq: u64,
+    ) -> Call {
+        let prefix = self.prefix.as_bytes();
+        let n = counted.len();
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
         let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
-        self.breaker_keys(&mut call, tag);
+        self.breaker_keys(&mut call, breaker_tag);
         for &(_, limit, whose) in counted {
-            let own;
-            let tag = match whose {
-                // (a spent record's share is counted by table stores only)
-                Counted::Client(_) | Counted::Spends(_) => tag,
-                Counted::Own(value) => {
-                    own = keys::own_tag(value);
-                    own.as_bytes()
-                }
-            };
-            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
-            let counted = match subject.approx {
+            let own = count_tag(tag, whose);
+            let own = own.as_bytes();
+            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, own, which);
+            let counted = match approx {
                 true => ClientKey::Approx(limit),
                 false => ClientKey::Window(limit),
             };
             call.push(key(counted)).push(key(ClientKey::Refused(limit)));
         }
-        self.slot_key(&mut call, tag);
+        self.slot_key(&mut call, breaker_tag);
         call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
             .num(args::offence(offence));
-        for rule in args::rules(subject.rules) {
+        for rule in args::rules(rules) {
             call.num(rule);
         }
-        call.num(u64::from(subject.approx));
+        call.num(u64::from(approx));
         call.push(|w| args::write_own(w, counted.iter().map(|(_, _, whose)| *whose)));
         for (_, limit, _) in counted {
             call.num(limit.requests.into()).num(limit.window_ms);
         }
         call.deadline();
         Call::of(script, call)
+    }
+
+    /// A Redis Cluster's check of stacked limits whose counts lie in
+    /// several slots: one stacked call per slot, the client's first (its
+    /// breaker, its own limits, and any `key=` count in its slot; strikes
+    /// only there), then one per other slot (no breaker: a `key=` limit's
+    /// refusal strikes no one). Each counts the request under its limits
+    /// if all of them have room; the request is admitted when every call
+    /// admits, and what the others counted is taken back ([`Calls::undo`])
+    /// when one refuses.
+    pub fn stacked_parts(
+        &self,
+        tag: &[u8],
+        subject: &Subject,
+        offence: Offence,
+        seq: u64,
+    ) -> Vec<Part> {
+        let (counted, n) = subject.counted_limits();
+        let client_slot = generation::slot_of_tag(tag);
+        // (slot, the route, its limits)
+        type Group<'a> = (u16, Vec<u8>, Vec<(usize, RateLimit, Counted<'a>)>);
+        let mut parts: Vec<Group> = vec![(client_slot, tag.to_vec(), Vec::new())];
+        for &(at, limit, whose) in &counted[..n] {
+            let own = count_tag(tag, whose);
+            let slot = generation::slot_of_tag(own.as_bytes());
+            match parts.iter_mut().find(|(s, _, _)| *s == slot) {
+                Some((_, _, limits)) => limits.push((at, limit, whose)),
+                None => parts.push((slot, own.into_bytes(), vec![(at, limit, whose)])),
+            }
+        }
+        let none = BreakerRules {
+            strikes: None,
+            ban: None,
+        };
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, route, limits))| {
+                let (rules, offence) = match i {
+                    0 => (subject.rules, offence),
+                    _ => (none, Offence::None),
+                };
+                let call =
+                    self.stacked_call((&route, rules, offence), tag, subject.approx, &limits, seq);
+                let mut subset = Limits::NONE;
+                let mut at = [0u8; MAX_LIMITS];
+                let mut counts = Vec::with_capacity(limits.len());
+                for (j, &(place, limit, whose)) in limits.iter().enumerate() {
+                    let _ = subset.push(limit, None);
+                    at[j] = place as u8;
+                    counts.push((count_tag(tag, whose), limit));
+                }
+                Part {
+                    route,
+                    call,
+                    limits: subset,
+                    at,
+                    counts,
+                    rules,
+                    offence,
+                }
+            })
+            .collect()
+    }
+
+    /// Takes back what a part of a request's check counted (`seq`: the
+    /// request's, its member), in that part's slot.
+    pub fn undo(&self, part: &Part, approx: bool, seq: u64) -> Option<Call> {
+        let script = self.scripts.undo.as_ref()?;
+        let prefix = self.prefix.as_bytes();
+        let n = part.counts.len();
+        let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
+        for (tag, limit) in &part.counts {
+            let which = match approx {
+                true => ClientKey::Approx(*limit),
+                false => ClientKey::Window(*limit),
+            };
+            call.push(|w| keys::write(w, prefix, tag.as_bytes(), which));
+        }
+        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
+            .num(u64::from(approx));
+        for (_, limit) in &part.counts {
+            call.num(limit.window_ms);
+        }
+        call.deadline();
+        Some(Call::of(script, call))
     }
 
     /// One strike (a trap hit, a replay).

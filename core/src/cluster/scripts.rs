@@ -99,6 +99,7 @@ macro_rules! texts {
                 "deadline", "on_time", "generations", $guard, "breaker", "spend"),
             batch: compose!("local refusals"; "deadline", "on_time", "breaker", "batch"),
             generation: compose!("data generation"; "generations", "generation"),
+            undo: compose!("counts taken back"; "deadline", "undo"),
         }
     };
 }
@@ -113,6 +114,7 @@ pub(crate) struct Texts {
     pub gen_spend: &'static str,
     pub batch: &'static str,
     pub generation: &'static str,
+    pub undo: &'static str,
 }
 
 /// One Redis (or Sentinel's master): a check replies as it is.
@@ -288,6 +290,13 @@ pub struct Scripts {
     /// returns the key's value, `run_id:number`. `None` in a Redis Cluster:
     /// each slot's is made by the check that first refuses in it.
     pub generation: Option<Script>,
+    /// A Redis Cluster's: what one call of a request's stacked check
+    /// counted, taken back when a call to another slot refused it
+    /// (`Calls::stacked_parts`). `KEYS` the counts (logs, or counters with
+    /// `approx`), `ARGV[1]` the request's member, `ARGV[2]` 1 for counters,
+    /// then each key's window ms; the deadline last. Returns how many were
+    /// taken back. `None` on one Redis: one call counts every limit.
+    pub undo: Option<Script>,
 }
 
 static SCRIPTS: LazyLock<[Scripts; 2]> = LazyLock::new(|| {
@@ -315,6 +324,7 @@ impl Scripts {
             gen_spend: Script::new("gen_spend", texts.gen_spend),
             batch: Script::new("batch", texts.batch),
             generation: (!cluster).then(|| Script::new("generation", texts.generation)),
+            undo: cluster.then(|| Script::new("undo", texts.undo)),
         }
     }
 
@@ -332,6 +342,7 @@ impl Scripts {
         ]
         .into_iter()
         .chain(&self.generation)
+        .chain(&self.undo)
     }
 
     /// The check script of one limit: the exact log or the counter.

@@ -124,6 +124,13 @@ impl<W: Waits> ClusterNode<W> {
             }
             self.send_keyed_batches_now(env, subject, &limits, now, out);
             let seq = self.next_seq();
+            // A Redis Cluster: the keys of a `key=` count lie in other
+            // slots than the client's (`sharded.rs`).
+            if self.cluster && subject.limits.any_keyed() {
+                let waiter = waiter();
+                self.check_sharded(env, subject, (offence, limits, seq), now, waiter, out);
+                return Answered::Later;
+            }
             let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
             let flight = Flight::Stacked(StackedCheck {
                 waiter: waiter(),
@@ -261,25 +268,7 @@ impl<W: Waits> ClusterNode<W> {
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);
-                let keep = opened_block(&checked.breaker, c.rules).unwrap_or(checked.breaker);
-                let refusing = c.limits.iter().find(|l| l.at == checked.verdict.limit);
-                match (checked.verdict.allowed, keep.block, refusing) {
-                    // Refused by this limit's key until `T`: so are the
-                    // next requests it counts, here.
-                    (false, Block::Clear, Some(limit)) => env.learn_refusal(
-                        &limit.refusal,
-                        &checked.verdict,
-                        &checked.breaker,
-                        c.asked_ms,
-                    ),
-                    (_, Block::Clear, _) => {}
-                    // Blocked: once the block ends Redis decides again.
-                    _ => {
-                        for limit in c.limits.iter().filter(|l| l.own) {
-                            env.forget_refusal(&limit.refusal, now.monotonic_ms);
-                        }
-                    }
-                }
+                self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
             }
             None => out.push(Step::FallBack {

@@ -109,15 +109,20 @@ impl<W: Waits> ClusterNode<W> {
         if !env.has_zone() {
             return None;
         }
-        let generation = match self.cluster {
-            true => Some(
-                self.generations
-                    .slot(slot_of_tag(client_tag(subject.key).as_bytes()))?,
-            ),
-            false => None,
-        };
+        // A Redis Cluster: the challenge carries the client's slot's
+        // generation where this worker knows it. A refusal by the client's
+        // own limit waits for it (Redis decides, and says it); one by a
+        // `key=` value's does not (its challenge carries the node's own:
+        // spent as one issued during an outage), so that new addresses of a
+        // refused /24, each in a slot of its own, are refused here too.
+        let slot = slot_of_tag(client_tag(subject.key).as_bytes());
+        let generation = self.generations.slot(slot).filter(|_| self.cluster);
         let redis_up = env.healthy();
         for limit in limits {
+            let unknown = self.cluster && generation.is_none();
+            if limit.own && unknown && env.holds(&limit.refusal, now.monotonic_ms) {
+                return None;
+            }
             let stale_ok = self.batches.awaiting(&limit.refusal);
             let rules = limit.rules(subject);
             let refused = env.refuse(

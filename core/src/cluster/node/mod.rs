@@ -17,6 +17,7 @@
 mod batches;
 mod check;
 mod keyed;
+mod sharded;
 mod spend;
 
 use std::collections::HashMap;
@@ -182,6 +183,13 @@ enum Flight<W> {
     Replay(crate::cluster::replays::Replay),
     /// Refusals counted here, per client.
     Batch(batches::BatchCall),
+    /// One call of a check whose limits lie in several slots.
+    Part {
+        request: u64,
+        index: usize,
+    },
+    /// What one such call counted, taken back.
+    Undo,
     /// The single Redis's generation key, read.
     GenCheck,
     /// The single Redis's generation, read or renewed.
@@ -203,6 +211,9 @@ pub struct ClusterNode<W> {
     next_id: u64,
     flights: HashMap<CallId, Flight<W>>,
     groups: HashMap<Vec<u8>, Group<W>>,
+    /// Checks whose limits lie in several slots, by request.
+    sharded: HashMap<u64, sharded::Sharded<W>>,
+    next_request: u64,
     batches: Batches<BatchContext>,
     exiting_since: Option<u64>,
     replays: Replays,
@@ -227,6 +238,8 @@ impl<W: Waits> ClusterNode<W> {
             next_id: 0,
             flights: HashMap::new(),
             groups: HashMap::new(),
+            sharded: HashMap::new(),
+            next_request: 0,
             batches: Batches::default(),
             exiting_since: None,
             replays: Replays::new(MAX_REPLAYS),
@@ -282,6 +295,10 @@ impl<W: Waits> ClusterNode<W> {
             Flight::Spend(s) => self.spent(env, s, frame, now, out),
             Flight::Replay(r) => self.replayed(r, frame, now),
             Flight::Batch(b) => self.batch_answered(env, b, frame, now, out),
+            Flight::Part { request, index } => {
+                self.part_answered(env, (request, index), frame, now, out)
+            }
+            Flight::Undo => {}
             Flight::GenCheck => self.generation_checked(frame, now, out),
             Flight::GenAsk => self.generation_answered(frame),
         }
@@ -324,7 +341,10 @@ impl<W: Waits> ClusterNode<W> {
                 self.queue_replay((&r.digest, r.key, r.tag, r.expires_at_ms), now, out);
             }
             Flight::Batch(b) => self.batch_failed(b, out, env),
-            Flight::GenCheck => {}
+            Flight::Part { request, index } => {
+                self.part_unsent(env, (request, index), failure, now, out)
+            }
+            Flight::Undo | Flight::GenCheck => {}
             Flight::GenAsk => self.generation_answered(None),
         }
     }

@@ -192,9 +192,19 @@ impl Rig {
     /// A node on one Redis with keys under a prefix of the test's own;
     /// `None` without a redis-server (`POW_SHIELD_SKIP_REDIS=1`).
     pub fn new(test: &str) -> Option<Rig> {
+        Rig::of(test, false)
+    }
+
+    /// A node of a Redis Cluster (its scripts run on the one test Redis:
+    /// every key is in its slot there).
+    pub fn cluster(test: &str) -> Option<Rig> {
+        Rig::of(test, true)
+    }
+
+    fn of(test: &str, cluster: bool) -> Option<Rig> {
         let redis = Redis::connect(test)?;
         let prefix = format!("node-test:{test}:{}:", std::process::id());
-        let calls = Calls::new(&prefix, 7, 1, false);
+        let calls = Calls::new(&prefix, 7, 1, cluster);
         let mut rig = Rig {
             node: ClusterNode::new(calls, 1, 99, 7),
             zone: Zone {

@@ -13,7 +13,8 @@ mod tables;
 use super::*;
 
 #[test]
-fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script() {
+fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_and_only_a_cluster_its_undo(
+) {
     let one = Scripts::for_mode(false);
     let cluster = Scripts::for_mode(true);
     assert!(!one.cluster && cluster.cluster);
@@ -31,8 +32,20 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script() 
             "generation"
         ]
     );
-    assert_eq!(names(cluster).len(), 7);
-    assert!(cluster.generation.is_none());
+    assert_eq!(
+        names(cluster),
+        [
+            "window",
+            "approx",
+            "stacked",
+            "strike",
+            "spend",
+            "gen_spend",
+            "batch",
+            "undo"
+        ]
+    );
+    assert!(cluster.generation.is_none() && one.undo.is_none());
     for s in one.iter().chain(cluster.iter()) {
         assert_eq!(s.sha1, script_sha1(s.text));
         assert_eq!(s.sha1.len(), 40);

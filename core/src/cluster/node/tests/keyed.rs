@@ -104,3 +104,48 @@ fn a_client_over_its_own_limit_is_struck_first_even_while_its_network_is_refused
     rig.run_all();
     assert_eq!(rig.redis_int(&[0, 198, 51, 100, 7], ClientKey::Strikes), 2);
 }
+
+#[test]
+fn on_a_redis_cluster_a_request_is_counted_by_every_slot_or_by_none() {
+    let Some(mut rig) = Rig::cluster("sharded_net") else {
+        return;
+    };
+    let net: &[u8] = b"198.51.100.0/24";
+    // Each request: one call in the client's slot, one in the /24's.
+    for address in 1..=3 {
+        let (n, _) = from(&mut rig, address, net);
+        assert_eq!(rig.held.len(), 2, "one call per slot");
+        rig.run_all();
+        assert!(rig.admitted(n), "{:?}", rig.fate(n));
+    }
+    // The fourth address: admitted in its own slot, refused in the /24's;
+    // what its own slot counted is taken back, and nobody is struck.
+    let (n, answered) = from(&mut rig, 4, net);
+    rig.run_all();
+    assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    let fourth = [0, 198, 51, 100, 4];
+    assert_eq!(rig.window(&fourth), 0, "counted by all or none");
+    assert_eq!(rig.redis_int(&fourth, ClientKey::Strikes), 0);
+    // New addresses of the refused /24 are refused here, whatever slot
+    // their own counts live in.
+    let calls = rig.calls_run;
+    for address in 5..50 {
+        let (n, answered) = from(&mut rig, address, net);
+        assert_eq!(
+            refused_by(&rig, n, &answered),
+            Some((1, false)),
+            "{answered:?}"
+        );
+    }
+    assert_eq!(rig.calls_run, calls);
+    // A client over its own limit in a network with room: refused in its
+    // slot (struck), and the /24's count taken back.
+    let other: &[u8] = b"203.0.113.0/24";
+    let (mut last, mut answered) = from(&mut rig, 77, other);
+    rig.run_all();
+    for _ in 0..2 {
+        (last, answered) = from(&mut rig, 77, other);
+        rig.run_all();
+    }
+    assert_eq!(refused_by(&rig, last, &answered), Some((0, true)));
+}

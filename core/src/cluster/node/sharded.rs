@@ -1,0 +1,287 @@
+//! A Redis Cluster's check of limits whose counts lie in several slots (a
+//! client's own, its /24's, the site's: `key=`): one stacked call per slot
+//! in one round, pipelined on each master's connection
+//! (`Calls::stacked_parts`). Each call counts the request under its limits
+//! only if all of them have room; the request is admitted when every call
+//! admitted it, and when one refused, what the others counted is taken
+//! back (`Calls::undo`): counted by all or by none.
+//!
+//! The bound: two nodes racing never over-admit (every count is atomic in
+//! its slot and never passes its limit); a request refused in one slot may
+//! hold a place in another for one round trip, until its undo, so a racing
+//! request may be refused there meanwhile (under-admission, never more
+//! than the requests in flight). An undo Redis never runs (a timeout)
+//! leaves that count until the window slides past it.
+//!
+//! A call that fails (a timeout, a shard down) leaves the request to the
+//! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
+//! `closed`); what the other calls counted stays (the request may pass).
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::keyed::KeyedLimit;
+use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
+use crate::cluster::calls::{Call, Part};
+use crate::cluster::fallback::{Answer, Unavailable};
+use crate::cluster::generation::slot_of_tag;
+use crate::cluster::scripts::replies;
+use crate::limiter::breaker::{opened_block, Block, BreakerRules};
+use crate::redis::command::client_tag;
+use crate::store::{Checked, Now, Offence, Reply, Subject};
+
+/// One request's calls on their way.
+pub(super) struct Sharded<W> {
+    waiter: W,
+    key: Vec<u8>,
+    rules: BreakerRules,
+    approx: bool,
+    /// The request's member in every call (for an undo).
+    seq: u64,
+    parts: Vec<Part>,
+    /// Each part's answer, as it comes.
+    got: Vec<Option<Got>>,
+    /// The location's limits keyed as the node keeps their refusals.
+    limits: Vec<KeyedLimit>,
+    asked_ms: u64,
+}
+
+/// What one part's call answered.
+#[derive(Clone, Copy, Debug)]
+enum Got {
+    Checked(Checked),
+    /// No reply of the script's (`sent`: Redis may have run it).
+    Failed {
+        failure: Unavailable,
+        sent: bool,
+    },
+}
+
+impl<W: Waits> ClusterNode<W> {
+    /// Sends the calls of a check whose limits lie in several slots.
+    pub(super) fn check_sharded(
+        &mut self,
+        env: &mut impl Around,
+        subject: &Subject,
+        (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
+        now: Now,
+        waiter: W,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let tag = client_tag(subject.key);
+        let parts = self
+            .calls
+            .stacked_parts(tag.as_bytes(), subject, offence, seq);
+        let calls: Vec<(Vec<u8>, Call)> = parts
+            .iter()
+            .map(|p| (p.route.clone(), p.call.clone()))
+            .collect();
+        self.next_request = self.next_request.wrapping_add(1);
+        let request = self.next_request;
+        self.sharded.insert(
+            request,
+            Sharded {
+                waiter,
+                key: subject.key.to_vec(),
+                rules: subject.rules,
+                approx: subject.approx,
+                seq,
+                got: vec![None; parts.len()],
+                parts,
+                limits,
+                asked_ms: now.monotonic_ms,
+            },
+        );
+        for (index, (route, call)) in calls.into_iter().enumerate() {
+            let flight = Flight::Part { request, index };
+            self.send_script(env, flight, route, call, now, out);
+        }
+    }
+
+    /// The reply to one part (`None`: none came).
+    pub(super) fn part_answered(
+        &mut self,
+        env: &mut impl Around,
+        (request, index): (u64, usize),
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let cluster = self.cluster;
+        let Some(sharded) = self.sharded.get_mut(&request) else {
+            return;
+        };
+        let Some(part) = sharded.parts.get(index) else {
+            return;
+        };
+        let answer = Answer::of(frame);
+        let sent = answer.may_have_run();
+        let checked = answer.integers().and_then(|reply| {
+            let (limits, rules, offence) = (&part.limits, part.rules, part.offence);
+            replies::stacked_checked_from_reply(&reply, limits, offence, rules, cluster).ok()
+        });
+        let got = match checked {
+            Some(mut checked) => {
+                checked.verdict.limit = part.at[usize::from(checked.verdict.limit)];
+                Got::Checked(checked)
+            }
+            None => Got::Failed {
+                failure: Unavailable::Down,
+                sent,
+            },
+        };
+        self.part_got(env, (request, index), got, now, out);
+    }
+
+    /// The router did not take one part's call.
+    pub(super) fn part_unsent(
+        &mut self,
+        env: &mut impl Around,
+        (request, index): (u64, usize),
+        failure: Unavailable,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let got = Got::Failed {
+            failure,
+            sent: false,
+        };
+        self.part_got(env, (request, index), got, now, out);
+    }
+
+    fn part_got(
+        &mut self,
+        env: &mut impl Around,
+        (request, index): (u64, usize),
+        got: Got,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let Some(sharded) = self.sharded.get_mut(&request) else {
+            return;
+        };
+        if let Some(slot) = sharded.got.get_mut(index) {
+            *slot = Some(got);
+        }
+        if sharded.got.iter().any(Option::is_none) {
+            return;
+        }
+        if let Some(sharded) = self.sharded.remove(&request) {
+            self.decide_sharded(env, sharded, now, out);
+        }
+    }
+
+    /// Every part answered: the request's answer, and the undos.
+    fn decide_sharded(
+        &mut self,
+        env: &mut impl Around,
+        s: Sharded<W>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let got: Vec<Got> = s.got.iter().flatten().copied().collect();
+        if let Some(&Got::Failed { failure, .. }) =
+            got.iter().find(|g| matches!(g, Got::Failed { .. }))
+        {
+            let sent = got
+                .iter()
+                .any(|g| matches!(g, Got::Failed { sent: true, .. }));
+            return out.push(Step::FallBack {
+                waiter: s.waiter,
+                failure,
+                sent,
+            });
+        }
+        let checked: Vec<Checked> = got
+            .iter()
+            .filter_map(|g| match g {
+                Got::Checked(c) => Some(*c),
+                Got::Failed { .. } => None,
+            })
+            .collect();
+        // The client's part (the first) holds its breaker and generation.
+        let Some(client) = checked.first().copied() else {
+            return;
+        };
+        let slot = slot_of_tag(client_tag(&s.key).as_bytes());
+        self.generations.note_slot(slot, client.generation);
+        // A refusal in another slot: the challenge carries the client's
+        // slot's generation as this worker knows it.
+        let client = Checked {
+            generation: client.generation.or(self.generations.slot(slot)),
+            ..client
+        };
+        remember(env, &s.key, client.breaker, s.rules, now);
+        let blocked = client.breaker.block != Block::Clear;
+        // The first refusing limit in the order written decides; admitted,
+        // the one with fewest remaining.
+        let refusing = checked
+            .iter()
+            .filter(|c| !c.verdict.allowed)
+            .min_by_key(|c| c.verdict.limit);
+        let decided = match (blocked, refusing) {
+            (true, _) => client,
+            (false, Some(refused)) => Checked {
+                breaker: client.breaker,
+                struck: client.struck,
+                generation: client.generation,
+                ..*refused
+            },
+            (false, None) => {
+                let tightest = checked
+                    .iter()
+                    .min_by_key(|c| c.verdict.remaining)
+                    .copied()
+                    .unwrap_or(client);
+                Checked {
+                    breaker: client.breaker,
+                    generation: client.generation,
+                    ..tightest
+                }
+            }
+        };
+        // Counted by all or none: what the parts that admitted counted is
+        // taken back when another refused (or the client is blocked).
+        if blocked || refusing.is_some() {
+            for (part, c) in s.parts.iter().zip(&checked) {
+                if !c.verdict.allowed {
+                    continue;
+                }
+                if let Some(call) = self.calls.undo(part, s.approx, s.seq) {
+                    let route = part.route.clone();
+                    self.send(Flight::Undo, route, Command::Script(call), out);
+                }
+            }
+        }
+        self.learn_keyed(env, (&s.limits, s.rules), &decided, s.asked_ms, now);
+        out.push(Step::Deliver(s.waiter, Reply::Checked(decided)));
+    }
+
+    /// What a stacked check's answer teaches the node: a refusal by a
+    /// limit's key holds until its `T`; a block (or the strike that opened
+    /// one) supersedes the client's own refusals.
+    pub(super) fn learn_keyed(
+        &mut self,
+        env: &mut impl Around,
+        (limits, rules): (&[KeyedLimit], BreakerRules),
+        checked: &Checked,
+        asked_ms: u64,
+        now: Now,
+    ) {
+        let keep = opened_block(&checked.breaker, rules).unwrap_or(checked.breaker);
+        let refusing = limits.iter().find(|l| l.at == checked.verdict.limit);
+        match (checked.verdict.allowed, keep.block, refusing) {
+            // Refused by this limit's key until `T`: so are the next
+            // requests it counts, here.
+            (false, Block::Clear, Some(limit)) => {
+                env.learn_refusal(&limit.refusal, &checked.verdict, &checked.breaker, asked_ms)
+            }
+            (_, Block::Clear, _) => {}
+            // Blocked: once the block ends Redis decides again.
+            _ => {
+                for limit in limits.iter().filter(|l| l.own) {
+                    env.forget_refusal(&limit.refusal, now.monotonic_ms);
+                }
+            }
+        }
+    }
+}

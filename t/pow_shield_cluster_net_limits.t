@@ -1,0 +1,105 @@
+#!/usr/bin/perl
+
+# Limits per network on a Redis Cluster (issue 38 point 2; docs/operations.md,
+# "Scrapers on many addresses"): a request's counts lie in several slots
+# (its own, its /24's), checked with one call per slot and counted by all
+# or by none. Two nginx nodes on a 3-master cluster: a scraper over many
+# addresses of one /24 is challenged at the /24's limit; two nodes racing
+# never admit more than the limit; a client of another /24 passes; the
+# refused /24 is refused on the nodes (Redis's commands counted); nobody is
+# struck for a /24's refusal.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:pow :util :redis);
+
+my @n = map { Test::PowShield->new->require_redis } 1 .. 3;
+plan(skip_all => 'redis-cli not found') unless `redis-cli --version 2>/dev/null`;
+
+my @r = run_redis_cluster(@n);
+my @ports = map { $_->port } @r;
+
+sub conf {
+    return http_conf(<<'EOF', workers => 2);
+    pow_shield_secret "cluster-net-limits-suite-secret-01234567";
+    pow_shield_redis redis://127.0.0.1:SEED1,redis://127.0.0.1:SEED2 cluster timeout=2s;
+
+    server {
+        %%TEST_SERVER%%
+
+        set_real_ip_from 127.0.0.1;
+        real_ip_header X-Real-IP;
+        add_header X-Strikes $pow_shield_strikes always;
+
+        location / {
+            pow_shield_limit 60 1m;
+            pow_shield_limit 40 1h name=net key=$pow_shield_net;
+        }
+    }
+EOF
+}
+
+for my $i (0, 1) {
+    (my $c = conf()) =~ s/SEED1/$ports[$i]/;
+    $c =~ s/SEED2/$ports[1 - $i]/;
+    $n[$i]->write_file_expand('nginx.conf', $c);
+    $n[$i]->write_file('html/data.json', qq({"ok":true}\n));
+    $n[$i]->run;
+}
+my @nodes = @n[0, 1];
+
+sub from {
+    my ($node, $ip) = @_;
+    return $nodes[$node]->http_get('/data.json', 'X-Real-IP' => $ip);
+}
+
+sub commands {
+    my $n = 0;
+    for my $redis (@r) {
+        my %c = ($redis->cmd('INFO', 'commandstats') // '') =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
+        $n += $_ for values %c;
+    }
+    return $n;
+}
+
+ok(eventually(30, sub { from(0, '192.0.2.1')->status == 200 && from(1, '192.0.2.2')->status == 200 }),
+    'both nodes reach the cluster');
+
+# A scraper: 40 addresses of one /24 over both nodes use up its 40.
+my @first = map { from($_ % 2, "198.51.100.$_") } 1 .. 40;
+is(scalar(grep { $_->status == 200 } @first), 40, '40 addresses of a /24 over two nodes: 40 x 200');
+my $r = from(1, '198.51.100.41');
+is($r->status, 429, 'the next address of it: 429, by the /24 limit');
+is($r->header('X-Strikes'), 0, '... nobody struck for it');
+
+# Refused on the nodes: new addresses of the /24 cost Redis (almost) nothing.
+my $before = commands();
+my %status;
+for my $a (42 .. 241) {
+    $status{ from($_, "198.51.100.$a")->status }++ for 0, 1;
+}
+my $used = commands() - $before - scalar(@r);
+is(join(',', keys %status), '429', '400 requests from 200 more addresses of it, both nodes: all 429');
+cmp_ok($used, '<=', 40, "... Redis ran $used commands for them (at most 0.1 a request)");
+diag("400 requests of the refused /24 on a Redis Cluster: $used Redis commands");
+
+# Two nodes racing: 100 new addresses of another /24 at once over both
+# nodes, whose limit is 40: exactly 40 admitted (never more).
+my @race = at_once(map {
+    my $ip = "203.0.113.$_";
+    [$nodes[$_ % 2], "GET /data.json HTTP/1.0\r\nHost: localhost\r\nX-Real-IP: $ip\r\n\r\n"]
+} 1 .. 100);
+my $admitted = grep { ($_->status // 0) == 200 } @race;
+cmp_ok($admitted, '<=', 40, "100 addresses of a /24 at once over two nodes: $admitted admitted, never over 40");
+cmp_ok($admitted, '>=', 30, '... and most of its 40 used');
+diag("race: $admitted admitted of 100");
+
+# A client of another network passes.
+is(from(0, '192.0.2.77')->status, 200, 'a client of another /24: 200');
+
+done_testing();
