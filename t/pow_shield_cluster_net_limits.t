@@ -40,6 +40,12 @@ sub conf {
             pow_shield_limit 60 1m;
             pow_shield_limit 40 1h name=net key=$pow_shield_net;
         }
+
+        # the price per key: a /24's new address pays for its /24's overage
+        location /priced/ {
+            pow_shield_limit 5 1h name=net key=$pow_shield_net;
+            pow_shield_difficulty 8b max=20b;
+        }
     }
 EOF
 }
@@ -48,7 +54,7 @@ for my $i (0, 1) {
     (my $c = conf()) =~ s/SEED1/$ports[$i]/;
     $c =~ s/SEED2/$ports[1 - $i]/;
     $n[$i]->write_file_expand('nginx.conf', $c);
-    $n[$i]->write_file('html/data.json', qq({"ok":true}\n));
+    $n[$i]->write_file("html/$_", qq({"ok":true}\n)) for 'data.json', 'priced/data.json';
     $n[$i]->run;
 }
 my @nodes = @n[0, 1];
@@ -98,6 +104,14 @@ my $admitted = grep { ($_->status // 0) == 200 } @race;
 cmp_ok($admitted, '<=', 40, "100 addresses of a /24 at once over two nodes: $admitted admitted, never over 40");
 cmp_ok($admitted, '>=', 30, '... and most of its 40 used');
 diag("race: $admitted admitted of 100");
+
+# The price per key on a Redis Cluster: a new address of a /24 at 20x its
+# limit is asked more than one of a /24 at 2x.
+sub priced { $nodes[$_[0]]->http_get('/priced/data.json', 'X-Real-IP' => $_[1]) }
+priced($_ % 2, "10.1.1.$_") for 1 .. 10;
+priced($_ % 2, "10.2.2.$_") for 1 .. 100;
+my ($low, $high) = map { priced(0, $_)->header('X-PoW-Bits') // 0 } '10.1.1.200', '10.2.2.200';
+cmp_ok($high, '>', $low, "price per key: a new address of a /24 at 20x: $high bits, at 2x: $low bits");
 
 # A client of another network passes.
 is(from(0, '192.0.2.77')->status, 200, 'a client of another /24: 200');
