@@ -128,26 +128,28 @@ impl HeaderValues {
         self.len += n;
     }
 
-    /// `n`'s digits, written in place two at a time.
+    /// `n`'s digits, two at a time from the last, into a scratch of the
+    /// longest (20 digits), then appended.
     fn decimal(&mut self, mut n: u64) {
-        let end = self.len + n.checked_ilog10().map_or(1, |d| d as usize + 1);
-        let Some(out) = self.buf.get_mut(self.len..end) else {
-            return;
-        };
-        let mut at = out.len();
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
         while n >= 100 {
             let pair = (n % 100) as usize * 2;
             n /= 100;
             at -= 2;
-            out[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+            digits[at] = PAIRS[pair];
+            digits[at + 1] = PAIRS[pair + 1];
         }
         if n >= 10 {
             let pair = n as usize * 2;
-            out[..2].copy_from_slice(&PAIRS[pair..pair + 2]);
+            at -= 2;
+            digits[at] = PAIRS[pair];
+            digits[at + 1] = PAIRS[pair + 1];
         } else {
-            out[0] = b'0' + n as u8;
+            at -= 1;
+            digits[at] = b'0' + n as u8;
         }
-        self.len = end;
+        self.push(&digits[at..]);
     }
 }
 

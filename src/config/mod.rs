@@ -161,22 +161,12 @@ pub struct Policy {
     pub price_id: u64,
     /// `pow_shield_work`: what pays its challenges.
     pub work: pow_shield_core::protocol::Work,
+    /// What the pure decision needs of the policy (the settings above,
+    /// made once: a request's decision reads them in place).
+    pub rules: Rules,
 }
 
 impl Policy {
-    /// What the pure decision needs of the policy.
-    pub fn rules(&self) -> Rules {
-        Rules {
-            limits: self.limits,
-            difficulty: self.difficulty,
-            breaker: self.breaker,
-            fail: self.fail,
-            dry_run: self.dry_run,
-            trap: self.trap,
-            pay_ahead: self.pay_ahead,
-        }
-    }
-
     /// The policy of merged settings; `default_key` where none is set.
     /// The header texts are left empty.
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
@@ -203,6 +193,15 @@ impl Policy {
             limit_metrics: [None; MAX_LIMITS],
             price_id: price_policy(&r.limits, r.approx, r.difficulty, r.work),
             work: r.work,
+            rules: Rules {
+                limits: r.limits,
+                difficulty: r.difficulty,
+                breaker: r.breaker,
+                fail: r.fail,
+                dry_run: r.dry_run,
+                trap: r.trap,
+                pay_ahead: r.pay_ahead,
+            },
         }
     }
 }

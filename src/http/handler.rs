@@ -106,7 +106,13 @@ fn decide(r: &mut Request) -> Status {
         rules: policy.breaker,
         rising: policy.difficulty.rises(),
     };
-    let mut decision = match st().decision.take() {
+    // (Only a request resumed after a store's answer has one kept: the
+    // first pass does not move an empty one out of the state.)
+    let kept = match st().decision.is_some() {
+        true => st().decision.take(),
+        false => None,
+    };
+    let mut decision = match kept {
         Some(decision) => decision,
         None => {
             let (mut paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
@@ -116,7 +122,7 @@ fn decide(r: &mut Request) -> Status {
                 paid = after_redirect(paid, st().paid_before);
             }
             st().paid_bits = bits;
-            Decision::new(policy.rules(), paid, key.is_empty())
+            Decision::of(&policy.rules, paid, key.is_empty())
         }
     };
     let done = loop {

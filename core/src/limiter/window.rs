@@ -109,6 +109,45 @@ impl SlidingWindow {
     /// Requests counted at `now`, and when the oldest counted slot leaves;
     /// slots whose last request has left are emptied on the way.
     fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+        let oldest_age = SLOTS as u64 - 1;
+        match self.period.checked_mul(grid.width) {
+            // Every request runs this: with every slot's period real and
+            // no sum saturating (any clock but an absurd one), the slots'
+            // trailing edges are one width apart, and are stepped through
+            // instead of worked out one by one.
+            Some(newest_start)
+                if self.period >= oldest_age
+                    && newest_start
+                        .checked_add(grid.window)
+                        .and_then(|edge| edge.checked_add(u64::from(u32::MAX)))
+                        .is_some() =>
+            {
+                // When a request at the start of the oldest slot leaves.
+                let mut edge = newest_start - oldest_age * grid.width + grid.window;
+                let (mut total, mut oldest) = (0, None);
+                for age in (0..SLOTS).rev() {
+                    let i = self.slot(age);
+                    let count = self.count[i];
+                    if count != 0 {
+                        let leaves = edge + u64::from(self.last[i]);
+                        if leaves > now {
+                            total += u64::from(count);
+                            oldest = oldest.or(Some(leaves));
+                        } else {
+                            self.count[i] = 0;
+                            self.last[i] = 0;
+                        }
+                    }
+                    edge = edge.wrapping_add(grid.width);
+                }
+                (total, oldest)
+            }
+            _ => self.counted_slot_by_slot(grid, now),
+        }
+    }
+
+    /// [`SlidingWindow::counted`], each slot's time worked out on its own.
+    fn counted_slot_by_slot(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
         let (mut total, mut oldest) = (0, None);
         for age in (0..SLOTS).rev() {
             let i = self.slot(age);

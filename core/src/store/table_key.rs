@@ -21,28 +21,35 @@ pub struct TableKey {
 impl TableKey {
     /// The key made of `parts` concatenated.
     pub fn new(parts: &[&[u8]]) -> Self {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+        // One pass: every lookup of every request makes one, and nearly
+        // every key fits inline.
         let mut bytes = [0u8; INLINE_KEY];
-        let len = if total <= INLINE_KEY {
-            let mut at = 0;
-            for part in parts {
-                if let Some(dst) = bytes.get_mut(at..at + part.len()) {
-                    dst.copy_from_slice(part);
-                }
-                at += part.len();
+        let mut at = 0;
+        for part in parts {
+            match bytes.get_mut(at..at + part.len()) {
+                Some(dst) => dst.copy_from_slice(part),
+                None => return Self::hashed(parts),
             }
-            total as u8
-        } else {
-            let mut h = Sha256::new();
-            for part in parts {
-                h.update(part);
-            }
-            bytes.copy_from_slice(&h.finalize());
-            HASHED
-        };
+            at += part.len();
+        }
+        let len = at as u8;
         Self {
             hash: key_hash(len, &bytes),
             len,
+            bytes,
+        }
+    }
+
+    /// A key longer than [`INLINE_KEY`]: its SHA-256.
+    fn hashed(parts: &[&[u8]]) -> Self {
+        let mut h = Sha256::new();
+        for part in parts {
+            h.update(part);
+        }
+        let bytes: [u8; INLINE_KEY] = h.finalize().into();
+        Self {
+            hash: key_hash(HASHED, &bytes),
+            len: HASHED,
             bytes,
         }
     }
