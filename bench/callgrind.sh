@@ -43,7 +43,9 @@ ANNOTATE=${CG_ANNOTATE:-}
 
 die() { echo "bench/callgrind.sh: $*" >&2; exit 1; }
 
-[[ $REQUESTS =~ ^[0-9]+$ ]] && ((REQUESTS >= 1)) || die "CG_REQUESTS must be a whole number >= 1"
+if ! [[ $REQUESTS =~ ^[0-9]+$ ]] || ((REQUESTS < 1)); then
+    die "CG_REQUESTS must be a whole number >= 1"
+fi
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "CG_WARMUP must be a whole number"
 [[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"

@@ -77,13 +77,31 @@ impl HeaderValues {
         numbers: &RateLimitNumbers,
         (x, ietf): (bool, bool),
     ) -> Self {
+        Self::made(Some(requests), name, numbers, (x, ietf))
+    }
+
+    /// As [`HeaderValues::new`], but `X-RateLimit-Limit` is left empty:
+    /// the limit's requests are the same in every response of a location,
+    /// and the module writes them once, at configuration time.
+    pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
+        Self::made(None, name, numbers, (x, ietf))
+    }
+
+    fn made(
+        requests: Option<u32>,
+        name: &LimitName,
+        numbers: &RateLimitNumbers,
+        (x, ietf): (bool, bool),
+    ) -> Self {
         let mut v = HeaderValues {
             buf: [0; VALUES_CAPACITY],
             len: 0,
             ends: [0; 4],
         };
         if x {
-            v.decimal(u64::from(requests));
+            if let Some(requests) = requests {
+                v.decimal(u64::from(requests));
+            }
             v.ends[0] = v.len;
             v.decimal(u64::from(numbers.remaining));
             v.ends[1] = v.len;
@@ -225,6 +243,18 @@ mod tests {
         assert_eq!(ietf.get(Value::Limit), b"");
         assert_eq!(ietf.get(Value::Reset), b"");
         assert_eq!(ietf.get(Value::RateLimit), b"\"api\";r=4;t=5");
+    }
+
+    #[test]
+    fn varying_values_are_the_same_without_the_limit() {
+        let name = LimitName::new("api").unwrap();
+        let n = numbers(4, 100, 5);
+        let all = HeaderValues::new(5, &name, &n, (true, true));
+        let varying = HeaderValues::varying(&name, &n, (true, true));
+        assert_eq!(varying.get(Value::Limit), b"");
+        for v in [Value::Remaining, Value::Reset, Value::RateLimit] {
+            assert_eq!(varying.get(v), all.get(v));
+        }
     }
 
     #[test]

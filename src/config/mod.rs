@@ -153,6 +153,9 @@ pub struct Policy {
     /// `RateLimit-Policy`, fixed by the limits, made once (configuration
     /// pool memory).
     pub ietf_policy: ngx_str_t,
+    /// Each limit's `X-RateLimit-Limit` (its requests), made once the
+    /// same way (empty: made per response).
+    pub x_limits: [ngx_str_t; MAX_LIMITS],
     /// Each limit's index in `MainConf::limit_names` (named or stacked
     /// limits only).
     pub limit_metrics: [Option<u8>; MAX_LIMITS],
@@ -190,6 +193,7 @@ impl Policy {
             fail: r.fail,
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
+            x_limits: [ngx_str_t::default(); MAX_LIMITS],
             limit_metrics: [None; MAX_LIMITS],
             price_id: price_policy(&r.limits, r.approx, r.difficulty, r.work),
             work: r.work,
@@ -330,6 +334,14 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             return NGX_CONF_ERROR;
         };
         conf.policy.ietf_policy = ietf_policy;
+        for (i, limit) in conf.policy.limits.as_slice().iter().enumerate() {
+            let text = limit.requests.to_string();
+            // SAFETY: as above.
+            let Some(x_limit) = (unsafe { ngx_str_t::from_bytes(cf.pool, text.as_bytes()) }) else {
+                return NGX_CONF_ERROR;
+            };
+            conf.policy.x_limits[i] = x_limit;
+        }
         if !conf.policy.limits.is_plain() {
             for i in 0..conf.policy.limits.len() {
                 let name = conf.policy.limits.name(i).to_string();

@@ -98,14 +98,6 @@ fn decide(r: &mut Request) -> Status {
         };
         *value = dry;
     }
-    let subject = Subject {
-        key: store_key,
-        limits: policy.limits,
-        limit_keys,
-        approx: policy.approx,
-        rules: policy.breaker,
-        rising: policy.difficulty.rises(),
-    };
     // (Only a request resumed after a store's answer has one kept: the
     // first pass does not move an empty one out of the state.)
     let kept = match st().decision.is_some() {
@@ -115,7 +107,7 @@ fn decide(r: &mut Request) -> Status {
     let mut decision = match kept {
         Some(decision) => decision,
         None => {
-            let (mut paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            let (mut paid, bits) = payment(r, mcf, &stores, store_key, key, policy);
             // Decided again after a redirect: the token may be the payment
             // of the policy before.
             if st().earlier.is_some() {
@@ -124,6 +116,15 @@ fn decide(r: &mut Request) -> Status {
             st().paid_bits = bits;
             Decision::of(&policy.rules, paid, key.is_empty())
         }
+    };
+    // (Made once the decision is: `payment` needs only the key.)
+    let subject = Subject {
+        key: store_key,
+        limits: policy.limits,
+        limit_keys,
+        approx: policy.approx,
+        rules: policy.breaker,
+        rising: policy.difficulty.rises(),
     };
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
@@ -153,17 +154,17 @@ fn decide(r: &mut Request) -> Status {
 /// The solution the request carries, verified now: a refusal's strike is
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
-/// `key` is the client's own (a dry run's stores count under another).
-/// With it, the bits a verified solution proved (`$pow_shield_bits`).
+/// `key` is the client's own, `store_key` the one the stores count it
+/// under (a dry run's is another). With it, the bits a verified solution proved (`$pow_shield_bits`).
 fn payment(
     r: &Request,
     mcf: &MainConf,
     stores: &Stores,
-    subject: &Subject,
+    store_key: &[u8],
     key: &[u8],
     policy: &Policy,
 ) -> (Payment, Option<u8>) {
-    if policy.limits.is_empty() || subject.key.is_empty() {
+    if policy.limits.is_empty() || store_key.is_empty() {
         return (Payment::Unpaid, None);
     }
     let (token, proof) = pow_headers(r);
@@ -211,7 +212,7 @@ fn payment(
         forgive: solved.struck,
         retry_at_ms: solved.retry_at_ms,
     };
-    let paid = match stores.accepts(solved.generation, subject.key) {
+    let paid = match stores.accepts(solved.generation, store_key) {
         Spendable::Now => Payment::Valid(solution),
         // Elsewhere during an outage, or a generation being learnt: a
         // fresh challenge that takes back what this one would have.

@@ -25,7 +25,7 @@ impl TableKey {
         // every key fits inline.
         let mut bytes = [0u8; INLINE_KEY];
         let mut at = 0;
-        for part in parts {
+        for part in parts.iter().filter(|part| !part.is_empty()) {
             match bytes.get_mut(at..at + part.len()) {
                 Some(dst) => dst.copy_from_slice(part),
                 None => return Self::hashed(parts),

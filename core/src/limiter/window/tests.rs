@@ -466,5 +466,31 @@ fn stepping_through_the_slots_counts_as_working_each_one_out() {
             assert_eq!(fast.counted(grid, at), slow.counted_slot_by_slot(grid, at));
             assert_eq!(fast, slow);
         }
+        // Any bytes are a window (shared memory): the same for those.
+        for _ in 0..2_000 {
+            let period = match next() % 4 {
+                0 => next() % (2 * SLOTS as u64),
+                1 => next() >> (next() % 64),
+                _ => SLOTS as u64 + next() % 1_000_000,
+            };
+            let mut any = SlidingWindow {
+                period,
+                ..SlidingWindow::default()
+            };
+            for i in 0..SLOTS {
+                any.count[i] = (next() % 3) as u32;
+                any.last[i] = (next() % (grid.width * 2 + 1)) as u32;
+            }
+            let at = match next() % 4 {
+                0 => next() >> (next() % 64),
+                _ => grid
+                    .start(period)
+                    .saturating_add(next() % (3 * grid.window))
+                    .saturating_sub(grid.window),
+            };
+            let (mut fast, mut slow) = (any, any);
+            assert_eq!(fast.counted(grid, at), slow.counted_slot_by_slot(grid, at));
+            assert_eq!(fast, slow);
+        }
     }
 }
