@@ -23,7 +23,7 @@ use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
-use pow_shield_core::store::{Solution, Subject};
+use pow_shield_core::store::{LimitKeys, Solution, Subject};
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -118,14 +118,7 @@ fn decide(r: &mut Request) -> Status {
         }
     };
     // (Made once the decision is: `payment` needs only the key.)
-    let subject = Subject {
-        key: store_key,
-        limits: policy.limits,
-        limit_keys,
-        approx: policy.approx,
-        rules: policy.breaker,
-        rising: policy.difficulty.rises(),
-    };
+    let subject = subject(policy, store_key, limit_keys);
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
@@ -149,6 +142,20 @@ fn decide(r: &mut Request) -> Status {
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     log_lines::log(r, policy, key, &done);
     respond(r, mcf, &stores, state, policy, key, done)
+}
+
+/// What the stores are asked about: made in place, the location's limits
+/// copied once (a struct literal in `decide` copied them twice).
+#[inline(never)]
+fn subject<'a>(policy: &Policy, key: &'a [u8], limit_keys: LimitKeys<'a>) -> Subject<'a> {
+    Subject {
+        key,
+        limits: policy.limits,
+        limit_keys,
+        approx: policy.approx,
+        rules: policy.breaker,
+        rising: policy.difficulty.rises(),
+    }
 }
 
 /// The solution the request carries, verified now: a refusal's strike is

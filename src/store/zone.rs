@@ -163,12 +163,7 @@ impl Tables for Locked<'_> {
             Counted::Own(value) => (OWN_KEY, value),
             Counted::Spends(key) => (SPENDS_KEY, key),
         };
-        let bucket_key = TableKey::new(&[
-            &limit.requests.to_le_bytes(),
-            &limit.window_ms.to_le_bytes(),
-            own,
-            key,
-        ]);
+        let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, &[own, key]);
         let entry: *mut Entry = match self.zone.buckets.find(&bucket_key) {
             Some(entry) => entry,
             None => {
