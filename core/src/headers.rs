@@ -77,13 +77,31 @@ impl HeaderValues {
         numbers: &RateLimitNumbers,
         (x, ietf): (bool, bool),
     ) -> Self {
+        Self::made(Some(requests), name, numbers, (x, ietf))
+    }
+
+    /// As [`HeaderValues::new`], but `X-RateLimit-Limit` is left empty:
+    /// the limit's requests are the same in every response of a location,
+    /// and the module writes them once, at configuration time.
+    pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
+        Self::made(None, name, numbers, (x, ietf))
+    }
+
+    fn made(
+        requests: Option<u32>,
+        name: &LimitName,
+        numbers: &RateLimitNumbers,
+        (x, ietf): (bool, bool),
+    ) -> Self {
         let mut v = HeaderValues {
             buf: [0; VALUES_CAPACITY],
             len: 0,
             ends: [0; 4],
         };
         if x {
-            v.decimal(u64::from(requests));
+            if let Some(requests) = requests {
+                v.decimal(u64::from(requests));
+            }
             v.ends[0] = v.len;
             v.decimal(u64::from(numbers.remaining));
             v.ends[1] = v.len;
@@ -128,26 +146,28 @@ impl HeaderValues {
         self.len += n;
     }
 
-    /// `n`'s digits, written in place two at a time.
+    /// `n`'s digits, two at a time from the last, into a scratch of the
+    /// longest (20 digits), then appended.
     fn decimal(&mut self, mut n: u64) {
-        let end = self.len + n.checked_ilog10().map_or(1, |d| d as usize + 1);
-        let Some(out) = self.buf.get_mut(self.len..end) else {
-            return;
-        };
-        let mut at = out.len();
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
         while n >= 100 {
             let pair = (n % 100) as usize * 2;
             n /= 100;
             at -= 2;
-            out[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+            digits[at] = PAIRS[pair];
+            digits[at + 1] = PAIRS[pair + 1];
         }
         if n >= 10 {
             let pair = n as usize * 2;
-            out[..2].copy_from_slice(&PAIRS[pair..pair + 2]);
+            at -= 2;
+            digits[at] = PAIRS[pair];
+            digits[at + 1] = PAIRS[pair + 1];
         } else {
-            out[0] = b'0' + n as u8;
+            at -= 1;
+            digits[at] = b'0' + n as u8;
         }
-        self.len = end;
+        self.push(&digits[at..]);
     }
 }
 
@@ -223,6 +243,18 @@ mod tests {
         assert_eq!(ietf.get(Value::Limit), b"");
         assert_eq!(ietf.get(Value::Reset), b"");
         assert_eq!(ietf.get(Value::RateLimit), b"\"api\";r=4;t=5");
+    }
+
+    #[test]
+    fn varying_values_are_the_same_without_the_limit() {
+        let name = LimitName::new("api").unwrap();
+        let n = numbers(4, 100, 5);
+        let all = HeaderValues::new(5, &name, &n, (true, true));
+        let varying = HeaderValues::varying(&name, &n, (true, true));
+        assert_eq!(varying.get(Value::Limit), b"");
+        for v in [Value::Remaining, Value::Reset, Value::RateLimit] {
+            assert_eq!(varying.get(v), all.get(v));
+        }
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub struct Policy {
     /// `RateLimit-Policy`, fixed by the limits, made once (configuration
     /// pool memory).
     pub ietf_policy: ngx_str_t,
+    /// Each limit's `X-RateLimit-Limit` (its requests), made once the
+    /// same way (empty: made per response).
+    pub x_limits: [ngx_str_t; MAX_LIMITS],
     /// Each limit's index in `MainConf::limit_names` (named or stacked
     /// limits only).
     pub limit_metrics: [Option<u8>; MAX_LIMITS],
@@ -157,22 +160,12 @@ pub struct Policy {
     pub price_id: u64,
     /// `pow_shield_work`: what pays its challenges.
     pub work: pow_shield_core::protocol::Work,
+    /// What the pure decision needs of the policy (the settings above,
+    /// made once: a request's decision reads them in place).
+    pub rules: Rules,
 }
 
 impl Policy {
-    /// What the pure decision needs of the policy.
-    pub fn rules(&self) -> Rules {
-        Rules {
-            limits: self.limits,
-            difficulty: self.difficulty,
-            breaker: self.breaker,
-            fail: self.fail,
-            dry_run: self.dry_run,
-            trap: self.trap,
-            pay_ahead: self.pay_ahead,
-        }
-    }
-
     /// The policy of merged settings; `default_key` where none is set.
     /// The header texts are left empty.
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
@@ -196,9 +189,19 @@ impl Policy {
             fail: r.fail,
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
+            x_limits: [ngx_str_t::default(); MAX_LIMITS],
             limit_metrics: [None; MAX_LIMITS],
             price_id: price_policy(&r.limits, r.approx, r.difficulty, r.work),
             work: r.work,
+            rules: Rules {
+                limits: r.limits,
+                difficulty: r.difficulty,
+                breaker: r.breaker,
+                fail: r.fail,
+                dry_run: r.dry_run,
+                trap: r.trap,
+                pay_ahead: r.pay_ahead,
+            },
         }
     }
 }
@@ -327,6 +330,14 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             return NGX_CONF_ERROR;
         };
         conf.policy.ietf_policy = ietf_policy;
+        for (i, limit) in conf.policy.limits.as_slice().iter().enumerate() {
+            let text = limit.requests.to_string();
+            // SAFETY: as above.
+            let Some(x_limit) = (unsafe { ngx_str_t::from_bytes(cf.pool, text.as_bytes()) }) else {
+                return NGX_CONF_ERROR;
+            };
+            conf.policy.x_limits[i] = x_limit;
+        }
         if !conf.policy.limits.is_plain() {
             for i in 0..conf.policy.limits.len() {
                 let name = conf.policy.limits.name(i).to_string();

@@ -70,7 +70,9 @@ pub(super) fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
 /// decision asked for one. Its 429 counted no strike: paying it takes none
 /// back, and under the limit it is not spent.
 pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Option<()> {
-    let Some((done, _)) = state.decided else {
+    // (A reference: every passed response comes here, most with nothing
+    // to add.)
+    let Some((done, _)) = &state.decided else {
         return Some(());
     };
     let (Some(bits), Some(mcf)) = (done.next, PowShield::main_conf(r)) else {
@@ -84,7 +86,7 @@ pub(super) fn add_next_challenge(r: &mut Request, state: &RequestState) -> Optio
     };
     // The next challenge is an offer: a response goes out without one
     // rather than not at all.
-    let Some(challenge) = issue(r, mcf, state.policy(), key, &done, bits, false) else {
+    let Some(challenge) = issue(r, mcf, state.policy(), key, done, bits, false) else {
         return Some(());
     };
     let (bits, difficulty) = (challenge.bits.to_string(), challenge.difficulty.to_string());

@@ -23,7 +23,7 @@ use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
 use pow_shield_core::metrics::{self, Decided};
-use pow_shield_core::store::{Solution, Subject};
+use pow_shield_core::store::{LimitKeys, Solution, Subject};
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -98,27 +98,27 @@ fn decide(r: &mut Request) -> Status {
         };
         *value = dry;
     }
-    let subject = Subject {
-        key: store_key,
-        limits: policy.limits,
-        limit_keys,
-        approx: policy.approx,
-        rules: policy.breaker,
-        rising: policy.difficulty.rises(),
+    // (Only a request resumed after a store's answer has one kept: the
+    // first pass does not move an empty one out of the state.)
+    let kept = match st().decision.is_some() {
+        true => st().decision.take(),
+        false => None,
     };
-    let mut decision = match st().decision.take() {
+    let mut decision = match kept {
         Some(decision) => decision,
         None => {
-            let (mut paid, bits) = payment(r, mcf, &stores, &subject, key, policy);
+            let (mut paid, bits) = payment(r, mcf, &stores, store_key, key, policy);
             // Decided again after a redirect: the token may be the payment
             // of the policy before.
             if st().earlier.is_some() {
                 paid = after_redirect(paid, st().paid_before);
             }
             st().paid_bits = bits;
-            Decision::new(policy.rules(), paid, key.is_empty())
+            Decision::of(&policy.rules, paid, key.is_empty())
         }
     };
+    // (Made once the decision is: `payment` needs only the key.)
+    let subject = subject(policy, store_key, limit_keys);
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
@@ -144,20 +144,34 @@ fn decide(r: &mut Request) -> Status {
     respond(r, mcf, &stores, state, policy, key, done)
 }
 
+/// What the stores are asked about: made in place, the location's limits
+/// copied once (a struct literal in `decide` copied them twice).
+#[inline(never)]
+fn subject<'a>(policy: &Policy, key: &'a [u8], limit_keys: LimitKeys<'a>) -> Subject<'a> {
+    Subject {
+        key,
+        limits: policy.limits,
+        limit_keys,
+        approx: policy.approx,
+        rules: policy.breaker,
+        rising: policy.difficulty.rises(),
+    }
+}
+
 /// The solution the request carries, verified now: a refusal's strike is
 /// then written in the check's round trip. Only consulted when the client
 /// is over its limit.
-/// `key` is the client's own (a dry run's stores count under another).
-/// With it, the bits a verified solution proved (`$pow_shield_bits`).
+/// `key` is the client's own, `store_key` the one the stores count it
+/// under (a dry run's is another). With it, the bits a verified solution proved (`$pow_shield_bits`).
 fn payment(
     r: &Request,
     mcf: &MainConf,
     stores: &Stores,
-    subject: &Subject,
+    store_key: &[u8],
     key: &[u8],
     policy: &Policy,
 ) -> (Payment, Option<u8>) {
-    if policy.limits.is_empty() || subject.key.is_empty() {
+    if policy.limits.is_empty() || store_key.is_empty() {
         return (Payment::Unpaid, None);
     }
     let (token, proof) = pow_headers(r);
@@ -205,7 +219,7 @@ fn payment(
         forgive: solved.struck,
         retry_at_ms: solved.retry_at_ms,
     };
-    let paid = match stores.accepts(solved.generation, subject.key) {
+    let paid = match stores.accepts(solved.generation, store_key) {
         Spendable::Now => Payment::Valid(solution),
         // Elsewhere during an outage, or a generation being learnt: a
         // fresh challenge that takes back what this one would have.

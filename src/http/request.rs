@@ -26,12 +26,16 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     let (mut token, mut proof) = (None, Proof::default());
     for (key, value) in r.headers_in_iterator() {
         let key = key.as_bytes();
-        if token.is_none() && key.eq_ignore_ascii_case(b"x-pow-challenge") {
-            token = Some(value.as_bytes());
-        } else if proof.nonce.is_none() && key.eq_ignore_ascii_case(b"x-pow-nonce") {
-            proof.nonce = Some(value.as_bytes());
-        } else if proof.solution.is_none() && key.eq_ignore_ascii_case(b"x-pow-solution") {
-            proof.solution = Some(value.as_bytes());
+        // By length first: most headers are none of the three, and are
+        // passed over without a byte compared.
+        let slot = match key.len() {
+            15 if key.eq_ignore_ascii_case(b"x-pow-challenge") => &mut token,
+            11 if key.eq_ignore_ascii_case(b"x-pow-nonce") => &mut proof.nonce,
+            14 if key.eq_ignore_ascii_case(b"x-pow-solution") => &mut proof.solution,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = Some(value.as_bytes());
         }
     }
     (token, proof)
@@ -91,6 +95,11 @@ pub(super) fn limit_keys<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
     // it is live while the values are read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.limit_keys.is_none() {
+        // No `key=` at all (the common case): nothing to evaluate, and the
+        // state keeps `None`, which reads as every limit per client key.
+        if st.policy().limit_keys.iter().all(|cv| cv.is_null()) {
+            return Some(CLIENT_KEYS);
+        }
         st.limit_keys = Some(evaluate_limit_keys(r, st.policy())?);
     }
     Some(st.limit_keys.map_or(CLIENT_KEYS, pooled_limit_keys))
@@ -124,10 +133,20 @@ pub(super) fn pooled_limit_keys<'r>(kept: [Option<Pooled>; MAX_LIMITS]) -> Limit
 /// machinery: every request of a location with the default key needs it.
 fn default_key(r: &Request) -> Option<&[u8]> {
     let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: a request's connection is live while the request is, and
-    // nginx filled its sockaddr.
-    let id = client_id(unsafe { peer_ip(&*raw.connection) });
-    let id = id.as_bytes();
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*raw.connection };
+    // An IPv4 peer's identity is its address's text, which nginx wrote
+    // already (and realip rewrites with the address): no formatting.
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let made;
+    let id = match unsafe { ipv4_text(c) } {
+        Some(text) => text,
+        None => {
+            // SAFETY: as above.
+            made = client_id(unsafe { peer_ip(c) });
+            made.as_bytes()
+        }
+    };
     let len = 1 + id.len();
     // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
     // written in full before they are read.
@@ -173,6 +192,19 @@ pub(super) fn is_address_key(r: &Request, key: &[u8]) -> bool {
             Some(IpAddr::V6(v6)) => key == v6.octets(),
             None => false,
         }
+}
+
+/// `$remote_addr` of an IPv4 peer (after realip), which is its
+/// `client_id` (nginx writes the four octets in decimal, as it does);
+/// `None` for any other peer, or a connection without the text.
+///
+/// # Safety
+/// `c` is a live connection whose `sockaddr` nginx filled.
+unsafe fn ipv4_text(c: &ngx_connection_t) -> Option<&[u8]> {
+    // SAFETY: nginx's sockaddr is at least a `sockaddr` (checked non-null).
+    let family = unsafe { c.sockaddr.as_ref() }.map(|sa| i32::from(sa.sa_family));
+    let text = bytes(&c.addr_text);
+    (family == Some(libc::AF_INET) && !text.is_empty()).then_some(text)
 }
 
 /// The peer's IP address (after realip), or `None` for UNIX-domain sockets

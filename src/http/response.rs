@@ -213,26 +213,33 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
 /// time; the numbers are written by hand into one buffer, copied into the
 /// request pool at once.
 pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<()> {
+    let policy = state.policy();
+    let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
+    let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
+    // (`pow_shield_headers off`: nothing read.)
+    if !x && !ietf {
+        return Some(());
+    }
     let Some((verdict, decided_at_ms)) = state
         .decided
-        .and_then(|(done, at)| Some((done.verdict?, at)))
+        .as_ref()
+        .and_then(|(done, at)| Some((done.verdict?, *at)))
     else {
         return Some(());
     };
-    let policy = state.policy();
     let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
     // The limit the verdict is of: the tightest, or the one that refused.
     let at = usize::from(verdict.limit);
     let Some(limit) = policy.limits.get(at) else {
         return Some(()); // no limit here (a trap): no rate-limit headers
     };
-    let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
-    let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
-    if !x && !ietf {
-        return Some(());
-    }
     let name = item_name(&policy.limits, at);
-    let values = HeaderValues::new(limit.requests, &name, &numbers, (x, ietf));
+    // `X-RateLimit-Limit` as made at configuration time.
+    let fixed = policy.x_limits.get(at).copied().filter(|s| s.len > 0);
+    let values = match fixed {
+        Some(_) => HeaderValues::varying(&name, &numbers, (x, ietf)),
+        None => HeaderValues::new(limit.requests, &name, &numbers, (x, ietf)),
+    };
     let text = values.as_bytes();
     let raw: *mut ngx_http_request_t = r.into();
     // SAFETY: the request's pool lives as long as the request; the copy is
@@ -258,7 +265,7 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
             r,
             "X-RateLimit-Limit",
             "x-ratelimit-limit",
-            value(Value::Limit),
+            fixed.unwrap_or_else(|| value(Value::Limit)),
         )?;
         push_header(
             r,

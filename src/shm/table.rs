@@ -209,6 +209,19 @@ impl Table {
         }
     }
 
+    /// As [`Table::expire`], for a table whose entries are all in queue 0
+    /// (buckets, breakers: least recently used first): the other queues,
+    /// always empty there, are not looked at.
+    pub fn expire_lru(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
+        for _ in 0..n {
+            match self.tail(0) {
+                // SAFETY: `tail` returns a linked entry of this table.
+                Some(e) if unsafe { (*e).expires_at_ms } <= now_ms => self.remove(e, alloc),
+                _ => break,
+            }
+        }
+    }
+
     /// Moves `entry` to the head of queue `queue` (a lifetime class).
     pub fn requeue(&mut self, entry: &mut Entry, queue: usize) {
         let head: *mut ngx_queue_t = &mut self.queues[queue.min(LIFETIME_CLASSES - 1)];

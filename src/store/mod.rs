@@ -152,7 +152,8 @@ impl Stores {
     /// The stores for a request under `fail`.
     pub fn new(mcf: &MainConf, fail: FailPolicy) -> Self {
         Stores {
-            redis: REDIS.try_with(|r| r.borrow().clone()).ok().flatten(),
+            // (Local mode: no thread-local to look up.)
+            redis: mcf.redis().and_then(|_| redis_store()),
             zone: ZoneStore::new(mcf),
             fail,
         }

@@ -75,21 +75,22 @@ impl ZoneStore {
         self.zone.with_locked(|zone, alloc| {
             // As a request passes it expires a few stale entries of the
             // tables it uses.
+            // (Buckets and breakers live in one queue each.)
             match op {
                 Op::Check { .. } => {
                     zone.buckets
-                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                     zone.strikes
-                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                 }
                 Op::Spend(_) | Op::Forgive(_) => {
                     zone.strikes
-                        .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+                        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                     zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);
                 }
                 Op::Strike => zone
                     .strikes
-                    .expire(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST),
+                    .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST),
             }
             store::run(
                 &mut Locked {
@@ -162,12 +163,7 @@ impl Tables for Locked<'_> {
             Counted::Own(value) => (OWN_KEY, value),
             Counted::Spends(key) => (SPENDS_KEY, key),
         };
-        let bucket_key = TableKey::new(&[
-            &limit.requests.to_le_bytes(),
-            &limit.window_ms.to_le_bytes(),
-            own,
-            key,
-        ]);
+        let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, &[own, key]);
         let entry: *mut Entry = match self.zone.buckets.find(&bucket_key) {
             Some(entry) => entry,
             None => {
@@ -201,6 +197,11 @@ impl Tables for Locked<'_> {
         create: bool,
         f: impl FnOnce(&mut StrikeCounter) -> R,
     ) -> Result<Option<R>, NoRoom> {
+        // No breaker in the zone (no client struck lately): nothing to
+        // look up, nor a key to make for it.
+        if !create && self.zone.strikes.stats().0 == 0 {
+            return Ok(None);
+        }
         let client = TableKey::new(&[key]);
         let entry = if create {
             match breaker_entry(self.zone, self.alloc, &client) {

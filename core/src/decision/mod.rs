@@ -26,7 +26,7 @@ mod tests;
 pub use difficulty::{price_policy, DifficultyRule};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use crate::limiter::{Limits, Spent, Verdict};
+use crate::limiter::{Limits, Spent, Verdict, MAX_LIMITS};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
 use crate::store::{Checked, Offence, Op, Reply, Solution, Struck};
 use crate::syntax::FailPolicy;
@@ -186,10 +186,51 @@ pub struct Rules {
     pub pay_ahead: bool,
 }
 
+/// What a decision keeps of its [`Rules`]: of the limits only how many
+/// requests each allows (its price's scale), not their names and keys. A
+/// decision is made, moved and kept for every request: it copies a few
+/// words, not the location's whole limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kept {
+    requests: [u32; MAX_LIMITS],
+    limits: u8,
+    difficulty: DifficultyRule,
+    breaker: BreakerRules,
+    fail: FailPolicy,
+    dry_run: bool,
+    trap: bool,
+    pay_ahead: bool,
+}
+
+impl Kept {
+    fn of(rules: &Rules) -> Kept {
+        let mut requests = [0; MAX_LIMITS];
+        let limits = rules.limits.as_slice();
+        for (kept, limit) in requests.iter_mut().zip(limits) {
+            *kept = limit.requests;
+        }
+        Kept {
+            requests,
+            limits: limits.len() as u8,
+            difficulty: rules.difficulty,
+            breaker: rules.breaker,
+            fail: rules.fail,
+            dry_run: rules.dry_run,
+            trap: rules.trap,
+            pay_ahead: rules.pay_ahead,
+        }
+    }
+
+    /// Requests limit number `i` allows, if there is one.
+    fn requests(&self, i: usize) -> Option<u32> {
+        self.requests[..usize::from(self.limits)].get(i).copied()
+    }
+}
+
 /// One request's decision, kept between store round trips.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
-    rules: Rules,
+    rules: Kept,
     payment: Payment,
     exempt: bool,
     /// What was asked last, that the next reply answers.
@@ -206,8 +247,13 @@ pub struct Decision {
 impl Decision {
     /// `exempt`: the key is empty.
     pub fn new(rules: Rules, payment: Payment, exempt: bool) -> Self {
+        Self::of(&rules, payment, exempt)
+    }
+
+    /// As [`Decision::new`], from rules that stay where they are.
+    pub fn of(rules: &Rules, payment: Payment, exempt: bool) -> Self {
         Self {
-            rules,
+            rules: Kept::of(rules),
             payment,
             exempt,
             asked: None,
@@ -267,7 +313,7 @@ impl Decision {
         if self.exempt {
             return self.pass(Outcome::Exempt);
         }
-        if self.rules.limits.is_empty() {
+        if self.rules.limits == 0 {
             return self.pass(Outcome::Pass);
         }
         let offence = match self.payment {
@@ -499,11 +545,7 @@ impl Decision {
     /// The bits asked of a client with `strikes` that has had `over`
     /// requests refused under its limit number `limit`.
     fn price(&self, strikes: u32, limit: u8, over: u32) -> u8 {
-        let requests = self
-            .rules
-            .limits
-            .get(usize::from(limit))
-            .map_or(1, |l| l.requests);
+        let requests = self.rules.requests(usize::from(limit)).unwrap_or(1);
         self.rules.difficulty.for_client(strikes, over, requests)
     }
 

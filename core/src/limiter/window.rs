@@ -109,6 +109,47 @@ impl SlidingWindow {
     /// Requests counted at `now`, and when the oldest counted slot leaves;
     /// slots whose last request has left are emptied on the way.
     fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+        let oldest_age = SLOTS as u64 - 1;
+        match self.period.checked_mul(grid.width) {
+            // Every request runs this. With every slot's period real, no
+            // sum saturating (any clock but an absurd one) and every slot's
+            // last request within its slot (as `admit` writes them), the
+            // slots leave in order, oldest first, their trailing edges one
+            // width apart: the ones gone are the oldest, up to the first
+            // still counted, and the rest is one sum.
+            Some(newest_start)
+                if self.period >= oldest_age
+                    && newest_start
+                        .checked_add(grid.window)
+                        .and_then(|edge| edge.checked_add(u64::from(u32::MAX)))
+                        .is_some()
+                    && u64::from(self.last.iter().fold(0, |m, &l| m.max(l))) < grid.width =>
+            {
+                // When a request at the start of the oldest slot leaves.
+                let mut edge = newest_start - oldest_age * grid.width + grid.window;
+                let mut oldest = None;
+                for age in (0..SLOTS).rev() {
+                    let i = self.slot(age);
+                    if self.count[i] != 0 {
+                        let leaves = edge + u64::from(self.last[i]);
+                        if leaves > now {
+                            oldest = Some(leaves);
+                            break;
+                        }
+                        self.count[i] = 0;
+                        self.last[i] = 0;
+                    }
+                    edge = edge.wrapping_add(grid.width);
+                }
+                let total = self.count.iter().map(|&c| u64::from(c)).sum();
+                (total, oldest)
+            }
+            _ => self.counted_slot_by_slot(grid, now),
+        }
+    }
+
+    /// [`SlidingWindow::counted`], each slot's time worked out on its own.
+    fn counted_slot_by_slot(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
         let (mut total, mut oldest) = (0, None);
         for age in (0..SLOTS).rev() {
             let i = self.slot(age);

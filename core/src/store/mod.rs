@@ -448,8 +448,22 @@ fn check(
             ..Checked::default()
         });
     }
-    let (counted, n) = subject.counted_limits();
-    let verdict = match &counted[..n] {
+    // One limit (the common case): no list of the counted ones to make.
+    let (one, list);
+    let counted: &[(usize, RateLimit, Counted)] = match subject.limits.as_slice() {
+        [limit] => match subject.counted(0) {
+            Some(key) => {
+                one = [(0, *limit, key)];
+                &one
+            }
+            None => &[],
+        },
+        _ => {
+            list = subject.counted_limits();
+            &list.0[..list.1]
+        }
+    };
+    let verdict = match counted {
         [] => {
             return Ok(Checked {
                 verdict: Verdict {

@@ -21,28 +21,72 @@ pub struct TableKey {
 impl TableKey {
     /// The key made of `parts` concatenated.
     pub fn new(parts: &[&[u8]]) -> Self {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+        // One pass: every lookup of every request makes one, and nearly
+        // every key fits inline.
         let mut bytes = [0u8; INLINE_KEY];
-        let len = if total <= INLINE_KEY {
-            let mut at = 0;
-            for part in parts {
-                if let Some(dst) = bytes.get_mut(at..at + part.len()) {
-                    dst.copy_from_slice(part);
-                }
-                at += part.len();
+        let mut at = 0;
+        for part in parts.iter().filter(|part| !part.is_empty()) {
+            match bytes.get_mut(at..at + part.len()) {
+                Some(dst) => dst.copy_from_slice(part),
+                None => return Self::hashed(parts),
             }
-            total as u8
-        } else {
-            let mut h = Sha256::new();
-            for part in parts {
-                h.update(part);
-            }
-            bytes.copy_from_slice(&h.finalize());
-            HASHED
-        };
+            at += part.len();
+        }
+        let len = at as u8;
         Self {
             hash: key_hash(len, &bytes),
             len,
+            bytes,
+        }
+    }
+
+    /// The key of `parts` after a limit's numbers (its requests, then its
+    /// window, little-endian): `new(&[&requests, &window_ms, parts...])`,
+    /// with the fixed part written without a copy call (every request
+    /// makes a bucket's key).
+    pub fn after_limit(requests: u32, window_ms: u64, parts: &[&[u8]]) -> Self {
+        const FIXED: usize = 12;
+        let mut bytes = [0u8; INLINE_KEY];
+        bytes[..4].copy_from_slice(&requests.to_le_bytes());
+        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        let mut at = FIXED;
+        for part in parts.iter().filter(|part| !part.is_empty()) {
+            match bytes.get_mut(at..at + part.len()) {
+                Some(dst) => dst.copy_from_slice(part),
+                None => {
+                    let mut h = Sha256::new();
+                    h.update(&bytes[..FIXED]);
+                    for part in parts {
+                        h.update(part);
+                    }
+                    return Self::digest(h);
+                }
+            }
+            at += part.len();
+        }
+        let len = at as u8;
+        Self {
+            hash: key_hash(len, &bytes),
+            len,
+            bytes,
+        }
+    }
+
+    /// A key longer than [`INLINE_KEY`]: its SHA-256.
+    fn hashed(parts: &[&[u8]]) -> Self {
+        let mut h = Sha256::new();
+        for part in parts {
+            h.update(part);
+        }
+        Self::digest(h)
+    }
+
+    /// The key of what `h` has hashed.
+    fn digest(h: Sha256) -> Self {
+        let bytes: [u8; INLINE_KEY] = h.finalize().into();
+        Self {
+            hash: key_hash(HASHED, &bytes),
+            len: HASHED,
             bytes,
         }
     }
@@ -106,6 +150,25 @@ mod tests {
         assert_eq!(k.len_tag(), u8::MAX);
         assert_eq!(k.stored(), Sha256::digest(long).as_slice());
         assert_eq!(TableKey::new(&[&[b'x'; 32]]).len_tag(), 32);
+    }
+
+    #[test]
+    fn a_key_after_a_limit_is_the_key_of_all_its_parts() {
+        for parts in [
+            &[&b""[..], b"\x00127.0.0.1"][..],
+            &[b"\x01key=", b"site"],
+            &[b"\x01key=", &[b'n'; 20]],
+            &[b"\x01spends=", &[b'x'; 40]],
+        ] {
+            let (requests, window_ms) = (1_000_000u32, 60_000u64);
+            let (r, w) = (requests.to_le_bytes(), window_ms.to_le_bytes());
+            let mut all: Vec<&[u8]> = vec![&r, &w];
+            all.extend_from_slice(parts);
+            assert_eq!(
+                TableKey::after_limit(requests, window_ms, parts),
+                TableKey::new(&all)
+            );
+        }
     }
 
     #[test]

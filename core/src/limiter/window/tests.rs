@@ -435,3 +435,62 @@ fn against_the_exact_log_never_more_and_late_by_under_one_slot() {
         }
     }
 }
+
+#[test]
+fn stepping_through_the_slots_counts_as_working_each_one_out() {
+    // `counted`'s fast path against the slot-by-slot one, over windows
+    // written by many requests at uneven times, and read at many times.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (requests, window_ms) in [(5, 1_000), (60, 60_000), (1_000_000, 1_000), (3, 7)] {
+        let limit = RateLimit {
+            requests,
+            window_ms,
+        };
+        let grid = Grid::of(limit);
+        let mut state = SlidingWindow::default();
+        let mut now = next() % 1_000_000;
+        for _ in 0..2_000 {
+            now += next() % (window_ms / 8 + 2);
+            admit(&mut state, limit, now);
+            let at = now + next() % (window_ms * 2);
+            let (mut fast, mut slow) = (state, state);
+            let period = (at / grid.width).max(state.period);
+            fast.advance(period);
+            slow.advance(period);
+            assert_eq!(fast.counted(grid, at), slow.counted_slot_by_slot(grid, at));
+            assert_eq!(fast, slow);
+        }
+        // Any bytes are a window (shared memory): the same for those.
+        for _ in 0..2_000 {
+            let period = match next() % 4 {
+                0 => next() % (2 * SLOTS as u64),
+                1 => next() >> (next() % 64),
+                _ => SLOTS as u64 + next() % 1_000_000,
+            };
+            let mut any = SlidingWindow {
+                period,
+                ..SlidingWindow::default()
+            };
+            for i in 0..SLOTS {
+                any.count[i] = (next() % 3) as u32;
+                any.last[i] = (next() % (grid.width * 2 + 1)) as u32;
+            }
+            let at = match next() % 4 {
+                0 => next() >> (next() % 64),
+                _ => grid
+                    .start(period)
+                    .saturating_add(next() % (3 * grid.window))
+                    .saturating_sub(grid.window),
+            };
+            let (mut fast, mut slow) = (any, any);
+            assert_eq!(fast.counted(grid, at), slow.counted_slot_by_slot(grid, at));
+            assert_eq!(fast, slow);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# bench/callgrind.sh — instructions a request (valgrind's callgrind), for
+# stock nginx, limit_req and pow-shield's local mode (green), in one nginx:
+# the figure that does not swing with the machine's load, unlike req/s.
+#
+#   make build && bench/callgrind.sh
+#   CG_REQUESTS=5000 CG_CASES="limit_req local_noheaders" bench/callgrind.sh
+#   CG_ANNOTATE=local bench/callgrind.sh    also the module's functions for
+#                                           that case (callgrind_annotate)
+#
+# One nginx, single process (`master_process off; daemon off;
+# worker_processes 1`), runs under `valgrind --tool=callgrind` and serves
+# the same 62-byte static file as bench/run.sh on a port per case, with
+# the same configurations (`limit_req ... burst=1000000 nodelay`,
+# `pow_shield_limit 1000000 1s`, with and without `pow_shield_headers
+# off`). Per case: a check of the answer, CG_WARMUP requests, then
+# callgrind's counters are zeroed (`callgrind_control -z`), CG_REQUESTS
+# requests are sent on one keep-alive connection (curl -K), and the
+# counters dumped (`callgrind_control -d`): the dump's total divided by
+# CG_REQUESTS is the instructions a request, the whole of nginx's work for
+# it (reading, the phases, the static file, the filters, writing).
+# Loopback only; everything started here is stopped on exit.
+#
+# Environment (defaults in brackets):
+#   CG_REQUESTS   requests measured per case [2000]
+#   CG_WARMUP     requests before measuring, per case [50]
+#   CG_CASES      subset/order of: stock limit_req local local_noheaders
+#                 local_many [stock limit_req local local_noheaders]
+#   CG_ANNOTATE   a case whose profile is printed (callgrind_annotate,
+#                 inclusive, the module's and nginx's top functions) []
+#   CG_KEEP=1     keep the temp dir (config, log, callgrind dumps)
+#   NGINX, MODULE binaries [objs/nginx, objs/ngx_http_pow_shield_module.so]
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+REQUESTS=${CG_REQUESTS:-2000}
+WARMUP=${CG_WARMUP:-50}
+CASES=${CG_CASES:-stock limit_req local local_noheaders}
+ANNOTATE=${CG_ANNOTATE:-}
+
+die() { echo "bench/callgrind.sh: $*" >&2; exit 1; }
+
+if ! [[ $REQUESTS =~ ^[0-9]+$ ]] || ((REQUESTS < 1)); then
+    die "CG_REQUESTS must be a whole number >= 1"
+fi
+[[ $WARMUP =~ ^[0-9]+$ ]] || die "CG_WARMUP must be a whole number"
+[[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
+[[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"
+for tool in valgrind callgrind_control callgrind_annotate curl; do
+    command -v "$tool" >/dev/null || die "$tool not found: apt-get install -y valgrind curl"
+done
+declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
+    [local]="pow-shield local (green)" [local_noheaders]="local (green), headers off"
+    [local_many]="local, key/request")
+for c in $CASES; do [[ -n ${LABEL[$c]:-} ]] || die "unknown case '$c' in CG_CASES"; done
+[[ -z $ANNOTATE || " $CASES " == *" $ANNOTATE "* ]] || die "CG_ANNOTATE=$ANNOTATE is not in CG_CASES"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/pow-shield-callgrind.XXXXXX")
+chmod 0755 "$TMP"
+# Private copies, as bench/run.sh: `make build` rewrites objs/ in place.
+mkdir -p "$TMP/bin" "$TMP/html" "$TMP/cg"
+cp "$NGINX" "$TMP/bin/nginx"
+cp "$MODULE" "$TMP/bin/ngx_http_pow_shield_module.so"
+NGINX_SRC=$NGINX MODULE_SRC=$MODULE
+NGINX=$TMP/bin/nginx MODULE=$TMP/bin/ngx_http_pow_shield_module.so
+VG_PID=""
+
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+    local rc=$?
+    set +e
+    # Single process: QUIT is nginx's graceful stop; callgrind then writes
+    # its last dump (not read).
+    [[ -n $VG_PID ]] && stop_pid "$VG_PID" QUIT
+    if [[ ${CG_KEEP:-0} == 1 ]]; then echo "kept: $TMP"; else rm -rf "$TMP"; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/html/api.json"
+chmod -R a+rX "$TMP/html"
+URI=/api.json
+read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_NOHEADERS P_LOCAL_MANY <<<"$(free_ports 5)"
+declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
+    [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY)
+
+{
+    echo "master_process off;"
+    echo "daemon off;"
+    bench_conf_head "$TMP" "$MODULE" "$TMP/html" 64
+    cat <<EOF
+    pow_shield_zone 10m;
+    # One connection carries every request of a case.
+    keepalive_requests 1000000;
+    limit_req_zone \$binary_remote_addr zone=bench:10m rate=1000000r/s;
+    server { listen 127.0.0.1:$P_STOCK; location = $URI { } }
+    server {
+        listen 127.0.0.1:$P_LIMIT_REQ;
+        location = $URI { limit_req zone=bench burst=1000000 nodelay; }
+    }
+    server {
+        listen 127.0.0.1:$P_LOCAL;
+        location = $URI { pow_shield_limit 1000000 1s; }
+    }
+    server {
+        listen 127.0.0.1:$P_LOCAL_NOHEADERS;
+        location = $URI { pow_shield_limit 1000000 1s; pow_shield_headers off; }
+    }
+    server {
+        listen 127.0.0.1:$P_LOCAL_MANY;
+        location = $URI { pow_shield_limit 1000000 1s; pow_shield_key \$request_id; }
+    }
+}
+EOF
+} >"$TMP/nginx.conf"
+"$NGINX" -t -q -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" || die "nginx -t failed"
+
+# valgrind execs nginx in the same process: $! is nginx's pid.
+valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" \
+    "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" >"$TMP/valgrind.log" 2>&1 &
+VG_PID=$!
+for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$P_STOCK") 2>/dev/null && break
+    kill -0 "$VG_PID" 2>/dev/null || die "nginx under valgrind exited: $(tail -3 "$TMP/valgrind.log")"
+    sleep 0.1
+done
+
+requests() { # requests <case> <n>: n requests on one keep-alive connection
+    local i url="http://127.0.0.1:${PORT[$1]}$URI"
+    for ((i = 0; i < $2; i++)); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done |
+        timeout 600 curl -s -f -K - || die "$1: a request failed"
+}
+
+echo "== pow-shield bench/callgrind.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX_SRC, copied), single process"
+echo "module:   $MODULE_SRC (sha256 $(sha256sum "$MODULE" | cut -c1-12), git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src core 2>/dev/null || echo '+dirty'))"
+echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a case on one keep-alive connection (curl -K), after $WARMUP"
+echo
+
+declare -A PER
+for c in $CASES; do
+    hdr=$(curl -s -m 30 -o /dev/null -D - "http://127.0.0.1:${PORT[$c]}$URI" || true)
+    [[ $(awk 'NR==1 {print $2}' <<<"$hdr") == 200 ]] || die "$c: expected 200, got '$(head -1 <<<"$hdr")'"
+    case $c in
+    local_noheaders) ! grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: rate-limit headers sent" ;;
+    local*) grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit: is the module active?" ;;
+    esac
+    ((WARMUP > 0)) && requests "$c" "$WARMUP"
+    callgrind_control -z "$VG_PID" >/dev/null 2>&1 || die "callgrind_control -z failed"
+    requests "$c" "$REQUESTS"
+    callgrind_control -d "$c" "$VG_PID" >/dev/null 2>&1 || die "callgrind_control -d failed"
+    dump=""
+    for _ in $(seq 100); do
+        dump=$(grep -l "^desc: Trigger: dump $c\$" "$TMP"/cg/callgrind.out.* 2>/dev/null | head -1 || true)
+        [[ -n $dump ]] && grep -q '^totals:' "$dump" && break
+        sleep 0.1
+    done
+    [[ -n $dump ]] || die "$c: no callgrind dump"
+    total=$(awk '/^totals:/ {print $2}' "$dump")
+    PER[$c]=$(awk -v t="$total" -v n="$REQUESTS" 'BEGIN {printf "%.0f", t / n}')
+    [[ $c == "$ANNOTATE" ]] && cp "$dump" "$TMP/annotate.out"
+done
+
+ratio() { # ratio <case> <baseline>
+    [[ -n ${PER[$2]:-} ]] || { echo "-"; return; }
+    awk -v a="${PER[$1]}" -v b="${PER[$2]}" 'BEGIN {printf "%.3f", a / b}'
+}
+printf '%-28s %12s %10s %10s %12s\n' case "instr/req" "vs stock" "vs lim_req" "over stock"
+for c in $CASES; do
+    over=-
+    [[ -n ${PER[stock]:-} ]] && over=$((PER[$c] - PER[stock]))
+    printf '%-28s %12s %10s %10s %12s\n' "${LABEL[$c]}" "${PER[$c]}" "$(ratio "$c" stock)" \
+        "$(ratio "$c" limit_req)" "$over"
+done
+if [[ -n ${PER[local_noheaders]:-} && -n ${PER[limit_req]:-} ]]; then
+    echo
+    verdict=ok
+    ((PER[local_noheaders] <= PER[limit_req])) || verdict="MORE than limit_req"
+    echo "local, headers off vs limit_req: ${PER[local_noheaders]} vs ${PER[limit_req]} instructions a request: $verdict"
+fi
+
+if [[ -n $ANNOTATE ]]; then
+    echo
+    echo "== $ANNOTATE: inclusive instructions a request, top functions (callgrind_annotate)"
+    callgrind_annotate --inclusive=yes --threshold=100 "$TMP/annotate.out" 2>/dev/null |
+        awk -v n="$REQUESTS" 'match($0, /^ *[0-9,]+ +\( *[0-9.]+%\) +/) {
+            v = substr($0, 1, RLENGTH); sub(/\(.*/, "", v); gsub(/[ ,]/, "", v)
+            if (v / n >= 20) printf "%8.0f  %s\n", v / n, substr($0, RLENGTH + 1) }' |
+        sed -E 's#/root/\.cargo/registry/src/[^ ]*/nginx/src/##; s# \[[^]]*\]$##' | head -70
+fi
