@@ -69,6 +69,9 @@ pub struct MainConf {
     /// (no `key=`), with `approx`: what `pow_shield_admin` shows a client's
     /// counts under (at most `ADMIN_LIMITS`).
     pub admin_limits: Vec<(pow_shield_core::limiter::RateLimit, bool)>,
+    /// The distinct limits counted by their own `key=`, named: what
+    /// `pow_shield_admin` shows a `key=` value's counts under.
+    pub admin_keyed: Vec<pow_shield_core::admin::KeyedLimit>,
     /// The first `pow_shield_limit ... key=`, where it is (a Redis Cluster
     /// refuses it: `init_main_conf`).
     pub(crate) keyed_limit_at: Option<ConfAt>,
@@ -100,6 +103,7 @@ impl Default for MainConf {
             limit_names: Vec::new(),
             status: false,
             admin_limits: Vec::new(),
+            admin_keyed: Vec::new(),
             keyed_limit_at: None,
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
@@ -351,10 +355,14 @@ const ADMIN_LIMITS: usize = 32;
 fn note_admin_limits(mcf: &mut MainConf, policy: &Policy) {
     for (i, limit) in policy.limits.as_slice().iter().enumerate() {
         let seen = (*limit, policy.approx);
-        if policy.limit_keys[i].is_null()
-            && !mcf.admin_limits.contains(&seen)
-            && mcf.admin_limits.len() < ADMIN_LIMITS
-        {
+        if !policy.limit_keys[i].is_null() {
+            let keyed = pow_shield_core::admin::KeyedLimit {
+                name: policy.limits.name(i),
+                limit: *limit,
+                approx: policy.approx,
+            };
+            pow_shield_core::admin::note_keyed(&mut mcf.admin_keyed, keyed, ADMIN_LIMITS);
+        } else if !mcf.admin_limits.contains(&seen) && mcf.admin_limits.len() < ADMIN_LIMITS {
             mcf.admin_limits.push(seen);
         }
     }
