@@ -63,6 +63,9 @@ pub struct MainConf {
     /// The names of named or stacked limits, in the order first met: the
     /// `limit` label of the metrics (at most `metrics::LIMIT_NAMES`).
     pub limit_names: Vec<String>,
+    /// Each of `limit_names`' place in the metrics slots (`LimitPlaces`,
+    /// kept by name in the zone across reloads; set by `init_module`).
+    pub limit_places: Vec<Option<u8>>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
     /// The distinct limits of shielded locations counted per client key
@@ -101,6 +104,7 @@ impl Default for MainConf {
             redis: None,
             shielded: false,
             limit_names: Vec::new(),
+            limit_places: Vec::new(),
             status: false,
             admin_limits: Vec::new(),
             admin_keyed: Vec::new(),
@@ -117,6 +121,16 @@ impl Default for MainConf {
 impl MainConf {
     pub fn redis(&self) -> Option<&RedisConf> {
         self.redis.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The metrics place of the limit name at `at` in `limit_names`
+    /// (where it was before a reload; its position until `init_module`
+    /// placed them).
+    pub fn limit_place(&self, at: u8) -> Option<u8> {
+        match self.limit_places.get(usize::from(at)) {
+            Some(place) => *place,
+            None => Some(at),
+        }
     }
 }
 
