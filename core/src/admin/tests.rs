@@ -152,8 +152,9 @@ fn named(name: &str, requests: u32, approx: bool) -> KeyedLimit {
 #[test]
 fn a_lift_clears_each_readings_breaker_and_with_keyed_limits_the_values_counts() {
     // (key, keyed limits configured, breakers cleared, values cleared)
+    type Row<'a> = (&'a [u8], &'a [KeyedLimit], usize, Vec<Vec<u8>>);
     let net = b"198.51.100.0/24".as_slice();
-    let rows: [(&[u8], &[KeyedLimit], usize, Vec<Vec<u8>>); 4] = [
+    let rows: [Row; 4] = [
         (b"192.0.2.7", &[], 4, vec![]),
         (b"api:1041", &[], 2, vec![]),
         (
