@@ -153,6 +153,26 @@ Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s',
     is(admin($t, $lift_site->[0], $lift_site->[1])->status, 200, 'lift the site: 200');
     is(keyed($held->(admin($t, 'GET', '/pow-shield/admin?key=site')->json), 'site')->{count}
         // -1, 0, 'show after the lift: the site counts nothing');
+    # cluster mode: the admin location waits for Redis as the access
+    # handler does; Redis not answering within its timeout (3 s) is said,
+    # and a client gone while it waits leaves nothing behind
+
+    return unless $m->cluster;
+    $m->redis->pause;
+    my $gone = $t->send_request("GET /pow-shield/admin?key=site HTTP/1.1\r\nHost: localhost\r\n"
+        . "Connection: close\r\n\r\n");
+    close $gone;
+    $r = admin($t, 'GET', '/pow-shield/admin?key=site');
+    is($r->json->{redis}{error}, 'unavailable', 'Redis stopped: the view says Redis is unavailable');
+    is(keyed($r->json->{node}, 'site')->{count} // -1, 0, '... with the node\'s own');
+    $r = admin($t, 'DELETE', '/pow-shield/admin?key=198.51.100.0/24');
+    is($r->status, 503, 'Redis stopped: a lift is 503');
+    is($r->json->{lifted}{redis}, JSON::PP::false, '... lifted on the node only');
+    $m->redis->resume;
+    ok(eventually(10, sub { admin($t, 'DELETE', '/pow-shield/admin?key=198.51.100.0/24')->status
+        == 200 }), 'Redis back: a lift is 200 again (once the node tries Redis again)');
+    is(get($t, '198.51.100.9')->status, 200, 'the node serves on (the request gone while '
+        . 'it waited touched nothing)');
 });
 
 ###############################################################################
