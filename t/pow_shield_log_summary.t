@@ -76,7 +76,8 @@ sub from {
 # the lines of the rejections themselves (nginx appends the client)
 sub rejections {
     my ($ip, $what) = @_;
-    return $t->error_log_count(qr/pow_shield: \Q$what\E, client: \Q$ip\E,/);
+    # (a refusal by a limit names it: t/pow_shield_log_limits.t)
+    return $t->error_log_count(qr/pow_shield: \Q$what\E(?:: limit=\S+)?, client: \Q$ip\E,/);
 }
 
 # the summary lines of a client, and the rejections they count

@@ -9,6 +9,12 @@
 //! is also a `pow_shield_key` value's (an API key, a `map` result). Each has
 //! a dry run's twin (its strikes never block anywhere). A lift clears all
 //! of them; the view shows the first.
+//!
+//! Any key is also read as a `pow_shield_limit ... key=` value (a network
+//! such as `198.51.100.0/24`, an AS, `site`): its count under each limit
+//! counted by `key=` (`keyed`), which a lift clears (the value starts its
+//! windows afresh; a client's own counts stay). [`Lift`] says what one
+//! lift clears, [`Answers`] what Redis's replies to one request add up to.
 
 use core::fmt::Write;
 use std::net::IpAddr;
@@ -17,9 +23,10 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::script_sha1;
 use crate::limiter::breaker::{Block, BreakerRules, StrikeCounter, BANNED_TRIPS};
 use crate::limiter::client::{client_id, DEFAULT_KEY_MARK};
-use crate::limiter::RateLimit;
+use crate::limiter::{LimitName, RateLimit};
 use crate::redis::command::{client_tag, encode};
 use crate::redis::script_call::{self, ScriptCall};
+use crate::store::Counted;
 
 /// The longest key accepted (a client key is a header value at most).
 pub const MAX_KEY: usize = 4096;
@@ -117,6 +124,69 @@ pub fn store_keys(key: &[u8]) -> (Vec<Vec<u8>>, Named) {
     (keys, named)
 }
 
+/// The `key=` values `key` names: itself and its dry run's twin (a dry
+/// run counts its `key=` values under the twin, `http::handler`).
+pub fn limit_values(key: &[u8]) -> [Vec<u8>; 2] {
+    [key.to_vec(), [DRY_RUN, key].concat()]
+}
+
+/// A limit counted by its own `key=`, as the view names it: its
+/// `name=` (or the name its numbers give), numbers and kind. Limits of
+/// the same numbers and kind count a value in one place (the zone's and
+/// Redis's keys do not name the `key=`), so the view lists each once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyedLimit {
+    pub name: LimitName,
+    pub limit: RateLimit,
+    pub approx: bool,
+}
+
+/// Notes `seen` among the keyed limits the view shows (the first name of
+/// each numbers and kind; at most `most`).
+pub fn note_keyed(keyed: &mut Vec<KeyedLimit>, seen: KeyedLimit, most: usize) {
+    let known = keyed
+        .iter()
+        .any(|k| k.limit == seen.limit && k.approx == seen.approx);
+    if !known && keyed.len() < most {
+        keyed.push(seen);
+    }
+}
+
+/// The (limit, kind) pairs of `keyed`, as the show call reads them.
+pub fn counted_as(keyed: &[KeyedLimit]) -> Vec<(RateLimit, bool)> {
+    keyed.iter().map(|k| (k.limit, k.approx)).collect()
+}
+
+/// What one lift clears: each client reading's breaker (strikes,
+/// openings, block, ban; its counts stay), and each `key=` value's count
+/// under every keyed limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lift {
+    pub breakers: Vec<Vec<u8>>,
+    /// Empty when no limit counts by `key=`.
+    pub values: Vec<Vec<u8>>,
+}
+
+impl Lift {
+    /// The lift of `key` where `keyed` limits count by `key=`.
+    pub fn of(key: &[u8], keyed: &[KeyedLimit]) -> Lift {
+        let values = match keyed.is_empty() {
+            true => Vec::new(),
+            false => limit_values(key).into(),
+        };
+        Lift {
+            breakers: store_keys(key).0,
+            values,
+        }
+    }
+
+    /// Redis calls it takes: one per breaker and one per value (each its
+    /// own slot).
+    pub fn calls(&self) -> usize {
+        self.breakers.len() + self.values.len()
+    }
+}
+
 /// `$pow_shield_client` of an address text (an IPv6 /64 written as the
 /// variable writes it names its own network).
 fn address(key: &[u8]) -> Option<String> {
@@ -176,17 +246,21 @@ impl BreakerView {
 /// One limit's count for the client, from a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LimitView {
+    /// A keyed limit's name (the client's limits are listed by numbers).
+    pub name: Option<LimitName>,
     pub limit: RateLimit,
     pub approx: bool,
     pub count: u32,
     pub reset_ms: u64,
 }
 
-/// What one store holds of the client.
+/// What one store holds of the key: as a client (its breaker, its counts
+/// under the limits counted per client key) and as a `key=` value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreView {
     pub breaker: BreakerView,
     pub limits: Vec<LimitView>,
+    pub keyed: Vec<LimitView>,
 }
 
 /// Reads the client's breaker and limits in one Redis (KEYS: strikes,
@@ -194,9 +268,18 @@ pub struct StoreView {
 /// kind, `w` or `a`, and window ms).
 pub const SHOW_SCRIPT: &str = include_str!("cluster/scripts/admin_show.lua");
 
-/// The show call for the client `key` under `prefix`, for `limits`.
-pub fn show_call(prefix: &str, key: &[u8], limits: &[(RateLimit, bool)]) -> (Vec<u8>, usize) {
-    let tag = client_tag(key);
+/// The hash tag of `whose` keys: a client's, or a `key=` value's own.
+pub fn tag_of(whose: Counted) -> String {
+    match whose {
+        Counted::Client(key) | Counted::Spends(key) => client_tag(key),
+        Counted::Own(value) => keys::own_tag(value),
+    }
+}
+
+/// The show call for `whose` counts under `prefix`, for `limits` (a
+/// `key=` value has no breaker: its three keys read 0).
+pub fn show_call(prefix: &str, whose: Counted, limits: &[(RateLimit, bool)]) -> (Vec<u8>, usize) {
+    let tag = tag_of(whose);
     let mut call = ScriptCall::new(
         &script_sha1(SHOW_SCRIPT),
         3 + limits.len(),
@@ -242,6 +325,7 @@ pub fn show_reply(reply: &[i64], limits: &[(RateLimit, bool)]) -> Option<StoreVi
     let mut views = Vec::with_capacity(limits.len());
     for (i, &(limit, approx)) in limits.iter().enumerate() {
         views.push(LimitView {
+            name: None,
             limit,
             approx,
             count: small(5 + 2 * i)?,
@@ -251,26 +335,54 @@ pub fn show_reply(reply: &[i64], limits: &[(RateLimit, bool)]) -> Option<StoreVi
     Some(StoreView {
         breaker,
         limits: views,
+        keyed: Vec::new(),
     })
 }
 
-/// The lift of the client `key` in one Redis: its strikes, trips, unpaid
-/// strikes and spends waiting for a strike, deleted (one slot).
-pub fn lift_command(prefix: &str, key: &[u8]) -> Vec<u8> {
-    let tag = client_tag(key);
-    let names: Vec<Vec<u8>> = [
-        ClientKey::Strikes,
-        ClientKey::Trips,
-        ClientKey::Unpaid,
-        ClientKey::Paid,
-    ]
-    .into_iter()
-    .map(|which| {
-        let mut w = Vec::new();
-        keys::write(&mut w, prefix.as_bytes(), tag.as_bytes(), which);
-        w
-    })
-    .collect();
+/// A `key=` value's counts as the show call read them (`counts`: its reply's
+/// limits, in `keyed`'s order), named.
+pub fn keyed_views(counts: &[LimitView], keyed: &[KeyedLimit]) -> Vec<LimitView> {
+    counts
+        .iter()
+        .zip(keyed)
+        .map(|(view, k)| LimitView {
+            name: Some(k.name),
+            ..*view
+        })
+        .collect()
+}
+
+/// The lift of `whose` in one Redis, one `DEL` in its slot: a client's
+/// strikes, trips, unpaid strikes and spends waiting for a strike; a
+/// `key=` value's logs, counters and refusals under each of `keyed`.
+pub fn lift_command(prefix: &str, whose: Counted, keyed: &[(RateLimit, bool)]) -> Vec<u8> {
+    let tag = tag_of(whose);
+    let which: Vec<ClientKey> = match whose {
+        Counted::Own(_) => keyed
+            .iter()
+            .flat_map(|&(limit, _)| {
+                [
+                    ClientKey::Window(limit),
+                    ClientKey::Approx(limit),
+                    ClientKey::Refused(limit),
+                ]
+            })
+            .collect(),
+        _ => vec![
+            ClientKey::Strikes,
+            ClientKey::Trips,
+            ClientKey::Unpaid,
+            ClientKey::Paid,
+        ],
+    };
+    let names: Vec<Vec<u8>> = which
+        .into_iter()
+        .map(|which| {
+            let mut w = Vec::new();
+            keys::write(&mut w, prefix.as_bytes(), tag.as_bytes(), which);
+            w
+        })
+        .collect();
     let mut words: Vec<&[u8]> = vec![b"DEL"];
     words.extend(names.iter().map(Vec::as_slice));
     let mut out = Vec::new();
@@ -286,6 +398,85 @@ pub enum FromRedis {
     Answered(StoreView),
     Lifted,
     Unavailable,
+}
+
+/// Which show call a reply answers: the key's as a client, or as a
+/// `key=` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Client,
+    Keyed,
+}
+
+/// Redis's replies to one admin request as they come, and what they add
+/// up to once the last is in: a view is Redis's only if every call was
+/// answered, a lift done only if every `DEL` was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answers {
+    left: usize,
+    lift: bool,
+    failed: bool,
+    view: StoreView,
+}
+
+impl Answers {
+    /// A view: the client call, and the keyed call when limits count by
+    /// `key=`.
+    pub fn view(keyed: bool) -> Answers {
+        Answers {
+            left: 1 + usize::from(keyed),
+            lift: false,
+            failed: false,
+            view: StoreView::default(),
+        }
+    }
+
+    /// A lift of `calls` commands.
+    pub fn lift(calls: usize) -> Answers {
+        Answers {
+            left: calls,
+            lift: true,
+            failed: false,
+            view: StoreView::default(),
+        }
+    }
+
+    /// A show call's reply (`None`: Redis did not answer it); `keyed`
+    /// names a keyed reply's counts. Redis's answer once the last is in.
+    pub fn shown(
+        &mut self,
+        part: Part,
+        view: Option<StoreView>,
+        keyed: &[KeyedLimit],
+    ) -> Option<FromRedis> {
+        match (view, part) {
+            (None, _) => self.failed = true,
+            (Some(view), Part::Client) => {
+                self.view.breaker = view.breaker;
+                self.view.limits = view.limits;
+            }
+            (Some(view), Part::Keyed) => self.view.keyed = keyed_views(&view.limits, keyed),
+        }
+        self.one_less()
+    }
+
+    /// A lift command's reply (`ok`: Redis took it).
+    pub fn lifted(&mut self, ok: bool) -> Option<FromRedis> {
+        self.failed |= !ok;
+        self.one_less()
+    }
+
+    fn one_less(&mut self) -> Option<FromRedis> {
+        self.left = self.left.saturating_sub(1);
+        if self.left > 0 {
+            return None;
+        }
+        Some(match (self.failed, self.lift) {
+            (true, _) => FromRedis::Unavailable,
+            (false, true) => FromRedis::Lifted,
+            (false, false) => FromRedis::Answered(core::mem::take(&mut self.view)),
+        })
+    }
 }
 
 /// The JSON of a view: the key, what it names, the mode, the node's zone
@@ -314,11 +505,15 @@ pub fn view_json(
     out
 }
 
-/// The JSON of a lift.
-pub fn lifted_json(key: &[u8], named: Named, redis: &FromRedis) -> String {
+/// The JSON of a lift (`keyed`: it cleared the key's counts as a
+/// `key=` value too).
+pub fn lifted_json(key: &[u8], named: Named, keyed: bool, redis: &FromRedis) -> String {
     let mut out = String::with_capacity(128);
     head(&mut out, key, named, redis);
     out.push_str(",\"lifted\":{\"node\":true");
+    if keyed {
+        out.push_str(",\"keyed\":true");
+    }
     match redis {
         FromRedis::None => {}
         FromRedis::Lifted | FromRedis::Answered(_) => out.push_str(",\"redis\":true"),
@@ -366,17 +561,27 @@ fn store_json(out: &mut String, view: &StoreView, rules: BreakerRules) {
         if banned { 0 } else { b.trips },
         b.trips_ms
     );
-    for (i, l) in view.limits.iter().enumerate() {
+    limits_json(out, &view.limits);
+    out.push_str("],\"keyed\":[");
+    limits_json(out, &view.keyed);
+    out.push_str("]}");
+}
+
+fn limits_json(out: &mut String, limits: &[LimitView]) {
+    for (i, l) in limits.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
+        out.push('{');
+        if let Some(name) = l.name {
+            let _ = write!(out, "\"limit\":\"{name}\",");
+        }
         let _ = write!(
             out,
-            "{{\"requests\":{},\"window_ms\":{},\"approx\":{},\"count\":{},\"reset_in_ms\":{}}}",
+            "\"requests\":{},\"window_ms\":{},\"approx\":{},\"count\":{},\"reset_in_ms\":{}}}",
             l.limit.requests, l.limit.window_ms, l.approx, l.count, l.reset_ms
         );
     }
-    out.push_str("]}");
 }
 
 /// A JSON string of `bytes` (not UTF-8: replaced; controls escaped).

@@ -12,8 +12,12 @@
 //! [`RejectionLog::drain`] when the worker exits.
 #![forbid(unsafe_code)]
 
+mod refused_by;
+
 use core::fmt;
 use std::collections::{BTreeMap, HashMap};
+
+pub use self::refused_by::{refusing_limit, RefusedBy};
 
 /// `pow_shield_log_summary` when no level sets it.
 pub const DEFAULT_INTERVAL_MS: u64 = 10_000;

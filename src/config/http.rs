@@ -95,6 +95,27 @@ pub(crate) fn adopt_zone_secret(cycle: &mut ngx_cycle_t) -> Status {
     Status::NGX_OK
 }
 
+/// `init_module`: places the configuration's limit names in the zone's
+/// metrics slots (`LimitPlaces`): a name counted before a reload counts on
+/// where it did, a new one starts at 0 (a place taken over from a name
+/// gone is zeroed; a reload's old workers, finishing their requests, may
+/// still add to it under the old name).
+pub(crate) fn place_limit_names(cycle: &mut ngx_cycle_t) {
+    let Some(mcf) = PowShield::main_conf_mut(cycle) else {
+        return;
+    };
+    let Some(zone) = SharedZone::from_conf(mcf) else {
+        return;
+    };
+    let placed = zone.with_locked(|z, _| z.limit_places.place(&mcf.limit_names));
+    for &place in &placed.cleared {
+        for slot in zone.metrics_slots() {
+            slot.clear_limit(place);
+        }
+    }
+    mcf.limit_places = placed.places;
+}
+
 // Here rather than in shm/, so that the zone needs nothing of the
 // configuration.
 impl SharedZone {

@@ -63,12 +63,18 @@ pub struct MainConf {
     /// The names of named or stacked limits, in the order first met: the
     /// `limit` label of the metrics (at most `metrics::LIMIT_NAMES`).
     pub limit_names: Vec<String>,
+    /// Each of `limit_names`' place in the metrics slots (`LimitPlaces`,
+    /// kept by name in the zone across reloads; set by `init_module`).
+    pub limit_places: Vec<Option<u8>>,
     /// Some location has `pow_shield_status`: workers count metrics.
     pub status: bool,
     /// The distinct limits of shielded locations counted per client key
     /// (no `key=`), with `approx`: what `pow_shield_admin` shows a client's
     /// counts under (at most `ADMIN_LIMITS`).
     pub admin_limits: Vec<(pow_shield_core::limiter::RateLimit, bool)>,
+    /// The distinct limits counted by their own `key=`, named: what
+    /// `pow_shield_admin` shows a `key=` value's counts under.
+    pub admin_keyed: Vec<pow_shield_core::admin::KeyedLimit>,
     /// `pow_shield_bot_keys`: every bot's keys.
     pub bots: pow_shield_bots::Registry,
     /// The longest `pow_shield_challenge_ttl` of any shielded location (the
@@ -95,8 +101,10 @@ impl Default for MainConf {
             redis: None,
             shielded: false,
             limit_names: Vec::new(),
+            limit_places: Vec::new(),
             status: false,
             admin_limits: Vec::new(),
+            admin_keyed: Vec::new(),
             bots: pow_shield_bots::Registry::default(),
             longest_challenge_ttl_ms: 0,
             default_key: ptr::null_mut(),
@@ -109,6 +117,16 @@ impl Default for MainConf {
 impl MainConf {
     pub fn redis(&self) -> Option<&RedisConf> {
         self.redis.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The metrics place of the limit name at `at` in `limit_names`
+    /// (where it was before a reload; its position until `init_module`
+    /// placed them).
+    pub fn limit_place(&self, at: u8) -> Option<u8> {
+        match self.limit_places.get(usize::from(at)) {
+            Some(place) => *place,
+            None => Some(at),
+        }
     }
 }
 
@@ -358,10 +376,14 @@ const ADMIN_LIMITS: usize = 32;
 fn note_admin_limits(mcf: &mut MainConf, policy: &Policy) {
     for (i, limit) in policy.limits.as_slice().iter().enumerate() {
         let seen = (*limit, policy.approx);
-        if policy.limit_keys[i].is_null()
-            && !mcf.admin_limits.contains(&seen)
-            && mcf.admin_limits.len() < ADMIN_LIMITS
-        {
+        if !policy.limit_keys[i].is_null() {
+            let keyed = pow_shield_core::admin::KeyedLimit {
+                name: policy.limits.name(i),
+                limit: *limit,
+                approx: policy.approx,
+            };
+            pow_shield_core::admin::note_keyed(&mut mcf.admin_keyed, keyed, ADMIN_LIMITS);
+        } else if !mcf.admin_limits.contains(&seen) && mcf.admin_limits.len() < ADMIN_LIMITS {
             mcf.admin_limits.push(seen);
         }
     }

@@ -1,29 +1,32 @@
 //! `pow_shield_admin` (docs/operations.md, "Seeing and lifting a block"):
-//! the location's content is the operator's view of one client, `GET
-//! ?key=<key>` (its breaker and counts, the node's zone and Redis's), and
-//! `DELETE ?key=<key>` lifts its block and ban and clears its strikes, in
-//! the zone and, in cluster mode, in Redis (every node learns it from
-//! there, `store::redis::admin`). Access control is nginx's.
+//! the location's content is the operator's view of one key, `GET
+//! ?key=<key>` (as a client: its breaker and counts; as a `key=` value:
+//! its counts under the keyed limits; the node's zone and Redis's), and
+//! `DELETE ?key=<key>` lifts it (`pow_shield_core::admin::Lift`), in the
+//! zone and, in cluster mode, in Redis (every node learns it from there,
+//! `store::redis::admin`). Access control is nginx's.
 //!
-//! In cluster mode the handler waits for Redis as the access handler does:
-//! the calls go on the worker's connection, the request is held
-//! (`r->main->count`), and the last answer posts an event that responds
-//! and finalizes the request (never from inside the read callback).
+//! In cluster mode the handler waits for Redis as the access handler
+//! does: the calls go on the worker's connection, the answer goes to the
+//! request state's `Waiter`, whose delivery posts the state's resume
+//! event; the phases run again, and this handler, entered again, responds.
+//! (A content handler that waits holds the request, `r->main->count`, and
+//! returns `NGX_DONE`, as nginx's own do while they read a body.)
 
-use core::cell::{Cell, RefCell, UnsafeCell};
+use core::cell::RefCell;
 use std::rc::Rc;
 
-use nginx_sys::{
-    ngx_event_t, ngx_http_request_t, ngx_int_t, NGX_HTTP_DELETE, NGX_HTTP_GET, NGX_HTTP_HEAD,
-};
+use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_DELETE, NGX_HTTP_GET, NGX_HTTP_HEAD};
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
-use crate::config::MainConf;
+use super::state::RequestState;
+use crate::config::{LocConf, MainConf};
 use crate::ffi::{bytes, PowShield};
 use crate::store::admin::{zone_lift, zone_view};
-use pow_shield_core::admin::{self, FromRedis, Named};
-use pow_shield_core::limiter::breaker::BreakerRules;
+use crate::store::{RedisStore, Waiter};
+use pow_shield_core::admin::{self, Answers, FromRedis, KeyedLimit, Lift, Part};
+use pow_shield_core::store::Counted;
 
 const JSON: &str = "application/json";
 
@@ -39,6 +42,8 @@ pub extern "C" fn handler(r: *mut ngx_http_request_t) -> ngx_int_t {
     )
 }
 
+/// The request, top to bottom: method → (back from Redis: respond) →
+/// key → lift in the zone → ask Redis and wait | respond.
 fn serve(r: &mut Request) -> Status {
     let raw: &ngx_http_request_t = r.as_ref();
     let lift = match raw.method as u32 {
@@ -49,6 +54,16 @@ fn serve(r: &mut Request) -> Status {
             return answer(r, 405, &body, &[("Allow", "GET, HEAD, DELETE")]);
         }
     };
+    let (Some(mcf), Some(lcf)) = (PowShield::main_conf(r), PowShield::location_conf(r)) else {
+        return Status(nginx_sys::NGX_HTTP_INTERNAL_SERVER_ERROR as isize);
+    };
+    if let Some(delivered) = delivered(r) {
+        return match delivered {
+            Some(redis) => respond(r, mcf, lcf, lift, &redis),
+            // (Never expected: the phases run again only when delivered.)
+            None => hold(r),
+        };
+    }
     let rc = r.discard_request_body();
     if rc != Status::NGX_OK {
         return rc;
@@ -58,207 +73,133 @@ fn serve(r: &mut Request) -> Status {
         Ok(key) => key,
         Err(bad) => return answer(r, 400, &admin::error_json(bad.message()), &[]),
     };
-    let (Some(mcf), Some(lcf)) = (PowShield::main_conf(r), PowShield::location_conf(r)) else {
-        return Status(nginx_sys::NGX_HTTP_INTERNAL_SERVER_ERROR as isize);
-    };
-    let (keys, named) = admin::store_keys(&key);
+    let keyed = &mcf.admin_keyed;
+    let cleared = Lift::of(&key, keyed);
     if lift {
-        zone_lift(mcf, &keys);
+        zone_lift(mcf, &cleared, keyed);
     }
-    let job = Job {
-        r: (&mut *r).into(),
-        event: UnsafeCell::new(zeroed_event()),
-        left: Cell::new(0),
-        redis: RefCell::new(FromRedis::None),
-        gone: Cell::new(false),
-        key,
-        named,
-        lift,
-        rules: lcf.policy.breaker,
-        mcf: mcf as *const MainConf,
-    };
     let Some(redis) = crate::store::redis_store() else {
-        return job.respond();
+        return respond(r, mcf, lcf, lift, &FromRedis::None);
     };
-    ask_redis(r, job, &redis, &keys)
+    let state = match RequestState::find(r) {
+        Some(state) => state,
+        None => match RequestState::attach(r, &lcf.policy) {
+            Some(state) => state,
+            None => return Status::NGX_ERROR,
+        },
+    };
+    // SAFETY: the state lives in the request's pool for the whole request;
+    // no other borrow of it is live here.
+    let waiter = unsafe { (*state.as_ptr()).new_admin_waiter() };
+    match lift {
+        true => ask_lift(&redis, mcf, &cleared, waiter),
+        false => ask_view(&redis, mcf, &key, waiter),
+    }
+    hold(r)
 }
 
-/// A zeroed event: nginx's initial state of one.
-fn zeroed_event() -> ngx_event_t {
-    // SAFETY: an all-zero ngx_event_t is what nginx's own code starts from.
-    unsafe { core::mem::zeroed() }
+/// Back from Redis: `Some` with the answer the waiter delivered (`None`
+/// inside: still waiting); `None`: the request has not asked yet.
+fn delivered(r: &Request) -> Option<Option<FromRedis>> {
+    let state = RequestState::find(r)?;
+    // SAFETY: as in `serve`: the request's state, one short borrow.
+    let st = unsafe { &mut *state.as_ptr() };
+    let answer = st.admin.as_ref()?.take();
+    if answer.is_some() {
+        st.admin = None;
+    }
+    Some(answer)
 }
 
-/// Sends the view's or the lift's calls and holds the request until the
-/// last answer.
-fn ask_redis(
-    r: &mut Request,
-    job: Job,
-    redis: &crate::store::RedisStore,
-    keys: &[Vec<u8>],
-) -> Status {
-    let calls = if job.lift { keys.len() } else { 1 };
-    *job.redis.borrow_mut() = if job.lift {
-        FromRedis::Lifted
-    } else {
-        FromRedis::Unavailable
-    };
-    job.left.set(calls);
-    let job = Rc::new(job);
-    // The request may be terminated while Redis answers (the client goes
-    // away while its body is discarded, an HTTP/2 stream is reset): its
-    // pool's cleanup tells the job, which then touches nothing of it.
-    let raw: *mut ngx_http_request_t = (&mut *r).into();
-    // SAFETY: adds a cleanup entry (no data of its own) to the live
-    // request's pool; its data is a clone of the job, taken back once by
-    // the handler.
-    unsafe {
-        let cln = nginx_sys::ngx_pool_cleanup_add((*raw).pool, 0);
-        if cln.is_null() {
-            return Status::NGX_ERROR;
-        }
-        (*cln).data = Rc::into_raw(job.clone()).cast_mut().cast();
-        (*cln).handler = Some(request_gone);
-    }
-    // SAFETY: the event lives in the job, which the raw `data` keeps
-    // alive until the event's handler takes it back; the request's
-    // connection is live.
-    unsafe {
-        let ev = &mut *job.event.get();
-        ev.handler = Some(job_done);
-        ev.data = Rc::into_raw(job.clone()).cast_mut().cast();
-        ev.log = (*r.connection()).log;
-    }
-    // Held until the job's event finalizes it.
+/// Holds the request until the resume event runs the phases again.
+fn hold(r: &mut Request) -> Status {
     let raw: &mut ngx_http_request_t = r.as_mut();
-    // SAFETY: the main request of a live request.
+    // SAFETY: the main request of a live request; `NGX_DONE` gives the
+    // count back when the content phase finalizes it.
     unsafe { (*raw.main).set_count((*raw.main).count() + 1) };
-    let limits = &job.mcf().admin_limits;
-    if job.lift {
-        for key in keys {
-            let held = job.clone();
-            let sent = redis.admin_lift(key, limits, move |ok| held.lifted(ok));
-            if sent.is_err() {
-                job.lifted(false);
-            }
-        }
-    } else {
-        let held = job.clone();
-        let sent = redis.admin_show(&keys[0], limits, move |view| held.shown(view));
-        if sent.is_err() {
-            job.shown(None);
-        }
-    }
     Status::NGX_DONE
 }
 
-/// One admin request while Redis answers.
-struct Job {
-    r: *mut ngx_http_request_t,
-    /// Posted when the last answer is in.
-    event: UnsafeCell<ngx_event_t>,
-    left: Cell<usize>,
-    /// The request was freed before the answers came (its pool's cleanup
-    /// ran): nothing of it may be touched.
-    gone: Cell<bool>,
-    redis: RefCell<FromRedis>,
-    key: Vec<u8>,
-    named: Named,
-    lift: bool,
-    /// The admin location's own `pow_shield_strikes` and `pow_shield_ban`:
-    /// what "blocked" means in the view.
-    rules: BreakerRules,
-    /// The cycle's configuration (it outlives every request of the cycle).
-    mcf: *const MainConf,
-}
-
-impl Job {
-    fn mcf(&self) -> &MainConf {
-        // SAFETY: the http main configuration lives as long as its cycle,
-        // which outlives the requests it serves.
-        unsafe { &*self.mcf }
+/// The view's calls: the key as a client, and as a `key=` value when
+/// limits count by one.
+fn ask_view(redis: &RedisStore, mcf: &MainConf, key: &[u8], waiter: Rc<Waiter<FromRedis>>) {
+    let keyed: Rc<[KeyedLimit]> = mcf.admin_keyed.as_slice().into();
+    let answers = Rc::new(RefCell::new(Answers::view(!keyed.is_empty())));
+    let (clients, _) = admin::store_keys(key);
+    let mut calls = vec![(
+        Part::Client,
+        Counted::Client(&clients[0]),
+        mcf.admin_limits.clone(),
+    )];
+    if !keyed.is_empty() {
+        calls.push((Part::Keyed, Counted::Own(key), admin::counted_as(&keyed)));
     }
-
-    fn shown(&self, view: Option<admin::StoreView>) {
-        if let Some(view) = view {
-            *self.redis.borrow_mut() = FromRedis::Answered(view);
-        }
-        self.one_less();
-    }
-
-    fn lifted(&self, ok: bool) {
-        if !ok {
-            *self.redis.borrow_mut() = FromRedis::Unavailable;
-        }
-        self.one_less();
-    }
-
-    fn one_less(&self) {
-        let left = self.left.get().saturating_sub(1);
-        self.left.set(left);
-        if left == 0 {
-            // SAFETY: the event is the job's, set up before any call was
-            // sent; posting only queues it for this loop iteration.
-            unsafe {
-                nginx_sys::ngx_post_event(
-                    self.event.get(),
-                    core::ptr::addr_of_mut!(nginx_sys::ngx_posted_events),
-                )
-            };
-        }
-    }
-
-    /// The answer: the lift's, or the view (read from the zone now).
-    fn respond(&self) -> Status {
-        // SAFETY: the request is live: local mode answers at once, cluster
-        // mode holds it (`r->main->count`) until this runs.
-        let r = unsafe { Request::from_ngx_http_request(self.r) };
-        let redis = self.redis.borrow();
-        let (keys, _) = admin::store_keys(&self.key);
-        let (status, body) = if self.lift {
-            let status = match *redis {
-                FromRedis::Unavailable => 503,
-                _ => 200,
-            };
-            (status, admin::lifted_json(&self.key, self.named, &redis))
-        } else {
-            let mcf = self.mcf();
-            let node = zone_view(mcf, &keys[0], &mcf.admin_limits);
-            let body = admin::view_json(&self.key, self.named, self.rules, &node, &redis);
-            (200, body)
-        };
-        answer(r, status, &body, &[])
-    }
-}
-
-/// The job's event: Redis answered every call.
-unsafe extern "C" fn job_done(ev: *mut ngx_event_t) {
-    crate::ffi::guard((), || {
-        // SAFETY: `data` is the job `ask_redis` leaked for this event; it is
-        // taken back once, here, and the request it holds is live.
-        unsafe {
-            let job = Rc::from_raw((*ev).data.cast::<Job>().cast_const());
-            if job.gone.get() {
-                return;
+    for (part, whose, limits) in calls {
+        let (held, waiter, keyed) = (answers.clone(), waiter.clone(), keyed.clone());
+        let shown = move |view| {
+            let done = held.borrow_mut().shown(part, view, &keyed);
+            if let Some(done) = done {
+                waiter.deliver(done);
             }
-            let (r, c) = (job.r, (*job.r).connection);
-            let rc = job.respond();
-            nginx_sys::ngx_http_finalize_request(r, rc.0);
-            nginx_sys::ngx_http_run_posted_requests(c);
-            drop(job);
+        };
+        let failed = shown.clone();
+        if redis.admin_show(whose, &limits, shown).is_err() {
+            failed(None);
         }
-    })
+    }
 }
 
-/// The request's pool cleanup: the request is freed (answered, or
-/// terminated while Redis answered).
-unsafe extern "C" fn request_gone(data: *mut core::ffi::c_void) {
-    crate::ffi::guard((), || {
-        // SAFETY: `data` is the job clone `ask_redis` leaked for this
-        // cleanup, taken back once, here.
-        let job = unsafe { Rc::from_raw(data.cast::<Job>().cast_const()) };
-        job.gone.set(true);
-    })
+/// The lift's calls: one `DEL` per client reading and per value.
+fn ask_lift(redis: &RedisStore, mcf: &MainConf, lift: &Lift, waiter: Rc<Waiter<FromRedis>>) {
+    let answers = Rc::new(RefCell::new(Answers::lift(lift.calls())));
+    let keyed = admin::counted_as(&mcf.admin_keyed);
+    let breakers = lift
+        .breakers
+        .iter()
+        .map(|k| (Counted::Client(k), &mcf.admin_limits));
+    let values = lift.values.iter().map(|v| (Counted::Own(v), &keyed));
+    for (whose, limits) in breakers.chain(values) {
+        let (held, waiter) = (answers.clone(), waiter.clone());
+        let lifted = move |ok| {
+            let done = held.borrow_mut().lifted(ok);
+            if let Some(done) = done {
+                waiter.deliver(done);
+            }
+        };
+        let failed = lifted.clone();
+        if redis.admin_lift(whose, limits, lifted).is_err() {
+            failed(false);
+        }
+    }
+}
+
+/// The answer: the lift's, or the view (the zone read now, Redis's as
+/// delivered).
+fn respond(
+    r: &mut Request,
+    mcf: &MainConf,
+    lcf: &LocConf,
+    lift: bool,
+    redis: &FromRedis,
+) -> Status {
+    let raw: &ngx_http_request_t = r.as_ref();
+    let key = match admin::key_of_query(bytes(&raw.args)) {
+        Ok(key) => key,
+        Err(bad) => return answer(r, 400, &admin::error_json(bad.message()), &[]),
+    };
+    let (clients, named) = admin::store_keys(&key);
+    let keyed = &mcf.admin_keyed;
+    if lift {
+        let status = match redis {
+            FromRedis::Unavailable => 503,
+            _ => 200,
+        };
+        let body = admin::lifted_json(&key, named, !keyed.is_empty(), redis);
+        return answer(r, status, &body, &[]);
+    }
+    let node = zone_view(mcf, (&clients[0], &key), &mcf.admin_limits, keyed);
+    let body = admin::view_json(&key, named, lcf.policy.breaker, &node, redis);
+    answer(r, 200, &body, &[])
 }
 
 fn answer(r: &mut Request, status: u16, body: &str, headers: &[(&str, &str)]) -> Status {

@@ -86,6 +86,8 @@ fn decide(r: &mut Request) -> Status {
     let Some(mut limit_keys) = limit_keys(r, state) else {
         return Status::NGX_ERROR;
     };
+    // As evaluated, for the log line that names a refusing limit's value.
+    let values = limit_keys;
     // Decided again after a redirect: a bucket that admitted the request
     // before does not count it twice.
     let counted = redirect::counted_before(st(), key, limit_keys);
@@ -133,14 +135,11 @@ fn decide(r: &mut Request) -> Status {
     };
     st().decided = Some((done, now_ms()));
     let limit = done.verdict.and_then(|v| {
-        policy
-            .limit_metrics
-            .get(usize::from(v.limit))
-            .copied()
-            .flatten()
+        let at = policy.limit_metrics.get(usize::from(v.limit)).copied()??;
+        mcf.limit_place(at)
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
-    log_lines::log(r, policy, key, &done);
+    log_lines::log(r, policy, key, values, &done);
     respond(r, mcf, &stores, state, policy, key, done)
 }
 

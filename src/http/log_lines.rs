@@ -18,7 +18,8 @@ use crate::config::Policy;
 use crate::ffi::{bytes, monotonic_ms};
 use pow_shield_core::decision::{Final, Outcome};
 use pow_shield_core::limiter::breaker::{BreakerStatus, Tripped};
-use pow_shield_core::log_summary::{Kind, RejectionLog, Summary};
+use pow_shield_core::log_summary::{refusing_limit, Kind, RefusedBy, RejectionLog, Summary};
+use pow_shield_core::store::LimitKeys;
 
 /// Clients a worker remembers (each a few hundred bytes); the oldest is
 /// forgotten first, its count written as a summary.
@@ -30,8 +31,9 @@ const TICK_MS: u64 = 1000;
 const ADDR_MAX: usize = 64;
 
 /// Which line a rejection would write: its reason, a failed solution
-/// (`solution rejected: `), a dry run.
-type Reason = (&'static str, bool, bool);
+/// (`solution rejected: `), a dry run, the limit that refused it (its
+/// place among the location's: each limit's first refusal is written).
+type Reason = (&'static str, bool, bool, Option<usize>);
 
 /// What a summary line needs: the client's address, the level and log of
 /// the location that rejected it last.
@@ -55,13 +57,14 @@ thread_local! {
     static FLOOD: RefCell<Option<Flood>> = const { RefCell::new(None) };
 }
 
-/// The lines of one decision.
-pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
+/// The lines of one decision; `values`: each limit's `key=` value for
+/// the request (as evaluated, before a dry run marks it).
+pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], values: LimitKeys, done: &Final) {
     if let Some(breaker) = done.breaker.filter(|s| s.tripped.is_some()) {
         log_tripped(r, policy, key, breaker);
     }
     if !done.reason.is_empty() {
-        log_reject(r, policy, key, done);
+        log_reject(r, policy, key, values, done);
     } else if done.outcome == Outcome::Solved && policy.log_summary_ms.is_some() {
         // A paid challenge is no rejection in the client's summary.
         let _ = FLOOD.try_with(|flood| {
@@ -122,8 +125,9 @@ fn log_tripped(r: &Request, policy: &Policy, key: &[u8], breaker: BreakerStatus)
     }
 }
 
-fn log_reject(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
+fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: LimitKeys, done: &Final) {
     let invalid = done.outcome == Outcome::Invalid;
+    let limit = refusing_limit(done);
     let kind = match done.outcome {
         Outcome::Challenge => Kind::Challenge,
         _ => Kind::Rejection,
@@ -133,7 +137,7 @@ fn log_reject(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
             r,
             policy,
             key,
-            ((done.reason, invalid, policy.dry_run), kind),
+            ((done.reason, invalid, policy.dry_run, limit), kind),
             interval_ms,
         ) {
             return;
@@ -142,7 +146,23 @@ fn log_reject(r: &Request, policy: &Policy, key: &[u8], done: &Final) {
     let prefix = dry_run_prefix(policy);
     let what = if invalid { "solution rejected: " } else { "" };
     let level: ngx_uint_t = policy.log_level;
-    log_at!(level, r.log(), "pow_shield: {prefix}{what}{}", done.reason);
+    let by = limit.map_or_else(String::new, |i| {
+        let name = policy.limits.name(i);
+        let key = values.get(i).copied().flatten();
+        format!(
+            ": {}",
+            RefusedBy {
+                name: name.as_str(),
+                key
+            }
+        )
+    });
+    log_at!(
+        level,
+        r.log(),
+        "pow_shield: {prefix}{what}{}{by}",
+        done.reason
+    );
 }
 
 /// Notes the rejection in the worker's log and writes the summaries it

@@ -16,6 +16,7 @@ use ngx::http::{HttpModule, Request};
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
+use pow_shield_core::admin::FromRedis;
 use pow_shield_core::decision::redirect::Earlier;
 pub use pow_shield_core::decision::redirect::Resolution;
 use pow_shield_core::decision::{Decision, Final, Outcome};
@@ -56,6 +57,9 @@ pub struct RequestState {
     pub headers_sent: bool,
     /// The pending store operation, if any.
     pub waiter: Option<Rc<Waiter>>,
+    /// The admin location's pending Redis answer (`http::admin`): it
+    /// waits as the access handler does, woken by the same event.
+    pub admin: Option<Rc<Waiter<FromRedis>>>,
     /// The bits the request's verified solution proved (the price paid).
     pub paid_bits: Option<u8>,
     /// What becomes of the request's Web Bot Auth signature.
@@ -132,6 +136,7 @@ impl RequestState {
                     decided: None,
                     headers_sent: false,
                     waiter: None,
+                    admin: None,
                     paid_bits: None,
                     signature: SignatureCheck::Verify,
                     earlier: None,
@@ -184,6 +189,13 @@ impl RequestState {
         waiter
     }
 
+    /// A waiter for the admin location's answer that wakes this request.
+    pub fn new_admin_waiter(&mut self) -> Rc<Waiter<FromRedis>> {
+        let waiter = Waiter::new(&mut self.resume);
+        self.admin = Some(waiter.clone());
+        waiter
+    }
+
     /// The store's late answer, once it arrived (`None` while waiting).
     pub fn take_reply(&mut self) -> Option<Reply> {
         let reply = self.waiter.as_ref()?.take()?;
@@ -222,6 +234,9 @@ impl Drop for RequestState {
     fn drop(&mut self) {
         // A store may still answer: make sure it never touches this request.
         if let Some(waiter) = self.waiter.take() {
+            waiter.detach();
+        }
+        if let Some(waiter) = self.admin.take() {
             waiter.detach();
         }
         if self.resume.posted() != 0 {

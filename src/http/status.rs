@@ -6,6 +6,7 @@ use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
 use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
+use crate::config::MainConf;
 use crate::ffi::PowShield;
 use crate::shm::SharedZone;
 use pow_shield_core::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
@@ -38,7 +39,7 @@ fn serve(r: &mut Request) -> Status {
         counts: Counts::sum(zone.metrics_slots()),
         zone: zone.stats(),
         version: env!("CARGO_PKG_VERSION"),
-        limit_names: PowShield::main_conf(r).map_or_else(Vec::new, |m| m.limit_names.clone()),
+        limit_names: PowShield::main_conf(r).map_or_else(Vec::new, names_by_place),
     });
     if let Some(mcf) = PowShield::main_conf(r) {
         body += &zone.with_locked(|z, _| metrics::render_bots(mcf.bots.names(), &z.bots));
@@ -47,4 +48,16 @@ fn serve(r: &mut Request) -> Status {
     match super::response::respond(r, 200, CONTENT_TYPE, body.as_bytes(), &[]) {
         Ok(rc) | Err(rc) => rc,
     }
+}
+
+/// The configuration's limit names at their places in the slots.
+fn names_by_place(mcf: &MainConf) -> Vec<String> {
+    let mut names = vec![String::new(); metrics::LIMIT_NAMES];
+    for (at, name) in mcf.limit_names.iter().enumerate() {
+        let place = u8::try_from(at).ok().and_then(|at| mcf.limit_place(at));
+        if let Some(slot) = place.and_then(|p| names.get_mut(usize::from(p))) {
+            slot.clone_from(name);
+        }
+    }
+    names
 }

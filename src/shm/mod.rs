@@ -15,7 +15,7 @@ use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
 use crate::ffi::PowShield;
-use pow_shield_core::metrics::{BotCounters, Slot, Slots, ZoneStats, SLOTS};
+use pow_shield_core::metrics::{BotCounters, LimitPlaces, Slot, Slots, ZoneStats, SLOTS};
 use pow_shield_core::store::SpentRoom;
 
 /// Layout version: a zone written by another layout is never adopted. A
@@ -23,7 +23,7 @@ use pow_shield_core::store::SpentRoom;
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0007, // "powshi" v7: Redis's health per node
+    0x706f_7773_6869_0008, // "powshi" v8: limit names' places (metrics)
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
@@ -68,6 +68,9 @@ pub struct Zone {
     pub buckets_refused: u64,
     /// Web Bot Auth's counts by bot (their nonces are in `spent`).
     pub bots: BotCounters,
+    /// Where each limit name counts in the metrics slots (kept by name
+    /// across reloads; the master places a configuration's names).
+    pub limit_places: LimitPlaces,
     /// The workers' metrics slots, allocated by the first configuration
     /// with a `pow_shield_status` location (null before).
     metrics: *mut Slots,
@@ -214,6 +217,7 @@ fn create_header(pool: &SlabPool) -> Option<*mut Zone> {
         ptr::addr_of_mut!((*zone).spent_refused).write(0);
         ptr::addr_of_mut!((*zone).buckets_refused).write(0);
         ptr::addr_of_mut!((*zone).bots).write(BotCounters::new());
+        ptr::addr_of_mut!((*zone).limit_places).write(LimitPlaces::new());
         ptr::addr_of_mut!((*zone).metrics).write(ptr::null_mut());
         // Zero atomics: every slot free, every Redis up.
         ptr::write_bytes(ptr::addr_of_mut!((*zone).redis_health), 0, 1);

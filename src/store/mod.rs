@@ -45,16 +45,17 @@ pub enum Poll {
 }
 
 /// Where a store delivers a late answer: the request's resume event is
-/// posted, and the request reads the answer when it runs again.
-pub struct Waiter {
-    answer: Cell<Option<Reply>>,
+/// posted, and the request reads the answer when it runs again. `A`: a
+/// store's `Reply` (the access handler), or the admin location's answer.
+pub struct Waiter<A = Reply> {
+    answer: Cell<Option<A>>,
     /// The request's resume event; null once the request is gone.
     wake: Cell<*mut ngx_event_t>,
     /// What it asked, for the fallback rule if Redis fails it.
     late: Cell<Option<Box<Late>>>,
 }
 
-impl Waiter {
+impl<A> Waiter<A> {
     pub fn new(wake: *mut ngx_event_t) -> Rc<Self> {
         Rc::new(Self {
             answer: Cell::new(None),
@@ -62,7 +63,9 @@ impl Waiter {
             late: Cell::new(None),
         })
     }
+}
 
+impl Waiter {
     /// Keeps what the request asked until it has its answer: the fallback
     /// rule decides it if Redis does not answer (`fall_back`).
     pub fn keep(&self, late: Box<Late>) {
@@ -92,9 +95,11 @@ impl Waiter {
         self.deliver(decided.reply);
         decided.replay
     }
+}
 
+impl<A> Waiter<A> {
     /// Stores the answer and wakes the request, unless it has gone away.
-    pub fn deliver(&self, answer: Reply) {
+    pub fn deliver(&self, answer: A) {
         self.late.take();
         let wake = self.wake.replace(core::ptr::null_mut());
         if wake.is_null() {
@@ -115,7 +120,7 @@ impl Waiter {
     }
 
     /// The delivered answer, if any.
-    pub fn take(&self) -> Option<Reply> {
+    pub fn take(&self) -> Option<A> {
         self.answer.take()
     }
 

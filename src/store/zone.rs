@@ -22,7 +22,7 @@ use pow_shield_core::store::{
 
 /// Before a `key=` value in its bucket's key: the default client key
 /// starts with a NUL byte, and no address or header value with this.
-const OWN_KEY: &[u8] = b"\x01key=";
+pub(super) const OWN_KEY: &[u8] = b"\x01key=";
 /// Before a key in the bucket that counts its spent records.
 const SPENDS_KEY: &[u8] = b"\x01spends=";
 

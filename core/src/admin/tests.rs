@@ -104,13 +104,13 @@ fn the_json_names_the_key_the_mode_and_each_stores_state() {
             strikes_ms: 30_000,
             ..BreakerView::default()
         },
-        limits: vec![],
+        ..StoreView::default()
     };
     let json = view_json(b"a\"b", Named::Custom, FIVE, &node, &FromRedis::Unavailable);
     assert!(json.starts_with("{\"key\":\"a\\\"b\",\"as\":\"custom\",\"mode\":\"cluster\""));
     assert!(json.contains("\"block\":\"blocked\",\"block_ends_in_ms\":30000"));
     assert!(json.contains("\"redis\":{\"error\":\"unavailable\"}"));
-    let lifted = lifted_json(b"192.0.2.7", Named::Address, &FromRedis::None);
+    let lifted = lifted_json(b"192.0.2.7", Named::Address, false, &FromRedis::None);
     assert_eq!(
         lifted,
         "{\"key\":\"192.0.2.7\",\"as\":\"address\",\"mode\":\"local\",\"lifted\":{\"node\":true}}\n"
@@ -120,9 +120,192 @@ fn the_json_names_the_key_the_mode_and_each_stores_state() {
 
 #[test]
 fn a_lift_deletes_the_clients_breaker_keys_in_one_command() {
-    let cmd = String::from_utf8(lift_command("pow:", b"k")).unwrap();
+    let cmd = String::from_utf8(lift_command("pow:", Counted::Client(b"k"), &[])).unwrap();
     assert!(cmd.starts_with("*5\r\n$3\r\nDEL\r\n"));
     for suffix in [":s", ":t", ":u", ":c"] {
         assert!(cmd.contains(&format!("pow:{{6b}}{suffix}\r\n")), "{cmd}");
     }
+}
+
+fn net_limit() -> KeyedLimit {
+    KeyedLimit {
+        name: LimitName::new("net").unwrap(),
+        limit: RateLimit {
+            requests: 40,
+            window_ms: 3_600_000,
+        },
+        approx: false,
+    }
+}
+
+fn named(name: &str, requests: u32, approx: bool) -> KeyedLimit {
+    KeyedLimit {
+        name: LimitName::new(name).unwrap(),
+        limit: RateLimit {
+            requests,
+            window_ms: 60_000,
+        },
+        approx,
+    }
+}
+
+#[test]
+fn a_lift_clears_each_readings_breaker_and_with_keyed_limits_the_values_counts() {
+    // (key, keyed limits configured, breakers cleared, values cleared)
+    type Row<'a> = (&'a [u8], &'a [KeyedLimit], usize, Vec<Vec<u8>>);
+    let net = b"198.51.100.0/24".as_slice();
+    let rows: [Row; 4] = [
+        (b"192.0.2.7", &[], 4, vec![]),
+        (b"api:1041", &[], 2, vec![]),
+        (
+            net,
+            &[net_limit()],
+            2,
+            vec![net.to_vec(), [DRY_RUN, net].concat()],
+        ),
+        (
+            b"site",
+            &[net_limit()],
+            2,
+            vec![b"site".to_vec(), b"\0dry\0site".to_vec()],
+        ),
+    ];
+    for (key, keyed, breakers, values) in rows {
+        let lift = Lift::of(key, keyed);
+        assert_eq!(lift.breakers, store_keys(key).0, "{key:?}");
+        assert_eq!(lift.breakers.len(), breakers, "{key:?}");
+        assert_eq!(lift.values, values, "{key:?}");
+        assert_eq!(lift.calls(), breakers + lift.values.len());
+    }
+}
+
+#[test]
+fn the_view_lists_each_keyed_limit_once_by_its_first_name() {
+    let mut keyed = Vec::new();
+    for seen in [
+        named("net", 40, false),
+        named("net2", 40, false), // same numbers and kind: one count
+        named("neta", 40, true),  // approx: another count
+        named("site", 1000, false),
+    ] {
+        note_keyed(&mut keyed, seen, 3);
+    }
+    let names: Vec<&str> = keyed.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["net", "neta", "site"]);
+    note_keyed(&mut keyed, named("more", 7, false), 3);
+    assert_eq!(keyed.len(), 3, "at most `most`");
+}
+
+#[test]
+fn a_values_keys_are_under_its_own_tag_and_its_lift_deletes_its_counts() {
+    let net = b"198.51.100.0/24".as_slice();
+    let own = crate::cluster::keys::own_tag(net);
+    assert_eq!(tag_of(Counted::Own(net)), own);
+    assert_ne!(tag_of(Counted::Client(net)), own);
+    let (call, _) = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
+    let call = String::from_utf8_lossy(&call).into_owned();
+    assert!(
+        call.contains(&format!("pow:{{{own}}}:w:40:3600000")),
+        "{call}"
+    );
+    let cmd = lift_command("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
+    let cmd = String::from_utf8(cmd).unwrap();
+    assert!(cmd.starts_with("*4\r\n$3\r\nDEL\r\n"), "{cmd}");
+    for kind in [":w:", ":a:", ":o:"] {
+        assert!(
+            cmd.contains(&format!("pow:{{{own}}}{kind}40:3600000\r\n")),
+            "{cmd}"
+        );
+    }
+    assert!(!cmd.contains(":s\r\n"), "a value has no breaker to delete");
+}
+
+fn counts(count: u32) -> StoreView {
+    StoreView {
+        limits: vec![LimitView {
+            name: None,
+            limit: net_limit().limit,
+            approx: false,
+            count,
+            reset_ms: 5,
+        }],
+        ..StoreView::default()
+    }
+}
+
+#[test]
+fn redis_answers_once_the_last_reply_is_in_and_only_if_every_call_was_answered() {
+    let client = StoreView {
+        breaker: BreakerView {
+            strikes: 2,
+            ..BreakerView::default()
+        },
+        ..counts(1)
+    };
+    // A view with a keyed call: the client's breaker and counts, the
+    // value's counts named.
+    let mut a = Answers::view(true);
+    assert_eq!(a.shown(Part::Keyed, Some(counts(37)), &[net_limit()]), None);
+    let Some(FromRedis::Answered(view)) =
+        a.shown(Part::Client, Some(client.clone()), &[net_limit()])
+    else {
+        panic!("answered");
+    };
+    assert_eq!(view.breaker.strikes, 2);
+    assert_eq!(view.limits, client.limits);
+    assert_eq!(view.keyed[0].name, Some(net_limit().name));
+    assert_eq!(view.keyed[0].count, 37);
+    // Without keyed limits: one call.
+    let mut a = Answers::view(false);
+    assert!(matches!(
+        a.shown(Part::Client, Some(client), &[]),
+        Some(FromRedis::Answered(_))
+    ));
+    // One call unanswered: unavailable.
+    let mut a = Answers::view(true);
+    assert_eq!(a.shown(Part::Client, None, &[net_limit()]), None);
+    assert_eq!(
+        a.shown(Part::Keyed, Some(counts(3)), &[net_limit()]),
+        Some(FromRedis::Unavailable)
+    );
+    // A lift: every DEL taken, or unavailable.
+    let rows: [(&[bool], FromRedis); 3] = [
+        (&[true, true, true], FromRedis::Lifted),
+        (&[true, false, true], FromRedis::Unavailable),
+        (&[false], FromRedis::Unavailable),
+    ];
+    for (replies, answer) in rows {
+        let mut a = Answers::lift(replies.len());
+        let mut last = None;
+        for &ok in replies {
+            assert_eq!(last, None, "only the last reply answers");
+            last = a.lifted(ok);
+        }
+        assert_eq!(last, Some(answer), "{replies:?}");
+    }
+}
+
+#[test]
+fn the_json_lists_the_keys_counts_under_each_keyed_limit_by_name() {
+    let node = StoreView {
+        keyed: keyed_views(&counts(37).limits, &[net_limit()]),
+        ..StoreView::default()
+    };
+    let json = view_json(
+        b"198.51.100.0/24",
+        Named::Custom,
+        FIVE,
+        &node,
+        &FromRedis::None,
+    );
+    assert!(
+        json.contains(
+            "\"keyed\":[{\"limit\":\"net\",\"requests\":40,\"window_ms\":3600000,\
+             \"approx\":false,\"count\":37,\"reset_in_ms\":5}]"
+        ),
+        "{json}"
+    );
+    assert!(json.contains("\"limits\":[],\"keyed\""), "{json}");
+    let lifted = lifted_json(b"site", Named::Custom, true, &FromRedis::Lifted);
+    assert!(lifted.ends_with("\"lifted\":{\"node\":true,\"keyed\":true,\"redis\":true}}\n"));
 }

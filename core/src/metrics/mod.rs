@@ -9,6 +9,7 @@
 //! after one read of a thread-local (an nginx worker is one thread).
 
 mod bots;
+mod places;
 mod render;
 
 use core::cell::Cell;
@@ -16,6 +17,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 pub use self::bots::{render_bots, BotCounters, BOT_NAMES};
+pub use self::places::{LimitPlaces, Placed};
 pub use self::render::{render, Snapshot, ZoneStats, CONTENT_TYPE};
 use crate::decision::{Final, Outcome};
 use crate::limiter::breaker::Tripped;
@@ -240,8 +242,8 @@ pub struct Decided {
     pub struck: bool,
     /// What its strike set off, if anything.
     pub tripped: Option<Tripped>,
-    /// The name (index into the configuration's limit names) of the limit
-    /// that decided it, where the limits are named or stacked.
+    /// The place of the name of the limit that decided it (`LimitPlaces`),
+    /// where the limits are named or stacked.
     pub limit: Option<u8>,
 }
 

@@ -30,7 +30,8 @@ pub struct Snapshot {
     pub counts: Counts,
     pub zone: ZoneStats,
     pub version: &'static str,
-    /// The configuration's limit names, by index (`Decided::limit`).
+    /// The configuration's limit names, by place (`Decided::limit`,
+    /// `LimitPlaces`); empty at a place none of them has.
     pub limit_names: Vec<String>,
 }
 
@@ -91,7 +92,8 @@ pub fn render(s: &Snapshot) -> String {
     o.labelled(name, "result", &RESULTS, |i| c.get(at::REQUESTS + i));
     // Named or stacked limits: what each limit decided, apart from the
     // above (a request is in one series).
-    for (n, limit) in s.limit_names.iter().enumerate().take(LIMIT_NAMES) {
+    let named = s.limit_names.iter().enumerate().take(LIMIT_NAMES);
+    for (n, limit) in named.filter(|(_, name)| !name.is_empty()) {
         for (i, result) in RESULTS.iter().enumerate().take(LIMIT_RESULTS) {
             o.sample(
                 name,

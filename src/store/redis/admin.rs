@@ -1,35 +1,38 @@
 //! `pow_shield_admin`'s calls to Redis (`pow_shield_core::admin` says what
 //! they are and mean), on the worker's connection like every store call:
-//! the view of one client (one script call), and the lift (one `DEL` of its
-//! breaker keys per store key, each in its client's slot). A lift also
-//! forgets this node's local refusals of the client; other nodes' caches
-//! hold what Redis said for at most `breaker::CONFIRMED_MS` (a block) and
-//! `refusals::FRESH_MS` (the strikes of a local refusal).
+//! the view of a client or of a `key=` value (one script call each, in
+//! its slot), and the lift (one `DEL` per client reading or value, each in
+//! its slot). A lift also forgets this node's local refusals of the
+//! client, or of the value (a /24 Redis refused); other nodes' caches hold
+//! what Redis said for at most `breaker::CONFIRMED_MS` (a block) and
+//! `refusals::FRESH_MS` (a local refusal).
 
 use std::rc::Rc;
 
 use super::RedisStore;
 use crate::redis::client::Unavailable;
 use crate::redis::router::Rebuild;
+use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
 use pow_shield_core::limiter::RateLimit;
-use pow_shield_core::redis::command::{client_tag, integers};
+use pow_shield_core::redis::command::integers;
+use pow_shield_core::store::Counted;
 
 impl RedisStore {
-    /// Asks Redis what it holds of `key` for `limits`; `on_reply` gets it
+    /// Asks Redis what it holds of `whose` for `limits`; `on_reply` gets it
     /// (`None`: Redis did not answer).
     pub fn admin_show(
         &self,
-        key: &[u8],
+        whose: Counted,
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(Option<StoreView>) + 'static,
     ) -> Result<(), Unavailable> {
         let prefix = self.prefix().ok_or(Unavailable::Busy)?;
-        let (evalsha, shared) = admin::show_call(&prefix, key, limits);
+        let (evalsha, shared) = admin::show_call(&prefix, whose, limits);
         let again = evalsha.clone();
         let eval: Rebuild = Rc::new(move || admin::show_eval(&again, shared));
         let limits = limits.to_vec();
-        let tag = client_tag(key);
+        let tag = admin::tag_of(whose);
         self.router.submit(
             tag.as_bytes(),
             evalsha,
@@ -44,23 +47,29 @@ impl RedisStore {
         )
     }
 
-    /// Deletes `key`'s breaker keys in Redis; `on_reply` gets whether Redis
-    /// did. This node's local refusals of the client under `limits` go at
-    /// once (their strikes were Redis's word before the lift).
+    /// Deletes `whose` keys in Redis (a client's breaker; a value's counts
+    /// under `limits`); `on_reply` gets whether Redis did. This node's
+    /// local refusals of the client, or of the value, under `limits` go at
+    /// once (they were Redis's word before the lift).
     pub fn admin_lift(
         &self,
-        key: &[u8],
+        whose: Counted,
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(bool) + 'static,
     ) -> Result<(), Unavailable> {
         let prefix = self.prefix().ok_or(Unavailable::Busy)?;
+        // The node keys a value's refusals as the zone its buckets.
+        let refused = match whose {
+            Counted::Own(value) => [OWN_KEY, value].concat(),
+            Counted::Client(key) | Counted::Spends(key) => key.to_vec(),
+        };
         if let Ok(mut node) = self.node.try_borrow_mut() {
-            node.lift(&mut self.env(), key, limits, super::now());
+            node.lift(&mut self.env(), &refused, limits, super::now());
         }
-        let tag = client_tag(key);
+        let tag = admin::tag_of(whose);
         self.router.submit(
             tag.as_bytes(),
-            admin::lift_command(&prefix, key),
+            admin::lift_command(&prefix, whose, limits),
             None,
             Box::new(move |frame| on_reply(frame.is_some())),
         )

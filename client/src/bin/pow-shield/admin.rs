@@ -26,7 +26,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("key")
                 .required(true)
-                .help("The client key: its address (as $pow_shield_client) or your pow_shield_key value"),
+                .help("The key: a client's address (as $pow_shield_client), your pow_shield_key value, or a limit's key= value (198.51.100.0/24, site)"),
         )
 }
 
