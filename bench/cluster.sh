@@ -10,60 +10,89 @@
 #   BENCH_BASELINE_MODULE=/tmp/old.so bench/cluster.sh  before/after, same run
 #   BENCH_MODE=flood bench/cluster.sh      what abuse costs Redis: the flood table
 #                                          (bench/cluster_flood.sh, vendored nginx)
+#   BENCH_MODE=all BENCH_BASELINE=/work/wt-old bench/cluster.sh
+#                                          both tables against another build's
+#                                          objs/ (make build build-debian there),
+#                                          then the speed goals checked
 #
 # One nginx, one worker, serves the same static file on several ports:
 # stock (no shield), pow-shield in cluster mode and, when LUA_RESTY_REDIS
 # names lua-resty-redis, the Lua peer (access_by_lua_block, lua-resty-redis
 # over a cosocket keepalive pool, EVALSHA of pow-shield's own sliding-window
-# script, 429 when over). All are green: many distinct clients (header
-# X-Client, BENCH_CLIENTS of them) plus one hot client taking BENCH_HOT % of
-# the requests, under a limit none of them reaches, so each client's log
-# holds what a window of real traffic leaves there. The case `cluster3`
-# runs pow-shield against a 3-master Redis Cluster in a second nginx; it is
-# skipped (with a note) when the module has no `cluster` option. The case
-# `baseline` runs the shield case in a second nginx that loads
-# BENCH_BASELINE_MODULE (another build of the module): before and after a
-# change in one run.
+# script, 429 when over). All are green, under a limit no client reaches,
+# in each load of BENCH_LOADS: `hot` (one client), `new` (a new client key
+# per request, `$request_id`: the many-clients extreme), `mix` (BENCH_CLIENTS
+# distinct clients, header X-Client, plus one hot client taking BENCH_HOT %
+# of the requests, so each client's log holds what a window of real traffic
+# leaves there). The case `cluster3` runs pow-shield against a 3-master
+# Redis Cluster in a second nginx; it is skipped (with a note) when the
+# module has no `cluster` option. The case `baseline` runs the shield case
+# in a second nginx that loads BENCH_BASELINE_MODULE (another build of the
+# module): before and after a change in one run.
 #
-# Per case: FLUSHALL, a warm-up of one window, then wrk for BENCH_SECONDS;
-# over the measured run only:
+# Per round, load and case: FLUSHALL, a warm-up of one window, then wrk for
+# BENCH_SECONDS; over the measured run only:
 #   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu / requests
 #   evalsha us   = INFO commandstats usec_per_call of evalsha (script only)
 #   nginx us/req = delta(utime + stime) of the worker (/proc/<pid>/stat) / requests
-# Figures are absolute CPU time, which moves less than req/s on a shared
-# machine; compare cases within one run.
+# and the ratios against stock, the Lua peer and the baseline in the same
+# round; the table shows medians over BENCH_ROUNDS rounds. Figures are
+# absolute CPU time, which moves less than req/s on a shared machine.
 #
 # Environment (defaults in brackets):
 #   BENCH_SECONDS      measured seconds per case [4]
+#   BENCH_ROUNDS       rounds of every load and case; medians [5]
+#   BENCH_LOADS        subset/order of: hot new mix [hot new]
 #   BENCH_CASES        subset/order of: stock shield baseline lua cluster3
 #                      [stock shield lua, and baseline after shield when
 #                      BENCH_BASELINE_MODULE is set]
 #   BENCH_CONNECTIONS  wrk connections [32]
-#   BENCH_CLIENTS      distinct client keys [2000]
-#   BENCH_HOT          percent of requests from the one hot client [10]
+#   BENCH_CLIENTS      distinct client keys of `mix` [2000]
+#   BENCH_HOT          percent of `mix` requests from the one hot client [10]
 #   BENCH_LIMIT        pow_shield_limit (requests window) [100000 2s]
 #   BENCH_NGINX_CPU    core for nginx [0]; BENCH_WRK_CPU core for wrk [1];
 #   BENCH_REDIS_CPU    core for redis-server(s) [same as nginx]
-#   LUA_RESTY_REDIS    lua-resty-redis checkout (holds resty/redis.lua); without
-#                      it the lua case is skipped with a note
+#   BENCH_REDIS_TIMEOUT  pow_shield_redis timeout= [1s]
+#   LUA_RESTY_REDIS    lua-resty-redis checkout (holds resty/redis.lua)
+#                      [../shared/peers/lua-resty-redis beside the repo, if there];
+#                      without it the lua case is skipped with a note
+#   BENCH_BASELINE     a build's tree: its objs/debian module is the baseline
+#                      (and, BENCH_MODE=all or flood, its objs/nginx + module)
 #   NGINX, MODULE      [/usr/sbin/nginx, objs/debian/ngx_http_pow_shield_module.so]
 #                      (the Lua module is built for Debian's nginx: same binary)
 #   BENCH_KEEP=1       keep the temp dir
-#   BENCH_COMMANDS=1   also print, per case, the commands the script ran per
-#                      request and their own usec per call (commandstats)
+#   BENCH_COMMANDS=1   also print, per load and case (last round), the
+#                      commands the script ran per request and their own
+#                      usec per call (commandstats)
+#   BENCH_SUMMARY      a file the medians are appended to (BENCH_MODE=all)
 
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [[ ${BENCH_MODE:-green} == flood ]]; then
-    exec bash "$ROOT/bench/cluster_flood.sh"
+if [[ -n ${BENCH_BASELINE:-} ]]; then
+    [[ -d $BENCH_BASELINE/objs ]] || { echo "bench/cluster.sh: no $BENCH_BASELINE/objs" >&2; exit 1; }
+    FLOOD_BASE=(BENCH_BASELINE_MODULE="$BENCH_BASELINE/objs/ngx_http_pow_shield_module.so"
+        BENCH_BASELINE_NGINX="$BENCH_BASELINE/objs/nginx")
+    BENCH_BASELINE_MODULE=${BENCH_BASELINE_MODULE:-$BENCH_BASELINE/objs/debian/ngx_http_pow_shield_module.so}
 fi
+case ${BENCH_MODE:-green} in
+    flood) exec env "${FLOOD_BASE[@]}" bash "$ROOT/bench/cluster_flood.sh" ;;
+    all) exec bash "$ROOT/bench/cluster_all.sh" ;;
+    green) ;;
+    *) echo "bench/cluster.sh: BENCH_MODE is green, flood or all" >&2; exit 1 ;;
+esac
 NGINX=${NGINX:-/usr/sbin/nginx}
 MODULE=${MODULE:-$ROOT/objs/debian/ngx_http_pow_shield_module.so}
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 DURATION=${BENCH_SECONDS:-4}
+ROUNDS=${BENCH_ROUNDS:-5}
+LOADS=${BENCH_LOADS:-hot new}
 CASES=${BENCH_CASES:-stock shield ${BENCH_BASELINE_MODULE:+baseline }lua}
+# (the project's shared/ beside the repository holds third-party peers)
+if [[ -z ${LUA_RESTY_REDIS:-} && -f $ROOT/../shared/peers/lua-resty-redis/resty/redis.lua ]]; then
+    LUA_RESTY_REDIS=$(cd "$ROOT/../shared/peers/lua-resty-redis" && pwd)
+fi
 CONNS=${BENCH_CONNECTIONS:-32}
 CLIENTS=${BENCH_CLIENTS:-2000}
 HOT=${BENCH_HOT:-10}
@@ -72,6 +101,9 @@ NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
 REDIS_CPU=${BENCH_REDIS_CPU:-$NGINX_CPU}
 WRK=${WRK:-wrk}
+# Above the default 50ms: on a shared 2-core machine a reply can wait that
+# long behind other work, and a fallback decision would skew the figures.
+REDIS_TIMEOUT=${BENCH_REDIS_TIMEOUT:-1s}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 LUA_MODULES=${LUA_MODULES:-/usr/lib/nginx/modules}
@@ -79,13 +111,16 @@ LUA_MODULES=${LUA_MODULES:-/usr/lib/nginx/modules}
 die() { echo "bench/cluster.sh: $*" >&2; exit 1; }
 note() { echo "note: $*"; }
 
-for v in DURATION CONNS CLIENTS HOT LIMIT_N; do
+for v in DURATION ROUNDS CONNS CLIENTS HOT LIMIT_N; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
 done
 [[ $LIMIT_W =~ ^([0-9]+)(ms|s)$ ]] || die "BENCH_LIMIT window must be <n>s or <n>ms, not '$LIMIT_W'"
 WINDOW_MS=${BASH_REMATCH[1]}
 [[ ${BASH_REMATCH[2]} == s ]] && WINDOW_MS=$((WINDOW_MS * 1000))
-((DURATION >= 1 && CONNS >= 1 && CLIENTS >= 1 && HOT <= 100)) || die "bad BENCH_* values"
+((DURATION >= 1 && ROUNDS >= 1 && CONNS >= 1 && CLIENTS >= 1 && HOT <= 100)) || die "bad BENCH_* values"
+for l in $LOADS; do
+    case $l in hot | new | mix) ;; *) die "unknown load '$l' in BENCH_LOADS (hot new mix)" ;; esac
+done
 [[ -x $NGINX ]] || die "$NGINX not found"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build-debian' (or set NGINX and MODULE)"
 for t in "$WRK" "$REDIS_SERVER" "$REDIS_CLI" curl perl; do
@@ -196,21 +231,24 @@ write_conf() { # <dir> <instance: main|c3|base> <pow_shield_redis line>
         bench_conf_head "$dir" "$module" "$TMP/html" 4096
         echo "    pow_shield_zone 10m;"
         echo "    $redis"
+        # The client key: the header's, or a new one per request (`new`).
+        echo "    map \$http_x_client \$bench_key { new \$request_id; default \$http_x_client; }"
         if [[ $inst != main ]]; then
             cat <<EOF
-    server { listen 127.0.0.1:$port; location = $URI { $LIMIT_LINE pow_shield_key \$http_x_client; } }
+    server { listen 127.0.0.1:$port; location = $URI { $LIMIT_LINE pow_shield_key \$bench_key; } }
 }
 EOF
             return
         fi
         cat <<EOF
     server { listen 127.0.0.1:$P_STOCK; location = $URI { } }
-    server { listen 127.0.0.1:$P_SHIELD; location = $URI { $LIMIT_LINE pow_shield_key \$http_x_client; } }
+    server { listen 127.0.0.1:$P_SHIELD; location = $URI { $LIMIT_LINE pow_shield_key \$bench_key; } }
 EOF
         if has_case lua; then
             # The peer: the same script, keys and arguments in the same shape
             # (limit, window ms, a member unique per node, worker and request,
-            # "refusal is a strike", pow-shield's default red-zone rules 5 60s).
+            # "refusal is a strike", pow-shield's default red-zone rules 5 60s,
+            # one request per call, no deadline).
             cat <<EOF
     lua_package_path "$LUA_RESTY_REDIS/?.lua;$TMP/?.lua;/usr/share/lua/5.1/?.lua;;";
     init_worker_by_lua_block {
@@ -227,16 +265,18 @@ EOF
                 red:set_timeouts(50, 50, 50)
                 local ok = red:connect("127.0.0.1", $P_REDIS)
                 if not ok then return end -- fail open
-                local tag = "lua:{" .. (ngx.var.http_x_client or ngx.var.remote_addr) .. "}"
+                local client = ngx.var.http_x_client or ngx.var.remote_addr
+                if client == "new" then client = ngx.var.request_id end
+                local tag = "lua:{" .. client .. "}"
                 bench_seq = bench_seq + 1
                 local w, o = tag .. ":w:$LIMIT_N:$WINDOW_MS", tag .. ":o:$LIMIT_N:$WINDOW_MS"
-                local s, t = tag .. ":s", tag .. ":t"
+                local s, t, u = tag .. ":s", tag .. ":t", tag .. ":u"
                 local member = bench_member_prefix .. string.format("%x", bench_seq)
-                local res, err = red:evalsha(script.sha, 4, w, o, s, t, $LIMIT_N, $WINDOW_MS, member, 1,
-                    5, 60000, 0, 0)
+                local res, err = red:evalsha(script.sha, 5, w, o, s, t, u, $LIMIT_N, $WINDOW_MS, member, 1,
+                    5, 60000, 0, 0, 1, 0)
                 if not res and err and err:find("NOSCRIPT", 1, true) then
-                    res, err = red:eval(script.text, 4, w, o, s, t, $LIMIT_N, $WINDOW_MS, member, 1,
-                        5, 60000, 0, 0)
+                    res, err = red:eval(script.text, 5, w, o, s, t, u, $LIMIT_N, $WINDOW_MS, member, 1,
+                        5, 60000, 0, 0, 1, 0)
                 end
                 if not res then red:close() return end -- fail open
                 red:set_keepalive(10000, 64)
@@ -260,20 +300,20 @@ start_nginx() { # <dir>
     NGINX_PIDFILES+=("$dir/nginx.pid")
     for _ in $(seq 50); do [[ -s $dir/nginx.pid ]] && break; sleep 0.1; done
 }
-write_conf "$TMP/main" main "pow_shield_redis redis://127.0.0.1:$P_REDIS;"
+write_conf "$TMP/main" main "pow_shield_redis redis://127.0.0.1:$P_REDIS timeout=$REDIS_TIMEOUT;"
 "$NGINX" -t -q -p "$TMP/main" -c "$TMP/main/nginx.conf" -e "$TMP/main/error.log" ||
     die "nginx -t failed: $TMP/main/nginx.conf"
 start_nginx "$TMP/main"
 
 if has_case baseline; then
-    write_conf "$TMP/base" base "pow_shield_redis redis://127.0.0.1:$P_REDIS;"
+    write_conf "$TMP/base" base "pow_shield_redis redis://127.0.0.1:$P_REDIS timeout=$REDIS_TIMEOUT;"
     start_nginx "$TMP/base"
 fi
 
 # cluster3: three masters, slots spread by redis-cli; skipped cleanly when the
 # module does not know `cluster` (nginx -t names the option).
 if has_case cluster3; then
-    write_conf "$TMP/c3" c3 "pow_shield_redis redis://127.0.0.1:$P_R1,redis://127.0.0.1:$P_R2,redis://127.0.0.1:$P_R3 cluster;"
+    write_conf "$TMP/c3" c3 "pow_shield_redis redis://127.0.0.1:$P_R1,redis://127.0.0.1:$P_R2,redis://127.0.0.1:$P_R3 cluster timeout=$REDIS_TIMEOUT;"
     if ! "$NGINX" -t -q -p "$TMP/c3" -c "$TMP/c3/nginx.conf" -e "$TMP/c3/error.log" 2>"$TMP/c3/t.err"; then
         note "cluster3 skipped: this module has no Redis Cluster support ($(grep -m1 -o 'pow_shield_redis.*' "$TMP/c3/t.err" || tail -1 "$TMP/c3/t.err"))"
         CASES=${CASES//cluster3/}
@@ -364,60 +404,72 @@ commandstats() { # name calls usec, summed over the given ports (+ connections a
             /^total_connections_received:/ {c["~connections"] += $2; u["~connections"] = 1}
             END {for (k in c) print k, c[k], u[k]}' | sort
 }
-run_wrk() { # <case> <seconds> <out>
-    pin "$WRK_CPU" timeout $(($2 + 10)) "$WRK" -t1 -c"$CONNS" -d"${2}s" --latency -s "$TMP/clients.lua" \
-        "http://127.0.0.1:${PORT[$1]}$URI" >"$3" 2>&1 || die "wrk failed for $1: $(tail -3 "$3")"
+run_wrk() { # <case> <load> <seconds> <out>
+    local how=(-s "$TMP/clients.lua")
+    [[ $2 == mix ]] || how=(-H "X-Client: $2")
+    pin "$WRK_CPU" timeout $(($3 + 10)) "$WRK" -t1 -c"$CONNS" -d"${3}s" --latency "${how[@]}" \
+        "http://127.0.0.1:${PORT[$1]}$URI" >"$4" 2>&1 || die "wrk failed for $1 ($2): $(tail -3 "$4")"
 }
 to_us() {
     awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n += 0; else if (v ~ /ms$/) n *= 1000;
         else if (v ~ /s$/) n *= 1e6; printf "%.0f", n }'
 }
 
-declare -A RPS P99 REQS NG_US RD_US EV_US CAP
-WARM_S=$(((WINDOW_MS + 999) / 1000))
-for c in $CASES; do
+
+# One measured run of <case> under <load>: the figures of this round.
+declare -A RPS P99 NG_US RD_US EV_US CAP CALLS
+measure() { # <case> <load> <round>
+    local c=$1 load=$2 key="$1/$2" w t0 t1 r0 r1 e0 e1 u0 u1 out n calls lo busiest ports each0 each1
     read -r -a ports <<<"$(redis_ports "$c")"
     for p in "${ports[@]}"; do "$REDIS_CLI" -p "$p" flushall >/dev/null; done
     # A warm-up of one window fills the logs (stock: a second).
-    run_wrk "$c" "$([[ $c == stock ]] && echo 1 || echo "$WARM_S")" "$TMP/$c.warmup"
+    run_wrk "$c" "$load" "$([[ $c == stock ]] && echo 1 || echo "$WARM_S")" "$TMP/$c.warmup"
     w=$(worker "$c")
     t0=$(ticks "$w")
     r0=$(redis_cpu "${ports[@]}")
     mapfile -t each0 < <(redis_cpu_each "${ports[@]}")
     read -r e0 u0 <<<"$(evalsha_stats "${ports[@]}")"
-    commandstats "${ports[@]}" >"$TMP/$c.cmd0"
-    run_wrk "$c" "$DURATION" "$TMP/$c.out"
-    commandstats "${ports[@]}" >"$TMP/$c.cmd1"
+    commandstats "${ports[@]}" >"$TMP/$c.$load.cmd0"
+    out=$TMP/$c.$load.$3.out
+    run_wrk "$c" "$load" "$DURATION" "$out"
+    commandstats "${ports[@]}" >"$TMP/$c.$load.cmd1"
     t1=$(ticks "$w")
     r1=$(redis_cpu "${ports[@]}")
     mapfile -t each1 < <(redis_cpu_each "${ports[@]}")
     read -r e1 u1 <<<"$(evalsha_stats "${ports[@]}")"
-    out=$TMP/$c.out
-    REQS[$c]=$(awk '/requests in/ {print $1}' "$out")
-    RPS[$c]=$(awk '/^Requests\/sec/ {printf "%.0f", $2}' "$out")
-    P99[$c]=$(to_us "$(awk '$1 == "99%" {print $2}' "$out")")
-    non2xx=$(awk '/Non-2xx/ {print $NF}' "$out")
-    [[ -z $non2xx ]] || die "$c: $non2xx non-2xx answers on the green path ($out)"
-    ! grep -q 'Socket errors' "$out" || die "$c: $(grep 'Socket errors' "$out")"
-    n=${REQS[$c]}
-    NG_US[$c]=$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}')
-    if [[ $c == stock ]]; then
-        RD_US[$c]=- EV_US[$c]=- CAP[$c]=-
-        continue
-    fi
+    n=$(awk '/requests in/ {print $1}' "$out")
+    REQS[$key]=$n
+    ! grep -q 'Non-2xx' "$out" || die "$key: $(grep Non-2xx "$out") on the green path ($out)"
+    ! grep -q 'Socket errors' "$out" || die "$key: $(grep 'Socket errors' "$out")"
+    RPS[$key]+="$(awk '/^Requests\/sec/ {printf "%.0f", $2}' "$out") "
+    P99[$key]+="$(to_us "$(awk '$1 == "99%" {print $2}' "$out")") "
+    NG_US[$key]+="$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}') "
+    [[ $c == stock ]] && return
     # One EVALSHA per request (give or take those in flight when wrk stops),
-    # but the hot client's: its requests that arrive while its check is on
-    # its way join it (coalescing), so they may cost fewer. A fallback
-    # decision is caught below (an error line).
-    calls=$((e1 - e0))
-    ((calls >= n * (100 - HOT) / 100 - CONNS && calls <= n + CONNS)) ||
-        die "$c: Redis ran $calls EVALSHA for $n requests (fallback decided some? see $TMP/main/error.log)"
-    RD_US[$c]=$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1e6 / n}')
-    EV_US[$c]=$(awk -v a="$u0" -v b="$u1" -v n="$calls" 'BEGIN {printf "%.2f", (b - a) / n}')
+    # but a hot client's: its requests that arrive while its check is on
+    # its way join it (coalescing), so they may cost fewer (the Lua peer
+    # has no such thing). A fallback decision is caught below (an error line).
+    calls=$((e1 - e0)) lo=$((n - CONNS))
+    [[ $c != lua && $load == hot ]] && lo=1
+    [[ $c != lua && $load == mix ]] && lo=$((n * (100 - HOT) / 100 - CONNS))
+    ((calls >= lo && calls <= n + CONNS)) ||
+        die "$key: Redis ran $calls EVALSHA for $n requests (fallback decided some? see $TMP/main/error.log)"
+    CALLS[$key]+="$(awk -v c="$calls" -v n="$n" 'BEGIN {printf "%.3f", c / n}') "
+    RD_US[$key]+="$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN {printf "%.2f", (b - a) * 1e6 / n}') "
+    EV_US[$key]+="$(awk -v a="$u0" -v b="$u1" -v n="$calls" 'BEGIN {printf "%.2f", (b - a) / n}') "
     # What the Redis side can take: its busiest shard at 100 % of a core.
     busiest=$(for i in "${!each0[@]}"; do echo "${each0[$i]} ${each1[$i]}"; done |
         awk '{d = $2 - $1; if (d > m) m = d} END {printf "%.6f", m}')
-    CAP[$c]=$(awk -v m="$busiest" -v n="$n" 'BEGIN {printf "%.0f", (m > 0) ? n / m : 0}')
+    CAP[$key]+="$(awk -v m="$busiest" -v n="$n" 'BEGIN {printf "%.0f", (m > 0) ? n / m : 0}') "
+}
+
+declare -A REQS
+WARM_S=$(((WINDOW_MS + 999) / 1000))
+for round in $(seq "$ROUNDS"); do
+    for c in $CASES; do
+        if [[ $c == stock ]]; then measure stock hot "$round"; continue; fi
+        for load in $LOADS; do measure "$c" "$load" "$round"; done
+    done
 done
 
 # Nothing at warn or above in any nginx's error.log (a crash, Redis errors,
@@ -431,38 +483,62 @@ done
 # ---- report ----------------------------------------------------------------
 
 echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX), module $MODULE_SRC"
+has_case baseline && echo "baseline: $BENCH_BASELINE_MODULE"
 echo "redis:    $("$REDIS_SERVER" --version | awk '{print $3}')"
-echo "load:     wrk -t1 -c$CONNS, $DURATION s per case after a ${WARM_S} s warm-up; $CLIENTS clients + 1 hot ($HOT %)"
+echo "load:     wrk -t1 -c$CONNS, $DURATION s per case after a ${WARM_S} s warm-up, $ROUNDS rounds (medians);" \
+    "loads: $LOADS (mix: $CLIENTS clients + 1 hot, $HOT %)"
 echo "limit:    $LIMIT_N per $LIMIT_W (green); pinning nginx $NGINX_CPU, wrk $WRK_CPU, redis $REDIS_CPU"
 echo
-printf '%-36s %9s %7s %9s %10s %10s %9s %10s %12s\n' case req/s ratio "p99 us" "nginx us" "vs stock" "redis us" "evalsha us" "redis cap/s"
-base=${RPS[stock]:-}
-base_ng=${NG_US[stock]:-}
-for c in $CASES; do
-    ratio=- delta=-
-    [[ -n $base ]] && ratio=$(awk -v a="${RPS[$c]}" -v b="$base" 'BEGIN {printf "%.2f", a / b}')
-    [[ -n $base_ng ]] && delta=$(awk -v a="${NG_US[$c]}" -v b="$base_ng" 'BEGIN {printf "%+.2f", a - b}')
-    printf '%-36s %9s %7s %9s %10s %10s %9s %10s %12s\n' "${LABEL[$c]}" "${RPS[$c]}" "$ratio" "${P99[$c]}" \
-        "${NG_US[$c]}" "$delta" "${RD_US[$c]}" "${EV_US[$c]}" "${CAP[$c]}"
+fmt='%-5s %-30s %8s %8s %8s %8s %8s %8s %8s %8s %9s %10s\n'
+# shellcheck disable=SC2059 # the format is the table's
+printf "$fmt" load case req/s "p99 us" "nginx us" "x stock" "redis us" "x peer" "x base" "ng xbase" "calls/req" "evalsha us"
+summary() { [[ -z ${BENCH_SUMMARY:-} ]] || echo "$*" >>"$BENCH_SUMMARY"; }
+for load in $LOADS; do
+    for c in $CASES; do
+        [[ $c == stock && $load != "${LOADS%% *}" ]] && continue
+        key="$c/$load" row=$load
+        [[ $c == stock ]] && key=stock/hot row=-
+        vs_stock=- vs_peer=- vs_base=- ng_base=-
+        [[ $c != stock ]] && has_case stock && vs_stock=$(round_ratio NG_US "$key" stock/hot)
+        [[ $c != lua && $c != stock ]] && has_case lua && vs_peer=$(round_ratio RD_US "$key" "lua/$load")
+        if [[ $c == shield ]] && has_case baseline; then
+            vs_base=$(round_ratio RD_US "$key" "baseline/$load")
+            ng_base=$(round_ratio NG_US "$key" "baseline/$load")
+        fi
+        rd=- calls=- ev=-
+        if [[ $c != stock ]]; then
+            rd=$(median "${RD_US[$key]}") calls=$(median "${CALLS[$key]}") ev=$(median "${EV_US[$key]}")
+        fi
+        # shellcheck disable=SC2059
+        printf "$fmt" "$row" "${LABEL[$c]}" "$(median "${RPS[$key]}")" "$(median "${P99[$key]}")" \
+            "$(median "${NG_US[$key]}")" "$vs_stock" "$rd" "$vs_peer" "$vs_base" "$ng_base" "$calls" "$ev"
+        summary "green $load $c nginx_us $(median "${NG_US[$key]}") redis_us $rd x_stock $vs_stock x_peer $vs_peer x_base $vs_base ng_x_base $ng_base"
+    done
 done
-if has_case cluster3 && has_case shield && [[ ${CAP[shield]} != 0 && ${CAP[cluster3]} != 0 ]]; then
-    echo "3-shard Redis Cluster: the Redis side takes $(awk -v a="${CAP[cluster3]}" -v b="${CAP[shield]}" \
-        'BEGIN {printf "%.2f", a / b}')x the shielded requests/s of one Redis" \
-        "(${CAP[cluster3]} vs ${CAP[shield]}; busiest shard at one core)"
+if has_case cluster3 && has_case shield; then
+    for load in $LOADS; do
+        cap_a=$(median "${CAP[cluster3/$load]}") cap_b=$(median "${CAP[shield/$load]}")
+        ((cap_a && cap_b)) || continue
+        echo "3-shard Redis Cluster ($load): the Redis side takes $(ratio "$cap_a" "$cap_b")x the shielded" \
+            "requests/s of one Redis ($cap_a vs $cap_b; busiest shard at one core)"
+    done
 fi
 if [[ ${BENCH_COMMANDS:-0} == 1 ]]; then
-    for c in $CASES; do
-        [[ $c == stock ]] && continue
-        read -r -a ports <<<"$(redis_ports "$c")"
-        # (less the connection redis-cli opened to each port for the second look)
-        echo "$c, per request (calls, own usec per call):$(join "$TMP/$c.cmd0" "$TMP/$c.cmd1" |
-            awk -v n="${REQS[$c]}" -v cli="${#ports[@]}" '$1 == "~connections" {conns = $4 - $2 - cli; next}
-                $4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
-                printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}
-                END {printf "; %d Redis connections opened", conns}')"
+    for load in $LOADS; do
+        for c in $CASES; do
+            [[ $c == stock ]] && continue
+            read -r -a ports <<<"$(redis_ports "$c")"
+            # (less the connection redis-cli opened to each port for the second look)
+            echo "$c, $load, per request (calls, own usec per call):$(join "$TMP/$c.$load.cmd0" "$TMP/$c.$load.cmd1" |
+                awk -v n="${REQS[$c/$load]}" -v cli="${#ports[@]}" '$1 == "~connections" {conns = $4 - $2 - cli; next}
+                    $4 > $2 && $1 !~ /^(info|config|flushall|ping|script)/ {
+                    printf " %s %.2f/%.2f", $1, ($4 - $2) / n, ($5 - $3) / ($4 - $2)}
+                    END {printf "; %d Redis connections opened", conns}')"
+        done
     done
 fi
 echo
-echo "  nginx us: worker CPU (utime+stime) per request; vs stock: the difference to stock nginx"
-echo "  redis us: Redis CPU (INFO cpu, all shards) per request; evalsha us: commandstats usec_per_call"
-echo "  redis cap/s: requests/s the Redis side takes with its busiest shard at one full core"
+echo "  nginx us: worker CPU (utime+stime) per request; x stock: against stock nginx's, same round"
+echo "  redis us: Redis CPU (INFO cpu, all shards) per request; x peer: against the Lua peer's under"
+echo "  the same load, x base / ng xbase: Redis / nginx CPU against the baseline module's, same round"
+echo "  (ratios: median of the rounds' ratios); evalsha us: commandstats usec_per_call"

@@ -14,7 +14,7 @@
 # built with, BENCH_BASELINE_NGINX), for another build in the same run;
 # `pow_shield_strikes off` so that nothing blocks. One worker; nginx and
 # Redis pinned to core BENCH_NGINX_CPU [0], wrk to BENCH_WRK_CPU [1];
-# BENCH_ROUNDS [3] rounds of every case for BENCH_SECONDS [5] s each, after
+# BENCH_ROUNDS [5] rounds of every case for BENCH_SECONDS [5] s each, after
 # a 1 s warm-up per case; medians over the rounds, then ratios against the
 # baseline and stock nginx.
 #
@@ -38,7 +38,7 @@ MODULE=${MODULE:-$ROOT/objs/ngx_http_pow_shield_module.so}
 BASE_MODULE=${BENCH_BASELINE_MODULE:-}
 BASE_NGINX=${BENCH_BASELINE_NGINX:-$NGINX}
 DURATION=${BENCH_SECONDS:-5}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 CONNS=${BENCH_CONNECTIONS:-50}
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
@@ -89,7 +89,7 @@ write_conf() { # <dir> <port> <stock port or empty>
     local dir=$1 port=$2 stock=${3:-}
     {
         bench_conf_head "$dir" "$dir/module.so" "$TMP/html" 4096
-        echo "    pow_shield_redis redis://127.0.0.1:$P_REDIS;"
+        echo "    pow_shield_redis redis://127.0.0.1:$P_REDIS timeout=${BENCH_REDIS_TIMEOUT:-1s};"
         echo "    pow_shield_zone 32m;"
         [[ -n $stock ]] && echo "    server { listen 127.0.0.1:$stock; location = /api.json { } }"
         cat <<EOF
@@ -194,7 +194,6 @@ for _round in $(seq "$ROUNDS"); do
     done
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 for d in new base; do
     [[ -f $TMP/$d/error.log ]] || continue
@@ -207,25 +206,36 @@ echo "nginx:   $("$TMP/new/nginx" -v 2>&1 | sed 's/^nginx version: //'), module 
 echo "redis:   $("${REDIS_SERVER:-redis-server}" --version | awk '{print $3}')"
 echo "load:    wrk -t1 -c$CONNS, $ROUNDS rounds x $DURATION s per case (medians); nginx + redis on core $NGINX_CPU, wrk on core $WRK_CPU"
 echo
-printf '%-10s %-9s %9s %10s %10s %10s %9s %9s\n' case build req/s "nginx us" "redis us" "calls/req" "vs base" "vs stock"
+fmt='%-10s %-5s %8s %9s %9s %9s %10s %8s %8s %8s %8s\n'
+# shellcheck disable=SC2059 # the format is the table's
+printf "$fmt" case build req/s "nginx us" "ng xstock" "redis us" "calls/req" "ng xbase" "rd xbase" "vs base" "vs stock"
+summary() { [[ -z ${BENCH_SUMMARY:-} ]] || echo "$*" >>"$BENCH_SUMMARY"; }
 stock_rps=$(median "${RPS[new/stock]:-1}")
 for case in $CASES; do
     for build in $BUILDS; do
         [[ $case == stock && $build != new ]] && continue
         key="$build/$case"
         rps=$(median "${RPS[$key]}")
-        vs_base=- vs_stock=-
+        vs_base=- ng_base=- rd_base=- ng_stock=-
         if [[ $build == new && -n $BASE_MODULE && $case != stock ]]; then
-            vs_base=$(awk -v a="$rps" -v b="$(median "${RPS[base/$case]}")" 'BEGIN {printf "%.2fx", a / b}')
+            vs_base=$(round_ratio RPS "$key" "base/$case")
+            ng_base=$(round_ratio NG "$key" "base/$case")
+            rd_base=$(round_ratio RD "$key" "base/$case")
         fi
-        vs_stock=$(awk -v a="$rps" -v b="$stock_rps" 'BEGIN {printf "%.2f", a / b}')
+        [[ $case != stock ]] && ng_stock=$(round_ratio NG "$key" new/stock)
+        vs_stock=$(ratio "$rps" "$stock_rps")
         rd=$(median "${RD[$key]}")
         [[ $case == stock ]] && rd=-
-        printf '%-10s %-9s %9s %10s %10s %10s %9s %9s\n' "$case" "$build" "$rps" "$(median "${NG[$key]}")" \
-            "$rd" "$(median "${CALLS[$key]}")" "$vs_base" "$vs_stock"
+        # shellcheck disable=SC2059
+        printf "$fmt" "$case" "$build" "$rps" "$(median "${NG[$key]}")" "$ng_stock" "$rd" \
+            "$(median "${CALLS[$key]}")" "$ng_base" "$rd_base" "$vs_base" "$vs_stock"
+        [[ $build == new ]] && summary "flood $case nginx_us $(median "${NG[$key]}") redis_us $rd" \
+            "ng_x_stock $ng_stock ng_x_base $ng_base rd_x_base $rd_base"
     done
 done
 echo
 echo "  nginx us / redis us: CPU time per request of the nginx worker / of redis-server (medians of $ROUNDS)"
-echo "  calls/req: script calls (EVALSHA + EVAL) per request; vs base: req/s against the baseline build"
-echo "  vs stock: req/s against stock nginx serving the same file in the same run"
+echo "  ng xstock: nginx CPU per request against stock nginx's per served file; ng xbase, rd xbase:"
+echo "  nginx and Redis CPU against the baseline build's; vs base, vs stock: req/s against the baseline"
+echo "  and stock (every ratio: the median of the rounds' ratios, each within one round)"
+echo "  calls/req: script calls (EVALSHA + EVAL) per request"

@@ -118,3 +118,23 @@ CONF
         die "nginx did not start: $(tail -3 "$dir/error.log")"
     wait_port "$PORT" nginx
 }
+
+# median "v1 v2 ...": the median of the numbers (the lower middle one of an
+# even count); empty for none.
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+
+# ratio A B: A / B to three places, "-" when either is missing or B is 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || a == "-" || b == "" || b == "-" || b == 0) print "-"; else printf "%.3f", a / b}'; }
+
+# round_ratio ARRAY KEY REF: ARRAY (an associative array of "v1 v2 ...",
+# one value per round) holds KEY's and REF's figures; the median over the
+# rounds of KEY's / REF's in the same round ("-" unless both have every round).
+round_ratio() {
+    local -n values=$1
+    local a b i out=""
+    read -r -a a <<<"${values[$2]:-}"
+    read -r -a b <<<"${values[$3]:-}"
+    ((${#a[@]} && ${#a[@]} == ${#b[@]})) || { echo -; return; }
+    for i in "${!a[@]}"; do out+="$(ratio "${a[$i]}" "${b[$i]}") "; done
+    median "$out"
+}

@@ -3,10 +3,13 @@
 
 -- The log at now, trimmed: the entries counted, and the oldest one's time
 -- (nil if none). Each Redis call costs most of a microsecond of glue: one
--- to trim, one to count, and the oldest entry only if there is one.
+-- to count; for a log that exists, one to trim (its reply: the entries
+-- that left) and the oldest entry if one is left. A client new in this
+-- window (no log: most clients of a busy site) costs the count alone.
 local function log_read(key, window, now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
+  if count == 0 then return 0 end
+  count = count - redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local oldest
   if count > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) end
   return count, oldest
