@@ -316,14 +316,15 @@ impl Calls {
                 };
                 let call =
                     self.stacked_call((&route, rules, offence), tag, subject.approx, &limits, seq);
-                let mut subset = Limits::NONE;
-                let mut at = [0u8; MAX_LIMITS];
-                let mut counts = Vec::with_capacity(limits.len());
-                for (j, &(place, limit, whose)) in limits.iter().enumerate() {
-                    let _ = subset.push(limit, None);
-                    at[j] = place as u8;
-                    counts.push((count_tag(tag, whose), limit));
-                }
+                // Its limits as the location has them (names, keys: a
+                // `key=` limit's refusal strikes no one), in the same order.
+                let (subset, at) = subject
+                    .limits
+                    .only(|i| limits.iter().any(|(place, _, _)| *place == i));
+                let counts = limits
+                    .iter()
+                    .map(|&(_, limit, whose)| (count_tag(tag, whose), limit))
+                    .collect();
                 Part {
                     route,
                     call,

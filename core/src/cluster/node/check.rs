@@ -1,7 +1,9 @@
 //! Checks: a request under the location's one limit is refused on the
 //! node while Redis's refusal holds (`batches.rs`), joins a check of the
-//! same client on its way, or asks Redis; stacked or keyed limits go to
-//! Redis in one call.
+//! same client on its way, or asks Redis; stacked or keyed limits are
+//! refused on the node while a limit's key is refused (`keyed.rs`), else
+//! go to Redis in one call (a Redis Cluster with `key=`: one per slot,
+//! `sharded.rs`).
 //!
 //! Coalescing: while a client's check is on its way, the client's further
 //! unpaid requests (same limit, exact window) join it instead of sending
@@ -170,19 +172,24 @@ impl<W: Waits> ClusterNode<W> {
                 }
             }
         }
-        let group = refusal.clone().filter(|_| coalesce);
-        if let Some(group) = &group {
-            self.groups.entry(group.clone()).or_insert(Group {
-                about: About {
+        // A group of this check's own, unless another check of the client
+        // (other rules, another price) holds it: this one neither joins
+        // nor releases it.
+        let group = match refusal.clone().filter(|_| coalesce) {
+            Some(group) if !self.groups.contains_key(&group) => {
+                let about = About {
                     refusal: group.clone(),
                     key: subject.key.to_vec(),
                     limit,
                     rules,
                     rising: subject.rising,
-                },
-                joiners: Vec::new(),
-            });
-        }
+                };
+                let joiners = Vec::new();
+                self.groups.insert(group.clone(), Group { about, joiners });
+                Some(group)
+            }
+            _ => None,
+        };
         let seq = self.next_seq();
         let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
         let flight = Flight::Check(OneCheck {
@@ -268,6 +275,10 @@ impl<W: Waits> ClusterNode<W> {
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);
+                // A Redis Cluster's refusal answers the client's slot's
+                // generation (its next refusals are then the node's).
+                let slot = slot_of_tag(client_tag(&c.key).as_bytes());
+                self.generations.note_slot(slot, checked.generation);
                 self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
             }

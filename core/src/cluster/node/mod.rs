@@ -293,7 +293,7 @@ impl<W: Waits> ClusterNode<W> {
             Flight::Together(t) => self.together_checked(env, t, frame, now, out),
             Flight::Strike(s) => self.struck(env, s, frame, now, out),
             Flight::Spend(s) => self.spent(env, s, frame, now, out),
-            Flight::Replay(r) => self.replayed(r, frame, now),
+            Flight::Replay(r) => self.replayed(r, frame, now, out),
             Flight::Batch(b) => self.batch_answered(env, b, frame, now, out),
             Flight::Part { request, index } => {
                 self.part_answered(env, (request, index), frame, now, out)

@@ -13,7 +13,11 @@
 //! than the requests in flight). An undo Redis never runs (a timeout)
 //! leaves that count until the window slides past it.
 //!
-//! A call that fails (a timeout, a shard down) leaves the request to the
+//! With `approx`, a take-back just past a fixed window's end takes one
+//! from the new window's count: one more admitted at most per such undo.
+//!
+//! A call that refuses decides, whatever another call's failure. Otherwise
+//! a call that fails (a timeout, a shard down) leaves the request to the
 //! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
 //! `closed`); what the other calls counted stays (the request may pass).
 
@@ -21,10 +25,9 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::keyed::KeyedLimit;
 use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
-use crate::cluster::calls::{Call, Part};
+use crate::cluster::calls::{self, Call, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
-use crate::cluster::scripts::replies;
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::redis::command::client_tag;
 use crate::store::{Checked, Now, Offence, Reply, Subject};
@@ -115,15 +118,16 @@ impl<W: Waits> ClusterNode<W> {
         };
         let answer = Answer::of(frame);
         let sent = answer.may_have_run();
+        // (A part of no limit, the client's where every limit is another
+        // slot's, reads as admitted with the client's breaker; the verdict
+        // names the location's limit; a `key=` limit's refusal strikes no
+        // one.)
         let checked = answer.integers().and_then(|reply| {
-            let (limits, rules, offence) = (&part.limits, part.rules, part.offence);
-            replies::stacked_checked_from_reply(&reply, limits, offence, rules, cluster).ok()
+            let (kept, rules, offence) = ((&part.limits, &part.at), part.rules, part.offence);
+            calls::stacked_checked(cluster, &reply, kept, rules, offence)
         });
         let got = match checked {
-            Some(mut checked) => {
-                checked.verdict.limit = part.at[usize::from(checked.verdict.limit)];
-                Got::Checked(checked)
-            }
+            Some(checked) => Got::Checked(checked),
             None => Got::Failed {
                 failure: Unavailable::Down,
                 sent,
@@ -170,7 +174,11 @@ impl<W: Waits> ClusterNode<W> {
         }
     }
 
-    /// Every part answered: the request's answer, and the undos.
+    /// Every part answered: the request's answer, and the undos. A part's
+    /// refusal (or the client's block) decides, whatever another part's
+    /// failure; a failure decides where the client's part failed, or every
+    /// part that answered admitted: the fallback rule, told whether Redis
+    /// may have struck (only the client's part strikes).
     fn decide_sharded(
         &mut self,
         env: &mut impl Around,
@@ -179,62 +187,70 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let got: Vec<Got> = s.got.iter().flatten().copied().collect();
-        if let Some(&Got::Failed { failure, .. }) =
-            got.iter().find(|g| matches!(g, Got::Failed { .. }))
-        {
-            let sent = got
-                .iter()
-                .any(|g| matches!(g, Got::Failed { sent: true, .. }));
-            return out.push(Step::FallBack {
-                waiter: s.waiter,
-                failure,
-                sent,
-            });
-        }
-        let checked: Vec<Checked> = got
+        let fall_back = |waiter, failure, sent| Step::FallBack {
+            waiter,
+            failure,
+            sent,
+        };
+        let client = match got.first() {
+            Some(Got::Checked(client)) => *client,
+            Some(&Got::Failed { failure, sent }) => {
+                return out.push(fall_back(s.waiter, failure, sent))
+            }
+            None => return out.push(fall_back(s.waiter, Unavailable::Down, false)),
+        };
+        let answered: Vec<Option<Checked>> = got
             .iter()
-            .filter_map(|g| match g {
+            .map(|g| match g {
                 Got::Checked(c) => Some(*c),
                 Got::Failed { .. } => None,
             })
             .collect();
-        // The client's part (the first) holds its breaker and generation.
-        let Some(client) = checked.first().copied() else {
-            return;
-        };
-        let slot = slot_of_tag(client_tag(&s.key).as_bytes());
-        self.generations.note_slot(slot, client.generation);
-        // A refusal in another slot: the challenge carries the client's
-        // slot's generation as this worker knows it.
-        let client = Checked {
-            generation: client.generation.or(self.generations.slot(slot)),
-            ..client
-        };
-        remember(env, &s.key, client.breaker, s.rules, now);
         let blocked = client.breaker.block != Block::Clear;
         // The first refusing limit in the order written decides; admitted,
         // the one with fewest remaining.
-        let refusing = checked
+        let refusing = answered
             .iter()
+            .flatten()
             .filter(|c| !c.verdict.allowed)
-            .min_by_key(|c| c.verdict.limit);
+            .min_by_key(|c| c.verdict.limit)
+            .copied();
+        if let (false, None, Some(failure)) = (
+            blocked,
+            refusing,
+            got.iter().find_map(|g| match g {
+                Got::Failed { failure, .. } => Some(*failure),
+                Got::Checked(_) => None,
+            }),
+        ) {
+            // (The client's part admitted: it struck nothing.)
+            return out.push(fall_back(s.waiter, failure, false));
+        }
+        let slot = slot_of_tag(client_tag(&s.key).as_bytes());
+        self.generations.note_slot(slot, client.generation);
+        remember(env, &s.key, client.breaker, s.rules, now);
+        // A refusal in another slot: the challenge carries the client's
+        // slot's generation as this worker knows it.
+        let generation = client.generation.or(self.generations.slot(slot));
         let decided = match (blocked, refusing) {
             (true, _) => client,
             (false, Some(refused)) => Checked {
                 breaker: client.breaker,
+                // (Only the client's part strikes: its own limit refused.)
                 struck: client.struck,
-                generation: client.generation,
-                ..*refused
+                generation,
+                ..refused
             },
             (false, None) => {
-                let tightest = checked
+                let tightest = answered
                     .iter()
+                    .flatten()
                     .min_by_key(|c| c.verdict.remaining)
                     .copied()
                     .unwrap_or(client);
                 Checked {
                     breaker: client.breaker,
-                    generation: client.generation,
+                    generation,
                     ..tightest
                 }
             }
@@ -242,13 +258,12 @@ impl<W: Waits> ClusterNode<W> {
         // Counted by all or none: what the parts that admitted counted is
         // taken back when another refused (or the client is blocked).
         if blocked || refusing.is_some() {
-            for (part, c) in s.parts.iter().zip(&checked) {
-                if !c.verdict.allowed {
-                    continue;
-                }
-                if let Some(call) = self.calls.undo(part, s.approx, s.seq) {
-                    let route = part.route.clone();
-                    self.send(Flight::Undo, route, Command::Script(call), out);
+            for (part, c) in s.parts.iter().zip(&answered) {
+                if c.is_some_and(|c| c.verdict.allowed) {
+                    if let Some(call) = self.calls.undo(part, s.approx, s.seq) {
+                        let route = part.route.clone();
+                        self.send(Flight::Undo, route, Command::Script(call), out);
+                    }
                 }
             }
         }

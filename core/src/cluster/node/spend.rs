@@ -304,14 +304,15 @@ impl<W: Waits> ClusterNode<W> {
     /// Whether Redis took a replayed spend (whether it knew the token
     /// doesn't matter: this node refuses it anyway); if not (a restarted
     /// cluster master answers CLUSTERDOWN at first), it waits again.
-    pub(super) fn replayed(&mut self, r: Replay, frame: Option<&OwnedFrame>, now: Now) {
+    pub(super) fn replayed(
+        &mut self,
+        r: Replay,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
         if frame.and_then(integers).is_none() {
-            let mut ignored = Vec::new();
-            self.queue_replay(
-                (&r.digest, r.key, r.tag, r.expires_at_ms),
-                now,
-                &mut ignored,
-            );
+            self.queue_replay((&r.digest, r.key, r.tag, r.expires_at_ms), now, out);
         }
     }
 

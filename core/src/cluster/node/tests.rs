@@ -255,16 +255,30 @@ impl Rig {
         limits: Limits,
         fail: FailPolicy,
     ) -> (u32, Answered) {
-        self.next_req += 1;
-        let n = self.next_req;
         let subject = Subject {
-            key,
             limits,
             limit_keys,
+            ..Rig::subject_of(key)
+        };
+        self.ask_subject(op, subject, fail)
+    }
+
+    /// An unpaid client `key` under the one limit.
+    pub fn subject_of(key: &[u8]) -> Subject<'_> {
+        Subject {
+            key,
+            limits: Limits::one(LIMIT),
+            limit_keys: CLIENT_KEYS,
             approx: false,
             rules: RULES,
             rising: false,
-        };
+        }
+    }
+
+    /// Asks `op` for `subject`.
+    pub fn ask_subject(&mut self, op: Op, subject: Subject, fail: FailPolicy) -> (u32, Answered) {
+        self.next_req += 1;
+        let n = self.next_req;
         let mut out = Vec::new();
         let alive = Rc::new(Cell::new(true));
         self.alive.insert(n, alive.clone());

@@ -149,3 +149,83 @@ fn on_a_redis_cluster_a_request_is_counted_by_every_slot_or_by_none() {
     }
     assert_eq!(refused_by(&rig, last, &answered), Some((0, true)));
 }
+
+#[test]
+fn on_a_redis_cluster_a_location_of_key_limits_only_is_decided_by_them() {
+    let Some(mut rig) = Rig::cluster("sharded_keyed_only") else {
+        return;
+    };
+    let mut limits = Limits::default();
+    limits
+        .push_keyed(NET, None, Some(KeyId::of("$pow_shield_net")))
+        .expect("one");
+    let mut keys = CLIENT_KEYS;
+    keys[0] = Some(b"198.51.100.0/24".as_slice());
+    let mut fates = Vec::new();
+    for address in 1..=4 {
+        let key = [0, 198, 51, 100, address];
+        let (n, answered) = rig.ask_keyed(UNPAID, (&key, keys), limits, FailPolicy::Local);
+        rig.run_all();
+        fates.push(refused_by(&rig, n, &answered));
+    }
+    // The client's part holds no limit: its breaker only.
+    assert_eq!(fates, [None, None, None, Some((0, false))]);
+}
+
+#[test]
+fn on_a_redis_cluster_a_refusal_decides_whatever_another_slots_failure() {
+    let Some(mut rig) = Rig::cluster("sharded_refusal_wins") else {
+        return;
+    };
+    let net: &[u8] = b"198.51.100.0/24";
+    for _ in 0..2 {
+        let (n, _) = from(&mut rig, 7, net);
+        rig.run_all();
+        assert!(rig.admitted(n));
+    }
+    // The third: refused (and struck) in the client's slot, while the
+    // /24's master times out.
+    let (n, answered) = from(&mut rig, 7, net);
+    assert_eq!(rig.held.len(), 2);
+    rig.run_one();
+    let (id, _) = rig.held.pop_front().expect("the /24's call");
+    rig.reply(id, None);
+    assert_eq!(refused_by(&rig, n, &answered), Some((0, true)));
+    assert_eq!(rig.redis_int(&[0, 198, 51, 100, 7], ClientKey::Strikes), 1);
+    // Admitted by the client's slot, the other failed: the fallback rule,
+    // told Redis struck nothing.
+    let (n, _) = from(&mut rig, 8, net);
+    rig.run_one();
+    let (id, _) = rig.held.pop_front().expect("the /24's call");
+    rig.reply(id, None);
+    let expected = Fate::FellBack {
+        failure: Unavailable::Down,
+        sent: false,
+    };
+    assert_eq!(rig.fate(n), Some(&expected));
+}
+
+#[test]
+fn on_a_redis_cluster_stacked_limits_of_the_client_are_refused_on_the_node() {
+    let Some(mut rig) = Rig::cluster("stacked_cluster") else {
+        return;
+    };
+    let mut limits = Limits::default();
+    limits.push(PER_ADDRESS, None).expect("one");
+    let hourly = RateLimit {
+        requests: 100,
+        window_ms: 3_600_000,
+    };
+    limits.push(hourly, None).expect("two");
+    let key: &[u8] = &[0, 203, 0, 113, 9];
+    for _ in 0..2 {
+        let (n, _) = rig.ask(UNPAID, key, limits, FailPolicy::Local);
+        rig.run_all();
+        assert!(rig.admitted(n));
+    }
+    let (n, _) = rig.ask(UNPAID, key, limits, FailPolicy::Local);
+    rig.run_all();
+    assert!(rig.refused(n), "{:?}", rig.fate(n));
+    let (_, answered) = rig.ask(UNPAID, key, limits, FailPolicy::Local);
+    assert!(matches!(answered, Answered::Now(_)), "{answered:?}");
+}

@@ -366,3 +366,26 @@ fn an_exiting_worker_gives_up_its_batches_at_once_while_redis_is_down() {
     rig.after(BATCH_MS).tick(true);
     assert_eq!(rig.alerts, vec![Alert::BatchesLost { lost: 3 }]);
 }
+
+#[test]
+fn a_check_the_router_refuses_leaves_another_checks_joiners_waiting() {
+    let Some(mut rig) = Rig::new("unsent_keeps_group") else {
+        return;
+    };
+    let (_, _) = rig.unpaid(CLIENT);
+    let (joined, _) = rig.unpaid(CLIENT);
+    assert_eq!(rig.held.len(), 1, "the second joined the first");
+    // The same client under a rising price: a check of its own.
+    let mut rising = Rig::subject_of(CLIENT);
+    rising.rising = true;
+    let (_, answered) = rig.ask_subject(UNPAID, rising, FailPolicy::Local);
+    assert_eq!(answered, Answered::Later);
+    let (id, _) = rig.held.pop_back().expect("its own call");
+    let mut out = Vec::new();
+    rig.node
+        .unsent(&mut rig.zone, id, Unavailable::Busy, rig.now, &mut out);
+    rig.carry(out);
+    assert_eq!(rig.fate(joined), None, "it still waits for the first check");
+    rig.run_all();
+    assert!(rig.admitted(joined));
+}
