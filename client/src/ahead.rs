@@ -108,7 +108,8 @@ pub(crate) fn may_be_refusal<'h>(status: u16, header: impl Fn(&str) -> Option<&'
 }
 
 /// Most bytes of a body read to tell a refusal: the shield's are a few
-/// hundred bytes.
+/// hundred bytes. (The reqwest middleware's: without that feature, unused.)
+#[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
 pub(crate) const MAX_REFUSAL_BODY: u64 = 64 * 1024;
 
 /// The `type` of the shield's own problems starts so.

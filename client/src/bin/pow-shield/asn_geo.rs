@@ -5,7 +5,7 @@
 //! [`pow_shield_client::asn_geo`].
 
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -117,14 +117,13 @@ pub fn run(m: &ArgMatches) -> u8 {
             Err(e) => complain(exit::WRITE, &format!("stdout: {e}")),
         };
     };
-    if fs::read_to_string(file).is_ok_and(|old| old == text) {
-        eprintln!("pow-shield asn-geo: {file} unchanged");
-        return exit::OK;
-    }
-    let tmp = format!("{file}.tmp");
-    if let Err(e) = fs::write(&tmp, &text).and_then(|()| fs::rename(&tmp, file)) {
-        let _ = fs::remove_file(&tmp);
-        return complain(exit::WRITE, &format!("{file}: {e}"));
+    match crate::replace::replace_if_changed(file, &text) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("pow-shield asn-geo: {file} unchanged");
+            return exit::OK;
+        }
+        Err(e) => return complain(exit::WRITE, &format!("{file}: {e}")),
     }
     eprintln!(
         "pow-shield asn-geo: {file} written: {} networks; reload nginx to use them",

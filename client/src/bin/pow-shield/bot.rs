@@ -256,14 +256,13 @@ pub fn run_keys(m: &ArgMatches) -> u8 {
         print!("{text}");
         return exit::OK;
     };
-    if fs::read_to_string(file).is_ok_and(|old| old == text) {
-        eprintln!("pow-shield: {file} unchanged ({} keys)", set.keys.len());
-        return exit::OK;
-    }
-    let tmp = format!("{file}.tmp");
-    if let Err(e) = fs::write(&tmp, &text).and_then(|()| fs::rename(&tmp, file)) {
-        let _ = fs::remove_file(&tmp);
-        return complain(exit::WRITE, &format!("{file}: {e}"));
+    match crate::replace::replace_if_changed(file, &text) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("pow-shield: {file} unchanged ({} keys)", set.keys.len());
+            return exit::OK;
+        }
+        Err(e) => return complain(exit::WRITE, &format!("{file}: {e}")),
     }
     eprintln!(
         "pow-shield: {file} written: {} Ed25519 key(s) ({}); reload nginx to use them",

@@ -17,6 +17,7 @@ mod bench;
 mod bot;
 mod exit;
 mod get;
+mod replace;
 mod solve;
 mod write_out;
 
