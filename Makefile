@@ -21,6 +21,7 @@
 #   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), every target, FUZZ_SECONDS each
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
+#   make fresh-check   the README's commands in a throwaway Debian 12 root, nothing installed (CI runs it)
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
 # it prints the exact command to run.
@@ -372,6 +373,16 @@ fuzz: deps-fuzz
 
 soak: build deps-soak
 	bench/soak.sh
+
+# The README's "Try it" commands as a newcomer runs them, in a throwaway
+# Debian 12 root with nothing installed (debootstrap, unshare, chroot; as
+# root): a missing install step fails here. FRESH_REV=<commit> checks
+# another commit, FRESH_FULL=1 runs all of make test (tools/fresh-check.sh,
+# docs/building.md).
+.PHONY: fresh-check
+fresh-check:
+	$(call need_pkgs,debootstrap)
+	tools/fresh-check.sh
 
 clean:
 	$(CARGO) clean
