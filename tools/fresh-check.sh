@@ -28,7 +28,10 @@
 #     https://static.rust-lang.org/rustup/rustup-init.sh, the file it serves
 #     (FRESH_RUSTUP_URL=... for another).
 # Daemons that packages install are not started (policy-rc.d), as in any
-# chroot; nothing here uses them.
+# chroot; nothing here uses them. The environment is empty but for the
+# proxy variables and CA bundle variables ($ca_vars) this machine has, and
+# its own CAs (/usr/local/share/ca-certificates) are copied in: the way out
+# of this machine, not a package the README would have to install.
 #
 # FRESH_PRINT=1 prints the steps written from the README and stops.
 # Output goes to the terminal and target/fresh/last.log. The root is removed
@@ -38,6 +41,8 @@
 set -euo pipefail
 
 suite=bookworm
+# Environment variables that point programs at a CA bundle.
+ca_vars="SSL_CERT_FILE SSL_CERT_DIR CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS PIP_CERT REQUESTS_CA_BUNDLE"
 
 # --- inside the new namespaces (the script runs itself under unshare) ---
 if [ "${1:-}" = --inside ]; then
@@ -46,9 +51,15 @@ if [ "${1:-}" = --inside ]; then
     mount --make-rslave "$root/dev"
     mount -t proc proc "$root/proc"
     mount -t sysfs -o ro sysfs "$root/sys"
+    # A clean environment, but for this machine's way out: its proxy and
+    # the CA files it trusts (set where its egress intercepts TLS).
+    pass=()
+    for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY $ca_vars; do
+        if [ -n "${!v:-}" ]; then pass+=("$v=${!v}"); fi
+    done
     chroot "$root" /usr/bin/env -i HOME=/root USER=root LOGNAME=root SHELL=/bin/bash \
         TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        /bin/bash /root/fresh-steps.sh
+        "${pass[@]}" /bin/bash /root/fresh-steps.sh
     exit
 fi
 
@@ -132,6 +143,12 @@ if [ "$keep" != 1 ]; then trap remove_root EXIT; fi
 mkdir -p "$root"
 tar -C "$root" -xf "$base"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# This machine's own CAs (an egress proxy's, a company's): the root trusts
+# them too once the README's line installs ca-certificates.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 src=$root/root/pow-shield
 mkdir -p "$src"
 commit=$(git -C "$repo" rev-parse --verify "$rev^{commit}") || die "FRESH_REV=$rev: no such commit"
@@ -230,15 +247,17 @@ EOF
         'make test'*)
             if [ "$full" = 1 ]; then
                 emit "step $(q "$cmd")"
-                emit "$cmd"
+                emit "{ $cmd"
+                emit "} || fail $(q "$cmd")"
             else
                 emit "step $(q "make $cheap_targets  (make test without its integration suite; FRESH_FULL=1: all of it)")"
-                emit "make $cheap_targets"
+                emit "make $cheap_targets || fail $(q "make $cheap_targets")"
             fi
             ;;
         *)
             emit "step $(q "$cmd")"
-            emit "$cmd"
+            emit "{ $cmd"
+            emit "} || fail $(q "$cmd")"
             ;;
         esac
     done <<<"$setup"
