@@ -201,7 +201,11 @@ run: build
 	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo.conf > objs/demo/nginx.conf
 	@rm -rf objs/demo/html && cp -r nginx-conf/demo-api objs/demo/html
 	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo-banner.txt
-	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
+	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;$(RUN_USER)'
+
+# As root, nginx's workers would run as nobody, who cannot read a checkout
+# in /root (mode 700): every request 404. A root demo's workers run as root.
+RUN_USER = $(if $(filter 0,$(shell id -u)), user root;)
 
 # The unit tests: the workspace's nginx-free crates (the module links only
 # into nginx; t/ tests it there). The Lua scripts' tests run against a real

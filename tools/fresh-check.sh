@@ -9,8 +9,9 @@
 # them), entered with unshare (new mount and PID namespaces: /dev, /proc and
 # /sys mounted in it only; every process it started dies with it) and
 # chroot, as root, with a clean environment. The repository goes in as a
-# `git archive` of HEAD (FRESH_REV=<rev> for another commit), so nothing
-# built or installed here leaks in.
+# `git archive` of HEAD (FRESH_REV=<rev> for another commit) in
+# /root/pow-shield, where root's `git clone` puts it (FRESH_DIR=<path> for
+# another), so nothing built or installed here leaks in.
 #
 # The commands are the first two ```sh blocks under "## Try it" of the
 # README (FRESH_README=<file> to take them from another README than the
@@ -149,7 +150,11 @@ if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
     mkdir -p "$root/usr/local/share/ca-certificates"
     cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 fi
-src=$root/root/pow-shield
+# Where the tree goes: where root's `git clone` puts it (FRESH_DIR=/srv/...
+# for elsewhere).
+dir=${FRESH_DIR:-/root/pow-shield}
+case $dir in /?*) ;; *) die "FRESH_DIR=$dir: want an absolute path" ;; esac
+src=$root$dir
 mkdir -p "$src"
 commit=$(git -C "$repo" rev-parse --verify "$rev^{commit}") || die "FRESH_REV=$rev: no such commit"
 git -C "$repo" archive --format=tar "$commit" | tar -C "$src" -xf -
@@ -205,11 +210,13 @@ flush_demo() {
 q() { local sq="'" esc="'\\''"; printf "'%s'" "${1//$sq/$esc}"; }
 emit() { printf '%s\n' "$1"; }
 {
-    cat <<'EOF'
+    cat <<EOF
 #!/bin/bash
 # Written by tools/fresh-check.sh from the README's "Try it" blocks.
 set -euo pipefail
-cd /root/pow-shield
+cd "$dir"
+EOF
+    cat <<'EOF'
 step() { printf '\n== fresh-check [%s] $ %s\n' "$(date -u +%T)" "$1"; }
 fail() { printf '\n== fresh-check: FAILED: %s\n' "$1"; exit 1; }
 EOF
