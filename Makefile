@@ -21,6 +21,7 @@
 #   make bench-cluster cluster mode's Redis and nginx CPU per request, and the Lua peer
 #   make fuzz          libFuzzer on the pure parsers (fuzz/), every target, FUZZ_SECONDS each
 #   make soak          10-minute soak under abuse, Redis faults and reloads (SOAK_SECONDS=60 for less)
+#   make fresh-check   the README's commands in a throwaway Debian 12 root, nothing installed (CI runs it)
 #
 # Every target installs what it needs with apt-get when run as root; otherwise
 # it prints the exact command to run.
@@ -201,7 +202,11 @@ run: build
 	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo.conf > objs/demo/nginx.conf
 	@rm -rf objs/demo/html && cp -r nginx-conf/demo-api objs/demo/html
 	@sed 's/127\.0\.0\.1:8080/127.0.0.1:$(PORT)/g' nginx-conf/demo-banner.txt
-	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;'
+	$(OBJS)/nginx -p $(OBJS)/demo -c nginx.conf -g 'daemon off;$(RUN_USER)'
+
+# As root, nginx's workers would run as nobody, who cannot read a checkout
+# in /root (mode 700): every request 404. A root demo's workers run as root.
+RUN_USER = $(if $(filter 0,$(shell id -u)), user root;)
 
 # The unit tests: the workspace's nginx-free crates (the module links only
 # into nginx; t/ tests it there). The Lua scripts' tests run against a real
@@ -373,6 +378,16 @@ fuzz: deps-fuzz
 
 soak: build deps-soak
 	bench/soak.sh
+
+# The README's "Try it" commands as a newcomer runs them, in a throwaway
+# Debian 12 root with nothing installed (debootstrap, unshare, chroot; as
+# root): a missing install step fails here. FRESH_REV=<commit> checks
+# another commit, FRESH_FULL=1 runs all of make test (tools/fresh-check.sh,
+# docs/building.md).
+.PHONY: fresh-check
+fresh-check:
+	$(call need_pkgs,debootstrap)
+	tools/fresh-check.sh
 
 clean:
 	$(CARGO) clean

@@ -24,7 +24,8 @@ const built = fs.existsSync(path.join(PREBUILDS, PACKED_TAG, 'pow_shield.node'))
 function pack(dir, env = {}) {
   const dest = fs.mkdtempSync(path.join(os.tmpdir(), 'pow-shield-pack-'));
   try {
-    const r = spawnSync('npm', ['pack', '--pack-destination', dest, '--offline', '--silent'], {
+    // --foreground-scripts: npm 9 (Debian 12's) hides a script's output under --silent
+    const r = spawnSync('npm', ['pack', '--pack-destination', dest, '--offline', '--silent', '--foreground-scripts'], {
       cwd: dir, encoding: 'utf8', env: { ...process.env, npm_config_cache: path.join(dest, 'cache'), ...env },
     });
     if (r.status !== 0) return { status: r.status, output: r.stdout + r.stderr, files: null };
