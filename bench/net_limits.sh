@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# bench/net_limits.sh — what limits per network and site-wide cost in
+# cluster mode (bench/README.md, "net_limits.sh"): Redis CPU and nginx CPU
+# per request of a location with one, two and three limits of different
+# keys (the client, its /24, the site), a /24 flooding over its limit, and
+# a site-wide `approx` limit over two nginx nodes; against one Redis and a
+# Redis Cluster of three masters, stock nginx in the same run.
+#
+#   make build && bench/net_limits.sh
+#   NET_CASES="one two" NET_BACKENDS=redis NET_ROUNDS=5 bench/net_limits.sh
+#
+# Cases (the address in X-Real-IP, realip on; windows of 2 s unless said):
+#   stock       no limit
+#   one         pow_shield_limit 100000 2s;                      (per client)
+#   two         one + pow_shield_limit 100000 2s name=net key=$pow_shield_net;
+#   three       two + pow_shield_limit 1000000 2s name=site key=site;
+#   flood       one + pow_shield_limit 40 1h name=net key=$pow_shield_net;
+#               254 addresses of one /24 (10.40.0.x) over its 40
+#   one2        `one` over two nginx nodes (the base of the site cases)
+#   site2       pow_shield_limit 1000000 2s name=site key=site approx; two nodes
+#   siteover2   pow_shield_limit 100 1h name=site key=site approx; two nodes:
+#               the site over its limit (a surge), every request a 429
+#   clsite2     pow_shield_limit 100000 2s approx; + the site line of
+#               `site2`, two nodes (a location's limits are all `approx` or
+#               none: nginx -t refuses a mix)
+#   clsiteover2 pow_shield_limit 100000 2s approx; + the site line of
+#               `siteover2`, two nodes
+# Before the cases, a probe per backend: a lone `key=site` limit of 5 with
+# `pow_shield_fail open` must admit 5 of 8 new addresses (Redis decides: a
+# request that fell back would pass).
+# Green load (all but flood, siteover2): 2,000 addresses in 100 /24s,
+# none near a limit.
+#
+# Per backend, case and round: FLUSHALL, a warm-up of one window (2 s), then
+# NET_SECONDS [4] of wrk -t1 (-c32 on one node, -c16 on each of two);
+# nginx (one worker a node) and Redis on core 0, wrk on core 1; medians of
+# NET_ROUNDS [3] rounds:
+#   nginx us/req = delta(utime + stime) of the workers / requests
+#   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu, all masters / requests
+#   cmd/req      = commands Redis ran (INFO commandstats) / requests
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+die() { echo "bench/net_limits.sh: $*" >&2; exit 1; }
+# shellcheck source=bench/net_lib.sh
+. "$ROOT/bench/net_lib.sh"
+
+DURATION=${NET_SECONDS:-4}
+ROUNDS=${NET_ROUNDS:-3}
+CONNS=${NET_CONNECTIONS:-32}
+HOT=${NET_HOT:-0}
+CASES=${NET_CASES:-stock one two three flood one2 site2 siteover2 clsite2 clsiteover2}
+BACKENDS=${NET_BACKENDS:-redis cluster3}
+for v in DURATION ROUNDS CONNS HOT; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
+done
+((DURATION >= 1 && ROUNDS >= 1 && CONNS >= 2 && HOT < 100)) || die "bad NET_* values"
+declare -A URI=([stock]=/stock.json [one]=/one.json [two]=/two.json [three]=/three.json [flood]=/flood.json
+    [one2]=/one.json [site2]=/site.json [siteover2]=/siteover.json [clsite2]=/clsite.json
+    [clsiteover2]=/clsiteover.json)
+for c in $CASES; do [[ -n ${URI[$c]:-} ]] || die "unknown case '$c'"; done
+for b in $BACKENDS; do [[ $b == redis || $b == cluster3 ]] || die "unknown backend '$b'"; done
+[[ -x $NGINX && -f $MODULE ]] || die "build first: make build"
+for t in "$WRK" "$REDIS_SERVER" "$REDIS_CLI" curl; do command -v "$t" >/dev/null || die "$t not found"; done
+has_case() { [[ " $CASES " == *" $1 "* ]]; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/pow-shield-net.XXXXXX")
+chmod 0755 "$TMP"
+PIDS=() NGINX_PIDFILES=()
+cleanup() {
+    local rc=$? p
+    set +e
+    for p in "${NGINX_PIDFILES[@]}"; do [[ -s $p ]] && stop_pid "$(<"$p")" QUIT; done
+    for p in "${PIDS[@]}"; do stop_pid "$p"; done
+    if [[ ${BENCH_KEEP:-0} == 1 ]]; then echo "kept: $TMP"; else rm -rf "$TMP"; fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$TMP/html"
+printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/html/api.json"
+for c in "${URI[@]}"; do cp "$TMP/html/api.json" "$TMP/html$c"; done
+chmod -R a+rX "$TMP/html"
+cp "$MODULE" "$TMP/module.so" # a private copy: `make build` rewrites objs/
+read -r P_ONE P_C1 P_C2 P_C3 H_ra H_rb H_ca H_cb <<<"$(free_ports 8)"
+declare -A RPORTS=([redis]=$P_ONE [cluster3]="$P_C1 $P_C2 $P_C3")
+declare -A HTTP=([redis.a]=$H_ra [redis.b]=$H_rb [cluster3.a]=$H_ca [cluster3.b]=$H_cb)
+
+ONE='pow_shield_limit 100000 2s;'
+# shellcheck disable=SC2016 # nginx's variable, not the shell's
+NET='pow_shield_limit 100000 2s name=net key=$pow_shield_net;'
+SITE='pow_shield_limit 1000000 2s name=site key=site approx;'
+write_conf() { # <dir> <http port> <redis ports...>
+    local dir=$1 port=$2
+    shift 2
+    mkdir -p "$dir"
+    {
+        bench_conf_head "$dir" "$TMP/module.so" "$TMP/html" 4096
+        cat <<EOF
+    pow_shield_zone 32m;
+    $(redis_line "$@")
+    server {
+        listen 127.0.0.1:$port;
+        $REALIP
+        pow_shield_log_level info;
+        location = /stock.json { }
+        location = /one.json { $ONE }
+        location = /two.json { $ONE $NET }
+        location = /three.json { $ONE $NET pow_shield_limit 1000000 2s name=site key=site; }
+        location = /flood.json { $ONE pow_shield_limit 40 1h name=net key=\$pow_shield_net; }
+        location = /site.json { $SITE }
+        location = /siteover.json { pow_shield_limit 100 1h name=site key=site approx; }
+        location = /clsite.json { pow_shield_limit 100000 2s approx; $SITE }
+        location = /clsiteover.json {
+            pow_shield_limit 100000 2s approx; pow_shield_limit 100 1h name=site key=site approx;
+        }
+        location = /probe.json {
+            pow_shield_fail open; pow_shield_limit 5 1h name=site key=site approx; alias $TMP/html/api.json;
+        }
+    }
+}
+EOF
+    } >"$dir/nginx.conf"
+}
+
+declare -A WORKER
+for b in $BACKENDS; do
+    read -r -a ports <<<"${RPORTS[$b]}"
+    if [[ $b == redis ]]; then redis_up "$P_ONE" "$TMP/redis"; else redis_cluster_up "$TMP/cluster" "${ports[@]}"; fi
+    for n in a b; do
+        write_conf "$TMP/$b.$n" "${HTTP[$b.$n]}" "${ports[@]}"
+        nginx_up "$TMP/$b.$n"
+        wait_port "${HTTP[$b.$n]}" "nginx ($b.$n)"
+        WORKER[$b.$n]=$(worker_of "$TMP/$b.$n")
+        [[ -n ${WORKER[$b.$n]} ]] || die "no worker in $b.$n"
+    done
+done
+
+# wrk scripts: green (2,000 addresses in 100 /24s, 10.0.0.x-10.0.99.x,
+# NET_HOT % from one hot address) for each uri; the flood's /24 10.40.0.x.
+for c in $CASES; do
+    if [[ $c == flood ]]; then
+        wrk_rotate "$TMP/$c.lua" "${URI[$c]}" 1 254 $((40 * 256))
+    else
+        wrk_rotate "$TMP/$c.lua" "${URI[$c]}" 100 20 0 0 "$HOT"
+    fi
+done
+nodes_of() { [[ $1 == *2 ]] && echo "a b" || echo a; }
+refused_case() { [[ $1 == flood || $1 == *over2 ]]; }
+
+# load <backend> <case> <seconds> <out prefix>: wrk on each node at once.
+load() {
+    local b=$1 c=$2 secs=$3 out=$4 n nodes conns pids=()
+    read -r -a nodes <<<"$(nodes_of "$c")"
+    conns=$((CONNS / ${#nodes[@]}))
+    for n in "${nodes[@]}"; do
+        wrk_run "$conns" "$secs" "$out.$n" "http://127.0.0.1:${HTTP[$b.$n]}${URI[$c]}" -s "$TMP/$c.lua" &
+        pids+=($!)
+    done
+    for n in "${pids[@]}"; do wait "$n" || die "wrk failed ($b $c)"; done
+}
+worker_ticks() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(ticks "${WORKER[$b.$n]}"))); done; echo "$s"; }
+
+# The probe: does Redis decide a lone keyed limit (5 of 8 admitted)?
+declare -A PROBE
+for b in $BACKENDS; do
+    read -r -a ports <<<"${RPORTS[$b]}"
+    flush_all "${ports[@]}"
+    ok=0
+    for i in $(seq 8); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Real-IP: 10.77.0.$i" \
+            "http://127.0.0.1:${HTTP[$b.a]}/probe.json")
+        [[ $code == 200 ]] && ok=$((ok + 1))
+    done
+    PROBE[$b]=$ok
+done
+
+declare -A RPS NG RD CMD CALLS BUSY DETAIL
+for r in $(seq "$ROUNDS"); do
+    for b in $BACKENDS; do
+        read -r -a ports <<<"${RPORTS[$b]}"
+        for c in $CASES; do
+            k=$b/$c
+            flush_all "${ports[@]}"
+            load "$b" "$c" 2 "$TMP/warm"
+            t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}")
+            mapfile -t each0 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
+            commandstats "${ports[@]}" >"$TMP/c0"
+            load "$b" "$c" "$DURATION" "$TMP/run"
+            commandstats "${ports[@]}" >"$TMP/c1"
+            t1=$(worker_ticks "$b" "$c") r1=$(redis_cpu "${ports[@]}")
+            mapfile -t each1 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
+            n=0 non=0 rps=0
+            for o in "$TMP"/run.?; do
+                ! grep -q 'Socket errors' "$o" || die "$k: $(grep 'Socket errors' "$o")"
+                n=$((n + $(wrk_requests "$o"))) non=$((non + $(wrk_non2xx "$o"))) rps=$((rps + $(wrk_rps "$o")))
+            done
+            rm -f "$TMP"/run.?
+            ((n > 0)) || die "$k: no requests"
+            if refused_case "$c"; then
+                ((non >= n - CONNS)) || die "$k: only $non of $n requests refused"
+            else
+                ((non == 0)) || die "$k: $non non-2xx answers of $n on a green path"
+            fi
+            RPS[$k]+="$rps "
+            NG[$k]+="$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}') "
+            # The busiest master's share of Redis's CPU (a hot spot: 33 % is even on three).
+            BUSY[$k]+="$(for i in "${!each0[@]}"; do echo "${each0[$i]} ${each1[$i]}"; done |
+                awk '{d = $2 - $1; t += d; if (d > m) m = d} END {printf "%.0f", (t > 0) ? 100 * m / t : 0}') "
+            RD[$k]+="$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN {printf "%.3f", (b - a) * 1e6 / n}') "
+            CMD[$k]+="$(awk -v t="$(commands_total "$TMP/c0" "$TMP/c1")" -v n="$n" 'BEGIN {printf "%.4f", t / n}') "
+            CALLS[$k]+="$(awk -v t="$(script_calls "$TMP/c0" "$TMP/c1")" -v n="$n" 'BEGIN {printf "%.4f", t / n}') "
+            ((r == ROUNDS)) && DETAIL[$k]=$(per_request "$TMP/c0" "$TMP/c1" "$n")
+        done
+    done
+done
+for b in $BACKENDS; do no_errors "$TMP/$b.a" "$TMP/$b.b"; done
+
+echo "nginx:   $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), module $MODULE; one worker a node"
+echo "redis:   $("$REDIS_SERVER" --version | awk '{print $3}'); redis = one Redis, cluster3 = a Redis Cluster of 3 masters"
+echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds x $DURATION s after a 2 s warm-up;" \
+    "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
+echo
+printf '%-9s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
+    "busiest" "calls/req" "cmd/req"
+for b in $BACKENDS; do
+    for c in $CASES; do
+        k=$b/$c
+        [[ $c == stock && $b != "${BACKENDS%% *}" ]] && continue
+        ng=$(median "${NG[$k]}") rd=$(median "${RD[$k]}")
+        vs_stock=- vs_base=-
+        if [[ -n ${NG[${BACKENDS%% *}/stock]:-} && $c != stock ]]; then
+            vs_stock=$(awk -v a="$ng" -v s="$(median "${NG[${BACKENDS%% *}/stock]}")" 'BEGIN {printf "%+.2f", a - s}')
+        fi
+        base=one
+        [[ $c == *2 ]] && base=one2
+        if [[ $c != "$base" && $c != stock && -n ${RD[$b/$base]:-} ]]; then
+            vs_base=$(ratio "$rd" "$(median "${RD[$b/$base]}")")x
+        fi
+        [[ $c == stock ]] && rd=-
+        busy=$(median "${BUSY[$k]}")%
+        [[ $b == redis || $c == stock ]] && busy=-
+        printf '%-9s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
+            "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")"
+    done
+done
+echo
+echo "  nginx us / redis us: CPU per request of the nginx workers / of Redis (all masters); vs stock: nginx us - stock's"
+echo "  vs base: redis us against the per-client limit alone (one; one2 for the two-node cases)"
+echo "  busiest: the busiest master's share of the cluster's Redis CPU (33 % is even)"
+echo "  calls/req: script calls (EVALSHA + EVAL) per request; cmd/req: every command Redis ran, the scripts' own included"
+echo "  targets: two <= 2.00x one (redis us), two <= stock + 8 (nginx us); flood <= 1 redis us; site2 and clsite2 <= 1.5x one2"
+echo
+echo "commands per request in the last round (calls a request / own usec a call):"
+for b in $BACKENDS; do
+    for c in $CASES; do
+        [[ $c == stock ]] && continue
+        printf '  %-9s %-11s %s\n' "$b" "$c" "${DETAIL[$b/$c]}"
+    done
+done
+echo
+for b in $BACKENDS; do
+    verdict="Redis decides it"
+    ((PROBE[$b] == 5)) || verdict="NOT decided by Redis: the requests fell back (pow_shield_fail); site2 and siteover2 measure the fallback"
+    echo "probe, $b: a lone key=site limit of 5 (pow_shield_fail open) admitted ${PROBE[$b]} of 8 new addresses: $verdict"
+done
