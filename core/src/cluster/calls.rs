@@ -51,9 +51,8 @@ impl Call {
 /// ([`Calls::stacked_parts`]).
 #[derive(Clone, Debug)]
 pub struct Part {
-    /// A hash tag of its keys, which routes it.
+    /// A hash tag of its keys, which routes its call.
     pub route: Vec<u8>,
-    pub call: Call,
     /// Its limits, and each one's place among the location's.
     pub limits: Limits,
     pub at: [u8; MAX_LIMITS],
@@ -288,7 +287,7 @@ impl Calls {
         subject: &Subject,
         offence: Offence,
         seq: u64,
-    ) -> Vec<Part> {
+    ) -> Vec<(Part, Call)> {
         let (counted, n) = subject.counted_limits();
         let client_slot = generation::slot_of_tag(tag);
         // (slot, the route, its limits)
@@ -325,15 +324,15 @@ impl Calls {
                     .iter()
                     .map(|&(_, limit, whose)| (count_tag(tag, whose), limit))
                     .collect();
-                Part {
+                let part = Part {
                     route,
-                    call,
                     limits: subset,
                     at,
                     counts,
                     rules,
                     offence,
-                }
+                };
+                (part, call)
             })
             .collect()
     }

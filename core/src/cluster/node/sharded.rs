@@ -71,13 +71,13 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let tag = client_tag(subject.key);
-        let parts = self
+        let (parts, calls): (Vec<Part>, Vec<Call>) = self
             .calls
-            .stacked_parts(tag.as_bytes(), subject, offence, seq);
-        let calls: Vec<(Vec<u8>, Call)> = parts
-            .iter()
-            .map(|p| (p.route.clone(), p.call.clone()))
-            .collect();
+            .stacked_parts(tag.as_bytes(), subject, offence, seq)
+            .into_iter()
+            .unzip();
+        let calls: Vec<(Vec<u8>, Call)> =
+            parts.iter().map(|p| p.route.clone()).zip(calls).collect();
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         self.sharded.insert(
