@@ -309,9 +309,12 @@ impl Calls {
             .into_iter()
             .enumerate()
             .map(|(i, (_, route, limits))| {
-                let (rules, offence) = match i {
-                    0 => (subject.rules, offence),
-                    _ => (none, Offence::None),
+                // The others strike no one (no rules); the request's offence
+                // still says whether the next challenge is priced from a
+                // count that has room (a paid request's).
+                let rules = match i {
+                    0 => subject.rules,
+                    _ => none,
                 };
                 let call =
                     self.stacked_call((&route, rules, offence), tag, subject.approx, &limits, seq);
