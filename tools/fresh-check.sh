@@ -89,6 +89,17 @@ apt_mirror() {
     echo "${uri:-$fallback}"
 }
 
+# What it needs from outside: the Debian mirror and rustup's script. A
+# machine that reaches neither cannot tell a missing install step from a
+# missing network: said, and skipped (FRESH_STRICT=1 makes it a failure).
+for url in "$(apt_mirror /debian http://deb.debian.org/debian)/dists/$suite/Release" "$rustup_url"; do
+    if ! curl -sS -o /dev/null --max-time 20 --head "$url" 2>/dev/null; then
+        [ "${FRESH_STRICT:-0}" = 1 ] && die "cannot reach $url"
+        echo "fresh-check: SKIPPED: cannot reach $url (the network, not the README; FRESH_STRICT=1: a failure)"
+        exit 0
+    fi
+done
+
 # Refuses to go on while anything is mounted below the root (a bind of /dev
 # under a directory about to be removed would remove the machine's /dev).
 not_mounted() {
