@@ -164,9 +164,7 @@ wrk_requests() { awk '/requests in/ {print $1}' "$1"; }
 wrk_non2xx() { awk '/Non-2xx/ {print $NF} END {}' "$1" | awk '{s += $1} END {print s + 0}'; }
 wrk_rps() { awk '/^Requests\/sec/ {printf "%.0f", $2}' "$1"; }
 
-# median "v1 v2 ...": the median (the lower middle of an even count).
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b + 0 == 0) print "-"; else printf "%.2f", a / b}'; }
+# (median and ratio: bench/lib.sh's.)
 
 # no_errors DIR...: no line at error or above in any DIR/error.log.
 no_errors() {
