@@ -60,10 +60,14 @@ bad(location => "pow_shield_limit 10 1s name=burst;\n            pow_shield_limi
     'name=burst', 'two limits of a location with one name');
 bad(location => "pow_shield_limit 10 1s;\n            pow_shield_limit off;",
     'off', 'off beside a limit');
-bad(location => "pow_shield_limit 10 1s approx;\n            pow_shield_limit 1000 1h;",
-    '1000', 'approx on one stacked limit, not the other');
-bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 5),
-    '5', 'a fifth limit in a location');
+good(location => "pow_shield_limit 100 1m approx;\n            pow_shield_limit 1000 1h;",
+    'approx on one stacked limit, not the other: each counts its own way');
+bad(location => "pow_shield_limit 10 1m approx;\n            pow_shield_limit 10 1m;",
+    '10', 'the same limit approx and exact (one count in local mode)');
+good(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 8),
+    'eight limits in a location');
+bad(location => join("\n            ", map { "pow_shield_limit $_ 1h;" } 1 .. 9),
+    '9', 'a ninth limit in a location', -says => qr/at most 8 "pow_shield_limit" lines/);
 bad(location => 'pow_shield_limit 10 1m name=;', 'name=', 'an empty name');
 
 # pow_shield_limit ... key=<value>: a count per another identity
@@ -76,6 +80,11 @@ good(location => 'pow_shield_limit 40 1h key=$pow_shield_net name=net;',
     'a name after the key: the options in any order, as limit_req\'s');
 good(location => 'pow_shield_limit 40 1h name=net key=$pow_shield_net approx;',
     'approx after the key');
+for my $order ([0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]) {
+    my @options = ('key=$pow_shield_net', 'name=net', 'approx');
+    my $line = join ' ', 'pow_shield_limit 40 1h', @options[@$order];
+    good(location => "$line;", "the options in any order: $line");
+}
 bad(location => 'pow_shield_limit 10 1m key=site name=x name=y;', 'name=y', 'a name twice');
 good(location => "pow_shield_limit 10 1m;\n"
         . "            pow_shield_limit 10 1m name=net key=\$pow_shield_net;\n"

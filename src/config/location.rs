@@ -20,6 +20,7 @@ use core::ffi::{c_char, c_void};
 use nginx_sys::{ngx_command_t, ngx_conf_t, ngx_http_handler_pt};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
 use pow_shield_core::config::args;
+use pow_shield_core::limiter::KeyId;
 use pow_shield_core::metrics::LIMIT_NAMES;
 
 use super::setters::{
@@ -45,14 +46,17 @@ setter!(set_limit, LocConf, |d, lcf| {
         lcf.limit_at = lcf.limit_at.or(ConfAt::of(d.cf));
     }
     args::stack_limit(&mut lcf.settings.limit, limit, &d.args)?;
-    let Some(Some((limits, _))) = lcf.settings.limit else {
+    let Some(Some(limits)) = lcf.settings.limit else {
         return Ok(());
     };
+    // Each `key=` text compiled once, however many limits count per it.
     if let Some(key) = limit.and_then(|line| line.key) {
-        let cv = compile_complex_value(d.cf, key)?;
-        let at = limits.len().saturating_sub(1);
-        if let Some(slot) = lcf.settings.limit_keys.get_mut(at) {
-            *slot = Some(cv);
+        let id = KeyId::of(key);
+        if lcf.settings.key_sources.get(id).is_none() {
+            let cv = compile_complex_value(d.cf, key)?;
+            if !lcf.settings.key_sources.add(id, cv) {
+                return Err(DirectiveError::invalid(key, "too many \"key=\" values"));
+            }
         }
     }
     let Some(mcf) = PowShield::main_conf_mut(d.cf) else {

@@ -23,7 +23,7 @@ use nginx_sys::{
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::settings::policy_header;
-use pow_shield_core::config::{LogLevel, Resolved, Settings};
+use pow_shield_core::config::{KeySources, LogLevel, Resolved, Settings};
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
@@ -133,13 +133,12 @@ impl MainConf {
 /// What the request path reads: every setting resolved after merging.
 #[derive(Clone, Copy)]
 pub struct Policy {
-    /// `pow_shield_limit`, one per line, in order.
+    /// `pow_shield_limit`, one per line, in order: each its numbers, how
+    /// it counts (cluster mode: exact log, or `approx` counter), its name,
+    /// whose count it is and its metrics label. A request borrows them.
     pub limits: Limits,
-    /// Each limit's compiled `key=` (null: per client key).
-    pub limit_keys: [ComplexValue; MAX_LIMITS],
-    /// `pow_shield_limit ... approx`: cluster mode counts with the O(1)
-    /// sliding-window counter instead of the exact log.
-    pub approx: bool,
+    /// The compiled `key=` values the limits name (by each `Limit::key`).
+    pub key_sources: KeySources<ComplexValue>,
     pub difficulty: DifficultyRule,
     /// `pow_shield_strikes` and `pow_shield_ban`.
     pub breaker: BreakerRules,
@@ -170,9 +169,6 @@ pub struct Policy {
     /// Each limit's `X-RateLimit-Limit` (its requests), made once the
     /// same way (empty: made per response).
     pub x_limits: [ngx_str_t; MAX_LIMITS],
-    /// Each limit's index in `MainConf::limit_names` (named or stacked
-    /// limits only).
-    pub limit_metrics: [Option<u8>; MAX_LIMITS],
     /// The price policy its challenges are bound to
     /// (`pow_shield_core::decision::price_policy`).
     pub price_id: u64,
@@ -189,8 +185,7 @@ impl Policy {
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
         Policy {
             limits: r.limits,
-            limit_keys: r.limit_keys.map(|cv| cv.unwrap_or(ptr::null_mut())),
-            approx: r.approx,
+            key_sources: r.key_sources,
             difficulty: r.difficulty,
             breaker: r.breaker,
             block_status: r.block_status,
@@ -208,8 +203,7 @@ impl Policy {
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
             x_limits: [ngx_str_t::default(); MAX_LIMITS],
-            limit_metrics: [None; MAX_LIMITS],
-            price_id: price_policy(&r.limits, r.approx, r.difficulty, r.work),
+            price_id: price_policy(&r.limits, r.difficulty, r.work),
             work: r.work,
             rules: Rules {
                 limits: r.limits,
@@ -348,7 +342,7 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
             return NGX_CONF_ERROR;
         };
         conf.policy.ietf_policy = ietf_policy;
-        for (i, limit) in conf.policy.limits.as_slice().iter().enumerate() {
+        for (i, limit) in conf.policy.limits.rates().enumerate() {
             let text = limit.requests.to_string();
             // SAFETY: as above.
             let Some(x_limit) = (unsafe { ngx_str_t::from_bytes(cf.pool, text.as_bytes()) }) else {
@@ -361,7 +355,8 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
                 let name = conf.policy.limits.name(i).to_string();
                 // (set_limit noted every name)
                 let at = mcf.limit_names.iter().position(|n| *n == name);
-                conf.policy.limit_metrics[i] = at.and_then(|at| u8::try_from(at).ok());
+                let label = at.and_then(|at| u8::try_from(at).ok());
+                conf.policy.limits.set_label(i, label);
             }
         }
     }
@@ -374,13 +369,13 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
 const ADMIN_LIMITS: usize = 32;
 
 fn note_admin_limits(mcf: &mut MainConf, policy: &Policy) {
-    for (i, limit) in policy.limits.as_slice().iter().enumerate() {
-        let seen = (*limit, policy.approx);
-        if !policy.limit_keys[i].is_null() {
+    for limit in policy.limits.as_slice() {
+        let seen = (limit.rate, limit.approx);
+        if limit.is_keyed() {
             let keyed = pow_shield_core::admin::KeyedLimit {
-                name: policy.limits.name(i),
-                limit: *limit,
-                approx: policy.approx,
+                name: limit.name(),
+                limit: limit.rate,
+                approx: limit.approx,
             };
             pow_shield_core::admin::note_keyed(&mut mcf.admin_keyed, keyed, ADMIN_LIMITS);
         } else if !mcf.admin_limits.contains(&seen) && mcf.admin_limits.len() < ADMIN_LIMITS {

@@ -29,7 +29,7 @@ use ngx::http::{HttpModuleMainConf, NgxHttpCoreModule, Request};
 use ngx::ngx_string;
 use sha2::{Digest, Sha256};
 
-use super::request::{client_key, limit_keys};
+use super::request::{client_key, key_values};
 use super::state::{RequestState, SignatureCheck};
 use crate::config::MainConf;
 use crate::ffi::bytes;
@@ -131,13 +131,13 @@ pub(super) fn evaluate_keys(
         && st().key.is_none()
         && matches!(st().signature, SignatureCheck::Verify);
     if !anonymous_first {
-        return client_key(r, state).and(limit_keys(r, state)).map(drop);
+        return client_key(r, state).and(key_values(r, state)).map(drop);
     }
     st().signature = SignatureCheck::Anonymous {
         saved: ptr::null_mut(),
     };
     let anonymous = client_key(r, state);
-    let keys = limit_keys(r, state);
+    let keys = key_values(r, state);
     let saved = match core::mem::replace(&mut st().signature, SignatureCheck::Verify) {
         SignatureCheck::Anonymous { saved } => saved,
         _ => ptr::null_mut(),
@@ -156,8 +156,8 @@ pub(super) fn evaluate_keys(
         Signature::Verify => {
             restore_variables(r, saved)?;
             st().key = None;
-            st().limit_keys = None;
-            client_key(r, state).and(limit_keys(r, state))?;
+            st().key_values = None;
+            client_key(r, state).and(key_values(r, state))?;
         }
     }
     Some(())

@@ -12,7 +12,9 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
-use super::request::{client_addr, client_key, limit_keys, pow_headers, trusted};
+use super::request::{
+    client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
+};
 use super::state::{RequestState, Resolution};
 use super::{bot, log_lines, redirect, response};
 use crate::config::{MainConf, Policy};
@@ -22,8 +24,9 @@ use crate::store::{Spendable, Stores};
 use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
+use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::metrics::{self, Decided};
-use pow_shield_core::store::{LimitKeys, Solution, Subject};
+use pow_shield_core::store::{KeyValues, Solution, Subject};
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -83,23 +86,36 @@ fn decide(r: &mut Request) -> Status {
     let Some(store_key) = dry_run_key(r, policy, key) else {
         return Status::NGX_ERROR;
     };
-    let Some(mut limit_keys) = limit_keys(r, state) else {
+    // As evaluated (none: no limit has a `key=`), for the log line that
+    // names a refusing limit's value too.
+    let Some(evaluated) = key_values(r, state) else {
         return Status::NGX_ERROR;
     };
-    // As evaluated, for the log line that names a refusing limit's value.
-    let values = limit_keys;
+    let values = values_of(policy, &evaluated);
     // Decided again after a redirect: a bucket that admitted the request
     // before does not count it twice.
-    let counted = redirect::counted_before(st(), key, limit_keys);
-    for (value, _) in limit_keys.iter_mut().zip(counted).filter(|(_, c)| *c) {
-        *value = Some(&[]);
-    }
-    for value in limit_keys.iter_mut().flatten() {
-        let Some(dry) = dry_run_key(r, policy, value) else {
-            return Status::NGX_ERROR;
-        };
-        *value = dry;
-    }
+    let counted = redirect::counted_before(st(), key, values);
+    // Made only where a limit has a `key=` or counted before: the common
+    // location's request borrows the location's limits and nothing more.
+    let adjusted: Values;
+    let counting = match (evaluated, counted.contains(&true)) {
+        (None, false) => values,
+        (evaluated, _) => {
+            let mut each = evaluated.unwrap_or([None; MAX_LIMITS]);
+            for (value, counted) in each.iter_mut().zip(counted) {
+                *value = match (*value, counted) {
+                    (_, true) => Some(&[]),
+                    (None, false) => None,
+                    (Some(v), false) => match dry_run_key(r, policy, v) {
+                        Some(dry) => Some(dry),
+                        None => return Status::NGX_ERROR,
+                    },
+                };
+            }
+            adjusted = each;
+            &adjusted[..policy.limits.len()]
+        }
+    };
     // (Only a request resumed after a store's answer has one kept: the
     // first pass does not move an empty one out of the state.)
     let kept = match st().decision.is_some() {
@@ -120,7 +136,7 @@ fn decide(r: &mut Request) -> Status {
         }
     };
     // (Made once the decision is: `payment` needs only the key.)
-    let subject = subject(policy, store_key, limit_keys);
+    let subject = subject(policy, store_key, counting);
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
@@ -135,7 +151,7 @@ fn decide(r: &mut Request) -> Status {
     };
     st().decided = Some((done, now_ms()));
     let limit = done.verdict.and_then(|v| {
-        let at = policy.limit_metrics.get(usize::from(v.limit)).copied()??;
+        let at = policy.limits.limit(usize::from(v.limit))?.label?;
         mcf.limit_place(at)
     });
     metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
@@ -143,15 +159,13 @@ fn decide(r: &mut Request) -> Status {
     respond(r, mcf, &stores, state, policy, key, done)
 }
 
-/// What the stores are asked about: made in place, the location's limits
-/// copied once (a struct literal in `decide` copied them twice).
-#[inline(never)]
-fn subject<'a>(policy: &Policy, key: &'a [u8], limit_keys: LimitKeys<'a>) -> Subject<'a> {
+/// What the stores are asked about: the location's limits borrowed, not
+/// copied.
+fn subject<'a>(policy: &'a Policy, key: &'a [u8], key_values: KeyValues<'a>) -> Subject<'a> {
     Subject {
         key,
-        limits: policy.limits,
-        limit_keys,
-        approx: policy.approx,
+        limits: &policy.limits,
+        key_values,
         rules: policy.breaker,
         rising: policy.difficulty.rises(),
     }

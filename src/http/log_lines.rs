@@ -19,7 +19,7 @@ use crate::ffi::{bytes, monotonic_ms};
 use pow_shield_core::decision::{Final, Outcome};
 use pow_shield_core::limiter::breaker::{BreakerStatus, Tripped};
 use pow_shield_core::log_summary::{refusing_limit, Kind, RefusedBy, RejectionLog, Summary};
-use pow_shield_core::store::LimitKeys;
+use pow_shield_core::store::KeyValues;
 
 /// Clients a worker remembers (each a few hundred bytes); the oldest is
 /// forgotten first, its count written as a summary.
@@ -59,7 +59,7 @@ thread_local! {
 
 /// The lines of one decision; `values`: each limit's `key=` value for
 /// the request (as evaluated, before a dry run marks it).
-pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], values: LimitKeys, done: &Final) {
+pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done: &Final) {
     if let Some(breaker) = done.breaker.filter(|s| s.tripped.is_some()) {
         log_tripped(r, policy, key, breaker);
     }
@@ -125,7 +125,7 @@ fn log_tripped(r: &Request, policy: &Policy, key: &[u8], breaker: BreakerStatus)
     }
 }
 
-fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: LimitKeys, done: &Final) {
+fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done: &Final) {
     let invalid = done.outcome == Outcome::Invalid;
     let limit = refusing_limit(done);
     let kind = match done.outcome {

@@ -11,13 +11,13 @@ use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::Request;
 
-use super::request::{evaluate_key, evaluate_limit_keys, pooled, pooled_limit_keys};
+use super::request::{evaluate_key, evaluate_key_values, pooled, pooled_values, values_of};
 use super::state::RequestState;
 use crate::config::Policy;
 use pow_shield_core::decision::redirect::{self, Again, Counting, Entry};
 use pow_shield_core::decision::Outcome;
 use pow_shield_core::limiter::MAX_LIMITS;
-use pow_shield_core::store::{LimitKeys, CLIENT_KEYS};
+use pow_shield_core::store::KeyValues;
 
 /// The phase runs again for a request with a state, in a location under
 /// `policy`: `Ok` to go on deciding (under `policy`, when a redirect
@@ -36,29 +36,34 @@ pub(super) fn run_again(
         if ptr::eq(st().policy(), policy) {
             return true;
         }
-        let (Some(key), Some(limit_keys)) =
-            (evaluate_key(r, policy), evaluate_limit_keys(r, policy))
-        else {
+        let values = match policy.key_sources.is_empty() {
+            true => Some(None),
+            false => evaluate_key_values(r, policy).map(Some),
+        };
+        let (Some(key), Some(values)) = (evaluate_key(r, policy), values) else {
             failed = true;
             return true;
         };
         // The decision so far joins the earlier ones (once).
         let passed = st().outcome() == Some(Outcome::Pass);
+        let before = st().policy();
+        let kept = st().key_values.map(pooled_values);
         let so_far = counting(
-            st().policy(),
+            before,
             st().key.map_or(&[][..], pooled),
-            st().limit_keys.map_or(CLIENT_KEYS, pooled_limit_keys),
+            values_of(before, &kept),
         );
         let earlier = st().earlier.get_or_insert_with(Box::default);
         if !earlier.record(&so_far, passed) {
             // (Decided more often than nginx redirects: nothing more.)
             return true;
         }
-        here = Some((key, limit_keys));
+        here = Some((key, values));
+        let evaluated = values.map(pooled_values);
         earlier.decided_alike(&counting(
             policy,
             pooled(key),
-            pooled_limit_keys(limit_keys),
+            values_of(policy, &evaluated),
         ))
     });
     if failed {
@@ -68,8 +73,8 @@ pub(super) fn run_again(
         (Again::Continue, _) => Ok(()),
         (Again::Pass, _) => Err(Status::NGX_DECLINED),
         (Again::Answer(status), _) => Err(Status(status as isize)),
-        (Again::Decide, Some((key, limit_keys))) => {
-            st().decide_again(policy, key, limit_keys);
+        (Again::Decide, Some((key, values))) => {
+            st().decide_again(policy, key, values);
             Ok(())
         }
         (Again::Decide, None) => Err(Status::NGX_ERROR),
@@ -82,10 +87,10 @@ pub(super) fn run_again(
 pub(super) fn counted_before(
     state: &RequestState,
     key: &[u8],
-    limit_keys: LimitKeys,
+    values: KeyValues,
 ) -> [bool; MAX_LIMITS] {
     match &state.earlier {
-        Some(earlier) => earlier.counted_before(&counting(state.policy(), key, limit_keys)),
+        Some(earlier) => earlier.counted_before(&counting(state.policy(), key, values)),
         None => [false; MAX_LIMITS],
     }
 }
@@ -105,12 +110,11 @@ fn entry(r: &Request) -> Entry {
 }
 
 /// What `policy` counts the request under with these keys, and asks.
-fn counting<'a>(policy: &Policy, key: &'a [u8], limit_keys: LimitKeys<'a>) -> Counting<'a> {
+fn counting<'a>(policy: &'a Policy, key: &'a [u8], key_values: KeyValues<'a>) -> Counting<'a> {
     Counting {
         key,
-        limits: policy.limits,
-        limit_keys,
-        approx: policy.approx,
+        limits: &policy.limits,
+        key_values,
         difficulty: policy.difficulty,
         dry_run: policy.dry_run,
         trap: policy.trap,

@@ -11,13 +11,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use nginx_sys::{ngx_connection_t, ngx_http_request_t};
 use ngx::http::Request;
 
-use super::state::RequestState;
+use super::state::{Evaluated, RequestState};
 use crate::config::Policy;
 use crate::ffi::bytes;
 use crate::protocol::Proof;
 use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
 use pow_shield_core::limiter::MAX_LIMITS;
-use pow_shield_core::store::{LimitKeys, CLIENT_KEYS};
+use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
 /// request headers, in one pass (every request of a shielded location
@@ -87,45 +87,67 @@ pub(super) fn pooled<'r>((data, len): Pooled) -> &'r [u8] {
     }
 }
 
+/// A request's `key=` values by limit, as the stores take them.
+pub(super) type Values<'r> = [Option<&'r [u8]>; MAX_LIMITS];
+
 /// Each limit's `key=` value (`pow_shield_limit ... key=`), in the
-/// request pool, evaluated once per request as the client key is; `None`
-/// for a limit counted per client key.
-pub(super) fn limit_keys<'r>(r: &Request, state: NonNull<RequestState>) -> Option<LimitKeys<'r>> {
+/// request pool, evaluated once per request as the client key is (`None`
+/// inside for a limit counted per client key); `Some(None)`: no limit of
+/// the location has a `key=`, nothing evaluated.
+pub(super) fn key_values<'r>(
+    r: &Request,
+    state: NonNull<RequestState>,
+) -> Option<Option<Values<'r>>> {
     // SAFETY: the state lives in the request's pool, and no other borrow of
     // it is live while the values are read or set.
     let st = unsafe { &mut *state.as_ptr() };
-    if st.limit_keys.is_none() {
+    if st.key_values.is_none() {
         // No `key=` at all (the common case): nothing to evaluate, and the
         // state keeps `None`, which reads as every limit per client key.
-        if st.policy().limit_keys.iter().all(|cv| cv.is_null()) {
-            return Some(CLIENT_KEYS);
+        if st.policy().key_sources.is_empty() {
+            return Some(None);
         }
-        st.limit_keys = Some(evaluate_limit_keys(r, st.policy())?);
+        st.key_values = Some(evaluate_key_values(r, st.policy())?);
     }
-    Some(st.limit_keys.map_or(CLIENT_KEYS, pooled_limit_keys))
+    Some(st.key_values.map(pooled_values))
 }
 
-/// `policy`'s `key=` values for `r`, evaluated now, as the state keeps
-/// them.
-pub(super) fn evaluate_limit_keys(
-    r: &Request,
-    policy: &Policy,
-) -> Option<[Option<Pooled>; MAX_LIMITS]> {
+/// `policy`'s `key=` values for `r`, evaluated now (each `key=` text
+/// once, however many limits count per it), as the state keeps them.
+pub(super) fn evaluate_key_values(r: &Request, policy: &Policy) -> Option<Evaluated> {
     let mut evaluated = [None; MAX_LIMITS];
-    for (cv, value) in policy.limit_keys.iter().zip(evaluated.iter_mut()) {
-        // SAFETY: a non-null key is a complex value compiled at
-        // configuration time.
-        if let Some(cv) = unsafe { cv.as_ref() } {
-            let bytes = r.get_complex_value(cv)?.as_bytes();
-            *value = Some((bytes.as_ptr(), bytes.len()));
-        }
+    let limits = policy.limits.as_slice();
+    for (i, limit) in limits.iter().enumerate() {
+        let Some(id) = limit.key else {
+            continue;
+        };
+        let earlier = limits[..i].iter().position(|l| l.key == Some(id));
+        evaluated[i] = match earlier {
+            Some(j) => evaluated[j],
+            None => {
+                // SAFETY: a key source is a complex value compiled at
+                // configuration time.
+                let cv = unsafe { policy.key_sources.get(id)?.as_ref() }?;
+                let bytes = r.get_complex_value(cv)?.as_bytes();
+                Some((bytes.as_ptr(), bytes.len()))
+            }
+        };
     }
     Some(evaluated)
 }
 
 /// The `key=` values the state keeps, as the stores take them.
-pub(super) fn pooled_limit_keys<'r>(kept: [Option<Pooled>; MAX_LIMITS]) -> LimitKeys<'r> {
+pub(super) fn pooled_values<'r>(kept: Evaluated) -> Values<'r> {
     kept.map(|value| value.map(pooled))
+}
+
+/// The values of `policy`'s limits, as a [`pow_shield_core::store::Subject`]
+/// borrows them (none: every limit per client key).
+pub(super) fn values_of<'a>(policy: &Policy, values: &'a Option<Values<'a>>) -> KeyValues<'a> {
+    match values {
+        Some(each) => &each[..policy.limits.len()],
+        None => CLIENT_KEYS,
+    }
 }
 
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then

@@ -38,6 +38,10 @@ pub enum SignatureCheck {
     Skipped,
 }
 
+/// A request's `key=` values by limit (the first `Limits::len` count), as
+/// the state keeps them: request pool bytes (pointer, length).
+pub type Evaluated = [Option<(*const u8, usize)>; MAX_LIMITS];
+
 /// The shield's state for one main request.
 pub struct RequestState {
     pub resolution: Resolution,
@@ -47,8 +51,9 @@ pub struct RequestState {
     /// The client key once evaluated (request pool memory).
     pub key: Option<(*const u8, usize)>,
     /// Each limit's `key=` value once evaluated (request pool memory;
-    /// `None` inside: the limit counts per client key).
-    pub limit_keys: Option<[Option<(*const u8, usize)>; MAX_LIMITS]>,
+    /// `None` inside: the limit counts per client key), by the limit's
+    /// place; `None`: not evaluated, or no limit has a `key=`.
+    pub key_values: Option<Evaluated>,
     /// The decision in progress (kept across store round trips).
     pub decision: Option<Decision>,
     /// The decision made, and when (epoch ms, for `X-RateLimit-Reset`).
@@ -131,7 +136,7 @@ impl RequestState {
                     resolution: Resolution::Pending,
                     policy: NonNull::from(policy),
                     key: None,
-                    limit_keys: None,
+                    key_values: None,
                     decision: None,
                     decided: None,
                     headers_sent: false,
@@ -170,13 +175,13 @@ impl RequestState {
         &mut self,
         policy: &Policy,
         key: (*const u8, usize),
-        limit_keys: [Option<(*const u8, usize)>; MAX_LIMITS],
+        key_values: Option<Evaluated>,
     ) {
         self.paid_before |= self.outcome() == Some(Outcome::Solved);
         self.resolution = Resolution::Pending;
         self.policy = NonNull::from(policy);
         self.key = Some(key);
-        self.limit_keys = Some(limit_keys);
+        self.key_values = key_values;
         self.decision = None;
         self.decided = None;
         self.paid_bits = None;

@@ -30,7 +30,7 @@ use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::{Limits, Spent, MAX_LIMITS};
+use pow_shield_core::limiter::{Limits, Spent};
 pub use pow_shield_core::store::Spendable;
 use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Subject};
 use pow_shield_core::syntax::FailPolicy;
@@ -196,9 +196,12 @@ impl Stores {
             Box::new(Late {
                 op,
                 key: subject.key.to_vec(),
-                limits: subject.limits,
-                limit_keys: subject.limit_keys.map(|k| k.map(<[u8]>::to_vec)),
-                approx: subject.approx,
+                limits: *subject.limits,
+                key_values: subject
+                    .key_values
+                    .iter()
+                    .map(|k| k.map(<[u8]>::to_vec))
+                    .collect(),
                 rules: subject.rules,
                 rising: subject.rising,
                 zone: self.zone.clone(),
@@ -275,8 +278,7 @@ pub struct Late {
     op: Op,
     key: Vec<u8>,
     limits: Limits,
-    limit_keys: [Option<Vec<u8>>; MAX_LIMITS],
-    approx: bool,
+    key_values: Vec<Option<Vec<u8>>>,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
@@ -319,11 +321,11 @@ impl Late {
             (Decider::NotNow, _) => return Decided::now(Reply::Spent(Spent::Unavailable)),
             _ => return Decided::now(Reply::Down),
         };
+        let values: Vec<Option<&[u8]>> = self.key_values.iter().map(|k| k.as_deref()).collect();
         let subject = Subject {
             key: &self.key,
-            limits: self.limits,
-            limit_keys: self.limit_keys.each_ref().map(|k| k.as_deref()),
-            approx: self.approx,
+            limits: &self.limits,
+            key_values: &values,
             rules: self.rules,
             rising: self.rising,
         };

@@ -56,8 +56,9 @@ pub struct Part {
     /// Its limits, and each one's place among the location's.
     pub limits: Limits,
     pub at: [u8; MAX_LIMITS],
-    /// Each count's hash tag and limit (what an undo takes back).
-    counts: Vec<(String, RateLimit)>,
+    /// Each count's hash tag, limit and whether it is a counter
+    /// (`approx`): what an undo takes back.
+    counts: Vec<(String, RateLimit, bool)>,
     /// Its breaker rules and what a refusal is there (the client's part
     /// only: the others strike no one).
     pub rules: BreakerRules,
@@ -202,8 +203,10 @@ impl Calls {
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         // The exact log (a sorted set) or the counter (a hash).
-        let script = self.scripts.check(subject.approx);
-        let counted = match subject.approx {
+        // (the location's one limit)
+        let approx = subject.limits.approx(0);
+        let script = self.scripts.check(approx);
+        let counted = match approx {
             true => ClientKey::Approx(limit),
             false => ClientKey::Window(limit),
         };
@@ -229,16 +232,17 @@ impl Calls {
     fn stacked_check(&self, tag: &[u8], subject: &Subject, offence: Offence, seq: u64) -> Call {
         let (counted, n) = subject.counted_limits();
         let part = (tag, subject.rules, offence);
-        self.stacked_call(part, tag, subject.approx, &counted[..n], seq)
+        self.stacked_call(part, tag, subject.limits, &counted[..n], seq)
     }
 
-    /// The stacked script for `counted` (all in one slot), with the breaker
+    /// The stacked script for `counted` (all in one slot; each with its
+    /// place among `limits`, which says how it counts), with the breaker
     /// of `breaker_tag` under `rules`, a refusal being `offence`.
     fn stacked_call(
         &self,
         (breaker_tag, rules, offence): (&[u8], BreakerRules, Offence),
         tag: &[u8],
-        approx: bool,
+        limits: &Limits,
         counted: &[(usize, RateLimit, Counted)],
         seq: u64,
     ) -> Call {
@@ -248,11 +252,11 @@ impl Calls {
         let script = &self.scripts.stacked;
         let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
         self.breaker_keys(&mut call, breaker_tag);
-        for &(_, limit, whose) in counted {
+        for &(at, limit, whose) in counted {
             let own = count_tag(tag, whose);
             let own = own.as_bytes();
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, own, which);
-            let counted = match approx {
+            let counted = match limits.approx(at) {
                 true => ClientKey::Approx(limit),
                 false => ClientKey::Window(limit),
             };
@@ -264,7 +268,7 @@ impl Calls {
         for rule in args::rules(rules) {
             call.num(rule);
         }
-        call.num(u64::from(approx));
+        call.push(|w| args::write_approx(w, counted.iter().map(|(at, _, _)| limits.approx(*at))));
         call.push(|w| args::write_own(w, counted.iter().map(|(_, _, whose)| *whose)));
         for (_, limit, _) in counted {
             call.num(limit.requests.into()).num(limit.window_ms);
@@ -317,7 +321,7 @@ impl Calls {
                     _ => none,
                 };
                 let call =
-                    self.stacked_call((&route, rules, offence), tag, subject.approx, &limits, seq);
+                    self.stacked_call((&route, rules, offence), tag, subject.limits, &limits, seq);
                 // Its limits as the location has them (names, keys: a
                 // `key=` limit's refusal strikes no one), in the same order.
                 let (subset, at) = subject
@@ -325,7 +329,9 @@ impl Calls {
                     .only(|i| limits.iter().any(|(place, _, _)| *place == i));
                 let counts = limits
                     .iter()
-                    .map(|&(_, limit, whose)| (count_tag(tag, whose), limit))
+                    .map(|&(at, limit, whose)| {
+                        (count_tag(tag, whose), limit, subject.limits.approx(at))
+                    })
                     .collect();
                 let part = Part {
                     route,
@@ -342,12 +348,12 @@ impl Calls {
 
     /// Takes back what a part of a request's check counted (`seq`: the
     /// request's, its member), in that part's slot.
-    pub fn undo(&self, part: &Part, approx: bool, seq: u64) -> Option<Call> {
+    pub fn undo(&self, part: &Part, seq: u64) -> Option<Call> {
         let script = self.scripts.undo.as_ref()?;
         let prefix = self.prefix.as_bytes();
         let n = part.counts.len();
         let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
-        for (tag, limit) in &part.counts {
+        for (tag, limit, approx) in &part.counts {
             let which = match approx {
                 true => ClientKey::Approx(*limit),
                 false => ClientKey::Window(*limit),
@@ -355,8 +361,8 @@ impl Calls {
             call.push(|w| keys::write(w, prefix, tag.as_bytes(), which));
         }
         call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
-            .num(u64::from(approx));
-        for (_, limit) in &part.counts {
+            .push(|w| args::write_approx(w, part.counts.iter().map(|(_, _, approx)| *approx)));
+        for (_, limit, _) in &part.counts {
             call.num(limit.window_ms);
         }
         call.deadline();
@@ -489,7 +495,7 @@ pub fn checked(
     offence: Offence,
 ) -> Option<Checked> {
     match limits.as_slice() {
-        [limit] => replies::checked_from_reply(reply, *limit, cluster).ok(),
+        [limit] => replies::checked_from_reply(reply, limit.rate, cluster).ok(),
         _ => replies::stacked_checked_from_reply(reply, limits, offence, rules, cluster).ok(),
     }
 }
@@ -499,7 +505,7 @@ pub fn checked(
 /// stacked or keyed limits, all in the stacked script, decided in Redis.
 pub fn single_limit(subject: &Subject) -> Option<RateLimit> {
     match subject.limits.as_slice() {
-        [limit] if !subject.limits.any_keyed() => Some(*limit),
+        [limit] if !limit.is_keyed() => Some(limit.rate),
         _ => None,
     }
 }

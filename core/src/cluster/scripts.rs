@@ -204,7 +204,7 @@ pub struct Scripts {
     /// `Reset` the end of the next fixed window (when every counted request
     /// has left), `Retry-After` when the estimate drops below the limit.
     pub approx: Script,
-    /// Every limit of a location (all exact or all `approx`) in one call,
+    /// Every limit of a location (each exact or `approx`) in one call,
     /// with the client's red zone as in the one-limit scripts, on their
     /// keys (a limit keeps its count when a line is added beside it).
     ///
@@ -213,7 +213,8 @@ pub struct Scripts {
     ///   (a hash) and `KEYS[3 + 2i]` its refusals in the window; a Redis
     ///   Cluster's slot generation key last.
     /// - `ARGV[1]` the unique member, `ARGV[2]` what a refusal is,
-    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` 1 for `approx`,
+    ///   `ARGV[3..6]` the breaker rules, `ARGV[7]` a `1` for each limit
+    ///   counted `approx` and a `0` for each exact one,
     ///   `ARGV[8]` a `1` for each limit counted per client key and a `0`
     ///   for each counted per a `key=` value; then per limit
     ///   `ARGV[7 + 2i]` requests and `ARGV[8 + 2i]` window ms; the
@@ -293,7 +294,8 @@ pub struct Scripts {
     /// A Redis Cluster's: what one call of a request's stacked check
     /// counted, taken back when a call to another slot refused it
     /// (`Calls::stacked_parts`). `KEYS` the counts (logs, or counters with
-    /// `approx`), `ARGV[1]` the request's member, `ARGV[2]` 1 for counters,
+    /// `approx`), `ARGV[1]` the request's member, `ARGV[2]` a `1` for each
+    /// key that is a counter and a `0` for each log,
     /// then each key's window ms; the deadline last. Returns how many were
     /// taken back. `None` on one Redis: one call counts every limit.
     pub undo: Option<Script>,

@@ -9,7 +9,7 @@ use super::values;
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, StrikeRule};
 use crate::limiter::limits::StackError;
-use crate::limiter::{KeyId, LimitName, Limits, RateLimit};
+use crate::limiter::{KeyId, Limit, LimitName, Limits, RateLimit};
 use crate::protocol::{Secret, SecretKeys};
 use crate::syntax::{self, FailPolicy, HeadersMode, ValueError};
 
@@ -86,42 +86,43 @@ pub fn limit<'a>(args: &[&'a str]) -> Result<Option<LimitLine<'a>>, DirectiveErr
     }))
 }
 
+impl LimitLine<'_> {
+    /// The line's [`Limit`] (its `key=` by the identity of its text).
+    pub fn limit(&self) -> Limit {
+        Limit {
+            approx: self.approx,
+            named: self.name,
+            key: self.key.map(KeyId::of),
+            ..Limit::new(self.limit)
+        }
+    }
+}
+
 /// Adds a `pow_shield_limit` line to what the context's earlier lines set
-/// (`slot`, as `Settings::limit` holds it): several lines stack; `off`
-/// stands alone, and the lines of one context all count `approx` or none.
-/// `args` are the line's words, for the refusal.
+/// (`slot`, as `Settings::limit` holds it): several lines stack, each
+/// counting its own way (`approx` or exact), up to [`crate::limiter::MAX_LIMITS`]; `off`
+/// stands alone. `args` are the line's words, for the refusal.
 pub fn stack_limit(
-    slot: &mut Option<Option<(Limits, bool)>>,
+    slot: &mut Option<Option<Limits>>,
     line: Option<LimitLine>,
     args: &[&str],
 ) -> Result<(), DirectiveError> {
     let word = |w: &str| args.iter().find(|a| a.starts_with(w)).copied();
     match (slot.as_mut(), line) {
         (None, None) => *slot = Some(None),
-        (None, Some(line)) => {
-            let mut limits = Limits::NONE;
-            let _ = limits.push_keyed(line.limit, line.name, line.key.map(KeyId::of));
-            *slot = Some(Some((limits, line.approx)));
-        }
+        (None, Some(line)) => *slot = Some(Some(Limits::of(line.limit()))),
         (Some(None), _) | (Some(Some(_)), None) => {
             return Err(DirectiveError::invalid(
                 first(args),
                 "\"pow_shield_limit off\" and a limit in one context",
             ))
         }
-        (Some(Some((limits, approx))), Some(line)) => {
-            if line.approx != *approx {
-                return Err(DirectiveError::invalid(
-                    word("approx").unwrap_or(first(args)),
-                    "every \"pow_shield_limit\" of one context counts \"approx\", or none",
-                ));
-            }
-            let key = line.key.map(KeyId::of);
-            limits.push_keyed(line.limit, line.name, key).map_err(|e| {
+        (Some(Some(limits)), Some(line)) => {
+            limits.add(line.limit()).map_err(|e| {
                 let at = match e {
                     StackError::DuplicateName => word("name=").unwrap_or(first(args)),
                     StackError::DuplicateLimit => word("key=").unwrap_or(first(args)),
-                    _ => first(args),
+                    StackError::TooMany => first(args),
                 };
                 DirectiveError::invalid(at, e.message())
             })?;
@@ -260,6 +261,7 @@ pub fn zone_size(v: &str, min: usize) -> Result<usize, DirectiveError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limiter::MAX_LIMITS;
 
     /// The word a refusal names.
     fn named<T: core::fmt::Debug>(result: Result<T, DirectiveError>) -> String {
@@ -335,7 +337,7 @@ mod tests {
             "key=$pow_shield_net"
         );
         stack_limit(&mut slot, keyed("site", "site"), &[]).unwrap();
-        assert_eq!(slot.unwrap().unwrap().0.len(), 3);
+        assert_eq!(slot.unwrap().unwrap().len(), 3);
     }
 
     #[test]
@@ -384,9 +386,8 @@ mod tests {
         let mut slot = None;
         stack_limit(&mut slot, line(TEN_A_MINUTE, false, Some("burst")), &[]).unwrap();
         stack_limit(&mut slot, line(hourly, false, None), &[]).unwrap();
-        let (limits, approx) = slot.unwrap().unwrap();
-        assert!(!approx);
-        assert_eq!(limits.as_slice(), [TEN_A_MINUTE, hourly]);
+        let limits = slot.unwrap().unwrap();
+        assert_eq!(limits.rates().collect::<Vec<_>>(), [TEN_A_MINUTE, hourly]);
         assert_eq!(
             (limits.name(0).as_str(), limits.name(1).as_str()),
             ("burst", "1000r/h")
@@ -394,7 +395,7 @@ mod tests {
     }
 
     #[test]
-    fn stacked_limit_lines_refuse_off_mixed_approx_and_a_taken_name() {
+    fn stacked_limit_lines_refuse_off_the_same_limit_and_a_taken_name() {
         let other = RateLimit {
             requests: 5,
             window_ms: 1_000,
@@ -410,12 +411,10 @@ mod tests {
             ),
             "name=burst"
         );
+        // The same numbers counted another way would share the zone's
+        // count in local mode.
         assert_eq!(
-            refused(line(other, true, None), &["5", "1s", "approx"]),
-            "approx"
-        );
-        assert_eq!(
-            refused(line(TEN_A_MINUTE, false, None), &["10", "1m"]),
+            refused(line(TEN_A_MINUTE, true, None), &["10", "1m", "approx"]),
             "10"
         );
         assert_eq!(refused(None, &["off"]), "off");
@@ -428,6 +427,91 @@ mod tests {
             )),
             "5"
         );
+    }
+
+    #[test]
+    fn approx_and_exact_lines_stack_in_one_context_each_counting_its_own_way() {
+        let hourly = RateLimit {
+            requests: 1000,
+            window_ms: 3_600_000,
+        };
+        let hundred = RateLimit {
+            requests: 100,
+            window_ms: 60_000,
+        };
+        let mut slot = None;
+        let lines = [
+            limit(&["100", "1m", "approx"]),
+            limit(&["1000", "1h"]),
+            limit(&["40", "1h", "key=$pow_shield_net", "name=net", "approx"]),
+        ];
+        for line in lines {
+            stack_limit(&mut slot, line.unwrap(), &[]).unwrap();
+        }
+        let limits = slot.unwrap().unwrap();
+        let each: Vec<_> = limits
+            .as_slice()
+            .iter()
+            .map(|l| (l.rate, l.approx, l.is_keyed(), l.name().to_string()))
+            .collect();
+        let net = RateLimit {
+            requests: 40,
+            window_ms: 3_600_000,
+        };
+        assert_eq!(
+            each,
+            [
+                (hundred, true, false, "100r/m".to_owned()),
+                (hourly, false, false, "1000r/h".to_owned()),
+                (net, true, true, "net".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_order_of_a_limits_options_reads_the_same_limit() {
+        let options = ["key=$pow_shield_net", "name=net", "approx"];
+        let written = limit(&["40", "1h", options[0], options[1], options[2]])
+            .unwrap()
+            .unwrap()
+            .limit();
+        for [a, b, c] in [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ] {
+            let args = ["40", "1h", options[a], options[b], options[c]];
+            let read = limit(&args).unwrap().unwrap().limit();
+            assert_eq!(read, written, "{args:?}");
+        }
+        assert!(written.approx && written.is_keyed());
+        assert_eq!(written.key, Some(KeyId::of("$pow_shield_net")));
+    }
+
+    #[test]
+    fn a_context_takes_max_limits_lines_and_refuses_the_next_at_its_count() {
+        assert!(MAX_LIMITS >= 8);
+        let mut slot = None;
+        for requests in 1..=MAX_LIMITS {
+            let n = requests.to_string();
+            let line = limit(&[n.as_str(), "1m"]).unwrap();
+            stack_limit(&mut slot, line, &[n.as_str(), "1m"]).unwrap();
+        }
+        let next = limit(&["99", "1m"]).unwrap();
+        match stack_limit(&mut slot, next, &["99", "1m"]) {
+            Err(DirectiveError::Invalid { value, reason }) => {
+                assert_eq!(value, "99");
+                assert_eq!(
+                    reason,
+                    format!("at most {MAX_LIMITS} \"pow_shield_limit\" lines in one context")
+                );
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(slot.unwrap().unwrap().len(), MAX_LIMITS);
     }
 
     #[test]

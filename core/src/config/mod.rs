@@ -15,4 +15,4 @@ pub mod traps;
 pub mod values;
 
 pub use self::directive_error::DirectiveError;
-pub use self::settings::{LogLevel, Resolved, Settings, Warning};
+pub use self::settings::{KeySources, LogLevel, Resolved, Settings, Warning};

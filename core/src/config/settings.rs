@@ -5,7 +5,7 @@
 
 use crate::decision::DifficultyRule;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
-use crate::limiter::{Limits, MAX_LIMITS};
+use crate::limiter::{KeyId, Limits, MAX_LIMITS};
 use crate::protocol::Work;
 use crate::syntax::{FailPolicy, HeadersMode};
 
@@ -45,12 +45,11 @@ pub enum LogLevel {
 /// is the module's compiled complex value, a handle this crate only copies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings<V> {
-    /// The limits (one per `pow_shield_limit` line), and whether they
-    /// count `approx` (cluster mode); `Some(None)` is an explicit `off`.
-    pub limit: Option<Option<(Limits, bool)>>,
-    /// Each limit's compiled `key=` (`None`: per client key), inherited
-    /// with the limits.
-    pub limit_keys: [Option<V>; MAX_LIMITS],
+    /// The limits (one per `pow_shield_limit` line, each counting exact
+    /// or `approx`); `Some(None)` is an explicit `off`.
+    pub limit: Option<Option<Limits>>,
+    /// The compiled `key=` values the limits name, inherited with them.
+    pub key_sources: KeySources<V>,
     pub difficulty: Option<DifficultyRule>,
     /// `pow_shield_work`.
     pub work: Option<Work>,
@@ -77,7 +76,7 @@ impl<V: Copy> Default for Settings<V> {
     fn default() -> Self {
         Self {
             limit: None,
-            limit_keys: [None; MAX_LIMITS],
+            key_sources: KeySources::NONE,
             difficulty: None,
             work: None,
             strikes: None,
@@ -95,6 +94,56 @@ impl<V: Copy> Default for Settings<V> {
             fail: None,
             status: false,
         }
+    }
+}
+
+/// Where a context's `key=` values come from: each compiled once, found
+/// by the identity of its text that its limits carry ([`crate::limiter::Limit::key`]),
+/// however many limits count per it. `V` is the module's compiled value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeySources<V> {
+    list: [Option<(KeyId, V)>; MAX_LIMITS],
+}
+
+impl<V: Copy> KeySources<V> {
+    pub const NONE: KeySources<V> = KeySources {
+        list: [None; MAX_LIMITS],
+    };
+
+    /// Notes `source` for `id` (a second limit with the same `key=` text
+    /// shares the first one's). `false`: no room (more distinct keys than
+    /// limits, which the stack refuses first).
+    pub fn add(&mut self, id: KeyId, source: V) -> bool {
+        if self.get(id).is_some() {
+            return true;
+        }
+        match self.list.iter_mut().find(|s| s.is_none()) {
+            Some(free) => {
+                *free = Some((id, source));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The source of the `key=` whose text is `id`.
+    pub fn get(&self, id: KeyId) -> Option<V> {
+        self.list
+            .iter()
+            .flatten()
+            .find(|(at, _)| *at == id)
+            .map(|(_, source)| *source)
+    }
+
+    /// No limit counts per a `key=`.
+    pub fn is_empty(&self) -> bool {
+        self.list[0].is_none()
+    }
+}
+
+impl<V: Copy> Default for KeySources<V> {
+    fn default() -> Self {
+        KeySources::NONE
     }
 }
 
@@ -123,10 +172,8 @@ impl Warning {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved<V> {
     pub limits: Limits,
-    /// Each limit's `key=` (`None`: per client key).
-    pub limit_keys: [Option<V>; MAX_LIMITS],
-    /// `pow_shield_limit ... approx`.
-    pub approx: bool,
+    /// The compiled `key=` values its limits name.
+    pub key_sources: KeySources<V>,
     pub difficulty: DifficultyRule,
     /// `pow_shield_work` (default `sha256`).
     pub work: Work,
@@ -158,7 +205,7 @@ impl<V: Copy> Settings<V> {
     pub fn inherit(&mut self, parent: &Settings<V>) {
         if self.limit.is_none() {
             self.limit = parent.limit;
-            self.limit_keys = parent.limit_keys;
+            self.key_sources = parent.key_sources;
         }
         self.difficulty = self.difficulty.or(parent.difficulty);
         self.work = self.work.or(parent.work);
@@ -199,12 +246,11 @@ impl<V: Copy> Settings<V> {
         let (fail, trusted) = self.fail.unwrap_or((FailPolicy::Local, None));
         let work = self.work.unwrap_or_default();
         Resolved {
-            limits: limit.map_or(Limits::NONE, |(limits, _)| limits),
-            limit_keys: match limit {
-                Some(_) => self.limit_keys,
-                None => [None; MAX_LIMITS],
+            limits: limit.unwrap_or(Limits::NONE),
+            key_sources: match limit {
+                Some(_) => self.key_sources,
+                None => KeySources::NONE,
             },
-            approx: limit.is_some_and(|(_, approx)| approx),
             difficulty: self.difficulty.unwrap_or(match work {
                 Work::Sha256 => DifficultyRule::hex(DEFAULT_DIFFICULTY),
                 Work::Equix => DifficultyRule::bits(DEFAULT_EQUIX_BITS),
@@ -253,7 +299,7 @@ pub fn policy_header(limits: &Limits) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::RateLimit;
+    use crate::limiter::{Limit, RateLimit};
 
     /// A stand-in for a compiled complex value.
     type Key = &'static str;
@@ -262,6 +308,13 @@ mod tests {
         requests: 10,
         window_ms: 60_000,
     });
+    const TEN_PER_MINUTE_APPROX: Limits = Limits::of(
+        Limit::new(RateLimit {
+            requests: 10,
+            window_ms: 60_000,
+        })
+        .approx(),
+    );
     const FIVE_PER_10S: Limits = Limits::one(RateLimit {
         requests: 5,
         window_ms: 10_000,
@@ -297,8 +350,7 @@ mod tests {
             p,
             Resolved {
                 limits: Limits::NONE,
-                limit_keys: [None; MAX_LIMITS],
-                approx: false,
+                key_sources: KeySources::NONE,
                 difficulty: DifficultyRule::hex(4),
                 work: Work::Sha256,
                 breaker: BreakerRules {
@@ -366,13 +418,13 @@ mod tests {
     #[test]
     fn an_unset_server_passes_the_http_value_down() {
         let http = with(|s| {
-            s.limit = Some(Some((TEN_PER_MINUTE, true)));
+            s.limit = Some(Some(TEN_PER_MINUTE_APPROX));
             s.dry_run = Some(true);
             s.log_level = Some(LogLevel::Notice);
         });
         let (_, p) = merged(http, Settings::default(), Settings::default());
-        assert_eq!(p.limits, TEN_PER_MINUTE);
-        assert!(p.approx);
+        assert_eq!(p.limits, TEN_PER_MINUTE_APPROX);
+        assert!(p.limits.approx(0));
         assert!(p.dry_run);
         assert_eq!(p.log_level, LogLevel::Notice);
     }
@@ -390,7 +442,7 @@ mod tests {
     #[test]
     fn off_in_a_location_is_a_value_not_an_absence() {
         let http = with(|s| {
-            s.limit = Some(Some((TEN_PER_MINUTE, false)));
+            s.limit = Some(Some(TEN_PER_MINUTE));
             s.strikes = Some(Some(DEFAULT_STRIKES));
         });
         let location = with(|s| {
@@ -403,31 +455,43 @@ mod tests {
     }
 
     #[test]
-    fn limit_keys_are_inherited_with_their_limits_and_only_with_them() {
+    fn key_sources_are_inherited_with_their_limits_and_only_with_them() {
+        let net = KeyId::of("$pow_shield_net");
         let server = with(|s| {
-            s.limit = Some(Some((TEN_PER_MINUTE, false)));
-            s.limit_keys[0] = Some("$pow_shield_net");
+            s.limit = Some(Some(TEN_PER_MINUTE));
+            assert!(s.key_sources.add(net, "$pow_shield_net"));
         });
         let (_, inherited) = merged(Settings::default(), server, Settings::default());
-        assert_eq!(inherited.limit_keys[0], Some("$pow_shield_net"));
-        let own = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
+        assert_eq!(inherited.key_sources.get(net), Some("$pow_shield_net"));
+        let own = with(|s| s.limit = Some(Some(FIVE_PER_10S)));
         let (_, replaced) = merged(Settings::default(), server, own);
-        assert_eq!(
-            replaced.limit_keys, [None; MAX_LIMITS],
-            "its own lines, none keyed"
-        );
+        assert!(replaced.key_sources.is_empty(), "its own lines, none keyed");
         let off = with(|s| s.limit = Some(None));
         let (_, p) = merged(Settings::default(), server, off);
-        assert_eq!(p.limit_keys, [None; MAX_LIMITS]);
+        assert!(p.key_sources.is_empty());
+    }
+
+    #[test]
+    fn limits_with_the_same_key_text_share_its_one_source() {
+        let (net, site) = (KeyId::of("$pow_shield_net"), KeyId::of("site"));
+        let mut sources = KeySources::NONE;
+        assert!(sources.add(net, "first"));
+        assert!(sources.add(net, "second"));
+        assert!(sources.add(site, "site"));
+        assert_eq!(
+            (sources.get(net), sources.get(site)),
+            (Some("first"), Some("site"))
+        );
+        assert_eq!(sources.get(KeyId::of("$other")), None);
     }
 
     #[test]
     fn a_location_limit_replaces_the_inherited_one_with_its_own_approx() {
-        let server = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, true))));
-        let location = with(|s| s.limit = Some(Some((FIVE_PER_10S, false))));
+        let server = with(|s| s.limit = Some(Some(TEN_PER_MINUTE_APPROX)));
+        let location = with(|s| s.limit = Some(Some(FIVE_PER_10S)));
         let (_, p) = merged(Settings::default(), server, location);
         assert_eq!(p.limits, FIVE_PER_10S);
-        assert!(!p.approx);
+        assert!(!p.limits.approx(0));
     }
 
     #[test]
@@ -450,7 +514,7 @@ mod tests {
     #[test]
     fn a_status_location_is_never_shielded_whatever_it_inherits() {
         let http = with(|s| {
-            s.limit = Some(Some((TEN_PER_MINUTE, false)));
+            s.limit = Some(Some(TEN_PER_MINUTE));
             s.trap = Some(true);
         });
         let status = with(|s| s.status = true);
@@ -482,7 +546,7 @@ mod tests {
             s.ban = Some(Some(BAN));
             s.strikes = Some(None);
         });
-        let limited = with(|s| s.limit = Some(Some((TEN_PER_MINUTE, false))));
+        let limited = with(|s| s.limit = Some(Some(TEN_PER_MINUTE)));
         let (_, p) = merged(http, Settings::default(), limited);
         assert!(p.breaker.ban.is_some() && p.breaker.strikes.is_none());
         let mut location = limited;
@@ -503,7 +567,7 @@ mod tests {
 
     #[test]
     fn a_ban_with_strikes_on_or_by_default_no_ban_or_nothing_shielded_is_no_warning() {
-        let limit = Some(Some((TEN_PER_MINUTE, false)));
+        let limit = Some(Some(TEN_PER_MINUTE));
         let by_default = with(|s| {
             s.limit = limit;
             s.ban = Some(Some(BAN));

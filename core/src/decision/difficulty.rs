@@ -78,8 +78,8 @@ impl DifficultyRule {
 }
 
 /// The identity of a location's price policy, signed into its challenges
-/// (docs/protocol.md §4, "What a token binds"): its limits in order, whether
-/// they count `approx`, whose count each is (its `key=` as written), and
+/// (docs/protocol.md §4, "What a token binds"): its limits in order, how
+/// each counts (exact or `approx`), whose count each is (its `key=` as written), and
 /// its difficulty. Two locations with the same limits, keys and difficulty
 /// ask the same price and share it; the same numbers counted per another
 /// key do not (a site-wide count far over its limit asks more than a
@@ -88,14 +88,14 @@ impl DifficultyRule {
 /// joined it. The work (`pow_shield_work`) is part of the price: an Equi-X
 /// location's identity has one more word, and a SHA-256 location keeps
 /// the identity it had before Equi-X.
-pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule, work: Work) -> u64 {
+pub fn price_policy(limits: &Limits, difficulty: DifficultyRule, work: Work) -> u64 {
     let mut words = [0u64; 5 + 3 * MAX_LIMITS];
-    words[0] = u64::from(approx);
+    words[0] = counting_word(limits);
     words[1] = u64::from(difficulty.base);
     words[2] = u64::from(difficulty.max);
     words[3] = u64::from(difficulty.step);
     let mut len = 4;
-    for limit in limits.as_slice() {
+    for limit in limits.rates() {
         words[len] = u64::from(limit.requests);
         words[len + 1] = limit.window_ms;
         len += 2;
@@ -112,6 +112,25 @@ pub fn price_policy(limits: &Limits, approx: bool, difficulty: DifficultyRule, w
         len += 1;
     }
     crate::protocol::policy_id(&words[..len])
+}
+
+/// How a location's limits count, as one word: 0 all exact, 1 all
+/// `approx` (the words of a location before each line counted its own
+/// way), else bit 32 and a bit per `approx` limit, by its place.
+fn counting_word(limits: &Limits) -> u64 {
+    let each = limits.as_slice();
+    match (each.iter().all(|l| l.approx), each.iter().any(|l| l.approx)) {
+        (_, false) => 0,
+        (true, true) => 1,
+        (false, true) => {
+            let mask = each
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.approx)
+                .fold(0u64, |mask, (i, _)| mask | 1 << i);
+            1 << 32 | mask
+        }
+    }
 }
 
 #[cfg(test)]
@@ -182,7 +201,7 @@ mod tests {
     #[test]
     fn the_same_numbers_counted_per_another_key_are_another_price_policy() {
         let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
-        let policy = |key| price_policy(&three_a_minute(key), false, bits, Work::Sha256);
+        let policy = |key| price_policy(&three_a_minute(key), bits, Work::Sha256);
         let (client, site, net) = (
             policy(None),
             policy(Some("site")),
@@ -211,8 +230,8 @@ mod tests {
             .push_keyed(hourly, None, Some(KeyId::of("site")))
             .unwrap();
         assert_ne!(
-            price_policy(&stacked, false, bits, Work::Sha256),
-            price_policy(&keyed, false, bits, Work::Sha256)
+            price_policy(&stacked, bits, Work::Sha256),
+            price_policy(&keyed, bits, Work::Sha256)
         );
     }
 
@@ -222,9 +241,40 @@ mod tests {
         // before keys joined the policy stay valid across an upgrade.
         let bits = DifficultyRule::rising(Difficulty::bits(8), Difficulty::bits(20));
         assert_eq!(
-            price_policy(&three_a_minute(None), false, bits, Work::Sha256),
+            price_policy(&three_a_minute(None), bits, Work::Sha256),
             crate::protocol::policy_id(&[0, 8, 20, 1, 3, 60_000])
         );
+    }
+
+    #[test]
+    fn each_limits_counting_is_part_of_the_price_policy_and_uniform_ones_keep_theirs() {
+        let bits = DifficultyRule::bits(8);
+        let (minute, hour) = (
+            crate::limiter::RateLimit {
+                requests: 100,
+                window_ms: 60_000,
+            },
+            crate::limiter::RateLimit {
+                requests: 1000,
+                window_ms: 3_600_000,
+            },
+        );
+        let stack = |a: bool, b: bool| {
+            let mut limits = Limits::NONE;
+            for (rate, approx) in [(minute, a), (hour, b)] {
+                let limit = crate::limiter::Limit::new(rate);
+                limits
+                    .add(if approx { limit.approx() } else { limit })
+                    .unwrap();
+            }
+            price_policy(&limits, bits, Work::Sha256)
+        };
+        let words = |approx| [approx, 8, 8, 1, 100, 60_000, 1000, 3_600_000];
+        assert_eq!(stack(false, false), crate::protocol::policy_id(&words(0)));
+        assert_eq!(stack(true, true), crate::protocol::policy_id(&words(1)));
+        let mixed = [stack(true, false), stack(false, true)];
+        assert!(!mixed.contains(&stack(false, false)) && !mixed.contains(&stack(true, true)));
+        assert_ne!(mixed[0], mixed[1]);
     }
 
     #[test]
@@ -232,8 +282,8 @@ mod tests {
         let bits = DifficultyRule::bits(4);
         let limits = three_a_minute(None);
         assert_ne!(
-            price_policy(&limits, false, bits, Work::Sha256),
-            price_policy(&limits, false, bits, Work::Equix),
+            price_policy(&limits, bits, Work::Sha256),
+            price_policy(&limits, bits, Work::Equix),
             "a SHA-256 token buys nothing at an Equi-X location"
         );
     }

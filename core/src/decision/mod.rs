@@ -207,7 +207,7 @@ impl Kept {
         let mut requests = [0; MAX_LIMITS];
         let limits = rules.limits.as_slice();
         for (kept, limit) in requests.iter_mut().zip(limits) {
-            *kept = limit.requests;
+            *kept = limit.rate.requests;
         }
         Kept {
             requests,

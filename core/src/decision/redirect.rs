@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use super::{DifficultyRule, Payment};
 use crate::limiter::{Limits, MAX_LIMITS};
 use crate::protocol::Rejection;
-use crate::store::LimitKeys;
+use crate::store::KeyValues;
 
 /// How the shield resolved a request the last time its phase ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,10 +92,9 @@ pub fn again(resolution: Resolution, entry: Entry, decided_alike: impl FnOnce() 
 pub struct Counting<'a> {
     /// The client key (empty: exempt).
     pub key: &'a [u8],
-    pub limits: Limits,
+    pub limits: &'a Limits,
     /// Each limit's `key=` value (`None`: the client key's count).
-    pub limit_keys: LimitKeys<'a>,
-    pub approx: bool,
+    pub key_values: KeyValues<'a>,
     pub difficulty: DifficultyRule,
     /// A dry run counts under keys of its own.
     pub dry_run: bool,
@@ -119,7 +118,6 @@ impl PolicyId {
         };
         field(&mut h, c.key);
         h.update([
-            u8::from(c.approx),
             u8::from(c.dry_run),
             u8::from(c.trap),
             c.difficulty.base,
@@ -127,9 +125,10 @@ impl PolicyId {
             c.difficulty.step,
         ]);
         for (i, limit) in c.limits.as_slice().iter().enumerate() {
-            h.update(u64::from(limit.requests).to_le_bytes());
-            h.update(limit.window_ms.to_le_bytes());
-            match c.limit_keys.get(i).copied().flatten() {
+            h.update(u64::from(limit.rate.requests).to_le_bytes());
+            h.update(limit.rate.window_ms.to_le_bytes());
+            h.update([u8::from(limit.approx)]);
+            match c.key_values.get(i).copied().flatten() {
                 None => h.update([0]),
                 Some(value) => {
                     h.update([1]);
@@ -163,15 +162,15 @@ impl Counting<'_> {
             .iter()
             .enumerate()
             .filter_map(move |(i, limit)| {
-                let (own, key) = match self.limit_keys.get(i).copied().flatten() {
+                let (own, key) = match self.key_values.get(i).copied().flatten() {
                     None => (0, self.key),
                     Some([]) => return None,
                     Some(value) => (1, value),
                 };
                 let mut h = Sha256::new();
-                h.update(u64::from(limit.requests).to_le_bytes());
-                h.update(limit.window_ms.to_le_bytes());
-                h.update([u8::from(self.approx), u8::from(self.dry_run), own]);
+                h.update(u64::from(limit.rate.requests).to_le_bytes());
+                h.update(limit.rate.window_ms.to_le_bytes());
+                h.update([u8::from(limit.approx), u8::from(self.dry_run), own]);
                 h.update(key);
                 let mut id = [0; 16];
                 id.copy_from_slice(&h.finalize()[..16]);
@@ -229,7 +228,7 @@ impl Earlier {
         let mut counted = [false; MAX_LIMITS];
         let mut buckets = here.buckets();
         for (i, flag) in counted.iter_mut().enumerate().take(here.limits.len()) {
-            if here.limit_keys.get(i).copied().flatten() == Some(&[][..]) {
+            if here.key_values.get(i).copied().flatten() == Some(&[][..]) {
                 continue;
             }
             if let Some(bucket) = buckets.next() {
@@ -302,7 +301,7 @@ mod tests {
         }
     }
 
-    fn limits(list: &[(u32, u64)]) -> Limits {
+    fn limits(list: &[(u32, u64)]) -> &'static Limits {
         let mut limits = Limits::NONE;
         for &(requests, window_ms) in list {
             let limit = RateLimit {
@@ -312,17 +311,16 @@ mod tests {
             let name = crate::limiter::LimitName::new(&format!("l{requests}x{window_ms}")).ok();
             limits.push(limit, name).unwrap();
         }
-        limits
+        Box::leak(Box::new(limits))
     }
 
     const CHEAP: Counting = Counting {
         key: b"198.51.100.7",
-        limits: Limits::one(RateLimit {
+        limits: &Limits::one(RateLimit {
             requests: 100,
             window_ms: 60_000,
         }),
-        limit_keys: CLIENT_KEYS,
-        approx: false,
+        key_values: CLIENT_KEYS,
         difficulty: DifficultyRule::hex(4),
         dry_run: false,
         trap: false,
@@ -343,8 +341,15 @@ mod tests {
     #[test]
     fn anything_counted_or_priced_otherwise_is_another_policy() {
         let id = PolicyId::of(&CHEAP);
-        let own = [Some(&b"198.51.100.0/24"[..]), None, None, None];
-        let left_out = [Some(&b""[..]), None, None, None];
+        let own = &[Some(&b"198.51.100.0/24"[..])][..];
+        let left_out = &[Some(&b""[..])][..];
+        let approx = Limits::of(
+            crate::limiter::Limit::new(RateLimit {
+                requests: 100,
+                window_ms: 60_000,
+            })
+            .approx(),
+        );
         for (what, other) in [
             (
                 "limit",
@@ -377,21 +382,21 @@ mod tests {
             (
                 "key= value",
                 Counting {
-                    limit_keys: own,
+                    key_values: own,
                     ..CHEAP
                 },
             ),
             (
                 "empty key= value",
                 Counting {
-                    limit_keys: left_out,
+                    key_values: left_out,
                     ..CHEAP
                 },
             ),
             (
                 "approx",
                 Counting {
-                    approx: true,
+                    limits: &approx,
                     ..CHEAP
                 },
             ),
@@ -415,7 +420,7 @@ mod tests {
     }
 
     const DEAR: Counting = Counting {
-        limits: Limits::one(RateLimit {
+        limits: &Limits::one(RateLimit {
             requests: 1,
             window_ms: 3_600_000,
         }),
@@ -466,9 +471,11 @@ mod tests {
             limits: limits(&[(1, 3_600_000), (100, 60_000)]),
             ..CHEAP
         };
+        let mut second = [false; MAX_LIMITS];
+        second[1] = true;
         assert_eq!(
             earlier.counted_before(&stacked),
-            [false, true, false, false],
+            second,
             "100 a minute counted it already"
         );
         let other_key = Counting {

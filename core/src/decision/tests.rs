@@ -72,9 +72,8 @@ impl FakeStore {
     ) -> Final {
         let subject = Subject {
             key: key.as_bytes(),
-            limits: rules.limits,
-            limit_keys: crate::store::CLIENT_KEYS,
-            approx: false,
+            limits: &rules.limits,
+            key_values: crate::store::CLIENT_KEYS,
             rules: rules.breaker,
             rising: false,
         };
@@ -291,9 +290,8 @@ fn a_store_down_while_spending_follows_the_fail_policy() {
         let mut decision = Decision::new(with_fail(fail), VALID(1), false);
         let subject = Subject {
             key: b"a",
-            limits: rules().limits,
-            limit_keys: crate::store::CLIENT_KEYS,
-            approx: false,
+            limits: &Limits::one(LIMIT_2),
+            key_values: crate::store::CLIENT_KEYS,
             rules: rules().breaker,
             rising: false,
         };
@@ -485,9 +483,8 @@ fn a_block_found_by_the_spend_sends_no_rate_limit_headers() {
     statuses(&mut s, "a", Payment::Unpaid, 7);
     let subject = Subject {
         key: b"a",
-        limits: rules().limits,
-        limit_keys: crate::store::CLIENT_KEYS,
-        approx: false,
+        limits: &Limits::one(LIMIT_2),
+        key_values: crate::store::CLIENT_KEYS,
         rules: rules().breaker,
         rising: false,
     };
@@ -521,9 +518,8 @@ fn a_client_blocked_between_check_and_spend_spends_nothing() {
     statuses(&mut s, "a", Payment::Unpaid, 2);
     let subject = Subject {
         key: b"a",
-        limits: rules().limits,
-        limit_keys: crate::store::CLIENT_KEYS,
-        approx: false,
+        limits: &Limits::one(LIMIT_2),
+        key_values: crate::store::CLIENT_KEYS,
         rules: rules().breaker,
         rising: false,
     };

@@ -11,7 +11,7 @@ use core::fmt;
 use super::{RateLimit, Verdict};
 
 /// Most `pow_shield_limit` lines in one context.
-pub const MAX_LIMITS: usize = 4;
+pub const MAX_LIMITS: usize = 8;
 /// Longest `name=`.
 pub const MAX_NAME: usize = 32;
 
@@ -93,15 +93,84 @@ const NO_LIMIT: RateLimit = RateLimit {
     window_ms: 0,
 };
 
-/// The limits of one context, in the order written, each with its name
-/// (`None`: unnamed). Plain data: a location's policy holds it.
+/// One `pow_shield_limit` line: its numbers, how it counts, its name and
+/// whose count it is. Plain data, the same from the configuration to the
+/// stores, the scripts' arguments and the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub rate: RateLimit,
+    /// `approx`: Redis counts it with the sliding-window counter (local
+    /// mode counts every limit in its window alike).
+    pub approx: bool,
+    /// `name=` (`None`: named by its numbers, [`Limit::name`]).
+    pub named: Option<LimitName>,
+    /// Its `key=` as written (`None`: counted per client key); the
+    /// module finds the value's compiled source by it.
+    pub key: Option<KeyId>,
+    /// Its place among the configuration's limit names, the metrics'
+    /// `limit` label (`crate::metrics::LIMIT_NAMES`), noted once the
+    /// configuration is read; `None`: counted without the label (a
+    /// location's one unnamed limit).
+    pub label: Option<u8>,
+}
+
+impl Limit {
+    /// An unnamed, exact limit per client key.
+    pub const fn new(rate: RateLimit) -> Limit {
+        Limit {
+            rate,
+            approx: false,
+            named: None,
+            key: None,
+            label: None,
+        }
+    }
+
+    /// The same limit counted `approx`.
+    pub const fn approx(self) -> Limit {
+        Limit {
+            approx: true,
+            ..self
+        }
+    }
+
+    /// The same limit counted per its `key=`.
+    pub const fn keyed(self, key: KeyId) -> Limit {
+        Limit {
+            key: Some(key),
+            ..self
+        }
+    }
+
+    /// The same limit named.
+    pub const fn with_name(self, name: LimitName) -> Limit {
+        Limit {
+            named: Some(name),
+            ..self
+        }
+    }
+
+    /// Its `name=`, else the one its numbers give.
+    pub fn name(&self) -> LimitName {
+        match self.named {
+            Some(name) => name,
+            None => LimitName::derived(self.rate),
+        }
+    }
+
+    /// It counts per its own `key=`, not per client key.
+    pub fn is_keyed(&self) -> bool {
+        self.key.is_some()
+    }
+}
+
+const NONE_YET: Limit = Limit::new(NO_LIMIT);
+
+/// The limits of one context, in the order written: a list of [`Limit`]s.
+/// Plain data: a location's policy holds it, a request borrows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    list: [RateLimit; MAX_LIMITS],
-    names: [Option<LimitName>; MAX_LIMITS],
-    /// Each limit's `key=` as written, as [`KeyId`] (`None`: counted per
-    /// client key).
-    keys: [Option<KeyId>; MAX_LIMITS],
+    list: [Limit; MAX_LIMITS],
     len: u8,
 }
 
@@ -139,20 +208,22 @@ pub enum StackError {
     TooMany,
     /// Its name, or the one its numbers give, is taken.
     DuplicateName,
-    /// The same requests, window and key twice (they would share one
-    /// count).
+    /// The same requests, window, key and counting twice (they would
+    /// share one count).
     DuplicateLimit,
 }
 
 impl StackError {
-    pub fn message(self) -> &'static str {
+    pub fn message(self) -> String {
         match self {
-            StackError::TooMany => "at most 4 \"pow_shield_limit\" lines in one context",
-            StackError::DuplicateName => {
-                "a name another \"pow_shield_limit\" of this context has (\"name=\" tells them apart)"
+            StackError::TooMany => {
+                format!("at most {MAX_LIMITS} \"pow_shield_limit\" lines in one context")
             }
+            StackError::DuplicateName => "a name another \"pow_shield_limit\" of this context \
+                                          has (\"name=\" tells them apart)"
+                .to_owned(),
             StackError::DuplicateLimit => {
-                "the same limit and key as another \"pow_shield_limit\" of this context"
+                "the same limit and key as another \"pow_shield_limit\" of this context".to_owned()
             }
         }
     }
@@ -160,14 +231,17 @@ impl StackError {
 
 impl Limits {
     pub const NONE: Limits = Limits {
-        list: [NO_LIMIT; MAX_LIMITS],
-        names: [None; MAX_LIMITS],
-        keys: [None; MAX_LIMITS],
+        list: [NONE_YET; MAX_LIMITS],
         len: 0,
     };
 
     /// One unnamed limit: a location as before limits stacked.
     pub const fn one(limit: RateLimit) -> Limits {
+        Limits::of(Limit::new(limit))
+    }
+
+    /// One limit alone.
+    pub const fn of(limit: Limit) -> Limits {
         let mut limits = Limits::NONE;
         limits.list[0] = limit;
         limits.len = 1;
@@ -187,20 +261,33 @@ impl Limits {
         name: Option<LimitName>,
         key: Option<KeyId>,
     ) -> Result<(), StackError> {
+        self.add(Limit {
+            named: name,
+            key,
+            ..Limit::new(limit)
+        })
+    }
+
+    /// Adds the next line's limit. The same numbers and key twice would
+    /// share one count in local mode (which counts `approx` alike), so
+    /// they are refused whatever their counting.
+    pub fn add(&mut self, limit: Limit) -> Result<(), StackError> {
         let at = usize::from(self.len);
         if at >= MAX_LIMITS {
             return Err(StackError::TooMany);
         }
-        if (0..at).any(|i| self.list[i] == limit && self.keys[i] == key) {
+        let written = self.as_slice();
+        if written
+            .iter()
+            .any(|l| l.rate == limit.rate && l.key == limit.key)
+        {
             return Err(StackError::DuplicateLimit);
         }
-        let wanted = name.unwrap_or_else(|| LimitName::derived(limit));
-        if (0..at).any(|i| self.name(i) == wanted) {
+        let wanted = limit.name();
+        if written.iter().any(|l| l.name() == wanted) {
             return Err(StackError::DuplicateName);
         }
         self.list[at] = limit;
-        self.names[at] = name;
-        self.keys[at] = key;
         self.len += 1;
         Ok(())
     }
@@ -212,12 +299,12 @@ impl Limits {
 
     /// Limit `i`'s `key=` as written (`None`: counted per client key).
     pub fn key(&self, i: usize) -> Option<KeyId> {
-        self.keys.get(i).copied().flatten()
+        self.limit(i).and_then(|l| l.key)
     }
 
     /// Some limit counts per its own `key=`.
     pub fn any_keyed(&self) -> bool {
-        (0..self.len()).any(|i| self.is_keyed(i))
+        self.as_slice().iter().any(Limit::is_keyed)
     }
 
     /// The limits `keep` keeps, in order, with each one's index here (a
@@ -225,19 +312,23 @@ impl Limits {
     pub fn only(&self, keep: impl Fn(usize) -> bool) -> (Limits, [u8; MAX_LIMITS]) {
         let mut kept = Limits::NONE;
         let mut at = [0; MAX_LIMITS];
-        for i in (0..self.len()).filter(|&i| keep(i)) {
+        for (i, limit) in self.as_slice().iter().enumerate().filter(|&(i, _)| keep(i)) {
             let n = usize::from(kept.len);
-            kept.list[n] = self.list[i];
-            kept.names[n] = self.names[i];
-            kept.keys[n] = self.keys[i];
+            kept.list[n] = *limit;
             at[n] = i as u8;
             kept.len += 1;
         }
         (kept, at)
     }
 
-    pub fn as_slice(&self) -> &[RateLimit] {
+    /// Every limit, in the order written.
+    pub fn as_slice(&self) -> &[Limit] {
         &self.list[..usize::from(self.len)]
+    }
+
+    /// Each limit's numbers, in the order written.
+    pub fn rates(&self) -> impl Iterator<Item = RateLimit> + '_ {
+        self.as_slice().iter().map(|l| l.rate)
     }
 
     pub fn len(&self) -> usize {
@@ -249,25 +340,40 @@ impl Limits {
     }
 
     pub fn first(&self) -> Option<RateLimit> {
-        self.as_slice().first().copied()
+        self.get(0)
     }
 
+    /// Limit `i`'s numbers.
     pub fn get(&self, i: usize) -> Option<RateLimit> {
-        self.as_slice().get(i).copied()
+        self.limit(i).map(|l| l.rate)
+    }
+
+    /// Limit `i`.
+    pub fn limit(&self, i: usize) -> Option<&Limit> {
+        self.as_slice().get(i)
     }
 
     /// As a location with one limit has always been: unnamed and alone
     /// (`RateLimit-Policy: "pow-shield"`, no `limit` label).
     pub fn is_plain(&self) -> bool {
-        self.len == 1 && self.names[0].is_none()
+        self.len == 1 && self.list[0].named.is_none()
     }
 
     /// Limit `i`'s name (`name=`, else derived from its numbers).
     pub fn name(&self, i: usize) -> LimitName {
-        match self.names.get(i).copied().flatten() {
-            Some(name) => name,
-            None => LimitName::derived(self.get(i).unwrap_or(NO_LIMIT)),
+        self.limit(i).unwrap_or(&NONE_YET).name()
+    }
+
+    /// Notes limit `i`'s place among the metrics' limit names.
+    pub fn set_label(&mut self, i: usize, label: Option<u8>) {
+        if let Some(limit) = self.list[..usize::from(self.len)].get_mut(i) {
+            limit.label = label;
         }
+    }
+
+    /// Whether limit `i` counts `approx`.
+    pub fn approx(&self, i: usize) -> bool {
+        self.limit(i).is_some_and(|l| l.approx)
     }
 }
 
@@ -350,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stack_refuses_a_fifth_limit_a_taken_name_and_the_same_limit_twice() {
+    fn a_stack_refuses_a_limit_beyond_the_most_a_taken_name_and_the_same_limit_twice() {
         let mut limits = Limits::NONE;
         limits.push(BURST, name("burst")).unwrap();
         assert_eq!(
@@ -361,26 +467,61 @@ mod tests {
             limits.push(BURST, name("again")),
             Err(StackError::DuplicateLimit)
         );
+        // Counted `approx`, the same numbers and key still share the
+        // zone's count in local mode.
+        assert_eq!(
+            limits.add(
+                Limit::new(BURST)
+                    .approx()
+                    .with_name(LimitName::new("again").unwrap())
+            ),
+            Err(StackError::DuplicateLimit)
+        );
         // (a name= never equals a derived name: those start with a digit)
         assert!(LimitName::new("10r/s").is_err());
-        for (i, requests) in [2, 3, 4].into_iter().enumerate() {
+        for requests in 2..=MAX_LIMITS as u32 {
             let limit = RateLimit {
                 requests,
                 window_ms: 60_000,
             };
-            assert_eq!(limits.push(limit, None).is_ok(), i < 3);
+            assert_eq!(limits.push(limit, None), Ok(()), "limit {requests}");
         }
+        let next = RateLimit {
+            requests: 99,
+            window_ms: 60_000,
+        };
+        assert_eq!(limits.push(next, None), Err(StackError::TooMany));
+        assert_eq!(limits.len(), MAX_LIMITS);
+        assert!(MAX_LIMITS >= 8, "docs/directives.md promises 8");
+    }
+
+    #[test]
+    fn each_limit_keeps_its_own_counting_name_and_key() {
+        let net = KeyId::of("$pow_shield_net");
+        let mut limits = Limits::NONE;
+        limits.add(Limit::new(BURST).approx()).unwrap();
+        limits
+            .add(
+                Limit::new(HOURLY)
+                    .keyed(net)
+                    .with_name(LimitName::new("net").unwrap()),
+            )
+            .unwrap();
+        let each: Vec<_> = limits
+            .as_slice()
+            .iter()
+            .map(|l| (l.approx, l.key, l.name().to_string()))
+            .collect();
         assert_eq!(
-            limits.push(
-                RateLimit {
-                    requests: 9,
-                    window_ms: 60_000
-                },
-                None
-            ),
-            Err(StackError::TooMany)
+            each,
+            [
+                (true, None, "10r/s".to_owned()),
+                (false, Some(net), "net".to_owned())
+            ]
         );
-        assert_eq!(limits.len(), 4);
+        assert!(limits.approx(0) && !limits.approx(1) && !limits.approx(2));
+        let (kept, at) = limits.only(|i| i == 1);
+        assert_eq!((kept.as_slice()[0], at[0]), (*limits.limit(1).unwrap(), 1));
     }
 
     #[test]
@@ -408,7 +549,7 @@ mod tests {
             .push_keyed(HOURLY, name("net"), Some(KeyId::of("$net")))
             .unwrap();
         let (kept, at) = limits.only(|i| i == 1);
-        assert_eq!(kept.as_slice(), [HOURLY]);
+        assert_eq!(kept.rates().collect::<Vec<_>>(), [HOURLY]);
         assert_eq!(
             (kept.name(0).as_str(), kept.is_keyed(0), at[0]),
             ("net", true, 1)

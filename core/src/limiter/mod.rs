@@ -10,7 +10,7 @@ pub mod client;
 pub mod limits;
 pub mod window;
 
-pub use limits::{stacked_verdict, KeyId, LimitName, Limits, MAX_LIMITS};
+pub use limits::{stacked_verdict, KeyId, Limit, LimitName, Limits, MAX_LIMITS};
 
 /// `pow_shield_limit <requests> <window>`: at most `requests` requests per
 /// client in any sliding `window_ms`.

@@ -183,13 +183,14 @@ pub enum Reply {
     },
 }
 
-/// Each limit's `key=` value for one request, in the order written:
-/// `None`, the limit counts per client key; an empty value leaves the
-/// request out of that limit only.
-pub type LimitKeys<'a> = [Option<&'a [u8]>; MAX_LIMITS];
+/// A request's `key=` values, by the place of the limit each is for
+/// (`None` beside a limit counted per client key; an empty value leaves
+/// the request out of that limit only). As long as the limits where any
+/// limit has a `key=`, else empty: what the request holds, borrowed.
+pub type KeyValues<'a> = &'a [Option<&'a [u8]>];
 
-/// Every limit per client key (no `key=`).
-pub const CLIENT_KEYS: LimitKeys<'static> = [None; MAX_LIMITS];
+/// No `key=` values: every limit per client key.
+pub const CLIENT_KEYS: KeyValues<'static> = &[];
 
 /// Whose count a limit's bucket is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -209,13 +210,11 @@ pub struct Subject<'a> {
     /// The client key (never empty: an empty key is exempt). Strikes,
     /// blocks and bans are always the client's.
     pub key: &'a [u8],
-    /// The location's limits, in the order written (a trap may have none:
-    /// a check passes).
-    pub limits: Limits,
-    /// Each limit's `key=` value for this request.
-    pub limit_keys: LimitKeys<'a>,
-    /// Count with the approximate sliding-window counter (Redis only).
-    pub approx: bool,
+    /// The location's limits, in the order written, borrowed (a trap may
+    /// have none: a check passes).
+    pub limits: &'a Limits,
+    /// This request's `key=` values, by limit.
+    pub key_values: KeyValues<'a>,
     pub rules: BreakerRules,
     /// The location's difficulty rises with a client's refusals: Redis
     /// must count every one (cluster mode's local refusals report them
@@ -227,7 +226,7 @@ impl<'a> Subject<'a> {
     /// Whose count limit `i` is for this request; `None`: the request is
     /// left out of it (an empty `key=` value).
     pub fn counted(&self, i: usize) -> Option<Counted<'a>> {
-        match self.limit_keys.get(i).copied().flatten() {
+        match self.key_values.get(i).copied().flatten() {
             None => Some(Counted::Client(self.key)),
             Some([]) => None,
             Some(value) => Some(Counted::Own(value)),
@@ -245,7 +244,7 @@ impl<'a> Subject<'a> {
         let mut n = 0;
         for (i, limit) in self.limits.as_slice().iter().enumerate() {
             if let Some(counted) = self.counted(i) {
-                out[n] = (i, *limit, counted);
+                out[n] = (i, limit.rate, counted);
                 n += 1;
             }
         }
@@ -453,7 +452,7 @@ fn check(
     let counted: &[(usize, RateLimit, Counted)] = match subject.limits.as_slice() {
         [limit] => match subject.counted(0) {
             Some(key) => {
-                one = [(0, *limit, key)];
+                one = [(0, limit.rate, key)];
                 &one
             }
             None => &[],

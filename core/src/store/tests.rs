@@ -20,15 +20,19 @@ const FIVE_PER_MINUTE: BreakerRules = BreakerRules {
     ban: None,
 };
 
+/// Kept for the test's length (a subject borrows its limits).
+fn kept<'a, T: 'a>(value: T) -> &'a T {
+    Box::leak(Box::new(value))
+}
+
 fn subject(rules: BreakerRules) -> Subject<'static> {
     Subject {
         key: KEY,
-        limits: Limits::one(RateLimit {
+        limits: kept(Limits::one(RateLimit {
             requests: 1,
             window_ms: 3_600_000,
-        }),
-        limit_keys: crate::store::CLIENT_KEYS,
-        approx: false,
+        })),
+        key_values: crate::store::CLIENT_KEYS,
         rules,
         rising: false,
     }
@@ -204,8 +208,8 @@ fn stacked(rules: BreakerRules) -> Subject<'static> {
             .unwrap();
     }
     Subject {
-        limits,
-        limit_keys: crate::store::CLIENT_KEYS,
+        limits: kept(limits),
+        key_values: crate::store::CLIENT_KEYS,
         ..subject(rules)
     }
 }
@@ -265,10 +269,10 @@ fn a_request_refused_by_one_stacked_limit_counts_against_none() {
     }
     // an hour-only view of the same client: 3 counted, not 13
     let hourly = Subject {
-        limits: Limits::one(RateLimit {
+        limits: kept(Limits::one(RateLimit {
             requests: 5,
             window_ms: 3_600_000,
-        }),
+        })),
         ..subject(BreakerRules::default())
     };
     let v = checked(s.ask(OFFENCE, &hourly)).verdict;
@@ -308,10 +312,10 @@ fn paying_a_challenge_that_counted_no_strike_takes_back_none_earned_elsewhere() 
 /// One request a second (1 per 1 s), five strikes a minute.
 fn per_second() -> Subject<'static> {
     Subject {
-        limits: Limits::one(RateLimit {
+        limits: kept(Limits::one(RateLimit {
             requests: 1,
             window_ms: 1_000,
-        }),
+        })),
         ..subject(FIVE_PER_MINUTE)
     }
 }
@@ -378,12 +382,10 @@ fn per_client_and_net<'a>(client: &'a [u8], net: &'a [u8]) -> Subject<'a> {
     limits.push(hour(2), None).unwrap();
     let net_id = Some(crate::limiter::KeyId::of("$pow_shield_net"));
     limits.push_keyed(hour(5), None, net_id).unwrap();
-    let mut limit_keys = crate::store::CLIENT_KEYS;
-    limit_keys[1] = Some(net);
     Subject {
         key: client,
-        limits,
-        limit_keys,
+        limits: kept(limits),
+        key_values: kept([None, Some(net)]),
         ..subject(FIVE_PER_MINUTE)
     }
 }

@@ -43,12 +43,29 @@ fn words(command: &[u8]) -> Vec<String> {
     out
 }
 
+/// Kept for the test's length (a subject borrows what it names).
+pub(crate) fn kept<'a, T: 'a>(value: T) -> &'a T {
+    Box::leak(Box::new(value))
+}
+
+/// `limits`, every one `approx` if `approx`.
+fn counting(limits: Limits, approx: bool) -> Limits {
+    let mut out = Limits::NONE;
+    for limit in limits.as_slice() {
+        let limit = match approx {
+            true => limit.approx(),
+            false => *limit,
+        };
+        out.add(limit).unwrap();
+    }
+    out
+}
+
 fn subject<'a>(key: &'a [u8], limits: Limits, approx: bool) -> Subject<'a> {
     Subject {
         key,
-        limits,
-        limit_keys: crate::store::CLIENT_KEYS,
-        approx,
+        limits: kept(counting(limits, approx)),
+        key_values: crate::store::CLIENT_KEYS,
         rules: RULES,
         rising: false,
     }
@@ -259,7 +276,7 @@ fn keyed<'a>(net: &'a [u8]) -> Subject<'a> {
     let id = Some(crate::limiter::KeyId::of("$pow_shield_net"));
     limits.push_keyed(hourly, None, id).unwrap();
     let mut s = subject(b"10.0.0.1", limits, false);
-    s.limit_keys[1] = Some(net);
+    s.key_values = kept([None, Some(net)]);
     s
 }
 
@@ -268,8 +285,8 @@ fn a_keyed_limit_goes_in_the_stacked_call_under_its_own_tag() {
     let calls = Calls::new("ps:", 1, 1, false);
     let only_keyed = {
         let mut s = keyed(b"10.0.0.0/24");
-        s.limits = s.limits.only(|i| i == 1).0;
-        s.limit_keys = [Some(&b"10.0.0.0/24"[..]), None, None, None];
+        s.limits = kept(s.limits.only(|i| i == 1).0);
+        s.key_values = kept([Some(&b"10.0.0.0/24"[..])]);
         s
     };
     assert_eq!(single_limit(&only_keyed), None, "one keyed limit: stacked");

@@ -86,7 +86,7 @@ impl<W: Waits> ClusterNode<W> {
         if !env.has_zone() {
             return None;
         }
-        let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
+        let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
         // (While Redis is unavailable the refusal says no: the fallback
         // rule decides.)
         let redis_up = env.healthy();
@@ -141,7 +141,7 @@ impl<W: Waits> ClusterNode<W> {
         if !env.has_zone() {
             return;
         }
-        let refusal = refusal_key(self.scope, limit, subject.approx, subject.key);
+        let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
         let n = env.take_pending(&refusal);
         if n > 0 {
             self.batches

@@ -160,10 +160,10 @@ impl<W: Waits> ClusterNode<W> {
         self.send_batch_now(env, subject, now, out);
         let refusal = env
             .has_zone()
-            .then(|| refusal_key(self.scope, limit, subject.approx, subject.key));
+            .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it.
-        let coalesce = offence == Offence::Unpaid && !subject.approx;
+        let coalesce = offence == Offence::Unpaid && !subject.limits.approx(0);
         if let (Some(refusal), true) = (&refusal, coalesce) {
             if let Some(group) = self.groups.get_mut(refusal) {
                 if group.about.rules == rules && group.about.rising == subject.rising {
@@ -325,7 +325,8 @@ impl<W: Waits> ClusterNode<W> {
                 });
                 out.push(Step::Deliver(waiter, reply));
             } else if let Some(checked) = {
-                let subject = about.subject();
+                let one = Limits::one(about.limit);
+                let subject = about.subject(&one);
                 self.refuse_locally(env, &subject, about.limit, now, out)
             } {
                 out.push(Step::Deliver(waiter, Reply::Checked(checked)));
@@ -363,7 +364,8 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         // What the node counted for the client goes first (the joiners
         // refused here just now among it): Redis decides on every strike.
-        let subject = about.subject();
+        let one = Limits::one(about.limit);
+        let subject = about.subject(&one);
         self.send_batch_now(env, &subject, now, out);
         let k = joiners.len() as u32;
         let tag = client_tag(&about.key);
@@ -431,13 +433,13 @@ impl<W: Waits> ClusterNode<W> {
 }
 
 impl About {
-    /// The subject of a group's requests: one client under one exact limit.
-    fn subject(&self) -> Subject<'_> {
+    /// The subject of a group's requests: one client under one exact limit
+    /// (`one`, made of it by the caller: the subject borrows it).
+    fn subject<'a>(&'a self, one: &'a Limits) -> Subject<'a> {
         Subject {
             key: &self.key,
-            limits: Limits::one(self.limit),
-            limit_keys: CLIENT_KEYS,
-            approx: false,
+            limits: one,
+            key_values: CLIENT_KEYS,
             rules: self.rules,
             rising: self.rising,
         }

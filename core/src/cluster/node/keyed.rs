@@ -85,7 +85,7 @@ impl<W: Waits> ClusterNode<W> {
                     at: at as u8,
                     limit,
                     own,
-                    refusal: refusal_key(self.scope, limit, subject.approx, &whose),
+                    refusal: refusal_key(self.scope, limit, subject.limits.approx(at), &whose),
                     whose,
                 }
             })

@@ -37,7 +37,6 @@ pub(super) struct Sharded<W> {
     waiter: W,
     key: Vec<u8>,
     rules: BreakerRules,
-    approx: bool,
     /// The request's member in every call (for an undo).
     seq: u64,
     parts: Vec<Part>,
@@ -86,7 +85,6 @@ impl<W: Waits> ClusterNode<W> {
                 waiter,
                 key: subject.key.to_vec(),
                 rules: subject.rules,
-                approx: subject.approx,
                 seq,
                 got: vec![None; parts.len()],
                 parts,
@@ -260,7 +258,7 @@ impl<W: Waits> ClusterNode<W> {
         if blocked || refusing.is_some() {
             for (part, c) in s.parts.iter().zip(&answered) {
                 if c.is_some_and(|c| c.verdict.allowed) {
-                    if let Some(call) = self.calls.undo(part, s.approx, s.seq) {
+                    if let Some(call) = self.calls.undo(part, s.seq) {
                         let route = part.route.clone();
                         self.send(Flight::Undo, route, Command::Script(call), out);
                     }

@@ -250,7 +250,12 @@ impl<W: Waits> ClusterNode<W> {
     /// the node a zone.
     fn refusal_of(&self, env: &impl Around, subject: &Subject) -> Option<Vec<u8>> {
         let limit = single_limit(subject).filter(|_| env.has_zone())?;
-        Some(refusal_key(self.scope, limit, subject.approx, subject.key))
+        Some(refusal_key(
+            self.scope,
+            limit,
+            subject.limits.approx(0),
+            subject.key,
+        ))
     }
 
     /// Redis could not take this spend: written later.

@@ -17,12 +17,15 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::tests::redis_server::Redis;
 use crate::limiter::breaker::{Block, StrikeCounter, StrikeRule};
 use crate::limiter::{Limits, RateLimit};
-use crate::store::{LimitKeys, Offence, Solution, CLIENT_KEYS};
+use crate::store::{KeyValues, Offence, Solution, CLIENT_KEYS};
 
 pub(super) const LIMIT: RateLimit = RateLimit {
     requests: 2,
     window_ms: 60_000,
 };
+
+/// [`LIMIT`] alone, as a location holds it.
+pub(super) static ONE_LIMIT: Limits = Limits::one(LIMIT);
 
 pub(super) const RULES: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {
@@ -251,13 +254,14 @@ impl Rig {
     pub fn ask_keyed(
         &mut self,
         op: Op,
-        (key, limit_keys): (&[u8], LimitKeys),
+        (key, key_values): (&[u8], KeyValues),
         limits: Limits,
         fail: FailPolicy,
     ) -> (u32, Answered) {
+        let limits = Box::leak(Box::new(limits));
         let subject = Subject {
             limits,
-            limit_keys,
+            key_values,
             ..Rig::subject_of(key)
         };
         self.ask_subject(op, subject, fail)
@@ -267,9 +271,8 @@ impl Rig {
     pub fn subject_of(key: &[u8]) -> Subject<'_> {
         Subject {
             key,
-            limits: Limits::one(LIMIT),
-            limit_keys: CLIENT_KEYS,
-            approx: false,
+            limits: &ONE_LIMIT,
+            key_values: CLIENT_KEYS,
             rules: RULES,
             rising: false,
         }

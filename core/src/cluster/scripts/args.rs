@@ -62,6 +62,16 @@ fn lower_hex(out: &mut Vec<u8>, n: u64) {
     }
 }
 
+/// The stacked script's `ARGV[7]` (and the undo script's `ARGV[2]`): a
+/// `1` for each limit counted `approx` (a counter), a `0` for each exact
+/// one (a log), in the order sent.
+pub fn write_approx(out: &mut Vec<u8>, approx: impl Iterator<Item = bool>) {
+    out.extend(approx.map(|approx| match approx {
+        true => b'1',
+        false => b'0',
+    }));
+}
+
 /// The stacked script's `ARGV[8]`: a `1` for each limit counted per client
 /// key, a `0` for each counted per a `key=` value, in the order sent (the
 /// script strikes an unpaid refusal only by the client's own limit).

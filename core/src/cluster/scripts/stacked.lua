@@ -2,7 +2,9 @@
 -- (`STACKED_SCRIPT`: KEYS, ARGV and the reply).
 local function check()
   local b = breaker(KEYS[1], KEYS[2], KEYS[3], 3)
-  local approx = ARGV[7] == '1'
+  -- ARGV[7]: '1' for each limit counted approx (a counter), '0' for each
+  -- exact one (a log), in the order of the limits.
+  local approx = ARGV[7]
   -- ARGV[8]: '1' for each limit counted per client key, '0' for a key=
   -- value's (a network, the site).
   local own = ARGV[8]
@@ -19,8 +21,8 @@ local function check()
   for i = 1, n do
     local key = KEYS[2 + 2 * i]
     local limit, window = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
-    local s = {window = window, retry = 0}
-    if approx then
+    local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
+    if s.approx then
       local index, left, curr, prev, estimate = approx_read(key, window, now)
       s.index, s.left, s.curr, s.prev = index, left, curr, prev
       s.allowed = estimate < limit
@@ -52,7 +54,7 @@ local function check()
     local tightest = 1
     for i = 1, n do
       local s, key = seen[i], KEYS[2 + 2 * i]
-      if approx then
+      if s.approx then
         approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
       else
         log_add(key, now, ARGV[1], 1, ARGV[8 + 2 * i])

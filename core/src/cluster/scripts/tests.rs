@@ -4,6 +4,7 @@
 //! Redis runs after their deadline (`late`).
 
 mod bench;
+mod counting;
 mod decoding;
 mod generations;
 mod late;

@@ -2,14 +2,15 @@
 -- Redis Cluster: its limits lie in several slots, one call each): what one
 -- call counted is taken back (`UNDO_SCRIPT`). KEYS the counts (a window's
 -- log or an approximate counter); ARGV[1] the request's member, ARGV[2]
--- '1' for counters, then each key's window (ms); the deadline last.
+-- a '1' for each key that is a counter and a '0' for each log, then each
+-- key's window (ms); the deadline last.
 -- Returns how many counts were taken back.
 local now = clock_ms()
 local late = expired(now)
 if late then return late end
 local n = 0
 for i = 1, #KEYS do
-  if ARGV[2] == '1' then
+  if string.sub(ARGV[2], i, i) == '1' then
     -- Counted in the current fixed window (a round trip ago): one less
     -- there, never below 0.
     local index = math.floor(now / tonumber(ARGV[2 + i]))

@@ -9,10 +9,10 @@ use super::*;
 /// 2 a second, strikes off: only refusals raise a price.
 fn two_a_second() -> Subject<'static> {
     Subject {
-        limits: Limits::one(RateLimit {
+        limits: kept(Limits::one(RateLimit {
             requests: 2,
             window_ms: 1_000,
-        }),
+        })),
         ..subject(BreakerRules::default())
     }
 }
@@ -56,12 +56,10 @@ fn site(client: &[u8]) -> Subject<'_> {
     };
     let key = Some(crate::limiter::KeyId::of("site"));
     limits.push_keyed(limit, None, key).unwrap();
-    let mut limit_keys = crate::store::CLIENT_KEYS;
-    limit_keys[0] = Some(b"site");
     Subject {
         key: client,
-        limits,
-        limit_keys,
+        limits: kept(limits),
+        key_values: kept([Some(&b"site"[..])]),
         ..subject(BreakerRules::default())
     }
 }

@@ -224,7 +224,7 @@ struct Bench<'t> {
     model: MemoryStore,
     counter: Counter,
     prefix: String,
-    limits: Limits,
+    limits: &'static Limits,
     seq: u64,
     batched: u32,
 }
@@ -238,8 +238,7 @@ impl Bench<'_> {
         Subject {
             key: KEY,
             limits: self.limits,
-            limit_keys: crate::store::CLIENT_KEYS,
-            approx: self.table.approx,
+            key_values: crate::store::CLIENT_KEYS,
             rules: self.table.rules,
             rising: false,
         }
@@ -263,14 +262,16 @@ impl Bench<'_> {
             let mut keys = self.breaker_keys();
             let mut args = vec![member, offence(o).to_string()];
             args.extend(self.rules());
-            args.push(u64::from(self.table.approx).to_string());
+            let approx = if self.table.approx { "1" } else { "0" };
+            args.push(approx.repeat(self.limits.len()));
             args.push("1".repeat(self.limits.len()));
             for (i, limit) in self.limits.as_slice().iter().enumerate() {
                 keys.extend([self.key(&format!("w:{i}")), self.key(&format!("o:{i}"))]);
+                let limit = limit.rate;
                 args.extend([limit.requests.to_string(), limit.window_ms.to_string()]);
             }
             let reply = self.redis.ints(&scripts.stacked, &keys, &args);
-            let checked = stacked_checked_from_reply(&reply, &self.limits, o, rules, false);
+            let checked = stacked_checked_from_reply(&reply, self.limits, o, rules, false);
             return vec![Outcome::checked(&checked.unwrap())];
         }
         let limit = self.limits.first().unwrap_or(RateLimit {
@@ -473,7 +474,9 @@ fn run_once(table: &Table, attempt: u32) -> Result<(), String> {
     };
     let mut limits = Limits::default();
     for limit in table.limits {
-        limits.push(*limit, None).unwrap();
+        let limit = crate::limiter::Limit::new(*limit);
+        let limit = if table.approx { limit.approx() } else { limit };
+        limits.add(limit).unwrap();
     }
     // Every limit's ring (and the approximate counter's fixed windows)
     // starts a slot at the table's start.
@@ -490,7 +493,7 @@ fn run_once(table: &Table, attempt: u32) -> Result<(), String> {
         model: MemoryStore::default(),
         counter: Counter::default(),
         prefix: format!("t:{}:{attempt}:{}", table.name, start),
-        limits,
+        limits: Box::leak(Box::new(limits)),
         seq: 0,
         batched: 0,
     };

@@ -39,11 +39,15 @@ const RULES: BreakerRules = BreakerRules {
 };
 
 fn subject(key: &[u8], limits: Limits, approx: bool) -> Subject<'_> {
+    let mut counting = Limits::NONE;
+    for limit in limits.as_slice() {
+        let limit = if approx { limit.approx() } else { *limit };
+        counting.add(limit).unwrap();
+    }
     Subject {
         key,
-        limits,
-        limit_keys: CLIENT_KEYS,
-        approx,
+        limits: Box::leak(Box::new(counting)),
+        key_values: CLIENT_KEYS,
         rules: RULES,
         rising: false,
     }
