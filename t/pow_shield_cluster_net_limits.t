@@ -41,6 +41,13 @@ sub conf {
             pow_shield_limit 40 1h name=net key=$pow_shield_net;
         }
 
+        # each line its own way: the client's approx counter in its slot,
+        # the /24's exact log in another
+        location /mixed/ {
+            pow_shield_limit 3 1m approx name=quick;
+            pow_shield_limit 6 1h name=mixednet key=$pow_shield_net;
+        }
+
         # the price per key: a /24's new address pays for its /24's overage
         location /priced/ {
             pow_shield_limit 5 1h name=net key=$pow_shield_net;
@@ -54,7 +61,7 @@ for my $i (0, 1) {
     (my $c = conf()) =~ s/SEED1/$ports[$i]/;
     $c =~ s/SEED2/$ports[1 - $i]/;
     $n[$i]->write_file_expand('nginx.conf', $c);
-    $n[$i]->write_file("html/$_", qq({"ok":true}\n)) for 'data.json', 'priced/data.json';
+    $n[$i]->write_file("html/$_", qq({"ok":true}\n)) for 'data.json', 'priced/data.json', 'mixed/data.json';
     $n[$i]->run;
 }
 my @nodes = @n[0, 1];
@@ -112,6 +119,28 @@ priced($_ % 2, "10.1.1.$_") for 1 .. 10;
 priced($_ % 2, "10.2.2.$_") for 1 .. 100;
 my ($low, $high) = map { priced(0, $_)->header('X-PoW-Bits') // 0 } '10.1.1.200', '10.2.2.200';
 cmp_ok($high, '>', $low, "price per key: a new address of a /24 at 20x: $high bits, at 2x: $low bits");
+
+# approx beside exact on a Redis Cluster: the client's approx limit and its
+# /24's exact one, in two slots, each counted its own way.
+sub mixed { $nodes[$_[0]]->http_get('/mixed/data.json', 'X-Real-IP' => $_[1]) }
+my @m = map { mixed($_ % 2, '100.64.7.1') } 1 .. 4;
+is(join(' ', map { $_->status } @m), '200 200 200 429',
+    'approx beside exact on a Redis Cluster: the client\'s 4th refused by its approx minute');
+like($m[3]->header('RateLimit') // '', qr/^"quick";r=0;/, '... named "quick"');
+my @o = map { mixed($_ % 2, "100.64.7.$_") } 2 .. 5;
+is(join(' ', map { $_->status } @o), '200 200 200 429',
+    '... three more addresses of its /24 fill the /24\'s exact 6 (3 + 3), the next is refused');
+like($o[3]->header('RateLimit') // '', qr/^"mixednet";r=0;/, '... by "mixednet"');
+my %types;
+for my $redis (@r) {
+    my @keys = @{ $redis->cmd('KEYS', 'pow:*') // [] };
+    for my $key (@keys) {
+        next unless $key =~ /:[aw]:(3:60000|6:3600000)$/;
+        $types{$1} = $redis->cmd('TYPE', $key);
+    }
+}
+is($types{'3:60000'}, 'hash', '... the approx minute is a counter (a hash)');
+is($types{'6:3600000'}, 'zset', '... the /24\'s exact hour is a log (a sorted set)');
 
 # A client of another network passes.
 is(from(0, '192.0.2.77')->status, 200, 'a client of another /24: 200');

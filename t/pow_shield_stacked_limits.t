@@ -30,6 +30,9 @@ my $doc = do {
 my ($example) = $doc =~ /```nginx\n(location \/api\/ \{\n(?:(?!```).)*?name=burst(?:(?!```).)*?)```/s
     or die 'the stacked limits example is missing from docs/directives.md';
 (my $docs_location = $example) =~ s{location /api/}{location /docs/};
+# ... and its example of approx beside exact, as written there.
+my ($mixed_example) = $doc =~ /```nginx\n(location \/search\/ \{\n(?:(?!```).)*?approx(?:(?!```).)*?)```/s
+    or die 'the approx beside exact example is missing from docs/directives.md';
 
 my $conf = http_conf(<<"EOF");
     %%REDIS%%
@@ -65,12 +68,19 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 5 1h approx name=slow;
         }
 
+        # each line counts its own way: approx (a counter) beside exact (a log)
+        location /mixed/ {
+            pow_shield_limit 3 1m approx name=quick;
+            pow_shield_limit 2 1h name=long;
+        }
+
         # one unnamed limit: as before limits stacked
         location /plain/ {
             pow_shield_limit 3 1m;
         }
 
 $docs_location
+$mixed_example
         location = /status {
             pow_shield_status;
         }
@@ -78,7 +88,7 @@ $docs_location
 EOF
 
 Test::PowShield::Modes->each_mode($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none approx plain docs) }, sub {
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(api two none approx mixed plain docs search) }, sub {
     my ($m) = @_;
     my $t = $m->node(1);
     my $get = sub {
@@ -130,6 +140,35 @@ Test::PowShield::Modes->each_mode($conf,
     is($m->redis->cmd('HGET', client_key("$m-f", 'a', 5, 3600000), 'c'), 3,
         "$m: approx: the hour's counter holds the 3 admitted requests")
         if $m->cluster;
+
+    # approx on one line, exact on the other: each counted its own way
+
+    @r = map { $get->('g', 'mixed') } 1 .. 3;
+    is(statuses(@r), '200 200 429', "$m: approx beside exact: the 3rd is refused by the exact hour");
+    like($r[2]->header('RateLimit') // '', qr/^"long";r=0;/, "$m: approx beside exact: refused by \"long\"");
+    if ($m->cluster) {
+        my $redis = $m->redis;
+        is($redis->cmd('HGET', client_key("$m-g", 'a', 3, 60000), 'c'), 2,
+            "$m: approx beside exact: the approx minute in its counter (2 admitted)");
+        is($redis->cmd('ZCARD', client_key("$m-g", 'w', 2, 3600000)), 2,
+            "$m: approx beside exact: the exact hour in its log (2 admitted)");
+        is($redis->cmd('EXISTS', client_key("$m-g", 'w', 3, 60000)), 0,
+            "$m: approx beside exact: no log for the approx minute");
+        is($redis->cmd('EXISTS', client_key("$m-g", 'a', 2, 3600000)), 0,
+            "$m: approx beside exact: no counter for the exact hour");
+    }
+
+    # the documentation's approx beside exact, as written
+    my $search = $get->('h', 'search');
+    is($search->status, 200, "$m: docs' approx beside exact: passes");
+    is($search->header('RateLimit-Policy'), '"100r/m";q=100;w=60, "1000r/h";q=1000;w=3600',
+        "$m: docs' approx beside exact: both limits listed");
+    if ($m->cluster) {
+        is($m->redis->cmd('TYPE', client_key("$m-h", 'a', 100, 60000)), 'hash',
+            "$m: docs' approx beside exact: the minute in a counter");
+        is($m->redis->cmd('TYPE', client_key("$m-h", 'w', 1000, 3600000)), 'zset',
+            "$m: docs' approx beside exact: the hour in a log");
+    }
 
     # one unnamed limit: the headers as before
 
