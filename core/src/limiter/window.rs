@@ -228,7 +228,17 @@ pub fn counted_at(state: &SlidingWindow, limit: RateLimit, now_ms: u64) -> (u32,
 /// refusals counted (this one included). A refused request adds nothing to
 /// the window; a limit of 0 requests admits nothing.
 pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdict {
-    let grid = Grid::of(limit);
+    admit_on(state, Grid::of(limit), limit, now_ms).0
+}
+
+/// [`admit`] on the limit's `grid`, and when the admitted request leaves
+/// the window (0 when refused).
+fn admit_on(
+    state: &mut SlidingWindow,
+    grid: Grid,
+    limit: RateLimit,
+    now_ms: u64,
+) -> (Verdict, u64) {
     // A clock that went backwards counts as the newest slot's start: it
     // frees nothing, and never writes into a slot of another period.
     let period = (now_ms / grid.width).max(state.period);
@@ -238,6 +248,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
     let (mut counted, mut reset_at) = state.counted(grid, now);
     let allowed = counted < requests;
+    let mut leaves = 0;
     if allowed {
         let i = state.slot(0);
         let offset = u32::try_from(now - grid.start(period)).unwrap_or(u32::MAX);
@@ -247,7 +258,8 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
         }
         state.last[i] = state.last[i].max(offset);
         counted += 1;
-        reset_at.get_or_insert(state.slot_leaves_at(grid, 0));
+        leaves = state.slot_leaves_at(grid, 0);
+        reset_at.get_or_insert(leaves);
     }
 
     if now >= state.over_until_ms {
@@ -268,25 +280,25 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
             None => u64::MAX,
         }
     };
-    Verdict {
+    let verdict = Verdict {
         allowed,
         remaining: u32::try_from(requests.saturating_sub(counted)).unwrap_or(u32::MAX),
         reset_after_ms: reset_at.map_or(0, |at| at - now),
         retry_after_ms,
         over: state.over,
         limit: 0,
-    }
+    };
+    (verdict, leaves)
 }
 
 /// [`admit`], and until when the window carries anything after it
 /// ([`SlidingWindow::keep_until_ms`]): an admitted request is the newest,
 /// so that is when it leaves, without looking for the newest slot.
 pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
-    let verdict = admit(state, limit, now_ms);
+    let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
     if !verdict.allowed {
         return (verdict, state.keep_until_ms(limit));
     }
-    let newest = state.slot_leaves_at(Grid::of(limit), 0);
     match state.over {
         0 => (verdict, newest),
         _ => (verdict, newest.max(state.over_until_ms)),
