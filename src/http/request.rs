@@ -105,7 +105,6 @@ pub(super) fn pooled<'r>((data, len): Pooled) -> &'r [u8] {
 /// Each limit's `key=` value (`pow_shield_limit ... key=`), in the
 /// request pool, evaluated once per request as the client key is; `None`
 /// for a limit counted per client key.
-#[inline]
 pub(super) fn limit_keys<'r>(r: &Request, state: NonNull<RequestState>) -> Option<LimitKeys<'r>> {
     // SAFETY: the state lives in the request's pool, and no other borrow of
     // it is live while the values are read or set.
