@@ -131,7 +131,9 @@ pub(super) fn evaluate_keys(
         && st().key.is_none()
         && matches!(st().signature, SignatureCheck::Verify);
     if !anonymous_first {
-        return client_key(r, state).and(key_values(r, state)).map(drop);
+        // (The `key=` values are evaluated next, by the handler: no
+        // signature to verify comes between.)
+        return client_key(r, state).map(drop);
     }
     st().signature = SignatureCheck::Anonymous {
         saved: ptr::null_mut(),

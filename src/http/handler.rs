@@ -150,13 +150,15 @@ fn decide(r: &mut Request) -> Status {
         }
     };
     st().decided = Some((done, now_ms()));
-    let limit = done.verdict.and_then(|v| {
-        let at = policy.limits.limit(usize::from(v.limit))?.label?;
-        mcf.limit_place(at)
+    metrics::request(|| {
+        let limit = done.verdict.and_then(|v| {
+            let at = policy.limits.limit(usize::from(v.limit))?.label?;
+            mcf.limit_place(at)
+        });
+        Decided::new(done, policy.trap).by_limit(limit)
     });
-    metrics::request(&Decided::new(done, policy.trap).by_limit(limit));
     log_lines::log(r, policy, key, values, &done);
-    respond(r, mcf, &stores, state, policy, key, done)
+    respond(r, mcf, &stores, state, policy, key, &done)
 }
 
 /// What the stores are asked about: the location's limits borrowed, not
@@ -288,7 +290,7 @@ fn respond(
     state: NonNull<RequestState>,
     policy: &Policy,
     key: &[u8],
-    done: Final,
+    done: &Final,
 ) -> Status {
     let resolve = |resolution| {
         // SAFETY: as in `decide`; no other borrow is live here.
@@ -315,7 +317,7 @@ fn respond(
             status,
             error,
             bits,
-        } => send_challenge(r, mcf, policy, key, &done, (status, error, bits)),
+        } => send_challenge(r, mcf, policy, key, done, (status, error, bits)),
         Answer::Error { status, message } => response::send_error(r, status, message),
         // nginx closes the connection for 444 (as `return 444` does).
         Answer::Block(_) if status == 444 => Status(444),

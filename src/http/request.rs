@@ -8,7 +8,7 @@
 use core::ptr::NonNull;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use nginx_sys::{ngx_connection_t, ngx_http_request_t};
+use nginx_sys::{ngx_connection_t, ngx_http_request_t, ngx_list_part_t, ngx_table_elt_t};
 use ngx::http::Request;
 
 use super::state::{Evaluated, RequestState};
@@ -21,22 +21,37 @@ use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
 /// request headers, in one pass (every request of a shielded location
-/// looks for them): the token and the proof.
+/// looks for them): the token and the proof. nginx's list of the request
+/// headers is walked as it is, part by part, without an iterator's
+/// conversions: most requests carry none of the three.
 pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     let (mut token, mut proof) = (None, Proof::default());
-    for (key, value) in r.headers_in_iterator() {
-        let key = key.as_bytes();
-        // By length first: most headers are none of the three, and are
-        // passed over without a byte compared.
-        let slot = match key.len() {
-            15 if key.eq_ignore_ascii_case(b"x-pow-challenge") => &mut token,
-            11 if key.eq_ignore_ascii_case(b"x-pow-nonce") => &mut proof.nonce,
-            14 if key.eq_ignore_ascii_case(b"x-pow-solution") => &mut proof.solution,
-            _ => continue,
+    let raw: &ngx_http_request_t = r.as_ref();
+    let mut part: *const ngx_list_part_t = &raw.headers_in.headers.part;
+    // SAFETY: the request's header list is nginx's: each part holds `nelts`
+    // headers at `elts`, the parts are linked until a null `next`, and all
+    // of it lives in the request's pool, as long as `r`.
+    while let Some(p) = unsafe { part.as_ref() } {
+        let headers: &[ngx_table_elt_t] = match p.nelts {
+            0 => &[],
+            // SAFETY: as above.
+            n => unsafe { core::slice::from_raw_parts(p.elts.cast(), n) },
         };
-        if slot.is_none() {
-            *slot = Some(value.as_bytes());
+        for header in headers {
+            let key = bytes(&header.key);
+            // By length first: most headers are none of the three, and are
+            // passed over without a byte compared.
+            let slot = match key.len() {
+                15 if key.eq_ignore_ascii_case(b"x-pow-challenge") => &mut token,
+                11 if key.eq_ignore_ascii_case(b"x-pow-nonce") => &mut proof.nonce,
+                14 if key.eq_ignore_ascii_case(b"x-pow-solution") => &mut proof.solution,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(bytes(&header.value));
+            }
         }
+        part = p.next;
     }
     (token, proof)
 }

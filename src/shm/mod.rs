@@ -23,7 +23,7 @@ use pow_shield_core::store::SpentRoom;
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0008, // "powshi" v8: limit names' places (metrics)
+    0x706f_7773_6869_0009, // "powshi" v9: a window's running total
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),

@@ -71,7 +71,8 @@ impl ZoneStore {
 
     /// Runs one operation under the zone's lock.
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
-        let room = self.zone.spent_room(self.token_lifetime_ms);
+        // (Worked out only by what spends: a check never asks.)
+        let room = Room::Of(&self.zone, self.token_lifetime_ms);
         self.zone.with_locked(|zone, alloc| {
             // As a request passes it expires a few stale entries of the
             // tables it uses.
@@ -119,7 +120,7 @@ pub(super) fn record_owned<R>(
     now: Now,
     then: impl FnOnce(&mut Zone, Recorded) -> R,
 ) -> R {
-    let room = zone.spent_room(longest_ms);
+    let room = Room::Known(zone.spent_room(longest_ms));
     zone.with_locked(|zone, alloc| {
         zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);
         let mut tables = Locked {
@@ -146,7 +147,25 @@ struct Locked<'z> {
     zone: &'z mut Zone,
     alloc: &'z Allocator,
     now: Now,
-    room: SpentRoom,
+    room: Room<'z>,
+}
+
+/// The part of the zone spent records may take, or what it is worked out
+/// from when asked.
+#[derive(Clone, Copy)]
+enum Room<'z> {
+    Known(SpentRoom),
+    /// The zone and its records' longest lifetime.
+    Of(&'z SharedZone, u64),
+}
+
+impl Room<'_> {
+    fn get(self) -> SpentRoom {
+        match self {
+            Room::Known(room) => room,
+            Room::Of(zone, lifetime_ms) => zone.spent_room(lifetime_ms),
+        }
+    }
 }
 
 impl Tables for Locked<'_> {
@@ -221,7 +240,8 @@ impl Tables for Locked<'_> {
 
     fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom> {
         let key = TableKey::new(&[digest]);
-        let recorded = record_spent(self.zone, self.alloc, &key, until_ms, now_ms, self.room);
+        let room = self.room.get();
+        let recorded = record_spent(self.zone, self.alloc, &key, until_ms, now_ms, room);
         // A payer or a bot refused for it (the mirror of Redis's spends,
         // which refuses no one, is not counted).
         if recorded.is_err() {
@@ -236,7 +256,7 @@ impl Tables for Locked<'_> {
     }
 
     fn spent_room(&self) -> SpentRoom {
-        self.room
+        self.room.get()
     }
 }
 

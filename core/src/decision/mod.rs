@@ -227,6 +227,20 @@ impl Kept {
     }
 }
 
+/// What a decision asked last: the operation without what it carries (a
+/// decision is kept and moved for every request; an [`Op`] is a
+/// solution's size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Asked {
+    Check,
+    Spend,
+    Strike,
+    /// Its solution's 429 counted a strike.
+    Forgive {
+        forgive: bool,
+    },
+}
+
 /// One request's decision, kept between store round trips.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -234,7 +248,7 @@ pub struct Decision {
     payment: Payment,
     exempt: bool,
     /// What was asked last, that the next reply answers.
-    asked: Option<Op>,
+    asked: Option<Asked>,
     /// What the check answered, for the challenge's difficulty.
     checked: Checked,
     /// The check admitted the request; a solution it carries is spent only
@@ -284,10 +298,10 @@ impl Decision {
         }
         match (asked, reply) {
             (None, _) => self.start(),
-            (Some(Op::Check { .. }), Some(reply)) => self.checked(reply, trusted),
-            (Some(Op::Spend(_)), Some(reply)) => self.spent(reply, trusted),
-            (Some(Op::Strike), Some(reply)) => self.struck(reply),
-            (Some(Op::Forgive(solution)), Some(reply)) => self.forgiven(solution, reply),
+            (Some(Asked::Check), Some(reply)) => self.checked(reply, trusted),
+            (Some(Asked::Spend), Some(reply)) => self.spent(reply, trusted),
+            (Some(Asked::Strike), Some(reply)) => self.struck(reply),
+            (Some(Asked::Forgive { forgive }), Some(reply)) => self.forgiven(forgive, reply),
             // Asked and not answered: the store failed it.
             (Some(op), None) => {
                 self.asked = Some(op);
@@ -297,7 +311,14 @@ impl Decision {
     }
 
     fn ask(&mut self, op: Op) -> Next {
-        self.asked = Some(op);
+        self.asked = Some(match op {
+            Op::Check { .. } => Asked::Check,
+            Op::Spend(_) => Asked::Spend,
+            Op::Strike => Asked::Strike,
+            Op::Forgive(solution) => Asked::Forgive {
+                forgive: solution.forgive,
+            },
+        });
         Next::Ask(op)
     }
 
@@ -459,11 +480,12 @@ impl Decision {
         self.fresh_challenge()
     }
 
-    /// After [`Op::Forgive`]: recorded (its strike will be taken back: the
+    /// After [`Op::Forgive`] (`forgive`: its solution's 429 counted a
+    /// strike): recorded (its strike will be taken back: the
     /// fresh challenge takes back nothing more), used before (a replay:
     /// strike, 409), blocked, or not possible here (the fresh challenge
     /// takes it back when paid).
-    fn forgiven(&mut self, solution: Solution, reply: Reply) -> Next {
+    fn forgiven(&mut self, forgive: bool, reply: Reply) -> Next {
         match reply {
             Reply::Spent(Spent::Accepted(breaker)) => {
                 self.learnt.breaker = Some(breaker);
@@ -481,7 +503,7 @@ impl Decision {
             }
             Reply::Spent(Spent::Replayed) => self.replayed(),
             _ => {
-                self.learnt.pays_back = solution.forgive;
+                self.learnt.pays_back = forgive;
                 self.fresh_challenge()
             }
         }

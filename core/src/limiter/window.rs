@@ -20,6 +20,14 @@
 //!
 //! `SLOTS − 1` slots cover the window; the extra one lets a slot whose last
 //! request is still in the window stay while the newest is written.
+//!
+//! Beside the ring, `total` keeps the sum of its counts (each admitted
+//! request adds one, each slot emptied takes its count away), so that a
+//! request reads how many are counted without summing the ring. Every
+//! window is written by this code only (a zone of another layout is never
+//! adopted: `src/shm`'s `MAGIC`); should a window's bytes disagree with
+//! themselves all the same, nothing panics, and the total is worked out
+//! from the ring again on the slot-by-slot path and once the ring empties.
 
 use super::{RateLimit, Verdict};
 
@@ -40,6 +48,9 @@ pub struct SlidingWindow {
     /// Requests refused since the first one of its window: how far beyond
     /// its limit the client keeps going (cluster mode: `KEYS[2]`).
     pub over: u32,
+    /// The sum of `count`, kept as the slots change (in the padding the
+    /// struct had: the entry's size is unchanged).
+    pub total: u32,
     /// Requests each slot admitted.
     pub count: [u32; SLOTS],
     /// Milliseconds from each slot's start to its last admitted request.
@@ -96,14 +107,21 @@ impl SlidingWindow {
         if gap >= SLOTS as u64 {
             self.count = [0; SLOTS];
             self.last = [0; SLOTS];
+            self.total = 0;
         } else {
             for step in 1..=gap {
                 let i = (self.period.wrapping_add(step) as usize) % SLOTS;
-                self.count[i] = 0;
-                self.last[i] = 0;
+                self.empty(i);
             }
         }
         self.period = self.period.max(period);
+    }
+
+    /// Empties slot `i`, taking its count out of the total.
+    fn empty(&mut self, i: usize) {
+        self.total = self.total.saturating_sub(self.count[i]);
+        self.count[i] = 0;
+        self.last[i] = 0;
     }
 
     /// Requests counted at `now`, and when the oldest counted slot leaves;
@@ -111,38 +129,44 @@ impl SlidingWindow {
     fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
         let oldest_age = SLOTS as u64 - 1;
         match self.period.checked_mul(grid.width) {
-            // Every request runs this. With every slot's period real, no
-            // sum saturating (any clock but an absurd one) and every slot's
-            // last request within its slot (as `admit` writes them), the
-            // slots leave in order, oldest first, their trailing edges one
-            // width apart: the ones gone are the oldest, up to the first
-            // still counted, and the rest is one sum.
+            // Every request runs this. With every slot's period real and no
+            // sum saturating (any clock but an absurd one), and every slot's
+            // last request within its slot (as `admit` writes them: checked
+            // on each slot looked at), the slots leave in order, oldest
+            // first, their trailing edges one width apart: the ones gone
+            // are the oldest, up to the first still counted, and the rest
+            // is the running total.
             Some(newest_start)
                 if self.period >= oldest_age
                     && newest_start
                         .checked_add(grid.window)
                         .and_then(|edge| edge.checked_add(u64::from(u32::MAX)))
-                        .is_some()
-                    && u64::from(self.last.iter().fold(0, |m, &l| m.max(l))) < grid.width =>
+                        .is_some() =>
             {
                 // When a request at the start of the oldest slot leaves.
                 let mut edge = newest_start - oldest_age * grid.width + grid.window;
-                let mut oldest = None;
                 for age in (0..SLOTS).rev() {
                     let i = self.slot(age);
                     if self.count[i] != 0 {
-                        let leaves = edge + u64::from(self.last[i]);
-                        if leaves > now {
-                            oldest = Some(leaves);
-                            break;
+                        let last = u64::from(self.last[i]);
+                        if last >= grid.width {
+                            // Not as `admit` writes a slot: each slot on
+                            // its own (those emptied so far left as they
+                            // would there).
+                            return self.counted_slot_by_slot(grid, now);
                         }
-                        self.count[i] = 0;
-                        self.last[i] = 0;
+                        let leaves = edge + last;
+                        if leaves > now {
+                            // Every younger slot leaves later still.
+                            return (u64::from(self.total), Some(leaves));
+                        }
+                        self.empty(i);
                     }
                     edge = edge.wrapping_add(grid.width);
                 }
-                let total = self.count.iter().map(|&c| u64::from(c)).sum();
-                (total, oldest)
+                // Nothing left: the total is 0 again.
+                self.total = 0;
+                (0, None)
             }
             _ => self.counted_slot_by_slot(grid, now),
         }
@@ -165,6 +189,8 @@ impl SlidingWindow {
                 self.last[i] = 0;
             }
         }
+        // Worked out from the ring: it holds whatever the total said.
+        self.total = u32::try_from(total).unwrap_or(u32::MAX);
         (total, oldest)
     }
 
@@ -202,7 +228,17 @@ pub fn counted_at(state: &SlidingWindow, limit: RateLimit, now_ms: u64) -> (u32,
 /// refusals counted (this one included). A refused request adds nothing to
 /// the window; a limit of 0 requests admits nothing.
 pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdict {
-    let grid = Grid::of(limit);
+    admit_on(state, Grid::of(limit), limit, now_ms).0
+}
+
+/// [`admit`] on the limit's `grid`, and when the admitted request leaves
+/// the window (0 when refused).
+fn admit_on(
+    state: &mut SlidingWindow,
+    grid: Grid,
+    limit: RateLimit,
+    now_ms: u64,
+) -> (Verdict, u64) {
     // A clock that went backwards counts as the newest slot's start: it
     // frees nothing, and never writes into a slot of another period.
     let period = (now_ms / grid.width).max(state.period);
@@ -212,13 +248,18 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
     let (mut counted, mut reset_at) = state.counted(grid, now);
     let allowed = counted < requests;
+    let mut leaves = 0;
     if allowed {
         let i = state.slot(0);
         let offset = u32::try_from(now - grid.start(period)).unwrap_or(u32::MAX);
-        state.count[i] = state.count[i].saturating_add(1);
+        if state.count[i] != u32::MAX {
+            state.count[i] += 1;
+            state.total = state.total.wrapping_add(1);
+        }
         state.last[i] = state.last[i].max(offset);
         counted += 1;
-        reset_at.get_or_insert(state.slot_leaves_at(grid, 0));
+        leaves = state.slot_leaves_at(grid, 0);
+        reset_at.get_or_insert(leaves);
     }
 
     if now >= state.over_until_ms {
@@ -239,13 +280,28 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
             None => u64::MAX,
         }
     };
-    Verdict {
+    let verdict = Verdict {
         allowed,
         remaining: u32::try_from(requests.saturating_sub(counted)).unwrap_or(u32::MAX),
         reset_after_ms: reset_at.map_or(0, |at| at - now),
         retry_after_ms,
         over: state.over,
         limit: 0,
+    };
+    (verdict, leaves)
+}
+
+/// [`admit`], and until when the window carries anything after it
+/// ([`SlidingWindow::keep_until_ms`]): an admitted request is the newest,
+/// so that is when it leaves, without looking for the newest slot.
+pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
+    let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
+    if !verdict.allowed {
+        return (verdict, state.keep_until_ms(limit));
+    }
+    match state.over {
+        0 => (verdict, newest),
+        _ => (verdict, newest.max(state.over_until_ms)),
     }
 }
 

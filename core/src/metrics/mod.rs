@@ -315,10 +315,11 @@ pub fn worker() -> Option<&'static Slot> {
     WORKER.try_with(Cell::get).ok().flatten()
 }
 
-/// A shielded request's decision ended.
-pub fn request(decided: &Decided) {
+/// A shielded request's decision ended: what it was is made only when
+/// this worker counts (a `pow_shield_status` location exists).
+pub fn request(decided: impl FnOnce() -> Decided) {
     if let Some(slot) = worker() {
-        slot.count_request(decided);
+        slot.count_request(&decided());
     }
 }
 

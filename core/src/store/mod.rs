@@ -590,10 +590,7 @@ fn admit(
     limit: RateLimit,
     now_ms: u64,
 ) -> Result<Verdict, NoRoom> {
-    tables.bucket(key, limit, |b| {
-        let verdict = window::admit(b, limit, now_ms);
-        (verdict, b.keep_until_ms(limit))
-    })
+    tables.bucket(key, limit, |b| window::admit_keeping(b, limit, now_ms))
 }
 
 /// Stacked limits (`limiter::limits`): each bucket is asked what it would

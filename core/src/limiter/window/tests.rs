@@ -339,6 +339,7 @@ fn absurd_limits_and_clocks_saturate_instead_of_panicking() {
             period: u64::MAX,
             over_until_ms: u64::MAX,
             over: u32::MAX,
+            total: u32::MAX,
             count: [u32::MAX; SLOTS],
             last: [u32::MAX; SLOTS],
         };
@@ -481,6 +482,7 @@ fn stepping_through_the_slots_counts_as_working_each_one_out() {
                 any.count[i] = (next() % 3) as u32;
                 any.last[i] = (next() % (grid.width * 2 + 1)) as u32;
             }
+            any.total = any.count.iter().sum();
             let at = match next() % 4 {
                 0 => next() >> (next() % 64),
                 _ => grid
@@ -491,6 +493,111 @@ fn stepping_through_the_slots_counts_as_working_each_one_out() {
             let (mut fast, mut slow) = (any, any);
             assert_eq!(fast.counted(grid, at), slow.counted_slot_by_slot(grid, at));
             assert_eq!(fast, slow);
+        }
+    }
+}
+
+/// The ring's sum, as the running total must say.
+fn ring_sum(state: &SlidingWindow) -> u32 {
+    state.count.iter().sum()
+}
+
+#[test]
+fn the_total_stays_the_rings_sum_through_rotations_and_long_gaps() {
+    let mut rng = Rng(0x51_7cc1_b727_220a);
+    for limit in [
+        PER_MINUTE_60,
+        RateLimit {
+            requests: 3,
+            window_ms: 7,
+        },
+        RateLimit {
+            requests: 1_000_000,
+            window_ms: 1_000,
+        },
+    ] {
+        let mut state = SlidingWindow::default();
+        let mut now = T0;
+        for step in 0..20_000 {
+            // Bursts, one slot on, a few slots on, and gaps of a window
+            // and more (the whole ring emptied at once).
+            now += match rng.below(5) {
+                0 => 0,
+                1 => rng.below(limit.window_ms / 15 + 1),
+                2 => rng.below(limit.window_ms / 2 + 1),
+                3 => limit.window_ms + rng.below(3 * limit.window_ms),
+                _ => 1,
+            };
+            // Now and then a clock that goes back (it frees nothing).
+            let at = match step % 97 {
+                0 => now.saturating_sub(rng.below(limit.window_ms)),
+                _ => now,
+            };
+            admit(&mut state, limit, at);
+            assert_eq!(state.total, ring_sum(&state), "after admit at step {step}");
+            let _ = counted_at(&state, limit, at + rng.below(2 * limit.window_ms));
+            assert_eq!(state.total, ring_sum(&state), "a read changes nothing");
+        }
+    }
+}
+
+#[test]
+fn a_window_kept_across_a_reload_counts_on_from_its_total() {
+    // A reload adopts the zone as it is (same layout): the window's bytes,
+    // total included, carry on where they were.
+    let (mut before, _) = after(40, PER_MINUTE_60);
+    let adopted: SlidingWindow = before;
+    let mut adopted = adopted;
+    let at = T0 + SLOT_MS;
+    assert_eq!(
+        admit(&mut before, PER_MINUTE_60, at),
+        admit(&mut adopted, PER_MINUTE_60, at)
+    );
+    assert_eq!(adopted.total, 41);
+    assert_eq!(headers(&mut adopted, at).1, 18);
+}
+
+#[test]
+fn a_total_at_odds_with_its_ring_heals_once_the_ring_empties() {
+    // Bytes that disagree with themselves (never written so, but any bytes
+    // are a window): no panic, and from the first request after a
+    // window's gap the total is the ring's again.
+    for total in [0, 7, u32::MAX] {
+        let (mut state, _) = after(10, PER_MINUTE_60);
+        state.total = total;
+        admit(&mut state, PER_MINUTE_60, T0 + 1);
+        let later = T0 + 2 * 60_000;
+        let v = admit(&mut state, PER_MINUTE_60, later);
+        assert_eq!((v.allowed, v.remaining), (true, 59));
+        assert_eq!(state.total, ring_sum(&state));
+    }
+    // The slot-by-slot path works the total out from the ring.
+    let (mut state, _) = after(10, PER_MINUTE_60);
+    state.total = 3;
+    state.last[state.slot(0)] = u32::MAX;
+    let v = admit(&mut state, PER_MINUTE_60, T0 + 1);
+    assert_eq!(v.remaining, 49);
+    assert_eq!(state.total, 11);
+}
+
+#[test]
+fn admitting_and_keeping_says_what_admit_then_keep_until_say() {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for limit in [
+        PER_MINUTE_60,
+        RateLimit {
+            requests: 2,
+            window_ms: 1_000,
+        },
+    ] {
+        let (mut a, mut b) = (SlidingWindow::default(), SlidingWindow::default());
+        let mut now = T0;
+        for _ in 0..10_000 {
+            now += rng.below(limit.window_ms / 4);
+            let (verdict, keep) = admit_keeping(&mut a, limit, now);
+            assert_eq!(verdict, admit(&mut b, limit, now));
+            assert_eq!(keep, b.keep_until_ms(limit));
+            assert_eq!(a, b);
         }
     }
 }
