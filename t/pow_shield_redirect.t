@@ -55,6 +55,17 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 5 1h;
         }
 
+        # try_files from an approx limit into the same limit exact: the zone
+        # counts both in one window, so the request is counted once
+        location /apx/ {
+            pow_shield_limit 5 1h approx;
+            try_files \$uri /exact/index.json;
+        }
+
+        location /exact/ {
+            pow_shield_limit 5 1h;
+        }
+
         # unshielded location redirecting into a shielded one
         location /open/ {
             try_files \$uri /idx/index.json;
@@ -92,6 +103,7 @@ Test::PowShield::Modes->each_mode($conf, files => {
     'html/ep/notfound.json' => qq({"notfound":true}\n),
     'html/inc/a.json' => qq({"inc":1}),
     'html/epb/notfound.json' => qq({"epb":true}\n),
+    'html/exact/index.json' => qq({"exact":true}\n),
     'html/page/p.html' => "$page\n",
     'html/spage/p.html' => "$page\n",
 }, sub {
@@ -156,6 +168,13 @@ Test::PowShield::Modes->each_mode($conf, files => {
     $r = get($t, 'epab', '/epb/notfound.json');
     is($r->header('X-RateLimit-Remaining'), 4,
         "$m: the error_page target location was not counted (5 - 1)");
+
+    # from an approx limit into the same limit exact: counted once (in
+    # local mode one window holds both; with Redis the first counts)
+
+    my @apx = map { get($t, 'apx', '/apx/missing.json')->status } 1 .. 6;
+    is("@apx", '200 200 200 200 200 429',
+        "$m: approx into the same limit exact: 5 pass, the 6th is 429");
 
     # an unshielded location redirecting into a shielded one: counted once
 

@@ -148,7 +148,11 @@ impl PolicyId {
 pub const MAX_DECISIONS: usize = 11;
 
 /// One bucket a decision counts the request in: a limit's numbers, whose
-/// count (the client key's or a `key=` value's), and how (`approx`, a dry
+/// count (the client key's or a `key=` value's), and a dry run's keys, but
+/// not `approx`: the zone counts an `approx` limit in the same window as
+/// the exact one of the same numbers and key, so across a redirect they
+/// are one bucket, as one context refuses the pair (`Limits::add`). (With
+/// Redis they are two, and such a redirect is counted in the first only.)
 /// run's keys). Two locations with the same limit count the same bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BucketId([u8; 16]);
@@ -170,7 +174,7 @@ impl Counting<'_> {
                 let mut h = Sha256::new();
                 h.update(u64::from(limit.rate.requests).to_le_bytes());
                 h.update(limit.rate.window_ms.to_le_bytes());
-                h.update([u8::from(limit.approx), u8::from(self.dry_run), own]);
+                h.update([u8::from(self.dry_run), own]);
                 h.update(key);
                 let mut id = [0; 16];
                 id.copy_from_slice(&h.finalize()[..16]);
@@ -491,6 +495,32 @@ mod tests {
         let mut refused = Earlier::default();
         refused.record(&CHEAP, false);
         assert_eq!(refused.counted_before(&stacked), [false; MAX_LIMITS]);
+    }
+
+    #[test]
+    fn an_approx_limit_and_the_same_limit_exact_are_one_bucket_across_a_redirect() {
+        let mut earlier = Earlier::default();
+        let approx = Limits::of(
+            crate::limiter::Limit::new(RateLimit {
+                requests: 100,
+                window_ms: 60_000,
+            })
+            .approx(),
+        );
+        earlier.record(
+            &Counting {
+                limits: &approx,
+                ..CHEAP
+            },
+            true,
+        );
+        let mut first = [false; MAX_LIMITS];
+        first[0] = true;
+        assert_eq!(
+            earlier.counted_before(&CHEAP),
+            first,
+            "the zone counted it once in that window: not twice"
+        );
     }
 
     #[test]
