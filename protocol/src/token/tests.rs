@@ -1,6 +1,7 @@
 //! Issuing, signing and reading tokens.
 
 use super::*;
+use hmac::Mac;
 
 fn keys() -> SecretKeys {
     SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap())
