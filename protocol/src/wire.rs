@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 mod json;
+pub(crate) use json::{decimal, escaped};
 pub use json::ChallengeJson;
 
 /// Request and response header carrying the signed token.

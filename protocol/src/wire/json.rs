@@ -129,7 +129,7 @@ impl ChallengeJson<'_> {
 }
 
 /// `n` in decimal.
-fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
+pub(crate) fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -147,7 +147,7 @@ fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
 /// with a backslash, the control characters below 0x20 as `\b \t \n \f \r`
 /// or `\u00xx`, everything else as it is. Runs without an escape go out
 /// whole.
-fn escaped(text: &str, put: &mut dyn FnMut(&[u8])) {
+pub(crate) fn escaped(text: &str, put: &mut dyn FnMut(&[u8])) {
     let bytes = text.as_bytes();
     // Nearly always nothing to escape: one branch-free pass finds out.
     let plain = bytes
