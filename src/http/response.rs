@@ -55,7 +55,14 @@ pub fn send_challenge(
     if rc != Status::NGX_OK {
         return rc;
     }
-    let len = body.len();
+    // Written once on the stack (a body is about 1 kB), then copied into
+    // the buffer that goes out; a longer one is measured first.
+    let mut stack = [0u8; 2048];
+    let written = body.write_with_token(&mut stack);
+    let (len, token_at) = match written {
+        Some(done) => done,
+        None => (body.len(), body.token_offset()),
+    };
     // The body, then the decimal digits of the headers' numbers.
     let mut digits = Digits {
         bytes: [0; 60],
@@ -79,8 +86,10 @@ pub fn send_challenge(
         ((*b).pos, data)
     };
     let (text, numbers) = out.split_at_mut(len);
-    if body.write_to(text).is_none() {
-        return Status::NGX_ERROR;
+    match (written, stack.get(..len)) {
+        (Some(_), Some(made)) => text.copy_from_slice(made),
+        _ if body.write_to(text).is_some() => {}
+        _ => return Status::NGX_ERROR,
     }
     numbers.copy_from_slice(&digits.bytes[..digits.len]);
     let at = |(start, n): (usize, usize)| ngx_str_t {
@@ -97,7 +106,7 @@ pub fn send_challenge(
         Some((
             wire::HEADER_CHALLENGE,
             "x-pow-challenge",
-            at((body.token_offset(), challenge.token.len())),
+            at((token_at, challenge.token.len())),
         )),
         Some((wire::HEADER_DIFFICULTY, "x-pow-difficulty", number(difficulty))),
         Some((wire::HEADER_BITS, "x-pow-bits", number(bits))),

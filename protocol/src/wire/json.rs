@@ -53,16 +53,21 @@ impl ChallengeJson<'_> {
     /// Writes the body at the start of `buf`; the bytes written, `None`
     /// (nothing to use) when `buf` is shorter than [`len`](Self::len).
     pub fn write_to(&self, buf: &mut [u8]) -> Option<usize> {
-        let mut at = 0;
-        let mut fits = true;
-        self.emit(&mut |part| {
-            match buf.get_mut(at..at + part.len()) {
-                Some(dst) => dst.copy_from_slice(part),
-                None => fits = false,
-            }
-            at += part.len();
-        });
-        fits.then_some(at)
+        self.write_with_token(buf).map(|(len, _)| len)
+    }
+
+    /// [`write_to`](Self::write_to) in one pass, also saying where the
+    /// token starts ([`token_offset`](Self::token_offset)).
+    pub fn write_with_token(&self, buf: &mut [u8]) -> Option<(usize, usize)> {
+        let mut out = Cursor {
+            buf,
+            at: 0,
+            fits: true,
+        };
+        self.emit_head(&mut |part| out.put(part));
+        let token_at = out.at;
+        self.emit_tail(&mut |part| out.put(part));
+        out.fits.then_some((out.at, token_at))
     }
 
     /// The body as a vector (tests, and callers without a buffer).
@@ -90,6 +95,11 @@ impl ChallengeJson<'_> {
 
     fn emit(&self, put: &mut dyn FnMut(&[u8])) {
         self.emit_head(put);
+        self.emit_tail(put);
+    }
+
+    /// From the token on.
+    fn emit_tail(&self, put: &mut dyn FnMut(&[u8])) {
         escaped(self.token, put);
         put(b"\",\"difficulty\":");
         decimal(u64::from(self.difficulty), put);
@@ -125,6 +135,24 @@ impl ChallengeJson<'_> {
             decimal(u64::from(threshold), put);
         }
         put(b"}");
+    }
+}
+
+/// Writes parts one after the other into a buffer; `fits` turns false
+/// (and stays) once one does not fit.
+struct Cursor<'b> {
+    buf: &'b mut [u8],
+    at: usize,
+    fits: bool,
+}
+
+impl Cursor<'_> {
+    fn put(&mut self, part: &[u8]) {
+        match self.buf.get_mut(self.at..self.at + part.len()) {
+            Some(dst) => dst.copy_from_slice(part),
+            None => self.fits = false,
+        }
+        self.at += part.len();
     }
 }
 
@@ -257,6 +285,10 @@ mod tests {
             assert_eq!(case.write_to(&mut buf), Some(want.len()));
             assert_eq!(buf, want.as_bytes());
             assert_eq!(case.write_to(&mut buf[1..]), None, "too short a buffer");
+            assert_eq!(
+                case.write_with_token(&mut buf),
+                Some((want.len(), case.token_offset()))
+            );
         }
     }
 
