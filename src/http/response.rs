@@ -108,7 +108,11 @@ pub fn send_challenge(
             "x-pow-challenge",
             at((token_at, challenge.token.len())),
         )),
-        Some((wire::HEADER_DIFFICULTY, "x-pow-difficulty", number(difficulty))),
+        Some((
+            wire::HEADER_DIFFICULTY,
+            "x-pow-difficulty",
+            number(difficulty),
+        )),
         Some((wire::HEADER_BITS, "x-pow-bits", number(bits))),
         // Only Equi-X says so: a SHA-256 challenge is as it always was.
         (challenge.work != Work::Sha256).then(|| {
@@ -122,7 +126,11 @@ pub fn send_challenge(
         None,
     ];
     if invite {
-        headers[5] = Some((accept::HEADER, "accept-signature", fixed(accept::INVITATION)));
+        headers[5] = Some((
+            accept::HEADER,
+            "accept-signature",
+            fixed(accept::INVITATION),
+        ));
     }
     let raw: *mut ngx_http_request_t = (&mut *r).into();
     // SAFETY: a plain field of the live request (as in `send`).

@@ -178,9 +178,9 @@ pub(crate) fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
 pub(crate) fn escaped(text: &str, put: &mut dyn FnMut(&[u8])) {
     let bytes = text.as_bytes();
     // Nearly always nothing to escape: one branch-free pass finds out.
-    let plain = bytes
-        .iter()
-        .fold(true, |plain, &b| plain & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    let plain = bytes.iter().fold(true, |plain, &b| {
+        plain & (b >= 0x20) & (b != b'"') & (b != b'\\')
+    });
     if plain {
         put(bytes);
         return;
@@ -244,7 +244,10 @@ mod tests {
             strike_threshold: None,
         };
         let mut cases = vec![base];
-        for problem in PROBLEMS.iter().filter(|p| p.status != 400 && p.status != 503) {
+        for problem in PROBLEMS
+            .iter()
+            .filter(|p| p.status != 400 && p.status != 503)
+        {
             cases.push(ChallengeJson {
                 problem: *problem,
                 ..base
@@ -270,7 +273,10 @@ mod tests {
             }
         }
         // Whatever a caller passes is escaped as serde escapes it.
-        let every: String = (0u8..0x80).map(char::from).chain(['é', '€', '😀']).collect();
+        let every: String = (0u8..0x80)
+            .map(char::from)
+            .chain(['é', '€', '😀'])
+            .collect();
         cases.push(ChallengeJson {
             token: &every,
             salt: "a\"b\\c\u{7f}",
