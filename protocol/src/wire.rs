@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 
 mod json;
-pub use json::ChallengeJson;
-pub(crate) use json::{decimal, escaped};
+pub(crate) use json::escaped;
+pub use json::{decimal, ChallengeJson};
 
 /// Request and response header carrying the signed token.
 pub const HEADER_CHALLENGE: &str = "X-PoW-Challenge";

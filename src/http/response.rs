@@ -165,26 +165,15 @@ struct Digits {
 }
 
 impl Digits {
-    fn push(&mut self, mut n: u64) -> (usize, usize) {
-        let mut rev = [0u8; 20];
-        let mut count = 0;
-        loop {
-            rev[count] = b'0' + (n % 10) as u8;
-            count += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
+    fn push(&mut self, n: u64) -> (usize, usize) {
         let start = self.len;
-        for (dst, digit) in self.bytes[start..start + count]
-            .iter_mut()
-            .zip(rev[..count].iter().rev())
-        {
-            *dst = *digit;
-        }
-        self.len += count;
-        (start, count)
+        wire::decimal(n, &mut |digits| {
+            if let Some(dst) = self.bytes.get_mut(start..start + digits.len()) {
+                dst.copy_from_slice(digits);
+                self.len += digits.len();
+            }
+        });
+        (start, self.len - start)
     }
 }
 

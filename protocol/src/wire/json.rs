@@ -156,20 +156,35 @@ impl Cursor<'_> {
     }
 }
 
-/// `n` in decimal.
-pub(crate) fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
+/// `n` in decimal, its digits handed to `put` at once: made two at a
+/// time from the last, in a scratch of the longest (20 digits).
+pub fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        digits[at] = b'0' + n as u8;
     }
     put(&digits[at..]);
 }
+
+/// `00` to `99`.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 /// `text` inside a JSON string, escaped as serde_json escapes: `"` and `\`
 /// with a backslash, the control characters below 0x20 as `\b \t \n \f \r`
@@ -295,6 +310,19 @@ mod tests {
                 case.write_with_token(&mut buf),
                 Some((want.len(), case.token_offset()))
             );
+        }
+    }
+
+    #[test]
+    fn decimals_are_rusts() {
+        let mut n = 1u64;
+        for k in (0..10).chain([99, 100, 101, 999, 1000, u64::MAX - 1, u64::MAX]) {
+            for v in [k, n, n.saturating_sub(1)] {
+                let mut out = Vec::new();
+                decimal(v, &mut |d| out.extend_from_slice(d));
+                assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+            }
+            n = n.saturating_mul(10);
         }
     }
 
