@@ -149,7 +149,7 @@ impl HeaderValues {
 
     /// `n`'s digits, appended.
     fn decimal(&mut self, n: u64) {
-        decimal(n, &mut |digits| self.push(digits));
+        decimal(n, |digits| self.push(digits));
     }
 }
 

@@ -373,9 +373,9 @@ impl Payload<'_> {
         put(b"{\"ip\":\"");
         escaped(&self.ip, put);
         put(b"\",\"ts\":");
-        decimal(self.ts, put);
+        decimal(self.ts, &mut *put);
         put(b",\"difficulty\":");
-        decimal(self.difficulty, put);
+        decimal(self.difficulty, &mut *put);
         put(b",\"salt\":\"");
         escaped(&self.salt, put);
         put(b"\"");
@@ -391,7 +391,7 @@ impl Payload<'_> {
         for (name, value) in numbers {
             if let Some(value) = value {
                 put(name);
-                decimal(value, put);
+                decimal(value, &mut *put);
             }
         }
         if let Some(alg) = &self.alg {

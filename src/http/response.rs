@@ -167,7 +167,7 @@ struct Digits {
 impl Digits {
     fn push(&mut self, n: u64) -> (usize, usize) {
         let start = self.len;
-        wire::decimal(n, &mut |digits| {
+        wire::decimal(n, |digits| {
             if let Some(dst) = self.bytes.get_mut(start..start + digits.len()) {
                 dst.copy_from_slice(digits);
                 self.len += digits.len();

@@ -85,7 +85,7 @@ impl ChallengeJson<'_> {
         put(b"\",\"title\":\"");
         escaped(p.error, put);
         put(b"\",\"status\":");
-        decimal(u64::from(p.status), put);
+        decimal(u64::from(p.status), &mut *put);
         put(b",\"detail\":\"");
         escaped(p.detail, put);
         put(b"\",\"error\":\"");
@@ -102,37 +102,37 @@ impl ChallengeJson<'_> {
     fn emit_tail(&self, put: &mut dyn FnMut(&[u8])) {
         escaped(self.token, put);
         put(b"\",\"difficulty\":");
-        decimal(u64::from(self.difficulty), put);
+        decimal(u64::from(self.difficulty), &mut *put);
         put(b",\"bits\":");
-        decimal(u64::from(self.bits), put);
+        decimal(u64::from(self.bits), &mut *put);
         put(b",\"salt\":\"");
         escaped(self.salt, put);
         put(b"\",\"algorithm\":\"");
         escaped(self.work.name(), put);
         put(b"\",\"expires_in\":");
-        decimal(self.expires_in, put);
+        decimal(self.expires_in, &mut *put);
         put(b",\"instructions\":\"");
         let bits = u64::from(self.bits);
         match self.work {
             Work::Sha256 => {
                 let [a, b, c] = INSTRUCTIONS_BITS;
                 escaped(a, put);
-                decimal(bits, put);
+                decimal(bits, &mut *put);
                 escaped(b, put);
-                decimal(u64::from(self.difficulty), put);
+                decimal(u64::from(self.difficulty), &mut *put);
                 escaped(c, put);
             }
             Work::Equix => {
                 let [a, b] = INSTRUCTIONS_EQUIX;
                 escaped(a, put);
-                decimal(bits, put);
+                decimal(bits, &mut *put);
                 escaped(b, put);
             }
         }
         put(b"\"");
         if let Some(threshold) = self.strike_threshold {
             put(b",\"strike_threshold\":");
-            decimal(u64::from(threshold), put);
+            decimal(u64::from(threshold), &mut *put);
         }
         put(b"}");
     }
@@ -158,19 +158,21 @@ impl Cursor<'_> {
 
 /// `n` in decimal, its digits handed to `put` at once: made two at a
 /// time from the last, in a scratch of the longest (20 digits).
-pub fn decimal(mut n: u64, put: &mut dyn FnMut(&[u8])) {
+pub fn decimal(mut n: u64, mut put: impl FnMut(&[u8])) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     while n >= 100 {
         let pair = (n % 100) as usize * 2;
         n /= 100;
         at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        digits[at] = PAIRS[pair];
+        digits[at + 1] = PAIRS[pair + 1];
     }
     if n >= 10 {
         let pair = n as usize * 2;
         at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        digits[at] = PAIRS[pair];
+        digits[at + 1] = PAIRS[pair + 1];
     } else {
         at -= 1;
         digits[at] = b'0' + n as u8;
@@ -319,7 +321,7 @@ mod tests {
         for k in (0..10).chain([99, 100, 101, 999, 1000, u64::MAX - 1, u64::MAX]) {
             for v in [k, n, n.saturating_sub(1)] {
                 let mut out = Vec::new();
-                decimal(v, &mut |d| out.extend_from_slice(d));
+                decimal(v, |d| out.extend_from_slice(d));
                 assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
             }
             n = n.saturating_mul(10);
