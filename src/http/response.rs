@@ -1,7 +1,7 @@
 //! Every response the shield writes: JSON bodies (RFC 9457 problem details,
 //! docs/protocol.md §7) and headers.
 
-use nginx_sys::{ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
+use nginx_sys::{ngx_buf_t, ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
@@ -71,27 +71,23 @@ pub fn send_challenge(
     let difficulty = digits.push(u64::from(challenge.difficulty));
     let bits = digits.push(u64::from(challenge.bits));
     let retry = retry_after_ms.map(|ms| digits.push(retry_after_secs(ms)));
-    let Some(mut buf) = r.pool().create_buffer(len + digits.len) else {
+    let filled = last_buffer(r, len, digits.len, |out| {
+        let (text, numbers) = out.split_at_mut(len);
+        numbers.copy_from_slice(&digits.bytes[..digits.len]);
+        match (written, stack.get(..len)) {
+            (Some(_), Some(made)) => {
+                text.copy_from_slice(made);
+                true
+            }
+            _ => body.write_to(text).is_some(),
+        }
+    });
+    let Some(b) = filled else {
         return Status::NGX_ERROR;
     };
-    let b = buf.as_ngx_buf_mut();
-    // SAFETY: a fresh temporary buffer of `len + digits.len` bytes at
-    // `pos`, ours until it is sent; it lives in the request's pool, as
-    // long as the headers that point into it.
-    let (data, out) = unsafe {
-        let data = core::slice::from_raw_parts_mut((*b).pos, len + digits.len);
-        (*b).last = (*b).pos.add(len);
-        (*b).set_last_buf(1);
-        (*b).set_last_in_chain(1);
-        ((*b).pos, data)
-    };
-    let (text, numbers) = out.split_at_mut(len);
-    match (written, stack.get(..len)) {
-        (Some(_), Some(made)) => text.copy_from_slice(made),
-        _ if body.write_to(text).is_some() => {}
-        _ => return Status::NGX_ERROR,
-    }
-    numbers.copy_from_slice(&digits.bytes[..digits.len]);
+    // SAFETY: the buffer `last_buffer` filled; it lives in the request's
+    // pool, as long as the headers that point into it.
+    let data = unsafe { (*b).pos };
     let at = |(start, n): (usize, usize)| ngx_str_t {
         len: n,
         // SAFETY: within the buffer's `len + digits.len` bytes (above).
@@ -141,13 +137,7 @@ pub fn send_challenge(
             .flatten()
             .try_for_each(|&(name, lowcase, value)| push_header(r, name, lowcase, value))
     };
-    match respond_with(r, status, json, len, push, |r| {
-        let mut chain = ngx_chain_t {
-            buf: b,
-            next: core::ptr::null_mut(),
-        };
-        r.output_filter(&mut chain)
-    }) {
+    match respond_with(r, status, json, len, push, |r| send_buffer(r, b)) {
         Ok(rc) => finalize(raw, rc),
         Err(rc) => rc,
     }
@@ -266,23 +256,43 @@ pub(super) fn respond(
             .try_for_each(|(name, value)| r.add_header_out(name, value))
     };
     respond_with(r, status, content_type, body.len(), more, |r| {
-        let Some(mut buf) = r.pool().create_buffer(body.len()) else {
-            return Status::NGX_ERROR;
-        };
-        let b = buf.as_ngx_buf_mut();
-        // SAFETY: a fresh temporary buffer of body.len() bytes.
-        unsafe {
-            core::ptr::copy_nonoverlapping(body.as_ptr(), (*b).pos, body.len());
-            (*b).last = (*b).pos.add(body.len());
-            (*b).set_last_buf(1);
-            (*b).set_last_in_chain(1);
-        }
-        let mut out = ngx_chain_t {
-            buf: b,
-            next: core::ptr::null_mut(),
-        };
-        r.output_filter(&mut out)
+        let copied = last_buffer(r, body.len(), 0, |out| {
+            out.copy_from_slice(body);
+            true
+        });
+        copied.map_or(Status::NGX_ERROR, |b| send_buffer(r, b))
     })
+}
+
+/// The response's last buffer, in the request's pool: `len` bytes that go
+/// out and `spare` bytes after them that do not, all filled by `fill`
+/// (false: nothing to send). `None` without memory or when `fill` failed.
+fn last_buffer(
+    r: &Request,
+    len: usize,
+    spare: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> Option<*mut ngx_buf_t> {
+    let mut buf = r.pool().create_buffer(len + spare)?;
+    let b = buf.as_ngx_buf_mut();
+    // SAFETY: a fresh temporary buffer of `len + spare` bytes at `pos`,
+    // ours until it is sent.
+    let out = unsafe {
+        (*b).last = (*b).pos.add(len);
+        (*b).set_last_buf(1);
+        (*b).set_last_in_chain(1);
+        core::slice::from_raw_parts_mut((*b).pos, len + spare)
+    };
+    fill(out).then_some(b)
+}
+
+/// Sends the body's one buffer down the output filters.
+fn send_buffer(r: &mut Request, b: *mut ngx_buf_t) -> Status {
+    let mut out = ngx_chain_t {
+        buf: b,
+        next: core::ptr::null_mut(),
+    };
+    r.output_filter(&mut out)
 }
 
 /// [`respond`] with the headers `headers` adds (after `Cache-Control`)
