@@ -25,7 +25,13 @@
 #   CG_REQUESTS   requests measured per case [2000]
 #   CG_WARMUP     requests before measuring, per case [50]
 #   CG_CASES      subset/order of: stock limit_req local local_noheaders
-#                 local_many [stock limit_req local local_noheaders]
+#                 local_many local_over cluster_over
+#                 [stock limit_req local local_noheaders]
+#                 local_over: one client over its limit (`pow_shield_limit
+#                 1 1d`, strikes off, log level info as in
+#                 bench/cluster_flood.sh): every measured request a 429
+#                 with its challenge; cluster_over: the same in cluster
+#                 mode (a redis-server started here), refused on the node
 #   CG_ANNOTATE   a case whose profile is printed (callgrind_annotate,
 #                 inclusive, the module's and nginx's top functions) []
 #   CG_KEEP=1     keep the temp dir (config, log, callgrind dumps)
@@ -49,12 +55,15 @@ fi
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "CG_WARMUP must be a whole number"
 [[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"
-for tool in valgrind callgrind_control callgrind_annotate curl; do
+TOOLS="valgrind callgrind_control callgrind_annotate curl"
+[[ " $CASES " == *" cluster_over "* ]] && TOOLS+=" ${REDIS_SERVER:-redis-server}"
+for tool in $TOOLS; do
     command -v "$tool" >/dev/null || die "$tool not found: apt-get install -y valgrind curl"
 done
 declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
     [local]="pow-shield local (green)" [local_noheaders]="local (green), headers off"
-    [local_many]="local, key/request")
+    [local_many]="local, key/request" [local_over]="local, over: 429"
+    [cluster_over]="cluster, over: 429")
 for c in $CASES; do [[ -n ${LABEL[$c]:-} ]] || die "unknown case '$c' in CG_CASES"; done
 [[ -z $ANNOTATE || " $CASES " == *" $ANNOTATE "* ]] || die "CG_ANNOTATE=$ANNOTATE is not in CG_CASES"
 
@@ -66,15 +75,16 @@ cp "$NGINX" "$TMP/bin/nginx"
 cp "$MODULE" "$TMP/bin/ngx_http_pow_shield_module.so"
 NGINX_SRC=$NGINX MODULE_SRC=$MODULE
 NGINX=$TMP/bin/nginx MODULE=$TMP/bin/ngx_http_pow_shield_module.so
-VG_PID=""
+VG_PID="" REDIS_PID=""
 
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
-    local rc=$?
+    local rc=$? p
     set +e
     # Single process: QUIT is nginx's graceful stop; callgrind then writes
     # its last dump (not read).
-    [[ -n $VG_PID ]] && stop_pid "$VG_PID" QUIT
+    for p in $VG_PID; do stop_pid "$p" QUIT; done
+    [[ -n $REDIS_PID ]] && stop_pid "$REDIS_PID"
     if [[ ${CG_KEEP:-0} == 1 ]]; then echo "kept: $TMP"; else rm -rf "$TMP"; fi
     exit "$rc"
 }
@@ -84,9 +94,16 @@ trap 'exit 130' INT TERM
 printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/html/api.json"
 chmod -R a+rX "$TMP/html"
 URI=/api.json
-read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_NOHEADERS P_LOCAL_MANY <<<"$(free_ports 5)"
+read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_NOHEADERS P_LOCAL_MANY P_LOCAL_OVER P_CLUSTER_OVER \
+    P_REDIS <<<"$(free_ports 8)"
 declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
-    [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY)
+    [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY
+    [local_over]=$P_LOCAL_OVER [cluster_over]=$P_CLUSTER_OVER)
+if [[ " $CASES " == *" cluster_over "* ]]; then
+    mkdir -p "$TMP/redis"
+    redis_start "$P_REDIS" "$TMP/redis" || die "redis-server did not start"
+    REDIS_PID=$(<"$TMP/redis/redis.pid")
+fi
 
 {
     echo "master_process off;"
@@ -114,25 +131,65 @@ declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
         listen 127.0.0.1:$P_LOCAL_MANY;
         location = $URI { pow_shield_limit 1000000 1s; pow_shield_key \$request_id; }
     }
+    server {
+        listen 127.0.0.1:$P_LOCAL_OVER;
+        pow_shield_strikes off;
+        pow_shield_log_level info;
+        location = $URI { pow_shield_limit 1 1d; }
+    }
 }
 EOF
 } >"$TMP/nginx.conf"
-"$NGINX" -t -q -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" || die "nginx -t failed"
+# Cluster mode is http-wide (`pow_shield_redis`): its case has an nginx of
+# its own, in $TMP/cluster.
+if [[ -n $REDIS_PID ]]; then
+    mkdir -p "$TMP/cluster"
+    {
+        echo "master_process off;"
+        echo "daemon off;"
+        bench_conf_head "$TMP/cluster" "$MODULE" "$TMP/html" 64
+        cat <<EOF
+    pow_shield_zone 10m;
+    pow_shield_redis redis://127.0.0.1:$P_REDIS timeout=1s;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$P_CLUSTER_OVER;
+        pow_shield_strikes off;
+        pow_shield_log_level info;
+        location = $URI { pow_shield_limit 1 1d; }
+    }
+}
+EOF
+    } >"$TMP/cluster/nginx.conf"
+fi
 
-# valgrind execs nginx in the same process: $! is nginx's pid.
-valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" \
-    "$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/error.log" >"$TMP/valgrind.log" 2>&1 &
-VG_PID=$!
-for _ in $(seq 600); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$P_STOCK") 2>/dev/null && break
-    kill -0 "$VG_PID" 2>/dev/null || die "nginx under valgrind exited: $(tail -3 "$TMP/valgrind.log")"
-    sleep 0.1
-done
+# start_nginx <dir> <a port it listens on>: nginx of <dir>/nginx.conf under
+# callgrind (valgrind execs nginx in the same process: $! is nginx's pid).
+declare -A VG_OF
+start_nginx() {
+    local dir=$1 port=$2 pid
+    "$NGINX" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" || die "nginx -t failed ($dir)"
+    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" \
+        "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/valgrind.log" 2>&1 &
+    pid=$!
+    VG_PID+=" $pid"
+    for _ in $(seq 600); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || die "nginx under valgrind exited: $(tail -3 "$dir/valgrind.log")"
+        sleep 0.1
+    done
+    VG_OF[$dir]=$pid
+}
+start_nginx "$TMP" "$P_STOCK"
+[[ -n $REDIS_PID ]] && start_nginx "$TMP/cluster" "$P_CLUSTER_OVER"
 
-requests() { # requests <case> <n>: n requests on one keep-alive connection
-    local i url="http://127.0.0.1:${PORT[$1]}$URI"
-    for ((i = 0; i < $2; i++)); do printf 'url = "%s"\noutput = "/dev/null"\n' "$url"; done |
-        timeout 600 curl -s -f -K - || die "$1: a request failed"
+requests() { # requests <case> <n>: n requests on one keep-alive connection, all 200 (*_over: 429)
+    local i url="http://127.0.0.1:${PORT[$1]}$URI" want=200 codes
+    [[ $1 == *_over ]] && want=429
+    codes=$(for ((i = 0; i < $2; i++)); do
+        printf 'url = "%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' "$url"
+    done | timeout 600 curl -s -K - | sort | uniq -c)
+    [[ $(awk '{print $2}' <<<"$codes") == "$want" ]] || die "$1: expected only $want, got: $codes"
 }
 
 echo "== pow-shield bench/callgrind.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -146,13 +203,16 @@ for c in $CASES; do
     hdr=$(curl -s -m 30 -o /dev/null -D - "http://127.0.0.1:${PORT[$c]}$URI" || true)
     [[ $(awk 'NR==1 {print $2}' <<<"$hdr") == 200 ]] || die "$c: expected 200, got '$(head -1 <<<"$hdr")'"
     case $c in
+    *_over) ;;
     local_noheaders) ! grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: rate-limit headers sent" ;;
     local*) grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit: is the module active?" ;;
     esac
     ((WARMUP > 0)) && requests "$c" "$WARMUP"
-    callgrind_control -z "$VG_PID" >/dev/null 2>&1 || die "callgrind_control -z failed"
+    vg=${VG_OF[$TMP]}
+    [[ $c == cluster_* ]] && vg=${VG_OF[$TMP/cluster]}
+    callgrind_control -z "$vg" >/dev/null 2>&1 || die "callgrind_control -z failed"
     requests "$c" "$REQUESTS"
-    callgrind_control -d "$c" "$VG_PID" >/dev/null 2>&1 || die "callgrind_control -d failed"
+    callgrind_control -d "$c" "$vg" >/dev/null 2>&1 || die "callgrind_control -d failed"
     dump=""
     for _ in $(seq 100); do
         dump=$(grep -l "^desc: Trigger: dump $c\$" "$TMP"/cg/callgrind.out.* 2>/dev/null | head -1 || true)

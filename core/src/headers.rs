@@ -4,6 +4,7 @@
 //! configuration time; these are formatted per response.
 
 use crate::limiter::{LimitName, Limits, Verdict};
+use pow_shield_protocol::wire::decimal;
 
 /// The name of limit `i` in `RateLimit-Policy` and `RateLimit`: as before
 /// limits stacked, `pow-shield` for a location's one unnamed limit; else
@@ -146,38 +147,11 @@ impl HeaderValues {
         self.len += n;
     }
 
-    /// `n`'s digits, two at a time from the last, into a scratch of the
-    /// longest (20 digits), then appended.
-    fn decimal(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        while n >= 100 {
-            let pair = (n % 100) as usize * 2;
-            n /= 100;
-            at -= 2;
-            digits[at] = PAIRS[pair];
-            digits[at + 1] = PAIRS[pair + 1];
-        }
-        if n >= 10 {
-            let pair = n as usize * 2;
-            at -= 2;
-            digits[at] = PAIRS[pair];
-            digits[at + 1] = PAIRS[pair + 1];
-        } else {
-            at -= 1;
-            digits[at] = b'0' + n as u8;
-        }
-        self.push(&digits[at..]);
+    /// `n`'s digits, appended.
+    fn decimal(&mut self, n: u64) {
+        decimal(n, |digits| self.push(digits));
     }
 }
-
-/// `00` to `99`.
-const PAIRS: &[u8; 200] = b"\
-    0001020304050607080910111213141516171819\
-    2021222324252627282930313233343536373839\
-    4041424344454647484950515253545556575859\
-    6061626364656667686970717273747576777879\
-    8081828384858687888990919293949596979899";
 
 #[cfg(test)]
 mod tests {

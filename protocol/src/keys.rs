@@ -2,12 +2,30 @@
 
 use core::fmt;
 
-use hmac::{digest::KeyInit, Hmac};
-use sha2::{Digest, Sha256};
+use sha2::digest::generic_array::GenericArray;
+use sha2::{compress256, Digest, Sha256};
+use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
 
-/// HMAC-SHA256 as used for token signatures.
-pub(crate) type HmacSha256 = Hmac<Sha256>;
+/// HMAC-SHA256 as used for token signatures (the reference the keyed
+/// states are tested against).
+#[cfg(test)]
+pub(crate) type HmacSha256 = hmac::Hmac<Sha256>;
+
+/// SHA-256's initial state (FIPS 180-4 §5.3.3).
+const SHA256_IV: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+/// Length of an HMAC-SHA256 tag.
+pub(crate) const TAG_LEN: usize = 32;
 
 /// Fewest key bytes accepted (docs/directives.md, `pow_shield_secret`).
 pub const MIN_SECRET_LEN: usize = 32;
@@ -108,11 +126,16 @@ pub fn forget_random() {
 
 /// An HMAC-SHA256 key of at least 32 bytes, wiped from memory on drop.
 ///
-/// Holds the key as HMAC's padded one-block form: RFC 2104 §2 zero-pads
-/// keys up to 64 bytes and hashes longer ones, so the MAC is identical to
-/// keying with the original bytes, and keying can never fail.
+/// Holds HMAC's keyed states (RFC 2104 §2): SHA-256 after the inner and
+/// after the outer padded key block, computed once from the key
+/// zero-padded to 64 bytes (hashed first when longer), so a MAC hashes
+/// the message and the inner hash only, never the key blocks again. The
+/// tags are those of keying with the original bytes.
 #[derive(Clone)]
-pub struct Secret(Zeroizing<[u8; BLOCK_LEN]>);
+pub struct Secret {
+    inner: Zeroizing<[u32; 8]>,
+    outer: Zeroizing<[u32; 8]>,
+}
 
 impl Secret {
     /// A key from raw bytes; refuses keys shorter than 32 bytes.
@@ -128,15 +151,59 @@ impl Secret {
             Sha256::new_with_prefix(bytes)
                 .finalize_into(sha2::digest::Output::<Sha256>::from_mut_slice(prefix));
         }
-        Ok(Secret(block))
+        let keyed = |pad: u8| {
+            let mut padded = Zeroizing::new(*block);
+            padded.iter_mut().for_each(|b| *b ^= pad);
+            let mut state = Zeroizing::new(SHA256_IV);
+            compress256(&mut state, &[*GenericArray::from_slice(&padded[..])]);
+            state
+        };
+        Ok(Secret {
+            inner: keyed(0x36),
+            outer: keyed(0x5c),
+        })
     }
 
-    /// A MAC instance keyed with this secret, ready for `update`.
-    pub(crate) fn mac(&self) -> HmacSha256 {
-        <HmacSha256 as KeyInit>::new(hmac::digest::Key::<HmacSha256>::from_slice(
-            self.0.as_slice(),
-        ))
+    /// HMAC-SHA256 of `message` under this key.
+    pub(crate) fn tag(&self, message: &[u8]) -> [u8; TAG_LEN] {
+        let inner = finish(*self.inner, message);
+        finish(*self.outer, &inner)
     }
+
+    /// Whether `tag` is this key's tag of `message`, compared in constant
+    /// time.
+    pub(crate) fn verifies(&self, message: &[u8], tag: &[u8]) -> bool {
+        self.tag(message).ct_eq(tag).into()
+    }
+}
+
+/// SHA-256 of one key block (already in `state`) followed by `message`.
+fn finish(mut state: [u32; 8], message: &[u8]) -> [u8; DIGEST_LEN] {
+    let blocks = message.chunks_exact(BLOCK_LEN);
+    let rest = blocks.remainder();
+    for block in blocks {
+        compress256(&mut state, &[*GenericArray::from_slice(block)]);
+    }
+    // The padding: 0x80, zeros, the length in bits of key block and
+    // message; one more block when the length does not fit after the rest.
+    let mut tail = [0u8; 2 * BLOCK_LEN];
+    tail[..rest.len()].copy_from_slice(rest);
+    tail[rest.len()] = 0x80;
+    let end = if rest.len() < BLOCK_LEN - 8 {
+        BLOCK_LEN
+    } else {
+        2 * BLOCK_LEN
+    };
+    let bits = (BLOCK_LEN as u64 + message.len() as u64) * 8;
+    tail[end - 8..end].copy_from_slice(&bits.to_be_bytes());
+    for block in tail[..end].chunks_exact(BLOCK_LEN) {
+        compress256(&mut state, &[*GenericArray::from_slice(block)]);
+    }
+    let mut out = [0u8; DIGEST_LEN];
+    for (bytes, word) in out.chunks_exact_mut(4).zip(state) {
+        bytes.copy_from_slice(&word.to_be_bytes());
+    }
+    out
 }
 
 impl fmt::Debug for Secret {
@@ -232,15 +299,31 @@ mod tests {
     const KEY_B: &[u8] = b"fedcba9876543210fedcba9876543210";
 
     fn tag(secret: &Secret, msg: &[u8]) -> Vec<u8> {
-        let mut mac = secret.mac();
+        secret.tag(msg).to_vec()
+    }
+
+    fn reference_tag(key: &[u8], msg: &[u8]) -> Vec<u8> {
+        let mut mac = <HmacSha256 as hmac::digest::KeyInit>::new_from_slice(key).unwrap();
         mac.update(msg);
         mac.finalize().into_bytes().to_vec()
     }
 
-    fn reference_tag(key: &[u8], msg: &[u8]) -> Vec<u8> {
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key).unwrap();
-        mac.update(msg);
-        mac.finalize().into_bytes().to_vec()
+    #[test]
+    fn keyed_states_give_the_rfc_2104_mac_for_every_padding_case() {
+        // 0..=200 bytes: messages whose padding fits in their last block,
+        // needs one more (55/56, 119/120), or fills whole blocks (64, 128).
+        let key: Vec<u8> = (0..40).map(|i| i as u8 ^ 0xa5).collect();
+        let secret = Secret::new(&key).unwrap();
+        for len in 0..=200usize {
+            let msg: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            assert_eq!(tag(&secret, &msg), reference_tag(&key, &msg), "{len}");
+            let good = reference_tag(&key, &msg);
+            assert!(secret.verifies(&msg, &good), "{len}");
+            let mut bad = good.clone();
+            bad[len % 32] ^= 1;
+            assert!(!secret.verifies(&msg, &bad), "{len}");
+            assert!(!secret.verifies(&msg, &good[..31]), "{len}");
+        }
     }
 
     #[test]

@@ -11,6 +11,10 @@
 
 use serde::{Deserialize, Serialize};
 
+mod json;
+pub(crate) use json::escaped;
+pub use json::{decimal, ChallengeJson};
+
 /// Request and response header carrying the signed token.
 pub const HEADER_CHALLENGE: &str = "X-PoW-Challenge";
 /// Request header carrying the solution.
@@ -379,25 +383,35 @@ pub fn instructions(difficulty: u8) -> String {
     )
 }
 
+/// The `instructions` text of a challenge priced in bits: these pieces
+/// around the bits and the hex digits.
+pub(crate) const INSTRUCTIONS_BITS: [&str; 3] = [
+    "Find a decimal nonce such that the SHA-256 of salt followed by nonce starts with ",
+    " zero bits (a lower-case hex digest starting with ",
+    " '0' characters always does), then repeat the request with the headers \
+     X-PoW-Challenge: <challenge> and X-PoW-Nonce: <nonce>. Each solution admits one request.",
+];
+
+/// The `instructions` text of an Equi-X challenge: these pieces around the
+/// bits.
+pub(crate) const INSTRUCTIONS_EQUIX: [&str; 2] = [
+    "Find a decimal nonce and an Equi-X solution for the challenge string salt followed by \
+     nonce such that the SHA-256 of salt, nonce and the 16 solution bytes starts with ",
+    " zero bits, then repeat the request with the headers X-PoW-Challenge: <challenge>, \
+     X-PoW-Nonce: <nonce> and X-PoW-Solution: <solution, base64url>. Each solution admits \
+     one request.",
+];
+
 /// The `instructions` text of a challenge priced in bits.
 pub fn instructions_bits(bits: u8, difficulty: u8) -> String {
-    format!(
-        "Find a decimal nonce such that the SHA-256 of salt followed by nonce starts with {bits} \
-         zero bits (a lower-case hex digest starting with {difficulty} '0' characters always \
-         does), then repeat the request with the headers X-PoW-Challenge: <challenge> and \
-         X-PoW-Nonce: <nonce>. Each solution admits one request."
-    )
+    let [a, b, c] = INSTRUCTIONS_BITS;
+    format!("{a}{bits}{b}{difficulty}{c}")
 }
 
 /// The `instructions` text of an Equi-X challenge.
 pub fn instructions_equix(bits: u8) -> String {
-    format!(
-        "Find a decimal nonce and an Equi-X solution for the challenge string salt followed by \
-         nonce such that the SHA-256 of salt, nonce and the 16 solution bytes starts with {bits} \
-         zero bits, then repeat the request with the headers X-PoW-Challenge: <challenge>, \
-         X-PoW-Nonce: <nonce> and X-PoW-Solution: <solution, base64url>. Each solution admits \
-         one request."
-    )
+    let [a, b] = INSTRUCTIONS_EQUIX;
+    format!("{a}{bits}{b}")
 }
 
 #[cfg(test)]

@@ -7,11 +7,10 @@
 use nginx_sys::ngx_http_request_t;
 use ngx::http::{HttpModuleMainConf, Request};
 
-use super::request::client_addr;
 use super::response::push_header;
 use super::state::RequestState;
 use crate::config::{MainConf, Policy};
-use crate::ffi::{now_ms, PowShield};
+use crate::ffi::{bytes, now_ms, PowShield};
 use crate::protocol::{self, wire, Challenge};
 use crate::store::Stores;
 use pow_shield_core::decision::Final;
@@ -44,9 +43,12 @@ pub(super) fn issue(
         (true, None) => protocol::Strike::Counted { retry_at_ms: now },
         (false, _) => protocol::Strike::None,
     };
+    // The address text, borrowed (it is ASCII): no copy per challenge.
+    // SAFETY: a request's connection is live while the request is.
+    let addr = String::from_utf8_lossy(bytes(unsafe { &(*r.connection()).addr_text }));
     protocol::issue_bound_challenge(
         keys,
-        &client_addr(r),
+        &addr,
         now,
         ttl,
         bits,

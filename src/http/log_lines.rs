@@ -146,23 +146,43 @@ fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done:
     let prefix = dry_run_prefix(policy);
     let what = if invalid { "solution rejected: " } else { "" };
     let level: ngx_uint_t = policy.log_level;
-    let by = limit.map_or_else(String::new, |i| {
-        let name = policy.limits.name(i);
-        let key = values.get(i).copied().flatten();
-        format!(
-            ": {}",
-            RefusedBy {
-                name: name.as_str(),
-                key
-            }
-        )
-    });
+    // Formatted only if the log takes the level (`log_at!`).
+    let by = By {
+        policy,
+        values,
+        limit,
+    };
     log_at!(
         level,
         r.log(),
         "pow_shield: {prefix}{what}{}{by}",
         done.reason
     );
+}
+
+/// `: limit=... key=...`, the limit that refused a request, if any.
+struct By<'a> {
+    policy: &'a Policy,
+    values: KeyValues<'a>,
+    limit: Option<usize>,
+}
+
+impl core::fmt::Display for By<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let Some(i) = self.limit else {
+            return Ok(());
+        };
+        let name = self.policy.limits.name(i);
+        let key = self.values.get(i).copied().flatten();
+        write!(
+            f,
+            ": {}",
+            RefusedBy {
+                name: name.as_str(),
+                key
+            }
+        )
+    }
 }
 
 /// Notes the rejection in the worker's log and writes the summaries it

@@ -1,6 +1,7 @@
 //! Issuing, signing and reading tokens.
 
 use super::*;
+use hmac::Mac;
 
 fn keys() -> SecretKeys {
     SecretKeys::single(Secret::new(&[b'k'; 32]).unwrap())
@@ -199,4 +200,58 @@ fn split_accepts_exactly_one_dot_with_both_parts_non_empty() {
     for bad in [&b""[..], b"ab", b".b", b"a.", b".", b"a.b.c", b"a..b"] {
         assert!(TokenParts::split(bad).is_none(), "{bad:?}");
     }
+}
+
+#[test]
+fn the_hand_written_payload_is_serdes_json() {
+    let every: String = (0u8..0x80).map(char::from).chain(['é', '😀']).collect();
+    for ip in ["127.0.0.1", "::1", "unix:", every.as_str()] {
+        for extra in [None, Some(0), Some(1), Some(u64::MAX)] {
+            for alg in [None, Some("equix")] {
+                let payload = Payload {
+                    ip: Cow::Borrowed(ip),
+                    ts: 1_796_536_657_568,
+                    difficulty: 4,
+                    salt: Cow::Borrowed("51d3dd2d230d5ddf4425d49e25d39c8b"),
+                    exp: extra,
+                    gen: extra.map(|n| n / 3),
+                    bits: extra.map(|n| n % 49),
+                    pol: extra,
+                    ck: extra.map(|n| n ^ 5),
+                    st: extra.map(|n| (n % 2) as u8),
+                    ra: extra,
+                    alg: alg.map(Cow::Borrowed),
+                };
+                assert_eq!(
+                    String::from_utf8(payload.to_json()).unwrap(),
+                    serde_json::to_string(&payload).unwrap()
+                );
+            }
+        }
+        let sparse = Payload {
+            ip: Cow::Borrowed(ip),
+            ts: 0,
+            difficulty: 12,
+            salt: Cow::Borrowed("a\"b"),
+            exp: None,
+            gen: Some(7),
+            bits: None,
+            pol: None,
+            ck: Some(9),
+            st: None,
+            ra: Some(3),
+            alg: None,
+        };
+        assert_eq!(
+            String::from_utf8(sparse.to_json()).unwrap(),
+            serde_json::to_string(&sparse).unwrap()
+        );
+    }
+}
+
+#[test]
+fn the_salt_is_lower_case_hex() {
+    assert_eq!(hex_text(&[0, 0x0f, 0xa5, 0xff]), "000fa5ff");
+    let bytes: Vec<u8> = (0..=255).collect();
+    assert_eq!(hex_text(&bytes), hex::encode(&bytes));
 }
