@@ -93,6 +93,8 @@ macro_rules! texts {
                 "deadline", "breaker", "check", "counter", "approx", $($end),+),
             stacked: compose!("stacked limits";
                 "deadline", "breaker", "check", "log", "counter", "stacked", $($end),+),
+            checks: compose!("several clients' checks";
+                "deadline", "breaker", "check", "log", "window", "generations", "checks"),
             strike: compose!("one strike"; "deadline", "on_time", "breaker", "strike"),
             spend: compose!("spend"; "deadline", "on_time", "breaker", "spend"),
             gen_spend: compose!("spend within the data generation";
@@ -109,6 +111,7 @@ pub(crate) struct Texts {
     pub window: &'static str,
     pub approx: &'static str,
     pub stacked: &'static str,
+    pub checks: &'static str,
     pub strike: &'static str,
     pub spend: &'static str,
     pub gen_spend: &'static str,
@@ -229,6 +232,23 @@ pub struct Scripts {
     /// ([`replies::stacked_checked_from_reply`]); a Redis Cluster's the
     /// slot's generation last, as the window script's.
     pub stacked: Script,
+    /// Several clients' checks, each under one exact limit and for one
+    /// request, in one call (the node gathers them: `cluster::node`'s
+    /// `gather.rs`): the window script's fixed cost (the call, its
+    /// arguments' parsing, the reply, Redis's clock) paid once for all.
+    ///
+    /// - Client `i` (from 0): `KEYS[5i + 1 .. 5i + 5]` and `ARGV[8i + 1 ..
+    ///   8i + 8]`, the window script's first five keys and eight
+    ///   arguments; a Redis Cluster's slot generation key last (every
+    ///   client's keys in that slot); the deadline last of `ARGV`.
+    /// - Each client is checked as the window script checks one request,
+    ///   in order. A call that came after its deadline writes nothing for
+    ///   any and answers `EXPIRED <ms>`.
+    ///
+    /// Returns one bulk string of decimal integers: each client's ten (a
+    /// Redis Cluster's eleven, the slot's generation after a refusal) in
+    /// turn ([`replies::batch_text`]).
+    pub checks: Script,
     /// One strike for a client (a trap hit, a replayed solution), unless it
     /// is blocked: `KEYS[1..3]` strikes, trips and unpaid strikes,
     /// `ARGV[1..4]` the rules. Returns `{strikes, block 0/1/2, block_ms,
@@ -319,6 +339,7 @@ impl Scripts {
             window: Script::new("window", texts.window),
             approx: Script::new("approx", texts.approx),
             stacked: Script::new("stacked", texts.stacked),
+            checks: Script::new("checks", texts.checks),
             strike: Script::new("strike", texts.strike),
             spend: Script::new("spend", texts.spend),
             gen_spend: Script::new("gen_spend", texts.gen_spend),
@@ -335,6 +356,7 @@ impl Scripts {
             &self.window,
             &self.approx,
             &self.stacked,
+            &self.checks,
             &self.strike,
             &self.spend,
             &self.gen_spend,
