@@ -234,20 +234,26 @@ pub struct Scripts {
     pub stacked: Script,
     /// Several clients' checks, each under one exact limit and for one
     /// request, in one call (the node gathers them: `cluster::node`'s
-    /// `gather.rs`): the window script's fixed cost (the call, its
-    /// arguments' parsing, the reply, Redis's clock) paid once for all.
+    /// `gather.rs`): the call's own cost and Redis's clock paid once for
+    /// all, and what clients under the same location share sent once.
     ///
-    /// - Client `i` (from 0): `KEYS[5i + 1 .. 5i + 5]` and `ARGV[8i + 1 ..
-    ///   8i + 8]`, the window script's first five keys and eight
-    ///   arguments; a Redis Cluster's slot generation key last (every
-    ///   client's keys in that slot); the deadline last of `ARGV`.
+    /// - Client `i` (from 0): `KEYS[5i + 1 .. 5i + 5]`, the window script's
+    ///   first five keys; a Redis Cluster's slot generation key last
+    ///   (every client's keys in that slot).
+    /// - `ARGV[1]` how many sets of clients in a row share their arguments;
+    ///   each set's eight: its clients, limit, window ms, what a refusal is
+    ///   ([`args::offence`]), the four breaker rules ([`args::rules`]); then
+    ///   each client's member ([`args::write_member`]), in order; the
+    ///   deadline last.
     /// - Each client is checked as the window script checks one request,
     ///   in order. A call that came after its deadline writes nothing for
     ///   any and answers `EXPIRED <ms>`.
     ///
-    /// Returns one bulk string of decimal integers: each client's ten (a
-    /// Redis Cluster's eleven, the slot's generation after a refusal) in
-    /// turn ([`replies::batch_text`]).
+    /// Returns one bulk string of words: per client, `n` for one new in
+    /// its window, admitted, without strikes (`{1, limit - 1, window, 0,
+    /// ...}`: no number to format), else the window script's ten integers
+    /// (a Redis Cluster's eleven, the slot's generation after a refusal)
+    /// (`calls::checks_reply`).
     pub checks: Script,
     /// One strike for a client (a trap hit, a replayed solution), unless it
     /// is blocked: `KEYS[1..3]` strikes, trips and unpaid strikes,

@@ -130,6 +130,9 @@ impl<W: Waits> ClusterNode<W> {
         while !checks.is_empty() {
             let rest = checks.split_off(checks.len().min(MAX_GATHERED));
             let mut batch = std::mem::replace(&mut checks, rest);
+            // Clients under the same limit, rules and offence in a row:
+            // they share their arguments in the call.
+            batch.sort_by_key(|c| set_of(c));
             let tags: Vec<String> = batch.iter().map(|c| client_tag(&c.key)).collect();
             let Some(route) = tags.first().map(|t| t.clone().into_bytes()) else {
                 break;
@@ -186,9 +189,9 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let n = c.checks.len();
+        let limits: Vec<_> = c.checks.iter().map(|c| c.limit).collect();
         let replies = match frame {
-            Some(OwnedFrame::BulkString(text)) => checks_reply(text, n, self.cluster),
+            Some(OwnedFrame::BulkString(text)) => checks_reply(text, &limits, self.cluster),
             _ => None,
         };
         let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
@@ -225,4 +228,11 @@ impl<W: Waits> ClusterNode<W> {
         }
         self.gate_done(env, c.slot, false, now, out);
     }
+}
+
+/// What orders a call's checks into sets (`Calls::checks`).
+fn set_of<W>(c: &OneCheck<W>) -> (u32, u64, [u64; 4], u64) {
+    let offence = crate::cluster::scripts::args::offence(c.offence);
+    let rules = crate::cluster::scripts::args::rules(c.rules);
+    (c.limit.requests, c.limit.window_ms, rules, offence)
 }

@@ -5,24 +5,25 @@
 -- in a skiplist beyond), and expires one window after its newest entry.
 -- KEYS[2..5] are small counters with their own expiry.
 
--- One client's check, its keys from KEYS[ko + 1] and its arguments from
--- ARGV[ao + 1] on (the window script's: 0 and 0; one of several clients'
--- in one call: `checks.lua`), k requests at once; now: Redis's clock read
--- already (nil: read here, with the deadline).
-local function window_check(ko, ao, now, k)
+-- One client's check, its keys from KEYS[ko + 1] on (the window script's:
+-- ko 0; one of several clients' in one call: `checks.lua`), under limit
+-- requests a window (ms; window_ms the same as ARGV holds it), its member,
+-- what a refusal is (offence), its breaker b, k requests at once; now:
+-- Redis's clock read already (nil: read here, with the deadline), now_s
+-- the same as a string (or nil). Returns
+-- the reply's ten integers and whether it refused (no table: several
+-- clients' call keeps only their text), or a blocked or late call's reply.
+local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s)
   local key, ok = KEYS[ko + 1], KEYS[ko + 2]
-  local limit, window = tonumber(ARGV[ao + 1]), tonumber(ARGV[ao + 2])
-  local offence = ARGV[ao + 4]
-  local b = breaker(KEYS[ko + 3], KEYS[ko + 4], KEYS[ko + 5], ao + 5)
   local blocked, strikes
   blocked, strikes, now = check_open(b, now)
-  if blocked then return blocked, true end
+  if blocked then return blocked end
 
   local count, oldest = log_read(key, window, now)
   local allowed = 0
   if count < limit then
     allowed = math.min(k, limit - count)
-    log_add(key, now, ARGV[ao + 3], allowed, ARGV[ao + 2])
+    log_add(key, now, member, allowed, window_ms, now_s)
     if count == 0 then oldest = now end
     count = count + allowed
     if offence == '1' then strikes = waited(ok, b, strikes) end
@@ -39,10 +40,14 @@ local function window_check(ko, ao, now, k)
   elseif count >= limit or offence == '0' then
     over = priced_over(ok)
   end
-  return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
-    block_ms, tripped, struck}, allowed < k
+  return allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
+    block_ms, tripped, struck, allowed < k
 end
 
 local function check()
-  return window_check(0, 0, nil, tonumber(ARGV[9]))
+  local k = tonumber(ARGV[9])
+  local r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, refused = window_check(0, tonumber(ARGV[1]),
+    tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4], breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, k)
+  if type(r1) == 'table' then return r1, true end
+  return {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}, refused
 end

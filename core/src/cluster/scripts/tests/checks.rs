@@ -27,42 +27,72 @@ const RULES: BreakerRules = BreakerRules {
     ban: None,
 };
 
-/// The clients of one call: new, at its limit (refused, struck), one
-/// strike short of its block (refused, blocked by it), blocked already.
-const CLIENTS: [&[u8]; 4] = [b"new", b"full", b"tripping", b"blocked"];
+/// Another location's: one request a second, no breaker, a refusal no
+/// offence (a paid request's check).
+const OTHER: (RateLimit, BreakerRules, Offence) = (
+    RateLimit {
+        requests: 1,
+        window_ms: 1_000,
+    },
+    BreakerRules {
+        strikes: None,
+        ban: None,
+    },
+    Offence::None,
+);
+
+const UNPAID: (RateLimit, BreakerRules, Offence) = (LIMIT, RULES, Offence::Unpaid);
+
+/// The clients of one call: new, another location's new one and one of
+/// its at its limit, at its limit (refused, struck), one strike short of
+/// its block (refused, blocked by it), blocked already; in three sets of
+/// shared arguments (those in a row under the same location).
+const CLIENTS: [&[u8]; 6] = [
+    b"new",
+    b"other",
+    b"other full",
+    b"full",
+    b"tripping",
+    b"blocked",
+];
+
+/// Each client's location.
+const WHERE: [(RateLimit, BreakerRules, Offence); 6] =
+    [UNPAID, OTHER, OTHER, UNPAID, UNPAID, UNPAID];
 
 /// How many requests each client asks before the call compared.
-const BEFORE: [u32; 4] = [0, 2, 3, 5];
+const BEFORE: [u32; 6] = [0, 0, 1, 2, 3, 5];
 
-fn subject(key: &[u8]) -> Subject<'_> {
+fn subject(key: &[u8], (limit, rules, _): (RateLimit, BreakerRules, Offence)) -> Subject<'_> {
     Subject {
         key,
-        limits: Limits::one(LIMIT),
+        limits: Limits::one(limit),
         limit_keys: CLIENT_KEYS,
         approx: false,
-        rules: RULES,
+        rules,
         rising: false,
     }
 }
 
-/// The window script's call for one request of `key`.
-fn one(calls: &Calls, key: &[u8], seq: u64) -> Vec<u8> {
+/// The window script's call for one request of client `i`.
+fn one(calls: &Calls, i: usize, seq: u64) -> Vec<u8> {
+    let (key, at) = (CLIENTS[i], WHERE[i]);
     let tag = client_tag(key);
-    let call = calls.check(tag.as_bytes(), &subject(key), Offence::Unpaid, 1, seq);
+    let call = calls.check(tag.as_bytes(), &subject(key, at), at.2, 1, seq);
     call.evalsha
 }
 
-/// The checks script's call for one request of each of `clients`.
-fn gathered(calls: &Calls, clients: &[&[u8]], seq: u64) -> Vec<u8> {
-    let tags: Vec<String> = clients.iter().map(|c| client_tag(c)).collect();
+/// The checks script's call for one request of each of clients `clients`.
+fn gathered(calls: &Calls, clients: &[usize], seq: u64) -> Vec<u8> {
+    let tags: Vec<String> = clients.iter().map(|&i| client_tag(CLIENTS[i])).collect();
     let of: Vec<CheckOf> = tags
         .iter()
-        .enumerate()
-        .map(|(i, tag)| CheckOf {
+        .zip(clients)
+        .map(|(tag, &i)| CheckOf {
             tag: tag.as_bytes(),
-            limit: LIMIT,
-            rules: RULES,
-            offence: Offence::Unpaid,
+            limit: WHERE[i].0,
+            rules: WHERE[i].1,
+            offence: WHERE[i].2,
             seq: seq + i as u64,
         })
         .collect();
@@ -103,10 +133,11 @@ fn int(redis: &mut Redis, prefix: &str, key: &[u8], which: ClientKey) -> i64 {
 
 /// What Redis holds of a client: its window, refusals, strikes, unpaid
 /// strikes, trips.
-fn state(redis: &mut Redis, prefix: &str, key: &[u8]) -> [i64; 5] {
+fn state(redis: &mut Redis, prefix: &str, i: usize) -> [i64; 5] {
+    let (key, limit) = (CLIENTS[i], WHERE[i].0);
     [
-        ClientKey::Window(LIMIT),
-        ClientKey::Refused(LIMIT),
+        ClientKey::Window(limit),
+        ClientKey::Refused(limit),
         ClientKey::Strikes,
         ClientKey::Unpaid,
         ClientKey::Trips,
@@ -145,28 +176,35 @@ fn each_client_is_answered_and_written_as_its_own_window_call_would(cluster: boo
         redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
     }
     let mut seq = 1;
-    for (client, before) in CLIENTS.iter().zip(BEFORE) {
+    for (i, before) in BEFORE.into_iter().enumerate() {
         for _ in 0..before {
             for calls in [&a, &b] {
-                redis.raw(&one(calls, client, seq));
+                redis.raw(&one(calls, i, seq));
             }
             seq += 1;
         }
     }
-    // Each on its own, then all four in one call.
-    let alone_replies: Vec<Vec<i64>> = CLIENTS
-        .iter()
-        .map(|client| {
+    // Each on its own, then all in one call.
+    let alone_replies: Vec<Vec<i64>> = (0..CLIENTS.len())
+        .map(|i| {
             seq += 1;
-            ints(&redis.raw(&one(&a, client, seq)))
+            ints(&redis.raw(&one(&a, i, seq)))
         })
         .collect();
-    let frame = redis.raw(&gathered(&b, &CLIENTS, seq + 1));
+    let all: Vec<usize> = (0..CLIENTS.len()).collect();
+    let frame = redis.raw(&gathered(&b, &all, seq + 1));
     let OwnedFrame::BulkString(text) = &frame else {
         panic!("{frame:?}");
     };
-    let together_replies = checks_reply(text, CLIENTS.len(), cluster).expect("four replies");
-    for (i, client) in CLIENTS.iter().enumerate() {
+    let limits = WHERE.map(|(limit, _, _)| limit);
+    let together_replies = checks_reply(text, &limits, cluster).expect("a reply each");
+    // The new clients' replies are the shortest ('n').
+    assert!(
+        text.starts_with(b"n n "),
+        "{}",
+        String::from_utf8_lossy(text)
+    );
+    for i in 0..CLIENTS.len() {
         let (x, y) = (&alone_replies[i], &together_replies[i]);
         assert_eq!(x.len(), y.len(), "{i}");
         // (A Redis Cluster's generation: made by the first refusal of each
@@ -177,18 +215,21 @@ fn each_client_is_answered_and_written_as_its_own_window_call_would(cluster: boo
             assert_eq!(x[n] > 0, y[n] > 0, "client {i}'s generation: {x:?} {y:?}");
         }
         assert_eq!(
-            state(&mut redis, &alone, client),
-            state(&mut redis, &together, client),
+            state(&mut redis, &alone, i),
+            state(&mut redis, &together, i),
             "client {i}"
         );
     }
-    // What each was: admitted, refused, refused and blocked by it, blocked.
+    // What each was: admitted, admitted, refused (no strike), refused,
+    // refused and blocked by it, blocked.
     let admitted: Vec<i64> = together_replies.iter().map(|r| r[0]).collect();
+    let struck: Vec<i64> = together_replies.iter().map(|r| r[9]).collect();
     let blocks: Vec<i64> = together_replies.iter().map(|r| r[6]).collect();
     let tripped: Vec<i64> = together_replies.iter().map(|r| r[8]).collect();
-    assert_eq!(admitted, [1, 0, 0, 0]);
-    assert_eq!(tripped, [0, 0, 1, 0]);
-    assert_eq!(blocks, [0, 0, 0, 1]);
+    assert_eq!(admitted, [1, 1, 0, 0, 0, 0]);
+    assert_eq!(struck, [0, 0, 0, 1, 1, 0]);
+    assert_eq!(tripped, [0, 0, 0, 0, 1, 0]);
+    assert_eq!(blocks, [0, 0, 0, 0, 0, 1]);
 }
 
 #[test]
@@ -211,19 +252,19 @@ fn a_checks_call_after_its_deadline_writes_nothing_for_any_client() {
     for script in calls.scripts() {
         redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
     }
-    let mut late = gathered(&calls, &CLIENTS[..2], 1);
+    let mut late = gathered(&calls, &[0, 1], 1);
     let past = redis.now_ms() - 1_000;
     assert!(clock::stamp(&mut late, past));
     let frame = redis.raw(&late);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
-    for client in &CLIENTS[..2] {
-        assert_eq!(state(&mut redis, &prefix, client), [0; 5]);
+    for i in 0..2 {
+        assert_eq!(state(&mut redis, &prefix, i), [0; 5]);
     }
     // On time: both counted.
-    let mut on_time = gathered(&calls, &CLIENTS[..2], 3);
+    let mut on_time = gathered(&calls, &[0, 1], 3);
     assert!(clock::stamp(&mut on_time, redis.now_ms() + 60_000));
     assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
-    for client in &CLIENTS[..2] {
-        assert_eq!(state(&mut redis, &prefix, client)[0], 1);
+    for i in 0..2 {
+        assert_eq!(state(&mut redis, &prefix, i)[0], 1);
     }
 }
