@@ -16,6 +16,12 @@
 //!
 //! A Redis Cluster gathers per slot: the keys of one call share a slot (so
 //! clients with keys in many slots, the usual case, seldom gather there).
+//!
+//! At most [`MAX_HELD`] checks wait gathered or in gathered calls; beyond,
+//! a check goes alone, so that a stalled Redis still meets the router's
+//! cap on commands in flight (`MAX_IN_FLIGHT`, 1024) and the requests
+//! beyond it are decided at once: a stall holds at most 1024 - 4 + 64
+//! requests of a worker.
 
 use std::collections::hash_map::Entry;
 
@@ -30,6 +36,10 @@ use crate::limiter::Limits;
 use crate::redis::clock;
 use crate::redis::command::client_tag;
 use crate::store::{Now, Subject, CLIENT_KEYS};
+
+/// Most checks held gathered, or in gathered calls on their way (four
+/// full calls).
+pub const MAX_HELD: usize = 4 * MAX_GATHERED;
 
 /// A slot's checks on their way and those gathered behind them.
 pub(super) struct Gathering<W> {
@@ -65,6 +75,11 @@ impl<W: Waits> ClusterNode<W> {
         let Some(slot) = check.gate else {
             return Some(check);
         };
+        if self.held >= MAX_HELD {
+            let mut check = check;
+            check.gate = None;
+            return Some(check);
+        }
         let gathering = self.gathering.entry(slot).or_insert(Gathering {
             in_flight: 0,
             queued: Vec::new(),
@@ -74,6 +89,7 @@ impl<W: Waits> ClusterNode<W> {
             return Some(check);
         }
         gathering.queued.push(check);
+        self.held += 1;
         if gathering.queued.len() >= MAX_GATHERED {
             let queued = std::mem::take(&mut gathering.queued);
             self.send_checks(env, slot, queued, now, out);
@@ -105,6 +121,7 @@ impl<W: Waits> ClusterNode<W> {
             self.send_checks(env, slot, queued, now, out);
             return;
         }
+        self.held = self.held.saturating_sub(queued.len());
         for check in queued {
             out.push(Step::FallBack {
                 waiter: check.waiter,
@@ -150,6 +167,8 @@ impl<W: Waits> ClusterNode<W> {
             }
             let (call, flight) = match (&of[..], batch.pop()) {
                 ([one], Some(check)) => {
+                    // (Sent alone: no longer held.)
+                    self.held = self.held.saturating_sub(1);
                     let subject = Subject {
                         key: &check.key,
                         limits: Limits::one(one.limit),
@@ -189,6 +208,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        self.held = self.held.saturating_sub(c.checks.len());
         let limits: Vec<_> = c.checks.iter().map(|c| c.limit).collect();
         let replies = match frame {
             Some(OwnedFrame::BulkString(text)) => checks_reply(text, &limits, self.cluster),
@@ -216,6 +236,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        self.held = self.held.saturating_sub(c.checks.len());
         for check in c.checks {
             out.push(Step::FallBack {
                 waiter: check.waiter,

@@ -217,6 +217,8 @@ pub struct ClusterNode<W> {
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
     gathering: HashMap<u16, gather::Gathering<W>>,
+    /// Checks gathered or in gathered calls (`gather::MAX_HELD`).
+    held: usize,
     /// Checks whose limits lie in several slots, by request.
     sharded: HashMap<u64, sharded::Sharded<W>>,
     next_request: u64,
@@ -245,6 +247,7 @@ impl<W: Waits> ClusterNode<W> {
             flights: HashMap::new(),
             groups: HashMap::new(),
             gathering: HashMap::new(),
+            held: 0,
             sharded: HashMap::new(),
             next_request: 0,
             batches: Batches::default(),

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::cluster::generation::slot_of_tag;
+use crate::cluster::node::gather::MAX_HELD;
 use crate::cluster::scripts::Scripts;
 use crate::redis::clock;
 use crate::redis::command::client_tag;
@@ -192,4 +193,32 @@ fn a_redis_cluster_gathers_only_checks_of_one_slot() {
     assert_eq!(rig.held.len(), 2, "the same slot: it waits");
     rig.run_all();
     assert!(rig.admitted(n), "{:?}", rig.fate(n));
+}
+
+#[test]
+fn beyond_four_full_calls_held_a_check_goes_alone_for_the_routers_cap() {
+    let Some((mut rig, _)) = one_on_its_way("gather_cap") else {
+        return;
+    };
+    let clients: Vec<Vec<u8>> = (0..=MAX_HELD)
+        .map(|i| format!("c{i}").into_bytes())
+        .collect();
+    for client in &clients[..MAX_HELD] {
+        rig.unpaid(client);
+    }
+    // Each full gathering went at once: four calls behind the first.
+    assert_eq!(
+        held_scripts(&rig),
+        ["window", "checks", "checks", "checks", "checks"]
+    );
+    let (last, _) = rig.unpaid(&clients[MAX_HELD]);
+    assert_eq!(held_scripts(&rig).last(), Some(&"window"), "alone");
+    assert_eq!(rig.held.len(), 6);
+    rig.run_all();
+    assert!(rig.admitted(last));
+    assert!(clients.iter().all(|c| rig.window(c) == 1));
+    // Nothing held: the next check waits behind one on its way again.
+    rig.unpaid(FIRST);
+    rig.unpaid(A);
+    assert_eq!(held_scripts(&rig), ["window"]);
 }
