@@ -32,10 +32,9 @@ use super::{Around, ClusterNode, Flight, Step, Waits};
 use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
-use crate::limiter::Limits;
 use crate::redis::clock;
 use crate::redis::command::client_tag;
-use crate::store::{Now, Subject, CLIENT_KEYS};
+use crate::store::Now;
 
 /// Most checks held gathered, or in gathered calls on their way (four
 /// full calls).
@@ -121,6 +120,9 @@ impl<W: Waits> ClusterNode<W> {
             self.send_checks(env, slot, queued, now, out);
             return;
         }
+        if gathering.in_flight == 0 {
+            entry.remove();
+        }
         self.held = self.held.saturating_sub(queued.len());
         for check in queued {
             out.push(Step::FallBack {
@@ -134,8 +136,7 @@ impl<W: Waits> ClusterNode<W> {
         }
     }
 
-    /// Sends `checks` of `slot`: one alone as its own call, more in calls
-    /// of the checks script.
+    /// Sends `checks` of `slot` in calls of the checks script.
     fn send_checks(
         &mut self,
         env: &mut impl Around,
@@ -165,33 +166,11 @@ impl<W: Waits> ClusterNode<W> {
                     seq,
                 });
             }
-            let (call, flight) = match (&of[..], batch.pop()) {
-                ([one], Some(check)) => {
-                    // (Sent alone: no longer held.)
-                    self.held = self.held.saturating_sub(1);
-                    let subject = Subject {
-                        key: &check.key,
-                        limits: Limits::one(one.limit),
-                        limit_keys: CLIENT_KEYS,
-                        approx: false,
-                        rules: one.rules,
-                        rising: false,
-                    };
-                    let call = self.calls.check(one.tag, &subject, one.offence, 1, one.seq);
-                    (call, Flight::Check(check))
-                }
-                (_, last) => {
-                    batch.extend(last);
-                    let call = self.calls.checks(&of);
-                    (
-                        call,
-                        Flight::Checks(Checks {
-                            slot,
-                            checks: batch,
-                        }),
-                    )
-                }
-            };
+            let call = self.calls.checks(&of);
+            let flight = Flight::Checks(Checks {
+                slot,
+                checks: batch,
+            });
             if let Some(gathering) = self.gathering.get_mut(&slot) {
                 gathering.in_flight += 1;
             }

@@ -25,21 +25,16 @@ for at = 2, mi - 1, 8 do
   local b = {threshold = threshold, ttl = ttl, after = after, ban = ban}
   for _ = 1, n do
     b.sk, b.tk, b.uk = KEYS[ko + 3], KEYS[ko + 4], KEYS[ko + 5]
-    local r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, refused =
+    local r, refused =
       window_check(ko, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
     -- them), for formatting a number costs Redis a snprintf.
-    if r1 == 1 and r2 == limit - 1 and r3 == window and r4 == 0 and r5 == 0 and r6 == 0
-      and r8 == 0 and r9 == 0 and r10 == 0 then
+    if r[1] == 1 and r[2] == limit - 1 and r[3] == window and r[4] == 0 and r[5] == 0
+      and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0 then
       out[#out + 1] = 'n'
     else
-      -- (A blocked client's reply is a table.)
-      if type(r1) == 'table' then
-        r1, r2, r3, r4, r5, r6, r7, r8, r9, r10 = unpack(r1)
-        refused = true
-      end
-      out[#out + 1] = table.concat({r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}, ' ')
+      out[#out + 1] = table.concat(r, ' ')
       -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
       -- `slot_reply.lua`), read once a call.
       if slot then

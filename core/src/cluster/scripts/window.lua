@@ -10,14 +10,12 @@
 -- requests a window (ms; window_ms the same as ARGV holds it), its member,
 -- what a refusal is (offence), its breaker b, k requests at once; now:
 -- Redis's clock read already (nil: read here, with the deadline), now_s
--- the same as a string (or nil). Returns
--- the reply's ten integers and whether it refused (no table: several
--- clients' call keeps only their text), or a blocked or late call's reply.
+-- the same as a string (or nil). Returns the reply and whether it refused.
 local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s)
   local key, ok = KEYS[ko + 1], KEYS[ko + 2]
   local blocked, strikes
   blocked, strikes, now = check_open(b, now)
-  if blocked then return blocked end
+  if blocked then return blocked, true end
 
   local count, oldest = log_read(key, window, now)
   local allowed = 0
@@ -40,14 +38,11 @@ local function window_check(ko, limit, window, window_ms, member, offence, b, no
   elseif count >= limit or offence == '0' then
     over = priced_over(ok)
   end
-  return allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
-    block_ms, tripped, struck, allowed < k
+  return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
+    block_ms, tripped, struck}, allowed < k
 end
 
 local function check()
-  local k = tonumber(ARGV[9])
-  local r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, refused = window_check(0, tonumber(ARGV[1]),
-    tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4], breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, k)
-  if type(r1) == 'table' then return r1, true end
-  return {r1, r2, r3, r4, r5, r6, r7, r8, r9, r10}, refused
+  return window_check(0, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4],
+    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, tonumber(ARGV[9]))
 end
