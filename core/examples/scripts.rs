@@ -2,7 +2,7 @@
 //! composer's text, `Scripts::for_mode`): for the integration suite, which
 //! runs them at a clock it sets, and for the Lua peer of bench/cluster.sh.
 //!
-//!     scripts [--cluster] <window|approx|stacked|strike|spend|gen_spend|batch|generation>
+//!     scripts [--cluster] <window|approx|stacked|checks|strike|spend|gen_spend|batch|generation>
 //!     scripts --list [--cluster]
 
 use std::process::ExitCode;

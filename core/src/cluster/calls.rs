@@ -19,6 +19,9 @@ use crate::redis::url::RedisTarget;
 use crate::store::take_back::{strike_back, Case};
 use crate::store::{Checked, Counted, Offence, Reply, Solution, Subject};
 
+mod checks;
+pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
+
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Call {

@@ -93,6 +93,8 @@ macro_rules! texts {
                 "deadline", "breaker", "check", "counter", "approx", $($end),+),
             stacked: compose!("stacked limits";
                 "deadline", "breaker", "check", "log", "counter", "stacked", $($end),+),
+            checks: compose!("several clients' checks";
+                "deadline", "breaker", "check", "log", "window", "generations", "checks"),
             strike: compose!("one strike"; "deadline", "on_time", "breaker", "strike"),
             spend: compose!("spend"; "deadline", "on_time", "breaker", "spend"),
             gen_spend: compose!("spend within the data generation";
@@ -109,6 +111,7 @@ pub(crate) struct Texts {
     pub window: &'static str,
     pub approx: &'static str,
     pub stacked: &'static str,
+    pub checks: &'static str,
     pub strike: &'static str,
     pub spend: &'static str,
     pub gen_spend: &'static str,
@@ -230,6 +233,29 @@ pub struct Scripts {
     /// ([`replies::stacked_checked_from_reply`]); a Redis Cluster's the
     /// slot's generation last, as the window script's.
     pub stacked: Script,
+    /// Several clients' checks, each under one exact limit and for one
+    /// request, in one call (the node gathers them: `cluster::node`'s
+    /// `gather.rs`): the call's own cost and Redis's clock paid once for
+    /// all, and what clients under the same location share sent once.
+    ///
+    /// - Client `i` (from 0): `KEYS[5i + 1 .. 5i + 5]`, the window script's
+    ///   first five keys; a Redis Cluster's slot generation key last
+    ///   (every client's keys in that slot).
+    /// - `ARGV[1]` how many sets of clients in a row share their arguments;
+    ///   each set's eight: its clients, limit, window ms, what a refusal is
+    ///   ([`args::offence`]), the four breaker rules ([`args::rules`]); then
+    ///   each client's member ([`args::write_member`]), in order; the
+    ///   deadline last.
+    /// - Each client is checked as the window script checks one request,
+    ///   in order. A call that came after its deadline writes nothing for
+    ///   any and answers `EXPIRED <ms>`.
+    ///
+    /// Returns one bulk string of words: per client, `n` for one new in
+    /// its window, admitted, without strikes (`{1, limit - 1, window, 0,
+    /// ...}`: no number to format), else the window script's ten integers
+    /// (a Redis Cluster's eleven, the slot's generation after a refusal)
+    /// (`calls::checks_reply`).
+    pub checks: Script,
     /// One strike for a client (a trap hit, a replayed solution), unless it
     /// is blocked: `KEYS[1..3]` strikes, trips and unpaid strikes,
     /// `ARGV[1..4]` the rules. Returns `{strikes, block 0/1/2, block_ms,
@@ -321,6 +347,7 @@ impl Scripts {
             window: Script::new("window", texts.window),
             approx: Script::new("approx", texts.approx),
             stacked: Script::new("stacked", texts.stacked),
+            checks: Script::new("checks", texts.checks),
             strike: Script::new("strike", texts.strike),
             spend: Script::new("spend", texts.spend),
             gen_spend: Script::new("gen_spend", texts.gen_spend),
@@ -337,6 +364,7 @@ impl Scripts {
             &self.window,
             &self.approx,
             &self.stacked,
+            &self.checks,
             &self.strike,
             &self.spend,
             &self.gen_spend,

@@ -58,15 +58,18 @@ pub(super) struct Group<W> {
 /// One request's check under one limit.
 pub(super) struct OneCheck<W> {
     pub waiter: W,
-    key: Vec<u8>,
-    limit: RateLimit,
-    rules: BreakerRules,
-    offence: Offence,
+    pub key: Vec<u8>,
+    pub limit: RateLimit,
+    pub rules: BreakerRules,
+    pub offence: Offence,
     asked_ms: u64,
     /// Its local refusal's key (none without a zone).
     refusal: Option<Vec<u8>>,
     /// The group it opened (the requests that join it).
     pub group: Option<Vec<u8>>,
+    /// The slot whose checks gather behind it (`gather.rs`; none: an
+    /// approximate counter's, never gathered).
+    pub gate: Option<u16>,
 }
 
 /// One request's check of every limit in the stacked script.
@@ -190,9 +193,7 @@ impl<W: Waits> ClusterNode<W> {
             }
             _ => None,
         };
-        let seq = self.next_seq();
-        let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
-        let flight = Flight::Check(OneCheck {
+        let check = OneCheck {
             waiter: waiter(),
             key: subject.key.to_vec(),
             limit,
@@ -201,8 +202,16 @@ impl<W: Waits> ClusterNode<W> {
             asked_ms: now.monotonic_ms,
             refusal,
             group,
-        });
-        self.send_script(env, flight, tag.into_bytes(), call, now, out);
+            gate: (!subject.limits.approx(0)).then(|| self.gate_of(tag.as_bytes())),
+        };
+        // Exact: it waits behind a check of its slot on its way, and goes
+        // with the others gathered there meanwhile (`gather.rs`).
+        let Some(check) = self.gather(env, check, now, out) else {
+            return Answered::Later;
+        };
+        let seq = self.next_seq();
+        let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
+        self.send_script(env, Flight::Check(check), tag.into_bytes(), call, now, out);
         Answered::Later
     }
 
@@ -215,7 +224,24 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let answer = Answer::of(frame);
+        let gate = c.gate;
+        self.check_answered(env, c, Answer::of(frame), now, out);
+        // What gathered behind it goes now (or falls back with it).
+        if let Some(slot) = gate {
+            self.gate_done(env, slot, frame.is_some(), now, out);
+        }
+    }
+
+    /// What one request's check was answered (as its own call or as one
+    /// of a call of several clients' checks).
+    pub(super) fn check_answered(
+        &mut self,
+        env: &mut impl Around,
+        c: OneCheck<W>,
+        answer: Answer,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
         let ran = answer.may_have_run();
         let limits = Limits::one(c.limit);
         let checked = answer

@@ -16,6 +16,7 @@
 
 mod batches;
 mod check;
+mod gather;
 mod keyed;
 mod sharded;
 mod spend;
@@ -177,6 +178,8 @@ enum Flight<W> {
     Stacked(check::StackedCheck<W>),
     /// Joined requests of one client, decided in one call.
     Together(check::Together<W>),
+    /// Checks of several clients, gathered in one call (`gather.rs`).
+    Checks(gather::Checks<W>),
     Strike(spend::StrikeCall<W>),
     Spend(spend::SpendCall<W>),
     /// A spend the fallback made, written to Redis.
@@ -211,6 +214,11 @@ pub struct ClusterNode<W> {
     next_id: u64,
     flights: HashMap<CallId, Flight<W>>,
     groups: HashMap<Vec<u8>, Group<W>>,
+    /// Exact checks per slot (one Redis: 0): those on their way, and
+    /// those gathered behind them to go in one call (`gather.rs`).
+    gathering: HashMap<u16, gather::Gathering<W>>,
+    /// Checks gathered or in gathered calls (`gather::MAX_HELD`).
+    held: usize,
     /// Checks whose limits lie in several slots, by request.
     sharded: HashMap<u64, sharded::Sharded<W>>,
     next_request: u64,
@@ -238,6 +246,8 @@ impl<W: Waits> ClusterNode<W> {
             next_id: 0,
             flights: HashMap::new(),
             groups: HashMap::new(),
+            gathering: HashMap::new(),
+            held: 0,
             sharded: HashMap::new(),
             next_request: 0,
             batches: Batches::default(),
@@ -291,6 +301,7 @@ impl<W: Waits> ClusterNode<W> {
             Flight::Check(c) => self.checked(env, c, frame, now, out),
             Flight::Stacked(c) => self.stacked_checked(env, c, frame, now, out),
             Flight::Together(t) => self.together_checked(env, t, frame, now, out),
+            Flight::Checks(c) => self.checks_answered(env, c, frame, now, out),
             Flight::Strike(s) => self.struck(env, s, frame, now, out),
             Flight::Spend(s) => self.spent(env, s, frame, now, out),
             Flight::Replay(r) => self.replayed(r, frame, now, out),
@@ -328,7 +339,11 @@ impl<W: Waits> ClusterNode<W> {
                 if let Some(group) = c.group {
                     self.release(env, &group, now, false, out);
                 }
+                if let Some(slot) = c.gate {
+                    self.gate_done(env, slot, false, now, out);
+                }
             }
+            Flight::Checks(c) => self.checks_unsent(env, c, failure, now, out),
             Flight::Stacked(c) => out.push(fall_back(c.waiter)),
             Flight::Together(t) => {
                 out.extend(t.joiners.into_iter().map(fall_back));

@@ -3,6 +3,7 @@
 //! (`scripts::tests::redis_server`), its zone a model of the module's
 //! (the same `LocalRefusal` and `StrikeCounter` the zone's entries hold).
 
+mod gather;
 mod keyed;
 mod sequences;
 

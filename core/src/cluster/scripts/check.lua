@@ -4,11 +4,13 @@
 
 -- The client's breaker, then Redis's clock: the reply of a blocked client
 -- or of a call that came after its deadline (neither writes anything), or
--- nil, its strikes and the time in ms.
-local function check_open(b)
+-- nil, its strikes and the time in ms. A call of several clients' checks
+-- reads the clock (and its deadline) once, first, and passes now.
+local function check_open(b, now)
   local strikes, block, block_ms = breaker_status(b)
   if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
-  local now = clock_ms()
+  if now then return nil, strikes, now end
+  now = clock_ms()
   return expired(now), strikes, now
 end
 

@@ -17,11 +17,12 @@ end
 
 -- n admissions at now (member, or member.1 .. member.n). Only on admission
 -- does the key's expiry move: the newest entry decides when it is empty.
--- (window_ms as the string ARGV holds: Redis formats each Lua number with
--- snprintf, a good part of a call's cost.)
-local function log_add(key, now, member, n, window_ms)
+-- (window_ms as the string ARGV holds, and now_s, now as a string if the
+-- caller has it: Redis formats each Lua number with snprintf, a good part
+-- of a call's cost.)
+local function log_add(key, now, member, n, window_ms, now_s)
   if n == 1 then
-    redis.call('ZADD', key, now, member)
+    redis.call('ZADD', key, now_s or now, member)
   else
     local entries = {}
     for i = 1, n do

@@ -4,6 +4,7 @@
 //! Redis runs after their deadline (`late`).
 
 mod bench;
+mod checks;
 mod counting;
 mod decoding;
 mod generations;
@@ -26,6 +27,7 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_an
             "window",
             "approx",
             "stacked",
+            "checks",
             "strike",
             "spend",
             "gen_spend",
@@ -39,6 +41,7 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_an
             "window",
             "approx",
             "stacked",
+            "checks",
             "strike",
             "spend",
             "gen_spend",

@@ -4,22 +4,27 @@
 -- score (~16 bytes each while listpack-encoded, up to 128 entries; ~70 bytes
 -- in a skiplist beyond), and expires one window after its newest entry.
 -- KEYS[2..5] are small counters with their own expiry.
-local function check()
-  local key = KEYS[1]
-  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-  local b = breaker(KEYS[3], KEYS[4], KEYS[5], 5)
-  local k = tonumber(ARGV[9])
-  local blocked, strikes, now = check_open(b)
+
+-- One client's check, its keys from KEYS[ko + 1] on (the window script's:
+-- ko 0; one of several clients' in one call: `checks.lua`), under limit
+-- requests a window (ms; window_ms the same as ARGV holds it), its member,
+-- what a refusal is (offence), its breaker b, k requests at once; now:
+-- Redis's clock read already (nil: read here, with the deadline), now_s
+-- the same as a string (or nil). Returns the reply and whether it refused.
+local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s)
+  local key, ok = KEYS[ko + 1], KEYS[ko + 2]
+  local blocked, strikes
+  blocked, strikes, now = check_open(b, now)
   if blocked then return blocked, true end
 
   local count, oldest = log_read(key, window, now)
   local allowed = 0
   if count < limit then
     allowed = math.min(k, limit - count)
-    log_add(key, now, ARGV[3], allowed, ARGV[2])
+    log_add(key, now, member, allowed, window_ms, now_s)
     if count == 0 then oldest = now end
     count = count + allowed
-    if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
+    if offence == '1' then strikes = waited(ok, b, strikes) end
   end
   -- ms until the oldest entry leaves the window
   local reset_after = 0
@@ -29,10 +34,15 @@ local function check()
   if allowed < k then
     retry_after = log_retry(key, count, limit, window, now)
     over, strikes, tripped, struck, block_ms =
-      refuse(KEYS[2], k - allowed, window, ARGV[4], strikes, b)
-  elseif count >= limit or ARGV[4] == '0' then
-    over = priced_over(KEYS[2])
+      refuse(ok, k - allowed, window, offence, strikes, b)
+  elseif count >= limit or offence == '0' then
+    over = priced_over(ok)
   end
   return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
     block_ms, tripped, struck}, allowed < k
+end
+
+local function check()
+  return window_check(0, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4],
+    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, tonumber(ARGV[9]))
 end

@@ -380,6 +380,11 @@ fn a_check_the_router_refuses_leaves_another_checks_joiners_waiting() {
     rising.rising = true;
     let (_, answered) = rig.ask_subject(UNPAID, rising, FailPolicy::Local);
     assert_eq!(answered, Answered::Later);
+    // It waits behind the first check (`gather.rs`); that one's answer
+    // sends the joined request's call, then the rising check's own.
+    assert_eq!(rig.held.len(), 1);
+    rig.run_one();
+    assert_eq!(rig.held.len(), 2);
     let (id, _) = rig.held.pop_back().expect("its own call");
     let mut out = Vec::new();
     rig.node

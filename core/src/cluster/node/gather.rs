@@ -1,0 +1,238 @@
+//! Several clients' checks in one call: a request's exact check goes at
+//! once unless a check of its slot (one Redis: any) is on its way; then it
+//! waits, with the others that come meanwhile, and they go together in one
+//! call of the checks script (`Calls::checks`) as soon as that check's
+//! reply comes (Nagle's rule). A lone check never waits; under load the
+//! fixed cost of a script call (the call into Lua, its arguments, the
+//! reply, Redis's clock) is paid once for up to [`MAX_GATHERED`] clients.
+//!
+//! Each gathered check stays its own: its deadline is the call's (a call
+//! that came too late writes nothing for any), its reply is cut out of the
+//! call's and read as the window script's (breaker, refusal kept on the
+//! node, the group that joined it); a call that fails falls each back. If
+//! the check they wait behind gets no reply (a timeout, a dropped
+//! connection, a call the router refused), they fall back at once, never
+//! sent.
+//!
+//! A Redis Cluster gathers per slot: the keys of one call share a slot (so
+//! clients with keys in many slots, the usual case, seldom gather there).
+//!
+//! At most [`MAX_HELD`] checks wait gathered or in gathered calls; beyond,
+//! a check goes alone, so that a stalled Redis still meets the router's
+//! cap on commands in flight (`MAX_IN_FLIGHT`, 1024) and the requests
+//! beyond it are decided at once: a stall holds at most 1024 - 4 + 64
+//! requests of a worker.
+
+use std::collections::hash_map::Entry;
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::check::OneCheck;
+use super::{Around, ClusterNode, Flight, Step, Waits};
+use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
+use crate::cluster::fallback::{Answer, Unavailable};
+use crate::cluster::generation::slot_of_tag;
+use crate::redis::clock;
+use crate::redis::command::client_tag;
+use crate::store::Now;
+
+/// Most checks held gathered, or in gathered calls on their way (four
+/// full calls).
+pub const MAX_HELD: usize = 4 * MAX_GATHERED;
+
+/// A slot's checks on their way and those gathered behind them.
+pub(super) struct Gathering<W> {
+    in_flight: u32,
+    queued: Vec<OneCheck<W>>,
+}
+
+/// Checks of several clients decided in one call.
+pub(super) struct Checks<W> {
+    slot: u16,
+    checks: Vec<OneCheck<W>>,
+}
+
+impl<W: Waits> ClusterNode<W> {
+    /// The slot whose checks a check of client tag `tag` gathers with.
+    pub(super) fn gate_of(&self, tag: &[u8]) -> u16 {
+        match self.cluster {
+            true => slot_of_tag(tag),
+            false => 0,
+        }
+    }
+
+    /// A check about to be sent: back to send now (nothing of its slot on
+    /// its way, or not gathered), or kept to go with the others later
+    /// (`None`); a full gathering goes at once.
+    pub(super) fn gather(
+        &mut self,
+        env: &mut impl Around,
+        check: OneCheck<W>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> Option<OneCheck<W>> {
+        let Some(slot) = check.gate else {
+            return Some(check);
+        };
+        if self.held >= MAX_HELD {
+            let mut check = check;
+            check.gate = None;
+            return Some(check);
+        }
+        let gathering = self.gathering.entry(slot).or_insert(Gathering {
+            in_flight: 0,
+            queued: Vec::new(),
+        });
+        if gathering.in_flight == 0 {
+            gathering.in_flight = 1;
+            return Some(check);
+        }
+        gathering.queued.push(check);
+        self.held += 1;
+        if gathering.queued.len() >= MAX_GATHERED {
+            let queued = std::mem::take(&mut gathering.queued);
+            self.send_checks(env, slot, queued, now, out);
+        }
+        None
+    }
+
+    /// A check of `slot` had its reply (`answered`) or none: what gathered
+    /// behind it goes now, or falls back, never sent.
+    pub(super) fn gate_done(
+        &mut self,
+        env: &mut impl Around,
+        slot: u16,
+        answered: bool,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let Entry::Occupied(mut entry) = self.gathering.entry(slot) else {
+            return;
+        };
+        let gathering = entry.get_mut();
+        gathering.in_flight = gathering.in_flight.saturating_sub(1);
+        let queued = std::mem::take(&mut gathering.queued);
+        if gathering.in_flight == 0 && queued.is_empty() {
+            entry.remove();
+            return;
+        }
+        if answered {
+            self.send_checks(env, slot, queued, now, out);
+            return;
+        }
+        if gathering.in_flight == 0 {
+            entry.remove();
+        }
+        self.held = self.held.saturating_sub(queued.len());
+        for check in queued {
+            out.push(Step::FallBack {
+                waiter: check.waiter,
+                failure: Unavailable::Down,
+                sent: false,
+            });
+            if let Some(group) = check.group {
+                self.release(env, &group, now, false, out);
+            }
+        }
+    }
+
+    /// Sends `checks` of `slot` in calls of the checks script.
+    fn send_checks(
+        &mut self,
+        env: &mut impl Around,
+        slot: u16,
+        mut checks: Vec<OneCheck<W>>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        while !checks.is_empty() {
+            let rest = checks.split_off(checks.len().min(MAX_GATHERED));
+            let mut batch = std::mem::replace(&mut checks, rest);
+            // Clients under the same limit, rules and offence in a row:
+            // they share their arguments in the call.
+            batch.sort_by_key(|c| set_of(c));
+            let tags: Vec<String> = batch.iter().map(|c| client_tag(&c.key)).collect();
+            let Some(route) = tags.first().map(|t| t.clone().into_bytes()) else {
+                break;
+            };
+            let mut of = Vec::with_capacity(batch.len());
+            for (c, tag) in batch.iter().zip(&tags) {
+                let seq = self.next_seq();
+                of.push(CheckOf {
+                    tag: tag.as_bytes(),
+                    limit: c.limit,
+                    rules: c.rules,
+                    offence: c.offence,
+                    seq,
+                });
+            }
+            let call = self.calls.checks(&of);
+            let flight = Flight::Checks(Checks {
+                slot,
+                checks: batch,
+            });
+            if let Some(gathering) = self.gathering.get_mut(&slot) {
+                gathering.in_flight += 1;
+            }
+            self.send_script(env, flight, route, call, now, out);
+        }
+    }
+
+    /// The reply to a call of several clients' checks.
+    pub(super) fn checks_answered(
+        &mut self,
+        env: &mut impl Around,
+        c: Checks<W>,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        self.held = self.held.saturating_sub(c.checks.len());
+        let limits: Vec<_> = c.checks.iter().map(|c| c.limit).collect();
+        let replies = match frame {
+            Some(OwnedFrame::BulkString(text)) => checks_reply(text, &limits, self.cluster),
+            _ => None,
+        };
+        let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+        let mut replies = replies.map(Vec::into_iter);
+        for check in c.checks {
+            let answer = match replies.as_mut().and_then(Iterator::next) {
+                Some(ints) => Answer::Ran(ints),
+                None if late => Answer::Expired,
+                None => Answer::Lost,
+            };
+            self.check_answered(env, check, answer, now, out);
+        }
+        self.gate_done(env, c.slot, frame.is_some(), now, out);
+    }
+
+    /// A call of several clients' checks the router did not take.
+    pub(super) fn checks_unsent(
+        &mut self,
+        env: &mut impl Around,
+        c: Checks<W>,
+        failure: Unavailable,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        self.held = self.held.saturating_sub(c.checks.len());
+        for check in c.checks {
+            out.push(Step::FallBack {
+                waiter: check.waiter,
+                failure,
+                sent: false,
+            });
+            if let Some(group) = check.group {
+                self.release(env, &group, now, false, out);
+            }
+        }
+        self.gate_done(env, c.slot, false, now, out);
+    }
+}
+
+/// What orders a call's checks into sets (`Calls::checks`).
+fn set_of<W>(c: &OneCheck<W>) -> (u32, u64, [u64; 4], u64) {
+    let offence = crate::cluster::scripts::args::offence(c.offence);
+    let rules = crate::cluster::scripts::args::rules(c.rules);
+    (c.limit.requests, c.limit.window_ms, rules, offence)
+}

@@ -1,0 +1,274 @@
+//! The checks script (`Scripts::checks`) on a real Redis: several clients
+//! in one call, each answered and written as the window script answers
+//! and writes its own call; a call after its deadline writes nothing.
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::redis_server::Redis;
+use crate::cluster::calls::{checks_reply, Calls, CheckOf};
+use crate::cluster::keys::{self, ClientKey};
+use crate::limiter::breaker::{BreakerRules, StrikeRule};
+use crate::limiter::{Limits, RateLimit};
+use crate::redis::clock;
+use crate::redis::command::client_tag;
+use crate::store::{Offence, Subject, CLIENT_KEYS};
+
+const LIMIT: RateLimit = RateLimit {
+    requests: 2,
+    window_ms: 60_000,
+};
+
+/// Two strikes open the breaker.
+const RULES: BreakerRules = BreakerRules {
+    strikes: Some(StrikeRule {
+        threshold: 2,
+        ttl_ms: 60_000,
+    }),
+    ban: None,
+};
+
+/// Another location's: one request a second, no breaker, a refusal no
+/// offence (a paid request's check).
+const OTHER: (RateLimit, BreakerRules, Offence) = (
+    RateLimit {
+        requests: 1,
+        window_ms: 1_000,
+    },
+    BreakerRules {
+        strikes: None,
+        ban: None,
+    },
+    Offence::None,
+);
+
+const UNPAID: (RateLimit, BreakerRules, Offence) = (LIMIT, RULES, Offence::Unpaid);
+
+/// The clients of one call: new, another location's new one and one of
+/// its at its limit, at its limit (refused, struck), one strike short of
+/// its block (refused, blocked by it), blocked already; in three sets of
+/// shared arguments (those in a row under the same location).
+const CLIENTS: [&[u8]; 6] = [
+    b"new",
+    b"other",
+    b"other full",
+    b"full",
+    b"tripping",
+    b"blocked",
+];
+
+/// Each client's location.
+const WHERE: [(RateLimit, BreakerRules, Offence); 6] =
+    [UNPAID, OTHER, OTHER, UNPAID, UNPAID, UNPAID];
+
+/// How many requests each client asks before the call compared.
+const BEFORE: [u32; 6] = [0, 0, 1, 2, 3, 5];
+
+fn subject<'a>(
+    key: &'a [u8],
+    limits: &'a Limits,
+    (_, rules, _): (RateLimit, BreakerRules, Offence),
+) -> Subject<'a> {
+    Subject {
+        key,
+        limits,
+        key_values: CLIENT_KEYS,
+        rules,
+        rising: false,
+    }
+}
+
+/// The window script's call for one request of client `i`.
+fn one(calls: &Calls, i: usize, seq: u64) -> Vec<u8> {
+    let (key, at) = (CLIENTS[i], WHERE[i]);
+    let tag = client_tag(key);
+    let limits = Limits::one(at.0);
+    let call = calls.check(tag.as_bytes(), &subject(key, &limits, at), at.2, 1, seq);
+    call.evalsha
+}
+
+/// The checks script's call for one request of each of clients `clients`.
+fn gathered(calls: &Calls, clients: &[usize], seq: u64) -> Vec<u8> {
+    let tags: Vec<String> = clients.iter().map(|&i| client_tag(CLIENTS[i])).collect();
+    let of: Vec<CheckOf> = tags
+        .iter()
+        .zip(clients)
+        .map(|(tag, &i)| CheckOf {
+            tag: tag.as_bytes(),
+            limit: WHERE[i].0,
+            rules: WHERE[i].1,
+            offence: WHERE[i].2,
+            seq: seq + i as u64,
+        })
+        .collect();
+    calls.checks(&of).evalsha
+}
+
+fn ints(frame: &OwnedFrame) -> Vec<i64> {
+    match frame {
+        OwnedFrame::Array(items) => items
+            .iter()
+            .map(|f| match f {
+                OwnedFrame::Integer(i) => *i,
+                other => panic!("not an integer: {other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn int(redis: &mut Redis, prefix: &str, key: &[u8], which: ClientKey) -> i64 {
+    let mut name = Vec::new();
+    keys::write(
+        &mut name,
+        prefix.as_bytes(),
+        client_tag(key).as_bytes(),
+        which,
+    );
+    let frame = match which {
+        ClientKey::Window(_) => redis.call(&[b"ZCARD", &name]),
+        _ => redis.call(&[b"GET", &name]),
+    };
+    match frame {
+        OwnedFrame::Integer(n) => n,
+        OwnedFrame::BulkString(v) => std::str::from_utf8(&v).unwrap().parse().unwrap(),
+        _ => 0,
+    }
+}
+
+/// What Redis holds of a client: its window, refusals, strikes, unpaid
+/// strikes, trips.
+fn state(redis: &mut Redis, prefix: &str, i: usize) -> [i64; 5] {
+    let (key, limit) = (CLIENTS[i], WHERE[i].0);
+    [
+        ClientKey::Window(limit),
+        ClientKey::Refused(limit),
+        ClientKey::Strikes,
+        ClientKey::Unpaid,
+        ClientKey::Trips,
+    ]
+    .map(|which| int(redis, prefix, key, which))
+}
+
+/// Each client's answer, with its times (reset, retry, block ms) cut to
+/// whether they are set: the two calls run a few ms apart.
+fn shape(reply: &[i64]) -> Vec<i64> {
+    reply
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match i {
+            2 | 3 | 7 => i64::from(*v > 0),
+            _ => *v,
+        })
+        .collect()
+}
+
+fn each_client_is_answered_and_written_as_its_own_window_call_would(cluster: bool) {
+    let test = format!("checks_as_window_{cluster}");
+    let Some(mut redis) = Redis::connect(&test) else {
+        return;
+    };
+    let pid = std::process::id();
+    let (alone, together) = (
+        format!("checks-test:{pid}:{cluster}:alone:"),
+        format!("checks-test:{pid}:{cluster}:together:"),
+    );
+    let (a, b) = (
+        Calls::new(&alone, 7, 1, cluster),
+        Calls::new(&together, 7, 1, cluster),
+    );
+    for script in a.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let mut seq = 1;
+    for (i, before) in BEFORE.into_iter().enumerate() {
+        for _ in 0..before {
+            for calls in [&a, &b] {
+                redis.raw(&one(calls, i, seq));
+            }
+            seq += 1;
+        }
+    }
+    // Each on its own, then all in one call.
+    let alone_replies: Vec<Vec<i64>> = (0..CLIENTS.len())
+        .map(|i| {
+            seq += 1;
+            ints(&redis.raw(&one(&a, i, seq)))
+        })
+        .collect();
+    let all: Vec<usize> = (0..CLIENTS.len()).collect();
+    let frame = redis.raw(&gathered(&b, &all, seq + 1));
+    let OwnedFrame::BulkString(text) = &frame else {
+        panic!("{frame:?}");
+    };
+    let limits = WHERE.map(|(limit, _, _)| limit);
+    let together_replies = checks_reply(text, &limits, cluster).expect("a reply each");
+    // The new clients' replies are the shortest ('n').
+    assert!(
+        text.starts_with(b"n n "),
+        "{}",
+        String::from_utf8_lossy(text)
+    );
+    for i in 0..CLIENTS.len() {
+        let (x, y) = (&alone_replies[i], &together_replies[i]);
+        assert_eq!(x.len(), y.len(), "{i}");
+        // (A Redis Cluster's generation: made by the first refusal of each
+        // prefix, so it differs; set exactly where a refusal was.)
+        let n = 10;
+        assert_eq!(shape(&x[..n]), shape(&y[..n]), "client {i}: {x:?} {y:?}");
+        if cluster {
+            assert_eq!(x[n] > 0, y[n] > 0, "client {i}'s generation: {x:?} {y:?}");
+        }
+        assert_eq!(
+            state(&mut redis, &alone, i),
+            state(&mut redis, &together, i),
+            "client {i}"
+        );
+    }
+    // What each was: admitted, admitted, refused (no strike), refused,
+    // refused and blocked by it, blocked.
+    let admitted: Vec<i64> = together_replies.iter().map(|r| r[0]).collect();
+    let struck: Vec<i64> = together_replies.iter().map(|r| r[9]).collect();
+    let blocks: Vec<i64> = together_replies.iter().map(|r| r[6]).collect();
+    let tripped: Vec<i64> = together_replies.iter().map(|r| r[8]).collect();
+    assert_eq!(admitted, [1, 1, 0, 0, 0, 0]);
+    assert_eq!(struck, [0, 0, 0, 1, 1, 0]);
+    assert_eq!(tripped, [0, 0, 0, 0, 1, 0]);
+    assert_eq!(blocks, [0, 0, 0, 0, 0, 1]);
+}
+
+#[test]
+fn each_client_of_a_checks_call_is_answered_and_written_as_its_own_window_call_would() {
+    each_client_is_answered_and_written_as_its_own_window_call_would(false);
+}
+
+#[test]
+fn a_redis_clusters_checks_call_answers_its_slots_generation_after_each_refusal() {
+    each_client_is_answered_and_written_as_its_own_window_call_would(true);
+}
+
+#[test]
+fn a_checks_call_after_its_deadline_writes_nothing_for_any_client() {
+    let Some(mut redis) = Redis::connect("checks_late") else {
+        return;
+    };
+    let prefix = format!("checks-test:{}:late:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, false);
+    for script in calls.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let mut late = gathered(&calls, &[0, 1], 1);
+    let past = redis.now_ms() - 1_000;
+    assert!(clock::stamp(&mut late, past));
+    let frame = redis.raw(&late);
+    assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
+    for i in 0..2 {
+        assert_eq!(state(&mut redis, &prefix, i), [0; 5]);
+    }
+    // On time: both counted.
+    let mut on_time = gathered(&calls, &[0, 1], 3);
+    assert!(clock::stamp(&mut on_time, redis.now_ms() + 60_000));
+    assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
+    for i in 0..2 {
+        assert_eq!(state(&mut redis, &prefix, i)[0], 1);
+    }
+}
