@@ -49,7 +49,7 @@
 #   BENCH_CONNECTIONS  wrk connections [32]
 #   BENCH_CLIENTS      distinct client keys of `mix` [2000]
 #   BENCH_HOT          percent of `mix` requests from the one hot client [10]
-#   BENCH_LIMIT        pow_shield_limit (requests window) [100000 2s]
+#   BENCH_LIMIT        pow_shield_limit (requests window) [1000000 2s]
 #   BENCH_NGINX_CPU    core for nginx [0]; BENCH_WRK_CPU core for wrk [1];
 #   BENCH_REDIS_CPU    core for redis-server(s) [same as nginx]
 #   BENCH_REDIS_TIMEOUT  pow_shield_redis timeout= [1s]
@@ -96,7 +96,7 @@ fi
 CONNS=${BENCH_CONNECTIONS:-32}
 CLIENTS=${BENCH_CLIENTS:-2000}
 HOT=${BENCH_HOT:-10}
-read -r LIMIT_N LIMIT_W <<<"${BENCH_LIMIT:-100000 2s}"
+read -r LIMIT_N LIMIT_W <<<"${BENCH_LIMIT:-1000000 2s}"
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
 REDIS_CPU=${BENCH_REDIS_CPU:-$NGINX_CPU}
