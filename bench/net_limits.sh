@@ -21,8 +21,7 @@
 #   siteover2   pow_shield_limit 100 1h name=site key=site approx; two nodes:
 #               the site over its limit (a surge), every request a 429
 #   clsite2     pow_shield_limit 100000 2s approx; + the site line of
-#               `site2`, two nodes (a location's limits are all `approx` or
-#               none: nginx -t refuses a mix)
+#               `site2`, two nodes (both lines `approx`)
 #   clsiteover2 pow_shield_limit 100000 2s approx; + the site line of
 #               `siteover2`, two nodes
 # Before the cases, a probe per backend: a lone `key=site` limit of 5 with
