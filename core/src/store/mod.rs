@@ -599,8 +599,8 @@ fn admit(
 /// has room in all): it counts the request, keeping the window as it was;
 /// the first refusal stops the counting (the buckets after it are only
 /// asked what they would say), and the buckets before it take the
-/// request back (a second lookup, on the refused path only), as a zone
-/// with no room for a bucket does.
+/// request back (a second lookup, on the refused path only). A bucket
+/// with no room for it counts the request nowhere either.
 /// `limits` are those the request is counted by, each with its place
 /// among the location's (the verdict's `limit`) and whose count it is.
 /// Also says whether the refusal is the client's own: the limit that
@@ -652,8 +652,9 @@ fn admit_stacked(
 }
 
 /// Stacked buckets that counted a request another refused get their
-/// windows back as they were before it (`before`, by place). A bucket
-/// with no room any more lost the count already.
+/// windows back as they were before it (`before`, by place). One given up
+/// meanwhile to make room is made again as it was; one that finds no room
+/// at all went with its count.
 fn take_back(
     tables: &mut impl Tables,
     counted: &[(usize, RateLimit, Counted)],
