@@ -25,8 +25,10 @@
 #   CG_REQUESTS   requests measured per case [2000]
 #   CG_WARMUP     requests before measuring, per case [50]
 #   CG_CASES      subset/order of: stock limit_req local local_noheaders
-#                 local_many local_over cluster_over
+#                 local_many local_stacked local_over cluster_over
 #                 [stock limit_req local local_noheaders]
+#                 local_stacked: two limits (`1000000 1s` and
+#                 `1000000 1h`), headers off
 #                 local_over: one client over its limit (`pow_shield_limit
 #                 1 1d`, strikes off, log level info as in
 #                 bench/cluster_flood.sh): every measured request a 429
@@ -62,7 +64,8 @@ for tool in $TOOLS; do
 done
 declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
     [local]="pow-shield local (green)" [local_noheaders]="local (green), headers off"
-    [local_many]="local, key/request" [local_over]="local, over: 429"
+    [local_many]="local, key/request" [local_stacked]="local, 2 limits, no hdrs"
+    [local_over]="local, over: 429"
     [cluster_over]="cluster, over: 429")
 for c in $CASES; do [[ -n ${LABEL[$c]:-} ]] || die "unknown case '$c' in CG_CASES"; done
 [[ -z $ANNOTATE || " $CASES " == *" $ANNOTATE "* ]] || die "CG_ANNOTATE=$ANNOTATE is not in CG_CASES"
@@ -95,10 +98,10 @@ printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/
 chmod -R a+rX "$TMP/html"
 URI=/api.json
 read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_NOHEADERS P_LOCAL_MANY P_LOCAL_OVER P_CLUSTER_OVER \
-    P_REDIS <<<"$(free_ports 8)"
+    P_REDIS P_LOCAL_STACKED <<<"$(free_ports 9)"
 declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
     [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY
-    [local_over]=$P_LOCAL_OVER [cluster_over]=$P_CLUSTER_OVER)
+    [local_stacked]=$P_LOCAL_STACKED [local_over]=$P_LOCAL_OVER [cluster_over]=$P_CLUSTER_OVER)
 if [[ " $CASES " == *" cluster_over "* ]]; then
     mkdir -p "$TMP/redis"
     redis_start "$P_REDIS" "$TMP/redis" || die "redis-server did not start"
@@ -130,6 +133,14 @@ fi
     server {
         listen 127.0.0.1:$P_LOCAL_MANY;
         location = $URI { pow_shield_limit 1000000 1s; pow_shield_key \$request_id; }
+    }
+    server {
+        listen 127.0.0.1:$P_LOCAL_STACKED;
+        location = $URI {
+            pow_shield_limit 1000000 1s;
+            pow_shield_limit 1000000 1h;
+            pow_shield_headers off;
+        }
     }
     server {
         listen 127.0.0.1:$P_LOCAL_OVER;
@@ -204,7 +215,7 @@ for c in $CASES; do
     [[ $(awk 'NR==1 {print $2}' <<<"$hdr") == 200 ]] || die "$c: expected 200, got '$(head -1 <<<"$hdr")'"
     case $c in
     *_over) ;;
-    local_noheaders) ! grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: rate-limit headers sent" ;;
+    local_noheaders | local_stacked) ! grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: rate-limit headers sent" ;;
     local*) grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit: is the module active?" ;;
     esac
     ((WARMUP > 0)) && requests "$c" "$WARMUP"

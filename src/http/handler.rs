@@ -87,9 +87,14 @@ fn decide(r: &mut Request) -> Status {
         return Status::NGX_ERROR;
     };
     // As evaluated (none: no limit has a `key=`), for the log line that
-    // names a refusing limit's value too.
-    let Some(evaluated) = key_values(r, state) else {
-        return Status::NGX_ERROR;
+    // names a refusing limit's value too. A location without `key=` (known
+    // at configuration) has nothing to evaluate, nor a list to copy.
+    let evaluated = match policy.key_sources.is_empty() {
+        true => None,
+        false => match key_values(r, state) {
+            Some(evaluated) => evaluated,
+            None => return Status::NGX_ERROR,
+        },
     };
     let values = values_of(policy, &evaluated);
     // Decided again after a redirect: a bucket that admitted the request

@@ -28,7 +28,7 @@ pub use difficulty::{price_policy, DifficultyRule};
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use crate::limiter::{Limits, Spent, Verdict, MAX_LIMITS};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
-use crate::store::{Checked, Offence, Op, Reply, Solution, Struck};
+use crate::store::{Offence, Op, Reply, Solution, Struck};
 use crate::syntax::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
@@ -241,6 +241,15 @@ enum Asked {
     },
 }
 
+/// What a challenge is priced from, as the check answered: the client's
+/// strikes, and the refusals under the limit that decided.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Priced {
+    strikes: u32,
+    over: u32,
+    limit: u8,
+}
+
 /// One request's decision, kept between store round trips.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -249,8 +258,9 @@ pub struct Decision {
     exempt: bool,
     /// What was asked last, that the next reply answers.
     asked: Option<Asked>,
-    /// What the check answered, for the challenge's difficulty.
-    checked: Checked,
+    /// What the check answered that a challenge's price needs (not the
+    /// whole answer: a decision is copied on every request).
+    priced: Priced,
     /// The check admitted the request; a solution it carries is spent only
     /// to take back its challenge's strike.
     green: bool,
@@ -271,7 +281,7 @@ impl Decision {
             payment,
             exempt,
             asked: None,
-            checked: Checked::default(),
+            priced: Priced::default(),
             green: false,
             learnt: Final {
                 outcome: Outcome::Pass,
@@ -355,7 +365,11 @@ impl Decision {
             Reply::Full { .. } => return self.full(full_zone!("request not counted")),
             _ => return self.down(Outcome::Pass, trusted),
         };
-        self.checked = checked;
+        self.priced = Priced {
+            strikes: checked.breaker.strikes,
+            over: checked.verdict.over,
+            limit: checked.verdict.limit,
+        };
         self.learnt.generation = checked.generation;
         // A solution of a challenge issued in another generation of the
         // client's (a Redis Cluster slot flushed or renewed since): the
@@ -554,13 +568,15 @@ impl Decision {
     }
 
     fn challenge(&self, status: u16, error: Option<&'static str>) -> Answer {
-        let Checked {
-            verdict, breaker, ..
-        } = self.checked;
+        let Priced {
+            strikes,
+            over,
+            limit,
+        } = self.priced;
         Answer::Challenge {
             status,
             error,
-            bits: self.price(breaker.strikes, verdict.limit, verdict.over),
+            bits: self.price(strikes, limit, over),
         }
     }
 

@@ -7,7 +7,7 @@
 use super::*;
 use crate::limiter::breaker::StrikeRule;
 use crate::limiter::RateLimit;
-use crate::store::{MemoryStore, Subject};
+use crate::store::{Checked, MemoryStore, Subject};
 use crate::syntax::Difficulty;
 
 /// Paying ahead (SPEC §4).
@@ -736,4 +736,38 @@ fn tokens_or_stores_without_generations_are_spent_as_before() {
     assert!(matches!(next, Next::Ask(Op::Spend(_))));
     let (_, next) = after_check(issued_in(5), Reply::Checked(Checked::default()));
     assert!(matches!(next, Next::Ask(Op::Spend(_))), "the zone's check");
+}
+
+#[test]
+fn a_challenge_is_priced_from_the_strikes_and_refusals_the_check_answered() {
+    let rising = Rules {
+        limits: Limits::one(LIMIT_2),
+        difficulty: DifficultyRule {
+            base: 8,
+            max: 24,
+            step: 1,
+        },
+        ..rules()
+    };
+    // (strikes, refusals under the limit, bits): one bit a doubling of the
+    // refusals (the limit allows 2), one every two strikes.
+    let cases = [(0, 0, 8), (4, 0, 10), (0, 6, 10), (4, 6, 12)];
+    for (strikes, over, bits) in cases {
+        let mut decision = Decision::new(rising, Payment::Unpaid, false);
+        assert!(matches!(decision.next(None, || false), Next::Ask(_)));
+        let checked = Reply::Checked(Checked {
+            verdict: Verdict {
+                allowed: false,
+                over,
+                ..Verdict::default()
+            },
+            breaker: BreakerStatus {
+                strikes,
+                ..BreakerStatus::default()
+            },
+            ..Checked::default()
+        });
+        let end = done(decision.next(Some(checked), || false));
+        assert_eq!(end.bits(), Some(bits), "{strikes} strikes, {over} over");
+    }
 }

@@ -12,8 +12,8 @@ mod bots;
 mod places;
 mod render;
 
-use core::cell::Cell;
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 pub use self::bots::{render_bots, BotCounters, BOT_NAMES};
@@ -299,20 +299,22 @@ impl Decided {
 
 /* this worker's slot */
 
-thread_local! {
-    /// This worker's slot, when counting is on.
-    static WORKER: Cell<Option<&'static Slot>> = const { Cell::new(None) };
-}
+/// This worker's slot, when counting is on: set once, when the worker
+/// starts (nginx's workers are processes of one thread, each with its own
+/// copy), and read by every request with one load, not a thread-local
+/// lookup.
+static WORKER: OnceLock<&'static Slot> = OnceLock::new();
 
 /// Counting starts: `slot` is this worker's, in shared memory mapped for
-/// the life of the process.
+/// the life of the process. (Once per process: a later call keeps the
+/// first slot.)
 pub fn attach(slot: &'static Slot) {
-    let _ = WORKER.try_with(|w| w.set(Some(slot)));
+    let _ = WORKER.set(slot);
 }
 
 /// The worker's slot, if counting is on.
 pub fn worker() -> Option<&'static Slot> {
-    WORKER.try_with(Cell::get).ok().flatten()
+    WORKER.get().copied()
 }
 
 /// A shielded request's decision ended: what it was is made only when

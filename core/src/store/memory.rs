@@ -30,6 +30,8 @@ pub struct MemoryStore {
     pub now: Now,
     /// The operations asked, in order.
     pub calls: Vec<Op>,
+    /// Buckets looked up (made if missing), all operations together.
+    pub bucket_lookups: usize,
 }
 
 impl MemoryStore {
@@ -70,6 +72,7 @@ impl Tables for MemoryStore {
             Counted::Own(value) => (value, Whose::Own),
             Counted::Spends(key) => (key, Whose::Spends),
         };
+        self.bucket_lookups += 1;
         let entry = (key.to_vec(), own, limit.requests, limit.window_ms);
         Ok(f(self.buckets.entry(entry).or_default()).0)
     }

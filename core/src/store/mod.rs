@@ -593,9 +593,14 @@ fn admit(
     tables.bucket(key, limit, |b| window::admit_keeping(b, limit, now_ms))
 }
 
-/// Stacked limits (`limiter::limits`): each bucket is asked what it would
-/// say, without counting; then the request is counted by every bucket if
-/// all have room, else only the first refusing one records the refusal.
+/// Stacked limits (`limiter::limits`): the request is counted by every
+/// bucket if all have room, else only the first refusing one records the
+/// refusal. Each bucket is looked up once on the way (the common request
+/// has room in all): it counts the request, keeping the window as it was;
+/// the first refusal stops the counting (the buckets after it are only
+/// asked what they would say), and the buckets before it take the
+/// request back (a second lookup, on the refused path only). A bucket
+/// with no room for it counts the request nowhere either.
 /// `limits` are those the request is counted by, each with its place
 /// among the location's (the verdict's `limit`) and whose count it is.
 /// Also says whether the refusal is the client's own: the limit that
@@ -607,33 +612,60 @@ fn admit_stacked(
     now_ms: u64,
 ) -> Result<(Verdict, bool), NoRoom> {
     let mut verdicts = [Verdict::default(); MAX_LIMITS];
-    for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
-        *verdict = tables.bucket(*key, *limit, |b| {
-            let mut copy = *b;
-            let verdict = window::admit(&mut copy, *limit, now_ms);
-            (verdict, b.keep_until_ms(*limit))
-        })?;
+    // The windows as they were before they counted the request.
+    let mut before = [window::SlidingWindow::default(); MAX_LIMITS];
+    let mut refusing = None;
+    for (at, (_, limit, key)) in limits.iter().enumerate() {
+        let (counting, saved) = (refusing.is_none(), &mut before[at]);
+        let asked = tables.bucket(*key, *limit, |b| {
+            if !counting {
+                let mut copy = *b;
+                let verdict = window::admit(&mut copy, *limit, now_ms);
+                return (verdict, b.keep_until_ms(*limit));
+            }
+            *saved = *b;
+            window::admit_keeping(b, *limit, now_ms)
+        });
+        let verdict = match asked {
+            Ok(verdict) => verdict,
+            Err(full) => {
+                take_back(tables, &limits[..at], &before);
+                return Err(full);
+            }
+        };
+        verdicts[at] = verdict;
+        if counting && !verdict.allowed {
+            refusing = Some(at);
+        }
+    }
+    if let Some(refusing) = refusing {
+        take_back(tables, &limits[..refusing], &before);
     }
     let verdicts = &mut verdicts[..limits.len()];
-    let refusing = verdicts.iter().position(|v| !v.allowed);
     let by_own_limit =
         refusing.is_some_and(|i| matches!(limits.get(i), Some((_, _, Counted::Client(_)))));
-    match refusing {
-        None => {
-            for ((_, limit, key), verdict) in limits.iter().zip(verdicts.iter_mut()) {
-                *verdict = admit(tables, *key, *limit, now_ms)?;
-            }
-        }
-        Some(refusing) => {
-            let (_, limit, key) = limits[refusing];
-            verdicts[refusing] = admit(tables, key, limit, now_ms)?;
-        }
-    }
     let mut verdict = stacked_verdict(verdicts);
     verdict.limit = limits
         .get(usize::from(verdict.limit))
         .map_or(0, |(at, _, _)| *at as u8);
     Ok((verdict, by_own_limit))
+}
+
+/// Stacked buckets that counted a request another refused get their
+/// windows back as they were before it (`before`, by place). One given up
+/// meanwhile to make room is made again as it was; one that finds no room
+/// at all went with its count.
+fn take_back(
+    tables: &mut impl Tables,
+    counted: &[(usize, RateLimit, Counted)],
+    before: &[window::SlidingWindow; MAX_LIMITS],
+) {
+    for ((_, limit, key), was) in counted.iter().zip(before) {
+        let _ = tables.bucket(*key, *limit, |b| {
+            *b = *was;
+            ((), b.keep_until_ms(*limit))
+        });
+    }
 }
 
 /// Red first (a blocked client spends nothing), then the record, then the

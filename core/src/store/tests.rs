@@ -284,6 +284,60 @@ fn a_request_refused_by_one_stacked_limit_counts_against_none() {
 }
 
 #[test]
+fn a_green_request_under_stacked_limits_looks_each_bucket_up_once() {
+    let mut s = MemoryStore::default();
+    let both = stacked(BreakerRules::default());
+    assert!(checked(s.ask(OFFENCE, &both)).verdict.allowed);
+    assert_eq!(
+        s.bucket_lookups, 2,
+        "one lookup a limit: checked and counted"
+    );
+}
+
+#[test]
+fn a_request_a_later_stacked_limit_refuses_is_taken_back_from_the_earlier_ones() {
+    let mut s = MemoryStore::default();
+    let both = stacked(BreakerRules::default());
+    // 3 a minute in minute 0 and 2 in minute 1: the hour's 5 are used up
+    // while the minute's bucket has room.
+    for at in [0, 0, 0, 60_000, 60_000] {
+        assert!(checked(s.at(at).ask(OFFENCE, &both)).verdict.allowed);
+    }
+    let burst = |s: &MemoryStore| {
+        s.buckets
+            .get(&(KEY.to_vec(), Whose::Client, 3, 60_000))
+            .copied()
+    };
+    let was = burst(&s);
+    let lookups = s.bucket_lookups;
+    let refused = checked(s.at(60_001).ask(OFFENCE, &both)).verdict;
+    assert_eq!(
+        (refused.allowed, refused.limit),
+        (false, 1),
+        "hourly refuses"
+    );
+    assert_eq!(
+        burst(&s),
+        was,
+        "the minute's bucket as it was: nothing counted"
+    );
+    assert_eq!(
+        s.bucket_lookups - lookups,
+        3,
+        "the earlier bucket looked up again"
+    );
+    // The minute still has its one request left.
+    let minute = Subject {
+        limits: kept(Limits::one(RateLimit {
+            requests: 3,
+            window_ms: 60_000,
+        })),
+        ..subject(BreakerRules::default())
+    };
+    assert_eq!(checked(s.ask(OFFENCE, &minute)).verdict.remaining, 0);
+}
+
+#[test]
 fn a_refusal_by_a_stacked_limit_strikes_once() {
     let mut s = MemoryStore::default();
     let both = stacked(FIVE_PER_MINUTE);
