@@ -155,7 +155,10 @@ impl Secret {
             let mut padded = Zeroizing::new(*block);
             padded.iter_mut().for_each(|b| *b ^= pad);
             let mut state = Zeroizing::new(SHA256_IV);
-            compress256(&mut state, &[*GenericArray::from_slice(&padded[..])]);
+            compress256(
+                &mut state,
+                core::slice::from_ref(GenericArray::from_slice(&padded[..])),
+            );
             state
         };
         Ok(Secret {
@@ -182,7 +185,10 @@ fn finish(mut state: [u32; 8], message: &[u8]) -> [u8; DIGEST_LEN] {
     let blocks = message.chunks_exact(BLOCK_LEN);
     let rest = blocks.remainder();
     for block in blocks {
-        compress256(&mut state, &[*GenericArray::from_slice(block)]);
+        compress256(
+            &mut state,
+            core::slice::from_ref(GenericArray::from_slice(block)),
+        );
     }
     // The padding: 0x80, zeros, the length in bits of key block and
     // message; one more block when the length does not fit after the rest.
@@ -197,7 +203,10 @@ fn finish(mut state: [u32; 8], message: &[u8]) -> [u8; DIGEST_LEN] {
     let bits = (BLOCK_LEN as u64 + message.len() as u64) * 8;
     tail[end - 8..end].copy_from_slice(&bits.to_be_bytes());
     for block in tail[..end].chunks_exact(BLOCK_LEN) {
-        compress256(&mut state, &[*GenericArray::from_slice(block)]);
+        compress256(
+            &mut state,
+            core::slice::from_ref(GenericArray::from_slice(block)),
+        );
     }
     let mut out = [0u8; DIGEST_LEN];
     for (bytes, word) in out.chunks_exact_mut(4).zip(state) {

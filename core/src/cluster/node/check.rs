@@ -16,7 +16,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::keyed::KeyedLimit;
-use super::{remember, Answered, Around, ClusterNode, Flight, Step, Waits};
+use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit};
 use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
@@ -228,7 +228,8 @@ impl<W: Waits> ClusterNode<W> {
         self.check_answered(env, c, Answer::of(frame), now, out);
         // What gathered behind it goes now (or falls back with it).
         if let Some(slot) = gate {
-            self.gate_done(env, slot, frame.is_some(), now, out);
+            let fell = frame.is_none().then_some(Fell::down(false));
+            self.gate_done(env, slot, fell, now, out);
         }
     }
 
@@ -279,7 +280,8 @@ impl<W: Waits> ClusterNode<W> {
         // The requests that joined this one are decided once it has its
         // answer (the fallback's too, in arrival order).
         if let Some(group) = &c.group {
-            self.release(env, group, now, checked.is_some(), out);
+            let fell = checked.is_none().then_some(Fell::down(ran));
+            self.release(env, group, now, fell, out);
         }
     }
 
@@ -316,16 +318,17 @@ impl<W: Waits> ClusterNode<W> {
         }
     }
 
-    /// The check of `refusal` was answered (`answered`) or failed: the
+    /// The check of `refusal` was answered (`fell`: `None`) or failed: the
     /// requests that joined it are decided, by what the answer left in the
     /// zone (a block, a refusal until `T`), or together in one more call;
-    /// after a failure each is the fallback's, as a late failure is.
+    /// after a failure each is the fallback's, with the failure and
+    /// whether Redis may have run the check they joined.
     pub(super) fn release(
         &mut self,
         env: &mut impl Around,
         refusal: &[u8],
         now: Now,
-        answered: bool,
+        fell: Option<Fell>,
         out: &mut Vec<Step<W>>,
     ) {
         let Some(group) = self.groups.remove(refusal) else {
@@ -338,11 +341,11 @@ impl<W: Waits> ClusterNode<W> {
             if !waiter.waiting() {
                 continue;
             }
-            if !answered {
+            if let Some(Fell { failure, sent }) = fell {
                 out.push(Step::FallBack {
                     waiter,
-                    failure: Unavailable::Down,
-                    sent: true,
+                    failure,
+                    sent,
                 });
             } else if let Some(breaker) = env.blocked(&about.key, about.rules, now.monotonic_ms) {
                 let reply = Reply::Checked(Checked {
@@ -454,7 +457,8 @@ impl<W: Waits> ClusterNode<W> {
                 sent: ran,
             })),
         }
-        self.release(env, &about.refusal, now, decided.is_some(), out);
+        let fell = decided.is_none().then_some(Fell::down(ran));
+        self.release(env, &about.refusal, now, fell, out);
     }
 }
 

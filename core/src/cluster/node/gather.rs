@@ -28,7 +28,7 @@ use std::collections::hash_map::Entry;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::OneCheck;
-use super::{Around, ClusterNode, Flight, Step, Waits};
+use super::{Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
@@ -96,13 +96,14 @@ impl<W: Waits> ClusterNode<W> {
         None
     }
 
-    /// A check of `slot` had its reply (`answered`) or none: what gathered
-    /// behind it goes now, or falls back, never sent.
+    /// A check of `slot` had its reply (`fell`: `None`) or none: what
+    /// gathered behind it goes now, or falls back with its failure, never
+    /// sent (their joiners too).
     pub(super) fn gate_done(
         &mut self,
         env: &mut impl Around,
         slot: u16,
-        answered: bool,
+        fell: Option<Fell>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
@@ -116,22 +117,26 @@ impl<W: Waits> ClusterNode<W> {
             entry.remove();
             return;
         }
-        if answered {
+        let Some(Fell { failure, .. }) = fell else {
             self.send_checks(env, slot, queued, now, out);
             return;
-        }
+        };
         if gathering.in_flight == 0 {
             entry.remove();
         }
         self.held = self.held.saturating_sub(queued.len());
+        let never_sent = Fell {
+            failure,
+            sent: false,
+        };
         for check in queued {
             out.push(Step::FallBack {
                 waiter: check.waiter,
-                failure: Unavailable::Down,
+                failure,
                 sent: false,
             });
             if let Some(group) = check.group {
-                self.release(env, &group, now, false, out);
+                self.release(env, &group, now, Some(never_sent), out);
             }
         }
     }
@@ -203,7 +208,8 @@ impl<W: Waits> ClusterNode<W> {
             };
             self.check_answered(env, check, answer, now, out);
         }
-        self.gate_done(env, c.slot, frame.is_some(), now, out);
+        let fell = frame.is_none().then_some(Fell::down(false));
+        self.gate_done(env, c.slot, fell, now, out);
     }
 
     /// A call of several clients' checks the router did not take.
@@ -216,6 +222,10 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         self.held = self.held.saturating_sub(c.checks.len());
+        let never_sent = Fell {
+            failure,
+            sent: false,
+        };
         for check in c.checks {
             out.push(Step::FallBack {
                 waiter: check.waiter,
@@ -223,10 +233,10 @@ impl<W: Waits> ClusterNode<W> {
                 sent: false,
             });
             if let Some(group) = check.group {
-                self.release(env, &group, now, false, out);
+                self.release(env, &group, now, Some(never_sent), out);
             }
         }
-        self.gate_done(env, c.slot, false, now, out);
+        self.gate_done(env, c.slot, Some(never_sent), now, out);
     }
 }
 

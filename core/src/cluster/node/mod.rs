@@ -157,6 +157,25 @@ pub enum Step<W> {
     Alert(Alert),
 }
 
+/// How a call that requests waited on failed: with what, and whether
+/// Redis may have run it (a [`Step::FallBack`]'s `sent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Fell {
+    pub failure: Unavailable,
+    pub sent: bool,
+}
+
+impl Fell {
+    /// No reply came (a timeout, a dropped connection, a late call):
+    /// `sent` when Redis may have run it.
+    pub fn down(sent: bool) -> Fell {
+        Fell {
+            failure: Unavailable::Down,
+            sent,
+        }
+    }
+}
+
 /// What an operation gets at once.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answered {
@@ -336,18 +355,26 @@ impl<W: Waits> ClusterNode<W> {
         match flight {
             Flight::Check(c) => {
                 out.push(fall_back(c.waiter));
+                let never_sent = Some(Fell {
+                    failure,
+                    sent: false,
+                });
                 if let Some(group) = c.group {
-                    self.release(env, &group, now, false, out);
+                    self.release(env, &group, now, never_sent, out);
                 }
                 if let Some(slot) = c.gate {
-                    self.gate_done(env, slot, false, now, out);
+                    self.gate_done(env, slot, never_sent, now, out);
                 }
             }
             Flight::Checks(c) => self.checks_unsent(env, c, failure, now, out),
             Flight::Stacked(c) => out.push(fall_back(c.waiter)),
             Flight::Together(t) => {
                 out.extend(t.joiners.into_iter().map(fall_back));
-                self.release(env, &t.group.refusal, now, false, out);
+                let never_sent = Fell {
+                    failure,
+                    sent: false,
+                };
+                self.release(env, &t.group.refusal, now, Some(never_sent), out);
             }
             Flight::Strike(s) => out.push(fall_back(s.waiter)),
             Flight::Spend(s) => out.push(fall_back(s.waiter)),

@@ -154,6 +154,8 @@ fn checks_waiting_behind_a_check_that_times_out_fall_back_never_sent() {
         return;
     };
     let (a, _) = rig.unpaid(A);
+    // (It joins A's check, gathered behind FIRST's.)
+    let (a_joined, _) = rig.unpaid(A);
     let Some((id, _)) = rig.held.pop_front() else {
         panic!("no call");
     };
@@ -162,12 +164,15 @@ fn checks_waiting_behind_a_check_that_times_out_fall_back_never_sent() {
         rig.fate(first),
         Some(Fate::FellBack { sent: true, .. })
     ));
+    let never_sent = Fate::FellBack {
+        failure: Unavailable::Down,
+        sent: false,
+    };
+    assert_eq!(rig.fate(a), Some(&never_sent));
     assert_eq!(
-        rig.fate(a),
-        Some(&Fate::FellBack {
-            failure: Unavailable::Down,
-            sent: false
-        })
+        rig.fate(a_joined),
+        Some(&never_sent),
+        "a request that joined a check never sent: Redis ran nothing for it"
     );
     assert!(rig.held.is_empty());
     assert_eq!(rig.window(A), 0);
