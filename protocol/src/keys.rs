@@ -12,18 +12,6 @@ use zeroize::Zeroizing;
 #[cfg(test)]
 pub(crate) type HmacSha256 = hmac::Hmac<Sha256>;
 
-/// SHA-256's initial state (FIPS 180-4 §5.3.3).
-const SHA256_IV: [u32; 8] = [
-    0x6a09_e667,
-    0xbb67_ae85,
-    0x3c6e_f372,
-    0xa54f_f53a,
-    0x510e_527f,
-    0x9b05_688c,
-    0x1f83_d9ab,
-    0x5be0_cd19,
-];
-
 /// Length of an HMAC-SHA256 tag.
 pub(crate) const TAG_LEN: usize = 32;
 
@@ -154,7 +142,7 @@ impl Secret {
         let keyed = |pad: u8| {
             let mut padded = Zeroizing::new(*block);
             padded.iter_mut().for_each(|b| *b ^= pad);
-            let mut state = Zeroizing::new(SHA256_IV);
+            let mut state = Zeroizing::new(crate::search::IV);
             compress256(
                 &mut state,
                 core::slice::from_ref(GenericArray::from_slice(&padded[..])),

@@ -124,12 +124,25 @@ impl<W: Waits> ClusterNode<W> {
         if gathering.in_flight == 0 {
             entry.remove();
         }
-        self.held = self.held.saturating_sub(queued.len());
+        self.never_sent(env, queued, failure, now, out);
+    }
+
+    /// `checks` fall back, never sent, with `failure` (and the requests
+    /// that joined them).
+    fn never_sent(
+        &mut self,
+        env: &mut impl Around,
+        checks: Vec<OneCheck<W>>,
+        failure: Unavailable,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        self.held = self.held.saturating_sub(checks.len());
         let never_sent = Fell {
             failure,
             sent: false,
         };
-        for check in queued {
+        for check in checks {
             out.push(Step::FallBack {
                 waiter: check.waiter,
                 failure,
@@ -221,21 +234,11 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        self.held = self.held.saturating_sub(c.checks.len());
+        self.never_sent(env, c.checks, failure, now, out);
         let never_sent = Fell {
             failure,
             sent: false,
         };
-        for check in c.checks {
-            out.push(Step::FallBack {
-                waiter: check.waiter,
-                failure,
-                sent: false,
-            });
-            if let Some(group) = check.group {
-                self.release(env, &group, now, Some(never_sent), out);
-            }
-        }
         self.gate_done(env, c.slot, Some(never_sent), now, out);
     }
 }
