@@ -167,10 +167,18 @@ Test::PowShield::Modes->each_mode($conf, nodes => 1,
 
     # A client holding a key that signs when asked: the 429, then the
     # same request signed, admitted under the bot's own limit.
-    my $log = sub {
-        my ($addr) = @_;
-        return join ', ', map { /^\Q$addr\E (\d+ \w+ bot=\S*)/ ? $1 : () }
-            split /\n/, $t->read_file('invite.log');
+    # The access log's lines of $addr are $want. (nginx writes a request's
+    # line after its response went out, so the client may be done before
+    # it: they are awaited, up to 5 s.)
+    my $logged = sub {
+        my ($addr, $want, $name) = @_;
+        my $got;
+        eventually(5, sub {
+            $got = join ', ', map { /^\Q$addr\E (\d+ \w+ bot=\S*)/ ? $1 : () }
+                split /\n/, $t->read_file('invite.log');
+            $got eq $want;
+        });
+        is($got, $want, $name);
     };
     my $first = sub {
         my ($addr) = @_;
@@ -184,7 +192,7 @@ Test::PowShield::Modes->each_mode($conf, nodes => 1,
     is($rc, 0, "$m: pow-shield get --sign-when-asked: exit 0");
     like($out, qr{^HTTP/1\.1 200 }, "$m: the CLI's answer is the 200");
     like($out, qr/^X-Bot: clibot\r$/m, "$m: admitted as the bot");
-    is($log->($ip->(10)), '200 pass bot=, 429 challenge bot=, 200 pass bot=clibot',
+    $logged->($ip->(10), '200 pass bot=, 429 challenge bot=, 200 pass bot=clibot',
         "$m: the CLI: a 429 with Accept-Signature followed by a signed retry");
 
     SKIP: {
@@ -196,7 +204,7 @@ Test::PowShield::Modes->each_mode($conf, nodes => 1,
             . 'print(r.status_code, r.headers.get("X-Bot"))',
             "$keys/pybot.jwk", $url, $ip->(11));
         is($out, "200 pybot\n", "$m: Python, when_asked: admitted as the bot");
-        is($log->($ip->(11)), '200 pass bot=, 429 challenge bot=, 200 pass bot=pybot',
+        $logged->($ip->(11), '200 pass bot=, 429 challenge bot=, 200 pass bot=pybot',
             "$m: Python: a 429 with Accept-Signature followed by a signed retry");
     }
 
@@ -211,7 +219,7 @@ const pay = withPowShield(fetch, { bot: BotSigner.fromFile(key, { whenAsked: tru
 pay(url, { headers: { 'X-Forwarded-For': ip } }).then((r) => console.log(r.status, r.headers.get('X-Bot')));
 EOJS
         is($out, "200 nodebot\n", "$m: Node, whenAsked: admitted as the bot") or diag($err);
-        is($log->($ip->(12)), '200 pass bot=, 429 challenge bot=, 200 pass bot=nodebot',
+        $logged->($ip->(12), '200 pass bot=, 429 challenge bot=, 200 pass bot=nodebot',
             "$m: Node: a 429 with Accept-Signature followed by a signed retry");
     }
 
@@ -250,7 +258,7 @@ EOJS
     ($rc, $out) = $t->run_argv($cli, 'get', '-s', '-i', '--sign-key', "$keys/alwaysbot.jwk",
         '-H', 'X-Forwarded-For: ' . $ip->(13), $url);
     like($out, qr/^X-Bot: alwaysbot\r$/m, "$m: --sign-key alone signs the first request");
-    is($log->($ip->(13)), '200 pass bot=, 200 pass bot=alwaysbot',
+    $logged->($ip->(13), '200 pass bot=, 200 pass bot=alwaysbot',
         "$m: --sign-key alone: no 429 to be asked on");
 });
 
