@@ -133,10 +133,7 @@ fn a_gathered_call_redis_runs_after_its_deadline_counts_nothing_for_any() {
     };
     let checks = Scripts::for_mode(false).checks.text.as_bytes();
     rig.redis.call(&[b"SCRIPT", b"LOAD", checks]);
-    let mut late = call.evalsha.clone();
-    let past = rig.redis.now_ms() - 1_000;
-    assert!(clock::stamp(&mut late, past));
-    let frame = rig.redis.raw(&late);
+    let frame = rig.run_late(&call, 1_000);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
     rig.reply(id, Some(&frame));
     let never_ran = Fate::FellBack {

@@ -180,10 +180,7 @@ fn a_call_redis_runs_after_its_deadline_changes_nothing_and_counts_as_never_sent
     let Some((id, Command::Script(call))) = rig.held.pop_front() else {
         panic!("no script call");
     };
-    let mut late = call.evalsha.clone();
-    let past = rig.redis.now_ms() - 1_000;
-    assert!(clock::stamp(&mut late, past));
-    let frame = rig.redis.raw(&late);
+    let frame = rig.run_late(&call, 1_000);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
     rig.reply(id, Some(&frame));
     let never_ran = Fate::FellBack {
@@ -231,10 +228,7 @@ fn a_payer_with_requests_in_flight_through_a_stall_is_never_blocked() {
     }
     // Redis resumes and runs the call it held, past its deadline: it
     // changes nothing, and its reply finds nothing to decide.
-    let mut late = call.evalsha.clone();
-    let past = rig.redis.now_ms() - 1;
-    assert!(clock::stamp(&mut late, past));
-    let frame = rig.redis.raw(&late);
+    let frame = rig.run_late(&call, 1);
     rig.reply(id, Some(&frame));
     assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 0);
     // After it the payer goes on paying every challenge: refused, paid,
