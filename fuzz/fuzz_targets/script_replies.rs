@@ -24,9 +24,9 @@ use pow_shield_core::cluster::scripts::replies::{
 };
 use pow_shield_core::cluster::{calls, generation};
 use pow_shield_core::limiter::breaker::{BanRule, Block, BreakerRules, StrikeRule};
-use pow_shield_core::limiter::{Limits, RateLimit, Spent};
+use pow_shield_core::limiter::{Limits, RateLimit};
 use pow_shield_core::redis::command::{decode_reply, integers, Decoded};
-use pow_shield_core::store::{Offence, Reply};
+use pow_shield_core::store::{Offence, Reply, Spent};
 use redis_protocol::resp2::types::OwnedFrame;
 
 /// The lengths the decoders want: the strike and spend scripts' 4, a
@@ -180,7 +180,7 @@ impl Setup {
             Ok(Spent::Blocked(b)) => assert_ne!(b.block, Block::Clear),
             Ok(Spent::Accepted(b)) => assert_eq!(b.block, Block::Clear),
             Ok(Spent::Replayed) => assert_eq!(reply[0], 0),
-            Ok(other @ (Spent::Stale(_) | Spent::Unavailable)) => {
+            Ok(other @ Spent::NotRecorded { .. }) => {
                 panic!("the spend decoder never says {other:?}")
             }
             Err(_) => {}

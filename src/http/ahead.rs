@@ -30,10 +30,9 @@ pub(super) fn issue(
 ) -> Option<Challenge> {
     let keys = mcf.keys.as_ref()?;
     // The client's slot's (a Redis Cluster's check answers it), else the
-    // node's.
-    let generation = done
-        .generation
-        .or_else(|| Stores::new(mcf, policy.fail).challenge_generation());
+    // node's: the store's to say.
+    let stores = Stores::new(mcf, policy.fail);
+    let generation = stores.challenge_generation(key, done.generation);
     let (now, ttl) = (now_ms(), policy.challenge_ttl_ms);
     let strike = match (struck, done.verdict) {
         // (Beyond the token's life it says nothing more.)

@@ -235,15 +235,15 @@ fn payment(
     let solution = Solution {
         digest: solved.digest,
         spent_until_ms: solved.spent_until_ms(mcf.longest_challenge_ttl_ms),
-        generation: stores.spend_generation(solved.generation),
+        generation: solved.generation,
         forgive: solved.struck,
         retry_at_ms: solved.retry_at_ms,
     };
     let paid = match stores.accepts(solved.generation, store_key) {
-        Spendable::Now => Payment::Valid(solution),
-        // Elsewhere during an outage, or a generation being learnt: a
-        // fresh challenge that takes back what this one would have.
-        Spendable::NotNow => Payment::Unspendable(solution),
+        // Spendable now or not (elsewhere during an outage, a generation
+        // being learnt: the store answers its spend with a fresh
+        // challenge), it is no offence.
+        Spendable::Now | Spendable::NotNow => Payment::Valid(solution),
         // Issued before a flush or a failover the worker knows of: an old
         // token sent again is no payment.
         Spendable::Stale => Payment::Unpaid,

@@ -30,9 +30,9 @@ use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::{Limits, Spent};
+use pow_shield_core::limiter::Limits;
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Subject};
+use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Spent, Subject};
 use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
@@ -186,10 +186,10 @@ impl Stores {
             true => op.standing_in(),
             false => op,
         };
-        // A solution of Redis's generation: only Redis knows what other
-        // nodes spent in it.
+        // A solution only Redis may spend (the node says: of Redis's
+        // generation, or not spendable now): the zone never admits with it.
         let redis_only = match op {
-            Op::Spend(solution) => redis.generations().spent_in(solution.generation).is_some(),
+            Op::Spend(solution) => redis.redis_only(&solution, subject.key),
             _ => false,
         };
         let mut late = || {
@@ -247,27 +247,25 @@ impl Stores {
         self.redis.as_ref()?.retry_in_ms()
     }
 
-    /// The data generation a challenge issued now carries.
-    pub fn challenge_generation(&self) -> Option<u64> {
-        self.redis.as_ref()?.challenge_generation()
+    /// The data generation a challenge issued now for client `key`
+    /// carries; `answered`: the one its check answered (passed on by the
+    /// decision, `Final::generation`), the client's slot's in a Redis
+    /// Cluster. Local mode: `answered` (none).
+    pub fn challenge_generation(&self, key: &[u8], answered: Option<u64>) -> Option<u64> {
+        match &self.redis {
+            Some(redis) => redis.challenge_generation(key, answered),
+            None => answered,
+        }
     }
 
     /// Whether a solution of a challenge issued in `generation` may be
-    /// spent now; if not, the client gets a fresh challenge. `key`: the
-    /// client's (a Redis Cluster has a generation per slot).
+    /// spent now (if not, the store answers its spend with a fresh
+    /// challenge), or never (`Stale`: no payment). `key`: the client's (a
+    /// Redis Cluster has a generation per slot).
     pub fn accepts(&self, generation: Option<u64>, key: &[u8]) -> Spendable {
         self.redis
             .as_ref()
             .map_or(Spendable::Now, |redis| redis.accepts(generation, key))
-    }
-
-    /// The generation a solution of a challenge issued in `generation` is
-    /// spent in (none for one this node issued during an outage).
-    pub fn spend_generation(&self, generation: Option<u64>) -> Option<u64> {
-        match &self.redis {
-            Some(redis) => redis.generations().spent_in(generation),
-            None => generation,
-        }
     }
 }
 
@@ -309,16 +307,20 @@ impl Late {
             fail_local: self.fail_local,
             zone: self.zone.is_some(),
             redis_only: self.redis_only,
+            owed: matches!(self.op, Op::Spend(s) if s.owed(self.rules)),
         });
-        let (maybe_struck, replay) = match (decider, &self.zone) {
+        let (maybe_struck, replay, record) = match (decider, &self.zone) {
             (
                 Decider::Zone {
                     maybe_struck,
                     replay,
                 },
                 Some(_),
-            ) => (maybe_struck, replay),
-            (Decider::NotNow, _) => return Decided::now(Reply::Spent(Spent::Unavailable)),
+            ) => (maybe_struck, replay, false),
+            (Decider::Record, Some(_)) => (false, true, true),
+            (Decider::NotNow { pays_back }, _) => {
+                return Decided::now(Reply::Spent(Spent::NotRecorded { pays_back }))
+            }
             _ => return Decided::now(Reply::Down),
         };
         let values: Vec<Option<&[u8]>> = self.key_values.iter().map(|k| k.as_deref()).collect();
@@ -338,11 +340,12 @@ impl Late {
                 maybe_struck: !checked.verdict.allowed,
                 ..checked
             }),
+            Some(reply) if record => fallback::recorded(reply),
             Some(reply) => reply,
             None => Reply::Down,
         };
         let replay = match self.op {
-            Op::Spend(solution) | Op::Forgive(solution) if replay => Some(Replay {
+            Op::Spend(solution) if replay => Some(Replay {
                 key: self.key,
                 solution,
             }),

@@ -84,7 +84,7 @@ impl ZoneStore {
                     zone.strikes
                         .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                 }
-                Op::Spend(_) | Op::Forgive(_) => {
+                Op::Spend(_) => {
                     zone.strikes
                         .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
                     zone.spent.expire(alloc, now.epoch_ms, EXPIRE_PER_REQUEST);

@@ -11,12 +11,13 @@ use super::scripts::{Script, Scripts};
 use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::BreakerRules;
-use crate::limiter::{Limits, RateLimit, Spent, MAX_LIMITS};
+use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
 use crate::redis::command::encode;
 use crate::redis::pipeline::CLOCK_STEP;
 use crate::redis::script_call::{self, ScriptCall};
 use crate::redis::url::RedisTarget;
 use crate::store::take_back::{strike_back, Case};
+use crate::store::Spent;
 use crate::store::{Checked, Counted, Offence, Reply, Solution, Subject};
 
 mod checks;

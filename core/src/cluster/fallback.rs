@@ -14,7 +14,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use crate::redis::clock;
 use crate::redis::command::integers;
 pub use crate::redis::Unavailable;
-use crate::store::{Offence, Op};
+use crate::store::{Offence, Op, Reply, Spent};
 use crate::syntax::FailPolicy;
 
 /// A request Redis did not answer, as the rule needs it.
@@ -31,8 +31,12 @@ pub struct Unanswered {
     pub zone: bool,
     /// A spend only Redis can decide: a solution of a challenge issued in
     /// Redis's data generation (the zone does not know what other nodes
-    /// spent through Redis).
+    /// spent through Redis), or one the node cannot spend now
+    /// (`ClusterNode::redis_only`).
     pub redis_only: bool,
+    /// The spend's 429 counted a strike the location still counts: not
+    /// spent, it is still owed (`Spent::NotRecorded::pays_back`).
+    pub owed: bool,
 }
 
 /// What a script call's reply is to the request that sent it.
@@ -94,15 +98,24 @@ pub enum Decider {
     /// Nobody: `Reply::Down`, and `pow_shield_fail` (`open`, `closed`)
     /// decides in the request.
     Policy,
-    /// Not spent now (`Spent::Unavailable`): a fresh challenge, no strike.
-    NotNow,
+    /// A spend only Redis can decide, not recorded
+    /// (`Spent::NotRecorded`): a fresh challenge, no strike; it pays back
+    /// its 429's strike when `pays_back`.
+    NotNow { pays_back: bool },
+    /// A spend only Redis can decide, whose 429's strike is owed, while
+    /// Redis is down under `local`: the zone records it (refused here from
+    /// now on, the zone's strike taken back) and it waits in the replay
+    /// queue, whose write takes back that strike in Redis once it answers.
+    /// It admits nothing: a fresh challenge that pays back nothing more.
+    Record,
 }
 
 /// The one rule.
 ///
-/// - A spend only Redis can decide is never the zone's: not now. (A
-///   forgiven solution is Redis's too, but the zone records it: that is
-///   what `Op::Forgive` is for.)
+/// - A spend only Redis can decide is never the zone's: not now, and
+///   its strike paid back by the fresh challenge; except while Redis is
+///   down under `local`, where the zone records it for Redis to take its
+///   strike back there (`Record`; with nothing owed, nothing to record).
 /// - A full queue is back-pressure, not an outage: the zone decides,
 ///   whatever `pow_shield_fail` says (never passed uncounted).
 /// - An unavailable Redis: the zone under `local`, else the policy.
@@ -113,7 +126,13 @@ pub enum Decider {
 /// write (the replay queue skips a token the node's cache does not hold).
 pub fn decider(asked: Unanswered) -> Decider {
     if asked.redis_only && matches!(asked.op, Op::Spend(_)) {
-        return Decider::NotNow;
+        let down = asked.failure == Unavailable::Down;
+        return match asked.owed && asked.zone && asked.fail_local && down {
+            true => Decider::Record,
+            false => Decider::NotNow {
+                pays_back: asked.owed,
+            },
+        };
     }
     let zone = asked.zone && (asked.failure == Unavailable::Busy || asked.fail_local);
     if !zone {
@@ -125,8 +144,25 @@ pub fn decider(asked: Unanswered) -> Decider {
                 == Op::Check {
                     offence: Offence::Unpaid,
                 },
-        replay: matches!(asked.op, Op::Spend(_) | Op::Forgive(_)),
+        replay: matches!(asked.op, Op::Spend(_)),
     }
+}
+
+/// What a spend the zone recorded for Redis ([`Decider::Record`]) answers
+/// the request: it admits nothing. Recorded: a fresh challenge that pays
+/// back nothing more (the 429's strike is taken back where it is, in the
+/// zone now and in Redis by the replayed write); held already: a replay;
+/// blocked: the block; no room for it (a full zone too): not recorded,
+/// and the fresh challenge pays that strike back.
+pub fn recorded(zone: Reply) -> Reply {
+    let spent = match zone {
+        Reply::Spent(Spent::Accepted(_)) => Spent::NotRecorded { pays_back: false },
+        Reply::Spent(spent @ (Spent::Replayed | Spent::Blocked(_) | Spent::NotRecorded { .. })) => {
+            spent
+        }
+        _ => Spent::NotRecorded { pays_back: true },
+    };
+    Reply::Spent(spent)
 }
 
 /// What the node's zone holds of a client from Redis.
@@ -198,7 +234,9 @@ mod tests {
         forgive: false,
         retry_at_ms: None,
     });
-    const FORGIVE: Op = Op::Forgive(Solution {
+    /// A solution whose 429 struck: only Redis may spend it (of Redis's
+    /// generation, or one the node cannot spend now).
+    const OWED: Op = Op::Spend(Solution {
         digest: [0; 32],
         spent_until_ms: 0,
         generation: Some(7),
@@ -246,7 +284,7 @@ mod tests {
     fn an_expired_call_is_decided_as_a_timed_out_one_that_struck_nothing() {
         // Every op, under every policy: what the rule says of an expired
         // call is what it says of a call that failed before Redis had it.
-        for op in [UNPAID, PAID, Op::Strike, SPEND, FORGIVE] {
+        for op in [UNPAID, PAID, Op::Strike, SPEND, OWED] {
             for (fail_local, redis_only) in [(true, false), (false, false), (true, true)] {
                 let asked = |sent| Unanswered {
                     op,
@@ -255,6 +293,7 @@ mod tests {
                     fail_local,
                     zone: true,
                     redis_only,
+                    owed: op == OWED,
                 };
                 let expired = decider(asked(Answer::Expired.may_have_run()));
                 assert_eq!(expired, decider(asked(false)), "{op:?}");
@@ -279,6 +318,7 @@ mod tests {
             fail_local: true,
             zone: true,
             redis_only: false,
+            owed: false,
         };
         assert_eq!(decider(timed_out), zone(true, false));
     }
@@ -286,7 +326,9 @@ mod tests {
     #[test]
     fn every_unanswered_request_has_one_decider() {
         use Unavailable::{Busy, Down};
+        let not_now = |pays_back| Decider::NotNow { pays_back };
         // (op, failure, sent, fail_local, zone, redis_only) → decider
+        // (`owed`: the op is `OWED`)
         #[rustfmt::skip]
         let table = [
             // An unavailable Redis: the zone under `local`, else the policy.
@@ -305,14 +347,19 @@ mod tests {
             (SPEND, Down, false, true, true, false, zone(false, true)),
             (SPEND, Down, true, true, true, false, zone(false, true)),
             (SPEND, Busy, false, false, true, false, zone(false, true)),
-            (FORGIVE, Down, false, true, true, false, zone(false, true)),
             (SPEND, Down, false, false, true, false, Decider::Policy),
-            // Redis's generation: only Redis can spend it.
-            (SPEND, Down, false, true, true, true, Decider::NotNow),
-            (SPEND, Busy, false, false, true, true, Decider::NotNow),
-            (SPEND, Down, true, true, true, true, Decider::NotNow),
-            (FORGIVE, Down, false, true, true, true, zone(false, true)),
-            (FORGIVE, Down, false, false, true, true, Decider::Policy),
+            // Only Redis may spend it: never the zone's. Nothing owed:
+            // not recorded, nothing to pay back.
+            (SPEND, Down, false, true, true, true, not_now(false)),
+            (SPEND, Busy, false, false, true, true, not_now(false)),
+            (SPEND, Down, true, true, true, true, not_now(false)),
+            // Its strike owed: the zone records it for Redis while Redis
+            // is down under `local`; else the fresh challenge pays it back.
+            (OWED, Down, false, true, true, true, Decider::Record),
+            (OWED, Down, true, true, true, true, Decider::Record),
+            (OWED, Down, false, false, true, true, not_now(true)),
+            (OWED, Busy, false, true, true, true, not_now(true)),
+            (OWED, Down, false, true, false, true, not_now(true)),
             // (A check is never Redis-only.)
             (UNPAID, Down, false, true, true, true, zone(false, false)),
             // No zone: the policy.
@@ -329,8 +376,35 @@ mod tests {
                 fail_local,
                 zone: has_zone,
                 redis_only,
+                owed: op == OWED,
             };
             assert_eq!(decider(asked), want, "row {i}: {asked:?}");
+        }
+    }
+
+    #[test]
+    fn a_spend_the_zone_records_for_redis_admits_nothing() {
+        use crate::limiter::breaker::BreakerStatus;
+        let blocked = BreakerStatus {
+            block: crate::limiter::breaker::Block::Blocked,
+            ..BreakerStatus::default()
+        };
+        let not_recorded = |pays_back| Reply::Spent(Spent::NotRecorded { pays_back });
+        // The zone's answer → the request's
+        #[rustfmt::skip]
+        let table = [
+            // Recorded: its strike is taken back where it is (the zone now,
+            // Redis by the replayed write); the fresh one pays back nothing.
+            (Reply::Spent(Spent::Accepted(BreakerStatus::default())), not_recorded(false)),
+            (Reply::Spent(Spent::Replayed), Reply::Spent(Spent::Replayed)),
+            (Reply::Spent(Spent::Blocked(blocked)), Reply::Spent(Spent::Blocked(blocked))),
+            // No room for it: the fresh one pays it back.
+            (not_recorded(true), not_recorded(true)),
+            (Reply::Full { retry_after_ms: 1_000 }, not_recorded(true)),
+            (Reply::Down, not_recorded(true)),
+        ];
+        for (i, (zone, want)) in table.into_iter().enumerate() {
+            assert_eq!(recorded(zone), want, "row {i}: {zone:?}");
         }
     }
 

@@ -26,9 +26,9 @@ mod tests;
 pub use difficulty::{price_policy, DifficultyRule};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use crate::limiter::{Limits, Spent, Verdict, MAX_LIMITS};
+use crate::limiter::{Limits, Verdict, MAX_LIMITS};
 use crate::protocol::{Rejection, SPENT_MESSAGE, SPENT_STATUS};
-use crate::store::{Offence, Op, Reply, Solution, Struck};
+use crate::store::{Offence, Op, Reply, Solution, Spent, Struck};
 use crate::syntax::FailPolicy;
 
 /// The log line's reason when the zone has no room for `what`.
@@ -90,13 +90,9 @@ pub enum Payment {
     Unpaid,
     /// A solution that failed verification.
     Invalid(Rejection),
-    /// A correct solution; it still has to be spent.
+    /// A correct solution; it still has to be spent (whether it can be
+    /// now is the store's to say: [`Spent::NotRecorded`]).
     Valid(Solution),
-    /// A correct solution that cannot be spent right now (Redis
-    /// unavailable, or its data generation being learnt): no offence; over
-    /// the limit the client gets a fresh challenge that takes back what
-    /// this one would have (SPEC §5).
-    Unspendable(Solution),
     /// No solution for this policy, but the request paid one under the
     /// policy that decided it before an internal redirect
     /// ([`redirect::after_redirect`]): over this limit it gets a 429 that
@@ -150,11 +146,13 @@ pub struct Final {
     pub struck: bool,
     /// A full zone's `Retry-After`.
     pub retry_after_ms: Option<u64>,
-    /// The data generation the challenge sent carries, where the store
-    /// keeps one per client (a Redis Cluster slot's); `None`: the node's.
+    /// The data generation the check answered for the client (a Redis
+    /// Cluster slot's), passed on untouched for the challenge sent (the
+    /// store says which one it carries); `None`: none answered.
     pub generation: Option<u64>,
-    /// The fresh challenge sent stands for a solution that could not be
-    /// spent, whose 429 counted a strike: paying it takes that one back.
+    /// The fresh challenge sent stands for a strike still counted that no
+    /// store takes back (a solution not recorded, a check Redis may have
+    /// struck): paying it takes that one back.
     pub pays_back: bool,
     /// The price, in bits, of the challenge sent ahead with a passed
     /// request (SPEC §4, "Paying ahead"): after it the client has no free
@@ -235,10 +233,6 @@ enum Asked {
     Check,
     Spend,
     Strike,
-    /// Its solution's 429 counted a strike.
-    Forgive {
-        forgive: bool,
-    },
 }
 
 /// What a challenge is priced from, as the check answered: the client's
@@ -311,7 +305,6 @@ impl Decision {
             (Some(Asked::Check), Some(reply)) => self.checked(reply, trusted),
             (Some(Asked::Spend), Some(reply)) => self.spent(reply, trusted),
             (Some(Asked::Strike), Some(reply)) => self.struck(reply),
-            (Some(Asked::Forgive { forgive }), Some(reply)) => self.forgiven(forgive, reply),
             // Asked and not answered: the store failed it.
             (Some(op), None) => {
                 self.asked = Some(op);
@@ -325,9 +318,6 @@ impl Decision {
             Op::Check { .. } => Asked::Check,
             Op::Spend(_) => Asked::Spend,
             Op::Strike => Asked::Strike,
-            Op::Forgive(solution) => Asked::Forgive {
-                forgive: solution.forgive,
-            },
         });
         Next::Ask(op)
     }
@@ -350,7 +340,7 @@ impl Decision {
         let offence = match self.payment {
             Payment::Unpaid => Offence::Unpaid,
             Payment::Invalid(_) => Offence::Failed,
-            Payment::Valid(_) | Payment::Unspendable(_) | Payment::PaidBefore => Offence::None,
+            Payment::Valid(_) | Payment::PaidBefore => Offence::None,
         };
         self.ask(Op::Check { offence })
     }
@@ -371,17 +361,6 @@ impl Decision {
             limit: checked.verdict.limit,
         };
         self.learnt.generation = checked.generation;
-        // A solution of a challenge issued in another generation of the
-        // client's (a Redis Cluster slot flushed or renewed since): the
-        // client pays a fresh challenge, as if it brought none (the check
-        // already ran as a paid one: no strike).
-        if let Payment::Valid(solution) = self.payment {
-            if let (Some(issued), Some(now)) = (solution.generation, checked.generation) {
-                if issued != now {
-                    self.payment = Payment::Unspendable(solution);
-                }
-            }
-        }
         self.learnt.breaker = Some(checked.breaker);
         self.learnt.struck |= checked.struck;
         self.learnt.pays_back |= checked.maybe_struck;
@@ -401,7 +380,7 @@ impl Decision {
                 }
                 // Paid ahead (its challenge counted no strike): the
                 // solution stays unspent, usable until its `exp`.
-                Payment::Valid(_) | Payment::Unspendable(_) => self.pass_paid(Outcome::Pass),
+                Payment::Valid(_) => self.pass_paid(Outcome::Pass),
                 Payment::Unpaid | Payment::Invalid(_) | Payment::PaidBefore => {
                     self.pass_ahead(Outcome::Pass, false)
                 }
@@ -412,7 +391,6 @@ impl Decision {
                 let answer = self.challenge(429, None);
                 self.reject(Outcome::Challenge, answer, "over the limit, challenge sent")
             }
-            Payment::Unspendable(solution) => self.unspendable(solution),
             Payment::Invalid(rejection) => {
                 let (status, message) = (rejection.status(), rejection.message());
                 let answer = if rejection.wants_fresh_challenge() {
@@ -427,8 +405,9 @@ impl Decision {
     }
 
     /// After spending: the solution admits the request once (and took
-    /// back a strike). A solution that cannot be recorded is not accepted;
-    /// a client blocked meanwhile spent nothing.
+    /// back a strike). A solution not recorded is not accepted, and no
+    /// offence (a fresh challenge); a client blocked meanwhile spent
+    /// nothing.
     fn spent(&mut self, reply: Reply, trusted: impl FnOnce() -> bool) -> Next {
         if let Reply::Spent(Spent::Accepted(breaker) | Spent::Blocked(breaker)) = reply {
             self.learnt.breaker = Some(breaker);
@@ -438,28 +417,20 @@ impl Decision {
                 return next;
             }
         }
-        if let Reply::Spent(Spent::Stale(Some(generation))) = reply {
-            self.learnt.generation = Some(generation);
-        }
         if self.green {
             return self.pass_paid(Outcome::Pass);
         }
         match reply {
             Reply::Spent(Spent::Accepted(_)) => self.pass_paid(Outcome::Solved),
-            // Not spendable right now (Redis unavailable or busy).
-            Reply::Spent(Spent::Unavailable) => match self.payment {
-                Payment::Valid(solution) | Payment::Unspendable(solution) => {
-                    self.unspendable(solution)
-                }
-                _ => self.replayed(),
-            },
+            Reply::Spent(Spent::NotRecorded { pays_back }) => {
+                self.learnt.pays_back |= pays_back;
+                self.fresh_challenge()
+            }
             // A replay is an offence: strike, then answer 409.
-            Reply::Spent(Spent::Replayed | Spent::Stale(_))
-                if self.rules.breaker.strikes.is_some() =>
-            {
+            Reply::Spent(Spent::Replayed) if self.rules.breaker.strikes.is_some() => {
                 self.ask(Op::Strike)
             }
-            Reply::Spent(_) => self.replayed(),
+            Reply::Spent(Spent::Replayed | Spent::Blocked(_)) => self.replayed(),
             Reply::Full { .. } => self.full(full_zone!("solution not recorded")),
             _ => self.down(Outcome::Solved, trusted),
         }
@@ -481,46 +452,6 @@ impl Decision {
             return self.replayed();
         }
         self.reject(Outcome::Trap, Answer::NotFound, "trap")
-    }
-
-    /// A correct solution that cannot be spent now: no offence. If its 429
-    /// struck, the store records it to take that strike back where it is
-    /// ([`Op::Forgive`]: once Redis answers again), or else the fresh
-    /// challenge takes it back when paid.
-    fn unspendable(&mut self, solution: Solution) -> Next {
-        if solution.forgive && self.rules.breaker.strikes.is_some() {
-            return self.ask(Op::Forgive(solution));
-        }
-        self.fresh_challenge()
-    }
-
-    /// After [`Op::Forgive`] (`forgive`: its solution's 429 counted a
-    /// strike): recorded (its strike will be taken back: the
-    /// fresh challenge takes back nothing more), used before (a replay:
-    /// strike, 409), blocked, or not possible here (the fresh challenge
-    /// takes it back when paid).
-    fn forgiven(&mut self, forgive: bool, reply: Reply) -> Next {
-        match reply {
-            Reply::Spent(Spent::Accepted(breaker)) => {
-                self.learnt.breaker = Some(breaker);
-                self.fresh_challenge()
-            }
-            Reply::Spent(Spent::Blocked(breaker)) => {
-                self.learnt.breaker = Some(breaker);
-                match self.blocked(breaker.block) {
-                    Some(next) => next,
-                    None => self.fresh_challenge(),
-                }
-            }
-            Reply::Spent(Spent::Replayed) if self.rules.breaker.strikes.is_some() => {
-                self.ask(Op::Strike)
-            }
-            Reply::Spent(Spent::Replayed) => self.replayed(),
-            _ => {
-                self.learnt.pays_back = forgive;
-                self.fresh_challenge()
-            }
-        }
     }
 
     fn fresh_challenge(&mut self) -> Next {

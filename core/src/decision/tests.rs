@@ -14,8 +14,8 @@ use crate::syntax::Difficulty;
 mod ahead;
 /// Internal redirects into another policy.
 mod redirect;
-/// Solutions that cannot be spent now (SPEC §5).
-mod unspendable;
+/// What a store's answer to a spend decides (SPEC §5).
+mod spent;
 
 const LIMIT_2: RateLimit = RateLimit {
     requests: 2,
@@ -100,7 +100,6 @@ impl FakeStore {
                 Op::Check { .. } => "check",
                 Op::Spend(_) => "spend",
                 Op::Strike => "strike",
-                Op::Forgive(_) => "forgive",
             })
             .collect()
     }
@@ -692,50 +691,6 @@ fn after_check(payment: Payment, checked: Reply) -> (Decision, Next) {
     ));
     let next = decision.next(Some(checked), || false);
     (decision, next)
-}
-
-#[test]
-fn a_solution_of_another_slot_generation_pays_a_fresh_challenge_of_the_current_one() {
-    let (mut decision, next) = after_check(issued_in(5), checked_in(6, false));
-    assert!(matches!(next, Next::Ask(Op::Forgive(_))));
-    let end = done(decision.next(Some(Reply::Spent(Spent::Unavailable)), || false));
-    assert_eq!(status(&end), 429, "not spent: a fresh challenge");
-    assert_eq!(end.outcome, Outcome::Challenge);
-    assert_eq!(end.generation, Some(6), "the challenge carries the slot's");
-    assert!(
-        !end.struck && end.pays_back,
-        "no strike; paying it takes one back"
-    );
-    // Under the limit it passes, and nothing is spent.
-    let end = done(after_check(issued_in(5), checked_in(6, true)).1);
-    assert_eq!((status(&end), end.outcome), (200, Outcome::Pass));
-}
-
-#[test]
-fn a_solution_of_the_slot_generation_is_spent_and_a_stale_spend_is_a_409_in_the_new_one() {
-    // The slot's generation changed between the check and the spend; and
-    // a stale spend without one in the reply (one Redis): the check's.
-    for (stale, generation) in [(Some(7), Some(7)), (None, Some(6))] {
-        let (mut decision, next) = after_check(issued_in(6), checked_in(6, false));
-        let Next::Ask(Op::Spend(spend)) = next else {
-            panic!("the solution is spent");
-        };
-        assert_eq!(spend.generation, Some(6));
-        let stale = Reply::Spent(Spent::Stale(stale));
-        let Next::Ask(Op::Strike) = decision.next(Some(stale), || false) else {
-            panic!("a stale spend is refused as a replay");
-        };
-        let end = done(decision.next(Some(Reply::Struck(Struck::default())), || false));
-        assert_eq!((status(&end), end.generation), (409, generation));
-    }
-}
-
-#[test]
-fn tokens_or_stores_without_generations_are_spent_as_before() {
-    let (_, next) = after_check(VALID(1), checked_in(6, false));
-    assert!(matches!(next, Next::Ask(Op::Spend(_))));
-    let (_, next) = after_check(issued_in(5), Reply::Checked(Checked::default()));
-    assert!(matches!(next, Next::Ask(Op::Spend(_))), "the zone's check");
 }
 
 #[test]

@@ -27,7 +27,7 @@ pub use table_key::{TableKey, INLINE_KEY};
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, StrikeCounter};
 use crate::limiter::window;
-use crate::limiter::{stacked_verdict, Limits, RateLimit, Spent, Verdict, MAX_LIMITS};
+use crate::limiter::{stacked_verdict, Limits, RateLimit, Verdict, MAX_LIMITS};
 use take_back::{strike_back, Back, Case};
 
 /// A solution the request carries, ready to be spent: its token's digest
@@ -57,6 +57,12 @@ impl Solution {
     /// batches). A token without `ra` (a node that predates it): no.
     pub fn may_have_been_waited_out(&self, now_ms: u64) -> bool {
         self.retry_at_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// Whether its 429's strike is still owed back under `rules` if it is
+    /// not spent: that 429 counted one, and the location counts strikes.
+    pub fn owed(&self, rules: BreakerRules) -> bool {
+        self.forgive && rules.strikes.is_some()
     }
 }
 
@@ -111,12 +117,6 @@ pub enum Op {
     Spend(Solution),
     /// Record a strike (a trap hit, a replay).
     Strike,
-    /// A correct solution of a challenge Redis issued, sent while Redis is
-    /// unavailable: it cannot be spent, but it was paid. The zone records
-    /// it as spent (the node writes it to Redis once it answers, taking
-    /// back its 429's strike there, where that strike is); it admits
-    /// nothing.
-    Forgive(Solution),
 }
 
 impl Op {
@@ -157,6 +157,30 @@ pub struct Checked {
     /// refusal that the answering one did not (Redis ran the check, its
     /// reply was lost): the challenge sent takes one back when paid.
     pub maybe_struck: bool,
+}
+
+/// What spending a correct solution did: one atomic step of a store,
+/// which also takes back the strike the challenge's 429 recorded. The
+/// same four answers in local mode and cluster mode: whatever a store
+/// must know to spend (cluster mode's data generations, an outage) it
+/// decides itself (`cluster::node`, `cluster::fallback`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spent {
+    /// First spend: the solution admits the request, and the strike its
+    /// 429 counted was taken back (never below 0); the breaker after it.
+    Accepted(BreakerStatus),
+    /// Spent before, or in a data generation the store lost (what was
+    /// spent in it is unknown): a replay, an offence.
+    Replayed,
+    /// The client is blocked: nothing was spent, nothing taken back.
+    Blocked(BreakerStatus),
+    /// Not recorded, and no offence: the client gets a fresh challenge
+    /// (the solution cannot be spent here now: Redis unavailable or busy,
+    /// another generation's, or no room for its record). `pays_back`: its
+    /// 429's strike is still counted and the store will not take it back
+    /// itself: paying the fresh challenge does (SPEC §5). `false`: none
+    /// was counted, or the store takes it back once Redis answers.
+    NotRecorded { pays_back: bool },
 }
 
 /// What a strike found.
@@ -406,10 +430,7 @@ pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Rep
         Op::Check { offence } => {
             check(tables, subject, offence, now.monotonic_ms).map(Reply::Checked)
         }
-        Op::Spend(solution) | Op::Forgive(solution) => {
-            spend(tables, subject, solution, now).map(Reply::Spent)
-        }
-
+        Op::Spend(solution) => spend(tables, subject, solution, now).map(Reply::Spent),
         Op::Strike => {
             strike(tables, subject.key, subject.rules, now.monotonic_ms).map(Reply::Struck)
         }
@@ -687,7 +708,10 @@ fn spend(
         Recorded::New => {}
         Recorded::Held => return Ok(Spent::Replayed),
         // The payer gets a fresh challenge; nobody else pays for it.
-        Recorded::NoRoom => return Ok(Spent::Unavailable),
+        Recorded::NoRoom => {
+            let pays_back = solution.owed(rules);
+            return Ok(Spent::NotRecorded { pays_back });
+        }
     }
     // (The zone holds no strike on its way: what is owed is one now.)
     let case = Case::Paid {

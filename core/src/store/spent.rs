@@ -13,7 +13,7 @@
 //!   longest signature): one key's live records never exceed its share.
 //!
 //! A record that cannot be made is no offence of anyone's: the payer gets
-//! a fresh challenge (`Spent::Unavailable`), a bot's request is taken as
+//! a fresh challenge (`Spent::NotRecorded`), a bot's request is taken as
 //! unsigned.
 //!
 //! Records live until their own expiry, whatever it is (a 1 s challenge

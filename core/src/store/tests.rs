@@ -153,7 +153,11 @@ fn a_store_without_room_for_a_spent_record_asks_for_a_fresh_payment() {
         ..MemoryStore::default()
     };
     let on = subject(FIVE_PER_MINUTE);
-    assert_eq!(s.ask(solution(1), &on), Reply::Spent(Spent::Unavailable));
+    // Not recorded, no offence: the fresh challenge pays back the strike
+    // its 429 counted, if it counted one.
+    let not_recorded = |pays_back| Reply::Spent(Spent::NotRecorded { pays_back });
+    assert_eq!(s.ask(solution(1), &on), not_recorded(true));
+    assert_eq!(s.ask(spend(2, false), &on), not_recorded(false));
 }
 
 #[test]
@@ -614,7 +618,8 @@ fn a_payer_whose_record_finds_no_room_is_asked_to_pay_again_not_refused() {
             Reply::Spent(Spent::Accepted(_))
         ));
     }
-    assert_eq!(s.ask(solution(3), &on), Reply::Spent(Spent::Unavailable));
+    let not_recorded = Reply::Spent(Spent::NotRecorded { pays_back: true });
+    assert_eq!(s.ask(solution(3), &on), not_recorded);
     assert_eq!(s.spent.len(), 2);
     assert_eq!(
         s.strikes(KEY),

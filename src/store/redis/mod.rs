@@ -27,13 +27,12 @@ pub use self::node_cache::NodeCache;
 use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
 use crate::redis::router::{Rebuild, Router};
-use pow_shield_core::cluster::generation::Generations;
 use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
 use pow_shield_core::redis::command::client_tag;
-use pow_shield_core::store::{Now, Op, Reply, Spendable, Subject};
+use pow_shield_core::store::{Now, Op, Reply, Solution, Spendable, Subject};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
 
@@ -125,22 +124,18 @@ impl RedisStore {
         self.drive(|node, _, now, out| node.replay_later(&replay.key, &replay.solution, now, out));
     }
 
-    /// The generation a challenge issued now carries.
-    pub fn challenge_generation(&self) -> Option<u64> {
-        self.drive(|node, env, now, out| node.challenge_generation(env, now, out))
+    /// The generation a challenge issued now for client `key` carries
+    /// (`answered`: the one its check answered).
+    pub fn challenge_generation(&self, key: &[u8], answered: Option<u64>) -> Option<u64> {
+        self.drive(|node, env, now, out| node.challenge_generation(env, (key, answered), now, out))
             .flatten()
     }
 
-    /// What this worker knows of the data generations now.
-    pub fn generations(&self) -> Generations {
-        // (Never borrowed across a call.)
-        let generations = self.drive(|node, env, _, _| node.generations(env));
-        generations.unwrap_or(Generations {
-            redis: None,
-            local: 0,
-            redis_up: false,
-            cluster: false,
-        })
+    /// Whether only Redis may spend `solution` of client `key`
+    /// (`ClusterNode::redis_only`).
+    pub fn redis_only(&self, solution: &Solution, key: &[u8]) -> bool {
+        self.drive(|node, env, now, out| node.redis_only(env, solution, key, now, out))
+            .unwrap_or(true)
     }
 
     /// Whether a solution of a challenge issued in `generation` may be

@@ -298,7 +298,6 @@ impl<W: Waits> ClusterNode<W> {
             Op::Check { .. } if subject.limits.is_empty() => Answered::Now(check::admitted()),
             Op::Check { offence } => self.check(env, subject, (offence, fail), now, waiter, out),
             Op::Spend(solution) => self.spend(env, subject, solution, now, waiter, out),
-            Op::Forgive(_) => self.forgive(env),
             Op::Strike => self.strike(env, subject, fail, now, waiter, out),
         }
     }

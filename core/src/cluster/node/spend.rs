@@ -5,7 +5,9 @@
 //! there too), in batches that never crowd out the requests' commands;
 //! and the data generations (docs/operations.md, "Choosing a fail
 //! policy"): the one a challenge carries, and whether a solution of one
-//! may be spent.
+//! may be spent now. A solution that may not is the node's to answer
+//! (`Spent::NotRecorded`: a fresh challenge, no offence, and who takes
+//! its 429's strike back): the request's decision never sees a generation.
 
 use redis_protocol::resp2::types::OwnedFrame;
 
@@ -16,9 +18,8 @@ use crate::cluster::generation::{self, slot_of_tag, Generations};
 use crate::cluster::refusals::refusal_key;
 use crate::cluster::replays::{Queued, Replay};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
-use crate::limiter::Spent;
 use crate::redis::command::{client_tag, encode, integers};
-use crate::store::{Now, Reply, Solution, Spendable, Struck, Subject};
+use crate::store::{Now, Reply, Solution, Spendable, Spent, Struck, Subject};
 use crate::syntax::FailPolicy;
 
 /// Spends kept per worker for Redis: an outage of minutes at a high solve
@@ -119,6 +120,9 @@ impl<W: Waits> ClusterNode<W> {
         waiter: impl FnOnce() -> W,
         out: &mut Vec<Step<W>>,
     ) -> Answered {
+        if !self.spendable(env, &solution, subject.key, now, out) {
+            return unspendable(env, &solution, subject.rules);
+        }
         let digest = solution.digest;
         let spent_key = self.calls.spent_key(&digest, subject.key);
         let tag = client_tag(subject.key);
@@ -177,9 +181,9 @@ impl<W: Waits> ClusterNode<W> {
             Ok(Some(spent)) => spent,
             Ok(None) => return out.push(fall_back(s.waiter)),
             // The generation is gone (a flush, a failover): what was spent
-            // in it is unknown, so this is not accepted (409 with a fresh
-            // challenge); the next challenges carry the new generation (a
-            // slot's is in the reply).
+            // in it is unknown, so this is refused as a replay (409 with a
+            // fresh challenge); the challenges from now on, that one too,
+            // carry the new generation (a slot's is in the reply).
             Err(renewed) => {
                 self.generation_gone(
                     slot_of_tag(client_tag(&s.key).as_bytes()),
@@ -187,7 +191,7 @@ impl<W: Waits> ClusterNode<W> {
                     now,
                     out,
                 );
-                return out.push(Step::Deliver(s.waiter, Reply::Spent(Spent::Stale(renewed))));
+                return out.push(Step::Deliver(s.waiter, Reply::Spent(Spent::Replayed)));
             }
         };
         let spent = match spent {
@@ -215,20 +219,57 @@ impl<W: Waits> ClusterNode<W> {
                 remember(env, &s.key, breaker, s.rules, now);
                 Spent::Blocked(breaker)
             }
-            spent @ (Spent::Replayed | Spent::Stale(_) | Spent::Unavailable) => spent,
+            spent @ (Spent::Replayed | Spent::NotRecorded { .. }) => spent,
         };
         out.push(Step::Deliver(s.waiter, Reply::Spent(spent)));
     }
 
-    /// A solution of Redis's generation while Redis is unavailable: the
-    /// fallback rule may have the zone record it, to be written to Redis
-    /// (`replay_later`), whose write takes back its 429's strike there.
-    /// While Redis answers, nothing (the fresh challenge pays it back).
-    pub(super) fn forgive(&mut self, env: &mut impl Around) -> Answered {
-        if env.healthy() || !env.has_zone() {
-            return Answered::Now(Reply::Spent(Spent::Unavailable));
-        }
-        Answered::FallBack(Unavailable::Down)
+    /// Whether `solution` of client `key` may be spent now: within
+    /// Redis's generation as this worker knows it (`Tracker::accepts`), and
+    /// in a Redis Cluster within its slot's as the last reply said (a
+    /// solution of one issued before the slot was flushed or renewed is
+    /// not spent: a fresh challenge of the current one, no offence). (One
+    /// older than the slot's since the request was verified, `Stale`: not
+    /// now either; it was no offence then.)
+    pub fn spendable(
+        &mut self,
+        env: &impl Around,
+        solution: &Solution,
+        key: &[u8],
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> bool {
+        let issued = solution.generation;
+        let accepted = self.accepts(env, (issued, key), now, out) == Spendable::Now;
+        accepted && !self.other_slot_generation(issued, key)
+    }
+
+    /// A Redis Cluster: `issued` (not this node's own) is not the
+    /// generation the last reply said for client `key`'s slot.
+    fn other_slot_generation(&self, issued: Option<u64>, key: &[u8]) -> bool {
+        let Some(issued) = issued.filter(|g| self.cluster && *g != self.local_generation) else {
+            return false;
+        };
+        let slot = slot_of_tag(client_tag(key).as_bytes());
+        self.generations
+            .slot(slot)
+            .is_some_and(|known| known != issued)
+    }
+
+    /// Whether only Redis may spend `solution` of client `key`: one of
+    /// Redis's generation (the zone does not know what other nodes spent
+    /// through Redis), or one not spendable now. If Redis fails its spend,
+    /// the zone never admits with it (`fallback::decider`).
+    pub fn redis_only(
+        &mut self,
+        env: &impl Around,
+        solution: &Solution,
+        key: &[u8],
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> bool {
+        let of_redis = self.generations(env).spent_in(solution.generation);
+        of_redis.is_some() || !self.spendable(env, solution, key, now, out)
     }
 
     /// The zone spent (or recorded) a token of client `key` for Redis:
@@ -326,15 +367,24 @@ impl<W: Waits> ClusterNode<W> {
         self.generations.now(env.healthy())
     }
 
-    /// The generation a challenge issued now carries. Another node may
-    /// have renewed it (a flush): read again at most once a second, so
-    /// that the challenges after this one carry the new one.
+    /// The generation a challenge issued now for client `key` carries.
+    /// `answered`: the one its check answered (a Redis Cluster slot's):
+    /// the slot's as this worker knows it now, which a spend that found
+    /// it renewed since has updated. Else the node's: another node may
+    /// have renewed a single Redis's (a flush): read again at most once a
+    /// second, so that the challenges after this one carry the new one.
     pub fn challenge_generation(
         &mut self,
         env: &impl Around,
+        (key, answered): (&[u8], Option<u64>),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<u64> {
+        if let Some(answered) = answered {
+            let slot = slot_of_tag(client_tag(key).as_bytes());
+            let known = self.generations.slot(slot).filter(|_| self.cluster);
+            return Some(known.unwrap_or(answered));
+        }
         if self.generations.check_now(now.monotonic_ms) {
             let key = self.calls.gen_key().as_bytes().to_vec();
             let mut get = Vec::new();
@@ -436,4 +486,17 @@ fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^ (x >> 31)
+}
+
+/// A solution the node cannot spend now: not recorded, no offence (a
+/// fresh challenge). Its 429's strike, if counted, is paid back by the
+/// fresh challenge; except while Redis is down with a zone, where the
+/// fallback rule decides (`fallback::decider`: under `local` the zone
+/// records it, and its write to Redis takes that strike back there).
+fn unspendable(env: &impl Around, solution: &Solution, rules: BreakerRules) -> Answered {
+    let owed = solution.owed(rules);
+    if owed && !env.healthy() && env.has_zone() {
+        return Answered::FallBack(Unavailable::Down);
+    }
+    Answered::Now(Reply::Spent(Spent::NotRecorded { pays_back: owed }))
 }

@@ -4,7 +4,8 @@
 //! `store::Struck`) with `struck` as the script decided it.
 
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
-use crate::limiter::{Limits, RateLimit, Spent, Verdict};
+use crate::limiter::{Limits, RateLimit, Verdict};
+use crate::store::Spent;
 use crate::store::{Checked, Offence, Struck};
 
 /// Number of integers the sliding-window script returns.

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::cluster::refusals::BATCH_MS;
-use crate::limiter::Spent;
 use crate::redis::clock;
+use crate::store::Spent;
 
 const CLIENT: &[u8] = b"\x00198.51.100.7";
 

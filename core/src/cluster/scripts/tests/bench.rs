@@ -22,8 +22,9 @@ use crate::cluster::scripts::replies::{
 };
 use crate::cluster::scripts::Scripts;
 use crate::limiter::breaker::{Block, BreakerRules, Tripped};
-use crate::limiter::{Limits, RateLimit, Spent, Verdict};
+use crate::limiter::{Limits, RateLimit, Verdict};
 use crate::store::take_back::{strike_back, Case};
+use crate::store::Spent;
 use crate::store::{Checked, MemoryStore, Offence, Op, Reply, Solution, Subject};
 
 const KEY: &[u8] = b"client";

@@ -3,7 +3,8 @@
 
 use crate::cluster::scripts::replies::*;
 use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
-use crate::limiter::{RateLimit, Spent, Verdict};
+use crate::limiter::{RateLimit, Verdict};
+use crate::store::Spent;
 
 const PER_MINUTE_60: RateLimit = RateLimit {
     requests: 60,

@@ -312,6 +312,7 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
             fail_local: true,
             zone: true,
             redis_only: false,
+            owed: false,
         })
     };
     assert_eq!(

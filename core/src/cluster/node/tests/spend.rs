@@ -1,0 +1,238 @@
+//! The node's spend path (SPEC §5): whether a correct solution can be
+//! spent now is the node's to say, from its data generations and Redis's
+//! health, never the request's decision's; and what it answers is one of
+//! the store's answers to a spend (`store::Spent`), or the fallback
+//! rule's to decide (`fallback::decider`).
+
+use super::*;
+use crate::cluster::generation::{self, slot_of_tag};
+use crate::redis::command::client_tag;
+use crate::store::Spent;
+
+const CLIENT: &[u8] = b"\x00203.0.113.9";
+
+/// What became of a spend of `solution` by `CLIENT` under `fail`, Redis
+/// answering every call; and how many script calls Redis ran for it.
+fn spend(rig: &mut Rig, solution: Solution, fail: FailPolicy) -> (Fate, u32) {
+    let calls = rig.calls_run;
+    let (n, answered) = rig.ask(Op::Spend(solution), CLIENT, Limits::one(LIMIT), fail);
+    rig.run_all();
+    let fate = match answered {
+        Answered::FallBack(failure) => Fate::FellBack {
+            failure,
+            sent: false,
+        },
+        _ => rig.fate(n).cloned().expect("answered"),
+    };
+    (fate, rig.calls_run - calls)
+}
+
+/// A solution of `digest` issued in `generation`; `struck`: its 429
+/// counted a strike (the token's `st`).
+fn issued(rig: &Rig, digest: u8, generation: Option<u64>, struck: bool) -> Solution {
+    Solution {
+        generation,
+        forgive: struck,
+        ..rig.solution([digest; 32])
+    }
+}
+
+/// The single Redis's generation, as the node read it on connecting.
+fn redis_generation(rig: &Rig) -> u64 {
+    rig.node.generations(&rig.zone).redis.expect("read")
+}
+
+/// A Redis Cluster rig whose client Redis refused (its third request):
+/// the reply told the node the slot's generation, returned.
+fn refused_in_slot(test: &str) -> Option<(Rig, u64)> {
+    let mut rig = Rig::cluster(test)?;
+    for _ in 0..3 {
+        rig.unpaid(CLIENT);
+        rig.run_all();
+    }
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    let generation = rig.node.slot_generation(slot).expect("answered");
+    Some((rig, generation))
+}
+
+fn answered(spent: Spent) -> Fate {
+    Fate::Answered(Reply::Spent(spent))
+}
+
+fn not_recorded(pays_back: bool) -> Fate {
+    answered(Spent::NotRecorded { pays_back })
+}
+
+fn accepted(fate: &Fate) -> bool {
+    matches!(fate, Fate::Answered(Reply::Spent(Spent::Accepted(_))))
+}
+
+#[test]
+fn every_spend_has_one_answer_from_the_node() {
+    let Some(mut rig) = Rig::new("spend_table") else {
+        return;
+    };
+    let redis = redis_generation(&rig);
+    let local = rig.node.local_generation();
+    let down = Fate::FellBack {
+        failure: Unavailable::Down,
+        sent: false,
+    };
+    // (case, solution, Redis down, answer, script calls)
+    let solutions = [
+        (
+            "of Redis's generation, first used",
+            issued(&rig, 1, Some(redis), true),
+        ),
+        (
+            "of the node's own outage generation",
+            issued(&rig, 2, Some(local), true),
+        ),
+        (
+            "without one (a node that predates them)",
+            issued(&rig, 3, None, true),
+        ),
+        (
+            "used before: the node holds Redis's record",
+            issued(&rig, 1, Some(redis), true),
+        ),
+        (
+            "used before through another node: Redis holds it",
+            issued(&rig, 1, Some(redis), true),
+        ),
+        (
+            "of another generation (a flush since, another node's outage)",
+            issued(&rig, 4, Some(redis + 1), true),
+        ),
+        (
+            "of another generation, its 429 struck nothing",
+            issued(&rig, 5, Some(redis + 1), false),
+        ),
+        (
+            "of Redis's generation while Redis is down, its strike owed",
+            issued(&rig, 6, Some(redis), true),
+        ),
+        (
+            "of Redis's generation while Redis is down, nothing owed",
+            issued(&rig, 7, Some(redis), false),
+        ),
+        (
+            "of the node's own while Redis is down",
+            issued(&rig, 8, Some(local), false),
+        ),
+    ];
+    #[rustfmt::skip]
+    let want = [
+        (false, None, 1),
+        (false, None, 1),
+        (false, None, 1),
+        (false, Some(answered(Spent::Replayed)), 0),
+        (false, Some(answered(Spent::Replayed)), 1),
+        // No offence: a fresh challenge that pays back the 429's strike
+        // (no spend sent; the one call reads Redis's generation again: it
+        // may be one another node just renewed).
+        (false, Some(not_recorded(true)), 1),
+        (false, Some(not_recorded(false)), 1),
+        // The fallback rule decides (`local`: the zone records it for
+        // Redis, whose write takes that strike back once it answers).
+        (true, Some(down.clone()), 0),
+        (true, Some(not_recorded(false)), 0),
+        // Spendable: sent (the router refuses it while Redis is down, and
+        // the fallback rule has the zone spend it: its spends are all
+        // there are of it).
+        (true, None, 1),
+    ];
+    for ((case, solution), (redis_down, answer, calls)) in solutions.into_iter().zip(want) {
+        if case.contains("another node") {
+            rig.zone.spent.clear();
+        }
+        rig.zone.reach = match redis_down {
+            true => Reach::Down,
+            false => Reach::Connected,
+        };
+        let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+        match answer {
+            Some(want) => assert_eq!(fate, want, "{case}"),
+            None => assert!(accepted(&fate), "{case}: {fate:?}"),
+        }
+        assert_eq!(ran, calls, "{case}: script calls");
+    }
+}
+
+#[test]
+fn a_solution_spent_on_the_node_during_an_outage_is_a_replay_answered_there() {
+    let Some(mut rig) = Rig::new("spend_here") else {
+        return;
+    };
+    let solution = issued(&rig, 9, Some(redis_generation(&rig)), true);
+    rig.zone
+        .spent
+        .insert(solution.digest, solution.spent_until_ms);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+}
+
+#[test]
+fn a_spend_in_a_generation_redis_lost_is_a_replay_and_the_next_challenge_carries_the_new_one() {
+    let Some(mut rig) = Rig::new("spend_lost") else {
+        return;
+    };
+    let before = redis_generation(&rig);
+    // Redis loses its data (a flush, an empty restart).
+    let gen_key = rig.node.calls().gen_key().to_owned();
+    rig.redis.call(&[b"DEL", gen_key.as_bytes()]);
+    let solution = issued(&rig, 1, Some(before), true);
+    let (fate, _) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!(fate, answered(Spent::Replayed), "what was spent is unknown");
+    // The node read (renewed) it again: the next challenge carries it.
+    let mut out = Vec::new();
+    let now = rig.now;
+    let next = rig
+        .node
+        .challenge_generation(&rig.zone, (CLIENT, None), now, &mut out);
+    assert_eq!(next, Some(redis_generation(&rig)));
+    assert_ne!(next, Some(before));
+}
+
+#[test]
+fn in_a_redis_cluster_a_solution_of_another_slot_generation_is_not_recorded_and_no_offence() {
+    let Some((mut rig, slot_gen)) = refused_in_slot("spend_slot") else {
+        return;
+    };
+    // Issued before the slot was flushed or renewed (or after: news this
+    // worker has not heard): a fresh challenge of the slot's, no call.
+    for other in [slot_gen - 1, slot_gen + 1] {
+        let solution = issued(&rig, 1, Some(other), true);
+        let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+        assert_eq!((fate, ran), (not_recorded(true), 0), "{other}");
+    }
+    // Of the slot's: spent.
+    let solution = issued(&rig, 2, Some(slot_gen), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert!(accepted(&fate) && ran == 1, "{fate:?}");
+}
+
+#[test]
+fn in_a_redis_cluster_a_spend_that_finds_the_slot_renewed_is_a_replay_and_the_409_carries_the_new_one(
+) {
+    let Some((mut rig, slot_gen)) = refused_in_slot("spend_renewed") else {
+        return;
+    };
+    // Another run of Redis wrote the slot's generation (a failover).
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    let key = generation::slot_key(&rig.prefix, slot);
+    rig.redis.call(&[b"SET", key.as_bytes(), b"another-run:5"]);
+    let solution = issued(&rig, 1, Some(slot_gen), true);
+    let (fate, _) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!(fate, answered(Spent::Replayed));
+    let renewed = rig.node.slot_generation(slot).expect("renewed");
+    assert_ne!(renewed, slot_gen);
+    // The request's check answered the old one: its challenge carries the
+    // one the spend found.
+    let mut out = Vec::new();
+    let now = rig.now;
+    let carried = rig
+        .node
+        .challenge_generation(&rig.zone, (CLIENT, Some(slot_gen)), now, &mut out);
+    assert_eq!(carried, Some(renewed));
+}
