@@ -198,6 +198,12 @@ fn decided(
         });
         Decided::new(done, policy.trap).by_limit(limit)
     });
+    // A passed request that opened no breaker has nothing to log (nor a
+    // response to make).
+    if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {
+        st.resolution = Resolution::Passed;
+        return Status::NGX_DECLINED;
+    }
     log_lines::log(r, policy, key, values, &done);
     respond(r, mcf, stores, state, policy, key, &done)
 }
