@@ -99,9 +99,13 @@ fn decide(r: &mut Request) -> Status {
     let values = values_of(policy, &evaluated);
     // Decided again after a redirect: a bucket that admitted the request
     // before does not count it twice.
-    let counted = redirect::counted_before(st(), key, values);
     // Made only where a limit has a `key=` or counted before: the common
-    // location's request borrows the location's limits and nothing more.
+    // location's request (its first decision, no `key=`) borrows the
+    // location's limits and nothing more.
+    let counted = match (&evaluated, &st().earlier) {
+        (None, None) => [false; MAX_LIMITS],
+        _ => redirect::counted_before(st(), key, values),
+    };
     let adjusted: Values;
     let counting = match (evaluated, counted.contains(&true)) {
         (None, false) => values,
