@@ -98,9 +98,9 @@ fn decide(r: &mut Request) -> Status {
     };
     let values = values_of(policy, &evaluated);
     // Decided again after a redirect: a bucket that admitted the request
-    // before does not count it twice.
-    // Made only where a limit has a `key=` or counted before: the common
-    // location's request (its first decision, no `key=`) borrows the
+    // before does not count it twice. (A request's first decision never
+    // counted before.) The values are made only where a limit has a `key=`
+    // or counted before: the common location's request borrows the
     // location's limits and nothing more.
     let counted = match (&evaluated, &st().earlier) {
         (None, None) => [false; MAX_LIMITS],
@@ -188,13 +188,14 @@ fn decided(
     done: Final,
     values: KeyValues,
 ) -> Status {
-    // SAFETY: as in `decide`; no other borrow of the state is live here.
-    let st = unsafe { &mut *state.as_ptr() };
-    let policy = st.policy();
-    let Some(key) = st.key.map(pooled) else {
+    // SAFETY: as in `decide`: short borrows of the state in the request's
+    // pool (logging and responding read it too).
+    let st = || unsafe { &mut *state.as_ptr() };
+    let policy = st().policy();
+    let Some(key) = st().key.map(pooled) else {
         return Status::NGX_ERROR;
     };
-    st.decided = Some((done, now_ms()));
+    st().decided = Some((done, now_ms()));
     metrics::request(|| {
         let limit = done.verdict.and_then(|v| {
             let at = policy.limits.limit(usize::from(v.limit))?.label?;
@@ -205,7 +206,7 @@ fn decided(
     // A passed request that opened no breaker has nothing to log (nor a
     // response to make).
     if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {
-        st.resolution = Resolution::Passed;
+        st().resolution = Resolution::Passed;
         return Status::NGX_DECLINED;
     }
     log_lines::log(r, policy, key, values, &done);
