@@ -253,6 +253,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
 /// [`admit`] on the limit's `grid`, and when the admitted request leaves
 /// the window (0 when refused).
+#[inline]
 fn admit_on(
     state: &mut SlidingWindow,
     grid: Grid,
