@@ -13,7 +13,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
 use super::request::{
-    client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
+    client_addr, client_key, key_values, pooled, pow_headers, trusted, values_of, Values,
 };
 use super::state::{RequestState, Resolution};
 use super::{bot, log_lines, redirect, response};
@@ -23,7 +23,7 @@ use crate::protocol::{self, Rejection};
 use crate::store::{Spendable, Stores};
 use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
-use pow_shield_core::decision::{Answer, Decision, Final, Next, Payment};
+use pow_shield_core::decision::{green, Answer, Decision, Final, Next, Payment};
 use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{KeyValues, Solution, Subject};
@@ -98,10 +98,14 @@ fn decide(r: &mut Request) -> Status {
     };
     let values = values_of(policy, &evaluated);
     // Decided again after a redirect: a bucket that admitted the request
-    // before does not count it twice.
-    let counted = redirect::counted_before(st(), key, values);
-    // Made only where a limit has a `key=` or counted before: the common
-    // location's request borrows the location's limits and nothing more.
+    // before does not count it twice. (A request's first decision never
+    // counted before.) The values are made only where a limit has a `key=`
+    // or counted before: the common location's request borrows the
+    // location's limits and nothing more.
+    let counted = match (&evaluated, &st().earlier) {
+        (None, None) => [false; MAX_LIMITS],
+        _ => redirect::counted_before(st(), key, values),
+    };
     let adjusted: Values;
     let counting = match (evaluated, counted.contains(&true)) {
         (None, false) => values,
@@ -127,6 +131,8 @@ fn decide(r: &mut Request) -> Status {
         true => st().decision.take(),
         false => None,
     };
+    // (Made once the decision is: `payment` needs only the key.)
+    let subject = subject(policy, store_key, counting);
     let mut decision = match kept {
         Some(decision) => decision,
         None => {
@@ -137,11 +143,27 @@ fn decide(r: &mut Request) -> Status {
                 paid = after_redirect(paid, st().paid_before);
             }
             st().paid_bits = bits;
-            Decision::of(&policy.rules, paid, key.is_empty())
+            let (rules, exempt) = (&policy.rules, key.is_empty());
+            // The green path (`decision::green`): the check asked at once,
+            // and a request it admits passed without the decision's steps.
+            match green::first(rules, paid, exempt) {
+                None => Decision::of(rules, paid, exempt),
+                Some(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
+                    Some(answer) => match green::admitted(rules, &answer) {
+                        Some(done) => return decided(r, mcf, &stores, state, done, values),
+                        None => {
+                            reply = Some(answer);
+                            Decision::after_first(rules, exempt)
+                        }
+                    },
+                    None => {
+                        st().decision = Some(Decision::after_first(rules, exempt));
+                        return wait(r);
+                    }
+                },
+            }
         }
     };
-    // (Made once the decision is: `payment` needs only the key.)
-    let subject = subject(policy, store_key, counting);
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
@@ -154,6 +176,25 @@ fn decide(r: &mut Request) -> Status {
             Next::Done(done) => break done,
         }
     };
+    decided(r, mcf, &stores, state, done, values)
+}
+
+/// The decision made: recorded once, counted, logged, answered.
+fn decided(
+    r: &mut Request,
+    mcf: &MainConf,
+    stores: &Stores,
+    state: NonNull<RequestState>,
+    done: Final,
+    values: KeyValues,
+) -> Status {
+    // SAFETY: as in `decide`: short borrows of the state in the request's
+    // pool (logging and responding read it too).
+    let st = || unsafe { &mut *state.as_ptr() };
+    let policy = st().policy();
+    let Some(key) = st().key.map(pooled) else {
+        return Status::NGX_ERROR;
+    };
     st().decided = Some((done, now_ms()));
     metrics::request(|| {
         let limit = done.verdict.and_then(|v| {
@@ -162,8 +203,14 @@ fn decide(r: &mut Request) -> Status {
         });
         Decided::new(done, policy.trap).by_limit(limit)
     });
+    // A passed request that opened no breaker has nothing to log (nor a
+    // response to make).
+    if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {
+        st().resolution = Resolution::Passed;
+        return Status::NGX_DECLINED;
+    }
     log_lines::log(r, policy, key, values, &done);
-    respond(r, mcf, &stores, state, policy, key, &done)
+    respond(r, mcf, stores, state, policy, key, &done)
 }
 
 /// What the stores are asked about: the location's limits borrowed, not

@@ -6,11 +6,11 @@
 //! does), so that a request is counted once.
 
 use core::ffi::c_void;
-use core::mem::size_of;
+use core::mem::{align_of, size_of};
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
-use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_add, ngx_variable_value_t};
+use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_t, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
 use crate::config::Policy;
@@ -41,6 +41,13 @@ pub enum SignatureCheck {
 /// A request's `key=` values by limit (the first `Limits::len` count), as
 /// the state keeps them: request pool bytes (pointer, length).
 pub type Evaluated = [Option<(*const u8, usize)>; MAX_LIMITS];
+
+/// A state and its pool cleanup entry, allocated together.
+#[repr(C)]
+struct Attached {
+    cleanup: ngx_pool_cleanup_t,
+    state: RequestState,
+}
 
 /// The shield's state for one main request.
 pub struct RequestState {
@@ -118,18 +125,18 @@ impl RequestState {
     /// Creates the state of a main request.
     pub fn attach(r: &mut Request, policy: &Policy) -> Option<NonNull<RequestState>> {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
-        // SAFETY: adds a cleanup entry (with room for a RequestState) to the
-        // pool of a live request; the state is written before the handler is
-        // set.
+        // SAFETY: one allocation of the live request's pool holds a cleanup
+        // entry and the state (as `ngx_pool_cleanup_add` makes them, in one
+        // call to the pool instead of two); the state is written before the
+        // entry is linked into the pool's list.
         unsafe {
-            let cln = ngx_pool_cleanup_add((*raw).pool, size_of::<RequestState>());
-            if cln.is_null() {
+            let pool = (*raw).pool;
+            let both = nginx_sys::ngx_palloc(pool, size_of::<Attached>()).cast::<Attached>();
+            if both.is_null() || !(both as usize).is_multiple_of(align_of::<Attached>()) {
                 return None;
             }
-            let shield = (*cln).data.cast::<RequestState>();
-            if !(shield as usize).is_multiple_of(core::mem::align_of::<RequestState>()) {
-                return None;
-            }
+            let cln = ptr::addr_of_mut!((*both).cleanup);
+            let shield = ptr::addr_of_mut!((*both).state);
             ptr::write(
                 shield,
                 RequestState {
@@ -153,7 +160,12 @@ impl RequestState {
             event.handler = Some(resume);
             event.data = raw.cast();
             event.log = (*(*raw).connection).log;
-            (*cln).handler = Some(cleanup);
+            cln.write(ngx_pool_cleanup_t {
+                handler: Some(cleanup),
+                data: shield.cast(),
+                next: (*pool).cleanup,
+            });
+            (*pool).cleanup = cln;
             r.set_module_ctx(shield.cast(), PowShield::module());
             NonNull::new(shield)
         }

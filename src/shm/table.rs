@@ -212,7 +212,23 @@ impl Table {
     /// As [`Table::expire`], for a table whose entries are all in queue 0
     /// (buckets, breakers: least recently used first): the other queues,
     /// always empty there, are not looked at.
+    /// Most requests find nothing expired: the tail is looked at inline,
+    /// and only an expired one calls in the loop.
+    #[inline]
     pub fn expire_lru(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
+        // SAFETY: `tail` returns a linked entry of this table.
+        if n > 0
+            && self
+                .tail(0)
+                .is_some_and(|e| unsafe { (*e).expires_at_ms } <= now_ms)
+        {
+            self.expire_lru_tail(alloc, now_ms, n);
+        }
+    }
+
+    /// [`Table::expire_lru`] once the tail has expired.
+    #[inline(never)]
+    fn expire_lru_tail(&mut self, alloc: &Allocator, now_ms: u64, n: usize) {
         for _ in 0..n {
             match self.tail(0) {
                 // SAFETY: `tail` returns a linked entry of this table.
@@ -306,6 +322,7 @@ impl Table {
         self.tail(0)
     }
 
+    #[inline]
     fn tail(&mut self, queue: usize) -> Option<*mut Entry> {
         let head: *mut ngx_queue_t = &mut self.queues[queue];
         // SAFETY: the queue is initialised; `prev` of the head is the tail.

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod difficulty;
+pub mod green;
 pub mod redirect;
 pub mod signature;
 #[cfg(test)]

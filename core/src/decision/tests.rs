@@ -12,6 +12,8 @@ use crate::syntax::Difficulty;
 
 /// Paying ahead (SPEC §4).
 mod ahead;
+/// The green path without a decision's steps.
+mod green;
 /// Internal redirects into another policy.
 mod redirect;
 /// What a store's answer to a spend decides (SPEC §5).

@@ -33,6 +33,8 @@ use super::{RateLimit, Verdict};
 
 /// Slots in the ring: one slot width is `window / (SLOTS − 1)`.
 pub const SLOTS: usize = 16;
+// The slots not empty are a `u16` of bits (`occupied_by_age`).
+const _: () = assert!(SLOTS == 16);
 
 /// One client's window for one limit. Plain integers so that it can live in
 /// nginx shared memory (any bytes are a valid value).
@@ -117,6 +119,21 @@ impl SlidingWindow {
         self.period = self.period.max(period);
     }
 
+    /// Bit `age` set for each slot `age` back from the newest that is
+    /// not empty (the ring's slots by index, turned to ages: slot `i` is
+    /// `period − i` back, modulo [`SLOTS`]).
+    fn occupied_by_age(&self) -> u16 {
+        let by_index = self
+            .count
+            .iter()
+            .enumerate()
+            .fold(0u16, |m, (i, &c)| m | (u16::from(c != 0) << i));
+        // Index i → bit 15 − i → bit (period − i) mod 16.
+        by_index
+            .reverse_bits()
+            .rotate_left((self.period.wrapping_add(1) % SLOTS as u64) as u32)
+    }
+
     /// Empties slot `i`, taking its count out of the total.
     fn empty(&mut self, i: usize) {
         self.total = self.total.saturating_sub(self.count[i]);
@@ -144,25 +161,28 @@ impl SlidingWindow {
                         .is_some() =>
             {
                 // When a request at the start of the oldest slot leaves.
-                let mut edge = newest_start - oldest_age * grid.width + grid.window;
-                for age in (0..SLOTS).rev() {
+                let oldest_edge = newest_start - oldest_age * grid.width + grid.window;
+                // The slots not empty, oldest first; the empty ones are
+                // passed over without a look.
+                let mut left = self.occupied_by_age();
+                while left != 0 {
+                    let age = SLOTS - 1 - left.leading_zeros() as usize;
+                    left &= !(1 << age);
                     let i = self.slot(age);
-                    if self.count[i] != 0 {
-                        let last = u64::from(self.last[i]);
-                        if last >= grid.width {
-                            // Not as `admit` writes a slot: each slot on
-                            // its own (those emptied so far left as they
-                            // would there).
-                            return self.counted_slot_by_slot(grid, now);
-                        }
-                        let leaves = edge + last;
-                        if leaves > now {
-                            // Every younger slot leaves later still.
-                            return (u64::from(self.total), Some(leaves));
-                        }
-                        self.empty(i);
+                    let last = u64::from(self.last[i]);
+                    if last >= grid.width {
+                        // Not as `admit` writes a slot: each slot on its
+                        // own (those emptied so far left as they would
+                        // there).
+                        return self.counted_slot_by_slot(grid, now);
                     }
-                    edge = edge.wrapping_add(grid.width);
+                    let edge = oldest_edge + (oldest_age - age as u64) * grid.width;
+                    let leaves = edge + last;
+                    if leaves > now {
+                        // Every younger slot leaves later still.
+                        return (u64::from(self.total), Some(leaves));
+                    }
+                    self.empty(i);
                 }
                 // Nothing left: the total is 0 again.
                 self.total = 0;
@@ -233,6 +253,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
 /// [`admit`] on the limit's `grid`, and when the admitted request leaves
 /// the window (0 when refused).
+#[inline]
 fn admit_on(
     state: &mut SlidingWindow,
     grid: Grid,

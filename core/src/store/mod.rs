@@ -439,6 +439,7 @@ pub fn run(tables: &mut impl Tables, op: Op, subject: &Subject, now: Now) -> Rep
 }
 
 /// The breaker's breaker now, if the client has a breaker (no writes).
+#[inline]
 fn status_now(
     tables: &mut impl Tables,
     key: &[u8],
