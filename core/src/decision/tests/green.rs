@@ -37,12 +37,11 @@ fn each_rules() -> Vec<Rules> {
     out
 }
 
-fn payments() -> [Payment; 5] {
+fn payments() -> [Payment; 4] {
     [
         Payment::Unpaid,
         WRONG,
         VALID(1),
-        Payment::Unspendable(solution(2)),
         Payment::PaidBefore,
     ]
 }
