@@ -32,6 +32,10 @@ pub struct Part {
     pub offence: Offence,
 }
 
+/// What requests in a row of a gathered call share: what a refusal is,
+/// the breaker rules, each limit's numbers, `approx` and own.
+pub type Set = (u64, [u64; 4], Vec<(u32, u64, bool, bool)>);
+
 /// One limit's count in a stacked call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Count {
@@ -83,8 +87,11 @@ impl Part {
     }
 
     /// What requests in a row share in a gathered call.
-    fn set(&self) -> (u64, [u64; 4], Vec<(RateLimit, bool, bool)>) {
-        let limits = self.counts.iter().map(|c| (c.limit, c.approx, c.own));
+    pub fn set(&self) -> Set {
+        let limits = self.counts.iter().map(|c| {
+            let limit = c.limit;
+            (limit.requests, limit.window_ms, c.approx, c.own)
+        });
         (
             args::offence(self.offence),
             args::rules(self.rules),

@@ -1,7 +1,8 @@
 //! A Redis Cluster's check of limits whose counts lie in several slots (a
 //! client's own, its /24's, the site's: `key=`): one stacked call per slot
 //! in one round, pipelined on each master's connection
-//! (`Calls::stacked_parts`). Each call counts the request under its limits
+//! (`Calls::parts`), gathered with other requests' parts of its slot
+//! (`stacks.rs`). Each call counts the request under its limits
 //! only if all of them have room; the request is admitted when every call
 //! admitted it, and when one refused, what the others counted is taken
 //! back (`Calls::undo`): counted by all or by none.
@@ -21,11 +22,10 @@
 //! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
 //! `closed`); what the other calls counted stays (the request may pass).
 
-use redis_protocol::resp2::types::OwnedFrame;
-
 use super::keyed::KeyedLimit;
+use super::stacks::{Stack, Then};
 use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
-use crate::cluster::calls::{self, Call, Part};
+use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
@@ -70,15 +70,18 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let tag = client_tag(subject.key);
-        let (parts, calls): (Vec<Part>, Vec<Call>) = self
-            .calls
-            .stacked_parts(tag.as_bytes(), subject, offence, seq)
-            .into_iter()
-            .unzip();
-        let calls: Vec<(Vec<u8>, Call)> =
-            parts.iter().map(|p| p.route.clone()).zip(calls).collect();
+        let parts = self.calls.parts(tag.as_bytes(), subject, offence);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
+        let stacks: Vec<Stack<W>> = parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| Stack {
+                part: Box::new(part.clone()),
+                seq,
+                then: Then::Part { request, index },
+            })
+            .collect();
         self.sharded.insert(
             request,
             Sharded {
@@ -92,18 +95,19 @@ impl<W: Waits> ClusterNode<W> {
                 asked_ms: now.monotonic_ms,
             },
         );
-        for (index, (route, call)) in calls.into_iter().enumerate() {
-            let flight = Flight::Part { request, index };
-            self.send_script(env, flight, route, call, now, out);
+        // Each with the stacked checks of its slot on their way
+        // (`stacks.rs`).
+        for stack in stacks {
+            self.stack(env, stack, now, out);
         }
     }
 
-    /// The reply to one part (`None`: none came).
+    /// The answer to one part.
     pub(super) fn part_answered(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        frame: Option<&OwnedFrame>,
+        answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
@@ -114,7 +118,6 @@ impl<W: Waits> ClusterNode<W> {
         let Some(part) = sharded.parts.get(index) else {
             return;
         };
-        let answer = Answer::of(frame);
         let sent = answer.may_have_run();
         // (A part of no limit, the client's where every limit is another
         // slot's, reads as admitted with the client's breaker; the verdict

@@ -6,6 +6,7 @@
 mod gather;
 mod keyed;
 mod sequences;
+mod stacks;
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
