@@ -79,8 +79,8 @@ pub(super) struct StackedCheck<W> {
     key: Vec<u8>,
     rules: BreakerRules,
     offence: Offence,
-    /// The limits it is counted by, keyed as the node keeps their refusals (none without a
-    /// zone).
+    /// The limits it is counted by, keyed as the node keeps their
+    /// refusals (none without a zone).
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
 }
@@ -275,7 +275,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        match checked {
+        let fell = match checked {
             Ok(checked) => {
                 // The strike that opened the breaker: the next request is
                 // blocked here, not refused once more.
@@ -297,11 +297,7 @@ impl<W: Waits> ClusterNode<W> {
                     }
                 }
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
-                // The requests that joined this one are decided once it
-                // has its answer (the fallback's too, in arrival order).
-                if let Some(group) = &c.group {
-                    self.release(env, group, now, None, out);
-                }
+                None
             }
             Err(fell) => {
                 out.push(Step::FallBack {
@@ -309,10 +305,13 @@ impl<W: Waits> ClusterNode<W> {
                     failure: fell.failure,
                     sent: fell.sent,
                 });
-                if let Some(group) = &c.group {
-                    self.release(env, group, now, Some(fell), out);
-                }
+                Some(fell)
             }
+        };
+        // The requests that joined this one are decided once it has its
+        // answer (the fallback's too, in arrival order).
+        if let Some(group) = &c.group {
+            self.release(env, group, now, fell, out);
         }
     }
 
