@@ -3,7 +3,8 @@
 //! same client on its way, or asks Redis; stacked or keyed limits are
 //! refused on the node while a limit's key is refused (`keyed.rs`), else
 //! go to Redis in one call (a Redis Cluster with `key=`: one per slot,
-//! `sharded.rs`).
+//! `sharded.rs`), gathered with other requests' of the slot (`stacks.rs`),
+//! as are checks under one `approx` limit.
 //!
 //! Coalescing: while a client's check is on its way, the client's further
 //! unpaid requests (same limit, exact window) join it instead of sending
@@ -69,7 +70,8 @@ pub(super) struct OneCheck<W> {
     /// The group it opened (the requests that join it).
     pub group: Option<Vec<u8>>,
     /// The slot whose checks gather behind it (`gather.rs`; none: an
-    /// approximate counter's, never gathered).
+    /// approximate counter's, gathered with the stacked checks,
+    /// `stacks.rs`, or one sent alone beyond `MAX_HELD`).
     pub gate: Option<u16>,
 }
 

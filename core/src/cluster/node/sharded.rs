@@ -39,7 +39,8 @@ pub(super) struct Sharded<W> {
     rules: BreakerRules,
     /// The request's member in every call (for an undo).
     seq: u64,
-    parts: Vec<Part>,
+    /// Each part, back with its answer (what an undo takes back).
+    parts: Vec<Option<Box<Part>>>,
     /// Each part's answer, as it comes.
     got: Vec<Option<Got>>,
     /// The location's limits keyed as the node keeps their refusals.
@@ -73,15 +74,7 @@ impl<W: Waits> ClusterNode<W> {
         let parts = self.calls.parts(tag.as_bytes(), subject, offence);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
-        let stacks: Vec<Stack<W>> = parts
-            .iter()
-            .enumerate()
-            .map(|(index, part)| Stack {
-                part: Box::new(part.clone()),
-                seq,
-                then: Then::Part { request, index },
-            })
-            .collect();
+        let n = parts.len();
         self.sharded.insert(
             request,
             Sharded {
@@ -89,15 +82,20 @@ impl<W: Waits> ClusterNode<W> {
                 key: subject.key.to_vec(),
                 rules: subject.rules,
                 seq,
-                got: vec![None; parts.len()],
-                parts,
+                got: vec![None; n],
+                parts: (0..n).map(|_| None).collect(),
                 limits,
                 asked_ms: now.monotonic_ms,
             },
         );
         // Each with the stacked checks of its slot on their way
         // (`stacks.rs`).
-        for stack in stacks {
+        for (index, part) in parts.into_iter().enumerate() {
+            let stack = Stack {
+                part: Box::new(part),
+                seq,
+                then: Then::Part { request, index },
+            };
             self.stack(env, stack, now, out);
         }
     }
@@ -107,17 +105,12 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
+        part: Box<Part>,
         answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let cluster = self.cluster;
-        let Some(sharded) = self.sharded.get_mut(&request) else {
-            return;
-        };
-        let Some(part) = sharded.parts.get(index) else {
-            return;
-        };
         let sent = answer.may_have_run();
         // (A part of no limit, the client's where every limit is another
         // slot's, reads as admitted with the client's breaker; the verdict
@@ -134,14 +127,15 @@ impl<W: Waits> ClusterNode<W> {
                 sent,
             },
         };
-        self.part_got(env, (request, index), got, now, out);
+        self.part_got(env, (request, index), (part, got), now, out);
     }
 
-    /// The router did not take one part's call.
+    /// One part's call was never sent (`failure`).
     pub(super) fn part_unsent(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
+        part: Box<Part>,
         failure: Unavailable,
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -150,22 +144,24 @@ impl<W: Waits> ClusterNode<W> {
             failure,
             sent: false,
         };
-        self.part_got(env, (request, index), got, now, out);
+        self.part_got(env, (request, index), (part, got), now, out);
     }
 
     fn part_got(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        got: Got,
+        (part, got): (Box<Part>, Got),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let Some(sharded) = self.sharded.get_mut(&request) else {
             return;
         };
-        if let Some(slot) = sharded.got.get_mut(index) {
+        if let (Some(slot), Some(kept)) = (sharded.got.get_mut(index), sharded.parts.get_mut(index))
+        {
             *slot = Some(got);
+            *kept = Some(part);
         }
         if sharded.got.iter().any(Option::is_none) {
             return;
@@ -259,7 +255,7 @@ impl<W: Waits> ClusterNode<W> {
         // Counted by all or none: what the parts that admitted counted is
         // taken back when another refused (or the client is blocked).
         if blocked || refusing.is_some() {
-            for (part, c) in s.parts.iter().zip(&answered) {
+            for (part, c) in s.parts.iter().flatten().zip(&answered) {
                 if c.is_some_and(|c| c.verdict.allowed) {
                     if let Some(call) = self.calls.undo(part, s.seq) {
                         let route = part.route.clone();

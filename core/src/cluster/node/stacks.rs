@@ -125,7 +125,7 @@ impl<W: Waits> ClusterNode<W> {
             let mut batch = std::mem::replace(&mut stacks, rest);
             // Requests under the same limits, rules and offence in a row:
             // they share their arguments in the call.
-            batch.sort_by_key(|s| s.part.set());
+            batch.sort_by_cached_key(|s| s.part.set());
             let Some(route) = batch.first().map(|s| s.part.route.clone()) else {
                 break;
             };
@@ -193,11 +193,11 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let part = &stack.part;
+        let part = stack.part;
         match stack.then {
-            Then::Request(c) => self.stacked_checked(env, c, part, answer, now, out),
+            Then::Request(c) => self.stacked_checked(env, c, &part, answer, now, out),
             Then::Part { request, index } => {
-                self.part_answered(env, (request, index), answer, now, out)
+                self.part_answered(env, (request, index), part, answer, now, out)
             }
             Then::Approx(c) if gathered => {
                 let ran = answer.may_have_run();
@@ -274,7 +274,7 @@ impl<W: Waits> ClusterNode<W> {
                     sent: false,
                 }),
                 Then::Part { request, index } => {
-                    self.part_unsent(env, (request, index), failure, now, out)
+                    self.part_unsent(env, (request, index), stack.part, failure, now, out)
                 }
                 Then::Approx(c) => {
                     let never_sent = Fell {
