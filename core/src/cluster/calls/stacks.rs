@@ -86,7 +86,21 @@ impl Part {
         }
     }
 
-    /// What requests in a row share in a gathered call.
+    /// Whether requests of `self` and `other` share their arguments in a
+    /// gathered call ([`Part::set`], without making it).
+    pub fn same_set(&self, other: &Part) -> bool {
+        let same = |a: &Count, b: &Count| (a.limit, a.approx, a.own) == (b.limit, b.approx, b.own);
+        self.offence == other.offence
+            && self.rules == other.rules
+            && self.counts.len() == other.counts.len()
+            && self
+                .counts
+                .iter()
+                .zip(&other.counts)
+                .all(|(a, b)| same(a, b))
+    }
+
+    /// What requests in a row share in a gathered call (an order of them).
     pub fn set(&self) -> Set {
         let limits = self.counts.iter().map(|c| {
             let limit = c.limit;
@@ -166,7 +180,7 @@ impl Calls {
     /// arguments (a set).
     pub fn stacks(&self, parts: &[(&Part, u64)]) -> Call {
         let script = &self.scripts.stacked;
-        let sets = parts.chunk_by(|(a, _), (b, _)| a.set() == b.set());
+        let sets = parts.chunk_by(|(a, _), (b, _)| a.same_set(b));
         let keys: usize = parts.iter().map(|(p, _)| 3 + 2 * p.counts.len()).sum();
         let set_args: usize = sets.clone().map(|s| 8 + 2 * s[0].0.counts.len()).sum();
         let argc = 2 + set_args + parts.len() + 1;
@@ -334,6 +348,13 @@ pub fn stacks_reply(text: &[u8], n: usize, cluster: bool) -> Option<Vec<Vec<i64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_worst_stacks_reply_fits_a_bulk_string_the_node_accepts() {
+        let each = replies::STACKED_REPLY_LEN + 1;
+        let worst = vec![i64::MIN.to_string(); each * super::super::MAX_GATHERED].join(" ");
+        assert!(worst.len() <= crate::redis::command::MAX_BULK);
+    }
 
     #[test]
     fn a_stacks_reply_gives_each_request_the_stacked_scripts_integers() {
