@@ -17,7 +17,6 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::keyed::KeyedLimit;
-use super::stacks::{Stack, Then};
 use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit, Part};
 use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
@@ -85,6 +84,24 @@ pub(super) struct StackedCheck<W> {
     /// refusals (none without a zone).
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
+}
+
+/// One stacked check, about to be sent or on its way (`stacks.rs`): its
+/// call's part, its member and what its answer decides.
+pub(super) struct Stack<W> {
+    pub part: Box<Part>,
+    pub seq: u64,
+    pub then: Then<W>,
+}
+
+/// What a stacked check's answer decides.
+pub(super) enum Then<W> {
+    /// A request's check, every limit in one call.
+    Request(StackedCheck<W>),
+    /// One part of a request's check whose limits lie in several slots.
+    Part { request: u64, index: usize },
+    /// A request's check under the location's one `approx` limit.
+    Approx(OneCheck<W>),
 }
 
 /// Joined requests decided in one call.

@@ -22,8 +22,8 @@
 //! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
 //! `closed`); what the other calls counted stays (the request may pass).
 
+use super::check::{Stack, Then};
 use super::keyed::KeyedLimit;
-use super::stacks::{Stack, Then};
 use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};

@@ -25,31 +25,13 @@ use std::collections::HashMap;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::check::{OneCheck, StackedCheck};
+use super::check::{Stack, Then};
 use super::gather::{done, join, sending, Gathering, Joined, MAX_HELD};
 use super::{Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::redis::clock;
 use crate::store::Now;
-
-/// One stacked check, about to be sent or on its way: its call's part,
-/// its member and what its answer decides.
-pub(super) struct Stack<W> {
-    pub part: Box<Part>,
-    pub seq: u64,
-    pub then: Then<W>,
-}
-
-/// What a stacked check's answer decides.
-pub(super) enum Then<W> {
-    /// A request's check, every limit in one call.
-    Request(StackedCheck<W>),
-    /// One part of a request's check whose limits lie in several slots.
-    Part { request: u64, index: usize },
-    /// A request's check under the location's one `approx` limit.
-    Approx(OneCheck<W>),
-}
 
 /// Stacked checks of one slot gathered, or one alone.
 pub(super) type Stacking<W> = HashMap<u16, Gathering<Stack<W>>>;
