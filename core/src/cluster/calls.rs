@@ -17,11 +17,12 @@ use crate::redis::pipeline::CLOCK_STEP;
 use crate::redis::script_call::{self, ScriptCall};
 use crate::redis::url::RedisTarget;
 use crate::store::take_back::{strike_back, Case};
-use crate::store::Spent;
-use crate::store::{Checked, Counted, Offence, Reply, Solution, Subject};
+use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
 
 mod checks;
+mod stacks;
 pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
+pub use stacks::{stacks_reply, Part};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,33 +49,6 @@ impl Call {
     /// The same call as `EVAL <script>`.
     pub fn eval(&self) -> Vec<u8> {
         script_call::eval(&self.evalsha, self.shared, self.script)
-    }
-}
-
-/// One call of a Redis Cluster's check of limits in several slots
-/// ([`Calls::stacked_parts`]).
-#[derive(Clone, Debug)]
-pub struct Part {
-    /// A hash tag of its keys, which routes its call.
-    pub route: Vec<u8>,
-    /// Its limits, and each one's place among the location's.
-    pub limits: Limits,
-    pub at: [u8; MAX_LIMITS],
-    /// Each count's hash tag, limit and whether it is a counter
-    /// (`approx`): what an undo takes back.
-    counts: Vec<(String, RateLimit, bool)>,
-    /// Its breaker rules and what a refusal is there (the client's part
-    /// only: the others strike no one).
-    pub rules: BreakerRules,
-    pub offence: Offence,
-}
-
-/// The hash tag of a count: the client's, or its `key=` value's.
-fn count_tag(tag: &[u8], whose: Counted) -> String {
-    match whose {
-        // (a spent record's share is counted by table stores only)
-        Counted::Client(_) | Counted::Spends(_) => String::from_utf8_lossy(tag).into_owned(),
-        Counted::Own(value) => keys::own_tag(value),
     }
 }
 
@@ -189,26 +163,27 @@ impl Calls {
     /// `seq` makes the sorted sets' member unique.
     pub fn check(&self, tag: &[u8], subject: &Subject, offence: Offence, k: u32, seq: u64) -> Call {
         match single_limit(subject) {
-            Some(limit) => self.window_check(tag, limit, subject, offence, k, seq),
-            None => self.stacked_check(tag, subject, offence, seq),
+            Some(limit) => {
+                let approx = subject.limits.approx(0);
+                self.window_check(tag, limit, approx, (subject.rules, offence, k, seq))
+            }
+            None => self.stacked(&self.whole(tag, subject, offence), seq),
         }
     }
 
+    /// One limit's window script (or, `approx`, its counter's) for `k`
+    /// requests.
     fn window_check(
         &self,
         tag: &[u8],
         limit: RateLimit,
-        subject: &Subject,
-        offence: Offence,
-        k: u32,
-        seq: u64,
+        approx: bool,
+        (rules, offence, k, seq): (BreakerRules, Offence, u32, u64),
     ) -> Call {
         let prefix = self.prefix.as_bytes();
         // Written in place (keys::write): one call per shielded request.
         let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         // The exact log (a sorted set) or the counter (a hash).
-        // (the location's one limit)
-        let approx = subject.limits.approx(0);
         let script = self.scripts.check(approx);
         let counted = match approx {
             true => ClientKey::Approx(limit),
@@ -222,155 +197,11 @@ impl Calls {
             .num(limit.window_ms)
             .push(|w| args::write_member(w, self.node_id, self.pid, seq))
             .num(args::offence(offence));
-        for rule in args::rules(subject.rules) {
+        for rule in args::rules(rules) {
             call.num(rule);
         }
         call.num(k.into()).deadline();
         Call::of(script, call)
-    }
-
-    /// Every limit the request is counted by in one call, each under its
-    /// count's hash tag: the client's, or its `key=` value's (one Redis:
-    /// keys of several tags in one script; a Redis Cluster: one call per
-    /// slot, [`Calls::stacked_parts`]).
-    fn stacked_check(&self, tag: &[u8], subject: &Subject, offence: Offence, seq: u64) -> Call {
-        let (counted, n) = subject.counted_limits();
-        let part = (tag, subject.rules, offence);
-        self.stacked_call(part, tag, subject.limits, &counted[..n], seq)
-    }
-
-    /// The stacked script for `counted` (all in one slot; each with its
-    /// place among `limits`, which says how it counts), with the breaker
-    /// of `breaker_tag` under `rules`, a refusal being `offence`.
-    fn stacked_call(
-        &self,
-        (breaker_tag, rules, offence): (&[u8], BreakerRules, Offence),
-        tag: &[u8],
-        limits: &Limits,
-        counted: &[(usize, RateLimit, Counted)],
-        seq: u64,
-    ) -> Call {
-        let prefix = self.prefix.as_bytes();
-        let n = counted.len();
-        let keys = 3 + 2 * n + usize::from(self.cluster);
-        let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
-        self.breaker_keys(&mut call, breaker_tag);
-        for &(at, limit, whose) in counted {
-            let own = count_tag(tag, whose);
-            let own = own.as_bytes();
-            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, own, which);
-            let counted = match limits.approx(at) {
-                true => ClientKey::Approx(limit),
-                false => ClientKey::Window(limit),
-            };
-            call.push(key(counted)).push(key(ClientKey::Refused(limit)));
-        }
-        self.slot_key(&mut call, breaker_tag);
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
-            .num(args::offence(offence));
-        for rule in args::rules(rules) {
-            call.num(rule);
-        }
-        call.push(|w| args::write_approx(w, counted.iter().map(|(at, _, _)| limits.approx(*at))));
-        call.push(|w| args::write_own(w, counted.iter().map(|(_, _, whose)| *whose)));
-        for (_, limit, _) in counted {
-            call.num(limit.requests.into()).num(limit.window_ms);
-        }
-        call.deadline();
-        Call::of(script, call)
-    }
-
-    /// A Redis Cluster's check of stacked limits whose counts lie in
-    /// several slots: one stacked call per slot, the client's first (its
-    /// breaker, its own limits, and any `key=` count in its slot; strikes
-    /// only there), then one per other slot (no breaker: a `key=` limit's
-    /// refusal strikes no one). Each counts the request under its limits
-    /// if all of them have room; the request is admitted when every call
-    /// admits, and what the others counted is taken back ([`Calls::undo`])
-    /// when one refuses.
-    pub fn stacked_parts(
-        &self,
-        tag: &[u8],
-        subject: &Subject,
-        offence: Offence,
-        seq: u64,
-    ) -> Vec<(Part, Call)> {
-        let (counted, n) = subject.counted_limits();
-        let client_slot = generation::slot_of_tag(tag);
-        // (slot, the route, its limits)
-        type Group<'a> = (u16, Vec<u8>, Vec<(usize, RateLimit, Counted<'a>)>);
-        let mut parts: Vec<Group> = vec![(client_slot, tag.to_vec(), Vec::new())];
-        for &(at, limit, whose) in &counted[..n] {
-            let own = count_tag(tag, whose);
-            let slot = generation::slot_of_tag(own.as_bytes());
-            match parts.iter_mut().find(|(s, _, _)| *s == slot) {
-                Some((_, _, limits)) => limits.push((at, limit, whose)),
-                None => parts.push((slot, own.into_bytes(), vec![(at, limit, whose)])),
-            }
-        }
-        let none = BreakerRules {
-            strikes: None,
-            ban: None,
-        };
-        parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, (_, route, limits))| {
-                // The others strike no one (no rules); the request's offence
-                // still says whether the next challenge is priced from a
-                // count that has room (a paid request's).
-                let rules = match i {
-                    0 => subject.rules,
-                    _ => none,
-                };
-                let call =
-                    self.stacked_call((&route, rules, offence), tag, subject.limits, &limits, seq);
-                // Its limits as the location has them (names, keys: a
-                // `key=` limit's refusal strikes no one), in the same order.
-                let (subset, at) = subject
-                    .limits
-                    .only(|i| limits.iter().any(|(place, _, _)| *place == i));
-                let counts = limits
-                    .iter()
-                    .map(|&(at, limit, whose)| {
-                        (count_tag(tag, whose), limit, subject.limits.approx(at))
-                    })
-                    .collect();
-                let part = Part {
-                    route,
-                    limits: subset,
-                    at,
-                    counts,
-                    rules,
-                    offence,
-                };
-                (part, call)
-            })
-            .collect()
-    }
-
-    /// Takes back what a part of a request's check counted (`seq`: the
-    /// request's, its member), in that part's slot.
-    pub fn undo(&self, part: &Part, seq: u64) -> Option<Call> {
-        let script = self.scripts.undo.as_ref()?;
-        let prefix = self.prefix.as_bytes();
-        let n = part.counts.len();
-        let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
-        for (tag, limit, approx) in &part.counts {
-            let which = match approx {
-                true => ClientKey::Approx(*limit),
-                false => ClientKey::Window(*limit),
-            };
-            call.push(|w| keys::write(w, prefix, tag.as_bytes(), which));
-        }
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
-            .push(|w| args::write_approx(w, part.counts.iter().map(|(_, _, approx)| *approx)));
-        for (_, limit, _) in &part.counts {
-            call.num(limit.window_ms);
-        }
-        call.deadline();
-        Some(Call::of(script, call))
     }
 
     /// One strike (a trap hit, a replay).

@@ -82,17 +82,20 @@ const fn code<const N: usize>(text: &str) -> [u8; N] {
     out
 }
 
-/// Every script's parts, for a mode's last part of a check (`check_end`)
+/// Every script's parts, for a mode's last part of a check (`check_end`; the
+/// stacked script's, which gathers too: `stacked_end`)
 /// and first part of a generation spend (`gen_guard`).
 macro_rules! texts {
-    (check_end: [$($end:literal),+], gen_guard: $guard:literal) => {
+    (check_end: [$($end:literal),+], stacked_end: [$($stacked_end:literal),+],
+        gen_guard: $guard:literal) => {
         Texts {
             window: compose!("sliding-window log";
                 "deadline", "breaker", "check", "log", "window", $($end),+),
             approx: compose!("sliding-window counter (approx)";
                 "deadline", "breaker", "check", "counter", "approx", $($end),+),
             stacked: compose!("stacked limits";
-                "deadline", "breaker", "check", "log", "counter", "stacked", $($end),+),
+                "deadline", "breaker", "check", "log", "counter", "stacked",
+                $($stacked_end),+),
             checks: compose!("several clients' checks";
                 "deadline", "breaker", "check", "log", "window", "generations", "checks"),
             strike: compose!("one strike"; "deadline", "on_time", "breaker", "strike"),
@@ -121,12 +124,16 @@ pub(crate) struct Texts {
 }
 
 /// One Redis (or Sentinel's master): a check replies as it is.
-pub(crate) const ONE_REDIS: Texts = texts!(check_end: ["reply"], gen_guard: "gen_guard");
+pub(crate) const ONE_REDIS: Texts = texts!(
+    check_end: ["reply"],
+    stacked_end: ["generations", "stacks", "reply"],
+    gen_guard: "gen_guard"
+);
 
 /// A Redis Cluster: a check's reply ends with the slot's generation, a
 /// generation spend checks the slot's.
-pub(crate) const REDIS_CLUSTER: Texts =
-    texts!(check_end: ["generations", "slot_reply"], gen_guard: "slot_gen_guard");
+pub(crate) const REDIS_CLUSTER: Texts = texts!(check_end: ["generations", "slot_reply"],
+        stacked_end: ["generations", "stacks", "slot_reply"], gen_guard: "slot_gen_guard");
 
 /// One script: its text and the SHA-1 `EVALSHA` and `SCRIPT LOAD` name it
 /// by.
@@ -232,6 +239,28 @@ pub struct Scripts {
     /// remaining, the first of equals), then its 0-based index
     /// ([`replies::stacked_checked_from_reply`]); a Redis Cluster's the
     /// slot's generation last, as the window script's.
+    ///
+    /// The same script checks several requests' stacked limits in one
+    /// call when `ARGV[1]` is `*` (no member is): the node gathers them
+    /// (`cluster::node`'s `stacks.rs`; a Redis Cluster's parts of several
+    /// requests in one slot, `Calls::parts`; or requests under one
+    /// `approx` limit each), as [`Scripts::checks`] does the window
+    /// script's; one script, so that the handshake loads its parts once.
+    ///
+    /// - Request `i`'s keys: the ones above but the slot's generation key,
+    ///   in turn; a Redis Cluster's slot generation key last.
+    /// - `ARGV[2]` how many sets of requests in a row share their
+    ///   arguments; each set's: its requests, then `ARGV[2]` on of the
+    ///   above but the deadline (what a refusal is, the rules, approx,
+    ///   own, each limit's numbers); then each request's member, in order;
+    ///   the deadline last.
+    /// - Each request is checked as above (the same Lua function), in
+    ///   order. A call that came after its deadline writes nothing for any
+    ///   and answers `EXPIRED <ms>`.
+    ///
+    /// Returns one bulk string of words: per request the ten integers
+    /// above (a Redis Cluster's eleven: the slot's generation after a
+    /// refusal, else 0) (`calls::stacks_reply`).
     pub stacked: Script,
     /// Several clients' checks, each under one exact limit and for one
     /// request, in one call (the node gathers them: `cluster::node`'s

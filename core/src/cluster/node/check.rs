@@ -3,7 +3,8 @@
 //! same client on its way, or asks Redis; stacked or keyed limits are
 //! refused on the node while a limit's key is refused (`keyed.rs`), else
 //! go to Redis in one call (a Redis Cluster with `key=`: one per slot,
-//! `sharded.rs`).
+//! `sharded.rs`), gathered with other requests' of the slot (`stacks.rs`),
+//! as are checks under one `approx` limit.
 //!
 //! Coalescing: while a client's check is on its way, the client's further
 //! unpaid requests (same limit, exact window) join it instead of sending
@@ -17,13 +18,13 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
-use crate::cluster::calls::{self, single_limit};
+use crate::cluster::calls::{self, single_limit, Part};
 use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::refusals::refusal_key;
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
-use crate::limiter::{Limits, RateLimit, Verdict, MAX_LIMITS};
+use crate::limiter::{Limits, RateLimit, Verdict};
 use crate::redis::command::client_tag;
 use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
@@ -68,7 +69,8 @@ pub(super) struct OneCheck<W> {
     /// The group it opened (the requests that join it).
     pub group: Option<Vec<u8>>,
     /// The slot whose checks gather behind it (`gather.rs`; none: an
-    /// approximate counter's, never gathered).
+    /// approximate counter's, gathered with the stacked checks,
+    /// `stacks.rs`, or one sent alone beyond `MAX_HELD`).
     pub gate: Option<u16>,
 }
 
@@ -78,12 +80,28 @@ pub(super) struct StackedCheck<W> {
     key: Vec<u8>,
     rules: BreakerRules,
     offence: Offence,
-    /// The limits it is counted by, and their places among the location's.
-    counted: Box<(Limits, [u8; MAX_LIMITS])>,
-    /// The same, keyed as the node keeps their refusals (none without a
-    /// zone).
+    /// The limits it is counted by, keyed as the node keeps their
+    /// refusals (none without a zone).
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
+}
+
+/// One stacked check, about to be sent or on its way (`stacks.rs`): its
+/// call's part, its member and what its answer decides.
+pub(super) struct Stack<W> {
+    pub part: Box<Part>,
+    pub seq: u64,
+    pub then: Then<W>,
+}
+
+/// What a stacked check's answer decides.
+pub(super) enum Then<W> {
+    /// A request's check, every limit in one call.
+    Request(StackedCheck<W>),
+    /// One part of a request's check whose limits lie in several slots.
+    Part { request: u64, index: usize },
+    /// A request's check under the location's one `approx` limit.
+    Approx(OneCheck<W>),
 }
 
 /// Joined requests decided in one call.
@@ -136,17 +154,22 @@ impl<W: Waits> ClusterNode<W> {
                 self.check_sharded(env, subject, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
-            let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
-            let flight = Flight::Stacked(StackedCheck {
+            // With those of other requests of its slot on their way
+            // (`stacks.rs`).
+            let check = StackedCheck {
                 waiter: waiter(),
                 key: subject.key.to_vec(),
                 rules,
                 offence,
-                counted: Box::new(calls::counted(subject)),
                 limits,
                 asked_ms: now.monotonic_ms,
-            });
-            self.send_script(env, flight, tag.into_bytes(), call, now, out);
+            };
+            let stack = Stack {
+                part: Box::new(self.calls.whole(tag.as_bytes(), subject, offence)),
+                seq,
+                then: Then::Request(check),
+            };
+            self.stack(env, stack, now, out);
             return Answered::Later;
         };
         // Refused by Redis until a moment still ahead: refused here, unless
@@ -204,6 +227,16 @@ impl<W: Waits> ClusterNode<W> {
             group,
             gate: (!subject.limits.approx(0)).then(|| self.gate_of(tag.as_bytes())),
         };
+        // Approx: with the stacked checks of its slot (`stacks.rs`).
+        if subject.limits.approx(0) {
+            let stack = Stack {
+                part: Box::new(Part::approx(tag.as_bytes(), limit, rules, offence)),
+                seq: self.next_seq(),
+                then: Then::Approx(check),
+            };
+            self.stack(env, stack, now, out);
+            return Answered::Later;
+        }
         // Exact: it waits behind a check of its slot on its way, and goes
         // with the others gathered there meanwhile (`gather.rs`).
         let Some(check) = self.gather(env, check, now, out) else {
@@ -248,8 +281,21 @@ impl<W: Waits> ClusterNode<W> {
         let checked = answer
             .integers()
             .and_then(|r| calls::checked(self.cluster, &r, &limits, c.rules, c.offence));
-        match checked {
-            Some(checked) => {
+        self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
+    }
+
+    /// What one request's check under one limit was answered (`Err`: no
+    /// answer, and how it failed).
+    pub(super) fn check_decided(
+        &mut self,
+        env: &mut impl Around,
+        c: OneCheck<W>,
+        checked: Result<Checked, Fell>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let fell = match checked {
+            Ok(checked) => {
                 // The strike that opened the breaker: the next request is
                 // blocked here, not refused once more.
                 let keep = opened_block(&checked.breaker, c.rules).unwrap_or(checked.breaker);
@@ -270,36 +316,39 @@ impl<W: Waits> ClusterNode<W> {
                     }
                 }
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
+                None
             }
-            None => out.push(Step::FallBack {
-                waiter: c.waiter,
-                failure: Unavailable::Down,
-                sent: ran,
-            }),
-        }
+            Err(fell) => {
+                out.push(Step::FallBack {
+                    waiter: c.waiter,
+                    failure: fell.failure,
+                    sent: fell.sent,
+                });
+                Some(fell)
+            }
+        };
         // The requests that joined this one are decided once it has its
         // answer (the fallback's too, in arrival order).
         if let Some(group) = &c.group {
-            let fell = checked.is_none().then_some(Fell::down(ran));
             self.release(env, group, now, fell, out);
         }
     }
 
-    /// The reply to a stacked check.
+    /// The answer to a stacked check (its call's `part`).
     pub(super) fn stacked_checked(
         &mut self,
         env: &mut impl Around,
         c: StackedCheck<W>,
-        frame: Option<&OwnedFrame>,
+        part: &Part,
+        answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let answer = Answer::of(frame);
         let ran = answer.may_have_run();
-        let (kept, at) = (&c.counted.0, &c.counted.1);
+        let kept = (&part.limits, &part.at);
         let checked = answer
             .integers()
-            .and_then(|r| calls::stacked_checked(self.cluster, &r, (kept, at), c.rules, c.offence));
+            .and_then(|r| calls::stacked_checked(self.cluster, &r, kept, c.rules, c.offence));
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);

@@ -24,6 +24,7 @@
 //! requests of a worker.
 
 use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
@@ -40,10 +41,61 @@ use crate::store::Now;
 /// full calls).
 pub const MAX_HELD: usize = 4 * MAX_GATHERED;
 
-/// A slot's checks on their way and those gathered behind them.
-pub(super) struct Gathering<W> {
+/// A slot's calls on their way and what gathered behind them (checks, or
+/// stacked checks: `stacks.rs`).
+pub(super) struct Gathering<T> {
     in_flight: u32,
-    queued: Vec<OneCheck<W>>,
+    queued: Vec<T>,
+}
+
+/// What became of something about to be sent, gathered per slot.
+pub(super) enum Joined<T> {
+    /// Nothing of its slot on its way: it goes now.
+    Now(T),
+    /// It waits behind a call of its slot on its way.
+    Waits,
+    /// The gathering is full: it goes at once, with them.
+    Full(Vec<T>),
+}
+
+/// `item` of `slot`, sent now or gathered (`Joined`).
+pub(super) fn join<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, item: T) -> Joined<T> {
+    let gathering = map.entry(slot).or_insert(Gathering {
+        in_flight: 0,
+        queued: Vec::new(),
+    });
+    if gathering.in_flight == 0 {
+        gathering.in_flight = 1;
+        return Joined::Now(item);
+    }
+    gathering.queued.push(item);
+    match gathering.queued.len() >= MAX_GATHERED {
+        true => Joined::Full(std::mem::take(&mut gathering.queued)),
+        false => Joined::Waits,
+    }
+}
+
+/// A call of `slot` is sent (gathered).
+pub(super) fn sending<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16) {
+    if let Some(gathering) = map.get_mut(&slot) {
+        gathering.in_flight += 1;
+    }
+}
+
+/// A call of `slot` had its reply (`failed`: none): what gathered behind
+/// it, to send now, or to fall back never sent.
+pub(super) fn done<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, failed: bool) -> Vec<T> {
+    let Entry::Occupied(mut entry) = map.entry(slot) else {
+        return Vec::new();
+    };
+    let gathering = entry.get_mut();
+    gathering.in_flight = gathering.in_flight.saturating_sub(1);
+    let queued = std::mem::take(&mut gathering.queued);
+    // (Sent, they keep the slot's gathering: `sending`.)
+    if gathering.in_flight == 0 && (queued.is_empty() || failed) {
+        entry.remove();
+    }
+    queued
 }
 
 /// Checks of several clients decided in one call.
@@ -79,19 +131,13 @@ impl<W: Waits> ClusterNode<W> {
             check.gate = None;
             return Some(check);
         }
-        let gathering = self.gathering.entry(slot).or_insert(Gathering {
-            in_flight: 0,
-            queued: Vec::new(),
-        });
-        if gathering.in_flight == 0 {
-            gathering.in_flight = 1;
-            return Some(check);
-        }
-        gathering.queued.push(check);
-        self.held += 1;
-        if gathering.queued.len() >= MAX_GATHERED {
-            let queued = std::mem::take(&mut gathering.queued);
-            self.send_checks(env, slot, queued, now, out);
+        match join(&mut self.gathering, slot, check) {
+            Joined::Now(check) => return Some(check),
+            Joined::Waits => self.held += 1,
+            Joined::Full(queued) => {
+                self.held += 1;
+                self.send_checks(env, slot, queued, now, out);
+            }
         }
         None
     }
@@ -107,24 +153,14 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Entry::Occupied(mut entry) = self.gathering.entry(slot) else {
-            return;
-        };
-        let gathering = entry.get_mut();
-        gathering.in_flight = gathering.in_flight.saturating_sub(1);
-        let queued = std::mem::take(&mut gathering.queued);
-        if gathering.in_flight == 0 && queued.is_empty() {
-            entry.remove();
+        let queued = done(&mut self.gathering, slot, fell.is_some());
+        if queued.is_empty() {
             return;
         }
-        let Some(Fell { failure, .. }) = fell else {
-            self.send_checks(env, slot, queued, now, out);
-            return;
-        };
-        if gathering.in_flight == 0 {
-            entry.remove();
+        match fell {
+            None => self.send_checks(env, slot, queued, now, out),
+            Some(Fell { failure, .. }) => self.never_sent(env, queued, failure, now, out),
         }
-        self.never_sent(env, queued, failure, now, out);
     }
 
     /// `checks` fall back, never sent, with `failure` (and the requests
@@ -189,9 +225,7 @@ impl<W: Waits> ClusterNode<W> {
                 slot,
                 checks: batch,
             });
-            if let Some(gathering) = self.gathering.get_mut(&slot) {
-                gathering.in_flight += 1;
-            }
+            sending(&mut self.gathering, slot);
             self.send_script(env, flight, route, call, now, out);
         }
     }

@@ -20,6 +20,7 @@ mod gather;
 mod keyed;
 mod sharded;
 mod spend;
+mod stacks;
 
 use std::collections::HashMap;
 
@@ -193,8 +194,9 @@ enum Flight<W> {
     /// One request's check under the location's one limit (`group`: the
     /// requests that joined it).
     Check(check::OneCheck<W>),
-    /// Every limit of one request in the stacked script.
-    Stacked(check::StackedCheck<W>),
+    /// Stacked checks (a request's every limit, a part of it in one
+    /// slot, or one `approx` limit), alone or gathered (`stacks.rs`).
+    Stacks(stacks::Stacks<W>),
     /// Joined requests of one client, decided in one call.
     Together(check::Together<W>),
     /// Checks of several clients, gathered in one call (`gather.rs`).
@@ -205,11 +207,6 @@ enum Flight<W> {
     Replay(crate::cluster::replays::Replay),
     /// Refusals counted here, per client.
     Batch(batches::BatchCall),
-    /// One call of a check whose limits lie in several slots.
-    Part {
-        request: u64,
-        index: usize,
-    },
     /// What one such call counted, taken back.
     Undo,
     /// The single Redis's generation key, read.
@@ -235,8 +232,11 @@ pub struct ClusterNode<W> {
     groups: HashMap<Vec<u8>, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
-    gathering: HashMap<u16, gather::Gathering<W>>,
-    /// Checks gathered or in gathered calls (`gather::MAX_HELD`).
+    gathering: HashMap<u16, gather::Gathering<check::OneCheck<W>>>,
+    /// Stacked checks per slot, as `gathering` (`stacks.rs`).
+    stacking: stacks::Stacking<W>,
+    /// Checks gathered or in gathered calls, exact or stacked
+    /// (`gather::MAX_HELD`).
     held: usize,
     /// Checks whose limits lie in several slots, by request.
     sharded: HashMap<u64, sharded::Sharded<W>>,
@@ -266,6 +266,7 @@ impl<W: Waits> ClusterNode<W> {
             flights: HashMap::new(),
             groups: HashMap::new(),
             gathering: HashMap::new(),
+            stacking: HashMap::new(),
             held: 0,
             sharded: HashMap::new(),
             next_request: 0,
@@ -317,16 +318,13 @@ impl<W: Waits> ClusterNode<W> {
         };
         match flight {
             Flight::Check(c) => self.checked(env, c, frame, now, out),
-            Flight::Stacked(c) => self.stacked_checked(env, c, frame, now, out),
+            Flight::Stacks(s) => self.stacks_answered(env, s, frame, now, out),
             Flight::Together(t) => self.together_checked(env, t, frame, now, out),
             Flight::Checks(c) => self.checks_answered(env, c, frame, now, out),
             Flight::Strike(s) => self.struck(env, s, frame, now, out),
             Flight::Spend(s) => self.spent(env, s, frame, now, out),
             Flight::Replay(r) => self.replayed(r, frame, now, out),
             Flight::Batch(b) => self.batch_answered(env, b, frame, now, out),
-            Flight::Part { request, index } => {
-                self.part_answered(env, (request, index), frame, now, out)
-            }
             Flight::Undo => {}
             Flight::GenCheck => self.generation_checked(frame, now, out),
             Flight::GenAsk => self.generation_answered(frame),
@@ -366,7 +364,7 @@ impl<W: Waits> ClusterNode<W> {
                 }
             }
             Flight::Checks(c) => self.checks_unsent(env, c, failure, now, out),
-            Flight::Stacked(c) => out.push(fall_back(c.waiter)),
+            Flight::Stacks(s) => self.stacks_unsent(env, s, failure, now, out),
             Flight::Together(t) => {
                 out.extend(t.joiners.into_iter().map(fall_back));
                 let never_sent = Fell {
@@ -382,9 +380,6 @@ impl<W: Waits> ClusterNode<W> {
                 self.queue_replay((&r.digest, r.key, r.tag, r.expires_at_ms), now, out);
             }
             Flight::Batch(b) => self.batch_failed(b, out, env),
-            Flight::Part { request, index } => {
-                self.part_unsent(env, (request, index), failure, now, out)
-            }
             Flight::Undo | Flight::GenCheck => {}
             Flight::GenAsk => self.generation_answered(None),
         }

@@ -1,7 +1,8 @@
 //! A Redis Cluster's check of limits whose counts lie in several slots (a
 //! client's own, its /24's, the site's: `key=`): one stacked call per slot
 //! in one round, pipelined on each master's connection
-//! (`Calls::stacked_parts`). Each call counts the request under its limits
+//! (`Calls::parts`), gathered with other requests' parts of its slot
+//! (`stacks.rs`). Each call counts the request under its limits
 //! only if all of them have room; the request is admitted when every call
 //! admitted it, and when one refused, what the others counted is taken
 //! back (`Calls::undo`): counted by all or by none.
@@ -21,11 +22,10 @@
 //! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
 //! `closed`); what the other calls counted stays (the request may pass).
 
-use redis_protocol::resp2::types::OwnedFrame;
-
+use super::check::{Stack, Then};
 use super::keyed::KeyedLimit;
 use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
-use crate::cluster::calls::{self, Call, Part};
+use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
@@ -39,7 +39,8 @@ pub(super) struct Sharded<W> {
     rules: BreakerRules,
     /// The request's member in every call (for an undo).
     seq: u64,
-    parts: Vec<Part>,
+    /// Each part, back with its answer (what an undo takes back).
+    parts: Vec<Option<Box<Part>>>,
     /// Each part's answer, as it comes.
     got: Vec<Option<Got>>,
     /// The location's limits keyed as the node keeps their refusals.
@@ -70,15 +71,10 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let tag = client_tag(subject.key);
-        let (parts, calls): (Vec<Part>, Vec<Call>) = self
-            .calls
-            .stacked_parts(tag.as_bytes(), subject, offence, seq)
-            .into_iter()
-            .unzip();
-        let calls: Vec<(Vec<u8>, Call)> =
-            parts.iter().map(|p| p.route.clone()).zip(calls).collect();
+        let parts = self.calls.parts(tag.as_bytes(), subject, offence);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
+        let n = parts.len();
         self.sharded.insert(
             request,
             Sharded {
@@ -86,35 +82,35 @@ impl<W: Waits> ClusterNode<W> {
                 key: subject.key.to_vec(),
                 rules: subject.rules,
                 seq,
-                got: vec![None; parts.len()],
-                parts,
+                got: vec![None; n],
+                parts: (0..n).map(|_| None).collect(),
                 limits,
                 asked_ms: now.monotonic_ms,
             },
         );
-        for (index, (route, call)) in calls.into_iter().enumerate() {
-            let flight = Flight::Part { request, index };
-            self.send_script(env, flight, route, call, now, out);
+        // Each with the stacked checks of its slot on their way
+        // (`stacks.rs`).
+        for (index, part) in parts.into_iter().enumerate() {
+            let stack = Stack {
+                part: Box::new(part),
+                seq,
+                then: Then::Part { request, index },
+            };
+            self.stack(env, stack, now, out);
         }
     }
 
-    /// The reply to one part (`None`: none came).
+    /// The answer to one part.
     pub(super) fn part_answered(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        frame: Option<&OwnedFrame>,
+        part: Box<Part>,
+        answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let cluster = self.cluster;
-        let Some(sharded) = self.sharded.get_mut(&request) else {
-            return;
-        };
-        let Some(part) = sharded.parts.get(index) else {
-            return;
-        };
-        let answer = Answer::of(frame);
         let sent = answer.may_have_run();
         // (A part of no limit, the client's where every limit is another
         // slot's, reads as admitted with the client's breaker; the verdict
@@ -131,14 +127,15 @@ impl<W: Waits> ClusterNode<W> {
                 sent,
             },
         };
-        self.part_got(env, (request, index), got, now, out);
+        self.part_got(env, (request, index), (part, got), now, out);
     }
 
-    /// The router did not take one part's call.
+    /// One part's call was never sent (`failure`).
     pub(super) fn part_unsent(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
+        part: Box<Part>,
         failure: Unavailable,
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -147,22 +144,24 @@ impl<W: Waits> ClusterNode<W> {
             failure,
             sent: false,
         };
-        self.part_got(env, (request, index), got, now, out);
+        self.part_got(env, (request, index), (part, got), now, out);
     }
 
     fn part_got(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        got: Got,
+        (part, got): (Box<Part>, Got),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let Some(sharded) = self.sharded.get_mut(&request) else {
             return;
         };
-        if let Some(slot) = sharded.got.get_mut(index) {
+        if let (Some(slot), Some(kept)) = (sharded.got.get_mut(index), sharded.parts.get_mut(index))
+        {
             *slot = Some(got);
+            *kept = Some(part);
         }
         if sharded.got.iter().any(Option::is_none) {
             return;
@@ -256,7 +255,7 @@ impl<W: Waits> ClusterNode<W> {
         // Counted by all or none: what the parts that admitted counted is
         // taken back when another refused (or the client is blocked).
         if blocked || refusing.is_some() {
-            for (part, c) in s.parts.iter().zip(&answered) {
+            for (part, c) in s.parts.iter().flatten().zip(&answered) {
                 if c.is_some_and(|c| c.verdict.allowed) {
                     if let Some(call) = self.calls.undo(part, s.seq) {
                         let route = part.route.clone();

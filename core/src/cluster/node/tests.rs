@@ -7,6 +7,7 @@ mod gather;
 mod keyed;
 mod sequences;
 mod spend;
+mod stacks;
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};

@@ -38,11 +38,7 @@ for at = 2, mi - 1, 8 do
       -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
       -- `slot_reply.lua`), read once a call.
       if slot then
-        if refused and not gen then
-          local gk = KEYS[#KEYS]
-          gen = string.match(redis.call('GET', gk) or '', '^%w*:(%d+)$')
-            or new_generation(gk, run_id())
-        end
+        if refused and not gen then gen = slot_generation() end
         out[#out + 1] = refused and gen or 0
       end
     end

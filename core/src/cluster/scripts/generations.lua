@@ -16,3 +16,10 @@ local function new_generation(gk, run)
   redis.call('SET', gk, run .. ':' .. gen)
   return gen
 end
+
+-- A Redis Cluster's check: the slot's generation (KEYS[#KEYS]), made if
+-- missing (only a refusal sends a challenge, which carries it).
+local function slot_generation()
+  local gk = KEYS[#KEYS]
+  return string.match(redis.call('GET', gk) or '', '^%w*:(%d+)$') or new_generation(gk, run_id())
+end

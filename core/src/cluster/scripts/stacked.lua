@@ -1,16 +1,23 @@
 -- Stacked limits (sliding-window logs or counters) and the circuit breaker
 -- (`STACKED_SCRIPT`: KEYS, ARGV and the reply).
-local function check()
-  local b = breaker(KEYS[1], KEYS[2], KEYS[3], 3)
+
+-- One request's stacked check, its keys from KEYS[ko + 1] on and its
+-- arguments from ARGV[ao + 2] on (the stacked script's: ko and ao 0; one
+-- of several requests' in one call, whose arguments a set of requests
+-- shares: `stacks.lua`), its member; now: Redis's clock read already
+-- (nil: read here, with the deadline). Returns the reply and whether it
+-- refused.
+local function stacked_check(ko, ao, member, now)
+  local b = breaker(KEYS[ko + 1], KEYS[ko + 2], KEYS[ko + 3], ao + 3)
   -- ARGV[7]: '1' for each limit counted approx (a counter), '0' for each
-  -- exact one (a log), in the order of the limits.
-  local approx = ARGV[7]
+  -- exact one (a log), in the order of the limits: one a limit.
+  local approx = ARGV[ao + 7]
   -- ARGV[8]: '1' for each limit counted per client key, '0' for a key=
   -- value's (a network, the site).
-  local own = ARGV[8]
-  -- (ARGV's last: the deadline.)
-  local n = (#ARGV - 9) / 2
-  local blocked, strikes, now = check_open(b)
+  local own = ARGV[ao + 8]
+  local n = #approx
+  local blocked, strikes
+  blocked, strikes, now = check_open(b, now)
   if blocked then return blocked, true end
   -- Left out of every limit (empty key= values): admitted, nothing counted.
   if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0}, false end
@@ -19,8 +26,8 @@ local function check()
   local seen = {}
   local refusing = 0
   for i = 1, n do
-    local key = KEYS[2 + 2 * i]
-    local limit, window = tonumber(ARGV[7 + 2 * i]), tonumber(ARGV[8 + 2 * i])
+    local key = KEYS[ko + 2 + 2 * i]
+    local limit, window = tonumber(ARGV[ao + 7 + 2 * i]), tonumber(ARGV[ao + 8 + 2 * i])
     local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
     if s.approx then
       local index, left, curr, prev, estimate = approx_read(key, window, now)
@@ -53,38 +60,42 @@ local function check()
   if refusing == 0 then
     local tightest = 1
     for i = 1, n do
-      local s, key = seen[i], KEYS[2 + 2 * i]
+      local s, key = seen[i], KEYS[ko + 2 + 2 * i]
       if s.approx then
         approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
       else
-        log_add(key, now, ARGV[1], 1, ARGV[8 + 2 * i])
+        log_add(key, now, member, 1, ARGV[ao + 8 + 2 * i])
       end
       if s.remaining < seen[tightest].remaining then tightest = i end
     end
     -- A wait is taken back under the first of the client's own limits
     -- that refused it (a key= limit's refusals strike no one).
-    if ARGV[2] == '1' then
+    if ARGV[ao + 2] == '1' then
       for i = 1, n do
         if string.sub(own, i, i) == '1' then
           local was = strikes
-          strikes = waited(KEYS[3 + 2 * i], b, strikes)
+          strikes = waited(KEYS[ko + 3 + 2 * i], b, strikes)
           if strikes ~= was then break end
         end
       end
     end
     local s, over = seen[tightest], 0
-    if s.remaining == 0 or ARGV[2] == '0' then over = priced_over(KEYS[3 + 2 * tightest]) end
+    if s.remaining == 0 or ARGV[ao + 2] == '0' then over = priced_over(KEYS[ko + 3 + 2 * tightest]) end
     return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1}, false
   end
 
   local s = seen[refusing]
   -- Refused by a limit that is not the client's own: an unpaid request is
   -- no offence (`Offence::refused`).
-  local offence = ARGV[2]
+  local offence = ARGV[ao + 2]
   if offence == '1' and string.sub(own, refusing, refusing) ~= '1' then offence = '0' end
   local over, tripped, block_ms, _
   over, strikes, tripped, _, block_ms =
-    refuse(KEYS[3 + 2 * refusing], 1, s.window, offence, strikes, b)
+    refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
   return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
     true
+end
+
+local function check()
+  return stacked_check(0, 0, ARGV[1], nil)
 end

@@ -10,6 +10,7 @@ mod decoding;
 mod generations;
 mod late;
 pub(crate) mod redis_server;
+mod stacks;
 mod tables;
 
 use super::*;

@@ -1,0 +1,395 @@
+//! Stacked checks (every limit of a request in one call of the stacked
+//! script; a Redis Cluster's one call per slot, [`Part`]) and several
+//! requests' stacked checks in one call (the stacked script's, `Scripts::stacked`): what the node
+//! gathers (`cluster::node`'s `stacks.rs`) goes to Redis as one `EVALSHA`,
+//! and its one reply is cut into each request's.
+
+use super::{Call, Calls, ScriptCall};
+use crate::cluster::generation;
+use crate::cluster::keys::{self, ClientKey};
+use crate::cluster::scripts::{args, replies};
+use crate::limiter::breaker::BreakerRules;
+use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
+use crate::store::{Counted, Offence, Subject};
+
+/// One stacked call of a request's check: every limit it is counted by
+/// (one Redis), or those of one slot (a Redis Cluster,
+/// [`Calls::stacked_parts`]); also one request under one `approx` limit,
+/// gathered ([`Part::approx`]).
+#[derive(Clone, Debug)]
+pub struct Part {
+    /// A hash tag of its keys, which routes its call, and whose breaker
+    /// it reads (the client's; another slot's part: its own, no rules).
+    pub route: Vec<u8>,
+    /// Its limits, and each one's place among the location's.
+    pub limits: Limits,
+    pub at: [u8; MAX_LIMITS],
+    /// Each count: what it writes, and what an undo takes back.
+    counts: Vec<Count>,
+    /// Its breaker rules and what a refusal is there (the client's part
+    /// only: the others strike no one).
+    pub rules: BreakerRules,
+    pub offence: Offence,
+}
+
+/// What requests in a row of a gathered call share: what a refusal is,
+/// the breaker rules, each limit's numbers, `approx` and own.
+pub type Set = (u64, [u64; 4], Vec<(u32, u64, bool, bool)>);
+
+/// One limit's count in a stacked call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Count {
+    /// Its hash tag: the client's, or its `key=` value's.
+    tag: String,
+    limit: RateLimit,
+    /// A counter (`approx`), else a log.
+    approx: bool,
+    /// Counted per client key (its refusal may strike).
+    own: bool,
+}
+
+impl Count {
+    fn key(&self) -> ClientKey<'static> {
+        match self.approx {
+            true => ClientKey::Approx(self.limit),
+            false => ClientKey::Window(self.limit),
+        }
+    }
+}
+
+/// The hash tag of a count: the client's, or its `key=` value's.
+fn count_tag(tag: &[u8], whose: Counted) -> String {
+    match whose {
+        // (a spent record's share is counted by table stores only)
+        Counted::Client(_) | Counted::Spends(_) => String::from_utf8_lossy(tag).into_owned(),
+        Counted::Own(value) => keys::own_tag(value),
+    }
+}
+
+impl Part {
+    /// One request of client `tag` under one `approx` limit of its own (a
+    /// gathered call checks it as the stacked script checks one limit).
+    pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
+        let count = Count {
+            tag: String::from_utf8_lossy(tag).into_owned(),
+            limit,
+            approx: true,
+            own: true,
+        };
+        Part {
+            route: tag.to_vec(),
+            limits: Limits::one(limit),
+            at: [0; MAX_LIMITS],
+            counts: vec![count],
+            rules,
+            offence,
+        }
+    }
+
+    /// Whether requests of `self` and `other` share their arguments in a
+    /// gathered call ([`Part::set`], without making it).
+    pub fn same_set(&self, other: &Part) -> bool {
+        let same = |a: &Count, b: &Count| (a.limit, a.approx, a.own) == (b.limit, b.approx, b.own);
+        self.offence == other.offence
+            && self.rules == other.rules
+            && self.counts.len() == other.counts.len()
+            && self
+                .counts
+                .iter()
+                .zip(&other.counts)
+                .all(|(a, b)| same(a, b))
+    }
+
+    /// What requests in a row share in a gathered call (an order of them).
+    pub fn set(&self) -> Set {
+        let limits = self.counts.iter().map(|c| {
+            let limit = c.limit;
+            (limit.requests, limit.window_ms, c.approx, c.own)
+        });
+        (
+            args::offence(self.offence),
+            args::rules(self.rules),
+            limits.collect(),
+        )
+    }
+}
+
+impl Calls {
+    /// The part of every limit the request is counted by (one call: one
+    /// Redis, or a Redis Cluster where every count is in the client's
+    /// slot).
+    pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
+        let (counted, n) = subject.counted_limits();
+        self.part(
+            tag,
+            (tag.to_vec(), subject.rules, offence),
+            subject,
+            &counted[..n],
+        )
+    }
+
+    fn part(
+        &self,
+        tag: &[u8],
+        (route, rules, offence): (Vec<u8>, BreakerRules, Offence),
+        subject: &Subject,
+        counted: &[(usize, RateLimit, Counted)],
+    ) -> Part {
+        // Its limits as the location has them (names, keys: a `key=`
+        // limit's refusal strikes no one), in the same order.
+        let (limits, at) = subject
+            .limits
+            .only(|i| counted.iter().any(|(place, _, _)| *place == i));
+        let counts = counted
+            .iter()
+            .map(|&(at, limit, whose)| Count {
+                tag: count_tag(tag, whose),
+                limit,
+                approx: subject.limits.approx(at),
+                own: !matches!(whose, Counted::Own(_)),
+            })
+            .collect();
+        Part {
+            route,
+            limits,
+            at,
+            counts,
+            rules,
+            offence,
+        }
+    }
+
+    /// The stacked script's call for `part` (`seq`: the request's member).
+    pub fn stacked(&self, part: &Part, seq: u64) -> Call {
+        let n = part.counts.len();
+        let keys = 3 + 2 * n + usize::from(self.cluster);
+        let script = &self.scripts.stacked;
+        let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
+        self.part_keys(&mut call, part);
+        self.slot_key(&mut call, &part.route);
+        call.push(|w| args::write_member(w, self.node_id, self.pid, seq));
+        part_args(&mut call, part);
+        call.deadline();
+        Call::of(script, call)
+    }
+
+    /// The stacked check of each of `parts` (at most
+    /// [`super::MAX_GATHERED`], all in one slot; each with its request's
+    /// member) in one call, each as the stacked script's. Requests in a
+    /// row under the same limits, rules and offence share their
+    /// arguments (a set).
+    pub fn stacks(&self, parts: &[(&Part, u64)]) -> Call {
+        let script = &self.scripts.stacked;
+        let sets = parts.chunk_by(|(a, _), (b, _)| a.same_set(b));
+        let keys: usize = parts.iter().map(|(p, _)| 3 + 2 * p.counts.len()).sum();
+        let set_args: usize = sets.clone().map(|s| 8 + 2 * s[0].0.counts.len()).sum();
+        let argc = 2 + set_args + parts.len() + 1;
+        let mut call = ScriptCall::new(&script.sha1, keys + usize::from(self.cluster), argc);
+        for (part, _) in parts {
+            self.part_keys(&mut call, part);
+        }
+        if let Some((first, _)) = parts.first() {
+            self.slot_key(&mut call, &first.route);
+        }
+        call.push(|w| w.push(b'*')).num(sets.clone().count() as u64);
+        for set in sets {
+            let Some((part, _)) = set.first() else {
+                continue;
+            };
+            call.num(set.len() as u64);
+            part_args(&mut call, part);
+        }
+        for (_, seq) in parts {
+            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+        }
+        call.deadline();
+        Call::of(script, call)
+    }
+
+    /// The approx script's call for a part of [`Part::approx`] (`None`:
+    /// another part).
+    pub fn approx(&self, part: &Part, seq: u64) -> Option<Call> {
+        let count = part
+            .counts
+            .first()
+            .filter(|c| c.approx && part.counts.len() == 1)?;
+        let check = (part.rules, part.offence, 1, seq);
+        Some(self.window_check(&part.route, count.limit, true, check))
+    }
+
+    /// A part's keys: its breaker's, then each count's and its refusals.
+    fn part_keys(&self, call: &mut ScriptCall, part: &Part) {
+        let prefix = self.prefix.as_bytes();
+        self.breaker_keys(call, &part.route);
+        for c in &part.counts {
+            let key =
+                |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
+            call.push(key(c.key()))
+                .push(key(ClientKey::Refused(c.limit)));
+        }
+    }
+
+    /// A Redis Cluster's check of stacked limits whose counts lie in
+    /// several slots: one stacked call per slot, the client's first (its
+    /// breaker, its own limits, and any `key=` count in its slot; strikes
+    /// only there), then one per other slot (no breaker: a `key=` limit's
+    /// refusal strikes no one). Each counts the request under its limits
+    /// if all of them have room; the request is admitted when every call
+    /// admits, and what the others counted is taken back ([`Calls::undo`])
+    /// when one refuses.
+    pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
+        let (counted, n) = subject.counted_limits();
+        let client_slot = generation::slot_of_tag(tag);
+        // (slot, the route, its limits)
+        type Group<'a> = (u16, Vec<u8>, Vec<(usize, RateLimit, Counted<'a>)>);
+        let mut parts: Vec<Group> = vec![(client_slot, tag.to_vec(), Vec::new())];
+        for &(at, limit, whose) in &counted[..n] {
+            let own = count_tag(tag, whose);
+            let slot = generation::slot_of_tag(own.as_bytes());
+            match parts.iter_mut().find(|(s, _, _)| *s == slot) {
+                Some((_, _, limits)) => limits.push((at, limit, whose)),
+                None => parts.push((slot, own.into_bytes(), vec![(at, limit, whose)])),
+            }
+        }
+        let none = BreakerRules {
+            strikes: None,
+            ban: None,
+        };
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, route, limits))| {
+                // The others strike no one (no rules); the request's offence
+                // still says whether the next challenge is priced from a
+                // count that has room (a paid request's).
+                let rules = match i {
+                    0 => subject.rules,
+                    _ => none,
+                };
+                self.part(tag, (route, rules, offence), subject, &limits)
+            })
+            .collect()
+    }
+
+    /// [`Calls::parts`], each with its stacked call.
+    pub fn stacked_parts(
+        &self,
+        tag: &[u8],
+        subject: &Subject,
+        offence: Offence,
+        seq: u64,
+    ) -> Vec<(Part, Call)> {
+        let parts = self.parts(tag, subject, offence);
+        parts
+            .into_iter()
+            .map(|part| {
+                let call = self.stacked(&part, seq);
+                (part, call)
+            })
+            .collect()
+    }
+
+    /// Takes back what a part of a request's check counted (`seq`: the
+    /// request's, its member), in that part's slot.
+    pub fn undo(&self, part: &Part, seq: u64) -> Option<Call> {
+        let script = self.scripts.undo.as_ref()?;
+        let prefix = self.prefix.as_bytes();
+        let n = part.counts.len();
+        let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
+        for c in &part.counts {
+            call.push(|w| keys::write(w, prefix, c.tag.as_bytes(), c.key()));
+        }
+        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
+            .push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
+        for c in &part.counts {
+            call.num(c.limit.window_ms);
+        }
+        call.deadline();
+        Some(Call::of(script, call))
+    }
+}
+
+/// A part's arguments after its member: what a refusal is, the breaker
+/// rules, approx and own, each limit's numbers.
+fn part_args(call: &mut ScriptCall, part: &Part) {
+    call.num(args::offence(part.offence));
+    for rule in args::rules(part.rules) {
+        call.num(rule);
+    }
+    call.push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
+    call.push(|w| {
+        w.extend(part.counts.iter().map(|c| match c.own {
+            true => b'1',
+            false => b'0',
+        }))
+    });
+    for c in &part.counts {
+        call.num(c.limit.requests.into()).num(c.limit.window_ms);
+    }
+}
+
+/// Each request's integers of a [`Calls::stacks`] reply (`text`, the bulk
+/// string) for `n` requests, as the stacked script answers one; `None` if
+/// it is not such a reply.
+pub fn stacks_reply(text: &[u8], n: usize, cluster: bool) -> Option<Vec<Vec<i64>>> {
+    let each = replies::STACKED_REPLY_LEN + usize::from(cluster);
+    let mut words = core::str::from_utf8(text).ok()?.split(' ');
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut ints = Vec::with_capacity(each);
+        for _ in 0..each {
+            ints.push(words.next()?.parse().ok()?);
+        }
+        out.push(ints);
+    }
+    words.next().is_none().then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_stacks_reply_fits_a_bulk_string_the_node_accepts() {
+        let each = replies::STACKED_REPLY_LEN + 1;
+        let worst = vec![i64::MIN.to_string(); each * super::super::MAX_GATHERED].join(" ");
+        assert!(worst.len() <= crate::redis::command::MAX_BULK);
+    }
+
+    #[test]
+    fn a_stacks_reply_gives_each_request_the_stacked_scripts_integers() {
+        let text = b"1 1 60000 0 0 0 0 0 0 1 0 0 0 900 1 1 0 0 0 0";
+        assert_eq!(
+            stacks_reply(text, 2, false),
+            Some(vec![
+                vec![1, 1, 60_000, 0, 0, 0, 0, 0, 0, 1],
+                vec![0, 0, 0, 900, 1, 1, 0, 0, 0, 0],
+            ])
+        );
+        let text = b"0 0 0 900 1 1 0 0 0 0 1765000000123456";
+        assert_eq!(
+            stacks_reply(text, 1, true),
+            Some(vec![vec![
+                0,
+                0,
+                0,
+                900,
+                1,
+                1,
+                0,
+                0,
+                0,
+                0,
+                1_765_000_000_123_456
+            ]])
+        );
+        for (text, n) in [
+            (&b"1 2"[..], 1),
+            (b"", 1),
+            (text, 2),
+            (b"1 1 1 1 1 1 1 1 1 x", 1),
+        ] {
+            assert_eq!(stacks_reply(text, n, false), None);
+        }
+    }
+}

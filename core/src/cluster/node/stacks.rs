@@ -1,0 +1,273 @@
+//! Several requests' stacked checks in one call, as `gather.rs` gathers
+//! exact checks of one limit: a stacked check (every limit of a request;
+//! a Redis Cluster's part of it in one slot, `sharded.rs`) or a check
+//! under one `approx` limit goes at once unless one of its slot (one
+//! Redis: any) is on its way; then it waits, with the others that come
+//! meanwhile, and they go together in one call of the stacked script
+//! (`Calls::stacks`) as soon as that call's reply comes (Nagle's rule). A
+//! lone check never waits, and goes as its own call (the stacked script's,
+//! or the approx script's).
+//!
+//! Parts of different requests in one slot gather (every address of a /24
+//! has its /24's count in one slot, `key=site` is one slot); the script
+//! checks the requests of a call one after another, each counted by all
+//! its limits of the slot or by none (across slots, `sharded.rs`'s undo).
+//!
+//! Each stays its own: its deadline is the call's (a call that came too
+//! late writes nothing for any), its reply is cut out of the call's and
+//! read as its own call's would be (refusals per limit key kept on the
+//! node, strikes, breaker, generation); a call that fails falls each back
+//! under its own `pow_shield_fail`; those waiting behind a call that gets
+//! no reply fall back at once, never sent. They count in `gather.rs`'s
+//! `MAX_HELD` with the exact checks.
+
+use std::collections::HashMap;
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::check::{Stack, Then};
+use super::gather::{done, join, sending, Gathering, Joined, MAX_HELD};
+use super::{Around, ClusterNode, Fell, Flight, Step, Waits};
+use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
+use crate::cluster::fallback::{Answer, Unavailable};
+use crate::redis::clock;
+use crate::store::Now;
+
+/// Stacked checks of one slot gathered, or one alone.
+pub(super) type Stacking<W> = HashMap<u16, Gathering<Stack<W>>>;
+
+/// Stacked checks decided in one call.
+pub(super) struct Stacks<W> {
+    /// The slot whose gathering waits for its reply (none: sent alone
+    /// beyond `MAX_HELD`).
+    gate: Option<u16>,
+    /// In a call of the gathered script (else alone, its own call).
+    gathered: bool,
+    stacks: Vec<Stack<W>>,
+}
+
+impl<W: Waits> ClusterNode<W> {
+    /// Sends `stack` now, or gathers it behind a call of its slot on its
+    /// way; a full gathering goes at once.
+    pub(super) fn stack(
+        &mut self,
+        env: &mut impl Around,
+        stack: Stack<W>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        if self.held >= MAX_HELD {
+            return self.send_stack(env, None, stack, now, out);
+        }
+        let slot = self.gate_of(&stack.part.route);
+        match join(&mut self.stacking, slot, stack) {
+            Joined::Now(stack) => self.send_stack(env, Some(slot), stack, now, out),
+            Joined::Waits => self.held += 1,
+            Joined::Full(queued) => {
+                self.held += 1;
+                self.send_stacks(env, slot, queued, now, out);
+            }
+        }
+    }
+
+    /// One stacked check in its own call.
+    fn send_stack(
+        &mut self,
+        env: &mut impl Around,
+        gate: Option<u16>,
+        stack: Stack<W>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let approx = match &stack.then {
+            Then::Approx(_) => self.calls.approx(&stack.part, stack.seq),
+            _ => None,
+        };
+        let call = approx.unwrap_or_else(|| self.calls.stacked(&stack.part, stack.seq));
+        let route = stack.part.route.clone();
+        let flight = Flight::Stacks(Stacks {
+            gate,
+            gathered: false,
+            stacks: vec![stack],
+        });
+        self.send_script(env, flight, route, call, now, out);
+    }
+
+    /// Sends `stacks` of `slot` in calls of the gathered script.
+    fn send_stacks(
+        &mut self,
+        env: &mut impl Around,
+        slot: u16,
+        mut stacks: Vec<Stack<W>>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        while !stacks.is_empty() {
+            let rest = stacks.split_off(stacks.len().min(MAX_GATHERED));
+            let mut batch = std::mem::replace(&mut stacks, rest);
+            // Requests under the same limits, rules and offence in a row:
+            // they share their arguments in the call.
+            if !batch.windows(2).all(|w| w[0].part.same_set(&w[1].part)) {
+                batch.sort_by_cached_key(|s| s.part.set());
+            }
+            let Some(route) = batch.first().map(|s| s.part.route.clone()) else {
+                break;
+            };
+            let of: Vec<(&Part, u64)> = batch.iter().map(|s| (&*s.part, s.seq)).collect();
+            let call = self.calls.stacks(&of);
+            sending(&mut self.stacking, slot);
+            let flight = Flight::Stacks(Stacks {
+                gate: Some(slot),
+                gathered: true,
+                stacks: batch,
+            });
+            self.send_script(env, flight, route, call, now, out);
+        }
+    }
+
+    /// The reply to a call of stacked checks (`None`: none came).
+    pub(super) fn stacks_answered(
+        &mut self,
+        env: &mut impl Around,
+        s: Stacks<W>,
+        frame: Option<&OwnedFrame>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let n = s.stacks.len();
+        let answers = match s.gathered {
+            false => vec![Answer::of(frame)],
+            true => {
+                self.held = self.held.saturating_sub(n);
+                let replies = match frame {
+                    Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
+                    _ => None,
+                };
+                let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+                match (replies, late) {
+                    (Some(replies), _) => replies.into_iter().map(Answer::Ran).collect(),
+                    (None, true) => vec![Answer::Expired; n],
+                    (None, false) => vec![Answer::Lost; n],
+                }
+            }
+        };
+        for (stack, answer) in s.stacks.into_iter().zip(answers) {
+            self.stack_answered(env, stack, answer, s.gathered, now, out);
+        }
+        // What gathered behind it goes now (or falls back with it).
+        if let Some(slot) = s.gate {
+            self.stacks_done(
+                env,
+                slot,
+                frame.is_none().then_some(Fell::down(false)),
+                now,
+                out,
+            );
+        }
+    }
+
+    /// One stacked check's answer (`gathered`: cut out of a gathered
+    /// call's, read as the stacked script's).
+    fn stack_answered(
+        &mut self,
+        env: &mut impl Around,
+        stack: Stack<W>,
+        answer: Answer,
+        gathered: bool,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let part = stack.part;
+        match stack.then {
+            Then::Request(c) => self.stacked_checked(env, c, &part, answer, now, out),
+            Then::Part { request, index } => {
+                self.part_answered(env, (request, index), part, answer, now, out)
+            }
+            Then::Approx(c) if gathered => {
+                let ran = answer.may_have_run();
+                let checked = answer.integers().and_then(|r| {
+                    let (kept, rules, offence) =
+                        ((&part.limits, &part.at), part.rules, part.offence);
+                    calls::stacked_checked(self.cluster, &r, kept, rules, offence)
+                });
+                self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
+            }
+            Then::Approx(c) => self.check_answered(env, c, answer, now, out),
+        }
+    }
+
+    /// A call of `slot`'s stacked checks ended (`fell`: without a reply):
+    /// what gathered behind it goes now, or falls back never sent.
+    fn stacks_done(
+        &mut self,
+        env: &mut impl Around,
+        slot: u16,
+        fell: Option<Fell>,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let queued = done(&mut self.stacking, slot, fell.is_some());
+        if queued.is_empty() {
+            return;
+        }
+        match fell {
+            None => self.send_stacks(env, slot, queued, now, out),
+            Some(Fell { failure, .. }) => {
+                self.held = self.held.saturating_sub(queued.len());
+                self.stacks_never_sent(env, queued, failure, now, out);
+            }
+        }
+    }
+
+    /// A call of stacked checks the router did not take.
+    pub(super) fn stacks_unsent(
+        &mut self,
+        env: &mut impl Around,
+        s: Stacks<W>,
+        failure: Unavailable,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        if s.gathered {
+            self.held = self.held.saturating_sub(s.stacks.len());
+        }
+        self.stacks_never_sent(env, s.stacks, failure, now, out);
+        if let Some(slot) = s.gate {
+            let never_sent = Fell {
+                failure,
+                sent: false,
+            };
+            self.stacks_done(env, slot, Some(never_sent), now, out);
+        }
+    }
+
+    /// `stacks` fall back, never sent, with `failure`.
+    fn stacks_never_sent(
+        &mut self,
+        env: &mut impl Around,
+        stacks: Vec<Stack<W>>,
+        failure: Unavailable,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        for stack in stacks {
+            match stack.then {
+                Then::Request(c) => out.push(Step::FallBack {
+                    waiter: c.waiter,
+                    failure,
+                    sent: false,
+                }),
+                Then::Part { request, index } => {
+                    self.part_unsent(env, (request, index), stack.part, failure, now, out)
+                }
+                Then::Approx(c) => {
+                    let never_sent = Fell {
+                        failure,
+                        sent: false,
+                    };
+                    self.check_decided(env, c, Err(never_sent), now, out)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Several requests' stacked checks in one call of the stacked script
+//! (`Calls::stacks`) on a real Redis: each answered and written as its own
+//! stacked call (or, under one `approx` limit, the approx script's call)
+//! would; a call after its deadline writes nothing.
+
+use redis_protocol::resp2::types::OwnedFrame;
+
+use super::redis_server::Redis;
+use crate::cluster::calls::{self, stacks_reply, Calls, Part};
+use crate::limiter::breaker::{BreakerRules, StrikeRule};
+use crate::limiter::{KeyId, Limit, Limits, RateLimit, MAX_LIMITS};
+use crate::redis::clock;
+use crate::redis::command::client_tag;
+use crate::store::{Offence, Subject};
+
+/// The client's own: 2 a minute, exact.
+const OWN: RateLimit = RateLimit {
+    requests: 2,
+    window_ms: 60_000,
+};
+
+/// Its /24's (`key=$pow_shield_net`): 3 an hour, `approx`.
+const NET: RateLimit = RateLimit {
+    requests: 3,
+    window_ms: 3_600_000,
+};
+
+/// Another location's one `approx` limit: 2 an hour.
+const SITE: RateLimit = RateLimit {
+    requests: 2,
+    window_ms: 3_600_000,
+};
+
+/// Two strikes open the breaker.
+const RULES: BreakerRules = BreakerRules {
+    strikes: Some(StrikeRule {
+        threshold: 2,
+        ttl_ms: 60_000,
+    }),
+    ban: None,
+};
+
+/// A request: its client, its /24 (none: the other location's), how many
+/// requests it asks before the call compared.
+struct Asks {
+    client: &'static [u8],
+    net: Option<&'static [u8]>,
+    before: u32,
+}
+
+const fn asks(client: &'static [u8], net: Option<&'static [u8]>, before: u32) -> Asks {
+    Asks {
+        client,
+        net,
+        before,
+    }
+}
+
+/// New (twice in one /24), at its own limit (refused, struck), in a full
+/// /24 (refused by it, not struck), under the other location with room
+/// and at its limit, blocked; in three sets of shared arguments.
+const REQUESTS: [Asks; 7] = [
+    asks(b"a", Some(b"n1"), 0),
+    asks(b"b", Some(b"n1"), 0),
+    asks(b"full", Some(b"n3"), 2),
+    asks(b"c", Some(b"n2"), 0),
+    asks(b"x", None, 1),
+    asks(b"y", None, 2),
+    asks(b"blocked", Some(b"n4"), 4),
+];
+
+/// Addresses that use up /24 `n2` first.
+const FILLERS: [&[u8]; 3] = [b"c0", b"c1", b"c2"];
+
+fn stacked_limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.add(Limit::new(OWN)).expect("one");
+    let net = Limit::new(NET).approx().keyed(KeyId::of("$pow_shield_net"));
+    limits.add(net).expect("two");
+    limits
+}
+
+/// The part of one request of `client` (in /24 `net`, else under the
+/// other location).
+fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
+    let tag = client_tag(client);
+    match net {
+        Some(net) => {
+            let limits = Box::leak(Box::new(stacked_limits()));
+            let values = Box::leak(Box::new([None, Some(net.to_vec().leak() as &[u8])]));
+            let subject = Subject {
+                key: client,
+                limits,
+                key_values: values,
+                rules: RULES,
+                rising: false,
+            };
+            calls.whole(tag.as_bytes(), &subject, Offence::Unpaid)
+        }
+        None => Part::approx(tag.as_bytes(), SITE, RULES, Offence::Unpaid),
+    }
+}
+
+/// The one request's own call: the stacked script's, or the approx one's.
+fn alone(calls: &Calls, part: &Part, seq: u64) -> Vec<u8> {
+    match calls.approx(part, seq) {
+        Some(call) => call.evalsha,
+        None => calls.stacked(part, seq).evalsha,
+    }
+}
+
+fn ints(frame: &OwnedFrame) -> Vec<i64> {
+    match frame {
+        OwnedFrame::Array(items) => items
+            .iter()
+            .map(|f| match f {
+                OwnedFrame::Integer(i) => *i,
+                other => panic!("not an integer: {other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Everything Redis holds under `prefix`, each key by its name after the
+/// prefix: a log's size, a counter's counts, a string's value.
+fn state(redis: &mut Redis, prefix: &str) -> Vec<(String, String)> {
+    let pattern = format!("{prefix}*");
+    let OwnedFrame::Array(names) = redis.call(&[b"KEYS", pattern.as_bytes()]) else {
+        panic!("KEYS");
+    };
+    let mut out: Vec<(String, String)> = names
+        .iter()
+        .map(|n| {
+            let OwnedFrame::BulkString(name) = n else {
+                panic!("{n:?}");
+            };
+            let value = match redis.call(&[b"TYPE", name]) {
+                OwnedFrame::SimpleString(t) if t == b"zset" => {
+                    format!("{:?}", redis.call(&[b"ZCARD", name]))
+                }
+                OwnedFrame::SimpleString(t) if t == b"hash" => {
+                    format!("{:?}", redis.call(&[b"HMGET", name, b"c", b"p"]))
+                }
+                _ => format!("{:?}", redis.call(&[b"GET", name])),
+            };
+            (
+                String::from_utf8_lossy(&name[prefix.len()..]).into_owned(),
+                value,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// An answer's integers with its times (reset, retry, block ms) cut to
+/// whether they are set: the two calls run a few ms apart.
+fn shape(reply: &[i64]) -> Vec<i64> {
+    reply
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match i {
+            2 | 3 | 7 => i64::from(*v > 0),
+            _ => *v,
+        })
+        .collect()
+}
+
+fn each_request_is_answered_and_written_as_its_own_stacked_call_would(cluster: bool) {
+    let test = format!("stacks_as_stacked_{cluster}");
+    let Some(mut redis) = Redis::connect(&test) else {
+        return;
+    };
+    let pid = std::process::id();
+    let (one, together) = (
+        format!("stacks-test:{pid}:{cluster}:alone:"),
+        format!("stacks-test:{pid}:{cluster}:together:"),
+    );
+    let (a, b) = (
+        Calls::new(&one, 7, 1, cluster),
+        Calls::new(&together, 7, 1, cluster),
+    );
+    for script in a.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let mut seq = 1;
+    let mut before = |client: &[u8], net, n| {
+        for _ in 0..n {
+            for calls in [&a, &b] {
+                redis.raw(&alone(calls, &part(calls, client, net), seq));
+            }
+            seq += 1;
+        }
+    };
+    for filler in FILLERS {
+        before(filler, Some(b"n2"), 1);
+    }
+    for r in &REQUESTS {
+        before(r.client, r.net, r.before);
+    }
+    // Each on its own, then all in one call.
+    let parts_a: Vec<Part> = REQUESTS.iter().map(|r| part(&a, r.client, r.net)).collect();
+    let alone_replies: Vec<Vec<i64>> = parts_a
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ints(&redis.raw(&alone(&a, p, 100 + i as u64))))
+        .collect();
+    let parts_b: Vec<Part> = REQUESTS.iter().map(|r| part(&b, r.client, r.net)).collect();
+    let of: Vec<(&Part, u64)> = parts_b.iter().zip(100..).collect();
+    let frame = redis.raw(&b.stacks(&of).evalsha);
+    let OwnedFrame::BulkString(text) = &frame else {
+        panic!("{frame:?}");
+    };
+    let together_replies = stacks_reply(text, REQUESTS.len(), cluster).expect("a reply each");
+    for (i, p) in parts_a.iter().enumerate() {
+        let (x, y) = (&alone_replies[i], &together_replies[i]);
+        assert_eq!(x.len(), y.len(), "{i}");
+        assert_eq!(shape(&x[..9]), shape(&y[..9]), "request {i}: {x:?} {y:?}");
+        // Each read as the node reads its own call's reply.
+        let at = [0; MAX_LIMITS];
+        let (x, y) = match REQUESTS[i].net {
+            Some(_) => {
+                assert_eq!(x[9], y[9], "request {i}: the deciding limit");
+                let read = |r: &[i64]| {
+                    let kept = (&p.limits, &p.at);
+                    calls::stacked_checked(cluster, r, kept, p.rules, p.offence)
+                };
+                (read(x), read(y))
+            }
+            None => (
+                calls::checked(cluster, x, &p.limits, p.rules, p.offence),
+                calls::stacked_checked(cluster, y, (&p.limits, &at), p.rules, p.offence),
+            ),
+        };
+        let (x, y) = (x.expect("read alone"), y.expect("read together"));
+        assert_eq!(
+            (
+                x.verdict.allowed,
+                x.verdict.limit,
+                x.struck,
+                x.breaker.block
+            ),
+            (
+                y.verdict.allowed,
+                y.verdict.limit,
+                y.struck,
+                y.breaker.block
+            ),
+            "request {i}"
+        );
+        // (A Redis Cluster's generation: made by the first refusal of each
+        // prefix, so it differs; set exactly where a refusal was.)
+        assert_eq!(x.generation.is_some(), y.generation.is_some(), "{i}");
+    }
+    // (Slots' generations aside: the call's is its first request's slot.)
+    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
+        state
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("gen:"))
+            .collect()
+    };
+    assert_eq!(
+        counts(state(&mut redis, &one)),
+        counts(state(&mut redis, &together))
+    );
+    // What each was: admitted, admitted, refused by its own limit (struck),
+    // by its /24's (not struck), admitted, refused, blocked.
+    let admitted: Vec<i64> = together_replies.iter().map(|r| r[0]).collect();
+    let by: Vec<i64> = together_replies.iter().map(|r| r[9]).collect();
+    let blocks: Vec<i64> = together_replies.iter().map(|r| r[6]).collect();
+    assert_eq!(admitted, [1, 1, 0, 0, 1, 0, 0]);
+    assert_eq!(&by[2..4], [0, 1]);
+    assert_eq!(blocks, [0, 0, 0, 0, 0, 0, 1]);
+}
+
+#[test]
+fn each_request_of_a_stacks_call_is_answered_and_written_as_its_own_stacked_call_would() {
+    each_request_is_answered_and_written_as_its_own_stacked_call_would(false);
+}
+
+#[test]
+fn a_redis_clusters_stacks_call_answers_its_slots_generation_after_each_refusal() {
+    each_request_is_answered_and_written_as_its_own_stacked_call_would(true);
+}
+
+#[test]
+fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
+    let Some(mut redis) = Redis::connect("stacks_late") else {
+        return;
+    };
+    let prefix = format!("stacks-test:{}:late:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, false);
+    for script in calls.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let parts = [part(&calls, b"a", Some(b"n1")), part(&calls, b"x", None)];
+    let of: Vec<(&Part, u64)> = parts.iter().zip(1..).collect();
+    let mut late = calls.stacks(&of).evalsha;
+    let past = redis.now_ms() - 1_000;
+    assert!(clock::stamp(&mut late, past));
+    let frame = redis.raw(&late);
+    assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
+    assert_eq!(state(&mut redis, &prefix), []);
+    // On time: both counted.
+    let mut on_time = calls.stacks(&of).evalsha;
+    assert!(clock::stamp(&mut on_time, redis.now_ms() + 60_000));
+    assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
+    // (a's log, its /24's counter, x's counter)
+    assert_eq!(state(&mut redis, &prefix).len(), 3);
+}
