@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::cluster::generation::{self, slot_of_tag};
+use crate::cluster::keys::ClientKey;
 use crate::redis::command::client_tag;
 use crate::store::Spent;
 
@@ -173,6 +174,22 @@ fn a_solution_spent_on_the_node_during_an_outage_is_a_replay_answered_there() {
 }
 
 #[test]
+fn a_solution_spent_on_the_node_is_a_replay_even_while_its_generation_is_not_known() {
+    let Some(mut rig) = Rig::new("spend_here_unknown") else {
+        return;
+    };
+    // Of a generation this worker has not heard of (one another node just
+    // renewed), its digest spent here already: a replay (409), not a
+    // fresh challenge that pays back a strike.
+    let solution = issued(&rig, 9, Some(redis_generation(&rig) + 1), true);
+    rig.zone
+        .spent
+        .insert(solution.digest, solution.spent_until_ms);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+}
+
+#[test]
 fn a_spend_in_a_generation_redis_lost_is_a_replay_and_the_next_challenge_carries_the_new_one() {
     let Some(mut rig) = Rig::new("spend_lost") else {
         return;
@@ -195,21 +212,48 @@ fn a_spend_in_a_generation_redis_lost_is_a_replay_and_the_next_challenge_carries
 }
 
 #[test]
-fn in_a_redis_cluster_a_solution_of_another_slot_generation_is_not_recorded_and_no_offence() {
+fn in_a_redis_cluster_a_solution_of_an_older_slot_generation_is_not_recorded_and_no_offence() {
     let Some((mut rig, slot_gen)) = refused_in_slot("spend_slot") else {
         return;
     };
-    // Issued before the slot was flushed or renewed (or after: news this
-    // worker has not heard): a fresh challenge of the slot's, no call.
-    for other in [slot_gen - 1, slot_gen + 1] {
-        let solution = issued(&rig, 1, Some(other), true);
-        let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
-        assert_eq!((fate, ran), (not_recorded(true), 0), "{other}");
-    }
+    // Issued before the slot was flushed or renewed: a fresh challenge of
+    // the slot's, no call.
+    let solution = issued(&rig, 1, Some(slot_gen - 1), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (not_recorded(true), 0));
     // Of the slot's: spent.
     let solution = issued(&rig, 2, Some(slot_gen), true);
     let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
     assert!(accepted(&fate) && ran == 1, "{fate:?}");
+}
+
+#[test]
+fn in_a_redis_cluster_a_solution_of_a_slot_generation_newer_than_the_worker_knows_is_spent_in_redis(
+) {
+    let Some((mut rig, known)) = refused_in_slot("spend_slot_newer") else {
+        return;
+    };
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "the 429's");
+    // The slot was renewed since (a failover) and another node's check
+    // answered the new one, which this worker has not heard of: its
+    // challenge carries it.
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    let key = generation::slot_key(&rig.prefix, slot);
+    let OwnedFrame::BulkString(value) = rig.redis.call(&[b"GET", key.as_bytes()]) else {
+        panic!("no slot generation in Redis");
+    };
+    let run = String::from_utf8_lossy(&value);
+    let (run, _) = run.rsplit_once(':').expect("run:generation");
+    let newer = known + 1;
+    let renewed = format!("{run}:{newer}");
+    rig.redis.call(&[b"SET", key.as_bytes(), renewed.as_bytes()]);
+    // Redis's generation spend decides it: spent, the strike taken back.
+    let solution = issued(&rig, 1, Some(newer), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert!(accepted(&fate) && ran == 1, "{fate:?}");
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 0, "paid back");
+    // And the worker knows the slot's now.
+    assert_eq!(rig.node.slot_generation(slot), Some(newer));
 }
 
 #[test]
