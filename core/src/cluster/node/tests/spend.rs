@@ -5,6 +5,7 @@
 //! rule's to decide (`fallback::decider`).
 
 use super::*;
+use crate::cluster::fallback::{self, Decider, Unanswered};
 use crate::cluster::generation::{self, slot_of_tag};
 use crate::cluster::keys::ClientKey;
 use crate::redis::command::client_tag;
@@ -246,7 +247,8 @@ fn in_a_redis_cluster_a_solution_of_a_slot_generation_newer_than_the_worker_know
     let (run, _) = run.rsplit_once(':').expect("run:generation");
     let newer = known + 1;
     let renewed = format!("{run}:{newer}");
-    rig.redis.call(&[b"SET", key.as_bytes(), renewed.as_bytes()]);
+    rig.redis
+        .call(&[b"SET", key.as_bytes(), renewed.as_bytes()]);
     // Redis's generation spend decides it: spent, the strike taken back.
     let solution = issued(&rig, 1, Some(newer), true);
     let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
@@ -279,4 +281,111 @@ fn in_a_redis_cluster_a_spend_that_finds_the_slot_renewed_is_a_replay_and_the_40
         .node
         .challenge_generation(&rig.zone, (CLIENT, Some(slot_gen)), now, &mut out);
     assert_eq!(carried, Some(renewed));
+}
+
+/// What the module does with a spend the node left to the fallback rule
+/// under `local` with its zone (`src/store/mod.rs`, `Late::decide`), on
+/// the rig's zone model: the rule's decider, and the request's answer.
+fn fall_back_locally(rig: &mut Rig, solution: Solution) -> (Decider, Reply) {
+    let mut out = Vec::new();
+    let now = rig.now;
+    let redis_only = rig
+        .node
+        .redis_only(&rig.zone, &solution, CLIENT, now, &mut out);
+    rig.carry(out);
+    let (_, answered) = rig.ask(
+        Op::Spend(solution),
+        CLIENT,
+        Limits::one(LIMIT),
+        FailPolicy::Local,
+    );
+    let Answered::FallBack(failure) = answered else {
+        panic!("not the fallback rule's: {answered:?}");
+    };
+    let decider = fallback::decider(Unanswered {
+        op: Op::Spend(solution),
+        failure,
+        sent: false,
+        fail_local: true,
+        zone: true,
+        redis_only,
+        owed: solution.owed(RULES),
+    });
+    if decider != Decider::Record {
+        return (decider, Reply::Down);
+    }
+    // The zone's spend (`Op::standing_in`): recorded, its strike there
+    // taken back; a replay if held.
+    let zone = match rig
+        .zone
+        .record_spent(&solution.digest, solution.spent_until_ms, now.epoch_ms)
+    {
+        Ok(true) => {
+            rig.zone.forgive(CLIENT, RULES, now.monotonic_ms);
+            Reply::Spent(Spent::Accepted(BreakerStatus::default()))
+        }
+        Ok(false) => Reply::Spent(Spent::Replayed),
+        Err(_) => Reply::Spent(Spent::NotRecorded { pays_back: true }),
+    };
+    let mut out = Vec::new();
+    rig.node.replay_later(CLIENT, &solution, now, &mut out);
+    rig.carry(out);
+    (decider, fallback::recorded(zone))
+}
+
+#[test]
+fn under_local_an_owed_spend_while_redis_is_down_is_recorded_and_redis_takes_its_strike_back_once()
+{
+    let Some(mut rig) = Rig::new("spend_recorded") else {
+        return;
+    };
+    // Two strikes in Redis: the third request's refusal there, the
+    // fourth's refused here and sent in the batch.
+    for _ in 0..4 {
+        rig.unpaid(CLIENT);
+        rig.run_all();
+    }
+    rig.after(crate::cluster::refusals::BATCH_MS).tick(false);
+    rig.run_all();
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 2);
+    // Redis goes down; the client pays a 429 of Redis's generation.
+    let solution = issued(&rig, 1, Some(redis_generation(&rig)), true);
+    rig.zone.reach = Reach::Down;
+    let (decider, reply) = fall_back_locally(&mut rig, solution);
+    assert_eq!(decider, Decider::Record);
+    // Recorded: admits nothing, and its fresh challenge pays back nothing
+    // more (the strike is taken back where it is).
+    assert_eq!(reply, Reply::Spent(Spent::NotRecorded { pays_back: false }));
+    assert!(rig.zone.is_spent(&solution.digest, rig.now.epoch_ms));
+    assert!(rig.held.is_empty(), "nothing goes while Redis is down");
+    // Sent again during the outage: a replay (409), answered here.
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 2);
+    // Redis is back: the queued write takes the strike back there.
+    rig.zone.reach = Reach::Connected;
+    rig.after(10);
+    let mut out = Vec::new();
+    rig.node.connected(&mut rig.zone, rig.now, &mut out);
+    rig.carry(out);
+    rig.run_all();
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "taken back");
+    // Sent again: a replay, whose write (queued again, carried by the next
+    // request's call) takes nothing more back.
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+    rig.after(1_000);
+    let paid = Op::Check {
+        offence: Offence::None,
+    };
+    let calls = rig.calls_run;
+    rig.ask(
+        paid,
+        b"\x00203.0.113.10",
+        Limits::one(LIMIT),
+        FailPolicy::Local,
+    );
+    rig.run_all();
+    assert_eq!(rig.calls_run - calls, 2, "the replay's write and the check");
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "once");
 }
