@@ -50,6 +50,8 @@ pub(super) struct SpendCall<W> {
     refusal: Option<Vec<u8>>,
     /// The Redis generation it is spent in (none: the node's own).
     generation: Option<u64>,
+    /// Its 429's strike is owed back if it is not spent.
+    owed: bool,
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -160,6 +162,7 @@ impl<W: Waits> ClusterNode<W> {
             until_ms: solution.spent_until_ms,
             refusal: self.refusal_of(env, subject),
             generation: in_generation,
+            owed: solution.owed(subject.rules),
         });
         self.send_script(env, flight, spent_key.into_bytes(), call, now, out);
         Answered::Later
@@ -197,10 +200,19 @@ impl<W: Waits> ClusterNode<W> {
             // The generation is gone (a flush, a failover): what was spent
             // in it is unknown, so this is refused as a replay (409 with a
             // fresh challenge); the challenges from now on, that one too,
-            // carry the new generation (a slot's is in the reply).
+            // carry the new generation (a slot's is in the reply). One
+            // newer than the slot's (they grow with Redis's clock) was
+            // never the slot's: another node's outage generation, not
+            // recorded, no offence.
             Err(renewed) => {
                 self.generation_gone(slot(), renewed, now, out);
-                return out.push(Step::Deliver(s.waiter, Reply::Spent(Spent::Replayed)));
+                let spent = match (s.generation, renewed) {
+                    (Some(token), Some(slot)) if token > slot => {
+                        Spent::NotRecorded { pays_back: s.owed }
+                    }
+                    _ => Spent::Replayed,
+                };
+                return out.push(Step::Deliver(s.waiter, Reply::Spent(spent)));
             }
         };
         let spent = match spent {

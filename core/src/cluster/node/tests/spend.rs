@@ -250,6 +250,24 @@ fn in_a_redis_cluster_a_solution_of_a_slot_generation_newer_than_the_worker_know
 }
 
 #[test]
+fn in_a_redis_cluster_a_solution_of_a_generation_newer_than_the_slots_is_not_recorded_and_no_offence(
+) {
+    let Some((mut rig, slot_gen)) = refused_in_slot("spend_slot_never") else {
+        return;
+    };
+    // Another node's outage generation (random), above the slot's: never
+    // the slot's. Redis's spend says so and spends nothing: a fresh
+    // challenge that pays back the 429's strike, not a 409.
+    let other_node = slot_gen + 1_000_000_000_000;
+    let solution = issued(&rig, 1, Some(other_node), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (not_recorded(true), 1));
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "none taken");
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    assert_eq!(rig.node.slot_generation(slot), Some(slot_gen));
+}
+
+#[test]
 fn in_a_redis_cluster_a_spend_that_finds_the_slot_renewed_is_a_replay_and_the_409_carries_the_new_one(
 ) {
     let Some((mut rig, slot_gen)) = refused_in_slot("spend_renewed") else {
