@@ -4,6 +4,8 @@
 //! no free request left, and on every response to a paid request), so that
 //! a client that pays makes one round trip per request.
 
+use std::borrow::Cow;
+
 use nginx_sys::ngx_http_request_t;
 use ngx::http::{HttpModuleMainConf, Request};
 
@@ -30,9 +32,15 @@ pub(super) fn issue(
 ) -> Option<Challenge> {
     let keys = mcf.keys.as_ref()?;
     // The client's slot's (a Redis Cluster's check answers it), else the
-    // node's: the store's to say.
+    // node's: the store's to say, of the key the stores count it under (a
+    // dry run's own, as `handler::dry_run_key` makes it, in a slot of its
+    // own; made only in a dry run).
     let stores = Stores::new(mcf, policy.fail);
-    let generation = stores.challenge_generation(key, done.generation);
+    let counted: Cow<[u8]> = match policy.dry_run && !key.is_empty() {
+        true => Cow::Owned([pow_shield_core::admin::DRY_RUN, key].concat()),
+        false => Cow::Borrowed(key),
+    };
+    let generation = stores.challenge_generation(&counted, done.generation);
     let (now, ttl) = (now_ms(), policy.challenge_ttl_ms);
     let strike = match (struck, done.verdict) {
         // (Beyond the token's life it says nothing more.)

@@ -100,7 +100,8 @@ pub enum Decider {
     Policy,
     /// A spend only Redis can decide, not recorded
     /// (`Spent::NotRecorded`): a fresh challenge, no strike; it pays back
-    /// its 429's strike when `pays_back`.
+    /// its 429's strike when `pays_back`: owed, and the spend never reached
+    /// Redis (one that did may have taken it back there).
     NotNow { pays_back: bool },
     /// A spend only Redis can decide, whose 429's strike is owed, while
     /// Redis is down under `local`: the zone records it (refused here from
@@ -113,9 +114,10 @@ pub enum Decider {
 /// The one rule.
 ///
 /// - A spend only Redis can decide is never the zone's: not now, and
-///   its strike paid back by the fresh challenge; except while Redis is
-///   down under `local`, where the zone records it for Redis to take its
-///   strike back there (`Record`; with nothing owed, nothing to record).
+///   its strike paid back by the fresh challenge unless the spend reached
+///   Redis (which may have taken it back); except while Redis is down
+///   under `local`, where the zone records it for Redis to take its strike
+///   back there, once (`Record`; with nothing owed, nothing to record).
 /// - A full queue is back-pressure, not an outage: the zone decides,
 ///   whatever `pow_shield_fail` says (never passed uncounted).
 /// - An unavailable Redis: the zone under `local`, else the policy.
@@ -129,8 +131,11 @@ pub fn decider(asked: Unanswered) -> Decider {
         let down = asked.failure == Unavailable::Down;
         return match asked.owed && asked.zone && asked.fail_local && down {
             true => Decider::Record,
+            // A spend that reached Redis may have run and taken the strike
+            // back there already: the fresh challenge must not take
+            // another (the safe side: no pay back when it may have run).
             false => Decider::NotNow {
-                pays_back: asked.owed,
+                pays_back: asked.owed && !asked.sent,
             },
         };
     }
@@ -358,6 +363,10 @@ mod tests {
             (OWED, Down, false, true, true, true, Decider::Record),
             (OWED, Down, true, true, true, true, Decider::Record),
             (OWED, Down, false, false, true, true, not_now(true)),
+            // Sent and lost (`open`, `closed`): Redis may have run it and
+            // taken the strike back already; the fresh one takes no other.
+            (OWED, Down, true, false, true, true, not_now(false)),
+            (OWED, Down, true, true, false, true, not_now(false)),
             (OWED, Busy, false, true, true, true, not_now(true)),
             (OWED, Down, false, true, false, true, not_now(true)),
             // (A check is never Redis-only.)

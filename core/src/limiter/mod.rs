@@ -46,29 +46,3 @@ pub struct Verdict {
     /// `limits::stacked_verdict`); 0 with one limit.
     pub limit: u8,
 }
-
-/// What spending a solved challenge did: one atomic operation of a store,
-/// which also takes back the strike the challenge's 429 recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spent {
-    /// First spend: the solution admits the request, and one strike of the
-    /// client was taken back (never below 0); the breaker after it.
-    Accepted(breaker::BreakerStatus),
-    /// The token was spent before: a replay.
-    Replayed,
-    /// The data generation the solution's challenge was issued in is gone
-    /// (Redis restarted empty, was flushed or failed over): what was spent
-    /// in it is unknown, so nothing is spent and the request is refused as
-    /// a replay; the fresh challenge carries the store's new generation
-    /// when it says (a Redis Cluster slot's).
-    Stale(Option<u64>),
-    /// The client is blocked: nothing was spent, nothing taken back.
-    Blocked(breaker::BreakerStatus),
-    /// It cannot be spent right now (a solution only Redis can spend, and
-    /// Redis is unavailable or busy, or its generation is being learnt; or
-    /// the client's share of the zone's spent records is used up,
-    /// `store::spent`): nothing was spent; the client gets a fresh
-    /// challenge and no strike (docs/operations.md, "Choosing a fail
-    /// policy", "Sizing the zone").
-    Unavailable,
-}

@@ -48,6 +48,10 @@ pub(super) struct SpendCall<W> {
     digest: [u8; 32],
     until_ms: u64,
     refusal: Option<Vec<u8>>,
+    /// The Redis generation it is spent in (none: the node's own).
+    generation: Option<u64>,
+    /// Its 429's strike is owed back if it is not spent.
+    owed: bool,
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -120,18 +124,21 @@ impl<W: Waits> ClusterNode<W> {
         waiter: impl FnOnce() -> W,
         out: &mut Vec<Step<W>>,
     ) -> Answered {
-        if !self.spendable(env, &solution, subject.key, now, out) {
-            return unspendable(env, &solution, subject.rules);
-        }
         let digest = solution.digest;
-        let spent_key = self.calls.spent_key(&digest, subject.key);
-        let tag = client_tag(subject.key);
         // Spent here already (while Redis was down or busy): a replay, and
-        // nothing to take back; Redis learns of it from the queue.
+        // nothing to take back, whatever its generation; Redis learns of it
+        // from the queue.
         if env.is_spent(&digest, now.epoch_ms) {
+            let spent_key = self.calls.spent_key(&digest, subject.key);
+            let tag = client_tag(subject.key);
             self.queue_replay((&digest, spent_key, tag, solution.spent_until_ms), now, out);
             return Answered::Now(Reply::Spent(Spent::Replayed));
         }
+        if !self.spendable(env, &solution, subject.key, now, out) {
+            return unspendable(env, &solution, subject.rules);
+        }
+        let spent_key = self.calls.spent_key(&digest, subject.key);
+        let tag = client_tag(subject.key);
         // The strikes this worker counted for the client go first: the
         // spend takes one of them back.
         self.send_batch_now(env, subject, now, out);
@@ -154,6 +161,8 @@ impl<W: Waits> ClusterNode<W> {
             digest,
             until_ms: solution.spent_until_ms,
             refusal: self.refusal_of(env, subject),
+            generation: in_generation,
+            owed: solution.owed(subject.rules),
         });
         self.send_script(env, flight, spent_key.into_bytes(), call, now, out);
         Answered::Later
@@ -177,21 +186,33 @@ impl<W: Waits> ClusterNode<W> {
         let Some(ints) = answer.integers() else {
             return out.push(fall_back(s.waiter));
         };
+        let slot = || slot_of_tag(client_tag(&s.key).as_bytes());
         let spent = match calls::spent_reply(&ints) {
-            Ok(Some(spent)) => spent,
+            // Run within its generation: the slot's now (in a Redis
+            // Cluster, news to this worker when newer than it knew).
+            Ok(Some(spent)) => {
+                if self.cluster {
+                    self.generations.note_slot(slot(), s.generation);
+                }
+                spent
+            }
             Ok(None) => return out.push(fall_back(s.waiter)),
             // The generation is gone (a flush, a failover): what was spent
             // in it is unknown, so this is refused as a replay (409 with a
             // fresh challenge); the challenges from now on, that one too,
-            // carry the new generation (a slot's is in the reply).
+            // carry the new generation (a slot's is in the reply). One
+            // newer than the slot's (they grow with Redis's clock) was
+            // never the slot's: another node's outage generation, not
+            // recorded, no offence.
             Err(renewed) => {
-                self.generation_gone(
-                    slot_of_tag(client_tag(&s.key).as_bytes()),
-                    renewed,
-                    now,
-                    out,
-                );
-                return out.push(Step::Deliver(s.waiter, Reply::Spent(Spent::Replayed)));
+                self.generation_gone(slot(), renewed, now, out);
+                let spent = match (s.generation, renewed) {
+                    (Some(token), Some(slot)) if token > slot => {
+                        Spent::NotRecorded { pays_back: s.owed }
+                    }
+                    _ => Spent::Replayed,
+                };
+                return out.push(Step::Deliver(s.waiter, Reply::Spent(spent)));
             }
         };
         let spent = match spent {
@@ -224,13 +245,14 @@ impl<W: Waits> ClusterNode<W> {
         out.push(Step::Deliver(s.waiter, Reply::Spent(spent)));
     }
 
-    /// Whether `solution` of client `key` may be spent now: within
-    /// Redis's generation as this worker knows it (`Tracker::accepts`), and
-    /// in a Redis Cluster within its slot's as the last reply said (a
-    /// solution of one issued before the slot was flushed or renewed is
-    /// not spent: a fresh challenge of the current one, no offence). (One
-    /// older than the slot's since the request was verified, `Stale`: not
-    /// now either; it was no offence then.)
+    /// Whether `solution` of client `key` may be spent now
+    /// (`Tracker::accepts`): within Redis's generation as this worker knows
+    /// it; in a Redis Cluster, of a slot generation not older than the one
+    /// the last reply said for its slot (one older was replaced by a flush
+    /// or a failover: not spent, a fresh challenge of the current one, no
+    /// offence). One newer is news to this worker, not age: Redis's
+    /// generation spend decides it atomically (spent if it is the slot's,
+    /// else a replay that tells the slot's).
     pub fn spendable(
         &mut self,
         env: &impl Around,
@@ -239,21 +261,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> bool {
-        let issued = solution.generation;
-        let accepted = self.accepts(env, (issued, key), now, out) == Spendable::Now;
-        accepted && !self.other_slot_generation(issued, key)
-    }
-
-    /// A Redis Cluster: `issued` (not this node's own) is not the
-    /// generation the last reply said for client `key`'s slot.
-    fn other_slot_generation(&self, issued: Option<u64>, key: &[u8]) -> bool {
-        let Some(issued) = issued.filter(|g| self.cluster && *g != self.local_generation) else {
-            return false;
-        };
-        let slot = slot_of_tag(client_tag(key).as_bytes());
-        self.generations
-            .slot(slot)
-            .is_some_and(|known| known != issued)
+        self.accepts(env, (solution.generation, key), now, out) == Spendable::Now
     }
 
     /// Whether only Redis may spend `solution` of client `key`: one of

@@ -5,7 +5,9 @@
 //! rule's to decide (`fallback::decider`).
 
 use super::*;
+use crate::cluster::fallback::{self, Decider, Unanswered};
 use crate::cluster::generation::{self, slot_of_tag};
+use crate::cluster::keys::ClientKey;
 use crate::redis::command::client_tag;
 use crate::store::Spent;
 
@@ -160,16 +162,23 @@ fn every_spend_has_one_answer_from_the_node() {
 }
 
 #[test]
-fn a_solution_spent_on_the_node_during_an_outage_is_a_replay_answered_there() {
+fn a_solution_spent_on_the_node_during_an_outage_is_a_replay_answered_there_whatever_its_generation(
+) {
     let Some(mut rig) = Rig::new("spend_here") else {
         return;
     };
-    let solution = issued(&rig, 9, Some(redis_generation(&rig)), true);
-    rig.zone
-        .spent
-        .insert(solution.digest, solution.spent_until_ms);
-    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
-    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+    let redis = redis_generation(&rig);
+    // Of Redis's generation; of one this worker has not heard of (another
+    // node just renewed it): a replay (409), not a fresh challenge that
+    // pays back a strike.
+    for (digest, generation) in [(9, redis), (10, redis + 1)] {
+        let solution = issued(&rig, digest, Some(generation), true);
+        rig.zone
+            .spent
+            .insert(solution.digest, solution.spent_until_ms);
+        let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+        assert_eq!((fate, ran), (answered(Spent::Replayed), 0), "{generation}");
+    }
 }
 
 #[test]
@@ -195,21 +204,67 @@ fn a_spend_in_a_generation_redis_lost_is_a_replay_and_the_next_challenge_carries
 }
 
 #[test]
-fn in_a_redis_cluster_a_solution_of_another_slot_generation_is_not_recorded_and_no_offence() {
+fn in_a_redis_cluster_a_solution_of_an_older_slot_generation_is_not_recorded_and_no_offence() {
     let Some((mut rig, slot_gen)) = refused_in_slot("spend_slot") else {
         return;
     };
-    // Issued before the slot was flushed or renewed (or after: news this
-    // worker has not heard): a fresh challenge of the slot's, no call.
-    for other in [slot_gen - 1, slot_gen + 1] {
-        let solution = issued(&rig, 1, Some(other), true);
-        let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
-        assert_eq!((fate, ran), (not_recorded(true), 0), "{other}");
-    }
+    // Issued before the slot was flushed or renewed: a fresh challenge of
+    // the slot's, no call.
+    let solution = issued(&rig, 1, Some(slot_gen - 1), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (not_recorded(true), 0));
     // Of the slot's: spent.
     let solution = issued(&rig, 2, Some(slot_gen), true);
     let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
     assert!(accepted(&fate) && ran == 1, "{fate:?}");
+}
+
+#[test]
+fn in_a_redis_cluster_a_solution_of_a_slot_generation_newer_than_the_worker_knows_is_spent_in_redis(
+) {
+    let Some((mut rig, known)) = refused_in_slot("spend_slot_newer") else {
+        return;
+    };
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "the 429's");
+    // The slot was renewed since (a failover) and another node's check
+    // answered the new one, which this worker has not heard of: its
+    // challenge carries it.
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    let key = generation::slot_key(&rig.prefix, slot);
+    let OwnedFrame::BulkString(value) = rig.redis.call(&[b"GET", key.as_bytes()]) else {
+        panic!("no slot generation in Redis");
+    };
+    let run = String::from_utf8_lossy(&value);
+    let (run, _) = run.rsplit_once(':').expect("run:generation");
+    let newer = known + 1;
+    let renewed = format!("{run}:{newer}");
+    rig.redis
+        .call(&[b"SET", key.as_bytes(), renewed.as_bytes()]);
+    // Redis's generation spend decides it: spent, the strike taken back.
+    let solution = issued(&rig, 1, Some(newer), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert!(accepted(&fate) && ran == 1, "{fate:?}");
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 0, "paid back");
+    // And the worker knows the slot's now.
+    assert_eq!(rig.node.slot_generation(slot), Some(newer));
+}
+
+#[test]
+fn in_a_redis_cluster_a_solution_of_a_generation_newer_than_the_slots_is_not_recorded_and_no_offence(
+) {
+    let Some((mut rig, slot_gen)) = refused_in_slot("spend_slot_never") else {
+        return;
+    };
+    // Another node's outage generation (random), above the slot's: never
+    // the slot's. Redis's spend says so and spends nothing: a fresh
+    // challenge that pays back the 429's strike, not a 409.
+    let other_node = slot_gen + 1_000_000_000_000;
+    let solution = issued(&rig, 1, Some(other_node), true);
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (not_recorded(true), 1));
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "none taken");
+    let slot = slot_of_tag(client_tag(CLIENT).as_bytes());
+    assert_eq!(rig.node.slot_generation(slot), Some(slot_gen));
 }
 
 #[test]
@@ -235,4 +290,111 @@ fn in_a_redis_cluster_a_spend_that_finds_the_slot_renewed_is_a_replay_and_the_40
         .node
         .challenge_generation(&rig.zone, (CLIENT, Some(slot_gen)), now, &mut out);
     assert_eq!(carried, Some(renewed));
+}
+
+/// What the module does with a spend the node left to the fallback rule
+/// under `local` with its zone (`src/store/mod.rs`, `Late::decide`), on
+/// the rig's zone model: the rule's decider, and the request's answer.
+fn fall_back_locally(rig: &mut Rig, solution: Solution) -> (Decider, Reply) {
+    let mut out = Vec::new();
+    let now = rig.now;
+    let redis_only = rig
+        .node
+        .redis_only(&rig.zone, &solution, CLIENT, now, &mut out);
+    rig.carry(out);
+    let (_, answered) = rig.ask(
+        Op::Spend(solution),
+        CLIENT,
+        Limits::one(LIMIT),
+        FailPolicy::Local,
+    );
+    let Answered::FallBack(failure) = answered else {
+        panic!("not the fallback rule's: {answered:?}");
+    };
+    let decider = fallback::decider(Unanswered {
+        op: Op::Spend(solution),
+        failure,
+        sent: false,
+        fail_local: true,
+        zone: true,
+        redis_only,
+        owed: solution.owed(RULES),
+    });
+    if decider != Decider::Record {
+        return (decider, Reply::Down);
+    }
+    // The zone's spend (`Op::standing_in`): recorded, its strike there
+    // taken back; a replay if held.
+    let zone = match rig
+        .zone
+        .record_spent(&solution.digest, solution.spent_until_ms, now.epoch_ms)
+    {
+        Ok(true) => {
+            rig.zone.forgive(CLIENT, RULES, now.monotonic_ms);
+            Reply::Spent(Spent::Accepted(BreakerStatus::default()))
+        }
+        Ok(false) => Reply::Spent(Spent::Replayed),
+        Err(_) => Reply::Spent(Spent::NotRecorded { pays_back: true }),
+    };
+    let mut out = Vec::new();
+    rig.node.replay_later(CLIENT, &solution, now, &mut out);
+    rig.carry(out);
+    (decider, fallback::recorded(zone))
+}
+
+#[test]
+fn under_local_an_owed_spend_while_redis_is_down_is_recorded_and_redis_takes_its_strike_back_once()
+{
+    let Some(mut rig) = Rig::new("spend_recorded") else {
+        return;
+    };
+    // Two strikes in Redis: the third request's refusal there, the
+    // fourth's refused here and sent in the batch.
+    for _ in 0..4 {
+        rig.unpaid(CLIENT);
+        rig.run_all();
+    }
+    rig.after(crate::cluster::refusals::BATCH_MS).tick(false);
+    rig.run_all();
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 2);
+    // Redis goes down; the client pays a 429 of Redis's generation.
+    let solution = issued(&rig, 1, Some(redis_generation(&rig)), true);
+    rig.zone.reach = Reach::Down;
+    let (decider, reply) = fall_back_locally(&mut rig, solution);
+    assert_eq!(decider, Decider::Record);
+    // Recorded: admits nothing, and its fresh challenge pays back nothing
+    // more (the strike is taken back where it is).
+    assert_eq!(reply, Reply::Spent(Spent::NotRecorded { pays_back: false }));
+    assert!(rig.zone.is_spent(&solution.digest, rig.now.epoch_ms));
+    assert!(rig.held.is_empty(), "nothing goes while Redis is down");
+    // Sent again during the outage: a replay (409), answered here.
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 2);
+    // Redis is back: the queued write takes the strike back there.
+    rig.zone.reach = Reach::Connected;
+    rig.after(10);
+    let mut out = Vec::new();
+    rig.node.connected(&mut rig.zone, rig.now, &mut out);
+    rig.carry(out);
+    rig.run_all();
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "taken back");
+    // Sent again: a replay, whose write (queued again, carried by the next
+    // request's call) takes nothing more back.
+    let (fate, ran) = spend(&mut rig, solution, FailPolicy::Local);
+    assert_eq!((fate, ran), (answered(Spent::Replayed), 0));
+    rig.after(1_000);
+    let paid = Op::Check {
+        offence: Offence::None,
+    };
+    let calls = rig.calls_run;
+    rig.ask(
+        paid,
+        b"\x00203.0.113.10",
+        Limits::one(LIMIT),
+        FailPolicy::Local,
+    );
+    rig.run_all();
+    assert_eq!(rig.calls_run - calls, 2, "the replay's write and the check");
+    assert_eq!(rig.redis_int(CLIENT, ClientKey::Strikes), 1, "once");
 }
