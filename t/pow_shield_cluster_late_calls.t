@@ -30,6 +30,7 @@ use lib "$FindBin::Bin/lib";
 
 use Test::More;
 use Time::HiRes qw(sleep);
+use Digest::SHA qw(sha1_hex);
 use Test::PowShield qw(:pow :util :redis);
 
 ###############################################################################
@@ -113,6 +114,11 @@ sleep 0.7;
 # them at the timeout, and fail open lets them through
 
 my $calls = script_calls();
+# Every command Redis runs from here is kept in its slow log: which calls
+# of the stacked script for this client it ran late is read back there.
+$t->redis_cmd('CONFIG', 'SET', 'slowlog-max-len', 10000);
+$t->redis_cmd('CONFIG', 'SET', 'slowlog-log-slower-than', 0);
+$t->redis_cmd('SLOWLOG', 'RESET');
 $t->pause_redis;
 my @socks = map { send_req('late') } 1 .. $IN_FLIGHT;
 my @during = map { $t->read_response($_) } @socks;
@@ -133,6 +139,18 @@ ok(eventually(30, sub { script_calls() >= $calls + 1 && all_read() }),
     'Redis ran the calls it received while stopped (one a worker at most: the others waited)')
     or diag('script calls since: ' . (script_calls() - $calls));
 diag('script calls Redis ran since the stall began: ' . (script_calls() - $calls));
+# The client's checks among them: calls of the stacked script (by its
+# SHA) that name the client's strikes key.
+my $stacked = sha1_hex(Test::PowShield::Redis::module_script('stacked'));
+my $strikes = client_key('late', 's');
+my $late = grep {
+    my @args = @{$_->[3] // []};
+    @args > 2 && lc $args[0] eq 'evalsha' && $args[1] eq $stacked && grep { $_ eq $strikes } @args
+} @{$t->redis_cmd('SLOWLOG', 'GET', 10000) // []};
+$t->redis_cmd('CONFIG', 'SET', 'slowlog-log-slower-than', 10000);
+ok($late >= 1 && $late <= 2,
+    "... of the client's $IN_FLIGHT checks, Redis ran one a worker at most, late (the others waited behind it and fell back never sent)")
+    or diag("the client's stacked calls Redis ran: $late");
 is(held('late'), $before,
     "... late: the client's strikes, unpaid strikes, log and refusals are unchanged");
 

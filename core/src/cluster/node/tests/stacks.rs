@@ -5,8 +5,10 @@
 //! Redis Cluster gathers the parts of several requests per slot.
 
 use super::*;
+use crate::cluster::calls::MAX_GATHERED;
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys::own_tag;
+use crate::cluster::node::gather::MAX_HELD;
 use crate::limiter::limits::KeyId;
 use crate::limiter::Limit;
 use crate::redis::clock;
@@ -290,4 +292,44 @@ fn a_redis_cluster_gathers_the_parts_of_several_requests_per_slot() {
     rig.run_all();
     assert_eq!(decided(&rig, n), Some((false, 1, false)));
     assert_eq!(rig.window(&address(NET_A, 200)), 0);
+}
+
+#[test]
+fn exact_and_stacked_checks_share_one_cap_beyond_which_a_check_goes_alone() {
+    let Some(mut rig) = Rig::new("stacks_cap") else {
+        return;
+    };
+    let half = MAX_HELD / 2;
+    // An exact check on its way, and half the cap gathered behind it (full
+    // calls go at once).
+    rig.unpaid(b"\x00192.0.2.1");
+    let exact: Vec<Vec<u8>> = (0..half).map(|i| format!("e{i}").into_bytes()).collect();
+    for client in &exact {
+        rig.unpaid(client);
+    }
+    // A stacked check on its way (its gathering is its own), and the other
+    // half behind it.
+    let mut asked = vec![from(&mut rig, NET_A, 1).0];
+    assert!(!gathered(&rig.held.back().expect("sent").1), "a lone one");
+    for n in 0..half {
+        asked.push(from(&mut rig, NET_A, 2 + n as u8).0);
+    }
+    let before = rig.held.len();
+    assert_eq!(
+        rig.held.iter().filter(|(_, c)| gathered(c)).count(),
+        half / MAX_GATHERED
+    );
+    // Both caps share 64: the next of either kind goes alone, at once.
+    asked.push(from(&mut rig, NET_A, 200).0);
+    assert_eq!(rig.held.len(), before + 1, "sent at once");
+    assert!(!gathered(&rig.held.back().expect("sent").1), "alone");
+    let (last, _) = rig.unpaid(b"e-last");
+    assert_eq!(rig.held.len(), before + 2, "sent at once");
+    rig.run_all();
+    assert!(rig.admitted(last));
+    assert!(exact.iter().all(|c| rig.window(c) == 1));
+    assert!(
+        asked.iter().all(|&n| decided(&rig, n).is_some()),
+        "each answered"
+    );
 }
