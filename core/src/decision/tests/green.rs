@@ -38,12 +38,7 @@ fn each_rules() -> Vec<Rules> {
 }
 
 fn payments() -> [Payment; 4] {
-    [
-        Payment::Unpaid,
-        WRONG,
-        VALID(1),
-        Payment::PaidBefore,
-    ]
+    [Payment::Unpaid, WRONG, VALID(1), Payment::PaidBefore]
 }
 
 fn replies() -> Vec<Reply> {
