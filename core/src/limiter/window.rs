@@ -33,7 +33,7 @@ use super::{RateLimit, Verdict};
 
 /// Slots in the ring: one slot width is `window / (SLOTS − 1)`.
 pub const SLOTS: usize = 16;
-// The slots not empty are a `u16` of bits (`occupied_by_age`).
+// The slots not empty are a `u16` of bits (`occupied_oldest_first`).
 const _: () = assert!(SLOTS == 16);
 
 /// One client's window for one limit. Plain integers so that it can live in
@@ -119,19 +119,17 @@ impl SlidingWindow {
         self.period = self.period.max(period);
     }
 
-    /// Bit `age` set for each slot `age` back from the newest that is
-    /// not empty (the ring's slots by index, turned to ages: slot `i` is
-    /// `period − i` back, modulo [`SLOTS`]).
-    fn occupied_by_age(&self) -> u16 {
+    /// Bit `k` set for each slot `SLOTS − 1 − k` back from the newest
+    /// that is not empty: oldest first from the lowest bit (the ring's
+    /// slots by index, rotated: the oldest age's slot is `period + 1`,
+    /// modulo [`SLOTS`]).
+    fn occupied_oldest_first(&self) -> u16 {
         let by_index = self
             .count
             .iter()
             .enumerate()
             .fold(0u16, |m, (i, &c)| m | (u16::from(c != 0) << i));
-        // Index i → bit 15 − i → bit (period − i) mod 16.
-        by_index
-            .reverse_bits()
-            .rotate_left((self.period.wrapping_add(1) % SLOTS as u64) as u32)
+        by_index.rotate_right((self.period.wrapping_add(1) % SLOTS as u64) as u32)
     }
 
     /// Empties slot `i`, taking its count out of the total.
@@ -162,12 +160,19 @@ impl SlidingWindow {
             {
                 // When a request at the start of the oldest slot leaves.
                 let oldest_edge = newest_start - oldest_age * grid.width + grid.window;
+                // A busy window's oldest slot is not empty and still
+                // counted: the total stands, and no slot is looked for.
+                let oldest = self.slot(SLOTS - 1);
+                let last = u64::from(self.last[oldest]);
+                if self.count[oldest] != 0 && last < grid.width && oldest_edge + last > now {
+                    return (u64::from(self.total), Some(oldest_edge + last));
+                }
                 // The slots not empty, oldest first; the empty ones are
                 // passed over without a look.
-                let mut left = self.occupied_by_age();
+                let mut left = self.occupied_oldest_first();
                 while left != 0 {
-                    let age = SLOTS - 1 - left.leading_zeros() as usize;
-                    left &= !(1 << age);
+                    let age = SLOTS - 1 - left.trailing_zeros() as usize;
+                    left &= left - 1;
                     let i = self.slot(age);
                     let last = u64::from(self.last[i]);
                     if last >= grid.width {
