@@ -107,9 +107,11 @@ fn decide(r: &mut Request) -> Status {
         _ => redirect::counted_before(st(), key, values),
     };
     let adjusted: Values;
-    let counting = match (evaluated, counted.contains(&true)) {
-        (None, false) => values,
-        (evaluated, _) => {
+    // (The common request's values are the location's: nothing of the
+    // evaluated ones is moved, nor copied, to find that out.)
+    let counting = match evaluated.is_none() && !counted.contains(&true) {
+        true => values,
+        false => {
             let mut each = evaluated.unwrap_or([None; MAX_LIMITS]);
             for (value, counted) in each.iter_mut().zip(counted) {
                 *value = match (*value, counted) {
