@@ -160,12 +160,26 @@ impl SlidingWindow {
             {
                 // When a request at the start of the oldest slot leaves.
                 let oldest_edge = newest_start - oldest_age * grid.width + grid.window;
-                // A busy window's oldest slot is not empty and still
-                // counted: the total stands, and no slot is looked for.
-                let oldest = self.slot(SLOTS - 1);
-                let last = u64::from(self.last[oldest]);
-                if self.count[oldest] != 0 && last < grid.width && oldest_edge + last > now {
-                    return (u64::from(self.total), Some(oldest_edge + last));
+                // A busy window's oldest slot is still counted, or it
+                // leaves (or left, emptied by an earlier request of this
+                // period) and the next one, which starts a width later, is
+                // counted, as `now` is within the newest slot. The total
+                // then stands, and no slot is looked for; anything else is
+                // the loop's (it finds a slot emptied here empty).
+                for age in [SLOTS - 1, SLOTS - 2] {
+                    let i = self.slot(age);
+                    let last = u64::from(self.last[i]);
+                    if self.count[i] == 0 {
+                        continue;
+                    }
+                    if last >= grid.width {
+                        break;
+                    }
+                    let leaves = oldest_edge + (oldest_age - age as u64) * grid.width + last;
+                    if leaves > now {
+                        return (u64::from(self.total), Some(leaves));
+                    }
+                    self.empty(i);
                 }
                 // The slots not empty, oldest first; the empty ones are
                 // passed over without a look.
