@@ -67,6 +67,7 @@ struct Grid {
 }
 
 impl Grid {
+    #[inline]
     fn of(limit: RateLimit) -> Grid {
         // A zero window is not a valid limit; treat it as 1 ms, never divide by 0.
         let window = limit.window_ms.max(1);
@@ -104,6 +105,7 @@ impl SlidingWindow {
     }
 
     /// Moves the ring on to `period`, emptying the slots it passes over.
+    #[inline]
     fn advance(&mut self, period: u64) {
         let gap = period.saturating_sub(self.period);
         if gap >= SLOTS as u64 {
@@ -272,7 +274,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
 /// [`admit`] on the limit's `grid`, and when the admitted request leaves
 /// the window (0 when refused).
-#[inline]
+#[inline(always)]
 fn admit_on(
     state: &mut SlidingWindow,
     grid: Grid,
@@ -334,6 +336,7 @@ fn admit_on(
 /// [`admit`], and until when the window carries anything after it
 /// ([`SlidingWindow::keep_until_ms`]): an admitted request is the newest,
 /// so that is when it leaves, without looking for the newest slot.
+#[inline]
 pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
     let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
     if !verdict.allowed {
