@@ -107,9 +107,11 @@ fn decide(r: &mut Request) -> Status {
         _ => redirect::counted_before(st(), key, values),
     };
     let adjusted: Values;
-    let counting = match (evaluated, counted.contains(&true)) {
-        (None, false) => values,
-        (evaluated, _) => {
+    // (The common request's values are the location's: nothing of the
+    // evaluated ones is moved, nor copied, to find that out.)
+    let counting = match evaluated.is_none() && !counted.contains(&true) {
+        true => values,
+        false => {
             let mut each = evaluated.unwrap_or([None; MAX_LIMITS]);
             for (value, counted) in each.iter_mut().zip(counted) {
                 *value = match (*value, counted) {
@@ -230,6 +232,9 @@ fn subject<'a>(policy: &'a Policy, key: &'a [u8], key_values: KeyValues<'a>) -> 
 /// is over its limit.
 /// `key` is the client's own, `store_key` the one the stores count it
 /// under (a dry run's is another). With it, the bits a verified solution proved (`$pow_shield_bits`).
+/// (Inline: most requests carry no solution, and are answered by the
+/// header walk without a call or a copy of a payment.)
+#[inline(always)]
 fn payment(
     r: &Request,
     mcf: &MainConf,
@@ -245,6 +250,19 @@ fn payment(
     if token.is_none() && proof.nonce.is_none() {
         return (Payment::Unpaid, None);
     }
+    verified(r, mcf, stores, (store_key, key), policy, (token, proof))
+}
+
+/// [`payment`] of a request that carries a token or a nonce.
+#[inline(never)]
+fn verified(
+    r: &Request,
+    mcf: &MainConf,
+    stores: &Stores,
+    (store_key, key): (&[u8], &[u8]),
+    policy: &Policy,
+    (token, proof): (Option<&[u8]>, protocol::Proof<'_>),
+) -> (Payment, Option<u8>) {
     let Some(keys) = mcf.keys.as_ref() else {
         return (Payment::Unpaid, None);
     };

@@ -80,6 +80,32 @@ impl Entry {
     fn order(&self, hash: ngx_rbtree_key_t, len: u8, key: &[u8]) -> Ordering {
         (hash, len, key).cmp(&(self.rb.key, self.len, self.stored_key()))
     }
+
+    /// [`Entry::order`] of a whole [`TableKey`]: the same order (past its
+    /// length a key's 32 bytes are zeros, in the entry as in the key), but
+    /// equal keys, what every lookup ends on, are found by four word
+    /// compares instead of a call to `memcmp`.
+    #[inline]
+    fn order_of(&self, key: &TableKey) -> Ordering {
+        let hash = key.hash() as ngx_rbtree_key_t;
+        match (hash, key.len_tag()).cmp(&(self.rb.key, self.len)) {
+            Ordering::Equal if words(key.bytes()) == words(&self.key) => Ordering::Equal,
+            Ordering::Equal => key.bytes().cmp(&self.key),
+            unequal => unequal,
+        }
+    }
+}
+
+/// A key's 32 bytes as four words (compared, never ordered).
+#[inline]
+fn words(bytes: &[u8; INLINE_KEY]) -> [u64; 4] {
+    let mut w = [0u64; 4];
+    for (word, chunk) in w.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *word = u64::from_ne_bytes(b);
+    }
+    w
 }
 
 /// An rbtree of entries with its queues (most recent at the head): queue 0
@@ -135,12 +161,11 @@ impl Table {
     pub fn get(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let sentinel = self.tree.sentinel;
         let mut node = self.tree.root;
-        let hash = key.hash() as ngx_rbtree_key_t;
         while node != sentinel {
             // SAFETY: every non-sentinel node of this tree is an Entry's `rb`
             // (its first field), allocated by `insert` under the zone lock.
             let entry = unsafe { &mut *node.cast::<Entry>() };
-            node = match entry.order(hash, key.len_tag(), key.stored()) {
+            node = match entry.order_of(key) {
                 Ordering::Less => entry.rb.left,
                 Ordering::Greater => entry.rb.right,
                 Ordering::Equal => return Some(entry),

@@ -168,6 +168,34 @@ impl Room<'_> {
     }
 }
 
+impl Locked<'_> {
+    /// [`Tables::breaker`] once the zone has breakers: `key`'s, made if
+    /// missing when `create`.
+    #[inline(never)]
+    fn breaker_found<R>(
+        &mut self,
+        key: &[u8],
+        create: bool,
+        f: impl FnOnce(&mut StrikeCounter) -> R,
+    ) -> Result<Option<R>, NoRoom> {
+        let client = TableKey::new(&[key]);
+        let entry = if create {
+            match breaker_entry(self.zone, self.alloc, &client) {
+                Some(entry) => entry,
+                None => return Err(full(self.zone, self.now.epoch_ms)),
+            }
+        } else {
+            match self.zone.strikes.find(&client) {
+                Some(entry) => entry,
+                None => return Ok(None),
+            }
+        };
+        let result = f(entry.strikes());
+        entry.expires_at_ms = entry.strikes().forgotten_at_ms();
+        Ok(Some(result))
+    }
+}
+
 impl Tables for Locked<'_> {
     fn bucket<R>(
         &mut self,
@@ -210,6 +238,7 @@ impl Tables for Locked<'_> {
         Ok(result)
     }
 
+    #[inline]
     fn breaker<R>(
         &mut self,
         key: &[u8],
@@ -217,25 +246,11 @@ impl Tables for Locked<'_> {
         f: impl FnOnce(&mut StrikeCounter) -> R,
     ) -> Result<Option<R>, NoRoom> {
         // No breaker in the zone (no client struck lately): nothing to
-        // look up, nor a key to make for it.
+        // look up, nor a key to make for it (inline: every check asks).
         if !create && self.zone.strikes.stats().0 == 0 {
             return Ok(None);
         }
-        let client = TableKey::new(&[key]);
-        let entry = if create {
-            match breaker_entry(self.zone, self.alloc, &client) {
-                Some(entry) => entry,
-                None => return Err(full(self.zone, self.now.epoch_ms)),
-            }
-        } else {
-            match self.zone.strikes.find(&client) {
-                Some(entry) => entry,
-                None => return Ok(None),
-            }
-        };
-        let result = f(entry.strikes());
-        entry.expires_at_ms = entry.strikes().forgotten_at_ms();
-        Ok(Some(result))
+        self.breaker_found(key, create, f)
     }
 
     fn spend(&mut self, digest: &[u8; 32], until_ms: u64, now_ms: u64) -> Result<bool, NoRoom> {

@@ -322,6 +322,7 @@ impl Limits {
     }
 
     /// Every limit, in the order written.
+    #[inline]
     pub fn as_slice(&self) -> &[Limit] {
         &self.list[..usize::from(self.len)]
     }

@@ -33,7 +33,7 @@ use super::{RateLimit, Verdict};
 
 /// Slots in the ring: one slot width is `window / (SLOTS − 1)`.
 pub const SLOTS: usize = 16;
-// The slots not empty are a `u16` of bits (`occupied_by_age`).
+// The slots not empty are a `u16` of bits (`occupied_oldest_first`).
 const _: () = assert!(SLOTS == 16);
 
 /// One client's window for one limit. Plain integers so that it can live in
@@ -67,6 +67,7 @@ struct Grid {
 }
 
 impl Grid {
+    #[inline]
     fn of(limit: RateLimit) -> Grid {
         // A zero window is not a valid limit; treat it as 1 ms, never divide by 0.
         let window = limit.window_ms.max(1);
@@ -104,6 +105,7 @@ impl SlidingWindow {
     }
 
     /// Moves the ring on to `period`, emptying the slots it passes over.
+    #[inline]
     fn advance(&mut self, period: u64) {
         let gap = period.saturating_sub(self.period);
         if gap >= SLOTS as u64 {
@@ -119,19 +121,17 @@ impl SlidingWindow {
         self.period = self.period.max(period);
     }
 
-    /// Bit `age` set for each slot `age` back from the newest that is
-    /// not empty (the ring's slots by index, turned to ages: slot `i` is
-    /// `period − i` back, modulo [`SLOTS`]).
-    fn occupied_by_age(&self) -> u16 {
+    /// Bit `k` set for each slot `SLOTS − 1 − k` back from the newest
+    /// that is not empty: oldest first from the lowest bit (the ring's
+    /// slots by index, rotated: the oldest age's slot is `period + 1`,
+    /// modulo [`SLOTS`]).
+    fn occupied_oldest_first(&self) -> u16 {
         let by_index = self
             .count
             .iter()
             .enumerate()
             .fold(0u16, |m, (i, &c)| m | (u16::from(c != 0) << i));
-        // Index i → bit 15 − i → bit (period − i) mod 16.
-        by_index
-            .reverse_bits()
-            .rotate_left((self.period.wrapping_add(1) % SLOTS as u64) as u32)
+        by_index.rotate_right((self.period.wrapping_add(1) % SLOTS as u64) as u32)
     }
 
     /// Empties slot `i`, taking its count out of the total.
@@ -162,12 +162,33 @@ impl SlidingWindow {
             {
                 // When a request at the start of the oldest slot leaves.
                 let oldest_edge = newest_start - oldest_age * grid.width + grid.window;
+                // A busy window's oldest slot is still counted, or it
+                // leaves (or left, emptied by an earlier request of this
+                // period) and the next one, which starts a width later, is
+                // counted, as `now` is within the newest slot. The total
+                // then stands, and no slot is looked for; anything else is
+                // the loop's (it finds a slot emptied here empty).
+                for age in [SLOTS - 1, SLOTS - 2] {
+                    let i = self.slot(age);
+                    let last = u64::from(self.last[i]);
+                    if self.count[i] == 0 {
+                        continue;
+                    }
+                    if last >= grid.width {
+                        break;
+                    }
+                    let leaves = oldest_edge + (oldest_age - age as u64) * grid.width + last;
+                    if leaves > now {
+                        return (u64::from(self.total), Some(leaves));
+                    }
+                    self.empty(i);
+                }
                 // The slots not empty, oldest first; the empty ones are
                 // passed over without a look.
-                let mut left = self.occupied_by_age();
+                let mut left = self.occupied_oldest_first();
                 while left != 0 {
-                    let age = SLOTS - 1 - left.leading_zeros() as usize;
-                    left &= !(1 << age);
+                    let age = SLOTS - 1 - left.trailing_zeros() as usize;
+                    left &= left - 1;
                     let i = self.slot(age);
                     let last = u64::from(self.last[i]);
                     if last >= grid.width {
@@ -253,7 +274,7 @@ pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdic
 
 /// [`admit`] on the limit's `grid`, and when the admitted request leaves
 /// the window (0 when refused).
-#[inline]
+#[inline(always)]
 fn admit_on(
     state: &mut SlidingWindow,
     grid: Grid,
@@ -315,6 +336,7 @@ fn admit_on(
 /// [`admit`], and until when the window carries anything after it
 /// ([`SlidingWindow::keep_until_ms`]): an admitted request is the newest,
 /// so that is when it leaves, without looking for the newest slot.
+#[inline]
 pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
     let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
     if !verdict.allowed {

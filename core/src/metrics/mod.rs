@@ -313,6 +313,7 @@ pub fn attach(slot: &'static Slot) {
 }
 
 /// The worker's slot, if counting is on.
+#[inline]
 pub fn worker() -> Option<&'static Slot> {
     WORKER.get().copied()
 }

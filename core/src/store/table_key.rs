@@ -44,6 +44,7 @@ impl TableKey {
     /// window, little-endian): `new(&[&requests, &window_ms, parts...])`,
     /// with the fixed part written without a copy call (every request
     /// makes a bucket's key).
+    #[inline]
     pub fn after_limit(requests: u32, window_ms: u64, parts: &[&[u8]]) -> Self {
         const FIXED: usize = 12;
         let mut bytes = [0u8; INLINE_KEY];
@@ -118,6 +119,7 @@ impl TableKey {
 /// ones (it runs for every lookup of every request, under the zone's lock
 /// or just before it). Changing it changes the zone's layout
 /// (`src/shm`'s `MAGIC`).
+#[inline]
 fn key_hash(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = u64::from(len).wrapping_mul(K);

@@ -603,7 +603,7 @@ fn admitting_and_keeping_says_what_admit_then_keep_until_say() {
 }
 
 #[test]
-fn the_slots_not_empty_are_found_by_age_whatever_the_period() {
+fn the_slots_not_empty_are_found_oldest_first_whatever_the_period() {
     for period in [0u64, 1, 15, 16, 17, 31, 1_000_003, u64::MAX] {
         for pattern in [0u32, 1, 0x8001, 0xa5a5, 0xffff, 0x0f0f, 0x4000] {
             let mut state = SlidingWindow {
@@ -615,9 +615,9 @@ fn the_slots_not_empty_are_found_by_age_whatever_the_period() {
             }
             let looked_at_one_by_one = (0..SLOTS)
                 .filter(|&age| state.count[state.slot(age)] != 0)
-                .fold(0u16, |m, age| m | (1 << age));
+                .fold(0u16, |m, age| m | (1 << (SLOTS - 1 - age)));
             assert_eq!(
-                state.occupied_by_age(),
+                state.occupied_oldest_first(),
                 looked_at_one_by_one,
                 "{period} {pattern:#x}"
             );
