@@ -164,10 +164,12 @@ impl SlidingWindow {
                 let oldest_edge = newest_start - oldest_age * grid.width + grid.window;
                 // A busy window's oldest slot is still counted, or it
                 // leaves (or left, emptied by an earlier request of this
-                // period) and the next one, which starts a width later, is
-                // counted, as `now` is within the newest slot. The total
-                // then stands, and no slot is looked for; anything else is
-                // the loop's (it finds a slot emptied here empty).
+                // period) and the next one, which starts a width later,
+                // usually is (each slot's `leaves > now` is checked: with a
+                // short window that one may have left too). When one
+                // counts, the total stands and no slot is looked for;
+                // anything else is the loop's (it finds a slot emptied here
+                // empty).
                 for age in [SLOTS - 1, SLOTS - 2] {
                     let i = self.slot(age);
                     let last = u64::from(self.last[i]);
