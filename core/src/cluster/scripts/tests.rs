@@ -14,6 +14,45 @@ mod stacks;
 mod tables;
 
 use super::*;
+use crate::cluster::calls::Calls;
+
+/// A gathered call compared with the same checks sent alone: a Redis for
+/// `test`, and two `Calls` with their scripts loaded, each under its own
+/// key prefix (`<what>-test:<pid>:<cluster>:alone:` and `...:together:`):
+/// the first sends each check alone, the second all in one call.
+fn alone_and_together(
+    test: &str,
+    what: &str,
+    cluster: bool,
+) -> Option<(redis_server::Redis, Calls, Calls)> {
+    let mut redis = redis_server::Redis::connect(test)?;
+    let pid = std::process::id();
+    let [alone, together] = ["alone", "together"].map(|how| {
+        Calls::new(
+            &format!("{what}-test:{pid}:{cluster}:{how}:"),
+            7,
+            1,
+            cluster,
+        )
+    });
+    for script in alone.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    Some((redis, alone, together))
+}
+
+/// A reply's integers with its times (reset, retry, block ms) cut to
+/// whether they are set: the calls compared run a few ms apart.
+fn shape(reply: &[i64]) -> Vec<i64> {
+    reply
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match i {
+            2 | 3 | 7 => i64::from(*v > 0),
+            _ => *v,
+        })
+        .collect()
+}
 
 #[test]
 fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_and_only_a_cluster_its_undo(

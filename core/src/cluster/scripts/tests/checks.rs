@@ -5,6 +5,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::redis_server::Redis;
+use super::shape;
 use crate::cluster::calls::{checks_reply, Calls, CheckOf};
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
@@ -149,36 +150,12 @@ fn state(redis: &mut Redis, prefix: &str, i: usize) -> [i64; 5] {
     .map(|which| int(redis, prefix, key, which))
 }
 
-/// Each client's answer, with its times (reset, retry, block ms) cut to
-/// whether they are set: the two calls run a few ms apart.
-fn shape(reply: &[i64]) -> Vec<i64> {
-    reply
-        .iter()
-        .enumerate()
-        .map(|(i, v)| match i {
-            2 | 3 | 7 => i64::from(*v > 0),
-            _ => *v,
-        })
-        .collect()
-}
-
 fn each_client_is_answered_and_written_as_its_own_window_call_would(cluster: bool) {
     let test = format!("checks_as_window_{cluster}");
-    let Some(mut redis) = Redis::connect(&test) else {
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, "checks", cluster) else {
         return;
     };
-    let pid = std::process::id();
-    let (alone, together) = (
-        format!("checks-test:{pid}:{cluster}:alone:"),
-        format!("checks-test:{pid}:{cluster}:together:"),
-    );
-    let (a, b) = (
-        Calls::new(&alone, 7, 1, cluster),
-        Calls::new(&together, 7, 1, cluster),
-    );
-    for script in a.scripts() {
-        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
-    }
+    let (alone, together) = (a.prefix().to_owned(), b.prefix().to_owned());
     let mut seq = 1;
     for (i, before) in BEFORE.into_iter().enumerate() {
         for _ in 0..before {

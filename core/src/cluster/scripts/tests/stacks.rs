@@ -6,6 +6,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::redis_server::Redis;
+use super::shape;
 use crate::cluster::calls::{self, stacks_reply, Calls, Part};
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
 use crate::limiter::{KeyId, Limit, Limits, RateLimit, MAX_LIMITS};
@@ -154,36 +155,12 @@ fn state(redis: &mut Redis, prefix: &str) -> Vec<(String, String)> {
     out
 }
 
-/// An answer's integers with its times (reset, retry, block ms) cut to
-/// whether they are set: the two calls run a few ms apart.
-fn shape(reply: &[i64]) -> Vec<i64> {
-    reply
-        .iter()
-        .enumerate()
-        .map(|(i, v)| match i {
-            2 | 3 | 7 => i64::from(*v > 0),
-            _ => *v,
-        })
-        .collect()
-}
-
 fn each_request_is_answered_and_written_as_its_own_stacked_call_would(cluster: bool) {
     let test = format!("stacks_as_stacked_{cluster}");
-    let Some(mut redis) = Redis::connect(&test) else {
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, "stacks", cluster) else {
         return;
     };
-    let pid = std::process::id();
-    let (one, together) = (
-        format!("stacks-test:{pid}:{cluster}:alone:"),
-        format!("stacks-test:{pid}:{cluster}:together:"),
-    );
-    let (a, b) = (
-        Calls::new(&one, 7, 1, cluster),
-        Calls::new(&together, 7, 1, cluster),
-    );
-    for script in a.scripts() {
-        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
-    }
+    let (one, together) = (a.prefix().to_owned(), b.prefix().to_owned());
     let mut seq = 1;
     let mut before = |client: &[u8], net, n| {
         for _ in 0..n {
