@@ -175,6 +175,19 @@ pub(super) enum Fate {
     FellBack { failure: Unavailable, sent: bool },
 }
 
+/// A request whose call got no reply (the router's timeout: Redis may
+/// have run it).
+pub(super) const TIMED_OUT: Fate = Fate::FellBack {
+    failure: Unavailable::Down,
+    sent: true,
+};
+
+/// A request that fell back, Redis down, its check never sent.
+pub(super) const NEVER_SENT: Fate = Fate::FellBack {
+    failure: Unavailable::Down,
+    sent: false,
+};
+
 /// One worker's node, its zone, the calls it sent that Redis has not run
 /// yet, and what became of each request.
 pub(super) struct Rig {
@@ -371,6 +384,16 @@ impl Rig {
         self.node
             .on_reply(&mut self.zone, id, frame, self.now, &mut out);
         self.carry(out);
+    }
+
+    /// The first call sent gets no reply (the router's timeout: Redis may
+    /// have run it); its command.
+    pub fn time_out_first(&mut self) -> Command {
+        let Some((id, command)) = self.held.pop_front() else {
+            panic!("no call");
+        };
+        self.reply(id, None);
+        command
     }
 
     /// Redis runs script call `call` as if it came `ago_ms` after its

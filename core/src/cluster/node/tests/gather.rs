@@ -102,17 +102,9 @@ fn a_gathered_call_redis_never_answers_falls_each_check_and_its_joiners_back() {
     let (a_joined, _) = rig.unpaid(A);
     let (b, _) = rig.unpaid(B);
     rig.run_one();
-    let Some((id, _)) = rig.held.pop_front() else {
-        panic!("no gathered call");
-    };
-    // The router's timeout: Redis may have run it.
-    rig.reply(id, None);
-    let timed_out = Fate::FellBack {
-        failure: Unavailable::Down,
-        sent: true,
-    };
+    rig.time_out_first();
     for n in [a, a_joined, b] {
-        assert_eq!(rig.fate(n), Some(&timed_out), "{n}");
+        assert_eq!(rig.fate(n), Some(&TIMED_OUT), "{n}");
     }
     assert_eq!(rig.node.in_flight(), 0);
     // Nothing is left on its way: the next check goes at once.
@@ -153,22 +145,15 @@ fn checks_waiting_behind_a_check_that_times_out_fall_back_never_sent() {
     let (a, _) = rig.unpaid(A);
     // (It joins A's check, gathered behind FIRST's.)
     let (a_joined, _) = rig.unpaid(A);
-    let Some((id, _)) = rig.held.pop_front() else {
-        panic!("no call");
-    };
-    rig.reply(id, None);
+    rig.time_out_first();
     assert!(matches!(
         rig.fate(first),
         Some(Fate::FellBack { sent: true, .. })
     ));
-    let never_sent = Fate::FellBack {
-        failure: Unavailable::Down,
-        sent: false,
-    };
-    assert_eq!(rig.fate(a), Some(&never_sent));
+    assert_eq!(rig.fate(a), Some(&NEVER_SENT));
     assert_eq!(
         rig.fate(a_joined),
-        Some(&never_sent),
+        Some(&NEVER_SENT),
         "a request that joined a check never sent: Redis ran nothing for it"
     );
     assert!(rig.held.is_empty());

@@ -130,17 +130,9 @@ fn a_check_redis_never_answers_falls_back_with_the_requests_that_joined_it() {
     };
     let (a, _) = rig.unpaid(CLIENT);
     let (b, _) = rig.unpaid(CLIENT);
-    let Some((id, _)) = rig.held.pop_front() else {
-        panic!("no call");
-    };
-    // The router's timeout: Redis may have run it.
-    rig.reply(id, None);
-    let timed_out = Fate::FellBack {
-        failure: Unavailable::Down,
-        sent: true,
-    };
-    assert_eq!(rig.fate(a), Some(&timed_out));
-    assert_eq!(rig.fate(b), Some(&timed_out));
+    rig.time_out_first();
+    assert_eq!(rig.fate(a), Some(&TIMED_OUT));
+    assert_eq!(rig.fate(b), Some(&TIMED_OUT));
     // Nothing is left to join: the next request asks on its own.
     rig.unpaid(CLIENT);
     assert_eq!(rig.held.len(), 1);

@@ -133,19 +133,10 @@ fn a_gathered_stacked_call_redis_never_answers_falls_each_check_back() {
     let (a, _) = from(&mut rig, NET_A, 2);
     let (b, _) = from(&mut rig, NET_B, 3);
     rig.run_one();
-    let Some((id, command)) = rig.held.pop_front() else {
-        panic!("no gathered call");
-    };
-    assert!(gathered(&command));
-    // The router's timeout: Redis may have run it.
-    rig.reply(id, None);
-    let timed_out = Fate::FellBack {
-        failure: Unavailable::Down,
-        sent: true,
-    };
+    assert!(gathered(&rig.time_out_first()));
     assert_eq!(
         (rig.fate(a), rig.fate(b)),
-        (Some(&timed_out), Some(&timed_out))
+        (Some(&TIMED_OUT), Some(&TIMED_OUT))
     );
     assert_eq!(rig.node.in_flight(), 0);
     // Nothing is left on its way: the next check goes at once, alone.
@@ -162,21 +153,14 @@ fn stacked_checks_waiting_behind_a_call_that_times_out_fall_back_never_sent() {
     let (first, _) = from(&mut rig, NET_A, 1);
     let (a, _) = from(&mut rig, NET_A, 2);
     let (b, _) = from(&mut rig, NET_B, 3);
-    let Some((id, _)) = rig.held.pop_front() else {
-        panic!("no call");
-    };
-    rig.reply(id, None);
+    rig.time_out_first();
     assert!(matches!(
         rig.fate(first),
         Some(Fate::FellBack { sent: true, .. })
     ));
-    let never_sent = Fate::FellBack {
-        failure: Unavailable::Down,
-        sent: false,
-    };
     assert_eq!(
         (rig.fate(a), rig.fate(b)),
-        (Some(&never_sent), Some(&never_sent))
+        (Some(&NEVER_SENT), Some(&NEVER_SENT))
     );
     assert!(rig.held.is_empty());
     assert_eq!(net_count(&mut rig, NET_A), 0);
