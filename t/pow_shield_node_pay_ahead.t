@@ -81,7 +81,7 @@ EOF
 
 my @dirs = qw(paid off paced);
 
-Test::PowShield::Modes->each_mode($conf,
+Test::PowShield::Modes->each_mode($conf, redis => 'timeout=3s',
     files => { 'client.js' => $client, map { ("html/$_/data.json" => qq({"dir":"$_"}\n)) } @dirs }, sub {
     my ($mode) = @_;
     my $t = $mode->node(1);

@@ -96,6 +96,19 @@ import pow_shield
 kind, url, client, options, extra = sys.argv[1:6]
 options, headers = json.loads(options), {"X-Client": client, **json.loads(extra)}
 
+# "_prime": one plain GET first, from here, so that the client's own
+# request follows it at once however slowly Python started
+if options.pop("_prime", False):
+    import urllib.error, urllib.request
+    if kind in ("requests-auth", "adapter", "session"):
+        import requests
+    else:
+        import httpx
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10)
+    except urllib.error.HTTPError:
+        pass
+
 def show(r):
     history = " ".join(str(h.status_code) for h in r.history) or "-"
     print(r.status_code, r.headers.get("X-Result", "-"), history)
@@ -193,8 +206,9 @@ for my $kind (qw(session requests-auth adapter httpx httpx-async)) {
         '200 solved 429', "$kind: difficulty 3 within max_difficulty 3 is paid");
 
     # prefer_wait: sleep Retry-After (at most 2 s here), then pass unpaid
-    get("$kind-wait", '/fast/data.json');
-    is(python($kind, '/fast/data.json', "$kind-wait", { prefer_wait => \1 }),
+    # (the 2 s window is used up by the script itself: a slow start of
+    # Python on a busy machine must not outlast it)
+    is(python($kind, '/fast/data.json', "$kind-wait", { _prime => \1, prefer_wait => \1 }),
         '200 pass 429', "$kind: prefer_wait waits Retry-After instead of paying");
 
     # max_wait: a Retry-After beyond it is paid, however willing to wait
