@@ -38,15 +38,18 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
             n => unsafe { core::slice::from_raw_parts(p.elts.cast(), n) },
         };
         for header in headers {
-            let key = bytes(&header.key);
-            // By length first: most headers are none of the three, and are
-            // passed over without a byte compared.
-            let slot = match key.len() {
-                15 if key.eq_ignore_ascii_case(b"x-pow-challenge") => &mut token,
-                11 if key.eq_ignore_ascii_case(b"x-pow-nonce") => &mut proof.nonce,
-                14 if key.eq_ignore_ascii_case(b"x-pow-solution") => &mut proof.solution,
+            // By length first, read from nginx's string as it is: most
+            // headers are none of the three, and are passed over without a
+            // slice made or a byte compared.
+            let (slot, name) = match header.key.len {
+                15 => (&mut token, &b"x-pow-challenge"[..]),
+                11 => (&mut proof.nonce, &b"x-pow-nonce"[..]),
+                14 => (&mut proof.solution, &b"x-pow-solution"[..]),
                 _ => continue,
             };
+            if !bytes(&header.key).eq_ignore_ascii_case(name) {
+                continue;
+            }
             if slot.is_none() {
                 *slot = Some(bytes(&header.value));
             }
