@@ -124,7 +124,9 @@ impl SlidingWindow {
     /// Bit `k` set for each slot `SLOTS − 1 − k` back from the newest
     /// that is not empty: oldest first from the lowest bit (the ring's
     /// slots by index, rotated: the oldest age's slot is `period + 1`,
-    /// modulo [`SLOTS`]).
+    /// modulo [`SLOTS`]). (Inline: a window whose oldest slots are empty
+    /// asks it on every request.)
+    #[inline(always)]
     fn occupied_oldest_first(&self) -> u16 {
         let by_index = self
             .count
