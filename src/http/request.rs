@@ -23,7 +23,9 @@ use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 /// request headers, in one pass (every request of a shielded location
 /// looks for them): the token and the proof. nginx's list of the request
 /// headers is walked as it is, part by part, without an iterator's
-/// conversions: most requests carry none of the three.
+/// conversions: most requests carry none of the three. (Inline: the
+/// handler's one call, on every request.)
+#[inline(always)]
 pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     let (mut token, mut proof) = (None, Proof::default());
     let raw: &ngx_http_request_t = r.as_ref();
@@ -68,6 +70,7 @@ pub(super) fn client_addr(r: &Request) -> String {
 
 /// The client key, in the request pool (no copy), evaluated once per
 /// request: every store operation of the request uses it. Empty: exempt.
+#[inline(always)]
 pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]> {
     // SAFETY: the state lives in the request's pool, and no other borrow of
     // it is live while the key is read or set.
