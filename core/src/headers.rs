@@ -72,6 +72,7 @@ impl HeaderValues {
     /// The values of a response whose verdict is of a limit of `requests`
     /// named `name`; `x`: the `X-RateLimit-*` ones, `ietf`: `RateLimit`
     /// (a value not asked for is empty).
+    #[inline]
     pub fn new(
         requests: u32,
         name: &LimitName,
@@ -84,10 +85,14 @@ impl HeaderValues {
     /// As [`HeaderValues::new`], but `X-RateLimit-Limit` is left empty:
     /// the limit's requests are the same in every response of a location,
     /// and the module writes them once, at configuration time.
+    #[inline]
     pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
         Self::made(None, name, numbers, (x, ietf))
     }
 
+    // (Inline, as the writers below: a response's values are made in
+    // place, in its caller's frame, and not copied out.)
+    #[inline(always)]
     fn made(
         requests: Option<u32>,
         name: &LimitName,
@@ -113,7 +118,12 @@ impl HeaderValues {
             v.push(b"\"");
             v.push(name.as_bytes());
             v.push(b"\";r=");
-            v.decimal(u64::from(numbers.remaining));
+            match x {
+                // The same digits as `X-RateLimit-Remaining`'s: copied,
+                // not made again.
+                true => v.repeat(v.ends[0]..v.ends[1]),
+                false => v.decimal(u64::from(numbers.remaining)),
+            }
             v.push(b";t=");
             v.decimal(numbers.reset_in_s);
         }
@@ -141,13 +151,23 @@ impl HeaderValues {
 
     /// Appends `bytes`; the capacity holds the longest values, so nothing
     /// is ever cut.
+    #[inline(always)]
     fn push(&mut self, bytes: &[u8]) {
         let n = bytes.len().min(VALUES_CAPACITY - self.len);
         self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
         self.len += n;
     }
 
+    /// Appends the bytes already written at `range` again.
+    #[inline(always)]
+    fn repeat(&mut self, range: core::ops::Range<usize>) {
+        let n = range.len().min(VALUES_CAPACITY - self.len);
+        self.buf.copy_within(range.start..range.start + n, self.len);
+        self.len += n;
+    }
+
     /// `n`'s digits, appended.
+    #[inline(always)]
     fn decimal(&mut self, n: u64) {
         decimal(n, |digits| self.push(digits));
     }

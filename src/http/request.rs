@@ -23,7 +23,9 @@ use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 /// request headers, in one pass (every request of a shielded location
 /// looks for them): the token and the proof. nginx's list of the request
 /// headers is walked as it is, part by part, without an iterator's
-/// conversions: most requests carry none of the three.
+/// conversions: most requests carry none of the three. (Inline: the
+/// handler's one call, on every request.)
+#[inline(always)]
 pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     let (mut token, mut proof) = (None, Proof::default());
     let raw: &ngx_http_request_t = r.as_ref();
@@ -38,15 +40,18 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
             n => unsafe { core::slice::from_raw_parts(p.elts.cast(), n) },
         };
         for header in headers {
-            let key = bytes(&header.key);
-            // By length first: most headers are none of the three, and are
-            // passed over without a byte compared.
-            let slot = match key.len() {
-                15 if key.eq_ignore_ascii_case(b"x-pow-challenge") => &mut token,
-                11 if key.eq_ignore_ascii_case(b"x-pow-nonce") => &mut proof.nonce,
-                14 if key.eq_ignore_ascii_case(b"x-pow-solution") => &mut proof.solution,
+            // By length first, read from nginx's string as it is: most
+            // headers are none of the three, and are passed over without a
+            // slice made or a byte compared.
+            let (slot, name) = match header.key.len {
+                15 => (&mut token, &b"x-pow-challenge"[..]),
+                11 => (&mut proof.nonce, &b"x-pow-nonce"[..]),
+                14 => (&mut proof.solution, &b"x-pow-solution"[..]),
                 _ => continue,
             };
+            if !bytes(&header.key).eq_ignore_ascii_case(name) {
+                continue;
+            }
             if slot.is_none() {
                 *slot = Some(bytes(&header.value));
             }
@@ -65,6 +70,7 @@ pub(super) fn client_addr(r: &Request) -> String {
 
 /// The client key, in the request pool (no copy), evaluated once per
 /// request: every store operation of the request uses it. Empty: exempt.
+#[inline(always)]
 pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Option<&'r [u8]> {
     // SAFETY: the state lives in the request's pool, and no other borrow of
     // it is live while the key is read or set.

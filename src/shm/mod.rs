@@ -338,7 +338,9 @@ impl SharedZone {
         SpentRoom::of_store((bytes / table::ENTRY_SLOT) as u64, token_lifetime_ms)
     }
 
-    /// Runs `f` on the header's tables with the zone locked.
+    /// Runs `f` on the header's tables with the zone locked. (Inline: `f`'s
+    /// answer is made where the caller reads it, not copied out.)
+    #[inline(always)]
     pub fn with_locked<R>(&self, f: impl FnOnce(&mut Zone, &Allocator) -> R) -> R {
         let locked = self.pool.lock();
         let alloc = Allocator {

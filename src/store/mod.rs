@@ -168,14 +168,30 @@ impl Stores {
     /// waiter (`None`). What Redis does not take, now or later, the
     /// fallback rule decides (`Late::decide`); `Reply::Down` reaches the
     /// decision only when it leaves it to `pow_shield_fail`.
+    /// (Inline, the zone's answer too: local mode's answer is made where
+    /// the handler reads it, not copied out through the layers; Redis's
+    /// path is [`Stores::ask_redis`].)
+    #[inline(always)]
     pub fn ask(&self, op: Op, subject: &Subject, waiter: &mut NewWaiter) -> Option<Reply> {
-        let Some(redis) = &self.redis else {
-            return Some(match &self.zone {
+        match &self.redis {
+            Some(redis) => self.ask_redis(redis, op, subject, waiter),
+            None => Some(match &self.zone {
                 Some(zone) => zone.run(op, subject, now()),
                 // No zone to decide with (nginx could not map it).
                 None => Reply::Down,
-            });
-        };
+            }),
+        }
+    }
+
+    /// [`Stores::ask`] in cluster mode.
+    #[inline(never)]
+    fn ask_redis(
+        &self,
+        redis: &Rc<RedisStore>,
+        op: Op,
+        subject: &Subject,
+        waiter: &mut NewWaiter,
+    ) -> Option<Reply> {
         // Just back from an outage: an unpaid refusal is no strike until the
         // other nodes had time to return and write the payments they took
         // meanwhile (`health::RECOVERY_GRACE_MS`).

@@ -69,7 +69,9 @@ impl ZoneStore {
         })
     }
 
-    /// Runs one operation under the zone's lock.
+    /// Runs one operation under the zone's lock. (Inline: local mode's
+    /// every request asks it, and its answer is large.)
+    #[inline(always)]
     pub fn run(&self, op: Op, subject: &Subject, now: Now) -> Reply {
         // (Worked out only by what spends: a check never asks.)
         let room = Room::Of(&self.zone, self.token_lifetime_ms);

@@ -124,7 +124,9 @@ impl SlidingWindow {
     /// Bit `k` set for each slot `SLOTS − 1 − k` back from the newest
     /// that is not empty: oldest first from the lowest bit (the ring's
     /// slots by index, rotated: the oldest age's slot is `period + 1`,
-    /// modulo [`SLOTS`]).
+    /// modulo [`SLOTS`]). (Inline: a window whose oldest slots are empty
+    /// asks it on every request.)
+    #[inline(always)]
     fn occupied_oldest_first(&self) -> u16 {
         let by_index = self
             .count
@@ -142,7 +144,9 @@ impl SlidingWindow {
     }
 
     /// Requests counted at `now`, and when the oldest counted slot leaves;
-    /// slots whose last request has left are emptied on the way.
+    /// slots whose last request has left are emptied on the way. (Inline:
+    /// every admitted request runs it, once.)
+    #[inline(always)]
     fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
         let oldest_age = SLOTS as u64 - 1;
         match self.period.checked_mul(grid.width) {
@@ -338,7 +342,7 @@ fn admit_on(
 /// [`admit`], and until when the window carries anything after it
 /// ([`SlidingWindow::keep_until_ms`]): an admitted request is the newest,
 /// so that is when it leaves, without looking for the newest slot.
-#[inline]
+#[inline(always)]
 pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
     let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
     if !verdict.allowed {

@@ -43,8 +43,9 @@ impl TableKey {
     /// The key of `parts` after a limit's numbers (its requests, then its
     /// window, little-endian): `new(&[&requests, &window_ms, parts...])`,
     /// with the fixed part written without a copy call (every request
-    /// makes a bucket's key).
-    #[inline]
+    /// makes a bucket's key; inline: its 40 bytes are made where the
+    /// lookup reads them).
+    #[inline(always)]
     pub fn after_limit(requests: u32, window_ms: u64, parts: &[&[u8]]) -> Self {
         const FIXED: usize = 12;
         let mut bytes = [0u8; INLINE_KEY];
