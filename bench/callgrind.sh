@@ -13,7 +13,10 @@
 # the same 62-byte static file as bench/run.sh on a port per case, with
 # the same configurations (`limit_req ... burst=1000000 nodelay`,
 # `pow_shield_limit 1000000 1s`, with and without `pow_shield_headers
-# off`). Per case: a check of the answer, CG_WARMUP requests, then
+# off`). Per case: a check of the answer, CG_WARMUP requests and more
+# until CG_STEADY_MS have passed (a steady client: every slot of the 1 s
+# window holds requests, as it does for any client sending on for longer
+# than a window), then
 # callgrind's counters are zeroed (`callgrind_control -z`), CG_REQUESTS
 # requests are sent on one keep-alive connection (curl -K), and the
 # counters dumped (`callgrind_control -d`): the dump's total divided by
@@ -24,6 +27,9 @@
 # Environment (defaults in brackets):
 #   CG_REQUESTS   requests measured per case [2000]
 #   CG_WARMUP     requests before measuring, per case [50]
+#   CG_STEADY_MS  warm-up goes on (CG_WARMUP requests at a time, at least
+#                 50) until this long after it started [1100: longer than
+#                 the cases' 1 s window; 0: CG_WARMUP requests only]
 #   CG_CASES      subset/order of: stock limit_req local local_noheaders
 #                 local_many local_stacked local_over cluster_over
 #                 [stock limit_req local local_noheaders]
@@ -46,6 +52,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/bench/lib.sh"
 REQUESTS=${CG_REQUESTS:-2000}
 WARMUP=${CG_WARMUP:-50}
+STEADY_MS=${CG_STEADY_MS:-1100}
 CASES=${CG_CASES:-stock limit_req local local_noheaders}
 ANNOTATE=${CG_ANNOTATE:-}
 
@@ -55,6 +62,7 @@ if ! [[ $REQUESTS =~ ^[0-9]+$ ]] || ((REQUESTS < 1)); then
     die "CG_REQUESTS must be a whole number >= 1"
 fi
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "CG_WARMUP must be a whole number"
+[[ $STEADY_MS =~ ^[0-9]+$ ]] || die "CG_STEADY_MS must be a whole number"
 [[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"
 TOOLS="valgrind callgrind_control callgrind_annotate curl"
@@ -194,6 +202,8 @@ start_nginx() {
 start_nginx "$TMP" "$P_STOCK"
 [[ -n $REDIS_PID ]] && start_nginx "$TMP/cluster" "$P_CLUSTER_OVER"
 
+ms_now() { echo $((${EPOCHREALTIME/./} / 1000)); }
+
 requests() { # requests <case> <n>: n requests on one keep-alive connection, all 200 (*_over: 429)
     local i url="http://127.0.0.1:${PORT[$1]}$URI" want=200 codes
     [[ $1 == *_over ]] && want=429
@@ -206,7 +216,7 @@ requests() { # requests <case> <n>: n requests on one keep-alive connection, all
 echo "== pow-shield bench/callgrind.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX_SRC, copied), single process"
 echo "module:   $MODULE_SRC (sha256 $(sha256sum "$MODULE" | cut -c1-12), git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src core 2>/dev/null || echo '+dirty'))"
-echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a case on one keep-alive connection (curl -K), after $WARMUP"
+echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a case on one keep-alive connection (curl -K), after $WARMUP and more for ${STEADY_MS} ms"
 echo
 
 declare -A PER
@@ -219,6 +229,11 @@ for c in $CASES; do
     local*) grep -qi '^X-RateLimit-Limit:' <<<"$hdr" || die "$c: no X-RateLimit-Limit: is the module active?" ;;
     esac
     ((WARMUP > 0)) && requests "$c" "$WARMUP"
+    # A steady client, not one that has just arrived: its window's every
+    # slot holds requests (the measured ones take under a second), as for
+    # a client sending for longer than the window.
+    warm_until=$(($(ms_now) + STEADY_MS))
+    while (($(ms_now) < warm_until)); do requests "$c" $((WARMUP > 50 ? WARMUP : 50)); done
     vg=${VG_OF[$TMP]}
     [[ $c == cluster_* ]] && vg=${VG_OF[$TMP/cluster]}
     callgrind_control -z "$vg" >/dev/null 2>&1 || die "callgrind_control -z failed"
