@@ -64,6 +64,18 @@ pub(super) fn add_zone(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> Result<(), ()
     Ok(())
 }
 
+/// `init_module`, first, once nginx has initialised the zones: the zone
+/// resolved for every later reader (`SharedZone::from_conf`), so that no
+/// request checks the shared memory's header again.
+pub(crate) fn resolve_zone(cycle: &mut ngx_cycle_t) {
+    let Some(mcf) = PowShield::main_conf_mut(cycle) else {
+        return;
+    };
+    // SAFETY: `zone` is null or what shm::add_zone returned, and nginx has
+    // initialised the cycle's zones before init_module.
+    mcf.resolved_zone = unsafe { SharedZone::from_shm_zone(mcf.zone) };
+}
+
 /// `init_module`, once nginx has initialised the zones: without a
 /// configured secret, challenges are signed with the zone's random key
 /// (kept across reloads with the zone, so outstanding challenges stay
@@ -119,11 +131,11 @@ pub(crate) fn place_limit_names(cycle: &mut ngx_cycle_t) {
 // Here rather than in shm/, so that the zone needs nothing of the
 // configuration.
 impl SharedZone {
-    /// The zone of a configuration, once nginx has initialised it.
+    /// The zone of a configuration, as `init_module` resolved it (none
+    /// before: nothing reads it before nginx initialised the cycle's
+    /// zones).
+    #[inline]
     pub fn from_conf(mcf: &MainConf) -> Option<Self> {
-        // SAFETY: `zone` is null or what shm::add_zone returned, and
-        // nothing reads it before nginx initialised the cycle's zones
-        // (init_module, init_process, requests).
-        unsafe { SharedZone::from_shm_zone(mcf.zone) }
+        mcf.resolved_zone.clone()
     }
 }

@@ -50,6 +50,10 @@ pub struct MainConf {
     pub zone_size: Option<usize>,
     /// The zone, added when some location enables the shield.
     pub zone: *mut ngx_shm_zone_t,
+    /// The zone as nginx initialised it, resolved once by `init_module`
+    /// (`http::resolve_zone`): a request reads it without checking the
+    /// shared memory's header again.
+    pub(crate) resolved_zone: Option<crate::shm::SharedZone>,
     /// `pow_shield_secret` / `pow_shield_secret_file`; `None` until the zone
     /// supplies the random key of this start.
     pub keys: Option<SecretKeys>,
@@ -96,6 +100,7 @@ impl Default for MainConf {
         Self {
             zone_size: None,
             zone: ptr::null_mut(),
+            resolved_zone: None,
             keys: None,
             secret_from: None,
             redis: None,
