@@ -13,6 +13,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_t, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
+use super::request::DEFAULT_KEY_ROOM;
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
@@ -55,8 +56,15 @@ pub struct RequestState {
     /// The policy of the location that decided (headers use it too), in
     /// its location configuration: not copied per request.
     policy: NonNull<Policy>,
-    /// The client key once evaluated (request pool memory).
+    /// The client key once evaluated (request pool memory, or
+    /// `key_room`).
     pub key: Option<(*const u8, usize)>,
+    /// Where the request's first default key is made (`request::client_key`):
+    /// no allocation of its own. Written once, never moved (the state
+    /// stays where `attach` made it).
+    pub key_room: [u8; DEFAULT_KEY_ROOM],
+    /// `key_room` holds a key.
+    pub key_room_used: bool,
     /// Each limit's `key=` value once evaluated (request pool memory;
     /// `None` inside: the limit counts per client key), by the limit's
     /// place; `None`: not evaluated, or no limit has a `key=`.
@@ -143,6 +151,8 @@ impl RequestState {
                     resolution: Resolution::Pending,
                     policy: NonNull::from(policy),
                     key: None,
+                    key_room: [0; DEFAULT_KEY_ROOM],
+                    key_room_used: false,
                     key_values: None,
                     decision: None,
                     decided: None,
