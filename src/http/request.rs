@@ -43,6 +43,11 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
             // By length first, read from nginx's string as it is: most
             // headers are none of the three, and are passed over without a
             // slice made or a byte compared.
+            // (One compare passes over the usual headers, all shorter or
+            // longer than the three: `Host`, `User-Agent`, `Accept`...)
+            if !(11..=15).contains(&header.key.len) {
+                continue;
+            }
             let (slot, name) = match header.key.len {
                 15 => (&mut token, &b"x-pow-challenge"[..]),
                 11 => (&mut proof.nonce, &b"x-pow-nonce"[..]),
