@@ -199,10 +199,6 @@ fn pool_bytes(r: &Request, len: usize) -> Option<*mut u8> {
     Some(unsafe { nginx_sys::ngx_pnalloc(raw.pool, len) }.cast::<u8>())
 }
 
-/// Bytes the default key takes at most: its mark and the longest
-/// `$pow_shield_client` (an IPv6 /64's text).
-pub(super) const DEFAULT_KEY_ROOM: usize = 48;
-
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then
 /// `$pow_shield_client`), made without the variable machinery where
 /// `room(len)` says (`len` bytes that live as long as the request; null or

@@ -13,7 +13,6 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_t, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
-use super::request::DEFAULT_KEY_ROOM;
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
@@ -42,6 +41,11 @@ pub enum SignatureCheck {
 /// A request's `key=` values by limit (the first `Limits::len` count), as
 /// the state keeps them: request pool bytes (pointer, length).
 pub type Evaluated = [Option<(*const u8, usize)>; MAX_LIMITS];
+
+/// Bytes the default key takes at most: its mark and the longest
+/// `$pow_shield_client` (an IPv6 /64's text). A longer key would be made
+/// in the pool (`request::client_key`).
+pub const DEFAULT_KEY_ROOM: usize = 48;
 
 /// A state and its pool cleanup entry, allocated together.
 #[repr(C)]
