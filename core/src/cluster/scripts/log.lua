@@ -5,8 +5,10 @@
 -- (nil if none). Each Redis call costs most of a microsecond of glue: one
 -- to count; for a log that exists, one to trim (its reply: the entries
 -- that left) and the oldest entry if one is left. A client new in this
--- window (no log: most clients of a busy site) costs the count alone.
-local function log_read(key, window, now)
+-- window (no log: most clients of a busy site) costs the count alone, or
+-- nothing where the caller knows already (has false: `breaker_status`).
+local function log_read(key, window, now, has)
+  if has == false then return 0 end
   local count = redis.call('ZCARD', key)
   if count == 0 then return 0 end
   count = count - redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)

@@ -1,12 +1,14 @@
 //! The scripts: how each is put together, what it answers on a real Redis
 //! (`redis_server`), and the same requests asked of the Rust model
 //! (`tables`, run by `bench`); their replies' decoding (`decoding`); calls
-//! Redis runs after their deadline (`late`).
+//! Redis runs after their deadline (`late`); what a new client costs and
+//! the clients that only look new (`fresh`).
 
 mod bench;
 mod checks;
 mod counting;
 mod decoding;
+mod fresh;
 mod generations;
 mod late;
 pub(crate) mod redis_server;
