@@ -10,28 +10,31 @@
 -- requests a window (ms; window_ms the same as ARGV holds it), its member,
 -- what a refusal is (offence), its breaker b, k requests at once; now:
 -- Redis's clock read already (nil: read here, with the deadline), now_s
--- the same as a string (or nil). Returns the reply and whether it refused;
+-- the same as a string and at_s now + window (or nil: `log_add`). Returns
+-- the reply and whether it refused;
 -- the reply nil for a fresh admission: the cheapest answer.
-local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s)
+local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s,
+    at_s)
   local key, ok = KEYS[ko + 1], KEYS[ko + 2]
   local blocked, strikes, has
   blocked, strikes, now, has = check_open(b, now, key)
   if blocked then return blocked, true end
 
-  local count, oldest = log_read(key, window, now, has)
+  local count, oldest = 0, nil
+  if has ~= false then count, oldest = log_read(key, window, now) end
   -- A fresh admission: one request of a client new in its window, without
   -- strikes (most clients of a busy site), under a limit of more than one
   -- and an offence a wait takes back or none is (its admission reads no
   -- refusals). Its reply is known (`check`): nothing else to read, build
   -- or compare.
   if count == 0 and k == 1 and strikes == 0 and limit > 1 and offence ~= '0' then
-    log_add(key, now, member, 1, window_ms, now_s)
+    log_add(key, now, member, 1, window_ms, now_s, at_s)
     return nil, false
   end
   local allowed = 0
   if count < limit then
     allowed = math.min(k, limit - count)
-    log_add(key, now, member, allowed, window_ms, now_s)
+    log_add(key, now, member, allowed, window_ms, now_s, at_s)
     if count == 0 then oldest = now end
     count = count + allowed
     if offence == '1' then strikes = waited(ok, b, strikes) end

@@ -1,8 +1,8 @@
 //! A client new to a limit, on a real Redis: the cheap path a check takes
 //! for it (`window_check`'s fresh admission: one EXISTS for the breaker's
-//! counters and the log, then the admission) costs Redis three calls, and
-//! answers every client that only looks new as before: each of the keys
-//! it skips reading, alone, still decides.
+//! counters and the log, then the admission and its expiry) costs Redis
+//! three calls, and answers every client that only looks new as before:
+//! each of the keys it skips reading, alone, still decides.
 
 use redis_protocol::resp2::types::OwnedFrame;
 
@@ -286,7 +286,7 @@ fn run_recorded(redis: &mut Redis, call: &[u8], sha1: &str, text: &str) -> (Owne
 }
 
 #[test]
-fn a_new_clients_check_costs_redis_one_exists_one_zadd_and_one_pexpire() {
+fn a_new_clients_check_costs_redis_one_exists_one_zadd_and_one_expiry() {
     let Some(mut redis) = Redis::connect("fresh_calls") else {
         return;
     };
@@ -305,7 +305,16 @@ fn a_new_clients_check_costs_redis_one_exists_one_zadd_and_one_pexpire() {
     let (reply, ran) = run_recorded(&mut redis, &call, &scripts.checks.sha1, scripts.checks.text);
     assert_eq!(reply, OwnedFrame::BulkString(b"n n".to_vec()));
     assert_eq!(
-        ran, "TIME EXISTS ZADD PEXPIRE EXISTS ZADD PEXPIRE",
-        "the checks script: the clock once, three calls a client"
+        ran, "TIME EXISTS ZADD PEXPIREAT EXISTS ZADD PEXPIREAT",
+        "the checks script: the clock once, three calls a client (the \
+         expiry's time formatted once)"
     );
+    // Each log expires a window after its admission, as PEXPIRE's would.
+    for tag in &tags {
+        let log = name(&prefix, tag, ClientKey::Window(new.limit));
+        let OwnedFrame::Integer(ttl) = redis.call(&[b"PTTL", &log]) else {
+            panic!("PTTL");
+        };
+        assert!((W - 1_000..=W).contains(&ttl), "{ttl} ms");
+    }
 }
