@@ -6,11 +6,11 @@
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::checks::RULES;
 use super::redis_server::Redis;
-use super::shape;
+use super::{ints, shape};
 use crate::cluster::calls::{checks_reply, Calls, CheckOf};
 use crate::cluster::keys::{self, ClientKey};
-use crate::limiter::breaker::{BreakerRules, StrikeRule};
 use crate::limiter::{Limits, RateLimit};
 use crate::redis::command::client_tag;
 use crate::store::{Offence, Subject, CLIENT_KEYS};
@@ -23,15 +23,6 @@ const fn limit(requests: u32) -> RateLimit {
         window_ms: 60_000,
     }
 }
-
-/// Two strikes open the breaker.
-const RULES: BreakerRules = BreakerRules {
-    strikes: Some(StrikeRule {
-        threshold: 2,
-        ttl_ms: 60_000,
-    }),
-    ban: None,
-};
 
 /// `BANNED_TRIPS`: a ban written by any location.
 const BANNED: i64 = 65_535;
@@ -159,19 +150,6 @@ fn hold(redis: &mut Redis, prefix: &str, tag: &str, row: &Row) {
         let key = name(prefix, tag, *which);
         let value = value.to_string();
         redis.call(&[b"SET", &key, value.as_bytes(), b"PX", b"60000"]);
-    }
-}
-
-fn ints(frame: &OwnedFrame) -> Vec<i64> {
-    match frame {
-        OwnedFrame::Array(items) => items
-            .iter()
-            .map(|f| match f {
-                OwnedFrame::Integer(i) => *i,
-                other => panic!("not an integer: {other:?}"),
-            })
-            .collect(),
-        other => panic!("{other:?}"),
     }
 }
 
