@@ -31,8 +31,8 @@ for at = 2, mi - 1, 8 do
       window_check(ko, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s, at_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
-    -- them), for formatting a number costs Redis a snprintf. A
-    -- fresh admission (no reply) is one; another check may answer the same.
+    -- them), for formatting a number costs Redis a snprintf. A fresh
+    -- admission (no reply) is one; another check may answer the same.
     if not r or (r[1] == 1 and r[2] == limit - 1 and r[3] == window and r[4] == 0
       and r[5] == 0 and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0) then
       out[#out + 1] = 'n'

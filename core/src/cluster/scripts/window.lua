@@ -11,8 +11,8 @@
 -- what a refusal is (offence), its breaker b, k requests at once; now:
 -- Redis's clock read already (nil: read here, with the deadline), now_s
 -- the same as a string and at_s now + window (or nil: `log_add`). Returns
--- the reply and whether it refused;
--- the reply nil for a fresh admission: the cheapest answer.
+-- the reply (nil for a fresh admission: the cheapest answer) and whether
+-- it refused.
 local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s,
     at_s)
   local key, ok = KEYS[ko + 1], KEYS[ko + 2]
