@@ -19,6 +19,8 @@ local slot = #KEYS > 5 * (#ARGV - mi)
 for at = 2, mi - 1, 8 do
   local n, limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
+  -- (When an admission's log expires, formatted once a set.)
+  local at_s = string.format('%d', now + window)
   local threshold, ttl = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
   local after, ban = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
   -- (One breaker table a set, its keys each client's.)
@@ -26,12 +28,13 @@ for at = 2, mi - 1, 8 do
   for _ = 1, n do
     b.sk, b.tk, b.uk = KEYS[ko + 3], KEYS[ko + 4], KEYS[ko + 5]
     local r, refused =
-      window_check(ko, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s)
+      window_check(ko, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s, at_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
-    -- them), for formatting a number costs Redis a snprintf.
-    if r[1] == 1 and r[2] == limit - 1 and r[3] == window and r[4] == 0 and r[5] == 0
-      and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0 then
+    -- them), for formatting a number costs Redis a snprintf. A fresh
+    -- admission (no reply) is one; another check may answer the same.
+    if not r or (r[1] == 1 and r[2] == limit - 1 and r[3] == window and r[4] == 0
+      and r[5] == 0 and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0) then
       out[#out + 1] = 'n'
     else
       out[#out + 1] = table.concat(r, ' ')

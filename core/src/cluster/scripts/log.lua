@@ -5,7 +5,8 @@
 -- (nil if none). Each Redis call costs most of a microsecond of glue: one
 -- to count; for a log that exists, one to trim (its reply: the entries
 -- that left) and the oldest entry if one is left. A client new in this
--- window (no log: most clients of a busy site) costs the count alone.
+-- window (no log: most clients of a busy site) costs the count alone, or
+-- nothing where the caller knows already (`window_check`).
 local function log_read(key, window, now)
   local count = redis.call('ZCARD', key)
   if count == 0 then return 0 end
@@ -19,8 +20,9 @@ end
 -- does the key's expiry move: the newest entry decides when it is empty.
 -- (window_ms as the string ARGV holds, and now_s, now as a string if the
 -- caller has it: Redis formats each Lua number with snprintf, a good part
--- of a call's cost.)
-local function log_add(key, now, member, n, window_ms, now_s)
+-- of a call's cost; at_s, now + window as a string if the caller has it:
+-- PEXPIREAT, which Redis need not rewrite for replicas as it does PEXPIRE.)
+local function log_add(key, now, member, n, window_ms, now_s, at_s)
   if n == 1 then
     redis.call('ZADD', key, now_s or now, member)
   else
@@ -31,7 +33,11 @@ local function log_add(key, now, member, n, window_ms, now_s)
     end
     redis.call('ZADD', key, unpack(entries))
   end
-  redis.call('PEXPIRE', key, window_ms)
+  if at_s then
+    redis.call('PEXPIREAT', key, at_s)
+  else
+    redis.call('PEXPIRE', key, window_ms)
+  end
 end
 
 -- Refused with count entries counted: ms until a slot frees, when the entry

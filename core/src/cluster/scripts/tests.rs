@@ -1,12 +1,14 @@
 //! The scripts: how each is put together, what it answers on a real Redis
 //! (`redis_server`), and the same requests asked of the Rust model
 //! (`tables`, run by `bench`); their replies' decoding (`decoding`); calls
-//! Redis runs after their deadline (`late`).
+//! Redis runs after their deadline (`late`); what a new client costs and
+//! the clients that only look new (`fresh`).
 
 mod bench;
 mod checks;
 mod counting;
 mod decoding;
+mod fresh;
 mod generations;
 mod late;
 pub(crate) mod redis_server;
@@ -15,6 +17,7 @@ mod tables;
 
 use super::*;
 use crate::cluster::calls::Calls;
+use redis_protocol::resp2::types::OwnedFrame;
 
 /// A gathered call compared with the same checks sent alone: a Redis for
 /// `test`, and two `Calls` with their scripts loaded, each under its own
@@ -39,6 +42,20 @@ fn alone_and_together(
         redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
     }
     Some((redis, alone, together))
+}
+
+/// An array reply's integers.
+fn ints(frame: &OwnedFrame) -> Vec<i64> {
+    match frame {
+        OwnedFrame::Array(items) => items
+            .iter()
+            .map(|f| match f {
+                OwnedFrame::Integer(i) => *i,
+                other => panic!("not an integer: {other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A reply's integers with its times (reset, retry, block ms) cut to

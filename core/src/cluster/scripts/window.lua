@@ -10,18 +10,31 @@
 -- requests a window (ms; window_ms the same as ARGV holds it), its member,
 -- what a refusal is (offence), its breaker b, k requests at once; now:
 -- Redis's clock read already (nil: read here, with the deadline), now_s
--- the same as a string (or nil). Returns the reply and whether it refused.
-local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s)
+-- the same as a string and at_s now + window (or nil: `log_add`). Returns
+-- the reply (nil for a fresh admission: the cheapest answer) and whether
+-- it refused.
+local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s,
+    at_s)
   local key, ok = KEYS[ko + 1], KEYS[ko + 2]
-  local blocked, strikes
-  blocked, strikes, now = check_open(b, now)
+  local blocked, strikes, has
+  blocked, strikes, now, has = check_open(b, now, key)
   if blocked then return blocked, true end
 
-  local count, oldest = log_read(key, window, now)
+  local count, oldest = 0, nil
+  if has ~= false then count, oldest = log_read(key, window, now) end
+  -- A fresh admission: one request of a client new in its window, without
+  -- strikes (most clients of a busy site), under a limit of more than one
+  -- and an offence a wait takes back or none is (its admission reads no
+  -- refusals). Its reply is known (`check`): nothing else to read, build
+  -- or compare.
+  if count == 0 and k == 1 and strikes == 0 and limit > 1 and offence ~= '0' then
+    log_add(key, now, member, 1, window_ms, now_s, at_s)
+    return nil, false
+  end
   local allowed = 0
   if count < limit then
     allowed = math.min(k, limit - count)
-    log_add(key, now, member, allowed, window_ms, now_s)
+    log_add(key, now, member, allowed, window_ms, now_s, at_s)
     if count == 0 then oldest = now end
     count = count + allowed
     if offence == '1' then strikes = waited(ok, b, strikes) end
@@ -42,7 +55,11 @@ local function window_check(ko, limit, window, window_ms, member, offence, b, no
     block_ms, tripped, struck}, allowed < k
 end
 
+-- (A fresh admission's reply: admitted, the limit less one remaining,
+-- reset in a window.)
 local function check()
-  return window_check(0, tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[2], ARGV[3], ARGV[4],
+  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local r, refused = window_check(0, limit, window, ARGV[2], ARGV[3], ARGV[4],
     breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, tonumber(ARGV[9]))
+  return r or {1, limit - 1, window, 0, 0, 0, 0, 0, 0, 0}, refused
 end

@@ -5,7 +5,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::redis_server::Redis;
-use super::shape;
+use super::{ints, shape};
 use crate::cluster::calls::{checks_reply, Calls, CheckOf};
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
@@ -20,7 +20,7 @@ const LIMIT: RateLimit = RateLimit {
 };
 
 /// Two strikes open the breaker.
-const RULES: BreakerRules = BreakerRules {
+pub(super) const RULES: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {
         threshold: 2,
         ttl_ms: 60_000,
@@ -102,19 +102,6 @@ fn gathered(calls: &Calls, clients: &[usize], seq: u64) -> Vec<u8> {
         })
         .collect();
     calls.checks(&of).evalsha
-}
-
-fn ints(frame: &OwnedFrame) -> Vec<i64> {
-    match frame {
-        OwnedFrame::Array(items) => items
-            .iter()
-            .map(|f| match f {
-                OwnedFrame::Integer(i) => *i,
-                other => panic!("not an integer: {other:?}"),
-            })
-            .collect(),
-        other => panic!("{other:?}"),
-    }
 }
 
 fn int(redis: &mut Redis, prefix: &str, key: &[u8], which: ClientKey) -> i64 {
