@@ -22,7 +22,7 @@ use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
 mod checks;
 mod stacks;
 pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
-pub use stacks::{stacks_reply, Part};
+pub use stacks::{part_checked, stacks_reply, Alone, Part};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]

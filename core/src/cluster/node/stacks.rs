@@ -79,11 +79,12 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let approx = match &stack.then {
-            Then::Approx(_) => self.calls.approx(&stack.part, stack.seq),
-            _ => None,
+        // A request's every limit by the stacked script; a part (or an
+        // approx check) by the script `Part::alone` names.
+        let call = match &stack.then {
+            Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
+            _ => self.calls.alone(&stack.part, stack.seq),
         };
-        let call = approx.unwrap_or_else(|| self.calls.stacked(&stack.part, stack.seq));
         let route = stack.part.route.clone();
         let flight = Flight::Stacks(Stacks {
             gate,
@@ -181,7 +182,8 @@ impl<W: Waits> ClusterNode<W> {
         match stack.then {
             Then::Request(c) => self.stacked_checked(env, c, &part, answer, now, out),
             Then::Part { request, index } => {
-                self.part_answered(env, (request, index), part, answer, now, out)
+                let alone = !gathered;
+                self.part_answered(env, (request, index), (part, alone), answer, now, out)
             }
             Then::Approx(c) if gathered => {
                 let ran = answer.may_have_run();

@@ -104,10 +104,7 @@ fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
 
 /// The one request's own call: the stacked script's, or the approx one's.
 fn alone(calls: &Calls, part: &Part, seq: u64) -> Vec<u8> {
-    match calls.approx(part, seq) {
-        Some(call) => call.evalsha,
-        None => calls.stacked(part, seq).evalsha,
-    }
+    calls.alone(part, seq).evalsha
 }
 
 fn ints(frame: &OwnedFrame) -> Vec<i64> {
@@ -285,4 +282,113 @@ fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
     assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
     // (a's log, its /24's counter, x's counter)
     assert_eq!(state(&mut redis, &prefix).len(), 3);
+}
+
+/// A Redis Cluster's parts of each request (its own exact limit in its
+/// slot, its /24's count in another), each sent by `Calls::alone` and by
+/// the stacked script: answered and written the same, read as the node
+/// reads each (admissions, the client's refusal struck, the /24's refusal
+/// not, the breaker opened, then blocked).
+fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(net_approx: bool) {
+    let test = format!("parts_alone_{net_approx}");
+    // (Each variant under prefixes of its own: the tests run at once.)
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
+        return;
+    };
+    let mut limits = Limits::default();
+    limits.add(Limit::new(OWN)).expect("one");
+    let net = match net_approx {
+        true => Limit::new(NET).approx(),
+        false => Limit::new(NET),
+    };
+    limits
+        .add(net.keyed(KeyId::of("$pow_shield_net")))
+        .expect("two");
+    let stacked = &crate::cluster::scripts::Scripts::for_mode(true).stacked;
+    let asked: [(&[u8], &[u8]); 7] = [
+        (b"a", b"n1"),
+        (b"a", b"n1"),
+        (b"a", b"n1"),
+        (b"b", b"n1"),
+        (b"a", b"n1"),
+        (b"a", b"n1"),
+        (b"c", b"n2"),
+    ];
+    let mut fates = Vec::new();
+    for (seq, (client, net)) in (1..).zip(asked) {
+        let values = [None, Some(net)];
+        let subject = Subject {
+            key: client,
+            limits: &limits,
+            key_values: &values,
+            rules: RULES,
+            rising: false,
+        };
+        let tag = client_tag(client);
+        let parts_a = a.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        let parts_b = b.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        assert_eq!(parts_a.len(), 2, "the client's slot and its /24's");
+        let mut fate = Vec::new();
+        for (pa, pb) in parts_a.iter().zip(&parts_b) {
+            let call = a.alone(pa, seq);
+            assert!(call.script != stacked.text, "one limit: its own script");
+            let x = ints(&redis.raw(&call.evalsha));
+            let y = ints(&redis.raw(&b.stacked(pb, seq).evalsha));
+            let x = calls::part_checked(true, &x, pa, true).expect("read alone");
+            let y = calls::part_checked(true, &y, pb, false).expect("read stacked");
+            let seen = |c: crate::store::Checked| {
+                let v = c.verdict;
+                let times = (v.reset_after_ms > 0, v.retry_after_ms > 0);
+                let breaker = (c.breaker.strikes, c.breaker.block, c.breaker.tripped);
+                let gen = c.generation.is_some();
+                (
+                    v.allowed,
+                    v.limit,
+                    v.remaining,
+                    v.over,
+                    times,
+                    c.struck,
+                    breaker,
+                    gen,
+                )
+            };
+            assert_eq!(seen(x), seen(y), "request {seq}: {pa:?}");
+            fate.push((x.verdict.allowed, x.verdict.limit, x.struck));
+        }
+        fates.push(fate);
+    }
+    let (yes, no) = (true, false);
+    assert_eq!(
+        fates,
+        [
+            [(yes, 0, no), (yes, 1, no)],
+            [(yes, 0, no), (yes, 1, no)],
+            [(no, 0, yes), (yes, 1, no)],
+            [(yes, 0, no), (no, 1, no)],
+            [(no, 0, yes), (no, 1, no)],
+            [(no, 0, no), (no, 1, no)],
+            [(yes, 0, no), (yes, 1, no)],
+        ]
+    );
+    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
+        state
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("gen:"))
+            .collect()
+    };
+    let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
+    assert_eq!(
+        counts(state(&mut redis, &one)),
+        counts(state(&mut redis, &other))
+    );
+}
+
+#[test]
+fn a_redis_clusters_part_of_one_exact_count_alone_is_answered_and_written_as_stacked() {
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would(false);
+}
+
+#[test]
+fn a_redis_clusters_part_of_one_approx_count_alone_is_answered_and_written_as_stacked() {
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would(true);
 }
