@@ -158,7 +158,15 @@ fn held_scripts(rig: &Rig) -> Vec<&'static str> {
             Command::Script(call) if call.script == scripts.window.text => "window",
             Command::Script(call) if call.script == scripts.approx.text => "approx",
             Command::Script(call) if call.script == scripts.stacked.text => "stacked",
-            _ => "other",
+            Command::Script(call) => match scripts.parts.iter().find_map(|p| {
+                [&p.count, &p.count_approx, &p.standing]
+                    .into_iter()
+                    .find(|s| s.text == call.script)
+            }) {
+                Some(script) => script.name,
+                None => "other",
+            },
+            Command::Plain(_) => "plain",
         })
         .collect()
 }
@@ -169,12 +177,13 @@ fn on_a_redis_cluster_a_part_of_one_limit_goes_alone_as_that_limits_own_script()
         return;
     };
     let net: &[u8] = b"198.51.100.0/24";
-    // The client's part (its own exact limit, its breaker) and the /24's
-    // (one exact count, no breaker): each the window script's call.
+    // The client's part (its own exact limit, its breaker): the window
+    // script's call; the /24's (one exact count, no breaker): the count
+    // script's.
     from(&mut rig, 1, net);
-    assert_eq!(held_scripts(&rig), ["window", "window"]);
+    assert_eq!(held_scripts(&rig), ["window", "count"]);
     rig.run_all();
-    // Its /24's counter, `approx`: the approx script's.
+    // Its /24's counter, `approx`.
     let mut limits = Limits::default();
     limits.push(PER_ADDRESS, None).expect("one");
     let approx = crate::limiter::Limit::new(NET)
@@ -184,7 +193,17 @@ fn on_a_redis_cluster_a_part_of_one_limit_goes_alone_as_that_limits_own_script()
     let keys = [None, Some(net)];
     let key = [0, 198, 51, 100, 2];
     rig.ask_keyed(UNPAID, (&key, &keys), limits, FailPolicy::Local);
-    assert_eq!(held_scripts(&rig), ["window", "approx"]);
+    assert_eq!(held_scripts(&rig), ["window", "count_approx"]);
+    rig.run_all();
+    // The /24's limit only: the client's breaker alone in its slot.
+    let mut keyed = Limits::default();
+    keyed
+        .push_keyed(NET, None, Some(KeyId::of("$pow_shield_net")))
+        .expect("one");
+    let keys = [Some(net)];
+    let key = [0, 198, 51, 100, 4];
+    rig.ask_keyed(UNPAID, (&key, &keys), keyed, FailPolicy::Local);
+    assert_eq!(held_scripts(&rig), ["standing", "count"]);
     rig.run_all();
     // Two limits in one slot: the stacked script's.
     let mut two = Limits::default();

@@ -8,6 +8,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::redis_server::Redis;
 use super::shape;
 use crate::cluster::calls::{self, stacks_reply, Calls, Part};
+use crate::cluster::keys::ClientKey;
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
 use crate::limiter::{KeyId, Limit, Limits, RateLimit, MAX_LIMITS};
 use crate::redis::clock;
@@ -285,18 +286,25 @@ fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
 }
 
 /// A Redis Cluster's parts of each request (its own exact limit in its
-/// slot, its /24's count in another), each sent by `Calls::alone` and by
-/// the stacked script: answered and written the same, read as the node
-/// reads each (admissions, the client's refusal struck, the /24's refusal
-/// not, the breaker opened, then blocked).
-fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(net_approx: bool) {
-    let test = format!("parts_alone_{net_approx}");
+/// slot, or none there: its breaker alone; its /24's count in another
+/// slot), each sent by `Calls::alone` and by the stacked script: answered
+/// and written the same, read as the node reads each. `own`: the client's
+/// own limit too; `asked`: (client, /24, the client's strikes set to the
+/// threshold first); `fates`: each part's (admitted, limit, struck).
+fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(
+    (net_approx, own): (bool, bool),
+    asked: &[(&[u8], &[u8], bool)],
+    fates: &[[(bool, u8, bool); 2]],
+) {
+    let test = format!("parts_alone_{net_approx}_{own}");
     // (Each variant under prefixes of its own: the tests run at once.)
     let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
         return;
     };
     let mut limits = Limits::default();
-    limits.add(Limit::new(OWN)).expect("one");
+    if own {
+        limits.add(Limit::new(OWN)).expect("one");
+    }
     let net = match net_approx {
         true => Limit::new(NET).approx(),
         false => Limit::new(NET),
@@ -305,33 +313,37 @@ fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(net_appro
         .add(net.keyed(KeyId::of("$pow_shield_net")))
         .expect("two");
     let stacked = &crate::cluster::scripts::Scripts::for_mode(true).stacked;
-    let asked: [(&[u8], &[u8]); 7] = [
-        (b"a", b"n1"),
-        (b"a", b"n1"),
-        (b"a", b"n1"),
-        (b"b", b"n1"),
-        (b"a", b"n1"),
-        (b"a", b"n1"),
-        (b"c", b"n2"),
-    ];
-    let mut fates = Vec::new();
-    for (seq, (client, net)) in (1..).zip(asked) {
+    let mut got = Vec::new();
+    for (seq, &(client, net, block)) in (1..).zip(asked) {
         let values = [None, Some(net)];
+        let values = &values[usize::from(!own)..];
         let subject = Subject {
             key: client,
             limits: &limits,
-            key_values: &values,
+            key_values: values,
             rules: RULES,
             rising: false,
         };
         let tag = client_tag(client);
+        if block {
+            for calls in [&a, &b] {
+                let mut name = Vec::new();
+                let (prefix, tag) = (calls.prefix().as_bytes(), tag.as_bytes());
+                crate::cluster::keys::write(&mut name, prefix, tag, ClientKey::Strikes);
+                redis.call(&[b"SET", &name, b"2", b"PX", b"60000"]);
+            }
+        }
         let parts_a = a.parts(tag.as_bytes(), &subject, Offence::Unpaid);
         let parts_b = b.parts(tag.as_bytes(), &subject, Offence::Unpaid);
         assert_eq!(parts_a.len(), 2, "the client's slot and its /24's");
         let mut fate = Vec::new();
         for (pa, pb) in parts_a.iter().zip(&parts_b) {
             let call = a.alone(pa, seq);
-            assert!(call.script != stacked.text, "one limit: its own script");
+            assert!(
+                call.script != stacked.text,
+                "{:?}: a script of its own",
+                pa.alone()
+            );
             let x = ints(&redis.raw(&call.evalsha));
             let y = ints(&redis.raw(&b.stacked(pb, seq).evalsha));
             let x = calls::part_checked(true, &x, pa, true).expect("read alone");
@@ -355,21 +367,9 @@ fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(net_appro
             assert_eq!(seen(x), seen(y), "request {seq}: {pa:?}");
             fate.push((x.verdict.allowed, x.verdict.limit, x.struck));
         }
-        fates.push(fate);
+        got.push(fate);
     }
-    let (yes, no) = (true, false);
-    assert_eq!(
-        fates,
-        [
-            [(yes, 0, no), (yes, 1, no)],
-            [(yes, 0, no), (yes, 1, no)],
-            [(no, 0, yes), (yes, 1, no)],
-            [(yes, 0, no), (no, 1, no)],
-            [(no, 0, yes), (no, 1, no)],
-            [(no, 0, no), (no, 1, no)],
-            [(yes, 0, no), (yes, 1, no)],
-        ]
-    );
+    assert_eq!(got, fates);
     let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
         state
             .into_iter()
@@ -383,12 +383,66 @@ fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(net_appro
     );
 }
 
+const YES: bool = true;
+const NO: bool = false;
+
+/// Client `a` twice, then refused by its own limit (struck), `b` refused
+/// by the full /24 (not struck), `a` again (the strike that opens the
+/// breaker), blocked; `c` of another /24.
+const OWN_ASKED: [(&[u8], &[u8], bool); 7] = [
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"b", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"c", b"n2", NO),
+];
+const OWN_FATES: [[(bool, u8, bool); 2]; 7] = [
+    [(YES, 0, NO), (YES, 1, NO)],
+    [(YES, 0, NO), (YES, 1, NO)],
+    [(NO, 0, YES), (YES, 1, NO)],
+    [(YES, 0, NO), (NO, 1, NO)],
+    [(NO, 0, YES), (NO, 1, NO)],
+    [(NO, 0, NO), (NO, 1, NO)],
+    [(YES, 0, NO), (YES, 1, NO)],
+];
+
 #[test]
 fn a_redis_clusters_part_of_one_exact_count_alone_is_answered_and_written_as_stacked() {
-    each_part_alone_is_answered_and_written_as_the_stacked_script_would(false);
+    let (asked, fates) = (&OWN_ASKED, &OWN_FATES);
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would((NO, YES), asked, fates);
 }
 
 #[test]
 fn a_redis_clusters_part_of_one_approx_count_alone_is_answered_and_written_as_stacked() {
-    each_part_alone_is_answered_and_written_as_the_stacked_script_would(true);
+    let (asked, fates) = (&OWN_ASKED, &OWN_FATES);
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would((YES, YES), asked, fates);
+}
+
+#[test]
+fn a_redis_clusters_part_of_the_breaker_alone_is_answered_as_stacked_clear_or_blocked() {
+    // Three of the /24's, the fourth refused by it; a client blocked: its
+    // part refuses, the /24's admits (the node takes it back).
+    let asked: [(&[u8], &[u8], bool); 5] = [
+        (b"a", b"n1", NO),
+        (b"b", b"n1", NO),
+        (b"c", b"n1", NO),
+        (b"d", b"n1", NO),
+        (b"e", b"n2", YES),
+    ];
+    let fates = [
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (NO, 0, NO)],
+        [(NO, 0, NO), (YES, 0, NO)],
+    ];
+    for net_approx in [NO, YES] {
+        each_part_alone_is_answered_and_written_as_the_stacked_script_would(
+            (net_approx, NO),
+            &asked,
+            &fates,
+        );
+    }
 }
