@@ -360,20 +360,27 @@ pub struct Scripts {
 }
 
 /// A Redis Cluster's scripts for a part of a request's check in a slot of
-/// its own, each answering as the script it stands for would. A
-/// Redis Cluster's reply ends with the slot's generation (`slot_reply`).
+/// its own, each answering as the script it stands for would; a Redis
+/// Cluster's reply ends with the slot's generation (`slot_reply`).
 #[derive(Debug)]
 pub struct PartScripts {
-    /// One exact count without a breaker (another slot's `key=` count):
-    /// `KEYS[1]` its log, `KEYS[2]` its refusals, `KEYS[3]` the slot's
-    /// generation key; `ARGV[1]` limit, `ARGV[2]` window ms, `ARGV[3]`
-    /// the request's member, `ARGV[4]` what a refusal is (only `0` read:
-    /// an admission then reads the refusals), the deadline last. Answers
-    /// as [`Scripts::window`] with strikes and ban off.
+    /// One count without a breaker (another slot's `key=` count):
+    /// `KEYS[1]` its log (a counter with `approx`), `KEYS[2]` its
+    /// refusals, `KEYS[3]` the slot's generation key; `ARGV[1]` limit,
+    /// `ARGV[2]` window ms, `ARGV[3]` the request's member, `ARGV[4]` what
+    /// a refusal is (only `0` read: an admission then reads the
+    /// refusals), `ARGV[5]` `1` approx, `0` exact; the deadline last.
+    /// Answers as [`Scripts::window`] (or [`Scripts::approx`]) with
+    /// strikes and ban off.
     pub count: Script,
-    /// The same, one `approx` count (`KEYS[1]` its counter, `ARGV[3]`
-    /// unused): answers as [`Scripts::approx`] with strikes and ban off.
-    pub count_approx: Script,
+    /// Several requests' counts in one call (the parts of a slot
+    /// gathered): per request its count's two keys, the slot's generation
+    /// key last; `ARGV[1]` how many sets, each set's five (its requests,
+    /// limit, window ms, what a refusal is, approx), each request's
+    /// member, the deadline last. Answers one bulk string, each request's
+    /// integers as `count` answers (the stacked script's for a part of
+    /// one limit: the same ten integers and the generation).
+    pub counts: Script,
     /// The client's breaker alone (its part where every count lies in
     /// other slots): `KEYS[1]`, `KEYS[2]` its strikes and trips, `KEYS[3]`
     /// the slot's generation key; `ARGV[1..4]` the breaker rules, the
@@ -384,9 +391,9 @@ pub struct PartScripts {
 
 /// The texts of [`PartScripts`].
 const COUNT: &str = compose!("one count without a breaker";
-    "deadline", "log", "count", "count_log", "generations", "slot_reply");
-const COUNT_APPROX: &str = compose!("one approx count without a breaker";
-    "deadline", "counter", "count", "count_approx", "generations", "slot_reply");
+    "deadline", "log", "counter", "generations", "count", "count_one", "slot_reply");
+const COUNTS: &str = compose!("several counts without a breaker";
+    "deadline", "log", "counter", "generations", "count", "counts");
 const STANDING: &str = compose!("the client's breaker";
     "deadline", "breaker", "standing", "generations", "slot_reply");
 
@@ -419,7 +426,7 @@ impl Scripts {
             undo: cluster.then(|| Script::new("undo", texts.undo)),
             parts: cluster.then(|| PartScripts {
                 count: Script::new("count", COUNT),
-                count_approx: Script::new("count_approx", COUNT_APPROX),
+                counts: Script::new("counts", COUNTS),
                 standing: Script::new("standing", STANDING),
             }),
         }
@@ -431,7 +438,7 @@ impl Scripts {
         self.handshake().chain(
             self.parts
                 .iter()
-                .flat_map(|p| [&p.count, &p.count_approx, &p.standing]),
+                .flat_map(|p| [&p.count, &p.counts, &p.standing]),
         )
     }
 

@@ -271,21 +271,15 @@ impl Calls {
         let (how, first) = (part.alone(), part.counts.first());
         match (how, first, self.scripts.parts.as_ref()) {
             (Alone::Count | Alone::CountApprox, Some(c), Some(scripts)) => {
-                let script = match c.approx {
-                    true => &scripts.count_approx,
-                    false => &scripts.count,
-                };
-                let prefix = self.prefix.as_bytes();
-                let key =
-                    |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
-                let mut call = ScriptCall::new(&script.sha1, 3, 5);
-                call.push(key(c.key()))
-                    .push(key(ClientKey::Refused(c.limit)));
+                let script = &scripts.count;
+                let mut call = ScriptCall::new(&script.sha1, 3, 6);
+                self.count_keys(&mut call, c);
                 self.slot_key(&mut call, &part.route);
                 call.num(c.limit.requests.into())
                     .num(c.limit.window_ms)
                     .push(|w| args::write_member(w, self.node_id, self.pid, seq))
                     .num(args::offence(part.offence))
+                    .num(u64::from(c.approx))
                     .deadline();
                 Call::of(script, call)
             }
@@ -309,6 +303,60 @@ impl Calls {
             }
             _ => self.stacked(part, seq),
         }
+    }
+
+    /// The parts of `parts` (at most [`super::MAX_GATHERED`], all in one
+    /// slot, each with its request's member) in one call of the counts
+    /// script, when each is a part of one count without a breaker
+    /// ([`Alone::Count`], [`Alone::CountApprox`]) and this mode has the
+    /// script (else `None`: the stacked script's, [`Calls::stacks`]).
+    /// Each is answered as the stacked script answers it; requests in a
+    /// row under the same limit and offence share their arguments.
+    pub fn counts(&self, parts: &[(&Part, u64)]) -> Option<Call> {
+        let script = &self.scripts.parts.as_ref()?.counts;
+        let mut counts = Vec::with_capacity(parts.len());
+        for (part, _) in parts {
+            let (Alone::Count | Alone::CountApprox, [c]) = (part.alone(), part.counts.as_slice())
+            else {
+                return None;
+            };
+            counts.push((c, part.offence));
+        }
+        let same = |a: &(&Count, Offence), b: &(&Count, Offence)| {
+            (a.0.limit, a.0.approx, a.1) == (b.0.limit, b.0.approx, b.1)
+        };
+        let sets = counts.chunk_by(same);
+        let argc = 1 + 5 * sets.clone().count() + parts.len() + 1;
+        let mut call = ScriptCall::new(&script.sha1, 2 * parts.len() + 1, argc);
+        for (c, _) in &counts {
+            self.count_keys(&mut call, c);
+        }
+        let (first, _) = parts.first()?;
+        self.slot_key(&mut call, &first.route);
+        call.num(sets.clone().count() as u64);
+        for set in sets {
+            let Some((c, offence)) = set.first() else {
+                continue;
+            };
+            call.num(set.len() as u64)
+                .num(c.limit.requests.into())
+                .num(c.limit.window_ms)
+                .num(args::offence(*offence))
+                .num(u64::from(c.approx));
+        }
+        for (_, seq) in parts {
+            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+        }
+        call.deadline();
+        Some(Call::of(script, call))
+    }
+
+    /// A count's keys: its log or counter, and its refusals.
+    fn count_keys(&self, call: &mut ScriptCall, c: &Count) {
+        let prefix = self.prefix.as_bytes();
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
+        call.push(key(c.key()))
+            .push(key(ClientKey::Refused(c.limit)));
     }
 
     /// A part's keys: its breaker's, then each count's and its refusals.

@@ -115,7 +115,12 @@ impl<W: Waits> ClusterNode<W> {
                 break;
             };
             let of: Vec<(&Part, u64)> = batch.iter().map(|s| (&*s.part, s.seq)).collect();
-            let call = self.calls.stacks(&of);
+            // Parts of one count without a breaker each (the site's, a
+            // /24's): the counts script's call; else the stacked script's.
+            let call = match self.calls.counts(&of) {
+                Some(call) => call,
+                None => self.calls.stacks(&of),
+            };
             sending(&mut self.stacking, slot);
             let flight = Flight::Stacks(Stacks {
                 gate: Some(slot),

@@ -88,7 +88,7 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_an
             "batch",
             "undo",
             "count",
-            "count_approx",
+            "counts",
             "standing"
         ]
     );

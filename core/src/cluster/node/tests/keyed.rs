@@ -159,7 +159,7 @@ fn held_scripts(rig: &Rig) -> Vec<&'static str> {
             Command::Script(call) if call.script == scripts.approx.text => "approx",
             Command::Script(call) if call.script == scripts.stacked.text => "stacked",
             Command::Script(call) => match scripts.parts.iter().find_map(|p| {
-                [&p.count, &p.count_approx, &p.standing]
+                [&p.count, &p.counts, &p.standing]
                     .into_iter()
                     .find(|s| s.text == call.script)
             }) {
@@ -193,7 +193,7 @@ fn on_a_redis_cluster_a_part_of_one_limit_goes_alone_as_that_limits_own_script()
     let keys = [None, Some(net)];
     let key = [0, 198, 51, 100, 2];
     rig.ask_keyed(UNPAID, (&key, &keys), limits, FailPolicy::Local);
-    assert_eq!(held_scripts(&rig), ["window", "count_approx"]);
+    assert_eq!(held_scripts(&rig), ["window", "count"]);
     rig.run_all();
     // The /24's limit only: the client's breaker alone in its slot.
     let mut keyed = Limits::default();

@@ -446,3 +446,135 @@ fn a_redis_clusters_part_of_the_breaker_alone_is_answered_as_stacked_clear_or_bl
         );
     }
 }
+
+/// The /24 parts (another slot's, no breaker) of requests from `asked`
+/// (client, its /24, paid), built by `calls`.
+fn net_parts(
+    calls: &Calls,
+    limits: &Limits,
+    asked: &[(&'static [u8], &'static [u8], bool)],
+) -> Vec<Part> {
+    asked
+        .iter()
+        .map(|&(client, net, paid)| {
+            let values: &'static [Option<&'static [u8]>] = Box::leak(Box::new([None, Some(net)]));
+            let subject = Subject {
+                key: client,
+                limits: Box::leak(Box::new(*limits)),
+                key_values: values,
+                rules: RULES,
+                rising: false,
+            };
+            let offence = match paid {
+                true => Offence::None,
+                false => Offence::Unpaid,
+            };
+            let parts = calls.parts(client_tag(client).as_bytes(), &subject, offence);
+            parts.into_iter().nth(1).expect("the /24's part")
+        })
+        .collect()
+}
+
+fn requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(net_approx: bool) {
+    let test = format!("counts_{net_approx}");
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
+        return;
+    };
+    let mut limits = Limits::default();
+    limits.add(Limit::new(OWN)).expect("one");
+    let net = match net_approx {
+        true => Limit::new(NET).approx(),
+        false => Limit::new(NET),
+    };
+    limits
+        .add(net.keyed(KeyId::of("$pow_shield_net")))
+        .expect("two");
+    // Five of /24 n1 after one of it: a paid one (its refusals read), its
+    // last (read too), three refused; one of n2; two sets of shared
+    // arguments.
+    let asked: [(&[u8], &[u8], bool); 6] = [
+        (b"c", b"n1", YES),
+        (b"a", b"n1", NO),
+        (b"b", b"n1", NO),
+        (b"d", b"n1", NO),
+        (b"e", b"n1", NO),
+        (b"f", b"n2", NO),
+    ];
+    for calls in [&a, &b] {
+        for part in net_parts(calls, &limits, &[(b"z", b"n1", NO)]) {
+            redis.raw(&calls.stacked(&part, 90).evalsha);
+        }
+    }
+    let parts_a = net_parts(&a, &limits, &asked);
+    let alone: Vec<Vec<i64>> = parts_a
+        .iter()
+        .zip(100..)
+        .map(|(p, seq)| ints(&redis.raw(&a.stacked(p, seq).evalsha)))
+        .collect();
+    let parts_b = net_parts(&b, &limits, &asked);
+    let of: Vec<(&Part, u64)> = parts_b.iter().zip(100..).collect();
+    let call = b.counts(&of).expect("each a count without a breaker");
+    let frame = redis.raw(&call.evalsha);
+    let OwnedFrame::BulkString(text) = &frame else {
+        panic!("{frame:?}");
+    };
+    let together = stacks_reply(text, asked.len(), true).expect("a reply each");
+    for (i, (x, y)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(shape(&x[..10]), shape(&y[..10]), "request {i}: {x:?} {y:?}");
+        assert_eq!(
+            x[10] > 0,
+            y[10] > 0,
+            "request {i}: a generation after a refusal"
+        );
+    }
+    let admitted: Vec<i64> = together.iter().map(|r| r[0]).collect();
+    assert_eq!(admitted, [1, 1, 0, 0, 0, 1]);
+    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
+        state
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("gen:"))
+            .collect()
+    };
+    let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
+    assert_eq!(
+        counts(state(&mut redis, &one)),
+        counts(state(&mut redis, &other))
+    );
+    // With a part that has a breaker (the client's): the stacked script's.
+    let client = part(&a, b"a", Some(b"n1"));
+    let with_client: Vec<(&Part, u64)> = vec![(&client, 1), (&parts_a[0], 2)];
+    assert!(a.counts(&with_client).is_none());
+}
+
+#[test]
+fn each_request_of_a_counts_call_is_answered_and_written_as_its_stacked_call_exact() {
+    requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(NO);
+}
+
+#[test]
+fn each_request_of_a_counts_call_is_answered_and_written_as_its_stacked_call_approx() {
+    requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(YES);
+}
+
+#[test]
+fn a_counts_call_after_its_deadline_writes_nothing_for_any_request() {
+    let Some(mut redis) = Redis::connect("counts_late") else {
+        return;
+    };
+    let prefix = format!("counts-test:{}:late:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, true);
+    for script in calls.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let parts = net_parts(
+        &calls,
+        &stacked_limits(),
+        &[(b"a", b"n1", NO), (b"b", b"n2", NO)],
+    );
+    let of: Vec<(&Part, u64)> = parts.iter().zip(1..).collect();
+    let mut late = calls.counts(&of).expect("counts").evalsha;
+    assert!(clock::stamp(&mut late, redis.now_ms() - 1_000));
+    let frame = redis.raw(&late);
+    assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
+    assert_eq!(state(&mut redis, &prefix), []);
+}
