@@ -4,9 +4,11 @@
 //! under one `approx` limit goes at once unless one of its slot (one
 //! Redis: any) is on its way; then it waits, with the others that come
 //! meanwhile, and they go together in one call of the stacked script
-//! (`Calls::stacks`) as soon as that call's reply comes (Nagle's rule). A
-//! lone check never waits, and goes as its own call (the stacked script's,
-//! or the approx script's).
+//! (`Calls::stacks`; parts of one count without a breaker each, a Redis
+//! Cluster's site or /24 parts: the counts script's, `Calls::counts`) as
+//! soon as that call's reply comes (Nagle's rule). A lone check never
+//! waits, and goes as its own call (a request's: the stacked script's; a
+//! part or an approx check: the script `Part::alone` names).
 //!
 //! Parts of different requests in one slot gather (every address of a /24
 //! has its /24's count in one slot, `key=site` is one slot); the script

@@ -82,6 +82,31 @@ fn stacked_limits() -> Limits {
     limits
 }
 
+/// What Redis holds under `prefix` but the slots' generations (made by
+/// the first refusal of each prefix: the calls compared differ there).
+fn counts(state: Vec<(String, String)>) -> Vec<(String, String)> {
+    state
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("gen:"))
+        .collect()
+}
+
+/// The client's own limit (`own`), then its /24's, exact or `approx`.
+fn net_limits(net_approx: bool, own: bool) -> Limits {
+    let mut limits = Limits::default();
+    if own {
+        limits.add(Limit::new(OWN)).expect("one");
+    }
+    let net = match net_approx {
+        true => Limit::new(NET).approx(),
+        false => Limit::new(NET),
+    };
+    limits
+        .add(net.keyed(KeyId::of("$pow_shield_net")))
+        .expect("two");
+    limits
+}
+
 /// The part of one request of `client` (in /24 `net`, else under the
 /// other location).
 fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
@@ -229,12 +254,6 @@ fn each_request_is_answered_and_written_as_its_own_stacked_call_would(cluster: b
         assert_eq!(x.generation.is_some(), y.generation.is_some(), "{i}");
     }
     // (Slots' generations aside: the call's is its first request's slot.)
-    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
-        state
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("gen:"))
-            .collect()
-    };
     assert_eq!(
         counts(state(&mut redis, &one)),
         counts(state(&mut redis, &together))
@@ -301,17 +320,7 @@ fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(
     let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
         return;
     };
-    let mut limits = Limits::default();
-    if own {
-        limits.add(Limit::new(OWN)).expect("one");
-    }
-    let net = match net_approx {
-        true => Limit::new(NET).approx(),
-        false => Limit::new(NET),
-    };
-    limits
-        .add(net.keyed(KeyId::of("$pow_shield_net")))
-        .expect("two");
+    let limits = net_limits(net_approx, own);
     let stacked = &crate::cluster::scripts::Scripts::for_mode(true).stacked;
     let mut got = Vec::new();
     for (seq, &(client, net, block)) in (1..).zip(asked) {
@@ -370,12 +379,6 @@ fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(
         got.push(fate);
     }
     assert_eq!(got, fates);
-    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
-        state
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("gen:"))
-            .collect()
-    };
     let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
     assert_eq!(
         counts(state(&mut redis, &one)),
@@ -480,15 +483,7 @@ fn requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(net
     let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
         return;
     };
-    let mut limits = Limits::default();
-    limits.add(Limit::new(OWN)).expect("one");
-    let net = match net_approx {
-        true => Limit::new(NET).approx(),
-        false => Limit::new(NET),
-    };
-    limits
-        .add(net.keyed(KeyId::of("$pow_shield_net")))
-        .expect("two");
+    let limits = net_limits(net_approx, YES);
     // Five of /24 n1 after one of it: a paid one (its refusals read), its
     // last (read too), three refused; one of n2; two sets of shared
     // arguments.
@@ -529,12 +524,6 @@ fn requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(net
     }
     let admitted: Vec<i64> = together.iter().map(|r| r[0]).collect();
     assert_eq!(admitted, [1, 1, 0, 0, 0, 1]);
-    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
-        state
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("gen:"))
-            .collect()
-    };
     let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
     assert_eq!(
         counts(state(&mut redis, &one)),
