@@ -22,7 +22,7 @@ use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
 mod checks;
 mod stacks;
 pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
-pub use stacks::{stacks_reply, Part};
+pub use stacks::{part_checked, stacks_reply, Alone, Part};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +87,8 @@ impl Calls {
         }
     }
 
-    /// Every script this mode runs, for `SCRIPT LOAD` in the handshake.
+    /// Every script this mode runs (the handshake loads all but a Redis
+    /// Cluster's part scripts: `Scripts::handshake`).
     pub fn scripts(&self) -> impl Iterator<Item = &'static str> {
         self.scripts.iter().map(|script| script.text)
     }
@@ -114,8 +115,8 @@ impl Calls {
         if target.db != 0 {
             push("SELECT", &[b"SELECT", target.db.to_string().as_bytes()]);
         }
-        for script in self.scripts() {
-            push("SCRIPT LOAD", &[b"SCRIPT", b"LOAD", script.as_bytes()]);
+        for script in self.scripts.handshake() {
+            push("SCRIPT LOAD", &[b"SCRIPT", b"LOAD", script.text.as_bytes()]);
         }
         push(CLOCK_STEP, &[b"TIME"]);
         handshake

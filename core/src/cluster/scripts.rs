@@ -354,7 +354,48 @@ pub struct Scripts {
     /// then each key's window ms; the deadline last. Returns how many were
     /// taken back. `None` on one Redis: one call counts every limit.
     pub undo: Option<Script>,
+    /// A Redis Cluster's parts of a request's check lighter than the
+    /// stacked script's (`calls::Part::alone`). `None` on one Redis.
+    pub parts: Option<PartScripts>,
 }
+
+/// A Redis Cluster's scripts for a part of a request's check in a slot of
+/// its own, each answering as the script it stands for would; a Redis
+/// Cluster's reply ends with the slot's generation (`slot_reply`).
+#[derive(Debug)]
+pub struct PartScripts {
+    /// One count without a breaker (another slot's `key=` count):
+    /// `KEYS[1]` its log (a counter with `approx`), `KEYS[2]` its
+    /// refusals, `KEYS[3]` the slot's generation key; `ARGV[1]` limit,
+    /// `ARGV[2]` window ms, `ARGV[3]` the request's member, `ARGV[4]` what
+    /// a refusal is (only `0` read: an admission then reads the
+    /// refusals), `ARGV[5]` `1` approx, `0` exact; the deadline last.
+    /// Answers as [`Scripts::window`] (or [`Scripts::approx`]) with
+    /// strikes and ban off.
+    pub count: Script,
+    /// Several requests' counts in one call (the parts of a slot
+    /// gathered): per request its count's two keys, the slot's generation
+    /// key last; `ARGV[1]` how many sets, each set's five (its requests,
+    /// limit, window ms, what a refusal is, approx), each request's
+    /// member, the deadline last. Answers one bulk string, each request's
+    /// integers as `count` answers (the stacked script's for a part of
+    /// one limit: the same ten integers and the generation).
+    pub counts: Script,
+    /// The client's breaker alone (its part where every count lies in
+    /// other slots): `KEYS[1]`, `KEYS[2]` its strikes and trips, `KEYS[3]`
+    /// the slot's generation key; `ARGV[1..4]` the breaker rules, the
+    /// deadline last. Answers as [`Scripts::stacked`] for a part of no
+    /// limit: admitted, or blocked (with the slot's generation).
+    pub standing: Script,
+}
+
+/// The texts of [`PartScripts`].
+const COUNT: &str = compose!("one count without a breaker";
+    "deadline", "log", "counter", "generations", "count", "count_one", "slot_reply");
+const COUNTS: &str = compose!("several counts without a breaker";
+    "deadline", "log", "counter", "generations", "count", "counts");
+const STANDING: &str = compose!("the client's breaker";
+    "deadline", "breaker", "standing", "generations", "slot_reply");
 
 static SCRIPTS: LazyLock<[Scripts; 2]> = LazyLock::new(|| {
     [
@@ -383,12 +424,29 @@ impl Scripts {
             batch: Script::new("batch", texts.batch),
             generation: (!cluster).then(|| Script::new("generation", texts.generation)),
             undo: cluster.then(|| Script::new("undo", texts.undo)),
+            parts: cluster.then(|| PartScripts {
+                count: Script::new("count", COUNT),
+                counts: Script::new("counts", COUNTS),
+                standing: Script::new("standing", STANDING),
+            }),
         }
     }
 
-    /// Every script of the mode, once each (for `SCRIPT LOAD` on each
-    /// connection).
+    /// Every script of the mode, once each: those of the handshake, then
+    /// a Redis Cluster's part scripts.
     pub fn iter(&self) -> impl Iterator<Item = &Script> {
+        self.handshake().chain(
+            self.parts
+                .iter()
+                .flat_map(|p| [&p.count, &p.counts, &p.standing]),
+        )
+    }
+
+    /// The scripts `SCRIPT LOAD`ed on each connection, every one but the
+    /// part scripts ([`PartScripts`]): their first call on a Redis that
+    /// lacks them goes as `EVAL` (`NOSCRIPT`), which leaves them cached
+    /// there; so the handshake stays under 64 KB.
+    pub fn handshake(&self) -> impl Iterator<Item = &Script> {
         [
             &self.window,
             &self.approx,

@@ -10,7 +10,7 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
-use crate::store::{Counted, Offence, Subject};
+use crate::store::{Checked, Counted, Offence, Subject};
 
 /// One stacked call of a request's check: every limit it is counted by
 /// (one Redis), or those of one slot (a Redis Cluster,
@@ -66,7 +66,64 @@ fn count_tag(tag: &[u8], whose: Counted) -> String {
     }
 }
 
+/// The script a part goes by in a call of its own (gathered, every part
+/// goes in the stacked script's call of several, `Calls::stacks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alone {
+    /// The client's own exact count with its breaker, as the window
+    /// script checks one client: the same keys (the count's tag is the
+    /// route's), and its refusal or wait touches the breaker as the
+    /// stacked script's would.
+    Window,
+    /// The same, one `approx` count (the approx script).
+    Approx,
+    /// One exact count without a breaker (strikes and ban off: another
+    /// slot's `key=` count): the count script, no breaker keys.
+    Count,
+    /// The same, one `approx` count.
+    CountApprox,
+    /// No count: the client's breaker alone (its limits all in other
+    /// slots).
+    Standing,
+    /// Any other: the stacked script.
+    Stacked,
+}
+
+impl Alone {
+    /// Whether its reply is the one-limit scripts' (else the stacked
+    /// script's).
+    fn one_limit(self) -> bool {
+        matches!(
+            self,
+            Alone::Window | Alone::Approx | Alone::Count | Alone::CountApprox
+        )
+    }
+}
+
 impl Part {
+    /// Which script checks this part alone as the stacked script would
+    /// (measured: a lighter script costs Redis less for the same work,
+    /// its text smaller to enter, fewer keys and arguments). One count
+    /// whose keys share the route's tag: without a breaker, the count
+    /// script; the client's own, the one-limit script (its refusal may
+    /// strike, its admission take back a wait, as there). No count: the
+    /// client's breaker alone.
+    pub fn alone(&self) -> Alone {
+        let [threshold, _, after, _] = args::rules(self.rules);
+        let breaker = threshold > 0 || after > 0;
+        match self.counts.as_slice() {
+            [] => Alone::Standing,
+            [c] if c.tag.as_bytes() == self.route.as_slice() => match (breaker, c.own, c.approx) {
+                (false, _, false) => Alone::Count,
+                (false, _, true) => Alone::CountApprox,
+                (true, true, false) => Alone::Window,
+                (true, true, true) => Alone::Approx,
+                (true, false, _) => Alone::Stacked,
+            },
+            _ => Alone::Stacked,
+        }
+    }
+
     /// One request of client `tag` under one `approx` limit of its own (a
     /// gathered call checks it as the stacked script checks one limit).
     pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
@@ -206,15 +263,100 @@ impl Calls {
         Call::of(script, call)
     }
 
-    /// The approx script's call for a part of [`Part::approx`] (`None`:
-    /// another part).
-    pub fn approx(&self, part: &Part, seq: u64) -> Option<Call> {
-        let count = part
-            .counts
-            .first()
-            .filter(|c| c.approx && part.counts.len() == 1)?;
+    /// A part's call of its own ([`Part::alone`] says which script's;
+    /// one Redis, without the part scripts: the one-limit or stacked
+    /// script, which answer the same), with its request's member (`seq`).
+    pub fn alone(&self, part: &Part, seq: u64) -> Call {
         let check = (part.rules, part.offence, 1, seq);
-        Some(self.window_check(&part.route, count.limit, true, check))
+        let (how, first) = (part.alone(), part.counts.first());
+        match (how, first, self.scripts.parts.as_ref()) {
+            (Alone::Count | Alone::CountApprox, Some(c), Some(scripts)) => {
+                let script = &scripts.count;
+                let mut call = ScriptCall::new(&script.sha1, 3, 6);
+                self.count_keys(&mut call, c);
+                self.slot_key(&mut call, &part.route);
+                call.num(c.limit.requests.into())
+                    .num(c.limit.window_ms)
+                    .push(|w| args::write_member(w, self.node_id, self.pid, seq))
+                    .num(args::offence(part.offence))
+                    .num(u64::from(c.approx))
+                    .deadline();
+                Call::of(script, call)
+            }
+            (Alone::Standing, _, Some(scripts)) => {
+                let script = &scripts.standing;
+                let prefix = self.prefix.as_bytes();
+                let route = part.route.as_slice();
+                let mut call = ScriptCall::new(&script.sha1, 3, 5);
+                for which in [ClientKey::Strikes, ClientKey::Trips] {
+                    call.push(|w| keys::write(w, prefix, route, which));
+                }
+                self.slot_key(&mut call, route);
+                for rule in args::rules(part.rules) {
+                    call.num(rule);
+                }
+                call.deadline();
+                Call::of(script, call)
+            }
+            (how, Some(c), _) if how.one_limit() => {
+                self.window_check(&part.route, c.limit, c.approx, check)
+            }
+            _ => self.stacked(part, seq),
+        }
+    }
+
+    /// The parts of `parts` (at most [`super::MAX_GATHERED`], all in one
+    /// slot, each with its request's member) in one call of the counts
+    /// script, when each is a part of one count without a breaker
+    /// ([`Alone::Count`], [`Alone::CountApprox`]) and this mode has the
+    /// script (else `None`: the stacked script's, [`Calls::stacks`]).
+    /// Each is answered as the stacked script answers it; requests in a
+    /// row under the same limit and offence share their arguments.
+    pub fn counts(&self, parts: &[(&Part, u64)]) -> Option<Call> {
+        let script = &self.scripts.parts.as_ref()?.counts;
+        let mut counts = Vec::with_capacity(parts.len());
+        for (part, _) in parts {
+            let (Alone::Count | Alone::CountApprox, [c]) = (part.alone(), part.counts.as_slice())
+            else {
+                return None;
+            };
+            counts.push((c, part.offence));
+        }
+        let same = |a: &(&Count, Offence), b: &(&Count, Offence)| {
+            (a.0.limit, a.0.approx, a.1) == (b.0.limit, b.0.approx, b.1)
+        };
+        let sets = counts.chunk_by(same);
+        let argc = 1 + 5 * sets.clone().count() + parts.len() + 1;
+        let mut call = ScriptCall::new(&script.sha1, 2 * parts.len() + 1, argc);
+        for (c, _) in &counts {
+            self.count_keys(&mut call, c);
+        }
+        let (first, _) = parts.first()?;
+        self.slot_key(&mut call, &first.route);
+        call.num(sets.clone().count() as u64);
+        for set in sets {
+            let Some((c, offence)) = set.first() else {
+                continue;
+            };
+            call.num(set.len() as u64)
+                .num(c.limit.requests.into())
+                .num(c.limit.window_ms)
+                .num(args::offence(*offence))
+                .num(u64::from(c.approx));
+        }
+        for (_, seq) in parts {
+            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+        }
+        call.deadline();
+        Some(Call::of(script, call))
+    }
+
+    /// A count's keys: its log or counter, and its refusals.
+    fn count_keys(&self, call: &mut ScriptCall, c: &Count) {
+        let prefix = self.prefix.as_bytes();
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
+        call.push(key(c.key()))
+            .push(key(ClientKey::Refused(c.limit)));
     }
 
     /// A part's keys: its breaker's, then each count's and its refusals.
@@ -325,6 +467,25 @@ fn part_args(call: &mut ScriptCall, part: &Part) {
     });
     for c in &part.counts {
         call.num(c.limit.requests.into()).num(c.limit.window_ms);
+    }
+}
+
+/// What the reply to `part`'s call says (`alone`: its call of its own,
+/// by the script [`Part::alone`] names; else its integers cut out of a
+/// gathered call's, the stacked script's): its verdict names the
+/// location's limit.
+pub fn part_checked(cluster: bool, reply: &[i64], part: &Part, alone: bool) -> Option<Checked> {
+    let one = part.limits.as_slice().first().map(|l| l.rate);
+    match (alone && part.alone().one_limit(), one) {
+        (true, Some(limit)) => {
+            let mut checked = replies::checked_from_reply(reply, limit, cluster).ok()?;
+            checked.verdict.limit = part.at[0];
+            Some(checked)
+        }
+        _ => {
+            let kept = (&part.limits, &part.at);
+            super::stacked_checked(cluster, reply, kept, part.rules, part.offence)
+        }
     }
 }
 

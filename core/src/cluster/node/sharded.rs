@@ -2,7 +2,8 @@
 //! client's own, its /24's, the site's: `key=`): one stacked call per slot
 //! in one round, pipelined on each master's connection
 //! (`Calls::parts`), gathered with other requests' parts of its slot
-//! (`stacks.rs`). Each call counts the request under its limits
+//! (`stacks.rs`); a part of one limit sent alone goes as that limit's own
+//! script (`Part::alone`: the window or approx script). Each call counts the request under its limits
 //! only if all of them have room; the request is admitted when every call
 //! admitted it, and when one refused, what the others counted is taken
 //! back (`Calls::undo`): counted by all or by none.
@@ -105,7 +106,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        part: Box<Part>,
+        (part, alone): (Box<Part>, bool),
         answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -115,11 +116,10 @@ impl<W: Waits> ClusterNode<W> {
         // (A part of no limit, the client's where every limit is another
         // slot's, reads as admitted with the client's breaker; the verdict
         // names the location's limit; a `key=` limit's refusal strikes no
-        // one.)
-        let checked = answer.integers().and_then(|reply| {
-            let (kept, rules, offence) = ((&part.limits, &part.at), part.rules, part.offence);
-            calls::stacked_checked(cluster, &reply, kept, rules, offence)
-        });
+        // one. `alone`: its own call, by the script `Part::alone` names.)
+        let checked = answer
+            .integers()
+            .and_then(|reply| calls::part_checked(cluster, &reply, &part, alone));
         let got = match checked {
             Some(checked) => Got::Checked(checked),
             None => Got::Failed {

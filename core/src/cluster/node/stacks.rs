@@ -4,9 +4,11 @@
 //! under one `approx` limit goes at once unless one of its slot (one
 //! Redis: any) is on its way; then it waits, with the others that come
 //! meanwhile, and they go together in one call of the stacked script
-//! (`Calls::stacks`) as soon as that call's reply comes (Nagle's rule). A
-//! lone check never waits, and goes as its own call (the stacked script's,
-//! or the approx script's).
+//! (`Calls::stacks`; parts of one count without a breaker each, a Redis
+//! Cluster's site or /24 parts: the counts script's, `Calls::counts`) as
+//! soon as that call's reply comes (Nagle's rule). A lone check never
+//! waits, and goes as its own call (a request's: the stacked script's; a
+//! part or an approx check: the script `Part::alone` names).
 //!
 //! Parts of different requests in one slot gather (every address of a /24
 //! has its /24's count in one slot, `key=site` is one slot); the script
@@ -79,11 +81,12 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let approx = match &stack.then {
-            Then::Approx(_) => self.calls.approx(&stack.part, stack.seq),
-            _ => None,
+        // A request's every limit by the stacked script; a part (or an
+        // approx check) by the script `Part::alone` names.
+        let call = match &stack.then {
+            Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
+            _ => self.calls.alone(&stack.part, stack.seq),
         };
-        let call = approx.unwrap_or_else(|| self.calls.stacked(&stack.part, stack.seq));
         let route = stack.part.route.clone();
         let flight = Flight::Stacks(Stacks {
             gate,
@@ -114,7 +117,12 @@ impl<W: Waits> ClusterNode<W> {
                 break;
             };
             let of: Vec<(&Part, u64)> = batch.iter().map(|s| (&*s.part, s.seq)).collect();
-            let call = self.calls.stacks(&of);
+            // Parts of one count without a breaker each (the site's, a
+            // /24's): the counts script's call; else the stacked script's.
+            let call = match self.calls.counts(&of) {
+                Some(call) => call,
+                None => self.calls.stacks(&of),
+            };
             sending(&mut self.stacking, slot);
             let flight = Flight::Stacks(Stacks {
                 gate: Some(slot),
@@ -181,7 +189,8 @@ impl<W: Waits> ClusterNode<W> {
         match stack.then {
             Then::Request(c) => self.stacked_checked(env, c, &part, answer, now, out),
             Then::Part { request, index } => {
-                self.part_answered(env, (request, index), part, answer, now, out)
+                let alone = !gathered;
+                self.part_answered(env, (request, index), (part, alone), answer, now, out)
             }
             Then::Approx(c) if gathered => {
                 let ran = answer.may_have_run();

@@ -149,6 +149,70 @@ fn on_a_redis_cluster_a_request_is_counted_by_every_slot_or_by_none() {
     assert_eq!(refused_by(&rig, last, &answered), Some((0, true)));
 }
 
+/// The script names of the held calls, in order (a Redis Cluster's).
+fn held_scripts(rig: &Rig) -> Vec<&'static str> {
+    let scripts = crate::cluster::scripts::Scripts::for_mode(true);
+    rig.held
+        .iter()
+        .map(|(_, command)| match command {
+            Command::Script(call) if call.script == scripts.window.text => "window",
+            Command::Script(call) if call.script == scripts.approx.text => "approx",
+            Command::Script(call) if call.script == scripts.stacked.text => "stacked",
+            Command::Script(call) => match scripts.parts.iter().find_map(|p| {
+                [&p.count, &p.counts, &p.standing]
+                    .into_iter()
+                    .find(|s| s.text == call.script)
+            }) {
+                Some(script) => script.name,
+                None => "other",
+            },
+            Command::Plain(_) => "plain",
+        })
+        .collect()
+}
+
+#[test]
+fn on_a_redis_cluster_a_part_of_one_limit_goes_alone_as_that_limits_own_script() {
+    let Some(mut rig) = Rig::cluster("sharded_one_limit_parts") else {
+        return;
+    };
+    let net: &[u8] = b"198.51.100.0/24";
+    // The client's part (its own exact limit, its breaker): the window
+    // script's call; the /24's (one exact count, no breaker): the count
+    // script's.
+    from(&mut rig, 1, net);
+    assert_eq!(held_scripts(&rig), ["window", "count"]);
+    rig.run_all();
+    // Its /24's counter, `approx`.
+    let mut limits = Limits::default();
+    limits.push(PER_ADDRESS, None).expect("one");
+    let approx = crate::limiter::Limit::new(NET)
+        .approx()
+        .keyed(KeyId::of("$pow_shield_net"));
+    limits.add(approx).expect("two");
+    let keys = [None, Some(net)];
+    let key = [0, 198, 51, 100, 2];
+    rig.ask_keyed(UNPAID, (&key, &keys), limits, FailPolicy::Local);
+    assert_eq!(held_scripts(&rig), ["window", "count"]);
+    rig.run_all();
+    // The /24's limit only: the client's breaker alone in its slot.
+    let mut keyed = Limits::default();
+    keyed
+        .push_keyed(NET, None, Some(KeyId::of("$pow_shield_net")))
+        .expect("one");
+    let keys = [Some(net)];
+    let key = [0, 198, 51, 100, 4];
+    rig.ask_keyed(UNPAID, (&key, &keys), keyed, FailPolicy::Local);
+    assert_eq!(held_scripts(&rig), ["standing", "count"]);
+    rig.run_all();
+    // Two limits in one slot: the stacked script's.
+    let mut two = Limits::default();
+    two.push(PER_ADDRESS, None).expect("one");
+    two.push(NET, None).expect("two");
+    rig.ask(UNPAID, &[0, 198, 51, 100, 3], two, FailPolicy::Local);
+    assert_eq!(held_scripts(&rig), ["stacked"]);
+}
+
 #[test]
 fn on_a_redis_cluster_a_location_of_key_limits_only_is_decided_by_them() {
     let Some(mut rig) = Rig::cluster("sharded_keyed_only") else {

@@ -263,6 +263,17 @@ fn a_redis_cluster_gathers_the_parts_of_several_requests_per_slot() {
     // once, their /24's behind the first's.
     assert_eq!(held, [2, 3, 4]);
     let calls = rig.calls_run;
+    // The first's two calls answered: the /24's other two parts go in one
+    // call of the counts script (one count each, no breaker).
+    rig.run_one();
+    rig.run_one();
+    let counts = &crate::cluster::scripts::Scripts::for_mode(true).parts;
+    let counts = &counts.as_ref().expect("a Redis Cluster's").counts;
+    assert!(
+        matches!(rig.held.back(), Some((_, Command::Script(c))) if c.script == counts.text),
+        "{:?}",
+        rig.held.back()
+    );
     rig.run_all();
     assert_eq!(rig.calls_run, calls + 5, "the /24's two parts in one call");
     assert!(asked.iter().all(|&n| rig.admitted(n)), "{:?}", rig.fates);

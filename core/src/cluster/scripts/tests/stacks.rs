@@ -8,6 +8,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::redis_server::Redis;
 use super::shape;
 use crate::cluster::calls::{self, stacks_reply, Calls, Part};
+use crate::cluster::keys::ClientKey;
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
 use crate::limiter::{KeyId, Limit, Limits, RateLimit, MAX_LIMITS};
 use crate::redis::clock;
@@ -81,6 +82,31 @@ fn stacked_limits() -> Limits {
     limits
 }
 
+/// What Redis holds under `prefix` but the slots' generations (made by
+/// the first refusal of each prefix: the calls compared differ there).
+fn counts(state: Vec<(String, String)>) -> Vec<(String, String)> {
+    state
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("gen:"))
+        .collect()
+}
+
+/// The client's own limit (`own`), then its /24's, exact or `approx`.
+fn net_limits(net_approx: bool, own: bool) -> Limits {
+    let mut limits = Limits::default();
+    if own {
+        limits.add(Limit::new(OWN)).expect("one");
+    }
+    let net = match net_approx {
+        true => Limit::new(NET).approx(),
+        false => Limit::new(NET),
+    };
+    limits
+        .add(net.keyed(KeyId::of("$pow_shield_net")))
+        .expect("two");
+    limits
+}
+
 /// The part of one request of `client` (in /24 `net`, else under the
 /// other location).
 fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
@@ -104,10 +130,7 @@ fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
 
 /// The one request's own call: the stacked script's, or the approx one's.
 fn alone(calls: &Calls, part: &Part, seq: u64) -> Vec<u8> {
-    match calls.approx(part, seq) {
-        Some(call) => call.evalsha,
-        None => calls.stacked(part, seq).evalsha,
-    }
+    calls.alone(part, seq).evalsha
 }
 
 fn ints(frame: &OwnedFrame) -> Vec<i64> {
@@ -231,12 +254,6 @@ fn each_request_is_answered_and_written_as_its_own_stacked_call_would(cluster: b
         assert_eq!(x.generation.is_some(), y.generation.is_some(), "{i}");
     }
     // (Slots' generations aside: the call's is its first request's slot.)
-    let counts = |state: Vec<(String, String)>| -> Vec<(String, String)> {
-        state
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("gen:"))
-            .collect()
-    };
     assert_eq!(
         counts(state(&mut redis, &one)),
         counts(state(&mut redis, &together))
@@ -285,4 +302,268 @@ fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
     assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
     // (a's log, its /24's counter, x's counter)
     assert_eq!(state(&mut redis, &prefix).len(), 3);
+}
+
+/// A Redis Cluster's parts of each request (its own exact limit in its
+/// slot, or none there: its breaker alone; its /24's count in another
+/// slot), each sent by `Calls::alone` and by the stacked script: answered
+/// and written the same, read as the node reads each. `own`: the client's
+/// own limit too; `asked`: (client, /24, the client's strikes set to the
+/// threshold first); `fates`: each part's (admitted, limit, struck).
+fn each_part_alone_is_answered_and_written_as_the_stacked_script_would(
+    (net_approx, own): (bool, bool),
+    asked: &[(&[u8], &[u8], bool)],
+    fates: &[[(bool, u8, bool); 2]],
+) {
+    let test = format!("parts_alone_{net_approx}_{own}");
+    // (Each variant under prefixes of its own: the tests run at once.)
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
+        return;
+    };
+    let limits = net_limits(net_approx, own);
+    let stacked = &crate::cluster::scripts::Scripts::for_mode(true).stacked;
+    let mut got = Vec::new();
+    for (seq, &(client, net, block)) in (1..).zip(asked) {
+        let values = [None, Some(net)];
+        let values = &values[usize::from(!own)..];
+        let subject = Subject {
+            key: client,
+            limits: &limits,
+            key_values: values,
+            rules: RULES,
+            rising: false,
+        };
+        let tag = client_tag(client);
+        if block {
+            for calls in [&a, &b] {
+                let mut name = Vec::new();
+                let (prefix, tag) = (calls.prefix().as_bytes(), tag.as_bytes());
+                crate::cluster::keys::write(&mut name, prefix, tag, ClientKey::Strikes);
+                redis.call(&[b"SET", &name, b"2", b"PX", b"60000"]);
+            }
+        }
+        let parts_a = a.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        let parts_b = b.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        assert_eq!(parts_a.len(), 2, "the client's slot and its /24's");
+        let mut fate = Vec::new();
+        for (pa, pb) in parts_a.iter().zip(&parts_b) {
+            let call = a.alone(pa, seq);
+            assert!(
+                call.script != stacked.text,
+                "{:?}: a script of its own",
+                pa.alone()
+            );
+            let x = ints(&redis.raw(&call.evalsha));
+            let y = ints(&redis.raw(&b.stacked(pb, seq).evalsha));
+            let x = calls::part_checked(true, &x, pa, true).expect("read alone");
+            let y = calls::part_checked(true, &y, pb, false).expect("read stacked");
+            let seen = |c: crate::store::Checked| {
+                let v = c.verdict;
+                let times = (v.reset_after_ms > 0, v.retry_after_ms > 0);
+                let breaker = (c.breaker.strikes, c.breaker.block, c.breaker.tripped);
+                let gen = c.generation.is_some();
+                (
+                    v.allowed,
+                    v.limit,
+                    v.remaining,
+                    v.over,
+                    times,
+                    c.struck,
+                    breaker,
+                    gen,
+                )
+            };
+            assert_eq!(seen(x), seen(y), "request {seq}: {pa:?}");
+            fate.push((x.verdict.allowed, x.verdict.limit, x.struck));
+        }
+        got.push(fate);
+    }
+    assert_eq!(got, fates);
+    let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
+    assert_eq!(
+        counts(state(&mut redis, &one)),
+        counts(state(&mut redis, &other))
+    );
+}
+
+const YES: bool = true;
+const NO: bool = false;
+
+/// Client `a` twice, then refused by its own limit (struck), `b` refused
+/// by the full /24 (not struck), `a` again (the strike that opens the
+/// breaker), blocked; `c` of another /24.
+const OWN_ASKED: [(&[u8], &[u8], bool); 7] = [
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"b", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"a", b"n1", NO),
+    (b"c", b"n2", NO),
+];
+const OWN_FATES: [[(bool, u8, bool); 2]; 7] = [
+    [(YES, 0, NO), (YES, 1, NO)],
+    [(YES, 0, NO), (YES, 1, NO)],
+    [(NO, 0, YES), (YES, 1, NO)],
+    [(YES, 0, NO), (NO, 1, NO)],
+    [(NO, 0, YES), (NO, 1, NO)],
+    [(NO, 0, NO), (NO, 1, NO)],
+    [(YES, 0, NO), (YES, 1, NO)],
+];
+
+#[test]
+fn a_redis_clusters_part_of_one_exact_count_alone_is_answered_and_written_as_stacked() {
+    let (asked, fates) = (&OWN_ASKED, &OWN_FATES);
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would((NO, YES), asked, fates);
+}
+
+#[test]
+fn a_redis_clusters_part_of_one_approx_count_alone_is_answered_and_written_as_stacked() {
+    let (asked, fates) = (&OWN_ASKED, &OWN_FATES);
+    each_part_alone_is_answered_and_written_as_the_stacked_script_would((YES, YES), asked, fates);
+}
+
+#[test]
+fn a_redis_clusters_part_of_the_breaker_alone_is_answered_as_stacked_clear_or_blocked() {
+    // Three of the /24's, the fourth refused by it; a client blocked: its
+    // part refuses, the /24's admits (the node takes it back).
+    let asked: [(&[u8], &[u8], bool); 5] = [
+        (b"a", b"n1", NO),
+        (b"b", b"n1", NO),
+        (b"c", b"n1", NO),
+        (b"d", b"n1", NO),
+        (b"e", b"n2", YES),
+    ];
+    let fates = [
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (YES, 0, NO)],
+        [(YES, 0, NO), (NO, 0, NO)],
+        [(NO, 0, NO), (YES, 0, NO)],
+    ];
+    for net_approx in [NO, YES] {
+        each_part_alone_is_answered_and_written_as_the_stacked_script_would(
+            (net_approx, NO),
+            &asked,
+            &fates,
+        );
+    }
+}
+
+/// The /24 parts (another slot's, no breaker) of requests from `asked`
+/// (client, its /24, paid), built by `calls`.
+fn net_parts(
+    calls: &Calls,
+    limits: &Limits,
+    asked: &[(&'static [u8], &'static [u8], bool)],
+) -> Vec<Part> {
+    asked
+        .iter()
+        .map(|&(client, net, paid)| {
+            let values: &'static [Option<&'static [u8]>] = Box::leak(Box::new([None, Some(net)]));
+            let subject = Subject {
+                key: client,
+                limits: Box::leak(Box::new(*limits)),
+                key_values: values,
+                rules: RULES,
+                rising: false,
+            };
+            let offence = match paid {
+                true => Offence::None,
+                false => Offence::Unpaid,
+            };
+            let parts = calls.parts(client_tag(client).as_bytes(), &subject, offence);
+            parts.into_iter().nth(1).expect("the /24's part")
+        })
+        .collect()
+}
+
+fn requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(net_approx: bool) {
+    let test = format!("counts_{net_approx}");
+    let Some((mut redis, a, b)) = super::alone_and_together(&test, &test, true) else {
+        return;
+    };
+    let limits = net_limits(net_approx, YES);
+    // Five of /24 n1 after one of it: a paid one (its refusals read), its
+    // last (read too), three refused; one of n2; two sets of shared
+    // arguments.
+    let asked: [(&[u8], &[u8], bool); 6] = [
+        (b"c", b"n1", YES),
+        (b"a", b"n1", NO),
+        (b"b", b"n1", NO),
+        (b"d", b"n1", NO),
+        (b"e", b"n1", NO),
+        (b"f", b"n2", NO),
+    ];
+    for calls in [&a, &b] {
+        for part in net_parts(calls, &limits, &[(b"z", b"n1", NO)]) {
+            redis.raw(&calls.stacked(&part, 90).evalsha);
+        }
+    }
+    let parts_a = net_parts(&a, &limits, &asked);
+    let alone: Vec<Vec<i64>> = parts_a
+        .iter()
+        .zip(100..)
+        .map(|(p, seq)| ints(&redis.raw(&a.stacked(p, seq).evalsha)))
+        .collect();
+    let parts_b = net_parts(&b, &limits, &asked);
+    let of: Vec<(&Part, u64)> = parts_b.iter().zip(100..).collect();
+    let call = b.counts(&of).expect("each a count without a breaker");
+    let frame = redis.raw(&call.evalsha);
+    let OwnedFrame::BulkString(text) = &frame else {
+        panic!("{frame:?}");
+    };
+    let together = stacks_reply(text, asked.len(), true).expect("a reply each");
+    for (i, (x, y)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(shape(&x[..10]), shape(&y[..10]), "request {i}: {x:?} {y:?}");
+        assert_eq!(
+            x[10] > 0,
+            y[10] > 0,
+            "request {i}: a generation after a refusal"
+        );
+    }
+    let admitted: Vec<i64> = together.iter().map(|r| r[0]).collect();
+    assert_eq!(admitted, [1, 1, 0, 0, 0, 1]);
+    let (one, other) = (a.prefix().to_owned(), b.prefix().to_owned());
+    assert_eq!(
+        counts(state(&mut redis, &one)),
+        counts(state(&mut redis, &other))
+    );
+    // With a part that has a breaker (the client's): the stacked script's.
+    let client = part(&a, b"a", Some(b"n1"));
+    let with_client: Vec<(&Part, u64)> = vec![(&client, 1), (&parts_a[0], 2)];
+    assert!(a.counts(&with_client).is_none());
+}
+
+#[test]
+fn each_request_of_a_counts_call_is_answered_and_written_as_its_stacked_call_exact() {
+    requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(NO);
+}
+
+#[test]
+fn each_request_of_a_counts_call_is_answered_and_written_as_its_stacked_call_approx() {
+    requests_of_a_counts_call_are_answered_and_written_as_their_stacked_calls(YES);
+}
+
+#[test]
+fn a_counts_call_after_its_deadline_writes_nothing_for_any_request() {
+    let Some(mut redis) = Redis::connect("counts_late") else {
+        return;
+    };
+    let prefix = format!("counts-test:{}:late:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, true);
+    for script in calls.scripts() {
+        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
+    }
+    let parts = net_parts(
+        &calls,
+        &stacked_limits(),
+        &[(b"a", b"n1", NO), (b"b", b"n2", NO)],
+    );
+    let of: Vec<(&Part, u64)> = parts.iter().zip(1..).collect();
+    let mut late = calls.counts(&of).expect("counts").evalsha;
+    assert!(clock::stamp(&mut late, redis.now_ms() - 1_000));
+    let frame = redis.raw(&late);
+    assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
+    assert_eq!(state(&mut redis, &prefix), []);
 }
