@@ -15,19 +15,18 @@ local function breaker(sk, tk, uk, at)
 end
 
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts; and,
--- given key (a check's own state: its log), whether key exists (else nil).
--- One read of both counters (a ban written elsewhere holds here too),
--- after one EXISTS: a client with neither (most clients a check sees)
--- reads no more. Its integer reply costs Redis less than MGET's two nils
--- made a Lua table, and it counts a key as often as it is named: key named
--- thrice reads apart from the counters (0 to 2), so a new client's log
--- costs no call of its own.
+-- given key (a check's log), whether key exists (else nil). One read of
+-- both counters (a ban written elsewhere holds here too). A check first
+-- asks EXISTS, naming key thrice (it counts each naming), so a client with
+-- neither counter and no log costs one integer reply.
 local function breaker_status(b, key)
   if b.threshold == 0 and b.after == 0 then return 0, 0, 0 end
-  local n = key and redis.call('EXISTS', b.sk, b.tk, key, key, key)
-    or redis.call('EXISTS', b.sk, b.tk)
-  local has = key and n >= 3
-  if n % 3 == 0 then return 0, 0, 0, has end
+  local has
+  if key then
+    local n = redis.call('EXISTS', b.sk, b.tk, key, key, key)
+    has = n >= 3
+    if n % 3 == 0 then return 0, 0, 0, has end
+  end
   local both = redis.call('MGET', b.sk, b.tk)
   local strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
   if trips >= BANNED or (b.after > 0 and trips >= b.after) then

@@ -296,3 +296,27 @@ fn a_new_clients_check_costs_redis_one_exists_one_zadd_and_one_expiry() {
         assert!((W - 1_000..=W).contains(&ttl), "{ttl} ms");
     }
 }
+
+#[test]
+fn a_strike_reads_the_counters_with_one_mget_and_no_exists() {
+    let Some(mut redis) = Redis::connect("fresh_strike_calls") else {
+        return;
+    };
+    let prefix = format!("fresh-strike-test:{}:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, false);
+    let scripts = crate::cluster::scripts::Scripts::for_mode(false);
+    let tag = client_tag(b"struck");
+    // A client with a strike already: only a check, which may find a new
+    // client, asks EXISTS first; a strike reads what is there.
+    redis.call(&[b"SET", &name(&prefix, &tag, ClientKey::Strikes), b"1"]);
+    let call = calls.strike(tag.as_bytes(), RULES);
+    let (reply, ran) = run_recorded(
+        &mut redis,
+        &call.evalsha,
+        &scripts.strike.sha1,
+        scripts.strike.text,
+    );
+    assert!(matches!(reply, OwnedFrame::Array(_)), "{reply:?}");
+    assert!(ran.starts_with("MGET "), "the strike script ran: {ran}");
+    assert!(!ran.contains("EXISTS"), "the strike script ran: {ran}");
+}
