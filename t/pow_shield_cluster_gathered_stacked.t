@@ -126,13 +126,6 @@ my $owner = $r[0]->slot_owner($r[0]->cmd('CLUSTER', 'KEYSLOT', wkey($five[0])), 
 my $net_owner = $r[0]->slot_owner($net_slot, @r);
 ok(defined $owner && defined $net_owner, "their slots' masters found");
 
-# A part script (the network's count, `counts` for its gathered parts) is
-# loaded on its first call (NOSCRIPT, then EVAL: one call more), not by the
-# handshake: loaded here first, so that the calls counted are the requests'.
-for my $name (qw(count counts standing)) {
-    my $text = Test::PowShield::Redis::module_script($name, cluster => 1);
-    $_->cmd('SCRIPT', 'LOAD', $text) for @r;
-}
 my ($cluster_calls, @c5) = gathered($t, $net, \@r, @five);
 is(statuses(@c5), '200 200 200 200 200', 'a Redis Cluster: five stacked requests pass (no call failed)');
 is($cluster_calls, 4,

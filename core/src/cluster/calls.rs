@@ -115,7 +115,7 @@ impl Calls {
         if target.db != 0 {
             push("SELECT", &[b"SELECT", target.db.to_string().as_bytes()]);
         }
-        for script in self.scripts.handshake() {
+        for script in self.scripts.iter() {
             push("SCRIPT LOAD", &[b"SCRIPT", b"LOAD", script.text.as_bytes()]);
         }
         push(CLOCK_STEP, &[b"TIME"]);

@@ -38,7 +38,7 @@ macro_rules! compose {
 /// The lines of `text` a script carries: the first (its title), then all
 /// but the blank ones and the comments (`--` first). The comments are for
 /// the reader of `scripts/`; every connection loads every script, and a
-/// Redis Cluster's handshake (every script of the mode) stays under 64 KB.
+/// Redis Cluster's handshake (every script of the mode) stays under 96 KB.
 const fn kept_lines(text: &[u8], mut out: Option<&mut [u8]>) -> usize {
     let (mut at, mut len, mut first) = (0, 0, true);
     while at < text.len() {
@@ -432,21 +432,12 @@ impl Scripts {
         }
     }
 
-    /// Every script of the mode, once each: those of the handshake, then
-    /// a Redis Cluster's part scripts.
+    /// Every script of the mode, once each: what each connection
+    /// `SCRIPT LOAD`s in its handshake. A Redis Cluster's part scripts
+    /// ([`PartScripts`]) too: a first call sent as `EVAL` would lose its
+    /// `ASKING` on a slot being migrated, and Redis may evict a script
+    /// that only `EVAL` left cached.
     pub fn iter(&self) -> impl Iterator<Item = &Script> {
-        self.handshake().chain(
-            self.parts
-                .iter()
-                .flat_map(|p| [&p.count, &p.counts, &p.standing]),
-        )
-    }
-
-    /// The scripts `SCRIPT LOAD`ed on each connection, every one but the
-    /// part scripts ([`PartScripts`]): their first call on a Redis that
-    /// lacks them goes as `EVAL` (`NOSCRIPT`), which leaves them cached
-    /// there; so the handshake stays under 64 KB.
-    pub fn handshake(&self) -> impl Iterator<Item = &Script> {
         [
             &self.window,
             &self.approx,
@@ -460,6 +451,11 @@ impl Scripts {
         .into_iter()
         .chain(&self.generation)
         .chain(&self.undo)
+        .chain(
+            self.parts
+                .iter()
+                .flat_map(|p| [&p.count, &p.counts, &p.standing]),
+        )
     }
 
     /// The check script of one limit: the exact log or the counter.

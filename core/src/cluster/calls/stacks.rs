@@ -66,8 +66,9 @@ fn count_tag(tag: &[u8], whose: Counted) -> String {
     }
 }
 
-/// The script a part goes by in a call of its own (gathered, every part
-/// goes in the stacked script's call of several, `Calls::stacks`).
+/// The script a part goes by in a call of its own (gathered: the counts
+/// script's call when every part is a count, `Calls::counts`, else the
+/// stacked script's, `Calls::stacks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Alone {
     /// The client's own exact count with its breaker, as the window

@@ -1,9 +1,10 @@
 //! A Redis Cluster's check of limits whose counts lie in several slots (a
-//! client's own, its /24's, the site's: `key=`): one stacked call per slot
+//! client's own, its /24's, the site's: `key=`): one call per slot
 //! in one round, pipelined on each master's connection
 //! (`Calls::parts`), gathered with other requests' parts of its slot
-//! (`stacks.rs`); a part of one limit sent alone goes as that limit's own
-//! script (`Part::alone`: the window or approx script). Each call counts the request under its limits
+//! (`stacks.rs`); a part of one limit goes by a script of its own
+//! (`Part::alone`: window, approx, count or standing; gathered counts by
+//! the counts script). Each call counts the request under its limits
 //! only if all of them have room; the request is admitted when every call
 //! admitted it, and when one refused, what the others counted is taken
 //! back (`Calls::undo`): counted by all or by none.

@@ -241,7 +241,9 @@ sub slot_owner {
 # fake_peer($port, $reply): a fake "Redis" listening on 127.0.0.1:$port,
 # in a process of its own until the test file ends: whatever a client
 # sends, it answers with $reply (a string, or a sub given what it read
-# that returns the answer).  Returns its pid.
+# that returns the answer).  What it read is all the client wrote before
+# a pause of 20 ms (a handshake's scripts are more than one read).
+# Returns its pid.
 my @FAKE_PEERS;
 sub fake_peer {
     my ($port, $reply) = @_;
@@ -249,6 +251,7 @@ sub fake_peer {
         Listen => 16, ReuseAddr => 1, Proto => 'tcp') or croak "listen: $!";
     my $pid = fork // croak "fork: $!";
     if ($pid == 0) {
+        $SIG{PIPE} = 'IGNORE';
         my $sel = IO::Select->new($listen);
         while (1) {
             for my $s ($sel->can_read(1)) {
@@ -257,6 +260,9 @@ sub fake_peer {
                     next;
                 }
                 sysread($s, my $buf, 65536) or ($sel->remove($s), next);
+                while (IO::Select->new($s)->can_read(0.02)) {
+                    sysread($s, $buf, 65536, length $buf) or last;
+                }
                 syswrite($s, ref $reply ? $reply->($buf) : $reply);
             }
         }

@@ -7,6 +7,7 @@
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::ints;
 use super::redis_server::Redis;
 use crate::cluster::calls::{Call, Calls};
 use crate::cluster::fallback::Answer;
@@ -71,16 +72,7 @@ impl Node {
             matches!(Answer::of(Some(&reply)), Answer::Ran(_)),
             "{reply:?}"
         );
-        match reply {
-            OwnedFrame::Array(items) => items
-                .iter()
-                .map(|f| match f {
-                    OwnedFrame::Integer(i) => *i,
-                    other => panic!("not an integer: {other:?}"),
-                })
-                .collect(),
-            other => panic!("{other:?}"),
-        }
+        ints(&reply)
     }
 }
 

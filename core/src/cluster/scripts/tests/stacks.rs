@@ -6,7 +6,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::redis_server::Redis;
-use super::shape;
+use super::{ints, shape};
 use crate::cluster::calls::{self, stacks_reply, Calls, Part};
 use crate::cluster::keys::ClientKey;
 use crate::limiter::breaker::{BreakerRules, StrikeRule};
@@ -131,19 +131,6 @@ fn part(calls: &Calls, client: &[u8], net: Option<&[u8]>) -> Part {
 /// The one request's own call: the stacked script's, or the approx one's.
 fn alone(calls: &Calls, part: &Part, seq: u64) -> Vec<u8> {
     calls.alone(part, seq).evalsha
-}
-
-fn ints(frame: &OwnedFrame) -> Vec<i64> {
-    match frame {
-        OwnedFrame::Array(items) => items
-            .iter()
-            .map(|f| match f {
-                OwnedFrame::Integer(i) => *i,
-                other => panic!("not an integer: {other:?}"),
-            })
-            .collect(),
-        other => panic!("{other:?}"),
-    }
 }
 
 /// Everything Redis holds under `prefix`, each key by its name after the
