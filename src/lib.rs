@@ -334,6 +334,7 @@ mod module {
         // SAFETY: nginx passes the cycle being initialised.
         // (Its failure is fatal for nginx, even on a reload: never fail.)
         guard(Status::NGX_OK.into(), || unsafe {
+            // (The zone first: the other two read the one it resolves.)
             config::http::resolve_zone(&mut *cycle);
             config::http::place_limit_names(&mut *cycle);
             config::http::adopt_zone_secret(&mut *cycle).into()

@@ -43,8 +43,10 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
             // By length first, read from nginx's string as it is: most
             // headers are none of the three, and are passed over without a
             // slice made or a byte compared.
-            // (One compare passes over the usual headers, all shorter or
-            // longer than the three: `Host`, `User-Agent`, `Accept`...)
+            // (One compare passes over the names shorter or longer than
+            // the three, `Host`, `User-Agent`, `Accept`...; one of 11 to 15
+            // bytes, `Accept-Encoding`, `Content-Type`..., is matched by
+            // its length next.)
             if !(11..=15).contains(&header.key.len) {
                 continue;
             }
@@ -81,23 +83,7 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
     // it is live while the key is read or set.
     let st = unsafe { &mut *state.as_ptr() };
     if st.key.is_none() {
-        // The request's first default key is made in the state's own room
-        // (no allocation); any later one (a signed request's key after the
-        // anonymous one) in the pool, while the first may still be read.
-        let key = match st.policy().default_key && !st.key_room_used {
-            true => {
-                st.key_room_used = true;
-                let room = &mut st.key_room;
-                // (A key longer than the room, which none is, in the pool.)
-                default_key(r, |len| match room.get_mut(..len) {
-                    Some(room) => Some(room.as_mut_ptr()),
-                    None => pool_bytes(r, len),
-                })
-                .map(|key| (key.as_ptr(), key.len()))?
-            }
-            false => evaluate_key(r, st.policy())?,
-        };
-        st.key = Some(key);
+        st.key = Some(evaluate_key(r, st.policy())?);
     }
     st.key.map(pooled)
 }
@@ -106,7 +92,7 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
 /// the state keeps it.
 pub(super) fn evaluate_key(r: &Request, policy: &Policy) -> Option<Pooled> {
     let key = if policy.default_key {
-        default_key(r, |len| pool_bytes(r, len))?
+        default_key(r)?
     } else {
         // SAFETY: the key is a complex value compiled at configuration time.
         let cv = unsafe { policy.key.as_ref() }?;
@@ -192,19 +178,10 @@ pub(super) fn values_of<'a>(policy: &Policy, values: &'a Option<Values<'a>>) -> 
     }
 }
 
-/// `len` bytes of the request's pool (null: none).
-fn pool_bytes(r: &Request, len: usize) -> Option<*mut u8> {
-    let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: a live request's pool.
-    Some(unsafe { nginx_sys::ngx_pnalloc(raw.pool, len) }.cast::<u8>())
-}
-
 /// The default key (`config::DEFAULT_KEY`: a NUL byte, then
-/// `$pow_shield_client`), made without the variable machinery where
-/// `room(len)` says (`len` bytes that live as long as the request; null or
-/// none: no room): every request of a location with the default key needs
-/// it.
-fn default_key<'r>(r: &Request, room: impl FnOnce(usize) -> Option<*mut u8>) -> Option<&'r [u8]> {
+/// `$pow_shield_client`), made in the request pool without the variable
+/// machinery: every request of a location with the default key needs it.
+fn default_key(r: &Request) -> Option<&[u8]> {
     let raw: &ngx_http_request_t = r.as_ref();
     // SAFETY: a request's connection is live while the request is.
     let c = unsafe { &*raw.connection };
@@ -221,10 +198,13 @@ fn default_key<'r>(r: &Request, room: impl FnOnce(usize) -> Option<*mut u8>) -> 
         }
     };
     let len = 1 + id.len();
-    let data = room(len).filter(|data| !data.is_null())?;
-    // SAFETY: `len` bytes that live as long as the request (`room`'s
-    // contract), written in full before they are read.
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
+    // written in full before they are read.
     unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
         *data = DEFAULT_KEY_MARK;
         core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
         Some(core::slice::from_raw_parts(data, len))

@@ -42,11 +42,6 @@ pub enum SignatureCheck {
 /// the state keeps them: request pool bytes (pointer, length).
 pub type Evaluated = [Option<(*const u8, usize)>; MAX_LIMITS];
 
-/// Bytes the default key takes at most: its mark and the longest
-/// `$pow_shield_client` (an IPv6 /64's text). A longer key would be made
-/// in the pool (`request::client_key`).
-pub const DEFAULT_KEY_ROOM: usize = 48;
-
 /// A state and its pool cleanup entry, allocated together.
 #[repr(C)]
 struct Attached {
@@ -60,15 +55,8 @@ pub struct RequestState {
     /// The policy of the location that decided (headers use it too), in
     /// its location configuration: not copied per request.
     policy: NonNull<Policy>,
-    /// The client key once evaluated (request pool memory, or
-    /// `key_room`).
+    /// The client key once evaluated (request pool memory).
     pub key: Option<(*const u8, usize)>,
-    /// Where the request's first default key is made (`request::client_key`):
-    /// no allocation of its own. Written once, never moved (the state
-    /// stays where `attach` made it).
-    pub key_room: [u8; DEFAULT_KEY_ROOM],
-    /// `key_room` holds a key.
-    pub key_room_used: bool,
     /// Each limit's `key=` value once evaluated (request pool memory;
     /// `None` inside: the limit counts per client key), by the limit's
     /// place; `None`: not evaluated, or no limit has a `key=`.
@@ -155,8 +143,6 @@ impl RequestState {
                     resolution: Resolution::Pending,
                     policy: NonNull::from(policy),
                     key: None,
-                    key_room: [0; DEFAULT_KEY_ROOM],
-                    key_room_used: false,
                     key_values: None,
                     decision: None,
                     decided: None,
