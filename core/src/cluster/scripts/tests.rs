@@ -39,10 +39,25 @@ fn alone_and_together(
             cluster,
         )
     });
-    for script in alone.scripts() {
+    load(&mut redis, &alone);
+    Some((redis, alone, together))
+}
+
+/// A late call's test: a Redis for `test`, and `Calls` under the prefix
+/// `<what>-test:<pid>:late:` with their scripts loaded.
+fn late_calls(test: &str, what: &str, cluster: bool) -> Option<(redis_server::Redis, Calls)> {
+    let mut redis = redis_server::Redis::connect(test)?;
+    let prefix = format!("{what}-test:{}:late:", std::process::id());
+    let calls = Calls::new(&prefix, 7, 1, cluster);
+    load(&mut redis, &calls);
+    Some((redis, calls))
+}
+
+/// Every script of `calls`' mode, loaded (as a connection's handshake).
+fn load(redis: &mut redis_server::Redis, calls: &Calls) {
+    for script in calls.scripts() {
         redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
     }
-    Some((redis, alone, together))
 }
 
 /// An array reply's integers.

@@ -212,27 +212,22 @@ fn a_redis_clusters_checks_call_answers_its_slots_generation_after_each_refusal(
 
 #[test]
 fn a_checks_call_after_its_deadline_writes_nothing_for_any_client() {
-    let Some(mut redis) = Redis::connect("checks_late") else {
+    let Some((mut redis, calls)) = super::late_calls("checks_late", "checks", false) else {
         return;
     };
-    let prefix = format!("checks-test:{}:late:", std::process::id());
-    let calls = Calls::new(&prefix, 7, 1, false);
-    for script in calls.scripts() {
-        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
-    }
     let mut late = gathered(&calls, &[0, 1], 1);
     let past = redis.now_ms() - 1_000;
     assert!(clock::stamp(&mut late, past));
     let frame = redis.raw(&late);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
     for i in 0..2 {
-        assert_eq!(state(&mut redis, &prefix, i), [0; 5]);
+        assert_eq!(state(&mut redis, calls.prefix(), i), [0; 5]);
     }
     // On time: both counted.
     let mut on_time = gathered(&calls, &[0, 1], 3);
     assert!(clock::stamp(&mut on_time, redis.now_ms() + 60_000));
     assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
     for i in 0..2 {
-        assert_eq!(state(&mut redis, &prefix, i)[0], 1);
+        assert_eq!(state(&mut redis, calls.prefix(), i)[0], 1);
     }
 }

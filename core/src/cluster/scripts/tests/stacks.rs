@@ -267,14 +267,9 @@ fn a_redis_clusters_stacks_call_answers_its_slots_generation_after_each_refusal(
 
 #[test]
 fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
-    let Some(mut redis) = Redis::connect("stacks_late") else {
+    let Some((mut redis, calls)) = super::late_calls("stacks_late", "stacks", false) else {
         return;
     };
-    let prefix = format!("stacks-test:{}:late:", std::process::id());
-    let calls = Calls::new(&prefix, 7, 1, false);
-    for script in calls.scripts() {
-        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
-    }
     let parts = [part(&calls, b"a", Some(b"n1")), part(&calls, b"x", None)];
     let of: Vec<(&Part, u64)> = parts.iter().zip(1..).collect();
     let mut late = calls.stacks(&of).evalsha;
@@ -282,13 +277,13 @@ fn a_stacks_call_after_its_deadline_writes_nothing_for_any_request() {
     assert!(clock::stamp(&mut late, past));
     let frame = redis.raw(&late);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
-    assert_eq!(state(&mut redis, &prefix), []);
+    assert_eq!(state(&mut redis, calls.prefix()), []);
     // On time: both counted.
     let mut on_time = calls.stacks(&of).evalsha;
     assert!(clock::stamp(&mut on_time, redis.now_ms() + 60_000));
     assert!(matches!(redis.raw(&on_time), OwnedFrame::BulkString(_)));
     // (a's log, its /24's counter, x's counter)
-    assert_eq!(state(&mut redis, &prefix).len(), 3);
+    assert_eq!(state(&mut redis, calls.prefix()).len(), 3);
 }
 
 /// A Redis Cluster's parts of each request (its own exact limit in its
@@ -534,14 +529,9 @@ fn each_request_of_a_counts_call_is_answered_and_written_as_its_stacked_call_app
 
 #[test]
 fn a_counts_call_after_its_deadline_writes_nothing_for_any_request() {
-    let Some(mut redis) = Redis::connect("counts_late") else {
+    let Some((mut redis, calls)) = super::late_calls("counts_late", "counts", true) else {
         return;
     };
-    let prefix = format!("counts-test:{}:late:", std::process::id());
-    let calls = Calls::new(&prefix, 7, 1, true);
-    for script in calls.scripts() {
-        redis.call(&[b"SCRIPT", b"LOAD", script.as_bytes()]);
-    }
     let parts = net_parts(
         &calls,
         &stacked_limits(),
@@ -552,5 +542,5 @@ fn a_counts_call_after_its_deadline_writes_nothing_for_any_request() {
     assert!(clock::stamp(&mut late, redis.now_ms() - 1_000));
     let frame = redis.raw(&late);
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
-    assert_eq!(state(&mut redis, &prefix), []);
+    assert_eq!(state(&mut redis, calls.prefix()), []);
 }
