@@ -24,6 +24,7 @@ use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::settings::policy_header;
 use pow_shield_core::config::{KeySources, LogLevel, Resolved, Settings};
+use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
@@ -182,12 +183,24 @@ pub struct Policy {
     /// What the pure decision needs of the policy (the settings above,
     /// made once: a request's decision reads them in place).
     pub rules: Rules,
+    /// Local mode's straight path for the common request, if the
+    /// location has one (`pow_shield_core::decision::straight`).
+    pub straight: Option<Straight>,
 }
 
 impl Policy {
     /// The policy of merged settings; `default_key` where none is set.
     /// The header texts are left empty.
     fn new(r: Resolved<ComplexValue>, default_key: ComplexValue) -> Policy {
+        let rules = Rules {
+            limits: r.limits,
+            difficulty: r.difficulty,
+            breaker: r.breaker,
+            fail: r.fail,
+            dry_run: r.dry_run,
+            trap: r.trap,
+            pay_ahead: r.pay_ahead,
+        };
         Policy {
             limits: r.limits,
             key_sources: r.key_sources,
@@ -210,15 +223,8 @@ impl Policy {
             x_limits: [ngx_str_t::default(); MAX_LIMITS],
             price_id: price_policy(&r.limits, r.difficulty, r.work),
             work: r.work,
-            rules: Rules {
-                limits: r.limits,
-                difficulty: r.difficulty,
-                breaker: r.breaker,
-                fail: r.fail,
-                dry_run: r.dry_run,
-                trap: r.trap,
-                pay_ahead: r.pay_ahead,
-            },
+            straight: Straight::of(&rules, r.headers),
+            rules,
         }
     }
 }

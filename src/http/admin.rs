@@ -20,7 +20,7 @@ use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_DELETE, NGX_HTTP_GET, NG
 use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
-use super::state::RequestState;
+use super::state::{Found, RequestState};
 use crate::config::{LocConf, MainConf};
 use crate::ffi::{bytes, PowShield};
 use crate::store::admin::{zone_lift, zone_view};
@@ -101,7 +101,10 @@ fn serve(r: &mut Request) -> Status {
 /// Back from Redis: `Some` with the answer the waiter delivered (`None`
 /// inside: still waiting); `None`: the request has not asked yet.
 fn delivered(r: &Request) -> Option<Option<FromRedis>> {
-    let state = RequestState::find(r)?;
+    // (A request the straight path admitted has asked nothing.)
+    let Found::State(state) = RequestState::found(r)? else {
+        return None;
+    };
     // SAFETY: as in `serve`: the request's state, one short borrow.
     let st = unsafe { &mut *state.as_ptr() };
     let answer = st.admin.as_ref()?.take();

@@ -83,7 +83,7 @@ unsafe extern "C" fn get_bot(
 
 /// `$pow_shield_bot` of the main request `r`, and whether nginx may keep
 /// it; `None`: no memory for the copy of its variables.
-fn bot_value(r: &Request) -> Option<(String, bool)> {
+fn bot_value(r: &mut Request) -> Option<(String, bool)> {
     let Some(state) = RequestState::find(r) else {
         return Some((bot_of(r).unwrap_or_default(), true));
     };

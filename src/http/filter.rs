@@ -9,7 +9,7 @@ use ngx::http::Request;
 
 use super::ahead::add_next_challenge;
 use super::response::add_rate_limit_headers;
-use super::state::RequestState;
+use super::state::{Found, RequestState};
 
 /// The next header filter in nginx's chain.
 static mut NEXT: ngx_http_output_header_filter_pt = None;
@@ -31,8 +31,17 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
         if !r.is_main() {
             return true;
         }
-        let Some(mut state) = RequestState::find(r) else {
-            return true;
+        let mut state = match RequestState::found(r) {
+            None => return true,
+            Some(Found::State(state)) => state,
+            // The straight path's policies send no rate-limit headers, and
+            // its decisions nothing ahead (`decision::straight`): only
+            // that the filter saw the response is kept.
+            Some(Found::Passed(passed)) => {
+                // SAFETY: in the request's pool; nothing else borrows it.
+                unsafe { (*passed.as_ptr()).headers_sent = true };
+                return true;
+            }
         };
         // SAFETY: the state lives in the request's pool; nothing else holds
         // a borrow of it while a header filter runs (the handler keeps only

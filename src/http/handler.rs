@@ -16,6 +16,8 @@ use super::request::{
     client_addr, client_key, key_values, pooled, pow_headers, trusted, values_of, Values,
 };
 use super::state::{RequestState, Resolution};
+use super::status::count_decided;
+use super::straight::{self, Taken};
 use super::{bot, log_lines, redirect, response};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{now_ms, PowShield};
@@ -25,7 +27,6 @@ use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{green, Answer, Decision, Final, Next, Payment};
 use pow_shield_core::limiter::MAX_LIMITS;
-use pow_shield_core::metrics::{self, Decided};
 use pow_shield_core::store::{KeyValues, Solution, Subject};
 
 /// Entry point from nginx's access phase.
@@ -52,6 +53,14 @@ fn decide(r: &mut Request) -> Status {
     if lcf.policy.limits.is_empty() && !lcf.policy.trap {
         return Status::NGX_DECLINED;
     }
+    // Local mode's common request, in one pass (`http::straight`).
+    let mut made_key = None;
+    if let Some(straight) = lcf.policy.straight {
+        match straight::run(r, mcf, &lcf.policy, straight) {
+            Taken::Decided(status) => return status,
+            Taken::Left(key) => made_key = key,
+        }
+    }
     // A request seen before goes on, or is decided again under this
     // location's policy, or keeps its answer (`decision::redirect`).
     let state = match RequestState::find(r) {
@@ -60,7 +69,12 @@ fn decide(r: &mut Request) -> Status {
             Err(status) => return status,
         },
         None => match RequestState::attach(r, &lcf.policy) {
-            Some(state) => state,
+            Some(state) => {
+                // (Made by the straight path, which left the request here.)
+                // SAFETY: just made in the request's pool; not borrowed.
+                unsafe { (*state.as_ptr()).key = made_key };
+                state
+            }
             None => return Status::NGX_ERROR,
         },
     };
@@ -201,13 +215,7 @@ fn decided(
         return Status::NGX_ERROR;
     };
     st().decided = Some((done, now_ms()));
-    metrics::request(|| {
-        let limit = done.verdict.and_then(|v| {
-            let at = policy.limits.limit(usize::from(v.limit))?.label?;
-            mcf.limit_place(at)
-        });
-        Decided::new(done, policy.trap).by_limit(limit)
-    });
+    count_decided(mcf, policy, &done);
     // A passed request that opened no breaker has nothing to log (nor a
     // response to make).
     if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {

@@ -15,6 +15,7 @@ mod request;
 mod response;
 mod state;
 pub mod status;
+mod straight;
 pub mod variables;
 
 use nginx_sys::{

@@ -19,6 +19,7 @@ use crate::store::Waiter;
 use pow_shield_core::admin::FromRedis;
 use pow_shield_core::decision::redirect::Earlier;
 pub use pow_shield_core::decision::redirect::Resolution;
+use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::decision::{Decision, Final, Outcome};
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
@@ -47,6 +48,74 @@ pub type Evaluated = [Option<(*const u8, usize)>; MAX_LIMITS];
 struct Attached {
     cleanup: ngx_pool_cleanup_t,
     state: RequestState,
+}
+
+/// A request the straight path admitted (`http::straight`), with its pool
+/// cleanup entry, allocated together: no state is made for it, but what
+/// the full path would have left in one is here, and the state is made
+/// of it as soon as anything asks for one ([`RequestState::find`]).
+#[repr(C)]
+pub struct Passed {
+    cleanup: ngx_pool_cleanup_t,
+    policy: NonNull<Policy>,
+    key: (*const u8, usize),
+    verdict: Verdict,
+    /// When it was decided (epoch ms).
+    at_ms: u64,
+    /// The header filter saw the response (`RequestState::headers_sent`).
+    pub headers_sent: bool,
+}
+
+impl Passed {
+    /// Marks `r` admitted by the straight path under `policy`, its client
+    /// `key` (request pool bytes) counted with `verdict` at `at_ms`: the
+    /// request's module context and its pool cleanup entry, as
+    /// [`RequestState::attach`] makes them, so that an internal redirect
+    /// finds that the request was decided.
+    pub fn attach(
+        r: &mut Request,
+        policy: &Policy,
+        key: (*const u8, usize),
+        verdict: Verdict,
+        at_ms: u64,
+    ) -> Option<()> {
+        let raw: *mut ngx_http_request_t = (&mut *r).into();
+        // SAFETY: one allocation of the live request's pool, written in
+        // full before it is linked into the pool's cleanup list; its
+        // handler does nothing (it holds plain values only).
+        unsafe {
+            let pool = (*raw).pool;
+            let passed = nginx_sys::ngx_palloc(pool, size_of::<Passed>()).cast::<Passed>();
+            if passed.is_null() || !(passed as usize).is_multiple_of(align_of::<Passed>()) {
+                return None;
+            }
+            ptr::write(
+                passed,
+                Passed {
+                    cleanup: ngx_pool_cleanup_t {
+                        handler: Some(straight_passed),
+                        data: passed.cast(),
+                        next: (*pool).cleanup,
+                    },
+                    policy: NonNull::from(policy),
+                    key,
+                    verdict,
+                    at_ms,
+                    headers_sent: false,
+                },
+            );
+            (*pool).cleanup = ptr::addr_of_mut!((*passed).cleanup);
+            r.set_module_ctx(passed.cast(), PowShield::module());
+        }
+        Some(())
+    }
+}
+
+/// What a request has of the shield, found without making anything.
+pub enum Found {
+    State(NonNull<RequestState>),
+    /// Admitted by the straight path (no state made yet).
+    Passed(NonNull<Passed>),
 }
 
 /// The shield's state for one main request.
@@ -87,17 +156,29 @@ pub struct RequestState {
 }
 
 impl RequestState {
-    /// This request's state, if it has one. A pointer, not a reference: the
-    /// handler and the header filter reach the same state, and each takes
-    /// only short borrows of it.
-    pub fn find(r: &Request) -> Option<NonNull<RequestState>> {
+    /// This request's state, if it has one; a request the straight path
+    /// admitted has its state made now, as the full path would have left
+    /// it. A pointer, not a reference: the handler and the header filter
+    /// reach the same state, and each takes only short borrows of it.
+    pub fn find(r: &mut Request) -> Option<NonNull<RequestState>> {
+        match Self::found(r)? {
+            Found::State(state) => Some(state),
+            Found::Passed(passed) => Self::made_of(r, passed),
+        }
+    }
+
+    /// What the request has of the shield, if anything, made into nothing.
+    /// The module context and our pool cleanup entries both start with the
+    /// entry (`Attached`, [`Passed`]); its handler says which it is.
+    pub fn found(r: &Request) -> Option<Found> {
         let module = PowShield::module();
         let raw: &ngx_http_request_t = r.as_ref();
-        // SAFETY: r->ctx has a slot per module; ours is null or a RequestState in
-        // this request's pool.
-        let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<RequestState>();
+        // SAFETY: r->ctx has a slot per module; ours is null or one of our
+        // pool cleanup entries in this request's pool.
+        let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<ngx_pool_cleanup_t>();
         if let Some(cached) = NonNull::new(cached) {
-            return Some(cached);
+            // SAFETY: as above.
+            return Self::entry(unsafe { cached.as_ref() });
         }
         // Only an internal redirect wipes r->ctx: without one, no ctx means
         // no state, and the pool need not be searched.
@@ -105,21 +186,55 @@ impl RequestState {
             return None;
         }
         // SAFETY: the cleanup list of a live request's pool is well formed;
-        // an entry with our handler holds a RequestState in its data.
+        // an entry with one of our handlers is one of ours.
         unsafe {
             let mut cln = (*raw.pool).cleanup;
             while let Some(c) = cln.as_ref() {
-                // Our handler marks our entry (ngx_http_realip_module's way).
-                if c.handler.is_some_and(|h| {
-                    core::ptr::fn_addr_eq(h, cleanup as unsafe extern "C" fn(*mut c_void))
-                }) {
-                    r.set_module_ctx(c.data, module);
-                    return NonNull::new(c.data.cast::<RequestState>());
+                // Our handlers mark our entries (ngx_http_realip_module's way).
+                if let Some(found) = Self::entry(c) {
+                    r.set_module_ctx(cln.cast(), module);
+                    return Some(found);
                 }
                 cln = c.next;
             }
         }
         None
+    }
+
+    /// What one pool cleanup entry is, if it is one of ours.
+    fn entry(c: &ngx_pool_cleanup_t) -> Option<Found> {
+        let handler = c.handler?;
+        if core::ptr::fn_addr_eq(handler, cleanup as unsafe extern "C" fn(*mut c_void)) {
+            return NonNull::new(c.data.cast()).map(Found::State);
+        }
+        if core::ptr::fn_addr_eq(
+            handler,
+            straight_passed as unsafe extern "C" fn(*mut c_void),
+        ) {
+            return NonNull::new(c.data.cast()).map(Found::Passed);
+        }
+        None
+    }
+
+    /// The state of a request the straight path admitted, as the full
+    /// path leaves it (`http::handler::decided`); its [`Passed`] entry is
+    /// retired (its handler cleared: nginx skips it, and so do we).
+    #[cold]
+    fn made_of(r: &mut Request, passed: NonNull<Passed>) -> Option<NonNull<RequestState>> {
+        // SAFETY: a `Passed` lives in the request's pool, written in full by
+        // `Passed::attach`; no borrow of it is live.
+        let passed = unsafe { &mut *passed.as_ptr() };
+        passed.cleanup.handler = None;
+        // SAFETY: the location configuration outlives its requests.
+        let policy = unsafe { passed.policy.as_ref() };
+        let state = Self::attach(r, policy)?;
+        // SAFETY: just made in the request's pool; nothing else borrows it.
+        let st = unsafe { &mut *state.as_ptr() };
+        st.key = Some(passed.key);
+        st.decided = Some((Straight::decided(passed.verdict), passed.at_ms));
+        st.resolution = Resolution::Passed;
+        st.headers_sent = passed.headers_sent;
+        Some(state)
     }
 
     /// Creates the state of a main request.
@@ -166,7 +281,7 @@ impl RequestState {
                 next: (*pool).cleanup,
             });
             (*pool).cleanup = cln;
-            r.set_module_ctx(shield.cast(), PowShield::module());
+            r.set_module_ctx(cln.cast(), PowShield::module());
             NonNull::new(shield)
         }
     }
@@ -272,6 +387,10 @@ unsafe extern "C" fn cleanup(data: *mut c_void) {
         unsafe { ptr::drop_in_place(data.cast::<RequestState>()) }
     })
 }
+
+/// The pool cleanup of a request the straight path admitted: nothing to
+/// drop (its entry marks the request for [`RequestState::find`]).
+unsafe extern "C" fn straight_passed(_data: *mut c_void) {}
 
 /// The resume event's handler: the store answered; run the phases again.
 unsafe extern "C" fn resume(ev: *mut ngx_event_t) {

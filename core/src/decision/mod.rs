@@ -21,6 +21,7 @@ mod difficulty;
 pub mod green;
 pub mod redirect;
 pub mod signature;
+pub mod straight;
 #[cfg(test)]
 mod tests;
 

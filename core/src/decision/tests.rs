@@ -18,6 +18,8 @@ mod green;
 mod redirect;
 /// What a store's answer to a spend decides (SPEC §5).
 mod spent;
+/// Local mode's common request in one pass.
+mod straight;
 
 const LIMIT_2: RateLimit = RateLimit {
     requests: 2,

@@ -275,18 +275,21 @@ pub fn counted_at(state: &SlidingWindow, limit: RateLimit, now_ms: u64) -> (u32,
 /// refusals counted (this one included). A refused request adds nothing to
 /// the window; a limit of 0 requests admits nothing.
 pub fn admit(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> Verdict {
-    admit_on(state, Grid::of(limit), limit, now_ms).0
+    admit_on(state, Grid::of(limit), limit, now_ms, 0).map_or_else(Verdict::default, |(v, _)| v)
 }
 
 /// [`admit`] on the limit's `grid`, and when the admitted request leaves
-/// the window (0 when refused).
+/// the window (0 when refused). `room` above 0: `None`, and nothing
+/// counted, unless at least `room` requests are free before this one
+/// ([`admit_within`]); 0: always an answer.
 #[inline(always)]
 fn admit_on(
     state: &mut SlidingWindow,
     grid: Grid,
     limit: RateLimit,
     now_ms: u64,
-) -> (Verdict, u64) {
+    room: u64,
+) -> Option<(Verdict, u64)> {
     // A clock that went backwards counts as the newest slot's start: it
     // frees nothing, and never writes into a slot of another period.
     let period = (now_ms / grid.width).max(state.period);
@@ -295,6 +298,11 @@ fn admit_on(
     let requests = u64::from(limit.requests);
 
     let (mut counted, mut reset_at) = state.counted(grid, now);
+    // (Only slots whose requests left were emptied so far: any later
+    // request of this window would empty them too.)
+    if room > 0 && counted.saturating_add(room) > requests {
+        return None;
+    }
     let allowed = counted < requests;
     let mut leaves = 0;
     if allowed {
@@ -336,7 +344,7 @@ fn admit_on(
         over: state.over,
         limit: 0,
     };
-    (verdict, leaves)
+    Some((verdict, leaves))
 }
 
 /// [`admit`], and until when the window carries anything after it
@@ -344,7 +352,35 @@ fn admit_on(
 /// so that is when it leaves, without looking for the newest slot.
 #[inline(always)]
 pub fn admit_keeping(state: &mut SlidingWindow, limit: RateLimit, now_ms: u64) -> (Verdict, u64) {
-    let (verdict, newest) = admit_on(state, Grid::of(limit), limit, now_ms);
+    let answered = admit_on(state, Grid::of(limit), limit, now_ms, 0);
+    keeping(state, limit, answered.unwrap_or_default())
+}
+
+/// [`admit_keeping`] of a request admitted only when at least `room`
+/// requests (at least 1) are free before it: `None` otherwise, and the
+/// window counts nothing of it (its refusal, or the last free request
+/// whose next challenge is priced, is the full check's to count). What it
+/// admits, [`admit_keeping`] admits alike (`tests.rs`).
+#[inline(always)]
+pub fn admit_within(
+    state: &mut SlidingWindow,
+    limit: RateLimit,
+    now_ms: u64,
+    room: u32,
+) -> Option<(Verdict, u64)> {
+    let room = u64::from(room.max(1));
+    let answered = admit_on(state, Grid::of(limit), limit, now_ms, room)?;
+    Some(keeping(state, limit, answered))
+}
+
+/// A verdict and when its window's newest request leaves, with until
+/// when the window carries anything.
+#[inline(always)]
+fn keeping(
+    state: &SlidingWindow,
+    limit: RateLimit,
+    (verdict, newest): (Verdict, u64),
+) -> (Verdict, u64) {
     if !verdict.allowed {
         return (verdict, state.keep_until_ms(limit));
     }

@@ -539,7 +539,7 @@ fn check(
 /// (no request left, or the request carries a solution: SPEC §4, "Paying
 /// ahead"), else 0, as the Redis scripts, whose green path reads nothing
 /// more.
-fn overage_reported(verdict: Verdict, offence: Offence) -> Verdict {
+pub(crate) fn overage_reported(verdict: Verdict, offence: Offence) -> Verdict {
     let priced = !verdict.allowed || verdict.remaining == 0 || offence == Offence::None;
     Verdict {
         over: if priced { verdict.over } else { 0 },

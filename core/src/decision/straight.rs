@@ -1,0 +1,74 @@
+//! The straight path: local mode's common request decided in one pass, as
+//! `limit_req` decides its own (key, lock, look up, count, unlock,
+//! decline), without a [`Decision`](super::Decision), a
+//! [`Reply`](crate::store::Reply) or a request state.
+//!
+//! Which locations have one is known at configuration ([`Straight::of`]):
+//! one limit, counted per client key, no trap, no dry run, no rate-limit
+//! headers. Which requests take it, the module says per request: local
+//! mode, no Web Bot Auth keys, the request's first decision, no solution
+//! or token carried, a key that is not exempt, and no breaker for the
+//! client in the zone. For those, the window admits the request only when
+//! it leaves at least one free request, or two where the last free one's
+//! next challenge is priced ([`Straight::admit`]); else nothing is counted
+//! and the full path decides. What it decides ([`Straight::decided`]) is
+//! what the decision answers for the same check (`tests/straight.rs`).
+
+use super::{Final, Outcome, Rules};
+use crate::limiter::breaker::BreakerStatus;
+use crate::limiter::window::{admit_within, SlidingWindow};
+use crate::limiter::{RateLimit, Verdict};
+use crate::store::{overage_reported, Offence};
+use crate::syntax::HeadersMode;
+
+/// A location's straight path: its one limit, and the requests that must
+/// be free before one for the straight path to admit it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Straight {
+    pub limit: RateLimit,
+    room: u32,
+}
+
+impl Straight {
+    /// The straight path of a location with `rules` and `headers`; `None`:
+    /// every request of it takes the full path.
+    pub fn of(rules: &Rules, headers: HeadersMode) -> Option<Straight> {
+        let [limit] = rules.limits.as_slice() else {
+            return None;
+        };
+        let plain = limit.key.is_none() && !rules.trap && !rules.dry_run;
+        (plain && headers == HeadersMode::Off).then_some(Straight {
+            limit: limit.rate,
+            // The last free request's next challenge is priced by the
+            // decision (`green::admitted`).
+            room: if rules.pay_ahead { 2 } else { 1 },
+        })
+    }
+
+    /// One request into the client's `window` at `now_ms` (monotonic): its
+    /// verdict as the check reports it, and until when the window carries
+    /// anything; `None`: nothing counted, the full path decides.
+    #[inline(always)]
+    pub fn admit(self, window: &mut SlidingWindow, now_ms: u64) -> Option<(Verdict, u64)> {
+        let (verdict, keep_until_ms) = admit_within(window, self.limit, now_ms, self.room)?;
+        Some((overage_reported(verdict, Offence::Unpaid), keep_until_ms))
+    }
+
+    /// The decision of a request the straight path admitted with
+    /// `verdict`: the full decision's for the check that reports it, with
+    /// no breaker.
+    pub fn decided(verdict: Verdict) -> Final {
+        Final {
+            outcome: Outcome::Pass,
+            answer: None,
+            reason: "",
+            verdict: Some(verdict),
+            breaker: Some(BreakerStatus::default()),
+            struck: false,
+            retry_after_ms: None,
+            generation: None,
+            pays_back: false,
+            next: None,
+        }
+    }
+}

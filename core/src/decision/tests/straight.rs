@@ -1,0 +1,152 @@
+//! The straight path (`decision::straight`) answers as the decision does:
+//! over runs of requests against the in-memory store (the zone's order of
+//! steps), every request it admits the full decision admits with the same
+//! verdict, counted alike; every one it leaves to the full path, it
+//! counted nothing of.
+
+use super::*;
+use crate::decision::straight::Straight;
+use crate::limiter::window::{admit_keeping, SlidingWindow};
+use crate::syntax::HeadersMode;
+
+const LIMIT_3: RateLimit = RateLimit {
+    requests: 3,
+    window_ms: 1_000,
+};
+
+/// Bursts, gaps shorter and longer than the window, a clock that waits
+/// out refusals and one that comes back to an empty window.
+const TIMES: [u64; 22] = [
+    0, 1, 2, 3, 4, 300, 999, 1_000, 1_001, 1_002, 1_003, 1_500, 1_999, 2_000, 2_100, 2_101, 2_102,
+    2_103, 3_400, 9_000, 9_001, 9_002,
+];
+
+fn straight_rules() -> Vec<Rules> {
+    let mut out = Vec::new();
+    for (pay_ahead, strikes) in [(false, false), (true, false), (false, true), (true, true)] {
+        let base = rules();
+        out.push(Rules {
+            limits: Limits::one(LIMIT_3),
+            pay_ahead,
+            breaker: BreakerRules {
+                strikes: base.breaker.strikes.filter(|_| strikes),
+                ..base.breaker
+            },
+            ..base
+        });
+    }
+    out
+}
+
+/// The client's one window in the store (a fresh one before its first).
+fn window_of(store: &MemoryStore) -> SlidingWindow {
+    store.buckets.values().next().copied().unwrap_or_default()
+}
+
+#[test]
+fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
+    let (mut straight_taken, mut left) = (0, 0);
+    for rules in straight_rules() {
+        let straight = Straight::of(&rules, HeadersMode::Off).expect("a straight location");
+        let mut s = FakeStore::default();
+        for (n, t) in TIMES.iter().copied().enumerate() {
+            s.store.at(t);
+            // The module's own conditions: a client the zone has a
+            // breaker for takes the full path.
+            let has_breaker = s.store.breakers.contains_key(&b"a"[..]);
+            let before = window_of(&s.store);
+            let mut tried = before;
+            let taken = match has_breaker {
+                true => None,
+                false => straight.admit(&mut tried, t),
+            };
+            let done = s.request("a", rules, Payment::Unpaid, false);
+            let after = window_of(&s.store);
+            let at = format!("{rules:?} request {n} at {t}");
+            match taken {
+                Some((verdict, keep_until_ms)) => {
+                    straight_taken += 1;
+                    assert_eq!(Straight::decided(verdict), done, "{at}");
+                    assert_eq!(tried, after, "{at}: counted alike");
+                    assert_eq!(keep_until_ms, after.keep_until_ms(LIMIT_3), "{at}");
+                }
+                None => {
+                    left += 1;
+                    // Tried or not, the window admits as it would have.
+                    let (mut was, mut now) = (before, tried);
+                    assert_eq!(
+                        admit_keeping(&mut was, LIMIT_3, t),
+                        admit_keeping(&mut now, LIMIT_3, t),
+                        "{at}"
+                    );
+                    assert_eq!(was, now, "{at}");
+                }
+            }
+        }
+    }
+    assert!(straight_taken > 0 && left > 0, "{straight_taken} {left}");
+}
+
+#[test]
+fn only_a_plain_local_limit_without_headers_has_a_straight_path() {
+    let plain = Rules {
+        limits: Limits::one(LIMIT_3),
+        ..rules()
+    };
+    assert!(Straight::of(&plain, HeadersMode::Off).is_some());
+    for headers in [HeadersMode::X, HeadersMode::Ietf, HeadersMode::Both] {
+        assert_eq!(Straight::of(&plain, headers), None);
+    }
+    let mut two = plain.limits;
+    let _ = two.push(LIMIT_2, None);
+    let refused = [
+        Rules {
+            trap: true,
+            ..plain
+        },
+        Rules {
+            dry_run: true,
+            ..plain
+        },
+        Rules {
+            limits: two,
+            ..plain
+        },
+        Rules {
+            limits: Limits::NONE,
+            ..plain
+        },
+    ];
+    for rules in refused {
+        assert_eq!(Straight::of(&rules, HeadersMode::Off), None, "{rules:?}");
+    }
+}
+
+#[test]
+fn straight_path_leaves_the_last_free_request_to_the_decision_when_paying_ahead() {
+    let ahead = Rules {
+        limits: Limits::one(LIMIT_3),
+        pay_ahead: true,
+        ..rules()
+    };
+    let straight = Straight::of(&ahead, HeadersMode::Off).expect("straight");
+    let mut window = SlidingWindow::default();
+    let remaining: Vec<_> = (0..4)
+        .map(|t| straight.admit(&mut window, t).map(|(v, _)| v.remaining))
+        .collect();
+    // The third request, the last free one, carries a priced challenge.
+    assert_eq!(remaining, [Some(2), Some(1), None, None]);
+    let no_ahead = Straight::of(
+        &Rules {
+            pay_ahead: false,
+            ..ahead
+        },
+        HeadersMode::Off,
+    )
+    .expect("straight");
+    let mut window = SlidingWindow::default();
+    let remaining: Vec<_> = (0..4)
+        .map(|t| no_ahead.admit(&mut window, t).map(|(v, _)| v.remaining))
+        .collect();
+    assert_eq!(remaining, [Some(2), Some(1), Some(0), None]);
+}

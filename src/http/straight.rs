@@ -1,0 +1,67 @@
+//! The straight path (`pow_shield_core::decision::straight`): local mode's
+//! common request in one pass, as `limit_req` takes its own. The key is
+//! made, the zone locked once, the client's window found or made and
+//! counted, the zone unlocked, and the request declined: no request state,
+//! decision, store reply or response is made for it, only a mark in its
+//! pool ([`Passed`]) from which its state is made should anything ask (an
+//! internal redirect, a variable). Any other request, and one the window
+//! leaves to the full path, goes there with nothing counted.
+
+use nginx_sys::ngx_http_request_t;
+use ngx::core::Status;
+use ngx::http::{HttpModule, Request};
+
+use super::request::{evaluate_key, pow_headers, Pooled};
+use super::state::Passed;
+use super::status::count_decided;
+use crate::config::{MainConf, Policy};
+use crate::ffi::PowShield;
+use crate::store::{now, straight_admit};
+use pow_shield_core::decision::straight::Straight;
+
+/// What the straight path did with a request.
+pub(super) enum Taken {
+    /// Decided: the handler returns this.
+    Decided(Status),
+    /// The full path's, with the client key if it was made.
+    Left(Option<Pooled>),
+}
+
+/// The request under `policy`, whose straight path is `straight`.
+#[inline(always)]
+pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: Straight) -> Taken {
+    // Local mode without Web Bot Auth (whose signature comes before the
+    // key), and the request's first decision: no state nor mark yet.
+    let raw: &ngx_http_request_t = r.as_ref();
+    let first = raw.internal() == 0
+        // SAFETY: r->ctx has a slot per module.
+        && unsafe { *raw.ctx.add(PowShield::module().ctx_index) }.is_null();
+    let zone = match &mcf.resolved_zone {
+        Some(zone) if first && mcf.redis().is_none() && mcf.bots.is_empty() => zone,
+        _ => return Taken::Left(None),
+    };
+    // A solution or a token: the decision's (`handler::payment` asks the
+    // same headers).
+    let (token, proof) = pow_headers(r);
+    if token.is_some() || proof.nonce.is_some() {
+        return Taken::Left(None);
+    }
+    let Some(key) = evaluate_key(r, policy) else {
+        return Taken::Decided(Status::NGX_ERROR);
+    };
+    // An exempt key (empty) is the decision's.
+    if key.1 == 0 {
+        return Taken::Left(Some(key));
+    }
+    let now = now();
+    // SAFETY: the key is request pool memory, made just above.
+    let bytes = unsafe { core::slice::from_raw_parts(key.0, key.1) };
+    let Some(verdict) = straight_admit(zone, straight, bytes, now) else {
+        return Taken::Left(Some(key));
+    };
+    count_decided(mcf, policy, &Straight::decided(verdict));
+    match Passed::attach(r, policy, key, verdict, now.epoch_ms) {
+        Some(()) => Taken::Decided(Status::NGX_DECLINED),
+        None => Taken::Decided(Status::NGX_ERROR),
+    }
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/perl
+
+# Local mode's straight path (pow_shield_core::decision::straight): the
+# common request of a location with one limit and pow_shield_headers off
+# is decided in one pass, without a request state, and answers exactly as
+# the full path: counted once across index, try_files and error_page
+# (into another shielded location too), the variables log what the full
+# path logs, the last free request of pow_shield_pay_ahead carries the
+# next challenge, a client over the limit is challenged and struck, and
+# the metrics count every request. Every assertion in local mode, where
+# the straight path runs, and in cluster mode, where it never does
+# (Test::PowShield::Modes each_mode): the same answers.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::Bin/lib";
+
+use Test::More;
+use Test::PowShield qw(:redis http_conf);
+use Test::PowShield::Modes;
+use Test::PowShield::Metrics qw(scrape metric);
+
+###############################################################################
+
+my $conf = http_conf(<<'EOF');
+    %%REDIS%%
+
+    log_format straight '$http_x_client $uri $status $pow_shield_result '
+                        '$pow_shield_remaining $pow_shield_strikes';
+
+    server {
+        %%TEST_SERVER%%
+        access_log %%TESTDIR%%/straight.log straight;
+
+        pow_shield_key $http_x_client;
+        pow_shield_headers off;
+        pow_shield_difficulty 1;
+
+        location /s/ {
+            pow_shield_limit 3 1h;
+        }
+
+        location /idx/ {
+            pow_shield_limit 3 1h;
+            index index.json;
+        }
+
+        location /tf/ {
+            pow_shield_limit 3 1h;
+            try_files $uri /tf/fallback.json;
+        }
+
+        location /epa/ {
+            pow_shield_limit 3 1h;
+            error_page 404 /epb/notfound.json;
+        }
+
+        location /epb/ {
+            pow_shield_limit 5 1h;
+        }
+
+        # unshielded, redirecting into a shielded location
+        location /open/ {
+            try_files $uri /idx/index.json;
+        }
+
+        location /ahead/ {
+            pow_shield_limit 3 1h;
+            pow_shield_pay_ahead on;
+        }
+
+        location = /metrics {
+            pow_shield_status;
+        }
+    }
+EOF
+
+my %files = (
+    'html/s/data.json'        => qq({"s":true}\n),
+    'html/idx/index.json'     => qq({"index":true}\n),
+    'html/tf/fallback.json'   => qq({"fallback":true}\n),
+    'html/epb/notfound.json'  => qq({"epb":true}\n),
+    'html/ahead/data.json'    => qq({"ahead":true}\n),
+);
+
+###############################################################################
+
+sub get {
+    my ($t, $client, $uri) = @_;
+    return $t->http_get($uri, 'X-Client' => $client);
+}
+
+# The access log's lines of $client: "uri status result remaining strikes".
+sub logged {
+    my ($t, $client) = @_;
+    my $log = $t->read_file('straight.log') // '';
+    return map { /^\Q$client\E (.*)$/ ? $1 : () } split /\n/, $log;
+}
+
+Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
+    my ($m) = @_;
+    my $t = $m->node(1);
+
+    # Under the limit: passed, with what the variables log
+
+    my @s = map { get($t, 's', '/s/data.json')->status } 1 .. 3;
+    is("@s", '200 200 200', "$m: three requests under the limit pass");
+    ok(!get($t, 'quiet', '/s/data.json')->has_header('X-RateLimit-Remaining'),
+        "$m: no rate-limit headers (pow_shield_headers off)");
+    my $r = get($t, 's', '/s/data.json');
+    is($r->status, 429, "$m: the fourth is 429");
+    ok(defined $r->header('X-PoW-Challenge'), "$m: ... with its challenge");
+    is(join('|', logged($t, 's')),
+        '/s/data.json 200 pass 2 0|/s/data.json 200 pass 1 0|'
+        . '/s/data.json 200 pass 0 0|/s/data.json 429 challenge 0 1',
+        "$m: the variables log result, remaining and strikes of each");
+
+    # Internal redirects: each request counted once
+
+    my @idx = map { get($t, 'idx', '/idx/')->status } 1 .. 4;
+    is("@idx", '200 200 200 429', "$m: index: counted once a request");
+    my @tf = map { get($t, 'tf', '/tf/missing.json')->status } 1 .. 4;
+    is("@tf", '200 200 200 429', "$m: try_files: counted once a request");
+    is((logged($t, 'tf'))[0], '/tf/fallback.json 200 pass 2 0',
+        "$m: try_files: the variables after the redirect");
+
+    $r = get($t, 'epab', '/epa/missing.json');
+    is($r->status, 404, "$m: error_page into another shielded location: 404");
+    is($r->body, qq({"epb":true}\n), "$m: ... its document served");
+    my @ep = map { get($t, 'epab', '/epa/missing.json')->status } 1 .. 3;
+    is("@ep", '404 404 429', "$m: ... counted once, by the first location's limit");
+    is((logged($t, 'epab'))[0], '/epb/notfound.json 404 pass 2 0',
+        "$m: ... the variables after it");
+    get($t, 'epab', '/epb/notfound.json');
+    is((logged($t, 'epab'))[-1], '/epb/notfound.json 200 pass 4 1',
+        "$m: the target location had not counted it (5 - 1; the 429 struck)");
+
+    get($t, 'open', '/open/missing.json');
+    is((logged($t, 'open'))[0], '/idx/index.json 200 pass 2 0',
+        "$m: unshielded -> shielded: counted once in the target");
+
+    # Paying ahead: the last free request carries the next challenge
+
+    my @next = map { defined(get($t, 'ahead', '/ahead/data.json')
+        ->header('X-PoW-Next-Challenge')) ? 1 : 0 } 1 .. 3;
+    is("@next", '0 0 1', "$m: pay ahead: only the last free request gets the next challenge");
+
+    # Metrics: every request counted, by result
+
+    my $scraped = scrape($t, '/metrics');
+    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 18,
+        "$m: metrics: every passed request counted");
+});
+
+###############################################################################
+
+Test::PowShield::Modes->done_testing;
