@@ -12,8 +12,9 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
+use super::key::pooled;
 use super::request::{
-    client_addr, client_key, key_values, pooled, pow_headers, trusted, values_of, Values,
+    client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
 };
 use super::state::{RequestState, Resolution};
 use super::status::count_decided;
@@ -215,7 +216,7 @@ fn decided(
         return Status::NGX_ERROR;
     };
     st().decided = Some((done, now_ms()));
-    count_decided(mcf, policy, &done);
+    count_decided(mcf, policy, || done);
     // A passed request that opened no breaker has nothing to log (nor a
     // response to make).
     if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {

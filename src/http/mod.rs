@@ -9,6 +9,7 @@ mod ahead;
 pub mod bot;
 mod filter;
 mod handler;
+mod key;
 pub mod log_lines;
 mod redirect;
 mod request;

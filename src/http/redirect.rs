@@ -11,7 +11,8 @@ use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::Request;
 
-use super::request::{evaluate_key, evaluate_key_values, pooled, pooled_values, values_of};
+use super::key::{evaluate_key, pooled};
+use super::request::{evaluate_key_values, pooled_values, values_of};
 use super::state::RequestState;
 use crate::config::Policy;
 use pow_shield_core::decision::redirect::{self, Again, Counting, Entry};

@@ -6,16 +6,17 @@
 //! fail2ban reads).
 
 use core::ptr::NonNull;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use nginx_sys::{ngx_connection_t, ngx_http_request_t, ngx_list_part_t, ngx_table_elt_t};
+use nginx_sys::{ngx_http_request_t, ngx_list_part_t, ngx_table_elt_t};
 use ngx::http::Request;
 
+use super::key::{evaluate_key, peer_ip, pooled};
 use super::state::{Evaluated, RequestState};
 use crate::config::Policy;
 use crate::ffi::bytes;
 use crate::protocol::Proof;
-use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
+use pow_shield_core::limiter::client::client_id;
 use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
@@ -68,6 +69,36 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     (token, proof)
 }
 
+/// Whether the request carries an `X-PoW-Challenge` or `X-PoW-Nonce`
+/// header: a payment [`pow_headers`] would read (an `X-PoW-Solution`
+/// alone is none, as `handler::payment` reads it). The straight path's
+/// one question, answered at the first such header.
+#[inline(always)]
+pub(super) fn carries_payment(r: &Request) -> bool {
+    let raw: &ngx_http_request_t = r.as_ref();
+    let mut part: *const ngx_list_part_t = &raw.headers_in.headers.part;
+    // SAFETY: as in `pow_headers`: nginx's list of the request headers.
+    while let Some(p) = unsafe { part.as_ref() } {
+        let headers: &[ngx_table_elt_t] = match p.nelts {
+            0 => &[],
+            // SAFETY: as above.
+            n => unsafe { core::slice::from_raw_parts(p.elts.cast(), n) },
+        };
+        for header in headers {
+            let name: &[u8] = match header.key.len {
+                15 => b"x-pow-challenge",
+                11 => b"x-pow-nonce",
+                _ => continue,
+            };
+            if bytes(&header.key).eq_ignore_ascii_case(name) {
+                return true;
+            }
+        }
+        part = p.next;
+    }
+    false
+}
+
 /// `$remote_addr` (after realip): what challenges are bound to.
 pub(super) fn client_addr(r: &Request) -> String {
     // SAFETY: a request's connection is live while the request is.
@@ -86,33 +117,6 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
         st.key = Some(evaluate_key(r, st.policy())?);
     }
     st.key.map(pooled)
-}
-
-/// `policy`'s client key for `r`, evaluated now (request pool memory), as
-/// the state keeps it.
-pub(super) fn evaluate_key(r: &Request, policy: &Policy) -> Option<Pooled> {
-    let key = if policy.default_key {
-        default_key(r)?
-    } else {
-        // SAFETY: the key is a complex value compiled at configuration time.
-        let cv = unsafe { policy.key.as_ref() }?;
-        r.get_complex_value(cv)?.as_bytes()
-    };
-    Some((key.as_ptr(), key.len()))
-}
-
-/// Request pool bytes as the state keeps them (pointer, length): a
-/// value made while the request lives.
-pub(super) type Pooled = (*const u8, usize);
-
-/// The bytes of a value the state keeps.
-pub(super) fn pooled<'r>((data, len): Pooled) -> &'r [u8] {
-    match len {
-        0 => &[],
-        // SAFETY: the value was made in the request's pool, which lives as
-        // long as the request.
-        len => unsafe { core::slice::from_raw_parts(data, len) },
-    }
 }
 
 /// A request's `key=` values by limit, as the stores take them.
@@ -178,39 +182,6 @@ pub(super) fn values_of<'a>(policy: &Policy, values: &'a Option<Values<'a>>) -> 
     }
 }
 
-/// The default key (`config::DEFAULT_KEY`: a NUL byte, then
-/// `$pow_shield_client`), made in the request pool without the variable
-/// machinery: every request of a location with the default key needs it.
-fn default_key(r: &Request) -> Option<&[u8]> {
-    let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: a request's connection is live while the request is.
-    let c = unsafe { &*raw.connection };
-    // An IPv4 peer's identity is its address's text, which nginx wrote
-    // already (and realip rewrites with the address): no formatting.
-    // SAFETY: nginx filled the live connection's sockaddr.
-    let made;
-    let id = match unsafe { ipv4_text(c) } {
-        Some(text) => text,
-        None => {
-            // SAFETY: as above.
-            made = client_id(unsafe { peer_ip(c) });
-            made.as_bytes()
-        }
-    };
-    let len = 1 + id.len();
-    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
-    // written in full before they are read.
-    unsafe {
-        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
-        if data.is_null() {
-            return None;
-        }
-        *data = DEFAULT_KEY_MARK;
-        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
-        Some(core::slice::from_raw_parts(data, len))
-    }
-}
-
 /// `trusted=` of `pow_shield_fail closed`: non-empty and not "0".
 pub(super) fn trusted(r: &Request, policy: &Policy) -> bool {
     // SAFETY: compiled at configuration time when set.
@@ -242,45 +213,4 @@ pub(super) fn is_address_key(r: &Request, key: &[u8]) -> bool {
             Some(IpAddr::V6(v6)) => key == v6.octets(),
             None => false,
         }
-}
-
-/// `$remote_addr` of an IPv4 peer (after realip), which is its
-/// `client_id` (nginx writes the four octets in decimal, as it does);
-/// `None` for any other peer, or a connection without the text.
-///
-/// # Safety
-/// `c` is a live connection whose `sockaddr` nginx filled.
-unsafe fn ipv4_text(c: &ngx_connection_t) -> Option<&[u8]> {
-    // SAFETY: nginx's sockaddr is at least a `sockaddr` (checked non-null).
-    let family = unsafe { c.sockaddr.as_ref() }.map(|sa| i32::from(sa.sa_family));
-    let text = bytes(&c.addr_text);
-    (family == Some(libc::AF_INET) && !text.is_empty()).then_some(text)
-}
-
-/// The peer's IP address (after realip), or `None` for UNIX-domain sockets
-/// and other families.
-///
-/// # Safety
-/// `c` is a live connection whose `sockaddr` nginx filled.
-pub(super) unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
-    if c.sockaddr.is_null() {
-        return None;
-    }
-    // SAFETY: nginx's sockaddr is at least a `sockaddr`; the family says
-    // which larger struct it is.
-    unsafe {
-        match i32::from((*c.sockaddr).sa_family) {
-            libc::AF_INET => {
-                let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
-                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                    sin.sin_addr.s_addr,
-                ))))
-            }
-            libc::AF_INET6 => {
-                let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();
-                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
-            }
-            _ => None,
-        }
-    }
 }

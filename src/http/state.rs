@@ -13,6 +13,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_t, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
+use super::key::{evaluate_key, Pooled};
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
@@ -58,7 +59,9 @@ struct Attached {
 pub struct Passed {
     cleanup: ngx_pool_cleanup_t,
     policy: NonNull<Policy>,
-    key: (*const u8, usize),
+    /// The client key made in the request pool; `None`: the default key
+    /// read in parts, made again if the state is.
+    key: Option<Pooled>,
     verdict: Verdict,
     /// When it was decided (epoch ms).
     at_ms: u64,
@@ -71,11 +74,13 @@ impl Passed {
     /// `key` (request pool bytes) counted with `verdict` at `at_ms`: the
     /// request's module context and its pool cleanup entry, as
     /// [`RequestState::attach`] makes them, so that an internal redirect
-    /// finds that the request was decided.
+    /// finds that the request was decided. (Inline: every request of the
+    /// straight path.)
+    #[inline(always)]
     pub fn attach(
         r: &mut Request,
         policy: &Policy,
-        key: (*const u8, usize),
+        key: Option<Pooled>,
         verdict: Verdict,
         at_ms: u64,
     ) -> Option<()> {
@@ -227,10 +232,14 @@ impl RequestState {
         passed.cleanup.handler = None;
         // SAFETY: the location configuration outlives its requests.
         let policy = unsafe { passed.policy.as_ref() };
+        let key = match passed.key {
+            Some(key) => key,
+            None => evaluate_key(r, policy)?,
+        };
         let state = Self::attach(r, policy)?;
         // SAFETY: just made in the request's pool; nothing else borrows it.
         let st = unsafe { &mut *state.as_ptr() };
-        st.key = Some(passed.key);
+        st.key = Some(key);
         st.decided = Some((Straight::decided(passed.verdict), passed.at_ms));
         st.resolution = Resolution::Passed;
         st.headers_sent = passed.headers_sent;

@@ -63,14 +63,16 @@ fn names_by_place(mcf: &MainConf) -> Vec<String> {
     names
 }
 
-/// The decision made counted in this worker's metrics, when it counts.
+/// The decision made counted in this worker's metrics, when it counts
+/// (made only then).
 #[inline(always)]
-pub(super) fn count_decided(mcf: &MainConf, policy: &Policy, done: &Final) {
+pub(super) fn count_decided(mcf: &MainConf, policy: &Policy, done: impl FnOnce() -> Final) {
     metrics::request(|| {
+        let done = done();
         let limit = done.verdict.and_then(|v| {
             let at = policy.limits.limit(usize::from(v.limit))?.label?;
             mcf.limit_place(at)
         });
-        Decided::new(*done, policy.trap).by_limit(limit)
+        Decided::new(done, policy.trap).by_limit(limit)
     });
 }

@@ -11,7 +11,8 @@ use nginx_sys::ngx_http_request_t;
 use ngx::core::Status;
 use ngx::http::{HttpModule, Request};
 
-use super::request::{evaluate_key, pow_headers, Pooled};
+use super::key::{default_key_parts, evaluate_key, pooled, Pooled};
+use super::request::carries_payment;
 use super::state::Passed;
 use super::status::count_decided;
 use crate::config::{MainConf, Policy};
@@ -42,25 +43,41 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
     };
     // A solution or a token: the decision's (`handler::payment` asks the
     // same headers).
-    let (token, proof) = pow_headers(r);
-    if token.is_some() || proof.nonce.is_some() {
+    if carries_payment(r) {
         return Taken::Left(None);
     }
-    let Some(key) = evaluate_key(r, policy) else {
-        return Taken::Decided(Status::NGX_ERROR);
+    // The default key of an IPv4 peer is read in parts where nginx
+    // keeps them, not made (`key::default_key_parts`); any other is made
+    // in the pool as the full path makes it.
+    let parts = match policy.default_key {
+        true => default_key_parts(r),
+        false => None,
     };
-    // An exempt key (empty) is the decision's.
-    if key.1 == 0 {
-        return Taken::Left(Some(key));
-    }
+    let (made, one);
+    let key: &[&[u8]] = match &parts {
+        Some(parts) => {
+            made = None;
+            parts
+        }
+        None => {
+            let Some(key) = evaluate_key(r, policy) else {
+                return Taken::Decided(Status::NGX_ERROR);
+            };
+            // An exempt key (empty) is the decision's.
+            if key.1 == 0 {
+                return Taken::Left(Some(key));
+            }
+            made = Some(key);
+            one = [pooled(key)];
+            &one
+        }
+    };
     let now = now();
-    // SAFETY: the key is request pool memory, made just above.
-    let bytes = unsafe { core::slice::from_raw_parts(key.0, key.1) };
-    let Some(verdict) = straight_admit(zone, straight, bytes, now) else {
-        return Taken::Left(Some(key));
+    let Some(verdict) = straight_admit(zone, straight, key, now) else {
+        return Taken::Left(made);
     };
-    count_decided(mcf, policy, &Straight::decided(verdict));
-    match Passed::attach(r, policy, key, verdict, now.epoch_ms) {
+    count_decided(mcf, policy, || Straight::decided(verdict));
+    match Passed::attach(r, policy, made, verdict, now.epoch_ms) {
         Some(()) => Taken::Decided(Status::NGX_DECLINED),
         None => Taken::Decided(Status::NGX_ERROR),
     }

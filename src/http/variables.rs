@@ -14,7 +14,7 @@ use ngx::core::Status;
 use ngx::http::Request;
 use ngx::ngx_string;
 
-use super::request::peer_ip;
+use super::key::peer_ip;
 use super::state::RequestState;
 use pow_shield_core::limiter::client::{client_id, client_net, ClientId};
 

@@ -115,40 +115,51 @@ impl ZoneStore {
 /// under the zone's lock: as [`ZoneStore::run`] checks an unpaid request,
 /// the same entries expired, for a client with no breaker in the zone,
 /// its window of `straight`'s limit found or made and counted when the
-/// straight path admits it. `None`: nothing counted (a breaker, no room
-/// for the window, or a request the full path decides).
+/// straight path admits it. `key`: the client key in parts (not empty).
+/// `None`: nothing counted (a breaker, no room for the window, or a
+/// request the full path decides).
 #[inline(always)]
 pub fn straight_admit(
     zone: &SharedZone,
     straight: Straight,
-    key: &[u8],
+    key: &[&[u8]],
     now: Now,
 ) -> Option<Verdict> {
-    zone.with_locked(|zone, alloc| {
-        zone.buckets
-            .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
-        zone.strikes
-            .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
-        // (As `Tables::breaker`: no breaker at all, nothing looked up.)
-        if zone.strikes.stats().0 != 0 && zone.strikes.find(&TableKey::new(&[key])).is_some() {
-            return None;
-        }
-        let limit = straight.limit;
-        // The bucket `Tables::bucket` counts a client key's request in.
-        let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, &[b"", key]);
-        let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
-            Some(entry) => entry,
-            // (No room: the full path counts the refusal.)
-            None => {
-                insert_making_room(zone, Zone::buckets_mut, 0, &bucket_key, alloc, now.epoch_ms)?
+    // (Inline: the window is counted where the handler reads its verdict.)
+    zone.with_locked(
+        #[inline(always)]
+        |zone, alloc| {
+            zone.buckets
+                .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+            zone.strikes
+                .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+            // (As `Tables::breaker`: no breaker at all, nothing looked up.)
+            if zone.strikes.stats().0 != 0 && zone.strikes.find(&TableKey::new(key)).is_some() {
+                return None;
             }
-        };
-        // SAFETY: the entry is in the zone, locked for this closure.
-        let entry = unsafe { &mut *entry };
-        let (verdict, keep_until_ms) = straight.admit(entry.window(), now.monotonic_ms)?;
-        entry.expires_at_ms = keep_until_ms;
-        Some(verdict)
-    })
+            let limit = straight.limit;
+            // The bucket `Tables::bucket` counts a client key's request in.
+            // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
+            let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, key);
+            let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
+                Some(entry) => entry,
+                // (No room: the full path counts the refusal.)
+                None => insert_making_room(
+                    zone,
+                    Zone::buckets_mut,
+                    0,
+                    &bucket_key,
+                    alloc,
+                    now.epoch_ms,
+                )?,
+            };
+            // SAFETY: the entry is in the zone, locked for this closure.
+            let entry = unsafe { &mut *entry };
+            let (verdict, keep_until_ms) = straight.admit(entry.window(), now.monotonic_ms)?;
+            entry.expires_at_ms = keep_until_ms;
+            Some(verdict)
+        },
+    )
 }
 
 /// Records a spent record of `owner` (a bot's signature nonce, `digest`)

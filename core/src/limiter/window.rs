@@ -293,8 +293,12 @@ fn admit_on(
     // A clock that went backwards counts as the newest slot's start: it
     // frees nothing, and never writes into a slot of another period.
     let period = (now_ms / grid.width).max(state.period);
-    state.advance(period);
-    let now = now_ms.max(grid.start(period));
+    // (Most requests come in the newest slot's period: nothing to move.)
+    if period != state.period {
+        state.advance(period);
+    }
+    let start = grid.start(period);
+    let now = now_ms.max(start);
     let requests = u64::from(limit.requests);
 
     let (mut counted, mut reset_at) = state.counted(grid, now);
@@ -307,14 +311,17 @@ fn admit_on(
     let mut leaves = 0;
     if allowed {
         let i = state.slot(0);
-        let offset = u32::try_from(now - grid.start(period)).unwrap_or(u32::MAX);
+        let offset = u32::try_from(now - start).unwrap_or(u32::MAX);
         if state.count[i] != u32::MAX {
             state.count[i] += 1;
             state.total = state.total.wrapping_add(1);
         }
         state.last[i] = state.last[i].max(offset);
         counted += 1;
-        leaves = state.slot_leaves_at(grid, 0);
+        // `slot_leaves_at(grid, 0)` of the slot just counted (not empty).
+        leaves = start
+            .saturating_add(u64::from(state.last[i]))
+            .saturating_add(grid.window);
         reset_at.get_or_insert(leaves);
     }
 

@@ -1,0 +1,126 @@
+//! The client key as the stores count it: `pow_shield_key` evaluated, or
+//! the default key (`$pow_shield_client` after a mark) made without the
+//! variable machinery, in the request pool or, on the straight path, in
+//! parts read where nginx keeps them (no copy); and the peer's address.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use nginx_sys::{ngx_connection_t, ngx_http_request_t};
+use ngx::http::Request;
+
+use crate::config::Policy;
+use crate::ffi::bytes;
+use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
+
+/// `policy`'s client key for `r`, evaluated now (request pool memory), as
+/// the state keeps it.
+pub(super) fn evaluate_key(r: &Request, policy: &Policy) -> Option<Pooled> {
+    let key = if policy.default_key {
+        default_key(r)?
+    } else {
+        // SAFETY: the key is a complex value compiled at configuration time.
+        let cv = unsafe { policy.key.as_ref() }?;
+        r.get_complex_value(cv)?.as_bytes()
+    };
+    Some((key.as_ptr(), key.len()))
+}
+
+/// Request pool bytes as the state keeps them (pointer, length): a
+/// value made while the request lives.
+pub(super) type Pooled = (*const u8, usize);
+
+/// The bytes of a value the state keeps.
+pub(super) fn pooled<'r>((data, len): Pooled) -> &'r [u8] {
+    match len {
+        0 => &[],
+        // SAFETY: the value was made in the request's pool, which lives as
+        // long as the request.
+        len => unsafe { core::slice::from_raw_parts(data, len) },
+    }
+}
+
+/// The default key (`config::DEFAULT_KEY`: a NUL byte, then
+/// `$pow_shield_client`), made in the request pool without the variable
+/// machinery: every request of a location with the default key needs it.
+fn default_key(r: &Request) -> Option<&[u8]> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*raw.connection };
+    // An IPv4 peer's identity is its address's text, which nginx wrote
+    // already (and realip rewrites with the address): no formatting.
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let made;
+    let id = match unsafe { ipv4_text(c) } {
+        Some(text) => text,
+        None => {
+            // SAFETY: as above.
+            made = client_id(unsafe { peer_ip(c) });
+            made.as_bytes()
+        }
+    };
+    let len = 1 + id.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
+    // written in full before they are read.
+    unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        *data = DEFAULT_KEY_MARK;
+        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
+        Some(core::slice::from_raw_parts(data, len))
+    }
+}
+
+/// The default key of `r` in parts, as nginx keeps them (no copy): the
+/// mark, then the IPv4 peer's address text; `None` for any other peer
+/// (its identity is made: [`evaluate_key`] makes it in the pool).
+#[inline(always)]
+pub(super) fn default_key_parts(r: &Request) -> Option<[&[u8]; 2]> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: a request's connection is live while the request is, and
+    // nginx filled its sockaddr.
+    let text = unsafe { ipv4_text(&*raw.connection) }?;
+    Some([&[DEFAULT_KEY_MARK], text])
+}
+
+/// `$remote_addr` of an IPv4 peer (after realip), which is its
+/// `client_id` (nginx writes the four octets in decimal, as it does);
+/// `None` for any other peer, or a connection without the text.
+///
+/// # Safety
+/// `c` is a live connection whose `sockaddr` nginx filled.
+unsafe fn ipv4_text(c: &ngx_connection_t) -> Option<&[u8]> {
+    // SAFETY: nginx's sockaddr is at least a `sockaddr` (checked non-null).
+    let family = unsafe { c.sockaddr.as_ref() }.map(|sa| i32::from(sa.sa_family));
+    let text = bytes(&c.addr_text);
+    (family == Some(libc::AF_INET) && !text.is_empty()).then_some(text)
+}
+
+/// The peer's IP address (after realip), or `None` for UNIX-domain sockets
+/// and other families.
+///
+/// # Safety
+/// `c` is a live connection whose `sockaddr` nginx filled.
+pub(super) unsafe fn peer_ip(c: &ngx_connection_t) -> Option<IpAddr> {
+    if c.sockaddr.is_null() {
+        return None;
+    }
+    // SAFETY: nginx's sockaddr is at least a `sockaddr`; the family says
+    // which larger struct it is.
+    unsafe {
+        match i32::from((*c.sockaddr).sa_family) {
+            libc::AF_INET => {
+                let sin = &*c.sockaddr.cast::<libc::sockaddr_in>();
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                    sin.sin_addr.s_addr,
+                ))))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*c.sockaddr.cast::<libc::sockaddr_in6>();
+                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
