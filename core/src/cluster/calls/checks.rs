@@ -44,13 +44,18 @@ impl Calls {
         let n = checks.len();
         let script = &self.scripts.checks;
         let sets = checks.chunk_by(|a, b| a.set() == b.set());
-        let keys = 5 * n + usize::from(self.cluster);
+        // One Redis: each client's log alone (the script names its other
+        // keys); a Redis Cluster: its five keys, all declared.
+        let per = if self.cluster { 5 } else { 1 };
+        let keys = per * n + usize::from(self.cluster);
         let mut call = super::ScriptCall::new(&script.sha1, keys, 2 + 8 * sets.clone().count() + n);
         for c in checks {
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag, which);
-            call.push(key(ClientKey::Window(c.limit)))
-                .push(key(ClientKey::Refused(c.limit)));
-            self.breaker_keys(&mut call, c.tag);
+            call.push(key(ClientKey::Window(c.limit)));
+            if self.cluster {
+                call.push(key(ClientKey::Refused(c.limit)));
+                self.breaker_keys(&mut call, c.tag);
+            }
         }
         if let Some(first) = checks.first() {
             self.slot_key(&mut call, first.tag);
