@@ -11,8 +11,10 @@
 -- follows, where a key named here would fail the script), the slot's
 -- generation key last (every client in its slot). ARGV: how many sets of
 -- clients under the same rules, each set's eight (its clients, limit,
--- window ms, what a refusal is, the four breaker rules), then each
--- client's member in turn (the sets' clients in order), the deadline last.
+-- window ms, what a refusal is, the four breaker rules), then the call's
+-- member (unique per node, worker and call: every client's admission is
+-- in a log of its own; a client named twice has its second `.2`,
+-- `log_add`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
 local now = clock_ms()
@@ -22,10 +24,12 @@ if late then return late end
 local now_s = string.format('%d', now)
 local out, gen = {}, nil
 local sets = tonumber(ARGV[1])
-local ko, mi = 0, 2 + 8 * sets
-local slot = #KEYS > #ARGV - mi
+local ko, member = 0, ARGV[2 + 8 * sets]
+local clients = 0
+for at = 2, 1 + 8 * sets, 8 do clients = clients + tonumber(ARGV[at]) end
+local slot = #KEYS > clients
 local per = slot and 5 or 1
-for at = 2, mi - 1, 8 do
+for at = 2, 1 + 8 * sets, 8 do
   local n, limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
@@ -50,7 +54,7 @@ for at = 2, mi - 1, 8 do
       b.p, b.sk, b.tk = p, p .. ':s', p .. ':t'
     end
     local r, refused =
-      window_check(key, ok, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s, at_s)
+      window_check(key, ok, limit, window, window_ms, member, offence, b, now, 1, now_s, at_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
     -- them), for formatting a number costs Redis a snprintf. A fresh
@@ -67,7 +71,7 @@ for at = 2, mi - 1, 8 do
         out[#out + 1] = refused and gen or 0
       end
     end
-    ko, mi = ko + per, mi + 1
+    ko = ko + per
   end
 end
 -- One bulk string (an array reply is at most 16 elements here).

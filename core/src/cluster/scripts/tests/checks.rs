@@ -333,3 +333,50 @@ fn a_checks_call_writes_a_banned_clients_keys_under_the_names_the_node_reads() {
     found.sort();
     assert_eq!(found, want);
 }
+
+#[test]
+fn a_checks_call_sends_one_member_its_first_checks() {
+    let calls = Calls::new("pow:", 7, 1, false);
+    let w = words(&gathered(&calls, &[0, 1, 3], 40));
+    // EVALSHA sha 3 keys; then 3 sets of eight (1 + 24), the member, the
+    // deadline.
+    let argv = &w[6..];
+    assert_eq!(argv.len(), 1 + 3 * 8 + 1 + 1, "{w:?}");
+    let mut member = Vec::new();
+    crate::cluster::scripts::args::write_member(&mut member, 7, 1, 40);
+    assert_eq!(argv[25].as_bytes(), member);
+}
+
+#[test]
+fn a_client_named_thrice_in_one_checks_call_is_counted_as_three_calls_count_it() {
+    for cluster in [false, true] {
+        let test = format!("checks_thrice_{cluster}");
+        let Some((mut redis, a, b)) = super::alone_and_together(&test, "checks_thrice", cluster)
+        else {
+            return;
+        };
+        // "new" (two requests a minute, two strikes block): admitted,
+        // admitted, refused and struck.
+        let alone: Vec<Vec<i64>> = (0..3)
+            .map(|seq| ints(&redis.raw(&one(&a, 0, seq))))
+            .collect();
+        let frame = redis.raw(&gathered(&b, &[0, 0, 0], 10));
+        let OwnedFrame::BulkString(text) = &frame else {
+            panic!("{frame:?}");
+        };
+        let together = checks_reply(text, &[LIMIT; 3], cluster).expect("a reply each");
+        for (x, y) in alone.iter().zip(&together) {
+            assert_eq!(shape(&x[..10]), shape(&y[..10]), "{x:?} {y:?}");
+        }
+        assert_eq!(together.iter().map(|r| r[0]).collect::<Vec<_>>(), [1, 1, 0]);
+        assert_eq!(
+            state(&mut redis, a.prefix(), 0),
+            state(&mut redis, b.prefix(), 0)
+        );
+        assert_eq!(
+            state(&mut redis, b.prefix(), 0)[0],
+            2,
+            "two admissions logged"
+        );
+    }
+}
