@@ -278,7 +278,9 @@ pub struct Scripts {
     /// - `ARGV[1]` how many sets of clients in a row share their arguments;
     ///   each set's eight: its clients, limit, window ms, what a refusal is
     ///   ([`args::offence`]), the four breaker rules ([`args::rules`]); then
-    ///   each client's member ([`args::write_member`]), in order; the
+    ///   the call's member ([`args::write_member`], its first check's:
+    ///   each client's admission goes in a log of its own; a client named
+    ///   twice in a call has its second `<member>.2`, and so on); the
     ///   deadline last.
     /// - Each client is checked as the window script checks one request,
     ///   in order. A call that came after its deadline writes nothing for
