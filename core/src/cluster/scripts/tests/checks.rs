@@ -232,17 +232,19 @@ fn a_checks_call_after_its_deadline_writes_nothing_for_any_client() {
     }
 }
 
-/// The words of an encoded RESP array.
+/// The words of a call as Redis reads them (a RESP array).
 fn words(command: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(command).into_owned();
-    let mut lines = text.split("\r\n");
-    let n: usize = lines.next().unwrap()[1..].parse().unwrap();
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let _len = lines.next().unwrap();
-        out.push(lines.next().unwrap().to_owned());
-    }
-    out
+    let decoded = redis_protocol::resp2::decode::decode(command);
+    let Ok(Some((OwnedFrame::Array(words), _))) = decoded else {
+        panic!("not a command: {decoded:?}");
+    };
+    words
+        .iter()
+        .map(|w| match w {
+            OwnedFrame::BulkString(w) => String::from_utf8_lossy(w).into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
 }
 
 #[test]
