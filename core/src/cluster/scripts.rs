@@ -267,13 +267,20 @@ pub struct Scripts {
     /// `gather.rs`): the call's own cost and Redis's clock paid once for
     /// all, and what clients under the same location share sent once.
     ///
-    /// - Client `i` (from 0): `KEYS[5i + 1 .. 5i + 5]`, the window script's
-    ///   first five keys; a Redis Cluster's slot generation key last
-    ///   (every client's keys in that slot).
+    /// - One Redis: client `i` (from 1): `KEYS[i]`, its log; the script
+    ///   names its other keys (`keys.rs`'s layout, the log's name less
+    ///   its `:w:<n>:<ms>`), fewer strings for Redis to read and Lua to
+    ///   make. A Redis Cluster: client `i` (from 0): `KEYS[5i + 1 .. 5i +
+    ///   5]`, the window script's first five keys (every key declared, so
+    ///   that a slot being migrated answers the call `ASK` or `TRYAGAIN`
+    ///   rather than failing it), the slot generation key last (every
+    ///   client's keys in that slot).
     /// - `ARGV[1]` how many sets of clients in a row share their arguments;
     ///   each set's eight: its clients, limit, window ms, what a refusal is
     ///   ([`args::offence`]), the four breaker rules ([`args::rules`]); then
-    ///   each client's member ([`args::write_member`]), in order; the
+    ///   the call's member ([`args::write_member`], its first check's:
+    ///   each client's admission goes in a log of its own; a client named
+    ///   twice in a call has its second `<member>.2`, and so on); the
     ///   deadline last.
     /// - Each client is checked as the window script checks one request,
     ///   in order. A call that came after its deadline writes nothing for

@@ -23,7 +23,8 @@ pub struct CheckOf<'a> {
     pub limit: RateLimit,
     pub rules: BreakerRules,
     pub offence: Offence,
-    /// Makes the sorted set's member unique.
+    /// Makes the sorted set's member unique (a call's first check's is
+    /// the call's member).
     pub seq: u64,
 }
 
@@ -44,13 +45,19 @@ impl Calls {
         let n = checks.len();
         let script = &self.scripts.checks;
         let sets = checks.chunk_by(|a, b| a.set() == b.set());
-        let keys = 5 * n + usize::from(self.cluster);
-        let mut call = super::ScriptCall::new(&script.sha1, keys, 2 + 8 * sets.clone().count() + n);
+        // One Redis: each client's log alone (the script names its other
+        // keys); a Redis Cluster: its five keys, all declared.
+        let per = if self.cluster { 5 } else { 1 };
+        let keys = per * n + usize::from(self.cluster);
+        let argv = 2 + 8 * sets.clone().count() + usize::from(n > 0);
+        let mut call = super::ScriptCall::new(&script.sha1, keys, argv);
         for c in checks {
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag, which);
-            call.push(key(ClientKey::Window(c.limit)))
-                .push(key(ClientKey::Refused(c.limit)));
-            self.breaker_keys(&mut call, c.tag);
+            call.push(key(ClientKey::Window(c.limit)));
+            if self.cluster {
+                call.push(key(ClientKey::Refused(c.limit)));
+                self.breaker_keys(&mut call, c.tag);
+            }
         }
         if let Some(first) = checks.first() {
             self.slot_key(&mut call, first.tag);
@@ -66,8 +73,10 @@ impl Calls {
                 call.num(rule);
             }
         }
-        for c in checks {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, c.seq));
+        // One member for the call (its first check's): each client's
+        // admission goes in a log of its own.
+        if let Some(first) = checks.first() {
+            call.push(|w| args::write_member(w, self.node_id, self.pid, first.seq));
         }
         call.deadline();
         Call::of(script, call)

@@ -1,10 +1,20 @@
 -- Several clients' checks, one request each under one exact limit, in one
--- call (`Scripts::checks`: KEYS, ARGV and the reply). Client i's keys are
--- KEYS[5i-4 .. 5i], the window script's first five; a Redis Cluster's slot
+-- call (`Scripts::checks`: KEYS, ARGV and the reply). One Redis: client
+-- i's key is KEYS[i], its log (`<tag>:w:<n>:<ms>`); its other keys share
+-- its hash tag and are named here (`keys.rs`'s layout): the strikes and
+-- trips for every client, the refusals and unpaid strikes only for a check
+-- that reads them (a fresh admission does not). A name Redis reads and
+-- parses, and Lua makes a string of, costs more than one made here. A
+-- Redis Cluster: client i's keys are KEYS[5i-4 .. 5i], the window
+-- script's first five (every key a script touches declared: during a
+-- slot's migration Redis answers the call ASK or TRYAGAIN, which the node
+-- follows, where a key named here would fail the script), the slot's
 -- generation key last (every client in its slot). ARGV: how many sets of
 -- clients under the same rules, each set's eight (its clients, limit,
--- window ms, what a refusal is, the four breaker rules), then each
--- client's member in turn (the sets' clients in order), the deadline last.
+-- window ms, what a refusal is, the four breaker rules), then the call's
+-- member (unique per node, worker and call: every client's admission is
+-- in a log of its own; a client named twice has its second `.2`,
+-- `log_add`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
 local now = clock_ms()
@@ -14,21 +24,37 @@ if late then return late end
 local now_s = string.format('%d', now)
 local out, gen = {}, nil
 local sets = tonumber(ARGV[1])
-local ko, mi = 0, 2 + 8 * sets
-local slot = #KEYS > 5 * (#ARGV - mi)
-for at = 2, mi - 1, 8 do
+local ko, member = 0, ARGV[2 + 8 * sets]
+local clients = 0
+for at = 2, 1 + 8 * sets, 8 do clients = clients + tonumber(ARGV[at]) end
+local slot = #KEYS > clients
+local per = slot and 5 or 1
+for at = 2, 1 + 8 * sets, 8 do
   local n, limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
   local at_s = string.format('%d', now + window)
   local threshold, ttl = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
   local after, ban = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
-  -- (One breaker table a set, its keys each client's.)
+  -- (One breaker table a set, its keys each client's: b.p the client's
+  -- hash tag, its log's name less the set's suffix.)
   local b = {threshold = threshold, ttl = ttl, after = after, ban = ban}
+  local suffix = ':w:' .. ARGV[at + 1] .. ':' .. window_ms
+  local cut, refusals = -#suffix - 1, ':o:' .. ARGV[at + 1] .. ':' .. window_ms
+  b.named = function()
+    b.uk = b.p .. ':u'
+    return b.p .. refusals
+  end
   for _ = 1, n do
-    b.sk, b.tk, b.uk = KEYS[ko + 3], KEYS[ko + 4], KEYS[ko + 5]
+    local key, ok = KEYS[ko + 1], nil
+    if slot then
+      ok, b.sk, b.tk, b.uk = KEYS[ko + 2], KEYS[ko + 3], KEYS[ko + 4], KEYS[ko + 5]
+    else
+      local p = string.sub(key, 1, cut)
+      b.p, b.sk, b.tk = p, p .. ':s', p .. ':t'
+    end
     local r, refused =
-      window_check(ko, limit, window, window_ms, ARGV[mi], offence, b, now, 1, now_s, at_s)
+      window_check(key, ok, limit, window, window_ms, member, offence, b, now, 1, now_s, at_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
     -- them), for formatting a number costs Redis a snprintf. A fresh
@@ -45,7 +71,7 @@ for at = 2, mi - 1, 8 do
         out[#out + 1] = refused and gen or 0
       end
     end
-    ko, mi = ko + 5, mi + 1
+    ko = ko + per
   end
 end
 -- One bulk string (an array reply is at most 16 elements here).

@@ -5,17 +5,17 @@
 -- in a skiplist beyond), and expires one window after its newest entry.
 -- KEYS[2..5] are small counters with their own expiry.
 
--- One client's check, its keys from KEYS[ko + 1] on (the window script's:
--- ko 0; one of several clients' in one call: `checks.lua`), under limit
+-- One client's check: key its log, ok its refusals (nil: `b.named`
+-- names them and the unpaid strikes `b.uk` once the check needs them,
+-- past a fresh admission: `checks.lua`), under limit
 -- requests a window (ms; window_ms the same as ARGV holds it), its member,
 -- what a refusal is (offence), its breaker b, k requests at once; now:
 -- Redis's clock read already (nil: read here, with the deadline), now_s
 -- the same as a string and at_s now + window (or nil: `log_add`). Returns
 -- the reply (nil for a fresh admission: the cheapest answer) and whether
 -- it refused.
-local function window_check(ko, limit, window, window_ms, member, offence, b, now, k, now_s,
-    at_s)
-  local key, ok = KEYS[ko + 1], KEYS[ko + 2]
+local function window_check(key, ok, limit, window, window_ms, member, offence, b, now, k,
+    now_s, at_s)
   local blocked, strikes, has
   blocked, strikes, now, has = check_open(b, now, key)
   if blocked then return blocked, true end
@@ -31,6 +31,7 @@ local function window_check(ko, limit, window, window_ms, member, offence, b, no
     log_add(key, now, member, 1, window_ms, now_s, at_s)
     return nil, false
   end
+  if not ok then ok = b.named() end
   local allowed = 0
   if count < limit then
     allowed = math.min(k, limit - count)
@@ -59,7 +60,7 @@ end
 -- reset in a window.)
 local function check()
   local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-  local r, refused = window_check(0, limit, window, ARGV[2], ARGV[3], ARGV[4],
+  local r, refused = window_check(KEYS[1], KEYS[2], limit, window, ARGV[2], ARGV[3], ARGV[4],
     breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, tonumber(ARGV[9]))
   return r or {1, limit - 1, window, 0, 0, 0, 0, 0, 0, 0}, refused
 end

@@ -231,3 +231,154 @@ fn a_checks_call_after_its_deadline_writes_nothing_for_any_client() {
         assert_eq!(state(&mut redis, calls.prefix(), i)[0], 1);
     }
 }
+
+/// The words of a call as Redis reads them (a RESP array).
+fn words(command: &[u8]) -> Vec<String> {
+    let decoded = redis_protocol::resp2::decode::decode(command);
+    let Ok(Some((OwnedFrame::Array(words), _))) = decoded else {
+        panic!("not a command: {decoded:?}");
+    };
+    words
+        .iter()
+        .map(|w| match w {
+            OwnedFrame::BulkString(w) => String::from_utf8_lossy(w).into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn one_redis_names_each_gathered_client_by_its_log_alone_a_cluster_by_its_five_keys() {
+    for cluster in [false, true] {
+        let calls = Calls::new("pow:", 7, 1, cluster);
+        let clients = [0, 1, 3];
+        let w = words(&gathered(&calls, &clients, 1));
+        // EVALSHA sha numkeys: one key a client (a Redis Cluster's five),
+        // a Redis Cluster's slot generation key last.
+        let per = if cluster { 5 } else { 1 };
+        let n = per * clients.len() + usize::from(cluster);
+        assert_eq!(w[2], n.to_string(), "{w:?}");
+        for (at, &i) in clients.iter().enumerate() {
+            let tag = client_tag(CLIENTS[i]);
+            let limit = WHERE[i].0;
+            let all = [
+                ClientKey::Window(limit),
+                ClientKey::Refused(limit),
+                ClientKey::Strikes,
+                ClientKey::Trips,
+                ClientKey::Unpaid,
+            ];
+            for (k, &which) in all[..per].iter().enumerate() {
+                let mut name = Vec::new();
+                keys::write(&mut name, b"pow:", tag.as_bytes(), which);
+                assert_eq!(w[3 + per * at + k].as_bytes(), name, "client {i} {which:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_checks_call_writes_a_banned_clients_keys_under_the_names_the_node_reads() {
+    let Some((mut redis, calls)) = super::late_calls("checks_names", "checks", false) else {
+        return;
+    };
+    // One request a minute, the first strike opens the breaker and bans:
+    // the second request writes the refusals, a strike, an unpaid strike
+    // and the trips (the client's every key a check writes).
+    let (limit, tag) = (LIMIT, client_tag(b"banned"));
+    let rules = BreakerRules {
+        strikes: Some(StrikeRule {
+            threshold: 1,
+            ttl_ms: 60_000,
+        }),
+        ban: Some(crate::limiter::breaker::BanRule {
+            after: 1,
+            ttl_ms: 60_000,
+        }),
+    };
+    for seq in 0..3 {
+        let of = CheckOf {
+            tag: tag.as_bytes(),
+            limit,
+            rules,
+            offence: Offence::Unpaid,
+            seq,
+        };
+        redis.raw(&calls.checks(&[of, of]).evalsha);
+    }
+    let name = |which| {
+        let mut name = Vec::new();
+        keys::write(&mut name, calls.prefix().as_bytes(), tag.as_bytes(), which);
+        String::from_utf8(name).unwrap()
+    };
+    let mut want: Vec<String> = [
+        ClientKey::Window(limit),
+        ClientKey::Refused(limit),
+        ClientKey::Strikes,
+        ClientKey::Unpaid,
+        ClientKey::Trips,
+    ]
+    .map(name)
+    .to_vec();
+    let pattern = format!("{}*", name(ClientKey::Strikes).trim_end_matches(":s"));
+    let OwnedFrame::Array(found) = redis.call(&[b"KEYS", pattern.as_bytes()]) else {
+        panic!("KEYS");
+    };
+    let mut found: Vec<String> = found
+        .iter()
+        .map(|f| match f {
+            OwnedFrame::BulkString(v) => String::from_utf8_lossy(v).into_owned(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    want.sort();
+    found.sort();
+    assert_eq!(found, want);
+}
+
+#[test]
+fn a_checks_call_sends_one_member_its_first_checks() {
+    let calls = Calls::new("pow:", 7, 1, false);
+    let w = words(&gathered(&calls, &[0, 1, 3], 40));
+    // EVALSHA sha 3 keys; then 3 sets of eight (1 + 24), the member, the
+    // deadline.
+    let argv = &w[6..];
+    assert_eq!(argv.len(), 1 + 3 * 8 + 1 + 1, "{w:?}");
+    let mut member = Vec::new();
+    crate::cluster::scripts::args::write_member(&mut member, 7, 1, 40);
+    assert_eq!(argv[25].as_bytes(), member);
+}
+
+#[test]
+fn a_client_named_thrice_in_one_checks_call_is_counted_as_three_calls_count_it() {
+    for cluster in [false, true] {
+        let test = format!("checks_thrice_{cluster}");
+        let Some((mut redis, a, b)) = super::alone_and_together(&test, "checks_thrice", cluster)
+        else {
+            return;
+        };
+        // "new" (two requests a minute, two strikes block): admitted,
+        // admitted, refused and struck.
+        let alone: Vec<Vec<i64>> = (0..3)
+            .map(|seq| ints(&redis.raw(&one(&a, 0, seq))))
+            .collect();
+        let frame = redis.raw(&gathered(&b, &[0, 0, 0], 10));
+        let OwnedFrame::BulkString(text) = &frame else {
+            panic!("{frame:?}");
+        };
+        let together = checks_reply(text, &[LIMIT; 3], cluster).expect("a reply each");
+        for (x, y) in alone.iter().zip(&together) {
+            assert_eq!(shape(&x[..10]), shape(&y[..10]), "{x:?} {y:?}");
+        }
+        assert_eq!(together.iter().map(|r| r[0]).collect::<Vec<_>>(), [1, 1, 0]);
+        assert_eq!(
+            state(&mut redis, a.prefix(), 0),
+            state(&mut redis, b.prefix(), 0)
+        );
+        assert_eq!(
+            state(&mut redis, b.prefix(), 0)[0],
+            2,
+            "two admissions logged"
+        );
+    }
+}
