@@ -2,8 +2,8 @@
 -- call (`Scripts::checks`: KEYS, ARGV and the reply). One Redis: client
 -- i's key is KEYS[i], its log (`<tag>:w:<n>:<ms>`); its other keys share
 -- its hash tag and are named here (`keys.rs`'s layout): the strikes and
--- trips for every client, the refusals and unpaid strikes only for a check
--- that reads them (a fresh admission does not). A name Redis reads and
+-- trips for every client, the refusals and unpaid strikes only past a
+-- fresh admission (never for one). A name Redis reads and
 -- parses, and Lua makes a string of, costs more than one made here. A
 -- Redis Cluster: client i's keys are KEYS[5i-4 .. 5i], the window
 -- script's first five (every key a script touches declared: during a
@@ -13,8 +13,8 @@
 -- clients under the same rules, each set's eight (its clients, limit,
 -- window ms, what a refusal is, the four breaker rules), then the call's
 -- member (unique per node, worker and call: every client's admission is
--- in a log of its own; a client named twice has its second `.2`,
--- `log_add`), the deadline last.
+-- in a log of its own; a client named twice in the call has its second
+-- admission logged as `<member>.2`, its third `.3`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
 local now = clock_ms()
@@ -25,6 +25,9 @@ local now_s = string.format('%d', now)
 local out, gen = {}, nil
 local sets = tonumber(ARGV[1])
 local ko, member = 0, ARGV[2 + 8 * sets]
+-- (How often each log was named so far in this call: a repeat is logged
+-- under a member of its own, as separate calls would log it.)
+local named = {}
 local clients = 0
 for at = 2, 1 + 8 * sets, 8 do clients = clients + tonumber(ARGV[at]) end
 local slot = #KEYS > clients
@@ -53,8 +56,10 @@ for at = 2, 1 + 8 * sets, 8 do
       local p = string.sub(key, 1, cut)
       b.p, b.sk, b.tk = p, p .. ':s', p .. ':t'
     end
-    local r, refused =
-      window_check(key, ok, limit, window, window_ms, member, offence, b, now, 1, now_s, at_s)
+    local times = (named[key] or 0) + 1
+    named[key] = times
+    local r, refused = window_check(key, ok, limit, window, window_ms,
+      times == 1 and member or member .. '.' .. times, offence, b, now, 1, now_s, at_s)
     -- A client new in its window, admitted, without strikes (most clients
     -- of a busy site): 'n' stands for its ten integers (the node knows
     -- them), for formatting a number costs Redis a snprintf. A fresh

@@ -16,22 +16,15 @@ local function log_read(key, window, now)
   return count, oldest
 end
 
--- n admissions at now (member, or member.1 .. member.n). One admission of
--- a member the log holds already (a client named twice in a call of
--- several clients' checks, which share the call's member: `checks.lua`)
--- is member.2 (.3, ...). Only on admission does the key's expiry move: the
--- newest entry decides when it is empty.
+-- n admissions at now (member, or member.1 .. member.n). Only on admission
+-- does the key's expiry move: the newest entry decides when it is empty.
 -- (window_ms as the string ARGV holds, and now_s, now as a string if the
 -- caller has it: Redis formats each Lua number with snprintf, a good part
 -- of a call's cost; at_s, now + window as a string if the caller has it:
 -- PEXPIREAT, which Redis need not rewrite for replicas as it does PEXPIRE.)
 local function log_add(key, now, member, n, window_ms, now_s, at_s)
   if n == 1 then
-    local i, added = 1, redis.call('ZADD', key, now_s or now, member)
-    while added == 0 do
-      i = i + 1
-      added = redis.call('ZADD', key, now_s or now, member .. '.' .. i)
-    end
+    redis.call('ZADD', key, now_s or now, member)
   else
     local entries = {}
     for i = 1, n do

@@ -282,9 +282,10 @@ fn a_checks_call_writes_a_banned_clients_keys_under_the_names_the_node_reads() {
     let Some((mut redis, calls)) = super::late_calls("checks_names", "checks", false) else {
         return;
     };
-    // One request a minute, the first strike opens the breaker and bans:
-    // the second request writes the refusals, a strike, an unpaid strike
-    // and the trips (the client's every key a check writes).
+    // Two requests a minute, the first strike opens the breaker and bans:
+    // the second call's two checks (the third and fourth requests) write
+    // the refusals, a strike, an unpaid strike and the trips (the client's
+    // every key a check writes).
     let (limit, tag) = (LIMIT, client_tag(b"banned"));
     let rules = BreakerRules {
         strikes: Some(StrikeRule {

@@ -544,3 +544,84 @@ fn a_counts_call_after_its_deadline_writes_nothing_for_any_request() {
     assert!(clock::expired_ms(&frame).is_some(), "{frame:?}");
     assert_eq!(state(&mut redis, calls.prefix()), []);
 }
+
+/// Two `key=` limits of the same numbers whose values agree at run time
+/// (`key=$host` and `key=$http_host`: `nginx -t` tells them apart by
+/// their text) share one log.
+fn two_limits_sharing_a_log(own: bool) -> Limits {
+    const R: RateLimit = RateLimit {
+        requests: 3,
+        window_ms: 60_000,
+    };
+    let mut limits = Limits::default();
+    if own {
+        limits.add(Limit::new(OWN)).expect("own");
+    }
+    let name = crate::limiter::LimitName::new("h").expect("a name");
+    limits
+        .add(Limit::new(R).keyed(KeyId::of("$host")))
+        .expect("one");
+    limits
+        .add(Limit::new(R).keyed(KeyId::of("$http_host")).with_name(name))
+        .expect("two");
+    limits
+}
+
+#[test]
+fn a_request_is_logged_once_in_a_log_two_of_its_limits_share() {
+    let Some((mut redis, calls)) = super::late_calls("shared_log", "shared", false) else {
+        return;
+    };
+    let limits = two_limits_sharing_a_log(false);
+    let values: [Option<&[u8]>; 2] = [Some(b"example.com"), Some(b"example.com")];
+    let subject = Subject {
+        key: b"c",
+        limits: &limits,
+        key_values: &values,
+        rules: RULES,
+        rising: false,
+    };
+    let part = calls.whole(client_tag(b"c").as_bytes(), &subject, Offence::Unpaid);
+    let allowed: Vec<i64> = (1..=3)
+        .map(|seq| ints(&redis.raw(&calls.stacked(&part, seq).evalsha))[0])
+        .collect();
+    // 3 a minute: the third is admitted (each request counted once).
+    assert_eq!(
+        allowed,
+        [1, 1, 1],
+        "{:?}",
+        state(&mut redis, calls.prefix())
+    );
+}
+
+#[test]
+fn an_undo_takes_back_all_a_log_two_limits_share_counted() {
+    let Some((mut redis, calls)) = super::late_calls("shared_undo", "shared_undo", true) else {
+        return;
+    };
+    let limits = two_limits_sharing_a_log(true);
+    let values: [Option<&[u8]>; 3] = [None, Some(b"example.com"), Some(b"example.com")];
+    let subject = Subject {
+        key: b"c",
+        limits: &limits,
+        key_values: &values,
+        rules: RULES,
+        rising: false,
+    };
+    let parts = calls.parts(client_tag(b"c").as_bytes(), &subject, Offence::Unpaid);
+    for part in &parts {
+        redis.raw(&calls.alone(part, 5).evalsha);
+    }
+    for part in &parts {
+        if let Some(undo) = calls.undo(part, 5) {
+            redis.raw(&undo.evalsha);
+        }
+    }
+    let after = state(&mut redis, calls.prefix());
+    assert!(
+        after
+            .iter()
+            .all(|(k, v)| !k.contains(":w:") || v == "Integer(0)"),
+        "{after:?}"
+    );
+}
