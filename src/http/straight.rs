@@ -19,6 +19,7 @@ use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, PowShield};
 use crate::store::{now, straight_admit};
 use pow_shield_core::decision::straight::Straight;
+use pow_shield_core::store::Reply;
 
 /// What the straight path did with a request.
 pub(super) enum Taken {
@@ -26,6 +27,9 @@ pub(super) enum Taken {
     Decided(Status),
     /// The full path's, with the client key if it was made.
     Left(Option<Pooled>),
+    /// The full path's, with the client key if it was made, and the
+    /// zone's answer to its check (`Reply::Full`: room was made already).
+    Answered(Option<Pooled>, Reply),
 }
 
 /// The request under `policy`, whose straight path is `straight`.
@@ -80,11 +84,16 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
         }
     };
     let now = now();
-    let Some(verdict) = straight_admit(zone, straight, key, now) else {
-        return Taken::Left(match counted {
-            PassedKey::Made(key) => Some(key),
-            PassedKey::Address(_) => None,
-        });
+    let made = match counted {
+        PassedKey::Made(key) => Some(key),
+        PassedKey::Address(_) => None,
+    };
+    let verdict = match straight_admit(zone, straight, key, now) {
+        Ok(Some(verdict)) => verdict,
+        Ok(None) => return Taken::Left(made),
+        // No room even after room was made: the full path answers the
+        // check's reply as it is, without making room again.
+        Err(full) => return Taken::Answered(made, full),
     };
     count_decided(mcf, policy, || Straight::decided(verdict));
     Passed::attach(r, room, policy, counted, verdict, now.epoch_ms);
