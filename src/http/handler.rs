@@ -12,12 +12,12 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
+use super::counted::count_decided;
 use super::key::pooled;
 use super::request::{
     client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
 };
 use super::state::{RequestState, Resolution};
-use super::status::count_decided;
 use super::straight::{self, Taken};
 use super::{bot, log_lines, redirect, response};
 use crate::config::{MainConf, Policy};

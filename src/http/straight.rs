@@ -11,10 +11,10 @@ use nginx_sys::{ngx_http_request_t, ngx_log_t, ngx_uint_t, NGX_LOG_DEBUG};
 use ngx::core::Status;
 use ngx::http::{HttpModule, Request};
 
+use super::counted::count_decided;
 use super::key::{default_key_parts, evaluate_key, pooled, Pooled};
 use super::request::carries_payment;
 use super::state::{Passed, PassedKey};
-use super::status::count_decided;
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, PowShield};
 use crate::store::{now, straight_admit};
@@ -37,6 +37,9 @@ pub(super) enum Taken {
 pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: Straight) -> Taken {
     // Local mode without Web Bot Auth (whose signature comes before the
     // key), and the request's first decision: no state nor mark yet.
+    // (The zone directly, not `Stores`: the straight path is local mode's
+    // by definition, and asks the zone what no store interface has, one
+    // window counted in place.)
     let raw: &ngx_http_request_t = r.as_ref();
     let first = raw.internal() == 0
         // SAFETY: r->ctx has a slot per module.
