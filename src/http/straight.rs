@@ -19,7 +19,7 @@ use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, PowShield};
 use crate::store::{now, straight_admit};
 use pow_shield_core::decision::straight::Straight;
-use pow_shield_core::store::Reply;
+use pow_shield_core::store::{NoRoom, Reply};
 
 /// What the straight path did with a request.
 pub(super) enum Taken {
@@ -96,7 +96,9 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
         Ok(None) => return Taken::Left(made),
         // No room even after room was made: the full path answers the
         // check's reply as it is, without making room again.
-        Err(full) => return Taken::Answered(made, full),
+        Err(NoRoom { retry_after_ms }) => {
+            return Taken::Answered(made, Reply::Full { retry_after_ms })
+        }
     };
     count_decided(mcf, policy, || Straight::decided(verdict));
     Passed::attach(r, room, policy, counted, verdict, now.epoch_ms);

@@ -112,16 +112,16 @@ impl ZoneStore {
 /// its window of `straight`'s limit found or made and counted when the
 /// straight path admits it. `key`: the client key in parts (not empty).
 /// `Ok(None)`: nothing counted (a breaker, or a request the full path
-/// decides); `Err`: no room for the window even after room was made, the
-/// check's answer (`Reply::Full`), which the full path takes as it is
-/// rather than make room again.
+/// decides); `Err`: no room for the window even after room was made (the
+/// check's answer is `Reply::Full`, which the full path takes as it is
+/// rather than make room again).
 #[inline(always)]
 pub fn straight_admit(
     zone: &SharedZone,
     straight: Straight,
     key: &[&[u8]],
     now: Now,
-) -> Result<Option<Verdict>, Reply> {
+) -> Result<Option<Verdict>, NoRoom> {
     // (Inline: the window is counted where the handler reads its verdict.)
     zone.with_locked(
         #[inline(always)]
@@ -135,8 +135,7 @@ pub fn straight_admit(
             // The bucket `Tables::bucket` counts a client key's request in.
             // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
             let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, key);
-            let entry = bucket_entry(zone, alloc, &bucket_key, now.epoch_ms)
-                .map_err(|NoRoom { retry_after_ms }| Reply::Full { retry_after_ms })?;
+            let entry = bucket_entry(zone, alloc, &bucket_key, now.epoch_ms)?;
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
             let Some((verdict, keep_until_ms)) = straight.admit(entry.window(), now.monotonic_ms)
