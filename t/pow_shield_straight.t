@@ -183,21 +183,24 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
         ->header('X-PoW-Next-Challenge')) ? 1 : 0 } 1 .. 3;
     is("@next", '0 0 1', "$m: pay ahead: only the last free request gets the next challenge");
 
-    # The default key, read in place: counted per address
-
     my $d = sub { $t->http_get($_[0], -port => 8081, @_[1 .. $#_]) };
-    my @d = map { $d->('/d/data.json')->status } 1 .. 5;
-    is("@d", '200 200 200 200 429', "$m: default key: four pass, the fifth is 429");
 
     # Default key, then a redirect into a location whose realip rewrites
     # the address: the state is made with the address the request was
-    # counted under, and the target counts it under the new one.
+    # counted under, and the target counts it under the new one. (First:
+    # the 429 below strikes 127.0.0.1, whose requests then take the full
+    # path.)
 
     my $real = sub { $d->($_[0], 'X-Real-IP' => '10.9.8.7') };
     my @rem = map { my $r = $real->($_); $r->status . '/' . ($r->header('X-Rem') // '-') }
         '/b/data.json', '/a/missing.json', '/b/data.json';
     is("@rem", '200/2 200/1 200/0',
         "$m: realip after a redirect: counted again under the rewritten address");
+
+    # The default key, read in place: counted per address
+
+    my @d = map { $d->('/d/data.json')->status } 1 .. 5;
+    is("@d", '200 200 200 200 429', "$m: default key: four pass, the fifth is 429");
 
     # The straight path was taken (local mode) or not (cluster mode): its
     # line at debug level, one per request it passed (the fourth, the
@@ -207,6 +210,10 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
         =~ m{straight path: passed, remaining=\d+, uri=/d/data\.json$}mg;
     is($passed, "$m" eq 'local' ? 3 : 0,
         "$m: the straight path passed the default key's requests in local mode only");
+    my $redirected = () = ($t->read_file('error.log') // '')
+        =~ m{straight path: passed, remaining=2, uri=/a/missing\.json$}mg;
+    is($redirected, "$m" eq 'local' ? 1 : 0,
+        "$m: ... and the request redirected into realip's location");
 
     # Metrics: every request counted, by result
 
