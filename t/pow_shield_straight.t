@@ -7,7 +7,11 @@
 # (into another shielded location too), the variables log what the full
 # path logs, the last free request of pow_shield_pay_ahead carries the
 # next challenge, a client over the limit is challenged and struck, and
-# the metrics count every request. Every assertion in local mode, where
+# the metrics count every request. With the default key (the peer's
+# address, read in place), a request redirected into a location whose
+# realip rewrites the address is counted there under the new address, as
+# the full path counts it; and the straight path's debug line shows it
+# ran (local mode) or not (cluster mode). Every assertion in local mode, where
 # the straight path runs, and in cluster mode, where it never does
 # (Test::PowShield::Modes each_mode): the same answers.
 
@@ -75,6 +79,36 @@ my $conf = http_conf(<<'EOF');
             pow_shield_status;
         }
     }
+
+    # The default key (the peer's address): read in place by the straight
+    # path, and made again from the text it was counted under after a
+    # redirect into a location whose realip rewrites the address.
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        server_name localhost;
+        root %%TESTDIR%%/html;
+
+        pow_shield_headers off;
+        pow_shield_difficulty 1;
+        add_header X-Rem $pow_shield_remaining always;
+
+        # (4: a bucket of its own, apart from /a/'s 3 per hour)
+        location /d/ {
+            pow_shield_limit 4 1h;
+        }
+
+        location /a/ {
+            pow_shield_limit 3 1h;
+            try_files $uri /b/data.json;
+        }
+
+        location /b/ {
+            set_real_ip_from 127.0.0.1;
+            real_ip_header X-Real-IP;
+            pow_shield_limit 3 1h;
+            pow_shield_difficulty 8b;
+        }
+    }
 EOF
 
 my %files = (
@@ -83,6 +117,8 @@ my %files = (
     'html/tf/fallback.json'   => qq({"fallback":true}\n),
     'html/epb/notfound.json'  => qq({"epb":true}\n),
     'html/ahead/data.json'    => qq({"ahead":true}\n),
+    'html/d/data.json'        => qq({"d":true}\n),
+    'html/b/data.json'        => qq({"b":true}\n),
 );
 
 ###############################################################################
@@ -147,10 +183,42 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
         ->header('X-PoW-Next-Challenge')) ? 1 : 0 } 1 .. 3;
     is("@next", '0 0 1', "$m: pay ahead: only the last free request gets the next challenge");
 
+    my $d = sub { $t->http_get($_[0], -port => 8081, @_[1 .. $#_]) };
+
+    # Default key, then a redirect into a location whose realip rewrites
+    # the address: the state is made with the address the request was
+    # counted under, and the target counts it under the new one. (First:
+    # the 429 below strikes 127.0.0.1, whose requests then take the full
+    # path.)
+
+    my $real = sub { $d->($_[0], 'X-Real-IP' => '10.9.8.7') };
+    my @rem = map { my $r = $real->($_); $r->status . '/' . ($r->header('X-Rem') // '-') }
+        '/b/data.json', '/a/missing.json', '/b/data.json';
+    is("@rem", '200/2 200/1 200/0',
+        "$m: realip after a redirect: counted again under the rewritten address");
+
+    # The default key, read in place: counted per address
+
+    my @d = map { $d->('/d/data.json')->status } 1 .. 5;
+    is("@d", '200 200 200 200 429', "$m: default key: four pass, the fifth is 429");
+
+    # The straight path was taken (local mode) or not (cluster mode): its
+    # line at debug level, one per request it passed (the fourth, the
+    # last free one, pays ahead, the default: the full path's)
+
+    my $passed = () = ($t->read_file('error.log') // '')
+        =~ m{straight path: passed, remaining=\d+, uri=/d/data\.json$}mg;
+    is($passed, "$m" eq 'local' ? 3 : 0,
+        "$m: the straight path passed the default key's requests in local mode only");
+    my $redirected = () = ($t->read_file('error.log') // '')
+        =~ m{straight path: passed, remaining=2, uri=/a/missing\.json$}mg;
+    is($redirected, "$m" eq 'local' ? 1 : 0,
+        "$m: ... and the request redirected into realip's location");
+
     # Metrics: every request counted, by result
 
     my $scraped = scrape($t, '/metrics');
-    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 18,
+    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 26,
         "$m: metrics: every passed request counted");
 });
 

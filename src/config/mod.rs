@@ -39,7 +39,8 @@ use crate::protocol::SecretKeys;
 /// IPv4 per address, IPv6 per /64 (`limiter::client`), behind a NUL byte:
 /// no request can carry one, so no key a client controls (a header, an
 /// argument) can equal an address's and spend its strikes or its count.
-/// The handler makes the same bytes directly (`http::request::default_key`).
+/// The handler makes the same bytes directly (`http::key::default_key`;
+/// the straight path reads them in parts: `http::key::default_key_parts`).
 const DEFAULT_KEY: &str = "\0$pow_shield_client";
 
 /// A compiled complex value (configuration pool).

@@ -12,12 +12,12 @@ use ngx::core::Status;
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
+use super::counted::count_decided;
 use super::key::pooled;
 use super::request::{
     client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
 };
 use super::state::{RequestState, Resolution};
-use super::status::count_decided;
 use super::straight::{self, Taken};
 use super::{bot, log_lines, redirect, response};
 use crate::config::{MainConf, Policy};
@@ -55,11 +55,12 @@ fn decide(r: &mut Request) -> Status {
         return Status::NGX_DECLINED;
     }
     // Local mode's common request, in one pass (`http::straight`).
-    let mut made_key = None;
+    let (mut made_key, mut checked) = (None, None);
     if let Some(straight) = lcf.policy.straight {
         match straight::run(r, mcf, &lcf.policy, straight) {
             Taken::Decided(status) => return status,
             Taken::Left(key) => made_key = key,
+            Taken::Answered(key, reply) => (made_key, checked) = (key, Some(reply)),
         }
     }
     // A request seen before goes on, or is decided again under this
@@ -165,19 +166,23 @@ fn decide(r: &mut Request) -> Status {
             // and a request it admits passed without the decision's steps.
             match green::first(rules, paid, exempt) {
                 None => Decision::of(rules, paid, exempt),
-                Some(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
-                    Some(answer) => match green::admitted(rules, &answer) {
-                        Some(done) => return decided(r, mcf, &stores, state, done, values),
+                // (The straight path's check answered already: the zone
+                // was full, and room is not made twice.)
+                Some(op) => {
+                    match checked.or_else(|| stores.ask(op, &subject, &mut || st().new_waiter())) {
+                        Some(answer) => match green::admitted(rules, &answer) {
+                            Some(done) => return decided(r, mcf, &stores, state, done, values),
+                            None => {
+                                reply = Some(answer);
+                                Decision::after_first(rules, exempt)
+                            }
+                        },
                         None => {
-                            reply = Some(answer);
-                            Decision::after_first(rules, exempt)
+                            st().decision = Some(Decision::after_first(rules, exempt));
+                            return wait(r);
                         }
-                    },
-                    None => {
-                        st().decision = Some(Decision::after_first(rules, exempt));
-                        return wait(r);
                     }
-                },
+                }
             }
         }
     };

@@ -58,6 +58,26 @@ fn default_key(r: &Request) -> Option<&[u8]> {
             made.as_bytes()
         }
     };
+    made_in_pool(r, id)
+}
+
+/// The default key whose IPv4 peer's address text was `(data, len)` when the
+/// straight path counted it (`state::PassedKey::Address`), made in the
+/// request pool as [`evaluate_key`] makes it.
+pub(super) fn default_key_of(r: &Request, (data, len): Pooled) -> Option<Pooled> {
+    // SAFETY: the text was `c->addr_text` of the request's connection: nginx
+    // writes it in the connection's pool, and realip, when it rewrites the
+    // address, makes new text in the same pool and keeps the old where it
+    // is (`ngx_http_realip_set_addr`, its cleanup restoring the old): both
+    // live as long as the connection, longer than the request.
+    let id = unsafe { core::slice::from_raw_parts(data, len) };
+    made_in_pool(r, id).map(|key| (key.as_ptr(), key.len()))
+}
+
+/// The default key of the peer identified by `id` (a NUL byte, then
+/// `id`), made in the request pool.
+fn made_in_pool<'r>(r: &'r Request, id: &[u8]) -> Option<&'r [u8]> {
+    let raw: &ngx_http_request_t = r.as_ref();
     let len = 1 + id.len();
     // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
     // written in full before they are read.
@@ -73,8 +93,9 @@ fn default_key(r: &Request) -> Option<&[u8]> {
 }
 
 /// The default key of `r` in parts, as nginx keeps them (no copy): the
-/// mark, then the IPv4 peer's address text; `None` for any other peer
-/// (its identity is made: [`evaluate_key`] makes it in the pool).
+/// mark, then the IPv4 peer's address text (`c->addr_text`'s bytes now,
+/// which [`default_key_of`] makes the key of again); `None` for any other
+/// peer (its identity is made: [`evaluate_key`] makes it in the pool).
 #[inline(always)]
 pub(super) fn default_key_parts(r: &Request) -> Option<[&[u8]; 2]> {
     let raw: &ngx_http_request_t = r.as_ref();

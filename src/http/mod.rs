@@ -1,5 +1,7 @@
-//! The request path: the access handler (`handler`), what the request says
-//! about its client (`request`), the per-request state (`state`), the
+//! The request path: the access handler (`handler`), local mode's straight
+//! path (`straight`), the client key (`key`), what the request says about
+//! its client (`request`), the per-request state (`state`), the decision
+//! counted in the metrics (`counted`), the
 //! header filter that adds the rate-limit headers, the log lines of a
 //! decision (`log_lines`), responses, `$pow_shield_*` variables, the
 //! `pow_shield_status` location and the `pow_shield_admin` one.
@@ -7,6 +9,7 @@
 pub mod admin;
 mod ahead;
 pub mod bot;
+mod counted;
 mod filter;
 mod handler;
 mod key;

@@ -5,6 +5,7 @@
 //! a key is the client's address (for the breaker's log lines, which
 //! fail2ban reads).
 
+use core::ops::ControlFlow;
 use core::ptr::NonNull;
 use std::net::IpAddr;
 
@@ -22,13 +23,55 @@ use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
 /// request headers, in one pass (every request of a shielded location
-/// looks for them): the token and the proof. nginx's list of the request
-/// headers is walked as it is, part by part, without an iterator's
-/// conversions: most requests carry none of the three. (Inline: the
-/// handler's one call, on every request.)
+/// looks for them): the token and the proof ([`walk_pow_headers`]).
+/// (Inline: the handler's one call, on every request.)
 #[inline(always)]
 pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
     let (mut token, mut proof) = (None, Proof::default());
+    // (The walk never breaks here: every header is read.)
+    let _ = walk_pow_headers(r, |header, value| {
+        let slot = match header {
+            PowHeader::Challenge => &mut token,
+            PowHeader::Nonce => &mut proof.nonce,
+            PowHeader::Solution => &mut proof.solution,
+        };
+        if slot.is_none() {
+            *slot = Some(value);
+        }
+        ControlFlow::Continue(())
+    });
+    (token, proof)
+}
+
+/// Whether the request carries an `X-PoW-Challenge` or `X-PoW-Nonce`
+/// header: a payment [`pow_headers`] would read (an `X-PoW-Solution`
+/// alone is none, as `handler::payment` reads it). The straight path's
+/// one question, answered at the first such header.
+#[inline(always)]
+pub(super) fn carries_payment(r: &Request) -> bool {
+    walk_pow_headers(r, |header, _| match header {
+        PowHeader::Challenge | PowHeader::Nonce => ControlFlow::Break(()),
+        PowHeader::Solution => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// One of the three headers a payment is read from.
+#[derive(Clone, Copy)]
+enum PowHeader {
+    Challenge,
+    Nonce,
+    Solution,
+}
+
+/// Each `X-PoW-*` header of `r` and its value, in order, to `seen` until it
+/// breaks. nginx's list of the request headers is walked as it is, part by
+/// part, without an iterator's conversions: most requests carry none.
+#[inline(always)]
+fn walk_pow_headers<'r>(
+    r: &'r Request,
+    mut seen: impl FnMut(PowHeader, &'r [u8]) -> ControlFlow<()>,
+) -> ControlFlow<()> {
     let raw: &ngx_http_request_t = r.as_ref();
     let mut part: *const ngx_list_part_t = &raw.headers_in.headers.part;
     // SAFETY: the request's header list is nginx's: each part holds `nelts`
@@ -51,52 +94,19 @@ pub(super) fn pow_headers(r: &Request) -> (Option<&[u8]>, Proof<'_>) {
             if !(11..=15).contains(&header.key.len) {
                 continue;
             }
-            let (slot, name) = match header.key.len {
-                15 => (&mut token, &b"x-pow-challenge"[..]),
-                11 => (&mut proof.nonce, &b"x-pow-nonce"[..]),
-                14 => (&mut proof.solution, &b"x-pow-solution"[..]),
-                _ => continue,
-            };
-            if !bytes(&header.key).eq_ignore_ascii_case(name) {
-                continue;
-            }
-            if slot.is_none() {
-                *slot = Some(bytes(&header.value));
-            }
-        }
-        part = p.next;
-    }
-    (token, proof)
-}
-
-/// Whether the request carries an `X-PoW-Challenge` or `X-PoW-Nonce`
-/// header: a payment [`pow_headers`] would read (an `X-PoW-Solution`
-/// alone is none, as `handler::payment` reads it). The straight path's
-/// one question, answered at the first such header.
-#[inline(always)]
-pub(super) fn carries_payment(r: &Request) -> bool {
-    let raw: &ngx_http_request_t = r.as_ref();
-    let mut part: *const ngx_list_part_t = &raw.headers_in.headers.part;
-    // SAFETY: as in `pow_headers`: nginx's list of the request headers.
-    while let Some(p) = unsafe { part.as_ref() } {
-        let headers: &[ngx_table_elt_t] = match p.nelts {
-            0 => &[],
-            // SAFETY: as above.
-            n => unsafe { core::slice::from_raw_parts(p.elts.cast(), n) },
-        };
-        for header in headers {
-            let name: &[u8] = match header.key.len {
-                15 => b"x-pow-challenge",
-                11 => b"x-pow-nonce",
+            let (which, name) = match header.key.len {
+                15 => (PowHeader::Challenge, &b"x-pow-challenge"[..]),
+                11 => (PowHeader::Nonce, &b"x-pow-nonce"[..]),
+                14 => (PowHeader::Solution, &b"x-pow-solution"[..]),
                 _ => continue,
             };
             if bytes(&header.key).eq_ignore_ascii_case(name) {
-                return true;
+                seen(which, bytes(&header.value))?;
             }
         }
         part = p.next;
     }
-    false
+    ControlFlow::Continue(())
 }
 
 /// `$remote_addr` (after realip): what challenges are bound to.

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_http_request_t, ngx_pool_cleanup_t, ngx_variable_value_t};
 use ngx::http::{HttpModule, Request};
 
-use super::key::{evaluate_key, Pooled};
+use super::key::{default_key_of, Pooled};
 use crate::config::Policy;
 use crate::ffi::PowShield;
 use crate::store::Waiter;
@@ -59,9 +59,8 @@ struct Attached {
 pub struct Passed {
     cleanup: ngx_pool_cleanup_t,
     policy: NonNull<Policy>,
-    /// The client key made in the request pool; `None`: the default key
-    /// read in parts, made again if the state is.
-    key: Option<Pooled>,
+    /// The client key the request was counted under.
+    key: PassedKey,
     verdict: Verdict,
     /// When it was decided (epoch ms).
     at_ms: u64,
@@ -69,31 +68,57 @@ pub struct Passed {
     pub headers_sent: bool,
 }
 
+/// The client key a [`Passed`] request was counted under.
+#[derive(Clone, Copy)]
+pub enum PassedKey {
+    /// Made in the request pool.
+    Made(Pooled),
+    /// The default key read in parts: the IPv4 peer's address text as it
+    /// was counted (`c->addr_text`'s bytes then), from which the key is
+    /// made if the state is. Not the address text the connection holds
+    /// later: realip in a redirect's target rewrites it.
+    Address(Pooled),
+}
+
 impl Passed {
+    /// Room for the mark of a request the straight path may admit, taken
+    /// before anything is counted (a request whose mark could not be made
+    /// is counted nowhere). Filled by [`Passed::attach`], or left unused
+    /// in the pool.
+    #[inline(always)]
+    pub fn room(r: &Request) -> Option<NonNull<Passed>> {
+        let raw: &ngx_http_request_t = r.as_ref();
+        // SAFETY: an allocation of the live request's pool; nothing reads
+        // it before `attach` writes it in full.
+        let passed = unsafe { nginx_sys::ngx_palloc(raw.pool, size_of::<Passed>()) };
+        let passed = NonNull::new(passed.cast::<Passed>())?;
+        (passed.as_ptr() as usize)
+            .is_multiple_of(align_of::<Passed>())
+            .then_some(passed)
+    }
+
     /// Marks `r` admitted by the straight path under `policy`, its client
-    /// `key` (request pool bytes) counted with `verdict` at `at_ms`: the
-    /// request's module context and its pool cleanup entry, as
-    /// [`RequestState::attach`] makes them, so that an internal redirect
-    /// finds that the request was decided. (Inline: every request of the
-    /// straight path.)
+    /// `key` counted with `verdict` at `at_ms`, in `room` (from
+    /// [`Passed::room`] for `r`): the request's module context and its
+    /// pool cleanup entry, as [`RequestState::attach`] makes them, so that
+    /// an internal redirect finds that the request was decided. (Inline:
+    /// every request of the straight path.)
     #[inline(always)]
     pub fn attach(
         r: &mut Request,
+        room: NonNull<Passed>,
         policy: &Policy,
-        key: Option<Pooled>,
+        key: PassedKey,
         verdict: Verdict,
         at_ms: u64,
-    ) -> Option<()> {
+    ) {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
-        // SAFETY: one allocation of the live request's pool, written in
-        // full before it is linked into the pool's cleanup list; its
-        // handler does nothing (it holds plain values only).
+        let passed = room.as_ptr();
+        // SAFETY: `room` is an aligned allocation of the live request's
+        // pool, written in full before it is linked into the pool's cleanup
+        // list; its handler does nothing (it holds plain values only).
         unsafe {
             let pool = (*raw).pool;
-            let passed = nginx_sys::ngx_palloc(pool, size_of::<Passed>()).cast::<Passed>();
-            if passed.is_null() || !(passed as usize).is_multiple_of(align_of::<Passed>()) {
-                return None;
-            }
             ptr::write(
                 passed,
                 Passed {
@@ -110,9 +135,8 @@ impl Passed {
                 },
             );
             (*pool).cleanup = ptr::addr_of_mut!((*passed).cleanup);
-            r.set_module_ctx(passed.cast(), PowShield::module());
         }
-        Some(())
+        r.set_module_ctx(passed.cast(), PowShield::module());
     }
 }
 
@@ -229,14 +253,19 @@ impl RequestState {
         // SAFETY: a `Passed` lives in the request's pool, written in full by
         // `Passed::attach`; no borrow of it is live.
         let passed = unsafe { &mut *passed.as_ptr() };
-        passed.cleanup.handler = None;
         // SAFETY: the location configuration outlives its requests.
         let policy = unsafe { passed.policy.as_ref() };
         let key = match passed.key {
-            Some(key) => key,
-            None => evaluate_key(r, policy)?,
+            PassedKey::Made(key) => key,
+            // The key the request was counted under: its address text then
+            // (`key::default_key_of`).
+            PassedKey::Address(text) => default_key_of(r, text)?,
         };
         let state = Self::attach(r, policy)?;
+        // Retired once the state is made (it is found first: its entry is
+        // the newer): a request that could not have its state made keeps
+        // its mark, and is not counted again.
+        passed.cleanup.handler = None;
         // SAFETY: just made in the request's pool; nothing else borrows it.
         let st = unsafe { &mut *state.as_ptr() };
         st.key = Some(key);

@@ -6,11 +6,10 @@ use nginx_sys::{ngx_http_request_t, ngx_int_t, NGX_HTTP_GET, NGX_HTTP_HEAD};
 use ngx::core::Status;
 use ngx::http::{HttpModuleMainConf, Request};
 
-use crate::config::{MainConf, Policy};
+use crate::config::MainConf;
 use crate::ffi::PowShield;
 use crate::shm::SharedZone;
-use pow_shield_core::decision::Final;
-use pow_shield_core::metrics::{self, Counts, Decided, Snapshot, CONTENT_TYPE};
+use pow_shield_core::metrics::{self, Counts, Snapshot, CONTENT_TYPE};
 
 /// The location's content handler.
 pub extern "C" fn handler(r: *mut ngx_http_request_t) -> ngx_int_t {
@@ -61,18 +60,4 @@ fn names_by_place(mcf: &MainConf) -> Vec<String> {
         }
     }
     names
-}
-
-/// The decision made counted in this worker's metrics, when it counts
-/// (made only then).
-#[inline(always)]
-pub(super) fn count_decided(mcf: &MainConf, policy: &Policy, done: impl FnOnce() -> Final) {
-    metrics::request(|| {
-        let done = done();
-        let limit = done.verdict.and_then(|v| {
-            let at = policy.limits.limit(usize::from(v.limit))?.label?;
-            mcf.limit_place(at)
-        });
-        Decided::new(done, policy.trap).by_limit(limit)
-    });
 }

@@ -81,12 +81,7 @@ impl ZoneStore {
             // tables it uses.
             // (Buckets and breakers live in one queue each.)
             match op {
-                Op::Check { .. } => {
-                    zone.buckets
-                        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
-                    zone.strikes
-                        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
-                }
+                Op::Check { .. } => expire_for_check(zone, alloc, now),
                 Op::Spend(_) => {
                     zone.strikes
                         .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
@@ -116,50 +111,73 @@ impl ZoneStore {
 /// the same entries expired, for a client with no breaker in the zone,
 /// its window of `straight`'s limit found or made and counted when the
 /// straight path admits it. `key`: the client key in parts (not empty).
-/// `None`: nothing counted (a breaker, no room for the window, or a
-/// request the full path decides).
+/// `Ok(None)`: nothing counted (a breaker, or a request the full path
+/// decides); `Err`: no room for the window even after room was made (the
+/// check's answer is `Reply::Full`, which the full path takes as it is
+/// rather than make room again).
 #[inline(always)]
 pub fn straight_admit(
     zone: &SharedZone,
     straight: Straight,
     key: &[&[u8]],
     now: Now,
-) -> Option<Verdict> {
+) -> Result<Option<Verdict>, NoRoom> {
     // (Inline: the window is counted where the handler reads its verdict.)
     zone.with_locked(
         #[inline(always)]
         |zone, alloc| {
-            zone.buckets
-                .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
-            zone.strikes
-                .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+            expire_for_check(zone, alloc, now);
             // (As `Tables::breaker`: no breaker at all, nothing looked up.)
             if zone.strikes.stats().0 != 0 && zone.strikes.find(&TableKey::new(key)).is_some() {
-                return None;
+                return Ok(None);
             }
             let limit = straight.limit;
             // The bucket `Tables::bucket` counts a client key's request in.
             // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
             let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, key);
-            let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
-                Some(entry) => entry,
-                // (No room: the full path counts the refusal.)
-                None => insert_making_room(
-                    zone,
-                    Zone::buckets_mut,
-                    0,
-                    &bucket_key,
-                    alloc,
-                    now.epoch_ms,
-                )?,
-            };
+            let entry = bucket_entry(zone, alloc, &bucket_key, now.epoch_ms)?;
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
-            let (verdict, keep_until_ms) = straight.admit(entry.window(), now.monotonic_ms)?;
+            let Some((verdict, keep_until_ms)) = straight.admit(entry.window(), now.monotonic_ms)
+            else {
+                return Ok(None);
+            };
             entry.expires_at_ms = keep_until_ms;
-            Some(verdict)
+            Ok(Some(verdict))
         },
     )
+}
+
+/// What a check expires as it passes (as `limit_req` does): a few stale
+/// buckets and breakers (each lives in one queue).
+#[inline(always)]
+fn expire_for_check(zone: &mut Zone, alloc: &Allocator, now: Now) {
+    zone.buckets
+        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+    zone.strikes
+        .expire_lru(alloc, now.monotonic_ms, EXPIRE_PER_REQUEST);
+}
+
+/// The bucket `key` names, found or made (room made for it if the zone
+/// has none); a refusal counted when no room could be made.
+#[inline(always)]
+fn bucket_entry(
+    zone: &mut Zone,
+    alloc: &Allocator,
+    key: &TableKey,
+    epoch_ms: u64,
+) -> Result<*mut Entry, NoRoom> {
+    if let Some(entry) = zone.buckets.find(key) {
+        let entry: *mut Entry = entry;
+        return Ok(entry);
+    }
+    match insert_making_room(zone, Zone::buckets_mut, 0, key, alloc, epoch_ms) {
+        Some(entry) => Ok(entry),
+        None => {
+            zone.buckets_refused = zone.buckets_refused.wrapping_add(1);
+            Err(full(zone, epoch_ms))
+        }
+    }
 }
 
 /// Records a spent record of `owner` (a bot's signature nonce, `digest`)
@@ -265,26 +283,7 @@ impl Tables for Locked<'_> {
             Counted::Spends(key) => (SPENDS_KEY, key),
         };
         let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, &[own, key]);
-        let entry: *mut Entry = match self.zone.buckets.find(&bucket_key) {
-            Some(entry) => entry,
-            None => {
-                let epoch_ms = self.now.epoch_ms;
-                match insert_making_room(
-                    self.zone,
-                    Zone::buckets_mut,
-                    0,
-                    &bucket_key,
-                    self.alloc,
-                    epoch_ms,
-                ) {
-                    Some(entry) => entry,
-                    None => {
-                        self.zone.buckets_refused = self.zone.buckets_refused.wrapping_add(1);
-                        return Err(full(self.zone, epoch_ms));
-                    }
-                }
-            }
-        };
+        let entry = bucket_entry(self.zone, self.alloc, &bucket_key, self.now.epoch_ms)?;
         // SAFETY: the entry is in the zone, locked for as long as `self`.
         let entry = unsafe { &mut *entry };
         let (result, keep_until_ms) = f(entry.window());

@@ -9,7 +9,7 @@
 
 use super::{Decision, Final, Outcome, Payment, Rules};
 use crate::limiter::breaker::Block;
-use crate::store::{Offence, Op, Reply};
+use crate::store::{Checked, Offence, Op, Reply};
 
 /// The first operation of a request that pays nothing and has a key, as
 /// [`Decision::next`] would ask it; `None`: let the decision start.
@@ -33,18 +33,26 @@ pub fn admitted(rules: &Rules, reply: &Reply) -> Option<Final> {
     if checked.breaker.block != Block::Clear || !verdict.allowed || priced {
         return None;
     }
-    Some(Final {
+    Some(passed(checked))
+}
+
+/// The decision of a request its check admitted with nothing more to do:
+/// what [`admitted`] answers, and the straight path's
+/// (`Straight::decided`).
+#[inline(always)]
+pub(crate) fn passed(checked: &Checked) -> Final {
+    Final {
         outcome: Outcome::Pass,
         answer: None,
         reason: "",
-        verdict: Some(verdict),
+        verdict: Some(checked.verdict),
         breaker: Some(checked.breaker),
         struck: checked.struck,
         retry_after_ms: None,
         generation: checked.generation,
         pays_back: checked.maybe_struck,
         next: None,
-    })
+    }
 }
 
 impl Decision {

@@ -9,16 +9,18 @@
 //! mode, no Web Bot Auth keys, the request's first decision, no solution
 //! or token carried, a key that is not exempt, and no breaker for the
 //! client in the zone. For those, the window admits the request only when
-//! it leaves at least one free request, or two where the last free one's
-//! next challenge is priced ([`Straight::admit`]); else nothing is counted
-//! and the full path decides. What it decides ([`Straight::decided`]) is
+//! it finds at least one free request (the last free one is admitted,
+//! remaining 0), or two with pay-ahead, where the last free one's next
+//! challenge is priced ([`Straight::admit`]); else nothing is counted and
+//! the full path decides. (A limit of 1 with pay-ahead is therefore never
+//! admitted here, and a limit of 2 only its window's first request.) What it decides ([`Straight::decided`]) is
 //! what the decision answers for the same check (`tests/straight.rs`).
 
-use super::{Final, Outcome, Rules};
+use super::{green, Final, Rules};
 use crate::limiter::breaker::BreakerStatus;
 use crate::limiter::window::{admit_within, SlidingWindow};
 use crate::limiter::{RateLimit, Verdict};
-use crate::store::{overage_reported, Offence};
+use crate::store::{overage_reported, Checked, Offence};
 use crate::syntax::HeadersMode;
 
 /// A location's straight path: its one limit, and the requests that must
@@ -58,17 +60,12 @@ impl Straight {
     /// `verdict`: the full decision's for the check that reports it, with
     /// no breaker.
     pub fn decided(verdict: Verdict) -> Final {
-        Final {
-            outcome: Outcome::Pass,
-            answer: None,
-            reason: "",
-            verdict: Some(verdict),
-            breaker: Some(BreakerStatus::default()),
+        green::passed(&Checked {
+            verdict,
+            breaker: BreakerStatus::default(),
             struck: false,
-            retry_after_ms: None,
             generation: None,
-            pays_back: false,
-            next: None,
-        }
+            maybe_struck: false,
+        })
     }
 }

@@ -21,12 +21,29 @@ const TIMES: [u64; 22] = [
     2_103, 3_400, 9_000, 9_001, 9_002,
 ];
 
+/// Every limit the straight path is tried with: 1 and 2 (where paying
+/// ahead leaves it few or no requests), and 3.
+const LIMITS: [RateLimit; 3] = [
+    RateLimit {
+        requests: 1,
+        window_ms: 1_000,
+    },
+    RateLimit {
+        requests: 2,
+        window_ms: 1_000,
+    },
+    LIMIT_3,
+];
+
 fn straight_rules() -> Vec<Rules> {
     let mut out = Vec::new();
-    for (pay_ahead, strikes) in [(false, false), (true, false), (false, true), (true, true)] {
+    for (pay_ahead, strikes, limit) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .flat_map(|(p, s)| LIMITS.map(|l| (p, s, l)))
+    {
         let base = rules();
         out.push(Rules {
-            limits: Limits::one(LIMIT_3),
+            limits: Limits::one(limit),
             pay_ahead,
             breaker: BreakerRules {
                 strikes: base.breaker.strikes.filter(|_| strikes),
@@ -48,6 +65,7 @@ fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
     let (mut straight_taken, mut left) = (0, 0);
     for rules in straight_rules() {
         let straight = Straight::of(&rules, HeadersMode::Off).expect("a straight location");
+        let limit = straight.limit;
         let mut s = FakeStore::default();
         for (n, t) in TIMES.iter().copied().enumerate() {
             s.store.at(t);
@@ -68,15 +86,15 @@ fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
                     straight_taken += 1;
                     assert_eq!(Straight::decided(verdict), done, "{at}");
                     assert_eq!(tried, after, "{at}: counted alike");
-                    assert_eq!(keep_until_ms, after.keep_until_ms(LIMIT_3), "{at}");
+                    assert_eq!(keep_until_ms, after.keep_until_ms(limit), "{at}");
                 }
                 None => {
                     left += 1;
                     // Tried or not, the window admits as it would have.
                     let (mut was, mut now) = (before, tried);
                     assert_eq!(
-                        admit_keeping(&mut was, LIMIT_3, t),
-                        admit_keeping(&mut now, LIMIT_3, t),
+                        admit_keeping(&mut was, limit, t),
+                        admit_keeping(&mut now, limit, t),
                         "{at}"
                     );
                     assert_eq!(was, now, "{at}");
@@ -149,4 +167,46 @@ fn straight_path_leaves_the_last_free_request_to_the_decision_when_paying_ahead(
         .map(|t| no_ahead.admit(&mut window, t).map(|(v, _)| v.remaining))
         .collect();
     assert_eq!(remaining, [Some(2), Some(1), Some(0), None]);
+}
+
+#[test]
+fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() {
+    // (limit, pay ahead): what a burst of four in one window is answered
+    // (remaining after it; `None`: left to the full path, nothing counted).
+    let table: [(u32, bool, [Option<u32>; 4]); 6] = [
+        (1, false, [Some(0), None, None, None]),
+        // The only free request is the last: its challenge is priced.
+        (1, true, [None, None, None, None]),
+        (2, false, [Some(1), Some(0), None, None]),
+        (2, true, [Some(1), None, None, None]),
+        (3, false, [Some(2), Some(1), Some(0), None]),
+        (3, true, [Some(2), Some(1), None, None]),
+    ];
+    for (requests, pay_ahead, expected) in table {
+        let rules = Rules {
+            limits: Limits::one(RateLimit {
+                requests,
+                window_ms: 1_000,
+            }),
+            pay_ahead,
+            ..rules()
+        };
+        let straight = Straight::of(&rules, HeadersMode::Off).expect("straight");
+        let mut window = SlidingWindow::default();
+        let mut answered = [None; 4];
+        for (t, answer) in (0..4).zip(&mut answered) {
+            let before = window;
+            *answer = straight.admit(&mut window, t).map(|(v, _)| v.remaining);
+            if answer.is_none() {
+                assert_eq!(
+                    window, before,
+                    "{requests} {pay_ahead} at {t}: nothing counted"
+                );
+            }
+        }
+        assert_eq!(
+            answered, expected,
+            "limit {requests}, pay ahead {pay_ahead}"
+        );
+    }
 }
