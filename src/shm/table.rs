@@ -40,7 +40,9 @@ union Payload {
 pub const ENTRY_SLOT: usize = 256;
 const _: () = assert!(core::mem::size_of::<Entry>() <= ENTRY_SLOT);
 
-/// One entry: a sliding window, a client's breaker or a spent token.
+/// One entry: a sliding window, a client's breaker or a spent token. The
+/// key's length is the tree node's spare byte (`rb.data`, which nginx's
+/// rbtree never reads): the window's 256 bytes are full to the last.
 #[repr(C)]
 pub struct Entry {
     rb: ngx_rbtree_node_t,
@@ -49,7 +51,6 @@ pub struct Entry {
     /// token expired, strikes forgotten): it may then be removed.
     pub expires_at_ms: u64,
     payload: Payload,
-    len: u8,
     key: [u8; INLINE_KEY],
 }
 
@@ -73,12 +74,17 @@ impl Entry {
         unsafe { &mut self.payload.refusal }
     }
 
+    /// The key's length tag (`TableKey::len_tag`).
+    fn len(&self) -> u8 {
+        self.rb.data
+    }
+
     fn stored_key(&self) -> &[u8] {
-        &self.key[..usize::from(self.len.min(INLINE_KEY as u8))]
+        &self.key[..usize::from(self.len().min(INLINE_KEY as u8))]
     }
 
     fn order(&self, hash: ngx_rbtree_key_t, len: u8, key: &[u8]) -> Ordering {
-        (hash, len, key).cmp(&(self.rb.key, self.len, self.stored_key()))
+        (hash, len, key).cmp(&(self.rb.key, self.len(), self.stored_key()))
     }
 
     /// [`Entry::order`] of a whole [`TableKey`]: the same order (past its
@@ -88,7 +94,7 @@ impl Entry {
     #[inline]
     fn order_of(&self, key: &TableKey) -> Ordering {
         let hash = key.hash() as ngx_rbtree_key_t;
-        match (hash, key.len_tag()).cmp(&(self.rb.key, self.len)) {
+        match (hash, key.len_tag()).cmp(&(self.rb.key, self.len())) {
             Ordering::Equal if words(key.bytes()) == words(&self.key) => Ordering::Equal,
             Ordering::Equal => key.bytes().cmp(&self.key),
             unequal => unequal,
@@ -200,7 +206,7 @@ impl Table {
             ptr::write_bytes(entry, 0, 1);
             let e = &mut *entry;
             e.rb.key = key.hash() as ngx_rbtree_key_t;
-            e.len = key.len_tag();
+            e.rb.data = key.len_tag();
             e.key = *key.bytes();
             // The insert callback lives in this process's copy of the module;
             // refresh it so a tree created by another build never calls a
@@ -393,7 +399,7 @@ unsafe extern "C" fn insert_entry(
         let new = &*node.cast::<Entry>();
         loop {
             let here = &mut *temp.cast::<Entry>();
-            let next = match new.order(here.rb.key, here.len, here.stored_key()) {
+            let next = match new.order(here.rb.key, here.len(), here.stored_key()) {
                 // `order` compares the argument against `new`: reversed.
                 Ordering::Greater => &mut here.rb.left,
                 _ => &mut here.rb.right,
