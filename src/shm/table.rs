@@ -152,7 +152,9 @@ impl Table {
         }
     }
 
-    /// Finds `key` and marks it most recently used.
+    /// Finds `key` and marks it most recently used. (Inline: local mode's
+    /// every request finds its window; a call costs a third of a lookup.)
+    #[inline(always)]
     pub fn find(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let entry: *mut Entry = self.get(key)?;
         // SAFETY: `get` returned a linked entry of this table.
@@ -164,6 +166,7 @@ impl Table {
     /// Finds `key`, leaving the LRU order alone (the replay cache keeps
     /// insertion order, close to expiry order, so `expire` finds the
     /// expired records at the tail).
+    #[inline]
     pub fn get(&mut self, key: &TableKey) -> Option<&mut Entry> {
         let sentinel = self.tree.sentinel;
         let mut node = self.tree.root;

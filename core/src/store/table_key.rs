@@ -154,7 +154,7 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 /// ones (it runs for every lookup of every request, under the zone's lock
 /// or just before it). Changing it changes the zone's layout
 /// (`src/shm`'s `MAGIC`).
-#[inline]
+#[inline(always)]
 fn key_hash(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = u64::from(len).wrapping_mul(K);
