@@ -43,6 +43,9 @@
 #   CG_ANNOTATE   a case whose profile is printed (callgrind_annotate,
 #                 inclusive, the module's and nginx's top functions) []
 #   CG_KEEP=1     keep the temp dir (config, log, callgrind dumps)
+#   CG_VALGRIND_ARGS  more callgrind options, e.g. --dump-instr=yes (costs
+#                 by instruction address, for a profile inside the
+#                 module's inlined handler) []
 #   NGINX, MODULE binaries [objs/nginx, objs/ngx_http_pow_shield_module.so]
 
 set -euo pipefail
@@ -188,7 +191,8 @@ declare -A VG_OF
 start_nginx() {
     local dir=$1 port=$2 pid
     "$NGINX" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" || die "nginx -t failed ($dir)"
-    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" \
+    # shellcheck disable=SC2086 # CG_VALGRIND_ARGS: words on purpose
+    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" ${CG_VALGRIND_ARGS:-} \
         "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/valgrind.log" 2>&1 &
     pid=$!
     VG_PID+=" $pid"

@@ -111,6 +111,7 @@ pub(super) fn default_key_parts(r: &Request) -> Option<[&[u8]; 2]> {
 ///
 /// # Safety
 /// `c` is a live connection whose `sockaddr` nginx filled.
+#[inline(always)]
 unsafe fn ipv4_text(c: &ngx_connection_t) -> Option<&[u8]> {
     // SAFETY: nginx's sockaddr is at least a `sockaddr` (checked non-null).
     let family = unsafe { c.sockaddr.as_ref() }.map(|sa| i32::from(sa.sa_family));

@@ -23,7 +23,9 @@ use pow_shield_core::store::SpentRoom;
 /// sizes that shape the memory (header, entries, metrics slots and the
 /// counters in each) are part of it, not only the hand-bumped version.
 const MAGIC: u64 = layout_magic(
-    0x706f_7773_6869_0009, // "powshi" v9: a window's running total
+    // "powshi" v10: a window's hint (`holds_until_ms`); the key's length
+    // in the tree node
+    0x706f_7773_6869_000a,
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),

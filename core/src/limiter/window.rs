@@ -53,6 +53,15 @@ pub struct SlidingWindow {
     /// The sum of `count`, kept as the slots change (in the padding the
     /// struct had: the entry's size is unchanged).
     pub total: u32,
+    /// When the oldest counted slot leaves, as the last count worked it
+    /// out, if that slot is older than the newest; 0: not known. Until
+    /// then nothing leaves and the count is `total`: a request before it
+    /// in the same period only counts itself ([`SlidingWindow::counted`]).
+    /// Only a slot that leaves changes it, and slots leave only when the
+    /// ring moves on (which forgets it) or a count finds one gone (which
+    /// writes it again); a request counted in the newest slot leaves it
+    /// alone, as that slot is never the one it names.
+    pub holds_until_ms: u64,
     /// Requests each slot admitted.
     pub count: [u32; SLOTS],
     /// Milliseconds from each slot's start to its last admitted request.
@@ -107,6 +116,8 @@ impl SlidingWindow {
     /// Moves the ring on to `period`, emptying the slots it passes over.
     #[inline]
     fn advance(&mut self, period: u64) {
+        // (The slots it empties have left: forgetting is only prudence.)
+        self.holds_until_ms = 0;
         let gap = period.saturating_sub(self.period);
         if gap >= SLOTS as u64 {
             self.count = [0; SLOTS];
@@ -148,6 +159,23 @@ impl SlidingWindow {
     /// every admitted request runs it, once.)
     #[inline(always)]
     fn counted(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+        // Nothing leaves before `holds_until_ms` (the ring has not moved
+        // since it was worked out): the count stands.
+        if self.holds_until_ms > now {
+            return (u64::from(self.total), Some(self.holds_until_ms));
+        }
+        let (counted, oldest) = self.counted_afresh(grid, now);
+        self.holds_until_ms = match oldest {
+            Some((at, age)) if age > 0 => at,
+            _ => 0,
+        };
+        (counted, oldest.map(|(at, _)| at))
+    }
+
+    /// [`SlidingWindow::counted`] without what the last count knew: the
+    /// oldest counted slot's leaving comes with its age.
+    #[inline(always)]
+    fn counted_afresh(&mut self, grid: Grid, now: u64) -> (u64, Option<(u64, usize)>) {
         let oldest_age = SLOTS as u64 - 1;
         match self.period.checked_mul(grid.width) {
             // Every request runs this. With every slot's period real and no
@@ -185,7 +213,7 @@ impl SlidingWindow {
                     }
                     let leaves = oldest_edge + (oldest_age - age as u64) * grid.width + last;
                     if leaves > now {
-                        return (u64::from(self.total), Some(leaves));
+                        return (u64::from(self.total), Some((leaves, age)));
                     }
                     self.empty(i);
                 }
@@ -207,7 +235,7 @@ impl SlidingWindow {
                     let leaves = edge + last;
                     if leaves > now {
                         // Every younger slot leaves later still.
-                        return (u64::from(self.total), Some(leaves));
+                        return (u64::from(self.total), Some((leaves, age)));
                     }
                     self.empty(i);
                 }
@@ -219,8 +247,9 @@ impl SlidingWindow {
         }
     }
 
-    /// [`SlidingWindow::counted`], each slot's time worked out on its own.
-    fn counted_slot_by_slot(&mut self, grid: Grid, now: u64) -> (u64, Option<u64>) {
+    /// [`SlidingWindow::counted_afresh`], each slot's time worked out on
+    /// its own.
+    fn counted_slot_by_slot(&mut self, grid: Grid, now: u64) -> (u64, Option<(u64, usize)>) {
         let (mut total, mut oldest) = (0, None);
         for age in (0..SLOTS).rev() {
             let i = self.slot(age);
@@ -230,7 +259,7 @@ impl SlidingWindow {
             let leaves = self.slot_leaves_at(grid, age);
             if leaves > now {
                 total += u64::from(self.count[i]);
-                oldest.get_or_insert(leaves);
+                oldest.get_or_insert((leaves, age));
             } else {
                 self.count[i] = 0;
                 self.last[i] = 0;

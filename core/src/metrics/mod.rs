@@ -319,7 +319,9 @@ pub fn worker() -> Option<&'static Slot> {
 }
 
 /// A shielded request's decision ended: what it was is made only when
-/// this worker counts (a `pow_shield_status` location exists).
+/// this worker counts (a `pow_shield_status` location exists). (Inline:
+/// where nothing counts, the decision's closure is never made.)
+#[inline(always)]
 pub fn request(decided: impl FnOnce() -> Decided) {
     if let Some(slot) = worker() {
         slot.count_request(&decided());

@@ -27,7 +27,7 @@ impl TableKey {
         let mut at = 0;
         for part in parts.iter().filter(|part| !part.is_empty()) {
             match bytes.get_mut(at..at + part.len()) {
-                Some(dst) => dst.copy_from_slice(part),
+                Some(dst) => copy_short(dst, part),
                 None => return Self::hashed(parts),
             }
             at += part.len();
@@ -54,7 +54,7 @@ impl TableKey {
         let mut at = FIXED;
         for part in parts.iter().filter(|part| !part.is_empty()) {
             match bytes.get_mut(at..at + part.len()) {
-                Some(dst) => dst.copy_from_slice(part),
+                Some(dst) => copy_short(dst, part),
                 None => {
                     let mut h = Sha256::new();
                     h.update(&bytes[..FIXED]);
@@ -114,13 +114,47 @@ impl TableKey {
     }
 }
 
+/// `dst.copy_from_slice(src)` for the short parts keys are made of (at
+/// most [`INLINE_KEY`] bytes, lengths known only at run time), inline: two
+/// overlapping loads and stores of the widest word that fits, where
+/// `copy_from_slice` calls `memcpy` per part (a client key is two parts,
+/// on every request).
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n != dst.len() {
+        return dst.copy_from_slice(src);
+    }
+    macro_rules! two {
+        ($w:literal) => {{
+            let (head, tail) = (n - $w, &src[n - $w..]);
+            let first: [u8; $w] = src[..$w].try_into().unwrap_or([0; $w]);
+            let last: [u8; $w] = tail.try_into().unwrap_or([0; $w]);
+            dst[..$w].copy_from_slice(&first);
+            dst[head..].copy_from_slice(&last);
+        }};
+    }
+    match n {
+        0 => {}
+        1..=3 => {
+            dst[0] = src[0];
+            dst[n / 2] = src[n / 2];
+            dst[n - 1] = src[n - 1];
+        }
+        4..=7 => two!(4),
+        8..=15 => two!(8),
+        16..=32 => two!(16),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
 /// A multiply-xorshift hash over the key's four 8-byte words and its
 /// length: stable in every process (unlike the std hasher's random keys),
 /// and a few multiplications where a byte-wise hash takes 33 dependent
 /// ones (it runs for every lookup of every request, under the zone's lock
 /// or just before it). Changing it changes the zone's layout
 /// (`src/shm`'s `MAGIC`).
-#[inline]
+#[inline(always)]
 fn key_hash(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = u64::from(len).wrapping_mul(K);
@@ -137,6 +171,26 @@ fn key_hash(len: u8, bytes: &[u8; INLINE_KEY]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_of_every_short_length_are_concatenated_byte_for_byte() {
+        // Every length a part can have inline (0 to 32), after every
+        // offset: the short copy's overlapping words put each byte once.
+        let text: Vec<u8> = (1..=64u8).collect();
+        for first in 0..=INLINE_KEY {
+            for second in 0..=INLINE_KEY - first {
+                let (a, b) = (&text[..first], &text[32..32 + second]);
+                let joined = [a, b].concat();
+                let k = TableKey::new(&[a, b]);
+                assert_eq!(k.stored(), joined.as_slice(), "{first} + {second}");
+                assert_eq!(k.bytes()[first + second..], [0; 32][first + second..]);
+                let l = TableKey::after_limit(7, 9, &[b, a]);
+                let fixed = [&7u32.to_le_bytes()[..], &9u64.to_le_bytes()[..]].concat();
+                let after = TableKey::new(&[&fixed, b, a]);
+                assert_eq!(l, after, "{second} + {first} after a limit");
+            }
+        }
+    }
 
     #[test]
     fn a_short_key_is_stored_inline_and_parts_are_concatenated() {
