@@ -15,32 +15,32 @@ end
 -- redirects). The slots run in turn, each writing only its own keys; the
 -- reply: one element per slot, as that slot's call would answer
 -- (`EXPIRED <ms>` after the deadline).
-local slots, at, deadline, runs = tonumber(ARGV[1]), 2, ARGV[#ARGV], {}
+local all = ARGV
+local slots, at, deadline, runs = tonumber(all[1]), 2, all[#all], {}
 for s = 1, slots do
-  local nk = tonumber(ARGV[at])
-  local keys = {unpack(ARGV, at + 1, at + nk)}
-  at = at + 1 + nk
-  local na = tonumber(ARGV[at])
-  local args = {unpack(ARGV, at + 1, at + na)}
-  args[#args + 1] = deadline
-  at = at + 1 + na
-  runs[s] = {keys, args}
+  local nk = tonumber(all[at])
+  local na = tonumber(all[at + 1 + nk])
+  -- (keys from k + 1, arguments from a + 1, in `all`)
+  runs[s] = {at, nk, at + 1 + nk, na}
+  at = at + 2 + nk + na
 end
--- (KEYS and ARGV are the script's own tables: filled in place for each
--- slot, as its call would have them.)
-local function fill(t, from)
-  for i = #t, 1, -1 do t[i] = nil end
-  for i = 1, #from do t[i] = from[i] end
-end
+-- KEYS and ARGV are filled in place for each slot, as its call would have
+-- them, the call's deadline last (ARGV is first kept whole).
+local keys, args = KEYS, {}
+for i = 1, #all do args[i] = all[i] end
+all = args
 local out = {}
 for s = 1, slots do
-  local keys, args = runs[s][1], runs[s][2]
+  local k, nk, a, na = runs[s][1], runs[s][2], runs[s][3], runs[s][4]
+  for i = #keys, nk + 1, -1 do keys[i] = nil end
+  for i = 1, nk do keys[i] = all[k + i] end
   local read = redis.pcall('EXISTS', unpack(keys))
   if type(read) == 'table' and read.err then
     out[s] = redis.status_reply('NOTLOCAL')
   else
-    fill(KEYS, keys)
-    fill(ARGV, args)
+    for i = #ARGV, na + 2, -1 do ARGV[i] = nil end
+    for i = 1, na do ARGV[i] = all[a + i] end
+    ARGV[na + 1] = deadline
     out[s] = slot_stacks()
   end
 end

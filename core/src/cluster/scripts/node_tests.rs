@@ -167,3 +167,60 @@ fn a_late_masters_call_writes_nothing_in_any_slot() {
     let keys = redis.call(&[b"KEYS", prefix.as_bytes()]);
     assert_eq!(keys, OwnedFrame::Array(vec![]), "nothing written");
 }
+
+/// Redis's CPU (INFO commandstats, usec of EVALSHA) of a master's call of
+/// eight slots against the same parts alone: `cargo test -p
+/// pow-shield-core redis_cost_of_a_masters_call -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn redis_cost_of_a_masters_call() {
+    let Some(mut redis) = Redis::connect("redis_cost_of_a_masters_call") else {
+        return;
+    };
+    let usec = |redis: &mut Redis| -> u64 {
+        let OwnedFrame::BulkString(text) = redis.call(&[b"INFO", b"commandstats"]) else {
+            panic!()
+        };
+        let text = String::from_utf8_lossy(&text).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .unwrap_or("");
+        line.split(',')
+            .find_map(|f| f.strip_prefix("usec="))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    let (alone, together) = (
+        calls(&mut redis, "cost-alone"),
+        calls(&mut redis, "cost-together"),
+    );
+    let rounds = 300u64;
+    let (mut a_us, mut t_us, mut parts_n) = (0, 0, 0);
+    for round in 0..rounds {
+        let a = slots(&alone, round + 100);
+        let t = slots(&together, round + 100);
+        // (Green: each round on empty keys, as new clients.)
+        redis.call(&[b"FLUSHDB"]);
+        let before = usec(&mut redis);
+        for slot in refs(&a) {
+            for (part, seq) in slot {
+                redis.raw(&alone.alone(part, seq).evalsha);
+                parts_n += 1;
+            }
+        }
+        let mid = usec(&mut redis);
+        let t = refs(&t);
+        let each: Vec<&[(&Part, u64)]> = t.iter().map(Vec::as_slice).collect();
+        redis.call(&[b"FLUSHDB"]);
+        let mid = usec(&mut redis).max(mid);
+        redis.raw(&together.node_stacks(&each).unwrap().evalsha);
+        let after = usec(&mut redis);
+        a_us += mid - before;
+        t_us += after - mid;
+    }
+    eprintln!(
+        "parts alone: {:.1} us a part; in a master's call: {:.1} us a part",
+        a_us as f64 / parts_n as f64,
+        t_us as f64 / parts_n as f64
+    );
+}
