@@ -6,9 +6,8 @@
 # key=, approx) that come while a check of their slot is on its way wait,
 # and go together in one call of the stacked script when that reply comes.
 # On a Redis Cluster each request's parts go per slot (its own, its
-# network's), and the parts of several requests gather per master (each
-# slot's as its own call would have them). Each request is counted in its
-# own windows.
+# network's), and the parts of several requests in one slot gather. Each
+# request is counted in its own windows.
 
 use strict;
 use warnings;
@@ -98,8 +97,8 @@ is(join(' ', map { $one->http_get('/data.json', 'X-Client' => $_, 'X-Net' => 'ne
 ###############################################################################
 
 # A Redis Cluster: five clients whose windows share a slot, of one network
-# (another slot): each request's parts go per slot, and the parts of the
-# four that came behind go in one call per master.
+# (another slot): each request's parts go per slot, and each slot's parts
+# of the four that came behind go in one call.
 
 my @r = run_redis_cluster(@n[0 .. 2]);
 my $t = $n[0];
@@ -129,12 +128,8 @@ ok(defined $owner && defined $net_owner, "their slots' masters found");
 
 my ($cluster_calls, @c5) = gathered($t, $net, \@r, @five);
 is(statuses(@c5), '200 200 200 200 200', 'a Redis Cluster: five stacked requests pass (no call failed)');
-# (Parts gather per master: one call a master for the first's two parts,
-# then one a master for the four behind, their two slots in one call when
-# one master serves both.)
-my $masters = (($owner // 0) == ($net_owner // 1)) ? 1 : 2;
-is($cluster_calls, 2 * $masters,
-    "five requests of two parts each in $masters master(s): one call a master for the first's, then one a master for the four behind");
+is($cluster_calls, 4,
+    "four script calls for five requests of two parts each: the first's two, then one per slot for the four behind");
 is(join(' ', map { $_->header('X-RateLimit-Remaining') // '-' } @c5), '2 2 2 2 2',
     '... each counted once, in its own window');
 is(join(' ', map { $r[$owner // 0]->cmd('ZCARD', wkey($_)) } @five), '1 1 1 1 1',

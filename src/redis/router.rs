@@ -52,15 +52,6 @@ impl Router {
         }
     }
 
-    /// A Redis Cluster's master serving `key`'s slot, as the slot table
-    /// says (its index among the nodes); `None` elsewhere or unknown.
-    pub fn master_of(&self, key: &[u8]) -> Option<usize> {
-        match self {
-            Router::Cluster(cluster) => cluster.master_of(key),
-            Router::Single(_) | Router::Sentinel(_) => None,
-        }
-    }
-
     /// What the connection that `key`'s commands take knows of Redis now.
     pub fn reach(&self, key: &[u8]) -> Reach {
         match self {

@@ -20,10 +20,8 @@ use crate::store::take_back::{strike_back, Case};
 use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
 
 mod checks;
-mod node_stacks;
 mod stacks;
 pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
-pub use node_stacks::{node_stacks_reply, SlotReply, MAX_SLOTS};
 pub use stacks::{part_checked, stacks_reply, Alone, Part};
 
 /// One script call, ready to send.

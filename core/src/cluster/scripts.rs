@@ -15,25 +15,16 @@ use std::sync::LazyLock;
 use sha1::{Digest, Sha1};
 
 pub mod args;
-#[cfg(test)]
-mod node_tests;
 pub mod replies;
 #[cfg(test)]
 pub(crate) mod tests;
 
 /// The one composer: a script's text is its title, then the code of its
-/// parts (`.lua` files of `scripts/`), in order; a script declaring
-/// flags (`#!lua flags=...`) carries that line first instead.
+/// parts (`.lua` files of `scripts/`), in order.
 macro_rules! compose {
-    ($title:literal; $($part:literal),+ $(,)?) => {
-        compose!(@ ""; $title; $($part),+)
-    };
-    (#! $flags:literal; $title:literal; $($part:literal),+ $(,)?) => {
-        compose!(@ concat!("#!lua flags=", $flags, "\n"); $title; $($part),+)
-    };
-    (@ $head:expr; $title:literal; $($part:literal),+) => {{
+    ($title:literal; $($part:literal),+ $(,)?) => {{
         const TEXT: &str = concat!(
-            $head, "-- pow-shield: ", $title, "\n",
+            "-- pow-shield: ", $title, "\n",
             $(include_str!(concat!("scripts/", $part, ".lua"))),+
         );
         const CODE: [u8; code_len(TEXT)] = code(TEXT);
@@ -396,30 +387,11 @@ pub struct PartScripts {
     /// deadline last. Answers as [`Scripts::stacked`] for a part of no
     /// limit: admitted, or blocked (with the slot's generation).
     pub standing: Script,
-    /// Several slots' gathered stacked checks in one call to the master
-    /// the node's slot table says serves them (`Calls::node_stacks`),
-    /// declared `allow-cross-slot-keys`: no `KEYS` (Redis Cluster refuses
-    /// declared keys of several slots); `ARGV[1]` how many slots, then
-    /// each slot's keys' count and keys, its arguments' count and
-    /// arguments, as [`Scripts::stacked`] gathering them would have them
-    /// but the deadline; the call's deadline last. A slot's keys are all
-    /// read first: a slot the master does not serve (a stale table, a slot
-    /// migrating or imported) runs nothing and answers the status
-    /// `NOTLOCAL`; each other slot runs as its gathered call would and
-    /// answers as it (`EXPIRED <ms>` included), one element of an array
-    /// a slot.
-    pub node: Script,
 }
 
 /// The texts of [`PartScripts`].
 const COUNT: &str = compose!("one count without a breaker";
     "deadline", "log", "counter", "generations", "count", "count_one", "slot_reply");
-/// Several slots' gathered stacked checks in one call to their master
-/// ([`PartScripts::node`]): the stacked script's gathered part, run once a
-/// slot.
-const NODE: &str = compose!(#! "allow-cross-slot-keys"; "several slots' stacked checks";
-    "deadline", "breaker", "check", "log", "counter", "stacked", "generations", "node_open",
-    "stacks", "node_stacks");
 const COUNTS: &str = compose!("several counts without a breaker";
     "deadline", "log", "counter", "generations", "count", "counts");
 const STANDING: &str = compose!("the client's breaker";
@@ -456,7 +428,6 @@ impl Scripts {
                 count: Script::new("count", COUNT),
                 counts: Script::new("counts", COUNTS),
                 standing: Script::new("standing", STANDING),
-                node: Script::new("node_stacks", NODE),
             }),
         }
     }
@@ -483,7 +454,7 @@ impl Scripts {
         .chain(
             self.parts
                 .iter()
-                .flat_map(|p| [&p.count, &p.counts, &p.standing, &p.node]),
+                .flat_map(|p| [&p.count, &p.counts, &p.standing]),
         )
     }
 

@@ -69,12 +69,6 @@ impl Cluster {
         }
     }
 
-    /// The master serving `key`'s slot, as the slot table says.
-    pub(in crate::redis) fn master_of(&self, key: &[u8]) -> Option<usize> {
-        let routes = self.routes.try_borrow().ok()?;
-        routes.owner(key_slot(key))
-    }
-
     /// Whether an unpaid refusal of a client whose keys share `key`'s slot
     /// counts a strike now: not within a grace after its master's outage.
     pub(in crate::redis) fn strikes_unpaid(&self, key: &[u8]) -> bool {

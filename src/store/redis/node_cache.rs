@@ -77,10 +77,6 @@ impl Around for Env<'_> {
         self.router.is_healthy()
     }
 
-    fn master_of(&self, route: &[u8]) -> Option<usize> {
-        self.router.master_of(route)
-    }
-
     fn has_zone(&self) -> bool {
         self.cache.is_some()
     }

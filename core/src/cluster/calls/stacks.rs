@@ -238,47 +238,30 @@ impl Calls {
     /// arguments (a set).
     pub fn stacks(&self, parts: &[(&Part, u64)]) -> Call {
         let script = &self.scripts.stacked;
-        let (keys, argc) = self.stacks_len(parts);
-        let mut call = ScriptCall::new(&script.sha1, keys, argc + 1);
-        self.stacks_keys(&mut call, parts);
-        self.stacks_args(&mut call, parts);
-        call.deadline();
-        Call::of(script, call)
-    }
-
-    /// How many keys and arguments (but the deadline) [`Calls::stacks`]
-    /// sends for `parts`.
-    pub(super) fn stacks_len(&self, parts: &[(&Part, u64)]) -> (usize, usize) {
         let sets = parts.chunk_by(|(a, _), (b, _)| a.same_set(b));
         let keys: usize = parts.iter().map(|(p, _)| 3 + 2 * p.counts.len()).sum();
-        let set_args: usize = sets.map(|s| 8 + 2 * s[0].0.counts.len()).sum();
-        (keys + usize::from(self.cluster), 2 + set_args + parts.len())
-    }
-
-    /// The keys of [`Calls::stacks`]'s call.
-    pub(super) fn stacks_keys(&self, call: &mut ScriptCall, parts: &[(&Part, u64)]) {
+        let set_args: usize = sets.clone().map(|s| 8 + 2 * s[0].0.counts.len()).sum();
+        let argc = 2 + set_args + parts.len() + 1;
+        let mut call = ScriptCall::new(&script.sha1, keys + usize::from(self.cluster), argc);
         for (part, _) in parts {
-            self.part_keys(call, part);
+            self.part_keys(&mut call, part);
         }
         if let Some((first, _)) = parts.first() {
-            self.slot_key(call, &first.route);
+            self.slot_key(&mut call, &first.route);
         }
-    }
-
-    /// The arguments of [`Calls::stacks`]'s call but the deadline.
-    pub(super) fn stacks_args(&self, call: &mut ScriptCall, parts: &[(&Part, u64)]) {
-        let sets = parts.chunk_by(|(a, _), (b, _)| a.same_set(b));
         call.push(|w| w.push(b'*')).num(sets.clone().count() as u64);
         for set in sets {
             let Some((part, _)) = set.first() else {
                 continue;
             };
             call.num(set.len() as u64);
-            part_args(call, part);
+            part_args(&mut call, part);
         }
         for (_, seq) in parts {
             call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
         }
+        call.deadline();
+        Call::of(script, call)
     }
 
     /// A part's call of its own ([`Part::alone`] says which script's;

@@ -77,11 +77,9 @@ pub(super) fn join<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, item: T) 
 
 /// A call of `slot` is sent (gathered).
 pub(super) fn sending<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16) {
-    let gathering = map.entry(slot).or_insert(Gathering {
-        in_flight: 0,
-        queued: Vec::new(),
-    });
-    gathering.in_flight += 1;
+    if let Some(gathering) = map.get_mut(&slot) {
+        gathering.in_flight += 1;
+    }
 }
 
 /// A call of `slot` had its reply (`failed`: none): what gathered behind

@@ -57,12 +57,6 @@ pub trait Around {
     fn reach(&self, route: &[u8]) -> Reach;
     /// Whether a command may be sent now (to some node).
     fn healthy(&self) -> bool;
-    /// The master a Redis Cluster's slot table says serves `route`'s slot
-    /// (the module's index of it), if known: stacked checks gather per
-    /// master (`stacks.rs`); `None`, per slot.
-    fn master_of(&self, _route: &[u8]) -> Option<usize> {
-        None
-    }
     /// Whether the node has a zone.
     fn has_zone(&self) -> bool;
     /// The client's block Redis reported, while it holds.
@@ -239,8 +233,7 @@ pub struct ClusterNode<W> {
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
     gathering: HashMap<u16, gather::Gathering<check::OneCheck<W>>>,
-    /// Stacked checks per slot, or per master (`stacks::MASTER_GATE`), as
-    /// `gathering` (`stacks.rs`).
+    /// Stacked checks per slot, as `gathering` (`stacks.rs`).
     stacking: stacks::Stacking<W>,
     /// Checks gathered or in gathered calls, exact or stacked
     /// (`gather::MAX_HELD`).

@@ -90,14 +90,16 @@ impl<W: Waits> ClusterNode<W> {
                 asked_ms: now.monotonic_ms,
             },
         );
-        // Each with the stacked checks of its slot (or master) on their
-        // way (`stacks.rs`).
-        let stacks = parts.into_iter().enumerate().map(|(index, part)| Stack {
-            part: Box::new(part),
-            seq,
-            then: Then::Part { request, index },
-        });
-        self.stack_parts(env, stacks.collect(), now, out);
+        // Each with the stacked checks of its slot on their way
+        // (`stacks.rs`).
+        for (index, part) in parts.into_iter().enumerate() {
+            let stack = Stack {
+                part: Box::new(part),
+                seq,
+                then: Then::Part { request, index },
+            };
+            self.stack(env, stack, now, out);
+        }
     }
 
     /// The answer to one part.

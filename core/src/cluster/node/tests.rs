@@ -5,7 +5,6 @@
 
 mod gather;
 mod keyed;
-mod masters;
 mod sequences;
 mod spend;
 mod stacks;
@@ -59,9 +58,6 @@ pub(super) struct Zone {
     pub refusals: HashMap<Vec<u8>, crate::cluster::refusals::LocalRefusal>,
     pub breakers: HashMap<Vec<u8>, StrikeCounter>,
     pub spent: HashMap<[u8; 32], u64>,
-    /// A Redis Cluster's masters the slot table knows, slots dealt
-    /// round-robin (0: none known, stacked checks gather per slot).
-    pub masters: usize,
 }
 
 impl Around for Zone {
@@ -71,11 +67,6 @@ impl Around for Zone {
 
     fn healthy(&self) -> bool {
         self.reach != Reach::Down
-    }
-
-    fn master_of(&self, route: &[u8]) -> Option<usize> {
-        let slot = crate::cluster::generation::slot_of_tag(route);
-        (self.masters > 0).then(|| usize::from(slot) % self.masters)
     }
 
     fn has_zone(&self) -> bool {
@@ -240,7 +231,6 @@ impl Rig {
                 refusals: HashMap::new(),
                 breakers: HashMap::new(),
                 spent: HashMap::new(),
-                masters: 0,
             },
             redis,
             prefix,

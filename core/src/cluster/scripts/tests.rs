@@ -122,8 +122,7 @@ fn each_mode_holds_every_script_once_and_only_one_redis_its_generation_script_an
             "undo",
             "count",
             "counts",
-            "standing",
-            "node_stacks"
+            "standing"
         ]
     );
     assert!(cluster.generation.is_none() && one.undo.is_none());
@@ -212,9 +211,8 @@ fn every_shared_part_is_written_once_and_the_scripts_read_redis_time_never_rando
             "{}",
             s.name
         );
-        // (A script declaring flags: that line first, its title dropped.)
         assert!(
-            s.text.starts_with("-- pow-shield: ") || s.text.starts_with("#!lua flags="),
+            s.text.starts_with("-- pow-shield: "),
             "{}: its title",
             s.name
         );

@@ -14,14 +14,14 @@ use crate::limiter::Limit;
 use crate::redis::clock;
 use crate::redis::command::client_tag;
 
-pub(super) const NET: RateLimit = RateLimit {
+const NET: RateLimit = RateLimit {
     requests: 3,
     window_ms: 60_000,
 };
 
 /// Per address (2 a minute, exact), then per /24 (3 a minute, `approx`,
 /// `key=$pow_shield_net`).
-pub(super) fn limits() -> Limits {
+fn limits() -> Limits {
     let mut limits = Limits::default();
     limits.add(Limit::new(LIMIT)).expect("one");
     let net = Limit::new(NET).approx().keyed(KeyId::of("$pow_shield_net"));
@@ -29,17 +29,17 @@ pub(super) fn limits() -> Limits {
     limits
 }
 
-pub(super) const NET_A: &[u8] = b"198.51.100.0/24";
-pub(super) const NET_B: &[u8] = b"203.0.113.0/24";
+const NET_A: &[u8] = b"198.51.100.0/24";
+const NET_B: &[u8] = b"203.0.113.0/24";
 
-pub(super) fn address(net: &[u8], n: u8) -> Vec<u8> {
+fn address(net: &[u8], n: u8) -> Vec<u8> {
     let mut key = net[..net.len() - 4].to_vec();
     key.push(n);
     key
 }
 
 /// An unpaid request from address `n` of `net`.
-pub(super) fn from(rig: &mut Rig, net: &'static [u8], n: u8) -> (u32, Answered) {
+fn from(rig: &mut Rig, net: &'static [u8], n: u8) -> (u32, Answered) {
     let key = address(net, n);
     let keys: &'static [Option<&'static [u8]>] = Box::leak(Box::new([None, Some(net)]));
     rig.ask_keyed(UNPAID, (&key, keys), limits(), FailPolicy::Local)
@@ -52,7 +52,7 @@ fn gathered(command: &Command) -> bool {
 
 /// How request `n` was decided: admitted, or refused by which limit and
 /// whether struck.
-pub(super) fn decided(rig: &Rig, n: u32) -> Option<(bool, u8, bool)> {
+fn decided(rig: &Rig, n: u32) -> Option<(bool, u8, bool)> {
     match rig.fate(n) {
         Some(Fate::Answered(Reply::Checked(c))) => {
             Some((c.verdict.allowed, c.verdict.limit, c.struck))
@@ -62,7 +62,7 @@ pub(super) fn decided(rig: &Rig, n: u32) -> Option<(bool, u8, bool)> {
 }
 
 /// The /24's count in Redis (its `approx` counter's current window).
-pub(super) fn net_count(rig: &mut Rig, net: &[u8]) -> i64 {
+fn net_count(rig: &mut Rig, net: &[u8]) -> i64 {
     let mut name = Vec::new();
     let tag = own_tag(net);
     keys::write(
