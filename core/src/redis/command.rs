@@ -292,7 +292,7 @@ pub fn client_tag(key: &[u8]) -> String {
 
 /// Appends the lower-case hex of `bytes` (what `hex::encode` writes, without
 /// its iterator of chars: several tags a request in cluster mode).
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
+fn push_hex(out: &mut String, bytes: &[u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for &b in bytes {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
