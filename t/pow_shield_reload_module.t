@@ -5,7 +5,10 @@
 # module that asked for it, so the new module gets a new, empty zone (the
 # counts start over) and never reads one a module of another zone layout
 # wrote (`MAGIC`, src/shm/mod.rs); a reload with the same path keeps the
-# module already loaded and its zone.
+# module already loaded and its zone. Both paths here hold copies of one
+# build, so this shows nginx's rule (a new path, a new zone), not the
+# `MAGIC` check itself, which a reload cannot reach: a zone is only ever
+# offered again to the module that made it.
 
 use strict;
 use warnings;

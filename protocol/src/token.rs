@@ -293,12 +293,8 @@ pub fn sent_ahead(token: &[u8]) -> bool {
 
 /// `bytes` as lower-case hex.
 fn hex_text(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut text = String::with_capacity(2 * bytes.len());
-    for &b in bytes {
-        text.push(char::from(DIGITS[usize::from(b >> 4)]));
-        text.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
+    crate::wire::push_hex(&mut text, bytes);
     text
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod json;
 pub(crate) use json::escaped;
-pub use json::{decimal, ChallengeJson};
+pub use json::{decimal, push_hex, ChallengeJson};
 
 /// Request and response header carrying the signed token.
 pub const HEADER_CHALLENGE: &str = "X-PoW-Challenge";

@@ -15,13 +15,16 @@ use ngx::http::HttpModule;
 
 pub use self::table::{Entry, Table, TableKey};
 use crate::ffi::PowShield;
+use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::metrics::{BotCounters, LimitPlaces, Slot, Slots, ZoneStats, SLOTS};
 use pow_shield_core::store::SpentRoom;
 
 /// Layout version: a zone written by another layout is never adopted. A
 /// reload may load a newer module into a zone an older one wrote, so the
 /// sizes that shape the memory (header, entries, metrics slots and the
-/// counters in each) are part of it, not only the hand-bumped version.
+/// counters in each) and where an entry keeps its key and a window its
+/// fields are part of it, not only the hand-bumped version: a field moved
+/// within the same size changes it too.
 const MAGIC: u64 = layout_magic(
     // "powshi" v10: a window's hint (`holds_until_ms`); the key's length
     // in the tree node
@@ -31,6 +34,14 @@ const MAGIC: u64 = layout_magic(
         core::mem::size_of::<table::Entry>(),
         core::mem::size_of::<Slots>(),
         pow_shield_core::metrics::at::LEN,
+        table::KEY_OFFSET,
+        core::mem::offset_of!(SlidingWindow, period),
+        core::mem::offset_of!(SlidingWindow, over_until_ms),
+        core::mem::offset_of!(SlidingWindow, over),
+        core::mem::offset_of!(SlidingWindow, total),
+        core::mem::offset_of!(SlidingWindow, holds_until_ms),
+        core::mem::offset_of!(SlidingWindow, count),
+        core::mem::offset_of!(SlidingWindow, last),
     ],
 );
 

@@ -40,6 +40,9 @@ union Payload {
 pub const ENTRY_SLOT: usize = 256;
 const _: () = assert!(core::mem::size_of::<Entry>() <= ENTRY_SLOT);
 
+/// Where an entry keeps its key (part of the zone's layout: `MAGIC`).
+pub(super) const KEY_OFFSET: usize = core::mem::offset_of!(Entry, key);
+
 /// One entry: a sliding window, a client's breaker or a spent token. The
 /// key's length is the tree node's spare byte (`rb.data`, which nginx's
 /// rbtree never reads): the window's 256 bytes are full to the last.

@@ -27,7 +27,9 @@
 //! window is written by this code only (a zone of another layout is never
 //! adopted: `src/shm`'s `MAGIC`); should a window's bytes disagree with
 //! themselves all the same, nothing panics, and the total is worked out
-//! from the ring again on the slot-by-slot path and once the ring empties.
+//! from the ring again on the slot-by-slot path and once the ring empties
+//! (a wrong `holds_until_ms` keeps the total as it is until the ring next
+//! moves, which clears it).
 
 use super::{RateLimit, Verdict};
 

@@ -1,6 +1,10 @@
-//! Commands and replies on the wire (RESP2 via `redis-protocol`): no nginx
-//! types here, so it is unit-tested.
+//! Commands and replies on the wire (RESP2): commands encoded by
+//! `redis-protocol`; replies scanned for their shape and decoded here (a
+//! scalar or an array of scalars: every reply of ours), the cluster's
+//! topology by `redis-protocol`'s decoder. No nginx types here, so it is
+//! unit-tested.
 
+use pow_shield_protocol::wire::push_hex;
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::encode::encode_borrowed;
 use redis_protocol::resp2::types::{BorrowedFrame, OwnedFrame};
@@ -45,10 +49,11 @@ pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK 
 
 /// Decodes the first reply in `buf`.
 ///
-/// The reply's shape is checked first: none of our replies nests arrays or
-/// is large, and `redis-protocol`'s decoder recurses into nested arrays (a
-/// deep enough nesting overflows the worker's stack) and waits for any
-/// announced length. Anything else is a fault of the connection.
+/// The reply's shape is checked first (`scan_reply`): none of our replies
+/// nests arrays or is large, so a nested array, a length beyond the limits
+/// or a malformed line is a fault of the connection, and no announced
+/// length is waited for beyond them. A complete reply is then decoded
+/// without a parser (`flat`), as `redis-protocol`'s decoder makes it.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
     let len = match scan_reply(buf) {
         Err(why) => return Decoded::Corrupt(why),
@@ -290,16 +295,6 @@ pub fn client_tag(key: &[u8]) -> String {
     }
 }
 
-/// Appends the lower-case hex of `bytes` (what `hex::encode` writes, without
-/// its iterator of chars: several tags a request in cluster mode).
-fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-}
-
 /// The kind of an error reply for the log: its first word (`WRONGTYPE`,
 /// `READONLY`), letters, digits and `_` only, at most 32 of them.
 pub fn error_kind(text: &str) -> &str {
@@ -351,6 +346,12 @@ mod tests {
             b"*1\r\n$3\r\nab\r\n\r\n",
             b"-\xff\xfe\r\n",
             b"%1\r\n",
+            b"-ASK 3999 127.0.0.1:6381\r\n",
+            b":+5\r\n",
+            b"$+3\r\nabc\r\n",
+            b"*1\r\n$-1\r\n",
+            b"+\r\n",
+            b":\r\n",
         ];
         for case in cases {
             let (ours, theirs) = (decode_reply(case), by_parser(case));

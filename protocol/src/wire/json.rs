@@ -156,6 +156,15 @@ impl Cursor<'_> {
     }
 }
 
+/// Appends the lower-case hex of `bytes` (token salts, Redis key tags).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+}
+
 /// `n` in decimal, its digits handed to `put` at once: made two at a
 /// time from the last, in a scratch of the longest (20 digits).
 pub fn decimal(mut n: u64, mut put: impl FnMut(&[u8])) {
