@@ -116,15 +116,17 @@ impl Passed {
         let passed = room.as_ptr();
         // SAFETY: `room` is an aligned allocation of the live request's
         // pool, written in full before it is linked into the pool's cleanup
-        // list; its handler does nothing (it holds plain values only).
+        // list; it has no handler (it holds plain values only: nothing to
+        // drop), so the pool's walk at the request's end skips it, and its
+        // `data`, the address of [`PASSED`], says it is a mark.
         unsafe {
             let pool = (*raw).pool;
             ptr::write(
                 passed,
                 Passed {
                     cleanup: ngx_pool_cleanup_t {
-                        handler: Some(straight_passed),
-                        data: passed.cast(),
+                        handler: None,
+                        data: passed_tag(),
                         next: (*pool).cleanup,
                     },
                     policy: NonNull::from(policy),
@@ -198,7 +200,8 @@ impl RequestState {
 
     /// What the request has of the shield, if anything, made into nothing.
     /// The module context and our pool cleanup entries both start with the
-    /// entry (`Attached`, [`Passed`]); its handler says which it is.
+    /// entry (`Attached`, [`Passed`]); [`RequestState::entry`] says which
+    /// it is.
     pub fn found(r: &Request) -> Option<Found> {
         let module = PowShield::module();
         let raw: &ngx_http_request_t = r.as_ref();
@@ -207,7 +210,7 @@ impl RequestState {
         let cached = unsafe { *raw.ctx.add(module.ctx_index) }.cast::<ngx_pool_cleanup_t>();
         if let Some(cached) = NonNull::new(cached) {
             // SAFETY: as above.
-            return Self::entry(unsafe { cached.as_ref() });
+            return unsafe { Self::entry(cached) };
         }
         // Only an internal redirect wipes r->ctx: without one, no ctx means
         // no state, and the pool need not be searched.
@@ -215,39 +218,47 @@ impl RequestState {
             return None;
         }
         // SAFETY: the cleanup list of a live request's pool is well formed;
-        // an entry with one of our handlers is one of ours.
+        // an entry with our handler, or our tag as its data, is one of ours.
         unsafe {
             let mut cln = (*raw.pool).cleanup;
-            while let Some(c) = cln.as_ref() {
-                // Our handlers mark our entries (ngx_http_realip_module's way).
+            while let Some(c) = NonNull::new(cln) {
+                // Our handler or tag marks our entries (ngx_http_realip_module's
+                // way).
                 if let Some(found) = Self::entry(c) {
                     r.set_module_ctx(cln.cast(), module);
                     return Some(found);
                 }
-                cln = c.next;
+                cln = (*cln).next;
             }
         }
         None
     }
 
-    /// What one pool cleanup entry is, if it is one of ours.
-    fn entry(c: &ngx_pool_cleanup_t) -> Option<Found> {
-        let handler = c.handler?;
-        if core::ptr::fn_addr_eq(handler, cleanup as unsafe extern "C" fn(*mut c_void)) {
-            return NonNull::new(c.data.cast()).map(Found::State);
+    /// What one pool cleanup entry is, if it is one of ours: a state's
+    /// has our handler, a mark's [`PASSED`]'s address as its data (and no
+    /// handler: nginx's walk skips it). (Inline: the header filter asks
+    /// of every response.)
+    ///
+    /// # Safety
+    /// `c` is a live entry of a request pool's cleanup list.
+    #[inline(always)]
+    unsafe fn entry(c: NonNull<ngx_pool_cleanup_t>) -> Option<Found> {
+        // SAFETY: per the contract.
+        let (data, handler) = unsafe { ((*c.as_ptr()).data, (*c.as_ptr()).handler) };
+        if data == passed_tag() {
+            // A mark is its entry's `Passed` (its first field, `repr(C)`).
+            return Some(Found::Passed(c.cast()));
         }
-        if core::ptr::fn_addr_eq(
-            handler,
-            straight_passed as unsafe extern "C" fn(*mut c_void),
-        ) {
-            return NonNull::new(c.data.cast()).map(Found::Passed);
+        if core::ptr::fn_addr_eq(handler?, cleanup as unsafe extern "C" fn(*mut c_void)) {
+            return NonNull::new(data.cast()).map(Found::State);
         }
         None
     }
 
     /// The state of a request the straight path admitted, as the full
     /// path leaves it (`http::handler::decided`); its [`Passed`] entry is
-    /// retired (its handler cleared: nginx skips it, and so do we).
+    /// retired (its tag cleared: it has no handler, so nginx skips it, and
+    /// now so do we).
     #[cold]
     fn made_of(r: &mut Request, passed: NonNull<Passed>) -> Option<NonNull<RequestState>> {
         // SAFETY: a `Passed` lives in the request's pool, written in full by
@@ -265,7 +276,7 @@ impl RequestState {
         // Retired once the state is made (it is found first: its entry is
         // the newer): a request that could not have its state made keeps
         // its mark, and is not counted again.
-        passed.cleanup.handler = None;
+        passed.cleanup.data = ptr::null_mut();
         // SAFETY: just made in the request's pool; nothing else borrows it.
         let st = unsafe { &mut *state.as_ptr() };
         st.key = Some(key);
@@ -426,9 +437,16 @@ unsafe extern "C" fn cleanup(data: *mut c_void) {
     })
 }
 
-/// The pool cleanup of a request the straight path admitted: nothing to
-/// drop (its entry marks the request for [`RequestState::find`]).
-unsafe extern "C" fn straight_passed(_data: *mut c_void) {}
+/// What the pool cleanup entry of a request the straight path admitted
+/// points to, instead of a handler (nothing to drop): the mark's tag,
+/// which no other entry's data is (every other is its owner's memory).
+static PASSED: u8 = 0;
+
+/// [`PASSED`]'s address, as an entry's data.
+#[inline(always)]
+fn passed_tag() -> *mut c_void {
+    ptr::addr_of!(PASSED).cast_mut().cast()
+}
 
 /// The resume event's handler: the store answered; run the phases again.
 unsafe extern "C" fn resume(ev: *mut ngx_event_t) {
