@@ -567,6 +567,17 @@ fn two_limits_sharing_a_log(own: bool) -> Limits {
     limits
 }
 
+/// Client `c` under `limits` with these `key=` values.
+fn client_c<'a>(limits: &'a Limits, values: &'a [Option<&'a [u8]>]) -> Subject<'a> {
+    Subject {
+        key: b"c",
+        limits,
+        key_values: values,
+        rules: RULES,
+        rising: false,
+    }
+}
+
 #[test]
 fn a_request_is_logged_once_in_a_log_two_of_its_limits_share() {
     let Some((mut redis, calls)) = super::late_calls("shared_log", "shared", false) else {
@@ -574,13 +585,7 @@ fn a_request_is_logged_once_in_a_log_two_of_its_limits_share() {
     };
     let limits = two_limits_sharing_a_log(false);
     let values: [Option<&[u8]>; 2] = [Some(b"example.com"), Some(b"example.com")];
-    let subject = Subject {
-        key: b"c",
-        limits: &limits,
-        key_values: &values,
-        rules: RULES,
-        rising: false,
-    };
+    let subject = client_c(&limits, &values);
     let part = calls.whole(client_tag(b"c").as_bytes(), &subject, Offence::Unpaid);
     let allowed: Vec<i64> = (1..=3)
         .map(|seq| ints(&redis.raw(&calls.stacked(&part, seq).evalsha))[0])
@@ -601,13 +606,7 @@ fn an_undo_takes_back_all_a_log_two_limits_share_counted() {
     };
     let limits = two_limits_sharing_a_log(true);
     let values: [Option<&[u8]>; 3] = [None, Some(b"example.com"), Some(b"example.com")];
-    let subject = Subject {
-        key: b"c",
-        limits: &limits,
-        key_values: &values,
-        rules: RULES,
-        rising: false,
-    };
+    let subject = client_c(&limits, &values);
     let parts = calls.parts(client_tag(b"c").as_bytes(), &subject, Offence::Unpaid);
     for part in &parts {
         redis.raw(&calls.alone(part, 5).evalsha);
