@@ -23,9 +23,6 @@ pub struct CheckOf<'a> {
     pub limit: RateLimit,
     pub rules: BreakerRules,
     pub offence: Offence,
-    /// Makes the sorted set's member unique (a call's first check's is
-    /// the call's member).
-    pub seq: u64,
 }
 
 impl CheckOf<'_> {
@@ -39,8 +36,9 @@ impl Calls {
     /// The checks of `checks` (at most [`MAX_GATHERED`], all in one slot)
     /// in one call: each as the window script's for one request. Clients
     /// in a row under the same limit, rules and offence share their
-    /// arguments (a set).
-    pub fn checks(&self, checks: &[CheckOf]) -> Call {
+    /// arguments (a set). `seq` makes the call's member unique (one for
+    /// all: each client's admission goes in a log of its own).
+    pub fn checks(&self, checks: &[CheckOf], seq: u64) -> Call {
         let prefix = self.prefix.as_bytes();
         let n = checks.len();
         let script = &self.scripts.checks;
@@ -73,10 +71,8 @@ impl Calls {
                 call.num(rule);
             }
         }
-        // One member for the call (its first check's): each client's
-        // admission goes in a log of its own.
-        if let Some(first) = checks.first() {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, first.seq));
+        if n > 0 {
+            call.push(|w| args::write_member(w, self.node_id, self.pid, seq));
         }
         call.deadline();
         Call::of(script, call)

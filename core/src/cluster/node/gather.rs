@@ -209,18 +209,18 @@ impl<W: Waits> ClusterNode<W> {
             let Some(route) = tags.first().map(|t| t.clone().into_bytes()) else {
                 break;
             };
-            let mut of = Vec::with_capacity(batch.len());
-            for (c, tag) in batch.iter().zip(&tags) {
-                let seq = self.next_seq();
-                of.push(CheckOf {
+            let of: Vec<CheckOf> = batch
+                .iter()
+                .zip(&tags)
+                .map(|(c, tag)| CheckOf {
                     tag: tag.as_bytes(),
                     limit: c.limit,
                     rules: c.rules,
                     offence: c.offence,
-                    seq,
-                });
-            }
-            let call = self.calls.checks(&of);
+                })
+                .collect();
+            let seq = self.next_seq();
+            let call = self.calls.checks(&of, seq);
             let flight = Flight::Checks(Checks {
                 slot,
                 checks: batch,

@@ -171,16 +171,14 @@ fn checks_call(calls: &Calls, tags: &[String], rows: &[&Row], seq: u64) -> Vec<u
     let of: Vec<CheckOf> = tags
         .iter()
         .zip(rows)
-        .zip(seq..)
-        .map(|((tag, row), seq)| CheckOf {
+        .map(|(tag, row)| CheckOf {
             tag: tag.as_bytes(),
             limit: row.limit,
             rules: RULES,
             offence: row.offence,
-            seq,
         })
         .collect();
-    calls.checks(&of).evalsha
+    calls.checks(&of, seq).evalsha
 }
 
 #[test]
