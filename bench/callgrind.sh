@@ -21,11 +21,18 @@
 # requests are sent on one keep-alive connection (curl -K), and the
 # counters dumped (`callgrind_control -d`): the dump's total divided by
 # CG_REQUESTS is the instructions a request, the whole of nginx's work for
-# it (reading, the phases, the static file, the filters, writing).
+# it (reading, the phases, the static file, the filters, writing). That
+# is done CG_REPEAT times back to back per case, and the median is the
+# case's figure (min..max and each beside it): the first measurement of
+# a case runs ~40-70 higher than the rest in every case, stock's too
+# (what the connection before it left to do: its close, a timer), and
+# one measurement alone moved by ±20 between runs of the same build; the
+# median of 5 moves by a few instructions.
 # Loopback only; everything started here is stopped on exit.
 #
 # Environment (defaults in brackets):
 #   CG_REQUESTS   requests measured per case [2000]
+#   CG_REPEAT     measurements per case, the median reported [5]
 #   CG_WARMUP     requests before measuring, per case [50]
 #   CG_STEADY_MS  warm-up goes on (CG_WARMUP requests at a time, at least
 #                 50) until this long after it started [1100: longer than
@@ -41,7 +48,8 @@
 #                 with its challenge; cluster_over: the same in cluster
 #                 mode (a redis-server started here), refused on the node
 #   CG_ANNOTATE   a case whose profile is printed (callgrind_annotate,
-#                 inclusive, the module's and nginx's top functions) []
+#                 inclusive, the module's and nginx's top functions; of
+#                 its middle measurement) []
 #   CG_KEEP=1     keep the temp dir (config, log, callgrind dumps)
 #   CG_VALGRIND_ARGS  more callgrind options, e.g. --dump-instr=yes (costs
 #                 by instruction address, for a profile inside the
@@ -55,6 +63,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$ROOT/bench/lib.sh"
 REQUESTS=${CG_REQUESTS:-2000}
 WARMUP=${CG_WARMUP:-50}
+REPEAT=${CG_REPEAT:-5}
 STEADY_MS=${CG_STEADY_MS:-1100}
 CASES=${CG_CASES:-stock limit_req local local_noheaders}
 ANNOTATE=${CG_ANNOTATE:-}
@@ -65,6 +74,9 @@ if ! [[ $REQUESTS =~ ^[0-9]+$ ]] || ((REQUESTS < 1)); then
     die "CG_REQUESTS must be a whole number >= 1"
 fi
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "CG_WARMUP must be a whole number"
+if ! [[ $REPEAT =~ ^[0-9]+$ ]] || ((REPEAT < 1)); then
+    die "CG_REPEAT must be a whole number >= 1"
+fi
 [[ $STEADY_MS =~ ^[0-9]+$ ]] || die "CG_STEADY_MS must be a whole number"
 [[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"
@@ -220,10 +232,10 @@ requests() { # requests <case> <n>: n requests on one keep-alive connection, all
 echo "== pow-shield bench/callgrind.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX_SRC, copied), single process"
 echo "module:   $MODULE_SRC (sha256 $(sha256sum "$MODULE" | cut -c1-12), git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src core 2>/dev/null || echo '+dirty'))"
-echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a case on one keep-alive connection (curl -K), after $WARMUP and more for ${STEADY_MS} ms"
+echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a measurement on one keep-alive connection (curl -K), $REPEAT measurements a case (median), after $WARMUP and more for ${STEADY_MS} ms"
 echo
 
-declare -A PER
+declare -A PER LOW HIGH ALL
 for c in $CASES; do
     hdr=$(curl -s -m 30 -o /dev/null -D - "http://127.0.0.1:${PORT[$c]}$URI" || true)
     [[ $(awk 'NR==1 {print $2}' <<<"$hdr") == 200 ]] || die "$c: expected 200, got '$(head -1 <<<"$hdr")'"
@@ -240,31 +252,46 @@ for c in $CASES; do
     while (($(ms_now) < warm_until)); do requests "$c" $((WARMUP > 50 ? WARMUP : 50)); done
     vg=${VG_OF[$TMP]}
     [[ $c == cluster_* ]] && vg=${VG_OF[$TMP/cluster]}
-    callgrind_control -z "$vg" >/dev/null 2>&1 || die "callgrind_control -z failed"
-    requests "$c" "$REQUESTS"
-    callgrind_control -d "$c" "$vg" >/dev/null 2>&1 || die "callgrind_control -d failed"
-    dump=""
-    for _ in $(seq 100); do
-        dump=$(grep -l "^desc: Trigger: dump $c\$" "$TMP"/cg/callgrind.out.* 2>/dev/null | head -1 || true)
-        [[ -n $dump ]] && grep -q '^totals:' "$dump" && break
-        sleep 0.1
+    # CG_REPEAT measurements back to back, the client sending on between
+    # them (each is CG_REQUESTS requests): the median is the figure.
+    per=()
+    for ((rep = 1; rep <= REPEAT; rep++)); do
+        callgrind_control -z "$vg" >/dev/null 2>&1 || die "callgrind_control -z failed"
+        requests "$c" "$REQUESTS"
+        callgrind_control -d "$c.$rep" "$vg" >/dev/null 2>&1 || die "callgrind_control -d failed"
+        dump=""
+        for _ in $(seq 100); do
+            dump=$(grep -l "^desc: Trigger: dump $c\.$rep\$" "$TMP"/cg/callgrind.out.* 2>/dev/null | head -1 || true)
+            [[ -n $dump ]] && grep -q '^totals:' "$dump" && break
+            sleep 0.1
+        done
+        [[ -n $dump ]] || die "$c: no callgrind dump"
+        total=$(awk '/^totals:/ {print $2}' "$dump")
+        per+=("$(awk -v t="$total" -v n="$REQUESTS" 'BEGIN {printf "%.0f", t / n}')")
+        [[ $c == "$ANNOTATE" ]] && ((rep == (REPEAT + 1) / 2)) && cp "$dump" "$TMP/annotate.out"
     done
-    [[ -n $dump ]] || die "$c: no callgrind dump"
-    total=$(awk '/^totals:/ {print $2}' "$dump")
-    PER[$c]=$(awk -v t="$total" -v n="$REQUESTS" 'BEGIN {printf "%.0f", t / n}')
-    [[ $c == "$ANNOTATE" ]] && cp "$dump" "$TMP/annotate.out"
+    read -r median low high < <(printf '%s\n' "${per[@]}" | sort -n |
+        awk '{v[NR] = $1} END {
+            m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            printf "%.0f %d %d\n", m, v[1], v[NR] }')
+    PER[$c]=$median LOW[$c]=$low HIGH[$c]=$high
+    ALL[$c]="${per[*]}"
 done
 
 ratio() { # ratio <case> <baseline>
     [[ -n ${PER[$2]:-} ]] || { echo "-"; return; }
     awk -v a="${PER[$1]}" -v b="${PER[$2]}" 'BEGIN {printf "%.3f", a / b}'
 }
-printf '%-28s %12s %10s %10s %12s\n' case "instr/req" "vs stock" "vs lim_req" "over stock"
+printf '%-28s %12s %10s %10s %12s' case "instr/req" "vs stock" "vs lim_req" "over stock"
+((REPEAT > 1)) && printf '  %13s  %s' "min..max" "each"
+echo
 for c in $CASES; do
     over=-
     [[ -n ${PER[stock]:-} ]] && over=$((PER[$c] - PER[stock]))
-    printf '%-28s %12s %10s %10s %12s\n' "${LABEL[$c]}" "${PER[$c]}" "$(ratio "$c" stock)" \
+    printf '%-28s %12s %10s %10s %12s' "${LABEL[$c]}" "${PER[$c]}" "$(ratio "$c" stock)" \
         "$(ratio "$c" limit_req)" "$over"
+    ((REPEAT > 1)) && printf '  %13s  %s' "${LOW[$c]}..${HIGH[$c]}" "${ALL[$c]}"
+    echo
 done
 if [[ -n ${PER[local_noheaders]:-} && -n ${PER[limit_req]:-} ]]; then
     echo
