@@ -40,7 +40,7 @@ use crate::protocol::SecretKeys;
 /// no request can carry one, so no key a client controls (a header, an
 /// argument) can equal an address's and spend its strikes or its count.
 /// The handler makes the same bytes directly (`http::key::default_key`;
-/// the straight path reads them in parts: `http::key::default_key_parts`).
+/// the straight path reads the address text in place: `http::key::default_key_text`).
 const DEFAULT_KEY: &str = "\0$pow_shield_client";
 
 /// A compiled complex value (configuration pool).

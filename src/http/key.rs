@@ -92,17 +92,17 @@ fn made_in_pool<'r>(r: &'r Request, id: &[u8]) -> Option<&'r [u8]> {
     }
 }
 
-/// The default key of `r` in parts, as nginx keeps them (no copy): the
-/// mark, then the IPv4 peer's address text (`c->addr_text`'s bytes now,
-/// which [`default_key_of`] makes the key of again); `None` for any other
-/// peer (its identity is made: [`evaluate_key`] makes it in the pool).
+/// The default key of `r` as nginx keeps it (no copy): the IPv4 peer's
+/// address text (`c->addr_text`'s bytes now, which [`default_key_of`]
+/// makes the key of again), after the mark (`DEFAULT_KEY_MARK`, not
+/// written: `store::StraightKey::Address`); `None` for any other peer (its
+/// identity is made: [`evaluate_key`] makes it in the pool).
 #[inline(always)]
-pub(super) fn default_key_parts(r: &Request) -> Option<[&[u8]; 2]> {
+pub(super) fn default_key_text(r: &Request) -> Option<&[u8]> {
     let raw: &ngx_http_request_t = r.as_ref();
     // SAFETY: a request's connection is live while the request is, and
     // nginx filled its sockaddr.
-    let text = unsafe { ipv4_text(&*raw.connection) }?;
-    Some([&[DEFAULT_KEY_MARK], text])
+    unsafe { ipv4_text(&*raw.connection) }
 }
 
 /// `$remote_addr` of an IPv4 peer (after realip), which is its

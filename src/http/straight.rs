@@ -12,12 +12,12 @@ use ngx::core::Status;
 use ngx::http::{HttpModule, Request};
 
 use super::counted::count_decided;
-use super::key::{default_key_parts, evaluate_key, pooled, Pooled};
+use super::key::{default_key_text, evaluate_key, pooled, Pooled};
 use super::request::carries_payment;
 use super::state::{Passed, PassedKey};
 use crate::config::{MainConf, Policy};
 use crate::ffi::{bytes, PowShield};
-use crate::store::{now, straight_admit};
+use crate::store::{now, straight_admit, StraightKey};
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::store::{NoRoom, Reply};
 
@@ -53,11 +53,11 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
     if carries_payment(r) {
         return Taken::Left(None);
     }
-    // The default key of an IPv4 peer is read in parts where nginx
-    // keeps them, not made (`key::default_key_parts`); any other is made
+    // The default key of an IPv4 peer is read where nginx keeps its
+    // address text, not made (`key::default_key_text`); any other is made
     // in the pool as the full path makes it.
-    let parts = match policy.default_key {
-        true => default_key_parts(r),
+    let text = match policy.default_key {
+        true => default_key_text(r),
         false => None,
     };
     // The mark's room before anything is counted: a request the pool
@@ -67,11 +67,11 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
     };
     // (`counted`: the key as the mark keeps it; the address text counted,
     // not the connection's when the state is made: realip may rewrite it.)
-    let (counted, one);
-    let key: &[&[u8]] = match &parts {
-        Some(parts) => {
-            counted = PassedKey::Address((parts[1].as_ptr(), parts[1].len()));
-            parts
+    let counted;
+    let key = match text {
+        Some(text) => {
+            counted = PassedKey::Address((text.as_ptr(), text.len()));
+            StraightKey::Address(text)
         }
         None => {
             let Some(key) = evaluate_key(r, policy) else {
@@ -82,8 +82,7 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
                 return Taken::Left(Some(key));
             }
             counted = PassedKey::Made(key);
-            one = [pooled(key)];
-            &one
+            StraightKey::Made(pooled(key))
         }
     };
     let now = now();

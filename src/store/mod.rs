@@ -25,7 +25,7 @@ use ngx::core::Status;
 pub use self::nonces::record_bot_nonce;
 use self::redis::NodeCache;
 pub use self::redis::RedisStore;
-pub use self::zone::{straight_admit, ZoneStore};
+pub use self::zone::{straight_admit, StraightKey, ZoneStore};
 use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};

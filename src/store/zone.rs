@@ -13,6 +13,7 @@ use crate::config::MainConf;
 use crate::shm::{Allocator, Entry, SharedZone, Table, TableKey, Zone};
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
+use pow_shield_core::limiter::client::DEFAULT_KEY_MARK;
 use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::{RateLimit, Verdict};
 use pow_shield_core::store::spent::lifetime_class;
@@ -106,11 +107,21 @@ impl ZoneStore {
     }
 }
 
+/// A client key as the straight path counts it.
+#[derive(Clone, Copy)]
+pub enum StraightKey<'k> {
+    /// The default key of an IPv4 peer, in parts: `DEFAULT_KEY_MARK`,
+    /// then this address text (read where nginx keeps it).
+    Address(&'k [u8]),
+    /// A key made whole (not empty).
+    Made(&'k [u8]),
+}
+
 /// Local mode's straight path (`pow_shield_core::decision::straight`)
 /// under the zone's lock: as [`ZoneStore::run`] checks an unpaid request,
 /// the same entries expired, for a client with no breaker in the zone,
 /// its window of `straight`'s limit found or made and counted when the
-/// straight path admits it. `key`: the client key in parts (not empty).
+/// straight path admits it. `key`: the client key (not empty).
 /// `Ok(None)`: nothing counted (a breaker, or a request the full path
 /// decides); `Err`: no room for the window even after room was made (the
 /// check's answer is `Reply::Full`, which the full path takes as it is
@@ -119,7 +130,7 @@ impl ZoneStore {
 pub fn straight_admit(
     zone: &SharedZone,
     straight: Straight,
-    key: &[&[u8]],
+    key: StraightKey,
     now: Now,
 ) -> Result<Option<Verdict>, NoRoom> {
     // (Inline: the window is counted where the handler reads its verdict.)
@@ -128,13 +139,23 @@ pub fn straight_admit(
         |zone, alloc| {
             expire_for_check(zone, alloc, now);
             // (As `Tables::breaker`: no breaker at all, nothing looked up.)
-            if zone.strikes.stats().0 != 0 && zone.strikes.find(&TableKey::new(key)).is_some() {
+            if zone.strikes.stats().0 != 0 && zone.strikes.find(&key.table_key()).is_some() {
                 return Ok(None);
             }
             let limit = straight.limit;
             // The bucket `Tables::bucket` counts a client key's request in.
             // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
-            let bucket_key = TableKey::after_limit(limit.requests, limit.window_ms, key);
+            let bucket_key = match key {
+                StraightKey::Address(text) => TableKey::after_limit_marked(
+                    limit.requests,
+                    limit.window_ms,
+                    DEFAULT_KEY_MARK,
+                    text,
+                ),
+                StraightKey::Made(key) => {
+                    TableKey::after_limit(limit.requests, limit.window_ms, &[key])
+                }
+            };
             let entry = bucket_entry(zone, alloc, &bucket_key, now.epoch_ms)?;
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
@@ -146,6 +167,17 @@ pub fn straight_admit(
             Ok(Some(verdict))
         },
     )
+}
+
+impl StraightKey<'_> {
+    /// The client key's own table key (its breaker's).
+    #[cold]
+    fn table_key(self) -> TableKey {
+        match self {
+            StraightKey::Address(text) => TableKey::new(&[&[DEFAULT_KEY_MARK], text]),
+            StraightKey::Made(key) => TableKey::new(&[key]),
+        }
+    }
 }
 
 /// What a check expires as it passes (as `limit_req` does): a few stale

@@ -74,6 +74,32 @@ impl TableKey {
         }
     }
 
+    /// [`TableKey::after_limit`] of two parts, the byte `mark` and
+    /// `text`: a marked client key (the default key of an IPv4 peer, its
+    /// address text read where nginx keeps it) as the straight path counts
+    /// it, written without the parts' loop (every request of the straight
+    /// path makes one). The same key as `after_limit(requests, window_ms,
+    /// &[&[mark], text])`.
+    #[inline(always)]
+    pub fn after_limit_marked(requests: u32, window_ms: u64, mark: u8, text: &[u8]) -> Self {
+        const FIXED: usize = 12;
+        let mut bytes = [0u8; INLINE_KEY];
+        bytes[..4].copy_from_slice(&requests.to_le_bytes());
+        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        bytes[FIXED] = mark;
+        let at = FIXED + 1;
+        match bytes.get_mut(at..at + text.len()) {
+            Some(dst) => copy_short(dst, text),
+            None => return Self::after_limit(requests, window_ms, &[&[mark], text]),
+        }
+        let len = (at + text.len()) as u8;
+        Self {
+            hash: key_hash(len, &bytes),
+            len,
+            bytes,
+        }
+    }
+
     /// A key longer than [`INLINE_KEY`]: its SHA-256.
     fn hashed(parts: &[&[u8]]) -> Self {
         let mut h = Sha256::new();
@@ -188,6 +214,25 @@ mod tests {
                 let fixed = [&7u32.to_le_bytes()[..], &9u64.to_le_bytes()[..]].concat();
                 let after = TableKey::new(&[&fixed, b, a]);
                 assert_eq!(l, after, "{second} + {first} after a limit");
+            }
+        }
+    }
+
+    #[test]
+    fn a_marked_key_after_a_limit_is_the_key_of_its_mark_and_text() {
+        // Every text length inline and past it (hashed), two marks; the
+        // keys' equality includes their hash.
+        let text: Vec<u8> = (b'0'..=b'z').collect();
+        for mark in [0u8, 1] {
+            for len in 0..=INLINE_KEY + 8 {
+                let t = &text[..len];
+                let (requests, window_ms) = (1_000_000u32, 1_000u64);
+                let marked = TableKey::after_limit_marked(requests, window_ms, mark, t);
+                assert_eq!(
+                    marked,
+                    TableKey::after_limit(requests, window_ms, &[&[mark], t]),
+                    "mark {mark}, {len} bytes"
+                );
             }
         }
     }
