@@ -12,9 +12,12 @@
 //! it finds at least one free request (the last free one is admitted,
 //! remaining 0), or two with pay-ahead, where the last free one's next
 //! challenge is priced ([`Straight::admit`]); else nothing is counted and
-//! the full path decides. (A limit of 1 with pay-ahead is therefore never
-//! admitted here, and a limit of 2 only its window's first request.) What it decides ([`Straight::decided`]) is
-//! what the decision answers for the same check (`tests/straight.rs`).
+//! the full path decides. (A limit of 2 with pay-ahead is therefore
+//! admitted here only its window's first request, and a limit of 1 with
+//! pay-ahead never: such a location has no straight path, so that its
+//! every request locks the zone once, not twice.) What it decides
+//! ([`Straight::decided`]) is what the decision answers for the same
+//! check (`tests/straight.rs`).
 
 use super::{green, Final, Rules};
 use crate::limiter::breaker::BreakerStatus;
@@ -39,11 +42,15 @@ impl Straight {
             return None;
         };
         let plain = limit.key.is_none() && !rules.trap && !rules.dry_run;
-        (plain && headers == HeadersMode::Off).then_some(Straight {
+        // The last free request's next challenge is priced by the
+        // decision (`green::admitted`).
+        let room = if rules.pay_ahead { 2 } else { 1 };
+        // A limit with fewer requests than that: the window never admits
+        // one here.
+        let room_ever = limit.rate.requests >= room;
+        (plain && headers == HeadersMode::Off && room_ever).then_some(Straight {
             limit: limit.rate,
-            // The last free request's next challenge is priced by the
-            // decision (`green::admitted`).
-            room: if rules.pay_ahead { 2 } else { 1 },
+            room,
         })
     }
 

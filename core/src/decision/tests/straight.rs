@@ -64,7 +64,11 @@ fn window_of(store: &MemoryStore) -> SlidingWindow {
 fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
     let (mut straight_taken, mut left) = (0, 0);
     for rules in straight_rules() {
-        let straight = Straight::of(&rules, HeadersMode::Off).expect("a straight location");
+        // (A limit of 1 with pay-ahead has none: the table test below.)
+        let Some(straight) = Straight::of(&rules, HeadersMode::Off) else {
+            assert!(rules.pay_ahead && rules.limits.as_slice()[0].rate.requests == 1);
+            continue;
+        };
         let limit = straight.limit;
         let mut s = FakeStore::default();
         for (n, t) in TIMES.iter().copied().enumerate() {
@@ -172,10 +176,12 @@ fn straight_path_leaves_the_last_free_request_to_the_decision_when_paying_ahead(
 #[test]
 fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() {
     // (limit, pay ahead): what a burst of four in one window is answered
-    // (remaining after it; `None`: left to the full path, nothing counted).
+    // (remaining after it; `None`: left to the full path, nothing counted;
+    // no straight path at all: every answer `None`).
     let table: [(u32, bool, [Option<u32>; 4]); 6] = [
         (1, false, [Some(0), None, None, None]),
-        // The only free request is the last: its challenge is priced.
+        // The only free request is the last: its challenge is priced (no
+        // straight path: `a_limit_of_one_paying_ahead_has_no_straight_path`).
         (1, true, [None, None, None, None]),
         (2, false, [Some(1), Some(0), None, None]),
         (2, true, [Some(1), None, None, None]),
@@ -191,12 +197,14 @@ fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() 
             pay_ahead,
             ..rules()
         };
-        let straight = Straight::of(&rules, HeadersMode::Off).expect("straight");
+        let straight = Straight::of(&rules, HeadersMode::Off);
         let mut window = SlidingWindow::default();
         let mut answered = [None; 4];
         for (t, answer) in (0..4).zip(&mut answered) {
             let before = window;
-            *answer = straight.admit(&mut window, t).map(|(v, _)| v.remaining);
+            *answer = straight
+                .and_then(|straight| straight.admit(&mut window, t))
+                .map(|(v, _)| v.remaining);
             if answer.is_none() {
                 assert_eq!(
                     window, before,
@@ -206,6 +214,29 @@ fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() 
         }
         assert_eq!(
             answered, expected,
+            "limit {requests}, pay ahead {pay_ahead}"
+        );
+    }
+}
+
+#[test]
+fn a_limit_of_one_paying_ahead_has_no_straight_path() {
+    // Its only free request is the last, whose challenge is priced: the
+    // window would never admit one on the straight path, and every request
+    // would lock the zone twice.
+    let table = [(1, true, false), (1, false, true), (2, true, true), (2, false, true)];
+    for (requests, pay_ahead, straight) in table {
+        let rules = Rules {
+            limits: Limits::one(RateLimit {
+                requests,
+                window_ms: 1_000,
+            }),
+            pay_ahead,
+            ..rules()
+        };
+        assert_eq!(
+            Straight::of(&rules, HeadersMode::Off).is_some(),
+            straight,
             "limit {requests}, pay ahead {pay_ahead}"
         );
     }
