@@ -13,7 +13,7 @@ use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, Request};
 
 use super::ahead::{binding, issue};
 use super::counted::count_decided;
-use super::key::pooled;
+use super::key::{pooled, Pooled};
 use super::request::{
     client_addr, client_key, key_values, pow_headers, trusted, values_of, Values,
 };
@@ -28,7 +28,7 @@ use pow_shield_bots::accept::invites;
 use pow_shield_core::decision::redirect::after_redirect;
 use pow_shield_core::decision::{green, Answer, Decision, Final, Next, Payment};
 use pow_shield_core::limiter::MAX_LIMITS;
-use pow_shield_core::store::{KeyValues, Solution, Subject};
+use pow_shield_core::store::{KeyValues, Reply, Solution, Subject};
 
 /// Entry point from nginx's access phase.
 pub extern "C" fn access_handler(r: *mut ngx_http_request_t) -> isize {
@@ -49,28 +49,45 @@ fn decide(r: &mut Request) -> Status {
     let (Some(lcf), Some(mcf)) = (PowShield::location_conf(r), PowShield::main_conf(r)) else {
         return Status::NGX_DECLINED;
     };
+    let policy = &lcf.policy;
+    // Local mode's common request, in one pass (`http::straight`; a
+    // location with one has a limit). Any other goes on in a function of
+    // its own: the straight path's saves and restores only the registers
+    // it uses.
+    if let Some(straight) = policy.straight {
+        return match straight::run(r, mcf, policy, straight) {
+            Taken::Decided(status) => status,
+            Taken::Left(key) => full(r, mcf, policy, key, None),
+            Taken::Answered(key, reply) => full(r, mcf, policy, key, Some(reply)),
+        };
+    }
     // Unshielded locations cost nothing, even after an internal redirect
     // from a shielded one (that request was decided already).
-    if lcf.policy.limits.is_empty() && !lcf.policy.trap {
+    if policy.limits.is_empty() && !policy.trap {
         return Status::NGX_DECLINED;
     }
-    // Local mode's common request, in one pass (`http::straight`).
-    let (mut made_key, mut checked) = (None, None);
-    if let Some(straight) = lcf.policy.straight {
-        match straight::run(r, mcf, &lcf.policy, straight) {
-            Taken::Decided(status) => return status,
-            Taken::Left(key) => made_key = key,
-            Taken::Answered(key, reply) => (made_key, checked) = (key, Some(reply)),
-        }
-    }
+    full(r, mcf, policy, None, None)
+}
+
+/// The full path of a request of a shielded location under `policy`:
+/// `made_key`, the client key if the straight path made it, and `checked`,
+/// the zone's answer to its check if it asked.
+#[inline(never)]
+fn full(
+    r: &mut Request,
+    mcf: &MainConf,
+    lcf_policy: &Policy,
+    made_key: Option<Pooled>,
+    checked: Option<Reply>,
+) -> Status {
     // A request seen before goes on, or is decided again under this
     // location's policy, or keeps its answer (`decision::redirect`).
     let state = match RequestState::find(r) {
-        Some(state) => match redirect::run_again(r, state, &lcf.policy) {
+        Some(state) => match redirect::run_again(r, state, lcf_policy) {
             Ok(()) => state,
             Err(status) => return status,
         },
-        None => match RequestState::attach(r, &lcf.policy) {
+        None => match RequestState::attach(r, lcf_policy) {
             Some(state) => {
                 // (Made by the straight path, which left the request here.)
                 // SAFETY: just made in the request's pool; not borrowed.
