@@ -224,7 +224,12 @@ fn a_limit_of_one_paying_ahead_has_no_straight_path() {
     // Its only free request is the last, whose challenge is priced: the
     // window would never admit one on the straight path, and every request
     // would lock the zone twice.
-    let table = [(1, true, false), (1, false, true), (2, true, true), (2, false, true)];
+    let table = [
+        (1, true, false),
+        (1, false, true),
+        (2, true, true),
+        (2, false, true),
+    ];
     for (requests, pay_ahead, straight) in table {
         let rules = Rules {
             limits: Limits::one(RateLimit {
