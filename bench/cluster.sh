@@ -248,7 +248,9 @@ EOF
             # The peer: the same script, keys and arguments in the same shape
             # (limit, window ms, a member unique per node, worker and request,
             # "refusal is a strike", pow-shield's default red-zone rules 5 60s,
-            # one request per call, no deadline).
+            # one request per call, no deadline; timeouts of 1 s, as the
+            # shield's timeout=: at 50 ms they fired on a busy machine and
+            # the run stopped on their error lines).
             cat <<EOF
     lua_package_path "$LUA_RESTY_REDIS/?.lua;$TMP/?.lua;/usr/share/lua/5.1/?.lua;;";
     init_worker_by_lua_block {
@@ -262,7 +264,7 @@ EOF
                 local redis = require "resty.redis"
                 local script = require "bench_window"
                 local red = redis:new()
-                red:set_timeouts(50, 50, 50)
+                red:set_timeouts(1000, 1000, 1000)
                 local ok = red:connect("127.0.0.1", $P_REDIS)
                 if not ok then return end -- fail open
                 local client = ngx.var.http_x_client or ngx.var.remote_addr

@@ -79,7 +79,7 @@ PY
     status=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Client: $client" \
         -H "X-PoW-Challenge: $challenge" -H "X-PoW-Nonce: $nonce" "$(url "$l")")
     [[ $status == 200 ]] || die "limit $l: the solution got $status"
-    tag=$(printf '%s' "$client" | od -An -tx1 | tr -d ' \n')
+    tag=$client # printable ASCII: its own tag in key names (command::client_tag)
     keys=$("$REDIS_CLI" -p "$REDIS_PORT" --scan --pattern "pow:{$tag}:*")
     keys+=$'\n'$("$REDIS_CLI" -p "$REDIS_PORT" --scan --pattern 'pow:spent:*')
     while read -r key; do

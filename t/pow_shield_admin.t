@@ -148,10 +148,25 @@ Test::PowShield::Modes->each_mode($conf, nodes => 2, redis => 'timeout=3s', file
     ok(exists $view->{redis}, 'show: Redis\'s view in cluster mode') if $m->cluster;
     ok(!exists $view->{redis}, 'show: no Redis in local mode') unless $m->cluster;
 
+    # Redis names the client's keys by its readable tag (the docs'
+    # redis-cli example, run as it is written, on this Redis)
+    if ($m->cluster) {
+        my ($cmd, $shown) = $ops =~ /^\$ (redis-cli --scan --pattern '[^']*')\n(.*?)```/ms;
+        is($cmd, q{redis-cli --scan --pattern 'pow:{@192.0.2.7}:*'},
+            'the docs show the default key of 192.0.2.7 as pow:{@192.0.2.7}');
+        my $port = $m->redis->port;
+        my @scanned = sort split /\n/, `$cmd -p $port`;
+        is("@scanned", join(' ', sort split /\n/, $shown // ''),
+            "redis-cli --scan: the blocked client's keys, as the docs show them (@scanned)");
+    }
+
     $r = admin($t, 'DELETE', '?key=192.0.2.7');
     is($r->status, 200, 'lift: 200');
     is($r->json->{lifted}{node}, JSON::PP::true, 'lift: lifted on the node');
     is($r->json->{lifted}{redis}, JSON::PP::true, 'lift: and in Redis') if $m->cluster;
+    is($m->redis->cmd('EXISTS', map { "pow:{\@192.0.2.7}:$_" } qw(s t u c)), 0,
+        'lift: its strikes, trips, unpaid strikes and paid spends deleted from Redis')
+        if $m->cluster;
     is(get($t, '192.0.2.7', 'api')->status, 429,
         'lifted: over its limit, the client is challenged at once, not blocked');
     $view = show($t, '192.0.2.7');

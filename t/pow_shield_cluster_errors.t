@@ -5,7 +5,7 @@
 # failover, OOM.  Only the request whose command got the error is decided
 # by pow_shield_fail; the connection stays up for everyone else, and the
 # error is logged once per kind, not per request.  Long client keys are
-# hashed into short Redis keys.
+# hashed into short Redis keys ("#" and the base64url of their SHA-256).
 
 use strict;
 use warnings;
@@ -49,15 +49,17 @@ sub get { $t->http_get('/api/data.json', 'X-Client' => $_[0]) }
 
 sub wkey { client_key($_[0], 'w', 3, 3600000) }
 
-# a 4 KB client key: the Redis key holds its hash, not its hex
+# a 4 KB client key: the Redis key holds its hash ("#" and the base64url
+# of its SHA-256), not the key
 
 my $long = 'k' x 4096;
 is(get($long)->status, 200, '4 KB client key: counted');
 my @keys = grep { /:w:3:3600000$/ } @{$t->redis_cmd('KEYS', '*') || []};
-my @hashed = grep { /^pow:\{#[0-9a-f]{64}\}:w:3:3600000$/ } @keys;
+my @hashed = grep { /^pow:\{#[A-Za-z0-9_-]{43}\}:w:3:3600000$/ } @keys;
 is(scalar @hashed, 1, '4 KB client key: one window key, hashed in its hash tag')
     or diag(join ' ', map { length } @keys);
-ok(!grep({ length > 100 } @keys), 'no Redis key longer than 100 bytes');
+is($hashed[0], wkey($long), '... as the docs say (client_key)');
+ok(!grep({ length > 90 } @keys), 'no Redis key longer than 90 bytes');
 
 # the window key of client "bad" holds a string: its script calls fail with
 # WRONGTYPE

@@ -74,7 +74,7 @@ ok(eventually(10, sub { spent_keys() == 1 }),
 # there, or its fallback would count the next request)
 ok(eventually(10, sub {
     get($n2, 'X-Client' => 'b-probe');
-    @{$n1->redis_cmd('KEYS', 'pow:{' . unpack('H*', 'b-probe') . '}*') // []} > 0;
+    @{$n1->redis_cmd('KEYS', 'pow:{' . client_tag('b-probe') . '}*') // []} > 0;
 }), 'node B decides with Redis again');
 is(get($n2)->status, 200, 'node B: the window in Redis starts again');
 # a challenge node A issued during the outage is paid only there: node B

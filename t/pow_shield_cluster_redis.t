@@ -16,7 +16,7 @@ use lib "$FindBin::Bin/lib";
 
 use Digest::SHA qw(sha256_hex);
 use Test::More;
-use Test::PowShield qw(:pow :util);
+use Test::PowShield qw(:pow :util client_tag);
 
 ###############################################################################
 
@@ -63,7 +63,6 @@ sub get {
     return $t->http_get($uri // '/api/data.json', 'X-Client' => $client, %h);
 }
 
-sub hexkey { unpack 'H*', $_[0] }
 
 # keys of database $db matching $pattern (SELECT inside a script only
 # affects the script)
@@ -91,12 +90,12 @@ start($auth,
 
 my @rs = map { get($auth, 'db-client') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'AUTH with a password: Redis counts (3, then 429)');
-my $wkey = 'edge:{' . hexkey('db-client') . '}:w:3:3600000';
+my $wkey = 'edge:{' . client_tag('db-client') . '}:w:3:3600000';
 is_deeply([grep { /:w:/ } keys_in($auth, 3, 'edge:*')], [$wkey],
     "/3 and prefix=edge: the window key is $wkey in database 3");
 # (and edge:gen, the data generation: docs/operations.md, "One spend per
 # solution")
-is_deeply([grep { !/^edge:\{\Q${\ hexkey('db-client')}\E\}:/ && $_ ne 'edge:gen' }
+is_deeply([grep { !/^edge:\{\Q${\ client_tag('db-client')}\E\}:/ && $_ ne 'edge:gen' }
         keys_in($auth, 3, '*')], [],
     '... and every key of the client shares its prefix and hash tag');
 is_deeply([keys_in($auth, 0, '*')], [], 'nothing in database 0');
@@ -106,11 +105,13 @@ ok($pttl > 3_590_000 && $pttl <= 3_600_000,
     "the window key expires one window after its newest entry ($pttl ms)");
 
 # the default key: $pow_shield_client of 127.0.0.1 is the text "127.0.0.1"
-# behind a NUL byte (no client-controlled key can equal it)
+# behind a NUL byte (no client-controlled key can equal it), written
+# "@127.0.0.1" in key names
 
 is(get($auth, 'ignored', '/ip/data.json')->status, 200, 'default key: 200');
-my $ipkey = 'edge:{' . hexkey("\x00127.0.0.1") . '}:w:5:3600000';
-is_deeply([keys_in($auth, 3, 'edge:{' . hexkey("\x00127.0.0.1") . '}*')], [$ipkey],
+my $ipkey = 'edge:{@127.0.0.1}:w:5:3600000';
+is(client_tag("\x00127.0.0.1"), '@127.0.0.1', "the default key's tag");
+is_deeply([keys_in($auth, 3, 'edge:{@127.0.0.1}*')], [$ipkey],
     "default key \$pow_shield_client of 127.0.0.1: $ipkey");
 
 # a spent challenge: <prefix>spent:{sha256 hex of the token}, with a TTL
@@ -133,7 +134,7 @@ ok(!grep({ index($_, $PASSWORD) >= 0 } $auth->error_log_lines),
     'the password never appears in error.log');
 
 # user:password (ACL form, AUTH default <password>); a client key with
-# braces stays inside the hash tag as hex
+# braces stays inside the hash tag, its braces %-escaped
 
 my $acl = Test::PowShield->new;
 $acl->use_redis($redis);
@@ -141,9 +142,9 @@ start($acl, 'redis://default:%%REDIS_PASSWORD%%@127.0.0.1:%%REDIS_PORT%%');
 
 @rs = map { get($acl, '{acl}') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'AUTH user:password: Redis counts');
-my $bkey = 'pow:{' . hexkey('{acl}') . '}:w:3:3600000';
+my $bkey = 'pow:{%7bacl%7d}:w:3:3600000';
 is($acl->redis_cmd('ZCARD', $bkey), 3,
-    "client key \"{acl}\" is hex-encoded: $bkey (default prefix, db 0)");
+    "client key \"{acl}\" has its braces escaped: $bkey (default prefix, db 0)");
 is($acl->redis_unavailable_count, 0,
     'AUTH user:password: no "unavailable" line');
 
@@ -158,7 +159,7 @@ start($wrong, 'redis://:wrong-password@127.0.0.1:%%REDIS_PORT%%');
 is(statuses(@rs), '200 200 200 429',
     'wrong password: requests decided by the local bucket (3, then 429)');
 ok($rs[3]->header('X-PoW-Challenge'), 'wrong password: the 429 is a challenge');
-is_deeply([keys_in($wrong, 0, '*' . hexkey('wrong-client') . '*')], [],
+is_deeply([keys_in($wrong, 0, '*' . client_tag('wrong-client') . '*')], [],
     'wrong password: nothing written to Redis');
 my @auth_lines = $wrong->error_log_lines(qr/pow_shield: redis .*unavailable/);
 is(scalar @auth_lines, 1, 'wrong password: logged once');
@@ -196,7 +197,7 @@ start($unix, "unix:$sock");
 
 @rs = map { get($unix, 'unix-client') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'unix: socket: Redis counts');
-is($unix->redis_cmd('ZCARD', 'pow:{' . hexkey('unix-client') . '}:w:3:3600000'),
+is($unix->redis_cmd('ZCARD', 'pow:{' . client_tag('unix-client') . '}:w:3:3600000'),
     3, 'unix: socket: 3 entries in Redis');
 is($unix->redis_unavailable_count, 0,
     'unix: socket: no "unavailable" line');
@@ -215,7 +216,7 @@ $unix->write_file_expand('nginx.conf', conf("unix:$sock prefix=v2:"));
 ok($unix->reload, 'reload with prefix=v2:');
 @rs = map { get($unix, 'unix-client') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'after reload: a new key, counted from 0');
-is($unix->redis_cmd('ZCARD', 'v2:{' . hexkey('unix-client') . '}:w:3:3600000'),
+is($unix->redis_cmd('ZCARD', 'v2:{' . client_tag('unix-client') . '}:w:3:3600000'),
     3, 'after reload: keys use prefix v2:');
 {
     my $conns = sub {
@@ -235,7 +236,7 @@ my $idle = Test::PowShield->new;
 $idle->run_redis(args => ['--timeout', '1']);
 start($idle, 'redis://localhost:%%REDIS_PORT%%');
 is(get($idle, 'idle-1')->status, 200, 'redis://localhost:<port>, Redis with timeout 1: 200');
-is($idle->redis_cmd('ZCARD', 'pow:{' . hexkey('idle-1') . '}:w:3:3600000'), 1,
+is($idle->redis_cmd('ZCARD', 'pow:{' . client_tag('idle-1') . '}:w:3:3600000'), 1,
     'redis://localhost: counted in Redis');
 {
     my $conns = sub {
@@ -249,7 +250,7 @@ is($idle->redis_cmd('ZCARD', 'pow:{' . hexkey('idle-1') . '}:w:3:3600000'), 1,
 }
 @rs = map { get($idle, 'idle-2') } 1 .. 4;
 is(statuses(@rs), '200 200 200 429', 'next requests: Redis decides again');
-is($idle->redis_cmd('ZCARD', 'pow:{' . hexkey('idle-2') . '}:w:3:3600000'), 3,
+is($idle->redis_cmd('ZCARD', 'pow:{' . client_tag('idle-2') . '}:w:3:3600000'), 3,
     '... counted in Redis');
 is($idle->redis_unavailable_count, 0,
     'an idle connection closed by Redis is not logged as a failure');

@@ -58,7 +58,7 @@ sub get { $t->http_get('/api/data.json', 'X-Client' => $_[0])->status // 'none' 
 
 sub counted_on {
     my ($r, $client) = @_;
-    return @{$r->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
+    return @{$r->cmd('KEYS', 'pow:{' . Test::PowShield::Redis::client_tag($client) . '}*') // []} > 0;
 }
 
 ok(eventually(10, sub { get('a') eq '200' && counted_on($r1, 'a') }),

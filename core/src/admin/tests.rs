@@ -120,10 +120,14 @@ fn the_json_names_the_key_the_mode_and_each_stores_state() {
 
 #[test]
 fn a_lift_deletes_the_clients_breaker_keys_in_one_command() {
-    let cmd = String::from_utf8(lift_command("pow:", Counted::Client(b"k"), &[])).unwrap();
+    let default_key = b"\x00192.0.2.7";
+    let cmd = String::from_utf8(lift_command("pow:", Counted::Client(default_key), &[])).unwrap();
     assert!(cmd.starts_with("*5\r\n$3\r\nDEL\r\n"));
     for suffix in [":s", ":t", ":u", ":c"] {
-        assert!(cmd.contains(&format!("pow:{{6b}}{suffix}\r\n")), "{cmd}");
+        assert!(
+            cmd.contains(&format!("pow:{{@192.0.2.7}}{suffix}\r\n")),
+            "{cmd}"
+        );
     }
 }
 
@@ -200,6 +204,7 @@ fn the_view_lists_each_keyed_limit_once_by_its_first_name() {
 fn a_values_keys_are_under_its_own_tag_and_its_lift_deletes_its_counts() {
     let net = b"198.51.100.0/24".as_slice();
     let own = crate::cluster::keys::own_tag(net);
+    assert_eq!(own, "%01key=198.51.100.0/24");
     assert_eq!(tag_of(Counted::Own(net)), own);
     assert_ne!(tag_of(Counted::Client(net)), own);
     let (call, _) = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);

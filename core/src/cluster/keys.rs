@@ -1,7 +1,10 @@
 //! The Redis key layout (docs/operations.md, "Sizing Redis"): every key of
 //! a client shares its hash tag, `<prefix>{<tag>}`, so that one script call
-//! touches one Redis Cluster slot; the tag is the client key's hex (or `#`
-//! and the hex of its SHA-256 when long: `command::client_tag`).
+//! touches one Redis Cluster slot; the tag is the client key, readable
+//! (`command::client_tag`): the default key of `203.0.113.7` is
+//! `@203.0.113.7`, a `pow_shield_key` value its printable ASCII with
+//! `{}%#@*?[]\"'`, space and other bytes as `%xx`, a long one `#` and the
+//! base64url of its SHA-256.
 //!
 //! | key | holds |
 //! |---|---|
@@ -141,8 +144,13 @@ mod tests {
 
     #[test]
     fn a_clients_keys_share_its_hash_tag() {
-        let tag = "pow:{3230332e302e3131332e37}";
+        let tag = "pow:{203.0.113.7}";
         assert_eq!(client_prefix("pow:", b"203.0.113.7"), tag);
+        assert_eq!(
+            client_prefix("pow:", b"\x00203.0.113.7"),
+            "pow:{@203.0.113.7}"
+        );
+        assert_eq!(client_prefix("pow:", b"{a}"), "pow:{%7ba%7d}");
         assert_eq!(name(ClientKey::Window(LIMIT)), format!("{tag}:w:60:60000"));
         assert_eq!(name(ClientKey::Approx(LIMIT)), format!("{tag}:a:60:60000"));
         assert_eq!(name(ClientKey::Refused(LIMIT)), format!("{tag}:o:60:60000"));
@@ -165,7 +173,7 @@ mod tests {
         );
         assert_eq!(
             spent("pow:", &d, b"k", true),
-            format!("pow:{{6b}}:p:{}", "01".repeat(32))
+            format!("pow:{{k}}:p:{}", "01".repeat(32))
         );
     }
 

@@ -4,6 +4,8 @@
 //! topology by `redis-protocol`'s decoder. No nginx types here, so it is
 //! unit-tested.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use pow_shield_protocol::wire::push_hex;
 use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::encode::encode_borrowed;
@@ -274,25 +276,70 @@ pub fn is_noscript(frame: &OwnedFrame) -> bool {
     matches!(frame, OwnedFrame::Error(e) if e.starts_with("NOSCRIPT"))
 }
 
-/// Client keys up to this length are written in hex in Redis key names;
-/// longer ones are hashed, so a long `pow_shield_key` value can't make long
-/// Redis keys (an IPv4 or binary IPv6 address stays readable).
-pub const MAX_PLAIN_KEY: usize = 32;
+/// The longest tag written readable: a client key whose readable tag would
+/// be longer is hashed instead, so no tag exceeds this (a long
+/// `pow_shield_key` value can't make long Redis keys).
+pub const MAX_READABLE_TAG: usize = 64;
 
-/// A client key as it appears in Redis key names (inside the hash tag): its
-/// hex, or for a long key `#` and the hex of its SHA-256 (`#` is not a hex
-/// digit, so the two forms never meet).
+/// A client key as it appears in Redis key names (inside the hash tag,
+/// `<prefix>{<tag>}`), readable where it can be:
+///
+/// - printable ASCII stays as it is (`203.0.113.7`, `2001:db8::/64`,
+///   `api-key-1`), except `{` and `}` (Redis Cluster's hash tag delimiters:
+///   a tag without them keeps every key of a client in one slot), `%`,
+///   `#` and `@` (this encoding's own marks), the glob characters
+///   `*?[]\` (a tag can be pasted into `SCAN MATCH`) and the quotes `"'`;
+///   these, a space and every other byte are written `%xx` (lower-case
+///   hex);
+/// - a NUL byte, the default key's mark, is written `@`: the default key of
+///   `203.0.113.7` is `@203.0.113.7`;
+/// - a key whose tag would be longer than [`MAX_READABLE_TAG`] is `#` and
+///   the unpadded base64url of its SHA-256 (44 characters).
+///
+/// Injective: each byte has its own spelling, none a prefix of another
+/// (`%`, `@` and `#` never stand for themselves), and only a hashed tag
+/// starts with `#`.
 pub fn client_tag(key: &[u8]) -> String {
-    if key.len() <= MAX_PLAIN_KEY {
-        let mut tag = String::with_capacity(2 * key.len());
-        push_hex(&mut tag, key);
-        tag
-    } else {
-        let mut tag = String::with_capacity(65);
-        tag.push('#');
-        push_hex(&mut tag, &Sha256::digest(key));
-        tag
+    let mut tag = String::with_capacity(key.len().min(MAX_READABLE_TAG));
+    for &b in key {
+        if b == 0 {
+            tag.push('@');
+        } else if READABLE[usize::from(b)] {
+            tag.push(char::from(b));
+        } else {
+            tag.push('%');
+            push_hex(&mut tag, &[b]);
+        }
+        if tag.len() > MAX_READABLE_TAG {
+            return hashed_tag(key);
+        }
     }
+    tag
+}
+
+/// The bytes a tag keeps as they are.
+const READABLE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = b'!';
+    while b <= b'~' {
+        t[b as usize] = true;
+        b += 1;
+    }
+    let escaped = b"{}%#@*?[]\\\"'";
+    let mut i = 0;
+    while i < escaped.len() {
+        t[escaped[i] as usize] = false;
+        i += 1;
+    }
+    t
+};
+
+/// A long key's tag: `#` and the unpadded base64url of its SHA-256.
+fn hashed_tag(key: &[u8]) -> String {
+    let mut tag = String::with_capacity(44);
+    tag.push('#');
+    URL_SAFE_NO_PAD.encode_string(Sha256::digest(key), &mut tag);
+    tag
 }
 
 /// The kind of an error reply for the log: its first word (`WRONGTYPE`,
@@ -370,7 +417,7 @@ mod tests {
     fn cost_of_a_reply_and_a_tag() {
         let reply =
             b"*11\r\n:1\r\n:4\r\n:60000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n";
-        let key = b"\x0a\x00\x63\x07";
+        let key = b"\x00203.0.113.7";
         let n = 2_000_000;
         let time = |what: &str, f: &mut dyn FnMut() -> usize| {
             let start = std::time::Instant::now();
@@ -404,19 +451,91 @@ mod tests {
     }
 
     #[test]
-    fn a_client_tag_is_the_hex_of_a_short_key_and_of_a_long_keys_digest() {
-        for key in [
-            &b""[..],
-            b"\x0a\x00\x00\x01",
-            b"198.51.100.7",
-            &[0xff; 32],
-            &[0xab; 33],
-        ] {
-            let expected = match key.len() <= MAX_PLAIN_KEY {
-                true => hex::encode(key),
-                false => format!("#{}", hex::encode(Sha256::digest(key))),
-            };
-            assert_eq!(client_tag(key), expected);
+    fn a_client_tag_keeps_printable_ascii_escapes_the_rest_and_hashes_a_long_key() {
+        let hashed_65_a = "#Y1NhxIu56rFBmOduqKt_GkFoXWrWKqkUbTAdTxfrCuA";
+        let hashed_22_braces = "#MLJWW9rFJu8Gq0bL3z3sKis-eVonqQob1OlwoPhalD8";
+        let table: &[(&[u8], &str)] = &[
+            (b"", ""),
+            (b"\x00203.0.113.7", "@203.0.113.7"),
+            (b"\x002001:db8:1:2::/64", "@2001:db8:1:2::/64"),
+            (b"\x00unix:", "@unix:"),
+            (b"203.0.113.7", "203.0.113.7"),
+            (
+                b"api-key_1.v2~x/y=z+w,(1)<2>|$&!^;`",
+                "api-key_1.v2~x/y=z+w,(1)<2>|$&!^;`",
+            ),
+            (b"{acl}", "%7bacl%7d"),
+            (b"50%", "50%25"),
+            (b"#1", "%231"),
+            (b"@", "%40"),
+            (b"a b", "a%20b"),
+            (b"a\x00b", "a@b"),
+            (b"*?[]\\\"'", "%2a%3f%5b%5d%5c%22%27"),
+            ("caf\u{e9}".as_bytes(), "caf%c3%a9"),
+            (b"\x01key=v", "%01key=v"),
+            (b"\t\r\n\x7f\xff", "%09%0d%0a%7f%ff"),
+            (&[b'a'; MAX_READABLE_TAG], &"a".repeat(MAX_READABLE_TAG)),
+            (&[b'a'; MAX_READABLE_TAG + 1], hashed_65_a),
+            (&[b'{'; 21], &"%7b".repeat(21)),
+            (&[b'{'; 22], hashed_22_braces),
+        ];
+        for (key, tag) in table {
+            assert_eq!(client_tag(key), *tag, "{key:?}");
+        }
+        let long = client_tag(&[b'a'; 4096]);
+        assert_eq!(long.len(), 44);
+        assert!(long.starts_with('#'));
+        assert_ne!(long, client_tag(&[b'a'; 4097]));
+    }
+
+    /// A readable tag's key (the encoding read back); `None` for a hashed
+    /// tag or a spelling `client_tag` never writes.
+    fn untag(tag: &str) -> Option<Vec<u8>> {
+        let mut key = Vec::new();
+        let mut bytes = tag.bytes();
+        while let Some(b) = bytes.next() {
+            key.push(match b {
+                b'@' => 0,
+                b'%' => {
+                    let hex = [bytes.next()?, bytes.next()?];
+                    u8::from_str_radix(core::str::from_utf8(&hex).ok()?, 16).ok()?
+                }
+                b if READABLE[usize::from(b)] => b,
+                _ => return None,
+            });
+        }
+        Some(key)
+    }
+
+    #[test]
+    fn distinct_client_keys_have_distinct_tags_without_braces() {
+        // Keys over the bytes the encoding treats apart, at lengths around
+        // the bound: each readable tag reads back to its key, and no two
+        // keys share a tag.
+        let alphabet = b"\x00\x01%@#{}a02 \xff:*";
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..50_000 {
+            let len = (next() % 80) as usize;
+            let key: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let tag = client_tag(&key);
+            assert!(!tag.contains(['{', '}']), "{tag}");
+            assert!(tag.len() <= MAX_READABLE_TAG, "{tag}");
+            match tag.starts_with('#') {
+                true => assert_eq!(tag.len(), 44),
+                false => assert_eq!(untag(&tag).as_deref(), Some(&key[..]), "{tag}"),
+            }
+            if let Some(other) = seen.insert(tag.clone(), key.clone()) {
+                assert_eq!(other, key, "two keys share the tag {tag}");
+            }
         }
     }
 
@@ -550,16 +669,6 @@ mod tests {
     fn a_partial_bulk_string_waits() {
         assert_eq!(decode_reply(b"$5\r\nab"), Decoded::Partial);
         assert_eq!(decode_reply(b"*2\r\n$5\r\nab"), Decoded::Partial);
-    }
-
-    #[test]
-    fn short_client_keys_are_hex_and_long_ones_hashed() {
-        assert_eq!(client_tag(b"10.0.0.1"), "31302e302e302e31");
-        assert_eq!(client_tag(&[b'a'; MAX_PLAIN_KEY]).len(), 2 * MAX_PLAIN_KEY);
-        let long = client_tag(&[b'a'; 4096]);
-        assert_eq!(long.len(), 65);
-        assert!(long.starts_with('#'));
-        assert_ne!(long, client_tag(&[b'a'; 4097]));
     }
 
     #[test]

@@ -59,7 +59,7 @@ my @POW = qw(
     zero_bits solve_bits solution forge_token forge_token_raw sign now_ms json_encode json_decode
 );
 my @UTIL = qw(http_conf answered statuses eventually run_redis_cluster at_once);
-my @REDIS = qw(module_script client_key spent_key fake_peer slow_proxy kill_peer);
+my @REDIS = qw(module_script client_key client_tag spent_key fake_peer slow_proxy kill_peer);
 our @EXPORT_OK = (@POW, @UTIL, @REDIS);
 our %EXPORT_TAGS = (pow => \@POW, util => \@UTIL, redis => \@REDIS);
 
@@ -536,11 +536,13 @@ sub run_redis_cluster {
 
 # What the module and its Redis share (Test::PowShield::Redis, the tag
 # :redis): module_script($name), the Lua text of a script of the module;
-# client_key($client, @parts) and spent_key($token), its key names;
-# fake_peer($port, $reply), a server that is not Redis; slow_proxy($port,
-# $to_port, $delay), a Redis that answers late; kill_peer($pid) stops either.
+# client_key($client, @parts), client_tag($client) and spent_key($token),
+# its key names; fake_peer($port, $reply), a server that is not Redis;
+# slow_proxy($port, $to_port, $delay), a Redis that answers late;
+# kill_peer($pid) stops either.
 sub module_script { Test::PowShield::Redis::module_script(@_) }
 sub client_key    { Test::PowShield::Redis::client_key(@_) }
+sub client_tag    { Test::PowShield::Redis::client_tag(@_) }
 sub spent_key     { Test::PowShield::Redis::spent_key(@_) }
 sub fake_peer     { Test::PowShield::Redis::fake_peer(@_) }
 sub slow_proxy    { Test::PowShield::Redis::slow_proxy(@_) }

@@ -193,7 +193,7 @@ sub error { $_[0]{error} }
 # prefix "pow:"): the requests of that client were decided by it.
 sub counts {
     my ($self, $client) = @_;
-    return @{$self->cmd('KEYS', 'pow:{' . unpack('H*', $client) . '}*') // []} > 0;
+    return @{$self->cmd('KEYS', 'pow:{' . client_tag($client) . '}*') // []} > 0;
 }
 
 # module_script($name, cluster => 1): the Lua text of the module's script
@@ -335,14 +335,31 @@ sub kill_peer {
     @FAKE_PEERS = grep { $_ != $pid } @FAKE_PEERS;
 }
 
-# The module's Redis keys (docs/protocol.md, the default prefix "pow:"):
-# client_key($client, @parts) is "pow:{<hex of the client key>}:<parts>"
+# The module's Redis keys (docs/operations.md "Sizing Redis", the default
+# prefix "pow:"): client_key($client, @parts) is "pow:{<tag>}:<parts>"
 # (client_key('a', 's') the strikes of client "a", client_key('a', 'w',
-# 3, 3600000) its window for pow_shield_limit 3 1h); spent_key($token) is
-# the record of a spent challenge.
+# 3, 3600000) its window for pow_shield_limit 3 1h; client_key("\0" .
+# '192.0.2.7', 's') the default key's, "pow:{@192.0.2.7}:s");
+# spent_key($token) is the record of a spent challenge.
 sub client_key {
     my ($client, @parts) = @_;
-    return join ':', 'pow:{' . unpack('H*', $client) . '}', @parts;
+    return join ':', 'pow:{' . client_tag($client) . '}', @parts;
+}
+
+# client_tag($client): the client key as the module writes it in key names
+# (core's command::client_tag): a NUL byte "@", printable ASCII as it is
+# but for {}%#@*?[]\"' which, a space and any other byte are "%xx"; a tag
+# longer than 64 characters is "#" and the base64url of the key's SHA-256.
+sub client_tag {
+    my ($client) = @_;
+    my $tag = join '', map {
+        $_ eq "\0"                              ? '@'
+            : /[!-~]/ && !/[{}%#\@*?\[\]\\"']/ ? $_
+            :                                    sprintf('%%%02x', ord)
+    } split //, $client;
+    return $tag if length $tag <= 64;
+    (my $hashed = Digest::SHA::sha256_base64($client)) =~ tr{+/}{-_};
+    return "#$hashed";
 }
 
 sub spent_key { 'pow:spent:{' . sha256_hex($_[0] // '') . '}' }

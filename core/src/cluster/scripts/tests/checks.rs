@@ -383,3 +383,43 @@ fn a_client_named_thrice_in_one_checks_call_is_counted_as_three_calls_count_it()
         );
     }
 }
+
+#[test]
+fn a_client_whose_key_has_braces_keeps_every_key_in_its_slot() {
+    let Some((mut redis, calls)) = super::late_calls("braces_one_slot", "braces", true) else {
+        return;
+    };
+    let prefix = calls.prefix().to_owned();
+    for key in [&b"{a}b}"[..], b"}{", b"x{}y", b"{", b"\x00{203.0.113.7}"] {
+        let tag = client_tag(key);
+        let limits = Limits::one(LIMIT);
+        let subject = subject(key, &limits, UNPAID);
+        // Admitted twice, then refused and struck, then blocked: its
+        // window, refusals, strikes and unpaid strikes written, and its
+        // slot's generation (`<prefix>gen:{<n>}`).
+        for seq in 1..=5 {
+            redis.raw(
+                &calls
+                    .check(tag.as_bytes(), &subject, Offence::Unpaid, 1, seq)
+                    .evalsha,
+            );
+        }
+        let pattern = format!("{prefix}*");
+        let OwnedFrame::Array(names) = redis.call(&[b"KEYS", pattern.as_bytes()]) else {
+            panic!("KEYS {pattern}");
+        };
+        let slot = crate::cluster::generation::slot_of_tag(tag.as_bytes());
+        let mut written = 0;
+        assert_eq!(names.len(), 5, "{key:?}");
+        for name in names {
+            let OwnedFrame::BulkString(name) = name else {
+                panic!("{name:?}");
+            };
+            let shown = String::from_utf8_lossy(&name).into_owned();
+            assert_eq!(crate::redis::cluster::key_slot(&name), slot, "{shown}");
+            written += usize::from(shown.contains(&format!("{{{tag}}}:")));
+            redis.call(&[b"DEL", &name]);
+        }
+        assert_eq!(written, 4, "{key:?}: window, refusals, strikes, unpaid");
+    }
+}
