@@ -37,6 +37,10 @@
 #   nginx us/req = delta(utime + stime) of the workers / requests
 #   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu, all masters / requests
 #   cmd/req      = commands Redis ran (INFO commandstats) / requests
+# NET_SYSCALLS=1: after the rounds, one more load a backend and case under
+# `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
+# otherwise): syscalls a request, in all and the most frequent ones.
+# BENCH_REDIS_CPU [BENCH_NGINX_CPU's, 0]: the core of the Redis processes.
 
 set -euo pipefail
 
@@ -219,6 +223,31 @@ for r in $(seq "$ROUNDS"); do
 done
 for b in $BACKENDS; do no_errors "$TMP/$b.a" "$TMP/$b.b"; done
 
+if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
+    command -v perf >/dev/null || die "NET_SYSCALLS=1: perf not found"
+    declare -A SYS
+    for b in $BACKENDS; do
+        read -r -a ports <<<"${RPORTS[$b]}"
+        for c in $CASES; do
+            workers=()
+            for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
+            flush_all "${ports[@]}"
+            load "$b" "$c" 2 "$TMP/warm"
+            perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${workers[*]}")" -o "$TMP/perf" \
+                -- sleep $((DURATION + 1)) &
+            pp=$!
+            load "$b" "$c" "$DURATION" "$TMP/run"
+            wait "$pp" || die "perf stat failed: $(tail -3 "$TMP/perf")"
+            n=0
+            for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
+            rm -f "$TMP"/run.?
+            SYS[$b/$c]=$(awk -F, -v n="$n" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
+                    name = substr($3, 20); t += $1; c[name] = $1}
+                END {printf "%.2f:", t / n; for (k in c) if (c[k] / n >= 0.05) printf " %s %.2f", k, c[k] / n}' "$TMP/perf")
+        done
+    done
+fi
+
 echo "nginx:   $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), module $MODULE; one worker a node"
 echo "redis:   $("$REDIS_SERVER" --version | awk '{print $3}'); redis = one Redis, cluster3 = a Redis Cluster of 3 masters"
 echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds x $DURATION s after a 2 s warm-up;" \
@@ -262,6 +291,13 @@ for b in $BACKENDS; do
     done
 done
 echo
+if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
+    echo "syscalls a request of the workers (perf stat, one more load of $DURATION s; all: each >= 0.05):"
+    for b in $BACKENDS; do
+        for c in $CASES; do printf '  %-9s %-11s %s\n' "$b" "$c" "${SYS[$b/$c]}"; done
+    done
+    echo
+fi
 for b in $BACKENDS; do
     verdict="Redis decides it"
     ((PROBE[$b] == 5)) || verdict="NOT decided by Redis: the requests fell back (pow_shield_fail); site2 and siteover2 measure the fallback"
