@@ -20,7 +20,7 @@ impl Router {
     pub fn submit(
         &self,
         key: &[u8],
-        command: Vec<u8>,
+        command: Rc<Vec<u8>>,
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
@@ -30,7 +30,7 @@ impl Router {
                 client.submit(&command, resend, Box::new(move |r| on_reply(r.frame())))
             }
             Router::Cluster(cluster) => cluster.submit(key, command, rebuild, on_reply),
-            Router::Sentinel(sentinel) => sentinel.submit(command, rebuild, on_reply),
+            Router::Sentinel(sentinel) => sentinel.submit(&command, rebuild, on_reply),
         }
     }
 

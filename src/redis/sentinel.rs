@@ -157,7 +157,7 @@ impl Sentinel {
     /// not known yet.
     pub(super) fn submit(
         &self,
-        command: Vec<u8>,
+        command: &[u8],
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
@@ -168,7 +168,7 @@ impl Sentinel {
         let me = self.me.clone();
         let resend = rebuild.map(|r| Box::new(move || r()) as super::client::Resend);
         master.client.submit(
-            &command,
+            command,
             resend,
             Box::new(move |reply: Reply| {
                 if let Reply::Error(text) = &reply {

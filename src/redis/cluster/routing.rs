@@ -41,13 +41,13 @@ impl Cluster {
     pub(in crate::redis) fn submit(
         &self,
         key: &[u8],
-        command: Vec<u8>,
+        command: Rc<Vec<u8>>,
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         let job = Job {
             slot: key_slot(key),
-            command: Rc::new(command),
+            command,
             rebuild,
             on_reply,
             hops: 0,
