@@ -57,6 +57,10 @@ impl Count {
     }
 }
 
+/// A count of a part: its place among the location's limits, its numbers,
+/// whose it is, and its hash tag ([`count_tag`]).
+type Tagged<'a> = (usize, RateLimit, Counted<'a>, String);
+
 /// The hash tag of a count: the client's, or its `key=` value's.
 fn count_tag(tag: &[u8], whose: Counted) -> String {
     match whose {
@@ -178,30 +182,28 @@ impl Calls {
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
         let (counted, n) = subject.counted_limits();
-        self.part(
-            tag,
-            (tag.to_vec(), subject.rules, offence),
-            subject,
-            &counted[..n],
-        )
+        let counted = counted[..n]
+            .iter()
+            .map(|&(at, limit, whose)| (at, limit, whose, count_tag(tag, whose)))
+            .collect();
+        Self::part((tag.to_vec(), subject.rules, offence), subject, counted)
     }
 
+    /// A part of `counted` (each count with its tag), routed by `route`.
     fn part(
-        &self,
-        tag: &[u8],
         (route, rules, offence): (Vec<u8>, BreakerRules, Offence),
         subject: &Subject,
-        counted: &[(usize, RateLimit, Counted)],
+        counted: Vec<Tagged>,
     ) -> Part {
         // Its limits as the location has them (names, keys: a `key=`
         // limit's refusal strikes no one), in the same order.
         let (limits, at) = subject
             .limits
-            .only(|i| counted.iter().any(|(place, _, _)| *place == i));
+            .only(|i| counted.iter().any(|(place, _, _, _)| *place == i));
         let counts = counted
-            .iter()
-            .map(|&(at, limit, whose)| Count {
-                tag: count_tag(tag, whose),
+            .into_iter()
+            .map(|(at, limit, whose, tag)| Count {
+                tag,
                 limit,
                 approx: subject.limits.approx(at),
                 own: !matches!(whose, Counted::Own(_)),
@@ -383,15 +385,23 @@ impl Calls {
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
         let (counted, n) = subject.counted_limits();
         let client_slot = generation::slot_of_tag(tag);
-        // (slot, the route, its limits)
-        type Group<'a> = (u16, Vec<u8>, Vec<(usize, RateLimit, Counted<'a>)>);
-        let mut parts: Vec<Group> = vec![(client_slot, tag.to_vec(), Vec::new())];
+        // (slot, the route, its limits); each count's tag and slot made
+        // once (a client's count: the client's tag and slot).
+        type Group<'a> = (u16, Vec<u8>, Vec<Tagged<'a>>);
+        let mut parts: Vec<Group> = Vec::with_capacity(n + 1);
+        parts.push((client_slot, tag.to_vec(), Vec::with_capacity(n)));
         for &(at, limit, whose) in &counted[..n] {
             let own = count_tag(tag, whose);
-            let slot = generation::slot_of_tag(own.as_bytes());
+            let slot = match whose {
+                Counted::Own(_) => generation::slot_of_tag(own.as_bytes()),
+                Counted::Client(_) | Counted::Spends(_) => client_slot,
+            };
             match parts.iter_mut().find(|(s, _, _)| *s == slot) {
-                Some((_, _, limits)) => limits.push((at, limit, whose)),
-                None => parts.push((slot, own.into_bytes(), vec![(at, limit, whose)])),
+                Some((_, _, limits)) => limits.push((at, limit, whose, own)),
+                None => {
+                    let route = own.as_bytes().to_vec();
+                    parts.push((slot, route, vec![(at, limit, whose, own)]))
+                }
             }
         }
         let none = BreakerRules {
@@ -409,7 +419,7 @@ impl Calls {
                     0 => subject.rules,
                     _ => none,
                 };
-                self.part(tag, (route, rules, offence), subject, &limits)
+                Self::part((route, rules, offence), subject, limits)
             })
             .collect()
     }
