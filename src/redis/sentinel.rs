@@ -166,10 +166,9 @@ impl Sentinel {
             return Err(Unavailable::Down);
         };
         let me = self.me.clone();
-        let resend = rebuild.map(|r| Box::new(move || r()) as super::client::Resend);
         master.client.submit(
             command,
-            resend,
+            rebuild,
             Box::new(move |reply: Reply| {
                 if let Reply::Error(text) = &reply {
                     if text.starts_with("READONLY") {
