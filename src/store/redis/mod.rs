@@ -175,6 +175,7 @@ impl RedisStore {
         Env {
             router: &self.router,
             cache: self.cache.as_ref(),
+            keys: Default::default(),
         }
     }
 

@@ -21,6 +21,7 @@ mod keyed;
 mod sharded;
 mod spend;
 mod stacks;
+mod zone_keys;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -41,6 +42,7 @@ use crate::syntax::FailPolicy;
 use batches::BatchContext;
 use check::Group;
 pub use spend::MAX_REPLAYS;
+pub use zone_keys::RefusalKeys;
 
 /// A request waiting for the node's answer (the module's: its resume
 /// event). The node only moves it around, and asks whether it still waits:
