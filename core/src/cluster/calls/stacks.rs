@@ -30,6 +30,8 @@ pub struct Part {
     /// only: the others strike no one).
     pub rules: BreakerRules,
     pub offence: Offence,
+    /// The slot of `route`, where [`Calls::parts`] made it already.
+    slot: Option<u16>,
 }
 
 /// What requests in a row of a gathered call share: what a refusal is,
@@ -145,7 +147,14 @@ impl Part {
             counts: vec![count],
             rules,
             offence,
+            slot: None,
         }
+    }
+
+    /// The slot of its route in a Redis Cluster.
+    pub fn slot(&self) -> u16 {
+        self.slot
+            .unwrap_or_else(|| generation::slot_of_tag(&self.route))
     }
 
     /// Whether requests of `self` and `other` share their arguments in a
@@ -216,6 +225,7 @@ impl Calls {
             counts,
             rules,
             offence,
+            slot: None,
         }
     }
 
@@ -411,7 +421,7 @@ impl Calls {
         parts
             .into_iter()
             .enumerate()
-            .map(|(i, (_, route, limits))| {
+            .map(|(i, (slot, route, limits))| {
                 // The others strike no one (no rules); the request's offence
                 // still says whether the next challenge is priced from a
                 // count that has room (a paid request's).
@@ -419,7 +429,10 @@ impl Calls {
                     0 => subject.rules,
                     _ => none,
                 };
-                Self::part((route, rules, offence), subject, limits)
+                Part {
+                    slot: Some(slot),
+                    ..Self::part((route, rules, offence), subject, limits)
+                }
             })
             .collect()
     }

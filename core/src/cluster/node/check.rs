@@ -151,7 +151,8 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                self.check_sharded(env, subject, (offence, limits, seq), now, waiter, out);
+                let whose = (subject, tag.as_bytes());
+                self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
             // With those of other requests of its slot on their way

@@ -59,7 +59,10 @@ impl<W: Waits> ClusterNode<W> {
         if self.held >= MAX_HELD {
             return self.send_stack(env, None, stack, now, out);
         }
-        let slot = self.gate_of(&stack.part.route);
+        let slot = match self.cluster {
+            true => stack.part.slot(),
+            false => 0,
+        };
         match join(&mut self.stacking, slot, stack) {
             Joined::Now(stack) => self.send_stack(env, Some(slot), stack, now, out),
             Joined::Waits => self.held += 1,
