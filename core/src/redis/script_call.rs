@@ -44,24 +44,36 @@ impl ScriptCall {
         self
     }
 
-    /// A number argument, written whole at once (`$<digits>\r\n<n>\r\n`
-    /// from one stack buffer: most of a call's words are numbers).
-    pub fn num(&mut self, n: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let text = digits_of(n, &mut digits);
-        let mut word = [0u8; 32];
-        let mut at = 0;
-        for part in [
-            b"$".as_slice(),
-            digits_of(text.len() as u64, &mut [0u8; 20]),
-            b"\r\n",
-            text,
-            b"\r\n",
-        ] {
-            word[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
+    /// A number argument, written whole at once: `$<len>\r\n<n>\r\n`
+    /// made right to left in one stack buffer, then one copy (most of a
+    /// call's words are numbers; measured: a third of a call's encoding).
+    pub fn num(&mut self, mut n: u64) -> &mut Self {
+        // At most `$20\r\n` and 20 digits and `\r\n`: 27 bytes.
+        let mut word = [0u8; 28];
+        let mut at = word.len() - 2;
+        word[at..].copy_from_slice(b"\r\n");
+        let end = at;
+        loop {
+            at -= 1;
+            word[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
-        self.cmd.extend_from_slice(&word[..at]);
+        // Its length, 1 to 20 digits: one or two digits of its own.
+        let len = (end - at) as u8;
+        at -= 2;
+        word[at..at + 2].copy_from_slice(b"\r\n");
+        at -= 1;
+        word[at] = b'0' + len % 10;
+        if len >= 10 {
+            at -= 1;
+            word[at] = b'0' + len / 10;
+        }
+        at -= 1;
+        word[at] = b'$';
+        self.cmd.extend_from_slice(&word[at..]);
         self.left = self.left.saturating_sub(1);
         self
     }
