@@ -289,16 +289,18 @@ fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, String> {
 
 /// The integers of an array reply (the sliding-window script's answer).
 pub fn integers(frame: &OwnedFrame) -> Option<Vec<i64>> {
-    match frame {
-        OwnedFrame::Array(items) => items
-            .iter()
-            .map(|f| match f {
-                OwnedFrame::Integer(i) => Some(*i),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
+    let OwnedFrame::Array(items) = frame else {
+        return None;
+    };
+    // Sized once (collecting into an `Option` grows it one step at a time).
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            OwnedFrame::Integer(i) => out.push(*i),
+            _ => return None,
+        }
     }
+    Some(out)
 }
 
 /// Whether an error reply says the script isn't loaded (EVALSHA → EVAL).
@@ -402,6 +404,29 @@ mod tests {
                 (Decoded::Corrupt(_), Decoded::Corrupt(_)) => {}
                 _ => assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(case)),
             }
+        }
+    }
+
+    #[test]
+    fn an_array_of_integers_reads_as_its_integers_and_anything_else_as_none() {
+        use OwnedFrame::{Array, BulkString, Integer, Null};
+        let cases = [
+            (
+                Array(vec![Integer(1), Integer(-4), Integer(60_000)]),
+                Some(vec![1, -4, 60_000]),
+            ),
+            (
+                Array((0..16).map(Integer).collect()),
+                Some((0..16).collect()),
+            ),
+            (Array(vec![]), Some(vec![])),
+            (Array(vec![Integer(1), Null]), None),
+            (Array(vec![BulkString(b"1".to_vec())]), None),
+            (Integer(1), None),
+            (Null, None),
+        ];
+        for (frame, expected) in cases {
+            assert_eq!(integers(&frame), expected, "{frame:?}");
         }
     }
 

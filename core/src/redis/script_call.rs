@@ -19,7 +19,8 @@ impl ScriptCall {
     /// `EVALSHA <sha> <keys>`, to be followed by `keys + args` words.
     pub fn new(sha: &str, keys: usize, args: usize) -> Self {
         let mut call = Self {
-            cmd: Vec::with_capacity(384),
+            // (A check of one limit with its breaker is some 470 bytes.)
+            cmd: Vec::with_capacity(640),
             arg: Vec::with_capacity(128),
             shared: 0,
             left: keys + args,
