@@ -7,8 +7,6 @@ use super::clock;
 /// An EVALSHA being written.
 pub struct ScriptCall {
     cmd: Vec<u8>,
-    /// One argument being formatted (reused).
-    arg: Vec<u8>,
     /// Where `<numkeys>` starts: what EVAL shares with EVALSHA.
     shared: usize,
     /// Keys and arguments still to write.
@@ -21,9 +19,9 @@ impl ScriptCall {
         let mut call = Self {
             // (A check of one limit with its breaker is some 470 bytes.)
             cmd: Vec::with_capacity(640),
-            arg: Vec::with_capacity(128),
             shared: 0,
-            left: keys + args,
+            // (and `<numkeys>`)
+            left: keys + args + 1,
         };
         call.cmd.push(b'*');
         decimal(&mut call.cmd, (3 + keys + args) as u64);
@@ -31,16 +29,37 @@ impl ScriptCall {
         bulk(&mut call.cmd, b"EVALSHA");
         bulk(&mut call.cmd, sha.as_bytes());
         call.shared = call.cmd.len();
-        decimal(&mut call.arg, keys as u64);
-        bulk(&mut call.cmd, &call.arg);
+        call.num(keys as u64);
         call
     }
 
-    /// The next key or argument, as `format` writes it.
+    /// The next key or argument, as `format` writes it: in place, after
+    /// room for a header of a two-digit length, then the header written
+    /// there (the word moved by a byte or more when its length has
+    /// another number of digits: a short copy, no buffer of its own).
     pub fn push(&mut self, format: impl FnOnce(&mut Vec<u8>)) -> &mut Self {
-        self.arg.clear();
-        format(&mut self.arg);
-        bulk(&mut self.cmd, &self.arg);
+        const ROOM: usize = b"$00\r\n".len();
+        let start = self.cmd.len();
+        self.cmd.extend_from_slice(b"$00\r\n");
+        let data = start + ROOM;
+        format(&mut self.cmd);
+        let len = self.cmd.len() - data;
+        let mut digits = [0u8; 20];
+        let text = digits_of(len as u64, &mut digits);
+        let head = 1 + text.len() + 2;
+        if head < ROOM {
+            self.cmd.copy_within(data.., start + head);
+            self.cmd.truncate(start + head + len);
+        } else if head > ROOM {
+            self.cmd.resize(self.cmd.len() + head - ROOM, 0);
+            self.cmd.copy_within(data..data + len, start + head);
+        }
+        if let Some(room) = self.cmd.get_mut(start..start + head) {
+            room[0] = b'$';
+            room[1..=text.len()].copy_from_slice(text);
+            room[head - 2..].copy_from_slice(b"\r\n");
+        }
+        self.cmd.extend_from_slice(b"\r\n");
         self.left = self.left.saturating_sub(1);
         self
     }
@@ -185,14 +204,20 @@ mod tests {
     fn numbers_and_words_of_every_length_encode_as_the_generic_encoder_does() {
         let long = vec![b'k'; 1234];
         let numbers = [0, 9, 10, 99, 100, 65_535, 1_765_000_000_123, u64::MAX];
-        let mut call = ScriptCall::new(SHA, 1, numbers.len() + 1);
+        let mut call = ScriptCall::new(SHA, 1, numbers.len() + 6);
         call.push(|w| w.extend_from_slice(&long));
+        let words: Vec<Vec<u8>> = [1, 9, 10, 99, 100].iter().map(|n| vec![b'w'; *n]).collect();
+        for word in &words {
+            call.push(|w| w.extend_from_slice(word));
+        }
         for n in numbers {
             call.num(n);
         }
         call.push(|w| w.extend_from_slice(b""));
         let text: Vec<String> = numbers.iter().map(u64::to_string).collect();
-        let mut words: Vec<&[u8]> = vec![b"EVALSHA", SHA.as_bytes(), b"1", &long];
+        let mut expected_words: Vec<&[u8]> = vec![b"EVALSHA", SHA.as_bytes(), b"1", &long];
+        expected_words.extend(words.iter().map(|w| w.as_slice()));
+        let mut words = expected_words;
         words.extend(text.iter().map(|t| t.as_bytes()));
         words.push(b"");
         let mut expected = Vec::new();
