@@ -141,7 +141,9 @@ impl<W: Waits> ClusterNode<W> {
                 false => Vec::new(),
             };
             if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-                if let Some(checked) = self.refuse_keyed(env, subject, &limits, now, out) {
+                if let Some(checked) =
+                    self.refuse_keyed(env, (subject, tag.as_bytes()), &limits, now, out)
+                {
                     return Answered::Now(Reply::Checked(checked));
                 }
             }
