@@ -67,33 +67,16 @@ impl ScriptCall {
     /// A number argument, written whole at once: `$<len>\r\n<n>\r\n`
     /// made right to left in one stack buffer, then one copy (most of a
     /// call's words are numbers; measured: a third of a call's encoding).
-    pub fn num(&mut self, mut n: u64) -> &mut Self {
+    pub fn num(&mut self, n: u64) -> &mut Self {
         // At most `$20\r\n` and 20 digits and `\r\n`: 27 bytes.
         let mut word = [0u8; 28];
-        let mut at = word.len() - 2;
-        word[at..].copy_from_slice(b"\r\n");
-        let end = at;
-        loop {
-            at -= 1;
-            word[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        // Its length, 1 to 20 digits: one or two digits of its own.
-        let len = (end - at) as u8;
-        at -= 2;
-        word[at..at + 2].copy_from_slice(b"\r\n");
-        at -= 1;
-        word[at] = b'0' + len % 10;
-        if len >= 10 {
-            at -= 1;
-            word[at] = b'0' + len / 10;
-        }
-        at -= 1;
-        word[at] = b'$';
-        self.cmd.extend_from_slice(&word[at..]);
+        let end = word.len() - 2;
+        word[end..].copy_from_slice(b"\r\n");
+        let digits = digits_before(&mut word, end, n);
+        word[digits - 2..digits].copy_from_slice(b"\r\n");
+        let len = digits_before(&mut word, digits - 2, (end - digits) as u64);
+        word[len - 1] = b'$';
+        self.cmd.extend_from_slice(&word[len - 1..]);
         self.left = self.left.saturating_sub(1);
         self
     }
@@ -151,17 +134,23 @@ pub fn decimal(out: &mut Vec<u8>, n: u64) {
 }
 
 /// `n`'s decimal digits, written at the end of `buf`.
-fn digits_of(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
+fn digits_of(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let at = digits_before(buf, 20, n);
+    &buf[at..]
+}
+
+/// Writes `n`'s decimal digits to end just before `end` in `buf` (room
+/// for 20 at most); where they start.
+fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
+    let mut at = end;
     loop {
         at -= 1;
         buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return at;
         }
     }
-    &buf[at..]
 }
 
 #[cfg(test)]
