@@ -195,12 +195,17 @@ impl Calls {
             .iter()
             .map(|&(at, limit, whose)| (at, limit, whose, count_tag(tag, whose)))
             .collect();
-        Self::part((tag.to_vec(), subject.rules, offence), subject, counted)
+        Self::part(
+            (tag.to_vec(), None, subject.rules, offence),
+            subject,
+            counted,
+        )
     }
 
-    /// A part of `counted` (each count with its tag), routed by `route`.
+    /// A part of `counted` (each count with its tag), routed by `route`
+    /// (in `slot`, if known).
     fn part(
-        (route, rules, offence): (Vec<u8>, BreakerRules, Offence),
+        (route, slot, rules, offence): (Vec<u8>, Option<u16>, BreakerRules, Offence),
         subject: &Subject,
         counted: Vec<Tagged>,
     ) -> Part {
@@ -225,7 +230,7 @@ impl Calls {
             counts,
             rules,
             offence,
-            slot: None,
+            slot,
         }
     }
 
@@ -393,6 +398,14 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
+        let parts = self.boxed_parts(tag, subject, offence);
+        parts.into_iter().map(|part| *part).collect()
+    }
+
+    /// [`Calls::parts`], each in the box the node keeps it in (a part
+    /// holds the location's limits, some 700 bytes: made in its box rather
+    /// than moved there through a list).
+    pub fn boxed_parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Box<Part>> {
         let (counted, n) = subject.counted_limits();
         let client_slot = generation::slot_of_tag(tag);
         // (slot, the route, its limits); each count's tag and slot made
@@ -429,10 +442,11 @@ impl Calls {
                     0 => subject.rules,
                     _ => none,
                 };
-                Part {
-                    slot: Some(slot),
-                    ..Self::part((route, rules, offence), subject, limits)
-                }
+                Box::new(Self::part(
+                    (route, Some(slot), rules, offence),
+                    subject,
+                    limits,
+                ))
             })
             .collect()
     }

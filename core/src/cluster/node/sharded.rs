@@ -73,8 +73,8 @@ impl<W: Waits> ClusterNode<W> {
         waiter: W,
         out: &mut Vec<Step<W>>,
     ) {
-        let parts = self.calls.parts(tag, subject, offence);
-        let slot = parts.first().map_or_else(|| slot_of_tag(tag), Part::slot);
+        let parts = self.calls.boxed_parts(tag, subject, offence);
+        let slot = parts.first().map_or_else(|| slot_of_tag(tag), |p| p.slot());
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();
@@ -96,7 +96,7 @@ impl<W: Waits> ClusterNode<W> {
         // (`stacks.rs`).
         for (index, part) in parts.into_iter().enumerate() {
             let stack = Stack {
-                part: Box::new(part),
+                part,
                 seq,
                 then: Then::Part { request, index },
             };
