@@ -90,6 +90,73 @@ declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
     [local_many]="local, key/request" [local_stacked]="local, 2 limits, no hdrs"
     [local_over]="local, over: 429"
     [cluster_over]="cluster, over: 429")
+
+# --- Cluster mode's green path, one and two limits (issue 38) -----------
+# redis_one, redis_two: cluster mode on one Redis; cluster3_one,
+# cluster3_two: on a Redis Cluster of three masters (bench/net_lib.sh's,
+# started here). `one` is `pow_shield_limit 1000000 1s;`, `two` adds
+# `pow_shield_limit 1000000 1s name=net key=$pow_shield_net;` (the
+# client's /24): bench/net_limits.sh's one and two, every request
+# admitted. One nginx under callgrind a backend (cluster mode is
+# http-wide); the client is 127.0.0.1 throughout (its keys, and so their
+# slots, are the same on every request). The kernel's time is not
+# counted: bench/net_limits.sh with NET_SYSCALLS=1 counts syscalls.
+NET_CG_CASES="redis_one redis_two cluster3_one cluster3_two"
+LABEL+=([redis_one]="cluster, 1 Redis, 1 limit" [redis_two]="cluster, 1 Redis, 2 limits"
+    [cluster3_one]="cluster, 3 masters, 1 limit" [cluster3_two]="cluster, 3 masters, 2 limits")
+declare -A CG_DIR_OF=() # case -> the dir of the nginx serving it (default $TMP)
+PIDS=()                 # bench/net_lib.sh's Redis processes, stopped on exit
+# shellcheck source=bench/net_lib.sh
+. "$ROOT/bench/net_lib.sh"
+net_cg_wanted() { # net_cg_wanted <backend>: a case of that backend in CG_CASES?
+    local c
+    for c in $CASES; do [[ $c == "$1"_* && " $NET_CG_CASES " == *" $c "* ]] && return 0; done
+    return 1
+}
+# net_cg_up: the Redis (one, or a Redis Cluster) and the nginx of each
+# backend CG_CASES names; their ports in PORT, their dirs in CG_DIR_OF.
+net_cg_up() {
+    local b dir p1 p2 ports
+    for b in redis cluster3; do
+        net_cg_wanted "$b" || continue
+        dir=$TMP/$b
+        read -r p1 p2 <<<"$(free_ports 2)"
+        if [[ $b == redis ]]; then
+            read -r -a ports <<<"$(free_ports 1)"
+            redis_up "${ports[0]}" "$dir/redis"
+        else
+            read -r -a ports <<<"$(free_ports 3)"
+            redis_cluster_up "$dir/cluster" "${ports[@]}"
+        fi
+        {
+            echo "master_process off;"
+            echo "daemon off;"
+            bench_conf_head "$dir" "$MODULE" "$TMP/html" 64
+            cat <<EOF
+    pow_shield_zone 10m;
+    $(redis_line "${ports[@]}")
+    keepalive_requests 1000000;
+    pow_shield_log_level info;
+    server {
+        listen 127.0.0.1:$p1;
+        location = $URI { pow_shield_limit 1000000 1s; }
+    }
+    server {
+        listen 127.0.0.1:$p2;
+        location = $URI {
+            pow_shield_limit 1000000 1s;
+            pow_shield_limit 1000000 1s name=net key=\$pow_shield_net;
+        }
+    }
+}
+EOF
+        } >"$dir/nginx.conf"
+        PORT[${b}_one]=$p1 PORT[${b}_two]=$p2
+        CG_DIR_OF[${b}_one]=$dir CG_DIR_OF[${b}_two]=$dir
+        start_nginx "$dir" "$p1"
+    done
+}
+# --- end of cluster mode's green path ------------------------------------
 for c in $CASES; do [[ -n ${LABEL[$c]:-} ]] || die "unknown case '$c' in CG_CASES"; done
 [[ -z $ANNOTATE || " $CASES " == *" $ANNOTATE "* ]] || die "CG_ANNOTATE=$ANNOTATE is not in CG_CASES"
 
@@ -111,6 +178,7 @@ cleanup() {
     # its last dump (not read).
     for p in $VG_PID; do stop_pid "$p" QUIT; done
     [[ -n $REDIS_PID ]] && stop_pid "$REDIS_PID"
+    for p in "${PIDS[@]}"; do stop_pid "$p"; done # net_cg_up's
     if [[ ${CG_KEEP:-0} == 1 ]]; then echo "kept: $TMP"; else rm -rf "$TMP"; fi
     exit "$rc"
 }
@@ -204,7 +272,7 @@ start_nginx() {
     local dir=$1 port=$2 pid
     "$NGINX" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" || die "nginx -t failed ($dir)"
     # shellcheck disable=SC2086 # CG_VALGRIND_ARGS: words on purpose
-    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out" ${CG_VALGRIND_ARGS:-} \
+    valgrind --tool=callgrind --callgrind-out-file="$TMP/cg/callgrind.out.%p" ${CG_VALGRIND_ARGS:-} \
         "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/valgrind.log" 2>&1 &
     pid=$!
     VG_PID+=" $pid"
@@ -217,6 +285,7 @@ start_nginx() {
 }
 start_nginx "$TMP" "$P_STOCK"
 [[ -n $REDIS_PID ]] && start_nginx "$TMP/cluster" "$P_CLUSTER_OVER"
+net_cg_up
 
 ms_now() { echo $((${EPOCHREALTIME/./} / 1000)); }
 
@@ -252,6 +321,7 @@ for c in $CASES; do
     while (($(ms_now) < warm_until)); do requests "$c" $((WARMUP > 50 ? WARMUP : 50)); done
     vg=${VG_OF[$TMP]}
     [[ $c == cluster_* ]] && vg=${VG_OF[$TMP/cluster]}
+    [[ -n ${CG_DIR_OF[$c]:-} ]] && vg=${VG_OF[${CG_DIR_OF[$c]}]}
     # CG_REPEAT measurements back to back, the client sending on between
     # them (each is CG_REQUESTS requests): the median is the figure.
     per=()

@@ -10,6 +10,7 @@ REDIS_CLI=${REDIS_CLI:-redis-cli}
 WRK=${WRK:-wrk}
 NGINX_CPU=${BENCH_NGINX_CPU:-0}
 WRK_CPU=${BENCH_WRK_CPU:-1}
+REDIS_CPU=${BENCH_REDIS_CPU:-$NGINX_CPU}
 
 pin() { # pin <cpu> cmd...
     local cpu=$1
@@ -17,12 +18,12 @@ pin() { # pin <cpu> cmd...
     if command -v taskset >/dev/null && (($(nproc) >= 2)); then taskset -c "$cpu" "$@"; else "$@"; fi
 }
 
-# redis_up PORT DIR [redis-server args]: a redis-server pinned to NGINX_CPU.
+# redis_up PORT DIR [redis-server args]: a redis-server pinned to REDIS_CPU.
 redis_up() {
     local port=$1 dir=$2
     shift 2
     mkdir -p "$dir"
-    pin "$NGINX_CPU" "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    pin "$REDIS_CPU" "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --daemonize yes --pidfile "$dir/redis.pid" --dir "$dir" --logfile "$dir/redis.log" "$@" ||
         die "redis-server did not start on port $port"
     for _ in $(seq 50); do

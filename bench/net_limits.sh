@@ -37,6 +37,13 @@
 #   nginx us/req = delta(utime + stime) of the workers / requests
 #   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu, all masters / requests
 #   cmd/req      = commands Redis ran (INFO commandstats) / requests
+# NET_SYSCALLS=1: after the rounds, one more load a backend and case under
+# `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
+# otherwise): syscalls a request, in all and the most frequent ones.
+# BENCH_REDIS_CPU [BENCH_NGINX_CPU's, 0]: the core of the Redis processes.
+# NET_MODULE_B=<module .so>: a second module (before/after in one run):
+# each backend B gets B_b, nginx nodes with that module on the same Redis,
+# measured right after B's in every round (the same load for both).
 
 set -euo pipefail
 
@@ -62,6 +69,11 @@ declare -A URI=([stock]=/stock.json [one]=/one.json [two]=/two.json [three]=/thr
     [clsiteover2]=/clsiteover.json)
 for c in $CASES; do [[ -n ${URI[$c]:-} ]] || die "unknown case '$c'"; done
 for b in $BACKENDS; do [[ $b == redis || $b == cluster3 ]] || die "unknown backend '$b'"; done
+MODULE_B=${NET_MODULE_B:-}
+if [[ -n $MODULE_B ]]; then
+    [[ -f $MODULE_B ]] || die "NET_MODULE_B: $MODULE_B not found"
+    BACKENDS=$(for b in $BACKENDS; do echo "$b ${b}_b"; done | tr '\n' ' ')
+fi
 [[ -x $NGINX && -f $MODULE ]] || die "build first: make build"
 for t in "$WRK" "$REDIS_SERVER" "$REDIS_CLI" curl; do command -v "$t" >/dev/null || die "$t not found"; done
 has_case() { [[ " $CASES " == *" $1 "* ]]; }
@@ -85,20 +97,22 @@ printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/
 for c in "${URI[@]}"; do cp "$TMP/html/api.json" "$TMP/html$c"; done
 chmod -R a+rX "$TMP/html"
 cp "$MODULE" "$TMP/module.so" # a private copy: `make build` rewrites objs/
-read -r P_ONE P_C1 P_C2 P_C3 H_ra H_rb H_ca H_cb <<<"$(free_ports 8)"
-declare -A RPORTS=([redis]=$P_ONE [cluster3]="$P_C1 $P_C2 $P_C3")
-declare -A HTTP=([redis.a]=$H_ra [redis.b]=$H_rb [cluster3.a]=$H_ca [cluster3.b]=$H_cb)
+[[ -z $MODULE_B ]] || cp "$MODULE_B" "$TMP/module_b.so"
+read -r P_ONE P_C1 P_C2 P_C3 H_ra H_rb H_ca H_cb H_rba H_rbb H_cba H_cbb <<<"$(free_ports 12)"
+declare -A RPORTS=([redis]=$P_ONE [cluster3]="$P_C1 $P_C2 $P_C3" [redis_b]=$P_ONE [cluster3_b]="$P_C1 $P_C2 $P_C3")
+declare -A HTTP=([redis.a]=$H_ra [redis.b]=$H_rb [cluster3.a]=$H_ca [cluster3.b]=$H_cb
+    [redis_b.a]=$H_rba [redis_b.b]=$H_rbb [cluster3_b.a]=$H_cba [cluster3_b.b]=$H_cbb)
 
 ONE='pow_shield_limit 100000 2s;'
 # shellcheck disable=SC2016 # nginx's variable, not the shell's
 NET='pow_shield_limit 100000 2s name=net key=$pow_shield_net;'
 SITE='pow_shield_limit 1000000 2s name=site key=site approx;'
-write_conf() { # <dir> <http port> <redis ports...>
-    local dir=$1 port=$2
-    shift 2
+write_conf() { # <module> <dir> <http port> <redis ports...>
+    local module=$1 dir=$2 port=$3
+    shift 3
     mkdir -p "$dir"
     {
-        bench_conf_head "$dir" "$TMP/module.so" "$TMP/html" 4096
+        bench_conf_head "$dir" "$module" "$TMP/html" 4096
         cat <<EOF
     pow_shield_zone 32m;
     $(redis_line "$@")
@@ -129,9 +143,14 @@ EOF
 declare -A WORKER
 for b in $BACKENDS; do
     read -r -a ports <<<"${RPORTS[$b]}"
-    if [[ $b == redis ]]; then redis_up "$P_ONE" "$TMP/redis"; else redis_cluster_up "$TMP/cluster" "${ports[@]}"; fi
+    module=$TMP/module.so
+    case $b in
+    redis) redis_up "$P_ONE" "$TMP/redis" ;;
+    cluster3) redis_cluster_up "$TMP/cluster" "${ports[@]}" ;;
+    *) module=$TMP/module_b.so ;; # the same Redis as its backend's
+    esac
     for n in a b; do
-        write_conf "$TMP/$b.$n" "${HTTP[$b.$n]}" "${ports[@]}"
+        write_conf "$module" "$TMP/$b.$n" "${HTTP[$b.$n]}" "${ports[@]}"
         nginx_up "$TMP/$b.$n"
         wait_port "${HTTP[$b.$n]}" "nginx ($b.$n)"
         WORKER[$b.$n]=$(worker_of "$TMP/$b.$n")
@@ -184,6 +203,8 @@ for r in $(seq "$ROUNDS"); do
         read -r -a ports <<<"${RPORTS[$b]}"
         for c in $CASES; do
             k=$b/$c
+            # (Stock once a round: the first backend's, which every row is against.)
+            [[ $c == stock && $b != "${BACKENDS%% *}" ]] && continue
             flush_all "${ports[@]}"
             load "$b" "$c" 2 "$TMP/warm"
             t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}")
@@ -219,12 +240,38 @@ for r in $(seq "$ROUNDS"); do
 done
 for b in $BACKENDS; do no_errors "$TMP/$b.a" "$TMP/$b.b"; done
 
+if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
+    command -v perf >/dev/null || die "NET_SYSCALLS=1: perf not found"
+    declare -A SYS
+    for b in $BACKENDS; do
+        read -r -a ports <<<"${RPORTS[$b]}"
+        for c in $CASES; do
+            workers=()
+            for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
+            flush_all "${ports[@]}"
+            load "$b" "$c" 2 "$TMP/warm"
+            perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${workers[*]}")" -o "$TMP/perf" \
+                -- sleep $((DURATION + 1)) &
+            pp=$!
+            load "$b" "$c" "$DURATION" "$TMP/run"
+            wait "$pp" || die "perf stat failed: $(tail -3 "$TMP/perf")"
+            n=0
+            for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
+            rm -f "$TMP"/run.?
+            SYS[$b/$c]=$(awk -F, -v n="$n" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
+                    name = substr($3, 20); t += $1; c[name] = $1}
+                END {printf "%.2f:", t / n; for (k in c) if (c[k] / n >= 0.05) printf " %s %.2f", k, c[k] / n}' "$TMP/perf")
+        done
+    done
+fi
+
 echo "nginx:   $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), module $MODULE; one worker a node"
+[[ -z $MODULE_B ]] || echo "         *_b: module $MODULE_B (NET_MODULE_B), measured after each backend's own in every round"
 echo "redis:   $("$REDIS_SERVER" --version | awk '{print $3}'); redis = one Redis, cluster3 = a Redis Cluster of 3 masters"
 echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds x $DURATION s after a 2 s warm-up;" \
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
 echo
-printf '%-9s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
+printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
     "busiest" "calls/req" "cmd/req"
 for b in $BACKENDS; do
     for c in $CASES; do
@@ -242,8 +289,8 @@ for b in $BACKENDS; do
         fi
         [[ $c == stock ]] && rd=-
         busy=$(median "${BUSY[$k]}")%
-        [[ $b == redis || $c == stock ]] && busy=-
-        printf '%-9s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
+        [[ $b == redis* || $c == stock ]] && busy=-
+        printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
             "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")"
     done
 done
@@ -262,6 +309,13 @@ for b in $BACKENDS; do
     done
 done
 echo
+if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
+    echo "syscalls a request of the workers (perf stat, one more load of $DURATION s; all: each >= 0.05):"
+    for b in $BACKENDS; do
+        for c in $CASES; do printf '  %-9s %-11s %s\n' "$b" "$c" "${SYS[$b/$c]}"; done
+    done
+    echo
+fi
 for b in $BACKENDS; do
     verdict="Redis decides it"
     ((PROBE[$b] == 5)) || verdict="NOT decided by Redis: the requests fell back (pow_shield_fail); site2 and siteover2 measure the fallback"

@@ -59,7 +59,7 @@ impl Model {
             1 => (Slot::request(0, id, None), false),
             2 => {
                 let log = Rc::clone(&self.resent);
-                let resend = Box::new(move || {
+                let resend = Rc::new(move || {
                     let eval = format!("E{id};").into_bytes();
                     log.borrow_mut().push((id, eval.clone()));
                     eval

@@ -250,7 +250,7 @@ impl Exchange {
         s: &Settings,
         ready: &mut Vec<(OnReply, Reply)>,
     ) -> Result<(), (RedisError, String)> {
-        let mut events = Vec::new();
+        let mut events = Vec::with_capacity(8);
         let received = self.pipeline.receive(&mut events);
         // What was answered before a fault is still delivered.
         for event in events {

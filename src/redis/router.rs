@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::client::{Client, Reach, Resend, Unavailable};
+use super::client::{Client, Reach, Unavailable};
 pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Rebuild, Seed};
 pub use super::sentinel::{Sentinel, SentinelTemplate};
 
@@ -20,17 +20,16 @@ impl Router {
     pub fn submit(
         &self,
         key: &[u8],
-        command: Vec<u8>,
+        command: Rc<Vec<u8>>,
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         match self {
             Router::Single(client) => {
-                let resend = rebuild.map(|r| Box::new(move || r()) as Resend);
-                client.submit(&command, resend, Box::new(move |r| on_reply(r.frame())))
+                client.submit(&command, rebuild, Box::new(move |r| on_reply(r.frame())))
             }
             Router::Cluster(cluster) => cluster.submit(key, command, rebuild, on_reply),
-            Router::Sentinel(sentinel) => sentinel.submit(command, rebuild, on_reply),
+            Router::Sentinel(sentinel) => sentinel.submit(&command, rebuild, on_reply),
         }
     }
 

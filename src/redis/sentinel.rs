@@ -157,7 +157,7 @@ impl Sentinel {
     /// not known yet.
     pub(super) fn submit(
         &self,
-        command: Vec<u8>,
+        command: &[u8],
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
@@ -166,10 +166,9 @@ impl Sentinel {
             return Err(Unavailable::Down);
         };
         let me = self.me.clone();
-        let resend = rebuild.map(|r| Box::new(move || r()) as super::client::Resend);
         master.client.submit(
-            &command,
-            resend,
+            command,
+            rebuild,
             Box::new(move |reply: Reply| {
                 if let Reply::Error(text) = &reply {
                     if text.starts_with("READONLY") {

@@ -4,6 +4,8 @@
 //! the script's integers become the store's [`Reply`]. The module sends
 //! the calls on nginx's event loop; everything here is plain data.
 
+use std::rc::Rc;
+
 use super::refusals::Sending;
 use super::scripts::args;
 use super::scripts::replies;
@@ -49,6 +51,15 @@ impl Call {
     /// The same call as `EVAL <script>`.
     pub fn eval(&self) -> Vec<u8> {
         script_call::eval(&self.evalsha, self.shared, self.script)
+    }
+
+    /// The `EVALSHA` once, shared with what rebuilds it as `EVAL` if
+    /// Redis lost the script (no copy of the command a call).
+    pub fn shared(self) -> (Rc<Vec<u8>>, Rc<dyn Fn() -> Vec<u8>>) {
+        let evalsha = Rc::new(self.evalsha);
+        let (kept, shared, script) = (evalsha.clone(), self.shared, self.script);
+        let eval = Rc::new(move || script_call::eval(&kept, shared, script));
+        (evalsha, eval)
     }
 }
 

@@ -23,8 +23,9 @@ pub const READ_CHUNK: usize = 16 * 1024;
 /// smaller) as it arrives, so this only backs that up.
 pub const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
 
-/// Builds the command to send instead when Redis answers `NOSCRIPT`.
-pub type Resend = Box<dyn FnOnce() -> Vec<u8>>;
+/// Builds the command to send instead when Redis answers `NOSCRIPT` (the
+/// call's own rebuild, shared: nothing made a call for it).
+pub type Resend = std::rc::Rc<dyn Fn() -> Vec<u8>>;
 
 /// One command waiting for its reply. `R` is what its owner gets back.
 pub struct Slot<R> {
@@ -581,7 +582,7 @@ mod tests {
         let resend = eval.clone();
         p.push(
             b"EVALSHA",
-            Slot::request(200, 9, Some(Box::new(move || resend))),
+            Slot::request(200, 9, Some(std::rc::Rc::new(move || resend.clone()))),
         );
         p.sent(p.output().len());
         assert_eq!(
@@ -597,7 +598,7 @@ mod tests {
         let mut p = open_pipeline();
         p.push(
             b"",
-            Slot::request(200, 4, Some(Box::new(|| b"EVAL".to_vec()))),
+            Slot::request(200, 4, Some(std::rc::Rc::new(|| b"EVAL".to_vec()))),
         );
         assert_eq!(
             feed(&mut p, b"-NOSCRIPT x\r\n-NOSCRIPT x\r\n").unwrap(),

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 
 use super::{cluster, Cluster, OnFrame, Rebuild};
-use crate::redis::client::{Client, Reach, Reply, Resend, Unavailable, MAX_IN_FLIGHT};
+use crate::redis::client::{Client, Reach, Reply, Unavailable, MAX_IN_FLIGHT};
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
 use pow_shield_core::redis::retries::past;
@@ -41,13 +41,13 @@ impl Cluster {
     pub(in crate::redis) fn submit(
         &self,
         key: &[u8],
-        command: Vec<u8>,
+        command: Rc<Vec<u8>>,
         rebuild: Option<Rebuild>,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         let job = Job {
             slot: key_slot(key),
-            command: Rc::new(command),
+            command,
             rebuild,
             on_reply,
             hops: 0,
@@ -104,7 +104,7 @@ impl Cluster {
         let Some(node) = nodes.get(target) else {
             return down(job);
         };
-        let resend = job.rebuild.clone().map(|r| Box::new(move || r()) as Resend);
+        let resend = job.rebuild.clone();
         let command = job.command.clone();
         // The job comes back if the client refuses it at once.
         let held = Rc::new(Cell::new(Some(job)));

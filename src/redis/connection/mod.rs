@@ -390,7 +390,8 @@ impl Connection {
     /// Reads and dispatches every complete reply; returns the callbacks to
     /// run once the state is released.
     fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
-        let mut ready = Vec::new();
+        // (Sized for a few replies a read: no growing one at a time.)
+        let mut ready = Vec::with_capacity(8);
         if st.phase != Phase::Open {
             return ready;
         }

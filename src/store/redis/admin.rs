@@ -29,6 +29,7 @@ impl RedisStore {
     ) -> Result<(), Unavailable> {
         let prefix = self.prefix().ok_or(Unavailable::Busy)?;
         let (evalsha, shared) = admin::show_call(&prefix, whose, limits);
+        let evalsha = Rc::new(evalsha);
         let again = evalsha.clone();
         let eval: Rebuild = Rc::new(move || admin::show_eval(&again, shared));
         let limits = limits.to_vec();
@@ -69,7 +70,7 @@ impl RedisStore {
         let tag = admin::tag_of(whose);
         self.router.submit(
             tag.as_bytes(),
-            admin::lift_command(&prefix, whose, limits),
+            Rc::new(admin::lift_command(&prefix, whose, limits)),
             None,
             Box::new(move |frame| on_reply(frame.is_some())),
         )

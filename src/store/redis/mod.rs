@@ -26,7 +26,7 @@ use self::node_cache::Env;
 pub use self::node_cache::NodeCache;
 use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
-use crate::redis::router::{Rebuild, Router};
+use crate::redis::router::Router;
 use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
 };
@@ -175,6 +175,7 @@ impl RedisStore {
         Env {
             router: &self.router,
             cache: self.cache.as_ref(),
+            keys: Default::default(),
         }
     }
 
@@ -260,12 +261,12 @@ impl RedisStore {
         });
         match command {
             Command::Script(call) => {
-                let evalsha = call.evalsha.clone();
-                // Only used if Redis lost the script (SCRIPT FLUSH, a restart).
-                let eval: Rebuild = Rc::new(move || call.eval());
+                // `eval`: only used if Redis lost the script (SCRIPT
+                // FLUSH, a restart).
+                let (evalsha, eval) = call.shared();
                 self.router.submit(route, evalsha, Some(eval), on_reply)
             }
-            Command::Plain(command) => self.router.submit(route, command, None, on_reply),
+            Command::Plain(command) => self.router.submit(route, Rc::new(command), None, on_reply),
         }
     }
 

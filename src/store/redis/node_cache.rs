@@ -13,7 +13,7 @@ use crate::store::zone::{
     breaker_entry, evict_refusals, record_spent, EVICT_WHEN_FULL, EXPIRE_PER_REQUEST,
 };
 use pow_shield_core::cluster::fallback::Reach;
-use pow_shield_core::cluster::node::Around;
+use pow_shield_core::cluster::node::{Around, RefusalKeys};
 use pow_shield_core::cluster::refusals::{LocalRefusal, Refused};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::Verdict;
@@ -54,10 +54,9 @@ impl NodeCache {
         })
     }
 
-    fn with_refusal<R>(&self, refusal: &[u8], f: impl FnOnce(&mut LocalRefusal) -> R) -> Option<R> {
-        let key = TableKey::new(&[refusal]);
+    fn with_refusal<R>(&self, key: &TableKey, f: impl FnOnce(&mut LocalRefusal) -> R) -> Option<R> {
         self.zone
-            .with_locked(|zone, _| zone.refusals.get(&key).map(|entry| f(entry.refusal())))
+            .with_locked(|zone, _| zone.refusals.get(key).map(|entry| f(entry.refusal())))
     }
 }
 
@@ -66,6 +65,7 @@ impl NodeCache {
 pub(super) struct Env<'a> {
     pub router: &'a Router,
     pub cache: Option<&'a NodeCache>,
+    pub keys: RefusalKeys,
 }
 
 impl Around for Env<'_> {
@@ -110,7 +110,7 @@ impl Around for Env<'_> {
         stale_ok_redis_up: (bool, bool),
         rising: bool,
     ) -> Option<Refused> {
-        let key = TableKey::new(&[refusal]);
+        let key = self.keys.of(refusal);
         self.cache?.zone.with_locked(|zone, alloc| {
             zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
             let entry = zone.refusals.get(&key)?;
@@ -126,15 +126,19 @@ impl Around for Env<'_> {
     }
 
     fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
-        let cache = self.cache;
-        cache.and_then(|c| c.with_refusal(refusal, |r| r.holds(now_ms))) == Some(true)
+        let Some(cache) = self.cache else {
+            return false;
+        };
+        let key = self.keys.of(refusal);
+        cache.with_refusal(&key, |r| r.holds(now_ms)) == Some(true)
     }
 
     fn take_pending(&mut self, refusal: &[u8]) -> u32 {
-        let cache = self.cache;
-        cache
-            .and_then(|c| c.with_refusal(refusal, |r| r.take_pending()))
-            .unwrap_or(0)
+        let Some(cache) = self.cache else {
+            return 0;
+        };
+        let key = self.keys.of(refusal);
+        cache.with_refusal(&key, |r| r.take_pending()).unwrap_or(0)
     }
 
     /// No room (after giving up older refusals and expired spent records):
@@ -149,7 +153,7 @@ impl Around for Env<'_> {
         let Some(cache) = self.cache else {
             return;
         };
-        let key = TableKey::new(&[refusal]);
+        let key = self.keys.of(refusal);
         let epoch_ms = crate::ffi::now_ms();
         cache.zone.with_locked(|zone, alloc| {
             let entry: *mut Entry = match zone.refusals.find(&key) {
@@ -185,7 +189,8 @@ impl Around for Env<'_> {
 
     fn refusals_sent(&mut self, refusal: &[u8], (sent, over, strikes): (u32, u32, u32), now: u64) {
         if let Some(cache) = self.cache {
-            cache.with_refusal(refusal, |r| r.acknowledged(sent, over, strikes, now));
+            let key = self.keys.of(refusal);
+            cache.with_refusal(&key, |r| r.acknowledged(sent, over, strikes, now));
         }
     }
 
@@ -194,7 +199,7 @@ impl Around for Env<'_> {
         let Some(cache) = self.cache else {
             return;
         };
-        let key = TableKey::new(&[refusal]);
+        let key = self.keys.of(refusal);
         cache.zone.with_locked(|zone, alloc| {
             let Some(entry) = zone.refusals.get(&key) else {
                 return;
@@ -209,7 +214,8 @@ impl Around for Env<'_> {
 
     fn refusal_forgiven(&mut self, refusal: &[u8], strikes: u32) {
         if let Some(cache) = self.cache {
-            cache.with_refusal(refusal, |r| r.forgiven(strikes));
+            let key = self.keys.of(refusal);
+            cache.with_refusal(&key, |r| r.forgiven(strikes));
         }
     }
 

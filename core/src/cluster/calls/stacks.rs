@@ -30,6 +30,8 @@ pub struct Part {
     /// only: the others strike no one).
     pub rules: BreakerRules,
     pub offence: Offence,
+    /// The slot of `route`, where [`Calls::parts`] made it already.
+    slot: Option<u16>,
 }
 
 /// What requests in a row of a gathered call share: what a refusal is,
@@ -56,6 +58,10 @@ impl Count {
         }
     }
 }
+
+/// A count of a part: its place among the location's limits, its numbers,
+/// whose it is, and its hash tag ([`count_tag`]).
+type Tagged<'a> = (usize, RateLimit, Counted<'a>, String);
 
 /// The hash tag of a count: the client's, or its `key=` value's.
 fn count_tag(tag: &[u8], whose: Counted) -> String {
@@ -141,7 +147,14 @@ impl Part {
             counts: vec![count],
             rules,
             offence,
+            slot: None,
         }
+    }
+
+    /// The slot of its route in a Redis Cluster.
+    pub fn slot(&self) -> u16 {
+        self.slot
+            .unwrap_or_else(|| generation::slot_of_tag(&self.route))
     }
 
     /// Whether requests of `self` and `other` share their arguments in a
@@ -178,30 +191,33 @@ impl Calls {
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
         let (counted, n) = subject.counted_limits();
-        self.part(
-            tag,
-            (tag.to_vec(), subject.rules, offence),
+        let counted = counted[..n]
+            .iter()
+            .map(|&(at, limit, whose)| (at, limit, whose, count_tag(tag, whose)))
+            .collect();
+        Self::part(
+            (tag.to_vec(), None, subject.rules, offence),
             subject,
-            &counted[..n],
+            counted,
         )
     }
 
+    /// A part of `counted` (each count with its tag), routed by `route`
+    /// (in `slot`, if known).
     fn part(
-        &self,
-        tag: &[u8],
-        (route, rules, offence): (Vec<u8>, BreakerRules, Offence),
+        (route, slot, rules, offence): (Vec<u8>, Option<u16>, BreakerRules, Offence),
         subject: &Subject,
-        counted: &[(usize, RateLimit, Counted)],
+        counted: Vec<Tagged>,
     ) -> Part {
         // Its limits as the location has them (names, keys: a `key=`
         // limit's refusal strikes no one), in the same order.
         let (limits, at) = subject
             .limits
-            .only(|i| counted.iter().any(|(place, _, _)| *place == i));
+            .only(|i| counted.iter().any(|(place, _, _, _)| *place == i));
         let counts = counted
-            .iter()
-            .map(|&(at, limit, whose)| Count {
-                tag: count_tag(tag, whose),
+            .into_iter()
+            .map(|(at, limit, whose, tag)| Count {
+                tag,
                 limit,
                 approx: subject.limits.approx(at),
                 own: !matches!(whose, Counted::Own(_)),
@@ -214,6 +230,7 @@ impl Calls {
             counts,
             rules,
             offence,
+            slot,
         }
     }
 
@@ -381,17 +398,33 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
+        let parts = self.boxed_parts(tag, subject, offence);
+        parts.into_iter().map(|part| *part).collect()
+    }
+
+    /// [`Calls::parts`], each in the box the node keeps it in (a part
+    /// holds the location's limits, some 700 bytes: made in its box rather
+    /// than moved there through a list).
+    pub fn boxed_parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Box<Part>> {
         let (counted, n) = subject.counted_limits();
         let client_slot = generation::slot_of_tag(tag);
-        // (slot, the route, its limits)
-        type Group<'a> = (u16, Vec<u8>, Vec<(usize, RateLimit, Counted<'a>)>);
-        let mut parts: Vec<Group> = vec![(client_slot, tag.to_vec(), Vec::new())];
+        // (slot, the route, its limits); each count's tag and slot made
+        // once (a client's count: the client's tag and slot).
+        type Group<'a> = (u16, Vec<u8>, Vec<Tagged<'a>>);
+        let mut parts: Vec<Group> = Vec::with_capacity(n + 1);
+        parts.push((client_slot, tag.to_vec(), Vec::with_capacity(n)));
         for &(at, limit, whose) in &counted[..n] {
             let own = count_tag(tag, whose);
-            let slot = generation::slot_of_tag(own.as_bytes());
+            let slot = match whose {
+                Counted::Own(_) => generation::slot_of_tag(own.as_bytes()),
+                Counted::Client(_) | Counted::Spends(_) => client_slot,
+            };
             match parts.iter_mut().find(|(s, _, _)| *s == slot) {
-                Some((_, _, limits)) => limits.push((at, limit, whose)),
-                None => parts.push((slot, own.into_bytes(), vec![(at, limit, whose)])),
+                Some((_, _, limits)) => limits.push((at, limit, whose, own)),
+                None => {
+                    let route = own.as_bytes().to_vec();
+                    parts.push((slot, route, vec![(at, limit, whose, own)]))
+                }
             }
         }
         let none = BreakerRules {
@@ -401,7 +434,7 @@ impl Calls {
         parts
             .into_iter()
             .enumerate()
-            .map(|(i, (_, route, limits))| {
+            .map(|(i, (slot, route, limits))| {
                 // The others strike no one (no rules); the request's offence
                 // still says whether the next challenge is priced from a
                 // count that has room (a paid request's).
@@ -409,7 +442,11 @@ impl Calls {
                     0 => subject.rules,
                     _ => none,
                 };
-                self.part(tag, (route, rules, offence), subject, &limits)
+                Box::new(Self::part(
+                    (route, Some(slot), rules, offence),
+                    subject,
+                    limits,
+                ))
             })
             .collect()
     }

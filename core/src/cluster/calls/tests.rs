@@ -394,3 +394,39 @@ fn every_connection_authenticates_selects_loads_every_script_and_reads_the_clock
     assert_eq!(words(&handshake[0].1), ["AUTH", "user", "secret"]);
     assert_eq!(words(&handshake[1].1), ["SELECT", "2"]);
 }
+
+#[test]
+fn each_part_of_a_sharded_check_knows_its_routes_slot() {
+    use crate::cluster::generation::slot_of_tag;
+    use crate::limiter::{KeyId, Limit};
+    let calls = Calls::new("ps:", 1, 1, true);
+    let mut limits = Limits::NONE;
+    limits.add(Limit::new(LIMIT)).unwrap();
+    for (i, key) in ["$pow_shield_net", "$http_x_as"].into_iter().enumerate() {
+        let rate = RateLimit {
+            requests: 100 + i as u32,
+            ..LIMIT
+        };
+        limits.add(Limit::new(rate).keyed(KeyId::of(key))).unwrap();
+    }
+    for (client, values) in [
+        (&b"c1"[..], [&b"n1"[..], b"as1"]),
+        (b"c2", [b"n1", b"as2"]),
+        (b"\x0a\x00\x00\x01", [b"10.0.0.0/24", b"AS64500"]),
+    ] {
+        let key_values: &[Option<&[u8]>] = kept([None, Some(values[0]), Some(values[1])]);
+        let subject = Subject {
+            key_values,
+            ..subject(client, limits, false)
+        };
+        let tag = crate::redis::command::client_tag(client);
+        let parts = calls.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        assert_eq!(parts[0].route, tag.as_bytes());
+        for part in &parts {
+            assert_eq!(part.slot(), slot_of_tag(&part.route));
+        }
+        // A part made otherwise computes it.
+        let whole = calls.whole(tag.as_bytes(), &subject, Offence::Unpaid);
+        assert_eq!(whole.slot(), slot_of_tag(tag.as_bytes()));
+    }
+}

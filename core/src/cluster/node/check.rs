@@ -141,7 +141,9 @@ impl<W: Waits> ClusterNode<W> {
                 false => Vec::new(),
             };
             if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-                if let Some(checked) = self.refuse_keyed(env, subject, &limits, now, out) {
+                if let Some(checked) =
+                    self.refuse_keyed(env, (subject, tag.as_bytes()), &limits, now, out)
+                {
                     return Answered::Now(Reply::Checked(checked));
                 }
             }
@@ -151,7 +153,8 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                self.check_sharded(env, subject, (offence, limits, seq), now, waiter, out);
+                let whose = (subject, tag.as_bytes());
+                self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
             // With those of other requests of its slot on their way

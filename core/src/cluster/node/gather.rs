@@ -24,12 +24,11 @@
 //! requests of a worker.
 
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::OneCheck;
-use super::{Around, ClusterNode, Fell, Flight, Step, Waits};
+use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
@@ -59,7 +58,7 @@ pub(super) enum Joined<T> {
 }
 
 /// `item` of `slot`, sent now or gathered (`Joined`).
-pub(super) fn join<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, item: T) -> Joined<T> {
+pub(super) fn join<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16, item: T) -> Joined<T> {
     let gathering = map.entry(slot).or_insert(Gathering {
         in_flight: 0,
         queued: Vec::new(),
@@ -76,7 +75,7 @@ pub(super) fn join<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, item: T) 
 }
 
 /// A call of `slot` is sent (gathered).
-pub(super) fn sending<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16) {
+pub(super) fn sending<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16) {
     if let Some(gathering) = map.get_mut(&slot) {
         gathering.in_flight += 1;
     }
@@ -84,7 +83,7 @@ pub(super) fn sending<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16) {
 
 /// A call of `slot` had its reply (`failed`: none): what gathered behind
 /// it, to send now, or to fall back never sent.
-pub(super) fn done<T>(map: &mut HashMap<u16, Gathering<T>>, slot: u16, failed: bool) -> Vec<T> {
+pub(super) fn done<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16, failed: bool) -> Vec<T> {
     let Entry::Occupied(mut entry) = map.entry(slot) else {
         return Vec::new();
     };

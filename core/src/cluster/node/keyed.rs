@@ -20,7 +20,6 @@ use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::RateLimit;
-use crate::redis::command::client_tag;
 use crate::store::{Checked, Counted, Now, Subject};
 
 /// Before a `key=` value in its refusal's key: no client key starts so.
@@ -98,10 +97,11 @@ impl<W: Waits> ClusterNode<W> {
     /// limit holds a refusal it will not answer here (its next strike
     /// would reach the threshold, or Redis's word is not fresh): a later
     /// `key=` limit must not answer for it without its strike.
+    /// (`tag`: the client's.)
     pub(super) fn refuse_keyed(
         &mut self,
         env: &mut impl Around,
-        subject: &Subject,
+        (subject, tag): (&Subject, &[u8]),
         limits: &[KeyedLimit],
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -115,8 +115,10 @@ impl<W: Waits> ClusterNode<W> {
         // `key=` value's does not (its challenge carries the node's own:
         // spent as one issued during an outage), so that new addresses of a
         // refused /24, each in a slot of its own, are refused here too.
-        let slot = slot_of_tag(client_tag(subject.key).as_bytes());
-        let generation = self.generations.slot(slot).filter(|_| self.cluster);
+        let generation = match self.cluster {
+            true => self.generations.slot(slot_of_tag(tag)),
+            false => None,
+        };
         let redis_up = env.healthy();
         for limit in limits {
             let unknown = self.cluster && generation.is_none();

@@ -21,8 +21,10 @@ mod keyed;
 mod sharded;
 mod spend;
 mod stacks;
+mod zone_keys;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use redis_protocol::resp2::types::OwnedFrame;
 
@@ -40,6 +42,7 @@ use crate::syntax::FailPolicy;
 use batches::BatchContext;
 use check::Group;
 pub use spend::MAX_REPLAYS;
+pub use zone_keys::RefusalKeys;
 
 /// A request waiting for the node's answer (the module's: its resume
 /// event). The node only moves it around, and asks whether it still waits:
@@ -228,18 +231,18 @@ pub struct ClusterNode<W> {
     /// This worker's random name (a fresh generation is derived from it).
     node_id: u64,
     next_id: u64,
-    flights: HashMap<CallId, Flight<W>>,
+    flights: Ids<CallId, Flight<W>>,
     groups: HashMap<Vec<u8>, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
-    gathering: HashMap<u16, gather::Gathering<check::OneCheck<W>>>,
+    gathering: Ids<u16, gather::Gathering<check::OneCheck<W>>>,
     /// Stacked checks per slot, as `gathering` (`stacks.rs`).
     stacking: stacks::Stacking<W>,
     /// Checks gathered or in gathered calls, exact or stacked
     /// (`gather::MAX_HELD`).
     held: usize,
     /// Checks whose limits lie in several slots, by request.
-    sharded: HashMap<u64, sharded::Sharded<W>>,
+    sharded: Ids<u64, sharded::Sharded<W>>,
     next_request: u64,
     batches: Batches<BatchContext>,
     exiting_since: Option<u64>,
@@ -263,12 +266,12 @@ impl<W: Waits> ClusterNode<W> {
             seq: 0,
             node_id,
             next_id: 0,
-            flights: HashMap::new(),
+            flights: Ids::default(),
             groups: HashMap::new(),
-            gathering: HashMap::new(),
-            stacking: HashMap::new(),
+            gathering: Ids::default(),
+            stacking: Ids::default(),
             held: 0,
-            sharded: HashMap::new(),
+            sharded: Ids::default(),
             next_request: 0,
             batches: Batches::default(),
             exiting_since: None,
@@ -457,6 +460,37 @@ impl<W: Waits> ClusterNode<W> {
         let reach = env.reach(client_tag(key).as_bytes());
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
+    }
+}
+
+/// A map keyed by the node's own numbers (call ids, slots, request
+/// numbers), which no client chooses: hashed by one multiplication rather
+/// than SipHash (measured: a few maps' look-ups a call).
+pub(super) type Ids<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// [`Ids`]'s hasher: each number mixed in by a multiplication by 2^64/φ
+/// (the high bits, which the table's control bytes take, depend on every
+/// bit of a small number).
+#[derive(Default, Clone, Copy)]
+pub(super) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(n.into());
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 

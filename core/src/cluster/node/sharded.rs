@@ -31,13 +31,14 @@ use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
-use crate::redis::command::client_tag;
 use crate::store::{Checked, Now, Offence, Reply, Subject};
 
 /// One request's calls on their way.
 pub(super) struct Sharded<W> {
     waiter: W,
     key: Vec<u8>,
+    /// The slot of the client's keys (its part's, the first).
+    slot: u16,
     rules: BreakerRules,
     /// The request's member in every call (for an undo).
     seq: u64,
@@ -66,14 +67,14 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn check_sharded(
         &mut self,
         env: &mut impl Around,
-        subject: &Subject,
+        (subject, tag): (&Subject, &[u8]),
         (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
         now: Now,
         waiter: W,
         out: &mut Vec<Step<W>>,
     ) {
-        let tag = client_tag(subject.key);
-        let parts = self.calls.parts(tag.as_bytes(), subject, offence);
+        let parts = self.calls.boxed_parts(tag, subject, offence);
+        let slot = parts.first().map_or_else(|| slot_of_tag(tag), |p| p.slot());
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();
@@ -82,6 +83,7 @@ impl<W: Waits> ClusterNode<W> {
             Sharded {
                 waiter,
                 key: subject.key.to_vec(),
+                slot,
                 rules: subject.rules,
                 seq,
                 got: vec![None; n],
@@ -94,7 +96,7 @@ impl<W: Waits> ClusterNode<W> {
         // (`stacks.rs`).
         for (index, part) in parts.into_iter().enumerate() {
             let stack = Stack {
-                part: Box::new(part),
+                part,
                 seq,
                 then: Then::Part { request, index },
             };
@@ -224,7 +226,7 @@ impl<W: Waits> ClusterNode<W> {
             // (The client's part admitted: it struck nothing.)
             return out.push(fall_back(s.waiter, failure, false));
         }
-        let slot = slot_of_tag(client_tag(&s.key).as_bytes());
+        let slot = s.slot;
         self.generations.note_slot(slot, client.generation);
         remember(env, &s.key, client.breaker, s.rules, now);
         // A refusal in another slot: the challenge carries the client's

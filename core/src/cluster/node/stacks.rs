@@ -23,20 +23,18 @@
 //! no reply fall back at once, never sent. They count in `gather.rs`'s
 //! `MAX_HELD` with the exact checks.
 
-use std::collections::HashMap;
-
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::{Stack, Then};
 use super::gather::{done, join, sending, Gathering, Joined, MAX_HELD};
-use super::{Around, ClusterNode, Fell, Flight, Step, Waits};
+use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::redis::clock;
 use crate::store::Now;
 
 /// Stacked checks of one slot gathered, or one alone.
-pub(super) type Stacking<W> = HashMap<u16, Gathering<Stack<W>>>;
+pub(super) type Stacking<W> = Ids<u16, Gathering<Stack<W>>>;
 
 /// Stacked checks decided in one call.
 pub(super) struct Stacks<W> {
@@ -61,7 +59,10 @@ impl<W: Waits> ClusterNode<W> {
         if self.held >= MAX_HELD {
             return self.send_stack(env, None, stack, now, out);
         }
-        let slot = self.gate_of(&stack.part.route);
+        let slot = match self.cluster {
+            true => stack.part.slot(),
+            false => 0,
+        };
         match join(&mut self.stacking, slot, stack) {
             Joined::Now(stack) => self.send_stack(env, Some(slot), stack, now, out),
             Joined::Waits => self.held += 1,
