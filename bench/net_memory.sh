@@ -3,7 +3,7 @@
 # "net_memory.sh"; docs/operations.md, "Sizing Redis"): a /24 makes exactly
 # NET_MEM_LIMIT [1000] requests in a window of an hour from its addresses
 # (4 each), then one more (a 429: its refusal count); every key of the /24
-# (`pow:{%01key=<the /24>}:...`) is measured with MEMORY
+# (`pow:{@key=<the /24>}:...`) is measured with MEMORY
 # USAGE ... SAMPLES 0, its log exact and `approx`, on one Redis and on a
 # Redis Cluster of three masters. The per-address keys the same requests
 # left are summed beside it.
@@ -103,7 +103,7 @@ for b in $BACKENDS; do
         ok=$(grep -cx 200 "$TMP/codes" || true)
         last=$(tail -1 "$TMP/codes")
         [[ $ok == "$LIMIT" && $last == 429 ]] || die "$b $kind: $ok of $LIMIT admitted, the one after answered $last"
-        tag="%01key=10.$net.0.0/24"
+        tag="@key=10.$net.0.0/24"
         own=0
         while read -r port key; do
             bytes=$("$REDIS_CLI" -p "$port" memory usage "$key" samples 0)
@@ -125,5 +125,5 @@ for b in $BACKENDS; do
     done
 done
 echo
-echo "  /24 key: pow:{%01key=<the /24>}:<w (exact) | a (approx) | o (refusals)>:<requests>:<window ms>"
+echo "  /24 key: pow:{@key=<the /24>}:<w (exact) | a (approx) | o (refusals)>:<requests>:<window ms>"
 echo "  its addresses' keys: every other pow:{...} key (the addresses' own windows), summed"

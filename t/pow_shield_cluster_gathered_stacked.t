@@ -45,7 +45,7 @@ EOF
 }
 
 sub wkey   { client_key($_[0], 'w', 3, 3600000) }
-sub netkey { client_key("\x01key=$_[0]", 'a', 100, 3600000) }
+sub netkey { client_key("\0key=$_[0]", 'a', 100, 3600000) }
 sub request {
     my ($client, $net) = @_;
     return "GET /data.json HTTP/1.0\r\nHost: localhost\r\nX-Client: $client\r\nX-Net: $net\r\n\r\n";

@@ -59,6 +59,13 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
         }
 
+        # a client key from a header, under the tenant limit's numbers: it
+        # must never share a tenant's own counts
+        location /forge/ {
+            pow_shield_key \$http_x_client;
+            pow_shield_limit 1 1h;
+        }
+
         # only a keyed limit: a request without a tenant is counted by none
         location /only/ {
             pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
@@ -73,7 +80,7 @@ $recipe
 EOF
 
 Test::PowShield::Modes->each_mode($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net tenant only recipe) }, sub {
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net tenant only recipe forge) }, sub {
     my ($m) = @_;
     my $t = $m->node(1);
     my $from = sub {
@@ -136,6 +143,15 @@ Test::PowShield::Modes->each_mode($conf,
     @r = map { $from->("10.5.3.$_", 'only', 'X-Tenant' => "$m-b") } 1 .. 2;
     is(statuses(@r), '200 429', '... a tenant there is');
 
+    # a header can carry any byte but NUL: a client key that spells a key=
+    # value's own counts (as they were once named, "\x01key=") is still a
+    # client's, and a tenant of that name keeps its own limit
+
+    is($t->http_get('/forge/data.json', 'X-Client' => "\x01key=$m-forged")->status, 200,
+        'a forged client key passes as its own client');
+    is($from->('10.5.4.1', 'tenant', 'X-Tenant' => "$m-forged")->status, 200,
+        '... and the tenant it names is not refused by it');
+
     # the recipe: 300 a minute per /24 from addresses each under its 60,
     # then everyone together over 1000 a minute pays
 
@@ -163,7 +179,7 @@ Test::PowShield::Modes->each_mode($conf,
     if ($m->cluster) {
         my @net = grep { /:w:10:3600000$/ } @{$m->redis->cmd('KEYS', '*') || []};
         is(scalar @net, 3, 'cluster: one log per /24 of the keyed limit');
-        is($m->redis->cmd('ZCARD', client_key("\x01key=10.1.2.0/24", 'w', 10, 3600000)), 10,
+        is($m->redis->cmd('ZCARD', client_key("\0key=10.1.2.0/24", 'w', 10, 3600000)), 10,
             'cluster: the /24\'s log, under a tag of its own, holds its 10 admitted requests');
     }
 });

@@ -22,11 +22,12 @@ use pow_shield_core::store::{
     MAKE_ROOM,
 };
 
-/// Before a `key=` value in its bucket's key: the default client key
-/// starts with a NUL byte, and no address or header value with this.
-pub(super) const OWN_KEY: &[u8] = b"\x01key=";
-/// Before a key in the bucket that counts its spent records.
-const SPENDS_KEY: &[u8] = b"\x01spends=";
+/// Before a `key=` value in its bucket's key (no client key starts so).
+pub(super) use pow_shield_core::limiter::client::OWN_KEY;
+/// Before a key in the bucket that counts its spent records: as
+/// `OWN_KEY`, the default key's NUL byte and a letter no address starts
+/// with, so no client key starts so.
+const SPENDS_KEY: &[u8] = b"\0spends=";
 
 /// Entries a request expires as it passes (as `limit_req` does).
 pub(super) const EXPIRE_PER_REQUEST: usize = 2;

@@ -204,7 +204,7 @@ fn the_view_lists_each_keyed_limit_once_by_its_first_name() {
 fn a_values_keys_are_under_its_own_tag_and_its_lift_deletes_its_counts() {
     let net = b"198.51.100.0/24".as_slice();
     let own = crate::cluster::keys::own_tag(net);
-    assert_eq!(own, "%01key=198.51.100.0/24");
+    assert_eq!(own, "@key=198.51.100.0/24");
     assert_eq!(tag_of(Counted::Own(net)), own);
     assert_ne!(tag_of(Counted::Client(net)), own);
     let (call, _) = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);

@@ -17,6 +17,7 @@
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
+use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
 use crate::redis::command::client_tag;
 use crate::redis::script_call::decimal;
@@ -53,14 +54,11 @@ pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
 /// The hash tag of a `key=` value's counts (`pow_shield_limit ...
 /// key=`): apart from every client's, as the zone keeps them.
 pub fn own_tag(value: &[u8]) -> String {
-    let mut own = Vec::with_capacity(OWN.len() + value.len());
-    own.extend_from_slice(OWN);
+    let mut own = Vec::with_capacity(OWN_KEY.len() + value.len());
+    own.extend_from_slice(OWN_KEY);
     own.extend_from_slice(value);
     client_tag(&own)
 }
-
-/// Before a `key=` value in its tag: no address or header value starts so.
-const OWN: &[u8] = b"\x01key=";
 
 /// Writes the full name of one of a client's keys; `tag` is
 /// `client_tag(key)` (computed once per request).

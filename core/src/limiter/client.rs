@@ -64,6 +64,15 @@ impl Write for ClientId {
 /// `config::DEFAULT_KEY` writes the same byte as `\0`).
 pub const DEFAULT_KEY_MARK: u8 = 0;
 
+/// What starts a `key=` value's own counts (`pow_shield_limit ... key=`),
+/// in the zone and in Redis: the default key's NUL byte, then a letter no
+/// [`client_id`] starts with (a digit, a hex digit, `:` or `u`). No
+/// request can carry a NUL byte (nginx refuses it in a header, and
+/// arguments and cookies are read undecoded), so no client key, default
+/// or custom, shares a `key=` value's counts. (Its Redis tag is
+/// `@key=<value>`.)
+pub const OWN_KEY: &[u8] = b"\0key=";
+
 /// The identity of a peer: `192.0.2.1` for IPv4, `2001:db8:1:2::/64` for
 /// IPv6 (the /64 prefix, compressed as RFC 5952 writes it), and `unix:` for
 /// a peer without an IP address (a UNIX-domain socket), as nginx's

@@ -322,7 +322,9 @@ pub const MAX_READABLE_TAG: usize = 64;
 ///   `api-key-1`), except `{` and `}` (Redis Cluster's hash tag delimiters:
 ///   a tag without them keeps every key of a client in one slot), `%`,
 ///   `#` and `@` (this encoding's own marks), the glob characters
-///   `*?[]\` (a tag can be pasted into `SCAN MATCH`) and the quotes `"'`;
+///   `*?[]\` (a tag can be pasted into `SCAN MATCH`), the quotes `"'`
+///   and `+` (which a URL's query, as the admin view's `?key=`, reads as a
+///   space);
 ///   these, a space and every other byte are written `%xx` (lower-case
 ///   hex);
 /// - a NUL byte, the default key's mark, is written `@`: the default key of
@@ -359,7 +361,7 @@ const READABLE: [bool; 256] = {
         t[b as usize] = true;
         b += 1;
     }
-    let escaped = b"{}%#@*?[]\\\"'";
+    let escaped = b"{}%#@*?[]\\\"'+";
     let mut i = 0;
     while i < escaped.len() {
         t[escaped[i] as usize] = false;
@@ -569,8 +571,8 @@ mod tests {
             (b"\x00unix:", "@unix:"),
             (b"203.0.113.7", "203.0.113.7"),
             (
-                b"api-key_1.v2~x/y=z+w,(1)<2>|$&!^;`",
-                "api-key_1.v2~x/y=z+w,(1)<2>|$&!^;`",
+                b"api-key_1.v2~x/y=z,(1)<2>|$&!^;`",
+                "api-key_1.v2~x/y=z,(1)<2>|$&!^;`",
             ),
             (b"{acl}", "%7bacl%7d"),
             (b"50%", "50%25"),
@@ -581,6 +583,8 @@ mod tests {
             (b"*?[]\\\"'", "%2a%3f%5b%5d%5c%22%27"),
             ("caf\u{e9}".as_bytes(), "caf%c3%a9"),
             (b"\x01key=v", "%01key=v"),
+            (b"\x00key=198.51.100.0/24", "@key=198.51.100.0/24"),
+            (b"a+b", "a%2bb"),
             (b"\t\r\n\x7f\xff", "%09%0d%0a%7f%ff"),
             (&[b'a'; MAX_READABLE_TAG], &"a".repeat(MAX_READABLE_TAG)),
             (&[b'a'; MAX_READABLE_TAG + 1], hashed_65_a),

@@ -19,11 +19,9 @@ use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
+use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
 use crate::store::{Checked, Counted, Now, Subject};
-
-/// Before a `key=` value in its refusal's key: no client key starts so.
-const OWN: &[u8] = b"\x01key=";
 
 /// No breaker: a `key=` value's refusals strike no one.
 const NO_RULES: BreakerRules = BreakerRules {
@@ -41,7 +39,7 @@ pub(super) struct KeyedLimit {
     pub own: bool,
     /// Its refusal's key in the zone and the batches.
     pub refusal: Vec<u8>,
-    /// Whose count it is: the client key, or `OWN` and the `key=` value.
+    /// Whose count it is: the client key, or `OWN_KEY` and the `key=` value.
     whose: Vec<u8>,
 }
 
@@ -51,7 +49,7 @@ impl KeyedLimit {
         match self.own {
             true => BatchContext::of(subject, self.limit),
             false => BatchContext::new(
-                keys::own_tag(&self.whose[OWN.len()..]),
+                keys::own_tag(&self.whose[OWN_KEY.len()..]),
                 self.limit,
                 NO_RULES,
                 self.whose.clone(),
@@ -78,7 +76,7 @@ impl<W: Waits> ClusterNode<W> {
             .map(|&(at, limit, whose)| {
                 let (own, whose) = match whose {
                     Counted::Client(key) | Counted::Spends(key) => (true, key.to_vec()),
-                    Counted::Own(value) => (false, [OWN, value].concat()),
+                    Counted::Own(value) => (false, [OWN_KEY, value].concat()),
                 };
                 KeyedLimit {
                     at: at as u8,

@@ -354,7 +354,7 @@ sub client_tag {
     my ($client) = @_;
     my $tag = join '', map {
         $_ eq "\0"                              ? '@'
-            : /[!-~]/ && !/[{}%#\@*?\[\]\\"']/ ? $_
+            : /[!-~]/ && !/[{}%#\@*?\[\]\\"'+]/ ? $_
             :                                    sprintf('%%%02x', ord)
     } split //, $client;
     return $tag if length $tag <= 64;
