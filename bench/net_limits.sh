@@ -43,7 +43,9 @@
 # BENCH_REDIS_CPU [BENCH_NGINX_CPU's, 0]: the core of the Redis processes.
 # NET_MODULE_B=<module .so>: a second module (before/after in one run):
 # each backend B gets B_b, nginx nodes with that module on the same Redis,
-# measured right after B's in every round (the same load for both).
+# measured next to B's in every round (the same load for both): right
+# after it in odd rounds, right before it in even ones, so that neither
+# module always runs second.
 
 set -euo pipefail
 
@@ -199,7 +201,11 @@ done
 
 declare -A RPS NG RD CMD CALLS BUSY DETAIL
 for r in $(seq "$ROUNDS"); do
-    for b in $BACKENDS; do
+    order=$BACKENDS
+    if [[ -n $MODULE_B ]] && ((r % 2 == 0)); then
+        order=$(for b in $BACKENDS; do [[ $b == *_b ]] || echo "${b}_b $b"; done | tr '\n' ' ')
+    fi
+    for b in $order; do
         read -r -a ports <<<"${RPORTS[$b]}"
         for c in $CASES; do
             k=$b/$c
@@ -250,11 +256,14 @@ if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
             for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
             flush_all "${ports[@]}"
             load "$b" "$c" 2 "$TMP/warm"
-            perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${workers[*]}")" -o "$TMP/perf" \
-                -- sleep $((DURATION + 1)) &
+            # (perf counts until the load ends, not longer: the syscalls of
+            # idle timers after it would count against its requests.)
+            perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${workers[*]}")" -o "$TMP/perf" &
             pp=$!
             load "$b" "$c" "$DURATION" "$TMP/run"
-            wait "$pp" || die "perf stat failed: $(tail -3 "$TMP/perf")"
+            kill -INT "$pp"
+            wait "$pp" || true
+            grep -q 'syscalls:sys_enter_' "$TMP/perf" || die "perf stat failed: $(tail -3 "$TMP/perf")"
             n=0
             for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
             rm -f "$TMP"/run.?
@@ -266,7 +275,7 @@ if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
 fi
 
 echo "nginx:   $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), module $MODULE; one worker a node"
-[[ -z $MODULE_B ]] || echo "         *_b: module $MODULE_B (NET_MODULE_B), measured after each backend's own in every round"
+[[ -z $MODULE_B ]] || echo "         *_b: module $MODULE_B (NET_MODULE_B), measured next to each backend's own in every round (after it in odd rounds, before it in even)"
 echo "redis:   $("$REDIS_SERVER" --version | awk '{print $3}'); redis = one Redis, cluster3 = a Redis Cluster of 3 masters"
 echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds x $DURATION s after a 2 s warm-up;" \
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"

@@ -42,9 +42,11 @@ impl Cluster {
 
     /// Whether some node is up.
     pub(in crate::redis) fn is_healthy(&self) -> bool {
-        // (Asked on every check: no list made.)
+        // (Asked on every check: no list made. Every node asked, not up to
+        // the first healthy one: asking follows what other workers found of
+        // that node, dropping or reconnecting its connection.)
         match self.nodes.try_borrow() {
-            Ok(nodes) => nodes.iter().any(|n| n.client.is_healthy()),
+            Ok(nodes) => nodes.iter().fold(false, |up, n| n.client.is_healthy() | up),
             Err(_) => false,
         }
     }
