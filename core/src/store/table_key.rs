@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 pub const INLINE_KEY: usize = 32;
 /// `len` of a key stored as its digest (never a real inline length).
 const HASHED: u8 = u8::MAX;
+/// Bytes of a limit's numbers before the parts of an `after_limit` key.
+const LIMIT_PREFIX: usize = 12;
 
 /// A lookup key: up to 32 bytes inline, else its SHA-256.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,10 +49,8 @@ impl TableKey {
     /// lookup reads them).
     #[inline(always)]
     pub fn after_limit(requests: u32, window_ms: u64, parts: &[&[u8]]) -> Self {
-        const FIXED: usize = 12;
-        let mut bytes = [0u8; INLINE_KEY];
-        bytes[..4].copy_from_slice(&requests.to_le_bytes());
-        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        const FIXED: usize = LIMIT_PREFIX;
+        let mut bytes = limit_prefix(requests, window_ms);
         let mut at = FIXED;
         for part in parts.iter().filter(|part| !part.is_empty()) {
             match bytes.get_mut(at..at + part.len()) {
@@ -66,12 +66,7 @@ impl TableKey {
             }
             at += part.len();
         }
-        let len = at as u8;
-        Self {
-            hash: key_hash(len, &bytes),
-            len,
-            bytes,
-        }
+        Self::inline(at as u8, bytes)
     }
 
     /// [`TableKey::after_limit`] of two parts, the byte `mark` and
@@ -82,17 +77,36 @@ impl TableKey {
     /// &[&[mark], text])`.
     #[inline(always)]
     pub fn after_limit_marked(requests: u32, window_ms: u64, mark: u8, text: &[u8]) -> Self {
-        const FIXED: usize = 12;
-        let mut bytes = [0u8; INLINE_KEY];
-        bytes[..4].copy_from_slice(&requests.to_le_bytes());
-        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        const FIXED: usize = LIMIT_PREFIX;
+        let mut bytes = limit_prefix(requests, window_ms);
         bytes[FIXED] = mark;
         let at = FIXED + 1;
         match bytes.get_mut(at..at + text.len()) {
             Some(dst) => copy_short(dst, text),
             None => return Self::after_limit(requests, window_ms, &[&[mark], text]),
         }
-        let len = (at + text.len()) as u8;
+        Self::inline((at + text.len()) as u8, bytes)
+    }
+
+    /// Of a key [`TableKey::after_limit`] made and kept inline, the key of
+    /// its parts alone: `new(parts)`; `None` for a hashed one (its parts
+    /// are gone). (The straight path's client key, its breaker's, from
+    /// its bucket's key: not made again from the parts.)
+    pub fn after_limit_parts(&self) -> Option<Self> {
+        let len = usize::from(self.len);
+        let parts = self.bytes.get(LIMIT_PREFIX..len)?;
+        Some(Self::new(&[parts]))
+    }
+
+    /// Whether the key is stored as its SHA-256.
+    #[inline(always)]
+    pub fn is_hashed(&self) -> bool {
+        self.len == HASHED
+    }
+
+    /// The inline key of `bytes`' first `len` (the rest zeros).
+    #[inline(always)]
+    fn inline(len: u8, bytes: [u8; INLINE_KEY]) -> Self {
         Self {
             hash: key_hash(len, &bytes),
             len,
@@ -138,6 +152,16 @@ impl TableKey {
     pub fn stored(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len.min(INLINE_KEY as u8))]
     }
+}
+
+/// A key's bytes with a limit's numbers first (its requests, then its
+/// window, little-endian; [`LIMIT_PREFIX`] bytes), zeros after.
+#[inline(always)]
+fn limit_prefix(requests: u32, window_ms: u64) -> [u8; INLINE_KEY] {
+    let mut bytes = [0u8; INLINE_KEY];
+    bytes[..4].copy_from_slice(&requests.to_le_bytes());
+    bytes[4..LIMIT_PREFIX].copy_from_slice(&window_ms.to_le_bytes());
+    bytes
 }
 
 /// `dst.copy_from_slice(src)` for the short parts keys are made of (at
@@ -233,6 +257,29 @@ mod tests {
                     TableKey::after_limit(requests, window_ms, &[&[mark], t]),
                     "mark {mark}, {len} bytes"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn the_parts_of_an_inline_key_after_a_limit_are_their_own_key() {
+        // Every length of one part and of a mark and a text: inline after
+        // the limit (up to 20 bytes), its parts' own key; hashed, none.
+        let text: Vec<u8> = (1..=40u8).collect();
+        for n in 0..=40 {
+            let part = &text[..n];
+            let key = TableKey::after_limit(100, 60_000, &[part]);
+            let parts = key.after_limit_parts();
+            assert_eq!(key.is_hashed(), n > INLINE_KEY - LIMIT_PREFIX, "length {n}");
+            if key.is_hashed() {
+                assert_eq!(parts, None, "length {n}");
+            } else {
+                assert_eq!(parts, Some(TableKey::new(&[part])), "length {n}");
+            }
+            if n < 40 {
+                let marked = TableKey::after_limit_marked(100, 60_000, 0, part);
+                let want = (!marked.is_hashed()).then(|| TableKey::new(&[&[0], part]));
+                assert_eq!(marked.after_limit_parts(), want, "marked, length {n}");
             }
         }
     }
