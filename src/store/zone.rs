@@ -111,8 +111,8 @@ impl ZoneStore {
 /// A client key as the straight path counts it.
 #[derive(Clone, Copy)]
 pub enum StraightKey<'k> {
-    /// The default key of an IPv4 peer, in parts: `DEFAULT_KEY_MARK`,
-    /// then this address text (read where nginx keeps it).
+    /// The default key of an IPv4 peer: `DEFAULT_KEY_MARK`, then this
+    /// address text (read where nginx keeps it, not copied into one key).
     Address(&'k [u8]),
     /// A key made whole (not empty).
     Made(&'k [u8]),
@@ -143,12 +143,17 @@ pub fn straight_admit(
             // The bucket `Tables::bucket` counts a client key's request in.
             // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
             let bucket_key = match key {
-                StraightKey::Address(text) => TableKey::after_limit_marked(
+                StraightKey::Address(text) => match TableKey::after_limit_marked(
                     limit.requests,
                     limit.window_ms,
                     DEFAULT_KEY_MARK,
                     text,
-                ),
+                ) {
+                    Some(bucket_key) => bucket_key,
+                    // (Never an IPv4 address's text, 15 bytes at most: the
+                    // full path decides.)
+                    None => return Ok(None),
+                },
                 StraightKey::Made(key) => {
                     TableKey::after_limit(limit.requests, limit.window_ms, &[key])
                 }
