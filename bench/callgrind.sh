@@ -47,9 +47,17 @@
 #                 bench/cluster_flood.sh): every measured request a 429
 #                 with its challenge; cluster_over: the same in cluster
 #                 mode (a redis-server started here), refused on the node
+#   CG_STRUCK=1   one struck client in the zone before any case is
+#                 measured: a location `pow_shield_key bench-struck;
+#                 pow_shield_limit 1 1h; pow_shield_strikes 5 1d` asked 3
+#                 times (200, 429, 429), so that the zone's breaker table
+#                 holds an entry (as a real zone's almost always does:
+#                 one 429 anywhere within the strikes time) while the
+#                 local cases run; their clients have no breaker [0]
 #   CG_ANNOTATE   a case whose profile is printed (callgrind_annotate,
-#                 inclusive, the module's and nginx's top functions; of
-#                 its middle measurement) []
+#                 inclusive, the module's and nginx's top functions) of
+#                 its measurement number (CG_REPEAT+1)/2 in time order
+#                 (the 3rd of 5, not necessarily the median's) []
 #   CG_KEEP=1     keep the temp dir (config, log, callgrind dumps)
 #   CG_VALGRIND_ARGS  more callgrind options, e.g. --dump-instr=yes (costs
 #                 by instruction address, for a profile inside the
@@ -67,6 +75,7 @@ REPEAT=${CG_REPEAT:-5}
 STEADY_MS=${CG_STEADY_MS:-1100}
 CASES=${CG_CASES:-stock limit_req local local_noheaders}
 ANNOTATE=${CG_ANNOTATE:-}
+STRUCK=${CG_STRUCK:-0}
 
 die() { echo "bench/callgrind.sh: $*" >&2; exit 1; }
 
@@ -78,6 +87,7 @@ if ! [[ $REPEAT =~ ^[0-9]+$ ]] || ((REPEAT < 1)); then
     die "CG_REPEAT must be a whole number >= 1"
 fi
 [[ $STEADY_MS =~ ^[0-9]+$ ]] || die "CG_STEADY_MS must be a whole number"
+[[ $STRUCK == 0 || $STRUCK == 1 ]] || die "CG_STRUCK must be 0 or 1"
 [[ -x $NGINX ]] || die "$NGINX not found: run 'make build' first"
 [[ -f $MODULE ]] || die "$MODULE not found: run 'make build' first"
 TOOLS="valgrind callgrind_control callgrind_annotate curl"
@@ -189,7 +199,7 @@ printf '{"id":42,"name":"pow-shield bench","items":[1,2,3],"ok":true}\n' >"$TMP/
 chmod -R a+rX "$TMP/html"
 URI=/api.json
 read -r P_STOCK P_LIMIT_REQ P_LOCAL P_LOCAL_NOHEADERS P_LOCAL_MANY P_LOCAL_OVER P_CLUSTER_OVER \
-    P_REDIS P_LOCAL_STACKED <<<"$(free_ports 9)"
+    P_REDIS P_LOCAL_STACKED P_STRUCK <<<"$(free_ports 10)"
 declare -A PORT=([stock]=$P_STOCK [limit_req]=$P_LIMIT_REQ [local]=$P_LOCAL
     [local_noheaders]=$P_LOCAL_NOHEADERS [local_many]=$P_LOCAL_MANY
     [local_stacked]=$P_LOCAL_STACKED [local_over]=$P_LOCAL_OVER [cluster_over]=$P_CLUSTER_OVER)
@@ -238,6 +248,14 @@ fi
         pow_shield_strikes off;
         pow_shield_log_level info;
         location = $URI { pow_shield_limit 1 1d; }
+    }
+    server {
+        listen 127.0.0.1:$P_STRUCK;
+        location = $URI {
+            pow_shield_key bench-struck;
+            pow_shield_limit 1 1h;
+            pow_shield_strikes 5 1d;
+        }
     }
 }
 EOF
@@ -302,6 +320,15 @@ echo "== pow-shield bench/callgrind.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "nginx:    $("$NGINX" -v 2>&1 | sed 's/^nginx version: //') ($NGINX_SRC, copied), single process"
 echo "module:   $MODULE_SRC (sha256 $(sha256sum "$MODULE" | cut -c1-12), git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- src core 2>/dev/null || echo '+dirty'))"
 echo "valgrind: $(valgrind --version) --tool=callgrind; $REQUESTS requests a measurement on one keep-alive connection (curl -K), $REPEAT measurements a case (median), after $WARMUP and more for ${STEADY_MS} ms"
+if ((STRUCK)); then
+    # One client struck before any case: the zone's breaker table is not
+    # empty (the local cases' clients have no breaker).
+    codes=$(for _ in 1 2 3; do
+        curl -s -m 30 -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$P_STRUCK$URI" || true
+    done)
+    [[ $codes == "200 429 429 " ]] || die "CG_STRUCK: expected 200 429 429, got $codes"
+    echo "struck:   one client (key bench-struck) has a breaker in the zone (200 429 429)"
+fi
 echo
 
 declare -A PER LOW HIGH ALL

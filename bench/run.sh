@@ -15,7 +15,12 @@
 # third runs the local green case with metrics counting on (a
 # pow_shield_status location exists), compared with the first's (off). wrk runs
 # against each in turn, interleaved for BENCH_ROUNDS rounds, nginx and wrk
-# pinned to different cores. Only loopback; every step is bounded in time;
+# pinned to different cores. The order rotates by one case a round (round
+# 2 starts with the second case, the first last), so that no case always
+# runs in the same place of a round: with a fixed order, stock and
+# pow-shield's headers-off case came out 1.21x/1.10x limit_req's req/s in
+# the same runs as headers off 1.22x/1.09x (bench/README.md, item 9's
+# fifth round), a place's bias, not a case's. Only loopback; every step is bounded in time;
 # everything started here is stopped on exit.
 #
 # Environment (defaults in brackets):
@@ -361,7 +366,7 @@ echo "wrk:      $("$WRK" -v 2>&1 | head -1 | cut -d' ' -f1-2)"
 uses cluster && echo "redis:    $("$REDIS_SERVER" --version | cut -d' ' -f1-3)"
 echo "pinning:  nginx cpu $NGINX_CPU, wrk cpu $WRK_CPU$(uses cluster && echo ", redis cpu $REDIS_CPU")$( ((CPUS < 2)) && echo ' (not applied: < 2 cores)')"
 echo "nginx:    $(uses status && echo "metrics on in its own instance, ")$(uses cluster && uses local && echo "2 instances, ")1 worker each, access_log off, file $URI ($(stat -c %s "$TMP/html/api.json") bytes)"
-echo "run:      $ROUNDS rounds x $DURATION s per case, cases interleaved: $CASES"
+echo "run:      $ROUNDS rounds x $DURATION s per case, cases interleaved, rotated by one a round: $CASES"
 echo "commands:"
 echo "  taskset -c $NGINX_CPU $NGINX -p <dir> -c <dir>/nginx.conf      (configs: BENCH_KEEP=1 keeps $TMP)"
 [[ -n $CMD_REDIS ]] && echo "  taskset -c $REDIS_CPU $CMD_REDIS"
@@ -420,8 +425,12 @@ fi
 # evalsha (blocked_444: req/s and requests are connections closed unanswered)
 RECORDS=$TMP/res/records
 : >"$RECORDS"
+read -ra CASE_LIST <<<"$CASES"
 for r in $(seq "$ROUNDS"); do
-    for c in $CASES; do
+    # This round's order: the list rotated by r - 1.
+    n_cases=${#CASE_LIST[@]}
+    for ((i = 0; i < n_cases; i++)); do
+        c=${CASE_LIST[$(((i + r - 1) % n_cases))]}
         f=$TMP/res/$c.$r
         w=${WORKER[$(instance "$c")]}
         n0=$(ticks "$w")

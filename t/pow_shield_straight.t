@@ -11,7 +11,9 @@
 # address, read in place), a request redirected into a location whose
 # realip rewrites the address is counted there under the new address, as
 # the full path counts it; and the straight path's debug line shows it
-# ran (local mode) or not (cluster mode). Every assertion in local mode, where
+# ran (local mode) or not (cluster mode); a client struck after it passed
+# is blocked on its next request (its bucket's remembered breaker
+# generation is then old). Every assertion in local mode, where
 # the straight path runs, and in cluster mode, where it never does
 # (Test::PowShield::Modes each_mode): the same answers.
 
@@ -75,6 +77,18 @@ my $conf = http_conf(<<'EOF');
             pow_shield_pay_ahead on;
         }
 
+        # A breaker of one strike: a client struck in /gs/ is blocked in
+        # /g/ (one breaker a client key).
+        location /g/ {
+            pow_shield_limit 100 1h;
+            pow_shield_strikes 1 1h;
+        }
+
+        location /gs/ {
+            pow_shield_limit 1 1h;
+            pow_shield_strikes 1 1h;
+        }
+
         location = /metrics {
             pow_shield_status;
         }
@@ -119,6 +133,8 @@ my %files = (
     'html/ahead/data.json'    => qq({"ahead":true}\n),
     'html/d/data.json'        => qq({"d":true}\n),
     'html/b/data.json'        => qq({"b":true}\n),
+    'html/g/data.json'        => qq({"g":true}\n),
+    'html/gs/data.json'       => qq({"gs":true}\n),
 );
 
 ###############################################################################
@@ -183,6 +199,18 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
         ->header('X-PoW-Next-Challenge')) ? 1 : 0 } 1 .. 3;
     is("@next", '0 0 1', "$m: pay ahead: only the last free request gets the next challenge");
 
+    # A client passed without a breaker (its bucket remembers the breaker
+    # table's generation), then struck in another location: its next
+    # request is not the straight path's (a breaker was inserted since),
+    # and its breaker blocks it.
+
+    my @g = map { get($t, 'gen', $_)->status }
+        '/g/data.json', '/g/data.json', '/gs/data.json', '/gs/data.json';
+    is("@g", '200 200 200 429', "$m: a client passes, then is struck in another location");
+    $r = get($t, 'gen', '/g/data.json');
+    is($r->status . ' ' . ($r->header('X-PoW-Shield') // '-'), '403 blocked',
+        "$m: ... its next request, in the first location, is blocked");
+
     my $d = sub { $t->http_get($_[0], -port => 8081, @_[1 .. $#_]) };
 
     # Default key, then a redirect into a location whose realip rewrites
@@ -218,7 +246,7 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
     # Metrics: every request counted, by result
 
     my $scraped = scrape($t, '/metrics');
-    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 26,
+    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 29,
         "$m: metrics: every passed request counted");
 });
 

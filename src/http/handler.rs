@@ -52,8 +52,8 @@ fn decide(r: &mut Request) -> Status {
     let policy = &lcf.policy;
     // Local mode's common request, in one pass (`http::straight`; a
     // location with one has a limit). Any other goes on in a function of
-    // its own: the straight path's saves and restores only the registers
-    // it uses.
+    // its own, so that a straight request saves and restores only the
+    // registers the straight path uses.
     if let Some(straight) = policy.straight {
         return match straight::run(r, mcf, policy, straight) {
             Taken::Decided(status) => status,
@@ -80,6 +80,9 @@ fn full(
     made_key: Option<Pooled>,
     checked: Option<Reply>,
 ) -> Status {
+    // (`lcf_policy`: this location's; `policy` below is the one the state
+    // decides under, after an internal redirect possibly the first
+    // location's: `redirect::run_again` keeps a decision that holds.)
     // A request seen before goes on, or is decided again under this
     // location's policy, or keeps its answer (`decision::redirect`).
     let state = match RequestState::find(r) {

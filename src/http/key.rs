@@ -1,7 +1,8 @@
 //! The client key as the stores count it: `pow_shield_key` evaluated, or
 //! the default key (`$pow_shield_client` after a mark) made without the
-//! variable machinery, in the request pool or, on the straight path, in
-//! parts read where nginx keeps them (no copy); and the peer's address.
+//! variable machinery, in the request pool or, on the straight path, as
+//! its mark and the address text read where nginx keeps it (no copy); and
+//! the peer's address.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -26,15 +26,18 @@ use pow_shield_core::store::SpentRoom;
 /// fields are part of it, not only the hand-bumped version: a field moved
 /// within the same size changes it too.
 const MAGIC: u64 = layout_magic(
-    // "powshi" v10: a window's hint (`holds_until_ms`); the key's length
-    // in the tree node
-    0x706f_7773_6869_000a,
+    // "powshi" v11: a table's insertions (the breaker table's
+    // generation), a bucket's remembered generation in its tree node's
+    // padding (v10: a window's hint, `holds_until_ms`; the key's length
+    // in the tree node)
+    0x706f_7773_6869_000b,
     &[
         core::mem::size_of::<Zone>(),
         core::mem::size_of::<table::Entry>(),
         core::mem::size_of::<Slots>(),
         pow_shield_core::metrics::at::LEN,
         table::KEY_OFFSET,
+        table::GENERATION_OFFSET,
         core::mem::offset_of!(SlidingWindow, period),
         core::mem::offset_of!(SlidingWindow, over_until_ms),
         core::mem::offset_of!(SlidingWindow, over),

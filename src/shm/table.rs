@@ -18,6 +18,7 @@ use super::Allocator;
 use pow_shield_core::cluster::refusals::LocalRefusal;
 use pow_shield_core::limiter::breaker::StrikeCounter;
 use pow_shield_core::limiter::window::SlidingWindow;
+use pow_shield_core::store::breaker_generation::REMEMBERED_BITS;
 use pow_shield_core::store::spent::LIFETIME_CLASSES;
 pub use pow_shield_core::store::TableKey;
 use pow_shield_core::store::INLINE_KEY;
@@ -45,10 +46,11 @@ pub(super) const KEY_OFFSET: usize = core::mem::offset_of!(Entry, key);
 
 /// One entry: a sliding window, a client's breaker or a spent token. The
 /// key's length is the tree node's spare byte (`rb.data`, which nginx's
-/// rbtree never reads): the window's 256 bytes are full to the last.
+/// rbtree never reads), and a bucket's remembered breaker generation its
+/// padding: the window's 256 bytes are full to the last.
 #[repr(C)]
 pub struct Entry {
-    rb: ngx_rbtree_node_t,
+    rb: Node,
     lru: ngx_queue_t,
     /// When the entry carries no information any more (window emptied,
     /// token expired, strikes forgotten): it may then be removed.
@@ -75,6 +77,20 @@ impl Entry {
     pub fn refusal(&mut self) -> &mut LocalRefusal {
         // SAFETY: as in `window`.
         unsafe { &mut self.payload.refusal }
+    }
+
+    /// The breaker generation a bucket remembers its client was last found
+    /// without a breaker at (`store::breaker_generation`; 0 when new).
+    #[inline(always)]
+    pub fn generation(&self) -> u64 {
+        u64::from(self.rb.generation_low) | u64::from(self.rb.generation_high) << 16
+    }
+
+    /// Remembers `generation` (of `breaker_generation::remembered`).
+    #[inline(always)]
+    pub fn remember_generation(&mut self, generation: u64) {
+        self.rb.generation_low = generation as u16;
+        self.rb.generation_high = (generation >> 16) as u32;
     }
 
     /// The key's length tag (`TableKey::len_tag`).
@@ -105,6 +121,49 @@ impl Entry {
     }
 }
 
+/// nginx's `ngx_rbtree_node_t` with its padding named: the same fields at
+/// the same offsets (asserted below), then the six bytes the C struct
+/// pads to its alignment, which nginx never reads or writes (its tree
+/// code moves nodes by their links, never copies one).
+#[repr(C)]
+struct Node {
+    key: ngx_rbtree_key_t,
+    left: *mut ngx_rbtree_node_t,
+    right: *mut ngx_rbtree_node_t,
+    parent: *mut ngx_rbtree_node_t,
+    color: u8,
+    data: u8,
+    /// A bucket's remembered breaker generation
+    /// (`store::breaker_generation`), low 16 bits, then high 32.
+    generation_low: u16,
+    generation_high: u32,
+}
+
+const _: () = {
+    use core::mem::{align_of, size_of};
+    assert!(size_of::<Node>() == size_of::<ngx_rbtree_node_t>());
+    assert!(align_of::<Node>() == align_of::<ngx_rbtree_node_t>());
+    assert!(offset_of!(Node, key) == offset_of!(ngx_rbtree_node_t, key));
+    assert!(offset_of!(Node, left) == offset_of!(ngx_rbtree_node_t, left));
+    assert!(offset_of!(Node, right) == offset_of!(ngx_rbtree_node_t, right));
+    assert!(offset_of!(Node, parent) == offset_of!(ngx_rbtree_node_t, parent));
+    assert!(offset_of!(Node, color) == offset_of!(ngx_rbtree_node_t, color));
+    assert!(offset_of!(Node, data) == offset_of!(ngx_rbtree_node_t, data));
+    assert!(offset_of!(Node, generation_low) >= offset_of!(ngx_rbtree_node_t, data) + 1);
+    assert!(REMEMBERED_BITS == 48);
+};
+
+impl Node {
+    /// The node as nginx's tree functions take it.
+    fn raw(&mut self) -> *mut ngx_rbtree_node_t {
+        ptr::from_mut(self).cast()
+    }
+}
+
+/// Where a bucket keeps its remembered generation (part of the zone's
+/// layout: `MAGIC`).
+pub(super) const GENERATION_OFFSET: usize = offset_of!(Node, generation_low);
+
 /// A key's 32 bytes as four words (compared, never ordered).
 #[inline]
 fn words(bytes: &[u8; INLINE_KEY]) -> [u64; 4] {
@@ -131,6 +190,9 @@ pub struct Table {
     entries: u64,
     /// Unexpired entries given up to make room, since the zone was made.
     evictions: u64,
+    /// Entries inserted since the zone was made: the breaker table's
+    /// generation (`store::breaker_generation`).
+    inserted: u64,
 }
 
 impl Table {
@@ -152,6 +214,7 @@ impl Table {
             }
             ptr::addr_of_mut!((*this).entries).write(0);
             ptr::addr_of_mut!((*this).evictions).write(0);
+            ptr::addr_of_mut!((*this).inserted).write(0);
         }
     }
 
@@ -218,9 +281,10 @@ impl Table {
             // refresh it so a tree created by another build never calls a
             // stale address.
             self.tree.insert = Some(insert_entry);
-            ngx_rbtree_insert(&mut self.tree, &mut e.rb);
+            ngx_rbtree_insert(&mut self.tree, e.rb.raw());
             ngx_queue_insert_after(head, &mut e.lru);
             self.entries += 1;
+            self.inserted = self.inserted.wrapping_add(1);
             Some(e)
         }
     }
@@ -380,10 +444,17 @@ impl Table {
         // structures before its memory goes back to the slab.
         unsafe {
             ngx_queue_remove(ptr::addr_of_mut!((*entry).lru));
-            ngx_rbtree_delete(&mut self.tree, ptr::addr_of_mut!((*entry).rb));
+            ngx_rbtree_delete(&mut self.tree, (*entry).rb.raw());
         }
         alloc.free(entry.cast());
         self.entries = self.entries.saturating_sub(1);
+    }
+
+    /// Entries inserted since the zone was made (the breaker table's
+    /// generation).
+    #[inline(always)]
+    pub fn inserted(&self) -> u64 {
+        self.inserted
     }
 
     /// Entries now, and entries evicted since the zone was made.

@@ -16,6 +16,7 @@ use pow_shield_core::limiter::breaker::{Block, BreakerRules, StrikeCounter};
 use pow_shield_core::limiter::client::DEFAULT_KEY_MARK;
 use pow_shield_core::limiter::window::SlidingWindow;
 use pow_shield_core::limiter::{RateLimit, Verdict};
+use pow_shield_core::store::breaker_generation;
 use pow_shield_core::store::spent::lifetime_class;
 use pow_shield_core::store::{
     self, Counted, MakeRoom, NoRoom, Now, Op, Recorded, Reply, SpentRoom, Subject, Tables,
@@ -111,8 +112,8 @@ impl ZoneStore {
 /// A client key as the straight path counts it.
 #[derive(Clone, Copy)]
 pub enum StraightKey<'k> {
-    /// The default key of an IPv4 peer, in parts: `DEFAULT_KEY_MARK`,
-    /// then this address text (read where nginx keeps it).
+    /// The default key of an IPv4 peer: `DEFAULT_KEY_MARK`, then this
+    /// address text (read where nginx keeps it, not copied into one key).
     Address(&'k [u8]),
     /// A key made whole (not empty).
     Made(&'k [u8]),
@@ -139,25 +140,58 @@ pub fn straight_admit(
         #[inline(always)]
         |zone, alloc| {
             expire_for_check(zone, alloc, now);
-            // (As `Tables::breaker`: no breaker at all, nothing looked up.)
-            if zone.strikes.stats().0 != 0 && zone.strikes.find(&key.table_key()).is_some() {
-                return Ok(None);
-            }
             let limit = straight.limit;
             // The bucket `Tables::bucket` counts a client key's request in.
             // (No part before a client key's: `OWN_KEY` is a `key=` value's.)
             let bucket_key = match key {
-                StraightKey::Address(text) => TableKey::after_limit_marked(
+                StraightKey::Address(text) => match TableKey::after_limit_marked(
                     limit.requests,
                     limit.window_ms,
                     DEFAULT_KEY_MARK,
                     text,
-                ),
+                ) {
+                    Some(bucket_key) => bucket_key,
+                    // (Never an IPv4 address's text, 15 bytes at most: the
+                    // full path decides.)
+                    None => return Ok(None),
+                },
                 StraightKey::Made(key) => {
                     TableKey::after_limit(limit.requests, limit.window_ms, &[key])
                 }
             };
-            let entry = bucket_entry(zone, alloc, &bucket_key, now.epoch_ms)?;
+            // A hashed bucket key (a made key over 20 bytes) does not hold
+            // the client key: its breaker is searched now, as every time.
+            let hashed = bucket_key.is_hashed();
+            if hashed && zone.strikes.stats().0 != 0 && !searched_clean(&mut zone.strikes, key) {
+                return Ok(None);
+            }
+            // The bucket first: if it remembers the breaker table's
+            // generation, its client has no breaker (nothing inserted
+            // since it was found without one), and no key is made to
+            // search for one (else made from the bucket's key).
+            let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
+                Some(entry) => {
+                    if !hashed && !clean(&mut zone.strikes, &bucket_key, entry) {
+                        return Ok(None);
+                    }
+                    entry
+                }
+                None => {
+                    // (A client's first request in its window's time.)
+                    let generation = zone.strikes.inserted();
+                    if !hashed
+                        && zone.strikes.stats().0 != 0
+                        && !bucket_client_clean(&mut zone.strikes, &bucket_key)
+                    {
+                        return Ok(None);
+                    }
+                    let entry = bucket_inserted(zone, alloc, &bucket_key, now.epoch_ms)?;
+                    let generation = breaker_generation::remembered(generation);
+                    // SAFETY: the entry is in the zone, locked for this closure.
+                    unsafe { (*entry).remember_generation(generation) };
+                    entry
+                }
+            };
             // SAFETY: the entry is in the zone, locked for this closure.
             let entry = unsafe { &mut *entry };
             let Some((verdict, keep_until_ms)) = straight.admit(entry.window(), now.monotonic_ms)
@@ -170,9 +204,47 @@ pub fn straight_admit(
     )
 }
 
+/// Whether the client of `bucket` (a straight path's, found by its
+/// inline key `bucket_key`) has no breaker in `strikes`: none at all, or
+/// none inserted since the bucket remembered the table's generation
+/// (`store::breaker_generation`), else searched, the bucket remembering
+/// the generation when none is found.
+#[inline(always)]
+fn clean(strikes: &mut Table, bucket_key: &TableKey, bucket: &mut Entry) -> bool {
+    let generation = strikes.inserted();
+    if !breaker_generation::must_search(strikes.stats().0, generation, Some(bucket.generation())) {
+        return true;
+    }
+    let clean = bucket_client_clean(strikes, bucket_key);
+    if clean {
+        bucket.remember_generation(breaker_generation::remembered(generation));
+    }
+    clean
+}
+
+/// Whether `strikes` has no breaker for the client of `bucket_key` (an
+/// inline bucket key of the straight path: its client key after the
+/// limit's numbers), searched.
+#[cold]
+#[inline(never)]
+fn bucket_client_clean(strikes: &mut Table, bucket_key: &TableKey) -> bool {
+    match bucket_key.after_limit_parts() {
+        Some(client) => strikes.find(&client).is_none(),
+        // (Not asked of a hashed key: its client is searched by its key.)
+        None => false,
+    }
+}
+
+/// Whether `strikes` has no breaker for `key`'s client, searched.
+#[cold]
+#[inline(never)]
+fn searched_clean(strikes: &mut Table, key: StraightKey) -> bool {
+    strikes.find(&key.table_key()).is_none()
+}
+
 impl StraightKey<'_> {
     /// The client key's own table key (its breaker's).
-    #[cold]
+    #[inline(always)]
     fn table_key(self) -> TableKey {
         match self {
             StraightKey::Address(text) => TableKey::new(&[&[DEFAULT_KEY_MARK], text]),
@@ -204,6 +276,18 @@ fn bucket_entry(
         let entry: *mut Entry = entry;
         return Ok(entry);
     }
+    bucket_inserted(zone, alloc, key, epoch_ms)
+}
+
+/// A new bucket for `key` (absent), room made for it if the zone has
+/// none; a refusal counted when no room could be made.
+#[inline(always)]
+fn bucket_inserted(
+    zone: &mut Zone,
+    alloc: &Allocator,
+    key: &TableKey,
+    epoch_ms: u64,
+) -> Result<*mut Entry, NoRoom> {
     match insert_making_room(zone, Zone::buckets_mut, 0, key, alloc, epoch_ms) {
         Some(entry) => Ok(entry),
         None => {

@@ -14,6 +14,7 @@
 //! supplies lookups, insertion (making room itself) and the expiry of what
 //! it keeps; the order of the steps, and what is written when, lives here.
 
+pub mod breaker_generation;
 mod memory;
 pub mod spent;
 mod table_key;

@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 pub const INLINE_KEY: usize = 32;
 /// `len` of a key stored as its digest (never a real inline length).
 const HASHED: u8 = u8::MAX;
+/// Bytes of a limit's numbers before the parts of an `after_limit` key.
+const LIMIT_PREFIX: usize = 12;
 
 /// A lookup key: up to 32 bytes inline, else its SHA-256.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,10 +49,9 @@ impl TableKey {
     /// lookup reads them).
     #[inline(always)]
     pub fn after_limit(requests: u32, window_ms: u64, parts: &[&[u8]]) -> Self {
-        const FIXED: usize = 12;
+        const FIXED: usize = LIMIT_PREFIX;
         let mut bytes = [0u8; INLINE_KEY];
-        bytes[..4].copy_from_slice(&requests.to_le_bytes());
-        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        write_limit_prefix(&mut bytes, requests, window_ms);
         let mut at = FIXED;
         for part in parts.iter().filter(|part| !part.is_empty()) {
             match bytes.get_mut(at..at + part.len()) {
@@ -66,6 +67,8 @@ impl TableKey {
             }
             at += part.len();
         }
+        // (A struct literal, as in `after_limit_marked`: made by a shared
+        // helper, the full path's request ran 11 instructions more.)
         let len = at as u8;
         Self {
             hash: key_hash(len, &bytes),
@@ -79,25 +82,49 @@ impl TableKey {
     /// address text read where nginx keeps it) as the straight path counts
     /// it, written without the parts' loop (every request of the straight
     /// path makes one). The same key as `after_limit(requests, window_ms,
-    /// &[&[mark], text])`.
+    /// &[&[mark], text])` when that is inline; `None` when it is hashed
+    /// (a text over 19 bytes: never an IPv4 address's).
     #[inline(always)]
-    pub fn after_limit_marked(requests: u32, window_ms: u64, mark: u8, text: &[u8]) -> Self {
-        const FIXED: usize = 12;
+    pub fn after_limit_marked(
+        requests: u32,
+        window_ms: u64,
+        mark: u8,
+        text: &[u8],
+    ) -> Option<Self> {
+        const FIXED: usize = LIMIT_PREFIX;
         let mut bytes = [0u8; INLINE_KEY];
-        bytes[..4].copy_from_slice(&requests.to_le_bytes());
-        bytes[4..FIXED].copy_from_slice(&window_ms.to_le_bytes());
+        write_limit_prefix(&mut bytes, requests, window_ms);
         bytes[FIXED] = mark;
         let at = FIXED + 1;
         match bytes.get_mut(at..at + text.len()) {
             Some(dst) => copy_short(dst, text),
-            None => return Self::after_limit(requests, window_ms, &[&[mark], text]),
+            None => return None,
         }
+        // (A struct literal: made by a helper shared with `after_limit`,
+        // the straight request ran 3-4 instructions more, callgrind's
+        // handler on 19d64ff.)
         let len = (at + text.len()) as u8;
-        Self {
+        Some(Self {
             hash: key_hash(len, &bytes),
             len,
             bytes,
-        }
+        })
+    }
+
+    /// Of a key [`TableKey::after_limit`] made and kept inline, the key of
+    /// its parts alone: `new(parts)`; `None` for a hashed one (its parts
+    /// are gone). (The straight path's client key, its breaker's, from
+    /// its bucket's key: not made again from the parts.)
+    pub fn after_limit_parts(&self) -> Option<Self> {
+        let len = usize::from(self.len);
+        let parts = self.bytes.get(LIMIT_PREFIX..len)?;
+        Some(Self::new(&[parts]))
+    }
+
+    /// Whether the key is stored as its SHA-256.
+    #[inline(always)]
+    pub fn is_hashed(&self) -> bool {
+        self.len == HASHED
     }
 
     /// A key longer than [`INLINE_KEY`]: its SHA-256.
@@ -138,6 +165,14 @@ impl TableKey {
     pub fn stored(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len.min(INLINE_KEY as u8))]
     }
+}
+
+/// Writes a limit's numbers first in a key's `bytes` (its requests, then
+/// its window, little-endian; [`LIMIT_PREFIX`] bytes).
+#[inline(always)]
+fn write_limit_prefix(bytes: &mut [u8; INLINE_KEY], requests: u32, window_ms: u64) {
+    bytes[..4].copy_from_slice(&requests.to_le_bytes());
+    bytes[4..LIMIT_PREFIX].copy_from_slice(&window_ms.to_le_bytes());
 }
 
 /// `dst.copy_from_slice(src)` for the short parts keys are made of (at
@@ -220,18 +255,43 @@ mod tests {
 
     #[test]
     fn a_marked_key_after_a_limit_is_the_key_of_its_mark_and_text() {
-        // Every text length inline and past it (hashed), two marks; the
-        // keys' equality includes their hash.
+        // Every text length inline and past it (hashed: none), two marks;
+        // the keys' equality includes their hash.
         let text: Vec<u8> = (b'0'..=b'z').collect();
         for mark in [0u8, 1] {
             for len in 0..=INLINE_KEY + 8 {
                 let t = &text[..len];
                 let (requests, window_ms) = (1_000_000u32, 1_000u64);
                 let marked = TableKey::after_limit_marked(requests, window_ms, mark, t);
+                let key = TableKey::after_limit(requests, window_ms, &[&[mark], t]);
+                let want = (!key.is_hashed()).then_some(key);
+                assert_eq!(marked, want, "mark {mark}, {len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn the_parts_of_an_inline_key_after_a_limit_are_their_own_key() {
+        // Every length of one part and of a mark and a text: inline after
+        // the limit (up to 20 bytes), its parts' own key; hashed, none.
+        let text: Vec<u8> = (1..=40u8).collect();
+        for n in 0..=40 {
+            let part = &text[..n];
+            let key = TableKey::after_limit(100, 60_000, &[part]);
+            let parts = key.after_limit_parts();
+            assert_eq!(key.is_hashed(), n > INLINE_KEY - LIMIT_PREFIX, "length {n}");
+            if key.is_hashed() {
+                assert_eq!(parts, None, "length {n}");
+            } else {
+                assert_eq!(parts, Some(TableKey::new(&[part])), "length {n}");
+            }
+            if n < 40 {
+                let marked = TableKey::after_limit_marked(100, 60_000, 0, part);
+                let want = (n < 20).then(|| TableKey::new(&[&[0], part]));
                 assert_eq!(
-                    marked,
-                    TableKey::after_limit(requests, window_ms, &[&[mark], t]),
-                    "mark {mark}, {len} bytes"
+                    marked.and_then(|key| key.after_limit_parts()),
+                    want,
+                    "marked, length {n}"
                 );
             }
         }

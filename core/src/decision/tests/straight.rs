@@ -180,8 +180,9 @@ fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() 
     // no straight path at all: every answer `None`).
     let table: [(u32, bool, [Option<u32>; 4]); 6] = [
         (1, false, [Some(0), None, None, None]),
-        // The only free request is the last: its challenge is priced (no
-        // straight path: `a_limit_of_one_paying_ahead_has_no_straight_path`).
+        // The only free request is the last: its challenge is priced. No
+        // straight path (`a_limit_of_one_paying_ahead_has_no_straight_path`):
+        // `admit` is never called, every answer `None` by that alone.
         (1, true, [None, None, None, None]),
         (2, false, [Some(1), Some(0), None, None]),
         (2, true, [Some(1), None, None, None]),
