@@ -433,17 +433,64 @@ impl<C: Clone> Batches<C> {
     }
 }
 
+/// Bytes of a refusal key before the client key ([`refusal_key`]): few
+/// enough that the common keys stay inline in a zone entry
+/// (`store::INLINE_KEY`, 32 bytes; a longer key is looked up by its
+/// SHA-256, ~3,600 instructions): a default IPv4 key (`\0` and up to 15
+/// bytes), a default IPv6 key (`\0` and a /64, up to 24 bytes), a `key=`
+/// value of `$pow_shield_net` (a /24 or a /48) or a short name.
+pub const REFUSAL_PREFIX: usize = 7;
+
 /// The key of a client's refusal under `limit` (zone entry and batch):
-/// the Redis it came from (`scope`, [`scope`]), the limit, the counter
-/// (exact or approximate) and the client key.
+/// [`REFUSAL_PREFIX`] bytes that name the Redis it came from (`scope`,
+/// [`scope`]), the limit and the counter (exact or approximate), then the
+/// client key. Nothing reads them back: the node keeps what a batch needs
+/// beside the key.
 pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(21 + key.len());
-    out.push(u8::from(approx));
-    out.extend_from_slice(&scope.to_le_bytes());
-    out.extend_from_slice(&limit.requests.to_le_bytes());
-    out.extend_from_slice(&limit.window_ms.to_le_bytes());
+    let mut out = Vec::with_capacity(REFUSAL_PREFIX + key.len());
+    out.extend_from_slice(&refused_under(scope, limit, approx));
     out.extend_from_slice(key);
     out
+}
+
+/// The 56 bits before a refusal's client key: the limit and counter
+/// written exactly (`limit_bits`), XORed with the low 56 bits of the
+/// scope. Under one scope (one configuration's Redis and prefix) that is
+/// one-to-one: two limits of a configuration never share a refusal. A
+/// refusal from another scope (before a reload to another Redis, database
+/// or prefix) is met only if the two scopes differ by exactly what the
+/// two limits' bits do: with `n` and `m` limits, a chance of `n·m/2⁵⁶`
+/// (the scope is a hash).
+fn refused_under(scope: u64, limit: RateLimit, approx: bool) -> [u8; REFUSAL_PREFIX] {
+    let bits = (limit_bits(limit, approx) ^ scope).to_le_bytes();
+    let mut out = [0; REFUSAL_PREFIX];
+    out.copy_from_slice(&bits[..REFUSAL_PREFIX]);
+    out
+}
+
+/// A limit and its counter in 56 bits, one-to-one for every limit the
+/// configuration accepts (`config::values`: whole seconds up to a day,
+/// up to a million requests): bit 0 the counter (1: approximate), bit 1
+/// clear, bits 2..24 the window in seconds, bits 24..56 the requests.
+/// Any other limit (none parses; only a test makes one) sets bit 1 and a
+/// hash of its numbers above: never the bits of a parsed limit.
+fn limit_bits(limit: RateLimit, approx: bool) -> u64 {
+    const WINDOW_BITS: u32 = 22;
+    let seconds = limit.window_ms / 1_000;
+    let exact = limit.window_ms % 1_000 == 0 && seconds < 1 << WINDOW_BITS;
+    let numbers = match exact {
+        true => (u64::from(limit.requests) << WINDOW_BITS | seconds) << 2,
+        false => mix(mix(limit.window_ms) ^ u64::from(limit.requests)) >> 10 << 2 | 2,
+    };
+    numbers | u64::from(approx)
+}
+
+/// A 64-bit finalizer (one-to-one; every input bit reaches every output
+/// bit).
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// Which Redis keys a refusal speaks of: a hash of the Redis (as its
@@ -456,7 +503,9 @@ pub fn scope(parts: &[&[u8]]) -> u64 {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
-    h
+    // (FNV's low bits hear only the input's low bits: mixed, so that the
+    // 56 a refusal key keeps of it differ as much as the whole.)
+    mix(h)
 }
 
 #[cfg(test)]
