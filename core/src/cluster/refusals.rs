@@ -13,8 +13,12 @@
 use std::collections::HashMap;
 
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
-use crate::limiter::{RateLimit, Verdict};
+use crate::limiter::Verdict;
 use crate::store::Checked;
+
+mod key;
+use key::mix;
+pub use key::{refusal_key, RefusalKey, REFUSAL_PREFIX};
 
 /// How often, at the longest, a node sends a client's locally counted
 /// strikes to Redis (and sooner when they reach the strike threshold).
@@ -279,7 +283,7 @@ pub struct Sending {
 /// whatever how often, or in which order, it arrives.
 #[derive(Debug)]
 pub struct Batches<C> {
-    batches: HashMap<Vec<u8>, Batch<C>>,
+    batches: HashMap<RefusalKey, Batch<C>>,
     runs: u64,
 }
 
@@ -301,7 +305,7 @@ impl<C: Clone> Batches<C> {
             None => {
                 self.runs += 1;
                 self.batches.insert(
-                    key.to_vec(),
+                    RefusalKey::from(key),
                     Batch {
                         context: context(),
                         run: self.runs,
@@ -325,7 +329,7 @@ impl<C: Clone> Batches<C> {
 
     /// Every key with refusals that no call on its way carries, and whose
     /// last call was taken at least `every(context)` ms before `now_ms`.
-    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<Vec<u8>> {
+    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<RefusalKey> {
         self.batches
             .iter()
             .filter(|(_, b)| b.taken > b.in_flight.unwrap_or(0).max(b.acked))
@@ -381,7 +385,7 @@ impl<C: Clone> Batches<C> {
     }
 
     /// Every key this worker keeps a batch for.
-    pub fn keys(&self) -> Vec<Vec<u8>> {
+    pub fn keys(&self) -> Vec<RefusalKey> {
         self.batches.keys().cloned().collect()
     }
 
@@ -431,66 +435,6 @@ impl<C: Clone> Batches<C> {
         self.batches.clear();
         lost
     }
-}
-
-/// Bytes of a refusal key before the client key ([`refusal_key`]): few
-/// enough that the common keys stay inline in a zone entry
-/// (`store::INLINE_KEY`, 32 bytes; a longer key is looked up by its
-/// SHA-256, ~3,600 instructions): a default IPv4 key (`\0` and up to 15
-/// bytes), a default IPv6 key (`\0` and a /64, up to 24 bytes), a `key=`
-/// value of `$pow_shield_net` (a /24 or a /48) or a short name.
-pub const REFUSAL_PREFIX: usize = 7;
-
-/// The key of a client's refusal under `limit` (zone entry and batch):
-/// [`REFUSAL_PREFIX`] bytes that name the Redis it came from (`scope`,
-/// [`scope`]), the limit and the counter (exact or approximate), then the
-/// client key. Nothing reads them back: the node keeps what a batch needs
-/// beside the key.
-pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(REFUSAL_PREFIX + key.len());
-    out.extend_from_slice(&refused_under(scope, limit, approx));
-    out.extend_from_slice(key);
-    out
-}
-
-/// The 56 bits before a refusal's client key: the limit and counter
-/// written exactly (`limit_bits`), XORed with the low 56 bits of the
-/// scope. Under one scope (one configuration's Redis and prefix) that is
-/// one-to-one: two limits of a configuration never share a refusal. A
-/// refusal from another scope (before a reload to another Redis, database
-/// or prefix) is met only if the two scopes differ by exactly what the
-/// two limits' bits do: with `n` and `m` limits, a chance of `n·m/2⁵⁶`
-/// (the scope is a hash).
-fn refused_under(scope: u64, limit: RateLimit, approx: bool) -> [u8; REFUSAL_PREFIX] {
-    let bits = (limit_bits(limit, approx) ^ scope).to_le_bytes();
-    let mut out = [0; REFUSAL_PREFIX];
-    out.copy_from_slice(&bits[..REFUSAL_PREFIX]);
-    out
-}
-
-/// A limit and its counter in 56 bits, one-to-one for every limit the
-/// configuration accepts (`config::values`: whole seconds up to a day,
-/// up to a million requests): bit 0 the counter (1: approximate), bit 1
-/// clear, bits 2..24 the window in seconds, bits 24..56 the requests.
-/// Any other limit (none parses; only a test makes one) sets bit 1 and a
-/// hash of its numbers above: never the bits of a parsed limit.
-fn limit_bits(limit: RateLimit, approx: bool) -> u64 {
-    const WINDOW_BITS: u32 = 22;
-    let seconds = limit.window_ms / 1_000;
-    let exact = limit.window_ms % 1_000 == 0 && seconds < 1 << WINDOW_BITS;
-    let numbers = match exact {
-        true => (u64::from(limit.requests) << WINDOW_BITS | seconds) << 2,
-        false => mix(mix(limit.window_ms) ^ u64::from(limit.requests)) >> 10 << 2 | 2,
-    };
-    numbers | u64::from(approx)
-}
-
-/// A 64-bit finalizer (one-to-one; every input bit reaches every output
-/// bit).
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// Which Redis keys a refusal speaks of: a hash of the Redis (as its
