@@ -61,11 +61,12 @@ impl Router {
     }
 
     /// Whether an unpaid refusal counts a strike now: not within a grace
-    /// after an outage (in a Redis Cluster, of the master of `key`'s slot).
-    pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
+    /// after an outage (in a Redis Cluster, of the master of the slot of
+    /// the key `key` makes: made only there, every unpaid request asks).
+    pub fn strikes_unpaid(&self, key: impl FnOnce() -> String) -> bool {
         match self {
             Router::Single(client) => client.strikes_unpaid(),
-            Router::Cluster(cluster) => cluster.strikes_unpaid(key),
+            Router::Cluster(cluster) => cluster.strikes_unpaid(key().as_bytes()),
             Router::Sentinel(sentinel) => sentinel.strikes_unpaid(),
         }
     }

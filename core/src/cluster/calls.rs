@@ -55,13 +55,16 @@ impl Call {
 
     /// The `EVALSHA` once, shared with what rebuilds it as `EVAL` if
     /// Redis lost the script (no copy of the command a call).
-    pub fn shared(self) -> (Rc<Vec<u8>>, Rc<dyn Fn() -> Vec<u8>>) {
+    pub fn shared(self) -> (Rc<Vec<u8>>, RebuildEval) {
         let evalsha = Rc::new(self.evalsha);
         let (kept, shared, script) = (evalsha.clone(), self.shared, self.script);
         let eval = Rc::new(move || script_call::eval(&kept, shared, script));
         (evalsha, eval)
     }
 }
+
+/// What rebuilds a script call as `EVAL` (`ScriptCall::shared`).
+pub type RebuildEval = Rc<dyn Fn() -> Vec<u8>>;
 
 /// What a client's batch of local refusals is about (the batch script
 /// takes several clients' at once on one Redis).

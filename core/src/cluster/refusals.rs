@@ -13,8 +13,12 @@
 use std::collections::HashMap;
 
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
-use crate::limiter::{RateLimit, Verdict};
+use crate::limiter::Verdict;
 use crate::store::Checked;
+
+mod key;
+use key::mix;
+pub use key::{refusal_key, RefusalKey, REFUSAL_PREFIX};
 
 /// How often, at the longest, a node sends a client's locally counted
 /// strikes to Redis (and sooner when they reach the strike threshold).
@@ -279,7 +283,7 @@ pub struct Sending {
 /// whatever how often, or in which order, it arrives.
 #[derive(Debug)]
 pub struct Batches<C> {
-    batches: HashMap<Vec<u8>, Batch<C>>,
+    batches: HashMap<RefusalKey, Batch<C>>,
     runs: u64,
 }
 
@@ -301,7 +305,7 @@ impl<C: Clone> Batches<C> {
             None => {
                 self.runs += 1;
                 self.batches.insert(
-                    key.to_vec(),
+                    RefusalKey::from(key),
                     Batch {
                         context: context(),
                         run: self.runs,
@@ -325,7 +329,7 @@ impl<C: Clone> Batches<C> {
 
     /// Every key with refusals that no call on its way carries, and whose
     /// last call was taken at least `every(context)` ms before `now_ms`.
-    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<Vec<u8>> {
+    pub fn due(&self, now_ms: u64, every: impl Fn(&C) -> u64) -> Vec<RefusalKey> {
         self.batches
             .iter()
             .filter(|(_, b)| b.taken > b.in_flight.unwrap_or(0).max(b.acked))
@@ -381,7 +385,7 @@ impl<C: Clone> Batches<C> {
     }
 
     /// Every key this worker keeps a batch for.
-    pub fn keys(&self) -> Vec<Vec<u8>> {
+    pub fn keys(&self) -> Vec<RefusalKey> {
         self.batches.keys().cloned().collect()
     }
 
@@ -433,19 +437,6 @@ impl<C: Clone> Batches<C> {
     }
 }
 
-/// The key of a client's refusal under `limit` (zone entry and batch):
-/// the Redis it came from (`scope`, [`scope`]), the limit, the counter
-/// (exact or approximate) and the client key.
-pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(21 + key.len());
-    out.push(u8::from(approx));
-    out.extend_from_slice(&scope.to_le_bytes());
-    out.extend_from_slice(&limit.requests.to_le_bytes());
-    out.extend_from_slice(&limit.window_ms.to_le_bytes());
-    out.extend_from_slice(key);
-    out
-}
-
 /// Which Redis keys a refusal speaks of: a hash of the Redis (as its
 /// configuration names it) and the key prefix, so that a reload to another
 /// Redis, database or prefix never refuses on what the old one said.
@@ -456,7 +447,9 @@ pub fn scope(parts: &[&[u8]]) -> u64 {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
-    h
+    // (FNV's low bits hear only the input's low bits: mixed, so that the
+    // 56 a refusal key keeps of it differ as much as the whole.)
+    mix(h)
 }
 
 #[cfg(test)]

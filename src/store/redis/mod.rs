@@ -65,7 +65,7 @@ impl RedisStore {
     /// Whether an unpaid refusal of client `key` counts a strike now: not
     /// within a grace after an outage (`health::RECOVERY_GRACE_MS`).
     pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
-        self.router.strikes_unpaid(client_tag(key).as_bytes())
+        self.router.strikes_unpaid(|| client_tag(key))
     }
 
     /// The worker exits (`exit_process`): what Redis did not take of its

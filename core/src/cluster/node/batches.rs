@@ -15,7 +15,7 @@ use super::{remember, Alert, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{single_limit, BatchOf};
 use crate::cluster::fallback::{exit_waits, Reach};
 use crate::cluster::generation::slot_of_tag;
-use crate::cluster::refusals::{refusal_key, Sending, BATCH_MS, PRICE_BATCH_MS};
+use crate::cluster::refusals::{refusal_key, RefusalKey, Sending, BATCH_MS, PRICE_BATCH_MS};
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::{Block, BreakerRules};
 use crate::limiter::RateLimit;
@@ -69,7 +69,7 @@ impl BatchContext {
 /// A batch call on its way: each client's refusal key, what it carries,
 /// and what a block in its answer is kept for.
 pub(super) struct BatchCall {
-    sent: Vec<(Vec<u8>, Sending, BatchContext)>,
+    sent: Vec<(RefusalKey, Sending, BatchContext)>,
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -249,7 +249,7 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn send_batches(
         &mut self,
         _env: &mut impl Around,
-        refusals: &[Vec<u8>],
+        refusals: &[RefusalKey],
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {

@@ -21,7 +21,7 @@ use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit, Part};
 use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
-use crate::cluster::refusals::refusal_key;
+use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
@@ -43,7 +43,7 @@ pub(super) fn admitted() -> Reply {
 /// The client and limit a group of joined requests is about.
 #[derive(Clone, Debug)]
 pub(super) struct About {
-    pub refusal: Vec<u8>,
+    pub refusal: RefusalKey,
     key: Vec<u8>,
     limit: RateLimit,
     rules: BreakerRules,
@@ -65,9 +65,9 @@ pub(super) struct OneCheck<W> {
     pub offence: Offence,
     asked_ms: u64,
     /// Its local refusal's key (none without a zone).
-    refusal: Option<Vec<u8>>,
+    refusal: Option<RefusalKey>,
     /// The group it opened (the requests that join it).
-    pub group: Option<Vec<u8>>,
+    pub group: Option<RefusalKey>,
     /// The slot whose checks gather behind it (`gather.rs`; none: an
     /// approximate counter's, gathered with the stacked checks,
     /// `stacks.rs`, or one sent alone beyond `MAX_HELD`).

@@ -17,7 +17,7 @@ use super::batches::BatchContext;
 use super::{Around, ClusterNode, Step, Waits};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
-use crate::cluster::refusals::{refusal_key, BATCH_MS};
+use crate::cluster::refusals::{refusal_key, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
@@ -38,7 +38,7 @@ pub(super) struct KeyedLimit {
     /// Counted per client key (its refusal is a strike).
     pub own: bool,
     /// Its refusal's key in the zone and the batches.
-    pub refusal: Vec<u8>,
+    pub refusal: RefusalKey,
     /// Whose count it is: the client key, or `OWN_KEY` and the `key=` value.
     whose: Vec<u8>,
 }

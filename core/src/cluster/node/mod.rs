@@ -30,7 +30,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::cluster::calls::{Call, Calls};
 use crate::cluster::fallback::{Reach, Unavailable};
-use crate::cluster::refusals::{refusal_key, Batches, Refused};
+use crate::cluster::refusals::{refusal_key, Batches, RefusalKey, Refused};
 use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
@@ -232,7 +232,7 @@ pub struct ClusterNode<W> {
     node_id: u64,
     next_id: u64,
     flights: Ids<CallId, Flight<W>>,
-    groups: HashMap<Vec<u8>, Group<W>>,
+    groups: HashMap<RefusalKey, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
     gathering: Ids<u16, gather::Gathering<check::OneCheck<W>>>,

@@ -15,7 +15,7 @@ use super::{remember, Alert, Answered, Around, ClusterNode, Command, Flight, Ste
 use crate::cluster::calls::{self, single_limit};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::{self, slot_of_tag, Generations};
-use crate::cluster::refusals::refusal_key;
+use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::replays::{Queued, Replay};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::redis::command::{client_tag, encode, integers};
@@ -37,7 +37,7 @@ pub(super) struct StrikeCall<W> {
     pub waiter: W,
     key: Vec<u8>,
     rules: BreakerRules,
-    refusal: Option<Vec<u8>>,
+    refusal: Option<RefusalKey>,
 }
 
 /// A spend on its way.
@@ -47,7 +47,7 @@ pub(super) struct SpendCall<W> {
     rules: BreakerRules,
     digest: [u8; 32],
     until_ms: u64,
-    refusal: Option<Vec<u8>>,
+    refusal: Option<RefusalKey>,
     /// The Redis generation it is spent in (none: the node's own).
     generation: Option<u64>,
     /// Its 429's strike is owed back if it is not spent.
@@ -297,7 +297,7 @@ impl<W: Waits> ClusterNode<W> {
 
     /// The local refusal of the subject's client, if it has one limit and
     /// the node a zone.
-    fn refusal_of(&self, env: &impl Around, subject: &Subject) -> Option<Vec<u8>> {
+    fn refusal_of(&self, env: &impl Around, subject: &Subject) -> Option<RefusalKey> {
         let limit = single_limit(subject).filter(|_| env.has_zone())?;
         Some(refusal_key(
             self.scope,

@@ -1,15 +1,15 @@
 //! The zone's keys of the refusals one operation of the node looks up,
 //! made once each: each limit's refusal is looked up twice a request (to
 //! refuse, then to take what is pending) and a refusal longer than an
-//! inline key (a `key=` value's: 21 bytes and the value) is a SHA-256
-//! (measured: two a request of two limits, a tenth of the module's
-//! instructions in cluster mode).
+//! inline key (`refusals::REFUSAL_PREFIX` bytes and a long client key or
+//! `key=` value) is a SHA-256. A refusal that fits inline (the common
+//! keys) is made afresh: that costs less than finding it here.
 
-use crate::store::TableKey;
+use crate::store::{TableKey, INLINE_KEY};
 
 /// Refusals kept for one operation of the node.
 const KEPT: usize = 4;
-/// Longest refusal kept (`refusals::refusal_key`: 21 bytes and the key).
+/// Longest refusal kept (`refusals::refusal_key`: 7 bytes and the key).
 const KEPT_LEN: usize = 64;
 
 /// The keys of the last [`KEPT`] refusals of up to [`KEPT_LEN`] bytes.
@@ -33,7 +33,7 @@ impl RefusalKeys {
     /// The zone's key of `refusal` (`TableKey::new(&[refusal])`).
     pub fn of(&mut self, refusal: &[u8]) -> TableKey {
         let len = match u8::try_from(refusal.len()) {
-            Ok(len) if refusal.len() <= KEPT_LEN => len,
+            Ok(len) if refusal.len() > INLINE_KEY && refusal.len() <= KEPT_LEN => len,
             _ => return TableKey::new(&[refusal]),
         };
         let found = self

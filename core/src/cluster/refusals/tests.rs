@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::limiter::breaker::{opened_block, Block, StrikeRule, Tripped};
+use crate::limiter::RateLimit;
 
 const STRIKES_5: BreakerRules = BreakerRules {
     strikes: Some(StrikeRule {
@@ -304,6 +305,100 @@ fn clients_and_limits_batch_apart() {
     );
 }
 
+fn limit(requests: u32, window_ms: u64) -> RateLimit {
+    RateLimit {
+        requests,
+        window_ms,
+    }
+}
+
+#[test]
+fn distinct_scopes_limits_and_counters_never_share_a_refusal() {
+    use std::collections::HashSet;
+    let scopes = [
+        scope(&[b"127.0.0.1:6379", b"pow:"]),
+        scope(&[b"127.0.0.1:6380", b"pow:"]),
+    ];
+    let limits = [
+        limit(1, 1_000),
+        limit(2, 1_000),
+        limit(1, 2_000),
+        // Where the window's bits meet the requests'.
+        limit(1, 4_194_303_000),
+        limit(2, 1_000),
+        limit(1_000_000, 86_400_000),
+        limit(1_000_000, 86_399_000),
+        limit(999_999, 86_400_000),
+        limit(u32::MAX, 4_194_303_000),
+        // Never parsed (not whole seconds; too long): hashed.
+        limit(1, 1_500),
+        limit(1, 4_194_304_000),
+        limit(u32::MAX, u64::MAX),
+    ];
+    let mut seen = HashSet::new();
+    for scope in scopes {
+        for (i, &limit) in limits.iter().enumerate() {
+            for approx in [false, true] {
+                let key = refusal_key(scope, limit, approx, b"\x00192.0.2.1");
+                // (limits[4] repeats limits[1]: the same key.)
+                assert_eq!(seen.insert(key), i != 4, "{scope:x} {limit:?} {approx}");
+            }
+        }
+    }
+}
+
+#[test]
+fn every_limit_a_configuration_accepts_has_its_own_refusals() {
+    use crate::config::values::{MAX_LIMIT_REQUESTS, MAX_LIMIT_WINDOW_MS};
+    use std::collections::HashSet;
+    let s = scope(&[b"redis:6379", b"pow:"]);
+    let requests = [
+        1,
+        2,
+        3,
+        10,
+        999,
+        1_000,
+        65_535,
+        65_536,
+        999_999,
+        MAX_LIMIT_REQUESTS,
+    ];
+    let windows = [1, 2, 59, 60, 3_600, 86_399].map(|s| s * 1_000);
+    let mut seen = HashSet::new();
+    for r in requests {
+        for w in windows.into_iter().chain([MAX_LIMIT_WINDOW_MS]) {
+            for approx in [false, true] {
+                let key = refusal_key(s, limit(r, w), approx, b"k");
+                assert_eq!(&key[REFUSAL_PREFIX..], b"k");
+                assert!(seen.insert(key), "{r} {w} {approx}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_common_client_keys_refusals_stay_inline_in_the_zone() {
+    use crate::limiter::client::{client_id, client_net, DEFAULT_KEY_MARK, OWN_KEY};
+    use crate::store::INLINE_KEY;
+    let widest_v4 = "255.255.255.255".parse().ok();
+    let widest_v6 = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".parse().ok();
+    let default_key = |peer| [&[DEFAULT_KEY_MARK], client_id(peer).as_bytes()].concat();
+    let net_value = |peer| [OWN_KEY, client_net(peer).as_bytes()].concat();
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("default key, IPv4", default_key(widest_v4)),
+        ("default key, IPv6 /64", default_key(widest_v6)),
+        ("key=$pow_shield_net, /24", net_value(widest_v4)),
+        ("key=$pow_shield_net, /48", net_value(widest_v6)),
+        ("key=site", [OWN_KEY, b"site"].concat()),
+    ];
+    let l = limit(1_000_000, 86_400_000);
+    for (what, key) in cases {
+        let refusal = refusal_key(scope(&[b"r", b"p"]), l, true, &key);
+        assert!(refusal.len() <= INLINE_KEY, "{what}: {refusal:?}");
+    }
+}
+
 #[test]
 fn the_strike_that_trips_leaves_a_block_for_the_node_to_keep() {
     use crate::limiter::breaker::BanRule;
@@ -342,8 +437,6 @@ fn refusals_of_another_redis_or_prefix_never_apply() {
         refusal_key(a, l, false, b"k"),
         refusal_key(a + 1, l, false, b"k")
     );
-    // An IPv4 client key stays inline in a zone entry (32 bytes).
-    assert!(refusal_key(a, l, false, &[1, 2, 3, 4]).len() <= crate::store::INLINE_KEY);
 }
 
 #[test]
@@ -388,8 +481,9 @@ fn batches_without_strikes_go_at_the_slower_pace() {
         b.acknowledged(key, sent);
         b.take_more(key, 1);
     }
-    assert_eq!(b.due(150, every), vec![b"strikes".to_vec()]);
-    let mut later = b.due(50 + PRICE_BATCH_MS, every);
+    let bytes = |keys: Vec<RefusalKey>| keys.iter().map(|k| k.to_vec()).collect::<Vec<_>>();
+    assert_eq!(bytes(b.due(150, every)), vec![b"strikes".to_vec()]);
+    let mut later = bytes(b.due(50 + PRICE_BATCH_MS, every));
     later.sort();
     assert_eq!(later, vec![b"price".to_vec(), b"strikes".to_vec()]);
 }
