@@ -106,6 +106,21 @@ my $conf = http_conf(<<'EOF');
         pow_shield_difficulty 1;
         add_header X-Rem $pow_shield_remaining always;
 
+        # As /g/ and /gs/, by the default key (the address realip sets)
+        location /dg/ {
+            set_real_ip_from 127.0.0.1;
+            real_ip_header X-Real-IP;
+            pow_shield_limit 100 1h;
+            pow_shield_strikes 1 1h;
+        }
+
+        location /dgs/ {
+            set_real_ip_from 127.0.0.1;
+            real_ip_header X-Real-IP;
+            pow_shield_limit 1 1h;
+            pow_shield_strikes 1 1h;
+        }
+
         # (4: a bucket of its own, apart from /a/'s 3 per hour)
         location /d/ {
             pow_shield_limit 4 1h;
@@ -135,6 +150,8 @@ my %files = (
     'html/b/data.json'        => qq({"b":true}\n),
     'html/g/data.json'        => qq({"g":true}\n),
     'html/gs/data.json'       => qq({"gs":true}\n),
+    'html/dg/data.json'       => qq({"dg":true}\n),
+    'html/dgs/data.json'      => qq({"dgs":true}\n),
 );
 
 ###############################################################################
@@ -213,6 +230,16 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
 
     my $d = sub { $t->http_get($_[0], -port => 8081, @_[1 .. $#_]) };
 
+    # The same by the default key: its bucket key holds the address, from
+    # which the straight path makes the key it searches the breakers for.
+
+    my $dg = sub { $d->($_[0], 'X-Real-IP' => '10.7.7.7') };
+    @g = map { $dg->($_)->status }
+        '/dg/data.json', '/dg/data.json', '/dgs/data.json', '/dgs/data.json';
+    is("@g", '200 200 200 429', "$m: default key: a client passes, then is struck elsewhere");
+    $r = $dg->('/dg/data.json');
+    is($r->status, 403, "$m: ... its next request, in the first location, is blocked");
+
     # Default key, then a redirect into a location whose realip rewrites
     # the address: the state is made with the address the request was
     # counted under, and the target counts it under the new one. (First:
@@ -246,7 +273,7 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
     # Metrics: every request counted, by result
 
     my $scraped = scrape($t, '/metrics');
-    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 29,
+    is(metric($scraped, 'pow_shield_requests_total', result => 'pass'), 32,
         "$m: metrics: every passed request counted");
 });
 

@@ -81,17 +81,33 @@ impl Entry {
 
     /// The breaker generation a bucket remembers its client was last found
     /// without a breaker at (`store::breaker_generation`; 0 when new).
+    #[cfg(target_pointer_width = "64")]
     #[inline(always)]
     pub fn generation(&self) -> u64 {
         u64::from(self.rb.generation_low) | u64::from(self.rb.generation_high) << 16
     }
 
+    /// A 32-bit node has no room for a generation (two spare bytes, too few
+    /// for one that cannot come round): a value no remembered generation
+    /// equals, so the straight path searches the breaker table every time.
+    #[cfg(not(target_pointer_width = "64"))]
+    #[inline(always)]
+    pub fn generation(&self) -> u64 {
+        u64::MAX
+    }
+
     /// Remembers `generation` (of `breaker_generation::remembered`).
+    #[cfg(target_pointer_width = "64")]
     #[inline(always)]
     pub fn remember_generation(&mut self, generation: u64) {
         self.rb.generation_low = generation as u16;
         self.rb.generation_high = (generation >> 16) as u32;
     }
+
+    /// (Nothing remembered on a 32-bit node: see [`Entry::generation`].)
+    #[cfg(not(target_pointer_width = "64"))]
+    #[inline(always)]
+    pub fn remember_generation(&mut self, _generation: u64) {}
 
     /// The key's length tag (`TableKey::len_tag`).
     fn len(&self) -> u8 {
@@ -122,9 +138,10 @@ impl Entry {
 }
 
 /// nginx's `ngx_rbtree_node_t` with its padding named: the same fields at
-/// the same offsets (asserted below), then the six bytes the C struct
-/// pads to its alignment, which nginx never reads or writes (its tree
-/// code moves nodes by their links, never copies one).
+/// the same offsets (asserted below), then, on a 64-bit machine, the six
+/// bytes the C struct pads to its alignment, which nginx never reads or
+/// writes (its tree code moves nodes by their links, never copies one).
+/// (A 32-bit node pads two bytes: left unnamed and unused.)
 #[repr(C)]
 struct Node {
     key: ngx_rbtree_key_t,
@@ -135,7 +152,9 @@ struct Node {
     data: u8,
     /// A bucket's remembered breaker generation
     /// (`store::breaker_generation`), low 16 bits, then high 32.
+    #[cfg(target_pointer_width = "64")]
     generation_low: u16,
+    #[cfg(target_pointer_width = "64")]
     generation_high: u32,
 }
 
@@ -149,7 +168,8 @@ const _: () = {
     assert!(offset_of!(Node, parent) == offset_of!(ngx_rbtree_node_t, parent));
     assert!(offset_of!(Node, color) == offset_of!(ngx_rbtree_node_t, color));
     assert!(offset_of!(Node, data) == offset_of!(ngx_rbtree_node_t, data));
-    assert!(offset_of!(Node, generation_low) >= offset_of!(ngx_rbtree_node_t, data) + 1);
+    #[cfg(target_pointer_width = "64")]
+    assert!(offset_of!(Node, generation_low) > offset_of!(ngx_rbtree_node_t, data));
     assert!(REMEMBERED_BITS == 48);
 };
 
@@ -162,7 +182,10 @@ impl Node {
 
 /// Where a bucket keeps its remembered generation (part of the zone's
 /// layout: `MAGIC`).
+#[cfg(target_pointer_width = "64")]
 pub(super) const GENERATION_OFFSET: usize = offset_of!(Node, generation_low);
+#[cfg(not(target_pointer_width = "64"))]
+pub(super) const GENERATION_OFFSET: usize = 0;
 
 /// A key's 32 bytes as four words (compared, never ordered).
 #[inline]
@@ -435,7 +458,9 @@ impl Table {
         Some(unsafe { last.byte_sub(offset_of!(Entry, lru)).cast::<Entry>() })
     }
 
-    fn touch(&mut self, entry: &mut Entry) {
+    /// Moves `entry` (of this table) to the front of its LRU queue, as
+    /// [`Table::find`] does to what it finds.
+    pub fn touch(&mut self, entry: &mut Entry) {
         self.requeue(entry, 0);
     }
 

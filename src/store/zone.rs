@@ -169,11 +169,21 @@ pub fn straight_admit(
             // generation, its client has no breaker (nothing inserted
             // since it was found without one), and no key is made to
             // search for one (else made from the bucket's key).
-            let entry: *mut Entry = match zone.buckets.find(&bucket_key) {
+            // (Found without touching its place in the LRU queue: a client
+            // with a breaker, declined here, keeps its bucket where it was,
+            // as the full path's check, which looks at the breaker first.)
+            let found = zone
+                .buckets
+                .get(&bucket_key)
+                .map(|entry| entry as *mut Entry);
+            let entry: *mut Entry = match found {
                 Some(entry) => {
+                    // SAFETY: the entry is in the zone, locked for this closure.
+                    let entry = unsafe { &mut *entry };
                     if !hashed && !clean(&mut zone.strikes, &bucket_key, entry) {
                         return Ok(None);
                     }
+                    zone.buckets.touch(entry);
                     entry
                 }
                 None => {

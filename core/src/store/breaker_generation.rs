@@ -14,7 +14,9 @@
 //! bytes of its tree node): two generations agree there only
 //! 2^48 insertions apart, more than a zone makes in years at a million
 //! a second, and a client's remembered generation is written again on
-//! its first straight request after any insertion. A new bucket remembers
+//! its first straight request after any insertion, when that request's
+//! search finds no breaker (and its bucket key holds the client key: a
+//! hashed one is searched by the client key every time). A new bucket remembers
 //! 0: the generation of a table that never had an entry.
 
 /// Bits of the breaker table's generation a bucket remembers.
@@ -102,7 +104,10 @@ mod tests {
                 }
                 self.buckets.insert(client, remembered(self.generation));
             } else {
-                self.buckets.entry(client).or_insert(0);
+                // (A bucket made now remembers the generation, as
+                // `straight_admit` makes it.)
+                let now = remembered(self.generation);
+                self.buckets.entry(client).or_insert(now);
             }
             false
         }
