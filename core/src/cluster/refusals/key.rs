@@ -71,9 +71,13 @@ const KEPT_INLINE: usize = 40;
 
 /// A refusal key ([`refusal_key`]): its bytes, inline up to
 /// [`KEPT_INLINE`]. Compares, hashes and borrows as those bytes (a map
-/// keyed by it is looked up with a `&[u8]`).
+/// keyed by it is looked up with a `&[u8]`). Made only here, so an
+/// inline key's length is always its bytes'.
 #[derive(Clone)]
-pub enum RefusalKey {
+pub struct RefusalKey(Repr);
+
+#[derive(Clone)]
+enum Repr {
     Inline(u8, [u8; KEPT_INLINE]),
     Heap(Box<[u8]>),
 }
@@ -87,9 +91,9 @@ impl RefusalKey {
             Some((h, t)) => {
                 h.copy_from_slice(head);
                 t.copy_from_slice(tail);
-                RefusalKey::Inline(len as u8, bytes)
+                RefusalKey(Repr::Inline(len as u8, bytes))
             }
-            None => RefusalKey::Heap([head, tail].concat().into_boxed_slice()),
+            None => RefusalKey(Repr::Heap([head, tail].concat().into_boxed_slice())),
         }
     }
 }
@@ -103,9 +107,9 @@ impl From<&[u8]> for RefusalKey {
 impl Deref for RefusalKey {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match self {
-            RefusalKey::Inline(len, bytes) => bytes.get(..usize::from(*len)).unwrap_or(&[]),
-            RefusalKey::Heap(bytes) => bytes,
+        match &self.0 {
+            Repr::Inline(len, bytes) => bytes.get(..usize::from(*len)).unwrap_or(&[]),
+            Repr::Heap(bytes) => bytes,
         }
     }
 }
@@ -156,7 +160,7 @@ mod tests {
             let bytes = [&b"1234567"[..], tail].concat();
             assert_eq!(&*key, &bytes[..], "{len}");
             assert_eq!(
-                matches!(key, RefusalKey::Inline(..)),
+                matches!(key.0, Repr::Inline(..)),
                 bytes.len() <= KEPT_INLINE
             );
             assert_eq!(key, RefusalKey::from(&bytes[..]));

@@ -503,3 +503,28 @@ fn without_strikes_redis_is_asked_again_two_seconds_after_its_check() {
     );
     assert!(r.holds(1_000 + QUIET_FRESH_MS), "T still ahead");
 }
+
+#[test]
+fn scopes_of_nearby_configurations_differ_in_the_bits_a_refusal_keeps() {
+    // A refusal key keeps a scope's low 56 bits: two Redis, databases or
+    // prefixes an operator moves between must differ there (FNV alone
+    // spreads a last byte's change poorly into the low bits).
+    let configurations: [&[&[u8]]; 6] = [
+        &[b"127.0.0.1:6379", b"0", b"pow:"],
+        &[b"127.0.0.1:6380", b"0", b"pow:"],
+        &[b"127.0.0.1:6379", b"1", b"pow:"],
+        &[b"127.0.0.1:6379", b"0", b"pow2:"],
+        &[b"127.0.0.1:6379", b"0", b"pox:"],
+        &[b"127.0.0.2:6379", b"0", b"pow:"],
+    ];
+    let low = (1u64 << 56) - 1;
+    for (i, a) in configurations.iter().enumerate() {
+        for b in &configurations[i + 1..] {
+            let (sa, sb) = (scope(a), scope(b));
+            assert_ne!(sa & low, sb & low, "{a:?} {b:?}");
+            // ... and not by a few bits, which two limits' packed bits could
+            // make up for.
+            assert!(((sa ^ sb) & low).count_ones() > 8, "{a:?} {b:?}");
+        }
+    }
+}
