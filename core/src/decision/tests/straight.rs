@@ -190,14 +190,7 @@ fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() 
         (3, true, [Some(2), Some(1), None, None]),
     ];
     for (requests, pay_ahead, expected) in table {
-        let rules = Rules {
-            limits: Limits::one(RateLimit {
-                requests,
-                window_ms: 1_000,
-            }),
-            pay_ahead,
-            ..rules()
-        };
+        let rules = one_limit(requests, pay_ahead);
         let straight = Straight::of(&rules, HeadersMode::Off);
         let mut window = SlidingWindow::default();
         let mut answered = [None; 4];
@@ -232,18 +225,23 @@ fn a_limit_of_one_paying_ahead_has_no_straight_path() {
         (2, false, true),
     ];
     for (requests, pay_ahead, straight) in table {
-        let rules = Rules {
-            limits: Limits::one(RateLimit {
-                requests,
-                window_ms: 1_000,
-            }),
-            pay_ahead,
-            ..rules()
-        };
+        let rules = one_limit(requests, pay_ahead);
         assert_eq!(
             Straight::of(&rules, HeadersMode::Off).is_some(),
             straight,
             "limit {requests}, pay ahead {pay_ahead}"
         );
+    }
+}
+
+/// A location's rules with one limit of `requests` a second.
+fn one_limit(requests: u32, pay_ahead: bool) -> Rules {
+    Rules {
+        limits: Limits::one(RateLimit {
+            requests,
+            window_ms: 1_000,
+        }),
+        pay_ahead,
+        ..rules()
     }
 }
