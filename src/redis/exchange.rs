@@ -89,6 +89,8 @@ pub(super) struct Exchange {
     ready: bool,
     /// The worker's log, for our own lines.
     log: *mut ngx_log_t,
+    /// What `dispatch` reads into, kept between reads (no list made a read).
+    events: Vec<Event<OnReply>>,
 }
 
 impl Exchange {
@@ -116,6 +118,7 @@ impl Exchange {
             in_gauge: false,
             ready: false,
             log,
+            events: Vec::with_capacity(8),
         }
     }
 
@@ -250,10 +253,10 @@ impl Exchange {
         s: &Settings,
         ready: &mut Vec<(OnReply, Reply)>,
     ) -> Result<(), (RedisError, String)> {
-        let mut events = Vec::with_capacity(8);
+        let mut events = core::mem::take(&mut self.events);
         let received = self.pipeline.receive(&mut events);
         // What was answered before a fault is still delivered.
-        for event in events {
+        for event in events.drain(..) {
             match event {
                 Event::Step { sent } => metrics::redis_reply(sent),
                 Event::Ready => self.connected(s),
@@ -313,6 +316,7 @@ impl Exchange {
                 }
             }
         }
+        self.events = events;
         received.map_err(|broken| match broken {
             Broken::Protocol(why) => (RedisError::Protocol, why),
             Broken::Handshake(why) => (RedisError::Handshake, why),

@@ -1,38 +1,13 @@
 //! What nginx calls for a connection (its events, its socket's, the end
-//! of a TLS handshake), each behind the panic guard, and the callbacks of
-//! the slots a disconnect failed, run from the flush event once the
-//! connection's state is released.
+//! of a TLS handshake), each behind the panic guard; each runs the
+//! callbacks of the slots a disconnect failed (`Connection::run_deferred`)
+//! once the connection's state is released.
 
-use core::cell::RefCell;
 use core::ffi::c_void;
 
 use nginx_sys::{ngx_connection_t, ngx_event_t};
 
 use super::{Connection, Phase};
-use crate::redis::exchange::{OnReply, Reply};
-
-thread_local! {
-    /// Callbacks of slots failed by a disconnect, run from the flush event
-    /// (never from inside the code that held a connection's state).
-    static FAILED: RefCell<Vec<OnReply>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Queues failed slots' callbacks for `run_failed`.
-pub(super) fn defer_failed(failed: Vec<OnReply>) {
-    // During thread teardown (a process exiting without exit_process) the
-    // queue may be gone: nobody waits then.
-    let _ = FAILED.try_with(|f| f.borrow_mut().extend(failed));
-}
-
-pub(super) fn run_failed() {
-    let failed = FAILED
-        .try_with(|f| core::mem::take(&mut *f.borrow_mut()))
-        .unwrap_or_default();
-    for on_reply in failed {
-        // Each on its own: a bug in one must not strand the other requests.
-        crate::ffi::guard((), || on_reply(Reply::Failed));
-    }
-}
 
 /// Recovers the connection from an event's data.
 ///
@@ -107,23 +82,26 @@ pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
         let socket = unsafe { (*ev).data.cast::<ngx_connection_t>() };
         // SAFETY: as above.
         let (c, closing) = unsafe { (connection((*socket).data), (*socket).close() != 0) };
-        let ready = c
-            .with_state(|c, st| {
-                if closing {
-                    // nginx is shutting the worker down (worker_shutdown_timeout).
-                    c.close_for_exit(st);
-                    return Vec::new();
-                }
-                if st.phase == Phase::Connecting {
-                    c.on_connected(st);
-                }
-                c.read(st)
-            })
-            .unwrap_or_default();
-        for (on_reply, frame) in ready {
+        // The list of the last read (emptied, its room kept): none made a
+        // read. A callback that reads this connection again (never: they
+        // only queue) would find it taken and make its own.
+        let mut ready = c.ready.take();
+        c.with_state(|c, st| {
+            if closing {
+                // nginx is shutting the worker down (worker_shutdown_timeout).
+                c.close_for_exit(st);
+                return;
+            }
+            if st.phase == Phase::Connecting {
+                c.on_connected(st);
+            }
+            c.read(st, &mut ready);
+        });
+        for (on_reply, frame) in ready.drain(..) {
             // Each on its own: a bug in one must not strand the other requests.
             crate::ffi::guard((), || on_reply(frame));
         }
+        c.ready.set(ready);
         c.run_deferred();
     })
 }

@@ -13,7 +13,7 @@
 //! - Redis closing an idle connection is not a failure: the next command
 //!   connects again.
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::ffi::c_void;
 use core::ptr;
 
@@ -23,8 +23,7 @@ mod events;
 mod names;
 
 use self::events::{
-    deadline_handler, defer_failed, flush_handler, read_handler, reconnect_handler, run_failed,
-    tls_handler, write_handler,
+    deadline_handler, flush_handler, read_handler, reconnect_handler, tls_handler, write_handler,
 };
 use super::event::Event;
 use super::exchange::{Exchange, OnReply, Reply, Unavailable};
@@ -66,6 +65,11 @@ pub(super) struct Connection {
     log: ConnLog,
     /// With `Settings::resolve`: the host name's address.
     names: Names,
+    /// Callbacks of slots a disconnect failed, run once the state is
+    /// released (`run_deferred`), never from the code that held it.
+    failed: RefCell<Vec<OnReply>>,
+    /// The replies a read hands on, kept between reads (`read_handler`).
+    ready: Cell<Vec<(OnReply, Reply)>>,
 }
 
 impl Connection {
@@ -89,6 +93,8 @@ impl Connection {
             reconnect_ev: Event::idle(),
             log: ConnLog::new(cycle_log),
             names: Names::new(),
+            failed: RefCell::new(Vec::new()),
+            ready: Cell::new(Vec::with_capacity(8)),
         });
         connection.attach_events();
         connection.with_state(|c, st| c.connect(st));
@@ -172,7 +178,7 @@ impl Connection {
     /// Closes the connection and cancels every event (worker exit).
     pub(super) fn shutdown(&self) {
         self.with_state(|c, st| c.close_for_exit(st));
-        run_failed();
+        self.run_failed();
     }
 
     /// Whether requests depend on this node.
@@ -387,25 +393,23 @@ impl Connection {
         }
     }
 
-    /// Reads and dispatches every complete reply; returns the callbacks to
-    /// run once the state is released.
-    fn read(&self, st: &mut State) -> Vec<(OnReply, Reply)> {
-        // (Sized for a few replies a read: no growing one at a time.)
-        let mut ready = Vec::with_capacity(8);
+    /// Reads and dispatches every complete reply; appends the callbacks to
+    /// run once the state is released to `ready`.
+    fn read(&self, st: &mut State, ready: &mut Vec<(OnReply, Reply)>) {
         if st.phase != Phase::Open {
-            return ready;
+            return;
         }
         let Some(link) = &st.link else {
-            return ready;
+            return;
         };
         loop {
             let input = st.exchange.pipeline.input();
             input.reserve(READ_CHUNK);
             let why = match link.recv(input) {
                 Io::Moved(_) => {
-                    if let Err((kind, why)) = st.exchange.dispatch(&self.settings, &mut ready) {
+                    if let Err((kind, why)) = st.exchange.dispatch(&self.settings, ready) {
                         self.fail(st, kind, &why);
-                        return ready;
+                        return;
                     }
                     if !st.exchange.pipeline.output().is_empty() {
                         // NOSCRIPT: the EVAL goes out with the next flush.
@@ -419,14 +423,14 @@ impl Connection {
                     // Redis closed an idle connection (e.g. its `timeout`):
                     // reconnect on the next request, nothing to report.
                     self.disconnect(st);
-                    return ready;
+                    return;
                 }
                 Io::Closed => "connection closed by Redis",
                 Io::Failed => "recv() failed",
             };
             let why = self.log.quote(why);
             self.fail(st, RedisError::Io, &why);
-            return ready;
+            return;
         }
         if !link.want_read() {
             self.fail(
@@ -435,7 +439,6 @@ impl Connection {
                 "cannot wait for the socket to be readable",
             );
         }
-        ready
     }
 
     /// Keeps the deadline timer on the oldest pending reply. It holds a
@@ -532,7 +535,9 @@ impl Connection {
         st.phase = Phase::Disconnected;
         let failed = st.exchange.abandon(&self.settings);
         if !failed.is_empty() {
-            defer_failed(failed);
+            if let Ok(mut queued) = self.failed.try_borrow_mut() {
+                queued.extend(failed);
+            }
             self.flush_ev.post();
         }
         self.deadline_ev.del_timer();
@@ -548,9 +553,21 @@ impl Connection {
         }
     }
 
+    /// Answers the slots a disconnect failed with `Reply::Failed`.
+    fn run_failed(&self) {
+        let failed = match self.failed.try_borrow_mut() {
+            Ok(mut failed) if !failed.is_empty() => core::mem::take(&mut *failed),
+            _ => return,
+        };
+        for on_reply in failed {
+            // Each on its own: a bug in one must not strand the other requests.
+            crate::ffi::guard((), || on_reply(Reply::Failed));
+        }
+    }
+
     /// What runs once the state is released: failed slots, then `on_ready`.
     fn run_deferred(&self) {
-        run_failed();
+        self.run_failed();
         let ready = self
             .state
             .try_borrow_mut()
