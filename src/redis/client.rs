@@ -15,7 +15,7 @@
 use nginx_sys::ngx_log_t;
 
 use super::connection::Connection;
-pub use super::exchange::{OnReply, Reply, Unavailable, MAX_IN_FLIGHT};
+pub use super::exchange::{OnReply, Pending, Reply, Unavailable, MAX_IN_FLIGHT};
 pub use super::settings::{Settings, Tls};
 pub use super::tls::PeerName;
 pub use pow_shield_core::cluster::fallback::Reach;
@@ -40,21 +40,34 @@ impl Client {
         on_noscript: Option<Resend>,
         on_reply: OnReply,
     ) -> Result<(), Unavailable> {
-        self.0.submit(None, command, on_noscript, on_reply)
+        self.0
+            .submit(None, command, on_noscript, on_reply)
+            .map_err(|(why, _)| why)
     }
 
-    /// `submit` preceded by `ASKING` (a Redis Cluster `ASK`): both are
-    /// queued or neither, so that no lone ASKING applies to the next
-    /// command on the connection.
-    pub fn submit_asking(
+    /// `submit` of what becomes its callback once queued: refused, it
+    /// comes back with why.
+    pub fn submit_pending<P: Pending>(
         &self,
         command: &[u8],
         on_noscript: Option<Resend>,
-        on_reply: OnReply,
-    ) -> Result<(), Unavailable> {
+        pending: P,
+    ) -> Result<(), (Unavailable, P)> {
+        self.0.submit(None, command, on_noscript, pending)
+    }
+
+    /// `submit_pending` preceded by `ASKING` (a Redis Cluster `ASK`): both
+    /// are queued or neither, so that no lone ASKING applies to the next
+    /// command on the connection.
+    pub fn submit_asking<P: Pending>(
+        &self,
+        command: &[u8],
+        on_noscript: Option<Resend>,
+        pending: P,
+    ) -> Result<(), (Unavailable, P)> {
         let mut asking = Vec::new();
         pow_shield_core::redis::command::encode(&mut asking, &[b"ASKING"]);
-        self.0.submit(Some(&asking), command, on_noscript, on_reply)
+        self.0.submit(Some(&asking), command, on_noscript, pending)
     }
 
     /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).

@@ -32,6 +32,20 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 /// What a slot's owner gets.
 pub type OnReply = Box<dyn FnOnce(Reply)>;
 
+/// What a command's reply goes to, made into its slot's `OnReply` only
+/// once the command is queued: a command refused at once gives it back
+/// whole (a Redis Cluster's job, to go elsewhere or fail), nothing made
+/// for it.
+pub trait Pending {
+    fn on_reply(self) -> OnReply;
+}
+
+impl Pending for OnReply {
+    fn on_reply(self) -> OnReply {
+        self
+    }
+}
+
 /// What a command got.
 pub enum Reply {
     Frame(OwnedFrame),

@@ -5,13 +5,12 @@
 //! migrated) re-sends it a little later. A redirection is followed at most
 //! `MAX_HOPS` times and never after the first send's deadline.
 
-use core::cell::Cell;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 
 use super::{cluster, Cluster, OnFrame, Rebuild};
-use crate::redis::client::{Client, Reach, Reply, Unavailable, MAX_IN_FLIGHT};
+use crate::redis::client::{Client, OnReply, Pending, Reach, Reply, Unavailable, MAX_IN_FLIGHT};
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
 use pow_shield_core::redis::retries::past;
@@ -34,6 +33,23 @@ pub(super) struct Job {
     /// The first send's deadline: no redirection is followed after it, so
     /// a request waits at most its timeout plus one more (the last hop).
     deadline: ngx_msec_t,
+}
+
+/// A job on its way to a node: its reply comes back to the cluster
+/// (redirections), or straight to the job's owner once the cluster is gone.
+struct Sending {
+    cluster: Weak<Cluster>,
+    job: Job,
+}
+
+impl Pending for Sending {
+    fn on_reply(self) -> OnReply {
+        let Sending { cluster, job } = self;
+        Box::new(move |reply: Reply| match cluster.upgrade() {
+            Some(cluster) => cluster.on_reply(job, reply),
+            None => (job.on_reply)(None),
+        })
+    }
 }
 
 impl Cluster {
@@ -104,42 +120,29 @@ impl Cluster {
         let Some(node) = nodes.get(target) else {
             return down(job);
         };
-        let resend = job.rebuild.clone();
+        // (Shared, not copied: the job keeps them for a redirection.)
         let command = job.command.clone();
-        // The job comes back if the client refuses it at once.
-        let held = Rc::new(Cell::new(Some(job)));
-        let in_reply = held.clone();
-        let me = self.me.clone();
-        let on_reply = Box::new(move |reply: Reply| {
-            if let Some(job) = in_reply.take() {
-                match me.upgrade() {
-                    Some(cluster) => cluster.on_reply(job, reply),
-                    None => (job.on_reply)(None),
-                }
-            }
-        });
+        let resend = job.rebuild.clone();
+        let sending = Sending {
+            cluster: self.me.clone(),
+            job,
+        };
         // ASKING and its command go together or not at all: a lone ASKING
         // would apply to the next, unrelated, command on the connection.
         let sent = if asking {
-            node.client.submit_asking(&command, resend, on_reply)
+            node.client.submit_asking(&command, resend, sending)
         } else {
-            node.client.submit(&command, resend, on_reply)
+            node.client.submit_pending(&command, resend, sending)
         };
         drop(nodes);
-        match sent {
-            Ok(()) => Ok(()),
-            Err(why) => {
-                // A node with a full queue is busy, not down.
-                if why == Unavailable::Down {
-                    self.node_down();
-                }
-                // Refused at once: the callback was dropped unused.
-                match held.take() {
-                    Some(job) => Err((job, why)),
-                    None => Ok(()),
-                }
+        sent.map_err(|(why, sending)| {
+            // A node with a full queue is busy, not down.
+            if why == Unavailable::Down {
+                self.node_down();
             }
-        }
+            // Refused at once: the job comes back.
+            (sending.job, why)
+        })
     }
 
     fn on_reply(&self, mut job: Job, reply: Reply) {

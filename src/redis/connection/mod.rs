@@ -26,7 +26,7 @@ use self::events::{
     deadline_handler, flush_handler, read_handler, reconnect_handler, tls_handler, write_handler,
 };
 use super::event::Event;
-use super::exchange::{Exchange, OnReply, Reply, Unavailable};
+use super::exchange::{Exchange, OnReply, Pending, Reply, Unavailable};
 use super::link::{ConnLog, Handlers, Handshake, Io, Link};
 use super::now;
 use super::resolve::Names;
@@ -126,27 +126,37 @@ impl Connection {
     }
 
     /// Queues `command` (after `before`, both or neither); refused at once
-    /// while Redis is down or `MAX_IN_FLIGHT` commands wait.
-    pub(super) fn submit(
+    /// while Redis is down or `MAX_IN_FLIGHT` commands wait, and then
+    /// `pending` comes back unused.
+    pub(super) fn submit<P: Pending>(
         &self,
         before: Option<&[u8]>,
         command: &[u8],
         on_noscript: Option<Resend>,
-        on_reply: OnReply,
-    ) -> Result<(), Unavailable> {
-        self.with_state(|c, st| {
-            c.open_for_commands(st)?;
-            let together = 1 + usize::from(before.is_some());
-            st.exchange.admit(together, &c.settings)?;
-            let deadline = c.deadline();
-            if let Some(before) = before {
-                // Its reply (OK) is nobody's.
-                c.push(st, before, Slot::request(deadline, Box::new(|_| {}), None));
-            }
-            c.push(st, command, Slot::request(deadline, on_reply, on_noscript));
-            Ok(())
-        })
-        .unwrap_or(Err(Unavailable::Down))
+        pending: P,
+    ) -> Result<(), (Unavailable, P)> {
+        let mut pending = Some(pending);
+        let queued = self
+            .with_state(|c, st| {
+                c.open_for_commands(st)?;
+                let together = 1 + usize::from(before.is_some());
+                st.exchange.admit(together, &c.settings)?;
+                let deadline = c.deadline();
+                if let Some(before) = before {
+                    // Its reply (OK) is nobody's.
+                    c.push(st, before, Slot::request(deadline, Box::new(|_| {}), None));
+                }
+                if let Some(pending) = pending.take() {
+                    let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
+                    c.push(st, command, slot);
+                }
+                Ok(())
+            })
+            .unwrap_or(Err(Unavailable::Down));
+        match (queued, pending) {
+            (Err(why), Some(pending)) => Err((why, pending)),
+            _ => Ok(()),
+        }
     }
 
     /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
