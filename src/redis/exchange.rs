@@ -6,6 +6,7 @@
 //! decides; this never touches nginx's events.
 
 use core::sync::atomic::Ordering;
+use std::rc::Weak;
 
 use nginx_sys::{ngx_log_t, ngx_msec_t};
 use redis_protocol::resp2::types::OwnedFrame;
@@ -30,7 +31,51 @@ use pow_shield_core::redis::pipeline::{Broken, Event, Pipeline, Slot};
 pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// What a slot's owner gets.
-pub type OnReply = Box<dyn FnOnce(Reply)>;
+pub enum OnReply {
+    /// Nobody waits (an `ASKING`, a probe's `PING`).
+    Nobody,
+    Call(Box<dyn FnOnce(Reply)>),
+    /// A request's command: its frame, or `None` for an error reply or a
+    /// failure (no box made a command).
+    Frame(OnFrame),
+}
+
+impl OnReply {
+    pub fn run(self, reply: Reply) {
+        match self {
+            OnReply::Nobody => {}
+            OnReply::Call(f) => f(reply),
+            OnReply::Frame(to) => to.deliver(reply.frame()),
+        }
+    }
+}
+
+/// What a command's sender gets: the reply, or `None` if Redis failed it
+/// (or refused it).
+pub enum OnFrame {
+    Call(Box<dyn FnOnce(Option<OwnedFrame>)>),
+    /// Command `id` of `who`, if it is still there (no box made a command).
+    Of(Weak<dyn Awaits>, u64),
+}
+
+impl OnFrame {
+    pub fn deliver(self, frame: Option<OwnedFrame>) {
+        match self {
+            OnFrame::Call(f) => f(frame),
+            OnFrame::Of(who, id) => {
+                if let Some(who) = who.upgrade() {
+                    who.answered(id, frame);
+                }
+            }
+        }
+    }
+}
+
+/// What waits for several commands' replies, each by its number (the
+/// Redis store, its calls by id).
+pub trait Awaits {
+    fn answered(&self, id: u64, frame: Option<OwnedFrame>);
+}
 
 /// What a command's reply goes to, made into its slot's `OnReply` only
 /// once the command is queued: a command refused at once gives it back
@@ -278,11 +323,11 @@ impl Exchange {
                 Event::Push(frame) => {
                     if let Some(on_push) = &s.on_push {
                         let on_push = on_push.clone();
-                        let deliver = Box::new(move |reply: Reply| {
+                        let deliver = OnReply::Call(Box::new(move |reply: Reply| {
                             if let Reply::Frame(frame) = reply {
                                 on_push(frame);
                             }
-                        });
+                        }));
                         ready.push((deliver, Reply::Frame(frame)));
                     }
                 }
@@ -420,10 +465,7 @@ impl Exchange {
             let mut ping = Vec::new();
             pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
             let deadline = now().wrapping_add(s.timeout_ms);
-            self.push(
-                &ping,
-                Slot::request(deadline as u64, Box::new(|_| {}), None),
-            );
+            self.push(&ping, Slot::request(deadline as u64, OnReply::Nobody, None));
         }
     }
 

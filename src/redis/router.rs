@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use super::client::{Client, Reach, Unavailable};
+use super::client::{Client, OnReply, Reach, Unavailable};
 pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Rebuild, Seed};
 pub use super::sentinel::{Sentinel, SentinelTemplate};
 
@@ -25,9 +25,7 @@ impl Router {
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         match self {
-            Router::Single(client) => {
-                client.submit(&command, rebuild, Box::new(move |r| on_reply(r.frame())))
-            }
+            Router::Single(client) => client.submit(&command, rebuild, OnReply::Frame(on_reply)),
             Router::Cluster(cluster) => cluster.submit(key, command, rebuild, on_reply),
             Router::Sentinel(sentinel) => sentinel.submit(&command, rebuild, on_reply),
         }

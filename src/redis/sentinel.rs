@@ -23,7 +23,7 @@ use nginx_sys::{ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::addr::OwnedAddr;
-use super::client::{Client, PeerName, Reach, Reply, Settings, Tls, Unavailable};
+use super::client::{Client, OnReply, PeerName, Reach, Reply, Settings, Tls, Unavailable};
 use super::cluster::{OnFrame, Rebuild, Seed};
 use super::now;
 use super::resolve::NameResolver;
@@ -169,7 +169,7 @@ impl Sentinel {
         master.client.submit(
             command,
             rebuild,
-            Box::new(move |reply: Reply| {
+            OnReply::Call(Box::new(move |reply: Reply| {
                 if let Reply::Error(text) = &reply {
                     if text.starts_with("READONLY") {
                         // Demoted: ask where the master went.
@@ -179,8 +179,8 @@ impl Sentinel {
                         }
                     }
                 }
-                on_reply(reply.frame())
-            }),
+                on_reply.deliver(reply.frame())
+            })),
         )
     }
 
@@ -334,11 +334,11 @@ impl Sentinel {
         let sent = client.submit(
             &question,
             None,
-            Box::new(move |reply| {
+            OnReply::Call(Box::new(move |reply| {
                 if let Some(s) = me.upgrade() {
                     s.answered(i, reply);
                 }
-            }),
+            })),
         );
         match sent {
             Ok(()) => self.pending.set(true),

@@ -23,7 +23,6 @@ use core::ffi::c_void;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::{ngx_addr_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
-use redis_protocol::resp2::types::OwnedFrame;
 
 use self::nodes::{Node, MAX_NODES};
 use self::routing::{retry_handler, Job, MAX_RETRIES};
@@ -32,8 +31,7 @@ use super::resolve::NameResolver;
 use pow_shield_core::redis::cluster::{NodeAddr, Roster, Routes};
 use pow_shield_core::redis::retries::{RefreshBackoff, Retries};
 
-/// What a command's sender gets: the reply, or `None` if Redis failed it.
-pub type OnFrame = Box<dyn FnOnce(Option<OwnedFrame>)>;
+pub use crate::redis::client::OnFrame;
 
 /// Builds the command to send instead when a node answers `NOSCRIPT`
 /// (a command may be sent to several nodes, so it can be built again).

@@ -45,10 +45,10 @@ struct Sending {
 impl Pending for Sending {
     fn on_reply(self) -> OnReply {
         let Sending { cluster, job } = self;
-        Box::new(move |reply: Reply| match cluster.upgrade() {
+        OnReply::Call(Box::new(move |reply: Reply| match cluster.upgrade() {
             Some(cluster) => cluster.on_reply(job, reply),
-            None => (job.on_reply)(None),
-        })
+            None => job.on_reply.deliver(None),
+        }))
     }
 }
 
@@ -147,12 +147,12 @@ impl Cluster {
 
     fn on_reply(&self, mut job: Job, reply: Reply) {
         let Reply::Error(text) = &reply else {
-            return (job.on_reply)(reply.frame());
+            return job.on_reply.deliver(reply.frame());
         };
         let late = past(job.deadline, now());
         let redirect = match parse_redirect(text) {
             Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !late => redirect,
-            _ => return (job.on_reply)(None),
+            _ => return job.on_reply.deliver(None),
         };
         job.hops += 1;
         let sent = match redirect {
@@ -178,21 +178,21 @@ impl Cluster {
             }
         };
         if let Err((job, _)) = sent {
-            (job.on_reply)(None);
+            job.on_reply.deliver(None);
         }
     }
 
     fn retry_later(&self, job: Job) {
         let due = now().wrapping_add(TRYAGAIN_MS);
         if past(job.deadline, due) {
-            return (job.on_reply)(None);
+            return job.on_reply.deliver(None);
         }
         let queued = match self.retries.try_borrow_mut() {
             Ok(mut retries) => retries.push(due, job),
             Err(_) => Err(job),
         };
         if let Err(job) = queued {
-            return (job.on_reply)(None);
+            return job.on_reply.deliver(None);
         }
         // SAFETY: our retry event; nginx owns the timer tree.
         unsafe {
@@ -211,7 +211,7 @@ impl Cluster {
         for job in due {
             let target = self.target(job.slot);
             if let Err((job, _)) = self.send(job, target, false) {
-                (job.on_reply)(None);
+                job.on_reply.deliver(None);
             }
         }
         if let Some(left) = next {
@@ -233,7 +233,7 @@ impl Cluster {
             .map(|mut r| r.drain())
             .unwrap_or_default();
         for job in waiting {
-            crate::ffi::guard((), || (job.on_reply)(None));
+            crate::ffi::guard((), || job.on_reply.deliver(None));
         }
     }
 }

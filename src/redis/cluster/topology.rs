@@ -7,7 +7,7 @@
 use nginx_sys::ngx_event_t;
 
 use super::{cluster, Cluster};
-use crate::redis::client::Reply;
+use crate::redis::client::{OnReply, Reply};
 use crate::redis::exchange::printable;
 use pow_shield_core::redis::cluster::parse_slots;
 use pow_shield_core::redis::command::encode;
@@ -47,11 +47,11 @@ impl Cluster {
             }
             let me = self.me.clone();
             let host = node.addr.host.clone();
-            let on_reply = Box::new(move |reply: Reply| {
+            let on_reply = OnReply::Call(Box::new(move |reply: Reply| {
                 if let Some(cluster) = me.upgrade() {
                     cluster.on_map(reply, &host);
                 }
-            });
+            }));
             if node.client.submit_topology(&command, on_reply).is_ok() {
                 self.refreshing.set(true);
                 return;

@@ -99,7 +99,7 @@ pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
         });
         for (on_reply, frame) in ready.drain(..) {
             // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply(frame));
+            crate::ffi::guard((), || on_reply.run(frame));
         }
         c.ready.set(ready);
         c.run_deferred();

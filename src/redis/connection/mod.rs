@@ -144,7 +144,7 @@ impl Connection {
                 let deadline = c.deadline();
                 if let Some(before) = before {
                     // Its reply (OK) is nobody's.
-                    c.push(st, before, Slot::request(deadline, Box::new(|_| {}), None));
+                    c.push(st, before, Slot::request(deadline, OnReply::Nobody, None));
                 }
                 if let Some(pending) = pending.take() {
                     let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
@@ -571,7 +571,7 @@ impl Connection {
         };
         for on_reply in failed {
             // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply(Reply::Failed));
+            crate::ffi::guard((), || on_reply.run(Reply::Failed));
         }
     }
 

@@ -10,7 +10,7 @@
 use std::rc::Rc;
 
 use super::RedisStore;
-use crate::redis::client::Unavailable;
+use crate::redis::client::{OnFrame, Unavailable};
 use crate::redis::router::Rebuild;
 use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
@@ -38,13 +38,13 @@ impl RedisStore {
             tag.as_bytes(),
             evalsha,
             Some(eval),
-            Box::new(move |frame| {
+            OnFrame::Call(Box::new(move |frame| {
                 let view = frame
                     .as_ref()
                     .and_then(integers)
                     .and_then(|reply| admin::show_reply(&reply, &limits));
                 on_reply(view);
-            }),
+            })),
         )
     }
 
@@ -72,7 +72,7 @@ impl RedisStore {
             tag.as_bytes(),
             Rc::new(admin::lift_command(&prefix, whose, limits)),
             None,
-            Box::new(move |frame| on_reply(frame.is_some())),
+            OnFrame::Call(Box::new(move |frame| on_reply(frame.is_some()))),
         )
     }
 

@@ -26,6 +26,7 @@ use self::node_cache::Env;
 pub use self::node_cache::NodeCache;
 use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
+use crate::redis::client::{Awaits, OnFrame};
 use crate::redis::router::Router;
 use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
@@ -251,14 +252,11 @@ impl RedisStore {
     }
 
     /// Submits call `id` (a script by SHA, resent as EVAL if Redis lost
-    /// it), routed by `route` in a Redis Cluster.
+    /// it), routed by `route` in a Redis Cluster; its reply comes back to
+    /// `Awaits::answered`.
     fn submit(&self, id: CallId, route: &[u8], command: Command) -> Result<(), Unavailable> {
-        let me = self.me.clone();
-        let on_reply = Box::new(move |frame: Option<OwnedFrame>| {
-            if let Some(store) = me.upgrade() {
-                store.on_reply(id, frame);
-            }
-        });
+        let me: Weak<dyn Awaits> = self.me.clone();
+        let on_reply = OnFrame::Of(me, id.0);
         match command {
             Command::Script(call) => {
                 // `eval`: only used if Redis lost the script (SCRIPT
@@ -283,6 +281,12 @@ impl RedisStore {
                  before it exits; their strikes are lost"
             ),
         }
+    }
+}
+
+impl Awaits for RedisStore {
+    fn answered(&self, id: u64, frame: Option<OwnedFrame>) {
+        self.on_reply(CallId(id), frame);
     }
 }
 
