@@ -64,7 +64,7 @@ impl Router {
     pub fn strikes_unpaid(&self, key: impl FnOnce() -> String) -> bool {
         match self {
             Router::Single(client) => client.strikes_unpaid(),
-            Router::Cluster(cluster) => cluster.strikes_unpaid(key().as_bytes()),
+            Router::Cluster(cluster) => cluster.strikes_unpaid(key),
             Router::Sentinel(sentinel) => sentinel.strikes_unpaid(),
         }
     }

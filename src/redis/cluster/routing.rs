@@ -85,15 +85,19 @@ impl Cluster {
         }
     }
 
-    /// Whether an unpaid refusal of a client whose keys share `key`'s slot
-    /// counts a strike now: not within a grace after its master's outage.
-    pub(in crate::redis) fn strikes_unpaid(&self, key: &[u8]) -> bool {
-        let target = self.target(key_slot(key));
-        self.nodes
-            .try_borrow()
-            .ok()
-            .and_then(|nodes| nodes.get(target).map(|n| n.client.strikes_unpaid()))
-            .unwrap_or(true)
+    /// Whether an unpaid refusal of a client whose keys share the slot of
+    /// the key `key` makes counts a strike now: not within a grace after
+    /// its master's outage. While no node is within one (almost always),
+    /// the key is not made.
+    pub(in crate::redis) fn strikes_unpaid(&self, key: impl FnOnce() -> String) -> bool {
+        let Ok(nodes) = self.nodes.try_borrow() else {
+            return true;
+        };
+        if nodes.iter().all(|n| n.client.strikes_unpaid()) {
+            return true;
+        }
+        let target = self.target(key_slot(key().as_bytes()));
+        nodes.get(target).is_none_or(|n| n.client.strikes_unpaid())
     }
 
     /// The node for a slot: its master, or while unknown any node that is
