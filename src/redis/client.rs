@@ -15,7 +15,9 @@
 use nginx_sys::ngx_log_t;
 
 use super::connection::Connection;
-pub use super::exchange::{Awaits, OnFrame, OnReply, Pending, Reply, Unavailable, MAX_IN_FLIGHT};
+pub use super::exchange::{
+    Awaits, OnFrame, OnReply, Pending, Replies, Reply, Unavailable, MAX_IN_FLIGHT,
+};
 pub use super::settings::{Settings, Tls};
 pub use super::tls::PeerName;
 pub use pow_shield_core::cluster::fallback::Reach;

@@ -38,6 +38,9 @@ pub enum OnReply {
     /// A request's command: its frame, or `None` for an error reply or a
     /// failure (no box made a command).
     Frame(OnFrame),
+    /// Command `id` of `who`, which gets the reply whole, if it is still
+    /// there (a Redis Cluster's job: no box made a command).
+    Of(Weak<dyn Replies>, u32),
 }
 
 impl OnReply {
@@ -46,8 +49,19 @@ impl OnReply {
             OnReply::Nobody => {}
             OnReply::Call(f) => f(reply),
             OnReply::Frame(to) => to.deliver(reply.frame()),
+            OnReply::Of(who, id) => {
+                if let Some(who) = who.upgrade() {
+                    who.replied(id, reply);
+                }
+            }
         }
     }
+}
+
+/// What holds several commands, each by its number, and gets each reply
+/// whole (a Redis Cluster: its jobs, which a redirection sends on).
+pub trait Replies {
+    fn replied(&self, id: u32, reply: Reply);
 }
 
 /// What a command's sender gets: the reply, or `None` if Redis failed it

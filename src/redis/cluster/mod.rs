@@ -25,7 +25,7 @@ use std::rc::{Rc, Weak};
 use nginx_sys::{ngx_addr_t, ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 
 use self::nodes::{Node, MAX_NODES};
-use self::routing::{retry_handler, Job, MAX_RETRIES};
+use self::routing::{retry_handler, Job, Jobs, MAX_RETRIES};
 use self::topology::refresh_handler;
 use super::resolve::NameResolver;
 use pow_shield_core::redis::cluster::{NodeAddr, Roster, Routes};
@@ -63,6 +63,8 @@ pub struct Cluster {
     /// Which of `nodes` are live, by the same indexes.
     roster: RefCell<Roster>,
     routes: RefCell<Routes>,
+    /// Commands queued on the nodes' connections, waiting for their reply.
+    jobs: RefCell<Jobs>,
     /// Commands answered `TRYAGAIN`, waiting for `retry_ev`.
     retries: RefCell<Retries<Job>>,
     refreshing: Cell<bool>,
@@ -95,6 +97,7 @@ impl Cluster {
             nodes: RefCell::new(Vec::new()),
             roster: RefCell::new(Roster::new(MAX_NODES)),
             routes: RefCell::new(Routes::default()),
+            jobs: RefCell::default(),
             retries: RefCell::new(Retries::new(MAX_RETRIES)),
             refreshing: Cell::new(false),
             refresh_wait: Cell::new(RefreshBackoff::default()),
@@ -154,6 +157,7 @@ impl Cluster {
         }
         self.fail_retries();
         self.close_nodes();
+        self.fail_jobs();
     }
 }
 

@@ -5,12 +5,14 @@
 //! migrated) re-sends it a little later. A redirection is followed at most
 //! `MAX_HOPS` times and never after the first send's deadline.
 
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 
 use super::{cluster, Cluster, OnFrame, Rebuild};
-use crate::redis::client::{Client, OnReply, Pending, Reach, Reply, Unavailable, MAX_IN_FLIGHT};
+use crate::redis::client::{
+    Client, OnReply, Pending, Reach, Replies, Reply, Unavailable, MAX_IN_FLIGHT,
+};
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
 use pow_shield_core::redis::retries::past;
@@ -35,20 +37,68 @@ pub(super) struct Job {
     deadline: ngx_msec_t,
 }
 
-/// A job on its way to a node: its reply comes back to the cluster
-/// (redirections), or straight to the job's owner once the cluster is gone.
-struct Sending {
-    cluster: Weak<Cluster>,
+/// A job on its way to a node: once queued it waits in the cluster's
+/// `jobs`, and its reply comes back to the cluster (redirections).
+struct Sending<'a> {
+    cluster: &'a Cluster,
     job: Job,
 }
 
-impl Pending for Sending {
+impl Pending for Sending<'_> {
     fn on_reply(self) -> OnReply {
         let Sending { cluster, job } = self;
-        OnReply::Call(Box::new(move |reply: Reply| match cluster.upgrade() {
-            Some(cluster) => cluster.on_reply(job, reply),
-            None => job.on_reply.deliver(None),
-        }))
+        let me = cluster.me.clone();
+        match cluster.jobs.try_borrow_mut() {
+            Ok(mut jobs) => OnReply::Of(me, jobs.insert(job)),
+            // (Never: not borrowed across a call.) Its own box then.
+            Err(_) => OnReply::Call(Box::new(move |reply: Reply| match me.upgrade() {
+                Some(cluster) => cluster.on_reply(job, reply),
+                None => job.on_reply.deliver(None),
+            })),
+        }
+    }
+}
+
+impl Replies for Cluster {
+    /// The reply to job `id` (a stale number finds none: dropped).
+    fn replied(&self, id: u32, reply: Reply) {
+        let job = self.jobs.try_borrow_mut().ok().and_then(|mut j| j.take(id));
+        if let Some(job) = job {
+            self.on_reply(job, reply);
+        }
+    }
+}
+
+/// The jobs queued on the nodes' connections, by number (numbers are
+/// reused once their reply came: a connection answers each slot once).
+#[derive(Default)]
+pub(super) struct Jobs {
+    queued: Vec<Option<Job>>,
+    free: Vec<u32>,
+}
+
+impl Jobs {
+    fn insert(&mut self, job: Job) -> u32 {
+        if let Some(id) = self.free.pop() {
+            if let Some(at) = self.queued.get_mut(id as usize) {
+                *at = Some(job);
+                return id;
+            }
+        }
+        self.queued.push(Some(job));
+        (self.queued.len() - 1) as u32
+    }
+
+    fn take(&mut self, id: u32) -> Option<Job> {
+        let job = self.queued.get_mut(id as usize)?.take()?;
+        self.free.push(id);
+        Some(job)
+    }
+
+    /// Every job still queued (the cluster is going).
+    pub(super) fn drain(&mut self) -> Vec<Job> {
+        self.free.clear();
+        self.queued.drain(..).flatten().collect()
     }
 }
 
@@ -127,10 +177,7 @@ impl Cluster {
         // (Shared, not copied: the job keeps them for a redirection.)
         let command = job.command.clone();
         let resend = job.rebuild.clone();
-        let sending = Sending {
-            cluster: self.me.clone(),
-            job,
-        };
+        let sending = Sending { cluster: self, job };
         // ASKING and its command go together or not at all: a lone ASKING
         // would apply to the next, unrelated, command on the connection.
         let sent = if asking {
@@ -237,6 +284,19 @@ impl Cluster {
             .map(|mut r| r.drain())
             .unwrap_or_default();
         for job in waiting {
+            crate::ffi::guard((), || job.on_reply.deliver(None));
+        }
+    }
+
+    /// Answers the jobs whose connection did not (their callback found the
+    /// cluster gone: it is being dropped) with `None`.
+    pub(super) fn fail_jobs(&self) {
+        let queued = self
+            .jobs
+            .try_borrow_mut()
+            .map(|mut j| j.drain())
+            .unwrap_or_default();
+        for job in queued {
             crate::ffi::guard((), || job.on_reply.deliver(None));
         }
     }
