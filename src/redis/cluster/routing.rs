@@ -278,27 +278,22 @@ impl Cluster {
 
     /// Answers the commands waiting to be tried again with `None` (exit).
     pub(super) fn fail_retries(&self) {
-        let waiting = self
-            .retries
-            .try_borrow_mut()
-            .map(|mut r| r.drain())
-            .unwrap_or_default();
-        for job in waiting {
-            crate::ffi::guard((), || job.on_reply.deliver(None));
-        }
+        let waiting = self.retries.try_borrow_mut().map(|mut r| r.drain());
+        fail(waiting.unwrap_or_default());
     }
 
     /// Answers the jobs whose connection did not (their callback found the
     /// cluster gone: it is being dropped) with `None`.
     pub(super) fn fail_jobs(&self) {
-        let queued = self
-            .jobs
-            .try_borrow_mut()
-            .map(|mut j| j.drain())
-            .unwrap_or_default();
-        for job in queued {
-            crate::ffi::guard((), || job.on_reply.deliver(None));
-        }
+        let queued = self.jobs.try_borrow_mut().map(|mut j| j.drain());
+        fail(queued.unwrap_or_default());
+    }
+}
+
+/// Answers `jobs` with `None`, each on its own.
+fn fail(jobs: Vec<Job>) {
+    for job in jobs {
+        crate::ffi::guard((), || job.on_reply.deliver(None));
     }
 }
 
