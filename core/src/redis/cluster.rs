@@ -212,28 +212,43 @@ fn slot_number(frame: Option<&OwnedFrame>) -> Option<u16> {
 /// Which node serves each slot, as indexes into a list of nodes kept by
 /// the caller (one connection each). Unknown slots go to any node, whose
 /// `MOVED` then says where they live.
+///
+/// One byte a slot (16 KB, where an `Option<usize>` a slot took 256 KB):
+/// every call looks its slot up, and on a busy node the table competes
+/// for the cache with Redis and the requests. An index from
+/// [`Routes::MAX_NODE`] up is not kept: its slots stay unknown (sent to
+/// any node, redirected by its `MOVED`); the module keeps far fewer nodes.
 pub struct Routes {
-    owner: Vec<Option<usize>>,
+    owner: Vec<u8>,
 }
+
+/// A slot no node is known for.
+const UNKNOWN: u8 = u8::MAX;
 
 impl Default for Routes {
     fn default() -> Self {
         Routes {
-            owner: vec![None; SLOTS],
+            owner: vec![UNKNOWN; SLOTS],
         }
     }
 }
 
 impl Routes {
+    /// The first node index the table cannot hold.
+    pub const MAX_NODE: usize = UNKNOWN as usize;
+
     /// The node serving `slot`, if known.
     pub fn owner(&self, slot: u16) -> Option<usize> {
-        self.owner.get(usize::from(slot)).copied().flatten()
+        match self.owner.get(usize::from(slot)).copied() {
+            Some(UNKNOWN) | None => None,
+            Some(node) => Some(usize::from(node)),
+        }
     }
 
     /// `slot` lives on `node` (a `MOVED`).
     pub fn set(&mut self, slot: u16, node: usize) {
         if let Some(owner) = self.owner.get_mut(usize::from(slot)) {
-            *owner = Some(node);
+            *owner = Self::entry(node);
         }
     }
 
@@ -244,16 +259,24 @@ impl Routes {
         ranges: &[SlotRange],
         mut index: impl FnMut(&NodeAddr) -> usize,
     ) -> bool {
-        let mut owner = vec![None; SLOTS];
+        let mut owner = vec![UNKNOWN; SLOTS];
         for range in ranges {
-            let node = index(&range.master);
+            let node = Self::entry(index(&range.master));
             for slot in range.first..=range.last {
-                owner[usize::from(slot)] = Some(node);
+                owner[usize::from(slot)] = node;
             }
         }
         let changed = owner != self.owner;
         self.owner = owner;
         changed
+    }
+
+    /// What the table keeps for `node`.
+    fn entry(node: usize) -> u8 {
+        u8::try_from(node)
+            .ok()
+            .filter(|n| *n != UNKNOWN)
+            .unwrap_or(UNKNOWN)
     }
 }
 

@@ -19,6 +19,8 @@ use pow_shield_core::redis::cluster::{NodeAddr, Place};
 /// announced node's slots are decided by `pow_shield_fail` until an entry
 /// is retired (see `Roster`).
 pub(super) const MAX_NODES: usize = 64;
+// Every node's index fits the slot table's byte.
+const _: () = assert!(MAX_NODES <= pow_shield_core::redis::cluster::Routes::MAX_NODE);
 
 /// Node names logged per worker (see `log_named`).
 pub(super) const MAX_NAMED_LOGGED: usize = 16;

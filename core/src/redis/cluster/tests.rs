@@ -266,3 +266,32 @@ fn routes_follow_the_map_and_moved() {
     routes.set(99, 1);
     assert_eq!(routes.owner(99), Some(1));
 }
+
+#[test]
+fn routes_keep_node_indexes_below_their_byte_and_forget_larger_ones() {
+    let mut routes = Routes::default();
+    routes.set(7, Routes::MAX_NODE - 1);
+    assert_eq!(
+        routes.owner(7),
+        Some(Routes::MAX_NODE - 1),
+        "the largest kept"
+    );
+    routes.set(7, Routes::MAX_NODE);
+    assert_eq!(
+        routes.owner(7),
+        None,
+        "too large: unknown, not another node"
+    );
+    routes.set(8, 300);
+    assert_eq!(routes.owner(8), None, "no wrap-around to node 44");
+    let ranges = [SlotRange {
+        first: 0,
+        last: 16383,
+        master: node("a", 1),
+    }];
+    routes.set(0, 2);
+    assert!(routes.replace(&ranges, |_| 1000));
+    assert_eq!(routes.owner(0), None, "a map's node too large: unknown");
+    routes.set(16384, 1);
+    assert_eq!(routes.owner(16384), None, "no slot past the last");
+}
