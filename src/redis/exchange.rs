@@ -23,6 +23,9 @@ use pow_shield_core::redis::health::{
 };
 use pow_shield_core::redis::pipeline::{Broken, Event, Pipeline, Slot};
 
+/// The most room a list kept between reads holds on to.
+pub(super) const KEPT_ROOM: usize = 256;
+
 /// Commands in flight per worker. nginx handles at most 512 events per
 /// loop iteration (epoll's default `events`), each starting at most one
 /// command, so this is two iterations' worth: a healthy Redis answers far
@@ -389,6 +392,8 @@ impl Exchange {
                 }
             }
         }
+        // (Its room kept, up to a few hundred: a burst's does not stay.)
+        events.shrink_to(KEPT_ROOM);
         self.events = events;
         received.map_err(|broken| match broken {
             Broken::Protocol(why) => (RedisError::Protocol, why),

@@ -220,6 +220,8 @@ fn slot_number(frame: Option<&OwnedFrame>) -> Option<u16> {
 /// any node, redirected by its `MOVED`); the module keeps far fewer nodes.
 pub struct Routes {
     owner: Vec<u8>,
+    /// A map was read or a `MOVED` followed.
+    mapped: bool,
 }
 
 /// A slot no node is known for.
@@ -229,6 +231,7 @@ impl Default for Routes {
     fn default() -> Self {
         Routes {
             owner: vec![UNKNOWN; SLOTS],
+            mapped: false,
         }
     }
 }
@@ -245,10 +248,17 @@ impl Routes {
         }
     }
 
+    /// Whether a map was read or a `MOVED` followed (before, every slot
+    /// goes to any node that is up).
+    pub fn mapped(&self) -> bool {
+        self.mapped
+    }
+
     /// `slot` lives on `node` (a `MOVED`).
     pub fn set(&mut self, slot: u16, node: usize) {
         if let Some(owner) = self.owner.get_mut(usize::from(slot)) {
             *owner = Self::entry(node);
+            self.mapped = true;
         }
     }
 
@@ -268,6 +278,7 @@ impl Routes {
         }
         let changed = owner != self.owner;
         self.owner = owner;
+        self.mapped = true;
         changed
     }
 
@@ -397,7 +408,8 @@ impl Roster {
         retire
     }
 
-    #[cfg(test)]
+    /// Whether the entry at `index` is retired (closed for good; no route
+    /// names it).
     pub fn is_retired(&self, index: usize) -> bool {
         self.entries.get(index).is_some_and(|e| e.retired)
     }

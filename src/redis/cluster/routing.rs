@@ -70,7 +70,8 @@ impl Replies for Cluster {
 }
 
 /// The jobs queued on the nodes' connections, by number (numbers are
-/// reused once their reply came: a connection answers each slot once).
+/// reused once their reply came: a connection answers each slot once;
+/// never those of jobs `drain` took, whose replies may still come).
 #[derive(Default)]
 pub(super) struct Jobs {
     queued: Vec<Option<Job>>,
@@ -95,10 +96,11 @@ impl Jobs {
         Some(job)
     }
 
-    /// Every job still queued (the cluster is going).
+    /// Every job still queued (the cluster is going). Their numbers are
+    /// not given out again: a late reply to one finds nothing.
     pub(super) fn drain(&mut self) -> Vec<Job> {
         self.free.clear();
-        self.queued.drain(..).flatten().collect()
+        self.queued.iter_mut().filter_map(Option::take).collect()
     }
 }
 
@@ -137,13 +139,22 @@ impl Cluster {
 
     /// Whether an unpaid refusal of a client whose keys share the slot of
     /// the key `key` makes counts a strike now: not within a grace after
-    /// its master's outage. While no node is within one (almost always),
-    /// the key is not made.
+    /// its master's outage. Once the slot map is known and every node in
+    /// use (retired ones aside: closed for good, never routed to) says
+    /// strikes count, as almost always, the key is not made.
     pub(in crate::redis) fn strikes_unpaid(&self, key: impl FnOnce() -> String) -> bool {
         let Ok(nodes) = self.nodes.try_borrow() else {
             return true;
         };
-        if nodes.iter().all(|n| n.client.strikes_unpaid()) {
+        // (Before the map, `target` first makes each connection follow
+        // what other workers found of its node: the long way does that.)
+        let mapped = self.routes.try_borrow().is_ok_and(|r| r.mapped());
+        let in_use = |i: usize| self.roster.try_borrow().map_or(true, |r| !r.is_retired(i));
+        let every = nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| !in_use(i) || n.client.strikes_unpaid());
+        if mapped && every {
             return true;
         }
         let target = self.target(key_slot(key().as_bytes()));
@@ -282,8 +293,9 @@ impl Cluster {
         fail(waiting.unwrap_or_default());
     }
 
-    /// Answers the jobs whose connection did not (their callback found the
-    /// cluster gone: it is being dropped) with `None`.
+    /// Answers with `None` the jobs still listed: at exit, those the
+    /// closed connections could not reach; when the cluster is dropped,
+    /// those whose callback found it gone.
     pub(super) fn fail_jobs(&self) {
         let queued = self.jobs.try_borrow_mut().map(|mut j| j.drain());
         fail(queued.unwrap_or_default());

@@ -101,6 +101,7 @@ pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             // Each on its own: a bug in one must not strand the other requests.
             crate::ffi::guard((), || on_reply.run(frame));
         }
+        ready.shrink_to(crate::redis::exchange::KEPT_ROOM);
         c.ready.set(ready);
         c.run_deferred();
     })

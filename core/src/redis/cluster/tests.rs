@@ -259,8 +259,10 @@ fn routes_follow_the_map_and_moved() {
     ];
     let mut routes = Routes::default();
     assert_eq!(routes.owner(5), None, "unknown before the map");
+    assert!(!routes.mapped());
     let index = |n: &NodeAddr| usize::from(n.host == "b");
     assert!(routes.replace(&ranges, index));
+    assert!(routes.mapped());
     assert_eq!((routes.owner(99), routes.owner(100)), (Some(0), Some(1)));
     assert!(!routes.replace(&ranges, index), "the same map: no change");
     routes.set(99, 1);
