@@ -395,20 +395,41 @@ pub const MAX_READABLE_TAG: usize = 64;
 /// starts with `#`.
 pub fn client_tag(key: &[u8]) -> String {
     let mut tag = String::with_capacity(key.len().min(MAX_READABLE_TAG));
-    for &b in key {
+    match push_readable(&mut tag, key) {
+        true => tag,
+        false => hashed_tag(&[key]),
+    }
+}
+
+/// [`client_tag`] of the key made of `parts` one after the other, without
+/// making that key (a `key=` value's tag: `OWN_KEY` and the value).
+pub fn tag_of(parts: &[&[u8]]) -> String {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut tag = String::with_capacity(len.min(MAX_READABLE_TAG));
+    match parts.iter().all(|part| push_readable(&mut tag, part)) {
+        true => tag,
+        false => hashed_tag(parts),
+    }
+}
+
+/// Writes `bytes` readable after `tag`; `false` once the tag is longer
+/// than [`MAX_READABLE_TAG`] (it is hashed instead).
+#[inline(always)]
+fn push_readable(tag: &mut String, bytes: &[u8]) -> bool {
+    for &b in bytes {
         if b == 0 {
             tag.push('@');
         } else if READABLE[usize::from(b)] {
             tag.push(char::from(b));
         } else {
             tag.push('%');
-            push_hex(&mut tag, &[b]);
+            push_hex(tag, &[b]);
         }
         if tag.len() > MAX_READABLE_TAG {
-            return hashed_tag(key);
+            return false;
         }
     }
-    tag
+    true
 }
 
 /// The bytes a tag keeps as they are.
@@ -429,10 +450,14 @@ const READABLE: [bool; 256] = {
 };
 
 /// A long key's tag: `#` and the unpadded base64url of its SHA-256.
-fn hashed_tag(key: &[u8]) -> String {
+fn hashed_tag(parts: &[&[u8]]) -> String {
     let mut tag = String::with_capacity(44);
     tag.push('#');
-    URL_SAFE_NO_PAD.encode_string(Sha256::digest(key), &mut tag);
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update(part);
+    }
+    URL_SAFE_NO_PAD.encode_string(digest.finalize(), &mut tag);
     tag
 }
 

@@ -153,7 +153,7 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                let whose = (subject, tag.as_bytes());
+                let whose = (subject, tag.into_bytes());
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
