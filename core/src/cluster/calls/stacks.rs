@@ -260,8 +260,8 @@ impl Calls {
         let script = &self.scripts.stacked;
         let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
         self.part_keys(&mut call, part);
-        self.slot_key(&mut call, &part.route);
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq));
+        self.slot_key_of(&mut call, || part.slot());
+        call.push(|w| self.member(w, seq));
         part_args(&mut call, part);
         call.deadline();
         Call::of(script, call)
@@ -283,7 +283,7 @@ impl Calls {
             self.part_keys(&mut call, part);
         }
         if let Some((first, _)) = parts.first() {
-            self.slot_key(&mut call, &first.route);
+            self.slot_key_of(&mut call, || first.slot());
         }
         call.push(|w| w.push(b'*')).num(sets.clone().count() as u64);
         for set in sets {
@@ -294,7 +294,7 @@ impl Calls {
             part_args(&mut call, part);
         }
         for (_, seq) in parts {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+            call.push(|w| self.member(w, *seq));
         }
         call.deadline();
         Call::of(script, call)
@@ -311,10 +311,10 @@ impl Calls {
                 let script = &scripts.count;
                 let mut call = ScriptCall::new(&script.sha1, 3, 6);
                 self.count_keys(&mut call, (part, c));
-                self.slot_key(&mut call, &part.route);
+                self.slot_key_of(&mut call, || part.slot());
                 call.num(c.limit.requests.into())
                     .num(c.limit.window_ms)
-                    .push(|w| args::write_member(w, self.node_id, self.pid, seq))
+                    .push(|w| self.member(w, seq))
                     .num(args::offence(part.offence))
                     .num(u64::from(c.approx))
                     .deadline();
@@ -369,7 +369,7 @@ impl Calls {
             self.count_keys(&mut call, (part, c));
         }
         let (first, _) = parts.first()?;
-        self.slot_key(&mut call, &first.route);
+        self.slot_key_of(&mut call, || first.slot());
         call.num(sets.clone().count() as u64);
         for set in sets {
             let Some((c, offence, _)) = set.first() else {
@@ -382,7 +382,7 @@ impl Calls {
                 .num(u64::from(c.approx));
         }
         for (_, seq) in parts {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+            call.push(|w| self.member(w, *seq));
         }
         call.deadline();
         Some(Call::of(script, call))
@@ -505,7 +505,7 @@ impl Calls {
         for c in &part.counts {
             call.push(|w| keys::write(w, prefix, part.tag(c), c.key()));
         }
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
+        call.push(|w| self.member(w, seq))
             .push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
         for c in &part.counts {
             call.num(c.limit.window_ms);
