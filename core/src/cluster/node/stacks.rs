@@ -181,7 +181,7 @@ impl<W: Waits> ClusterNode<W> {
             };
             let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
             let answers: Vec<Answer> = match (replies, late) {
-                (Some(replies), _) => replies.into_iter().map(Answer::Ran).collect(),
+                (Some(replies), _) => replies.iter().map(|ints| Answer::ran(ints)).collect(),
                 (None, true) => vec![Answer::Expired; n],
                 (None, false) => vec![Answer::Lost; n],
             };
