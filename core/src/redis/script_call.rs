@@ -43,6 +43,17 @@ impl ScriptCall {
         let data = start + ROOM;
         format(&mut self.cmd);
         let len = self.cmd.len() - data;
+        // The usual word (a key, a member): 10 to 99 bytes, its header
+        // fits the room as it is.
+        if (10..100).contains(&len) {
+            if let Some(room) = self.cmd.get_mut(start + 1..start + 3) {
+                room[0] = b'0' + (len / 10) as u8;
+                room[1] = b'0' + (len % 10) as u8;
+            }
+            self.cmd.extend_from_slice(b"\r\n");
+            self.left = self.left.saturating_sub(1);
+            return self;
+        }
         let mut digits = [0u8; 20];
         let text = digits_of(len as u64, &mut digits);
         let head = 1 + text.len() + 2;
@@ -113,6 +124,14 @@ pub fn eval(evalsha: &[u8], shared: usize, script: &str) -> Vec<u8> {
 /// One RESP bulk string (its header from a stack buffer, the whole
 /// reserved at once).
 fn bulk(out: &mut Vec<u8>, data: &[u8]) {
+    // (A script's SHA: 40 bytes.)
+    if data.len() == 40 {
+        out.reserve(4 + 1 + 40 + 2);
+        out.extend_from_slice(b"$40\r\n");
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+        return;
+    }
     let mut head = [0u8; 24];
     let mut digits = [0u8; 20];
     let len = digits_of(data.len() as u64, &mut digits);
