@@ -58,9 +58,15 @@ pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK 
 /// without a parser (`flat`), as `redis-protocol`'s decoder makes it.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
     // A script's answer, an array of plain integers: read in one pass.
-    if let Some((frame, len)) = integer_array(buf) {
-        return Decoded::Frame(frame, len);
+    match integer_array(buf) {
+        Some((frame, len)) => Decoded::Frame(frame, len),
+        None => scan_then_decode(buf),
     }
+}
+
+/// Any reply of ours: its shape checked (`scan_reply`), then decoded
+/// (`flat`).
+fn scan_then_decode(buf: &[u8]) -> Decoded {
     let len = match scan_reply(buf) {
         Err(why) => return Decoded::Corrupt(why),
         Ok(None) => return Decoded::Partial,
