@@ -84,18 +84,21 @@ pub struct Calls {
     prefix: String,
     gen_key: String,
     node_id: u64,
-    pid: u32,
+    /// Every member's start (`args::write_member_head`), made once.
+    member_head: Vec<u8>,
     cluster: bool,
     scripts: &'static Scripts,
 }
 
 impl Calls {
     pub fn new(prefix: &str, node_id: u64, pid: u32, cluster: bool) -> Self {
+        let mut member_head = Vec::new();
+        args::write_member_head(&mut member_head, node_id, pid);
         Calls {
             prefix: prefix.to_owned(),
             gen_key: format!("{prefix}gen"),
             node_id,
-            pid,
+            member_head,
             cluster,
             scripts: Scripts::for_mode(cluster),
         }
@@ -166,10 +169,21 @@ impl Calls {
 
     /// A Redis Cluster's check scripts take the slot's generation key last.
     fn slot_key(&self, call: &mut ScriptCall, tag: &[u8]) {
+        self.slot_key_of(call, || generation::slot_of_tag(tag));
+    }
+
+    /// [`Calls::slot_key`] of the slot `slot` says (known already).
+    fn slot_key_of(&self, call: &mut ScriptCall, slot: impl FnOnce() -> u16) {
         if self.cluster {
-            let slot = generation::slot_of_tag(tag);
+            let slot = slot();
             call.push(|w| generation::write_slot_key(w, self.prefix.as_bytes(), slot));
         }
+    }
+
+    /// A request's member in the sorted sets (`args::write_member`).
+    fn member(&self, w: &mut Vec<u8>, seq: u64) {
+        w.extend_from_slice(&self.member_head);
+        args::lower_hex(w, seq);
     }
 
     /// The check of `k` requests of one client (`tag`, its hash tag) under
@@ -210,7 +224,7 @@ impl Calls {
         self.slot_key(&mut call, tag);
         call.num(limit.requests.into())
             .num(limit.window_ms)
-            .push(|w| args::write_member(w, self.node_id, self.pid, seq))
+            .push(|w| self.member(w, seq))
             .num(args::offence(offence));
         for rule in args::rules(rules) {
             call.num(rule);

@@ -12,7 +12,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::redis::clock;
-use crate::redis::command::integers;
+use crate::redis::command::MAX_ELEMENTS;
 pub use crate::redis::Unavailable;
 use crate::store::{Offence, Op, Reply, Spent};
 use crate::syntax::FailPolicy;
@@ -39,11 +39,59 @@ pub struct Unanswered {
     pub owed: bool,
 }
 
+/// A script's integers, kept inline: no reply of ours has more than
+/// [`MAX_ELEMENTS`] (the decoder refuses a longer array), and each
+/// request's is read once (no list made a reply).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ints {
+    len: u8,
+    ints: [i64; MAX_ELEMENTS],
+}
+
+impl Ints {
+    /// `ints`, if there are at most [`MAX_ELEMENTS`] of them.
+    pub fn of(ints: &[i64]) -> Option<Ints> {
+        let mut out = Ints::default();
+        out.ints.get_mut(..ints.len())?.copy_from_slice(ints);
+        out.len = ints.len() as u8;
+        Some(out)
+    }
+
+    /// The integers of an array reply (the scripts' answer).
+    fn from_frame(frame: &OwnedFrame) -> Option<Ints> {
+        let OwnedFrame::Array(items) = frame else {
+            return None;
+        };
+        let mut out = Ints::default();
+        for (slot, item) in out.ints.iter_mut().zip(items) {
+            match item {
+                OwnedFrame::Integer(i) => *slot = *i,
+                _ => return None,
+            }
+        }
+        out.len = (items.len() <= MAX_ELEMENTS).then_some(items.len() as u8)?;
+        Some(out)
+    }
+}
+
+impl core::ops::Deref for Ints {
+    type Target = [i64];
+    fn deref(&self) -> &[i64] {
+        &self.ints[..usize::from(self.len)]
+    }
+}
+
+impl core::fmt::Debug for Ints {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// What a script call's reply is to the request that sent it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     /// The script ran: its integers (read by `calls`).
-    Ran(Vec<i64>),
+    Ran(Ints),
     /// The call came after its deadline (`redis::clock`): Redis ran
     /// nothing. The same for the request as a call that timed out (the
     /// node gave up on it, or is about to): the fallback rule decides; and
@@ -63,7 +111,13 @@ impl Answer {
         if clock::expired_ms(frame).is_some() {
             return Answer::Expired;
         }
-        integers(frame).map_or(Answer::Lost, Answer::Ran)
+        Ints::from_frame(frame).map_or(Answer::Lost, Answer::Ran)
+    }
+
+    /// The script ran and answered `ints` (cut out of a gathered call's
+    /// reply; more than [`MAX_ELEMENTS`]: not a reply of ours, lost).
+    pub fn ran(ints: &[i64]) -> Answer {
+        Ints::of(ints).map_or(Answer::Lost, Answer::Ran)
     }
 
     /// Whether Redis may have run the call, as the rule is told it
@@ -73,7 +127,7 @@ impl Answer {
     }
 
     /// The script's integers, if it ran.
-    pub fn integers(self) -> Option<Vec<i64>> {
+    pub fn integers(self) -> Option<Ints> {
         match self {
             Answer::Ran(ints) => Some(ints),
             Answer::Expired | Answer::Lost => None,
@@ -269,7 +323,7 @@ mod tests {
         // (reply, what it is, whether Redis may have run the call)
         #[rustfmt::skip]
         let table = [
-            (Some(ints), Answer::Ran(vec![1, 0]), true),
+            (Some(ints), Answer::Ran(Ints::of(&[1, 0]).unwrap()), true),
             (Some(status("EXPIRED 1765000000123")), Answer::Expired, false),
             // Not the script's: an error reply, a status without the clock.
             (Some(OwnedFrame::Error("ERR x".into())), Answer::Lost, true),
@@ -283,6 +337,23 @@ mod tests {
             assert_eq!(answer, want, "row {i}");
             assert_eq!(answer.may_have_run(), ran, "row {i}");
         }
+    }
+
+    #[test]
+    fn a_replys_integers_are_kept_inline_as_the_decoder_reads_them() {
+        use crate::redis::command::integers;
+        for n in [0, 1, 11, MAX_ELEMENTS] {
+            let ints: Vec<i64> = (0..n as i64).map(|i| i * 1_000_003 - 7).collect();
+            let frame = OwnedFrame::Array(ints.iter().copied().map(OwnedFrame::Integer).collect());
+            let Answer::Ran(kept) = Answer::of(Some(&frame)) else {
+                panic!("{n} integers");
+            };
+            assert_eq!(Some(kept.to_vec()), integers(&frame));
+            assert_eq!(Answer::ran(&ints), Answer::Ran(kept));
+        }
+        // Longer than any reply the decoder takes: not the script's.
+        let long = vec![0; MAX_ELEMENTS + 1];
+        assert_eq!(Answer::ran(&long), Answer::Lost);
     }
 
     #[test]

@@ -54,10 +54,7 @@ pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
 /// The hash tag of a `key=` value's counts (`pow_shield_limit ...
 /// key=`): apart from every client's, as the zone keeps them.
 pub fn own_tag(value: &[u8]) -> String {
-    let mut own = Vec::with_capacity(OWN_KEY.len() + value.len());
-    own.extend_from_slice(OWN_KEY);
-    own.extend_from_slice(value);
-    client_tag(&own)
+    crate::redis::command::tag_of(&[OWN_KEY, value])
 }
 
 /// Writes the full name of one of a client's keys; `tag` is
@@ -160,6 +157,16 @@ mod tests {
             name(ClientKey::Spent(&[0xab; 32])),
             format!("{tag}:p:{}", "ab".repeat(32))
         );
+    }
+
+    #[test]
+    fn a_key_values_tag_is_the_tag_of_own_key_and_the_value() {
+        let long = vec![b'v'; 100];
+        for value in [&b"203.0.113.0/24"[..], b"", b"{x}", b"\x00a b", &long] {
+            let whole = [OWN_KEY, value].concat();
+            assert_eq!(own_tag(value), client_tag(&whole));
+        }
+        assert!(own_tag(&long).starts_with('#'));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::store::Checked;
 
 mod key;
 use key::mix;
-pub use key::{refusal_key, RefusalKey, REFUSAL_PREFIX};
+pub use key::{refusal_key, refusal_key_of, RefusalKey, REFUSAL_PREFIX};
 
 /// How often, at the longest, a node sends a client's locally counted
 /// strikes to Redis (and sooner when they reach the strike threshold).

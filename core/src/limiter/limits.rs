@@ -44,16 +44,48 @@ impl LimitName {
 
     /// The name an unnamed limit gets from its numbers: per second,
     /// minute, hour or day when its window is one, else per so many seconds.
+    /// (Written in place, no `format!`: a response's headers name it.)
     pub fn derived(limit: RateLimit) -> LimitName {
-        let s = limit.window_ms / 1000;
-        let per = match s {
-            1 => "s".to_owned(),
-            60 => "m".to_owned(),
-            3600 => "h".to_owned(),
-            86_400 => "d".to_owned(),
-            s => format!("{s}s"),
+        let mut name = LimitName {
+            bytes: [0; MAX_NAME],
+            len: 0,
         };
-        Self::copied(format!("{}r/{per}", limit.requests).as_bytes())
+        name.push_decimal(limit.requests.into());
+        name.push(b"r/");
+        match limit.window_ms / 1000 {
+            1 => name.push(b"s"),
+            60 => name.push(b"m"),
+            3600 => name.push(b"h"),
+            86_400 => name.push(b"d"),
+            s => {
+                name.push_decimal(s);
+                name.push(b"s");
+            }
+        }
+        name
+    }
+
+    /// Appends `more`, as much of it as fits in [`MAX_NAME`].
+    fn push(&mut self, more: &[u8]) {
+        let at = usize::from(self.len);
+        let n = more.len().min(MAX_NAME - at);
+        self.bytes[at..at + n].copy_from_slice(&more[..n]);
+        self.len += n as u8;
+    }
+
+    /// Appends `n` in decimal (as `push`).
+    fn push_decimal(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
     }
 
     fn copied(from: &[u8]) -> LimitName {
@@ -425,6 +457,9 @@ mod tests {
         assert_eq!(derived(1000, 3_600_000), "1000r/h");
         assert_eq!(derived(5, 86_400_000), "5r/d");
         assert_eq!(derived(5, 30_000), "5r/30s");
+        assert_eq!(derived(0, 0), "0r/0s");
+        let longest = derived(u32::MAX, u64::MAX);
+        assert_eq!(longest, format!("{}r/{}s", u32::MAX, u64::MAX / 1000));
     }
 
     #[test]

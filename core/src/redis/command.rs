@@ -57,6 +57,16 @@ pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK 
 /// length is waited for beyond them. A complete reply is then decoded
 /// without a parser (`flat`), as `redis-protocol`'s decoder makes it.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
+    // A script's answer, an array of plain integers: read in one pass.
+    match integer_array(buf) {
+        Some((frame, len)) => Decoded::Frame(frame, len),
+        None => scan_then_decode(buf),
+    }
+}
+
+/// Any reply of ours: its shape checked (`scan_reply`), then decoded
+/// (`flat`).
+fn scan_then_decode(buf: &[u8]) -> Decoded {
     let len = match scan_reply(buf) {
         Err(why) => return Decoded::Corrupt(why),
         Ok(None) => return Decoded::Partial,
@@ -66,6 +76,60 @@ pub fn decode_reply(buf: &[u8]) -> Decoded {
         Some(Ok(frame)) => Decoded::Frame(frame, len),
         Some(Err(why)) => Decoded::Corrupt(why),
         None => Decoded::Corrupt("a reply longer than the input".to_owned()),
+    }
+}
+
+/// A complete array of at most [`MAX_ELEMENTS`] integers at the start of
+/// `buf`, each `:`, an optional `-`, digits and CRLF (what a script
+/// answers), read in one pass, and its length; `None` for anything else,
+/// left to the general path, which reads such an array the same
+/// (measured: scanning then decoding cost some 170 instructions an
+/// integer, a third of a Redis Cluster request's reply handling).
+fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
+    let (count, mut at) = match buf {
+        [b'*', d, b'\r', b'\n', ..] if d.is_ascii_digit() => (usize::from(d - b'0'), 4),
+        [b'*', d, e, b'\r', b'\n', ..] if d.is_ascii_digit() && e.is_ascii_digit() => {
+            (usize::from(d - b'0') * 10 + usize::from(e - b'0'), 5)
+        }
+        _ => return None,
+    };
+    if count > MAX_ELEMENTS {
+        return None;
+    }
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (n, used) = integer_line(buf.get(at..)?)?;
+        items.push(OwnedFrame::Integer(n));
+        at += used;
+    }
+    Some((OwnedFrame::Array(items), at))
+}
+
+/// `:`, an optional `-`, at least one digit (no overflow) and CRLF at the
+/// start of `buf`: the integer and the line's length.
+fn integer_line(buf: &[u8]) -> Option<(i64, usize)> {
+    let (negative, from) = match buf {
+        [b':', b'-', ..] => (true, 2),
+        [b':', ..] => (false, 1),
+        _ => return None,
+    };
+    let mut n: i64 = 0;
+    let mut at = from;
+    while let Some(&d) = buf.get(at) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        n = n.checked_mul(10)?;
+        n = match negative {
+            true => n.checked_sub(i64::from(digit))?,
+            false => n.checked_add(i64::from(digit))?,
+        };
+        at += 1;
+    }
+    match (at > from, buf.get(at..at + 2)) {
+        (true, Some(b"\r\n")) => Some((n, at + 2)),
+        _ => None,
     }
 }
 
@@ -337,20 +401,41 @@ pub const MAX_READABLE_TAG: usize = 64;
 /// starts with `#`.
 pub fn client_tag(key: &[u8]) -> String {
     let mut tag = String::with_capacity(key.len().min(MAX_READABLE_TAG));
-    for &b in key {
+    match push_readable(&mut tag, key) {
+        true => tag,
+        false => hashed_tag(&[key]),
+    }
+}
+
+/// [`client_tag`] of the key made of `parts` one after the other, without
+/// making that key (a `key=` value's tag: `OWN_KEY` and the value).
+pub fn tag_of(parts: &[&[u8]]) -> String {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut tag = String::with_capacity(len.min(MAX_READABLE_TAG));
+    match parts.iter().all(|part| push_readable(&mut tag, part)) {
+        true => tag,
+        false => hashed_tag(parts),
+    }
+}
+
+/// Writes `bytes` readable after `tag`; `false` once the tag is longer
+/// than [`MAX_READABLE_TAG`] (it is hashed instead).
+#[inline(always)]
+fn push_readable(tag: &mut String, bytes: &[u8]) -> bool {
+    for &b in bytes {
         if b == 0 {
             tag.push('@');
         } else if READABLE[usize::from(b)] {
             tag.push(char::from(b));
         } else {
             tag.push('%');
-            push_hex(&mut tag, &[b]);
+            push_hex(tag, &[b]);
         }
         if tag.len() > MAX_READABLE_TAG {
-            return hashed_tag(key);
+            return false;
         }
     }
-    tag
+    true
 }
 
 /// The bytes a tag keeps as they are.
@@ -371,10 +456,14 @@ const READABLE: [bool; 256] = {
 };
 
 /// A long key's tag: `#` and the unpadded base64url of its SHA-256.
-fn hashed_tag(key: &[u8]) -> String {
+fn hashed_tag(parts: &[&[u8]]) -> String {
     let mut tag = String::with_capacity(44);
     tag.push('#');
-    URL_SAFE_NO_PAD.encode_string(Sha256::digest(key), &mut tag);
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update(part);
+    }
+    URL_SAFE_NO_PAD.encode_string(digest.finalize(), &mut tag);
     tag
 }
 

@@ -72,7 +72,7 @@ impl Calls {
             }
         }
         if n > 0 {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, seq));
+            call.push(|w| self.member(w, seq));
         }
         call.deadline();
         Call::of(script, call)

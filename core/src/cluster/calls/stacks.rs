@@ -41,8 +41,9 @@ pub type Set = (u64, [u64; 4], Vec<(u32, u64, bool, bool)>);
 /// One limit's count in a stacked call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Count {
-    /// Its hash tag: the client's, or its `key=` value's.
-    tag: String,
+    /// Its hash tag, the client's or its `key=` value's, where it is not
+    /// the part's route (`None`: the route's, the usual case: no copy).
+    tag: Option<String>,
     limit: RateLimit,
     /// A counter (`approx`), else a log.
     approx: bool,
@@ -59,18 +60,11 @@ impl Count {
     }
 }
 
-/// A count of a part: its place among the location's limits, its numbers,
-/// whose it is, and its hash tag ([`count_tag`]).
-type Tagged<'a> = (usize, RateLimit, Counted<'a>, String);
-
-/// The hash tag of a count: the client's, or its `key=` value's.
-fn count_tag(tag: &[u8], whose: Counted) -> String {
-    match whose {
-        // (a spent record's share is counted by table stores only)
-        Counted::Client(_) | Counted::Spends(_) => String::from_utf8_lossy(tag).into_owned(),
-        Counted::Own(value) => keys::own_tag(value),
-    }
-}
+/// No breaker: another slot's part strikes no one.
+const NO_RULES: BreakerRules = BreakerRules {
+    strikes: None,
+    ban: None,
+};
 
 /// The script a part goes by in a call of its own (gathered: the counts
 /// script's call when every part is a count, `Calls::counts`, else the
@@ -120,7 +114,7 @@ impl Part {
         let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
-            [c] if c.tag.as_bytes() == self.route.as_slice() => match (breaker, c.own, c.approx) {
+            [c] if self.tag(c) == self.route.as_slice() => match (breaker, c.own, c.approx) {
                 (false, _, false) => Alone::Count,
                 (false, _, true) => Alone::CountApprox,
                 (true, true, false) => Alone::Window,
@@ -135,7 +129,7 @@ impl Part {
     /// gathered call checks it as the stacked script checks one limit).
     pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
         let count = Count {
-            tag: String::from_utf8_lossy(tag).into_owned(),
+            tag: None,
             limit,
             approx: true,
             own: true,
@@ -149,6 +143,64 @@ impl Part {
             offence,
             slot: None,
         }
+    }
+
+    /// A part of no count yet, routed by `route` (in `slot`, if known).
+    fn empty(
+        (route, slot, rules, offence): (Vec<u8>, Option<u16>, BreakerRules, Offence),
+        room: usize,
+    ) -> Part {
+        Part {
+            route,
+            limits: Limits::NONE,
+            at: [0; MAX_LIMITS],
+            counts: Vec::with_capacity(room),
+            rules,
+            offence,
+            slot,
+        }
+    }
+
+    /// Counts it under limit `at` of the subject's, whose count `whose`
+    /// is: a `key=` value's under its tag (unless the route's), else the
+    /// client's under the route's.
+    fn count(&mut self, subject: &Subject, (at, limit, whose): (usize, RateLimit, Counted)) {
+        let tag = match whose {
+            // (a spent record's share is counted by table stores only)
+            Counted::Client(_) | Counted::Spends(_) => None,
+            Counted::Own(value) => Some(keys::own_tag(value)),
+        };
+        self.count_tagged(subject, (at, limit, whose), tag);
+    }
+
+    /// [`Part::count`], its tag made already (`None`: the route's).
+    fn count_tagged(
+        &mut self,
+        subject: &Subject,
+        (at, limit, whose): (usize, RateLimit, Counted),
+        tag: Option<String>,
+    ) {
+        let tag = tag.filter(|tag| tag.as_bytes() != self.route.as_slice());
+        self.counts.push(Count {
+            tag,
+            limit,
+            approx: subject.limits.approx(at),
+            own: !matches!(whose, Counted::Own(_)),
+        });
+    }
+
+    /// Its limits as the location has them (names, keys: a `key=`
+    /// limit's refusal strikes no one), in the same order: those whose
+    /// places are set in `places`.
+    fn keep_limits(&mut self, subject: &Subject, places: u32) {
+        (self.limits, self.at) = subject.limits.only(|i| places & (1 << i) != 0);
+    }
+
+    /// A count's hash tag.
+    fn tag<'a>(&'a self, c: &'a Count) -> &'a [u8] {
+        c.tag
+            .as_ref()
+            .map_or(self.route.as_slice(), |t| t.as_bytes())
     }
 
     /// The slot of its route in a Redis Cluster.
@@ -191,47 +243,14 @@ impl Calls {
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
         let (counted, n) = subject.counted_limits();
-        let counted = counted[..n]
-            .iter()
-            .map(|&(at, limit, whose)| (at, limit, whose, count_tag(tag, whose)))
-            .collect();
-        Self::part(
-            (tag.to_vec(), None, subject.rules, offence),
-            subject,
-            counted,
-        )
-    }
-
-    /// A part of `counted` (each count with its tag), routed by `route`
-    /// (in `slot`, if known).
-    fn part(
-        (route, slot, rules, offence): (Vec<u8>, Option<u16>, BreakerRules, Offence),
-        subject: &Subject,
-        counted: Vec<Tagged>,
-    ) -> Part {
-        // Its limits as the location has them (names, keys: a `key=`
-        // limit's refusal strikes no one), in the same order.
-        let (limits, at) = subject
-            .limits
-            .only(|i| counted.iter().any(|(place, _, _, _)| *place == i));
-        let counts = counted
-            .into_iter()
-            .map(|(at, limit, whose, tag)| Count {
-                tag,
-                limit,
-                approx: subject.limits.approx(at),
-                own: !matches!(whose, Counted::Own(_)),
-            })
-            .collect();
-        Part {
-            route,
-            limits,
-            at,
-            counts,
-            rules,
-            offence,
-            slot,
+        let mut part = Part::empty((tag.to_vec(), None, subject.rules, offence), n);
+        let mut places = 0;
+        for &(at, limit, whose) in &counted[..n] {
+            part.count(subject, (at, limit, whose));
+            places |= 1 << at;
         }
+        part.keep_limits(subject, places);
+        part
     }
 
     /// The stacked script's call for `part` (`seq`: the request's member).
@@ -241,8 +260,8 @@ impl Calls {
         let script = &self.scripts.stacked;
         let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
         self.part_keys(&mut call, part);
-        self.slot_key(&mut call, &part.route);
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq));
+        self.slot_key_of(&mut call, || part.slot());
+        call.push(|w| self.member(w, seq));
         part_args(&mut call, part);
         call.deadline();
         Call::of(script, call)
@@ -264,7 +283,7 @@ impl Calls {
             self.part_keys(&mut call, part);
         }
         if let Some((first, _)) = parts.first() {
-            self.slot_key(&mut call, &first.route);
+            self.slot_key_of(&mut call, || first.slot());
         }
         call.push(|w| w.push(b'*')).num(sets.clone().count() as u64);
         for set in sets {
@@ -275,7 +294,7 @@ impl Calls {
             part_args(&mut call, part);
         }
         for (_, seq) in parts {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+            call.push(|w| self.member(w, *seq));
         }
         call.deadline();
         Call::of(script, call)
@@ -291,11 +310,11 @@ impl Calls {
             (Alone::Count | Alone::CountApprox, Some(c), Some(scripts)) => {
                 let script = &scripts.count;
                 let mut call = ScriptCall::new(&script.sha1, 3, 6);
-                self.count_keys(&mut call, c);
-                self.slot_key(&mut call, &part.route);
+                self.count_keys(&mut call, (part, c));
+                self.slot_key_of(&mut call, || part.slot());
                 call.num(c.limit.requests.into())
                     .num(c.limit.window_ms)
-                    .push(|w| args::write_member(w, self.node_id, self.pid, seq))
+                    .push(|w| self.member(w, seq))
                     .num(args::offence(part.offence))
                     .num(u64::from(c.approx))
                     .deadline();
@@ -338,22 +357,22 @@ impl Calls {
             else {
                 return None;
             };
-            counts.push((c, part.offence));
+            counts.push((c, part.offence, *part));
         }
-        let same = |a: &(&Count, Offence), b: &(&Count, Offence)| {
+        let same = |a: &(&Count, Offence, &Part), b: &(&Count, Offence, &Part)| {
             (a.0.limit, a.0.approx, a.1) == (b.0.limit, b.0.approx, b.1)
         };
         let sets = counts.chunk_by(same);
         let argc = 1 + 5 * sets.clone().count() + parts.len() + 1;
         let mut call = ScriptCall::new(&script.sha1, 2 * parts.len() + 1, argc);
-        for (c, _) in &counts {
-            self.count_keys(&mut call, c);
+        for &(c, _, part) in &counts {
+            self.count_keys(&mut call, (part, c));
         }
         let (first, _) = parts.first()?;
-        self.slot_key(&mut call, &first.route);
+        self.slot_key_of(&mut call, || first.slot());
         call.num(sets.clone().count() as u64);
         for set in sets {
-            let Some((c, offence)) = set.first() else {
+            let Some((c, offence, _)) = set.first() else {
                 continue;
             };
             call.num(set.len() as u64)
@@ -363,16 +382,17 @@ impl Calls {
                 .num(u64::from(c.approx));
         }
         for (_, seq) in parts {
-            call.push(|w| args::write_member(w, self.node_id, self.pid, *seq));
+            call.push(|w| self.member(w, *seq));
         }
         call.deadline();
         Some(Call::of(script, call))
     }
 
     /// A count's keys: its log or counter, and its refusals.
-    fn count_keys(&self, call: &mut ScriptCall, c: &Count) {
+    fn count_keys(&self, call: &mut ScriptCall, (part, c): (&Part, &Count)) {
         let prefix = self.prefix.as_bytes();
-        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
+        let tag = part.tag(c);
+        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         call.push(key(c.key()))
             .push(key(ClientKey::Refused(c.limit)));
     }
@@ -382,8 +402,8 @@ impl Calls {
         let prefix = self.prefix.as_bytes();
         self.breaker_keys(call, &part.route);
         for c in &part.counts {
-            let key =
-                |which| move |w: &mut Vec<u8>| keys::write(w, prefix, c.tag.as_bytes(), which);
+            let tag = part.tag(c);
+            let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
             call.push(key(c.key()))
                 .push(key(ClientKey::Refused(c.limit)));
         }
@@ -406,49 +426,55 @@ impl Calls {
     /// holds the location's limits, some 700 bytes: made in its box rather
     /// than moved there through a list).
     pub fn boxed_parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Box<Part>> {
+        self.parts_routed(tag.to_vec(), subject, offence)
+    }
+
+    /// [`Calls::boxed_parts`], the client's tag given as the route of its
+    /// part (no copy).
+    pub fn parts_routed(
+        &self,
+        tag: Vec<u8>,
+        subject: &Subject,
+        offence: Offence,
+    ) -> Vec<Box<Part>> {
         let (counted, n) = subject.counted_limits();
-        let client_slot = generation::slot_of_tag(tag);
-        // (slot, the route, its limits); each count's tag and slot made
-        // once (a client's count: the client's tag and slot).
-        type Group<'a> = (u16, Vec<u8>, Vec<Tagged<'a>>);
-        let mut parts: Vec<Group> = Vec::with_capacity(n + 1);
-        parts.push((client_slot, tag.to_vec(), Vec::with_capacity(n)));
+        let client_slot = generation::slot_of_tag(&tag);
+        let client = (tag, Some(client_slot), subject.rules, offence);
+        let mut parts = Vec::with_capacity(n + 1);
+        parts.push(Box::new(Part::empty(client, n)));
+        // Each part's places among the location's limits.
+        let mut places = [0u32; MAX_LIMITS + 1];
         for &(at, limit, whose) in &counted[..n] {
-            let own = count_tag(tag, whose);
-            let slot = match whose {
-                Counted::Own(_) => generation::slot_of_tag(own.as_bytes()),
-                Counted::Client(_) | Counted::Spends(_) => client_slot,
-            };
-            match parts.iter_mut().find(|(s, _, _)| *s == slot) {
-                Some((_, _, limits)) => limits.push((at, limit, whose, own)),
-                None => {
-                    let route = own.as_bytes().to_vec();
-                    parts.push((slot, route, vec![(at, limit, whose, own)]))
+            // Each count's tag and slot made once (a client's count: the
+            // client's tag and slot, its part the first).
+            let (index, tag) = match whose {
+                Counted::Client(_) | Counted::Spends(_) => (0, None),
+                Counted::Own(value) => {
+                    let own = keys::own_tag(value);
+                    let slot = generation::slot_of_tag(own.as_bytes());
+                    match parts.iter().position(|p| p.slot == Some(slot)) {
+                        Some(index) => (index, Some(own)),
+                        None => {
+                            // The others strike no one (no rules); the
+                            // request's offence still says whether the next
+                            // challenge is priced from a count that has room
+                            // (a paid request's).
+                            let route = (own.into_bytes(), Some(slot), NO_RULES, offence);
+                            parts.push(Box::new(Part::empty(route, 1)));
+                            (parts.len() - 1, None)
+                        }
+                    }
                 }
+            };
+            if let (Some(part), Some(kept)) = (parts.get_mut(index), places.get_mut(index)) {
+                part.count_tagged(subject, (at, limit, whose), tag);
+                *kept |= 1 << at;
             }
         }
-        let none = BreakerRules {
-            strikes: None,
-            ban: None,
-        };
+        for (part, places) in parts.iter_mut().zip(places) {
+            part.keep_limits(subject, places);
+        }
         parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, (slot, route, limits))| {
-                // The others strike no one (no rules); the request's offence
-                // still says whether the next challenge is priced from a
-                // count that has room (a paid request's).
-                let rules = match i {
-                    0 => subject.rules,
-                    _ => none,
-                };
-                Box::new(Self::part(
-                    (route, Some(slot), rules, offence),
-                    subject,
-                    limits,
-                ))
-            })
-            .collect()
     }
 
     /// [`Calls::parts`], each with its stacked call.
@@ -477,9 +503,9 @@ impl Calls {
         let n = part.counts.len();
         let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
         for c in &part.counts {
-            call.push(|w| keys::write(w, prefix, c.tag.as_bytes(), c.key()));
+            call.push(|w| keys::write(w, prefix, part.tag(c), c.key()));
         }
-        call.push(|w| args::write_member(w, self.node_id, self.pid, seq))
+        call.push(|w| self.member(w, seq))
             .push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
         for c in &part.counts {
             call.num(c.limit.window_ms);

@@ -14,7 +14,6 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::{remember, Alert, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{single_limit, BatchOf};
 use crate::cluster::fallback::{exit_waits, Reach};
-use crate::cluster::generation::slot_of_tag;
 use crate::cluster::refusals::{refusal_key, RefusalKey, Sending, BATCH_MS, PRICE_BATCH_MS};
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::{Block, BreakerRules};
@@ -79,7 +78,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         subject: &Subject,
-        limit: RateLimit,
+        (limit, slot): (RateLimit, impl FnOnce() -> u16),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<Checked> {
@@ -93,10 +92,7 @@ impl<W: Waits> ClusterNode<W> {
         // A Redis Cluster: the challenge carries the slot's generation, so
         // only once this worker knows it (else Redis decides, and says it).
         let generation = match self.cluster {
-            true => Some(
-                self.generations
-                    .slot(slot_of_tag(client_tag(subject.key).as_bytes()))?,
-            ),
+            true => Some(self.generations.slot(slot())?),
             false => None,
         };
         // Redis owes this worker an answer for the client: what it said

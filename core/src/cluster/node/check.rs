@@ -72,6 +72,9 @@ pub(super) struct OneCheck<W> {
     /// approximate counter's, gathered with the stacked checks,
     /// `stacks.rs`, or one sent alone beyond `MAX_HELD`).
     pub gate: Option<u16>,
+    /// The client's slot (one Redis: 0), whose generation its answer
+    /// notes.
+    slot: u16,
 }
 
 /// One request's check of every limit in the stacked script.
@@ -84,6 +87,9 @@ pub(super) struct StackedCheck<W> {
     /// refusals (none without a zone).
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
+    /// The client's slot (one Redis: 0), whose generation its answer
+    /// notes.
+    slot: u16,
 }
 
 /// One stacked check, about to be sent or on its way (`stacks.rs`): its
@@ -153,7 +159,7 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                let whose = (subject, tag.as_bytes());
+                let whose = (subject, tag.into_bytes());
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
@@ -166,6 +172,7 @@ impl<W: Waits> ClusterNode<W> {
                 offence,
                 limits,
                 asked_ms: now.monotonic_ms,
+                slot: self.gate_of(tag.as_bytes()),
             };
             let stack = Stack {
                 part: Box::new(self.calls.whole(tag.as_bytes(), subject, offence)),
@@ -178,8 +185,10 @@ impl<W: Waits> ClusterNode<W> {
         // Refused by Redis until a moment still ahead: refused here, unless
         // it pays (a spend must be global), or Redis's word is not to be
         // had now (`pow_shield_fail` decides).
+        // (The client's slot, made once: one Redis, 0.)
+        let slot = self.gate_of(tag.as_bytes());
         if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-            if let Some(checked) = self.refuse_locally(env, subject, limit, now, out) {
+            if let Some(checked) = self.refuse_locally(env, subject, (limit, || slot), now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
         }
@@ -228,7 +237,8 @@ impl<W: Waits> ClusterNode<W> {
             asked_ms: now.monotonic_ms,
             refusal,
             group,
-            gate: (!subject.limits.approx(0)).then(|| self.gate_of(tag.as_bytes())),
+            gate: (!subject.limits.approx(0)).then_some(slot),
+            slot,
         };
         // Approx: with the stacked checks of its slot (`stacks.rs`).
         if subject.limits.approx(0) {
@@ -303,8 +313,7 @@ impl<W: Waits> ClusterNode<W> {
                 // blocked here, not refused once more.
                 let keep = opened_block(&checked.breaker, c.rules).unwrap_or(checked.breaker);
                 remember(env, &c.key, keep, c.rules, now);
-                let slot = slot_of_tag(client_tag(&c.key).as_bytes());
-                self.generations.note_slot(slot, checked.generation);
+                self.generations.note_slot(c.slot, checked.generation);
                 if let Some(refusal) = &c.refusal {
                     match (checked.verdict.allowed, keep.block) {
                         (false, Block::Clear) => env.learn_refusal(
@@ -357,8 +366,7 @@ impl<W: Waits> ClusterNode<W> {
                 remember(env, &c.key, checked.breaker, c.rules, now);
                 // A Redis Cluster's refusal answers the client's slot's
                 // generation (its next refusals are then the node's).
-                let slot = slot_of_tag(client_tag(&c.key).as_bytes());
-                self.generations.note_slot(slot, checked.generation);
+                self.generations.note_slot(c.slot, checked.generation);
                 self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
             }
@@ -408,7 +416,8 @@ impl<W: Waits> ClusterNode<W> {
             } else if let Some(checked) = {
                 let one = Limits::one(about.limit);
                 let subject = about.subject(&one);
-                self.refuse_locally(env, &subject, about.limit, now, out)
+                let slot = || slot_of_tag(client_tag(&about.key).as_bytes());
+                self.refuse_locally(env, &subject, (about.limit, slot), now, out)
             } {
                 out.push(Step::Deliver(waiter, Reply::Checked(checked)));
             } else {

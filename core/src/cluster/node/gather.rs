@@ -248,7 +248,7 @@ impl<W: Waits> ClusterNode<W> {
         let mut replies = replies.map(Vec::into_iter);
         for check in c.checks {
             let answer = match replies.as_mut().and_then(Iterator::next) {
-                Some(ints) => Answer::Ran(ints),
+                Some(ints) => Answer::ran(&ints),
                 None if late => Answer::Expired,
                 None => Answer::Lost,
             };

@@ -17,7 +17,7 @@ use super::batches::BatchContext;
 use super::{Around, ClusterNode, Step, Waits};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
-use crate::cluster::refusals::{refusal_key, RefusalKey, BATCH_MS};
+use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
@@ -39,21 +39,21 @@ pub(super) struct KeyedLimit {
     pub own: bool,
     /// Its refusal's key in the zone and the batches.
     pub refusal: RefusalKey,
-    /// Whose count it is: the client key, or `OWN_KEY` and the `key=` value.
-    whose: Vec<u8>,
 }
 
 impl KeyedLimit {
-    /// What a batch of its refusals needs.
+    /// What a batch of its refusals needs (`subject`: the one it was
+    /// made for, [`ClusterNode::keyed_limits`]): a `key=` value's count is
+    /// `OWN_KEY` and the value's.
     pub fn context(&self, subject: &Subject) -> BatchContext {
-        match self.own {
-            true => BatchContext::of(subject, self.limit),
-            false => BatchContext::new(
-                keys::own_tag(&self.whose[OWN_KEY.len()..]),
+        match (self.own, subject.counted(usize::from(self.at))) {
+            (false, Some(Counted::Own(value))) => BatchContext::new(
+                keys::own_tag(value),
                 self.limit,
                 NO_RULES,
-                self.whose.clone(),
+                [OWN_KEY, value].concat(),
             ),
+            _ => BatchContext::of(subject, self.limit),
         }
     }
 
@@ -74,16 +74,21 @@ impl<W: Waits> ClusterNode<W> {
         counted[..n]
             .iter()
             .map(|&(at, limit, whose)| {
-                let (own, whose) = match whose {
-                    Counted::Client(key) | Counted::Spends(key) => (true, key.to_vec()),
-                    Counted::Own(value) => (false, [OWN_KEY, value].concat()),
+                let approx = subject.limits.approx(at);
+                let (own, refusal) = match whose {
+                    Counted::Client(key) | Counted::Spends(key) => {
+                        (true, refusal_key(self.scope, limit, approx, key))
+                    }
+                    Counted::Own(value) => {
+                        let whose = (OWN_KEY, value);
+                        (false, refusal_key_of(self.scope, limit, approx, whose))
+                    }
                 };
                 KeyedLimit {
                     at: at as u8,
                     limit,
                     own,
-                    refusal: refusal_key(self.scope, limit, subject.limits.approx(at), &whose),
-                    whose,
+                    refusal,
                 }
             })
             .collect()

@@ -29,7 +29,6 @@ use super::keyed::KeyedLimit;
 use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
-use crate::cluster::generation::slot_of_tag;
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::store::{Checked, Now, Offence, Reply, Subject};
 
@@ -42,10 +41,9 @@ pub(super) struct Sharded<W> {
     rules: BreakerRules,
     /// The request's member in every call (for an undo).
     seq: u64,
-    /// Each part, back with its answer (what an undo takes back).
-    parts: Vec<Option<Box<Part>>>,
-    /// Each part's answer, as it comes.
-    got: Vec<Option<Got>>,
+    /// Each part's answer as it comes, with the part (what an undo takes
+    /// back).
+    answers: Vec<Option<(Box<Part>, Got)>>,
     /// The location's limits keyed as the node keeps their refusals.
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
@@ -67,14 +65,15 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn check_sharded(
         &mut self,
         env: &mut impl Around,
-        (subject, tag): (&Subject, &[u8]),
+        (subject, tag): (&Subject, Vec<u8>),
         (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
         now: Now,
         waiter: W,
         out: &mut Vec<Step<W>>,
     ) {
-        let parts = self.calls.boxed_parts(tag, subject, offence);
-        let slot = parts.first().map_or_else(|| slot_of_tag(tag), |p| p.slot());
+        // (The client's tag routes its part, the first: never none.)
+        let parts = self.calls.parts_routed(tag, subject, offence);
+        let slot = parts.first().map_or(0, |p| p.slot());
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();
@@ -86,8 +85,7 @@ impl<W: Waits> ClusterNode<W> {
                 slot,
                 rules: subject.rules,
                 seq,
-                got: vec![None; n],
-                parts: (0..n).map(|_| None).collect(),
+                answers: (0..n).map(|_| None).collect(),
                 limits,
                 asked_ms: now.monotonic_ms,
             },
@@ -161,12 +159,10 @@ impl<W: Waits> ClusterNode<W> {
         let Some(sharded) = self.sharded.get_mut(&request) else {
             return;
         };
-        if let (Some(slot), Some(kept)) = (sharded.got.get_mut(index), sharded.parts.get_mut(index))
-        {
-            *slot = Some(got);
-            *kept = Some(part);
+        if let Some(slot) = sharded.answers.get_mut(index) {
+            *slot = Some((part, got));
         }
-        if sharded.got.iter().any(Option::is_none) {
+        if sharded.answers.iter().any(Option::is_none) {
             return;
         }
         if let Some(sharded) = self.sharded.remove(&request) {
@@ -186,40 +182,37 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let got: Vec<Got> = s.got.iter().flatten().copied().collect();
+        // (Every part answered: none is left out.)
+        let got = || s.answers.iter().flatten().map(|(_, got)| *got);
         let fall_back = |waiter, failure, sent| Step::FallBack {
             waiter,
             failure,
             sent,
         };
-        let client = match got.first() {
-            Some(Got::Checked(client)) => *client,
-            Some(&Got::Failed { failure, sent }) => {
+        let client = match got().next() {
+            Some(Got::Checked(client)) => client,
+            Some(Got::Failed { failure, sent }) => {
                 return out.push(fall_back(s.waiter, failure, sent))
             }
             None => return out.push(fall_back(s.waiter, Unavailable::Down, false)),
         };
-        let answered: Vec<Option<Checked>> = got
-            .iter()
-            .map(|g| match g {
-                Got::Checked(c) => Some(*c),
+        let answered = || {
+            got().filter_map(|g| match g {
+                Got::Checked(c) => Some(c),
                 Got::Failed { .. } => None,
             })
-            .collect();
+        };
         let blocked = client.breaker.block != Block::Clear;
         // The first refusing limit in the order written decides; admitted,
         // the one with fewest remaining.
-        let refusing = answered
-            .iter()
-            .flatten()
+        let refusing = answered()
             .filter(|c| !c.verdict.allowed)
-            .min_by_key(|c| c.verdict.limit)
-            .copied();
+            .min_by_key(|c| c.verdict.limit);
         if let (false, None, Some(failure)) = (
             blocked,
             refusing,
-            got.iter().find_map(|g| match g {
-                Got::Failed { failure, .. } => Some(*failure),
+            got().find_map(|g| match g {
+                Got::Failed { failure, .. } => Some(failure),
                 Got::Checked(_) => None,
             }),
         ) {
@@ -242,11 +235,8 @@ impl<W: Waits> ClusterNode<W> {
                 ..refused
             },
             (false, None) => {
-                let tightest = answered
-                    .iter()
-                    .flatten()
+                let tightest = answered()
                     .min_by_key(|c| c.verdict.remaining)
-                    .copied()
                     .unwrap_or(client);
                 Checked {
                     breaker: client.breaker,
@@ -258,8 +248,8 @@ impl<W: Waits> ClusterNode<W> {
         // Counted by all or none: what the parts that admitted counted is
         // taken back when another refused (or the client is blocked).
         if blocked || refusing.is_some() {
-            for (part, c) in s.parts.iter().flatten().zip(&answered) {
-                if c.is_some_and(|c| c.verdict.allowed) {
+            for (part, got) in s.answers.iter().flatten() {
+                if matches!(got, Got::Checked(c) if c.verdict.allowed) {
                     if let Some(call) = self.calls.undo(part, s.seq) {
                         let route = part.route.clone();
                         self.send(Flight::Undo, route, Command::Script(call), out);

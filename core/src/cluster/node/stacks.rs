@@ -43,7 +43,36 @@ pub(super) struct Stacks<W> {
     gate: Option<u16>,
     /// In a call of the gathered script (else alone, its own call).
     gathered: bool,
-    stacks: Vec<Stack<W>>,
+    stacks: OneOrMore<Stack<W>>,
+}
+
+/// A call's stacked checks: its one (alone: no list to make), or those
+/// gathered in it.
+pub(super) enum OneOrMore<T> {
+    One(T),
+    More(Vec<T>),
+}
+
+impl<T> OneOrMore<T> {
+    fn len(&self) -> usize {
+        match self {
+            OneOrMore::One(_) => 1,
+            OneOrMore::More(all) => all.len(),
+        }
+    }
+}
+
+impl<T> IntoIterator for OneOrMore<T> {
+    type Item = T;
+    type IntoIter = core::iter::Chain<core::option::IntoIter<T>, std::vec::IntoIter<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let (one, more) = match self {
+            OneOrMore::One(one) => (Some(one), Vec::new()),
+            OneOrMore::More(more) => (None, more),
+        };
+        one.into_iter().chain(more)
+    }
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -92,7 +121,7 @@ impl<W: Waits> ClusterNode<W> {
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
-            stacks: vec![stack],
+            stacks: OneOrMore::One(stack),
         });
         self.send_script(env, flight, route, call, now, out);
     }
@@ -128,7 +157,7 @@ impl<W: Waits> ClusterNode<W> {
             let flight = Flight::Stacks(Stacks {
                 gate: Some(slot),
                 gathered: true,
-                stacks: batch,
+                stacks: OneOrMore::More(batch),
             });
             self.send_script(env, flight, route, call, now, out);
         }
@@ -144,24 +173,26 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let n = s.stacks.len();
-        let answers = match s.gathered {
-            false => vec![Answer::of(frame)],
-            true => {
-                self.held = self.held.saturating_sub(n);
-                let replies = match frame {
-                    Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
-                    _ => None,
-                };
-                let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
-                match (replies, late) {
-                    (Some(replies), _) => replies.into_iter().map(Answer::Ran).collect(),
-                    (None, true) => vec![Answer::Expired; n],
-                    (None, false) => vec![Answer::Lost; n],
-                }
+        if s.gathered {
+            self.held = self.held.saturating_sub(n);
+            let replies = match frame {
+                Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
+                _ => None,
+            };
+            let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+            let answers: Vec<Answer> = match (replies, late) {
+                (Some(replies), _) => replies.iter().map(|ints| Answer::ran(ints)).collect(),
+                (None, true) => vec![Answer::Expired; n],
+                (None, false) => vec![Answer::Lost; n],
+            };
+            for (stack, answer) in s.stacks.into_iter().zip(answers) {
+                self.stack_answered(env, stack, answer, true, now, out);
             }
-        };
-        for (stack, answer) in s.stacks.into_iter().zip(answers) {
-            self.stack_answered(env, stack, answer, s.gathered, now, out);
+        } else {
+            let answer = core::iter::once(Answer::of(frame));
+            for (stack, answer) in s.stacks.into_iter().zip(answer) {
+                self.stack_answered(env, stack, answer, false, now, out);
+            }
         }
         // What gathered behind it goes now (or falls back with it).
         if let Some(slot) = s.gate {
@@ -255,7 +286,7 @@ impl<W: Waits> ClusterNode<W> {
     fn stacks_never_sent(
         &mut self,
         env: &mut impl Around,
-        stacks: Vec<Stack<W>>,
+        stacks: impl IntoIterator<Item = Stack<W>>,
         failure: Unavailable,
         now: Now,
         out: &mut Vec<Step<W>>,

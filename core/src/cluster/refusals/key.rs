@@ -24,6 +24,32 @@ pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> Re
     RefusalKey::new(&refused_under(scope, limit, approx), key)
 }
 
+/// [`refusal_key`] of the client key `head` then `tail` (a `key=` value's
+/// count: `OWN_KEY` and the value), without making that key.
+pub fn refusal_key_of(
+    scope: u64,
+    limit: RateLimit,
+    approx: bool,
+    (head, tail): (&[u8], &[u8]),
+) -> RefusalKey {
+    let before = refused_under(scope, limit, approx);
+    let len = REFUSAL_PREFIX + head.len() + tail.len();
+    let mut bytes = [0; KEPT_INLINE];
+    match bytes.get_mut(..len) {
+        Some(room) => {
+            let (prefix, key) = room.split_at_mut(REFUSAL_PREFIX);
+            let (h, t) = key.split_at_mut(head.len());
+            prefix.copy_from_slice(&before);
+            h.copy_from_slice(head);
+            t.copy_from_slice(tail);
+            RefusalKey(Repr::Inline(len as u8, bytes))
+        }
+        None => RefusalKey(Repr::Heap(
+            [&before, head, tail].concat().into_boxed_slice(),
+        )),
+    }
+}
+
 /// The 56 bits before a refusal's client key: the limit and counter
 /// written exactly (`limit_bits`), XORed with the low 56 bits of the
 /// scope. Under one scope (one configuration's Redis and prefix) that is

@@ -528,3 +528,19 @@ fn scopes_of_nearby_configurations_differ_in_the_bits_a_refusal_keeps() {
         }
     }
 }
+
+#[test]
+fn a_key_values_refusal_key_is_that_of_own_key_and_the_value() {
+    let limit = RateLimit {
+        requests: 100,
+        window_ms: 2_000,
+    };
+    let long = vec![b'v'; 80];
+    for value in [&b"203.0.113.0/24"[..], b"", &long] {
+        for approx in [false, true] {
+            let whole = [crate::limiter::client::OWN_KEY, value].concat();
+            let made = refusal_key_of(7, limit, approx, (crate::limiter::client::OWN_KEY, value));
+            assert_eq!(&*made, &*refusal_key(7, limit, approx, &whole));
+        }
+    }
+}

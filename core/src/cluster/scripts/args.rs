@@ -46,20 +46,30 @@ pub fn rules(rules: BreakerRules) -> [u64; 4] {
 /// number, in hex. `node_id` must differ between nginx nodes (a random value
 /// per worker start also covers pid reuse).
 pub fn write_member(out: &mut Vec<u8>, node_id: u64, pid: u32, seq: u64) {
+    write_member_head(out, node_id, pid);
+    lower_hex(out, seq);
+}
+
+/// What every member of a worker starts with: [`write_member`] before its
+/// sequence number (`Calls` makes it once).
+pub fn write_member_head(out: &mut Vec<u8>, node_id: u64, pid: u32) {
     lower_hex(out, node_id);
     out.push(b':');
     lower_hex(out, pid.into());
     out.push(b':');
-    lower_hex(out, seq);
 }
 
 /// `n` in lower-case hex without leading zeros (as `{:x}`), without
-/// `core::fmt`: one member per shielded request.
-fn lower_hex(out: &mut Vec<u8>, n: u64) {
-    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
-    for i in (0..digits).rev() {
-        out.push(b"0123456789abcdef"[((n >> (i * 4)) & 0xf) as usize]);
+/// `core::fmt`: one member per shielded request (made in a stack buffer,
+/// then one copy).
+pub fn lower_hex(out: &mut Vec<u8>, n: u64) {
+    let digits = (64 - n.leading_zeros()).div_ceil(4).max(1) as usize;
+    let mut text = [0u8; 16];
+    for (i, d) in text[..digits].iter_mut().enumerate() {
+        let shift = 4 * (digits - 1 - i);
+        *d = b"0123456789abcdef"[((n >> shift) & 0xf) as usize];
     }
+    out.extend_from_slice(&text[..digits]);
 }
 
 /// The stacked script's `ARGV[7]` (and the undo script's `ARGV[2]`): a

@@ -61,6 +61,43 @@ fn a_flat_reply_decodes_as_the_parser_decodes_it() {
 }
 
 #[test]
+fn an_integer_array_read_in_one_pass_is_what_the_general_path_reads() {
+    let cases: &[&[u8]] = &[
+        b"*11\r\n:1\r\n:4\r\n:60000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1765000000123456\r\n",
+        b"*16\r\n:0\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n:9\r\n:10\r\n:11\r\n:12\r\n:13\r\n:14\r\n:15\r\n",
+        b"*17\r\n:0\r\n",
+        b"*2\r\n:-1\r\n:-0\r\n+OK\r\n",
+        b"*2\r\n:9223372036854775807\r\n:-9223372036854775808\r\n",
+        b"*1\r\n:9223372036854775808\r\n",
+        b"*1\r\n:-9223372036854775809\r\n",
+        b"*1\r\n:+5\r\n",
+        b"*1\r\n:-\r\n",
+        b"*1\r\n:\r\n",
+        b"*1\r\n:1\n2\r\n",
+        b"*1\r\n:1\r\r\n",
+        b"*1\r\n:1x\r\n",
+        b"*2\r\n:1\r\n$1\r\nx\r\n",
+        b"*2\r\n:1\r\n*1\r\n:1\r\n",
+        b"*0\r\n",
+        b"*00\r\n",
+        b"*01\r\n:7\r\n",
+        b"*-1\r\n",
+        b"*1\n:1\r\n",
+        b":5\r\n",
+    ];
+    for case in cases {
+        // Every prefix too: an incomplete array waits (or is corrupt) alike.
+        for end in 0..=case.len() {
+            let buf = &case[..end];
+            match (decode_reply(buf), scan_then_decode(buf)) {
+                (Decoded::Corrupt(_), Decoded::Corrupt(_)) => {}
+                (ours, theirs) => assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(buf)),
+            }
+        }
+    }
+}
+
+#[test]
 fn an_array_of_integers_reads_as_its_integers_and_anything_else_as_none() {
     use OwnedFrame::{Array, BulkString, Integer, Null};
     let cases = [

@@ -376,7 +376,7 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
         let reply = redis.raw(&node.stamped(&call, local()));
         assert_eq!(
             Answer::of(Some(&reply)),
-            Answer::Ran(vec![1, 2 - i64::from(n), 0, 0]),
+            Answer::ran(&[1, 2 - i64::from(n), 0, 0]),
             "{reply:?}"
         );
     }
