@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use super::refusals::Sending;
 use super::scripts::args;
-use super::scripts::replies;
+use super::scripts::replies::{self, StackedLimits};
 use super::scripts::{Script, Scripts};
 use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
@@ -354,12 +354,12 @@ impl Calls {
 pub fn checked(
     cluster: bool,
     reply: &[i64],
-    limits: &Limits,
+    limits: &impl StackedLimits,
     rules: BreakerRules,
     offence: Offence,
 ) -> Option<Checked> {
-    match limits.as_slice() {
-        [limit] => replies::checked_from_reply(reply, limit.rate, cluster).ok(),
+    match (limits.limits_len(), limits.rate(0)) {
+        (1, Some(limit)) => replies::checked_from_reply(reply, limit, cluster).ok(),
         _ => replies::stacked_checked_from_reply(reply, limits, offence, rules, cluster).ok(),
     }
 }
@@ -388,11 +388,11 @@ pub fn counted(subject: &Subject) -> (Limits, [u8; MAX_LIMITS]) {
 pub fn stacked_checked(
     cluster: bool,
     reply: &[i64],
-    (kept, at): (&Limits, &[u8; MAX_LIMITS]),
+    (kept, at): (&impl StackedLimits, &[u8; MAX_LIMITS]),
     rules: BreakerRules,
     offence: Offence,
 ) -> Option<Checked> {
-    if kept.is_empty() {
+    if kept.limits_len() == 0 {
         let any = Limits::one(RateLimit {
             requests: 1,
             window_ms: 1,

@@ -7,9 +7,10 @@
 use super::{Call, Calls, ScriptCall};
 use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
-use crate::cluster::scripts::{args, replies};
+use crate::cluster::scripts::args;
+use crate::cluster::scripts::replies::{self, StackedLimits};
 use crate::limiter::breaker::BreakerRules;
-use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
+use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::store::{Checked, Counted, Offence, Subject};
 
 /// One stacked call of a request's check: every limit it is counted by
@@ -21,8 +22,9 @@ pub struct Part {
     /// A hash tag of its keys, which routes its call, and whose breaker
     /// it reads (the client's; another slot's part: its own, no rules).
     pub route: Vec<u8>,
-    /// Its limits, and each one's place among the location's.
-    pub limits: Limits,
+    /// Each of its limits' place among the location's (its counts', in
+    /// the same order: only its own limits, not a copy of the location's
+    /// list, [`StackedLimits`]).
     pub at: [u8; MAX_LIMITS],
     /// Each count: what it writes, and what an undo takes back.
     counts: Vec<Count>,
@@ -49,6 +51,8 @@ struct Count {
     approx: bool,
     /// Counted per client key (its refusal may strike).
     own: bool,
+    /// Its limit counts per its `key=` in the location's list.
+    keyed: bool,
 }
 
 impl Count {
@@ -101,6 +105,21 @@ impl Alone {
     }
 }
 
+/// A part's limits are its counts' (in the location's order).
+impl StackedLimits for Part {
+    fn limits_len(&self) -> usize {
+        self.counts.len()
+    }
+
+    fn rate(&self, i: usize) -> Option<RateLimit> {
+        self.counts.get(i).map(|c| c.limit)
+    }
+
+    fn is_keyed(&self, i: usize) -> bool {
+        self.counts.get(i).is_some_and(|c| c.keyed)
+    }
+}
+
 impl Part {
     /// Which script checks this part alone as the stacked script would
     /// (measured: a lighter script costs Redis less for the same work,
@@ -133,10 +152,10 @@ impl Part {
             limit,
             approx: true,
             own: true,
+            keyed: false,
         };
         Part {
             route: tag.to_vec(),
-            limits: Limits::one(limit),
             at: [0; MAX_LIMITS],
             counts: vec![count],
             rules,
@@ -152,7 +171,6 @@ impl Part {
     ) -> Part {
         Part {
             route,
-            limits: Limits::NONE,
             at: [0; MAX_LIMITS],
             counts: Vec::with_capacity(room),
             rules,
@@ -181,19 +199,16 @@ impl Part {
         tag: Option<String>,
     ) {
         let tag = tag.filter(|tag| tag.as_bytes() != self.route.as_slice());
+        if let Some(place) = self.at.get_mut(self.counts.len()) {
+            *place = at as u8;
+        }
         self.counts.push(Count {
             tag,
             limit,
             approx: subject.limits.approx(at),
             own: !matches!(whose, Counted::Own(_)),
+            keyed: subject.limits.is_keyed(at),
         });
-    }
-
-    /// Its limits as the location has them (names, keys: a `key=`
-    /// limit's refusal strikes no one), in the same order: those whose
-    /// places are set in `places`.
-    fn keep_limits(&mut self, subject: &Subject, places: u32) {
-        (self.limits, self.at) = subject.limits.only(|i| places & (1 << i) != 0);
     }
 
     /// A count's hash tag.
@@ -244,12 +259,9 @@ impl Calls {
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
         let (counted, n) = subject.counted_limits();
         let mut part = Part::empty((tag.to_vec(), None, subject.rules, offence), n);
-        let mut places = 0;
         for &(at, limit, whose) in &counted[..n] {
             part.count(subject, (at, limit, whose));
-            places |= 1 << at;
         }
-        part.keep_limits(subject, places);
         part
     }
 
@@ -422,9 +434,8 @@ impl Calls {
         parts.into_iter().map(|part| *part).collect()
     }
 
-    /// [`Calls::parts`], each in the box the node keeps it in (a part
-    /// holds the location's limits, some 700 bytes: made in its box rather
-    /// than moved there through a list).
+    /// [`Calls::parts`], each in the box the node keeps it in (made in
+    /// its box rather than moved there through a list).
     pub fn boxed_parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Box<Part>> {
         self.parts_routed(tag.to_vec(), subject, offence)
     }
@@ -442,8 +453,6 @@ impl Calls {
         let client = (tag, Some(client_slot), subject.rules, offence);
         let mut parts = Vec::with_capacity(n + 1);
         parts.push(Box::new(Part::empty(client, n)));
-        // Each part's places among the location's limits.
-        let mut places = [0u32; MAX_LIMITS + 1];
         for &(at, limit, whose) in &counted[..n] {
             // Each count's tag and slot made once (a client's count: the
             // client's tag and slot, its part the first).
@@ -466,13 +475,9 @@ impl Calls {
                     }
                 }
             };
-            if let (Some(part), Some(kept)) = (parts.get_mut(index), places.get_mut(index)) {
+            if let Some(part) = parts.get_mut(index) {
                 part.count_tagged(subject, (at, limit, whose), tag);
-                *kept |= 1 << at;
             }
-        }
-        for (part, places) in parts.iter_mut().zip(places) {
-            part.keep_limits(subject, places);
         }
         parts
     }
@@ -539,7 +544,7 @@ fn part_args(call: &mut ScriptCall, part: &Part) {
 /// gathered call's, the stacked script's): its verdict names the
 /// location's limit.
 pub fn part_checked(cluster: bool, reply: &[i64], part: &Part, alone: bool) -> Option<Checked> {
-    let one = part.limits.as_slice().first().map(|l| l.rate);
+    let one = part.counts.first().map(|c| c.limit);
     match (alone && part.alone().one_limit(), one) {
         (true, Some(limit)) => {
             let mut checked = replies::checked_from_reply(reply, limit, cluster).ok()?;
@@ -547,7 +552,7 @@ pub fn part_checked(cluster: bool, reply: &[i64], part: &Part, alone: bool) -> O
             Some(checked)
         }
         _ => {
-            let kept = (&part.limits, &part.at);
+            let kept = (part, &part.at);
             super::stacked_checked(cluster, reply, kept, part.rules, part.offence)
         }
     }

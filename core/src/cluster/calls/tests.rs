@@ -430,3 +430,50 @@ fn each_part_of_a_sharded_check_knows_its_routes_slot() {
         assert_eq!(whole.slot(), slot_of_tag(tag.as_bytes()));
     }
 }
+
+#[test]
+fn each_part_reads_its_reply_by_its_own_limits_with_their_places_among_the_locations() {
+    use crate::limiter::{KeyId, Limit};
+    let calls = Calls::new("ps:", 1, 1, true);
+    let mut limits = Limits::NONE;
+    limits.add(Limit::new(LIMIT)).unwrap();
+    for (i, key) in ["$pow_shield_net", "$http_x_as"].into_iter().enumerate() {
+        let rate = RateLimit {
+            requests: 100 + i as u32,
+            ..LIMIT
+        };
+        limits.add(Limit::new(rate).keyed(KeyId::of(key))).unwrap();
+    }
+    for values in [
+        [&b"n1"[..], b"as1"],
+        [b"10.0.0.0/24", b"AS64500"],
+        [b"", b"AS64500"],
+        [b"n1", b""],
+    ] {
+        let key_values: &[Option<&[u8]>] = kept([None, Some(values[0]), Some(values[1])]);
+        let subject = Subject {
+            key_values,
+            ..subject(b"c1", limits, false)
+        };
+        let tag = crate::redis::command::client_tag(b"c1");
+        for part in calls.parts(tag.as_bytes(), &subject, Offence::Unpaid) {
+            // What the location's list cut to the part's places says.
+            let n = part.limits_len();
+            let (own, at) = limits.only(|i| part.at[..n].contains(&(i as u8)));
+            assert_eq!((own.len(), &at[..n]), (n, &part.at[..n]), "{values:?}");
+            for i in 0..=n {
+                assert_eq!(part.rate(i), own.get(i), "{values:?} {i}");
+                assert_eq!(part.is_keyed(i), own.is_keyed(i), "{values:?} {i}");
+            }
+            // A refusal by its last limit names the location's.
+            let mut reply = [0, 0, 1_000, 1_000, 1, 0, 0, 0, 0, n as i64 - 1, 7];
+            if n == 0 {
+                reply[0] = 1;
+                reply[9] = 0;
+            }
+            let by_part = part_checked(true, &reply, &part, false);
+            let by_list = stacked_checked(true, &reply, (&own, &at), part.rules, part.offence);
+            assert_eq!(by_part, by_list, "{values:?}");
+        }
+    }
+}

@@ -357,7 +357,7 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         let ran = answer.may_have_run();
-        let kept = (&part.limits, &part.at);
+        let kept = (part, &part.at);
         let checked = answer
             .integers()
             .and_then(|r| calls::stacked_checked(self.cluster, &r, kept, c.rules, c.offence));

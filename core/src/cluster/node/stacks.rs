@@ -227,8 +227,7 @@ impl<W: Waits> ClusterNode<W> {
             Then::Approx(c) if gathered => {
                 let ran = answer.may_have_run();
                 let checked = answer.integers().and_then(|r| {
-                    let (kept, rules, offence) =
-                        ((&part.limits, &part.at), part.rules, part.offence);
+                    let (kept, rules, offence) = ((&*part, &part.at), part.rules, part.offence);
                     calls::stacked_checked(self.cluster, &r, kept, rules, offence)
                 });
                 self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);

@@ -94,13 +94,40 @@ pub fn checked_from_reply(
     })
 }
 
+/// The limits a stacked call counts, as its reply is read: the
+/// location's list ([`Limits`]), or only a part's own
+/// (`calls::Part`: no copy of the location's list a part).
+pub trait StackedLimits {
+    /// How many.
+    fn limits_len(&self) -> usize;
+    /// The numbers of the `i`th.
+    fn rate(&self, i: usize) -> Option<RateLimit>;
+    /// Whether the `i`th counts per its own `key=` (its refusal strikes
+    /// no one).
+    fn is_keyed(&self, i: usize) -> bool;
+}
+
+impl StackedLimits for Limits {
+    fn limits_len(&self) -> usize {
+        self.len()
+    }
+
+    fn rate(&self, i: usize) -> Option<RateLimit> {
+        self.get(i)
+    }
+
+    fn is_keyed(&self, i: usize) -> bool {
+        Limits::is_keyed(self, i)
+    }
+}
+
 /// The stacked script's reply as the store's answer. Its last integer
 /// names the limit that decided, so it cannot say `struck`: the script
 /// strikes a refused offence of an unblocked client when strikes are on
 /// (`refuse` in `check.lua`), decided here from the same facts.
 pub fn stacked_checked_from_reply(
     reply: &[i64],
-    limits: &Limits,
+    limits: &impl StackedLimits,
     offence: Offence,
     rules: BreakerRules,
     cluster: bool,
@@ -383,13 +410,13 @@ pub const STACKED_REPLY_LEN: usize = ONE_LIMIT + 1;
 /// limit that decided, which `Verdict::limit` names.
 pub fn stacked_verdict_from_reply(
     reply: &[i64],
-    limits: &Limits,
+    limits: &impl StackedLimits,
 ) -> Result<(Verdict, BreakerStatus), ReplyError> {
     let [.., at] = fields::<STACKED_REPLY_LEN>(reply)?;
     let index = STACKED_REPLY_LEN - 1;
     let at = u8::try_from(at).map_err(|_| ReplyError::OutOfRange { index })?;
     let limit = limits
-        .get(usize::from(at))
+        .rate(usize::from(at))
         .ok_or(ReplyError::OutOfRange { index })?;
     let mut one = [0i64; REPLY_LEN];
     one[..ONE_LIMIT].copy_from_slice(&reply[..ONE_LIMIT]);

@@ -210,14 +210,14 @@ fn each_request_is_answered_and_written_as_its_own_stacked_call_would(cluster: b
             Some(_) => {
                 assert_eq!(x[9], y[9], "request {i}: the deciding limit");
                 let read = |r: &[i64]| {
-                    let kept = (&p.limits, &p.at);
+                    let kept = (p, &p.at);
                     calls::stacked_checked(cluster, r, kept, p.rules, p.offence)
                 };
                 (read(x), read(y))
             }
             None => (
-                calls::checked(cluster, x, &p.limits, p.rules, p.offence),
-                calls::stacked_checked(cluster, y, (&p.limits, &at), p.rules, p.offence),
+                calls::checked(cluster, x, p, p.rules, p.offence),
+                calls::stacked_checked(cluster, y, (p, &at), p.rules, p.offence),
             ),
         };
         let (x, y) = (x.expect("read alone"), y.expect("read together"));
