@@ -4,8 +4,9 @@
 
 use std::rc::Rc;
 
+pub use super::client::Resend;
 use super::client::{Client, OnReply, Reach, Unavailable};
-pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Rebuild, Seed};
+pub use super::cluster::{Cluster, NodeTemplate, OnFrame, Seed};
 pub use super::sentinel::{Sentinel, SentinelTemplate};
 
 pub enum Router {
@@ -15,19 +16,22 @@ pub enum Router {
 }
 
 impl Router {
-    /// Sends `command`, whose keys share `key`'s slot; `on_reply` runs from
+    /// Sends `command` (sent again as it says if Redis answers
+    /// `NOSCRIPT`), whose keys share `key`'s slot; `on_reply` runs from
     /// the event loop. Refused at once if the node for that slot is down.
     pub fn submit(
         &self,
         key: &[u8],
-        command: Rc<Vec<u8>>,
-        rebuild: Option<Rebuild>,
+        command: Resend,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         match self {
-            Router::Single(client) => client.submit(&command, rebuild, OnReply::Frame(on_reply)),
-            Router::Cluster(cluster) => cluster.submit(key, command, rebuild, on_reply),
-            Router::Sentinel(sentinel) => sentinel.submit(&command, rebuild, on_reply),
+            Router::Single(client) => {
+                let again = Some(command.clone());
+                client.submit(command.bytes(), again, OnReply::Frame(on_reply))
+            }
+            Router::Cluster(cluster) => cluster.submit(key, command, on_reply),
+            Router::Sentinel(sentinel) => sentinel.submit(command, on_reply),
         }
     }
 

@@ -23,8 +23,9 @@ use nginx_sys::{ngx_event_t, ngx_log_t, ngx_msec_t, ngx_ssl_t};
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::addr::OwnedAddr;
+use super::client::Resend;
 use super::client::{Client, OnReply, PeerName, Reach, Reply, Settings, Tls, Unavailable};
-use super::cluster::{OnFrame, Rebuild, Seed};
+use super::cluster::{OnFrame, Seed};
 use super::now;
 use super::resolve::NameResolver;
 use pow_shield_core::redis::cluster::NodeAddr;
@@ -155,20 +156,15 @@ impl Sentinel {
 
     /// Sends a command to the master; refused at once while it is down or
     /// not known yet.
-    pub(super) fn submit(
-        &self,
-        command: &[u8],
-        rebuild: Option<Rebuild>,
-        on_reply: OnFrame,
-    ) -> Result<(), Unavailable> {
+    pub(super) fn submit(&self, command: Resend, on_reply: OnFrame) -> Result<(), Unavailable> {
         let master = self.master.try_borrow().map_err(|_| Unavailable::Down)?;
         let Some(master) = master.as_ref() else {
             return Err(Unavailable::Down);
         };
         let me = self.me.clone();
         master.client.submit(
-            command,
-            rebuild,
+            command.bytes(),
+            Some(command.clone()),
             OnReply::Call(Box::new(move |reply: Reply| {
                 if let Reply::Error(text) = &reply {
                     if text.starts_with("READONLY") {

@@ -4,8 +4,6 @@
 //! the script's integers become the store's [`Reply`]. The module sends
 //! the calls on nginx's event loop; everything here is plain data.
 
-use std::rc::Rc;
-
 use super::refusals::Sending;
 use super::scripts::args;
 use super::scripts::replies::{self, StackedLimits};
@@ -15,7 +13,7 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
 use crate::redis::command::encode;
-use crate::redis::pipeline::CLOCK_STEP;
+use crate::redis::pipeline::{Resendable, CLOCK_STEP};
 use crate::redis::script_call::{self, ScriptCall};
 use crate::redis::url::RedisTarget;
 use crate::store::take_back::{strike_back, Case};
@@ -52,19 +50,19 @@ impl Call {
     pub fn eval(&self) -> Vec<u8> {
         script_call::eval(&self.evalsha, self.shared, self.script)
     }
-
-    /// The `EVALSHA` once, shared with what rebuilds it as `EVAL` if
-    /// Redis lost the script (no copy of the command a call).
-    pub fn shared(self) -> (Rc<Vec<u8>>, RebuildEval) {
-        let evalsha = Rc::new(self.evalsha);
-        let (kept, shared, script) = (evalsha.clone(), self.shared, self.script);
-        let eval = Rc::new(move || script_call::eval(&kept, shared, script));
-        (evalsha, eval)
-    }
 }
 
-/// What rebuilds a script call as `EVAL` (`ScriptCall::shared`).
-pub type RebuildEval = Rc<dyn Fn() -> Vec<u8>>;
+/// A call sent shares itself (one allocation) with what sends it again:
+/// `EVALSHA`, rebuilt as `EVAL` only if Redis lost the script.
+impl Resendable for Call {
+    fn bytes(&self) -> &[u8] {
+        &self.evalsha
+    }
+
+    fn on_noscript(&self) -> Option<Vec<u8>> {
+        Some(self.eval())
+    }
+}
 
 /// What a client's batch of local refusals is about (the batch script
 /// takes several clients' at once on one Redis).

@@ -23,9 +23,29 @@ pub const READ_CHUNK: usize = 16 * 1024;
 /// smaller) as it arrives, so this only backs that up.
 pub const MAX_INPUT: usize = 2 * MAX_REPLY + READ_CHUNK;
 
-/// Builds the command to send instead when Redis answers `NOSCRIPT` (the
-/// call's own rebuild, shared: nothing made a call for it).
-pub type Resend = std::rc::Rc<dyn Fn() -> Vec<u8>>;
+/// A command as sent, in the one allocation a call that everything
+/// which may send it again shares: a redirection, and what Redis
+/// answering `NOSCRIPT` makes sent instead.
+pub trait Resendable {
+    /// Its bytes.
+    fn bytes(&self) -> &[u8];
+
+    /// What to send instead when Redis answers `NOSCRIPT` (a script
+    /// call as `EVAL`, made only then); `None`: the error is its reply.
+    fn on_noscript(&self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// A plain command: nothing to send instead.
+impl Resendable for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// A command shared ([`Resendable`]).
+pub type Resend = std::rc::Rc<dyn Resendable>;
 
 /// One command waiting for its reply. `R` is what its owner gets back.
 pub struct Slot<R> {
@@ -262,10 +282,10 @@ impl<R> Pipeline<R> {
                 break Err(Broken::Protocol("a reply nobody asked for".to_owned()));
             };
             if is_noscript(&frame) {
-                if let Some(resend) = slot.on_noscript.take() {
+                if let Some(eval) = slot.on_noscript.take().and_then(|r| r.on_noscript()) {
                     // The script cache was flushed: resend as EVAL, at the
                     // back of the queue, like any new command.
-                    self.push(&resend(), slot);
+                    self.push(&eval, slot);
                     continue;
                 }
             }
@@ -325,6 +345,7 @@ impl<R> Pipeline<R> {
 mod tests {
     use super::*;
     use crate::redis::command::encode;
+    use std::rc::Rc;
 
     fn command(args: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -365,6 +386,19 @@ mod tests {
                 } => format!("{on_reply:?}!{e}"),
             })
             .collect())
+    }
+
+    /// A script call whose `EVAL` is given.
+    struct Script(Vec<u8>);
+
+    impl Resendable for Script {
+        fn bytes(&self) -> &[u8] {
+            b"EVALSHA"
+        }
+
+        fn on_noscript(&self) -> Option<Vec<u8>> {
+            Some(self.0.clone())
+        }
     }
 
     fn open_pipeline() -> Pipeline<u32> {
@@ -579,11 +613,8 @@ mod tests {
         let mut p = open_pipeline();
         p.sent(p.output().len());
         let eval = command(&[b"EVAL", b"return 1", b"0"]);
-        let resend = eval.clone();
-        p.push(
-            b"EVALSHA",
-            Slot::request(200, 9, Some(std::rc::Rc::new(move || resend.clone()))),
-        );
+        let resend = Script(eval.clone());
+        p.push(b"EVALSHA", Slot::request(200, 9, Some(Rc::new(resend))));
         p.sent(p.output().len());
         assert_eq!(
             feed(&mut p, b"-NOSCRIPT No matching script.\r\n").unwrap(),
@@ -598,12 +629,27 @@ mod tests {
         let mut p = open_pipeline();
         p.push(
             b"",
-            Slot::request(200, 4, Some(std::rc::Rc::new(|| b"EVAL".to_vec()))),
+            Slot::request(200, 4, Some(Rc::new(Script(b"EVAL".to_vec())))),
         );
         assert_eq!(
             feed(&mut p, b"-NOSCRIPT x\r\n-NOSCRIPT x\r\n").unwrap(),
             ["Some(4)!NOSCRIPT x"]
         );
+    }
+
+    #[test]
+    fn noscript_to_a_plain_command_is_its_error_reply_and_nothing_is_resent() {
+        let mut p = open_pipeline();
+        p.sent(p.output().len());
+        let plain: Resend = Rc::new(b"GET k".to_vec());
+        assert_eq!(plain.bytes(), b"GET k");
+        p.push(plain.bytes(), Slot::request(200, 5, Some(plain.clone())));
+        p.sent(p.output().len());
+        assert_eq!(
+            feed(&mut p, b"-NOSCRIPT x\r\n").unwrap(),
+            ["Some(5)!NOSCRIPT x"]
+        );
+        assert!(p.output().is_empty());
     }
 
     #[test]

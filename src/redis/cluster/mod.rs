@@ -33,10 +33,6 @@ use pow_shield_core::redis::retries::{RefreshBackoff, Retries};
 
 pub use crate::redis::client::OnFrame;
 
-/// Builds the command to send instead when a node answers `NOSCRIPT`
-/// (a command may be sent to several nodes, so it can be built again).
-pub type Rebuild = Rc<dyn Fn() -> Vec<u8>>;
-
 /// What every connection of a cluster shares.
 pub struct NodeTemplate {
     pub timeout_ms: ngx_msec_t,

@@ -5,13 +5,11 @@
 //! migrated) re-sends it a little later. A redirection is followed at most
 //! `MAX_HOPS` times and never after the first send's deadline.
 
-use std::rc::Rc;
-
 use nginx_sys::{ngx_event_t, ngx_msec_t};
 
-use super::{cluster, Cluster, OnFrame, Rebuild};
+use super::{cluster, Cluster, OnFrame};
 use crate::redis::client::{
-    Client, OnReply, Pending, Reach, Replies, Reply, Unavailable, MAX_IN_FLIGHT,
+    Client, OnReply, Pending, Reach, Replies, Reply, Resend, Unavailable, MAX_IN_FLIGHT,
 };
 use crate::redis::now;
 use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
@@ -28,8 +26,9 @@ pub(super) const MAX_RETRIES: usize = MAX_IN_FLIGHT;
 /// A command on its way, possibly redirected.
 pub(super) struct Job {
     slot: u16,
-    command: Rc<Vec<u8>>,
-    rebuild: Option<Rebuild>,
+    /// Its bytes and what a node answering `NOSCRIPT` gets instead (a
+    /// command may be sent to several nodes, so it is kept whole).
+    command: Resend,
     on_reply: OnFrame,
     hops: u8,
     /// The first send's deadline: no redirection is followed after it, so
@@ -109,14 +108,12 @@ impl Cluster {
     pub(in crate::redis) fn submit(
         &self,
         key: &[u8],
-        command: Rc<Vec<u8>>,
-        rebuild: Option<Rebuild>,
+        command: Resend,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         let job = Job {
             slot: key_slot(key),
             command,
-            rebuild,
             on_reply,
             hops: 0,
             deadline: now().wrapping_add(self.template.timeout_ms),
@@ -185,16 +182,16 @@ impl Cluster {
         let Some(node) = nodes.get(target) else {
             return down(job);
         };
-        // (Shared, not copied: the job keeps them for a redirection.)
+        // (Shared, not copied: the job keeps it for a redirection.)
         let command = job.command.clone();
-        let resend = job.rebuild.clone();
+        let resend = Some(command.clone());
         let sending = Sending { cluster: self, job };
         // ASKING and its command go together or not at all: a lone ASKING
         // would apply to the next, unrelated, command on the connection.
         let sent = if asking {
-            node.client.submit_asking(&command, resend, sending)
+            node.client.submit_asking(command.bytes(), resend, sending)
         } else {
-            node.client.submit_pending(&command, resend, sending)
+            node.client.submit_pending(command.bytes(), resend, sending)
         };
         drop(nodes);
         sent.map_err(|(why, sending)| {

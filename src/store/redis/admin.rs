@@ -11,11 +11,11 @@ use std::rc::Rc;
 
 use super::RedisStore;
 use crate::redis::client::{OnFrame, Unavailable};
-use crate::redis::router::Rebuild;
 use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::integers;
+use pow_shield_core::redis::pipeline::Resendable;
 use pow_shield_core::store::Counted;
 
 impl RedisStore {
@@ -29,15 +29,11 @@ impl RedisStore {
     ) -> Result<(), Unavailable> {
         let prefix = self.prefix().ok_or(Unavailable::Busy)?;
         let (evalsha, shared) = admin::show_call(&prefix, whose, limits);
-        let evalsha = Rc::new(evalsha);
-        let again = evalsha.clone();
-        let eval: Rebuild = Rc::new(move || admin::show_eval(&again, shared));
         let limits = limits.to_vec();
         let tag = admin::tag_of(whose);
         self.router.submit(
             tag.as_bytes(),
-            evalsha,
-            Some(eval),
+            Rc::new(ShowCall { evalsha, shared }),
             OnFrame::Call(Box::new(move |frame| {
                 let view = frame
                     .as_ref()
@@ -71,7 +67,6 @@ impl RedisStore {
         self.router.submit(
             tag.as_bytes(),
             Rc::new(admin::lift_command(&prefix, whose, limits)),
-            None,
             OnFrame::Call(Box::new(move |frame| on_reply(frame.is_some()))),
         )
     }
@@ -81,5 +76,23 @@ impl RedisStore {
     fn prefix(&self) -> Option<String> {
         let node = self.node.try_borrow().ok()?;
         Some(node.calls().prefix().to_owned())
+    }
+}
+
+/// The view's script call: `EVALSHA`, sent again as `EVAL` if Redis lost
+/// the script.
+struct ShowCall {
+    evalsha: Vec<u8>,
+    /// Where the part `EVAL` shares starts.
+    shared: usize,
+}
+
+impl Resendable for ShowCall {
+    fn bytes(&self) -> &[u8] {
+        &self.evalsha
+    }
+
+    fn on_noscript(&self) -> Option<Vec<u8>> {
+        Some(admin::show_eval(&self.evalsha, self.shared))
     }
 }

@@ -258,13 +258,10 @@ impl RedisStore {
         let me: Weak<dyn Awaits> = self.me.clone();
         let on_reply = OnFrame::Of(me, id.0);
         match command {
-            Command::Script(call) => {
-                // `eval`: only used if Redis lost the script (SCRIPT
-                // FLUSH, a restart).
-                let (evalsha, eval) = call.shared();
-                self.router.submit(route, evalsha, Some(eval), on_reply)
-            }
-            Command::Plain(command) => self.router.submit(route, Rc::new(command), None, on_reply),
+            // Sent again as `EVAL` only if Redis lost the script (SCRIPT
+            // FLUSH, a restart).
+            Command::Script(call) => self.router.submit(route, Rc::new(call), on_reply),
+            Command::Plain(command) => self.router.submit(route, Rc::new(command), on_reply),
         }
     }
 

@@ -477,3 +477,15 @@ fn each_part_reads_its_reply_by_its_own_limits_with_their_places_among_the_locat
         }
     }
 }
+
+#[test]
+fn a_call_is_sent_as_evalsha_and_again_as_its_eval_only_if_redis_lost_the_script() {
+    use crate::redis::pipeline::Resend;
+    let calls = Calls::new("ps:", 1, 1, true);
+    let call = calls.strike(b"t", RULES);
+    let (evalsha, eval) = (call.evalsha.clone(), call.eval());
+    assert_eq!(words(&eval)[0], "EVAL");
+    let sent: Resend = std::rc::Rc::new(call);
+    assert_eq!(sent.bytes(), &evalsha[..]);
+    assert_eq!(sent.on_noscript(), Some(eval));
+}
