@@ -395,11 +395,9 @@ fn every_connection_authenticates_selects_loads_every_script_and_reads_the_clock
     assert_eq!(words(&handshake[1].1), ["SELECT", "2"]);
 }
 
-#[test]
-fn each_part_of_a_sharded_check_knows_its_routes_slot() {
-    use crate::cluster::generation::slot_of_tag;
+/// A client's limit, then a network's and an AS's (`key=`).
+fn client_net_and_as() -> Limits {
     use crate::limiter::{KeyId, Limit};
-    let calls = Calls::new("ps:", 1, 1, true);
     let mut limits = Limits::NONE;
     limits.add(Limit::new(LIMIT)).unwrap();
     for (i, key) in ["$pow_shield_net", "$http_x_as"].into_iter().enumerate() {
@@ -409,6 +407,14 @@ fn each_part_of_a_sharded_check_knows_its_routes_slot() {
         };
         limits.add(Limit::new(rate).keyed(KeyId::of(key))).unwrap();
     }
+    limits
+}
+
+#[test]
+fn each_part_of_a_sharded_check_knows_its_routes_slot() {
+    use crate::cluster::generation::slot_of_tag;
+    let calls = Calls::new("ps:", 1, 1, true);
+    let limits = client_net_and_as();
     for (client, values) in [
         (&b"c1"[..], [&b"n1"[..], b"as1"]),
         (b"c2", [b"n1", b"as2"]),
@@ -433,17 +439,8 @@ fn each_part_of_a_sharded_check_knows_its_routes_slot() {
 
 #[test]
 fn each_part_reads_its_reply_by_its_own_limits_with_their_places_among_the_locations() {
-    use crate::limiter::{KeyId, Limit};
     let calls = Calls::new("ps:", 1, 1, true);
-    let mut limits = Limits::NONE;
-    limits.add(Limit::new(LIMIT)).unwrap();
-    for (i, key) in ["$pow_shield_net", "$http_x_as"].into_iter().enumerate() {
-        let rate = RateLimit {
-            requests: 100 + i as u32,
-            ..LIMIT
-        };
-        limits.add(Limit::new(rate).keyed(KeyId::of(key))).unwrap();
-    }
+    let limits = client_net_and_as();
     for values in [
         [&b"n1"[..], b"as1"],
         [b"10.0.0.0/24", b"AS64500"],
