@@ -18,10 +18,11 @@ pub enum Router {
 impl Router {
     /// Sends `command` (sent again as it says if Redis answers
     /// `NOSCRIPT`), whose keys share `key`'s slot; `on_reply` runs from
-    /// the event loop. Refused at once if the node for that slot is down.
+    /// the event loop (`slot`: that slot, where the caller knows it
+    /// already). Refused at once if the node for that slot is down.
     pub fn submit(
         &self,
-        key: &[u8],
+        (key, slot): (&[u8], Option<u16>),
         command: Resend,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
@@ -30,7 +31,7 @@ impl Router {
                 let again = Some(command.clone());
                 client.submit(command.bytes(), again, OnReply::Frame(on_reply))
             }
-            Router::Cluster(cluster) => cluster.submit(key, command, on_reply),
+            Router::Cluster(cluster) => cluster.submit((key, slot), command, on_reply),
             Router::Sentinel(sentinel) => sentinel.submit(command, on_reply),
         }
     }

@@ -104,15 +104,16 @@ impl Jobs {
 }
 
 impl Cluster {
-    /// Sends `command`, whose keys share `key`'s slot, to that slot's node.
+    /// Sends `command`, whose keys share `key`'s slot, to that slot's node
+    /// (`slot`: that slot, where the caller knows it already).
     pub(in crate::redis) fn submit(
         &self,
-        key: &[u8],
+        (key, slot): (&[u8], Option<u16>),
         command: Resend,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
         let job = Job {
-            slot: key_slot(key),
+            slot: slot.unwrap_or_else(|| key_slot(key)),
             command,
             on_reply,
             hops: 0,

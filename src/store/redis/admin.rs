@@ -32,7 +32,7 @@ impl RedisStore {
         let limits = limits.to_vec();
         let tag = admin::tag_of(whose);
         self.router.submit(
-            tag.as_bytes(),
+            (tag.as_bytes(), None),
             Rc::new(ShowCall { evalsha, shared }),
             OnFrame::Call(Box::new(move |frame| {
                 let view = frame
@@ -65,7 +65,7 @@ impl RedisStore {
         }
         let tag = admin::tag_of(whose);
         self.router.submit(
-            tag.as_bytes(),
+            (tag.as_bytes(), None),
             Rc::new(admin::lift_command(&prefix, whose, limits)),
             OnFrame::Call(Box::new(move |frame| on_reply(frame.is_some()))),
         )

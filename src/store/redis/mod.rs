@@ -231,8 +231,13 @@ impl RedisStore {
                         );
                     }
                 }
-                Step::Send { id, route, command } => {
-                    if let Err(failure) = self.submit(id, &route, command) {
+                Step::Send {
+                    id,
+                    route,
+                    slot,
+                    command,
+                } => {
+                    if let Err(failure) = self.submit(id, (&route, slot), command) {
                         let unsent =
                             |node: &mut ClusterNode<Held>, env: &mut Env, now, out: &mut _| {
                                 node.unsent(env, id, failure, now, out)
@@ -254,7 +259,12 @@ impl RedisStore {
     /// Submits call `id` (a script by SHA, resent as EVAL if Redis lost
     /// it), routed by `route` in a Redis Cluster; its reply comes back to
     /// `Awaits::answered`.
-    fn submit(&self, id: CallId, route: &[u8], command: Command) -> Result<(), Unavailable> {
+    fn submit(
+        &self,
+        id: CallId,
+        route: (&[u8], Option<u16>),
+        command: Command,
+    ) -> Result<(), Unavailable> {
         let me: Weak<dyn Awaits> = self.me.clone();
         let on_reply = OnFrame::Of(me, id.0);
         match command {

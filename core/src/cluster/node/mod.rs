@@ -149,6 +149,9 @@ pub enum Step<W> {
     Send {
         id: CallId,
         route: Vec<u8>,
+        /// The Redis Cluster slot of `route` where the call knows it
+        /// already (`None`: the router computes it).
+        slot: Option<u16>,
         command: Command,
     },
     /// Run the batch timer in `in_ms` (`if_unset`: only if it is not set);
@@ -425,10 +428,26 @@ impl<W: Waits> ClusterNode<W> {
         command: Command,
         out: &mut Vec<Step<W>>,
     ) {
+        self.send_in(flight, (route, None), command, out);
+    }
+
+    /// [`Self::send`], the slot of `route` known already (`Some`).
+    fn send_in(
+        &mut self,
+        flight: Flight<W>,
+        (route, slot): (Vec<u8>, Option<u16>),
+        command: Command,
+        out: &mut Vec<Step<W>>,
+    ) {
         self.next_id = self.next_id.wrapping_add(1);
         let id = CallId(self.next_id);
         self.flights.insert(id, flight);
-        out.push(Step::Send { id, route, command });
+        out.push(Step::Send {
+            id,
+            route,
+            slot,
+            command,
+        });
     }
 
     /// Sends a request's script call, after the spends waiting for Redis
@@ -442,8 +461,22 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        self.send_script_in(env, flight, (route, None), call, now, out);
+    }
+
+    /// [`Self::send_script`], the slot of the route known already
+    /// (`Some`).
+    fn send_script_in(
+        &mut self,
+        env: &mut impl Around,
+        flight: Flight<W>,
+        route: (Vec<u8>, Option<u16>),
+        call: Call,
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
         self.write_replays(env, now, out);
-        self.send(flight, route, Command::Script(call), out);
+        self.send_in(flight, route, Command::Script(call), out);
     }
 
     /// A block of `key` Redis reported that answers the request now

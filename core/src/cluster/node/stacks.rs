@@ -117,13 +117,17 @@ impl<W: Waits> ClusterNode<W> {
             Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
             _ => self.calls.alone(&stack.part, stack.seq),
         };
-        let route = stack.part.route.clone();
+        // (A Redis Cluster's slot; one Redis has none.)
+        let route = (
+            stack.part.route.clone(),
+            self.cluster.then(|| stack.part.slot()),
+        );
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
             stacks: OneOrMore::One(stack),
         });
-        self.send_script(env, flight, route, call, now, out);
+        self.send_script_in(env, flight, route, call, now, out);
     }
 
     /// Sends `stacks` of `slot` in calls of the gathered script.
@@ -159,7 +163,9 @@ impl<W: Waits> ClusterNode<W> {
                 gathered: true,
                 stacks: OneOrMore::More(batch),
             });
-            self.send_script(env, flight, route, call, now, out);
+            // (One Redis gathers in slot 0: its router routes nothing.)
+            let route = (route, self.cluster.then_some(slot));
+            self.send_script_in(env, flight, route, call, now, out);
         }
     }
 

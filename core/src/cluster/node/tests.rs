@@ -198,6 +198,8 @@ pub(super) struct Rig {
     pub now: Now,
     /// Sent, not yet run by Redis (a stalled Redis holds them).
     pub held: VecDeque<(CallId, Command)>,
+    /// Calls sent with the slot of their route (checked: the router's).
+    pub sent_in_slot: usize,
     pub fates: HashMap<u32, Fate>,
     pub timers: u32,
     pub alerts: Vec<Alert>,
@@ -239,6 +241,7 @@ impl Rig {
                 epoch_ms: 1_765_000_000_000,
             },
             held: VecDeque::new(),
+            sent_in_slot: 0,
             fates: HashMap::new(),
             timers: 0,
             alerts: Vec::new(),
@@ -358,7 +361,19 @@ impl Rig {
                     self.fates
                         .insert(waiter.0, Fate::FellBack { failure, sent });
                 }
-                Step::Send { id, command, .. } => self.held.push_back((id, command)),
+                Step::Send {
+                    id,
+                    route,
+                    slot,
+                    command,
+                } => {
+                    // A slot the call knew is the one the router would
+                    // compute from its route.
+                    let routed = crate::redis::cluster::key_slot(&route);
+                    assert!(slot.is_none_or(|slot| slot == routed), "{slot:?}");
+                    self.sent_in_slot += usize::from(slot.is_some());
+                    self.held.push_back((id, command));
+                }
                 Step::Timer { .. } => self.timers += 1,
                 Step::Alert(alert) => self.alerts.push(alert),
             }

@@ -276,6 +276,7 @@ fn a_redis_cluster_gathers_the_parts_of_several_requests_per_slot() {
     );
     rig.run_all();
     assert_eq!(rig.calls_run, calls + 5, "the /24's two parts in one call");
+    assert_eq!(rig.sent_in_slot, 5, "each with its slot, the router's");
     assert!(asked.iter().all(|&n| rig.admitted(n)), "{:?}", rig.fates);
     assert_eq!(net_count(&mut rig, NET_A), 3);
     for &n in &picked {
