@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::metrics::Sent;
-use pow_shield_core::redis::pipeline::{Event, Pipeline, Slot, MAX_INPUT};
+use pow_shield_core::redis::pipeline::{Event, Pipeline, Resendable, Slot, MAX_INPUT};
 
 const HANDSHAKE: [(&str, &[u8]); 3] = [("AUTH", b"A;"), ("SELECT", b"S;"), ("SCRIPT LOAD", b"L;")];
 
@@ -49,6 +49,25 @@ struct Model {
     broken: bool,
 }
 
+/// A request's command, whose NOSCRIPT resend is logged.
+struct Logged {
+    id: u32,
+    command: Vec<u8>,
+    log: ResendLog,
+}
+
+impl Resendable for Logged {
+    fn bytes(&self) -> &[u8] {
+        &self.command
+    }
+
+    fn on_noscript(&self) -> Option<Vec<u8>> {
+        let eval = format!("E{};", self.id).into_bytes();
+        self.log.borrow_mut().push((self.id, eval.clone()));
+        Some(eval)
+    }
+}
+
 impl Model {
     fn push(&mut self, kind: u8) {
         self.next_id += 1;
@@ -59,10 +78,10 @@ impl Model {
             1 => (Slot::request(0, id, None), false),
             2 => {
                 let log = Rc::clone(&self.resent);
-                let resend = Rc::new(move || {
-                    let eval = format!("E{id};").into_bytes();
-                    log.borrow_mut().push((id, eval.clone()));
-                    eval
+                let resend = Rc::new(Logged {
+                    id,
+                    command: command.clone(),
+                    log,
                 });
                 (Slot::request(0, id, Some(resend)), true)
             }
