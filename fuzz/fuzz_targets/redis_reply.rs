@@ -1,14 +1,16 @@
 //! Bytes a Redis peer (or anything at its address) may send, read the way
 //! the client reads them: reply after reply from one buffer, each through
-//! `decode_reply`, `integers`, the sliding-window verdict and the strike
-//! script's breaker.
+//! `decode_reply` (compared with the general path), `integers`, the
+//! sliding-window verdict and the strike script's breaker.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::cluster::scripts::replies::{standing_from_reply, verdict_from_reply};
 use pow_shield_core::limiter::RateLimit;
-use pow_shield_core::redis::command::{decode_reply, integers, is_noscript, Decoded};
+use pow_shield_core::redis::command::{
+    decode_reply, integers, is_noscript, scan_then_decode, Decoded,
+};
 
 const LIMIT: RateLimit = RateLimit {
     requests: 10,
@@ -16,6 +18,12 @@ const LIMIT: RateLimit = RateLimit {
 };
 
 fuzz_target!(|data: &[u8]| {
+    // The one-pass reading of a script's integers answers as the general
+    // path would (a corrupt reply may say why differently).
+    match (decode_reply(data), scan_then_decode(data)) {
+        (Decoded::Corrupt(_), Decoded::Corrupt(_)) => {}
+        (ours, theirs) => assert_eq!(ours, theirs),
+    }
     // Partial and Corrupt end the reading, as they end the client's.
     let mut rest = data;
     while let Decoded::Frame(frame, used) = decode_reply(rest) {

@@ -40,8 +40,17 @@ pub struct Unanswered {
 }
 
 /// A script's integers, kept inline: no reply of ours has more than
-/// [`MAX_ELEMENTS`] (the decoder refuses a longer array), and each
-/// request's is read once (no list made a reply).
+/// [`MAX_ELEMENTS`] (the decoder refuses a longer array, and a check
+/// script's answer, with a Redis Cluster's generation, is held below it at
+/// build time), and a call answered alone makes no list (a gathered
+/// call's answers are split into lists first, `stacks_reply`,
+/// `checks_reply`).
+const _: () = assert!(
+    crate::cluster::scripts::replies::REPLY_LEN < MAX_ELEMENTS
+        && crate::cluster::scripts::replies::STACKED_REPLY_LEN < MAX_ELEMENTS,
+    "a check's answer and its generation fit in Ints"
+);
+
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ints {
     len: u8,

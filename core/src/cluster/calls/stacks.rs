@@ -430,18 +430,13 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
-        let parts = self.boxed_parts(tag, subject, offence);
+        let parts = self.parts_routed(tag.to_vec(), subject, offence);
         parts.into_iter().map(|part| *part).collect()
     }
 
-    /// [`Calls::parts`], each in the box the node keeps it in (made in
-    /// its box rather than moved there through a list).
-    pub fn boxed_parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Box<Part>> {
-        self.parts_routed(tag.to_vec(), subject, offence)
-    }
-
-    /// [`Calls::boxed_parts`], the client's tag given as the route of its
-    /// part (no copy).
+    /// [`Calls::parts`], each in the box the node keeps it in (made in its
+    /// box rather than moved there through a list), the client's tag given
+    /// as the route of its part (no copy).
     pub fn parts_routed(
         &self,
         tag: Vec<u8>,

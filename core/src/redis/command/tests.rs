@@ -85,6 +85,38 @@ fn an_integer_array_read_in_one_pass_is_what_the_general_path_reads() {
         b"*1\n:1\r\n",
         b":5\r\n",
     ];
+    // A line longer than MAX_LINE is corrupt however the reads split it,
+    // padded with zeros or not.
+    let mut long = b"*1\r\n:".to_vec();
+    long.extend(std::iter::repeat_n(b'0', MAX_LINE));
+    long.extend_from_slice(b"7\r\n");
+    let mut padded = b"*1\r\n:".to_vec();
+    padded.extend(std::iter::repeat_n(b'0', 30));
+    padded.extend_from_slice(b"7\r\n");
+    let cases: Vec<&[u8]> = cases
+        .iter()
+        .copied()
+        .chain([&long[..], &padded[..]])
+        .collect();
+    assert!(matches!(decode_reply(&long), Decoded::Corrupt(_)));
+    // What the one-pass path itself reads (the comparison alone would pass
+    // were it never taken).
+    for (case, ints) in [
+        (cases[0], 11),
+        (cases[1], 16),
+        (cases[4], 2),
+        (cases[7], 1),
+        (cases[15], 0),
+        (cases[17], 1),
+    ] {
+        let read = integer_array(case).map(|(frame, len)| (integers(&frame).map(|v| v.len()), len));
+        assert_eq!(
+            read,
+            Some((Some(ints), case.len())),
+            "{}",
+            String::from_utf8_lossy(case)
+        );
+    }
     for case in cases {
         // Every prefix too: an incomplete array waits (or is corrupt) alike.
         for end in 0..=case.len() {
