@@ -108,21 +108,38 @@ fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
     Some((OwnedFrame::Array(items), at))
 }
 
-/// `:`, an integer as the general path reads one (`decimal_i64`) and CRLF
-/// at the start of `buf`: the integer and the line's length. A line longer
-/// than any `i64`'s (a sign and 19 digits) is left to the general path,
-/// which bounds every line by [`MAX_LINE`] whatever the reads' split.
+/// `:`, an optional `-`, one to 19 digits (no overflow) and CRLF at the
+/// start of `buf`: the integer and the line's length. A longer line (no
+/// `i64` needs one) is left to the general path, which bounds every line
+/// by [`MAX_LINE`] whatever the reads' split; so is a `+`.
 fn integer_line(buf: &[u8]) -> Option<(i64, usize)> {
-    const LONGEST_TEXT: usize = 20;
-    let rest = buf.strip_prefix(b":")?;
-    let end = rest
-        .iter()
-        .take(LONGEST_TEXT + 1)
-        .position(|b| *b == b'\r')?;
-    if rest.get(end + 1) != Some(&b'\n') {
-        return None;
+    const MOST_DIGITS: usize = 19;
+    let (negative, from) = match buf {
+        [b':', b'-', ..] => (true, 2),
+        [b':', ..] => (false, 1),
+        _ => return None,
+    };
+    let mut n: i64 = 0;
+    let mut at = from;
+    while let Some(&d) = buf.get(at) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if at - from == MOST_DIGITS {
+            return None;
+        }
+        n = n.checked_mul(10)?;
+        n = match negative {
+            true => n.checked_sub(i64::from(digit))?,
+            false => n.checked_add(i64::from(digit))?,
+        };
+        at += 1;
     }
-    Some((decimal_i64(rest.get(..end)?)?, end + 3))
+    match (at > from, buf.get(at..at + 2)) {
+        (true, Some(b"\r\n")) => Some((n, at + 2)),
+        _ => None,
+    }
 }
 
 /// The reply `scan_reply` found complete (`reply`, exactly it: a scalar

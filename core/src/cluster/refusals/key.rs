@@ -21,7 +21,7 @@ pub const REFUSAL_PREFIX: usize = 7;
 /// client key. Nothing reads them back: the node keeps what a batch needs
 /// beside the key.
 pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> RefusalKey {
-    RefusalKey::of(&[&refused_under(scope, limit, approx), key])
+    RefusalKey::new(&refused_under(scope, limit, approx), key)
 }
 
 /// [`refusal_key`] of the client key `head` then `tail` (a `key=` value's
@@ -32,7 +32,22 @@ pub fn refusal_key_of(
     approx: bool,
     (head, tail): (&[u8], &[u8]),
 ) -> RefusalKey {
-    RefusalKey::of(&[&refused_under(scope, limit, approx), head, tail])
+    let before = refused_under(scope, limit, approx);
+    let len = REFUSAL_PREFIX + head.len() + tail.len();
+    let mut bytes = [0; KEPT_INLINE];
+    match bytes.get_mut(..len) {
+        Some(room) => {
+            let (prefix, key) = room.split_at_mut(REFUSAL_PREFIX);
+            let (h, t) = key.split_at_mut(head.len());
+            prefix.copy_from_slice(&before);
+            h.copy_from_slice(head);
+            t.copy_from_slice(tail);
+            RefusalKey(Repr::Inline(len as u8, bytes))
+        }
+        None => RefusalKey(Repr::Heap(
+            [&before, head, tail].concat().into_boxed_slice(),
+        )),
+    }
 }
 
 /// The 56 bits before a refusal's client key: the limit and counter
@@ -94,27 +109,24 @@ enum Repr {
 }
 
 impl RefusalKey {
-    /// The key made of `pieces`, one after another.
-    fn of(pieces: &[&[u8]]) -> Self {
-        let len: usize = pieces.iter().map(|p| p.len()).sum();
+    /// The key made of `head` then `tail`.
+    fn new(head: &[u8], tail: &[u8]) -> Self {
+        let len = head.len() + tail.len();
         let mut bytes = [0; KEPT_INLINE];
-        if len > KEPT_INLINE {
-            return RefusalKey(Repr::Heap(pieces.concat().into_boxed_slice()));
-        }
-        let mut at = 0;
-        for piece in pieces {
-            if let Some(room) = bytes.get_mut(at..at + piece.len()) {
-                room.copy_from_slice(piece);
+        match bytes.get_mut(..len).map(|b| b.split_at_mut(head.len())) {
+            Some((h, t)) => {
+                h.copy_from_slice(head);
+                t.copy_from_slice(tail);
+                RefusalKey(Repr::Inline(len as u8, bytes))
             }
-            at += piece.len();
+            None => RefusalKey(Repr::Heap([head, tail].concat().into_boxed_slice())),
         }
-        RefusalKey(Repr::Inline(len as u8, bytes))
     }
 }
 
 impl From<&[u8]> for RefusalKey {
     fn from(bytes: &[u8]) -> Self {
-        RefusalKey::of(&[bytes])
+        RefusalKey::new(bytes, &[])
     }
 }
 
@@ -170,7 +182,7 @@ mod tests {
         let long = [9u8; 60];
         for len in [0, 1, 7, 32, KEPT_INLINE - 7, KEPT_INLINE - 6, 53] {
             let tail = &long[..len];
-            let key = RefusalKey::of(&[b"1234567", tail]);
+            let key = RefusalKey::new(b"1234567", tail);
             let bytes = [&b"1234567"[..], tail].concat();
             assert_eq!(&*key, &bytes[..], "{len}");
             assert_eq!(
