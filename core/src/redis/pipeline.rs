@@ -47,6 +47,9 @@ impl Resendable for Vec<u8> {
 /// A command shared ([`Resendable`]).
 pub type Resend = std::rc::Rc<dyn Resendable>;
 
+/// `ASKING`, as the pipeline sends it again before an EVAL.
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
 /// One command waiting for its reply. `R` is what its owner gets back.
 pub struct Slot<R> {
     /// When the reply is overdue (nginx's millisecond clock).
@@ -55,12 +58,20 @@ pub struct Slot<R> {
     /// its `EVAL` if Redis lost the script): `clock::stamp`.
     pub redis_deadline: Option<u64>,
     on_reply: Option<R>,
-    /// What to send instead (EVAL) if Redis answers NOSCRIPT.
+    /// The command itself, which makes the EVAL to send instead if Redis
+    /// answers NOSCRIPT (a plain command makes none: the error is its
+    /// reply).
     on_noscript: Option<Resend>,
     /// A handshake step: an error reply breaks the connection with this label.
     handshake: Option<&'static str>,
     /// Its reply is the cluster map (`CLUSTER SLOTS`): nested and larger.
     topology: bool,
+    /// It went after `ASKING` (a Redis Cluster's slot migrating): so does
+    /// its EVAL, if Redis lost the script (`ASKING` holds for one command).
+    asking: bool,
+    /// The pipeline's own `ASKING` before such an EVAL: its reply is read
+    /// and dropped (no request waits on it, none was admitted for it).
+    silent: bool,
     /// When it was queued, to time its reply (metrics).
     pub sent: Sent,
 }
@@ -75,7 +86,17 @@ impl<R> Slot<R> {
             on_noscript,
             handshake: None,
             topology: false,
+            asking: false,
+            silent: false,
             sent: Sent::default(),
+        }
+    }
+
+    /// The same, sent right after `ASKING`.
+    pub fn after_asking(self) -> Self {
+        Slot {
+            asking: true,
+            ..self
         }
     }
 
@@ -190,6 +211,8 @@ impl<R> Pipeline<R> {
                     handshake: Some(label),
                     // ROLE's reply nests (a master lists its replicas).
                     topology: *label == ROLE_STEP,
+                    asking: false,
+                    silent: false,
                     sent: sent(),
                 },
             );
@@ -281,10 +304,29 @@ impl<R> Pipeline<R> {
                 }
                 break Err(Broken::Protocol("a reply nobody asked for".to_owned()));
             };
+            if slot.silent {
+                continue;
+            }
             if is_noscript(&frame) {
                 if let Some(eval) = slot.on_noscript.take().and_then(|r| r.on_noscript()) {
                     // The script cache was flushed: resend as EVAL, at the
-                    // back of the queue, like any new command.
+                    // back of the queue, like any new command; after
+                    // `ASKING` again if it went after one (else the slot's
+                    // new node answers MOVED, its old one ASK, to the end).
+                    if slot.asking {
+                        let asking = Slot {
+                            deadline: slot.deadline,
+                            redis_deadline: None,
+                            on_reply: None,
+                            on_noscript: None,
+                            handshake: None,
+                            topology: false,
+                            asking: false,
+                            silent: true,
+                            sent: slot.sent,
+                        };
+                        self.push(ASKING, asking);
+                    }
                     self.push(&eval, slot);
                     continue;
                 }
@@ -622,6 +664,30 @@ mod tests {
         );
         assert_eq!(p.output(), &eval[..]);
         assert_eq!(feed(&mut p, b":1\r\n").unwrap(), ["Some(9)=Integer(1)"]);
+    }
+
+    #[test]
+    fn noscript_after_asking_resends_asking_then_eval_and_only_the_eval_is_answered() {
+        let mut p = open_pipeline();
+        p.sent(p.output().len());
+        let eval = command(&[b"EVAL", b"return 1", b"0"]);
+        let resend = Script(eval.clone());
+        p.push(b"ASKING", Slot::request(200, 8, None));
+        p.push(
+            b"EVALSHA",
+            Slot::request(200, 9, Some(Rc::new(resend))).after_asking(),
+        );
+        p.sent(p.output().len());
+        assert_eq!(
+            feed(&mut p, b"+OK\r\n-NOSCRIPT No matching script.\r\n").unwrap(),
+            ["Some(8)=SimpleString([79, 75])"]
+        );
+        assert_eq!(p.output(), [ASKING, &eval[..]].concat());
+        assert_eq!(
+            feed(&mut p, b"+OK\r\n:1\r\n").unwrap(),
+            ["Some(9)=Integer(1)"],
+            "the pipeline's own ASKING is nobody's"
+        );
     }
 
     #[test]

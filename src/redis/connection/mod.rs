@@ -148,6 +148,11 @@ impl Connection {
                 }
                 if let Some(pending) = pending.take() {
                     let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
+                    // (`before` is ASKING: its EVAL, if any, goes after one too.)
+                    let slot = match before {
+                        Some(_) => slot.after_asking(),
+                        None => slot,
+                    };
                     c.push(st, command, slot);
                 }
                 Ok(())
