@@ -18,13 +18,14 @@
 
 use std::net::IpAddr;
 
+use crate::cluster::calls::Call;
 use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::script_sha1;
 use crate::limiter::breaker::{Block, BreakerRules, StrikeCounter, BANNED_TRIPS};
 use crate::limiter::client::{client_id, DEFAULT_KEY_MARK};
 use crate::limiter::{LimitName, RateLimit};
 use crate::redis::command::{client_tag, encode};
-use crate::redis::script_call::{self, ScriptCall};
+use crate::redis::script_call::ScriptCall;
 use crate::store::Counted;
 
 mod json;
@@ -280,7 +281,7 @@ pub fn tag_of(whose: Counted) -> String {
 
 /// The show call for `whose` counts under `prefix`, for `limits` (a
 /// `key=` value has no breaker: its three keys read 0).
-pub fn show_call(prefix: &str, whose: Counted, limits: &[(RateLimit, bool)]) -> (Vec<u8>, usize) {
+pub fn show_call(prefix: &str, whose: Counted, limits: &[(RateLimit, bool)]) -> Call {
     let tag = tag_of(whose);
     let mut call = ScriptCall::new(
         &script_sha1(SHOW_SCRIPT),
@@ -302,12 +303,7 @@ pub fn show_call(prefix: &str, whose: Counted, limits: &[(RateLimit, bool)]) -> 
         call.push(|w| w.push(if approx { b'a' } else { b'w' }))
             .num(limit.window_ms);
     }
-    call.finish()
-}
-
-/// The show call as `EVAL` (Redis lost the script).
-pub fn show_eval(evalsha: &[u8], shared: usize) -> Vec<u8> {
-    script_call::eval(evalsha, shared, SHOW_SCRIPT)
+    Call::of_text(SHOW_SCRIPT, call)
 }
 
 /// What the show script's reply says; `None`: not its reply.

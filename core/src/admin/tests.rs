@@ -207,8 +207,8 @@ fn a_values_keys_are_under_its_own_tag_and_its_lift_deletes_its_counts() {
     assert_eq!(own, "@key=198.51.100.0/24");
     assert_eq!(tag_of(Counted::Own(net)), own);
     assert_ne!(tag_of(Counted::Client(net)), own);
-    let (call, _) = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
-    let call = String::from_utf8_lossy(&call).into_owned();
+    let call = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
+    let call = String::from_utf8_lossy(&call.evalsha).into_owned();
     assert!(
         call.contains(&format!("pow:{{{own}}}:w:40:3600000")),
         "{call}"

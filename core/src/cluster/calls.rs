@@ -38,11 +38,17 @@ pub struct Call {
 
 impl Call {
     fn of(script: &'static Script, call: ScriptCall) -> Self {
+        Self::of_text(script.text, call)
+    }
+
+    /// A call of the script `text` (the admin view's, outside the
+    /// mode's scripts).
+    pub fn of_text(text: &'static str, call: ScriptCall) -> Self {
         let (evalsha, shared) = call.finish();
         Call {
             evalsha,
             shared,
-            script: script.text,
+            script: text,
         }
     }
 

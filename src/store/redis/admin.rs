@@ -15,7 +15,6 @@ use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::integers;
-use pow_shield_core::redis::pipeline::Resendable;
 use pow_shield_core::store::Counted;
 
 impl RedisStore {
@@ -28,12 +27,12 @@ impl RedisStore {
         on_reply: impl FnOnce(Option<StoreView>) + 'static,
     ) -> Result<(), Unavailable> {
         let prefix = self.prefix().ok_or(Unavailable::Busy)?;
-        let (evalsha, shared) = admin::show_call(&prefix, whose, limits);
+        let call = admin::show_call(&prefix, whose, limits);
         let limits = limits.to_vec();
         let tag = admin::tag_of(whose);
         self.router.submit(
             (tag.as_bytes(), None),
-            Rc::new(ShowCall { evalsha, shared }),
+            Rc::new(call),
             OnFrame::Call(Box::new(move |frame| {
                 let view = frame
                     .as_ref()
@@ -76,23 +75,5 @@ impl RedisStore {
     fn prefix(&self) -> Option<String> {
         let node = self.node.try_borrow().ok()?;
         Some(node.calls().prefix().to_owned())
-    }
-}
-
-/// The view's script call: `EVALSHA`, sent again as `EVAL` if Redis lost
-/// the script.
-struct ShowCall {
-    evalsha: Vec<u8>,
-    /// Where the part `EVAL` shares starts.
-    shared: usize,
-}
-
-impl Resendable for ShowCall {
-    fn bytes(&self) -> &[u8] {
-        &self.evalsha
-    }
-
-    fn on_noscript(&self) -> Option<Vec<u8>> {
-        Some(admin::show_eval(&self.evalsha, self.shared))
     }
 }
