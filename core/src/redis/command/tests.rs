@@ -493,3 +493,17 @@ fn noscript_is_recognised() {
     assert!(is_noscript(&f));
     assert!(!is_noscript(&OwnedFrame::Error("ERR wrong".into())));
 }
+
+#[test]
+fn a_recycled_reply_leaves_the_next_one_read_the_same() {
+    let first: &[u8] = b"*3\r\n:1\r\n:-2\r\n:3\r\n";
+    let second: &[u8] = b"*2\r\n:40\r\n:50\r\n";
+    let Decoded::Frame(frame, _) = decode_reply(first) else {
+        panic!("a complete reply");
+    };
+    recycle(frame);
+    assert_eq!(decode_reply(second), by_parser(second));
+    // (A partial one gives the room back as it found it.)
+    assert_eq!(decode_reply(b"*2\r\n:1\r\n"), Decoded::Partial);
+    assert_eq!(decode_reply(first), by_parser(first));
+}
