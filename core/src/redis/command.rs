@@ -101,21 +101,27 @@ fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
     if count > MAX_ELEMENTS {
         return None;
     }
+    // The integers of the reply before are written over in place (nothing
+    // to drop), the room grown or cut to this one's.
     let mut items = ROOM.try_with(Cell::take).unwrap_or_default();
-    items.reserve(count);
-    for _ in 0..count {
+    items.truncate(count);
+    for i in 0..count {
         let Some((n, used)) = buf.get(at..).and_then(integer_line) else {
             recycle(OwnedFrame::Array(items));
             return None;
         };
-        items.push(OwnedFrame::Integer(n));
+        match items.get_mut(i) {
+            Some(OwnedFrame::Integer(slot)) => *slot = n,
+            Some(other) => *other = OwnedFrame::Integer(n),
+            None => items.push(OwnedFrame::Integer(n)),
+        }
         at += used;
     }
     Some((OwnedFrame::Array(items), at))
 }
 
 std::thread_local! {
-    /// The room of an array reply read before, emptied ([`recycle`]): a
+    /// The room of an array reply read before ([`recycle`]): a
     /// worker reads its replies one at a time and is done with each
     /// before the next, so one array's room serves the script answers of
     /// every call (measured: an allocation and a free a call).
@@ -124,10 +130,11 @@ std::thread_local! {
 
 /// Gives back a reply [`decode_reply`] made once it has been read: its
 /// array's room (no larger than a reply of ours) serves the next one.
+/// (Its items stay until the next reply writes over them: a script's
+/// integers, nothing to drop; any other is dropped then.)
 pub fn recycle(frame: OwnedFrame) {
-    if let OwnedFrame::Array(mut items) = frame {
+    if let OwnedFrame::Array(items) = frame {
         if items.capacity() <= MAX_ELEMENTS {
-            items.clear();
             let _ = ROOM.try_with(|room| room.set(items));
         }
     }
