@@ -72,11 +72,7 @@ unsafe extern "C" fn get_bot(
         else {
             return nginx_sys::NGX_ERROR as ngx_int_t;
         };
-        v.data = s.data;
-        v.set_len(s.len as u32);
-        v.set_valid(1);
-        v.set_no_cacheable(u32::from(!cacheable));
-        v.set_not_found(0);
+        super::variables::set_found(v, s, cacheable);
         NGX_OK as ngx_int_t
     })
 }

@@ -156,10 +156,39 @@ fn set_value(
     let Some(s) = (unsafe { ngx_str_t::from_bytes(pool, text.as_bytes()) }) else {
         return nginx_sys::NGX_ERROR as ngx_int_t;
     };
-    v.data = s.data;
-    v.set_len(s.len as u32);
-    v.set_valid(1);
-    v.set_no_cacheable(1);
-    v.set_not_found(0);
+    set_found(v, s, false);
     NGX_OK as ngx_int_t
+}
+
+/// Makes `v` the value `s` (`cacheable`: nginx may keep it for the
+/// request), its length and flags written in one store, as the C modules'
+/// bit-field assignments compile (measured: bindgen's setters write a bit at
+/// a time, some 480 instructions for the 28 bits of `len`). `escape` is
+/// kept, as the setters kept it.
+pub(super) fn set_found(v: &mut ngx_variable_value_t, s: ngx_str_t, cacheable: bool) {
+    v.data = s.data;
+    // `len:28; valid:1; no_cacheable:1; not_found:1; escape:1`: on a
+    // little-endian machine bindgen numbers bit `i` as the C compiler
+    // does, bit `i` of the unit read as a little-endian `u32`.
+    #[cfg(target_endian = "little")]
+    {
+        const LEN: u32 = (1 << 28) - 1;
+        const VALID: u32 = 1 << 28;
+        const NO_CACHEABLE: u32 = 1 << 29;
+        const ESCAPE: u32 = 1 << 31;
+        let bits = (s.len as u32 & LEN)
+            | VALID
+            | if cacheable { 0 } else { NO_CACHEABLE }
+            | if v.escape() != 0 { ESCAPE } else { 0 };
+        v._bitfield_1 = nginx_sys::__BindgenBitfieldUnit::new(bits.to_le_bytes());
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        v.set_len(s.len as u32);
+        v.set_valid(1);
+        v.set_no_cacheable(u32::from(!cacheable));
+        v.set_not_found(0);
+    }
+    debug_assert!(v.len() == s.len as u32 & ((1 << 28) - 1) && v.valid() == 1);
+    debug_assert!(v.no_cacheable() == u32::from(!cacheable));
 }

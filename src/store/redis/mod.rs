@@ -32,7 +32,7 @@ use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
-use pow_shield_core::redis::command::client_tag;
+use pow_shield_core::redis::command::{client_tag, recycle};
 use pow_shield_core::store::{Now, Op, Reply, Solution, Spendable, Subject};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
@@ -170,6 +170,9 @@ impl RedisStore {
     /// The reply to call `id` came (or none: a timeout).
     fn on_reply(&self, id: CallId, frame: Option<OwnedFrame>) {
         self.drive(|node, env, now, out| node.on_reply(env, id, frame.as_ref(), now, out));
+        if let Some(frame) = frame {
+            recycle(frame);
+        }
     }
 
     fn env(&self) -> Env<'_> {
