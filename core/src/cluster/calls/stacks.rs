@@ -218,6 +218,15 @@ impl Part {
             .map_or(self.route.as_slice(), |t| t.as_bytes())
     }
 
+    /// The part, its route's slot in a Redis Cluster given (`Some`) where
+    /// the caller knows it already.
+    pub fn in_slot(self, slot: Option<u16>) -> Part {
+        Part {
+            slot: slot.or(self.slot),
+            ..self
+        }
+    }
+
     /// The slot of its route in a Redis Cluster.
     pub fn slot(&self) -> u16 {
         self.slot
@@ -340,7 +349,7 @@ impl Calls {
                 for which in [ClientKey::Strikes, ClientKey::Trips] {
                     call.push(|w| keys::write(w, prefix, route, which));
                 }
-                self.slot_key(&mut call, route);
+                self.slot_key(&mut call, (route, part.slot));
                 for rule in args::rules(part.rules) {
                     call.num(rule);
                 }
@@ -348,7 +357,8 @@ impl Calls {
                 Call::of(script, call)
             }
             (how, Some(c), _) if how.one_limit() => {
-                self.window_check(&part.route, c.limit, c.approx, check)
+                let route = (part.route.as_slice(), part.slot);
+                self.window_check(route, c.limit, c.approx, check)
             }
             _ => self.stacked(part, seq),
         }
@@ -430,21 +440,22 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
-        let parts = self.parts_routed(tag.to_vec(), subject, offence);
+        let parts = self.parts_routed((tag.to_vec(), None), subject, offence);
         parts.into_iter().map(|part| *part).collect()
     }
 
     /// [`Calls::parts`], each in the box the node keeps it in (made in its
     /// box rather than moved there through a list), the client's tag given
-    /// as the route of its part (no copy).
+    /// as the route of its part (no copy), with its slot where known
+    /// already (`Some`).
     pub fn parts_routed(
         &self,
-        tag: Vec<u8>,
+        (tag, slot): (Vec<u8>, Option<u16>),
         subject: &Subject,
         offence: Offence,
     ) -> Vec<Box<Part>> {
         let (counted, n) = subject.counted_limits();
-        let client_slot = generation::slot_of_tag(&tag);
+        let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
         let client = (tag, Some(client_slot), subject.rules, offence);
         let mut parts = Vec::with_capacity(n + 1);
         parts.push(Box::new(Part::empty(client, n)));

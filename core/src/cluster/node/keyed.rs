@@ -15,7 +15,6 @@
 
 use super::batches::BatchContext;
 use super::{Around, ClusterNode, Step, Waits};
-use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
@@ -100,11 +99,11 @@ impl<W: Waits> ClusterNode<W> {
     /// limit holds a refusal it will not answer here (its next strike
     /// would reach the threshold, or Redis's word is not fresh): a later
     /// `key=` limit must not answer for it without its strike.
-    /// (`tag`: the client's.)
+    /// (`slot`: the client's, a Redis Cluster's.)
     pub(super) fn refuse_keyed(
         &mut self,
         env: &mut impl Around,
-        (subject, tag): (&Subject, &[u8]),
+        (subject, slot): (&Subject, u16),
         limits: &[KeyedLimit],
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -119,7 +118,7 @@ impl<W: Waits> ClusterNode<W> {
         // spent as one issued during an outage), so that new addresses of a
         // refused /24, each in a slot of its own, are refused here too.
         let generation = match self.cluster {
-            true => self.generations.slot(slot_of_tag(tag)),
+            true => self.generations.slot(slot),
             false => None,
         };
         let redis_up = env.healthy();
