@@ -14,7 +14,7 @@
 //! where a rising price reads it.
 
 use super::batches::BatchContext;
-use super::{Around, ClusterNode, Step, Waits};
+use super::{Around, ClusterNode, Held, Looked, Step, Waits};
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
@@ -122,25 +122,25 @@ impl<W: Waits> ClusterNode<W> {
             false => None,
         };
         let redis_up = env.healthy();
+        let unknown = self.cluster && generation.is_none();
         for limit in limits {
-            let unknown = self.cluster && generation.is_none();
-            if limit.own && unknown && env.holds(&limit.refusal, now.monotonic_ms) {
-                return None;
-            }
+            // The client's own limit: a refusal held, of which Redis must
+            // count the next strike (or say the generation), is Redis's.
+            let held = Held {
+                before: limit.own && unknown,
+                after: limit.own,
+            };
             let stale_ok = self.batches.awaiting(&limit.refusal);
             let rules = limit.rules(subject);
-            let refused = env.refuse(
+            let refused = match env.refuse_unless_held(
                 &limit.refusal,
-                rules,
-                now.monotonic_ms,
+                (rules, now.monotonic_ms),
                 (stale_ok, redis_up),
-                subject.rising,
-            );
-            let Some(refused) = refused else {
-                if limit.own && env.holds(&limit.refusal, now.monotonic_ms) {
-                    return None;
-                }
-                continue;
+                (subject.rising, held),
+            ) {
+                Looked::Refused(refused) => refused,
+                Looked::Held => return None,
+                Looked::Neither => continue,
             };
             if rules.strikes.is_some() || subject.rising {
                 let context = || limit.context(subject);
