@@ -188,18 +188,25 @@ impl<W: Waits> ClusterNode<W> {
         // Refused by Redis until a moment still ahead: refused here, unless
         // it pays (a spend must be global), or Redis's word is not to be
         // had now (`pow_shield_fail` decides).
-        if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-            if let Some(checked) = self.refuse_locally(env, subject, (limit, || slot), now, out) {
+        // (Its refusal's key, made once: none without a zone.)
+        let refusal = env
+            .has_zone()
+            .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
+        if let (Some(refusal), true) = (
+            &refusal,
+            offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail),
+        ) {
+            let whose = (subject, refusal);
+            if let Some(checked) = self.refuse_locally_as(env, whose, (limit, || slot), now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
         }
         // What this worker counted for the client goes first: Redis decides
         // this request on every strike (the one reaching the threshold is
         // Redis's to count).
-        self.send_batch_now(env, subject, now, out);
-        let refusal = env
-            .has_zone()
-            .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
+        if let Some(refusal) = &refusal {
+            self.send_batch_of(env, (subject, limit, refusal), now, out);
+        }
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it.
         let coalesce = offence == Offence::Unpaid && !subject.limits.approx(0);
