@@ -171,9 +171,12 @@ impl Calls {
         }
     }
 
-    /// A Redis Cluster's check scripts take the slot's generation key last.
-    fn slot_key(&self, call: &mut ScriptCall, tag: &[u8]) {
-        self.slot_key_of(call, || generation::slot_of_tag(tag));
+    /// A Redis Cluster's check scripts take the slot's generation key last
+    /// (`slot`: the slot of `tag`, if known already).
+    fn slot_key(&self, call: &mut ScriptCall, (tag, slot): (&[u8], Option<u16>)) {
+        self.slot_key_of(call, || {
+            slot.unwrap_or_else(|| generation::slot_of_tag(tag))
+        });
     }
 
     /// [`Calls::slot_key`] of the slot `slot` says (known already).
@@ -195,20 +198,34 @@ impl Calls {
     /// (`k` > 1: a coalesced burst), or every limit in the stacked script.
     /// `seq` makes the sorted sets' member unique.
     pub fn check(&self, tag: &[u8], subject: &Subject, offence: Offence, k: u32, seq: u64) -> Call {
+        self.check_in((tag, None), subject, offence, k, seq)
+    }
+
+    /// [`Calls::check`], the slot of `tag` given where it is known
+    /// already (`Some`: a Redis Cluster's).
+    pub fn check_in(
+        &self,
+        (tag, slot): (&[u8], Option<u16>),
+        subject: &Subject,
+        offence: Offence,
+        k: u32,
+        seq: u64,
+    ) -> Call {
         match single_limit(subject) {
             Some(limit) => {
                 let approx = subject.limits.approx(0);
-                self.window_check(tag, limit, approx, (subject.rules, offence, k, seq))
+                let check = (subject.rules, offence, k, seq);
+                self.window_check((tag, slot), limit, approx, check)
             }
             None => self.stacked(&self.whole(tag, subject, offence), seq),
         }
     }
 
     /// One limit's window script (or, `approx`, its counter's) for `k`
-    /// requests.
+    /// requests (`slot`: that of `tag`, where known already).
     fn window_check(
         &self,
-        tag: &[u8],
+        (tag, slot): (&[u8], Option<u16>),
         limit: RateLimit,
         approx: bool,
         (rules, offence, k, seq): (BreakerRules, Offence, u32, u64),
@@ -225,7 +242,7 @@ impl Calls {
         let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), 10);
         call.push(key(counted)).push(key(ClientKey::Refused(limit)));
         self.breaker_keys(&mut call, tag);
-        self.slot_key(&mut call, tag);
+        self.slot_key(&mut call, (tag, slot));
         call.num(limit.requests.into())
             .num(limit.window_ms)
             .push(|w| self.member(w, seq))

@@ -13,7 +13,7 @@ use crate::store::zone::{
     breaker_entry, evict_refusals, record_spent, EVICT_WHEN_FULL, EXPIRE_PER_REQUEST,
 };
 use pow_shield_core::cluster::fallback::Reach;
-use pow_shield_core::cluster::node::{Around, RefusalKeys};
+use pow_shield_core::cluster::node::{Around, Held, Looked, RefusalKeys};
 use pow_shield_core::cluster::refusals::{LocalRefusal, Refused};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::Verdict;
@@ -110,18 +110,52 @@ impl Around for Env<'_> {
         stale_ok_redis_up: (bool, bool),
         rising: bool,
     ) -> Option<Refused> {
+        let never = Held {
+            before: false,
+            after: false,
+        };
+        let looked = (rising, never);
+        match self.refuse_unless_held(refusal, (rules, now_ms), stale_ok_redis_up, looked) {
+            Looked::Refused(refused) => Some(refused),
+            Looked::Held | Looked::Neither => None,
+        }
+    }
+
+    /// One key and one lock for what `holds` and `refuse` say in turn.
+    fn refuse_unless_held(
+        &mut self,
+        refusal: &[u8],
+        (rules, now_ms): (BreakerRules, u64),
+        stale_ok_redis_up: (bool, bool),
+        (rising, held): (bool, Held),
+    ) -> Looked {
+        let Some(cache) = self.cache else {
+            return Looked::Neither;
+        };
         let key = self.keys.of(refusal);
-        self.cache?.zone.with_locked(|zone, alloc| {
-            zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            let entry = zone.refusals.get(&key)?;
-            let refused = entry
-                .refusal()
-                .refuse(rules, now_ms, stale_ok_redis_up, rising)?;
-            // Kept past `T` until a worker took the refusal.
-            if !entry.refusal().disposable() {
-                entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+        cache.zone.with_locked(|zone, alloc| {
+            let holds = |entry: &mut Entry| entry.refusal().holds(now_ms);
+            if held.before && zone.refusals.get(&key).is_some_and(holds) {
+                return Looked::Held;
             }
-            Some(refused)
+            zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
+            let Some(entry) = zone.refusals.get(&key) else {
+                return Looked::Neither;
+            };
+            match entry
+                .refusal()
+                .refuse(rules, now_ms, stale_ok_redis_up, rising)
+            {
+                Some(refused) => {
+                    // Kept past `T` until a worker took the refusal.
+                    if !entry.refusal().disposable() {
+                        entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+                    }
+                    Looked::Refused(refused)
+                }
+                None if held.after && holds(entry) => Looked::Held,
+                None => Looked::Neither,
+            }
         })
     }
 

@@ -58,7 +58,7 @@ impl Calls {
             }
         }
         if let Some(first) = checks.first() {
-            self.slot_key(&mut call, first.tag);
+            self.slot_key(&mut call, (first.tag, None));
         }
         call.num(sets.clone().count() as u64);
         for set in sets {

@@ -86,6 +86,19 @@ impl<W: Waits> ClusterNode<W> {
             return None;
         }
         let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
+        self.refuse_locally_as(env, (subject, &refusal), (limit, slot), now, out)
+    }
+
+    /// [`Self::refuse_locally`] (a node with a zone), the refusal's key
+    /// made already.
+    pub(super) fn refuse_locally_as(
+        &mut self,
+        env: &mut impl Around,
+        (subject, refusal): (&Subject, &RefusalKey),
+        (limit, slot): (RateLimit, impl FnOnce() -> u16),
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> Option<Checked> {
         // (While Redis is unavailable the refusal says no: the fallback
         // rule decides.)
         let redis_up = env.healthy();
@@ -97,9 +110,9 @@ impl<W: Waits> ClusterNode<W> {
         };
         // Redis owes this worker an answer for the client: what it said
         // last still holds (asking would only wait).
-        let stale_ok = self.batches.awaiting(&refusal);
+        let stale_ok = self.batches.awaiting(refusal);
         let refused = env.refuse(
-            &refusal,
+            refusal,
             subject.rules,
             now.monotonic_ms,
             (stale_ok, redis_up),
@@ -110,7 +123,7 @@ impl<W: Waits> ClusterNode<W> {
         // it only as a strike or for rising difficulty.)
         if subject.rules.strikes.is_some() || subject.rising {
             self.batches
-                .add(&refusal, 0, || BatchContext::of(subject, limit));
+                .add(refusal, 0, || BatchContext::of(subject, limit));
             self.arm(env, BATCH_MS, true, out);
         }
         Some(Checked {
@@ -138,12 +151,24 @@ impl<W: Waits> ClusterNode<W> {
             return;
         }
         let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
-        let n = env.take_pending(&refusal);
+        self.send_batch_of(env, (subject, limit, &refusal), now, out);
+    }
+
+    /// [`Self::send_batch_now`] (a node with a zone) of the subject's one
+    /// limit, its refusal's key made already.
+    pub(super) fn send_batch_of(
+        &mut self,
+        env: &mut impl Around,
+        (subject, limit, refusal): (&Subject, RateLimit, &RefusalKey),
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        let n = env.take_pending(refusal);
         if n > 0 {
             self.batches
-                .add(&refusal, n, || BatchContext::of(subject, limit));
+                .add(refusal, n, || BatchContext::of(subject, limit));
         }
-        self.send_batches(env, &[refusal], now, out);
+        self.send_batches(env, std::slice::from_ref(refusal), now, out);
     }
 
     /// A connection to Redis is ready. After an outage Redis may have

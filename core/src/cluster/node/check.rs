@@ -138,6 +138,9 @@ impl<W: Waits> ClusterNode<W> {
         }
         let tag = client_tag(subject.key);
         let reach = env.reach(tag.as_bytes());
+        // (The client's slot, made once: one Redis, 0.)
+        let slot = self.gate_of(tag.as_bytes());
+        let known = self.cluster.then_some(slot);
         // Stacked or keyed limits: all of them in one call, decided in
         // Redis, and refused here while a limit's key is refused (not
         // coalesced: `keyed.rs`).
@@ -147,9 +150,7 @@ impl<W: Waits> ClusterNode<W> {
                 false => Vec::new(),
             };
             if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-                if let Some(checked) =
-                    self.refuse_keyed(env, (subject, tag.as_bytes()), &limits, now, out)
-                {
+                if let Some(checked) = self.refuse_keyed(env, (subject, slot), &limits, now, out) {
                     return Answered::Now(Reply::Checked(checked));
                 }
             }
@@ -159,7 +160,7 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                let whose = (subject, tag.into_bytes());
+                let whose = (subject, tag.into_bytes(), slot);
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
@@ -172,10 +173,12 @@ impl<W: Waits> ClusterNode<W> {
                 offence,
                 limits,
                 asked_ms: now.monotonic_ms,
-                slot: self.gate_of(tag.as_bytes()),
+                slot,
             };
+            let own = &mut self.own_tag;
+            let whole = self.calls.whole_kept(tag.as_bytes(), subject, offence, own);
             let stack = Stack {
-                part: Box::new(self.calls.whole(tag.as_bytes(), subject, offence)),
+                part: Box::new(whole.in_slot(known)),
                 seq,
                 then: Then::Request(check),
             };
@@ -185,20 +188,25 @@ impl<W: Waits> ClusterNode<W> {
         // Refused by Redis until a moment still ahead: refused here, unless
         // it pays (a spend must be global), or Redis's word is not to be
         // had now (`pow_shield_fail` decides).
-        // (The client's slot, made once: one Redis, 0.)
-        let slot = self.gate_of(tag.as_bytes());
-        if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-            if let Some(checked) = self.refuse_locally(env, subject, (limit, || slot), now, out) {
+        // (Its refusal's key, made once: none without a zone.)
+        let refusal = env
+            .has_zone()
+            .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
+        if let (Some(refusal), true) = (
+            &refusal,
+            offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail),
+        ) {
+            let whose = (subject, refusal);
+            if let Some(checked) = self.refuse_locally_as(env, whose, (limit, || slot), now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
         }
         // What this worker counted for the client goes first: Redis decides
         // this request on every strike (the one reaching the threshold is
         // Redis's to count).
-        self.send_batch_now(env, subject, now, out);
-        let refusal = env
-            .has_zone()
-            .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
+        if let Some(refusal) = &refusal {
+            self.send_batch_of(env, (subject, limit, refusal), now, out);
+        }
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it.
         let coalesce = offence == Offence::Unpaid && !subject.limits.approx(0);
@@ -243,7 +251,7 @@ impl<W: Waits> ClusterNode<W> {
         // Approx: with the stacked checks of its slot (`stacks.rs`).
         if subject.limits.approx(0) {
             let stack = Stack {
-                part: Box::new(Part::approx(tag.as_bytes(), limit, rules, offence)),
+                part: Box::new(Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known)),
                 seq: self.next_seq(),
                 then: Then::Approx(check),
             };
@@ -256,8 +264,11 @@ impl<W: Waits> ClusterNode<W> {
             return Answered::Later;
         };
         let seq = self.next_seq();
-        let call = self.calls.check(tag.as_bytes(), subject, offence, 1, seq);
-        self.send_script(env, Flight::Check(check), tag.into_bytes(), call, now, out);
+        let call = self
+            .calls
+            .check_in((tag.as_bytes(), known), subject, offence, 1, seq);
+        let route = (tag.into_bytes(), known);
+        self.send_script_in(env, Flight::Check(check), route, call, now, out);
         Answered::Later
     }
 

@@ -14,8 +14,7 @@
 //! where a rising price reads it.
 
 use super::batches::BatchContext;
-use super::{Around, ClusterNode, Step, Waits};
-use crate::cluster::generation::slot_of_tag;
+use super::{Around, ClusterNode, Held, Looked, Step, Waits};
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
@@ -100,11 +99,11 @@ impl<W: Waits> ClusterNode<W> {
     /// limit holds a refusal it will not answer here (its next strike
     /// would reach the threshold, or Redis's word is not fresh): a later
     /// `key=` limit must not answer for it without its strike.
-    /// (`tag`: the client's.)
+    /// (`slot`: the client's, a Redis Cluster's.)
     pub(super) fn refuse_keyed(
         &mut self,
         env: &mut impl Around,
-        (subject, tag): (&Subject, &[u8]),
+        (subject, slot): (&Subject, u16),
         limits: &[KeyedLimit],
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -119,29 +118,29 @@ impl<W: Waits> ClusterNode<W> {
         // spent as one issued during an outage), so that new addresses of a
         // refused /24, each in a slot of its own, are refused here too.
         let generation = match self.cluster {
-            true => self.generations.slot(slot_of_tag(tag)),
+            true => self.generations.slot(slot),
             false => None,
         };
         let redis_up = env.healthy();
+        let unknown = self.cluster && generation.is_none();
         for limit in limits {
-            let unknown = self.cluster && generation.is_none();
-            if limit.own && unknown && env.holds(&limit.refusal, now.monotonic_ms) {
-                return None;
-            }
+            // The client's own limit: a refusal held, of which Redis must
+            // count the next strike (or say the generation), is Redis's.
+            let held = Held {
+                before: limit.own && unknown,
+                after: limit.own,
+            };
             let stale_ok = self.batches.awaiting(&limit.refusal);
             let rules = limit.rules(subject);
-            let refused = env.refuse(
+            let refused = match env.refuse_unless_held(
                 &limit.refusal,
-                rules,
-                now.monotonic_ms,
+                (rules, now.monotonic_ms),
                 (stale_ok, redis_up),
-                subject.rising,
-            );
-            let Some(refused) = refused else {
-                if limit.own && env.holds(&limit.refusal, now.monotonic_ms) {
-                    return None;
-                }
-                continue;
+                (subject.rising, held),
+            ) {
+                Looked::Refused(refused) => refused,
+                Looked::Held => return None,
+                Looked::Neither => continue,
             };
             if rules.strikes.is_some() || subject.rising {
                 let context = || limit.context(subject);

@@ -30,6 +30,7 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::cluster::calls::{Call, Calls};
 use crate::cluster::fallback::{Reach, Unavailable};
+use crate::cluster::keys::OwnTag;
 use crate::cluster::refusals::{refusal_key, Batches, RefusalKey, Refused};
 use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
@@ -78,6 +79,26 @@ pub trait Around {
     /// Whether the node holds a refusal of `refusal` until a `T` still
     /// ahead (whether or not it may answer with it now).
     fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool;
+    /// [`Around::refuse`] of a limit whose refusal Redis decides while
+    /// the node holds one (`held`, [`Held`]): what [`Around::holds`] and
+    /// [`Around::refuse`] say, in that order, looked at as one (a zone:
+    /// under one lock).
+    fn refuse_unless_held(
+        &mut self,
+        refusal: &[u8],
+        (rules, now_ms): (BreakerRules, u64),
+        stale_ok_redis_up: (bool, bool),
+        (rising, held): (bool, Held),
+    ) -> Looked {
+        if held.before && self.holds(refusal, now_ms) {
+            return Looked::Held;
+        }
+        match self.refuse(refusal, rules, now_ms, stale_ok_redis_up, rising) {
+            Some(refused) => Looked::Refused(refused),
+            None if held.after && self.holds(refusal, now_ms) => Looked::Held,
+            None => Looked::Neither,
+        }
+    }
     /// The refusals of `refusal` no worker took yet.
     fn take_pending(&mut self, refusal: &[u8]) -> u32;
     /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
@@ -107,6 +128,28 @@ pub trait Around {
     fn is_spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool;
     /// Takes back one unpaid strike of `key` the zone holds.
     fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64);
+}
+
+/// When a refusal the node holds leaves the request to Redis
+/// ([`Around::refuse_unless_held`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Held before it is refused here: Redis decides at once.
+    pub before: bool,
+    /// Held though not refused here (its word stale, the next strike
+    /// Redis's): Redis decides.
+    pub after: bool,
+}
+
+/// What [`Around::refuse_unless_held`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Looked {
+    /// Refused here.
+    Refused(Refused),
+    /// A refusal the node holds leaves the request to Redis.
+    Held,
+    /// Neither: the next limit, or Redis.
+    Neither,
 }
 
 /// Names a call on its way, for its reply.
@@ -254,6 +297,8 @@ pub struct ClusterNode<W> {
     local_generation: u64,
     /// A connection was ready before: the next one follows an outage.
     connected_once: bool,
+    /// The last `key=` value's tag and slot (`Calls::parts_routed`).
+    own_tag: OwnTag,
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -282,6 +327,7 @@ impl<W: Waits> ClusterNode<W> {
             generations: Tracker::new(local_generation, cluster),
             local_generation,
             connected_once: false,
+            own_tag: OwnTag::default(),
         }
     }
 

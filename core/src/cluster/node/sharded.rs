@@ -65,15 +65,18 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn check_sharded(
         &mut self,
         env: &mut impl Around,
-        (subject, tag): (&Subject, Vec<u8>),
+        (subject, tag, slot): (&Subject, Vec<u8>, u16),
         (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
         now: Now,
         waiter: W,
         out: &mut Vec<Step<W>>,
     ) {
         // (The client's tag routes its part, the first: never none.)
-        let parts = self.calls.parts_routed(tag, subject, offence);
-        let slot = parts.first().map_or(0, |p| p.slot());
+        // (`slot`: the client's, its part's.)
+        let own = &mut self.own_tag;
+        let parts = self
+            .calls
+            .parts_routed((tag, Some(slot)), subject, offence, own);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();
