@@ -5,7 +5,7 @@
 -- with their own expiry.
 local function check()
   local key = KEYS[1]
-  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local limit, window = ARGV[1] + 0, ARGV[2] + 0
   local b = breaker(KEYS[3], KEYS[4], KEYS[5], 5)
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end

@@ -9,9 +9,8 @@ local BANNED = 65535
 -- A call's breaker: its keys and the four rules from ARGV[at] on (strike
 -- threshold, strike TTL ms, ban `after`, ban ms; 0 = off).
 local function breaker(sk, tk, uk, at)
-  return {sk = sk, tk = tk, uk = uk,
-    threshold = tonumber(ARGV[at]), ttl = tonumber(ARGV[at + 1]),
-    after = tonumber(ARGV[at + 2]), ban = tonumber(ARGV[at + 3])}
+  return {sk = sk, tk = tk, uk = uk, threshold = ARGV[at] + 0, ttl = ARGV[at + 1] + 0,
+    after = ARGV[at + 2] + 0, ban = ARGV[at + 3] + 0}
 end
 
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts; and,

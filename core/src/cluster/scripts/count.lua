@@ -22,11 +22,12 @@ local function count_over(ok, left, offence)
 end
 
 -- One request under the log at key (its refusals ok; window ms as a
--- number and as ARGV holds it), its member, at now.
-local function log_count(key, ok, limit, window, window_ms, member, offence, now)
+-- number and as ARGV holds it), its member, at now (now_s: the same as a
+-- string, `clock_ms`).
+local function log_count(key, ok, limit, window, window_ms, member, offence, now, now_s)
   local count, oldest = log_read(key, window, now)
   if count < limit then
-    log_add(key, now, member, 1, window_ms)
+    log_add(key, now, member, 1, window_ms, now_s)
     if count == 0 then oldest = now end
     local left = limit - count - 1
     return {1, left, math.max(oldest + window - now, 0), 0, count_over(ok, left, offence), 0, 0,

@@ -9,20 +9,23 @@ local function approx_read(key, window, now)
   local left = window - (now - index * window)
   local state = redis.call('HMGET', key, 'i', 'c', 'p')
   local curr, prev = 0, 0
-  local at = tonumber(state[1])
+  -- (Each field an integer HSET wrote, or false: missing.)
+  local at = state[1] and state[1] + 0
   if at == index then
-    curr, prev = tonumber(state[2]) or 0, tonumber(state[3]) or 0
+    curr, prev = (state[2] or 0) + 0, (state[3] or 0) + 0
   elseif at == index - 1 then
-    prev = tonumber(state[2]) or 0
+    prev = (state[2] or 0) + 0
   end
   return index, left, curr, prev, prev * left / window + curr
 end
 
 -- One more request in the current fixed window, kept until the next fixed
--- window ends (it reads this one as its previous).
+-- window ends (it reads this one as its previous). (Integers formatted
+-- with `%d`, a fraction of what "%.17g" costs.)
 local function approx_add(key, index, curr, prev, left, window)
-  redis.call('HSET', key, 'i', index, 'c', curr + 1, 'p', prev)
-  redis.call('PEXPIRE', key, left + window)
+  local f = string.format
+  redis.call('HSET', key, 'i', f('%d', index), 'c', f('%d', curr + 1), 'p', f('%d', prev))
+  redis.call('PEXPIRE', key, f('%d', left + window))
 end
 
 -- ms until every counted request has left: the end of the next fixed
