@@ -35,11 +35,10 @@ for at = 2, 1 + 8 * sets, 8 do
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
   local at_s = string.format('%d', now + window)
-  local threshold, ttl = ARGV[at + 4] + 0, ARGV[at + 5] + 0
-  local after, ban = ARGV[at + 6] + 0, ARGV[at + 7] + 0
-  -- (One breaker table a set, its keys each client's: b.p the client's
-  -- hash tag, its log's name less the set's suffix.)
-  local b = {threshold = threshold, ttl = ttl, after = after, ban = ban}
+  -- (One breaker table a set, as `breaker` makes one, its keys each
+  -- client's: b.p the client's hash tag, its log's name less the set's
+  -- suffix.)
+  local b = {at = at + 4, threshold = ARGV[at + 4] + 0, after = ARGV[at + 6] + 0}
   local suffix = ':w:' .. ARGV[at + 1] .. ':' .. window_ms
   local cut, refusals = -#suffix - 1, ':o:' .. ARGV[at + 1] .. ':' .. window_ms
   b.named = function()
