@@ -16,7 +16,18 @@ rounds of INFO commandstats' usec_per_call of EVALSHA (the script with its
 commands) and Redis's CPU a call (used_cpu_user + used_cpu_sys, the
 event loop and the network included). The load: 2,000 clients in 100 /24s
 (as bench/net_limits.sh's green load), windows of 2 s, limits far off.
-Run it under `nice`; Redis is pinned to COST_CPU [0] where taskset exists.
+COST_CLIENTS [2000] and COST_PER_NET [20] set the clients and how many
+share a /24. Run it under `nice`; Redis is pinned to COST_CPU [0] where
+taskset exists.
+
+COST_CALLGRIND=1: Redis runs under valgrind's callgrind, counting only
+inside EVALSHA, zeroed after the warm-up; the first column is then the
+instructions a call (exact for a given call sequence; wall-clock times on
+a shared machine are not). Slow: keep the rate low and the clients few
+enough that the logs hold what the real load's do, e.g.
+    COST_CALLGRIND=1 COST_RATE=50 COST_CLIENTS=12 COST_PER_NET=12
+    COST_ROUNDS=3 COST_SECONDS=4 bench/script_cost.py BEFORE AFTER window-c
+COST_KEEP=<dir> keeps each case's callgrind dumps (callgrind_annotate).
 """
 
 import os
