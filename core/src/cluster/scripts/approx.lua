@@ -5,15 +5,15 @@
 -- with their own expiry.
 local function check()
   local key = KEYS[1]
-  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local limit, window = ARGV[1] + 0, ARGV[2] + 0
   local b = breaker(KEYS[3], KEYS[4], KEYS[5], 5)
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
 
-  local index, left, curr, prev, estimate = approx_read(key, window, now)
+  local index, left, curr, prev, estimate, held = approx_read(key, window, now)
   local allowed = 0
   if estimate < limit then
-    approx_add(key, index, curr, prev, left, window)
+    approx_add(key, index, curr, prev, left, window, held)
     curr, estimate, allowed = curr + 1, estimate + 1, 1
     if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
   end

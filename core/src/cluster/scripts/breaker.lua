@@ -6,12 +6,12 @@
 -- breaker counts the key, with `pow_shield_ban` or not.
 local BANNED = 65535
 
--- A call's breaker: its keys and the four rules from ARGV[at] on (strike
--- threshold, strike TTL ms, ban `after`, ban ms; 0 = off).
+-- A call's breaker: its keys, and where its four rules start in ARGV (at:
+-- strike threshold, strike TTL ms, ban `after`, ban ms; 0 = off), with the
+-- two every check reads as numbers (the two durations, which only a strike
+-- reads, are read by `strike_n`).
 local function breaker(sk, tk, uk, at)
-  return {sk = sk, tk = tk, uk = uk,
-    threshold = tonumber(ARGV[at]), ttl = tonumber(ARGV[at + 1]),
-    after = tonumber(ARGV[at + 2]), ban = tonumber(ARGV[at + 3])}
+  return {sk = sk, tk = tk, uk = uk, at = at, threshold = ARGV[at] + 0, after = ARGV[at + 2] + 0}
 end
 
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts; and,
@@ -46,22 +46,26 @@ end
 -- an earlier strike elsewhere may have set, and the ban's). The trip window
 -- starts at the first trip; the trip that bans restarts it.
 local function strike_n(b, n, unpaid)
+  -- (The strike TTL and the ban's ms as ARGV holds them, passed on as they
+  -- are, and as numbers.)
+  local ttl_ms, ban_ms = ARGV[b.at + 1], ARGV[b.at + 3]
+  local strike_ttl, ban = ttl_ms + 0, ban_ms + 0
   local strikes = redis.call('INCRBY', b.sk, n)
   -- A strike never shortens a block: the later expiry stays.
   local ttl = redis.call('PTTL', b.sk)
-  if ttl < b.ttl then
-    redis.call('PEXPIRE', b.sk, b.ttl)
-    ttl = b.ttl
+  if ttl < strike_ttl then
+    redis.call('PEXPIRE', b.sk, ttl_ms)
+    ttl = strike_ttl
   end
   if unpaid then redis.call('INCRBY', b.uk, n) end
   redis.call('PEXPIRE', b.uk, ttl)
   if strikes < b.threshold or strikes - n >= b.threshold then return strikes, 0, 0 end
   if b.after == 0 then return strikes, 1, ttl end
   local trips = redis.call('INCR', b.tk)
-  if trips == 1 or trips >= b.after then redis.call('PEXPIRE', b.tk, b.ban) end
+  if trips == 1 or trips >= b.after then redis.call('PEXPIRE', b.tk, ban_ms) end
   if trips >= b.after then
-    redis.call('SET', b.tk, BANNED, 'PX', b.ban)
-    return strikes, 2, math.max(ttl, b.ban)
+    redis.call('SET', b.tk, BANNED, 'PX', ban_ms)
+    return strikes, 2, math.max(ttl, ban)
   end
   return strikes, 1, ttl
 end

@@ -4,16 +4,17 @@
 
 -- The client's breaker, then Redis's clock: the reply of a blocked client
 -- or of a call that came after its deadline (neither writes anything), or
--- nil, its strikes, the time in ms and, given key (the check's log),
--- whether key exists when the breaker read it (else nil). A call of
--- several clients' checks reads the clock (and its deadline) once, first,
--- and passes now.
+-- nil, its strikes, the time in ms, given key (the check's log) whether
+-- key exists when the breaker read it (else nil), and the time as a string
+-- when read here (`clock_ms`). A call of several clients' checks reads the
+-- clock (and its deadline) once, first, and passes now.
 local function check_open(b, now, key)
   local strikes, block, block_ms, has = breaker_status(b, key)
   if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
   if now then return nil, strikes, now, has end
-  now = clock_ms()
-  return expired(now), strikes, now, has
+  local now_s
+  now, now_s = clock_ms()
+  return expired(now), strikes, now, has, now_s
 end
 
 -- An admitted request's limit's refusals (ok), read only where the next

@@ -17,31 +17,28 @@
 -- admission logged as `<member>.2`, its third `.3`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
-local now = clock_ms()
+local now, now_s = clock_ms()
 local late = expired(now)
 if late then return late end
--- (Formatted once: every admission's score.)
-local now_s = string.format('%d', now)
 local out, gen = {}, nil
-local sets = tonumber(ARGV[1])
+local sets = ARGV[1] + 0
 local ko, member = 0, ARGV[2 + 8 * sets]
 -- (How often each log was named so far in this call: a repeat is logged
 -- under a member of its own, as separate calls would log it.)
 local named = {}
 local clients = 0
-for at = 2, 1 + 8 * sets, 8 do clients = clients + tonumber(ARGV[at]) end
+for at = 2, 1 + 8 * sets, 8 do clients = clients + ARGV[at] end
 local slot = #KEYS > clients
 local per = slot and 5 or 1
 for at = 2, 1 + 8 * sets, 8 do
-  local n, limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local n, limit, window = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
   local at_s = string.format('%d', now + window)
-  local threshold, ttl = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
-  local after, ban = tonumber(ARGV[at + 6]), tonumber(ARGV[at + 7])
-  -- (One breaker table a set, its keys each client's: b.p the client's
-  -- hash tag, its log's name less the set's suffix.)
-  local b = {threshold = threshold, ttl = ttl, after = after, ban = ban}
+  -- (One breaker table a set, as `breaker` makes one, its keys each
+  -- client's: b.p the client's hash tag, its log's name less the set's
+  -- suffix.)
+  local b = {at = at + 4, threshold = ARGV[at + 4] + 0, after = ARGV[at + 6] + 0}
   local suffix = ':w:' .. ARGV[at + 1] .. ':' .. window_ms
   local cut, refusals = -#suffix - 1, ':o:' .. ARGV[at + 1] .. ':' .. window_ms
   b.named = function()

@@ -22,11 +22,12 @@ local function count_over(ok, left, offence)
 end
 
 -- One request under the log at key (its refusals ok; window ms as a
--- number and as ARGV holds it), its member, at now.
-local function log_count(key, ok, limit, window, window_ms, member, offence, now)
+-- number and as ARGV holds it), its member, at now (now_s: the same as a
+-- string, `clock_ms`).
+local function log_count(key, ok, limit, window, window_ms, member, offence, now, now_s)
   local count, oldest = log_read(key, window, now)
   if count < limit then
-    log_add(key, now, member, 1, window_ms)
+    log_add(key, now, member, 1, window_ms, now_s)
     if count == 0 then oldest = now end
     local left = limit - count - 1
     return {1, left, math.max(oldest + window - now, 0), 0, count_over(ok, left, offence), 0, 0,
@@ -38,10 +39,12 @@ local function log_count(key, ok, limit, window, window_ms, member, offence, now
   return {0, 0, reset, retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
 end
 
--- The approx counter at key as read at now (`approx_read`), to count on.
+-- The approx counter at key as read at now (`approx_read`), to count on
+-- (read: its count as read).
 local function counter_at(key, window, now)
-  local index, left, curr, prev = approx_read(key, window, now)
-  return {key = key, window = window, index = index, left = left, curr = curr, prev = prev}
+  local index, left, curr, prev, _, held = approx_read(key, window, now)
+  return {key = key, window = window, index = index, left = left, curr = curr, prev = prev,
+    read = curr, held = held}
 end
 
 -- One request under counter c (`counter_at`), counted in c only: the
@@ -50,7 +53,7 @@ local function approx_count(c, ok, limit, offence)
   local window, left = c.window, c.left
   local estimate = c.prev * left / window + c.curr
   if estimate < limit then
-    c.curr, c.dirty = c.curr + 1, true
+    c.curr = c.curr + 1
     local rest = math.max(limit - math.ceil(estimate + 1), 0)
     return {1, rest, approx_reset(left, window, c.curr, c.prev), 0, count_over(ok, rest, offence),
       0, 0, 0, 0, 0}, false
@@ -60,7 +63,9 @@ local function approx_count(c, ok, limit, offence)
     retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
 end
 
--- What c counted, written (as `approx_add` writes one more).
+-- What c counted, written (`approx_add`).
 local function counter_write(c)
-  if c.dirty then approx_add(c.key, c.index, c.curr - 1, c.prev, c.left, c.window) end
+  if c.curr > c.read then
+    approx_add(c.key, c.index, c.read, c.prev, c.left, c.window, c.held, c.curr - c.read)
+  end
 end

@@ -8,16 +8,16 @@
 -- call that came after its deadline writes nothing for any request. An
 -- approx counter is read once a call and written once at its end (the
 -- requests of a site, or of a /24, share theirs).
-local now = clock_ms()
+local now, now_s = clock_ms()
 local late = expired(now)
 if late then return late end
 local out, gen = {}, nil
-local sets = tonumber(ARGV[1])
+local sets = ARGV[1] + 0
 local ko, mi = 0, 2 + 5 * sets
 -- (Each approx counter read, by key, in the order read.)
 local counters, read = {}, {}
 for at = 2, mi - 1, 5 do
-  local n, limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local n, limit, window = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
   local window_ms, offence, approx = ARGV[at + 2], ARGV[at + 3], ARGV[at + 4] == '1'
   for _ = 1, n do
     local key, ok = KEYS[ko + 1], KEYS[ko + 2]
@@ -30,7 +30,7 @@ for at = 2, mi - 1, 5 do
       end
       r, refused = approx_count(c, ok, limit, offence)
     else
-      r, refused = log_count(key, ok, limit, window, window_ms, ARGV[mi], offence, now)
+      r, refused = log_count(key, ok, limit, window, window_ms, ARGV[mi], offence, now, now_s)
     end
     out[#out + 1] = table.concat(r, ' ')
     -- The slot's generation after a refusal, else 0 (as `slot_reply.lua`),

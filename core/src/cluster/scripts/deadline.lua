@@ -3,16 +3,27 @@
 -- starts after it writes nothing and answers `EXPIRED <ms>`, Redis's clock
 -- then (the node learns the offset again from it).
 
+-- Numbers and Redis: a Lua number passed to redis.call is formatted with
+-- "%.17g" (for Redis to parse it again), a string passed as it is; Lua's
+-- tonumber parses a string twice (`lua_isnumber`, then `lua_tonumber`), an
+-- arithmetic `s + 0` once. Each costs Redis more than most commands' own
+-- work: the scripts pass strings where they have them and turn ARGV's
+-- decimal integers into numbers with `+ 0` (the node sends only those).
+
 -- Redis's clock in ms (every node reads the same; a replica receives the
--- writes, not TIME).
+-- writes, not TIME): as a number, and as the decimal string TIME's two
+-- give without arithmetic (its seconds, then the first three digits of its
+-- microseconds zero-padded to six: 1765000000 and 2500 make
+-- 1765000000002).
 local function clock_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local ms = t[1] .. string.sub('00000' .. t[2], -6, -4)
+  return ms + 0, ms
 end
 
 -- The reply of a call that came after its deadline, at now; else nil.
 local function expired(now)
-  local deadline = tonumber(ARGV[#ARGV]) or 0
+  local deadline = ARGV[#ARGV] + 0
   if deadline > 0 and now > deadline then
     return redis.status_reply('EXPIRED ' .. string.format('%d', now))
   end

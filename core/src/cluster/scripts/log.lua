@@ -10,9 +10,10 @@
 local function log_read(key, window, now)
   local count = redis.call('ZCARD', key)
   if count == 0 then return 0 end
-  count = count - redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  -- (The bound formatted as an integer: `%d` costs a fraction of "%.17g".)
+  count = count - redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
   local oldest
-  if count > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) end
+  if count > 0 then oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] + 0 end
   return count, oldest
 end
 
@@ -28,7 +29,7 @@ local function log_add(key, now, member, n, window_ms, now_s, at_s)
   else
     local entries = {}
     for i = 1, n do
-      entries[2 * i - 1] = now
+      entries[2 * i - 1] = now_s or now
       entries[2 * i] = member .. '.' .. i
     end
     redis.call('ZADD', key, unpack(entries))

@@ -5,9 +5,9 @@
 -- arguments from ARGV[ao + 2] on (the stacked script's: ko and ao 0; one
 -- of several requests' in one call, whose arguments a set of requests
 -- shares: `stacks.lua`), its member; now: Redis's clock read already
--- (nil: read here, with the deadline). Returns the reply and whether it
--- refused.
-local function stacked_check(ko, ao, member, now)
+-- (nil: read here, with the deadline), now_s the same as a string.
+-- Returns the reply and whether it refused.
+local function stacked_check(ko, ao, member, now, now_s)
   local b = breaker(KEYS[ko + 1], KEYS[ko + 2], KEYS[ko + 3], ao + 3)
   -- ARGV[7]: '1' for each limit counted approx (a counter), '0' for each
   -- exact one (a log), in the order of the limits: one a limit.
@@ -16,9 +16,10 @@ local function stacked_check(ko, ao, member, now)
   -- value's (a network, the site).
   local own = ARGV[ao + 8]
   local n = #approx
-  local blocked, strikes
-  blocked, strikes, now = check_open(b, now)
+  local blocked, strikes, clock_s, _
+  blocked, strikes, now, _, clock_s = check_open(b, now)
   if blocked then return blocked, true end
+  now_s = now_s or clock_s
   -- Left out of every limit (empty key= values): admitted, nothing counted.
   if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0}, false end
 
@@ -27,11 +28,11 @@ local function stacked_check(ko, ao, member, now)
   local refusing = 0
   for i = 1, n do
     local key = KEYS[ko + 2 + 2 * i]
-    local limit, window = tonumber(ARGV[ao + 7 + 2 * i]), tonumber(ARGV[ao + 8 + 2 * i])
+    local limit, window = ARGV[ao + 7 + 2 * i] + 0, ARGV[ao + 8 + 2 * i] + 0
     local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
     if s.approx then
-      local index, left, curr, prev, estimate = approx_read(key, window, now)
-      s.index, s.left, s.curr, s.prev = index, left, curr, prev
+      local index, left, curr, prev, estimate, held = approx_read(key, window, now)
+      s.index, s.left, s.curr, s.prev, s.held = index, left, curr, prev, held
       s.allowed = estimate < limit
       if s.allowed then
         curr, estimate = curr + 1, estimate + 1
@@ -62,9 +63,9 @@ local function stacked_check(ko, ao, member, now)
     for i = 1, n do
       local s, key = seen[i], KEYS[ko + 2 + 2 * i]
       if s.approx then
-        approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
+        approx_add(key, s.index, s.curr, s.prev, s.left, s.window, s.held)
       else
-        log_add(key, now, member, 1, ARGV[ao + 8 + 2 * i])
+        log_add(key, now, member, 1, ARGV[ao + 8 + 2 * i], now_s)
       end
       if s.remaining < seen[tightest].remaining then tightest = i end
     end

@@ -11,26 +11,26 @@
 -- request. Each request is checked as the stacked script checks it
 -- (`stacked_check`), one after another.
 if ARGV[1] == '*' then
-local now = clock_ms()
+local now, now_s = clock_ms()
 local late = expired(now)
 if late then return late end
-local sets = tonumber(ARGV[2])
+local sets = ARGV[2] + 0
 -- (Where the members start, after every set, and the requests' keys.)
 local mi, keys = 3, 0
 for _ = 1, sets do
   local limits = #ARGV[mi + 6]
-  keys = keys + tonumber(ARGV[mi]) * (3 + 2 * limits)
+  keys = keys + ARGV[mi] * (3 + 2 * limits)
   mi = mi + 8 + 2 * limits
 end
 local slot = #KEYS > keys
 local out, gen = {}, nil
 local ko, at = 0, 3
 for _ = 1, sets do
-  local n = tonumber(ARGV[at])
+  local n = ARGV[at] + 0
   -- (The stacked script's ARGV[2] is this set's ARGV[at + 1].)
   local ao, limits = at - 1, #ARGV[at + 6]
   for _ = 1, n do
-    local r, refused = stacked_check(ko, ao, ARGV[mi], now)
+    local r, refused = stacked_check(ko, ao, ARGV[mi], now, now_s)
     out[#out + 1] = table.concat(r, ' ')
     -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
     -- `slot_reply.lua`), read once a call.

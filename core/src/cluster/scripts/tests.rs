@@ -2,7 +2,8 @@
 //! (`redis_server`), and the same requests asked of the Rust model
 //! (`tables`, run by `bench`); their replies' decoding (`decoding`); calls
 //! Redis runs after their deadline (`late`); what a new client costs and
-//! the clients that only look new (`fresh`).
+//! the clients that only look new (`fresh`); the numbers the scripts pass
+//! Redis as strings (`numbers`).
 
 mod bench;
 mod checks;
@@ -11,6 +12,7 @@ mod decoding;
 mod fresh;
 mod generations;
 mod late;
+mod numbers;
 pub(crate) mod redis_server;
 mod stacks;
 mod tables;

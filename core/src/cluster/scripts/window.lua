@@ -16,9 +16,10 @@
 -- it refused.
 local function window_check(key, ok, limit, window, window_ms, member, offence, b, now, k,
     now_s, at_s)
-  local blocked, strikes, has
-  blocked, strikes, now, has = check_open(b, now, key)
+  local blocked, strikes, has, clock_s
+  blocked, strikes, now, has, clock_s = check_open(b, now, key)
   if blocked then return blocked, true end
+  now_s = now_s or clock_s
 
   local count, oldest = 0, nil
   if has ~= false then count, oldest = log_read(key, window, now) end
@@ -59,8 +60,8 @@ end
 -- (A fresh admission's reply: admitted, the limit less one remaining,
 -- reset in a window.)
 local function check()
-  local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+  local limit, window = ARGV[1] + 0, ARGV[2] + 0
   local r, refused = window_check(KEYS[1], KEYS[2], limit, window, ARGV[2], ARGV[3], ARGV[4],
-    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, tonumber(ARGV[9]))
+    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, ARGV[9] + 0)
   return r or {1, limit - 1, window, 0, 0, 0, 0, 0, 0, 0}, refused
 end
