@@ -88,20 +88,18 @@ def case_window(rng, seq, kind="w"):
     return keys, [LIMIT, WINDOW, member(seq), "1"] + RULES + ["1", DEADLINE]
 
 
-def case_count(rng, seq, approx="0"):
+def case_count(rng, seq):
     _, net = tags(rng)
-    keys = count_keys(net, "a" if approx == "1" else "w") + [gen_key(net)]
-    return keys, [LIMIT, WINDOW, member(seq), "1", approx, DEADLINE]
+    return count_keys(net) + [gen_key(net)], [LIMIT, WINDOW, member(seq), "1", "0", DEADLINE]
 
 
-def case_counts(rng, seq, n=4, approx="0"):
+def case_counts(rng, seq, n=4):
     keys, members = [], []
     _, net = tags(rng)
     for i in range(n):
-        keys += count_keys(net, "a" if approx == "1" else "w")
+        keys += count_keys(net)
         members.append(member(seq * n + i))
-    args = ["1", str(n), LIMIT, WINDOW, "1", approx] + members + [DEADLINE]
-    return keys + [gen_key(net)], args
+    return keys + [gen_key(net)], ["1", str(n), LIMIT, WINDOW, "1", "0"] + members + [DEADLINE]
 
 
 def case_standing(rng, _seq):
@@ -142,8 +140,6 @@ CASES = {
     "approx-c": ("approx", True, lambda rng, seq: case_window(rng, seq, "a")),
     "count-c": ("count", True, case_count),
     "counts-c": ("counts", True, case_counts),
-    "count-a-c": ("count", True, lambda rng, seq: case_count(rng, seq, "1")),
-    "counts-a-c": ("counts", True, lambda rng, seq: case_counts(rng, seq, 4, "1")),
     "standing-c": ("standing", True, case_standing),
     "stacked": ("stacked", False, case_stacked),
     "stacks": ("stacked", False, case_stacks),

@@ -10,10 +10,10 @@ local function check()
   local blocked, strikes, now = check_open(b)
   if blocked then return blocked, true end
 
-  local index, left, curr, prev, estimate, held = approx_read(key, window, now)
+  local index, left, curr, prev, estimate = approx_read(key, window, now)
   local allowed = 0
   if estimate < limit then
-    approx_add(key, index, curr, prev, left, window, held)
+    approx_add(key, index, curr, prev, left, window)
     curr, estimate, allowed = curr + 1, estimate + 1, 1
     if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
   end

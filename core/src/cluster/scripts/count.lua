@@ -39,12 +39,10 @@ local function log_count(key, ok, limit, window, window_ms, member, offence, now
   return {0, 0, reset, retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
 end
 
--- The approx counter at key as read at now (`approx_read`), to count on
--- (read: its count as read).
+-- The approx counter at key as read at now (`approx_read`), to count on.
 local function counter_at(key, window, now)
-  local index, left, curr, prev, _, held = approx_read(key, window, now)
-  return {key = key, window = window, index = index, left = left, curr = curr, prev = prev,
-    read = curr, held = held}
+  local index, left, curr, prev = approx_read(key, window, now)
+  return {key = key, window = window, index = index, left = left, curr = curr, prev = prev}
 end
 
 -- One request under counter c (`counter_at`), counted in c only: the
@@ -53,7 +51,7 @@ local function approx_count(c, ok, limit, offence)
   local window, left = c.window, c.left
   local estimate = c.prev * left / window + c.curr
   if estimate < limit then
-    c.curr = c.curr + 1
+    c.curr, c.dirty = c.curr + 1, true
     local rest = math.max(limit - math.ceil(estimate + 1), 0)
     return {1, rest, approx_reset(left, window, c.curr, c.prev), 0, count_over(ok, rest, offence),
       0, 0, 0, 0, 0}, false
@@ -63,9 +61,7 @@ local function approx_count(c, ok, limit, offence)
     retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
 end
 
--- What c counted, written (`approx_add`).
+-- What c counted, written (as `approx_add` writes one more).
 local function counter_write(c)
-  if c.curr > c.read then
-    approx_add(c.key, c.index, c.read, c.prev, c.left, c.window, c.held, c.curr - c.read)
-  end
+  if c.dirty then approx_add(c.key, c.index, c.curr - 1, c.prev, c.left, c.window) end
 end

@@ -3,8 +3,7 @@
 -- count, p: the previous window's count), whatever the limit.
 
 -- The counter at now: the fixed window's index, ms left in it, its count,
--- the previous window's, the estimate over the sliding window, and whether
--- the hash holds this fixed window already (`approx_add`).
+-- the previous window's, and the estimate over the sliding window.
 local function approx_read(key, window, now)
   local index = math.floor(now / window)
   local left = window - (now - index * window)
@@ -17,24 +16,15 @@ local function approx_read(key, window, now)
   elseif at == index - 1 then
     prev = (state[2] or 0) + 0
   end
-  return index, left, curr, prev, prev * left / window + curr, at == index
+  return index, left, curr, prev, prev * left / window + curr
 end
 
--- n more requests (1 if nil) in the current fixed window, counted curr
--- before them, kept until the next fixed window ends (it reads this one as
--- its previous). A hash that holds this window already (held: the write
--- that started the window's count set i, p and the expiry, the end of the
--- next fixed window, the same instant as this one's would be) takes the
--- count alone. (Integers formatted with `%d`, a fraction of what "%.17g"
--- costs.)
-local function approx_add(key, index, curr, prev, left, window, held, n)
+-- One more request in the current fixed window, kept until the next fixed
+-- window ends (it reads this one as its previous). (Integers formatted
+-- with `%d`, a fraction of what "%.17g" costs.)
+local function approx_add(key, index, curr, prev, left, window)
   local f = string.format
-  n = n or 1
-  if held then
-    redis.call('HINCRBY', key, 'c', n == 1 and '1' or f('%d', n))
-    return
-  end
-  redis.call('HSET', key, 'i', f('%d', index), 'c', f('%d', curr + n), 'p', f('%d', prev))
+  redis.call('HSET', key, 'i', f('%d', index), 'c', f('%d', curr + 1), 'p', f('%d', prev))
   redis.call('PEXPIRE', key, f('%d', left + window))
 end
 

@@ -31,8 +31,8 @@ local function stacked_check(ko, ao, member, now, now_s)
     local limit, window = ARGV[ao + 7 + 2 * i] + 0, ARGV[ao + 8 + 2 * i] + 0
     local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
     if s.approx then
-      local index, left, curr, prev, estimate, held = approx_read(key, window, now)
-      s.index, s.left, s.curr, s.prev, s.held = index, left, curr, prev, held
+      local index, left, curr, prev, estimate = approx_read(key, window, now)
+      s.index, s.left, s.curr, s.prev = index, left, curr, prev
       s.allowed = estimate < limit
       if s.allowed then
         curr, estimate = curr + 1, estimate + 1
@@ -63,7 +63,7 @@ local function stacked_check(ko, ao, member, now, now_s)
     for i = 1, n do
       local s, key = seen[i], KEYS[ko + 2 + 2 * i]
       if s.approx then
-        approx_add(key, s.index, s.curr, s.prev, s.left, s.window, s.held)
+        approx_add(key, s.index, s.curr, s.prev, s.left, s.window)
       else
         log_add(key, now, member, 1, ARGV[ao + 8 + 2 * i], now_s)
       end
