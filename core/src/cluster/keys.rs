@@ -17,7 +17,6 @@
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
-use crate::cluster::generation::slot_of_tag;
 use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
 use crate::redis::command::client_tag;
@@ -56,37 +55,6 @@ pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
 /// key=`): apart from every client's, as the zone keeps them.
 pub fn own_tag(value: &[u8]) -> String {
     crate::redis::command::tag_of(&[OWN_KEY, value])
-}
-
-/// The last `key=` value's tag ([`own_tag`]) and its slot, kept: a value
-/// repeats from request to request (the site's, a busy /24's), and its
-/// tag costs a hash and a copy to make.
-#[derive(Clone, Debug, Default)]
-pub struct OwnTag {
-    /// The value, its tag and that tag's slot (made when first asked).
-    kept: Option<(Vec<u8>, String, Option<u16>)>,
-}
-
-impl OwnTag {
-    /// `own_tag(value)`, kept for the next request.
-    pub fn tag(&mut self, value: &[u8]) -> &str {
-        self.kept_of(value).1.as_str()
-    }
-
-    /// `own_tag(value)` and its slot (`generation::slot_of_tag`), kept.
-    pub fn tag_and_slot(&mut self, value: &[u8]) -> (&str, u16) {
-        let (_, tag, slot) = self.kept_of(value);
-        let slot = *slot.get_or_insert_with(|| slot_of_tag(tag.as_bytes()));
-        (tag.as_str(), slot)
-    }
-
-    fn kept_of(&mut self, value: &[u8]) -> &mut (Vec<u8>, String, Option<u16>) {
-        if self.kept.as_ref().is_none_or(|kept| kept.0 != value) {
-            self.kept = None;
-        }
-        self.kept
-            .get_or_insert_with(|| (value.to_vec(), own_tag(value), None))
-    }
 }
 
 /// Writes the full name of one of a client's keys; `tag` is
@@ -199,25 +167,6 @@ mod tests {
             assert_eq!(own_tag(value), client_tag(&whole));
         }
         assert!(own_tag(&long).starts_with('#'));
-    }
-
-    #[test]
-    fn a_kept_own_tag_is_the_tag_of_the_value_asked_for() {
-        let mut kept = OwnTag::default();
-        for value in [
-            &b"10.0.0.0/24"[..],
-            b"10.0.0.0/24",
-            b"site",
-            b"",
-            b"10.0.0.0/24",
-        ] {
-            let tag = own_tag(value);
-            assert_eq!(kept.tag(value), tag);
-            assert_eq!(
-                kept.tag_and_slot(value),
-                (tag.as_str(), slot_of_tag(tag.as_bytes()))
-            );
-        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::{Call, Calls, ScriptCall};
 use crate::cluster::generation;
-use crate::cluster::keys::{self, ClientKey, OwnTag};
+use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::args;
 use crate::cluster::scripts::replies::{self, StackedLimits};
 use crate::limiter::breaker::BreakerRules;
@@ -181,19 +181,12 @@ impl Part {
 
     /// Counts it under limit `at` of the subject's, whose count `whose`
     /// is: a `key=` value's under its tag (unless the route's), else the
-    /// client's under the route's (`own`: the value's tag, kept).
-    fn count(
-        &mut self,
-        (subject, own): (&Subject, &mut OwnTag),
-        (at, limit, whose): (usize, RateLimit, Counted),
-    ) {
+    /// client's under the route's.
+    fn count(&mut self, subject: &Subject, (at, limit, whose): (usize, RateLimit, Counted)) {
         let tag = match whose {
             // (a spent record's share is counted by table stores only)
             Counted::Client(_) | Counted::Spends(_) => None,
-            Counted::Own(value) => {
-                let tag = own.tag(value);
-                (tag.as_bytes() != self.route.as_slice()).then(|| tag.to_owned())
-            }
+            Counted::Own(value) => Some(keys::own_tag(value)),
         };
         self.count_tagged(subject, (at, limit, whose), tag);
     }
@@ -273,22 +266,10 @@ impl Calls {
     /// Redis, or a Redis Cluster where every count is in the client's
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
-        self.whole_kept(tag, subject, offence, &mut OwnTag::default())
-    }
-
-    /// [`Calls::whole`], a `key=` value's tag taken from `own` (kept
-    /// there for the next request).
-    pub fn whole_kept(
-        &self,
-        tag: &[u8],
-        subject: &Subject,
-        offence: Offence,
-        own: &mut OwnTag,
-    ) -> Part {
         let (counted, n) = subject.counted_limits();
         let mut part = Part::empty((tag.to_vec(), None, subject.rules, offence), n);
         for &(at, limit, whose) in &counted[..n] {
-            part.count((subject, &mut *own), (at, limit, whose));
+            part.count(subject, (at, limit, whose));
         }
         part
     }
@@ -459,22 +440,19 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
-        let mut own = OwnTag::default();
-        let parts = self.parts_routed((tag.to_vec(), None), subject, offence, &mut own);
+        let parts = self.parts_routed((tag.to_vec(), None), subject, offence);
         parts.into_iter().map(|part| *part).collect()
     }
 
     /// [`Calls::parts`], each in the box the node keeps it in (made in its
     /// box rather than moved there through a list), the client's tag given
     /// as the route of its part (no copy), with its slot where known
-    /// already (`Some`); a `key=` value's tag and slot taken from `own`
-    /// (kept there for the next request).
+    /// already (`Some`).
     pub fn parts_routed(
         &self,
         (tag, slot): (Vec<u8>, Option<u16>),
         subject: &Subject,
         offence: Offence,
-        own: &mut OwnTag,
     ) -> Vec<Box<Part>> {
         let (counted, n) = subject.counted_limits();
         let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
@@ -487,8 +465,8 @@ impl Calls {
             let (index, tag) = match whose {
                 Counted::Client(_) | Counted::Spends(_) => (0, None),
                 Counted::Own(value) => {
-                    let (own, slot) = own.tag_and_slot(value);
-                    let own = own.to_owned();
+                    let own = keys::own_tag(value);
+                    let slot = generation::slot_of_tag(own.as_bytes());
                     match parts.iter().position(|p| p.slot == Some(slot)) {
                         Some(index) => (index, Some(own)),
                         None => {

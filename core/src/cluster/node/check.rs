@@ -175,8 +175,7 @@ impl<W: Waits> ClusterNode<W> {
                 asked_ms: now.monotonic_ms,
                 slot,
             };
-            let own = &mut self.own_tag;
-            let whole = self.calls.whole_kept(tag.as_bytes(), subject, offence, own);
+            let whole = self.calls.whole(tag.as_bytes(), subject, offence);
             let stack = Stack {
                 part: Box::new(whole.in_slot(known)),
                 seq,

@@ -30,7 +30,6 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use crate::cluster::calls::{Call, Calls};
 use crate::cluster::fallback::{Reach, Unavailable};
-use crate::cluster::keys::OwnTag;
 use crate::cluster::refusals::{refusal_key, Batches, RefusalKey, Refused};
 use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
@@ -297,8 +296,6 @@ pub struct ClusterNode<W> {
     local_generation: u64,
     /// A connection was ready before: the next one follows an outage.
     connected_once: bool,
-    /// The last `key=` value's tag and slot (`Calls::parts_routed`).
-    own_tag: OwnTag,
 }
 
 impl<W: Waits> ClusterNode<W> {
@@ -327,7 +324,6 @@ impl<W: Waits> ClusterNode<W> {
             generations: Tracker::new(local_generation, cluster),
             local_generation,
             connected_once: false,
-            own_tag: OwnTag::default(),
         }
     }
 

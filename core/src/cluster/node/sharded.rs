@@ -73,10 +73,7 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         // (The client's tag routes its part, the first: never none.)
         // (`slot`: the client's, its part's.)
-        let own = &mut self.own_tag;
-        let parts = self
-            .calls
-            .parts_routed((tag, Some(slot)), subject, offence, own);
+        let parts = self.calls.parts_routed((tag, Some(slot)), subject, offence);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();

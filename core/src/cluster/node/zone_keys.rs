@@ -1,40 +1,27 @@
 //! The zone's keys of the refusals one operation of the node looks up,
 //! made once each: each limit's refusal is looked up twice a request (to
-//! refuse, then to take what is pending), and a refusal longer than an
+//! refuse, then to take what is pending) and a refusal longer than an
 //! inline key (`refusals::REFUSAL_PREFIX` bytes and a long client key or
-//! `key=` value) is a SHA-256.
+//! `key=` value) is a SHA-256. A refusal that fits inline (the common
+//! keys) is made afresh: that costs less than finding it here.
 
 use crate::store::{TableKey, INLINE_KEY};
 
-/// Inline refusals kept for one operation of the node (a limit's is
-/// looked up twice a request, to refuse and to take what is pending):
-/// a copy of the key costs less than making it again.
-const SHORT: usize = 2;
-/// Longer refusals kept for one operation of the node.
+/// Refusals kept for one operation of the node.
 const KEPT: usize = 4;
 /// Longest refusal kept (`refusals::refusal_key`: 7 bytes and the key).
 const KEPT_LEN: usize = 64;
 
-/// The keys of the last [`SHORT`] inline refusals, and of the last
-/// [`KEPT`] longer ones up to [`KEPT_LEN`] bytes (their table made on the
-/// first: most operations have none).
-#[derive(Default)]
+/// The keys of the last [`KEPT`] refusals of up to [`KEPT_LEN`] bytes.
 pub struct RefusalKeys {
-    short: [Option<TableKey>; SHORT],
-    next_short: usize,
-    long: Option<Box<Long>>,
-}
-
-/// The longer refusals kept: each one's bytes and key.
-struct Long {
     kept: [(u8, [u8; KEPT_LEN]); KEPT],
     keys: [Option<TableKey>; KEPT],
     next: usize,
 }
 
-impl Default for Long {
+impl Default for RefusalKeys {
     fn default() -> Self {
-        Long {
+        RefusalKeys {
             kept: [(0, [0; KEPT_LEN]); KEPT],
             keys: Default::default(),
             next: 0,
@@ -45,41 +32,28 @@ impl Default for Long {
 impl RefusalKeys {
     /// The zone's key of `refusal` (`TableKey::new(&[refusal])`).
     pub fn of(&mut self, refusal: &[u8]) -> TableKey {
-        if refusal.len() <= INLINE_KEY {
-            // (An inline key's stored bytes are the refusal's.)
-            if let Some(key) = self.short.iter().flatten().find(|k| k.stored() == refusal) {
-                return key.clone();
-            }
-            let key = TableKey::new(&[refusal]);
-            if let Some(place) = self.short.get_mut(self.next_short % SHORT) {
-                *place = Some(key.clone());
-            }
-            self.next_short = self.next_short.wrapping_add(1);
-            return key;
-        }
         let len = match u8::try_from(refusal.len()) {
-            Ok(len) if refusal.len() <= KEPT_LEN => len,
+            Ok(len) if refusal.len() > INLINE_KEY && refusal.len() <= KEPT_LEN => len,
             _ => return TableKey::new(&[refusal]),
         };
-        let long = self.long.get_or_insert_with(Default::default);
-        let found = long
+        let found = self
             .kept
             .iter()
             .position(|(n, kept)| *n == len && kept.get(..refusal.len()) == Some(refusal));
         if let Some(key) = found
-            .and_then(|i| long.keys.get(i))
+            .and_then(|i| self.keys.get(i))
             .and_then(Option::as_ref)
         {
             return key.clone();
         }
         let key = TableKey::new(&[refusal]);
-        let i = long.next % KEPT;
-        if let (Some((n, kept)), Some(slot)) = (long.kept.get_mut(i), long.keys.get_mut(i)) {
+        let i = self.next % KEPT;
+        if let (Some((n, kept)), Some(slot)) = (self.kept.get_mut(i), self.keys.get_mut(i)) {
             *n = len;
             kept[..refusal.len()].copy_from_slice(refusal);
             *slot = Some(key.clone());
         }
-        long.next = long.next.wrapping_add(1);
+        self.next = self.next.wrapping_add(1);
         key
     }
 }
