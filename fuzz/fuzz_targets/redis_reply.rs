@@ -1,6 +1,7 @@
 //! Bytes a Redis peer (or anything at its address) may send, read the way
 //! the client reads them: reply after reply from one buffer, each through
-//! `decode_reply` (compared with the general path), `integers`, the
+//! `decode_reply` (compared with the general path, each array's room
+//! given back for the next as the client does), `integers`, the
 //! sliding-window verdict and the strike script's breaker.
 #![no_main]
 
@@ -9,7 +10,7 @@ use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::cluster::scripts::replies::{standing_from_reply, verdict_from_reply};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::command::{
-    decode_reply, integers, is_noscript, scan_then_decode, Decoded,
+    decode_reply, integers, is_noscript, recycle, scan_then_decode, Decoded,
 };
 
 const LIMIT: RateLimit = RateLimit {
@@ -32,6 +33,8 @@ fuzz_target!(|data: &[u8]| {
             "used {used} of {}",
             rest.len()
         );
+        // Read into a room a reply before gave back: the same.
+        assert_eq!(Decoded::Frame(frame.clone(), used), scan_then_decode(rest));
         rest = &rest[used..];
         let _ = is_noscript(&frame);
         if let Some(reply) = integers(&frame) {
@@ -51,5 +54,6 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(breaker.tripped.is_some(), reply[3] != 0);
             }
         }
+        recycle(frame);
     }
 });

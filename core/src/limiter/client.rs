@@ -22,7 +22,8 @@ pub struct ClientId {
 
 impl ClientId {
     pub fn as_str(&self) -> &str {
-        // ok: only `write_str` fills the buffer, with whole `&str` pieces.
+        // ok: `write_str` fills the buffer with whole `&str` pieces, `push`
+        // and `push_octets` with ASCII.
         core::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 

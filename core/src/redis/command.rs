@@ -109,9 +109,9 @@ fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
         *slot = n;
         at += used;
     }
-    // The integers of the reply before are written over in place (nothing
-    // to drop), the room grown or cut to this one's.
-    let mut items = ROOM.try_with(Cell::take).unwrap_or_default();
+    // The integers of a reply read before are written over in place
+    // (nothing to drop), its room cut to this one's.
+    let mut items = room();
     items.truncate(count);
     for (i, &n) in ints.iter().take(count).enumerate() {
         match items.get_mut(i) {
@@ -123,22 +123,47 @@ fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
     Some((OwnedFrame::Array(items), at))
 }
 
+/// Rooms kept for array replies: a read of several replies decodes them
+/// all before the node reads any ([`recycle`] gives each back after), so
+/// a busy worker has several at once.
+const KEPT_ROOMS: usize = 8;
+
 std::thread_local! {
-    /// The room of an array reply read before ([`recycle`]): a
-    /// worker reads its replies one at a time and is done with each
-    /// before the next, so one array's room serves the script answers of
-    /// every call (measured: an allocation and a free a call).
-    static ROOM: Cell<Vec<OwnedFrame>> = const { Cell::new(Vec::new()) };
+    /// The rooms of array replies read before ([`recycle`]), each of
+    /// [`MAX_ELEMENTS`]: they serve the script answers of every call
+    /// (measured: an allocation and a free a call).
+    static ROOMS: Cell<Vec<Vec<OwnedFrame>>> = const { Cell::new(Vec::new()) };
+}
+
+/// A room for an array reply: one given back before, or a new one of
+/// [`MAX_ELEMENTS`] (so no reply of ours grows it).
+fn room() -> Vec<OwnedFrame> {
+    let kept = ROOMS.try_with(|rooms| {
+        let mut all = rooms.take();
+        let one = all.pop();
+        rooms.set(all);
+        one
+    });
+    kept.ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(MAX_ELEMENTS))
 }
 
 /// Gives back a reply [`decode_reply`] made once it has been read: its
-/// array's room (no larger than a reply of ours) serves the next one.
-/// (Its items stay until the next reply writes over them: a script's
-/// integers, nothing to drop; any other is dropped then.)
+/// array's room, if [`room`] made it, serves a later one (up to
+/// [`KEPT_ROOMS`] are kept). (Its items stay until a later reply writes
+/// over them: a script's integers, nothing to drop; any other is dropped
+/// then.)
 pub fn recycle(frame: OwnedFrame) {
     if let OwnedFrame::Array(items) = frame {
-        if items.capacity() <= MAX_ELEMENTS {
-            let _ = ROOM.try_with(|room| room.set(items));
+        if items.capacity() == MAX_ELEMENTS {
+            let _ = ROOMS.try_with(|rooms| {
+                let mut all = rooms.take();
+                if all.len() < KEPT_ROOMS {
+                    all.push(items);
+                }
+                rooms.set(all);
+            });
         }
     }
 }

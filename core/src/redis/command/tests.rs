@@ -510,3 +510,40 @@ fn a_recycled_reply_leaves_the_next_one_read_the_same() {
     assert_eq!(decode_reply(b"*2\r\n:1\r\n"), Decoded::Partial);
     assert_eq!(decode_reply(first), by_parser(first));
 }
+
+#[test]
+fn replies_read_together_each_have_a_room_that_no_reply_grows() {
+    // A read of several replies decodes them all before any goes back.
+    let replies: [&[u8]; 4] = [
+        b"*11\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n:9\r\n:10\r\n:11\r\n",
+        b"*2\r\n:40\r\n:50\r\n",
+        b"*16\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n:9\r\n:10\r\n:11\r\n:12\r\n:13\r\n:14\r\n:15\r\n:16\r\n",
+        b"*3\r\n:-1\r\n:0\r\n:1\r\n",
+    ];
+    for _round in 0..3 {
+        let mut frames = Vec::new();
+        for reply in replies {
+            let Decoded::Frame(frame, len) = decode_reply(reply) else {
+                panic!("a complete reply");
+            };
+            assert_eq!(len, reply.len());
+            let OwnedFrame::Array(items) = &frame else {
+                panic!("an array");
+            };
+            assert_eq!(items.capacity(), MAX_ELEMENTS);
+            assert_eq!(Decoded::Frame(frame.clone(), len), by_parser(reply));
+            frames.push(frame);
+        }
+        frames.into_iter().for_each(recycle);
+    }
+    // An array of other items given back: the next integers read the same.
+    let mixed: &[u8] = b"*3\r\n:1\r\n$3\r\nabc\r\n-ERR x\r\n";
+    let Decoded::Frame(frame, _) = decode_reply(mixed) else {
+        panic!("a complete reply");
+    };
+    recycle(frame);
+    recycle(OwnedFrame::Array(vec![OwnedFrame::BulkString(b"x".to_vec()); MAX_ELEMENTS]));
+    for reply in [replies[1], replies[2], replies[0]] {
+        assert_eq!(decode_reply(reply), by_parser(reply));
+    }
+}
