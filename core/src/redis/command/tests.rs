@@ -542,7 +542,10 @@ fn replies_read_together_each_have_a_room_that_no_reply_grows() {
         panic!("a complete reply");
     };
     recycle(frame);
-    recycle(OwnedFrame::Array(vec![OwnedFrame::BulkString(b"x".to_vec()); MAX_ELEMENTS]));
+    recycle(OwnedFrame::Array(vec![
+        OwnedFrame::BulkString(b"x".to_vec());
+        MAX_ELEMENTS
+    ]));
     for reply in [replies[1], replies[2], replies[0]] {
         assert_eq!(decode_reply(reply), by_parser(reply));
     }
