@@ -1,13 +1,15 @@
 //! What nginx calls for a connection (its events, its socket's, the end
 //! of a TLS handshake), each behind the panic guard; each runs the
 //! callbacks of the slots a disconnect failed (`Connection::run_deferred`)
-//! once the connection's state is released.
+//! once the connection's state is released (`run_failed`, `run_deferred`,
+//! here too).
 
 use core::ffi::c_void;
 
 use nginx_sys::{ngx_connection_t, ngx_event_t};
 
 use super::{Connection, Phase};
+use crate::redis::exchange::{OnReply, Reply};
 
 /// Recovers the connection from an event's data.
 ///
@@ -121,4 +123,41 @@ pub(super) unsafe extern "C" fn tls_handler(socket: *mut ngx_connection_t) {
         });
         c.run_deferred();
     })
+}
+
+/// What runs once a connection's state is released.
+impl Connection {
+    /// Answers the slots a disconnect failed with `Reply::Failed`. (Asked
+    /// after every event of the connection, and almost always none: the
+    /// check is inline, the answering not.)
+    #[inline(always)]
+    pub(super) fn run_failed(&self) {
+        let failed = match self.failed.try_borrow_mut() {
+            Ok(mut failed) if !failed.is_empty() => core::mem::take(&mut *failed),
+            _ => return,
+        };
+        Self::answer_failed(failed);
+    }
+
+    #[inline(never)]
+    fn answer_failed(failed: Vec<OnReply>) {
+        for on_reply in failed {
+            // Each on its own: a bug in one must not strand the other requests.
+            crate::ffi::guard((), || on_reply.run(Reply::Failed));
+        }
+    }
+
+    /// What runs once the state is released: failed slots, then `on_ready`.
+    pub(super) fn run_deferred(&self) {
+        self.run_failed();
+        let ready = self
+            .state
+            .try_borrow_mut()
+            .is_ok_and(|mut st| st.exchange.take_ready());
+        if ready {
+            if let Some(on_ready) = &self.settings.on_ready {
+                on_ready();
+            }
+        }
+    }
 }

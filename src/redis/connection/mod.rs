@@ -567,38 +567,4 @@ impl Connection {
             ev.cancel();
         }
     }
-
-    /// Answers the slots a disconnect failed with `Reply::Failed`. (Asked
-    /// after every event of the connection, and almost always none: the
-    /// check is inline, the answering not.)
-    #[inline(always)]
-    fn run_failed(&self) {
-        let failed = match self.failed.try_borrow_mut() {
-            Ok(mut failed) if !failed.is_empty() => core::mem::take(&mut *failed),
-            _ => return,
-        };
-        Self::answer_failed(failed);
-    }
-
-    #[inline(never)]
-    fn answer_failed(failed: Vec<OnReply>) {
-        for on_reply in failed {
-            // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply.run(Reply::Failed));
-        }
-    }
-
-    /// What runs once the state is released: failed slots, then `on_ready`.
-    fn run_deferred(&self) {
-        self.run_failed();
-        let ready = self
-            .state
-            .try_borrow_mut()
-            .is_ok_and(|mut st| st.exchange.take_ready());
-        if ready {
-            if let Some(on_ready) = &self.settings.on_ready {
-                on_ready();
-            }
-        }
-    }
 }
