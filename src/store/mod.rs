@@ -30,9 +30,11 @@ use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::{Limits, MAX_LIMITS};
+use pow_shield_core::limiter::Limits;
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Spent, Subject};
+use pow_shield_core::store::{
+    Checked, KeptKeys, Now, Offence, Op, Reply, Solution, Spent, Subject,
+};
 use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later.
@@ -211,7 +213,7 @@ impl Stores {
         let mut late = || {
             Box::new(Late {
                 op,
-                keys: Keys::of(subject),
+                keys: KeptKeys::of(subject),
                 limits: *subject.limits,
                 rules: subject.rules,
                 rising: subject.rising,
@@ -285,105 +287,13 @@ impl Stores {
 /// memory may be gone by then: the key is copied).
 pub struct Late {
     op: Op,
-    keys: Keys,
+    keys: KeptKeys,
     limits: Limits,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
     fail_local: bool,
     redis_only: bool,
-}
-
-/// A request's client key and its limits' `key=` values, copied one
-/// after the other into one buffer: inline when they are short (an
-/// address and its network: some 30 bytes), else in one allocation
-/// (measured: a copy each made a Redis request's `Late` four allocations).
-struct Keys {
-    bytes: KeyBytes,
-    /// The client key is `bytes[..key_len]`.
-    key_len: usize,
-    /// Where each limit's `key=` value is in `bytes` (`None`: the limit
-    /// counts per client key).
-    values: [Option<(u32, u32)>; MAX_LIMITS],
-    /// How many limits the request has values for.
-    limits: usize,
-}
-
-/// [`Keys`]'s bytes.
-enum KeyBytes {
-    Inline { len: u8, bytes: [u8; INLINE_KEYS] },
-    Heap(Vec<u8>),
-}
-
-/// Bytes of keys kept without an allocation.
-const INLINE_KEYS: usize = 48;
-
-impl Keys {
-    fn of(subject: &Subject) -> Self {
-        let mut values = [None; MAX_LIMITS];
-        let limits = subject.key_values.len().min(MAX_LIMITS);
-        let kept = &subject.key_values[..limits];
-        let len = subject.key.len() + kept.iter().flatten().map(|v| v.len()).sum::<usize>();
-        let mut heap = Vec::new();
-        let mut inline = [0u8; INLINE_KEYS];
-        let out: &mut [u8] = match len <= INLINE_KEYS {
-            true => &mut inline[..len],
-            false => {
-                heap.resize(len, 0);
-                &mut heap
-            }
-        };
-        let (key, rest) = out.split_at_mut(subject.key.len());
-        key.copy_from_slice(subject.key);
-        let mut at = 0;
-        for (slot, value) in values.iter_mut().zip(kept) {
-            *slot = value.and_then(|value| {
-                let room = rest.get_mut(at..at + value.len())?;
-                room.copy_from_slice(value);
-                let from = subject.key.len() + at;
-                at += value.len();
-                // (Never past 4 GiB: an nginx variable's value is under
-                // 256 MiB, its length a 28-bit field.)
-                Some((
-                    u32::try_from(from).ok()?,
-                    u32::try_from(from + value.len()).ok()?,
-                ))
-            });
-        }
-        let bytes = match len <= INLINE_KEYS {
-            true => KeyBytes::Inline {
-                len: len as u8,
-                bytes: inline,
-            },
-            false => KeyBytes::Heap(heap),
-        };
-        Keys {
-            bytes,
-            key_len: subject.key.len(),
-            values,
-            limits,
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        match &self.bytes {
-            KeyBytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            KeyBytes::Heap(bytes) => bytes,
-        }
-    }
-
-    fn key(&self) -> &[u8] {
-        self.bytes().get(..self.key_len).unwrap_or_default()
-    }
-
-    /// The `key=` values by limit, as a `Subject` takes them (the first
-    /// [`Keys::limits`]).
-    fn values(&self) -> [Option<&[u8]>; MAX_LIMITS] {
-        let bytes = self.bytes();
-        self.values.map(|value| {
-            value.map(|(from, to)| bytes.get(from as usize..to as usize).unwrap_or_default())
-        })
-    }
 }
 
 /// A spend the zone made for Redis, to write there once it answers.
@@ -429,7 +339,7 @@ impl Late {
         let subject = Subject {
             key: self.keys.key(),
             limits: &self.limits,
-            key_values: &values[..self.keys.limits],
+            key_values: &values[..self.keys.limits()],
             rules: self.rules,
             rising: self.rising,
         };

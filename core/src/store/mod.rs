@@ -15,6 +15,7 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 pub mod breaker_generation;
+mod kept_keys;
 mod memory;
 pub mod spent;
 mod table_key;
@@ -22,6 +23,7 @@ pub mod take_back;
 #[cfg(test)]
 mod tests;
 
+pub use kept_keys::KeptKeys;
 pub use memory::MemoryStore;
 pub use spent::SpentRoom;
 pub use table_key::{TableKey, INLINE_KEY};
