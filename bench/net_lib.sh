@@ -130,8 +130,11 @@ REALIP='set_real_ip_from 127.0.0.1; real_ip_header X-Real-IP;'
 # numbered from FIRST_NET [0], hosts 1..HOSTS), one /24 after another so
 # that every /24 gets its share evenly; an address comes back after
 # NETS x HOSTS requests. DELAY_MS [0]: a pause per connection between
-# requests (a rate). HOT_PERCENT [0]: that share from one hot address
-# (10.255.255.1). Requests are prebuilt in init (wrk's own CPU stays low).
+# requests (a rate); it may have a fraction (wrk's pauses are whole ms: a
+# connection's pauses then alternate between the two whole numbers around
+# it, so that they average DELAY_MS). HOT_PERCENT [0]: that share from one
+# hot address (10.255.255.1). Requests are prebuilt in init (wrk's own CPU
+# stays low).
 wrk_rotate() {
     local file=$1 uri=$2 nets=$3 hosts=$4 first=${5:-0} delay=${6:-0} hot=${7:-0}
     cat >"$file" <<EOF
@@ -151,7 +154,15 @@ end
 local i = 0
 request = function() i = i % n + 1; return reqs[i] end
 EOF
-    if ((delay > 0)); then echo "delay = function() return $delay end" >>"$file"; fi
+    if [[ $delay =~ ^[0-9]+$ ]]; then
+        ((delay == 0)) || echo "delay = function() return $delay end" >>"$file"
+    else
+        [[ $delay =~ ^[0-9]*\.[0-9]+$ ]] || die "wrk_rotate: bad pause '$delay'"
+        cat >>"$file" <<EOF
+local owed = 0
+delay = function() owed = owed + $delay; local ms = math.floor(owed); owed = owed - ms; return ms end
+EOF
+    fi
 }
 
 # wrk_run CONNS SECONDS OUT URL [wrk args]: wrk pinned to WRK_CPU.

@@ -41,6 +41,17 @@
 # `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
 # otherwise): syscalls a request, in all and the most frequent ones.
 # BENCH_REDIS_CPU [BENCH_NGINX_CPU's, 0]: the core of the Redis processes.
+# NET_RATE=<req/s>: every case paced to about that many requests a second
+# (all its nodes together), below what each reaches flat out, so that stock
+# and the module's cases are measured at the same load: a pause a
+# connection between requests (wrk's delay, fractions dithered), set from
+# the rate and calibrated on each round's warm-up (the round trip the
+# warm-up took beyond its pause is taken off). Flat out (the default), a
+# case's nginx us a request carries what its own rate does to batching:
+# stock at 30,000 requests a second gathers many responses into each wake
+# of wrk and each epoll_wait, a case at 6,000 gathers few. Paced, every
+# case pays the same per-request system costs, and what is left over stock
+# is the module's and its Redis calls'. The table shows the rate reached.
 # NET_MODULE_B=<module .so>: a second module (before/after in one run):
 # each backend B gets B_b, nginx nodes with that module on the same Redis,
 # measured next to B's in every round (the same load for both): right
@@ -59,10 +70,11 @@ die() { echo "bench/net_limits.sh: $*" >&2; exit 1; }
 DURATION=${NET_SECONDS:-4}
 ROUNDS=${NET_ROUNDS:-3}
 CONNS=${NET_CONNECTIONS:-32}
+RATE=${NET_RATE:-0}
 HOT=${NET_HOT:-0}
 CASES=${NET_CASES:-stock one two three flood one2 site2 siteover2 clsite2 clsiteover2}
 BACKENDS=${NET_BACKENDS:-redis cluster3}
-for v in DURATION ROUNDS CONNS HOT; do
+for v in DURATION ROUNDS CONNS HOT RATE; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
 done
 ((DURATION >= 1 && ROUNDS >= 1 && CONNS >= 2 && HOT < 100)) || die "bad NET_* values"
@@ -162,27 +174,39 @@ done
 
 # wrk scripts: green (2,000 addresses in 100 /24s, 10.0.0.x-10.0.99.x,
 # NET_HOT % from one hot address) for each uri; the flood's /24 10.40.0.x.
-for c in $CASES; do
-    if [[ $c == flood ]]; then
-        wrk_rotate "$TMP/$c.lua" "${URI[$c]}" 1 254 $((40 * 256))
+# case_script FILE CASE [PAUSE_MS]: the case's wrk script, paced by PAUSE_MS.
+case_script() {
+    if [[ $2 == flood ]]; then
+        wrk_rotate "$1" "${URI[$2]}" 1 254 $((40 * 256)) "${3:-0}"
     else
-        wrk_rotate "$TMP/$c.lua" "${URI[$c]}" 100 20 0 0 "$HOT"
+        wrk_rotate "$1" "${URI[$2]}" 100 20 0 "${3:-0}" "$HOT"
     fi
-done
+}
+for c in $CASES; do case_script "$TMP/$c.lua" "$c"; done
+# next_pause RPS PAUSE: the pause (ms, two decimals) that brings a run that
+# reached RPS with PAUSE to RATE (CONNS connections, each waiting PAUSE and
+# its round trip between requests).
+next_pause() {
+    awk -v c="$CONNS" -v r="$1" -v d="$2" -v rate="$RATE" \
+        'BEGIN {l = c * 1000 / r - d; d = c * 1000 / rate - l; printf "%.2f", d < 0.01 ? 0.01 : d}'
+}
+declare -A PAUSE # per backend/case when paced: the pause of its next run
 nodes_of() { [[ $1 == *2 ]] && echo "a b" || echo a; }
 refused_case() { [[ $1 == flood || $1 == *over2 ]]; }
 
 # load <backend> <case> <seconds> <out prefix>: wrk on each node at once.
 load() {
-    local b=$1 c=$2 secs=$3 out=$4 n nodes conns pids=()
+    local b=$1 c=$2 secs=$3 out=$4 n nodes conns pids=() script=$TMP/$2.lua
+    ((RATE == 0)) || script=$TMP/$b.$c.lua
     read -r -a nodes <<<"$(nodes_of "$c")"
     conns=$((CONNS / ${#nodes[@]}))
     for n in "${nodes[@]}"; do
-        wrk_run "$conns" "$secs" "$out.$n" "http://127.0.0.1:${HTTP[$b.$n]}${URI[$c]}" -s "$TMP/$c.lua" &
+        wrk_run "$conns" "$secs" "$out.$n" "http://127.0.0.1:${HTTP[$b.$n]}${URI[$c]}" -s "$script" &
         pids+=($!)
     done
     for n in "${pids[@]}"; do wait "$n" || die "wrk failed ($b $c)"; done
 }
+warm_rps() { local o s=0; for o in "$TMP"/warm.?; do s=$((s + $(wrk_rps "$o"))); done; echo "$s"; }
 worker_ticks() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(ticks "${WORKER[$b.$n]}"))); done; echo "$s"; }
 
 # The probe: does Redis decide a lone keyed limit (5 of 8 admitted)?
@@ -212,7 +236,16 @@ for r in $(seq "$ROUNDS"); do
             # (Stock once a round: the first backend's, which every row is against.)
             [[ $c == stock && $b != "${BACKENDS%% *}" ]] && continue
             flush_all "${ports[@]}"
-            load "$b" "$c" 2 "$TMP/warm"
+            if ((RATE > 0)); then
+                pause=${PAUSE[$k]:-$(awk -v c="$CONNS" -v rate="$RATE" 'BEGIN {printf "%.2f", c * 1000 / rate}')}
+                case_script "$TMP/$b.$c.lua" "$c" "$pause"
+                rm -f "$TMP"/warm.?
+                load "$b" "$c" 2 "$TMP/warm"
+                pause=$(next_pause "$(warm_rps)" "$pause")
+                case_script "$TMP/$b.$c.lua" "$c" "$pause"
+            else
+                load "$b" "$c" 2 "$TMP/warm"
+            fi
             t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}")
             mapfile -t each0 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
             commandstats "${ports[@]}" >"$TMP/c0"
@@ -233,6 +266,7 @@ for r in $(seq "$ROUNDS"); do
                 ((non == 0)) || die "$k: $non non-2xx answers of $n on a green path"
             fi
             RPS[$k]+="$rps "
+            ((RATE == 0)) || PAUSE[$k]=$(next_pause "$rps" "$pause")
             NG[$k]+="$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}') "
             # The busiest master's share of Redis's CPU (a hot spot: 33 % is even on three).
             BUSY[$k]+="$(for i in "${!each0[@]}"; do echo "${each0[$i]} ${each1[$i]}"; done |
@@ -279,6 +313,7 @@ echo "nginx:   $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'), module $MODULE;
 echo "redis:   $("$REDIS_SERVER" --version | awk '{print $3}'); redis = one Redis, cluster3 = a Redis Cluster of 3 masters"
 echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds x $DURATION s after a 2 s warm-up;" \
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
+((RATE == 0)) || echo "paced:   each case at about $RATE requests a second (NET_RATE; a pause a connection, calibrated on each round's warm-up)"
 echo
 printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
     "busiest" "calls/req" "cmd/req"
@@ -309,6 +344,12 @@ echo "  vs base: redis us against the per-client limit alone (one; one2 for the 
 echo "  busiest: the busiest master's share of the cluster's Redis CPU (33 % is even)"
 echo "  calls/req: script calls (EVALSHA + EVAL) per request; cmd/req: every command Redis ran, the scripts' own included"
 echo "  targets: two <= 2.00x one (redis us), two <= stock + 8 (nginx us); flood <= 1 redis us; site2 and clsite2 <= 1.5x one2"
+if ((RATE > 0)); then
+    slow=$(for k in "${!RPS[@]}"; do
+        awk -v r="$(median "${RPS[$k]}")" -v rate="$RATE" -v k="$k" 'BEGIN {if (r < 0.9 * rate) printf " %s (%d)", k, r}'
+    done)
+    echo "  paced at $RATE req/s${slow:+; more than 10 % short of it (not at the same load):$slow}"
+fi
 echo
 echo "commands per request in the last round (calls a request / own usec a call):"
 for b in $BACKENDS; do
