@@ -37,6 +37,8 @@
 #   nginx us/req = delta(utime + stime) of the workers / requests
 #   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu, all masters / requests
 #   cmd/req      = commands Redis ran (INFO commandstats) / requests
+#   sw/req       = context switches of the workers (/proc/<pid>/status,
+#                  voluntary and not) / requests
 # NET_SYSCALLS=1: after the rounds, one more load a backend and case under
 # `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
 # otherwise): syscalls a request, in all and the most frequent ones.
@@ -207,6 +209,9 @@ load() {
     for n in "${pids[@]}"; do wait "$n" || die "wrk failed ($b $c)"; done
 }
 warm_rps() { local o s=0; for o in "$TMP"/warm.?; do s=$((s + $(wrk_rps "$o"))); done; echo "$s"; }
+# switches_of PID: the context switches of a process so far (it slept, or was put off the core).
+switches_of() { awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}' "/proc/$1/status"; }
+worker_switches() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(switches_of "${WORKER[$b.$n]}"))); done; echo "$s"; }
 worker_ticks() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(ticks "${WORKER[$b.$n]}"))); done; echo "$s"; }
 
 # The probe: does Redis decide a lone keyed limit (5 of 8 admitted)?
@@ -223,7 +228,7 @@ for b in $BACKENDS; do
     PROBE[$b]=$ok
 done
 
-declare -A RPS NG RD CMD CALLS BUSY DETAIL
+declare -A RPS NG RD CMD CALLS BUSY DETAIL SW
 for r in $(seq "$ROUNDS"); do
     order=$BACKENDS
     if [[ -n $MODULE_B ]] && ((r % 2 == 0)); then
@@ -246,12 +251,12 @@ for r in $(seq "$ROUNDS"); do
             else
                 load "$b" "$c" 2 "$TMP/warm"
             fi
-            t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}")
+            t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}") s0=$(worker_switches "$b" "$c")
             mapfile -t each0 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
             commandstats "${ports[@]}" >"$TMP/c0"
             load "$b" "$c" "$DURATION" "$TMP/run"
             commandstats "${ports[@]}" >"$TMP/c1"
-            t1=$(worker_ticks "$b" "$c") r1=$(redis_cpu "${ports[@]}")
+            t1=$(worker_ticks "$b" "$c") r1=$(redis_cpu "${ports[@]}") s1=$(worker_switches "$b" "$c")
             mapfile -t each1 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
             n=0 non=0 rps=0
             for o in "$TMP"/run.?; do
@@ -273,6 +278,7 @@ for r in $(seq "$ROUNDS"); do
                 awk '{d = $2 - $1; t += d; if (d > m) m = d} END {printf "%.0f", (t > 0) ? 100 * m / t : 0}') "
             RD[$k]+="$(awk -v a="$r0" -v b="$r1" -v n="$n" 'BEGIN {printf "%.3f", (b - a) * 1e6 / n}') "
             CMD[$k]+="$(awk -v t="$(commands_total "$TMP/c0" "$TMP/c1")" -v n="$n" 'BEGIN {printf "%.4f", t / n}') "
+            SW[$k]+="$(awk -v a="$s0" -v b="$s1" -v n="$n" 'BEGIN {printf "%.3f", (b - a) / n}') "
             CALLS[$k]+="$(awk -v t="$(script_calls "$TMP/c0" "$TMP/c1")" -v n="$n" 'BEGIN {printf "%.4f", t / n}') "
             ((r == ROUNDS)) && DETAIL[$k]=$(per_request "$TMP/c0" "$TMP/c1" "$n")
         done
@@ -315,8 +321,8 @@ echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
 ((RATE == 0)) || echo "paced:   each case at about $RATE requests a second (NET_RATE; a pause a connection, calibrated on each round's warm-up)"
 echo
-printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
-    "busiest" "calls/req" "cmd/req"
+printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s %7s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
+    "busiest" "calls/req" "cmd/req" "sw/req"
 for b in $BACKENDS; do
     for c in $CASES; do
         k=$b/$c
@@ -334,8 +340,8 @@ for b in $BACKENDS; do
         [[ $c == stock ]] && rd=-
         busy=$(median "${BUSY[$k]}")%
         [[ $b == redis* || $c == stock ]] && busy=-
-        printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
-            "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")"
+        printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s %7s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
+            "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")" "$(median "${SW[$k]}")"
     done
 done
 echo
@@ -343,6 +349,7 @@ echo "  nginx us / redis us: CPU per request of the nginx workers / of Redis (al
 echo "  vs base: redis us against the per-client limit alone (one; one2 for the two-node cases)"
 echo "  busiest: the busiest master's share of the cluster's Redis CPU (33 % is even)"
 echo "  calls/req: script calls (EVALSHA + EVAL) per request; cmd/req: every command Redis ran, the scripts' own included"
+echo "  sw/req: the workers' context switches a request (voluntary and not: each time a worker slept or was put off its core)"
 echo "  targets: two <= 2.00x one (redis us), two <= stock + 8 (nginx us); flood <= 1 redis us; site2 and clsite2 <= 1.5x one2"
 if ((RATE > 0)); then
     slow=$(for k in "${!RPS[@]}"; do
