@@ -34,7 +34,8 @@
 # NET_SECONDS [4] of wrk -t1 (-c32 on one node, -c16 on each of two);
 # nginx (one worker a node) and Redis on core 0, wrk on core 1; medians of
 # NET_ROUNDS [3] rounds:
-#   nginx us/req = delta(utime + stime) of the workers / requests
+#   nginx us/req = delta(utime + stime) of the workers / requests (and
+#                  stime alone: what of it the kernel spent)
 #   redis us/req = delta(used_cpu_user + used_cpu_sys) of INFO cpu, all masters / requests
 #   cmd/req      = commands Redis ran (INFO commandstats) / requests
 #   sw/req       = context switches of the workers (/proc/<pid>/status,
@@ -213,6 +214,12 @@ warm_rps() { local o s=0; for o in "$TMP"/warm.?; do s=$((s + $(wrk_rps "$o")));
 switches_of() { awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {print s + 0}' "/proc/$1/status"; }
 worker_switches() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(switches_of "${WORKER[$b.$n]}"))); done; echo "$s"; }
 worker_ticks() { local b=$1 c=$2 n s=0; for n in $(nodes_of "$c"); do s=$((s + $(ticks "${WORKER[$b.$n]}"))); done; echo "$s"; }
+# worker_sys_ticks: the kernel's part (stime) of worker_ticks.
+worker_sys_ticks() {
+    local b=$1 c=$2 n s=0
+    for n in $(nodes_of "$c"); do s=$((s + $(awk '{print $15}' "/proc/${WORKER[$b.$n]}/stat"))); done
+    echo "$s"
+}
 
 # The probe: does Redis decide a lone keyed limit (5 of 8 admitted)?
 declare -A PROBE
@@ -228,7 +235,7 @@ for b in $BACKENDS; do
     PROBE[$b]=$ok
 done
 
-declare -A RPS NG RD CMD CALLS BUSY DETAIL SW
+declare -A RPS NG NGSYS RD CMD CALLS BUSY DETAIL SW
 for r in $(seq "$ROUNDS"); do
     order=$BACKENDS
     if [[ -n $MODULE_B ]] && ((r % 2 == 0)); then
@@ -252,11 +259,13 @@ for r in $(seq "$ROUNDS"); do
                 load "$b" "$c" 2 "$TMP/warm"
             fi
             t0=$(worker_ticks "$b" "$c") r0=$(redis_cpu "${ports[@]}") s0=$(worker_switches "$b" "$c")
+            k0=$(worker_sys_ticks "$b" "$c")
             mapfile -t each0 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
             commandstats "${ports[@]}" >"$TMP/c0"
             load "$b" "$c" "$DURATION" "$TMP/run"
             commandstats "${ports[@]}" >"$TMP/c1"
             t1=$(worker_ticks "$b" "$c") r1=$(redis_cpu "${ports[@]}") s1=$(worker_switches "$b" "$c")
+            k1=$(worker_sys_ticks "$b" "$c")
             mapfile -t each1 < <(for p in "${ports[@]}"; do redis_cpu "$p"; echo; done)
             n=0 non=0 rps=0
             for o in "$TMP"/run.?; do
@@ -273,6 +282,7 @@ for r in $(seq "$ROUNDS"); do
             RPS[$k]+="$rps "
             ((RATE == 0)) || PAUSE[$k]=$(next_pause "$rps" "$pause")
             NG[$k]+="$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}') "
+            NGSYS[$k]+="$(awk -v a="$k0" -v b="$k1" -v hz="$HZ" -v n="$n" 'BEGIN {printf "%.2f", (b - a) / hz * 1e6 / n}') "
             # The busiest master's share of Redis's CPU (a hot spot: 33 % is even on three).
             BUSY[$k]+="$(for i in "${!each0[@]}"; do echo "${each0[$i]} ${each1[$i]}"; done |
                 awk '{d = $2 - $1; t += d; if (d > m) m = d} END {printf "%.0f", (t > 0) ? 100 * m / t : 0}') "
@@ -321,8 +331,8 @@ echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
 ((RATE == 0)) || echo "paced:   each case at about $RATE requests a second (NET_RATE; a pause a connection, calibrated on each round's warm-up)"
 echo
-printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s %7s\n' backend case req/s "nginx us" "vs stock" "redis us" "vs base" \
-    "busiest" "calls/req" "cmd/req" "sw/req"
+printf '%-10s %-11s %8s %9s %9s %9s %9s %9s %7s %10s %10s %7s\n' backend case req/s "nginx us" "vs stock" "of it sys" \
+    "redis us" "vs base" "busiest" "calls/req" "cmd/req" "sw/req"
 for b in $BACKENDS; do
     for c in $CASES; do
         k=$b/$c
@@ -340,12 +350,13 @@ for b in $BACKENDS; do
         [[ $c == stock ]] && rd=-
         busy=$(median "${BUSY[$k]}")%
         [[ $b == redis* || $c == stock ]] && busy=-
-        printf '%-10s %-11s %8s %9s %9s %9s %9s %7s %10s %10s %7s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
-            "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")" "$(median "${SW[$k]}")"
+        printf '%-10s %-11s %8s %9s %9s %9s %9s %9s %7s %10s %10s %7s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
+            "$(median "${NGSYS[$k]}")" "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")" "$(median "${SW[$k]}")"
     done
 done
 echo
 echo "  nginx us / redis us: CPU per request of the nginx workers / of Redis (all masters); vs stock: nginx us - stock's"
+echo "  of it sys: the kernel's part of nginx us (stime; the rest is the workers' own code, the module's included)"
 echo "  vs base: redis us against the per-client limit alone (one; one2 for the two-node cases)"
 echo "  busiest: the busiest master's share of the cluster's Redis CPU (33 % is even)"
 echo "  calls/req: script calls (EVALSHA + EVAL) per request; cmd/req: every command Redis ran, the scripts' own included"
