@@ -15,15 +15,18 @@ local function check()
   if estimate < limit then
     approx_add(key, index, curr, prev, left, window)
     curr, estimate, allowed = curr + 1, estimate + 1, 1
-    if ARGV[4] == '1' then strikes = waited(KEYS[2], b, strikes) end
+    if ARGV[4] == '1' and strikes > 0 then strikes = rare().waited(KEYS[2], b, strikes) end
   end
 
   local retry_after, over, tripped, struck, block_ms = 0, 0, 0, 0, 0
   if allowed == 0 then
-    retry_after = approx_retry(limit, window, left, curr, prev)
-    over, strikes, tripped, struck, block_ms = refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
+    local r = rare()
+    retry_after = r.approx_retry(limit, window, left, curr, prev)
+    over, strikes, tripped, struck, block_ms = r.refuse(KEYS[2], 1, window, ARGV[4], strikes, b)
   elseif math.ceil(estimate) >= limit or ARGV[4] == '0' then
-    over = priced_over(KEYS[2])
+    -- (Read only where the next challenge is priced from them, as in
+    -- `window.lua`.)
+    over = tonumber(redis.call('GET', KEYS[2]) or 0)
   end
   return {allowed, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, curr, prev),
     retry_after, over, strikes, 0, block_ms, tripped, struck}, allowed == 0

@@ -45,7 +45,7 @@ for i = 0, #KEYS / 6 - 1 do
   end
   if fresh and b.threshold > 0 and n > 0 then
     if block == 0 then
-      strikes, tripped = strike_n(b, n, true)
+      strikes, tripped = rare().strike_n(b, n, true)
     elseif redis.call('PTTL', b.sk) > 0 then
       -- Blocked meanwhile (by another node): the 429s this node sent still
       -- count, but neither extend the block nor trip again.

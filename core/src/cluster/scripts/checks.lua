@@ -35,10 +35,9 @@ for at = 2, 1 + 8 * sets, 8 do
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
   local at_s = string.format('%d', now + window)
-  -- (One breaker table a set, as `breaker` makes one, its keys each
-  -- client's: b.p the client's hash tag, its log's name less the set's
-  -- suffix.)
-  local b = {at = at + 4, threshold = ARGV[at + 4] + 0, after = ARGV[at + 6] + 0}
+  -- (One breaker table a set, its keys each client's: b.p the client's
+  -- hash tag, its log's name less the set's suffix.)
+  local b = breaker(nil, nil, nil, at + 4)
   local suffix = ':w:' .. ARGV[at + 1] .. ':' .. window_ms
   local cut, refusals = -#suffix - 1, ':o:' .. ARGV[at + 1] .. ':' .. window_ms
   b.named = function()
@@ -69,7 +68,7 @@ for at = 2, 1 + 8 * sets, 8 do
       -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
       -- `slot_reply.lua`), read once a call.
       if slot then
-        if refused and not gen then gen = slot_generation() end
+        if refused and not gen then gen = rare().slot_generation() end
         out[#out + 1] = refused and gen or 0
       end
     end

@@ -35,7 +35,7 @@ for at = 2, mi - 1, 5 do
     out[#out + 1] = table.concat(r, ' ')
     -- The slot's generation after a refusal, else 0 (as `slot_reply.lua`),
     -- read once a call.
-    if refused and not gen then gen = slot_generation() end
+    if refused and not gen then gen = rare().slot_generation() end
     out[#out + 1] = refused and gen or 0
     ko, mi = ko + 2, mi + 1
   end

@@ -7,6 +7,6 @@ local reply, refused = check()
 -- (Came after its deadline: the status reply as it is.)
 if reply.ok then return reply end
 local gen = 0
-if refused then gen = slot_generation() end
+if refused then gen = rare().slot_generation() end
 reply[#reply + 1] = tonumber(gen)
 return reply

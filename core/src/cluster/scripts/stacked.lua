@@ -37,7 +37,7 @@ local function stacked_check(ko, ao, member, now, now_s)
       if s.allowed then
         curr, estimate = curr + 1, estimate + 1
       else
-        s.retry = approx_retry(limit, window, left, curr, prev)
+        s.retry = rare().approx_retry(limit, window, left, curr, prev)
       end
       s.remaining = math.max(limit - math.ceil(estimate), 0)
       s.reset = approx_reset(left, window, curr, prev)
@@ -49,7 +49,7 @@ local function stacked_check(ko, ao, member, now, now_s)
         s.remaining = math.max(limit - count - 1, 0)
       else
         s.remaining = 0
-        s.retry = log_retry(key, count, limit, window, now)
+        s.retry = rare().log_retry(key, count, limit, window, now)
       end
       s.reset = 0
       if oldest then s.reset = math.max(oldest + window - now, 0) end
@@ -71,17 +71,21 @@ local function stacked_check(ko, ao, member, now, now_s)
     end
     -- A wait is taken back under the first of the client's own limits
     -- that refused it (a key= limit's refusals strike no one).
-    if ARGV[ao + 2] == '1' then
+    if ARGV[ao + 2] == '1' and strikes > 0 then
       for i = 1, n do
         if string.sub(own, i, i) == '1' then
           local was = strikes
-          strikes = waited(KEYS[ko + 3 + 2 * i], b, strikes)
+          strikes = rare().waited(KEYS[ko + 3 + 2 * i], b, strikes)
           if strikes ~= was then break end
         end
       end
     end
     local s, over = seen[tightest], 0
-    if s.remaining == 0 or ARGV[ao + 2] == '0' then over = priced_over(KEYS[ko + 3 + 2 * tightest]) end
+    -- (Its refusals read only where the next challenge is priced from
+    -- them, as in `window.lua`.)
+    if s.remaining == 0 or ARGV[ao + 2] == '0' then
+      over = tonumber(redis.call('GET', KEYS[ko + 3 + 2 * tightest]) or 0)
+    end
     return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1}, false
   end
 
@@ -92,7 +96,7 @@ local function stacked_check(ko, ao, member, now, now_s)
   if offence == '1' and string.sub(own, refusing, refusing) ~= '1' then offence = '0' end
   local over, tripped, block_ms, _
   over, strikes, tripped, _, block_ms =
-    refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
+    rare().refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
   return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
     true
 end

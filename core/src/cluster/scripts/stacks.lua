@@ -35,7 +35,7 @@ for _ = 1, sets do
     -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
     -- `slot_reply.lua`), read once a call.
     if slot then
-      if refused and not gen then gen = slot_generation() end
+      if refused and not gen then gen = rare().slot_generation() end
       out[#out + 1] = refused and gen or 0
     end
     ko, mi = ko + 3 + 2 * limits, mi + 1

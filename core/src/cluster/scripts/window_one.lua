@@ -1,0 +1,11 @@
+-- The window script's check (`Scripts::window`: KEYS, ARGV and the reply),
+-- one client's (`window_check`).
+
+-- (A fresh admission's reply: admitted, the limit less one remaining,
+-- reset in a window.)
+local function check()
+  local limit, window = ARGV[1] + 0, ARGV[2] + 0
+  local r, refused = window_check(KEYS[1], KEYS[2], limit, window, ARGV[2], ARGV[3], ARGV[4],
+    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, ARGV[9] + 0)
+  return r or {1, limit - 1, window, 0, 0, 0, 0, 0, 0, 0}, refused
+end
