@@ -29,5 +29,5 @@ local function check()
     over = tonumber(redis.call('GET', KEYS[2]) or 0)
   end
   return {allowed, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, curr, prev),
-    retry_after, over, strikes, 0, block_ms, tripped, struck}, allowed == 0
+    retry_after, over, strikes, 0, block_ms, tripped, struck, nil}, allowed == 0
 end

@@ -2,17 +2,21 @@
 -- step, over three keys of the client: strikes (sk), breaker trips (tk) and
 -- unpaid strikes (uk, the strikes of challenges not paid yet: a 429's, the
 -- only ones a spend or a wait takes back; they expire with sk). A ban
--- leaves tk at BANNED (`BANNED_TRIPS`): it acts at every location whose
+-- leaves tk at 65535 (`BANNED_TRIPS`): it acts at every location whose
 -- breaker counts the key, with `pow_shield_ban` or not. (Its strikes:
--- `strikes.lua`, a rare path's.)
-local BANNED = 65535
+-- `strikes.lua`, a rare path's.) (Written as a number, not a local: a
+-- local the functions read would be an upvalue of each, which Lua makes
+-- at every call.)
 
 -- A call's breaker: its keys, and where its four rules start in ARGV (at:
 -- strike threshold, strike TTL ms, ban `after`, ban ms; 0 = off), with the
 -- two every check reads as numbers (the two durations, which only a strike
 -- reads, are read by `R.strike_n`: `strikes.lua`).
+-- (A rule that is off, '0', is known without parsing: `deadline.lua`.)
 local function breaker(sk, tk, uk, at)
-  return {sk = sk, tk = tk, uk = uk, at = at, threshold = ARGV[at] + 0, after = ARGV[at + 2] + 0}
+  local threshold, after = ARGV[at], ARGV[at + 2]
+  return {sk = sk, tk = tk, uk = uk, at = at, threshold = threshold == '0' and 0 or threshold + 0,
+    after = after == '0' and 0 or after + 0}
 end
 
 -- strikes, block (0 clear, 1 blocked, 2 banned), ms the block lasts; and,
@@ -30,7 +34,7 @@ local function breaker_status(b, key)
   end
   local both = redis.call('MGET', b.sk, b.tk)
   local strikes, trips = tonumber(both[1] or 0), tonumber(both[2] or 0)
-  if trips >= BANNED or (b.after > 0 and trips >= b.after) then
+  if trips >= 65535 or (b.after > 0 and trips >= b.after) then
     return strikes, 2, redis.call('PTTL', b.tk)
   end
   if b.threshold > 0 and strikes >= b.threshold then

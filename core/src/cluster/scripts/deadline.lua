@@ -8,7 +8,10 @@
 -- tonumber parses a string twice (`lua_isnumber`, then `lua_tonumber`), an
 -- arithmetic `s + 0` once. Each costs Redis more than most commands' own
 -- work: the scripts pass strings where they have them and turn ARGV's
--- decimal integers into numbers with `+ 0` (the node sends only those).
+-- decimal integers into numbers with `+ 0` (the node sends only those);
+-- where one value is common ('0' for a rule that is off), comparing the
+-- string first (the same string is the same object in Lua: a pointer's
+-- comparison) spares parsing it (measured: about 500 instructions each).
 
 -- Redis's clock in ms (every node reads the same; a replica receives the
 -- writes, not TIME): as a number, and as the decimal string TIME's two

@@ -6,7 +6,10 @@
 local reply, refused = check()
 -- (Came after its deadline: the status reply as it is.)
 if reply.ok then return reply end
-local gen = 0
-if refused then gen = rare().slot_generation() end
-reply[#reply + 1] = tonumber(gen)
+-- (Its eleventh slot, made nil for this: `check.lua`.)
+if refused then
+  reply[11] = tonumber(rare().slot_generation())
+else
+  reply[11] = 0
+end
 return reply

@@ -21,7 +21,7 @@ local function stacked_check(ko, ao, member, now, now_s)
   if blocked then return blocked, true end
   now_s = now_s or clock_s
   -- Left out of every limit (empty key= values): admitted, nothing counted.
-  if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0}, false end
+  if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0, nil}, false end
 
   -- Each limit as the one-limit scripts see it, nothing counted yet.
   local seen = {}
@@ -86,7 +86,7 @@ local function stacked_check(ko, ao, member, now, now_s)
     if s.remaining == 0 or ARGV[ao + 2] == '0' then
       over = tonumber(redis.call('GET', KEYS[ko + 3 + 2 * tightest]) or 0)
     end
-    return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1}, false
+    return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1, nil}, false
   end
 
   local s = seen[refusing]
@@ -97,7 +97,8 @@ local function stacked_check(ko, ao, member, now, now_s)
   local over, tripped, block_ms, _
   over, strikes, tripped, _, block_ms =
     rare().refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
-  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
+  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1,
+    nil},
     true
 end
 

@@ -4,8 +4,8 @@
 local function check()
   local b = breaker(KEYS[1], KEYS[2], nil, 1)
   local strikes, block, block_ms = breaker_status(b)
-  if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0}, true end
+  if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0, nil}, true end
   local late = expired(clock_ms())
   if late then return late end
-  return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0}, false
+  return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0, nil}, false
 end

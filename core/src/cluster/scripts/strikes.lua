@@ -26,7 +26,8 @@ function R.strike_n(b, n, unpaid)
   local trips = redis.call('INCR', b.tk)
   if trips == 1 or trips >= b.after then redis.call('PEXPIRE', b.tk, ban_ms) end
   if trips >= b.after then
-    redis.call('SET', b.tk, BANNED, 'PX', ban_ms)
+    -- (Banned: `BANNED_TRIPS`, as `breaker.lua` reads it.)
+    redis.call('SET', b.tk, 65535, 'PX', ban_ms)
     return strikes, 2, math.max(ttl, ban)
   end
   return strikes, 1, ttl

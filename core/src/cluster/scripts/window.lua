@@ -59,5 +59,5 @@ local function window_check(key, ok, limit, window, window_ms, member, offence, 
     over = tonumber(redis.call('GET', ok) or 0)
   end
   return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
-    block_ms, tripped, struck}, allowed < k
+    block_ms, tripped, struck, nil}, allowed < k
 end
