@@ -110,7 +110,7 @@ macro_rules! texts {
                 "deadline", "breaker",
                 "rare", "strikes", "refusal", "log_retry", "approx_retry",
                 "generations", "new_generation", "slot_generation", "rare_end",
-                "check", "log", "counter", "stacked", "stacks", $end),
+                "check", "log", "counter", "stacked", "stacks", "stacked_one", $end),
             checks: compose!("several clients' checks";
                 "deadline", "breaker",
                 "rare", "strikes", "refusal", "log_retry",

@@ -17,8 +17,7 @@
 -- admission logged as `<member>.2`, its third `.3`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local out, gen = {}, nil
 local sets = ARGV[1] + 0

@@ -8,8 +8,7 @@
 -- call that came after its deadline writes nothing for any request. An
 -- approx counter is read once a call and written once at its end (the
 -- requests of a site, or of a /24, share theirs).
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local out, gen = {}, nil
 local sets = ARGV[1] + 0

@@ -17,17 +17,14 @@
 -- writes, not TIME): as a number, and as the decimal string TIME's two
 -- give without arithmetic (its seconds, then the first three digits of its
 -- microseconds zero-padded to six: 1765000000 and 2500 make
--- 1765000000002).
+-- 1765000000002); and the reply of a call that came after its deadline,
+-- else nil (every caller asks both: one function, made once a call).
 local function clock_ms()
   local t = redis.call('TIME')
   local ms = t[1] .. string.sub('00000' .. t[2], -6, -4)
-  return ms + 0, ms
-end
-
--- The reply of a call that came after its deadline, at now; else nil.
-local function expired(now)
-  local deadline = ARGV[#ARGV] + 0
+  local now, deadline = ms + 0, ARGV[#ARGV] + 0
   if deadline > 0 and now > deadline then
-    return redis.status_reply('EXPIRED ' .. string.format('%d', now))
+    return now, ms, redis.status_reply('EXPIRED ' .. string.format('%d', now))
   end
+  return now, ms
 end

@@ -3,7 +3,6 @@
 -- made if missing; 0 when it admitted, so the green path reads nothing more
 -- (measured: the GET and its parsing cost about 3 us of Redis CPU inside a
 -- script).
-local reply, refused = check()
 -- (Came after its deadline: the status reply as it is.)
 if reply.ok then return reply end
 -- (Its eleventh slot, made nil for this: `check.lua`.)

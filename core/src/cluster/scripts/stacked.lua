@@ -101,7 +101,3 @@ local function stacked_check(ko, ao, member, now, now_s)
     nil},
     true
 end
-
-local function check()
-  return stacked_check(0, 0, ARGV[1], nil)
-end

@@ -11,8 +11,7 @@
 -- request. Each request is checked as the stacked script checks it
 -- (`stacked_check`), one after another.
 if ARGV[1] == '*' then
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local sets = ARGV[2] + 0
 -- (Where the members start, after every set, and the requests' keys.)
