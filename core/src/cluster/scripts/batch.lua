@@ -55,7 +55,7 @@ for i = 0, #KEYS / 6 - 1 do
     end
     strikes, block, block_ms = breaker_status(b)
   end
-  for _, v in ipairs({over, strikes, block, block_ms, tripped}) do out[#out + 1] = v end
+  out[#out + 1] = string.format('%d %d %d %d %d', over, strikes, block, block_ms, tripped)
 end
 -- One bulk string of decimal integers: an array reply of every client's
 -- five would exceed what the node accepts of a reply (16 elements).

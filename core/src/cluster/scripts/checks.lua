@@ -63,12 +63,12 @@ for at = 2, 1 + 8 * sets, 8 do
       and r[5] == 0 and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0) then
       out[#out + 1] = 'n'
     else
-      out[#out + 1] = table.concat(r, ' ')
+      out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d', unpack(r))
       -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
       -- `slot_reply.lua`), read once a call.
       if slot then
         if refused and not gen then gen = rare().slot_generation() end
-        out[#out + 1] = refused and gen or 0
+        out[#out + 1] = refused and gen or '0'
       end
     end
     ko = ko + per

@@ -24,16 +24,18 @@ local function stacked_check(ko, ao, member, now, now_s)
   if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0, nil}, false end
 
   -- Each limit as the one-limit scripts see it, nothing counted yet.
-  local seen = {}
+  -- (Each table made with every field it gets, and seen with two slots,
+  -- the common stack's: Lua grows a table past its size by a rehash.)
+  local seen = {false, false}
   local refusing = 0
   for i = 1, n do
     local key = KEYS[ko + 2 + 2 * i]
     local limit, window = ARGV[ao + 7 + 2 * i] + 0, ARGV[ao + 8 + 2 * i] + 0
-    local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
-    if s.approx then
+    local s
+    if string.sub(approx, i, i) == '1' then
       local index, left, curr, prev, estimate = approx_read(key, window, now)
-      s.index, s.left, s.curr, s.prev = index, left, curr, prev
-      s.allowed = estimate < limit
+      s = {window = window, retry = 0, approx = true, index = index, left = left, curr = curr,
+        prev = prev, allowed = estimate < limit, remaining = 0, reset = 0}
       if s.allowed then
         curr, estimate = curr + 1, estimate + 1
       else
@@ -43,7 +45,8 @@ local function stacked_check(ko, ao, member, now, now_s)
       s.reset = approx_reset(left, window, curr, prev)
     else
       local count, oldest = log_read(key, window, now)
-      s.allowed = count < limit
+      s = {window = window, retry = 0, approx = false, allowed = count < limit, remaining = 0,
+        reset = 0}
       if s.allowed then
         if count == 0 then oldest = now end
         s.remaining = math.max(limit - count - 1, 0)

@@ -30,12 +30,12 @@ for _ = 1, sets do
   local ao, limits = at - 1, #ARGV[at + 6]
   for _ = 1, n do
     local r, refused = stacked_check(ko, ao, ARGV[mi], now, now_s)
-    out[#out + 1] = table.concat(r, ' ')
+    out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d', unpack(r))
     -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
     -- `slot_reply.lua`), read once a call.
     if slot then
       if refused and not gen then gen = rare().slot_generation() end
-      out[#out + 1] = refused and gen or 0
+      out[#out + 1] = refused and gen or '0'
     end
     ko, mi = ko + 3 + 2 * limits, mi + 1
   end
