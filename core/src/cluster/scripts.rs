@@ -7,7 +7,12 @@
 //! composer ([`compose!`]), at compile time: the shared parts (the breaker,
 //! a check's opening and refusal, the log window, the approximate counter,
 //! the generations) are written once; a mode differs only in a part (a
-//! check's last part, a generation spend's first). [`Scripts::for_mode`]
+//! check's last part and the slot's generation it makes after a refusal, a
+//! generation spend's first). A script composes only the functions it can
+//! call, and those only its rare paths call (a refusal, a strike, a
+//! generation made) as fields a call makes when it first needs them
+//! (`rare.lua`): Redis runs a script's body at every call, and each
+//! function it defines is a closure made then. [`Scripts::for_mode`]
 //! holds every script of a mode with its SHA-1.
 
 use std::sync::LazyLock;
@@ -82,28 +87,45 @@ const fn code<const N: usize>(text: &str) -> [u8; N] {
     out
 }
 
-/// Every script's parts, for a mode's last part of a check (`check_end`; the
-/// stacked script's, which gathers too: `stacked_end`)
-/// and first part of a generation spend (`gen_guard`).
+/// Every script's parts, for a mode's last part of a check (`check_end`),
+/// the parts a Redis Cluster's check adds among its rare paths' (`slot`:
+/// the slot's generation, made after a refusal) and the first part of a
+/// generation spend (`gen_guard`, after its rare paths' `guard_rare`).
+/// The parts between `rare` and `rare_end` define the functions only rare
+/// paths call (`rare.lua`: made only when a call needs them); a script
+/// composes only the functions it can call (a test checks it).
 macro_rules! texts {
-    (check_end: [$($end:literal),+], stacked_end: [$($stacked_end:literal),+],
-        gen_guard: $guard:literal) => {
+    (check_end: $end:literal, slot: [$($slot:literal),*],
+        gen_guard: $guard:literal, guard_rare: [$($guard_rare:literal),+]) => {
         Texts {
             window: compose!("sliding-window log";
-                "deadline", "breaker", "check", "log", "window", $($end),+),
+                "deadline", "breaker",
+                "rare", "strikes", "refusal", "log_retry", $($slot,)* "rare_end",
+                "check", "log", "window", "window_one", $end),
             approx: compose!("sliding-window counter (approx)";
-                "deadline", "breaker", "check", "counter", "approx", $($end),+),
+                "deadline", "breaker",
+                "rare", "strikes", "refusal", "approx_retry", $($slot,)* "rare_end",
+                "check", "counter", "approx", $end),
             stacked: compose!("stacked limits";
-                "deadline", "breaker", "check", "log", "counter", "stacked",
-                $($stacked_end),+),
+                "deadline", "breaker",
+                "rare", "strikes", "refusal", "log_retry", "approx_retry",
+                "generations", "new_generation", "slot_generation", "rare_end",
+                "check", "log", "counter", "stacked", "stacks", "stacked_one", $end),
             checks: compose!("several clients' checks";
-                "deadline", "breaker", "check", "log", "window", "generations", "checks"),
-            strike: compose!("one strike"; "deadline", "on_time", "breaker", "strike"),
+                "deadline", "breaker",
+                "rare", "strikes", "refusal", "log_retry",
+                "generations", "new_generation", "slot_generation", "rare_end",
+                "check", "log", "window", "checks"),
+            strike: compose!("one strike";
+                "deadline", "on_time", "breaker", "rare", "strikes", "rare_end", "strike"),
             spend: compose!("spend"; "deadline", "on_time", "breaker", "spend"),
             gen_spend: compose!("spend within the data generation";
-                "deadline", "on_time", "generations", $guard, "breaker", "spend"),
-            batch: compose!("local refusals"; "deadline", "on_time", "breaker", "batch"),
-            generation: compose!("data generation"; "generations", "generation"),
+                "deadline", "on_time", "rare", $($guard_rare),+, "rare_end", $guard,
+                "breaker", "spend"),
+            batch: compose!("local refusals";
+                "deadline", "on_time", "breaker", "rare", "strikes", "rare_end", "batch"),
+            generation: compose!("data generation";
+                "rare", "generations", "rare_end", "generation"),
             undo: compose!("counts taken back"; "deadline", "undo"),
         }
     };
@@ -125,15 +147,20 @@ pub(crate) struct Texts {
 
 /// One Redis (or Sentinel's master): a check replies as it is.
 pub(crate) const ONE_REDIS: Texts = texts!(
-    check_end: ["reply"],
-    stacked_end: ["generations", "stacks", "reply"],
-    gen_guard: "gen_guard"
+    check_end: "reply",
+    slot: [],
+    gen_guard: "gen_guard",
+    guard_rare: ["generations"]
 );
 
 /// A Redis Cluster: a check's reply ends with the slot's generation, a
 /// generation spend checks the slot's.
-pub(crate) const REDIS_CLUSTER: Texts = texts!(check_end: ["generations", "slot_reply"],
-        stacked_end: ["generations", "stacks", "slot_reply"], gen_guard: "slot_gen_guard");
+pub(crate) const REDIS_CLUSTER: Texts = texts!(
+    check_end: "slot_reply",
+    slot: ["generations", "new_generation", "slot_generation"],
+    gen_guard: "slot_gen_guard",
+    guard_rare: ["generations", "new_generation"]
+);
 
 /// One script: its text and the SHA-1 `EVALSHA` and `SCRIPT LOAD` name it
 /// by.
@@ -398,11 +425,19 @@ pub struct PartScripts {
 
 /// The texts of [`PartScripts`].
 const COUNT: &str = compose!("one count without a breaker";
-    "deadline", "log", "counter", "generations", "count", "count_one", "slot_reply");
+    "deadline",
+    "rare", "log_retry", "approx_retry", "count_refused",
+    "generations", "new_generation", "slot_generation", "rare_end",
+    "log", "counter", "count", "count_one", "slot_reply");
 const COUNTS: &str = compose!("several counts without a breaker";
-    "deadline", "log", "counter", "generations", "count", "counts");
+    "deadline",
+    "rare", "log_retry", "approx_retry", "count_refused",
+    "generations", "new_generation", "slot_generation", "rare_end",
+    "log", "counter", "count", "counts");
 const STANDING: &str = compose!("the client's breaker";
-    "deadline", "breaker", "standing", "generations", "slot_reply");
+    "deadline", "breaker",
+    "rare", "generations", "new_generation", "slot_generation", "rare_end",
+    "standing", "slot_reply");
 
 static SCRIPTS: LazyLock<[Scripts; 2]> = LazyLock::new(|| {
     [

@@ -45,7 +45,7 @@ for i = 0, #KEYS / 6 - 1 do
   end
   if fresh and b.threshold > 0 and n > 0 then
     if block == 0 then
-      strikes, tripped = strike_n(b, n, true)
+      strikes, tripped = rare().strike_n(b, n, true)
     elseif redis.call('PTTL', b.sk) > 0 then
       -- Blocked meanwhile (by another node): the 429s this node sent still
       -- count, but neither extend the block nor trip again.
@@ -55,7 +55,7 @@ for i = 0, #KEYS / 6 - 1 do
     end
     strikes, block, block_ms = breaker_status(b)
   end
-  for _, v in ipairs({over, strikes, block, block_ms, tripped}) do out[#out + 1] = v end
+  out[#out + 1] = string.format('%d %d %d %d %d', over, strikes, block, block_ms, tripped)
 end
 -- One bulk string of decimal integers: an array reply of every client's
 -- five would exceed what the node accepts of a reply (16 elements).

@@ -1,6 +1,13 @@
--- What every check script (window, approx, stacked) does first, and with a
--- refusal. A check is `local function check()`, returning its reply and
--- whether it refused; the mode's last part returns the reply.
+-- What every check script (window, approx, stacked) does first (a refusal:
+-- `refusal.lua`, a rare path's). A check's part ends with the call's check
+-- run at the script's top, not as a function of its own (each is a closure
+-- made at every call, and each function it calls an upvalue of it): it
+-- leaves `reply` and `refused` (its reply, and whether it refused; a late
+-- call's reply is `{ok = ...}`) for the mode's last part, which returns
+-- the reply. A reply's table is made with an eleventh slot, nil (a reply
+-- ends at its first nil): a Redis Cluster's puts the slot's generation
+-- there (`slot_reply.lua`), where a table made with ten would grow (Lua
+-- reallocates and rehashes it).
 
 -- The client's breaker, then Redis's clock: the reply of a blocked client
 -- or of a call that came after its deadline (neither writes anything), or
@@ -10,38 +17,9 @@
 -- clock (and its deadline) once, first, and passes now.
 local function check_open(b, now, key)
   local strikes, block, block_ms, has = breaker_status(b, key)
-  if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0} end
+  if block > 0 then return {0, 0, 0, 0, 0, strikes, block, block_ms, 0, 0, nil} end
   if now then return nil, strikes, now, has end
-  local now_s
-  now, now_s = clock_ms()
-  return expired(now), strikes, now, has, now_s
-end
-
--- An admitted request's limit's refusals (ok), read only where the next
--- challenge is priced from them (SPEC 4, "Paying ahead": no request left,
--- or the request paid): as a refusal's price counts them, after a wait's
--- was taken back. Elsewhere the green path reads nothing more (0).
-local function priced_over(ok)
-  return tonumber(redis.call('GET', ok) or 0)
-end
-
--- n requests refused under a limit whose refusals ok counts, and, for an
--- offence (ARGV's '1' a 429, '2' a failed verification) with strikes on,
--- one strike each until the one that reaches the threshold: later ones
--- are blocked, neither struck nor counted as refusals. Returns the
--- refusals counted, the strikes, what they set off, how many there were
--- and how long a block they opened lasts.
-local function refuse(ok, n, window, offence, strikes, b)
-  local struck = 0
-  if offence ~= '0' and b.threshold > 0 then
-    struck = math.min(n, b.threshold - strikes)
-    n = struck
-  end
-  local over = redis.call('INCRBY', ok, n)
-  -- Two windows: a client that waits out its Retry-After (at most a
-  -- window) finds its refusal still counted (`waited`).
-  if over == n then redis.call('PEXPIRE', ok, 2 * window) end
-  local tripped, block_ms = 0, 0
-  if struck > 0 then strikes, tripped, block_ms = strike_n(b, struck, offence == '1') end
-  return over, strikes, tripped, struck, block_ms
+  local now_s, late
+  now, now_s, late = clock_ms()
+  return late, strikes, now, has, now_s
 end

@@ -17,8 +17,7 @@
 -- admission logged as `<member>.2`, its third `.3`), the deadline last.
 -- Redis's clock is read once; a call that came after its deadline writes
 -- nothing for any client.
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local out, gen = {}, nil
 local sets = ARGV[1] + 0
@@ -35,10 +34,9 @@ for at = 2, 1 + 8 * sets, 8 do
   local window_ms, offence = ARGV[at + 2], ARGV[at + 3]
   -- (When an admission's log expires, formatted once a set.)
   local at_s = string.format('%d', now + window)
-  -- (One breaker table a set, as `breaker` makes one, its keys each
-  -- client's: b.p the client's hash tag, its log's name less the set's
-  -- suffix.)
-  local b = {at = at + 4, threshold = ARGV[at + 4] + 0, after = ARGV[at + 6] + 0}
+  -- (One breaker table a set, its keys each client's: b.p the client's
+  -- hash tag, its log's name less the set's suffix.)
+  local b = breaker(nil, nil, nil, at + 4)
   local suffix = ':w:' .. ARGV[at + 1] .. ':' .. window_ms
   local cut, refusals = -#suffix - 1, ':o:' .. ARGV[at + 1] .. ':' .. window_ms
   b.named = function()
@@ -65,12 +63,12 @@ for at = 2, 1 + 8 * sets, 8 do
       and r[5] == 0 and r[6] == 0 and r[8] == 0 and r[9] == 0 and r[10] == 0) then
       out[#out + 1] = 'n'
     else
-      out[#out + 1] = table.concat(r, ' ')
+      out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d', unpack(r))
       -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
       -- `slot_reply.lua`), read once a call.
       if slot then
-        if refused and not gen then gen = slot_generation() end
-        out[#out + 1] = refused and gen or 0
+        if refused and not gen then gen = rare().slot_generation() end
+        out[#out + 1] = refused and gen or '0'
       end
     end
     ko = ko + per

@@ -6,14 +6,6 @@
 -- integers of the window script (strikes, block and struck 0), and
 -- whether it refused.
 
--- The refusals of the count (ok) after one more, kept two windows (as
--- `refuse` in `check.lua` counts one without a strike).
-local function count_refused(ok, window)
-  local over = redis.call('INCRBY', ok, 1)
-  if over == 1 then redis.call('PEXPIRE', ok, 2 * window) end
-  return over
-end
-
 -- An admission's refusals, read only where the next challenge is priced
 -- from them (none left, or offence '0': the request paid), else 0.
 local function count_over(ok, left, offence)
@@ -31,12 +23,12 @@ local function log_count(key, ok, limit, window, window_ms, member, offence, now
     if count == 0 then oldest = now end
     local left = limit - count - 1
     return {1, left, math.max(oldest + window - now, 0), 0, count_over(ok, left, offence), 0, 0,
-      0, 0, 0}, false
+      0, 0, 0, nil}, false
   end
-  local retry = log_retry(key, count, limit, window, now)
+  local retry = rare().log_retry(key, count, limit, window, now)
   local reset = 0
   if oldest then reset = math.max(oldest + window - now, 0) end
-  return {0, 0, reset, retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
+  return {0, 0, reset, retry, rare().count_refused(ok, window), 0, 0, 0, 0, 0, nil}, true
 end
 
 -- The approx counter at key as read at now (`approx_read`), to count on.
@@ -54,11 +46,11 @@ local function approx_count(c, ok, limit, offence)
     c.curr, c.dirty = c.curr + 1, true
     local rest = math.max(limit - math.ceil(estimate + 1), 0)
     return {1, rest, approx_reset(left, window, c.curr, c.prev), 0, count_over(ok, rest, offence),
-      0, 0, 0, 0, 0}, false
+      0, 0, 0, 0, 0, nil}, false
   end
-  local retry = approx_retry(limit, window, left, c.curr, c.prev)
+  local retry = rare().approx_retry(limit, window, left, c.curr, c.prev)
   return {0, math.max(limit - math.ceil(estimate), 0), approx_reset(left, window, c.curr, c.prev),
-    retry, count_refused(ok, window), 0, 0, 0, 0, 0}, true
+    retry, rare().count_refused(ok, window), 0, 0, 0, 0, 0, nil}, true
 end
 
 -- What c counted, written (as `approx_add` writes one more).

@@ -8,8 +8,7 @@
 -- call that came after its deadline writes nothing for any request. An
 -- approx counter is read once a call and written once at its end (the
 -- requests of a site, or of a /24, share theirs).
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local out, gen = {}, nil
 local sets = ARGV[1] + 0
@@ -32,11 +31,11 @@ for at = 2, mi - 1, 5 do
     else
       r, refused = log_count(key, ok, limit, window, window_ms, ARGV[mi], offence, now, now_s)
     end
-    out[#out + 1] = table.concat(r, ' ')
+    out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d', unpack(r))
     -- The slot's generation after a refusal, else 0 (as `slot_reply.lua`),
     -- read once a call.
-    if refused and not gen then gen = slot_generation() end
-    out[#out + 1] = refused and gen or 0
+    if refused and not gen then gen = rare().slot_generation() end
+    out[#out + 1] = refused and gen or '0'
     ko, mi = ko + 2, mi + 1
   end
 end

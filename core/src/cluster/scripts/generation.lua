@@ -2,7 +2,7 @@
 -- ARGV[1] a fresh random number, used if a new one is needed; returns the
 -- key's value, `run_id:number` (a plain GET of it later tells whether it
 -- changed).
-local run = run_id()
+local run = rare().run_id()
 local v = redis.call('GET', KEYS[1])
 if v then
   local at, gen = string.match(v, '^(%w*):(%d+)$')

@@ -1,2 +1,2 @@
 -- One Redis: the check's reply as it is.
-return (check())
+return reply

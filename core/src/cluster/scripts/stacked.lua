@@ -21,35 +21,38 @@ local function stacked_check(ko, ao, member, now, now_s)
   if blocked then return blocked, true end
   now_s = now_s or clock_s
   -- Left out of every limit (empty key= values): admitted, nothing counted.
-  if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0}, false end
+  if n == 0 then return {1, 0, 0, 0, 0, strikes, 0, 0, 0, 0, nil}, false end
 
   -- Each limit as the one-limit scripts see it, nothing counted yet.
-  local seen = {}
+  -- (Each table made with every field it gets, and seen with two slots,
+  -- the common stack's: Lua grows a table past its size by a rehash.)
+  local seen = {false, false}
   local refusing = 0
   for i = 1, n do
     local key = KEYS[ko + 2 + 2 * i]
     local limit, window = ARGV[ao + 7 + 2 * i] + 0, ARGV[ao + 8 + 2 * i] + 0
-    local s = {window = window, retry = 0, approx = string.sub(approx, i, i) == '1'}
-    if s.approx then
+    local s
+    if string.sub(approx, i, i) == '1' then
       local index, left, curr, prev, estimate = approx_read(key, window, now)
-      s.index, s.left, s.curr, s.prev = index, left, curr, prev
-      s.allowed = estimate < limit
+      s = {window = window, retry = 0, approx = true, index = index, left = left, curr = curr,
+        prev = prev, allowed = estimate < limit, remaining = 0, reset = 0}
       if s.allowed then
         curr, estimate = curr + 1, estimate + 1
       else
-        s.retry = approx_retry(limit, window, left, curr, prev)
+        s.retry = rare().approx_retry(limit, window, left, curr, prev)
       end
       s.remaining = math.max(limit - math.ceil(estimate), 0)
       s.reset = approx_reset(left, window, curr, prev)
     else
       local count, oldest = log_read(key, window, now)
-      s.allowed = count < limit
+      s = {window = window, retry = 0, approx = false, allowed = count < limit, remaining = 0,
+        reset = 0}
       if s.allowed then
         if count == 0 then oldest = now end
         s.remaining = math.max(limit - count - 1, 0)
       else
         s.remaining = 0
-        s.retry = log_retry(key, count, limit, window, now)
+        s.retry = rare().log_retry(key, count, limit, window, now)
       end
       s.reset = 0
       if oldest then s.reset = math.max(oldest + window - now, 0) end
@@ -71,18 +74,22 @@ local function stacked_check(ko, ao, member, now, now_s)
     end
     -- A wait is taken back under the first of the client's own limits
     -- that refused it (a key= limit's refusals strike no one).
-    if ARGV[ao + 2] == '1' then
+    if ARGV[ao + 2] == '1' and strikes > 0 then
       for i = 1, n do
         if string.sub(own, i, i) == '1' then
           local was = strikes
-          strikes = waited(KEYS[ko + 3 + 2 * i], b, strikes)
+          strikes = rare().waited(KEYS[ko + 3 + 2 * i], b, strikes)
           if strikes ~= was then break end
         end
       end
     end
     local s, over = seen[tightest], 0
-    if s.remaining == 0 or ARGV[ao + 2] == '0' then over = priced_over(KEYS[ko + 3 + 2 * tightest]) end
-    return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1}, false
+    -- (Its refusals read only where the next challenge is priced from
+    -- them, as in `window.lua`.)
+    if s.remaining == 0 or ARGV[ao + 2] == '0' then
+      over = tonumber(redis.call('GET', KEYS[ko + 3 + 2 * tightest]) or 0)
+    end
+    return {1, s.remaining, s.reset, 0, over, strikes, 0, 0, 0, tightest - 1, nil}, false
   end
 
   local s = seen[refusing]
@@ -92,11 +99,8 @@ local function stacked_check(ko, ao, member, now, now_s)
   if offence == '1' and string.sub(own, refusing, refusing) ~= '1' then offence = '0' end
   local over, tripped, block_ms, _
   over, strikes, tripped, _, block_ms =
-    refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
-  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1},
+    rare().refuse(KEYS[ko + 3 + 2 * refusing], 1, s.window, offence, strikes, b)
+  return {0, s.remaining, s.reset, s.retry, over, strikes, 0, block_ms, tripped, refusing - 1,
+    nil},
     true
-end
-
-local function check()
-  return stacked_check(0, 0, ARGV[1], nil)
 end

@@ -11,8 +11,7 @@
 -- request. Each request is checked as the stacked script checks it
 -- (`stacked_check`), one after another.
 if ARGV[1] == '*' then
-local now, now_s = clock_ms()
-local late = expired(now)
+local now, now_s, late = clock_ms()
 if late then return late end
 local sets = ARGV[2] + 0
 -- (Where the members start, after every set, and the requests' keys.)
@@ -31,12 +30,12 @@ for _ = 1, sets do
   local ao, limits = at - 1, #ARGV[at + 6]
   for _ = 1, n do
     local r, refused = stacked_check(ko, ao, ARGV[mi], now, now_s)
-    out[#out + 1] = table.concat(r, ' ')
+    out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d', unpack(r))
     -- A Redis Cluster: the slot's generation after a refusal, else 0 (as
     -- `slot_reply.lua`), read once a call.
     if slot then
-      if refused and not gen then gen = slot_generation() end
-      out[#out + 1] = refused and gen or 0
+      if refused and not gen then gen = rare().slot_generation() end
+      out[#out + 1] = refused and gen or '0'
     end
     ko, mi = ko + 3 + 2 * limits, mi + 1
   end

@@ -154,6 +154,7 @@ fn the_modes_differ_only_in_the_checks_end_and_the_generation_spends_guard() {
         (&one.strike, &cluster.strike),
         (&one.spend, &cluster.spend),
         (&one.batch, &cluster.batch),
+        (&one.checks, &cluster.checks),
     ] {
         assert_eq!(a.sha1, b.sha1, "{}", a.name);
     }
@@ -161,14 +162,30 @@ fn the_modes_differ_only_in_the_checks_end_and_the_generation_spends_guard() {
         code(include_str!("reply.lua")),
         code(include_str!("slot_reply.lua")),
     );
-    for (a, b) in [
-        (&one.window, &cluster.window),
-        (&one.approx, &cluster.approx),
-        (&one.stacked, &cluster.stacked),
+    // A Redis Cluster's one-limit check makes the slot's generation after
+    // a refusal: its rare paths' functions (`rare.lua`) end with those.
+    let rare_end = code(include_str!("rare_end.lua"));
+    let slot = [
+        code(include_str!("generations.lua")),
+        code(include_str!("new_generation.lua")),
+        code(include_str!("slot_generation.lua")),
+    ]
+    .concat();
+    for (a, b, slot) in [
+        (&one.window, &cluster.window, slot.as_str()),
+        (&one.approx, &cluster.approx, slot.as_str()),
+        (&one.stacked, &cluster.stacked, ""),
     ] {
         assert!(a.text.ends_with(&reply) && b.text.ends_with(&slot_reply));
         let check = &a.text[..a.text.len() - reply.len()];
-        assert!(b.text.starts_with(check), "{}: the same check", a.name);
+        assert_eq!(check.matches(&rare_end).count(), 1, "{}", a.name);
+        let check = check.replacen(&rare_end, &format!("{slot}{rare_end}"), 1);
+        assert_eq!(
+            &b.text[..b.text.len() - slot_reply.len()],
+            check,
+            "{}: the same check",
+            a.name
+        );
     }
     assert!(one.window.text.contains(&code(include_str!("window.lua"))));
     assert!(one
@@ -237,5 +254,67 @@ fn every_connection_loads_every_script_of_its_mode_in_under_96_kb() {
         assert_eq!(loaded.count(), calls.scripts().count(), "cluster {cluster}");
         let bytes: usize = calls.scripts().map(str::len).sum();
         assert!(bytes < 96 * 1024, "cluster {cluster}: {bytes} bytes");
+    }
+}
+
+/// Whether `text` calls `name` (as `name(`, `R.name(`, `r.name(` or
+/// `rare().name(`) other than where `def` defines it.
+fn calls(text: &str, name: &str, def: &str) -> bool {
+    let called = format!("{name}(");
+    text.match_indices(&called).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let word = before.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !word && !text[..at + called.len()].ends_with(def)
+    })
+}
+
+#[test]
+fn each_script_defines_only_functions_it_calls_and_its_rare_paths_only_when_taken() {
+    // Redis runs a script's body at every call: each function it defines
+    // (`local function` at its top) is a closure made at every call, and
+    // collected after. The rare paths' (`rare.lua`) are made only when a
+    // call takes one.
+    let rare = [
+        "strike_n",
+        "waited",
+        "refuse",
+        "log_retry",
+        "approx_retry",
+        "count_refused",
+        "run_id",
+        "new_generation",
+        "slot_generation",
+    ];
+    for s in Scripts::for_mode(false)
+        .iter()
+        .chain(Scripts::for_mode(true).iter())
+    {
+        for line in s.text.lines() {
+            let (def, name) = if let Some(rest) = line.strip_prefix("local function ") {
+                ("local function ", rest)
+            } else if let Some(rest) = line.strip_prefix("function R.") {
+                ("function R.", rest)
+            } else {
+                continue;
+            };
+            let name = &name[..name.find('(').expect("a function's arguments")];
+            let def = format!("{def}{name}(");
+            assert!(
+                calls(s.text, name, &def),
+                "{}: {name} defined, never called",
+                s.name
+            );
+            assert!(
+                !(def.starts_with("local") && rare.contains(&name)),
+                "{}: {name}, only a rare path's, made at every call",
+                s.name
+            );
+        }
+        assert_eq!(
+            s.text.contains("function R."),
+            s.text.contains("local function rare()"),
+            "{}",
+            s.name
+        );
     }
 }

@@ -5,8 +5,7 @@
 -- a '1' for each key that is a counter and a '0' for each log, then each
 -- key's window (ms); the deadline last.
 -- Returns how many counts were taken back.
-local now = clock_ms()
-local late = expired(now)
+local now, _, late = clock_ms()
 if late then return late end
 local n = 0
 for i = 1, #KEYS do

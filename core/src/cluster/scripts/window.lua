@@ -39,7 +39,7 @@ local function window_check(key, ok, limit, window, window_ms, member, offence, 
     log_add(key, now, member, allowed, window_ms, now_s, at_s)
     if count == 0 then oldest = now end
     count = count + allowed
-    if offence == '1' then strikes = waited(ok, b, strikes) end
+    if offence == '1' and strikes > 0 then strikes = rare().waited(ok, b, strikes) end
   end
   -- ms until the oldest entry leaves the window
   local reset_after = 0
@@ -47,21 +47,17 @@ local function window_check(key, ok, limit, window, window_ms, member, offence, 
 
   local retry_after, over, tripped, struck, block_ms = 0, 0, 0, 0, 0
   if allowed < k then
-    retry_after = log_retry(key, count, limit, window, now)
+    local r = rare()
+    retry_after = r.log_retry(key, count, limit, window, now)
     over, strikes, tripped, struck, block_ms =
-      refuse(ok, k - allowed, window, offence, strikes, b)
+      r.refuse(ok, k - allowed, window, offence, strikes, b)
   elseif count >= limit or offence == '0' then
-    over = priced_over(ok)
+    -- An admitted request's refusals, read only where the next challenge
+    -- is priced from them (SPEC 4, "Paying ahead": no request left, or the
+    -- request paid): as a refusal's price counts them, after a wait's was
+    -- taken back. Elsewhere the green path reads nothing more (0).
+    over = tonumber(redis.call('GET', ok) or 0)
   end
   return {allowed, math.max(limit - count, 0), reset_after, retry_after, over, strikes, 0,
-    block_ms, tripped, struck}, allowed < k
-end
-
--- (A fresh admission's reply: admitted, the limit less one remaining,
--- reset in a window.)
-local function check()
-  local limit, window = ARGV[1] + 0, ARGV[2] + 0
-  local r, refused = window_check(KEYS[1], KEYS[2], limit, window, ARGV[2], ARGV[3], ARGV[4],
-    breaker(KEYS[3], KEYS[4], KEYS[5], 5), nil, ARGV[9] + 0)
-  return r or {1, limit - 1, window, 0, 0, 0, 0, 0, 0, 0}, refused
+    block_ms, tripped, struck, nil}, allowed < k
 end

@@ -31,6 +31,7 @@ fn clock_at(redis: &mut Redis, seconds: &str, micros: &str) -> (String, String) 
         b"0",
         seconds.as_bytes(),
         micros.as_bytes(),
+        b"0",
     ]);
     match reply {
         OwnedFrame::Array(items) => match items.as_slice() {
@@ -70,7 +71,8 @@ fn redis_clock_as_a_string_is_the_ms_the_arithmetic_gives() {
         "{}\nlocal n, s = clock_ms()\nreturn {{string.format('%d', n), s}}",
         include_str!("../deadline.lua")
     );
-    let reply = redis.call(&[b"EVAL", script.as_bytes(), b"0"]);
+    // (`clock_ms` reads the deadline too, the last argument: 0, none.)
+    let reply = redis.call(&[b"EVAL", script.as_bytes(), b"0", b"0"]);
     let OwnedFrame::Array(items) = reply else {
         panic!("{reply:?}")
     };

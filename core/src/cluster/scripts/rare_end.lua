@@ -1,0 +1,3 @@
+-- (The end of `rare.lua`'s function.)
+  return R
+end
