@@ -186,7 +186,8 @@ pub enum Step<W> {
         sent: bool,
     },
     /// Submit `command`, routed by `route` (a key of the call, or the
-    /// client's hash tag); its reply goes to `on_reply(id, ..)`, a refusal
+    /// client's hash tag; empty where no router reads it: `slot` given,
+    /// or one Redis); its reply goes to `on_reply(id, ..)`, a refusal
     /// of the router to `unsent(id, ..)`.
     Send {
         id: CallId,

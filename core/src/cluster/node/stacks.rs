@@ -117,11 +117,9 @@ impl<W: Waits> ClusterNode<W> {
             Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
             _ => self.calls.alone(&stack.part, stack.seq),
         };
-        // (A Redis Cluster's slot; one Redis has none.)
-        let route = (
-            stack.part.route.clone(),
-            self.cluster.then(|| stack.part.slot()),
-        );
+        // (A Redis Cluster's slot; one Redis has none. Either way the
+        // router reads no key: none is copied, `Step::Send`.)
+        let route = (Vec::new(), self.cluster.then(|| stack.part.slot()));
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
