@@ -193,8 +193,14 @@ impl<W: Waits> ClusterNode<W> {
                 self.stack_answered(env, stack, answer, true, now, out);
             }
         } else {
-            let answer = core::iter::once(Answer::of(frame));
-            for (stack, answer) in s.stacks.into_iter().zip(answer) {
+            // (Alone: its one stack, taken out without an iterator's
+            // moves of it.)
+            let answer = Answer::of(frame);
+            let stack = match s.stacks {
+                OneOrMore::One(stack) => Some(stack),
+                OneOrMore::More(all) => all.into_iter().next(),
+            };
+            if let Some(stack) = stack {
                 self.stack_answered(env, stack, answer, false, now, out);
             }
         }
