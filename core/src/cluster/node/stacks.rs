@@ -26,7 +26,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::{Stack, Then};
-use super::gather::{done, join, sending, Gathering, Joined, MAX_HELD};
+use super::gather::{done, gather_behind, goes_now, sending, Gathering, MAX_HELD};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
@@ -92,13 +92,12 @@ impl<W: Waits> ClusterNode<W> {
             true => stack.part.slot(),
             false => 0,
         };
-        match join(&mut self.stacking, slot, stack) {
-            Joined::Now(stack) => self.send_stack(env, Some(slot), stack, now, out),
-            Joined::Waits => self.held += 1,
-            Joined::Full(queued) => {
-                self.held += 1;
-                self.send_stacks(env, slot, queued, now, out);
-            }
+        if goes_now(&mut self.stacking, slot) {
+            return self.send_stack(env, Some(slot), stack, now, out);
+        }
+        self.held += 1;
+        if let Some(queued) = gather_behind(&mut self.stacking, slot, stack) {
+            self.send_stacks(env, slot, queued, now, out);
         }
     }
 
