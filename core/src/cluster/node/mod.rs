@@ -475,6 +475,7 @@ impl<W: Waits> ClusterNode<W> {
     }
 
     /// [`Self::send`], the slot of `route` known already (`Some`).
+    #[inline(always)]
     fn send_in(
         &mut self,
         flight: Flight<W>,
@@ -509,6 +510,7 @@ impl<W: Waits> ClusterNode<W> {
 
     /// [`Self::send_script`], the slot of the route known already
     /// (`Some`).
+    #[inline(always)]
     fn send_script_in(
         &mut self,
         env: &mut impl Around,
