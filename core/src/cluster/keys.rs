@@ -20,7 +20,7 @@
 use crate::limiter::client::OWN_KEY;
 use crate::limiter::RateLimit;
 use crate::redis::command::client_tag;
-use crate::redis::script_call::decimal;
+use crate::redis::script_call::digits_before;
 
 /// One of a client's keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,13 +83,23 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
             return;
         }
     };
-    w.extend_from_slice(suffix);
-    if let Some(limit) = limit {
-        decimal(w, limit.requests.into());
-        w.push(b':');
-        decimal(w, limit.window_ms);
-    }
+    let Some(limit) = limit else {
+        w.extend_from_slice(suffix);
+        return;
+    };
+    // `<suffix><requests>:<window_ms>` made right to left on the stack and
+    // copied once (measured: a copy a part, some 60 instructions a key).
+    let mut tail = [0u8; LIMIT_TAIL];
+    let at = digits_before(&mut tail, LIMIT_TAIL, limit.window_ms);
+    tail[at - 1] = b':';
+    let at = digits_before(&mut tail, at - 1, limit.requests.into());
+    let at = at - suffix.len();
+    tail[at..at + suffix.len()].copy_from_slice(suffix);
+    w.extend_from_slice(&tail[at..]);
 }
+
+/// The longest end of a limit's key: `:w:`, a `u32`, `:` and a `u64`.
+const LIMIT_TAIL: usize = 3 + 10 + 1 + 20;
 
 /// A spent token's key. One Redis: keyed by the token alone, so a token is
 /// spent once whoever spends it. A Redis Cluster: in the slot of the client
@@ -157,6 +167,27 @@ mod tests {
             name(ClientKey::Spent(&[0xab; 32])),
             format!("{tag}:p:{}", "ab".repeat(32))
         );
+    }
+
+    #[test]
+    fn a_limits_key_ends_with_its_numbers_in_decimal_whatever_their_length() {
+        let tag = "pow:{203.0.113.7}";
+        for (requests, window_ms) in [
+            (0, 0),
+            (9, 10),
+            (10, 99),
+            (100_000, 2_000),
+            (u32::MAX, u64::MAX),
+        ] {
+            let limit = RateLimit {
+                requests,
+                window_ms,
+            };
+            let end = format!("{requests}:{window_ms}");
+            assert_eq!(name(ClientKey::Window(limit)), format!("{tag}:w:{end}"));
+            assert_eq!(name(ClientKey::Approx(limit)), format!("{tag}:a:{end}"));
+            assert_eq!(name(ClientKey::Refused(limit)), format!("{tag}:o:{end}"));
+        }
     }
 
     #[test]

@@ -182,7 +182,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// Writes `n`'s decimal digits to end just before `end` in `buf` (room
 /// for 20 at most); where they start. Two digits a step (measured: most of
 /// a key's or a number's encoding went into the digits one by one).
-fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
+pub(crate) fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
     let mut at = end;
     while n >= 10 {
         let pair = 2 * (n % 100) as usize;

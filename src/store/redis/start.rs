@@ -121,6 +121,7 @@ impl RedisStore {
                 node: RefCell::new(ClusterNode::new(calls, scope, local_generation, node_id)),
                 cache,
                 batch_timer: BatchTimer::new(),
+                spare_steps: Default::default(),
                 log,
                 me: me.clone(),
             }

@@ -454,12 +454,16 @@ impl Calls {
         subject: &Subject,
         offence: Offence,
     ) -> Vec<Box<Part>> {
-        let (counted, n) = subject.counted_limits();
+        // (The counted limits one at a time: `Subject::counted_limits`'s
+        // list of eight was filled and copied, `keyed_limits`.)
+        let n = subject.limits.len();
+        let limits = subject.limits.as_slice().iter().enumerate();
+        let counted = limits.filter_map(|(at, limit)| Some((at, limit.rate, subject.counted(at)?)));
         let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
         let client = (tag, Some(client_slot), subject.rules, offence);
         let mut parts = Vec::with_capacity(n + 1);
         parts.push(Box::new(Part::empty(client, n)));
-        for &(at, limit, whose) in &counted[..n] {
+        for (at, limit, whose) in counted {
             // Each count's tag and slot made once (a client's count: the
             // client's tag and slot, its part the first).
             let (index, tag) = match whose {
@@ -579,53 +583,4 @@ pub fn stacks_reply(text: &[u8], n: usize, cluster: bool) -> Option<Vec<Vec<i64>
         out.push(ints);
     }
     words.next().is_none().then_some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_worst_stacks_reply_fits_a_bulk_string_the_node_accepts() {
-        let each = replies::STACKED_REPLY_LEN + 1;
-        let worst = vec![i64::MIN.to_string(); each * super::super::MAX_GATHERED].join(" ");
-        assert!(worst.len() <= crate::redis::command::MAX_BULK);
-    }
-
-    #[test]
-    fn a_stacks_reply_gives_each_request_the_stacked_scripts_integers() {
-        let text = b"1 1 60000 0 0 0 0 0 0 1 0 0 0 900 1 1 0 0 0 0";
-        assert_eq!(
-            stacks_reply(text, 2, false),
-            Some(vec![
-                vec![1, 1, 60_000, 0, 0, 0, 0, 0, 0, 1],
-                vec![0, 0, 0, 900, 1, 1, 0, 0, 0, 0],
-            ])
-        );
-        let text = b"0 0 0 900 1 1 0 0 0 0 1765000000123456";
-        assert_eq!(
-            stacks_reply(text, 1, true),
-            Some(vec![vec![
-                0,
-                0,
-                0,
-                900,
-                1,
-                1,
-                0,
-                0,
-                0,
-                0,
-                1_765_000_000_123_456
-            ]])
-        );
-        for (text, n) in [
-            (&b"1 2"[..], 1),
-            (b"", 1),
-            (text, 2),
-            (b"1 1 1 1 1 1 1 1 1 x", 1),
-        ] {
-            assert_eq!(stacks_reply(text, n, false), None);
-        }
-    }
 }

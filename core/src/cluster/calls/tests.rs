@@ -486,3 +486,49 @@ fn a_call_is_sent_as_evalsha_and_again_as_its_eval_only_if_redis_lost_the_script
     assert_eq!(sent.bytes(), &evalsha[..]);
     assert_eq!(sent.on_noscript(), Some(eval));
 }
+
+// (`stacks.rs`'s.)
+
+#[test]
+fn the_worst_stacks_reply_fits_a_bulk_string_the_node_accepts() {
+    let each = crate::cluster::scripts::replies::STACKED_REPLY_LEN + 1;
+    let worst = vec![i64::MIN.to_string(); each * MAX_GATHERED].join(" ");
+    assert!(worst.len() <= crate::redis::command::MAX_BULK);
+}
+
+#[test]
+fn a_stacks_reply_gives_each_request_the_stacked_scripts_integers() {
+    let text = b"1 1 60000 0 0 0 0 0 0 1 0 0 0 900 1 1 0 0 0 0";
+    assert_eq!(
+        stacks_reply(text, 2, false),
+        Some(vec![
+            vec![1, 1, 60_000, 0, 0, 0, 0, 0, 0, 1],
+            vec![0, 0, 0, 900, 1, 1, 0, 0, 0, 0],
+        ])
+    );
+    let text = b"0 0 0 900 1 1 0 0 0 0 1765000000123456";
+    assert_eq!(
+        stacks_reply(text, 1, true),
+        Some(vec![vec![
+            0,
+            0,
+            0,
+            900,
+            1,
+            1,
+            0,
+            0,
+            0,
+            0,
+            1_765_000_000_123_456
+        ]])
+    );
+    for (text, n) in [
+        (&b"1 2"[..], 1),
+        (b"", 1),
+        (text, 2),
+        (b"1 1 1 1 1 1 1 1 1 x", 1),
+    ] {
+        assert_eq!(stacks_reply(text, n, false), None);
+    }
+}

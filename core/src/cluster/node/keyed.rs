@@ -69,28 +69,30 @@ impl<W: Waits> ClusterNode<W> {
     /// The limits the subject's request is counted by, in the order
     /// written, each keyed as the node keeps its refusals.
     pub(super) fn keyed_limits(&self, subject: &Subject) -> Vec<KeyedLimit> {
-        let (counted, n) = subject.counted_limits();
-        counted[..n]
-            .iter()
-            .map(|&(at, limit, whose)| {
-                let approx = subject.limits.approx(at);
-                let (own, refusal) = match whose {
-                    Counted::Client(key) | Counted::Spends(key) => {
-                        (true, refusal_key(self.scope, limit, approx, key))
-                    }
-                    Counted::Own(value) => {
-                        let whose = (OWN_KEY, value);
-                        (false, refusal_key_of(self.scope, limit, approx, whose))
-                    }
-                };
-                KeyedLimit {
-                    at: at as u8,
-                    limit,
-                    own,
-                    refusal,
+        // (`Subject::counted_limits` one at a time: no list of all eight
+        // to fill and copy, measured 100-odd instructions.)
+        let limits = subject.limits.as_slice().iter().enumerate();
+        let counted = limits.filter_map(|(at, limit)| Some((at, limit.rate, subject.counted(at)?)));
+        let mut out = Vec::with_capacity(subject.limits.len());
+        out.extend(counted.map(|(at, limit, whose)| {
+            let approx = subject.limits.approx(at);
+            let (own, refusal) = match whose {
+                Counted::Client(key) | Counted::Spends(key) => {
+                    (true, refusal_key(self.scope, limit, approx, key))
                 }
-            })
-            .collect()
+                Counted::Own(value) => {
+                    let whose = (OWN_KEY, value);
+                    (false, refusal_key_of(self.scope, limit, approx, whose))
+                }
+            };
+            KeyedLimit {
+                at: at as u8,
+                limit,
+                own,
+                refusal,
+            }
+        }));
+        out
     }
 
     /// An unpaid request under stacked or keyed limits, one of which Redis

@@ -186,7 +186,8 @@ pub enum Step<W> {
         sent: bool,
     },
     /// Submit `command`, routed by `route` (a key of the call, or the
-    /// client's hash tag); its reply goes to `on_reply(id, ..)`, a refusal
+    /// client's hash tag; empty where no router reads it: `slot` given,
+    /// or one Redis); its reply goes to `on_reply(id, ..)`, a refusal
     /// of the router to `unsent(id, ..)`.
     Send {
         id: CallId,
@@ -474,6 +475,7 @@ impl<W: Waits> ClusterNode<W> {
     }
 
     /// [`Self::send`], the slot of `route` known already (`Some`).
+    #[inline(always)]
     fn send_in(
         &mut self,
         flight: Flight<W>,
@@ -508,6 +510,7 @@ impl<W: Waits> ClusterNode<W> {
 
     /// [`Self::send_script`], the slot of the route known already
     /// (`Some`).
+    #[inline(always)]
     fn send_script_in(
         &mut self,
         env: &mut impl Around,

@@ -26,7 +26,7 @@
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::{Stack, Then};
-use super::gather::{done, join, sending, Gathering, Joined, MAX_HELD};
+use super::gather::{done, gather_behind, goes_now, sending, Gathering, MAX_HELD};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
@@ -92,13 +92,12 @@ impl<W: Waits> ClusterNode<W> {
             true => stack.part.slot(),
             false => 0,
         };
-        match join(&mut self.stacking, slot, stack) {
-            Joined::Now(stack) => self.send_stack(env, Some(slot), stack, now, out),
-            Joined::Waits => self.held += 1,
-            Joined::Full(queued) => {
-                self.held += 1;
-                self.send_stacks(env, slot, queued, now, out);
-            }
+        if goes_now(&mut self.stacking, slot) {
+            return self.send_stack(env, Some(slot), stack, now, out);
+        }
+        self.held += 1;
+        if let Some(queued) = gather_behind(&mut self.stacking, slot, stack) {
+            self.send_stacks(env, slot, queued, now, out);
         }
     }
 
@@ -117,11 +116,9 @@ impl<W: Waits> ClusterNode<W> {
             Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
             _ => self.calls.alone(&stack.part, stack.seq),
         };
-        // (A Redis Cluster's slot; one Redis has none.)
-        let route = (
-            stack.part.route.clone(),
-            self.cluster.then(|| stack.part.slot()),
-        );
+        // (A Redis Cluster's slot; one Redis has none. Either way the
+        // router reads no key: none is copied, `Step::Send`.)
+        let route = (Vec::new(), self.cluster.then(|| stack.part.slot()));
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
@@ -195,8 +192,14 @@ impl<W: Waits> ClusterNode<W> {
                 self.stack_answered(env, stack, answer, true, now, out);
             }
         } else {
-            let answer = core::iter::once(Answer::of(frame));
-            for (stack, answer) in s.stacks.into_iter().zip(answer) {
+            // (Alone: its one stack, taken out without an iterator's
+            // moves of it.)
+            let answer = Answer::of(frame);
+            let stack = match s.stacks {
+                OneOrMore::One(stack) => Some(stack),
+                OneOrMore::More(all) => all.into_iter().next(),
+            };
+            if let Some(stack) = stack {
                 self.stack_answered(env, stack, answer, false, now, out);
             }
         }
