@@ -168,6 +168,14 @@ fn full(
     let kept = match (st().after_first, st().decision.is_some()) {
         (true, _) => {
             st().after_first = false;
+            // The green check's answer arrived: a request it admits passes
+            // as one answered at once does, without the decision's steps.
+            let admitted = reply
+                .as_ref()
+                .and_then(|answer| green::admitted(&policy.rules, answer));
+            if let Some(done) = admitted {
+                return decided(r, mcf, &stores, state, done, values);
+            }
             Some(Decision::after_first(&policy.rules, key.is_empty()))
         }
         (false, true) => st().decision.take(),
