@@ -17,6 +17,7 @@ mod redis;
 mod zone;
 
 use core::cell::{Cell, RefCell};
+use core::ptr::NonNull;
 use std::rc::Rc;
 
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
@@ -229,7 +230,7 @@ impl Stores {
         let mut late = || Late {
             op,
             keys: KeptKeys::of(subject),
-            limits: *subject.limits,
+            limits: NonNull::from(subject.limits),
             rules: subject.rules,
             rising: subject.rising,
             zone: self.zone.clone(),
@@ -302,7 +303,11 @@ impl Stores {
 pub struct Late {
     op: Op,
     keys: KeptKeys,
-    limits: Limits,
+    /// The location's limits where its configuration keeps them (not a
+    /// 584-byte copy made for every request sent to Redis): read only by
+    /// [`Late::decide`], which runs while the request waits or at once,
+    /// and a location's configuration outlives its requests.
+    limits: NonNull<Limits>,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
@@ -350,9 +355,14 @@ impl Late {
             _ => return Decided::now(Reply::Down),
         };
         let values = self.keys.values();
+        // SAFETY: `limits` is the asking location's, in its configuration,
+        // which lives as long as the worker's cycle; a late answer is
+        // decided only for a request still waiting (`Waiter::fall_back`),
+        // the refused call at once (`Stores::ask_redis`).
+        let limits = unsafe { self.limits.as_ref() };
         let subject = Subject {
             key: self.keys.key(),
-            limits: &self.limits,
+            limits,
             key_values: &values[..self.keys.limits()],
             rules: self.rules,
             rising: self.rising,
