@@ -372,7 +372,7 @@ impl RequestState {
 
     /// A waiter that wakes this request.
     pub fn new_waiter(&mut self) -> Rc<Waiter> {
-        let waiter = Waiter::new(&mut self.resume);
+        let waiter = Waiter::reused(&mut self.resume);
         self.waiter = Some(waiter.clone());
         waiter
     }
@@ -387,7 +387,9 @@ impl RequestState {
     /// The store's late answer, once it arrived (`None` while waiting).
     pub fn take_reply(&mut self) -> Option<Reply> {
         let reply = self.waiter.as_ref()?.take()?;
-        self.waiter = None;
+        if let Some(waiter) = self.waiter.take() {
+            Waiter::recycle(waiter);
+        }
         Some(reply)
     }
 
