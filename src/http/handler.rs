@@ -165,9 +165,21 @@ fn full(
     };
     // (Only a request resumed after a store's answer has one kept: the
     // first pass does not move an empty one out of the state.)
-    let kept = match st().decision.is_some() {
-        true => st().decision.take(),
-        false => None,
+    let kept = match (st().after_first, st().decision.is_some()) {
+        (true, _) => {
+            st().after_first = false;
+            // The green check's answer arrived: a request it admits passes
+            // as one answered at once does, without the decision's steps.
+            let admitted = reply
+                .as_ref()
+                .and_then(|answer| green::admitted(&policy.rules, answer));
+            if let Some(done) = admitted {
+                return decided(r, mcf, &stores, state, done, values);
+            }
+            Some(Decision::after_first(&policy.rules, key.is_empty()))
+        }
+        (false, true) => st().decision.take(),
+        (false, false) => None,
     };
     // (Made once the decision is: `payment` needs only the key.)
     let subject = subject(policy, store_key, counting);
@@ -198,7 +210,9 @@ fn full(
                             }
                         },
                         None => {
-                            st().decision = Some(Decision::after_first(rules, exempt));
+                            // (Made again when the answer arrives: the
+                            // same rules and key, nothing to keep.)
+                            st().after_first = true;
                             return wait(r);
                         }
                     }

@@ -163,6 +163,11 @@ pub struct RequestState {
     pub key_values: Option<Evaluated>,
     /// The decision in progress (kept across store round trips).
     pub decision: Option<Decision>,
+    /// The green path's check was asked and its answer awaited: the
+    /// decision to resume is [`Decision::after_first`] of the policy's
+    /// rules, made again when the answer arrives rather than kept here (a
+    /// decision is 300 bytes, moved in and out of the state).
+    pub after_first: bool,
     /// The decision made, and when (epoch ms, for `X-RateLimit-Reset`).
     pub decided: Option<(Final, u64)>,
     /// The rate-limit headers were added to the response.
@@ -309,6 +314,7 @@ impl RequestState {
                     key: None,
                     key_values: None,
                     decision: None,
+                    after_first: false,
                     decided: None,
                     headers_sent: false,
                     waiter: None,
@@ -359,13 +365,14 @@ impl RequestState {
         self.key = Some(key);
         self.key_values = key_values;
         self.decision = None;
+        self.after_first = false;
         self.decided = None;
         self.paid_bits = None;
     }
 
     /// A waiter that wakes this request.
     pub fn new_waiter(&mut self) -> Rc<Waiter> {
-        let waiter = Waiter::new(&mut self.resume);
+        let waiter = Waiter::reused(&mut self.resume);
         self.waiter = Some(waiter.clone());
         waiter
     }
@@ -380,7 +387,9 @@ impl RequestState {
     /// The store's late answer, once it arrived (`None` while waiting).
     pub fn take_reply(&mut self) -> Option<Reply> {
         let reply = self.waiter.as_ref()?.take()?;
-        self.waiter = None;
+        if let Some(waiter) = self.waiter.take() {
+            Waiter::recycle(waiter);
+        }
         Some(reply)
     }
 

@@ -17,6 +17,7 @@ mod redis;
 mod zone;
 
 use core::cell::{Cell, RefCell};
+use core::ptr::NonNull;
 use std::rc::Rc;
 
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
@@ -37,13 +38,17 @@ use pow_shield_core::store::{
 };
 use pow_shield_core::syntax::FailPolicy;
 
-/// A store's answer, now or later.
+/// A store's answer, now or later. (`Failed` carries what the request
+/// asked unboxed, as the waiter keeps it: a box was one allocation more
+/// for every request sent to Redis; a `Poll` is returned once a request
+/// and never stored, `Ready` and `Pending` write no more than before.)
+#[allow(clippy::large_enum_variant)]
 pub enum Poll {
     Ready(Reply),
     /// The answer will be delivered to the waiter.
     Pending,
     /// Redis did not take it: the fallback rule decides (`Late::decide`).
-    Failed(Unavailable, Box<Late>),
+    Failed(Unavailable, Late),
 }
 
 /// Where a store delivers a late answer: the request's resume event is
@@ -53,8 +58,10 @@ pub struct Waiter<A = Reply> {
     answer: Cell<Option<A>>,
     /// The request's resume event; null once the request is gone.
     wake: Cell<*mut ngx_event_t>,
-    /// What it asked, for the fallback rule if Redis fails it.
-    late: Cell<Option<Box<Late>>>,
+    /// What it asked, for the fallback rule if Redis fails it: kept in
+    /// the waiter's own allocation, not a box of its own (one allocation a
+    /// request fewer), and dropped in place once answered.
+    late: RefCell<Option<Late>>,
 }
 
 impl<A> Waiter<A> {
@@ -62,21 +69,57 @@ impl<A> Waiter<A> {
         Rc::new(Self {
             answer: Cell::new(None),
             wake: Cell::new(wake),
-            late: Cell::new(None),
+            late: RefCell::new(None),
         })
     }
 }
 
+thread_local! {
+    /// A request's waiter done with, kept for the next request to wait
+    /// (one allocation and free fewer a request sent to Redis; one is
+    /// enough: requests take their answers one at a time).
+    static SPARE: Cell<Option<Rc<Waiter>>> = const { Cell::new(None) };
+}
+
 impl Waiter {
+    /// [`Waiter::new`], in this worker's spare waiter when there is one.
+    pub fn reused(wake: *mut ngx_event_t) -> Rc<Self> {
+        let spare = SPARE.with(|spare| spare.take());
+        match spare {
+            Some(mut spare) => match Rc::get_mut(&mut spare) {
+                Some(waiter) => {
+                    *waiter = Waiter {
+                        answer: Cell::new(None),
+                        wake: Cell::new(wake),
+                        late: RefCell::new(None),
+                    };
+                    spare
+                }
+                None => Waiter::new(wake),
+            },
+            None => Waiter::new(wake),
+        }
+    }
+
+    /// A request is done with `waiter`: kept as the spare if nothing else
+    /// holds it (Redis's side let go once it delivered), else let go.
+    pub fn recycle(waiter: Rc<Self>) {
+        if Rc::strong_count(&waiter) == 1 && Rc::weak_count(&waiter) == 0 {
+            SPARE.with(|spare| spare.set(Some(waiter)));
+        }
+    }
+
     /// Keeps what the request asked until it has its answer: the fallback
     /// rule decides it if Redis does not answer (`fall_back`).
-    pub fn keep(&self, late: Box<Late>) {
-        self.late.set(Some(late));
+    pub fn keep(&self, late: Late) {
+        if let Ok(mut kept) = self.late.try_borrow_mut() {
+            *kept = Some(late);
+        }
     }
 
     /// What the request asked, back (the call was not sent).
-    pub fn take_late(&self) -> Option<Box<Late>> {
-        self.late.take()
+    pub fn take_late(&self) -> Option<Late> {
+        self.late.try_borrow_mut().ok()?.take()
     }
 
     /// Redis did not answer (`sent`: after the call reached it): the
@@ -85,10 +128,10 @@ impl Waiter {
     /// the zone spent, to write to Redis later.
     pub fn fall_back(&self, failure: Unavailable, sent: bool) -> Option<Replay> {
         if !self.is_waiting() {
-            self.late.take();
+            self.drop_late();
             return None;
         }
-        let Some(late) = self.late.take() else {
+        let Some(late) = self.take_late() else {
             // (Every request that waits keeps its own; never left hanging.)
             self.deliver(Reply::Down);
             return None;
@@ -102,7 +145,7 @@ impl Waiter {
 impl<A> Waiter<A> {
     /// Stores the answer and wakes the request, unless it has gone away.
     pub fn deliver(&self, answer: A) {
-        self.late.take();
+        self.drop_late();
         let wake = self.wake.replace(core::ptr::null_mut());
         if wake.is_null() {
             return;
@@ -114,6 +157,14 @@ impl<A> Waiter<A> {
         unsafe {
             nginx_sys::ngx_post_event(wake, core::ptr::addr_of_mut!(nginx_sys::ngx_posted_events))
         };
+    }
+
+    /// What the request asked, no longer needed: dropped where it is kept
+    /// (not moved out to be dropped).
+    fn drop_late(&self) {
+        if let Ok(mut kept) = self.late.try_borrow_mut() {
+            *kept = None;
+        }
     }
 
     /// Whether the request still waits for the answer.
@@ -138,7 +189,7 @@ pub type NewWaiter<'a> = dyn FnMut() -> Rc<Waiter> + 'a;
 
 /// Makes what the fallback rule needs of a request, only once it goes to
 /// Redis (an answer at once copies nothing).
-pub type NewLate<'a> = dyn FnMut() -> Box<Late> + 'a;
+pub type NewLate<'a> = dyn FnMut() -> Late + 'a;
 
 thread_local! {
     /// This worker's Redis store, when cluster mode is configured.
@@ -210,17 +261,15 @@ impl Stores {
             Op::Spend(solution) => redis.redis_only(&solution, subject.key),
             _ => false,
         };
-        let mut late = || {
-            Box::new(Late {
-                op,
-                keys: KeptKeys::of(subject),
-                limits: *subject.limits,
-                rules: subject.rules,
-                rising: subject.rising,
-                zone: self.zone.clone(),
-                fail_local: self.fail == FailPolicy::Local,
-                redis_only,
-            })
+        let mut late = || Late {
+            op,
+            keys: KeptKeys::of(subject),
+            limits: NonNull::from(subject.limits),
+            rules: subject.rules,
+            rising: subject.rising,
+            zone: self.zone.clone(),
+            fail_local: self.fail == FailPolicy::Local,
+            redis_only,
         };
         match redis.ask(op, subject, self.fail, &mut late, waiter) {
             Poll::Ready(reply) => Some(reply),
@@ -288,7 +337,11 @@ impl Stores {
 pub struct Late {
     op: Op,
     keys: KeptKeys,
-    limits: Limits,
+    /// The location's limits where its configuration keeps them (not a
+    /// 584-byte copy made for every request sent to Redis): read only by
+    /// [`Late::decide`], which runs while the request waits or at once,
+    /// and a location's configuration outlives its requests.
+    limits: NonNull<Limits>,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
@@ -336,9 +389,14 @@ impl Late {
             _ => return Decided::now(Reply::Down),
         };
         let values = self.keys.values();
+        // SAFETY: `limits` is the asking location's, in its configuration,
+        // which lives as long as the worker's cycle; a late answer is
+        // decided only for a request still waiting (`Waiter::fall_back`),
+        // the refused call at once (`Stores::ask_redis`).
+        let limits = unsafe { self.limits.as_ref() };
         let subject = Subject {
             key: self.keys.key(),
-            limits: &self.limits,
+            limits,
             key_values: &values[..self.keys.limits()],
             rules: self.rules,
             rising: self.rising,

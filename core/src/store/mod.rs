@@ -262,6 +262,7 @@ impl<'a> Subject<'a> {
 
     /// The limits this request is counted by, with each one's place among
     /// the location's, and whose count each is.
+    #[inline(always)]
     pub fn counted_limits(&self) -> ([(usize, RateLimit, Counted<'a>); MAX_LIMITS], usize) {
         let none = RateLimit {
             requests: 0,
