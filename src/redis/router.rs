@@ -19,7 +19,9 @@ impl Router {
     /// Sends `command` (sent again as it says if Redis answers
     /// `NOSCRIPT`), whose keys share `key`'s slot; `on_reply` runs from
     /// the event loop (`slot`: that slot, where the caller knows it
-    /// already). Refused at once if the node for that slot is down.
+    /// already; `key` is then not read, and may be empty, as it is for
+    /// one Redis or Sentinel). Refused at once if the node for that slot
+    /// is down.
     pub fn submit(
         &self,
         (key, slot): (&[u8], Option<u16>),

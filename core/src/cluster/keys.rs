@@ -93,6 +93,8 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
     let at = digits_before(&mut tail, LIMIT_TAIL, limit.window_ms);
     tail[at - 1] = b':';
     let at = digits_before(&mut tail, at - 1, limit.requests.into());
+    // (Every limit's suffix is three bytes, `LIMIT_TAIL`'s.)
+    debug_assert!(suffix.len() <= 3);
     let at = at - suffix.len();
     tail[at..at + suffix.len()].copy_from_slice(suffix);
     w.extend_from_slice(&tail[at..]);

@@ -260,8 +260,17 @@ impl<'a> Subject<'a> {
         }
     }
 
-    /// The limits this request is counted by, with each one's place among
-    /// the location's, and whose count each is.
+    /// The limits this request is counted by, in the order written, one
+    /// at a time: each one's place among the location's, its rate, and
+    /// whose count it is (a limit whose `key=` value came out empty is
+    /// left out, [`Subject::counted`]).
+    #[inline(always)]
+    pub fn counted_iter(&self) -> impl Iterator<Item = (usize, RateLimit, Counted<'a>)> + '_ {
+        let limits = self.limits.as_slice().iter().enumerate();
+        limits.filter_map(|(at, limit)| Some((at, limit.rate, self.counted(at)?)))
+    }
+
+    /// [`Subject::counted_iter`] as a list.
     #[inline(always)]
     pub fn counted_limits(&self) -> ([(usize, RateLimit, Counted<'a>); MAX_LIMITS], usize) {
         let none = RateLimit {
@@ -270,11 +279,9 @@ impl<'a> Subject<'a> {
         };
         let mut out = [(0, none, Counted::Client(self.key)); MAX_LIMITS];
         let mut n = 0;
-        for (i, limit) in self.limits.as_slice().iter().enumerate() {
-            if let Some(counted) = self.counted(i) {
-                out[n] = (i, limit.rate, counted);
-                n += 1;
-            }
+        for (slot, counted) in out.iter_mut().zip(self.counted_iter()) {
+            *slot = counted;
+            n += 1;
         }
         (out, n)
     }

@@ -666,3 +666,40 @@ fn a_client_waiting_out_a_networks_refusals_is_never_blocked() {
     }
     assert_eq!(s.strikes(b"10.0.0.2"), 0);
 }
+
+#[test]
+fn an_empty_key_value_leaves_its_limit_out_of_the_counted_ones_and_no_other() {
+    let net = b"10.0.0.0";
+    for (values, expected) in [
+        (
+            [None, Some(&net[..])],
+            vec![(0, Counted::Client(KEY)), (1, Counted::Own(net))],
+        ),
+        ([None, Some(&b""[..])], vec![(0, Counted::Client(KEY))]),
+        (
+            [Some(&b""[..]), Some(&net[..])],
+            vec![(1, Counted::Own(net))],
+        ),
+        ([Some(&b""[..]), Some(&b""[..])], vec![]),
+    ] {
+        let s = Subject {
+            key: KEY,
+            key_values: kept(values),
+            ..per_client_and_net(KEY, net)
+        };
+        let each: Vec<_> = s.counted_iter().map(|(at, _, whose)| (at, whose)).collect();
+        assert_eq!(each, expected, "{values:?}");
+        let (list, n) = s.counted_limits();
+        let listed: Vec<_> = list[..n]
+            .iter()
+            .map(|&(at, _, whose)| (at, whose))
+            .collect();
+        assert_eq!(listed, expected, "{values:?}: the list as the iterator");
+        let rates: Vec<_> = s.counted_iter().map(|(at, rate, _)| (at, rate)).collect();
+        let written = s.limits.as_slice();
+        assert!(
+            rates.iter().all(|&(at, rate)| rate == written[at].rate),
+            "{values:?}"
+        );
+    }
+}

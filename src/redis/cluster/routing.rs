@@ -112,6 +112,8 @@ impl Cluster {
         command: Resend,
         on_reply: OnFrame,
     ) -> Result<(), Unavailable> {
+        // (An empty key comes only with its slot: `Router::submit`.)
+        debug_assert!(slot.is_some() || !key.is_empty());
         let job = Job {
             slot: slot.unwrap_or_else(|| key_slot(key)),
             command,

@@ -457,8 +457,7 @@ impl Calls {
         // (The counted limits one at a time: `Subject::counted_limits`'s
         // list of eight was filled and copied, `keyed_limits`.)
         let n = subject.limits.len();
-        let limits = subject.limits.as_slice().iter().enumerate();
-        let counted = limits.filter_map(|(at, limit)| Some((at, limit.rate, subject.counted(at)?)));
+        let counted = subject.counted_iter();
         let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
         let client = (tag, Some(client_slot), subject.rules, offence);
         let mut parts = Vec::with_capacity(n + 1);

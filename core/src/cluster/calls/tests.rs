@@ -438,6 +438,31 @@ fn each_part_of_a_sharded_check_knows_its_routes_slot() {
 }
 
 #[test]
+fn an_empty_key_value_leaves_its_limit_out_of_every_part_of_a_sharded_check() {
+    let calls = Calls::new("ps:", 1, 1, true);
+    let limits = client_net_and_as();
+    for (values, left_out) in [([&b""[..], b"AS64500"], 1), ([b"n1", b""], 2)] {
+        let key_values: &[Option<&[u8]>] = kept([None, Some(values[0]), Some(values[1])]);
+        let subject = Subject {
+            key_values,
+            ..subject(b"c1", limits, false)
+        };
+        let tag = crate::redis::command::client_tag(b"c1");
+        let parts = calls.parts(tag.as_bytes(), &subject, Offence::Unpaid);
+        let mut counted: Vec<u8> = parts
+            .iter()
+            .flat_map(|part| part.at[..part.limits_len()].to_vec())
+            .collect();
+        counted.sort_unstable();
+        let expected: Vec<u8> = (0..3).filter(|&i| i != left_out).collect();
+        assert_eq!(
+            counted, expected,
+            "{values:?}: each other limit in one part"
+        );
+    }
+}
+
+#[test]
 fn each_part_reads_its_reply_by_its_own_limits_with_their_places_among_the_locations() {
     let calls = Calls::new("ps:", 1, 1, true);
     let limits = client_net_and_as();

@@ -69,12 +69,10 @@ impl<W: Waits> ClusterNode<W> {
     /// The limits the subject's request is counted by, in the order
     /// written, each keyed as the node keeps its refusals.
     pub(super) fn keyed_limits(&self, subject: &Subject) -> Vec<KeyedLimit> {
-        // (`Subject::counted_limits` one at a time: no list of all eight
-        // to fill and copy, measured 100-odd instructions.)
-        let limits = subject.limits.as_slice().iter().enumerate();
-        let counted = limits.filter_map(|(at, limit)| Some((at, limit.rate, subject.counted(at)?)));
+        // (One at a time: no list of all eight to fill and copy, measured
+        // 100-odd instructions.)
         let mut out = Vec::with_capacity(subject.limits.len());
-        out.extend(counted.map(|(at, limit, whose)| {
+        out.extend(subject.counted_iter().map(|(at, limit, whose)| {
             let approx = subject.limits.approx(at);
             let (own, refusal) = match whose {
                 Counted::Client(key) | Counted::Spends(key) => {
