@@ -17,7 +17,6 @@ mod redis;
 mod zone;
 
 use core::cell::{Cell, RefCell};
-use core::ptr::NonNull;
 use std::rc::Rc;
 
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
@@ -264,7 +263,7 @@ impl Stores {
         let mut late = || Late {
             op,
             keys: KeptKeys::of(subject),
-            limits: NonNull::from(subject.limits),
+            limits: *subject.limits,
             rules: subject.rules,
             rising: subject.rising,
             zone: self.zone.clone(),
@@ -337,11 +336,7 @@ impl Stores {
 pub struct Late {
     op: Op,
     keys: KeptKeys,
-    /// The location's limits where its configuration keeps them (not a
-    /// 584-byte copy made for every request sent to Redis): read only by
-    /// [`Late::decide`], which runs while the request waits or at once,
-    /// and a location's configuration outlives its requests.
-    limits: NonNull<Limits>,
+    limits: Limits,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
@@ -389,14 +384,9 @@ impl Late {
             _ => return Decided::now(Reply::Down),
         };
         let values = self.keys.values();
-        // SAFETY: `limits` is the asking location's, in its configuration,
-        // which lives as long as the worker's cycle; a late answer is
-        // decided only for a request still waiting (`Waiter::fall_back`),
-        // the refused call at once (`Stores::ask_redis`).
-        let limits = unsafe { self.limits.as_ref() };
         let subject = Subject {
             key: self.keys.key(),
-            limits,
+            limits: &self.limits,
             key_values: &values[..self.keys.limits()],
             rules: self.rules,
             rising: self.rising,
