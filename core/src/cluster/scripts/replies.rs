@@ -124,7 +124,7 @@ impl StackedLimits for Limits {
 /// The stacked script's reply as the store's answer. Its last integer
 /// names the limit that decided, so it cannot say `struck`: the script
 /// strikes a refused offence of an unblocked client when strikes are on
-/// (`refuse` in `check.lua`), decided here from the same facts.
+/// (`R.refuse` in `refusal.lua`), decided here from the same facts.
 pub fn stacked_checked_from_reply(
     reply: &[i64],
     limits: &impl StackedLimits,

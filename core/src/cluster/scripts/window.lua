@@ -26,7 +26,7 @@ local function window_check(key, ok, limit, window, window_ms, member, offence, 
   -- A fresh admission: one request of a client new in its window, without
   -- strikes (most clients of a busy site), under a limit of more than one
   -- and an offence a wait takes back or none is (its admission reads no
-  -- refusals). Its reply is known (`check`): nothing else to read, build
+  -- refusals). Its reply is known (`window_one.lua`): nothing else to read, build
   -- or compare.
   if count == 0 and k == 1 and strikes == 0 and limit > 1 and offence ~= '0' then
     log_add(key, now, member, 1, window_ms, now_s, at_s)
