@@ -9,7 +9,9 @@
 # resumes.  The checks of new clients that come while one is on its way go
 # several in one command (cluster/node/gather.rs): the first 64 of them in
 # four commands, the next ones one command each; so 1024 commands hold
-# 1024 - 4 + 64 requests.
+# 1024 - 4 + 64 requests.  A request decided at once that way and then sent
+# to another location (try_files) is decided again there, not left
+# waiting for the call that was never sent.
 
 use strict;
 use warnings;
@@ -53,12 +55,24 @@ $t->write_file_expand('nginx.conf', http_conf(<<'EOF', %preamble));
             pow_shield_fail local;
         }
 
+        # (passed, then sent on to /api2/ by try_files: its access phase again)
+        location /on/ {
+            pow_shield_limit 100000 1h;
+            pow_shield_fail open;
+            try_files $uri /api2/data.json;
+        }
+
+        location /api2/ {
+            pow_shield_limit 50000 1h;
+            pow_shield_fail open;
+        }
+
         location = /metrics {
             pow_shield_status;
         }
     }
 EOF
-$t->write_file('html/api/data.json', '{"ok":true}');
+$t->write_file("html/$_/data.json", '{"ok":true}') for 'api', 'api2';
 $t->run;
 
 ###############################################################################
@@ -78,6 +92,9 @@ is(scalar(grep { answered($_) } @socks), $OVER,
     'the requests within the cap still wait for Redis');
 is($t->error_log_count(qr/pow_shield: redis \S+: $CAP commands in flight/), 1,
     'the cap is logged once');
+my $on = $t->http_get('/on/missing.json', 'X-Client' => 'on');
+is($on->status, 200, 'beyond the cap, a request sent on to another location by '
+    . 'try_files is decided there too (fail open), not left waiting');
 
 $t->resume_redis;
 
@@ -88,8 +105,8 @@ is(scalar @{$t->redis_cmd('KEYS', 'pow:{*') // []}, $WAITING + 1,
     'the requests within the cap were counted in Redis');
 
 my $m = scrape($t);
-is(metric($m, 'pow_shield_redis_errors_total', kind => 'refused'), $OVER,
-    'metrics: the requests beyond the cap are counted as refused');
+is(metric($m, 'pow_shield_redis_errors_total', kind => 'refused'), $OVER + 2,
+    'metrics: the requests beyond the cap are counted as refused (the one sent on twice)');
 is(metric($m, 'pow_shield_redis_round_trip_seconds_count'),
     metric($m, 'pow_shield_redis_commands_total'),
     'metrics: every command sent got its reply');

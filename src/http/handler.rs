@@ -202,13 +202,16 @@ fn full(
                 // was full, and room is not made twice.)
                 Some(op) => {
                     match checked.or_else(|| stores.ask(op, &subject, &mut || st().new_waiter())) {
-                        Some(answer) => match green::admitted(rules, &answer) {
-                            Some(done) => return decided(r, mcf, &stores, state, done, values),
-                            None => {
-                                reply = Some(answer);
-                                Decision::after_first(rules, exempt)
+                        Some(answer) => {
+                            st().answered_now();
+                            match green::admitted(rules, &answer) {
+                                Some(done) => return decided(r, mcf, &stores, state, done, values),
+                                None => {
+                                    reply = Some(answer);
+                                    Decision::after_first(rules, exempt)
+                                }
                             }
-                        },
+                        }
                         None => {
                             // (Made again when the answer arrives: the
                             // same rules and key, nothing to keep.)
@@ -223,7 +226,10 @@ fn full(
     let done = loop {
         match decision.next(reply.take(), || trusted(r, policy)) {
             Next::Ask(op) => match stores.ask(op, &subject, &mut || st().new_waiter()) {
-                Some(answer) => reply = Some(answer),
+                Some(answer) => {
+                    st().answered_now();
+                    reply = Some(answer);
+                }
                 None => {
                     st().decision = Some(decision);
                     return wait(r);

@@ -393,6 +393,17 @@ impl RequestState {
         Some(reply)
     }
 
+    /// The store answered at once: a waiter made for the call meanwhile
+    /// (one the router then refused, `RedisStore::ask`) waits for nothing,
+    /// and must not leave the request waiting when it comes back to the
+    /// access phase (an internal redirect to another location).
+    pub fn answered_now(&mut self) {
+        if let Some(waiter) = self.waiter.take() {
+            waiter.detach();
+            Waiter::recycle(waiter);
+        }
+    }
+
     /// Whether a store's answer is still awaited.
     pub fn waiting(&self) -> bool {
         self.waiter.is_some()
