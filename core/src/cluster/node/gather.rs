@@ -47,15 +47,20 @@ pub(super) struct Gathering<T> {
     queued: Vec<T>,
 }
 
+/// `slot`'s gathering, made empty if it has none yet.
+fn of_slot<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16) -> &mut Gathering<T> {
+    map.entry(slot).or_insert(Gathering {
+        in_flight: 0,
+        queued: Vec::new(),
+    })
+}
+
 /// Whether something of `slot` about to be sent goes now: nothing of its
 /// slot is on its way (its call is, from now). Else it is to be gathered
 /// ([`gather_behind`]). Asked before the item moves anywhere (measured:
 /// an item handed in and back out was copied twice, 200-odd bytes).
 pub(super) fn goes_now<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16) -> bool {
-    let gathering = map.entry(slot).or_insert(Gathering {
-        in_flight: 0,
-        queued: Vec::new(),
-    });
+    let gathering = of_slot(map, slot);
     if gathering.in_flight == 0 {
         gathering.in_flight = 1;
         return true;
@@ -70,10 +75,7 @@ pub(super) fn gather_behind<T>(
     slot: u16,
     item: T,
 ) -> Option<Vec<T>> {
-    let gathering = map.entry(slot).or_insert(Gathering {
-        in_flight: 0,
-        queued: Vec::new(),
-    });
+    let gathering = of_slot(map, slot);
     gathering.queued.push(item);
     (gathering.queued.len() >= MAX_GATHERED).then(|| std::mem::take(&mut gathering.queued))
 }
