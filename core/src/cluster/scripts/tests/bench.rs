@@ -3,7 +3,8 @@
 //! and of the Rust model of the same rules (`store::run` over a
 //! `MemoryStore`: `limiter::{window, breaker}`, stacked limits, spends;
 //! for `approx`, the counter as `Scripts::approx` documents it), each
-//! answer compared.
+//! answer compared. Each table runs twice: on one Redis's scripts, then
+//! on a Redis Cluster's, called as the node calls them (`cluster`).
 //!
 //! Redis's clock cannot be set, so the tables run on real time: a table
 //! starts on a slot boundary of the model's ring (its rows' times are
@@ -13,6 +14,8 @@
 //! ring's error bound, `limiter::window`).
 
 use std::time::Duration;
+
+mod cluster;
 
 use super::redis_server::Redis;
 use crate::cluster::scripts::args::{offence, rules as rule_args, spend_mode};
@@ -228,6 +231,9 @@ struct Bench<'t> {
     limits: &'static Limits,
     seq: u64,
     batched: u32,
+    /// A Redis Cluster's calls, for the run on its scripts (`cluster`);
+    /// `None`: the one-Redis scripts, called by hand.
+    cluster: Option<crate::cluster::calls::Calls>,
 }
 
 impl Bench<'_> {
@@ -460,16 +466,21 @@ fn width(limit: RateLimit) -> u64 {
 /// slow that one call took longer than the tolerance (then it runs once
 /// more). `None`: skipped (no Redis, and the skip asked for).
 pub fn run(table: &Table) {
-    for attempt in 0..2 {
-        match run_once(table, attempt) {
-            Ok(()) => return,
-            Err(why) if attempt == 0 && why.starts_with("slow") => eprintln!("{why}: again"),
-            Err(why) => panic!("{}: {why}", table.name),
+    for cluster in [false, true] {
+        for attempt in 0..2 {
+            match run_once(table, attempt, cluster) {
+                Ok(()) => break,
+                Err(why) if attempt == 0 && why.starts_with("slow") => eprintln!("{why}: again"),
+                Err(why) => panic!(
+                    "{} (a Redis Cluster's scripts: {cluster}): {why}",
+                    table.name
+                ),
+            }
         }
     }
 }
 
-fn run_once(table: &Table, attempt: u32) -> Result<(), String> {
+fn run_once(table: &Table, attempt: u32, cluster: bool) -> Result<(), String> {
     let Some(mut redis) = Redis::connect(table.name) else {
         return Ok(());
     };
@@ -487,17 +498,24 @@ fn run_once(table: &Table, attempt: u32) -> Result<(), String> {
         .map(|l| if table.approx { l.window_ms } else { width(*l) })
         .fold(1, lcm);
     let slack = table.limits.iter().map(|l| width(*l)).max().unwrap_or(0);
+    if cluster {
+        cluster::load(&mut redis);
+    }
     let start = (redis.now_ms() / align + 1) * align + 10;
     let mut bench = Bench {
         table,
         redis,
         model: MemoryStore::default(),
         counter: Counter::default(),
-        prefix: format!("t:{}:{attempt}:{}", table.name, start),
+        prefix: format!("t:{}:{attempt}:{cluster}:{}", table.name, start),
         limits: Box::leak(Box::new(limits)),
         seq: 0,
         batched: 0,
+        cluster: None,
     };
+    if cluster {
+        bench.cluster = Some(cluster::calls(&bench.prefix));
+    }
     for (i, row) in table.rows.iter().enumerate() {
         loop {
             let now = bench.redis.now_ms();
@@ -507,7 +525,14 @@ fn run_once(table: &Table, attempt: u32) -> Result<(), String> {
             std::thread::sleep(Duration::from_millis(start + row.at - now));
         }
         let t0 = bench.redis.now_ms();
-        let lua = bench.lua(row.step);
+        let lua = match bench.cluster.take() {
+            Some(calls) => {
+                let lua = bench.cluster_lua(&calls, row.step, t0);
+                bench.cluster = Some(calls);
+                lua
+            }
+            None => bench.lua(row.step),
+        };
         let took = bench.redis.now_ms() - t0;
         let model = bench.model(row.step, t0);
         let tolerance = slack + took + 5;
