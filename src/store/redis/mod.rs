@@ -28,6 +28,7 @@ use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
 use crate::redis::client::{Awaits, OnFrame};
 use crate::redis::router::Router;
+use pow_shield_core::cluster::calls::Call;
 use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
 };
@@ -39,6 +40,10 @@ use timer::{fresh_monotonic_ms, BatchTimer};
 
 /// The most steps a kept list holds room for.
 const SPARE_STEPS: usize = 64;
+
+/// Script calls kept once sent, to hold the next ones (their shared
+/// allocation made again only while this many are on their way).
+const KEPT_CALLS: usize = 8;
 
 /// A request waiting in the node.
 struct Held(Rc<Waiter>);
@@ -60,6 +65,13 @@ pub struct RedisStore {
     /// The list of steps the node last answered, emptied, for the next
     /// (measured: a request's two lists were two allocations).
     spare_steps: Cell<Vec<Step<Held>>>,
+    /// The script calls last sent, oldest first, each shared with the
+    /// router while on its way: one the router let go of holds the next
+    /// call (measured: a call's shared allocation was an allocation and
+    /// a free a call).
+    kept_calls: RefCell<[Option<Rc<Call>>; KEPT_CALLS]>,
+    /// The place in `kept_calls` of the next call.
+    next_kept: Cell<usize>,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -283,9 +295,32 @@ impl RedisStore {
         match command {
             // Sent again as `EVAL` only if Redis lost the script (SCRIPT
             // FLUSH, a restart).
-            Command::Script(call) => self.router.submit(route, Rc::new(call), on_reply),
+            Command::Script(call) => self.router.submit(route, self.shared(call), on_reply),
             Command::Plain(command) => self.router.submit(route, Rc::new(command), on_reply),
         }
+    }
+
+    /// `call`, shared: in the allocation of the call sent `KEPT_CALLS`
+    /// calls ago if the router let go of it (answered), else in a new one,
+    /// kept in its place.
+    fn shared(&self, call: Call) -> Rc<Call> {
+        let at = self.next_kept.get();
+        self.next_kept.set((at + 1) % KEPT_CALLS);
+        let Ok(mut kept) = self.kept_calls.try_borrow_mut() else {
+            return Rc::new(call);
+        };
+        let Some(slot) = kept.get_mut(at) else {
+            return Rc::new(call);
+        };
+        if let Some(kept) = slot.as_mut() {
+            if let Some(free) = Rc::get_mut(kept) {
+                *free = call;
+                return kept.clone();
+            }
+        }
+        let shared = Rc::new(call);
+        *slot = Some(shared.clone());
+        shared
     }
 
     fn alert(&self, alert: Alert) {
