@@ -119,6 +119,7 @@ impl RedisStore {
             RedisStore {
                 router,
                 node: RefCell::new(ClusterNode::new(calls, scope, local_generation, node_id)),
+                refusal_keys: Default::default(),
                 cache,
                 batch_timer: BatchTimer::new(),
                 spare_steps: Default::default(),
