@@ -99,19 +99,34 @@ fn made_in_pool<'r>(r: &'r Request, id: &[u8]) -> Option<&'r [u8]> {
 /// (`request::evaluate_key_values`).
 pub(super) fn net_key(r: &Request) -> Option<(*const u8, usize)> {
     let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: a request's connection is live while the request is, and
-    // nginx filled its sockaddr (realip rewrites it, as the variable reads).
-    let net = client_net(unsafe { peer_ip(&*raw.connection) });
-    let net = net.as_bytes();
-    // SAFETY: `net.len()` bytes of the request pool, which outlives `r`'s
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*raw.connection };
+    // An IPv4 peer's network is its address's text (nginx writes the four
+    // octets in decimal, as `client_net` does; realip rewrites it with the
+    // address) up to its last dot, then `0/24`: no formatting.
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let made;
+    let (head, tail): (&[u8], &[u8]) = match unsafe { ipv4_text(c) }
+        .and_then(|text| text.get(..=text.iter().rposition(|b| *b == b'.')?))
+    {
+        Some(head) => (head, b"0/24"),
+        None => {
+            // SAFETY: as above.
+            made = client_net(unsafe { peer_ip(c) });
+            (made.as_bytes(), b"")
+        }
+    };
+    let len = head.len() + tail.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s
     // borrow, written in full before they are read.
     unsafe {
-        let data = nginx_sys::ngx_pnalloc(raw.pool, net.len()).cast::<u8>();
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
         if data.is_null() {
             return None;
         }
-        core::ptr::copy_nonoverlapping(net.as_ptr(), data, net.len());
-        Some((data.cast_const(), net.len()))
+        core::ptr::copy_nonoverlapping(head.as_ptr(), data, head.len());
+        core::ptr::copy_nonoverlapping(tail.as_ptr(), data.add(head.len()), tail.len());
+        Some((data.cast_const(), len))
     }
 }
 
