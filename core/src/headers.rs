@@ -4,7 +4,7 @@
 //! configuration time; these are formatted per response.
 
 use crate::limiter::{LimitName, Limits, Verdict};
-use pow_shield_protocol::wire::decimal;
+use crate::redis::script_call::digits_before;
 
 /// The name of limit `i` in `RateLimit-Policy` and `RateLimit`: as before
 /// limits stacked, `pow-shield` for a location's one unnamed limit; else
@@ -15,6 +15,13 @@ pub fn item_name(limits: &Limits, i: usize) -> LimitName {
     } else {
         limits.name(i)
     }
+}
+
+/// What starts limit `i`'s `RateLimit` value, the same in every response
+/// of a location: `"<name>";r=` ([`item_name`]), made at configuration
+/// time ([`HeaderValues::of_item`] takes it).
+pub fn rate_limit_item(limits: &Limits, i: usize) -> String {
+    format!("\"{}\";r=", item_name(limits, i))
 }
 
 /// One response's rate-limit numbers.
@@ -55,6 +62,9 @@ pub struct HeaderValues {
 /// `"<32-byte name>";r=<10>;t=<20>`.
 const VALUES_CAPACITY: usize = 128;
 
+/// Room for the longest `RateLimit` item: `"<32-byte name>";r=`.
+const ITEM_CAPACITY: usize = crate::limiter::limits::MAX_NAME + 5;
+
 /// One of the values [`HeaderValues`] holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Value {
@@ -79,7 +89,7 @@ impl HeaderValues {
         numbers: &RateLimitNumbers,
         (x, ietf): (bool, bool),
     ) -> Self {
-        Self::made(Some(requests), name, numbers, (x, ietf))
+        Self::named(Some(requests), name, numbers, (x, ietf))
     }
 
     /// As [`HeaderValues::new`], but `X-RateLimit-Limit` is left empty:
@@ -87,15 +97,36 @@ impl HeaderValues {
     /// and the module writes them once, at configuration time.
     #[inline]
     pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
-        Self::made(None, name, numbers, (x, ietf))
+        Self::named(None, name, numbers, (x, ietf))
     }
 
+    /// The values of limit `name`, its `RateLimit` item made here.
+    fn named(
+        requests: Option<u32>,
+        name: &LimitName,
+        numbers: &RateLimitNumbers,
+        flags: (bool, bool),
+    ) -> Self {
+        let mut item = [0u8; ITEM_CAPACITY];
+        let name = name.as_bytes();
+        let len = (name.len() + 5).min(ITEM_CAPACITY);
+        item[0] = b'"';
+        item[1..len - 4].copy_from_slice(&name[..len - 5]);
+        item[len - 4..len].copy_from_slice(b"\";r=");
+        Self::of_item(requests, &item[..len], numbers, flags)
+    }
+
+    /// The values of a response whose verdict is of a limit of `requests`
+    /// (`None`: `X-RateLimit-Limit` left empty, as [`HeaderValues::varying`]
+    /// leaves it) whose `RateLimit` starts with `item`
+    /// ([`rate_limit_item`], made at configuration time: no name made per
+    /// response).
     // (Inline, as the writers below: a response's values are made in
     // place, in its caller's frame, and not copied out.)
     #[inline(always)]
-    fn made(
+    pub fn of_item(
         requests: Option<u32>,
-        name: &LimitName,
+        item: &[u8],
         numbers: &RateLimitNumbers,
         (x, ietf): (bool, bool),
     ) -> Self {
@@ -115,9 +146,7 @@ impl HeaderValues {
             v.ends[2] = v.len;
         }
         if ietf {
-            v.push(b"\"");
-            v.push(name.as_bytes());
-            v.push(b"\";r=");
+            v.push(item);
             match x {
                 // The same digits as `X-RateLimit-Remaining`'s: copied,
                 // not made again.
@@ -166,10 +195,18 @@ impl HeaderValues {
         self.len += n;
     }
 
-    /// `n`'s digits, appended.
+    /// `n`'s digits, appended: written in place, right to left, once
+    /// their count is known (measured: through a scratch and a copy, three
+    /// numbers were a third of the headers' cost).
     #[inline(always)]
     fn decimal(&mut self, n: u64) {
-        decimal(n, |digits| self.push(digits));
+        let end = self.len + n.checked_ilog10().map_or(1, |log| log as usize + 1);
+        // (Never: the capacity holds the longest values.)
+        if end > VALUES_CAPACITY {
+            return;
+        }
+        digits_before(&mut self.buf, end, n);
+        self.len = end;
     }
 }
 
@@ -237,6 +274,42 @@ mod tests {
         assert_eq!(ietf.get(Value::Limit), b"");
         assert_eq!(ietf.get(Value::Reset), b"");
         assert_eq!(ietf.get(Value::RateLimit), b"\"api\";r=4;t=5");
+    }
+
+    #[test]
+    fn an_item_made_at_configuration_gives_the_same_values() {
+        use crate::limiter::RateLimit;
+        let rate = |requests| RateLimit {
+            requests,
+            window_ms: 1000,
+        };
+        let plain = Limits::one(rate(60));
+        let mut stacked = Limits::one(rate(1_000_000));
+        let net = LimitName::new("net").ok();
+        stacked.push(rate(5), net).unwrap();
+        for (limits, i) in [(&plain, 0), (&stacked, 0), (&stacked, 1)] {
+            let item = rate_limit_item(limits, i);
+            let name = item_name(limits, i);
+            assert_eq!(item, format!("\"{}\";r=", name.as_str()));
+            for n in [numbers(0, 0, 0), numbers(59, 1_700_000_060, 60)] {
+                for flags in [(true, true), (true, false), (false, true)] {
+                    let by_name = HeaderValues::new(60, &name, &n, flags);
+                    let by_item = HeaderValues::of_item(Some(60), item.as_bytes(), &n, flags);
+                    assert_eq!(by_item.as_bytes(), by_name.as_bytes());
+                    for v in [
+                        Value::Limit,
+                        Value::Remaining,
+                        Value::Reset,
+                        Value::RateLimit,
+                    ] {
+                        assert_eq!(by_item.get(v), by_name.get(v));
+                    }
+                    let varying = HeaderValues::of_item(None, item.as_bytes(), &n, flags);
+                    let by_name = HeaderValues::varying(&name, &n, flags);
+                    assert_eq!(varying.as_bytes(), by_name.as_bytes());
+                }
+            }
+        }
     }
 
     #[test]

@@ -26,6 +26,7 @@ use pow_shield_core::config::settings::policy_header;
 use pow_shield_core::config::{KeySources, LogLevel, Resolved, Settings};
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
+use pow_shield_core::headers::rate_limit_item;
 use pow_shield_core::limiter::breaker::BreakerRules;
 use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 use pow_shield_core::syntax::{FailPolicy, HeadersMode};
@@ -176,6 +177,9 @@ pub struct Policy {
     /// Each limit's `X-RateLimit-Limit` (its requests), made once the
     /// same way (empty: made per response).
     pub x_limits: [ngx_str_t; MAX_LIMITS],
+    /// Each limit's start of `RateLimit`, `"<name>";r=`, made once the
+    /// same way (empty: made per response).
+    pub rate_limit_items: [ngx_str_t; MAX_LIMITS],
     /// The price policy its challenges are bound to
     /// (`pow_shield_core::decision::price_policy`).
     pub price_id: u64,
@@ -222,6 +226,7 @@ impl Policy {
             trusted: r.trusted.unwrap_or(ptr::null_mut()),
             ietf_policy: ngx_str_t::default(),
             x_limits: [ngx_str_t::default(); MAX_LIMITS],
+            rate_limit_items: [ngx_str_t::default(); MAX_LIMITS],
             price_id: price_policy(&r.limits, r.difficulty, r.work),
             work: r.work,
             straight: Straight::of(&rules, r.headers),
@@ -361,6 +366,12 @@ pub fn merge_loc_conf(cf: &mut ngx_conf_t, prev: &LocConf, conf: &mut LocConf) -
                 return NGX_CONF_ERROR;
             };
             conf.policy.x_limits[i] = x_limit;
+            let text = rate_limit_item(&conf.policy.limits, i);
+            // SAFETY: as above.
+            let Some(item) = (unsafe { ngx_str_t::from_bytes(cf.pool, text.as_bytes()) }) else {
+                return NGX_CONF_ERROR;
+            };
+            conf.policy.rate_limit_items[i] = item;
         }
         if !conf.policy.limits.is_plain() {
             for i in 0..conf.policy.limits.len() {

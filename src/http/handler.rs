@@ -143,9 +143,11 @@ fn full(
         _ => redirect::counted_before(st(), key, values),
     };
     let adjusted: Values;
-    // (The common request's values are the location's: nothing of the
-    // evaluated ones is moved, nor copied, to find that out.)
-    let counting = match evaluated.is_none() && !counted.contains(&true) {
+    // (The common request's values are the location's, or those
+    // evaluated when no dry run prefixes them: nothing of them is moved,
+    // nor copied, to find that out.)
+    let as_evaluated = evaluated.is_none() || !policy.dry_run;
+    let counting = match as_evaluated && !counted.contains(&true) {
         true => values,
         false => {
             let mut each = evaluated.unwrap_or([None; MAX_LIMITS]);

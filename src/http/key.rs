@@ -11,7 +11,7 @@ use ngx::http::Request;
 
 use crate::config::Policy;
 use crate::ffi::bytes;
-use pow_shield_core::limiter::client::{client_id, DEFAULT_KEY_MARK};
+use pow_shield_core::limiter::client::{client_id, client_net, DEFAULT_KEY_MARK};
 
 /// `policy`'s client key for `r`, evaluated now (request pool memory), as
 /// the state keeps it.
@@ -90,6 +90,43 @@ fn made_in_pool<'r>(r: &'r Request, id: &[u8]) -> Option<&'r [u8]> {
         *data = DEFAULT_KEY_MARK;
         core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
         Some(core::slice::from_raw_parts(data, len))
+    }
+}
+
+/// `$pow_shield_net` of `r` (`variables::get_net`'s bytes), made in the
+/// request pool without the variable machinery: a limit's `key=` that is
+/// this variable alone is read here on every request
+/// (`request::evaluate_key_values`).
+pub(super) fn net_key(r: &Request) -> Option<(*const u8, usize)> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: a request's connection is live while the request is.
+    let c = unsafe { &*raw.connection };
+    // An IPv4 peer's network is its address's text (nginx writes the four
+    // octets in decimal, as `client_net` does; realip rewrites it with the
+    // address) up to its last dot, then `0/24`: no formatting.
+    // SAFETY: nginx filled the live connection's sockaddr.
+    let made;
+    let (head, tail): (&[u8], &[u8]) = match unsafe { ipv4_text(c) }
+        .and_then(|text| text.get(..=text.iter().rposition(|b| *b == b'.')?))
+    {
+        Some(head) => (head, b"0/24"),
+        None => {
+            // SAFETY: as above.
+            made = client_net(unsafe { peer_ip(c) });
+            (made.as_bytes(), b"")
+        }
+    };
+    let len = head.len() + tail.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s
+    // borrow, written in full before they are read.
+    unsafe {
+        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
+        if data.is_null() {
+            return None;
+        }
+        core::ptr::copy_nonoverlapping(head.as_ptr(), data, head.len());
+        core::ptr::copy_nonoverlapping(tail.as_ptr(), data.add(head.len()), tail.len());
+        Some((data.cast_const(), len))
     }
 }
 

@@ -8,17 +8,18 @@
 use core::ops::ControlFlow;
 use core::ptr::NonNull;
 use std::net::IpAddr;
+use std::sync::LazyLock;
 
 use nginx_sys::{ngx_http_request_t, ngx_list_part_t, ngx_table_elt_t};
 use ngx::http::Request;
 
-use super::key::{evaluate_key, peer_ip, pooled};
+use super::key::{evaluate_key, net_key, peer_ip, pooled};
 use super::state::{Evaluated, RequestState};
 use crate::config::Policy;
 use crate::ffi::bytes;
 use crate::protocol::Proof;
 use pow_shield_core::limiter::client::client_id;
-use pow_shield_core::limiter::MAX_LIMITS;
+use pow_shield_core::limiter::{KeyId, MAX_LIMITS};
 use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
@@ -154,6 +155,13 @@ pub(super) fn key_values<'r>(
     Some(st.key_values.map(pooled_values))
 }
 
+/// The identity of `key=$pow_shield_net` (the value that variable alone),
+/// as configuration gave it to its limits (`Limit::key`): such a limit's
+/// value is the client's network, read without nginx's complex-value
+/// machinery (`key::net_key`; the variable cannot be redefined: nginx
+/// refuses a second variable of its name).
+static NET_KEY: LazyLock<KeyId> = LazyLock::new(|| KeyId::of("$pow_shield_net"));
+
 /// `policy`'s `key=` values for `r`, evaluated now (each `key=` text
 /// once, however many limits count per it), as the state keeps them.
 pub(super) fn evaluate_key_values(r: &Request, policy: &Policy) -> Option<Evaluated> {
@@ -166,6 +174,7 @@ pub(super) fn evaluate_key_values(r: &Request, policy: &Policy) -> Option<Evalua
         let earlier = limits[..i].iter().position(|l| l.key == Some(id));
         evaluated[i] = match earlier {
             Some(j) => evaluated[j],
+            None if id == *NET_KEY => Some(net_key(r)?),
             None => {
                 // SAFETY: a key source is a complex value compiled at
                 // configuration time.

@@ -7,6 +7,7 @@ use ngx::http::Request;
 
 use super::state::RequestState;
 use crate::config::Policy;
+use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeJson, ErrorBody, Problem};
 use crate::protocol::{Challenge, Work};
 use pow_shield_bots::accept;
@@ -374,12 +375,20 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     let Some(limit) = policy.limits.get(at) else {
         return Some(()); // no limit here (a trap): no rate-limit headers
     };
-    let name = item_name(&policy.limits, at);
-    // `X-RateLimit-Limit` as made at configuration time.
+    // `X-RateLimit-Limit` and the start of `RateLimit` as made at
+    // configuration time.
     let fixed = policy.x_limits.get(at).copied().filter(|s| s.len > 0);
-    let values = match fixed {
-        Some(_) => HeaderValues::varying(&name, &numbers, (x, ietf)),
-        None => HeaderValues::new(limit.requests, &name, &numbers, (x, ietf)),
+    let item = policy.rate_limit_items.get(at).map(bytes);
+    let requests = fixed.is_none().then_some(limit.requests);
+    let values = match item.filter(|item| !item.is_empty()) {
+        Some(item) => HeaderValues::of_item(requests, item, &numbers, (x, ietf)),
+        None => {
+            let name = item_name(&policy.limits, at);
+            match requests {
+                Some(requests) => HeaderValues::new(requests, &name, &numbers, (x, ietf)),
+                None => HeaderValues::varying(&name, &numbers, (x, ietf)),
+            }
+        }
     };
     let text = values.as_bytes();
     let raw: *mut ngx_http_request_t = r.into();

@@ -33,23 +33,46 @@ const INLINE_KEYS: usize = 48;
 impl KeptKeys {
     /// The subject's key and `key=` values, copied.
     pub fn of(subject: &Subject) -> Self {
-        let mut values = [None; MAX_LIMITS];
+        let mut kept = KeptKeys {
+            bytes: KeyBytes::Inline {
+                len: 0,
+                bytes: [0; INLINE_KEYS],
+            },
+            key_len: 0,
+            values: [None; MAX_LIMITS],
+            limits: 0,
+        };
+        kept.write(subject);
+        kept
+    }
+
+    /// [`KeptKeys::of`] `subject`, written over these in place (a kept
+    /// record made again for the next request: nothing made aside and
+    /// moved in; inline bytes stay inline, without an allocation).
+    pub fn write(&mut self, subject: &Subject) {
         let limits = subject.key_values.len().min(MAX_LIMITS);
         let kept = &subject.key_values[..limits];
         let len = subject.key.len() + kept.iter().flatten().map(|v| v.len()).sum::<usize>();
-        let mut heap = Vec::new();
-        let mut inline = [0u8; INLINE_KEYS];
-        let out: &mut [u8] = match len <= INLINE_KEYS {
-            true => &mut inline[..len],
-            false => {
-                heap.resize(len, 0);
-                &mut heap
+        match (&mut self.bytes, len <= INLINE_KEYS) {
+            (KeyBytes::Inline { len: n, .. }, true) => *n = len as u8,
+            (bytes, true) => {
+                *bytes = KeyBytes::Inline {
+                    len: len as u8,
+                    bytes: [0; INLINE_KEYS],
+                }
             }
+            (bytes, false) => *bytes = KeyBytes::Heap(vec![0; len]),
+        }
+        let out: &mut [u8] = match &mut self.bytes {
+            KeyBytes::Inline { bytes, .. } => bytes.get_mut(..len).unwrap_or_default(),
+            KeyBytes::Heap(bytes) => bytes,
         };
-        let (key, rest) = out.split_at_mut(subject.key.len());
+        let Some((key, rest)) = out.split_at_mut_checked(subject.key.len()) else {
+            return;
+        };
         key.copy_from_slice(subject.key);
         let mut at = 0;
-        for (slot, value) in values.iter_mut().zip(kept) {
+        for (slot, value) in self.values.iter_mut().zip(kept) {
             *slot = value.and_then(|value| {
                 let room = rest.get_mut(at..at + value.len())?;
                 room.copy_from_slice(value);
@@ -63,19 +86,11 @@ impl KeptKeys {
                 ))
             });
         }
-        let bytes = match len <= INLINE_KEYS {
-            true => KeyBytes::Inline {
-                len: len as u8,
-                bytes: inline,
-            },
-            false => KeyBytes::Heap(heap),
-        };
-        KeptKeys {
-            bytes,
-            key_len: subject.key.len(),
-            values,
-            limits,
+        for slot in self.values.iter_mut().skip(limits) {
+            *slot = None;
         }
+        self.key_len = subject.key.len();
+        self.limits = limits;
     }
 
     /// How many limits the request has values for.

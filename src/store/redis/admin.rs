@@ -59,8 +59,11 @@ impl RedisStore {
             Counted::Own(value) => [OWN_KEY, value].concat(),
             Counted::Client(key) | Counted::Spends(key) => key.to_vec(),
         };
-        if let Ok(mut node) = self.node.try_borrow_mut() {
-            node.lift(&mut self.env(), &refused, limits, super::now());
+        if let (Ok(mut node), Ok(mut keys)) = (
+            self.node.try_borrow_mut(),
+            self.refusal_keys.try_borrow_mut(),
+        ) {
+            node.lift(&mut self.env(&mut keys), &refused, limits, super::now());
         }
         let tag = admin::tag_of(whose);
         self.router.submit(

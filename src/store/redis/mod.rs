@@ -24,21 +24,26 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use self::node_cache::Env;
 pub use self::node_cache::NodeCache;
-use super::{NewLate, NewWaiter, Poll, Replay, Unavailable, Waiter};
+use super::{Asked, Late, NewWaiter, Poll, Replay, Unavailable, Waiter};
 use crate::ffi::now_ms;
 use crate::redis::client::{Awaits, OnFrame};
 use crate::redis::router::Router;
+use pow_shield_core::cluster::calls::Call;
 use pow_shield_core::cluster::node::{
-    Alert, Answered, CallId, ClusterNode, Command, Step, Waits, MAX_REPLAYS,
+    Alert, Answered, CallId, ClusterNode, Command, RefusalKeys, Step, Waits, MAX_REPLAYS,
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
 use pow_shield_core::redis::command::{client_tag, recycle};
-use pow_shield_core::store::{Now, Op, Reply, Solution, Spendable, Subject};
+use pow_shield_core::store::{Now, Reply, Solution, Spendable};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
 
 /// The most steps a kept list holds room for.
 const SPARE_STEPS: usize = 64;
+
+/// Script calls kept once sent, to hold the next ones (their shared
+/// allocation made again only while this many are on their way).
+const KEPT_CALLS: usize = 8;
 
 /// A request waiting in the node.
 struct Held(Rc<Waiter>);
@@ -53,6 +58,10 @@ impl Waits for Held {
 pub struct RedisStore {
     router: Router,
     node: RefCell<ClusterNode<Held>>,
+    /// The zone's keys of the refusals the node looked up, borrowed with
+    /// the node (each `TableKey::new` of its bytes: kept across operations,
+    /// not made and moved into every operation's surroundings).
+    refusal_keys: RefCell<RefusalKeys>,
     /// What the node keeps in the zone beside Redis (none if nginx could
     /// not map the zone).
     cache: Option<NodeCache>,
@@ -60,6 +69,13 @@ pub struct RedisStore {
     /// The list of steps the node last answered, emptied, for the next
     /// (measured: a request's two lists were two allocations).
     spare_steps: Cell<Vec<Step<Held>>>,
+    /// The script calls last sent, oldest first, each shared with the
+    /// router while on its way: one the router let go of holds the next
+    /// call (measured: a call's shared allocation was an allocation and
+    /// a free a call).
+    kept_calls: RefCell<[Option<Rc<Call>>; KEPT_CALLS]>,
+    /// The place in `kept_calls` of the next call.
+    next_kept: Cell<usize>,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -83,37 +99,41 @@ impl RedisStore {
         self.router.shutdown();
     }
 
-    /// Asks the node for `op`: an answer at once, or later through the
+    /// Asks the node for `asked`: an answer at once, or later through the
     /// waiter (`Poll::Pending`); what Redis does not take now comes back
-    /// with what `late` makes (`Poll::Failed`), and a failure later is
-    /// decided through the waiter, which keeps it (`Waiter::fall_back`).
-    pub fn ask(
-        &self,
-        op: Op,
-        subject: &Subject,
-        fail: FailPolicy,
-        late: &mut NewLate,
-        waiter: &mut NewWaiter,
-    ) -> Poll {
+    /// with what the fallback rule needs of it (`Poll::Failed`), and a
+    /// failure later is decided through the waiter, which keeps it
+    /// (`Waiter::fall_back`).
+    pub fn ask(&self, asked: &Asked, fail: FailPolicy, waiter: &mut NewWaiter) -> Poll {
+        let (op, subject) = (asked.op, asked.subject);
         let made: Cell<Option<Rc<Waiter>>> = Cell::new(None);
         let mut out = self.spare_steps.take();
         let answered = {
-            let Ok(mut node) = self.node.try_borrow_mut() else {
+            let (Ok(mut node), Ok(mut keys)) = (
+                self.node.try_borrow_mut(),
+                self.refusal_keys.try_borrow_mut(),
+            ) else {
                 return Poll::Ready(Reply::Down);
             };
             let hold = || {
                 let held = waiter();
-                held.keep(late());
+                held.keep(asked);
                 made.set(Some(held.clone()));
                 Held(held)
             };
-            node.ask(&mut self.env(), (op, subject, fail), now(), hold, &mut out)
+            node.ask(
+                &mut self.env(&mut keys),
+                (op, subject, fail),
+                now(),
+                hold,
+                &mut out,
+            )
         };
         let asker = made.take();
         let failed = self.execute(out, asker.as_ref());
         match answered {
             Answered::Now(reply) => Poll::Ready(reply),
-            Answered::FallBack(failure) => Poll::Failed(failure, late()),
+            Answered::FallBack(failure) => Poll::Failed(failure, Late::of(asked)),
             Answered::Later => match failed {
                 // Not sent: the request is decided now.
                 Some(failure) => match asker.and_then(|w| w.take_late()) {
@@ -181,11 +201,11 @@ impl RedisStore {
         }
     }
 
-    fn env(&self) -> Env<'_> {
+    fn env<'a>(&'a self, keys: &'a mut RefusalKeys) -> Env<'a> {
         Env {
             router: &self.router,
             cache: self.cache.as_ref(),
-            keys: Default::default(),
+            keys,
         }
     }
 
@@ -206,9 +226,14 @@ impl RedisStore {
         f: impl FnOnce(&mut ClusterNode<Held>, &mut Env, Now, &mut Vec<Step<Held>>) -> R,
     ) -> (Option<R>, Vec<Step<Held>>) {
         let mut out = self.spare_steps.take();
-        let r = match self.node.try_borrow_mut() {
-            Ok(mut node) => Some(f(&mut node, &mut self.env(), now(), &mut out)),
-            Err(_) => None,
+        let r = match (
+            self.node.try_borrow_mut(),
+            self.refusal_keys.try_borrow_mut(),
+        ) {
+            (Ok(mut node), Ok(mut keys)) => {
+                Some(f(&mut node, &mut self.env(&mut keys), now(), &mut out))
+            }
+            _ => None,
         };
         (r, out)
     }
@@ -283,9 +308,32 @@ impl RedisStore {
         match command {
             // Sent again as `EVAL` only if Redis lost the script (SCRIPT
             // FLUSH, a restart).
-            Command::Script(call) => self.router.submit(route, Rc::new(call), on_reply),
+            Command::Script(call) => self.router.submit(route, self.shared(call), on_reply),
             Command::Plain(command) => self.router.submit(route, Rc::new(command), on_reply),
         }
+    }
+
+    /// `call`, shared: in the allocation of the call sent `KEPT_CALLS`
+    /// calls ago if the router let go of it (answered), else in a new one,
+    /// kept in its place.
+    fn shared(&self, call: Call) -> Rc<Call> {
+        let at = self.next_kept.get();
+        self.next_kept.set((at + 1) % KEPT_CALLS);
+        let Ok(mut kept) = self.kept_calls.try_borrow_mut() else {
+            return Rc::new(call);
+        };
+        let Some(slot) = kept.get_mut(at) else {
+            return Rc::new(call);
+        };
+        if let Some(kept) = slot.as_mut() {
+            if let Some(free) = Rc::get_mut(kept) {
+                *free = call;
+                return kept.clone();
+            }
+        }
+        let shared = Rc::new(call);
+        *slot = Some(shared.clone());
+        shared
     }
 
     fn alert(&self, alert: Alert) {

@@ -65,7 +65,7 @@ impl NodeCache {
 pub(super) struct Env<'a> {
     pub router: &'a Router,
     pub cache: Option<&'a NodeCache>,
-    pub keys: RefusalKeys,
+    pub keys: &'a mut RefusalKeys,
 }
 
 impl Around for Env<'_> {

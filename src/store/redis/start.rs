@@ -3,7 +3,7 @@
 //! deployment (one Redis, Sentinel, or a Redis Cluster), whose connections
 //! come up without the worker waiting.
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
@@ -119,9 +119,12 @@ impl RedisStore {
             RedisStore {
                 router,
                 node: RefCell::new(ClusterNode::new(calls, scope, local_generation, node_id)),
+                refusal_keys: Default::default(),
                 cache,
                 batch_timer: BatchTimer::new(),
                 spare_steps: Default::default(),
+                kept_calls: Default::default(),
+                next_kept: Cell::new(0),
                 log,
                 me: me.clone(),
             }

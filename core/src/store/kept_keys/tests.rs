@@ -66,3 +66,33 @@ fn no_values_keep_the_key_alone() {
     assert_eq!(k, b"2001:db8:1:2::/64");
     assert!(v.is_empty());
 }
+
+#[test]
+fn keys_written_over_kept_ones_are_those_kept_afresh() {
+    let limits = Limits::default();
+    let subject = |key, key_values| Subject {
+        key,
+        limits: &limits,
+        key_values,
+        rules: BreakerRules::default(),
+        rising: false,
+    };
+    let long = vec![b'n'; 100];
+    type Case<'a> = (&'a [u8], &'a [Option<&'a [u8]>]);
+    let cases: [Case; 5] = [
+        (b"198.51.100.7", &[Some(b"198.51.100.0/24"), None]),
+        (b"203.0.113.9", &[Some(&long)]),
+        (b"k", &[None, Some(b"v"), Some(b"")]),
+        (b"client", CLIENT_KEYS),
+        (b"198.51.100.7", &[Some(b"198.51.100.0/24"), None]),
+    ];
+    let mut kept = KeptKeys::of(&subject(b"first", &[Some(b"a"), Some(b"b"), Some(b"c")]));
+    for (key, values) in cases {
+        let s = subject(key, values);
+        kept.write(&s);
+        let afresh = KeptKeys::of(&s);
+        assert_eq!(kept.key(), afresh.key());
+        assert_eq!(kept.limits(), afresh.limits());
+        assert_eq!(kept.values(), afresh.values());
+    }
+}
