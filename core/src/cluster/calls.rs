@@ -166,9 +166,8 @@ impl Calls {
     /// The client's strikes, trips and unpaid keys, as the breaker parts of
     /// every script take them.
     fn breaker_keys(&self, call: &mut ScriptCall, tag: &[u8]) {
-        for which in [ClientKey::Strikes, ClientKey::Trips, ClientKey::Unpaid] {
-            call.push(|w| keys::write(w, self.prefix.as_bytes(), tag, which));
-        }
+        let strikes = call.key(self.prefix.as_bytes(), tag, b":s");
+        call.key_with(strikes, b't').key_with(strikes, b'u');
     }
 
     /// A Redis Cluster's check scripts take the slot's generation key last
@@ -230,9 +229,6 @@ impl Calls {
         approx: bool,
         (rules, offence, k, seq): (BreakerRules, Offence, u32, u64),
     ) -> Call {
-        let prefix = self.prefix.as_bytes();
-        // Written in place (keys::write): one call per shielded request.
-        let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
         // The exact log (a sorted set) or the counter (a hash).
         let script = self.scripts.check(approx);
         let counted = match approx {
@@ -240,7 +236,13 @@ impl Calls {
             false => ClientKey::Window(limit),
         };
         let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), 10);
-        call.push(key(counted)).push(key(ClientKey::Refused(limit)));
+        // Written in place, `<prefix>{<tag>}` once: one call per shielded
+        // request.
+        let mut room = [0u8; keys::LIMIT_TAIL];
+        // (A limit's keys always have one.)
+        let tail = keys::tail(counted, &mut room).unwrap_or_default();
+        let counted = call.key(self.prefix.as_bytes(), tag, tail);
+        call.key_with(counted, keys::REFUSED);
         self.breaker_keys(&mut call, tag);
         self.slot_key(&mut call, (tag, slot));
         call.num(limit.requests.into())

@@ -64,44 +64,53 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
     w.push(b'{');
     w.extend_from_slice(tag);
     w.push(b'}');
-    let (suffix, limit): (&[u8], _) = match which {
-        ClientKey::Window(limit) => (b":w:", Some(limit)),
-        ClientKey::Approx(limit) => (b":a:", Some(limit)),
-        ClientKey::Refused(limit) => (b":o:", Some(limit)),
-        ClientKey::Strikes => (b":s", None),
-        ClientKey::Trips => (b":t", None),
-        ClientKey::Unpaid => (b":u", None),
-        ClientKey::Paid => (b":c", None),
+    let mut room = [0u8; LIMIT_TAIL];
+    if let Some(tail) = tail(which, &mut room) {
+        w.extend_from_slice(tail);
+        return;
+    }
+    match which {
         ClientKey::Spent(digest) => {
             w.extend_from_slice(b":p:");
             w.extend_from_slice(hex::encode(digest).as_bytes());
-            return;
         }
         ClientKey::Batches(worker) => {
             w.extend_from_slice(b":n:");
             w.extend_from_slice(format!("{worker:x}").as_bytes());
-            return;
         }
-    };
-    let Some(limit) = limit else {
-        w.extend_from_slice(suffix);
-        return;
+        _ => {}
+    }
+}
+
+/// The letter of a limit's refusals key (`:o:`): its other keys' names
+/// but for that letter.
+pub const REFUSED: u8 = b'o';
+
+/// What follows `<prefix>{<tag>}` in the name of a key of a limit or of
+/// the breaker, made in `room` (`None`: a spent token's, a worker's
+/// batches', longer: [`write`] makes them).
+pub fn tail<'a>(which: ClientKey, room: &'a mut [u8; LIMIT_TAIL]) -> Option<&'a [u8]> {
+    let (suffix, limit): (&[u8; 3], _) = match which {
+        ClientKey::Window(limit) => (b":w:", limit),
+        ClientKey::Approx(limit) => (b":a:", limit),
+        ClientKey::Refused(limit) => (&[b':', REFUSED, b':'], limit),
+        ClientKey::Strikes => return Some(b":s".as_slice()),
+        ClientKey::Trips => return Some(b":t".as_slice()),
+        ClientKey::Unpaid => return Some(b":u".as_slice()),
+        ClientKey::Paid => return Some(b":c".as_slice()),
+        ClientKey::Spent(_) | ClientKey::Batches(_) => return None,
     };
     // `<suffix><requests>:<window_ms>` made right to left on the stack and
     // copied once (measured: a copy a part, some 60 instructions a key).
-    let mut tail = [0u8; LIMIT_TAIL];
-    let at = digits_before(&mut tail, LIMIT_TAIL, limit.window_ms);
-    tail[at - 1] = b':';
-    let at = digits_before(&mut tail, at - 1, limit.requests.into());
-    // (Every limit's suffix is three bytes, `LIMIT_TAIL`'s.)
-    debug_assert!(suffix.len() <= 3);
-    let at = at - suffix.len();
-    tail[at..at + suffix.len()].copy_from_slice(suffix);
-    w.extend_from_slice(&tail[at..]);
+    let at = digits_before(room, LIMIT_TAIL, limit.window_ms);
+    room[at - 1] = b':';
+    let at = digits_before(room, at - 1, limit.requests.into()) - 3;
+    room[at..at + 3].copy_from_slice(suffix);
+    Some(&room[at..])
 }
 
 /// The longest end of a limit's key: `:w:`, a `u32`, `:` and a `u64`.
-const LIMIT_TAIL: usize = 3 + 10 + 1 + 20;
+pub const LIMIT_TAIL: usize = 3 + 10 + 1 + 20;
 
 /// A spent token's key. One Redis: keyed by the token alone, so a token is
 /// spent once whoever spends it. A Redis Cluster: in the slot of the client
@@ -190,6 +199,32 @@ mod tests {
             assert_eq!(name(ClientKey::Approx(limit)), format!("{tag}:a:{end}"));
             assert_eq!(name(ClientKey::Refused(limit)), format!("{tag}:o:{end}"));
         }
+    }
+
+    #[test]
+    fn a_keys_tail_is_what_write_puts_after_its_tag() {
+        let limit = RateLimit {
+            requests: 7,
+            window_ms: 1_000,
+        };
+        let kinds = [
+            ClientKey::Window(limit),
+            ClientKey::Approx(LIMIT),
+            ClientKey::Refused(limit),
+            ClientKey::Strikes,
+            ClientKey::Trips,
+            ClientKey::Unpaid,
+            ClientKey::Paid,
+        ];
+        for which in kinds {
+            let mut room = [0u8; LIMIT_TAIL];
+            let tail = tail(which, &mut room).map(<[u8]>::to_vec);
+            let end = name(which).replacen("pow:{203.0.113.7}", "", 1);
+            assert_eq!(tail, Some(end.into_bytes()));
+        }
+        let mut room = [0u8; LIMIT_TAIL];
+        assert_eq!(tail(ClientKey::Batches(1), &mut room), None);
+        assert_eq!(tail(ClientKey::Spent(&[0; 32]), &mut room), None);
     }
 
     #[test]

@@ -13,6 +13,8 @@
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+use super::script_call::digits::digits_before;
+
 /// Digits of a deadline: epoch ms keep 13 digits until the year 2286.
 pub const DEADLINE_DIGITS: usize = 13;
 
@@ -69,26 +71,32 @@ impl RedisClock {
 /// ([`NO_DEADLINE`], its last argument); `false` (nothing written) for a
 /// command that does not end with one.
 pub fn stamp(command: &mut [u8], deadline_ms: u64) -> bool {
-    const TAIL: usize = DEADLINE_DIGITS + 2;
-    const HEAD: &[u8] = b"$13\r\n";
-    let Some(start) = command.len().checked_sub(TAIL + HEAD.len()) else {
+    // The placeholder's whole word, compared at once (measured: three
+    // comparisons and a digit at a time cost some 180 instructions a call).
+    let Some(start) = command.len().checked_sub(PLACEHOLDER_WORD) else {
         return false;
     };
-    let (head, arg) = command[start..].split_at_mut(HEAD.len());
-    if head != HEAD || &arg[..DEADLINE_DIGITS] != NO_DEADLINE || &arg[DEADLINE_DIGITS..] != b"\r\n"
-    {
+    let Ok(word) = <&mut [u8; PLACEHOLDER_WORD]>::try_from(&mut command[start..]) else {
+        return false;
+    };
+    if word != NO_DEADLINE_WORD || deadline_ms >= 10u64.pow(DEADLINE_DIGITS as u32) {
         return false;
     }
-    if deadline_ms >= 10u64.pow(DEADLINE_DIGITS as u32) {
-        return false;
-    }
-    let mut n = deadline_ms;
-    for digit in arg[..DEADLINE_DIGITS].iter_mut().rev() {
-        *digit = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
+    // Right to left, two digits a step; the zeros before stay.
+    let digits = &mut word[HEAD..HEAD + DEADLINE_DIGITS];
+    digits_before(digits, DEADLINE_DIGITS, deadline_ms);
     true
 }
+
+/// `$13\r\n`, before the placeholder's digits.
+const HEAD: usize = 5;
+
+/// The placeholder's whole word: `$13\r\n`, its digits and `\r\n`.
+const PLACEHOLDER_WORD: usize = HEAD + DEADLINE_DIGITS + 2;
+
+/// [`NO_DEADLINE`] as the last word of a call (RESP's bulk string), as
+/// a call is built with it and [`stamp`] finds it.
+pub const NO_DEADLINE_WORD: &[u8; PLACEHOLDER_WORD] = b"$13\r\n0000000000000\r\n";
 
 /// Redis's clock in a `TIME` reply (seconds and microseconds), in ms.
 pub fn time_ms(frame: &OwnedFrame) -> Option<u64> {

@@ -17,16 +17,30 @@ impl ScriptCall {
     /// `EVALSHA <sha> <keys>`, to be followed by `keys + args` words.
     pub fn new(sha: &str, keys: usize, args: usize) -> Self {
         let mut call = Self {
-            // (A check of one limit with its breaker is some 470 bytes.)
-            cmd: Vec::with_capacity(640),
+            cmd: Vec::with_capacity(ROOM),
             shared: 0,
             // (and `<numkeys>`)
             left: keys + args + 1,
         };
-        call.cmd.push(b'*');
-        decimal(&mut call.cmd, (3 + keys + args) as u64);
-        call.cmd.extend_from_slice(b"\r\n$7\r\nEVALSHA\r\n");
-        bulk(&mut call.cmd, sha.as_bytes());
+        let words = 3 + keys + args;
+        match <&[u8; 40]>::try_from(sha.as_bytes()) {
+            // The usual call (10 to 99 words, a script's 40-byte SHA):
+            // its start in fixed writes (measured: a number's digits and a
+            // bulk string's header cost some 100 instructions a call).
+            Ok(sha) if (10..100).contains(&words) => {
+                let (tens, ones) = (b'0' + (words / 10) as u8, b'0' + (words % 10) as u8);
+                call.cmd.extend_from_slice(&[b'*', tens, ones]);
+                call.cmd.extend_from_slice(b"\r\n$7\r\nEVALSHA\r\n$40\r\n");
+                call.cmd.extend_from_slice(sha);
+                call.cmd.extend_from_slice(b"\r\n");
+            }
+            _ => {
+                call.cmd.push(b'*');
+                decimal(&mut call.cmd, words as u64);
+                call.cmd.extend_from_slice(b"\r\n$7\r\nEVALSHA\r\n");
+                bulk(&mut call.cmd, sha.as_bytes());
+            }
+        }
         call.shared = call.cmd.len();
         call.num(keys as u64);
         call
@@ -74,6 +88,70 @@ impl ScriptCall {
         self
     }
 
+    /// A key `<prefix>{<tag>}<tail>`, its length known first: its header
+    /// written as it goes, no room to fix up (measured: a key in pieces
+    /// through `push` cost some 130 instructions). Returns where the word
+    /// lies, for [`ScriptCall::key_with`].
+    pub fn key(&mut self, prefix: &[u8], tag: &[u8], tail: &[u8]) -> KeyWord {
+        let at = self.cmd.len();
+        self.header(prefix.len() + 2 + tag.len() + tail.len());
+        self.cmd.extend_from_slice(prefix);
+        self.cmd.push(b'{');
+        self.cmd.extend_from_slice(tag);
+        self.cmd.push(b'}');
+        // (The letter of `:w:`, `:s`: after the colon.)
+        let letter_at = (tail.len() >= 2).then_some(self.cmd.len() + 1);
+        self.end_key(tail);
+        KeyWord {
+            at,
+            len: self.cmd.len() - at,
+            letter_at,
+        }
+    }
+
+    /// The key `key` once more (a word this call wrote), its tail's letter
+    /// `letter` instead: a client's keys of one limit, or of its breaker,
+    /// differ in no more (`:w:…`, `:o:…`; `:s`, `:t`, `:u`), so the word
+    /// is copied whole (measured: a key written anew cost three times as
+    /// much).
+    pub fn key_with(&mut self, key: KeyWord, letter: u8) -> &mut Self {
+        let KeyWord { at, len, letter_at } = key;
+        let end = self.cmd.len();
+        // (Always within: a call only grows after a key.)
+        if at + len <= end {
+            self.cmd.extend_from_within(at..at + len);
+            let copied = letter_at.map(|i| end + (i - at));
+            if let Some(byte) = copied.and_then(|i| self.cmd.get_mut(i)) {
+                *byte = letter;
+            }
+        }
+        self.left = self.left.saturating_sub(1);
+        self
+    }
+
+    /// A key's `<tail>\r\n`, and one word fewer to write.
+    fn end_key(&mut self, tail: &[u8]) {
+        self.cmd.extend_from_slice(tail);
+        self.cmd.extend_from_slice(b"\r\n");
+        self.left = self.left.saturating_sub(1);
+    }
+
+    /// `$<len>\r\n`: a key's usual length (10 to 99) as one fixed write.
+    #[inline]
+    fn header(&mut self, len: usize) {
+        if (10..100).contains(&len) {
+            let (tens, ones) = (b'0' + (len / 10) as u8, b'0' + (len % 10) as u8);
+            self.cmd
+                .extend_from_slice(&[b'$', tens, ones, b'\r', b'\n']);
+            return;
+        }
+        let mut digits = [0u8; 20];
+        self.cmd.push(b'$');
+        self.cmd
+            .extend_from_slice(digits_of(len as u64, &mut digits));
+        self.cmd.extend_from_slice(b"\r\n");
+    }
+
     /// A number argument, written whole at once: `$<len>\r\n<n>\r\n`
     /// made right to left in one stack buffer, then one copy (most of a
     /// call's words are numbers; measured: a third of a call's encoding).
@@ -109,7 +187,9 @@ impl ScriptCall {
     /// The call's deadline, last: [`clock::NO_DEADLINE`] until its
     /// connection stamps it in Redis's clock (`clock::stamp`).
     pub fn deadline(&mut self) -> &mut Self {
-        self.push(|w| w.extend_from_slice(clock::NO_DEADLINE))
+        self.left = self.left.saturating_sub(1);
+        self.cmd.extend_from_slice(clock::NO_DEADLINE_WORD);
+        self
     }
 
     /// The encoded command, and where the part [`eval`] reuses starts.
@@ -117,6 +197,20 @@ impl ScriptCall {
         debug_assert_eq!(self.left, 0, "as many words as announced");
         (self.cmd, self.shared)
     }
+}
+
+/// Room a call is written in: a check of one limit with its breaker is
+/// some 470 bytes.
+const ROOM: usize = 640;
+
+/// Where a key lies in the call that wrote it ([`ScriptCall::key`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyWord {
+    at: usize,
+    /// Its whole word: header, name and `\r\n`.
+    len: usize,
+    /// Its tail's letter, if its tail has one (two bytes or more).
+    letter_at: Option<usize>,
 }
 
 /// The same call as `EVAL <script>`, from a finished EVALSHA and its
@@ -172,32 +266,8 @@ fn digits_of(n: u64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[at..]
 }
 
-/// The two digits of every number below 100, for two at a time.
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-    2021222324252627282930313233343536373839\
-    4041424344454647484950515253545556575859\
-    6061626364656667686970717273747576777879\
-    8081828384858687888990919293949596979899";
-
-/// Writes `n`'s decimal digits to end just before `end` in `buf` (room
-/// for 20 at most); where they start. Two digits a step (measured: most of
-/// a key's or a number's encoding went into the digits one by one).
-pub(crate) fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
-    let mut at = end;
-    while n >= 10 {
-        let pair = 2 * (n % 100) as usize;
-        n /= 100;
-        at -= 2;
-        buf[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        if n == 0 {
-            // (The last pair was 10..=99: no leading 0.)
-            return at;
-        }
-    }
-    at -= 1;
-    buf[at] = b'0' + n as u8;
-    at
-}
+pub(crate) mod digits;
+pub(crate) use digits::digits_before;
 
 #[cfg(test)]
 mod tests {
@@ -258,6 +328,39 @@ mod tests {
         let mut expected = Vec::new();
         encode(&mut expected, &words);
         assert_eq!(call.finish().0, expected);
+    }
+
+    #[test]
+    fn keys_written_whole_encode_as_pushed_keys_of_every_length() {
+        let long = vec![b'p'; 120];
+        for (prefix, tag, tail, other) in [
+            (
+                &b"pow:"[..],
+                &b"@203.0.113.7"[..],
+                &b":w:60:60000"[..],
+                &b":o:60:60000"[..],
+            ),
+            (b"", b"", b"", b""),
+            (b"", b"", b":", b":"),
+            (b"p", b"t", b":s", b":t"),
+            (&long, b"x", b":u", b":c"),
+        ] {
+            let mut whole = ScriptCall::new(SHA, 3, 0);
+            let key = whole.key(prefix, tag, tail);
+            whole.key_with(key, other.get(1).copied().unwrap_or(0));
+            whole.key_with(key, tail.get(1).copied().unwrap_or(0));
+            let mut pushed = ScriptCall::new(SHA, 3, 0);
+            for end in [tail, other, tail] {
+                pushed.push(|w| {
+                    w.extend_from_slice(prefix);
+                    w.push(b'{');
+                    w.extend_from_slice(tag);
+                    w.push(b'}');
+                    w.extend_from_slice(end);
+                });
+            }
+            assert_eq!(whole.finish(), pushed.finish());
+        }
     }
 
     #[test]

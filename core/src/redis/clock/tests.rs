@@ -122,3 +122,11 @@ fn redis_time_and_an_expired_reply_read_as_ms() {
         assert_eq!(expired_ms(&other), None, "{other:?}");
     }
 }
+
+#[test]
+fn the_placeholder_word_is_the_placeholder_as_a_bulk_string() {
+    let mut word = format!("${DEADLINE_DIGITS}\r\n").into_bytes();
+    word.extend_from_slice(NO_DEADLINE);
+    word.extend_from_slice(b"\r\n");
+    assert_eq!(word, NO_DEADLINE_WORD);
+}
