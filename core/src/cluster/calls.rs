@@ -166,8 +166,8 @@ impl Calls {
     /// The client's strikes, trips and unpaid keys, as the breaker parts of
     /// every script take them.
     fn breaker_keys(&self, call: &mut ScriptCall, tag: &[u8]) {
-        let strikes = call.key(self.prefix.as_bytes(), tag, b":s");
-        call.key_with(strikes, b't').key_with(strikes, b'u');
+        let (tail, others) = keys::BREAKER;
+        call.keys_differing(self.prefix.as_bytes(), tag, tail, others);
     }
 
     /// A Redis Cluster's check scripts take the slot's generation key last
@@ -241,8 +241,7 @@ impl Calls {
         let mut room = [0u8; keys::LIMIT_TAIL];
         // (A limit's keys always have one.)
         let tail = keys::tail(counted, &mut room).unwrap_or_default();
-        let counted = call.key(self.prefix.as_bytes(), tag, tail);
-        call.key_with(counted, keys::REFUSED);
+        call.keys_differing(self.prefix.as_bytes(), tag, tail, &[keys::REFUSED]);
         self.breaker_keys(&mut call, tag);
         self.slot_key(&mut call, (tag, slot));
         call.num(limit.requests.into())

@@ -86,6 +86,11 @@ pub fn write(w: &mut Vec<u8>, prefix: &[u8], tag: &[u8], which: ClientKey) {
 /// but for that letter.
 pub const REFUSED: u8 = b'o';
 
+/// The breaker's keys as every script takes them: the strikes' tail
+/// (`:s`), then the letters of the trips' and the unpaid strikes' (`:t`,
+/// `:u`), names that differ from the strikes' in no more.
+pub const BREAKER: (&[u8], &[u8]) = (b":s", b"tu");
+
 /// What follows `<prefix>{<tag>}` in the name of a key of a limit or of
 /// the breaker, made in `room` (`None`: a spent token's, a worker's
 /// batches', longer: [`write`] makes them).
@@ -94,7 +99,7 @@ pub fn tail<'a>(which: ClientKey, room: &'a mut [u8; LIMIT_TAIL]) -> Option<&'a 
         ClientKey::Window(limit) => (b":w:", limit),
         ClientKey::Approx(limit) => (b":a:", limit),
         ClientKey::Refused(limit) => (&[b':', REFUSED, b':'], limit),
-        ClientKey::Strikes => return Some(b":s".as_slice()),
+        ClientKey::Strikes => return Some(BREAKER.0),
         ClientKey::Trips => return Some(b":t".as_slice()),
         ClientKey::Unpaid => return Some(b":u".as_slice()),
         ClientKey::Paid => return Some(b":c".as_slice()),
@@ -255,5 +260,20 @@ mod tests {
         assert_eq!(spent_ttl_s(10_001, 0), 11);
         assert_eq!(spent_ttl_s(10_000, 0), 10);
         assert_eq!(spent_ttl_s(5, 10), 1);
+    }
+
+    #[test]
+    fn the_breakers_keys_differ_from_the_strikes_key_in_their_letter_alone() {
+        let mut room = [0u8; LIMIT_TAIL];
+        let (strikes, letters) = BREAKER;
+        assert_eq!(tail(ClientKey::Strikes, &mut room), Some(strikes));
+        for (which, letter) in [ClientKey::Trips, ClientKey::Unpaid]
+            .into_iter()
+            .zip(letters)
+        {
+            let mut name = strikes.to_vec();
+            name[1] = *letter;
+            assert_eq!(tail(which, &mut room), Some(name.as_slice()));
+        }
     }
 }

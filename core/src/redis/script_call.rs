@@ -17,7 +17,7 @@ impl ScriptCall {
     /// `EVALSHA <sha> <keys>`, to be followed by `keys + args` words.
     pub fn new(sha: &str, keys: usize, args: usize) -> Self {
         let mut call = Self {
-            cmd: Vec::with_capacity(ROOM),
+            cmd: Vec::with_capacity(CALL_CAPACITY),
             shared: 0,
             // (and `<numkeys>`)
             left: keys + args + 1,
@@ -88,11 +88,30 @@ impl ScriptCall {
         self
     }
 
-    /// A key `<prefix>{<tag>}<tail>`, its length known first: its header
-    /// written as it goes, no room to fix up (measured: a key in pieces
-    /// through `push` cost some 130 instructions). Returns where the word
-    /// lies, for [`ScriptCall::key_with`].
-    pub fn key(&mut self, prefix: &[u8], tag: &[u8], tail: &[u8]) -> KeyWord {
+    /// The key `<prefix>{<tag>}<tail>`, then the same key once for each
+    /// of `letters`, its tail's letter (the byte after its colon) that one
+    /// instead: a client's keys of one limit, or of its breaker, differ in
+    /// no more (`:w:…`, `:o:…`; `:s`, `:t`, `:u`). The first is written
+    /// with its length known first (measured: a key in pieces through
+    /// `push` cost some 130 instructions), the others copied whole from it
+    /// (a key written anew cost three times as much).
+    pub fn keys_differing(
+        &mut self,
+        prefix: &[u8],
+        tag: &[u8],
+        tail: &[u8],
+        letters: &[u8],
+    ) -> &mut Self {
+        let key = self.key(prefix, tag, tail);
+        for &letter in letters {
+            self.key_with(key, letter);
+        }
+        self
+    }
+
+    /// A key `<prefix>{<tag>}<tail>`, its header written as it goes, no
+    /// room to fix up; where its word lies, for [`ScriptCall::key_with`].
+    fn key(&mut self, prefix: &[u8], tag: &[u8], tail: &[u8]) -> KeyWord {
         let at = self.cmd.len();
         self.header(prefix.len() + 2 + tag.len() + tail.len());
         self.cmd.extend_from_slice(prefix);
@@ -109,15 +128,14 @@ impl ScriptCall {
         }
     }
 
-    /// The key `key` once more (a word this call wrote), its tail's letter
-    /// `letter` instead: a client's keys of one limit, or of its breaker,
-    /// differ in no more (`:w:…`, `:o:…`; `:s`, `:t`, `:u`), so the word
-    /// is copied whole (measured: a key written anew cost three times as
-    /// much).
-    pub fn key_with(&mut self, key: KeyWord, letter: u8) -> &mut Self {
+    /// The key `key` once more (a word this call just wrote: only
+    /// [`ScriptCall::keys_differing`] makes one), its tail's letter
+    /// `letter` instead.
+    fn key_with(&mut self, key: KeyWord, letter: u8) {
         let KeyWord { at, len, letter_at } = key;
         let end = self.cmd.len();
         // (Always within: a call only grows after a key.)
+        debug_assert!(at + len <= end && letter_at.is_some());
         if at + len <= end {
             self.cmd.extend_from_within(at..at + len);
             let copied = letter_at.map(|i| end + (i - at));
@@ -126,7 +144,6 @@ impl ScriptCall {
             }
         }
         self.left = self.left.saturating_sub(1);
-        self
     }
 
     /// A key's `<tail>\r\n`, and one word fewer to write.
@@ -199,13 +216,13 @@ impl ScriptCall {
     }
 }
 
-/// Room a call is written in: a check of one limit with its breaker is
-/// some 470 bytes.
-const ROOM: usize = 640;
+/// The capacity a call is written in: a check of one limit with its
+/// breaker is some 470 bytes.
+const CALL_CAPACITY: usize = 640;
 
 /// Where a key lies in the call that wrote it ([`ScriptCall::key`]).
 #[derive(Clone, Copy, Debug)]
-pub struct KeyWord {
+struct KeyWord {
     at: usize,
     /// Its whole word: header, name and `\r\n`.
     len: usize,
@@ -340,15 +357,12 @@ mod tests {
                 &b":w:60:60000"[..],
                 &b":o:60:60000"[..],
             ),
-            (b"", b"", b"", b""),
-            (b"", b"", b":", b":"),
             (b"p", b"t", b":s", b":t"),
             (&long, b"x", b":u", b":c"),
         ] {
             let mut whole = ScriptCall::new(SHA, 3, 0);
-            let key = whole.key(prefix, tag, tail);
-            whole.key_with(key, other.get(1).copied().unwrap_or(0));
-            whole.key_with(key, tail.get(1).copied().unwrap_or(0));
+            let letters = [other, tail].map(|t| t.get(1).copied().unwrap_or(0));
+            whole.keys_differing(prefix, tag, tail, &letters);
             let mut pushed = ScriptCall::new(SHA, 3, 0);
             for end in [tail, other, tail] {
                 pushed.push(|w| {
@@ -360,6 +374,53 @@ mod tests {
                 });
             }
             assert_eq!(whole.finish(), pushed.finish());
+        }
+    }
+
+    #[test]
+    fn a_calls_start_encodes_as_its_words_at_every_count_and_sha_length() {
+        // 9, 10, 99 and 100 words: either side of the start written in
+        // fixed writes (10 to 99 words, a 40-byte SHA).
+        for sha_len in [0, 1, 39, 40, 41] {
+            let sha = "a".repeat(sha_len);
+            for words in [4, 9, 10, 11, 98, 99, 100, 101] {
+                let (keys, args) = (1, words - 4);
+                let mut call = ScriptCall::new(&sha, keys, args);
+                call.push(|w| w.extend_from_slice(b"k"));
+                for n in 0..args {
+                    call.num(n as u64);
+                }
+                let text: Vec<String> = (0..args).map(|n| n.to_string()).collect();
+                let mut expected_words: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), b"1", b"k"];
+                expected_words.extend(text.iter().map(|t| t.as_bytes()));
+                let mut expected = Vec::new();
+                encode(&mut expected, &expected_words);
+                assert_eq!(
+                    call.finish().0,
+                    expected,
+                    "{words} words, a {sha_len}-byte SHA"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keys_differing_encode_as_pushed_keys_across_the_two_digit_lengths() {
+        // Keys of 8 to 101 bytes: 9, 10, 99 and 100 among them.
+        for tag_len in 0..=95 {
+            let tag = vec![b't'; tag_len];
+            let mut whole = ScriptCall::new(SHA, 3, 0);
+            whole.keys_differing(b"p:", &tag, b":s", b"tu");
+            let mut pushed = ScriptCall::new(SHA, 3, 0);
+            for end in [b":s", b":t", b":u"] {
+                pushed.push(|w| {
+                    w.extend_from_slice(b"p:{");
+                    w.extend_from_slice(&tag);
+                    w.push(b'}');
+                    w.extend_from_slice(end);
+                });
+            }
+            assert_eq!(whole.finish(), pushed.finish(), "a {tag_len}-byte tag");
         }
     }
 
