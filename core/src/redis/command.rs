@@ -14,6 +14,10 @@ use redis_protocol::resp2::encode::encode_borrowed;
 use redis_protocol::resp2::types::{BorrowedFrame, OwnedFrame};
 use sha2::{Digest, Sha256};
 
+mod tag;
+
+pub use tag::Tag;
+
 /// Appends `args` as one RESP2 command to `out`.
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     let parts: Vec<BorrowedFrame> = args.iter().map(|a| BorrowedFrame::BulkString(a)).collect();

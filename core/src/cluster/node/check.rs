@@ -25,7 +25,7 @@ use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
-use crate::redis::command::client_tag;
+use crate::redis::command::{client_tag, Tag};
 use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
 
@@ -136,7 +136,8 @@ impl<W: Waits> ClusterNode<W> {
                 ..Checked::default()
             }));
         }
-        let tag = client_tag(subject.key);
+        // (Inline: no allocation.)
+        let tag = Tag::of(subject.key);
         let reach = env.reach(tag.as_bytes());
         // (The client's slot, made once: one Redis, 0.)
         let slot = self.gate_of(tag.as_bytes());
@@ -160,7 +161,7 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                let whose = (subject, tag.into_bytes(), slot);
+                let whose = (subject, tag, slot);
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
@@ -266,7 +267,9 @@ impl<W: Waits> ClusterNode<W> {
         let call = self
             .calls
             .check_in((tag.as_bytes(), known), subject, offence, 1, seq);
-        let route = (tag.into_bytes(), known);
+        // (A Redis Cluster's slot known, one Redis: the router reads no
+        // key, none is copied, `Step::Send`.)
+        let route = (Vec::new(), known);
         self.send_script_in(env, Flight::Check(check), route, call, now, out);
         Answered::Later
     }

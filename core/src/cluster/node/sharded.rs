@@ -30,6 +30,7 @@ use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
+use crate::redis::command::Tag;
 use crate::store::{Checked, Now, Offence, Reply, Subject};
 
 /// One request's calls on their way.
@@ -65,7 +66,7 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn check_sharded(
         &mut self,
         env: &mut impl Around,
-        (subject, tag, slot): (&Subject, Vec<u8>, u16),
+        (subject, tag, slot): (&Subject, Tag, u16),
         (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
         now: Now,
         waiter: W,
@@ -251,7 +252,7 @@ impl<W: Waits> ClusterNode<W> {
             for (part, got) in s.answers.iter().flatten() {
                 if matches!(got, Got::Checked(c) if c.verdict.allowed) {
                     if let Some(call) = self.calls.undo(part, s.seq) {
-                        let route = part.route.clone();
+                        let route = part.route.to_vec();
                         self.send(Flight::Undo, route, Command::Script(call), out);
                     }
                 }

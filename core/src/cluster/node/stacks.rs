@@ -144,7 +144,7 @@ impl<W: Waits> ClusterNode<W> {
             if !batch.windows(2).all(|w| w[0].part.same_set(&w[1].part)) {
                 batch.sort_by_cached_key(|s| s.part.set());
             }
-            let Some(route) = batch.first().map(|s| s.part.route.clone()) else {
+            let Some(route) = batch.first().map(|s| s.part.route.to_vec()) else {
                 break;
             };
             let of: Vec<(&Part, u64)> = batch.iter().map(|s| (&*s.part, s.seq)).collect();
