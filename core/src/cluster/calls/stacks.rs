@@ -85,6 +85,19 @@ impl Alone {
     }
 }
 
+/// A part kept as itself ([`Calls::parts_in`]).
+impl AsRef<Part> for Part {
+    fn as_ref(&self) -> &Part {
+        self
+    }
+}
+
+impl AsMut<Part> for Part {
+    fn as_mut(&mut self) -> &mut Part {
+        self
+    }
+}
+
 /// A part's limits are its counts' (in the location's order).
 impl StackedLimits for Part {
     fn limits_len(&self) -> usize {
@@ -418,55 +431,78 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
-        let parts = self.parts_routed((Tag::from(tag), None), subject, offence);
-        parts.into_iter().map(|part| *part).collect()
+        let mut parts = Vec::new();
+        self.parts_in((Tag::from(tag), None), subject, offence, &mut parts);
+        parts
     }
 
-    /// [`Calls::parts`], each in the box the node keeps it in (made in its
-    /// box rather than moved there through a list), the client's tag given
-    /// as the route of its part (no copy), with its slot where known
-    /// already (`Some`).
+    /// [`Calls::parts`], each in the box the node keeps it in, the
+    /// client's tag given as the route of its part (no copy), with its
+    /// slot where known already (`Some`).
     pub fn parts_routed(
+        &self,
+        route: (Tag, Option<u16>),
+        subject: &Subject,
+        offence: Offence,
+    ) -> Vec<Box<Part>> {
+        let mut parts = Vec::new();
+        self.parts_in(route, subject, offence, &mut parts);
+        parts
+    }
+
+    /// [`Calls::parts_routed`], each made in place in what `parts` keeps
+    /// it in (measured: the node's request kept its parts each in a box
+    /// in a list of their own, three allocations).
+    pub fn parts_in<T>(
         &self,
         (tag, slot): (Tag, Option<u16>),
         subject: &Subject,
         offence: Offence,
-    ) -> Vec<Box<Part>> {
+        parts: &mut Vec<T>,
+    ) where
+        T: From<Part> + AsRef<Part> + AsMut<Part>,
+    {
         // (The counted limits one at a time: `Subject::counted_limits`'s
         // list of eight was filled and copied, `keyed_limits`.)
-        let n = subject.limits.len();
         let counted = subject.counted_iter();
         let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
         let client = (tag, Some(client_slot), subject.rules, offence);
-        let mut parts = Vec::with_capacity(n + 1);
-        parts.push(Box::new(Part::empty(client)));
+        let first = parts.len();
+        // (At most the client's and one per `key=` count: room for no more,
+        // measured, a larger list costs its allocation more.)
+        let own = |(_, _, whose): &(usize, RateLimit, Counted)| matches!(whose, Counted::Own(_));
+        parts.reserve_exact(1 + subject.counted_iter().filter(own).count());
+        parts.push(T::from(Part::empty(client)));
         for (at, limit, whose) in counted {
             // Each count's tag and slot made once (a client's count: the
             // client's tag and slot, its part the first).
             let (index, tag) = match whose {
-                Counted::Client(_) | Counted::Spends(_) => (0, None),
+                Counted::Client(_) | Counted::Spends(_) => (first, None),
                 Counted::Own(value) => {
                     let own = own_tag(value);
                     let slot = generation::slot_of_tag(&own);
-                    match parts.iter().position(|p| p.slot == Some(slot)) {
-                        Some(index) => (index, Some(own)),
+                    let of_slot = parts
+                        .iter()
+                        .skip(first)
+                        .position(|p| p.as_ref().slot == Some(slot));
+                    match of_slot {
+                        Some(index) => (first + index, Some(own)),
                         None => {
                             // The others strike no one (no rules); the
                             // request's offence still says whether the next
                             // challenge is priced from a count that has room
                             // (a paid request's).
                             let route = (own, Some(slot), NO_RULES, offence);
-                            parts.push(Box::new(Part::empty(route)));
+                            parts.push(T::from(Part::empty(route)));
                             (parts.len() - 1, None)
                         }
                     }
                 }
             };
             if let Some(part) = parts.get_mut(index) {
-                part.count_tagged(subject, (at, limit, whose), tag);
+                part.as_mut().count_tagged(subject, (at, limit, whose), tag);
             }
         }
-        parts
     }
 
     /// [`Calls::parts`], each with its stacked call.

@@ -93,21 +93,36 @@ pub(super) struct StackedCheck<W> {
 }
 
 /// One stacked check, about to be sent or on its way (`stacks.rs`): its
-/// call's part, its member and what its answer decides.
+/// member and what its answer decides (with its call's part).
 pub(super) struct Stack<W> {
-    pub part: Box<Part>,
     pub seq: u64,
     pub then: Then<W>,
 }
 
 /// What a stacked check's answer decides.
 pub(super) enum Then<W> {
-    /// A request's check, every limit in one call.
-    Request(StackedCheck<W>),
-    /// One part of a request's check whose limits lie in several slots.
+    /// A request's check, every limit in one call (its part).
+    Request(StackedCheck<W>, Box<Part>),
+    /// One part of a request's check whose limits lie in several slots
+    /// (kept with the request, `sharded.rs`: made in place there).
     Part { request: u64, index: usize },
-    /// A request's check under the location's one `approx` limit.
-    Approx(OneCheck<W>),
+    /// A request's check under the location's one `approx` limit (its
+    /// part).
+    Approx(OneCheck<W>, Box<Part>),
+}
+
+impl<W> Stack<W> {
+    /// Its call's part: its own, or its request's, which `kept` finds
+    /// (`sharded.rs`; none: its request is decided, nothing waits for it).
+    pub fn part<'a>(
+        &'a self,
+        kept: impl FnOnce(u64, usize) -> Option<&'a Part>,
+    ) -> Option<&'a Part> {
+        match &self.then {
+            Then::Request(_, part) | Then::Approx(_, part) => Some(part),
+            Then::Part { request, index } => kept(*request, *index),
+        }
+    }
 }
 
 /// Joined requests decided in one call.
@@ -178,9 +193,8 @@ impl<W: Waits> ClusterNode<W> {
             };
             let whole = self.calls.whole(tag.as_bytes(), subject, offence);
             let stack = Stack {
-                part: Box::new(whole.in_slot(known)),
                 seq,
-                then: Then::Request(check),
+                then: Then::Request(check, Box::new(whole.in_slot(known))),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -250,10 +264,10 @@ impl<W: Waits> ClusterNode<W> {
         };
         // Approx: with the stacked checks of its slot (`stacks.rs`).
         if subject.limits.approx(0) {
+            let part = Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known);
             let stack = Stack {
-                part: Box::new(Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known)),
                 seq: self.next_seq(),
-                then: Then::Approx(check),
+                then: Then::Approx(check, Box::new(part)),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;

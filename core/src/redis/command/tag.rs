@@ -30,17 +30,29 @@ impl Tag {
     pub fn of_parts(parts: &[&[u8]]) -> Tag {
         let mut bytes = [0; MAX_READABLE_TAG];
         let mut len = 0;
-        for &b in parts.iter().flat_map(|part| part.iter()) {
-            // As `push_readable` spells it; a tag that would pass
-            // `MAX_READABLE_TAG` is hashed.
-            let (spelled, n) = spelling(b);
-            let Some(room) = bytes.get_mut(len..len + n) else {
-                return Tag::from(hashed_tag(parts).as_bytes());
-            };
-            for (to, from) in room.iter_mut().zip(spelled) {
-                *to = from;
+        for part in parts {
+            for &b in *part {
+                // As `push_readable` spells it; a tag that would pass
+                // `MAX_READABLE_TAG` is hashed.
+                let written = match READABLE[usize::from(b)] {
+                    // (A readable byte, the usual case: itself.)
+                    true => bytes.get_mut(len).map(|to| *to = b).map(|()| 1),
+                    false => {
+                        let (spelled, n) = spelling(b);
+                        let room = bytes.get_mut(len..len + n);
+                        room.map(|room| {
+                            for (to, from) in room.iter_mut().zip(spelled) {
+                                *to = from;
+                            }
+                            n
+                        })
+                    }
+                };
+                let Some(n) = written else {
+                    return Tag::from(hashed_tag(parts).as_bytes());
+                };
+                len += n;
             }
-            len += n;
         }
         Tag(Repr::Inline(len as u8, bytes))
     }
