@@ -184,7 +184,7 @@ impl<W: Waits> ClusterNode<W> {
             // (`stacks.rs`).
             let check = StackedCheck {
                 waiter: waiter(),
-                key: subject.key.to_vec(),
+                key: self.spare.key(subject.key),
                 rules,
                 offence,
                 limits,
@@ -252,7 +252,7 @@ impl<W: Waits> ClusterNode<W> {
         };
         let check = OneCheck {
             waiter: waiter(),
-            key: subject.key.to_vec(),
+            key: self.spare.key(subject.key),
             limit,
             rules,
             offence,
@@ -371,6 +371,7 @@ impl<W: Waits> ClusterNode<W> {
         if let Some(group) = &c.group {
             self.release(env, group, now, fell, out);
         }
+        self.spare.give_key(c.key);
     }
 
     /// The answer to a stacked check (its call's `part`).
@@ -396,6 +397,8 @@ impl<W: Waits> ClusterNode<W> {
                 self.generations.note_slot(c.slot, checked.generation);
                 self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
+                self.spare.give_key(c.key);
+                self.spare.give_limits(c.limits);
             }
             None => out.push(Step::FallBack {
                 waiter: c.waiter,

@@ -19,6 +19,7 @@ mod check;
 mod gather;
 mod keyed;
 mod sharded;
+mod spare;
 mod spend;
 mod stacks;
 mod zone_keys;
@@ -290,6 +291,8 @@ pub struct ClusterNode<W> {
     /// Checks whose limits lie in several slots, by request.
     sharded: Ids<u64, sharded::Sharded<W>>,
     next_request: u64,
+    /// Lists decided requests gave back (`spare.rs`).
+    spare: spare::Spare,
     batches: Batches<BatchContext>,
     exiting_since: Option<u64>,
     replays: Replays,
@@ -319,6 +322,7 @@ impl<W: Waits> ClusterNode<W> {
             held: 0,
             sharded: Ids::default(),
             next_request: 0,
+            spare: spare::Spare::default(),
             batches: Batches::default(),
             exiting_since: None,
             replays: Replays::new(MAX_REPLAYS),

@@ -120,7 +120,7 @@ impl<W: Waits> ClusterNode<W> {
             request,
             Sharded {
                 waiter,
-                key: subject.key.to_vec(),
+                key: self.spare.key(subject.key),
                 slot,
                 rules: subject.rules,
                 seq,
@@ -301,6 +301,8 @@ impl<W: Waits> ClusterNode<W> {
         }
         self.learn_keyed(env, (&s.limits, s.rules), &decided, s.asked_ms, now);
         out.push(Step::Deliver(s.waiter, Reply::Checked(decided)));
+        self.spare.give_key(s.key);
+        self.spare.give_limits(s.limits);
     }
 
     /// What a stacked check's answer teaches the node: a refusal by a
