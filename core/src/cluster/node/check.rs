@@ -371,7 +371,7 @@ impl<W: Waits> ClusterNode<W> {
         if let Some(group) = &c.group {
             self.release(env, group, now, fell, out);
         }
-        self.spare.give_key(c.key);
+        self.spare.keys.give(c.key);
     }
 
     /// The answer to a stacked check (its call's `part`).
@@ -397,8 +397,8 @@ impl<W: Waits> ClusterNode<W> {
                 self.generations.note_slot(c.slot, checked.generation);
                 self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
-                self.spare.give_key(c.key);
-                self.spare.give_limits(c.limits);
+                self.spare.keys.give(c.key);
+                self.spare.limits.give(c.limits);
             }
             None => out.push(Step::FallBack {
                 waiter: c.waiter,

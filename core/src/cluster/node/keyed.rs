@@ -71,7 +71,7 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn keyed_limits(&mut self, subject: &Subject) -> Vec<KeyedLimit> {
         // (One at a time: no list of all eight to fill and copy, measured
         // 100-odd instructions; in a list a decided request gave back.)
-        let mut out = self.spare.limits();
+        let mut out = self.spare.limits.take();
         out.reserve_exact(subject.limits.len());
         out.extend(subject.counted_iter().map(|(at, limit, whose)| {
             let approx = subject.limits.approx(at);

@@ -110,7 +110,7 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         // (The client's tag routes its part, the first: never none.)
         // (`slot`: the client's, its part's.)
-        let mut parts = Vec::new();
+        let mut parts = self.spare.parts.take();
         self.calls
             .parts_in((tag, Some(slot)), subject, offence, &mut parts);
         self.next_request = self.next_request.wrapping_add(1);
@@ -301,8 +301,9 @@ impl<W: Waits> ClusterNode<W> {
         }
         self.learn_keyed(env, (&s.limits, s.rules), &decided, s.asked_ms, now);
         out.push(Step::Deliver(s.waiter, Reply::Checked(decided)));
-        self.spare.give_key(s.key);
-        self.spare.give_limits(s.limits);
+        self.spare.keys.give(s.key);
+        self.spare.limits.give(s.limits);
+        self.spare.parts.give(s.parts);
     }
 
     /// What a stacked check's answer teaches the node: a refusal by a
