@@ -224,16 +224,17 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        // (Every part answered: none is left out.)
-        let got = || s.parts.iter().filter_map(|kept| kept.got);
+        // (Every part answered: none is left out. Read in place: a
+        // `Checked` copied once, the one that decides.)
+        let got = || s.parts.iter().filter_map(|kept| kept.got.as_ref());
         let fall_back = |waiter, failure, sent| Step::FallBack {
             waiter,
             failure,
             sent,
         };
         let client = match got().next() {
-            Some(Got::Checked(client)) => client,
-            Some(Got::Failed { failure, sent }) => {
+            Some(Got::Checked(client)) => *client,
+            Some(&Got::Failed { failure, sent }) => {
                 return out.push(fall_back(s.waiter, failure, sent))
             }
             None => return out.push(fall_back(s.waiter, Unavailable::Down, false)),
@@ -253,7 +254,7 @@ impl<W: Waits> ClusterNode<W> {
         if let (false, None, Some(failure)) = (
             blocked,
             refusing,
-            got().find_map(|g| match g {
+            got().find_map(|g| match *g {
                 Got::Failed { failure, .. } => Some(failure),
                 Got::Checked(_) => None,
             }),
@@ -274,11 +275,12 @@ impl<W: Waits> ClusterNode<W> {
                 // (Only the client's part strikes: its own limit refused.)
                 struck: client.struck,
                 generation,
-                ..refused
+                ..*refused
             },
             (false, None) => {
                 let tightest = answered()
                     .min_by_key(|c| c.verdict.remaining)
+                    .copied()
                     .unwrap_or(client);
                 Checked {
                     breaker: client.breaker,
