@@ -4,7 +4,7 @@
 //! topology by `redis-protocol`'s decoder. No nginx types here, so it is
 //! unit-tested.
 
-use core::cell::Cell;
+use core::cell::RefCell;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -13,6 +13,10 @@ use redis_protocol::resp2::decode::decode;
 use redis_protocol::resp2::encode::encode_borrowed;
 use redis_protocol::resp2::types::{BorrowedFrame, OwnedFrame};
 use sha2::{Digest, Sha256};
+
+mod tag;
+
+pub use tag::Tag;
 
 /// Appends `args` as one RESP2 command to `out`.
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
@@ -61,6 +65,11 @@ pub const MAX_REPLY: usize = MAX_HEADER + MAX_ELEMENTS * (MAX_HEADER + MAX_BULK 
 /// length is waited for beyond them. A complete reply is then decoded
 /// without a parser (`flat`), as `redis-protocol`'s decoder makes it.
 pub fn decode_reply(buf: &[u8]) -> Decoded {
+    // Nothing (the rest of a read after its last reply): more bytes are
+    // needed, as the general path says, without its scan.
+    if buf.is_empty() {
+        return Decoded::Partial;
+    }
     // A script's answer, an array of plain integers: read in one pass.
     match integer_array(buf) {
         Some((frame, len)) => Decoded::Frame(frame, len),
@@ -132,18 +141,14 @@ std::thread_local! {
     /// The rooms of array replies read before ([`recycle`]), each of
     /// [`MAX_ELEMENTS`]: they serve the script answers of every call
     /// (measured: an allocation and a free a call).
-    static ROOMS: Cell<Vec<Vec<OwnedFrame>>> = const { Cell::new(Vec::new()) };
+    static ROOMS: RefCell<Vec<Vec<OwnedFrame>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A room for an array reply: one given back before, or a new one of
 /// [`MAX_ELEMENTS`] (so no reply of ours grows it).
 fn room() -> Vec<OwnedFrame> {
-    let kept = ROOMS.try_with(|rooms| {
-        let mut all = rooms.take();
-        let one = all.pop();
-        rooms.set(all);
-        one
-    });
+    // (Borrowed in place: taking the list out and back cost more.)
+    let kept = ROOMS.try_with(|rooms| rooms.try_borrow_mut().ok()?.pop());
     kept.ok()
         .flatten()
         .unwrap_or_else(|| Vec::with_capacity(MAX_ELEMENTS))
@@ -158,11 +163,11 @@ pub fn recycle(frame: OwnedFrame) {
     if let OwnedFrame::Array(items) = frame {
         if items.capacity() == MAX_ELEMENTS {
             let _ = ROOMS.try_with(|rooms| {
-                let mut all = rooms.take();
-                if all.len() < KEPT_ROOMS {
-                    all.push(items);
+                if let Ok(mut all) = rooms.try_borrow_mut() {
+                    if all.len() < KEPT_ROOMS {
+                        all.push(items);
+                    }
                 }
-                rooms.set(all);
             });
         }
     }

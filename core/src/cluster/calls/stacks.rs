@@ -11,7 +11,11 @@ use crate::cluster::scripts::args;
 use crate::cluster::scripts::replies::{self, StackedLimits};
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{RateLimit, MAX_LIMITS};
+use crate::redis::command::Tag;
 use crate::store::{Checked, Counted, Offence, Subject};
+use counts::{own_tag, Count, Counts};
+
+mod counts;
 
 /// One stacked call of a request's check: every limit it is counted by
 /// (one Redis), or those of one slot (a Redis Cluster,
@@ -21,13 +25,13 @@ use crate::store::{Checked, Counted, Offence, Subject};
 pub struct Part {
     /// A hash tag of its keys, which routes its call, and whose breaker
     /// it reads (the client's; another slot's part: its own, no rules).
-    pub route: Vec<u8>,
+    pub route: Tag,
     /// Each of its limits' place among the location's (its counts', in
     /// the same order: only its own limits, not a copy of the location's
     /// list, [`StackedLimits`]).
     pub at: [u8; MAX_LIMITS],
     /// Each count: what it writes, and what an undo takes back.
-    counts: Vec<Count>,
+    counts: Counts,
     /// Its breaker rules and what a refusal is there (the client's part
     /// only: the others strike no one).
     pub rules: BreakerRules,
@@ -39,30 +43,6 @@ pub struct Part {
 /// What requests in a row of a gathered call share: what a refusal is,
 /// the breaker rules, each limit's numbers, `approx` and own.
 pub type Set = (u64, [u64; 4], Vec<(u32, u64, bool, bool)>);
-
-/// One limit's count in a stacked call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Count {
-    /// Its hash tag, the client's or its `key=` value's, where it is not
-    /// the part's route (`None`: the route's, the usual case: no copy).
-    tag: Option<String>,
-    limit: RateLimit,
-    /// A counter (`approx`), else a log.
-    approx: bool,
-    /// Counted per client key (its refusal may strike).
-    own: bool,
-    /// Its limit counts per its `key=` in the location's list.
-    keyed: bool,
-}
-
-impl Count {
-    fn key(&self) -> ClientKey<'static> {
-        match self.approx {
-            true => ClientKey::Approx(self.limit),
-            false => ClientKey::Window(self.limit),
-        }
-    }
-}
 
 /// No breaker: another slot's part strikes no one.
 const NO_RULES: BreakerRules = BreakerRules {
@@ -105,6 +85,19 @@ impl Alone {
     }
 }
 
+/// A part kept as itself ([`Calls::parts_in`]).
+impl AsRef<Part> for Part {
+    fn as_ref(&self) -> &Part {
+        self
+    }
+}
+
+impl AsMut<Part> for Part {
+    fn as_mut(&mut self) -> &mut Part {
+        self
+    }
+}
+
 /// A part's limits are its counts' (in the location's order).
 impl StackedLimits for Part {
     fn limits_len(&self) -> usize {
@@ -133,7 +126,7 @@ impl Part {
         let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
-            [c] if self.tag(c) == self.route.as_slice() => match (breaker, c.own, c.approx) {
+            [c] if self.tag(c) == self.route.as_bytes() => match (breaker, c.own, c.approx) {
                 (false, _, false) => Alone::Count,
                 (false, _, true) => Alone::CountApprox,
                 (true, true, false) => Alone::Window,
@@ -148,16 +141,18 @@ impl Part {
     /// gathered call checks it as the stacked script checks one limit).
     pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
         let count = Count {
-            tag: None,
+            tag: 0,
             limit,
             approx: true,
             own: true,
             keyed: false,
         };
+        let mut counts = Counts::new();
+        counts.push(count, None);
         Part {
-            route: tag.to_vec(),
+            route: Tag::from(tag),
             at: [0; MAX_LIMITS],
-            counts: vec![count],
+            counts,
             rules,
             offence,
             slot: None,
@@ -165,14 +160,11 @@ impl Part {
     }
 
     /// A part of no count yet, routed by `route` (in `slot`, if known).
-    fn empty(
-        (route, slot, rules, offence): (Vec<u8>, Option<u16>, BreakerRules, Offence),
-        room: usize,
-    ) -> Part {
+    fn empty((route, slot, rules, offence): (Tag, Option<u16>, BreakerRules, Offence)) -> Part {
         Part {
             route,
             at: [0; MAX_LIMITS],
-            counts: Vec::with_capacity(room),
+            counts: Counts::new(),
             rules,
             offence,
             slot,
@@ -186,7 +178,7 @@ impl Part {
         let tag = match whose {
             // (a spent record's share is counted by table stores only)
             Counted::Client(_) | Counted::Spends(_) => None,
-            Counted::Own(value) => Some(keys::own_tag(value)),
+            Counted::Own(value) => Some(own_tag(value)),
         };
         self.count_tagged(subject, (at, limit, whose), tag);
     }
@@ -196,26 +188,25 @@ impl Part {
         &mut self,
         subject: &Subject,
         (at, limit, whose): (usize, RateLimit, Counted),
-        tag: Option<String>,
+        tag: Option<Tag>,
     ) {
-        let tag = tag.filter(|tag| tag.as_bytes() != self.route.as_slice());
+        let tag = tag.filter(|tag| *tag != self.route);
         if let Some(place) = self.at.get_mut(self.counts.len()) {
             *place = at as u8;
         }
-        self.counts.push(Count {
-            tag,
+        let count = Count {
+            tag: 0,
             limit,
             approx: subject.limits.approx(at),
             own: !matches!(whose, Counted::Own(_)),
             keyed: subject.limits.is_keyed(at),
-        });
+        };
+        self.counts.push(count, tag);
     }
 
     /// A count's hash tag.
     fn tag<'a>(&'a self, c: &'a Count) -> &'a [u8] {
-        c.tag
-            .as_ref()
-            .map_or(self.route.as_slice(), |t| t.as_bytes())
+        self.counts.tag(c.tag).unwrap_or(&self.route)
     }
 
     /// The part, its route's slot in a Redis Cluster given (`Some`) where
@@ -243,7 +234,7 @@ impl Part {
             && self
                 .counts
                 .iter()
-                .zip(&other.counts)
+                .zip(other.counts.iter())
                 .all(|(a, b)| same(a, b))
     }
 
@@ -267,7 +258,7 @@ impl Calls {
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
         let (counted, n) = subject.counted_limits();
-        let mut part = Part::empty((tag.to_vec(), None, subject.rules, offence), n);
+        let mut part = Part::empty((Tag::from(tag), None, subject.rules, offence));
         for &(at, limit, whose) in &counted[..n] {
             part.count(subject, (at, limit, whose));
         }
@@ -344,7 +335,7 @@ impl Calls {
             (Alone::Standing, _, Some(scripts)) => {
                 let script = &scripts.standing;
                 let prefix = self.prefix.as_bytes();
-                let route = part.route.as_slice();
+                let route = part.route.as_bytes();
                 let mut call = ScriptCall::new(&script.sha1, 3, 5);
                 for which in [ClientKey::Strikes, ClientKey::Trips] {
                     call.push(|w| keys::write(w, prefix, route, which));
@@ -357,7 +348,7 @@ impl Calls {
                 Call::of(script, call)
             }
             (how, Some(c), _) if how.one_limit() => {
-                let route = (part.route.as_slice(), part.slot);
+                let route = (part.route.as_bytes(), part.slot);
                 self.window_check(route, c.limit, c.approx, check)
             }
             _ => self.stacked(part, seq),
@@ -423,7 +414,7 @@ impl Calls {
     fn part_keys(&self, call: &mut ScriptCall, part: &Part) {
         let prefix = self.prefix.as_bytes();
         self.breaker_keys(call, &part.route);
-        for c in &part.counts {
+        for c in part.counts.iter() {
             let tag = part.tag(c);
             let key = |which| move |w: &mut Vec<u8>| keys::write(w, prefix, tag, which);
             call.push(key(c.key()))
@@ -440,55 +431,78 @@ impl Calls {
     /// admits, and what the others counted is taken back ([`Calls::undo`])
     /// when one refuses.
     pub fn parts(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Vec<Part> {
-        let parts = self.parts_routed((tag.to_vec(), None), subject, offence);
-        parts.into_iter().map(|part| *part).collect()
+        let mut parts = Vec::new();
+        self.parts_in((Tag::from(tag), None), subject, offence, &mut parts);
+        parts
     }
 
-    /// [`Calls::parts`], each in the box the node keeps it in (made in its
-    /// box rather than moved there through a list), the client's tag given
-    /// as the route of its part (no copy), with its slot where known
-    /// already (`Some`).
+    /// [`Calls::parts`], each in the box the node keeps it in, the
+    /// client's tag given as the route of its part (no copy), with its
+    /// slot where known already (`Some`).
     pub fn parts_routed(
         &self,
-        (tag, slot): (Vec<u8>, Option<u16>),
+        route: (Tag, Option<u16>),
         subject: &Subject,
         offence: Offence,
     ) -> Vec<Box<Part>> {
+        let mut parts = Vec::new();
+        self.parts_in(route, subject, offence, &mut parts);
+        parts
+    }
+
+    /// [`Calls::parts_routed`], each made in place in what `parts` keeps
+    /// it in (measured: the node's request kept its parts each in a box
+    /// in a list of their own, three allocations).
+    pub fn parts_in<T>(
+        &self,
+        (tag, slot): (Tag, Option<u16>),
+        subject: &Subject,
+        offence: Offence,
+        parts: &mut Vec<T>,
+    ) where
+        T: From<Part> + AsRef<Part> + AsMut<Part>,
+    {
         // (The counted limits one at a time: `Subject::counted_limits`'s
         // list of eight was filled and copied, `keyed_limits`.)
-        let n = subject.limits.len();
         let counted = subject.counted_iter();
         let client_slot = slot.unwrap_or_else(|| generation::slot_of_tag(&tag));
         let client = (tag, Some(client_slot), subject.rules, offence);
-        let mut parts = Vec::with_capacity(n + 1);
-        parts.push(Box::new(Part::empty(client, n)));
+        let first = parts.len();
+        // (At most the client's and one per `key=` count: room for no more,
+        // measured, a larger list costs its allocation more.)
+        let own = |(_, _, whose): &(usize, RateLimit, Counted)| matches!(whose, Counted::Own(_));
+        parts.reserve_exact(1 + subject.counted_iter().filter(own).count());
+        parts.push(T::from(Part::empty(client)));
         for (at, limit, whose) in counted {
             // Each count's tag and slot made once (a client's count: the
             // client's tag and slot, its part the first).
             let (index, tag) = match whose {
-                Counted::Client(_) | Counted::Spends(_) => (0, None),
+                Counted::Client(_) | Counted::Spends(_) => (first, None),
                 Counted::Own(value) => {
-                    let own = keys::own_tag(value);
-                    let slot = generation::slot_of_tag(own.as_bytes());
-                    match parts.iter().position(|p| p.slot == Some(slot)) {
-                        Some(index) => (index, Some(own)),
+                    let own = own_tag(value);
+                    let slot = generation::slot_of_tag(&own);
+                    let of_slot = parts
+                        .iter()
+                        .skip(first)
+                        .position(|p| p.as_ref().slot == Some(slot));
+                    match of_slot {
+                        Some(index) => (first + index, Some(own)),
                         None => {
                             // The others strike no one (no rules); the
                             // request's offence still says whether the next
                             // challenge is priced from a count that has room
                             // (a paid request's).
-                            let route = (own.into_bytes(), Some(slot), NO_RULES, offence);
-                            parts.push(Box::new(Part::empty(route, 1)));
+                            let route = (own, Some(slot), NO_RULES, offence);
+                            parts.push(T::from(Part::empty(route)));
                             (parts.len() - 1, None)
                         }
                     }
                 }
             };
             if let Some(part) = parts.get_mut(index) {
-                part.count_tagged(subject, (at, limit, whose), tag);
+                part.as_mut().count_tagged(subject, (at, limit, whose), tag);
             }
         }
-        parts
     }
 
     /// [`Calls::parts`], each with its stacked call.
@@ -516,12 +530,12 @@ impl Calls {
         let prefix = self.prefix.as_bytes();
         let n = part.counts.len();
         let mut call = ScriptCall::new(&script.sha1, n, 3 + n);
-        for c in &part.counts {
+        for c in part.counts.iter() {
             call.push(|w| keys::write(w, prefix, part.tag(c), c.key()));
         }
         call.push(|w| self.member(w, seq))
             .push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
-        for c in &part.counts {
+        for c in part.counts.iter() {
             call.num(c.limit.window_ms);
         }
         call.deadline();
@@ -543,7 +557,7 @@ fn part_args(call: &mut ScriptCall, part: &Part) {
             false => b'0',
         }))
     });
-    for c in &part.counts {
+    for c in part.counts.iter() {
         call.num(c.limit.requests.into()).num(c.limit.window_ms);
     }
 }

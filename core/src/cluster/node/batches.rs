@@ -274,6 +274,10 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        // (No batch kept: nothing to send, nothing to look up.)
+        if self.batches.is_empty() {
+            return;
+        }
         let sent: Vec<_> = refusals
             .iter()
             .filter_map(|r| {

@@ -25,7 +25,7 @@ use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
-use crate::redis::command::client_tag;
+use crate::redis::command::{client_tag, Tag};
 use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
 
@@ -93,21 +93,36 @@ pub(super) struct StackedCheck<W> {
 }
 
 /// One stacked check, about to be sent or on its way (`stacks.rs`): its
-/// call's part, its member and what its answer decides.
+/// member and what its answer decides (with its call's part).
 pub(super) struct Stack<W> {
-    pub part: Box<Part>,
     pub seq: u64,
     pub then: Then<W>,
 }
 
 /// What a stacked check's answer decides.
 pub(super) enum Then<W> {
-    /// A request's check, every limit in one call.
-    Request(StackedCheck<W>),
-    /// One part of a request's check whose limits lie in several slots.
+    /// A request's check, every limit in one call (its part).
+    Request(StackedCheck<W>, Box<Part>),
+    /// One part of a request's check whose limits lie in several slots
+    /// (kept with the request, `sharded.rs`: made in place there).
     Part { request: u64, index: usize },
-    /// A request's check under the location's one `approx` limit.
-    Approx(OneCheck<W>),
+    /// A request's check under the location's one `approx` limit (its
+    /// part).
+    Approx(OneCheck<W>, Box<Part>),
+}
+
+impl<W> Stack<W> {
+    /// Its call's part: its own, or its request's, which `kept` finds
+    /// (`sharded.rs`; none: its request is decided, nothing waits for it).
+    pub fn part<'a>(
+        &'a self,
+        kept: impl FnOnce(u64, usize) -> Option<&'a Part>,
+    ) -> Option<&'a Part> {
+        match &self.then {
+            Then::Request(_, part) | Then::Approx(_, part) => Some(part),
+            Then::Part { request, index } => kept(*request, *index),
+        }
+    }
 }
 
 /// Joined requests decided in one call.
@@ -136,7 +151,8 @@ impl<W: Waits> ClusterNode<W> {
                 ..Checked::default()
             }));
         }
-        let tag = client_tag(subject.key);
+        // (Inline: no allocation.)
+        let tag = Tag::of(subject.key);
         let reach = env.reach(tag.as_bytes());
         // (The client's slot, made once: one Redis, 0.)
         let slot = self.gate_of(tag.as_bytes());
@@ -160,7 +176,7 @@ impl<W: Waits> ClusterNode<W> {
             // slots than the client's (`sharded.rs`).
             if self.cluster && subject.limits.any_keyed() {
                 let waiter = waiter();
-                let whose = (subject, tag.into_bytes(), slot);
+                let whose = (subject, tag, slot);
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
@@ -168,7 +184,7 @@ impl<W: Waits> ClusterNode<W> {
             // (`stacks.rs`).
             let check = StackedCheck {
                 waiter: waiter(),
-                key: subject.key.to_vec(),
+                key: self.spare.key(subject.key),
                 rules,
                 offence,
                 limits,
@@ -177,9 +193,8 @@ impl<W: Waits> ClusterNode<W> {
             };
             let whole = self.calls.whole(tag.as_bytes(), subject, offence);
             let stack = Stack {
-                part: Box::new(whole.in_slot(known)),
                 seq,
-                then: Then::Request(check),
+                then: Then::Request(check, Box::new(whole.in_slot(known))),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -237,7 +252,7 @@ impl<W: Waits> ClusterNode<W> {
         };
         let check = OneCheck {
             waiter: waiter(),
-            key: subject.key.to_vec(),
+            key: self.spare.key(subject.key),
             limit,
             rules,
             offence,
@@ -249,10 +264,10 @@ impl<W: Waits> ClusterNode<W> {
         };
         // Approx: with the stacked checks of its slot (`stacks.rs`).
         if subject.limits.approx(0) {
+            let part = Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known);
             let stack = Stack {
-                part: Box::new(Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known)),
                 seq: self.next_seq(),
-                then: Then::Approx(check),
+                then: Then::Approx(check, Box::new(part)),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -266,7 +281,9 @@ impl<W: Waits> ClusterNode<W> {
         let call = self
             .calls
             .check_in((tag.as_bytes(), known), subject, offence, 1, seq);
-        let route = (tag.into_bytes(), known);
+        // (A Redis Cluster's slot known, one Redis: the router reads no
+        // key, none is copied, `Step::Send`.)
+        let route = (Vec::new(), known);
         self.send_script_in(env, Flight::Check(check), route, call, now, out);
         Answered::Later
     }
@@ -354,6 +371,7 @@ impl<W: Waits> ClusterNode<W> {
         if let Some(group) = &c.group {
             self.release(env, group, now, fell, out);
         }
+        self.spare.keys.give(c.key);
     }
 
     /// The answer to a stacked check (its call's `part`).
@@ -379,6 +397,8 @@ impl<W: Waits> ClusterNode<W> {
                 self.generations.note_slot(c.slot, checked.generation);
                 self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
                 out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
+                self.spare.keys.give(c.key);
+                self.spare.limits.give(c.limits);
             }
             None => out.push(Step::FallBack {
                 waiter: c.waiter,

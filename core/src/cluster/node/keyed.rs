@@ -68,10 +68,11 @@ impl KeyedLimit {
 impl<W: Waits> ClusterNode<W> {
     /// The limits the subject's request is counted by, in the order
     /// written, each keyed as the node keeps its refusals.
-    pub(super) fn keyed_limits(&self, subject: &Subject) -> Vec<KeyedLimit> {
+    pub(super) fn keyed_limits(&mut self, subject: &Subject) -> Vec<KeyedLimit> {
         // (One at a time: no list of all eight to fill and copy, measured
-        // 100-odd instructions.)
-        let mut out = Vec::with_capacity(subject.limits.len());
+        // 100-odd instructions; in a list a decided request gave back.)
+        let mut out = self.spare.limits.take();
+        out.reserve_exact(subject.limits.len());
         out.extend(subject.counted_iter().map(|(at, limit, whose)| {
             let approx = subject.limits.approx(at);
             let (own, refusal) = match whose {

@@ -19,6 +19,7 @@ mod check;
 mod gather;
 mod keyed;
 mod sharded;
+mod spare;
 mod spend;
 mod stacks;
 mod zone_keys;
@@ -35,7 +36,7 @@ use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Verdict};
-use crate::redis::command::client_tag;
+use crate::redis::command::Tag;
 use crate::store::{NoRoom, Now, Op, Reply, Subject};
 use crate::syntax::FailPolicy;
 
@@ -290,6 +291,8 @@ pub struct ClusterNode<W> {
     /// Checks whose limits lie in several slots, by request.
     sharded: Ids<u64, sharded::Sharded<W>>,
     next_request: u64,
+    /// Lists decided requests gave back (`spare.rs`).
+    spare: spare::Spare,
     batches: Batches<BatchContext>,
     exiting_since: Option<u64>,
     replays: Replays,
@@ -319,6 +322,7 @@ impl<W: Waits> ClusterNode<W> {
             held: 0,
             sharded: Ids::default(),
             next_request: 0,
+            spare: spare::Spare::default(),
             batches: Batches::default(),
             exiting_since: None,
             replays: Replays::new(MAX_REPLAYS),
@@ -535,7 +539,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
     ) -> Option<BreakerStatus> {
         let breaker = env.blocked(key, rules, now.monotonic_ms)?;
-        let reach = env.reach(client_tag(key).as_bytes());
+        let reach = env.reach(Tag::of(key).as_bytes());
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
     }
@@ -545,7 +549,8 @@ impl<W: Waits> ClusterNode<W> {
 /// hashed by one multiplication rather than SipHash (measured: a few
 /// maps' look-ups a call). A client can choose a slot (by its address or
 /// a `key=` value), but the slots are at most 16,384 and a map holds only
-/// those with a call in flight: no flood of colliding keys to fear.
+/// those with a call in flight (and at most `gather::IDLE_KEPT` more): no
+/// flood of colliding keys to fear.
 pub(super) type Ids<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// [`Ids`]'s hasher: each number mixed in by a multiplication by 2^64/φ,

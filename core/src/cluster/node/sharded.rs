@@ -24,12 +24,15 @@
 //! fallback rule, `pow_shield_fail` as for any call (never a 5xx unless
 //! `closed`); what the other calls counted stays (the request may pass).
 
+use std::collections::hash_map::Entry;
+
 use super::check::{Stack, Then};
 use super::keyed::KeyedLimit;
-use super::{remember, Around, ClusterNode, Command, Flight, Step, Waits};
+use super::{remember, Around, ClusterNode, Command, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, Part};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
+use crate::redis::command::Tag;
 use crate::store::{Checked, Now, Offence, Reply, Subject};
 
 /// One request's calls on their way.
@@ -41,12 +44,46 @@ pub(super) struct Sharded<W> {
     rules: BreakerRules,
     /// The request's member in every call (for an undo).
     seq: u64,
-    /// Each part's answer as it comes, with the part (what an undo takes
-    /// back).
-    answers: Vec<Option<(Box<Part>, Got)>>,
+    /// Each part (its call's, made in place here: `Calls::parts_in`), and
+    /// its answer as it comes (what an undo takes back).
+    parts: Vec<KeptPart>,
     /// The location's limits keyed as the node keeps their refusals.
     limits: Vec<KeyedLimit>,
     asked_ms: u64,
+}
+
+/// One part of a request's check, and its call's answer once it came.
+pub(super) struct KeptPart {
+    part: Part,
+    got: Option<Got>,
+}
+
+impl From<Part> for KeptPart {
+    fn from(part: Part) -> KeptPart {
+        KeptPart { part, got: None }
+    }
+}
+
+impl AsRef<Part> for KeptPart {
+    fn as_ref(&self) -> &Part {
+        &self.part
+    }
+}
+
+impl AsMut<Part> for KeptPart {
+    fn as_mut(&mut self) -> &mut Part {
+        &mut self.part
+    }
+}
+
+/// Part `index` of `request`'s check (none: its request is decided).
+pub(super) fn part_of<W>(
+    sharded: &Ids<u64, Sharded<W>>,
+    request: u64,
+    index: usize,
+) -> Option<&Part> {
+    let kept = sharded.get(&request)?.parts.get(index)?;
+    Some(&kept.part)
 }
 
 /// What one part's call answered.
@@ -65,7 +102,7 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn check_sharded(
         &mut self,
         env: &mut impl Around,
-        (subject, tag, slot): (&Subject, Vec<u8>, u16),
+        (subject, tag, slot): (&Subject, Tag, u16),
         (offence, limits, seq): (Offence, Vec<KeyedLimit>, u64),
         now: Now,
         waiter: W,
@@ -73,7 +110,9 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         // (The client's tag routes its part, the first: never none.)
         // (`slot`: the client's, its part's.)
-        let parts = self.calls.parts_routed((tag, Some(slot)), subject, offence);
+        let mut parts = self.spare.parts.take();
+        self.calls
+            .parts_in((tag, Some(slot)), subject, offence, &mut parts);
         self.next_request = self.next_request.wrapping_add(1);
         let request = self.next_request;
         let n = parts.len();
@@ -81,20 +120,19 @@ impl<W: Waits> ClusterNode<W> {
             request,
             Sharded {
                 waiter,
-                key: subject.key.to_vec(),
+                key: self.spare.key(subject.key),
                 slot,
                 rules: subject.rules,
                 seq,
-                answers: (0..n).map(|_| None).collect(),
+                parts,
                 limits,
                 asked_ms: now.monotonic_ms,
             },
         );
         // Each with the stacked checks of its slot on their way
         // (`stacks.rs`).
-        for (index, part) in parts.into_iter().enumerate() {
+        for index in 0..n {
             let stack = Stack {
-                part,
                 seq,
                 then: Then::Part { request, index },
             };
@@ -102,12 +140,13 @@ impl<W: Waits> ClusterNode<W> {
         }
     }
 
-    /// The answer to one part.
+    /// The answer to one part (`alone`: its own call, by the script
+    /// `Part::alone` names).
     pub(super) fn part_answered(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        (part, alone): (Box<Part>, bool),
+        alone: bool,
         answer: Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
@@ -117,18 +156,20 @@ impl<W: Waits> ClusterNode<W> {
         // (A part of no limit, the client's where every limit is another
         // slot's, reads as admitted with the client's breaker; the verdict
         // names the location's limit; a `key=` limit's refusal strikes no
-        // one. `alone`: its own call, by the script `Part::alone` names.)
-        let checked = answer
-            .integers()
-            .and_then(|reply| calls::part_checked(cluster, &reply, &part, alone));
-        let got = match checked {
-            Some(checked) => Got::Checked(checked),
-            None => Got::Failed {
-                failure: Unavailable::Down,
-                sent,
-            },
+        // one.)
+        let got = |part: &Part| {
+            let checked = answer
+                .integers()
+                .and_then(|reply| calls::part_checked(cluster, &reply, part, alone));
+            match checked {
+                Some(checked) => Got::Checked(checked),
+                None => Got::Failed {
+                    failure: Unavailable::Down,
+                    sent,
+                },
+            }
         };
-        self.part_got(env, (request, index), (part, got), now, out);
+        self.part_got(env, (request, index), got, now, out);
     }
 
     /// One part's call was never sent (`failure`).
@@ -136,38 +177,39 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        part: Box<Part>,
         failure: Unavailable,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let got = Got::Failed {
+        let got = |_: &Part| Got::Failed {
             failure,
             sent: false,
         };
-        self.part_got(env, (request, index), (part, got), now, out);
+        self.part_got(env, (request, index), got, now, out);
     }
 
+    /// Part `index` of `request` got what `got` reads (from the part); the
+    /// request is decided once every part did.
     fn part_got(
         &mut self,
         env: &mut impl Around,
         (request, index): (u64, usize),
-        (part, got): (Box<Part>, Got),
+        got: impl FnOnce(&Part) -> Got,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Some(sharded) = self.sharded.get_mut(&request) else {
+        let Entry::Occupied(mut entry) = self.sharded.entry(request) else {
             return;
         };
-        if let Some(slot) = sharded.answers.get_mut(index) {
-            *slot = Some((part, got));
+        let sharded = entry.get_mut();
+        if let Some(kept) = sharded.parts.get_mut(index) {
+            kept.got = Some(got(&kept.part));
         }
-        if sharded.answers.iter().any(Option::is_none) {
+        if sharded.parts.iter().any(|kept| kept.got.is_none()) {
             return;
         }
-        if let Some(sharded) = self.sharded.remove(&request) {
-            self.decide_sharded(env, sharded, now, out);
-        }
+        let sharded = entry.remove();
+        self.decide_sharded(env, sharded, now, out);
     }
 
     /// Every part answered: the request's answer, and the undos. A part's
@@ -182,16 +224,17 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        // (Every part answered: none is left out.)
-        let got = || s.answers.iter().flatten().map(|(_, got)| *got);
+        // (Every part answered: none is left out. Read in place: a
+        // `Checked` copied once, the one that decides.)
+        let got = || s.parts.iter().filter_map(|kept| kept.got.as_ref());
         let fall_back = |waiter, failure, sent| Step::FallBack {
             waiter,
             failure,
             sent,
         };
         let client = match got().next() {
-            Some(Got::Checked(client)) => client,
-            Some(Got::Failed { failure, sent }) => {
+            Some(Got::Checked(client)) => *client,
+            Some(&Got::Failed { failure, sent }) => {
                 return out.push(fall_back(s.waiter, failure, sent))
             }
             None => return out.push(fall_back(s.waiter, Unavailable::Down, false)),
@@ -211,7 +254,7 @@ impl<W: Waits> ClusterNode<W> {
         if let (false, None, Some(failure)) = (
             blocked,
             refusing,
-            got().find_map(|g| match g {
+            got().find_map(|g| match *g {
                 Got::Failed { failure, .. } => Some(failure),
                 Got::Checked(_) => None,
             }),
@@ -232,11 +275,12 @@ impl<W: Waits> ClusterNode<W> {
                 // (Only the client's part strikes: its own limit refused.)
                 struck: client.struck,
                 generation,
-                ..refused
+                ..*refused
             },
             (false, None) => {
                 let tightest = answered()
                     .min_by_key(|c| c.verdict.remaining)
+                    .copied()
                     .unwrap_or(client);
                 Checked {
                     breaker: client.breaker,
@@ -248,10 +292,10 @@ impl<W: Waits> ClusterNode<W> {
         // Counted by all or none: what the parts that admitted counted is
         // taken back when another refused (or the client is blocked).
         if blocked || refusing.is_some() {
-            for (part, got) in s.answers.iter().flatten() {
-                if matches!(got, Got::Checked(c) if c.verdict.allowed) {
+            for KeptPart { part, got } in &s.parts {
+                if matches!(got, Some(Got::Checked(c)) if c.verdict.allowed) {
                     if let Some(call) = self.calls.undo(part, s.seq) {
-                        let route = part.route.clone();
+                        let route = part.route.to_vec();
                         self.send(Flight::Undo, route, Command::Script(call), out);
                     }
                 }
@@ -259,6 +303,9 @@ impl<W: Waits> ClusterNode<W> {
         }
         self.learn_keyed(env, (&s.limits, s.rules), &decided, s.asked_ms, now);
         out.push(Step::Deliver(s.waiter, Reply::Checked(decided)));
+        self.spare.keys.give(s.key);
+        self.spare.limits.give(s.limits);
+        self.spare.parts.give(s.parts);
     }
 
     /// What a stacked check's answer teaches the node: a refusal by a

@@ -27,11 +27,17 @@ use redis_protocol::resp2::types::OwnedFrame;
 
 use super::check::{Stack, Then};
 use super::gather::{done, gather_behind, goes_now, sending, Gathering, MAX_HELD};
+use super::sharded::{self, Sharded};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::redis::clock;
 use crate::store::Now;
+
+/// `stack`'s part: its own, or its request's in `sharded`.
+fn part_of<'a, W>(stack: &'a Stack<W>, sharded: &'a Ids<u64, Sharded<W>>) -> Option<&'a Part> {
+    stack.part(|request, index| sharded::part_of(sharded, request, index))
+}
 
 /// Stacked checks of one slot gathered, or one alone.
 pub(super) type Stacking<W> = Ids<u16, Gathering<Stack<W>>>;
@@ -85,13 +91,15 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        let slot = match (self.cluster, part_of(&stack, &self.sharded)) {
+            // (Its request decided already: nothing waits for it.)
+            (_, None) => return,
+            (true, Some(part)) => part.slot(),
+            (false, Some(_)) => 0,
+        };
         if self.held >= MAX_HELD {
             return self.send_stack(env, None, stack, now, out);
         }
-        let slot = match self.cluster {
-            true => stack.part.slot(),
-            false => 0,
-        };
         if goes_now(&mut self.stacking, slot) {
             return self.send_stack(env, Some(slot), stack, now, out);
         }
@@ -110,15 +118,22 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        let Some(part) = part_of(&stack, &self.sharded) else {
+            // (Its request decided already: what waits behind it goes.)
+            if let Some(slot) = gate {
+                self.stacks_done(env, slot, None, now, out);
+            }
+            return;
+        };
         // A request's every limit by the stacked script; a part (or an
         // approx check) by the script `Part::alone` names.
         let call = match &stack.then {
-            Then::Request(_) => self.calls.stacked(&stack.part, stack.seq),
-            _ => self.calls.alone(&stack.part, stack.seq),
+            Then::Request(..) => self.calls.stacked(part, stack.seq),
+            _ => self.calls.alone(part, stack.seq),
         };
         // (A Redis Cluster's slot; one Redis has none. Either way the
         // router reads no key: none is copied, `Step::Send`.)
-        let route = (Vec::new(), self.cluster.then(|| stack.part.slot()));
+        let route = (Vec::new(), self.cluster.then(|| part.slot()));
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
@@ -139,15 +154,29 @@ impl<W: Waits> ClusterNode<W> {
         while !stacks.is_empty() {
             let rest = stacks.split_off(stacks.len().min(MAX_GATHERED));
             let mut batch = std::mem::replace(&mut stacks, rest);
+            let sharded = &self.sharded;
+            // (A part whose request is decided already: nothing waits for
+            // it.)
+            let gathered = batch.len();
+            batch.retain(|s| part_of(s, sharded).is_some());
+            self.held = self.held.saturating_sub(gathered - batch.len());
             // Requests under the same limits, rules and offence in a row:
             // they share their arguments in the call.
-            if !batch.windows(2).all(|w| w[0].part.same_set(&w[1].part)) {
-                batch.sort_by_cached_key(|s| s.part.set());
-            }
-            let Some(route) = batch.first().map(|s| s.part.route.clone()) else {
-                break;
+            let same = |a: &Stack<W>, b: &Stack<W>| match (part_of(a, sharded), part_of(b, sharded))
+            {
+                (Some(a), Some(b)) => a.same_set(b),
+                _ => false,
             };
-            let of: Vec<(&Part, u64)> = batch.iter().map(|s| (&*s.part, s.seq)).collect();
+            if !batch.windows(2).all(|w| same(&w[0], &w[1])) {
+                batch.sort_by_cached_key(|s| part_of(s, sharded).map(Part::set));
+            }
+            let of: Vec<(&Part, u64)> = batch
+                .iter()
+                .filter_map(|s| Some((part_of(s, sharded)?, s.seq)))
+                .collect();
+            let Some(route) = of.first().map(|(part, _)| part.route.to_vec()) else {
+                continue;
+            };
             // Parts of one count without a breaker each (the site's, a
             // /24's): the counts script's call; else the stacked script's.
             let call = match self.calls.counts(&of) {
@@ -226,14 +255,13 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let part = stack.part;
         match stack.then {
-            Then::Request(c) => self.stacked_checked(env, c, &part, answer, now, out),
+            Then::Request(c, part) => self.stacked_checked(env, c, &part, answer, now, out),
             Then::Part { request, index } => {
                 let alone = !gathered;
-                self.part_answered(env, (request, index), (part, alone), answer, now, out)
+                self.part_answered(env, (request, index), alone, answer, now, out)
             }
-            Then::Approx(c) if gathered => {
+            Then::Approx(c, part) if gathered => {
                 let ran = answer.may_have_run();
                 let checked = answer.integers().and_then(|r| {
                     let (kept, rules, offence) = ((&*part, &part.at), part.rules, part.offence);
@@ -241,7 +269,7 @@ impl<W: Waits> ClusterNode<W> {
                 });
                 self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
             }
-            Then::Approx(c) => self.check_answered(env, c, answer, now, out),
+            Then::Approx(c, _) => self.check_answered(env, c, answer, now, out),
         }
     }
 
@@ -301,15 +329,15 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         for stack in stacks {
             match stack.then {
-                Then::Request(c) => out.push(Step::FallBack {
+                Then::Request(c, _) => out.push(Step::FallBack {
                     waiter: c.waiter,
                     failure,
                     sent: false,
                 }),
                 Then::Part { request, index } => {
-                    self.part_unsent(env, (request, index), stack.part, failure, now, out)
+                    self.part_unsent(env, (request, index), failure, now, out)
                 }
-                Then::Approx(c) => {
+                Then::Approx(c, _) => {
                     let never_sent = Fell {
                         failure,
                         sent: false,

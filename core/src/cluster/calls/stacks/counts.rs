@@ -1,0 +1,168 @@
+//! A stacked call's counts ([`Counts`]), inline: a request has at most
+//! [`MAX_LIMITS`] limits, and a tag at most `MAX_READABLE_TAG` bytes
+//! (measured: a part's list and a `key=` value's tag were an allocation
+//! each, two parts a request of a Redis Cluster).
+
+use crate::cluster::keys::ClientKey;
+use crate::limiter::client::OWN_KEY;
+use crate::limiter::{RateLimit, MAX_LIMITS};
+use crate::redis::command::Tag;
+
+/// One limit's count in a stacked call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Count {
+    /// Its hash tag, the client's or its `key=` value's: 0, the part's
+    /// route (the usual case: no copy); else the `tag`th of its
+    /// [`Counts`]' other tags.
+    pub(super) tag: u8,
+    pub(super) limit: RateLimit,
+    /// A counter (`approx`), else a log.
+    pub(super) approx: bool,
+    /// Counted per client key (its refusal may strike).
+    pub(super) own: bool,
+    /// Its limit counts per its `key=` in the location's list.
+    pub(super) keyed: bool,
+}
+
+/// A part's counts, inline (a request has at most [`MAX_LIMITS`]), and
+/// the tags of those not under the route's (the first inline too: one
+/// Redis's stacked call of a client and one `key=` value).
+#[derive(Clone, Debug)]
+pub(super) struct Counts {
+    len: u8,
+    each: [Count; MAX_LIMITS],
+    first_tag: Option<Tag>,
+    more_tags: Vec<Tag>,
+}
+
+impl Counts {
+    /// No count yet.
+    pub(super) fn new() -> Counts {
+        let none = Count {
+            tag: 0,
+            limit: RateLimit {
+                requests: 0,
+                window_ms: 0,
+            },
+            approx: false,
+            own: false,
+            keyed: false,
+        };
+        Counts {
+            len: 0,
+            each: [none; MAX_LIMITS],
+            first_tag: None,
+            more_tags: Vec::new(),
+        }
+    }
+
+    pub(super) fn as_slice(&self) -> &[Count] {
+        self.each.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    pub(super) fn get(&self, i: usize) -> Option<&Count> {
+        self.as_slice().get(i)
+    }
+
+    pub(super) fn first(&self) -> Option<&Count> {
+        self.as_slice().first()
+    }
+
+    pub(super) fn iter(&self) -> core::slice::Iter<'_, Count> {
+        self.as_slice().iter()
+    }
+
+    /// Adds `count`, under `tag` if given (else the route's); none beyond
+    /// [`MAX_LIMITS`] (a request has no more limits).
+    pub(super) fn push(&mut self, mut count: Count, tag: Option<Tag>) {
+        let Some(place) = self.each.get_mut(usize::from(self.len)) else {
+            return;
+        };
+        count.tag = match tag {
+            None => 0,
+            Some(tag) if self.first_tag.is_none() => {
+                self.first_tag = Some(tag);
+                1
+            }
+            Some(tag) => {
+                self.more_tags.push(tag);
+                1 + self.more_tags.len() as u8
+            }
+        };
+        *place = count;
+        self.len += 1;
+    }
+
+    /// The other tag `i` ([`Count::tag`], from 1).
+    pub(super) fn tag(&self, i: u8) -> Option<&Tag> {
+        match i {
+            0 => None,
+            1 => self.first_tag.as_ref(),
+            i => self.more_tags.get(usize::from(i) - 2),
+        }
+    }
+}
+
+/// A `key=` value's hash tag (`keys::own_tag`'s bytes, inline).
+pub fn own_tag(value: &[u8]) -> Tag {
+    Tag::of_parts(&[OWN_KEY, value])
+}
+
+impl Count {
+    pub(super) fn key(&self) -> ClientKey<'static> {
+        match self.approx {
+            true => ClientKey::Approx(self.limit),
+            false => ClientKey::Window(self.limit),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_values_tag_is_keys_own_tag() {
+        for value in [&b"10.0.0.0/24"[..], b"", b"site", &[0xff; 80]] {
+            let tag = own_tag(value);
+            assert_eq!(
+                tag.as_bytes(),
+                crate::cluster::keys::own_tag(value).as_bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn counts_keep_each_count_in_order_and_its_tag() {
+        let mut counts = Counts::new();
+        let tags: Vec<Option<Tag>> = (0..MAX_LIMITS + 1)
+            .map(|i| (i % 3 != 0).then(|| Tag::of(format!("t{i}").as_bytes())))
+            .collect();
+        for (i, tag) in tags.iter().enumerate() {
+            let limit = RateLimit {
+                requests: i as u32,
+                window_ms: 1_000,
+            };
+            let count = Count {
+                tag: 0,
+                limit,
+                approx: i % 2 == 0,
+                own: true,
+                keyed: false,
+            };
+            counts.push(count, tag.clone());
+        }
+        // None beyond MAX_LIMITS.
+        assert_eq!(counts.len(), MAX_LIMITS);
+        for (i, c) in counts.iter().enumerate() {
+            assert_eq!((c.limit.requests, c.approx), (i as u32, i % 2 == 0));
+            assert_eq!(counts.tag(c.tag), tags[i].as_ref(), "{i}");
+        }
+        assert_eq!(counts.first().map(|c| c.limit.requests), Some(0));
+        assert_eq!(counts.get(MAX_LIMITS), None);
+    }
+}

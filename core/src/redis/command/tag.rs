@@ -1,0 +1,163 @@
+//! A client's hash tag held inline ([`Tag`]): what [`super::client_tag`]
+//! spells, without a `String` (measured: a request of a Redis Cluster made
+//! two or three, an allocation and a free each).
+
+use core::ops::Deref;
+
+use super::{hashed_tag, MAX_READABLE_TAG, READABLE};
+
+/// A hash tag: [`super::client_tag`]'s (or [`super::tag_of`]'s) bytes,
+/// inline. Every tag fits in [`MAX_READABLE_TAG`] bytes (a longer readable
+/// one is hashed: 44 bytes); one handed in as bytes ([`Tag::from`]) of
+/// more is kept as it is, on the heap. Compares as its bytes.
+#[derive(Clone)]
+pub struct Tag(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Inline(u8, [u8; MAX_READABLE_TAG]),
+    Heap(Box<[u8]>),
+}
+
+impl Tag {
+    /// `client_tag(key)`.
+    pub fn of(key: &[u8]) -> Tag {
+        Tag::of_parts(&[key])
+    }
+
+    /// `tag_of(parts)`: the tag of the key made of `parts` one after the
+    /// other (a `key=` value's: `OWN_KEY` and the value).
+    pub fn of_parts(parts: &[&[u8]]) -> Tag {
+        let mut bytes = [0; MAX_READABLE_TAG];
+        let mut len = 0;
+        for part in parts {
+            for &b in *part {
+                // As `push_readable` spells it; a tag that would pass
+                // `MAX_READABLE_TAG` is hashed.
+                let written = match READABLE[usize::from(b)] {
+                    // (A readable byte, the usual case: itself.)
+                    true => bytes.get_mut(len).map(|to| *to = b).map(|()| 1),
+                    false => {
+                        let (spelled, n) = spelling(b);
+                        let room = bytes.get_mut(len..len + n);
+                        room.map(|room| {
+                            for (to, from) in room.iter_mut().zip(spelled) {
+                                *to = from;
+                            }
+                            n
+                        })
+                    }
+                };
+                let Some(n) = written else {
+                    return Tag::from(hashed_tag(parts).as_bytes());
+                };
+                len += n;
+            }
+        }
+        Tag(Repr::Inline(len as u8, bytes))
+    }
+
+    /// Its bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// How a tag spells byte `b` (`client_tag`): `@` for NUL, the byte itself
+/// if readable, else `%` and two lower-case hex digits; and how many bytes
+/// that is.
+#[inline(always)]
+fn spelling(b: u8) -> ([u8; 3], usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    if b == 0 {
+        ([b'@', 0, 0], 1)
+    } else if READABLE[usize::from(b)] {
+        ([b, 0, 0], 1)
+    } else {
+        let hex = |nibble: u8| HEX[usize::from(nibble & 0xf)];
+        ([b'%', hex(b >> 4), hex(b)], 3)
+    }
+}
+
+impl From<&[u8]> for Tag {
+    /// A tag's bytes as they are (inline up to [`MAX_READABLE_TAG`]).
+    fn from(bytes: &[u8]) -> Tag {
+        let mut inline = [0; MAX_READABLE_TAG];
+        match inline.get_mut(..bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                Tag(Repr::Inline(bytes.len() as u8, inline))
+            }
+            None => Tag(Repr::Heap(bytes.into())),
+        }
+    }
+}
+
+impl Deref for Tag {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline(len, bytes) => bytes.get(..usize::from(*len)).unwrap_or(&[]),
+            Repr::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for Tag {
+    fn eq(&self, other: &Tag) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Tag {}
+
+impl PartialEq<&[u8]> for Tag {
+    fn eq(&self, other: &&[u8]) -> bool {
+        **self == **other
+    }
+}
+
+impl core::fmt::Debug for Tag {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        String::from_utf8_lossy(self).fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{client_tag, tag_of};
+    use super::*;
+
+    #[test]
+    fn a_tag_is_client_tags_spelling_inline() {
+        // Every byte alone, and in a key of each length around the
+        // readable limit (plain, escaped, NUL), then hashed.
+        for b in 0..=255u8 {
+            assert_eq!(Tag::of(&[b]).as_bytes(), client_tag(&[b]).as_bytes(), "{b}");
+        }
+        for len in 0..=70 {
+            for fill in [b'a', b'{', 0, 0xff] {
+                let key = vec![fill; len];
+                assert_eq!(Tag::of(&key).as_bytes(), client_tag(&key).as_bytes());
+                let (head, tail) = key.split_at(len / 3);
+                let parts = [&b"\0key="[..], head, tail];
+                assert_eq!(Tag::of_parts(&parts).as_bytes(), tag_of(&parts).as_bytes());
+            }
+        }
+        let long = [b'x'; 300];
+        assert!(Tag::of(&long).starts_with(b"#"));
+        assert_eq!(Tag::of(&long).as_bytes(), client_tag(&long).as_bytes());
+    }
+
+    #[test]
+    fn a_tag_from_bytes_is_those_bytes_inline_or_not() {
+        let long = [b'y'; 100];
+        for len in [0, 1, MAX_READABLE_TAG, MAX_READABLE_TAG + 1, 100] {
+            let tag = Tag::from(&long[..len]);
+            assert_eq!(tag, &long[..len]);
+            assert_eq!(matches!(tag.0, Repr::Inline(..)), len <= MAX_READABLE_TAG);
+            assert_eq!(tag, Tag::from(&long[..len]));
+        }
+        assert_ne!(Tag::from(&b"ab"[..]), Tag::from(&b"abc"[..]));
+    }
+}
