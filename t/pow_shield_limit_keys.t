@@ -53,6 +53,13 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 10 1h name=net key=\$pow_shield_net;
         }
 
+        # /net/'s limits in dry run: counted apart from /net/'s
+        location /dry/ {
+            pow_shield_dry_run on;
+            pow_shield_limit 5 1h;
+            pow_shield_limit 10 1h name=net key=\$pow_shield_net;
+        }
+
         # 3 an hour per address, 1 an hour per tenant (when there is one)
         location /tenant/ {
             pow_shield_limit 3 1h;
@@ -80,7 +87,7 @@ $recipe
 EOF
 
 Test::PowShield::Modes->each_mode($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net tenant only recipe forge) }, sub {
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net dry tenant only recipe forge) }, sub {
     my ($m) = @_;
     my $t = $m->node(1);
     my $from = sub {
@@ -112,6 +119,21 @@ Test::PowShield::Modes->each_mode($conf,
     is($status{200}, 20, 'the scraper: 10 requests pass per /24');
     is($status{429}, 40, 'the scraper: its other 40 requests are challenged');
     is($refused_by{net}, 40, 'the scraper: challenged by the /24 limit ("net")');
+
+    # a dry-run location's counts of a /24 are its own: 12 requests of
+    # 10.50.1.0/24 there (all let through) leave /net/'s 10 untouched
+
+    my @dry = map { $from->("10.50.1.$_", 'dry') } 1 .. 12;
+    is(statuses(@dry), join(' ', ('200') x 12), 'dry run: a /24 over its limit is let through');
+    my $dry_net = $from->('10.50.1.13', 'net');
+    is($dry_net->status, 200, 'dry run: ... and the same /24 is not over the enforcing location\'s limit');
+
+    # the network of an IPv6 client and of an IPv4-mapped one: the /48,
+    # and the /24 of the IPv4 address it carries
+
+    is($from->('2001:db8:7:8::1', 'net')->status, 200, 'an IPv6 client: counted by its /48');
+    is($from->('::ffff:10.7.7.7', 'net')->status, 200, 'an IPv4-mapped client: counted by its /24');
+    is($from->('10.7.7.8', 'net')->status, 200, '... and its IPv4 neighbour');
 
     # a client of another /24 passes, and is counted per address as ever
 
@@ -178,9 +200,15 @@ Test::PowShield::Modes->each_mode($conf,
 
     if ($m->cluster) {
         my @net = grep { /:w:10:3600000$/ } @{$m->redis->cmd('KEYS', '*') || []};
-        is(scalar @net, 3, 'cluster: one log per /24 of the keyed limit');
+        # 10.1.1, 10.1.2, 10.9.9, 10.50.1, 10.7.7, 2001:db8:7::/48, and
+        # 10.50.1 of the dry run's, under its own name
+        is(scalar @net, 7, 'cluster: one log per /24 (and /48) of the keyed limit, the dry run\'s apart');
         is($m->redis->cmd('ZCARD', client_key("\0key=10.1.2.0/24", 'w', 10, 3600000)), 10,
             'cluster: the /24\'s log, under a tag of its own, holds its 10 admitted requests');
+        is($m->redis->cmd('ZCARD', client_key("\0key=2001:db8:7::/48", 'w', 10, 3600000)), 1,
+            'cluster: the IPv6 client\'s /48 has a log of its own');
+        is($m->redis->cmd('ZCARD', client_key("\0key=10.7.7.0/24", 'w', 10, 3600000)), 2,
+            'cluster: the IPv4-mapped client counted in its IPv4 /24\'s log');
     }
 });
 

@@ -90,11 +90,17 @@ impl Waiter {
         let spare = SPARE.with(|spare| spare.take());
         match spare {
             Some(mut spare) => match Rc::get_mut(&mut spare) {
-                // (What the last request asked stays, to be written over.)
-                Some(waiter) => {
-                    *waiter.answer.get_mut() = None;
-                    *waiter.wake.get_mut() = wake;
-                    *waiter.late_kept.get_mut() = false;
+                // (What the last request asked stays, to be written over;
+                // every field named, so one added is not forgotten here.)
+                Some(Waiter {
+                    answer,
+                    wake: wakes,
+                    late: _,
+                    late_kept,
+                }) => {
+                    *answer.get_mut() = None;
+                    *wakes.get_mut() = wake;
+                    *late_kept.get_mut() = false;
                     spare
                 }
                 None => Waiter::new(wake),
@@ -141,7 +147,7 @@ impl Waiter {
     /// the zone spent, to write to Redis later.
     pub fn fall_back(&self, failure: Unavailable, sent: bool) -> Option<Replay> {
         if !self.is_waiting() {
-            self.drop_late();
+            self.disown_late();
             return None;
         }
         let Some(late) = self.take_late() else {
@@ -158,7 +164,7 @@ impl Waiter {
 impl<A> Waiter<A> {
     /// Stores the answer and wakes the request, unless it has gone away.
     pub fn deliver(&self, answer: A) {
-        self.drop_late();
+        self.disown_late();
         let wake = self.wake.replace(core::ptr::null_mut());
         if wake.is_null() {
             return;
@@ -172,9 +178,9 @@ impl<A> Waiter<A> {
         };
     }
 
-    /// What the request asked, no longer needed: left where it is kept,
-    /// for the next request to write over (`keep`).
-    fn drop_late(&self) {
+    /// What the request asked, no longer needed: disowned but left where it
+    /// is kept, for the next request to write over (`keep`).
+    fn disown_late(&self) {
         self.late_kept.set(false);
     }
 
@@ -386,16 +392,28 @@ impl Late {
         }
     }
 
-    /// [`Late::of`] `asked`, written over this one in place.
+    /// [`Late::of`] `asked`, written over this one in place. (Every field
+    /// named, as `of` names them: a field added and not written here fails
+    /// to compile, rather than keep the last request's value.)
     fn write(&mut self, asked: &Asked) {
-        self.op = asked.op;
-        self.keys.write(asked.subject);
-        self.limits = *asked.subject.limits;
-        self.rules = asked.subject.rules;
-        self.rising = asked.subject.rising;
-        self.zone.clone_from(asked.zone);
-        self.fail_local = asked.fail_local;
-        self.redis_only = asked.redis_only;
+        let Late {
+            op,
+            keys,
+            limits,
+            rules,
+            rising,
+            zone,
+            fail_local,
+            redis_only,
+        } = self;
+        *op = asked.op;
+        keys.write(asked.subject);
+        *limits = *asked.subject.limits;
+        *rules = asked.subject.rules;
+        *rising = asked.subject.rising;
+        zone.clone_from(asked.zone);
+        *fail_local = asked.fail_local;
+        *redis_only = asked.redis_only;
     }
 
     /// The one place the fallback rule is asked (`fallback::decider`),

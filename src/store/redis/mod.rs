@@ -41,8 +41,10 @@ use timer::{fresh_monotonic_ms, BatchTimer};
 /// The most steps a kept list holds room for.
 const SPARE_STEPS: usize = 64;
 
-/// Script calls kept once sent, to hold the next ones (their shared
-/// allocation made again only while this many are on their way).
+/// Script calls kept once sent, to hold the next ones: the call sent this
+/// many calls ago is reused once nothing holds it any more (a worker with
+/// fewer calls than this on their way allocates none; with more, each
+/// call allocates as before).
 const KEPT_CALLS: usize = 8;
 
 /// A request waiting in the node.

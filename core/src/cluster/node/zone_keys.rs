@@ -1,5 +1,6 @@
-//! The zone's keys of the refusals one operation of the node looks up,
-//! made once each: each limit's refusal is looked up twice a request (to
+//! The zone's keys of the refusals the node looks up, made once each
+//! (kept from one operation to the next: a key is a function of its bytes
+//! alone, so none goes stale): each limit's refusal is looked up twice a request (to
 //! refuse, then to take what is pending) and a refusal longer than an
 //! inline key (`refusals::REFUSAL_PREFIX` bytes and a long client key or
 //! `key=` value) is a SHA-256. A refusal that fits inline (the common
@@ -7,7 +8,7 @@
 
 use crate::store::{TableKey, INLINE_KEY};
 
-/// Refusals kept for one operation of the node.
+/// Refusals kept.
 const KEPT: usize = 4;
 /// Longest refusal kept (`refusals::refusal_key`: 7 bytes and the key).
 const KEPT_LEN: usize = 64;
