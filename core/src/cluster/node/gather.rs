@@ -40,12 +40,6 @@ use crate::store::Now;
 /// full calls).
 pub const MAX_HELD: usize = 4 * MAX_GATHERED;
 
-/// Slots whose gathering stays, empty, once their calls are done (while
-/// the map holds at most this many): the next call of such a slot finds
-/// it rather than making it again (measured: an insertion and a removal
-/// a call), and the map stays small.
-const IDLE_KEPT: usize = 64;
-
 /// A slot's calls on their way and what gathered behind them (checks, or
 /// stacked checks: `stacks.rs`).
 pub(super) struct Gathering<T> {
@@ -96,7 +90,6 @@ pub(super) fn sending<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16) {
 /// A call of `slot` had its reply (`failed`: none): what gathered behind
 /// it, to send now, or to fall back never sent.
 pub(super) fn done<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16, failed: bool) -> Vec<T> {
-    let map_len = map.len();
     let Entry::Occupied(mut entry) = map.entry(slot) else {
         return Vec::new();
     };
@@ -104,8 +97,7 @@ pub(super) fn done<T>(map: &mut Ids<u16, Gathering<T>>, slot: u16, failed: bool)
     gathering.in_flight = gathering.in_flight.saturating_sub(1);
     let queued = std::mem::take(&mut gathering.queued);
     // (Sent, they keep the slot's gathering: `sending`.)
-    let idle = gathering.in_flight == 0 && (queued.is_empty() || failed);
-    if idle && map_len > IDLE_KEPT {
+    if gathering.in_flight == 0 && (queued.is_empty() || failed) {
         entry.remove();
     }
     queued
@@ -320,24 +312,5 @@ mod tests {
         assert_eq!(done(&mut map, 7, false), vec![99]);
         assert_eq!(done(&mut map, 9, false), Vec::<usize>::new());
         assert!(goes_now(&mut map, 9));
-    }
-
-    #[test]
-    fn a_done_slot_stays_idle_while_the_map_is_small() {
-        let mut map: Ids<u16, Gathering<usize>> = Ids::default();
-        for slot in 0..2 * IDLE_KEPT as u16 {
-            assert!(goes_now(&mut map, slot));
-        }
-        // Beyond IDLE_KEPT slots, a done one goes; within, it stays empty.
-        for slot in 0..2 * IDLE_KEPT as u16 {
-            assert_eq!(done(&mut map, slot, false), Vec::<usize>::new());
-        }
-        assert_eq!(map.len(), IDLE_KEPT);
-        // An idle slot's next call goes at once, as a new one's.
-        let idle = *map.keys().next().expect("an idle slot");
-        assert!(goes_now(&mut map, idle));
-        assert!(!goes_now(&mut map, idle));
-        assert_eq!(gather_behind(&mut map, idle, 5), None);
-        assert_eq!(done(&mut map, idle, false), vec![5]);
     }
 }

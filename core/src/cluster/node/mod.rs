@@ -549,8 +549,7 @@ impl<W: Waits> ClusterNode<W> {
 /// hashed by one multiplication rather than SipHash (measured: a few
 /// maps' look-ups a call). A client can choose a slot (by its address or
 /// a `key=` value), but the slots are at most 16,384 and a map holds only
-/// those with a call in flight (and at most `gather::IDLE_KEPT` more): no
-/// flood of colliding keys to fear.
+/// those with a call in flight: no flood of colliding keys to fear.
 pub(super) type Ids<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// [`Ids`]'s hasher: each number mixed in by a multiplication by 2^64/φ,
