@@ -436,23 +436,11 @@ impl Calls {
         parts
     }
 
-    /// [`Calls::parts`], each in the box the node keeps it in, the
-    /// client's tag given as the route of its part (no copy), with its
-    /// slot where known already (`Some`).
-    pub fn parts_routed(
-        &self,
-        route: (Tag, Option<u16>),
-        subject: &Subject,
-        offence: Offence,
-    ) -> Vec<Box<Part>> {
-        let mut parts = Vec::new();
-        self.parts_in(route, subject, offence, &mut parts);
-        parts
-    }
-
-    /// [`Calls::parts_routed`], each made in place in what `parts` keeps
-    /// it in (measured: the node's request kept its parts each in a box
-    /// in a list of their own, three allocations).
+    /// [`Calls::parts`], each made in place in what `parts` keeps it in,
+    /// the client's tag given as the route of its part (no copy), with its
+    /// slot where known already (`Some`) (measured: the node's request
+    /// kept its parts each in a box in a list of their own, three
+    /// allocations).
     pub fn parts_in<T>(
         &self,
         (tag, slot): (Tag, Option<u16>),

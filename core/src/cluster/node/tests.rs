@@ -367,6 +367,13 @@ impl Rig {
                     slot,
                     command,
                 } => {
+                    // A Redis Cluster's call sent without its route
+                    // carries its slot (the router's contract: it would
+                    // route an empty key to slot 0).
+                    assert!(
+                        !route.is_empty() || slot.is_some() || !self.node.cluster,
+                        "a Redis Cluster's call without a route carries its slot"
+                    );
                     // A slot the call knew is the one the router would
                     // compute from its route (none copied: from the
                     // call's first key, which Redis checks).

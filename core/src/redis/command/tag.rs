@@ -161,3 +161,37 @@ mod tests {
         assert_ne!(Tag::from(&b"ab"[..]), Tag::from(&b"abc"[..]));
     }
 }
+
+#[cfg(test)]
+mod mixed_tests {
+    use super::super::{client_tag, tag_of};
+    use super::*;
+
+    #[test]
+    fn mixed_keys_of_every_length_are_spelled_as_client_tag_and_tag_of_spell_them() {
+        let mut x: u64 = 0x9e3779b97f4a7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alphabet = [
+            b'a', b'{', b'}', 0, 0xff, b'%', b'#', b'@', b' ', b'~', b'!',
+        ];
+        for _ in 0..50_000 {
+            let len = (next() % 75) as usize;
+            let key: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            assert_eq!(
+                Tag::of(&key).as_bytes(),
+                client_tag(&key).as_bytes(),
+                "{key:?}"
+            );
+            let cut = (next() as usize) % (len + 1);
+            let parts = [&b"\0key="[..], &key[..cut], &key[cut..]];
+            assert_eq!(Tag::of_parts(&parts).as_bytes(), tag_of(&parts).as_bytes());
+        }
+    }
+}

@@ -329,3 +329,50 @@ fn exact_and_stacked_checks_share_one_cap_beyond_which_a_check_goes_alone() {
         "each answered"
     );
 }
+
+/// A request of three parts (the client's, its /24's, the
+/// site's), several at once: each part's call counts its own keys.
+#[test]
+fn a_request_of_three_parts_has_each_part_count_its_own_keys() {
+    let Some(mut rig) = Rig::cluster("three_parts") else {
+        return;
+    };
+    const SITE: RateLimit = RateLimit {
+        requests: 100,
+        window_ms: 60_000,
+    };
+    let mut limits = Limits::default();
+    limits.add(Limit::new(LIMIT)).expect("one");
+    let net = Limit::new(NET).approx().keyed(KeyId::of("$pow_shield_net"));
+    limits.add(net).expect("two");
+    let site = Limit::new(SITE).approx().keyed(KeyId::of("$site"));
+    limits.add(site).expect("three");
+    let keys: &'static [Option<&'static [u8]>] =
+        Box::leak(Box::new([None, Some(NET_A), Some(b"the-site".as_slice())]));
+    let mut asked = Vec::new();
+    for n in 1..=5u8 {
+        let key = address(NET_A, n);
+        asked.push(
+            rig.ask_keyed(UNPAID, (&key, keys), limits, FailPolicy::Local)
+                .0,
+        );
+    }
+    rig.run_all();
+    let admitted = asked.iter().filter(|&&n| rig.admitted(n)).count();
+    // The /24 admits three; the site counts the admitted only.
+    assert_eq!(admitted, 3, "{:?}", rig.fates);
+    assert_eq!(net_count(&mut rig, NET_A), 3);
+    let mut name = Vec::new();
+    let tag = own_tag(b"the-site");
+    keys::write(
+        &mut name,
+        rig.prefix.as_bytes(),
+        tag.as_bytes(),
+        ClientKey::Approx(SITE),
+    );
+    let site_count = match rig.redis.call(&[b"HGET", &name, b"c"]) {
+        OwnedFrame::BulkString(v) => String::from_utf8_lossy(&v).parse().unwrap_or(-1),
+        _ => 0,
+    };
+    assert_eq!(site_count, 3);
+}
