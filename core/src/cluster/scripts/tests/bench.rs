@@ -24,11 +24,11 @@ use crate::cluster::scripts::replies::{
     stacked_checked_from_reply, struck_from_reply,
 };
 use crate::cluster::scripts::Scripts;
-use crate::limiter::breaker::{Block, BreakerRules, Tripped};
+use crate::limiter::breaker::{Block, BreakerRules, BreakerStatus, Tripped};
 use crate::limiter::{Limits, RateLimit, Verdict};
 use crate::store::take_back::{strike_back, Case};
-use crate::store::Spent;
 use crate::store::{Checked, MemoryStore, Offence, Op, Reply, Solution, Subject};
+use crate::store::{Spent, Struck};
 
 const KEY: &[u8] = b"client";
 
@@ -132,6 +132,29 @@ impl Outcome {
                 c.verdict.retry_after_ms,
                 c.breaker.block_ms,
             ],
+            ..Outcome::default()
+        }
+    }
+
+    /// A strike's answer, as the scripts' and the model's read alike.
+    fn struck(s: &Struck) -> Outcome {
+        Outcome {
+            struck: s.struck,
+            ..Outcome::checked(&Checked {
+                breaker: s.breaker,
+                ..Checked::default()
+            })
+        }
+    }
+
+    /// A batch's answer: what it found over, and the breaker after it.
+    fn batched(over: u32, b: BreakerStatus, tripped: Option<Tripped>) -> Outcome {
+        Outcome {
+            over,
+            strikes: b.strikes,
+            block: b.block,
+            tripped,
+            times: [0, 0, b.block_ms],
             ..Outcome::default()
         }
     }
@@ -314,13 +337,7 @@ impl Bench<'_> {
                 let reply = self
                     .redis
                     .ints(&scripts.strike, &self.breaker_keys(), &self.rules());
-                let s = struck_from_reply(&reply, rules).unwrap();
-                let mut out = Outcome::checked(&Checked {
-                    breaker: s.breaker,
-                    ..Checked::default()
-                });
-                out.struck = s.struck;
-                vec![out]
+                vec![Outcome::struck(&struck_from_reply(&reply, rules).unwrap())]
             }
             Step::Spend(_, _) | Step::SpendWaitedOut(_) => {
                 let (n, forgive, waited_out) = match step {
@@ -355,14 +372,7 @@ impl Bench<'_> {
                 };
                 let ints = batch_text(&text).unwrap();
                 let (over, b) = batches_from_reply(&ints, 1).unwrap()[0];
-                vec![Outcome {
-                    over,
-                    strikes: b.strikes,
-                    block: b.block,
-                    tripped: b.tripped,
-                    times: [0, 0, b.block_ms],
-                    ..Outcome::default()
-                }]
+                vec![Outcome::batched(over, b, b.tripped)]
             }
         }
     }
@@ -399,14 +409,7 @@ impl Bench<'_> {
                 })
                 .collect(),
             Step::Strike => match ask(model, Op::Strike) {
-                Reply::Struck(s) => {
-                    let mut out = Outcome::checked(&Checked {
-                        breaker: s.breaker,
-                        ..Checked::default()
-                    });
-                    out.struck = s.struck;
-                    vec![out]
-                }
+                Reply::Struck(s) => vec![Outcome::struck(&s)],
                 other => panic!("{other:?}"),
             },
             Step::Spend(n, _) | Step::SpendWaitedOut(n) => {
@@ -442,14 +445,7 @@ impl Bench<'_> {
                     .get_mut(KEY)
                     .map(|s| s.status(rules, now))
                     .unwrap_or_default();
-                vec![Outcome {
-                    over,
-                    strikes: b.strikes,
-                    block: b.block,
-                    tripped,
-                    times: [0, 0, b.block_ms],
-                    ..Outcome::default()
-                }]
+                vec![Outcome::batched(over, b, tripped)]
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::cluster::scripts::replies::{
     struck_from_reply,
 };
 use crate::redis::command::client_tag;
-use crate::store::{Checked, Offence, Solution};
+use crate::store::{Offence, Solution};
 use redis_protocol::resp2::types::OwnedFrame;
 
 /// A Redis Cluster's calls under `prefix` (its scripts loaded by
@@ -69,13 +69,9 @@ impl Bench<'_> {
             Step::Strike => {
                 let call = calls.strike(tag, rules);
                 let reply = super::super::ints(&self.redis.raw(&call.evalsha));
-                let s = struck_from_reply(&reply, rules).expect("a strike's reply");
-                let mut out = Outcome::checked(&Checked {
-                    breaker: s.breaker,
-                    ..Checked::default()
-                });
-                out.struck = s.struck;
-                vec![out]
+                vec![Outcome::struck(
+                    &struck_from_reply(&reply, rules).expect("a strike's reply"),
+                )]
             }
             Step::Spend(n, _) | Step::SpendWaitedOut(n) => {
                 let solution = Solution {
@@ -111,14 +107,7 @@ impl Bench<'_> {
                 };
                 let ints = batch_text(&text).expect("a batch's reply");
                 let (over, b) = batches_from_reply(&ints, 1).expect("one client's")[0];
-                vec![Outcome {
-                    over,
-                    strikes: b.strikes,
-                    block: b.block,
-                    tripped: b.tripped,
-                    times: [0, 0, b.block_ms],
-                    ..Outcome::default()
-                }]
+                vec![Outcome::batched(over, b, b.tripped)]
             }
         }
     }
