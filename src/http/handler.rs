@@ -378,26 +378,13 @@ fn verified(
 /// The key the stores count the request under: the client key, or in a
 /// dry run the same key marked as a dry run's (in the request pool), so
 /// that a dry run's strikes and blocks stay its own.
-fn dry_run_key<'r>(r: &Request, policy: &Policy, key: &'r [u8]) -> Option<&'r [u8]> {
+fn dry_run_key<'r>(r: &'r Request, policy: &Policy, key: &'r [u8]) -> Option<&'r [u8]> {
     if !policy.dry_run || key.is_empty() {
         return Some(key);
     }
     // A prefix no address or header value starts with (the admin
     // location lifts a dry run's state under it too).
-    const DRY: &[u8] = pow_shield_core::admin::DRY_RUN;
-    let raw: &ngx_http_request_t = r.as_ref();
-    let len = DRY.len() + key.len();
-    // SAFETY: the request's pool lives as long as the request; the
-    // allocation is `len` bytes, written in full before it is read.
-    unsafe {
-        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
-        if data.is_null() {
-            return None;
-        }
-        core::ptr::copy_nonoverlapping(DRY.as_ptr(), data, DRY.len());
-        core::ptr::copy_nonoverlapping(key.as_ptr(), data.add(DRY.len()), key.len());
-        Some(core::slice::from_raw_parts(data, len))
-    }
+    super::key::pooled_concat(r, pow_shield_core::admin::DRY_RUN, key)
 }
 
 /// Waits for a store: a client that goes away meanwhile finalizes the

@@ -78,17 +78,24 @@ pub(super) fn default_key_of(r: &Request, (data, len): Pooled) -> Option<Pooled>
 /// The default key of the peer identified by `id` (a NUL byte, then
 /// `id`), made in the request pool.
 fn made_in_pool<'r>(r: &'r Request, id: &[u8]) -> Option<&'r [u8]> {
+    pooled_concat(r, &[DEFAULT_KEY_MARK], id)
+}
+
+/// `head` then `tail`, made in `r`'s pool (the keys a request makes for
+/// itself: the default key, its network, a dry run's key); `None` when the
+/// pool has no room.
+pub(super) fn pooled_concat<'r>(r: &'r Request, head: &[u8], tail: &[u8]) -> Option<&'r [u8]> {
     let raw: &ngx_http_request_t = r.as_ref();
-    let len = 1 + id.len();
-    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow,
-    // written in full before they are read.
+    let len = head.len() + tail.len();
+    // SAFETY: `len` bytes of the request pool, which outlives `r`'s borrow
+    // (the lifetime given), written in full before they are read.
     unsafe {
         let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
         if data.is_null() {
             return None;
         }
-        *data = DEFAULT_KEY_MARK;
-        core::ptr::copy_nonoverlapping(id.as_ptr(), data.add(1), id.len());
+        core::ptr::copy_nonoverlapping(head.as_ptr(), data, head.len());
+        core::ptr::copy_nonoverlapping(tail.as_ptr(), data.add(head.len()), tail.len());
         Some(core::slice::from_raw_parts(data, len))
     }
 }
@@ -116,18 +123,7 @@ pub(super) fn net_key(r: &Request) -> Option<(*const u8, usize)> {
             (made.as_bytes(), b"")
         }
     };
-    let len = head.len() + tail.len();
-    // SAFETY: `len` bytes of the request pool, which outlives `r`'s
-    // borrow, written in full before they are read.
-    unsafe {
-        let data = nginx_sys::ngx_pnalloc(raw.pool, len).cast::<u8>();
-        if data.is_null() {
-            return None;
-        }
-        core::ptr::copy_nonoverlapping(head.as_ptr(), data, head.len());
-        core::ptr::copy_nonoverlapping(tail.as_ptr(), data.add(head.len()), tail.len());
-        Some((data.cast_const(), len))
-    }
+    pooled_concat(r, head, tail).map(|net| (net.as_ptr(), net.len()))
 }
 
 /// The default key of `r` as nginx keeps it (no copy): the IPv4 peer's

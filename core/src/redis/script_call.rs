@@ -28,7 +28,7 @@ impl ScriptCall {
             // its start in fixed writes (measured: a number's digits and a
             // bulk string's header cost some 100 instructions a call).
             Ok(sha) if (10..100).contains(&words) => {
-                let (tens, ones) = (b'0' + (words / 10) as u8, b'0' + (words % 10) as u8);
+                let [tens, ones] = two_digits(words);
                 call.cmd.extend_from_slice(&[b'*', tens, ones]);
                 call.cmd.extend_from_slice(b"\r\n$7\r\nEVALSHA\r\n$40\r\n");
                 call.cmd.extend_from_slice(sha);
@@ -61,8 +61,7 @@ impl ScriptCall {
         // fits the room as it is.
         if (10..100).contains(&len) {
             if let Some(room) = self.cmd.get_mut(start + 1..start + 3) {
-                room[0] = b'0' + (len / 10) as u8;
-                room[1] = b'0' + (len % 10) as u8;
+                room.copy_from_slice(&two_digits(len));
             }
             self.cmd.extend_from_slice(b"\r\n");
             self.left = self.left.saturating_sub(1);
@@ -157,7 +156,7 @@ impl ScriptCall {
     #[inline]
     fn header(&mut self, len: usize) {
         if (10..100).contains(&len) {
-            let (tens, ones) = (b'0' + (len / 10) as u8, b'0' + (len % 10) as u8);
+            let [tens, ones] = two_digits(len);
             self.cmd
                 .extend_from_slice(&[b'$', tens, ones, b'\r', b'\n']);
             return;
@@ -184,7 +183,7 @@ impl ScriptCall {
             return self;
         }
         if n < 100 {
-            let (tens, ones) = (b'0' + (n / 10) as u8, b'0' + (n % 10) as u8);
+            let [tens, ones] = two_digits(n as usize);
             let word = [b'$', b'2', b'\r', b'\n', tens, ones, b'\r', b'\n'];
             self.cmd.extend_from_slice(&word);
             return self;
@@ -214,6 +213,14 @@ impl ScriptCall {
         debug_assert_eq!(self.left, 0, "as many words as announced");
         (self.cmd, self.shared)
     }
+}
+
+/// The two digits of `n`, 10 to 99 (the usual word's length, a call's
+/// usual count of words, a small number).
+#[inline(always)]
+fn two_digits(n: usize) -> [u8; 2] {
+    debug_assert!((10..100).contains(&n));
+    [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
 }
 
 /// The capacity a call is written in: a check of one limit with its
