@@ -57,10 +57,11 @@ static SLOT_TAGS: LazyLock<Box<[u32]>> = LazyLock::new(|| {
     tags
 });
 
-/// The slot of a client's keys (`tag` is `command::client_tag`, braces
-/// free: the hash tag of every key of the client).
+/// The slot of a client's keys (`tag`: what its keys have inside
+/// `<prefix>{...}`; with `slot=net`, up to a `}`:
+/// `crate::redis::cluster::route_slot`).
 pub fn slot_of_tag(tag: &[u8]) -> u16 {
-    crc16(tag) % SLOTS as u16
+    crate::redis::cluster::route_slot(tag)
 }
 
 /// Writes the generation key of `slot`: `<prefix>gen:{<n>}`.

@@ -42,6 +42,19 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hashed) % SLOTS as u16
 }
 
+/// The slot of a route: a key (as [`key_slot`]), or a client's hash tag,
+/// the inside of `<prefix>{...}`, which a `}` may end: a client whose keys
+/// take its network's slot (`pow_shield_redis ... cluster slot=net`) has
+/// the tag `@key=203.0.113.0/24}{@203.0.113.7`, its keys
+/// `pow:{@key=203.0.113.0/24}{@203.0.113.7}:...`, and Redis hashes
+/// `@key=203.0.113.0/24`. A route whose first brace closes is such a tag.
+pub fn route_slot(route: &[u8]) -> u16 {
+    match route.iter().position(|&b| b == b'{' || b == b'}') {
+        Some(at) if route[at] == b'}' => crc16(&route[..at]) % SLOTS as u16,
+        _ => key_slot(route),
+    }
+}
+
 /// A node as the cluster announces it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NodeAddr {

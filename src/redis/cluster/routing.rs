@@ -12,7 +12,7 @@ use crate::redis::client::{
     Client, OnReply, Pending, Reach, Replies, Reply, Resend, Unavailable, MAX_IN_FLIGHT,
 };
 use crate::redis::now;
-use pow_shield_core::redis::cluster::{key_slot, parse_redirect, Redirect};
+use pow_shield_core::redis::cluster::{parse_redirect, route_slot, Redirect};
 use pow_shield_core::redis::retries::past;
 
 /// How long a command waits after `TRYAGAIN`, and how many times it
@@ -115,7 +115,7 @@ impl Cluster {
         // (An empty key comes only with its slot: `Router::submit`.)
         debug_assert!(slot.is_some() || !key.is_empty());
         let job = Job {
-            slot: slot.unwrap_or_else(|| key_slot(key)),
+            slot: slot.unwrap_or_else(|| route_slot(key)),
             command,
             on_reply,
             hops: 0,
@@ -130,7 +130,7 @@ impl Cluster {
         if self.closing.get() {
             return Reach::Down;
         }
-        let target = self.target(key_slot(key));
+        let target = self.target(route_slot(key));
         match self.nodes.try_borrow() {
             Ok(nodes) => nodes.get(target).map_or(Reach::Down, |n| n.client.reach()),
             Err(_) => Reach::Down,
@@ -157,7 +157,7 @@ impl Cluster {
         if mapped && every {
             return true;
         }
-        let target = self.target(key_slot(key().as_bytes()));
+        let target = self.target(route_slot(key().as_bytes()));
         nodes.get(target).is_none_or(|n| n.client.strikes_unpaid())
     }
 

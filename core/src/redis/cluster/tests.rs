@@ -297,3 +297,28 @@ fn routes_keep_node_indexes_below_their_byte_and_forget_larger_ones() {
     routes.set(16384, 1);
     assert_eq!(routes.owner(16384), None, "no slot past the last");
 }
+
+#[test]
+fn a_routes_slot_is_its_keys_whether_it_is_a_key_or_a_tag() {
+    for (route, key) in [
+        (&b"@203.0.113.7"[..], &b"pow:{@203.0.113.7}:w:3:60000"[..]),
+        (
+            b"@key=203.0.113.0/24}{@203.0.113.7",
+            b"pow:{@key=203.0.113.0/24}{@203.0.113.7}:s",
+        ),
+        (b"pow:{@203.0.113.7}:w:3:60000", b"{@203.0.113.7}"),
+        (b"pow:gen:{17}", b"17"),
+        (b"#abc", b"x{#abc}"),
+    ] {
+        assert_eq!(
+            route_slot(route),
+            key_slot(key),
+            "{}",
+            String::from_utf8_lossy(route)
+        );
+    }
+    assert_eq!(
+        route_slot(b"@key=203.0.113.0/24}{@203.0.113.7"),
+        key_slot(b"@key=203.0.113.0/24")
+    );
+}
