@@ -111,9 +111,12 @@ declare -A LABEL=([stock]="stock nginx" [limit_req]="limit_req (green)"
 # http-wide); the client is 127.0.0.1 throughout (its keys, and so their
 # slots, are the same on every request). The kernel's time is not
 # counted: bench/net_limits.sh with NET_SYSCALLS=1 counts syscalls.
-NET_CG_CASES="redis_one redis_two cluster3_one cluster3_two"
+# cluster3net_one, cluster3net_two: the same with `slot=net` (a client's
+# keys in its /24's slot: two limits, one call), on a cluster of its own.
+NET_CG_CASES="redis_one redis_two cluster3_one cluster3_two cluster3net_one cluster3net_two"
 LABEL+=([redis_one]="cluster, 1 Redis, 1 limit" [redis_two]="cluster, 1 Redis, 2 limits"
-    [cluster3_one]="cluster, 3 masters, 1 limit" [cluster3_two]="cluster, 3 masters, 2 limits")
+    [cluster3_one]="cluster, 3 masters, 1 limit" [cluster3_two]="cluster, 3 masters, 2 limits"
+    [cluster3net_one]="cluster slot=net, 1 limit" [cluster3net_two]="cluster slot=net, 2 limits")
 declare -A CG_DIR_OF=() # case -> the dir of the nginx serving it (default $TMP)
 PIDS=()                 # bench/net_lib.sh's Redis processes, stopped on exit
 # shellcheck source=bench/net_lib.sh
@@ -126,10 +129,11 @@ net_cg_wanted() { # net_cg_wanted <backend>: a case of that backend in CG_CASES?
 # net_cg_up: the Redis (one, or a Redis Cluster) and the nginx of each
 # backend CG_CASES names; their ports in PORT, their dirs in CG_DIR_OF.
 net_cg_up() {
-    local b dir p1 p2 ports
-    for b in redis cluster3; do
+    local b dir p1 p2 ports slot
+    for b in redis cluster3 cluster3net; do
         net_cg_wanted "$b" || continue
-        dir=$TMP/$b
+        dir=$TMP/$b slot=""
+        [[ $b == cluster3net ]] && slot=net
         read -r p1 p2 <<<"$(free_ports 2)"
         if [[ $b == redis ]]; then
             read -r -a ports <<<"$(free_ports 1)"
@@ -144,7 +148,7 @@ net_cg_up() {
             bench_conf_head "$dir" "$MODULE" "$TMP/html" 64
             cat <<EOF
     pow_shield_zone 10m;
-    $(redis_line "${ports[@]}")
+    $(REDIS_SLOT=$slot redis_line "${ports[@]}")
     keepalive_requests 1000000;
     pow_shield_log_level info;
     server {

@@ -55,13 +55,14 @@ redis_cluster_up() {
     die "Redis Cluster did not reach cluster_state:ok"
 }
 
-# redis_line PORT...: the pow_shield_redis directive for one Redis or a cluster.
+# redis_line PORT...: the pow_shield_redis directive for one Redis or a
+# cluster (a cluster's with `slot=$REDIS_SLOT` when that is set).
 redis_line() {
     local p urls=()
     for p in "$@"; do urls+=("redis://127.0.0.1:$p"); done
     if (($# == 1)); then echo "pow_shield_redis ${urls[0]} timeout=1s;"; else
         local IFS=,
-        echo "pow_shield_redis ${urls[*]} cluster timeout=1s;"
+        echo "pow_shield_redis ${urls[*]} cluster${REDIS_SLOT:+ slot=$REDIS_SLOT} timeout=1s;"
     fi
 }
 

@@ -55,6 +55,8 @@
 # of wrk and each epoll_wait, a case at 6,000 gathers few. Paced, every
 # case pays the same per-request system costs, and what is left over stock
 # is the module's and its Redis calls'. The table shows the rate reached.
+# NET_SLOT=net: the Redis Cluster's nodes with `slot=net` (a client's keys
+# in its network's slot: `two` is one call a request, not two).
 # NET_MODULE_B=<module .so>: a second module (before/after in one run):
 # each backend B gets B_b, nginx nodes with that module on the same Redis,
 # measured next to B's in every round (the same load for both): right
@@ -70,6 +72,8 @@ die() { echo "bench/net_limits.sh: $*" >&2; exit 1; }
 # shellcheck source=bench/net_lib.sh
 . "$ROOT/bench/net_lib.sh"
 
+REDIS_SLOT=${NET_SLOT:-} # redis_line's
+[[ -z $REDIS_SLOT || $REDIS_SLOT == net || $REDIS_SLOT == client ]] || die "NET_SLOT must be net or client"
 DURATION=${NET_SECONDS:-4}
 ROUNDS=${NET_ROUNDS:-3}
 CONNS=${NET_CONNECTIONS:-32}

@@ -1,7 +1,7 @@
 #!/usr/bin/perl
 
 # Cluster-mode configuration (docs/directives.md): "nginx -t" rejects bad
-# pow_shield_redis (sentinel:// too) and pow_shield_fail values with a message naming the
+# pow_shield_redis (sentinel:// too, slot=) and pow_shield_fail values with a message naming the
 # directive, the bad value, file and line; valid values pass.  No Redis is
 # needed: nginx -t does not connect.
 
@@ -150,6 +150,14 @@ good(http => 'pow_shield_redis redis://:pw@127.0.0.1:7000 cluster timeout=100ms;
     'cluster with one seed, a password and options');
 good(http => 'pow_shield_redis rediss://127.0.0.1:7000,rediss://127.0.0.1:7001 cluster tls_verify=off;',
     'cluster over TLS');
+good(http => 'pow_shield_redis redis://127.0.0.1:7000,redis://127.0.0.1:7001 cluster slot=net;',
+    'cluster with slot=net (a client\'s keys in its network\'s slot)');
+good(http => 'pow_shield_redis redis://127.0.0.1:7000 slot=net cluster;',
+    'slot=net before cluster');
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000 slot=net;', 'slot=net',
+    'redis: slot=net on one Redis (no slots)', -says => qr/add "cluster"/);
+bad(http => 'pow_shield_redis redis://127.0.0.1:7000 cluster slot=24;', 'slot=24',
+    'redis: slot=24', -says => qr/slot must be client or net/);
 
 # key= counts in other hash tags than the client's: a Redis Cluster checks
 # them with one call per slot (docs/operations.md, "Scrapers on many

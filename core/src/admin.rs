@@ -22,9 +22,10 @@ use crate::cluster::calls::Call;
 use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::script_sha1;
 use crate::limiter::breaker::{Block, BreakerRules, StrikeCounter, BANNED_TRIPS};
-use crate::limiter::client::{client_id, DEFAULT_KEY_MARK};
+use crate::limiter::client::{client_id, DEFAULT_KEY_MARK, OWN_KEY};
 use crate::limiter::{LimitName, RateLimit};
-use crate::redis::command::{client_tag, encode};
+use crate::redis::cluster::ClientSlot;
+use crate::redis::command::{encode, Tag};
 use crate::redis::script_call::ScriptCall;
 use crate::store::Counted;
 
@@ -271,18 +272,24 @@ pub struct StoreView {
 /// kind, `w` or `a`, and window ms).
 pub const SHOW_SCRIPT: &str = include_str!("cluster/scripts/admin_show.lua");
 
-/// The hash tag of `whose` keys: a client's, or a `key=` value's own.
-pub fn tag_of(whose: Counted) -> String {
+/// The hash tag of `whose` keys: a client's (its keys in `slot`:
+/// `keys::client_tag_in`), or a `key=` value's own.
+pub fn tag_of(whose: Counted, slot: ClientSlot) -> Tag {
     match whose {
-        Counted::Client(key) | Counted::Spends(key) => client_tag(key),
-        Counted::Own(value) => keys::own_tag(value),
+        Counted::Client(key) | Counted::Spends(key) => keys::client_tag_in(key, slot),
+        Counted::Own(value) => Tag::of_parts(&[OWN_KEY, value]),
     }
 }
 
-/// The show call for `whose` counts under `prefix`, for `limits` (a
-/// `key=` value has no breaker: its three keys read 0).
-pub fn show_call(prefix: &str, whose: Counted, limits: &[(RateLimit, bool)]) -> Call {
-    let tag = tag_of(whose);
+/// The show call for `whose` counts under `prefix` (a client's keys in
+/// `slot`), for `limits` (a `key=` value has no breaker: its three keys
+/// read 0).
+pub fn show_call(
+    (prefix, slot): (&str, ClientSlot),
+    whose: Counted,
+    limits: &[(RateLimit, bool)],
+) -> Call {
+    let tag = tag_of(whose, slot);
     let mut call = ScriptCall::new(
         &script_sha1(SHOW_SCRIPT),
         3 + limits.len(),
@@ -353,8 +360,12 @@ pub fn keyed_views(counts: &[LimitView], keyed: &[KeyedLimit]) -> Vec<LimitView>
 /// The lift of `whose` in one Redis, one `DEL` in its slot: a client's
 /// strikes, trips, unpaid strikes and spends waiting for a strike; a
 /// `key=` value's logs, counters and refusals under each of `keyed`.
-pub fn lift_command(prefix: &str, whose: Counted, keyed: &[(RateLimit, bool)]) -> Vec<u8> {
-    let tag = tag_of(whose);
+pub fn lift_command(
+    (prefix, slot): (&str, ClientSlot),
+    whose: Counted,
+    keyed: &[(RateLimit, bool)],
+) -> Vec<u8> {
+    let tag = tag_of(whose, slot);
     let which: Vec<ClientKey> = match whose {
         Counted::Own(_) => keyed
             .iter()

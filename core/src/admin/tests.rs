@@ -121,7 +121,12 @@ fn the_json_names_the_key_the_mode_and_each_stores_state() {
 #[test]
 fn a_lift_deletes_the_clients_breaker_keys_in_one_command() {
     let default_key = b"\x00192.0.2.7";
-    let cmd = String::from_utf8(lift_command("pow:", Counted::Client(default_key), &[])).unwrap();
+    let cmd = String::from_utf8(lift_command(
+        ("pow:", ClientSlot::Own),
+        Counted::Client(default_key),
+        &[],
+    ))
+    .unwrap();
     assert!(cmd.starts_with("*5\r\n$3\r\nDEL\r\n"));
     for suffix in [":s", ":t", ":u", ":c"] {
         assert!(
@@ -205,15 +210,23 @@ fn a_values_keys_are_under_its_own_tag_and_its_lift_deletes_its_counts() {
     let net = b"198.51.100.0/24".as_slice();
     let own = crate::cluster::keys::own_tag(net);
     assert_eq!(own, "@key=198.51.100.0/24");
-    assert_eq!(tag_of(Counted::Own(net)), own);
-    assert_ne!(tag_of(Counted::Client(net)), own);
-    let call = show_call("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
+    assert_eq!(tag_of(Counted::Own(net), ClientSlot::Own).text(), own);
+    assert_ne!(tag_of(Counted::Client(net), ClientSlot::Own).text(), own);
+    let call = show_call(
+        ("pow:", ClientSlot::Own),
+        Counted::Own(net),
+        &[(net_limit().limit, false)],
+    );
     let call = String::from_utf8_lossy(&call.evalsha).into_owned();
     assert!(
         call.contains(&format!("pow:{{{own}}}:w:40:3600000")),
         "{call}"
     );
-    let cmd = lift_command("pow:", Counted::Own(net), &[(net_limit().limit, false)]);
+    let cmd = lift_command(
+        ("pow:", ClientSlot::Own),
+        Counted::Own(net),
+        &[(net_limit().limit, false)],
+    );
     let cmd = String::from_utf8(cmd).unwrap();
     assert!(cmd.starts_with("*4\r\n$3\r\nDEL\r\n"), "{cmd}");
     for kind in [":w:", ":a:", ":o:"] {

@@ -12,7 +12,8 @@ use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
-use crate::redis::command::encode;
+use crate::redis::cluster::ClientSlot;
+use crate::redis::command::{encode, Tag};
 use crate::redis::pipeline::{Resendable, CLOCK_STEP};
 use crate::redis::script_call::{self, ScriptCall};
 use crate::redis::url::RedisTarget;
@@ -91,6 +92,8 @@ pub struct Calls {
     /// Every member's start (`args::write_member_head`), made once.
     member_head: Vec<u8>,
     cluster: bool,
+    /// Which slot a client's keys take (a Redis Cluster's `slot=`).
+    client_slot: ClientSlot,
     scripts: &'static Scripts,
 }
 
@@ -104,8 +107,31 @@ impl Calls {
             node_id,
             member_head,
             cluster,
+            client_slot: ClientSlot::Own,
             scripts: Scripts::for_mode(cluster),
         }
+    }
+
+    /// These calls with client keys in `slot` (`pow_shield_redis ...
+    /// cluster slot=`; one Redis has no slots: its own).
+    pub fn with_client_slot(self, slot: ClientSlot) -> Self {
+        Calls {
+            client_slot: match self.cluster {
+                true => slot,
+                false => ClientSlot::Own,
+            },
+            ..self
+        }
+    }
+
+    /// The tag of client `key`'s keys (`keys::client_tag_in`).
+    pub fn tag(&self, key: &[u8]) -> Tag {
+        keys::client_tag_in(key, self.client_slot)
+    }
+
+    /// Which slot a client's keys take.
+    pub fn client_slot(&self) -> ClientSlot {
+        self.client_slot
     }
 
     /// Every script this mode runs (the handshake loads all but a Redis
@@ -160,7 +186,7 @@ impl Calls {
 
     /// The key of a spent record (a Redis Cluster: in the client's slot).
     pub fn spent_key(&self, digest: &[u8; 32], key: &[u8]) -> String {
-        keys::spent(&self.prefix, digest, key, self.cluster)
+        keys::spent(&self.prefix, digest, &self.tag(key), self.cluster)
     }
 
     /// The client's strikes, trips and unpaid keys, as the breaker parts of

@@ -17,9 +17,12 @@
 //! | `<prefix>spent:{<sha256>}` | a spent token (one Redis) |
 //! | `<prefix>{<tag>}:p:<sha256>` | a spent token (Redis Cluster: the client's slot) |
 
-use crate::limiter::client::OWN_KEY;
+use std::net::IpAddr;
+
+use crate::limiter::client::{client_net, DEFAULT_KEY_MARK, OWN_KEY};
 use crate::limiter::RateLimit;
-use crate::redis::command::client_tag;
+use crate::redis::cluster::ClientSlot;
+use crate::redis::command::{client_tag, Tag};
 use crate::redis::script_call::digits_before;
 
 /// One of a client's keys.
@@ -55,6 +58,56 @@ pub fn client_prefix(prefix: &str, key: &[u8]) -> String {
 /// key=`): apart from every client's, as the zone keeps them.
 pub fn own_tag(value: &[u8]) -> String {
     crate::redis::command::tag_of(&[OWN_KEY, value])
+}
+
+/// The tag of client `key`'s keys, `<prefix>{<tag>}` (`Tag::of(key)`,
+/// `command::client_tag`'s spelling); with `slot=net`, a default key's (an
+/// address's) is its network's own tag (`key=$pow_shield_net`'s), `}{`,
+/// then its own: `@key=203.0.113.0/24}{@203.0.113.7`, so its keys
+/// (`pow:{@key=203.0.113.0/24}{@203.0.113.7}:w:60:60000`) share the slot
+/// of the /24's. Other keys (`pow_shield_key` values) keep their own.
+pub fn client_tag_in(key: &[u8], slot: ClientSlot) -> Tag {
+    if slot == ClientSlot::Own {
+        return Tag::of(key);
+    }
+    let Some(id) = key.strip_prefix(&[DEFAULT_KEY_MARK]) else {
+        return Tag::of(key);
+    };
+    // An IPv4 address (every request of one): its /24's tag and its own
+    // written as they are, all readable (measured: spelled byte by byte,
+    // some 600 instructions a request).
+    if let Some(last) = ipv4_last_dot(id) {
+        return Tag::of_bytes(&[b"@key=", &id[..=last], b"0/24}{@", id]);
+    }
+    let peer = match id {
+        b"unix:" => None,
+        _ => match core::str::from_utf8(id)
+            .ok()
+            .and_then(|id| id.strip_suffix("/64"))
+        {
+            Some(text) => match text.parse() {
+                Ok(v6) => Some(IpAddr::V6(v6)),
+                Err(_) => return Tag::of(key),
+            },
+            None => return Tag::of(key),
+        },
+    };
+    let net = Tag::of_parts(&[OWN_KEY, client_net(peer).as_str().as_bytes()]);
+    Tag::in_slot_of(&net, &Tag::of(key))
+}
+
+/// Where the last dot of `id` is, if it is an IPv4 address as
+/// `client::client_id` writes it (four decimals and three dots).
+fn ipv4_last_dot(id: &[u8]) -> Option<usize> {
+    let (mut dots, mut last) = (0, 0);
+    for (at, &b) in id.iter().enumerate() {
+        match b {
+            b'.' => (dots, last) = (dots + 1, at),
+            b'0'..=b'9' => {}
+            _ => return None,
+        }
+    }
+    (dots == 3).then_some(last)
 }
 
 /// Writes the full name of one of a client's keys; `tag` is
@@ -121,16 +174,11 @@ pub const LIMIT_TAIL: usize = 3 + 10 + 1 + 20;
 /// spent once whoever spends it. A Redis Cluster: in the slot of the client
 /// that spends it (the spend script takes back that client's strike in the
 /// same call), so a token bound to one address is spent once per client key
-/// of that address.
-pub fn spent(prefix: &str, digest: &[u8; 32], key: &[u8], cluster: bool) -> String {
+/// of that address; `tag` is the client's (`client_tag_in`).
+pub fn spent(prefix: &str, digest: &[u8; 32], tag: &[u8], cluster: bool) -> String {
     if cluster {
         let mut w = Vec::new();
-        write(
-            &mut w,
-            prefix.as_bytes(),
-            client_tag(key).as_bytes(),
-            ClientKey::Spent(digest),
-        );
+        write(&mut w, prefix.as_bytes(), tag, ClientKey::Spent(digest));
         String::from_utf8_lossy(&w).into_owned()
     } else {
         format!("{prefix}spent:{{{}}}", hex::encode(digest))
@@ -253,6 +301,108 @@ mod tests {
             spent("pow:", &d, b"k", true),
             format!("pow:{{k}}:p:{}", "01".repeat(32))
         );
+    }
+
+    /// Addresses at the edges of their text (`client_id`'s) and their
+    /// networks' (`client_net`'s).
+    const PEERS: [&str; 9] = [
+        "203.0.113.7",
+        "0.0.0.0",
+        "255.255.255.255",
+        "10.1.2.30",
+        "::ffff:198.51.100.9",
+        "2001:db8:1:2:aaaa::1",
+        "::1",
+        "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+        "2001:db8::",
+    ];
+
+    #[test]
+    fn with_slot_net_an_address_keys_start_with_its_networks_tag() {
+        use crate::limiter::client::{client_id, client_net};
+        use crate::redis::cluster::{key_slot, route_slot};
+        let peers = PEERS.iter().map(|p| Some(p.parse::<IpAddr>().unwrap()));
+        for peer in peers.chain([None]) {
+            let key = [&[DEFAULT_KEY_MARK], client_id(peer).as_str().as_bytes()].concat();
+            let net = own_tag(client_net(peer).as_str().as_bytes());
+            let tag = client_tag_in(&key, ClientSlot::Net);
+            let want = format!("{net}}}{{{}", client_tag(&key));
+            assert_eq!(tag.text(), want, "{peer:?}");
+            // Redis hashes the network's part of every key of the client,
+            // and the node routes its tag there.
+            let mut name = Vec::new();
+            write(&mut name, b"pow:", &tag, ClientKey::Window(LIMIT));
+            assert_eq!(key_slot(&name), key_slot(format!("{{{net}}}").as_bytes()));
+            assert_eq!(route_slot(&tag), key_slot(&name), "{peer:?}");
+            // Its own layout: its own tag.
+            assert_eq!(
+                client_tag_in(&key, ClientSlot::Own).text(),
+                client_tag(&key)
+            );
+        }
+        let ipv4 = client_tag_in(b"\x00203.0.113.7", ClientSlot::Net);
+        assert_eq!(ipv4.text(), "@key=203.0.113.0/24}{@203.0.113.7");
+    }
+
+    #[test]
+    fn with_slot_net_other_keys_keep_their_own_tag() {
+        let long = [b'7'; 100];
+        // (A dry run's key: `admin::DRY_RUN` and the client's.)
+        let dry = [&b"\x00dry\x00"[..], b"\x00203.0.113.7"].concat();
+        for key in [
+            &b"203.0.113.7"[..],
+            b"api-key-1",
+            b"\x00key=203.0.113.0/24",
+            b"\x001.2.3",
+            b"\x001.2.3.4.5",
+            b"\x002001:db8::/48",
+            b"\x00unix",
+            b"\x00",
+            b"",
+            &dry,
+            &long,
+        ] {
+            assert_eq!(
+                client_tag_in(key, ClientSlot::Net).text(),
+                client_tag(key),
+                "{}",
+                String::from_utf8_lossy(key)
+            );
+        }
+    }
+
+    #[test]
+    fn with_slot_net_a_clients_limit_and_its_networks_are_one_part_of_a_stacked_check() {
+        use crate::cluster::calls::Calls;
+        use crate::limiter::{KeyId, Limit, Limits};
+        use crate::store::{Offence, Subject};
+        let mut limits = Limits::NONE;
+        limits.add(Limit::new(LIMIT)).unwrap();
+        let net = RateLimit {
+            requests: 600,
+            ..LIMIT
+        };
+        limits
+            .add(Limit::new(net).keyed(KeyId::of("$pow_shield_net")))
+            .unwrap();
+        let key_values: &[Option<&[u8]>] = &[None, Some(b"203.0.113.0/24")];
+        let key = b"\x00203.0.113.7";
+        let subject = Subject {
+            key,
+            limits: &limits,
+            key_values,
+            rules: Default::default(),
+            rising: false,
+        };
+        for (slot, parts) in [(ClientSlot::Own, 2), (ClientSlot::Net, 1)] {
+            let calls = Calls::new("pow:", 1, 1, true).with_client_slot(slot);
+            let tag = calls.tag(key);
+            let made = calls.parts(&tag, &subject, Offence::Unpaid);
+            assert_eq!(made.len(), parts, "{slot:?}");
+        }
+        // One Redis has no slots: a client's own tag.
+        let one = Calls::new("pow:", 1, 1, false).with_client_slot(ClientSlot::Net);
+        assert_eq!(one.tag(key).text(), "@203.0.113.7");
     }
 
     #[test]

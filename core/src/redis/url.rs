@@ -8,6 +8,7 @@ use core::fmt;
 use percent_encoding::percent_decode_str;
 use zeroize::Zeroizing;
 
+use crate::redis::cluster::ClientSlot;
 use crate::syntax::{parse_bounded, parse_time_ms, ValueError};
 
 /// Longest Redis timeout accepted by [`apply_redis_option`].
@@ -339,6 +340,8 @@ pub struct RedisOptions {
     pub tls: TlsOptions,
     /// `cluster`: the URLs are seed nodes of a Redis Cluster.
     pub cluster: bool,
+    /// `slot=`: which slot a client's keys take (a Redis Cluster's).
+    pub slot: ClientSlot,
     /// `sentinel_password=`: the sentinels' own password (`sentinel://`).
     pub sentinel_password: Option<SentinelPassword>,
 }
@@ -388,6 +391,7 @@ impl Default for RedisOptions {
             prefix: "pow:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            slot: ClientSlot::Own,
             sentinel_password: None,
         }
     }
@@ -459,6 +463,12 @@ pub struct Conflict(pub &'static str, pub ValueError);
 /// with `rediss://` (or `sentinels://`), a client certificate only with its
 /// key, `sentinel_password=` only with `sentinel://`.
 pub fn check_options(target: &RedisTarget, opts: &RedisOptions) -> Result<(), Conflict> {
+    if opts.slot != ClientSlot::Own && !opts.cluster {
+        return Err(Conflict(
+            "slot",
+            ValueError::Syntax("slot= places keys in a Redis Cluster's slots: add \"cluster\""),
+        ));
+    }
     if opts.sentinel_password.is_some() && target.sentinel.is_none() {
         return Err(Conflict(
             "sentinel_password",
@@ -521,6 +531,13 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
     match name {
         "timeout" => opts.timeout_ms = parse_redis_timeout(value)?,
         "connect_timeout" => opts.connect_timeout_ms = parse_redis_timeout(value)?,
+        "slot" => {
+            opts.slot = match value {
+                "client" => ClientSlot::Own,
+                "net" => ClientSlot::Net,
+                _ => return Err(ValueError::Syntax("slot must be client or net")),
+            }
+        }
         "prefix" => {
             if value.len() > MAX_REDIS_PREFIX_LEN {
                 return Err(ValueError::OutOfRange("a prefix of at most 64 bytes"));
@@ -570,8 +587,8 @@ pub fn apply_redis_option(opts: &mut RedisOptions, arg: &str) -> Result<(), Valu
     Ok(())
 }
 
-const OPTIONS: &str = "unknown option, expected cluster, timeout=, connect_timeout=, prefix=, \
-                       sentinel_password=, tls_ca=, tls_verify=, tls_name=, tls_cert= or \
+const OPTIONS: &str = "unknown option, expected cluster, slot=, timeout=, connect_timeout=, \
+                       prefix=, sentinel_password=, tls_ca=, tls_verify=, tls_name=, tls_cert= or \
                        tls_key=";
 
 /// A file name for a `tls_*` option (nginx resolves it, relative to the

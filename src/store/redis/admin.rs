@@ -14,6 +14,7 @@ use crate::redis::client::{OnFrame, Unavailable};
 use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
 use pow_shield_core::limiter::RateLimit;
+use pow_shield_core::redis::cluster::ClientSlot;
 use pow_shield_core::redis::command::integers;
 use pow_shield_core::store::Counted;
 
@@ -26,10 +27,10 @@ impl RedisStore {
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(Option<StoreView>) + 'static,
     ) -> Result<(), Unavailable> {
-        let prefix = self.prefix().ok_or(Unavailable::Busy)?;
-        let call = admin::show_call(&prefix, whose, limits);
+        let (prefix, slot) = self.layout().ok_or(Unavailable::Busy)?;
+        let call = admin::show_call((&prefix, slot), whose, limits);
         let limits = limits.to_vec();
-        let tag = admin::tag_of(whose);
+        let tag = admin::tag_of(whose, slot);
         self.router.submit(
             (tag.as_bytes(), None),
             Rc::new(call),
@@ -53,7 +54,7 @@ impl RedisStore {
         limits: &[(RateLimit, bool)],
         on_reply: impl FnOnce(bool) + 'static,
     ) -> Result<(), Unavailable> {
-        let prefix = self.prefix().ok_or(Unavailable::Busy)?;
+        let (prefix, slot) = self.layout().ok_or(Unavailable::Busy)?;
         // The node keys a value's refusals as the zone its buckets.
         let refused = match whose {
             Counted::Own(value) => [OWN_KEY, value].concat(),
@@ -65,18 +66,19 @@ impl RedisStore {
         ) {
             node.lift(&mut self.env(&mut keys), &refused, limits, super::now());
         }
-        let tag = admin::tag_of(whose);
+        let tag = admin::tag_of(whose, slot);
         self.router.submit(
             (tag.as_bytes(), None),
-            Rc::new(admin::lift_command(&prefix, whose, limits)),
+            Rc::new(admin::lift_command((&prefix, slot), whose, limits)),
             OnFrame::Call(Box::new(move |frame| on_reply(frame.is_some()))),
         )
     }
 
-    /// The key prefix (never busy: the node is not borrowed across a
-    /// call).
-    fn prefix(&self) -> Option<String> {
+    /// The key prefix and the slot of a client's keys (never busy: the
+    /// node is not borrowed across a call).
+    fn layout(&self) -> Option<(String, ClientSlot)> {
         let node = self.node.try_borrow().ok()?;
-        Some(node.calls().prefix().to_owned())
+        let calls = node.calls();
+        Some((calls.prefix().to_owned(), calls.client_slot()))
     }
 }

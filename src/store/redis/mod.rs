@@ -90,7 +90,11 @@ impl RedisStore {
     /// Whether an unpaid refusal of client `key` counts a strike now: not
     /// within a grace after an outage (`health::RECOVERY_GRACE_MS`).
     pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
-        self.router.strikes_unpaid(|| client_tag(key))
+        // (The node is not borrowed across a call: never busy.)
+        self.router.strikes_unpaid(|| match self.node.try_borrow() {
+            Ok(node) => node.calls().tag(key).text(),
+            Err(_) => client_tag(key),
+        })
     }
 
     /// The worker exits (`exit_process`): what Redis did not take of its

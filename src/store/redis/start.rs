@@ -35,7 +35,8 @@ impl RedisStore {
             node_id,
             std::process::id(),
             conf.options.cluster,
-        );
+        )
+        .with_client_slot(conf.options.slot);
         let handshake = calls.handshake(target);
 
         let tls = match tls_name(target, &conf.options) {

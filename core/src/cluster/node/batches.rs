@@ -18,7 +18,7 @@ use crate::cluster::refusals::{refusal_key, RefusalKey, Sending, BATCH_MS, PRICE
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::{Block, BreakerRules};
 use crate::limiter::RateLimit;
-use crate::redis::command::client_tag;
+use crate::redis::command::Tag;
 use crate::store::{Checked, Now, Subject};
 
 /// Batch calls waiting for Redis at most: well under the client's cap of
@@ -28,7 +28,6 @@ pub const BATCH_CALLS_IN_FLIGHT: usize = 8;
 /// What a batch's call needs.
 #[derive(Clone, Debug)]
 pub(super) struct BatchContext {
-    tag: String,
     limit: RateLimit,
     rules: BreakerRules,
     key: Vec<u8>,
@@ -45,23 +44,14 @@ impl BatchContext {
     }
 
     pub(super) fn of(subject: &Subject, limit: RateLimit) -> Self {
-        Self::new(
-            client_tag(subject.key),
-            limit,
-            subject.rules,
-            subject.key.to_vec(),
-        )
+        Self::new(limit, subject.rules, subject.key.to_vec())
     }
 
-    /// The batch of the count under hash tag `tag`, whose breaker (if
-    /// `rules` has one) is `key`'s.
-    pub(super) fn new(tag: String, limit: RateLimit, rules: BreakerRules, key: Vec<u8>) -> Self {
-        Self {
-            tag,
-            limit,
-            rules,
-            key,
-        }
+    /// The batch of `key`'s count (a client's, or `OWN_KEY` and a `key=`
+    /// value: its tag is the value's own), whose breaker (if `rules` has
+    /// one) is `key`'s.
+    pub(super) fn new(limit: RateLimit, rules: BreakerRules, key: Vec<u8>) -> Self {
+        Self { limit, rules, key }
     }
 }
 
@@ -285,14 +275,20 @@ impl<W: Waits> ClusterNode<W> {
                 Some((r.clone(), sending, ctx))
             })
             .collect();
-        let Some((_, _, first)) = sent.first() else {
+        // (A `key=` value's key is `OWN_KEY` and the value: its tag the
+        // value's own, whatever the client's slot.)
+        let tags: Vec<Tag> = sent
+            .iter()
+            .map(|(_, _, c)| self.calls.tag(&c.key))
+            .collect();
+        let Some(route) = tags.first().map(|t| t.to_vec()) else {
             return;
         };
-        let route = first.tag.clone().into_bytes();
         let of: Vec<BatchOf> = sent
             .iter()
-            .map(|(_, sending, ctx)| BatchOf {
-                tag: ctx.tag.as_bytes(),
+            .zip(&tags)
+            .map(|((_, sending, ctx), tag)| BatchOf {
+                tag,
                 limit: ctx.limit,
                 rules: ctx.rules,
                 sending: *sending,

@@ -21,11 +21,12 @@ use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit, Part};
 use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
+use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
-use crate::redis::command::{client_tag, Tag};
+
 use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
 
@@ -152,7 +153,7 @@ impl<W: Waits> ClusterNode<W> {
             }));
         }
         // (Inline: no allocation.)
-        let tag = Tag::of(subject.key);
+        let tag = self.calls.tag(subject.key);
         let reach = env.reach(tag.as_bytes());
         // (The client's slot, made once: one Redis, 0.)
         let slot = self.gate_of(tag.as_bytes());
@@ -446,7 +447,8 @@ impl<W: Waits> ClusterNode<W> {
             } else if let Some(checked) = {
                 let one = Limits::one(about.limit);
                 let subject = about.subject(&one);
-                let slot = || slot_of_tag(client_tag(&about.key).as_bytes());
+                let in_slot = self.calls.client_slot();
+                let slot = || slot_of_tag(keys::client_tag_in(&about.key, in_slot).as_bytes());
                 self.refuse_locally(env, &subject, (about.limit, slot), now, out)
             } {
                 out.push(Step::Deliver(waiter, Reply::Checked(checked)));
@@ -488,7 +490,7 @@ impl<W: Waits> ClusterNode<W> {
         let subject = about.subject(&one);
         self.send_batch_now(env, &subject, now, out);
         let k = joiners.len() as u32;
-        let tag = client_tag(&about.key);
+        let tag = self.calls.tag(&about.key);
         let seq = self.next_seq();
         let call = self
             .calls
@@ -498,7 +500,7 @@ impl<W: Waits> ClusterNode<W> {
             group: about.clone(),
             asked_ms: now.monotonic_ms,
         });
-        self.send_script(env, flight, tag.into_bytes(), call, now, out);
+        self.send_script(env, flight, tag.to_vec(), call, now, out);
     }
 
     /// The reply to joined requests' call.
@@ -518,7 +520,7 @@ impl<W: Waits> ClusterNode<W> {
         // A Redis Cluster's refusal answers the slot's generation too.
         let (reply, generation) = replies::split_generation(&reply, self.cluster);
         let decided = replies::coalesced_from_reply(reply, about.limit, k).ok();
-        let slot = slot_of_tag(client_tag(&about.key).as_bytes());
+        let slot = slot_of_tag(self.calls.tag(&about.key).as_bytes());
         self.generations.note_slot(slot, generation);
         match decided {
             Some(c) => {

@@ -33,7 +33,7 @@ use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::redis::clock;
-use crate::redis::command::client_tag;
+use crate::redis::command::Tag;
 use crate::store::Now;
 
 /// Most checks held gathered, or in gathered calls on their way (four
@@ -209,8 +209,8 @@ impl<W: Waits> ClusterNode<W> {
             // Clients under the same limit, rules and offence in a row:
             // they share their arguments in the call.
             batch.sort_by_key(|c| set_of(c));
-            let tags: Vec<String> = batch.iter().map(|c| client_tag(&c.key)).collect();
-            let Some(route) = tags.first().map(|t| t.clone().into_bytes()) else {
+            let tags: Vec<Tag> = batch.iter().map(|c| self.calls.tag(&c.key)).collect();
+            let Some(route) = tags.first().map(|t| t.to_vec()) else {
                 break;
             };
             let of: Vec<CheckOf> = batch

@@ -15,7 +15,6 @@
 
 use super::batches::BatchContext;
 use super::{Around, ClusterNode, Held, Looked, Step, Waits};
-use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
@@ -46,12 +45,9 @@ impl KeyedLimit {
     /// `OWN_KEY` and the value's.
     pub fn context(&self, subject: &Subject) -> BatchContext {
         match (self.own, subject.counted(usize::from(self.at))) {
-            (false, Some(Counted::Own(value))) => BatchContext::new(
-                keys::own_tag(value),
-                self.limit,
-                NO_RULES,
-                [OWN_KEY, value].concat(),
-            ),
+            (false, Some(Counted::Own(value))) => {
+                BatchContext::new(self.limit, NO_RULES, [OWN_KEY, value].concat())
+            }
             _ => BatchContext::of(subject, self.limit),
         }
     }

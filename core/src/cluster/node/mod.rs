@@ -36,7 +36,6 @@ use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Verdict};
-use crate::redis::command::Tag;
 use crate::store::{NoRoom, Now, Op, Reply, Subject};
 use crate::syntax::FailPolicy;
 
@@ -539,7 +538,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
     ) -> Option<BreakerStatus> {
         let breaker = env.blocked(key, rules, now.monotonic_ms)?;
-        let reach = env.reach(Tag::of(key).as_bytes());
+        let reach = env.reach(self.calls.tag(key).as_bytes());
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
     }

@@ -18,7 +18,7 @@ use crate::cluster::generation::{self, slot_of_tag, Generations};
 use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::replays::{Queued, Replay};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
-use crate::redis::command::{client_tag, encode, integers};
+use crate::redis::command::{encode, integers};
 use crate::store::{Now, Reply, Solution, Spendable, Spent, Struck, Subject};
 use crate::syntax::FailPolicy;
 
@@ -71,7 +71,7 @@ impl<W: Waits> ClusterNode<W> {
                 struck: false,
             }));
         }
-        let tag = client_tag(key);
+        let tag = self.calls.tag(key);
         let call = self.calls.strike(tag.as_bytes(), rules);
         let flight = Flight::Strike(StrikeCall {
             waiter: waiter(),
@@ -79,7 +79,7 @@ impl<W: Waits> ClusterNode<W> {
             rules,
             refusal: self.refusal_of(env, subject),
         });
-        self.send_script(env, flight, tag.into_bytes(), call, now, out);
+        self.send_script(env, flight, tag.to_vec(), call, now, out);
         Answered::Later
     }
 
@@ -130,15 +130,19 @@ impl<W: Waits> ClusterNode<W> {
         // from the queue.
         if env.is_spent(&digest, now.epoch_ms) {
             let spent_key = self.calls.spent_key(&digest, subject.key);
-            let tag = client_tag(subject.key);
-            self.queue_replay((&digest, spent_key, tag, solution.spent_until_ms), now, out);
+            let tag = self.calls.tag(subject.key);
+            self.queue_replay(
+                (&digest, spent_key, tag.text(), solution.spent_until_ms),
+                now,
+                out,
+            );
             return Answered::Now(Reply::Spent(Spent::Replayed));
         }
         if !self.spendable(env, &solution, subject.key, now, out) {
             return unspendable(env, &solution, subject.rules);
         }
         let spent_key = self.calls.spent_key(&digest, subject.key);
-        let tag = client_tag(subject.key);
+        let tag = self.calls.tag(subject.key);
         // The strikes this worker counted for the client go first: the
         // spend takes one of them back.
         self.send_batch_now(env, subject, now, out);
@@ -186,7 +190,7 @@ impl<W: Waits> ClusterNode<W> {
         let Some(ints) = answer.integers() else {
             return out.push(fall_back(s.waiter));
         };
-        let slot = || slot_of_tag(client_tag(&s.key).as_bytes());
+        let slot = || slot_of_tag(self.calls.tag(&s.key).as_bytes());
         let spent = match calls::spent_reply(&ints) {
             // Run within its generation: the slot's now (in a Redis
             // Cluster, news to this worker when newer than it knew).
@@ -291,8 +295,12 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         let digest = solution.digest;
         let spent_key = self.calls.spent_key(&digest, key);
-        let tag = client_tag(key);
-        self.queue_replay((&digest, spent_key, tag, solution.spent_until_ms), now, out);
+        let tag = self.calls.tag(key);
+        self.queue_replay(
+            (&digest, spent_key, tag.text(), solution.spent_until_ms),
+            now,
+            out,
+        );
     }
 
     /// The local refusal of the subject's client, if it has one limit and
@@ -389,7 +397,7 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) -> Option<u64> {
         if let Some(answered) = answered {
-            let slot = slot_of_tag(client_tag(key).as_bytes());
+            let slot = slot_of_tag(self.calls.tag(key).as_bytes());
             let known = self.generations.slot(slot).filter(|_| self.cluster);
             return Some(known.unwrap_or(answered));
         }
@@ -411,7 +419,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Spendable {
-        let tag = client_tag(key);
+        let tag = self.calls.tag(key);
         let (spendable, ask) = self
             .generations
             .accepts(generation, tag.as_bytes(), env.healthy());

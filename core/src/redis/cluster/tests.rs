@@ -322,3 +322,27 @@ fn a_routes_slot_is_its_keys_whether_it_is_a_key_or_a_tag() {
         key_slot(b"@key=203.0.113.0/24")
     );
 }
+
+#[test]
+fn the_byte_table_hashes_as_the_polynomial_a_bit_at_a_time() {
+    fn bitwise(data: &[u8]) -> u16 {
+        let mut crc: u16 = 0;
+        for &byte in data {
+            crc ^= u16::from(byte) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc
+    }
+    let every: Vec<u8> = (0..=255).collect();
+    for len in 0..every.len() {
+        assert_eq!(crc16(&every[..len]), bitwise(&every[..len]), "{len}");
+        assert_eq!(crc16(&every[len..]), bitwise(&every[len..]), "{len}");
+    }
+    assert_eq!(crc16(b"123456789"), 0x31C3);
+}

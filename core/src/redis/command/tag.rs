@@ -61,6 +61,33 @@ impl Tag {
     pub fn as_bytes(&self) -> &[u8] {
         self
     }
+
+    /// `slot`, `}{`, then `own`: the tag of a client whose keys take the
+    /// slot of another's (`<prefix>{<slot>}{<own>}:...`; Redis hashes
+    /// `slot` alone).
+    pub fn in_slot_of(slot: &Tag, own: &Tag) -> Tag {
+        Tag::of_bytes(&[slot, b"}{", own])
+    }
+
+    /// `parts` one after the other, as they are (already spelled), inline
+    /// when they fit.
+    pub fn of_bytes(parts: &[&[u8]]) -> Tag {
+        let mut bytes = [0; MAX_READABLE_TAG];
+        let mut len = 0;
+        for part in parts {
+            let Some(room) = bytes.get_mut(len..len + part.len()) else {
+                return Tag(Repr::Heap(parts.concat().into()));
+            };
+            room.copy_from_slice(part);
+            len += part.len();
+        }
+        Tag(Repr::Inline(len as u8, bytes))
+    }
+
+    /// Its bytes as text (a tag `of` some key is ASCII).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(self).into_owned()
+    }
 }
 
 /// How a tag spells byte `b` (`client_tag`): `@` for NUL, the byte itself

@@ -152,6 +152,7 @@ fn redis_options_default_to_50ms_100ms_and_pow_prefix() {
             prefix: "pow:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            slot: ClientSlot::Own,
             sentinel_password: None,
         }
     );
@@ -171,6 +172,7 @@ fn redis_options_are_applied() {
             prefix: "shield:v1:".to_owned(),
             tls: TlsOptions::default(),
             cluster: false,
+            slot: ClientSlot::Own,
             sentinel_password: None,
         }
     );
@@ -414,4 +416,24 @@ fn sentinel_options_go_with_sentinel_urls_only() {
     );
     let secure = parse_redis_url("sentinels://s1/m").unwrap();
     assert!(check_options(&secure, &tls).is_ok());
+}
+
+#[test]
+fn slot_net_places_a_clients_keys_in_its_networks_slot_of_a_redis_cluster_only() {
+    let cluster = parse_redis_url("redis://h").unwrap();
+    let mut opts = RedisOptions::default();
+    apply_redis_option(&mut opts, "slot=net").unwrap();
+    assert_eq!(opts.slot, ClientSlot::Net);
+    assert_eq!(
+        check_options(&cluster, &opts).unwrap_err().0,
+        "slot",
+        "one Redis has no slots"
+    );
+    apply_redis_option(&mut opts, "cluster").unwrap();
+    assert_eq!(check_options(&cluster, &opts), Ok(()));
+    apply_redis_option(&mut opts, "slot=client").unwrap();
+    assert_eq!(opts.slot, ClientSlot::Own);
+    for bad in ["slot=", "slot=Net", "slot=24", "slot=own"] {
+        assert!(apply_redis_option(&mut opts, bad).is_err(), "{bad}");
+    }
 }
