@@ -1,13 +1,15 @@
 #!/usr/bin/perl
 
-# `pow_shield_redis ... cluster slot=net` (docs/operations.md, "Scrapers on
-# many addresses"): a client named by its address keeps its keys in the
+# `pow_shield_redis ... cluster slot=net` (docs/operations.md, "One slot
+# for a client and its network"): a client named by its address keeps its keys in the
 # slot of its network's (`pow:{@key=198.51.100.0/24}{@198.51.100.7}:...`),
 # so a request of a client's limit and a `key=$pow_shield_net` limit is one
 # script call in one slot, as on one Redis, not one a slot. On a 3-master
 # Redis Cluster: one EVALSHA a request where `slot=client` makes two; both
 # limits still refuse; the breaker strikes and blocks the client; a payer
-# passes; the admin view shows and lifts the client's keys where they are.
+# passes; the admin view shows and lifts the client's keys where they are;
+# a challenge a node of the other setting issued is asked again once, then
+# paid.
 
 use strict;
 use warnings;
@@ -33,6 +35,8 @@ is("@options", 'cluster slot=net timeout=50ms', 'the docs\' example: cluster slo
 my ($shown) = $section =~ /\n```\n(pow:.*?)```/s;
 my @shown = map { (split ' ')[0] } split /\n/, $shown // '';
 is(scalar @shown, 2, 'the docs show two key names');
+my ($scan) = $section =~ /`(redis-cli --scan --pattern '[^']*')`/
+    or die 'docs/operations.md: the section has no redis-cli --scan example';
 
 my @n = map { Test::PowShield->new->require_redis } 1 .. 3;
 plan(skip_all => 'redis-cli not found') unless `redis-cli --version 2>/dev/null`;
@@ -135,6 +139,11 @@ is(scalar(grep { /^pow:\{\@198\.51\.100\.7\}/ } map { @$_ } @held), 0,
 ok(scalar(grep { $_ eq 'pow:{@203.0.113.7}:w:60:60000' } map { @$_ } @held),
     'slot=client: the client\'s log under its own tag, as before');
 
+# The docs' redis-cli command finds 192.0.2.7's keys (on its /24's master).
+get($net, '192.0.2.7');
+my @scanned = map { my $port = $_->port; split /\n/, `$scan -p $port` } @r;
+is("@scanned", 'pow:{@key=192.0.2.0/24}{@192.0.2.7}:w:60:60000', "the docs' $scan: the client's log");
+
 # Both limits still refuse: the /24's 300 (11 used by .7), then the client's.
 
 my @more = map { get($net, '198.51.100.' . (10 + $_ % 240))->status } 0 .. 288;
@@ -171,5 +180,18 @@ my $paid = get($net, '192.0.2.60', '/tight/data.json', solution($r));
 is($paid->status, 200, '... pays its challenge: 200');
 ok(scalar(grep { index($_, 'pow:{@key=192.0.2.0/24}{@192.0.2.60}:p:') == 0 } map { @$_ } keys_by_master()),
     '... its spent token under its tag, in its network\'s slot');
+
+# A reload or a rolling change of slot=: a challenge issued under the other
+# setting names another slot's generation; the payer is asked again once,
+# and its new challenge passes.
+
+is(statuses(map { get($net, '192.0.2.70', '/tight/data.json') } 1 .. 2), '200 200',
+    'rolling change: a client uses up its 2 at the slot=net node');
+my @issued = map { get($own, '192.0.2.70', '/tight/data.json') } 1 .. 3;
+is(statuses(@issued), '200 200 429', '... and at the slot=client node: a challenge');
+my $across = get($net, '192.0.2.70', '/tight/data.json', solution($issued[2]));
+is($across->status, 429, '... paid at the slot=net node: asked again (429), not blocked');
+$paid = get($net, '192.0.2.70', '/tight/data.json', solution($across));
+is($paid->status, 200, '... its new challenge paid there: 200');
 
 done_testing();

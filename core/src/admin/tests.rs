@@ -327,3 +327,22 @@ fn the_json_lists_the_keys_counts_under_each_keyed_limit_by_name() {
     let lifted = lifted_json(b"site", Named::Custom, true, &FromRedis::Lifted);
     assert!(lifted.ends_with("\"lifted\":{\"node\":true,\"keyed\":true,\"redis\":true}}\n"));
 }
+
+#[test]
+fn with_slot_net_the_view_and_the_lift_read_a_clients_keys_in_its_networks_slot() {
+    let key = b"\x00203.0.113.7".as_slice();
+    let tag = "@key=203.0.113.0/24}{@203.0.113.7";
+    assert_eq!(tag_of(Counted::Client(key), ClientSlot::Net).text(), tag);
+    let call = show_call(("pow:", ClientSlot::Net), Counted::Client(key), &[]);
+    let call = String::from_utf8_lossy(&call.evalsha).into_owned();
+    assert!(call.contains(&format!("pow:{{{tag}}}:s")), "{call}");
+    let cmd = lift_command(("pow:", ClientSlot::Net), Counted::Client(key), &[]);
+    let cmd = String::from_utf8(cmd).unwrap();
+    assert!(cmd.contains(&format!("pow:{{{tag}}}:s")), "{cmd}");
+    // A value's own counts keep their tag.
+    let net = b"203.0.113.0/24".as_slice();
+    assert_eq!(
+        tag_of(Counted::Own(net), ClientSlot::Net).text(),
+        "@key=203.0.113.0/24"
+    );
+}

@@ -405,6 +405,74 @@ mod tests {
         assert_eq!(one.tag(key).text(), "@203.0.113.7");
     }
 
+    /// The keys of a script call (`EVALSHA <sha> <numkeys> <key>...`).
+    fn keys_of(call: &crate::cluster::calls::Call) -> Vec<String> {
+        let text = String::from_utf8_lossy(&call.evalsha).into_owned();
+        let words: Vec<&str> = text.split("\r\n").collect();
+        let n: usize = words[6].parse().unwrap();
+        (0..n).map(|i| words[8 + 2 * i].to_owned()).collect()
+    }
+
+    #[test]
+    fn with_slot_net_every_key_of_a_clients_calls_is_in_its_networks_slot() {
+        use crate::cluster::calls::{BatchOf, Calls};
+        use crate::cluster::refusals::Sending;
+        use crate::limiter::{Limit, Limits};
+        use crate::redis::cluster::{key_slot, route_slot};
+        use crate::store::{Offence, Solution, Subject};
+        let calls = Calls::new("pow:", 1, 1, true).with_client_slot(ClientSlot::Net);
+        let mut limits = Limits::NONE;
+        limits.add(Limit::new(LIMIT)).unwrap();
+        for key in [
+            &b"\x00203.0.113.7"[..],
+            b"\x002001:db8:1:2::/64",
+            b"\x00unix:",
+        ] {
+            let tag = calls.tag(key);
+            // As Redis Cluster hashes `pow:{@key=<net>}:...`, the /24's.
+            let net =
+                key_slot(format!("pow:{{{}}}:w", tag.text().split('}').next().unwrap()).as_bytes());
+            assert_eq!(route_slot(&tag), net);
+            let subject = Subject {
+                key,
+                limits: &limits,
+                key_values: &[None],
+                rules: Default::default(),
+                rising: false,
+            };
+            let solution = Solution {
+                digest: [7; 32],
+                spent_until_ms: 2_000,
+                generation: Some(5),
+                forgive: true,
+                retry_at_ms: None,
+            };
+            let spent = calls.spent_key(&solution.digest, key);
+            let sending = Sending {
+                run: 1,
+                total: 1,
+                base: 0,
+            };
+            let of = [BatchOf {
+                tag: &tag,
+                limit: LIMIT,
+                rules: Default::default(),
+                sending,
+            }];
+            for call in [
+                calls.check(&tag, &subject, Offence::Unpaid, 1, 1),
+                calls.strike(&tag, Default::default()),
+                calls.spend(&spent, &tag, &solution, Default::default(), Some(5), 1_000),
+                calls.replay(&spent, &tag, 1_000),
+                calls.batch(&of),
+            ] {
+                for k in keys_of(&call) {
+                    assert_eq!(key_slot(k.as_bytes()), net, "{k}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_late_spent_record_lives_the_time_left_rounded_up_at_least_1_s() {
         assert_eq!(spent_ttl_s(10_001, 0), 11);

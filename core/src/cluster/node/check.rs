@@ -26,7 +26,6 @@ use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
-
 use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
 
