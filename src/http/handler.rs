@@ -109,6 +109,20 @@ fn full(
         return Status::NGX_AGAIN;
     }
     let policy = st().policy();
+    // The green check's answer, back: a request it admits quietly is
+    // recorded as below, without its keys read again for steps it does not
+    // take (those kept already: the first pass made them). Any other
+    // reads the same answer below.
+    if st().after_first && st().key.is_some() {
+        let admitted = reply
+            .as_ref()
+            .and_then(|answer| green::admitted(&policy.rules, answer))
+            .filter(|done| green::quiet(done, policy.log_summary_ms.is_some()));
+        if let Some(done) = admitted {
+            st().after_first = false;
+            return passed(mcf, state, done);
+        }
+    }
     let stores = Stores::new(mcf, policy.fail);
     // (A signed request's signature after its anonymous client's breaker.)
     if bot::evaluate_keys(r, mcf, state, &stores).is_none() {
@@ -262,16 +276,28 @@ fn decided(
     let Some(key) = st().key.map(pooled) else {
         return Status::NGX_ERROR;
     };
-    st().decided = Some((done, now_ms()));
-    count_decided(mcf, policy, || done);
     // A passed request that opened no breaker has nothing to log (nor a
     // response to make).
-    if done.answer.is_none() && done.reason.is_empty() && !log_lines::wanted(policy, &done) {
-        st().resolution = Resolution::Passed;
-        return Status::NGX_DECLINED;
+    if green::quiet(&done, policy.log_summary_ms.is_some()) {
+        return passed(mcf, state, done);
     }
+    st().decided = Some((done, now_ms()));
+    count_decided(mcf, policy, || done);
     log_lines::log(r, policy, key, values, &done);
     respond(r, mcf, stores, state, policy, key, &done)
+}
+
+/// A decision that is all done once recorded (`green::quiet`): recorded,
+/// counted, and the request passed on.
+#[inline(always)]
+fn passed(mcf: &MainConf, state: NonNull<RequestState>, done: Final) -> Status {
+    // SAFETY: as in `decide`: the state lives in the request's pool; no
+    // other borrow of it is live.
+    let st = unsafe { &mut *state.as_ptr() };
+    st.decided = Some((done, now_ms()));
+    count_decided(mcf, st.policy(), || done);
+    st.resolution = Resolution::Passed;
+    Status::NGX_DECLINED
 }
 
 /// What the stores are asked about: the location's limits borrowed, not

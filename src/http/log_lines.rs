@@ -57,15 +57,6 @@ thread_local! {
     static FLOOD: RefCell<Option<Flood>> = const { RefCell::new(None) };
 }
 
-/// Whether [`log`] writes or counts anything for a decision without a
-/// reason (a passed request): a breaker it opened, or a paid challenge
-/// for the client's summary.
-#[inline]
-pub(super) fn wanted(policy: &Policy, done: &Final) -> bool {
-    done.breaker.is_some_and(|s| s.tripped.is_some())
-        || (done.outcome == Outcome::Solved && policy.log_summary_ms.is_some())
-}
-
 /// The lines of one decision; `values`: each limit's `key=` value for
 /// the request (as evaluated, before a dry run marks it).
 pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done: &Final) {

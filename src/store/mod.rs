@@ -17,6 +17,7 @@ mod redis;
 mod zone;
 
 use core::cell::{Cell, RefCell};
+use core::ptr::NonNull;
 use std::rc::Rc;
 
 use nginx_sys::{ngx_cycle_t, ngx_event_t};
@@ -30,11 +31,9 @@ use crate::config::MainConf;
 pub use pow_shield_core::cluster::fallback::Unavailable;
 use pow_shield_core::cluster::fallback::{self, Decider, Unanswered};
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::Limits;
+use pow_shield_core::limiter::{Limits, MAX_LIMITS};
 pub use pow_shield_core::store::Spendable;
-use pow_shield_core::store::{
-    Checked, KeptKeys, Now, Offence, Op, Reply, Solution, Spent, Subject,
-};
+use pow_shield_core::store::{Checked, Now, Offence, Op, Reply, Solution, Spent, Subject};
 use pow_shield_core::syntax::FailPolicy;
 
 /// A store's answer, now or later. (`Failed` carries what the request
@@ -119,9 +118,7 @@ impl Waiter {
 
     /// Keeps what the request asked until it has its answer: the
     /// fallback rule decides it if Redis does not answer (`fall_back`).
-    /// Written over what an earlier request kept here, in place (it holds
-    /// the location's limits, some 600 bytes: made aside and moved in, it
-    /// was copied three times).
+    /// Written over what an earlier request kept here, in place.
     pub fn keep(&self, asked: &Asked) {
         let Ok(mut kept) = self.late.try_borrow_mut() else {
             return;
@@ -133,7 +130,8 @@ impl Waiter {
         self.late_kept.set(true);
     }
 
-    /// What the request asked, back (the call was not sent).
+    /// What the request asked, back (the call was not sent): taken within
+    /// the ask, or while the request waits ([`Lent`]).
     pub fn take_late(&self) -> Option<Late> {
         if !self.late_kept.replace(false) {
             return None;
@@ -352,17 +350,70 @@ impl Stores {
 }
 
 /// What a request asked of Redis, kept so that the fallback rule can
-/// decide it if Redis does not answer, now or later (the request's own
-/// memory may be gone by then: the key is copied).
+/// decide it if Redis does not answer, now or later: decided only while
+/// the request waits for it ([`Lent`]), its keys and limits are read
+/// where the request keeps them, not copied.
 pub struct Late {
     op: Op,
-    keys: KeptKeys,
-    limits: Limits,
+    lent: Lent,
     rules: BreakerRules,
     rising: bool,
     zone: Option<ZoneStore>,
     fail_local: bool,
     redis_only: bool,
+}
+
+/// The subject of a request a [`Late`] keeps: its client key and `key=`
+/// values (request pool bytes, or static ones) and its location's limits
+/// (configuration), by address. A `Late` is decided either within the ask
+/// that made it (its caller borrows the subject), or by
+/// [`Waiter::fall_back`] only while the request still waits
+/// ([`Waiter::is_waiting`]): a waiting request is live, as the waiter's
+/// `wake` event is (its state detaches the waiter before its pool goes),
+/// and with it its pool and its location's configuration.
+#[derive(Clone, Copy)]
+struct Lent {
+    key: (*const u8, usize),
+    limits: NonNull<Limits>,
+    /// The first [`Lent::values`] are the request's.
+    key_values: [Option<(*const u8, usize)>; MAX_LIMITS],
+    values: usize,
+}
+
+impl Lent {
+    fn of(subject: &Subject) -> Self {
+        let values = subject.key_values.len().min(MAX_LIMITS);
+        let mut key_values = [None; MAX_LIMITS];
+        for (kept, value) in key_values.iter_mut().zip(subject.key_values) {
+            *kept = value.map(|v| (v.as_ptr(), v.len()));
+        }
+        Lent {
+            key: (subject.key.as_ptr(), subject.key.len()),
+            limits: NonNull::from(subject.limits),
+            key_values,
+            values,
+        }
+    }
+
+    /// The subject's key, limits and values again.
+    ///
+    /// # Safety
+    /// The request whose subject it is is live (see [`Lent`]).
+    unsafe fn get<'a>(&self) -> (&'a [u8], &'a Limits, [Option<&'a [u8]>; MAX_LIMITS]) {
+        // SAFETY: per the contract, each address is what the subject
+        // borrowed, and still live; an empty slice's address is never read.
+        let bytes = |(data, len): (*const u8, usize)| match len {
+            0 => &[][..],
+            len => unsafe { core::slice::from_raw_parts(data, len) },
+        };
+        // SAFETY: as above.
+        let limits = unsafe { self.limits.as_ref() };
+        (
+            bytes(self.key),
+            limits,
+            self.key_values.map(|v| v.map(bytes)),
+        )
+    }
 }
 
 /// A spend the zone made for Redis, to write there once it answers.
@@ -378,12 +429,11 @@ struct Decided {
 }
 
 impl Late {
-    /// What `asked` leaves to the fallback rule, copied.
+    /// What `asked` leaves to the fallback rule.
     fn of(asked: &Asked) -> Late {
         Late {
             op: asked.op,
-            keys: KeptKeys::of(asked.subject),
-            limits: *asked.subject.limits,
+            lent: Lent::of(asked.subject),
             rules: asked.subject.rules,
             rising: asked.subject.rising,
             zone: asked.zone.clone(),
@@ -398,8 +448,7 @@ impl Late {
     fn write(&mut self, asked: &Asked) {
         let Late {
             op,
-            keys,
-            limits,
+            lent,
             rules,
             rising,
             zone,
@@ -407,8 +456,7 @@ impl Late {
             redis_only,
         } = self;
         *op = asked.op;
-        keys.write(asked.subject);
-        *limits = *asked.subject.limits;
+        *lent = Lent::of(asked.subject);
         *rules = asked.subject.rules;
         *rising = asked.subject.rising;
         zone.clone_from(asked.zone);
@@ -442,11 +490,13 @@ impl Late {
             }
             _ => return Decided::now(Reply::Down),
         };
-        let values = self.keys.values();
+        // SAFETY: a `Late` is decided within the ask that made it, or
+        // while its request waits (`Lent`).
+        let (key, limits, values) = unsafe { self.lent.get() };
         let subject = Subject {
-            key: self.keys.key(),
-            limits: &self.limits,
-            key_values: &values[..self.keys.limits()],
+            key,
+            limits,
+            key_values: &values[..self.lent.values],
             rules: self.rules,
             rising: self.rising,
         };
@@ -465,7 +515,7 @@ impl Late {
         };
         let replay = match self.op {
             Op::Spend(solution) if replay => Some(Replay {
-                key: self.keys.key().to_vec(),
+                key: key.to_vec(),
                 solution,
             }),
             _ => None,

@@ -36,6 +36,19 @@ pub fn admitted(rules: &Rules, reply: &Reply) -> Option<Final> {
     Some(passed(checked))
 }
 
+/// Whether the decision `done` is all done once recorded and counted: it
+/// lets the request through with nothing to log (no reason, no breaker
+/// it opened) and nothing to count in a client's summary (a paid
+/// challenge, where `summary`: the location keeps summaries). The
+/// handler answers such a request without its keys or its response.
+#[inline(always)]
+pub fn quiet(done: &Final, summary: bool) -> bool {
+    done.answer.is_none()
+        && done.reason.is_empty()
+        && done.breaker.is_none_or(|s| s.tripped.is_none())
+        && !(done.outcome == Outcome::Solved && summary)
+}
+
 /// The decision of a request its check admitted with nothing more to do:
 /// what [`admitted`] answers, and the straight path's
 /// (`Straight::decided`).

@@ -4,7 +4,7 @@
 //! decision's own steps end.
 
 use super::*;
-use crate::decision::green::{admitted, first};
+use crate::decision::green::{admitted, first, quiet};
 use crate::limiter::breaker::Tripped;
 
 fn each_rules() -> Vec<Rules> {
@@ -157,4 +157,55 @@ fn a_green_request_without_a_solution_takes_the_fast_path() {
         ..rules
     };
     assert_eq!(first(&trap, Payment::Unpaid, false), None);
+}
+
+#[test]
+fn only_a_pass_with_nothing_to_log_or_summarize_is_quiet() {
+    let rules = rules();
+    let checked = |tripped| Checked {
+        verdict: Verdict {
+            allowed: true,
+            remaining: 3,
+            reset_after_ms: 500,
+            retry_after_ms: 0,
+            over: 0,
+            limit: 0,
+        },
+        breaker: BreakerStatus {
+            strikes: 1,
+            block: Block::Clear,
+            block_ms: 0,
+            tripped,
+        },
+        struck: false,
+        generation: None,
+        maybe_struck: false,
+    };
+    let pass = admitted(&rules, &Reply::Checked(checked(None))).expect("admitted");
+    assert!(quiet(&pass, false) && quiet(&pass, true));
+    // A breaker opened: its line is written (fail2ban reads it).
+    let opened = Final {
+        breaker: Some(checked(Some(Tripped::Opened)).breaker),
+        ..pass
+    };
+    assert!(!quiet(&opened, false));
+    // A paid challenge counts in the client's summary, where kept.
+    let solved = Final {
+        outcome: Outcome::Solved,
+        ..pass
+    };
+    assert!(quiet(&solved, false) && !quiet(&solved, true));
+    // A reason is logged; an answer is sent.
+    assert!(!quiet(
+        &Final {
+            reason: "r",
+            ..pass
+        },
+        false
+    ));
+    let answered = Final {
+        answer: Some(Answer::NotFound),
+        ..pass
+    };
+    assert!(!quiet(&answered, false));
 }
