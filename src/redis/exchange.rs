@@ -165,8 +165,9 @@ pub(super) struct Exchange {
     ready: bool,
     /// The worker's log, for our own lines.
     log: *mut ngx_log_t,
-    /// What `dispatch` reads into, kept between reads (no list made a read).
-    events: Vec<Event<OnReply>>,
+    /// After an outage: the deadline of the `PING` that `dispatch` queues
+    /// once the read's replies are handed on (`connected`).
+    probe: Option<u64>,
 }
 
 impl Exchange {
@@ -194,7 +195,7 @@ impl Exchange {
             in_gauge: false,
             ready: false,
             log,
-            events: Vec::with_capacity(8),
+            probe: None,
         }
     }
 
@@ -329,76 +330,87 @@ impl Exchange {
         s: &Settings,
         ready: &mut Vec<(OnReply, Reply)>,
     ) -> Result<(), (RedisError, String)> {
-        let mut events = core::mem::take(&mut self.events);
-        let received = self.pipeline.receive(&mut events);
         // What was answered before a fault is still delivered.
-        for event in events.drain(..) {
-            match event {
-                Event::Step { sent } => metrics::redis_reply(sent),
-                Event::Ready => self.connected(s),
-                Event::Clock(redis_ms) => self.clock.learn(redis_ms, now() as u64),
-                Event::Push(frame) => {
-                    if let Some(on_push) = &s.on_push {
-                        let on_push = on_push.clone();
-                        let deliver = OnReply::Call(Box::new(move |reply: Reply| {
-                            if let Reply::Frame(frame) = reply {
-                                on_push(frame);
-                            }
-                        }));
-                        ready.push((deliver, Reply::Frame(frame)));
-                    }
-                }
-                Event::Answered {
-                    on_reply,
-                    reply,
-                    sent,
-                    deadline,
-                } => {
-                    metrics::redis_reply(sent);
-                    self.answered(1, s);
-                    self.recovered(deadline, s);
-                    let frame = match reply {
-                        Ok(frame) => {
-                            if let Some(redis_ms) = clock::expired_ms(&frame) {
-                                // Came after its deadline (Redis's clock
-                                // stepped, or it answered at the last ms):
-                                // its request falls back; the clock is
-                                // learnt again.
-                                self.clock.learn(redis_ms, now() as u64);
-                                debug!(
-                                    self.log,
-                                    "pow_shield: redis {} ran a call after its deadline", s.name
-                                );
-                            }
-                            if self.errors.on_success(now() as u64) {
-                                notice!(
-                                    self.log,
-                                    "pow_shield: redis {} answers without error replies again",
-                                    s.name
-                                );
-                            }
-                            Reply::Frame(frame)
-                        }
-                        Err(text) => {
-                            if !(s.cluster && parse_redirect(&text).is_some()) {
-                                self.error_reply(&text, s);
-                            }
-                            Reply::Error(text)
-                        }
-                    };
-                    if let Some(on_reply) = on_reply {
-                        ready.push((on_reply, frame));
-                    }
-                }
+        let received = loop {
+            match self.pipeline.next_event() {
+                Ok(Some(event)) => self.handle(event, s, ready),
+                Ok(None) => break Ok(()),
+                Err(broken) => break Err(broken),
             }
+        };
+        // (After what this read sent again: Redis lost a script.)
+        if let Some(deadline) = self.probe.take() {
+            let mut ping = Vec::new();
+            pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
+            self.push(&ping, Slot::request(deadline, OnReply::Nobody, None));
         }
-        // (Its room kept, up to a few hundred: a burst's does not stay.)
-        events.shrink_to(KEPT_ROOM);
-        self.events = events;
         received.map_err(|broken| match broken {
             Broken::Protocol(why) => (RedisError::Protocol, why),
             Broken::Handshake(why) => (RedisError::Handshake, why),
         })
+    }
+
+    /// What a reply did: its callback into `ready`, to run once the state
+    /// is released.
+    fn handle(&mut self, event: Event<OnReply>, s: &Settings, ready: &mut Vec<(OnReply, Reply)>) {
+        match event {
+            Event::Step { sent } => metrics::redis_reply(sent),
+            Event::Ready => self.connected(s),
+            Event::Clock(redis_ms) => self.clock.learn(redis_ms, now() as u64),
+            Event::Push(frame) => {
+                if let Some(on_push) = &s.on_push {
+                    let on_push = on_push.clone();
+                    let deliver = OnReply::Call(Box::new(move |reply: Reply| {
+                        if let Reply::Frame(frame) = reply {
+                            on_push(frame);
+                        }
+                    }));
+                    ready.push((deliver, Reply::Frame(frame)));
+                }
+            }
+            Event::Answered {
+                on_reply,
+                reply,
+                sent,
+                deadline,
+            } => {
+                metrics::redis_reply(sent);
+                self.answered(1, s);
+                self.recovered(deadline, s);
+                let frame = match reply {
+                    Ok(frame) => {
+                        if let Some(redis_ms) = clock::expired_ms(&frame) {
+                            // Came after its deadline (Redis's clock
+                            // stepped, or it answered at the last ms):
+                            // its request falls back; the clock is
+                            // learnt again.
+                            self.clock.learn(redis_ms, now() as u64);
+                            debug!(
+                                self.log,
+                                "pow_shield: redis {} ran a call after its deadline", s.name
+                            );
+                        }
+                        if self.errors.on_success(now() as u64) {
+                            notice!(
+                                self.log,
+                                "pow_shield: redis {} answers without error replies again",
+                                s.name
+                            );
+                        }
+                        Reply::Frame(frame)
+                    }
+                    Err(text) => {
+                        if !(s.cluster && parse_redirect(&text).is_some()) {
+                            self.error_reply(&text, s);
+                        }
+                        Reply::Error(text)
+                    }
+                };
+                if let Some(on_reply) = on_reply {
+                    ready.push((on_reply, frame));
+                }
+            }
+        }
     }
 
     /// The connection is gone: every slot's callback, to be failed.
@@ -481,10 +493,8 @@ impl Exchange {
             notice!(self.log, "pow_shield: redis {} is available again", s.name);
         }
         if after_outage && self.in_flight.admit() == Admission::Admitted {
-            let mut ping = Vec::new();
-            pow_shield_core::redis::command::encode(&mut ping, &[b"PING"]);
-            let deadline = now().wrapping_add(s.timeout_ms);
-            self.push(&ping, Slot::request(deadline as u64, OnReply::Nobody, None));
+            // Queued once the read's replies are handed on (`dispatch`).
+            self.probe = Some(now().wrapping_add(s.timeout_ms) as u64);
         }
     }
 

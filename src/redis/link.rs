@@ -220,6 +220,14 @@ impl Link {
         unsafe { nginx_sys::ngx_handle_write_event((*self.conn).write, 0) == NGX_OK as isize }
     }
 
+    /// Whether a receive may find more now: nginx's word after the last
+    /// one (a read that did not fill the room it had drained the socket,
+    /// and TLS's buffers with it); not ready, the next would be `Again`.
+    pub(super) fn may_read_more(&self) -> bool {
+        // SAFETY: our open connection; nginx's flag, read between its calls.
+        unsafe { (*(*self.conn).read).ready() != 0 }
+    }
+
     /// Keeps the read event armed.
     pub(super) fn want_read(&self) -> bool {
         // SAFETY: our open connection.

@@ -110,25 +110,26 @@ fn integer_array(buf: &[u8]) -> Option<(OwnedFrame, usize)> {
     if count > MAX_ELEMENTS {
         return None;
     }
-    // Read whole first, onto the stack: an incomplete or other reply
-    // leaves the room as it was.
-    let mut ints = [0i64; MAX_ELEMENTS];
-    for slot in ints.iter_mut().take(count) {
-        let (n, used) = integer_line(buf.get(at..)?)?;
-        *slot = n;
-        at += used;
-    }
-    // The integers of a reply read before are written over in place
-    // (nothing to drop), its room cut to this one's.
+    // Each integer written over the one a reply read before left in its
+    // place (nothing to drop), as it is read (measured: read onto the
+    // stack, then copied, some 150 instructions a script's answer more);
+    // an incomplete or other reply gives its room back.
     let mut items = room();
     items.truncate(count);
-    for (i, &n) in ints.iter().take(count).enumerate() {
+    let mut rest = buf.get(at..).unwrap_or_default();
+    for i in 0..count {
+        let Some((n, after)) = integer_line(rest) else {
+            recycle(OwnedFrame::Array(items));
+            return None;
+        };
+        rest = after;
         match items.get_mut(i) {
             Some(OwnedFrame::Integer(slot)) => *slot = n,
             Some(other) => *other = OwnedFrame::Integer(n),
             None => items.push(OwnedFrame::Integer(n)),
         }
     }
+    at = buf.len() - rest.len();
     Some((OwnedFrame::Array(items), at))
 }
 
@@ -174,12 +175,17 @@ pub fn recycle(frame: OwnedFrame) {
 }
 
 /// `:`, an optional `-`, one to 19 digits (no overflow) and CRLF at the
-/// start of `buf`: the integer and the line's length. A longer line (no
-/// `i64` needs one) is left to the general path, which bounds every line
-/// by [`MAX_LINE`] whatever the reads' split; so is a `+`.
+/// start of `buf`: the integer and the bytes after its line. A longer
+/// line (no `i64` needs one) is left to the general path, which bounds
+/// every line by [`MAX_LINE`] whatever the reads' split; so is a `+`.
 #[inline(always)]
-fn integer_line(buf: &[u8]) -> Option<(i64, usize)> {
+fn integer_line(buf: &[u8]) -> Option<(i64, &[u8])> {
     const MOST_DIGITS: usize = 19;
+    // Most of a script's integers are one digit (flags, zero counts):
+    // read at once.
+    if let [b':', d @ b'0'..=b'9', b'\r', b'\n', after @ ..] = buf {
+        return Some((i64::from(d - b'0'), after));
+    }
     let (negative, digits) = match buf {
         [b':', b'-', rest @ ..] => (true, rest),
         [b':', rest @ ..] => (false, rest),
@@ -201,14 +207,15 @@ fn integer_line(buf: &[u8]) -> Option<(i64, usize)> {
         n = n * 10 + u64::from(digit);
         used += 1;
     }
-    if used == 0 || digits.get(used..used + 2) != Some(b"\r\n") {
-        return None;
-    }
+    let after = match digits.get(used..)? {
+        [b'\r', b'\n', after @ ..] if used > 0 => after,
+        _ => return None,
+    };
     let n = match negative {
         true => 0i64.checked_sub_unsigned(n)?,
         false => i64::try_from(n).ok()?,
     };
-    Some((n, buf.len() - digits.len() + used + 2))
+    Some((n, after))
 }
 
 /// The reply `scan_reply` found complete (`reply`, exactly it: a scalar

@@ -163,6 +163,12 @@ pub struct Pipeline<R> {
     /// Set by the `receive` that broke the connection: later ones answer
     /// the same and read nothing more, until `open` or `abandon`.
     broken: Option<Broken>,
+    /// Input read into events already (dropped from `input` once no
+    /// complete reply is left: `next_event`).
+    used: usize,
+    /// Events of a reply that made several (a handshake step's), not
+    /// handed on yet, the next last.
+    later: Vec<Event<R>>,
     /// A `SUBSCRIBE`d connection: replies nobody waits for are messages.
     subscriber: bool,
 }
@@ -174,6 +180,8 @@ impl<R> Default for Pipeline<R> {
             input: Vec::with_capacity(READ_CHUNK),
             slots: VecDeque::new(),
             broken: None,
+            used: 0,
+            later: Vec::new(),
             subscriber: false,
         }
     }
@@ -197,9 +205,7 @@ impl<R> Pipeline<R> {
         deadline: u64,
         sent: impl Fn() -> Sent,
     ) {
-        self.out.clear();
-        self.input.clear();
-        self.broken = None;
+        self.forget_input();
         for (label, command) in handshake {
             self.push(
                 command,
@@ -263,25 +269,70 @@ impl<R> Pipeline<R> {
     /// The connection is gone: drops its bytes and returns what waited,
     /// as (request slots, their callbacks).
     pub fn abandon(&mut self) -> (usize, Vec<R>) {
-        self.out.clear();
-        self.input.clear();
-        self.broken = None;
+        self.forget_input();
         let requests = self.slots.iter().filter(|s| !s.is_handshake()).count();
         let failed = self.slots.drain(..).filter_map(|s| s.on_reply).collect();
         (requests, failed)
+    }
+
+    /// The bytes of the old connection and what was read of them.
+    fn forget_input(&mut self) {
+        self.out.clear();
+        self.input.clear();
+        self.broken = None;
+        self.used = 0;
+        self.later.clear();
     }
 
     /// Matches every complete reply in the input to its slot, in order,
     /// appending what happened to `events`. Once it fails, it fails the
     /// same way until the connection is reopened or abandoned.
     pub fn receive(&mut self, events: &mut Vec<Event<R>>) -> Result<(), Broken> {
+        while let Some(event) = self.next_event()? {
+            events.push(event);
+        }
+        Ok(())
+    }
+
+    /// What the next complete reply in the input did (matched to its slot,
+    /// in order), or `None` once no complete reply is left: what `receive`
+    /// appends, one at a time (measured: gathered into a list first, some
+    /// 90 instructions a read more). Once it fails, it fails the same way
+    /// until the connection is reopened or abandoned.
+    pub fn next_event(&mut self) -> Result<Option<Event<R>>, Broken> {
+        if let Some(event) = self.later.pop() {
+            return Ok(Some(event));
+        }
         if let Some(broken) = &self.broken {
             return Err(broken.clone());
         }
-        let mut used = 0;
-        let result = loop {
+        let result = self.read_event();
+        let result = match result {
+            Ok(Some(event)) => return Ok(Some(event)),
+            Ok(None) => {
+                self.input.drain(..core::mem::take(&mut self.used));
+                match self.input.len() > MAX_INPUT {
+                    true => Err(Broken::Protocol("reply too large".to_owned())),
+                    false => return Ok(None),
+                }
+            }
+            Err(broken) => {
+                self.input.drain(..core::mem::take(&mut self.used));
+                Err(broken)
+            }
+        };
+        if let Err(broken) = &result {
+            self.broken = Some(broken.clone());
+        }
+        result
+    }
+
+    /// Reads replies from `used` on until one makes an event (a reply of
+    /// the pipeline's own makes none), or none is complete.
+    fn read_event(&mut self) -> Result<Option<Event<R>>, Broken> {
+        loop {
             let topology = self.slots.front().is_some_and(|s| s.topology);
-            let input = &self.input[used..];
+            let input = self.input.get(self.used..).unwrap_or_default();
             let decoded = if topology {
                 decode_topology(input)
             } else {
@@ -289,20 +340,19 @@ impl<R> Pipeline<R> {
             };
             let frame = match decoded {
                 Decoded::Frame(frame, n) => {
-                    used += n;
+                    self.used += n;
                     frame
                 }
-                Decoded::Partial => break Ok(()),
+                Decoded::Partial => return Ok(None),
                 Decoded::Corrupt(why) => {
-                    break Err(Broken::Protocol(format!("unreadable reply: {why}")))
+                    return Err(Broken::Protocol(format!("unreadable reply: {why}")))
                 }
             };
             let Some(mut slot) = self.slots.pop_front() else {
                 if self.subscriber {
-                    events.push(Event::Push(frame));
-                    continue;
+                    return Ok(Some(Event::Push(frame)));
                 }
-                break Err(Broken::Protocol("a reply nobody asked for".to_owned()));
+                return Err(Broken::Protocol("a reply nobody asked for".to_owned()));
             };
             if slot.silent {
                 continue;
@@ -332,54 +382,60 @@ impl<R> Pipeline<R> {
                 }
             }
             if let Some(label) = slot.handshake {
-                match &frame {
-                    // A proxy that refuses TIME: calls go without a
-                    // deadline (`clock`), as before the first answer.
-                    OwnedFrame::Error(_) if label == CLOCK_STEP => {}
-                    OwnedFrame::Error(e) => {
-                        break Err(Broken::Handshake(format!("{label} failed: {e}")));
-                    }
-                    _ => {}
-                }
-                if label == ROLE_STEP && !sentinel::is_master(&frame) {
-                    let role = sentinel::role(&frame);
-                    break Err(Broken::Handshake(format!(
-                        "ROLE: not the master (it is a {role})"
-                    )));
-                }
-                if label == CLOCK_STEP {
-                    if let Some(ms) = clock::time_ms(&frame) {
-                        events.push(Event::Clock(ms));
-                    }
-                }
-                events.push(Event::Step { sent: slot.sent });
-                if self.slots.iter().all(|s| !s.is_handshake()) {
-                    events.push(Event::Ready);
-                }
-                continue;
+                return self.handshake_step(label, &frame, slot.sent).map(Some);
             }
             let reply = match frame {
                 OwnedFrame::Error(e) => Err(e),
                 frame => Ok(frame),
             };
-            events.push(Event::Answered {
+            return Ok(Some(Event::Answered {
                 on_reply: slot.on_reply.take(),
                 reply,
                 sent: slot.sent,
                 deadline: slot.deadline,
-            });
-        };
-        self.input.drain(..used);
-        let result = match result {
-            Ok(()) if self.input.len() > MAX_INPUT => {
-                Err(Broken::Protocol("reply too large".to_owned()))
-            }
-            result => result,
-        };
-        if let Err(broken) = &result {
-            self.broken = Some(broken.clone());
+            }));
         }
-        result
+    }
+
+    /// A handshake step's reply (`label`'s, its command queued at
+    /// `sent`): its first event; the others it made wait in `later`.
+    fn handshake_step(
+        &mut self,
+        label: &'static str,
+        frame: &OwnedFrame,
+        sent: Sent,
+    ) -> Result<Event<R>, Broken> {
+        match frame {
+            // A proxy that refuses TIME: calls go without a deadline
+            // (`clock`), as before the first answer.
+            OwnedFrame::Error(_) if label == CLOCK_STEP => {}
+            OwnedFrame::Error(e) => {
+                return Err(Broken::Handshake(format!("{label} failed: {e}")));
+            }
+            _ => {}
+        }
+        if label == ROLE_STEP && !sentinel::is_master(frame) {
+            let role = sentinel::role(frame);
+            return Err(Broken::Handshake(format!(
+                "ROLE: not the master (it is a {role})"
+            )));
+        }
+        // (Last first: `next_event` takes them from the end.)
+        if self.slots.iter().all(|s| !s.is_handshake()) {
+            self.later.push(Event::Ready);
+        }
+        let step = Event::Step { sent };
+        let clock = match label == CLOCK_STEP {
+            true => clock::time_ms(frame),
+            false => None,
+        };
+        match clock {
+            Some(ms) => {
+                self.later.push(step);
+                Ok(Event::Clock(ms))
+            }
+            None => Ok(step),
+        }
     }
 }
 

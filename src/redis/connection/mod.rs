@@ -431,6 +431,10 @@ impl Connection {
                         self.flush_ev.post();
                     }
                     self.arm_deadline(st);
+                    // (Drained: no receive just to be told `Again`.)
+                    if !link.may_read_more() {
+                        break;
+                    }
                     continue;
                 }
                 Io::Again => break,

@@ -16,7 +16,6 @@ mod start;
 mod timer;
 
 use core::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
@@ -247,57 +246,83 @@ impl RedisStore {
     /// Carries out the node's steps, in order (with those they lead to).
     /// A call of `asker`'s that the router did not take is not decided
     /// here: its failure is returned, for the request to decide now.
-    fn execute(&self, steps: Vec<Step<Held>>, asker: Option<&Rc<Waiter>>) -> Option<Unavailable> {
+    fn execute(
+        &self,
+        mut steps: Vec<Step<Held>>,
+        asker: Option<&Rc<Waiter>>,
+    ) -> Option<Unavailable> {
         let mut failed = None;
-        let mut queue = VecDeque::from(steps);
-        while let Some(step) = queue.pop_front() {
-            match step {
-                Step::Deliver(Held(waiter), reply) => waiter.deliver(reply),
-                Step::FallBack {
-                    waiter: Held(waiter),
-                    failure,
-                    sent,
-                } => {
-                    if !sent && asker.is_some_and(|a| Rc::ptr_eq(a, &waiter)) {
-                        failed = Some(failure);
-                        continue;
-                    }
-                    if let Some(replay) = waiter.fall_back(failure, sent) {
-                        queue.extend(
-                            self.steps(|node, _, now, out| {
+        // The steps those lead to, carried out after them, in turn (what a
+        // queue of them does, without one: measured, its pops were some 60
+        // instructions a request).
+        let mut more = Vec::new();
+        loop {
+            for step in steps.drain(..) {
+                self.carry_out(step, asker, &mut failed, &mut more);
+            }
+            if more.is_empty() {
+                break;
+            }
+            core::mem::swap(&mut steps, &mut more);
+        }
+        // (Empty: kept for the next steps, unless grown by a burst.)
+        if steps.capacity() <= SPARE_STEPS {
+            self.spare_steps.set(steps);
+        }
+        failed
+    }
+
+    /// Carries out one step; the steps it leads to go to `more`, and the
+    /// failure of a call of `asker`'s the router did not take to `failed`.
+    #[inline(always)]
+    fn carry_out(
+        &self,
+        step: Step<Held>,
+        asker: Option<&Rc<Waiter>>,
+        failed: &mut Option<Unavailable>,
+        more: &mut Vec<Step<Held>>,
+    ) {
+        match step {
+            Step::Deliver(Held(waiter), reply) => waiter.deliver(reply),
+            Step::FallBack {
+                waiter: Held(waiter),
+                failure,
+                sent,
+            } => {
+                if !sent && asker.is_some_and(|a| Rc::ptr_eq(a, &waiter)) {
+                    *failed = Some(failure);
+                    return;
+                }
+                if let Some(replay) = waiter.fall_back(failure, sent) {
+                    more.append(
+                        &mut self
+                            .steps(|node, _, now, out| {
                                 node.replay_later(&replay.key, &replay.solution, now, out)
                             })
                             .1,
-                        );
-                    }
+                    );
                 }
-                Step::Send {
-                    id,
-                    route,
-                    slot,
-                    command,
-                } => {
-                    if let Err(failure) = self.submit(id, (&route, slot), command) {
-                        let unsent =
-                            |node: &mut ClusterNode<Held>, env: &mut Env, now, out: &mut _| {
-                                node.unsent(env, id, failure, now, out)
-                            };
-                        queue.extend(self.steps(unsent).1);
-                    }
-                }
-                Step::Timer {
-                    in_ms,
-                    if_unset,
-                    cancelable,
-                } => self.batch_timer.arm(in_ms, if_unset, cancelable),
-                Step::Alert(alert) => self.alert(alert),
             }
+            Step::Send {
+                id,
+                route,
+                slot,
+                command,
+            } => {
+                if let Err(failure) = self.submit(id, (&route, slot), command) {
+                    let unsent = |node: &mut ClusterNode<Held>, env: &mut Env, now, out: &mut _| {
+                        node.unsent(env, id, failure, now, out)
+                    };
+                    more.append(&mut self.steps(unsent).1);
+                }
+            }
+            Step::Timer {
+                in_ms,
+                if_unset,
+                cancelable,
+            } => self.batch_timer.arm(in_ms, if_unset, cancelable),
+            Step::Alert(alert) => self.alert(alert),
         }
-        // (Empty: kept for the next steps, unless grown by a burst.)
-        if queue.capacity() <= SPARE_STEPS {
-            self.spare_steps.set(queue.into());
-        }
-        failed
     }
 
     /// Submits call `id` (a script by SHA, resent as EVAL if Redis lost

@@ -385,3 +385,51 @@ fn the_oldest_slot_holds_the_deadline_to_watch() {
         .oldest()
         .is_some_and(|s| s.deadline == 100 && s.is_handshake()));
 }
+
+/// One event as `feed` writes it, `step` for a handshake step.
+fn named(event: Option<Event<u32>>) -> String {
+    match event {
+        None => "none".to_owned(),
+        Some(Event::Step { .. }) => "step".to_owned(),
+        Some(Event::Clock(ms)) => format!("clock={ms}"),
+        Some(Event::Ready) => "ready".to_owned(),
+        Some(Event::Push(frame)) => format!("push={frame:?}"),
+        Some(Event::Answered { on_reply, .. }) => format!("{on_reply:?}"),
+    }
+}
+
+#[test]
+fn a_handshake_steps_events_come_one_at_a_time_clock_then_step_then_ready() {
+    let mut p: Pipeline<u32> = Pipeline::default();
+    p.open(&[(CLOCK_STEP, command(&[b"TIME"]))], 100, Sent::default);
+    p.push(b"", Slot::request(150, 1, None));
+    p.input()
+        .extend_from_slice(b"*2\r\n$10\r\n1765000000\r\n$6\r\n250999\r\n:5\r\n");
+    let events: Vec<String> = (0..5).map(|_| named(p.next_event().unwrap())).collect();
+    assert_eq!(
+        events,
+        ["clock=1765000000250", "step", "ready", "Some(1)", "none"]
+    );
+}
+
+#[test]
+fn replies_handed_on_one_at_a_time_leave_only_an_incomplete_one_in_the_input() {
+    let mut p = open_pipeline();
+    for id in 1..=3 {
+        p.push(b"", Slot::request(200, id, None));
+    }
+    p.input().extend_from_slice(b":1\r\n:22\r\n:3");
+    assert_eq!(named(p.next_event().unwrap()), "Some(1)");
+    assert_eq!(
+        p.input().len(),
+        b":1\r\n:22\r\n:3".len(),
+        "nothing dropped while replies are handed on"
+    );
+    assert_eq!(named(p.next_event().unwrap()), "Some(2)");
+    assert_eq!(named(p.next_event().unwrap()), "none");
+    assert_eq!(p.input(), b":3", "what was read dropped, once");
+    p.input().extend_from_slice(b"\r\n");
+    assert_eq!(named(p.next_event().unwrap()), "Some(3)");
+    assert_eq!(named(p.next_event().unwrap()), "none");
+    assert!(p.input().is_empty() && p.is_idle());
+}
