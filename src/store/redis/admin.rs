@@ -78,7 +78,6 @@ impl RedisStore {
     /// node is not borrowed across a call).
     fn layout(&self) -> Option<(String, ClientSlot)> {
         let node = self.node.try_borrow().ok()?;
-        let calls = node.calls();
-        Some((calls.prefix().to_owned(), calls.client_slot()))
+        Some((node.calls().prefix().to_owned(), self.client_slot))
     }
 }

@@ -28,11 +28,13 @@ use crate::ffi::now_ms;
 use crate::redis::client::{Awaits, OnFrame};
 use crate::redis::router::Router;
 use pow_shield_core::cluster::calls::Call;
+use pow_shield_core::cluster::keys;
 use pow_shield_core::cluster::node::{
     Alert, Answered, CallId, ClusterNode, Command, RefusalKeys, Step, Waits, MAX_REPLAYS,
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
-use pow_shield_core::redis::command::{client_tag, recycle};
+use pow_shield_core::redis::cluster::ClientSlot;
+use pow_shield_core::redis::command::recycle;
 use pow_shield_core::store::{Now, Reply, Solution, Spendable};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
@@ -77,6 +79,9 @@ pub struct RedisStore {
     kept_calls: RefCell<[Option<Rc<Call>>; KEPT_CALLS]>,
     /// The place in `kept_calls` of the next call.
     next_kept: Cell<usize>,
+    /// Which slot a client's keys take (`pow_shield_redis ... slot=`),
+    /// as the node's calls have it.
+    client_slot: ClientSlot,
     log: *mut ngx_log_t,
     me: Weak<RedisStore>,
 }
@@ -89,11 +94,8 @@ impl RedisStore {
     /// Whether an unpaid refusal of client `key` counts a strike now: not
     /// within a grace after an outage (`health::RECOVERY_GRACE_MS`).
     pub fn strikes_unpaid(&self, key: &[u8]) -> bool {
-        // (The node is not borrowed across a call: never busy.)
-        self.router.strikes_unpaid(|| match self.node.try_borrow() {
-            Ok(node) => node.calls().tag(key).text(),
-            Err(_) => client_tag(key),
-        })
+        self.router
+            .strikes_unpaid(|| keys::client_tag_in(key, self.client_slot).text())
     }
 
     /// The worker exits (`exit_process`): what Redis did not take of its

@@ -37,6 +37,7 @@ impl RedisStore {
             conf.options.cluster,
         )
         .with_client_slot(conf.options.slot);
+        let client_slot = calls.client_slot();
         let handshake = calls.handshake(target);
 
         let tls = match tls_name(target, &conf.options) {
@@ -126,6 +127,7 @@ impl RedisStore {
                 spare_steps: Default::default(),
                 kept_calls: Default::default(),
                 next_kept: Cell::new(0),
+                client_slot,
                 log,
                 me: me.clone(),
             }
