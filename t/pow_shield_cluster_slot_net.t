@@ -153,6 +153,23 @@ is($r->status, 429, '... the next address: 429');
 like($r->header('RateLimit') // '', qr/^"net";r=0;/, '... by "net"');
 is($r->header('X-Strikes'), 0, '... nobody struck for the /24\'s refusal');
 
+# Refused on the node: new addresses of the refused /24 cost Redis (almost)
+# nothing, as with slot=client (t/pow_shield_cluster_net_limits.t).
+sub commands {
+    my $n = 0;
+    for my $redis (@r) {
+        my %c = ($redis->cmd('INFO', 'commandstats') // '') =~ /^cmdstat_([^:]+):calls=(\d+)/mg;
+        $n += $c{$_} for grep { !/^(?:ping|info|cluster\||client\||hello|auth|command)/ } keys %c;
+    }
+    return $n;
+}
+my $before = commands();
+my %refused;
+$refused{ get($net, "198.51.100.$_")->status }++ for 100 .. 199;
+my $used = commands() - $before;
+is(join(',', keys %refused), '429', 'slot=net: 100 more addresses of the refused /24: all 429');
+cmp_ok($used, '<=', 10, "... Redis ran $used commands for them (at most 0.1 a request)");
+
 # The client's own limit, its breaker, and the admin view of its keys.
 
 is(statuses(map { get($net, '192.0.2.50', '/tight/data.json') } 1 .. 5), '200 200 429 429 403',

@@ -96,6 +96,19 @@ pub fn client_tag_in(key: &[u8], slot: ClientSlot) -> Tag {
     Tag::in_slot_of(&net, &Tag::of(key))
 }
 
+/// Whether a `key=` value's counts (own tag `@key=<value>`) are known to
+/// lie in the slot of the client whose tag is `tag`, without hashing: the
+/// client's tag starts with the value's own and `}{` (`slot=net`, the
+/// value its network). (No client tag but such a one holds `}{`, and a
+/// network's text needs no escape: the value is that network.)
+pub fn in_client_slot(tag: &[u8], value: &[u8]) -> bool {
+    let Some(rest) = tag.strip_prefix(b"@key=".as_slice()) else {
+        return false;
+    };
+    rest.strip_prefix(value)
+        .is_some_and(|rest| rest.starts_with(b"}{"))
+}
+
 /// Where the last dot of `id` is, if it is an IPv4 address as
 /// `client::client_id` writes it (four decimals and three dots).
 fn ipv4_last_dot(id: &[u8]) -> Option<usize> {
@@ -301,6 +314,34 @@ mod tests {
             spent("pow:", &d, b"k", true),
             format!("pow:{{k}}:p:{}", "01".repeat(32))
         );
+    }
+
+    #[test]
+    fn with_slot_net_a_clients_network_is_known_in_its_slot_and_nothing_else() {
+        use crate::limiter::client::{client_id, client_net};
+        use crate::redis::cluster::route_slot;
+        let peers = PEERS.iter().map(|p| Some(p.parse::<IpAddr>().unwrap()));
+        for peer in peers.chain([None]) {
+            let key = [&[DEFAULT_KEY_MARK], client_id(peer).as_str().as_bytes()].concat();
+            let net = client_net(peer);
+            let net = net.as_str().as_bytes();
+            let tag = client_tag_in(&key, ClientSlot::Net);
+            assert!(in_client_slot(&tag, net), "{peer:?}");
+            assert_eq!(route_slot(&tag), route_slot(own_tag(net).as_bytes()));
+            // Its own layout, a prefix of the network, another network,
+            // the address itself: not known (hashed, or apart).
+            let own = client_tag_in(&key, ClientSlot::Own);
+            assert!(!in_client_slot(&own, net), "{peer:?}");
+            assert!(!in_client_slot(&tag, &net[..net.len() - 1]), "{peer:?}");
+            assert!(!in_client_slot(&tag, b"198.18.0.0/24"), "{peer:?}");
+            // (`unix:` is its own network.)
+            assert_eq!(
+                in_client_slot(&tag, &key[1..]),
+                net == &key[1..],
+                "{peer:?}"
+            );
+        }
+        assert!(!in_client_slot(b"@key=site", b"site"), "a value's own tag");
     }
 
     /// Addresses at the edges of their text (`client_id`'s) and their

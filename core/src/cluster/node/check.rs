@@ -26,7 +26,7 @@ use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::scripts::replies::{self, MAX_COALESCED};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
 use crate::limiter::{Limits, RateLimit, Verdict};
-use crate::store::{Checked, Now, Offence, Reply, Subject, CLIENT_KEYS};
+use crate::store::{Checked, Counted, Now, Offence, Reply, Subject, CLIENT_KEYS};
 use crate::syntax::FailPolicy;
 
 /// A check of a request without a limit: admitted.
@@ -173,8 +173,15 @@ impl<W: Waits> ClusterNode<W> {
             self.send_keyed_batches_now(env, subject, &limits, now, out);
             let seq = self.next_seq();
             // A Redis Cluster: the keys of a `key=` count lie in other
-            // slots than the client's (`sharded.rs`).
-            if self.cluster && subject.limits.any_keyed() {
+            // slots than the client's (`sharded.rs`), unless the client's
+            // keys are known in its network's slot and the count is its
+            // network's (`slot=net`): then all of them in one call, as
+            // on one Redis.
+            let in_slot = |(_, _, whose): (usize, RateLimit, Counted)| match whose {
+                Counted::Own(value) => keys::in_client_slot(&tag, value),
+                Counted::Client(_) | Counted::Spends(_) => true,
+            };
+            if self.cluster && subject.limits.any_keyed() && !subject.counted_iter().all(in_slot) {
                 let waiter = waiter();
                 let whose = (subject, tag, slot);
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
