@@ -126,13 +126,16 @@ impl Part {
         let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
-            [c] if self.tag(c) == self.route.as_bytes() => match (breaker, c.own, c.approx) {
-                (false, _, false) => Alone::Count,
-                (false, _, true) => Alone::CountApprox,
-                (true, true, false) => Alone::Window,
-                (true, true, true) => Alone::Approx,
-                (true, false, _) => Alone::Stacked,
-            },
+            // (Tag 0 is the route's own: no bytes to compare.)
+            [c] if c.tag == 0 || self.tag(c) == self.route.as_bytes() => {
+                match (breaker, c.own, c.approx) {
+                    (false, _, false) => Alone::Count,
+                    (false, _, true) => Alone::CountApprox,
+                    (true, true, false) => Alone::Window,
+                    (true, true, true) => Alone::Approx,
+                    (true, false, _) => Alone::Stacked,
+                }
+            }
             _ => Alone::Stacked,
         }
     }

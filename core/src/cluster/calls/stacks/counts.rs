@@ -194,6 +194,34 @@ mod tests {
     }
 
     #[test]
+    fn a_part_whose_one_count_is_under_another_tag_goes_by_the_stacked_script() {
+        // One Redis: the client's part holds the /24's count, under the
+        // /24's tag, not its route's; no breaker.
+        let calls = Calls::new("ps:", 1, 1, false);
+        let mut limits = Limits::NONE;
+        let rate = RateLimit {
+            requests: 100,
+            window_ms: 60_000,
+        };
+        limits
+            .add(Limit::new(rate).keyed(KeyId::of("$pow_shield_net")))
+            .unwrap();
+        let subject = Subject {
+            key: b"10.0.0.1",
+            limits: &limits,
+            key_values: &[Some(b"10.0.0.0/24")],
+            rules: BreakerRules::default(),
+            rising: false,
+        };
+        let part = calls.whole(b"@10.0.0.1", &subject, Offence::Unpaid);
+        assert_eq!(part.alone(), super::super::Alone::Stacked);
+        assert_eq!(
+            calls.alone(&part, 7).evalsha,
+            calls.stacked(&part, 7).evalsha
+        );
+    }
+
+    #[test]
     fn a_values_tag_is_keys_own_tag() {
         for value in [&b"10.0.0.0/24"[..], b"", b"site", &[0xff; 80]] {
             let tag = own_tag(value);
