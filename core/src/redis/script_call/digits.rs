@@ -30,9 +30,44 @@ pub(crate) fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
     at
 }
 
+/// `n`'s last `N` decimal digits, zeros before them if it has fewer: a
+/// pair a step, as many steps whatever `n` (a call's deadline, 13 digits).
+#[inline]
+pub(crate) fn padded<const N: usize>(mut n: u64) -> [u8; N] {
+    let mut out = [b'0'; N];
+    let mut at = N;
+    while at >= 2 {
+        let pair = 2 * (n % 100) as usize;
+        n /= 100;
+        at -= 2;
+        out[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if let Some(first) = out.get_mut(at.wrapping_sub(1)) {
+        *first = b'0' + (n % 10) as u8;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn padded_digits_are_the_last_n_with_zeros_before() {
+        for n in [
+            0,
+            7,
+            42,
+            1_000,
+            999_999_999_999,
+            1_765_000_000_123,
+            9_999_999_999_999,
+        ] {
+            assert_eq!(padded::<13>(n), *format!("{n:013}").as_bytes(), "{n}");
+            let even = format!("{:012}", n % 1_000_000_000_000);
+            assert_eq!(padded::<12>(n), *even.as_bytes(), "{n}");
+        }
+    }
 
     #[test]
     fn every_number_is_its_decimal_digits_at_the_end_without_leading_zeros() {
