@@ -122,9 +122,8 @@ impl Part {
     /// strike, its admission take back a wait, as there). No count: the
     /// client's breaker alone.
     pub fn alone(&self) -> Alone {
-        // (As `args::rules` sends them: a threshold or a ban's count.)
-        let strikes = self.rules.strikes.is_some_and(|s| s.threshold > 0);
-        let breaker = strikes || self.rules.ban.is_some_and(|b| b.after > 0);
+        let [threshold, _, after, _] = args::rules(self.rules);
+        let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
             // (Tag 0 is the route's own: no bytes to compare.)

@@ -222,44 +222,6 @@ mod tests {
     }
 
     #[test]
-    fn a_clients_one_count_goes_alone_by_the_window_script_when_a_strike_or_ban_counts() {
-        use crate::limiter::breaker::{BanRule, StrikeRule};
-        let calls = Calls::new("ps:", 1, 1, true);
-        let limits = Limits::one(RateLimit {
-            requests: 5,
-            window_ms: 60_000,
-        });
-        let strikes = |threshold| StrikeRule {
-            threshold,
-            ttl_ms: 600_000,
-        };
-        let ban = |after| BanRule {
-            after,
-            ttl_ms: 86_400_000,
-        };
-        let rules = |strikes, ban| BreakerRules { strikes, ban };
-        let window = super::super::Alone::Window;
-        let count = super::super::Alone::Count;
-        for (rules, expected) in [
-            (rules(None, None), count),
-            (rules(Some(strikes(3)), None), window),
-            (rules(None, Some(ban(2))), window),
-            (rules(Some(strikes(0)), Some(ban(0))), count),
-            (rules(Some(strikes(0)), Some(ban(1))), window),
-        ] {
-            let subject = Subject {
-                key: b"10.0.0.1",
-                limits: &limits,
-                key_values: crate::store::CLIENT_KEYS,
-                rules,
-                rising: false,
-            };
-            let part = calls.whole(b"@10.0.0.1", &subject, Offence::Unpaid);
-            assert_eq!(part.alone(), expected, "{rules:?}");
-        }
-    }
-
-    #[test]
     fn a_values_tag_is_keys_own_tag() {
         for value in [&b"10.0.0.0/24"[..], b"", b"site", &[0xff; 80]] {
             let tag = own_tag(value);
