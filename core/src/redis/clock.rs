@@ -13,7 +13,7 @@
 
 use redis_protocol::resp2::types::OwnedFrame;
 
-use super::script_call::digits::digits_before;
+use super::script_call::digits::padded;
 
 /// Digits of a deadline: epoch ms keep 13 digits until the year 2286.
 pub const DEADLINE_DIGITS: usize = 13;
@@ -82,9 +82,12 @@ pub fn stamp(command: &mut [u8], deadline_ms: u64) -> bool {
     if word != NO_DEADLINE_WORD || deadline_ms >= 10u64.pow(DEADLINE_DIGITS as u32) {
         return false;
     }
-    // Right to left, two digits a step; the zeros before stay.
-    let digits = &mut word[HEAD..HEAD + DEADLINE_DIGITS];
-    digits_before(digits, DEADLINE_DIGITS, deadline_ms);
+    // All 13 digits, zeros before included, in a fixed number of steps
+    // (measured: a loop of a pair a step until the number ends cost some
+    // 60 instructions more a call).
+    if let Some(digits) = word.get_mut(HEAD..HEAD + DEADLINE_DIGITS) {
+        digits.copy_from_slice(&padded::<DEADLINE_DIGITS>(deadline_ms));
+    }
     true
 }
 

@@ -91,37 +91,26 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let slot = match (self.cluster, part_of(&stack, &self.sharded)) {
-            // (Its request decided already: nothing waits for it.)
-            (_, None) => return,
-            (true, Some(part)) => part.slot(),
-            (false, Some(_)) => 0,
-        };
-        if self.held >= MAX_HELD {
-            return self.send_stack(env, None, stack, now, out);
-        }
-        if goes_now(&mut self.stacking, slot) {
-            return self.send_stack(env, Some(slot), stack, now, out);
-        }
-        self.held += 1;
-        if let Some(queued) = gather_behind(&mut self.stacking, slot, stack) {
-            self.send_stacks(env, slot, queued, now, out);
-        }
-    }
-
-    /// One stacked check in its own call.
-    fn send_stack(
-        &mut self,
-        env: &mut impl Around,
-        gate: Option<u16>,
-        stack: Stack<W>,
-        now: Now,
-        out: &mut Vec<Step<W>>,
-    ) {
+        // (Its part looked up once, and made into its call here if it goes
+        // alone: measured, a second look-up of a request's part.)
         let Some(part) = part_of(&stack, &self.sharded) else {
-            // (Its request decided already: what waits behind it goes.)
-            if let Some(slot) = gate {
-                self.stacks_done(env, slot, None, now, out);
+            // (Its request decided already: nothing waits for it.)
+            return;
+        };
+        let slot = match self.cluster {
+            true => part.slot(),
+            false => 0,
+        };
+        // Alone beyond `MAX_HELD` (no gate), or when no call of its slot is
+        // on its way (the gate of those that gather behind it).
+        let gate = if self.held >= MAX_HELD {
+            None
+        } else if goes_now(&mut self.stacking, slot) {
+            Some(slot)
+        } else {
+            self.held += 1;
+            if let Some(queued) = gather_behind(&mut self.stacking, slot, stack) {
+                self.send_stacks(env, slot, queued, now, out);
             }
             return;
         };
@@ -133,7 +122,7 @@ impl<W: Waits> ClusterNode<W> {
         };
         // (A Redis Cluster's slot; one Redis has none. Either way the
         // router reads no key: none is copied, `Step::Send`.)
-        let route = (Vec::new(), self.cluster.then(|| part.slot()));
+        let route = (Vec::new(), self.cluster.then_some(slot));
         let flight = Flight::Stacks(Stacks {
             gate,
             gathered: false,
@@ -174,9 +163,9 @@ impl<W: Waits> ClusterNode<W> {
                 .iter()
                 .filter_map(|s| Some((part_of(s, sharded)?, s.seq)))
                 .collect();
-            let Some(route) = of.first().map(|(part, _)| part.route.to_vec()) else {
+            if of.is_empty() {
                 continue;
-            };
+            }
             // Parts of one count without a breaker each (the site's, a
             // /24's): the counts script's call; else the stacked script's.
             let call = match self.calls.counts(&of) {
@@ -189,8 +178,10 @@ impl<W: Waits> ClusterNode<W> {
                 gathered: true,
                 stacks: OneOrMore::More(batch),
             });
-            // (One Redis gathers in slot 0: its router routes nothing.)
-            let route = (route, self.cluster.then_some(slot));
+            // (A Redis Cluster's slot, whose router then reads no key; one
+            // Redis gathers in slot 0, its router routes nothing: no route
+            // copied, `Step::Send`.)
+            let route = (Vec::new(), self.cluster.then_some(slot));
             self.send_script_in(env, flight, route, call, now, out);
         }
     }

@@ -124,6 +124,102 @@ impl Count {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::calls::{Calls, Part};
+    use crate::cluster::keys;
+    use crate::limiter::breaker::BreakerRules;
+    use crate::limiter::{KeyId, Limit, Limits};
+    use crate::store::{Offence, Subject};
+
+    /// The words of a call from its 4th (its keys first).
+    fn keys_of(command: &[u8], n: usize) -> Vec<Vec<u8>> {
+        let words = command.split(|&b| b == b'\n').skip(1).skip(1).step_by(2);
+        let words: Vec<&[u8]> = words.map(|w| w.strip_suffix(b"\r").unwrap()).collect();
+        words[3..3 + n].iter().map(|w| w.to_vec()).collect()
+    }
+
+    #[test]
+    fn each_calls_count_keys_are_the_names_the_key_layout_writes() {
+        let rate = |requests| RateLimit {
+            requests,
+            window_ms: 60_000,
+        };
+        let calls = Calls::new("ps:", 1, 1, true);
+        for approx in [false, true] {
+            let with = |limit: Limit| if approx { limit.approx() } else { limit };
+            let mut limits = Limits::NONE;
+            limits.add(with(Limit::new(rate(5)))).unwrap();
+            let net = with(Limit::new(rate(100)).keyed(KeyId::of("$pow_shield_net")));
+            limits.add(net).unwrap();
+            let subject = Subject {
+                key: b"10.0.0.1",
+                limits: &limits,
+                key_values: &[None, Some(b"10.0.0.0/24")],
+                rules: BreakerRules::default(),
+                rising: false,
+            };
+            let name = |tag: &[u8], which| {
+                let mut w = Vec::new();
+                keys::write(&mut w, b"ps:", tag, which);
+                w
+            };
+            let count = |tag: &[u8], limit| match approx {
+                true => name(tag, ClientKey::Approx(limit)),
+                false => name(tag, ClientKey::Window(limit)),
+            };
+            let parts: Vec<Part> = calls.parts(b"@10.0.0.1", &subject, Offence::Unpaid);
+            let net = own_tag(b"10.0.0.0/24");
+            let expected = [
+                count(&net, rate(100)),
+                name(&net, ClientKey::Refused(rate(100))),
+            ];
+            // The /24's count alone (the count script), gathered (the counts
+            // script), and the client's part in the stacked script.
+            let alone = calls.alone(&parts[1], 7);
+            assert_eq!(keys_of(&alone.evalsha, 2), expected, "approx {approx}");
+            let both = [(&parts[1], 7), (&parts[1], 8)];
+            let gathered = calls.counts(&both).unwrap();
+            let twice = [expected.clone(), expected.clone()].concat();
+            assert_eq!(keys_of(&gathered.evalsha, 4), twice, "approx {approx}");
+            let client = calls.stacked(&parts[0], 7);
+            let client_keys = [
+                count(b"@10.0.0.1", rate(5)),
+                name(b"@10.0.0.1", ClientKey::Refused(rate(5))),
+            ];
+            assert_eq!(
+                keys_of(&client.evalsha, 5)[3..],
+                client_keys,
+                "approx {approx}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_part_whose_one_count_is_under_another_tag_goes_by_the_stacked_script() {
+        // One Redis: the client's part holds the /24's count, under the
+        // /24's tag, not its route's; no breaker.
+        let calls = Calls::new("ps:", 1, 1, false);
+        let mut limits = Limits::NONE;
+        let rate = RateLimit {
+            requests: 100,
+            window_ms: 60_000,
+        };
+        limits
+            .add(Limit::new(rate).keyed(KeyId::of("$pow_shield_net")))
+            .unwrap();
+        let subject = Subject {
+            key: b"10.0.0.1",
+            limits: &limits,
+            key_values: &[Some(b"10.0.0.0/24")],
+            rules: BreakerRules::default(),
+            rising: false,
+        };
+        let part = calls.whole(b"@10.0.0.1", &subject, Offence::Unpaid);
+        assert_eq!(part.alone(), super::super::Alone::Stacked);
+        assert_eq!(
+            calls.alone(&part, 7).evalsha,
+            calls.stacked(&part, 7).evalsha
+        );
+    }
 
     #[test]
     fn a_values_tag_is_keys_own_tag() {
