@@ -56,11 +56,12 @@ impl Router {
         }
     }
 
-    /// What the connection that `key`'s commands take knows of Redis now.
-    pub fn reach(&self, key: &[u8]) -> Reach {
+    /// What the connection that `key`'s commands take (in `slot`, where
+    /// known) knows of Redis now.
+    pub fn reach(&self, key: &[u8], slot: Option<u16>) -> Reach {
         match self {
             Router::Single(client) => client.reach(),
-            Router::Cluster(cluster) => cluster.reach(key),
+            Router::Cluster(cluster) => cluster.reach(key, slot),
             Router::Sentinel(sentinel) => sentinel.reach(),
         }
     }

@@ -153,7 +153,9 @@ impl Waiter {
             self.deliver(Reply::Down);
             return None;
         };
-        let decided = late.decide(failure, sent);
+        // SAFETY: the request still waits (checked above, nothing between
+        // runs nginx's loop): its pool and configuration are live.
+        let decided = unsafe { late.decide(failure, sent) };
         self.deliver(decided.reply);
         decided.replay
     }
@@ -245,6 +247,8 @@ impl Stores {
     /// (Inline, the zone's answer too: local mode's answer is made where
     /// the handler reads it, not copied out through the layers; Redis's
     /// path is [`Stores::ask_redis`].)
+    /// `subject` must borrow what lives while the request waits (its pool,
+    /// its location's configuration): a late fallback reads it ([`Lent`]).
     #[inline(always)]
     pub fn ask(&self, op: Op, subject: &Subject, waiter: &mut NewWaiter) -> Option<Reply> {
         match &self.redis {
@@ -293,7 +297,8 @@ impl Stores {
             Poll::Ready(reply) => Some(reply),
             Poll::Pending => None,
             Poll::Failed(failure, late) => {
-                let decided = late.decide(failure, false);
+                // SAFETY: within the ask that made it: `subject` is borrowed.
+                let decided = unsafe { late.decide(failure, false) };
                 if let Some(replay) = decided.replay {
                     redis.replay_later(&replay);
                 }
@@ -466,7 +471,10 @@ impl Late {
 
     /// The one place the fallback rule is asked (`fallback::decider`),
     /// and what it says carried out.
-    fn decide(self, failure: Unavailable, sent: bool) -> Decided {
+    ///
+    /// # Safety
+    /// Within the ask that made it, or while its request waits ([`Lent`]).
+    unsafe fn decide(self, failure: Unavailable, sent: bool) -> Decided {
         let decider = fallback::decider(Unanswered {
             op: self.op,
             failure,
@@ -490,8 +498,7 @@ impl Late {
             }
             _ => return Decided::now(Reply::Down),
         };
-        // SAFETY: a `Late` is decided within the ask that made it, or
-        // while its request waits (`Lent`).
+        // SAFETY: per the contract (`Lent`).
         let (key, limits, values) = unsafe { self.lent.get() };
         let subject = Subject {
             key,

@@ -15,7 +15,6 @@
 //! it keeps; the order of the steps, and what is written when, lives here.
 
 pub mod breaker_generation;
-mod kept_keys;
 mod memory;
 pub mod spent;
 mod table_key;
@@ -23,7 +22,6 @@ pub mod take_back;
 #[cfg(test)]
 mod tests;
 
-pub use kept_keys::KeptKeys;
 pub use memory::MemoryStore;
 pub use spent::SpentRoom;
 pub use table_key::{TableKey, INLINE_KEY};

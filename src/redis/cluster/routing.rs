@@ -125,12 +125,13 @@ impl Cluster {
         self.send(job, target, false).map_err(|(_, why)| why)
     }
 
-    /// What the connection to the node for `key`'s slot knows of Redis.
-    pub(in crate::redis) fn reach(&self, key: &[u8]) -> Reach {
+    /// What the connection to the node for `key`'s slot (`slot`, where
+    /// known) knows of Redis.
+    pub(in crate::redis) fn reach(&self, key: &[u8], slot: Option<u16>) -> Reach {
         if self.closing.get() {
             return Reach::Down;
         }
-        let target = self.target(route_slot(key));
+        let target = self.target(slot.unwrap_or_else(|| route_slot(key)));
         match self.nodes.try_borrow() {
             Ok(nodes) => nodes.get(target).map_or(Reach::Down, |n| n.client.reach()),
             Err(_) => Reach::Down,

@@ -69,8 +69,8 @@ pub(super) struct Env<'a> {
 }
 
 impl Around for Env<'_> {
-    fn reach(&self, route: &[u8]) -> Reach {
-        self.router.reach(route)
+    fn reach(&self, route: &[u8], slot: Option<u16>) -> Reach {
+        self.router.reach(route, slot)
     }
 
     fn healthy(&self) -> bool {

@@ -153,10 +153,10 @@ impl<W: Waits> ClusterNode<W> {
         }
         // (Inline: no allocation.)
         let tag = self.calls.tag(subject.key);
-        let reach = env.reach(tag.as_bytes());
         // (The client's slot, made once: one Redis, 0.)
         let slot = self.gate_of(tag.as_bytes());
         let known = self.cluster.then_some(slot);
+        let reach = env.reach(tag.as_bytes(), known);
         // Stacked or keyed limits: all of them in one call, decided in
         // Redis, and refused here while a limit's key is refused (not
         // coalesced: `keyed.rs`).

@@ -55,9 +55,9 @@ pub trait Waits {
 /// connections) and what the node's workers share in the zone. Without a
 /// zone (nginx could not map it) nothing is kept: reads find nothing.
 pub trait Around {
-    /// What the connection that commands routed by `route` take knows of
-    /// Redis now.
-    fn reach(&self, route: &[u8]) -> Reach;
+    /// What the connection that commands routed by `route` (in `slot`,
+    /// where known: not hashed again) take knows of Redis now.
+    fn reach(&self, route: &[u8], slot: Option<u16>) -> Reach;
     /// Whether a command may be sent now (to some node).
     fn healthy(&self) -> bool;
     /// Whether the node has a zone.
@@ -538,7 +538,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
     ) -> Option<BreakerStatus> {
         let breaker = env.blocked(key, rules, now.monotonic_ms)?;
-        let reach = env.reach(self.calls.tag(key).as_bytes());
+        let reach = env.reach(self.calls.tag(key).as_bytes(), None);
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
     }

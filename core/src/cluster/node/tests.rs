@@ -20,6 +20,7 @@ use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::tests::redis_server::Redis;
 use crate::limiter::breaker::{Block, StrikeCounter, StrikeRule};
 use crate::limiter::{Limits, RateLimit};
+use crate::redis::cluster::ClientSlot;
 use crate::store::{KeyValues, Offence, Solution, CLIENT_KEYS};
 
 pub(super) const LIMIT: RateLimit = RateLimit {
@@ -61,7 +62,7 @@ pub(super) struct Zone {
 }
 
 impl Around for Zone {
-    fn reach(&self, _route: &[u8]) -> Reach {
+    fn reach(&self, _route: &[u8], _slot: Option<u16>) -> Reach {
         self.reach
     }
 
@@ -222,10 +223,22 @@ impl Rig {
         Rig::of(test, true)
     }
 
+    /// [`Rig::cluster`] with a client's keys in its network's slot
+    /// (`slot=net`).
+    pub fn cluster_net(test: &str) -> Option<Rig> {
+        Rig::with_calls(test, |prefix| {
+            Calls::new(prefix, 7, 1, true).with_client_slot(ClientSlot::Net)
+        })
+    }
+
     fn of(test: &str, cluster: bool) -> Option<Rig> {
+        Rig::with_calls(test, |prefix| Calls::new(prefix, 7, 1, cluster))
+    }
+
+    fn with_calls(test: &str, calls: impl FnOnce(&str) -> Calls) -> Option<Rig> {
         let redis = Redis::connect(test)?;
         let prefix = format!("node-test:{test}:{}:", std::process::id());
-        let calls = Calls::new(&prefix, 7, 1, cluster);
+        let calls = calls(&prefix);
         let mut rig = Rig {
             node: ClusterNode::new(calls, 1, 99, 7),
             zone: Zone {
@@ -378,9 +391,17 @@ impl Rig {
                     // compute from its route (none copied: from the
                     // call's first key, which Redis checks).
                     let routed = match route.is_empty() {
-                        false => crate::redis::cluster::key_slot(&route),
+                        false => crate::redis::cluster::route_slot(&route),
                         true => first_key_slot(&command),
                     };
+                    // Every key of a Redis Cluster's call in that slot
+                    // (Redis refuses others: CROSSSLOT).
+                    if self.node.cluster && !route.is_empty() {
+                        for key in call_keys(&command) {
+                            let slot = crate::redis::cluster::key_slot(key.as_bytes());
+                            assert_eq!(slot, routed, "{key} beside route {route:?}");
+                        }
+                    }
                     assert!(slot.is_none_or(|slot| slot == routed), "{slot:?}");
                     self.sent_in_slot += usize::from(slot.is_some());
                     self.held.push_back((id, command));
@@ -480,8 +501,8 @@ impl Rig {
     /// An integer key of client `key` in Redis (0 if missing).
     pub fn redis_int(&mut self, key: &[u8], which: ClientKey) -> i64 {
         let mut name = Vec::new();
-        let tag = crate::redis::command::client_tag(key);
-        keys::write(&mut name, self.prefix.as_bytes(), tag.as_bytes(), which);
+        let tag = self.node.calls().tag(key);
+        keys::write(&mut name, self.prefix.as_bytes(), &tag, which);
         match self.redis.call(&[b"GET", &name]) {
             OwnedFrame::BulkString(v) => String::from_utf8_lossy(&v).parse().unwrap_or(-1),
             _ => 0,
@@ -491,7 +512,7 @@ impl Rig {
     /// How many requests the client's window holds in Redis.
     pub fn window(&mut self, key: &[u8]) -> i64 {
         let mut name = Vec::new();
-        let tag = crate::redis::command::client_tag(key);
+        let tag = self.node.calls().tag(key);
         keys::write(
             &mut name,
             self.prefix.as_bytes(),
@@ -503,6 +524,20 @@ impl Rig {
             _ => -1,
         }
     }
+}
+
+/// The keys of a script call (`EVALSHA <sha> <numkeys> <key>...`; none of
+/// another command).
+fn call_keys(command: &Command) -> Vec<String> {
+    let Command::Script(call) = command else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&call.evalsha).into_owned();
+    let words: Vec<&str> = text.split("\r\n").collect();
+    let n: usize = words.get(6).and_then(|n| n.parse().ok()).unwrap_or(0);
+    (0..n)
+        .filter_map(|i| words.get(8 + 2 * i).map(|k| k.to_string()))
+        .collect()
 }
 
 /// The slot of a script call's first key (`EVALSHA <sha> <numkeys> <key>

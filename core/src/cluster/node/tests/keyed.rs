@@ -291,3 +291,43 @@ fn on_a_redis_cluster_stacked_limits_of_the_client_are_refused_on_the_node() {
     let (_, answered) = rig.ask(UNPAID, key, limits, FailPolicy::Local);
     assert!(matches!(answered, Answered::Now(_)), "{answered:?}");
 }
+
+/// An unpaid request from `198.51.100.<address>` named by its address as
+/// the default key writes it (`\0` and the text: what `slot=net` reads).
+fn from_address(rig: &mut Rig, address: u8) -> (u32, Answered) {
+    let key = format!("\0198.51.100.{address}").into_bytes();
+    let keys = [None, Some(&b"198.51.100.0/24"[..])];
+    rig.ask_keyed(UNPAID, (&key, &keys), limits(), FailPolicy::Local)
+}
+
+#[test]
+fn with_slot_net_a_client_and_its_network_are_one_stacked_call_counted_by_both_or_none() {
+    let Some(mut rig) = Rig::cluster_net("slot_net_one_call") else {
+        return;
+    };
+    // Each request: one call, the stacked script's, in the /24's slot (the
+    // rig checks every key of it is there).
+    for address in 1..=3 {
+        let (n, _) = from_address(&mut rig, address);
+        assert_eq!(held_scripts(&rig), ["stacked"], "one call");
+        rig.run_all();
+        assert!(rig.admitted(n), "{:?}", rig.fate(n));
+    }
+    // The fourth address: refused by the /24, counted by neither limit,
+    // nobody struck.
+    let (n, answered) = from_address(&mut rig, 4);
+    assert_eq!(held_scripts(&rig), ["stacked"]);
+    rig.run_all();
+    assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    let fourth = b"\x00198.51.100.4";
+    assert_eq!(rig.window(fourth), 0, "counted by both or none");
+    assert_eq!(rig.redis_int(fourth, ClientKey::Strikes), 0);
+    assert_eq!(rig.window(b"\x00198.51.100.3"), 1, "under the /24's tag");
+    // New addresses of the refused /24: refused here, no call.
+    let calls = rig.calls_run;
+    for address in 5..50 {
+        let (n, answered) = from_address(&mut rig, address);
+        assert_eq!(refused_by(&rig, n, &answered), Some((1, false)));
+    }
+    assert_eq!(rig.calls_run, calls);
+}
