@@ -85,9 +85,10 @@ pub fn stamp(command: &mut [u8], deadline_ms: u64) -> bool {
     // All 13 digits, zeros before included, in a fixed number of steps
     // (measured: a loop of a pair a step until the number ends cost some
     // 60 instructions more a call).
-    if let Some(digits) = word.get_mut(HEAD..HEAD + DEADLINE_DIGITS) {
-        digits.copy_from_slice(&padded::<DEADLINE_DIGITS>(deadline_ms));
-    }
+    let Some(digits) = word.get_mut(HEAD..HEAD + DEADLINE_DIGITS) else {
+        return false;
+    };
+    digits.copy_from_slice(&padded::<DEADLINE_DIGITS>(deadline_ms));
     true
 }
 

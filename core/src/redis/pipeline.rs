@@ -310,14 +310,16 @@ impl<R> Pipeline<R> {
         let result = match result {
             Ok(Some(event)) => return Ok(Some(event)),
             Ok(None) => {
-                self.input.drain(..core::mem::take(&mut self.used));
+                self.input
+                    .drain(..core::mem::take(&mut self.used).min(self.input.len()));
                 match self.input.len() > MAX_INPUT {
                     true => Err(Broken::Protocol("reply too large".to_owned())),
                     false => return Ok(None),
                 }
             }
             Err(broken) => {
-                self.input.drain(..core::mem::take(&mut self.used));
+                self.input
+                    .drain(..core::mem::take(&mut self.used).min(self.input.len()));
                 Err(broken)
             }
         };

@@ -9,9 +9,10 @@ pub struct ScriptCall {
     cmd: Vec<u8>,
     /// Where `<numkeys>` starts: what EVAL shares with EVALSHA.
     shared: usize,
-    /// Keys and arguments still to write (checked in debug builds only:
-    /// measured, its count cost some 4 instructions a word).
-    #[cfg(debug_assertions)]
+    /// Keys and arguments still to write (checked in debug builds and
+    /// unit tests only: measured, its count cost some 4 instructions a
+    /// word).
+    #[cfg(any(debug_assertions, test))]
     left: usize,
 }
 
@@ -22,7 +23,7 @@ impl ScriptCall {
             cmd: Vec::with_capacity(CALL_CAPACITY),
             shared: 0,
             // (and `<numkeys>`)
-            #[cfg(debug_assertions)]
+            #[cfg(any(debug_assertions, test))]
             left: keys + args + 1,
         };
         let words = 3 + keys + args;
@@ -232,17 +233,20 @@ impl ScriptCall {
 
     /// The encoded command, and where the part [`eval`] reuses starts.
     pub fn finish(self) -> (Vec<u8>, usize) {
-        #[cfg(debug_assertions)]
-        debug_assert_eq!(self.left, 0, "as many words as announced");
+        // (Unit tests run in release: checked there too; wrapping, so
+        // that a word too many is caught as well as one too few.)
+        #[cfg(any(debug_assertions, test))]
+        assert_eq!(self.left, 0, "as many words as announced");
         (self.cmd, self.shared)
     }
 
-    /// One word fewer to write (counted in debug builds only).
+    /// One word fewer to write (counted in debug builds and unit tests
+    /// only).
     #[inline(always)]
     fn word_written(&mut self) {
-        #[cfg(debug_assertions)]
+        #[cfg(any(debug_assertions, test))]
         {
-            self.left = self.left.saturating_sub(1);
+            self.left = self.left.wrapping_sub(1);
         }
     }
 }
@@ -364,7 +368,21 @@ mod tests {
     #[test]
     fn numbers_and_words_of_every_length_encode_as_the_generic_encoder_does() {
         let long = vec![b'k'; 1234];
-        let numbers = [0, 9, 10, 99, 100, 65_535, 1_765_000_000_123, u64::MAX];
+        let numbers = [
+            0,
+            9,
+            10,
+            99,
+            100,
+            999,
+            1000,
+            9_999,
+            10_000,
+            65_535,
+            u64::from(u32::MAX),
+            1_765_000_000_123,
+            u64::MAX,
+        ];
         let mut call = ScriptCall::new(SHA, 1, numbers.len() + 6);
         call.push(|w| w.extend_from_slice(&long));
         let words: Vec<Vec<u8>> = [1, 9, 10, 99, 100].iter().map(|n| vec![b'w'; *n]).collect();
@@ -397,6 +415,11 @@ mod tests {
                 &b":o:60:60000"[..],
             ),
             (b"p", b"t", b":s", b":t"),
+            // An empty `prefix=`; a 64-byte prefix and a hashed 44-byte
+            // tag; a `slot=net` client's tag.
+            (b"", b"t", b":w:5:60000", b":o:5:60000"),
+            (&[b'p'; 64], &[b'#'; 44], b":a:5:60000", b":o:5:60000"),
+            (b"", b"#h}{@203.0.113.7", b":s", b":u"),
             (&long, b"x", b":u", b":c"),
         ] {
             let mut whole = ScriptCall::new(SHA, 3, 0);

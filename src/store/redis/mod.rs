@@ -30,7 +30,7 @@ use crate::redis::router::Router;
 use pow_shield_core::cluster::calls::Call;
 use pow_shield_core::cluster::keys;
 use pow_shield_core::cluster::node::{
-    Alert, Answered, CallId, ClusterNode, Command, RefusalKeys, Step, Waits, MAX_REPLAYS,
+    in_turn, Alert, Answered, CallId, ClusterNode, Command, RefusalKeys, Step, Waits, MAX_REPLAYS,
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
 use pow_shield_core::redis::cluster::ClientSlot;
@@ -248,25 +248,12 @@ impl RedisStore {
     /// Carries out the node's steps, in order (with those they lead to).
     /// A call of `asker`'s that the router did not take is not decided
     /// here: its failure is returned, for the request to decide now.
-    fn execute(
-        &self,
-        mut steps: Vec<Step<Held>>,
-        asker: Option<&Rc<Waiter>>,
-    ) -> Option<Unavailable> {
+    fn execute(&self, steps: Vec<Step<Held>>, asker: Option<&Rc<Waiter>>) -> Option<Unavailable> {
         let mut failed = None;
-        // The steps those lead to, carried out after them, in turn (what a
-        // queue of them does, without one: measured, its pops were some 60
-        // instructions a request).
-        let mut more = Vec::new();
-        loop {
-            for step in steps.drain(..) {
-                self.carry_out(step, asker, &mut failed, &mut more);
-            }
-            if more.is_empty() {
-                break;
-            }
-            core::mem::swap(&mut steps, &mut more);
-        }
+        // (No queue: measured, its pops were some 60 instructions a request.)
+        let steps = in_turn(steps, |step, more| {
+            self.carry_out(step, asker, &mut failed, more);
+        });
         // (Empty: kept for the next steps, unless grown by a burst.)
         if steps.capacity() <= SPARE_STEPS {
             self.spare_steps.set(steps);

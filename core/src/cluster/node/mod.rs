@@ -17,6 +17,7 @@
 mod batches;
 mod check;
 mod gather;
+mod in_turn;
 mod keyed;
 mod sharded;
 mod spare;
@@ -41,6 +42,7 @@ use crate::syntax::FailPolicy;
 
 use batches::BatchContext;
 use check::Group;
+pub use in_turn::in_turn;
 pub use spend::MAX_REPLAYS;
 pub use zone_keys::RefusalKeys;
 
