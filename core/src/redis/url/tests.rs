@@ -1,6 +1,7 @@
 //! `parse_redis_url`, its options and the cluster checks.
 
 use super::*;
+use crate::redis::cluster::ClientSlot;
 
 fn tcp(host: &str, port: u16) -> RedisAddr {
     RedisAddr::Tcp {
