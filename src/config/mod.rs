@@ -15,6 +15,7 @@ mod warnings;
 
 use core::ffi::c_char;
 use core::ptr;
+use std::sync::LazyLock;
 
 use nginx_sys::{
     ngx_conf_t, ngx_flag_t, ngx_http_complex_value_t, ngx_shm_zone_t, ngx_str_t, ngx_uint_t,
@@ -23,12 +24,13 @@ use nginx_sys::{
 use ngx::core::{NGX_CONF_ERROR, NGX_CONF_OK};
 use ngx::http::HttpModuleMainConf;
 use pow_shield_core::config::settings::policy_header;
-use pow_shield_core::config::{KeySources, LogLevel, Resolved, Settings};
+use pow_shield_core::config::{LogLevel, Resolved, Settings};
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::decision::{price_policy, DifficultyRule, Rules};
 use pow_shield_core::headers::rate_limit_item;
 use pow_shield_core::limiter::breaker::BreakerRules;
-use pow_shield_core::limiter::{Limits, MAX_LIMITS};
+use pow_shield_core::limiter::key_plan::KeyPlan;
+use pow_shield_core::limiter::{KeyId, Limits, MAX_LIMITS};
 use pow_shield_core::syntax::{FailPolicy, HeadersMode};
 
 pub use self::location::{set_admin, set_status};
@@ -145,8 +147,10 @@ pub struct Policy {
     /// it counts (cluster mode: exact log, or `approx` counter), its name,
     /// whose count it is and its metrics label. A request borrows them.
     pub limits: Limits,
-    /// The compiled `key=` values the limits name (by each `Limit::key`).
-    pub key_sources: KeySources<ComplexValue>,
+    /// Where each keyed limit's value comes from: its compiled `key=`
+    /// (null: none compiled, which the request takes for an error), the
+    /// client's network, or the value of a limit before it.
+    pub key_plan: KeyPlan<ComplexValue>,
     pub difficulty: DifficultyRule,
     /// `pow_shield_strikes` and `pow_shield_ban`.
     pub breaker: BreakerRules,
@@ -208,7 +212,9 @@ impl Policy {
         };
         Policy {
             limits: r.limits,
-            key_sources: r.key_sources,
+            key_plan: KeyPlan::of(&r.limits, *NET_KEY, |id| {
+                r.key_sources.get(id).unwrap_or(ptr::null_mut())
+            }),
             difficulty: r.difficulty,
             breaker: r.breaker,
             block_status: r.block_status,
@@ -234,6 +240,13 @@ impl Policy {
         }
     }
 }
+
+/// The identity of `key=$pow_shield_net` (the variable alone), as
+/// configuration gives it to its limits (`Limit::key`): such a limit's
+/// value is the client's network, which the request makes without nginx's
+/// complex-value machinery (`http::key::net_key`; the variable cannot be
+/// redefined: nginx refuses a second variable of its name).
+static NET_KEY: LazyLock<KeyId> = LazyLock::new(|| KeyId::of("$pow_shield_net"));
 
 fn nginx_level(level: LogLevel) -> ngx_uint_t {
     (match level {

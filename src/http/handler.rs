@@ -139,7 +139,7 @@ fn full(
     // As evaluated (none: no limit has a `key=`), for the log line that
     // names a refusing limit's value too. A location without `key=` (known
     // at configuration) has nothing to evaluate, nor a list to copy.
-    let evaluated = match policy.key_sources.is_empty() {
+    let evaluated = match policy.key_plan.is_empty() {
         true => None,
         false => match key_values(r, state) {
             Some(evaluated) => evaluated,

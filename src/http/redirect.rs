@@ -37,9 +37,12 @@ pub(super) fn run_again(
         if ptr::eq(st().policy(), policy) {
             return true;
         }
-        let values = match policy.key_sources.is_empty() {
+        let values = match policy.key_plan.is_empty() {
             true => Some(None),
-            false => evaluate_key_values(r, policy).map(Some),
+            false => {
+                let mut made = [None; MAX_LIMITS];
+                evaluate_key_values(r, policy, &mut made).map(|()| Some(made))
+            }
         };
         let (Some(key), Some(values)) = (evaluate_key(r, policy), values) else {
             failed = true;
@@ -48,7 +51,7 @@ pub(super) fn run_again(
         // The decision so far joins the earlier ones (once).
         let passed = st().outcome() == Some(Outcome::Pass);
         let before = st().policy();
-        let kept = st().key_values.map(pooled_values);
+        let kept = st().key_values.map(|kept| pooled_values(&kept, before));
         let so_far = counting(
             before,
             st().key.map_or(&[][..], pooled),
@@ -60,7 +63,7 @@ pub(super) fn run_again(
             return true;
         }
         here = Some((key, values));
-        let evaluated = values.map(pooled_values);
+        let evaluated = values.map(|made| pooled_values(&made, policy));
         earlier.decided_alike(&counting(
             policy,
             pooled(key),

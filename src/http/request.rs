@@ -8,7 +8,6 @@
 use core::ops::ControlFlow;
 use core::ptr::NonNull;
 use std::net::IpAddr;
-use std::sync::LazyLock;
 
 use nginx_sys::{ngx_http_request_t, ngx_list_part_t, ngx_table_elt_t};
 use ngx::http::Request;
@@ -19,7 +18,8 @@ use crate::config::Policy;
 use crate::ffi::bytes;
 use crate::protocol::Proof;
 use pow_shield_core::limiter::client::client_id;
-use pow_shield_core::limiter::{KeyId, MAX_LIMITS};
+use pow_shield_core::limiter::key_plan::KeyFrom;
+use pow_shield_core::limiter::MAX_LIMITS;
 use pow_shield_core::store::{KeyValues, CLIENT_KEYS};
 
 /// The first `X-PoW-Challenge`, `X-PoW-Nonce` and `X-PoW-Solution`
@@ -136,60 +136,68 @@ pub(super) type Values<'r> = [Option<&'r [u8]>; MAX_LIMITS];
 /// Each limit's `key=` value (`pow_shield_limit ... key=`), in the
 /// request pool, evaluated once per request as the client key is (`None`
 /// inside for a limit counted per client key); `Some(None)`: no limit of
-/// the location has a `key=`, nothing evaluated.
+/// the location has a `key=`, nothing evaluated. (Inline: the handler's
+/// values are made where it reads them, not copied out.)
+#[inline(always)]
 pub(super) fn key_values<'r>(
     r: &Request,
     state: NonNull<RequestState>,
 ) -> Option<Option<Values<'r>>> {
-    // SAFETY: the state lives in the request's pool, and no other borrow of
-    // it is live while the values are read or set.
-    let st = unsafe { &mut *state.as_ptr() };
-    if st.key_values.is_none() {
+    // SAFETY: the state lives in the request's pool; each borrow of it is
+    // short (evaluating a key may read the state, in `bot::bot_value`).
+    let st = || unsafe { &mut *state.as_ptr() };
+    let policy = st().policy();
+    let kept = match st().key_values {
+        Some(kept) => kept,
         // No `key=` at all (the common case): nothing to evaluate, and the
         // state keeps `None`, which reads as every limit per client key.
-        if st.policy().key_sources.is_empty() {
-            return Some(None);
+        None if policy.key_plan.is_empty() => return Some(None),
+        None => {
+            let mut made = [None; MAX_LIMITS];
+            evaluate_key_values(r, policy, &mut made)?;
+            st().key_values = Some(made);
+            made
         }
-        st.key_values = Some(evaluate_key_values(r, st.policy())?);
-    }
-    Some(st.key_values.map(pooled_values))
+    };
+    Some(Some(pooled_values(&kept, policy)))
 }
 
-/// The identity of `key=$pow_shield_net` (the value that variable alone),
-/// as configuration gave it to its limits (`Limit::key`): such a limit's
-/// value is the client's network, read without nginx's complex-value
-/// machinery (`key::net_key`; the variable cannot be redefined: nginx
-/// refuses a second variable of its name).
-static NET_KEY: LazyLock<KeyId> = LazyLock::new(|| KeyId::of("$pow_shield_net"));
-
-/// `policy`'s `key=` values for `r`, evaluated now (each `key=` text
-/// once, however many limits count per it), as the state keeps them.
-pub(super) fn evaluate_key_values(r: &Request, policy: &Policy) -> Option<Evaluated> {
-    let mut evaluated = [None; MAX_LIMITS];
-    let limits = policy.limits.as_slice();
-    for (i, limit) in limits.iter().enumerate() {
-        let Some(id) = limit.key else {
-            continue;
-        };
-        let earlier = limits[..i].iter().position(|l| l.key == Some(id));
-        evaluated[i] = match earlier {
-            Some(j) => evaluated[j],
-            None if id == *NET_KEY => Some(net_key(r)?),
-            None => {
+/// `policy`'s `key=` values for `r`, evaluated now into `values` at their
+/// limits' places (each `key=` text once, however many limits count per
+/// it: the location's key plan), as the state keeps them; the places of
+/// limits without `key=` are left as they are.
+pub(super) fn evaluate_key_values(
+    r: &Request,
+    policy: &Policy,
+    values: &mut Evaluated,
+) -> Option<()> {
+    for step in policy.key_plan.steps() {
+        let value = match step.from {
+            KeyFrom::Same(place) => values.get(usize::from(place)).copied().flatten(),
+            // The variable alone: made without nginx's complex-value
+            // machinery (`key::net_key`).
+            KeyFrom::Net => Some(net_key(r)?),
+            KeyFrom::Source(cv) => {
                 // SAFETY: a key source is a complex value compiled at
-                // configuration time.
-                let cv = unsafe { policy.key_sources.get(id)?.as_ref() }?;
+                // configuration time (null: none was, an error).
+                let cv = unsafe { cv.as_ref() }?;
                 let bytes = r.get_complex_value(cv)?.as_bytes();
                 Some((bytes.as_ptr(), bytes.len()))
             }
         };
+        *values.get_mut(usize::from(step.place))? = value;
     }
-    Some(evaluated)
+    Some(())
 }
 
-/// The `key=` values the state keeps, as the stores take them.
-pub(super) fn pooled_values<'r>(kept: Evaluated) -> Values<'r> {
-    kept.map(|value| value.map(pooled))
+/// The `key=` values the state keeps for `policy`'s limits, as the stores
+/// take them (only the limits' places are read).
+pub(super) fn pooled_values<'r>(kept: &Evaluated, policy: &Policy) -> Values<'r> {
+    let mut values = [None; MAX_LIMITS];
+    for (value, kept) in values.iter_mut().zip(kept.iter().take(policy.limits.len())) {
+        *value = kept.map(pooled);
+    }
+    values
 }
 
 /// The values of `policy`'s limits, as a [`pow_shield_core::store::Subject`]

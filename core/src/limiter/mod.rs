@@ -7,6 +7,7 @@
 
 pub mod breaker;
 pub mod client;
+pub mod key_plan;
 pub mod limits;
 pub mod window;
 
