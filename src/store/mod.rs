@@ -380,23 +380,33 @@ pub struct Late {
 struct Lent {
     key: (*const u8, usize),
     limits: NonNull<Limits>,
-    /// The first [`Lent::values`] are the request's.
+    /// The first [`Lent::values`] are the request's (the others, an
+    /// earlier request's or none, are never read).
     key_values: [Option<(*const u8, usize)>; MAX_LIMITS],
     values: usize,
 }
 
 impl Lent {
     fn of(subject: &Subject) -> Self {
-        let values = subject.key_values.len().min(MAX_LIMITS);
-        let mut key_values = [None; MAX_LIMITS];
-        for (kept, value) in key_values.iter_mut().zip(subject.key_values) {
-            *kept = value.map(|v| (v.as_ptr(), v.len()));
-        }
-        Lent {
-            key: (subject.key.as_ptr(), subject.key.len()),
+        let mut lent = Lent {
+            key: (core::ptr::null(), 0),
             limits: NonNull::from(subject.limits),
-            key_values,
-            values,
+            key_values: [None; MAX_LIMITS],
+            values: 0,
+        };
+        lent.write(subject);
+        lent
+    }
+
+    /// [`Lent::of`] `subject`, written over this one in place: only the
+    /// subject's own values (most locations have one limit or two, of
+    /// room for eight).
+    fn write(&mut self, subject: &Subject) {
+        self.key = (subject.key.as_ptr(), subject.key.len());
+        self.limits = NonNull::from(subject.limits);
+        self.values = subject.key_values.len().min(MAX_LIMITS);
+        for (kept, value) in self.key_values.iter_mut().zip(subject.key_values) {
+            *kept = value.map(|v| (v.as_ptr(), v.len()));
         }
     }
 
@@ -413,11 +423,14 @@ impl Lent {
         };
         // SAFETY: as above.
         let limits = unsafe { self.limits.as_ref() };
-        (
-            bytes(self.key),
-            limits,
-            self.key_values.map(|v| v.map(bytes)),
-        )
+        let mut values = [None; MAX_LIMITS];
+        for (value, kept) in values
+            .iter_mut()
+            .zip(self.key_values.iter().take(self.values))
+        {
+            *value = kept.map(bytes);
+        }
+        (bytes(self.key), limits, values)
     }
 }
 
@@ -461,7 +474,7 @@ impl Late {
             redis_only,
         } = self;
         *op = asked.op;
-        *lent = Lent::of(asked.subject);
+        lent.write(asked.subject);
         *rules = asked.subject.rules;
         *rising = asked.subject.rising;
         zone.clone_from(asked.zone);
