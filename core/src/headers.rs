@@ -128,13 +128,32 @@ impl HeaderValues {
         requests: Option<u32>,
         item: &[u8],
         numbers: &RateLimitNumbers,
-        (x, ietf): (bool, bool),
+        flags: (bool, bool),
     ) -> Self {
-        let mut v = HeaderValues {
-            buf: [0; VALUES_CAPACITY],
-            len: 0,
-            ends: [0; 4],
-        };
+        let mut v = Self::EMPTY;
+        v.write(requests, item, numbers, flags);
+        v
+    }
+
+    /// No values yet, for [`HeaderValues::write`].
+    pub const EMPTY: HeaderValues = HeaderValues {
+        buf: [0; VALUES_CAPACITY],
+        len: 0,
+        ends: [0; 4],
+    };
+
+    /// [`HeaderValues::of_item`], written in place over these (empty)
+    /// values: a caller that keeps them in its own frame has nothing
+    /// moved there.
+    #[inline(always)]
+    pub fn write(
+        &mut self,
+        requests: Option<u32>,
+        item: &[u8],
+        numbers: &RateLimitNumbers,
+        (x, ietf): (bool, bool),
+    ) {
+        let v = self;
         if x {
             if let Some(requests) = requests {
                 v.decimal(u64::from(requests));
@@ -157,15 +176,16 @@ impl HeaderValues {
             v.decimal(numbers.reset_in_s);
         }
         v.ends[3] = v.len;
-        v
     }
 
     /// Every value, one after another.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 
     /// Where `value` lies in [`HeaderValues::as_bytes`]: start and length.
+    #[inline]
     pub fn span(&self, value: Value) -> (usize, usize) {
         let i = value as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };

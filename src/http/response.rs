@@ -11,7 +11,7 @@ use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeJson, ErrorBody, Problem};
 use crate::protocol::{Challenge, Work};
 use pow_shield_bots::accept;
-use pow_shield_core::headers::{item_name, HeaderValues, RateLimitNumbers, Value};
+use pow_shield_core::headers::{rate_limit_item, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
 use pow_shield_core::syntax::HeadersMode;
 
@@ -378,18 +378,19 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
     // `X-RateLimit-Limit` and the start of `RateLimit` as made at
     // configuration time.
     let fixed = policy.x_limits.get(at).copied().filter(|s| s.len > 0);
-    let item = policy.rate_limit_items.get(at).map(bytes);
     let requests = fixed.is_none().then_some(limit.requests);
-    let values = match item.filter(|item| !item.is_empty()) {
-        Some(item) => HeaderValues::of_item(requests, item, &numbers, (x, ietf)),
-        None => {
-            let name = item_name(&policy.limits, at);
-            match requests {
-                Some(requests) => HeaderValues::new(requests, &name, &numbers, (x, ietf)),
-                None => HeaderValues::varying(&name, &numbers, (x, ietf)),
-            }
+    // (Made now only where configuration made none. One call makes the
+    // values, in place: not made in one of two places and moved.)
+    let made;
+    let item = match policy.rate_limit_items.get(at).map(bytes) {
+        Some(item) if !item.is_empty() => item,
+        _ => {
+            made = rate_limit_item(&policy.limits, at);
+            made.as_bytes()
         }
     };
+    let mut values = HeaderValues::EMPTY;
+    values.write(requests, item, &numbers, (x, ietf));
     let text = values.as_bytes();
     let raw: *mut ngx_http_request_t = r.into();
     // SAFETY: the request's pool lives as long as the request; the copy is
