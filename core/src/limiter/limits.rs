@@ -335,6 +335,7 @@ impl Limits {
     }
 
     /// Some limit counts per its own `key=`.
+    #[inline]
     pub fn any_keyed(&self) -> bool {
         self.as_slice().iter().any(Limit::is_keyed)
     }
@@ -364,10 +365,12 @@ impl Limits {
         self.as_slice().iter().map(|l| l.rate)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -377,11 +380,13 @@ impl Limits {
     }
 
     /// Limit `i`'s numbers.
+    #[inline]
     pub fn get(&self, i: usize) -> Option<RateLimit> {
         self.limit(i).map(|l| l.rate)
     }
 
     /// Limit `i`.
+    #[inline]
     pub fn limit(&self, i: usize) -> Option<&Limit> {
         self.as_slice().get(i)
     }
@@ -405,6 +410,7 @@ impl Limits {
     }
 
     /// Whether limit `i` counts `approx`.
+    #[inline]
     pub fn approx(&self, i: usize) -> bool {
         self.limit(i).is_some_and(|l| l.approx)
     }
