@@ -147,19 +147,18 @@ pub(super) fn key_values<'r>(
     // short (evaluating a key may read the state, in `bot::bot_value`).
     let st = || unsafe { &mut *state.as_ptr() };
     let policy = st().policy();
-    let kept = match st().key_values {
-        Some(kept) => kept,
+    if st().key_values.is_none() {
         // No `key=` at all (the common case): nothing to evaluate, and the
         // state keeps `None`, which reads as every limit per client key.
-        None if policy.key_plan.is_empty() => return Some(None),
-        None => {
-            let mut made = [None; MAX_LIMITS];
-            evaluate_key_values(r, policy, &mut made)?;
-            st().key_values = Some(made);
-            made
+        if policy.key_plan.is_empty() {
+            return Some(None);
         }
-    };
-    Some(Some(pooled_values(&kept, policy)))
+        let mut made = [None; MAX_LIMITS];
+        evaluate_key_values(r, policy, &mut made)?;
+        st().key_values = Some(made);
+    }
+    // (Read where the state keeps them, as many as the limits.)
+    Some(st().key_values.as_ref().map(|kept| pooled_values(kept, policy)))
 }
 
 /// `policy`'s `key=` values for `r`, evaluated now into `values` at their
