@@ -217,7 +217,11 @@ fn full(
                 // (The straight path's check answered already: the zone
                 // was full, and room is not made twice.)
                 Some(op) => {
-                    match checked.or_else(|| stores.ask(op, &subject, &mut || st().new_waiter())) {
+                    let answer = match checked {
+                        Some(answer) => Some(answer),
+                        None => stores.ask(op, &subject, &mut || st().new_waiter()),
+                    };
+                    match answer {
                         Some(answer) => {
                             st().answered_now();
                             match green::admitted(rules, &answer) {

@@ -158,7 +158,11 @@ pub(super) fn key_values<'r>(
         st().key_values = Some(made);
     }
     // (Read where the state keeps them, as many as the limits.)
-    Some(st().key_values.as_ref().map(|kept| pooled_values(kept, policy)))
+    Some(
+        st().key_values
+            .as_ref()
+            .map(|kept| pooled_values(kept, policy)),
+    )
 }
 
 /// `policy`'s `key=` values for `r`, evaluated now into `values` at their
