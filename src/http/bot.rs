@@ -29,7 +29,7 @@ use ngx::http::{HttpModuleMainConf, NgxHttpCoreModule, Request};
 use ngx::ngx_string;
 use sha2::{Digest, Sha256};
 
-use super::request::{client_key, key_values};
+use super::request::{client_key, keep_key_values};
 use super::state::{RequestState, SignatureCheck};
 use crate::config::MainConf;
 use crate::ffi::bytes;
@@ -135,7 +135,7 @@ pub(super) fn evaluate_keys(
         saved: ptr::null_mut(),
     };
     let anonymous = client_key(r, state);
-    let keys = key_values(r, state);
+    let keys = keep_key_values(r, state);
     let saved = match core::mem::replace(&mut st().signature, SignatureCheck::Verify) {
         SignatureCheck::Anonymous { saved } => saved,
         _ => ptr::null_mut(),
@@ -155,7 +155,7 @@ pub(super) fn evaluate_keys(
             restore_variables(r, saved)?;
             st().key = None;
             st().key_values = None;
-            client_key(r, state).and(key_values(r, state))?;
+            client_key(r, state).and(keep_key_values(r, state))?;
         }
     }
     Some(())

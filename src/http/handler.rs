@@ -139,20 +139,21 @@ fn full(
     // As evaluated (none: no limit has a `key=`), for the log line that
     // names a refusing limit's value too. A location without `key=` (known
     // at configuration) has nothing to evaluate, nor a list to copy.
+    let mut each: Values = [None; MAX_LIMITS];
     let evaluated = match policy.key_plan.is_empty() {
         true => None,
-        false => match key_values(r, state) {
-            Some(evaluated) => evaluated,
+        false => match key_values(r, state, &mut each) {
+            Some(()) => Some(&each),
             None => return Status::NGX_ERROR,
         },
     };
-    let values = values_of(policy, &evaluated);
+    let values = values_of(policy, evaluated);
     // Decided again after a redirect: a bucket that admitted the request
     // before does not count it twice. (A request's first decision never
     // counted before.) The values are made only where a limit has a `key=`
     // or counted before: the common location's request borrows the
     // location's limits and nothing more.
-    let counted = match (&evaluated, &st().earlier) {
+    let counted = match (evaluated, &st().earlier) {
         (None, None) => [false; MAX_LIMITS],
         _ => redirect::counted_before(st(), key, values),
     };
@@ -164,7 +165,7 @@ fn full(
     let counting = match as_evaluated && !counted.contains(&true) {
         true => values,
         false => {
-            let mut each = evaluated.unwrap_or([None; MAX_LIMITS]);
+            let mut each = evaluated.copied().unwrap_or([None; MAX_LIMITS]);
             for (value, counted) in each.iter_mut().zip(counted) {
                 *value = match (*value, counted) {
                     (_, true) => Some(&[]),

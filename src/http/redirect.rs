@@ -55,7 +55,7 @@ pub(super) fn run_again(
         let so_far = counting(
             before,
             st().key.map_or(&[][..], pooled),
-            values_of(before, &kept),
+            values_of(before, kept.as_ref()),
         );
         let earlier = st().earlier.get_or_insert_with(Box::default);
         if !earlier.record(&so_far, passed) {
@@ -67,7 +67,7 @@ pub(super) fn run_again(
         earlier.decided_alike(&counting(
             policy,
             pooled(key),
-            values_of(policy, &evaluated),
+            values_of(policy, evaluated.as_ref()),
         ))
     });
     if failed {

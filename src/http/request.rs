@@ -134,35 +134,44 @@ pub(super) fn client_key<'r>(r: &Request, state: NonNull<RequestState>) -> Optio
 pub(super) type Values<'r> = [Option<&'r [u8]>; MAX_LIMITS];
 
 /// Each limit's `key=` value (`pow_shield_limit ... key=`), in the
-/// request pool, evaluated once per request as the client key is (`None`
-/// inside for a limit counted per client key); `Some(None)`: no limit of
-/// the location has a `key=`, nothing evaluated. (Inline: the handler's
-/// values are made where it reads them, not copied out.)
-#[inline(always)]
-pub(super) fn key_values<'r>(
-    r: &Request,
-    state: NonNull<RequestState>,
-) -> Option<Option<Values<'r>>> {
+/// request pool, evaluated once per request as the client key is, and
+/// kept in the state (`None` inside for a limit counted per client key);
+/// none kept when no limit of the location has a `key=`.
+pub(super) fn keep_key_values(r: &Request, state: NonNull<RequestState>) -> Option<()> {
     // SAFETY: the state lives in the request's pool; each borrow of it is
     // short (evaluating a key may read the state, in `bot::bot_value`).
     let st = || unsafe { &mut *state.as_ptr() };
     let policy = st().policy();
-    if st().key_values.is_none() {
-        // No `key=` at all (the common case): nothing to evaluate, and the
-        // state keeps `None`, which reads as every limit per client key.
-        if policy.key_plan.is_empty() {
-            return Some(None);
-        }
+    // No `key=` at all (the common case): nothing to evaluate, and the
+    // state keeps `None`, which reads as every limit per client key.
+    if st().key_values.is_none() && !policy.key_plan.is_empty() {
         let mut made = [None; MAX_LIMITS];
         evaluate_key_values(r, policy, &mut made)?;
         st().key_values = Some(made);
     }
-    // (Read where the state keeps them, as many as the limits.)
-    Some(
-        st().key_values
-            .as_ref()
-            .map(|kept| pooled_values(kept, policy)),
-    )
+    Some(())
+}
+
+/// [`keep_key_values`], and the values kept written to `values` as the
+/// stores take them (as many as the limits; none written when none are
+/// kept). (Inline, into the caller's own values: not made in one place and
+/// moved to another.)
+#[inline(always)]
+pub(super) fn key_values<'r>(
+    r: &Request,
+    state: NonNull<RequestState>,
+    values: &mut Values<'r>,
+) -> Option<()> {
+    keep_key_values(r, state)?;
+    // SAFETY: as in `keep_key_values`; nothing else borrows the state here.
+    let st = unsafe { &*state.as_ptr() };
+    if let Some(kept) = &st.key_values {
+        let n = st.policy().limits.len();
+        for (value, kept) in values.iter_mut().zip(kept.iter().take(n)) {
+            *value = kept.map(pooled);
+        }
+    }
+    Some(())
 }
 
 /// `policy`'s `key=` values for `r`, evaluated now into `values` at their
@@ -205,9 +214,9 @@ pub(super) fn pooled_values<'r>(kept: &Evaluated, policy: &Policy) -> Values<'r>
 
 /// The values of `policy`'s limits, as a [`pow_shield_core::store::Subject`]
 /// borrows them (none: every limit per client key).
-pub(super) fn values_of<'a>(policy: &Policy, values: &'a Option<Values<'a>>) -> KeyValues<'a> {
+pub(super) fn values_of<'a>(policy: &Policy, values: Option<&'a Values<'a>>) -> KeyValues<'a> {
     match values {
-        Some(each) => &each[..policy.limits.len()],
+        Some(each) => each.get(..policy.limits.len()).unwrap_or(CLIENT_KEYS),
         None => CLIENT_KEYS,
     }
 }
