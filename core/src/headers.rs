@@ -199,12 +199,15 @@ impl HeaderValues {
     }
 
     /// Appends `bytes`; the capacity holds the longest values, so nothing
-    /// is ever cut.
+    /// is ever left out. (A fixed text is copied by as many stores, not a
+    /// call: its length is known where it is pushed.)
     #[inline(always)]
     fn push(&mut self, bytes: &[u8]) {
-        let n = bytes.len().min(VALUES_CAPACITY - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
-        self.len += n;
+        let end = self.len + bytes.len();
+        if let Some(room) = self.buf.get_mut(self.len..end) {
+            room.copy_from_slice(bytes);
+            self.len = end;
+        }
     }
 
     /// Appends the bytes already written at `range` again.
