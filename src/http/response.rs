@@ -352,9 +352,9 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
 
 /// Adds the rate-limit headers (docs/protocol.md §2) for the request's verdict. This
 /// runs for every shielded response: fixed texts were made at configuration
-/// time; the numbers are written by hand into one buffer, copied into the
-/// request pool at once.
-pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<()> {
+/// time; the numbers are written by hand into one buffer, which the state
+/// keeps (in the request's pool) and the headers point into.
+pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Option<()> {
     let policy = state.policy();
     let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
     let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
@@ -389,26 +389,20 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &RequestState) -> Option<(
             made.as_bytes()
         }
     };
-    let mut values = HeaderValues::EMPTY;
+    // Written where the state keeps them, once a response (the header
+    // filter adds the headers once): not copied into the pool.
+    let values = state.header_values.insert(HeaderValues::EMPTY);
     values.write(requests, item, &numbers, (x, ietf));
-    let text = values.as_bytes();
-    let raw: *mut ngx_http_request_t = r.into();
-    // SAFETY: the request's pool lives as long as the request; the copy is
-    // `text.len()` bytes, written in full before any header points into it.
-    let pooled = unsafe {
-        let data = nginx_sys::ngx_pnalloc((*raw).pool, text.len()).cast::<u8>();
-        if data.is_null() {
-            return None;
-        }
-        core::ptr::copy_nonoverlapping(text.as_ptr(), data, text.len());
-        data
-    };
+    let values = &*values;
+    let text = values.as_bytes().as_ptr();
     let value = |v: Value| {
         let (start, len) = values.span(v);
         ngx_str_t {
             len,
-            // SAFETY: `span` lies within the `text.len()` bytes copied.
-            data: unsafe { pooled.add(start) },
+            // SAFETY: `span` lies within the values' bytes, which live in
+            // the state as long as the request's pool; nginx only reads a
+            // header's value.
+            data: unsafe { text.add(start) }.cast_mut(),
         }
     };
     if x {

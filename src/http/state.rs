@@ -22,6 +22,7 @@ use pow_shield_core::decision::redirect::Earlier;
 pub use pow_shield_core::decision::redirect::Resolution;
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::decision::{Decision, Final, Outcome};
+use pow_shield_core::headers::HeaderValues;
 use pow_shield_core::limiter::breaker::BreakerStatus;
 use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
 use pow_shield_core::store::Reply;
@@ -172,6 +173,9 @@ pub struct RequestState {
     pub decided: Option<(Final, u64)>,
     /// The rate-limit headers were added to the response.
     pub headers_sent: bool,
+    /// Their values, once made: the response's headers point into them
+    /// (the state lives as long as the request's pool), not into a copy.
+    pub header_values: Option<HeaderValues>,
     /// The pending store operation, if any.
     pub waiter: Option<Rc<Waiter>>,
     /// The admin location's pending Redis answer (`http::admin`): it
@@ -317,6 +321,7 @@ impl RequestState {
                     after_first: false,
                     decided: None,
                     headers_sent: false,
+                    header_values: None,
                     waiter: None,
                     admin: None,
                     paid_bits: None,
