@@ -73,6 +73,13 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 1 1h;
         }
 
+        # two limits of one key= text: each counts the tenant (the value
+        # made once, for both)
+        location /shared/ {
+            pow_shield_limit 5 1h name=a key=\$http_x_tenant;
+            pow_shield_limit 2 1h name=b key=\$http_x_tenant;
+        }
+
         # only a keyed limit: a request without a tenant is counted by none
         location /only/ {
             pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
@@ -87,7 +94,7 @@ $recipe
 EOF
 
 Test::PowShield::Modes->each_mode($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net dry tenant only recipe forge) }, sub {
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net dry tenant only recipe forge shared) }, sub {
     my ($m) = @_;
     my $t = $m->node(1);
     my $from = sub {
@@ -164,6 +171,12 @@ Test::PowShield::Modes->each_mode($conf,
     is(statuses(@r), '200 200 200 200', 'no tenant where only the tenant limit is: never counted');
     @r = map { $from->("10.5.3.$_", 'only', 'X-Tenant' => "$m-b") } 1 .. 2;
     is(statuses(@r), '200 429', '... a tenant there is');
+
+    # two limits of one key= text both count per its value, not per client
+
+    @r = map { $from->("10.5.5.$_", 'shared', 'X-Tenant' => "$m-shared") } 1 .. 3;
+    is(statuses(@r), '200 200 429', 'one key= text in two limits: both count the tenant');
+    like($r[2]->header('RateLimit') // '', qr/^"b";r=0/, '... the tighter refuses');
 
     # a header can carry any byte but NUL: a client key that spells a key=
     # value's own counts (as they were once named, "\x01key=") is still a

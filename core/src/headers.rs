@@ -49,8 +49,8 @@ impl RateLimitNumbers {
 }
 
 /// The per-response header values, in the order [`Value`] names them,
-/// laid out one after another in one buffer: the module copies it into
-/// the request pool at once. Digits are written by hand, not through
+/// laid out one after another in one buffer, which the module keeps in
+/// the request's state (the headers point into it). Digits are written by hand, not through
 /// `core::fmt` (measured: most of the headers' cost).
 pub struct HeaderValues {
     buf: [u8; VALUES_CAPACITY],
@@ -61,6 +61,7 @@ pub struct HeaderValues {
 /// Room for the longest values: 10 + 10 + 20 digits, and
 /// `"<32-byte name>";r=<10>;t=<20>`.
 const VALUES_CAPACITY: usize = 128;
+const _: () = assert!(10 + 10 + 20 + ITEM_CAPACITY + 10 + 3 + 20 <= VALUES_CAPACITY);
 
 /// Room for the longest `RateLimit` item: `"<32-byte name>";r=`.
 const ITEM_CAPACITY: usize = crate::limiter::limits::MAX_NAME + 5;

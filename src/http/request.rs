@@ -183,23 +183,20 @@ pub(super) fn evaluate_key_values(
     policy: &Policy,
     values: &mut Evaluated,
 ) -> Option<()> {
-    for step in policy.key_plan.steps() {
-        let value = match step.from {
-            KeyFrom::Same(place) => values.get(usize::from(place)).copied().flatten(),
-            // The variable alone: made without nginx's complex-value
-            // machinery (`key::net_key`).
-            KeyFrom::Net => Some(net_key(r)?),
-            KeyFrom::Source(cv) => {
-                // SAFETY: a key source is a complex value compiled at
-                // configuration time (null: none was, an error).
-                let cv = unsafe { cv.as_ref() }?;
-                let bytes = r.get_complex_value(cv)?.as_bytes();
-                Some((bytes.as_ptr(), bytes.len()))
-            }
-        };
-        *values.get_mut(usize::from(step.place))? = value;
-    }
-    Some(())
+    policy.key_plan.fill(values, |from| match from {
+        // The variable alone: made without nginx's complex-value machinery
+        // (`key::net_key`).
+        KeyFrom::Net => net_key(r),
+        KeyFrom::Source(cv) => {
+            // SAFETY: a key source is a complex value compiled at
+            // configuration time (null: none was, an error).
+            let cv = unsafe { cv.as_ref() }?;
+            let bytes = r.get_complex_value(cv)?.as_bytes();
+            Some((bytes.as_ptr(), bytes.len()))
+        }
+        // (`fill` copies a shared value itself.)
+        KeyFrom::Same(_) => None,
+    })
 }
 
 /// The `key=` values the state keeps for `policy`'s limits, as the stores

@@ -358,8 +358,9 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
     let policy = state.policy();
     let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
     let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
-    // (`pow_shield_headers off`: nothing read.)
-    if !x && !ietf {
+    // (`pow_shield_headers off`: nothing read. Values written already:
+    // headers point into them, so they are never written over.)
+    if !x && !ietf || state.header_values.is_some() {
         return Some(());
     }
     let Some((verdict, decided_at_ms)) = state
@@ -400,8 +401,8 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
         ngx_str_t {
             len,
             // SAFETY: `span` lies within the values' bytes, which live in
-            // the state as long as the request's pool; nginx only reads a
-            // header's value.
+            // the state as long as the request's pool and are written once
+            // (above); nginx's modules only read a header's value.
             data: unsafe { text.add(start) }.cast_mut(),
         }
     };

@@ -75,6 +75,25 @@ impl<S: Copy> KeyPlan<S> {
             .copied()
     }
 
+    /// Writes the keyed limits' values into `values` at their places:
+    /// `eval` gives a `Net` or `Source` step's value (none: the request
+    /// fails), a `Same` step takes the value at its earlier place. The
+    /// places of limits without `key=` are left as they are.
+    pub fn fill<V: Copy>(
+        &self,
+        values: &mut [Option<V>; MAX_LIMITS],
+        mut eval: impl FnMut(KeyFrom<S>) -> Option<V>,
+    ) -> Option<()> {
+        for step in self.steps() {
+            let value = match step.from {
+                KeyFrom::Same(place) => values.get(usize::from(place)).copied().flatten(),
+                from => Some(eval(from)?),
+            };
+            *values.get_mut(usize::from(step.place))? = value;
+        }
+        Some(())
+    }
+
     /// No limit has a `key=`: every limit counts per client key.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -160,6 +179,62 @@ mod tests {
                 (3, KeyFrom::Same(1)),
             ]
         );
+    }
+
+    fn limits(lines: &[Limit]) -> Limits {
+        let mut limits = Limits::NONE;
+        for line in lines {
+            limits.add(*line).unwrap();
+        }
+        limits
+    }
+
+    #[test]
+    fn a_request_evaluates_each_key_once_and_copies_it_to_its_later_limits() {
+        let limits = limits(&[
+            limit(10, Some("$host")),
+            limit(20, Some(NET)),
+            limit(30, None),
+            limit(40, Some("$host")),
+            limit(50, Some(NET)),
+        ]);
+        let plan = KeyPlan::of(&limits, KeyId::of(NET), |_| "$host");
+        let mut evaluated = Vec::new();
+        let mut values = [None; MAX_LIMITS];
+        let filled = plan.fill(&mut values, |from| {
+            evaluated.push(from);
+            Some(match from {
+                KeyFrom::Net => "198.51.100.0/24",
+                _ => "api.example",
+            })
+        });
+        assert_eq!(filled, Some(()));
+        let (h, n) = (Some("api.example"), Some("198.51.100.0/24"));
+        assert_eq!(values, [h, n, None, h, n, None, None, None]);
+        assert_eq!(evaluated, [KeyFrom::Source("$host"), KeyFrom::Net]);
+    }
+
+    #[test]
+    fn a_request_whose_key_cannot_be_evaluated_fails() {
+        let limits = limits(&[limit(10, Some(NET)), limit(20, Some("$host"))]);
+        let plan = KeyPlan::of(&limits, KeyId::of(NET), |_| "$host");
+        let mut values = [None; MAX_LIMITS];
+        let filled = plan.fill(&mut values, |from| match from {
+            KeyFrom::Net => Some(1),
+            _ => None,
+        });
+        assert_eq!(filled, None);
+    }
+
+    #[test]
+    fn an_empty_key_value_stays_empty_in_the_limits_that_share_it() {
+        // (An empty value leaves the request out of those limits: it is a
+        // value, not "per client key".)
+        let limits = limits(&[limit(10, Some("$host")), limit(20, Some("$host"))]);
+        let plan = KeyPlan::of(&limits, KeyId::of(NET), |_| "$host");
+        let mut values = [Some("kept"); MAX_LIMITS];
+        plan.fill(&mut values, |_| Some("")).unwrap();
+        assert_eq!(&values[..3], [Some(""), Some(""), Some("kept")]);
     }
 
     #[test]
