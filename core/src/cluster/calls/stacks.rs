@@ -13,7 +13,7 @@ use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
 use crate::store::{Checked, Counted, Offence, Subject};
-use counts::{own_tag, Count, Counts};
+use counts::{own_tag, Count, Counts, TagOf};
 
 mod counts;
 
@@ -126,8 +126,8 @@ impl Part {
         let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
-            // (Tag 0 is the route's own: no bytes to compare.)
-            [c] if c.tag == 0 || self.tag(c) == self.route.as_bytes() => {
+            // (The route's own: no bytes to compare.)
+            [c] if c.tag == TagOf::Route || self.tag(c) == self.route.as_bytes() => {
                 match (breaker, c.own, c.approx) {
                     (false, _, false) => Alone::Count,
                     (false, _, true) => Alone::CountApprox,
@@ -144,7 +144,7 @@ impl Part {
     /// gathered call checks it as the stacked script checks one limit).
     pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
         let count = Count {
-            tag: 0,
+            tag: TagOf::Route,
             limit,
             approx: true,
             own: true,
@@ -175,13 +175,17 @@ impl Part {
     }
 
     /// Counts it under limit `at` of the subject's, whose count `whose`
-    /// is: a `key=` value's under its tag (unless the route's), else the
-    /// client's under the route's.
+    /// is: a `key=` value's under its tag (unless the route's; the head of
+    /// the route where that is the value's tag), else the client's under
+    /// the route's.
     fn count(&mut self, subject: &Subject, (at, limit, whose): (usize, RateLimit, Counted)) {
         let tag = match whose {
             // (a spent record's share is counted by table stores only)
             Counted::Client(_) | Counted::Spends(_) => None,
-            Counted::Own(value) => Some(own_tag(value)),
+            Counted::Own(value) => match route_head(&self.route, value) {
+                Some(head) => return self.count_as(subject, (at, limit, whose), head),
+                None => Some(own_tag(value)),
+            },
         };
         self.count_tagged(subject, (at, limit, whose), tag);
     }
@@ -193,23 +197,45 @@ impl Part {
         (at, limit, whose): (usize, RateLimit, Counted),
         tag: Option<Tag>,
     ) {
-        let tag = tag.filter(|tag| *tag != self.route);
+        match tag.filter(|tag| *tag != self.route) {
+            Some(tag) => self.count_under(subject, (at, limit, whose), (TagOf::Route, Some(tag))),
+            None => self.count_as(subject, (at, limit, whose), TagOf::Route),
+        }
+    }
+
+    /// [`Part::count`] under the route or a part of it (`tag`).
+    fn count_as(&mut self, subject: &Subject, counted: (usize, RateLimit, Counted), tag: TagOf) {
+        self.count_under(subject, counted, (tag, None));
+    }
+
+    /// [`Part::count`] under `tag`, or a tag of its own (`Some`).
+    fn count_under(
+        &mut self,
+        subject: &Subject,
+        (at, limit, whose): (usize, RateLimit, Counted),
+        (tag, own): (TagOf, Option<Tag>),
+    ) {
         if let Some(place) = self.at.get_mut(self.counts.len()) {
             *place = at as u8;
         }
         let count = Count {
-            tag: 0,
+            tag,
             limit,
             approx: subject.limits.approx(at),
             own: !matches!(whose, Counted::Own(_)),
             keyed: subject.limits.is_keyed(at),
         };
-        self.counts.push(count, tag);
+        self.counts.push(count, own);
     }
 
     /// A count's hash tag.
     fn tag<'a>(&'a self, c: &'a Count) -> &'a [u8] {
-        self.counts.tag(c.tag).unwrap_or(&self.route)
+        let route = self.route.as_bytes();
+        match c.tag {
+            TagOf::Route => route,
+            TagOf::RouteHead(n) => route.get(..usize::from(n)).unwrap_or(route),
+            TagOf::Other(i) => self.counts.tag(i).map_or(route, |tag| tag),
+        }
     }
 
     /// The part, its route's slot in a Redis Cluster given (`Some`) where
@@ -255,15 +281,27 @@ impl Part {
     }
 }
 
+/// The head of `route` that is the tag of `key=` value `value`'s counts,
+/// where `route` is a `slot=net` client's and `value` its network
+/// (`keys::in_client_slot`: `@key=<value>}{...`, the value's tag
+/// `own_tag(value)` as it is, a network's text needing no escape).
+fn route_head(route: &[u8], value: &[u8]) -> Option<TagOf> {
+    if !keys::in_client_slot(route, value) {
+        return None;
+    }
+    let n = u8::try_from(b"@key=".len() + value.len()).ok()?;
+    debug_assert_eq!(route.get(..usize::from(n)), Some(own_tag(value).as_bytes()));
+    Some(TagOf::RouteHead(n))
+}
+
 impl Calls {
     /// The part of every limit the request is counted by (one call: one
     /// Redis, or a Redis Cluster where every count is in the client's
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
-        let (counted, n) = subject.counted_limits();
         let mut part = Part::empty((Tag::from(tag), None, subject.rules, offence));
-        for &(at, limit, whose) in &counted[..n] {
-            part.count(subject, (at, limit, whose));
+        for counted in subject.counted_iter() {
+            part.count(subject, counted);
         }
         part
     }
