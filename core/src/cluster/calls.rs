@@ -4,6 +4,8 @@
 //! the script's integers become the store's [`Reply`]. The module sends
 //! the calls on nginx's event loop; everything here is plain data.
 
+use core::cell::RefCell;
+
 use super::refusals::Sending;
 use super::scripts::args;
 use super::scripts::replies::{self, StackedLimits};
@@ -95,6 +97,9 @@ pub struct Calls {
     /// Which slot a client's keys take (a Redis Cluster's `slot=`).
     client_slot: ClientSlot,
     scripts: &'static Scripts,
+    /// What the last stacked call's limits wrote, for the next under the
+    /// same (`stacks::Texts`).
+    texts: RefCell<stacks::Texts>,
 }
 
 impl Calls {
@@ -109,6 +114,7 @@ impl Calls {
             cluster,
             client_slot: ClientSlot::Own,
             scripts: Scripts::for_mode(cluster),
+            texts: RefCell::default(),
         }
     }
 

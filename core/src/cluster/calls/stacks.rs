@@ -14,8 +14,10 @@ use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
 use crate::store::{Checked, Counted, Offence, Subject};
 use counts::{own_tag, Count, Counts, TagOf};
+pub(super) use texts::Texts;
 
 mod counts;
+mod texts;
 
 /// One stacked call of a request's check: every limit it is counted by
 /// (one Redis), or those of one slot (a Redis Cluster,
@@ -311,13 +313,25 @@ impl Calls {
         let n = part.counts.len();
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
-        self.part_keys(&mut call, part);
-        self.slot_key_of(&mut call, || part.slot());
-        call.push(|w| self.member(w, seq));
-        part_args(&mut call, part);
+        let mut call = ScriptCall::new(&script.sha1, keys, 2 + part_words(part));
+        self.with_texts(part, |texts| {
+            self.part_keys(&mut call, part, texts);
+            self.slot_key_of(&mut call, || part.slot());
+            call.push(|w| self.member(w, seq)).encoded(texts.args());
+        });
         call.deadline();
         Call::of(script, call)
+    }
+
+    /// `f` of the texts of `part`'s limits (`Texts`: those of the last
+    /// part, unless its limits differ).
+    fn with_texts<R>(&self, part: &Part, f: impl FnOnce(&Texts) -> R) -> R {
+        match self.texts.try_borrow_mut() {
+            Ok(mut texts) => f(texts.of(part)),
+            // (Never: nothing calls back into `Calls` while they are
+            // made.)
+            Err(_) => f(Texts::default().of(part)),
+        }
     }
 
     /// The stacked check of each of `parts` (at most
@@ -333,7 +347,7 @@ impl Calls {
         let argc = 2 + set_args + parts.len() + 1;
         let mut call = ScriptCall::new(&script.sha1, keys + usize::from(self.cluster), argc);
         for (part, _) in parts {
-            self.part_keys(&mut call, part);
+            self.with_texts(part, |texts| self.part_keys(&mut call, part, texts));
         }
         if let Some((first, _)) = parts.first() {
             self.slot_key_of(&mut call, || first.slot());
@@ -344,7 +358,7 @@ impl Calls {
                 continue;
             };
             call.num(set.len() as u64);
-            part_args(&mut call, part);
+            self.with_texts(part, |texts| call.encoded(texts.args()));
         }
         for (_, seq) in parts {
             call.push(|w| self.member(w, *seq));
@@ -450,14 +464,20 @@ impl Calls {
         let mut room = [0u8; keys::LIMIT_TAIL];
         // (A limit's keys always have a tail.)
         let tail = keys::tail(c.key(), &mut room).unwrap_or_default();
+        self.count_keys_ending(call, (part, c), tail);
+    }
+
+    /// [`Calls::count_keys`], its log's or counter's tail made already.
+    fn count_keys_ending(&self, call: &mut ScriptCall, (part, c): (&Part, &Count), tail: &[u8]) {
         call.keys_differing(self.prefix.as_bytes(), part.tag(c), tail, &[keys::REFUSED]);
     }
 
-    /// A part's keys: its breaker's, then each count's and its refusals.
-    fn part_keys(&self, call: &mut ScriptCall, part: &Part) {
+    /// A part's keys: its breaker's, then each count's and its refusals
+    /// (their tails in `texts`).
+    fn part_keys(&self, call: &mut ScriptCall, part: &Part, texts: &Texts) {
         self.breaker_keys(call, &part.route);
-        for c in part.counts.iter() {
-            self.count_keys(call, (part, c));
+        for (i, c) in part.counts.iter().enumerate() {
+            self.count_keys_ending(call, (part, c), texts.tail(i));
         }
     }
 
@@ -570,8 +590,14 @@ impl Calls {
     }
 }
 
+/// How many words [`part_args`] writes.
+fn part_words(part: &Part) -> usize {
+    7 + 2 * part.counts.len()
+}
+
 /// A part's arguments after its member: what a refusal is, the breaker
-/// rules, approx and own, each limit's numbers.
+/// rules, approx and own, each limit's numbers (made once for the same
+/// limits: [`Texts`]).
 fn part_args(call: &mut ScriptCall, part: &Part) {
     call.num(args::offence(part.offence));
     for rule in args::rules(part.rules) {
