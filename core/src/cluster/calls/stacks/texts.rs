@@ -96,7 +96,7 @@ mod tests {
         let mut other = Limits::NONE;
         other.add(Limit::new(rate(5, 60_001))).unwrap();
         other.add(net).unwrap();
-        let mut three = other.clone();
+        let mut three = other;
         three.add(Limit::new(rate(7, 1_000))).unwrap();
         let strict = BreakerRules {
             strikes: Some(StrikeRule {
