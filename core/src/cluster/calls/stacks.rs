@@ -377,11 +377,12 @@ impl Calls {
             (Alone::Count | Alone::CountApprox, Some(c), Some(scripts)) => {
                 let script = &scripts.count;
                 let mut call = ScriptCall::new(&script.sha1, 3, 6);
-                self.count_keys(&mut call, (part, c));
-                self.slot_key_of(&mut call, || part.slot());
-                call.num(c.limit.requests.into())
-                    .num(c.limit.window_ms)
-                    .push(|w| self.member(w, seq))
+                self.with_words((c.limit, c.approx), None, |words, _| {
+                    self.count_keys_ending(&mut call, (part, c), words.tail());
+                    self.slot_key_of(&mut call, || part.slot());
+                    call.encoded(words.numbers());
+                });
+                call.push(|w| self.member(w, seq))
                     .num(args::offence(part.offence))
                     .num(u64::from(c.approx))
                     .deadline();
