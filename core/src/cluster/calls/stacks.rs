@@ -180,16 +180,18 @@ impl Part {
     /// is: a `key=` value's under its tag (unless the route's; the head of
     /// the route where that is the value's tag), else the client's under
     /// the route's.
-    fn count(&mut self, subject: &Subject, (at, limit, whose): (usize, RateLimit, Counted)) {
-        let tag = match whose {
+    fn count(&mut self, subject: &Subject, counted: (usize, RateLimit, Counted)) {
+        let (_, _, whose) = counted;
+        match whose {
             // (a spent record's share is counted by table stores only)
-            Counted::Client(_) | Counted::Spends(_) => None,
+            Counted::Client(_) | Counted::Spends(_) => {
+                self.count_as(subject, counted, TagOf::Route)
+            }
             Counted::Own(value) => match route_head(&self.route, value) {
-                Some(head) => return self.count_as(subject, (at, limit, whose), head),
-                None => Some(own_tag(value)),
+                Some(head) => self.count_as(subject, counted, head),
+                None => self.count_tagged(subject, counted, Some(own_tag(value))),
             },
-        };
-        self.count_tagged(subject, (at, limit, whose), tag);
+        }
     }
 
     /// [`Part::count`], its tag made already (`None`: the route's).
@@ -211,6 +213,7 @@ impl Part {
     }
 
     /// [`Part::count`] under `tag`, or a tag of its own (`Some`).
+    #[inline]
     fn count_under(
         &mut self,
         subject: &Subject,
