@@ -2,7 +2,7 @@
 //! call while requests come under the same location's limits: its
 //! arguments after its member (`part_args`) and each count's key tail,
 //! made once and copied while the next part is under the same
-//! ([`Part::same_set`]). Measured: written anew, some 1,100 instructions
+//! ([`Part::same_set`]). Measured: written anew, some 1,000 instructions
 //! a request of two limits (their numbers and tails in decimal).
 
 use super::{part_args, part_words, Part};
