@@ -4,6 +4,8 @@
 //! the script's integers become the store's [`Reply`]. The module sends
 //! the calls on nginx's event loop; everything here is plain data.
 
+use core::cell::RefCell;
+
 use super::refusals::Sending;
 use super::scripts::args;
 use super::scripts::replies::{self, StackedLimits};
@@ -22,8 +24,10 @@ use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
 
 mod checks;
 mod stacks;
+mod words;
 pub use checks::{checks_reply, CheckOf, MAX_GATHERED};
 pub use stacks::{part_checked, stacks_reply, Alone, Part};
+use words::{LimitWords, Words};
 
 /// One script call, ready to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +99,11 @@ pub struct Calls {
     /// Which slot a client's keys take (a Redis Cluster's `slot=`).
     client_slot: ClientSlot,
     scripts: &'static Scripts,
+    /// What the last stacked call's limits wrote, for the next under the
+    /// same (`stacks::Texts`).
+    texts: RefCell<stacks::Texts>,
+    /// The words of the last limits and rules checked one at a time.
+    words: RefCell<LimitWords>,
 }
 
 impl Calls {
@@ -109,6 +118,8 @@ impl Calls {
             cluster,
             client_slot: ClientSlot::Own,
             scripts: Scripts::for_mode(cluster),
+            texts: RefCell::default(),
+            words: RefCell::default(),
         }
     }
 
@@ -257,28 +268,43 @@ impl Calls {
     ) -> Call {
         // The exact log (a sorted set) or the counter (a hash).
         let script = self.scripts.check(approx);
-        let counted = match approx {
-            true => ClientKey::Approx(limit),
-            false => ClientKey::Window(limit),
-        };
         let mut call = ScriptCall::new(&script.sha1, 5 + usize::from(self.cluster), 10);
         // Written in place, `<prefix>{<tag>}` once: one call per shielded
-        // request.
-        let mut room = [0u8; keys::LIMIT_TAIL];
-        // (A limit's keys always have one.)
-        let tail = keys::tail(counted, &mut room).unwrap_or_default();
-        call.keys_differing(self.prefix.as_bytes(), tag, tail, &[keys::REFUSED]);
-        self.breaker_keys(&mut call, tag);
-        self.slot_key(&mut call, (tag, slot));
-        call.num(limit.requests.into())
-            .num(limit.window_ms)
-            .push(|w| self.member(w, seq))
-            .num(args::offence(offence));
-        for rule in args::rules(rules) {
-            call.num(rule);
-        }
+        // request; the limit's and the rules' words copied.
+        self.with_words((limit, approx), Some(rules), |words, rules| {
+            call.keys_differing(self.prefix.as_bytes(), tag, words.tail(), &[keys::REFUSED]);
+            self.breaker_keys(&mut call, tag);
+            self.slot_key(&mut call, (tag, slot));
+            call.encoded(words.numbers())
+                .push(|w| self.member(w, seq))
+                .num(args::offence(offence))
+                .encoded(rules);
+        });
         call.num(k.into()).deadline();
         Call::of(script, call)
+    }
+
+    /// `f` of the words of `limit` (its counter's, `approx`) and of
+    /// `rules` (`None`: no words), made once ([`LimitWords`]).
+    fn with_words<R>(
+        &self,
+        limit: (RateLimit, bool),
+        rules: Option<BreakerRules>,
+        f: impl FnOnce(&Words, (&[u8], usize)) -> R,
+    ) -> R {
+        match self.words.try_borrow_mut() {
+            Ok(mut kept) => {
+                let (words, rules) = kept.of(limit, rules);
+                f(words, rules)
+            }
+            // (Never: nothing calls back into `Calls` while they are
+            // made.)
+            Err(_) => {
+                let mut fresh = LimitWords::default();
+                let (words, rules) = fresh.of(limit, rules);
+                f(words, rules)
+            }
+        }
     }
 
     /// One strike (a trap hit, a replay).

@@ -50,6 +50,27 @@ impl ScriptCall {
         call
     }
 
+    /// `words` keys or arguments alone, no command before them: words
+    /// made once and copied into calls ([`ScriptCall::encoded`]).
+    pub fn words(words: usize) -> Self {
+        #[cfg(not(any(debug_assertions, test)))]
+        let _ = words;
+        Self {
+            cmd: Vec::with_capacity(WORDS_CAPACITY),
+            shared: 0,
+            #[cfg(any(debug_assertions, test))]
+            left: words,
+        }
+    }
+
+    /// `n` keys or arguments encoded already (the words of a
+    /// [`ScriptCall::words`]).
+    pub fn encoded(&mut self, (words, n): (&[u8], usize)) -> &mut Self {
+        self.cmd.extend_from_slice(words);
+        self.words_written(n);
+        self
+    }
+
     /// The next key or argument, as `format` writes it: in place, after
     /// room for a header of a two-digit length, then the header written
     /// there (the word moved by a byte or more when its length has
@@ -244,10 +265,18 @@ impl ScriptCall {
     /// only).
     #[inline(always)]
     fn word_written(&mut self) {
+        self.words_written(1);
+    }
+
+    /// `n` words fewer to write.
+    #[inline(always)]
+    fn words_written(&mut self, n: usize) {
         #[cfg(any(debug_assertions, test))]
         {
-            self.left = self.left.wrapping_sub(1);
+            self.left = self.left.wrapping_sub(n);
         }
+        #[cfg(not(any(debug_assertions, test)))]
+        let _ = n;
     }
 }
 
@@ -262,6 +291,11 @@ fn two_digits(n: usize) -> [u8; 2] {
 /// The capacity a call is written in: a check of one limit with its
 /// breaker is some 470 bytes.
 const CALL_CAPACITY: usize = 640;
+
+/// The capacity words made once are written in
+/// ([`ScriptCall::words`]): a stacked call's arguments of two limits are
+/// some 100 bytes.
+const WORDS_CAPACITY: usize = 128;
 
 /// Where a key lies in the call that wrote it ([`ScriptCall::key`]).
 #[derive(Clone, Copy, Debug)]

@@ -13,9 +13,11 @@ use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
 use crate::store::{Checked, Counted, Offence, Subject};
-use counts::{own_tag, Count, Counts};
+use counts::{own_tag, Count, Counts, TagOf};
+pub(super) use texts::Texts;
 
 mod counts;
+mod texts;
 
 /// One stacked call of a request's check: every limit it is counted by
 /// (one Redis), or those of one slot (a Redis Cluster,
@@ -126,8 +128,8 @@ impl Part {
         let breaker = threshold > 0 || after > 0;
         match self.counts.as_slice() {
             [] => Alone::Standing,
-            // (Tag 0 is the route's own: no bytes to compare.)
-            [c] if c.tag == 0 || self.tag(c) == self.route.as_bytes() => {
+            // (The route's own: no bytes to compare.)
+            [c] if c.tag == TagOf::Route || self.tag(c) == self.route.as_bytes() => {
                 match (breaker, c.own, c.approx) {
                     (false, _, false) => Alone::Count,
                     (false, _, true) => Alone::CountApprox,
@@ -144,7 +146,7 @@ impl Part {
     /// gathered call checks it as the stacked script checks one limit).
     pub fn approx(tag: &[u8], limit: RateLimit, rules: BreakerRules, offence: Offence) -> Part {
         let count = Count {
-            tag: 0,
+            tag: TagOf::Route,
             limit,
             approx: true,
             own: true,
@@ -175,15 +177,21 @@ impl Part {
     }
 
     /// Counts it under limit `at` of the subject's, whose count `whose`
-    /// is: a `key=` value's under its tag (unless the route's), else the
-    /// client's under the route's.
-    fn count(&mut self, subject: &Subject, (at, limit, whose): (usize, RateLimit, Counted)) {
-        let tag = match whose {
+    /// is: a `key=` value's under its tag (unless the route's; the head of
+    /// the route where that is the value's tag), else the client's under
+    /// the route's.
+    fn count(&mut self, subject: &Subject, counted: (usize, RateLimit, Counted)) {
+        let (_, _, whose) = counted;
+        match whose {
             // (a spent record's share is counted by table stores only)
-            Counted::Client(_) | Counted::Spends(_) => None,
-            Counted::Own(value) => Some(own_tag(value)),
-        };
-        self.count_tagged(subject, (at, limit, whose), tag);
+            Counted::Client(_) | Counted::Spends(_) => {
+                self.count_as(subject, counted, TagOf::Route)
+            }
+            Counted::Own(value) => match route_head(&self.route, value) {
+                Some(head) => self.count_as(subject, counted, head),
+                None => self.count_tagged(subject, counted, Some(own_tag(value))),
+            },
+        }
     }
 
     /// [`Part::count`], its tag made already (`None`: the route's).
@@ -193,23 +201,46 @@ impl Part {
         (at, limit, whose): (usize, RateLimit, Counted),
         tag: Option<Tag>,
     ) {
-        let tag = tag.filter(|tag| *tag != self.route);
+        match tag.filter(|tag| *tag != self.route) {
+            Some(tag) => self.count_under(subject, (at, limit, whose), (TagOf::Route, Some(tag))),
+            None => self.count_as(subject, (at, limit, whose), TagOf::Route),
+        }
+    }
+
+    /// [`Part::count`] under the route or a part of it (`tag`).
+    fn count_as(&mut self, subject: &Subject, counted: (usize, RateLimit, Counted), tag: TagOf) {
+        self.count_under(subject, counted, (tag, None));
+    }
+
+    /// [`Part::count`] under `tag`, or a tag of its own (`Some`).
+    #[inline]
+    fn count_under(
+        &mut self,
+        subject: &Subject,
+        (at, limit, whose): (usize, RateLimit, Counted),
+        (tag, own): (TagOf, Option<Tag>),
+    ) {
         if let Some(place) = self.at.get_mut(self.counts.len()) {
             *place = at as u8;
         }
         let count = Count {
-            tag: 0,
+            tag,
             limit,
             approx: subject.limits.approx(at),
             own: !matches!(whose, Counted::Own(_)),
             keyed: subject.limits.is_keyed(at),
         };
-        self.counts.push(count, tag);
+        self.counts.push(count, own);
     }
 
     /// A count's hash tag.
     fn tag<'a>(&'a self, c: &'a Count) -> &'a [u8] {
-        self.counts.tag(c.tag).unwrap_or(&self.route)
+        let route = self.route.as_bytes();
+        match c.tag {
+            TagOf::Route => route,
+            TagOf::RouteHead(n) => route.get(..usize::from(n)).unwrap_or(route),
+            TagOf::Other(i) => self.counts.tag(i).map_or(route, |tag| tag),
+        }
     }
 
     /// The part, its route's slot in a Redis Cluster given (`Some`) where
@@ -255,15 +286,27 @@ impl Part {
     }
 }
 
+/// The head of `route` that is the tag of `key=` value `value`'s counts,
+/// where `route` is a `slot=net` client's and `value` its network
+/// (`keys::in_client_slot`: `@key=<value>}{...`, the value's tag
+/// `own_tag(value)` as it is, a network's text needing no escape).
+fn route_head(route: &[u8], value: &[u8]) -> Option<TagOf> {
+    if !keys::in_client_slot(route, value) {
+        return None;
+    }
+    let n = u8::try_from(b"@key=".len() + value.len()).ok()?;
+    debug_assert_eq!(route.get(..usize::from(n)), Some(own_tag(value).as_bytes()));
+    Some(TagOf::RouteHead(n))
+}
+
 impl Calls {
     /// The part of every limit the request is counted by (one call: one
     /// Redis, or a Redis Cluster where every count is in the client's
     /// slot).
     pub fn whole(&self, tag: &[u8], subject: &Subject, offence: Offence) -> Part {
-        let (counted, n) = subject.counted_limits();
         let mut part = Part::empty((Tag::from(tag), None, subject.rules, offence));
-        for &(at, limit, whose) in &counted[..n] {
-            part.count(subject, (at, limit, whose));
+        for counted in subject.counted_iter() {
+            part.count(subject, counted);
         }
         part
     }
@@ -273,13 +316,25 @@ impl Calls {
         let n = part.counts.len();
         let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 9 + 2 * n);
-        self.part_keys(&mut call, part);
-        self.slot_key_of(&mut call, || part.slot());
-        call.push(|w| self.member(w, seq));
-        part_args(&mut call, part);
+        let mut call = ScriptCall::new(&script.sha1, keys, 2 + part_words(part));
+        self.with_texts(part, |texts| {
+            self.part_keys(&mut call, part, texts);
+            self.slot_key_of(&mut call, || part.slot());
+            call.push(|w| self.member(w, seq)).encoded(texts.args());
+        });
         call.deadline();
         Call::of(script, call)
+    }
+
+    /// `f` of the texts of `part`'s limits (`Texts`: those of the last
+    /// part, unless its limits differ).
+    fn with_texts<R>(&self, part: &Part, f: impl FnOnce(&Texts) -> R) -> R {
+        match self.texts.try_borrow_mut() {
+            Ok(mut texts) => f(texts.of(part)),
+            // (Never: nothing calls back into `Calls` while they are
+            // made.)
+            Err(_) => f(Texts::default().of(part)),
+        }
     }
 
     /// The stacked check of each of `parts` (at most
@@ -295,7 +350,7 @@ impl Calls {
         let argc = 2 + set_args + parts.len() + 1;
         let mut call = ScriptCall::new(&script.sha1, keys + usize::from(self.cluster), argc);
         for (part, _) in parts {
-            self.part_keys(&mut call, part);
+            self.with_texts(part, |texts| self.part_keys(&mut call, part, texts));
         }
         if let Some((first, _)) = parts.first() {
             self.slot_key_of(&mut call, || first.slot());
@@ -306,7 +361,7 @@ impl Calls {
                 continue;
             };
             call.num(set.len() as u64);
-            part_args(&mut call, part);
+            self.with_texts(part, |texts| call.encoded(texts.args()));
         }
         for (_, seq) in parts {
             call.push(|w| self.member(w, *seq));
@@ -325,11 +380,12 @@ impl Calls {
             (Alone::Count | Alone::CountApprox, Some(c), Some(scripts)) => {
                 let script = &scripts.count;
                 let mut call = ScriptCall::new(&script.sha1, 3, 6);
-                self.count_keys(&mut call, (part, c));
-                self.slot_key_of(&mut call, || part.slot());
-                call.num(c.limit.requests.into())
-                    .num(c.limit.window_ms)
-                    .push(|w| self.member(w, seq))
+                self.with_words((c.limit, c.approx), None, |words, _| {
+                    self.count_keys_ending(&mut call, (part, c), words.tail());
+                    self.slot_key_of(&mut call, || part.slot());
+                    call.encoded(words.numbers());
+                });
+                call.push(|w| self.member(w, seq))
                     .num(args::offence(part.offence))
                     .num(u64::from(c.approx))
                     .deadline();
@@ -412,14 +468,20 @@ impl Calls {
         let mut room = [0u8; keys::LIMIT_TAIL];
         // (A limit's keys always have a tail.)
         let tail = keys::tail(c.key(), &mut room).unwrap_or_default();
+        self.count_keys_ending(call, (part, c), tail);
+    }
+
+    /// [`Calls::count_keys`], its log's or counter's tail made already.
+    fn count_keys_ending(&self, call: &mut ScriptCall, (part, c): (&Part, &Count), tail: &[u8]) {
         call.keys_differing(self.prefix.as_bytes(), part.tag(c), tail, &[keys::REFUSED]);
     }
 
-    /// A part's keys: its breaker's, then each count's and its refusals.
-    fn part_keys(&self, call: &mut ScriptCall, part: &Part) {
+    /// A part's keys: its breaker's, then each count's and its refusals
+    /// (their tails in `texts`).
+    fn part_keys(&self, call: &mut ScriptCall, part: &Part, texts: &Texts) {
         self.breaker_keys(call, &part.route);
-        for c in part.counts.iter() {
-            self.count_keys(call, (part, c));
+        for (i, c) in part.counts.iter().enumerate() {
+            self.count_keys_ending(call, (part, c), texts.tail(i));
         }
     }
 
@@ -532,8 +594,14 @@ impl Calls {
     }
 }
 
+/// How many words [`part_args`] writes.
+fn part_words(part: &Part) -> usize {
+    7 + 2 * part.counts.len()
+}
+
 /// A part's arguments after its member: what a refusal is, the breaker
-/// rules, approx and own, each limit's numbers.
+/// rules, approx and own, each limit's numbers (made once for the same
+/// limits: [`Texts`]).
 fn part_args(call: &mut ScriptCall, part: &Part) {
     call.num(args::offence(part.offence));
     for rule in args::rules(part.rules) {
