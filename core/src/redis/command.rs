@@ -120,7 +120,8 @@ fn integer_array(buf: &[u8], rooms: &mut Rooms) -> Option<(Box<Ints>, usize)> {
     }
     let mut ints = rooms.take();
     let mut rest = buf.get(at..).unwrap_or_default();
-    for slot in ints.ints.iter_mut().take(count) {
+    // (`count` is at most the box's room: checked above.)
+    for slot in ints.ints.get_mut(..count).unwrap_or_default() {
         let Some((n, after)) = integer_line(rest) else {
             // (An incomplete or other reply: its box serves the next.)
             rooms.keep(ints);
@@ -141,9 +142,14 @@ fn integer_array(buf: &[u8], rooms: &mut Rooms) -> Option<(Box<Ints>, usize)> {
 fn integer_line(buf: &[u8]) -> Option<(i64, &[u8])> {
     const MOST_DIGITS: usize = 19;
     // Most of a script's integers are one digit (flags, zero counts):
-    // read at once.
-    if let [b':', d @ b'0'..=b'9', b'\r', b'\n', after @ ..] = buf {
-        return Some((i64::from(d - b'0'), after));
+    // their line read as one word, `:`, a digit, CR and LF (measured: a
+    // byte at a time cost some 5 instructions an integer more).
+    if let Some((line, after)) = buf.split_first_chunk::<4>() {
+        let word = u32::from_le_bytes(*line);
+        let digit = (word >> 8) & 0x0f;
+        if word & 0xffff_f0ff == u32::from_le_bytes(*b":0\r\n") && digit <= 9 {
+            return Some((i64::from(digit), after));
+        }
     }
     let (negative, digits) = match buf {
         [b':', b'-', rest @ ..] => (true, rest),

@@ -18,6 +18,10 @@ use super::command::{
 use super::sentinel;
 use crate::metrics::Sent;
 
+mod stamp;
+
+use stamp::LastStamp;
+
 /// Bytes read from the socket per `recv`.
 pub const READ_CHUNK: usize = 16 * 1024;
 /// Unread input we keep: `decode_reply` refuses any reply larger than ours
@@ -201,6 +205,8 @@ pub struct Pipeline<R> {
     /// The boxes of script answers handed on, given back once read
     /// ([`Pipeline::give_back`]): the next are read into them.
     rooms: Rooms,
+    /// The deadline last stamped on a call, whose digits the next takes.
+    last_stamp: LastStamp,
 }
 
 impl<R> Default for Pipeline<R> {
@@ -214,6 +220,7 @@ impl<R> Default for Pipeline<R> {
             later: Vec::new(),
             subscriber: false,
             rooms: Rooms::default(),
+            last_stamp: LastStamp::default(),
         }
     }
 }
@@ -262,7 +269,7 @@ impl<R> Pipeline<R> {
         let at = self.out.len();
         self.out.extend_from_slice(command);
         if let Some(deadline) = slot.redis_deadline {
-            clock::stamp(&mut self.out[at..], deadline);
+            self.last_stamp.stamp(&mut self.out[at..], deadline);
         }
         self.slots.push_back(slot);
     }
