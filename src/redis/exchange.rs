@@ -189,6 +189,7 @@ impl Exchange {
 
     /// What this worker does about a change of the node's word on Redis
     /// that it has not followed yet (`Availability::follow`).
+    #[inline(always)]
     pub(super) fn follow_node(&mut self) -> Follow {
         let Some(peer) = self.node else {
             return Follow::Stay;

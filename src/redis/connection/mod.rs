@@ -135,33 +135,30 @@ impl Connection {
         on_noscript: Option<Resend>,
         pending: P,
     ) -> Result<(), (Unavailable, P)> {
-        let mut pending = Some(pending);
-        let queued = self
-            .with_state(|c, st| {
-                c.open_for_commands(st)?;
-                let together = 1 + usize::from(before.is_some());
-                st.exchange.admit(together, &c.settings)?;
-                let deadline = c.deadline();
-                if let Some(before) = before {
-                    // Its reply (OK) is nobody's.
-                    c.push(st, before, Slot::request(deadline, OnReply::Nobody, None));
-                }
-                if let Some(pending) = pending.take() {
-                    let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
-                    // (`before` is ASKING: its EVAL, if any, goes after one too.)
-                    let slot = match before {
-                        Some(_) => slot.after_asking(),
-                        None => slot,
-                    };
-                    c.push(st, command, slot);
-                }
-                Ok(())
-            })
-            .unwrap_or(Err(Unavailable::Down));
-        match (queued, pending) {
-            (Err(why), Some(pending)) => Err((why, pending)),
-            _ => Ok(()),
+        // (The state borrowed here, not in `with_state`'s closure: `pending`
+        // is given back on either refusal without being kept aside.)
+        let Ok(mut st) = self.state.try_borrow_mut() else {
+            return Err((Unavailable::Down, pending));
+        };
+        let st = &mut *st;
+        let together = 1 + usize::from(before.is_some());
+        let open = self.open_for_commands(st);
+        if let Err(why) = open.and_then(|()| st.exchange.admit(together, &self.settings)) {
+            return Err((why, pending));
         }
+        let deadline = self.deadline();
+        if let Some(before) = before {
+            // Its reply (OK) is nobody's.
+            self.push(st, before, Slot::request(deadline, OnReply::Nobody, None));
+        }
+        let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
+        // (`before` is ASKING: its EVAL, if any, goes after one too.)
+        let slot = match before {
+            Some(_) => slot.after_asking(),
+            None => slot,
+        };
+        self.push(st, command, slot);
+        Ok(())
     }
 
     /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
@@ -501,9 +498,20 @@ impl Connection {
     }
 
     /// Redis's health is the node's: a worker stands in while another found
-    /// Redis down, and returns at once when another finds it back.
+    /// Redis down, and returns at once when another finds it back. (Asked
+    /// several times a request, and almost always nothing new: the check
+    /// is inline, the following not.)
+    #[inline(always)]
     fn follow_node(&self, st: &mut State) {
-        match st.exchange.follow_node() {
+        let follow = st.exchange.follow_node();
+        if follow != Follow::Stay {
+            self.follow_change(st, follow);
+        }
+    }
+
+    #[inline(never)]
+    fn follow_change(&self, st: &mut State, follow: Follow) {
+        match follow {
             Follow::Stay => {}
             Follow::StandIn => {
                 self.disconnect(st);
