@@ -381,6 +381,10 @@ impl<R> Pipeline<R> {
         loop {
             let topology = self.slots.front().is_some_and(|s| s.topology);
             let input = self.input.get(self.used..).unwrap_or_default();
+            // Nothing left (every read ends so): no reply, without a call.
+            if input.is_empty() {
+                return Ok(None);
+            }
             let decoded = if topology {
                 decode_topology(input)
             } else {

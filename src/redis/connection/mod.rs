@@ -31,6 +31,7 @@ use super::link::{ConnLog, Handlers, Handshake, Io, Link};
 use super::now;
 use super::resolve::Names;
 use super::settings::Settings;
+use pow_shield_core::cluster::fallback::Reach;
 use pow_shield_core::metrics::{self, RedisError};
 use pow_shield_core::redis::health::Follow;
 use pow_shield_core::redis::pipeline::{Resend, Slot, READ_CHUNK};
@@ -224,6 +225,22 @@ impl Connection {
             st.exchange.admits()
         })
         .unwrap_or(false)
+    }
+
+    /// `is_healthy`, then `is_connected`, as `Client::reach` tells them,
+    /// in one look at the state.
+    pub(super) fn reach(&self) -> Reach {
+        let Ok(mut st) = self.state.try_borrow_mut() else {
+            return Reach::Down;
+        };
+        self.follow_node(&mut st);
+        if !st.exchange.admits() {
+            return Reach::Down;
+        }
+        match st.phase != Phase::Disconnected && st.exchange.is_healthy() {
+            true => Reach::Connected,
+            false => Reach::Unknown,
+        }
     }
 
     /// A request's deadline, from now.
