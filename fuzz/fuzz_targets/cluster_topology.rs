@@ -59,7 +59,7 @@ fn topology(buf: &[u8]) {
     if let Decoded::Frame(flat, n) = decode_reply(buf) {
         assert_eq!((flat, n), (frame.clone(), used));
     }
-    let Ok(ranges) = parse_slots(&frame, SEEN_FROM) else {
+    let Ok(ranges) = parse_slots(&frame.as_owned(), SEEN_FROM) else {
         return;
     };
     let mut expected = vec![None; SLOTS];

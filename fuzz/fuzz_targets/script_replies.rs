@@ -25,7 +25,7 @@ use pow_shield_core::cluster::scripts::replies::{
 use pow_shield_core::cluster::{calls, generation};
 use pow_shield_core::limiter::breaker::{BanRule, Block, BreakerRules, StrikeRule};
 use pow_shield_core::limiter::{Limits, RateLimit};
-use pow_shield_core::redis::command::{decode_reply, integers, Decoded};
+use pow_shield_core::redis::command::{decode_reply, Decoded};
 use pow_shield_core::store::{Offence, Reply, Spent};
 use redis_protocol::resp2::types::OwnedFrame;
 
@@ -239,9 +239,9 @@ fuzz_target!(|data: &[u8]| {
     let mut rest = rest;
     while let Decoded::Frame(frame, used) = decode_reply(rest) {
         rest = &rest[used..];
-        if let Some(reply) = integers(&frame) {
-            setup.reply(&reply);
+        if let Some(reply) = frame.integers() {
+            setup.reply(reply);
         }
-        text(&setup, &frame);
+        text(&setup, &frame.into_owned());
     }
 });

@@ -65,7 +65,7 @@ fn frames(mut stream: &[u8], topology: Option<usize>) -> Vec<OwnedFrame> {
             return out;
         };
         stream = &stream[used..];
-        out.push(frame);
+        out.push(frame.into_owned());
     }
 }
 

@@ -117,11 +117,7 @@ impl Client {
     /// available, not known (closed while idle, or on probation after an
     /// outage: a call finds out), or down.
     pub fn reach(&self) -> Reach {
-        match (self.is_healthy(), self.is_connected()) {
-            (false, _) => Reach::Down,
-            (true, false) => Reach::Unknown,
-            (true, true) => Reach::Connected,
-        }
+        self.0.reach()
     }
 }
 

@@ -68,6 +68,25 @@ impl Event {
         unsafe { nginx_sys::ngx_add_timer(self.0.get(), ms) };
     }
 
+    /// Makes the timer fire in `ms` at the latest: one that fires sooner
+    /// is kept (its handler finds what is due then), unlike `add_timer`,
+    /// which keeps one up to nginx's lazy delay later.
+    pub(super) fn fire_within(&self, ms: ngx_msec_t) {
+        // SAFETY: our event; nginx owns the timer tree.
+        unsafe {
+            let ev = self.0.get();
+            if (*ev).timer_set() != 0 {
+                let key = nginx_sys::ngx_current_msec.wrapping_add(ms);
+                // Signed: the kept one may be in the past already.
+                if key.wrapping_sub((*ev).timer.key) as isize >= 0 {
+                    return;
+                }
+                nginx_sys::ngx_del_timer(ev);
+            }
+            nginx_sys::ngx_add_timer(ev, ms);
+        }
+    }
+
     pub(super) fn del_timer(&self) {
         if self.timer_set() {
             // SAFETY: our event, in nginx's timer tree.

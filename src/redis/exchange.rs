@@ -9,15 +9,14 @@ use core::sync::atomic::Ordering;
 use std::rc::Weak;
 
 use nginx_sys::{ngx_log_t, ngx_msec_t};
-use redis_protocol::resp2::types::OwnedFrame;
 
 use super::now;
 use super::settings::Settings;
 use crate::shm::health::Peer;
 use pow_shield_core::metrics::{self, RedisError};
-use pow_shield_core::redis::clock::{self, RedisClock};
+use pow_shield_core::redis::clock::RedisClock;
 use pow_shield_core::redis::cluster::parse_redirect;
-use pow_shield_core::redis::command::error_kind;
+use pow_shield_core::redis::command::{error_kind, Frame};
 use pow_shield_core::redis::health::{
     Admission, Availability, ErrorReplies, Failure, Follow, InFlight, NodeHealth,
 };
@@ -33,11 +32,13 @@ pub(super) const KEPT_ROOM: usize = 256;
 /// the timeout anyway. Beyond it requests are decided by pow_shield_fail.
 pub const MAX_IN_FLIGHT: usize = 1024;
 
-/// What a slot's owner gets.
+/// What a slot's owner gets: the reply, lent (it stays in the read's
+/// list: handed on by reference, a script's integers held inline are not
+/// copied from layer to layer).
 pub enum OnReply {
     /// Nobody waits (an `ASKING`, a probe's `PING`).
     Nobody,
-    Call(Box<dyn FnOnce(Reply)>),
+    Call(Box<dyn FnOnce(&Reply)>),
     /// A request's command: its frame, or `None` for an error reply or a
     /// failure (no box made a command).
     Frame(OnFrame),
@@ -47,7 +48,7 @@ pub enum OnReply {
 }
 
 impl OnReply {
-    pub fn run(self, reply: Reply) {
+    pub fn run(self, reply: &Reply) {
         match self {
             OnReply::Nobody => {}
             OnReply::Call(f) => f(reply),
@@ -64,19 +65,22 @@ impl OnReply {
 /// What holds several commands, each by its number, and gets each reply
 /// whole (a Redis Cluster: its jobs, which a redirection sends on).
 pub trait Replies {
-    fn replied(&self, id: u32, reply: Reply);
+    fn replied(&self, id: u32, reply: &Reply);
 }
 
 /// What a command's sender gets: the reply, or `None` if Redis failed it
 /// (or refused it).
 pub enum OnFrame {
-    Call(Box<dyn FnOnce(Option<OwnedFrame>)>),
+    Call(FrameCall),
     /// Command `id` of `who`, if it is still there (no box made a command).
     Of(Weak<dyn Awaits>, u64),
 }
 
+/// A command's own callback: its reply, lent, or `None`.
+pub type FrameCall = Box<dyn FnOnce(Option<&Frame>)>;
+
 impl OnFrame {
-    pub fn deliver(self, frame: Option<OwnedFrame>) {
+    pub fn deliver(self, frame: Option<&Frame>) {
         match self {
             OnFrame::Call(f) => f(frame),
             OnFrame::Of(who, id) => {
@@ -91,7 +95,7 @@ impl OnFrame {
 /// What waits for several commands' replies, each by its number (the
 /// Redis store, its calls by id).
 pub trait Awaits {
-    fn answered(&self, id: u64, frame: Option<OwnedFrame>);
+    fn answered(&self, id: u64, frame: Option<&Frame>);
 }
 
 /// What a command's reply goes to, made into its slot's `OnReply` only
@@ -108,24 +112,8 @@ impl Pending for OnReply {
     }
 }
 
-/// What a command got.
-pub enum Reply {
-    Frame(OwnedFrame),
-    /// An error reply's text (Redis refused this command only).
-    Error(String),
-    /// Timeout, disconnect or shutdown: Redis failed.
-    Failed,
-}
-
-impl Reply {
-    /// The reply if Redis answered without error.
-    pub fn frame(self) -> Option<OwnedFrame> {
-        match self {
-            Reply::Frame(frame) => Some(frame),
-            Reply::Error(_) | Reply::Failed => None,
-        }
-    }
-}
+/// What a command got (the one type of it: core's).
+pub use pow_shield_core::redis::pipeline::Reply;
 
 /// Why a submission was refused (the one type of it: core's).
 pub use pow_shield_core::redis::Unavailable;
@@ -201,6 +189,7 @@ impl Exchange {
 
     /// What this worker does about a change of the node's word on Redis
     /// that it has not followed yet (`Availability::follow`).
+    #[inline(always)]
     pub(super) fn follow_node(&mut self) -> Follow {
         let Some(peer) = self.node else {
             return Follow::Stay;
@@ -360,12 +349,12 @@ impl Exchange {
             Event::Push(frame) => {
                 if let Some(on_push) = &s.on_push {
                     let on_push = on_push.clone();
-                    let deliver = OnReply::Call(Box::new(move |reply: Reply| {
-                        if let Reply::Frame(frame) = reply {
+                    let deliver = OnReply::Call(Box::new(move |reply: &Reply| {
+                        if let Reply::Frame(Frame::Other(frame)) = reply {
                             on_push(frame);
                         }
                     }));
-                    ready.push((deliver, Reply::Frame(frame)));
+                    ready.push((deliver, Reply::Frame(Frame::Other(frame))));
                 }
             }
             Event::Answered {
@@ -377,9 +366,9 @@ impl Exchange {
                 metrics::redis_reply(sent);
                 self.answered(1, s);
                 self.recovered(deadline, s);
-                let frame = match reply {
-                    Ok(frame) => {
-                        if let Some(redis_ms) = clock::expired_ms(&frame) {
+                match &reply {
+                    Reply::Frame(frame) => {
+                        if let Some(redis_ms) = frame.expired_ms() {
                             // Came after its deadline (Redis's clock
                             // stepped, or it answered at the last ms):
                             // its request falls back; the clock is
@@ -397,17 +386,16 @@ impl Exchange {
                                 s.name
                             );
                         }
-                        Reply::Frame(frame)
                     }
-                    Err(text) => {
-                        if !(s.cluster && parse_redirect(&text).is_some()) {
-                            self.error_reply(&text, s);
+                    Reply::Error(text) => {
+                        if !(s.cluster && parse_redirect(text).is_some()) {
+                            self.error_reply(text, s);
                         }
-                        Reply::Error(text)
                     }
-                };
+                    Reply::Failed => {}
+                }
                 if let Some(on_reply) = on_reply {
-                    ready.push((on_reply, frame));
+                    ready.push((on_reply, reply));
                 }
             }
         }

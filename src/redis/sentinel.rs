@@ -28,6 +28,7 @@ use super::client::{Client, OnReply, PeerName, Reach, Reply, Settings, Tls, Unav
 use super::cluster::{OnFrame, Seed};
 use super::now;
 use super::resolve::NameResolver;
+use super::settings::OnPush;
 use pow_shield_core::redis::cluster::NodeAddr;
 use pow_shield_core::redis::command::encode;
 use pow_shield_core::redis::sentinel::{self, AskBackoff, SWITCH_CHANNEL};
@@ -165,8 +166,8 @@ impl Sentinel {
         master.client.submit(
             command.bytes(),
             Some(command.clone()),
-            OnReply::Call(Box::new(move |reply: Reply| {
-                if let Reply::Error(text) = &reply {
+            OnReply::Call(Box::new(move |reply: &Reply| {
+                if let Reply::Error(text) = reply {
                     if text.starts_with("READONLY") {
                         // Demoted: ask where the master went.
                         if let Some(s) = me.upgrade() {
@@ -348,13 +349,13 @@ impl Sentinel {
 
     /// A sentinel's answer (from its client's callback: only flags and the
     /// wanted address are set here; the tick acts on them).
-    fn answered(&self, i: usize, reply: Reply) {
+    fn answered(&self, i: usize, reply: &Reply) {
         self.pending.set(false);
         let name = &self.template.master_name;
         let sentinel = self.sentinel_name(i);
         let answer = match reply {
-            Reply::Frame(frame) => sentinel::master_addr(&frame),
-            Reply::Error(text) => Err(text),
+            Reply::Frame(frame) => sentinel::master_addr(&frame.as_owned()),
+            Reply::Error(text) => Err(text.clone()),
             Reply::Failed => Err("no answer".to_owned()),
         };
         match answer {
@@ -386,8 +387,8 @@ impl Sentinel {
     }
 
     /// A `+switch-master` notice (from the subscription's callback).
-    fn notice(&self, message: OwnedFrame) {
-        if let Some(addr) = sentinel::switched_to(&message, &self.template.master_name) {
+    fn notice(&self, message: &OwnedFrame) {
+        if let Some(addr) = sentinel::switched_to(message, &self.template.master_name) {
             *self.wanted.borrow_mut() = Some((addr, true));
             // Asked as well: the notice may be stale by the time it's read.
             self.ask_soon();
@@ -505,7 +506,7 @@ impl Sentinel {
             client.shutdown();
         }
         let me = self.me.clone();
-        let on_push: Rc<dyn Fn(OwnedFrame)> = Rc::new(move |message| {
+        let on_push: OnPush = Rc::new(move |message| {
             if let Some(s) = me.upgrade() {
                 s.notice(message);
             }
@@ -530,7 +531,7 @@ impl Sentinel {
     }
 
     /// A connection to sentinel `i`; with `on_push`, one that subscribes.
-    fn sentinel_client(&self, i: usize, on_push: Option<Rc<dyn Fn(OwnedFrame)>>) -> Option<Client> {
+    fn sentinel_client(&self, i: usize, on_push: Option<OnPush>) -> Option<Client> {
         let seed = self.sentinels.get(i)?;
         let t = &self.template;
         let mut handshake = t.sentinel_handshake.clone();

@@ -11,6 +11,9 @@ use redis_protocol::resp2::types::OwnedFrame;
 use super::resolve::Resolve;
 use super::tls::PeerName;
 
+/// What a subscribed connection hands each message to.
+pub type OnPush = Rc<dyn Fn(&OwnedFrame)>;
+
 /// How to reach Redis and what to say first on every new connection.
 pub struct Settings {
     /// A copy of the resolved address (configuration pool memory).
@@ -32,7 +35,7 @@ pub struct Settings {
     pub cluster: bool,
     /// A connection that subscribes in its handshake: each message goes
     /// here (outside the client's state).
-    pub on_push: Option<Rc<dyn Fn(OwnedFrame)>>,
+    pub on_push: Option<OnPush>,
     /// A host name resolved at run time (`addr` is then not used).
     pub resolve: Option<Resolve>,
     /// A sentinel's connection (asked in turn with the others): requests

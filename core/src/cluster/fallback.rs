@@ -9,10 +9,8 @@
 //! what Redis told it of the client ([`node_answers`]): while Redis is
 //! unavailable, `pow_shield_fail` decides, not what Redis said a moment ago.
 
-use redis_protocol::resp2::types::OwnedFrame;
-
-use crate::redis::clock;
-use crate::redis::command::MAX_ELEMENTS;
+pub use crate::redis::command::Ints;
+use crate::redis::command::{Frame, MAX_ELEMENTS};
 pub use crate::redis::Unavailable;
 use crate::store::{Offence, Op, Reply, Spent};
 use crate::syntax::FailPolicy;
@@ -39,46 +37,15 @@ pub struct Unanswered {
     pub owed: bool,
 }
 
-/// A script's integers, kept inline: no reply of ours has more than
-/// [`MAX_ELEMENTS`] (the decoder refuses a longer array, and a check
-/// script's answer, with a Redis Cluster's generation, is held below it at
-/// build time), and a call answered alone makes no list (a gathered
-/// call's answers are split into lists first, `stacks_reply`,
-/// `checks_reply`).
+// A check script's answer, with a Redis Cluster's generation, is held
+// below the decoder's limit at build time (a call answered alone makes no
+// list: a gathered call's answers are split into lists first,
+// `stacks_reply`, `checks_reply`).
 const _: () = assert!(
     crate::cluster::scripts::replies::REPLY_LEN < MAX_ELEMENTS
         && crate::cluster::scripts::replies::STACKED_REPLY_LEN < MAX_ELEMENTS,
     "a check's answer and its generation fit in Ints"
 );
-
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ints {
-    len: u8,
-    ints: [i64; MAX_ELEMENTS],
-}
-
-impl Ints {
-    /// `ints`, if there are at most [`MAX_ELEMENTS`] of them.
-    pub fn of(ints: &[i64]) -> Option<Ints> {
-        let mut out = Ints::default();
-        out.ints.get_mut(..ints.len())?.copy_from_slice(ints);
-        out.len = ints.len() as u8;
-        Some(out)
-    }
-}
-
-impl core::ops::Deref for Ints {
-    type Target = [i64];
-    fn deref(&self) -> &[i64] {
-        &self.ints[..usize::from(self.len)]
-    }
-}
-
-impl core::fmt::Debug for Ints {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
 
 /// What a script call's reply is to the request that sent it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,33 +63,14 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// What `frame` (none: no reply came) is. (Its integers are read
-    /// straight into the answer returned: made aside, the 136 bytes were
-    /// copied twice, twice a request.)
-    pub fn of(frame: Option<&OwnedFrame>) -> Answer {
-        let Some(frame) = frame else {
-            return Answer::Lost;
-        };
-        if clock::expired_ms(frame).is_some() {
-            return Answer::Expired;
+    /// What `frame` (none: no reply came) is: its integers as the
+    /// decoder read them, inline.
+    pub fn of(frame: Option<&Frame>) -> Answer {
+        match frame {
+            Some(Frame::Integers(ints)) => Answer::Ran(**ints),
+            Some(other) if other.expired_ms().is_some() => Answer::Expired,
+            Some(_) | None => Answer::Lost,
         }
-        let OwnedFrame::Array(items) = frame else {
-            return Answer::Lost;
-        };
-        let Ok(len) = u8::try_from(items.len()) else {
-            return Answer::Lost;
-        };
-        if items.len() > MAX_ELEMENTS {
-            return Answer::Lost;
-        }
-        let mut ints = [0; MAX_ELEMENTS];
-        for (slot, item) in ints.iter_mut().zip(items) {
-            match item {
-                OwnedFrame::Integer(i) => *slot = *i,
-                _ => return Answer::Lost,
-            }
-        }
-        Answer::Ran(Ints { len, ints })
     }
 
     /// The script ran and answered `ints` (cut out of a gathered call's
@@ -296,6 +244,7 @@ pub fn exit_waits(waited_ms: u64, reach: Reach) -> bool {
 mod tests {
     use super::*;
     use crate::store::Solution;
+    use redis_protocol::resp2::types::OwnedFrame;
 
     const SPEND: Op = Op::Spend(Solution {
         digest: [0; 32],
@@ -340,11 +289,12 @@ mod tests {
             (Some(OwnedFrame::Error("ERR x".into())), Answer::Lost, true),
             (Some(status("EXPIRED")), Answer::Lost, true),
             (Some(OwnedFrame::BulkString(b"1 2".to_vec())), Answer::Lost, true),
+            (Some(OwnedFrame::Array(vec![OwnedFrame::Integer(1), OwnedFrame::Null])), Answer::Lost, true),
             // A timeout, a dropped connection.
             (None, Answer::Lost, true),
         ];
         for (i, (frame, want, ran)) in table.into_iter().enumerate() {
-            let answer = Answer::of(frame.as_ref());
+            let answer = Answer::of(frame.map(Frame::from).as_ref());
             assert_eq!(answer, want, "row {i}");
             assert_eq!(answer.may_have_run(), ran, "row {i}");
         }
@@ -352,14 +302,13 @@ mod tests {
 
     #[test]
     fn a_replys_integers_are_kept_inline_as_the_decoder_reads_them() {
-        use crate::redis::command::integers;
         for n in [0, 1, 11, MAX_ELEMENTS] {
             let ints: Vec<i64> = (0..n as i64).map(|i| i * 1_000_003 - 7).collect();
             let frame = OwnedFrame::Array(ints.iter().copied().map(OwnedFrame::Integer).collect());
-            let Answer::Ran(kept) = Answer::of(Some(&frame)) else {
+            let Answer::Ran(kept) = Answer::of(Some(&Frame::from(frame))) else {
                 panic!("{n} integers");
             };
-            assert_eq!(Some(kept.to_vec()), integers(&frame));
+            assert_eq!(kept.to_vec(), ints);
             assert_eq!(Answer::ran(&ints), Answer::Ran(kept));
         }
         // Longer than any reply the decoder takes: not the script's.

@@ -12,9 +12,15 @@ use std::collections::VecDeque;
 use redis_protocol::resp2::types::OwnedFrame;
 
 use super::clock;
-use super::command::{decode_reply, decode_topology, is_noscript, Decoded, MAX_REPLY};
+use super::command::{
+    decode_reply_in, decode_topology, is_noscript, Decoded, Frame, Rooms, MAX_REPLY,
+};
 use super::sentinel;
 use crate::metrics::Sent;
+
+mod stamp;
+
+use stamp::LastStamp;
 
 /// Bytes read from the socket per `recv`.
 pub const READ_CHUNK: usize = 16 * 1024;
@@ -113,13 +119,38 @@ impl<R> Slot<R> {
     }
 }
 
+/// What a command got.
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    /// Its reply (a script's integers held inline).
+    Frame(Frame),
+    /// An error reply's text (Redis is up but refused this one command:
+    /// only its request fails).
+    Error(String),
+    /// Timeout, disconnect or shutdown: Redis failed (never a reply read:
+    /// what the connection answers a slot it gives up).
+    Failed,
+}
+
+impl Reply {
+    /// The reply if Redis answered without error.
+    pub fn frame(&self) -> Option<&Frame> {
+        match self {
+            Reply::Frame(frame) => Some(frame),
+            Reply::Error(_) | Reply::Failed => None,
+        }
+    }
+}
+
 /// What a reply did.
 pub enum Event<R> {
-    /// A request's reply: a frame, or the text of an error reply (Redis is
-    /// up but refused this one command: only its request fails).
+    /// A request's reply: a frame or an error reply's text (never
+    /// `Reply::Failed`), made once where the read hands it on (measured:
+    /// each move of a script's integers from one type to another was a
+    /// copy of them).
     Answered {
         on_reply: Option<R>,
-        reply: Result<OwnedFrame, String>,
+        reply: Reply,
         /// When its command was queued.
         sent: Sent,
         /// When its reply was due (nginx's millisecond clock).
@@ -171,6 +202,11 @@ pub struct Pipeline<R> {
     later: Vec<Event<R>>,
     /// A `SUBSCRIBE`d connection: replies nobody waits for are messages.
     subscriber: bool,
+    /// The boxes of script answers handed on, given back once read
+    /// ([`Pipeline::give_back`]): the next are read into them.
+    rooms: Rooms,
+    /// The deadline last stamped on a call, whose digits the next takes.
+    last_stamp: LastStamp,
 }
 
 impl<R> Default for Pipeline<R> {
@@ -183,6 +219,8 @@ impl<R> Default for Pipeline<R> {
             used: 0,
             later: Vec::new(),
             subscriber: false,
+            rooms: Rooms::default(),
+            last_stamp: LastStamp::default(),
         }
     }
 }
@@ -231,9 +269,17 @@ impl<R> Pipeline<R> {
         let at = self.out.len();
         self.out.extend_from_slice(command);
         if let Some(deadline) = slot.redis_deadline {
-            clock::stamp(&mut self.out[at..], deadline);
+            self.last_stamp.stamp(&mut self.out[at..], deadline);
         }
         self.slots.push_back(slot);
+    }
+
+    /// A reply handed on has been read: its box, if it has one, holds a
+    /// later one.
+    pub fn give_back(&mut self, reply: Reply) {
+        if let Reply::Frame(frame) = reply {
+            self.rooms.give_back(frame);
+        }
     }
 
     /// What is still to be sent.
@@ -335,10 +381,14 @@ impl<R> Pipeline<R> {
         loop {
             let topology = self.slots.front().is_some_and(|s| s.topology);
             let input = self.input.get(self.used..).unwrap_or_default();
+            // Nothing left (every read ends so): no reply, without a call.
+            if input.is_empty() {
+                return Ok(None);
+            }
             let decoded = if topology {
                 decode_topology(input)
             } else {
-                decode_reply(input)
+                decode_reply_in(input, &mut self.rooms)
             };
             let frame = match decoded {
                 Decoded::Frame(frame, n) => {
@@ -352,7 +402,7 @@ impl<R> Pipeline<R> {
             };
             let Some(mut slot) = self.slots.pop_front() else {
                 if self.subscriber {
-                    return Ok(Some(Event::Push(frame)));
+                    return Ok(Some(Event::Push(frame.into_owned())));
                 }
                 return Err(Broken::Protocol("a reply nobody asked for".to_owned()));
             };
@@ -384,11 +434,13 @@ impl<R> Pipeline<R> {
                 }
             }
             if let Some(label) = slot.handshake {
-                return self.handshake_step(label, &frame, slot.sent).map(Some);
+                return self
+                    .handshake_step(label, &frame.as_owned(), slot.sent)
+                    .map(Some);
             }
             let reply = match frame {
-                OwnedFrame::Error(e) => Err(e),
-                frame => Ok(frame),
+                Frame::Other(OwnedFrame::Error(e)) => Reply::Error(e),
+                frame => Reply::Frame(frame),
             };
             return Ok(Some(Event::Answered {
                 on_reply: slot.on_reply.take(),

@@ -50,7 +50,7 @@ impl Pending for Sending<'_> {
         match cluster.jobs.try_borrow_mut() {
             Ok(mut jobs) => OnReply::Of(me, jobs.insert(job)),
             // (Never: not borrowed across a call.) Its own box then.
-            Err(_) => OnReply::Call(Box::new(move |reply: Reply| match me.upgrade() {
+            Err(_) => OnReply::Call(Box::new(move |reply: &Reply| match me.upgrade() {
                 Some(cluster) => cluster.on_reply(job, reply),
                 None => job.on_reply.deliver(None),
             })),
@@ -60,7 +60,7 @@ impl Pending for Sending<'_> {
 
 impl Replies for Cluster {
     /// The reply to job `id` (a stale number finds none: dropped).
-    fn replied(&self, id: u32, reply: Reply) {
+    fn replied(&self, id: u32, reply: &Reply) {
         let job = self.jobs.try_borrow_mut().ok().and_then(|mut j| j.take(id));
         if let Some(job) = job {
             self.on_reply(job, reply);
@@ -208,8 +208,8 @@ impl Cluster {
         })
     }
 
-    fn on_reply(&self, mut job: Job, reply: Reply) {
-        let Reply::Error(text) = &reply else {
+    fn on_reply(&self, mut job: Job, reply: &Reply) {
+        let Reply::Error(text) = reply else {
             return job.on_reply.deliver(reply.frame());
         };
         let late = past(job.deadline, now());

@@ -47,7 +47,7 @@ impl Cluster {
             }
             let me = self.me.clone();
             let host = node.addr.host.clone();
-            let on_reply = OnReply::Call(Box::new(move |reply: Reply| {
+            let on_reply = OnReply::Call(Box::new(move |reply: &Reply| {
                 if let Some(cluster) = me.upgrade() {
                     cluster.on_map(reply, &host);
                 }
@@ -68,10 +68,12 @@ impl Cluster {
         self.refresh_wait.set(wait);
     }
 
-    fn on_map(&self, reply: Reply, seen_from: &str) {
+    fn on_map(&self, reply: &Reply, seen_from: &str) {
         self.refreshing.set(false);
-        let read = match &reply {
-            Reply::Frame(frame) => Some(parse_slots(frame, seen_from).map_err(str::to_owned)),
+        let read = match reply {
+            Reply::Frame(frame) => {
+                Some(parse_slots(&frame.as_owned(), seen_from).map_err(str::to_owned))
+            }
             // e.g. a Redis without cluster support: commands still go to
             // the seed, which then answers them itself.
             Reply::Error(text) => Some(Err(format!("CLUSTER SLOTS refused: {}", printable(text)))),

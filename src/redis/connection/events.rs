@@ -99,10 +99,19 @@ pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             }
             c.read(st, &mut ready);
         });
-        for (on_reply, frame) in ready.drain(..) {
+        for (on_reply, reply) in ready.iter_mut() {
+            let on_reply = core::mem::replace(on_reply, OnReply::Nobody);
             // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply.run(frame));
+            crate::ffi::guard((), || on_reply.run(reply));
         }
+        // Read: the script answers' boxes hold the next ones.
+        c.with_state(|_, st| {
+            // (Last first: in no order, without a drain's upkeep.)
+            while let Some((_, reply)) = ready.pop() {
+                st.exchange.pipeline.give_back(reply);
+            }
+        });
+        ready.clear();
         ready.shrink_to(crate::redis::exchange::KEPT_ROOM);
         c.ready.set(ready);
         c.run_deferred();
@@ -143,7 +152,7 @@ impl Connection {
     fn answer_failed(failed: Vec<OnReply>) {
         for on_reply in failed {
             // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply.run(Reply::Failed));
+            crate::ffi::guard((), || on_reply.run(&Reply::Failed));
         }
     }
 

@@ -31,6 +31,7 @@ use super::link::{ConnLog, Handlers, Handshake, Io, Link};
 use super::now;
 use super::resolve::Names;
 use super::settings::Settings;
+use pow_shield_core::cluster::fallback::Reach;
 use pow_shield_core::metrics::{self, RedisError};
 use pow_shield_core::redis::health::Follow;
 use pow_shield_core::redis::pipeline::{Resend, Slot, READ_CHUNK};
@@ -135,33 +136,30 @@ impl Connection {
         on_noscript: Option<Resend>,
         pending: P,
     ) -> Result<(), (Unavailable, P)> {
-        let mut pending = Some(pending);
-        let queued = self
-            .with_state(|c, st| {
-                c.open_for_commands(st)?;
-                let together = 1 + usize::from(before.is_some());
-                st.exchange.admit(together, &c.settings)?;
-                let deadline = c.deadline();
-                if let Some(before) = before {
-                    // Its reply (OK) is nobody's.
-                    c.push(st, before, Slot::request(deadline, OnReply::Nobody, None));
-                }
-                if let Some(pending) = pending.take() {
-                    let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
-                    // (`before` is ASKING: its EVAL, if any, goes after one too.)
-                    let slot = match before {
-                        Some(_) => slot.after_asking(),
-                        None => slot,
-                    };
-                    c.push(st, command, slot);
-                }
-                Ok(())
-            })
-            .unwrap_or(Err(Unavailable::Down));
-        match (queued, pending) {
-            (Err(why), Some(pending)) => Err((why, pending)),
-            _ => Ok(()),
+        // (The state borrowed here, not in `with_state`'s closure: `pending`
+        // is given back on either refusal without being kept aside.)
+        let Ok(mut st) = self.state.try_borrow_mut() else {
+            return Err((Unavailable::Down, pending));
+        };
+        let st = &mut *st;
+        let together = 1 + usize::from(before.is_some());
+        let open = self.open_for_commands(st);
+        if let Err(why) = open.and_then(|()| st.exchange.admit(together, &self.settings)) {
+            return Err((why, pending));
         }
+        let deadline = self.deadline();
+        if let Some(before) = before {
+            // Its reply (OK) is nobody's.
+            self.push(st, before, Slot::request(deadline, OnReply::Nobody, None));
+        }
+        let slot = Slot::request(deadline, pending.on_reply(), on_noscript);
+        // (`before` is ASKING: its EVAL, if any, goes after one too.)
+        let slot = match before {
+            Some(_) => slot.after_asking(),
+            None => slot,
+        };
+        self.push(st, command, slot);
+        Ok(())
     }
 
     /// Queues `CLUSTER SLOTS` (its reply may nest and be larger).
@@ -227,6 +225,22 @@ impl Connection {
             st.exchange.admits()
         })
         .unwrap_or(false)
+    }
+
+    /// `is_healthy`, then `is_connected`, as `Client::reach` tells them,
+    /// in one look at the state.
+    pub(super) fn reach(&self) -> Reach {
+        let Ok(mut st) = self.state.try_borrow_mut() else {
+            return Reach::Down;
+        };
+        self.follow_node(&mut st);
+        if !st.exchange.admits() {
+            return Reach::Down;
+        }
+        match st.phase != Phase::Disconnected && st.exchange.is_healthy() {
+            true => Reach::Connected,
+            false => Reach::Unknown,
+        }
     }
 
     /// A request's deadline, from now.
@@ -460,20 +474,22 @@ impl Connection {
         }
     }
 
-    /// Keeps the deadline timer on the oldest pending reply. It holds a
-    /// worker that exits only while a command of its own waits (a request
-    /// is answered before the worker goes), never for a handshake alone:
-    /// nginx stops at once whatever state Redis is in.
+    /// Keeps the deadline timer firing by the oldest pending reply's
+    /// deadline. With nothing pending it is left to fire once for nothing
+    /// (measured: taken out of nginx's timers after every reply and put
+    /// back for the next command, some 50 instructions a command); one
+    /// set sooner than the oldest reply's deadline is kept too, the
+    /// deadline handler arming it again. It holds a worker that exits only
+    /// while a command of its own waits (a request is answered before the
+    /// worker goes), never for a handshake alone or nothing: nginx stops
+    /// at once whatever state Redis is in.
     fn arm_deadline(&self, st: &State) {
         self.deadline_ev
             .set_cancelable(!st.exchange.pipeline.awaits_commands());
-        match st.exchange.pipeline.oldest() {
-            None => self.deadline_ev.del_timer(),
-            Some(slot) => {
-                // Signed: an overdue deadline fires on the next tick.
-                let left = ((slot.deadline as ngx_msec_t).wrapping_sub(now()) as i64).max(1);
-                self.deadline_ev.add_timer(left as ngx_msec_t);
-            }
+        if let Some(slot) = st.exchange.pipeline.oldest() {
+            // Signed: an overdue deadline fires on the next tick.
+            let left = ((slot.deadline as ngx_msec_t).wrapping_sub(now()) as i64).max(1);
+            self.deadline_ev.fire_within(left as ngx_msec_t);
         }
     }
 
@@ -499,9 +515,20 @@ impl Connection {
     }
 
     /// Redis's health is the node's: a worker stands in while another found
-    /// Redis down, and returns at once when another finds it back.
+    /// Redis down, and returns at once when another finds it back. (Asked
+    /// several times a request, and almost always nothing new: the check
+    /// is inline, the following not.)
+    #[inline(always)]
     fn follow_node(&self, st: &mut State) {
-        match st.exchange.follow_node() {
+        let follow = st.exchange.follow_node();
+        if follow != Follow::Stay {
+            self.follow_change(st, follow);
+        }
+    }
+
+    #[inline(never)]
+    fn follow_change(&self, st: &mut State, follow: Follow) {
+        match follow {
             Follow::Stay => {}
             Follow::StandIn => {
                 self.disconnect(st);

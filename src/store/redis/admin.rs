@@ -15,7 +15,7 @@ use crate::store::zone::OWN_KEY;
 use pow_shield_core::admin::{self, StoreView};
 use pow_shield_core::limiter::RateLimit;
 use pow_shield_core::redis::cluster::ClientSlot;
-use pow_shield_core::redis::command::integers;
+use pow_shield_core::redis::command::Frame;
 use pow_shield_core::store::Counted;
 
 impl RedisStore {
@@ -36,9 +36,8 @@ impl RedisStore {
             Rc::new(call),
             OnFrame::Call(Box::new(move |frame| {
                 let view = frame
-                    .as_ref()
-                    .and_then(integers)
-                    .and_then(|reply| admin::show_reply(&reply, &limits));
+                    .and_then(Frame::integers)
+                    .and_then(|reply| admin::show_reply(reply, &limits));
                 on_reply(view);
             })),
         )

@@ -19,7 +19,6 @@ use core::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use nginx_sys::ngx_log_t;
-use redis_protocol::resp2::types::OwnedFrame;
 
 use self::node_cache::Env;
 pub use self::node_cache::NodeCache;
@@ -34,7 +33,7 @@ use pow_shield_core::cluster::node::{
 };
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
 use pow_shield_core::redis::cluster::ClientSlot;
-use pow_shield_core::redis::command::recycle;
+use pow_shield_core::redis::command::Frame;
 use pow_shield_core::store::{Now, Reply, Solution, Spendable};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
@@ -201,11 +200,8 @@ impl RedisStore {
     }
 
     /// The reply to call `id` came (or none: a timeout).
-    fn on_reply(&self, id: CallId, frame: Option<OwnedFrame>) {
-        self.drive(|node, env, now, out| node.on_reply(env, id, frame.as_ref(), now, out));
-        if let Some(frame) = frame {
-            recycle(frame);
-        }
+    fn on_reply(&self, id: CallId, frame: Option<&Frame>) {
+        self.drive(|node, env, now, out| node.on_reply(env, id, frame, now, out));
     }
 
     fn env<'a>(&'a self, keys: &'a mut RefusalKeys) -> Env<'a> {
@@ -373,7 +369,7 @@ impl RedisStore {
 }
 
 impl Awaits for RedisStore {
-    fn answered(&self, id: u64, frame: Option<OwnedFrame>) {
+    fn answered(&self, id: u64, frame: Option<&Frame>) {
         self.on_reply(CallId(id), frame);
     }
 }

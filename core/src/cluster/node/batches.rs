@@ -9,8 +9,6 @@
 //! as long as `fallback::exit_waits` says (never while Redis is down: then
 //! the timer is cancelable, so that nginx stops and reloads at once).
 
-use redis_protocol::resp2::types::OwnedFrame;
-
 use super::{remember, Alert, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{single_limit, BatchOf};
 use crate::cluster::fallback::{exit_waits, Reach};
@@ -18,7 +16,7 @@ use crate::cluster::refusals::{refusal_key, RefusalKey, Sending, BATCH_MS, PRICE
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::{Block, BreakerRules};
 use crate::limiter::RateLimit;
-use crate::redis::command::Tag;
+use crate::redis::command::{Frame, Tag};
 use crate::store::{Checked, Now, Subject};
 
 /// Batch calls waiting for Redis at most: well under the client's cap of
@@ -308,12 +306,12 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         b: BatchCall,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let replies = match frame {
-            Some(OwnedFrame::BulkString(text)) => replies::batch_text(text),
+        let replies = match frame.and_then(Frame::bulk_string) {
+            Some(text) => replies::batch_text(text),
             _ => None,
         }
         .and_then(|r| replies::batches_from_reply(&r, b.sent.len()).ok());

@@ -14,7 +14,7 @@
 //! and reports the rest), which later requests join in turn. A burst of
 //! one client costs one or two script calls, not one per request.
 
-use redis_protocol::resp2::types::OwnedFrame;
+use crate::redis::command::Frame;
 
 use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
@@ -300,7 +300,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         c: OneCheck<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
@@ -514,7 +514,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         t: Together<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {

@@ -25,15 +25,12 @@
 
 use std::collections::hash_map::Entry;
 
-use redis_protocol::resp2::types::OwnedFrame;
-
 use super::check::OneCheck;
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{checks_reply, CheckOf, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
 use crate::cluster::generation::slot_of_tag;
-use crate::redis::clock;
-use crate::redis::command::Tag;
+use crate::redis::command::{Frame, Tag};
 use crate::store::Now;
 
 /// Most checks held gathered, or in gathered calls on their way (four
@@ -239,17 +236,17 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         c: Checks<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         self.held = self.held.saturating_sub(c.checks.len());
         let limits: Vec<_> = c.checks.iter().map(|c| c.limit).collect();
-        let replies = match frame {
-            Some(OwnedFrame::BulkString(text)) => checks_reply(text, &limits, self.cluster),
+        let replies = match frame.and_then(Frame::bulk_string) {
+            Some(text) => checks_reply(text, &limits, self.cluster),
             _ => None,
         };
-        let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+        let late = frame.is_some_and(|f| f.expired_ms().is_some());
         let mut replies = replies.map(Vec::into_iter);
         for check in c.checks {
             let answer = match replies.as_mut().and_then(Iterator::next) {

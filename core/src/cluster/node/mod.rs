@@ -28,7 +28,7 @@ mod zone_keys;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use redis_protocol::resp2::types::OwnedFrame;
+use crate::redis::command::Frame;
 
 use crate::cluster::calls::{Call, Calls};
 use crate::cluster::fallback::{Reach, Unavailable};
@@ -363,7 +363,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         id: CallId,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {

@@ -9,8 +9,6 @@
 //! (`Spent::NotRecorded`: a fresh challenge, no offence, and who takes
 //! its 429's strike back): the request's decision never sees a generation.
 
-use redis_protocol::resp2::types::OwnedFrame;
-
 use super::{remember, Alert, Answered, Around, ClusterNode, Command, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit};
 use crate::cluster::fallback::{Answer, Unavailable};
@@ -18,7 +16,7 @@ use crate::cluster::generation::{self, slot_of_tag, Generations};
 use crate::cluster::refusals::{refusal_key, RefusalKey};
 use crate::cluster::replays::{Queued, Replay};
 use crate::limiter::breaker::{opened_block, Block, BreakerRules};
-use crate::redis::command::{encode, integers};
+use crate::redis::command::{encode, Frame};
 use crate::store::{Now, Reply, Solution, Spendable, Spent, Struck, Subject};
 use crate::syntax::FailPolicy;
 
@@ -87,7 +85,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         s: StrikeCall<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
@@ -176,7 +174,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         s: SpendCall<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
@@ -369,11 +367,11 @@ impl<W: Waits> ClusterNode<W> {
     pub(super) fn replayed(
         &mut self,
         r: Replay,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        if frame.and_then(integers).is_none() {
+        if frame.and_then(Frame::integers).is_none() {
             self.queue_replay((&r.digest, r.key, r.tag, r.expires_at_ms), now, out);
         }
     }
@@ -449,15 +447,14 @@ impl<W: Waits> ClusterNode<W> {
     /// (another node renewed it, or it is gone), asks again.
     pub(super) fn generation_checked(
         &mut self,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let value = match frame {
-            Some(OwnedFrame::BulkString(value)) => Some(value.as_slice()),
+            Some(frame) => frame.bulk_string(),
             // No answer: nothing learnt.
             None => return,
-            _ => None,
         };
         if self.generations.checked(value) {
             self.ask_generation(now, out);
@@ -481,9 +478,12 @@ impl<W: Waits> ClusterNode<W> {
         self.send(Flight::GenAsk, route, Command::Script(call), out);
     }
 
-    pub(super) fn generation_answered(&mut self, frame: Option<&OwnedFrame>) {
-        self.generations
-            .answered(frame.and_then(generation::from_reply));
+    pub(super) fn generation_answered(&mut self, frame: Option<&Frame>) {
+        self.generations.answered(
+            frame
+                .and_then(Frame::other)
+                .and_then(generation::from_reply),
+        );
     }
 
     /// The generation of `slot` this worker last heard of, if any.

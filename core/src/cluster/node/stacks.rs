@@ -23,7 +23,7 @@
 //! no reply fall back at once, never sent. They count in `gather.rs`'s
 //! `MAX_HELD` with the exact checks.
 
-use redis_protocol::resp2::types::OwnedFrame;
+use crate::redis::command::Frame;
 
 use super::check::{Stack, Then};
 use super::gather::{done, gather_behind, goes_now, sending, Gathering, MAX_HELD};
@@ -31,7 +31,6 @@ use super::sharded::{self, Sharded};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
 use crate::cluster::fallback::{Answer, Unavailable};
-use crate::redis::clock;
 use crate::store::Now;
 
 /// `stack`'s part: its own, or its request's in `sharded`.
@@ -191,18 +190,18 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         s: Stacks<W>,
-        frame: Option<&OwnedFrame>,
+        frame: Option<&Frame>,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let n = s.stacks.len();
         if s.gathered {
             self.held = self.held.saturating_sub(n);
-            let replies = match frame {
-                Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
+            let replies = match frame.and_then(Frame::bulk_string) {
+                Some(text) => stacks_reply(text, n, self.cluster),
                 _ => None,
             };
-            let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+            let late = frame.is_some_and(|f| f.expired_ms().is_some());
             let answers: Vec<Answer> = match (replies, late) {
                 (Some(replies), _) => replies.iter().map(|ints| Answer::ran(ints)).collect(),
                 (None, true) => vec![Answer::Expired; n],

@@ -428,8 +428,10 @@ impl Rig {
     /// The node gets `frame` (none: a timeout) for call `id`.
     pub fn reply(&mut self, id: CallId, frame: Option<&OwnedFrame>) {
         let mut out = Vec::new();
+        // (As the pipeline reads it: a script's integers inline.)
+        let frame = frame.cloned().map(crate::redis::command::Frame::from);
         self.node
-            .on_reply(&mut self.zone, id, frame, self.now, &mut out);
+            .on_reply(&mut self.zone, id, frame.as_ref(), self.now, &mut out);
         self.carry(out);
     }
 

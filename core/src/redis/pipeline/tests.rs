@@ -31,14 +31,18 @@ fn feed(p: &mut Pipeline<u32>, bytes: &[u8]) -> Result<Vec<String>, Broken> {
             Event::Clock(ms) => format!("clock={ms}"),
             Event::Answered {
                 on_reply,
-                reply: Ok(frame),
+                reply: Reply::Frame(frame),
                 ..
-            } => format!("{on_reply:?}={frame:?}"),
+            } => format!("{on_reply:?}={:?}", frame.into_owned()),
             Event::Answered {
                 on_reply,
-                reply: Err(e),
+                reply: Reply::Error(e),
                 ..
             } => format!("{on_reply:?}!{e}"),
+            Event::Answered {
+                reply: Reply::Failed,
+                ..
+            } => unreachable!("never a reply read"),
         })
         .collect())
 }

@@ -69,7 +69,7 @@ impl Node {
     fn run(&self, redis: &mut Redis, call: &Call) -> Vec<i64> {
         let reply = self.reply(redis, call);
         assert!(
-            matches!(Answer::of(Some(&reply)), Answer::Ran(_)),
+            matches!(Answer::of(Some(&reply.clone().into())), Answer::Ran(_)),
             "{reply:?}"
         );
         ints(&reply)

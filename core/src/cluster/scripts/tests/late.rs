@@ -221,7 +221,10 @@ fn a_call_that_comes_after_its_deadline_writes_nothing_and_answers_redis_clock()
         for _ in 0..5 {
             let call = node.check(b"c", 1);
             let cmd = node.stamped(&call, 10_000);
-            assert!(matches!(Answer::of(Some(&redis.raw(&cmd))), Answer::Ran(_)));
+            assert!(matches!(
+                Answer::of(Some(&redis.raw(&cmd).into())),
+                Answer::Ran(_)
+            ));
         }
         assert_eq!(
             get(&mut redis, &key_of(&prefix, b"c", ClientKey::Strikes)),
@@ -233,7 +236,7 @@ fn a_call_that_comes_after_its_deadline_writes_nothing_and_answers_redis_clock()
             // Queued at local 8 000: due back by 8 300, 1.7 s ago.
             let reply = redis.raw(&node.stamped(&call, 8_000));
             assert_eq!(
-                Answer::of(Some(&reply)),
+                Answer::of(Some(&reply.clone().into())),
                 Answer::Expired,
                 "{what} (cluster {cluster})"
             );
@@ -243,7 +246,7 @@ fn a_call_that_comes_after_its_deadline_writes_nothing_and_answers_redis_clock()
             let mut eval = call.eval();
             clock::stamp(&mut eval, node.clock.deadline(8_300).unwrap());
             assert_eq!(
-                Answer::of(Some(&redis.raw(&eval))),
+                Answer::of(Some(&redis.raw(&eval).into())),
                 Answer::Expired,
                 "{what}"
             );
@@ -256,7 +259,11 @@ fn a_call_that_comes_after_its_deadline_writes_nothing_and_answers_redis_clock()
         // In time, each runs.
         for (what, call) in node.every_call(b"c") {
             let reply = redis.raw(&node.stamped(&call, 10_000));
-            assert_ne!(Answer::of(Some(&reply)), Answer::Expired, "{what}");
+            assert_ne!(
+                Answer::of(Some(&reply.clone().into())),
+                Answer::Expired,
+                "{what}"
+            );
             assert!(!matches!(reply, OwnedFrame::Error(_)), "{what}: {reply:?}");
         }
         assert_ne!(snapshot(&mut redis, &prefix), before);
@@ -290,7 +297,10 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
         for _ in 0..5 {
             let call = node.check(client, 1);
             let cmd = node.stamped(&call, local());
-            assert!(matches!(Answer::of(Some(&redis.raw(&cmd))), Answer::Ran(_)));
+            assert!(matches!(
+                Answer::of(Some(&redis.raw(&cmd).into())),
+                Answer::Ran(_)
+            ));
         }
         assert_eq!(strikes(&mut redis, client), 3);
     }
@@ -328,7 +338,7 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
 
     // Redis resumes and runs what it had not read: every call expired.
     for cmd in &stamped {
-        let answer = Answer::of(Some(&redis.raw(cmd)));
+        let answer = Answer::of(Some(&redis.raw(cmd).into()));
         assert_eq!(answer, Answer::Expired);
         // (A reply that still finds its request is decided as the
         // timeout was, striking nothing.)
@@ -375,7 +385,7 @@ fn the_checks_a_stopped_redis_runs_once_resumed_strike_no_one() {
             .spend(&spent, tag.as_bytes(), &solution(n, None), RULES, None, 0);
         let reply = redis.raw(&node.stamped(&call, local()));
         assert_eq!(
-            Answer::of(Some(&reply)),
+            Answer::of(Some(&reply.clone().into())),
             Answer::ran(&[1, 2 - i64::from(n), 0, 0]),
             "{reply:?}"
         );
