@@ -99,9 +99,9 @@ pub struct Calls {
     /// Which slot a client's keys take (a Redis Cluster's `slot=`).
     client_slot: ClientSlot,
     scripts: &'static Scripts,
-    /// What the last stacked call's limits wrote, for the next under the
-    /// same (`stacks::Texts`).
-    texts: RefCell<stacks::Texts>,
+    /// What the last few stacked calls' limits wrote, for the next under
+    /// the same (`stacks::KeptTexts`).
+    texts: RefCell<stacks::KeptTexts>,
     /// The words of the last limits and rules checked one at a time.
     words: RefCell<LimitWords>,
 }

@@ -52,7 +52,7 @@ impl ScriptCall {
 
     /// `words` keys or arguments alone, no command before them: words
     /// made once and copied into calls ([`ScriptCall::encoded`]).
-    pub fn words(words: usize) -> Self {
+    pub(crate) fn words(words: usize) -> Self {
         #[cfg(not(any(debug_assertions, test)))]
         let _ = words;
         Self {
@@ -65,7 +65,7 @@ impl ScriptCall {
 
     /// `n` keys or arguments encoded already (the words of a
     /// [`ScriptCall::words`]).
-    pub fn encoded(&mut self, (words, n): (&[u8], usize)) -> &mut Self {
+    pub(crate) fn encoded(&mut self, (words, n): (&[u8], usize)) -> &mut Self {
         self.cmd.extend_from_slice(words);
         self.words_written(n);
         self

@@ -14,7 +14,7 @@ use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
 use crate::store::{Checked, Counted, Offence, Subject};
 use counts::{own_tag, Count, Counts, TagOf};
-pub(super) use texts::Texts;
+pub(super) use texts::{KeptTexts, Texts};
 
 mod counts;
 mod texts;
@@ -259,7 +259,9 @@ impl Part {
     }
 
     /// Whether requests of `self` and `other` share their arguments in a
-    /// gathered call ([`Part::set`], without making it).
+    /// gathered call ([`Part::set`], without making it). Also what
+    /// [`Texts`] are kept by: every input of `part_args` and of a count's
+    /// key tail must be compared here.
     pub fn same_set(&self, other: &Part) -> bool {
         let same = |a: &Count, b: &Count| (a.limit, a.approx, a.own) == (b.limit, b.approx, b.own);
         self.offence == other.offence
@@ -326,8 +328,8 @@ impl Calls {
         Call::of(script, call)
     }
 
-    /// `f` of the texts of `part`'s limits (`Texts`: those of the last
-    /// part, unless its limits differ).
+    /// `f` of the texts of `part`'s limits (`KeptTexts`: those kept for a
+    /// part under the same, else made).
     fn with_texts<R>(&self, part: &Part, f: impl FnOnce(&Texts) -> R) -> R {
         match self.texts.try_borrow_mut() {
             Ok(mut texts) => f(texts.of(part)),

@@ -211,8 +211,8 @@ mod tests {
     fn a_slot_net_clients_network_count_takes_the_networks_own_keys() {
         // The network's tag taken from the head of the client's: the same
         // names as the network's own tag writes, for IPv4, IPv6 and
-        // `unix:` (and none for a value that only starts like the
-        // network).
+        // `unix:` (and none for a value that is not the network: the
+        // IPv6 client's own /64, or one that only starts like it).
         use crate::redis::cluster::ClientSlot;
         let calls = Calls::new("ps:", 1, 1, true).with_client_slot(ClientSlot::Net);
         let rate = RateLimit {
@@ -229,6 +229,7 @@ mod tests {
         limits.add(net).unwrap();
         for (key, value) in [
             (&b"\x00203.0.113.7"[..], &b"203.0.113.0/24"[..]),
+            (b"\x002001:db8:1:2::/64", b"2001:db8:1::/48"),
             (b"\x002001:db8:1:2::/64", b"2001:db8:1:2::/64"),
             (b"\x00unix:", b"unix:"),
             (b"\x00203.0.113.7", b"203.0.113.0/2"),

@@ -10,7 +10,44 @@ use crate::cluster::keys;
 use crate::limiter::MAX_LIMITS;
 use crate::redis::script_call::ScriptCall;
 
-/// The text of the last part's limits.
+/// At most so many sets of limits' texts kept (a worker's locations have
+/// few; the oldest goes first): requests of locations under different
+/// limits, in turn, each find theirs.
+const KEPT: usize = 4;
+
+/// The texts of the last few sets of limits.
+#[derive(Clone, Debug, Default)]
+pub(in crate::cluster::calls) struct KeptTexts {
+    kept: Vec<Texts>,
+    /// The next to go when a set not kept comes.
+    next: usize,
+}
+
+impl KeptTexts {
+    /// The texts of `part`'s limits: those kept for a part under the same
+    /// ([`Part::same_set`]), or made now in place of the oldest.
+    pub(in crate::cluster::calls) fn of(&mut self, part: &Part) -> &Texts {
+        let kept = self
+            .kept
+            .iter()
+            .position(|t| t.of.as_ref().is_some_and(|of| of.same_set(part)));
+        let at = match kept {
+            Some(at) => at,
+            None if self.kept.len() < KEPT => {
+                self.kept.push(Texts::default());
+                self.kept.len() - 1
+            }
+            None => {
+                let at = self.next % KEPT;
+                self.next = at + 1;
+                at
+            }
+        };
+        self.kept[at].of(part)
+    }
+}
+
+/// The text of a part's limits.
 #[derive(Clone, Debug, Default)]
 pub(in crate::cluster::calls) struct Texts {
     /// The part they were made for (`None`: none yet).
@@ -96,6 +133,14 @@ mod tests {
         let mut other = Limits::NONE;
         other.add(Limit::new(rate(5, 60_001))).unwrap();
         other.add(net).unwrap();
+        // The same limits, each counted the other way (per `key=`, per
+        // client): only `own` differs.
+        let mut swapped = Limits::NONE;
+        swapped
+            .add(Limit::new(rate(5, 60_000)).keyed(KeyId::of("$pow_shield_net")))
+            .unwrap();
+        swapped.add(Limit::new(rate(1_000_000, 1_000))).unwrap();
+        let net_first: &[Option<&[u8]>] = &[Some(b"203.0.113.0/24"), None];
         let mut three = other;
         three.add(Limit::new(rate(7, 1_000))).unwrap();
         let strict = BreakerRules {
@@ -119,6 +164,14 @@ mod tests {
         let plain = BreakerRules::default();
         let turns = [
             (subject(&one, plain), Offence::Unpaid),
+            (subject(&one, plain), Offence::Unpaid),
+            (
+                Subject {
+                    key_values: net_first,
+                    ..subject(&swapped, plain)
+                },
+                Offence::Unpaid,
+            ),
             (subject(&one, plain), Offence::Unpaid),
             (subject(&approx, plain), Offence::Unpaid),
             (subject(&other, plain), Offence::Unpaid),
