@@ -200,7 +200,7 @@ impl<W: Waits> ClusterNode<W> {
             let whole = self.calls.whole(tag.as_bytes(), subject, offence);
             let stack = Stack {
                 seq,
-                then: Then::Request(check, Box::new(whole.in_slot(known))),
+                then: Then::Request(check, self.spare.boxed(whole.in_slot(known))),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;

@@ -247,7 +247,10 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         match stack.then {
-            Then::Request(c, part) => self.stacked_checked(env, c, &part, answer, now, out),
+            Then::Request(c, part) => {
+                self.stacked_checked(env, c, &part, answer, now, out);
+                self.spare.give_box(part);
+            }
             Then::Part { request, index } => {
                 let alone = !gathered;
                 self.part_answered(env, (request, index), alone, answer, now, out)
