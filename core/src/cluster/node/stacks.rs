@@ -187,6 +187,9 @@ impl<W: Waits> ClusterNode<W> {
     }
 
     /// The reply to a call of stacked checks (`None`: none came).
+    /// (Inline: the call's checks read where its flight lies, not copied
+    /// out into an argument.)
+    #[inline]
     pub(super) fn stacks_answered(
         &mut self,
         env: &mut impl Around,
