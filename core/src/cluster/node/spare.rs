@@ -101,4 +101,29 @@ mod tests {
         lists.give(Vec::new());
         assert!(lists.0.is_empty());
     }
+
+    #[test]
+    fn a_box_given_back_holds_the_next_part_and_no_more_are_kept() {
+        use crate::cluster::calls::Part;
+        use crate::limiter::breaker::BreakerRules;
+        use crate::limiter::RateLimit;
+        use crate::store::Offence;
+        let part = |tag: &[u8]| {
+            let limit = RateLimit {
+                requests: 10,
+                window_ms: 1_000,
+            };
+            Part::approx(tag, limit, BreakerRules::default(), Offence::Unpaid)
+        };
+        let mut spare = Spare::default();
+        let first = spare.boxed(part(b"a"));
+        let at: *const Part = &*first;
+        spare.give_box(first);
+        let next = spare.boxed(part(b"b"));
+        assert_eq!((&*next.route, &*next as *const Part), (&b"b"[..], at));
+        for _ in 0..2 * KEPT {
+            spare.give_box(Box::new(part(b"c")));
+        }
+        assert_eq!(spare.boxes.len(), KEPT);
+    }
 }
