@@ -19,7 +19,9 @@ pub(super) struct Spare {
     pub limits: Lists<KeyedLimit>,
     pub parts: Lists<KeptPart>,
     /// Boxes of stacked checks' parts, each with the part it held until
-    /// the next takes its place.
+    /// the next takes its place. (The boxes are what is kept: their
+    /// allocations, not the parts.)
+    #[allow(clippy::vec_box)]
     boxes: Vec<Box<Part>>,
 }
 
