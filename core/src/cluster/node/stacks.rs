@@ -198,43 +198,37 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Stacks {
-            gate,
-            gathered,
-            stacks,
-        } = s;
-        match (stacks, gathered) {
+        let n = s.stacks.len();
+        if s.gathered {
+            self.held = self.held.saturating_sub(n);
+            let replies = match frame {
+                Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
+                _ => None,
+            };
+            let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
+            let answers: Vec<Answer> = match (replies, late) {
+                (Some(replies), _) => replies.iter().map(|ints| Answer::ran(ints)).collect(),
+                (None, true) => vec![Answer::Expired; n],
+                (None, false) => vec![Answer::Lost; n],
+            };
+            for (stack, answer) in s.stacks.into_iter().zip(answers) {
+                self.stack_answered(env, stack, answer, true, now, out);
+            }
+        } else {
             // (Alone: its one stack, handed on where it lies, not copied
             // out first.)
-            (OneOrMore::One(stack), false) => {
-                let answer = Answer::of(frame);
-                self.stack_answered(env, stack, answer, false, now, out);
-            }
-            (stacks, true) => {
-                let n = stacks.len();
-                self.held = self.held.saturating_sub(n);
-                let replies = match frame {
-                    Some(OwnedFrame::BulkString(text)) => stacks_reply(text, n, self.cluster),
-                    _ => None,
-                };
-                let late = frame.is_some_and(|f| clock::expired_ms(f).is_some());
-                let answers: Vec<Answer> = match (replies, late) {
-                    (Some(replies), _) => replies.iter().map(|ints| Answer::ran(ints)).collect(),
-                    (None, true) => vec![Answer::Expired; n],
-                    (None, false) => vec![Answer::Lost; n],
-                };
-                for (stack, answer) in stacks.into_iter().zip(answers) {
-                    self.stack_answered(env, stack, answer, true, now, out);
-                }
-            }
-            (OneOrMore::More(all), false) => {
-                if let Some(stack) = all.into_iter().next() {
-                    self.stack_answered(env, stack, Answer::of(frame), false, now, out);
+            let answer = Answer::of(frame);
+            match s.stacks {
+                OneOrMore::One(stack) => self.stack_answered(env, stack, answer, false, now, out),
+                OneOrMore::More(all) => {
+                    if let Some(stack) = all.into_iter().next() {
+                        self.stack_answered(env, stack, answer, false, now, out);
+                    }
                 }
             }
         }
         // What gathered behind it goes now (or falls back with it).
-        if let Some(slot) = gate {
+        if let Some(slot) = s.gate {
             self.stacks_done(
                 env,
                 slot,
