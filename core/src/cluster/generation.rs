@@ -39,18 +39,24 @@ pub fn stale_generation(reply: &[i64]) -> Option<u64> {
     u64::try_from(gen).ok().filter(|g| *g > 0)
 }
 
-/// For each slot, the smallest `n` whose decimal hashes to it.
-static SLOT_TAGS: LazyLock<Box<[u32]>> = LazyLock::new(|| {
-    let mut tags = vec![u32::MAX; SLOTS].into_boxed_slice();
+/// For each slot, the decimal of the smallest `n` that hashes to it and
+/// `}`, as its generation key ends ([`write_slot_key`]): its length, then
+/// those bytes (every slot has an `n` under 1,000,000: six digits at most).
+static SLOT_TAGS: LazyLock<Box<[[u8; 8]]>> = LazyLock::new(|| {
+    let mut tags = vec![[0; 8]; SLOTS].into_boxed_slice();
     let (mut left, mut n) = (SLOTS, 0u32);
     let mut text = Vec::with_capacity(10);
     while left > 0 {
         text.clear();
         crate::redis::script_call::decimal(&mut text, n.into());
         let slot = usize::from(crc16(&text)) % SLOTS;
-        if tags[slot] == u32::MAX {
-            tags[slot] = n;
-            left -= 1;
+        text.push(b'}');
+        if let Some(tag @ [0, ..]) = tags.get_mut(slot) {
+            if let Some(room) = tag.get_mut(1..=text.len()) {
+                room.copy_from_slice(&text);
+                tag[0] = text.len() as u8;
+                left -= 1;
+            }
         }
         n += 1;
     }
@@ -68,9 +74,12 @@ pub fn slot_of_tag(tag: &[u8]) -> u16 {
 pub fn write_slot_key(w: &mut Vec<u8>, prefix: &[u8], slot: u16) {
     w.extend_from_slice(prefix);
     w.extend_from_slice(b"gen:{");
-    let n = SLOT_TAGS.get(usize::from(slot)).copied().unwrap_or(0);
-    crate::redis::script_call::decimal(w, n.into());
-    w.push(b'}');
+    // (Written once: measured, the decimal of `n` made each time cost
+    // more than half of this.)
+    let end = SLOT_TAGS
+        .get(usize::from(slot))
+        .and_then(|tag| tag.get(1..=usize::from(tag[0])));
+    w.extend_from_slice(end.unwrap_or(b"0}"));
 }
 
 /// The generation key of `slot`, as text.
@@ -252,7 +261,8 @@ mod tests {
                 "{key}"
             );
         }
-        assert!(SLOT_TAGS.iter().all(|n| *n < 1_000_000), "short names");
+        // (Six digits at most: short names.)
+        assert!(SLOT_TAGS.iter().all(|tag| (2..=7).contains(&tag[0])));
         // A client's keys and its slot's generation key share the slot.
         let tag = crate::redis::command::client_tag(b"203.0.113.7");
         let client = super::super::keys::client_prefix("pow:", b"203.0.113.7");

@@ -8,15 +8,15 @@
 
 use crate::config::MainConf;
 use crate::redis::router::Router;
-use crate::shm::{Entry, SharedZone, TableKey};
+use crate::shm::{Allocator, Entry, SharedZone, TableKey, Zone};
 use crate::store::zone::{
     breaker_entry, evict_refusals, record_spent, EVICT_WHEN_FULL, EXPIRE_PER_REQUEST,
 };
 use pow_shield_core::cluster::fallback::Reach;
-use pow_shield_core::cluster::node::{Around, Held, Looked, RefusalKeys};
+use pow_shield_core::cluster::node::{Around, Held, Look, Looked, RefusalKeys};
 use pow_shield_core::cluster::refusals::{LocalRefusal, Refused};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
-use pow_shield_core::limiter::Verdict;
+use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
 use pow_shield_core::store::NoRoom;
 
 /// The node's cache in the zone, for its Redis store.
@@ -107,54 +107,22 @@ impl Around for Env<'_> {
         refusal: &[u8],
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok_redis_up: (bool, bool),
+        stale_ok: bool,
         rising: bool,
     ) -> Option<Refused> {
-        let never = Held {
-            before: false,
-            after: false,
-        };
-        let looked = (rising, never);
-        match self.refuse_unless_held(refusal, (rules, now_ms), stale_ok_redis_up, looked) {
-            Looked::Refused(refused) => Some(refused),
-            Looked::Held | Looked::Neither => None,
-        }
-    }
-
-    /// One key and one lock for what `holds` and `refuse` say in turn.
-    fn refuse_unless_held(
-        &mut self,
-        refusal: &[u8],
-        (rules, now_ms): (BreakerRules, u64),
-        stale_ok_redis_up: (bool, bool),
-        (rising, held): (bool, Held),
-    ) -> Looked {
-        let Some(cache) = self.cache else {
-            return Looked::Neither;
-        };
+        let cache = self.cache?;
         let key = self.keys.of(refusal);
+        let look = Look {
+            refusal,
+            rules,
+            stale_ok,
+            held: Held::NEVER,
+        };
+        let router = self.router;
         cache.zone.with_locked(|zone, alloc| {
-            let holds = |entry: &mut Entry| entry.refusal().holds(now_ms);
-            if held.before && zone.refusals.get(&key).is_some_and(holds) {
-                return Looked::Held;
-            }
-            zone.refusals.expire(alloc, now_ms, EXPIRE_PER_REQUEST);
-            let Some(entry) = zone.refusals.get(&key) else {
-                return Looked::Neither;
-            };
-            match entry
-                .refusal()
-                .refuse(rules, now_ms, stale_ok_redis_up, rising)
-            {
-                Some(refused) => {
-                    // Kept past `T` until a worker took the refusal.
-                    if !entry.refusal().disposable() {
-                        entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
-                    }
-                    Looked::Refused(refused)
-                }
-                None if held.after && holds(entry) => Looked::Held,
-                None => Looked::Neither,
+            match look_up(zone, alloc, (&key, &look), (now_ms, rising), router) {
+                Found::Answered(Looked::Refused(refused)) => Some(refused),
+                Found::Answered(Looked::Held) | Found::Kept | Found::Nothing => None,
             }
         })
     }
@@ -173,6 +141,55 @@ impl Around for Env<'_> {
         };
         let key = self.keys.of(refusal);
         cache.with_refusal(&key, |r| r.take_pending()).unwrap_or(0)
+    }
+
+    /// One lock for the whole look, and one key for each limit.
+    fn look(
+        &mut self,
+        looks: &[Look],
+        (now_ms, rising): (u64, bool),
+        refuse: bool,
+        pending: &mut [u32],
+    ) -> Option<(usize, Looked)> {
+        pending.fill(0);
+        let cache = self.cache?;
+        let (keys, router) = (&mut *self.keys, self.router);
+        // The keys made to refuse, for the pending ones (none where no
+        // entry was found: none is made under the lock).
+        let mut made: [Option<TableKey>; MAX_LIMITS] = Default::default();
+        cache.zone.with_locked(|zone, alloc| {
+            let mut answered = None;
+            let mut looked = 0;
+            for ((look, made), at) in looks.iter().zip(&mut made).zip(0..).filter(|_| refuse) {
+                let key = keys.of(look.refusal);
+                looked = at + 1;
+                match look_up(zone, alloc, (&key, look), (now_ms, rising), router) {
+                    Found::Answered(refused @ Looked::Refused(_)) => return Some((at, refused)),
+                    Found::Answered(Looked::Held) => {
+                        *made = Some(key);
+                        answered = Some((at, Looked::Held));
+                        break;
+                    }
+                    Found::Kept => *made = Some(key),
+                    Found::Nothing => {}
+                }
+            }
+            let each = looks.iter().zip(&mut made).zip(pending);
+            for (at, ((look, made), n)) in each.enumerate() {
+                let key = match made.take() {
+                    Some(key) => key,
+                    // (None found to refuse: none since, nothing is made
+                    // under the lock.)
+                    None if at < looked => continue,
+                    None => keys.of(look.refusal),
+                };
+                *n = zone
+                    .refusals
+                    .get(&key)
+                    .map_or(0, |entry| entry.refusal().take_pending());
+            }
+            answered
+        })
     }
 
     /// No room (after giving up older refusals and expired spent records):
@@ -301,6 +318,50 @@ impl Around for Env<'_> {
                 entry.strikes().forgive(rules, now_ms);
             }
         })
+    }
+}
+
+/// What [`look_up`] found of a refusal.
+enum Found {
+    /// No refusal of its key.
+    Nothing,
+    /// A refusal that neither refuses here nor leaves the request to Redis.
+    Kept,
+    Answered(Looked),
+}
+
+/// `look` at `key`'s refusal in the zone (locked): held before it is
+/// refused here, refused, held after. A refusal refused here is kept
+/// past `T` until a worker took it.
+fn look_up(
+    zone: &mut Zone,
+    alloc: &Allocator,
+    (key, look): (&TableKey, &Look),
+    (now_ms, rising): (u64, bool),
+    router: &Router,
+) -> Found {
+    let holds = |entry: &mut Entry| entry.refusal().holds(now_ms);
+    if look.held.before && zone.refusals.get(key).is_some_and(holds) {
+        return Found::Answered(Looked::Held);
+    }
+    // (Every refusal lives in the LRU queue: `Table::touch`.)
+    zone.refusals.expire_lru(alloc, now_ms, EXPIRE_PER_REQUEST);
+    let Some(entry) = zone.refusals.get(key) else {
+        return Found::Nothing;
+    };
+    // (Redis's health asked only of a refusal kept: a green request's
+    // look needs none.)
+    let stale_ok_redis_up = (look.stale_ok, router.is_healthy());
+    let refusal = entry.refusal();
+    match refusal.refuse(look.rules, now_ms, stale_ok_redis_up, rising) {
+        Some(refused) => {
+            if !refusal.disposable() {
+                entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
+            }
+            Found::Answered(Looked::Refused(refused))
+        }
+        None if look.held.after && holds(entry) => Found::Answered(Looked::Held),
+        None => Found::Kept,
     }
 }
 

@@ -9,10 +9,14 @@
 //! as long as `fallback::exit_waits` says (never while Redis is down: then
 //! the timer is cancelable, so that nginx stops and reloads at once).
 
-use super::{remember, Alert, Around, ClusterNode, Command, Flight, Step, Waits};
+use super::{
+    remember, Alert, Around, ClusterNode, Command, Flight, Held, Look, Looked, Step, Waits,
+};
 use crate::cluster::calls::{single_limit, BatchOf};
 use crate::cluster::fallback::{exit_waits, Reach};
-use crate::cluster::refusals::{refusal_key, RefusalKey, Sending, BATCH_MS, PRICE_BATCH_MS};
+use crate::cluster::refusals::{
+    refusal_key, RefusalKey, Refused, Sending, BATCH_MS, PRICE_BATCH_MS,
+};
 use crate::cluster::scripts::{args, replies};
 use crate::limiter::breaker::{Block, BreakerRules};
 use crate::limiter::RateLimit;
@@ -73,39 +77,74 @@ impl<W: Waits> ClusterNode<W> {
         if !env.has_zone() {
             return None;
         }
-        let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
-        self.refuse_locally_as(env, (subject, &refusal), (limit, slot), now, out)
-    }
-
-    /// [`Self::refuse_locally`] (a node with a zone), the refusal's key
-    /// made already.
-    pub(super) fn refuse_locally_as(
-        &mut self,
-        env: &mut impl Around,
-        (subject, refusal): (&Subject, &RefusalKey),
-        (limit, slot): (RateLimit, impl FnOnce() -> u16),
-        now: Now,
-        out: &mut Vec<Step<W>>,
-    ) -> Option<Checked> {
-        // (While Redis is unavailable the refusal says no: the fallback
-        // rule decides.)
-        let redis_up = env.healthy();
         // A Redis Cluster: the challenge carries the slot's generation, so
         // only once this worker knows it (else Redis decides, and says it).
         let generation = match self.cluster {
             true => Some(self.generations.slot(slot())?),
             false => None,
         };
+        let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
         // Redis owes this worker an answer for the client: what it said
-        // last still holds (asking would only wait).
-        let stale_ok = self.batches.awaiting(refusal);
-        let refused = env.refuse(
+        // last still holds (asking would only wait). (While Redis is
+        // unavailable the refusal says no: the fallback rule decides.)
+        let stale_ok = self.batches.awaiting(&refusal);
+        let (rules, rising) = (subject.rules, subject.rising);
+        let refused = env.refuse(&refusal, rules, now.monotonic_ms, stale_ok, rising)?;
+        let whose = (subject, limit, &refusal);
+        Some(self.refused_locally(env, whose, refused, generation, out))
+    }
+
+    /// What the node holds of a request under the location's one limit (a
+    /// node with a zone; `refusal`, its refusal's key), looked at once
+    /// before it asks Redis: with `refuse` (an unpaid request the node may
+    /// answer), refused here as [`Self::refuse_locally`] refuses (`slot`:
+    /// the client's); else what the node counted for the client goes
+    /// now, as [`Self::send_batch_now`] sends it.
+    pub(super) fn look_locally(
+        &mut self,
+        env: &mut impl Around,
+        (subject, limit, refusal): (&Subject, RateLimit, &RefusalKey),
+        (slot, refuse): (u16, bool),
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) -> Option<Checked> {
+        let generation = match self.cluster && refuse {
+            true => self.generations.slot(slot),
+            false => None,
+        };
+        let look = Look {
             refusal,
-            subject.rules,
-            now.monotonic_ms,
-            (stale_ok, redis_up),
-            subject.rising,
-        )?;
+            rules: subject.rules,
+            stale_ok: self.batches.awaiting(refusal),
+            held: Held::NEVER,
+        };
+        let refuse = refuse && (generation.is_some() || !self.cluster);
+        let mut pending = [0];
+        let at_now = (now.monotonic_ms, subject.rising);
+        if let Some((_, Looked::Refused(refused))) = env.look(&[look], at_now, refuse, &mut pending)
+        {
+            let whose = (subject, limit, refusal);
+            return Some(self.refused_locally(env, whose, refused, generation, out));
+        }
+        let [n] = pending;
+        if n > 0 {
+            self.batches
+                .add(refusal, n, || BatchContext::of(subject, limit));
+        }
+        self.send_batches(env, std::slice::from_ref(refusal), now, out);
+        None
+    }
+
+    /// A request refused here under its one limit (`generation`: its
+    /// slot's, a Redis Cluster's).
+    fn refused_locally(
+        &mut self,
+        env: &mut impl Around,
+        (subject, limit, refusal): (&Subject, RateLimit, &RefusalKey),
+        refused: Refused,
+        generation: Option<u64>,
+        out: &mut Vec<Step<W>>,
+    ) -> Checked {
         // The refusal waits in the zone: this worker's timer takes it, or
         // any worker that asks Redis about the client first. (Redis needs
         // it only as a strike or for rising difficulty.)
@@ -114,10 +153,10 @@ impl<W: Waits> ClusterNode<W> {
                 .add(refusal, 0, || BatchContext::of(subject, limit));
             self.arm(env, BATCH_MS, true, out);
         }
-        Some(Checked {
+        Checked {
             generation,
             ..refused.checked
-        })
+        }
     }
 
     /// Sends what the node counted for the client now (whichever worker
@@ -139,24 +178,12 @@ impl<W: Waits> ClusterNode<W> {
             return;
         }
         let refusal = refusal_key(self.scope, limit, subject.limits.approx(0), subject.key);
-        self.send_batch_of(env, (subject, limit, &refusal), now, out);
-    }
-
-    /// [`Self::send_batch_now`] (a node with a zone) of the subject's one
-    /// limit, its refusal's key made already.
-    pub(super) fn send_batch_of(
-        &mut self,
-        env: &mut impl Around,
-        (subject, limit, refusal): (&Subject, RateLimit, &RefusalKey),
-        now: Now,
-        out: &mut Vec<Step<W>>,
-    ) {
-        let n = env.take_pending(refusal);
+        let n = env.take_pending(&refusal);
         if n > 0 {
             self.batches
-                .add(refusal, n, || BatchContext::of(subject, limit));
+                .add(&refusal, n, || BatchContext::of(subject, limit));
         }
-        self.send_batches(env, std::slice::from_ref(refusal), now, out);
+        self.send_batches(env, std::slice::from_ref(&refusal), now, out);
     }
 
     /// A connection to Redis is ready. After an outage Redis may have

@@ -165,12 +165,11 @@ impl<W: Waits> ClusterNode<W> {
                 true => self.keyed_limits(subject),
                 false => Vec::new(),
             };
-            if offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail) {
-                if let Some(checked) = self.refuse_keyed(env, (subject, slot), &limits, now, out) {
-                    return Answered::Now(Reply::Checked(checked));
-                }
+            let refuse = offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail);
+            let whose = (subject, slot);
+            if let Some(checked) = self.look_keyed(env, whose, (&limits, refuse), now, out) {
+                return Answered::Now(Reply::Checked(checked));
             }
-            self.send_keyed_batches_now(env, subject, &limits, now, out);
             let seq = self.next_seq();
             // A Redis Cluster: the keys of a `key=` count lie in other
             // slots than the client's (`sharded.rs`), unless the client's
@@ -201,7 +200,7 @@ impl<W: Waits> ClusterNode<W> {
             let whole = self.calls.whole(tag.as_bytes(), subject, offence);
             let stack = Stack {
                 seq,
-                then: Then::Request(check, Box::new(whole.in_slot(known))),
+                then: Then::Request(check, self.spare.boxed(whole.in_slot(known))),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -213,20 +212,15 @@ impl<W: Waits> ClusterNode<W> {
         let refusal = env
             .has_zone()
             .then(|| refusal_key(self.scope, limit, subject.limits.approx(0), subject.key));
-        if let (Some(refusal), true) = (
-            &refusal,
-            offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail),
-        ) {
-            let whose = (subject, refusal);
-            if let Some(checked) = self.refuse_locally_as(env, whose, (limit, || slot), now, out) {
+        // Else what this worker counted for the client goes first: Redis
+        // decides this request on every strike (the one reaching the
+        // threshold is Redis's to count).
+        if let Some(refusal) = &refusal {
+            let refuse = offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail);
+            let whose = (subject, limit, refusal);
+            if let Some(checked) = self.look_locally(env, whose, (slot, refuse), now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
-        }
-        // What this worker counted for the client goes first: Redis decides
-        // this request on every strike (the one reaching the threshold is
-        // Redis's to count).
-        if let Some(refusal) = &refusal {
-            self.send_batch_of(env, (subject, limit, refusal), now, out);
         }
         // A request of a client whose check is on its way joins it: the
         // call's answer decides it.

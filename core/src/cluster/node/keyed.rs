@@ -14,11 +14,11 @@
 //! where a rising price reads it.
 
 use super::batches::BatchContext;
-use super::{Around, ClusterNode, Held, Looked, Step, Waits};
-use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, BATCH_MS};
+use super::{Around, ClusterNode, Held, Look, Looked, Step, Waits};
+use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, Refused, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
-use crate::limiter::RateLimit;
+use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::store::{Checked, Counted, Now, Subject};
 
 /// No breaker: a `key=` value's refusals strike no one.
@@ -90,18 +90,26 @@ impl<W: Waits> ClusterNode<W> {
         out
     }
 
-    /// An unpaid request under stacked or keyed limits, one of which Redis
-    /// refused until a `T` still ahead: refused here by the first such
-    /// limit in the order written. Redis decides when the client's own
-    /// limit holds a refusal it will not answer here (its next strike
+    /// What the node holds of a request under stacked or keyed limits
+    /// (`limits`, [`Self::keyed_limits`]), looked at once before it goes
+    /// to Redis. With `refuse` (an unpaid request the node may answer),
+    /// it is refused here by the first limit Redis refused until a `T`
+    /// still ahead, in the order written. Redis decides when the client's
+    /// own limit holds a refusal it will not answer here (its next strike
     /// would reach the threshold, or Redis's word is not fresh): a later
     /// `key=` limit must not answer for it without its strike.
     /// (`slot`: the client's, a Redis Cluster's.)
-    pub(super) fn refuse_keyed(
+    ///
+    /// Not refused, what the node counted under the limits goes now,
+    /// before the call that asks Redis about them (as `send_batch_now`
+    /// does for a single limit): Redis decides on every strike the node
+    /// counted, and prices from every refusal of a key (a paid request's
+    /// fresh challenge too).
+    pub(super) fn look_keyed(
         &mut self,
         env: &mut impl Around,
         (subject, slot): (&Subject, u16),
-        limits: &[KeyedLimit],
+        (limits, refuse): (&[KeyedLimit], bool),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<Checked> {
@@ -114,75 +122,82 @@ impl<W: Waits> ClusterNode<W> {
         // `key=` value's does not (its challenge carries the node's own:
         // spent as one issued during an outage), so that new addresses of a
         // refused /24, each in a slot of its own, are refused here too.
-        let generation = match self.cluster {
+        let generation = match self.cluster && refuse {
             true => self.generations.slot(slot),
             false => None,
         };
-        let redis_up = env.healthy();
         let unknown = self.cluster && generation.is_none();
-        for limit in limits {
-            // The client's own limit: a refusal held, of which Redis must
-            // count the next strike (or say the generation), is Redis's.
-            let held = Held {
-                before: limit.own && unknown,
-                after: limit.own,
+        // (At most `MAX_LIMITS`: on the stack.)
+        let mut looks = [NO_LOOK; MAX_LIMITS];
+        for (look, limit) in looks.iter_mut().zip(limits) {
+            *look = Look {
+                refusal: &limit.refusal,
+                rules: limit.rules(subject),
+                stale_ok: self.batches.awaiting(&limit.refusal),
+                // The client's own limit: a refusal held, of which Redis
+                // must count the next strike (or say the generation), is
+                // Redis's.
+                held: Held {
+                    before: limit.own && unknown,
+                    after: limit.own,
+                },
             };
-            let stale_ok = self.batches.awaiting(&limit.refusal);
-            let rules = limit.rules(subject);
-            let refused = match env.refuse_unless_held(
-                &limit.refusal,
-                (rules, now.monotonic_ms),
-                (stale_ok, redis_up),
-                (subject.rising, held),
-            ) {
-                Looked::Refused(refused) => refused,
-                Looked::Held => return None,
-                Looked::Neither => continue,
-            };
-            if rules.strikes.is_some() || subject.rising {
-                let context = || limit.context(subject);
-                self.batches.add(&limit.refusal, 0, context);
-                self.arm(env, BATCH_MS, true, out);
-            }
-            let mut checked = Checked {
-                generation,
-                ..refused.checked
-            };
-            checked.verdict.limit = limit.at;
-            if !limit.own {
-                // The client's breaker is its own: nothing of it is known
-                // from a network's refusal.
-                checked.breaker = BreakerStatus::default();
-                checked.struck = false;
-            }
-            return Some(checked);
         }
-        None
-    }
-
-    /// Sends what the node counted under the request's limits now, before
-    /// a call that asks Redis about them (as `send_batch_now` does for a
-    /// single limit): Redis decides on every strike the node counted, and
-    /// prices from every refusal of a key (a paid request's fresh
-    /// challenge too).
-    pub(super) fn send_keyed_batches_now(
-        &mut self,
-        env: &mut impl Around,
-        subject: &Subject,
-        limits: &[KeyedLimit],
-        now: Now,
-        out: &mut Vec<Step<W>>,
-    ) {
-        if !env.has_zone() {
-            return;
+        let looks = looks.get(..limits.len()).unwrap_or_default();
+        let mut pending = [0; MAX_LIMITS];
+        let at_now = (now.monotonic_ms, subject.rising);
+        match env.look(looks, at_now, refuse, &mut pending) {
+            Some((at, Looked::Refused(refused))) => {
+                let limit = limits.get(at)?;
+                return Some(self.refused_keyed(env, (subject, limit), refused, generation, out));
+            }
+            // (Held: Redis decides.)
+            Some((_, Looked::Held)) | None => {}
         }
-        for limit in limits {
-            let n = env.take_pending(&limit.refusal);
+        for (limit, &n) in limits.iter().zip(&pending) {
             if n > 0 {
                 self.batches
                     .add(&limit.refusal, n, || limit.context(subject));
             }
             self.send_batches(env, std::slice::from_ref(&limit.refusal), now, out);
         }
+        None
+    }
+
+    /// A request `limit` refused here: its refusal counted (a strike, or
+    /// a count a rising price reads) to go in a batch.
+    fn refused_keyed(
+        &mut self,
+        env: &mut impl Around,
+        (subject, limit): (&Subject, &KeyedLimit),
+        refused: Refused,
+        generation: Option<u64>,
+        out: &mut Vec<Step<W>>,
+    ) -> Checked {
+        if limit.rules(subject).strikes.is_some() || subject.rising {
+            let context = || limit.context(subject);
+            self.batches.add(&limit.refusal, 0, context);
+            self.arm(env, BATCH_MS, true, out);
+        }
+        let mut checked = Checked {
+            generation,
+            ..refused.checked
+        };
+        checked.verdict.limit = limit.at;
+        if !limit.own {
+            // The client's breaker is its own: nothing of it is known
+            // from a network's refusal.
+            checked.breaker = BreakerStatus::default();
+            checked.struck = false;
+        }
+        checked
     }
 }
+
+/// A place in [`ClusterNode::look_keyed`]'s list not yet filled.
+const NO_LOOK: Look = Look {
+    refusal: &[],
+    rules: NO_RULES,
+    stale_ok: false,
+    held: Held::NEVER,
+};

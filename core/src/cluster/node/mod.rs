@@ -68,40 +68,62 @@ pub trait Around {
     fn blocked(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus>;
     /// Keeps a block Redis reported for as long as it lasts.
     fn remember(&mut self, key: &[u8], breaker: BreakerStatus, rules: BreakerRules, now_ms: u64);
-    /// One more local refusal of `refusal` (`LocalRefusal::refuse`).
+    /// One more local refusal of `refusal` (`LocalRefusal::refuse`, while
+    /// Redis takes commands: [`Around::healthy`], asked only of a refusal
+    /// the node holds).
     fn refuse(
         &mut self,
         refusal: &[u8],
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok_redis_up: (bool, bool),
+        stale_ok: bool,
         rising: bool,
     ) -> Option<Refused>;
     /// Whether the node holds a refusal of `refusal` until a `T` still
     /// ahead (whether or not it may answer with it now).
     fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool;
-    /// [`Around::refuse`] of a limit whose refusal Redis decides while
-    /// the node holds one (`held`, [`Held`]): what [`Around::holds`] and
-    /// [`Around::refuse`] say, in that order, looked at as one (a zone:
-    /// under one lock).
-    fn refuse_unless_held(
-        &mut self,
-        refusal: &[u8],
-        (rules, now_ms): (BreakerRules, u64),
-        stale_ok_redis_up: (bool, bool),
-        (rising, held): (bool, Held),
-    ) -> Looked {
-        if held.before && self.holds(refusal, now_ms) {
-            return Looked::Held;
-        }
-        match self.refuse(refusal, rules, now_ms, stale_ok_redis_up, rising) {
-            Some(refused) => Looked::Refused(refused),
-            None if held.after && self.holds(refusal, now_ms) => Looked::Held,
-            None => Looked::Neither,
-        }
-    }
     /// The refusals of `refusal` no worker took yet.
     fn take_pending(&mut self, refusal: &[u8]) -> u32;
+    /// What the node holds of a request's limits before it asks Redis,
+    /// looked at as one (a zone: under one lock, each refusal's key made
+    /// once). With `refuse` (an unpaid request the node may answer), each
+    /// of `looks` in turn until one answers: held before it is refused
+    /// here ([`Held`]), [`Around::refuse`], held after; the first that
+    /// answers, by its place. Then, unless one was refused here, the
+    /// refusals of each no worker took yet ([`Around::take_pending`]), by
+    /// place into `pending` (as long as `looks`).
+    fn look(
+        &mut self,
+        looks: &[Look],
+        (now_ms, rising): (u64, bool),
+        refuse: bool,
+        pending: &mut [u32],
+    ) -> Option<(usize, Looked)> {
+        let mut one = |look: &Look| {
+            if look.held.before && self.holds(look.refusal, now_ms) {
+                return Some(Looked::Held);
+            }
+            let (rules, stale_ok) = (look.rules, look.stale_ok);
+            if let Some(refused) = self.refuse(look.refusal, rules, now_ms, stale_ok, rising) {
+                return Some(Looked::Refused(refused));
+            }
+            (look.held.after && self.holds(look.refusal, now_ms)).then_some(Looked::Held)
+        };
+        let answered = match refuse {
+            true => looks
+                .iter()
+                .enumerate()
+                .find_map(|(at, look)| Some((at, one(look)?))),
+            false => None,
+        };
+        if let Some((_, Looked::Refused(_))) = answered {
+            return answered;
+        }
+        for (look, n) in looks.iter().zip(pending) {
+            *n = self.take_pending(look.refusal);
+        }
+        answered
+    }
     /// Keeps Redis's refusal of a check sent at `asked_ms` until its `T`.
     fn learn_refusal(
         &mut self,
@@ -131,8 +153,23 @@ pub trait Around {
     fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64);
 }
 
+/// One of a request's limits, as the node looks up its refusal
+/// ([`Around::look`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Look<'a> {
+    /// Its refusal's key.
+    pub refusal: &'a [u8],
+    /// The breaker rules its refusals follow.
+    pub rules: BreakerRules,
+    /// Redis owes this worker an answer for it: what it said last still
+    /// holds (`LocalRefusal::refuse`).
+    pub stale_ok: bool,
+    /// When a refusal held leaves the request to Redis.
+    pub held: Held,
+}
+
 /// When a refusal the node holds leaves the request to Redis
-/// ([`Around::refuse_unless_held`]).
+/// ([`Around::look`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Held {
     /// Held before it is refused here: Redis decides at once.
@@ -142,15 +179,21 @@ pub struct Held {
     pub after: bool,
 }
 
-/// What [`Around::refuse_unless_held`] found.
+impl Held {
+    /// A refusal held leaves nothing to Redis.
+    pub const NEVER: Held = Held {
+        before: false,
+        after: false,
+    };
+}
+
+/// What [`Around::look`] found of a limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Looked {
     /// Refused here.
     Refused(Refused),
     /// A refusal the node holds leaves the request to Redis.
     Held,
-    /// Neither: the next limit, or Redis.
-    Neither,
 }
 
 /// Names a call on its way, for its reply.

@@ -1,10 +1,12 @@
 //! Lists a decided request gives back for the next one's (its client key,
-//! its keyed limits, a Redis Cluster request's parts): measured, an
-//! allocation and a free each a request otherwise. A request decided
-//! another way (a failure) drops its own.
+//! its keyed limits, a Redis Cluster request's parts), and the box of its
+//! stacked check's part: measured, an allocation and a free each a
+//! request otherwise. A request decided another way (a failure) drops its
+//! own.
 
 use super::keyed::KeyedLimit;
 use super::sharded::KeptPart;
+use crate::cluster::calls::Part;
 
 /// Lists kept of each kind at most (a worker's requests in flight at once
 /// beyond that allocate theirs).
@@ -16,6 +18,11 @@ pub(super) struct Spare {
     pub keys: Lists<u8>,
     pub limits: Lists<KeyedLimit>,
     pub parts: Lists<KeptPart>,
+    /// Boxes of stacked checks' parts, each with the part it held until
+    /// the next takes its place. (The boxes are what is kept: their
+    /// allocations, not the parts.)
+    #[allow(clippy::vec_box)]
+    boxes: Vec<Box<Part>>,
 }
 
 impl Spare {
@@ -24,6 +31,24 @@ impl Spare {
         let mut kept = self.keys.take();
         kept.extend_from_slice(key);
         kept
+    }
+
+    /// `part` in a box given back if any.
+    pub fn boxed(&mut self, part: Part) -> Box<Part> {
+        match self.boxes.pop() {
+            Some(mut boxed) => {
+                *boxed = part;
+                boxed
+            }
+            None => Box::new(part),
+        }
+    }
+
+    /// A decided request's box, for a later one's part.
+    pub fn give_box(&mut self, boxed: Box<Part>) {
+        if self.boxes.len() < KEPT {
+            self.boxes.push(boxed);
+        }
     }
 }
 
@@ -77,5 +102,30 @@ mod tests {
         let mut lists: Lists<u32> = Lists::default();
         lists.give(Vec::new());
         assert!(lists.0.is_empty());
+    }
+
+    #[test]
+    fn a_box_given_back_holds_the_next_part_and_no_more_are_kept() {
+        use crate::cluster::calls::Part;
+        use crate::limiter::breaker::BreakerRules;
+        use crate::limiter::RateLimit;
+        use crate::store::Offence;
+        let part = |tag: &[u8]| {
+            let limit = RateLimit {
+                requests: 10,
+                window_ms: 1_000,
+            };
+            Part::approx(tag, limit, BreakerRules::default(), Offence::Unpaid)
+        };
+        let mut spare = Spare::default();
+        let first = spare.boxed(part(b"a"));
+        let at: *const Part = &*first;
+        spare.give_box(first);
+        let next = spare.boxed(part(b"b"));
+        assert_eq!((&*next.route, &*next as *const Part), (&b"b"[..], at));
+        for _ in 0..2 * KEPT {
+            spare.give_box(Box::new(part(b"c")));
+        }
+        assert_eq!(spare.boxes.len(), KEPT);
     }
 }

@@ -186,6 +186,9 @@ impl<W: Waits> ClusterNode<W> {
     }
 
     /// The reply to a call of stacked checks (`None`: none came).
+    /// (Inline: the call's checks read where its flight lies, not copied
+    /// out into an argument.)
+    #[inline]
     pub(super) fn stacks_answered(
         &mut self,
         env: &mut impl Around,
@@ -211,15 +214,16 @@ impl<W: Waits> ClusterNode<W> {
                 self.stack_answered(env, stack, answer, true, now, out);
             }
         } else {
-            // (Alone: its one stack, taken out without an iterator's
-            // moves of it.)
+            // (Alone: its one stack, handed on where it lies, not copied
+            // out first.)
             let answer = Answer::of(frame);
-            let stack = match s.stacks {
-                OneOrMore::One(stack) => Some(stack),
-                OneOrMore::More(all) => all.into_iter().next(),
-            };
-            if let Some(stack) = stack {
-                self.stack_answered(env, stack, answer, false, now, out);
+            match s.stacks {
+                OneOrMore::One(stack) => self.stack_answered(env, stack, answer, false, now, out),
+                OneOrMore::More(all) => {
+                    if let Some(stack) = all.into_iter().next() {
+                        self.stack_answered(env, stack, answer, false, now, out);
+                    }
+                }
             }
         }
         // What gathered behind it goes now (or falls back with it).
@@ -246,7 +250,10 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         match stack.then {
-            Then::Request(c, part) => self.stacked_checked(env, c, &part, answer, now, out),
+            Then::Request(c, part) => {
+                self.stacked_checked(env, c, &part, answer, now, out);
+                self.spare.give_box(part);
+            }
             Then::Part { request, index } => {
                 let alone = !gathered;
                 self.part_answered(env, (request, index), alone, answer, now, out)

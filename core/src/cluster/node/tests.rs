@@ -91,12 +91,13 @@ impl Around for Zone {
         refusal: &[u8],
         rules: BreakerRules,
         now_ms: u64,
-        stale_ok_redis_up: (bool, bool),
+        stale_ok: bool,
         rising: bool,
     ) -> Option<Refused> {
+        let redis_up = self.healthy();
         self.refusals
             .get_mut(refusal)?
-            .refuse(rules, now_ms, stale_ok_redis_up, rising)
+            .refuse(rules, now_ms, (stale_ok, redis_up), rising)
     }
 
     fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {

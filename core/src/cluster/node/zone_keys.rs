@@ -31,10 +31,21 @@ impl Default for RefusalKeys {
 }
 
 impl RefusalKeys {
-    /// The zone's key of `refusal` (`TableKey::new(&[refusal])`).
+    /// The zone's key of `refusal` (`TableKey::new(&[refusal])`). (Inline:
+    /// an inline key is made where it is asked for, without a call.)
+    #[inline]
     pub fn of(&mut self, refusal: &[u8]) -> TableKey {
+        match refusal.len() {
+            ..=INLINE_KEY => TableKey::new(&[refusal]),
+            _ => self.of_long(refusal),
+        }
+    }
+
+    /// [`RefusalKeys::of`] a refusal longer than an inline key.
+    #[inline(never)]
+    fn of_long(&mut self, refusal: &[u8]) -> TableKey {
         let len = match u8::try_from(refusal.len()) {
-            Ok(len) if refusal.len() > INLINE_KEY && refusal.len() <= KEPT_LEN => len,
+            Ok(len) if refusal.len() <= KEPT_LEN => len,
             _ => return TableKey::new(&[refusal]),
         };
         let found = self

@@ -21,7 +21,7 @@ pub const REFUSAL_PREFIX: usize = 7;
 /// client key. Nothing reads them back: the node keeps what a batch needs
 /// beside the key.
 pub fn refusal_key(scope: u64, limit: RateLimit, approx: bool, key: &[u8]) -> RefusalKey {
-    RefusalKey::new(&refused_under(scope, limit, approx), key)
+    RefusalKey::under(refused_under(scope, limit, approx), (key, &[]))
 }
 
 /// [`refusal_key`] of the client key `head` then `tail` (a `key=` value's
@@ -32,22 +32,7 @@ pub fn refusal_key_of(
     approx: bool,
     (head, tail): (&[u8], &[u8]),
 ) -> RefusalKey {
-    let before = refused_under(scope, limit, approx);
-    let len = REFUSAL_PREFIX + head.len() + tail.len();
-    let mut bytes = [0; KEPT_INLINE];
-    match bytes.get_mut(..len) {
-        Some(room) => {
-            let (prefix, key) = room.split_at_mut(REFUSAL_PREFIX);
-            let (h, t) = key.split_at_mut(head.len());
-            prefix.copy_from_slice(&before);
-            h.copy_from_slice(head);
-            t.copy_from_slice(tail);
-            RefusalKey(Repr::Inline(len as u8, bytes))
-        }
-        None => RefusalKey(Repr::Heap(
-            [&before, head, tail].concat().into_boxed_slice(),
-        )),
-    }
+    RefusalKey::under(refused_under(scope, limit, approx), (head, tail))
 }
 
 /// The 56 bits before a refusal's client key: the limit and counter
@@ -58,12 +43,12 @@ pub fn refusal_key_of(
 /// or prefix) is met only if the two scopes differ by exactly what the
 /// two limits' bits do: with `n` and `m` limits, a chance of `n·m/2⁵⁶`
 /// (the scope is a hash).
-fn refused_under(scope: u64, limit: RateLimit, approx: bool) -> [u8; REFUSAL_PREFIX] {
-    let bits = (limit_bits(limit, approx) ^ scope).to_le_bytes();
-    let mut out = [0; REFUSAL_PREFIX];
-    out.copy_from_slice(&bits[..REFUSAL_PREFIX]);
-    out
+fn refused_under(scope: u64, limit: RateLimit, approx: bool) -> u64 {
+    (limit_bits(limit, approx) ^ scope) & PREFIX_BITS
 }
+
+/// The bits [`REFUSAL_PREFIX`] bytes hold.
+const PREFIX_BITS: u64 = (1 << (8 * REFUSAL_PREFIX)) - 1;
 
 /// A limit and its counter in 56 bits, one-to-one for every limit the
 /// configuration accepts (`config::values`: whole seconds up to a day,
@@ -121,6 +106,28 @@ impl RefusalKey {
             }
             None => RefusalKey(Repr::Heap([head, tail].concat().into_boxed_slice())),
         }
+    }
+
+    /// The key of [`REFUSAL_PREFIX`] bytes of `prefix` (little-endian),
+    /// then `head` and `tail`. (Inline: every request makes one or two.)
+    #[inline(always)]
+    fn under(prefix: u64, (head, tail): (&[u8], &[u8])) -> Self {
+        let len = REFUSAL_PREFIX + head.len() + tail.len();
+        let mut bytes = [0; KEPT_INLINE];
+        // The prefix in one word, its eighth byte zero (the client key's
+        // first once written).
+        if let Some(word) = bytes.first_chunk_mut() {
+            *word = (prefix & PREFIX_BITS).to_le_bytes();
+        }
+        let Some(room) = bytes.get_mut(REFUSAL_PREFIX..len) else {
+            let word = prefix.to_le_bytes();
+            let before = word.first_chunk::<REFUSAL_PREFIX>().map_or(&[][..], |b| b);
+            return RefusalKey(Repr::Heap([before, head, tail].concat().into_boxed_slice()));
+        };
+        let (h, t) = room.split_at_mut(head.len());
+        h.copy_from_slice(head);
+        t.copy_from_slice(tail);
+        RefusalKey(Repr::Inline(len as u8, bytes))
     }
 }
 
@@ -193,6 +200,30 @@ mod tests {
             // Found in a map by its bytes.
             let map = HashMap::from([(key.clone(), len)]);
             assert_eq!(map.get(&bytes[..]), Some(&len));
+        }
+    }
+
+    #[test]
+    fn a_refusal_key_is_seven_bytes_of_its_limit_and_scope_then_the_key_inline_or_not() {
+        let limit = RateLimit {
+            requests: 10,
+            window_ms: 60_000,
+        };
+        let scope = 0x0123_4567_89ab_cdef;
+        let before = (limit_bits(limit, true) ^ scope).to_le_bytes();
+        let long = [b'k'; 60];
+        for len in [0, 1, 10, 24, KEPT_INLINE - 7, KEPT_INLINE - 6, 53] {
+            let key = &long[..len];
+            let bytes = [&before[..REFUSAL_PREFIX], key].concat();
+            let made = refusal_key(scope, limit, true, key);
+            assert_eq!(&*made, &bytes[..], "{len}");
+            assert_eq!(
+                matches!(made.0, Repr::Inline(..)),
+                bytes.len() <= KEPT_INLINE
+            );
+            // A `key=` value's, of the key's two halves: the same key.
+            let (head, tail) = key.split_at(len / 2);
+            assert_eq!(refusal_key_of(scope, limit, true, (head, tail)), made);
         }
     }
 }

@@ -31,27 +31,24 @@ impl Tag {
         let mut bytes = [0; MAX_READABLE_TAG];
         let mut len = 0;
         for part in parts {
-            for &b in *part {
-                // As `push_readable` spells it; a tag that would pass
-                // `MAX_READABLE_TAG` is hashed.
-                let written = match READABLE[usize::from(b)] {
-                    // (A readable byte, the usual case: itself.)
-                    true => bytes.get_mut(len).map(|to| *to = b).map(|()| 1),
-                    false => {
-                        let (spelled, n) = spelling(b);
-                        let room = bytes.get_mut(len..len + n);
-                        room.map(|room| {
-                            for (to, from) in room.iter_mut().zip(spelled) {
-                                *to = from;
-                            }
-                            n
-                        })
-                    }
+            let mut rest = *part;
+            // As `push_readable` spells it: a run of bytes spelled in one
+            // byte each (most of a key, often all of it) in a tight loop,
+            // then the byte that ends it; a tag that would pass
+            // `MAX_READABLE_TAG` is hashed.
+            loop {
+                let room = bytes.get_mut(len..).unwrap_or_default();
+                let run = one_byte_run(room, rest);
+                len += run;
+                let Some((&b, after)) = rest.get(run..).and_then(<[u8]>::split_first) else {
+                    break;
                 };
-                let Some(n) = written else {
+                let (spelled, n) = spelling(b);
+                let Some(end) = put(&mut bytes, len, spelled.get(..n).unwrap_or(&[])) else {
                     return Tag::from(hashed_tag(parts).as_bytes());
                 };
-                len += n;
+                len = end;
+                rest = after;
             }
         }
         Tag(Repr::Inline(len as u8, bytes))
@@ -88,6 +85,44 @@ impl Tag {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(self).into_owned()
     }
+}
+
+/// Writes the bytes of `from` that a tag spells in one byte, up to the
+/// first that it does not (or the end of `room`): how many.
+#[inline(always)]
+fn one_byte_run(room: &mut [u8], from: &[u8]) -> usize {
+    let mut n = 0;
+    for (to, &b) in room.iter_mut().zip(from) {
+        match ONE_BYTE[usize::from(b)] {
+            0 => break,
+            spelled => *to = spelled,
+        }
+        n += 1;
+    }
+    n
+}
+
+/// How a tag spells each byte where that is one byte (`@` for NUL, a
+/// readable byte itself: [`spelling`]); 0: it is not.
+const ONE_BYTE: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 1;
+    while b < 256 {
+        if READABLE[b] {
+            t[b] = b as u8;
+        }
+        b += 1;
+    }
+    t[0] = b'@';
+    t
+};
+
+/// Writes `part` into `bytes` at `at`: where it ends, if it fits.
+#[inline(always)]
+fn put(bytes: &mut [u8; MAX_READABLE_TAG], at: usize, part: &[u8]) -> Option<usize> {
+    let end = at + part.len();
+    bytes.get_mut(at..end)?.copy_from_slice(part);
+    Some(end)
 }
 
 /// How a tag spells byte `b` (`client_tag`): `@` for NUL, the byte itself
