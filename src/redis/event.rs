@@ -8,6 +8,7 @@ use core::ffi::c_void;
 use core::ptr;
 
 use nginx_sys::{ngx_event_t, ngx_log_t, ngx_msec_t};
+use pow_shield_core::redis::deadline;
 
 use super::now;
 
@@ -72,13 +73,15 @@ impl Event {
     /// is kept (its handler finds what is due then), unlike `add_timer`,
     /// which keeps one up to nginx's lazy delay later.
     pub(super) fn fire_within(&self, ms: ngx_msec_t) {
-        // SAFETY: our event; nginx owns the timer tree.
+        // SAFETY: our event, at a fixed address for the connection's life,
+        // on the worker's one thread; its timer's key is read, and the
+        // timer deleted, only while it is set (in nginx's timer tree).
         unsafe {
             let ev = self.0.get();
             if (*ev).timer_set() != 0 {
-                let key = nginx_sys::ngx_current_msec.wrapping_add(ms);
-                // Signed: the kept one may be in the past already.
-                if key.wrapping_sub((*ev).timer.key) as isize >= 0 {
+                let due = nginx_sys::ngx_current_msec.wrapping_add(ms);
+                // (The kept one may be in the past already.)
+                if deadline::fires_by((*ev).timer.key, due) {
                     return;
                 }
                 nginx_sys::ngx_del_timer(ev);

@@ -272,6 +272,25 @@ mod tests {
     }
 
     #[test]
+    fn each_slots_generation_key_is_named_by_the_smallest_number_in_it() {
+        // The names every node has used: a node of another version finds
+        // the same keys.
+        let (mut first, mut left, mut n) = (vec![u32::MAX; SLOTS], SLOTS, 0u32);
+        while left > 0 {
+            let slot = usize::from(crc16(n.to_string().as_bytes())) % SLOTS;
+            if first[slot] == u32::MAX {
+                first[slot] = n;
+                left -= 1;
+            }
+            n += 1;
+        }
+        for slot in 0..SLOTS as u16 {
+            let expected = format!("pow:gen:{{{}}}", first[usize::from(slot)]);
+            assert_eq!(slot_key("pow:", slot), expected);
+        }
+    }
+
+    #[test]
     fn a_cluster_checks_reply_ends_with_the_slot_generation() {
         let reply = [1, 59, 60_000, 0, 0, 0, 0, 0, 0, 1_796_136_861_688_808];
         let split = |reply| crate::cluster::scripts::replies::split_generation(reply, true);

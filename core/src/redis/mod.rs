@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod cluster;
 pub mod command;
+pub mod deadline;
 pub mod health;
 pub mod pipeline;
 pub mod retries;

@@ -118,13 +118,22 @@ impl Around for Env<'_> {
             stale_ok,
             held: Held::NEVER,
         };
-        let router = self.router;
-        cache.zone.with_locked(|zone, alloc| {
-            match look_up(zone, alloc, (&key, &look), (now_ms, rising), router) {
+        let mut redis_up = None;
+        loop {
+            let found = cache.zone.with_locked(|zone, alloc| {
+                look_up(zone, alloc, (&key, &look), (now_ms, rising), redis_up)
+            });
+            return match found {
                 Found::Answered(Looked::Refused(refused)) => Some(refused),
                 Found::Answered(Looked::Held) | Found::Kept | Found::Nothing => None,
-            }
-        })
+                // Asked outside the lock (it may follow another worker's
+                // finding: close, connect, log), then looked again.
+                Found::AskHealth => {
+                    redis_up = Some(self.router.is_healthy());
+                    continue;
+                }
+            };
+        }
     }
 
     fn holds(&mut self, refusal: &[u8], now_ms: u64) -> bool {
@@ -153,43 +162,18 @@ impl Around for Env<'_> {
     ) -> Option<(usize, Looked)> {
         pending.fill(0);
         let cache = self.cache?;
-        let (keys, router) = (&mut *self.keys, self.router);
-        // The keys made to refuse, for the pending ones (none where no
-        // entry was found: none is made under the lock).
-        let mut made: [Option<TableKey>; MAX_LIMITS] = Default::default();
-        cache.zone.with_locked(|zone, alloc| {
-            let mut answered = None;
-            let mut looked = 0;
-            for ((look, made), at) in looks.iter().zip(&mut made).zip(0..).filter(|_| refuse) {
-                let key = keys.of(look.refusal);
-                looked = at + 1;
-                match look_up(zone, alloc, (&key, look), (now_ms, rising), router) {
-                    Found::Answered(refused @ Looked::Refused(_)) => return Some((at, refused)),
-                    Found::Answered(Looked::Held) => {
-                        *made = Some(key);
-                        answered = Some((at, Looked::Held));
-                        break;
-                    }
-                    Found::Kept => *made = Some(key),
-                    Found::Nothing => {}
-                }
+        // Redis's health, asked only of a refusal kept (a green request's
+        // look needs none), and outside the lock: the first look that
+        // needs it ends there, having changed nothing but expiry, and the
+        // look starts again with it.
+        let mut redis_up = None;
+        loop {
+            let looked = self.look_once(cache, looks, (now_ms, rising, redis_up), refuse, pending);
+            match looked {
+                Err(AskHealth) => redis_up = Some(self.router.is_healthy()),
+                Ok(answered) => return answered,
             }
-            let each = looks.iter().zip(&mut made).zip(pending);
-            for (at, ((look, made), n)) in each.enumerate() {
-                let key = match made.take() {
-                    Some(key) => key,
-                    // (None found to refuse: none since, nothing is made
-                    // under the lock.)
-                    None if at < looked => continue,
-                    None => keys.of(look.refusal),
-                };
-                *n = zone
-                    .refusals
-                    .get(&key)
-                    .map_or(0, |entry| entry.refusal().take_pending());
-            }
-            answered
-        })
+        }
     }
 
     /// No room (after giving up older refusals and expired spent records):
@@ -328,7 +312,13 @@ enum Found {
     /// A refusal that neither refuses here nor leaves the request to Redis.
     Kept,
     Answered(Looked),
+    /// A refusal kept, which needs Redis's health to answer: asked
+    /// outside the lock (`AskHealth`).
+    AskHealth,
 }
+
+/// A look stopped to ask Redis's health outside the zone's lock.
+struct AskHealth;
 
 /// `look` at `key`'s refusal in the zone (locked): held before it is
 /// refused here, refused, held after. A refusal refused here is kept
@@ -338,7 +328,7 @@ fn look_up(
     alloc: &Allocator,
     (key, look): (&TableKey, &Look),
     (now_ms, rising): (u64, bool),
-    router: &Router,
+    redis_up: Option<bool>,
 ) -> Found {
     let holds = |entry: &mut Entry| entry.refusal().holds(now_ms);
     if look.held.before && zone.refusals.get(key).is_some_and(holds) {
@@ -350,8 +340,12 @@ fn look_up(
         return Found::Nothing;
     };
     // (Redis's health asked only of a refusal kept: a green request's
-    // look needs none.)
-    let stale_ok_redis_up = (look.stale_ok, router.is_healthy());
+    // look needs none. Not known yet: asked outside the lock, nothing
+    // changed but expiry.)
+    let Some(redis_up) = redis_up else {
+        return Found::AskHealth;
+    };
+    let stale_ok_redis_up = (look.stale_ok, redis_up);
     let refusal = entry.refusal();
     match refusal.refuse(look.rules, now_ms, stale_ok_redis_up, rising) {
         Some(refused) => {
@@ -368,3 +362,57 @@ fn look_up(
 /// How long past `T` a refusal no worker took yet stays (they take it
 /// within `refusals::BATCH_MS`; this is a bound, not a wait).
 const KEEP_PENDING_MS: u64 = 10_000;
+
+impl Env<'_> {
+    /// One look under one lock (`look`); `Err(AskHealth)`: a refusal kept
+    /// needs Redis's health, which `redis_up` does not say yet.
+    fn look_once(
+        &mut self,
+        cache: &NodeCache,
+        looks: &[Look],
+        (now_ms, rising, redis_up): (u64, bool, Option<bool>),
+        refuse: bool,
+        pending: &mut [u32],
+    ) -> Result<Option<(usize, Looked)>, AskHealth> {
+        let keys = &mut *self.keys;
+        // The keys made to refuse, for the pending ones (none where no
+        // entry was found: none is made under the lock).
+        let mut made: [Option<TableKey>; MAX_LIMITS] = Default::default();
+        cache.zone.with_locked(|zone, alloc| {
+            let mut answered = None;
+            let mut looked = 0;
+            for ((look, made), at) in looks.iter().zip(&mut made).zip(0..).filter(|_| refuse) {
+                let key = keys.of(look.refusal);
+                looked = at + 1;
+                match look_up(zone, alloc, (&key, look), (now_ms, rising), redis_up) {
+                    Found::AskHealth => return Err(AskHealth),
+                    Found::Answered(refused @ Looked::Refused(_)) => {
+                        return Ok(Some((at, refused)))
+                    }
+                    Found::Answered(Looked::Held) => {
+                        *made = Some(key);
+                        answered = Some((at, Looked::Held));
+                        break;
+                    }
+                    Found::Kept => *made = Some(key),
+                    Found::Nothing => {}
+                }
+            }
+            let each = looks.iter().zip(&mut made).zip(pending);
+            for (at, ((look, made), n)) in each.enumerate() {
+                let key = match made.take() {
+                    Some(key) => key,
+                    // (None found to refuse: none since, nothing is made
+                    // under the lock.)
+                    None if at < looked => continue,
+                    None => keys.of(look.refusal),
+                };
+                *n = zone
+                    .refusals
+                    .get(&key)
+                    .map_or(0, |entry| entry.refusal().take_pending());
+            }
+            Ok(answered)
+        })
+    }
+}

@@ -143,7 +143,8 @@ impl<W: Waits> ClusterNode<W> {
                 },
             };
         }
-        let looks = looks.get(..limits.len()).unwrap_or_default();
+        // (`Limits` holds at most `MAX_LIMITS`: every limit is looked at.)
+        let looks = &looks[..limits.len().min(MAX_LIMITS)];
         let mut pending = [0; MAX_LIMITS];
         let at_now = (now.monotonic_ms, subject.rising);
         match env.look(looks, at_now, refuse, &mut pending) {

@@ -551,3 +551,18 @@ fn replies_read_together_are_each_read_whole() {
     assert_eq!(*ints, Ints::of(&[40, 50]).unwrap_or_default());
     assert_eq!(&ints[..], [40, 50]);
 }
+
+#[test]
+fn a_one_digit_line_is_read_as_the_general_path_reads_it_whatever_its_second_byte() {
+    // The one-word read of `:<digit>\r\n` takes digits alone: any other
+    // byte there reads as the general path reads it (`:` or `?`: corrupt).
+    for b in 0..=255u8 {
+        for tail in [&b"\r\n"[..], b"\r\n:1\r\n"] {
+            let case = [&b"*1\r\n:"[..], &[b], tail].concat();
+            match (decode_reply(&case), scan_then_decode(&case)) {
+                (Decoded::Corrupt(_), Decoded::Corrupt(_)) => {}
+                (ours, theirs) => assert_eq!(ours, theirs, "{case:?}"),
+            }
+        }
+    }
+}

@@ -93,6 +93,19 @@ mod tests {
     }
 
     #[test]
+    fn a_first_deadline_under_a_second_is_stamped_whole() {
+        // (A fresh `LastStamp` has no digits to reuse.)
+        for first in [[42, 7], [0, 999], [7, 1_765_000_000_007]] {
+            let mut last = LastStamp::default();
+            for ms in first {
+                let (mut ours, mut clocks) = (call(), call());
+                assert_eq!(last.stamp(&mut ours, ms), stamp(&mut clocks, ms), "{ms}");
+                assert_eq!(ours, clocks, "{ms}");
+            }
+        }
+    }
+
+    #[test]
     fn only_a_placeholder_is_stamped() {
         let mut last = LastStamp::default();
         let mut cmd = call();
