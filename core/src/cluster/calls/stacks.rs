@@ -8,15 +8,19 @@ use super::{Call, Calls, ScriptCall};
 use crate::cluster::generation;
 use crate::cluster::keys::{self, ClientKey};
 use crate::cluster::scripts::args;
-use crate::cluster::scripts::replies::{self, StackedLimits};
+use crate::cluster::scripts::replies::StackedLimits;
 use crate::limiter::breaker::BreakerRules;
 use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
-use crate::store::{Checked, Counted, Offence, Subject};
-use counts::{own_tag, Count, Counts, TagOf};
+use crate::store::{Counted, Offence, Subject};
+use arguments::{part_args, part_words};
+use counts::{own_tag, route_head, Count, Counts, TagOf};
+pub use reply::{part_checked, stacks_reply};
 pub(super) use texts::{KeptTexts, Texts};
 
+mod arguments;
 mod counts;
+mod reply;
 mod texts;
 
 /// One stacked call of a request's check: every limit it is counted by
@@ -286,19 +290,6 @@ impl Part {
             limits.collect(),
         )
     }
-}
-
-/// The head of `route` that is the tag of `key=` value `value`'s counts,
-/// where `route` is a `slot=net` client's and `value` its network
-/// (`keys::in_client_slot`: `@key=<value>}{...`, the value's tag
-/// `own_tag(value)` as it is, a network's text needing no escape).
-fn route_head(route: &[u8], value: &[u8]) -> Option<TagOf> {
-    if !keys::in_client_slot(route, value) {
-        return None;
-    }
-    let n = u8::try_from(b"@key=".len() + value.len()).ok()?;
-    debug_assert_eq!(route.get(..usize::from(n)), Some(own_tag(value).as_bytes()));
-    Some(TagOf::RouteHead(n))
 }
 
 impl Calls {
@@ -594,65 +585,4 @@ impl Calls {
         call.deadline();
         Some(Call::of(script, call))
     }
-}
-
-/// How many words [`part_args`] writes.
-fn part_words(part: &Part) -> usize {
-    7 + 2 * part.counts.len()
-}
-
-/// A part's arguments after its member: what a refusal is, the breaker
-/// rules, approx and own, each limit's numbers (made once for the same
-/// limits: [`Texts`]).
-fn part_args(call: &mut ScriptCall, part: &Part) {
-    call.num(args::offence(part.offence));
-    for rule in args::rules(part.rules) {
-        call.num(rule);
-    }
-    call.push(|w| args::write_approx(w, part.counts.iter().map(|c| c.approx)));
-    call.push(|w| {
-        w.extend(part.counts.iter().map(|c| match c.own {
-            true => b'1',
-            false => b'0',
-        }))
-    });
-    for c in part.counts.iter() {
-        call.num(c.limit.requests.into()).num(c.limit.window_ms);
-    }
-}
-
-/// What the reply to `part`'s call says (`alone`: its call of its own,
-/// by the script [`Part::alone`] names; else its integers cut out of a
-/// gathered call's, the stacked script's): its verdict names the
-/// location's limit.
-pub fn part_checked(cluster: bool, reply: &[i64], part: &Part, alone: bool) -> Option<Checked> {
-    let one = part.counts.first().map(|c| c.limit);
-    match (alone && part.alone().one_limit(), one) {
-        (true, Some(limit)) => {
-            let mut checked = replies::checked_from_reply(reply, limit, cluster).ok()?;
-            checked.verdict.limit = part.at[0];
-            Some(checked)
-        }
-        _ => {
-            let kept = (part, &part.at);
-            super::stacked_checked(cluster, reply, kept, part.rules, part.offence)
-        }
-    }
-}
-
-/// Each request's integers of a [`Calls::stacks`] reply (`text`, the bulk
-/// string) for `n` requests, as the stacked script answers one; `None` if
-/// it is not such a reply.
-pub fn stacks_reply(text: &[u8], n: usize, cluster: bool) -> Option<Vec<Vec<i64>>> {
-    let each = replies::STACKED_REPLY_LEN + usize::from(cluster);
-    let mut words = core::str::from_utf8(text).ok()?.split(' ');
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut ints = Vec::with_capacity(each);
-        for _ in 0..each {
-            ints.push(words.next()?.parse().ok()?);
-        }
-        out.push(ints);
-    }
-    words.next().is_none().then_some(out)
 }

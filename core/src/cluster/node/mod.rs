@@ -17,16 +17,20 @@
 mod batches;
 mod check;
 mod gather;
+mod ids;
 mod in_turn;
 mod keyed;
+mod look;
 mod sharded;
 mod spare;
 mod spend;
 mod stacks;
 mod zone_keys;
 
+use ids::Ids;
+pub use look::{Held, Look, Looked};
+
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::redis::command::Frame;
 
@@ -151,49 +155,6 @@ pub trait Around {
     fn is_spent(&mut self, digest: &[u8; 32], now_ms: u64) -> bool;
     /// Takes back one unpaid strike of `key` the zone holds.
     fn forgive(&mut self, key: &[u8], rules: BreakerRules, now_ms: u64);
-}
-
-/// One of a request's limits, as the node looks up its refusal
-/// ([`Around::look`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Look<'a> {
-    /// Its refusal's key.
-    pub refusal: &'a [u8],
-    /// The breaker rules its refusals follow.
-    pub rules: BreakerRules,
-    /// Redis owes this worker an answer for it: what it said last still
-    /// holds (`LocalRefusal::refuse`).
-    pub stale_ok: bool,
-    /// When a refusal held leaves the request to Redis.
-    pub held: Held,
-}
-
-/// When a refusal the node holds leaves the request to Redis
-/// ([`Around::look`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Held {
-    /// Held before it is refused here: Redis decides at once.
-    pub before: bool,
-    /// Held though not refused here (its word stale, the next strike
-    /// Redis's): Redis decides.
-    pub after: bool,
-}
-
-impl Held {
-    /// A refusal held leaves nothing to Redis.
-    pub const NEVER: Held = Held {
-        before: false,
-        after: false,
-    };
-}
-
-/// What [`Around::look`] found of a limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Looked {
-    /// Refused here.
-    Refused(Refused),
-    /// A refusal the node holds leaves the request to Redis.
-    Held,
 }
 
 /// Names a call on its way, for its reply.
@@ -586,41 +547,6 @@ impl<W: Waits> ClusterNode<W> {
         let reach = env.reach(self.calls.tag(key).as_bytes(), None);
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
-    }
-}
-
-/// A map keyed by the node's numbers (call ids, slots, request numbers):
-/// hashed by one multiplication rather than SipHash (measured: a few
-/// maps' look-ups a call). A client can choose a slot (by its address or
-/// a `key=` value), but the slots are at most 16,384 and a map holds only
-/// those with a call in flight: no flood of colliding keys to fear.
-pub(super) type Ids<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-
-/// [`Ids`]'s hasher: each number mixed in by a multiplication by 2^64/φ,
-/// whose high bits depend on every bit of a small number; the hash is
-/// that product turned so those bits also come low (the table picks a
-/// bucket by the low bits, which in the product alone depend only on the
-/// number's own low bits).
-#[derive(Default, Clone, Copy)]
-pub(super) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0.rotate_left(26)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(n.into());
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 

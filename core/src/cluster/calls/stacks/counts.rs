@@ -3,7 +3,7 @@
 //! (measured: a part's list and a `key=` value's tag were an allocation
 //! each, two parts a request of a Redis Cluster).
 
-use crate::cluster::keys::ClientKey;
+use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::client::OWN_KEY;
 use crate::limiter::{RateLimit, MAX_LIMITS};
 use crate::redis::command::Tag;
@@ -133,6 +133,19 @@ impl Count {
             false => ClientKey::Window(self.limit),
         }
     }
+}
+
+/// The head of `route` that is the tag of `key=` value `value`'s counts,
+/// where `route` is a `slot=net` client's and `value` its network
+/// (`keys::in_client_slot`: `@key=<value>}{...`, the value's tag
+/// `own_tag(value)` as it is, a network's text needing no escape).
+pub(super) fn route_head(route: &[u8], value: &[u8]) -> Option<TagOf> {
+    if !keys::in_client_slot(route, value) {
+        return None;
+    }
+    let n = u8::try_from(b"@key=".len() + value.len()).ok()?;
+    debug_assert_eq!(route.get(..usize::from(n)), Some(own_tag(value).as_bytes()));
+    Some(TagOf::RouteHead(n))
 }
 
 #[cfg(test)]

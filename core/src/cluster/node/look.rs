@@ -1,0 +1,48 @@
+//! What the node asks of the zone about a request's limits before it
+//! asks Redis ([`Around::look`](super::Around::look)).
+
+use crate::cluster::refusals::Refused;
+use crate::limiter::breaker::BreakerRules;
+
+/// One of a request's limits, as the node looks up its refusal
+/// ([`Around::look`](super::Around::look)).
+#[derive(Clone, Copy, Debug)]
+pub struct Look<'a> {
+    /// Its refusal's key.
+    pub refusal: &'a [u8],
+    /// The breaker rules its refusals follow.
+    pub rules: BreakerRules,
+    /// Redis owes this worker an answer for it: what it said last still
+    /// holds (`LocalRefusal::refuse`).
+    pub stale_ok: bool,
+    /// When a refusal held leaves the request to Redis.
+    pub held: Held,
+}
+
+/// When a refusal the node holds leaves the request to Redis
+/// ([`Around::look`](super::Around::look)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Held before it is refused here: Redis decides at once.
+    pub before: bool,
+    /// Held though not refused here (its word stale, the next strike
+    /// Redis's): Redis decides.
+    pub after: bool,
+}
+
+impl Held {
+    /// A refusal held leaves nothing to Redis.
+    pub const NEVER: Held = Held {
+        before: false,
+        after: false,
+    };
+}
+
+/// What [`Around::look`](super::Around::look) found of a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Looked {
+    /// Refused here.
+    Refused(Refused),
+    /// A refusal the node holds leaves the request to Redis.
+    Held,
+}
