@@ -83,6 +83,7 @@ impl HeaderValues {
     /// The values of a response whose verdict is of a limit of `requests`
     /// named `name`; `x`: the `X-RateLimit-*` ones, `ietf`: `RateLimit`
     /// (a value not asked for is empty).
+    #[cfg(test)]
     #[inline]
     pub fn new(
         requests: u32,
@@ -96,12 +97,14 @@ impl HeaderValues {
     /// As [`HeaderValues::new`], but `X-RateLimit-Limit` is left empty:
     /// the limit's requests are the same in every response of a location,
     /// and the module writes them once, at configuration time.
+    #[cfg(test)]
     #[inline]
     pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
         Self::named(None, name, numbers, (x, ietf))
     }
 
     /// The values of limit `name`, its `RateLimit` item made here.
+    #[cfg(test)]
     fn named(
         requests: Option<u32>,
         name: &LimitName,
@@ -124,6 +127,7 @@ impl HeaderValues {
     /// response).
     // (Inline, as the writers below: a response's values are made in
     // place, in its caller's frame, and not copied out.)
+    #[cfg(test)]
     #[inline(always)]
     pub fn of_item(
         requests: Option<u32>,
@@ -143,9 +147,12 @@ impl HeaderValues {
         ends: [0; 4],
     };
 
-    /// [`HeaderValues::of_item`], written in place over these (empty)
-    /// values: a caller that keeps them in its own frame has nothing
-    /// moved there.
+    /// Writes the values of a response whose verdict is of a limit of
+    /// `requests` (`None`: `X-RateLimit-Limit` left empty) whose
+    /// `RateLimit` starts with `item` ([`rate_limit_item`], made at
+    /// configuration time), in place over these (empty) values: a caller
+    /// that keeps them in its own frame has nothing moved there. (The
+    /// module's one way; the others, made whole, are the tests'.)
     #[inline(always)]
     pub fn write(
         &mut self,
