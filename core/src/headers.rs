@@ -48,20 +48,30 @@ impl RateLimitNumbers {
     }
 }
 
-/// The per-response header values, in the order [`Value`] names them,
-/// laid out one after another in one buffer, which the module keeps in
-/// the request's state (the headers point into it). Digits are written by hand, not through
-/// `core::fmt` (measured: most of the headers' cost).
+/// The per-response header values, which the module keeps in the
+/// request's state (the headers point into them). Each is written right
+/// to left, ending where its place in the buffer ends, so no digit is
+/// counted before it is written, and `X-RateLimit-Remaining` is the digits
+/// inside `RateLimit`'s `r=`, written once. Digits are written by hand, not
+/// through `core::fmt` (measured: most of the headers' cost).
 pub struct HeaderValues {
     buf: [u8; VALUES_CAPACITY],
-    len: usize,
-    ends: [usize; 4],
+    /// Each [`Value`]'s start and length in `buf` (empty: not asked for).
+    spans: [(u8, u8); 4],
 }
 
-/// Room for the longest values: 10 + 10 + 20 digits, and
+/// Where `X-RateLimit-Limit`'s digits end (a `u32`'s 10 at most), and
+/// `X-RateLimit-Reset`'s (a `u64`'s 20 at most); `RateLimit` ends at the
+/// buffer's end (or `X-RateLimit-Remaining`, when `RateLimit` is not
+/// asked for).
+const LIMIT_END: usize = 10;
+const RESET_END: usize = LIMIT_END + 20;
+
+/// Room for the longest values: the two above, and
 /// `"<32-byte name>";r=<10>;t=<20>`.
 const VALUES_CAPACITY: usize = 128;
-const _: () = assert!(10 + 10 + 20 + ITEM_CAPACITY + 10 + 3 + 20 <= VALUES_CAPACITY);
+const _: () = assert!(RESET_END + ITEM_CAPACITY + 10 + 3 + 20 <= VALUES_CAPACITY);
+const _: () = assert!(VALUES_CAPACITY <= u8::MAX as usize);
 
 /// Room for the longest `RateLimit` item: `"<32-byte name>";r=`.
 const ITEM_CAPACITY: usize = crate::limiter::limits::MAX_NAME + 5;
@@ -84,7 +94,6 @@ impl HeaderValues {
     /// named `name`; `x`: the `X-RateLimit-*` ones, `ietf`: `RateLimit`
     /// (a value not asked for is empty).
     #[cfg(test)]
-    #[inline]
     pub fn new(
         requests: u32,
         name: &LimitName,
@@ -98,7 +107,6 @@ impl HeaderValues {
     /// the limit's requests are the same in every response of a location,
     /// and the module writes them once, at configuration time.
     #[cfg(test)]
-    #[inline]
     pub fn varying(name: &LimitName, numbers: &RateLimitNumbers, (x, ietf): (bool, bool)) -> Self {
         Self::named(None, name, numbers, (x, ietf))
     }
@@ -111,24 +119,15 @@ impl HeaderValues {
         numbers: &RateLimitNumbers,
         flags: (bool, bool),
     ) -> Self {
-        let mut item = [0u8; ITEM_CAPACITY];
-        let name = name.as_bytes();
-        let len = (name.len() + 5).min(ITEM_CAPACITY);
-        item[0] = b'"';
-        item[1..len - 4].copy_from_slice(&name[..len - 5]);
-        item[len - 4..len].copy_from_slice(b"\";r=");
-        Self::of_item(requests, &item[..len], numbers, flags)
+        let item = format!("\"{}\";r=", name.as_str());
+        Self::of_item(requests, item.as_bytes(), numbers, flags)
     }
 
     /// The values of a response whose verdict is of a limit of `requests`
     /// (`None`: `X-RateLimit-Limit` left empty, as [`HeaderValues::varying`]
     /// leaves it) whose `RateLimit` starts with `item`
-    /// ([`rate_limit_item`], made at configuration time: no name made per
-    /// response).
-    // (Inline, as the writers below: a response's values are made in
-    // place, in its caller's frame, and not copied out.)
+    /// ([`rate_limit_item`], made at configuration time).
     #[cfg(test)]
-    #[inline(always)]
     pub fn of_item(
         requests: Option<u32>,
         item: &[u8],
@@ -143,8 +142,7 @@ impl HeaderValues {
     /// No values yet, for [`HeaderValues::write`].
     pub const EMPTY: HeaderValues = HeaderValues {
         buf: [0; VALUES_CAPACITY],
-        len: 0,
-        ends: [0; 4],
+        spans: [(0, 0); 4],
     };
 
     /// Writes the values of a response whose verdict is of a limit of
@@ -162,82 +160,61 @@ impl HeaderValues {
         (x, ietf): (bool, bool),
     ) {
         let v = self;
+        // `RateLimit` from its end: `;t=<reset in>`, then the remaining
+        // requests' digits (`X-RateLimit-Remaining`'s too), then the item.
+        let mut end = VALUES_CAPACITY;
+        if ietf {
+            let t = digits_before(&mut v.buf, end, numbers.reset_in_s);
+            end = t - 3;
+            v.buf[end..t].copy_from_slice(b";t=");
+        }
+        let r = digits_before(&mut v.buf, end, u64::from(numbers.remaining));
         if x {
+            v.set(Value::Remaining, r, end);
+            let reset = digits_before(&mut v.buf, RESET_END, numbers.reset_at_s);
+            v.set(Value::Reset, reset, RESET_END);
             if let Some(requests) = requests {
-                v.decimal(u64::from(requests));
+                let limit = digits_before(&mut v.buf, LIMIT_END, u64::from(requests));
+                v.set(Value::Limit, limit, LIMIT_END);
             }
-            v.ends[0] = v.len;
-            v.decimal(u64::from(numbers.remaining));
-            v.ends[1] = v.len;
-            v.decimal(numbers.reset_at_s);
-            v.ends[2] = v.len;
         }
         if ietf {
-            v.push(item);
-            match x {
-                // The same digits as `X-RateLimit-Remaining`'s: copied,
-                // not made again.
-                true => v.repeat(v.ends[0]..v.ends[1]),
-                false => v.decimal(u64::from(numbers.remaining)),
+            // (An item longer than its capacity is never made: it is
+            // left out rather than written over the values before it.)
+            let start = r.saturating_sub(item.len()).max(RESET_END);
+            if let Some(room) = v.buf.get_mut(start..r) {
+                if room.len() == item.len() {
+                    room.copy_from_slice(item);
+                    v.set(Value::RateLimit, start, VALUES_CAPACITY);
+                }
             }
-            v.push(b";t=");
-            v.decimal(numbers.reset_in_s);
         }
-        v.ends[3] = v.len;
     }
 
-    /// Every value, one after another.
+    /// `value` lies at `start..end`.
+    #[inline(always)]
+    fn set(&mut self, value: Value, start: usize, end: usize) {
+        // (Within the capacity, which fits a byte: asserted above.)
+        self.spans[value as usize] = (start as u8, (end - start) as u8);
+    }
+
+    /// The buffer the values lie in ([`HeaderValues::span`] says where).
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        &self.buf
     }
 
     /// Where `value` lies in [`HeaderValues::as_bytes`]: start and length.
     #[inline]
     pub fn span(&self, value: Value) -> (usize, usize) {
-        let i = value as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        (start, self.ends[i] - start)
+        let (start, len) = self.spans[value as usize];
+        (usize::from(start), usize::from(len))
     }
 
     /// One value's text.
     pub fn get(&self, value: Value) -> &[u8] {
         let (start, len) = self.span(value);
         &self.buf[start..start + len]
-    }
-
-    /// Appends `bytes`; the capacity holds the longest values, so nothing
-    /// is ever left out. (A fixed text is copied by as many stores, not a
-    /// call: its length is known where it is pushed.)
-    #[inline(always)]
-    fn push(&mut self, bytes: &[u8]) {
-        let end = self.len + bytes.len();
-        if let Some(room) = self.buf.get_mut(self.len..end) {
-            room.copy_from_slice(bytes);
-            self.len = end;
-        }
-    }
-
-    /// Appends the bytes already written at `range` again.
-    #[inline(always)]
-    fn repeat(&mut self, range: core::ops::Range<usize>) {
-        let n = range.len().min(VALUES_CAPACITY - self.len);
-        self.buf.copy_within(range.start..range.start + n, self.len);
-        self.len += n;
-    }
-
-    /// `n`'s digits, appended: written in place, right to left, once
-    /// their count is known (measured: through a scratch and a copy, three
-    /// numbers were a third of the headers' cost).
-    #[inline(always)]
-    fn decimal(&mut self, n: u64) {
-        let end = self.len + n.checked_ilog10().map_or(1, |log| log as usize + 1);
-        // (Never: the capacity holds the longest values.)
-        if end > VALUES_CAPACITY {
-            return;
-        }
-        digits_before(&mut self.buf, end, n);
-        self.len = end;
     }
 }
 
@@ -300,10 +277,13 @@ mod tests {
         let n = numbers(4, 100, 5);
         let x = HeaderValues::new(5, &name, &n, (true, false));
         assert_eq!(x.get(Value::RateLimit), b"");
-        assert_eq!(x.as_bytes(), b"54100");
+        assert_eq!(x.get(Value::Limit), b"5");
+        assert_eq!(x.get(Value::Remaining), b"4");
+        assert_eq!(x.get(Value::Reset), b"100");
         let ietf = HeaderValues::new(5, &name, &n, (false, true));
         assert_eq!(ietf.get(Value::Limit), b"");
         assert_eq!(ietf.get(Value::Reset), b"");
+        assert_eq!(ietf.get(Value::Remaining), b"");
         assert_eq!(ietf.get(Value::RateLimit), b"\"api\";r=4;t=5");
     }
 

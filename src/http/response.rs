@@ -1,7 +1,12 @@
 //! Every response the shield writes: JSON bodies (RFC 9457 problem details,
 //! docs/protocol.md §7) and headers.
 
-use nginx_sys::{ngx_buf_t, ngx_chain_t, ngx_http_request_t, ngx_str_t, ngx_table_elt_t};
+use core::mem::size_of;
+use core::ptr::{self, NonNull};
+
+use nginx_sys::{
+    ngx_buf_t, ngx_chain_t, ngx_http_request_t, ngx_list_t, ngx_str_t, ngx_table_elt_t,
+};
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
@@ -406,36 +411,126 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
             data: unsafe { text.add(start) }.cast_mut(),
         }
     };
+    // Five headers (or three, or two) in a row of the list's last part,
+    // reserved at once rather than pushed one call at a time.
+    let mut room = HeaderRoom::reserve(r, 3 * usize::from(x) + 2 * usize::from(ietf));
     if x {
-        push_header(
-            r,
+        room.push(
             "X-RateLimit-Limit",
             "x-ratelimit-limit",
             fixed.unwrap_or_else(|| value(Value::Limit)),
         )?;
-        push_header(
-            r,
+        room.push(
             "X-RateLimit-Remaining",
             "x-ratelimit-remaining",
             value(Value::Remaining),
         )?;
-        push_header(
-            r,
-            "X-RateLimit-Reset",
-            "x-ratelimit-reset",
-            value(Value::Reset),
-        )?;
+        room.push("X-RateLimit-Reset", "x-ratelimit-reset", value(Value::Reset))?;
     }
     if ietf {
-        push_header(
-            r,
-            "RateLimit-Policy",
-            "ratelimit-policy",
-            policy.ietf_policy,
-        )?;
-        push_header(r, "RateLimit", "ratelimit", value(Value::RateLimit))?;
+        room.push("RateLimit-Policy", "ratelimit-policy", policy.ietf_policy)?;
+        room.push("RateLimit", "ratelimit", value(Value::RateLimit))?;
     }
     Some(())
+}
+
+/// Room for a few output headers of a request: elements of the header
+/// list's last part, taken together when it has room for them all (as
+/// `ngx_list_push` would hand them out one by one), else pushed one at a
+/// time.
+struct HeaderRoom {
+    list: *mut ngx_list_t,
+    /// The next reserved element, and how many are left.
+    next: *mut ngx_table_elt_t,
+    left: usize,
+}
+
+impl HeaderRoom {
+    /// Room for `n` headers of `r`; each reserved element is skipped by
+    /// nginx (`hash` 0) until [`HeaderRoom::push`] fills it.
+    #[inline(always)]
+    fn reserve(r: &mut Request, n: usize) -> HeaderRoom {
+        let raw: *mut ngx_http_request_t = r.into();
+        // SAFETY: the live request's output header list, made by nginx
+        // (`ngx_list_init` of `ngx_table_elt_t`s): its last part holds
+        // `nelts` of `nalloc` elements, those after `nelts` unused; taking
+        // `n` of them is what `n` calls of `ngx_list_push` would do.
+        unsafe {
+            let list = ptr::addr_of_mut!((*raw).headers_out.headers);
+            let last = (*list).last;
+            let used = (*last).nelts;
+            let fits = (*list).size == size_of::<ngx_table_elt_t>()
+                && used.checked_add(n).is_some_and(|end| end <= (*list).nalloc);
+            if !fits {
+                return HeaderRoom {
+                    list,
+                    next: ptr::null_mut(),
+                    left: 0,
+                };
+            }
+            let next = (*last).elts.cast::<ngx_table_elt_t>().add(used);
+            for i in 0..n {
+                (*next.add(i)).hash = 0;
+            }
+            (*last).nelts = used + n;
+            HeaderRoom {
+                list,
+                next,
+                left: n,
+            }
+        }
+    }
+
+    /// Fills the next reserved element (or a pushed one) with a header
+    /// whose name is static; the value is in memory that lives as long as
+    /// the request.
+    #[inline(always)]
+    fn push(&mut self, name: &'static str, lowcase: &'static str, value: ngx_str_t) -> Option<()> {
+        let h = match self.left {
+            0 => {
+                // SAFETY: the live request's output header list.
+                let h = unsafe { nginx_sys::ngx_list_push(self.list) };
+                NonNull::new(h.cast::<ngx_table_elt_t>())?.as_ptr()
+            }
+            _ => {
+                let h = self.next;
+                // SAFETY: within the elements reserved (`left` more).
+                self.next = unsafe { h.add(1) };
+                self.left -= 1;
+                h
+            }
+        };
+        // SAFETY: an element of the list, ours to fill (whole).
+        unsafe { fill_header(h, name, lowcase, value) };
+        Some(())
+    }
+}
+
+/// Writes a header element whole: static name and lower-case name, the
+/// value, no next.
+///
+/// # Safety
+/// `h` is a writable element of a request's output header list.
+#[inline(always)]
+unsafe fn fill_header(
+    h: *mut ngx_table_elt_t,
+    name: &'static str,
+    lowcase: &'static str,
+    value: ngx_str_t,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        h.write(ngx_table_elt_t {
+            hash: 1,
+            key: ngx_str_t {
+                len: name.len(),
+                data: name.as_ptr().cast_mut(),
+            },
+            value,
+            lowcase_key: lowcase.as_ptr().cast_mut(),
+            next: ptr::null_mut(),
+        })
+    };
 }
 
 /// Appends an output header whose name is static; the value is in memory
@@ -447,21 +542,14 @@ pub(super) fn push_header(
     value: ngx_str_t,
 ) -> Option<()> {
     let raw: *mut ngx_http_request_t = r.into();
-    // SAFETY: pushes onto the live request's output header list and fills
-    // the zeroed element.
+    // SAFETY: pushes onto the live request's output header list, and
+    // fills the new element whole.
     unsafe {
         let h = nginx_sys::ngx_list_push(&mut (*raw).headers_out.headers).cast::<ngx_table_elt_t>();
         if h.is_null() {
             return None;
         }
-        core::ptr::write_bytes(h, 0, 1);
-        (*h).hash = 1;
-        (*h).key = ngx_str_t {
-            len: name.len(),
-            data: name.as_ptr().cast_mut(),
-        };
-        (*h).lowcase_key = lowcase.as_ptr().cast_mut();
-        (*h).value = value;
+        fill_header(h, name, lowcase, value);
     }
     Some(())
 }
