@@ -235,7 +235,7 @@ impl Policy {
             rate_limit_items: [ngx_str_t::default(); MAX_LIMITS],
             price_id: price_policy(&r.limits, r.difficulty, r.work),
             work: r.work,
-            straight: Straight::of(&rules, r.headers),
+            straight: Straight::of(&rules),
             rules,
         }
     }

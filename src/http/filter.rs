@@ -8,7 +8,7 @@ use nginx_sys::{ngx_http_output_header_filter_pt, ngx_http_request_t, ngx_int_t,
 use ngx::http::Request;
 
 use super::ahead::add_next_challenge;
-use super::response::add_rate_limit_headers;
+use super::response::{add_passed_rate_limit_headers, add_rate_limit_headers};
 use super::state::{Found, RequestState};
 
 /// The next header filter in nginx's chain.
@@ -34,13 +34,18 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
         let mut state = match RequestState::found(r) {
             None => return true,
             Some(Found::State(state)) => state,
-            // The straight path's policies send no rate-limit headers, and
-            // its decisions nothing ahead (`decision::straight`): only
-            // that the filter saw the response is kept.
+            // The straight path's decisions send nothing ahead
+            // (`decision::straight`): the rate-limit headers of its verdict
+            // alone, once.
             Some(Found::Passed(passed)) => {
                 // SAFETY: in the request's pool; nothing else borrows it.
-                unsafe { (*passed.as_ptr()).headers_sent = true };
-                return true;
+                let passed = unsafe { &mut *passed.as_ptr() };
+                if passed.headers_sent {
+                    return true;
+                }
+                passed.headers_sent = true;
+                let (policy, verdict, at_ms) = passed.decided();
+                return add_passed_rate_limit_headers(r, policy, verdict, at_ms).is_some();
             }
         };
         // SAFETY: the state lives in the request's pool; nothing else holds

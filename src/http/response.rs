@@ -1,7 +1,7 @@
 //! Every response the shield writes: JSON bodies (RFC 9457 problem details,
 //! docs/protocol.md §7) and headers.
 
-use core::mem::size_of;
+use core::mem::{align_of, size_of};
 use core::ptr::{self, NonNull};
 
 use nginx_sys::{
@@ -18,6 +18,7 @@ use crate::protocol::{Challenge, Work};
 use pow_shield_bots::accept;
 use pow_shield_core::headers::{rate_limit_item, HeaderValues, RateLimitNumbers, Value};
 use pow_shield_core::limiter::breaker::Block;
+use pow_shield_core::limiter::Verdict;
 use pow_shield_core::syntax::HeadersMode;
 
 const STATUS_422: &str = "422 Unprocessable Content";
@@ -361,11 +362,9 @@ fn finalize(r: *mut ngx_http_request_t, rc: Status) -> Status {
 /// keeps (in the request's pool) and the headers point into.
 pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Option<()> {
     let policy = state.policy();
-    let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
-    let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
     // (`pow_shield_headers off`: nothing read. Values written already:
     // headers point into them, so they are never written over.)
-    if !x && !ietf || state.header_values.is_some() {
+    if policy.headers == HeadersMode::Off || state.header_values.is_some() {
         return Some(());
     }
     let Some((verdict, decided_at_ms)) = state
@@ -375,7 +374,66 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
     else {
         return Some(());
     };
-    let numbers = RateLimitNumbers::new(&verdict, decided_at_ms);
+    push_rate_limit_headers(r, policy, &verdict, decided_at_ms, &mut state.header_values)
+}
+
+/// [`add_rate_limit_headers`] of a request the straight path admitted
+/// with `verdict` at `decided_at_ms` under `policy` (`http::straight`): the
+/// same headers, their values kept in the request's pool (it has no
+/// state). (Inline: a location with the headers off asks nothing more.)
+#[inline(always)]
+pub fn add_passed_rate_limit_headers(
+    r: &mut Request,
+    policy: &Policy,
+    verdict: &Verdict,
+    decided_at_ms: u64,
+) -> Option<()> {
+    match policy.headers {
+        HeadersMode::Off => Some(()),
+        _ => add_pooled_rate_limit_headers(r, policy, verdict, decided_at_ms),
+    }
+}
+
+const _: () = assert!(core::mem::align_of::<Option<HeaderValues>>() <= align_of::<usize>());
+
+/// [`add_passed_rate_limit_headers`] of a location that sends them.
+#[inline(never)]
+fn add_pooled_rate_limit_headers(
+    r: &mut Request,
+    policy: &Policy,
+    verdict: &Verdict,
+    decided_at_ms: u64,
+) -> Option<()> {
+    let raw: &ngx_http_request_t = r.as_ref();
+    // SAFETY: an allocation of the live request's pool, written (None)
+    // before it is read; it lives as long as the headers that point into
+    // it. (`ngx_palloc` aligns to a word, more than the values need:
+    // asserted below.)
+    let slot = unsafe {
+        let slot = nginx_sys::ngx_palloc(raw.pool, size_of::<Option<HeaderValues>>())
+            .cast::<Option<HeaderValues>>();
+        if slot.is_null() {
+            return None;
+        }
+        slot.write(None);
+        &mut *slot
+    };
+    push_rate_limit_headers(r, policy, verdict, decided_at_ms, slot)
+}
+
+/// The rate-limit headers of `verdict`, made at `decided_at_ms` under
+/// `policy`, whose values are written to `slot` (the headers point there).
+#[inline(always)]
+fn push_rate_limit_headers(
+    r: &mut Request,
+    policy: &Policy,
+    verdict: &Verdict,
+    decided_at_ms: u64,
+    slot: &mut Option<HeaderValues>,
+) -> Option<()> {
+    let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
+    let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
+    let numbers = RateLimitNumbers::new(verdict, decided_at_ms);
     // The limit the verdict is of: the tightest, or the one that refused.
     let at = usize::from(verdict.limit);
     let Some(limit) = policy.limits.get(at) else {
@@ -395,9 +453,9 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
             made.as_bytes()
         }
     };
-    // Written where the state keeps them, once a response (the header
-    // filter adds the headers once): not copied into the pool.
-    let values = state.header_values.insert(HeaderValues::EMPTY);
+    // Written where they are kept, once a response (the header filter
+    // adds the headers once): not made aside and copied there.
+    let values = slot.insert(HeaderValues::EMPTY);
     values.write(requests, item, &numbers, (x, ietf));
     let values = &*values;
     let text = values.as_bytes().as_ptr();
@@ -406,8 +464,9 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
         ngx_str_t {
             len,
             // SAFETY: `span` lies within the values' bytes, which live in
-            // the state as long as the request's pool and are written once
-            // (above); nginx's modules only read a header's value.
+            // the request's pool (its state, or an allocation of their
+            // own) and are written once (above); nginx's modules only read
+            // a header's value.
             data: unsafe { text.add(start) }.cast_mut(),
         }
     };
@@ -425,7 +484,11 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
             "x-ratelimit-remaining",
             value(Value::Remaining),
         )?;
-        room.push("X-RateLimit-Reset", "x-ratelimit-reset", value(Value::Reset))?;
+        room.push(
+            "X-RateLimit-Reset",
+            "x-ratelimit-reset",
+            value(Value::Reset),
+        )?;
     }
     if ietf {
         room.push("RateLimit-Policy", "ratelimit-policy", policy.ietf_policy)?;

@@ -143,6 +143,18 @@ impl Passed {
     }
 }
 
+impl Passed {
+    /// The policy the request was admitted under, its verdict, and when
+    /// (epoch ms): what its rate-limit headers say.
+    #[inline(always)]
+    pub fn decided<'c>(&self) -> (&'c Policy, &Verdict, u64) {
+        // SAFETY: the location configuration outlives every request of its
+        // cycle, and nothing writes it after configuration.
+        let policy = unsafe { self.policy.as_ref() };
+        (policy, &self.verdict, self.at_ms)
+    }
+}
+
 /// What a request has of the shield, found without making anything.
 pub enum Found {
     State(NonNull<RequestState>),

@@ -4,11 +4,11 @@
 //! [`Reply`](crate::store::Reply) or a request state.
 //!
 //! Which locations have one is known at configuration ([`Straight::of`]):
-//! one limit, counted per client key, no trap, no dry run, no rate-limit
-//! headers. Which requests take it, the module says per request: local
-//! mode, no Web Bot Auth keys, the request's first decision, no solution
-//! or token carried, a key that is not exempt, and no breaker for the
-//! client in the zone. For those, the window admits the request only when
+//! one limit, counted per client key, no trap, no dry run (its rate-limit
+//! headers are its verdict's, as the full path's are). Which requests take
+//! it, the module says per request: local mode, no Web Bot Auth keys, the
+//! request's first decision, no solution or token carried, a key that is
+//! not exempt, and no breaker for the client in the zone. For those, the window admits the request only when
 //! it finds at least one free request (the last free one is admitted,
 //! remaining 0), or two with pay-ahead, where the last free one's next
 //! challenge is priced ([`Straight::admit`]); else nothing is counted and
@@ -24,7 +24,6 @@ use crate::limiter::breaker::BreakerStatus;
 use crate::limiter::window::{admit_within, SlidingWindow};
 use crate::limiter::{RateLimit, Verdict};
 use crate::store::{overage_reported, Checked, Offence};
-use crate::syntax::HeadersMode;
 
 /// A location's straight path: its one limit, and the requests that must
 /// be free before one for the straight path to admit it.
@@ -35,9 +34,9 @@ pub struct Straight {
 }
 
 impl Straight {
-    /// The straight path of a location with `rules` and `headers`; `None`:
-    /// every request of it takes the full path.
-    pub fn of(rules: &Rules, headers: HeadersMode) -> Option<Straight> {
+    /// The straight path of a location with `rules`; `None`: every
+    /// request of it takes the full path.
+    pub fn of(rules: &Rules) -> Option<Straight> {
         let [limit] = rules.limits.as_slice() else {
             return None;
         };
@@ -48,7 +47,7 @@ impl Straight {
         // A limit with fewer requests than that: the window never admits
         // one here.
         let room_ever = limit.rate.requests >= room;
-        (plain && headers == HeadersMode::Off && room_ever).then_some(Straight {
+        (plain && room_ever).then_some(Straight {
             limit: limit.rate,
             room,
         })

@@ -7,7 +7,6 @@
 use super::*;
 use crate::decision::straight::Straight;
 use crate::limiter::window::{admit_keeping, SlidingWindow};
-use crate::syntax::HeadersMode;
 
 const LIMIT_3: RateLimit = RateLimit {
     requests: 3,
@@ -65,7 +64,7 @@ fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
     let (mut straight_taken, mut left) = (0, 0);
     for rules in straight_rules() {
         // (A limit of 1 with pay-ahead has none: the table test below.)
-        let Some(straight) = Straight::of(&rules, HeadersMode::Off) else {
+        let Some(straight) = Straight::of(&rules) else {
             assert!(rules.pay_ahead && rules.limits.as_slice()[0].rate.requests == 1);
             continue;
         };
@@ -110,15 +109,12 @@ fn straight_path_admits_as_the_decision_and_counts_nothing_it_leaves() {
 }
 
 #[test]
-fn only_a_plain_local_limit_without_headers_has_a_straight_path() {
+fn only_a_plain_local_limit_has_a_straight_path() {
     let plain = Rules {
         limits: Limits::one(LIMIT_3),
         ..rules()
     };
-    assert!(Straight::of(&plain, HeadersMode::Off).is_some());
-    for headers in [HeadersMode::X, HeadersMode::Ietf, HeadersMode::Both] {
-        assert_eq!(Straight::of(&plain, headers), None);
-    }
+    assert!(Straight::of(&plain).is_some());
     let mut two = plain.limits;
     let _ = two.push(LIMIT_2, None);
     let refused = [
@@ -140,7 +136,7 @@ fn only_a_plain_local_limit_without_headers_has_a_straight_path() {
         },
     ];
     for rules in refused {
-        assert_eq!(Straight::of(&rules, HeadersMode::Off), None, "{rules:?}");
+        assert_eq!(Straight::of(&rules), None, "{rules:?}");
     }
 }
 
@@ -151,20 +147,17 @@ fn straight_path_leaves_the_last_free_request_to_the_decision_when_paying_ahead(
         pay_ahead: true,
         ..rules()
     };
-    let straight = Straight::of(&ahead, HeadersMode::Off).expect("straight");
+    let straight = Straight::of(&ahead).expect("straight");
     let mut window = SlidingWindow::default();
     let remaining: Vec<_> = (0..4)
         .map(|t| straight.admit(&mut window, t).map(|(v, _)| v.remaining))
         .collect();
     // The third request, the last free one, carries a priced challenge.
     assert_eq!(remaining, [Some(2), Some(1), None, None]);
-    let no_ahead = Straight::of(
-        &Rules {
-            pay_ahead: false,
-            ..ahead
-        },
-        HeadersMode::Off,
-    )
+    let no_ahead = Straight::of(&Rules {
+        pay_ahead: false,
+        ..ahead
+    })
     .expect("straight");
     let mut window = SlidingWindow::default();
     let remaining: Vec<_> = (0..4)
@@ -191,7 +184,7 @@ fn straight_path_admits_while_a_free_request_is_left_or_two_when_paying_ahead() 
     ];
     for (requests, pay_ahead, expected) in table {
         let rules = one_limit(requests, pay_ahead);
-        let straight = Straight::of(&rules, HeadersMode::Off);
+        let straight = Straight::of(&rules);
         let mut window = SlidingWindow::default();
         let mut answered = [None; 4];
         for (t, answer) in (0..4).zip(&mut answered) {
@@ -227,7 +220,7 @@ fn a_limit_of_one_paying_ahead_has_no_straight_path() {
     for (requests, pay_ahead, straight) in table {
         let rules = one_limit(requests, pay_ahead);
         assert_eq!(
-            Straight::of(&rules, HeadersMode::Off).is_some(),
+            Straight::of(&rules).is_some(),
             straight,
             "limit {requests}, pay ahead {pay_ahead}"
         );
