@@ -39,13 +39,12 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
             // alone, once.
             Some(Found::Passed(passed)) => {
                 // SAFETY: in the request's pool; nothing else borrows it.
-                let passed = unsafe { &mut *passed.as_ptr() };
-                if passed.headers_sent {
+                let mark = unsafe { &mut *passed.as_ptr() };
+                if mark.headers_sent {
                     return true;
                 }
-                passed.headers_sent = true;
-                let (policy, verdict, at_ms) = passed.decided();
-                return add_passed_rate_limit_headers(r, policy, verdict, at_ms).is_some();
+                mark.headers_sent = true;
+                return add_passed_rate_limit_headers(r, passed).is_some();
             }
         };
         // SAFETY: the state lives in the request's pool; nothing else holds

@@ -1,7 +1,7 @@
 //! Every response the shield writes: JSON bodies (RFC 9457 problem details,
 //! docs/protocol.md §7) and headers.
 
-use core::mem::{align_of, size_of};
+use core::mem::size_of;
 use core::ptr::{self, NonNull};
 
 use nginx_sys::{
@@ -10,7 +10,7 @@ use nginx_sys::{
 use ngx::core::{Buffer, Status};
 use ngx::http::Request;
 
-use super::state::RequestState;
+use super::state::{Passed, RequestState};
 use crate::config::Policy;
 use crate::ffi::bytes;
 use crate::protocol::wire::{self, ChallengeJson, ErrorBody, Problem};
@@ -374,62 +374,47 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
     else {
         return Some(());
     };
-    push_rate_limit_headers(r, policy, &verdict, decided_at_ms, &mut state.header_values)
+    let slot = &mut state.header_values;
+    push_rate_limit_headers(r, policy, &verdict, decided_at_ms, |v| slot.insert(v))
 }
 
 /// [`add_rate_limit_headers`] of a request the straight path admitted
-/// with `verdict` at `decided_at_ms` under `policy` (`http::straight`): the
-/// same headers, their values kept in the request's pool (it has no
-/// state). (Inline: a location with the headers off asks nothing more.)
+/// (`http::straight`), whose mark is `passed`: the same headers, of its
+/// verdict, their values kept after its mark (it has no state). (Inline: a
+/// location with the headers off asks nothing more.)
 #[inline(always)]
-pub fn add_passed_rate_limit_headers(
-    r: &mut Request,
-    policy: &Policy,
-    verdict: &Verdict,
-    decided_at_ms: u64,
-) -> Option<()> {
+pub fn add_passed_rate_limit_headers(r: &mut Request, passed: NonNull<Passed>) -> Option<()> {
+    // SAFETY: a live mark in the request's pool; nothing else borrows it.
+    let (policy, _, _) = unsafe { passed.as_ref() }.decided();
     match policy.headers {
         HeadersMode::Off => Some(()),
-        _ => add_pooled_rate_limit_headers(r, policy, verdict, decided_at_ms),
+        _ => add_marked_rate_limit_headers(r, passed),
     }
 }
 
-const _: () = assert!(core::mem::align_of::<Option<HeaderValues>>() <= align_of::<usize>());
-
 /// [`add_passed_rate_limit_headers`] of a location that sends them.
 #[inline(never)]
-fn add_pooled_rate_limit_headers(
-    r: &mut Request,
-    policy: &Policy,
-    verdict: &Verdict,
-    decided_at_ms: u64,
-) -> Option<()> {
-    let raw: &ngx_http_request_t = r.as_ref();
-    // SAFETY: an allocation of the live request's pool, written (None)
-    // before it is read; it lives as long as the headers that point into
-    // it. (`ngx_palloc` aligns to a word, more than the values need:
-    // asserted below.)
-    let slot = unsafe {
-        let slot = nginx_sys::ngx_palloc(raw.pool, size_of::<Option<HeaderValues>>())
-            .cast::<Option<HeaderValues>>();
-        if slot.is_null() {
-            return None;
-        }
-        slot.write(None);
-        &mut *slot
-    };
-    push_rate_limit_headers(r, policy, verdict, decided_at_ms, slot)
+fn add_marked_rate_limit_headers(r: &mut Request, passed: NonNull<Passed>) -> Option<()> {
+    // SAFETY: as in `add_passed_rate_limit_headers`.
+    let (policy, verdict, decided_at_ms) = unsafe { passed.as_ref() }.decided();
+    let verdict = *verdict;
+    // SAFETY: the mark's location sends the headers, so its room was
+    // taken with theirs (`Passed::room`, in `http::straight`); they are
+    // written once (the filter adds a request's headers once).
+    let slot = unsafe { Passed::header_values(passed) };
+    push_rate_limit_headers(r, policy, &verdict, decided_at_ms, |v| slot.write(v))
 }
 
 /// The rate-limit headers of `verdict`, made at `decided_at_ms` under
-/// `policy`, whose values are written to `slot` (the headers point there).
+/// `policy`, whose values are written where `keep` puts them, in the
+/// request's pool (the headers point there).
 #[inline(always)]
-fn push_rate_limit_headers(
+fn push_rate_limit_headers<'v>(
     r: &mut Request,
     policy: &Policy,
     verdict: &Verdict,
     decided_at_ms: u64,
-    slot: &mut Option<HeaderValues>,
+    keep: impl FnOnce(HeaderValues) -> &'v mut HeaderValues,
 ) -> Option<()> {
     let x = matches!(policy.headers, HeadersMode::X | HeadersMode::Both);
     let ietf = matches!(policy.headers, HeadersMode::Ietf | HeadersMode::Both);
@@ -455,7 +440,7 @@ fn push_rate_limit_headers(
     };
     // Written where they are kept, once a response (the header filter
     // adds the headers once): not made aside and copied there.
-    let values = slot.insert(HeaderValues::EMPTY);
+    let values = keep(HeaderValues::EMPTY);
     values.write(requests, item, &numbers, (x, ietf));
     let values = &*values;
     let text = values.as_bytes().as_ptr();
@@ -464,9 +449,9 @@ fn push_rate_limit_headers(
         ngx_str_t {
             len,
             // SAFETY: `span` lies within the values' bytes, which live in
-            // the request's pool (its state, or an allocation of their
-            // own) and are written once (above); nginx's modules only read
-            // a header's value.
+            // the request's pool (its state, or the straight path's mark)
+            // and are written once (above); nginx's modules only read a
+            // header's value.
             data: unsafe { text.add(start) }.cast_mut(),
         }
     };
@@ -509,8 +494,8 @@ struct HeaderRoom {
 }
 
 impl HeaderRoom {
-    /// Room for `n` headers of `r`; each reserved element is skipped by
-    /// nginx (`hash` 0) until [`HeaderRoom::push`] fills it.
+    /// Room for `n` headers of `r`, each filled by [`HeaderRoom::push`]
+    /// (any left unfilled is skipped by nginx: see `Drop`).
     #[inline(always)]
     fn reserve(r: &mut Request, n: usize) -> HeaderRoom {
         let raw: *mut ngx_http_request_t = r.into();
@@ -531,14 +516,10 @@ impl HeaderRoom {
                     left: 0,
                 };
             }
-            let next = (*last).elts.cast::<ngx_table_elt_t>().add(used);
-            for i in 0..n {
-                (*next.add(i)).hash = 0;
-            }
             (*last).nelts = used + n;
             HeaderRoom {
                 list,
-                next,
+                next: (*last).elts.cast::<ngx_table_elt_t>().add(used),
                 left: n,
             }
         }
@@ -566,6 +547,22 @@ impl HeaderRoom {
         // SAFETY: an element of the list, ours to fill (whole).
         unsafe { fill_header(h, name, lowcase, value) };
         Some(())
+    }
+}
+
+impl Drop for HeaderRoom {
+    /// Elements reserved and never filled (a push left out) are marked
+    /// for nginx to skip (`hash` 0), as a removed header is: the list
+    /// never holds an element unwritten.
+    fn drop(&mut self) {
+        while self.left > 0 {
+            // SAFETY: a reserved element of the list (`left` more).
+            unsafe {
+                (*self.next).hash = 0;
+                self.next = self.next.add(1);
+            }
+            self.left -= 1;
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! does), so that a request is counted once.
 
 use core::ffi::c_void;
-use core::mem::{align_of, size_of};
+use core::mem::{align_of, size_of, MaybeUninit};
 use core::ptr::{self, NonNull};
 use std::rc::Rc;
 
@@ -69,6 +69,16 @@ pub struct Passed {
     pub headers_sent: bool,
 }
 
+/// The mark of a request of a location that sends rate-limit headers:
+/// room for their values after it (`RequestState::header_values`),
+/// written by the header filter. (A location without the headers has no
+/// room taken for them: [`Passed::room`].)
+#[repr(C)]
+struct PassedWithValues {
+    passed: Passed,
+    header_values: MaybeUninit<HeaderValues>,
+}
+
 /// The client key a [`Passed`] request was counted under.
 #[derive(Clone, Copy)]
 pub enum PassedKey {
@@ -84,18 +94,36 @@ pub enum PassedKey {
 impl Passed {
     /// Room for the mark of a request the straight path may admit, taken
     /// before anything is counted (a request whose mark could not be made
-    /// is counted nowhere). Filled by [`Passed::attach`], or left unused
-    /// in the pool.
+    /// is counted nowhere), with room for its rate-limit headers' values
+    /// when `headers` ([`Passed::header_values`]). Filled by
+    /// [`Passed::attach`], or left unused in the pool.
     #[inline(always)]
-    pub fn room(r: &Request) -> Option<NonNull<Passed>> {
+    pub fn room(r: &Request, headers: bool) -> Option<NonNull<Passed>> {
         let raw: &ngx_http_request_t = r.as_ref();
+        let size = match headers {
+            true => size_of::<PassedWithValues>(),
+            false => size_of::<Passed>(),
+        };
         // SAFETY: an allocation of the live request's pool; nothing reads
-        // it before `attach` writes it in full.
-        let passed = unsafe { nginx_sys::ngx_palloc(raw.pool, size_of::<Passed>()) };
+        // it before `attach` writes it in full. (`PassedWithValues` starts
+        // with a `Passed` and is aligned as one.)
+        let passed = unsafe { nginx_sys::ngx_palloc(raw.pool, size) };
         let passed = NonNull::new(passed.cast::<Passed>())?;
         (passed.as_ptr() as usize)
             .is_multiple_of(align_of::<Passed>())
             .then_some(passed)
+    }
+
+    /// The room for the rate-limit headers' values after `passed`.
+    ///
+    /// # Safety
+    /// `passed` is a live mark whose room was taken with its headers
+    /// ([`Passed::room`]; its policy sends them), and nothing else
+    /// borrows that room.
+    pub unsafe fn header_values<'a>(passed: NonNull<Passed>) -> &'a mut MaybeUninit<HeaderValues> {
+        // SAFETY: per the contract, the mark is the first field of a
+        // `PassedWithValues` (`repr(C)`) of the same allocation.
+        unsafe { &mut (*passed.as_ptr().cast::<PassedWithValues>()).header_values }
     }
 
     /// Marks `r` admitted by the straight path under `policy`, its client

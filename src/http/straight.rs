@@ -20,6 +20,7 @@ use crate::ffi::{bytes, PowShield};
 use crate::store::{now, straight_admit, StraightKey};
 use pow_shield_core::decision::straight::Straight;
 use pow_shield_core::store::{NoRoom, Reply};
+use pow_shield_core::syntax::HeadersMode;
 
 /// What the straight path did with a request.
 pub(super) enum Taken {
@@ -62,7 +63,8 @@ pub(super) fn run(r: &mut Request, mcf: &MainConf, policy: &Policy, straight: St
     };
     // The mark's room before anything is counted: a request the pool
     // cannot mark is counted nowhere, and the full path answers it.
-    let Some(room) = Passed::room(r) else {
+    let headers = policy.headers != HeadersMode::Off;
+    let Some(room) = Passed::room(r, headers) else {
         return Taken::Left(None);
     };
     // (`counted`: the key as the mark keeps it; the address text counted,
