@@ -150,11 +150,14 @@ impl Cluster {
         // (Before the map, `target` first makes each connection follow
         // what other workers found of its node: the long way does that.)
         let mapped = self.routes.try_borrow().is_ok_and(|r| r.mapped());
-        let in_use = |i: usize| self.roster.try_borrow().map_or(true, |r| !r.is_retired(i));
+        // (The roster borrowed once for every node, not once a node.)
+        let roster = self.roster.try_borrow().ok();
+        let in_use = |i: usize| roster.as_ref().is_none_or(|r| !r.is_retired(i));
         let every = nodes
             .iter()
             .enumerate()
             .all(|(i, n)| !in_use(i) || n.client.strikes_unpaid());
+        drop(roster);
         if mapped && every {
             return true;
         }
