@@ -49,13 +49,19 @@ impl Pending for Sending<'_> {
         let me = cluster.me.clone();
         match cluster.jobs.try_borrow_mut() {
             Ok(mut jobs) => OnReply::Of(me, jobs.insert(job)),
-            // (Never: not borrowed across a call.) Its own box then.
-            Err(_) => OnReply::Call(Box::new(move |reply: &Reply| match me.upgrade() {
-                Some(cluster) => cluster.on_reply(job, reply),
-                None => job.on_reply.deliver(None),
-            })),
+            Err(_) => boxed(me, job),
         }
     }
+}
+
+/// (Never: the jobs are not borrowed across a call.) A job in a box of
+/// its own, out of line.
+#[inline(never)]
+fn boxed(me: std::rc::Weak<Cluster>, job: Job) -> OnReply {
+    OnReply::Call(Box::new(move |reply: &Reply| match me.upgrade() {
+        Some(cluster) => cluster.on_reply(job, reply),
+        None => job.on_reply.deliver(None),
+    }))
 }
 
 impl Replies for Cluster {
@@ -219,10 +225,19 @@ impl Cluster {
         })
     }
 
-    fn on_reply(&self, mut job: Job, reply: &Reply) {
-        let Reply::Error(text) = reply else {
-            return job.on_reply.deliver(reply.frame());
-        };
+    /// (A reply, almost always, handed on inline; an error reply, which
+    /// may redirect, looked at out of line.)
+    #[inline(always)]
+    fn on_reply(&self, job: Job, reply: &Reply) {
+        match reply {
+            Reply::Error(text) => self.on_error(job, text),
+            _ => job.on_reply.deliver(reply.frame()),
+        }
+    }
+
+    /// An error reply: followed where it redirects, else handed on.
+    #[inline(never)]
+    fn on_error(&self, mut job: Job, text: &str) {
         let late = past(job.deadline, now());
         let redirect = match parse_redirect(text) {
             Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !late => redirect,
