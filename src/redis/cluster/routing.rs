@@ -49,13 +49,19 @@ impl Pending for Sending<'_> {
         let me = cluster.me.clone();
         match cluster.jobs.try_borrow_mut() {
             Ok(mut jobs) => OnReply::Of(me, jobs.insert(job)),
-            // (Never: not borrowed across a call.) Its own box then.
-            Err(_) => OnReply::Call(Box::new(move |reply: &Reply| match me.upgrade() {
-                Some(cluster) => cluster.on_reply(job, reply),
-                None => job.on_reply.deliver(None),
-            })),
+            Err(_) => boxed(me, job),
         }
     }
+}
+
+/// (Never: the jobs are not borrowed across a call.) A job in a box of
+/// its own, out of line.
+#[inline(never)]
+fn boxed(me: std::rc::Weak<Cluster>, job: Job) -> OnReply {
+    OnReply::Call(Box::new(move |reply: &Reply| match me.upgrade() {
+        Some(cluster) => cluster.on_reply(job, reply),
+        None => job.on_reply.deliver(None),
+    }))
 }
 
 impl Replies for Cluster {
@@ -150,11 +156,14 @@ impl Cluster {
         // (Before the map, `target` first makes each connection follow
         // what other workers found of its node: the long way does that.)
         let mapped = self.routes.try_borrow().is_ok_and(|r| r.mapped());
-        let in_use = |i: usize| self.roster.try_borrow().map_or(true, |r| !r.is_retired(i));
+        // (The roster borrowed once for every node, not once a node.)
+        let roster = self.roster.try_borrow().ok();
+        let in_use = |i: usize| roster.as_ref().is_none_or(|r| !r.is_retired(i));
         let every = nodes
             .iter()
             .enumerate()
             .all(|(i, n)| !in_use(i) || n.client.strikes_unpaid());
+        drop(roster);
         if mapped && every {
             return true;
         }
@@ -163,11 +172,19 @@ impl Cluster {
     }
 
     /// The node for a slot: its master, or while unknown any node that is
-    /// up (its `MOVED` will tell).
+    /// up (its `MOVED` will tell). (Asked twice a request, the map almost
+    /// always knowing: that look inline, the other not.)
+    #[inline(always)]
     fn target(&self, slot: u16) -> usize {
         if let Some(owner) = self.routes.try_borrow().ok().and_then(|r| r.owner(slot)) {
             return owner;
         }
+        self.any_up()
+    }
+
+    /// While the map does not know a slot: the first node that is up.
+    #[inline(never)]
+    fn any_up(&self) -> usize {
         self.each_client(Client::is_healthy)
             .iter()
             .position(|up| *up)
@@ -175,6 +192,8 @@ impl Cluster {
     }
 
     /// Sends a job to node `target`; gives it back if that node refuses.
+    /// (Inline: measured, some 20 instructions a request less.)
+    #[inline(always)]
     fn send(&self, job: Job, target: usize, asking: bool) -> Result<(), (Job, Unavailable)> {
         let down = |job| Err((job, Unavailable::Down));
         if self.closing.get() {
@@ -208,10 +227,19 @@ impl Cluster {
         })
     }
 
-    fn on_reply(&self, mut job: Job, reply: &Reply) {
-        let Reply::Error(text) = reply else {
-            return job.on_reply.deliver(reply.frame());
-        };
+    /// (A reply, almost always, handed on inline; an error reply, which
+    /// may redirect, looked at out of line.)
+    #[inline(always)]
+    fn on_reply(&self, job: Job, reply: &Reply) {
+        match reply {
+            Reply::Error(text) => self.on_error(job, text),
+            _ => job.on_reply.deliver(reply.frame()),
+        }
+    }
+
+    /// An error reply: followed where it redirects, else handed on.
+    #[inline(never)]
+    fn on_error(&self, mut job: Job, text: &str) {
         let late = past(job.deadline, now());
         let redirect = match parse_redirect(text) {
             Some(redirect) if job.hops < MAX_HOPS && !self.closing.get() && !late => redirect,

@@ -67,14 +67,21 @@ pub(super) unsafe extern "C" fn write_handler(ev: *mut ngx_event_t) {
     crate::ffi::guard((), || {
         // SAFETY: socket events carry the socket, whose data is ours.
         let c = unsafe { connection((*(*ev).data.cast::<ngx_connection_t>()).data) };
-        c.with_state(|c, st| {
+        let acted = c.with_state(|c, st| {
             if st.phase == Phase::Connecting {
                 c.on_connected(st);
+            } else if st.phase == Phase::Open && st.exchange.pipeline.output().is_empty() {
+                // Writable with nothing to send (epoll tells so with every
+                // reply read): nothing changed, nothing deferred to run.
+                return false;
             } else {
                 c.flush(st);
             }
+            true
         });
-        c.run_deferred();
+        if acted != Some(false) {
+            c.run_deferred();
+        }
     })
 }
 

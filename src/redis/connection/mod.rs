@@ -251,6 +251,8 @@ impl Connection {
 
     /// Whether commands may be queued now, connecting first after an idle
     /// close; refused at once while Redis is down or the worker exits.
+    /// (Inline: asked for every command, almost always open.)
+    #[inline(always)]
     fn open_for_commands(&self, st: &mut State) -> Result<(), Unavailable> {
         self.follow_node(st);
         if !st.exchange.admits() {
@@ -269,6 +271,7 @@ impl Connection {
         }
     }
 
+    #[inline(always)]
     fn push(&self, st: &mut State, command: &[u8], slot: Slot<OnReply>) {
         st.exchange.push(command, slot);
         self.arm_deadline(st);

@@ -566,3 +566,23 @@ fn a_one_digit_line_is_read_as_the_general_path_reads_it_whatever_its_second_byt
         }
     }
 }
+
+#[test]
+fn one_digit_lines_read_two_at_a_time_are_what_the_general_path_reads() {
+    // Any byte in either digit's place (a one-digit line, two, or none).
+    for (a, b) in (0..=255u8).flat_map(|a| (0..=255u8).map(move |b| (a, b))) {
+        let case = [&b"*3\r\n:"[..], &[a], b"\r\n:", &[b], b"\r\n:7\r\n"].concat();
+        match (decode_reply(&case), scan_then_decode(&case)) {
+            (Decoded::Corrupt(_), Decoded::Corrupt(_)) => {}
+            (ours, theirs) => assert_eq!(ours, theirs, "{case:?}"),
+        }
+    }
+    let read = integer_array(
+        b"*5\r\n:1\r\n:2\r\n:34\r\n:5\r\n:6\r\n",
+        &mut Rooms::default(),
+    );
+    assert_eq!(
+        read.map(|(ints, len)| (ints.to_vec(), len)),
+        Some((vec![1, 2, 34, 5, 6], 25))
+    );
+}
