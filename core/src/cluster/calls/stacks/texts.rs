@@ -32,7 +32,9 @@ impl KeptTexts {
             .iter()
             .position(|t| t.of.as_ref().is_some_and(|of| of.same_set(part)));
         let at = match kept {
-            Some(at) => at,
+            // (Compared once: measured, a second `same_set` of the same
+            // part.)
+            Some(at) => return &self.kept[at],
             None if self.kept.len() < KEPT => {
                 self.kept.push(Texts::default());
                 self.kept.len() - 1
