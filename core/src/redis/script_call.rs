@@ -362,6 +362,8 @@ fn digits_of(n: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 pub(crate) mod digits;
 pub(crate) use digits::digits_before;
+mod wide;
+pub use wide::{widened, Wide, WideKeys, WIDE};
 
 #[cfg(test)]
 mod tests {

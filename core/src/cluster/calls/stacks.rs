@@ -472,6 +472,9 @@ impl Calls {
     /// A part's keys: its breaker's, then each count's and its refusals
     /// (their tails in `texts`).
     fn part_keys(&self, call: &mut ScriptCall, part: &Part, texts: &Texts) {
+        if self.wide_part_keys(call, part, texts) {
+            return;
+        }
         self.breaker_keys(call, &part.route);
         for (i, c) in part.counts.iter().enumerate() {
             self.count_keys_ending(call, (part, c), texts.tail(i));

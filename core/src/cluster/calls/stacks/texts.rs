@@ -5,10 +5,11 @@
 //! ([`Part::same_set`]). Measured: written anew, some 1,000 instructions
 //! a request of two limits (their numbers and tails in decimal).
 
-use super::{part_args, part_words, Part};
-use crate::cluster::keys;
+use super::{part_args, part_words, Part, TagOf};
+use crate::cluster::calls::Calls;
+use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::MAX_LIMITS;
-use crate::redis::script_call::ScriptCall;
+use crate::redis::script_call::{widened, ScriptCall, Wide, WIDE};
 
 /// At most so many sets of limits' texts kept (a worker's locations have
 /// few; the oldest goes first): requests of locations under different
@@ -61,6 +62,10 @@ pub(in crate::cluster::calls) struct Texts {
     /// where each ends.
     tails: Vec<u8>,
     ends: [usize; MAX_LIMITS],
+    /// What follows each key's tag, `}<tail>\r\n`, in [`WIDE`] bytes: the
+    /// breaker's three, then each count's and its refusals' (`None`: not
+    /// made, [`Calls::wide_part_keys`] writes no key).
+    closes: Option<Vec<([u8; WIDE], usize)>>,
 }
 
 impl Texts {
@@ -86,7 +91,28 @@ impl Texts {
             self.tails.extend_from_slice(tail);
             *end = self.tails.len();
         }
+        self.closes = self.make_closes(part);
         self.of = Some(part.clone());
+    }
+
+    /// [`Texts::closes`] of `part`'s keys.
+    fn make_closes(&self, part: &Part) -> Option<Vec<([u8; WIDE], usize)>> {
+        let breaker = [ClientKey::Strikes, ClientKey::Trips, ClientKey::Unpaid]
+            .map(|which| keys::tail(which, &mut [0; keys::LIMIT_TAIL]).map(<[u8]>::to_vec));
+        let counts = (0..part.counts.len()).flat_map(|i| {
+            let tail = self.tail(i);
+            let mut refused = tail.to_vec();
+            // (`:w:…`, `:a:…`: its refusals' `:o:…`.)
+            if let Some(letter) = refused.get_mut(1) {
+                *letter = keys::REFUSED;
+            }
+            [Some(tail.to_vec()), Some(refused)]
+        });
+        breaker
+            .into_iter()
+            .chain(counts)
+            .map(|tail| widened(&[b"}", tail?.as_slice(), b"\r\n"].concat()))
+            .collect()
     }
 
     /// The arguments after the member, and how many words.
@@ -102,6 +128,69 @@ impl Texts {
         };
         let end = self.ends.get(i).copied().unwrap_or(0);
         self.tails.get(start..end).unwrap_or_default()
+    }
+}
+
+impl Calls {
+    /// [`Calls::part_keys`] written whole in `Calls::wide` and copied into
+    /// `call` at once ([`crate::redis::script_call::WideKeys`]); `false`
+    /// (nothing written) where a piece does not fit: a prefix of 64 bytes
+    /// or more, a tag held on the heap, a key not of 10 to 99 bytes.
+    pub(in crate::cluster::calls) fn wide_part_keys(
+        &self,
+        call: &mut ScriptCall,
+        part: &Part,
+        texts: &Texts,
+    ) -> bool {
+        let (Some((head, len)), Some(closes)) = (&self.head, &texts.closes) else {
+            return false;
+        };
+        let (Ok(mut keys), Some(head)) = (self.wide.try_borrow_mut(), Wide::of(head, *len)) else {
+            return false;
+        };
+        keys.clear();
+        let n = part.counts.len();
+        let (Some(route), Some((breaker, counts))) = (
+            part.wide_tag(TagOf::Route),
+            closes.get(..3 + 2 * n).map(|c| c.split_at(3)),
+        ) else {
+            return false;
+        };
+        // (Written in plain loops, each key's pieces taken once: measured,
+        // an iterator of every key's tag cost some 40 instructions a key.)
+        let mut written = true;
+        for (close, len) in breaker {
+            written &= Wide::of(close, *len).is_some_and(|close| keys.key(head, route, close));
+        }
+        for (c, closes) in part.counts.iter().zip(counts.chunks_exact(2)) {
+            let Some(tag) = part.wide_tag(c.tag) else {
+                return false;
+            };
+            for (close, len) in closes {
+                written &= Wide::of(close, *len).is_some_and(|close| keys.key(head, tag, close));
+            }
+        }
+        if !written {
+            return false;
+        }
+        call.encoded(keys.words());
+        true
+    }
+}
+
+impl Part {
+    /// A count's hash tag ([`Part::tag`]) as a [`Wide`] piece (`None`:
+    /// one held on the heap).
+    fn wide_tag(&self, tag: TagOf) -> Option<Wide<'_>> {
+        let (route, len) = self.route.inline()?;
+        match tag {
+            TagOf::Route => Wide::of(route, len),
+            TagOf::RouteHead(n) => Wide::of(route, usize::from(n).min(len)),
+            TagOf::Other(i) => {
+                let (bytes, len) = self.counts.tag(i)?.inline()?;
+                Wide::of(bytes, len)
+            }
+        }
     }
 }
 
