@@ -16,6 +16,10 @@ use crate::redis::script_call::{widened, ScriptCall, Wide, WIDE};
 /// limits, in turn, each find theirs.
 const KEPT: usize = 4;
 
+/// What a stacked call starts with: the stacked script's SHA, and
+/// whether a Redis Cluster's (its slot's generation key one key more).
+pub(in crate::cluster::calls) type Start<'a> = (&'a str, bool);
+
 /// The texts of the last few sets of limits.
 #[derive(Clone, Debug, Default)]
 pub(in crate::cluster::calls) struct KeptTexts {
@@ -27,7 +31,7 @@ pub(in crate::cluster::calls) struct KeptTexts {
 impl KeptTexts {
     /// The texts of `part`'s limits: those kept for a part under the same
     /// ([`Part::same_set`]), or made now in place of the oldest.
-    pub(in crate::cluster::calls) fn of(&mut self, part: &Part) -> &Texts {
+    pub(in crate::cluster::calls) fn of(&mut self, part: &Part, start: Start) -> &Texts {
         let kept = self
             .kept
             .iter()
@@ -46,7 +50,7 @@ impl KeptTexts {
                 at
             }
         };
-        self.kept[at].of(part)
+        self.kept[at].of(part, start)
     }
 }
 
@@ -55,7 +59,9 @@ impl KeptTexts {
 pub(in crate::cluster::calls) struct Texts {
     /// The part they were made for (`None`: none yet).
     of: Option<Part>,
-    /// Its arguments after its member, encoded, and how many words.
+    /// Its stacked call's start (`EVALSHA <sha> <numkeys>`), and its
+    /// arguments after its member, encoded, and how many words.
+    start: Option<ScriptCall>,
     args: Vec<u8>,
     words: usize,
     /// Each count's key tail (`keys::tail`), one after the other, and
@@ -71,14 +77,16 @@ pub(in crate::cluster::calls) struct Texts {
 impl Texts {
     /// These texts, made for `part` unless they are already (for a part
     /// under the same limits, rules and offence: the same text).
-    pub(in crate::cluster::calls) fn of(&mut self, part: &Part) -> &Texts {
+    pub(in crate::cluster::calls) fn of(&mut self, part: &Part, start: Start) -> &Texts {
         if !self.of.as_ref().is_some_and(|of| of.same_set(part)) {
-            self.make(part);
+            self.make(part, start);
         }
         self
     }
 
-    fn make(&mut self, part: &Part) {
+    fn make(&mut self, part: &Part, (sha, cluster): Start) {
+        let keys = 3 + 2 * part.counts.len() + usize::from(cluster);
+        self.start = Some(ScriptCall::new(sha, keys, 2 + part_words(part)));
         let words = part_words(part);
         let mut args = ScriptCall::words(words);
         part_args(&mut args, part);
@@ -115,6 +123,11 @@ impl Texts {
             .collect()
     }
 
+    /// The start of the part's stacked call, up to its keys.
+    pub(in crate::cluster::calls) fn start(&self) -> Option<&ScriptCall> {
+        self.start.as_ref()
+    }
+
     /// The arguments after the member, and how many words.
     pub(in crate::cluster::calls) fn args(&self) -> (&[u8], usize) {
         (&self.args, self.words)
@@ -132,6 +145,11 @@ impl Texts {
 }
 
 impl Calls {
+    /// What this mode's stacked calls start with.
+    pub(in crate::cluster::calls) fn stacked_start(&self) -> Start<'static> {
+        (&self.scripts.stacked.sha1, self.cluster)
+    }
+
     /// [`Calls::part_keys`] written whole in `Calls::wide` and copied into
     /// `call` at once ([`crate::redis::script_call::WideKeys`]); `false`
     /// (nothing written) where a piece does not fit: a prefix of 64 bytes
