@@ -234,7 +234,14 @@ mod tests {
     #[test]
     fn an_ipv4_addresss_net_tag_is_its_parts_one_after_the_other() {
         let digits = ["1.2.3.4", "255.255.255.255", "10.0.0.1", "0001.2.3.4444444"];
-        let others = ["1.2.3", "1.2.3.4.5", "a.b.c.d", "1.2.3.", "", "00001.2.3.4444444"];
+        let others = [
+            "1.2.3",
+            "1.2.3.4.5",
+            "a.b.c.d",
+            "1.2.3.",
+            "",
+            "00001.2.3.4444444",
+        ];
         for id in digits.iter().chain(&others).map(|id| id.as_bytes()) {
             let parts = ipv4_last_dot(id)
                 .map(|last| Tag::of_bytes(&[b"@key=", &id[..=last], b"0/24}{@", id]));

@@ -98,7 +98,11 @@ mod tests {
     fn wide_keys_are_encoded_as_their_words_or_refused() {
         let mut keys = WideKeys::default();
         for (head, tag, close) in [
-            (&b"pow:{"[..], &b"@key=203.0.113.0/24}{@203.0.113.7"[..], &b"}:s\r\n"[..]),
+            (
+                &b"pow:{"[..],
+                &b"@key=203.0.113.0/24}{@203.0.113.7"[..],
+                &b"}:s\r\n"[..],
+            ),
             (b"{", b"", b"}:s\r\n"),
             (b"p:{", b"ttt", b"}:s\r\n"),
             (b"p:{", b"tttt", b"}:s\r\n"),
@@ -135,7 +139,11 @@ mod tests {
     fn a_full_room_takes_no_more_keys() {
         let mut keys = WideKeys::default();
         keys.clear();
-        let (h, t, c) = (widened(b"p:{").unwrap(), widened(&[b't'; WIDE]).unwrap(), widened(b"}:s\r\n"));
+        let (h, t, c) = (
+            widened(b"p:{").unwrap(),
+            widened(&[b't'; WIDE]).unwrap(),
+            widened(b"}:s\r\n"),
+        );
         let c = c.unwrap();
         let n = (0..100)
             .take_while(|_| {

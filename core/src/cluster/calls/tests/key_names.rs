@@ -55,7 +55,10 @@ fn names(prefix: &[u8], part: &Part, subject: &Subject) -> Vec<String> {
 fn keys_of(call: &[u8], n: usize) -> Vec<String> {
     let w = words(call);
     let mut again = Vec::new();
-    encode(&mut again, &w.iter().map(|w| w.as_bytes()).collect::<Vec<_>>());
+    encode(
+        &mut again,
+        &w.iter().map(|w| w.as_bytes()).collect::<Vec<_>>(),
+    );
     assert_eq!(again, call, "a well-formed call");
     w[3..3 + n].to_vec()
 }
@@ -69,17 +72,23 @@ fn a_stacked_calls_keys_are_the_names_the_key_layout_writes() {
     one.add(Limit::new(rate(5, 60_000))).unwrap();
     sets.push((one, vec![None]));
     let mut two = one;
-    two.add(Limit::new(rate(1_000_000, 1_000)).keyed(net)).unwrap();
+    two.add(Limit::new(rate(1_000_000, 1_000)).keyed(net))
+        .unwrap();
     sets.push((two, vec![None, Some(&b"203.0.113.0/24"[..])]));
     let mut net_first = Limits::NONE;
-    net_first.add(Limit::new(rate(600, 1_000)).keyed(net)).unwrap();
+    net_first
+        .add(Limit::new(rate(600, 1_000)).keyed(net))
+        .unwrap();
     net_first.add(Limit::new(rate(7, 1_000)).approx()).unwrap();
     sets.push((net_first, vec![Some(b"2001:db8:1::/48"), None]));
     let mut three = two;
     three
         .add(Limit::new(rate(9, 3_600_000)).keyed(site).approx())
         .unwrap();
-    sets.push((three, vec![None, Some(b"203.0.113.0/24"), Some(b"site a{b}")]));
+    sets.push((
+        three,
+        vec![None, Some(b"203.0.113.0/24"), Some(b"site a{b}")],
+    ));
     // A `key=` value come out empty: left out.
     sets.push((three, vec![None, Some(b""), Some(&[b'x'; 90][..])]));
     let long_key = [b'k'; 100];
