@@ -17,7 +17,7 @@ use crate::limiter::{Limits, RateLimit, MAX_LIMITS};
 use crate::redis::cluster::ClientSlot;
 use crate::redis::command::{encode, Tag};
 use crate::redis::pipeline::{Resendable, CLOCK_STEP};
-use crate::redis::script_call::{self, ScriptCall};
+use crate::redis::script_call::{self, widened, ScriptCall, WideKeys, WIDE};
 use crate::redis::url::RedisTarget;
 use crate::store::take_back::{strike_back, Case};
 use crate::store::{Checked, Offence, Reply, Solution, Spent, Subject};
@@ -104,6 +104,11 @@ pub struct Calls {
     texts: RefCell<stacks::KeptTexts>,
     /// The words of the last limits and rules checked one at a time.
     words: RefCell<LimitWords>,
+    /// `<prefix>{`, every key's start, in [`WIDE`] bytes (`None`: a prefix
+    /// too long), and the room a stacked call's keys are written in whole
+    /// (`stacks::texts`).
+    head: Option<([u8; WIDE], usize)>,
+    wide: RefCell<WideKeys>,
 }
 
 impl Calls {
@@ -120,6 +125,8 @@ impl Calls {
             scripts: Scripts::for_mode(cluster),
             texts: RefCell::default(),
             words: RefCell::default(),
+            head: widened(&[prefix.as_bytes(), b"{"].concat()),
+            wide: RefCell::default(),
         }
     }
 

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use crate::limiter::client::{client_net, DEFAULT_KEY_MARK, OWN_KEY};
 use crate::limiter::RateLimit;
 use crate::redis::cluster::ClientSlot;
-use crate::redis::command::{client_tag, Tag};
+use crate::redis::command::{client_tag, Tag, MAX_READABLE_TAG};
 use crate::redis::script_call::digits_before;
 
 /// One of a client's keys.
@@ -76,6 +76,9 @@ pub fn client_tag_in(key: &[u8], slot: ClientSlot) -> Tag {
     // An IPv4 address (every request of one): its /24's tag and its own
     // written as they are, all readable (measured: spelled byte by byte,
     // some 600 instructions a request).
+    if let Some(tag) = ipv4_net_tag(id) {
+        return tag;
+    }
     if let Some(last) = ipv4_last_dot(id) {
         return Tag::of_bytes(&[b"@key=", &id[..=last], b"0/24}{@", id]);
     }
@@ -107,6 +110,26 @@ pub fn in_client_slot(tag: &[u8], value: &[u8]) -> bool {
     };
     rest.strip_prefix(value)
         .is_some_and(|rest| rest.starts_with(b"}{"))
+}
+
+/// `client_tag_in`'s `slot=net` tag of `id`, an IPv4 address of at most
+/// 16 bytes (`None`: another), `@key=<a.b.c.>0/24}{@<a.b.c.d>`, in
+/// fixed-size copies: the address taken into 16 bytes, then copied whole
+/// twice (measured: in four `memcpy` calls of a tag made of parts, some
+/// 110 instructions a request more; its bytes taken one at a time as its
+/// dots were counted, 40 more).
+fn ipv4_net_tag(id: &[u8]) -> Option<Tag> {
+    let last = ipv4_last_dot(id)?;
+    let mut ip = [0u8; 16];
+    ip.get_mut(..id.len())?.copy_from_slice(id);
+    let mut tag = [0u8; MAX_READABLE_TAG];
+    tag[..5].copy_from_slice(b"@key=");
+    tag[5..21].copy_from_slice(&ip);
+    let at = 5 + last + 1;
+    tag.get_mut(at..at + 8)?.copy_from_slice(b"0/24}{@\0");
+    let at = at + 7;
+    tag.get_mut(at..at + 16)?.copy_from_slice(&ip);
+    Tag::of_inline(tag, at + id.len())
 }
 
 /// Where the last dot of `id` is, if it is an IPv4 address as
@@ -207,6 +230,26 @@ pub fn spent_ttl_s(expires_at_ms: u64, now_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv4_addresss_net_tag_is_its_parts_one_after_the_other() {
+        let digits = ["1.2.3.4", "255.255.255.255", "10.0.0.1", "0001.2.3.4444444"];
+        let others = [
+            "1.2.3",
+            "1.2.3.4.5",
+            "a.b.c.d",
+            "1.2.3.",
+            "",
+            "00001.2.3.4444444",
+        ];
+        for id in digits.iter().chain(&others).map(|id| id.as_bytes()) {
+            let parts = ipv4_last_dot(id)
+                .map(|last| Tag::of_bytes(&[b"@key=", &id[..=last], b"0/24}{@", id]));
+            let whole = ipv4_net_tag(id);
+            assert!(whole.is_none() || whole == parts, "{id:?}");
+            assert_eq!(whole.is_some(), id.len() <= 16 && parts.is_some(), "{id:?}");
+        }
+    }
 
     const LIMIT: RateLimit = RateLimit {
         requests: 60,

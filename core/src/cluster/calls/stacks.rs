@@ -306,14 +306,20 @@ impl Calls {
 
     /// The stacked script's call for `part` (`seq`: the request's member).
     pub fn stacked(&self, part: &Part, seq: u64) -> Call {
-        let n = part.counts.len();
-        let keys = 3 + 2 * n + usize::from(self.cluster);
         let script = &self.scripts.stacked;
-        let mut call = ScriptCall::new(&script.sha1, keys, 2 + part_words(part));
-        self.with_texts(part, |texts| {
+        let mut call = self.with_texts(part, |texts| {
+            let mut call = match texts.start() {
+                Some(start) => start.again(),
+                // (Never: made with the texts.)
+                None => {
+                    let keys = 3 + 2 * part.counts.len() + usize::from(self.cluster);
+                    ScriptCall::new(&script.sha1, keys, 2 + part_words(part))
+                }
+            };
             self.part_keys(&mut call, part, texts);
             self.slot_key_of(&mut call, || part.slot());
             call.push(|w| self.member(w, seq)).encoded(texts.args());
+            call
         });
         call.deadline();
         Call::of(script, call)
@@ -323,10 +329,10 @@ impl Calls {
     /// part under the same, else made).
     fn with_texts<R>(&self, part: &Part, f: impl FnOnce(&Texts) -> R) -> R {
         match self.texts.try_borrow_mut() {
-            Ok(mut texts) => f(texts.of(part)),
+            Ok(mut texts) => f(texts.of(part, self.stacked_start())),
             // (Never: nothing calls back into `Calls` while they are
             // made.)
-            Err(_) => f(Texts::default().of(part)),
+            Err(_) => f(Texts::default().of(part, self.stacked_start())),
         }
     }
 
@@ -472,6 +478,9 @@ impl Calls {
     /// A part's keys: its breaker's, then each count's and its refusals
     /// (their tails in `texts`).
     fn part_keys(&self, call: &mut ScriptCall, part: &Part, texts: &Texts) {
+        if self.wide_part_keys(call, part, texts) {
+            return;
+        }
         self.breaker_keys(call, &part.route);
         for (i, c) in part.counts.iter().enumerate() {
             self.count_keys_ending(call, (part, c), texts.tail(i));

@@ -557,3 +557,5 @@ fn a_stacks_reply_gives_each_request_the_stacked_scripts_integers() {
         assert_eq!(stacks_reply(text, n, false), None);
     }
 }
+
+mod key_names;

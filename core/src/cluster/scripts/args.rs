@@ -66,6 +66,13 @@ pub fn write_member_head(out: &mut Vec<u8>, node_id: u64, pid: u32) {
 /// significant ones copied.
 pub fn lower_hex(out: &mut Vec<u8>, n: u64) {
     let digits = (64 - n.leading_zeros()).div_ceil(4).max(1) as usize;
+    // (A worker's sequence numbers, most members: 8 digits at most, made
+    // in one half; measured, both halves cost some 30 instructions more.)
+    if let Ok(n) = u32::try_from(n) {
+        let text = hex_digits(n);
+        out.extend_from_slice(text.get(8 - digits.min(8)..).unwrap_or_default());
+        return;
+    }
     let mut text = [0u8; 16];
     text[..8].copy_from_slice(&hex_digits((n >> 32) as u32));
     text[8..].copy_from_slice(&hex_digits(n as u32));

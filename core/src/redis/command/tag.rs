@@ -81,6 +81,21 @@ impl Tag {
         Tag(Repr::Inline(len as u8, bytes))
     }
 
+    /// The first `len` bytes of `bytes` (`None`: more than it holds).
+    pub fn of_inline(bytes: [u8; MAX_READABLE_TAG], len: usize) -> Option<Tag> {
+        (len <= MAX_READABLE_TAG).then_some(Tag(Repr::Inline(len as u8, bytes)))
+    }
+
+    /// Its bytes in the whole of its inline room, and how many are its
+    /// own (`None`: one held on the heap): what a key's writer copies
+    /// whole, a fixed-size copy (`script_call::Wide`).
+    pub fn inline(&self) -> Option<(&[u8; MAX_READABLE_TAG], usize)> {
+        match &self.0 {
+            Repr::Inline(len, bytes) => Some((bytes, usize::from(*len))),
+            Repr::Heap(_) => None,
+        }
+    }
+
     /// Its bytes as text (a tag `of` some key is ASCII).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(self).into_owned()

@@ -5,15 +5,20 @@
 //! ([`Part::same_set`]). Measured: written anew, some 1,000 instructions
 //! a request of two limits (their numbers and tails in decimal).
 
-use super::{part_args, part_words, Part};
-use crate::cluster::keys;
+use super::{part_args, part_words, Part, TagOf};
+use crate::cluster::calls::Calls;
+use crate::cluster::keys::{self, ClientKey};
 use crate::limiter::MAX_LIMITS;
-use crate::redis::script_call::ScriptCall;
+use crate::redis::script_call::{widened, ScriptCall, Wide, WIDE};
 
 /// At most so many sets of limits' texts kept (a worker's locations have
 /// few; the oldest goes first): requests of locations under different
 /// limits, in turn, each find theirs.
 const KEPT: usize = 4;
+
+/// What a stacked call starts with: the stacked script's SHA, and
+/// whether a Redis Cluster's (its slot's generation key one key more).
+pub(in crate::cluster::calls) type Start<'a> = (&'a str, bool);
 
 /// The texts of the last few sets of limits.
 #[derive(Clone, Debug, Default)]
@@ -26,13 +31,15 @@ pub(in crate::cluster::calls) struct KeptTexts {
 impl KeptTexts {
     /// The texts of `part`'s limits: those kept for a part under the same
     /// ([`Part::same_set`]), or made now in place of the oldest.
-    pub(in crate::cluster::calls) fn of(&mut self, part: &Part) -> &Texts {
+    pub(in crate::cluster::calls) fn of(&mut self, part: &Part, start: Start) -> &Texts {
         let kept = self
             .kept
             .iter()
             .position(|t| t.of.as_ref().is_some_and(|of| of.same_set(part)));
         let at = match kept {
-            Some(at) => at,
+            // (Compared once: measured, a second `same_set` of the same
+            // part.)
+            Some(at) => return &self.kept[at],
             None if self.kept.len() < KEPT => {
                 self.kept.push(Texts::default());
                 self.kept.len() - 1
@@ -43,7 +50,7 @@ impl KeptTexts {
                 at
             }
         };
-        self.kept[at].of(part)
+        self.kept[at].of(part, start)
     }
 }
 
@@ -52,26 +59,34 @@ impl KeptTexts {
 pub(in crate::cluster::calls) struct Texts {
     /// The part they were made for (`None`: none yet).
     of: Option<Part>,
-    /// Its arguments after its member, encoded, and how many words.
+    /// Its stacked call's start (`EVALSHA <sha> <numkeys>`), and its
+    /// arguments after its member, encoded, and how many words.
+    start: Option<ScriptCall>,
     args: Vec<u8>,
     words: usize,
     /// Each count's key tail (`keys::tail`), one after the other, and
     /// where each ends.
     tails: Vec<u8>,
     ends: [usize; MAX_LIMITS],
+    /// What follows each key's tag, `}<tail>\r\n`, in [`WIDE`] bytes: the
+    /// breaker's three, then each count's and its refusals' (`None`: not
+    /// made, [`Calls::wide_part_keys`] writes no key).
+    closes: Option<Vec<([u8; WIDE], usize)>>,
 }
 
 impl Texts {
     /// These texts, made for `part` unless they are already (for a part
     /// under the same limits, rules and offence: the same text).
-    pub(in crate::cluster::calls) fn of(&mut self, part: &Part) -> &Texts {
+    pub(in crate::cluster::calls) fn of(&mut self, part: &Part, start: Start) -> &Texts {
         if !self.of.as_ref().is_some_and(|of| of.same_set(part)) {
-            self.make(part);
+            self.make(part, start);
         }
         self
     }
 
-    fn make(&mut self, part: &Part) {
+    fn make(&mut self, part: &Part, (sha, cluster): Start) {
+        let keys = 3 + 2 * part.counts.len() + usize::from(cluster);
+        self.start = Some(ScriptCall::new(sha, keys, 2 + part_words(part)));
         let words = part_words(part);
         let mut args = ScriptCall::words(words);
         part_args(&mut args, part);
@@ -84,7 +99,33 @@ impl Texts {
             self.tails.extend_from_slice(tail);
             *end = self.tails.len();
         }
+        self.closes = self.make_closes(part);
         self.of = Some(part.clone());
+    }
+
+    /// [`Texts::closes`] of `part`'s keys.
+    fn make_closes(&self, part: &Part) -> Option<Vec<([u8; WIDE], usize)>> {
+        let breaker = [ClientKey::Strikes, ClientKey::Trips, ClientKey::Unpaid]
+            .map(|which| keys::tail(which, &mut [0; keys::LIMIT_TAIL]).map(<[u8]>::to_vec));
+        let counts = (0..part.counts.len()).flat_map(|i| {
+            let tail = self.tail(i);
+            let mut refused = tail.to_vec();
+            // (`:w:…`, `:a:…`: its refusals' `:o:…`.)
+            if let Some(letter) = refused.get_mut(1) {
+                *letter = keys::REFUSED;
+            }
+            [Some(tail.to_vec()), Some(refused)]
+        });
+        breaker
+            .into_iter()
+            .chain(counts)
+            .map(|tail| widened(&[b"}", tail?.as_slice(), b"\r\n"].concat()))
+            .collect()
+    }
+
+    /// The start of the part's stacked call, up to its keys.
+    pub(in crate::cluster::calls) fn start(&self) -> Option<&ScriptCall> {
+        self.start.as_ref()
     }
 
     /// The arguments after the member, and how many words.
@@ -100,6 +141,74 @@ impl Texts {
         };
         let end = self.ends.get(i).copied().unwrap_or(0);
         self.tails.get(start..end).unwrap_or_default()
+    }
+}
+
+impl Calls {
+    /// What this mode's stacked calls start with.
+    pub(in crate::cluster::calls) fn stacked_start(&self) -> Start<'static> {
+        (&self.scripts.stacked.sha1, self.cluster)
+    }
+
+    /// [`Calls::part_keys`] written whole in `Calls::wide` and copied into
+    /// `call` at once ([`crate::redis::script_call::WideKeys`]); `false`
+    /// (nothing written) where a piece does not fit: a prefix of 64 bytes
+    /// or more, a tag held on the heap, a key not of 10 to 99 bytes.
+    pub(in crate::cluster::calls) fn wide_part_keys(
+        &self,
+        call: &mut ScriptCall,
+        part: &Part,
+        texts: &Texts,
+    ) -> bool {
+        let (Some((head, len)), Some(closes)) = (&self.head, &texts.closes) else {
+            return false;
+        };
+        let (Ok(mut keys), Some(head)) = (self.wide.try_borrow_mut(), Wide::of(head, *len)) else {
+            return false;
+        };
+        keys.clear();
+        let n = part.counts.len();
+        let (Some(route), Some((breaker, counts))) = (
+            part.wide_tag(TagOf::Route),
+            closes.get(..3 + 2 * n).map(|c| c.split_at(3)),
+        ) else {
+            return false;
+        };
+        // (Written in plain loops, each key's pieces taken once: measured,
+        // an iterator of every key's tag cost some 45 instructions a key.)
+        let mut written = true;
+        for (close, len) in breaker {
+            written &= Wide::of(close, *len).is_some_and(|close| keys.key(head, route, close));
+        }
+        for (c, closes) in part.counts.iter().zip(counts.chunks_exact(2)) {
+            let Some(tag) = part.wide_tag(c.tag) else {
+                return false;
+            };
+            for (close, len) in closes {
+                written &= Wide::of(close, *len).is_some_and(|close| keys.key(head, tag, close));
+            }
+        }
+        if !written {
+            return false;
+        }
+        call.encoded(keys.words());
+        true
+    }
+}
+
+impl Part {
+    /// A count's hash tag ([`Part::tag`]) as a [`Wide`] piece (`None`:
+    /// one held on the heap).
+    fn wide_tag(&self, tag: TagOf) -> Option<Wide<'_>> {
+        let (route, len) = self.route.inline()?;
+        match tag {
+            TagOf::Route => Wide::of(route, len),
+            TagOf::RouteHead(n) => Wide::of(route, usize::from(n).min(len)),
+            TagOf::Other(i) => {
+                let (bytes, len) = self.counts.tag(i)?.inline()?;
+                Wide::of(bytes, len)
+            }
+        }
     }
 }
 
