@@ -114,7 +114,7 @@ impl Around for Env<'_> {
         let key = self.keys.of(refusal);
         let look = Look {
             refusal,
-            rules,
+            rules: &rules,
             stale_ok,
             held: Held::NEVER,
         };
@@ -347,7 +347,7 @@ fn look_up(
     };
     let stale_ok_redis_up = (look.stale_ok, redis_up);
     let refusal = entry.refusal();
-    match refusal.refuse(look.rules, now_ms, stale_ok_redis_up, rising) {
+    match refusal.refuse(*look.rules, now_ms, stale_ok_redis_up, rising) {
         Some(refused) => {
             if !refusal.disposable() {
                 entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);

@@ -53,10 +53,10 @@ impl KeyedLimit {
     }
 
     /// The breaker rules its refusals follow.
-    fn rules(&self, subject: &Subject) -> BreakerRules {
+    fn rules<'a>(&self, subject: &'a Subject) -> &'a BreakerRules {
         match self.own {
-            true => subject.rules,
-            false => NO_RULES,
+            true => &subject.rules,
+            false => &NO_RULES,
         }
     }
 }
@@ -198,7 +198,7 @@ impl<W: Waits> ClusterNode<W> {
 /// A place in [`ClusterNode::look_keyed`]'s list not yet filled.
 const NO_LOOK: Look = Look {
     refusal: &[],
-    rules: NO_RULES,
+    rules: &NO_RULES,
     stale_ok: false,
     held: Held::NEVER,
 };

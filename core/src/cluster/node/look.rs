@@ -10,8 +10,9 @@ use crate::limiter::breaker::BreakerRules;
 pub struct Look<'a> {
     /// Its refusal's key.
     pub refusal: &'a [u8],
-    /// The breaker rules its refusals follow.
-    pub rules: BreakerRules,
+    /// The breaker rules its refusals follow (borrowed: measured, a
+    /// request's list of looks is filled for every place it may hold).
+    pub rules: &'a BreakerRules,
     /// Redis owes this worker an answer for it: what it said last still
     /// holds (`LocalRefusal::refuse`).
     pub stale_ok: bool,

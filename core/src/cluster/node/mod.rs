@@ -107,7 +107,7 @@ pub trait Around {
             if look.held.before && self.holds(look.refusal, now_ms) {
                 return Some(Looked::Held);
             }
-            let (rules, stale_ok) = (look.rules, look.stale_ok);
+            let (rules, stale_ok) = (*look.rules, look.stale_ok);
             if let Some(refused) = self.refuse(look.refusal, rules, now_ms, stale_ok, rising) {
                 return Some(Looked::Refused(refused));
             }
@@ -287,7 +287,7 @@ pub struct ClusterNode<W> {
     groups: HashMap<RefusalKey, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
-    gathering: Ids<u16, gather::Gathering<check::OneCheck<W>>>,
+    gathering: gather::Gatherings<check::OneCheck<W>>,
     /// Stacked checks per slot, as `gathering` (`stacks.rs`).
     stacking: stacks::Stacking<W>,
     /// Checks gathered or in gathered calls, exact or stacked
@@ -322,8 +322,8 @@ impl<W: Waits> ClusterNode<W> {
             next_id: 0,
             flights: Ids::default(),
             groups: HashMap::new(),
-            gathering: Ids::default(),
-            stacking: Ids::default(),
+            gathering: gather::Gatherings::default(),
+            stacking: stacks::Stacking::default(),
             held: 0,
             sharded: Ids::default(),
             next_request: 0,
