@@ -16,6 +16,7 @@
 
 mod batches;
 mod check;
+mod flights;
 mod gather;
 mod ids;
 mod in_turn;
@@ -282,8 +283,7 @@ pub struct ClusterNode<W> {
     seq: u64,
     /// This worker's random name (a fresh generation is derived from it).
     node_id: u64,
-    next_id: u64,
-    flights: Ids<CallId, Flight<W>>,
+    flights: flights::Flights<Flight<W>>,
     groups: HashMap<RefusalKey, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
@@ -319,8 +319,7 @@ impl<W: Waits> ClusterNode<W> {
             cluster,
             seq: 0,
             node_id,
-            next_id: 0,
-            flights: Ids::default(),
+            flights: flights::Flights::default(),
             groups: HashMap::new(),
             gathering: gather::Gatherings::default(),
             stacking: stacks::Stacking::default(),
@@ -371,7 +370,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Some(flight) = self.flights.remove(&id) else {
+        let Some(flight) = self.flights.remove(id) else {
             return;
         };
         match flight {
@@ -399,7 +398,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Some(flight) = self.flights.remove(&id) else {
+        let Some(flight) = self.flights.remove(id) else {
             return;
         };
         let fall_back = |waiter| Step::FallBack {
@@ -492,9 +491,7 @@ impl<W: Waits> ClusterNode<W> {
         command: Command,
         out: &mut Vec<Step<W>>,
     ) {
-        self.next_id = self.next_id.wrapping_add(1);
-        let id = CallId(self.next_id);
-        self.flights.insert(id, flight);
+        let id = self.flights.insert(flight);
         out.push(Step::Send {
             id,
             route,
