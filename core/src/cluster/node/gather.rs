@@ -203,8 +203,8 @@ impl<W: Waits> ClusterNode<W> {
                 failure,
                 sent: false,
             });
-            if let Some(group) = check.group {
-                self.release(env, &group, now, Some(never_sent), out);
+            if let (true, Some(group)) = (check.group, &check.refusal) {
+                self.release(env, group, now, Some(never_sent), out);
             }
         }
     }

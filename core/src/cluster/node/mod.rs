@@ -413,8 +413,8 @@ impl<W: Waits> ClusterNode<W> {
                     failure,
                     sent: false,
                 });
-                if let Some(group) = c.group {
-                    self.release(env, &group, now, never_sent, out);
+                if let (true, Some(group)) = (c.group, &c.refusal) {
+                    self.release(env, group, now, never_sent, out);
                 }
                 if let Some(slot) = c.gate {
                     self.gate_done(env, slot, never_sent, now, out);
