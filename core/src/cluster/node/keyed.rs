@@ -14,7 +14,7 @@
 //! where a rising price reads it.
 
 use super::batches::BatchContext;
-use super::{Around, ClusterNode, Held, Look, Looked, Step, Waits};
+use super::{Around, BlockOf, ClusterNode, Held, Look, Looked, Step, Waits};
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, Refused, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
@@ -109,7 +109,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         (subject, slot): (&Subject, u16),
-        (limits, refuse): (&[KeyedLimit], bool),
+        (limits, refuse, block): (&[KeyedLimit], bool, BlockOf),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<Checked> {
@@ -147,11 +147,12 @@ impl<W: Waits> ClusterNode<W> {
         let looks = &looks[..limits.len().min(MAX_LIMITS)];
         let mut pending = [0; MAX_LIMITS];
         let at_now = (now.monotonic_ms, subject.rising);
-        match env.look(looks, at_now, refuse, &mut pending) {
+        match env.look(looks, at_now, (refuse, block), &mut pending) {
             Some((at, Looked::Refused(refused))) => {
                 let limit = limits.get(at)?;
                 return Some(self.refused_keyed(env, (subject, limit), refused, generation, out));
             }
+            Some((_, Looked::Blocked(breaker))) => return Some(super::blocked(breaker)),
             // (Held: Redis decides.)
             Some((_, Looked::Held)) | None => {}
         }

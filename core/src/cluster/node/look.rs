@@ -2,7 +2,11 @@
 //! asks Redis ([`Around::look`](super::Around::look)).
 
 use crate::cluster::refusals::Refused;
-use crate::limiter::breaker::BreakerRules;
+use crate::limiter::breaker::{BreakerRules, BreakerStatus};
+
+/// A client whose block Redis reported is looked for first
+/// ([`Around::look`](super::Around::look)): its key and breaker rules.
+pub type BlockOf<'a> = Option<(&'a [u8], BreakerRules)>;
 
 /// One of a request's limits, as the node looks up its refusal
 /// ([`Around::look`](super::Around::look)).
@@ -46,4 +50,6 @@ pub enum Looked {
     Refused(Refused),
     /// A refusal the node holds leaves the request to Redis.
     Held,
+    /// The client's block Redis reported holds (its place: 0).
+    Blocked(BreakerStatus),
 }

@@ -29,7 +29,7 @@ mod stacks;
 mod zone_keys;
 
 use ids::Ids;
-pub use look::{Held, Look, Looked};
+pub use look::{BlockOf, Held, Look, Looked};
 
 use std::collections::HashMap;
 
@@ -42,7 +42,7 @@ use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Verdict};
-use crate::store::{NoRoom, Now, Op, Reply, Subject};
+use crate::store::{Checked, NoRoom, Now, Op, Reply, Subject};
 use crate::syntax::FailPolicy;
 
 use batches::BatchContext;
@@ -91,7 +91,9 @@ pub trait Around {
     fn take_pending(&mut self, refusal: &[u8]) -> u32;
     /// What the node holds of a request's limits before it asks Redis,
     /// looked at as one (a zone: under one lock, each refusal's key made
-    /// once). With `refuse` (an unpaid request the node may answer), each
+    /// once). First the block of `block`'s client, while it holds
+    /// ([`Around::blocked`]): that answers ([`Looked::Blocked`]), nothing
+    /// else is looked at. With `refuse` (an unpaid request the node may answer), each
     /// of `looks` in turn until one answers: held before it is refused
     /// here ([`Held`]), [`Around::refuse`], held after; the first that
     /// answers, by its place. Then, unless one was refused here, the
@@ -101,9 +103,14 @@ pub trait Around {
         &mut self,
         looks: &[Look],
         (now_ms, rising): (u64, bool),
-        refuse: bool,
+        (refuse, block): (bool, BlockOf),
         pending: &mut [u32],
     ) -> Option<(usize, Looked)> {
+        if let Some((key, rules)) = block {
+            if let Some(breaker) = self.blocked(key, rules, now_ms) {
+                return Some((0, Looked::Blocked(breaker)));
+            }
+        }
         let mut one = |look: &Look| {
             if look.held.before && self.holds(look.refusal, now_ms) {
                 return Some(Looked::Held);
@@ -544,6 +551,14 @@ impl<W: Waits> ClusterNode<W> {
         let reach = env.reach(self.calls.tag(key).as_bytes(), None);
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
+    }
+}
+
+/// The answer to a check of a client blocked while its block holds.
+fn blocked(breaker: BreakerStatus) -> Checked {
+    Checked {
+        breaker,
+        ..Checked::default()
     }
 }
 
