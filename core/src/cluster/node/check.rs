@@ -19,7 +19,7 @@ use crate::redis::command::Frame;
 use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit, Part};
-use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
+use crate::cluster::fallback::{node_answers, Answer, Ints, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, RefusalKey};
@@ -319,9 +319,8 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         let ran = answer.may_have_run();
         let limits = Limits::one(c.limit);
-        let checked = answer
-            .integers()
-            .and_then(|r| calls::checked(self.cluster, &r, &limits, c.rules, c.offence));
+        let checked = ints(&answer)
+            .and_then(|r| calls::checked(self.cluster, r, &limits, c.rules, c.offence));
         self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
     }
 
@@ -381,15 +380,14 @@ impl<W: Waits> ClusterNode<W> {
         env: &mut impl Around,
         c: StackedCheck<W>,
         part: &Part,
-        answer: Answer,
+        answer: &Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let ran = answer.may_have_run();
         let kept = (part, &part.at);
-        let checked = answer
-            .integers()
-            .and_then(|r| calls::stacked_checked(self.cluster, &r, kept, c.rules, c.offence));
+        let checked = ints(answer)
+            .and_then(|r| calls::stacked_checked(self.cluster, r, kept, c.rules, c.offence));
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);
@@ -552,6 +550,15 @@ impl<W: Waits> ClusterNode<W> {
         }
         let fell = decided.is_none().then_some(Fell::down(ran));
         self.release(env, &about.refusal, now, fell, out);
+    }
+}
+
+/// The script's integers, if it ran, where they lie (measured: taken
+/// out of the answer, a copy of 136 bytes).
+pub(super) fn ints(answer: &Answer) -> Option<&Ints> {
+    match answer {
+        Answer::Ran(ints) => Some(ints),
+        Answer::Expired | Answer::Lost => None,
     }
 }
 

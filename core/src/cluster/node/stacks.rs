@@ -251,7 +251,7 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         match stack.then {
             Then::Request(c, part) => {
-                self.stacked_checked(env, c, &part, answer, now, out);
+                self.stacked_checked(env, c, &part, &answer, now, out);
                 self.spare.give_box(part);
             }
             Then::Part { request, index } => {
@@ -260,9 +260,9 @@ impl<W: Waits> ClusterNode<W> {
             }
             Then::Approx(c, part) if gathered => {
                 let ran = answer.may_have_run();
-                let checked = answer.integers().and_then(|r| {
+                let checked = super::check::ints(&answer).and_then(|r| {
                     let (kept, rules, offence) = ((&*part, &part.at), part.rules, part.offence);
-                    calls::stacked_checked(self.cluster, &r, kept, rules, offence)
+                    calls::stacked_checked(self.cluster, r, kept, rules, offence)
                 });
                 self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
             }
