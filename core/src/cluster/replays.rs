@@ -127,7 +127,7 @@ impl Replays {
         due
     }
 
-    #[cfg(test)]
+    /// No spend queued.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

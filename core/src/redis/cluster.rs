@@ -7,39 +7,11 @@ use core::fmt;
 
 use redis_protocol::resp2::types::OwnedFrame;
 
+mod crc16;
+pub use crc16::crc16;
+
 /// Slots of a Redis Cluster.
 pub const SLOTS: usize = 16_384;
-
-/// CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as the Redis
-/// Cluster specification defines the key hash; a byte at a time
-/// ([`CRC16_OF_BYTE`]: measured, a bit at a time took some 40 instructions
-/// a byte, and every request hashes a tag or two).
-pub fn crc16(data: &[u8]) -> u16 {
-    data.iter().fold(0, |crc, &byte| {
-        (crc << 8) ^ CRC16_OF_BYTE[usize::from((crc >> 8) as u8 ^ byte)]
-    })
-}
-
-/// What eight steps of [`crc16`]'s polynomial make of each byte at the
-/// top of the register.
-const CRC16_OF_BYTE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        let mut crc = (byte as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = match crc & 0x8000 {
-                0 => crc << 1,
-                _ => (crc << 1) ^ 0x1021,
-            };
-            bit += 1;
-        }
-        table[byte] = crc;
-        byte += 1;
-    }
-    table
-};
 
 /// The slot of a key: CRC16 of its hash tag (the text between the first
 /// `{` and the next `}`, if not empty), else of the whole key, mod 16384.
@@ -63,13 +35,14 @@ pub fn key_slot(key: &[u8]) -> u16 {
 /// `pow:{@key=203.0.113.0/24}{@203.0.113.7}:...`, and Redis hashes
 /// `@key=203.0.113.0/24`. A route whose first brace closes is such a tag.
 pub fn route_slot(route: &[u8]) -> u16 {
-    // (One pass: hashed up to the first brace, every request's tag or two.)
-    let mut crc = 0;
-    for &byte in route {
+    // (One pass: hashed up to the first brace, every request's tag or two;
+    // eight bytes a step while none is a brace, `crc16.rs`.)
+    let (mut crc, rest) = crc16::words_to_brace(0, route);
+    for &byte in rest {
         match byte {
             b'}' => break,
             b'{' => return key_slot(route),
-            _ => crc = (crc << 8) ^ CRC16_OF_BYTE[usize::from((crc >> 8) as u8 ^ byte)],
+            _ => crc = crc16::byte(crc, byte),
         }
     }
     crc % SLOTS as u16

@@ -13,7 +13,7 @@ use crate::store::zone::{
     breaker_entry, evict_refusals, record_spent, EVICT_WHEN_FULL, EXPIRE_PER_REQUEST,
 };
 use pow_shield_core::cluster::fallback::Reach;
-use pow_shield_core::cluster::node::{Around, Held, Look, Looked, RefusalKeys};
+use pow_shield_core::cluster::node::{Around, BlockOf, Held, Look, Looked, RefusalKeys};
 use pow_shield_core::cluster::refusals::{LocalRefusal, Refused};
 use pow_shield_core::limiter::breaker::{Block, BreakerRules, BreakerStatus};
 use pow_shield_core::limiter::{Verdict, MAX_LIMITS};
@@ -44,14 +44,8 @@ impl NodeCache {
     /// while Redis was unavailable is Redis's to confirm once it is back.
     pub fn blocked(&self, key: &[u8], rules: BreakerRules, now_ms: u64) -> Option<BreakerStatus> {
         let client = TableKey::new(&[key]);
-        self.zone.with_locked(|zone, _| {
-            let breaker = zone
-                .strikes
-                .find(&client)?
-                .strikes()
-                .confirmed(rules, now_ms);
-            (breaker.block != Block::Clear).then_some(breaker)
-        })
+        self.zone
+            .with_locked(|zone, _| block_of(zone, &client, rules, now_ms))
     }
 
     fn with_refusal<R>(&self, key: &TableKey, f: impl FnOnce(&mut LocalRefusal) -> R) -> Option<R> {
@@ -114,7 +108,7 @@ impl Around for Env<'_> {
         let key = self.keys.of(refusal);
         let look = Look {
             refusal,
-            rules,
+            rules: &rules,
             stale_ok,
             held: Held::NEVER,
         };
@@ -124,8 +118,8 @@ impl Around for Env<'_> {
                 look_up(zone, alloc, (&key, &look), (now_ms, rising), redis_up)
             });
             return match found {
-                Found::Answered(Looked::Refused(refused)) => Some(refused),
-                Found::Answered(Looked::Held) | Found::Kept | Found::Nothing => None,
+                Found::Refused(refused) => Some(refused),
+                Found::Held | Found::Kept | Found::Nothing => None,
                 // Asked outside the lock (it may follow another worker's
                 // finding: close, connect, log), then looked again.
                 Found::AskHealth => {
@@ -152,23 +146,26 @@ impl Around for Env<'_> {
         cache.with_refusal(&key, |r| r.take_pending()).unwrap_or(0)
     }
 
-    /// One lock for the whole look, and one key for each limit.
+    /// One lock for the whole look (the client's block too), and one key
+    /// for each limit.
     fn look(
         &mut self,
         looks: &[Look],
         (now_ms, rising): (u64, bool),
-        refuse: bool,
+        (refuse, block): (bool, BlockOf),
         pending: &mut [u32],
     ) -> Option<(usize, Looked)> {
         pending.fill(0);
         let cache = self.cache?;
+        let block = block.map(|(key, rules)| (TableKey::new(&[key]), rules));
         // Redis's health, asked only of a refusal kept (a green request's
         // look needs none), and outside the lock: the first look that
         // needs it ends there, having changed nothing but expiry, and the
         // look starts again with it.
         let mut redis_up = None;
         loop {
-            let looked = self.look_once(cache, looks, (now_ms, rising, redis_up), refuse, pending);
+            let at = (now_ms, rising, redis_up);
+            let looked = self.look_once(cache, looks, at, (refuse, block.as_ref()), pending);
             match looked {
                 Err(AskHealth) => redis_up = Some(self.router.is_healthy()),
                 Ok(answered) => return answered,
@@ -305,13 +302,31 @@ impl Around for Env<'_> {
     }
 }
 
+/// The block of `client` Redis reported, while it holds (the zone locked).
+fn block_of(
+    zone: &mut Zone,
+    client: &TableKey,
+    rules: BreakerRules,
+    now_ms: u64,
+) -> Option<BreakerStatus> {
+    let breaker = zone
+        .strikes
+        .find(client)?
+        .strikes()
+        .confirmed(rules, now_ms);
+    (breaker.block != Block::Clear).then_some(breaker)
+}
+
 /// What [`look_up`] found of a refusal.
 enum Found {
     /// No refusal of its key.
     Nothing,
     /// A refusal that neither refuses here nor leaves the request to Redis.
     Kept,
-    Answered(Looked),
+    /// Refused here.
+    Refused(Refused),
+    /// A refusal held leaves the request to Redis.
+    Held,
     /// A refusal kept, which needs Redis's health to answer: asked
     /// outside the lock (`AskHealth`).
     AskHealth,
@@ -332,7 +347,7 @@ fn look_up(
 ) -> Found {
     let holds = |entry: &mut Entry| entry.refusal().holds(now_ms);
     if look.held.before && zone.refusals.get(key).is_some_and(holds) {
-        return Found::Answered(Looked::Held);
+        return Found::Held;
     }
     // (Every refusal lives in the LRU queue: `Table::touch`.)
     zone.refusals.expire_lru(alloc, now_ms, EXPIRE_PER_REQUEST);
@@ -347,14 +362,14 @@ fn look_up(
     };
     let stale_ok_redis_up = (look.stale_ok, redis_up);
     let refusal = entry.refusal();
-    match refusal.refuse(look.rules, now_ms, stale_ok_redis_up, rising) {
+    match refusal.refuse(*look.rules, now_ms, stale_ok_redis_up, rising) {
         Some(refused) => {
             if !refusal.disposable() {
                 entry.expires_at_ms = entry.expires_at_ms.max(now_ms + KEEP_PENDING_MS);
             }
-            Found::Answered(Looked::Refused(refused))
+            Found::Refused(refused)
         }
-        None if look.held.after && holds(entry) => Found::Answered(Looked::Held),
+        None if look.held.after && holds(entry) => Found::Held,
         None => Found::Kept,
     }
 }
@@ -371,7 +386,7 @@ impl Env<'_> {
         cache: &NodeCache,
         looks: &[Look],
         (now_ms, rising, redis_up): (u64, bool, Option<bool>),
-        refuse: bool,
+        (refuse, block): (bool, Option<&(TableKey, BreakerRules)>),
         pending: &mut [u32],
     ) -> Result<Option<(usize, Looked)>, AskHealth> {
         let keys = &mut *self.keys;
@@ -379,6 +394,11 @@ impl Env<'_> {
         // entry was found: none is made under the lock).
         let mut made: [Option<TableKey>; MAX_LIMITS] = Default::default();
         cache.zone.with_locked(|zone, alloc| {
+            if let Some((client, rules)) = block {
+                if let Some(breaker) = block_of(zone, client, *rules, now_ms) {
+                    return Ok(Some((0, Looked::Blocked(breaker))));
+                }
+            }
             let mut answered = None;
             let mut looked = 0;
             for ((look, made), at) in looks.iter().zip(&mut made).zip(0..).filter(|_| refuse) {
@@ -386,10 +406,8 @@ impl Env<'_> {
                 looked = at + 1;
                 match look_up(zone, alloc, (&key, look), (now_ms, rising), redis_up) {
                     Found::AskHealth => return Err(AskHealth),
-                    Found::Answered(refused @ Looked::Refused(_)) => {
-                        return Ok(Some((at, refused)))
-                    }
-                    Found::Answered(Looked::Held) => {
+                    Found::Refused(refused) => return Ok(Some((at, Looked::Refused(refused)))),
+                    Found::Held => {
                         *made = Some(key);
                         answered = Some((at, Looked::Held));
                         break;

@@ -10,7 +10,8 @@
 //! the timer is cancelable, so that nginx stops and reloads at once).
 
 use super::{
-    remember, Alert, Around, ClusterNode, Command, Flight, Held, Look, Looked, Step, Waits,
+    blocked, remember, Alert, Around, BlockOf, ClusterNode, Command, Flight, Held, Look, Looked,
+    Step, Waits,
 };
 use crate::cluster::calls::{single_limit, BatchOf};
 use crate::cluster::fallback::{exit_waits, Reach};
@@ -99,12 +100,13 @@ impl<W: Waits> ClusterNode<W> {
     /// before it asks Redis: with `refuse` (an unpaid request the node may
     /// answer), refused here as [`Self::refuse_locally`] refuses (`slot`:
     /// the client's); else what the node counted for the client goes
-    /// now, as [`Self::send_batch_now`] sends it.
+    /// now, as [`Self::send_batch_now`] sends it. First the block of
+    /// `block`'s client, which answers while it holds.
     pub(super) fn look_locally(
         &mut self,
         env: &mut impl Around,
         (subject, limit, refusal): (&Subject, RateLimit, &RefusalKey),
-        (slot, refuse): (u16, bool),
+        (slot, refuse, block): (u16, bool, BlockOf),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<Checked> {
@@ -114,17 +116,20 @@ impl<W: Waits> ClusterNode<W> {
         };
         let look = Look {
             refusal,
-            rules: subject.rules,
+            rules: &subject.rules,
             stale_ok: self.batches.awaiting(refusal),
             held: Held::NEVER,
         };
         let refuse = refuse && (generation.is_some() || !self.cluster);
         let mut pending = [0];
         let at_now = (now.monotonic_ms, subject.rising);
-        if let Some((_, Looked::Refused(refused))) = env.look(&[look], at_now, refuse, &mut pending)
-        {
-            let whose = (subject, limit, refusal);
-            return Some(self.refused_locally(env, whose, refused, generation, out));
+        match env.look(&[look], at_now, (refuse, block), &mut pending) {
+            Some((_, Looked::Refused(refused))) => {
+                let whose = (subject, limit, refusal);
+                return Some(self.refused_locally(env, whose, refused, generation, out));
+            }
+            Some((_, Looked::Blocked(breaker))) => return Some(blocked(breaker)),
+            Some((_, Looked::Held)) | None => {}
         }
         let [n] = pending;
         if n > 0 {
@@ -282,17 +287,29 @@ impl<W: Waits> ClusterNode<W> {
     /// Sends the due batches of `refusals` in one call (one Redis; a Redis
     /// Cluster: the caller passes one, the keys of one client share a
     /// slot).
+    #[inline]
     pub(super) fn send_batches(
+        &mut self,
+        env: &mut impl Around,
+        refusals: &[RefusalKey],
+        now: Now,
+        out: &mut Vec<Step<W>>,
+    ) {
+        // (No batch kept: nothing to send, nothing to look up; asked
+        // where it is called, measured: a call per limit a request.)
+        if !self.batches.is_empty() {
+            self.send_kept_batches(env, refusals, now, out);
+        }
+    }
+
+    /// [`Self::send_batches`] while some batch is kept.
+    fn send_kept_batches(
         &mut self,
         _env: &mut impl Around,
         refusals: &[RefusalKey],
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        // (No batch kept: nothing to send, nothing to look up.)
-        if self.batches.is_empty() {
-            return;
-        }
         let sent: Vec<_> = refusals
             .iter()
             .filter_map(|r| {

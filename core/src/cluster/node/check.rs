@@ -19,7 +19,7 @@ use crate::redis::command::Frame;
 use super::keyed::KeyedLimit;
 use super::{remember, Answered, Around, ClusterNode, Fell, Flight, Step, Waits};
 use crate::cluster::calls::{self, single_limit, Part};
-use crate::cluster::fallback::{node_answers, Answer, Known, Unavailable};
+use crate::cluster::fallback::{node_answers, Answer, Ints, Known, Unavailable};
 use crate::cluster::generation::slot_of_tag;
 use crate::cluster::keys;
 use crate::cluster::refusals::{refusal_key, RefusalKey};
@@ -65,9 +65,11 @@ pub(super) struct OneCheck<W> {
     pub offence: Offence,
     asked_ms: u64,
     /// Its local refusal's key (none without a zone).
-    refusal: Option<RefusalKey>,
-    /// The group it opened (the requests that join it).
-    pub group: Option<RefusalKey>,
+    pub refusal: Option<RefusalKey>,
+    /// It opened the group of its refusal's key (the requests that join
+    /// it). (Not a copy of the key: measured, every move of a stacked
+    /// check, whose list of places this shares, cost 48 bytes more.)
+    pub group: bool,
     /// The slot whose checks gather behind it (`gather.rs`; none: an
     /// approximate counter's, gathered with the stacked checks,
     /// `stacks.rs`, or one sent alone beyond `MAX_HELD`).
@@ -143,20 +145,17 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) -> Answered {
         let rules = subject.rules;
-        // A block this node learnt from Redis holds without asking again
-        // (blocked requests change nothing there): blocking stays cheap.
-        if let Some(breaker) = self.standing_block(env, subject.key, rules, fail, now) {
-            return Answered::Now(Reply::Checked(Checked {
-                breaker,
-                ..Checked::default()
-            }));
-        }
         // (Inline: no allocation.)
         let tag = self.calls.tag(subject.key);
         // (The client's slot, made once: one Redis, 0.)
         let slot = self.gate_of(tag.as_bytes());
         let known = self.cluster.then_some(slot);
         let reach = env.reach(tag.as_bytes(), known);
+        // A block this node learnt from Redis holds without asking again
+        // (blocked requests change nothing there): blocking stays cheap.
+        // (Looked for with the refusals, under one lock: measured, a lock
+        // of the zone each.)
+        let block = node_answers(Known::Block, reach, fail).then_some((subject.key, rules));
         // Stacked or keyed limits: all of them in one call, decided in
         // Redis, and refused here while a limit's key is refused (not
         // coalesced: `keyed.rs`).
@@ -167,7 +166,8 @@ impl<W: Waits> ClusterNode<W> {
             };
             let refuse = offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail);
             let whose = (subject, slot);
-            if let Some(checked) = self.look_keyed(env, whose, (&limits, refuse), now, out) {
+            let looks = (&limits[..], refuse, block);
+            if let Some(checked) = self.look_keyed(env, whose, looks, now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
             let seq = self.next_seq();
@@ -218,7 +218,7 @@ impl<W: Waits> ClusterNode<W> {
         if let Some(refusal) = &refusal {
             let refuse = offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail);
             let whose = (subject, limit, refusal);
-            if let Some(checked) = self.look_locally(env, whose, (slot, refuse), now, out) {
+            if let Some(checked) = self.look_locally(env, whose, (slot, refuse, block), now, out) {
                 return Answered::Now(Reply::Checked(checked));
             }
         }
@@ -236,8 +236,8 @@ impl<W: Waits> ClusterNode<W> {
         // A group of this check's own, unless another check of the client
         // (other rules, another price) holds it: this one neither joins
         // nor releases it.
-        let group = match refusal.clone().filter(|_| coalesce) {
-            Some(group) if !self.groups.contains_key(&group) => {
+        let group = match refusal.as_ref().filter(|_| coalesce) {
+            Some(group) if !self.groups.contains_key(group) => {
                 let about = About {
                     refusal: group.clone(),
                     key: subject.key.to_vec(),
@@ -247,9 +247,9 @@ impl<W: Waits> ClusterNode<W> {
                 };
                 let joiners = Vec::new();
                 self.groups.insert(group.clone(), Group { about, joiners });
-                Some(group)
+                true
             }
-            _ => None,
+            _ => false,
         };
         let check = OneCheck {
             waiter: waiter(),
@@ -319,9 +319,8 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         let ran = answer.may_have_run();
         let limits = Limits::one(c.limit);
-        let checked = answer
-            .integers()
-            .and_then(|r| calls::checked(self.cluster, &r, &limits, c.rules, c.offence));
+        let checked = ints(&answer)
+            .and_then(|r| calls::checked(self.cluster, r, &limits, c.rules, c.offence));
         self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
     }
 
@@ -369,7 +368,7 @@ impl<W: Waits> ClusterNode<W> {
         };
         // The requests that joined this one are decided once it has its
         // answer (the fallback's too, in arrival order).
-        if let Some(group) = &c.group {
+        if let (true, Some(group)) = (c.group, &c.refusal) {
             self.release(env, group, now, fell, out);
         }
         self.spare.keys.give(c.key);
@@ -381,15 +380,14 @@ impl<W: Waits> ClusterNode<W> {
         env: &mut impl Around,
         c: StackedCheck<W>,
         part: &Part,
-        answer: Answer,
+        answer: &Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let ran = answer.may_have_run();
         let kept = (part, &part.at);
-        let checked = answer
-            .integers()
-            .and_then(|r| calls::stacked_checked(self.cluster, &r, kept, c.rules, c.offence));
+        let checked = ints(answer)
+            .and_then(|r| calls::stacked_checked(self.cluster, r, kept, c.rules, c.offence));
         match checked {
             Some(checked) => {
                 remember(env, &c.key, checked.breaker, c.rules, now);
@@ -552,6 +550,15 @@ impl<W: Waits> ClusterNode<W> {
         }
         let fell = decided.is_none().then_some(Fell::down(ran));
         self.release(env, &about.refusal, now, fell, out);
+    }
+}
+
+/// The script's integers, if it ran, where they lie (measured: taken
+/// out of the answer, a copy of 136 bytes).
+pub(super) fn ints(answer: &Answer) -> Option<&Ints> {
+    match answer {
+        Answer::Ran(ints) => Some(ints),
+        Answer::Expired | Answer::Lost => None,
     }
 }
 

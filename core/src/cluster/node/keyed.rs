@@ -14,7 +14,7 @@
 //! where a rising price reads it.
 
 use super::batches::BatchContext;
-use super::{Around, ClusterNode, Held, Look, Looked, Step, Waits};
+use super::{Around, BlockOf, ClusterNode, Held, Look, Looked, Step, Waits};
 use crate::cluster::refusals::{refusal_key, refusal_key_of, RefusalKey, Refused, BATCH_MS};
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::client::OWN_KEY;
@@ -53,10 +53,10 @@ impl KeyedLimit {
     }
 
     /// The breaker rules its refusals follow.
-    fn rules(&self, subject: &Subject) -> BreakerRules {
+    fn rules<'a>(&self, subject: &'a Subject) -> &'a BreakerRules {
         match self.own {
-            true => subject.rules,
-            false => NO_RULES,
+            true => &subject.rules,
+            false => &NO_RULES,
         }
     }
 }
@@ -109,7 +109,7 @@ impl<W: Waits> ClusterNode<W> {
         &mut self,
         env: &mut impl Around,
         (subject, slot): (&Subject, u16),
-        (limits, refuse): (&[KeyedLimit], bool),
+        (limits, refuse, block): (&[KeyedLimit], bool, BlockOf),
         now: Now,
         out: &mut Vec<Step<W>>,
     ) -> Option<Checked> {
@@ -147,11 +147,12 @@ impl<W: Waits> ClusterNode<W> {
         let looks = &looks[..limits.len().min(MAX_LIMITS)];
         let mut pending = [0; MAX_LIMITS];
         let at_now = (now.monotonic_ms, subject.rising);
-        match env.look(looks, at_now, refuse, &mut pending) {
+        match env.look(looks, at_now, (refuse, block), &mut pending) {
             Some((at, Looked::Refused(refused))) => {
                 let limit = limits.get(at)?;
                 return Some(self.refused_keyed(env, (subject, limit), refused, generation, out));
             }
+            Some((_, Looked::Blocked(breaker))) => return Some(super::blocked(breaker)),
             // (Held: Redis decides.)
             Some((_, Looked::Held)) | None => {}
         }
@@ -198,7 +199,7 @@ impl<W: Waits> ClusterNode<W> {
 /// A place in [`ClusterNode::look_keyed`]'s list not yet filled.
 const NO_LOOK: Look = Look {
     refusal: &[],
-    rules: NO_RULES,
+    rules: &NO_RULES,
     stale_ok: false,
     held: Held::NEVER,
 };

@@ -2,7 +2,11 @@
 //! asks Redis ([`Around::look`](super::Around::look)).
 
 use crate::cluster::refusals::Refused;
-use crate::limiter::breaker::BreakerRules;
+use crate::limiter::breaker::{BreakerRules, BreakerStatus};
+
+/// A client whose block Redis reported is looked for first
+/// ([`Around::look`](super::Around::look)): its key and breaker rules.
+pub type BlockOf<'a> = Option<(&'a [u8], BreakerRules)>;
 
 /// One of a request's limits, as the node looks up its refusal
 /// ([`Around::look`](super::Around::look)).
@@ -10,8 +14,9 @@ use crate::limiter::breaker::BreakerRules;
 pub struct Look<'a> {
     /// Its refusal's key.
     pub refusal: &'a [u8],
-    /// The breaker rules its refusals follow.
-    pub rules: BreakerRules,
+    /// The breaker rules its refusals follow (borrowed: measured, a
+    /// request's list of looks is filled for every place it may hold).
+    pub rules: &'a BreakerRules,
     /// Redis owes this worker an answer for it: what it said last still
     /// holds (`LocalRefusal::refuse`).
     pub stale_ok: bool,
@@ -45,4 +50,6 @@ pub enum Looked {
     Refused(Refused),
     /// A refusal the node holds leaves the request to Redis.
     Held,
+    /// The client's block Redis reported holds (its place: 0).
+    Blocked(BreakerStatus),
 }

@@ -16,6 +16,7 @@
 
 mod batches;
 mod check;
+mod flights;
 mod gather;
 mod ids;
 mod in_turn;
@@ -28,7 +29,7 @@ mod stacks;
 mod zone_keys;
 
 use ids::Ids;
-pub use look::{Held, Look, Looked};
+pub use look::{BlockOf, Held, Look, Looked};
 
 use std::collections::HashMap;
 
@@ -41,7 +42,7 @@ use crate::cluster::replays::Replays;
 use crate::cluster::tracker::Tracker;
 use crate::limiter::breaker::{BreakerRules, BreakerStatus};
 use crate::limiter::{RateLimit, Verdict};
-use crate::store::{NoRoom, Now, Op, Reply, Subject};
+use crate::store::{Checked, NoRoom, Now, Op, Reply, Subject};
 use crate::syntax::FailPolicy;
 
 use batches::BatchContext;
@@ -90,7 +91,9 @@ pub trait Around {
     fn take_pending(&mut self, refusal: &[u8]) -> u32;
     /// What the node holds of a request's limits before it asks Redis,
     /// looked at as one (a zone: under one lock, each refusal's key made
-    /// once). With `refuse` (an unpaid request the node may answer), each
+    /// once). First the block of `block`'s client, while it holds
+    /// ([`Around::blocked`]): that answers ([`Looked::Blocked`]), nothing
+    /// else is looked at. With `refuse` (an unpaid request the node may answer), each
     /// of `looks` in turn until one answers: held before it is refused
     /// here ([`Held`]), [`Around::refuse`], held after; the first that
     /// answers, by its place. Then, unless one was refused here, the
@@ -100,14 +103,19 @@ pub trait Around {
         &mut self,
         looks: &[Look],
         (now_ms, rising): (u64, bool),
-        refuse: bool,
+        (refuse, block): (bool, BlockOf),
         pending: &mut [u32],
     ) -> Option<(usize, Looked)> {
+        if let Some((key, rules)) = block {
+            if let Some(breaker) = self.blocked(key, rules, now_ms) {
+                return Some((0, Looked::Blocked(breaker)));
+            }
+        }
         let mut one = |look: &Look| {
             if look.held.before && self.holds(look.refusal, now_ms) {
                 return Some(Looked::Held);
             }
-            let (rules, stale_ok) = (look.rules, look.stale_ok);
+            let (rules, stale_ok) = (*look.rules, look.stale_ok);
             if let Some(refused) = self.refuse(look.refusal, rules, now_ms, stale_ok, rising) {
                 return Some(Looked::Refused(refused));
             }
@@ -282,12 +290,11 @@ pub struct ClusterNode<W> {
     seq: u64,
     /// This worker's random name (a fresh generation is derived from it).
     node_id: u64,
-    next_id: u64,
-    flights: Ids<CallId, Flight<W>>,
+    flights: flights::Flights<Flight<W>>,
     groups: HashMap<RefusalKey, Group<W>>,
     /// Exact checks per slot (one Redis: 0): those on their way, and
     /// those gathered behind them to go in one call (`gather.rs`).
-    gathering: Ids<u16, gather::Gathering<check::OneCheck<W>>>,
+    gathering: gather::Gatherings<check::OneCheck<W>>,
     /// Stacked checks per slot, as `gathering` (`stacks.rs`).
     stacking: stacks::Stacking<W>,
     /// Checks gathered or in gathered calls, exact or stacked
@@ -319,11 +326,10 @@ impl<W: Waits> ClusterNode<W> {
             cluster,
             seq: 0,
             node_id,
-            next_id: 0,
-            flights: Ids::default(),
+            flights: flights::Flights::default(),
             groups: HashMap::new(),
-            gathering: Ids::default(),
-            stacking: Ids::default(),
+            gathering: gather::Gatherings::default(),
+            stacking: stacks::Stacking::default(),
             held: 0,
             sharded: Ids::default(),
             next_request: 0,
@@ -371,7 +377,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Some(flight) = self.flights.remove(&id) else {
+        let Some(flight) = self.flights.remove(id) else {
             return;
         };
         match flight {
@@ -399,7 +405,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let Some(flight) = self.flights.remove(&id) else {
+        let Some(flight) = self.flights.remove(id) else {
             return;
         };
         let fall_back = |waiter| Step::FallBack {
@@ -414,8 +420,8 @@ impl<W: Waits> ClusterNode<W> {
                     failure,
                     sent: false,
                 });
-                if let Some(group) = c.group {
-                    self.release(env, &group, now, never_sent, out);
+                if let (true, Some(group)) = (c.group, &c.refusal) {
+                    self.release(env, group, now, never_sent, out);
                 }
                 if let Some(slot) = c.gate {
                     self.gate_done(env, slot, never_sent, now, out);
@@ -492,9 +498,7 @@ impl<W: Waits> ClusterNode<W> {
         command: Command,
         out: &mut Vec<Step<W>>,
     ) {
-        self.next_id = self.next_id.wrapping_add(1);
-        let id = CallId(self.next_id);
-        self.flights.insert(id, flight);
+        let id = self.flights.insert(flight);
         out.push(Step::Send {
             id,
             route,
@@ -547,6 +551,14 @@ impl<W: Waits> ClusterNode<W> {
         let reach = env.reach(self.calls.tag(key).as_bytes(), None);
         crate::cluster::fallback::node_answers(crate::cluster::fallback::Known::Block, reach, fail)
             .then_some(breaker)
+    }
+}
+
+/// The answer to a check of a client blocked while its block holds.
+fn blocked(breaker: BreakerStatus) -> Checked {
+    Checked {
+        breaker,
+        ..Checked::default()
     }
 }
 

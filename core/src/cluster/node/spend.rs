@@ -331,12 +331,22 @@ impl<W: Waits> ClusterNode<W> {
     }
 
     /// Writes the queued spends the fallback made, now that Redis answers.
+    /// (Asked where it is called whether any is queued: every script call
+    /// of every request comes here.)
+    #[inline]
     pub(super) fn write_replays(
         &mut self,
         env: &mut impl Around,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
+        if !self.replays.is_empty() {
+            self.write_queued_replays(env, now, out);
+        }
+    }
+
+    /// [`Self::write_replays`] while some spend is queued.
+    fn write_queued_replays(&mut self, env: &mut impl Around, now: Now, out: &mut Vec<Step<W>>) {
         let now_ms = now.epoch_ms;
         // Every request comes here: in a cluster with one master down the
         // router is healthy yet that master's tokens are refused, so passes

@@ -26,7 +26,7 @@
 use crate::redis::command::Frame;
 
 use super::check::{Stack, Then};
-use super::gather::{done, gather_behind, goes_now, sending, Gathering, MAX_HELD};
+use super::gather::{Gatherings, MAX_HELD};
 use super::sharded::{self, Sharded};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
 use crate::cluster::calls::{self, stacks_reply, Part, MAX_GATHERED};
@@ -39,7 +39,7 @@ fn part_of<'a, W>(stack: &'a Stack<W>, sharded: &'a Ids<u64, Sharded<W>>) -> Opt
 }
 
 /// Stacked checks of one slot gathered, or one alone.
-pub(super) type Stacking<W> = Ids<u16, Gathering<Stack<W>>>;
+pub(super) type Stacking<W> = Gatherings<Stack<W>>;
 
 /// Stacked checks decided in one call.
 pub(super) struct Stacks<W> {
@@ -104,11 +104,11 @@ impl<W: Waits> ClusterNode<W> {
         // on its way (the gate of those that gather behind it).
         let gate = if self.held >= MAX_HELD {
             None
-        } else if goes_now(&mut self.stacking, slot) {
+        } else if self.stacking.goes_now(slot) {
             Some(slot)
         } else {
             self.held += 1;
-            if let Some(queued) = gather_behind(&mut self.stacking, slot, stack) {
+            if let Some(queued) = self.stacking.gather_behind(slot, stack) {
                 self.send_stacks(env, slot, queued, now, out);
             }
             return;
@@ -171,7 +171,7 @@ impl<W: Waits> ClusterNode<W> {
                 Some(call) => call,
                 None => self.calls.stacks(&of),
             };
-            sending(&mut self.stacking, slot);
+            self.stacking.sending(slot);
             let flight = Flight::Stacks(Stacks {
                 gate: Some(slot),
                 gathered: true,
@@ -251,7 +251,7 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         match stack.then {
             Then::Request(c, part) => {
-                self.stacked_checked(env, c, &part, answer, now, out);
+                self.stacked_checked(env, c, &part, &answer, now, out);
                 self.spare.give_box(part);
             }
             Then::Part { request, index } => {
@@ -260,9 +260,9 @@ impl<W: Waits> ClusterNode<W> {
             }
             Then::Approx(c, part) if gathered => {
                 let ran = answer.may_have_run();
-                let checked = answer.integers().and_then(|r| {
+                let checked = super::check::ints(&answer).and_then(|r| {
                     let (kept, rules, offence) = ((&*part, &part.at), part.rules, part.offence);
-                    calls::stacked_checked(self.cluster, &r, kept, rules, offence)
+                    calls::stacked_checked(self.cluster, r, kept, rules, offence)
                 });
                 self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
             }
@@ -280,7 +280,7 @@ impl<W: Waits> ClusterNode<W> {
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
-        let queued = done(&mut self.stacking, slot, fell.is_some());
+        let queued = self.stacking.done(slot);
         if queued.is_empty() {
             return;
         }
