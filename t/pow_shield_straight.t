@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 
 # Local mode's straight path (pow_shield_core::decision::straight): the
-# common request of a location with one limit and pow_shield_headers off
+# common request of a location with one limit (its rate-limit headers on or
+# off: t/pow_shield_straight_headers.t compares them with the full path's)
 # is decided in one pass, without a request state, and answers exactly as
 # the full path: counted once across index, try_files and error_page
 # (into another shielded location too), the variables log what the full

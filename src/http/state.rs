@@ -67,6 +67,18 @@ pub struct Passed {
     at_ms: u64,
     /// The header filter saw the response (`RequestState::headers_sent`).
     pub headers_sent: bool,
+    /// Room for its rate-limit headers' values was taken after it
+    /// ([`PassedRoom`]): what [`Passed::header_values`] asks, not
+    /// the policy, so that the values are never written past a mark made
+    /// without their room.
+    values: bool,
+}
+
+/// Room for a [`Passed`] mark ([`Passed::room`]), and whether room for its
+/// rate-limit headers' values follows it.
+pub struct PassedRoom {
+    at: NonNull<Passed>,
+    values: bool,
 }
 
 /// The mark of a request of a location that sends rate-limit headers:
@@ -98,7 +110,7 @@ impl Passed {
     /// when `headers` ([`Passed::header_values`]). Filled by
     /// [`Passed::attach`], or left unused in the pool.
     #[inline(always)]
-    pub fn room(r: &Request, headers: bool) -> Option<NonNull<Passed>> {
+    pub fn room(r: &Request, headers: bool) -> Option<PassedRoom> {
         let raw: &ngx_http_request_t = r.as_ref();
         let size = match headers {
             true => size_of::<PassedWithValues>(),
@@ -111,19 +123,30 @@ impl Passed {
         let passed = NonNull::new(passed.cast::<Passed>())?;
         (passed.as_ptr() as usize)
             .is_multiple_of(align_of::<Passed>())
-            .then_some(passed)
+            .then_some(PassedRoom {
+                at: passed,
+                values: headers,
+            })
     }
 
-    /// The room for the rate-limit headers' values after `passed`.
+    /// The room for the rate-limit headers' values after `passed`, if its
+    /// room was taken with theirs ([`Passed::room`]).
     ///
     /// # Safety
-    /// `passed` is a live mark whose room was taken with its headers
-    /// ([`Passed::room`]; its policy sends them), and nothing else
-    /// borrows that room.
-    pub unsafe fn header_values<'a>(passed: NonNull<Passed>) -> &'a mut MaybeUninit<HeaderValues> {
-        // SAFETY: per the contract, the mark is the first field of a
-        // `PassedWithValues` (`repr(C)`) of the same allocation.
-        unsafe { &mut (*passed.as_ptr().cast::<PassedWithValues>()).header_values }
+    /// `passed` is a live mark ([`Passed::attach`]) and nothing else
+    /// borrows the room after it.
+    pub unsafe fn header_values<'a>(
+        passed: NonNull<Passed>,
+    ) -> Option<&'a mut MaybeUninit<HeaderValues>> {
+        // SAFETY: a live mark, per the contract; when its room was taken
+        // with the values, it is the first field of a `PassedWithValues`
+        // (`repr(C)`) of the same allocation.
+        unsafe {
+            match (*passed.as_ptr()).values {
+                true => Some(&mut (*passed.as_ptr().cast::<PassedWithValues>()).header_values),
+                false => None,
+            }
+        }
     }
 
     /// Marks `r` admitted by the straight path under `policy`, its client
@@ -135,14 +158,14 @@ impl Passed {
     #[inline(always)]
     pub fn attach(
         r: &mut Request,
-        room: NonNull<Passed>,
+        room: PassedRoom,
         policy: &Policy,
         key: PassedKey,
         verdict: Verdict,
         at_ms: u64,
     ) {
         let raw: *mut ngx_http_request_t = (&mut *r).into();
-        let passed = room.as_ptr();
+        let passed = room.at.as_ptr();
         // SAFETY: `room` is an aligned allocation of the live request's
         // pool, written in full before it is linked into the pool's cleanup
         // list; it has no handler (it holds plain values only: nothing to
@@ -163,6 +186,7 @@ impl Passed {
                     verdict,
                     at_ms,
                     headers_sent: false,
+                    values: room.values,
                 },
             );
             (*pool).cleanup = ptr::addr_of_mut!((*passed).cleanup);

@@ -8,8 +8,8 @@
 //! headers are its verdict's, as the full path's are). Which requests take
 //! it, the module says per request: local mode, no Web Bot Auth keys, the
 //! request's first decision, no solution or token carried, a key that is
-//! not exempt, and no breaker for the client in the zone. For those, the window admits the request only when
-//! it finds at least one free request (the last free one is admitted,
+//! not exempt, and no breaker for the client in the zone. For those, the
+//! window admits the request only when it finds at least one free request (the last free one is admitted,
 //! remaining 0), or two with pay-ahead, where the last free one's next
 //! challenge is priced ([`Straight::admit`]); else nothing is counted and
 //! the full path decides. (A limit of 2 with pay-ahead is therefore

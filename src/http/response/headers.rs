@@ -57,10 +57,13 @@ fn add_marked_rate_limit_headers(r: &mut Request, passed: NonNull<Passed>) -> Op
     // SAFETY: as in `add_passed_rate_limit_headers`.
     let (policy, verdict, decided_at_ms) = unsafe { passed.as_ref() }.decided();
     let verdict = *verdict;
-    // SAFETY: the mark's location sends the headers, so its room was
-    // taken with theirs (`Passed::room`, in `http::straight`); they are
-    // written once (the filter adds a request's headers once).
-    let slot = unsafe { Passed::header_values(passed) };
+    // SAFETY: a live mark; the values are written once (the filter adds a
+    // request's headers once). (The room is taken with the mark where the
+    // location sends the headers, `http::straight`: a mark without it
+    // sends none.)
+    let Some(slot) = (unsafe { Passed::header_values(passed) }) else {
+        return Some(());
+    };
     push_rate_limit_headers(r, policy, &verdict, decided_at_ms, |v| slot.write(v))
 }
 
@@ -210,14 +213,15 @@ impl HeaderRoom {
 }
 
 impl Drop for HeaderRoom {
-    /// Elements reserved and never filled (a push left out) are marked
-    /// for nginx to skip (`hash` 0), as a removed header is: the list
-    /// never holds an element unwritten.
+    /// Elements reserved and never filled (a push left out) are written
+    /// empty: all zero, `hash` 0, which nginx's filters and variables skip
+    /// as a removed header (no pointer or length left as the pool had it).
     fn drop(&mut self) {
         while self.left > 0 {
-            // SAFETY: a reserved element of the list (`left` more).
+            // SAFETY: a reserved element of the list (`left` more); all
+            // zero is a valid `ngx_table_elt_t` (null pointers, no bytes).
             unsafe {
-                (*self.next).hash = 0;
+                ptr::write_bytes(self.next, 0, 1);
                 self.next = self.next.add(1);
             }
             self.left -= 1;
@@ -226,7 +230,8 @@ impl Drop for HeaderRoom {
 }
 
 /// Writes a header element whole: static name and lower-case name, the
-/// value, no next.
+/// value, and every other field zero (`next`, where nginx has it: 1.23
+/// and later; Debian's 1.22 has none).
 ///
 /// # Safety
 /// `h` is a writable element of a request's output header list.
@@ -237,19 +242,19 @@ unsafe fn fill_header(
     lowcase: &'static str,
     value: ngx_str_t,
 ) {
-    // SAFETY: per the contract.
+    // SAFETY: all zero is a valid `ngx_table_elt_t` (null pointers, no
+    // bytes); `h` is writable per the contract.
     unsafe {
-        h.write(ngx_table_elt_t {
-            hash: 1,
-            key: ngx_str_t {
-                len: name.len(),
-                data: name.as_ptr().cast_mut(),
-            },
-            value,
-            lowcase_key: lowcase.as_ptr().cast_mut(),
-            next: ptr::null_mut(),
-        })
-    };
+        let mut elt: ngx_table_elt_t = core::mem::zeroed();
+        elt.hash = 1;
+        elt.key = ngx_str_t {
+            len: name.len(),
+            data: name.as_ptr().cast_mut(),
+        };
+        elt.value = value;
+        elt.lowcase_key = lowcase.as_ptr().cast_mut();
+        h.write(elt);
+    }
 }
 
 /// Appends an output header whose name is static; the value is in memory
