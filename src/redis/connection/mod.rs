@@ -548,6 +548,9 @@ impl Connection {
             if let Ok(mut queued) = self.failed.try_borrow_mut() {
                 queued.extend(failed);
             }
+            // (Always posted: `events::write_handler` runs nothing deferred
+            // while the connection is open with nothing to send, counting
+            // on this event to run the failed callbacks queued here.)
             self.flush_ev.post();
         }
         self.deadline_ev.del_timer();

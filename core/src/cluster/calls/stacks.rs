@@ -20,6 +20,8 @@ pub(super) use texts::{KeptTexts, Texts};
 
 mod arguments;
 mod counts;
+#[cfg(test)]
+mod differential;
 mod reply;
 mod texts;
 
@@ -264,8 +266,8 @@ impl Part {
 
     /// Whether requests of `self` and `other` share their arguments in a
     /// gathered call ([`Part::set`], without making it). Also what
-    /// [`Texts`] are kept by: every input of `part_args` and of a count's
-    /// key tail must be compared here.
+    /// [`Texts`] are kept by: every input of `part_args`, of a count's key
+    /// tail and of the call's start (its counts' number) compared here.
     pub fn same_set(&self, other: &Part) -> bool {
         let same = |a: &Count, b: &Count| (a.limit, a.approx, a.own) == (b.limit, b.approx, b.own);
         self.offence == other.offence

@@ -586,3 +586,5 @@ fn one_digit_lines_read_two_at_a_time_are_what_the_general_path_reads() {
         Some((vec![1, 2, 34, 5, 6], 25))
     );
 }
+
+mod pair;

@@ -60,7 +60,11 @@ pub(in crate::cluster::calls) struct Texts {
     /// The part they were made for (`None`: none yet).
     of: Option<Part>,
     /// Its stacked call's start (`EVALSHA <sha> <numkeys>`), and its
-    /// arguments after its member, encoded, and how many words.
+    /// arguments after its member, encoded, and how many words. (The start
+    /// also holds what `same_set` does not compare, the script's SHA and
+    /// whether the call names a slot's key: the same for every part of the
+    /// one `Calls` that keeps these texts. Texts shared between `Calls`
+    /// would have to compare them too.)
     start: Option<ScriptCall>,
     args: Vec<u8>,
     words: usize,
