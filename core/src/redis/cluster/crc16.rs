@@ -8,14 +8,12 @@
 
 /// The CRC16 of `data`.
 pub fn crc16(data: &[u8]) -> u16 {
-    let mut crc = 0;
-    let mut words = data.chunks_exact(8);
-    for word in &mut words {
-        if let Ok(word) = word.try_into() {
-            crc = word_step(crc, u64::from_be_bytes(word));
-        }
+    let (mut crc, mut rest) = (0, data);
+    while let Some((word, after)) = rest.split_first_chunk::<8>() {
+        crc = word_step(crc, u64::from_be_bytes(*word));
+        rest = after;
     }
-    words.remainder().iter().fold(crc, |crc, &b| byte(crc, b))
+    rest.iter().fold(crc, |crc, &b| byte(crc, b))
 }
 
 /// `crc` carried over the eight-byte words of `data` up to the first

@@ -331,3 +331,40 @@ fn with_slot_net_a_client_and_its_network_are_one_stacked_call_counted_by_both_o
     }
     assert_eq!(rig.calls_run, calls);
 }
+
+#[test]
+fn a_blocked_client_under_two_limits_is_answered_on_the_node_unless_open_and_unreached() {
+    let Some(mut rig) = Rig::new("keyed_blocked") else {
+        return;
+    };
+    let blocked = BreakerStatus {
+        strikes: 10,
+        block: Block::Blocked,
+        block_ms: 60_000,
+        tripped: None,
+    };
+    let key = [0, 198, 51, 100, 7];
+    let net: &[u8] = b"198.51.100.0/24";
+    rig.zone
+        .remember(&key, blocked, RULES, rig.now.monotonic_ms);
+    #[rustfmt::skip]
+    let table = [
+        (Reach::Connected, FailPolicy::Open, true),
+        (Reach::Connected, FailPolicy::Local, true),
+        (Reach::Unknown, FailPolicy::Open, false),
+        (Reach::Down, FailPolicy::Open, false),
+        (Reach::Down, FailPolicy::Closed, true),
+        (Reach::Down, FailPolicy::Local, true),
+    ];
+    for (i, (reach, fail, here)) in table.into_iter().enumerate() {
+        rig.zone.reach = reach;
+        let keys = [None, Some(net)];
+        let (_, answered) = rig.ask_keyed(UNPAID, (&key, &keys), limits(), fail);
+        let is_blocked = matches!(answered, Answered::Now(Reply::Checked(c)) if c.breaker.block == Block::Blocked);
+        assert_eq!(is_blocked, here, "row {i}: {answered:?}");
+        if here {
+            assert!(rig.held.is_empty(), "row {i}: no call");
+        }
+        rig.held.clear();
+    }
+}
