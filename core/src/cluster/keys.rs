@@ -134,7 +134,7 @@ fn ipv4_net_tag(id: &[u8]) -> Option<Tag> {
 
 /// Where the last dot of `id` is, if it is an IPv4 address as
 /// `client::client_id` writes it (four decimals and three dots).
-fn ipv4_last_dot(id: &[u8]) -> Option<usize> {
+pub(crate) fn ipv4_last_dot(id: &[u8]) -> Option<usize> {
     let (mut dots, mut last) = (0, 0);
     for (at, &b) in id.iter().enumerate() {
         match b {

@@ -99,6 +99,21 @@ pub fn scan_then_decode(buf: &[u8]) -> Decoded {
     }
 }
 
+/// An array's header of one or two digits at the start of `buf`, its
+/// count at most [`MAX_ELEMENTS`]: the count, and where its elements
+/// start ([`integer_array`]'s).
+#[inline(always)]
+fn array_head(buf: &[u8]) -> Option<(usize, usize)> {
+    let (count, at) = match buf {
+        [b'*', d, b'\r', b'\n', ..] if d.is_ascii_digit() => (usize::from(d - b'0'), 4),
+        [b'*', d, e, b'\r', b'\n', ..] if d.is_ascii_digit() && e.is_ascii_digit() => {
+            (usize::from(d - b'0') * 10 + usize::from(e - b'0'), 5)
+        }
+        _ => return None,
+    };
+    (count <= MAX_ELEMENTS).then_some((count, at))
+}
+
 /// A complete array of at most [`MAX_ELEMENTS`] integers at the start of
 /// `buf`, each `:`, an optional `-`, digits and CRLF (what a script
 /// answers), read in one pass into a box of `rooms`, and its length;
@@ -108,16 +123,7 @@ pub fn scan_then_decode(buf: &[u8]) -> Decoded {
 /// handling; a frame an integer, in a room kept for the next reply, some
 /// 300 a reply more than this).
 fn integer_array(buf: &[u8], rooms: &mut Rooms) -> Option<(Box<Ints>, usize)> {
-    let (count, at) = match buf {
-        [b'*', d, b'\r', b'\n', ..] if d.is_ascii_digit() => (usize::from(d - b'0'), 4),
-        [b'*', d, e, b'\r', b'\n', ..] if d.is_ascii_digit() && e.is_ascii_digit() => {
-            (usize::from(d - b'0') * 10 + usize::from(e - b'0'), 5)
-        }
-        _ => return None,
-    };
-    if count > MAX_ELEMENTS {
-        return None;
-    }
+    let (count, at) = array_head(buf)?;
     let mut ints = rooms.take();
     let mut rest = buf.get(at..).unwrap_or_default();
     // (`count` is at most the box's room: checked above.)

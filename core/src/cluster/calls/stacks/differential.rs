@@ -7,6 +7,7 @@
 //! breaker rules and members, one Redis and a Redis Cluster.
 
 use super::{part_args, part_words, Call, Calls, Part, ScriptCall};
+use crate::cluster::keys::ipv4_last_dot;
 use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
 use crate::limiter::{KeyId, Limit, Limits, RateLimit};
 use crate::redis::cluster::ClientSlot;
@@ -83,22 +84,10 @@ fn old_stacks(calls: &Calls, parts: &[(&Part, u64)]) -> Call {
     Call::of(script, call)
 }
 
-fn old_last_dot(id: &[u8]) -> Option<usize> {
-    let (mut dots, mut last) = (0, 0);
-    for (at, &b) in id.iter().enumerate() {
-        match b {
-            b'.' => (dots, last) = (dots + 1, at),
-            b'0'..=b'9' => {}
-            _ => return None,
-        }
-    }
-    (dots == 3).then_some(last)
-}
-
 fn old_tag(calls: &Calls, key: &[u8]) -> Tag {
     if calls.client_slot == ClientSlot::Net {
         if let Some(id) = key.strip_prefix(&[0u8]) {
-            if let Some(last) = old_last_dot(id) {
+            if let Some(last) = ipv4_last_dot(id) {
                 return Tag::of_bytes(&[b"@key=", &id[..=last], b"0/24}{@", id]);
             }
         }
@@ -199,7 +188,7 @@ fn value(r: &mut Rng, kind: u8, key: &[u8]) -> Option<Vec<u8>> {
     let id = key.strip_prefix(&[0u8]).unwrap_or(key);
     Some(match kind {
         255 => return None,
-        0 => match old_last_dot(id) {
+        0 => match ipv4_last_dot(id) {
             Some(last) => [&id[..=last], b"0/24"].concat(),
             None => b"2001:db8:1::/48".to_vec(),
         },

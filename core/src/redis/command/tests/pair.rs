@@ -5,17 +5,10 @@
 //! read them.
 
 use super::*;
+
+/// [`integer_array`] a line at a time, no pair read.
 fn line_by_line_integer_array(buf: &[u8], rooms: &mut Rooms) -> Option<(Box<Ints>, usize)> {
-    let (count, at) = match buf {
-        [b'*', d, b'\r', b'\n', ..] if d.is_ascii_digit() => (usize::from(d - b'0'), 4),
-        [b'*', d, e, b'\r', b'\n', ..] if d.is_ascii_digit() && e.is_ascii_digit() => {
-            (usize::from(d - b'0') * 10 + usize::from(e - b'0'), 5)
-        }
-        _ => return None,
-    };
-    if count > MAX_ELEMENTS {
-        return None;
-    }
+    let (count, at) = array_head(buf)?;
     let mut ints = rooms.take();
     let mut rest = buf.get(at..).unwrap_or_default();
     for slot in ints.ints.get_mut(..count).unwrap_or_default() {
