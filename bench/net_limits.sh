@@ -44,6 +44,11 @@
 # `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
 # otherwise): syscalls a request, in all and the most frequent ones.
 # BENCH_REDIS_CPU [BENCH_NGINX_CPU's, 0]: the core of the Redis processes.
+# NET_PROFILE=<dir>: after the rounds, one more load a backend and case
+# under `perf record -e cpu-clock -F 20000 -g` on the workers (not measured
+# otherwise), kept as <dir>/<backend>.<case>.data with the requests it served
+# in <dir>/<backend>.<case>.requests: where the workers' time goes, the
+# kernel's included (a sample is 50 us of CPU).
 # NET_RATE=<req/s>: every case paced to about that many requests a second
 # (all its nodes together), below what each reaches flat out, so that stock
 # and the module's cases are measured at the same load: a pause a
@@ -300,6 +305,31 @@ for r in $(seq "$ROUNDS"); do
 done
 for b in $BACKENDS; do no_errors "$TMP/$b.a" "$TMP/$b.b"; done
 
+if [[ -n ${NET_PROFILE:-} ]]; then
+    command -v perf >/dev/null || die "NET_PROFILE: perf not found"
+    mkdir -p "$NET_PROFILE"
+    for b in $BACKENDS; do
+        read -r -a ports <<<"${RPORTS[$b]}"
+        for c in $CASES; do
+            workers=()
+            for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
+            flush_all "${ports[@]}"
+            load "$b" "$c" 2 "$TMP/warm"
+            perf record -q -e cpu-clock -F 20000 -g -p "$(IFS=,; echo "${workers[*]}")" \
+                -o "$NET_PROFILE/$b.$c.data" 2>"$TMP/perf.err" &
+            pp=$!
+            load "$b" "$c" "$DURATION" "$TMP/run"
+            kill -INT "$pp"
+            wait "$pp" || true
+            [[ -s $NET_PROFILE/$b.$c.data ]] || die "perf record failed: $(tail -3 "$TMP/perf.err")"
+            n=0
+            for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
+            rm -f "$TMP"/run.?
+            echo "$n" >"$NET_PROFILE/$b.$c.requests"
+        done
+    done
+fi
+
 if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
     command -v perf >/dev/null || die "NET_SYSCALLS=1: perf not found"
     declare -A SYS
@@ -335,16 +365,17 @@ echo "load:    wrk -t1 -c$CONNS (-c$((CONNS / 2)) a node on two), $ROUNDS rounds
     "medians; 2,000 addresses in 100 /24s${HOT:+, $HOT % from one hot address}"
 ((RATE == 0)) || echo "paced:   each case at about $RATE requests a second (NET_RATE; a pause a connection, calibrated on each round's warm-up)"
 echo
-printf '%-10s %-11s %8s %9s %9s %9s %9s %9s %7s %10s %10s %7s\n' backend case req/s "nginx us" "vs stock" "of it sys" \
+printf '%-10s %-11s %8s %9s %9s %8s %9s %9s %9s %7s %10s %10s %7s\n' backend case req/s "nginx us" "vs stock" "x stock" "of it sys" \
     "redis us" "vs base" "busiest" "calls/req" "cmd/req" "sw/req"
 for b in $BACKENDS; do
     for c in $CASES; do
         k=$b/$c
         [[ $c == stock && $b != "${BACKENDS%% *}" ]] && continue
         ng=$(median "${NG[$k]}") rd=$(median "${RD[$k]}")
-        vs_stock=- vs_base=-
+        vs_stock=- x_stock=- vs_base=-
         if [[ -n ${NG[${BACKENDS%% *}/stock]:-} && $c != stock ]]; then
             vs_stock=$(awk -v a="$ng" -v s="$(median "${NG[${BACKENDS%% *}/stock]}")" 'BEGIN {printf "%+.2f", a - s}')
+            x_stock=$(ratio "$ng" "$(median "${NG[${BACKENDS%% *}/stock]}")")x
         fi
         base=one
         [[ $c == *2 ]] && base=one2
@@ -354,12 +385,33 @@ for b in $BACKENDS; do
         [[ $c == stock ]] && rd=-
         busy=$(median "${BUSY[$k]}")%
         [[ $b == redis* || $c == stock ]] && busy=-
-        printf '%-10s %-11s %8s %9s %9s %9s %9s %9s %7s %10s %10s %7s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" \
+        printf '%-10s %-11s %8s %9s %9s %8s %9s %9s %9s %7s %10s %10s %7s\n' "$b" "$c" "$(median "${RPS[$k]}")" "$ng" "$vs_stock" "$x_stock" \
             "$(median "${NGSYS[$k]}")" "$rd" "$vs_base" "$busy" "$(median "${CALLS[$k]}")" "$(median "${CMD[$k]}")" "$(median "${SW[$k]}")"
     done
 done
 echo
-echo "  nginx us / redis us: CPU per request of the nginx workers / of Redis (all masters); vs stock: nginx us - stock's"
+echo "each round, nginx us a request (in the order run; a case's difference from stock in the same round, and its median):"
+for b in $BACKENDS; do
+    for c in $CASES; do
+        k=$b/$c
+        [[ $c == stock && $b != "${BACKENDS%% *}" ]] && continue
+        line=$(awk -v v="${NG[$k]}" -v s="${NG[${BACKENDS%% *}/stock]:-}" -v stock="$c" 'BEGIN {
+            n = split(v, a, " "); m = split(s, z, " ")
+            for (i = 1; i <= n; i++) {
+                out = out sprintf(" %.2f", a[i])
+                if (stock != "stock" && m == n) { d[i] = a[i] - z[i]; out = out sprintf(" (%+.2f)", d[i]) }
+            }
+            if (stock != "stock" && m == n) {
+                for (i = 2; i <= n; i++) for (j = i; j > 1 && d[j - 1] > d[j]; j--) { t = d[j]; d[j] = d[j - 1]; d[j - 1] = t }
+                md = d[int((n + 1) / 2)]
+                out = out sprintf("; median difference %+.2f", md)
+            }
+            print out}')
+        printf '  %-9s %-11s%s\n' "$b" "$c" "$line"
+    done
+done
+echo
+echo "  nginx us / redis us: CPU per request of the nginx workers / of Redis (all masters); vs stock: nginx us - stock's; x stock: nginx us / stock's"
 echo "  of it sys: the kernel's part of nginx us (stime; the rest is the workers' own code, the module's included)"
 echo "  vs base: redis us against the per-client limit alone (one; one2 for the two-node cases)"
 echo "  busiest: the busiest master's share of the cluster's Redis CPU (33 % is even)"
