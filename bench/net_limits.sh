@@ -40,6 +40,11 @@
 #   cmd/req      = commands Redis ran (INFO commandstats) / requests
 #   sw/req       = context switches of the workers (/proc/<pid>/status,
 #                  voluntary and not) / requests
+#   x stock      = nginx us/req / stock's
+# Then each round's nginx us/req, in the order run, with each case's
+# difference from stock in the same round and the median of those
+# differences: paired, a round's load shared by both, so it swings less
+# than the difference of the two medians in the table.
 # NET_SYSCALLS=1: after the rounds, one more load a backend and case under
 # `perf stat -e 'syscalls:sys_enter_*'` on the workers (not measured
 # otherwise): syscalls a request, in all and the most frequent ones.
