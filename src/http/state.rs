@@ -286,9 +286,11 @@ impl RequestState {
             // SAFETY: as above.
             return unsafe { Self::entry(cached) };
         }
-        // Only an internal redirect wipes r->ctx: without one, no ctx means
-        // no state, and the pool need not be searched.
-        if raw.internal() == 0 {
+        // Only an internal redirect, or a response a header filter
+        // finalized (`ngx_http_filter_finalize_request`: a 412 of a failed
+        // If-Match), wipes r->ctx: without either, no ctx means no state,
+        // and the pool need not be searched (realip's test).
+        if raw.internal() == 0 && raw.filter_finalize() == 0 {
             return None;
         }
         // SAFETY: the cleanup list of a live request's pool is well formed;
