@@ -20,7 +20,11 @@
 # 200 of the same request carries, added again (the filter sees that none
 # of its own is left), once each; and so does its error_page, which fails
 # the same way (a third run, the list cleared again). The same in both
-# paths: local mode's straight one, and the full one.
+# paths: local mode's straight one, and the full one. Its log line reads
+# the shield's variables as a 200's does (nginx wiped the modules' contexts
+# too: the state is found in the pool), and the next challenge it carries
+# pays: the request paid with it, over the limit, passes (solved), and its
+# own 412 carries the next one.
 
 use strict;
 use warnings;
@@ -29,11 +33,12 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:redis http_conf);
+use Test::PowShield qw(:pow :redis http_conf);
 use Test::PowShield::Modes;
 
 my $conf = http_conf(<<'EOF');
     %%REDIS%%
+    log_format shield '$http_x_client $status $pow_shield_result $pow_shield_remaining';
     pow_shield_secret "headers-once-suite-secret-0123456789ab";
 
     server {
@@ -46,7 +51,10 @@ my $conf = http_conf(<<'EOF');
         location /page/  { pow_shield_limit 3 1h; error_page 416 /open/416.json; }
         location /named/ { pow_shield_limit 3 1h; error_page 416 = @named; }
         location @named  { return 200 '{"named":true}'; }
-        location /cond/  { pow_shield_limit 3 1h; }
+        location /cond/  {
+            pow_shield_limit 3 1h;
+            access_log %%TESTDIR%%/cond.log shield;
+        }
         location /cpage/ { pow_shield_limit 3 1h; error_page 412 /open/412.json; }
         location /coff/  { pow_shield_limit 3 1h; pow_shield_headers off; }
         location /open/  { }
@@ -56,6 +64,15 @@ EOF
 my %files = map { ("html/$_/data.json" => qq({"$_":true}\n)) }
     qw(range page named cond cpage coff);
 $files{"html/open/$_.json"} = qq({"$_":true}\n) for qw(416 412);
+
+# The solution of the challenge $r sent ahead.
+sub paid_ahead {
+    my ($r) = @_;
+    my $token = $r->header('X-PoW-Next-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve_bits($p->{salt} // '', $p->{bits} // 1));
+}
 
 # The shield's headers of a response, lower-cased, in order: a name twice
 # if it came twice.
@@ -125,6 +142,28 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
                 "/$loc/: each 412 of a failed $fail has the 200's headers, once each")
                 or diag(explain(\@got, \@want));
         }
+    }
+
+    # The last 412 of /cond/ sent the next challenge ahead: paid with it,
+    # over the limit, the request passes, and its 412 sends the next one.
+    for my $fail (sort keys %fails) {
+        my $client = "cond-$fail";
+        my $last = $t->http_get('/cond/data.json', 'X-Client' => $client, @{$fails{$fail}});
+        is($last->status, 429, "/cond/ 4 with a failed $fail, unpaid: 429");
+        my $ahead;
+        $ahead = $t->http_get('/cond/data.json', 'X-Client' => "ahead-$fail",
+            @{$fails{$fail}}) for 1 .. 3;
+        my $paid = $t->http_get('/cond/data.json', 'X-Client' => "ahead-$fail",
+            @{$fails{$fail}}, paid_ahead($ahead));
+        is($paid->status, 412, "/cond/ paid ahead with a 412's challenge, a failed $fail: 412");
+        is(shield_headers($paid), 'x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset'
+            . ' ratelimit-policy ratelimit x-pow-next-challenge x-pow-next-bits'
+            . ' x-pow-next-difficulty', '... with the headers and the next challenge, once each');
+        my $log = $t->read_file('cond.log');
+        is(join('|', grep { /^$client / } split /\n/, $log),
+            "$client 412 pass 2|$client 412 pass 1|$client 412 pass 0|$client 429 challenge 0",
+            "/cond/ a failed $fail: each 412 logged passed, with its remaining");
+        like($log, qr/^ahead-$fail 412 solved 0$/m, '... and the paid one solved');
     }
 });
 
