@@ -63,7 +63,8 @@ unsafe extern "C" fn header_filter(r: *mut ngx_http_request_t) -> ngx_int_t {
                 return true;
             }
             // Only the list nginx cleared pointed at the values: they are
-            // made again, the same (of the same verdict, at the same time).
+            // made again, of the request's decision (the same one, unless
+            // an error_page had it decided again in another location).
             state.header_values = None;
         }
         state.headers_sent = true;

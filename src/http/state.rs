@@ -239,7 +239,8 @@ pub struct RequestState {
     pub headers_sent: bool,
     /// Their values, once made: the response's headers point into them
     /// (the state lives as long as the request's pool), not into a copy.
-    /// Written once; never written over or reset while they point here.
+    /// Written once; never written over or reset while they point here
+    /// (made again only once nginx cleared the list: `filter::cleared`).
     pub header_values: Option<HeaderValues>,
     /// The pending store operation, if any.
     pub waiter: Option<Rc<Waiter>>,
