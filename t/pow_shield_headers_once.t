@@ -12,11 +12,19 @@
 # ahead), once each: the straight path's guard (local mode's first
 # requests) and the full path's (the next challenge, both modes).
 #
-# Not yet so: a 412 of the not_modified filter (an If-Match or an
-# If-Unmodified-Since that fails) carries none: nginx clears the header
-# list before it runs the filters again (ngx_http_filter_finalize_request),
-# and the guard skips the second run (a TODO test; image_filter's 415 and
-# xslt's errors are sent the same way).
+# A response a header filter answers instead (nginx's
+# ngx_http_filter_finalize_request: the not_modified filter's 412 of an
+# If-Match or an If-Unmodified-Since that fails; image_filter's 415 and
+# xslt's errors are sent the same way) has its header list cleared, and
+# goes through the filters again: it carries the shield's headers, those a
+# 200 of the same request carries, added again (the filter sees that none
+# of its own is left), once each; and so does its error_page, which fails
+# the same way (a third run, the list cleared again). The same in both
+# paths: local mode's straight one, and the full one. Its log line reads
+# the shield's variables as a 200's does (nginx wiped the modules' contexts
+# too: the state is found in the pool), and the next challenge it carries
+# pays: the request paid with it, over the limit, passes (solved), and its
+# own 412 carries the next one.
 
 use strict;
 use warnings;
@@ -25,11 +33,12 @@ use FindBin;
 use lib "$FindBin::Bin/lib";
 
 use Test::More;
-use Test::PowShield qw(:redis http_conf);
+use Test::PowShield qw(:pow :redis http_conf);
 use Test::PowShield::Modes;
 
 my $conf = http_conf(<<'EOF');
     %%REDIS%%
+    log_format shield '$http_x_client $status $pow_shield_result $pow_shield_remaining';
     pow_shield_secret "headers-once-suite-secret-0123456789ab";
 
     server {
@@ -42,12 +51,28 @@ my $conf = http_conf(<<'EOF');
         location /page/  { pow_shield_limit 3 1h; error_page 416 /open/416.json; }
         location /named/ { pow_shield_limit 3 1h; error_page 416 = @named; }
         location @named  { return 200 '{"named":true}'; }
+        location /cond/  {
+            pow_shield_limit 3 1h;
+            access_log %%TESTDIR%%/cond.log shield;
+        }
+        location /cpage/ { pow_shield_limit 3 1h; error_page 412 /open/412.json; }
+        location /coff/  { pow_shield_limit 3 1h; pow_shield_headers off; }
         location /open/  { }
     }
 EOF
 
-my %files = map { ("html/$_/data.json" => qq({"$_":true}\n)) } qw(range page named);
-$files{'html/open/416.json'} = qq({"416":true}\n);
+my %files = map { ("html/$_/data.json" => qq({"$_":true}\n)) }
+    qw(range page named cond cpage coff);
+$files{"html/open/$_.json"} = qq({"$_":true}\n) for qw(416 412);
+
+# The solution of the challenge $r sent ahead.
+sub paid_ahead {
+    my ($r) = @_;
+    my $token = $r->header('X-PoW-Next-Challenge') // '';
+    my $p = (decode_token($token) || {})->{payload} || {};
+    return ('X-PoW-Challenge' => $token,
+        'X-PoW-Nonce' => solve_bits($p->{salt} // '', $p->{bits} // 1));
+}
 
 # The shield's headers of a response, lower-cased, in order: a name twice
 # if it came twice.
@@ -81,13 +106,64 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
             or diag(explain(\@got, \@want));
     }
 
-    my $r = $t->http_get('/range/data.json', 'X-Client' => 'if-match',
-        'If-Match' => '"another"');
-    is($r->status, 412, 'a failed If-Match: 412');
-    TODO: {
-        local $TODO = 'the 412 of a failed If-Match carries no headers (nginx cleared them)';
-        is(shield_headers($r), 'x-ratelimit-limit x-ratelimit-remaining'
-            . ' x-ratelimit-reset ratelimit-policy ratelimit', '... with the rate-limit headers');
+    # A failed precondition: the not_modified filter's 412 (the file's
+    # ETag is not "another"; it was modified after 1970).
+    my %fails = (
+        'if-match' => ['If-Match' => '"another"'],
+        'if-unmodified-since' => ['If-Unmodified-Since' => 'Thu, 01 Jan 1970 00:00:01 GMT'],
+    );
+    for my $loc (qw(cond cpage coff)) {
+        for my $fail (sort keys %fails) {
+            my $uri = "/$loc/data.json";
+            my (@want, @got);
+            for my $i (1 .. 3) {
+                my $whole = $t->http_get($uri, 'X-Client' => "whole-$loc-$fail");
+                is($whole->status, 200, "/$loc/ $i: 200");
+                my $failed = $t->http_get($uri, 'X-Client' => "$loc-$fail",
+                    @{$fails{$fail}});
+                is($failed->status, 412, "/$loc/ $i with a failed $fail: 412");
+                my $left = 3 - $i;
+                if ($loc eq 'coff') {
+                    is($failed->header('RateLimit'), undef,
+                        "/$loc/ $i with a failed $fail: no RateLimit (headers off)");
+                } else {
+                    is($failed->header('X-RateLimit-Remaining'), $left,
+                        "/$loc/ $i with a failed $fail: X-RateLimit-Remaining: $left");
+                    like($failed->header('RateLimit'), qr/;r=$left;t=\d+$/,
+                        "/$loc/ $i with a failed $fail: RateLimit r=$left");
+                }
+                push @want, shield_headers($whole);
+                push @got, shield_headers($failed);
+            }
+            like($want[0], $loc eq 'coff' ? qr/^$/ : qr/^x-ratelimit-limit .* ratelimit$/,
+                "/$loc/: a 200's headers");
+            ok(scalar(grep { /x-pow-next-challenge/ } @want), "/$loc/: one 200 pays ahead");
+            is_deeply(\@got, \@want,
+                "/$loc/: each 412 of a failed $fail has the 200's headers, once each")
+                or diag(explain(\@got, \@want));
+        }
+    }
+
+    # The last 412 of /cond/ sent the next challenge ahead: paid with it,
+    # over the limit, the request passes, and its 412 sends the next one.
+    for my $fail (sort keys %fails) {
+        my $client = "cond-$fail";
+        my $last = $t->http_get('/cond/data.json', 'X-Client' => $client, @{$fails{$fail}});
+        is($last->status, 429, "/cond/ 4 with a failed $fail, unpaid: 429");
+        my $ahead;
+        $ahead = $t->http_get('/cond/data.json', 'X-Client' => "ahead-$fail",
+            @{$fails{$fail}}) for 1 .. 3;
+        my $paid = $t->http_get('/cond/data.json', 'X-Client' => "ahead-$fail",
+            @{$fails{$fail}}, paid_ahead($ahead));
+        is($paid->status, 412, "/cond/ paid ahead with a 412's challenge, a failed $fail: 412");
+        is(shield_headers($paid), 'x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset'
+            . ' ratelimit-policy ratelimit x-pow-next-challenge x-pow-next-bits'
+            . ' x-pow-next-difficulty', '... with the headers and the next challenge, once each');
+        my $log = $t->read_file('cond.log');
+        is(join('|', grep { /^$client / } split /\n/, $log),
+            "$client 412 pass 2|$client 412 pass 1|$client 412 pass 0|$client 429 challenge 0",
+            "/cond/ a failed $fail: each 412 logged passed, with its remaining");
+        like($log, qr/^ahead-$fail 412 solved 0$/m, '... and the paid one solved');
     }
 });
 

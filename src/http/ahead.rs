@@ -75,6 +75,19 @@ pub(super) fn binding(policy: &Policy, key: &[u8]) -> protocol::Binding {
     }
 }
 
+/// Whether `name` is one of the next challenge's headers (those
+/// [`add_next_challenge`] sends), in any case.
+pub(super) fn is_next_header(name: &[u8]) -> bool {
+    [
+        wire::HEADER_NEXT_CHALLENGE,
+        wire::HEADER_NEXT_BITS,
+        wire::HEADER_NEXT_DIFFICULTY,
+        wire::HEADER_ALGORITHM,
+    ]
+    .iter()
+    .any(|ours| name.eq_ignore_ascii_case(ours.as_bytes()))
+}
+
 /// Adds the next challenge to a passed request's response, if its
 /// decision asked for one. Its 429 counted no strike: paying it takes none
 /// back, and under the limit it is not spent.

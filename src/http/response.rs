@@ -13,7 +13,7 @@ use pow_shield_core::limiter::breaker::Block;
 
 mod headers;
 pub(super) use headers::push_header;
-pub use headers::{add_passed_rate_limit_headers, add_rate_limit_headers};
+pub use headers::{add_passed_rate_limit_headers, add_rate_limit_headers, is_rate_limit_header};
 
 const STATUS_422: &str = "422 Unprocessable Content";
 

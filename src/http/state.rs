@@ -239,7 +239,8 @@ pub struct RequestState {
     pub headers_sent: bool,
     /// Their values, once made: the response's headers point into them
     /// (the state lives as long as the request's pool), not into a copy.
-    /// Written once; never written over or reset while they point here.
+    /// Written once; never written over or reset while they point here
+    /// (made again only once nginx cleared the list: `filter::cleared`).
     pub header_values: Option<HeaderValues>,
     /// The pending store operation, if any.
     pub waiter: Option<Rc<Waiter>>,
@@ -286,9 +287,11 @@ impl RequestState {
             // SAFETY: as above.
             return unsafe { Self::entry(cached) };
         }
-        // Only an internal redirect wipes r->ctx: without one, no ctx means
-        // no state, and the pool need not be searched.
-        if raw.internal() == 0 {
+        // Only an internal redirect, or a response a header filter
+        // finalized (`ngx_http_filter_finalize_request`: a 412 of a failed
+        // If-Match), wipes r->ctx: without either, no ctx means no state,
+        // and the pool need not be searched (realip's test).
+        if raw.internal() == 0 && raw.filter_finalize() == 0 {
             return None;
         }
         // SAFETY: the cleanup list of a live request's pool is well formed;

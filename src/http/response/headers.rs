@@ -37,6 +37,20 @@ pub fn add_rate_limit_headers(r: &mut Request, state: &mut RequestState) -> Opti
     push_rate_limit_headers(r, policy, &verdict, decided_at_ms, |v| slot.insert(v))
 }
 
+/// Whether `name` is one of the rate-limit headers' (those
+/// `push_rate_limit_headers` sends), in any case.
+pub fn is_rate_limit_header(name: &[u8]) -> bool {
+    [
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "RateLimit-Policy",
+        "RateLimit",
+    ]
+    .iter()
+    .any(|ours| name.eq_ignore_ascii_case(ours.as_bytes()))
+}
+
 /// [`add_rate_limit_headers`] of a request the straight path admitted
 /// (`http::straight`), whose mark is `passed`: the same headers, of its
 /// verdict, their values kept after its mark (it has no state). (Inline: a
@@ -58,7 +72,8 @@ fn add_marked_rate_limit_headers(r: &mut Request, passed: NonNull<Passed>) -> Op
     let (policy, verdict, decided_at_ms) = unsafe { passed.as_ref() }.decided();
     let verdict = *verdict;
     // SAFETY: a live mark; the values are written once (the filter adds a
-    // request's headers once). (The room is taken with the mark where the
+    // request's headers once), or again the same once nginx cleared the
+    // list that pointed at them (`filter::cleared`). (The room is taken with the mark where the
     // location sends the headers, `http::straight`: a mark without it
     // sends none.)
     let Some(slot) = (unsafe { Passed::header_values(passed) }) else {
