@@ -122,8 +122,6 @@ impl Availability {
     /// it decides then, Redis would not confirm), nor within
     /// `RECOVERY_GRACE_MS` of this worker's or its node's (`node_back_ms`)
     /// return. Failed verifications, replays and trap hits always strike.
-    /// (Inline, each return's grace as the moment it ends: asked of every
-    /// node a request, and branch-free whether a return is known or not.)
     #[inline]
     pub fn strikes_unpaid(&self, now_ms: u64, node_back_ms: Option<u64>) -> bool {
         let ends = |back: Option<u64>| back.map_or(0, |at| at.saturating_add(RECOVERY_GRACE_MS));

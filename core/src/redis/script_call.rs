@@ -55,7 +55,7 @@ impl ScriptCall {
     /// and copied: measured, [`ScriptCall::new`] cost some 60
     /// instructions more a call).
     pub fn again(&self) -> Self {
-        let mut cmd = SPARE.take();
+        let mut cmd = spare::take();
         cmd.reserve(CALL_CAPACITY.max(self.cmd.len()));
         cmd.extend_from_slice(&self.cmd);
         Self { cmd, ..*self }
@@ -299,26 +299,9 @@ fn two_digits(n: usize) -> [u8; 2] {
     [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
 }
 
-thread_local! {
-    /// The buffer of a call Redis answered, emptied: the next call
-    /// [`ScriptCall::again`] makes is written in it ([`give_back`];
-    /// measured, a call's allocation and free were some 140 instructions
-    /// a request). One a worker: calls are made one at a time.
-    static SPARE: core::cell::Cell<Vec<u8>> = const { core::cell::Cell::new(Vec::new()) };
-}
-
-/// `cmd`, the buffer of a call no longer needed, holds the next call
-/// (the one kept before it is freed; a large one, a batch's, is freed).
-pub fn give_back(mut cmd: Vec<u8>) {
-    if cmd.capacity() <= 4 * CALL_CAPACITY {
-        cmd.clear();
-        SPARE.set(cmd);
-    }
-}
-
 /// The capacity a call is written in: a check of one limit with its
 /// breaker is some 470 bytes.
-const CALL_CAPACITY: usize = 640;
+pub(crate) const CALL_CAPACITY: usize = 640;
 
 /// The capacity words made once are written in
 /// ([`ScriptCall::words`]): a stacked call's arguments of two limits are
@@ -390,6 +373,8 @@ fn digits_of(n: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 pub(crate) mod digits;
 pub(crate) use digits::digits_before;
+mod spare;
+pub use spare::give_back;
 mod wide;
 pub use wide::{widened, Wide, WideKeys, WIDE};
 
