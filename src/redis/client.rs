@@ -103,6 +103,7 @@ impl Client {
 
     /// Whether an unpaid refusal counts a strike now (not within a grace
     /// after an outage of this Redis, as its node saw it).
+    #[inline]
     pub fn strikes_unpaid(&self) -> bool {
         self.0.strikes_unpaid()
     }

@@ -205,6 +205,7 @@ impl Exchange {
 
     /// Whether an unpaid refusal counts a strike now: not within a grace
     /// after this worker or its node came back (`strikes_unpaid`).
+    #[inline]
     pub(super) fn strikes_unpaid(&self) -> bool {
         let node_back = self
             .node

@@ -122,10 +122,10 @@ impl Availability {
     /// it decides then, Redis would not confirm), nor within
     /// `RECOVERY_GRACE_MS` of this worker's or its node's (`node_back_ms`)
     /// return. Failed verifications, replays and trap hits always strike.
+    #[inline]
     pub fn strikes_unpaid(&self, now_ms: u64, node_back_ms: Option<u64>) -> bool {
-        let back = self.recovered_at_ms.max(node_back_ms);
-        self.phase == Phase::Healthy
-            && back.is_none_or(|at| now_ms.saturating_sub(at) >= RECOVERY_GRACE_MS)
+        let ends = |back: Option<u64>| back.map_or(0, |at| at.saturating_add(RECOVERY_GRACE_MS));
+        self.phase == Phase::Healthy && now_ms >= ends(self.recovered_at_ms).max(ends(node_back_ms))
     }
 
     /// Another worker of the node found Redis back: this one returns at

@@ -55,7 +55,8 @@ impl ScriptCall {
     /// and copied: measured, [`ScriptCall::new`] cost some 60
     /// instructions more a call).
     pub fn again(&self) -> Self {
-        let mut cmd = Vec::with_capacity(CALL_CAPACITY.max(self.cmd.len()));
+        let mut cmd = spare::take();
+        cmd.reserve(CALL_CAPACITY.max(self.cmd.len()));
         cmd.extend_from_slice(&self.cmd);
         Self { cmd, ..*self }
     }
@@ -300,7 +301,7 @@ fn two_digits(n: usize) -> [u8; 2] {
 
 /// The capacity a call is written in: a check of one limit with its
 /// breaker is some 470 bytes.
-const CALL_CAPACITY: usize = 640;
+pub(crate) const CALL_CAPACITY: usize = 640;
 
 /// The capacity words made once are written in
 /// ([`ScriptCall::words`]): a stacked call's arguments of two limits are
@@ -372,6 +373,8 @@ fn digits_of(n: u64, buf: &mut [u8; 20]) -> &[u8] {
 
 pub(crate) mod digits;
 pub(crate) use digits::digits_before;
+mod spare;
+pub use spare::give_back;
 mod wide;
 pub use wide::{widened, Wide, WideKeys, WIDE};
 

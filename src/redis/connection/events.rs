@@ -106,19 +106,16 @@ pub(super) unsafe extern "C" fn read_handler(ev: *mut ngx_event_t) {
             }
             c.read(st, &mut ready);
         });
-        for (on_reply, reply) in ready.iter_mut() {
-            let on_reply = core::mem::replace(on_reply, OnReply::Nobody);
+        // (Taken from the end in the order they came: measured, a drain
+        // cost some 20 instructions a read more, a second pass to give
+        // the replies back as many.)
+        ready.reverse();
+        while let Some((on_reply, reply)) = ready.pop() {
             // Each on its own: a bug in one must not strand the other requests.
-            crate::ffi::guard((), || on_reply.run(reply));
+            crate::ffi::guard((), || on_reply.run(&reply));
+            // Read: a script answer's box holds a later one.
+            c.with_state(|_, st| st.exchange.pipeline.give_back(reply));
         }
-        // Read: the script answers' boxes hold the next ones.
-        c.with_state(|_, st| {
-            // (Last first: in no order, without a drain's upkeep.)
-            while let Some((_, reply)) = ready.pop() {
-                st.exchange.pipeline.give_back(reply);
-            }
-        });
-        ready.clear();
         ready.shrink_to(crate::redis::exchange::KEPT_ROOM);
         c.ready.set(ready);
         c.run_deferred();

@@ -212,6 +212,7 @@ impl Connection {
 
     /// Whether an unpaid refusal counts a strike now (not within a grace
     /// after an outage: `Availability::strikes_unpaid`).
+    #[inline]
     pub(super) fn strikes_unpaid(&self) -> bool {
         self.state
             .try_borrow()

@@ -34,6 +34,7 @@ use pow_shield_core::cluster::node::{
 use pow_shield_core::limiter::breaker::{BreakerRules, BreakerStatus};
 use pow_shield_core::redis::cluster::ClientSlot;
 use pow_shield_core::redis::command::Frame;
+use pow_shield_core::redis::script_call;
 use pow_shield_core::store::{Now, Reply, Solution, Spendable};
 use pow_shield_core::syntax::FailPolicy;
 use timer::{fresh_monotonic_ms, BatchTimer};
@@ -343,7 +344,9 @@ impl RedisStore {
         };
         if let Some(kept) = slot.as_mut() {
             if let Some(free) = Rc::get_mut(kept) {
-                *free = call;
+                // (Its buffer holds the next call: `script_call::give_back`.)
+                let done = core::mem::replace(free, call);
+                script_call::give_back(done.evalsha);
                 return kept.clone();
             }
         }
