@@ -79,19 +79,39 @@ pub(super) struct OneCheck<W> {
     slot: u16,
 }
 
-/// One request's check of every limit in the stacked script.
-pub(super) struct StackedCheck<W> {
-    pub waiter: W,
-    key: Vec<u8>,
-    rules: BreakerRules,
-    offence: Offence,
+/// One request's check of every limit in the stacked script, but its
+/// waiter: made in a box the node gives back once it is decided, lists
+/// and part in place (`spare.rs`; measured: its part made, moved and
+/// copied into a box, its lists each taken and given back, and the
+/// check moved whole with its stack, some 300 instructions a request).
+/// Its rules and offence are its part's.
+#[derive(Default)]
+pub(super) struct StackedCheck {
+    pub key: Vec<u8>,
     /// The limits it is counted by, keyed as the node keeps their
     /// refusals (none without a zone).
-    limits: Vec<KeyedLimit>,
+    pub limits: Vec<KeyedLimit>,
     asked_ms: u64,
     /// The client's slot (one Redis: 0), whose generation its answer
     /// notes.
     slot: u16,
+    /// Its call's part.
+    pub part: Part,
+}
+
+impl StackedCheck {
+    /// Emptied for the next request (its lists keep their room).
+    pub fn clear(&mut self) {
+        self.key.clear();
+        self.limits.clear();
+    }
+}
+
+/// A request's check under the location's one `approx` limit, and its
+/// call's part.
+pub(super) struct ApproxCheck<W> {
+    pub check: OneCheck<W>,
+    pub part: Part,
 }
 
 /// One stacked check, about to be sent or on its way (`stacks.rs`): its
@@ -103,14 +123,14 @@ pub(super) struct Stack<W> {
 
 /// What a stacked check's answer decides.
 pub(super) enum Then<W> {
-    /// A request's check, every limit in one call (its part).
-    Request(StackedCheck<W>, Box<Part>),
+    /// A request's check, every limit in one call (its waiter, and the
+    /// rest in a box: a stack small to move).
+    Request(W, Box<StackedCheck>),
     /// One part of a request's check whose limits lie in several slots
     /// (kept with the request, `sharded.rs`: made in place there).
     Part { request: u64, index: usize },
-    /// A request's check under the location's one `approx` limit (its
-    /// part).
-    Approx(OneCheck<W>, Box<Part>),
+    /// A request's check under the location's one `approx` limit.
+    Approx(Box<ApproxCheck<W>>),
 }
 
 impl<W> Stack<W> {
@@ -121,7 +141,8 @@ impl<W> Stack<W> {
         kept: impl FnOnce(u64, usize) -> Option<&'a Part>,
     ) -> Option<&'a Part> {
         match &self.then {
-            Then::Request(_, part) | Then::Approx(_, part) => Some(part),
+            Then::Request(_, c) => Some(&c.part),
+            Then::Approx(c) => Some(&c.part),
             Then::Part { request, index } => kept(*request, *index),
         }
     }
@@ -160,14 +181,15 @@ impl<W: Waits> ClusterNode<W> {
         // Redis, and refused here while a limit's key is refused (not
         // coalesced: `keyed.rs`).
         let Some(limit) = single_limit(subject) else {
-            let limits = match env.has_zone() {
-                true => self.keyed_limits(subject),
-                false => Vec::new(),
-            };
+            let mut c = self.spare.stacked();
+            if env.has_zone() {
+                self.keyed_limits_in(subject, &mut c.limits);
+            }
             let refuse = offence == Offence::Unpaid && node_answers(Known::Refusal, reach, fail);
             let whose = (subject, slot);
-            let looks = (&limits[..], refuse, block);
+            let looks = (&c.limits[..], refuse, block);
             if let Some(checked) = self.look_keyed(env, whose, looks, now, out) {
+                self.spare.give_stacked(c);
                 return Answered::Now(Reply::Checked(checked));
             }
             let seq = self.next_seq();
@@ -183,24 +205,20 @@ impl<W: Waits> ClusterNode<W> {
             if self.cluster && subject.limits.any_keyed() && !subject.counted_iter().all(in_slot) {
                 let waiter = waiter();
                 let whose = (subject, tag, slot);
+                let limits = std::mem::replace(&mut c.limits, self.spare.limits.take());
+                self.spare.give_stacked(c);
                 self.check_sharded(env, whose, (offence, limits, seq), now, waiter, out);
                 return Answered::Later;
             }
             // With those of other requests of its slot on their way
             // (`stacks.rs`).
-            let check = StackedCheck {
-                waiter: waiter(),
-                key: self.spare.key(subject.key),
-                rules,
-                offence,
-                limits,
-                asked_ms: now.monotonic_ms,
-                slot,
-            };
-            let whole = self.calls.whole(tag.as_bytes(), subject, offence);
+            c.key.extend_from_slice(subject.key);
+            (c.asked_ms, c.slot) = (now.monotonic_ms, slot);
+            self.calls
+                .whole_in(&mut c.part, (tag, known), subject, offence);
             let stack = Stack {
                 seq,
-                then: Then::Request(check, self.spare.boxed(whole.in_slot(known))),
+                then: Then::Request(waiter(), c),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -268,7 +286,7 @@ impl<W: Waits> ClusterNode<W> {
             let part = Part::approx(tag.as_bytes(), limit, rules, offence).in_slot(known);
             let stack = Stack {
                 seq: self.next_seq(),
-                then: Then::Approx(check, Box::new(part)),
+                then: Then::Approx(Box::new(ApproxCheck { check, part })),
             };
             self.stack(env, stack, now, out);
             return Answered::Later;
@@ -374,33 +392,32 @@ impl<W: Waits> ClusterNode<W> {
         self.spare.keys.give(c.key);
     }
 
-    /// The answer to a stacked check (its call's `part`).
+    /// The answer to a stacked check `c` of the request `waiter` waits
+    /// for.
     pub(super) fn stacked_checked(
         &mut self,
         env: &mut impl Around,
-        c: StackedCheck<W>,
-        part: &Part,
+        (waiter, c): (W, &StackedCheck),
         answer: &Answer,
         now: Now,
         out: &mut Vec<Step<W>>,
     ) {
         let ran = answer.may_have_run();
-        let kept = (part, &part.at);
+        let part = &c.part;
+        let (kept, rules) = ((part, &part.at), part.rules);
         let checked = ints(answer)
-            .and_then(|r| calls::stacked_checked(self.cluster, r, kept, c.rules, c.offence));
+            .and_then(|r| calls::stacked_checked(self.cluster, r, kept, rules, part.offence));
         match checked {
             Some(checked) => {
-                remember(env, &c.key, checked.breaker, c.rules, now);
+                remember(env, &c.key, checked.breaker, rules, now);
                 // A Redis Cluster's refusal answers the client's slot's
                 // generation (its next refusals are then the node's).
                 self.generations.note_slot(c.slot, checked.generation);
-                self.learn_keyed(env, (&c.limits, c.rules), &checked, c.asked_ms, now);
-                out.push(Step::Deliver(c.waiter, Reply::Checked(checked)));
-                self.spare.keys.give(c.key);
-                self.spare.limits.give(c.limits);
+                self.learn_keyed(env, (&c.limits, rules), &checked, c.asked_ms, now);
+                out.push(Step::Deliver(waiter, Reply::Checked(checked)));
             }
             None => out.push(Step::FallBack {
-                waiter: c.waiter,
+                waiter,
                 failure: Unavailable::Down,
                 sent: ran,
             }),

@@ -63,11 +63,11 @@ impl KeyedLimit {
 
 impl<W: Waits> ClusterNode<W> {
     /// The limits the subject's request is counted by, in the order
-    /// written, each keyed as the node keeps its refusals.
-    pub(super) fn keyed_limits(&mut self, subject: &Subject) -> Vec<KeyedLimit> {
+    /// written, each keyed as the node keeps its refusals, into `out`
+    /// (empty: a list a decided request gave back).
+    pub(super) fn keyed_limits_in(&self, subject: &Subject, out: &mut Vec<KeyedLimit>) {
         // (One at a time: no list of all eight to fill and copy, measured
-        // 100-odd instructions; in a list a decided request gave back.)
-        let mut out = self.spare.limits.take();
+        // 100-odd instructions.)
         out.reserve_exact(subject.limits.len());
         out.extend(subject.counted_iter().map(|(at, limit, whose)| {
             let approx = subject.limits.approx(at);
@@ -87,7 +87,6 @@ impl<W: Waits> ClusterNode<W> {
                 refusal,
             }
         }));
-        out
     }
 
     /// What the node holds of a request under stacked or keyed limits

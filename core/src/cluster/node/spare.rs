@@ -1,12 +1,12 @@
 //! Lists a decided request gives back for the next one's (its client key,
 //! its keyed limits, a Redis Cluster request's parts), and the box of its
-//! stacked check's part: measured, an allocation and a free each a
-//! request otherwise. A request decided another way (a failure) drops its
-//! own.
+//! stacked check: measured, an allocation and a free each a request
+//! otherwise. A request decided another way (a failure) drops its own
+//! lists.
 
+use super::check::StackedCheck;
 use super::keyed::KeyedLimit;
 use super::sharded::KeptPart;
-use crate::cluster::calls::Part;
 
 /// Lists kept of each kind at most (a worker's requests in flight at once
 /// beyond that allocate theirs).
@@ -18,11 +18,11 @@ pub(super) struct Spare {
     pub keys: Lists<u8>,
     pub limits: Lists<KeyedLimit>,
     pub parts: Lists<KeptPart>,
-    /// Boxes of stacked checks' parts, each with the part it held until
-    /// the next takes its place. (The boxes are what is kept: their
-    /// allocations, not the parts.)
+    /// Boxes of decided requests' stacked checks, emptied, each made
+    /// again in place for the next (their allocations and their lists'
+    /// are what is kept).
     #[allow(clippy::vec_box)]
-    boxes: Vec<Box<Part>>,
+    boxes: Vec<Box<StackedCheck>>,
 }
 
 impl Spare {
@@ -33,21 +33,17 @@ impl Spare {
         kept
     }
 
-    /// `part` in a box given back if any.
-    pub fn boxed(&mut self, part: Part) -> Box<Part> {
-        match self.boxes.pop() {
-            Some(mut boxed) => {
-                *boxed = part;
-                boxed
-            }
-            None => Box::new(part),
-        }
+    /// A stacked check to make in place: one given back if any (its
+    /// lists empty, its part the last one's, to be made again).
+    pub fn stacked(&mut self) -> Box<StackedCheck> {
+        self.boxes.pop().unwrap_or_default()
     }
 
-    /// A decided request's box, for a later one's part.
-    pub fn give_box(&mut self, boxed: Box<Part>) {
+    /// A decided request's stacked check, for a later one.
+    pub fn give_stacked(&mut self, mut c: Box<StackedCheck>) {
         if self.boxes.len() < KEPT {
-            self.boxes.push(boxed);
+            c.clear();
+            self.boxes.push(c);
         }
     }
 }
@@ -105,26 +101,21 @@ mod tests {
     }
 
     #[test]
-    fn a_box_given_back_holds_the_next_part_and_no_more_are_kept() {
-        use crate::cluster::calls::Part;
-        use crate::limiter::breaker::BreakerRules;
-        use crate::limiter::RateLimit;
-        use crate::store::Offence;
-        let part = |tag: &[u8]| {
-            let limit = RateLimit {
-                requests: 10,
-                window_ms: 1_000,
-            };
-            Part::approx(tag, limit, BreakerRules::default(), Offence::Unpaid)
-        };
+    fn a_stacked_check_given_back_serves_the_next_emptied_and_no_more_are_kept() {
         let mut spare = Spare::default();
-        let first = spare.boxed(part(b"a"));
-        let at: *const Part = &*first;
-        spare.give_box(first);
-        let next = spare.boxed(part(b"b"));
-        assert_eq!((&*next.route, &*next as *const Part), (&b"b"[..], at));
+        let mut first = spare.stacked();
+        first.key.extend_from_slice(b"abc");
+        let at: *const StackedCheck = &*first;
+        let key_at = first.key.as_ptr();
+        spare.give_stacked(first);
+        let next = spare.stacked();
+        assert_eq!(
+            (&*next as *const StackedCheck, next.key.as_ptr()),
+            (at, key_at)
+        );
+        assert!(next.key.is_empty() && next.limits.is_empty());
         for _ in 0..2 * KEPT {
-            spare.give_box(Box::new(part(b"c")));
+            spare.give_stacked(Box::default());
         }
         assert_eq!(spare.boxes.len(), KEPT);
     }

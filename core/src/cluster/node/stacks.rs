@@ -25,7 +25,7 @@
 
 use crate::redis::command::Frame;
 
-use super::check::{Stack, Then};
+use super::check::{ApproxCheck, Stack, Then};
 use super::gather::{Gatherings, MAX_HELD};
 use super::sharded::{self, Sharded};
 use super::{Around, ClusterNode, Fell, Flight, Ids, Step, Waits};
@@ -250,23 +250,24 @@ impl<W: Waits> ClusterNode<W> {
         out: &mut Vec<Step<W>>,
     ) {
         match stack.then {
-            Then::Request(c, part) => {
-                self.stacked_checked(env, c, &part, &answer, now, out);
-                self.spare.give_box(part);
+            Then::Request(waiter, c) => {
+                self.stacked_checked(env, (waiter, &c), &answer, now, out);
+                self.spare.give_stacked(c);
             }
             Then::Part { request, index } => {
                 let alone = !gathered;
                 self.part_answered(env, (request, index), alone, answer, now, out)
             }
-            Then::Approx(c, part) if gathered => {
+            Then::Approx(c) if gathered => {
                 let ran = answer.may_have_run();
+                let ApproxCheck { check, part } = *c;
                 let checked = super::check::ints(&answer).and_then(|r| {
-                    let (kept, rules, offence) = ((&*part, &part.at), part.rules, part.offence);
+                    let (kept, rules, offence) = ((&part, &part.at), part.rules, part.offence);
                     calls::stacked_checked(self.cluster, r, kept, rules, offence)
                 });
-                self.check_decided(env, c, checked.ok_or(Fell::down(ran)), now, out);
+                self.check_decided(env, check, checked.ok_or(Fell::down(ran)), now, out);
             }
-            Then::Approx(c, _) => self.check_answered(env, c, answer, now, out),
+            Then::Approx(c) => self.check_answered(env, c.check, answer, now, out),
         }
     }
 
@@ -326,20 +327,20 @@ impl<W: Waits> ClusterNode<W> {
     ) {
         for stack in stacks {
             match stack.then {
-                Then::Request(c, _) => out.push(Step::FallBack {
-                    waiter: c.waiter,
+                Then::Request(waiter, _) => out.push(Step::FallBack {
+                    waiter,
                     failure,
                     sent: false,
                 }),
                 Then::Part { request, index } => {
                     self.part_unsent(env, (request, index), failure, now, out)
                 }
-                Then::Approx(c, _) => {
+                Then::Approx(c) => {
                     let never_sent = Fell {
                         failure,
                         sent: false,
                     };
-                    self.check_decided(env, c, Err(never_sent), now, out)
+                    self.check_decided(env, c.check, Err(never_sent), now, out)
                 }
             }
         }

@@ -69,6 +69,15 @@ impl Counts {
         }
     }
 
+    /// No count any more (a part made again in place, `Calls::whole_in`):
+    /// the counts past `len` are never read, and the list of more tags
+    /// keeps its room.
+    pub(super) fn clear(&mut self) {
+        self.len = 0;
+        self.first_tag = None;
+        self.more_tags.clear();
+    }
+
     pub(super) fn as_slice(&self) -> &[Count] {
         self.each.get(..usize::from(self.len)).unwrap_or(&[])
     }

@@ -196,8 +196,17 @@ impl Calls {
             return false;
         }
         call.encoded(keys.words());
+        #[cfg(test)]
+        WIDE_WRITTEN.with(|n| n.set(n.get() + 1));
         true
     }
+}
+
+// Calls whose keys `wide_part_keys` wrote, on this thread: only
+// callgrind would show a silent fall back to the slow path.
+#[cfg(test)]
+thread_local! {
+    static WIDE_WRITTEN: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
 }
 
 impl Part {
@@ -218,6 +227,7 @@ impl Part {
 
 #[cfg(test)]
 mod tests {
+    use super::WIDE_WRITTEN;
     use crate::cluster::calls::Calls;
     use crate::limiter::breaker::{BanRule, BreakerRules, StrikeRule};
     use crate::limiter::{KeyId, Limit, Limits, RateLimit};
@@ -306,6 +316,50 @@ mod tests {
             );
             let twice = [(&part, seq), (&part, seq + 1)];
             assert_eq!(calls.stacks(&twice), fresh.stacks(&twice), "{seq}");
+        }
+    }
+
+    #[test]
+    fn the_benchs_slot_net_request_writes_its_keys_whole() {
+        // bench/callgrind.sh's cluster3net_two: `slot=net`, the client's
+        // own limit and `key=$pow_shield_net`, an IPv4 client (and one of
+        // the longest), with and without a breaker: one call, its seven
+        // keys written by `wide_part_keys`, as a gathered call's too.
+        use crate::redis::cluster::ClientSlot;
+        let calls = Calls::new("pow:", 1, 1, true).with_client_slot(ClientSlot::Net);
+        let mut limits = Limits::NONE;
+        limits.add(Limit::new(rate(1_000_000, 1_000))).unwrap();
+        let net = Limit::new(rate(1_000_000, 1_000)).keyed(KeyId::of("$pow_shield_net"));
+        let name = crate::limiter::LimitName::new("net").unwrap();
+        limits.add(net.with_name(name)).unwrap();
+        let strict = BreakerRules {
+            strikes: Some(StrikeRule {
+                threshold: 5,
+                ttl_ms: 86_400_000,
+            }),
+            ban: None,
+        };
+        for (key, value) in [
+            (&b"\x00127.0.0.1"[..], &b"127.0.0.0/24"[..]),
+            (b"\x00203.113.255.254", b"203.113.255.0/24"),
+        ] {
+            for rules in [BreakerRules::default(), strict] {
+                let subject = Subject {
+                    key,
+                    limits: &limits,
+                    key_values: &[None, Some(value)],
+                    rules,
+                    rising: false,
+                };
+                let tag = calls.tag(key);
+                let part = calls.whole(&tag, &subject, Offence::Unpaid);
+                let written = || WIDE_WRITTEN.with(|n| n.get());
+                let before = written();
+                calls.stacked(&part, 7);
+                assert_eq!(written(), before + 1, "{key:?}");
+                calls.stacks(&[(&part, 7), (&part, 8)]);
+                assert_eq!(written(), before + 3, "{key:?}");
+            }
         }
     }
 }
