@@ -4,10 +4,11 @@
 //! reason in full, the rest counted into one summary line per client and
 //! interval (a challenge by a keyed limit, a /24's, counted under that
 //! limit and value instead of the client: one line per refused /24, not
-//! per address a scraper rotates through), written to the location's `error_log` by the request that
-//! ends the interval or by a timer that ticks each second while the
-//! worker remembers a client (cancelable: it never holds an exiting
-//! worker, whose `exit_process` writes what is left).
+//! per address a scraper rotates through), written to the location's
+//! `error_log` by the request that ends the interval or by a timer that
+//! ticks each second while the worker remembers a client (cancelable: it
+//! never holds an exiting worker, whose `exit_process` writes what is
+//! left).
 
 use core::cell::RefCell;
 use core::ptr;
