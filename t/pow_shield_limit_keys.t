@@ -192,13 +192,23 @@ Test::PowShield::Modes->each_mode($conf,
     # then everyone together over 1000 a minute pays
 
     # (cluster mode: the site's approx counter counts per fixed minute of
-    # Redis's clock; the recipe's 1,000 requests, a few seconds, start
-    # with 20 s of a minute left at least, so that no minute's end splits
-    # them: past it, the counter would weigh the last minute's share)
-    if ($m->cluster) {
+    # Redis's clock; past a minute's end it weighs the last minute's
+    # share, and the site admits more than the exact log would. The
+    # recipe's 1,000 requests, a few seconds, start with 30 s of a minute
+    # left at least; on a machine so loaded that they still cross one, the
+    # counts that depend on it are skipped)
+    my $minute = sub {
         my ($s, $us) = @{$m->redis->cmd('TIME')};
-        my $left = 60 - $s % 60 - $us / 1e6;
-        Time::HiRes::sleep($left + 0.05) if $left < 20;
+        return (int($s / 60), 60 - $s % 60 - $us / 1e6);
+    };
+    my $started;
+    if ($m->cluster) {
+        my $left;
+        ($started, $left) = $minute->();
+        if ($left < 30) {
+            Time::HiRes::sleep($left + 0.05);
+            ($started) = $minute->();
+        }
     }
 
     my @got = map { my $h = $_; map { $from->("10.20.1.$h", 'recipe')->status } 1 .. 30 } 1 .. 10;
@@ -217,10 +227,15 @@ Test::PowShield::Modes->each_mode($conf,
             }
         }
     }
-    is($passed, 699, 'recipe: every /24 and address under its limit: up to 1000 a minute pass');
     $r = $from->('10.40.1.1', 'recipe');
-    is($r->status, 429, 'recipe: over 1000 a minute site-wide, a new client pays');
-    like($r->header('RateLimit') // '', qr/^"site";r=0/, 'recipe: ... the site-wide limit');
+    my $crossed = $m->cluster && ($minute->())[0] != $started;
+    SKIP: {
+        skip 'the recipe\'s requests crossed a minute of Redis\'s clock (a loaded machine)', 3
+            if $crossed;
+        is($passed, 699, 'recipe: every /24 and address under its limit: up to 1000 a minute pass');
+        is($r->status, 429, 'recipe: over 1000 a minute site-wide, a new client pays');
+        like($r->header('RateLimit') // '', qr/^"site";r=0/, 'recipe: ... the site-wide limit');
+    }
 
     if ($m->cluster) {
         my @net = grep { /:w:10:3600000$/ } @{$m->redis->cmd('KEYS', '*') || []};
@@ -238,7 +253,10 @@ Test::PowShield::Modes->each_mode($conf,
         my $site = client_key("\0key=site", 'a', 1000, 60000);
         is($m->redis->cmd('TYPE', $site), 'hash',
             'cluster: the recipe\'s site-wide limit counts approx, in one small hash');
-        is($m->redis->cmd('HGET', $site, 'c'), 1000, '... of the 1000 it admitted');
+        SKIP: {
+            skip 'the recipe crossed a minute', 1 if $crossed;
+            is($m->redis->cmd('HGET', $site, 'c'), 1000, '... of the 1000 it admitted');
+        }
         is($m->redis->cmd('EXISTS', client_key("\0key=site", 'w', 1000, 60000)), 0,
             '... and keeps no exact log');
     }
