@@ -2,10 +2,13 @@
 //! (fail2ban reads them), and the rejections through the worker's
 //! [`RejectionLog`] (`pow_shield_log_summary`): the first of a client and
 //! reason in full, the rest counted into one summary line per client and
-//! interval, written to the location's `error_log` by the request that
-//! ends the interval or by a timer that ticks each second while the
-//! worker remembers a client (cancelable: it never holds an exiting
-//! worker, whose `exit_process` writes what is left).
+//! interval (a challenge by a keyed limit, a /24's, counted under that
+//! limit and value instead of the client: one line per refused /24, not
+//! per address a scraper rotates through), written to the location's
+//! `error_log` by the request that ends the interval or by a timer that
+//! ticks each second while the worker remembers a client (cancelable: it
+//! never holds an exiting worker, whose `exit_process` writes what is
+//! left).
 
 use core::cell::RefCell;
 use core::ptr;
@@ -18,11 +21,14 @@ use crate::config::Policy;
 use crate::ffi::{bytes, monotonic_ms};
 use pow_shield_core::decision::{Final, Outcome};
 use pow_shield_core::limiter::breaker::{BreakerStatus, Tripped};
-use pow_shield_core::log_summary::{refusing_limit, Kind, RefusedBy, RejectionLog, Summary};
+use pow_shield_core::log_summary::{
+    keyed_values, noted_under, refusing_limit, Kind, RefusedBy, RejectionLog, Summary,
+};
 use pow_shield_core::store::KeyValues;
 
-/// Clients a worker remembers (each a few hundred bytes); the oldest is
-/// forgotten first, its count written as a summary.
+/// Clients (and keyed limits' values) a worker remembers (each a few
+/// hundred bytes); the oldest is forgotten first, its count written as a
+/// summary.
 const CLIENTS: usize = 4096;
 /// How often the timer looks for intervals that are over.
 const TICK_MS: u64 = 1000;
@@ -66,10 +72,10 @@ pub(super) fn log(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, d
     if !done.reason.is_empty() {
         log_reject(r, policy, key, values, done);
     } else if done.outcome == Outcome::Solved && policy.log_summary_ms.is_some() {
-        // A paid challenge is no rejection in the client's summary.
+        // A paid challenge is no rejection in the summary that counted it.
         let _ = FLOOD.try_with(|flood| {
             if let Some(flood) = flood.borrow_mut().as_mut() {
-                flood.log.paid(key);
+                flood.log.paid(key, keyed_values(&policy.limits, values));
             }
         });
     }
@@ -128,15 +134,20 @@ fn log_tripped(r: &Request, policy: &Policy, key: &[u8], breaker: BreakerStatus)
 fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done: &Final) {
     let invalid = done.outcome == Outcome::Invalid;
     let limit = refusing_limit(done);
+    let name = limit.map(|i| policy.limits.name(i));
+    let by = limit.zip(name.as_ref()).map(|(i, name)| RefusedBy {
+        name: name.as_str(),
+        key: values.get(i).copied().flatten(),
+    });
     let kind = match done.outcome {
         Outcome::Challenge => Kind::Challenge,
         _ => Kind::Rejection,
     };
     if let Some(interval_ms) = policy.log_summary_ms {
-        if !first_of_client(
+        if !first_of_its_count(
             r,
             policy,
-            key,
+            (key, done.outcome, by),
             ((done.reason, invalid, policy.dry_run, limit), kind),
             interval_ms,
         ) {
@@ -147,11 +158,7 @@ fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done:
     let what = if invalid { "solution rejected: " } else { "" };
     let level: ngx_uint_t = policy.log_level;
     // Formatted only if the log takes the level (`log_at!`).
-    let by = By {
-        policy,
-        values,
-        limit,
-    };
+    let by = By(by);
     log_at!(
         level,
         r.log(),
@@ -161,36 +168,24 @@ fn log_reject(r: &Request, policy: &Policy, key: &[u8], values: KeyValues, done:
 }
 
 /// `: limit=... key=...`, the limit that refused a request, if any.
-struct By<'a> {
-    policy: &'a Policy,
-    values: KeyValues<'a>,
-    limit: Option<usize>,
-}
+struct By<'a>(Option<RefusedBy<'a>>);
 
 impl core::fmt::Display for By<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let Some(i) = self.limit else {
-            return Ok(());
-        };
-        let name = self.policy.limits.name(i);
-        let key = self.values.get(i).copied().flatten();
-        write!(
-            f,
-            ": {}",
-            RefusedBy {
-                name: name.as_str(),
-                key
-            }
-        )
+        match self.0 {
+            Some(by) => write!(f, ": {by}"),
+            None => Ok(()),
+        }
     }
 }
 
-/// Notes the rejection in the worker's log and writes the summaries it
-/// makes due; true when the rejection's own line is to be written.
-fn first_of_client(
+/// Notes the rejection in the worker's log, under its client or the
+/// keyed limit that refused it (`noted_under`), and writes the summaries
+/// it makes due; true when the rejection's own line is to be written.
+fn first_of_its_count(
     r: &Request,
     policy: &Policy,
-    key: &[u8],
+    (key, outcome, by): (&[u8], Outcome, Option<RefusedBy>),
     reason: (Reason, Kind),
     interval_ms: u64,
 ) -> bool {
@@ -205,12 +200,13 @@ fn first_of_client(
     client.addr[..client.len].copy_from_slice(&text[..client.len]);
     // An empty key is exempt, never limited; a trap still names the address.
     let id = if key.is_empty() { text } else { key };
+    let under = noted_under(outcome, by, id);
     let noted = FLOOD.try_with(|flood| {
         let mut flood = flood.borrow_mut();
         let flood = flood.get_or_insert_with(Flood::new);
         let noted = flood
             .log
-            .note_as(id, reason, monotonic_ms(), interval_ms, client);
+            .note_as(under, reason, monotonic_ms(), interval_ms, client);
         flood.arm();
         noted
     });
