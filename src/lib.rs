@@ -34,9 +34,8 @@ mod module {
     use nginx_sys::{
         ngx_command_t, ngx_conf_t, ngx_cycle_t, ngx_http_module_t, ngx_int_t, ngx_module_t,
         ngx_str_t, ngx_uint_t, NGX_CONF_1MORE, NGX_CONF_FLAG, NGX_CONF_NOARGS, NGX_CONF_TAKE1,
-        NGX_CONF_TAKE12, NGX_CONF_TAKE123, NGX_CONF_TAKE2, NGX_CONF_TAKE4, NGX_CONF_TAKE5,
-        NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET, NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET,
-        NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
+        NGX_CONF_TAKE12, NGX_CONF_TAKE2, NGX_HTTP_LOC_CONF, NGX_HTTP_LOC_CONF_OFFSET,
+        NGX_HTTP_MAIN_CONF, NGX_HTTP_MAIN_CONF_OFFSET, NGX_HTTP_MODULE, NGX_HTTP_SRV_CONF,
     };
     use ngx::core::Status;
     use ngx::http::{HttpModule, HttpModuleLocationConf, HttpModuleMainConf};
@@ -212,7 +211,7 @@ mod module {
     static mut COMMANDS: [ngx_command_t; 24] = [
         loc(
             ngx_string!("pow_shield_limit"),
-            NGX_CONF_TAKE123 | NGX_CONF_TAKE4 | NGX_CONF_TAKE5,
+            NGX_CONF_1MORE,
             set_limit,
             0,
         ),

@@ -4,7 +4,8 @@
 # pow_shield_limit ... key=): a scraper rotating through many addresses of
 # a few /24s stays under the per-address limit but is challenged at the
 # /24 limit (key=$pow_shield_net); a client of another /24 passes; an empty
-# key= value leaves a request out of that limit only.  The address is set
+# key= value, or one that is a variable's name as text (a geo default),
+# leaves a request out of that limit only.  The address is set
 # with X-Real-IP (realip), as $pow_shield_net reads it after realip.  In
 # local mode (the zone's buckets) and in cluster mode (one Redis: every
 # limit of a request in one script call).
@@ -44,6 +45,13 @@ my $conf = http_conf(<<"EOF");
 
     set_real_ip_from 127.0.0.1;
     real_ip_header X-Real-IP;
+
+    # a slip: geo takes its values literally, so its default is the text
+    # "\$pow_shield_net" for every address it does not list
+    geo \$as_slip {
+        10.60.1.0/24   AS64496;
+        default        \$pow_shield_net;
+    }
 
     server {
         %%TEST_SERVER%%
@@ -86,6 +94,12 @@ my $conf = http_conf(<<"EOF");
             pow_shield_limit 1 1h name=tenant key=\$http_x_tenant;
         }
 
+        # 100 an hour per address, 2 an hour per AS (the geo above)
+        location /as/ {
+            pow_shield_limit 100 1h;
+            pow_shield_limit 2 1h name=as key=\$as_slip;
+        }
+
         location = /net {
             return 200 "\$pow_shield_net";
         }
@@ -95,7 +109,7 @@ $recipe
 EOF
 
 Test::PowShield::Modes->each_mode($conf,
-    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net dry tenant only recipe forge shared) }, sub {
+    files => { map { ("html/$_/data.json" => '{"ok":true}') } qw(net dry tenant only recipe forge shared as) }, sub {
     my ($m) = @_;
     my $t = $m->node(1);
     my $from = sub {
@@ -172,6 +186,19 @@ Test::PowShield::Modes->each_mode($conf,
     is(statuses(@r), '200 200 200 200', 'no tenant where only the tenant limit is: never counted');
     @r = map { $from->("10.5.3.$_", 'only', 'X-Tenant' => "$m-b") } 1 .. 2;
     is(statuses(@r), '200 429', '... a tenant there is');
+
+    # a key= value that is a variable's name as text (the geo's default)
+    # is left out of that limit, as an empty value: never one key shared
+    # by every address the geo does not list; one warning per worker and
+    # limit, not per request
+
+    @r = map { $from->("10.61.$_.1", 'as') } 1 .. 4;
+    is(statuses(@r), '200 200 200 200',
+        'a geo default that names a variable: unknown addresses are not counted together');
+    @r = map { $from->("10.60.1.$_", 'as') } 1 .. 3;
+    is(statuses(@r), '200 200 429', '... an address the geo lists is counted by its AS');
+    my $literal = qr/\[warn\] .*pow_shield: limit "as" got the key value "\$pow_shield_net", a variable's name as text/;
+    is($t->error_log_count($literal), 1, '... and the worker warns of the value once');
 
     # two limits of one key= text both count per its value, not per client
 

@@ -320,6 +320,25 @@ fn push_entries(entries: &mut Vec<GeoEntry>, range: &AsRange) {
     }));
 }
 
+/// What the include's first line says of the `networks` written from the
+/// `ranges` read, `unrouted` of them left out (`Converter::counts`):
+/// `12 networks from 3 ranges; 1 unrouted (AS 0) left out`.
+pub fn summary(networks: usize, (ranges, unrouted): (usize, usize)) -> String {
+    format!(
+        "{} from {}; {unrouted} unrouted (AS 0) left out",
+        counted(networks, "network"),
+        counted(ranges, "range"),
+    )
+}
+
+/// `n` and `noun`, plural unless one: `1 network`, `2 networks`.
+pub fn counted(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 #[path = "asn_geo/tests.rs"]
 mod tests;

@@ -19,7 +19,7 @@ use core::ffi::{c_char, c_void};
 
 use nginx_sys::{ngx_command_t, ngx_conf_t, ngx_http_handler_pt};
 use ngx::http::{HttpModuleLocationConf, HttpModuleMainConf, NgxHttpCoreModule};
-use pow_shield_core::config::args;
+use pow_shield_core::config::{args, traps};
 use pow_shield_core::limiter::KeyId;
 use pow_shield_core::metrics::LIMIT_NAMES;
 
@@ -51,6 +51,9 @@ setter!(set_limit, LocConf, |d, lcf| {
     };
     // Each `key=` text compiled once, however many limits count per it.
     if let Some(key) = limit.and_then(|line| line.key) {
+        if let Some(mcf) = PowShield::main_conf_mut(d.cf) {
+            mcf.per_network_key |= traps::may_count_per_network(key);
+        }
         let id = KeyId::of(key);
         if lcf.settings.key_sources.get(id).is_none() {
             let cv = compile_complex_value(d.cf, key)?;

@@ -8,6 +8,7 @@
 
 pub mod bots;
 pub mod http;
+pub(crate) mod key_values;
 pub mod location;
 pub mod redis;
 mod setters;
@@ -69,6 +70,9 @@ pub struct MainConf {
     pub redis: Option<Option<RedisConf>>,
     /// Some location has `pow_shield_limit` on.
     pub shielded: bool,
+    /// Some `pow_shield_limit` has a `key=` that may count per network
+    /// (`traps::may_count_per_network`): for the warning of `slot=net`.
+    pub per_network_key: bool,
     /// The names of named or stacked limits, in the order first met: the
     /// `limit` label of the metrics (at most `metrics::LIMIT_NAMES`).
     pub limit_names: Vec<String>,
@@ -110,6 +114,7 @@ impl Default for MainConf {
             secret_from: None,
             redis: None,
             shielded: false,
+            per_network_key: false,
             limit_names: Vec::new(),
             limit_places: Vec::new(),
             status: false,
@@ -459,6 +464,7 @@ pub fn init_main_conf(cf: &mut ngx_conf_t, mcf: &mut MainConf) -> *mut c_char {
             return NGX_CONF_ERROR;
         }
     }
+    warnings::warn_slot_net(cf, mcf);
     match http::add_zone(cf, mcf) {
         Ok(()) => NGX_CONF_OK,
         Err(()) => NGX_CONF_ERROR,

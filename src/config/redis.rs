@@ -34,8 +34,8 @@ pub struct RedisConf {
     /// the sentinels announce by name) at run time; `None`: names are
     /// resolved once, when the configuration is loaded.
     pub resolver: Option<Resolver>,
-    /// Where the directive is, for the warning about names.
-    at: Option<ConfAt>,
+    /// Where the directive is, for the warnings about names and `slot=`.
+    pub(super) at: Option<ConfAt>,
     /// A name that did not resolve when the directive was read (the URL as
     /// shown, and why): an error unless there is a `resolver`.
     unresolved: Option<(String, String)>,

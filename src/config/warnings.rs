@@ -1,10 +1,11 @@
-//! `nginx -t` warnings (not errors) for two traps the docs describe, each
+//! `nginx -t` warnings (not errors) for traps the docs describe, each
 //! naming file and line, once per directive or location
 //! (`pow_shield_core::config::traps` says what they say):
 //! - a `pow_shield_key` that is one header variable alone: requests
 //!   without the header are exempt;
 //! - a shielded location whose first rewrite directive is `return`: the
-//!   rewrite phase answers before the access phase, the shield never runs.
+//!   rewrite phase answers before the access phase, the shield never runs;
+//! - `pow_shield_redis ... slot=net` where no limit counts per network.
 
 use core::ffi::CStr;
 
@@ -108,6 +109,19 @@ fn first_code_returns(cf: &ngx_conf_t) -> bool {
         let ret: unsafe extern "C" fn(*mut nginx_sys::ngx_http_script_engine_t) =
             nginx_sys::ngx_http_script_return_code;
         first == ret as usize
+    }
+}
+
+/// `slot=net` where no `pow_shield_limit` of the http block may count per
+/// network (every line has been read: the http block is done).
+pub(super) fn warn_slot_net(cf: &ngx_conf_t, mcf: &MainConf) {
+    let Some(redis) = mcf.redis() else {
+        return;
+    };
+    let at = redis.at.map(|at| at.to_string()).unwrap_or_default();
+    let slot = redis.options.slot;
+    if let Some(message) = traps::slot_net_warning(slot, mcf.per_network_key, &at) {
+        log_at!(NGX_LOG_WARN, cf.log, "pow_shield: {message}");
     }
 }
 

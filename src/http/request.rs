@@ -192,6 +192,8 @@ pub(super) fn evaluate_key_values(
             // configuration time (null: none was, an error).
             let cv = unsafe { cv.as_ref() }?;
             let bytes = r.get_complex_value(cv)?.as_bytes();
+            // (A variable's name as text, from a `geo`: left out.)
+            let bytes = crate::config::key_values::counted(r, policy, cv, bytes);
             Some((bytes.as_ptr(), bytes.len()))
         }
         // (`fill` copies a shared value itself.)

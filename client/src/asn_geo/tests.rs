@@ -300,3 +300,17 @@ fn counts_are_of_ranges_read_and_unrouted() {
     }
     assert_eq!(c.counts(), (7, 3));
 }
+
+#[test]
+fn counts_are_written_singular_for_one() {
+    assert_eq!(counted(0, "network"), "0 networks");
+    assert_eq!(counted(1, "network"), "1 network");
+    assert_eq!(counted(2, "range"), "2 ranges");
+    let mut one = Converter::new(Keep::default());
+    one.add_line(1, "192.0.2.0\t192.0.2.255\t64496\tZZ\tEXAMPLE")
+        .unwrap();
+    assert_eq!(
+        summary(1, one.counts()),
+        "1 network from 1 range; 0 unrouted (AS 0) left out"
+    );
+}

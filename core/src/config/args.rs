@@ -4,6 +4,7 @@
 //! of words against the command table before these run.
 
 use super::directive_error::DirectiveError;
+use super::limit_key;
 use super::settings::LogLevel;
 use super::values;
 use crate::decision::DifficultyRule;
@@ -67,11 +68,8 @@ pub fn limit<'a>(args: &[&'a str]) -> Result<Option<LimitLine<'a>>, DirectiveErr
             name = Some(LimitName::new(value).map_err(|e| DirectiveError::invalid(w, e))?);
         } else if let Some(value) = w.strip_prefix("key=") {
             once(key.is_some())?;
-            if value.is_empty() {
-                return Err(DirectiveError::invalid(
-                    w,
-                    "a value after \"key=\" (variables allowed)",
-                ));
+            if let Some(why) = limit_key::refused(value) {
+                return Err(DirectiveError::invalid(w, why));
             }
             key = Some(value);
         } else {
@@ -295,6 +293,7 @@ mod tests {
             Some("site")
         );
         assert_eq!(named(limit(&["10", "1m", "key="])), "key=");
+        assert_eq!(named(limit(&["10", "1m", "key=\"\""])), "key=\"\"");
         assert_eq!(named(limit(&["10", "1m", "key=a", "key=b"])), "key=b");
     }
 

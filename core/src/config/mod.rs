@@ -1,7 +1,8 @@
 //! The directives' pure side (docs/directives.md): what each word means
 //! (`values`, one parser per word, on nginx's grammar in `crate::syntax`),
 //! which words each directive takes and which word a refusal names
-//! (`args`, `redis`), the one format of a refusal (`directive_error`), and
+//! (`args`, `redis`; `limit_key` for `key=`'s value, as written and as a
+//! request gives it), the one format of a refusal (`directive_error`), and
 //! how a location inherits what it leaves unset from its server and the
 //! http block (`settings`), and what `nginx -t` warns of (`traps`). The
 //! module's `src/config/` only converts nginx
@@ -9,6 +10,7 @@
 
 pub mod args;
 pub mod directive_error;
+pub mod limit_key;
 pub mod redis;
 pub mod settings;
 pub mod traps;

@@ -5,7 +5,7 @@
 
 use super::args::first;
 use super::directive_error::DirectiveError;
-use crate::redis::cluster::NodeAddr;
+use crate::redis::cluster::{ClientSlot, NodeAddr};
 use crate::redis::url::{self, RedisAddr, RedisOptions, RedisTarget};
 
 /// The URLs and options of `pow_shield_redis`, parsed and checked
@@ -28,17 +28,77 @@ pub fn parse(args: &[&str]) -> Result<Option<Parsed>, DirectiveError> {
         return Ok(None);
     }
     let shown = redact(url);
+    if let Some(why) = spaced_list(url, options_args) {
+        return Err(DirectiveError::invalid(&shown, why));
+    }
     let targets = url::parse_redis_urls(url).map_err(|e| DirectiveError::invalid(&shown, e))?;
     let mut options = RedisOptions::default();
     for arg in options_args {
+        if arg.starts_with(',') {
+            return Err(DirectiveError::invalid(&redact(arg), SPACED));
+        }
         url::apply_redis_option(&mut options, arg).map_err(|e| DirectiveError::invalid(arg, e))?;
     }
     url::check_cluster(&targets, &options).map_err(|e| DirectiveError::invalid(&shown, e))?;
+    if let Some(why) = slot_without_cluster(&targets, &options) {
+        return Err(DirectiveError::invalid(named(options_args, "slot"), why));
+    }
     Ok(Some(Parsed {
         targets,
         options,
         shown,
     }))
+}
+
+/// A seed list with a space around a comma (nginx splits words at spaces):
+/// the list as written, without spaces, is what was meant.
+const SPACED: &str = "a space next to a comma splits the seed list: write it without spaces \
+     (redis://h1:7000,redis://h2:7000)";
+
+/// Why the URL word `url`, followed by `options_args`, is a seed list cut
+/// short by a space after a comma or ends with one; `None`: it is not.
+fn spaced_list(url: &str, options_args: &[&str]) -> Option<&'static str> {
+    if !url.ends_with(',') {
+        return None;
+    }
+    // An option is `cluster` or `name=value`; anything else after the
+    // comma is the rest of the list (`redis://h2:7000`, a sentinel's
+    // `h2:26379/mymaster`).
+    let option = |w: &str| {
+        w == "cluster"
+            || w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+            })
+    };
+    match options_args.first() {
+        Some(next) if !option(next) => Some(SPACED),
+        _ => Some("the seed list ends with a comma"),
+    }
+}
+
+/// Why `slot=` is refused where the URLs are no Redis Cluster's seeds;
+/// `None`: it is not. The advice to add `cluster` is given only where
+/// `cluster` would be taken: a sentinel's master or a UNIX socket is one
+/// Redis, where every key is in one place.
+fn slot_without_cluster(targets: &[RedisTarget], options: &RedisOptions) -> Option<&'static str> {
+    let first = targets.first()?;
+    if options.cluster || options.slot == ClientSlot::Own {
+        return None;
+    }
+    if first.sentinel.is_some() {
+        return Some(
+            "slot= is for a Redis Cluster only: sentinel:// finds one master, which holds \
+             every key in one place; remove slot=",
+        );
+    }
+    match first.addr {
+        RedisAddr::Unix { .. } => Some(
+            "slot= is for a Redis Cluster only: a UNIX socket is one Redis (a cluster's \
+             nodes are host:port); remove slot=",
+        ),
+        // (`into_target`'s check advises adding "cluster".)
+        RedisAddr::Tcp { .. } => None,
+    }
 }
 
 impl Parsed {
@@ -214,6 +274,90 @@ mod tests {
     fn a_bad_url_is_shown_without_its_password() {
         let shown = refused_value(parse(&["redis://u:hunter2@"]));
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    fn refusal<T>(result: Result<T, DirectiveError>) -> (String, String) {
+        match result {
+            Err(DirectiveError::Invalid { value, reason }) => (value, reason),
+            Err(other) => panic!("expected an invalid value, got {other:?}"),
+            Ok(_) => panic!("expected a refusal"),
+        }
+    }
+
+    #[test]
+    fn a_space_next_to_a_comma_of_the_seed_list_is_named() {
+        let spaced = "a space next to a comma splits the seed list";
+        for (args, value, reason) in [
+            (
+                &[
+                    "redis://127.0.0.1:17301,",
+                    "redis://127.0.0.1:17302",
+                    "cluster",
+                ][..],
+                "redis://127.0.0.1:17301,",
+                spaced,
+            ),
+            (
+                &["redis://:pw@h1:7000,", "redis://:pw@h2:7000", "cluster"],
+                "redis://***@h1:7000,",
+                spaced,
+            ),
+            (
+                &["sentinel://h1:26379,", "h2:26379/mymaster"],
+                "sentinel://h1:26379,",
+                spaced,
+            ),
+            (
+                &["redis://h1:7000", ",redis://:pw@h2:7000", "cluster"],
+                ",redis://***@h2:7000",
+                spaced,
+            ),
+            (
+                &["redis://h1:7000,", "cluster"],
+                "redis://h1:7000,",
+                "the seed list ends with a comma",
+            ),
+            (
+                &["redis://h1:7000,", "timeout=1s"],
+                "redis://h1:7000,",
+                "the seed list ends with a comma",
+            ),
+            (
+                &["redis://h1:7000,"],
+                "redis://h1:7000,",
+                "the seed list ends with a comma",
+            ),
+        ] {
+            let (got, why) = refusal(parse(args));
+            assert_eq!(got, value, "{args:?}");
+            assert!(why.starts_with(reason), "{args:?}: {why}");
+        }
+        // Without spaces, the same list is taken.
+        assert!(parse(&["redis://h1:7000,redis://h2:7000", "cluster"]).is_ok());
+    }
+
+    #[test]
+    fn slot_names_what_it_needs_without_advice_that_is_refused_next() {
+        let only = "slot= is for a Redis Cluster only";
+        for (args, reason) in [
+            (&["sentinel://h1:26379/mymaster", "slot=net"][..], only),
+            (&["sentinels://h1:26379/mymaster", "slot=net"], only),
+            (&["unix:/run/redis.sock", "slot=net"], only),
+        ] {
+            let (value, why) = refusal(parse(args));
+            assert_eq!(value, args[1], "{args:?}");
+            assert!(why.starts_with(reason), "{args:?}: {why}");
+            assert!(!why.contains("add \"cluster\""), "{args:?}: {why}");
+        }
+        // One Redis by address: adding "cluster" is the fix (its seed).
+        let parsed = parse(&["redis://h1:7000", "slot=net"])
+            .ok()
+            .flatten()
+            .unwrap();
+        let (value, why) = refusal(parsed.into_target("redis://h1:7000", &["slot=net"]));
+        assert_eq!(value, "slot=net");
+        assert!(why.contains("add \"cluster\""), "{why}");
+        assert!(parse(&["redis://h1:7000", "cluster", "slot=net"]).is_ok());
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! Two configurations `nginx -t` accepts but warns of (docs/directives.md:
+//! Configurations `nginx -t` accepts but warns of (docs/directives.md:
 //! a key that is a header alone, under pow_shield_key; a location that only
-//! `return`s, in the introduction): what each warning says, without nginx.
+//! `return`s, in the introduction; `slot=net` where no limit can count per
+//! network, under pow_shield_redis): what each warning says, without nginx.
+
+use crate::redis::cluster::ClientSlot;
 
 /// The variable a `pow_shield_key` value is, when it is one request header
 /// variable alone (`$http_x_api_key`, `${http_x_api_key}`): a request
@@ -43,9 +46,60 @@ pub fn return_warning(location: &str, at: &str, limit_at: &str) -> String {
     )
 }
 
+/// Whether a `key=` text may count per network: any text with a variable
+/// may (`$pow_shield_net` itself, or a `map` that gives it); only a
+/// constant (`key=site`) surely does not.
+pub fn may_count_per_network(key: &str) -> bool {
+    key.contains('$')
+}
+
+/// The warning of `pow_shield_redis ... cluster slot=net` (`at` where it
+/// is) where no `pow_shield_limit` of the configuration has a `key=` that
+/// may count per network (`per_network`: one has): the client's keys then
+/// share its network's slot for no call saved, and a busy network loads
+/// one master with all its clients. `None`: nothing to warn of.
+pub fn slot_net_warning(slot: ClientSlot, per_network: bool, at: &str) -> Option<String> {
+    if slot != ClientSlot::Net || per_network {
+        return None;
+    }
+    Some(format!(
+        "\"slot=net\" spreads clients over the masters by network for nothing: \
+         no pow_shield_limit counts key=$pow_shield_net, whose call it would share; \
+         remove slot=net, or add such a limit (docs/operations.md, \
+         \"One slot for a client and its network\") in {at}"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_net_is_warned_of_only_where_no_limit_may_count_per_network() {
+        for (slot, per_network, warned) in [
+            (ClientSlot::Net, false, true),
+            (ClientSlot::Net, true, false),
+            (ClientSlot::Own, false, false),
+            (ClientSlot::Own, true, false),
+        ] {
+            let warning = slot_net_warning(slot, per_network, "nginx.conf:3");
+            assert_eq!(warning.is_some(), warned, "{slot:?} {per_network}");
+        }
+        let warning = slot_net_warning(ClientSlot::Net, false, "nginx.conf:3").unwrap();
+        assert!(warning.starts_with("\"slot=net\" spreads clients"));
+        assert!(warning.ends_with(" in nginx.conf:3"));
+        for (key, may) in [
+            ("$pow_shield_net", true),
+            ("${pow_shield_net}", true),
+            ("$scraper_net", true),
+            ("net:$pow_shield_net", true),
+            ("$pow_shield_as", true),
+            ("site", false),
+            ("everyone", false),
+        ] {
+            assert_eq!(may_count_per_network(key), may, "{key}");
+        }
+    }
 
     #[test]
     fn a_key_that_is_a_header_variable_alone_is_a_trap() {

@@ -10,7 +10,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use flate2::read::MultiGzDecoder;
-use pow_shield_client::asn_geo::{Converter, Keep};
+use pow_shield_client::asn_geo::{self, Converter, Keep};
 
 use crate::exit;
 
@@ -97,16 +97,16 @@ pub fn run(m: &ArgMatches) -> u8 {
             return complain(exit::FAILED, &format!("{name}:{}: {}", e.line, e.error));
         }
     }
-    let (ranges, unrouted) = converter.counts();
+    let counts = converter.counts();
     let entries = converter.finish();
     let mut text = format!(
-        "# pow-shield asn-geo {}: {} networks from {ranges} ranges; {unrouted} unrouted (AS 0) left out\n",
+        "# pow-shield asn-geo {}: {}\n",
         // a control character in a file name would end the comment line
         name.rsplit('/')
             .next()
             .unwrap_or(name)
             .replace(char::is_control, "?"),
-        entries.len()
+        asn_geo::summary(entries.len(), counts)
     );
     for e in &entries {
         let _ = writeln!(text, "{e}");
@@ -126,8 +126,8 @@ pub fn run(m: &ArgMatches) -> u8 {
         Err(e) => return complain(exit::WRITE, &format!("{file}: {e}")),
     }
     eprintln!(
-        "pow-shield asn-geo: {file} written: {} networks; reload nginx to use them",
-        entries.len()
+        "pow-shield asn-geo: {file} written: {}; reload nginx to use them",
+        asn_geo::counted(entries.len(), "network")
     );
     exit::OK
 }
