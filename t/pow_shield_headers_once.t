@@ -18,8 +18,12 @@
 # xslt's errors are sent the same way) has its header list cleared, and
 # goes through the filters again: it carries the shield's headers, those a
 # 200 of the same request carries, added again (the filter sees that none
-# of its own is left), once each; and so does its error_page, which fails
-# the same way (a third run, the list cleared again). The same in both
+# of its own is left), once each; and so does its error_page's page (sent
+# with the 412's status: no filter refuses it again). An error_page that
+# answers the 412 with a 200 of an old file, which the range filter then
+# refuses (a third run, the list not cleared: the headers added again are
+# still in it), carries each once too, with the headers on or off (the
+# next challenge alone). The same in both
 # paths: local mode's straight one, and the full one. Its log line reads
 # the shield's variables as a 200's does (nginx wiped the modules' contexts
 # too: the state is found in the pool), and the next challenge it carries
@@ -58,11 +62,18 @@ my $conf = http_conf(<<'EOF');
         location /cpage/ { pow_shield_limit 3 1h; error_page 412 /open/412.json; }
         location /coff/  { pow_shield_limit 3 1h; pow_shield_headers off; }
         location /open/  { }
+        location /again/ { pow_shield_limit 3 1h; error_page 412 =200 /old/data.json; }
+        location /againoff/ {
+            pow_shield_limit 3 1h;
+            pow_shield_headers off;
+            error_page 412 =200 /old/data.json;
+        }
+        location /old/   { }
     }
 EOF
 
 my %files = map { ("html/$_/data.json" => qq({"$_":true}\n)) }
-    qw(range page named cond cpage coff);
+    qw(range page named cond cpage coff again againoff old);
 $files{"html/open/$_.json"} = qq({"$_":true}\n) for qw(416 412);
 
 # The solution of the challenge $r sent ahead.
@@ -142,6 +153,30 @@ Test::PowShield::Modes->each_mode($conf, files => \%files, sub {
                 "/$loc/: each 412 of a failed $fail has the 200's headers, once each")
                 or diag(explain(\@got, \@want));
         }
+    }
+
+    # A 412 answered by error_page with a 200 of a file of 1970 (its
+    # If-Unmodified-Since holds there), past whose end the Range is: the
+    # range filter's 416 runs the filters a third time, the headers added
+    # again after the 412 still in the list.
+    my $old = $t->path('html/old/data.json');
+    utime 0, 0, $old or die "utime $old: $!";
+    for my $loc (qw(again againoff)) {
+        my @got;
+        for my $i (1 .. 3) {
+            my $r = $t->http_get("/$loc/data.json", 'X-Client' => "$loc",
+                'If-Unmodified-Since' => 'Thu, 01 Jan 1970 00:00:01 GMT',
+                Range => 'bytes=1000-');
+            is($r->status, 416, "/$loc/ $i: a 412's error_page past its end: 416");
+            push @got, shield_headers($r);
+        }
+        my $ahead = 'x-pow-next-challenge x-pow-next-bits x-pow-next-difficulty';
+        my $limits = 'x-ratelimit-limit x-ratelimit-remaining x-ratelimit-reset'
+            . ' ratelimit-policy ratelimit';
+        my @want = $loc eq 'again'
+            ? ($limits, $limits, "$limits $ahead") : ('', '', $ahead);
+        is_deeply(\@got, \@want, "/$loc/: each header once, the next challenge on the last")
+            or diag(explain(\@got));
     }
 
     # The last 412 of /cond/ sent the next challenge ahead: paid with it,
