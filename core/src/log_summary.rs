@@ -176,16 +176,19 @@ impl<R: Copy + Eq, T: Copy> RejectionLog<R, T> {
     /// location's keyed limits with the request's value for each
     /// ([`keyed_values`]). Which count the challenge joined is not known
     /// here (a token does not name the limit that refused it): the
-    /// client's own if it has a challenge not paid yet, else the first of
-    /// `keyed` that has one, else the client's (nothing if neither was
-    /// rejected lately). A count is never paid beyond its challenges.
+    /// client's own whenever it has one (a client refused lately by its
+    /// own limit: its payment says nothing of its /24's other addresses,
+    /// whose count it must not make look paid), else the first of `keyed`
+    /// that has a challenge not paid yet (nothing if none). A count is
+    /// never paid beyond its challenges.
     pub fn paid<'a>(
         &mut self,
         client: &[u8],
         keyed: impl IntoIterator<Item = (LimitName, &'a [u8])>,
     ) {
         let mut id = core::mem::take(&mut self.id);
-        let owed = self.owes(Under::Client(client), &mut id)
+        Under::Client(client).write_id(&mut id);
+        let owed = self.clients.contains_key(&id[..])
             || keyed.into_iter().any(|(name, key)| {
                 let by = RefusedBy {
                     name: name.as_str(),

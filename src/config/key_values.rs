@@ -23,7 +23,9 @@ thread_local! {
 }
 
 /// `value`, the request's value of the `key=` text compiled as `cv`, as
-/// its limit counts it: empty (left out) where it is a variable's name.
+/// its limit counts it: empty (left out) where it is a variable's name
+/// (`is_client_address`: whether it is the client's own address, asked
+/// only of a value shaped like one).
 /// (Inline: asked of every value of a `key=` text evaluated by nginx; a
 /// value that does not start with `$` is decided at its first byte.)
 #[inline(always)]
@@ -32,8 +34,9 @@ pub(crate) fn counted<'v>(
     policy: &Policy,
     cv: &ngx_http_complex_value_t,
     value: &'v [u8],
+    is_client_address: impl FnOnce() -> bool,
 ) -> &'v [u8] {
-    match limit_key::key_value(value) {
+    match limit_key::key_value(value, is_client_address) {
         KeyValue::Counted | KeyValue::LeftOut => value,
         KeyValue::VariableName => {
             warn_once(r, policy, cv, value);

@@ -193,7 +193,9 @@ pub(super) fn evaluate_key_values(
             let cv = unsafe { cv.as_ref() }?;
             let bytes = r.get_complex_value(cv)?.as_bytes();
             // (A variable's name as text, from a `geo`: left out.)
-            let bytes = crate::config::key_values::counted(r, policy, cv, bytes);
+            let bytes = crate::config::key_values::counted(r, policy, cv, bytes, || {
+                is_address_key(r, bytes)
+            });
             Some((bytes.as_ptr(), bytes.len()))
         }
         // (`fill` copies a shared value itself.)

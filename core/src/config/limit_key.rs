@@ -36,14 +36,18 @@ pub enum KeyValue {
     VariableName,
 }
 
-/// What `value`, a request's value of a `key=` text, does to its limit.
-/// (Inline: asked of every request of a limit with a `key=` of its own;
-/// the common value is decided by its first byte.)
+/// What `value`, a request's value of a `key=` text, does to its limit;
+/// `is_client_address`: whether it is the client's own address, in any
+/// form (asked only of a value shaped like a name: `$binary_remote_addr`'s
+/// four bytes of 36.97.98.99 read `$abc`, and such an address is counted,
+/// never taken for a name). (Inline: asked of every request of a limit
+/// with a `key=` of its own; the common value is decided by its first
+/// byte.)
 #[inline(always)]
-pub fn key_value(value: &[u8]) -> KeyValue {
+pub fn key_value(value: &[u8], is_client_address: impl FnOnce() -> bool) -> KeyValue {
     match value.first() {
         None => KeyValue::LeftOut,
-        Some(b'$') if is_variable_name(value) => KeyValue::VariableName,
+        Some(b'$') if is_variable_name(value) && !is_client_address() => KeyValue::VariableName,
         Some(_) => KeyValue::Counted,
     }
 }
@@ -123,7 +127,16 @@ mod tests {
             (b"$ 5", Counted),
             (b"AS$1", Counted),
         ] {
-            assert_eq!(key_value(value), what, "{}", String::from_utf8_lossy(value));
+            let value_of = String::from_utf8_lossy(value);
+            assert_eq!(key_value(value, || false), what, "{value_of}");
+            // The client's own address, however it reads, is counted.
+            let own = if what == LeftOut { LeftOut } else { Counted };
+            assert_eq!(key_value(value, || true), own, "{value_of}");
+        }
+        // `$binary_remote_addr` of 36.97.98.99 and of 36.123.65.125.
+        for address in [[36u8, 97, 98, 99], [36, 123, 65, 125]] {
+            assert_eq!(key_value(&address, || false), VariableName);
+            assert_eq!(key_value(&address, || true), Counted);
         }
     }
 

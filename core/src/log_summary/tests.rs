@@ -293,13 +293,14 @@ fn a_payment_is_credited_where_its_challenge_was_counted() {
     let client = &b"198.51.100.7"[..];
     let keyed = [(net(), &b"198.51.100.0/24"[..])];
     // (challenges under the client, under its /24, the count credited:
-    // the client's own while it owes one, then the /24's while it does,
-    // else the client's as before; a count's first challenge is written,
-    // not counted, so it owes nothing)
+    // the client's own whenever it has one, even owing nothing (its first
+    // challenge is written, not counted): a client refused by its own
+    // limit does not make its /24's count look paid; else the /24's while
+    // it owes one)
     let rows = [
         (3, 3, Some("client")),
         (0, 3, Some("net")),
-        (1, 3, Some("net")),
+        (1, 3, Some("client")),
         (1, 1, Some("client")),
         (0, 1, None),
         (0, 0, None),
