@@ -506,6 +506,11 @@ mod tests {
             (&healthy, 6_000, Some(5_000), false),
             (&healthy, 5_000 + g, Some(5_000), true),
             (&back, 5_000 + g, Some(6_000), false),
+            // The node came back before this worker: the later return counts.
+            (&back, 5_000 + g - 1, Some(1_000), false),
+            (&back, 5_000 + g, Some(1_000), true),
+            // A return ahead of now (another worker's clock): no strike yet.
+            (&healthy, 6_000, Some(9_000), false),
         ];
         for (i, (a, now, node_back, want)) in table.into_iter().enumerate() {
             assert_eq!(a.strikes_unpaid(now, node_back), want, "row {i}");
