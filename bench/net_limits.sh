@@ -310,26 +310,35 @@ for r in $(seq "$ROUNDS"); do
 done
 for b in $BACKENDS; do no_errors "$TMP/$b.a" "$TMP/$b.b"; done
 
+# One more load of backend $1's case $2 after a warm-up, under `perf
+# <the rest> -p <its workers>` (its output to $TMP/perf.err), stopped
+# when the load ends, not later (idle timers after it would count
+# against its requests); prints the requests it served.
+under_perf() {
+    local b=$1 c=$2 n o pp ports workers=()
+    shift 2
+    read -r -a ports <<<"${RPORTS[$b]}"
+    for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
+    flush_all "${ports[@]}"
+    load "$b" "$c" 2 "$TMP/warm"
+    perf "$@" -p "$(IFS=,; echo "${workers[*]}")" 2>"$TMP/perf.err" &
+    pp=$!
+    load "$b" "$c" "$DURATION" "$TMP/run"
+    kill -INT "$pp"
+    wait "$pp" || true
+    n=0
+    for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
+    rm -f "$TMP"/run.?
+    echo "$n"
+}
+
 if [[ -n ${NET_PROFILE:-} ]]; then
     command -v perf >/dev/null || die "NET_PROFILE: perf not found"
     mkdir -p "$NET_PROFILE"
     for b in $BACKENDS; do
-        read -r -a ports <<<"${RPORTS[$b]}"
         for c in $CASES; do
-            workers=()
-            for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
-            flush_all "${ports[@]}"
-            load "$b" "$c" 2 "$TMP/warm"
-            perf record -q -e cpu-clock -F 20000 -g -p "$(IFS=,; echo "${workers[*]}")" \
-                -o "$NET_PROFILE/$b.$c.data" 2>"$TMP/perf.err" &
-            pp=$!
-            load "$b" "$c" "$DURATION" "$TMP/run"
-            kill -INT "$pp"
-            wait "$pp" || true
+            n=$(under_perf "$b" "$c" record -q -e cpu-clock -F 20000 -g -o "$NET_PROFILE/$b.$c.data")
             [[ -s $NET_PROFILE/$b.$c.data ]] || die "perf record failed: $(tail -3 "$TMP/perf.err")"
-            n=0
-            for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
-            rm -f "$TMP"/run.?
             echo "$n" >"$NET_PROFILE/$b.$c.requests"
         done
     done
@@ -339,23 +348,9 @@ if [[ ${NET_SYSCALLS:-0} == 1 ]]; then
     command -v perf >/dev/null || die "NET_SYSCALLS=1: perf not found"
     declare -A SYS
     for b in $BACKENDS; do
-        read -r -a ports <<<"${RPORTS[$b]}"
         for c in $CASES; do
-            workers=()
-            for n in $(nodes_of "$c"); do workers+=("${WORKER[$b.$n]}"); done
-            flush_all "${ports[@]}"
-            load "$b" "$c" 2 "$TMP/warm"
-            # (perf counts until the load ends, not longer: the syscalls of
-            # idle timers after it would count against its requests.)
-            perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${workers[*]}")" -o "$TMP/perf" &
-            pp=$!
-            load "$b" "$c" "$DURATION" "$TMP/run"
-            kill -INT "$pp"
-            wait "$pp" || true
-            grep -q 'syscalls:sys_enter_' "$TMP/perf" || die "perf stat failed: $(tail -3 "$TMP/perf")"
-            n=0
-            for o in "$TMP"/run.?; do n=$((n + $(wrk_requests "$o"))); done
-            rm -f "$TMP"/run.?
+            n=$(under_perf "$b" "$c" stat -x, -e 'syscalls:sys_enter_*' -o "$TMP/perf")
+            grep -q 'syscalls:sys_enter_' "$TMP/perf" || die "perf stat failed: $(tail -3 "$TMP/perf.err")"
             SYS[$b/$c]=$(awk -F, -v n="$n" '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
                     name = substr($3, 20); t += $1; c[name] = $1}
                 END {printf "%.2f:", t / n; for (k in c) if (c[k] / n >= 0.05) printf " %s %.2f", k, c[k] / n}' "$TMP/perf")
