@@ -82,17 +82,7 @@ sub rejections {
 
 # the summary lines of a client, and the rejections they count
 my $SUMMARY = qr/pow_shield: ([\d,]+) more rejections? of client=(\S+) in the last (\d+) s/;
-sub summarized {
-    my ($ip) = @_;
-    my $n = 0;
-    for ($t->error_log_lines($SUMMARY)) {
-        my ($count, $client) = /$SUMMARY/;
-        next unless $client eq $ip;
-        $count =~ tr/,//d;
-        $n += $count;
-    }
-    return $n;
-}
+sub summarized { return $t->summarized_count($SUMMARY, $_[0]) }
 
 ###############################################################################
 

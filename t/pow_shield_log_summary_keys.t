@@ -58,17 +58,7 @@ sub net_lines {
 
 # the summary lines of a /24, and the rejections they count
 my $UNDER = qr/pow_shield: ([\d,]+) more rejections? under limit=net key=(\S+) in the last (\d+) s/;
-sub summarized {
-    my ($net) = @_;
-    my $n = 0;
-    for ($t->error_log_lines($UNDER)) {
-        my ($count, $key) = /$UNDER/;
-        next unless $key eq $net;
-        $count =~ tr/,//d;
-        $n += $count;
-    }
-    return $n;
-}
+sub summarized { return $t->summarized_count($UNDER, $_[0]) }
 
 ###############################################################################
 

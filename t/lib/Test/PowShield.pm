@@ -454,6 +454,21 @@ sub error_log_lines {
     return $re ? grep { $_ =~ $re } @lines : @lines;
 }
 
+# The counts of error.log's summary lines (`pow_shield_log_summary`) of
+# one client or limit value: $re captures a line's count ("1,234") and
+# whose it is; the counts of lines whose second capture is $whose, summed.
+sub summarized_count {
+    my ($self, $re, $whose) = @_;
+    my $n = 0;
+    for ($self->error_log_lines($re)) {
+        my ($count, $of) = /$re/;
+        next unless $of eq $whose;
+        $count =~ tr/,//d;
+        $n += $count;
+    }
+    return $n;
+}
+
 # How many lines of error.log match a regex.
 sub error_log_count {
     my ($self, $re) = @_;
